@@ -1,0 +1,42 @@
+// Package daemon wires the rule store, the datapath and the management API
+// into the running gateway (`infergate serve`).
+package daemon
+
+import "time"
+
+// Options are the daemon's command-line options. The CLI fills them from
+// flags; tests build them with DefaultOptions and override fields.
+type Options struct {
+	APIAddr    string // management API, default 127.0.0.1:11111
+	StateDir   string // persisted rule set
+	RulesPath  string // YAML rule file or directory loaded at boot ("" = none)
+	BindAnyVIP bool   // serve non-local VIPs on 0.0.0.0:port
+	LogLevel   string
+
+	// Datapath options (owned by the datapath; defaults from LoxiLB).
+	MaxBodyBytes             int64         // 32 MiB → 413 above
+	BreakerConnectFailures   int           // 5 (3 on P/D rules)
+	BreakerPDConnectFailures int           // 3
+	Breaker5xxStreak         int           // origin 5xx streak that trips, 0 disables
+	BreakerOpenFor           time.Duration // 30 s
+	DrainGrace               time.Duration // delete/update drain window
+	PrefillTimeout           time.Duration // 30 s
+	DecodeFirstByteTimeout   time.Duration
+}
+
+// DefaultOptions returns the documented defaults.
+func DefaultOptions() Options {
+	return Options{
+		APIAddr:                  "127.0.0.1:11111",
+		StateDir:                 "/var/lib/infergate",
+		LogLevel:                 "info",
+		MaxBodyBytes:             32 << 20,
+		BreakerConnectFailures:   5,
+		BreakerPDConnectFailures: 3,
+		Breaker5xxStreak:         5,
+		BreakerOpenFor:           30 * time.Second,
+		DrainGrace:               30 * time.Second,
+		PrefillTimeout:           30 * time.Second,
+		DecodeFirstByteTimeout:   60 * time.Second,
+	}
+}

@@ -1,0 +1,207 @@
+package spec
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"time"
+)
+
+// Role is an endpoint's part in prefill/decode disaggregation (wire: ep_role).
+type Role uint8
+
+const (
+	RoleAny     Role = 0 // serves whole requests
+	RolePrefill Role = 1 // prefill / TensorRT-LLM CONTEXT
+	RoleDecode  Role = 2 // decode / TensorRT-LLM GENERATION
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleAny:
+		return "any"
+	case RolePrefill:
+		return "prefill"
+	case RoleDecode:
+		return "decode"
+	}
+	return "role(" + strconv.Itoa(int(r)) + ")"
+}
+
+// Selector is the single-pool endpoint selection algorithm (wire: sel).
+type Selector uint8
+
+const (
+	SelRoundRobin    Selector = 0
+	SelSourceHash    Selector = 1
+	SelWeightedRR    Selector = 2
+	SelPersist       Selector = 3
+	SelLeastConn     Selector = 4
+	SelCHWBL         Selector = 8
+	SelWeightedCHWBL Selector = 10
+)
+
+func (s Selector) String() string {
+	switch s {
+	case SelRoundRobin:
+		return "rr"
+	case SelSourceHash:
+		return "hash"
+	case SelWeightedRR:
+		return "priority"
+	case SelPersist:
+		return "persist"
+	case SelLeastConn:
+		return "lc"
+	case SelCHWBL:
+		return "chwbl"
+	case SelWeightedCHWBL:
+		return "wrr-hash"
+	}
+	return "sel(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Engine is the inference engine family behind a rule (wire: kvEngineType).
+type Engine string
+
+const (
+	EngineVLLM     Engine = "vllm"
+	EngineSGLang   Engine = "sglang"
+	EngineTRTLLM   Engine = "trtllm"
+	EngineLlamaCpp Engine = "llamacpp"
+)
+
+// Key identifies a rule: LoxiLB's composite key. Several rules may share
+// VIP:port:protocol when they differ in host, path or model (multi-model
+// pools on one VIP); they then share one listener.
+type Key struct {
+	VIP           netip.Addr
+	Port          uint16
+	Protocol      string
+	Block         uint32
+	Host          string
+	PathPrefix    string
+	PathMatchMode string // "" (disabled), "prefix" or "exact"
+	ModelName     string
+}
+
+// ListenAddr is the VIP:port a rule is served on.
+func (k Key) ListenAddr() netip.AddrPort { return netip.AddrPortFrom(k.VIP, k.Port) }
+
+func (k Key) String() string {
+	s := fmt.Sprintf("%s|%s", netip.AddrPortFrom(k.VIP, k.Port), k.Protocol)
+	if k.Block != 0 {
+		s += fmt.Sprintf("|block=%d", k.Block)
+	}
+	if k.Host != "" {
+		s += "|host=" + k.Host
+	}
+	if k.PathPrefix != "" {
+		s += "|path=" + k.PathPrefix + "(" + k.PathMatchMode + ")"
+	}
+	if k.ModelName != "" {
+		s += "|model=" + k.ModelName
+	}
+	return s
+}
+
+// Endpoint is one backend engine with every default resolved.
+type Endpoint struct {
+	// ID is "ip:port", stable across updates; metrics and status use it.
+	ID     string
+	Addr   netip.AddrPort
+	Weight int // 0 drains: no new requests, in-flight ones finish
+	Role   Role
+	// NixlPort is the vLLM NIXL side-channel port (wire 0 → targetPort).
+	NixlPort uint16
+	Backup   bool
+}
+
+// SessionSource says where the sticky-session key of sel 3 comes from.
+type SessionSource uint8
+
+const (
+	SessionFromSourceIP SessionSource = iota // session_header_name empty
+	SessionFromHeader                        // "X-User"
+	SessionFromCookie                        // "cookie:<name>"
+	SessionFromQuery                         // "query:<name>"
+)
+
+// SessionKey is the parsed session_header_name.
+type SessionKey struct {
+	Source SessionSource
+	Name   string
+}
+
+// Probe is the active health probe of every endpoint of a rule.
+type Probe struct {
+	Type     string // "http", "https", "tcp" or "none"
+	Port     uint16 // 0: the endpoint's own port
+	Request  string // HTTP path for http/https
+	Response string // expected body substring ("" = any 2xx)
+	Timeout  time.Duration
+	Retries  int // consecutive failures before an endpoint is marked down
+}
+
+// PD is the prefill/decode disaggregation configuration (pd_disagg_mode).
+type PD struct {
+	CacheAware          bool          // pd_cache_aware_mode: Tier 1 prefix affinity
+	SessionTTL          time.Duration // pd_session_ttl_sec, 0 → 300 s
+	CacheThreshold      int           // pd_cache_threshold percent, 0 → 20
+	BalanceAbsThreshold int           // pd_balance_abs_threshold, 0 → 3
+	BootstrapPort       uint16        // SGLang pdBootstrapPort, 0 → 8998
+}
+
+// KV is the KV-exact (Tier 1.5) configuration; nil when kvExactMode is 0.
+type KV struct {
+	Mode      int    // 1: prefill endpoints of a P/D rule; 3: whole single pool
+	ZMQPort   uint16 // kvZmqPort, 0 → 5557; DP rank r publishes on ZMQPort+r
+	BlockSize int    // kvBlockSize, 0 → 16 (fallback; learned from events)
+	HashAlgo  string // kvHashAlgo, "" → engine default
+	DPRanks   int    // kvDpRankCount, 0 → 1
+	Warmup    time.Duration
+}
+
+// CHWBL is consistent hashing with bounded loads (sel 8, 10).
+type CHWBL struct {
+	PrefixHashLevel int // 1..3, default 1
+	PrefixHashFlags int
+	MeanLoadFactor  int // percent of mean load, default 175
+	Replication     int // virtual nodes per endpoint, default 100
+	CacheSalt       bool
+}
+
+// Rule is one compiled rule. Never mutate it; compile a new one.
+type Rule struct {
+	Key        Key
+	Name       string
+	Generation uint64 // increases with every accepted change of this rule
+
+	Selector          Selector
+	Session           SessionKey
+	Probe             Probe
+	SSE               bool
+	MaxStreamDuration time.Duration // 0: no cap beyond the daemon's
+	IdleTimeout       time.Duration // inactiveTimeOut
+	CircuitBreaker    bool          // cb_enable (always true for P/D rules)
+
+	Engine Engine
+	PD     *PD    // nil unless pd_disagg_mode
+	KV     *KV    // nil unless kvExactMode != 0
+	CHWBL  *CHWBL // nil unless sel 8 or 10
+
+	Endpoints []Endpoint // in request order
+}
+
+// EndpointStatus is the runtime view of one endpoint.
+type EndpointStatus struct {
+	State   string // "probing", "active", "down", "draining", "inactive"
+	Breaker string // "closed", "open", "half-open"
+}
+
+// RuleStatus is the runtime view of a rule, reported by the datapath.
+type RuleStatus struct {
+	Ready     bool
+	Reason    string // why not ready, e.g. "no usable decode endpoint"
+	Endpoints map[string]EndpointStatus
+}

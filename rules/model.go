@@ -1,0 +1,118 @@
+package rules
+
+// The wire model is LoxiLB's LoadbalanceEntry, field for field, with its exact
+// (deliberately mixed-case) JSON names so existing LoxiLB rule bodies work
+// unchanged. Integers are plain ints so out-of-range values reach validation
+// instead of being silently truncated the way LoxiLB's uint8/uint16 fields are.
+// omitempty gives LoxiLB's zero-suppression on GET.
+
+// Rule is one load-balancer rule as sent to and returned by the REST API.
+type Rule struct {
+	ServiceArguments ServiceArguments `json:"serviceArguments" yaml:"serviceArguments"`
+	Endpoints        []Endpoint       `json:"endpoints" yaml:"endpoints"`
+	SecondaryIPs     []SecondaryIP    `json:"secondaryIPs,omitempty" yaml:"secondaryIPs,omitempty"`
+	AllowedSources   []AllowedSource  `json:"allowedSources,omitempty" yaml:"allowedSources,omitempty"`
+	// Status is output only: filled on GET from the running datapath.
+	Status *RuleStatus `json:"status,omitempty" yaml:"status,omitempty"`
+}
+
+// ServiceArguments is the virtual service and every per-rule knob.
+type ServiceArguments struct {
+	ExternalIP      string `json:"externalIP" yaml:"externalIP"`
+	PrivateIP       string `json:"privateIP,omitempty" yaml:"privateIP,omitempty"`
+	Port            int    `json:"port" yaml:"port"`
+	PortMax         int    `json:"portMax,omitempty" yaml:"portMax,omitempty"`
+	Protocol        string `json:"protocol" yaml:"protocol"`
+	Sel             int    `json:"sel" yaml:"sel"`
+	Mode            int    `json:"mode" yaml:"mode"`
+	Security        int    `json:"security,omitempty" yaml:"security,omitempty"`
+	Name            string `json:"name,omitempty" yaml:"name,omitempty"`
+	Block           uint32 `json:"block,omitempty" yaml:"block,omitempty"`
+	Host            string `json:"host,omitempty" yaml:"host,omitempty"`
+	PathPrefix      string `json:"path_prefix,omitempty" yaml:"path_prefix,omitempty"`
+	PathMatchMode   string `json:"path_match_mode,omitempty" yaml:"path_match_mode,omitempty"`
+	ModelName       string `json:"model_name,omitempty" yaml:"model_name,omitempty"`
+	InactiveTimeOut int    `json:"inactiveTimeOut,omitempty" yaml:"inactiveTimeOut,omitempty"`
+
+	Monitor      bool   `json:"monitor,omitempty" yaml:"monitor,omitempty"`
+	ProbeType    string `json:"probetype,omitempty" yaml:"probetype,omitempty"`
+	ProbePort    int    `json:"probeport,omitempty" yaml:"probeport,omitempty"`
+	ProbeReq     string `json:"probereq,omitempty" yaml:"probereq,omitempty"`
+	ProbeResp    string `json:"proberesp,omitempty" yaml:"proberesp,omitempty"`
+	ProbeTimeout int    `json:"probeTimeout,omitempty" yaml:"probeTimeout,omitempty"`
+	ProbeRetries int    `json:"probeRetries,omitempty" yaml:"probeRetries,omitempty"`
+
+	// Classic LoxiLB knobs accepted for wire compatibility; non-default
+	// values that ask for something infergate does not serve are rejected.
+	Oper            int    `json:"oper,omitempty" yaml:"oper,omitempty"`
+	BGP             bool   `json:"bgp,omitempty" yaml:"bgp,omitempty"`
+	Managed         bool   `json:"managed,omitempty" yaml:"managed,omitempty"`
+	SNAT            bool   `json:"snat,omitempty" yaml:"snat,omitempty"`
+	Egress          bool   `json:"egress,omitempty" yaml:"egress,omitempty"`
+	ProxyProtocolV2 bool   `json:"proxyprotocolv2,omitempty" yaml:"proxyprotocolv2,omitempty"`
+	ID              string `json:"id,omitempty" yaml:"id,omitempty"`
+	ProjectID       string `json:"projectId,omitempty" yaml:"projectId,omitempty"`
+	BackendProtocol string `json:"backend_protocol,omitempty" yaml:"backend_protocol,omitempty"`
+	TraceType       string `json:"trace_type,omitempty" yaml:"trace_type,omitempty"`
+
+	SSEMode                     bool   `json:"sse_mode,omitempty" yaml:"sse_mode,omitempty"`
+	MaxStreamDurationSec        int    `json:"max_stream_duration_sec,omitempty" yaml:"max_stream_duration_sec,omitempty"`
+	BackendKeepaliveIntervalSec int    `json:"backend_keepalive_interval_sec,omitempty" yaml:"backend_keepalive_interval_sec,omitempty"`
+	SessionHeaderName           string `json:"session_header_name,omitempty" yaml:"session_header_name,omitempty"`
+	CBEnable                    bool   `json:"cb_enable,omitempty" yaml:"cb_enable,omitempty"`
+
+	CHWBLPrefixHashLevel *int  `json:"chwbl_prefix_hash_level,omitempty" yaml:"chwbl_prefix_hash_level,omitempty"`
+	CHWBLPrefixHashFlags *int  `json:"chwbl_prefix_hash_flags,omitempty" yaml:"chwbl_prefix_hash_flags,omitempty"`
+	CHWBLMeanLoadFactor  int   `json:"chwbl_mean_load_factor,omitempty" yaml:"chwbl_mean_load_factor,omitempty"`
+	CHWBLReplication     int   `json:"chwbl_replication,omitempty" yaml:"chwbl_replication,omitempty"`
+	CHWBLEnableCacheSalt *bool `json:"chwbl_enable_cache_salt,omitempty" yaml:"chwbl_enable_cache_salt,omitempty"`
+
+	PDDisaggMode          bool `json:"pd_disagg_mode,omitempty" yaml:"pd_disagg_mode,omitempty"`
+	PDCacheAwareMode      bool `json:"pd_cache_aware_mode,omitempty" yaml:"pd_cache_aware_mode,omitempty"`
+	PDSessionTTLSec       int  `json:"pd_session_ttl_sec,omitempty" yaml:"pd_session_ttl_sec,omitempty"`
+	PDCacheThreshold      int  `json:"pd_cache_threshold,omitempty" yaml:"pd_cache_threshold,omitempty"`
+	PDBalanceAbsThreshold int  `json:"pd_balance_abs_threshold,omitempty" yaml:"pd_balance_abs_threshold,omitempty"`
+	PDBootstrapPort       int  `json:"pdBootstrapPort,omitempty" yaml:"pdBootstrapPort,omitempty"`
+
+	KVExactMode   int    `json:"kvExactMode,omitempty" yaml:"kvExactMode,omitempty"`
+	KVEngineType  string `json:"kvEngineType,omitempty" yaml:"kvEngineType,omitempty"`
+	KVZmqPort     int    `json:"kvZmqPort,omitempty" yaml:"kvZmqPort,omitempty"`
+	KVBlockSize   int    `json:"kvBlockSize,omitempty" yaml:"kvBlockSize,omitempty"`
+	KVHashAlgo    string `json:"kvHashAlgo,omitempty" yaml:"kvHashAlgo,omitempty"`
+	KVDpRankCount int    `json:"kvDpRankCount,omitempty" yaml:"kvDpRankCount,omitempty"`
+	KVWarmupSec   int    `json:"kvWarmupSec,omitempty" yaml:"kvWarmupSec,omitempty"`
+}
+
+// Endpoint is one backend engine of a rule.
+type Endpoint struct {
+	EndpointIP string `json:"endpointIP" yaml:"endpointIP"`
+	TargetPort int    `json:"targetPort" yaml:"targetPort"`
+	Weight     int    `json:"weight" yaml:"weight"`
+	EPRole     int    `json:"ep_role,omitempty" yaml:"ep_role,omitempty"`
+	NixlPort   int    `json:"nixl_port,omitempty" yaml:"nixl_port,omitempty"`
+	Backup     bool   `json:"backup,omitempty" yaml:"backup,omitempty"`
+	// Output only (GET): health state and counters from the datapath.
+	State   string `json:"state,omitempty" yaml:"state,omitempty"`
+	Counter string `json:"counter,omitempty" yaml:"counter,omitempty"`
+}
+
+// SecondaryIP is LoxiLB's SCTP multi-homing address (accepted, never served).
+type SecondaryIP struct {
+	SecondaryIP string `json:"secondaryIP" yaml:"secondaryIP"`
+}
+
+// AllowedSource is a source prefix allowed to reach the VIP.
+type AllowedSource struct {
+	Prefix string `json:"prefix" yaml:"prefix"`
+}
+
+// RuleStatus is the output-only runtime view of a rule.
+type RuleStatus struct {
+	Ready  bool   `json:"ready"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// RuleList is the GET /config/loadbalancer/all envelope.
+type RuleList struct {
+	LbAttr []Rule `json:"lbAttr"`
+}
