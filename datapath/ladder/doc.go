@@ -1,0 +1,19 @@
+// Package ladder picks the (prefill, decode) pair for a P/D request.
+//
+// The ladder runs its tiers in a fixed order and the first tier that makes a
+// choice wins:
+//
+//	Tier 0   session stickiness  (always on for P/D: X-Conversation-Id, else body "user")
+//	Tier 1   prefix affinity     (pd_cache_aware_mode; radix index)
+//	Tier 1.5 KV-exact            (kvExactMode 1; engine block inventory)
+//	Tier 2   load fallback       (lowest active+queued, round-robin only on exact ties)
+//
+// Decode: the pinned decode when usable, else the least loaded.
+//
+// Each prefill tier is one file behind the PrefillTier interface: it gets the
+// request facts and the usable candidates and returns a choice or an explicit
+// fall-through reason. The Ladder, not the tiers, enforces the invariant that
+// only a usable (healthy, breaker-closed, non-draining) candidate is returned
+// and reports every step in a Trace, so metrics and the routing explanation
+// come from one place. The caller excludes unusable endpoints before calling.
+package ladder

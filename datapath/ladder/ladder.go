@@ -1,0 +1,212 @@
+package ladder
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Candidate is one usable endpoint of a role, with its current load.
+type Candidate struct {
+	ID    string // endpoint ID ("ip:port")
+	Index int    // position in the compiled rule's endpoint list
+	Load  int    // active + queued requests
+}
+
+// Facts are what the tiers may know about a request.
+type Facts struct {
+	SessionKey string // "" when the request carries none
+	PromptKey  []byte // canonical prompt key for Tier 1 ("" when not extracted)
+	Tokens     []uint32
+	Now        time.Time
+}
+
+// Tier names as they appear in metrics and explanations.
+const (
+	TierSession  = "tier0_session"
+	TierPrefix   = "tier1_prefix"
+	TierKVExact  = "tier1_5_kv_exact"
+	TierLoad     = "tier2_load"
+	TierDecode   = "decode"
+	TierFallback = "role0_fallback"
+)
+
+// Fall-through reasons shared by tiers.
+const (
+	ReasonNoKey      = "no_key"
+	ReasonMiss       = "miss"
+	ReasonExcluded   = "pinned_endpoint_excluded"
+	ReasonBelowThres = "below_threshold"
+	ReasonLoadGuard  = "load_guard"
+	ReasonEmpty      = "empty"
+	ReasonUntrusted  = "untrusted"
+	ReasonNotChosen  = "tier_returned_non_candidate"
+)
+
+// PrefillTier is one rung of the ladder for the prefill choice.
+type PrefillTier interface {
+	// Name is the tier label used in metrics.
+	Name() string
+	// Pick returns the index into cands of its choice, or ok=false and a
+	// reason. cands is never empty.
+	Pick(f *Facts, cands []Candidate) (idx int, reason string, ok bool)
+}
+
+// Observer is told which prefill a request finally went to, whichever tier
+// chose it (Tier 1 learns prefixes this way).
+type Observer interface {
+	Observe(f *Facts, chosen Candidate)
+}
+
+// Step is one tier's outcome for one request.
+type Step struct {
+	Tier   string
+	Hit    bool
+	Reason string // fall-through reason when !Hit
+	Choice string // endpoint ID when Hit
+}
+
+// Trace is the full story of one decision: what operators read when affinity
+// "doesn't work", and what metrics count.
+type Trace struct {
+	Steps   []Step
+	Prefill Candidate
+	Decode  Candidate
+}
+
+// Ladder runs the tiers for one compiled P/D rule. It is safe for concurrent
+// use; the session table is its only mutable state.
+type Ladder struct {
+	sessions *Sessions // nil disables Tier 0
+	tiers    []PrefillTier
+	rr       atomic.Uint64 // tie-break cursor for Tier 2 and decode
+}
+
+// New builds a ladder. sessions may be nil; tiers run in the given order
+// between Tier 0 and Tier 2.
+func New(sessions *Sessions, tiers ...PrefillTier) *Ladder {
+	return &Ladder{sessions: sessions, tiers: tiers}
+}
+
+// SelectPair picks a (prefill, decode) pair from usable candidates. ok is
+// false when either list is empty (the caller then tries the role-0 pool or
+// answers pd_pool_unavailable).
+func (l *Ladder) SelectPair(f *Facts, prefills, decodes []Candidate) (Trace, bool) {
+	var tr Trace
+	if len(prefills) == 0 || len(decodes) == 0 {
+		return tr, false
+	}
+	pinnedDecode := ""
+	prefill, found := l.sessionPrefill(f, prefills, &tr, &pinnedDecode)
+	if !found {
+		prefill, found = l.tierPrefill(f, prefills, &tr)
+	}
+	if !found {
+		idx := LeastLoaded(prefills, &l.rr)
+		prefill = prefills[idx]
+		tr.Steps = append(tr.Steps, Step{Tier: TierLoad, Hit: true, Choice: prefill.ID})
+	}
+	decode := l.pickDecode(pinnedDecode, decodes, &tr)
+	tr.Prefill, tr.Decode = prefill, decode
+	if l.sessions != nil && f.SessionKey != "" {
+		l.sessions.Pin(f.SessionKey, prefill.ID, decode.ID, f.Now)
+	}
+	for _, t := range l.tiers {
+		if o, isObserver := t.(Observer); isObserver {
+			o.Observe(f, prefill)
+		}
+	}
+	return tr, true
+}
+
+// sessionPrefill is Tier 0: a live pin whose prefill is still usable wins.
+// A pin whose prefill was excluded is dropped so the request re-chooses.
+func (l *Ladder) sessionPrefill(f *Facts, prefills []Candidate, tr *Trace, pinnedDecode *string) (Candidate, bool) {
+	if l.sessions == nil {
+		return Candidate{}, false
+	}
+	if f.SessionKey == "" {
+		tr.Steps = append(tr.Steps, Step{Tier: TierSession, Reason: ReasonNoKey})
+		return Candidate{}, false
+	}
+	pin, ok := l.sessions.Lookup(f.SessionKey, f.Now)
+	if !ok {
+		tr.Steps = append(tr.Steps, Step{Tier: TierSession, Reason: ReasonMiss})
+		return Candidate{}, false
+	}
+	for _, c := range prefills {
+		if c.ID == pin.Prefill {
+			*pinnedDecode = pin.Decode
+			tr.Steps = append(tr.Steps, Step{Tier: TierSession, Hit: true, Choice: c.ID})
+			return c, true
+		}
+	}
+	l.sessions.Drop(f.SessionKey)
+	tr.Steps = append(tr.Steps, Step{Tier: TierSession, Reason: ReasonExcluded})
+	return Candidate{}, false
+}
+
+// tierPrefill runs the pluggable tiers (1, 1.5) in order and enforces that a
+// tier can only ever return one of the candidates it was given.
+func (l *Ladder) tierPrefill(f *Facts, prefills []Candidate, tr *Trace) (Candidate, bool) {
+	for _, t := range l.tiers {
+		idx, reason, ok := t.Pick(f, prefills)
+		if ok && (idx < 0 || idx >= len(prefills)) {
+			ok, reason = false, ReasonNotChosen
+		}
+		if !ok {
+			tr.Steps = append(tr.Steps, Step{Tier: t.Name(), Reason: reason})
+			continue
+		}
+		tr.Steps = append(tr.Steps, Step{Tier: t.Name(), Hit: true, Choice: prefills[idx].ID})
+		return prefills[idx], true
+	}
+	return Candidate{}, false
+}
+
+// pickDecode keeps the session's decode when it is still usable, else takes
+// the least loaded one.
+func (l *Ladder) pickDecode(pinned string, decodes []Candidate, tr *Trace) Candidate {
+	if pinned != "" {
+		for _, c := range decodes {
+			if c.ID == pinned {
+				tr.Steps = append(tr.Steps, Step{Tier: TierDecode, Hit: true, Choice: c.ID, Reason: "pinned"})
+				return c
+			}
+		}
+	}
+	c := decodes[LeastLoaded(decodes, &l.rr)]
+	tr.Steps = append(tr.Steps, Step{Tier: TierDecode, Hit: true, Choice: c.ID, Reason: "least_loaded"})
+	return c
+}
+
+// LeastLoaded returns the index of the candidate with the lowest load. Only
+// exact ties rotate, through cursor, so equal endpoints share work evenly
+// while a less loaded endpoint always wins. cands must not be empty.
+func LeastLoaded(cands []Candidate, cursor *atomic.Uint64) int {
+	minLoad, ties := cands[0].Load, 0
+	for _, c := range cands {
+		switch {
+		case c.Load < minLoad:
+			minLoad, ties = c.Load, 1
+		case c.Load == minLoad:
+			ties++
+		}
+	}
+	if ties == 1 {
+		for i, c := range cands {
+			if c.Load == minLoad {
+				return i
+			}
+		}
+	}
+	n := int(cursor.Add(1)-1) % ties
+	for i, c := range cands {
+		if c.Load == minLoad {
+			if n == 0 {
+				return i
+			}
+			n--
+		}
+	}
+	return 0 // unreachable: ties counted above
+}
