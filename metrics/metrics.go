@@ -10,6 +10,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type Metrics struct {
 	Registry *prometheus.Registry
 	API      *API
+	KV       *KV
 	// Datapath, PD, KV and Radix are added by their owners (one file each).
 }
 
@@ -18,5 +19,6 @@ func New() *Metrics {
 	reg := prometheus.NewRegistry()
 	m := &Metrics{Registry: reg}
 	m.API = newAPI(reg)
+	m.KV = NewKV(reg)
 	return m
 }
