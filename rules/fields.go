@@ -1,0 +1,69 @@
+package rules
+
+import "strconv"
+
+// Wire field names (LoxiLB JSON spellings) that this package reads, rewrites
+// or names in errors. The unknown-key check derives its key sets from the
+// model's struct tags; these constants are what the hand-written checks use,
+// and fields_test.go proves each one is a real tag of the model.
+const (
+	fieldServiceArguments = "serviceArguments"
+	fieldEndpoints        = "endpoints"
+	fieldSecondaryIPs     = "secondaryIPs"
+	fieldAllowedSources   = "allowedSources"
+	fieldStatus           = "status" // output only
+
+	fieldExternalIP      = "externalIP"
+	fieldPrivateIP       = "privateIP"
+	fieldPort            = "port"
+	fieldPortMax         = "portMax"
+	fieldProtocol        = "protocol"
+	fieldSel             = "sel"
+	fieldMode            = "mode"
+	fieldSecurity        = "security"
+	fieldPathPrefix      = "path_prefix"
+	fieldPathMatchMode   = "path_match_mode"
+	fieldInactiveTimeOut = "inactiveTimeOut"
+	fieldProbeType       = "probetype"
+	fieldProbePort       = "probeport"
+	fieldOper            = "oper"
+	fieldBGP             = "bgp"
+	fieldSNAT            = "snat"
+	fieldEgress          = "egress"
+	fieldProxyProtocolV2 = "proxyprotocolv2"
+	fieldBackendProtocol = "backend_protocol"
+	fieldSessionHeader   = "session_header_name"
+
+	fieldCHWBLPrefixHashLevel = "chwbl_prefix_hash_level"
+	fieldCHWBLPrefixHashFlags = "chwbl_prefix_hash_flags"
+	fieldCHWBLMeanLoadFactor  = "chwbl_mean_load_factor"
+	fieldCHWBLReplication     = "chwbl_replication"
+	fieldCHWBLEnableCacheSalt = "chwbl_enable_cache_salt"
+
+	fieldPDDisaggMode     = "pd_disagg_mode"
+	fieldPDCacheAwareMode = "pd_cache_aware_mode"
+	fieldPDBootstrapPort  = "pdBootstrapPort"
+
+	fieldKVExactMode   = "kvExactMode"
+	fieldKVEngineType  = "kvEngineType"
+	fieldKVZmqPort     = "kvZmqPort"
+	fieldKVBlockSize   = "kvBlockSize"
+	fieldKVHashAlgo    = "kvHashAlgo"
+	fieldKVDpRankCount = "kvDpRankCount"
+
+	fieldEndpointIP = "endpointIP"
+	fieldTargetPort = "targetPort"
+	fieldNixlPort   = "nixl_port"
+	fieldState      = "state"   // output only
+	fieldCounter    = "counter" // output only
+
+	fieldSecondaryIP = "secondaryIP"
+	fieldPrefix      = "prefix"
+)
+
+// saPath and epPath build LoxiLB-style field paths for error reports.
+func saPath(name string) string { return fieldServiceArguments + "." + name }
+
+func epPath(i int, name string) string {
+	return fieldEndpoints + "[" + strconv.Itoa(i) + "]." + name
+}

@@ -1,0 +1,222 @@
+package rules
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/sirupsen/logrus"
+)
+
+// On-disk state: <StateDir>/rules.json holds
+// {"schema_version":1,"rules":[<wire rule>...],"checksum":"sha256:<hex>"}
+// where the checksum covers the compact JSON of the rules array.
+const (
+	stateFileName      = "rules.json"
+	stateSchemaVersion = 1
+	checksumPrefix     = "sha256:"
+	corruptSuffix      = ".corrupt-"
+	rejectedSuffix     = ".rejected-"
+	stateFileMode      = 0o600
+	stateDirMode       = 0o700
+	fieldSchemaVersion = "schema_version"
+	fieldRules         = "rules"
+	fieldChecksum      = "checksum"
+)
+
+type stateFile struct {
+	SchemaVersion int             `json:"schema_version"`
+	Rules         json.RawMessage `json:"rules"`
+	Checksum      string          `json:"checksum"`
+}
+
+type rejectedRule struct {
+	Rule  json.RawMessage `json:"rule"`
+	Error string          `json:"error"`
+}
+
+type rejectedFile struct {
+	SchemaVersion int            `json:"schema_version"`
+	Rejected      []rejectedRule `json:"rejected"`
+}
+
+func ensureStateDir(dir string) error {
+	if err := os.MkdirAll(dir, stateDirMode); err != nil {
+		return fmt.Errorf("create state dir %s: %w", dir, err)
+	}
+	return nil
+}
+
+func (s *Store) statePath() string { return filepath.Join(s.opts.StateDir, stateFileName) }
+
+// persist durably writes the whole rule set (no-op for a memory-only store).
+func (s *Store) persist(entries []Entry) error {
+	if s.opts.StateDir == "" {
+		return nil
+	}
+	doc, err := encodeState(entries)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(s.statePath(), doc)
+}
+
+func encodeState(entries []Entry) ([]byte, error) {
+	rules := make([]Rule, len(entries))
+	for i := range entries {
+		rules[i] = entries[i].Rule
+	}
+	raw, err := json.Marshal(rules)
+	if err != nil {
+		return nil, fmt.Errorf("encode rule set: %w", err)
+	}
+	sum := sha256.Sum256(raw)
+	doc, err := json.Marshal(stateFile{SchemaVersion: stateSchemaVersion, Rules: raw,
+		Checksum: checksumPrefix + hex.EncodeToString(sum[:])})
+	if err != nil {
+		return nil, fmt.Errorf("encode state file: %w", err)
+	}
+	return doc, nil
+}
+
+// writeFileAtomic replaces path with data so that a crash at any point leaves
+// either the old or the new file: temp file in the same directory, write,
+// fsync, rename over path, fsync the directory (makes the rename durable).
+func writeFileAtomic(path string, data []byte) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("create temp file in %s: %w", dir, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if err = f.Chmod(stateFileMode); err != nil {
+		return fmt.Errorf("chmod %s: %w", tmp, err)
+	}
+	if _, err = f.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", tmp, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", tmp, err)
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("rename %s to %s: %w", tmp, path, err)
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open dir %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync dir %s: %w", dir, err)
+	}
+	return nil
+}
+
+// loadState reads rules.json and returns each persisted rule's raw JSON. A
+// missing file is an empty set; an unreadable, unparsable or checksum-failing
+// file is quarantined (renamed rules.json.corrupt-<unix ts>) and boot
+// continues empty, so one bad write never blocks the daemon from starting.
+func (s *Store) loadState() ([]json.RawMessage, error) {
+	path := s.statePath()
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rules: read %s: %w", path, err)
+	}
+	raws, reason := decodeState(data)
+	if reason == "" {
+		return raws, nil
+	}
+	dst, qerr := s.sideFile(corruptSuffix)
+	if qerr == nil {
+		qerr = os.Rename(path, dst)
+	}
+	if qerr != nil {
+		return nil, fmt.Errorf("rules: %s is corrupt (%s) and could not be quarantined: %w", path, reason, qerr)
+	}
+	if err := syncDir(s.opts.StateDir); err != nil {
+		return nil, fmt.Errorf("rules: quarantine %s: %w", path, err)
+	}
+	s.log.WithFields(logrus.Fields{"path": path, "quarantined_to": dst, "reason": reason}).
+		Error("persisted rule set is corrupt; quarantined it and starting with no rules")
+	return nil, nil
+}
+
+// decodeState parses a state document; reason is "" when it is sound.
+func decodeState(data []byte) ([]json.RawMessage, string) {
+	var doc stateFile
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, "not a valid state document: " + err.Error()
+	}
+	if doc.SchemaVersion != stateSchemaVersion {
+		return nil, "unsupported " + fieldSchemaVersion + " " + strconv.Itoa(doc.SchemaVersion)
+	}
+	if len(doc.Rules) == 0 {
+		return nil, "missing " + fieldRules
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, doc.Rules); err != nil {
+		return nil, "rules are not valid JSON: " + err.Error()
+	}
+	sum := sha256.Sum256(compact.Bytes())
+	if want := checksumPrefix + hex.EncodeToString(sum[:]); doc.Checksum != want {
+		return nil, fmt.Sprintf("%s mismatch: file says %q, content hashes to %q", fieldChecksum, doc.Checksum, want)
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(doc.Rules, &raws); err != nil {
+		return nil, "rules is not an array: " + err.Error()
+	}
+	return raws, ""
+}
+
+// sideFile picks rules.json<suffix><unix ts>, adding .N if that name exists.
+func (s *Store) sideFile(suffix string) (string, error) {
+	base := s.statePath() + suffix + strconv.FormatInt(s.opts.Now().Unix(), 10)
+	name := base
+	for n := 1; n < 1000; n++ {
+		if _, err := os.Lstat(name); errors.Is(err, fs.ErrNotExist) {
+			return name, nil
+		}
+		name = base + "." + strconv.Itoa(n)
+	}
+	return "", fmt.Errorf("no free name for %s", base)
+}
+
+func (s *Store) writeRejected(rejected []rejectedRule) error {
+	data, err := json.MarshalIndent(rejectedFile{SchemaVersion: stateSchemaVersion, Rejected: rejected}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode rejected rules: %w", err)
+	}
+	path, err := s.sideFile(rejectedSuffix)
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(path, data); err != nil {
+		return fmt.Errorf("save rejected rules: %w", err)
+	}
+	s.log.WithFields(logrus.Fields{"path": path, "count": len(rejected)}).
+		Warn("rules that failed replay were saved; fix and re-POST them")
+	return nil
+}
