@@ -2,7 +2,10 @@
 // into the running gateway (`infergate serve`).
 package daemon
 
-import "time"
+import (
+	"net"
+	"time"
+)
 
 // Options are the daemon's command-line options. The CLI fills them from
 // flags; tests build them with DefaultOptions and override fields.
@@ -12,6 +15,13 @@ type Options struct {
 	RulesPath  string // YAML rule file or directory loaded at boot ("" = none)
 	BindAnyVIP bool   // serve non-local VIPs on 0.0.0.0:port
 	LogLevel   string
+
+	// ShutdownTimeout bounds the graceful API shutdown on cancel.
+	ShutdownTimeout time.Duration
+	// APIListener, if set, is used instead of listening on APIAddr (tests
+	// use it to get a free loopback port without a bind race; it also fits
+	// socket activation). Run closes it.
+	APIListener net.Listener
 
 	// Datapath options (owned by the datapath; defaults from LoxiLB).
 	MaxBodyBytes             int64         // 32 MiB → 413 above
@@ -30,6 +40,7 @@ func DefaultOptions() Options {
 		APIAddr:                  "127.0.0.1:11111",
 		StateDir:                 "/var/lib/infergate",
 		LogLevel:                 "info",
+		ShutdownTimeout:          10 * time.Second,
 		MaxBodyBytes:             32 << 20,
 		BreakerConnectFailures:   5,
 		BreakerPDConnectFailures: 3,

@@ -2,10 +2,13 @@ package metrics
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// API covers the management REST API.
+// API covers the management REST API. Routes are labelled by their template
+// (e.g. /netlox/v1/config/loadbalancer/name/:name), never the raw path, so a
+// client walking many rules cannot blow up the series count.
 type API struct {
 	Requests *prometheus.CounterVec   // infergate_api_requests_total{method,route,code}
 	Latency  *prometheus.HistogramVec // infergate_api_request_duration_seconds{method,route}
+	Panics   prometheus.Counter       // infergate_api_panics_total
 }
 
 func newAPI(reg prometheus.Registerer) *API {
@@ -19,7 +22,11 @@ func newAPI(reg prometheus.Registerer) *API {
 			Help:    "Management API request latency by method and route template.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}, []string{"method", "route"}),
+		Panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "infergate_api_panics_total",
+			Help: "Management API handler panics recovered and answered with 500; any increase is a bug.",
+		}),
 	}
-	reg.MustRegister(a.Requests, a.Latency)
+	reg.MustRegister(a.Requests, a.Latency, a.Panics)
 	return a
 }

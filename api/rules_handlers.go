@@ -1,0 +1,304 @@
+package api
+
+import (
+	"io"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+	"github.com/infergate/infergate/apierror"
+	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/rules"
+	"github.com/sirupsen/logrus"
+)
+
+// Path parameter names (gin templates use them as ":name").
+const (
+	paramIP      = "ip"
+	paramPort    = "port"
+	paramPortMax = "portmax"
+	paramProto   = "proto"
+	paramHostURL = "hosturl"
+	paramName    = "name"
+)
+
+// Query parameters that complete a rule's composite key on DELETE, as
+// loxicmd sends them. bgp is accepted and ignored (no BGP export here).
+const (
+	queryBlock         = "block"
+	queryPathPrefix    = "path_prefix"
+	queryPathMatchMode = "path_match_mode"
+	queryModelName     = "model_name"
+	queryBGP           = "bgp"
+)
+
+// hostAny is the hosturl path value that means "no host" (LoxiLB's spelling).
+const hostAny = "any"
+
+// pathMatchDisabled is LoxiLB's explicit spelling of "no path matching".
+const pathMatchDisabled = "disabled"
+
+// postRule is LoxiLB's upsert: create, update in place, or 409 on an
+// identical re-POST (the store decides which).
+func (s *Server) postRule(c *gin.Context) {
+	body, err := io.ReadAll(c.Request.Body)
+	if err != nil {
+		if errBodyTooLarge(err) {
+			writeError(c, s.log, bodyTooLarge(s.maxBody))
+			return
+		}
+		writeError(c, s.log, apierror.BadRequest(apierror.CodeMalformedJSON, "", "malformed request",
+			"could not read request body"))
+		return
+	}
+	r, err := rules.DecodeJSON(body)
+	if err != nil {
+		if _, ok := apierror.As(err); !ok {
+			// The decoder failed without saying why in client terms; the
+			// body is still the client's problem, not ours.
+			err = &apierror.Error{Status: http.StatusBadRequest, Code: apierror.CodeMalformedJSON,
+				Result: "malformed request", Message: "request body is not a valid rule: " + err.Error(), Err: err}
+		}
+		writeError(c, s.log, err)
+		return
+	}
+	outcome, compiled, err := s.store.Apply(r)
+	if err != nil {
+		writeError(c, s.log, err)
+		return
+	}
+	fields := logrus.Fields{"outcome": outcomeName(outcome)}
+	if compiled != nil {
+		fields["rule"] = compiled.Key.String()
+		fields["generation"] = compiled.Generation
+	}
+	s.log.WithFields(fields).Info("api: rule applied")
+	c.JSON(http.StatusOK, ResultBody{Result: resultSuccess})
+}
+
+func outcomeName(o rules.Outcome) string {
+	switch o {
+	case rules.Created:
+		return "created"
+	case rules.Updated:
+		return "updated"
+	case rules.Unchanged:
+		return "unchanged"
+	}
+	return "outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// listRules is GET /config/loadbalancer/all: every rule in wire form,
+// decorated with runtime status.
+func (s *Server) listRules(c *gin.Context) {
+	entries := s.store.List()
+	out := rules.RuleList{LbAttr: make([]rules.Rule, 0, len(entries))}
+	for _, e := range entries {
+		out.LbAttr = append(out.LbAttr, s.decorate(e))
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+// getRule is LoxiLB's lookup by VIP+port+protocol (first match).
+func (s *Server) getRule(c *gin.Context) {
+	e, ok := s.lookup(c)
+	if !ok {
+		return
+	}
+	c.JSON(http.StatusOK, s.decorate(e))
+}
+
+// getCompiled shows the effective rule with every default resolved, so an
+// operator can see what "0 means default" turned into.
+func (s *Server) getCompiled(c *gin.Context) {
+	e, ok := s.lookup(c)
+	if !ok {
+		return
+	}
+	if e.Compiled == nil {
+		writeError(c, s.log, apierror.NotFound(apierror.CodeRuleNotFound, "no-rule error", "rule has no compiled form"))
+		return
+	}
+	c.JSON(http.StatusOK, compiledViewOf(e.Compiled))
+}
+
+// getStatus reports the runtime view of one rule.
+func (s *Server) getStatus(c *gin.Context) {
+	e, ok := s.lookup(c)
+	if !ok {
+		return
+	}
+	c.JSON(http.StatusOK, statusViewOf(s.runtimeStatus(e)))
+}
+
+func (s *Server) lookup(c *gin.Context) (rules.Entry, bool) {
+	vip, err := pathIP(c.Param(paramIP))
+	if err != nil {
+		writeError(c, s.log, err)
+		return rules.Entry{}, false
+	}
+	port, err := pathPort(paramPort, c.Param(paramPort))
+	if err != nil {
+		writeError(c, s.log, err)
+		return rules.Entry{}, false
+	}
+	e, err := s.store.Get(vip.String(), port, strings.ToLower(c.Param(paramProto)))
+	if err != nil {
+		writeError(c, s.log, err)
+		return rules.Entry{}, false
+	}
+	return e, true
+}
+
+// deleteByKey serves all four LoxiLB key-delete routes: the path carries
+// VIP, port (and portmax), protocol and optionally host; the query carries
+// the rest of the composite key.
+func (s *Server) deleteByKey(c *gin.Context) {
+	k, err := keyFromRequest(c)
+	if err != nil {
+		writeError(c, s.log, err)
+		return
+	}
+	if err := s.store.Delete(k); err != nil {
+		writeError(c, s.log, err)
+		return
+	}
+	s.log.WithField("rule", k.String()).Info("api: rule deleted")
+	c.JSON(http.StatusOK, ResultBody{Result: resultSuccess})
+}
+
+// deleteByName removes every rule with this name; like LoxiLB it succeeds
+// even when none matched.
+func (s *Server) deleteByName(c *gin.Context) {
+	name := c.Param(paramName)
+	n, err := s.store.DeleteByName(name)
+	if err != nil {
+		writeError(c, s.log, err)
+		return
+	}
+	s.log.WithFields(logrus.Fields{"name": name, "deleted": n}).Info("api: rules deleted by name")
+	c.JSON(http.StatusOK, ResultBody{Result: resultSuccess})
+}
+
+func (s *Server) deleteAll(c *gin.Context) {
+	n, err := s.store.DeleteAll()
+	if err != nil {
+		writeError(c, s.log, err)
+		return
+	}
+	s.log.WithField("deleted", n).Info("api: all rules deleted")
+	c.JSON(http.StatusOK, ResultBody{Result: resultSuccess})
+}
+
+// keyFromRequest builds the full composite key of a delete. It goes through
+// rules.KeyOf so path_match_mode and friends are canonicalised exactly as on
+// create; a hand-built key could silently miss the stored rule.
+func keyFromRequest(c *gin.Context) (spec.Key, error) {
+	vip, err := pathIP(c.Param(paramIP))
+	if err != nil {
+		return spec.Key{}, err
+	}
+	port, err := pathPort(paramPort, c.Param(paramPort))
+	if err != nil {
+		return spec.Key{}, err
+	}
+	var sa rules.ServiceArguments
+	sa.ExternalIP = vip.String()
+	sa.Port = port
+	sa.Protocol = strings.ToLower(c.Param(paramProto))
+	if pm := c.Param(paramPortMax); pm != "" {
+		if sa.PortMax, err = pathPort(paramPortMax, pm); err != nil {
+			return spec.Key{}, err
+		}
+	}
+	if h := c.Param(paramHostURL); h != "" && h != hostAny {
+		sa.Host = h
+	}
+	q := c.Request.URL.Query()
+	if b := q.Get(queryBlock); b != "" {
+		v, err := strconv.ParseUint(b, 10, 32)
+		if err != nil {
+			return spec.Key{}, apierror.BadRequest(apierror.CodeInvalidField, queryBlock, "malformed arguments",
+				"query parameter block must be an unsigned 32-bit integer, got "+strconv.Quote(b))
+		}
+		sa.Block = uint32(v)
+	}
+	sa.PathPrefix = q.Get(queryPathPrefix)
+	if m := q.Get(queryPathMatchMode); m != pathMatchDisabled {
+		sa.PathMatchMode = m
+	}
+	sa.ModelName = q.Get(queryModelName)
+	_ = q.Get(queryBGP) // accepted for loxicmd compatibility; there is no BGP export
+	k, err := rules.KeyOf(rules.Rule{ServiceArguments: sa})
+	if err != nil {
+		return spec.Key{}, err
+	}
+	return k, nil
+}
+
+// pathIP parses a VIP from a path segment; IPv6 literals may be bracketed.
+func pathIP(raw string) (netip.Addr, error) {
+	s := strings.TrimSuffix(strings.TrimPrefix(raw, "["), "]")
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" {
+		return netip.Addr{}, apierror.BadRequest(apierror.CodeInvalidField, paramIP, "malformed-service error",
+			"path parameter ip must be an IPv4 or IPv6 address, got "+strconv.Quote(raw))
+	}
+	return a.Unmap(), nil
+}
+
+func pathPort(name, raw string) (int, error) {
+	p, err := strconv.Atoi(raw)
+	if err != nil || p < 0 || p > 65535 {
+		return 0, apierror.BadRequest(apierror.CodeInvalidField, name, "malformed arguments",
+			"path parameter "+name+" must be an integer in 0..65535, got "+strconv.Quote(raw))
+	}
+	return p, nil
+}
+
+// runtimeStatus asks the datapath about e; ok is false without a source or
+// when the datapath does not know the rule (yet).
+func (s *Server) runtimeStatus(e rules.Entry) (spec.RuleStatus, bool) {
+	if s.status == nil || e.Compiled == nil {
+		return spec.RuleStatus{}, false
+	}
+	return s.status.Status(e.Compiled.Key)
+}
+
+// decorate returns e's wire form with runtime state filled in. It copies the
+// endpoint slice: the stored entry is shared and must never be written.
+func (s *Server) decorate(e rules.Entry) rules.Rule {
+	r := e.Rule
+	st, ok := s.runtimeStatus(e)
+	if !ok {
+		return r
+	}
+	r.Status = &rules.RuleStatus{Ready: st.Ready, Reason: st.Reason}
+	r.Endpoints = append([]rules.Endpoint(nil), e.Rule.Endpoints...)
+	for i := range r.Endpoints {
+		id := endpointID(e.Compiled, i, r.Endpoints[i])
+		if es, found := st.Endpoints[id]; found {
+			r.Endpoints[i].State = es.State
+		}
+	}
+	return r
+}
+
+// endpointID finds the compiled endpoint ID of wire endpoint i: by address
+// when it parses, else by position (compiled endpoints keep request order).
+func endpointID(c *spec.Rule, i int, ep rules.Endpoint) string {
+	if a, err := netip.ParseAddr(ep.EndpointIP); err == nil && ep.TargetPort >= 0 && ep.TargetPort <= 65535 {
+		ap := netip.AddrPortFrom(a.Unmap(), uint16(ep.TargetPort))
+		for _, ce := range c.Endpoints {
+			if ce.Addr == ap {
+				return ce.ID
+			}
+		}
+	}
+	if i < len(c.Endpoints) {
+		return c.Endpoints[i].ID
+	}
+	return ""
+}

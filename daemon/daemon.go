@@ -1,0 +1,190 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/infergate/infergate/api"
+	"github.com/infergate/infergate/apierror"
+	"github.com/infergate/infergate/metrics"
+	"github.com/infergate/infergate/rules"
+	"github.com/sirupsen/logrus"
+)
+
+// HTTP server timeouts of the management API. Rule bodies are small; these
+// only stop a slow client from holding a connection forever.
+const (
+	apiReadHeaderTimeout = 10 * time.Second
+	apiReadTimeout       = 30 * time.Second
+	apiWriteTimeout      = 60 * time.Second
+	apiIdleTimeout       = 120 * time.Second
+)
+
+// stateDirMode keeps persisted rules private: they name every backend.
+const stateDirMode = 0o700
+
+// Run serves the gateway until ctx is cancelled, then shuts down gracefully.
+// It returns nil after a clean shutdown and an error if boot fails or the API
+// server dies.
+func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
+	if log == nil {
+		log = logrus.StandardLogger()
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = DefaultOptions().ShutdownTimeout
+	}
+	m := metrics.New()
+
+	if opts.StateDir != "" {
+		if err := os.MkdirAll(opts.StateDir, stateDirMode); err != nil {
+			return fmt.Errorf("daemon: create state dir %s: %w", opts.StateDir, err)
+		}
+	}
+	rt, err := newRuntime(opts, m, log.WithField("component", "datapath"))
+	if err != nil {
+		return fmt.Errorf("daemon: build runtime: %w", err)
+	}
+	defer closeIfCloser(log, "runtime", rt)
+
+	store, err := rules.OpenStore(rules.StoreOptions{
+		StateDir: opts.StateDir,
+		Runtime:  rt,
+		Log:      log.WithField("component", "rules"),
+	})
+	if err != nil {
+		return fmt.Errorf("daemon: open rule store in %s: %w", opts.StateDir, err)
+	}
+	defer closeIfCloser(log, "rule store", store)
+
+	apiOpts := api.DefaultOptions()
+	apiOpts.Store = store
+	apiOpts.Metrics = m
+	apiOpts.Log = log.WithField("component", "api")
+	if st, ok := rt.(api.StatusSource); ok {
+		apiOpts.Status = st
+	}
+	srv, err := api.NewServer(apiOpts)
+	if err != nil {
+		return fmt.Errorf("daemon: build API: %w", err)
+	}
+
+	ln := opts.APIListener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", opts.APIAddr); err != nil {
+			return fmt.Errorf("daemon: listen on %s: %w", opts.APIAddr, err)
+		}
+	}
+	httpSrv := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: apiReadHeaderTimeout,
+		ReadTimeout:       apiReadTimeout,
+		WriteTimeout:      apiWriteTimeout,
+		IdleTimeout:       apiIdleTimeout,
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- httpSrv.Serve(ln) }()
+	log.WithFields(logrus.Fields{
+		"addr":      ln.Addr().String(),
+		"state_dir": opts.StateDir,
+		"rules":     opts.RulesPath,
+	}).Info("daemon: management API listening")
+
+	bootErr := boot(ctx, store, opts, log)
+	if bootErr == nil {
+		log.Info("daemon: ready")
+		select {
+		case <-ctx.Done():
+		case err := <-serveErr:
+			// Serve only returns early on a listener failure.
+			return fmt.Errorf("daemon: management API stopped: %w", err)
+		}
+	}
+
+	shCtx, cancel := context.WithTimeout(context.Background(), opts.ShutdownTimeout)
+	defer cancel()
+	if err := httpSrv.Shutdown(shCtx); err != nil {
+		log.WithError(err).Warn("daemon: API shutdown timed out; closing connections")
+		_ = httpSrv.Close()
+	}
+	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.WithError(err).Warn("daemon: management API serve error")
+	}
+	if bootErr != nil && ctx.Err() == nil {
+		return bootErr
+	}
+	log.Info("daemon: stopped")
+	return nil
+}
+
+// boot replays persisted rules, then applies the declarative rule files. A
+// rule file that cannot be read fails boot (a typo in --rules should be loud);
+// a single rule the store rejects is logged with its source and skipped, so
+// one bad document cannot take the gateway down.
+func boot(ctx context.Context, store *rules.Store, opts Options, log *logrus.Logger) error {
+	start := time.Now()
+	if err := store.Replay(ctx); err != nil {
+		return fmt.Errorf("daemon: replay persisted rules from %s: %w", opts.StateDir, err)
+	}
+	log.WithFields(logrus.Fields{
+		"rules":    len(store.List()),
+		"duration": time.Since(start).String(),
+	}).Info("daemon: persisted rules replayed")
+	if opts.RulesPath == "" {
+		return nil
+	}
+	docs, err := rules.LoadFiles(opts.RulesPath)
+	if err != nil {
+		return fmt.Errorf("daemon: load rule files %s: %w", opts.RulesPath, err)
+	}
+	for _, d := range docs {
+		if ctx.Err() != nil {
+			return nil // shutting down; what is applied so far is persisted
+		}
+		applyFileRule(store, d, log)
+	}
+	return nil
+}
+
+// applyFileRule applies one declarative rule. Unchanged (identical re-apply,
+// reported by the store as 409 rule_exists) is the normal case on restart.
+func applyFileRule(store *rules.Store, d rules.Document, log *logrus.Logger) {
+	l := log.WithField("source", d.Source)
+	outcome, compiled, err := store.Apply(d.Rule)
+	if e, ok := apierror.As(err); ok && e.Code == apierror.CodeRuleExists {
+		l.Debug("daemon: file rule unchanged")
+		return
+	}
+	if err != nil {
+		l.WithError(err).Error("daemon: file rule rejected; keeping the rest")
+		return
+	}
+	if compiled != nil {
+		l = l.WithField("rule", compiled.Key.String())
+	}
+	switch outcome {
+	case rules.Created:
+		l.Info("daemon: file rule created")
+	case rules.Updated:
+		l.Info("daemon: file rule updated")
+	default:
+		l.Debug("daemon: file rule unchanged")
+	}
+}
+
+// closeIfCloser closes v if it holds resources; the contract types do not
+// require Close, implementations may add it.
+func closeIfCloser(log *logrus.Logger, what string, v interface{}) {
+	c, ok := v.(io.Closer)
+	if !ok {
+		return
+	}
+	if err := c.Close(); err != nil {
+		log.WithError(err).WithField("component", what).Warn("daemon: close failed")
+	}
+}

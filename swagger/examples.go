@@ -1,0 +1,86 @@
+package swagger
+
+import "encoding/json"
+
+// Example is a named, worked request body. Each one is decoded and compiled
+// by a test, so an example that stops being valid fails the build.
+type Example struct {
+	Name string
+	Body json.RawMessage
+}
+
+// exampleVLLMPD is the canonical example: vLLM prefill/decode, one prefill
+// and one decode worker (1P1D), with KV-exact routing over the prefill pool.
+const exampleVLLMPD = `{
+  "serviceArguments": {
+    "externalIP": "10.0.0.10",
+    "port": 2020,
+    "protocol": "tcp",
+    "sel": 0,
+    "mode": 4,
+    "name": "llm-pd-vllm",
+    "monitor": true,
+    "probetype": "http",
+    "probeport": 8000,
+    "probereq": "/health",
+    "sse_mode": true,
+    "cb_enable": true,
+    "pd_disagg_mode": true,
+    "pd_cache_aware_mode": true,
+    "kvExactMode": 1,
+    "kvEngineType": "vllm",
+    "kvBlockSize": 16
+  },
+  "endpoints": [
+    {"endpointIP": "10.1.0.1", "targetPort": 8000, "weight": 1, "ep_role": 1, "nixl_port": 5600},
+    {"endpointIP": "10.1.0.2", "targetPort": 8000, "weight": 1, "ep_role": 2, "nixl_port": 5601}
+  ]
+}`
+
+// exampleSGLangPD is SGLang's concurrent P/D with its bootstrap port.
+const exampleSGLangPD = `{
+  "serviceArguments": {
+    "externalIP": "10.0.0.11",
+    "port": 3030,
+    "protocol": "tcp",
+    "sel": 0,
+    "mode": 4,
+    "name": "llm-pd-sglang",
+    "sse_mode": true,
+    "pd_disagg_mode": true,
+    "kvEngineType": "sglang",
+    "pdBootstrapPort": 8998
+  },
+  "endpoints": [
+    {"endpointIP": "10.2.0.1", "targetPort": 30000, "weight": 1, "ep_role": 1},
+    {"endpointIP": "10.2.0.2", "targetPort": 30000, "weight": 1, "ep_role": 2}
+  ]
+}`
+
+// examplePlainModel is a single pool routed by model name with prefix-hash
+// consistent hashing.
+const examplePlainModel = `{
+  "serviceArguments": {
+    "externalIP": "10.0.0.12",
+    "port": 8080,
+    "protocol": "tcp",
+    "sel": 8,
+    "mode": 4,
+    "name": "llama-pool",
+    "model_name": "meta-llama/Llama-3.1-8B-Instruct",
+    "sse_mode": true
+  },
+  "endpoints": [
+    {"endpointIP": "10.3.0.1", "targetPort": 8000, "weight": 1},
+    {"endpointIP": "10.3.0.2", "targetPort": 8000, "weight": 1}
+  ]
+}`
+
+// Examples returns every documented POST body, the canonical one first.
+func Examples() []Example {
+	return []Example{
+		{Name: "vllm-pd-1p1d", Body: json.RawMessage(exampleVLLMPD)},
+		{Name: "sglang-pd-1p1d", Body: json.RawMessage(exampleSGLangPD)},
+		{Name: "model-routed-chwbl", Body: json.RawMessage(examplePlainModel)},
+	}
+}
