@@ -1,0 +1,153 @@
+package datapath
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/infergate/infergate/metrics"
+)
+
+// Breaker states (values match the infergate_datapath_breaker_state gauge).
+const (
+	breakerClosed   = metrics.BreakerClosed
+	breakerOpen     = metrics.BreakerOpen
+	breakerHalfOpen = metrics.BreakerHalfOpen
+)
+
+func breakerName(s int32) string {
+	switch s {
+	case breakerOpen:
+		return "open"
+	case breakerHalfOpen:
+		return "half-open"
+	}
+	return "closed"
+}
+
+// breakerConfig is what a rule asks of its breakers; zero value = disabled.
+type breakerConfig struct {
+	enabled      bool
+	connectFails int           // consecutive dial failures that open
+	streak5xx    int           // consecutive engine 5xx that open; 0 disables
+	openFor      time.Duration // open window before the half-open trial
+}
+
+// breaker is one endpoint's circuit breaker with LoxiLB semantics:
+// consecutive dial failures (or a streak of engine 5xx) open it; after the
+// open window exactly one request is let through (half-open); a response that
+// is not a 5xx closes it, a failure reopens it. The state is an atomic so the
+// selector reads it without locking; transitions take the mutex.
+type breaker struct {
+	state     atomic.Int32
+	openUntil atomic.Int64 // unix nanos; valid while open
+
+	mu        sync.Mutex
+	fails     int
+	streak5xx int
+}
+
+// selectable reports whether the selector may consider the endpoint. now is
+// filled lazily so the common (closed) case never reads the clock.
+func (b *breaker) selectable(now *int64) bool {
+	switch b.state.Load() {
+	case breakerClosed:
+		return true
+	case breakerOpen:
+		if *now == 0 {
+			*now = time.Now().UnixNano()
+		}
+		return *now >= b.openUntil.Load()
+	}
+	return false // half-open: the single trial is in flight
+}
+
+// admit claims the request slot after selection: always for closed, and the
+// single half-open trial when the open window is over. It returns the new
+// state when it changed (for metrics) or -1.
+func (b *breaker) admit() (ok bool, changed int32) {
+	switch b.state.Load() {
+	case breakerClosed:
+		return true, -1
+	case breakerOpen:
+		if time.Now().UnixNano() < b.openUntil.Load() {
+			return false, -1
+		}
+		if b.state.CompareAndSwap(breakerOpen, breakerHalfOpen) {
+			return true, breakerHalfOpen
+		}
+	}
+	return false, -1
+}
+
+// openLocked moves to open; the caller holds mu.
+func (b *breaker) openLocked(cfg *breakerConfig, now time.Time) int32 {
+	b.openUntil.Store(now.Add(cfg.openFor).UnixNano())
+	b.state.Store(breakerOpen)
+	b.fails = 0
+	b.streak5xx = 0
+	return breakerOpen
+}
+
+// onDialFailure records a connect failure and returns the new state or -1.
+func (b *breaker) onDialFailure(cfg *breakerConfig) int32 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch b.state.Load() {
+	case breakerHalfOpen:
+		return b.openLocked(cfg, time.Now())
+	case breakerClosed:
+		b.fails++
+		if cfg.connectFails > 0 && b.fails >= cfg.connectFails {
+			return b.openLocked(cfg, time.Now())
+		}
+	}
+	return -1
+}
+
+// onResponse records that the engine answered with status: the connect
+// succeeded (resets the failure count), and the status feeds the 5xx streak
+// (5xx increments, below 400 resets, 4xx is neutral).
+func (b *breaker) onResponse(cfg *breakerConfig, status int) int32 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.fails = 0
+	is5xx := status >= 500
+	switch {
+	case is5xx:
+		b.streak5xx++
+	case status < 400:
+		b.streak5xx = 0
+	}
+	switch b.state.Load() {
+	case breakerHalfOpen:
+		if is5xx {
+			return b.openLocked(cfg, time.Now())
+		}
+		b.streak5xx = 0
+		b.state.Store(breakerClosed)
+		return breakerClosed
+	case breakerClosed:
+		if is5xx && cfg.streak5xx > 0 && b.streak5xx >= cfg.streak5xx {
+			return b.openLocked(cfg, time.Now())
+		}
+	}
+	return -1
+}
+
+// onAbandon ends a half-open trial that produced no verdict (client gone,
+// connection broke after sending): the breaker reopens. When retryNow is
+// true the open window is already over, so the next request is the trial.
+func (b *breaker) onAbandon(cfg *breakerConfig, retryNow bool) int32 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state.Load() != breakerHalfOpen {
+		return -1
+	}
+	now := time.Now()
+	s := b.openLocked(cfg, now)
+	if retryNow {
+		b.openUntil.Store(now.UnixNano())
+	}
+	return s
+}

@@ -1,0 +1,62 @@
+package datapath
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync/atomic"
+	"time"
+)
+
+// listener is one bound VIP:port and the rules served on it.
+type listener struct {
+	rt     *Runtime
+	addr   netip.AddrPort // the bound address (0.0.0.0:port under BindAnyVIP)
+	nl     net.Listener
+	srv    *http.Server
+	table  atomic.Pointer[routeTable]
+	rules  []*ruleState  // control plane copy (rt.mu)
+	served chan struct{} // closed when Serve returned
+}
+
+func (rt *Runtime) newListener(addr netip.AddrPort, nl net.Listener) *listener {
+	ln := &listener{rt: rt, addr: addr, nl: nl, served: make(chan struct{})}
+	ln.table.Store(&routeTable{})
+	ln.srv = &http.Server{
+		Handler:           ln,
+		ReadHeaderTimeout: rt.opts.ReadHeaderTimeout,
+		IdleTimeout:       rt.opts.ClientIdleTimeout,
+		ErrorLog:          newStdLogger(rt.log),
+	}
+	return ln
+}
+
+// start serves in the background; the socket is already bound, so no error
+// can surface after Install returned.
+func (ln *listener) start() {
+	go func() {
+		defer close(ln.served)
+		err := ln.srv.Serve(ln.nl)
+		if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+			ln.rt.log.WithField("listen", ln.addr.String()).WithError(err).Error("listener stopped")
+		}
+	}()
+}
+
+// closeSocket stops accepting at once so the address is free again.
+func (ln *listener) closeSocket() { _ = ln.nl.Close() }
+
+// drain closes the socket, lets in-flight requests finish for up to grace,
+// then cuts whatever is left.
+func (ln *listener) drain(grace time.Duration) {
+	ln.closeSocket()
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := ln.srv.Shutdown(ctx); err != nil {
+		ln.rt.log.WithField("listen", ln.addr.String()).WithError(err).Warn("drain grace over; closing remaining connections")
+		_ = ln.srv.Close()
+	}
+	<-ln.served
+}

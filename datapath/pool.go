@@ -1,0 +1,201 @@
+package datapath
+
+import (
+	"net/netip"
+	"net/textproto"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Health states (values match the infergate_datapath_endpoint_health_state gauge).
+const (
+	healthProbing = metrics.HealthProbing
+	healthActive  = metrics.HealthActive
+	healthDown    = metrics.HealthDown
+)
+
+func healthName(s int32) string {
+	switch s {
+	case healthActive:
+		return "active"
+	case healthDown:
+		return "down"
+	}
+	return "probing"
+}
+
+// endpoint is the mutable runtime state of one engine of one rule. It is keyed
+// by the endpoint ID and carried from one compiled generation of the rule to
+// the next, so health, breaker and load survive updates.
+type endpoint struct {
+	id   string
+	addr netip.AddrPort
+
+	health atomic.Int32 // healthProbing / healthActive / healthDown
+	active atomic.Int64 // requests in flight (least-connections load)
+	br     breaker
+
+	// Probe streaks; touched only by the rule's prober goroutine.
+	okStreak, failStreak int
+}
+
+// epMetrics are one endpoint's metric handles, resolved once per generation
+// so the request path does no label hashing in the common case.
+type epMetrics struct {
+	active  prometheus.Gauge
+	ok      prometheus.Counter // requests_total{code="200",error=""}
+	health  prometheus.Gauge
+	breaker prometheus.Gauge
+}
+
+// compiled is one immutable generation of a served rule: the spec plus the
+// runtime objects requests need. Requests load it once and finish on it.
+type compiled struct {
+	rule  *spec.Rule
+	label string // metrics label "rule"
+	eps   []*endpoint
+	epm   []epMetrics
+	cb    breakerConfig
+
+	sessionHeader string // canonical header name for SessionFromHeader
+
+	rr  atomic.Uint64 // round-robin cursor (sel 0, tie-breaks)
+	wrr wrrState      // smooth WRR current weights (sel 2)
+
+	latency prometheus.Observer
+	ttfb    prometheus.Observer
+	m       *metrics.Datapath
+}
+
+// wrrState is nginx's smooth weighted round-robin state.
+type wrrState struct {
+	mu  sync.Mutex
+	cur []int
+}
+
+// ruleLabel is the value of the `rule` metrics label.
+func ruleLabel(r *spec.Rule) string {
+	if r.Name != "" {
+		return r.Name
+	}
+	return r.Key.String()
+}
+
+// newCompiled builds a generation of r, reusing endpoint state from prev
+// (keyed by ID) and creating fresh endpoints in the probing state (or active
+// when the rule has no probe).
+func newCompiled(r *spec.Rule, prev map[string]*endpoint, opts *Options, m *metrics.Datapath) (*compiled, map[string]*endpoint) {
+	c := &compiled{
+		rule:  r,
+		label: ruleLabel(r),
+		eps:   make([]*endpoint, len(r.Endpoints)),
+		epm:   make([]epMetrics, len(r.Endpoints)),
+		m:     m,
+	}
+	c.wrr.cur = make([]int, len(r.Endpoints))
+	if r.CircuitBreaker || r.PD != nil {
+		c.cb = breakerConfig{
+			enabled:      true,
+			connectFails: opts.BreakerConnectFailures,
+			streak5xx:    opts.Breaker5xxStreak,
+			openFor:      opts.BreakerOpenFor,
+		}
+		if r.PD != nil {
+			c.cb.connectFails = opts.BreakerPDConnectFailures
+		}
+	}
+	if r.Session.Source == spec.SessionFromHeader {
+		c.sessionHeader = textproto.CanonicalMIMEHeaderKey(r.Session.Name)
+	}
+	noProbe := probeDisabled(r.Probe)
+	next := make(map[string]*endpoint, len(r.Endpoints))
+	for i, se := range r.Endpoints {
+		ep := prev[se.ID]
+		if ep == nil {
+			ep = next[se.ID] // the same engine listed twice shares state
+		}
+		if ep == nil {
+			ep = &endpoint{id: se.ID, addr: se.Addr}
+			ep.health.Store(healthProbing)
+		}
+		if noProbe {
+			ep.health.Store(healthActive)
+		}
+		next[se.ID] = ep
+		c.eps[i] = ep
+		c.epm[i] = epMetrics{
+			active:  m.Active.WithLabelValues(c.label, se.ID),
+			ok:      m.Requests.WithLabelValues(c.label, se.ID, "200", ""),
+			health:  m.Health.WithLabelValues(c.label, se.ID),
+			breaker: m.Breaker.WithLabelValues(c.label, se.ID),
+		}
+		c.epm[i].health.Set(float64(ep.health.Load()))
+		c.epm[i].breaker.Set(float64(ep.br.state.Load()))
+	}
+	c.latency = m.Latency.WithLabelValues(c.label)
+	c.ttfb = m.TTFB.WithLabelValues(c.label)
+	return c, next
+}
+
+// recordBreaker publishes a breaker transition of endpoint i (to < 0: none).
+func (c *compiled) recordBreaker(i int, to int32) {
+	if to < 0 {
+		return
+	}
+	c.epm[i].breaker.Set(float64(to))
+	c.m.BreakerTrans.WithLabelValues(c.label, c.eps[i].id, breakerName(to)).Inc()
+	c.m.CBFlips.Inc()
+}
+
+// countRequest records one finished request (endpoint i < 0: none chosen).
+func (c *compiled) countRequest(i, status int, code string) {
+	if i >= 0 && status == 200 && code == "" {
+		c.epm[i].ok.Inc()
+		return
+	}
+	id := ""
+	if i >= 0 {
+		id = c.eps[i].id
+	}
+	c.m.Requests.WithLabelValues(c.label, id, strconv.Itoa(status), code).Inc()
+}
+
+// status is the API view of this generation.
+func (c *compiled) status() spec.RuleStatus {
+	st := spec.RuleStatus{Endpoints: make(map[string]spec.EndpointStatus, len(c.eps))}
+	usable := 0
+	probing := 0
+	for i, ep := range c.eps {
+		h := ep.health.Load()
+		state := healthName(h)
+		if c.rule.Endpoints[i].Weight == 0 {
+			state = "draining"
+		}
+		b := ep.br.state.Load()
+		st.Endpoints[ep.id] = spec.EndpointStatus{State: state, Breaker: breakerName(b)}
+		if h == healthProbing {
+			probing++
+		}
+		if state == "active" && (!c.cb.enabled || b != breakerOpen) {
+			usable++
+		}
+	}
+	switch {
+	case c.rule.PD != nil:
+		st.Reason = "P/D rules are not served yet (pd_not_implemented)"
+	case usable > 0:
+		st.Ready = true
+	case len(c.eps) == 0:
+		st.Reason = "no endpoints"
+	case probing > 0:
+		st.Reason = "endpoints still probing"
+	default:
+		st.Reason = "no healthy endpoint"
+	}
+	return st
+}

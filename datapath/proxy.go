@@ -1,0 +1,482 @@
+package datapath
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/infergate/infergate/datapath/spec"
+	"github.com/sirupsen/logrus"
+)
+
+// Wire names the proxy reads or rewrites.
+const (
+	fieldModel          = "model" // body field used for model routing
+	headerForwardedFor  = "X-Forwarded-For"
+	headerConnection    = "Connection"
+	headerContentType   = "Content-Type"
+	contentTypeSSE      = "text/event-stream"
+	maxClientRequestID  = 128 // longer client ids are replaced
+	statusClientClosed  = 499 // metrics only: the client went away
+	codeClientClosed    = "client_closed"
+	sseStreamCappedLine = "data: {\"error\":\"max_stream_duration_exceeded\"}\n\n"
+)
+
+// hopHeaders are connection-scoped and never forwarded (RFC 9110 §7.6.1).
+var hopHeaders = [...]string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+var (
+	errIdleTimeout = errors.New("engine idle timeout")
+	errStreamCap   = errors.New("max stream duration reached")
+)
+
+// exchange is one client request in flight.
+type exchange struct {
+	w           http.ResponseWriter
+	r           *http.Request
+	start       time.Time
+	wroteHeader bool
+}
+
+// ServeHTTP is the entry of every data request on the listener: request id,
+// API check, body, rule match, then the rule's handler.
+func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt := ln.rt
+	x := &exchange{w: w, r: r, start: time.Now()}
+	defer rt.recoverPanic(x)
+	if rt.hookServe != nil {
+		rt.hookServe(r)
+	}
+
+	rid := r.Header.Get(HeaderRequestID)
+	if rid == "" || len(rid) > maxClientRequestID {
+		rid = newRequestID()
+		r.Header.Set(HeaderRequestID, rid)
+	}
+	w.Header()[HeaderRequestID] = []string{rid}
+
+	if status, code, msg, allow := checkAPI(r.Method, r.URL.Path); status != 0 {
+		if allow != "" {
+			w.Header().Set(HeaderAllow, allow)
+		}
+		rt.fail(x, nil, -1, status, code, msg)
+		return
+	}
+	body, status, code, msg := rt.readBody(r)
+	if status != 0 {
+		rt.fail(x, nil, -1, status, code, msg)
+		return
+	}
+	t := ln.table.Load()
+	model := r.Header.Get(HeaderModel)
+	if model == "" && t.needsModel && len(body) > 0 {
+		m, err := bodyModel(body)
+		if err != nil {
+			rt.fail(x, nil, -1, http.StatusBadRequest, CodeInvalidJSON, "request body is not valid JSON: "+err.Error())
+			return
+		}
+		model = m
+	}
+	rs := t.match(hostOnly(r.Host), r.URL.Path, model)
+	if rs == nil {
+		msg := "no rule on this address matches host " + strconvQuote(hostOnly(r.Host)) + ", path " + strconvQuote(r.URL.Path)
+		if model != "" {
+			msg += ", model " + strconvQuote(model)
+		}
+		rt.fail(x, nil, -1, http.StatusNotFound, CodeNoMatchingRule, msg)
+		return
+	}
+	c := rs.cur.Load()
+	if c.rule.PD != nil {
+		rt.servePD(x, c, body)
+		return
+	}
+	rt.serveSingle(x, c, body)
+}
+
+// servePD is where the P/D sequences (datapath/pd) plug in. Until then P/D
+// rules are accepted but answer 501 so clients get a clear, temporary error.
+func (rt *Runtime) servePD(x *exchange, c *compiled, _ []byte) {
+	rt.fail(x, c, -1, http.StatusNotImplemented, CodePDNotImplemented,
+		"prefill/decode disaggregated serving is not implemented yet on this gateway")
+}
+
+// fail answers a gateway error and counts it (c nil: no rule matched).
+func (rt *Runtime) fail(x *exchange, c *compiled, ep, status int, code, msg string) {
+	if !x.wroteHeader {
+		x.wroteHeader = true
+		writeError(x.w, status, code, msg)
+	}
+	if c == nil {
+		rt.m.Requests.WithLabelValues("", "", strconv.Itoa(status), code).Inc()
+		return
+	}
+	c.countRequest(ep, status, code)
+	c.latency.Observe(time.Since(x.start).Seconds())
+}
+
+// recoverPanic turns a handler panic into a counted 500 (or a cut
+// connection when the response had already started).
+func (rt *Runtime) recoverPanic(x *exchange) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if v == http.ErrAbortHandler { //nolint:errorlint // sentinel identity is the contract
+		panic(v)
+	}
+	rt.m.Panics.Inc()
+	rt.log.WithFields(logrus.Fields{"panic": fmt.Sprint(v), "path": x.r.URL.Path}).Error("datapath handler panic recovered")
+	rt.log.Debug(string(debug.Stack()))
+	if x.wroteHeader {
+		panic(http.ErrAbortHandler)
+	}
+	rt.fail(x, nil, -1, http.StatusInternalServerError, CodeInternal, "internal gateway error")
+}
+
+// readBody reads the whole request body (needed for model routing and for
+// dial-failure retries) bounded by MaxBodyBytes.
+func (rt *Runtime) readBody(r *http.Request) ([]byte, int, string, string) {
+	max := rt.opts.MaxBodyBytes
+	tooLarge := func() ([]byte, int, string, string) {
+		return nil, http.StatusRequestEntityTooLarge, CodeBodyTooLarge,
+			"request body exceeds the limit of " + strconv.FormatInt(max, 10) + " bytes"
+	}
+	switch {
+	case r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody:
+		return nil, 0, "", ""
+	case r.ContentLength > max:
+		return tooLarge()
+	case r.ContentLength > 0:
+		b := make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(r.Body, b); err != nil {
+			return nil, http.StatusBadRequest, CodeBadRequestBody, "reading request body: " + err.Error()
+		}
+		return b, 0, "", ""
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+	if err != nil {
+		return nil, http.StatusBadRequest, CodeBadRequestBody, "reading request body: " + err.Error()
+	}
+	if int64(len(b)) > max {
+		return tooLarge()
+	}
+	return b, 0, "", ""
+}
+
+// bodyModel reads the top-level "model" string of a JSON body without
+// decoding anything else.
+func bodyModel(body []byte) (string, error) {
+	var v struct {
+		Model json.RawMessage `json:"model"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		return "", err
+	}
+	var s string
+	if len(v.Model) > 0 && v.Model[0] == '"' {
+		if err := json.Unmarshal(v.Model, &s); err != nil {
+			return "", err
+		}
+	}
+	return s, nil
+}
+
+// serveSingle proxies a single-pool request: pick, send, retry on dial
+// failure (bounded by the pool size), relay.
+func (rt *Runtime) serveSingle(x *exchange, c *compiled, body []byte) {
+	r := x.r
+	f := pickFacts{clientIP: clientIP(r.RemoteAddr)}
+	if c.rule.Selector == spec.SelPersist {
+		f.session = c.sessionKey(r, f.clientIP)
+	}
+	prepareOutboundHeader(r.Header, f.clientIP)
+
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	idle := c.rule.IdleTimeout
+	if idle <= 0 {
+		idle = rt.opts.DefaultIdle
+	}
+	wd := time.AfterFunc(max(idle, rt.opts.FirstByteTimeout), func() { cancel(errIdleTimeout) })
+	defer wd.Stop()
+
+	var excl uint64
+	attempts := 0
+	for attempts < len(c.eps) {
+		var i int
+		i, excl = c.pickAdmitted(&f, excl)
+		if i < 0 {
+			break
+		}
+		attempts++
+		ep := c.eps[i]
+		ep.active.Add(1)
+		c.epm[i].active.Inc()
+		resp, err := rt.roundTrip(ctx, ep.id, r, body)
+		if err != nil {
+			ep.active.Add(-1)
+			c.epm[i].active.Dec()
+			var de *DialError
+			if errors.As(err, &de) && de.NotSent() && ctx.Err() == nil {
+				if c.cb.enabled {
+					c.recordBreaker(i, ep.br.onDialFailure(&c.cb))
+				}
+				excl |= bit(i)
+				rt.m.Retries.WithLabelValues(c.label).Inc()
+				rt.log.WithFields(logrus.Fields{"rule": c.label, "endpoint": ep.id, "error": err.Error()}).Debug("dial failed; trying another endpoint")
+				continue
+			}
+			rt.sendFailed(x, c, i, ctx, err)
+			return
+		}
+		if attempts > 1 {
+			rt.m.Failover.Inc()
+		}
+		rt.relay(x, c, i, ctx, cancel, wd, idle, resp)
+		return
+	}
+	if attempts == 0 {
+		rt.fail(x, c, -1, http.StatusServiceUnavailable, CodeNoHealthyBackend,
+			"all backend endpoints are down, draining or circuit-broken")
+		return
+	}
+	rt.fail(x, c, -1, http.StatusBadGateway, CodeBackendUnreachable,
+		"no healthy backend endpoint accepted the connection")
+}
+
+// sendFailed handles an error after the request may have reached the engine:
+// it is never replayed.
+func (rt *Runtime) sendFailed(x *exchange, c *compiled, i int, ctx context.Context, err error) {
+	clientGone := x.r.Context().Err() != nil
+	if c.cb.enabled {
+		c.recordBreaker(i, c.eps[i].br.onAbandon(&c.cb, clientGone))
+	}
+	switch {
+	case clientGone:
+		c.countRequest(i, statusClientClosed, codeClientClosed)
+	case errors.Is(context.Cause(ctx), errIdleTimeout):
+		rt.fail(x, c, i, http.StatusGatewayTimeout, CodeUpstreamTimeout, "the engine did not answer in time")
+	default:
+		rt.log.WithFields(logrus.Fields{"rule": c.label, "endpoint": c.eps[i].id, "error": err.Error()}).Warn("engine request failed after sending")
+		rt.fail(x, c, i, http.StatusBadGateway, CodeUpstreamError, "the engine connection failed")
+	}
+}
+
+// relay copies the engine's response to the client: status and headers as
+// the engine sent them, then the body, flushed per read for SSE (and any
+// response of unknown length) so events are never buffered.
+func (rt *Runtime) relay(x *exchange, c *compiled, i int, ctx context.Context, cancel context.CancelCauseFunc,
+	wd *time.Timer, idle time.Duration, resp *http.Response) {
+	defer func() {
+		c.eps[i].active.Add(-1)
+		c.epm[i].active.Dec()
+	}()
+	defer resp.Body.Close()
+	if c.cb.enabled {
+		c.recordBreaker(i, c.eps[i].br.onResponse(&c.cb, resp.StatusCode))
+	}
+	sse := strings.HasPrefix(resp.Header.Get(headerContentType), contentTypeSSE)
+	if sse {
+		idle = rt.opts.StreamIdleTimeout
+		capD := c.rule.MaxStreamDuration
+		if capD <= 0 {
+			capD = rt.opts.MaxStreamDuration
+		}
+		capT := time.AfterFunc(capD-time.Since(x.start), func() { cancel(errStreamCap) })
+		defer capT.Stop()
+	}
+	wd.Reset(idle)
+
+	h := x.w.Header()
+	for k, vv := range resp.Header {
+		h[k] = vv
+	}
+	for _, k := range hopHeaders {
+		delete(h, k)
+	}
+	x.wroteHeader = true
+	x.w.WriteHeader(resp.StatusCode)
+	c.ttfb.Observe(time.Since(x.start).Seconds())
+
+	flush := sse || resp.ContentLength < 0
+	fl, _ := x.w.(http.Flusher)
+	if flush && fl != nil {
+		fl.Flush()
+	}
+	bp := rt.bufs.Get().(*[]byte)
+	defer rt.bufs.Put(bp)
+	buf := *bp
+	for {
+		n, rerr := resp.Body.Read(buf)
+		if n > 0 {
+			wd.Reset(idle)
+			if _, werr := x.w.Write(buf[:n]); werr != nil {
+				c.countRequest(i, statusClientClosed, codeClientClosed)
+				return // client gone; deferred cancel closes the engine connection
+			}
+			if flush && fl != nil {
+				fl.Flush()
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			cause := context.Cause(ctx)
+			switch {
+			case x.r.Context().Err() != nil:
+				c.countRequest(i, statusClientClosed, codeClientClosed)
+				return
+			case sse && errors.Is(cause, errStreamCap):
+				_, _ = io.WriteString(x.w, sseStreamCappedLine)
+				if fl != nil {
+					fl.Flush()
+				}
+				c.countRequest(i, resp.StatusCode, CodeStreamCapped)
+				c.latency.Observe(time.Since(x.start).Seconds())
+				return
+			}
+			code := CodeUpstreamError
+			if errors.Is(cause, errIdleTimeout) {
+				code = CodeUpstreamTimeout
+			}
+			c.countRequest(i, resp.StatusCode, code)
+			rt.log.WithFields(logrus.Fields{"rule": c.label, "endpoint": c.eps[i].id, "error": rerr.Error()}).Warn("engine response cut")
+			// A clean end would make a truncated body look complete.
+			panic(http.ErrAbortHandler)
+		}
+	}
+	c.countRequest(i, resp.StatusCode, "")
+	c.latency.Observe(time.Since(x.start).Seconds())
+}
+
+// roundTrip sends the client's request to endpoint addr ("ip:port"). The
+// body is replayable so the transport may retry a stale keep-alive
+// connection on which nothing was written.
+func (rt *Runtime) roundTrip(ctx context.Context, addr string, in *http.Request, body []byte) (*http.Response, error) {
+	out := (&http.Request{
+		Method:     in.Method,
+		URL:        &url.URL{Scheme: "http", Host: addr, Path: in.URL.Path, RawPath: in.URL.RawPath, RawQuery: in.URL.RawQuery},
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     in.Header,
+		Host:       addr,
+	}).WithContext(ctx)
+	if body != nil {
+		out.ContentLength = int64(len(body))
+		out.Body = io.NopCloser(bytes.NewReader(body))
+		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	return rt.transport.RoundTrip(out)
+}
+
+// SendUpstream sends req to ep over the datapath's shared upstream transport
+// and returns the engine's response (the caller closes its body). req's URL
+// host and Host are replaced by the endpoint's address; its body must be
+// replayable (GetBody set) or nil. A connect failure is returned as a
+// *DialError (NotSent() == true): the engine never saw the request. The P/D
+// sequences use this to send their legs.
+func (rt *Runtime) SendUpstream(ctx context.Context, ep spec.Endpoint, req *http.Request) (*http.Response, error) {
+	out := req.WithContext(ctx)
+	u := *req.URL
+	u.Scheme, u.Host = "http", ep.ID
+	out.URL, out.Host = &u, ep.ID
+	resp, err := rt.transport.RoundTrip(out)
+	if err != nil {
+		var de *DialError
+		if errors.As(err, &de) {
+			return nil, de
+		}
+		return nil, fmt.Errorf("send to %s: %w", ep.ID, err)
+	}
+	return resp, nil
+}
+
+// prepareOutboundHeader strips hop-by-hop headers (and those named in
+// Connection) and appends the client to X-Forwarded-For. It edits the
+// inbound header in place: the handler owns it and it is reused by retries.
+func prepareOutboundHeader(h http.Header, client string) {
+	for _, v := range h[headerConnection] {
+		for _, f := range strings.Split(v, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				h.Del(f)
+			}
+		}
+	}
+	for _, k := range hopHeaders {
+		delete(h, k)
+	}
+	if client == "" {
+		return
+	}
+	if prior := h[headerForwardedFor]; len(prior) > 0 {
+		h[headerForwardedFor] = []string{strings.Join(prior, ", ") + ", " + client}
+	} else {
+		h[headerForwardedFor] = []string{client}
+	}
+}
+
+// sessionKey extracts the sel-3 persistence key; "" when the request has none.
+func (c *compiled) sessionKey(r *http.Request, client string) string {
+	s := c.rule.Session
+	switch s.Source {
+	case spec.SessionFromHeader:
+		if v := r.Header[c.sessionHeader]; len(v) > 0 {
+			return v[0]
+		}
+	case spec.SessionFromCookie:
+		if ck, err := r.Cookie(s.Name); err == nil {
+			return ck.Value
+		}
+	case spec.SessionFromQuery:
+		return r.URL.Query().Get(s.Name)
+	case spec.SessionFromSourceIP:
+		return client
+	}
+	return ""
+}
+
+// clientIP returns the host part of a RemoteAddr ("ip:port" or "[v6]:port").
+func clientIP(remote string) string {
+	i := strings.LastIndexByte(remote, ':')
+	if i < 0 {
+		return remote
+	}
+	return strings.Trim(remote[:i], "[]")
+}
+
+// newRequestID mints a request id: 32 lowercase hex digits (128 random bits).
+func newRequestID() string {
+	var raw [16]byte
+	a, b := rand.Uint64(), rand.Uint64()
+	for k := range 8 {
+		raw[k] = byte(a >> (8 * k))
+		raw[8+k] = byte(b >> (8 * k))
+	}
+	var out [32]byte
+	hex.Encode(out[:], raw[:])
+	return string(out[:])
+}
+
+func strconvQuote(s string) string {
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return strconv.Quote(s)
+}

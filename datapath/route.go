@@ -1,0 +1,111 @@
+package datapath
+
+import (
+	"cmp"
+	"net"
+	"slices"
+	"strings"
+
+	"github.com/infergate/infergate/datapath/spec"
+)
+
+// Path match modes (wire: path_match_mode; "" and "disabled" mean off).
+const (
+	pathMatchPrefix = "prefix"
+	pathMatchExact  = "exact"
+)
+
+// routeTable is the immutable set of rules served on one listener, most
+// specific first. A new table is built and swapped on every install/remove.
+type routeTable struct {
+	rules []*ruleState
+	// needsModel is true when some rule keys on model_name, so a request
+	// without X-Model must have its body's "model" read to be routed.
+	needsModel bool
+}
+
+// specificity orders rules: a model pin beats a host pin beats an exact path
+// beats a longer prefix beats a shorter one beats no path.
+func specificity(k spec.Key) (model, host, exact, prefixLen int) {
+	if k.ModelName != "" {
+		model = 1
+	}
+	if k.Host != "" {
+		host = 1
+	}
+	switch k.PathMatchMode {
+	case pathMatchExact:
+		exact = 1
+		prefixLen = len(k.PathPrefix)
+	case pathMatchPrefix:
+		prefixLen = len(k.PathPrefix)
+	}
+	return
+}
+
+func newRouteTable(rules []*ruleState) *routeTable {
+	rs := slices.Clone(rules)
+	slices.SortStableFunc(rs, func(a, b *ruleState) int {
+		am, ah, ae, ap := specificity(a.key)
+		bm, bh, be, bp := specificity(b.key)
+		if c := cmp.Compare(bm, am); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(bh, ah); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(be, ae); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(bp, ap); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.key.Block, b.key.Block)
+	})
+	t := &routeTable{rules: rs}
+	for _, r := range rs {
+		if r.key.ModelName != "" {
+			t.needsModel = true
+		}
+	}
+	return t
+}
+
+// matches reports whether a request for host/path/model falls under key k.
+// host has no port; model is "" when the request names none.
+func matches(k spec.Key, host, path, model string) bool {
+	if k.Host != "" && !strings.EqualFold(k.Host, host) {
+		return false
+	}
+	switch k.PathMatchMode {
+	case pathMatchExact:
+		if path != k.PathPrefix {
+			return false
+		}
+	case pathMatchPrefix:
+		if !strings.HasPrefix(path, k.PathPrefix) {
+			return false
+		}
+	}
+	return k.ModelName == "" || k.ModelName == model
+}
+
+// match returns the most specific rule for the request, or nil.
+func (t *routeTable) match(host, path, model string) *ruleState {
+	for _, r := range t.rules {
+		if matches(r.key, host, path, model) {
+			return r
+		}
+	}
+	return nil
+}
+
+// hostOnly strips an optional port from a Host header value.
+func hostOnly(h string) string {
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.HasSuffix(h, "]") {
+		if host, _, err := net.SplitHostPort(h); err == nil {
+			return strings.Trim(host, "[]")
+		}
+	}
+	return strings.Trim(h, "[]")
+}

@@ -1,0 +1,334 @@
+package datapath
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/infergate/infergate/apierror"
+	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+)
+
+// Runtime serves compiled rules. It implements rules.Runtime (Install,
+// Remove) and the API's status source (Status). The control plane (Install,
+// Remove, Status, Close) is serialised by mu; the request path takes no lock
+// for configuration.
+type Runtime struct {
+	opts        Options
+	m           *metrics.Datapath
+	log         logrus.FieldLogger
+	transport   *http.Transport
+	probeClient *http.Client
+	dialer      net.Dialer
+	bufs        sync.Pool // *[]byte relay buffers
+
+	mu        sync.Mutex
+	listeners map[netip.AddrPort]*listener
+	rules     map[spec.Key]*ruleState
+	closed    bool
+	drains    sync.WaitGroup // listeners shutting down
+
+	// hookServe, when set (tests only, before any Install), runs at the start
+	// of every request; it lets tests exercise panic recovery.
+	hookServe func(*http.Request)
+}
+
+// ruleState is one served rule key: its current generation and its prober.
+type ruleState struct {
+	key spec.Key
+	ln  *listener
+	cur atomic.Pointer[compiled]
+	eps map[string]*endpoint // by ID; control plane only (rt.mu)
+
+	kick       chan struct{} // probe now (new endpoints)
+	stop       chan struct{}
+	proberDone chan struct{}
+}
+
+// New builds a Runtime. m may be nil (a private registry is used).
+func New(opts Options, m *metrics.Datapath, log logrus.FieldLogger) *Runtime {
+	if m == nil {
+		m = metrics.NewDatapath(prometheus.NewRegistry())
+	}
+	if log == nil {
+		l := logrus.New()
+		l.SetOutput(io.Discard)
+		log = l
+	}
+	rt := &Runtime{
+		opts:        opts,
+		m:           m,
+		log:         log.WithField("component", "datapath"),
+		probeClient: newProbeClient(),
+		listeners:   make(map[netip.AddrPort]*listener),
+		rules:       make(map[spec.Key]*ruleState),
+	}
+	rt.dialer = net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}
+	rt.transport = &http.Transport{
+		DialContext:         rt.dial,
+		MaxIdleConnsPerHost: opts.MaxIdleConnsPerHost,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true, // relay bytes as the engine sent them
+		ForceAttemptHTTP2:   false,
+		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{}, // HTTP/1.1 only
+		WriteBufferSize:     32 << 10,
+		ReadBufferSize:      32 << 10,
+	}
+	rt.bufs.New = func() any { b := make([]byte, 32<<10); return &b }
+	return rt
+}
+
+// dial marks every connect failure as a *DialError: nothing was sent.
+func (rt *Runtime) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := rt.dialer.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, &DialError{Endpoint: addr, Err: err}
+	}
+	return c, nil
+}
+
+// Install starts serving next, replacing prev (nil on create). On error the
+// runtime is exactly as it was; the error is an *apierror.Error.
+func (rt *Runtime) Install(prev, next *spec.Rule) error {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.closed {
+		return apierror.New(http.StatusServiceUnavailable, apierror.CodeInternal, "", "", "datapath is shut down")
+	}
+	if rs := rt.rules[next.Key]; rs != nil {
+		rt.swapLocked(rs, next)
+		if prev != nil && prev.Key != next.Key {
+			rt.removeLocked(prev.Key)
+		}
+		return nil
+	}
+	ln, created, err := rt.listenerForLocked(next.Key)
+	if err != nil {
+		return err
+	}
+	rs := &ruleState{
+		key:        next.Key,
+		ln:         ln,
+		kick:       make(chan struct{}, 1),
+		stop:       make(chan struct{}),
+		proberDone: make(chan struct{}),
+	}
+	c, eps := newCompiled(next, nil, &rt.opts, rt.m)
+	rs.cur.Store(c)
+	rs.eps = eps
+	rt.rules[next.Key] = rs
+	ln.rules = append(ln.rules, rs)
+	ln.table.Store(newRouteTable(ln.rules))
+	go rt.runProber(rs)
+	if created {
+		ln.start()
+	}
+	if prev != nil && prev.Key != next.Key {
+		rt.removeLocked(prev.Key)
+	}
+	rt.log.WithFields(logrus.Fields{"rule": c.label, "listen": ln.addr.String(), "endpoints": len(c.eps)}).Info("rule installed")
+	return nil
+}
+
+// swapLocked publishes a new generation of an existing rule. In-flight
+// requests keep the generation they loaded.
+func (rt *Runtime) swapLocked(rs *ruleState, next *spec.Rule) {
+	old := rs.cur.Load()
+	c, eps := newCompiled(next, rs.eps, &rt.opts, rt.m)
+	rs.cur.Store(c)
+	for id := range rs.eps {
+		if _, kept := eps[id]; !kept || old.label != c.label {
+			rt.deleteEndpointSeries(old.label, id)
+		}
+	}
+	rs.eps = eps
+	if rs.ln != nil {
+		rs.ln.table.Store(newRouteTable(rs.ln.rules)) // keys equal; keeps tables fresh
+	}
+	select {
+	case rs.kick <- struct{}{}:
+	default:
+	}
+	rt.log.WithFields(logrus.Fields{"rule": c.label, "generation": next.Generation, "endpoints": len(c.eps)}).Info("rule updated")
+}
+
+func (rt *Runtime) deleteEndpointSeries(label, id string) {
+	l := prometheus.Labels{"rule": label, "endpoint": id}
+	rt.m.Requests.DeletePartialMatch(l)
+	rt.m.Active.Delete(l)
+	rt.m.Health.Delete(l)
+	rt.m.Breaker.Delete(l)
+	rt.m.BreakerTrans.DeletePartialMatch(l)
+}
+
+// Remove stops serving r. When it was the last rule on its listener the
+// socket is closed at once (the port can be reused immediately) and the
+// in-flight requests drain for up to Options.DrainGrace in the background.
+func (rt *Runtime) Remove(r *spec.Rule) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.removeLocked(r.Key)
+}
+
+func (rt *Runtime) removeLocked(k spec.Key) {
+	rs := rt.rules[k]
+	if rs == nil {
+		return
+	}
+	delete(rt.rules, k)
+	close(rs.stop)
+	c := rs.cur.Load()
+	ln := rs.ln
+	ln.rules = slices.DeleteFunc(ln.rules, func(x *ruleState) bool { return x == rs })
+	ln.table.Store(newRouteTable(ln.rules))
+	if len(ln.rules) == 0 {
+		delete(rt.listeners, ln.addr)
+		rt.m.Listeners.Dec()
+		ln.closeSocket() // free the address before Remove returns
+		rt.drains.Add(1)
+		go func() {
+			defer rt.drains.Done()
+			ln.drain(rt.opts.DrainGrace)
+		}()
+	}
+	go func() {
+		<-rs.proberDone
+		rt.m.Requests.DeletePartialMatch(prometheus.Labels{"rule": c.label})
+		rt.m.Active.DeletePartialMatch(prometheus.Labels{"rule": c.label})
+		rt.m.Health.DeletePartialMatch(prometheus.Labels{"rule": c.label})
+		rt.m.Breaker.DeletePartialMatch(prometheus.Labels{"rule": c.label})
+	}()
+	rt.log.WithFields(logrus.Fields{"rule": c.label}).Info("rule removed")
+}
+
+// Status reports the runtime view of the rule with key k.
+func (rt *Runtime) Status(k spec.Key) (spec.RuleStatus, bool) {
+	rt.mu.Lock()
+	rs := rt.rules[k]
+	rt.mu.Unlock()
+	if rs == nil {
+		return spec.RuleStatus{}, false
+	}
+	return rs.cur.Load().status(), true
+}
+
+// Close stops every listener and prober and waits, up to ctx, for in-flight
+// requests to drain; whatever is left is then cut.
+func (rt *Runtime) Close(ctx context.Context) error {
+	rt.mu.Lock()
+	rt.closed = true
+	var lns []*listener
+	for _, ln := range rt.listeners {
+		lns = append(lns, ln)
+	}
+	var stops []chan struct{}
+	for k, rs := range rt.rules {
+		close(rs.stop)
+		stops = append(stops, rs.proberDone)
+		delete(rt.rules, k)
+	}
+	clear(rt.listeners)
+	rt.mu.Unlock()
+
+	for _, ln := range lns {
+		ln.closeSocket()
+		rt.m.Listeners.Dec()
+	}
+	var errs []error
+	for _, ln := range lns {
+		if err := ln.srv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("drain %s: %w", ln.addr, err))
+			_ = ln.srv.Close()
+		}
+		<-ln.served
+	}
+	for _, d := range stops {
+		<-d
+	}
+	done := make(chan struct{})
+	go func() { rt.drains.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("waiting for drains: %w", ctx.Err()))
+	}
+	rt.transport.CloseIdleConnections()
+	return errors.Join(errs...)
+}
+
+// listenerForLocked returns the listener serving k's VIP:port, binding a new
+// one when needed. A bind failure is a client error naming the address.
+func (rt *Runtime) listenerForLocked(k spec.Key) (*listener, bool, error) {
+	addr := k.ListenAddr()
+	if ln := rt.listeners[addr]; ln != nil {
+		return ln, false, nil
+	}
+	nl, err := net.Listen("tcp", addr.String())
+	if err != nil && rt.opts.BindAnyVIP && errors.Is(err, syscall.EADDRNOTAVAIL) {
+		any := netip.AddrPortFrom(netip.IPv4Unspecified(), k.Port)
+		if addr.Addr().Is6() {
+			any = netip.AddrPortFrom(netip.IPv6Unspecified(), k.Port)
+		}
+		if ln := rt.listeners[any]; ln != nil {
+			return ln, false, nil
+		}
+		addr = any
+		nl, err = net.Listen("tcp", addr.String())
+	}
+	if err != nil {
+		return nil, false, bindError(addr, err)
+	}
+	ln := rt.newListener(addr, nl)
+	rt.listeners[addr] = ln
+	rt.m.Listeners.Inc()
+	return ln, true, nil
+}
+
+// bindError turns a listen failure into the API's typed error.
+func bindError(addr netip.AddrPort, err error) *apierror.Error {
+	var e *apierror.Error
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		e = apierror.New(http.StatusConflict, apierror.CodeBindFailed, "serviceArguments.port", "",
+			fmt.Sprintf("address %s is already in use", addr))
+	case errors.Is(err, syscall.EADDRNOTAVAIL):
+		e = apierror.BadRequest(apierror.CodeBindFailed, "serviceArguments.externalIP", "",
+			fmt.Sprintf("address %s is not a local address (enable BindAnyVIP to serve it on 0.0.0.0)", addr))
+	case errors.Is(err, syscall.EACCES):
+		e = apierror.BadRequest(apierror.CodeBindFailed, "serviceArguments.port", "",
+			fmt.Sprintf("no permission to bind %s", addr))
+	default:
+		e = apierror.BadRequest(apierror.CodeBindFailed, "serviceArguments.externalIP", "",
+			fmt.Sprintf("cannot bind %s", addr))
+	}
+	e.Err = err
+	return e
+}
+
+// newStdLogger routes net/http's internal errors (TLS noise, client resets)
+// to logrus at debug level.
+func newStdLogger(l logrus.FieldLogger) *log.Logger {
+	return log.New(debugWriter{l.WithField("source", "net/http")}, "", 0)
+}
+
+type debugWriter struct{ l logrus.FieldLogger }
+
+func (w debugWriter) Write(p []byte) (int, error) {
+	w.l.Debug(strings.TrimSpace(string(p)))
+	return len(p), nil
+}

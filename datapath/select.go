@@ -1,0 +1,157 @@
+package datapath
+
+import (
+	"github.com/cespare/xxhash/v2"
+	"github.com/infergate/infergate/datapath/spec"
+)
+
+// pickFacts are the request facts selectors key on.
+type pickFacts struct {
+	clientIP string // sel 1, and sel 3 with a source-IP session key
+	session  string // sel 3 key; "" falls back to round-robin
+}
+
+// eligible is the single definition of "may receive a new request": not
+// excluded by this request's earlier attempts, in the pass's tier (primary or
+// backup), not draining (weight 0), probed healthy and breaker-selectable.
+func (c *compiled) eligible(i int, excl uint64, backup bool, now *int64) bool {
+	if i < 64 && excl&(1<<uint(i)) != 0 {
+		return false
+	}
+	se := &c.rule.Endpoints[i]
+	if se.Backup != backup || se.Weight <= 0 {
+		return false
+	}
+	ep := c.eps[i]
+	if ep.health.Load() != healthActive {
+		return false
+	}
+	return !c.cb.enabled || ep.br.selectable(now)
+}
+
+// pick returns the index of the endpoint for a new request, or -1 when none
+// is eligible. Backups are considered only when no primary is.
+func (c *compiled) pick(f *pickFacts, excl uint64) int {
+	var now int64
+	if i := c.pickTier(f, excl, false, &now); i >= 0 {
+		return i
+	}
+	return c.pickTier(f, excl, true, &now)
+}
+
+func (c *compiled) pickTier(f *pickFacts, excl uint64, backup bool, now *int64) int {
+	n := len(c.eps)
+	if n == 0 {
+		return -1
+	}
+	switch c.rule.Selector {
+	case spec.SelSourceHash:
+		return c.pickHash(f.clientIP, excl, backup, now)
+	case spec.SelPersist:
+		if f.session != "" {
+			return c.pickHash(f.session, excl, backup, now)
+		}
+	case spec.SelWeightedRR:
+		return c.pickWRR(excl, backup, now)
+	case spec.SelLeastConn:
+		return c.pickLeastConn(excl, backup, now)
+	}
+	return c.pickRR(excl, backup, now)
+}
+
+// pickRR walks from a shared cursor to the next eligible endpoint.
+func (c *compiled) pickRR(excl uint64, backup bool, now *int64) int {
+	n := uint64(len(c.eps))
+	start := c.rr.Add(1) - 1
+	for k := uint64(0); k < n; k++ {
+		i := int((start + k) % n)
+		if c.eligible(i, excl, backup, now) {
+			return i
+		}
+	}
+	return -1
+}
+
+// pickHash maps key to a home endpoint over the whole list (so the mapping is
+// stable while the list is) and walks forward past ineligible ones.
+func (c *compiled) pickHash(key string, excl uint64, backup bool, now *int64) int {
+	n := uint64(len(c.eps))
+	start := xxhash.Sum64String(key) % n
+	for k := uint64(0); k < n; k++ {
+		i := int((start + k) % n)
+		if c.eligible(i, excl, backup, now) {
+			return i
+		}
+	}
+	return -1
+}
+
+// pickWRR is nginx's smooth weighted round-robin: every eligible endpoint
+// gains its weight, the largest wins and pays back the total. It spreads a
+// 5:1:1 pool as a,a,b,a,c,a,a rather than in bursts.
+func (c *compiled) pickWRR(excl uint64, backup bool, now *int64) int {
+	c.wrr.mu.Lock()
+	defer c.wrr.mu.Unlock()
+	best, total := -1, 0
+	cur := c.wrr.cur
+	for i := range c.eps {
+		if !c.eligible(i, excl, backup, now) {
+			continue
+		}
+		w := c.rule.Endpoints[i].Weight
+		cur[i] += w
+		total += w
+		if best < 0 || cur[i] > cur[best] {
+			best = i
+		}
+	}
+	if best >= 0 {
+		cur[best] -= total
+	}
+	return best
+}
+
+// pickLeastConn takes the eligible endpoint with the fewest requests in
+// flight; ties go to the first one after a rotating cursor so equal loads
+// still spread.
+func (c *compiled) pickLeastConn(excl uint64, backup bool, now *int64) int {
+	n := uint64(len(c.eps))
+	start := c.rr.Add(1) - 1
+	best := -1
+	var bestLoad int64
+	for k := uint64(0); k < n; k++ {
+		i := int((start + k) % n)
+		if !c.eligible(i, excl, backup, now) {
+			continue
+		}
+		if l := c.eps[i].active.Load(); best < 0 || l < bestLoad {
+			best, bestLoad = i, l
+		}
+	}
+	return best
+}
+
+// pickAdmitted picks and claims a breaker slot, excluding endpoints whose
+// half-open trial another request won in the meantime.
+func (c *compiled) pickAdmitted(f *pickFacts, excl uint64) (int, uint64) {
+	for range len(c.eps) + 1 {
+		i := c.pick(f, excl)
+		if i < 0 || !c.cb.enabled {
+			return i, excl
+		}
+		ok, to := c.eps[i].br.admit()
+		c.recordBreaker(i, to)
+		if ok {
+			return i, excl
+		}
+		excl |= bit(i)
+	}
+	return -1, excl
+}
+
+func bit(i int) uint64 {
+	if i >= 64 {
+		return 0
+	}
+	return 1 << uint(i)
+}
