@@ -6,13 +6,11 @@ package metrics
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Metrics is the daemon's full metric set. Each area owner adds one field
-// here and one line to New, pointing at a constructor in the area's own file.
+// Metrics is the daemon's full metric set.
 type Metrics struct {
 	Registry *prometheus.Registry
 	API      *API
 	KV       *KV
-	PD       *PD
 	Datapath *Datapath
 	// Datapath, PD, KV and Radix are added by their owners (one file each).
 }
@@ -23,7 +21,6 @@ func New() *Metrics {
 	m := &Metrics{Registry: reg}
 	m.API = newAPI(reg)
 	m.KV = NewKV(reg)
-	m.PD = newPD(reg)
 	m.Datapath = NewDatapath(reg)
 	return m
 }
