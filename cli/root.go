@@ -1,0 +1,161 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/infergate/infergate/api/client"
+	"github.com/infergate/infergate/daemon"
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/cobra"
+)
+
+// Exit codes of the binary.
+const (
+	ExitOK       = 0
+	ExitFailed   = 1 // rejected by the server, transport failure, bad file
+	ExitUsage    = 2 // bad flags or arguments
+	envServer    = "INFERGATE_SERVER"
+	defaultAddr  = "http://127.0.0.1:11111"
+	defaultLimit = 10 * time.Second
+)
+
+// ServeFunc runs the gateway until ctx is cancelled (daemon.Run).
+type ServeFunc func(ctx context.Context, opts daemon.Options, log *logrus.Logger) error
+
+// Env is everything the CLI takes from its process.
+type Env struct {
+	Stdout io.Writer
+	Stderr io.Writer
+	Getenv func(string) string
+	// Serve runs the daemon; nil makes `serve` fail with a clear message.
+	Serve ServeFunc
+}
+
+// usageError is a problem with the command line itself (exit 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// failure is a command that ran and failed (exit 1). Its message is already
+// printed when reported is set (e.g. apply printed each rejected rule).
+type failure struct {
+	err      error
+	reported bool
+}
+
+func (e failure) Error() string { return e.err.Error() }
+func (e failure) Unwrap() error { return e.err }
+
+// globals are the persistent flags shared by every command.
+type globals struct {
+	server  string
+	timeout time.Duration
+	output  string
+	env     Env
+}
+
+func (g *globals) client() *client.Client {
+	return client.New(g.server, &http.Client{Timeout: g.timeout})
+}
+
+// Main runs the CLI with args (without the program name) and returns the
+// exit code.
+func Main(ctx context.Context, args []string, env Env) int {
+	if env.Getenv == nil {
+		env.Getenv = func(string) string { return "" }
+	}
+	root := newRoot(env)
+	root.SetArgs(args)
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	_, err := root.ExecuteContextC(ctx)
+	return report(env.Stderr, err)
+}
+
+// report prints err and maps it to an exit code. Errors from RunE are
+// typed (usageError, failure); anything else came from cobra's own parsing
+// (unknown flag or command, wrong argument count) and is a usage error.
+func report(w io.Writer, err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var f failure
+	if errors.As(err, &f) {
+		if !f.reported {
+			printError(w, f.err)
+		}
+		return ExitFailed
+	}
+	fmt.Fprintf(w, "Error: %v\nRun 'infergate --help' for usage.\n", err)
+	return ExitUsage
+}
+
+// printError prints a failure; a server rejection gets every field of the
+// error envelope so people and scripts see the same facts.
+func printError(w io.Writer, err error) {
+	var ae *client.APIError
+	if !errors.As(err, &ae) {
+		fmt.Fprintf(w, "Error: %v\n", err)
+		return
+	}
+	fmt.Fprintf(w, "Error: %v\n", err)
+	fmt.Fprintf(w, "  status:     %d\n", ae.Status)
+	if ae.Message != "" {
+		fmt.Fprintf(w, "  message:    %s\n", ae.Message)
+	}
+	if ae.Result != "" {
+		fmt.Fprintf(w, "  result:     %s\n", ae.Result)
+	}
+	if ae.ErrorCode != "" {
+		fmt.Fprintf(w, "  error_code: %s\n", ae.ErrorCode)
+	}
+	if ae.Field != "" {
+		fmt.Fprintf(w, "  field:      %s\n", ae.Field)
+	}
+}
+
+// run adapts a command body: usage errors pass through, everything else is
+// a failure (exit 1).
+func run(fn func(cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		err := fn(cmd, args)
+		if err == nil {
+			return nil
+		}
+		var u usageError
+		var f failure
+		if errors.As(err, &u) || errors.As(err, &f) {
+			return err
+		}
+		return failure{err: err}
+	}
+}
+
+func newRoot(env Env) *cobra.Command {
+	g := &globals{env: env}
+	root := &cobra.Command{
+		Use:           "infergate",
+		Short:         "Inference gateway: LoxiLB-compatible rules for LLM serving fleets",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	server := env.Getenv(envServer)
+	if server == "" {
+		server = defaultAddr
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.server, "server", server, "management API base URL (env "+envServer+")")
+	pf.DurationVar(&g.timeout, "timeout", defaultLimit, "timeout of each API request")
+	pf.StringVarP(&g.output, "output", "o", "", "output format: table (default), wide, json or yaml")
+
+	root.AddCommand(newServeCmd(g), newCreateCmd(g), newGetCmd(g), newDeleteCmd(g), newApplyCmd(g))
+	return root
+}
