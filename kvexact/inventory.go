@@ -1,0 +1,620 @@
+package kvexact
+
+import (
+	"fmt"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+
+	"github.com/infergate/infergate/metrics"
+)
+
+// Clock is the time source of trust decisions (warm-up), injectable in tests.
+type Clock interface{ Now() time.Time }
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+// Defaults of Options.
+const (
+	DefaultBlockSize = 16
+	DefaultBudget    = 1_000_000
+	DefaultWarmup    = 10 * time.Second
+	DefaultShards    = 64
+)
+
+// Options configures one rule's inventory.
+type Options struct {
+	Rule string // metric label and log field
+	// BlockSize is the configured kvBlockSize, used until a BlockStored event
+	// teaches the real one; later events of another size are counted and skipped.
+	BlockSize int
+	// Budget caps indexed blocks per rule; beyond it the least recently
+	// stored block is evicted (per shard).
+	Budget int
+	// Warmup is how long a (endpoint, rank) must have been connected, after
+	// a connect or a reset, before its inventory is trusted; replay from seq 0
+	// makes it trusted at once.
+	Warmup time.Duration
+	// Shards is the number of lock shards, rounded up to a power of two.
+	Shards int
+	// EngineMapLimit bounds each (endpoint, rank)'s engine-hash → own-key map;
+	// on overflow the map is reset (its removals then become no-ops and the
+	// affected blocks age out through the budget).
+	EngineMapLimit int
+	Clock          Clock
+	Metrics        *metrics.KV // nil: no metrics
+	Logger         logrus.FieldLogger
+}
+
+// DefaultOptions returns the defaults for rule.
+func DefaultOptions(rule string) Options {
+	return Options{
+		Rule:           rule,
+		BlockSize:      DefaultBlockSize,
+		Budget:         DefaultBudget,
+		Warmup:         DefaultWarmup,
+		Shards:         DefaultShards,
+		EngineMapLimit: 2 * DefaultBudget,
+		Clock:          wallClock{},
+		Logger:         logrus.StandardLogger(),
+	}
+}
+
+// Untrust reasons reported by Trusted.
+const (
+	ReasonUnknownEndpoint = "unknown_endpoint"
+	ReasonDisconnected    = "disconnected"
+	ReasonWarmup          = "warmup"
+	ReasonSeqGap          = "seq_gap"
+	ReasonRestart         = "restart"
+)
+
+// Skip reasons of stored blocks that are not indexed (metric label).
+const (
+	skipUnanchored = "unanchored" // parent engine hash unknown: chain cannot be keyed
+	skipExtraKeys  = "extra_keys" // LoRA / multimodal / salt: not reproducible from tokens
+	skipTokens     = "tokens"     // len(token_ids) != blocks × block_size
+	skipMedium     = "medium"     // tier other than GPU/CPU
+	skipGroup      = "group"      // non full-attention KV-cache group
+	skipBlockSize  = "block_size" // event block size differs from the inventory's
+)
+
+type slotKey struct {
+	endpoint string
+	rank     int
+}
+
+// slot is the state of one (endpoint, rank) event stream.
+type slot struct {
+	bit      uint64
+	endpoint string
+	rank     int
+
+	// applyMu serialises the stream's writer: sequencing and engine map.
+	applyMu sync.Mutex
+	hasSeq  bool
+	lastSeq uint64
+	engine  map[uint64]uint64 // engine hash → own key
+	scratch []uint64
+
+	// stateMu guards trust state, read on the request path.
+	stateMu   sync.Mutex
+	connected bool
+	since     time.Time // start of the current clean, connected window
+	rebuilt   bool      // replay from seq 0 since the last reset
+	reason    string    // why the last reset happened ("" = none)
+}
+
+// Inventory is one rule's KV block inventory. Writers are the rule's
+// subscribers (one per endpoint rank); readers are request-path lookups.
+type Inventory struct {
+	opts   Options
+	shards []shard
+	shift  uint
+	counts slotCounts
+
+	blockSize atomic.Int64
+	learned   atomic.Bool
+
+	slotsMu    sync.RWMutex
+	slots      map[slotKey]*slot
+	byEndpoint map[string][]*slot
+	used       uint64 // allocated slot bits
+
+	m *invMetrics
+}
+
+type invMetrics struct {
+	stored, removed, cleared, unknown, evictions prometheus.Counter
+}
+
+// NewInventory builds an empty inventory; zero option fields take defaults.
+func NewInventory(opts Options) *Inventory {
+	def := DefaultOptions(opts.Rule)
+	if opts.BlockSize <= 0 {
+		opts.BlockSize = def.BlockSize
+	}
+	if opts.Budget <= 0 {
+		opts.Budget = def.Budget
+	}
+	if opts.Warmup < 0 {
+		opts.Warmup = 0
+	}
+	if opts.Shards <= 0 {
+		opts.Shards = def.Shards
+	}
+	if opts.EngineMapLimit <= 0 {
+		opts.EngineMapLimit = 2 * opts.Budget
+	}
+	if opts.Clock == nil {
+		opts.Clock = def.Clock
+	}
+	if opts.Logger == nil {
+		opts.Logger = def.Logger
+	}
+	n := 1 << bits.Len(uint(opts.Shards-1))
+	inv := &Inventory{
+		opts:       opts,
+		shards:     make([]shard, n),
+		shift:      uint(64 - bits.TrailingZeros(uint(n))),
+		slots:      map[slotKey]*slot{},
+		byEndpoint: map[string][]*slot{},
+	}
+	per := (opts.Budget + n - 1) / n
+	for i := range inv.shards {
+		inv.shards[i].idx = map[uint64]uint32{}
+		inv.shards[i].budget = per
+	}
+	inv.blockSize.Store(int64(opts.BlockSize))
+	if m := opts.Metrics; m != nil {
+		inv.m = &invMetrics{
+			stored:    m.EventsApplied.WithLabelValues(opts.Rule, TagBlockStored),
+			removed:   m.EventsApplied.WithLabelValues(opts.Rule, TagBlockRemoved),
+			cleared:   m.EventsApplied.WithLabelValues(opts.Rule, TagAllBlocksCleared),
+			unknown:   m.UnknownEvents.WithLabelValues(opts.Rule),
+			evictions: m.Evictions.WithLabelValues(opts.Rule),
+		}
+	}
+	return inv
+}
+
+func (inv *Inventory) shardOf(key uint64) *shard {
+	if len(inv.shards) == 1 {
+		return &inv.shards[0]
+	}
+	return &inv.shards[key>>inv.shift]
+}
+
+// BlockSize is the block size own keys are computed with: learned from the
+// first BlockStored event, else the configured one.
+func (inv *Inventory) BlockSize() int { return int(inv.blockSize.Load()) }
+
+// RequestKeys computes a request's own keys at the inventory's block size.
+func (inv *Inventory) RequestKeys(tokens []uint32) []uint64 {
+	return KeysForTokens(tokens, inv.BlockSize())
+}
+
+// slotFor returns (creating) the slot of (endpoint, rank).
+func (inv *Inventory) slotFor(endpoint string, rank int) (*slot, error) {
+	k := slotKey{endpoint, rank}
+	inv.slotsMu.RLock()
+	s := inv.slots[k]
+	inv.slotsMu.RUnlock()
+	if s != nil {
+		return s, nil
+	}
+	inv.slotsMu.Lock()
+	defer inv.slotsMu.Unlock()
+	if s = inv.slots[k]; s != nil {
+		return s, nil
+	}
+	if inv.used == ^uint64(0) {
+		return nil, fmt.Errorf("kvexact: rule %q: more than %d endpoint ranks", inv.opts.Rule, MaxSlots)
+	}
+	b := bits.TrailingZeros64(^inv.used)
+	s = &slot{bit: 1 << b, endpoint: endpoint, rank: rank, engine: map[uint64]uint64{}, since: inv.opts.Clock.Now()}
+	inv.used |= s.bit
+	inv.slots[k] = s
+	inv.byEndpoint[endpoint] = append(inv.byEndpoint[endpoint], s)
+	return s, nil
+}
+
+// RemoveEndpoint forgets an endpoint and all its blocks. Stop its
+// subscribers first: a concurrent Apply for it would re-create it.
+func (inv *Inventory) RemoveEndpoint(endpoint string) {
+	inv.slotsMu.Lock()
+	ss := inv.byEndpoint[endpoint]
+	delete(inv.byEndpoint, endpoint)
+	var mask uint64
+	for _, s := range ss {
+		delete(inv.slots, slotKey{s.endpoint, s.rank})
+		mask |= s.bit
+	}
+	inv.slotsMu.Unlock()
+	inv.clearMask(mask)
+	inv.slotsMu.Lock()
+	inv.used &^= mask // bits are reusable only once no entry carries them
+	inv.slotsMu.Unlock()
+	if inv.opts.Metrics != nil {
+		inv.opts.Metrics.ForgetEndpoint(inv.opts.Rule, endpoint)
+	}
+}
+
+func (inv *Inventory) clearMask(mask uint64) {
+	if mask == 0 {
+		return
+	}
+	for i := range inv.shards {
+		sh := &inv.shards[i]
+		sh.mu.Lock()
+		sh.clearBits(mask)
+		sh.mu.Unlock()
+	}
+	for m := mask; m != 0; m &= m - 1 {
+		inv.counts[bits.TrailingZeros64(m)].Store(0)
+	}
+}
+
+// ApplyResult says what Apply noticed about the stream.
+type ApplyResult struct {
+	Gap      bool   // seq jumped forward: events were lost, the rank was cleared
+	Restart  bool   // seq went backwards: engine restarted, the rank was cleared
+	Expected uint64 // the seq that was expected when Gap or Restart
+	Err      error  // slot table full; nothing applied
+}
+
+// NextSeq returns the next expected sequence number of (endpoint, rank), and
+// false before its first batch. Subscribers use it to detect a gap before
+// Apply and repair it by replay.
+func (inv *Inventory) NextSeq(endpoint string, rank int) (uint64, bool) {
+	inv.slotsMu.RLock()
+	s := inv.slots[slotKey{endpoint, rank}]
+	inv.slotsMu.RUnlock()
+	if s == nil {
+		return 0, false
+	}
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	return s.lastSeq + 1, s.hasSeq
+}
+
+// Apply applies one batch of (endpoint, rank) with sequence seq. A forward
+// gap or a regression clears that rank's blocks and marks it untrusted
+// before the batch is applied; the batch itself is then indexed.
+func (inv *Inventory) Apply(endpoint string, rank int, seq uint64, batch Batch) ApplyResult {
+	s, err := inv.slotFor(endpoint, rank)
+	if err != nil {
+		return ApplyResult{Err: err}
+	}
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	var res ApplyResult
+	if s.hasSeq && seq != s.lastSeq+1 {
+		res.Expected = s.lastSeq + 1
+		reason := ReasonSeqGap
+		if seq > s.lastSeq {
+			res.Gap = true
+		} else {
+			res.Restart, reason = true, ReasonRestart
+		}
+		inv.resetSlot(s, reason)
+		inv.opts.Logger.WithFields(logrus.Fields{
+			"rule": inv.opts.Rule, "endpoint": endpoint, "rank": rank, "seq": seq, "expected": res.Expected, "reason": reason,
+		}).Info("kvexact: KV event stream discontinuity, inventory cleared")
+	}
+	s.hasSeq, s.lastSeq = true, seq
+	for i := range batch.Events {
+		inv.applyEvent(s, &batch.Events[i])
+	}
+	if m := inv.m; m != nil {
+		if batch.Unknown > 0 {
+			m.unknown.Add(float64(batch.Unknown))
+		}
+		inv.opts.Metrics.Blocks.WithLabelValues(inv.opts.Rule, endpoint).Set(float64(inv.Blocks(endpoint)))
+		inv.opts.Metrics.ObserveEvent(inv.opts.Rule, endpoint, inv.opts.Clock.Now())
+		inv.drainEvictions()
+	}
+	return res
+}
+
+func (inv *Inventory) drainEvictions() {
+	var n uint64
+	for i := range inv.shards {
+		sh := &inv.shards[i]
+		sh.mu.RLock()
+		v := sh.evicted
+		sh.mu.RUnlock()
+		if v != 0 {
+			sh.mu.Lock()
+			n += sh.evicted
+			sh.evicted = 0
+			sh.mu.Unlock()
+		}
+	}
+	if n > 0 {
+		inv.m.evictions.Add(float64(n))
+	}
+}
+
+// resetSlot clears the slot's blocks and engine map; reason "" keeps trust
+// (AllBlocksCleared is a legitimate, fully observed engine state).
+func (inv *Inventory) resetSlot(s *slot, reason string) {
+	inv.clearMask(s.bit)
+	clear(s.engine)
+	if reason == "" {
+		return
+	}
+	s.stateMu.Lock()
+	s.reason, s.rebuilt, s.since = reason, false, inv.opts.Clock.Now()
+	s.stateMu.Unlock()
+	if inv.opts.Metrics != nil {
+		c := inv.opts.Metrics.SeqGaps
+		if reason == ReasonRestart {
+			c = inv.opts.Metrics.Restarts
+		}
+		c.WithLabelValues(inv.opts.Rule, s.endpoint, fmt.Sprint(s.rank)).Inc()
+	}
+}
+
+func (inv *Inventory) skip(reason string, n int) {
+	if inv.opts.Metrics != nil && n > 0 {
+		inv.opts.Metrics.SkippedBlocks.WithLabelValues(inv.opts.Rule, reason).Add(float64(n))
+	}
+}
+
+func (inv *Inventory) applyEvent(s *slot, e *Event) {
+	switch e.Kind {
+	case EventBlockStored:
+		if inv.m != nil {
+			inv.m.stored.Inc()
+		}
+		inv.applyStored(s, e)
+	case EventBlockRemoved:
+		if inv.m != nil {
+			inv.m.removed.Inc()
+		}
+		if e.Medium == MediumOther {
+			return
+		}
+		cpu := e.Medium == MediumCPU
+		for _, h := range e.BlockHashes {
+			own, ok := s.engine[h]
+			if !ok {
+				continue
+			}
+			sh := inv.shardOf(own)
+			sh.mu.Lock()
+			held := sh.remove(own, s.bit, cpu, &inv.counts)
+			sh.mu.Unlock()
+			if !held {
+				delete(s.engine, h)
+			}
+		}
+	case EventAllBlocksCleared:
+		if inv.m != nil {
+			inv.m.cleared.Inc()
+		}
+		inv.resetSlot(s, "")
+	}
+}
+
+func (inv *Inventory) applyStored(s *slot, e *Event) {
+	n := len(e.BlockHashes)
+	switch {
+	case e.Medium == MediumOther:
+		inv.skip(skipMedium, n)
+		return
+	case e.SpecKind != "" && e.SpecKind != SpecKindFullAttention:
+		inv.skip(skipGroup, n)
+		return
+	case e.HasExtraKeys || e.LoraName != "" || e.HasLoraID:
+		inv.skip(skipExtraKeys, n)
+		return
+	}
+	bs := int64(e.BlockSize)
+	if !inv.learned.Load() && inv.learned.CompareAndSwap(false, true) {
+		if old := inv.blockSize.Swap(bs); old != bs {
+			inv.opts.Logger.WithFields(logrus.Fields{"rule": inv.opts.Rule, "configured": old, "learned": bs}).
+				Info("kvexact: block size learned from events differs from the configured one")
+		}
+	}
+	if cur := inv.blockSize.Load(); cur != bs {
+		if inv.opts.Metrics != nil {
+			inv.opts.Metrics.BlockSizeMismatches.WithLabelValues(inv.opts.Rule, s.endpoint).Inc()
+		}
+		inv.skip(skipBlockSize, n)
+		return
+	}
+	cpu := e.Medium == MediumCPU
+	if len(e.TokenIDs) == 0 {
+		// Offload-tier store: no tokens, same engine hashes as the GPU copy.
+		for _, h := range e.BlockHashes {
+			if own, ok := s.engine[h]; ok {
+				inv.storeKey(own, s.bit, cpu)
+			} else {
+				inv.skip(skipUnanchored, 1)
+			}
+		}
+		return
+	}
+	if len(e.TokenIDs) != n*int(bs) {
+		inv.skip(skipTokens, n)
+		return
+	}
+	parent := RootKey
+	if e.HasParent {
+		p, ok := s.engine[e.ParentHash]
+		if !ok {
+			inv.skip(skipUnanchored, n)
+			return
+		}
+		parent = p
+	}
+	s.scratch = AppendOwnKeys(s.scratch[:0], parent, e.TokenIDs, int(bs))
+	if len(s.engine)+n > inv.opts.EngineMapLimit {
+		clear(s.engine)
+	}
+	for i, own := range s.scratch {
+		s.engine[e.BlockHashes[i]] = own
+		inv.storeKey(own, s.bit, cpu)
+	}
+}
+
+func (inv *Inventory) storeKey(own, bit uint64, cpu bool) {
+	sh := inv.shardOf(own)
+	sh.mu.Lock()
+	sh.store(own, bit, cpu, &inv.counts)
+	sh.mu.Unlock()
+}
+
+// SetConnected records the subscriber's connection state of (endpoint,
+// rank), as seen by the ZMQ socket monitor. A (re)connect restarts warm-up.
+func (inv *Inventory) SetConnected(endpoint string, rank int, connected bool) error {
+	s, err := inv.slotFor(endpoint, rank)
+	if err != nil {
+		return err
+	}
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	if connected && !s.connected {
+		s.since = inv.opts.Clock.Now()
+	}
+	s.connected = connected
+	return nil
+}
+
+// MarkRebuilt records that (endpoint, rank) was rebuilt by a replay from
+// the start of the engine's stream: it is trusted without warm-up.
+func (inv *Inventory) MarkRebuilt(endpoint string, rank int) error {
+	s, err := inv.slotFor(endpoint, rank)
+	if err != nil {
+		return err
+	}
+	s.stateMu.Lock()
+	s.rebuilt, s.reason = true, ""
+	s.stateMu.Unlock()
+	return nil
+}
+
+// Trusted reports whether the endpoint's inventory may steer requests: every
+// known rank must be connected and either rebuilt by replay or past warm-up
+// since its last connect or reset. The reason names the first failing rank.
+func (inv *Inventory) Trusted(endpoint string) (bool, string) {
+	inv.slotsMu.RLock()
+	ss := inv.byEndpoint[endpoint]
+	inv.slotsMu.RUnlock()
+	if len(ss) == 0 {
+		return false, ReasonUnknownEndpoint
+	}
+	now := inv.opts.Clock.Now()
+	for _, s := range ss {
+		s.stateMu.Lock()
+		connected, since, rebuilt, reason := s.connected, s.since, s.rebuilt, s.reason
+		s.stateMu.Unlock()
+		switch {
+		case !connected:
+			return false, ReasonDisconnected
+		case rebuilt:
+		case now.Sub(since) < inv.opts.Warmup:
+			if reason != "" {
+				return false, reason
+			}
+			return false, ReasonWarmup
+		}
+	}
+	return true, ""
+}
+
+// Blocks returns the number of blocks indexed for endpoint, summed over its
+// ranks (a block held by two ranks counts twice).
+func (inv *Inventory) Blocks(endpoint string) int {
+	inv.slotsMu.RLock()
+	defer inv.slotsMu.RUnlock()
+	n := int64(0)
+	for _, s := range inv.byEndpoint[endpoint] {
+		n += inv.counts[bits.TrailingZeros64(s.bit)].Load()
+	}
+	return int(n)
+}
+
+// Len returns the number of distinct indexed blocks.
+func (inv *Inventory) Len() int {
+	n := 0
+	for i := range inv.shards {
+		sh := &inv.shards[i]
+		sh.mu.RLock()
+		n += len(sh.idx)
+		sh.mu.RUnlock()
+	}
+	return n
+}
+
+// Score is one candidate's prefix match.
+type Score struct {
+	Endpoint string
+	// Blocks is the number of consecutive blocks from block 0 held on any tier.
+	Blocks int
+	// GPUBlocks and CPUBlocks split Blocks by the best tier holding each block.
+	GPUBlocks int
+	CPUBlocks int
+}
+
+// Weighted is the tier-weighted prefix score (llm-d weights GPU 1.0, CPU 0.8).
+func (s Score) Weighted(cpuWeight float64) float64 {
+	return float64(s.GPUBlocks) + cpuWeight*float64(s.CPUBlocks)
+}
+
+// Score returns, per candidate (same order), how many consecutive blocks of
+// blockKeys from block 0 it holds, on any of its ranks. It takes one shard
+// read lock per probed block and stops once no candidate is still matching.
+// Trust is not checked here: callers gate on Trusted.
+func (inv *Inventory) Score(blockKeys []uint64, candidates []string) []Score {
+	out := make([]Score, len(candidates))
+	var maskBuf [16]uint64
+	masks := maskBuf[:0]
+	var alive uint64 // bit c: candidate c (first 64) still matching
+	inv.slotsMu.RLock()
+	for c, ep := range candidates {
+		out[c].Endpoint = ep
+		var m uint64
+		for _, s := range inv.byEndpoint[ep] {
+			m |= s.bit
+		}
+		masks = append(masks, m)
+		if m != 0 && c < 64 {
+			alive |= 1 << c
+		}
+	}
+	inv.slotsMu.RUnlock()
+	for _, k := range blockKeys {
+		if alive == 0 {
+			break
+		}
+		sh := inv.shardOf(k)
+		sh.mu.RLock()
+		gpu, cpu := sh.get(k)
+		sh.mu.RUnlock()
+		held := gpu | cpu
+		for a := alive; a != 0; a &= a - 1 {
+			c := bits.TrailingZeros64(a)
+			m := masks[c]
+			switch {
+			case gpu&m != 0:
+				out[c].Blocks++
+				out[c].GPUBlocks++
+			case held&m != 0:
+				out[c].Blocks++
+				out[c].CPUBlocks++
+			default:
+				alive &^= 1 << c
+			}
+		}
+	}
+	return out
+}
