@@ -11,6 +11,7 @@ type Metrics struct {
 	Registry *prometheus.Registry
 	API      *API
 	KV       *KV
+	PD       *PD
 	Datapath *Datapath
 	// Datapath, PD, KV and Radix are added by their owners (one file each).
 }
@@ -21,6 +22,7 @@ func New() *Metrics {
 	m := &Metrics{Registry: reg}
 	m.API = newAPI(reg)
 	m.KV = NewKV(reg)
+	m.PD = newPD(reg)
 	m.Datapath = NewDatapath(reg)
 	return m
 }

@@ -1,0 +1,150 @@
+package pd_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/infergate/infergate/datapath/pd"
+	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/test/pdfake"
+	"github.com/sirupsen/logrus"
+)
+
+// testOptions keeps every deadline short so fault cases finish fast; the
+// test context bounds everything else.
+func testOptions() pd.Options {
+	o := pd.DefaultOptions()
+	o.PrefillTimeout = time.Second
+	o.DecodeTimeout = time.Second
+	o.StreamIdleTimeout = 300 * time.Millisecond
+	l := logrus.New()
+	l.SetOutput(io.Discard)
+	o.Log = l
+	return o
+}
+
+// fleet is a set of fake engines for one dialect: prefill A, prefill B (the
+// alternative), decode; on distinct loopback IPs like distinct hosts.
+type fleet struct {
+	engine            spec.Engine
+	prefill, alt, dec *pdfake.Engine
+	rule              *spec.Rule
+}
+
+func fakeDialect(e spec.Engine) pdfake.Dialect {
+	switch e {
+	case spec.EngineSGLang:
+		return pdfake.SGLang
+	case spec.EngineTRTLLM:
+		return pdfake.TRTLLM
+	}
+	return pdfake.VLLM
+}
+
+func startFleet(t *testing.T, engine spec.Engine) *fleet {
+	t.Helper()
+	d := fakeDialect(engine)
+	start := func(addr string, role pdfake.Role, boot, nixl uint16) *pdfake.Engine {
+		cfg := pdfake.DefaultConfig(d, role)
+		cfg.Addr, cfg.BootstrapPort, cfg.NixlPort = addr, boot, nixl
+		cfg.RendezvousTimeout = 10 * time.Second
+		e, err := pdfake.Start(cfg)
+		if err != nil {
+			t.Fatalf("start fake %s %s: %v", d, role, err)
+		}
+		t.Cleanup(func() { _ = e.Close() })
+		return e
+	}
+	f := &fleet{engine: engine}
+	f.prefill = start("127.0.0.2:0", pdfake.Prefill, 0, 19001)
+	// Same bootstrap port on another IP, as SGLang's rule-wide port demands.
+	f.alt = start("127.0.0.3:0", pdfake.Prefill, f.prefill.BootstrapPort(), 19002)
+	f.dec = start("127.0.0.4:0", pdfake.Decode, 0, 19003)
+	f.rule = &spec.Rule{Name: "rule-" + string(engine), Engine: engine,
+		Key: spec.Key{ModelName: "m"}, PD: &spec.PD{BootstrapPort: f.prefill.BootstrapPort()}}
+	return f
+}
+
+// result is what the client saw plus the Outcome Serve returned.
+type result struct {
+	status  int
+	header  http.Header
+	body    string
+	readErr error
+	out     pd.Outcome
+}
+
+// gateway serves one request through d behind a real HTTP server and
+// returns what the client saw. cancelAfter > 0 disconnects the client after
+// that many body bytes.
+func (f *fleet) do(t *testing.T, d pd.Dialect, path, body string, pair pd.Pair, cancelAfter int) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	sender := pd.NewHTTPSender(time.Second)
+	defer sender.Close()
+	outc := make(chan pd.Outcome, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		req := &pd.Request{Path: r.URL.Path, Header: r.Header, Body: b, RequestID: "0123456789abcdef0123456789abcdef", Rule: f.rule}
+		outc <- d.Serve(r.Context(), w, req, pair, sender)
+	}))
+	defer srv.Close()
+
+	cctx, ccancel := context.WithCancel(ctx)
+	defer ccancel()
+	hreq, _ := http.NewRequestWithContext(cctx, http.MethodPost, srv.URL+path, strings.NewReader(body))
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("X-Request-Id", "client-supplied-id")
+	resp, err := srv.Client().Do(hreq)
+	if err != nil {
+		t.Fatalf("client request: %v", err)
+	}
+	var res result
+	res.status, res.header = resp.StatusCode, resp.Header
+	if cancelAfter > 0 {
+		buf := make([]byte, cancelAfter)
+		n, _ := io.ReadAtLeast(resp.Body, buf, 1)
+		res.body = string(buf[:n])
+		ccancel()
+	} else {
+		b, err := io.ReadAll(resp.Body)
+		res.body, res.readErr = string(b), err
+	}
+	resp.Body.Close()
+	select {
+	case res.out = <-outc:
+	case <-ctx.Done():
+		t.Fatalf("Serve did not return: %v", ctx.Err())
+	}
+	return res
+}
+
+// waitLegs waits until each engine has finished n requests.
+func waitLegs(t *testing.T, e *pdfake.Engine, n int) []pdfake.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	recs, err := e.WaitDone(ctx, n)
+	if err != nil {
+		t.Fatalf("%v (have %d)", err, len(recs))
+	}
+	if len(recs) != n {
+		t.Fatalf("engine %s got %d requests, want %d", e.AddrPort(), len(recs), n)
+	}
+	return recs
+}
+
+func mustDialect(t *testing.T, e spec.Engine) pd.Dialect {
+	t.Helper()
+	d, ok := pd.New(e, testOptions())
+	if !ok {
+		t.Fatalf("no dialect for %s", e)
+	}
+	return d
+}

@@ -1,0 +1,131 @@
+package pd
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/infergate/infergate/datapath/spec"
+	"github.com/sirupsen/logrus"
+)
+
+// Leg is one upstream request of a P/D sequence.
+type Leg struct {
+	Endpoint spec.Endpoint
+	Path     string
+	Header   http.Header
+	Body     []byte
+}
+
+// Sender delivers a leg to an engine. An error implementing
+// interface{ NotSent() bool } with NotSent()==true means the engine provably
+// never received the request (safe to retry elsewhere).
+type Sender interface {
+	Send(ctx context.Context, leg Leg) (*http.Response, error)
+}
+
+// Request is the client request as the datapath accepted it. Body is the
+// complete client body; Serve never modifies it.
+type Request struct {
+	Path      string
+	Header    http.Header
+	Body      []byte
+	RequestID string // the datapath's id for this request (client's or generated)
+	Rule      *spec.Rule
+}
+
+// Pair is the endpoint choice the ladder made. AltPrefill is consulted only
+// for the single prefill retry (vLLM/TRT) or SGLang pair retry.
+type Pair struct {
+	Prefill, Decode spec.Endpoint
+	AltPrefill      []spec.Endpoint
+}
+
+// Dialect runs one engine's P/D sequence for one request and writes the
+// client response to w. It never panics on engine input and returns only
+// after every leg it started has finished or been cancelled.
+type Dialect interface {
+	Serve(ctx context.Context, w http.ResponseWriter, req *Request, pair Pair, s Sender) Outcome
+}
+
+// Options are the per-daemon knobs of every dialect.
+type Options struct {
+	// PrefillTimeout bounds the prefill leg (vLLM/TRT: request to complete
+	// response; SGLang: dispatch to first decode byte). Expiry → 504
+	// pd_prefill_timeout.
+	PrefillTimeout time.Duration
+	// DecodeTimeout bounds decode dispatch → first response byte. Expiry →
+	// 504 pd_decode_timeout.
+	DecodeTimeout time.Duration
+	// StreamIdleTimeout ends a decode relay whose engine has been silent this
+	// long (SSE streams are closed with a synthesised [DONE]).
+	StreamIdleTimeout time.Duration
+	// MaxPrefillResponse caps the buffered prefill/context response; a larger
+	// one is treated as a KV-transfer failure (decode recomputes).
+	MaxPrefillResponse int64
+	Log                logrus.FieldLogger
+}
+
+// DefaultOptions returns LoxiLB's effective defaults (§4.6): 30 s prefill and
+// decode-first-byte, 25 s stream silence, 1 MiB prefill response cap.
+func DefaultOptions() Options {
+	l := logrus.New()
+	return Options{
+		PrefillTimeout:     30 * time.Second,
+		DecodeTimeout:      30 * time.Second,
+		StreamIdleTimeout:  25 * time.Second,
+		MaxPrefillResponse: 1 << 20,
+		Log:                l,
+	}
+}
+
+// withDefaults fills zero fields so a partially set Options is usable.
+func (o Options) withDefaults() Options {
+	d := DefaultOptions()
+	if o.PrefillTimeout <= 0 {
+		o.PrefillTimeout = d.PrefillTimeout
+	}
+	if o.DecodeTimeout <= 0 {
+		o.DecodeTimeout = d.DecodeTimeout
+	}
+	if o.StreamIdleTimeout <= 0 {
+		o.StreamIdleTimeout = d.StreamIdleTimeout
+	}
+	if o.MaxPrefillResponse <= 0 {
+		o.MaxPrefillResponse = d.MaxPrefillResponse
+	}
+	if o.Log == nil {
+		o.Log = d.Log
+	}
+	return o
+}
+
+// dialects is the one registry of P/D sequences, keyed by kvEngineType.
+// llama.cpp has no P/D protocol and is deliberately absent. Read-only.
+var dialects = map[spec.Engine]func(Options) Dialect{
+	spec.EngineVLLM:   func(o Options) Dialect { return &vllm{opts: o} },
+	spec.EngineSGLang: func(o Options) Dialect { return &sglang{opts: o} },
+	spec.EngineTRTLLM: func(o Options) Dialect { return &trtllm{opts: o} },
+}
+
+// For returns the dialect of engine with DefaultOptions.
+func For(engine spec.Engine) (Dialect, bool) { return New(engine, DefaultOptions()) }
+
+// New returns the dialect of engine configured with opts (zero fields take
+// their defaults). ok is false for engines without a P/D sequence.
+func New(engine spec.Engine, opts Options) (Dialect, bool) {
+	mk, ok := dialects[engine]
+	if !ok {
+		return nil, false
+	}
+	return mk(opts.withDefaults()), true
+}
+
+// notSent reports whether err says the engine provably never received the
+// request (the Sender's contract). Retry policy keys off this, never off
+// error strings.
+func notSent(err error) bool {
+	var ns interface{ NotSent() bool }
+	return errors.As(err, &ns) && ns.NotSent()
+}

@@ -1,0 +1,396 @@
+package pd
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Wire field names the dialects read or rewrite.
+const (
+	fieldModel               = "model"
+	fieldStream              = "stream"
+	fieldStreamOptions       = "stream_options"
+	fieldMaxTokens           = "max_tokens"
+	fieldMaxCompletionTokens = "max_completion_tokens"
+	fieldMinTokens           = "min_tokens"
+	fieldN                   = "n"
+	fieldChoices             = "choices"
+	fieldFinishReason        = "finish_reason"
+
+	// vLLM NIXL connector.
+	fieldKVTransferParams = "kv_transfer_params"
+	fieldDoRemoteDecode   = "do_remote_decode"
+	fieldDoRemotePrefill  = "do_remote_prefill"
+
+	// SGLang bootstrap triple.
+	fieldBootstrapHost = "bootstrap_host"
+	fieldBootstrapPort = "bootstrap_port"
+	fieldBootstrapRoom = "bootstrap_room"
+
+	// TensorRT-LLM disaggregated serving.
+	fieldDisaggParams    = "disaggregated_params"
+	fieldRequestType     = "request_type"
+	fieldDisaggRequestID = "disagg_request_id"
+
+	trtContextOnly    = "context_only"
+	trtGenerationOnly = "generation_only"
+)
+
+// errNotObject is returned for bodies that are not a single JSON object.
+var errNotObject = errors.New("body is not a JSON object")
+
+// member is one top-level key of a JSON object, as byte offsets into the raw
+// body. seg is the member's whole segment between separators (surrounding
+// whitespace included), so untouched members are copied byte for byte.
+type member struct {
+	keyStart, keyEnd int // key bytes inside the quotes
+	valStart, valEnd int
+	segStart, segEnd int
+}
+
+// object is a parsed top-level JSON object. Only offsets are kept: the
+// body is never decoded into a map, so everything not edited survives
+// verbatim (key order, number spelling, escapes, whitespace).
+type object struct {
+	raw        []byte
+	open, end  int // index of '{' and of the closing '}'
+	members    []member
+	hasEscapes bool // some key contains a backslash escape
+}
+
+// parseObject validates raw and indexes its top-level members.
+func parseObject(raw []byte) (object, error) {
+	if !json.Valid(raw) {
+		return object{}, fmt.Errorf("parse body: %w", errors.New("invalid JSON"))
+	}
+	o := object{raw: raw}
+	i := skipWS(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return object{}, errNotObject
+	}
+	o.open = i
+	i++
+	segStart := i
+	i = skipWS(raw, i)
+	if raw[i] == '}' {
+		o.end = i
+		return o, nil
+	}
+	o.members = make([]member, 0, 16)
+	for {
+		i = skipWS(raw, i)
+		var m member
+		m.segStart = segStart
+		m.keyStart = i + 1
+		i = skipString(raw, i)
+		m.keyEnd = i - 1
+		if bytes.IndexByte(raw[m.keyStart:m.keyEnd], '\\') >= 0 {
+			o.hasEscapes = true
+		}
+		i = skipWS(raw, i) + 1 // ':'
+		i = skipWS(raw, i)
+		m.valStart = i
+		i = skipValue(raw, i)
+		m.valEnd = i
+		i = skipWS(raw, i)
+		m.segEnd = i
+		o.members = append(o.members, m)
+		if raw[i] == '}' {
+			o.end = i
+			return o, nil
+		}
+		i++ // ','
+		segStart = i
+	}
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\r', '\n':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// skipString returns the index just past the string starting at b[i]=='"'.
+func skipString(b []byte, i int) int {
+	i++
+	for i < len(b) {
+		switch b[i] {
+		case '\\':
+			i += 2
+		case '"':
+			return i + 1
+		default:
+			i++
+		}
+	}
+	return i
+}
+
+// skipValue returns the index just past the (already validated) value at i.
+func skipValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return i
+	default:
+		for i < len(b) {
+			switch b[i] {
+			case ',', '}', ']', ' ', '\t', '\r', '\n':
+				return i
+			}
+			i++
+		}
+		return i
+	}
+}
+
+// keyIs reports whether member m's key equals name, decoding escapes only
+// when the body has any (rare: a client spelling "max\u005ftokens").
+func (o *object) keyIs(m *member, name string) bool {
+	k := o.raw[m.keyStart:m.keyEnd]
+	if !o.hasEscapes || bytes.IndexByte(k, '\\') < 0 {
+		return string(k) == name
+	}
+	var s string
+	if err := json.Unmarshal(o.raw[m.keyStart-1:m.keyEnd+1], &s); err != nil {
+		return false
+	}
+	return s == name
+}
+
+// lookup returns the value of the last member named name (JSON decoders of
+// every engine keep the last duplicate) and whether it exists.
+func (o *object) lookup(name string) ([]byte, bool) {
+	for i := len(o.members) - 1; i >= 0; i-- {
+		if o.keyIs(&o.members[i], name) {
+			m := &o.members[i]
+			return o.raw[m.valStart:m.valEnd], true
+		}
+	}
+	return nil, false
+}
+
+// isTrue reports whether the top-level field is the literal true.
+func (o *object) isTrue(name string) bool {
+	v, ok := o.lookup(name)
+	return ok && string(v) == "true"
+}
+
+// edit sets (value != nil) or deletes (value == nil) one top-level key.
+// value must be valid JSON.
+type edit struct {
+	key   string
+	value []byte
+}
+
+// apply returns a new body with edits applied: a set replaces the value of
+// the first occurrence in place (later duplicates are dropped so the engine
+// cannot see a stale one) or appends the key before the closing brace; a
+// delete drops every occurrence with its separator. Members not named by an
+// edit are copied byte for byte. The result is one allocation.
+func (o *object) apply(edits []edit) []byte {
+	raw := o.raw
+	var done uint64 // bit i: edit i matched a member (max 64 edits)
+	match := func(m *member) int {
+		for j := range edits {
+			if o.keyIs(m, edits[j].key) {
+				return j
+			}
+		}
+		return -1
+	}
+	// Size pass.
+	n := o.open + 1 + len(raw) - o.end
+	kept := 0
+	var seen uint64
+	for i := range o.members {
+		m := &o.members[i]
+		j := match(m)
+		switch {
+		case j < 0:
+		case edits[j].value == nil || seen&(1<<j) != 0:
+			continue
+		default:
+			seen |= 1 << j
+			n += len(edits[j].value) - (m.valEnd - m.valStart)
+		}
+		if kept > 0 {
+			n++
+		}
+		n += m.segEnd - m.segStart
+		kept++
+	}
+	if len(o.members) == 0 {
+		n += o.end - (o.open + 1)
+	}
+	for j := range edits {
+		if edits[j].value != nil && seen&(1<<j) == 0 {
+			n += 1 + len(edits[j].key) + 2 + 1 + len(edits[j].value) // ,"k":v
+		}
+	}
+
+	out := make([]byte, 0, n)
+	out = append(out, raw[:o.open+1]...)
+	kept = 0
+	for i := range o.members {
+		m := &o.members[i]
+		j := match(m)
+		if j >= 0 && (edits[j].value == nil || done&(1<<j) != 0) {
+			continue
+		}
+		if kept > 0 {
+			out = append(out, ',')
+		}
+		kept++
+		if j < 0 {
+			out = append(out, raw[m.segStart:m.segEnd]...)
+			continue
+		}
+		done |= 1 << j
+		out = append(out, raw[m.segStart:m.valStart]...)
+		out = append(out, edits[j].value...)
+		out = append(out, raw[m.valEnd:m.segEnd]...)
+	}
+	if len(o.members) == 0 {
+		out = append(out, raw[o.open+1:o.end]...)
+	}
+	for j := range edits {
+		if edits[j].value == nil || done&(1<<j) != 0 {
+			continue
+		}
+		if kept > 0 {
+			out = append(out, ',')
+		}
+		kept++
+		out = append(out, '"')
+		out = append(out, edits[j].key...)
+		out = append(out, '"', ':')
+		out = append(out, edits[j].value...)
+	}
+	out = append(out, raw[o.end:]...)
+	return out
+}
+
+// Literal values the rewriters splice in.
+var (
+	jsonTrue  = []byte("true")
+	jsonFalse = []byte("false")
+	jsonOne   = []byte("1")
+	// vllmPrefillParams asks a vLLM NIXL prefill to keep its KV blocks for a
+	// remote decode.
+	vllmPrefillParams = []byte(`{"` + fieldDoRemoteDecode + `":true,"` + fieldDoRemotePrefill + `":false}`)
+)
+
+// isChat reports whether path is the chat-completions API, where the cap
+// field may be max_completion_tokens.
+func isChat(path string) bool {
+	return len(path) >= len("/chat/completions") && path[len(path)-len("/chat/completions"):] == "/chat/completions"
+}
+
+// vllmPrefillBody rewrites a client body into a vLLM NIXL prefill request:
+// generate one token, no streaming, one choice, and ask the engine to hold
+// the KV for a remote decode. min_tokens is dropped (it would contradict the
+// cap of 1) and any client kv_transfer_params is replaced.
+func vllmPrefillBody(o *object, path string) []byte {
+	var e [8]edit
+	edits := e[:0]
+	_, hasMCT := o.lookup(fieldMaxCompletionTokens)
+	_, hasMT := o.lookup(fieldMaxTokens)
+	if hasMCT && isChat(path) {
+		edits = append(edits, edit{fieldMaxCompletionTokens, jsonOne})
+		if hasMT {
+			edits = append(edits, edit{fieldMaxTokens, jsonOne})
+		}
+	} else {
+		edits = append(edits, edit{fieldMaxTokens, jsonOne})
+		if hasMCT {
+			edits = append(edits, edit{fieldMaxCompletionTokens, jsonOne})
+		}
+	}
+	edits = append(edits,
+		edit{fieldMinTokens, nil},
+		edit{fieldStreamOptions, nil},
+		edit{fieldStream, jsonFalse},
+		edit{fieldN, jsonOne},
+		edit{fieldKVTransferParams, vllmPrefillParams},
+	)
+	return o.apply(edits)
+}
+
+// vllmDecodeBody is the client's body with kv_transfer_params replaced by
+// the prefill's params verbatim, or removed when params is nil (recompute:
+// a client-supplied do_remote_prefill would make decode pull blocks that do
+// not exist).
+func vllmDecodeBody(o *object, params []byte) []byte {
+	return o.apply([]edit{{fieldKVTransferParams, params}})
+}
+
+// sglangBody injects the bootstrap triple into a client body; nothing else
+// changes (SGLang's prefill keeps stream and max_tokens).
+func sglangBody(o *object, host string, port uint16, room uint64) []byte {
+	var hb [64]byte
+	h := strconv.AppendQuote(hb[:0], host)
+	var pb, rb [24]byte
+	return o.apply([]edit{
+		{fieldBootstrapHost, h},
+		{fieldBootstrapPort, strconv.AppendUint(pb[:0], uint64(port), 10)},
+		{fieldBootstrapRoom, strconv.AppendUint(rb[:0], room, 10)},
+	})
+}
+
+// trtContextBody rewrites a client body into a TensorRT-LLM context-only
+// request. Nothing may be added besides disaggregated_params: the engine
+// rejects unknown fields (extra="forbid"), so no cap or n rewrite.
+func trtContextBody(o *object, disaggID uint64) []byte {
+	var b [96]byte
+	p := append(b[:0], `{"`+fieldRequestType+`":"`+trtContextOnly+`","`+fieldDisaggRequestID+`":`...)
+	p = strconv.AppendUint(p, disaggID, 10)
+	p = append(p, '}')
+	return o.apply([]edit{
+		{fieldStream, jsonFalse},
+		{fieldStreamOptions, nil},
+		{fieldDisaggParams, p},
+	})
+}
+
+// trtGenerationBody is the client's body plus the context response's
+// disaggregated_params with request_type set to generation_only; every
+// other engine field (ctx_request_id, opaque state, first tokens) is
+// relayed verbatim. params nil: the generation leg serves standalone.
+func trtGenerationBody(o *object, params []byte) ([]byte, error) {
+	if params == nil {
+		return o.apply([]edit{{fieldDisaggParams, nil}}), nil
+	}
+	po, err := parseObject(params)
+	if err != nil {
+		return nil, fmt.Errorf("context disaggregated_params: %w", err)
+	}
+	gp := po.apply([]edit{{fieldRequestType, []byte(`"` + trtGenerationOnly + `"`)}})
+	return o.apply([]edit{{fieldDisaggParams, gp}}), nil
+}

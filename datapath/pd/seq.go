@@ -1,0 +1,118 @@
+package pd
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// Helpers shared by the sequential dialects (vLLM, TensorRT-LLM): a buffered
+// prefill/context leg, then a relayed decode/generation leg.
+
+// prefillResult is a fully buffered prefill response or its failure.
+type prefillResult struct {
+	leg      LegResult
+	header   http.Header
+	body     []byte
+	overflow bool // response exceeded MaxPrefillResponse
+}
+
+// runPrefill sends a prefill leg under its own timeout and buffers the reply:
+// its bytes are never relayed except on a 4xx or an early exit.
+func runPrefill(ctx context.Context, s Sender, leg Leg, opts Options) prefillResult {
+	pctx, cancel := context.WithTimeout(ctx, opts.PrefillTimeout)
+	defer cancel()
+	start := time.Now()
+	var r prefillResult
+	resp, err := s.Send(pctx, leg)
+	status := 0
+	if err == nil {
+		status = resp.StatusCode
+		r.header = resp.Header
+		r.body, err = readCapped(resp.Body, opts.MaxPrefillResponse)
+		resp.Body.Close()
+		if err != nil && pctx.Err() == nil {
+			// The engine answered but too much: not a transport death.
+			r.overflow, err = true, nil
+		}
+	}
+	r.leg = legFor(PhasePrefill, leg.Endpoint, status, err, time.Since(start))
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			r.leg.Cancelled, r.leg.Died = true, false
+		case errors.Is(pctx.Err(), context.DeadlineExceeded):
+			r.leg.TimedOut, r.leg.Died = true, false
+		}
+	}
+	return r
+}
+
+// shouldRetryPrefill is the retry rule for a sequential prefill leg: retry
+// once, on another prefill, when the engine failed (5xx, or the connection
+// failed or died) — never on a 4xx (the request itself is bad and would fail
+// the same way), a timeout (the engine may still be working) or a cancel.
+func shouldRetryPrefill(l LegResult) bool {
+	if l.Cancelled || l.TimedOut {
+		return false
+	}
+	if l.Err != nil {
+		return true
+	}
+	return l.Status < 200 || l.Status >= 500 || (l.Status >= 300 && l.Status < 400)
+}
+
+// serveDecode sends the decode leg and relays its response. The decode
+// first byte must arrive within DecodeTimeout.
+func serveDecode(ctx context.Context, w http.ResponseWriter, s Sender, leg Leg, opts Options, o *Outcome, log logrus.FieldLogger) {
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var timedOut atomic.Bool
+	t := time.AfterFunc(opts.DecodeTimeout, func() { timedOut.Store(true); cancel() })
+	buf := make([]byte, 32<<10)
+	p := sendAndPeek(dctx, s, leg, buf)
+	if !t.Stop() && p.err == nil {
+		p.resp.Body.Close()
+		p.err = context.DeadlineExceeded
+	}
+	o.DecodeTTFB = p.ttfb
+	status := 0
+	if p.resp != nil && p.err == nil {
+		status = p.resp.StatusCode
+	}
+	lr := legFor(PhaseDecode, leg.Endpoint, status, p.err, p.ttfb)
+	if p.err != nil {
+		switch {
+		case ctx.Err() != nil:
+			lr.Cancelled, lr.Died = true, false
+			clientGone(o, PhaseDecode)
+		case timedOut.Load():
+			lr.TimedOut, lr.Died = true, false
+			writeError(w, o, PhaseDecode, http.StatusGatewayTimeout, CodeDecodeTimeout, "decode endpoint sent no response in time")
+		case lr.NotSent:
+			writeError(w, o, PhaseDecode, http.StatusServiceUnavailable, CodePoolUnavailable, "decode endpoint unreachable")
+		default:
+			writeError(w, o, PhaseDecode, http.StatusBadGateway, CodeDecodeDied, "decode backend closed before any response bytes")
+		}
+		log.WithFields(logrus.Fields{"endpoint": leg.Endpoint.ID, "code": o.Code, "error": p.err}).Warn("pd: decode leg failed")
+		o.leg(lr)
+		return
+	}
+	o.Status = status
+	o.Relayed = status >= 400
+	rr := relay(ctx, w, p, buf, opts.StreamIdleTimeout, cancel, log)
+	if rr.cut {
+		lr.Died, lr.Err = true, errors.New("decode connection died mid-response")
+		o.StreamCut = true
+	}
+	o.IdleTimeout = rr.idle
+	if rr.clientGone {
+		lr.Cancelled = true
+		o.ClientGone, o.Code, o.FailedPhase = true, CodeClientGone, PhaseDecode
+	}
+	o.leg(lr)
+}

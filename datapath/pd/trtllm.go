@@ -1,0 +1,147 @@
+package pd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/infergate/infergate/datapath/spec"
+	"github.com/sirupsen/logrus"
+)
+
+// trtllm is the TensorRT-LLM disaggregated sequence: a context_only request
+// to the context server, then the client's request to the generation server
+// with the context's disaggregated_params (request_type → generation_only).
+// The engine rejects unknown fields, so nothing else is ever added.
+type trtllm struct{ opts Options }
+
+// Finish reasons that mean "the context step did not finish the request".
+const (
+	finishLength      = "length"
+	finishNotFinished = "not_finished"
+)
+
+// trtContextResponse is the typed overlay of a context response: only the
+// first choice's finish_reason and disaggregated_params are read, raw.
+type trtContextResponse struct {
+	Choices []struct {
+		FinishReason json.RawMessage `json:"finish_reason"`
+		Disagg       json.RawMessage `json:"disaggregated_params"`
+	} `json:"choices"`
+}
+
+func (d *trtllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request, pair Pair, s Sender) (o Outcome) {
+	start := time.Now()
+	o.Engine = spec.EngineTRTLLM
+	defer func() { o.Total = time.Since(start) }()
+	log := d.opts.Log.WithFields(logrus.Fields{"engine": o.Engine, "request_id": req.RequestID})
+
+	obj, err := parseObject(req.Body)
+	if err != nil {
+		writeError(w, &o, PhasePrefill, http.StatusBadRequest, CodeInvalidBody, "request body must be a JSON object")
+		return o
+	}
+	header := legHeader(req.Header)
+	if req.RequestID != "" {
+		header.Set(headerRequestID, req.RequestID)
+	}
+
+	var params []byte
+	prefill := pair.Prefill
+	for attempt := 0; ; attempt++ {
+		// A fresh disagg id per dispatch: a retried context must not
+		// collide with a half-finished one on the same engine.
+		body := trtContextBody(&obj, randUint63())
+		r := runPrefill(ctx, s, Leg{Endpoint: prefill, Path: req.Path, Header: header, Body: body}, d.opts)
+		o.leg(r.leg)
+		o.Prefill = r.leg.Duration
+		switch {
+		case r.leg.Cancelled:
+			clientGone(&o, PhasePrefill)
+			return o
+		case r.leg.TimedOut:
+			writeError(w, &o, PhasePrefill, http.StatusGatewayTimeout, CodePrefillTimeout, "context phase did not complete in time")
+			return o
+		case r.leg.Err == nil && r.leg.Status >= 400 && r.leg.Status < 500:
+			writeBuffered(w, r.leg.Status, r.header, r.body)
+			o.Status, o.Relayed, o.FailedPhase = r.leg.Status, true, PhasePrefill
+			return o
+		case r.overflow:
+			o.KVTransferFailed = true
+		case !shouldRetryPrefill(r.leg):
+			var cr trtContextResponse
+			if err := json.Unmarshal(r.body, &cr); err != nil || len(cr.Choices) == 0 {
+				o.KVTransferFailed = true
+				break
+			}
+			if r.leg.Status == http.StatusOK && isEarlyExit(cr.Choices[0].FinishReason) {
+				o.EarlyExit, o.Status = true, http.StatusOK
+				writeEarlyExit(w, r.header, r.body, obj.isTrue(fieldStream))
+				log.Debug("pd: context finished the request, no generation leg")
+				return o
+			}
+			if p := cr.Choices[0].Disagg; len(p) > 0 && p[0] == '{' {
+				params = p
+			} else {
+				o.KVTransferFailed = true
+			}
+		case attempt == 0 && len(pair.AltPrefill) > 0:
+			log.WithFields(logrus.Fields{"endpoint": prefill.ID, "status": r.leg.Status, "error": r.leg.Err}).Warn("pd: context failed, retrying on another context server")
+			prefill = pair.AltPrefill[0]
+			o.PrefillFailover = true
+			continue
+		default:
+			log.WithFields(logrus.Fields{"endpoint": prefill.ID, "status": r.leg.Status, "error": r.leg.Err}).Warn("pd: context failed, generation serves standalone")
+			o.KVTransferFailed = true
+		}
+		break
+	}
+
+	body, err := trtGenerationBody(&obj, params)
+	if err != nil {
+		// Malformed params: serve standalone rather than fail the client.
+		o.KVTransferFailed = true
+		body, _ = trtGenerationBody(&obj, nil)
+	}
+	serveDecode(ctx, w, s, Leg{Endpoint: pair.Decode, Path: req.Path, Header: header, Body: body}, d.opts, &o, log)
+	return o
+}
+
+// isEarlyExit is the early-exit rule: the context step finished the request
+// when the first choice's finish_reason is a string other than "length" or
+// "not_finished". null, absent or malformed values proceed to generation.
+func isEarlyExit(finishReason json.RawMessage) bool {
+	var s string
+	if len(finishReason) == 0 || finishReason[0] != '"' || json.Unmarshal(finishReason, &s) != nil {
+		return false
+	}
+	return s != finishLength && s != finishNotFinished
+}
+
+// writeEarlyExit returns the context response as the answer: verbatim, or
+// as a one-event SSE stream when the client asked to stream (the event is
+// the compacted completion object, then [DONE]).
+func writeEarlyExit(w http.ResponseWriter, header http.Header, body []byte, stream bool) {
+	if !stream {
+		writeBuffered(w, http.StatusOK, header, body)
+		return
+	}
+	var c bytes.Buffer
+	c.Grow(len(body) + 32)
+	c.WriteString("data: ")
+	if err := json.Compact(&c, body); err != nil {
+		c.Truncate(len("data: "))
+		c.Write(bytes.ReplaceAll(body, []byte("\n"), nil))
+	}
+	c.WriteString("\n\n")
+	c.Write(sseDone)
+	h := w.Header()
+	h.Set("Content-Type", contentTypeSSE)
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Content-Length", strconv.Itoa(c.Len()))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(c.Bytes())
+}

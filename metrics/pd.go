@@ -1,0 +1,69 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// PD covers prefill/decode disaggregated serving (datapath/pd). Names keep
+// LoxiLB's loxilb_ prefix so existing dashboards and CICD greps keep working.
+type PD struct {
+	// Requests counts one per P/D request outcome: phase is complete,
+	// prefill or decode (where it failed); status success, error, timeout,
+	// relayed (an engine 4xx passed through) or client_closed.
+	Requests *prometheus.CounterVec // loxilb_ai_pd_requests_total{rule,model,phase,status}
+	// RoomRetries counts SGLang pair retries with a fresh bootstrap room.
+	RoomRetries *prometheus.CounterVec // loxilb_pd_sg_room_retry_total{rule}
+	// TRTEarlyExits counts TensorRT-LLM requests finished by the context step.
+	TRTEarlyExits *prometheus.CounterVec // loxilb_pd_trt_ctx_early_exit_total{rule}
+	// KVTransferFailures counts decodes that recomputed the prompt because no
+	// transfer params were obtained (prefill failed or returned none).
+	KVTransferFailures *prometheus.CounterVec // loxilb_pd_kv_transfer_failure_total{rule}
+	// PrefillDeaths / DecodeDeaths count legs whose connection failed or died.
+	PrefillDeaths *prometheus.CounterVec // loxilb_pd_prefill_ep_died_total{rule}
+	DecodeDeaths  *prometheus.CounterVec // loxilb_pd_decode_ep_died_total{rule}
+	// Failovers counts prefill retries on another endpoint (vLLM/TRT).
+	Failovers *prometheus.CounterVec // loxilb_pd_connect_failover_total{rule}
+
+	PrefillDuration *prometheus.HistogramVec // loxilb_ai_pd_prefill_duration_seconds{rule}
+	DecodeTTFB      *prometheus.HistogramVec // loxilb_ai_pd_decode_ttfb_seconds{rule}
+	Duration        *prometheus.HistogramVec // loxilb_ai_pd_request_duration_seconds{rule}
+}
+
+func newPD(reg prometheus.Registerer) *PD {
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	}
+	hist := func(name, help string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: name, Help: help,
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15), // 1 ms … 16 s
+		}, []string{"rule"})
+	}
+	p := &PD{
+		Requests: counter("loxilb_ai_pd_requests_total",
+			"P/D requests by rule, model, the phase that decided the outcome and status.", "rule", "model", "phase", "status"),
+		RoomRetries: counter("loxilb_pd_sg_room_retry_total",
+			"SGLang pair retries with a fresh bootstrap room after a prefill connection died.", "rule"),
+		TRTEarlyExits: counter("loxilb_pd_trt_ctx_early_exit_total",
+			"TensorRT-LLM requests completed by the context step without a generation leg.", "rule"),
+		KVTransferFailures: counter("loxilb_pd_kv_transfer_failure_total",
+			"Decode legs sent without KV transfer parameters (the decode recomputes the prompt).", "rule"),
+		PrefillDeaths: counter("loxilb_pd_prefill_ep_died_total",
+			"Prefill legs whose connection could not be made or died before the response completed.", "rule"),
+		DecodeDeaths: counter("loxilb_pd_decode_ep_died_total",
+			"Decode legs whose connection could not be made or died before the response completed.", "rule"),
+		Failovers: counter("loxilb_pd_connect_failover_total",
+			"Prefill legs retried on another prefill endpoint.", "rule"),
+		PrefillDuration: hist("loxilb_ai_pd_prefill_duration_seconds",
+			"Prefill leg duration: dispatch to complete prefill response."),
+		DecodeTTFB: hist("loxilb_ai_pd_decode_ttfb_seconds",
+			"Decode leg time to first response byte, from decode dispatch."),
+		Duration: hist("loxilb_ai_pd_request_duration_seconds",
+			"Whole P/D request duration as seen by the gateway."),
+	}
+	reg.MustRegister(p.Requests, p.RoomRetries, p.TRTEarlyExits, p.KVTransferFailures,
+		p.PrefillDeaths, p.DecodeDeaths, p.Failovers, p.PrefillDuration, p.DecodeTTFB, p.Duration)
+	return p
+}
+
+// NewPD registers the P/D family on reg; for packages that test their
+// metrics in isolation.
+func NewPD(reg prometheus.Registerer) *PD { return newPD(reg) }

@@ -1,0 +1,37 @@
+// Command pdfake runs one recording fake P/D engine (vLLM, SGLang or
+// TensorRT-LLM; prefill or decode) for manual and end-to-end testing.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/infergate/infergate/test/pdfake"
+)
+
+func main() {
+	cfg := pdfake.DefaultConfig(pdfake.VLLM, pdfake.Prefill)
+	dialect := flag.String("dialect", string(cfg.Dialect), "engine protocol: vllm, sglang or trtllm")
+	role := flag.String("role", string(cfg.Role), "prefill (TRT-LLM context) or decode (generation)")
+	flag.StringVar(&cfg.Addr, "addr", "127.0.0.1:8000", "listen address")
+	nixl := flag.Uint("nixl-port", 0, "vLLM: NIXL side-channel port reported to decode (0: HTTP port)")
+	boot := flag.Uint("bootstrap-port", 8998, "SGLang prefill: bootstrap server port on the same IP")
+	flag.DurationVar(&cfg.RendezvousTimeout, "rendezvous-timeout", 20*time.Second, "SGLang: bound on waiting for the peer leg")
+	flag.IntVar(&cfg.StreamChunks, "stream-chunks", cfg.StreamChunks, "token events per streamed answer")
+	flag.DurationVar(&cfg.ChunkDelay, "chunk-delay", 0, "pause between streamed events")
+	flag.Parse()
+	cfg.Dialect, cfg.Role = pdfake.Dialect(*dialect), pdfake.Role(*role)
+	cfg.NixlPort, cfg.BootstrapPort = uint16(*nixl), uint16(*boot)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := pdfake.Run(ctx, cfg, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
