@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/infergate/infergate/api/client"
@@ -25,6 +26,13 @@ func (f *fileFlags) load() ([]rules.Document, error) {
 	return docs, nil
 }
 
+// isRejection reports whether err is an answer from the server (which is
+// about one rule) rather than a transport failure (which is about all).
+func isRejection(err error) bool {
+	var ae *client.APIError
+	return errors.As(err, &ae)
+}
+
 func newApplyCmd(g *globals) *cobra.Command {
 	f := &fileFlags{}
 	cmd := &cobra.Command{
@@ -44,6 +52,11 @@ command exits 1 after trying the rest; a file that does not parse applies nothin
 			rejected := 0
 			for _, d := range docs {
 				res, err := c.Apply(cmd.Context(), d.Rule)
+				if err != nil && !isRejection(err) {
+					// The server is unreachable or broken: trying the
+					// remaining rules would only repeat the same error.
+					return fmt.Errorf("%s %s: %w", d.Source, ruleRef(d.Rule), err)
+				}
 				if err != nil {
 					rejected++
 					fmt.Fprintf(g.env.Stderr, "%s %s rejected:\n", d.Source, ruleRef(d.Rule))
@@ -73,6 +86,9 @@ func deleteFiles(cmd *cobra.Command, g *globals, f *fileFlags) error {
 	failed := 0
 	for _, d := range docs {
 		err := c.Delete(cmd.Context(), client.KeyOf(d.Rule))
+		if err != nil && !isRejection(err) {
+			return fmt.Errorf("%s %s: %w", d.Source, ruleRef(d.Rule), err)
+		}
 		switch {
 		case err == nil:
 			fmt.Fprintf(g.env.Stdout, "%s %s deleted\n", d.Source, ruleRef(d.Rule))

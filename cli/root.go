@@ -76,14 +76,18 @@ func Main(ctx context.Context, args []string, env Env) int {
 	root.SetArgs(args)
 	root.SetOut(env.Stdout)
 	root.SetErr(env.Stderr)
-	_, err := root.ExecuteContextC(ctx)
-	return report(env.Stderr, err)
+	cmd, err := root.ExecuteContextC(ctx)
+	path := root.Name()
+	if cmd != nil {
+		path = cmd.CommandPath()
+	}
+	return report(env.Stderr, path, err)
 }
 
 // report prints err and maps it to an exit code. Errors from RunE are
 // typed (usageError, failure); anything else came from cobra's own parsing
 // (unknown flag or command, wrong argument count) and is a usage error.
-func report(w io.Writer, err error) int {
+func report(w io.Writer, cmdPath string, err error) int {
 	if err == nil {
 		return ExitOK
 	}
@@ -94,7 +98,7 @@ func report(w io.Writer, err error) int {
 		}
 		return ExitFailed
 	}
-	fmt.Fprintf(w, "Error: %v\nRun 'infergate --help' for usage.\n", err)
+	fmt.Fprintf(w, "Error: %v\nRun '%s --help' for usage.\n", err, cmdPath)
 	return ExitUsage
 }
 

@@ -44,6 +44,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.StringVar(&opts.RulesPath, "rules", opts.RulesPath, "YAML rule file or directory applied at boot")
 	fl.BoolVar(&opts.BindAnyVIP, "bind-any-vip", opts.BindAnyVIP, "serve non-local VIPs on 0.0.0.0:<port>")
 	fl.StringVar(&opts.LogLevel, "log-level", opts.LogLevel, "log level: debug|info|warn|error")
+	fl.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", opts.ShutdownTimeout, "bound on the graceful API shutdown after SIGINT/SIGTERM")
 	fl.Int64Var(&opts.MaxBodyBytes, "max-body-bytes", opts.MaxBodyBytes, "largest request body proxied (413 above)")
 	fl.IntVar(&opts.BreakerConnectFailures, "breaker-connect-failures", opts.BreakerConnectFailures, "consecutive connect failures that open an endpoint's breaker")
 	fl.IntVar(&opts.BreakerPDConnectFailures, "breaker-pd-connect-failures", opts.BreakerPDConnectFailures, "same, on P/D rules")

@@ -189,7 +189,7 @@ func New(baseURL string, httpClient *http.Client) *Client {
 func (c *Client) Apply(ctx context.Context, r rules.Rule) (Result, error) {
 	exists, err := c.exists(ctx, KeyOf(r))
 	if err != nil {
-		return 0, fmt.Errorf("look up rule before apply: %w", err)
+		return 0, err
 	}
 	body, err := json.Marshal(r)
 	if err != nil {
@@ -326,7 +326,8 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 	req.Header.Set(headerAccept, contentTypeJSON)
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
+		// *url.Error already names the method and URL.
+		return fmt.Errorf("management API unreachable: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
