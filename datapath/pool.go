@@ -60,6 +60,7 @@ type compiled struct {
 	label string // metrics label "rule"
 	eps   []*endpoint
 	epm   []epMetrics
+	slots []slot // compact per-endpoint view the selectors scan
 	cb    breakerConfig
 
 	sessionHeader string // canonical header name for SessionFromHeader
@@ -70,6 +71,13 @@ type compiled struct {
 	latency prometheus.Observer
 	ttfb    prometheus.Observer
 	m       *metrics.Datapath
+}
+
+// slot is what selection needs of endpoint i, packed densely.
+type slot struct {
+	ep     *endpoint
+	weight int32
+	backup bool
 }
 
 // wrrState is nginx's smooth weighted round-robin state.
@@ -94,6 +102,7 @@ func newCompiled(r *spec.Rule, prev map[string]*endpoint, opts *Options, m *metr
 		rule:  r,
 		label: ruleLabel(r),
 		eps:   make([]*endpoint, len(r.Endpoints)),
+		slots: make([]slot, 0, len(r.Endpoints)),
 		epm:   make([]epMetrics, len(r.Endpoints)),
 		m:     m,
 	}
@@ -128,6 +137,7 @@ func newCompiled(r *spec.Rule, prev map[string]*endpoint, opts *Options, m *metr
 		}
 		next[se.ID] = ep
 		c.eps[i] = ep
+		c.slots = append(c.slots, slot{ep: ep, weight: int32(min(se.Weight, 1<<30)), backup: se.Backup})
 		c.epm[i] = epMetrics{
 			active:  m.Active.WithLabelValues(c.label, se.ID),
 			ok:      m.Requests.WithLabelValues(c.label, se.ID, "200", ""),

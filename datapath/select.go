@@ -18,15 +18,17 @@ func (c *compiled) eligible(i int, excl uint64, backup bool, now *int64) bool {
 	if i < 64 && excl&(1<<uint(i)) != 0 {
 		return false
 	}
-	se := &c.rule.Endpoints[i]
-	if se.Backup != backup || se.Weight <= 0 {
+	sl := &c.slots[i]
+	if sl.backup != backup || sl.weight <= 0 || sl.ep.health.Load() != healthActive {
 		return false
 	}
-	ep := c.eps[i]
-	if ep.health.Load() != healthActive {
-		return false
+	if !c.cb.enabled {
+		return true
 	}
-	return !c.cb.enabled || ep.br.selectable(now)
+	if sl.ep.br.state.Load() == breakerClosed { // inline fast path
+		return true
+	}
+	return sl.ep.br.selectable(now)
 }
 
 // pick returns the index of the endpoint for a new request, or -1 when none
@@ -40,8 +42,7 @@ func (c *compiled) pick(f *pickFacts, excl uint64) int {
 }
 
 func (c *compiled) pickTier(f *pickFacts, excl uint64, backup bool, now *int64) int {
-	n := len(c.eps)
-	if n == 0 {
+	if len(c.slots) == 0 {
 		return -1
 	}
 	switch c.rule.Selector {
@@ -59,14 +60,21 @@ func (c *compiled) pickTier(f *pickFacts, excl uint64, backup bool, now *int64) 
 	return c.pickRR(excl, backup, now)
 }
 
-// pickRR walks from a shared cursor to the next eligible endpoint.
+// pickRR walks from a shared cursor to the next eligible endpoint and moves
+// the cursor past it, so an ineligible endpoint's share spreads over the
+// rest instead of doubling its neighbour's.
 func (c *compiled) pickRR(excl uint64, backup bool, now *int64) int {
-	n := uint64(len(c.eps))
-	start := c.rr.Add(1) - 1
-	for k := uint64(0); k < n; k++ {
-		i := int((start + k) % n)
+	n := len(c.slots)
+	i := int((c.rr.Add(1) - 1) % uint64(n))
+	for k := range n {
 		if c.eligible(i, excl, backup, now) {
+			if k > 0 {
+				c.rr.Add(uint64(k))
+			}
 			return i
+		}
+		if i++; i == n {
+			i = 0
 		}
 	}
 	return -1
@@ -75,12 +83,14 @@ func (c *compiled) pickRR(excl uint64, backup bool, now *int64) int {
 // pickHash maps key to a home endpoint over the whole list (so the mapping is
 // stable while the list is) and walks forward past ineligible ones.
 func (c *compiled) pickHash(key string, excl uint64, backup bool, now *int64) int {
-	n := uint64(len(c.eps))
-	start := xxhash.Sum64String(key) % n
-	for k := uint64(0); k < n; k++ {
-		i := int((start + k) % n)
+	n := len(c.slots)
+	i := int(xxhash.Sum64String(key) % uint64(n))
+	for range n {
 		if c.eligible(i, excl, backup, now) {
 			return i
+		}
+		if i++; i == n {
+			i = 0
 		}
 	}
 	return -1
@@ -92,17 +102,18 @@ func (c *compiled) pickHash(key string, excl uint64, backup bool, now *int64) in
 func (c *compiled) pickWRR(excl uint64, backup bool, now *int64) int {
 	c.wrr.mu.Lock()
 	defer c.wrr.mu.Unlock()
-	best, total := -1, 0
-	cur := c.wrr.cur
-	for i := range c.eps {
+	best, total, bestCur := -1, 0, 0
+	cur := c.wrr.cur[:len(c.slots)]
+	for i := range c.slots {
 		if !c.eligible(i, excl, backup, now) {
 			continue
 		}
-		w := c.rule.Endpoints[i].Weight
-		cur[i] += w
+		w := int(c.slots[i].weight)
+		v := cur[i] + w
+		cur[i] = v
 		total += w
-		if best < 0 || cur[i] > cur[best] {
-			best = i
+		if best < 0 || v > bestCur {
+			best, bestCur = i, v
 		}
 	}
 	if best >= 0 {
@@ -115,17 +126,18 @@ func (c *compiled) pickWRR(excl uint64, backup bool, now *int64) int {
 // flight; ties go to the first one after a rotating cursor so equal loads
 // still spread.
 func (c *compiled) pickLeastConn(excl uint64, backup bool, now *int64) int {
-	n := uint64(len(c.eps))
-	start := c.rr.Add(1) - 1
+	n := len(c.slots)
+	i := int((c.rr.Add(1) - 1) % uint64(n))
 	best := -1
 	var bestLoad int64
-	for k := uint64(0); k < n; k++ {
-		i := int((start + k) % n)
-		if !c.eligible(i, excl, backup, now) {
-			continue
+	for range n {
+		if c.eligible(i, excl, backup, now) {
+			if l := c.slots[i].ep.active.Load(); best < 0 || l < bestLoad {
+				best, bestLoad = i, l
+			}
 		}
-		if l := c.eps[i].active.Load(); best < 0 || l < bestLoad {
-			best, bestLoad = i, l
+		if i++; i == n {
+			i = 0
 		}
 	}
 	return best

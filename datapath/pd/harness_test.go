@@ -72,6 +72,7 @@ func startFleet(t *testing.T, engine spec.Engine) *fleet {
 
 // result is what the client saw plus the Outcome Serve returned.
 type result struct {
+	stream  bool // the client asked to stream
 	status  int
 	header  http.Header
 	body    string
@@ -106,6 +107,7 @@ func (f *fleet) do(t *testing.T, d pd.Dialect, path, body string, pair pd.Pair, 
 		t.Fatalf("client request: %v", err)
 	}
 	var res result
+	res.stream = strings.Contains(body, `"stream":true`)
 	res.status, res.header = resp.StatusCode, resp.Header
 	if cancelAfter > 0 {
 		buf := make([]byte, cancelAfter)
@@ -125,11 +127,19 @@ func (f *fleet) do(t *testing.T, d pd.Dialect, path, body string, pair pd.Pair, 
 	return res
 }
 
-// waitLegs waits until each engine has finished n requests.
+// waitLegs waits until the engine has finished n requests (n < 0: however
+// many it received).
 func waitLegs(t *testing.T, e *pdfake.Engine, n int) []pdfake.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	if n < 0 {
+		recs, err := e.WaitDone(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return recs
+	}
 	recs, err := e.WaitDone(ctx, n)
 	if err != nil {
 		t.Fatalf("%v (have %d)", err, len(recs))

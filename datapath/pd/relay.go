@@ -46,6 +46,10 @@ const (
 // sseDone is the OpenAI stream terminator.
 var sseDone = []byte("data: [DONE]\n\n")
 
+// sseCutEvent is the OpenAI-style error event sent when the decode engine
+// dies mid-stream (no [DONE] follows, so clients see a failure).
+var sseCutEvent = []byte(`data: {"error":{"message":"decode backend died mid-stream","type":"server_error","code":"` + CodeDecodeDied + `"}}` + "\n\n")
+
 // hopHeaders are connection-scoped and never forwarded (RFC 9110 §7.6.1).
 var hopHeaders = []string{
 	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
@@ -120,6 +124,10 @@ func writeBuffered(w http.ResponseWriter, status int, header http.Header, body [
 	_, _ = w.Write(body)
 }
 
+// errTooLarge marks a prefill response over Options.MaxPrefillResponse: the
+// engine answered, so it is not a transport death.
+var errTooLarge = errors.New("response too large")
+
 // readCapped reads a whole response body, failing when it exceeds max.
 func readCapped(r io.Reader, max int64) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(r, max+1))
@@ -127,7 +135,7 @@ func readCapped(r io.Reader, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("read response: %w", err)
 	}
 	if int64(len(b)) > max {
-		return nil, fmt.Errorf("response larger than %d bytes", max)
+		return nil, fmt.Errorf("%w: over %d bytes", errTooLarge, max)
 	}
 	return b, nil
 }
@@ -236,6 +244,12 @@ func relay(ctx context.Context, w http.ResponseWriter, p peek, buf []byte, idle 
 			res.clientGone = true
 		default:
 			res.cut = true
+			if sse && !sawDone {
+				// Tell streaming clients the answer is incomplete rather than
+				// ending the stream as if it had finished.
+				_, _ = w.Write(sseCutEvent)
+				_ = rc.Flush()
+			}
 			log.WithField("error", err).Warn("pd: decode died mid-stream")
 		}
 		return res

@@ -35,7 +35,7 @@ func runPrefill(ctx context.Context, s Sender, leg Leg, opts Options) prefillRes
 		r.header = resp.Header
 		r.body, err = readCapped(resp.Body, opts.MaxPrefillResponse)
 		resp.Body.Close()
-		if err != nil && pctx.Err() == nil {
+		if errors.Is(err, errTooLarge) {
 			// The engine answered but too much: not a transport death.
 			r.overflow, err = true, nil
 		}

@@ -3,6 +3,7 @@ package pd
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -95,6 +96,10 @@ func (d *sglang) attempt(ctx context.Context, w http.ResponseWriter, o *Outcome,
 		if err == nil {
 			r.status, r.header = resp.StatusCode, resp.Header
 			r.body, err = readCapped(resp.Body, d.opts.MaxPrefillResponse)
+			if errors.Is(err, errTooLarge) {
+				// Only a 4xx body is ever relayed; drain the rest.
+				_, err = io.Copy(io.Discard, resp.Body)
+			}
 			resp.Body.Close()
 		}
 		r.err, r.dur = err, time.Since(start)
