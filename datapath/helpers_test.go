@@ -3,12 +3,12 @@ package datapath
 import (
 	"bytes"
 	"context"
-	"runtime"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
