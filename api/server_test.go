@@ -27,6 +27,7 @@ func quietLog() *logrus.Logger {
 }
 
 type harness struct {
+	srv     *api.Server
 	ts      *httptest.Server
 	store   *rules.Store
 	metrics *metrics.Metrics
@@ -50,7 +51,10 @@ func newHarness(t testing.TB, replay bool, status api.StatusSource) *harness {
 
 func serve(t testing.TB, store api.RuleStore, status api.StatusSource) *harness {
 	t.Helper()
-	m := metrics.New()
+	// Only the API family: these tests must not depend on other areas'
+	// metric registrations.
+	reg := prometheus.NewRegistry()
+	m := &metrics.Metrics{Registry: reg, API: metrics.NewAPI(reg)}
 	opts := api.DefaultOptions()
 	opts.Store = store
 	opts.Status = status
@@ -62,7 +66,7 @@ func serve(t testing.TB, store api.RuleStore, status api.StatusSource) *harness 
 	}
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
-	h := &harness{ts: ts, metrics: m}
+	h := &harness{srv: srv, ts: ts, metrics: m}
 	if s, ok := store.(*rules.Store); ok {
 		h.store = s
 	}

@@ -11,7 +11,9 @@ type API struct {
 	Panics   prometheus.Counter       // infergate_api_panics_total
 }
 
-func newAPI(reg prometheus.Registerer) *API {
+// NewAPI registers the API family on reg. Exported so API tests can build
+// just this family, independent of the other areas.
+func NewAPI(reg prometheus.Registerer) *API {
 	a := &API{
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "infergate_api_requests_total",

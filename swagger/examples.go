@@ -57,14 +57,14 @@ const exampleSGLangPD = `{
   ]
 }`
 
-// examplePlainModel is a single pool routed by model name with prefix-hash
-// consistent hashing.
+// examplePlainModel is a single (non-P/D) pool routed by model name, least
+// connections.
 const examplePlainModel = `{
   "serviceArguments": {
     "externalIP": "10.0.0.12",
     "port": 8080,
     "protocol": "tcp",
-    "sel": 8,
+    "sel": 4,
     "mode": 4,
     "name": "llama-pool",
     "model_name": "meta-llama/Llama-3.1-8B-Instruct",
@@ -81,6 +81,6 @@ func Examples() []Example {
 	return []Example{
 		{Name: "vllm-pd-1p1d", Body: json.RawMessage(exampleVLLMPD)},
 		{Name: "sglang-pd-1p1d", Body: json.RawMessage(exampleSGLangPD)},
-		{Name: "model-routed-chwbl", Body: json.RawMessage(examplePlainModel)},
+		{Name: "model-routed-least-conn", Body: json.RawMessage(examplePlainModel)},
 	}
 }
