@@ -56,9 +56,9 @@ func TestDefinitionsMirrorJSONTags(t *testing.T) {
 	}
 	sa := d.Definitions[defServiceArgs]
 	tests := []struct {
-		prop string
+		prop  string
 		check func(*Schema) bool
-		want string
+		want  string
 	}{
 		{"kvExactMode", func(s *Schema) bool { return len(s.Enum) > 0 && s.Description != "" }, "enum + description"},
 		{"pd_cache_threshold", func(s *Schema) bool { return s.Maximum != nil && *s.Maximum == 100 }, "maximum 100"},
