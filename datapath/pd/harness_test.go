@@ -80,9 +80,10 @@ type result struct {
 	out     pd.Outcome
 }
 
-// gateway serves one request through d behind a real HTTP server and
-// returns what the client saw. cancelAfter > 0 disconnects the client after
-// that many body bytes.
+// do serves one request through d behind a real HTTP server and returns
+// what the client saw. cancelAfter > 0 disconnects the client after reading
+// up to that many body bytes; cancelAfter < 0 disconnects it 100 ms after
+// the request was sent, whatever arrived.
 func (f *fleet) do(t *testing.T, d pd.Dialect, path, body string, pair pd.Pair, cancelAfter int) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -102,8 +103,15 @@ func (f *fleet) do(t *testing.T, d pd.Dialect, path, body string, pair pd.Pair, 
 	hreq, _ := http.NewRequestWithContext(cctx, http.MethodPost, srv.URL+path, strings.NewReader(body))
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("X-Request-Id", "client-supplied-id")
+	if cancelAfter < 0 {
+		timer := time.AfterFunc(100*time.Millisecond, ccancel)
+		defer timer.Stop()
+	}
 	resp, err := srv.Client().Do(hreq)
 	if err != nil {
+		if cancelAfter < 0 {
+			return result{out: <-outc, readErr: err}
+		}
 		t.Fatalf("client request: %v", err)
 	}
 	var res result
