@@ -311,10 +311,8 @@ func decodeMapEvent(r *reader, b *Batch, n int) error {
 	have := 0
 	for i := 0; i < n; i++ {
 		k, _ := r.next() // validated in the first pass
-		name := string(k.data)
+		name := mapField(k.data)
 		switch name {
-		case FieldType:
-			name = ""
 		case FieldBlockHashes:
 			have++
 		case FieldBlockSize, FieldTokenIDs:
@@ -335,6 +333,34 @@ func decodeMapEvent(r *reader, b *Batch, n int) error {
 	}
 	b.Events = append(b.Events, ev)
 	return nil
+}
+
+// mapField maps a map key to its field-name constant without allocating;
+// "" for keys this decoder ignores (including "type", handled separately).
+func mapField(k []byte) string {
+	switch string(k) {
+	case FieldBlockHashes:
+		return FieldBlockHashes
+	case FieldParentBlockHash:
+		return FieldParentBlockHash
+	case FieldTokenIDs:
+		return FieldTokenIDs
+	case FieldBlockSize:
+		return FieldBlockSize
+	case FieldLoraID:
+		return FieldLoraID
+	case FieldMedium:
+		return FieldMedium
+	case FieldLoraName:
+		return FieldLoraName
+	case FieldExtraKeys:
+		return FieldExtraKeys
+	case FieldGroupIdx:
+		return FieldGroupIdx
+	case FieldSpecKind:
+		return FieldSpecKind
+	}
+	return ""
 }
 
 func skipN(r *reader, n int) error {
