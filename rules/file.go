@@ -44,19 +44,30 @@ const (
 	saKeyBGP   = "bgp"
 )
 
-// APIVersions are the accepted apiVersion values: LoxiLB's and ours.
-var apiVersions = []string{"netlox/v1", "infergate/v1"}
+// Accepted apiVersion values (LoxiLB's and ours) and loxicmd's kind
+// spellings (case-sensitive, as loxicmd checks them).
+const (
+	apiVersionLoxiLB    = "netlox/v1"
+	apiVersionInfergate = "infergate/v1"
+	kindLoadbalancer    = "Loadbalancer"
+	kindLB              = "lb"
+	kindLBUpper         = "LB"
+)
 
-// Kinds are loxicmd's accepted kind spellings (case-sensitive, as loxicmd).
-var kinds = []string{"Loadbalancer", "lb", "LB"}
-
-// loxicmdKeyAliases maps loxicmd's yaml tag spellings of serviceArguments
-// keys to the REST JSON names. loxicmd files use them, so we must read them.
-var loxicmdKeyAliases = map[string]string{
-	"path":    "host",
-	"portmax": "portMax",
-	"Monitor": "monitor",
-	"BGP":     "bgp",
+// loxicmdAlias maps loxicmd's yaml tag spellings of serviceArguments keys
+// to the REST JSON names. loxicmd files use them, so we must read them.
+func loxicmdAlias(key string) (jsonName string, ok bool) {
+	switch key {
+	case "path":
+		return "host", true
+	case "portmax":
+		return "portMax", true
+	case "Monitor":
+		return "monitor", true
+	case "BGP":
+		return "bgp", true
+	}
+	return "", false
 }
 
 // Document is one rule read from a YAML rule file.
@@ -220,25 +231,21 @@ func documentJSON(doc any) ([]byte, error) {
 
 func checkAPIVersion(v any) error {
 	s, _ := v.(string)
-	for _, ok := range apiVersions {
-		if s == ok {
-			return nil
-		}
+	if s == apiVersionLoxiLB || s == apiVersionInfergate {
+		return nil
 	}
 	return apierror.BadRequest(apierror.CodeInvalidField, docKeyAPIVersion, "malformed-service error",
-		fmt.Sprintf("apiVersion %q is not supported (want %s)", fmt.Sprint(nilToEmpty(v)), strings.Join(apiVersions, " or ")))
+		fmt.Sprintf("apiVersion %q is not supported (want %s or %s)", fmt.Sprint(nilToEmpty(v)), apiVersionLoxiLB, apiVersionInfergate))
 }
 
 func checkKind(v any) error {
 	s, _ := v.(string)
-	for _, ok := range kinds {
-		if s == ok {
-			return nil
-		}
+	if s == kindLoadbalancer || s == kindLB || s == kindLBUpper {
+		return nil
 	}
-	msg := fmt.Sprintf("kind %q is not a rule kind (want %s)", fmt.Sprint(nilToEmpty(v)), strings.Join(kinds, ", "))
-	if strings.EqualFold(s, kinds[0]) || strings.EqualFold(s, kinds[1]) {
-		msg += fmt.Sprintf("; did you mean %q?", kinds[0])
+	msg := fmt.Sprintf("kind %q is not a rule kind (want %s, %s or %s)", fmt.Sprint(nilToEmpty(v)), kindLoadbalancer, kindLB, kindLBUpper)
+	if strings.EqualFold(s, kindLoadbalancer) || strings.EqualFold(s, kindLB) {
+		msg += fmt.Sprintf("; did you mean %q?", kindLoadbalancer)
 	}
 	return apierror.BadRequest(apierror.CodeInvalidField, docKeyKind, "malformed-service error", msg)
 }
@@ -246,11 +253,17 @@ func checkKind(v any) error {
 // translateAliases rewrites loxicmd's yaml spellings to the JSON names. A
 // document that uses both spellings of one key is ambiguous and rejected.
 func translateAliases(sa map[string]any) error {
-	for from, to := range loxicmdKeyAliases {
-		v, ok := sa[from]
+	keys := make([]string, 0, len(sa))
+	for k := range sa {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // deterministic error when several aliases clash
+	for _, from := range keys {
+		to, ok := loxicmdAlias(from)
 		if !ok {
 			continue
 		}
+		v := sa[from]
 		if _, dup := sa[to]; dup {
 			return apierror.BadRequest(apierror.CodeInvalidCombo, "serviceArguments."+from, "malformed-service error",
 				fmt.Sprintf("%q is loxicmd's spelling of %q; set only one of them", from, to))

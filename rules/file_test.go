@@ -134,3 +134,35 @@ func TestRuleFiles(t *testing.T) {
 		t.Fatal("missing path: want error")
 	}
 }
+
+// FuzzDocumentBodies: any input either fails with an *apierror.Error that
+// names its document, or yields valid JSON bodies; it never panics.
+func FuzzDocumentBodies(f *testing.F) {
+	for _, seed := range []string{
+		"apiVersion: netlox/v1\nkind: Loadbalancer\nmetadata: {block: 1}\nspec:\n  serviceArguments: {path: h, portmax: 2}\n",
+		"---\n---\napiVersion: infergate/v1\nkind: lb\nspec: {endpoints: [{endpointIP: 127.0.0.1}]}\n",
+		"kind: LoadBalancer\n",
+		"[1, 2]\n",
+		"apiVersion: netlox/v1\nkind: LB\nspec: {serviceArguments: {1: 2}}\n",
+		"a: &x [*x]\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		bodies, err := DocumentBodies("f.yaml", data)
+		if err != nil {
+			if _, ok := apierror.As(err); !ok {
+				t.Fatalf("error is not an apierror: %v", err)
+			}
+			if !strings.Contains(err.Error(), "f.yaml#") {
+				t.Fatalf("error does not name the document: %v", err)
+			}
+			return
+		}
+		for _, b := range bodies {
+			if !json.Valid(b.JSON) {
+				t.Fatalf("%s: invalid JSON %q", b.Source, b.JSON)
+			}
+		}
+	})
+}
