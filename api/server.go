@@ -50,6 +50,10 @@ type Options struct {
 	Metrics      *metrics.Metrics
 	Log          logrus.FieldLogger
 	MaxBodyBytes int64 // request body limit, 413 above
+	// BootDone, if set, must also report true for /readyz to pass: the daemon
+	// applies declarative rule files after the store's replay, and a
+	// load balancer must not route to it before they are in.
+	BootDone func() bool
 }
 
 // DefaultOptions returns Options with the documented defaults; the caller
@@ -68,6 +72,7 @@ type Server struct {
 	metrics *metrics.Metrics
 	log     logrus.FieldLogger
 	maxBody int64
+	boot    func() bool
 	engine  *gin.Engine
 	spec    []byte // the OpenAPI document, rendered once
 }
@@ -97,6 +102,7 @@ func NewServer(opts Options) (*Server, error) {
 		metrics: opts.Metrics,
 		log:     opts.Log,
 		maxBody: opts.MaxBodyBytes,
+		boot:    opts.BootDone,
 		spec:    doc,
 	}
 	s.engine = s.routes()
@@ -177,10 +183,10 @@ func (s *Server) healthz(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"status": "ok"})
 }
 
-// readyz is 200 once boot replay has finished; load balancers in front of the
-// API should route writes only to ready daemons.
+// readyz is 200 once boot (replay, then rule files) has finished; load
+// balancers in front of the API should route writes only to ready daemons.
 func (s *Server) readyz(c *gin.Context) {
-	if !s.store.Ready() {
+	if !s.store.Ready() || (s.boot != nil && !s.boot()) {
 		writeError(c, s.log, notReady())
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/infergate/infergate/api"
@@ -51,6 +52,11 @@ func newHarness(t testing.TB, replay bool, status api.StatusSource) *harness {
 
 func serve(t testing.TB, store api.RuleStore, status api.StatusSource) *harness {
 	t.Helper()
+	return serveWith(t, store, status, nil)
+}
+
+func serveWith(t testing.TB, store api.RuleStore, status api.StatusSource, bootDone func() bool) *harness {
+	t.Helper()
 	// Only the API family: these tests must not depend on other areas'
 	// metric registrations.
 	reg := prometheus.NewRegistry()
@@ -60,6 +66,7 @@ func serve(t testing.TB, store api.RuleStore, status api.StatusSource) *harness 
 	opts.Status = status
 	opts.Metrics = m
 	opts.Log = quietLog()
+	opts.BootDone = bootDone
 	srv, err := api.NewServer(opts)
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)
@@ -503,4 +510,24 @@ func counterValue(t *testing.T, c prometheus.Metric) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// TestReadyzWaitsForBoot: after replay the store takes writes, but /readyz
+// stays 503 until the daemon says boot (rule files) is done.
+func TestReadyzWaitsForBoot(t *testing.T) {
+	store, err := rules.OpenStore(rules.StoreOptions{StateDir: t.TempDir(), Log: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Replay(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var done atomic.Bool
+	h := serveWith(t, store, nil, done.Load)
+	checkError(t, h.do(t, http.MethodGet, "/readyz", nil), 503, "not_ready", "")
+	mustCreate(t, h, ruleBody(t, nil))
+	done.Store(true)
+	if r := h.do(t, http.MethodGet, "/readyz", nil); r.status != 200 {
+		t.Fatalf("readyz after boot = %d %s", r.status, r.body)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/infergate/infergate/api"
@@ -66,6 +67,8 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 	apiOpts.Store = store
 	apiOpts.Metrics = m
 	apiOpts.Log = log.WithField("component", "api")
+	var booted atomic.Bool
+	apiOpts.BootDone = booted.Load
 	if st, ok := rt.(api.StatusSource); ok {
 		apiOpts.Status = st
 	}
@@ -97,6 +100,7 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 
 	bootErr := boot(ctx, store, opts, log)
 	if bootErr == nil {
+		booted.Store(true)
 		log.Info("daemon: ready")
 		select {
 		case <-ctx.Done():
