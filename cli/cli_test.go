@@ -318,7 +318,7 @@ func seedRules() []rules.Rule {
 				{EndpointIP: "127.0.0.31", TargetPort: 8100, Weight: 1, EPRole: 1, NixlPort: 5600, State: "active", Counter: "1:2"},
 				{EndpointIP: "127.0.0.32", TargetPort: 8200, Weight: 1, EPRole: 2, Backup: true}},
 			Status: &rules.RuleStatus{Ready: true}},
-		{ServiceArguments: rules.ServiceArguments{ExternalIP: "127.0.0.10", Port: 8080, Protocol: "tcp", Mode: 4, Name: "rr", Block: 3},
+		{ServiceArguments: rules.ServiceArguments{ExternalIP: "127.0.0.9", Port: 8080, Protocol: "tcp", Mode: 4, Name: "rr", Block: 3},
 			Endpoints: []rules.Endpoint{{EndpointIP: "127.0.0.21", TargetPort: 8000, Weight: 2}}},
 	}
 }
@@ -334,7 +334,7 @@ func TestGetOutputs(t *testing.T) {
 	}
 	wantTable := [][]string{
 		{"EXT", "IP", "PORT", "PROTO", "NAME", "MARK", "SEL", "MODE", "ENDPOINTS", "ENGINE", "P/D"},
-		{"127.0.0.10", "8080", "tcp", "rr", "3", "rr", "fullproxy", "1", "-", "-"}, // sorted by VIP
+		{"127.0.0.9", "8080", "tcp", "rr", "3", "rr", "fullproxy", "1", "-", "-"}, // sorted numerically by VIP
 		{"127.0.0.11", "8080", "tcp", "pd", "0", "lc", "fullproxy", "2", "vllm", "pd,cache-aware,kv1"},
 	}
 	for i, w := range wantTable {
@@ -347,7 +347,7 @@ func TestGetOutputs(t *testing.T) {
 	wide := strings.Split(strings.TrimSpace(res.stdout), "\n")
 	wantWide := [][]string{
 		{"EXT", "IP", "PORT", "PROTO", "NAME", "MARK", "SEL", "MODE", "ENGINE", "P/D", "HOST", "MODEL", "ENDPOINT", "EPORT", "WEIGHT", "ROLE", "NIXL", "PORT", "STATE"},
-		{"127.0.0.10", "8080", "tcp", "rr", "3", "rr", "fullproxy", "-", "-", "-", "-", "127.0.0.21", "8000", "2", "normal", "-", "-"},
+		{"127.0.0.9", "8080", "tcp", "rr", "3", "rr", "fullproxy", "-", "-", "-", "-", "127.0.0.21", "8000", "2", "normal", "-", "-"},
 		{"127.0.0.11", "8080", "tcp", "pd", "0", "lc", "fullproxy", "vllm", "pd,cache-aware,kv1", "-", "-", "127.0.0.31", "8100", "1", "prefill", "5600", "active"},
 		{"127.0.0.32", "8200", "1", "decode,backup", "-", "-"}, // one row per endpoint, rule cells blank
 	}
@@ -366,7 +366,7 @@ func TestGetOutputs(t *testing.T) {
 		t.Fatalf("json --name=pd: %v %s", err, res.stdout)
 	}
 
-	res = runCLI(t, fake, "get", "lb", "127.0.0.10", "--tcp=8080", "--compiled")
+	res = runCLI(t, fake, "get", "lb", "127.0.0.9", "--tcp=8080", "--compiled")
 	if res.code != cli.ExitOK || !strings.Contains(res.stdout, `"Name": "rr"`) {
 		t.Fatalf("compiled: exit %d stdout %q stderr %q", res.code, res.stdout, res.stderr)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
@@ -183,8 +184,8 @@ func render(w io.Writer, out string, rs []rules.Rule) error {
 	rs = append([]rules.Rule(nil), rs...)
 	sort.SliceStable(rs, func(i, j int) bool {
 		a, b := rs[i].ServiceArguments, rs[j].ServiceArguments
-		if a.ExternalIP != b.ExternalIP {
-			return a.ExternalIP < b.ExternalIP
+		if c := compareVIP(a.ExternalIP, b.ExternalIP); c != 0 {
+			return c < 0
 		}
 		if a.Port != b.Port {
 			return a.Port < b.Port
@@ -199,6 +200,17 @@ func render(w io.Writer, out string, rs []rules.Rule) error {
 	default:
 		return writeTable(w, rs, false)
 	}
+}
+
+// compareVIP orders addresses numerically (127.0.0.9 before 127.0.0.10),
+// falling back to text for anything that does not parse.
+func compareVIP(a, b string) int {
+	pa, errA := netip.ParseAddr(strings.Trim(a, "[]"))
+	pb, errB := netip.ParseAddr(strings.Trim(b, "[]"))
+	if errA == nil && errB == nil {
+		return pa.Compare(pb)
+	}
+	return strings.Compare(a, b)
 }
 
 func dash(s string) string {
