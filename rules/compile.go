@@ -2,6 +2,7 @@ package rules
 
 import (
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/infergate/infergate/apierror"
@@ -177,8 +178,11 @@ func normalize(r Rule) Rule {
 		eps[i] = ep
 	}
 	r.Endpoints = eps
-	r.SecondaryIPs = append([]SecondaryIP(nil), r.SecondaryIPs...)
-	r.AllowedSources = append([]AllowedSource(nil), r.AllowedSources...)
+	r.SecondaryIPs = slices.Clone(r.SecondaryIPs)
+	r.AllowedSources = slices.Clone(r.AllowedSources)
+	sa.CHWBLPrefixHashLevel = clonePtr(sa.CHWBLPrefixHashLevel)
+	sa.CHWBLPrefixHashFlags = clonePtr(sa.CHWBLPrefixHashFlags)
+	sa.CHWBLEnableCacheSalt = clonePtr(sa.CHWBLEnableCacheSalt)
 	return r
 }
 

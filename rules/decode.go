@@ -3,6 +3,7 @@ package rules
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -25,12 +26,14 @@ func DecodeJSON(body []byte) (Rule, error) {
 		return Rule{}, apierror.BadRequest(apierror.CodeMalformedJSON, "", "",
 			"request body is empty; expected a JSON rule object")
 	}
-	if !json.Valid(body) {
-		// Re-run the real decoder only to get its position-bearing message.
-		var v any
-		err := json.Unmarshal(body, &v)
+	// encoding/json checks syntax in the same pass; only a syntactically
+	// valid body reaches the key walker, which relies on that.
+	var r Rule
+	uerr := json.Unmarshal(body, &r)
+	var syn *json.SyntaxError
+	if errors.As(uerr, &syn) {
 		return Rule{}, &apierror.Error{Status: 400, Code: apierror.CodeMalformedJSON,
-			Message: "request body is not valid JSON: " + errText(err), Err: err}
+			Message: "request body is not valid JSON: " + uerr.Error(), Err: uerr}
 	}
 	if body[0] != '{' {
 		return Rule{}, apierror.BadRequest(apierror.CodeMalformedJSON, "", "",
@@ -45,21 +48,13 @@ func DecodeJSON(body []byte) (Rule, error) {
 			fieldServiceArguments+" in body is required",
 			"serviceArguments is required: it holds the VIP, port and every rule knob")
 	}
-	var r Rule
-	if err := json.Unmarshal(body, &r); err != nil {
-		// The walker already type-checked every known field; this is a backstop.
+	if uerr != nil {
+		// The walker type-checks every known field first; this is a backstop.
 		return Rule{}, &apierror.Error{Status: 400, Code: apierror.CodeMalformedJSON,
-			Message: "rule body does not match the rule model: " + err.Error(), Err: err}
+			Message: "rule body does not match the rule model: " + uerr.Error(), Err: uerr}
 	}
 	clearOutputOnly(&r)
 	return r, nil
-}
-
-func errText(err error) string {
-	if err == nil {
-		return "syntax error"
-	}
-	return err.Error()
 }
 
 // clearOutputOnly drops the fields GET fills from the running datapath.
@@ -239,18 +234,21 @@ func (w *keyWalker) object(o *objectSchema, base string, idx int) error {
 			w.ws()
 		}
 		raw := w.stringRaw()
-		key := unquoteKey(raw)
 		w.ws()
 		w.pos++ // ':'
 		w.ws()
-		fs, ok := o.fields[key]
+		fs, ok := o.fields[string(raw)] // no allocation for a map index
+		if !ok && bytes.IndexByte(raw, '\\') >= 0 {
+			fs, ok = o.fields[unquoteKey(raw)]
+		}
 		if !ok {
+			key := unquoteKey(raw)
 			return unknownField(o, joinPath(base, idx, key), key)
 		}
-		if base == "" && key == fieldServiceArguments && w.data[w.pos] != 'n' {
+		if o == ruleSchema && string(raw) == fieldServiceArguments && w.data[w.pos] != 'n' {
 			w.sawServiceArgs = true
 		}
-		if err := w.value(fs, base, idx, key); err != nil {
+		if err := w.value(fs, base, idx, raw); err != nil {
 			return err
 		}
 	}
@@ -265,14 +263,15 @@ func unknownField(o *objectSchema, path, key string) error {
 }
 
 // value checks and skips one value for field fs.
-func (w *keyWalker) value(fs fieldSchema, base string, idx int, key string) error {
+func (w *keyWalker) value(fs fieldSchema, base string, idx int, rawKey []byte) error {
 	c := w.data[w.pos]
+	key := func() string { return unquoteKey(rawKey) }
 	if c == 'n' { // null: encoding/json leaves the field at its zero value
 		w.pos += 4
 		return nil
 	}
 	typeErr := func(want string) error {
-		path := joinPath(base, idx, key)
+		path := joinPath(base, idx, key())
 		got := jsonTypeName(c)
 		return apierror.BadRequest(apierror.CodeMalformedJSON, path,
 			fmt.Sprintf("%s in body must be of type %s: %q", path, want, got),
@@ -299,7 +298,7 @@ func (w *keyWalker) value(fs fieldSchema, base string, idx int, key string) erro
 		}
 		lit := w.data[start:w.pos]
 		if !integerFits(lit, fs.kind == kindUint32) {
-			path := joinPath(base, idx, key)
+			path := joinPath(base, idx, key())
 			want := "integer"
 			if fs.kind == kindUint32 {
 				want = "non-negative 32-bit integer"
@@ -313,13 +312,13 @@ func (w *keyWalker) value(fs fieldSchema, base string, idx int, key string) erro
 			w.skip()
 			return typeErr("object")
 		}
-		return w.object(fs.obj, joinPath(base, idx, key), -1)
+		return w.object(fs.obj, joinPath(base, idx, key()), -1)
 	case kindArray:
 		if c != '[' {
 			w.skip()
 			return typeErr("array")
 		}
-		return w.array(fs.obj, joinPath(base, idx, key))
+		return w.array(fs.obj, joinPath(base, idx, key()))
 	}
 	return nil
 }

@@ -54,6 +54,20 @@ func ensureStateDir(dir string) error {
 	return nil
 }
 
+// removeStaleTemps deletes temp files a crash left mid-write; the rename
+// never happened, so they hold nothing that was acknowledged.
+func removeStaleTemps(dir string, log logrus.FieldLogger) {
+	matches, err := filepath.Glob(filepath.Join(dir, "."+stateFileName+".tmp-*"))
+	if err != nil {
+		return
+	}
+	for _, m := range matches {
+		if err := os.Remove(m); err != nil {
+			log.WithFields(logrus.Fields{"path": m, "error": err}).Warn("cannot remove stale temp file")
+		}
+	}
+}
+
 func (s *Store) statePath() string { return filepath.Join(s.opts.StateDir, stateFileName) }
 
 // persist durably writes the whole rule set (no-op for a memory-only store).

@@ -132,6 +132,9 @@ func OpenStore(opts StoreOptions) (*Store, error) {
 		}
 	}
 	s := &Store{opts: opts, rt: opts.Runtime, log: opts.Log.WithField("component", "rules-store")}
+	if opts.StateDir != "" {
+		removeStaleTemps(opts.StateDir, s.log)
+	}
 	s.snap.Store(&snapshot{})
 	return s, nil
 }
@@ -244,8 +247,40 @@ func persistError(err error) error {
 }
 
 // List returns every rule in a stable order (VIP, port, protocol, rest of key).
-// The slice is the caller's; the entries are shared and read-only.
-func (s *Store) List() []Entry { return slices.Clone(s.snap.Load().entries) }
+// Each Rule is a copy the caller may modify (e.g. fill output-only state for
+// GET); Compiled is shared and immutable.
+func (s *Store) List() []Entry {
+	entries := s.snap.Load().entries
+	out := make([]Entry, len(entries))
+	for i, e := range entries {
+		out[i] = Entry{Rule: cloneRule(e.Rule), Compiled: e.Compiled}
+	}
+	return out
+}
+
+// cloneRule deep-copies the parts of a rule a caller could mutate in place.
+func cloneRule(r Rule) Rule {
+	r.Endpoints = slices.Clone(r.Endpoints)
+	r.SecondaryIPs = slices.Clone(r.SecondaryIPs)
+	r.AllowedSources = slices.Clone(r.AllowedSources)
+	sa := &r.ServiceArguments
+	sa.CHWBLPrefixHashLevel = clonePtr(sa.CHWBLPrefixHashLevel)
+	sa.CHWBLPrefixHashFlags = clonePtr(sa.CHWBLPrefixHashFlags)
+	sa.CHWBLEnableCacheSalt = clonePtr(sa.CHWBLEnableCacheSalt)
+	if r.Status != nil {
+		st := *r.Status
+		r.Status = &st
+	}
+	return r
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
 
 // Get returns the first rule on vip:port/proto (LoxiLB's lookup by key).
 func (s *Store) Get(vip string, port int, proto string) (Entry, error) {
@@ -257,7 +292,7 @@ func (s *Store) Get(vip string, port int, proto string) (Entry, error) {
 	for _, e := range s.snap.Load().entries {
 		k := e.Compiled.Key
 		if k.VIP == a && int(k.Port) == port && strings.EqualFold(k.Protocol, proto) {
-			return e, nil
+			return Entry{Rule: cloneRule(e.Rule), Compiled: e.Compiled}, nil
 		}
 	}
 	return Entry{}, notFound(fmt.Sprintf("no rule on %s/%s", netip.AddrPortFrom(a, uint16(port)), proto))

@@ -748,6 +748,9 @@ func TestStoreCrashSafety(t *testing.T) {
 		t.Fatalf("helper acknowledged only %d rules", len(acked))
 	}
 	s := openReady(t, dir, newFakeRuntime())
+	if tmps, _ := filepath.Glob(filepath.Join(dir, ".*tmp*")); len(tmps) != 0 {
+		t.Errorf("stale temp files left after reopen: %v", tmps)
+	}
 	have := map[int]bool{}
 	for _, e := range s.List() {
 		have[e.Rule.ServiceArguments.Port] = true
@@ -755,6 +758,36 @@ func TestStoreCrashSafety(t *testing.T) {
 	for p := range acked {
 		if !have[p] {
 			t.Errorf("acknowledged rule on port %d lost after SIGKILL", p)
+		}
+	}
+}
+
+// Callers may decorate List/Get results (GET fills state/counter) without
+// touching the stored or persisted rule.
+func TestStoreListReturnsCopies(t *testing.T) {
+	dir := t.TempDir()
+	s := openReady(t, dir, newFakeRuntime())
+	r := plainRule()
+	if _, _, err := s.Apply(r); err != nil {
+		t.Fatal(err)
+	}
+	l := s.List()
+	l[0].Rule.Endpoints[0].State = "active"
+	l[0].Rule.ServiceArguments.Name = "changed"
+	g, err := s.Get("10.0.0.10", 2020, "tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Rule.Endpoints[1].Counter = "1:2"
+	if got := s.List()[0].Rule; got.Endpoints[0].State != "" || got.Endpoints[1].Counter != "" || got.ServiceArguments.Name != "plain" {
+		t.Errorf("stored rule was mutated through List/Get: %+v", got)
+	}
+	if _, _, err := s.Apply(withPort(plainRule(), 81)); err != nil {
+		t.Fatal(err)
+	}
+	for _, pr := range persistedRules(t, dir) {
+		if pr.Endpoints[0].State != "" {
+			t.Error("decoration leaked into the state file")
 		}
 	}
 }

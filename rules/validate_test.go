@@ -212,7 +212,10 @@ func TestValidateRejects(t *testing.T) {
 			"serviceArguments.kvDpRankCount", "kvDpRankCount is not used by llamacpp; omit it"},
 		{"llamacpp block size", plainRule, func(r *Rule) { r.ServiceArguments.KVEngineType = "llamacpp"; r.ServiceArguments.KVBlockSize = 32 }, bad, combo,
 			"serviceArguments.kvBlockSize", "kvBlockSize is not used by llamacpp; omit it"},
-		{"llamacpp hash algo", plainRule, func(r *Rule) { r.ServiceArguments.KVEngineType = "llamacpp"; r.ServiceArguments.KVHashAlgo = "sha256_cbor" }, bad, unsup,
+		{"llamacpp hash algo", plainRule, func(r *Rule) {
+			r.ServiceArguments.KVEngineType = "llamacpp"
+			r.ServiceArguments.KVHashAlgo = "sha256_cbor"
+		}, bad, unsup,
 			"serviceArguments.kvHashAlgo", ""},
 		{"zmq span overflows", pdRule, func(r *Rule) { r.ServiceArguments.KVZmqPort = 65535; r.ServiceArguments.KVDpRankCount = 2 }, bad, combo,
 			"serviceArguments.kvZmqPort", "kvZmqPort + kvDpRankCount - 1 must be <= 65535"},
