@@ -202,7 +202,7 @@ func TestUsageErrors(t *testing.T) {
 // envelope on stderr and exits 1.
 func TestRejectionPrinted(t *testing.T) {
 	fake := clienttest.New(t)
-	res := runCLI(t, fake, "create", "lb", "127.0.0.10", "--tcp=80:80", "--endpoints=127.0.0.1:1", "--name=reject-me")
+	res := runCLI(t, fake, "create", "lb", "127.0.0.10", "--tcp=80:80", "--endpoints=127.0.0.1:1", "--name="+clienttest.RejectRuleNamed)
 	if res.code != cli.ExitFailed {
 		t.Fatalf("exit %d, want 1; stderr %q", res.code, res.stderr)
 	}
@@ -250,7 +250,7 @@ func doc(ip int, name string) string { return fmt.Sprintf(ruleDoc, ip, name) }
 func TestApplyFile(t *testing.T) {
 	fake := clienttest.New(t)
 	dir := t.TempDir()
-	f := writeFile(t, dir, "rules.yaml", doc(10, "a")+"---\n"+doc(11, "reject-me")+"---\n"+doc(12, "c"))
+	f := writeFile(t, dir, "rules.yaml", doc(10, "a")+"---\n"+doc(11, clienttest.RejectRuleNamed)+"---\n"+doc(12, "c"))
 
 	res := runCLI(t, fake, "apply", "-f", f)
 	if res.code != cli.ExitFailed {

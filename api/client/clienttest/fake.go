@@ -34,7 +34,20 @@ const (
 	prefixLB        = "/netlox/v1/config/loadbalancer"
 	suffixCompiled  = "/compiled"
 	rejectRuleNamed = "reject-me" // a rule with this name gets a 400, to test rejections
+
+	routeAll        = "/all"
+	routeByName     = "/name/"
+	routeHostURL    = "/hosturl/"
+	routeByKey      = "/externalipaddress/"
+	queryBlock      = "block"
+	queryPathPrefix = "path_prefix"
+	queryPathMatch  = "path_match_mode"
+	queryModelName  = "model_name"
 )
+
+// RejectRuleNamed is the rule name the fake rejects with 400
+// invalid_combination on field serviceArguments.name.
+const RejectRuleNamed = rejectRuleNamed
 
 // Request is one request the fake received.
 type Request struct {
@@ -110,12 +123,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodPost && p == "":
 		s.post(w, body)
-	case r.Method == http.MethodGet && p == "/all":
+	case r.Method == http.MethodGet && p == routeAll:
 		writeJSON(w, http.StatusOK, rules.RuleList{LbAttr: append([]rules.Rule{}, s.rules...)})
-	case r.Method == http.MethodGet && strings.HasPrefix(p, "/externalipaddress/"):
+	case r.Method == http.MethodGet && strings.HasPrefix(p, routeByKey):
 		s.get(w, p)
-	case r.Method == http.MethodDelete && strings.HasPrefix(p, "/name/"):
-		name := strings.TrimPrefix(p, "/name/")
+	case r.Method == http.MethodDelete && strings.HasPrefix(p, routeByName):
+		name := strings.TrimPrefix(p, routeByName)
 		kept := s.rules[:0]
 		for _, x := range s.rules {
 			if x.ServiceArguments.Name != name {
@@ -124,7 +137,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		s.rules = kept
 		writeJSON(w, http.StatusOK, map[string]string{"result": resultSuccess})
-	case r.Method == http.MethodDelete && strings.HasPrefix(p, "/hosturl/"):
+	case r.Method == http.MethodDelete && strings.HasPrefix(p, routeHostURL):
 		s.delete(w, r, p)
 	default:
 		writeErr(w, http.StatusNotFound, codeNotFound, "", "no such route")
@@ -208,7 +221,7 @@ func (s *Server) get(w http.ResponseWriter, p string) {
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request, p string) {
-	rest := strings.TrimPrefix(p, "/hosturl/")
+	rest := strings.TrimPrefix(p, routeHostURL)
 	host, keyPart, _ := strings.Cut(rest, "/")
 	if host == hostAny {
 		host = ""
@@ -219,9 +232,9 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, p string) {
 		return
 	}
 	q := r.URL.Query()
-	block, _ := strconv.ParseUint(q.Get("block"), 10, 32)
-	want := key{vip: vip, proto: proto, host: host, path: q.Get("path_prefix"),
-		match: normMatch(q.Get("path_match_mode")), model: q.Get("model_name"), port: port, portMax: portMax, block: uint32(block)}
+	block, _ := strconv.ParseUint(q.Get(queryBlock), 10, 32)
+	want := key{vip: vip, proto: proto, host: host, path: q.Get(queryPathPrefix),
+		match: normMatch(q.Get(queryPathMatch)), model: q.Get(queryModelName), port: port, portMax: portMax, block: uint32(block)}
 	for i, x := range s.rules {
 		if keyOf(x) == want {
 			s.rules = append(s.rules[:i], s.rules[i+1:]...)
