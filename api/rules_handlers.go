@@ -32,6 +32,7 @@ const (
 	queryPathMatchMode = "path_match_mode"
 	queryModelName     = "model_name"
 	queryBGP           = "bgp"
+	queryProjectID     = "projectId" // GET all: LoxiLB's convenience filter
 )
 
 // hostAny is the hosturl path value that means "no host" (LoxiLB's spelling).
@@ -91,11 +92,15 @@ func outcomeName(o rules.Outcome) string {
 }
 
 // listRules is GET /config/loadbalancer/all: every rule in wire form,
-// decorated with runtime status.
+// decorated with runtime status, optionally only those of one projectId.
 func (s *Server) listRules(c *gin.Context) {
+	project, filter := c.GetQuery(queryProjectID)
 	entries := s.store.List()
 	out := rules.RuleList{LbAttr: make([]rules.Rule, 0, len(entries))}
 	for _, e := range entries {
+		if filter && e.Rule.ServiceArguments.ProjectID != project {
+			continue
+		}
 		out.LbAttr = append(out.LbAttr, s.decorate(e))
 	}
 	c.JSON(http.StatusOK, out)

@@ -232,7 +232,11 @@ func TestGetRoutes(t *testing.T) {
 	}}}
 	h := newHarness(t, true, status)
 	mustCreate(t, h, ruleBody(t, nil))
-	mustCreate(t, h, ruleBody(t, func(sa map[string]any) { sa["externalIP"] = "2001:db8::10"; sa["name"] = "v6" }))
+	mustCreate(t, h, ruleBody(t, func(sa map[string]any) {
+		sa["externalIP"] = "2001:db8::10"
+		sa["name"] = "v6"
+		sa["projectId"] = "team-a"
+	}))
 
 	t.Run("list decorated", func(t *testing.T) {
 		r := h.do(t, http.MethodGet, lb+"/all", nil)
@@ -276,6 +280,8 @@ func TestGetRoutes(t *testing.T) {
 		code     string
 		contains string
 	}{
+		{"all by projectId", lb + "/all?projectId=team-a", 200, "", `{"lbAttr":[{"serviceArguments":{"externalIP":"2001:db8::10"`},
+		{"all by unknown projectId", lb + "/all?projectId=nobody", 200, "", `{"lbAttr":[]}`},
 		{"by key", lb + "/externalipaddress/10.0.0.1/port/8080/protocol/tcp", 200, "", `"externalIP":"10.0.0.1"`},
 		{"by key IPv6 bracketed", lb + "/externalipaddress/[2001:db8::10]/port/8080/protocol/tcp", 200, "", `"name":"v6"`},
 		{"by key IPv6 bare", lb + "/externalipaddress/2001:db8::10/port/8080/protocol/tcp", 200, "", `"name":"v6"`},

@@ -114,7 +114,8 @@ func buildDocument(g *generator, v Views) *Doc {
 		"/config/loadbalancer/all": {
 			"get": {
 				Tags: []string{"loadbalancer"}, Summary: "List every rule", OperationID: "getLoadbalancerAll",
-				Responses: map[string]*Response{"200": ok("Every rule, with runtime status.", list), "500": internal},
+				Parameters: []Parameter{queryParam("projectId", "string", "Only rules with this projectId.")},
+				Responses:  map[string]*Response{"200": ok("Every rule, with runtime status.", list), "500": internal},
 			},
 			"delete": {
 				Tags: []string{"loadbalancer"}, Summary: "Delete every rule", OperationID: "deleteLoadbalancerAll",
