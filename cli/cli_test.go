@@ -370,6 +370,16 @@ func TestGetOutputs(t *testing.T) {
 	if res.code != cli.ExitOK || !strings.Contains(res.stdout, `"Name": "rr"`) {
 		t.Fatalf("compiled: exit %d stdout %q stderr %q", res.code, res.stdout, res.stderr)
 	}
+	res = runCLI(t, fake, "get", "lb", "127.0.0.11", "--tcp=8080", "-o", "json")
+	var one rules.Rule
+	if err := json.Unmarshal([]byte(res.stdout), &one); err != nil || one.ServiceArguments.Name != "pd" {
+		t.Fatalf("get one -o json: %v %s", err, res.stdout)
+	}
+	res = runCLI(t, fake, "get", "lb", "127.0.0.11", "--tcp=8080")
+	if lines := strings.Split(strings.TrimSpace(res.stdout), "\n"); res.code != cli.ExitOK || len(lines) != 2 ||
+		!reflect.DeepEqual(strings.Fields(lines[1]), wantTable[2]) {
+		t.Fatalf("get one as table: exit %d\n%s", res.code, res.stdout)
+	}
 	res = runCLI(t, fake, "get", "lb", "127.0.0.99", "--tcp=8080")
 	if res.code != cli.ExitFailed || !strings.Contains(res.stderr, "404") {
 		t.Fatalf("missing rule: exit %d stderr %q", res.code, res.stderr)

@@ -94,16 +94,15 @@ func (f *getFlags) getOne(cmd *cobra.Command, g *globals, vip, out string) error
 		}
 		return writeIndentedJSON(g.env.Stdout, raw)
 	}
+	if out == outJSON {
+		raw, err := c.GetRaw(cmd.Context(), vip, ps.port, protoTCP)
+		if err != nil {
+			return err
+		}
+		return writeIndentedJSON(g.env.Stdout, raw)
+	}
 	r, err := c.Get(cmd.Context(), vip, ps.port, protoTCP)
 	if err != nil {
-		return err
-	}
-	if out == outJSON {
-		b, err := json.MarshalIndent(r, "", "  ")
-		if err != nil {
-			return fmt.Errorf("encode rule: %w", err)
-		}
-		_, err = fmt.Fprintf(g.env.Stdout, "%s\n", b)
 		return err
 	}
 	return render(g.env.Stdout, out, []rules.Rule{r})

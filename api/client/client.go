@@ -260,6 +260,14 @@ func (c *Client) Get(ctx context.Context, vip string, port int, proto string) (r
 	return r, err
 }
 
+// GetRaw is Get returning the server's body unchanged, so fields this
+// client does not model are kept.
+func (c *Client) GetRaw(ctx context.Context, vip string, port int, proto string) (json.RawMessage, error) {
+	var raw json.RawMessage
+	err := c.do(ctx, http.MethodGet, keyPath(pathLB, vip, port, 0, proto), nil, &raw)
+	return raw, err
+}
+
 // Compiled returns the compiled (effective, defaults resolved) form of the
 // rule on vip:port/proto as the server renders it.
 func (c *Client) Compiled(ctx context.Context, vip string, port int, proto string) (json.RawMessage, error) {

@@ -99,6 +99,10 @@ func TestGetListCompiled(t *testing.T) {
 	if err != nil || got.Endpoints[0].Weight != 2 {
 		t.Fatalf("Get = %+v, %v", got, err)
 	}
+	raw, err = c.GetRaw(ctx, "127.0.0.11", 9090, "tcp")
+	if err != nil || !strings.Contains(string(raw), `"weight":2`) {
+		t.Fatalf("GetRaw = %s, %v", raw, err)
+	}
 	if _, err := c.Get(ctx, "127.0.0.12", 1, "tcp"); !client.IsNotFound(err) {
 		t.Fatalf("Get missing: err = %v, want not found", err)
 	}
