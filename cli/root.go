@@ -44,12 +44,8 @@ func (e usageError) Unwrap() error { return e.err }
 
 func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
 
-// failure is a command that ran and failed (exit 1). Its message is already
-// printed when reported is set (e.g. apply printed each rejected rule).
-type failure struct {
-	err      error
-	reported bool
-}
+// failure is a command that ran and failed (exit 1).
+type failure struct{ err error }
 
 func (e failure) Error() string { return e.err.Error() }
 func (e failure) Unwrap() error { return e.err }
@@ -93,9 +89,7 @@ func report(w io.Writer, cmdPath string, err error) int {
 	}
 	var f failure
 	if errors.As(err, &f) {
-		if !f.reported {
-			printError(w, f.err)
-		}
+		printError(w, f.err)
 		return ExitFailed
 	}
 	fmt.Fprintf(w, "Error: %v\nRun '%s --help' for usage.\n", err, cmdPath)
