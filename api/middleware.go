@@ -79,6 +79,8 @@ const (
 	codeRouteNotFound    = "route_not_found"
 	codeMethodNotAllowed = "method_not_allowed"
 	codeBodyTooLarge     = "body_too_large"
+	// codeUnsupportedMediaType: POST body not declared as JSON.
+	codeUnsupportedMediaType = "unsupported_media_type"
 )
 
 func apiNotFound(msg string) *apierror.Error {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"io"
+	"mime"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -35,6 +36,12 @@ const (
 	queryProjectID     = "projectId" // GET all: LoxiLB's convenience filter
 )
 
+// Content negotiation of rule bodies.
+const (
+	headerContentType = "Content-Type"
+	mimeJSON          = "application/json"
+)
+
 // hostAny is the hosturl path value that means "no host" (LoxiLB's spelling).
 const hostAny = "any"
 
@@ -44,6 +51,10 @@ const pathMatchDisabled = "disabled"
 // postRule is LoxiLB's upsert: create, update in place, or 409 on an
 // identical re-POST (the store decides which).
 func (s *Server) postRule(c *gin.Context) {
+	if err := requireJSON(c.GetHeader(headerContentType)); err != nil {
+		writeError(c, s.log, err)
+		return
+	}
 	body, err := io.ReadAll(c.Request.Body)
 	if err != nil {
 		if errBodyTooLarge(err) {
@@ -77,6 +88,20 @@ func (s *Server) postRule(c *gin.Context) {
 	}
 	s.log.WithFields(fields).Info("api: rule applied")
 	c.JSON(http.StatusOK, ResultBody{Result: resultSuccess})
+}
+
+// requireJSON rejects rule bodies not declared as JSON (as LoxiLB's
+// go-swagger server does). It is also the API's CSRF guard: a web page can
+// only send a cross-origin POST without a CORS preflight if its content type
+// is form or text, so insisting on JSON means a browser never delivers a
+// forged rule to the management port.
+func requireJSON(ct string) error {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err == nil && (mt == mimeJSON || strings.HasSuffix(mt, "+json")) {
+		return nil
+	}
+	return apierror.New(http.StatusUnsupportedMediaType, codeUnsupportedMediaType, headerContentType,
+		"Unsupported media type", "rule bodies must be sent with Content-Type: application/json, got "+strconv.Quote(ct))
 }
 
 func outcomeName(o rules.Outcome) string {

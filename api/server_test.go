@@ -88,6 +88,16 @@ type response struct {
 
 func (h *harness) do(t testing.TB, method, path string, body []byte) response {
 	t.Helper()
+	ct := ""
+	if body != nil {
+		ct = "application/json"
+	}
+	return h.doCT(t, method, path, ct, body)
+}
+
+// doCT sends body with Content-Type ct ("" = no header).
+func (h *harness) doCT(t testing.TB, method, path, ct string, body []byte) response {
+	t.Helper()
 	var r io.Reader
 	if body != nil {
 		r = bytes.NewReader(body)
@@ -96,8 +106,8 @@ func (h *harness) do(t testing.TB, method, path string, body []byte) response {
 	if err != nil {
 		t.Fatalf("NewRequest: %v", err)
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if ct != "" {
+		req.Header.Set("Content-Type", ct)
 	}
 	resp, err := h.ts.Client().Do(req)
 	if err != nil {
@@ -185,25 +195,40 @@ func TestPostRule(t *testing.T) {
 
 	tests := []struct {
 		name   string
+		ct     string
 		body   []byte
 		status int
 		code   string
 		field  string
 	}{
-		{"identical re-POST", ruleBody(t, nil), 409, "rule_exists", ""},
-		{"malformed JSON", []byte(`{"serviceArguments":`), 400, "malformed_json", ""},
-		{"not an object", []byte(`[1,2]`), 400, "malformed_json", ""},
-		{"mis-cased key", []byte(`{"serviceArguments":{"externalIp":"10.0.0.2","port":80,"protocol":"tcp","mode":4},` +
+		{"identical re-POST", "", ruleBody(t, nil), 409, "rule_exists", ""},
+		{"identical re-POST with charset", "application/json; charset=utf-8", ruleBody(t, nil), 409, "rule_exists", ""},
+		{"text/plain (CSRF-able)", "text/plain", ruleBody(t, func(sa map[string]any) { sa["port"] = 81 }), 415, "unsupported_media_type", "Content-Type"},
+		{"form", "application/x-www-form-urlencoded", ruleBody(t, func(sa map[string]any) { sa["port"] = 81 }), 415, "unsupported_media_type", "Content-Type"},
+		{"no content type", "none", ruleBody(t, func(sa map[string]any) { sa["port"] = 81 }), 415, "unsupported_media_type", "Content-Type"},
+		{"malformed JSON", "", []byte(`{"serviceArguments":`), 400, "malformed_json", ""},
+		{"not an object", "", []byte(`[1,2]`), 400, "malformed_json", ""},
+		{"mis-cased key", "", []byte(`{"serviceArguments":{"externalIp":"10.0.0.2","port":80,"protocol":"tcp","mode":4},` +
 			`"endpoints":[{"endpointIP":"10.1.0.1","targetPort":80,"weight":1}]}`), 400, "unknown_field", "serviceArguments.externalIp"},
-		{"invalid VIP", ruleBody(t, func(sa map[string]any) { sa["externalIP"] = "not-an-ip" }), 400, "invalid_field", "serviceArguments.externalIP"},
-		{"too large", append(append([]byte(`{"serviceArguments":{"name":"`), bytes.Repeat([]byte("x"), 1<<20)...), `"}}`...), 413, "body_too_large", ""},
+		{"invalid VIP", "", ruleBody(t, func(sa map[string]any) { sa["externalIP"] = "not-an-ip" }), 400, "invalid_field", "serviceArguments.externalIP"},
+		{"too large", "", append(append([]byte(`{"serviceArguments":{"name":"`), bytes.Repeat([]byte("x"), 1<<20)...), `"}}`...), 413, "body_too_large", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			checkError(t, h.do(t, http.MethodPost, lb, tc.body), tc.status, tc.code, tc.field)
+			ct := tc.ct
+			switch ct {
+			case "":
+				ct = "application/json"
+			case "none":
+				ct = ""
+			}
+			checkError(t, h.doCT(t, http.MethodPost, lb, ct, tc.body), tc.status, tc.code, tc.field)
 		})
 	}
 
+	if n := len(h.store.List()); n != 1 {
+		t.Errorf("rejected POSTs changed the store: %d rules", n)
+	}
 	t.Run("update in place", func(t *testing.T) {
 		checkSuccess(t, h.do(t, http.MethodPost, lb, ruleBody(t, func(sa map[string]any) { sa["sel"] = 2 })))
 		got := h.store.List()

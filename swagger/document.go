@@ -107,6 +107,7 @@ func buildDocument(g *generator, v Views) *Doc {
 				Responses: writeResponses(map[string]*Response{
 					"409": fail("Identical rule exists, or an immutable field changed."),
 					"413": fail("Body larger than 1 MiB."),
+					"415": fail("Content-Type is not application/json."),
 				}),
 				Examples: named,
 			},
