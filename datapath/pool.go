@@ -61,12 +61,16 @@ type compiled struct {
 	eps   []*endpoint
 	epm   []epMetrics
 	slots []slot // compact per-endpoint view the selectors scan
-	cb    breakerConfig
+	// primaryMask / backupMask: bit i set when endpoint i (< 64) is in that
+	// tier with weight > 0 — the static part of eligibility.
+	primaryMask, backupMask uint64
+	cb                      breakerConfig
 
 	sessionHeader string // canonical header name for SessionFromHeader
 
-	rr  atomic.Uint64 // round-robin cursor (sel 0, tie-breaks)
-	wrr wrrState      // smooth WRR current weights (sel 2)
+	rr       atomic.Uint64 // round-robin cursor (sel 0, tie-breaks)
+	wrr      wrrState      // smooth WRR current weights (sel 2, slow path)
+	wrrSched []uint16      // precomputed smooth WRR cycle (sel 2, fast path)
 
 	latency prometheus.Observer
 	ttfb    prometheus.Observer
@@ -138,6 +142,13 @@ func newCompiled(r *spec.Rule, prev map[string]*endpoint, opts *Options, m *metr
 		next[se.ID] = ep
 		c.eps[i] = ep
 		c.slots = append(c.slots, slot{ep: ep, weight: int32(min(se.Weight, 1<<30)), backup: se.Backup})
+		if i < 64 && se.Weight > 0 {
+			if se.Backup {
+				c.backupMask |= 1 << uint(i)
+			} else {
+				c.primaryMask |= 1 << uint(i)
+			}
+		}
 		c.epm[i] = epMetrics{
 			active:  m.Active.WithLabelValues(c.label, se.ID),
 			ok:      m.Requests.WithLabelValues(c.label, se.ID, "200", ""),
@@ -146,6 +157,9 @@ func newCompiled(r *spec.Rule, prev map[string]*endpoint, opts *Options, m *metr
 		}
 		c.epm[i].health.Set(float64(ep.health.Load()))
 		c.epm[i].breaker.Set(float64(ep.br.state.Load()))
+	}
+	if r.Selector == spec.SelWeightedRR {
+		c.wrrSched = buildWRRSchedule(c.slots)
 	}
 	c.latency = m.Latency.WithLabelValues(c.label)
 	c.ttfb = m.TTFB.WithLabelValues(c.label)

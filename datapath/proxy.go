@@ -1,7 +1,6 @@
 package datapath
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -10,7 +9,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -365,39 +363,31 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, ctx context.Context, c
 	c.latency.Observe(time.Since(x.start).Seconds())
 }
 
-// roundTrip sends the client's request to endpoint addr ("ip:port"). The
-// body is replayable so the transport may retry a stale keep-alive
-// connection on which nothing was written.
+// roundTrip sends the client's request to endpoint addr ("ip:port").
 func (rt *Runtime) roundTrip(ctx context.Context, addr string, in *http.Request, body []byte) (*http.Response, error) {
-	out := (&http.Request{
-		Method:     in.Method,
-		URL:        &url.URL{Scheme: "http", Host: addr, Path: in.URL.Path, RawPath: in.URL.RawPath, RawQuery: in.URL.RawQuery},
-		Proto:      "HTTP/1.1",
-		ProtoMajor: 1,
-		ProtoMinor: 1,
-		Header:     in.Header,
-		Host:       addr,
-	}).WithContext(ctx)
-	if body != nil {
-		out.ContentLength = int64(len(body))
-		out.Body = io.NopCloser(bytes.NewReader(body))
-		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	}
-	return rt.transport.RoundTrip(out)
+	return rt.up.roundTrip(ctx, addr, in, body)
 }
 
-// SendUpstream sends req to ep over the datapath's shared upstream transport
-// and returns the engine's response (the caller closes its body). req's URL
-// host and Host are replaced by the endpoint's address; its body must be
-// replayable (GetBody set) or nil. A connect failure is returned as a
-// *DialError (NotSent() == true): the engine never saw the request. The P/D
-// sequences use this to send their legs.
+// SendUpstream sends req to ep over the datapath's upstream connection pool
+// and returns the engine's response (the caller must read the body to the end
+// or close it). The request line uses req.URL's path and query; Host is the
+// endpoint's address; req.Body, when set, is read fully first. A connect
+// failure is a *DialError (NotSent() == true): the engine never saw the
+// request, so it may be sent elsewhere. Any other error means it may have.
+// The P/D sequences use this to send their legs.
 func (rt *Runtime) SendUpstream(ctx context.Context, ep spec.Endpoint, req *http.Request) (*http.Response, error) {
-	out := req.WithContext(ctx)
-	u := *req.URL
-	u.Scheme, u.Host = "http", ep.ID
-	out.URL, out.Host = &u, ep.ID
-	resp, err := rt.transport.RoundTrip(out)
+	var body []byte
+	if req.Body != nil && req.Body != http.NoBody {
+		b, err := io.ReadAll(req.Body)
+		_ = req.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("reading leg body for %s: %w", ep.ID, err)
+		}
+		body = b
+	}
+	out := *req
+	out.RequestURI = "" // always build the request line from URL
+	resp, err := rt.up.roundTrip(ctx, ep.ID, &out, body)
 	if err != nil {
 		var de *DialError
 		if errors.As(err, &de) {

@@ -2,7 +2,6 @@ package datapath
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +14,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/infergate/infergate/apierror"
 	"github.com/infergate/infergate/datapath/spec"
@@ -32,9 +30,8 @@ type Runtime struct {
 	opts        Options
 	m           *metrics.Datapath
 	log         logrus.FieldLogger
-	transport   *http.Transport
+	up          *upstream
 	probeClient *http.Client
-	dialer      net.Dialer
 	bufs        sync.Pool // *[]byte relay buffers
 
 	mu        sync.Mutex
@@ -78,28 +75,9 @@ func New(opts Options, m *metrics.Datapath, log logrus.FieldLogger) *Runtime {
 		listeners:   make(map[netip.AddrPort]*listener),
 		rules:       make(map[spec.Key]*ruleState),
 	}
-	rt.dialer = net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}
-	rt.transport = &http.Transport{
-		DialContext:         rt.dial,
-		MaxIdleConnsPerHost: opts.MaxIdleConnsPerHost,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true, // relay bytes as the engine sent them
-		ForceAttemptHTTP2:   false,
-		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{}, // HTTP/1.1 only
-		WriteBufferSize:     32 << 10,
-		ReadBufferSize:      32 << 10,
-	}
+	rt.up = newUpstream(opts.DialTimeout, opts.MaxIdleConnsPerHost)
 	rt.bufs.New = func() any { b := make([]byte, 32<<10); return &b }
 	return rt
-}
-
-// dial marks every connect failure as a *DialError: nothing was sent.
-func (rt *Runtime) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	c, err := rt.dialer.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, &DialError{Endpoint: addr, Err: err}
-	}
-	return c, nil
 }
 
 // Install starts serving next, replacing prev (nil on create). On error the
@@ -267,7 +245,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("waiting for drains: %w", ctx.Err()))
 	}
-	rt.transport.CloseIdleConnections()
+	rt.up.closeIdle()
 	return errors.Join(errs...)
 }
 

@@ -1,6 +1,8 @@
 package datapath
 
 import (
+	"math/bits"
+
 	"github.com/cespare/xxhash/v2"
 	"github.com/infergate/infergate/datapath/spec"
 )
@@ -100,20 +102,54 @@ func (c *compiled) pickHash(key string, excl uint64, backup bool, now *int64) in
 // gains its weight, the largest wins and pays back the total. It spreads a
 // 5:1:1 pool as a,a,b,a,c,a,a rather than in bursts.
 func (c *compiled) pickWRR(excl uint64, backup bool, now *int64) int {
+	if sched := c.wrrSched; !backup && len(sched) > 0 {
+		// Fast path: walk the precomputed smooth schedule of the static
+		// weights from a shared cursor, skipping ineligible entries. A few
+		// skips keep the remaining endpoints' proportions; a longer walk
+		// (much of the pool down) falls back to the live computation.
+		L := len(sched)
+		k := int((c.rr.Add(1) - 1) % uint64(L))
+		for range min(L, 2*len(c.slots)) {
+			if i := int(sched[k]); c.eligible(i, excl, false, now) {
+				return i
+			}
+			if k++; k == L {
+				k = 0
+			}
+		}
+	}
 	c.wrr.mu.Lock()
 	defer c.wrr.mu.Unlock()
 	best, total, bestCur := -1, 0, 0
 	cur := c.wrr.cur[:len(c.slots)]
-	for i := range c.slots {
-		if !c.eligible(i, excl, backup, now) {
-			continue
+	if len(c.slots) <= 64 {
+		for m := c.tierMask(backup) &^ excl; m != 0; m &= m - 1 {
+			i := bits.TrailingZeros64(m)
+			sl := &c.slots[i]
+			if sl.ep.health.Load() != healthActive ||
+				c.cb.enabled && sl.ep.br.state.Load() != breakerClosed && !sl.ep.br.selectable(now) {
+				continue // live(), inlined by hand: this loop is the WRR hot path
+			}
+			w := int(sl.weight)
+			v := cur[i] + w
+			cur[i] = v
+			total += w
+			if best < 0 || v > bestCur {
+				best, bestCur = i, v
+			}
 		}
-		w := int(c.slots[i].weight)
-		v := cur[i] + w
-		cur[i] = v
-		total += w
-		if best < 0 || v > bestCur {
-			best, bestCur = i, v
+	} else {
+		for i := range c.slots {
+			if !c.eligible(i, excl, backup, now) {
+				continue
+			}
+			w := int(c.slots[i].weight)
+			v := cur[i] + w
+			cur[i] = v
+			total += w
+			if best < 0 || v > bestCur {
+				best, bestCur = i, v
+			}
 		}
 	}
 	if best >= 0 {
@@ -122,14 +158,69 @@ func (c *compiled) pickWRR(excl uint64, backup bool, now *int64) int {
 	return best
 }
 
+// maxWRRSchedule bounds the precomputed schedule (sum of primary weights).
+const maxWRRSchedule = 1 << 16
+
+// buildWRRSchedule runs smooth WRR over the static primary weights for one
+// full cycle (sum of weights picks) and records the order, so the common
+// case is a lock-free cursor step. nil when the pool is too large.
+func buildWRRSchedule(slots []slot) []uint16 {
+	total := 0
+	for _, s := range slots {
+		if !s.backup && s.weight > 0 {
+			total += int(s.weight)
+		}
+	}
+	if total == 0 || total > maxWRRSchedule || len(slots) > 1<<16 {
+		return nil
+	}
+	cur := make([]int, len(slots))
+	sched := make([]uint16, 0, total)
+	for range total {
+		best := -1
+		for i, s := range slots {
+			if s.backup || s.weight <= 0 {
+				continue
+			}
+			cur[i] += int(s.weight)
+			if best < 0 || cur[i] > cur[best] {
+				best = i
+			}
+		}
+		cur[best] -= total
+		sched = append(sched, uint16(best))
+	}
+	return sched
+}
+
 // pickLeastConn takes the eligible endpoint with the fewest requests in
 // flight; ties go to the first one after a rotating cursor so equal loads
 // still spread.
 func (c *compiled) pickLeastConn(excl uint64, backup bool, now *int64) int {
 	n := len(c.slots)
-	i := int((c.rr.Add(1) - 1) % uint64(n))
+	start := int((c.rr.Add(1) - 1) % uint64(n))
 	best := -1
 	var bestLoad int64
+	if n <= 64 {
+		m := c.tierMask(backup) &^ excl
+		hi := m & (^uint64(0) << uint(start)) // from the cursor to the end, then wrap
+		for _, part := range [2]uint64{hi, m &^ hi} {
+			for ; part != 0; part &= part - 1 {
+				i := bits.TrailingZeros64(part)
+				ep := c.slots[i].ep
+				l := ep.active.Load()
+				if best >= 0 && l >= bestLoad || ep.health.Load() != healthActive {
+					continue
+				}
+				if c.cb.enabled && ep.br.state.Load() != breakerClosed && !ep.br.selectable(now) {
+					continue
+				}
+				best, bestLoad = i, l
+			}
+		}
+		return best
+	}
+	i := start
 	for range n {
 		if c.eligible(i, excl, backup, now) {
 			if l := c.slots[i].ep.active.Load(); best < 0 || l < bestLoad {
@@ -141,6 +232,15 @@ func (c *compiled) pickLeastConn(excl uint64, backup bool, now *int64) int {
 		}
 	}
 	return best
+}
+
+// tierMask is the static part of eligibility for the first 64 endpoints:
+// in the tier (primary or backup) and weight > 0.
+func (c *compiled) tierMask(backup bool) uint64 {
+	if backup {
+		return c.backupMask
+	}
+	return c.primaryMask
 }
 
 // pickAdmitted picks and claims a breaker slot, excluding endpoints whose

@@ -12,6 +12,8 @@ var fuzzSeeds = []string{
 	`{"messages":[{"role":"user","content":"\u00e9\"}"}],"max_completion_tokens":3,"min_tokens":2,"n":4}`,
 	"{\n \"max\\u005ftokens\" : 1.5e3 ,\"kv_transfer_params\":null}\n",
 	`{"disaggregated_params":{"request_type":"x"},"bootstrap_room":-1}`,
+	`{"a":[1,-0.5e-3,true,false,null,{"b":"\ud83d"}]}`, `{"a":01}`, `{"a":1.}`, `{"a":"\x"}`, "{\"a\":\"\t\"}",
+	`{"a":[1,]}`, `{"a":{"b":1,}}`, `{"a":-}`, `{"a":tru}`, `{"a":1} x`, `{"a" 1}`,
 }
 
 // FuzzRewrite: every rewriter accepts any input without panicking, and for
@@ -24,6 +26,10 @@ func FuzzRewrite(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in []byte, chat bool) {
 		o, err := parseObject(in)
+		trimmed := bytes.TrimLeft(in, " \t\r\n")
+		if want := json.Valid(in) && len(trimmed) > 0 && trimmed[0] == '{'; (err == nil) != want {
+			t.Fatalf("parseObject(%q) err = %v, encoding/json says valid object = %v", in, err, want)
+		}
 		if err != nil {
 			return
 		}

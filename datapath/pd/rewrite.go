@@ -61,11 +61,9 @@ type object struct {
 	hasEscapes bool // some key contains a backslash escape
 }
 
-// parseObject validates raw and indexes its top-level members.
+// parseObject validates raw (exactly what encoding/json accepts) and indexes
+// its top-level members in the same single pass.
 func parseObject(raw []byte) (object, error) {
-	if !json.Valid(raw) {
-		return object{}, fmt.Errorf("parse body: %w", errors.New("invalid JSON"))
-	}
 	o := object{raw: raw}
 	i := skipWS(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
@@ -75,37 +73,67 @@ func parseObject(raw []byte) (object, error) {
 	i++
 	segStart := i
 	i = skipWS(raw, i)
-	if raw[i] == '}' {
+	if i < len(raw) && raw[i] == '}' {
 		o.end = i
-		return o, nil
+		return o, o.trailer(i + 1)
 	}
 	o.members = make([]member, 0, 16)
 	for {
 		i = skipWS(raw, i)
+		if i >= len(raw) || raw[i] != '"' {
+			return object{}, errInvalidJSON
+		}
 		var m member
 		m.segStart = segStart
 		m.keyStart = i + 1
-		i = skipString(raw, i)
-		m.keyEnd = i - 1
-		if bytes.IndexByte(raw[m.keyStart:m.keyEnd], '\\') >= 0 {
-			o.hasEscapes = true
+		end, esc, ok := scanString(raw, i)
+		if !ok {
+			return object{}, errInvalidJSON
 		}
-		i = skipWS(raw, i) + 1 // ':'
-		i = skipWS(raw, i)
+		o.hasEscapes = o.hasEscapes || esc
+		m.keyEnd = end - 1
+		i = skipWS(raw, end)
+		if i >= len(raw) || raw[i] != ':' {
+			return object{}, errInvalidJSON
+		}
+		i = skipWS(raw, i+1)
 		m.valStart = i
-		i = skipValue(raw, i)
+		if i, ok = scanValue(raw, i, 1); !ok {
+			return object{}, errInvalidJSON
+		}
 		m.valEnd = i
 		i = skipWS(raw, i)
 		m.segEnd = i
 		o.members = append(o.members, m)
-		if raw[i] == '}' {
-			o.end = i
-			return o, nil
+		if i >= len(raw) {
+			return object{}, errInvalidJSON
 		}
-		i++ // ','
-		segStart = i
+		switch raw[i] {
+		case '}':
+			o.end = i
+			return o, o.trailer(i + 1)
+		case ',':
+			i++
+			segStart = i
+		default:
+			return object{}, errInvalidJSON
+		}
 	}
 }
+
+// trailer accepts only whitespace after the closing brace.
+func (o *object) trailer(i int) error {
+	if skipWS(o.raw, i) != len(o.raw) {
+		return errInvalidJSON
+	}
+	return nil
+}
+
+// errInvalidJSON is returned for bodies encoding/json would reject.
+var errInvalidJSON = errors.New("body is not valid JSON")
+
+// maxDepth matches encoding/json's nesting limit.
+const maxDepth = 10000
 
 func skipWS(b []byte, i int) int {
 	for i < len(b) {
@@ -119,55 +147,153 @@ func skipWS(b []byte, i int) int {
 	return i
 }
 
-// skipString returns the index just past the string starting at b[i]=='"'.
-func skipString(b []byte, i int) int {
+// scanString validates the string starting at b[i]=='"' and returns the
+// index just past it and whether it contains escapes. The hot loop is one
+// compare-heavy pass with no decoding: prompts are most of a body.
+func scanString(b []byte, i int) (end int, escaped, ok bool) {
 	i++
 	for i < len(b) {
-		switch b[i] {
-		case '\\':
-			i += 2
-		case '"':
-			return i + 1
+		c := b[i]
+		switch {
+		case c == '"':
+			return i + 1, escaped, true
+		case c == '\\':
+			escaped = true
+			if i+1 >= len(b) {
+				return 0, false, false
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+5 >= len(b) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
+					return 0, false, false
+				}
+				i += 6
+			default:
+				return 0, false, false
+			}
+		case c < 0x20:
+			return 0, false, false
 		default:
 			i++
 		}
 	}
-	return i
+	return 0, false, false
 }
 
-// skipValue returns the index just past the (already validated) value at i.
-func skipValue(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for i < len(b) {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return i
-	default:
-		for i < len(b) {
-			switch b[i] {
-			case ',', '}', ']', ' ', '\t', '\r', '\n':
-				return i
-			}
-			i++
-		}
-		return i
+func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// scanValue validates the value at b[i] and returns the index just past it.
+func scanValue(b []byte, i, depth int) (int, bool) {
+	if i >= len(b) {
+		return 0, false
 	}
+	switch c := b[i]; {
+	case c == '"':
+		end, _, ok := scanString(b, i)
+		return end, ok
+	case c == '{' || c == '[':
+		if depth >= maxDepth {
+			return 0, false
+		}
+		closer := byte('}')
+		if c == '[' {
+			closer = ']'
+		}
+		i = skipWS(b, i+1)
+		if i < len(b) && b[i] == closer {
+			return i + 1, true
+		}
+		for {
+			var ok bool
+			if c == '{' {
+				if i >= len(b) || b[i] != '"' {
+					return 0, false
+				}
+				if i, _, ok = scanString(b, i); !ok {
+					return 0, false
+				}
+				i = skipWS(b, i)
+				if i >= len(b) || b[i] != ':' {
+					return 0, false
+				}
+				i = skipWS(b, i+1)
+			}
+			if i, ok = scanValue(b, i, depth+1); !ok {
+				return 0, false
+			}
+			i = skipWS(b, i)
+			if i >= len(b) {
+				return 0, false
+			}
+			switch b[i] {
+			case ',':
+				i = skipWS(b, i+1)
+			case closer:
+				return i + 1, true
+			default:
+				return 0, false
+			}
+		}
+	case c == 't':
+		return scanLiteral(b, i, "true")
+	case c == 'f':
+		return scanLiteral(b, i, "false")
+	case c == 'n':
+		return scanLiteral(b, i, "null")
+	case c == '-' || isDigit(c):
+		return scanNumber(b, i)
+	}
+	return 0, false
+}
+
+func scanLiteral(b []byte, i int, lit string) (int, bool) {
+	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
+		return 0, false
+	}
+	return i + len(lit), true
+}
+
+// scanNumber follows RFC 8259's number grammar.
+func scanNumber(b []byte, i int) (int, bool) {
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		for i < len(b) && isDigit(b[i]) {
+			i++
+		}
+	default:
+		return 0, false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if i >= len(b) || !isDigit(b[i]) {
+			return 0, false
+		}
+		for i < len(b) && isDigit(b[i]) {
+			i++
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i >= len(b) || !isDigit(b[i]) {
+			return 0, false
+		}
+		for i < len(b) && isDigit(b[i]) {
+			i++
+		}
+	}
+	return i, true
 }
 
 // keyIs reports whether member m's key equals name, decoding escapes only

@@ -1,0 +1,69 @@
+// Command dpserve serves one single-pool rule with the infergate datapath,
+// without the management API, so the proxy benchmark measures the request
+// path alone.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"syscall"
+	"time"
+
+	"github.com/infergate/infergate/datapath"
+	"github.com/infergate/infergate/datapath/spec"
+)
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:18001", "VIP:port of the rule")
+	engine := flag.String("engine", "127.0.0.1:18000", "engine ip:port (repeat with commas)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here until exit")
+	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fail(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fail(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	vip, err := netip.ParseAddrPort(*listen)
+	if err != nil {
+		fail(err)
+	}
+	ep, err := netip.ParseAddrPort(*engine)
+	if err != nil {
+		fail(err)
+	}
+	r := &spec.Rule{
+		Key:         spec.Key{VIP: vip.Addr(), Port: vip.Port(), Protocol: "tcp"},
+		Name:        "bench",
+		Generation:  1,
+		Probe:       spec.Probe{Type: "none"},
+		IdleTimeout: 20 * time.Second,
+		Endpoints:   []spec.Endpoint{{ID: ep.String(), Addr: ep, Weight: 1}},
+	}
+	rt := datapath.New(datapath.DefaultOptions(), nil, nil)
+	if err := rt.Install(nil, r); err != nil {
+		fail(err)
+	}
+	fmt.Println("dpserve listening on", vip)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	<-ctx.Done()
+	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = rt.Close(cctx)
+}
+
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "dpserve:", err)
+	os.Exit(1)
+}

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Proxy load comparison on loopback: wrk against (a) the fake engine directly,
+# (b) infergate's datapath in front of it, (c) Debian's nginx in front of it
+# (plain proxy_pass with upstream keepalive). Prints req/s, p50, p99 and the
+# ratios b/a and b/c. Everything started here is killed on exit.
+#
+# Env: DURATION (10s) CONNS (64) THREADS (2) BASE_PORT (18000)
+set -euo pipefail
+
+DURATION=${DURATION:-10s}
+CONNS=${CONNS:-64}
+THREADS=${THREADS:-2}
+BASE_PORT=${BASE_PORT:-18000}
+ENGINE=127.0.0.1:$BASE_PORT
+GATEWAY=127.0.0.1:$((BASE_PORT + 1))
+NGINX=127.0.0.1:$((BASE_PORT + 2))
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+export PATH=/usr/local/go/bin:/usr/sbin:$PATH
+
+for bin in wrk nginx go; do
+  command -v "$bin" >/dev/null || { echo "proxy.sh: $bin not found" >&2; exit 1; }
+done
+
+TMP=$(mktemp -d)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  if [[ -f $TMP/nginx.pid ]]; then kill "$(cat "$TMP/nginx.pid" 2>/dev/null)" 2>/dev/null || true; fi
+  wait 2>/dev/null || true
+  rm -rf "$TMP"
+}
+trap cleanup EXIT INT TERM
+
+echo "building fake engine and datapath server..."
+(cd "$ROOT" && go build -o "$TMP/fakeengine" ./test/fakeengine/cmd/fakeengine \
+  && go build -o "$TMP/dpserve" ./test/bench/dpserve)
+
+"$TMP/fakeengine" -addr "$ENGINE" -no-log >"$TMP/engine.log" 2>&1 &
+PIDS+=($!)
+"$TMP/dpserve" -listen "$GATEWAY" -engine "$ENGINE" >"$TMP/dpserve.log" 2>&1 &
+PIDS+=($!)
+
+mkdir -p "$TMP/logs"
+cat >"$TMP/nginx.conf" <<CONF
+worker_processes auto;
+pid $TMP/nginx.pid;
+error_log $TMP/logs/error.log warn;
+daemon off;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $TMP/body;
+  proxy_temp_path $TMP/proxy;
+  fastcgi_temp_path $TMP/fastcgi;
+  uwsgi_temp_path $TMP/uwsgi;
+  scgi_temp_path $TMP/scgi;
+  upstream engine { server $ENGINE; keepalive 128; }
+  server {
+    listen $NGINX;
+    location / {
+      proxy_pass http://engine;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+    }
+  }
+}
+CONF
+nginx -c "$TMP/nginx.conf" -p "$TMP" >"$TMP/nginx.out" 2>&1 &
+PIDS+=($!)
+
+wait_port() {
+  for _ in $(seq 100); do
+    (exec 3<>"/dev/tcp/${1%:*}/${1#*:}") 2>/dev/null && return 0
+    sleep 0.05
+  done
+  echo "proxy.sh: $1 did not come up" >&2; cat "$TMP"/*.log "$TMP/nginx.out" >&2 || true; exit 1
+}
+wait_port "$ENGINE"; wait_port "$GATEWAY"; wait_port "$NGINX"
+
+cat >"$TMP/post.lua" <<'LUA'
+wrk.method = "POST"
+wrk.body = '{"model":"fake-model","prompt":"hello","max_tokens":4}'
+wrk.headers["Content-Type"] = "application/json"
+LUA
+
+# run NAME ADDR → "rps p50_us p99_us"
+run() {
+  wrk -c"$CONNS" -t"$THREADS" -d1s -s "$TMP/post.lua" "http://$2/v1/completions" >/dev/null # warm-up
+  wrk -c"$CONNS" -t"$THREADS" -d"$DURATION" --latency -s "$TMP/post.lua" "http://$2/v1/completions" >"$TMP/$1.wrk"
+  awk '
+    function us(v) { if (v ~ /us$/) return v+0; if (v ~ /ms$/) return v*1000; if (v ~ /s$/) return v*1000000; return v }
+    /Requests\/sec:/ { rps=$2 }
+    /^ +50%/ { p50=us($2) }
+    /^ +99%/ { p99=us($2) }
+    /Non-2xx/ { bad=$NF }
+    END { printf "%s %s %s %s\n", rps, p50, p99, (bad==""?0:bad) }' "$TMP/$1.wrk"
+}
+
+read -r A_RPS A_P50 A_P99 A_BAD < <(run direct "$ENGINE")
+read -r B_RPS B_P50 B_P99 B_BAD < <(run infergate "$GATEWAY")
+read -r C_RPS C_P50 C_P99 C_BAD < <(run nginx "$NGINX")
+
+printf "\nwrk -c%s -t%s -d%s, POST /v1/completions, all on loopback\n" "$CONNS" "$THREADS" "$DURATION"
+printf "%-10s %12s %10s %10s %8s\n" target "req/s" "p50(us)" "p99(us)" non2xx
+printf "%-10s %12.0f %10.0f %10.0f %8s\n" "direct" "$A_RPS" "$A_P50" "$A_P99" "$A_BAD"
+printf "%-10s %12.0f %10.0f %10.0f %8s\n" "infergate" "$B_RPS" "$B_P50" "$B_P99" "$B_BAD"
+printf "%-10s %12.0f %10.0f %10.0f %8s\n" "nginx" "$C_RPS" "$C_P50" "$C_P99" "$C_BAD"
+awk -v a="$A_RPS" -v b="$B_RPS" -v c="$C_RPS" -v ap="$A_P50" -v bp="$B_P50" -v cp="$C_P50" 'BEGIN {
+  printf "\nthroughput infergate/direct = %.2fx, infergate/nginx = %.2fx\n", b/a, b/c
+  printf "p50 added over direct: infergate %+.0f us, nginx %+.0f us\n", bp-ap, cp-ap }'
