@@ -62,7 +62,6 @@ func main() {
 	_ = rt.Close(cctx)
 }
 
-
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "dpserve:", err)
 	os.Exit(1)
