@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Message frame layout of the engine PUB socket (kv-events.md §1.1).
@@ -267,11 +268,11 @@ func arrayField(k EventKind, pos int) string {
 }
 
 func decodeMapEvent(r *reader, b *Batch, n int) error {
-	// The tag may come after other keys; remember where the fields start and
-	// decode in a second pass once the kind is known.
-	start := r.off
-	var kind EventKind
-	found := false
+	// One pass: fields mean the same in every event kind, so decode them as
+	// they come (the tag may be anywhere) and validate once the kind is known.
+	hashes0, tokens0, start := len(b.hashes), len(b.tokens), r.off
+	var ev Event
+	found, have := false, 0
 	for i := 0; i < n; i++ {
 		k, err := r.next()
 		if err != nil {
@@ -288,51 +289,66 @@ func decodeMapEvent(r *reader, b *Batch, n int) error {
 			if t.kind != mpStr {
 				return fmt.Errorf("%s is %s, want str", FieldType, t.kind)
 			}
-			kind, found = tagKind(t.data), true
+			ev.Kind, found = tagKind(t.data), true
+			continue
+		}
+		name := mapField(k.data)
+		switch name {
+		case FieldBlockHashes, FieldBlockSize, FieldTokenIDs:
+			have++
+		}
+		if err := decodeField(r, b, &ev, name, false); err != nil {
+			if unknownMapEvent(r, start, n) {
+				b.Unknown++
+				b.hashes, b.tokens = b.hashes[:hashes0], b.tokens[:tokens0]
+				return nil
+			}
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	switch {
+	case !found:
+		return fmt.Errorf("event map without %q", FieldType)
+	case ev.Kind == 0:
+		b.Unknown++
+		b.hashes, b.tokens = b.hashes[:hashes0], b.tokens[:tokens0]
+		return nil
+	case ev.Kind == EventBlockStored && have < 3:
+		return fmt.Errorf("%s without %s/%s/%s", ev.Kind, FieldBlockHashes, FieldTokenIDs, FieldBlockSize)
+	case ev.Kind == EventBlockRemoved && ev.BlockHashes == nil:
+		return fmt.Errorf("%s without %s", ev.Kind, FieldBlockHashes)
+	}
+	b.Events = append(b.Events, ev)
+	return nil
+}
+
+// unknownMapEvent rescans a map event that failed to decode: when its tag is
+// unknown, the failure belongs to a newer engine's event and is skipped, not
+// fatal. On true it leaves r after the event.
+func unknownMapEvent(r *reader, start, n int) bool {
+	r.off = start
+	unknown := false
+	for i := 0; i < n; i++ {
+		k, err := r.next()
+		if err != nil || k.kind != mpStr {
+			return false
+		}
+		if string(k.data) == FieldType {
+			t, err := r.next()
+			if err != nil {
+				return false
+			}
+			unknown = t.kind == mpStr && tagKind(t.data) == 0
 			if err := r.skipBody(t, 0); err != nil {
-				return err
+				return false
 			}
 			continue
 		}
 		if err := r.skip(0); err != nil {
-			return err
+			return false
 		}
 	}
-	if !found {
-		return fmt.Errorf("event map without %q", FieldType)
-	}
-	if kind == 0 {
-		b.Unknown++
-		return nil
-	}
-	end := r.off
-	r.off = start
-	ev := Event{Kind: kind}
-	have := 0
-	for i := 0; i < n; i++ {
-		k, _ := r.next() // validated in the first pass
-		name := mapField(k.data)
-		switch name {
-		case FieldBlockHashes:
-			have++
-		case FieldBlockSize, FieldTokenIDs:
-			if kind == EventBlockStored {
-				have++
-			}
-		}
-		if err := decodeField(r, b, &ev, name, false); err != nil {
-			return fmt.Errorf("%s.%s: %w", kind, name, err)
-		}
-	}
-	r.off = end
-	switch {
-	case kind == EventBlockStored && have < 3:
-		return fmt.Errorf("%s without %s/%s/%s", kind, FieldBlockHashes, FieldTokenIDs, FieldBlockSize)
-	case kind == EventBlockRemoved && have < 1:
-		return fmt.Errorf("%s without %s", kind, FieldBlockHashes)
-	}
-	b.Events = append(b.Events, ev)
-	return nil
+	return unknown
 }
 
 // mapField maps a map key to its field-name constant without allocating;
@@ -386,7 +402,12 @@ func decodeField(r *reader, b *Batch, ev *Event, name string, strict bool) error
 			return fmt.Errorf("is %s, want array", v.kind)
 		}
 		start := len(b.hashes)
+		b.hashes = slices.Grow(b.hashes, v.n)
 		for i := 0; i < v.n; i++ {
+			if u, ok := r.uintFast(); ok {
+				b.hashes = append(b.hashes, u)
+				continue
+			}
 			h, err := r.next()
 			if err != nil {
 				return err
@@ -417,7 +438,12 @@ func decodeField(r *reader, b *Batch, ev *Event, name string, strict bool) error
 			return fmt.Errorf("is %s, want array", v.kind)
 		}
 		start := len(b.tokens)
+		b.tokens = slices.Grow(b.tokens, v.n)
 		for i := 0; i < v.n; i++ {
+			if t, ok := r.tokenFast(); ok {
+				b.tokens = append(b.tokens, t)
+				continue
+			}
 			t, err := r.next()
 			if err != nil {
 				return err

@@ -190,6 +190,11 @@ func TestDecodeLenientOptionalFields(t *testing.T) {
 	if len(b.Events) != 1 || b.Events[0].Medium != kvexact.MediumGPU || len(b.Events[0].TokenIDs) != 16 {
 		t.Errorf("got %+v", b.Events)
 	}
+	// An unknown map event whose fields look malformed to us is still skipped.
+	raw = mp(t, []any{1.0, []any{map[string]any{"block_hashes": "not-a-list", "type": "BlockPromoted"}, []any{"AllBlocksCleared"}}})
+	if err := kvexact.DecodeBatch(raw, &b); err != nil || b.Unknown != 1 || len(b.Events) != 1 {
+		t.Errorf("unknown malformed map event: err=%v unknown=%d events=%d", err, b.Unknown, len(b.Events))
+	}
 	// Unknown map keys are ignored, key order is free, extra_keys non-nil is flagged.
 	raw = mp(t, []any{1.0, []any{map[string]any{
 		"new_field": map[string]any{"a": []any{1, 2}}, "block_size": 16, "token_ids": tokens(0, 16),

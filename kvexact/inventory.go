@@ -3,6 +3,7 @@ package kvexact
 import (
 	"fmt"
 	"math/bits"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -103,6 +104,8 @@ type slot struct {
 	engine  map[uint64]uint64 // engine hash → own key
 	scratch []uint64
 
+	blocksGauge prometheus.Gauge // loxilb_pd_kv_blocks of the endpoint; nil without metrics
+
 	// stateMu guards trust state, read on the request path.
 	stateMu   sync.Mutex
 	connected bool
@@ -121,6 +124,7 @@ type Inventory struct {
 
 	blockSize atomic.Int64
 	learned   atomic.Bool
+	evicted   atomic.Uint64 // evictions not yet added to the metric
 
 	slotsMu    sync.RWMutex
 	slots      map[slotKey]*slot
@@ -167,9 +171,9 @@ func NewInventory(opts Options) *Inventory {
 		byEndpoint: map[string][]*slot{},
 	}
 	per := (opts.Budget + n - 1) / n
+	seed := rand.Uint64()
 	for i := range inv.shards {
-		inv.shards[i].idx = map[uint64]uint32{}
-		inv.shards[i].budget = per
+		inv.shards[i].init(per, seed, &inv.evicted)
 	}
 	inv.blockSize.Store(int64(opts.BlockSize))
 	if m := opts.Metrics; m != nil {
@@ -219,6 +223,9 @@ func (inv *Inventory) slotFor(endpoint string, rank int) (*slot, error) {
 	}
 	b := bits.TrailingZeros64(^inv.used)
 	s = &slot{bit: 1 << b, endpoint: endpoint, rank: rank, engine: map[uint64]uint64{}, since: inv.opts.Clock.Now()}
+	if m := inv.opts.Metrics; m != nil {
+		s.blocksGauge = m.Blocks.WithLabelValues(inv.opts.Rule, endpoint)
+	}
 	inv.used |= s.bit
 	inv.slots[k] = s
 	inv.byEndpoint[endpoint] = append(inv.byEndpoint[endpoint], s)
@@ -316,7 +323,7 @@ func (inv *Inventory) Apply(endpoint string, rank int, seq uint64, batch Batch) 
 		if batch.Unknown > 0 {
 			m.unknown.Add(float64(batch.Unknown))
 		}
-		inv.opts.Metrics.Blocks.WithLabelValues(inv.opts.Rule, endpoint).Set(float64(inv.Blocks(endpoint)))
+		s.blocksGauge.Set(float64(inv.Blocks(endpoint)))
 		inv.opts.Metrics.ObserveEvent(inv.opts.Rule, endpoint, inv.opts.Clock.Now())
 		inv.drainEvictions()
 	}
@@ -324,20 +331,10 @@ func (inv *Inventory) Apply(endpoint string, rank int, seq uint64, batch Batch) 
 }
 
 func (inv *Inventory) drainEvictions() {
-	var n uint64
-	for i := range inv.shards {
-		sh := &inv.shards[i]
-		sh.mu.RLock()
-		v := sh.evicted
-		sh.mu.RUnlock()
-		if v != 0 {
-			sh.mu.Lock()
-			n += sh.evicted
-			sh.evicted = 0
-			sh.mu.Unlock()
-		}
+	if inv.evicted.Load() == 0 {
+		return
 	}
-	if n > 0 {
+	if n := inv.evicted.Swap(0); n > 0 {
 		inv.m.evictions.Add(float64(n))
 	}
 }
@@ -549,7 +546,7 @@ func (inv *Inventory) Len() int {
 	for i := range inv.shards {
 		sh := &inv.shards[i]
 		sh.mu.RLock()
-		n += len(sh.idx)
+		n += sh.len()
 		sh.mu.RUnlock()
 	}
 	return n

@@ -208,6 +208,9 @@ func (r *reader) skipBody(v value, depth int) error {
 
 // skip skips one complete value.
 func (r *reader) skip(depth int) error {
+	if _, ok := r.uintFast(); ok {
+		return nil
+	}
 	v, err := r.next()
 	if err != nil {
 		return err
@@ -241,4 +244,64 @@ func asInt(v value) (int64, error) {
 		return v.i, nil
 	}
 	return 0, fmt.Errorf("expected an integer, got %s", v.kind)
+}
+
+// uintFast decodes an unsigned integer of the common formats inline (the
+// token and hash arrays are most of every batch); ok=false means "use next".
+func (r *reader) uintFast() (u uint64, ok bool) {
+	b, off := r.b, r.off
+	if off >= len(b) {
+		return 0, false
+	}
+	switch c := b[off]; {
+	case c <= 0x7f:
+		r.off++
+		return uint64(c), true
+	case c == 0xcc && off+2 <= len(b):
+		r.off += 2
+		return uint64(b[off+1]), true
+	case c == 0xcd && off+3 <= len(b):
+		r.off += 3
+		return uint64(binary.BigEndian.Uint16(b[off+1:])), true
+	case c == 0xce && off+5 <= len(b):
+		r.off += 5
+		return uint64(binary.BigEndian.Uint32(b[off+1:])), true
+	case c == 0xcf && off+9 <= len(b):
+		r.off += 9
+		return binary.BigEndian.Uint64(b[off+1:]), true
+	}
+	return 0, false
+}
+
+// tokenFast decodes a token id in the formats real token ids use (fixint,
+// uint8/16/32) inline; ok=false falls back to next() (which also reports
+// errors precisely).
+func (r *reader) tokenFast() (uint32, bool) {
+	b, off := r.b, r.off
+	if off >= len(b) {
+		return 0, false
+	}
+	c := b[off]
+	if c <= 0x7f {
+		r.off = off + 1
+		return uint32(c), true
+	}
+	switch c {
+	case 0xce:
+		if off+5 <= len(b) {
+			r.off = off + 5
+			return binary.BigEndian.Uint32(b[off+1:]), true
+		}
+	case 0xcd:
+		if off+3 <= len(b) {
+			r.off = off + 3
+			return uint32(binary.BigEndian.Uint16(b[off+1:])), true
+		}
+	case 0xcc:
+		if off+2 <= len(b) {
+			r.off = off + 2
+			return uint32(b[off+1]), true
+		}
+	}
+	return 0, false
 }
