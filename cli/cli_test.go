@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -503,5 +504,23 @@ func TestServerFlagAndEnv(t *testing.T) {
 	runEnv(t, env, "get", "lb", "--server", flagFake.URL)
 	if len(envFake.Requests()) != 1 || len(flagFake.Requests()) != 1 {
 		t.Fatalf("env fake got %d requests, flag fake %d; want 1 each", len(envFake.Requests()), len(flagFake.Requests()))
+	}
+}
+
+// TestTimeoutFlag: a server that never answers fails the command after
+// --timeout instead of hanging it.
+func TestTimeoutFlag(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) }) // runs before srv.Close
+	res := runEnv(t, cli.Env{}, "get", "lb", "--server", srv.URL, "--timeout", "200ms")
+	if res.code != cli.ExitFailed || !strings.Contains(res.stderr, "Client.Timeout") {
+		t.Fatalf("exit %d stderr %q", res.code, res.stderr)
 	}
 }
