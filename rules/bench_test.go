@@ -115,6 +115,46 @@ func BenchmarkStoreApplyDurable(b *testing.B) {
 	reportPercentiles(b, durs)
 }
 
+// BenchmarkStoreApplyDurableRatio alternates a durable Apply with a bare
+// atomic write of the current state file, so disk and CPU noise hit both,
+// and reports Apply's cost as a multiple of the bare write.
+func BenchmarkStoreApplyDurableRatio(b *testing.B) {
+	dir := b.TempDir()
+	s, err := OpenStore(StoreOptions{StateDir: dir, Log: quietLog()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Replay(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	base := pdRuleN(8)
+	side := filepath.Join(b.TempDir(), stateFileName)
+	var apply, write time.Duration
+	for i := 0; i < b.N; i++ {
+		if i%storeBenchSet == 0 && i > 0 {
+			if _, err := s.DeleteAll(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		doc, err := encodeState(s.List())
+		if err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		if err := writeFileAtomic(side, doc); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if _, _, err := s.Apply(withPort(base, 10000+i%storeBenchSet)); err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		write += t1.Sub(t0)
+		apply += t2.Sub(t1)
+	}
+	b.ReportMetric(float64(apply)/float64(write), "x-atomic-write")
+}
+
 func BenchmarkBaselineAtomicWrite(b *testing.B) {
 	entries := make([]Entry, storeBenchSet/2) // mean set size of the store benchmark
 	for i := range entries {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/infergate/infergate/datapath/spec"
 	"github.com/sirupsen/logrus"
 )
 
@@ -71,33 +72,69 @@ func removeStaleTemps(dir string, log logrus.FieldLogger) {
 func (s *Store) statePath() string { return filepath.Join(s.opts.StateDir, stateFileName) }
 
 // persist durably writes the whole rule set (no-op for a memory-only store).
+// Each rule's JSON is cached by its compiled pointer (unique per version), so
+// a change re-encodes one rule, not the set. Caller holds s.mu.
 func (s *Store) persist(entries []Entry) error {
 	if s.opts.StateDir == "" {
 		return nil
 	}
-	doc, err := encodeState(entries)
-	if err != nil {
+	wires := make([][]byte, len(entries))
+	cache := make(map[*spec.Rule][]byte, len(entries))
+	for i, e := range entries {
+		b, ok := s.wireCache[e.Compiled]
+		if !ok {
+			var err error
+			if b, err = json.Marshal(e.Rule); err != nil {
+				return fmt.Errorf("encode rule %s: %w", e.Compiled.Key, err)
+			}
+		}
+		wires[i] = b
+		cache[e.Compiled] = b
+	}
+	if err := writeFileAtomic(s.statePath(), encodeDoc(wires)); err != nil {
 		return err
 	}
-	return writeFileAtomic(s.statePath(), doc)
+	s.wireCache = cache
+	return nil
 }
 
+// encodeState encodes entries without a cache (tests, tools).
 func encodeState(entries []Entry) ([]byte, error) {
-	rules := make([]Rule, len(entries))
+	wires := make([][]byte, len(entries))
 	for i := range entries {
-		rules[i] = entries[i].Rule
+		b, err := json.Marshal(entries[i].Rule)
+		if err != nil {
+			return nil, fmt.Errorf("encode rule set: %w", err)
+		}
+		wires[i] = b
 	}
-	raw, err := json.Marshal(rules)
-	if err != nil {
-		return nil, fmt.Errorf("encode rule set: %w", err)
+	return encodeDoc(wires), nil
+}
+
+// encodeDoc assembles the state document around the compact rules array;
+// the checksum covers exactly the bytes written as "rules".
+func encodeDoc(wires [][]byte) []byte {
+	n := 160
+	for _, w := range wires {
+		n += len(w) + 1
 	}
-	sum := sha256.Sum256(raw)
-	doc, err := json.Marshal(stateFile{SchemaVersion: stateSchemaVersion, Rules: raw,
-		Checksum: checksumPrefix + hex.EncodeToString(sum[:])})
-	if err != nil {
-		return nil, fmt.Errorf("encode state file: %w", err)
+	doc := make([]byte, 0, n)
+	doc = append(doc, `{"`+fieldSchemaVersion+`":`...)
+	doc = strconv.AppendInt(doc, stateSchemaVersion, 10)
+	doc = append(doc, `,"`+fieldRules+`":`...)
+	start := len(doc)
+	doc = append(doc, '[')
+	for i, w := range wires {
+		if i > 0 {
+			doc = append(doc, ',')
+		}
+		doc = append(doc, w...)
 	}
-	return doc, nil
+	doc = append(doc, ']')
+	sum := sha256.Sum256(doc[start:])
+	doc = append(doc, `,"`+fieldChecksum+`":"`+checksumPrefix...)
+	doc = hex.AppendEncode(doc, sum[:])
+	return append(doc, '"', '}')
 }
 
 // writeFileAtomic replaces path with data so that a crash at any point leaves

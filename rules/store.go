@@ -112,6 +112,8 @@ type Store struct {
 	snap     atomic.Pointer[snapshot]
 	ready    atomic.Bool
 	replayed bool // guarded by mu
+	// wireCache maps each persisted rule version to its JSON; guarded by mu.
+	wireCache map[*spec.Rule][]byte
 }
 
 // OpenStore creates a store. It does not replay persisted rules: call Replay.
