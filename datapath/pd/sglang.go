@@ -151,7 +151,6 @@ wait:
 				writeError(w, o, PhasePrefill, http.StatusBadGateway, CodeSGPrefillFailed, "prefill leg failed before decode produced output")
 				break wait
 			}
-			o.Prefill = r.dur
 		case p := <-decCh:
 			dres = &p
 			o.DecodeTTFB = p.ttfb
@@ -201,6 +200,9 @@ wait:
 		}
 	}
 
+	if pres.err == nil {
+		o.Prefill = pres.dur
+	}
 	pl := legFor(PhasePrefill, prefillEP, pres.status, pres.err, pres.dur)
 	if pCancelled && pres.err != nil {
 		pl.Cancelled, pl.Died, pl.NotSent = true, false, false
