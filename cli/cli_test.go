@@ -398,9 +398,14 @@ func TestYAMLRoundTrip(t *testing.T) {
 			seeded[i].Endpoints[j].State, seeded[i].Endpoints[j].Counter = "", ""
 		}
 	}
-	fake.Seed(seedRules()...)
+	// Values YAML would misread unquoted: a bool-like name, a float-like
+	// model, an IPv6 VIP.
+	tricky := rules.Rule{ServiceArguments: rules.ServiceArguments{ExternalIP: "::1", Port: 8080, Protocol: "tcp", Mode: 4,
+		Name: "true", ModelName: "1.0", Host: "null", PathPrefix: "/v1: x"},
+		Endpoints: []rules.Endpoint{{EndpointIP: "::2", TargetPort: 8000, Weight: 1}}}
+	fake.Seed(append(seedRules(), tricky)...)
 	res := runCLI(t, fake, "get", "lb", "-o", "yaml")
-	if res.code != cli.ExitOK || strings.Count(res.stdout, "kind: Loadbalancer") != 2 {
+	if res.code != cli.ExitOK || strings.Count(res.stdout, "kind: Loadbalancer") != 3 {
 		t.Fatalf("yaml: exit %d\n%s", res.code, res.stdout)
 	}
 	if strings.Contains(res.stdout, "state:") || strings.Contains(res.stdout, "status:") {
@@ -411,7 +416,10 @@ func TestYAMLRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []rules.Rule{seeded[1], seeded[0]} // printed sorted by VIP
+	want := []rules.Rule{seeded[1], seeded[0], tricky} // printed sorted by VIP, IPv4 first
+	if len(docs) != len(want) {
+		t.Fatalf("%d documents, want %d", len(docs), len(want))
+	}
 	for i, d := range docs {
 		if !reflect.DeepEqual(d.Rule, want[i]) {
 			t.Fatalf("document %d = %+v, want %+v", i+1, d.Rule, want[i])
