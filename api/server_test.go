@@ -7,7 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -435,7 +437,11 @@ func TestMethodNotAllowed(t *testing.T) {
 		{http.MethodPatch, lb + "/externalipaddress/10.0.0.1/port/8080/protocol/tcp"},
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
-			checkError(t, h.do(t, tc.method, tc.path, nil), 405, "method_not_allowed", "")
+			r := h.do(t, tc.method, tc.path, nil)
+			checkError(t, r, 405, "method_not_allowed", "")
+			if r.header.Get("Allow") == "" {
+				t.Error("405 without an Allow header")
+			}
 		})
 	}
 }
@@ -560,5 +566,51 @@ func TestReadyzWaitsForBoot(t *testing.T) {
 	done.Store(true)
 	if r := h.do(t, http.MethodGet, "/readyz", nil); r.status != 200 {
 		t.Fatalf("readyz after boot = %d %s", r.status, r.body)
+	}
+}
+
+// TestConcurrentClients runs writers and readers in parallel (run with
+// -race). Bounded: 6 writers × 15 rules, 2 readers × 30 lists.
+func TestConcurrentClients(t *testing.T) {
+	h := newHarness(t, true, fakeStatus{})
+	const writers, perWriter, readers, reads = 6, 15, 2, 30
+	var wg sync.WaitGroup
+	errs := make(chan string, writers*perWriter*2+readers*reads)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < perWriter; i++ {
+				port := 10000 + w*100 + i
+				body := ruleBody(t, func(sa map[string]any) { sa["port"] = port; sa["name"] = "w" + strconv.Itoa(w) })
+				if r := h.do(t, http.MethodPost, lb, body); r.status != 200 {
+					errs <- "create: " + string(r.body)
+				}
+				if i%3 == 0 {
+					if r := h.do(t, http.MethodDelete, lb+"/externalipaddress/10.0.0.1/port/"+strconv.Itoa(port)+"/protocol/tcp", nil); r.status != 200 {
+						errs <- "delete: " + string(r.body)
+					}
+				}
+			}
+		}(w)
+	}
+	for g := 0; g < readers; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < reads; i++ {
+				if r := h.do(t, http.MethodGet, lb+"/all", nil); r.status != 200 {
+					errs <- "list: " + string(r.body)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if got, want := len(h.store.List()), writers*(perWriter-(perWriter+2)/3); got != want {
+		t.Errorf("store has %d rules, want %d", got, want)
 	}
 }
