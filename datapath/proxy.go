@@ -243,7 +243,7 @@ func (rt *Runtime) serveSingle(x *exchange, c *compiled, body []byte) {
 			return
 		}
 		if attempts > 1 {
-			rt.m.Failover.Inc()
+			rt.m.Failover.WithLabelValues(c.label).Inc()
 		}
 		rt.relay(x, c, i, ctx, cancel, wd, idle, resp)
 		return

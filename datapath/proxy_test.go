@@ -320,7 +320,7 @@ func TestDialFailureRetriedAndAllFail(t *testing.T) {
 	if got := metricValue(t, m.Retries.WithLabelValues(r.Name)); got < 1 {
 		t.Fatalf("retries = %v, want ≥ 1", got)
 	}
-	if got := metricValue(t, m.Failover); got < 1 {
+	if got := metricValue(t, m.Failover.WithLabelValues(r.Name)); got < 1 {
 		t.Fatalf("failover = %v, want ≥ 1", got)
 	}
 	e.Close()

@@ -27,7 +27,7 @@ type Datapath struct {
 	BreakerTrans *prometheus.CounterVec   // infergate_datapath_breaker_transitions_total{rule,endpoint,to}
 	CBFlips      prometheus.Counter       // loxilb_pd_cb_flips_total (LoxiLB name, every transition)
 	Retries      *prometheus.CounterVec   // infergate_datapath_retries_total{rule}
-	Failover     prometheus.Counter       // loxilb_pd_connect_failover_total (LoxiLB name)
+	Failover     *prometheus.CounterVec   // infergate_datapath_connect_failover_total{rule}
 	Panics       prometheus.Counter       // infergate_datapath_panics_total
 	Listeners    prometheus.Gauge         // infergate_datapath_listeners
 }
@@ -74,10 +74,13 @@ func NewDatapath(reg prometheus.Registerer) *Datapath {
 			Name: "infergate_datapath_retries_total",
 			Help: "Requests re-sent to another endpoint because the dial failed (never reached an engine).",
 		}, []string{"rule"}),
-		Failover: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "loxilb_pd_connect_failover_total",
-			Help: "Requests that succeeded on another endpoint after a dial failure (LoxiLB-compatible name).",
-		}),
+		// LoxiLB counts these in loxilb_pd_connect_failover_total for P/D
+		// and single-pool alike; that name belongs to the PD family
+		// (metrics/pd.go), so single-pool failovers get their own.
+		Failover: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "infergate_datapath_connect_failover_total",
+			Help: "Single-pool requests that succeeded on another endpoint after a dial failure.",
+		}, []string{"rule"}),
 		Panics: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "infergate_datapath_panics_total",
 			Help: "Request handler panics recovered by the datapath.",
