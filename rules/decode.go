@@ -92,7 +92,10 @@ type objectSchema struct {
 }
 
 // ruleSchema is built once from the model's tags and never mutated.
-var ruleSchema = buildSchema(reflect.TypeFor[Rule]())
+var (
+	ruleSchema        = buildSchema(reflect.TypeFor[Rule]())
+	serviceArgsSchema = ruleSchema.fields[fieldServiceArguments].obj
+)
 
 func buildSchema(t reflect.Type) *objectSchema {
 	o := &objectSchema{fields: map[string]fieldSchema{}, folded: map[string]string{}}
@@ -245,7 +248,7 @@ func (w *keyWalker) object(o *objectSchema, base string, idx int) error {
 			key := unquoteKey(raw)
 			return unknownField(o, joinPath(base, idx, key), key)
 		}
-		if o == ruleSchema && string(raw) == fieldServiceArguments && w.data[w.pos] != 'n' {
+		if fs.obj == serviceArgsSchema && w.data[w.pos] != 'n' {
 			w.sawServiceArgs = true
 		}
 		if err := w.value(fs, base, idx, raw); err != nil {

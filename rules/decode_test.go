@@ -36,6 +36,19 @@ func TestDecodeJSONFixture(t *testing.T) {
 	}
 }
 
+// Escaped keys are matched after unescaping, like encoding/json does.
+func TestDecodeJSONEscapedKeys(t *testing.T) {
+	body := `{"service\u0041rguments":{"externalIP":"10.0.0.1","p\u006frt":80,"protocol":"tcp","mode":4},` +
+		`"endpoints":[{"endpointIP":"10.1.0.1","targetPort":8000,"weight":1}]}`
+	r, err := DecodeJSON([]byte(body))
+	if err != nil {
+		t.Fatalf("DecodeJSON: %v", err)
+	}
+	if r.ServiceArguments.Port != 80 || r.ServiceArguments.ExternalIP != "10.0.0.1" {
+		t.Errorf("got %+v", r.ServiceArguments)
+	}
+}
+
 func TestDecodeJSONOutputOnlyKeysAccepted(t *testing.T) {
 	r, err := DecodeJSON(readTestdata(t, "get_body.json"))
 	if err != nil {

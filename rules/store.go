@@ -111,7 +111,8 @@ type Store struct {
 	mu       sync.Mutex
 	snap     atomic.Pointer[snapshot]
 	ready    atomic.Bool
-	replayed bool // guarded by mu
+	replayed bool   // guarded by mu
+	lastGen  uint64 // last generation handed out; guarded by mu
 	// wireCache maps each persisted rule version to its JSON; guarded by mu.
 	wireCache map[*spec.Rule][]byte
 }
@@ -144,11 +145,13 @@ func OpenStore(opts StoreOptions) (*Store, error) {
 // Ready reports whether boot replay has finished.
 func (s *Store) Ready() bool { return s.ready.Load() }
 
-// Generation is the number of committed changes so far (replay included).
+// Generation is the generation of the last committed change (replay
+// included); it only increases.
 func (s *Store) Generation() uint64 { return s.snap.Load().gen }
 
 // Apply is LoxiLB's upsert: create a new key, update a changed one, and fail
-// an identical re-POST with 409 rule_exists (Outcome Unchanged).
+// an identical re-POST with 409 rule_exists (Outcome Unchanged, with the
+// stored compiled rule). On other errors the Outcome is meaningless.
 func (s *Store) Apply(r Rule) (Outcome, *spec.Rule, error) {
 	if !s.Ready() {
 		return Created, nil, errNotReady()
@@ -175,7 +178,10 @@ func (s *Store) applyLocked(nr Rule, next *spec.Rule) (Outcome, *spec.Rule, erro
 			return Unchanged, prev.Compiled, err
 		}
 	}
-	gen := cur.gen + 1
+	// Every attempt that reaches the runtime gets a fresh generation, so a
+	// rolled-back version is never confused with a later one.
+	s.lastGen++
+	gen := s.lastGen
 	next.Generation = gen
 	var prevCompiled *spec.Rule
 	if prev != nil {
@@ -360,10 +366,11 @@ func (s *Store) deleteWhere(match func(*Entry) bool, mustMatch bool) (int, error
 		}
 		return 0, persistError(err)
 	}
-	s.snap.Store(&snapshot{gen: cur.gen + 1, entries: keep})
+	s.lastGen++
+	s.snap.Store(&snapshot{gen: s.lastGen, entries: keep})
 	for _, e := range gone {
 		s.log.WithFields(logrus.Fields{"rule": e.Compiled.Key.String(), "name": e.Compiled.Name,
-			"generation": cur.gen + 1}).Info("rule deleted")
+			"generation": s.lastGen}).Info("rule deleted")
 	}
 	return len(gone), nil
 }
@@ -418,6 +425,7 @@ func (s *Store) Replay(ctx context.Context) error {
 			return fmt.Errorf("rules: replay: rewrite rule set: %w", err)
 		}
 	}
+	s.lastGen = gen
 	s.snap.Store(&snapshot{gen: gen, entries: entries})
 	s.replayed = true
 	s.ready.Store(true)
