@@ -355,3 +355,79 @@ func TestParseTopic(t *testing.T) {
 		}
 	}
 }
+
+// consecutivePubs binds n publishers on consecutive loopback ports (DP rank
+// r publishes on base+r).
+func consecutivePubs(t *testing.T, n int) []*kvfake.Publisher {
+	t.Helper()
+	for attempt := 0; attempt < 20; attempt++ {
+		first, err := kvfake.Start(kvfake.DefaultOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		pubs := []*kvfake.Publisher{first}
+		base := portOf(t, first.Endpoint())
+		for r := 1; r < n; r++ {
+			o := kvfake.DefaultOptions()
+			o.PubAddr = "tcp://127.0.0.1:" + strconv.Itoa(base+r)
+			p, err := kvfake.Start(o)
+			if err != nil {
+				break
+			}
+			pubs = append(pubs, p)
+		}
+		if len(pubs) == n {
+			for _, p := range pubs {
+				t.Cleanup(func() { _ = p.Close() })
+			}
+			return pubs
+		}
+		for _, p := range pubs {
+			_ = p.Close()
+		}
+	}
+	t.Fatalf("no %d consecutive free ports", n)
+	return nil
+}
+
+func publishRank(t *testing.T, p *kvfake.Publisher, rank int, evs ...any) {
+	t.Helper()
+	if _, err := p.Publish(kvfake.Batch{TS: 1.8e9, Events: evs, Rank: &rank}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSubscriberDPRanks: one SUB socket per rank on port+rank; scores are
+// the union of the ranks, sequence tracking is per rank.
+func TestSubscriberDPRanks(t *testing.T) {
+	checkNoLeak(t)
+	e := newEnv(t)
+	pubs := consecutivePubs(t, 2)
+	const ep = "10.1.1.4:8000"
+	startSub(t, zmqsub.Target{Endpoint: ep, Host: "127.0.0.1", Port: portOf(t, pubs[0].Endpoint()), Ranks: 2}, e)
+	for _, p := range pubs {
+		if err := p.WaitSubscribers(1, waitTimeout); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publishRank(t, pubs[0], 0, storedBlocks(0, 2))
+	publishRank(t, pubs[1], 1, storedBlocks(0, 4))
+	waitFor(t, "union of ranks", func() bool { return score(e, ep).Blocks == 4 })
+	waitFor(t, "both ranks counted", func() bool { return e.inv.Blocks(ep) == 6 })
+	e.clk.Advance(time.Hour)
+	if ok, reason := e.inv.Trusted(ep); !ok {
+		t.Fatalf("Trusted = false, %q", reason)
+	}
+
+	// Rank 1 loses messages; rank 0 is unaffected.
+	if err := pubs[1].PublishSeq(9, kvfake.Batch{Events: []any{}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "rank 1 gap", func() bool { _, r := e.inv.Trusted(ep); return r == kvexact.ReasonSeqGap })
+	if got := score(e, ep).Blocks; got != 2 {
+		t.Errorf("score after rank 1 was cleared = %d, want rank 0's 2", got)
+	}
+	if got := gauge(t, e.m.SeqGaps.WithLabelValues("rule-a", ep, "1")); got != 1 {
+		t.Errorf("rank 1 gaps = %v, want 1", got)
+	}
+}
