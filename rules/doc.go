@@ -49,6 +49,8 @@
 // survives a crash. Replay feeds each persisted rule through the same
 // decode/validate/compile/Install path; until it finishes every write is 503
 // not_ready. A corrupt file is renamed rules.json.corrupt-<ts> and boot
-// continues empty; rules that no longer validate are skipped, saved to
-// rules.json.rejected-<ts>, and the set is rewritten without them.
+// continues empty; rules that no longer validate (or that the datapath still
+// refuses after a few bounded retries) are skipped, saved to
+// rules.json.rejected-<ts> with the reason, and the set is rewritten without
+// them. Stale temp files from a crash mid-write are removed at open.
 package rules

@@ -72,12 +72,19 @@ type StoreOptions struct {
 	Log      logrus.FieldLogger
 	// Now is the clock used for quarantine file names (tests pin it).
 	Now func() time.Time
+	// ReplayInstallAttempts bounds how often replay retries Runtime.Install
+	// for one rule (0 = default 5). A restart can race the old process for a
+	// port; without retries that rule would be dropped from the set.
+	ReplayInstallAttempts int
+	// ReplayRetryDelay is the pause between those attempts (0 = 200 ms).
+	ReplayRetryDelay time.Duration
 }
 
 // DefaultStoreOptions returns options for a memory-only store with no
 // datapath; the daemon sets StateDir and Runtime.
 func DefaultStoreOptions() StoreOptions {
-	return StoreOptions{Runtime: NopRuntime{}, Log: logrus.StandardLogger(), Now: time.Now}
+	return StoreOptions{Runtime: NopRuntime{}, Log: logrus.StandardLogger(), Now: time.Now,
+		ReplayInstallAttempts: 5, ReplayRetryDelay: 200 * time.Millisecond}
 }
 
 // Result texts LoxiLB returns for store-level conflicts (reference §3.1).
@@ -128,6 +135,12 @@ func OpenStore(opts StoreOptions) (*Store, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = def.Now
+	}
+	if opts.ReplayInstallAttempts <= 0 {
+		opts.ReplayInstallAttempts = def.ReplayInstallAttempts
+	}
+	if opts.ReplayRetryDelay <= 0 {
+		opts.ReplayRetryDelay = def.ReplayRetryDelay
 	}
 	if opts.StateDir != "" {
 		if err := ensureStateDir(opts.StateDir); err != nil {
@@ -406,7 +419,7 @@ func (s *Store) Replay(ctx context.Context) error {
 			}
 			return fmt.Errorf("rules: replay cancelled after %d of %d rules: %w", i, len(raws), err)
 		}
-		e, rerr := s.replayOne(raw, entries, gen+1)
+		e, rerr := s.replayOne(ctx, raw, entries, gen+1)
 		if rerr != nil {
 			s.log.WithFields(logrus.Fields{"index": i, "error": rerr.Error()}).
 				Error("persisted rule rejected at replay; skipped and kept in the rejected file")
@@ -435,7 +448,7 @@ func (s *Store) Replay(ctx context.Context) error {
 
 // replayOne runs one persisted rule through decode → validate → compile →
 // Install, exactly like a POST.
-func (s *Store) replayOne(raw []byte, entries []Entry, gen uint64) (Entry, error) {
+func (s *Store) replayOne(ctx context.Context, raw []byte, entries []Entry, gen uint64) (Entry, error) {
 	r, err := DecodeJSON(raw)
 	if err != nil {
 		return Entry{}, err
@@ -450,10 +463,22 @@ func (s *Store) replayOne(raw []byte, entries []Entry, gen uint64) (Entry, error
 			"duplicate key "+c.Key.String()+" in the persisted rule set")
 	}
 	c.Generation = gen
-	if err := s.rt.Install(nil, c); err != nil {
-		return Entry{}, installError(err, c.Key)
+	for attempt := 1; ; attempt++ {
+		err := s.rt.Install(nil, c)
+		if err == nil {
+			return Entry{Rule: nr, Compiled: c}, nil
+		}
+		if attempt >= s.opts.ReplayInstallAttempts {
+			return Entry{}, installError(err, c.Key)
+		}
+		s.log.WithFields(logrus.Fields{"rule": c.Key.String(), "attempt": attempt, "error": err}).
+			Warn("datapath refused a persisted rule at replay; retrying")
+		select {
+		case <-ctx.Done():
+			return Entry{}, installError(err, c.Key)
+		case <-time.After(s.opts.ReplayRetryDelay):
+		}
 	}
-	return Entry{Rule: nr, Compiled: c}, nil
 }
 
 // findKey binary-searches the sorted entries for k.

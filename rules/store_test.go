@@ -881,3 +881,40 @@ func TestStoreReadsDoNotWaitForMutations(t *testing.T) {
 		t.Error("committed rule not visible")
 	}
 }
+
+// A rule the datapath refuses at boot is retried (a restart can race the old
+// process for the port) and only then set aside, never silently dropped.
+func TestStoreReplayRetriesInstall(t *testing.T) {
+	dir := t.TempDir()
+	s := openReady(t, dir, newFakeRuntime())
+	for _, p := range []int{80, 81} {
+		if _, _, err := s.Apply(withPort(plainRule(), p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt := newFakeRuntime()
+	failures := map[uint16]int{80: 2, 81: 100} // 80 recovers, 81 never does
+	rt.fail = func(_, next *spec.Rule) error {
+		if failures[next.Key.Port] > 0 {
+			failures[next.Key.Port]--
+			return apierror.Conflict(apierror.CodeBindFailed, "", "", "address in use")
+		}
+		return nil
+	}
+	now := time.Unix(1700000002, 0)
+	s2, err := OpenStore(StoreOptions{StateDir: dir, Runtime: rt, Log: quietLog(), Now: func() time.Time { return now },
+		ReplayInstallAttempts: 3, ReplayRetryDelay: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Replay(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := listRules(s2); len(got) != 1 || got[0].ServiceArguments.Port != 80 {
+		t.Fatalf("replayed %+v", got)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, stateFileName+".rejected-1700000002"))
+	if err != nil || !bytes.Contains(data, []byte("address in use")) {
+		t.Errorf("refused rule not kept: %v %s", err, data)
+	}
+}
