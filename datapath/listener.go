@@ -54,9 +54,19 @@ func (ln *listener) drain(grace time.Duration) {
 	ln.closeSocket()
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	if err := ln.srv.Shutdown(ctx); err != nil {
+	if err := ln.shutdown(ctx); err != nil {
 		ln.rt.log.WithField("listen", ln.addr.String()).WithError(err).Warn("drain grace over; closing remaining connections")
 		_ = ln.srv.Close()
 	}
 	<-ln.served
+}
+
+// shutdown waits for active connections to go idle. The socket is already
+// closed by then, so Shutdown's own close of it reports net.ErrClosed, which
+// is not a failure.
+func (ln *listener) shutdown(ctx context.Context) error {
+	if err := ln.srv.Shutdown(ctx); err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
 }

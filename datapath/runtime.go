@@ -229,7 +229,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	}
 	var errs []error
 	for _, ln := range lns {
-		if err := ln.srv.Shutdown(ctx); err != nil {
+		if err := ln.shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("drain %s: %w", ln.addr, err))
 			_ = ln.srv.Close()
 		}
