@@ -220,3 +220,23 @@ func TestInvalidBody(t *testing.T) {
 		}
 	}
 }
+
+// TestOversizedPrefillResponse: params that cannot be buffered are a KV
+// transfer failure, not an error: decode recomputes.
+func TestOversizedPrefillResponse(t *testing.T) {
+	for _, engine := range []spec.Engine{spec.EngineVLLM, spec.EngineTRTLLM} {
+		t.Run(string(engine), func(t *testing.T) {
+			f := startFleet(t, engine)
+			opts := testOptions()
+			opts.MaxPrefillResponse = 64
+			d, _ := pd.New(engine, opts)
+			res := f.do(t, d, pathCompletions, clientBody(pathCompletions, false), pd.Pair{Prefill: f.prefill.Endpoint(), Decode: f.dec.Endpoint()}, 0)
+			if res.status != 200 || !res.out.KVTransferFailed || res.out.PrefillFailover {
+				t.Errorf("client %d, outcome %+v; want 200 with KV transfer failure and no retry", res.status, res.out)
+			}
+			if l := res.out.Legs[0]; l.Died || l.Status != 200 {
+				t.Errorf("oversized answer reported as a transport death: %+v", l)
+			}
+		})
+	}
+}

@@ -129,3 +129,13 @@ func notSent(err error) bool {
 	var ns interface{ NotSent() bool }
 	return errors.As(err, &ns) && ns.NotSent()
 }
+
+// logFields are the structured fields of every dialect log line. Bodies and
+// transfer objects are never logged.
+func logFields(e spec.Engine, req *Request) logrus.Fields {
+	f := logrus.Fields{"engine": e, "request_id": req.RequestID}
+	if req.Rule != nil {
+		f["rule"] = req.Rule.Name
+	}
+	return f
+}

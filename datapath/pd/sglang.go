@@ -27,7 +27,7 @@ func (d *sglang) Serve(ctx context.Context, w http.ResponseWriter, req *Request,
 	start := time.Now()
 	o.Engine = spec.EngineSGLang
 	defer func() { o.Total = time.Since(start) }()
-	log := d.opts.Log.WithFields(logrus.Fields{"engine": o.Engine, "request_id": req.RequestID})
+	log := d.opts.Log.WithFields(logFields(o.Engine, req))
 
 	obj, err := parseObject(req.Body)
 	if err != nil {

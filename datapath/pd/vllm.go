@@ -18,7 +18,7 @@ func (d *vllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request, p
 	start := time.Now()
 	o.Engine = spec.EngineVLLM
 	defer func() { o.Total = time.Since(start) }()
-	log := d.opts.Log.WithFields(logrus.Fields{"engine": o.Engine, "request_id": req.RequestID})
+	log := d.opts.Log.WithFields(logFields(o.Engine, req))
 
 	obj, err := parseObject(req.Body)
 	if err != nil {
