@@ -25,6 +25,13 @@
 // member offsets and splices only the named fields; every other byte (key
 // order, number spelling, escapes, whitespace) reaches the engine unchanged.
 //
+// Outcome is the only side channel: Serve never touches metrics or the
+// breaker. The datapath calls Record(m, rule, outcome) for metrics and feeds
+// each LegResult (NotSent = connect failure, Died = post-connect death,
+// Status >= 500 = origin error) to its breaker. HTTPSender is a plain-HTTP
+// Sender whose dial failures are *NotSentError; the datapath may supply its
+// own transport instead.
+//
 // Errors infergate generates are OpenAI-shaped
 // {"error":{"message","type","code"}} with header X-Infergate-Error: <code>.
 // Every leg has its own deadline (Options); when one leg fails its sibling is

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Wire field names the dialects read or rewrite.
@@ -436,7 +437,10 @@ var (
 // isChat reports whether path is the chat-completions API, where the cap
 // field may be max_completion_tokens.
 func isChat(path string) bool {
-	return len(path) >= len("/chat/completions") && path[len(path)-len("/chat/completions"):] == "/chat/completions"
+	if i := strings.IndexByte(path, '?'); i >= 0 {
+		path = path[:i]
+	}
+	return strings.HasSuffix(path, "/chat/completions")
 }
 
 // vllmPrefillBody rewrites a client body into a vLLM NIXL prefill request:

@@ -197,3 +197,14 @@ func TestVLLMRequestID(t *testing.T) {
 		t.Error("idSuffix did not reuse a 32-hex request id")
 	}
 }
+
+func TestIsChat(t *testing.T) {
+	for path, want := range map[string]bool{
+		"/v1/chat/completions": true, "/v1/chat/completions?x=1": true, "/v1/completions": false,
+		"/v1/completions?p=/chat/completions": false, "": false,
+	} {
+		if got := isChat(path); got != want {
+			t.Errorf("isChat(%q) = %v, want %v", path, got, want)
+		}
+	}
+}
