@@ -51,7 +51,7 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 	if err != nil {
 		return fmt.Errorf("daemon: build runtime: %w", err)
 	}
-	defer closeIfCloser(log, "runtime", rt)
+	defer closeRuntime(log, rt, runtimeCloseTimeout(opts))
 
 	store, err := rules.OpenStore(rules.StoreOptions{
 		StateDir: opts.StateDir,
@@ -179,6 +179,34 @@ func applyFileRule(store *rules.Store, d rules.Document, log *logrus.Logger) {
 	default:
 		l.Debug("daemon: file rule unchanged")
 	}
+}
+
+// contextCloser is how the datapath shuts down: stop listening, then drain
+// in-flight requests until ctx ends.
+type contextCloser interface {
+	Close(ctx context.Context) error
+}
+
+// runtimeCloseTimeout gives the runtime its drain window on shutdown.
+func runtimeCloseTimeout(opts Options) time.Duration {
+	if opts.DrainGrace > 0 {
+		return opts.DrainGrace
+	}
+	return opts.ShutdownTimeout
+}
+
+// closeRuntime drains and closes the runtime if it holds resources (the
+// no-op runtime does not).
+func closeRuntime(log *logrus.Logger, rt rules.Runtime, timeout time.Duration) {
+	if c, ok := rt.(contextCloser); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		if err := c.Close(ctx); err != nil {
+			log.WithError(err).Warn("daemon: runtime close failed")
+		}
+		return
+	}
+	closeIfCloser(log, "runtime", rt)
 }
 
 // closeIfCloser closes v if it holds resources; the contract types do not

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -101,8 +102,23 @@ func names(l rules.RuleList) []string {
 	return out
 }
 
-const restRule = `{"serviceArguments":{"externalIP":"10.0.0.1","port":8080,"protocol":"tcp","mode":4,"name":"persisted"},
- "endpoints":[{"endpointIP":"10.1.0.1","targetPort":8000,"weight":1}]}`
+// freePort returns a currently free TCP port on ip. Rule VIPs are loopback
+// addresses on free ports so the tests keep passing once newRuntime returns
+// the real datapath, which binds them.
+func freePort(t *testing.T, ip string) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func restRule(port int) string {
+	return `{"serviceArguments":{"externalIP":"127.0.0.61","port":` + strconv.Itoa(port) + `,"protocol":"tcp","mode":4,"name":"persisted"},
+ "endpoints":[{"endpointIP":"127.0.0.71","targetPort":8000,"weight":1}]}`
+}
 
 // TestRestartKeepsRules: a rule created over the API survives a restart on
 // the same state dir (write-through + boot replay).
@@ -112,7 +128,7 @@ func TestRestartKeepsRules(t *testing.T) {
 	opts.StateDir = filepath.Join(t.TempDir(), "state") // Run must create it
 
 	d := start(t, opts, log)
-	resp, err := http.Post(d.base+"/netlox/v1/config/loadbalancer", "application/json", strings.NewReader(restRule))
+	resp, err := http.Post(d.base+"/netlox/v1/config/loadbalancer", "application/json", strings.NewReader(restRule(freePort(t, "127.0.0.61"))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,18 +153,18 @@ func TestRestartKeepsRules(t *testing.T) {
 	}
 }
 
-const ruleFile = `apiVersion: netlox/v1
+const ruleFileTemplate = `apiVersion: netlox/v1
 kind: Loadbalancer
 metadata:
   name: from-file
 spec:
   serviceArguments:
-    externalIP: 10.0.0.2
-    port: 9090
+    externalIP: 127.0.0.62
+    port: PORT1
     protocol: tcp
     mode: 4
   endpoints:
-    - {endpointIP: 10.1.0.2, targetPort: 8000, weight: 1}
+    - {endpointIP: 127.0.0.72, targetPort: 8000, weight: 1}
 ---
 apiVersion: netlox/v1
 kind: Loadbalancer
@@ -156,13 +172,13 @@ metadata:
   name: rejected
 spec:
   serviceArguments:
-    externalIP: 10.0.0.3
-    port: 9090
+    externalIP: 127.0.0.63
+    port: PORT2
     protocol: tcp
     mode: 4
     pd_disagg_mode: true
   endpoints:
-    - {endpointIP: 10.1.0.3, targetPort: 8000, weight: 1}
+    - {endpointIP: 127.0.0.73, targetPort: 8000, weight: 1}
 `
 
 // TestRuleFiles: declarative rules are applied after replay, a rejected one
@@ -171,6 +187,8 @@ spec:
 func TestRuleFiles(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rules.yaml")
+	ruleFile := strings.NewReplacer("PORT1", strconv.Itoa(freePort(t, "127.0.0.62")),
+		"PORT2", strconv.Itoa(freePort(t, "127.0.0.63"))).Replace(ruleFileTemplate)
 	if err := os.WriteFile(path, []byte(ruleFile), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,8 @@ import (
 // newRuntime builds what serves compiled rules. It is the single place the
 // datapath is chosen: swapping the no-op runtime for the real datapath is a
 // one-line change here. If the returned value also implements
-// api.StatusSource it feeds GET …/status; if it implements io.Closer it is
-// closed on shutdown.
+// api.StatusSource it feeds GET …/status; if it has Close(ctx) error (the
+// datapath) or Close() error it is closed on shutdown, after the API.
 func newRuntime(opts Options, m *metrics.Metrics, log logrus.FieldLogger) (rules.Runtime, error) {
 	_, _, _ = opts, m, log
 	return noopRuntime{}, nil
