@@ -117,6 +117,18 @@ func TestCompileDefaults(t *testing.T) {
 	}
 }
 
+func TestKeyOfUnmapsVIP(t *testing.T) {
+	r := plainRule()
+	r.ServiceArguments.ExternalIP = "::ffff:10.0.0.10"
+	k, err := KeyOf(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.VIP != netip.MustParseAddr("10.0.0.10") {
+		t.Errorf("VIP %v not unmapped", k.VIP)
+	}
+}
+
 func TestKeyOf(t *testing.T) {
 	r := plainRule()
 	r.ServiceArguments.ExternalIP = "[::1]"

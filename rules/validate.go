@@ -111,11 +111,16 @@ var fieldValidator = sync.OnceValue(func() *validator.Validate {
 	return v
 })
 
-// parseIPLiteral parses an IP literal, stripping IPv6 brackets.
+// parseIPLiteral parses an IP literal the way LoxiLB's net.ParseIP accepts
+// it (no IPv6 zone), stripping IPv6 brackets and unmapping IPv4-mapped IPv6
+// so "::ffff:10.0.0.1" and "10.0.0.1" are the same VIP everywhere (keys,
+// lookups, duplicate checks) — the API's path parsing unmaps too.
 func parseIPLiteral(s string) (netip.Addr, bool) {
-	s = stripBrackets(s)
-	a, err := netip.ParseAddr(s)
-	return a, err == nil
+	a, err := netip.ParseAddr(stripBrackets(s))
+	if err != nil || a.Zone() != "" {
+		return netip.Addr{}, false
+	}
+	return a.Unmap(), true
 }
 
 func stripBrackets(s string) string {

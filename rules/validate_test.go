@@ -100,6 +100,8 @@ func TestValidateRejects(t *testing.T) {
 			"serviceArguments.externalIP", "hostarm-args error"},
 		{"row13 endpoint IP", plainRule, func(r *Rule) { r.Endpoints[1].EndpointIP = "backend-2" }, bad, field,
 			"endpoints[1].endpointIP", "malformed-lbep error"},
+		{"row13 endpoint IP with zone", plainRule, func(r *Rule) { r.Endpoints[1].EndpointIP = "fe80::1%eth0" }, bad, field,
+			"endpoints[1].endpointIP", "malformed-lbep error"},
 		{"row13 nat46", plainRule, func(r *Rule) { r.Endpoints[1].EndpointIP = "2001:db8::2" }, bad, combo,
 			"endpoints[1].endpointIP", "malformed-service nat46 error"},
 		{"row13 dsr port", plainRule, func(r *Rule) { r.ServiceArguments.Mode = 3; r.ServiceArguments.Sel = 1 }, bad, combo,
@@ -219,6 +221,7 @@ func TestValidateRejects(t *testing.T) {
 			"serviceArguments.kvHashAlgo", ""},
 		{"zmq span overflows", pdRule, func(r *Rule) { r.ServiceArguments.KVZmqPort = 65535; r.ServiceArguments.KVDpRankCount = 2 }, bad, combo,
 			"serviceArguments.kvZmqPort", "kvZmqPort + kvDpRankCount - 1 must be <= 65535"},
+		{"duplicate endpoint via v4-mapped", plainRule, func(r *Rule) { r.Endpoints[1].EndpointIP = "::ffff:10.1.0.1" }, bad, field, "endpoints[1].endpointIP", ""},
 		{"duplicate endpoint", plainRule, func(r *Rule) { r.Endpoints[1].EndpointIP = "10.1.0.1" }, bad, field, "endpoints[1].endpointIP", ""},
 		{"duplicate IPv6 endpoint bracketed", plainRule, func(r *Rule) {
 			r.ServiceArguments.ExternalIP = "[2001:db8::10]"
