@@ -45,7 +45,8 @@
 // into GPU and CPU-only counts), stopping when no candidate still matches.
 // Memory is bounded by a per-rule block budget with CLOCK eviction (an LRU
 // approximation by last store; reads never write): ~36 bytes per indexed
-// block for the index, plus the engine-hash bridge per (endpoint, rank).
+// block for the index, ~62 including the engine-hash bridge of the holding
+// (endpoint, rank) (BenchmarkBytesPerBlock, 1M blocks).
 // The block size is learned from the first BlockStored (configured size is
 // the fallback); events of another size are counted and skipped.
 //

@@ -110,3 +110,36 @@ func TestShardClockEviction(t *testing.T) {
 		t.Errorf("evicted %d, want 900 or 901", ev)
 	}
 }
+
+// TestU64MapModel checks the engine-hash bridge against a Go map.
+func TestU64MapModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	m := u64map{seed: rng.Uint64()}
+	model := map[uint64]uint64{}
+	for op := 0; op < 50000; op++ {
+		k := rng.Uint64N(4000) << 40 // includes key 0
+		switch rng.UintN(3) {
+		case 0, 1:
+			v := rng.Uint64()
+			m.put(k, v)
+			model[k] = v
+		default:
+			m.del(k)
+			delete(model, k)
+		}
+		if op == 30000 {
+			m.reset()
+			clear(model)
+		}
+	}
+	if m.len() != len(model) {
+		t.Fatalf("len %d, want %d", m.len(), len(model))
+	}
+	for k := uint64(0); k < 4000; k++ {
+		got, ok := m.get(k << 40)
+		want, wok := model[k<<40]
+		if ok != wok || got != want {
+			t.Fatalf("get(%d) = %d,%v; want %d,%v", k, got, ok, want, wok)
+		}
+	}
+}

@@ -101,7 +101,7 @@ type slot struct {
 	applyMu sync.Mutex
 	hasSeq  bool
 	lastSeq uint64
-	engine  map[uint64]uint64 // engine hash → own key
+	engine  u64map // engine hash → own key
 	scratch []uint64
 
 	blocksGauge prometheus.Gauge // loxilb_pd_kv_blocks of the endpoint; nil without metrics
@@ -222,7 +222,7 @@ func (inv *Inventory) slotFor(endpoint string, rank int) (*slot, error) {
 		return nil, fmt.Errorf("kvexact: rule %q: more than %d endpoint ranks", inv.opts.Rule, MaxSlots)
 	}
 	b := bits.TrailingZeros64(^inv.used)
-	s = &slot{bit: 1 << b, endpoint: endpoint, rank: rank, engine: map[uint64]uint64{}, since: inv.opts.Clock.Now()}
+	s = &slot{bit: 1 << b, endpoint: endpoint, rank: rank, engine: u64map{seed: rand.Uint64()}, since: inv.opts.Clock.Now()}
 	if m := inv.opts.Metrics; m != nil {
 		s.blocksGauge = m.Blocks.WithLabelValues(inv.opts.Rule, endpoint)
 	}
@@ -343,7 +343,7 @@ func (inv *Inventory) drainEvictions() {
 // (AllBlocksCleared is a legitimate, fully observed engine state).
 func (inv *Inventory) resetSlot(s *slot, reason string) {
 	inv.clearMask(s.bit)
-	clear(s.engine)
+	s.engine.reset()
 	if reason == "" {
 		return
 	}
@@ -381,7 +381,7 @@ func (inv *Inventory) applyEvent(s *slot, e *Event) {
 		}
 		cpu := e.Medium == MediumCPU
 		for _, h := range e.BlockHashes {
-			own, ok := s.engine[h]
+			own, ok := s.engine.get(h)
 			if !ok {
 				continue
 			}
@@ -390,7 +390,7 @@ func (inv *Inventory) applyEvent(s *slot, e *Event) {
 			held := sh.remove(own, s.bit, cpu, &inv.counts)
 			sh.mu.Unlock()
 			if !held {
-				delete(s.engine, h)
+				s.engine.del(h)
 			}
 		}
 	case EventAllBlocksCleared:
@@ -432,7 +432,7 @@ func (inv *Inventory) applyStored(s *slot, e *Event) {
 	if len(e.TokenIDs) == 0 {
 		// Offload-tier store: no tokens, same engine hashes as the GPU copy.
 		for _, h := range e.BlockHashes {
-			if own, ok := s.engine[h]; ok {
+			if own, ok := s.engine.get(h); ok {
 				inv.storeKey(own, s.bit, cpu)
 			} else {
 				inv.skip(skipUnanchored, 1)
@@ -446,7 +446,7 @@ func (inv *Inventory) applyStored(s *slot, e *Event) {
 	}
 	parent := RootKey
 	if e.HasParent {
-		p, ok := s.engine[e.ParentHash]
+		p, ok := s.engine.get(e.ParentHash)
 		if !ok {
 			inv.skip(skipUnanchored, n)
 			return
@@ -454,11 +454,11 @@ func (inv *Inventory) applyStored(s *slot, e *Event) {
 		parent = p
 	}
 	s.scratch = AppendOwnKeys(s.scratch[:0], parent, e.TokenIDs, int(bs))
-	if len(s.engine)+n > inv.opts.EngineMapLimit {
-		clear(s.engine)
+	if s.engine.len()+n > inv.opts.EngineMapLimit {
+		s.engine.reset()
 	}
 	for i, own := range s.scratch {
-		s.engine[e.BlockHashes[i]] = own
+		s.engine.put(e.BlockHashes[i], own)
 		inv.storeKey(own, s.bit, cpu)
 	}
 }
