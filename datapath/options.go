@@ -33,6 +33,7 @@ type Options struct {
 
 	// Client side of the listeners.
 	ReadHeaderTimeout time.Duration
+	BodyReadTimeout   time.Duration // a client must deliver its whole body within this
 	ClientIdleTimeout time.Duration // keep-alive idle time of client connections
 
 	DrainGrace time.Duration // how long delete/Close wait for in-flight requests
@@ -56,6 +57,7 @@ func DefaultOptions() Options {
 		MaxStreamDuration:        24 * time.Hour,
 		DefaultIdle:              20 * time.Second,
 		ReadHeaderTimeout:        10 * time.Second,
+		BodyReadTimeout:          60 * time.Second,
 		ClientIdleTimeout:        90 * time.Second,
 		DrainGrace:               30 * time.Second,
 		MaxIdleConnsPerHost:      1024,

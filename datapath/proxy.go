@@ -74,7 +74,7 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rt.fail(x, nil, -1, status, code, msg)
 		return
 	}
-	body, status, code, msg := rt.readBody(r)
+	body, status, code, msg := rt.readBody(w, r)
 	if status != 0 {
 		rt.fail(x, nil, -1, status, code, msg)
 		return
@@ -148,30 +148,47 @@ func (rt *Runtime) recoverPanic(x *exchange) {
 
 // readBody reads the whole request body (needed for model routing and for
 // dial-failure retries) bounded by MaxBodyBytes.
-func (rt *Runtime) readBody(r *http.Request) ([]byte, int, string, string) {
+func (rt *Runtime) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, string, string) {
 	max := rt.opts.MaxBodyBytes
+	// A failed read leaves the connection unusable; "Connection: close" also
+	// stops net/http from draining the rest of the body before answering.
+	failed := func(status int, code, msg string) ([]byte, int, string, string) {
+		w.Header().Set(headerConnection, "close")
+		return nil, status, code, msg
+	}
 	tooLarge := func() ([]byte, int, string, string) {
-		return nil, http.StatusRequestEntityTooLarge, CodeBodyTooLarge,
-			"request body exceeds the limit of " + strconv.FormatInt(max, 10) + " bytes"
+		return failed(http.StatusRequestEntityTooLarge, CodeBodyTooLarge,
+			"request body exceeds the limit of "+strconv.FormatInt(max, 10)+" bytes")
 	}
 	switch {
 	case r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody:
 		return nil, 0, "", ""
 	case r.ContentLength > max:
 		return tooLarge()
-	case r.ContentLength > 0:
-		b := make([]byte, r.ContentLength)
-		if _, err := io.ReadFull(r.Body, b); err != nil {
-			return nil, http.StatusBadRequest, CodeBadRequestBody, "reading request body: " + err.Error()
-		}
-		return b, 0, "", ""
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+	// A client that stops sending mid-body must not pin the handler. The
+	// deadline is lifted after a good read (long SSE responses follow) and
+	// kept after a failed one.
+	rc := http.NewResponseController(w)
+	if d := rt.opts.BodyReadTimeout; d > 0 {
+		_ = rc.SetReadDeadline(time.Now().Add(d))
+	}
+	var b []byte
+	var err error
+	if r.ContentLength > 0 {
+		b = make([]byte, r.ContentLength)
+		_, err = io.ReadFull(r.Body, b)
+	} else {
+		b, err = io.ReadAll(io.LimitReader(r.Body, max+1))
+	}
 	if err != nil {
-		return nil, http.StatusBadRequest, CodeBadRequestBody, "reading request body: " + err.Error()
+		return failed(http.StatusBadRequest, CodeBadRequestBody, "reading request body: "+err.Error())
 	}
 	if int64(len(b)) > max {
 		return tooLarge()
+	}
+	if rt.opts.BodyReadTimeout > 0 {
+		_ = rc.SetReadDeadline(time.Time{})
 	}
 	return b, 0, "", ""
 }

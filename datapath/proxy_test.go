@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -782,5 +783,70 @@ func TestDeleteUnderLoadDrains(t *testing.T) {
 	}
 	if err := rt.Install(nil, r); err != nil {
 		t.Fatalf("re-create on the freed address: %v", err)
+	}
+}
+
+func TestStateSurvivesUpdate(t *testing.T) {
+	o := testOptions()
+	o.BreakerOpenFor = time.Hour
+	o.BreakerConnectFailures = 1
+	rt, _ := newTestRuntime(t, o)
+	good := startEngine(t, "good")
+	dead := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, epFor(t, dead, 1), epFor(t, good.Addr(), 1))
+	r.CircuitBreaker = true
+	if err := rt.Install(nil, r); err != nil {
+		t.Fatal(err)
+	}
+	c := testClient()
+	for range 2 {
+		post(t, c, ruleURL(r)+"/v1/completions", completionBody)
+	}
+	breakerOf := func(id string) string { st, _ := rt.Status(r.Key); return st.Endpoints[id].Breaker }
+	if got := breakerOf(dead); got != "open" {
+		t.Fatalf("dead endpoint breaker %q, want open", got)
+	}
+	next := *r
+	next.Generation++
+	next.Selector = spec.SelLeastConn
+	next.Endpoints = append(slices.Clone(r.Endpoints), epFor(t, startEngine(t, "new").Addr(), 0))
+	if err := rt.Install(r, &next); err != nil {
+		t.Fatal(err)
+	}
+	if got := breakerOf(dead); got != "open" {
+		t.Fatalf("breaker after update %q, want open (state keyed by endpoint ID)", got)
+	}
+	st, _ := rt.Status(r.Key)
+	if got := st.Endpoints[next.Endpoints[2].ID].State; got != "draining" {
+		t.Fatalf("weight-0 endpoint state %q, want draining", got)
+	}
+}
+
+func TestSlowClientBodyBounded(t *testing.T) {
+	o := testOptions()
+	o.BodyReadTimeout = 100 * time.Millisecond
+	rt, _ := newTestRuntime(t, o)
+	e := startEngine(t, "e")
+	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, epFor(t, e.Addr(), 1))
+	if err := rt.Install(nil, r); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", r.Key.ListenAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"model\"")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("stalled body: no answer: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || resp.Header.Get(HeaderError) != CodeBadRequestBody {
+		t.Fatalf("stalled body: %d %q", resp.StatusCode, resp.Header.Get(HeaderError))
+	}
+	if n := len(e.Requests()); n != 0 {
+		t.Fatalf("engine got %d requests", n)
 	}
 }
