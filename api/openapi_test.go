@@ -1,13 +1,16 @@
 package api_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/infergate/infergate/api"
 	"github.com/infergate/infergate/rules"
 )
 
@@ -162,4 +165,41 @@ func (h *harness) routes(t *testing.T) []string {
 		out = append(out, r.Method+" "+ginParam.ReplaceAllString(r.Path, "{$1}"))
 	}
 	return out
+}
+
+// TestErrorExamplesMatchErrorBody: every documented error example has the
+// shape writeError produces and its code equals the response status.
+func TestErrorExamplesMatchErrorBody(t *testing.T) {
+	h := newHarness(t, true, nil)
+	doc := fetchDoc(t, h)
+	n := 0
+	for p, item := range doc["paths"].(map[string]any) {
+		for m, op := range item.(map[string]any) {
+			for status, resp := range op.(map[string]any)["responses"].(map[string]any) {
+				if status < "400" {
+					continue
+				}
+				ex, ok := resp.(map[string]any)["examples"].(map[string]any)["application/json"]
+				if !ok {
+					t.Errorf("%s %s %s: no error example", m, p, status)
+					continue
+				}
+				b, _ := json.Marshal(ex)
+				dec := json.NewDecoder(bytes.NewReader(b))
+				dec.DisallowUnknownFields()
+				var e api.ErrorBody
+				if err := dec.Decode(&e); err != nil {
+					t.Errorf("%s %s %s: example is not an ErrorBody: %v", m, p, status, err)
+					continue
+				}
+				if strconv.Itoa(e.Code) != status || e.ErrorCode == "" || e.Message == "" || e.Result == "" {
+					t.Errorf("%s %s %s: example %+v", m, p, status, e)
+				}
+				n++
+			}
+		}
+	}
+	if n < 20 {
+		t.Errorf("checked %d error examples, want every error response", n)
+	}
 }

@@ -46,10 +46,17 @@ func buildDocument(g *generator, v Views) *Doc {
 	ok := func(desc string, s *Schema) *Response { return &Response{Description: desc, Schema: s} }
 	success := &Response{Description: "Success", Schema: result,
 		Examples: map[string]interface{}{mimeJSON: map[string]string{"result": "Success"}}}
-	fail := func(desc string) *Response { return &Response{Description: desc, Schema: errs} }
-	notReady := &Response{Description: "Boot replay still running; retry after the given seconds.", Schema: errs,
-		Headers: map[string]Header{"Retry-After": {Type: "integer", Description: "seconds"}}}
-	internal := fail("Unexpected failure (logged by the gateway).")
+	fail := func(desc string, ex errorExample) *Response {
+		return &Response{Description: desc, Schema: errs, Examples: map[string]interface{}{mimeJSON: ex}}
+	}
+	notReady := fail("Boot replay still running; retry after the given seconds.", errorExample{503,
+		"configuration writes are rejected until the boot config replay settles", "Maintenance mode", "not_ready", ""})
+	notReady.Headers = map[string]Header{"Retry-After": {Type: "integer", Description: "seconds"}}
+	internal := fail("Unexpected failure (logged by the gateway).", errorExample{500,
+		"internal error; see the gateway log", "internal error; see the gateway log", "internal", ""})
+	notFound := func(desc string) *Response {
+		return fail(desc, errorExample{404, "no rule on 10.0.0.10:2020/tcp", "no-rule error", "rule_not_found", ""})
+	}
 
 	keyParams := []Parameter{
 		pathParam("ip", "Virtual IP; IPv6 may be bracketed ([2001:db8::1])."),
@@ -68,7 +75,10 @@ func buildDocument(g *generator, v Views) *Doc {
 	writeResponses := func(extra map[string]*Response) map[string]*Response {
 		r := map[string]*Response{
 			"200": success,
-			"400": fail("Malformed request or invalid field (see error_code and field)."),
+			"400": fail("Malformed request or invalid field (see error_code and field).", errorExample{400,
+				`unknown field "serviceArguments.pdDisaggMode"; did you mean "pd_disagg_mode"? (keys are case-sensitive)`,
+				`unknown field "serviceArguments.pdDisaggMode"; did you mean "pd_disagg_mode"? (keys are case-sensitive)`,
+				"unknown_field", "serviceArguments.pdDisaggMode"}),
 			"500": internal,
 			"503": notReady,
 		}
@@ -82,14 +92,15 @@ func buildDocument(g *generator, v Views) *Doc {
 			Tags: []string{"loadbalancer"}, Summary: summary, OperationID: id,
 			Description: "Deletes the rule with exactly this composite key; the query parameters complete it.",
 			Parameters:  append(append([]Parameter{}, params...), keyQuery...),
-			Responses:   writeResponses(map[string]*Response{"404": fail("No rule with this key.")}),
+			Responses:   writeResponses(map[string]*Response{"404": notFound("No rule with this key.")}),
 		}
 	}
 	readResponses := func(desc string, s *Schema) map[string]*Response {
 		return map[string]*Response{
 			"200": ok(desc, s),
-			"400": fail("Malformed path parameter."),
-			"404": fail("No rule on this VIP, port and protocol."),
+			"400": fail("Malformed path parameter.", errorExample{400,
+				`path parameter ip must be an IPv4 or IPv6 address, got "nope"`, "malformed-service error", "invalid_field", "ip"}),
+			"404": notFound("No rule on this VIP, port and protocol."),
 			"500": internal,
 		}
 	}
@@ -105,9 +116,13 @@ func buildDocument(g *generator, v Views) *Doc {
 				Consumes:   []string{mimeJSON},
 				Parameters: []Parameter{{Name: "body", In: "body", Required: true, Description: "The rule.", Schema: entry}},
 				Responses: writeResponses(map[string]*Response{
-					"409": fail("Identical rule exists, or an immutable field changed."),
-					"413": fail("Body larger than 1 MiB."),
-					"415": fail("Content-Type is not application/json."),
+					"409": fail("Identical rule exists, or an immutable field changed.", errorExample{409,
+						"an identical rule already exists for this key", "lbrule-exists error", "rule_exists", ""}),
+					"413": fail("Body larger than 1 MiB.", errorExample{413,
+						"request body exceeds 1048576 bytes", "Request entity too large", "body_too_large", ""}),
+					"415": fail("Content-Type is not application/json.", errorExample{415,
+						`rule bodies must be sent with Content-Type: application/json, got "text/plain"`,
+						"Unsupported media type", "unsupported_media_type", "Content-Type"}),
 				}),
 				Examples: named,
 			},
@@ -201,6 +216,16 @@ func buildDocument(g *generator, v Views) *Doc {
 			{Name: "operations", Description: "Metrics and documentation"},
 		},
 	}
+}
+
+// errorExample is a documented error body (the api package's ErrorBody
+// shape; TestErrorExamplesMatchErrorBody keeps the two in step).
+type errorExample struct {
+	Code      int    `json:"code"`
+	Message   string `json:"message"`
+	Result    string `json:"result"`
+	ErrorCode string `json:"error_code"`
+	Field     string `json:"field,omitempty"`
 }
 
 func pathParam(name, desc string) Parameter {
