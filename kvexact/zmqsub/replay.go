@@ -42,7 +42,11 @@ func (x *rankSub) replayRange(from uint64) (firstSeq uint64, n int, err error) {
 		if m := x.s.opts.Metrics; m != nil {
 			m.Replays.WithLabelValues(x.s.opts.Rule, x.endpoint, result).Inc()
 		}
-		x.log.WithFields(logrus.Fields{"from": from, "batches": n, "result": result}).WithError(err).Info("zmqsub: replay finished")
+		l := x.log.WithFields(logrus.Fields{"from": from, "batches": n, "result": result})
+		if err != nil {
+			l = l.WithError(err)
+		}
+		l.Info("zmqsub: replay finished")
 	}()
 	dealer, err := x.s.newSocket(zmq.DEALER)
 	if err != nil {

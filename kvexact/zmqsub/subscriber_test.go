@@ -431,3 +431,36 @@ func TestSubscriberDPRanks(t *testing.T) {
 		t.Errorf("rank 1 gaps = %v, want 1", got)
 	}
 }
+
+// TestSubscriberReplayUnavailable: a configured replay port nobody listens
+// on costs one bounded replay attempt per connect, then live events flow.
+func TestSubscriberReplayUnavailable(t *testing.T) {
+	checkNoLeak(t)
+	e := newEnv(t)
+	pub := startPub(t, kvfake.DefaultOptions())
+	dead, err := kvfake.Start(kvfake.DefaultOptions()) // reserve a port, then free it
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadPort := portOf(t, dead.Endpoint())
+	if err := dead.Close(); err != nil {
+		t.Fatal(err)
+	}
+	const ep = "10.1.1.5:8000"
+	o := subOpts(e)
+	o.ReplayTimeout = 200 * time.Millisecond
+	s, err := zmqsub.Start(zmqsub.Target{Endpoint: ep, Host: "127.0.0.1", Port: portOf(t, pub.Endpoint()), ReplayPort: deadPort}, e.inv, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := pub.WaitSubscribers(1, waitTimeout); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "replay attempt failed", func() bool { return gauge(t, e.m.Replays.WithLabelValues("rule-a", ep, "error")) == 1 })
+	mustPublish(t, pub, storedBlocks(0, 3))
+	waitFor(t, "live events after failed replay", func() bool { return score(e, ep).Blocks == 3 })
+	if ok, r := e.inv.Trusted(ep); ok || r != kvexact.ReasonWarmup {
+		t.Errorf("Trusted = %v, %q; want warm-up (no rebuild happened)", ok, r)
+	}
+}
