@@ -76,6 +76,10 @@ type Config struct {
 	ChunkDelay time.Duration
 	// Model is reported in responses.
 	Model string
+	// AdvertiseHost is the host the engine expects as bootstrap_host
+	// (SGLang) and reports as remote_host (vLLM). Empty: the listen IP, or
+	// no SGLang host check when listening on an unspecified address.
+	AdvertiseHost string
 }
 
 // DefaultConfig returns a config for dialect/role on an ephemeral port of
@@ -172,6 +176,9 @@ func Start(cfg Config) (*Engine, error) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"status":"ok","role":%q}`, cfg.Role)
 	})
+	mux.HandleFunc("POST /admin/inject", e.serveInject)
+	mux.HandleFunc("POST /admin/finish-reason", e.serveFinishReason)
+	mux.HandleFunc("GET /admin/records", e.serveRecords)
 	mux.HandleFunc("POST /v1/completions", e.serveInference)
 	mux.HandleFunc("POST /v1/chat/completions", e.serveInference)
 	e.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
@@ -219,6 +226,17 @@ func (e *Engine) Close() error {
 	e.wg.Wait()
 	e.client.CloseIdleConnections()
 	return nil
+}
+
+// host is the address peers know this engine by ("" = do not check).
+func (e *Engine) host() string {
+	if e.cfg.AdvertiseHost != "" {
+		return e.cfg.AdvertiseHost
+	}
+	if e.addr.Addr().IsUnspecified() {
+		return ""
+	}
+	return e.addr.Addr().String()
 }
 
 // AddrPort is the engine's HTTP address.

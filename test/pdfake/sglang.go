@@ -72,7 +72,7 @@ func (x *exchange) sglang() {
 	timeout := time.NewTimer(x.e.cfg.RendezvousTimeout)
 	defer timeout.Stop()
 	if x.e.cfg.Role == Prefill {
-		if t.Host != x.e.addr.Addr().String() {
+		if h := x.e.host(); h != "" && t.Host != h {
 			x.reject(http.StatusBadRequest, "HOST-MISMATCH: "+t.Host)
 			return
 		}
@@ -143,7 +143,7 @@ func (e *Engine) serveJoin(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad join", http.StatusBadRequest)
 		return
 	}
-	if t.Host != e.addr.Addr().String() || t.Port != e.bootPort {
+	if h := e.host(); (h != "" && t.Host != h) || t.Port != e.bootPort {
 		http.Error(w, "TRIPLE-MISMATCH", http.StatusBadRequest)
 		return
 	}

@@ -54,7 +54,7 @@ func (x *exchange) vllm() {
 			kvDoRemoteDecode:  false,
 			kvRemoteBlockIDs:  [][]int{{0, 1, 2, 3}},
 			kvRemoteEngineID:  x.e.engineID,
-			kvRemoteHost:      x.e.addr.Addr().String(),
+			kvRemoteHost:      x.e.remoteHost(),
 			kvRemotePort:      x.e.NixlPort(),
 			kvRemoteRequestID: x.r.Header.Get(headerRequestID),
 			kvTPSize:          1,
@@ -67,4 +67,12 @@ func (x *exchange) vllm() {
 		return
 	}
 	x.answer("Hello from the fake vLLM decode, the answer is 42.", "stop", nil, nil)
+}
+
+// remoteHost is the NIXL host a decode should pull blocks from.
+func (e *Engine) remoteHost() string {
+	if h := e.host(); h != "" {
+		return h
+	}
+	return "127.0.0.1"
 }

@@ -24,6 +24,7 @@ func main() {
 	flag.DurationVar(&cfg.RendezvousTimeout, "rendezvous-timeout", 20*time.Second, "SGLang: bound on waiting for the peer leg")
 	flag.IntVar(&cfg.StreamChunks, "stream-chunks", cfg.StreamChunks, "token events per streamed answer")
 	flag.DurationVar(&cfg.ChunkDelay, "chunk-delay", 0, "pause between streamed events")
+	flag.StringVar(&cfg.AdvertiseHost, "advertise-host", "", "host peers know this engine by (SGLang bootstrap_host check, vLLM remote_host)")
 	flag.Parse()
 	cfg.Dialect, cfg.Role = pdfake.Dialect(*dialect), pdfake.Role(*role)
 	cfg.NixlPort, cfg.BootstrapPort = uint16(*nixl), uint16(*boot)

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os/exec"
@@ -40,16 +41,37 @@ func TestBinary(t *testing.T) {
 	if m == nil {
 		t.Fatalf("banner without addr: %q", line)
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+m[1]+"/v1/completions", strings.NewReader(`{"prompt":"p"}`))
-	resp, err := http.DefaultClient.Do(req)
+	post := func(path, body string) (int, string) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+m[1]+path, strings.NewReader(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b)
+	}
+	if status, body := post("/admin/inject?fault=500", ""); status != http.StatusNoContent {
+		t.Fatalf("inject: %d %s", status, body)
+	}
+	if status, _ := post("/v1/completions", `{"prompt":"p"}`); status != 500 {
+		t.Errorf("injected fault not applied: %d", status)
+	}
+	if status, body := post("/v1/completions", `{"prompt":"p"}`); status != 200 || !strings.Contains(body, "42") {
+		t.Errorf("got %d: %s", status, body)
+	}
+	resp, err := http.Get("http://" + m[1] + "/admin/records")
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(body), "42") {
-		t.Errorf("got %d: %s", resp.StatusCode, body)
+	var recs []struct {
+		Body  string `json:"body"`
+		Fault string `json:"fault"`
 	}
+	if err := json.NewDecoder(resp.Body).Decode(&recs); err != nil || len(recs) != 2 || recs[0].Fault != "500" || recs[1].Body != `{"prompt":"p"}` {
+		t.Errorf("records = %+v (%v)", recs, err)
+	}
+	resp.Body.Close()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
