@@ -440,9 +440,10 @@ func decodeField(r *reader, b *Batch, ev *Event, name string, strict bool) error
 		start := len(b.tokens)
 		b.tokens = slices.Grow(b.tokens, v.n)
 		for i := 0; i < v.n; i++ {
-			if t, ok := r.tokenFast(); ok {
-				b.tokens = append(b.tokens, t)
-				continue
+			var k int
+			b.tokens, k = appendTokensFast(b.tokens, r, v.n-i)
+			if i += k; i == v.n {
+				break
 			}
 			t, err := r.next()
 			if err != nil {

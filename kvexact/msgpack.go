@@ -273,35 +273,35 @@ func (r *reader) uintFast() (u uint64, ok bool) {
 	return 0, false
 }
 
-// tokenFast decodes a token id in the formats real token ids use (fixint,
-// uint8/16/32) inline; ok=false falls back to next() (which also reports
-// errors precisely).
-func (r *reader) tokenFast() (uint32, bool) {
+// appendTokensFast decodes up to n token ids in the formats real token ids
+// use (fixint, uint8/16/32) in one tight loop (token arrays are most of
+// every batch) and stops at the first other format, which the caller
+// decodes with next() (that also reports errors precisely).
+func appendTokensFast(dst []uint32, r *reader, n int) ([]uint32, int) {
 	b, off := r.b, r.off
-	if off >= len(b) {
-		return 0, false
-	}
-	c := b[off]
-	if c <= 0x7f {
-		r.off = off + 1
-		return uint32(c), true
-	}
-	switch c {
-	case 0xce:
-		if off+5 <= len(b) {
-			r.off = off + 5
-			return binary.BigEndian.Uint32(b[off+1:]), true
+	i := 0
+	for ; i < n && off < len(b); i++ {
+		c := b[off]
+		switch {
+		case c <= 0x7f:
+			dst = append(dst, uint32(c))
+			off++
+			continue
+		case c == 0xce && off+5 <= len(b):
+			dst = append(dst, binary.BigEndian.Uint32(b[off+1:off+5]))
+			off += 5
+			continue
+		case c == 0xcd && off+3 <= len(b):
+			dst = append(dst, uint32(binary.BigEndian.Uint16(b[off+1:off+3])))
+			off += 3
+			continue
+		case c == 0xcc && off+2 <= len(b):
+			dst = append(dst, uint32(b[off+1]))
+			off += 2
+			continue
 		}
-	case 0xcd:
-		if off+3 <= len(b) {
-			r.off = off + 3
-			return uint32(binary.BigEndian.Uint16(b[off+1:])), true
-		}
-	case 0xcc:
-		if off+2 <= len(b) {
-			r.off = off + 2
-			return uint32(b[off+1]), true
-		}
+		break
 	}
-	return 0, false
+	r.off = off
+	return dst, i
 }
