@@ -66,6 +66,7 @@ func BenchmarkAPICreate(b *testing.B) {
 		run(b, func() error {
 			rec := httptest.NewRecorder()
 			req := httptest.NewRequest(http.MethodPost, lb, bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
 			h.ServeHTTP(rec, req)
 			if rec.Code != http.StatusOK {
 				b.Fatalf("create: %d %s", rec.Code, rec.Body)

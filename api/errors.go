@@ -66,7 +66,9 @@ func writeError(c *gin.Context, log logrus.FieldLogger, err error) {
 			"route":  c.FullPath(),
 		}).Error("api: unexpected error")
 		e = internalError()
-	} else if e.Status >= 500 {
+	} else if e.Status >= 500 && e.Code != apierror.CodeNotReady {
+		// not_ready is expected during boot; one line per gated write
+		// would only be noise.
 		log.WithError(err).WithFields(logrus.Fields{
 			"method":     c.Request.Method,
 			"route":      c.FullPath(),
