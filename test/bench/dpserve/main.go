@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,7 +21,9 @@ import (
 
 func main() {
 	listen := flag.String("listen", "127.0.0.1:18001", "VIP:port of the rule")
-	engine := flag.String("engine", "127.0.0.1:18000", "engine ip:port (repeat with commas)")
+	engine := flag.String("engine", "127.0.0.1:18000", "engine ip:port, comma-separated for a pool")
+	sel := flag.Int("sel", 0, "selector (0 rr, 1 hash, 2 wrr, 3 persist, 4 lc)")
+	cb := flag.Bool("cb", false, "enable the circuit breaker")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here until exit")
 	flag.Parse()
 	if *cpuprofile != "" {
@@ -37,17 +40,23 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	ep, err := netip.ParseAddrPort(*engine)
-	if err != nil {
-		fail(err)
+	var eps []spec.Endpoint
+	for _, a := range strings.Split(*engine, ",") {
+		ep, err := netip.ParseAddrPort(strings.TrimSpace(a))
+		if err != nil {
+			fail(err)
+		}
+		eps = append(eps, spec.Endpoint{ID: ep.String(), Addr: ep, Weight: 1})
 	}
 	r := &spec.Rule{
-		Key:         spec.Key{VIP: vip.Addr(), Port: vip.Port(), Protocol: "tcp"},
-		Name:        "bench",
-		Generation:  1,
-		Probe:       spec.Probe{Type: "none"},
-		IdleTimeout: 20 * time.Second,
-		Endpoints:   []spec.Endpoint{{ID: ep.String(), Addr: ep, Weight: 1}},
+		Key:            spec.Key{VIP: vip.Addr(), Port: vip.Port(), Protocol: "tcp"},
+		Name:           "bench",
+		Generation:     1,
+		Selector:       spec.Selector(*sel),
+		CircuitBreaker: *cb,
+		Probe:          spec.Probe{Type: "none"},
+		IdleTimeout:    20 * time.Second,
+		Endpoints:      eps,
 	}
 	rt := datapath.New(datapath.DefaultOptions(), nil, nil)
 	if err := rt.Install(nil, r); err != nil {
