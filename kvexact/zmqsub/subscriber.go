@@ -111,9 +111,10 @@ type Subscriber struct {
 	wg      sync.WaitGroup
 	closeMu sync.Mutex
 	closed  bool
+	// monitors numbers the inproc monitor addresses; inproc names are scoped
+	// to the Subscriber's own ZMQ context.
+	monitors atomic.Uint64
 }
-
-var monitorSeq atomic.Uint64 // unique inproc monitor addresses (process-wide by necessity: inproc names are per context, this only avoids collisions)
 
 func newSubscriber(sink Sink, opts Options) (*Subscriber, error) {
 	opts.fill()
@@ -240,7 +241,7 @@ func (s *Subscriber) newSocket(t zmq.Type) (*zmq.Socket, error) {
 
 // monitor attaches a socket monitor to x.sub and returns the PAIR end.
 func (x *rankSub) monitor(events zmq.Event) (*zmq.Socket, error) {
-	addr := fmt.Sprintf("inproc://zmqsub-monitor-%d", monitorSeq.Add(1))
+	addr := fmt.Sprintf("inproc://zmqsub-monitor-%d", x.s.monitors.Add(1))
 	if err := x.sub.Monitor(addr, events); err != nil {
 		return nil, fmt.Errorf("zmqsub: monitor: %w", err)
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 // replayEndSeq is the end-of-replay marker: -1 as 8-byte signed big-endian.
-var replayEndSeq = []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+const replayEndSeq = "\xff\xff\xff\xff\xff\xff\xff\xff"
 
 // Options configures a fake publisher.
 type Options struct {
@@ -233,7 +233,7 @@ func (p *Publisher) serveReplay() {
 		for _, s := range todo {
 			_, _ = p.router.SendMessage(id, []byte{}, binary.BigEndian.AppendUint64(nil, s.seq), s.payload)
 		}
-		_, _ = p.router.SendMessage(id, []byte{}, replayEndSeq, []byte{})
+		_, _ = p.router.SendMessage(id, []byte{}, []byte(replayEndSeq), []byte{})
 	}
 }
 
