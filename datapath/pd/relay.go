@@ -199,7 +199,9 @@ func relay(ctx context.Context, w http.ResponseWriter, p peek, buf []byte, idle 
 	write := func(b []byte) bool {
 		if sse && !sawDone {
 			sawDone = containsDone(tail[:tailN], b)
-			tailN = copy(tail[:], lastN(b, len(tail)))
+			var j [2 * len(tail)]byte
+			joined := append(append(j[:0], tail[:tailN]...), lastN(b, len(tail))...)
+			tailN = copy(tail[:], lastN(joined, len(tail)))
 		}
 		if _, err := w.Write(b); err != nil {
 			return false
@@ -256,18 +258,29 @@ func relay(ctx context.Context, w http.ResponseWriter, p peek, buf []byte, idle 
 	}
 }
 
-var doneMarker = []byte("[DONE]")
+// SSE terminators as engines write them (with and without the space).
+var doneMarkers = [][]byte{[]byte("data: [DONE]"), []byte("data:[DONE]")}
 
+// containsDone reports whether cur, or the seam between the previous
+// chunk's tail and cur, holds the [DONE] event. Matching the "data:" prefix
+// keeps a model that writes "[DONE]" as text from counting.
 func containsDone(prev, cur []byte) bool {
-	if bytes.Contains(cur, doneMarker) {
-		return true
+	for _, m := range doneMarkers {
+		if bytes.Contains(cur, m) {
+			return true
+		}
 	}
 	if len(prev) == 0 {
 		return false
 	}
 	var j [32]byte
-	s := append(append(j[:0], prev...), cur[:min(len(cur), len(doneMarker)-1)]...)
-	return bytes.Contains(s, doneMarker)
+	s := append(append(j[:0], prev...), cur[:min(len(cur), len(doneMarkers[0])-1)]...)
+	for _, m := range doneMarkers {
+		if bytes.Contains(s, m) {
+			return true
+		}
+	}
+	return false
 }
 
 func lastN(b []byte, n int) []byte {

@@ -1,9 +1,16 @@
 package pd
 
 import (
+	"context"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
 )
 
 const kvReq = `"kv_transfer_params":{"do_remote_decode":true,"do_remote_prefill":false}`
@@ -172,14 +179,44 @@ func TestContainsDone(t *testing.T) {
 		want      bool
 	}{
 		{"", "data: [DONE]\n\n", true},
+		{"", "data:[DONE]\n\n", true},
 		{"data: [DO", "NE]\n\n", true},
 		{"data: [", "DONE]", true},
+		{"data", ": [DONE]", true},
 		{"data: {}", "\n\n", false},
+		{"", `data: {"text":"[DONE]"}`, false},
 		{"", "", false},
 	}
 	for _, tc := range tests {
 		if got := containsDone([]byte(tc.prev), []byte(tc.cur)); got != tc.want {
 			t.Errorf("containsDone(%q,%q) = %v", tc.prev, tc.cur, got)
+		}
+	}
+}
+
+// TestRelayDetectsSplitDone feeds a [DONE] split over one-byte reads: the
+// idle end must not add a second one.
+func TestRelayDetectsSplitDone(t *testing.T) {
+	for _, stream := range []string{"data: {}\n\ndata: [DONE]\n\n", "data: {}\n\n"} {
+		pr, pw := io.Pipe()
+		go func() {
+			for i := 0; i < len(stream); i++ {
+				_, _ = pw.Write([]byte{stream[i]})
+			}
+			// Then silence until the relay gives up.
+		}()
+		resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: pr}
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { <-ctx.Done(); pw.CloseWithError(ctx.Err()) }()
+		w := httptest.NewRecorder()
+		buf := make([]byte, 64)
+		res := relay(context.Background(), w, peek{resp: resp}, buf, 50*time.Millisecond, cancel, logrus.New())
+		cancel()
+		if !res.idle {
+			t.Errorf("relay did not end on idle: %+v", res)
+		}
+		if n := strings.Count(w.Body.String(), "[DONE]"); n != 1 {
+			t.Errorf("stream %q relayed with %d [DONE]: %q", stream, n, w.Body.String())
 		}
 	}
 }
