@@ -501,7 +501,7 @@ func decodeField(r *reader, b *Batch, ev *Event, name string, strict bool) error
 		if err != nil || n < 0 || n > math.MaxInt32 {
 			return lenient(r, v, strict, "int")
 		}
-		ev.GroupIdx = int(n)
+		ev.GroupIdx, ev.HasGroup = int(n), true
 		return nil
 	case FieldSpecKind:
 		if v.kind != mpStr {

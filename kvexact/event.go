@@ -111,7 +111,8 @@ type Event struct {
 	HasLoraID   bool
 	LoraName    string
 	Medium      Medium
-	GroupIdx    int
+	GroupIdx    int    // KV-cache group (hybrid models publish one event per group)
+	HasGroup    bool   // group_idx present and non-nil
 	SpecKind    string // kv_cache_spec_kind, "" when absent
 	// HasExtraKeys is true when any block carries non-nil extra keys (LoRA,
 	// multimodal, salt): such blocks cannot be keyed from tokens alone.

@@ -102,7 +102,11 @@ type slot struct {
 	hasSeq  bool
 	lastSeq uint64
 	engine  u64map // engine hash → own key
-	scratch []uint64
+	// otherGroups has bit g set when KV-cache group g was seen storing a
+	// non full-attention kind: hybrid models publish the same hashes per
+	// group, so that group's removals must not drop full-attention residency.
+	otherGroups uint64
+	scratch     []uint64
 
 	blocksGauge prometheus.Gauge // loxilb_pd_kv_blocks of the endpoint; nil without metrics
 
@@ -347,6 +351,7 @@ func (inv *Inventory) resetSlot(s *slot, reason string) {
 	if reason == "" {
 		return
 	}
+	s.otherGroups = 0 // a restarted engine may serve another model
 	s.stateMu.Lock()
 	s.reason, s.rebuilt, s.since = reason, false, inv.opts.Clock.Now()
 	s.stateMu.Unlock()
@@ -376,7 +381,7 @@ func (inv *Inventory) applyEvent(s *slot, e *Event) {
 		if inv.m != nil {
 			inv.m.removed.Inc()
 		}
-		if e.Medium == MediumOther {
+		if e.Medium == MediumOther || (e.HasGroup && e.GroupIdx < 64 && s.otherGroups&(1<<e.GroupIdx) != 0) {
 			return
 		}
 		cpu := e.Medium == MediumCPU
@@ -408,6 +413,9 @@ func (inv *Inventory) applyStored(s *slot, e *Event) {
 		inv.skip(skipMedium, n)
 		return
 	case e.SpecKind != "" && e.SpecKind != SpecKindFullAttention:
+		if e.HasGroup && e.GroupIdx < 64 {
+			s.otherGroups |= 1 << e.GroupIdx
+		}
 		inv.skip(skipGroup, n)
 		return
 	case e.HasExtraKeys || e.LoraName != "" || e.HasLoraID:
@@ -567,10 +575,17 @@ func (s Score) Weighted(cpuWeight float64) float64 {
 	return float64(s.GPUBlocks) + cpuWeight*float64(s.CPUBlocks)
 }
 
+// ScoreTokens scores a request's token ids (full blocks at the inventory's
+// block size); tokenisation is the caller's.
+func (inv *Inventory) ScoreTokens(tokens []uint32, candidates []string) []Score {
+	return inv.Score(inv.RequestKeys(tokens), candidates)
+}
+
 // Score returns, per candidate (same order), how many consecutive blocks of
 // blockKeys from block 0 it holds, on any of its ranks. It takes one shard
 // read lock per probed block and stops once no candidate is still matching.
-// Trust is not checked here: callers gate on Trusted.
+// Trust is not checked here: callers gate on Trusted. Only the first 64
+// candidates are scored (a rule has at most 64 endpoint ranks anyway).
 func (inv *Inventory) Score(blockKeys []uint64, candidates []string) []Score {
 	out := make([]Score, len(candidates))
 	var maskBuf [16]uint64

@@ -113,6 +113,20 @@ func TestInventoryScore(t *testing.T) {
 			map[string]Score{"a": {}}},
 		{"sliding window group not indexed", []step{{"a", 0, []Event{func() Event { e := stored(0, 2, 0, MediumGPU); e.SpecKind = "sliding_window"; return e }()}}},
 			map[string]Score{"a": {}}},
+		{"hybrid: sliding-window group removals keep full attention", []step{{"a", 0, []Event{
+			func() Event {
+				e := stored(0, 3, 0, MediumGPU)
+				e.SpecKind, e.HasGroup = SpecKindFullAttention, true
+				return e
+			}(),
+			func() Event {
+				e := stored(0, 3, 0, MediumGPU)
+				e.SpecKind, e.GroupIdx, e.HasGroup = "sliding_window", 1, true
+				return e
+			}(),
+			func() Event { e := removed(MediumGPU, 0, 0); e.GroupIdx, e.HasGroup = 1, true; return e }(),
+			func() Event { e := removed(MediumGPU, 0, 2); e.HasGroup = true; return e }()}}},
+			map[string]Score{"a": {Blocks: 2, GPUBlocks: 2}}},
 		{"token count mismatch", []step{{"a", 0, []Event{func() Event { e := stored(0, 2, 0, MediumGPU); e.TokenIDs = e.TokenIDs[:20]; return e }()}}},
 			map[string]Score{"a": {}}},
 	}
@@ -255,6 +269,9 @@ func TestInventoryBlockSize(t *testing.T) {
 	}
 	if got := inv.RequestKeys(toks(1000, 40)); len(got) != 2 || got[1] != prompt[1] {
 		t.Errorf("RequestKeys = %v, want the first 2 prompt keys", got)
+	}
+	if got := inv.ScoreTokens(toks(1000, 40), []string{"a"}); got[0].Blocks != 2 {
+		t.Errorf("ScoreTokens = %+v, want 2 blocks", got)
 	}
 }
 
