@@ -33,6 +33,11 @@ const (
 	DefaultReconnectIvlMax = 5 * time.Second
 	DefaultReplayTimeout   = 5 * time.Second
 	DefaultRcvHWM          = 100_000
+
+	// ReplayPortOffset is LoxiLB's convention for where an engine's replay
+	// ROUTER listens: PUB port + 1000 (clear of the DP-rank ports). The rule
+	// model has no replay field yet; wiring may use Port+ReplayPortOffset.
+	ReplayPortOffset = 1000
 )
 
 // Options configures subscribers.
