@@ -26,21 +26,23 @@ func DecodeJSON(body []byte) (Rule, error) {
 		return Rule{}, apierror.BadRequest(apierror.CodeMalformedJSON, "", "",
 			"request body is empty; expected a JSON rule object")
 	}
-	// encoding/json checks syntax in the same pass; only a syntactically
-	// valid body reaches the key walker, which relies on that.
-	var r Rule
-	uerr := json.Unmarshal(body, &r)
-	var syn *json.SyntaxError
-	if errors.As(uerr, &syn) {
+	if !json.Valid(body) {
+		// Slow path: let encoding/json describe the syntax error.
+		var v any
+		err := json.Unmarshal(body, &v)
+		if err == nil {
+			err = errors.New("invalid JSON")
+		}
 		return Rule{}, &apierror.Error{Status: 400, Code: apierror.CodeMalformedJSON,
-			Message: "request body is not valid JSON: " + uerr.Error(), Err: uerr}
+			Message: "request body is not valid JSON: " + err.Error(), Err: err}
 	}
 	if body[0] != '{' {
 		return Rule{}, apierror.BadRequest(apierror.CodeMalformedJSON, "", "",
 			"request body must be a JSON object (a LoxiLB LoadbalanceEntry)")
 	}
-	w := keyWalker{data: body}
-	if err := w.object(ruleSchema, "", -1); err != nil {
+	var r Rule
+	w := decoder{data: body}
+	if err := w.object(ruleSchema, reflect.ValueOf(&r).Elem(), "", -1); err != nil {
 		return Rule{}, err
 	}
 	if !w.sawServiceArgs {
@@ -48,22 +50,7 @@ func DecodeJSON(body []byte) (Rule, error) {
 			fieldServiceArguments+" in body is required",
 			"serviceArguments is required: it holds the VIP, port and every rule knob")
 	}
-	if uerr != nil {
-		// The walker type-checks every known field first; this is a backstop.
-		return Rule{}, &apierror.Error{Status: 400, Code: apierror.CodeMalformedJSON,
-			Message: "rule body does not match the rule model: " + uerr.Error(), Err: uerr}
-	}
-	clearOutputOnly(&r)
 	return r, nil
-}
-
-// clearOutputOnly drops the fields GET fills from the running datapath.
-func clearOutputOnly(r *Rule) {
-	r.Status = nil
-	for i := range r.Endpoints {
-		r.Endpoints[i].State = ""
-		r.Endpoints[i].Counter = ""
-	}
 }
 
 // valueKind is the JSON shape a model field accepts.
@@ -79,8 +66,12 @@ const (
 )
 
 type fieldSchema struct {
-	kind valueKind
-	obj  *objectSchema // kindObject, kindArray
+	kind  valueKind
+	index int           // struct field index
+	ptr   bool          // field is a pointer (allocated when present)
+	skip  bool          // output-only: shape-checked, never stored
+	obj   *objectSchema // kindObject, kindArray
+	bit   int           // position in the per-object duplicate bitmap
 }
 
 // objectSchema is the known-key set of one model struct, derived from its
@@ -97,6 +88,12 @@ var (
 	serviceArgsSchema = ruleSchema.fields[fieldServiceArguments].obj
 )
 
+// outputOnly are the GET-only keys a re-POSTed body may carry.
+var outputOnly = map[string]bool{fieldStatus: true, fieldState: true, fieldCounter: true}
+
+// maxObjectFields bounds the duplicate-key bitmap (two words).
+const maxObjectFields = 128
+
 func buildSchema(t reflect.Type) *objectSchema {
 	o := &objectSchema{fields: map[string]fieldSchema{}, folded: map[string]string{}}
 	for i := 0; i < t.NumField(); i++ {
@@ -105,11 +102,11 @@ func buildSchema(t reflect.Type) *objectSchema {
 		if name == "" || name == "-" || !f.IsExported() {
 			continue
 		}
+		fs := fieldSchema{index: i, skip: outputOnly[name], bit: len(o.names)}
 		ft := f.Type
 		if ft.Kind() == reflect.Pointer {
-			ft = ft.Elem()
+			ft, fs.ptr = ft.Elem(), true
 		}
-		var fs fieldSchema
 		switch ft.Kind() {
 		case reflect.String:
 			fs.kind = kindString
@@ -122,7 +119,7 @@ func buildSchema(t reflect.Type) *objectSchema {
 		case reflect.Struct:
 			fs.kind, fs.obj = kindObject, buildSchema(ft)
 		case reflect.Slice:
-			if ft.Elem().Kind() != reflect.Struct {
+			if ft.Elem().Kind() != reflect.Struct || fs.ptr {
 				panic("rules: unsupported slice field " + f.Name)
 			}
 			fs.kind, fs.obj = kindArray, buildSchema(ft.Elem())
@@ -132,6 +129,9 @@ func buildSchema(t reflect.Type) *objectSchema {
 		o.fields[name] = fs
 		o.names = append(o.names, name)
 		o.folded[foldKey(name)] = name
+	}
+	if len(o.names) > maxObjectFields {
+		panic("rules: model struct " + t.Name() + " has too many fields for the duplicate check")
 	}
 	return o
 }
@@ -189,10 +189,14 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-// keyWalker walks syntactically valid JSON (json.Valid has passed) and checks
-// every object key and value shape against the schema. Paths are built only
-// when reporting an error, so the happy path allocates nothing.
-type keyWalker struct {
+// decoder walks syntactically valid JSON (json.Valid has passed) against the
+// schema and fills the rule in the same pass: every key must be a model tag
+// (exact case), appear once, and hold a value of the field's JSON type.
+// Replacing encoding/json here is what makes strictness cheap: one walk, no
+// second decode. Paths are built only when reporting an error. Semantics
+// match encoding/json (a differential fuzz test holds it to that), except
+// that duplicate keys are rejected rather than "last one wins".
+type decoder struct {
 	data           []byte
 	pos            int
 	sawServiceArgs bool
@@ -212,7 +216,7 @@ func joinPath(base string, idx int, key string) string {
 	return p + "." + key
 }
 
-func (w *keyWalker) ws() {
+func (w *decoder) ws() {
 	for w.pos < len(w.data) {
 		switch w.data[w.pos] {
 		case ' ', '\t', '\n', '\r':
@@ -223,9 +227,11 @@ func (w *keyWalker) ws() {
 	}
 }
 
-// object walks the object at w.pos ('{').
-func (w *keyWalker) object(o *objectSchema, base string, idx int) error {
+// object decodes the object at w.pos ('{') into v (a struct; invalid Value
+// = check only).
+func (w *decoder) object(o *objectSchema, v reflect.Value, base string, idx int) error {
 	w.pos++ // '{'
+	var seen [maxObjectFields / 64]uint64
 	for {
 		w.ws()
 		if w.data[w.pos] == '}' {
@@ -236,7 +242,7 @@ func (w *keyWalker) object(o *objectSchema, base string, idx int) error {
 			w.pos++
 			w.ws()
 		}
-		raw := w.stringRaw()
+		raw, _ := w.stringRaw()
 		w.ws()
 		w.pos++ // ':'
 		w.ws()
@@ -248,10 +254,20 @@ func (w *keyWalker) object(o *objectSchema, base string, idx int) error {
 			key := unquoteKey(raw)
 			return unknownField(o, joinPath(base, idx, key), key)
 		}
+		if seen[fs.bit/64]&(1<<(fs.bit%64)) != 0 {
+			path := joinPath(base, idx, unquoteKey(raw))
+			return apierror.BadRequest(apierror.CodeMalformedJSON, path, "",
+				fmt.Sprintf("duplicate key %q", path))
+		}
+		seen[fs.bit/64] |= 1 << (fs.bit % 64)
 		if fs.obj == serviceArgsSchema && w.data[w.pos] != 'n' {
 			w.sawServiceArgs = true
 		}
-		if err := w.value(fs, base, idx, raw); err != nil {
+		var fv reflect.Value
+		if v.IsValid() && !fs.skip {
+			fv = v.Field(fs.index)
+		}
+		if err := w.value(fs, fv, base, idx, raw); err != nil {
 			return err
 		}
 	}
@@ -265,12 +281,15 @@ func unknownField(o *objectSchema, path, key string) error {
 	return apierror.BadRequest(apierror.CodeUnknownField, path, "", msg)
 }
 
-// value checks and skips one value for field fs.
-func (w *keyWalker) value(fs fieldSchema, base string, idx int, rawKey []byte) error {
+// value decodes one value of field fs into fv (invalid = check only).
+func (w *decoder) value(fs fieldSchema, fv reflect.Value, base string, idx int, rawKey []byte) error {
 	c := w.data[w.pos]
 	key := func() string { return unquoteKey(rawKey) }
-	if c == 'n' { // null: encoding/json leaves the field at its zero value
+	if c == 'n' { // null: like encoding/json, nil a pointer/slice, else no-op
 		w.pos += 4
+		if fv.IsValid() && (fs.ptr || fs.kind == kindArray) {
+			fv.SetZero()
+		}
 		return nil
 	}
 	typeErr := func(want string) error {
@@ -280,19 +299,39 @@ func (w *keyWalker) value(fs fieldSchema, base string, idx int, rawKey []byte) e
 			fmt.Sprintf("%s in body must be of type %s: %q", path, want, got),
 			fmt.Sprintf("%s must be a JSON %s, got %s", path, want, got))
 	}
+	if fv.IsValid() && fs.ptr && fs.kind != kindArray {
+		p := reflect.New(fv.Type().Elem())
+		fv.Set(p)
+		fv = p.Elem()
+	}
 	switch fs.kind {
 	case kindString:
 		if c != '"' {
 			w.skip()
 			return typeErr("string")
 		}
-		w.stringRaw()
+		start := w.pos
+		raw, plain := w.stringRaw()
+		if fv.IsValid() {
+			if plain {
+				fv.SetString(string(raw))
+			} else {
+				var str string
+				if err := json.Unmarshal(w.data[start:w.pos], &str); err != nil {
+					return typeErr("string")
+				}
+				fv.SetString(str)
+			}
+		}
 	case kindBool:
 		if c != 't' && c != 'f' {
 			w.skip()
 			return typeErr("boolean")
 		}
 		w.skip()
+		if fv.IsValid() {
+			fv.SetBool(c == 't')
+		}
 	case kindInt, kindUint32:
 		start := w.pos
 		w.skip()
@@ -300,7 +339,8 @@ func (w *keyWalker) value(fs fieldSchema, base string, idx int, rawKey []byte) e
 			return typeErr("integer")
 		}
 		lit := w.data[start:w.pos]
-		if !integerFits(lit, fs.kind == kindUint32) {
+		n, u, ok := parseInteger(lit, fs.kind == kindUint32)
+		if !ok {
 			path := joinPath(base, idx, key())
 			want := "integer"
 			if fs.kind == kindUint32 {
@@ -310,24 +350,35 @@ func (w *keyWalker) value(fs fieldSchema, base string, idx int, rawKey []byte) e
 				fmt.Sprintf("%s in body must be of type integer: %q", path, string(lit)),
 				fmt.Sprintf("%s must be a JSON %s, got %s", path, want, string(lit)))
 		}
+		if fv.IsValid() {
+			if fs.kind == kindUint32 {
+				fv.SetUint(u)
+			} else {
+				fv.SetInt(n)
+			}
+		}
 	case kindObject:
 		if c != '{' {
 			w.skip()
 			return typeErr("object")
 		}
-		return w.object(fs.obj, joinPath(base, idx, key()), -1)
+		return w.object(fs.obj, fv, joinPath(base, idx, key()), -1)
 	case kindArray:
 		if c != '[' {
 			w.skip()
 			return typeErr("array")
 		}
-		return w.array(fs.obj, joinPath(base, idx, key()))
+		return w.array(fs.obj, fv, joinPath(base, idx, key()))
 	}
 	return nil
 }
 
-func (w *keyWalker) array(o *objectSchema, path string) error {
+// array decodes an array of objects into the slice fv (invalid = check only).
+func (w *decoder) array(o *objectSchema, fv reflect.Value, path string) error {
 	w.pos++ // '['
+	if fv.IsValid() {
+		fv.Set(reflect.MakeSlice(fv.Type(), 0, 4)) // [] decodes to empty, not nil
+	}
 	for i := 0; ; i++ {
 		w.ws()
 		if w.data[w.pos] == ']' {
@@ -338,12 +389,20 @@ func (w *keyWalker) array(o *objectSchema, path string) error {
 			w.pos++
 			w.ws()
 		}
+		var ev reflect.Value
+		if fv.IsValid() {
+			if fv.Len() == fv.Cap() {
+				fv.Grow(1) // fresh capacity is zeroed
+			}
+			fv.SetLen(i + 1)
+			ev = fv.Index(i)
+		}
 		switch w.data[w.pos] {
 		case '{':
-			if err := w.object(o, path, i); err != nil {
+			if err := w.object(o, ev, path, i); err != nil {
 				return err
 			}
-		case 'n':
+		case 'n': // a null element decodes as a zero element, as encoding/json does
 			w.pos += 4
 		default:
 			p := joinPath(path, i, "")
@@ -355,20 +414,24 @@ func (w *keyWalker) array(o *objectSchema, path string) error {
 	}
 }
 
-// stringRaw consumes a string literal and returns its content without quotes
-// (still escaped).
-func (w *keyWalker) stringRaw() []byte {
+// stringRaw consumes a string literal and returns its content without quotes;
+// plain reports that it is ASCII without escapes, i.e. already decoded.
+func (w *decoder) stringRaw() (raw []byte, plain bool) {
 	w.pos++ // opening quote
 	start := w.pos
+	plain = true
 	for {
-		switch w.data[w.pos] {
-		case '\\':
+		switch c := w.data[w.pos]; {
+		case c == '\\':
+			plain = false
 			w.pos += 2
 			continue
-		case '"':
+		case c == '"':
 			s := w.data[start:w.pos]
 			w.pos++
-			return s
+			return s, plain
+		case c >= 0x80:
+			plain = false // let encoding/json apply its UTF-8 repair
 		}
 		w.pos++
 	}
@@ -389,7 +452,7 @@ func unquoteKey(raw []byte) string {
 }
 
 // skip consumes one complete value of any type.
-func (w *keyWalker) skip() {
+func (w *decoder) skip() {
 	switch c := w.data[w.pos]; c {
 	case '"':
 		w.stringRaw()
@@ -424,22 +487,33 @@ func (w *keyWalker) skip() {
 
 func isNumberStart(c byte) bool { return c == '-' || ('0' <= c && c <= '9') }
 
-// integerFits reports whether a JSON number literal decodes into an int
-// (or a uint32) the way encoding/json would, i.e. without a fraction or
-// exponent and without overflow.
-func integerFits(lit []byte, unsigned32 bool) bool {
+// parseInteger parses a JSON number literal into an int64 (or a uint32)
+// the way encoding/json would: no fraction, no exponent, no overflow.
+func parseInteger(lit []byte, unsigned32 bool) (int64, uint64, bool) {
 	if bytes.ContainsAny(lit, ".eE") {
-		return false
+		return 0, 0, false
 	}
 	if unsigned32 {
-		_, err := strconv.ParseUint(string(lit), 10, 32)
-		return err == nil
+		u, err := strconv.ParseUint(string(lit), 10, 32)
+		return 0, u, err == nil
 	}
-	if len(lit) <= 18 { // always fits in int64
-		return true
+	if len(lit) <= 18 { // fast path: cannot overflow int64
+		var n int64
+		neg := lit[0] == '-'
+		digits := lit
+		if neg {
+			digits = lit[1:]
+		}
+		for _, d := range digits {
+			n = n*10 + int64(d-'0')
+		}
+		if neg {
+			n = -n
+		}
+		return n, 0, true
 	}
-	_, err := strconv.ParseInt(string(lit), 10, 64)
-	return err == nil
+	n, err := strconv.ParseInt(string(lit), 10, 64)
+	return n, 0, err == nil
 }
 
 func jsonTypeName(c byte) string {

@@ -105,6 +105,10 @@ func TestDecodeJSONErrors(t *testing.T) {
 			apierror.CodeInvalidField, "serviceArguments", "required"},
 		{"null serviceArguments", `{"serviceArguments":null,` + ep + `}`,
 			apierror.CodeInvalidField, "serviceArguments", "required"},
+		{"duplicate key", `{` + sa + `,"endpoints":[{"endpointIP":"10.1.0.1","targetPort":1,"weight":1,"weight":2}]}`,
+			apierror.CodeMalformedJSON, "endpoints[0].weight", "duplicate key"},
+		{"duplicate serviceArguments", `{` + sa + `,` + ep + `,` + sa + `}`,
+			apierror.CodeMalformedJSON, "serviceArguments", "duplicate key"},
 		{"not json", `{"serviceArguments":`, apierror.CodeMalformedJSON, "", "not valid JSON"},
 		{"array body", `[]`, apierror.CodeMalformedJSON, "", "JSON object"},
 		{"empty body", ``, apierror.CodeMalformedJSON, "", "empty"},
@@ -183,6 +187,19 @@ func TestFieldConstantsAreModelTags(t *testing.T) {
 	}
 }
 
+// decodeLikeEncodingJSON is the reference DecodeJSON must agree with.
+func decodeLikeEncodingJSON(body []byte) (Rule, error) {
+	var r Rule
+	if err := json.Unmarshal(body, &r); err != nil {
+		return Rule{}, err
+	}
+	r.Status = nil
+	for i := range r.Endpoints {
+		r.Endpoints[i].State, r.Endpoints[i].Counter = "", ""
+	}
+	return r, nil
+}
+
 func FuzzDecodeJSON(f *testing.F) {
 	for _, name := range []string{"pd_vllm.json", "get_body.json"} {
 		b, err := os.ReadFile(filepath.Join("testdata", name))
@@ -195,6 +212,8 @@ func FuzzDecodeJSON(f *testing.F) {
 	f.Add([]byte(`{"serviceArguments":{"port":"x\"\\"},"endpoints":[null,{}]}`))
 	f.Add([]byte(`{"serviceArguments":{"\u00e9":1}}`))
 	f.Add([]byte(`[{"a":[1,{"b":"}"}]}]`))
+	f.Add([]byte(`{"serviceArguments":{"name":"caf\u00e9 \ud83d\ude00 \"q\"","port":-0,"chwbl_prefix_hash_level":null,"block":4294967295},"endpoints":[null,{"endpointIP":"\u0031.2.3.4"}],"secondaryIPs":null,"allowedSources":[]}`))
+	f.Add([]byte("{\"serviceArguments\":{\"name\":\"\xff\xfe\"},\"status\":{\"ready\":true,\"reason\":\"x\"}}"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := DecodeJSON(body)
 		if err != nil {
@@ -202,6 +221,15 @@ func FuzzDecodeJSON(f *testing.F) {
 				t.Fatalf("non-API error %T: %v", err, err)
 			}
 			return
+		}
+		// Differential: whatever DecodeJSON accepts, encoding/json decodes
+		// to exactly the same rule.
+		want, werr := decodeLikeEncodingJSON(body)
+		if werr != nil {
+			t.Fatalf("DecodeJSON accepted a body encoding/json rejects (%v): %q", werr, body)
+		}
+		if !reflect.DeepEqual(r, want) {
+			t.Fatalf("DecodeJSON and encoding/json disagree on %q:\n got %+v\nwant %+v", body, r, want)
 		}
 		// Whatever decodes must validate/compile without panicking.
 		if c, err := Compile(r); err == nil && c == nil {
