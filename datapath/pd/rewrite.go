@@ -2,6 +2,7 @@ package pd
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,15 +12,12 @@ import (
 
 // Wire field names the dialects read or rewrite.
 const (
-	fieldModel               = "model"
 	fieldStream              = "stream"
 	fieldStreamOptions       = "stream_options"
 	fieldMaxTokens           = "max_tokens"
 	fieldMaxCompletionTokens = "max_completion_tokens"
 	fieldMinTokens           = "min_tokens"
 	fieldN                   = "n"
-	fieldChoices             = "choices"
-	fieldFinishReason        = "finish_reason"
 
 	// vLLM NIXL connector.
 	fieldKVTransferParams = "kv_transfer_params"
@@ -153,7 +151,14 @@ func skipWS(b []byte, i int) int {
 // compare-heavy pass with no decoding: prompts are most of a body.
 func scanString(b []byte, i int) (end int, escaped, ok bool) {
 	i++
-	for i < len(b) {
+	for {
+		// Skip 8 plain bytes at a time; prompts are long runs of them.
+		for i+8 <= len(b) && !hasSpecial(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
+		if i >= len(b) {
+			return 0, false, false
+		}
 		c := b[i]
 		switch {
 		case c == '"':
@@ -180,7 +185,17 @@ func scanString(b []byte, i int) (end int, escaped, ok bool) {
 			i++
 		}
 	}
-	return 0, false, false
+}
+
+// hasSpecial reports whether any byte of the little-endian word x is '"',
+// '\\' or a control character (< 0x20): the bytes a string scan must stop at.
+// Classic SWAR zero-byte tests; a false positive only costs a byte-wise
+// look at that word, and there are no false negatives.
+func hasSpecial(x uint64) bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	q := x ^ (lo * '"')
+	bs := x ^ (lo * '\\')
+	return ((q-lo)&^q|(bs-lo)&^bs|(x-lo*0x20)&^x)&hi != 0
 }
 
 func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
@@ -426,7 +441,6 @@ func (o *object) apply(edits []edit) []byte {
 
 // Literal values the rewriters splice in.
 var (
-	jsonTrue  = []byte("true")
 	jsonFalse = []byte("false")
 	jsonOne   = []byte("1")
 	// vllmPrefillParams asks a vLLM NIXL prefill to keep its KV blocks for a

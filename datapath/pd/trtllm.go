@@ -25,7 +25,9 @@ const (
 )
 
 // trtContextResponse is the typed overlay of a context response: only the
-// first choice's finish_reason and disaggregated_params are read, raw.
+// first choice's finish_reason and disaggregated_params are read, raw. The
+// struct tags are the wire names (choices, finish_reason and
+// fieldDisaggParams); tags cannot reference constants.
 type trtContextResponse struct {
 	Choices []struct {
 		FinishReason json.RawMessage `json:"finish_reason"`
