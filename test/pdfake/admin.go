@@ -14,7 +14,7 @@ import (
 func (e *Engine) serveInject(w http.ResponseWriter, r *http.Request) {
 	f := Fault(r.URL.Query().Get("fault"))
 	known := false
-	for _, k := range Faults {
+	for _, k := range AllFaults() {
 		known = known || k == f
 	}
 	if !known {

@@ -53,8 +53,10 @@ const (
 	FaultStall Fault = "stall"
 )
 
-// Faults lists every injectable fault, for parameterised suites.
-var Faults = []Fault{Fault500, Fault400, FaultDropBeforeFirstByte, FaultDropAfterFirstByte, FaultHang, FaultStall}
+// AllFaults lists every injectable fault, for parameterised suites.
+func AllFaults() []Fault {
+	return []Fault{Fault500, Fault400, FaultDropBeforeFirstByte, FaultDropAfterFirstByte, FaultHang, FaultStall}
+}
 
 // Config configures one fake engine.
 type Config struct {
