@@ -14,12 +14,13 @@ import (
 
 // DecodeJSON decodes a rule body strictly. encoding/json matches keys
 // case-insensitively and drops unknown ones, which silently loses config
-// (LoxiLB's `kv_exact_mode` quirk), so the raw object keys are walked first
-// against the model's struct tags: an unknown or mis-cased key is a 400
-// unknown_field naming the full path and suggesting the right spelling, and a
-// value of the wrong JSON type is a 400 malformed_json naming the field.
-// Output-only keys (status, state, counter) are accepted and cleared so a GET
-// body can be re-POSTed. The result is not validated: call Validate/Compile.
+// (LoxiLB's `kv_exact_mode` quirk), so the body is decoded by a walk over its
+// raw keys checked against the model's struct tags: an unknown or mis-cased
+// key is a 400 unknown_field naming the full path and suggesting the right
+// spelling; a wrong JSON type or a duplicate key is a 400 malformed_json
+// naming the field. Output-only keys (status, state, counter) are accepted
+// and dropped so a GET body can be re-POSTed. The result is not validated:
+// call Validate or Compile.
 func DecodeJSON(body []byte) (Rule, error) {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 {

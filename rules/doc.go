@@ -7,9 +7,11 @@
 //     checked against the wire model's json tags (derived by reflection, so the
 //     check cannot drift from model.go). Unknown or mis-cased keys are 400
 //     unknown_field with the full path and a suggestion (`kv_exact_mode` →
-//     `kvExactMode`); wrong JSON types are 400 malformed_json naming the field;
-//     output-only keys (status, state, counter) are accepted and dropped so a
-//     GET body can be re-POSTed.
+//     `kvExactMode`); wrong JSON types and duplicate keys are 400
+//     malformed_json naming the field; output-only keys (status, state,
+//     counter) are accepted and dropped so a GET body can be re-POSTed. The
+//     walk fills the struct itself (one pass; a differential fuzz test keeps
+//     it equal to encoding/json on every accepted body).
 //   - Validate runs the field pass (go-playground/validator map rules kept in
 //     validate.go, so the wire model carries no validation tags) and then one
 //     ordered cross-field pass (crossChecks in cross.go): LoxiLB's own checks
