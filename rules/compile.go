@@ -159,6 +159,7 @@ func normPathMatch(m string) string {
 // NormalizeKey canonicalises a key built by a caller (e.g. from DELETE path
 // parameters) the way rule keys are stored.
 func NormalizeKey(k spec.Key) spec.Key {
+	k.VIP = k.VIP.Unmap()
 	k.PathMatchMode = normPathMatch(k.PathMatchMode)
 	return k
 }
