@@ -33,7 +33,7 @@ const (
 
 // hopHeaders are connection-scoped and never forwarded (RFC 9110 §7.6.1).
 var hopHeaders = [...]string{
-	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Expect",
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 

@@ -38,7 +38,8 @@ echo "building fake engine and datapath server..."
 "$TMP/fakeengine" -addr "$ENGINE" -no-log >"$TMP/engine.log" 2>&1 &
 PIDS+=($!)
 "$TMP/dpserve" -listen "$GATEWAY" -engine "$ENGINE" >"$TMP/dpserve.log" 2>&1 &
-PIDS+=($!)
+DP_PID=$!
+PIDS+=($DP_PID)
 
 mkdir -p "$TMP/logs"
 cat >"$TMP/nginx.conf" <<CONF
@@ -67,7 +68,8 @@ http {
 }
 CONF
 nginx -c "$TMP/nginx.conf" -p "$TMP" >"$TMP/nginx.out" 2>&1 &
-PIDS+=($!)
+NGINX_PID=$!
+PIDS+=($NGINX_PID)
 
 wait_port() {
   for _ in $(seq 100); do
@@ -84,28 +86,45 @@ wrk.body = '{"model":"fake-model","prompt":"hello","max_tokens":4}'
 wrk.headers["Content-Type"] = "application/json"
 LUA
 
-# run NAME ADDR → "rps p50_us p99_us"
+# cputicks PID... → user+system clock ticks of the processes and their
+# children threads/workers (nginx workers are children of the master).
+cputicks() {
+  local t=0 p
+  for p in "$@" $(pgrep -P "$1" 2>/dev/null || true); do
+    [[ -r /proc/$p/stat ]] && t=$((t + $(awk '{print $14+$15}' "/proc/$p/stat")))
+  done
+  echo "$t"
+}
+
+# run NAME ADDR [PID] → "rps p50_us p99_us non2xx cpu_us_per_req"
+# CPU per request of the proxy process is the load-robust number: on a
+# shared box, throughput and latency mostly measure the other tenants.
 run() {
   wrk -c"$CONNS" -t"$THREADS" -d1s -s "$TMP/post.lua" "http://$2/v1/completions" >/dev/null # warm-up
+  local c0=0 c1=0
+  [[ -n ${3:-} ]] && c0=$(cputicks "$3")
   wrk -c"$CONNS" -t"$THREADS" -d"$DURATION" --latency -s "$TMP/post.lua" "http://$2/v1/completions" >"$TMP/$1.wrk"
-  awk '
+  [[ -n ${3:-} ]] && c1=$(cputicks "$3")
+  awk -v ticks=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" '
     function us(v) { if (v ~ /us$/) return v+0; if (v ~ /ms$/) return v*1000; if (v ~ /s$/) return v*1000000; return v }
     /Requests\/sec:/ { rps=$2 }
+    / requests in / { n=$1 }
     /^ +50%/ { p50=us($2) }
     /^ +99%/ { p99=us($2) }
     /Non-2xx/ { bad=$NF }
-    END { printf "%s %s %s %s\n", rps, p50, p99, (bad==""?0:bad) }' "$TMP/$1.wrk"
+    END { printf "%s %s %s %s %.1f\n", rps, p50, p99, (bad==""?0:bad), (n>0 ? ticks*1000000/hz/n : 0) }' "$TMP/$1.wrk"
 }
 
-read -r A_RPS A_P50 A_P99 A_BAD < <(run direct "$ENGINE")
-read -r B_RPS B_P50 B_P99 B_BAD < <(run infergate "$GATEWAY")
-read -r C_RPS C_P50 C_P99 C_BAD < <(run nginx "$NGINX")
+read -r A_RPS A_P50 A_P99 A_BAD A_CPU < <(run direct "$ENGINE")
+read -r B_RPS B_P50 B_P99 B_BAD B_CPU < <(run infergate "$GATEWAY" "$DP_PID")
+read -r C_RPS C_P50 C_P99 C_BAD C_CPU < <(run nginx "$NGINX" "$NGINX_PID")
 
 printf "\nwrk -c%s -t%s -d%s, POST /v1/completions, all on loopback\n" "$CONNS" "$THREADS" "$DURATION"
-printf "%-10s %12s %10s %10s %8s\n" target "req/s" "p50(us)" "p99(us)" non2xx
-printf "%-10s %12.0f %10.0f %10.0f %8s\n" "direct" "$A_RPS" "$A_P50" "$A_P99" "$A_BAD"
-printf "%-10s %12.0f %10.0f %10.0f %8s\n" "infergate" "$B_RPS" "$B_P50" "$B_P99" "$B_BAD"
-printf "%-10s %12.0f %10.0f %10.0f %8s\n" "nginx" "$C_RPS" "$C_P50" "$C_P99" "$C_BAD"
-awk -v a="$A_RPS" -v b="$B_RPS" -v c="$C_RPS" -v ap="$A_P50" -v bp="$B_P50" -v cp="$C_P50" 'BEGIN {
+printf "%-10s %12s %10s %10s %8s %14s\n" target "req/s" "p50(us)" "p99(us)" non2xx "proxy-cpu/req"
+printf "%-10s %12.0f %10.0f %10.0f %8s %14s\n" "direct" "$A_RPS" "$A_P50" "$A_P99" "$A_BAD" "-"
+printf "%-10s %12.0f %10.0f %10.0f %8s %12sus\n" "infergate" "$B_RPS" "$B_P50" "$B_P99" "$B_BAD" "$B_CPU"
+printf "%-10s %12.0f %10.0f %10.0f %8s %12sus\n" "nginx" "$C_RPS" "$C_P50" "$C_P99" "$C_BAD" "$C_CPU"
+awk -v a="$A_RPS" -v b="$B_RPS" -v c="$C_RPS" -v ap="$A_P50" -v bp="$B_P50" -v cp="$C_P50" -v bc="$B_CPU" -v cc="$C_CPU" 'BEGIN {
   printf "\nthroughput infergate/direct = %.2fx, infergate/nginx = %.2fx\n", b/a, b/c
-  printf "p50 added over direct: infergate %+.0f us, nginx %+.0f us\n", bp-ap, cp-ap }'
+  printf "p50 added over direct: infergate %+.0f us, nginx %+.0f us\n", bp-ap, cp-ap
+  if (cc > 0) printf "proxy CPU per request infergate/nginx = %.2fx\n", bc/cc }'
