@@ -18,28 +18,29 @@ func FuzzIndexInvariants(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, uint16(0))
 	f.Add([]byte{0x10, 0x21, 0x32, 0x43, 0x10, 0x55, 0x66, 0x77, 0x03, 0x13}, uint16(6))
 	f.Add([]byte("insert match remove evict insert match"), uint16(3))
-	const chunk = 16
+	const chunk = 16 // with 2 steps per doubling, boundaries 16 32 48 64 96 128 192
 	eps := []string{"a", "b", "c", "d"}
 	f.Fuzz(func(t *testing.T, prog []byte, budgetEntries uint16) {
+		steps := []int{0, 2, 8}[budgetEntries>>14%3]
 		if len(prog) > 512 {
 			prog = prog[:512]
 		}
-		ample := budgetEntries == 0
+		ample := budgetEntries&0x3fff == 0
 		budget := int64(budgetEntries%64)*entryBytes + 2*nameCost("a")
 		if ample {
 			budget = 1 << 30
 		}
-		ix, err := New(Options{ChunkBytes: chunk, MaxKeyBytes: 96, BudgetBytes: budget})
+		ix, err := New(Options{ChunkBytes: chunk, StepsPerDoubling: steps, MaxKeyBytes: 160, BudgetBytes: budget})
 		if err != nil {
 			t.Fatal(err)
 		}
 		// Keys are drawn from a tiny family that shares prefixes often.
 		keyOf := func(b byte) []byte {
-			n := 1 + int(b%7)*13 // 1..79 bytes, aligned or not
+			n := 1 + int(b%7)*29 // 1..175 bytes, on a boundary or not
 			k := make([]byte, n)
 			for i := range k {
 				k[i] = 'a'
-				if i >= int(b>>4)*8 { // diverge at a byte position set by b
+				if i >= int(b>>4)*11 { // diverge at a byte position set by b
 					k[i] = 'a' + b%3
 				}
 			}
@@ -71,7 +72,7 @@ func FuzzIndexInvariants(f *testing.F) {
 				want, wantEPs := 0, map[string]bool{}
 				for _, c := range cands {
 					for _, k := range owned[c] {
-						m := sharedIndexed(key, k, chunk)
+						m := sharedIndexed(ix, ix.clip(key), ix.clip(k))
 						if m > want {
 							want, wantEPs = m, map[string]bool{}
 						}
@@ -100,12 +101,17 @@ func FuzzIndexInvariants(f *testing.F) {
 }
 
 // sharedIndexed is what an ideal index would match for query q against a
-// stored key k.
-func sharedIndexed(q, k []byte, chunk int) int {
+// stored key k: the whole key if equal, else the deepest boundary within
+// their common prefix.
+func sharedIndexed(ix *Index, q, k []byte) int {
 	if string(q) == string(k) {
 		return len(q)
 	}
-	return commonPrefix(q, k) / chunk * chunk
+	c, last := commonPrefix(q, k), 0
+	for b := ix.chunk; b <= c; b = ix.next(b) {
+		last = b
+	}
+	return last
 }
 
 // checkLinks verifies the LRU list and the map agree.
@@ -113,16 +119,16 @@ func checkLinks(t *testing.T, ix *Index) {
 	t.Helper()
 	seen := 0
 	prev := none
-	for i := ix.head; i != none; i = ix.nodes[i].next {
-		if ix.nodes[i].prev != prev {
-			t.Fatalf("node %d prev %d, want %d", i, ix.nodes[i].prev, prev)
+	for i := ix.head; i != none; i = ix.nodes.at(i).next {
+		if ix.nodes.at(i).prev != prev {
+			t.Fatalf("node %d prev %d, want %d", i, ix.nodes.at(i).prev, prev)
 		}
-		if got, ok := ix.byHash[ix.nodes[i].hash]; !ok || got != i {
+		if got, ok := ix.byHash[ix.nodes.at(i).hash]; !ok || got != i {
 			t.Fatalf("node %d not in map", i)
 		}
 		prev = i
 		seen++
-		if seen > len(ix.nodes) {
+		if seen > ix.nodes.len() {
 			t.Fatal("LRU list has a cycle")
 		}
 	}

@@ -2,6 +2,7 @@ package radix
 
 import (
 	"fmt"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 
@@ -46,6 +47,7 @@ type node struct {
 // One Index serves one rule; it is safe for concurrent use.
 type Index struct {
 	chunk  int
+	steps  int // boundaries per doubling of the offset; 0: every chunk
 	maxKey int
 	budget int64
 
@@ -53,7 +55,7 @@ type Index struct {
 
 	mu       sync.RWMutex
 	byHash   map[uint64]int32
-	nodes    []node
+	nodes    arena
 	freeHead int32
 	head     int32 // most recently inserted
 	tail     int32 // least recently inserted: evicted first
@@ -68,6 +70,7 @@ func New(opts Options) (*Index, error) {
 	}
 	return &Index{
 		chunk:    opts.ChunkBytes,
+		steps:    opts.StepsPerDoubling,
 		maxKey:   opts.MaxKeyBytes,
 		budget:   opts.BudgetBytes,
 		byHash:   make(map[uint64]int32),
@@ -143,8 +146,8 @@ func (ix *Index) Insert(key []byte, endpoint string) {
 		return
 	}
 	key = ix.clip(key)
-	var buf [72]uint64 // an 8 KiB key at 128-byte chunks hashes without allocating
-	hashes := appendBoundaryHashes(buf[:0], key, ix.chunk)
+	var buf [80]uint64 // default options: up to 72 boundaries, no allocation
+	hashes := ix.appendBoundaryHashes(buf[:0], key)
 
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
@@ -163,7 +166,7 @@ func (ix *Index) Insert(key []byte, endpoint string) {
 	for i := len(hashes) - 1; i >= 0; i-- {
 		h := hashes[i]
 		if n, ok := ix.byHash[h]; ok {
-			ix.nodes[n].own(id)
+			ix.nodes.at(n).own(id)
 			ix.touch(n)
 			continue
 		}
@@ -175,8 +178,9 @@ func (ix *Index) Insert(key []byte, endpoint string) {
 			ix.evictTail()
 		}
 		n := ix.alloc()
-		ix.nodes[n] = node{hash: h, prev: none, next: none}
-		ix.nodes[n].own(id)
+		nd := ix.nodes.at(n)
+		*nd = node{hash: h, prev: none, next: none}
+		nd.own(id)
 		ix.pushFront(n)
 		ix.byHash[h] = n
 		ix.live++
@@ -212,27 +216,27 @@ func (ix *Index) Match(key []byte, candidates []string) (endpoint string, matche
 	best := none
 	off := 0
 	complete := true
-	for ; off+ix.chunk <= len(key); off += ix.chunk {
-		_, _ = d.Write(key[off : off+ix.chunk])
+	for next := ix.chunk; next <= len(key); off, next = next, ix.next(next) {
+		_, _ = d.Write(key[off:next])
 		n, found := ix.byHash[d.Sum64()]
 		if !found {
 			complete = false
 			break
 		}
-		if ix.nodes[n].ownedBy(&set) {
-			best, matchedBytes = n, off+ix.chunk
+		if ix.nodes.at(n).ownedBy(&set) {
+			best, matchedBytes = n, next
 		}
 	}
 	if complete && off < len(key) {
 		_, _ = d.Write(key[off:])
-		if n, found := ix.byHash[d.Sum64()]; found && ix.nodes[n].ownedBy(&set) {
+		if n, found := ix.byHash[d.Sum64()]; found && ix.nodes.at(n).ownedBy(&set) {
 			best, matchedBytes = n, len(key)
 		}
 	}
 	if best == none {
 		return "", 0, false
 	}
-	return ix.eps.names[ix.nodes[best].firstOwner(&set)], matchedBytes, true
+	return ix.eps.names[ix.nodes.at(best).firstOwner(&set)], matchedBytes, true
 }
 
 // RemoveEndpoint forgets endpoint everywhere (it went down or its breaker
@@ -246,13 +250,13 @@ func (ix *Index) RemoveEndpoint(endpoint string) int {
 		return 0
 	}
 	dropped := 0
-	for i := range ix.nodes {
-		n := &ix.nodes[i]
+	for i := range int32(ix.nodes.len()) {
+		n := ix.nodes.at(i)
 		if n.owners[0] == 0 { // free slot
 			continue
 		}
 		if n.disown(id) && n.owners[0] == 0 {
-			ix.drop(int32(i))
+			ix.drop(i)
 			dropped++
 		}
 	}
@@ -280,38 +284,53 @@ func (ix *Index) evictTail() {
 // drop unlinks node i, removes it from the map and frees its slot.
 func (ix *Index) drop(i int32) {
 	ix.unlink(i)
-	delete(ix.byHash, ix.nodes[i].hash)
-	ix.nodes[i] = node{prev: none, next: ix.freeHead}
+	delete(ix.byHash, ix.nodes.at(i).hash)
+	*ix.nodes.at(i) = node{prev: none, next: ix.freeHead}
 	ix.freeHead = i
 	ix.live--
 }
 
-// alloc returns a free arena slot, growing the arena at most to maxNodes so
-// real memory tracks the accounted budget.
+// alloc returns a free arena slot.
 func (ix *Index) alloc() int32 {
 	if ix.freeHead != none {
 		i := ix.freeHead
-		ix.freeHead = ix.nodes[i].next
+		ix.freeHead = ix.nodes.at(i).next
 		return i
 	}
-	if len(ix.nodes) == cap(ix.nodes) {
-		newCap := max(2*cap(ix.nodes), 1024)
-		if limit := ix.maxNodes(); newCap > limit {
-			newCap = max(limit, len(ix.nodes)+1)
-		}
-		grown := make([]node, len(ix.nodes), newCap)
-		copy(grown, ix.nodes)
-		ix.nodes = grown
+	return ix.nodes.push()
+}
+
+// slabShift sizes arena slabs: 4096 nodes (96 KiB) each.
+const slabShift = 12
+
+// arena holds nodes in fixed-size slabs so growing never copies more than
+// one slab and the memory held beyond the live nodes stays under one slab
+// (a doubling slice would hold up to twice the nodes).
+type arena struct {
+	slabs [][]node
+	n     int
+}
+
+func (a *arena) at(i int32) *node { return &a.slabs[i>>slabShift][i&(1<<slabShift-1)] }
+
+func (a *arena) len() int { return a.n }
+
+// push appends a zero node; the last slab grows by doubling up to full size.
+func (a *arena) push() int32 {
+	s := a.n >> slabShift
+	if s == len(a.slabs) {
+		a.slabs = append(a.slabs, make([]node, 0, 64))
 	}
-	ix.nodes = append(ix.nodes, node{})
-	return int32(len(ix.nodes) - 1)
+	a.slabs[s] = append(a.slabs[s], node{})
+	a.n++
+	return int32(a.n - 1)
 }
 
 func (ix *Index) pushFront(i int32) {
-	n := &ix.nodes[i]
+	n := ix.nodes.at(i)
 	n.prev, n.next = none, ix.head
 	if ix.head != none {
-		ix.nodes[ix.head].prev = i
+		ix.nodes.at(ix.head).prev = i
 	}
 	ix.head = i
 	if ix.tail == none {
@@ -320,14 +339,14 @@ func (ix *Index) pushFront(i int32) {
 }
 
 func (ix *Index) unlink(i int32) {
-	n := &ix.nodes[i]
+	n := ix.nodes.at(i)
 	if n.prev != none {
-		ix.nodes[n.prev].next = n.next
+		ix.nodes.at(n.prev).next = n.next
 	} else {
 		ix.head = n.next
 	}
 	if n.next != none {
-		ix.nodes[n.next].prev = n.prev
+		ix.nodes.at(n.next).prev = n.prev
 	} else {
 		ix.tail = n.prev
 	}
@@ -458,14 +477,25 @@ func (t *endpointTable) release(name string, id uint16) {
 	t.bytes -= nameCost(name)
 }
 
-// appendBoundaryHashes appends XXH64(key[:n]) for every chunk boundary n and,
+// next is the boundary after b: b + ChunkBytes while b is small, then
+// b + pow2floor(b)/StepsPerDoubling, so a key of length L has O(steps ×
+// log L) boundaries and the deepest boundary within a shared prefix of
+// length S is at least S × (1 - 1/steps) (S ≥ chunk × steps).
+func (ix *Index) next(b int) int {
+	if ix.steps == 0 {
+		return b + ix.chunk
+	}
+	return b + max(ix.chunk, (1<<(bits.Len(uint(b))-1))/ix.steps)
+}
+
+// appendBoundaryHashes appends XXH64(key[:n]) for every boundary n and,
 // when key does not end on one, for n = len(key).
-func appendBoundaryHashes(dst []uint64, key []byte, chunk int) []uint64 {
+func (ix *Index) appendBoundaryHashes(dst []uint64, key []byte) []uint64 {
 	var d xxhash.Digest
 	d.Reset()
 	off := 0
-	for ; off+chunk <= len(key); off += chunk {
-		_, _ = d.Write(key[off : off+chunk])
+	for next := ix.chunk; next <= len(key); off, next = next, ix.next(next) {
+		_, _ = d.Write(key[off:next])
 		dst = append(dst, d.Sum64())
 	}
 	if off < len(key) {

@@ -84,6 +84,36 @@ func TestMatch(t *testing.T) {
 	}
 }
 
+func TestGeometricBoundaries(t *testing.T) {
+	ix := newTestIndex(t, func(o *Options) { o.StepsPerDoubling = 2 })
+	var got []int
+	for b := ix.chunk; b <= 300; b = ix.next(b) {
+		got = append(got, b)
+	}
+	if want := []int{16, 32, 48, 64, 96, 128, 192, 256}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("boundaries %v, want %v", got, want)
+	}
+	tests := []struct {
+		shared, want int
+	}{
+		{15, 0}, {16, 16}, {63, 48}, {64, 64}, {95, 64}, {150, 128}, {200, 192},
+	}
+	for _, tc := range tests {
+		ix := newTestIndex(t, func(o *Options) { o.StepsPerDoubling = 2 })
+		ix.Insert(cat(text("s", tc.shared), text("A", 250-tc.shared)), "e1")
+		_, matched, _ := ix.Match(cat(text("s", tc.shared), text("B", 250-tc.shared)), []string{"e1"})
+		if matched != tc.want {
+			t.Errorf("shared %d: matched %d, want %d", tc.shared, matched, tc.want)
+		}
+	}
+	eight := newTestIndex(t, func(o *Options) { o.ChunkBytes = DefaultChunkBytes; o.StepsPerDoubling = DefaultSteps })
+	for _, tc := range []struct{ keyLen, want int }{{8 << 10, 32}, {256 << 10, 72}} {
+		if got := len(eight.appendBoundaryHashes(nil, make([]byte, tc.keyLen))); got != tc.want {
+			t.Errorf("%d-byte key: %d boundaries, want %d", tc.keyLen, got, tc.want)
+		}
+	}
+}
+
 func TestMatchClippedKey(t *testing.T) {
 	ix := newTestIndex(t, func(o *Options) { o.MaxKeyBytes = 32 })
 	ix.Insert(text("a", 100), "e1")
