@@ -745,7 +745,7 @@ func TestEndpointKilledMidRun(t *testing.T) {
 }
 
 func TestDeleteUnderLoadDrains(t *testing.T) {
-	rt, _ := newTestRuntime(t, testOptions())
+	rt, m := newTestRuntime(t, testOptions())
 	e := startEngine(t, "e", func(o *fakeengine.Options) { o.Latency = 300 * time.Millisecond })
 	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, epFor(t, e.Addr(), 1))
 	if err := rt.Install(nil, r); err != nil {
@@ -783,6 +783,14 @@ func TestDeleteUnderLoadDrains(t *testing.T) {
 	}
 	if err := rt.Install(nil, r); err != nil {
 		t.Fatalf("re-create on the freed address: %v", err)
+	}
+	// The re-created rule's series are live (not deleted with the old one).
+	before := metricValue(t, m.Requests)
+	if res := post(t, testClient(), ruleURL(r)+"/v1/completions", completionBody); res.status != 200 {
+		t.Fatalf("after re-create: %d", res.status)
+	}
+	if after := metricValue(t, m.Requests); after != before+1 {
+		t.Fatalf("requests_total %v → %v after one request on the re-created rule", before, after)
 	}
 }
 

@@ -129,9 +129,13 @@ func (rt *Runtime) swapLocked(rs *ruleState, next *spec.Rule) {
 	old := rs.cur.Load()
 	c, eps := newCompiled(next, rs.eps, &rt.opts, rt.m)
 	rs.cur.Store(c)
-	for id := range rs.eps {
-		if _, kept := eps[id]; !kept || old.label != c.label {
-			rt.deleteEndpointSeries(old.label, id)
+	if old.label != c.label {
+		rt.deleteRuleSeries(old.label)
+	} else {
+		for id := range rs.eps {
+			if _, kept := eps[id]; !kept {
+				rt.deleteEndpointSeries(old.label, id)
+			}
 		}
 	}
 	rs.eps = eps
@@ -152,6 +156,21 @@ func (rt *Runtime) deleteEndpointSeries(label, id string) {
 	rt.m.Health.Delete(l)
 	rt.m.Breaker.Delete(l)
 	rt.m.BreakerTrans.DeletePartialMatch(l)
+}
+
+// deleteRuleSeries drops every series of a rule label. Rules that share a
+// name share a label (and series).
+func (rt *Runtime) deleteRuleSeries(label string) {
+	l := prometheus.Labels{"rule": label}
+	rt.m.Requests.DeletePartialMatch(l)
+	rt.m.Active.DeletePartialMatch(l)
+	rt.m.Health.DeletePartialMatch(l)
+	rt.m.Breaker.DeletePartialMatch(l)
+	rt.m.BreakerTrans.DeletePartialMatch(l)
+	rt.m.Latency.DeletePartialMatch(l)
+	rt.m.TTFB.DeletePartialMatch(l)
+	rt.m.Retries.DeletePartialMatch(l)
+	rt.m.Failover.DeletePartialMatch(l)
 }
 
 // Remove stops serving r. When it was the last rule on its listener the
@@ -184,13 +203,9 @@ func (rt *Runtime) removeLocked(k spec.Key) {
 			ln.drain(rt.opts.DrainGrace)
 		}()
 	}
-	go func() {
-		<-rs.proberDone
-		rt.m.Requests.DeletePartialMatch(prometheus.Labels{"rule": c.label})
-		rt.m.Active.DeletePartialMatch(prometheus.Labels{"rule": c.label})
-		rt.m.Health.DeletePartialMatch(prometheus.Labels{"rule": c.label})
-		rt.m.Breaker.DeletePartialMatch(prometheus.Labels{"rule": c.label})
-	}()
+	// Synchronously: a rule re-created right away under the same name must
+	// keep the series it registers now.
+	rt.deleteRuleSeries(c.label)
 	rt.log.WithFields(logrus.Fields{"rule": c.label}).Info("rule removed")
 }
 

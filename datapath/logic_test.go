@@ -1,0 +1,192 @@
+package datapath
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/infergate/infergate/datapath/spec"
+)
+
+func TestRouteMatchMostSpecific(t *testing.T) {
+	mk := func(name string, f func(*spec.Key)) *ruleState {
+		k := spec.Key{VIP: netip.MustParseAddr("127.0.0.1"), Port: 80, Protocol: "tcp", Host: "", PathPrefix: ""}
+		f(&k)
+		k.Protocol = name // tag so the test can tell rules apart
+		return &ruleState{key: k}
+	}
+	table := newRouteTable([]*ruleState{
+		mk("catch-all", func(*spec.Key) {}),
+		mk("prefix-v1", func(k *spec.Key) { k.PathPrefix, k.PathMatchMode = "/v1/", pathMatchPrefix }),
+		mk("prefix-chat", func(k *spec.Key) { k.PathPrefix, k.PathMatchMode = "/v1/chat/", pathMatchPrefix }),
+		mk("exact-models", func(k *spec.Key) { k.PathPrefix, k.PathMatchMode = "/v1/models", pathMatchExact }),
+		mk("host", func(k *spec.Key) { k.Host = "a.example" }),
+		mk("model", func(k *spec.Key) { k.ModelName = "llama" }),
+	})
+	tests := []struct{ host, path, model, want string }{
+		{"x", "/other", "", "catch-all"},
+		{"x", "/v1/completions", "", "prefix-v1"},
+		{"x", "/v1/chat/completions", "", "prefix-chat"},
+		{"x", "/v1/models", "", "exact-models"},
+		{"x", "/v1/models/abc", "", "prefix-v1"},
+		{"A.EXAMPLE", "/v1/chat/completions", "", "host"},
+		{"a.example", "/v1/completions", "llama", "model"},
+		{"x", "/v1/completions", "qwen", "prefix-v1"},
+	}
+	if !table.needsModel {
+		t.Fatal("needsModel false with a model-pinned rule")
+	}
+	for _, tc := range tests {
+		got := table.match(tc.host, tc.path, tc.model)
+		if got == nil || got.key.Protocol != tc.want {
+			t.Errorf("match(%q,%q,%q) = %v, want %s", tc.host, tc.path, tc.model, got, tc.want)
+		}
+	}
+}
+
+func TestCheckAPI(t *testing.T) {
+	tests := []struct {
+		method, path string
+		status       int
+		allow        string
+	}{
+		{"POST", "/v1/completions", 0, ""},
+		{"POST", "/v1/chat/completions", 0, ""},
+		{"GET", "/v1/models", 0, ""},
+		{"GET", "/v1/models/llama", 0, ""},
+		{"GET", "/v1/completions", 405, "POST"},
+		{"POST", "/v1/models", 405, "GET"},
+		{"POST", "/v1/embeddings", 404, ""},
+		{"GET", "/", 404, ""},
+	}
+	for _, tc := range tests {
+		st, _, _, allow := checkAPI(tc.method, tc.path)
+		if st != tc.status || allow != tc.allow {
+			t.Errorf("checkAPI(%s %s) = %d allow %q, want %d %q", tc.method, tc.path, st, allow, tc.status, tc.allow)
+		}
+	}
+}
+
+func TestSessionKey(t *testing.T) {
+	tests := []struct {
+		name   string
+		source spec.SessionSource
+		key    string
+		setup  func(*http.Request)
+		want   string
+	}{
+		{"header", spec.SessionFromHeader, "x-user", func(r *http.Request) { r.Header.Set("X-User", "alice") }, "alice"},
+		{"header missing", spec.SessionFromHeader, "x-user", func(*http.Request) {}, ""},
+		{"cookie", spec.SessionFromCookie, "sid", func(r *http.Request) { r.Header.Set("Cookie", "a=1; sid=s-42") }, "s-42"},
+		{"query", spec.SessionFromQuery, "user", func(r *http.Request) { r.URL, _ = url.Parse("/v1/completions?user=bob") }, "bob"},
+		{"source ip", spec.SessionFromSourceIP, "", func(*http.Request) {}, "10.1.2.3"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testCompiled(t, spec.SelPersist, []int{1}, nil)
+			c.rule.Session = spec.SessionKey{Source: tc.source, Name: tc.key}
+			if tc.source == spec.SessionFromHeader {
+				c.sessionHeader = http.CanonicalHeaderKey(tc.key)
+			}
+			r := httptest.NewRequest(http.MethodPost, "/v1/completions", nil)
+			tc.setup(r)
+			if got := c.sessionKey(r, "10.1.2.3"); got != tc.want {
+				t.Fatalf("sessionKey = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPrepareOutboundHeader(t *testing.T) {
+	h := http.Header{}
+	h.Set("Connection", "keep-alive, X-Secret")
+	h.Set("X-Secret", "s")
+	h.Set("Keep-Alive", "timeout=5")
+	h.Set("Te", "trailers")
+	h.Set("Expect", "100-continue")
+	h.Set("Authorization", "Bearer k")
+	h.Set("X-Forwarded-For", "1.2.3.4")
+	prepareOutboundHeader(h, "127.0.0.9")
+	for _, k := range []string{"Connection", "X-Secret", "Keep-Alive", "Te", "Expect"} {
+		if _, ok := h[k]; ok {
+			t.Errorf("%s forwarded", k)
+		}
+	}
+	if h.Get("Authorization") != "Bearer k" {
+		t.Error("end-to-end header dropped")
+	}
+	if got := h.Get("X-Forwarded-For"); got != "1.2.3.4, 127.0.0.9" {
+		t.Errorf("X-Forwarded-For = %q", got)
+	}
+}
+
+func TestAddressHelpers(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1:5555": "127.0.0.1", "[::1]:80": "::1", "noport": "noport",
+	} {
+		if got := clientIP(in); got != want {
+			t.Errorf("clientIP(%q) = %q, want %q", in, got, want)
+		}
+	}
+	for in, want := range map[string]string{
+		"api.example:8080": "api.example", "api.example": "api.example", "[::1]:80": "::1", "[::1]": "::1",
+	} {
+		if got := hostOnly(in); got != want {
+			t.Errorf("hostOnly(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestWriteErrorShape(t *testing.T) {
+	w := httptest.NewRecorder()
+	writeError(w, http.StatusServiceUnavailable, CodeNoHealthyBackend, "all \"down\"\n")
+	var v struct {
+		Error struct{ Message, Type, Code string } `json:"error"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &v); err != nil {
+		t.Fatalf("not JSON: %v %q", err, w.Body.String())
+	}
+	if w.Code != 503 || v.Error.Code != CodeNoHealthyBackend || v.Error.Type != "service_unavailable_error" ||
+		v.Error.Message != "all \"down\"\n" || w.Header().Get(HeaderError) != CodeNoHealthyBackend ||
+		w.Header().Get("Content-Type") != "application/json" {
+		t.Fatalf("got %d %+v headers %v", w.Code, v, w.Header())
+	}
+}
+
+func TestRequestIDFormat(t *testing.T) {
+	seen := map[string]bool{}
+	for range 100 {
+		id := newRequestID()
+		if !hex32.MatchString(id) || seen[id] {
+			t.Fatalf("bad or repeated id %q", id)
+		}
+		seen[id] = true
+	}
+	if strings.ToLower(newRequestID()) == "" {
+		t.Fatal("empty id")
+	}
+}
+
+func TestBodyModel(t *testing.T) {
+	tests := []struct {
+		body, want string
+		err        bool
+	}{
+		{`{"model":"llama","prompt":"x"}`, "llama", false},
+		{`{"prompt":"x"}`, "", false},
+		{`{"model":7}`, "", false},
+		{`{"model":"a\u00e9"}`, "aé", false},
+		{`{"model":`, "", true},
+		{`[1,2]`, "", true},
+	}
+	for _, tc := range tests {
+		got, err := bodyModel([]byte(tc.body))
+		if got != tc.want || (err != nil) != tc.err {
+			t.Errorf("bodyModel(%s) = %q, %v", tc.body, got, err)
+		}
+	}
+}
