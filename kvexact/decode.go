@@ -274,14 +274,11 @@ func decodeMapEvent(r *reader, b *Batch, n int) error {
 	var ev Event
 	found, have := false, 0
 	for i := 0; i < n; i++ {
-		k, err := r.next()
+		k, err := r.key()
 		if err != nil {
 			return err
 		}
-		if k.kind != mpStr {
-			return fmt.Errorf("event map key is %s, want str", k.kind)
-		}
-		if string(k.data) == FieldType {
+		if string(k) == FieldType {
 			t, err := r.next()
 			if err != nil {
 				return err
@@ -292,7 +289,7 @@ func decodeMapEvent(r *reader, b *Batch, n int) error {
 			ev.Kind, found = tagKind(t.data), true
 			continue
 		}
-		name := mapField(k.data)
+		name := mapField(k)
 		switch name {
 		case FieldBlockHashes, FieldBlockSize, FieldTokenIDs:
 			have++

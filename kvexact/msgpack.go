@@ -305,3 +305,26 @@ func appendTokensFast(dst []uint32, r *reader, n int) ([]uint32, int) {
 	r.off = off
 	return dst, i
 }
+
+// key reads a map key, which must be a string; fixstr (every key of the
+// schema) is decoded inline.
+func (r *reader) key() ([]byte, error) {
+	if r.off < len(r.b) {
+		if c := r.b[r.off]; c >= 0xa0 && c <= 0xbf {
+			n := int(c & 0x1f)
+			if r.off+1+n <= len(r.b) {
+				k := r.b[r.off+1 : r.off+1+n]
+				r.off += 1 + n
+				return k, nil
+			}
+		}
+	}
+	v, err := r.next()
+	if err != nil {
+		return nil, err
+	}
+	if v.kind != mpStr {
+		return nil, fmt.Errorf("map key is %s, want str", v.kind)
+	}
+	return v.data, nil
+}
