@@ -258,3 +258,29 @@ func FuzzDecodeBatch(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeVLLM026Capture decodes the shape captured from vLLM v0.26.0
+// (kv-events.md §1.5): map event, every optional field present, nil LoRA.
+func TestDecodeVLLM026Capture(t *testing.T) {
+	toks := []any{151644, 872, 198, 9707, 11, 1246, 525, 498, 30, 151645, 198, 151644, 77091, 198, 151667, 271}
+	raw := mp(t, []any{1789095808.83, []any{map[string]any{
+		"type": "BlockStored", "block_hashes": []any{uint64(15760518052499183552)}, "parent_block_hash": nil,
+		"token_ids": toks, "block_size": 16, "lora_id": nil, "medium": "GPU", "lora_name": nil,
+		"extra_keys": []any{nil}, "group_idx": 0, "kv_cache_spec_kind": "full_attention",
+	}}, 0})
+	var b kvexact.Batch
+	if err := kvexact.DecodeBatch(raw, &b); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Events) != 1 {
+		t.Fatalf("events = %d, want 1", len(b.Events))
+	}
+	e := b.Events[0]
+	switch {
+	case e.Kind != kvexact.EventBlockStored, len(e.BlockHashes) != 1, e.BlockHashes[0] != 15760518052499183552,
+		e.HasParent, len(e.TokenIDs) != 16, e.TokenIDs[0] != 151644, e.BlockSize != 16, e.HasLoraID,
+		e.Medium != kvexact.MediumGPU, e.LoraName != "", e.HasExtraKeys, !e.HasGroup, e.GroupIdx != 0,
+		e.SpecKind != kvexact.SpecKindFullAttention, !b.HasRank, b.DPRank != 0:
+		t.Errorf("decoded %+v (rank %d/%v)", e, b.DPRank, b.HasRank)
+	}
+}
