@@ -14,6 +14,7 @@ type Metrics struct {
 	KV       *KV
 	PD       *PD
 	Datapath *Datapath
+	Radix    *Radix
 	// Datapath, PD, KV and Radix are added by their owners (one file each).
 }
 
@@ -25,5 +26,6 @@ func New() *Metrics {
 	m.KV = NewKV(reg)
 	m.PD = newPD(reg)
 	m.Datapath = NewDatapath(reg)
+	m.Radix = NewRadix(reg)
 	return m
 }

@@ -174,8 +174,16 @@ func (r *Ring) Points() int { return len(r.points) }
 // when no member is eligible. load and eligible are called with member
 // indices and must not block; Pick does not allocate.
 func (r *Ring) Pick(hash uint64, load func(i int) int, eligible func(i int) bool) (int, bool) {
+	m, _, ok := r.PickDetail(hash, load, eligible)
+	return m, ok
+}
+
+// PickDetail is Pick that also reports how many eligible members were
+// skipped for being over the bound before the pick (0: the key's home
+// member took it), for the bound-skips metric.
+func (r *Ring) PickDetail(hash uint64, load func(i int) int, eligible func(i int) bool) (member, skipped int, ok bool) {
 	if len(r.points) == 0 {
-		return -1, false
+		return -1, 0, false
 	}
 	total, n := 0, 0
 	for i := range r.members {
@@ -185,7 +193,7 @@ func (r *Ring) Pick(hash uint64, load func(i int) int, eligible func(i int) bool
 		}
 	}
 	if n == 0 {
-		return -1, false
+		return -1, 0, false
 	}
 	bound := max(Bound(total, n, r.factor), r.floor)
 
@@ -219,8 +227,9 @@ func (r *Ring) Pick(hash uint64, load func(i int) int, eligible func(i int) bool
 		}
 		l := load(m)
 		if l+1 <= bound {
-			return m, true
+			return m, skipped, true
 		}
+		skipped++
 		if l < bestLoad {
 			best, bestLoad = m, l
 		}
@@ -228,7 +237,7 @@ func (r *Ring) Pick(hash uint64, load func(i int) int, eligible func(i int) bool
 			break
 		}
 	}
-	return best, best >= 0
+	return best, skipped, best >= 0
 }
 
 // Bound is the largest load+1 a member may reach: ceil(factor/100 × mean)
