@@ -190,3 +190,26 @@ func TestBodyModel(t *testing.T) {
 		}
 	}
 }
+
+// FuzzBodyModel checks the routing decoder against a full encoding/json
+// decode: same model for every valid object, an error for invalid JSON.
+func FuzzBodyModel(f *testing.F) {
+	for _, s := range []string{`{"model":"m"}`, `{"model":1}`, `{}`, `{"model":"\u00e9","x":[1,{"model":"no"}]}`, `{`, `null`, `"s"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, err := bodyModel(body)
+		var full map[string]any
+		ferr := json.Unmarshal(body, &full)
+		if (err != nil) != (ferr != nil) {
+			t.Fatalf("bodyModel err %v, json err %v for %q", err, ferr, body)
+		}
+		if err != nil {
+			return
+		}
+		want, _ := full["model"].(string)
+		if got != want {
+			t.Fatalf("bodyModel = %q, want %q for %q", got, want, body)
+		}
+	})
+}

@@ -190,15 +190,17 @@ func (s *Server) completion(w http.ResponseWriter, r *http.Request, chat bool) {
 	var req struct {
 		Stream bool `json:"stream"`
 	}
+	var jerr error
 	if len(body) > 0 {
-		if err := json.Unmarshal(body, &req); err != nil {
-			writeErr(w, http.StatusBadRequest, "invalid JSON: "+err.Error())
-			return
-		}
+		jerr = json.Unmarshal(body, &req)
 	}
 	rid := r.Header.Get(HeaderRequestID)
-	if !s.opts.NoLog {
+	if !s.opts.NoLog { // record what arrived, valid or not
 		s.record(Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, RequestID: rid, Stream: req.Stream})
+	}
+	if jerr != nil {
+		writeErr(w, http.StatusBadRequest, "invalid JSON: "+jerr.Error())
+		return
 	}
 	ctx := r.Context()
 	if s.drop.Load() {
