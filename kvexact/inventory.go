@@ -334,12 +334,28 @@ func (inv *Inventory) Apply(endpoint string, rank int, seq uint64, batch Batch) 
 	return res
 }
 
+// drainEvictions moves pending evictions into the metric and, since an
+// eviction may have taken any endpoint's blocks, refreshes every endpoint's
+// block gauge.
 func (inv *Inventory) drainEvictions() {
 	if inv.evicted.Load() == 0 {
 		return
 	}
-	if n := inv.evicted.Swap(0); n > 0 {
-		inv.m.evictions.Add(float64(n))
+	n := inv.evicted.Swap(0)
+	if n == 0 {
+		return
+	}
+	inv.m.evictions.Add(float64(n))
+	inv.slotsMu.RLock()
+	defer inv.slotsMu.RUnlock()
+	for _, ss := range inv.byEndpoint {
+		var sum int64
+		for _, s := range ss {
+			sum += inv.counts[bits.TrailingZeros64(s.bit)].Load()
+		}
+		if len(ss) > 0 && ss[0].blocksGauge != nil {
+			ss[0].blocksGauge.Set(float64(sum))
+		}
 	}
 }
 

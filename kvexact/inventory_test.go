@@ -298,6 +298,19 @@ func TestInventoryBudget(t *testing.T) {
 	if inv.Len() != 3 || inv.Blocks("a") != 3 {
 		t.Errorf("Len=%d Blocks=%d, want 3/3", inv.Len(), inv.Blocks("a"))
 	}
+	// Another endpoint's stores of other content evict a's blocks; a's
+	// gauge follows although a published nothing.
+	other := Event{Kind: EventBlockStored, BlockSize: 16, TokenIDs: toks(50000, 64), BlockHashes: []uint64{1, 2, 3, 4}}
+	inv.Apply("b", 0, 0, batchOf(other))
+	if inv.Len() != 4 || inv.Blocks("a") >= 3 {
+		t.Errorf("Len=%d a=%d, want 4 and a below its 3", inv.Len(), inv.Blocks("a"))
+	}
+	for _, ep := range []string{"a", "b"} {
+		if got, want := metricValue(t, m.Blocks.WithLabelValues("r1", ep)), float64(inv.Blocks(ep)); got != want {
+			t.Errorf("%s's gauge = %v, want %v", ep, got, want)
+		}
+	}
+
 }
 
 func TestInventorySlotLimit(t *testing.T) {
