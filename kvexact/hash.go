@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/zeebo/xxh3"
@@ -216,6 +217,13 @@ func tailUint64(b []byte) uint64 {
 	return v
 }
 
+// nativeLittleEndian reports whether uint32s are stored little-endian, so
+// token slices can be hashed without re-encoding (constant-folded).
+func nativeLittleEndian() bool {
+	var x uint16 = 1
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}
+
 // RootKey is the parent of block 0 in infergate's own key chain. Scope
 // (rule, model) is given by the inventory a key lives in, not by the root.
 const RootKey uint64 = 0x9e3779b97f4a7c15
@@ -246,11 +254,18 @@ func AppendOwnKeys(dst []uint64, parent uint64, tokens []uint32, blockSize int) 
 		buf = make([]byte, 8+4*blockSize)
 	}
 	buf = buf[:8+4*blockSize]
+	le := nativeLittleEndian()
 	for i := 0; i+blockSize <= len(tokens); i += blockSize {
 		binary.LittleEndian.PutUint64(buf, parent)
-		p := buf[8:]
-		for j, t := range tokens[i : i+blockSize] {
-			binary.LittleEndian.PutUint32(p[4*j:], t)
+		blk := tokens[i : i+blockSize]
+		if le {
+			// The tokens' in-memory bytes already are the wire layout.
+			copy(buf[8:], unsafe.Slice((*byte)(unsafe.Pointer(&blk[0])), 4*blockSize))
+		} else {
+			p := buf[8:]
+			for j, t := range blk {
+				binary.LittleEndian.PutUint32(p[4*j:], t)
+			}
 		}
 		parent = xxhash.Sum64(buf)
 		dst = append(dst, parent)

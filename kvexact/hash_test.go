@@ -2,11 +2,14 @@ package kvexact
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // fixtureDir is the shared KV-hash fixture folder, relative to this package.
@@ -190,6 +193,28 @@ func TestEngineKeysFullBlocksOnly(t *testing.T) {
 	}
 	if _, err := EngineKeys("sha256", nil, seq(1, 16), 16); err == nil {
 		t.Error("pickle sha256 must be rejected: it is not reproducible")
+	}
+}
+
+// TestOwnKeysPinned pins the own-key contract: xxhash64 over the parent key
+// (8 bytes LE) then the block's tokens (4 bytes LE each), from RootKey. A
+// change here silently empties every live index after an upgrade.
+func TestOwnKeysPinned(t *testing.T) {
+	want := []uint64{1748081130877304762, 17209809381883871429}
+	if got := KeysForTokens(seq(1, 32), 16); !equalU64(got, want) {
+		t.Errorf("KeysForTokens(1..32, 16) = %v, want %v", got, want)
+	}
+	// Reference encoding, written out independently of AppendOwnKeys.
+	parent := RootKey
+	for b, tokens := range [][]uint32{seq(1, 16), seq(17, 32)} {
+		buf := binary.LittleEndian.AppendUint64(nil, parent)
+		for _, tok := range tokens {
+			buf = binary.LittleEndian.AppendUint32(buf, tok)
+		}
+		parent = xxhash.Sum64(buf)
+		if parent != want[b] {
+			t.Errorf("reference key %d = %d, want %d", b, parent, want[b])
+		}
 	}
 }
 
