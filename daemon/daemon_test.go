@@ -218,8 +218,13 @@ func TestRuleFiles(t *testing.T) {
 	if rejected != 2 {
 		t.Errorf("logged %d rejections over two runs, want 2:\n%s", rejected, logs.String())
 	}
-	if !strings.Contains(logs.String(), "management API listening") {
-		t.Error("no listening line logged")
+	// Boot order is the contract: listen first (so writes see 503 during
+	// replay), then replay, then rule files.
+	out := logs.String()
+	listen, replay, file := strings.Index(out, "management API listening"),
+		strings.Index(out, "persisted rules replayed"), strings.Index(out, "file rule created")
+	if listen < 0 || replay < 0 || file < 0 || !(listen < replay && replay < file) {
+		t.Errorf("boot log order listen=%d replay=%d file=%d, want listen < replay < file:\n%s", listen, replay, file, out)
 	}
 }
 
