@@ -54,13 +54,14 @@ func (g *promptGen) prompt(buf []byte, i int) []byte {
 }
 
 func benchIndex(b *testing.B, g *promptGen, stored int) *Index {
-	return benchIndexChunk(b, g, stored, DefaultChunkBytes)
+	return benchIndexOpts(b, g, stored, DefaultChunkBytes, DefaultSteps)
 }
 
-func benchIndexChunk(b *testing.B, g *promptGen, stored, chunk int) *Index {
+func benchIndexOpts(b *testing.B, g *promptGen, stored, chunk, steps int) *Index {
 	b.Helper()
 	o := DefaultOptions()
 	o.ChunkBytes = chunk
+	o.StepsPerDoubling = steps
 	o.BudgetBytes = 4 << 30 // nothing evicted: measure the structure at full size
 	ix, err := New(o)
 	if err != nil {
@@ -167,14 +168,24 @@ func BenchmarkInsert(b *testing.B) {
 
 // BenchmarkRequest is the per-request work of Tier 1: Match a new 8 KiB
 // prompt (sharing a system prompt with stored ones), then Insert it for the
-// chosen endpoint, at three chunk sizes and 1k..100k stored prompts. p50-ns
+// chosen endpoint, at 1k..100k stored prompts, for the default geometric
+// boundaries (128 B chunks, 8 steps per doubling: 32 entries per prompt)
+// and the fixed-chunk alternatives (128 B: 64 entries, 256 B: 32). p50-ns
 // times only the two calls (prompt generation excluded).
 func BenchmarkRequest(b *testing.B) {
 	g := newPromptGen()
-	for _, chunk := range []int{128, 256, 512} {
+	configs := []struct {
+		name         string
+		chunk, steps int
+	}{
+		{"geometric-128x8", 128, 8},
+		{"fixed-128", 128, 0},
+		{"fixed-256", 256, 0},
+	}
+	for _, c := range configs {
 		for _, stored := range []int{1_000, 10_000, 100_000} {
-			ix := benchIndexChunk(b, g, stored, chunk)
-			b.Run(fmt.Sprintf("chunk=%d/stored=%d", chunk, stored), func(b *testing.B) {
+			ix := benchIndexOpts(b, g, stored, c.chunk, c.steps)
+			b.Run(fmt.Sprintf("%s/stored=%d", c.name, stored), func(b *testing.B) {
 				buf := make([]byte, benchPromptBytes)
 				s := newSampler()
 				i := stored

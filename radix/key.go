@@ -193,28 +193,33 @@ func (s *scanner) expect(c byte) error {
 	return nil
 }
 
-// str scans the string at s.i and returns its raw body b[start:end].
+// str scans the string at s.i and returns its raw body b[start:end]. It
+// stays linear however many escapes a string holds: the closing-quote
+// candidate is searched for again only once an escape skips past it.
 func (s *scanner) str() (start, end int, escaped bool, err error) {
 	if err := s.expect('"'); err != nil {
 		return 0, 0, false, err
 	}
 	start = s.i
+	quote := -1
 	for {
-		j := bytes.IndexByte(s.b[s.i:], '"')
-		if j < 0 {
-			return 0, 0, false, s.fail("unterminated string")
-		}
-		if k := bytes.IndexByte(s.b[s.i:s.i+j], '\\'); k >= 0 {
-			escaped = true
-			s.i += k + 2 // the escaped byte is never a terminator
-			if s.i > len(s.b) {
+		if quote < s.i {
+			j := bytes.IndexByte(s.b[s.i:], '"')
+			if j < 0 {
 				return 0, 0, false, s.fail("unterminated string")
 			}
-			continue
+			quote = s.i + j
 		}
-		end = s.i + j
-		s.i = end + 1
-		return start, end, escaped, nil
+		k := bytes.IndexByte(s.b[s.i:quote], '\\')
+		if k < 0 {
+			s.i = quote + 1
+			return start, quote, escaped, nil
+		}
+		escaped = true
+		s.i += k + 2 // the escaped byte is never a terminator
+		if s.i > len(s.b) {
+			return 0, 0, false, s.fail("unterminated string")
+		}
 	}
 }
 
@@ -265,12 +270,17 @@ func (s *scanner) tokens(out []byte) ([]byte, error) {
 	}
 }
 
-// message appends one message object.
+// message appends one message object. When role precedes content (as
+// clients send it) the content is emitted as it is scanned; otherwise it is
+// scanned again once the role is known.
 func (s *scanner) message(out []byte) ([]byte, error) {
 	if err := s.expect('{'); err != nil {
 		return out, err
 	}
-	roleStart, roleEnd_, roleEsc := -1, -1, false
+	entry := len(out)
+	var role [2]int
+	roleEsc, emitted := false, false
+	role[0] = -1
 	contentAt := -1
 	for n := 0; ; n++ {
 		s.ws()
@@ -294,39 +304,63 @@ func (s *scanner) message(out []byte) ([]byte, error) {
 			if s.peek() != '"' {
 				return out, s.fail("role is not a string")
 			}
-			if roleStart, roleEnd_, roleEsc, err = s.str(); err != nil {
+			st, en, esc, err := s.str()
+			if err != nil {
 				return out, err
+			}
+			role, roleEsc = [2]int{st, en}, esc
+			if emitted { // a role after the content: redo at the end
+				out, emitted = out[:entry], false
 			}
 			continue
 		case FieldContent:
 			contentAt = s.i
+			if role[0] >= 0 {
+				if out, err = s.header(out[:entry], role, roleEsc); err != nil {
+					return out, err
+				}
+				if out, err = s.content(out); err != nil || s.full(out) {
+					return out, err
+				}
+				emitted = true
+				continue
+			}
 		}
 		if err := s.skip(); err != nil {
 			return out, err
 		}
 	}
-	out = append(out, msgStart)
-	if roleStart >= 0 {
-		var err error
-		if out, err = appendText(out, s.b[roleStart:roleEnd_], roleEsc); err != nil {
-			return out, err
-		}
-	}
-	out = append(out, roleEnd)
-	if contentAt < 0 {
+	if emitted {
 		return out, nil
+	}
+	out, err := s.header(out[:entry], role, roleEsc)
+	if err != nil || contentAt < 0 {
+		return out, err
 	}
 	c := scanner{b: s.b, i: contentAt, limit: s.limit, base: s.base}
 	return c.content(out)
 }
 
-// content appends a message's content: string, null or array of parts.
+// header appends msgStart, the role (if any) and roleEnd.
+func (s *scanner) header(out []byte, role [2]int, escaped bool) ([]byte, error) {
+	out = append(out, msgStart)
+	if role[0] >= 0 {
+		var err error
+		if out, err = appendText(out, s.b[role[0]:role[1]], escaped); err != nil {
+			return out, err
+		}
+	}
+	return append(out, roleEnd), nil
+}
+
+// content appends a message's content (string, null or array of parts) and
+// moves past it, unless the limit stops it first.
 func (s *scanner) content(out []byte) ([]byte, error) {
 	switch s.peek() {
 	case '"':
 		return s.text(out)
 	case 'n':
-		return out, nil
+		return out, s.skip()
 	case '[':
 	default:
 		return out, s.fail("content is neither a string nor an array")
@@ -335,6 +369,7 @@ func (s *scanner) content(out []byte) ([]byte, error) {
 	for n := 0; ; n++ {
 		s.ws()
 		if s.peek() == ']' {
+			s.i++
 			return out, nil
 		}
 		if n > 0 {

@@ -86,6 +86,16 @@ func TestChatKey(t *testing.T) {
 			want:     "\x1eassistant\x1f\x1etool\x1f42",
 		},
 		{
+			name:     "role after content wins",
+			messages: `[{"role":"user","content":"a","role":"assistant"}]`,
+			want:     "\x1eassistant\x1fa",
+		},
+		{
+			name:     "last content wins",
+			messages: `[{"role":"user","content":[{"type":"text","text":"a"}],"content":"b"},{"role":"x","content":null}]`,
+			want:     "\x1euser\x1fb\x1ex\x1f",
+		},
+		{
 			name:     "no role",
 			messages: `[{"content":"x"}]`,
 			want:     "\x1e\x1fx",
