@@ -3,6 +3,7 @@ package zmqsub
 import (
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -202,10 +203,10 @@ type rankSub struct {
 func (s *Subscriber) openRank(t Target, r int) (*rankSub, error) {
 	x := &rankSub{
 		s: s, endpoint: t.Endpoint, rank: r, rankStr: strconv.Itoa(r),
-		addr: fmt.Sprintf("tcp://%s:%d", t.Host, t.Port+r),
+		addr: "tcp://" + net.JoinHostPort(t.Host, strconv.Itoa(t.Port+r)),
 	}
 	if t.ReplayPort > 0 {
-		x.replay = fmt.Sprintf("tcp://%s:%d", t.Host, t.ReplayPort+r)
+		x.replay = "tcp://" + net.JoinHostPort(t.Host, strconv.Itoa(t.ReplayPort+r))
 	}
 	x.log = s.opts.Logger.WithFields(logrus.Fields{"rule": s.opts.Rule, "endpoint": t.Endpoint, "rank": r})
 	var err error
@@ -233,6 +234,7 @@ func (s *Subscriber) newSocket(t zmq.Type) (*zmq.Socket, error) {
 		sock.SetReconnectIvl(s.opts.ReconnectIvl),
 		sock.SetReconnectIvlMax(s.opts.ReconnectIvlMax),
 		sock.SetRcvhwm(s.opts.RcvHWM),
+		sock.SetIpv6(true), // engines may sit on IPv6 endpoints; IPv4 still works
 	)
 	if t == zmq.SUB && err == nil {
 		err = sock.SetSubscribe("")

@@ -336,6 +336,27 @@ func TestBindTopology(t *testing.T) {
 	}
 }
 
+// TestSubscriberIPv6 dials an engine on ::1 (skipped where loopback IPv6
+// is unavailable).
+func TestSubscriberIPv6(t *testing.T) {
+	checkNoLeak(t)
+	e := newEnv(t)
+	o := kvfake.DefaultOptions()
+	o.PubAddr = "tcp://[::1]:*"
+	pub, err := kvfake.Start(o)
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	t.Cleanup(func() { _ = pub.Close() })
+	const ep = "[fd00::1]:8000"
+	startSub(t, zmqsub.Target{Endpoint: ep, Host: "::1", Port: portOf(t, pub.Endpoint())}, e)
+	if err := pub.WaitSubscribers(1, waitTimeout); err != nil {
+		t.Fatal(err)
+	}
+	mustPublish(t, pub, storedBlocks(0, 2))
+	waitFor(t, "blocks over IPv6", func() bool { return score(e, ep).Blocks == 2 })
+}
+
 func TestParseTopic(t *testing.T) {
 	tests := []struct {
 		topic, ep, model string

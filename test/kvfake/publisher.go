@@ -81,6 +81,7 @@ func Start(opts Options) (*Publisher, error) {
 	}
 	_ = p.pub.SetLinger(0)
 	_ = p.pub.SetXpubVerbose(1)
+	_ = p.pub.SetIpv6(true)
 	if opts.ConnectAddr != "" {
 		if err := p.pub.Connect(opts.ConnectAddr); err != nil {
 			return fail(fmt.Errorf("kvfake: connect %s: %w", opts.ConnectAddr, err))
@@ -97,6 +98,7 @@ func Start(opts Options) (*Publisher, error) {
 			return fail(fmt.Errorf("kvfake: router socket: %w", err))
 		}
 		_ = p.router.SetLinger(0)
+		_ = p.router.SetIpv6(true)
 		if err := p.router.Bind(opts.ReplayAddr); err != nil {
 			return fail(fmt.Errorf("kvfake: bind %s: %w", opts.ReplayAddr, err))
 		}
