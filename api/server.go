@@ -116,8 +116,8 @@ func (s *Server) Handler() http.Handler { return s.engine }
 // OpenAPI drift test compares it with the document.
 func (s *Server) Routes() []gin.RouteInfo { return s.engine.Routes() }
 
-// Route templates of the rule API, relative to BasePath. Named so handlers,
-// tests and the OpenAPI document agree on one spelling.
+// Route templates, relative to BasePath. The OpenAPI document spells them in
+// swagger syntax; TestOpenAPIMatchesRouter keeps the two sets identical.
 const (
 	routeLB          = "/config/loadbalancer"
 	routeLBAll       = routeLB + "/all"
