@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/infergate/infergate/datapath/pd"
 	"github.com/infergate/infergate/datapath/spec"
@@ -113,9 +112,7 @@ func TestClientDisconnectCancelsLegs(t *testing.T) {
 		f := startFleet(t, spec.EngineSGLang)
 		f.prefill.Inject(pdfake.FaultHang, 1)
 		f.dec.Inject(pdfake.FaultHang, 1)
-		opts := testOptions()
-		opts.PrefillTimeout = 10 * time.Second
-		d, _ := pd.New(spec.EngineSGLang, opts)
+		d, _ := pd.New(spec.EngineSGLang, testOptions())
 		res := f.do(t, d, pathCompletions, clientBody(pathCompletions, true), pd.Pair{Prefill: f.prefill.Endpoint(), Decode: f.dec.Endpoint()}, -1)
 		if !res.out.ClientGone || res.out.Code != pd.CodeClientGone {
 			t.Errorf("outcome = %+v, want client gone", res.out)
@@ -131,9 +128,7 @@ func TestClientDisconnectCancelsLegs(t *testing.T) {
 		t.Run(string(engine)+" mid-stream", func(t *testing.T) {
 			f := startFleet(t, engine)
 			f.dec.Inject(pdfake.FaultStall, 1)
-			opts := testOptions()
-			opts.StreamIdleTimeout = 10 * time.Second
-			d, _ := pd.New(engine, opts)
+			d, _ := pd.New(engine, testOptions())
 			res := f.do(t, d, pathCompletions, clientBody(pathCompletions, true), pd.Pair{Prefill: f.prefill.Endpoint(), Decode: f.dec.Endpoint()}, 8)
 			if !res.out.ClientGone || res.out.IdleTimeout {
 				t.Errorf("outcome = %+v, want client gone", res.out)

@@ -146,9 +146,9 @@ func faultCases() []faultCase {
 		faultCase{engine: sg, leg: pd.PhaseDecode, fault: pdfake.Fault500, status: 500, prefillLegs: anyLegs, decodeLegs: 1, prefillCancelled: true},
 		faultCase{engine: sg, leg: pd.PhaseDecode, fault: pdfake.Fault400, status: 400, prefillLegs: anyLegs, decodeLegs: 1, prefillCancelled: true},
 		faultCase{engine: sg, leg: pd.PhaseDecode, fault: pdfake.FaultDropBeforeFirstByte, status: 502, code: pd.CodeDecodeDied, prefillLegs: anyLegs, decodeLegs: 1, prefillCancelled: true},
-		faultCase{engine: sg, leg: pd.PhaseDecode, fault: pdfake.FaultDropAfterFirstByte, status: 200, prefillLegs: 1, decodeLegs: 1, prefillCancelled: true, check: streamCut},
+		faultCase{engine: sg, leg: pd.PhaseDecode, fault: pdfake.FaultDropAfterFirstByte, status: 200, prefillLegs: anyLegs, decodeLegs: 1, prefillCancelled: true, check: streamCut},
 		faultCase{engine: sg, leg: pd.PhaseDecode, fault: pdfake.FaultHang, status: 504, code: pd.CodePrefillTimeout, prefillLegs: 1, decodeLegs: 1, prefillCancelled: true, decodeCancelled: true},
-		faultCase{engine: sg, leg: pd.PhaseDecode, fault: pdfake.FaultStall, status: 200, prefillLegs: 1, decodeLegs: 1, prefillCancelled: true, decodeCancelled: true, check: idleEnded},
+		faultCase{engine: sg, leg: pd.PhaseDecode, fault: pdfake.FaultStall, status: 200, prefillLegs: anyLegs, decodeLegs: 1, prefillCancelled: true, decodeCancelled: true, check: idleEnded},
 	)
 	return cs
 }
@@ -166,7 +166,11 @@ func TestLegFaults(t *testing.T) {
 					target = f.dec
 				}
 				target.Inject(tc.fault, 1)
-				d := mustDialect(t, tc.engine)
+				opts := testOptions()
+				if tc.fault == pdfake.FaultHang || tc.fault == pdfake.FaultStall {
+					opts = shortOptions()
+				}
+				d, _ := pd.New(tc.engine, opts)
 				pair := pd.Pair{Prefill: f.prefill.Endpoint(), Decode: f.dec.Endpoint()}
 				res := f.do(t, d, pathCompletions, clientBody(pathCompletions, stream), pair, 0)
 				if res.status != tc.status {

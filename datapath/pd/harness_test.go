@@ -15,16 +15,26 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// testOptions keeps every deadline short so fault cases finish fast; the
-// test context bounds everything else.
+// testOptions has deadlines generous enough that a loaded CI box never trips
+// them by accident; fault cases that need a deadline to fire use
+// shortOptions. The test context bounds everything else.
 func testOptions() pd.Options {
 	o := pd.DefaultOptions()
-	o.PrefillTimeout = time.Second
-	o.DecodeTimeout = time.Second
-	o.StreamIdleTimeout = 300 * time.Millisecond
+	o.PrefillTimeout = 10 * time.Second
+	o.DecodeTimeout = 10 * time.Second
+	o.StreamIdleTimeout = 10 * time.Second
 	l := logrus.New()
 	l.SetOutput(io.Discard)
 	o.Log = l
+	return o
+}
+
+// shortOptions makes hangs and stalls end quickly.
+func shortOptions() pd.Options {
+	o := testOptions()
+	o.PrefillTimeout = time.Second
+	o.DecodeTimeout = time.Second
+	o.StreamIdleTimeout = 300 * time.Millisecond
 	return o
 }
 
@@ -82,11 +92,11 @@ type result struct {
 
 // do serves one request through d behind a real HTTP server and returns
 // what the client saw. cancelAfter > 0 disconnects the client after reading
-// up to that many body bytes; cancelAfter < 0 disconnects it 100 ms after
-// the request was sent, whatever arrived.
+// up to that many body bytes; cancelAfter < 0 disconnects it as soon as the
+// prefill and decode engines have both received their leg.
 func (f *fleet) do(t *testing.T, d pd.Dialect, path, body string, pair pd.Pair, cancelAfter int) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sender := pd.NewHTTPSender(time.Second)
 	defer sender.Close()
@@ -104,8 +114,14 @@ func (f *fleet) do(t *testing.T, d pd.Dialect, path, body string, pair pd.Pair, 
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("X-Request-Id", "client-supplied-id")
 	if cancelAfter < 0 {
-		timer := time.AfterFunc(100*time.Millisecond, ccancel)
-		defer timer.Stop()
+		// Disconnect once both engines hold their leg.
+		go func() {
+			defer ccancel()
+			wctx, wcancel := context.WithTimeout(cctx, 10*time.Second)
+			defer wcancel()
+			_ = f.prefill.WaitReceived(wctx, 1)
+			_ = f.dec.WaitReceived(wctx, 1)
+		}()
 	}
 	resp, err := srv.Client().Do(hreq)
 	if err != nil {
@@ -139,7 +155,7 @@ func (f *fleet) do(t *testing.T, d pd.Dialect, path, body string, pair pd.Pair, 
 // many it received).
 func waitLegs(t *testing.T, e *pdfake.Engine, n int) []pdfake.Record {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if n < 0 {
 		recs, err := e.WaitDone(ctx, 0)

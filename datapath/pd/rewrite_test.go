@@ -210,7 +210,9 @@ func TestRelayDetectsSplitDone(t *testing.T) {
 		go func() { <-ctx.Done(); pw.CloseWithError(ctx.Err()) }()
 		w := httptest.NewRecorder()
 		buf := make([]byte, 64)
-		res := relay(context.Background(), w, peek{resp: resp}, buf, 50*time.Millisecond, cancel, logrus.New())
+		log := logrus.New()
+		log.SetOutput(io.Discard)
+		res := relay(context.Background(), w, peek{resp: resp}, buf, 50*time.Millisecond, cancel, log)
 		cancel()
 		if !res.idle {
 			t.Errorf("relay did not end on idle: %+v", res)

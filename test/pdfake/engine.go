@@ -315,6 +315,24 @@ func (e *Engine) WaitDone(ctx context.Context, n int) ([]Record, error) {
 	}
 }
 
+// WaitReceived waits until the engine has received n inference requests
+// (finished or not).
+func (e *Engine) WaitReceived(ctx context.Context, n int) error {
+	for {
+		e.mu.Lock()
+		ch, ok := e.changed, len(e.records) >= n
+		e.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("pdfake %s: waiting for %d requests: %w", e.addr, n, ctx.Err())
+		}
+	}
+}
+
 // update mutates a record under the lock and wakes waiters.
 func (e *Engine) update(f func()) {
 	e.mu.Lock()
