@@ -733,9 +733,9 @@ func TestEndpointKilledMidRun(t *testing.T) {
 	const workers = 8
 	l := startLoad(t, ruleURL(r)+"/v1/completions", workers)
 	waitFor(t, 5*time.Second, "victim serving", func() bool { return victim.Served() > 20 })
-	victim.Close()
-	failedAtKill := l.failed.Load()
+	failedAtKill := l.failed.Load() // before the kill: its own failures count after
 	okAtKill := l.ok.Load()
+	victim.Close()
 	waitFor(t, 10*time.Second, "traffic after the kill", func() bool { return l.ok.Load() > okAtKill+300 })
 	l.finish()
 	// Only the requests on the victim when it died may fail (≤ one per worker).
