@@ -3,33 +3,35 @@ package kvexact
 import "math/bits"
 
 // u64map is the engine-hash → own-key bridge of one (endpoint, rank): an
-// open-addressing table (linear probing, backward-shift deletion) with
-// parallel key/value arrays, any capacity (fast range reduction) and 1.5×
+// open-addressing table (linear probing, backward-shift deletion) of
+// key/value pairs (one cache line fetch per probe), any capacity (fast range reduction) and 1.5×
 // growth, so it stays between 58% and 87.5% full. That is ~22 bytes per
 // entry against ~37 for a Go map[uint64]uint64 measured at 1M entries; this
 // bridge is half of the per-block memory. Not safe for concurrent use: only
 // its slot's writer touches it.
 type u64map struct {
-	keys, vals []uint64 // key 0 marks an empty slot
-	count      int
-	seed       uint64
-	hasZero    bool // key 0 lives outside the table
-	zeroVal    uint64
+	slots   []kv // key 0 marks an empty slot
+	count   int
+	seed    uint64
+	hasZero bool // key 0 lives outside the table
+	zeroVal uint64
 }
+
+type kv struct{ k, v uint64 }
 
 const u64mapMinCap = 64
 
 func (m *u64map) home(k uint64) int {
-	hi, _ := bits.Mul64((k^m.seed)*0x9e3779b97f4a7c15, uint64(len(m.keys)))
+	hi, _ := bits.Mul64((k^m.seed)*0x9e3779b97f4a7c15, uint64(len(m.slots)))
 	return int(hi)
 }
 
 // find returns the slot holding k, or the empty slot where it would go;
 // the table must not be full (growth keeps it below 7/8).
 func (m *u64map) find(k uint64) (int, bool) {
-	n := len(m.keys)
+	n := len(m.slots)
 	for i := m.home(k); ; {
-		switch m.keys[i] {
+		switch m.slots[i].k {
 		case k:
 			return i, true
 		case 0:
@@ -49,7 +51,7 @@ func (m *u64map) get(k uint64) (uint64, bool) {
 		return 0, false
 	}
 	i, ok := m.find(k)
-	return m.vals[i], ok
+	return m.slots[i].v, ok
 }
 
 func (m *u64map) put(k, v uint64) {
@@ -57,25 +59,23 @@ func (m *u64map) put(k, v uint64) {
 		m.hasZero, m.zeroVal = true, v
 		return
 	}
-	if (m.count+1)*8 > len(m.keys)*7 {
+	if (m.count+1)*8 > len(m.slots)*7 {
 		m.grow()
 	}
 	i, ok := m.find(k)
 	if !ok {
-		m.keys[i] = k
 		m.count++
 	}
-	m.vals[i] = v
+	m.slots[i] = kv{k, v}
 }
 
 func (m *u64map) grow() {
-	oldK, oldV := m.keys, m.vals
-	n := max(u64mapMinCap, len(oldK)*3/2)
-	m.keys, m.vals = make([]uint64, n), make([]uint64, n)
-	for i, k := range oldK {
-		if k != 0 {
-			j, _ := m.find(k)
-			m.keys[j], m.vals[j] = k, oldV[i]
+	old := m.slots
+	m.slots = make([]kv, max(u64mapMinCap, len(old)*3/2))
+	for _, e := range old {
+		if e.k != 0 {
+			j, _ := m.find(e.k)
+			m.slots[j] = e
 		}
 	}
 }
@@ -92,21 +92,19 @@ func (m *u64map) del(k uint64) {
 	if !ok {
 		return
 	}
-	n := len(m.keys)
-	m.keys[pos], m.vals[pos] = 0, 0
+	n := len(m.slots)
+	m.slots[pos] = kv{}
 	m.count--
 	for j := pos + 1; ; j++ {
 		if j == n {
 			j = 0
 		}
-		kj := m.keys[j]
-		if kj == 0 {
+		e := m.slots[j]
+		if e.k == 0 {
 			return
 		}
-		h := m.home(kj)
-		if (j-h+n)%n >= (j-pos+n)%n {
-			m.keys[pos], m.vals[pos] = kj, m.vals[j]
-			m.keys[j], m.vals[j] = 0, 0
+		if h := m.home(e.k); (j-h+n)%n >= (j-pos+n)%n {
+			m.slots[pos], m.slots[j] = e, kv{}
 			pos = j
 		}
 	}
