@@ -485,3 +485,31 @@ func TestSubscriberReplayUnavailable(t *testing.T) {
 		t.Errorf("Trusted = %v, %q; want warm-up (no rebuild happened)", ok, r)
 	}
 }
+
+// TestSubscriberPartialReplay: when the engine's replay buffer no longer
+// starts at seq 0, the replayed batches are applied but the inventory is
+// not a full rebuild, so it still has to warm up.
+func TestSubscriberPartialReplay(t *testing.T) {
+	checkNoLeak(t)
+	e := newEnv(t)
+	o := kvfake.DefaultOptions()
+	o.ReplayAddr = "tcp://127.0.0.1:*"
+	pub := startPub(t, o)
+	mustPublish(t, pub, storedBlocks(0, 2))
+	mustPublish(t, pub, storedBlocks(2, 3))
+	mustPublish(t, pub, storedBlocks(0, 1)) // seq 2: re-announces block 0
+	pub.ForgetReplay(2)                     // buffer rolled over: only seq 2 is left
+	const ep = "10.1.1.6:8000"
+	startSub(t, zmqsub.Target{Endpoint: ep, Host: "127.0.0.1", Port: portOf(t, pub.Endpoint()),
+		ReplayPort: portOf(t, pub.ReplayEndpoint())}, e)
+	waitFor(t, "partial replay", func() bool { return gauge(t, e.m.Replays.WithLabelValues("rule-a", ep, "partial")) == 1 })
+	if got := score(e, ep).Blocks; got != 1 {
+		t.Errorf("score = %d, want the 1 block of the replayed batch", got)
+	}
+	if ok, r := e.inv.Trusted(ep); ok || r != kvexact.ReasonWarmup {
+		t.Errorf("Trusted = %v, %q; want warm-up (not a full rebuild)", ok, r)
+	}
+	if next, ok := e.inv.NextSeq(ep, 0); !ok || next != 3 {
+		t.Errorf("NextSeq = %d, %v; want 3", next, ok)
+	}
+}
