@@ -47,6 +47,7 @@ type exchange struct {
 	w           http.ResponseWriter
 	r           *http.Request
 	start       time.Time
+	requestID   string
 	wroteHeader bool
 }
 
@@ -66,6 +67,7 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Header.Set(HeaderRequestID, rid)
 	}
 	w.Header()[HeaderRequestID] = []string{rid}
+	x.requestID = rid
 
 	if status, code, msg, allow := checkAPI(r.Method, r.URL.Path); status != 0 {
 		if allow != "" {
@@ -324,6 +326,7 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, ctx context.Context, c
 	for _, k := range hopHeaders {
 		delete(h, k)
 	}
+	h[HeaderRequestID] = []string{x.requestID} // the client's id, even if the engine minted its own
 	x.wroteHeader = true
 	x.w.WriteHeader(resp.StatusCode)
 	c.ttfb.Observe(time.Since(x.start).Seconds())
