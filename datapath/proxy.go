@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -414,6 +415,26 @@ func (rt *Runtime) SendUpstream(ctx context.Context, ep spec.Endpoint, req *http
 			return nil, de
 		}
 		return nil, fmt.Errorf("send to %s: %w", ep.ID, err)
+	}
+	return resp, nil
+}
+
+// SendLeg is SendUpstream for a leg whose body is already in memory (the P/D
+// sequences' pd.Leg: endpoint, path, header, body), without re-reading it.
+// path is the request target ("/v1/completions", optionally with a query).
+// Errors are as for SendUpstream; a nil body sends Content-Length: 0 on POST.
+func (rt *Runtime) SendLeg(ctx context.Context, ep spec.Endpoint, method, path string, h http.Header, body []byte) (*http.Response, error) {
+	if h == nil {
+		h = http.Header{}
+	}
+	req := &http.Request{Method: method, URL: &url.URL{Path: path}, RequestURI: path, Header: h, Host: ep.ID}
+	resp, err := rt.up.roundTrip(ctx, ep.ID, req, body)
+	if err != nil {
+		var de *DialError
+		if errors.As(err, &de) {
+			return nil, de
+		}
+		return nil, fmt.Errorf("send leg to %s: %w", ep.ID, err)
 	}
 	return resp, nil
 }

@@ -342,6 +342,33 @@ func TestSendUpstreamDialErrorNotSent(t *testing.T) {
 	}
 }
 
+func TestSendLeg(t *testing.T) {
+	rt, _ := newTestRuntime(t, testOptions())
+	e := startEngine(t, "leg")
+	h := http.Header{}
+	h.Set(HeaderRequestID, "leg-1")
+	for k := range 3 { // the second and third reuse the pooled connection
+		resp, err := rt.SendLeg(context.Background(), epFor(t, e.Addr(), 1), http.MethodPost, "/v1/completions", h, []byte(completionBody))
+		if err != nil {
+			t.Fatalf("leg %d: %v", k, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), "tok0") {
+			t.Fatalf("leg %d: %d %s", k, resp.StatusCode, b)
+		}
+	}
+	reqs := e.Requests()
+	if len(reqs) != 3 || string(reqs[2].Body) != completionBody || reqs[2].RequestID != "leg-1" {
+		t.Fatalf("engine saw %+v", reqs)
+	}
+	_, err := rt.SendLeg(context.Background(), epFor(t, fmt.Sprintf("127.0.0.1:%d", freePort(t)), 1), http.MethodPost, "/v1/completions", nil, nil)
+	var de *DialError
+	if !errors.As(err, &de) || !de.NotSent() {
+		t.Fatalf("dead endpoint: %v, want *DialError", err)
+	}
+}
+
 func TestAllDownIs503(t *testing.T) {
 	rt, _ := newTestRuntime(t, testOptions())
 	a, b := startEngine(t, "a"), startEngine(t, "b")
