@@ -19,6 +19,7 @@
 //     is also sent in the X-Infergate-Error header.
 //
 // P/D rules are accepted and answered 501 pd_not_implemented until the P/D
-// sequences (datapath/pd) plug into servePD; SendUpstream is the leg sender
-// they will use.
+// sequences (datapath/pd) plug into servePD; SendUpstream and SendLeg are
+// the leg senders they will use (same connection pool, *DialError on connect
+// failure).
 package datapath
