@@ -62,9 +62,9 @@ func errorType(status int) string {
 // It is the only place the datapath renders a client error.
 func writeError(w http.ResponseWriter, status int, code, message string) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
+	h.Set(headerContentType, contentTypeJSON)
 	h.Set(HeaderError, code)
-	h.Del("Content-Length")
+	h.Del(headerContentLength)
 	b := make([]byte, 0, 96+len(message))
 	b = append(b, `{"error":{"message":`...)
 	b = appendJSONString(b, message)
@@ -73,7 +73,7 @@ func writeError(w http.ResponseWriter, status int, code, message string) {
 	b = append(b, `,"code":`...)
 	b = appendJSONString(b, code)
 	b = append(b, "}}\n"...)
-	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set(headerContentLength, strconv.Itoa(len(b)))
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
 }

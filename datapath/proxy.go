@@ -25,6 +25,10 @@ const (
 	headerForwardedFor  = "X-Forwarded-For"
 	headerConnection    = "Connection"
 	headerContentType   = "Content-Type"
+	headerContentLength = "Content-Length"
+	headerHost          = "Host"
+	headerTE            = "Transfer-Encoding"
+	contentTypeJSON     = "application/json"
 	contentTypeSSE      = "text/event-stream"
 	maxClientRequestID  = 128 // longer client ids are replaced
 	statusClientClosed  = 499 // metrics only: the client went away
@@ -35,7 +39,7 @@ const (
 // hopHeaders are connection-scoped and never forwarded (RFC 9110 §7.6.1).
 var hopHeaders = [...]string{
 	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Expect",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+	"Proxy-Authorization", "Te", "Trailer", headerTE, "Upgrade",
 }
 
 var (

@@ -174,11 +174,11 @@ func writeRequest(w *bufio.Writer, addr string, in *http.Request, body []byte) e
 	w.WriteString(in.Method)
 	w.WriteByte(' ')
 	w.WriteString(uri)
-	w.WriteString(" HTTP/1.1\r\nHost: ")
+	w.WriteString(" HTTP/1.1\r\n" + headerHost + ": ")
 	w.WriteString(addr)
 	w.WriteString("\r\n")
 	for k, vv := range in.Header {
-		if k == "Host" || k == "Content-Length" || k == "Transfer-Encoding" {
+		if k == headerHost || k == headerContentLength || k == headerTE {
 			continue
 		}
 		for _, v := range vv {
@@ -190,7 +190,7 @@ func writeRequest(w *bufio.Writer, addr string, in *http.Request, body []byte) e
 	}
 	if body != nil || in.Method == http.MethodPost || in.Method == http.MethodPut || in.Method == http.MethodPatch {
 		var nb [20]byte
-		w.WriteString("Content-Length: ")
+		w.WriteString(headerContentLength + ": ")
 		w.Write(strconv.AppendInt(nb[:0], int64(len(body)), 10))
 		w.WriteString("\r\n")
 	}
