@@ -1,6 +1,7 @@
 package ladder
 
 import (
+	"context"
 	"sync/atomic"
 	"time"
 )
@@ -12,11 +13,17 @@ type Candidate struct {
 	Load  int    // active + queued requests
 }
 
-// Facts are what the tiers may know about a request.
+// Facts are what the tiers may know about a request. Tiers that need more
+// than the cheap fields (Tier 1.5 tokenises the prompt) derive it from Body
+// under Ctx, so the cost is paid only when that tier runs.
 type Facts struct {
-	SessionKey string // "" when the request carries none
-	PromptKey  []byte // canonical prompt key for Tier 1 ("" when not extracted)
-	Tokens     []uint32
+	Ctx        context.Context // the request's context (cancelled when the client goes)
+	Path       string          // "/v1/completions" or "/v1/chat/completions"
+	Model      string          // body "model" or X-Model header
+	Body       []byte          // the client body, read-only
+	SessionKey string          // "" when the request carries none
+	PromptKey  []byte          // canonical prompt key for Tier 1 (nil when not extracted)
+	Tokens     []uint32        // prompt token ids when already known (client sent ids)
 	Now        time.Time
 }
 
