@@ -223,13 +223,44 @@ func (s *scanner) str() (start, end int, escaped bool, err error) {
 	}
 }
 
-// text scans a string and appends its decoded, marker-escaped bytes.
+// text scans a string and appends its decoded, marker-escaped bytes, no
+// more than the limit needs: decoding never shrinks text by more than 6:1,
+// so 6·(room+2) raw bytes decode past the limit even if the cut splits a
+// surrogate pair.
 func (s *scanner) text(out []byte) ([]byte, error) {
 	start, end, escaped, err := s.str()
 	if err != nil {
 		return out, err
 	}
-	return appendText(out, s.b[start:end], escaped)
+	raw := s.b[start:end]
+	if s.limit > 0 {
+		room := max(s.base+s.limit-len(out), 0)
+		if !escaped {
+			raw = raw[:min(len(raw), room)]
+		} else if cut := 6 * (room + 2); len(raw) > cut {
+			raw = trimEscape(raw[:cut])
+		}
+	}
+	return appendText(out, raw, escaped)
+}
+
+// trimEscape drops a trailing incomplete escape sequence so a cut string
+// still decodes.
+func trimEscape(raw []byte) []byte {
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		n := 2
+		if i+1 < len(raw) && raw[i+1] == 'u' {
+			n = 6
+		}
+		if i+n > len(raw) {
+			return raw[:i]
+		}
+		i += n - 1
+	}
+	return raw
 }
 
 // tokens appends a token-id array; s.i is just past its '['.

@@ -182,11 +182,17 @@ func commonPrefix(a, b []byte) int {
 // FuzzCompletionKey checks the builder never panics and decodes strings as
 // encoding/json does, for inputs encoding/json accepts as valid UTF-8.
 func FuzzCompletionKey(f *testing.F) {
-	for _, s := range []string{`"hi"`, `"a\u00e9\ud83d\ude00\n"`, `[1,2,3]`, `["a","b"]`, `[[1],[2]]`, `null`, `"\ud800"`, `"\u001e"`} {
+	for _, s := range []string{`"\ud83d\ude00\ud83d\ude00\ud83d\ude00\ud83d\ude00\ud83d\ude00"`, `"hi"`, `"a\u00e9\ud83d\ude00\n"`, `[1,2,3]`, `["a","b"]`, `[[1],[2]]`, `null`, `"\ud800"`, `"\u001e"`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		got, err := CompletionKey(in)
+		for _, limit := range []int{1, 2, 5, 17} {
+			cut, cutErr := AppendCompletionKey(nil, in, limit)
+			if err == nil && (cutErr != nil || string(cut) != string(got[:min(limit, len(got))])) {
+				t.Fatalf("limit %d: (%q, %v), want prefix of %q", limit, cut, cutErr, got)
+			}
+		}
 		var s string
 		if json.Unmarshal(in, &s) != nil || !utf8.Valid(in) {
 			return
@@ -220,6 +226,9 @@ func FuzzChatKey(f *testing.F) {
 		got, err := AppendChatKey(nil, in, limit)
 		if limit > 0 && len(got) > limit {
 			t.Fatalf("key of %d bytes over limit %d", len(got), limit)
+		}
+		if full, ferr := ChatKey(in); ferr == nil && limit > 0 && (err != nil || string(got) != string(full[:min(limit, len(full))])) {
+			t.Fatalf("limit %d: (%q, %v), want prefix of %q", limit, got, err, full)
 		}
 		if err != nil || limit > 0 || !utf8.Valid(in) {
 			return
