@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -291,5 +292,33 @@ func BenchmarkAltGoRadix(b *testing.B) {
 		b.ReportMetric(float64(a.Nanoseconds()), "alt-p50-ns")
 		b.ReportMetric(float64(a)/float64(x), "alt-x-index")
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/stored, "alt-heap-B/prompt")
+	})
+}
+
+// BenchmarkRequestParallel runs the per-request Match+Insert from
+// GOMAXPROCS goroutines against one 10k-prompt index (one rule under
+// concurrent load: readers share the lock, Insert takes it alone). Prompts
+// come from a pre-generated pool of 4096 new prompts (cycled), so ns/op is
+// the index's cost alone; compare with BenchmarkRequest at 10k.
+func BenchmarkRequestParallel(b *testing.B) {
+	g := newPromptGen()
+	const stored, pool = 10_000, 4096
+	ix := benchIndex(b, g, stored)
+	prompts := make([][]byte, pool)
+	for i := range prompts {
+		prompts[i] = g.prompt(nil, stored+i)
+	}
+	var next atomic.Int64
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := int(next.Add(1))
+			q := prompts[i%pool]
+			ep, _, ok := ix.Match(q, benchEndpoints)
+			if !ok {
+				ep = benchEndpoints[i%len(benchEndpoints)]
+			}
+			ix.Insert(q, ep)
+		}
 	})
 }
