@@ -31,7 +31,7 @@ const maxEndpoints = 1<<16 - 1
 // none marks the absence of a node in the int32-linked arena.
 const none int32 = -1
 
-// node is one indexed prefix: the hash of key[:n] for a chunk boundary n (or
+// node is one indexed prefix: the hash of key[:n] for a boundary n (or
 // the whole key). It holds no pointers, so a million nodes cost the garbage
 // collector nothing to scan.
 type node struct {
@@ -42,7 +42,7 @@ type node struct {
 }
 
 // Index is a prefix-affinity index: it remembers which endpoint most recently
-// served each chunk-aligned prefix of each key and answers, for a new key,
+// served each boundary prefix of each key and answers, for a new key,
 // the endpoint sharing the longest prefix with it among a candidate set.
 // One Index serves one rule; it is safe for concurrent use.
 type Index struct {
@@ -138,8 +138,8 @@ func (ix *Index) MatchRate(key []byte, matchedBytes int) float64 {
 	return float64(matchedBytes) / float64(n)
 }
 
-// Insert records endpoint as the most recent owner of every chunk-aligned
-// prefix of key and of key itself. The ladder calls it with the endpoint it
+// Insert records endpoint as the most recent owner of every boundary prefix
+// of key and of key itself. The ladder calls it with the endpoint it
 // finally chose, so the next request sharing a prefix follows it there.
 func (ix *Index) Insert(key []byte, endpoint string) {
 	if len(key) == 0 || endpoint == "" {
@@ -189,7 +189,8 @@ func (ix *Index) Insert(key []byte, endpoint string) {
 
 // Match returns the endpoint among candidates that owns the longest prefix it
 // shares with key, and the length of that prefix in bytes. Shared prefixes
-// are found at chunk granularity, plus an exact match of the whole key. It
+// are found to the deepest common boundary (see Options.StepsPerDoubling),
+// or the whole key when it equals a stored one. It
 // never returns an endpoint that is not in candidates; an empty candidate
 // set matches nothing. Match does not refresh recency: the caller's Insert of
 // its final choice does.
