@@ -54,6 +54,16 @@
 // one endpoint from an entry in place; the index keeps an intrusive LRU list
 // of int32 links in a pointer-free arena instead.
 //
+// # Limits
+//
+//   - A prefix keeps four owners. If a shared prefix's four owners are all
+//     removed while a longer prefix still names a fifth, older endpoint, the
+//     longer prefix becomes unreachable until LRU evicts it (lost affinity,
+//     never a wrong pick).
+//   - Endpoint names count against the budget until RemoveEndpoint; call it
+//     for endpoints a rule update drops when the index is kept across
+//     updates.
+//
 // # Measured
 //
 // go test -run '^$' -bench . -benchmem -benchtime 5000x ./radix/ on the

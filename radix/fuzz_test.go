@@ -11,7 +11,7 @@ import (
 //   - Match only ever returns a candidate, with 0 < matched <= len(key);
 //   - SizeBytes never exceeds the budget and equals the accounted entries;
 //   - with an ample budget and at most maxOwners endpoints, matchedBytes is
-//     exactly the brute-force longest chunk-aligned shared prefix (or the
+//     exactly the brute-force deepest common boundary (or the
 //     whole key on an exact match) over the keys each candidate inserted
 //     since it was last removed.
 func FuzzIndexInvariants(f *testing.F) {
