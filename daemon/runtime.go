@@ -1,6 +1,9 @@
 package daemon
 
 import (
+	"time"
+
+	"github.com/infergate/infergate/datapath"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/rules"
 	"github.com/sirupsen/logrus"
@@ -12,8 +15,21 @@ import (
 // api.StatusSource it feeds GET …/status; if it has Close(ctx) error (the
 // datapath) or Close() error it is closed on shutdown, after the API.
 func newRuntime(opts Options, m *metrics.Metrics, log logrus.FieldLogger) (rules.Runtime, error) {
-	_, _, _ = opts, m, log
-	return noopRuntime{}, nil
+	o := datapath.DefaultOptions()
+	o.BindAnyVIP = opts.BindAnyVIP
+	o.Breaker5xxStreak = opts.Breaker5xxStreak // 0 disables
+	setIf(&o.MaxBodyBytes, opts.MaxBodyBytes)  // zero values keep the datapath default
+	setIf(&o.BreakerConnectFailures, opts.BreakerConnectFailures)
+	setIf(&o.BreakerPDConnectFailures, opts.BreakerPDConnectFailures)
+	setIf(&o.BreakerOpenFor, opts.BreakerOpenFor)
+	setIf(&o.DrainGrace, opts.DrainGrace)
+	return datapath.New(o, m.Datapath, log), nil
+}
+
+func setIf[T int | int64 | time.Duration](dst *T, v T) {
+	if v > 0 {
+		*dst = v
+	}
 }
 
 // noopRuntime accepts every rule and serves none, so the control plane (API,
