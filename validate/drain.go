@@ -1,0 +1,161 @@
+package validate
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/infergate/infergate/rules"
+)
+
+// restoreTimeout bounds putting the original rule back; it runs on a
+// context detached from the caller's so Ctrl-C never leaves a drain behind.
+const restoreTimeout = 15 * time.Second
+
+// drain sets one endpoint at a time to weight 0, checks it gets no traffic
+// while the others do, restores the rule and checks traffic returns.
+func (w *workflow) drain(ctx context.Context, res *StepResult) {
+	if !w.opts.Disruptive {
+		res.Status, res.Summary = Skip, "not disruptive (pass --disruptive to drain each endpoint in turn)"
+		return
+	}
+	fam, sel := famDPRequests, Labels{labelRule: w.label}
+	if w.compiled.isPD() {
+		fam = famLegRequests
+	}
+	snap, err := w.scrape(ctx)
+	if err != nil {
+		res.Status, res.Summary = Fail, err.Error()
+		return
+	}
+	if !snap.Has(fam) {
+		res.Status, res.Summary = Skip, "no per-endpoint request family ("+fam+") to attribute traffic"
+		return
+	}
+	orig := cleanRule(*w.rule)
+	res.Status = Pass
+	drained := 0
+	for i, e := range orig.Endpoints {
+		if e.Weight == 0 {
+			continue
+		}
+		role := roleOf(e.EPRole)
+		if peers := countRole(orig, e.EPRole); peers < 2 {
+			res.Evidence = append(res.Evidence, fmt.Sprintf("%s:%d: only %s endpoint, not drained", e.EndpointIP, e.TargetPort, role))
+			continue
+		}
+		ev, st := w.drainOne(ctx, orig, i, fam, sel)
+		res.Evidence = append(res.Evidence, ev...)
+		drained++
+		if rank(st) > rank(res.Status) {
+			res.Status = st
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	switch {
+	case drained == 0:
+		res.Status, res.Summary = Skip, "no endpoint can be drained without emptying its role"
+	case res.Status == Pass:
+		res.Summary = fmt.Sprintf("%d endpoints drained and restored; traffic moved and returned", drained)
+	default:
+		res.Summary = "traffic did not move as expected on drain/restore"
+		res.Hints = []Hint{HintRoleOverloaded, HintBreaker}
+	}
+}
+
+// drainOne drains endpoint i of orig, probes, restores (always), probes.
+func (w *workflow) drainOne(ctx context.Context, orig rules.Rule, i int, fam string, sel Labels) (ev []string, st Status) {
+	id := fmt.Sprintf("%s:%d", orig.Endpoints[i].EndpointIP, orig.Endpoints[i].TargetPort)
+	drainedRule := cleanRule(orig)
+	drainedRule.Endpoints = append([]rules.Endpoint(nil), orig.Endpoints...)
+	drainedRule.Endpoints[i].Weight = 0
+	restored := false
+	restore := func() {
+		if restored {
+			return
+		}
+		restored = true
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restoreTimeout)
+		defer cancel()
+		if _, err := w.api.Apply(rctx, orig); err != nil {
+			ev = append(ev, fmt.Sprintf("%s: RESTORE FAILED: %v — re-apply the rule by hand", id, err))
+			st = Fail
+			w.opts.Log.WithError(err).WithField("endpoint", id).Error("validate: restore after drain failed")
+		}
+	}
+	defer restore()
+	if _, err := w.api.Apply(ctx, drainedRule); err != nil {
+		return append(ev, fmt.Sprintf("%s: drain failed: %v", id, err)), Fail
+	}
+	during := w.probeDelta(ctx, fam, sel)
+	restore()
+	if st == Fail {
+		return ev, st
+	}
+	after := w.probeDelta(ctx, fam, sel)
+	ev = append(ev, fmt.Sprintf("%s drained: %s", id, formatDeltas(during)), fmt.Sprintf("%s restored: %s", id, formatDeltas(after)))
+	others := 0.0
+	for ep, v := range during {
+		if ep != id {
+			others += v
+		}
+	}
+	switch {
+	case during[id] > 0:
+		return ev, Fail // a drained endpoint kept getting traffic
+	case others == 0:
+		return ev, Fail // traffic did not move to the peers
+	case after[id] == 0:
+		return ev, Warn // restored, but the picks did not come back (yet)
+	}
+	return ev, Pass
+}
+
+// probeDelta sends Probes requests and returns the per-endpoint counter deltas.
+func (w *workflow) probeDelta(ctx context.Context, fam string, sel Labels) map[string]float64 {
+	before, err := w.scrape(ctx)
+	if err != nil {
+		return nil
+	}
+	for i := 0; i < w.opts.Probes; i++ {
+		w.send(ctx, fmt.Sprintf("infergate validate drain probe %d", i), false)
+	}
+	want := float64(w.opts.Probes)
+	after, err := w.awaitScrape(ctx, func(s *Snapshot) bool { return s.Sum(fam, sel)-before.Sum(fam, sel) >= want })
+	if err != nil {
+		return nil
+	}
+	return deltaBy(before, after, fam, labelEndpoint, sel)
+}
+
+// cleanRule drops output-only fields so the rule can be re-applied as is.
+func cleanRule(r rules.Rule) rules.Rule {
+	r.Status = nil
+	r.Endpoints = append([]rules.Endpoint(nil), r.Endpoints...)
+	for i := range r.Endpoints {
+		r.Endpoints[i].State, r.Endpoints[i].Counter = "", ""
+	}
+	return r
+}
+
+func roleOf(epRole int) string {
+	switch epRole {
+	case 1:
+		return rolePrefill
+	case 2:
+		return roleDecode
+	}
+	return "any"
+}
+
+func countRole(r rules.Rule, epRole int) int {
+	n := 0
+	for _, e := range r.Endpoints {
+		if e.EPRole == epRole && e.Weight > 0 {
+			n++
+		}
+	}
+	return n
+}

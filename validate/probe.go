@@ -1,0 +1,204 @@
+package validate
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Wire field names of the OpenAI-compatible probe bodies and answers.
+const (
+	fieldModel     = "model"
+	fieldPrompt    = "prompt"
+	fieldMaxTokens = "max_tokens"
+	fieldStream    = "stream"
+	fieldChoices   = "choices"
+	fieldData      = "data" // /v1/models list
+	fieldID        = "id"
+	fieldError     = "error"
+	fieldCode      = "code"
+
+	headerContentType = "Content-Type"
+	headerRequestID   = "X-Request-Id"
+	contentTypeJSON   = "application/json"
+	contentTypeSSE    = "text/event-stream"
+	sseData           = "data:"
+	sseDone           = "[DONE]"
+
+	pathModels = "/v1/models"
+	pathHealth = "/health"
+
+	// maxProbeBody bounds what is read of one answer.
+	maxProbeBody = 4 << 20
+	probeTokens  = 8
+)
+
+// probeResult is one request through the VIP.
+type probeResult struct {
+	status    int
+	requestID string
+	events    int  // SSE data events (stream only)
+	done      bool // SSE [DONE] seen
+	body      []byte
+	elapsed   time.Duration
+	err       error
+	errCode   string // the gateway's error code on a non-2xx answer
+}
+
+// sharedPrefix is the system text of the cache-aware probe: long enough to
+// span many KV blocks and prefix-index boundaries.
+func sharedPrefix() string {
+	return strings.Repeat("You are the infergate validation assistant. Answer briefly and precisely. ", 64)
+}
+
+func probeBody(model, prompt string, stream bool) []byte {
+	b, _ := json.Marshal(map[string]any{
+		fieldModel:     model,
+		fieldPrompt:    prompt,
+		fieldMaxTokens: probeTokens,
+		fieldStream:    stream,
+	})
+	return b
+}
+
+// send posts one probe to the rule's VIP and reads the whole answer.
+func (w *workflow) send(ctx context.Context, prompt string, stream bool) probeResult {
+	start := time.Now()
+	url := "http://" + w.vip + w.opts.Path
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(probeBody(w.model, prompt, stream)))
+	if err != nil {
+		return probeResult{err: err}
+	}
+	req.Header.Set(headerContentType, contentTypeJSON)
+	if w.compiled.Key.Host != "" {
+		req.Host = w.compiled.Key.Host
+	}
+	resp, err := w.hc.Do(req)
+	if err != nil {
+		return probeResult{err: fmt.Errorf("POST %s: %w", url, err), elapsed: time.Since(start)}
+	}
+	defer resp.Body.Close()
+	res := probeResult{status: resp.StatusCode, requestID: resp.Header.Get(headerRequestID)}
+	if stream && resp.StatusCode == http.StatusOK {
+		if ct := resp.Header.Get(headerContentType); !strings.HasPrefix(ct, contentTypeSSE) {
+			res.err = fmt.Errorf("stream answered with Content-Type %q, want %s", ct, contentTypeSSE)
+		}
+		sc := bufio.NewScanner(io.LimitReader(resp.Body, maxProbeBody))
+		for sc.Scan() {
+			line := strings.TrimSpace(sc.Text())
+			if !strings.HasPrefix(line, sseData) {
+				continue
+			}
+			if strings.TrimSpace(strings.TrimPrefix(line, sseData)) == sseDone {
+				res.done = true
+				continue
+			}
+			res.events++
+		}
+		if err := sc.Err(); err != nil && res.err == nil {
+			res.err = fmt.Errorf("read stream: %w", err)
+		}
+		res.elapsed = time.Since(start)
+		return res
+	}
+	res.body, err = io.ReadAll(io.LimitReader(resp.Body, maxProbeBody))
+	res.elapsed = time.Since(start)
+	if err != nil {
+		res.err = fmt.Errorf("read answer: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		res.errCode = errorCode(res.body)
+	}
+	return res
+}
+
+// errorCode extracts error.code (the gateway's stable code) from a body.
+func errorCode(body []byte) string {
+	var env map[string]json.RawMessage
+	if json.Unmarshal(body, &env) != nil {
+		return ""
+	}
+	var e map[string]any
+	if json.Unmarshal(env[fieldError], &e) != nil {
+		return ""
+	}
+	s, _ := e[fieldCode].(string)
+	return s
+}
+
+// hasChoices reports whether a completion answer carries choices.
+func hasChoices(body []byte) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil {
+		return false
+	}
+	c := bytes.TrimSpace(m[fieldChoices])
+	return len(c) > 2 && c[0] == '['
+}
+
+// hintsForProbe maps a failed probe to the diagnosis rows.
+func hintsForProbe(r probeResult) []Hint {
+	switch {
+	case r.err != nil && errors.Is(r.err, context.DeadlineExceeded), r.err != nil && strings.Contains(r.err.Error(), "Timeout"):
+		return []Hint{HintClientHangs}
+	case r.errCode == "no_healthy_backend", r.errCode == "backend_unreachable":
+		return []Hint{HintClientHangs, HintBreaker}
+	case r.errCode == "upstream_timeout":
+		return []Hint{HintClientHangs}
+	case r.status >= 500:
+		return []Hint{HintClientHangs, HintBreaker}
+	}
+	return []Hint{HintClientHangs}
+}
+
+// endpointCheck asks one engine directly whether it is ready: /v1/models
+// (also names the served model), else the probe path or /health.
+func (w *workflow) endpointCheck(ctx context.Context, addr, probePath string) (evidence string, models []string, ok bool) {
+	start := time.Now()
+	get := func(path string) (int, []byte, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+		if err != nil {
+			return 0, nil, err
+		}
+		resp, err := w.hc.Do(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(io.LimitReader(resp.Body, maxProbeBody))
+		return resp.StatusCode, b, err
+	}
+	code, body, err := get(pathModels)
+	if err == nil && code == http.StatusOK {
+		var list struct {
+			Data []map[string]any `json:"data"`
+		}
+		if json.Unmarshal(body, &list) == nil {
+			for _, m := range list.Data {
+				if id, _ := m[fieldID].(string); id != "" {
+					models = append(models, id)
+				}
+			}
+		}
+		return fmt.Sprintf("%s %d in %s, models %v", pathModels, code, time.Since(start).Round(time.Millisecond), models), models, true
+	}
+	if err != nil {
+		return fmt.Sprintf("unreachable: %v", err), nil, false
+	}
+	path := pathHealth
+	if probePath != "" {
+		path = probePath
+	}
+	code, _, err = get(path)
+	if err != nil {
+		return fmt.Sprintf("unreachable: %v", err), nil, false
+	}
+	return fmt.Sprintf("%s %d in %s", path, code, time.Since(start).Round(time.Millisecond)), nil, code == http.StatusOK
+}

@@ -1,0 +1,270 @@
+package validate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/infergate/infergate/metrics"
+	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/test/fakeengine"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// fakeGateway is a test-only stand-in for the daemon: the management routes
+// the workflow reads, /metrics from the real metric set, and a VIP that runs
+// a prefill leg then a decode leg against real engine servers, counting the
+// P/D families the way the datapath does.
+type fakeGateway struct {
+	t        *testing.T
+	m        *metrics.Metrics
+	rule     rules.Rule
+	prefill  string
+	decode   string
+	skipPre  bool // behave like a gateway that never runs the prefill leg
+	api, vip *http.Server
+	apiAddr  string
+}
+
+func startFakeGateway(t *testing.T, prefill, decode string, skipPre bool) *fakeGateway {
+	t.Helper()
+	g := &fakeGateway{t: t, m: metrics.New(), prefill: prefill, decode: decode, skipPre: skipPre}
+	vln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	aln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vip := vln.Addr().(*net.TCPAddr)
+	ep := func(addr string, role int) rules.Endpoint {
+		h, p, _ := net.SplitHostPort(addr)
+		n, _ := strconv.Atoi(p)
+		return rules.Endpoint{EndpointIP: h, TargetPort: n, Weight: 1, EPRole: role}
+	}
+	g.rule = rules.Rule{
+		ServiceArguments: rules.ServiceArguments{ExternalIP: "127.0.0.1", Port: vip.Port, Protocol: "tcp", Mode: 4,
+			Name: "pd-test", PDDisaggMode: true, KVEngineType: "vllm", SSEMode: true},
+		Endpoints: []rules.Endpoint{ep(prefill, 1), ep(decode, 2)},
+	}
+	g.apiAddr = aln.Addr().String()
+	g.api = &http.Server{Handler: http.HandlerFunc(g.serveAPI), ReadHeaderTimeout: 5 * time.Second}
+	g.vip = &http.Server{Handler: http.HandlerFunc(g.serveVIP), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = g.api.Serve(aln) }()
+	go func() { _ = g.vip.Serve(vln) }()
+	t.Cleanup(func() { _ = g.api.Close(); _ = g.vip.Close() })
+	return g
+}
+
+func (g *fakeGateway) serveAPI(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	switch p := r.URL.Path; {
+	case p == "/metrics":
+		promhttp.HandlerFor(g.m.Registry, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+	case p == "/netlox/v1/config/loadbalancer/all":
+		_ = json.NewEncoder(w).Encode(rules.RuleList{LbAttr: []rules.Rule{g.rule}})
+	case strings.HasSuffix(p, "/compiled"):
+		eps := []map[string]any{}
+		for _, e := range g.rule.Endpoints {
+			id := net.JoinHostPort(e.EndpointIP, strconv.Itoa(e.TargetPort))
+			eps = append(eps, map[string]any{"id": id, "address": id, "weight": e.Weight, "role": roleOf(e.EPRole)})
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"name": "pd-test", "engine": "vllm", "sse": true,
+			"pd": map[string]any{"cache_aware": false}, "endpoints": eps})
+	case strings.HasSuffix(p, "/status"):
+		st := map[string]any{}
+		for _, e := range g.rule.Endpoints {
+			st[net.JoinHostPort(e.EndpointIP, strconv.Itoa(e.TargetPort))] = map[string]string{"state": "active", "breaker": "closed"}
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"ready": true, "endpoints": st})
+	default:
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, `{"error":{"code":"not_found"}}`)
+	}
+}
+
+func (g *fakeGateway) serveVIP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	const rule = "pd-test"
+	if !g.skipPre {
+		resp, err := http.Post("http://"+g.prefill+r.URL.Path, "application/json", bytes.NewReader(body))
+		if err != nil {
+			g.m.PD.Requests.WithLabelValues(rule, "", "prefill", "error").Inc()
+			w.WriteHeader(http.StatusBadGateway)
+			_, _ = io.WriteString(w, `{"error":{"code":"backend_unreachable"}}`)
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		g.m.PD.PrefillDuration.WithLabelValues(rule).Observe(0.001)
+	}
+	resp, err := http.Post("http://"+g.decode+r.URL.Path, "application/json", bytes.NewReader(body))
+	if err != nil {
+		w.WriteHeader(http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	g.m.PD.DecodeTTFB.WithLabelValues(rule).Observe(0.001)
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+	g.m.PD.Requests.WithLabelValues(rule, "", "complete", "success").Inc()
+}
+
+func startEngine(t *testing.T, name string) *fakeengine.Server {
+	t.Helper()
+	s, err := fakeengine.Start(fakeengine.Options{Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func TestRun(t *testing.T) {
+	tests := []struct {
+		name        string
+		target      func(g *fakeGateway) string
+		killPrefill bool
+		skipPrefill bool
+		passed      bool
+		want        map[string]Status
+		hint        map[string]Hint // a hint the step must carry
+	}{
+		{name: "healthy 1P1D by name", target: func(*fakeGateway) string { return "pd-test" }, passed: true,
+			want: map[string]Status{StepRuleShape: Pass, StepReadiness: Pass, StepStatus: Pass, StepNonStream: Pass,
+				StepStream: Pass, StepRoles: Pass, StepCacheAware: Skip, StepKVExact: Skip, StepDrain: Skip}},
+		{name: "by VIP:port", target: func(g *fakeGateway) string { return fmt.Sprintf("127.0.0.1:%d", g.rule.ServiceArguments.Port) }, passed: true,
+			want: map[string]Status{StepRuleShape: Pass, StepRoles: Pass}},
+		{name: "unknown rule", target: func(*fakeGateway) string { return "nope" },
+			want: map[string]Status{StepRuleShape: Fail, StepReadiness: Skip, StepRoles: Skip},
+			hint: map[string]Hint{StepRuleShape: HintRuleCreation}},
+		{name: "prefill engine killed", target: func(*fakeGateway) string { return "pd-test" }, killPrefill: true,
+			want: map[string]Status{StepReadiness: Fail, StepNonStream: Fail, StepRoles: Fail},
+			hint: map[string]Hint{StepReadiness: HintClientHangs, StepNonStream: HintClientHangs}},
+		{name: "prefill leg never runs", target: func(*fakeGateway) string { return "pd-test" }, skipPrefill: true,
+			want: map[string]Status{StepNonStream: Pass, StepRoles: Fail},
+			hint: map[string]Hint{StepRoles: HintDecodeRecomputes}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pre, dec := startEngine(t, "prefill"), startEngine(t, "decode")
+			g := startFakeGateway(t, pre.Addr(), dec.Addr(), tc.skipPrefill)
+			if tc.killPrefill {
+				pre.Close()
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			opts := DefaultOptions()
+			opts.Server, opts.Target = "http://"+g.apiAddr, tc.target(g)
+			opts.RequestTimeout, opts.Settle = 5*time.Second, 500*time.Millisecond
+			var progress bytes.Buffer
+			opts.Progress = &progress
+			rep, err := Run(ctx, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]StepResult{}
+			for _, s := range rep.Steps {
+				got[s.Name] = s
+			}
+			for step, want := range tc.want {
+				if got[step].Status != want {
+					t.Errorf("%s = %s (%s), want %s", step, got[step].Status, got[step].Summary, want)
+				}
+			}
+			for step, h := range tc.hint {
+				if !containsHint(got[step].Hints, h) {
+					t.Errorf("%s hints %q lack %q", step, got[step].Hints, h)
+				}
+			}
+			if rep.Passed != tc.passed {
+				t.Errorf("passed = %v, want %v\n%s", rep.Passed, tc.passed, progress.String())
+			}
+		})
+	}
+}
+
+func containsHint(hs []Hint, h Hint) bool {
+	for _, x := range hs {
+		if x == h {
+			return true
+		}
+	}
+	return false
+}
+
+func TestSnapshotDeltas(t *testing.T) {
+	const before = `# TYPE c counter
+c{rule="a",endpoint="x"} 1
+c{rule="a",endpoint="y"} 5
+c{rule="b",endpoint="x"} 7
+# TYPE h histogram
+h_bucket{rule="a",le="+Inf"} 2
+h_sum{rule="a"} 0.5
+h_count{rule="a"} 2
+`
+	const after = `# TYPE c counter
+c{rule="a",endpoint="x"} 4
+c{rule="a",endpoint="y"} 5
+c{rule="b",endpoint="x"} 9
+# TYPE h histogram
+h_bucket{rule="a",le="+Inf"} 5
+h_sum{rule="a"} 1.5
+h_count{rule="a"} 5
+`
+	b, err := ParseSnapshot(strings.NewReader(before))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := ParseSnapshot(strings.NewReader(after))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		got  string
+		want string
+	}{
+		{"per endpoint of rule a", formatDeltas(deltaBy(b, a, "c", labelEndpoint, Labels{labelRule: "a"})), "x +3"},
+		{"histogram count", fmt.Sprint(a.Sum("h_count", Labels{labelRule: "a"}) - b.Sum("h_count", nil)), "3"},
+		{"histogram sum", fmt.Sprint(a.Sum("h_sum", nil) - b.Sum("h_sum", nil)), "1"},
+		{"absent family", fmt.Sprint(a.Has("nope"), a.Sum("nope", nil)), "false 0"},
+	}
+	for _, tc := range tests {
+		if tc.got != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.name, tc.got, tc.want)
+		}
+	}
+}
+
+func TestParseAddrTarget(t *testing.T) {
+	tests := []struct {
+		in   string
+		ok   bool
+		want string
+	}{
+		{"127.0.0.10:8080", true, "127.0.0.10 8080 tcp"},
+		{"127.0.0.10:8080/TCP", true, "127.0.0.10 8080 tcp"},
+		{"[::1]:80", true, "::1 80 tcp"},
+		{"vllm-1p1d", false, ""},
+		{"host:80", false, ""},
+	}
+	for _, tc := range tests {
+		a, p, proto, ok := parseAddrTarget(tc.in)
+		if ok != tc.ok || (ok && fmt.Sprint(a, " ", p, " ", proto) != tc.want) {
+			t.Errorf("%q: got %v %d %s %v, want %q %v", tc.in, a, p, proto, ok, tc.want, tc.ok)
+		}
+	}
+}
