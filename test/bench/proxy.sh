@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Proxy load comparison on loopback: wrk against (a) the fake engine directly,
-# (b) infergate's datapath in front of it, (c) Debian's nginx in front of it
-# (plain proxy_pass with upstream keepalive). Prints req/s, p50, p99 and the
-# ratios b/a and b/c. Everything started here is killed on exit.
+# (b) infergate (`infergate serve` with one rule from a YAML file) in front of
+# it, (c) Debian's nginx in front of it (plain proxy_pass with upstream
+# keepalive). Prints req/s, p50, p99, CPU per request and the ratios b/a and
+# b/c. Everything started here is killed on exit.
 #
 # Env: DURATION (10s) CONNS (64) THREADS (2) BASE_PORT (18000)
+#      GATEWAY_BIN=dpserve runs the bare datapath (test/bench/dpserve) instead
+#      of the daemon, e.g. for CPU profiles (-cpuprofile).
 set -euo pipefail
 
 DURATION=${DURATION:-10s}
@@ -31,14 +34,30 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-echo "building fake engine and datapath server..."
+echo "building fake engine and infergate..."
 (cd "$ROOT" && go build -o "$TMP/fakeengine" ./test/fakeengine/cmd/fakeengine \
-  && go build -o "$TMP/dpserve" ./test/bench/dpserve)
+  && go build -o "$TMP/dpserve" ./test/bench/dpserve \
+  && go build -o "$TMP/infergate" ./cmd/infergate)
 
 "$TMP/fakeengine" -addr "$ENGINE" -no-log >"$TMP/engine.log" 2>&1 &
 ENGINE_PID=$!
 PIDS+=($ENGINE_PID)
-"$TMP/dpserve" -listen "$GATEWAY" -engine "$ENGINE" >"$TMP/dpserve.log" 2>&1 &
+if [[ ${GATEWAY_BIN:-infergate} == dpserve ]]; then
+  "$TMP/dpserve" -listen "$GATEWAY" -engine "$ENGINE" >"$TMP/gateway.log" 2>&1 &
+else
+  cat >"$TMP/rule.yaml" <<YAML
+apiVersion: infergate/v1
+kind: Loadbalancer
+metadata:
+  name: bench
+spec:
+  serviceArguments: {externalIP: ${GATEWAY%:*}, port: ${GATEWAY#*:}, protocol: tcp, sel: 0, mode: 4}
+  endpoints:
+    - {endpointIP: ${ENGINE%:*}, targetPort: ${ENGINE#*:}, weight: 1}
+YAML
+  "$TMP/infergate" serve --api-addr "127.0.0.1:$((BASE_PORT + 3))" --state-dir "$TMP/state" \
+    --rules "$TMP/rule.yaml" --log-level warn >"$TMP/gateway.log" 2>&1 &
+fi
 DP_PID=$!
 PIDS+=($DP_PID)
 
