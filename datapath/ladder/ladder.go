@@ -98,12 +98,23 @@ func New(sessions *Sessions, tiers ...PrefillTier) *Ladder {
 // false when either list is empty (the caller then tries the role-0 pool or
 // answers pd_pool_unavailable).
 func (l *Ladder) SelectPair(f *Facts, prefills, decodes []Candidate) (Trace, bool) {
+	return l.selectPair(f, prefills, decodes, true)
+}
+
+// Explain runs the same decision as SelectPair without side effects: no
+// session pin is stored or dropped and no tier learns from it. It answers
+// "which tier would pick which endpoint, and why" for operators.
+func (l *Ladder) Explain(f *Facts, prefills, decodes []Candidate) (Trace, bool) {
+	return l.selectPair(f, prefills, decodes, false)
+}
+
+func (l *Ladder) selectPair(f *Facts, prefills, decodes []Candidate, commit bool) (Trace, bool) {
 	var tr Trace
 	if len(prefills) == 0 || len(decodes) == 0 {
 		return tr, false
 	}
 	pinnedDecode := ""
-	prefill, found := l.sessionPrefill(f, prefills, &tr, &pinnedDecode)
+	prefill, found := l.sessionPrefill(f, prefills, &tr, &pinnedDecode, commit)
 	if !found {
 		prefill, found = l.tierPrefill(f, prefills, &tr)
 	}
@@ -114,6 +125,9 @@ func (l *Ladder) SelectPair(f *Facts, prefills, decodes []Candidate) (Trace, boo
 	}
 	decode := l.pickDecode(pinnedDecode, decodes, &tr)
 	tr.Prefill, tr.Decode = prefill, decode
+	if !commit {
+		return tr, true
+	}
 	if l.sessions != nil && f.SessionKey != "" {
 		l.sessions.Pin(f.SessionKey, prefill.ID, decode.ID, f.Now)
 	}
@@ -127,7 +141,7 @@ func (l *Ladder) SelectPair(f *Facts, prefills, decodes []Candidate) (Trace, boo
 
 // sessionPrefill is Tier 0: a live pin whose prefill is still usable wins.
 // A pin whose prefill was excluded is dropped so the request re-chooses.
-func (l *Ladder) sessionPrefill(f *Facts, prefills []Candidate, tr *Trace, pinnedDecode *string) (Candidate, bool) {
+func (l *Ladder) sessionPrefill(f *Facts, prefills []Candidate, tr *Trace, pinnedDecode *string, commit bool) (Candidate, bool) {
 	if l.sessions == nil {
 		return Candidate{}, false
 	}
@@ -135,7 +149,11 @@ func (l *Ladder) sessionPrefill(f *Facts, prefills []Candidate, tr *Trace, pinne
 		tr.Steps = append(tr.Steps, Step{Tier: TierSession, Reason: ReasonNoKey})
 		return Candidate{}, false
 	}
-	pin, ok := l.sessions.Lookup(f.SessionKey, f.Now)
+	lookup := l.sessions.Lookup
+	if !commit {
+		lookup = l.sessions.Peek
+	}
+	pin, ok := lookup(f.SessionKey, f.Now)
 	if !ok {
 		tr.Steps = append(tr.Steps, Step{Tier: TierSession, Reason: ReasonMiss})
 		return Candidate{}, false
@@ -147,7 +165,9 @@ func (l *Ladder) sessionPrefill(f *Facts, prefills []Candidate, tr *Trace, pinne
 			return c, true
 		}
 	}
-	l.sessions.Drop(f.SessionKey)
+	if commit {
+		l.sessions.Drop(f.SessionKey)
+	}
 	tr.Steps = append(tr.Steps, Step{Tier: TierSession, Reason: ReasonExcluded})
 	return Candidate{}, false
 }

@@ -222,3 +222,26 @@ func BenchmarkSelectPair(b *testing.B) {
 		l.SelectPair(f, p, d)
 	}
 }
+
+func TestExplainHasNoSideEffects(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s := NewSessions(time.Minute, 10)
+	s.Pin("kept", "gone", "d0", now) // pinned prefill is excluded below
+	tier := &fixedTier{name: TierPrefix, reason: ReasonMiss}
+	l := New(s, tier)
+	for _, key := range []string{"kept", "fresh"} {
+		tr, ok := l.Explain(&Facts{SessionKey: key, Now: now}, cands("p", 1, 0), cands("d", 0))
+		if !ok || tr.Prefill.ID != "p1" {
+			t.Fatalf("%s: explain = %+v %v", key, tr, ok)
+		}
+	}
+	if _, ok := s.Peek("kept", now); !ok {
+		t.Fatal("explain dropped a pin")
+	}
+	if _, ok := s.Peek("fresh", now); ok {
+		t.Fatal("explain stored a pin")
+	}
+	if len(tier.observed) != 0 {
+		t.Fatalf("explain fed the observer: %v", tier.observed)
+	}
+}

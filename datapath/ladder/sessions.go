@@ -51,6 +51,15 @@ func (s *Sessions) Lookup(key string, now time.Time) (Pin, bool) {
 	return p, true
 }
 
+// Peek returns a live pin without sliding its expiry or touching recency.
+func (s *Sessions) Peek(key string, now time.Time) (Pin, bool) {
+	p, ok := s.cache.Peek(key)
+	if !ok || now.After(p.expires) {
+		return Pin{}, false
+	}
+	return p, true
+}
+
 // Pin records (or refreshes) the pair for key.
 func (s *Sessions) Pin(key, prefill, decode string, now time.Time) {
 	s.cache.Add(key, Pin{Prefill: prefill, Decode: decode, expires: now.Add(s.ttl)})
