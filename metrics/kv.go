@@ -22,6 +22,8 @@ type KV struct {
 	BlockSizeMismatches *prometheus.CounterVec // loxilb_kv_block_size_mismatches_total{rule,endpoint}
 	SkippedBlocks       *prometheus.CounterVec // loxilb_kv_skipped_blocks_total{rule,reason}
 	Evictions           *prometheus.CounterVec // loxilb_pd_kv_inv_cap_evictions_total{rule}
+	// Routing is the request side (tokenisation, Tier 1.5, watchdog).
+	Routing *KVRouting
 
 	lastEvent *lastEventCollector // loxilb_kv_last_event_age_seconds{rule,endpoint}
 }
@@ -82,6 +84,7 @@ func NewKV(reg prometheus.Registerer) *KV {
 	}
 	reg.MustRegister(k.Blocks, k.EventsApplied, k.UnknownEvents, k.DecodeErrors, k.SeqGaps, k.Restarts,
 		k.Replays, k.SubscriberConnected, k.BlockSizeMismatches, k.SkippedBlocks, k.Evictions, k.lastEvent)
+	k.Routing = NewKVRouting(reg)
 	return k
 }
 

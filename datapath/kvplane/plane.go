@@ -1,0 +1,572 @@
+package kvplane
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/infergate/infergate/datapath/ladder"
+	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/kvexact"
+	"github.com/infergate/infergate/kvexact/tokenize"
+	"github.com/infergate/infergate/kvexact/trtpoll"
+	"github.com/infergate/infergate/kvexact/zmqsub"
+	"github.com/infergate/infergate/metrics"
+)
+
+// DefaultZMQPort is kvZmqPort's default (vLLM's and LoxiLB's).
+const DefaultZMQPort = 5557
+
+// Defaults of Options.
+const (
+	DefaultWatchdogWindow  = time.Minute
+	DefaultSingleLoadGuard = 3
+)
+
+// StartSubFunc starts one engine's ZMQ subscriber (injectable in tests).
+type StartSubFunc func(t zmqsub.Target, sink zmqsub.Sink, o zmqsub.Options) (io.Closer, error)
+
+// StartBindFunc starts the shared bound SUB socket.
+type StartBindFunc func(t zmqsub.BindTarget, sink zmqsub.Sink, o zmqsub.Options) (io.Closer, error)
+
+// StartTRTFunc starts one TensorRT-LLM poller.
+type StartTRTFunc func(t trtpoll.Target, sink trtpoll.Sink, o trtpoll.Options) (io.Closer, error)
+
+// Options are the daemon's KV-exact settings.
+type Options struct {
+	// BindAddr, when set ("tcp://0.0.0.0:5557"), switches vLLM/SGLang rules
+	// to the bind topology: one SUB socket, engines connect to it.
+	BindAddr string
+	// ReplayPortOffset: 0 = no replay; else the engine's replay ROUTER is
+	// at kvZmqPort+offset (rank r at +r).
+	ReplayPortOffset int
+	// TokenizeTimeout bounds one /tokenize round trip.
+	TokenizeTimeout   time.Duration
+	TokenizeCacheSize int
+	// WatchdogN is the zero-hit streak that warns; WatchdogWindow is how
+	// recent the last applied event must be for lookups to count.
+	WatchdogN      int
+	WatchdogWindow time.Duration
+	// TRTPollInterval is the pause between TensorRT-LLM drains.
+	TRTPollInterval time.Duration
+	// SingleLoadGuard is mode 3's load guard (mode 1 uses the rule's
+	// pd_balance_abs_threshold); negative disables it.
+	SingleLoadGuard int
+	// Budget caps indexed blocks per rule (0: kvexact's default).
+	Budget int
+	// Subscriber is the template of every subscriber's options (Rule,
+	// Metrics and Logger are set per rule).
+	Subscriber zmqsub.Options
+
+	StartSub  StartSubFunc  // nil: zmqsub.Start
+	StartBind StartBindFunc // nil: zmqsub.StartBind
+	StartTRT  StartTRTFunc  // nil: trtpoll.Start
+	Clock     kvexact.Clock // nil: wall clock
+}
+
+// DefaultOptions returns the defaults.
+func DefaultOptions() Options {
+	return Options{
+		TokenizeTimeout:   tokenize.DefaultTimeout,
+		TokenizeCacheSize: tokenize.DefaultCacheSize,
+		WatchdogN:         ladder.DefaultWatchdogN,
+		WatchdogWindow:    DefaultWatchdogWindow,
+		TRTPollInterval:   trtpoll.DefaultInterval,
+		SingleLoadGuard:   DefaultSingleLoadGuard,
+		Subscriber:        zmqsub.DefaultOptions(""),
+	}
+}
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+// Plane owns every rule's KV state. It is safe for concurrent use.
+type Plane struct {
+	opts Options
+	m    *metrics.KV
+	log  logrus.FieldLogger
+
+	mu     sync.Mutex
+	rules  map[spec.Key]*ruleState
+	bind   io.Closer
+	closed bool
+
+	// byEndpoint routes bind-topology messages: endpoint → rule states.
+	bindMu     sync.RWMutex
+	byEndpoint map[string][]*ruleState
+}
+
+// New builds a Plane; zero option fields take defaults. m may be nil.
+func New(opts Options, m *metrics.KV, log logrus.FieldLogger) *Plane {
+	d := DefaultOptions()
+	if opts.TokenizeTimeout <= 0 {
+		opts.TokenizeTimeout = d.TokenizeTimeout
+	}
+	if opts.TokenizeCacheSize <= 0 {
+		opts.TokenizeCacheSize = d.TokenizeCacheSize
+	}
+	if opts.WatchdogN <= 0 {
+		opts.WatchdogN = d.WatchdogN
+	}
+	if opts.WatchdogWindow <= 0 {
+		opts.WatchdogWindow = d.WatchdogWindow
+	}
+	if opts.TRTPollInterval <= 0 {
+		opts.TRTPollInterval = d.TRTPollInterval
+	}
+	if opts.Subscriber.PollInterval <= 0 {
+		opts.Subscriber = d.Subscriber
+	}
+	if opts.StartSub == nil {
+		opts.StartSub = func(t zmqsub.Target, s zmqsub.Sink, o zmqsub.Options) (io.Closer, error) {
+			return zmqsub.Start(t, s, o)
+		}
+	}
+	if opts.StartBind == nil {
+		opts.StartBind = func(t zmqsub.BindTarget, s zmqsub.Sink, o zmqsub.Options) (io.Closer, error) {
+			sub, _, err := zmqsub.StartBind(t, s, o)
+			return sub, err
+		}
+	}
+	if opts.StartTRT == nil {
+		opts.StartTRT = func(t trtpoll.Target, s trtpoll.Sink, o trtpoll.Options) (io.Closer, error) {
+			return trtpoll.Start(t, s, o), nil
+		}
+	}
+	if opts.Clock == nil {
+		opts.Clock = wallClock{}
+	}
+	if log == nil {
+		l := logrus.New()
+		l.SetOutput(io.Discard)
+		log = l
+	}
+	return &Plane{opts: opts, m: m, log: log, rules: map[spec.Key]*ruleState{}, byEndpoint: map[string][]*ruleState{}}
+}
+
+func (p *Plane) routing() *metrics.KVRouting {
+	if p.m == nil {
+		return nil
+	}
+	return p.m.Routing
+}
+
+// ruleName is the metric label of a rule.
+func ruleName(r *spec.Rule) string {
+	if r.Name != "" {
+		return r.Name
+	}
+	return r.Key.String()
+}
+
+// eligible returns the endpoints whose events a rule indexes.
+func eligible(r *spec.Rule) []spec.Endpoint {
+	var out []spec.Endpoint
+	for _, ep := range r.Endpoints {
+		if r.KV.Mode == 1 && ep.Role != spec.RolePrefill {
+			continue
+		}
+		out = append(out, ep)
+	}
+	return out
+}
+
+// compatible reports whether a rule's inventory survives an update: the
+// engine and every KV setting are unchanged (the endpoint set may differ).
+func compatible(a, b *spec.Rule) bool {
+	return a.Engine == b.Engine && *a.KV == *b.KV && ruleName(a) == ruleName(b)
+}
+
+// Install brings the rule's KV state in line with next: nil when next has
+// no KV configuration (prev's state, if any, is removed). Unchanged
+// endpoints keep their subscriber and inventory; removed ones are closed and
+// their blocks dropped. prev may be nil (a new rule).
+func (p *Plane) Install(prev, next *spec.Rule) (*RuleKV, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, errors.New("kvplane: install on a closed plane")
+	}
+	var st *ruleState
+	if prev != nil {
+		st = p.rules[prev.Key]
+	}
+	if next == nil || next.KV == nil {
+		if st != nil {
+			p.removeLocked(st)
+		}
+		return nil, nil
+	}
+	if st != nil && !compatible(st.rule, next) {
+		p.removeLocked(st)
+		st = nil
+	}
+	if st == nil {
+		if old := p.rules[next.Key]; old != nil { // installed without prev
+			if compatible(old.rule, next) {
+				st = old
+			} else {
+				p.removeLocked(old)
+			}
+		}
+	}
+	if st == nil {
+		st = p.newState(next)
+	} else if prev != nil && prev.Key != next.Key {
+		delete(p.rules, prev.Key)
+	}
+	st.rule = next
+	p.rules[next.Key] = st
+	rk := st.view(next)
+	rk.plane = p
+	rk.single = rk.tier(nil, p.opts.SingleLoadGuard)
+	return rk, p.syncLocked(st, eligible(next))
+}
+
+// Remove stops the rule's subscribers and drops its inventory. Safe on nil
+// and on an already removed rule.
+func (p *Plane) Remove(r *RuleKV) {
+	if r == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cur := p.rules[r.st.rule.Key]; cur == r.st {
+		p.removeLocked(r.st)
+	}
+}
+
+// Close removes every rule and stops the bound socket.
+func (p *Plane) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, st := range p.rules {
+		p.removeLocked(st)
+	}
+	p.closed = true
+	var err error
+	if p.bind != nil {
+		err = p.bind.Close()
+		p.bind = nil
+	}
+	return err
+}
+
+func (p *Plane) removeLocked(st *ruleState) {
+	_ = p.syncLocked(st, nil)
+	if p.rules[st.rule.Key] == st {
+		delete(p.rules, st.rule.Key)
+	}
+	st.tok.Close()
+	if r := p.routing(); r != nil {
+		r.ForgetRule(st.name)
+	}
+}
+
+func (p *Plane) newState(r *spec.Rule) *ruleState {
+	name := ruleName(r)
+	iopts := kvexact.DefaultOptions(name)
+	iopts.BlockSize = r.KV.BlockSize
+	if r.KV.Warmup > 0 {
+		iopts.Warmup = r.KV.Warmup
+	}
+	if p.opts.Budget > 0 {
+		iopts.Budget = p.opts.Budget
+	}
+	iopts.Clock = p.opts.Clock
+	iopts.Metrics = p.m
+	iopts.Logger = p.log
+	st := &ruleState{
+		name: name,
+		rule: r,
+		inv:  kvexact.NewInventory(iopts),
+		subs: map[string]*endpointSub{},
+		last: map[string]*atomic.Int64{},
+		log:  p.log.WithField("rule", name),
+	}
+	st.watchdog = ladder.NewWatchdog(p.opts.WatchdogN,
+		ladder.EventsFlowing(&st.lastEvent, p.opts.WatchdogWindow, p.opts.Clock.Now))
+	tok, err := tokenize.NewEngine(tokenize.Options{
+		Rule:      name,
+		Endpoints: st.tokenizeEndpoints,
+		Timeout:   p.opts.TokenizeTimeout,
+		CacheSize: p.opts.TokenizeCacheSize,
+		Metrics:   p.routing(),
+		Logger:    p.log,
+	})
+	if err != nil { // only on a non-positive cache size, which defaults exclude
+		panic(fmt.Sprintf("kvplane: tokenizer: %v", err))
+	}
+	st.tok = tok
+	return st
+}
+
+// endpointSub is one endpoint's running event source.
+type endpointSub struct {
+	ep     spec.Endpoint
+	source string // SourceZMQ, SourceBind or SourceTRT
+	closer io.Closer
+}
+
+// Event sources reported by the inventory API.
+const (
+	SourceZMQ  = "zmq"
+	SourceBind = "zmq_bind"
+	SourceTRT  = "trtllm_poll"
+)
+
+// syncLocked starts and stops sources so exactly want is subscribed.
+func (p *Plane) syncLocked(st *ruleState, want []spec.Endpoint) error {
+	wantSet := map[string]spec.Endpoint{}
+	for _, ep := range want {
+		wantSet[ep.ID] = ep
+	}
+	for id, s := range st.subs {
+		if ep, ok := wantSet[id]; ok && ep.Addr == s.ep.Addr {
+			continue
+		}
+		if s.closer != nil {
+			if err := s.closer.Close(); err != nil {
+				st.log.WithError(err).WithField("endpoint", id).Warn("kvplane: closing an event source")
+			}
+		}
+		if s.source == SourceBind {
+			p.unbindEndpoint(id, st)
+		}
+		delete(st.subs, id)
+		st.inv.RemoveEndpoint(id)
+		st.forgetLast(id)
+		if p.m != nil {
+			p.m.ForgetEndpoint(st.name, id)
+		}
+	}
+	var errs []error
+	for _, ep := range want {
+		if _, ok := st.subs[ep.ID]; ok {
+			continue
+		}
+		s, err := p.start(st, ep)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("kvplane: rule %s endpoint %s: %w", st.name, ep.ID, err))
+			continue
+		}
+		st.subs[ep.ID] = s
+	}
+	st.setEligible(want)
+	return errors.Join(errs...)
+}
+
+func (p *Plane) start(st *ruleState, ep spec.Endpoint) (*endpointSub, error) {
+	kv := st.rule.KV
+	sink := &sink{st: st}
+	if st.rule.Engine == spec.EngineTRTLLM {
+		o := trtpoll.DefaultOptions(st.name)
+		o.Interval = p.opts.TRTPollInterval
+		if kv.BlockSize > 0 {
+			o.BlockSize = kv.BlockSize
+		}
+		o.Metrics, o.Logger = p.routing(), p.log
+		c, err := p.opts.StartTRT(trtpoll.Target{Endpoint: ep.ID, URL: "http://" + ep.Addr.String()}, sink, o)
+		if err != nil {
+			return nil, err
+		}
+		return &endpointSub{ep: ep, source: SourceTRT, closer: c}, nil
+	}
+	o := p.opts.Subscriber
+	o.Rule, o.Metrics, o.Logger = st.name, p.m, p.log
+	if p.opts.BindAddr != "" {
+		if err := p.ensureBind(); err != nil {
+			return nil, err
+		}
+		p.bindEndpoint(ep.ID, st)
+		return &endpointSub{ep: ep, source: SourceBind}, nil
+	}
+	port := int(kv.ZMQPort)
+	if port == 0 {
+		port = DefaultZMQPort
+	}
+	t := zmqsub.Target{Endpoint: ep.ID, Host: ep.Addr.Addr().String(), Port: port, Ranks: max(kv.DPRanks, 1)}
+	if p.opts.ReplayPortOffset > 0 {
+		t.ReplayPort = port + p.opts.ReplayPortOffset
+		o.ReplayOnConnect = true
+	}
+	c, err := p.opts.StartSub(t, sink, o)
+	if err != nil {
+		return nil, err
+	}
+	return &endpointSub{ep: ep, source: SourceZMQ, closer: c}, nil
+}
+
+// ensureBind starts the shared bound socket on first use.
+func (p *Plane) ensureBind() error {
+	if p.bind != nil {
+		return nil
+	}
+	o := p.opts.Subscriber
+	o.Rule, o.Metrics, o.Logger = "bind", p.m, p.log
+	c, err := p.opts.StartBind(zmqsub.BindTarget{Addr: p.opts.BindAddr, Allowed: p.bindAllowed}, bindSink{p}, o)
+	if err != nil {
+		return fmt.Errorf("kvplane: bind %s: %w", p.opts.BindAddr, err)
+	}
+	p.bind = c
+	return nil
+}
+
+func (p *Plane) bindAllowed(endpoint string) bool {
+	p.bindMu.RLock()
+	defer p.bindMu.RUnlock()
+	return len(p.byEndpoint[endpoint]) > 0
+}
+
+func (p *Plane) bindEndpoint(id string, st *ruleState) {
+	p.bindMu.Lock()
+	defer p.bindMu.Unlock()
+	p.byEndpoint[id] = append(p.byEndpoint[id], st)
+}
+
+func (p *Plane) unbindEndpoint(id string, st *ruleState) {
+	p.bindMu.Lock()
+	defer p.bindMu.Unlock()
+	l := p.byEndpoint[id]
+	for i, s := range l {
+		if s == st {
+			l = append(l[:i:i], l[i+1:]...)
+			break
+		}
+	}
+	if len(l) == 0 {
+		delete(p.byEndpoint, id)
+	} else {
+		p.byEndpoint[id] = l
+	}
+}
+
+func (p *Plane) bindTargets(endpoint string) []*ruleState {
+	p.bindMu.RLock()
+	defer p.bindMu.RUnlock()
+	return p.byEndpoint[endpoint]
+}
+
+// bindSink fans a bound socket's messages out to every rule indexing the
+// endpoint (two rules may share an engine).
+type bindSink struct{ p *Plane }
+
+func (b bindSink) Apply(endpoint string, rank int, seq uint64, batch kvexact.Batch) kvexact.ApplyResult {
+	var res kvexact.ApplyResult
+	for _, st := range b.p.bindTargets(endpoint) {
+		res = (&sink{st: st}).Apply(endpoint, rank, seq, batch)
+	}
+	return res
+}
+
+func (b bindSink) NextSeq(endpoint string, rank int) (uint64, bool) {
+	for _, st := range b.p.bindTargets(endpoint) {
+		return st.inv.NextSeq(endpoint, rank)
+	}
+	return 0, false
+}
+
+func (b bindSink) SetConnected(endpoint string, rank int, connected bool) error {
+	var errs []error
+	for _, st := range b.p.bindTargets(endpoint) {
+		errs = append(errs, st.inv.SetConnected(endpoint, rank, connected))
+	}
+	return errors.Join(errs...)
+}
+
+func (b bindSink) MarkRebuilt(endpoint string, rank int) error {
+	var errs []error
+	for _, st := range b.p.bindTargets(endpoint) {
+		errs = append(errs, st.inv.MarkRebuilt(endpoint, rank))
+	}
+	return errors.Join(errs...)
+}
+
+// sink wraps a rule's inventory to note when events arrive (watchdog,
+// inventory API).
+type sink struct{ st *ruleState }
+
+func (s *sink) Apply(endpoint string, rank int, seq uint64, batch kvexact.Batch) kvexact.ApplyResult {
+	res := s.st.inv.Apply(endpoint, rank, seq, batch)
+	now := time.Now().UnixNano()
+	s.st.lastEvent.Store(now)
+	s.st.lastOf(endpoint).Store(now)
+	return res
+}
+
+func (s *sink) NextSeq(endpoint string, rank int) (uint64, bool) {
+	return s.st.inv.NextSeq(endpoint, rank)
+}
+
+func (s *sink) SetConnected(endpoint string, rank int, connected bool) error {
+	return s.st.inv.SetConnected(endpoint, rank, connected)
+}
+
+func (s *sink) MarkRebuilt(endpoint string, rank int) error {
+	return s.st.inv.MarkRebuilt(endpoint, rank)
+}
+
+// ruleState is one rule's inventory and event sources; it outlives
+// compatible updates.
+type ruleState struct {
+	name     string
+	rule     *spec.Rule // latest installed; guarded by Plane.mu
+	inv      *kvexact.Inventory
+	subs     map[string]*endpointSub // guarded by Plane.mu
+	tok      *tokenize.Engine
+	watchdog *ladder.Watchdog
+	log      logrus.FieldLogger
+
+	lastEvent atomic.Int64 // unix ns of the last applied batch
+	lastMu    sync.Mutex
+	last      map[string]*atomic.Int64
+
+	eligible atomic.Pointer[[]spec.Endpoint]
+	healthy  atomic.Pointer[func() []spec.Endpoint]
+}
+
+func (st *ruleState) lastOf(endpoint string) *atomic.Int64 {
+	st.lastMu.Lock()
+	defer st.lastMu.Unlock()
+	a := st.last[endpoint]
+	if a == nil {
+		a = &atomic.Int64{}
+		st.last[endpoint] = a
+	}
+	return a
+}
+
+func (st *ruleState) forgetLast(endpoint string) {
+	st.lastMu.Lock()
+	delete(st.last, endpoint)
+	st.lastMu.Unlock()
+}
+
+func (st *ruleState) setEligible(eps []spec.Endpoint) {
+	c := append([]spec.Endpoint(nil), eps...)
+	st.eligible.Store(&c)
+}
+
+// tokenizeEndpoints is who /tokenize goes to: the datapath's healthy
+// endpoints when it said so (SetHealthy), else the eligible ones.
+func (st *ruleState) tokenizeEndpoints() []string {
+	var eps []spec.Endpoint
+	if h := st.healthy.Load(); h != nil {
+		eps = (*h)()
+	} else if e := st.eligible.Load(); e != nil {
+		eps = *e
+	}
+	out := make([]string, 0, len(eps))
+	for _, ep := range eps {
+		out = append(out, net.JoinHostPort(ep.Addr.Addr().String(), strconv.Itoa(int(ep.Addr.Port()))))
+	}
+	return out
+}

@@ -1,0 +1,170 @@
+package kvplane
+
+import (
+	"time"
+
+	"github.com/infergate/infergate/datapath/ladder"
+	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/kvexact"
+	"github.com/infergate/infergate/kvexact/tokenize"
+)
+
+// RuleKV is one installed rule's KV-exact view: immutable, replaced by the
+// next Install; its inventory and event sources live on across compatible
+// updates.
+type RuleKV struct {
+	st     *ruleState
+	mode   int
+	guard  int
+	single *ladder.KVExact
+	plane  *Plane
+}
+
+func (st *ruleState) view(r *spec.Rule) *RuleKV {
+	guard := DefaultSingleLoadGuard
+	if r.PD != nil && r.PD.BalanceAbsThreshold > 0 {
+		guard = r.PD.BalanceAbsThreshold
+	}
+	return &RuleKV{st: st, mode: r.KV.Mode, guard: guard}
+}
+
+// Mode is the rule's kvExactMode (1 P/D prefill, 3 single pool).
+func (r *RuleKV) Mode() int { return r.mode }
+
+// Inventory is the rule's block inventory.
+func (r *RuleKV) Inventory() *kvexact.Inventory { return r.st.inv }
+
+// Tokenizer is the rule's engine-backed tokenizer (cached, coalesced).
+func (r *RuleKV) Tokenizer() tokenize.Tokenizer { return r.st.tok }
+
+// SetHealthy tells the rule which endpoints may be asked to tokenise (the
+// datapath's healthy, usable endpoints of the eligible role). Without it
+// every eligible endpoint is asked in turn.
+func (r *RuleKV) SetHealthy(healthy func() []spec.Endpoint) {
+	if healthy == nil {
+		r.st.healthy.Store(nil)
+		return
+	}
+	r.st.healthy.Store(&healthy)
+}
+
+// Tier is Tier 1.5 for the ladder (mode 1): tok nil uses the rule's own
+// tokenizer; the load guard is the rule's pd_balance_abs_threshold (0 → 3).
+func (r *RuleKV) Tier(tok tokenize.Tokenizer) ladder.PrefillTier {
+	return r.tier(tok, r.guard)
+}
+
+func (r *RuleKV) tier(tok tokenize.Tokenizer, guard int) *ladder.KVExact {
+	if tok == nil {
+		tok = r.st.tok
+	}
+	o := ladder.KVExactOptions{
+		Rule:      r.st.name,
+		Index:     r.st.inv,
+		Tokenizer: tok,
+		LoadGuard: guard,
+		Watchdog:  r.st.watchdog,
+		Logger:    r.st.log,
+	}
+	if r.plane != nil {
+		o.Metrics = r.plane.routing()
+	}
+	return ladder.NewKVExact(o)
+}
+
+// PickSingle is the same decision for a mode-3 single pool: ok=false (with
+// the fall-through reason) means the rule's selector keeps its choice.
+func (r *RuleKV) PickSingle(f *ladder.Facts, cands []ladder.Candidate) (int, string, bool) {
+	if len(cands) == 0 {
+		return -1, ladder.ReasonEmpty, false
+	}
+	return r.single.Pick(f, cands)
+}
+
+// Explain returns the Tier 1.5 view of every candidate without counting
+// the lookup, for the routing explanation.
+func (r *RuleKV) Explain(f *ladder.Facts, cands []ladder.Candidate) (idx int, reason string, ok bool, scores []ladder.CandidateScore) {
+	if len(cands) == 0 {
+		return -1, ladder.ReasonEmpty, false, nil
+	}
+	return r.single.Explain(f, cands)
+}
+
+// InventoryRow is one (rule, endpoint, rank) line of the inventory API.
+type InventoryRow struct {
+	Rule      string `json:"rule"`
+	Endpoint  string `json:"endpoint"`
+	Rank      int    `json:"rank"`
+	Source    string `json:"source"` // zmq, zmq_bind or trtllm_poll
+	Blocks    int    `json:"blocks"`
+	Connected bool   `json:"connected"`
+	Trusted   bool   `json:"trusted"`
+	// Reason says why the rank is not trusted: disconnected, warmup,
+	// seq_gap, restart, or no_events (nothing received yet).
+	Reason  string  `json:"untrusted_reason,omitempty"`
+	LastSeq *uint64 `json:"last_seq,omitempty"`
+	// LastEventAgeSec is the seconds since the endpoint's last batch.
+	LastEventAgeSec *float64 `json:"last_event_age_sec,omitempty"`
+}
+
+// ReasonNoEvents marks an eligible endpoint rank nothing was heard from.
+const ReasonNoEvents = "no_events"
+
+// KVInventory returns one row per eligible (rule, endpoint, rank), rules in
+// no particular order, endpoints and ranks sorted.
+func (p *Plane) KVInventory() []InventoryRow {
+	p.mu.Lock()
+	states := make([]*ruleState, 0, len(p.rules))
+	for _, st := range p.rules {
+		states = append(states, st)
+	}
+	type epInfo struct {
+		source string
+		ranks  int
+	}
+	infos := make([]map[string]epInfo, len(states))
+	order := make([][]string, len(states))
+	for i, st := range states {
+		infos[i] = map[string]epInfo{}
+		ranks := max(st.rule.KV.DPRanks, 1)
+		for _, ep := range eligible(st.rule) {
+			if s, ok := st.subs[ep.ID]; ok {
+				infos[i][ep.ID] = epInfo{source: s.source, ranks: ranks}
+				order[i] = append(order[i], ep.ID)
+			}
+		}
+	}
+	p.mu.Unlock()
+	now := time.Now()
+	var rows []InventoryRow
+	for i, st := range states {
+		seen := map[[2]any]kvexact.RankState{}
+		for _, rs := range st.inv.Ranks() {
+			seen[[2]any{rs.Endpoint, rs.Rank}] = rs
+		}
+		for _, id := range order[i] {
+			info := infos[i][id]
+			var age *float64
+			if l := st.lastOf(id).Load(); l != 0 {
+				a := now.Sub(time.Unix(0, l)).Seconds()
+				age = &a
+			}
+			for rank := 0; rank < info.ranks; rank++ {
+				row := InventoryRow{Rule: st.name, Endpoint: id, Rank: rank, Source: info.source, LastEventAgeSec: age}
+				rs, ok := seen[[2]any{id, rank}]
+				if !ok {
+					row.Reason = ReasonNoEvents
+					rows = append(rows, row)
+					continue
+				}
+				row.Blocks, row.Connected, row.Trusted, row.Reason = rs.Blocks, rs.Connected, rs.Trusted, rs.Reason
+				if rs.HasSeq {
+					s := rs.LastSeq
+					row.LastSeq = &s
+				}
+				rows = append(rows, row)
+			}
+		}
+	}
+	return rows
+}

@@ -1,0 +1,274 @@
+package ladder
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/infergate/infergate/kvexact"
+	"github.com/infergate/infergate/kvexact/tokenize"
+	"github.com/infergate/infergate/metrics"
+)
+
+// Fall-through reasons of Tier 1.5 beyond the shared ones (ReasonMiss: no
+// trusted candidate holds block 0; ReasonUntrusted: no candidate's inventory
+// is trusted; ReasonLoadGuard: every holder is too loaded).
+const (
+	ReasonTokenize    = "tokenize_failed" // engine /tokenize failed or timed out
+	ReasonNoPrompt    = "no_prompt"       // no prompt/messages, or an unsupported shape
+	ReasonShortPrompt = "short_prompt"    // fewer tokens than one block
+)
+
+// KVIndex is the inventory surface Tier 1.5 reads; *kvexact.Inventory
+// implements it.
+type KVIndex interface {
+	RequestKeys(tokens []uint32) []uint64
+	Score(blockKeys []uint64, candidates []string) []kvexact.Score
+	Trusted(endpoint string) (bool, string)
+}
+
+// DefaultCPUWeight weighs a CPU-tier (offloaded) block against a GPU one:
+// it must be copied back before reuse (llm-d uses 0.8).
+const DefaultCPUWeight = 0.8
+
+// KVExactOptions configures Tier 1.5 for one rule.
+type KVExactOptions struct {
+	Rule      string
+	Index     KVIndex
+	Tokenizer tokenize.Tokenizer // nil: only client-given token ids are scored
+	// CPUWeight is the weight of a CPU-tier block (GPU = 1).
+	CPUWeight float64
+	// LoadGuard skips a winner whose load exceeds the least loaded
+	// candidate's by more than this (pd_balance_abs_threshold for P/D);
+	// negative disables the guard.
+	LoadGuard int
+	Watchdog  *Watchdog // nil: no zero-hit watchdog
+	Metrics   *metrics.KVRouting
+	Logger    logrus.FieldLogger
+}
+
+// KVExact is Tier 1.5: route to the candidate whose engine already holds the
+// longest prefix of the request's KV blocks, as reported by the engines' own
+// KV events. It never fails a request: every problem is a fall-through.
+type KVExact struct {
+	o KVExactOptions
+}
+
+// NewKVExact builds the tier.
+func NewKVExact(o KVExactOptions) *KVExact {
+	if o.CPUWeight <= 0 {
+		o.CPUWeight = DefaultCPUWeight
+	}
+	if o.Logger == nil {
+		l := logrus.New()
+		l.SetOutput(io.Discard)
+		o.Logger = l
+	}
+	return &KVExact{o: o}
+}
+
+// Name implements PrefillTier.
+func (t *KVExact) Name() string { return TierKVExact }
+
+// CandidateScore is one candidate's Tier 1.5 view, for the routing
+// explanation.
+type CandidateScore struct {
+	ID        string  `json:"id"`
+	Load      int     `json:"load"`
+	Blocks    int     `json:"blocks"`
+	GPUBlocks int     `json:"gpu_blocks"`
+	CPUBlocks int     `json:"cpu_blocks"`
+	Score     float64 `json:"score"`
+	Trusted   bool    `json:"trusted"`
+	Untrusted string  `json:"untrusted_reason,omitempty"`
+}
+
+// Pick implements PrefillTier.
+func (t *KVExact) Pick(f *Facts, cands []Candidate) (int, string, bool) {
+	idx, reason, ok, _ := t.decide(f, cands, false)
+	t.record(reason, ok)
+	return idx, reason, ok
+}
+
+// Explain runs the decision without counting it and returns every
+// candidate's score with the outcome.
+func (t *KVExact) Explain(f *Facts, cands []Candidate) (idx int, reason string, ok bool, scores []CandidateScore) {
+	return t.decide(f, cands, true)
+}
+
+func (t *KVExact) record(reason string, ok bool) {
+	m := t.o.Metrics
+	if ok {
+		if m != nil {
+			m.Tier15Hits.WithLabelValues(t.o.Rule).Inc()
+		}
+	} else if m != nil {
+		m.Tier15Misses.WithLabelValues(t.o.Rule, reason).Inc()
+	}
+}
+
+// tokens returns the request's token ids: the ones already known, else the
+// tokenizer's.
+func (t *KVExact) tokens(f *Facts) ([]uint32, string) {
+	if f.Tokens != nil {
+		return f.Tokens, ""
+	}
+	if t.o.Tokenizer == nil {
+		return nil, ReasonNoPrompt
+	}
+	ctx := f.Ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ids, err := t.o.Tokenizer.Tokens(ctx, tokenize.Request{Model: f.Model, Path: f.Path, Body: f.Body})
+	switch {
+	case errors.Is(err, tokenize.ErrNoPrompt), errors.Is(err, tokenize.ErrUnsupported):
+		return nil, ReasonNoPrompt
+	case err != nil:
+		return nil, ReasonTokenize
+	}
+	return ids, ""
+}
+
+// decide is the whole tier. Candidates score by consecutive blocks from
+// block 0 (GPU blocks 1, CPU blocks CPUWeight); untrusted inventories score
+// 0; the best wins, ties to the lower load then the earlier candidate; a
+// winner more loaded than the least loaded by more than LoadGuard is skipped
+// for the next best holder.
+func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string, bool, []CandidateScore) {
+	if t.o.Index == nil {
+		return -1, ReasonEmpty, false, nil
+	}
+	ids, reason := t.tokens(f)
+	if reason != "" {
+		return -1, reason, false, nil
+	}
+	keys := t.o.Index.RequestKeys(ids)
+	if len(keys) == 0 {
+		return -1, ReasonShortPrompt, false, nil
+	}
+	var idBuf [16]string
+	names := idBuf[:0]
+	minLoad := cands[0].Load
+	for _, c := range cands {
+		names = append(names, c.ID)
+		minLoad = min(minLoad, c.Load)
+	}
+	var scores []CandidateScore
+	if explain {
+		scores = make([]CandidateScore, len(cands))
+	}
+	var orderBuf [16]int
+	order := orderBuf[:0]
+	var weight [64]float64
+	anyTrusted := false
+	raw := t.o.Index.Score(keys, names)
+	for i, s := range raw {
+		trusted, why := t.o.Index.Trusted(cands[i].ID)
+		anyTrusted = anyTrusted || trusted
+		w := 0.0
+		if trusted && s.Blocks > 0 {
+			w = s.Weighted(t.o.CPUWeight)
+			order = append(order, i)
+		}
+		if i < len(weight) {
+			weight[i] = w
+		}
+		if explain {
+			scores[i] = CandidateScore{ID: cands[i].ID, Load: cands[i].Load, Blocks: s.Blocks, GPUBlocks: s.GPUBlocks,
+				CPUBlocks: s.CPUBlocks, Score: w, Trusted: trusted, Untrusted: why}
+		}
+	}
+	hit := len(order) > 0
+	if t.o.Watchdog != nil && anyTrusted && !explain {
+		if t.o.Watchdog.Observe(hit) {
+			if m := t.o.Metrics; m != nil {
+				m.ZeroHitWatchdog.WithLabelValues(t.o.Rule).Inc()
+			}
+			t.o.Logger.WithFields(logrus.Fields{"rule": t.o.Rule, "lookups": t.o.Watchdog.N(), "block_size": blockSizeOf(t.o.Index)}).
+				Warn("kvexact: consecutive KV-exact lookups found no cached block while engines publish events; " +
+					"check that kvBlockSize equals the engines' block size, that the engines tokenise with the same model and chat template, and the rule's model name")
+		}
+	}
+	switch {
+	case !anyTrusted:
+		return -1, ReasonUntrusted, false, scores
+	case !hit:
+		return -1, ReasonMiss, false, scores
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		i, j := order[a], order[b]
+		if weight[i] != weight[j] {
+			return weight[i] > weight[j]
+		}
+		return cands[i].Load < cands[j].Load
+	})
+	for _, i := range order {
+		if t.o.LoadGuard < 0 || cands[i].Load-minLoad <= t.o.LoadGuard {
+			return i, "", true, scores
+		}
+	}
+	return -1, ReasonLoadGuard, false, scores
+}
+
+// blockSizeOf reports the index's block size for the watchdog's log.
+func blockSizeOf(ix KVIndex) int {
+	if b, ok := ix.(interface{ BlockSize() int }); ok {
+		return b.BlockSize()
+	}
+	return 0
+}
+
+// Watchdog detects silent parity failures: N consecutive lookups with no
+// hit on any trusted inventory while events keep arriving mean the gateway
+// computes keys the engines never publish (block size, tokenizer, chat
+// template or model mismatch). It fires once per streak; a hit re-arms it.
+type Watchdog struct {
+	n       int64
+	flowing func() bool
+	streak  atomic.Int64
+}
+
+// DefaultWatchdogN is the default streak length.
+const DefaultWatchdogN = 200
+
+// NewWatchdog builds a watchdog firing after n zero-hit lookups (n ≤ 0:
+// DefaultWatchdogN) while flowing reports that events were applied recently
+// (nil: always).
+func NewWatchdog(n int, flowing func() bool) *Watchdog {
+	if n <= 0 {
+		n = DefaultWatchdogN
+	}
+	return &Watchdog{n: int64(n), flowing: flowing}
+}
+
+// N is the streak length that fires.
+func (w *Watchdog) N() int { return int(w.n) }
+
+// Observe records one lookup and reports whether this one fired the
+// watchdog. Lookups while no events flow neither count nor reset: a quiet
+// fleet is not a parity problem.
+func (w *Watchdog) Observe(hit bool) bool {
+	if hit {
+		w.streak.Store(0)
+		return false
+	}
+	if w.flowing != nil && !w.flowing() {
+		return false
+	}
+	return w.streak.Add(1) == w.n
+}
+
+// EventsFlowing returns a predicate for NewWatchdog: true when last (unix
+// nanoseconds of the last applied batch, 0 = never) is within window of now.
+func EventsFlowing(last *atomic.Int64, window time.Duration, now func() time.Time) func() bool {
+	return func() bool {
+		l := last.Load()
+		return l != 0 && now().Sub(time.Unix(0, l)) <= window
+	}
+}

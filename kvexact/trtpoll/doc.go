@@ -1,0 +1,22 @@
+// Package trtpoll drains TensorRT-LLM KV-cache events into a kvexact
+// inventory. TensorRT-LLM has no PUB socket: its events sit in an engine
+// ring buffer (kv_cache_config.event_buffer_max_size > 0) and are read with
+// POST /kv_cache_events on the serving port. The read is destructive —
+// whoever drains gets the events — so infergate must be the only consumer
+// of each endpoint (no second router, no Dynamo, no curl).
+//
+// Each engine event becomes one synthetic batch applied with seq =
+// event_id, so the inventory's gap and restart logic applies unchanged: a
+// restarted engine starts again at event_id 0 (a regression, which clears
+// the endpoint), and "created" (a fresh cache) clears it too. "stored"
+// blocks carry their tokens and are keyed from them; a block whose token
+// count is not the block size (the partial tail) is skipped. "updated"
+// events (cache-level or priority moves) only advance the sequence. Only
+// the first window_size seen is indexed (sliding-window models publish one
+// block set per window).
+//
+// One goroutine per endpoint keeps one drain outstanding at a time, sleeping
+// Options.Interval between drains; a successful drain marks the endpoint
+// connected (trust then follows the inventory's warm-up), a failed one
+// disconnected. Close stops the goroutine and waits for it.
+package trtpoll
