@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"os"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -41,11 +42,6 @@ var hopHeaders = [...]string{
 	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Expect",
 	"Proxy-Authorization", "Te", "Trailer", headerTE, "Upgrade",
 }
-
-var (
-	errIdleTimeout = errors.New("engine idle timeout")
-	errStreamCap   = errors.New("max stream duration reached")
-)
 
 // exchange is one client request in flight.
 type exchange struct {
@@ -228,14 +224,15 @@ func (rt *Runtime) serveSingle(x *exchange, c *compiled, body []byte) {
 	}
 	prepareOutboundHeader(r.Header, f.clientIP)
 
-	ctx, cancel := context.WithCancelCause(r.Context())
-	defer cancel(nil)
+	// Timeouts are read deadlines on the engine connection (no per-request
+	// timer or derived context); the client's context still aborts the
+	// exchange at once when the client goes away.
+	ctx := r.Context()
 	idle := c.rule.IdleTimeout
 	if idle <= 0 {
 		idle = rt.opts.DefaultIdle
 	}
-	wd := time.AfterFunc(max(idle, rt.opts.FirstByteTimeout), func() { cancel(errIdleTimeout) })
-	defer wd.Stop()
+	headerWait := max(idle, rt.opts.FirstByteTimeout)
 
 	var excl uint64
 	attempts := 0
@@ -249,7 +246,7 @@ func (rt *Runtime) serveSingle(x *exchange, c *compiled, body []byte) {
 		ep := c.eps[i]
 		ep.active.Add(1)
 		c.epm[i].active.Inc()
-		resp, err := rt.roundTrip(ctx, ep.id, r, body)
+		resp, err := rt.up.roundTrip(ctx, ep.id, r, body, headerWait)
 		if err != nil {
 			ep.active.Add(-1)
 			c.epm[i].active.Dec()
@@ -263,13 +260,13 @@ func (rt *Runtime) serveSingle(x *exchange, c *compiled, body []byte) {
 				rt.log.WithFields(logrus.Fields{"rule": c.label, "endpoint": ep.id, "error": err.Error()}).Debug("dial failed; trying another endpoint")
 				continue
 			}
-			rt.sendFailed(x, c, i, ctx, err)
+			rt.sendFailed(x, c, i, err)
 			return
 		}
 		if attempts > 1 {
 			rt.m.Failover.WithLabelValues(c.label).Inc()
 		}
-		rt.relay(x, c, i, ctx, cancel, wd, idle, resp)
+		rt.relay(x, c, i, idle, resp)
 		return
 	}
 	if attempts == 0 {
@@ -283,7 +280,7 @@ func (rt *Runtime) serveSingle(x *exchange, c *compiled, body []byte) {
 
 // sendFailed handles an error after the request may have reached the engine:
 // it is never replayed.
-func (rt *Runtime) sendFailed(x *exchange, c *compiled, i int, ctx context.Context, err error) {
+func (rt *Runtime) sendFailed(x *exchange, c *compiled, i int, err error) {
 	clientGone := x.r.Context().Err() != nil
 	if c.cb.enabled {
 		c.recordBreaker(i, c.eps[i].br.onAbandon(&c.cb, clientGone))
@@ -291,7 +288,7 @@ func (rt *Runtime) sendFailed(x *exchange, c *compiled, i int, ctx context.Conte
 	switch {
 	case clientGone:
 		c.countRequest(i, statusClientClosed, codeClientClosed)
-	case errors.Is(context.Cause(ctx), errIdleTimeout):
+	case errors.Is(err, os.ErrDeadlineExceeded):
 		rt.fail(x, c, i, http.StatusGatewayTimeout, CodeUpstreamTimeout, "the engine did not answer in time")
 	default:
 		rt.log.WithFields(logrus.Fields{"rule": c.label, "endpoint": c.eps[i].id, "error": err.Error()}).Warn("engine request failed after sending")
@@ -301,9 +298,10 @@ func (rt *Runtime) sendFailed(x *exchange, c *compiled, i int, ctx context.Conte
 
 // relay copies the engine's response to the client: status and headers as
 // the engine sent them, then the body, flushed per read for SSE (and any
-// response of unknown length) so events are never buffered.
-func (rt *Runtime) relay(x *exchange, c *compiled, i int, ctx context.Context, cancel context.CancelCauseFunc,
-	wd *time.Timer, idle time.Duration, resp *http.Response) {
+// response of unknown length) so events are never buffered. Engine silence
+// is bounded by a read deadline moved forward on every read: idle for plain
+// bodies, StreamIdleTimeout inside SSE, capped by the stream's end time.
+func (rt *Runtime) relay(x *exchange, c *compiled, i int, idle time.Duration, resp *http.Response) {
 	defer func() {
 		c.eps[i].active.Add(-1)
 		c.epm[i].active.Dec()
@@ -312,17 +310,28 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, ctx context.Context, c
 	if c.cb.enabled {
 		c.recordBreaker(i, c.eps[i].br.onResponse(&c.cb, resp.StatusCode))
 	}
+	ub, _ := resp.Body.(*upBody)
 	sse := strings.HasPrefix(resp.Header.Get(headerContentType), contentTypeSSE)
+	var capAt time.Time // zero: no cap
 	if sse {
 		idle = rt.opts.StreamIdleTimeout
 		capD := c.rule.MaxStreamDuration
 		if capD <= 0 {
 			capD = rt.opts.MaxStreamDuration
 		}
-		capT := time.AfterFunc(capD-time.Since(x.start), func() { cancel(errStreamCap) })
-		defer capT.Stop()
+		capAt = x.start.Add(capD)
 	}
-	wd.Reset(idle)
+	extend := func() {
+		if ub == nil {
+			return
+		}
+		d := time.Now().Add(idle)
+		if !capAt.IsZero() && capAt.Before(d) {
+			d = capAt
+		}
+		ub.setReadDeadline(d)
+	}
+	extend()
 
 	h := x.w.Header()
 	for k, vv := range resp.Header {
@@ -347,10 +356,12 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, ctx context.Context, c
 	for {
 		n, rerr := resp.Body.Read(buf)
 		if n > 0 {
-			wd.Reset(idle)
+			if rerr == nil {
+				extend()
+			}
 			if _, werr := x.w.Write(buf[:n]); werr != nil {
 				c.countRequest(i, statusClientClosed, codeClientClosed)
-				return // client gone; deferred cancel closes the engine connection
+				return // client gone; closing the body closes the engine connection
 			}
 			if flush && fl != nil {
 				fl.Flush()
@@ -360,12 +371,12 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, ctx context.Context, c
 			break
 		}
 		if rerr != nil {
-			cause := context.Cause(ctx)
+			timedOut := errors.Is(rerr, os.ErrDeadlineExceeded)
 			switch {
 			case x.r.Context().Err() != nil:
 				c.countRequest(i, statusClientClosed, codeClientClosed)
 				return
-			case sse && errors.Is(cause, errStreamCap):
+			case sse && timedOut && !time.Now().Before(capAt):
 				_, _ = io.WriteString(x.w, sseStreamCappedLine)
 				if fl != nil {
 					fl.Flush()
@@ -375,7 +386,7 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, ctx context.Context, c
 				return
 			}
 			code := CodeUpstreamError
-			if errors.Is(cause, errIdleTimeout) {
+			if timedOut {
 				code = CodeUpstreamTimeout
 			}
 			c.countRequest(i, resp.StatusCode, code)
@@ -386,11 +397,6 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, ctx context.Context, c
 	}
 	c.countRequest(i, resp.StatusCode, "")
 	c.latency.Observe(time.Since(x.start).Seconds())
-}
-
-// roundTrip sends the client's request to endpoint addr ("ip:port").
-func (rt *Runtime) roundTrip(ctx context.Context, addr string, in *http.Request, body []byte) (*http.Response, error) {
-	return rt.up.roundTrip(ctx, addr, in, body)
 }
 
 // SendUpstream sends req to ep over the datapath's upstream connection pool
@@ -412,7 +418,7 @@ func (rt *Runtime) SendUpstream(ctx context.Context, ep spec.Endpoint, req *http
 	}
 	out := *req
 	out.RequestURI = "" // always build the request line from URL
-	resp, err := rt.up.roundTrip(ctx, ep.ID, &out, body)
+	resp, err := rt.up.roundTrip(ctx, ep.ID, &out, body, 0)
 	if err != nil {
 		var de *DialError
 		if errors.As(err, &de) {
@@ -432,7 +438,7 @@ func (rt *Runtime) SendLeg(ctx context.Context, ep spec.Endpoint, method, path s
 		h = http.Header{}
 	}
 	req := &http.Request{Method: method, URL: &url.URL{Path: path}, RequestURI: path, Header: h, Host: ep.ID}
-	resp, err := rt.up.roundTrip(ctx, ep.ID, req, body)
+	resp, err := rt.up.roundTrip(ctx, ep.ID, req, body, 0)
 	if err != nil {
 		var de *DialError
 		if errors.As(err, &de) {

@@ -133,11 +133,19 @@ func (c *upConn) alive() bool {
 // response; its Body hands the connection back to the pool once read to the
 // end. ctx cancellation aborts the exchange at once (the connection is then
 // closed, so the engine sees the client go away).
-func (u *upstream) roundTrip(ctx context.Context, addr string, in *http.Request, body []byte) (*http.Response, error) {
+//
+// headerWait > 0 bounds writing the request and waiting for the response head
+// (the error then matches os.ErrDeadlineExceeded); 0 leaves it to ctx.
+func (u *upstream) roundTrip(ctx context.Context, addr string, in *http.Request, body []byte, headerWait time.Duration) (*http.Response, error) {
 	c, err := u.get(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
+	var dl time.Time // zero clears a deadline left by the connection's previous use
+	if headerWait > 0 {
+		dl = time.Now().Add(headerWait)
+	}
+	_ = c.nc.SetDeadline(dl) // also bounds writing the request to a stuck engine
 	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(aLongTimeAgo) })
 	fail := func(err error) (*http.Response, error) {
 		stop()
@@ -221,6 +229,9 @@ func (b *upBody) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// setReadDeadline bounds the next reads of the body (idle timeouts).
+func (b *upBody) setReadDeadline(t time.Time) { _ = b.c.nc.SetReadDeadline(t) }
 
 func (b *upBody) Close() error {
 	if !b.done {
