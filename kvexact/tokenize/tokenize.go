@@ -166,19 +166,19 @@ func (e *Engine) Tokens(ctx context.Context, req Request) ([]uint32, error) {
 		e.count(metrics.ResultHit)
 		return ids, nil
 	}
-	ids, shared, err := e.flight.do(ctx, key, e.opts.Timeout, func(fctx context.Context) ([]uint32, error) {
+	return e.flight.do(ctx, key, e.opts.Timeout, func(shared bool) {
+		if shared {
+			e.count(metrics.ResultShared)
+		} else {
+			e.count(metrics.ResultMiss)
+		}
+	}, func(fctx context.Context) ([]uint32, error) {
 		ids, err := e.ask(fctx, model, field, raw)
 		if err == nil {
 			e.cache.Add(key, ids)
 		}
 		return ids, err
 	})
-	if shared {
-		e.count(metrics.ResultShared)
-	} else {
-		e.count(metrics.ResultMiss)
-	}
-	return ids, err
 }
 
 func (e *Engine) count(result string) {
@@ -292,9 +292,10 @@ type call struct {
 	err  error
 }
 
-// do runs fn once per key at a time; callers wait for the result or their
-// own context. shared is true for callers that joined another's flight.
-func (g *group) do(ctx context.Context, key uint64, timeout time.Duration, fn func(context.Context) ([]uint32, error)) (ids []uint32, shared bool, err error) {
+// do runs fn once per key at a time; callers wait for the result, their
+// own context or the timeout. joined is told, before waiting, whether the
+// caller joined another's flight.
+func (g *group) do(ctx context.Context, key uint64, timeout time.Duration, joined func(shared bool), fn func(context.Context) ([]uint32, error)) ([]uint32, error) {
 	g.mu.Lock()
 	if g.calls == nil {
 		g.calls = map[uint64]*call{}
@@ -314,14 +315,15 @@ func (g *group) do(ctx context.Context, key uint64, timeout time.Duration, fn fu
 		}()
 	}
 	g.mu.Unlock()
+	joined(shared)
 	wait := time.NewTimer(timeout)
 	defer wait.Stop()
 	select {
 	case <-c.done:
-		return c.ids, shared, c.err
+		return c.ids, c.err
 	case <-ctx.Done():
-		return nil, shared, fmt.Errorf("tokenize: %w", ctx.Err())
+		return nil, fmt.Errorf("tokenize: %w", ctx.Err())
 	case <-wait.C:
-		return nil, shared, fmt.Errorf("tokenize: waiting for a shared tokenisation: %w", context.DeadlineExceeded)
+		return nil, fmt.Errorf("tokenize: waiting for a shared tokenisation: %w", context.DeadlineExceeded)
 	}
 }

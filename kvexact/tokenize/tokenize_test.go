@@ -1,0 +1,388 @@
+package tokenize
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/infergate/infergate/metrics"
+)
+
+// fakeEngine is a recording /tokenize: one token per byte of the prompt,
+// or of the messages JSON for chat, so the test knows the exact answer.
+type fakeEngine struct {
+	srv     *httptest.Server
+	calls   atomic.Int64
+	mu      sync.Mutex
+	bodies  []map[string]json.RawMessage
+	release chan struct{} // nil: answer at once; else wait for it
+	status  int
+}
+
+func newFakeEngine(t *testing.T) *fakeEngine {
+	t.Helper()
+	f := &fakeEngine{status: http.StatusOK}
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != PathTokenize || r.Method != http.MethodPost {
+			http.NotFound(w, r)
+			return
+		}
+		f.calls.Add(1)
+		var req map[string]json.RawMessage
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		f.mu.Lock()
+		f.bodies = append(f.bodies, req)
+		rel, status := f.release, f.status
+		f.mu.Unlock()
+		if rel != nil {
+			select {
+			case <-rel:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		if status != http.StatusOK {
+			w.WriteHeader(status)
+			return
+		}
+		src := req[FieldMessages]
+		if p, ok := req[FieldPrompt]; ok {
+			var s string
+			_ = json.Unmarshal(p, &s)
+			src = json.RawMessage(s)
+		}
+		ids := make([]uint32, len(src))
+		for i, b := range src {
+			ids[i] = uint32(b)
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{FieldTokens: ids, FieldCount: len(ids), FieldMaxModelLen: 4096})
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeEngine) hostPort() string { return strings.TrimPrefix(f.srv.URL, "http://") }
+
+func newTok(t *testing.T, f *fakeEngine, timeout time.Duration) (*Engine, *metrics.KVRouting) {
+	t.Helper()
+	m := metrics.NewKVRouting(prometheus.NewRegistry())
+	e, err := NewEngine(Options{Rule: "r", Endpoints: func() []string { return []string{f.hostPort()} }, Timeout: timeout, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	return e, m
+}
+
+func TestTokens(t *testing.T) {
+	tests := []struct {
+		name      string
+		path      string
+		body      string
+		want      []uint32
+		wantErr   error
+		wantCalls int64
+		wantField string // field sent to the engine
+	}{
+		{"completion prompt", "/v1/completions", `{"model":"m","prompt":"ab"}`, []uint32{'a', 'b'}, nil, 1, FieldPrompt},
+		{"chat messages", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}]}`,
+			bytesIDs(`[{"role":"user","content":"x"}]`), nil, 1, FieldMessages},
+		{"token id prompt used as is", "/v1/completions", `{"model":"m","prompt":[7,8,9]}`, []uint32{7, 8, 9}, nil, 0, ""},
+		{"batch of strings unsupported", "/v1/completions", `{"model":"m","prompt":["a","b"]}`, nil, ErrUnsupported, 0, ""},
+		{"no prompt", "/v1/completions", `{"model":"m"}`, nil, ErrNoPrompt, 0, ""},
+		{"null prompt", "/v1/completions", `{"model":"m","prompt":null}`, nil, ErrNoPrompt, 0, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeEngine(t)
+			e, _ := newTok(t, f, time.Second)
+			got, err := e.Tokens(context.Background(), Request{Path: tc.path, Body: []byte(tc.body)})
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+			if !equal(got, tc.want) {
+				t.Fatalf("tokens = %v, want %v", got, tc.want)
+			}
+			if c := f.calls.Load(); c != tc.wantCalls {
+				t.Fatalf("engine calls = %d, want %d", c, tc.wantCalls)
+			}
+			if tc.wantField != "" {
+				b := f.bodies[0]
+				if _, ok := b[tc.wantField]; !ok || string(b[FieldModel]) != `"m"` || len(b) != 2 {
+					t.Fatalf("engine got %v, want model and %s only", b, tc.wantField)
+				}
+			}
+		})
+	}
+}
+
+func TestCacheKeyedByModelPathAndPrompt(t *testing.T) {
+	f := newFakeEngine(t)
+	e, m := newTok(t, f, time.Second)
+	ctx := context.Background()
+	reqs := []Request{
+		{Path: "/v1/completions", Body: []byte(`{"model":"m","prompt":"hello","max_tokens":1}`)},
+		{Path: "/v1/completions", Body: []byte(`{"model":"m","prompt":"hello","max_tokens":99}`)}, // other fields: hit
+		{Path: "/v1/completions", Body: []byte(`{"model":"m2","prompt":"hello"}`)},                 // other model: miss
+		{Path: "/v1/completions", Model: "m3", Body: []byte(`{"model":"m","prompt":"hello"}`)},   // header model wins: miss
+		{Path: "/v1/chat/completions", Body: []byte(`{"model":"m","prompt":"hello"}`)},             // other path: miss
+		{Path: "/v1/completions", Body: []byte(`{"model":"m","prompt":"hellO"}`)},                  // other prompt: miss
+	}
+	for i, r := range reqs {
+		if _, err := e.Tokens(ctx, r); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	if c := f.calls.Load(); c != 5 {
+		t.Fatalf("engine calls = %d, want 5 (one cache hit)", c)
+	}
+	if h := cval(m.TokenizeCache.WithLabelValues("r", metrics.ResultHit)); h != 1 {
+		t.Fatalf("cache hits = %v, want 1", h)
+	}
+	if h := cval(m.TokenizeCache.WithLabelValues("r", metrics.ResultMiss)); h != 5 {
+		t.Fatalf("cache misses = %v, want 5", h)
+	}
+	if n := series(m.TokenizeDuration); n != 1 {
+		t.Fatalf("duration series = %d, want 1 (result ok)", n)
+	}
+}
+
+func TestCoalescing(t *testing.T) {
+	f := newFakeEngine(t)
+	f.release = make(chan struct{})
+	e, m := newTok(t, f, 5*time.Second)
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids, err := e.Tokens(context.Background(), Request{Path: "/v1/completions", Body: []byte(`{"model":"m","prompt":"same"}`)})
+			if err == nil && len(ids) != 4 {
+				err = errors.New("wrong ids")
+			}
+			errs <- err
+		}()
+	}
+	// Wait until the one flight reached the engine and every caller has
+	// joined (each counted as miss or shared before waiting on the flight).
+	deadline := time.After(5 * time.Second)
+	for f.calls.Load() < 1 || cval(m.TokenizeCache.WithLabelValues("r", metrics.ResultShared))+
+		cval(m.TokenizeCache.WithLabelValues("r", metrics.ResultMiss)) < n {
+		select {
+		case <-deadline:
+			t.Fatal("no flight reached the engine")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	close(f.release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := f.calls.Load(); c != 1 {
+		t.Fatalf("engine calls = %d, want 1 (all callers joined one flight)", c)
+	}
+	shared := cval(m.TokenizeCache.WithLabelValues("r", metrics.ResultShared))
+	miss := cval(m.TokenizeCache.WithLabelValues("r", metrics.ResultMiss))
+	hit := cval(m.TokenizeCache.WithLabelValues("r", metrics.ResultHit))
+	if int(shared+miss+hit) != n || float64(f.calls.Load()) != miss {
+		t.Fatalf("shared %v + miss %v + hit %v != %d, or engine calls %d != misses", shared, miss, hit, n, f.calls.Load())
+	}
+}
+
+// TestCoalescedFlightHoldsAllCallers pins down the coalescing itself: a
+// second caller arriving while the first is in flight must not reach the
+// engine.
+func TestCoalescedFlightHoldsAllCallers(t *testing.T) {
+	f := newFakeEngine(t)
+	f.release = make(chan struct{})
+	e, m := newTok(t, f, 5*time.Second)
+	body := Request{Path: "/v1/completions", Body: []byte(`{"model":"m","prompt":"same"}`)}
+	first := make(chan error, 1)
+	go func() { _, err := e.Tokens(context.Background(), body); first <- err }()
+	for f.calls.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	second := make(chan error, 1)
+	go func() { _, err := e.Tokens(context.Background(), body); second <- err }()
+	for cval(m.TokenizeCache.WithLabelValues("r", metrics.ResultShared)) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	close(f.release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	if c := f.calls.Load(); c != 1 {
+		t.Fatalf("engine calls = %d, want 1", c)
+	}
+}
+
+func TestFailuresFallThrough(t *testing.T) {
+	tests := []struct {
+		name       string
+		setup      func(f *fakeEngine)
+		endpoints  func(f *fakeEngine) []string
+		wantErr    error
+		wantResult string
+	}{
+		{"timeout", func(f *fakeEngine) { f.release = make(chan struct{}) }, nil, context.DeadlineExceeded, metrics.ResultTimeout},
+		{"engine 500", func(f *fakeEngine) { f.status = 500 }, nil, nil, metrics.ResultError},
+		{"no endpoint", nil, func(*fakeEngine) []string { return nil }, ErrNoEndpoint, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeEngine(t)
+			if tc.setup != nil {
+				tc.setup(f)
+			}
+			m := metrics.NewKVRouting(prometheus.NewRegistry())
+			eps := func() []string { return []string{f.hostPort()} }
+			if tc.endpoints != nil {
+				eps = func() []string { return tc.endpoints(f) }
+			}
+			e, err := NewEngine(Options{Rule: "r", Endpoints: eps, Timeout: 30 * time.Millisecond, Metrics: m})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			_, err = e.Tokens(context.Background(), Request{Path: "/v1/completions", Body: []byte(`{"model":"m","prompt":"x"}`)})
+			if err == nil || (tc.wantErr != nil && !errors.Is(err, tc.wantErr)) {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+			if f.release != nil {
+				close(f.release)
+			}
+			if tc.wantResult != "" {
+				// The flight records its outcome when it ends, which may be
+				// just after the caller gave up.
+				for i := 0; i < 500 && series(m.TokenizeDuration) == 0; i++ {
+					time.Sleep(2 * time.Millisecond)
+				}
+				var dm dto.Metric
+				h, err := m.TokenizeDuration.GetMetricWithLabelValues("r", tc.wantResult)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := h.(prometheus.Histogram).Write(&dm); err != nil || dm.GetHistogram().GetSampleCount() != 1 {
+					t.Fatalf("duration{result=%s} count = %d (%v)", tc.wantResult, dm.GetHistogram().GetSampleCount(), err)
+				}
+				if c := cval(m.TokenizeCache.WithLabelValues("r", metrics.ResultHit)); c != 0 {
+					t.Fatal("a failure was cached")
+				}
+			}
+			// Failures are not cached: the next call asks again.
+			before := f.calls.Load()
+			_, _ = e.Tokens(context.Background(), Request{Path: "/v1/completions", Body: []byte(`{"model":"m","prompt":"x"}`)})
+			if tc.endpoints == nil && f.calls.Load() == before {
+				t.Fatal("failed tokenisation was cached")
+			}
+		})
+	}
+}
+
+func TestCallerCancelDoesNotFailOthers(t *testing.T) {
+	f := newFakeEngine(t)
+	f.release = make(chan struct{})
+	e, _ := newTok(t, f, 5*time.Second)
+	body := Request{Path: "/v1/completions", Body: []byte(`{"model":"m","prompt":"same"}`)}
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() { _, err := e.Tokens(ctx, body); first <- err }()
+	for f.calls.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-first; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled caller: %v", err)
+	}
+	second := make(chan error, 1)
+	go func() { _, err := e.Tokens(context.Background(), body); second <- err }()
+	close(f.release)
+	if err := <-second; err != nil {
+		t.Fatalf("second caller failed with the first's cancellation: %v", err)
+	}
+}
+
+func bytesIDs(s string) []uint32 {
+	out := make([]uint32, len(s))
+	for i := range s {
+		out[i] = uint32(s[i])
+	}
+	return out
+}
+
+func equal(a, b []uint32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func BenchmarkTokensCached(b *testing.B) {
+	f := &fakeEngine{status: http.StatusOK}
+	_ = f
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]any{FieldTokens: make([]uint32, 512), FieldCount: 512})
+	}))
+	defer srv.Close()
+	e, err := NewEngine(Options{Rule: "r", Endpoints: func() []string { return []string{strings.TrimPrefix(srv.URL, "http://")} }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	body := []byte(`{"model":"m","max_tokens":16,"prompt":"` + strings.Repeat("lorem ipsum ", 200) + `"}`)
+	req := Request{Path: "/v1/completions", Body: body}
+	if _, err := e.Tokens(context.Background(), req); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := e.Tokens(context.Background(), req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// cval reads a counter's value.
+func cval(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// series counts a collector's series.
+func series(c prometheus.Collector) int {
+	ch := make(chan prometheus.Metric, 64)
+	go func() { c.Collect(ch); close(ch) }()
+	n := 0
+	for range ch {
+		n++
+	}
+	return n
+}
