@@ -1,0 +1,52 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/infergate/infergate/test/pdfake"
+	"github.com/spf13/cobra"
+)
+
+// fakeEngineCmdName is the hidden subcommand `infergate demo` starts its
+// engines with (os.Executable() + this name), so the demo needs no second
+// binary and each engine is its own process, killable like a real one.
+const fakeEngineCmdName = "fake-engine"
+
+// newFakeEngineCmd runs one recording fake P/D engine (test/pdfake) until
+// SIGINT/SIGTERM. It prints pdfake's banner line (with addr=ip:port) first,
+// which is how the demo learns the bound port.
+func newFakeEngineCmd(g *globals) *cobra.Command {
+	cfg := pdfake.DefaultConfig(pdfake.VLLM, pdfake.Prefill)
+	var dialect, role string
+	var nixl, boot uint16
+	cmd := &cobra.Command{
+		Use:    fakeEngineCmdName,
+		Short:  "Run one fake inference engine (demo and tests only)",
+		Hidden: true,
+		Args:   exactArgs(0, "none"),
+		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			cfg.Dialect, cfg.Role = pdfake.Dialect(dialect), pdfake.Role(role)
+			cfg.NixlPort, cfg.BootstrapPort = nixl, boot
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if err := pdfake.Run(ctx, cfg, g.env.Stdout); err != nil {
+				return fmt.Errorf("fake engine %s/%s on %s: %w", dialect, role, cfg.Addr, err)
+			}
+			return nil
+		}),
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&dialect, "dialect", string(pdfake.VLLM), "engine protocol: vllm, sglang or trtllm")
+	fl.StringVar(&role, "role", string(pdfake.Prefill), "prefill or decode")
+	fl.StringVar(&cfg.Addr, "addr", "127.0.0.1:0", "listen address (port 0: ephemeral, printed in the banner)")
+	fl.Uint16Var(&nixl, "nixl-port", 0, "vLLM NIXL side-channel port reported to decode (0: the HTTP port)")
+	fl.Uint16Var(&boot, "bootstrap-port", 0, "SGLang prefill bootstrap port (0: ephemeral)")
+	fl.IntVar(&cfg.StreamChunks, "stream-chunks", cfg.StreamChunks, "token events per streamed answer")
+	fl.DurationVar(&cfg.ChunkDelay, "chunk-delay", 20*time.Millisecond, "pause between streamed events")
+	fl.StringVar(&cfg.Model, "model", cfg.Model, "model name reported in answers")
+	return cmd
+}
