@@ -154,6 +154,7 @@ func newRoot(env Env) *cobra.Command {
 	pf.DurationVar(&g.timeout, "timeout", defaultLimit, "timeout of each API request")
 	pf.StringVarP(&g.output, "output", "o", "", "output format: table (default), wide, json or yaml")
 
-	root.AddCommand(newServeCmd(g), newCreateCmd(g), newGetCmd(g), newDeleteCmd(g), newApplyCmd(g))
+	root.AddCommand(newServeCmd(g), newCreateCmd(g), newGetCmd(g), newDeleteCmd(g), newApplyCmd(g),
+		newValidateCmd(g), newDemoCmd(g), newFakeEngineCmd(g))
 	return root
 }
