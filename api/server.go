@@ -45,8 +45,9 @@ var _ RuleStore = (*rules.Store)(nil)
 
 // Options configures a Server.
 type Options struct {
-	Store        RuleStore    // required
-	Status       StatusSource // nil: no runtime status
+	Store        RuleStore         // required
+	Status       StatusSource      // nil: no runtime status
+	KV           KVInventorySource // nil: empty KV inventory list
 	Metrics      *metrics.Metrics
 	Log          logrus.FieldLogger
 	MaxBodyBytes int64 // request body limit, 413 above
@@ -69,6 +70,7 @@ func DefaultOptions() Options {
 type Server struct {
 	store   RuleStore
 	status  StatusSource
+	kv      KVInventorySource
 	metrics *metrics.Metrics
 	log     logrus.FieldLogger
 	maxBody int64
@@ -92,13 +94,16 @@ func NewServer(opts Options) (*Server, error) {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	doc, err := json.Marshal(swagger.Document(Views()))
+	views := Views()
+	views.KVInventory = KVInventoryView{}
+	doc, err := json.Marshal(swagger.Document(views))
 	if err != nil {
 		return nil, fmt.Errorf("api: render OpenAPI document: %w", err)
 	}
 	s := &Server{
 		store:   opts.Store,
 		status:  opts.Status,
+		kv:      opts.KV,
 		metrics: opts.Metrics,
 		log:     opts.Log,
 		maxBody: opts.MaxBodyBytes,
@@ -167,6 +172,7 @@ func (s *Server) routes() *gin.Engine {
 	v1.GET(routeLBKey, s.getRule)
 	v1.GET(routeLBCompiled, s.getCompiled)
 	v1.GET(routeLBStatus, s.getStatus)
+	v1.GET(routeKVInventory, s.getKVInventory)
 
 	w := v1.Group("", s.bootGate)
 	w.POST(routeLB, s.postRule)

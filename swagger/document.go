@@ -19,6 +19,8 @@ type Views struct {
 	Error    interface{} // error envelope
 	Compiled interface{} // GET …/compiled
 	Status   interface{} // GET …/status
+	// KVInventory is GET /config/ai/kv/inventory (nil: not documented).
+	KVInventory interface{}
 }
 
 // Document builds the OpenAPI 2.0 document.
@@ -197,6 +199,7 @@ func buildDocument(g *generator, v Views) *Doc {
 			},
 		},
 	}
+	addKVPaths(g, v, paths, internal)
 	return &Doc{
 		Swagger: "2.0",
 		Info: Info{
@@ -214,6 +217,7 @@ func buildDocument(g *generator, v Views) *Doc {
 		Tags: []Tag{
 			{Name: "loadbalancer", Description: "Load-balancer rules"},
 			{Name: "operations", Description: "Metrics and documentation"},
+			{Name: "ai", Description: "Inference routing state (KV-exact inventory)"},
 		},
 	}
 }

@@ -113,6 +113,9 @@ const ReasonNoEvents = "no_events"
 // KVInventory returns one row per eligible (rule, endpoint, rank), rules in
 // no particular order, endpoints and ranks sorted.
 func (p *Plane) KVInventory() []InventoryRow {
+	if p == nil {
+		return nil
+	}
 	p.mu.Lock()
 	states := make([]*ruleState, 0, len(p.rules))
 	for _, st := range p.rules {
