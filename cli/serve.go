@@ -53,5 +53,11 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.DurationVar(&opts.DrainGrace, "drain-grace", opts.DrainGrace, "in-flight drain window on rule delete/update")
 	fl.DurationVar(&opts.PrefillTimeout, "prefill-timeout", opts.PrefillTimeout, "P/D prefill leg timeout")
 	fl.DurationVar(&opts.DecodeFirstByteTimeout, "decode-first-byte-timeout", opts.DecodeFirstByteTimeout, "P/D decode time-to-first-byte timeout")
+	fl.StringVar(&opts.KVBindAddr, "kv-bind-addr", opts.KVBindAddr, "KV-exact: bind one ZMQ SUB socket here (e.g. tcp://0.0.0.0:5557) and let engines connect with topic kv@<ip:port>@<model>; empty dials every engine")
+	fl.IntVar(&opts.KVReplayPortOffset, "kv-replay-port-offset", opts.KVReplayPortOffset, "KV-exact: engine replay ROUTER at kvZmqPort+offset (0: no replay)")
+	fl.DurationVar(&opts.KVTokenizeTimeout, "kv-tokenize-timeout", opts.KVTokenizeTimeout, "KV-exact: budget of one engine /tokenize call; slower requests skip Tier 1.5")
+	fl.IntVar(&opts.KVZeroHitN, "kv-zero-hit-n", opts.KVZeroHitN, "KV-exact: consecutive zero-hit lookups (while events flow) that log a parity warning")
+	fl.DurationVar(&opts.KVTRTPollInterval, "kv-trt-poll-interval", opts.KVTRTPollInterval, "KV-exact: pause between TensorRT-LLM /kv_cache_events drains")
+	fl.IntVar(&opts.KVSingleLoadGuard, "kv-single-load-guard", opts.KVSingleLoadGuard, "KV-exact single pools (kvExactMode 3): skip a cache winner loaded this much above the least loaded (negative disables)")
 	return cmd
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/infergate/infergate/api"
 	"github.com/infergate/infergate/apierror"
+	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/rules"
 	"github.com/sirupsen/logrus"
@@ -71,6 +72,9 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 	apiOpts.BootDone = booted.Load
 	if st, ok := rt.(api.StatusSource); ok {
 		apiOpts.Status = st
+	}
+	if kv, ok := rt.(interface{ KVPlane() *kvplane.Plane }); ok && kv.KVPlane() != nil {
+		apiOpts.KV = kv.KVPlane()
 	}
 	srv, err := api.NewServer(apiOpts)
 	if err != nil {

@@ -5,6 +5,8 @@ package daemon
 import (
 	"net"
 	"time"
+
+	"github.com/infergate/infergate/datapath/kvplane"
 )
 
 // Options are the daemon's command-line options. The CLI fills them from
@@ -32,6 +34,33 @@ type Options struct {
 	DrainGrace               time.Duration // delete/update drain window
 	PrefillTimeout           time.Duration // 30 s
 	DecodeFirstByteTimeout   time.Duration
+
+	// KV-exact routing (Tier 1.5) options, see KVPlaneOptions.
+	KVBindAddr         string        // "" dial engines; else bind one SUB socket here (engines connect)
+	KVReplayPortOffset int           // 0 no replay; else engine replay ROUTER at kvZmqPort+offset
+	KVTokenizeTimeout  time.Duration // engine /tokenize budget (50 ms)
+	KVZeroHitN         int           // zero-hit watchdog streak (200)
+	KVTRTPollInterval  time.Duration // TensorRT-LLM /kv_cache_events drain interval (20 ms)
+	KVSingleLoadGuard  int           // kvExactMode 3 load guard (3; negative disables)
+}
+
+// KVPlaneOptions are the KV-exact plane's options from the daemon's; the
+// datapath runtime builds its kvplane.Plane with them.
+func (o Options) KVPlaneOptions() kvplane.Options {
+	k := kvplane.DefaultOptions()
+	k.BindAddr = o.KVBindAddr
+	k.ReplayPortOffset = o.KVReplayPortOffset
+	if o.KVTokenizeTimeout > 0 {
+		k.TokenizeTimeout = o.KVTokenizeTimeout
+	}
+	if o.KVZeroHitN > 0 {
+		k.WatchdogN = o.KVZeroHitN
+	}
+	if o.KVTRTPollInterval > 0 {
+		k.TRTPollInterval = o.KVTRTPollInterval
+	}
+	k.SingleLoadGuard = o.KVSingleLoadGuard
+	return k
 }
 
 // DefaultOptions returns the documented defaults.
@@ -49,5 +78,9 @@ func DefaultOptions() Options {
 		DrainGrace:               30 * time.Second,
 		PrefillTimeout:           30 * time.Second,
 		DecodeFirstByteTimeout:   60 * time.Second,
+		KVTokenizeTimeout:        kvplane.DefaultOptions().TokenizeTimeout,
+		KVZeroHitN:               kvplane.DefaultOptions().WatchdogN,
+		KVTRTPollInterval:        kvplane.DefaultOptions().TRTPollInterval,
+		KVSingleLoadGuard:        kvplane.DefaultSingleLoadGuard,
 	}
 }
