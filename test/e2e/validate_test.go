@@ -1,0 +1,187 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/infergate/infergate/test/fakeengine"
+)
+
+// validateJSON is the part of `validate -o json` the tests read.
+type validateJSON struct {
+	Passed bool `json:"passed"`
+	Steps  []struct {
+		Name    string   `json:"name"`
+		Status  string   `json:"status"`
+		Summary string   `json:"summary"`
+		Hints   []string `json:"hints"`
+	} `json:"steps"`
+}
+
+func (v validateJSON) step(name string) (status string, hints []string) {
+	for _, s := range v.Steps {
+		if s.Name == name {
+			return s.Status, s.Hints
+		}
+	}
+	return "", nil
+}
+
+// TestValidateOnDemo runs `infergate validate` against the demo: the 1P1D
+// rule passes, the cache-aware rule's shape and traffic steps pass, and
+// with its prefill engine killed the readiness step fails with the
+// client-hangs hint and the command exits 1.
+func TestValidateOnDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs processes")
+	}
+	bin := cliBuild(t)
+	d := demoStart(t, bin)
+	served := pdServed(demoPost(t, d.vip, false))
+	if !served {
+		t.Log("P/D is not served by this build yet: only the failure path is checked")
+	}
+
+	t.Run("1P1D passes", func(t *testing.T) {
+		if !served {
+			t.Skip("P/D not served yet (501 pd_not_implemented)")
+		}
+		res := cliRun(t, bin, d.api, "validate", demoRulePD)
+		if res.Code != 0 {
+			t.Fatalf("validate %s: exit %d\n%s\n%s", demoRulePD, res.Code, res.Stdout, res.Stderr)
+		}
+		for _, want := range []string{"PASS  role traffic (metrics)", "PASS  SSE request", "SKIP  KV-exact", "PASSED"} {
+			if !strings.Contains(res.Stdout, want) {
+				t.Errorf("output lacks %q:\n%s", want, res.Stdout)
+			}
+		}
+	})
+
+	t.Run("cache-aware rule json", func(t *testing.T) {
+		if !served {
+			t.Skip("P/D not served yet (501 pd_not_implemented)")
+		}
+		res := cliRun(t, bin, d.api, "validate", demoRuleCache, "-o", "json")
+		var v validateJSON
+		if err := json.Unmarshal([]byte(res.Stdout), &v); err != nil {
+			t.Fatalf("-o json: %v\n%s", err, res.Stdout)
+		}
+		for _, step := range []string{"rule shape", "endpoint readiness", "non-streaming request", "SSE request", "role traffic (metrics)"} {
+			if st, _ := v.step(step); st != "PASS" {
+				t.Errorf("%s = %q, want PASS\n%s", step, st, res.Stdout)
+			}
+		}
+		if st, _ := v.step("KV-exact"); st != "SKIP" {
+			t.Errorf("KV-exact on a rule without kvExactMode = %q, want SKIP", st)
+		}
+	})
+
+	t.Run("prefill engine killed", func(t *testing.T) {
+		var victim demoEngineProc
+		for _, e := range d.engines {
+			if e.role == "prefill" && strings.HasPrefix(e.addr, "127.0.0.21:") {
+				victim = e
+			}
+		}
+		if victim.pid == 0 {
+			t.Fatalf("no demo-1p1d prefill engine in %+v", d.engines)
+		}
+		if err := syscall.Kill(victim.pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		// Bounded wait until the port refuses connections.
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			resp, err := http.Get("http://" + victim.addr + "/health")
+			if err != nil {
+				break
+			}
+			resp.Body.Close()
+			time.Sleep(50 * time.Millisecond)
+		}
+		res := cliRun(t, bin, d.api, "validate", demoRulePD, "-o", "json")
+		if res.Code != 1 {
+			t.Errorf("exit %d, want 1\n%s\n%s", res.Code, res.Stdout, res.Stderr)
+		}
+		var v validateJSON
+		if err := json.Unmarshal([]byte(res.Stdout), &v); err != nil {
+			t.Fatalf("-o json: %v\n%s", err, res.Stdout)
+		}
+		st, hints := v.step("endpoint readiness")
+		if st != "FAIL" || len(hints) == 0 || !strings.HasPrefix(hints[0], "client hangs") {
+			t.Errorf("endpoint readiness = %s with hints %q, want FAIL with the client-hangs hint", st, hints)
+		}
+		if v.Passed {
+			t.Error("report passed with a dead prefill engine")
+		}
+		if st, _ := v.step("rule shape"); st != "PASS" {
+			t.Errorf("rule shape = %s, want PASS (the rule itself is fine)", st)
+		}
+	})
+}
+
+// TestValidateSinglePoolDisruptive runs the whole workflow, --disruptive
+// included, against the real daemon serving a round-robin rule over two
+// fake engines: every applicable step passes, each endpoint is drained and
+// restored, and the stored rule ends exactly as it started.
+func TestValidateSinglePoolDisruptive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs processes")
+	}
+	bin := cliBuild(t)
+	d := cliStartDaemon(t, bin, t.TempDir())
+	var eps []string
+	for _, name := range []string{"a", "b"} {
+		s, err := fakeengine.Start(fakeengine.Options{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		eps = append(eps, fmt.Sprintf("    - {endpointIP: 127.0.0.1, targetPort: %d, weight: 1}", s.Port()))
+	}
+	vipPort := cliFreePort(t)
+	rule := fmt.Sprintf(`apiVersion: infergate/v1
+kind: Loadbalancer
+metadata:
+  name: pool
+spec:
+  serviceArguments: {externalIP: 127.0.0.1, port: %d, protocol: tcp, sel: 0, mode: 4, sse_mode: true}
+  endpoints:
+%s
+`, vipPort, strings.Join(eps, "\n"))
+	file := filepath.Join(t.TempDir(), "pool.yaml")
+	if err := os.WriteFile(file, []byte(rule), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cliMust(t, bin, d.URL, "apply", "-f", file)
+	before := cliMust(t, bin, d.URL, "get", "lb", "-o", "json")
+
+	res := cliRun(t, bin, d.URL, "validate", "pool", "--disruptive", "-o", "json")
+	var v validateJSON
+	if err := json.Unmarshal([]byte(res.Stdout), &v); err != nil {
+		t.Fatalf("-o json: %v\n%s\n%s", err, res.Stdout, res.Stderr)
+	}
+	want := map[string]string{
+		"rule shape": "PASS", "endpoint readiness": "PASS", "runtime status": "PASS",
+		"non-streaming request": "PASS", "SSE request": "PASS", "role traffic (metrics)": "PASS",
+		"cache-aware probe": "SKIP", "KV-exact": "SKIP", "drain and restore": "PASS",
+	}
+	for step, st := range want {
+		if got, _ := v.step(step); got != st {
+			t.Errorf("%s = %q, want %s", step, got, st)
+		}
+	}
+	if res.Code != 0 || !v.Passed {
+		t.Errorf("exit %d, passed %v\n%s", res.Code, v.Passed, res.Stdout)
+	}
+	if after := cliMust(t, bin, d.URL, "get", "lb", "-o", "json"); after != before {
+		t.Errorf("rule not restored exactly:\nbefore %s\nafter  %s", before, after)
+	}
+}
