@@ -1,6 +1,7 @@
 package ladder
 
 import (
+	"bytes"
 	"strings"
 
 	"github.com/infergate/infergate/radix"
@@ -121,24 +122,30 @@ func (s *fieldScanner) eat(c byte) bool {
 	return false
 }
 
-// str consumes a string and returns the bounds of its raw contents.
+// str consumes a string and returns the bounds of its raw contents. It
+// jumps quote to quote (bytes.IndexByte) and treats a quote as closing when
+// an even number of backslashes precedes it.
 func (s *fieldScanner) str() (start, end int, ok bool) {
 	if !s.eat('"') {
 		return 0, 0, false
 	}
 	start = s.i
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case '"':
-			s.i++
-			return start, s.i - 1, true
-		case '\\':
-			s.i += 2
-		default:
-			s.i++
+	for {
+		j := bytes.IndexByte(s.b[s.i:], '"')
+		if j < 0 {
+			s.i = len(s.b)
+			return 0, 0, false
+		}
+		q := s.i + j
+		bs := 0
+		for k := q - 1; k >= start && s.b[k] == '\\'; k-- {
+			bs++
+		}
+		s.i = q + 1
+		if bs%2 == 0 {
+			return start, q, true
 		}
 	}
-	return 0, 0, false
 }
 
 // skipValue consumes one value: strings honour escapes, containers are
