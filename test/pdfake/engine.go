@@ -82,6 +82,8 @@ type Config struct {
 	// (SGLang) and reports as remote_host (vLLM). Empty: the listen IP, or
 	// no SGLang host check when listening on an unspecified address.
 	AdvertiseHost string
+	// KV makes a vLLM fake serve /tokenize and publish KV events (kv_publish.go).
+	KV KVConfig
 }
 
 // DefaultConfig returns a config for dialect/role on an ephemeral port of
@@ -134,6 +136,7 @@ type Engine struct {
 	rooms    map[uint64]*rendezvous
 	engineID string
 	client   *http.Client // SGLang decode → prefill bootstrap joins
+	kv       *kvState     // vLLM KV-event publishing; nil when off
 }
 
 // Start runs a fake engine until Close.
@@ -184,6 +187,10 @@ func Start(cfg Config) (*Engine, error) {
 	mux.HandleFunc("POST /v1/completions", e.serveInference)
 	mux.HandleFunc("POST /v1/chat/completions", e.serveInference)
 	e.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	if err := e.startKV(mux); err != nil {
+		ln.Close()
+		return nil, err
+	}
 
 	if cfg.Dialect == SGLang && cfg.Role == Prefill {
 		bln, err := net.Listen("tcp", net.JoinHostPort(e.addr.Addr().String(), fmt.Sprint(cfg.BootstrapPort)))
@@ -227,6 +234,7 @@ func (e *Engine) Close() error {
 	}
 	e.wg.Wait()
 	e.client.CloseIdleConnections()
+	e.closeKV()
 	return nil
 }
 
@@ -376,6 +384,7 @@ func (e *Engine) serveInference(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	x.req = req
+	e.kvPrefilled(req)
 	switch e.cfg.Dialect {
 	case VLLM:
 		x.vllm()

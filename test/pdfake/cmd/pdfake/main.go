@@ -25,7 +25,19 @@ func main() {
 	flag.IntVar(&cfg.StreamChunks, "stream-chunks", cfg.StreamChunks, "token events per streamed answer")
 	flag.DurationVar(&cfg.ChunkDelay, "chunk-delay", 0, "pause between streamed events")
 	flag.StringVar(&cfg.AdvertiseHost, "advertise-host", "", "host peers know this engine by (SGLang bootstrap_host check, vLLM remote_host)")
+	flag.IntVar(&cfg.KV.ZMQPort, "kv-zmq-port", 0, "vLLM: publish KV events on this ZMQ PUB port of the engine's IP (0: off)")
+	flag.StringVar(&cfg.KV.ConnectAddr, "kv-connect", "", "vLLM: connect the KV PUB socket to a gateway's bound SUB socket instead (e.g. tcp://127.0.0.1:5557)")
+	flag.IntVar(&cfg.KV.BlockSize, "block-size", 16, "vLLM: KV block size (tokens per published block)")
+	kvEnc := flag.String("kv-encoding", "array", "vLLM: KV event encoding, array (vLLM ≤ 0.25) or map (≥ 0.26)")
 	flag.Parse()
+	switch *kvEnc {
+	case "array":
+	case "map":
+		cfg.KV.MapEncoding = true
+	default:
+		fmt.Fprintln(os.Stderr, "pdfake: --kv-encoding must be array or map")
+		os.Exit(2)
+	}
 	cfg.Dialect, cfg.Role = pdfake.Dialect(*dialect), pdfake.Role(*role)
 	cfg.NixlPort, cfg.BootstrapPort = uint16(*nixl), uint16(*boot)
 
