@@ -22,6 +22,9 @@ const (
 	defaultProbeRetries     = 2
 	defaultProbeHTTPPath    = "/health"
 	defaultIdleTimeout      = 240 * time.Second // LoxiLB's tcp default
+	defaultCHWBLHashLevel   = 1
+	defaultCHWBLLoadFactor  = 175 // LoxiLB's effective default (swagger's 125 is not applied)
+	defaultCHWBLReplication = 100
 )
 
 // Compile validates r and resolves every default into an immutable
@@ -71,6 +74,9 @@ func compileValid(r *Rule) *spec.Rule {
 			Warmup:    seconds(sa.KVWarmupSec),
 		}
 	}
+	if s := out.Selector; s == spec.SelCHWBL || s == spec.SelWeightedCHWBL {
+		out.CHWBL = compileCHWBL(sa)
+	}
 	out.Endpoints = make([]spec.Endpoint, len(r.Endpoints))
 	for i, ep := range r.Endpoints {
 		a, _ := parseIPLiteral(ep.EndpointIP)
@@ -88,6 +94,24 @@ func compileValid(r *Rule) *spec.Rule {
 		out.Endpoints[i] = se
 	}
 	return out
+}
+
+func compileCHWBL(sa *ServiceArguments) *spec.CHWBL {
+	c := &spec.CHWBL{
+		PrefixHashLevel: defaultCHWBLHashLevel,
+		MeanLoadFactor:  orInt(sa.CHWBLMeanLoadFactor, defaultCHWBLLoadFactor),
+		Replication:     orInt(sa.CHWBLReplication, defaultCHWBLReplication),
+	}
+	if sa.CHWBLPrefixHashLevel != nil {
+		c.PrefixHashLevel = *sa.CHWBLPrefixHashLevel
+	}
+	if sa.CHWBLPrefixHashFlags != nil {
+		c.PrefixHashFlags = *sa.CHWBLPrefixHashFlags
+	}
+	if sa.CHWBLEnableCacheSalt != nil {
+		c.CacheSalt = *sa.CHWBLEnableCacheSalt
+	}
+	return c
 }
 
 func compileProbe(sa *ServiceArguments) spec.Probe {

@@ -88,6 +88,28 @@ func TestCompileDefaults(t *testing.T) {
 				t.Errorf("session %+v sel %v", c.Session, c.Selector)
 			}
 		}},
+		{"chwbl defaults", plainRule, func(r *Rule) { r.ServiceArguments.Sel = 8 }, func(t *testing.T, c *spec.Rule) {
+			want := &spec.CHWBL{PrefixHashLevel: 1, MeanLoadFactor: 175, Replication: 100}
+			if !reflect.DeepEqual(c.CHWBL, want) || c.Selector != spec.SelCHWBL {
+				t.Errorf("CHWBL = %+v sel %v, want %+v", c.CHWBL, c.Selector, want)
+			}
+		}},
+		{"weighted chwbl explicit knobs", plainRule, func(r *Rule) {
+			sa := &r.ServiceArguments
+			lvl, flags, salt := 3, 0x21, true
+			sa.Sel, sa.CHWBLPrefixHashLevel, sa.CHWBLPrefixHashFlags, sa.CHWBLEnableCacheSalt = 10, &lvl, &flags, &salt
+			sa.CHWBLMeanLoadFactor, sa.CHWBLReplication = 300, 1
+		}, func(t *testing.T, c *spec.Rule) {
+			want := &spec.CHWBL{PrefixHashLevel: 3, PrefixHashFlags: 0x21, MeanLoadFactor: 300, Replication: 1, CacheSalt: true}
+			if !reflect.DeepEqual(c.CHWBL, want) || c.Selector != spec.SelWeightedCHWBL {
+				t.Errorf("CHWBL = %+v sel %v, want %+v", c.CHWBL, c.Selector, want)
+			}
+		}},
+		{"no chwbl on other selectors", plainRule, func(r *Rule) { r.ServiceArguments.Sel = 4 }, func(t *testing.T, c *spec.Rule) {
+			if c.CHWBL != nil {
+				t.Errorf("CHWBL = %+v on sel 4", c.CHWBL)
+			}
+		}},
 		{"ipv6 ids and request order", plainRule, func(r *Rule) {
 			r.ServiceArguments.ExternalIP = "[2001:db8::10]"
 			r.Endpoints = []Endpoint{{EndpointIP: "[2001:db8::9]", TargetPort: 8000, Weight: 3}, {EndpointIP: "2001:db8::1", TargetPort: 8001}}

@@ -110,6 +110,7 @@ var crossChecks = []crossCheck{
 	{"classic-knobs", checkClassicKnobs},
 	{"no-port-ranges", checkNoPortRange},
 	{"sel-served", checkSelServed},
+	{"chwbl-single-pool", checkCHWBLSinglePool},
 	{"chwbl-dead-config", checkCHWBLDeadConfig},
 	{"kv-nats-mode", checkKVNATS},
 	{"llamacpp-limits", checkLlamaCpp},
@@ -443,14 +444,27 @@ func checkNoPortRange(r *Rule) *apierror.Error {
 
 func checkSelServed(r *Rule) *apierror.Error {
 	switch s := spec.Selector(r.ServiceArguments.Sel); s {
-	case spec.SelRoundRobin, spec.SelSourceHash, spec.SelWeightedRR, spec.SelPersist, spec.SelLeastConn:
+	case spec.SelRoundRobin, spec.SelSourceHash, spec.SelWeightedRR, spec.SelPersist, spec.SelLeastConn,
+		spec.SelCHWBL, spec.SelWeightedCHWBL:
 		return nil
-	case spec.SelCHWBL, spec.SelWeightedCHWBL:
-		return unsupported(saPath(fieldSel), fmt.Sprintf("sel %d (%s) is not available yet", int(s), s))
 	default:
 		return unsupported(saPath(fieldSel), fmt.Sprintf(
-			"sel %d is not served; use 0 (rr), 1 (source hash), 2 (weighted rr), 3 (persistence) or 4 (least connections)", int(s)))
+			"sel %d is not served; use 0 (rr), 1 (source hash), 2 (weighted rr), 3 (persistence), 4 (least connections), 8 (chwbl) or 10 (weighted chwbl)", int(s)))
 	}
+}
+
+// checkCHWBLSinglePool rejects sel 8/10 on P/D rules: a P/D rule's prefill
+// and decode are picked by the P/D ladder (sessions, prefix affinity,
+// KV-exact, load), which already does what consistent hashing would, so a
+// ring there would be configuration that silently does nothing.
+func checkCHWBLSinglePool(r *Rule) *apierror.Error {
+	sa := &r.ServiceArguments
+	if s := spec.Selector(sa.Sel); (s == spec.SelCHWBL || s == spec.SelWeightedCHWBL) && sa.PDDisaggMode {
+		msg := fmt.Sprintf("sel %d (%s) is for single-pool rules; P/D rules pick endpoints with the P/D ladder "+
+			"(use pd_cache_aware_mode for prefix affinity)", int(s), s)
+		return invalidCombo(saPath(fieldSel), msg, msg)
+	}
+	return nil
 }
 
 func checkCHWBLDeadConfig(r *Rule) *apierror.Error {

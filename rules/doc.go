@@ -17,7 +17,7 @@
 //     ordered cross-field pass (crossChecks in cross.go): LoxiLB's own checks
 //     first, in LoxiLB's order with LoxiLB's exact result text, then
 //     infergate's restrictions (mode 4 and tcp only, classic L4 knobs
-//     unsupported, sel 8/10 not yet available, …). Status codes are honest:
+//     unsupported, sel 8/10 single-pool only, …). Status codes are honest:
 //     400 for bad input, 409 for conflicts, 404 for missing — never 500.
 //   - Compile resolves every "0 means default" field. LoxiLB's effective
 //     defaults: kvZmqPort 5557, kvBlockSize 16 (for every engine, TRT-LLM

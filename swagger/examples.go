@@ -76,11 +76,33 @@ const examplePlainModel = `{
   ]
 }`
 
+// exampleCHWBL is a single pool with prefix affinity by consistent hashing
+// with bounded loads (sel 8).
+const exampleCHWBL = `{
+  "serviceArguments": {
+    "externalIP": "10.0.0.13",
+    "port": 8080,
+    "protocol": "tcp",
+    "sel": 8,
+    "mode": 4,
+    "name": "chwbl-pool",
+    "sse_mode": true,
+    "chwbl_prefix_hash_level": 2,
+    "chwbl_mean_load_factor": 150
+  },
+  "endpoints": [
+    {"endpointIP": "10.4.0.1", "targetPort": 8000, "weight": 1},
+    {"endpointIP": "10.4.0.2", "targetPort": 8000, "weight": 1},
+    {"endpointIP": "10.4.0.3", "targetPort": 8000, "weight": 1}
+  ]
+}`
+
 // Examples returns every documented POST body, the canonical one first.
 func Examples() []Example {
 	return []Example{
 		{Name: "vllm-pd-1p1d", Body: json.RawMessage(exampleVLLMPD)},
 		{Name: "sglang-pd-1p1d", Body: json.RawMessage(exampleSGLangPD)},
 		{Name: "model-routed-least-conn", Body: json.RawMessage(examplePlainModel)},
+		{Name: "chwbl-prefix-affinity", Body: json.RawMessage(exampleCHWBL)},
 	}
 }

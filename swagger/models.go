@@ -50,7 +50,7 @@ func fieldNotes() map[string]FieldNote {
 		sa("portMax"):    {Description: "End of a port range (0 = single port).", Min: f(0), Max: f(65535)},
 		sa("protocol"):   {Description: "L4 protocol; part of the rule key.", Enum: enum("tcp", "udp", "sctp", "icmp"), Required: true},
 		sa("sel"): {Description: "Endpoint selector: 0 rr, 1 hash, 2 priority (weighted rr), 3 persist, 4 least-conn, " +
-			"8 chwbl (prefix consistent hash, bounded loads), 10 weighted chwbl. Under P/D only Tier 2 uses it.",
+			"8 chwbl (prefix consistent hash, bounded loads), 10 weighted chwbl (8/10: single pools only). Under P/D only Tier 2 uses it.",
 			Enum: enum(0, 1, 2, 3, 4, 8, 10)},
 		sa("mode"):            {Description: "LoxiLB LB mode; 4 (fullproxy) is required for every L7/AI feature.", Enum: enum(0, 1, 2, 3, 4, 5)},
 		sa("security"):        {Description: "0 plain, 1 TLS termination, 2 end-to-end TLS. Immutable.", Enum: enum(0, 1, 2)},
