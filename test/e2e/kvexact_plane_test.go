@@ -1,0 +1,294 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/sirupsen/logrus"
+
+	"github.com/infergate/infergate/datapath/kvplane"
+	"github.com/infergate/infergate/datapath/ladder"
+	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/kvexact"
+	"github.com/infergate/infergate/metrics"
+	"github.com/infergate/infergate/test/pdfake"
+)
+
+// Bounds of the KV-exact end-to-end tests.
+const (
+	kvWarmup  = 2 * time.Second
+	kvWait    = 10 * time.Second
+	kvBlock   = 4
+	kvModel   = "fake-model"
+	kvPromptA = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu"
+	kvPromptB = "one two three four five six seven eight nine ten eleven twelve"
+	kvSuffix  = " and then some more words"
+)
+
+// kvFreePort finds a TCP port free on loopback; the fakes bind it on their
+// own 127.0.0.x, like engines on separate hosts sharing kvZmqPort.
+func kvFreePort(t *testing.T) uint16 {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return uint16(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// kvFake starts a KV-publishing fake vLLM engine on ip.
+func kvFake(t *testing.T, ip string, role pdfake.Role, kv pdfake.KVConfig) *pdfake.Engine {
+	t.Helper()
+	cfg := pdfake.DefaultConfig(pdfake.VLLM, role)
+	cfg.Addr, cfg.Model, cfg.KV = ip+":0", kvModel, kv
+	e, err := pdfake.Start(cfg)
+	if err != nil {
+		t.Fatalf("start fake %s: %v", ip, err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+// kvPrefill sends one prefill leg to e, as the datapath would: the engine
+// computes the prompt and publishes its new blocks.
+func kvPrefill(t *testing.T, e *pdfake.Engine, prompt string) {
+	t.Helper()
+	body := fmt.Sprintf(`{"model":%q,"prompt":%q,"max_tokens":1,"kv_transfer_params":{"do_remote_decode":true}}`, kvModel, prompt)
+	kvPostOK(t, "http://"+e.AddrPort().String()+"/v1/completions", body)
+}
+
+func kvPostOK(t *testing.T, url, body string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), kvWait)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("POST %s: %d %s", url, resp.StatusCode, b)
+	}
+}
+
+func kvEventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(kvWait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", kvWait, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func kvCounter(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+func kvQuietLog() *logrus.Logger {
+	l := logrus.New()
+	l.SetOutput(io.Discard)
+	return l
+}
+
+type kvSetup struct {
+	plane    *kvplane.Plane
+	rk       *kvplane.RuleKV
+	m        *metrics.Metrics
+	a, b, d  *pdfake.Engine
+	rule     *spec.Rule
+	prefills []ladder.Candidate
+	decodes  []ladder.Candidate
+}
+
+// kvStart builds a vLLM P/D rule with kvExactMode 1 over two publishing
+// prefill fakes and one decode, installed on a real Plane with real ZMQ.
+func kvStart(t *testing.T, bind bool) *kvSetup {
+	t.Helper()
+	s := &kvSetup{m: metrics.New()}
+	opts := kvplane.DefaultOptions()
+	port := kvFreePort(t)
+	kv := pdfake.KVConfig{ZMQPort: int(port), BlockSize: kvBlock}
+	if bind {
+		opts.BindAddr = fmt.Sprintf("tcp://127.0.0.1:%d", port)
+		kv = pdfake.KVConfig{ConnectAddr: opts.BindAddr, BlockSize: kvBlock, MapEncoding: true}
+	}
+	s.plane = kvplane.New(opts, s.m.KV, kvQuietLog())
+	t.Cleanup(func() { _ = s.plane.Close() })
+	s.a = kvFake(t, "127.0.0.2", pdfake.Prefill, kv)
+	s.b = kvFake(t, "127.0.0.3", pdfake.Prefill, kv)
+	s.d = kvFake(t, "127.0.0.4", pdfake.Decode, pdfake.KVConfig{})
+	s.rule = &spec.Rule{
+		Key:       spec.Key{VIP: netip.MustParseAddr("127.0.0.1"), Port: 18080, Protocol: "tcp"},
+		Name:      "kv-e2e",
+		Engine:    spec.EngineVLLM,
+		PD:        &spec.PD{BalanceAbsThreshold: 3},
+		KV:        &spec.KV{Mode: 1, ZMQPort: port, BlockSize: kvBlock, Warmup: kvWarmup},
+		Endpoints: []spec.Endpoint{s.a.Endpoint(), s.b.Endpoint(), s.d.Endpoint()},
+	}
+	rk, err := s.plane.Install(nil, s.rule)
+	if err != nil {
+		t.Fatalf("install: %v", err)
+	}
+	s.rk = rk
+	// Dialled or dialling in, a publisher sees the subscription once the
+	// connection is up; events before that would be lost (slow joiner).
+	for _, e := range []*pdfake.Engine{s.a, s.b} {
+		if err := e.KVPublisher().WaitSubscribers(1, kvWait); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.prefills = []ladder.Candidate{{ID: s.a.Endpoint().ID}, {ID: s.b.Endpoint().ID, Index: 1}}
+	s.decodes = []ladder.Candidate{{ID: s.d.Endpoint().ID, Index: 2}}
+	return s
+}
+
+// route runs the ladder with Tier 1.5 for a completion request.
+func (s *kvSetup) route(t *testing.T, prompt string) ladder.Trace {
+	t.Helper()
+	body := fmt.Sprintf(`{"model":%q,"prompt":%q,"max_tokens":8}`, kvModel, prompt)
+	l := ladder.New(nil, s.rk.Tier(nil))
+	tr, ok := l.SelectPair(&ladder.Facts{Ctx: context.Background(), Path: "/v1/completions", Model: kvModel, Body: []byte(body), Now: time.Now()},
+		s.prefills, s.decodes)
+	if !ok {
+		t.Fatal("no pair")
+	}
+	return tr
+}
+
+func kvStep(tr ladder.Trace) ladder.Step {
+	for _, st := range tr.Steps {
+		if st.Tier == ladder.TierKVExact {
+			return st
+		}
+	}
+	return ladder.Step{}
+}
+
+// kvTrusted waits until every prefill's inventory is trusted.
+func (s *kvSetup) waitTrusted(t *testing.T) {
+	t.Helper()
+	kvEventually(t, "trusted inventories", func() bool {
+		for _, c := range s.prefills {
+			if ok, _ := s.rk.Inventory().Trusted(c.ID); !ok {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestKVExactPlaneRouting is the Runtime-free end-to-end test of KV-exact
+// routing: real ZMQ publishers in fake vLLM prefills, the real Plane and
+// subscribers, the engines' /tokenize, and the ladder with Tier 1.5.
+func TestKVExactPlaneRouting(t *testing.T) {
+	for _, bind := range []bool{false, true} {
+		t.Run(fmt.Sprintf("bind=%v", bind), func(t *testing.T) {
+			s := kvStart(t, bind)
+			kvPrefill(t, s.a, kvPromptA)
+			kvPrefill(t, s.b, kvPromptB)
+			inv := s.rk.Inventory()
+			kvEventually(t, "both prompts indexed", func() bool {
+				return inv.Blocks(s.a.Endpoint().ID) == 3 && inv.Blocks(s.b.Endpoint().ID) == 3
+			})
+			s.waitTrusted(t)
+
+			hits := s.m.KV.Routing.Tier15Hits.WithLabelValues(s.rule.Name)
+			before := kvCounter(hits)
+			for i := 0; i < 3; i++ {
+				for _, tc := range []struct {
+					prompt string
+					want   *pdfake.Engine
+				}{{kvPromptA + kvSuffix, s.a}, {kvPromptB + kvSuffix, s.b}} {
+					tr := s.route(t, tc.prompt)
+					if st := kvStep(tr); !st.Hit || tr.Prefill.ID != tc.want.Endpoint().ID {
+						t.Fatalf("prompt %.10q… went to %s (tier 1.5 step %+v), want %s", tc.prompt, tr.Prefill.ID, st, tc.want.Endpoint().ID)
+					}
+				}
+			}
+			if got := kvCounter(hits) - before; got != 6 {
+				t.Fatalf("loxilb_pd_kv_tier15_hits_total moved by %v, want 6", got)
+			}
+			rows := s.plane.KVInventory()
+			if len(rows) != 2 || !rows[0].Trusted || rows[0].Blocks != 3 || rows[0].LastSeq == nil {
+				t.Fatalf("inventory rows: %+v", rows)
+			}
+
+			// Engine a restarts: its inventory is cleared and untrusted during
+			// warm-up, so its old prompt falls through Tier 1.5.
+			if bind {
+				return // the bind topology has no per-engine connection to restart over
+			}
+			kvPostOK(t, "http://"+s.a.AddrPort().String()+"/admin/kv/restart", "")
+			kvEventually(t, "restart cleared a", func() bool { return inv.Blocks(s.a.Endpoint().ID) == 0 })
+			if ok, why := inv.Trusted(s.a.Endpoint().ID); ok || why != kvexact.ReasonRestart {
+				t.Fatalf("a after restart: trusted=%v reason %q, want untrusted (restart) during warm-up", ok, why)
+			}
+			if st := kvStep(s.route(t, kvPromptA+kvSuffix)); st.Hit || st.Reason != ladder.ReasonMiss {
+				t.Fatalf("a's old prompt after restart: step %+v, want a miss", st)
+			}
+			kvPrefill(t, s.a, kvPromptA)
+			kvEventually(t, "a re-indexed", func() bool { return inv.Blocks(s.a.Endpoint().ID) == 3 })
+			if ok, _ := inv.Trusted(s.a.Endpoint().ID); ok {
+				t.Fatal("a trusted again before its warm-up ended")
+			}
+			s.waitTrusted(t)
+			if tr := s.route(t, kvPromptA+kvSuffix); tr.Prefill.ID != s.a.Endpoint().ID || !kvStep(tr).Hit {
+				t.Fatalf("after warm-up: %+v", tr)
+			}
+		})
+	}
+}
+
+// TestKVExactPlaneUpdate removes a prefill from the rule: its subscriber
+// stops and its blocks leave the inventory, the other keeps its state.
+func TestKVExactPlaneUpdate(t *testing.T) {
+	s := kvStart(t, false)
+	kvPrefill(t, s.a, kvPromptA)
+	kvPrefill(t, s.b, kvPromptB)
+	inv := s.rk.Inventory()
+	kvEventually(t, "both prompts indexed", func() bool {
+		return inv.Blocks(s.a.Endpoint().ID) == 3 && inv.Blocks(s.b.Endpoint().ID) == 3
+	})
+	next := *s.rule
+	next.Generation++
+	next.Endpoints = []spec.Endpoint{s.a.Endpoint(), s.d.Endpoint()}
+	rk, err := s.plane.Install(s.rule, &next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rk.Inventory() != inv {
+		t.Fatal("an endpoint removal replaced the inventory")
+	}
+	if inv.Blocks(s.b.Endpoint().ID) != 0 || inv.Blocks(s.a.Endpoint().ID) != 3 {
+		t.Fatalf("after removing b: a=%d b=%d blocks", inv.Blocks(s.a.Endpoint().ID), inv.Blocks(s.b.Endpoint().ID))
+	}
+	// b's subscriber is gone: what b publishes now is not indexed.
+	kvPrefill(t, s.b, kvPromptA+kvSuffix)
+	kvPrefill(t, s.a, kvPromptB)
+	kvEventually(t, "a's new prompt indexed", func() bool { return inv.Blocks(s.a.Endpoint().ID) == 6 })
+	if inv.Blocks(s.b.Endpoint().ID) != 0 {
+		t.Fatal("a removed endpoint's events are still indexed")
+	}
+}
