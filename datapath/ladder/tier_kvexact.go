@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
-	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 
 	"github.com/infergate/infergate/kvexact"
@@ -56,7 +57,8 @@ type KVExactOptions struct {
 // longest prefix of the request's KV blocks, as reported by the engines' own
 // KV events. It never fails a request: every problem is a fall-through.
 type KVExact struct {
-	o KVExactOptions
+	o    KVExactOptions
+	hits prometheus.Counter // nil without metrics
 }
 
 // NewKVExact builds the tier.
@@ -69,7 +71,11 @@ func NewKVExact(o KVExactOptions) *KVExact {
 		l.SetOutput(io.Discard)
 		o.Logger = l
 	}
-	return &KVExact{o: o}
+	t := &KVExact{o: o}
+	if o.Metrics != nil {
+		t.hits = o.Metrics.Tier15Hits.WithLabelValues(o.Rule)
+	}
+	return t
 }
 
 // Name implements PrefillTier.
@@ -102,13 +108,12 @@ func (t *KVExact) Explain(f *Facts, cands []Candidate) (idx int, reason string, 
 }
 
 func (t *KVExact) record(reason string, ok bool) {
-	m := t.o.Metrics
-	if ok {
-		if m != nil {
-			m.Tier15Hits.WithLabelValues(t.o.Rule).Inc()
-		}
-	} else if m != nil {
-		m.Tier15Misses.WithLabelValues(t.o.Rule, reason).Inc()
+	switch {
+	case t.o.Metrics == nil:
+	case ok:
+		t.hits.Inc()
+	default:
+		t.o.Metrics.Tier15Misses.WithLabelValues(t.o.Rule, reason).Inc()
 	}
 }
 
@@ -125,7 +130,19 @@ func (t *KVExact) tokens(f *Facts) ([]uint32, string) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	ids, err := t.o.Tokenizer.Tokens(ctx, tokenize.Request{Model: f.Model, Path: f.Path, Body: f.Body})
+	req := tokenize.Request{Model: f.Model, Path: f.Path, Body: f.Body}
+	if f.Model != "" {
+		// One scan for the prompt field instead of a JSON decode of the
+		// whole body (the same scanner Tier 1 uses).
+		prompt, messages := topLevelPrompt(f.Body)
+		if strings.HasSuffix(f.Path, chatPathSuffix) {
+			prompt = nil
+		} else if f.Path != "" {
+			messages = nil
+		}
+		req.Prompt, req.Messages = prompt, messages
+	}
+	ids, err := t.o.Tokenizer.Tokens(ctx, req)
 	switch {
 	case errors.Is(err, tokenize.ErrNoPrompt), errors.Is(err, tokenize.ErrUnsupported):
 		return nil, ReasonNoPrompt
@@ -138,8 +155,8 @@ func (t *KVExact) tokens(f *Facts) ([]uint32, string) {
 // decide is the whole tier. Candidates score by consecutive blocks from
 // block 0 (GPU blocks 1, CPU blocks CPUWeight); untrusted inventories score
 // 0; the best wins, ties to the lower load then the earlier candidate; a
-// winner more loaded than the least loaded by more than LoadGuard is skipped
-// for the next best holder.
+// holder more loaded than the least loaded by more than LoadGuard is passed
+// over for the next best holder.
 func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string, bool, []CandidateScore) {
 	if t.o.Index == nil {
 		return -1, ReasonEmpty, false, nil
@@ -163,10 +180,8 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 	if explain {
 		scores = make([]CandidateScore, len(cands))
 	}
-	var orderBuf [16]int
-	order := orderBuf[:0]
-	var weight [64]float64
-	anyTrusted := false
+	best, anyTrusted, anyHit, guarded := -1, false, false, false
+	bestW := 0.0
 	raw := t.o.Index.Score(keys, names)
 	for i, s := range raw {
 		trusted, why := t.o.Index.Trusted(cands[i].ID)
@@ -174,19 +189,24 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 		w := 0.0
 		if trusted && s.Blocks > 0 {
 			w = s.Weighted(t.o.CPUWeight)
-			order = append(order, i)
-		}
-		if i < len(weight) {
-			weight[i] = w
+			anyHit = true
+			// The load guard keeps a cache-rich endpoint from being piled
+			// on: a holder too far above the least loaded is passed over
+			// for the next best holder.
+			switch {
+			case LoadGuardTrips(cands[i].Load, minLoad, t.o.LoadGuard):
+				guarded = true
+			case best < 0 || w > bestW || (w == bestW && cands[i].Load < cands[best].Load):
+				best, bestW = i, w
+			}
 		}
 		if explain {
 			scores[i] = CandidateScore{ID: cands[i].ID, Load: cands[i].Load, Blocks: s.Blocks, GPUBlocks: s.GPUBlocks,
 				CPUBlocks: s.CPUBlocks, Score: w, Trusted: trusted, Untrusted: why}
 		}
 	}
-	hit := len(order) > 0
 	if t.o.Watchdog != nil && anyTrusted && !explain {
-		if t.o.Watchdog.Observe(hit) {
+		if t.o.Watchdog.Observe(anyHit) {
 			if m := t.o.Metrics; m != nil {
 				m.ZeroHitWatchdog.WithLabelValues(t.o.Rule).Inc()
 			}
@@ -198,22 +218,12 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 	switch {
 	case !anyTrusted:
 		return -1, ReasonUntrusted, false, scores
-	case !hit:
+	case !anyHit:
 		return -1, ReasonMiss, false, scores
+	case best < 0 && guarded:
+		return -1, ReasonLoadGuard, false, scores
 	}
-	sort.SliceStable(order, func(a, b int) bool {
-		i, j := order[a], order[b]
-		if weight[i] != weight[j] {
-			return weight[i] > weight[j]
-		}
-		return cands[i].Load < cands[j].Load
-	})
-	for _, i := range order {
-		if t.o.LoadGuard < 0 || cands[i].Load-minLoad <= t.o.LoadGuard {
-			return i, "", true, scores
-		}
-	}
-	return -1, ReasonLoadGuard, false, scores
+	return best, "", true, scores
 }
 
 // blockSizeOf reports the index's block size for the watchdog's log.

@@ -2,8 +2,12 @@ package ladder
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -258,6 +262,33 @@ func BenchmarkKVExactPick(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			if _, _, ok := tier.Pick(f, cands); !ok {
+				b.Fatal("miss")
+			}
+		}
+	})
+	// The engine tokenizer on a cache hit: the body is parsed for its
+	// prompt and hashed, no HTTP.
+	b.Run("kvexact_engine_tokenizer_cache_hit", func(b *testing.B) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_ = json.NewEncoder(w).Encode(map[string]any{"tokens": tokens, "count": len(tokens)})
+		}))
+		defer srv.Close()
+		tok, err := tokenize.NewEngine(tokenize.Options{Rule: "r", Endpoints: func() []string { return []string{strings.TrimPrefix(srv.URL, "http://")} }})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer tok.Close()
+		tier := NewKVExact(KVExactOptions{Rule: "r", Index: inv, Tokenizer: tok, LoadGuard: 3,
+			Metrics: metrics.NewKVRouting(prometheus.NewRegistry())})
+		body := []byte(`{"model":"m","max_tokens":16,"stream":true,"prompt":"` + strings.Repeat("lorem ipsum dolor ", 60) + `"}`)
+		ef := &Facts{Ctx: context.Background(), Path: "/v1/completions", Model: "m", Body: body}
+		if _, _, ok := tier.Pick(ef, cands); !ok {
+			b.Fatal("miss")
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, _, ok := tier.Pick(ef, cands); !ok {
 				b.Fatal("miss")
 			}
 		}

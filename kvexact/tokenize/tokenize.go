@@ -47,6 +47,10 @@ type Request struct {
 	Model string // body "model" or X-Model; "" → taken from Body
 	Path  string // client path: part of the cache key (chat and completions render differently)
 	Body  []byte // the client body, read-only
+	// Prompt and Messages, when the caller already scanned the body (raw
+	// JSON values, nil when absent), spare a decode of Body; Model must then
+	// be set too.
+	Prompt, Messages json.RawMessage
 }
 
 // Tokenizer returns the prompt token ids of a request exactly as the engine
@@ -135,14 +139,16 @@ type overlay struct {
 // Tokens returns the request's prompt token ids: the client's own ids when
 // the prompt is a list of ints, else the engine's /tokenize answer (cached).
 func (e *Engine) Tokens(ctx context.Context, req Request) ([]uint32, error) {
-	var ov overlay
-	if err := json.Unmarshal(req.Body, &ov); err != nil {
-		return nil, fmt.Errorf("tokenize: body: %w", err)
+	ov := overlay{Model: req.Model, Prompt: req.Prompt, Messages: req.Messages}
+	if req.Model == "" || (req.Prompt == nil && req.Messages == nil) {
+		if err := json.Unmarshal(req.Body, &ov); err != nil {
+			return nil, fmt.Errorf("tokenize: body: %w", err)
+		}
+		if req.Model != "" {
+			ov.Model = req.Model
+		}
 	}
-	model := req.Model
-	if model == "" {
-		model = ov.Model
-	}
+	model := ov.Model
 	field, raw := FieldMessages, ov.Messages
 	if !present(raw) {
 		field, raw = FieldPrompt, ov.Prompt

@@ -386,3 +386,18 @@ func series(c prometheus.Collector) int {
 	}
 	return n
 }
+
+// TestPrescannedFields: a caller that already found the prompt passes it
+// with the model and the body is not decoded (here it is not even JSON).
+func TestPrescannedFields(t *testing.T) {
+	f := newFakeEngine(t)
+	e, _ := newTok(t, f, time.Second)
+	got, err := e.Tokens(context.Background(), Request{Model: "m", Path: "/v1/completions", Body: []byte("not json"), Prompt: []byte(`"ab"`)})
+	if err != nil || !equal(got, []uint32{'a', 'b'}) {
+		t.Fatalf("tokens = %v, %v", got, err)
+	}
+	// Without a model the body is decoded, and a bad body is an error.
+	if _, err := e.Tokens(context.Background(), Request{Path: "/v1/completions", Body: []byte("not json"), Prompt: []byte(`"ab"`)}); err == nil {
+		t.Fatal("a bad body without a model must fail")
+	}
+}
