@@ -9,6 +9,12 @@ import (
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
+// tier15Probe is what the cache-aware probe saw of Tier 1.5.
+type tier15Probe struct {
+	hits   float64
+	misses map[string]float64 // by reason
+}
+
 // cacheAware sends Probes requests sharing a long prefix: from the second on,
 // Tier 1 (prefix index) or Tier 1.5 (KV inventory) should pick the prefill
 // endpoint that already holds it.
@@ -67,8 +73,9 @@ func (w *workflow) cacheAware(ctx context.Context, res *StepResult) {
 		res.Status, res.Summary = Skip, "the gateway exports no tier metrics ("+famLadder+", "+famTrieMatchCount+")"
 		return
 	}
-	if after.Has(famTier15Hits) {
-		res.Evidence = append(res.Evidence, fmt.Sprintf("%s %+g", famTier15Hits, t15))
+	if after.Has(famTier15Hits) || after.Has(famTier15Misses) {
+		w.tier15 = &tier15Probe{hits: t15, misses: deltaBy(before, after, famTier15Misses, labelReason, rule)}
+		res.Evidence = append(res.Evidence, fmt.Sprintf("%s %+g; misses by reason: %s", famTier15Hits, t15, formatDeltas(w.tier15.misses)))
 	}
 	switch {
 	case ok == 0:
@@ -87,7 +94,12 @@ func (w *workflow) cacheAware(ctx context.Context, res *StepResult) {
 	}
 }
 
-// kvExact checks the event feed and the inventory of a KV-exact rule.
+// kvExact checks the event feed and the inventory of a KV-exact rule:
+// subscribers connected (FAIL otherwise), inventory trusted and non-empty,
+// the zero-hit watchdog quiet and, when the cache-aware probe ran, Tier 1.5
+// hitting on a prefix the inventory holds. A populated, trusted inventory
+// that never hits is a parity problem (block size, hash, tokenizer): WARN
+// with that hint, since the rule still serves through Tier 1 and Tier 2.
 func (w *workflow) kvExact(ctx context.Context, res *StepResult) {
 	if !w.compiled.kvExact() {
 		res.Status, res.Summary = Skip, "rule has no kvExactMode"
@@ -108,60 +120,65 @@ func (w *workflow) kvExact(ctx context.Context, res *StepResult) {
 		notes = append(notes, note)
 		res.Hints = appendHint(res.Hints, hs...)
 	}
-	if now.Has(famKVConnected) {
-		conn := now.By(famKVConnected, labelEndpoint, rule)
-		res.Evidence = append(res.Evidence, famKVConnected+": "+formatDeltas(conn))
-		for ep, v := range conn {
-			if v < 1 {
-				worse(Fail, "subscriber to "+ep+" disconnected", HintKVZeroHits)
-			}
-		}
-		if len(conn) == 0 {
-			worse(Fail, "no subscriber series for the rule", HintKVZeroHits)
-		}
-	} else {
-		worse(Warn, "subscriber family not exported")
-	}
-	blocks := now.By(famKVBlocks, labelEndpoint, rule)
-	res.Evidence = append(res.Evidence, famKVBlocks+": "+formatDeltas(blocks))
-	total := 0.0
-	for _, v := range blocks {
-		total += v
-	}
-	if total == 0 {
-		worse(Warn, "no blocks indexed", HintKVZeroHits)
-	}
-	if mm := now.Sum(famKVBlockMismatch, rule); mm > 0 {
-		worse(Warn, fmt.Sprintf("%g events with a block_size other than kvBlockSize %d: engine and rule disagree (parity)", mm, w.compiled.KV.BlockSize), HintKVZeroHits)
-	}
-	if now.Has(famKVWatchdog) {
-		wd := now.Sum(famKVWatchdog, rule)
-		moved := wd - w.before.Sum(famKVWatchdog, rule)
-		res.Evidence = append(res.Evidence, fmt.Sprintf("%s %g (%+g during validation)", famKVWatchdog, wd, moved))
-		if moved > 0 {
-			worse(Fail, "zero-hit watchdog fired during validation", HintKVZeroHits)
-		} else if wd > 0 {
-			worse(Warn, "zero-hit watchdog fired earlier", HintKVZeroHits)
-		}
-	}
-	inv, found, err := w.inventory(ctx)
+	parity := fmt.Sprintf("kvBlockSize %d must equal the engines' --block-size, kvHashAlgo %q their hash, and the tokenizer/model theirs",
+		w.compiled.KV.BlockSize, w.compiled.KV.HashAlgo)
+
+	rows, found, err := w.inventory(ctx)
+	blocks := 0
 	switch {
 	case err != nil:
 		worse(Warn, "inventory API: "+err.Error())
 	case !found:
 		worse(Warn, "inventory API not available ("+pathKVInventory+")")
+	case len(rows) == 0:
+		worse(Fail, "the inventory lists no endpoint for the rule", HintKVZeroHits)
 	default:
-		res.Evidence = append(res.Evidence, "inventory: "+inv.String())
-		if inv.untrusted > 0 {
-			worse(Warn, fmt.Sprintf("%d inventory entries not trusted yet (warm-up or sequence gap)", inv.untrusted), HintKVZeroHits)
+		for _, r := range rows {
+			blocks += r.Blocks
+			ev := fmt.Sprintf("inventory %s rank %d (%s): %d blocks, connected %v, trusted %v", r.Endpoint, r.Rank, r.Source, r.Blocks, r.Connected, r.Trusted)
+			if r.Reason != "" {
+				ev += " (" + r.Reason + ")"
+			}
+			res.Evidence = append(res.Evidence, ev)
+			switch {
+			case !r.Connected:
+				worse(Fail, "subscriber to "+r.Endpoint+" disconnected", HintKVZeroHits)
+			case !r.Trusted:
+				worse(Warn, fmt.Sprintf("%s rank %d not trusted (%s)", r.Endpoint, r.Rank, r.Reason), HintKVZeroHits)
+			}
 		}
-		if inv.blocks == 0 {
-			worse(Warn, "inventory is empty", HintKVZeroHits)
+		if blocks == 0 {
+			worse(Warn, "inventory is empty (no KV events indexed)", HintKVZeroHits)
 		}
+	}
+	if !found && now.Has(famKVConnected) {
+		for ep, v := range now.By(famKVConnected, labelEndpoint, rule) {
+			if v < 1 {
+				worse(Fail, "subscriber to "+ep+" disconnected", HintKVZeroHits)
+			}
+		}
+	}
+	if mm := now.Sum(famKVBlockMismatch, rule); mm > 0 {
+		worse(Warn, fmt.Sprintf("%g events with another block_size than the first (engines disagree): %s", mm, parity), HintKVZeroHits)
+	}
+	if now.Has(famKVWatchdog) {
+		wd := now.Sum(famKVWatchdog, rule)
+		moved := wd - w.before.Sum(famKVWatchdog, rule)
+		res.Evidence = append(res.Evidence, fmt.Sprintf("%s %g (%+g during validation)", famKVWatchdog, wd, moved))
+		if wd > 0 {
+			worse(Warn, "zero-hit watchdog fired: "+parity, HintKVZeroHits)
+		}
+	}
+	if w.tier15 != nil && blocks > 0 && w.tier15.hits <= 0 {
+		res.Evidence = append(res.Evidence, "Tier 1.5 misses during the shared-prefix probe: "+formatDeltas(w.tier15.misses))
+		worse(Warn, fmt.Sprintf("the inventory holds %d blocks but the repeated prefix never hit Tier 1.5: %s", blocks, parity), HintKVZeroHits)
 	}
 	res.Status = status
 	if len(notes) == 0 {
-		res.Summary = fmt.Sprintf("subscribers connected, %g blocks indexed, watchdog quiet", total)
+		res.Summary = fmt.Sprintf("subscribers connected, %d blocks indexed and trusted, watchdog quiet", blocks)
+		if w.tier15 != nil {
+			res.Summary += fmt.Sprintf(", Tier 1.5 %+g hits", w.tier15.hits)
+		}
 	} else {
 		res.Summary = strings.Join(notes, "; ")
 	}
@@ -179,84 +196,32 @@ func rank(s Status) int {
 	return 0
 }
 
-// inventorySummary is what the workflow learns from the inventory API,
-// read tolerantly: any "trusted" booleans and "blocks" numbers under the
-// rule's entry (or the whole document when no entry names the rule).
-type inventorySummary struct {
-	entries, untrusted int
-	blocks             float64
+// inventoryRow is one row of GET /netlox/v1/config/ai/kv/inventory.
+type inventoryRow struct {
+	Rule      string `json:"rule"`
+	Endpoint  string `json:"endpoint"`
+	Rank      int    `json:"rank"`
+	Source    string `json:"source"`
+	Blocks    int    `json:"blocks"`
+	Connected bool   `json:"connected"`
+	Trusted   bool   `json:"trusted"`
+	Reason    string `json:"untrusted_reason"`
 }
 
-func (s inventorySummary) String() string {
-	return fmt.Sprintf("%d entries, %d untrusted, %g blocks", s.entries, s.untrusted, s.blocks)
-}
-
-// Inventory wire field names.
-const (
-	fieldTrusted = "trusted"
-	fieldBlocks  = "blocks"
-	fieldRule    = "rule"
-	fieldName    = "name"
-)
-
-func (w *workflow) inventory(ctx context.Context) (inventorySummary, bool, error) {
-	var doc any
+// inventory returns the rule's inventory rows (found=false: no such API).
+func (w *workflow) inventory(ctx context.Context) ([]inventoryRow, bool, error) {
+	var doc struct {
+		Rows []inventoryRow `json:"rows"`
+	}
 	found, err := getJSON(ctx, w.hc, strings.TrimRight(w.opts.Server, "/")+pathKVInventory, &doc)
 	if err != nil || !found {
-		return inventorySummary{}, found, err
+		return nil, found, err
 	}
-	if sub := findRuleEntry(doc, w.label); sub != nil {
-		doc = sub
-	}
-	var s inventorySummary
-	walkInventory(doc, &s)
-	return s, true, nil
-}
-
-func findRuleEntry(v any, label string) any {
-	switch x := v.(type) {
-	case map[string]any:
-		if x[fieldRule] == label || x[fieldName] == label {
-			return x
-		}
-		if sub, ok := x[label]; ok {
-			return sub
-		}
-		for _, c := range x {
-			if f := findRuleEntry(c, label); f != nil {
-				return f
-			}
-		}
-	case []any:
-		for _, c := range x {
-			if f := findRuleEntry(c, label); f != nil {
-				return f
-			}
+	var out []inventoryRow
+	for _, r := range doc.Rows {
+		if r.Rule == w.label {
+			out = append(out, r)
 		}
 	}
-	return nil
-}
-
-func walkInventory(v any, s *inventorySummary) {
-	switch x := v.(type) {
-	case map[string]any:
-		if t, ok := x[fieldTrusted].(bool); ok {
-			s.entries++
-			if !t {
-				s.untrusted++
-			}
-		}
-		if b, ok := x[fieldBlocks].(float64); ok {
-			s.blocks += b
-		}
-		for k, c := range x {
-			if k != fieldBlocks {
-				walkInventory(c, s)
-			}
-		}
-	case []any:
-		for _, c := range x {
-			walkInventory(c, s)
-		}
-	}
+	return out, true, nil
 }

@@ -25,6 +25,7 @@ const (
 	labelStatus   = "status"
 	labelTier     = "tier"
 	labelOutcome  = "outcome"
+	labelReason   = "reason"
 )
 
 // Snapshot is one parsed scrape of the daemon's /metrics. Histograms and

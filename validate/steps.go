@@ -26,6 +26,7 @@ const (
 	famTrieMatchCount   = "loxilb_pd_trie_match_rate_count"
 	famTrieMatchSum     = "loxilb_pd_trie_match_rate_sum"
 	famTier15Hits       = "loxilb_pd_kv_tier15_hits_total"
+	famTier15Misses     = "loxilb_pd_kv_tier15_misses_total"
 	famKVBlocks         = "loxilb_pd_kv_blocks"
 	famKVConnected      = "loxilb_kv_subscriber_connected"
 	famKVWatchdog       = "loxilb_pd_kv_zero_hit_watchdog_total"
@@ -50,7 +51,8 @@ type workflow struct {
 	label    string
 	vip      string // VIP:port probes go to
 	model    string
-	before   *Snapshot // scraped before the first probe
+	before   *Snapshot    // scraped before the first probe
+	tier15   *tier15Probe // Tier 1.5 during the cache-aware probe (nil: not run)
 }
 
 func (w *workflow) scrape(ctx context.Context) (*Snapshot, error) {

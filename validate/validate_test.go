@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,14 +30,26 @@ type fakeGateway struct {
 	rule     rules.Rule
 	prefill  string
 	decode   string
-	skipPre  bool // behave like a gateway that never runs the prefill leg
+	skipPre  bool   // behave like a gateway that never runs the prefill leg
+	kv       string // "": plain 1P1D; kvOK, kvParity, kvDisconnected: cache-aware KV-exact
 	api, vip *http.Server
 	apiAddr  string
+
+	mu   sync.Mutex
+	seen map[string]bool // prompt prefixes already routed (Tier 1 / 1.5 memory)
 }
 
-func startFakeGateway(t *testing.T, prefill, decode string, skipPre bool) *fakeGateway {
+// Fake gateway KV behaviours.
+const (
+	kvOK           = "ok"           // inventory trusted, repeated prefixes hit Tier 1.5
+	kvParity       = "parity"       // inventory populated, Tier 1.5 never hits (block size mismatch)
+	kvDisconnected = "disconnected" // the subscriber to the prefill is down
+	fakeRule       = "pd-test"
+)
+
+func startFakeGateway(t *testing.T, prefill, decode string, skipPre bool, kv string) *fakeGateway {
 	t.Helper()
-	g := &fakeGateway{t: t, m: metrics.New(), prefill: prefill, decode: decode, skipPre: skipPre}
+	g := &fakeGateway{t: t, m: metrics.New(), prefill: prefill, decode: decode, skipPre: skipPre, kv: kv, seen: map[string]bool{}}
 	vln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -78,8 +91,19 @@ func (g *fakeGateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 			id := net.JoinHostPort(e.EndpointIP, strconv.Itoa(e.TargetPort))
 			eps = append(eps, map[string]any{"id": id, "address": id, "weight": e.Weight, "role": roleOf(e.EPRole)})
 		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"name": "pd-test", "engine": "vllm", "sse": true,
-			"pd": map[string]any{"cache_aware": false}, "endpoints": eps})
+		view := map[string]any{"name": fakeRule, "engine": "vllm", "sse": true,
+			"pd": map[string]any{"cache_aware": g.kv != ""}, "endpoints": eps}
+		if g.kv != "" {
+			view["kv"] = map[string]any{"mode": 1, "zmq_port": 5557, "block_size": 32, "hash_algo": "sha256_cbor"}
+		}
+		_ = json.NewEncoder(w).Encode(view)
+	case p == "/netlox/v1/config/ai/kv/inventory":
+		rows := []map[string]any{}
+		if g.kv != "" {
+			rows = append(rows, map[string]any{"rule": fakeRule, "endpoint": g.prefill, "rank": 0, "source": "zmq",
+				"blocks": 40, "connected": g.kv != kvDisconnected, "trusted": g.kv != kvDisconnected})
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"rows": rows})
 	case strings.HasSuffix(p, "/status"):
 		st := map[string]any{}
 		for _, e := range g.rule.Endpoints {
@@ -94,7 +118,10 @@ func (g *fakeGateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 
 func (g *fakeGateway) serveVIP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	const rule = "pd-test"
+	const rule = fakeRule
+	if g.kv != "" {
+		g.tiers(body)
+	}
 	if !g.skipPre {
 		resp, err := http.Post("http://"+g.prefill+r.URL.Path, "application/json", bytes.NewReader(body))
 		if err != nil {
@@ -122,6 +149,33 @@ func (g *fakeGateway) serveVIP(w http.ResponseWriter, r *http.Request) {
 	g.m.PD.Requests.WithLabelValues(rule, "", "complete", "success").Inc()
 }
 
+// tiers records what a cache-aware ladder would for this prompt: Tier 1
+// matches a prefix seen before; Tier 1.5 hits only when the KV parity holds.
+func (g *fakeGateway) tiers(body []byte) {
+	var req struct {
+		Prompt string `json:"prompt"`
+	}
+	_ = json.Unmarshal(body, &req)
+	key := req.Prompt[:min(len(req.Prompt), 256)]
+	g.mu.Lock()
+	seen := g.seen[key]
+	g.seen[key] = true
+	g.mu.Unlock()
+	rate := 0.0
+	if seen {
+		rate = 0.95
+	}
+	g.m.Radix.MatchRate.WithLabelValues(fakeRule).Observe(rate)
+	switch {
+	case seen && g.kv == kvOK:
+		g.m.KV.Routing.Tier15Hits.WithLabelValues(fakeRule).Inc()
+	case g.kv == kvDisconnected:
+		g.m.KV.Routing.Tier15Misses.WithLabelValues(fakeRule, "untrusted").Inc()
+	default:
+		g.m.KV.Routing.Tier15Misses.WithLabelValues(fakeRule, "no_match").Inc()
+	}
+}
+
 func startEngine(t *testing.T, name string) *fakeengine.Server {
 	t.Helper()
 	s, err := fakeengine.Start(fakeengine.Options{Name: name})
@@ -138,9 +192,11 @@ func TestRun(t *testing.T) {
 		target      func(g *fakeGateway) string
 		killPrefill bool
 		skipPrefill bool
+		kv          string
 		passed      bool
 		want        map[string]Status
-		hint        map[string]Hint // a hint the step must carry
+		hint        map[string]Hint   // a hint the step must carry
+		summary     map[string]string // text the step's summary must contain
 	}{
 		{name: "healthy 1P1D by name", target: func(*fakeGateway) string { return "pd-test" }, passed: true,
 			want: map[string]Status{StepRuleShape: Pass, StepReadiness: Pass, StepStatus: Pass, StepNonStream: Pass,
@@ -156,11 +212,20 @@ func TestRun(t *testing.T) {
 		{name: "prefill leg never runs", target: func(*fakeGateway) string { return "pd-test" }, skipPrefill: true,
 			want: map[string]Status{StepNonStream: Pass, StepRoles: Fail},
 			hint: map[string]Hint{StepRoles: HintDecodeRecomputes}},
+		{name: "cache-aware KV-exact healthy", target: func(*fakeGateway) string { return fakeRule }, kv: kvOK, passed: true,
+			want: map[string]Status{StepRoles: Pass, StepCacheAware: Pass, StepKVExact: Pass}},
+		{name: "KV block size parity broken", target: func(*fakeGateway) string { return fakeRule }, kv: kvParity, passed: true,
+			want:    map[string]Status{StepRoles: Pass, StepCacheAware: Warn, StepKVExact: Warn},
+			hint:    map[string]Hint{StepCacheAware: HintKVZeroHits, StepKVExact: HintKVZeroHits},
+			summary: map[string]string{StepKVExact: "kvBlockSize 32 must equal the engines' --block-size"}},
+		{name: "KV subscriber disconnected", target: func(*fakeGateway) string { return fakeRule }, kv: kvDisconnected,
+			want: map[string]Status{StepRoles: Pass, StepKVExact: Fail},
+			hint: map[string]Hint{StepKVExact: HintKVZeroHits}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			pre, dec := startEngine(t, "prefill"), startEngine(t, "decode")
-			g := startFakeGateway(t, pre.Addr(), dec.Addr(), tc.skipPrefill)
+			g := startFakeGateway(t, pre.Addr(), dec.Addr(), tc.skipPrefill, tc.kv)
 			if tc.killPrefill {
 				pre.Close()
 			}
@@ -187,6 +252,11 @@ func TestRun(t *testing.T) {
 			for step, h := range tc.hint {
 				if !containsHint(got[step].Hints, h) {
 					t.Errorf("%s hints %q lack %q", step, got[step].Hints, h)
+				}
+			}
+			for step, want := range tc.summary {
+				if !strings.Contains(got[step].Summary, want) {
+					t.Errorf("%s summary %q lacks %q", step, got[step].Summary, want)
 				}
 			}
 			if rep.Passed != tc.passed {
