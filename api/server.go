@@ -48,6 +48,7 @@ type Options struct {
 	Store        RuleStore         // required
 	Status       StatusSource      // nil: no runtime status
 	KV           KVInventorySource // nil: empty KV inventory list
+	Explain      Explainer         // nil: POST …/explain answers 501
 	Metrics      *metrics.Metrics
 	Log          logrus.FieldLogger
 	MaxBodyBytes int64 // request body limit, 413 above
@@ -71,6 +72,7 @@ type Server struct {
 	store   RuleStore
 	status  StatusSource
 	kv      KVInventorySource
+	explain Explainer
 	metrics *metrics.Metrics
 	log     logrus.FieldLogger
 	maxBody int64
@@ -104,6 +106,7 @@ func NewServer(opts Options) (*Server, error) {
 		store:   opts.Store,
 		status:  opts.Status,
 		kv:      opts.KV,
+		explain: opts.Explain,
 		metrics: opts.Metrics,
 		log:     opts.Log,
 		maxBody: opts.MaxBodyBytes,
@@ -173,6 +176,7 @@ func (s *Server) routes() *gin.Engine {
 	v1.GET(routeLBCompiled, s.getCompiled)
 	v1.GET(routeLBStatus, s.getStatus)
 	v1.GET(routeKVInventory, s.getKVInventory)
+	v1.POST(routeLBExplain, s.postExplain) // changes nothing: not boot-gated
 
 	w := v1.Group("", s.bootGate)
 	w.POST(routeLB, s.postRule)

@@ -21,6 +21,8 @@ type Views struct {
 	Status   interface{} // GET …/status
 	// KVInventory is GET /config/ai/kv/inventory (nil: not documented).
 	KVInventory interface{}
+	// Explanation is POST …/explain's answer (nil: a free-form object).
+	Explanation interface{}
 }
 
 // Document builds the OpenAPI 2.0 document.
@@ -200,6 +202,7 @@ func buildDocument(g *generator, v Views) *Doc {
 		},
 	}
 	addKVPaths(g, v, paths, internal)
+	addExplainPaths(g, v, paths, internal)
 	return &Doc{
 		Swagger: "2.0",
 		Info: Info{
@@ -217,7 +220,7 @@ func buildDocument(g *generator, v Views) *Doc {
 		Tags: []Tag{
 			{Name: "loadbalancer", Description: "Load-balancer rules"},
 			{Name: "operations", Description: "Metrics and documentation"},
-			{Name: "ai", Description: "Inference routing state (KV-exact inventory)"},
+			{Name: "ai", Description: "Inference routing state (KV-exact inventory, routing explanation)"},
 		},
 	}
 }
