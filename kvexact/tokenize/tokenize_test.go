@@ -267,9 +267,6 @@ func TestFailuresFallThrough(t *testing.T) {
 			if err == nil || (tc.wantErr != nil && !errors.Is(err, tc.wantErr)) {
 				t.Fatalf("err = %v, want %v", err, tc.wantErr)
 			}
-			if f.release != nil {
-				close(f.release)
-			}
 			if tc.wantResult != "" {
 				// The flight records its outcome when it ends, which may be
 				// just after the caller gave up.
@@ -287,6 +284,9 @@ func TestFailuresFallThrough(t *testing.T) {
 				if c := cval(m.TokenizeCache.WithLabelValues("r", metrics.ResultHit)); c != 0 {
 					t.Fatal("a failure was cached")
 				}
+			}
+			if f.release != nil {
+				close(f.release) // only now: the flight must end by its own deadline
 			}
 			// Failures are not cached: the next call asks again.
 			before := f.calls.Load()
