@@ -23,7 +23,9 @@ func newRuntime(opts Options, m *metrics.Metrics, log logrus.FieldLogger) (rules
 	setIf(&o.BreakerPDConnectFailures, opts.BreakerPDConnectFailures)
 	setIf(&o.BreakerOpenFor, opts.BreakerOpenFor)
 	setIf(&o.DrainGrace, opts.DrainGrace)
-	return datapath.New(o, m.Datapath, log), nil
+	setIf(&o.PrefillTimeout, opts.PrefillTimeout)
+	setIf(&o.DecodeFirstByteTimeout, opts.DecodeFirstByteTimeout)
+	return datapath.NewWithMetrics(o, m, log), nil
 }
 
 func setIf[T int | int64 | time.Duration](dst *T, v T) {

@@ -18,8 +18,13 @@
 //   - Every error a client sees is OpenAI-shaped JSON with a stable code that
 //     is also sent in the X-Infergate-Error header.
 //
-// P/D rules are accepted and answered 501 pd_not_implemented until the P/D
-// sequences (datapath/pd) plug into servePD; SendUpstream and SendLeg are
-// the leg senders they will use (same connection pool, *DialError on connect
-// failure).
+// P/D rules (servePD, pdserve.go): usable prefill and decode endpoints
+// (healthy, breaker-selectable, weight > 0) go through the ladder (Tier 0
+// sessions, Tier 1 prefix when cache-aware, Tier 1.5 KV-exact in mode 1,
+// Tier 2 load); the rule's dialect (datapath/pd) runs the engine sequence
+// over SendLeg; the Outcome feeds pd.Record, per-leg counters and the
+// breakers. No usable pair: a role-0 endpoint serves unsplit, else 503
+// pd_pool_unavailable. Body-less requests relay plainly to a prefill.
+// Single pools add KV-exact mode 3 (first choice, a miss keeps sel) and
+// CHWBL (sel 8/10). Explain is the side-effect-free dry run of all this.
 package datapath

@@ -187,6 +187,9 @@ func (rt *Runtime) probeRound(ctx context.Context, c *compiled) {
 					c.epm[j].health.Set(float64(to))
 				}
 			}
+			if to == healthDown {
+				c.forgetEndpoint(ep.id)
+			}
 			rt.log.WithFields(map[string]any{
 				"rule": c.label, "endpoint": ep.id, "state": healthName(to), "error": errString(err),
 			}).Info("endpoint health changed")

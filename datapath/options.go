@@ -1,6 +1,12 @@
 package datapath
 
-import "time"
+import (
+	"time"
+
+	"github.com/infergate/infergate/datapath/kvplane"
+	"github.com/infergate/infergate/datapath/ladder"
+	"github.com/infergate/infergate/radix"
+)
 
 // Options tune the datapath. Build them with DefaultOptions and override.
 type Options struct {
@@ -39,6 +45,19 @@ type Options struct {
 	DrainGrace time.Duration // how long delete/Close wait for in-flight requests
 
 	MaxIdleConnsPerHost int // upstream keep-alive pool per endpoint
+
+	// P/D rules (datapath/pd). PrefillTimeout bounds the prefill leg (504
+	// pd_prefill_timeout); DecodeFirstByteTimeout bounds decode dispatch to
+	// its first byte (504 pd_decode_timeout).
+	PrefillTimeout         time.Duration
+	DecodeFirstByteTimeout time.Duration
+	// MaxSessions caps each P/D rule's Tier 0 session table.
+	MaxSessions int
+	// PrefixIndex configures the Tier 1 radix index of each cache-aware P/D
+	// rule (one index per rule, BudgetBytes each).
+	PrefixIndex radix.Options
+	// KV configures KV-exact routing (kvExactMode 1 and 3).
+	KV kvplane.Options
 }
 
 // DefaultOptions returns the documented defaults (LoxiLB's where it has one).
@@ -61,5 +80,10 @@ func DefaultOptions() Options {
 		ClientIdleTimeout:        90 * time.Second,
 		DrainGrace:               30 * time.Second,
 		MaxIdleConnsPerHost:      1024,
+		PrefillTimeout:           30 * time.Second,
+		DecodeFirstByteTimeout:   60 * time.Second,
+		MaxSessions:              ladder.DefaultMaxSessions,
+		PrefixIndex:              radix.DefaultOptions(),
+		KV:                       kvplane.DefaultOptions(),
 	}
 }

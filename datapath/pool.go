@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/infergate/infergate/datapath/chwbl"
+	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/metrics"
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,10 +74,20 @@ type compiled struct {
 	wrr      wrrState      // smooth WRR current weights (sel 2, slow path)
 	wrrSched []uint16      // precomputed smooth WRR cycle (sel 2, fast path)
 
+	pd   *pdView         // nil for single-pool rules
+	kv   *kvplane.RuleKV // nil unless kvExactMode
+	ring *chwbl.Ring     // sel 8/10 only
+
 	latency prometheus.Observer
 	ttfb    prometheus.Observer
 	m       *metrics.Datapath
+	rx      *metrics.Radix
 }
+
+// defaultPD5xxStreak trips a P/D endpoint's breaker when the daemon
+// disabled the 5xx streak for single pools: a failing prefill otherwise
+// degrades every request to a recompute.
+const defaultPD5xxStreak = 5
 
 // slot is what selection needs of endpoint i, packed densely.
 type slot struct {
@@ -120,6 +132,9 @@ func newCompiled(r *spec.Rule, prev map[string]*endpoint, opts *Options, m *metr
 		}
 		if r.PD != nil {
 			c.cb.connectFails = opts.BreakerPDConnectFailures
+			if c.cb.streak5xx <= 0 {
+				c.cb.streak5xx = defaultPD5xxStreak // a prefill 5xx streak always trips on P/D
+			}
 		}
 	}
 	if r.Session.Source == spec.SessionFromHeader {
@@ -172,6 +187,9 @@ func (c *compiled) recordBreaker(i int, to int32) {
 		return
 	}
 	c.epm[i].breaker.Set(float64(to))
+	if to == breakerOpen {
+		c.forgetEndpoint(c.eps[i].id)
+	}
 	c.m.BreakerTrans.WithLabelValues(c.label, c.eps[i].id, breakerName(to)).Inc()
 	c.m.CBFlips.Inc()
 }
@@ -209,9 +227,11 @@ func (c *compiled) status() spec.RuleStatus {
 			usable++
 		}
 	}
+	if c.rule.PD != nil {
+		c.pdStatus(&st)
+		return st
+	}
 	switch {
-	case c.rule.PD != nil:
-		st.Reason = "P/D rules are not served yet (pd_not_implemented)"
 	case usable > 0:
 		st.Ready = true
 	case len(c.eps) == 0:

@@ -109,13 +109,6 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt.serveSingle(x, c, body)
 }
 
-// servePD is where the P/D sequences (datapath/pd) plug in. Until then P/D
-// rules are accepted but answer 501 so clients get a clear, temporary error.
-func (rt *Runtime) servePD(x *exchange, c *compiled, _ []byte) {
-	rt.fail(x, c, -1, http.StatusNotImplemented, CodePDNotImplemented,
-		"prefill/decode disaggregated serving is not implemented yet on this gateway")
-}
-
 // fail answers a gateway error and counts it (c nil: no rule matched).
 func (rt *Runtime) fail(x *exchange, c *compiled, ep, status int, code, msg string) {
 	if !x.wroteHeader {
@@ -217,10 +210,19 @@ func bodyModel(body []byte) (string, error) {
 // serveSingle proxies a single-pool request: pick, send, retry on dial
 // failure (bounded by the pool size), relay.
 func (rt *Runtime) serveSingle(x *exchange, c *compiled, body []byte) {
+	rt.serveSingleExcl(x, c, body, 0)
+}
+
+// serveSingleExcl is serveSingle over the endpoints outside excl (a P/D
+// rule's body-less relay and role-0 fallback restrict it to one role).
+func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl uint64) {
 	r := x.r
 	f := pickFacts{clientIP: clientIP(r.RemoteAddr)}
-	if c.rule.Selector == spec.SelPersist {
+	switch c.rule.Selector {
+	case spec.SelPersist:
 		f.session = c.sessionKey(r, f.clientIP)
+	case spec.SelCHWBL, spec.SelWeightedCHWBL:
+		c.chwblKey(&f, r, body)
 	}
 	prepareOutboundHeader(r.Header, f.clientIP)
 
@@ -234,11 +236,15 @@ func (rt *Runtime) serveSingle(x *exchange, c *compiled, body []byte) {
 	}
 	headerWait := max(idle, rt.opts.FirstByteTimeout)
 
-	var excl uint64
 	attempts := 0
 	for attempts < len(c.eps) {
-		var i int
-		i, excl = c.pickAdmitted(&f, excl)
+		i := -1
+		if attempts == 0 && c.kv != nil && c.kv.Mode() == 3 && c.rule.PD == nil {
+			i = rt.pickKV(c, r, body, excl)
+		}
+		if i < 0 {
+			i, excl = c.pickAdmitted(&f, excl)
+		}
 		if i < 0 {
 			break
 		}

@@ -286,16 +286,19 @@ func TestRoutingOnSharedListener(t *testing.T) {
 	}
 }
 
-func TestPDRuleAnswers501(t *testing.T) {
+// A P/D rule with only role-0 endpoints has no pair: every request is served
+// unsplit by the role-0 pool, and the rule is not ready.
+func TestPDRuleOnlyRole0ServesUnsplit(t *testing.T) {
 	rt, _ := newTestRuntime(t, testOptions())
 	e := startEngine(t, "e1")
 	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, epFor(t, e.Addr(), 1))
 	r.PD = &spec.PD{}
+	r.Engine = spec.EngineVLLM
 	if err := rt.Install(nil, r); err != nil {
 		t.Fatal(err)
 	}
 	res := post(t, testClient(), ruleURL(r)+"/v1/completions", completionBody)
-	if res.status != http.StatusNotImplemented || errorCode(t, res.body) != CodePDNotImplemented {
+	if res.status != http.StatusOK || res.header.Get(fakeengine.HeaderEngine) != "e1" {
 		t.Fatalf("got %d %s", res.status, res.body)
 	}
 	st, ok := rt.Status(r.Key)

@@ -14,8 +14,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/infergate/infergate/apierror"
+	"github.com/infergate/infergate/datapath/kvplane"
+	"github.com/infergate/infergate/datapath/ladder"
+	"github.com/infergate/infergate/datapath/pd"
 	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/metrics"
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,6 +33,10 @@ import (
 type Runtime struct {
 	opts        Options
 	m           *metrics.Datapath
+	pdm         *metrics.PD    // P/D outcomes, legs, ladder decisions
+	rx          *metrics.Radix // Tier 1 match rate, CHWBL picks
+	kv          *kvplane.Plane // KV-exact state of every rule with kvExactMode
+	sender      pd.Sender      // P/D legs over the shared upstream pool
 	log         logrus.FieldLogger
 	up          *upstream
 	probeClient *http.Client
@@ -52,16 +60,38 @@ type ruleState struct {
 	cur atomic.Pointer[compiled]
 	eps map[string]*endpoint // by ID; control plane only (rt.mu)
 
+	// P/D state that outlives a generation (control plane writes, rt.mu):
+	// session pins and the Tier 1 prefix index survive rule updates.
+	sessions   *ladder.Sessions
+	sessionTTL time.Duration
+	prefix     *prefixState
+
 	kick       chan struct{} // probe now (new endpoints)
 	stop       chan struct{}
 	proberDone chan struct{}
 }
 
-// New builds a Runtime. m may be nil (a private registry is used).
+// New builds a Runtime. m may be nil (a private registry is used); the P/D,
+// prefix-affinity and KV families go to a private registry (NewWithMetrics
+// exports them).
 func New(opts Options, m *metrics.Datapath, log logrus.FieldLogger) *Runtime {
+	reg := prometheus.NewRegistry()
 	if m == nil {
-		m = metrics.NewDatapath(prometheus.NewRegistry())
+		m = metrics.NewDatapath(reg)
 	}
+	return newRuntime(opts, m, metrics.NewPD(reg), metrics.NewRadix(reg), nil, log)
+}
+
+// NewWithMetrics builds a Runtime that reports on the daemon's full metric
+// set (datapath, P/D, radix/CHWBL and KV families).
+func NewWithMetrics(opts Options, m *metrics.Metrics, log logrus.FieldLogger) *Runtime {
+	if m == nil {
+		return New(opts, nil, log)
+	}
+	return newRuntime(opts, m.Datapath, m.PD, m.Radix, m.KV, log)
+}
+
+func newRuntime(opts Options, m *metrics.Datapath, pdm *metrics.PD, rx *metrics.Radix, kvm *metrics.KV, log logrus.FieldLogger) *Runtime {
 	if log == nil {
 		l := logrus.New()
 		l.SetOutput(io.Discard)
@@ -70,6 +100,8 @@ func New(opts Options, m *metrics.Datapath, log logrus.FieldLogger) *Runtime {
 	rt := &Runtime{
 		opts:        opts,
 		m:           m,
+		pdm:         pdm,
+		rx:          rx,
 		log:         log.WithField("component", "datapath"),
 		probeClient: newProbeClient(),
 		listeners:   make(map[netip.AddrPort]*listener),
@@ -77,8 +109,13 @@ func New(opts Options, m *metrics.Datapath, log logrus.FieldLogger) *Runtime {
 	}
 	rt.up = newUpstream(opts.DialTimeout, opts.MaxIdleConnsPerHost)
 	rt.bufs.New = func() any { b := make([]byte, 32<<10); return &b }
+	rt.kv = kvplane.New(opts.KV, kvm, log.WithField("component", "kvplane"))
+	rt.sender = legSender{rt}
 	return rt
 }
+
+// KVPlane is the KV-exact state of every rule, for the API's inventory view.
+func (rt *Runtime) KVPlane() *kvplane.Plane { return rt.kv }
 
 // Install starts serving next, replacing prev (nil on create). On error the
 // runtime is exactly as it was; the error is an *apierror.Error.
@@ -107,8 +144,10 @@ func (rt *Runtime) Install(prev, next *spec.Rule) error {
 		proberDone: make(chan struct{}),
 	}
 	c, eps := newCompiled(next, nil, &rt.opts, rt.m)
-	rs.cur.Store(c)
 	rs.eps = eps
+	var kvPrev *spec.Rule // a key change starts fresh KV state; the old one goes with prev
+	rt.attachLocked(rs, c, kvPrev)
+	rs.cur.Store(c)
 	rt.rules[next.Key] = rs
 	ln.rules = append(ln.rules, rs)
 	ln.table.Store(newRouteTable(ln.rules))
@@ -128,6 +167,12 @@ func (rt *Runtime) Install(prev, next *spec.Rule) error {
 func (rt *Runtime) swapLocked(rs *ruleState, next *spec.Rule) {
 	old := rs.cur.Load()
 	c, eps := newCompiled(next, rs.eps, &rt.opts, rt.m)
+	for id := range rs.eps {
+		if _, kept := eps[id]; !kept {
+			rs.forgetEndpoint(id)
+		}
+	}
+	rt.attachLocked(rs, c, old.rule)
 	rs.cur.Store(c)
 	if old.label != c.label {
 		rt.deleteRuleSeries(old.label)
@@ -156,6 +201,7 @@ func (rt *Runtime) deleteEndpointSeries(label, id string) {
 	rt.m.Health.Delete(l)
 	rt.m.Breaker.Delete(l)
 	rt.m.BreakerTrans.DeletePartialMatch(l)
+	rt.pdm.LegRequests.DeletePartialMatch(l)
 }
 
 // deleteRuleSeries drops every series of a rule label. Rules that share a
@@ -171,6 +217,12 @@ func (rt *Runtime) deleteRuleSeries(label string) {
 	rt.m.TTFB.DeletePartialMatch(l)
 	rt.m.Retries.DeletePartialMatch(l)
 	rt.m.Failover.DeletePartialMatch(l)
+	rt.pdm.LegRequests.DeletePartialMatch(l)
+	rt.pdm.LadderDecisions.DeletePartialMatch(l)
+	rt.pdm.SessionHits.DeletePartialMatch(l)
+	rt.pdm.FallbackToNormal.DeletePartialMatch(l)
+	rt.rx.CHWBLPicks.DeletePartialMatch(l)
+	rt.rx.CHWBLBoundSkips.DeletePartialMatch(l)
 }
 
 // Remove stops serving r. When it was the last rule on its listener the
@@ -190,6 +242,8 @@ func (rt *Runtime) removeLocked(k spec.Key) {
 	delete(rt.rules, k)
 	close(rs.stop)
 	c := rs.cur.Load()
+	rt.kv.Remove(c.kv)
+	rs.dropPrefix(rt)
 	ln := rs.ln
 	ln.rules = slices.DeleteFunc(ln.rules, func(x *ruleState) bool { return x == rs })
 	ln.table.Store(newRouteTable(ln.rules))
@@ -259,6 +313,9 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("waiting for drains: %w", ctx.Err()))
+	}
+	if err := rt.kv.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("closing KV plane: %w", err))
 	}
 	rt.up.closeIdle()
 	return errors.Join(errs...)

@@ -2,8 +2,12 @@ package datapath
 
 import (
 	"math/bits"
+	"net/http"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/infergate/infergate/datapath/chwbl"
+	"github.com/infergate/infergate/datapath/ladder"
 	"github.com/infergate/infergate/datapath/spec"
 )
 
@@ -11,6 +15,10 @@ import (
 type pickFacts struct {
 	clientIP string // sel 1, and sel 3 with a source-IP session key
 	session  string // sel 3 key; "" falls back to round-robin
+
+	// sel 8/10: the routing key and its kind, computed once per request.
+	ringKey uint64
+	ringSrc chwbl.Source
 }
 
 // eligible is the single definition of "may receive a new request": not
@@ -58,6 +66,10 @@ func (c *compiled) pickTier(f *pickFacts, excl uint64, backup bool, now *int64) 
 		return c.pickWRR(excl, backup, now)
 	case spec.SelLeastConn:
 		return c.pickLeastConn(excl, backup, now)
+	case spec.SelCHWBL, spec.SelWeightedCHWBL:
+		if c.ring != nil {
+			return c.pickCHWBL(f, excl, backup, now)
+		}
 	}
 	return c.pickRR(excl, backup, now)
 }
@@ -266,4 +278,72 @@ func bit(i int) uint64 {
 		return 0
 	}
 	return 1 << uint(i)
+}
+
+// chwblKey computes a sel 8/10 request's routing key: the prefix hash of
+// the canonical prompt key at chwbl_prefix_hash_level (salted with the
+// model, so two models never share a cache home), else the session key
+// (X-Conversation-Id, body "user"), else round-robin.
+func (c *compiled) chwblKey(f *pickFacts, r *http.Request, body []byte) {
+	if c.ring == nil {
+		return
+	}
+	level := 1
+	if c.rule.CHWBL != nil && c.rule.CHWBL.PrefixHashLevel > 0 {
+		level = c.rule.CHWBL.PrefixHashLevel
+	}
+	model, session := requestIdentity(r.Header, body)
+	key := ladder.AppendPromptKey(nil, r.URL.Path, body, chwbl.PrefixLevelBytes(level))
+	f.ringKey, f.ringSrc = c.ring.Key(key, level, model, session)
+}
+
+// pickCHWBL walks the ring from the request's key to the first eligible
+// endpoint within the load bound.
+func (c *compiled) pickCHWBL(f *pickFacts, excl uint64, backup bool, now *int64) int {
+	i, skipped, ok := c.ring.PickDetail(f.ringKey,
+		func(i int) int { return int(c.slots[i].ep.active.Load()) },
+		func(i int) bool { return c.eligible(i, excl, backup, now) })
+	if !ok {
+		return -1
+	}
+	if skipped > 0 {
+		c.rx.CHWBLBoundSkips.WithLabelValues(c.label).Add(float64(skipped))
+	}
+	c.rx.CHWBLPicks.WithLabelValues(c.label, f.ringSrc.String()).Inc()
+	return i
+}
+
+// pickKV is kvExactMode 3's first choice for a single pool: the endpoint
+// holding the longest trusted prefix of the request's KV blocks, admitted
+// through its breaker; -1 (a miss, untrusted inventory, load guard) keeps
+// the rule's selector.
+func (rt *Runtime) pickKV(c *compiled, r *http.Request, body []byte, excl uint64) int {
+	if len(body) == 0 {
+		return -1
+	}
+	var now int64
+	var cands []ladder.Candidate
+	for i, e := range c.rule.Endpoints {
+		if !e.Backup && c.usable(i, excl, &now) {
+			cands = append(cands, ladder.Candidate{ID: e.ID, Index: i, Load: int(c.eps[i].active.Load())})
+		}
+	}
+	if len(cands) == 0 {
+		return -1
+	}
+	f := ladder.Facts{Ctx: r.Context(), Path: r.URL.Path, Body: body, Now: time.Now()}
+	f.Model, _ = requestIdentity(r.Header, body)
+	k, _, ok := c.kv.PickSingle(&f, cands)
+	if !ok || k < 0 || k >= len(cands) {
+		return -1
+	}
+	i := cands[k].Index
+	if c.cb.enabled {
+		admitted, to := c.eps[i].br.admit()
+		c.recordBreaker(i, to)
+		if !admitted {
+			return -1
+		}
+	}
+	return i
 }

@@ -25,6 +25,19 @@ type PD struct {
 	PrefillDuration *prometheus.HistogramVec // loxilb_ai_pd_prefill_duration_seconds{rule}
 	DecodeTTFB      *prometheus.HistogramVec // loxilb_ai_pd_decode_ttfb_seconds{rule}
 	Duration        *prometheus.HistogramVec // loxilb_ai_pd_request_duration_seconds{rule}
+
+	// LegRequests counts every upstream leg by endpoint, phase (prefill,
+	// decode) and engine status ("none" when no answer arrived), so an
+	// operator can prove each role handled traffic.
+	LegRequests *prometheus.CounterVec // infergate_pd_leg_requests_total{rule,endpoint,phase,status}
+	// LadderDecisions counts each ladder step of every P/D routing decision
+	// (outcome hit or miss; reason is the fall-through or choice reason).
+	LadderDecisions *prometheus.CounterVec // infergate_ladder_decisions_total{rule,tier,outcome,reason}
+	// SessionHits counts Tier 0 hits (a pinned pair reused).
+	SessionHits *prometheus.CounterVec // loxilb_ai_pd_session_hits_total{rule}
+	// FallbackToNormal counts P/D requests served unsplit by a role-0
+	// endpoint because no usable (prefill, decode) pair existed.
+	FallbackToNormal *prometheus.CounterVec // loxilb_pd_fallback_to_normal_total{rule}
 }
 
 func newPD(reg prometheus.Registerer) *PD {
@@ -58,9 +71,18 @@ func newPD(reg prometheus.Registerer) *PD {
 			"Decode leg time to first response byte, from decode dispatch."),
 		Duration: hist("loxilb_ai_pd_request_duration_seconds",
 			"Whole P/D request duration as seen by the gateway."),
+		LegRequests: counter("infergate_pd_leg_requests_total",
+			"P/D upstream legs by endpoint, phase (prefill, decode) and engine HTTP status (none: no answer).", "rule", "endpoint", "phase", "status"),
+		LadderDecisions: counter("infergate_ladder_decisions_total",
+			"P/D ladder steps by tier, outcome (hit, miss) and reason.", "rule", "tier", "outcome", "reason"),
+		SessionHits: counter("loxilb_ai_pd_session_hits_total",
+			"P/D requests routed by a live Tier 0 session pin.", "rule"),
+		FallbackToNormal: counter("loxilb_pd_fallback_to_normal_total",
+			"P/D requests served unsplit by a role-0 endpoint because no usable prefill/decode pair existed.", "rule"),
 	}
 	reg.MustRegister(p.Requests, p.RoomRetries, p.TRTEarlyExits, p.KVTransferFailures,
-		p.PrefillDeaths, p.DecodeDeaths, p.Failovers, p.PrefillDuration, p.DecodeTTFB, p.Duration)
+		p.PrefillDeaths, p.DecodeDeaths, p.Failovers, p.PrefillDuration, p.DecodeTTFB, p.Duration,
+		p.LegRequests, p.LadderDecisions, p.SessionHits, p.FallbackToNormal)
 	return p
 }
 

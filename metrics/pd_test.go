@@ -22,6 +22,10 @@ func TestPDFamilies(t *testing.T) {
 	p.PrefillDuration.WithLabelValues("r").Observe(0.01)
 	p.DecodeTTFB.WithLabelValues("r").Observe(0.01)
 	p.Duration.WithLabelValues("r").Observe(0.01)
+	p.LegRequests.WithLabelValues("r", "e", "prefill", "200").Inc()
+	p.LadderDecisions.WithLabelValues("r", "tier0_session", "hit", "").Inc()
+	p.SessionHits.WithLabelValues("r").Inc()
+	p.FallbackToNormal.WithLabelValues("r").Inc()
 	fams, err := m.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -31,18 +35,23 @@ func TestPDFamilies(t *testing.T) {
 		n := f.GetName()
 		if strings.HasPrefix(n, "loxilb_ai_pd_") || strings.HasPrefix(n, "loxilb_pd_sg_") || strings.HasPrefix(n, "loxilb_pd_trt_") ||
 			n == "loxilb_pd_kv_transfer_failure_total" || n == "loxilb_pd_prefill_ep_died_total" ||
-			n == "loxilb_pd_decode_ep_died_total" || n == "loxilb_pd_connect_failover_total" {
+			n == "loxilb_pd_decode_ep_died_total" || n == "loxilb_pd_connect_failover_total" ||
+			n == "loxilb_pd_fallback_to_normal_total" || strings.HasPrefix(n, "infergate_pd_") || strings.HasPrefix(n, "infergate_ladder_") {
 			got = append(got, n+" "+f.GetType().String())
 		}
 	}
 	sort.Strings(got)
 	want := []string{
+		"infergate_ladder_decisions_total COUNTER",
+		"infergate_pd_leg_requests_total COUNTER",
 		"loxilb_ai_pd_decode_ttfb_seconds HISTOGRAM",
 		"loxilb_ai_pd_prefill_duration_seconds HISTOGRAM",
 		"loxilb_ai_pd_request_duration_seconds HISTOGRAM",
 		"loxilb_ai_pd_requests_total COUNTER",
+		"loxilb_ai_pd_session_hits_total COUNTER",
 		"loxilb_pd_connect_failover_total COUNTER",
 		"loxilb_pd_decode_ep_died_total COUNTER",
+		"loxilb_pd_fallback_to_normal_total COUNTER",
 		"loxilb_pd_kv_transfer_failure_total COUNTER",
 		"loxilb_pd_prefill_ep_died_total COUNTER",
 		"loxilb_pd_sg_room_retry_total COUNTER",

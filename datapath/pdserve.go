@@ -1,0 +1,335 @@
+package datapath
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/infergate/infergate/datapath/ladder"
+	"github.com/infergate/infergate/datapath/pd"
+	"github.com/infergate/infergate/datapath/spec"
+	"github.com/sirupsen/logrus"
+)
+
+// Wire names of the P/D session key (Tier 0).
+const (
+	headerConversationID = "X-Conversation-Id"
+	fieldUser            = "user" // body top-level string, when no conversation header
+)
+
+// Label values of the P/D families set here.
+const (
+	outcomeHit          = "hit"
+	outcomeMiss         = "miss"
+	legStatusNone       = "none" // infergate_pd_leg_requests_total: no engine answer
+	reasonNoPair        = "no_usable_pair"
+	reasonNoRole0       = "no_usable_role0"
+	CodePoolUnavailable = pd.CodePoolUnavailable // 503: no usable pair and no role-0 endpoint
+)
+
+// requestIdentity reads what routing keys on from a P/D or CHWBL request:
+// the model (X-Model header, else body "model") and the session key
+// (X-Conversation-Id header, else body "user"). The body is decoded once
+// into an overlay of just those two members.
+func requestIdentity(h http.Header, body []byte) (model, session string) {
+	model = h.Get(HeaderModel)
+	session = h.Get(headerConversationID)
+	if len(body) == 0 || (model != "" && session != "") {
+		return model, session
+	}
+	var v struct {
+		Model json.RawMessage `json:"model"`
+		User  json.RawMessage `json:"user"`
+	}
+	if json.Unmarshal(body, &v) != nil {
+		return model, session
+	}
+	if model == "" {
+		model = jsonString(v.Model)
+	}
+	if session == "" {
+		session = jsonString(v.User)
+	}
+	return model, session
+}
+
+// jsonString returns raw as a Go string when it is a JSON string, else "".
+func jsonString(raw json.RawMessage) string {
+	if len(raw) == 0 || raw[0] != '"' {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+// pdCandidates lists the usable prefill and decode endpoints with their
+// load (in-flight requests, each P/D request charging both of its legs).
+func (c *compiled) pdCandidates(excl uint64) (prefills, decodes []ladder.Candidate) {
+	var now int64
+	for i, e := range c.rule.Endpoints {
+		if e.Role != spec.RolePrefill && e.Role != spec.RoleDecode {
+			continue
+		}
+		if !c.usable(i, excl, &now) || c.firstIndex(c.eps[i]) != i {
+			continue
+		}
+		cand := ladder.Candidate{ID: e.ID, Index: i, Load: int(c.eps[i].active.Load())}
+		if e.Role == spec.RolePrefill {
+			prefills = append(prefills, cand)
+		} else {
+			decodes = append(decodes, cand)
+		}
+	}
+	return prefills, decodes
+}
+
+// roleMask is the exclusion mask of every endpoint not in role: handing it
+// to the single-pool path restricts that path to role.
+func (c *compiled) roleMask(role spec.Role) uint64 {
+	var m uint64
+	for i, e := range c.rule.Endpoints {
+		if e.Role != role {
+			m |= bit(i)
+		}
+	}
+	return m
+}
+
+// anyUsable reports whether some endpoint outside excl may take a request.
+func (c *compiled) anyUsable(excl uint64) bool {
+	var now int64
+	for i := range c.eps {
+		if c.usable(i, excl, &now) {
+			return true
+		}
+	}
+	return false
+}
+
+// servePD routes a P/D request: the ladder picks a (prefill, decode) pair
+// among usable endpoints, the engine's dialect runs its sequence, and the
+// outcome feeds metrics and the breakers. Body-less requests (GET
+// /v1/models) relay plainly to a prefill (else any usable endpoint); with
+// no usable pair a role-0 endpoint serves the request unsplit, and without
+// one the answer is 503 pd_pool_unavailable.
+func (rt *Runtime) servePD(x *exchange, c *compiled, body []byte) {
+	p := c.pd
+	if len(body) == 0 {
+		excl := c.roleMask(spec.RolePrefill)
+		if !c.anyUsable(excl) {
+			excl = 0
+		}
+		rt.serveSingleExcl(x, c, body, excl)
+		return
+	}
+	r := x.r
+	f := ladder.Facts{Ctx: r.Context(), Path: r.URL.Path, Body: body, Now: time.Now()}
+	f.Model, f.SessionKey = requestIdentity(r.Header, body)
+	if p.prefix != nil {
+		f.PromptKey = ladder.AppendPromptKey(nil, f.Path, body, rt.opts.PrefixIndex.MaxKeyBytes)
+	}
+
+	var excl uint64
+	for range len(c.eps) + 1 {
+		if p.dialect == nil {
+			break
+		}
+		prefills, decodes := c.pdCandidates(excl)
+		tr, ok := p.ladder.SelectPair(&f, prefills, decodes)
+		if !ok {
+			break
+		}
+		pi, di := tr.Prefill.Index, tr.Decode.Index
+		if !c.admitPD(pi) {
+			excl |= bit(pi)
+			continue
+		}
+		if !c.admitPD(di) {
+			c.abandonTrial(pi)
+			excl |= bit(di)
+			continue
+		}
+		rt.countLadder(c, tr.Steps)
+		rt.runPD(x, c, body, &tr, prefills)
+		return
+	}
+	role0 := c.roleMask(spec.RoleAny)
+	if p.hasRole0 && c.anyUsable(role0) {
+		rt.pdm.FallbackToNormal.WithLabelValues(c.label).Inc()
+		rt.pdm.LadderDecisions.WithLabelValues(c.label, ladder.TierFallback, outcomeHit, reasonNoPair).Inc()
+		rt.serveSingleExcl(x, c, body, role0)
+		return
+	}
+	rt.pdm.LadderDecisions.WithLabelValues(c.label, ladder.TierFallback, outcomeMiss, reasonNoRole0).Inc()
+	rt.fail(x, c, -1, http.StatusServiceUnavailable, CodePoolUnavailable,
+		"no usable prefill/decode pair (endpoints down, draining or circuit-broken) and no role-0 endpoint")
+}
+
+// admitPD claims endpoint i's breaker slot (the half-open trial when its
+// open window is over).
+func (c *compiled) admitPD(i int) bool {
+	if !c.cb.enabled {
+		return true
+	}
+	ok, to := c.eps[i].br.admit()
+	c.recordBreaker(i, to)
+	return ok
+}
+
+// abandonTrial ends a half-open trial that never sent anything: the next
+// request may try again at once.
+func (c *compiled) abandonTrial(i int) {
+	if c.cb.enabled {
+		c.recordBreaker(i, c.eps[i].br.onAbandon(&c.cb, true))
+	}
+}
+
+// countLadder turns a decision's trace into metrics.
+func (rt *Runtime) countLadder(c *compiled, steps []ladder.Step) {
+	for _, s := range steps {
+		outcome := outcomeMiss
+		if s.Hit {
+			outcome = outcomeHit
+			if s.Tier == ladder.TierSession {
+				rt.pdm.SessionHits.WithLabelValues(c.label).Inc()
+			}
+		}
+		rt.pdm.LadderDecisions.WithLabelValues(c.label, s.Tier, outcome, s.Reason).Inc()
+	}
+}
+
+// runPD serves one request on the chosen pair.
+func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace, prefills []ladder.Candidate) {
+	r := x.r
+	pi, di := tr.Prefill.Index, tr.Decode.Index
+	pair := pd.Pair{Prefill: c.rule.Endpoints[pi], Decode: c.rule.Endpoints[di]}
+	alt := slices.DeleteFunc(slices.Clone(prefills), func(k ladder.Candidate) bool { return k.Index == pi })
+	slices.SortStableFunc(alt, func(a, b ladder.Candidate) int { return a.Load - b.Load })
+	for _, k := range alt {
+		pair.AltPrefill = append(pair.AltPrefill, c.rule.Endpoints[k.Index])
+	}
+	for _, i := range [2]int{pi, di} {
+		c.eps[i].active.Add(1)
+		c.epm[i].active.Inc()
+	}
+	defer func() {
+		for _, i := range [2]int{pi, di} {
+			c.eps[i].active.Add(-1)
+			c.epm[i].active.Dec()
+		}
+	}()
+	prepareOutboundHeader(r.Header, clientIP(r.RemoteAddr))
+
+	ctx := r.Context()
+	capD := c.rule.MaxStreamDuration
+	if capD <= 0 {
+		capD = rt.opts.MaxStreamDuration
+	}
+	if capD > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, capD)
+		defer cancel()
+	}
+	req := &pd.Request{Path: r.URL.Path, Header: r.Header, Body: body, RequestID: x.requestID, Rule: c.rule}
+	x.wroteHeader = true // the dialect answers the client, success or error
+	o := c.pd.dialect.Serve(ctx, x.w, req, pair, rt.sender)
+
+	pd.Record(rt.pdm, c.rule, o)
+	rt.feedLegs(c, &o, pi, di)
+	switch {
+	case o.ClientGone:
+		c.countRequest(di, statusClientClosed, codeClientClosed)
+	default:
+		c.countRequest(di, o.Status, o.Code)
+	}
+	if o.DecodeTTFB > 0 {
+		c.ttfb.Observe((o.Prefill + o.DecodeTTFB).Seconds())
+	}
+	c.latency.Observe(time.Since(x.start).Seconds())
+	if o.Code != "" && !o.ClientGone {
+		rt.log.WithFields(logrus.Fields{
+			"rule": c.label, "request_id": x.requestID, "code": o.Code, "phase": string(o.FailedPhase),
+			"prefill": pair.Prefill.ID, "decode": pair.Decode.ID,
+		}).Warn("P/D request failed")
+	}
+	if o.StreamCut {
+		// A clean end would make a truncated stream look complete.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// feedLegs counts every leg and feeds the endpoint breakers: a connect
+// failure counts towards opening, a death after connecting or a timeout
+// counts as an engine error (5xx streak), an answer resets the connect
+// count and feeds the streak by its status. A half-open trial that sent no
+// leg (its sibling failed first) is abandoned so the next request retries.
+func (rt *Runtime) feedLegs(c *compiled, o *pd.Outcome, admitted ...int) {
+	seen := make(map[int]bool, len(o.Legs))
+	for _, l := range o.Legs {
+		i := c.indexOf(l.Endpoint.ID)
+		status := legStatusNone
+		if l.Status > 0 {
+			status = strconv.Itoa(l.Status)
+		}
+		rt.pdm.LegRequests.WithLabelValues(c.label, l.Endpoint.ID, string(l.Phase), status).Inc()
+		if i < 0 || !c.cb.enabled {
+			continue
+		}
+		seen[i] = true
+		br := &c.eps[i].br
+		to := int32(-1)
+		switch {
+		case l.NotSent:
+			to = br.onDialFailure(&c.cb)
+		case l.TimedOut:
+			to = br.onResponse(&c.cb, http.StatusGatewayTimeout)
+		case l.Died:
+			to = br.onResponse(&c.cb, http.StatusBadGateway)
+		case l.Status > 0:
+			to = br.onResponse(&c.cb, l.Status)
+		case l.Cancelled:
+			to = br.onAbandon(&c.cb, true)
+		}
+		c.recordBreaker(i, to)
+	}
+	for _, i := range admitted {
+		if !seen[i] {
+			c.abandonTrial(i)
+		}
+	}
+}
+
+// indexOf is the index of endpoint id in this generation, -1 if absent.
+func (c *compiled) indexOf(id string) int {
+	for i, ep := range c.eps {
+		if ep.id == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// pdStatus is a P/D rule's readiness: ready only with at least one usable
+// prefill and one usable decode (a role-0 endpoint keeps traffic flowing
+// but is a degraded mode, so it does not make the rule ready).
+func (c *compiled) pdStatus(st *spec.RuleStatus) {
+	prefills, decodes := c.pdCandidates(0)
+	switch {
+	case c.pd == nil || c.pd.dialect == nil:
+		st.Reason = "engine " + strconv.Quote(string(c.rule.Engine)) + " has no prefill/decode sequence"
+	case len(prefills) > 0 && len(decodes) > 0:
+		st.Ready = true
+	case len(prefills) == 0 && len(decodes) == 0:
+		st.Reason = "no usable prefill and no usable decode endpoint"
+	case len(prefills) == 0:
+		st.Reason = "no usable prefill endpoint"
+	default:
+		st.Reason = "no usable decode endpoint"
+	}
+}
