@@ -60,7 +60,14 @@
 // been rebuilt by a replay from sequence 0. Callers fail open: an untrusted
 // or empty inventory is a miss, never a routing decision.
 //
-// TensorRT-LLM has no PUB socket: its events are drained destructively with
-// POST /kv_cache_events. That poller comes later and will feed the same
-// inventory through the same methods (one synthetic batch per engine event).
+// TensorRT-LLM has no PUB socket: its events are drained with POST
+// /kv_cache_events on the serving port by kvexact/trtpoll, which feeds the
+// same inventory through the same methods (one synthetic batch per engine
+// event, seq = event_id). The drain is destructive: infergate must be the
+// only consumer of each TensorRT-LLM endpoint — a second router, Dynamo or
+// an operator's curl steals events and leaves the inventory with gaps.
+//
+// The request side (token ids from the engine's /tokenize, Tier 1.5) lives
+// in kvexact/tokenize and datapath/ladder; the per-rule lifecycle of
+// inventories and subscribers in datapath/kvplane.
 package kvexact

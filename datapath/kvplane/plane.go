@@ -219,7 +219,10 @@ func (p *Plane) Install(prev, next *spec.Rule) (*RuleKV, error) {
 		}
 	}
 	if st == nil {
-		st = p.newState(next)
+		var err error
+		if st, err = p.newState(next); err != nil {
+			return nil, err
+		}
 	} else if prev != nil && prev.Key != next.Key {
 		delete(p.rules, prev.Key)
 	}
@@ -271,7 +274,7 @@ func (p *Plane) removeLocked(st *ruleState) {
 	}
 }
 
-func (p *Plane) newState(r *spec.Rule) *ruleState {
+func (p *Plane) newState(r *spec.Rule) (*ruleState, error) {
 	name := ruleName(r)
 	iopts := kvexact.DefaultOptions(name)
 	iopts.BlockSize = r.KV.BlockSize
@@ -285,12 +288,13 @@ func (p *Plane) newState(r *spec.Rule) *ruleState {
 	iopts.Metrics = p.m
 	iopts.Logger = p.log
 	st := &ruleState{
-		name: name,
-		rule: r,
-		inv:  kvexact.NewInventory(iopts),
-		subs: map[string]*endpointSub{},
-		last: map[string]*atomic.Int64{},
-		log:  p.log.WithField("rule", name),
+		name:  name,
+		clock: p.opts.Clock,
+		rule:  r,
+		inv:   kvexact.NewInventory(iopts),
+		subs:  map[string]*endpointSub{},
+		last:  map[string]*atomic.Int64{},
+		log:   p.log.WithField("rule", name),
 	}
 	st.watchdog = ladder.NewWatchdog(p.opts.WatchdogN,
 		ladder.EventsFlowing(&st.lastEvent, p.opts.WatchdogWindow, p.opts.Clock.Now))
@@ -302,11 +306,11 @@ func (p *Plane) newState(r *spec.Rule) *ruleState {
 		Metrics:   p.routing(),
 		Logger:    p.log,
 	})
-	if err != nil { // only on a non-positive cache size, which defaults exclude
-		panic(fmt.Sprintf("kvplane: tokenizer: %v", err))
+	if err != nil {
+		return nil, fmt.Errorf("kvplane: rule %s tokenizer: %w", name, err)
 	}
 	st.tok = tok
-	return st
+	return st, nil
 }
 
 // endpointSub is one endpoint's running event source.
@@ -496,7 +500,7 @@ type sink struct{ st *ruleState }
 
 func (s *sink) Apply(endpoint string, rank int, seq uint64, batch kvexact.Batch) kvexact.ApplyResult {
 	res := s.st.inv.Apply(endpoint, rank, seq, batch)
-	now := time.Now().UnixNano()
+	now := s.st.clock.Now().UnixNano()
 	s.st.lastEvent.Store(now)
 	s.st.lastOf(endpoint).Store(now)
 	return res
@@ -518,6 +522,7 @@ func (s *sink) MarkRebuilt(endpoint string, rank int) error {
 // compatible updates.
 type ruleState struct {
 	name     string
+	clock    kvexact.Clock
 	rule     *spec.Rule // latest installed; guarded by Plane.mu
 	inv      *kvexact.Inventory
 	subs     map[string]*endpointSub // guarded by Plane.mu

@@ -138,7 +138,6 @@ func (p *Plane) KVInventory() []InventoryRow {
 		}
 	}
 	p.mu.Unlock()
-	now := time.Now()
 	var rows []InventoryRow
 	for i, st := range states {
 		seen := map[[2]any]kvexact.RankState{}
@@ -149,7 +148,7 @@ func (p *Plane) KVInventory() []InventoryRow {
 			info := infos[i][id]
 			var age *float64
 			if l := st.lastOf(id).Load(); l != 0 {
-				a := now.Sub(time.Unix(0, l)).Seconds()
+				a := st.clock.Now().Sub(time.Unix(0, l)).Seconds()
 				age = &a
 			}
 			for rank := 0; rank < info.ranks; rank++ {

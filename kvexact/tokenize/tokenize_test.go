@@ -133,10 +133,10 @@ func TestCacheKeyedByModelPathAndPrompt(t *testing.T) {
 	reqs := []Request{
 		{Path: "/v1/completions", Body: []byte(`{"model":"m","prompt":"hello","max_tokens":1}`)},
 		{Path: "/v1/completions", Body: []byte(`{"model":"m","prompt":"hello","max_tokens":99}`)}, // other fields: hit
-		{Path: "/v1/completions", Body: []byte(`{"model":"m2","prompt":"hello"}`)},                 // other model: miss
-		{Path: "/v1/completions", Model: "m3", Body: []byte(`{"model":"m","prompt":"hello"}`)},   // header model wins: miss
-		{Path: "/v1/chat/completions", Body: []byte(`{"model":"m","prompt":"hello"}`)},             // other path: miss
-		{Path: "/v1/completions", Body: []byte(`{"model":"m","prompt":"hellO"}`)},                  // other prompt: miss
+		{Path: "/v1/completions", Body: []byte(`{"model":"m2","prompt":"hello"}`)},                // other model: miss
+		{Path: "/v1/completions", Model: "m3", Body: []byte(`{"model":"m","prompt":"hello"}`)},    // header model wins: miss
+		{Path: "/v1/chat/completions", Body: []byte(`{"model":"m","prompt":"hello"}`)},            // other path: miss
+		{Path: "/v1/completions", Body: []byte(`{"model":"m","prompt":"hellO"}`)},                 // other prompt: miss
 	}
 	for i, r := range reqs {
 		if _, err := e.Tokens(ctx, r); err != nil {
