@@ -155,6 +155,6 @@ func newRoot(env Env) *cobra.Command {
 	pf.StringVarP(&g.output, "output", "o", "", "output format: table (default), wide, json or yaml")
 
 	root.AddCommand(newServeCmd(g), newCreateCmd(g), newGetCmd(g), newDeleteCmd(g), newApplyCmd(g),
-		newValidateCmd(g), newDemoCmd(g), newFakeEngineCmd(g))
+		newValidateCmd(g), newDemoCmd(g), newFakeEngineCmd(g), newExplainCmd(g))
 	return root
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/infergate/infergate/api"
 	"github.com/infergate/infergate/apierror"
+	"github.com/infergate/infergate/datapath"
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/rules"
@@ -75,6 +76,9 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 	}
 	if kv, ok := rt.(interface{ KVPlane() *kvplane.Plane }); ok && kv.KVPlane() != nil {
 		apiOpts.KV = kv.KVPlane()
+	}
+	if dp, ok := rt.(*datapath.Runtime); ok {
+		apiOpts.Explain = api.ExplainerOf(dp.Explain)
 	}
 	srv, err := api.NewServer(apiOpts)
 	if err != nil {

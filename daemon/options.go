@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/datapath/kvplane"
+	"github.com/infergate/infergate/radix"
 )
 
 // Options are the daemon's command-line options. The CLI fills them from
@@ -42,6 +43,23 @@ type Options struct {
 	KVZeroHitN         int           // zero-hit watchdog streak (200)
 	KVTRTPollInterval  time.Duration // TensorRT-LLM /kv_cache_events drain interval (20 ms)
 	KVSingleLoadGuard  int           // kvExactMode 3 load guard (3; negative disables)
+
+	// Tier 1 prefix affinity (pd_cache_aware_mode), see PrefixIndexOptions.
+	PrefixIndexBudgetBytes int64 // per-rule prefix index budget (64 MiB)
+	PrefixKeyMaxBytes      int   // prompt key cap (256 KiB): longer prompts are keyed on their head
+}
+
+// PrefixIndexOptions are the options of each P/D rule's Tier 1 prefix index
+// (radix.New); the same PrefixKeyMaxBytes caps ladder.AppendPromptKey.
+func (o Options) PrefixIndexOptions() radix.Options {
+	r := radix.DefaultOptions()
+	if o.PrefixIndexBudgetBytes > 0 {
+		r.BudgetBytes = o.PrefixIndexBudgetBytes
+	}
+	if o.PrefixKeyMaxBytes > 0 {
+		r.MaxKeyBytes = o.PrefixKeyMaxBytes
+	}
+	return r
 }
 
 // KVPlaneOptions are the KV-exact plane's options from the daemon's; the
@@ -82,5 +100,7 @@ func DefaultOptions() Options {
 		KVZeroHitN:               kvplane.DefaultOptions().WatchdogN,
 		KVTRTPollInterval:        kvplane.DefaultOptions().TRTPollInterval,
 		KVSingleLoadGuard:        kvplane.DefaultSingleLoadGuard,
+		PrefixIndexBudgetBytes:   radix.DefaultBudgetBytes,
+		PrefixKeyMaxBytes:        radix.DefaultMaxKeyBytes,
 	}
 }

@@ -25,6 +25,7 @@ func newRuntime(opts Options, m *metrics.Metrics, log logrus.FieldLogger) (rules
 	setIf(&o.DrainGrace, opts.DrainGrace)
 	setIf(&o.PrefillTimeout, opts.PrefillTimeout)
 	setIf(&o.DecodeFirstByteTimeout, opts.DecodeFirstByteTimeout)
+	o.PrefixIndex = opts.PrefixIndexOptions()
 	return datapath.NewWithMetrics(o, m, log), nil
 }
 
