@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/gin-gonic/gin"
+	"github.com/infergate/infergate/datapath"
 	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/rules"
@@ -98,6 +99,7 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	views := Views()
 	views.KVInventory = KVInventoryView{}
+	views.Explanation = datapath.Explanation{}
 	doc, err := json.Marshal(swagger.Document(views))
 	if err != nil {
 		return nil, fmt.Errorf("api: render OpenAPI document: %w", err)
