@@ -229,3 +229,65 @@ func TestKVExactDaemon(t *testing.T) {
 		})
 	}
 }
+
+// TestKVExactDaemonSinglePool is kvExactMode 3: a round-robin single pool
+// whose engines publish events; prompts sharing a cached prefix stick to
+// the engine holding it instead of alternating, and a prompt nobody holds
+// keeps the rule's own selector.
+func TestKVExactDaemonSinglePool(t *testing.T) {
+	bin := cliBuild(t)
+	d := kvDaemon(t, bin, "--kv-tokenize-timeout", "2s")
+	zmqPort := kvFreePort(t)
+	kv := pdfake.KVConfig{ZMQPort: int(zmqPort), BlockSize: kvBlock}
+	// Role-less pool members: the vLLM fake answers whole requests either
+	// way (it records the missing P/D params as a soft violation).
+	a := kvFake(t, "127.0.0.82", pdfake.Prefill, kv)
+	b := kvFake(t, "127.0.0.83", pdfake.Prefill, kv)
+	vipPort := cliFreePort(t)
+	vip := fmt.Sprintf("127.0.0.81:%d", vipPort)
+	var eps []string
+	for _, e := range []*pdfake.Engine{a, b} {
+		eps = append(eps, fmt.Sprintf(`{"endpointIP":%q,"targetPort":%d,"weight":1}`, e.AddrPort().Addr(), e.AddrPort().Port()))
+	}
+	rule := fmt.Sprintf(`{"serviceArguments":{"externalIP":"127.0.0.81","port":%d,"protocol":"tcp","sel":0,"mode":4,"name":"kv-pool-e2e",`+
+		`"kvExactMode":3,"kvEngineType":"vllm","kvZmqPort":%d,"kvBlockSize":%d,"kvWarmupSec":1,"probetype":"http","probereq":"/health"},"endpoints":[%s]}`,
+		vipPort, zmqPort, kvBlock, strings.Join(eps, ","))
+	kvPostOK(t, d.URL+"/netlox/v1/config/loadbalancer", rule)
+	for _, e := range []*pdfake.Engine{a, b} {
+		if err := e.KVPublisher().WaitSubscribers(1, kvWait); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kvEventually(t, "the VIP serves", func() bool { return kvVIPPost(vip, kvPromptA) == nil })
+	owner, other := a, b
+	if len(b.Records()) > len(a.Records()) {
+		owner, other = b, a
+	}
+	kvEventually(t, "the owner's blocks indexed and trusted", func() bool {
+		var inv kvInventoryResp
+		kvGetJSON(t, d.URL+"/netlox/v1/config/ai/kv/inventory", &inv)
+		r, ok := kvRow(inv.Rows, owner.AddrPort().String())
+		return ok && r.Blocks == 3 && r.Trusted
+	})
+	ownerBefore, otherBefore := len(owner.Records()), len(other.Records())
+	const n = 6
+	for i := 0; i < n; i++ {
+		if err := kvVIPPost(vip, kvPromptA+kvSuffix+fmt.Sprint(" turn", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := len(owner.Records()) - ownerBefore; got != n || len(other.Records()) != otherBefore {
+		t.Fatalf("owner got %d of %d prefix-sharing prompts under round robin, the other %d", got, n, len(other.Records())-otherBefore)
+	}
+	// Unknown prompts keep round robin: both engines get some.
+	ownerBefore, otherBefore = len(owner.Records()), len(other.Records())
+	for i := 0; i < 4; i++ {
+		if err := kvVIPPost(vip, fmt.Sprintf("fresh prompt number %d with nothing cached anywhere at all", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(owner.Records()) == ownerBefore || len(other.Records()) == otherBefore {
+		t.Fatalf("misses did not keep the rule's round robin: owner +%d, other +%d",
+			len(owner.Records())-ownerBefore, len(other.Records())-otherBefore)
+	}
+}
