@@ -238,7 +238,7 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	}
 	req := &pd.Request{Path: r.URL.Path, Header: r.Header, Body: body, RequestID: x.requestID, Rule: c.rule}
 	x.wroteHeader = true // the dialect answers the client, success or error
-	o := c.pd.dialect.Serve(ctx, x.w, req, pair, rt.sender)
+	o := c.pd.dialect.Serve(ctx, &idWriter{ResponseWriter: x.w, id: x.requestID}, req, pair, rt.sender)
 
 	pd.Record(rt.pdm, c.rule, o)
 	rt.feedLegs(c, &o, pi, di)
@@ -333,3 +333,29 @@ func (c *compiled) pdStatus(st *spec.RuleStatus) {
 		st.Reason = "no usable decode endpoint"
 	}
 }
+
+// idWriter gives the client its own X-Request-Id whatever the dialect
+// copies from the engine (vLLM's decode echoes the NIXL id it was sent).
+type idWriter struct {
+	http.ResponseWriter
+	id string
+}
+
+func (w *idWriter) WriteHeader(status int) {
+	w.ResponseWriter.Header()[HeaderRequestID] = []string{w.id}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *idWriter) Write(b []byte) (int, error) {
+	w.ResponseWriter.Header()[HeaderRequestID] = []string{w.id} // no-op once the header is out
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *idWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *idWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -85,7 +85,11 @@ type Trace struct {
 type Ladder struct {
 	sessions *Sessions // nil disables Tier 0
 	tiers    []PrefillTier
-	rr       atomic.Uint64 // tie-break cursor for Tier 2 and decode
+	rr       atomic.Uint64 // tie-break cursor for Tier 2
+	// rrDecode is decode's own cursor: sharing rr with Tier 2 made a 2P2D
+	// pool alternate in lockstep (prefill always even, decode always odd
+	// ticks), pairing the same two endpoints forever.
+	rrDecode atomic.Uint64
 }
 
 // New builds a ladder. sessions may be nil; tiers run in the given order
@@ -201,7 +205,7 @@ func (l *Ladder) pickDecode(pinned string, decodes []Candidate, tr *Trace) Candi
 			}
 		}
 	}
-	c := decodes[LeastLoaded(decodes, &l.rr)]
+	c := decodes[LeastLoaded(decodes, &l.rrDecode)]
 	tr.Steps = append(tr.Steps, Step{Tier: TierDecode, Hit: true, Choice: c.ID, Reason: "least_loaded"})
 	return c
 }

@@ -1,0 +1,663 @@
+package datapath
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/metrics"
+	"github.com/infergate/infergate/test/fakeengine"
+	"github.com/infergate/infergate/test/pdfake"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// pdFleet is a P/D rule served by a real Runtime over recording fakes on
+// distinct loopback IPs (like distinct hosts).
+type pdFleet struct {
+	rt       *Runtime
+	reg      *prometheus.Registry
+	rule     *spec.Rule
+	prefills []*pdfake.Engine
+	decodes  []*pdfake.Engine
+}
+
+func pdFakeDialect(e spec.Engine) pdfake.Dialect {
+	switch e {
+	case spec.EngineSGLang:
+		return pdfake.SGLang
+	case spec.EngineTRTLLM:
+		return pdfake.TRTLLM
+	}
+	return pdfake.VLLM
+}
+
+// startPDFake starts one fake engine closed when the test ends.
+func startPDFake(t *testing.T, d pdfake.Dialect, role pdfake.Role, addr string, boot uint16) *pdfake.Engine {
+	t.Helper()
+	cfg := pdfake.DefaultConfig(d, role)
+	cfg.Addr, cfg.BootstrapPort = addr, boot
+	cfg.RendezvousTimeout = 10 * time.Second
+	cfg.StreamChunks = 3
+	e, err := pdfake.Start(cfg)
+	if err != nil {
+		t.Fatalf("start fake %s %s on %s: %v", d, role, addr, err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+// pdTestOptions are testOptions with P/D deadlines generous enough for a
+// loaded box (fault cases override them).
+func pdTestOptions() Options {
+	o := testOptions()
+	o.PrefillTimeout = 10 * time.Second
+	o.DecodeFirstByteTimeout = 10 * time.Second
+	return o
+}
+
+// newPDFleet starts np prefills and nd decodes of engine and installs a P/D
+// rule over them (probes off unless mod sets them).
+func newPDFleet(t *testing.T, o Options, engine spec.Engine, np, nd int, mod ...func(*spec.Rule)) *pdFleet {
+	t.Helper()
+	d := pdFakeDialect(engine)
+	f := &pdFleet{reg: prometheus.NewRegistry()}
+	var boot uint16
+	var eps []spec.Endpoint
+	for i := range np {
+		e := startPDFake(t, d, pdfake.Prefill, fmt.Sprintf("127.0.0.%d:0", 20+i), boot)
+		boot = e.BootstrapPort() // SGLang: one rule-wide port, distinct IPs
+		f.prefills = append(f.prefills, e)
+		eps = append(eps, e.Endpoint())
+	}
+	for i := range nd {
+		e := startPDFake(t, d, pdfake.Decode, fmt.Sprintf("127.0.0.%d:0", 30+i), 0)
+		f.decodes = append(f.decodes, e)
+		eps = append(eps, e.Endpoint())
+	}
+	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, eps...)
+	r.Name = "pd-" + string(engine)
+	r.Engine = engine
+	r.PD = &spec.PD{SessionTTL: time.Minute, BootstrapPort: boot, BalanceAbsThreshold: 3, CacheThreshold: 20}
+	for _, m := range mod {
+		m(r)
+	}
+	f.rule = r
+	m := metrics.New()
+	f.reg = m.Registry
+	f.rt = NewWithMetrics(o, m, nil)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := f.rt.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		assertNoDatapathGoroutines(t)
+	})
+	if err := f.rt.Install(nil, r); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *pdFleet) url(path string) string { return ruleURL(f.rule) + path }
+
+// pdBody is a client body for path.
+func pdBody(path string, stream bool, extra string) string {
+	if strings.HasSuffix(path, "/chat/completions") {
+		return fmt.Sprintf(`{"model":"fake-model","messages":[{"role":"user","content":"hello there"}],"max_tokens":3,"stream":%v%s}`, stream, extra)
+	}
+	return fmt.Sprintf(`{"model":"fake-model","prompt":"hello there","max_tokens":3,"stream":%v%s}`, stream, extra)
+}
+
+// counterSum sums the counters of family name whose labels include want.
+func counterSum(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, fam := range fams {
+		if fam.GetName() != name {
+			continue
+		}
+	metric:
+		for _, m := range fam.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			for k, v := range want {
+				if labels[k] != v {
+					continue metric
+				}
+			}
+			sum += metricOf(m)
+		}
+	}
+	return sum
+}
+
+// waitCounter waits (bounded) for a counter to reach want: the handler
+// records metrics after the client already has its answer.
+func waitCounter(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := counterSum(t, reg, name, labels)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s%v = %v, want %v", name, labels, got, want)
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func metricOf(m *dto.Metric) float64 {
+	switch {
+	case m.Counter != nil:
+		return m.Counter.GetValue()
+	case m.Gauge != nil:
+		return m.Gauge.GetValue()
+	case m.Histogram != nil:
+		return float64(m.Histogram.GetSampleCount())
+	}
+	return 0
+}
+
+// legMarkers are substrings every leg of a dialect must carry.
+func legMarkers(e spec.Engine) (prefill, decode string) {
+	switch e {
+	case spec.EngineSGLang:
+		return `"bootstrap_room"`, `"bootstrap_room"`
+	case spec.EngineTRTLLM:
+		return `"context_only"`, `"generation_only"`
+	}
+	return `"do_remote_decode":true`, `"do_remote_prefill":true`
+}
+
+// TestPDEndToEnd runs every engine × topology × streaming through a real
+// listener and asserts what the engines received, what the client got and
+// that the per-leg metrics moved for every role.
+func TestPDEndToEnd(t *testing.T) {
+	engines := []spec.Engine{spec.EngineVLLM, spec.EngineSGLang, spec.EngineTRTLLM}
+	topologies := []struct {
+		name   string
+		np, nd int
+	}{{"1P1D", 1, 1}, {"2P2D", 2, 2}}
+	for _, engine := range engines {
+		for _, topo := range topologies {
+			for _, stream := range []bool{false, true} {
+				for _, path := range []string{pathCompletions, pathChatCompletions} {
+					name := fmt.Sprintf("%s/%s/stream=%v%s", engine, topo.name, stream, path)
+					t.Run(name, func(t *testing.T) {
+						f := newPDFleet(t, pdTestOptions(), engine, topo.np, topo.nd)
+						c := testClient()
+						const n = 4
+						for i := range n {
+							res := post(t, c, f.url(path), pdBody(path, stream, ""), HeaderRequestID, fmt.Sprintf("req-%d", i))
+							if res.status != http.StatusOK {
+								t.Fatalf("request %d: %d %s", i, res.status, res.body)
+							}
+							if got := res.header.Get(HeaderRequestID); got != fmt.Sprintf("req-%d", i) {
+								t.Errorf("X-Request-Id = %q, want the client's", got)
+							}
+							ct := res.header.Get(headerContentType)
+							if stream {
+								if !strings.HasPrefix(ct, contentTypeSSE) || !strings.Contains(res.body, "data: [DONE]") {
+									t.Fatalf("stream answer: %s %q", ct, res.body)
+								}
+							} else if !strings.Contains(res.body, `"choices"`) || strings.Contains(res.body, "data:") {
+								t.Fatalf("non-stream answer: %s %q", ct, res.body)
+							}
+						}
+						pm, dm := legMarkers(engine)
+						check := func(role string, es []*pdfake.Engine, marker string) {
+							total := 0
+							for _, e := range es {
+								recs := e.Records()
+								if len(es) > 1 && len(recs) == 0 {
+									t.Errorf("%s %s got no request; load fallback should spread ties", role, e.Endpoint().ID)
+								}
+								for _, rec := range recs {
+									if rec.Violation != "" {
+										t.Errorf("%s %s: protocol violation %q", role, e.Endpoint().ID, rec.Violation)
+									}
+									if !bytes.Contains(rec.Body, []byte(marker)) {
+										t.Errorf("%s %s: body lacks %s: %s", role, e.Endpoint().ID, marker, rec.Body)
+									}
+									if rec.Path != path {
+										t.Errorf("%s got path %q, want %q", role, rec.Path, path)
+									}
+								}
+								total += len(recs)
+								labels := map[string]string{"endpoint": e.Endpoint().ID, "phase": role, "status": "200"}
+								if engine == spec.EngineSGLang && role == "prefill" {
+									// The decode may finish before the prefill's own answer is read;
+									// the prefill leg then ends cancelled (status none).
+									delete(labels, "status")
+								}
+								waitCounter(t, f.reg, "infergate_pd_leg_requests_total", labels, float64(len(recs)))
+							}
+							want := n
+							if engine == spec.EngineTRTLLM && role == "decode" {
+								want = -1 // TRT context may finish early; checked below
+							}
+							if want >= 0 && total != want {
+								t.Errorf("%s legs = %d, want %d", role, total, want)
+							}
+						}
+						check("prefill", f.prefills, pm)
+						check("decode", f.decodes, dm)
+						waitCounter(t, f.reg, "loxilb_ai_pd_requests_total", map[string]string{"status": "success"}, n)
+						if got := counterSum(t, f.reg, "infergate_ladder_decisions_total", map[string]string{"tier": "tier2_load", "outcome": "hit"}); got != n {
+							t.Errorf("tier2_load hits = %v, want %d", got, n)
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+// prefillOf returns which prefill engine of f received the last request
+// carrying marker in its body (-1: none).
+func (f *pdFleet) legCounts() (pre, dec []int) {
+	for _, e := range f.prefills {
+		pre = append(pre, len(e.Records()))
+	}
+	for _, e := range f.decodes {
+		dec = append(dec, len(e.Records()))
+	}
+	return pre, dec
+}
+
+// TestPDSessionStickiness: a repeated body "user" or X-Conversation-Id pins
+// the pair; a pinned prefill going down is re-chosen at once.
+func TestPDSessionStickiness(t *testing.T) {
+	cases := []struct {
+		name   string
+		extra  string
+		header []string
+	}{
+		{"user", `,"user":"alice"`, nil},
+		{"conversation header", "", []string{headerConversationID, "conv-42"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newPDFleet(t, pdTestOptions(), spec.EngineVLLM, 2, 2)
+			c := testClient()
+			const n = 5
+			for i := range n {
+				res := post(t, c, f.url(pathCompletions), pdBody(pathCompletions, false, tc.extra), tc.header...)
+				if res.status != http.StatusOK {
+					t.Fatalf("request %d: %d %s", i, res.status, res.body)
+				}
+			}
+			pre, dec := f.legCounts()
+			if !(pre[0] == n && pre[1] == 0 || pre[0] == 0 && pre[1] == n) || !(dec[0] == n && dec[1] == 0 || dec[0] == 0 && dec[1] == n) {
+				t.Fatalf("session not sticky: prefills %v decodes %v", pre, dec)
+			}
+			waitCounter(t, f.reg, "loxilb_ai_pd_session_hits_total", nil, n-1)
+		})
+	}
+}
+
+// TestPDPinnedEndpointDown: the prober marks the pinned prefill down, the
+// pin is dropped and the session moves to the other prefill.
+func TestPDPinnedEndpointDown(t *testing.T) {
+	f := newPDFleet(t, pdTestOptions(), spec.EngineVLLM, 2, 1, func(r *spec.Rule) {
+		r.Probe = spec.Probe{Type: probeHTTP, Request: "/health", Timeout: 500 * time.Millisecond, Retries: 1}
+	})
+	waitFor(t, 5*time.Second, "rule ready", func() bool { st, _ := f.rt.Status(f.rule.Key); return st.Ready })
+	c := testClient()
+	body := pdBody(pathCompletions, false, `,"user":"bob"`)
+	if res := post(t, c, f.url(pathCompletions), body); res.status != http.StatusOK {
+		t.Fatalf("%d %s", res.status, res.body)
+	}
+	pre, _ := f.legCounts()
+	pinned, other := 0, 1
+	if pre[1] == 1 {
+		pinned, other = 1, 0
+	}
+	_ = f.prefills[pinned].Close()
+	id := f.prefills[pinned].Endpoint().ID
+	waitFor(t, 5*time.Second, "pinned prefill down", func() bool {
+		st, _ := f.rt.Status(f.rule.Key)
+		return st.Endpoints[id].State == "down"
+	})
+	for i := range 3 {
+		if res := post(t, c, f.url(pathCompletions), body); res.status != http.StatusOK {
+			t.Fatalf("after down %d: %d %s", i, res.status, res.body)
+		}
+	}
+	if got := len(f.prefills[other].Records()); got != 3 {
+		t.Fatalf("other prefill got %d requests, want 3 (re-chosen and re-pinned)", got)
+	}
+	// Re-pinned: the three requests after the first re-choice hit Tier 0.
+	waitCounter(t, f.reg, "loxilb_ai_pd_session_hits_total", nil, 2)
+}
+
+// TestPDLegFailures: each leg failing gives its documented answer, never a
+// hang, and the decision is counted.
+func TestPDLegFailures(t *testing.T) {
+	cases := []struct {
+		name     string
+		engine   spec.Engine
+		leg      string // prefill or decode
+		fault    pdfake.Fault
+		n        int
+		status   int
+		code     string // X-Infergate-Error; "" for a relayed engine answer or success
+		kvFailed bool
+	}{
+		{"vllm prefill 500 recomputes", spec.EngineVLLM, "prefill", pdfake.Fault500, 1, 200, "", true},
+		{"vllm prefill hang", spec.EngineVLLM, "prefill", pdfake.FaultHang, 1, 504, "pd_prefill_timeout", false},
+		{"vllm decode hang", spec.EngineVLLM, "decode", pdfake.FaultHang, 1, 504, "pd_decode_timeout", false},
+		{"vllm decode 400 relayed", spec.EngineVLLM, "decode", pdfake.Fault400, 1, 400, "", false},
+		{"vllm decode drop", spec.EngineVLLM, "decode", pdfake.FaultDropBeforeFirstByte, 1, 502, "pd_decode_backend_died", false},
+		{"sglang decode hang", spec.EngineSGLang, "decode", pdfake.FaultHang, 1, 504, "", false},
+		{"trtllm prefill hang", spec.EngineTRTLLM, "prefill", pdfake.FaultHang, 1, 504, "pd_prefill_timeout", false},
+		{"trtllm decode drop", spec.EngineTRTLLM, "decode", pdfake.FaultDropBeforeFirstByte, 1, 502, "pd_decode_backend_died", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := pdTestOptions()
+			o.PrefillTimeout = 500 * time.Millisecond
+			o.DecodeFirstByteTimeout = 500 * time.Millisecond
+			f := newPDFleet(t, o, tc.engine, 1, 1)
+			target := f.prefills[0]
+			if tc.leg == "decode" {
+				target = f.decodes[0]
+			}
+			target.Inject(tc.fault, tc.n)
+			res := post(t, testClient(), f.url(pathCompletions), pdBody(pathCompletions, false, ""))
+			if res.status != tc.status {
+				t.Fatalf("status %d, want %d: %s", res.status, tc.status, res.body)
+			}
+			if got := res.header.Get(HeaderError); tc.code != "" && got != tc.code {
+				t.Errorf("X-Infergate-Error = %q, want %q", got, tc.code)
+			}
+			waitCounter(t, f.reg, "loxilb_ai_pd_requests_total", nil, 1)
+			if got := counterSum(t, f.reg, "loxilb_pd_kv_transfer_failure_total", nil); (got > 0) != tc.kvFailed {
+				t.Errorf("kv transfer failures = %v, want >0: %v", got, tc.kvFailed)
+			}
+		})
+	}
+}
+
+// TestPDBreakerDeadPrefill: a prefill that refuses connections opens its
+// breaker after BreakerPDConnectFailures dial failures (clients are served
+// by the alternative prefill meanwhile) and closes again once an engine is
+// back after the open window.
+func TestPDBreakerDeadPrefill(t *testing.T) {
+	o := pdTestOptions()
+	o.BreakerOpenFor = 300 * time.Millisecond
+	f := newPDFleet(t, o, spec.EngineVLLM, 1, 1)
+	deadAddr := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.29"), freePortOn(t, "127.0.0.29"))
+	dead := spec.Endpoint{ID: deadAddr.String(), Addr: deadAddr, Weight: 1, Role: spec.RolePrefill, NixlPort: deadAddr.Port()}
+	next := *f.rule
+	next.Generation++
+	next.Endpoints = append([]spec.Endpoint{dead}, f.rule.Endpoints...)
+	if err := f.rt.Install(f.rule, &next); err != nil {
+		t.Fatal(err)
+	}
+	f.rule = &next
+	c := testClient()
+	open := func() bool { st, _ := f.rt.Status(f.rule.Key); return st.Endpoints[dead.ID].Breaker == "open" }
+	for i := 0; i < 20 && !open(); i++ {
+		if res := post(t, c, f.url(pathCompletions), pdBody(pathCompletions, false, "")); res.status != http.StatusOK {
+			t.Fatalf("request %d: %d %s (the alternative prefill should serve)", i, res.status, res.body)
+		}
+	}
+	if !open() {
+		t.Fatal("breaker of the dead prefill never opened")
+	}
+	if got := counterSum(t, f.reg, "infergate_pd_leg_requests_total", map[string]string{"endpoint": dead.ID, "status": legStatusNone}); got != 3 {
+		t.Errorf("dead prefill legs = %v, want 3 (BreakerPDConnectFailures)", got)
+	}
+	before := counterSum(t, f.reg, "infergate_pd_leg_requests_total", map[string]string{"endpoint": dead.ID})
+	for range 3 {
+		post(t, c, f.url(pathCompletions), pdBody(pathCompletions, false, ""))
+	}
+	if got := counterSum(t, f.reg, "infergate_pd_leg_requests_total", map[string]string{"endpoint": dead.ID}); got != before {
+		t.Errorf("open breaker still chosen: legs %v → %v", before, got)
+	}
+	// The engine comes back; after the window the half-open trial closes it.
+	cfg := pdfake.DefaultConfig(pdfake.VLLM, pdfake.Prefill)
+	cfg.Addr = deadAddr.String()
+	back, err := pdfake.Start(cfg)
+	if err != nil {
+		t.Fatalf("restart on %s: %v", deadAddr, err)
+	}
+	t.Cleanup(func() { _ = back.Close() })
+	time.Sleep(o.BreakerOpenFor)
+	waitFor(t, 5*time.Second, "breaker closed", func() bool {
+		post(t, c, f.url(pathCompletions), pdBody(pathCompletions, false, ""))
+		st, _ := f.rt.Status(f.rule.Key)
+		return st.Endpoints[dead.ID].Breaker == "closed"
+	})
+	if len(back.Records()) == 0 {
+		t.Error("recovered prefill served nothing")
+	}
+}
+
+// freePortOn returns a port currently free on ip.
+func freePortOn(t *testing.T, ip string) uint16 {
+	t.Helper()
+	cfg := pdfake.DefaultConfig(pdfake.VLLM, pdfake.Prefill)
+	cfg.Addr = ip + ":0"
+	e, err := pdfake.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := e.AddrPort().Port()
+	_ = e.Close()
+	return p
+}
+
+// TestPDRole0FallbackAndReadiness: draining the only prefill makes the rule
+// not ready; a role-0 endpoint then serves unsplit (counted), without one
+// the answer is 503 pd_pool_unavailable; restoring the weight flips
+// readiness back.
+func TestPDRole0FallbackAndReadiness(t *testing.T) {
+	f := newPDFleet(t, pdTestOptions(), spec.EngineVLLM, 1, 1)
+	st, _ := f.rt.Status(f.rule.Key)
+	if !st.Ready {
+		t.Fatalf("1P1D not ready: %+v", st)
+	}
+	c := testClient()
+	drained := *f.rule
+	drained.Generation++
+	drained.Endpoints = append([]spec.Endpoint(nil), f.rule.Endpoints...)
+	drained.Endpoints[0].Weight = 0
+	if err := f.rt.Install(f.rule, &drained); err != nil {
+		t.Fatal(err)
+	}
+	st, _ = f.rt.Status(f.rule.Key)
+	if st.Ready || st.Reason != "no usable prefill endpoint" {
+		t.Fatalf("drained prefill: status %+v", st)
+	}
+	res := post(t, c, f.url(pathCompletions), pdBody(pathCompletions, false, ""))
+	if res.status != http.StatusServiceUnavailable || errorCode(t, res.body) != CodePoolUnavailable {
+		t.Fatalf("no pair, no role 0: %d %s", res.status, res.body)
+	}
+
+	whole := startEngine(t, "role0")
+	withRole0 := drained
+	withRole0.Generation++
+	withRole0.Endpoints = append(append([]spec.Endpoint(nil), drained.Endpoints...), epFor(t, whole.Addr(), 1))
+	if err := f.rt.Install(&drained, &withRole0); err != nil {
+		t.Fatal(err)
+	}
+	res = post(t, c, f.url(pathCompletions), pdBody(pathCompletions, false, ""))
+	if res.status != http.StatusOK || res.header.Get(fakeengine.HeaderEngine) != "role0" {
+		t.Fatalf("role-0 fallback: %d %v %s", res.status, res.header, res.body)
+	}
+	waitCounter(t, f.reg, "loxilb_pd_fallback_to_normal_total", nil, 1)
+	if st, _ := f.rt.Status(f.rule.Key); st.Ready {
+		t.Errorf("role-0 fallback must not make the rule ready: %+v", st)
+	}
+
+	restored := withRole0
+	restored.Generation++
+	restored.Endpoints = append([]spec.Endpoint(nil), withRole0.Endpoints...)
+	restored.Endpoints[0].Weight = 1
+	if err := f.rt.Install(&withRole0, &restored); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := f.rt.Status(f.rule.Key); !st.Ready {
+		t.Fatalf("restored: %+v", st)
+	}
+	res = post(t, c, f.url(pathCompletions), pdBody(pathCompletions, false, ""))
+	if res.status != http.StatusOK || res.header.Get(fakeengine.HeaderEngine) == "role0" {
+		t.Fatalf("pair should serve again: %d %s", res.status, res.body)
+	}
+	if len(f.prefills[0].Records()) != 1 {
+		t.Errorf("prefill records = %d, want 1", len(f.prefills[0].Records()))
+	}
+}
+
+// TestPDBodylessRelay: GET /v1/models on a P/D rule is relayed plainly to a
+// prefill (the fake has no such route: its own 404 comes back, not a
+// gateway error).
+func TestPDBodylessRelay(t *testing.T) {
+	f := newPDFleet(t, pdTestOptions(), spec.EngineVLLM, 1, 1)
+	req, err := http.NewRequest(http.MethodGet, f.url(pathModels), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := do(t, testClient(), req)
+	if res.status != http.StatusNotFound || res.header.Get(HeaderError) != "" {
+		t.Fatalf("got %d %v %s; want the engine's own 404", res.status, res.header, res.body)
+	}
+	waitCounter(t, f.reg, "infergate_datapath_requests_total", map[string]string{"endpoint": f.prefills[0].Endpoint().ID}, 1)
+}
+
+// TestPDClientDisconnectCancelsLegs: a client leaving mid-stream cancels
+// the decode leg and the handler returns (no hang).
+func TestPDClientDisconnectCancelsLegs(t *testing.T) {
+	d := pdfake.VLLM
+	pre := startPDFake(t, d, pdfake.Prefill, "127.0.0.20:0", 0)
+	cfg := pdfake.DefaultConfig(d, pdfake.Decode)
+	cfg.Addr, cfg.StreamChunks, cfg.ChunkDelay = "127.0.0.30:0", 200, 20*time.Millisecond
+	dec, err := pdfake.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dec.Close() })
+	rt, _ := newTestRuntime(t, pdTestOptions())
+	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, pre.Endpoint(), dec.Endpoint())
+	r.Engine, r.PD = spec.EngineVLLM, &spec.PD{SessionTTL: time.Minute}
+	if err := rt.Install(nil, r); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cctx, ccancel := context.WithCancel(ctx)
+	req, _ := http.NewRequestWithContext(cctx, http.MethodPost, ruleURL(r)+pathCompletions, strings.NewReader(pdBody(pathCompletions, true, "")))
+	resp, err := testClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	if _, err := io.ReadAtLeast(resp.Body, buf, 1); err != nil {
+		t.Fatal(err)
+	}
+	ccancel()
+	resp.Body.Close()
+	recs, err := dec.WaitDone(ctx, 1)
+	if err != nil {
+		t.Fatalf("decode leg never ended: %v", err)
+	}
+	if !recs[0].Cancelled {
+		t.Error("decode leg not cancelled after the client left")
+	}
+}
+
+// TestExplain: the dry run reports the ladder without side effects.
+func TestExplain(t *testing.T) {
+	f := newPDFleet(t, pdTestOptions(), spec.EngineVLLM, 2, 2, func(r *spec.Rule) { r.PD.CacheAware = true })
+	body := []byte(pdBody(pathCompletions, false, `,"user":"carol"`))
+	e, err := f.rt.Explain(context.Background(), f.rule.Key, pathCompletions, http.Header{}, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Outcome != ExplainPair || e.Prefill == "" || e.Decode == "" || !e.HasSessionKey || len(e.Candidates) != 4 || e.Prefix == nil {
+		t.Fatalf("explanation: %+v", e)
+	}
+	if e.Steps[0].Tier != "tier0_session" || e.Steps[0].Hit {
+		t.Fatalf("first step %+v, want a session miss", e.Steps[0])
+	}
+	// Explain pinned nothing: a real request still misses Tier 0.
+	if res := post(t, testClient(), f.url(pathCompletions), string(body)); res.status != http.StatusOK {
+		t.Fatalf("%d %s", res.status, res.body)
+	}
+	if got := counterSum(t, f.reg, "loxilb_ai_pd_session_hits_total", nil); got != 0 {
+		t.Errorf("explain pinned a session: hits %v", got)
+	}
+	e, err = f.rt.Explain(context.Background(), f.rule.Key, pathCompletions, nil, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !e.Steps[0].Hit || e.Prefill != e.Steps[0].Choice {
+		t.Fatalf("after a request the pin should explain as a Tier 0 hit: %+v", e.Steps)
+	}
+	if _, err := f.rt.Explain(context.Background(), spec.Key{Port: 1}, pathCompletions, nil, body); err == nil {
+		t.Error("unknown key explained")
+	}
+}
+
+// TestCHWBLSingle: sel 8 keeps one prompt on one engine and counts its
+// picks by key kind.
+func TestCHWBLSingle(t *testing.T) {
+	m := metrics.New()
+	rt := NewWithMetrics(testOptions(), m, nil)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = rt.Close(ctx)
+	})
+	var eps []spec.Endpoint
+	for i := range 3 {
+		eps = append(eps, epFor(t, startEngine(t, fmt.Sprintf("e%d", i)).Addr(), 1))
+	}
+	r := newRule("127.0.0.1", freePort(t), spec.SelCHWBL, eps...)
+	r.CHWBL = &spec.CHWBL{PrefixHashLevel: 1, MeanLoadFactor: 175, Replication: 100}
+	if err := rt.Install(nil, r); err != nil {
+		t.Fatal(err)
+	}
+	c := testClient()
+	homes := map[string]int{}
+	for i := range 6 {
+		res := post(t, c, ruleURL(r)+pathCompletions, `{"model":"fake-model","prompt":"the same long system prompt","max_tokens":2}`)
+		if res.status != http.StatusOK {
+			t.Fatalf("request %d: %d %s", i, res.status, res.body)
+		}
+		homes[res.header.Get(fakeengine.HeaderEngine)]++
+	}
+	if len(homes) != 1 {
+		t.Fatalf("one prompt spread over %v", homes)
+	}
+	waitCounter(t, m.Registry, "infergate_chwbl_picks_total", map[string]string{"source": "prefix"}, 6)
+	e, err := rt.Explain(context.Background(), r.Key, pathCompletions, nil, []byte(`{"model":"fake-model","prompt":"the same long system prompt"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for home := range homes {
+		if got := e.Endpoint; got == "" {
+			t.Errorf("explain gave no CHWBL choice (home %s): %+v", home, e)
+		}
+	}
+}
