@@ -20,5 +20,13 @@
 // The request side: RuleKV.Tier gives the ladder's Tier 1.5 for mode 1,
 // RuleKV.PickSingle the same decision for mode-3 pools (a miss keeps the
 // rule's selector). Token ids come from the engine's /tokenize on a healthy
-// endpoint (SetHealthy), cached and coalesced per rule.
+// endpoint (SetHealthy), cached and coalesced per rule; engines without
+// /tokenize (TensorRT-LLM's trtllm-serve) route by Tier 1.5 only when the
+// client sends token ids, every other request falls through counted as
+// tokenize_failed. A zero-hit watchdog per rule warns when lookups keep
+// missing while events flow (a parity problem, not a cold cache).
+//
+// kvWarmupSec (0: kvexact.DefaultWarmup) is how long an endpoint rank must
+// have been connected, after a connect or a reset, before its inventory
+// steers requests; a replay from sequence 0 trusts it at once.
 package kvplane

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/infergate/infergate/datapath/ladder"
 	"github.com/infergate/infergate/datapath/spec"
@@ -288,4 +289,66 @@ func TestInventoryRowsAndPickSingle(t *testing.T) {
 	if rows := p.KVInventory(); rows[0].Blocks != 0 || rows[0].Reason != kvexact.ReasonRestart {
 		t.Fatalf("rows after restart: %+v", rows[0])
 	}
+}
+
+// TestZeroHitWatchdog: lookups that never hit while events flow fire the
+// watchdog once per streak; without recent events they do not count.
+func TestZeroHitWatchdog(t *testing.T) {
+	rec := &recorder{}
+	o := rec.opts()
+	clk := &fakeClock{now: time.Unix(1000, 0)}
+	o.Clock, o.WatchdogN, o.WatchdogWindow = clk, 3, time.Minute
+	m := metrics.NewKV(prometheus.NewRegistry())
+	p := New(o, m, nil)
+	defer p.Close()
+	rk, err := p.Install(nil, pdRule(spec.KV{Mode: 3, Warmup: time.Second}, p1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := rec.sinks[p1.ID]
+	if err := s.SetConnected(p1.ID, 0, true); err != nil {
+		t.Fatal(err)
+	}
+	clk.add(2 * time.Second) // past warm-up: trusted
+	cands := []ladder.Candidate{{ID: p1.ID}}
+	other := &ladder.Facts{Tokens: make([]uint32, 16)} // never stored
+	fired := func() float64 { return cval(m.Routing.ZeroHitWatchdog.WithLabelValues("r1")) }
+	for i := 0; i < 5; i++ {
+		rk.PickSingle(other, cands)
+	}
+	if fired() != 0 {
+		t.Fatal("the watchdog fired without any event flowing")
+	}
+	tokens := make([]uint32, 16)
+	for i := range tokens {
+		tokens[i] = uint32(i + 1)
+	}
+	ev := kvexact.Event{Kind: kvexact.EventBlockStored, BlockSize: 16, TokenIDs: tokens, BlockHashes: []uint64{1}}
+	s.Apply(p1.ID, 0, 0, kvexact.Batch{Events: []kvexact.Event{ev}})
+	for i := 0; i < 7; i++ {
+		rk.PickSingle(other, cands)
+	}
+	if fired() != 1 {
+		t.Fatalf("watchdog fired %v times for 7 zero-hit lookups with N=3, want once per streak", fired())
+	}
+	if _, _, ok := rk.PickSingle(&ladder.Facts{Tokens: tokens}, cands); !ok {
+		t.Fatal("the stored prompt must hit")
+	}
+	for i := 0; i < 3; i++ {
+		rk.PickSingle(other, cands)
+	}
+	if fired() != 2 {
+		t.Fatalf("watchdog = %v after a hit re-armed it, want 2", fired())
+	}
+	if v := cval(m.Routing.Tier15Misses.WithLabelValues("r1", ladder.ReasonMiss)); v != 15 {
+		t.Fatalf("misses{miss} = %v, want 15", v)
+	}
+}
+
+func cval(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetCounter().GetValue()
 }
