@@ -661,3 +661,77 @@ func TestCHWBLSingle(t *testing.T) {
 		}
 	}
 }
+
+// TestPDPrefixAffinity: on a cache-aware rule a repeated prompt (no session
+// key) goes back to the prefill that served it, through Tier 1.
+func TestPDPrefixAffinity(t *testing.T) {
+	f := newPDFleet(t, pdTestOptions(), spec.EngineVLLM, 2, 1, func(r *spec.Rule) { r.PD.CacheAware = true })
+	c := testClient()
+	prompt := `,"suffix":"` + strings.Repeat("x", 8) + `"`
+	long := strings.Replace(pdBody(pathCompletions, false, prompt), "hello there", strings.Repeat("a long shared system prompt ", 40), 1)
+	for i := range 4 {
+		if res := post(t, c, f.url(pathCompletions), long); res.status != http.StatusOK {
+			t.Fatalf("request %d: %d %s", i, res.status, res.body)
+		}
+	}
+	pre, _ := f.legCounts()
+	if !(pre[0] == 4 && pre[1] == 0 || pre[0] == 0 && pre[1] == 4) {
+		t.Fatalf("prompt spread over prefills %v; Tier 1 should keep it home", pre)
+	}
+	waitCounter(t, f.reg, "infergate_ladder_decisions_total", map[string]string{"tier": "tier1_prefix", "outcome": "hit"}, 3)
+	waitCounter(t, f.reg, "loxilb_pd_trie_match_rate", nil, 4)
+}
+
+// TestKVExactWired: kvExactMode 3 (single pool) and 1 (P/D prefills) get a
+// KV plane entry per eligible endpoint; with no events yet the KV tier
+// falls through, the rule's own choice serves, and Explain shows why.
+func TestKVExactWired(t *testing.T) {
+	t.Run("mode 3 single pool", func(t *testing.T) {
+		rt, _ := newTestRuntime(t, testOptions())
+		e1, e2 := startEngine(t, "k1"), startEngine(t, "k2")
+		r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, epFor(t, e1.Addr(), 1), epFor(t, e2.Addr(), 1))
+		r.Engine = spec.EngineVLLM
+		r.KV = &spec.KV{Mode: 3, ZMQPort: freePort(t), BlockSize: 16, DPRanks: 1}
+		if err := rt.Install(nil, r); err != nil {
+			t.Fatal(err)
+		}
+		rows := rt.KVPlane().KVInventory()
+		if len(rows) != 2 {
+			t.Fatalf("inventory rows %+v, want one per endpoint", rows)
+		}
+		homes := map[string]bool{}
+		for range 4 {
+			res := post(t, testClient(), ruleURL(r)+pathCompletions, completionBody)
+			if res.status != http.StatusOK {
+				t.Fatalf("%d %s", res.status, res.body)
+			}
+			homes[res.header.Get(fakeengine.HeaderEngine)] = true
+		}
+		if len(homes) != 2 {
+			t.Errorf("a KV miss must keep sel 0 round-robin; served by %v", homes)
+		}
+		e, err := rt.Explain(context.Background(), r.Key, pathCompletions, nil, []byte(completionBody))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(e.Steps) == 0 || e.Steps[0].Tier != "tier1_5_kv_exact" || e.Steps[0].Hit || e.KVReason == "" {
+			t.Fatalf("explain: %+v", e)
+		}
+		rt.Remove(r)
+		if rows := rt.KVPlane().KVInventory(); len(rows) != 0 {
+			t.Errorf("rows after Remove: %+v", rows)
+		}
+	})
+	t.Run("mode 1 P/D", func(t *testing.T) {
+		f := newPDFleet(t, pdTestOptions(), spec.EngineVLLM, 2, 1, func(r *spec.Rule) {
+			r.KV = &spec.KV{Mode: 1, ZMQPort: 45557, BlockSize: 16, DPRanks: 1}
+		})
+		if rows := f.rt.KVPlane().KVInventory(); len(rows) != 2 {
+			t.Fatalf("inventory rows %+v, want the two prefills", rows)
+		}
+		if res := post(t, testClient(), f.url(pathCompletions), pdBody(pathCompletions, false, "")); res.status != http.StatusOK {
+			t.Fatalf("%d %s", res.status, res.body)
+		}
+		waitCounter(t, f.reg, "infergate_ladder_decisions_total", map[string]string{"tier": "tier1_5_kv_exact", "outcome": "miss"}, 1)
+	})
+}
