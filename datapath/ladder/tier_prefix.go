@@ -29,6 +29,12 @@ type PrefixOptions struct {
 	// miss); the datapath feeds metrics.Radix.MatchRate with it so the tier
 	// stays metric-agnostic.
 	OnLookup func(rate float64)
+	// Endpoints, if set, are every prefill endpoint ID of the rule. A miss
+	// is then reported as pinned_endpoint_excluded when the prefix's owner
+	// is one of them but not a candidate now (down, breaker open,
+	// draining), from the first request on; without it the tier only knows
+	// the endpoints it has observed since it was built.
+	Endpoints []string
 }
 
 // PrefixTier is Tier 1: send a prompt to the prefill endpoint that last
@@ -48,7 +54,11 @@ type PrefixTier struct {
 // NewPrefixTier builds Tier 1 over o.Index.
 func NewPrefixTier(o PrefixOptions) *PrefixTier {
 	t := &PrefixTier{o: o}
-	t.known.Store(&[]string{})
+	known := slices.Clone(o.Endpoints)
+	if known == nil {
+		known = []string{}
+	}
+	t.known.Store(&known)
 	return t
 }
 

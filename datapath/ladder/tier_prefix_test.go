@@ -3,6 +3,7 @@ package ladder
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/infergate/infergate/radix"
@@ -185,6 +186,23 @@ func TestPerCandidateGuardKeepsOtherAffinity(t *testing.T) {
 	}
 }
 
+// A tier rebuilt on a rule update (same index) still tells an excluded owner
+// from a miss when it is given the rule's endpoints.
+func TestExcludedAfterRebuild(t *testing.T) {
+	first := newPrefixTier(t, 20, 3, 0)
+	sys := text("sys", 4096)
+	first.Observe(&Facts{PromptKey: sys}, Candidate{ID: "p0"})
+	for _, tt := range []struct {
+		endpoints []string
+		want      string
+	}{{nil, ReasonMiss}, {[]string{"p0", "p1"}, ReasonExcluded}} {
+		rebuilt := NewPrefixTier(PrefixOptions{Index: first.Index(), Threshold: 20, BalanceAbs: 3, Endpoints: tt.endpoints})
+		if _, reason, ok := rebuilt.Pick(&Facts{PromptKey: sys}, cands("p", 0, 0)[1:]); ok || reason != tt.want {
+			t.Errorf("endpoints %v: ok=%v reason=%q, want %q", tt.endpoints, ok, reason, tt.want)
+		}
+	}
+}
+
 func TestForgetOnEndpointDown(t *testing.T) {
 	tier := newPrefixTier(t, 20, 3, 0)
 	sys := text("sys", 4096)
@@ -208,18 +226,25 @@ func TestForgetOnEndpointDown(t *testing.T) {
 	}
 }
 
-// Memory stays within the budget over many distinct long prompts (the unit
-// form of "100k distinct 8 KB prompts"), and recent prompts still match.
+// Memory stays within the budget over 100k distinct 8 KiB prompts (2k with
+// -short), and the most recent prompt still matches.
 func TestBudgetBoundsMemory(t *testing.T) {
 	const budget = 256 << 10
 	tier := newPrefixTier(t, 20, 3, budget)
 	ix := tier.Index()
-	n := 20000
+	n := 100_000
 	if testing.Short() {
 		n = 2000
 	}
 	key := make([]byte, 8192)
 	var last []byte
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	heapBefore := heap()
 	for i := range n {
 		copy(key, fmt.Sprintf("prompt %08d ", i))
 		copy(key[8000:], fmt.Sprintf("%08d", i))
@@ -228,6 +253,11 @@ func TestBudgetBoundsMemory(t *testing.T) {
 			t.Fatalf("after %d prompts: %d bytes > budget %d", i+1, s, budget)
 		}
 		last = append(last[:0], key...)
+	}
+	// The real heap, not only the accounting, stays bounded: a few MiB for a
+	// 256 KiB budget whatever the number of prompts.
+	if grew := int64(heap()) - int64(heapBefore); grew > 8<<20 {
+		t.Fatalf("heap grew %d bytes over %d prompts with a %d-byte budget", grew, n, budget)
 	}
 	if st := ix.Stats(); st.Evictions == 0 {
 		t.Fatalf("no evictions over %d prompts: %+v", n, st)
