@@ -292,3 +292,48 @@ func TestKVExactPlaneUpdate(t *testing.T) {
 		t.Fatal("a removed endpoint's events are still indexed")
 	}
 }
+
+// TestKVExactPlaneReplay: with a replay port offset the subscriber rebuilds
+// an engine's inventory from sequence 0 on connect, so blocks stored before
+// the gateway subscribed are indexed and trusted at once, without warm-up.
+func TestKVExactPlaneReplay(t *testing.T) {
+	const offset = 1000
+	var port uint16
+	for i := 0; i < 20; i++ { // a port whose replay twin is free too
+		port = kvFreePort(t)
+		if ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.5:%d", int(port)+offset)); err == nil {
+			ln.Close()
+			break
+		}
+	}
+	a := kvFake(t, "127.0.0.5", pdfake.Prefill, pdfake.KVConfig{ZMQPort: int(port), ReplayPort: int(port) + offset, BlockSize: kvBlock})
+	kvPrefill(t, a, kvPromptA) // before anyone subscribes: only replay can deliver it
+	d := kvFake(t, "127.0.0.6", pdfake.Decode, pdfake.KVConfig{})
+	opts := kvplane.DefaultOptions()
+	opts.ReplayPortOffset = offset
+	plane := kvplane.New(opts, metrics.New().KV, kvQuietLog())
+	defer plane.Close()
+	rule := &spec.Rule{
+		Key:    spec.Key{VIP: netip.MustParseAddr("127.0.0.1"), Port: 18081, Protocol: "tcp"},
+		Name:   "kv-replay",
+		Engine: spec.EngineVLLM,
+		PD:     &spec.PD{},
+		// A warm-up far longer than the test: only the replay rebuild trusts.
+		KV:        &spec.KV{Mode: 1, ZMQPort: port, BlockSize: kvBlock, Warmup: time.Hour},
+		Endpoints: []spec.Endpoint{a.Endpoint(), d.Endpoint()},
+	}
+	rk, err := plane.Install(nil, rule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := a.Endpoint().ID
+	kvEventually(t, "replayed blocks trusted", func() bool {
+		ok, _ := rk.Inventory().Trusted(id)
+		return ok && rk.Inventory().Blocks(id) == 3
+	})
+	idx, reason, ok := rk.Tier(nil).Pick(&ladder.Facts{Ctx: context.Background(), Path: "/v1/completions", Model: kvModel,
+		Body: []byte(fmt.Sprintf(`{"model":%q,"prompt":%q}`, kvModel, kvPromptA+kvSuffix))}, []ladder.Candidate{{ID: id}})
+	if !ok || idx != 0 {
+		t.Fatalf("Tier 1.5 after replay: %d %q %v", idx, reason, ok)
+	}
+}

@@ -29,6 +29,8 @@ type KVConfig struct {
 	BlockSize int
 	// MapEncoding publishes events as maps (vLLM ≥ 0.26) instead of arrays.
 	MapEncoding bool
+	// ReplayPort binds vLLM's replay ROUTER on the engine's IP (0: none).
+	ReplayPort int
 }
 
 // Wire names of the tokenizer endpoint and the fake's chat template.
@@ -80,6 +82,9 @@ func (e *Engine) startKV(mux *http.ServeMux) error {
 		o.Topic = "kv@" + e.addr.String() + "@" + e.cfg.Model
 	}
 	o.Encoding = kvfake.Encoding{MapEvents: e.cfg.KV.MapEncoding}
+	if e.cfg.KV.ReplayPort > 0 {
+		o.ReplayAddr = "tcp://" + net.JoinHostPort(e.addr.Addr().String(), strconv.Itoa(e.cfg.KV.ReplayPort))
+	}
 	pub, err := kvfake.Start(o)
 	if err != nil {
 		return fmt.Errorf("pdfake: KV publisher: %w", err)

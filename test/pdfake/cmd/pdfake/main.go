@@ -27,6 +27,7 @@ func main() {
 	flag.StringVar(&cfg.AdvertiseHost, "advertise-host", "", "host peers know this engine by (SGLang bootstrap_host check, vLLM remote_host)")
 	flag.IntVar(&cfg.KV.ZMQPort, "kv-zmq-port", 0, "vLLM: publish KV events on this ZMQ PUB port of the engine's IP (0: off)")
 	flag.StringVar(&cfg.KV.ConnectAddr, "kv-connect", "", "vLLM: connect the KV PUB socket to a gateway's bound SUB socket instead (e.g. tcp://127.0.0.1:5557)")
+	flag.IntVar(&cfg.KV.ReplayPort, "kv-replay-port", 0, "vLLM: bind the KV replay ROUTER on this port (0: none)")
 	flag.IntVar(&cfg.KV.BlockSize, "block-size", 16, "vLLM: KV block size (tokens per published block)")
 	kvEnc := flag.String("kv-encoding", "array", "vLLM: KV event encoding, array (vLLM ≤ 0.25) or map (≥ 0.26)")
 	flag.Parse()
