@@ -181,7 +181,8 @@ func counts(es ...*pdfake.Engine) []int {
 // busy by hung requests (load above the least loaded + 3) they go elsewhere
 // (Tier 1 falls through with load_guard); the explain API and CLI show Tier
 // 1 with its match rate; trie and ladder metrics move. The same traffic on a
-// rule with cache-aware mode off spreads by load.
+// rule with cache-aware mode off spreads by load. A prefill that goes down
+// loses its prefixes.
 func TestPrefixAffinityDaemon(t *testing.T) {
 	bin := cliBuild(t)
 	d := cliStartDaemon(t, bin, t.TempDir())
@@ -341,4 +342,16 @@ func TestPrefixAffinityDaemon(t *testing.T) {
 	if n := affMetric(t, d.URL, "infergate_ladder_decisions_total", `rule="`+affRuleOff+`"`, `tier="tier1_prefix"`); n != 0 {
 		t.Fatalf("cache-aware off rule ran Tier 1 (%v decisions)", n)
 	}
+
+	// 5. The sticky prefill goes down: once probes (or its breaker) take it
+	// out, the index forgets the prefixes only it owned, so the trie
+	// shrinks instead of waiting for LRU.
+	nodesBefore := affMetric(t, d.URL, "loxilb_pd_trie_nodes", `rule="`+affRule+`"`)
+	if err := sticky.Close(); err != nil {
+		t.Fatal(err)
+	}
+	affEventually(t, "the down prefill's prefixes to be forgotten", func() bool {
+		return affMetric(t, d.URL, "loxilb_pd_trie_nodes", `rule="`+affRule+`"`) < nodesBefore
+	})
+	affSend(t, vip, affChatBody(sys, "after the sticky prefill went down"))
 }
