@@ -735,3 +735,33 @@ func TestKVExactWired(t *testing.T) {
 		waitCounter(t, f.reg, "infergate_ladder_decisions_total", map[string]string{"tier": "tier1_5_kv_exact", "outcome": "miss"}, 1)
 	})
 }
+
+// TestPDBreakerPrefill5xxStreak: a prefill answering 5xx keeps clients
+// served (vLLM recomputes on decode) and opens its breaker after the
+// streak; the rule then reports it.
+func TestPDBreakerPrefill5xxStreak(t *testing.T) {
+	o := pdTestOptions()
+	o.Breaker5xxStreak = 0 // disabled for single pools: P/D still trips
+	o.BreakerOpenFor = time.Minute
+	f := newPDFleet(t, o, spec.EngineVLLM, 1, 1)
+	f.prefills[0].Inject(pdfake.Fault500, defaultPD5xxStreak)
+	c := testClient()
+	id := f.prefills[0].Endpoint().ID
+	for i := range defaultPD5xxStreak {
+		if res := post(t, c, f.url(pathCompletions), pdBody(pathCompletions, false, "")); res.status != http.StatusOK {
+			t.Fatalf("request %d: %d %s (decode should recompute)", i, res.status, res.body)
+		}
+	}
+	waitFor(t, 5*time.Second, "prefill breaker open", func() bool {
+		st, _ := f.rt.Status(f.rule.Key)
+		return st.Endpoints[id].Breaker == "open"
+	})
+	st, _ := f.rt.Status(f.rule.Key)
+	if st.Ready || st.Reason != "no usable prefill endpoint" {
+		t.Errorf("status with the only prefill open: %+v", st)
+	}
+	res := post(t, c, f.url(pathCompletions), pdBody(pathCompletions, false, ""))
+	if res.status != http.StatusServiceUnavailable || errorCode(t, res.body) != CodePoolUnavailable {
+		t.Errorf("open prefill, no role 0: %d %s", res.status, res.body)
+	}
+}

@@ -223,6 +223,7 @@ func (rt *Runtime) deleteRuleSeries(label string) {
 	rt.pdm.FallbackToNormal.DeletePartialMatch(l)
 	rt.rx.CHWBLPicks.DeletePartialMatch(l)
 	rt.rx.CHWBLBoundSkips.DeletePartialMatch(l)
+	rt.rx.MatchRate.DeletePartialMatch(l)
 }
 
 // Remove stops serving r. When it was the last rule on its listener the
