@@ -36,6 +36,12 @@ const (
 	demoEngineDialect  = "vllm"
 	demoModel          = "demo-model"
 	demoProbePath      = "/health"
+	// demoKVBlockSize is the fake engines' --block-size; the rule uses the
+	// same unless --kv-block-size says otherwise (a parity demo).
+	demoKVBlockSize = 16
+	// demoKVWarmupSec: a fresh inventory is trusted after one second, so
+	// the demo's Tier 1.5 works on the first requests.
+	demoKVWarmupSec = 1
 	// demoStartTimeout bounds each engine's banner and the rules' readiness.
 	demoStartTimeout = 20 * time.Second
 	// demoStopTimeout bounds each engine's exit after SIGTERM before SIGKILL.
@@ -58,7 +64,7 @@ type demoEngineSpec struct {
 type demoRuleSpec struct {
 	name       string
 	vip        string
-	cacheAware bool
+	cacheAware bool // pd_cache_aware_mode + kvExactMode 1; prefills publish KV events
 	engines    []demoEngineSpec
 }
 
@@ -67,8 +73,8 @@ func demoRules() []demoRuleSpec {
 		{name: demoRule1P1D, vip: demoVIP1P1D, engines: []demoEngineSpec{
 			{"127.0.0.21", "prefill"}, {"127.0.0.22", "decode"},
 		}},
-		// 2P2D with Tier 1 prefix affinity. kvExactMode joins when the fake
-		// engines serve /tokenize and publish KV events.
+		// 2P2D with Tier 1 prefix affinity and Tier 1.5 KV-exact: the
+		// prefills serve /tokenize and publish vLLM KV events over ZMQ.
 		{name: demoRuleCacheAware, vip: demoVIPCacheAware, cacheAware: true, engines: []demoEngineSpec{
 			{"127.0.0.23", "prefill"}, {"127.0.0.24", "prefill"}, {"127.0.0.25", "decode"}, {"127.0.0.26", "decode"},
 		}},
@@ -76,14 +82,15 @@ func demoRules() []demoRuleSpec {
 }
 
 type demoFlags struct {
-	stateDir string
-	apiAddr  string
-	vipPort  int
-	logLevel string
+	stateDir    string
+	apiAddr     string
+	vipPort     int
+	logLevel    string
+	kvBlockSize int // the cache-aware rule's kvBlockSize
 }
 
 func newDemoCmd(g *globals) *cobra.Command {
-	f := demoFlags{apiAddr: "127.0.0.1:11111", vipPort: demoDefaultVIPPort, logLevel: "warn"}
+	f := demoFlags{apiAddr: "127.0.0.1:11111", vipPort: demoDefaultVIPPort, logLevel: "warn", kvBlockSize: demoKVBlockSize}
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the gateway with fake engines behind a 1P1D and a cache-aware P/D rule (make run)",
@@ -112,6 +119,8 @@ requests to try and the validate command. Ctrl-C stops everything.`,
 	fl.StringVar(&f.apiAddr, "api-addr", f.apiAddr, "management API listen address (port 0: ephemeral)")
 	fl.IntVar(&f.vipPort, "vip-port", f.vipPort, "port of the demo VIPs (0: a free one)")
 	fl.StringVar(&f.logLevel, "log-level", f.logLevel, "gateway log level")
+	fl.IntVar(&f.kvBlockSize, "kv-block-size", f.kvBlockSize, "kvBlockSize of the cache-aware rule (engines publish 16-token blocks; another value shows the parity failure)")
+	_ = fl.MarkHidden("kv-block-size")
 	return cmd
 }
 
@@ -126,6 +135,10 @@ func runDemo(ctx context.Context, g *globals, f demoFlags, level logrus.Level) e
 			return err
 		}
 	}
+	kvPort, err := freeSharedPort(kvPublisherIPs()...)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", f.apiAddr)
 	if err != nil {
 		return fmt.Errorf("demo: listen on %s: %w", f.apiAddr, err)
@@ -138,7 +151,11 @@ func runDemo(ctx context.Context, g *globals, f demoFlags, level logrus.Level) e
 	addrs := map[string][]string{} // rule → engine addr in spec order
 	for _, rs := range demoRules() {
 		for _, es := range rs.engines {
-			e, err := startDemoEngine(ctx, exe, es, g.env.Stderr)
+			port := 0
+			if rs.cacheAware && es.role == "prefill" {
+				port = kvPort
+			}
+			e, err := startDemoEngine(ctx, exe, es, port, g.env.Stderr)
 			if err != nil {
 				ln.Close()
 				return err
@@ -173,7 +190,7 @@ func runDemo(ctx context.Context, g *globals, f demoFlags, level logrus.Level) e
 	}
 	api := client.New(apiURL, hc)
 	for _, rs := range demoRules() {
-		r := demoRule(rs, f.vipPort, addrs[rs.name])
+		r := demoRule(rs, f.vipPort, addrs[rs.name], kvPort, f.kvBlockSize)
 		if _, err := api.Apply(ctx, r); err != nil {
 			return fmt.Errorf("demo: apply rule %s: %w", rs.name, err)
 		}
@@ -199,7 +216,7 @@ func runDemo(ctx context.Context, g *globals, f demoFlags, level logrus.Level) e
 }
 
 // demoRule is the LoxiLB rule of rs with its engines' bound addresses.
-func demoRule(rs demoRuleSpec, vipPort int, addrs []string) rules.Rule {
+func demoRule(rs demoRuleSpec, vipPort int, addrs []string, kvPort, kvBlockSize int) rules.Rule {
 	r := rules.Rule{ServiceArguments: rules.ServiceArguments{
 		Name: rs.name, ExternalIP: rs.vip, Port: vipPort, Protocol: "tcp", Mode: modeFullProxy,
 		PDDisaggMode: true, KVEngineType: demoEngineDialect, SSEMode: true,
@@ -209,6 +226,10 @@ func demoRule(rs demoRuleSpec, vipPort int, addrs []string) rules.Rule {
 		r.ServiceArguments.PDCacheAwareMode = true
 		r.ServiceArguments.PDCacheThreshold = 20
 		r.ServiceArguments.PDSessionTTLSec = 600
+		r.ServiceArguments.KVExactMode = 1
+		r.ServiceArguments.KVZmqPort = kvPort
+		r.ServiceArguments.KVBlockSize = kvBlockSize
+		r.ServiceArguments.KVWarmupSec = demoKVWarmupSec
 	}
 	for i, es := range rs.engines {
 		host, port, _ := net.SplitHostPort(addrs[i])
@@ -229,7 +250,7 @@ func printDemo(w io.Writer, apiURL string, vipPort int, engines []*demoEngine) {
 infergate demo is running.
   API:   %s   (export INFERGATE_SERVER=%s)
   rule %-17s vLLM 1P1D                 VIP %s
-  rule %-17s vLLM 2P2D, prefix-aware   VIP %s
+  rule %-17s vLLM 2P2D, prefix + KV-exact VIP %s
   engines (separate processes):`, apiURL, apiURL, demoRule1P1D, vip1, demoRuleCacheAware, vip2)
 	for _, e := range engines {
 		fmt.Fprintf(w, " %s(%s, pid %d)", e.addr, e.spec.role, e.cmd.Process.Pid)
@@ -311,10 +332,29 @@ type demoEngine struct {
 	done chan struct{} // closed when the process has been waited for
 }
 
-// startDemoEngine starts `<exe> fake-engine` on spec.ip and reads its banner.
-func startDemoEngine(ctx context.Context, exe string, spec demoEngineSpec, stderr io.Writer) (*demoEngine, error) {
-	cmd := exec.Command(exe, fakeEngineCmdName, "--dialect", demoEngineDialect, "--role", spec.role,
-		"--addr", net.JoinHostPort(spec.ip, "0"), "--model", demoModel)
+// kvPublisherIPs are the engines that publish KV events (they share the
+// rule's kvZmqPort, each on its own IP).
+func kvPublisherIPs() []string {
+	var ips []string
+	for _, rs := range demoRules() {
+		for _, es := range rs.engines {
+			if rs.cacheAware && es.role == "prefill" {
+				ips = append(ips, es.ip)
+			}
+		}
+	}
+	return ips
+}
+
+// startDemoEngine starts `<exe> fake-engine` on spec.ip and reads its
+// banner; kvPort > 0 makes it serve /tokenize and publish KV events there.
+func startDemoEngine(ctx context.Context, exe string, spec demoEngineSpec, kvPort int, stderr io.Writer) (*demoEngine, error) {
+	args := []string{fakeEngineCmdName, "--dialect", demoEngineDialect, "--role", spec.role,
+		"--addr", net.JoinHostPort(spec.ip, "0"), "--model", demoModel}
+	if kvPort > 0 {
+		args = append(args, "--kv-zmq-port", strconv.Itoa(kvPort), "--block-size", strconv.Itoa(demoKVBlockSize))
+	}
+	cmd := exec.Command(exe, args...)
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = childProcAttr()
 	stdout, err := cmd.StdoutPipe()

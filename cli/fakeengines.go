@@ -48,5 +48,7 @@ func newFakeEngineCmd(g *globals) *cobra.Command {
 	fl.IntVar(&cfg.StreamChunks, "stream-chunks", cfg.StreamChunks, "token events per streamed answer")
 	fl.DurationVar(&cfg.ChunkDelay, "chunk-delay", 20*time.Millisecond, "pause between streamed events")
 	fl.StringVar(&cfg.Model, "model", cfg.Model, "model name reported in answers")
+	fl.IntVar(&cfg.KV.ZMQPort, "kv-zmq-port", 0, "vLLM: serve /tokenize and publish KV events on this ZMQ PUB port of the engine's IP (0: off)")
+	fl.IntVar(&cfg.KV.BlockSize, "block-size", 16, "vLLM: KV block size of the published events (the engine's --block-size)")
 	return cmd
 }

@@ -5,32 +5,97 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 )
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
-// tier15Probe is what the cache-aware probe saw of Tier 1.5.
-type tier15Probe struct {
-	hits   float64
-	misses map[string]float64 // by reason
+// tier15Result is what the Tier 1.5 probe saw.
+type tier15Result struct {
+	hits     float64
+	misses   map[string]float64 // by reason
+	evidence []string
 }
 
-// cacheAware sends Probes requests sharing a long prefix: from the second on,
-// Tier 1 (prefix index) or Tier 1.5 (KV inventory) should pick the prefill
-// endpoint that already holds it.
+// Tier 1.5 probe sizing: prompts of tier15PromptBytes whose shared head is
+// half the Tier 1 threshold's share, so Tier 1 misses (below_threshold) and
+// Tier 1.5 is asked; the head still spans several KV blocks.
+const (
+	tier15PromptBytes = 8192
+	tier15MinWords    = 4 // × kvBlockSize words in the shared head at least
+)
+
+// tier15Probe sends one request that stores a shared head in a prefill's
+// KV cache (the engine publishes it), waits for the inventory to grow, then
+// Probes-1 requests with the same head and different tails: each should be
+// a Tier 1.5 hit.
+func (w *workflow) tier15Probe(ctx context.Context) tier15Result {
+	bs := max(w.compiled.KV.BlockSize, 1)
+	threshold := 0
+	if w.compiled.PD != nil && w.compiled.PD.CacheAware {
+		threshold = w.compiled.PD.CacheThreshold
+	}
+	headBytes := tier15PromptBytes * threshold / 200
+	nonce := time.Now().UnixNano()
+	var head strings.Builder
+	for i := 0; head.Len() < headBytes || i < tier15MinWords*bs; i++ {
+		fmt.Fprintf(&head, "kv%x-%d ", nonce, i)
+	}
+	tail := func(n int) string {
+		var b strings.Builder
+		for i := 0; b.Len()+head.Len() < tier15PromptBytes; i++ {
+			fmt.Fprintf(&b, "t%d-%d ", n, i)
+		}
+		return b.String()
+	}
+	rule := Labels{labelRule: w.label}
+	blocks := func(s *Snapshot) float64 { return s.Sum(famKVBlocks, rule) }
+	before, err := w.scrape(ctx)
+	if err != nil {
+		return tier15Result{evidence: []string{"Tier 1.5 probe: " + err.Error()}}
+	}
+	first := w.send(ctx, head.String()+tail(0), false)
+	_, _ = w.awaitScrape(ctx, func(s *Snapshot) bool { return blocks(s) > blocks(before) })
+	mid, err := w.scrape(ctx)
+	if err != nil {
+		return tier15Result{evidence: []string{"Tier 1.5 probe: " + err.Error()}}
+	}
+	ok := 0
+	for i := 1; i < w.opts.Probes; i++ {
+		if r := w.send(ctx, head.String()+tail(i), false); r.err == nil && r.status == 200 {
+			ok++
+		}
+	}
+	want := float64(w.opts.Probes - 1)
+	after, err := w.awaitScrape(ctx, func(s *Snapshot) bool {
+		return s.Sum(famTier15Hits, rule)-mid.Sum(famTier15Hits, rule) >= want
+	})
+	if err != nil {
+		return tier15Result{evidence: []string{"Tier 1.5 probe: " + err.Error()}}
+	}
+	res := tier15Result{
+		hits:   after.Sum(famTier15Hits, rule) - mid.Sum(famTier15Hits, rule),
+		misses: deltaBy(mid, after, famTier15Misses, labelReason, rule),
+	}
+	res.evidence = append(res.evidence,
+		fmt.Sprintf("Tier 1.5 probe: seed request %d, inventory blocks %+g after it; %d of %d repeats of a %d-byte head (Tier 1 threshold %d%%) answered 200",
+			first.status, blocks(mid)-blocks(before), ok, w.opts.Probes-1, head.Len(), threshold),
+		fmt.Sprintf("%s %+g; %s by reason: %s", famTier15Hits, res.hits, famTier15Misses, formatDeltas(res.misses)))
+	return res
+}
+
+// cacheAware is Tier 1: Probes requests sharing a long prefix; from the
+// second on, the prefix index should pick the prefill that served it.
+// Tier 1.5 is probed by the KV-exact step (it only runs when Tier 1 misses).
 func (w *workflow) cacheAware(ctx context.Context, res *StepResult) {
-	if !w.compiled.isPD() || !w.compiled.cacheAware() {
-		res.Status, res.Summary = Skip, "rule is not cache-aware (pd_cache_aware_mode / kvExactMode off)"
+	if !w.compiled.isPD() || w.compiled.PD == nil || !w.compiled.PD.CacheAware {
+		res.Status, res.Summary = Skip, "rule has no Tier 1 prefix affinity (pd_cache_aware_mode off)"
 		return
 	}
 	before, err := w.scrape(ctx)
 	if err != nil {
 		res.Status, res.Summary = Fail, err.Error()
 		return
-	}
-	if !before.Has(famLadder) && !before.Has(famTrieMatchCount) && !before.Has(famTier15Hits) {
-		// Families without series yet are omitted: probe first, decide after.
-		res.Evidence = append(res.Evidence, "no tier metric series before the probe")
 	}
 	prefix := sharedPrefix()
 	ok := 0
@@ -41,23 +106,19 @@ func (w *workflow) cacheAware(ctx context.Context, res *StepResult) {
 		}
 	}
 	rule := Labels{labelRule: w.label}
-	hits := func(s *Snapshot, tier string) float64 {
-		return s.Sum(famLadder, Labels{labelRule: w.label, labelTier: tier, labelOutcome: outcomeHit})
+	hits := func(s *Snapshot) float64 {
+		return s.Sum(famLadder, Labels{labelRule: w.label, labelTier: tierPrefix, labelOutcome: outcomeHit})
 	}
 	after, err := w.awaitScrape(ctx, func(s *Snapshot) bool {
-		return hits(s, tierPrefix)+hits(s, tierKVExact) > hits(before, tierPrefix)+hits(before, tierKVExact) ||
-			s.Sum(famTier15Hits, rule) > before.Sum(famTier15Hits, rule)
+		return hits(s)-hits(before) >= float64(w.opts.Probes-1) ||
+			s.Sum(famTrieMatchSum, rule) > before.Sum(famTrieMatchSum, rule)
 	})
 	if err != nil {
 		res.Status, res.Summary = Fail, err.Error()
 		return
 	}
 	res.Evidence = append(res.Evidence, fmt.Sprintf("%d of %d shared-prefix probes answered 200 (prefix %d bytes)", ok, w.opts.Probes, len(prefix)))
-	t1 := hits(after, tierPrefix) - hits(before, tierPrefix)
-	t15 := hits(after, tierKVExact) - hits(before, tierKVExact)
-	if d := after.Sum(famTier15Hits, rule) - before.Sum(famTier15Hits, rule); d > t15 {
-		t15 = d
-	}
+	t1 := hits(after) - hits(before)
 	switch {
 	case after.Has(famLadder):
 		res.Evidence = append(res.Evidence, fmt.Sprintf("%s{outcome=hit} by tier: %s", famLadder,
@@ -73,24 +134,14 @@ func (w *workflow) cacheAware(ctx context.Context, res *StepResult) {
 		res.Status, res.Summary = Skip, "the gateway exports no tier metrics ("+famLadder+", "+famTrieMatchCount+")"
 		return
 	}
-	if after.Has(famTier15Hits) || after.Has(famTier15Misses) {
-		w.tier15 = &tier15Probe{hits: t15, misses: deltaBy(before, after, famTier15Misses, labelReason, rule)}
-		res.Evidence = append(res.Evidence, fmt.Sprintf("%s %+g; misses by reason: %s", famTier15Hits, t15, formatDeltas(w.tier15.misses)))
-	}
 	switch {
 	case ok == 0:
 		res.Status, res.Summary, res.Hints = Fail, "no probe answered", []Hint{HintClientHangs}
-	case t1 <= 0 && t15 <= 0:
-		res.Status, res.Summary = Fail, "repeated prefix produced no Tier 1 / Tier 1.5 hit"
-		res.Hints = []Hint{HintKVZeroHits}
-		if !w.compiled.kvExact() {
-			res.Hints = nil
-			res.Summary += " (check pd_cache_threshold and that the prompt key covers the shared prefix)"
-		}
-	case w.compiled.kvExact() && t15 <= 0:
-		res.Status, res.Summary, res.Hints = Warn, fmt.Sprintf("Tier 1 moved (%+g) but Tier 1.5 KV-exact did not", t1), []Hint{HintKVZeroHits}
+	case t1 <= 0:
+		res.Status, res.Summary = Fail, "the repeated prefix produced no Tier 1 hit (check pd_cache_threshold and pd_balance_abs_threshold)"
+		res.Hints = []Hint{HintRoleOverloaded}
 	default:
-		res.Status, res.Summary = Pass, fmt.Sprintf("Tier 1 %+g, Tier 1.5 %+g", t1, t15)
+		res.Status, res.Summary = Pass, fmt.Sprintf("Tier 1 prefix hits %+.3g for %d repeats", t1, w.opts.Probes-1)
 	}
 }
 
@@ -123,8 +174,8 @@ func (w *workflow) kvExact(ctx context.Context, res *StepResult) {
 	parity := fmt.Sprintf("kvBlockSize %d must equal the engines' --block-size, kvHashAlgo %q their hash, and the tokenizer/model theirs",
 		w.compiled.KV.BlockSize, w.compiled.KV.HashAlgo)
 
-	rows, found, err := w.inventory(ctx)
-	blocks := 0
+	rows, found, err := w.awaitTrust(ctx)
+	blocks, trusted := 0, 0
 	switch {
 	case err != nil:
 		worse(Warn, "inventory API: "+err.Error())
@@ -145,6 +196,8 @@ func (w *workflow) kvExact(ctx context.Context, res *StepResult) {
 				worse(Fail, "subscriber to "+r.Endpoint+" disconnected", HintKVZeroHits)
 			case !r.Trusted:
 				worse(Warn, fmt.Sprintf("%s rank %d not trusted (%s)", r.Endpoint, r.Rank, r.Reason), HintKVZeroHits)
+			default:
+				trusted++
 			}
 		}
 		if blocks == 0 {
@@ -169,9 +222,21 @@ func (w *workflow) kvExact(ctx context.Context, res *StepResult) {
 			worse(Warn, "zero-hit watchdog fired: "+parity, HintKVZeroHits)
 		}
 	}
-	if w.tier15 != nil && blocks > 0 && w.tier15.hits <= 0 {
-		res.Evidence = append(res.Evidence, "Tier 1.5 misses during the shared-prefix probe: "+formatDeltas(w.tier15.misses))
-		worse(Warn, fmt.Sprintf("the inventory holds %d blocks but the repeated prefix never hit Tier 1.5: %s", blocks, parity), HintKVZeroHits)
+	switch {
+	case trusted == 0:
+		res.Evidence = append(res.Evidence, "Tier 1.5 probe not run: no trusted inventory rank (rerun after kvWarmupSec)")
+	case ctx.Err() == nil:
+		t15 := w.tier15Probe(ctx)
+		w.tier15 = &t15
+		res.Evidence = append(res.Evidence, t15.evidence...)
+		after, _ := w.inventory(ctx)
+		blocksAfter := 0
+		for _, r := range after {
+			blocksAfter += r.Blocks
+		}
+		if t15.hits <= 0 && blocksAfter > 0 {
+			worse(Warn, fmt.Sprintf("the inventory holds %d blocks but a repeated prefix never hit Tier 1.5: %s", blocksAfter, parity), HintKVZeroHits)
+		}
 	}
 	res.Status = status
 	if len(notes) == 0 {
@@ -208,8 +273,41 @@ type inventoryRow struct {
 	Reason    string `json:"untrusted_reason"`
 }
 
-// inventory returns the rule's inventory rows (found=false: no such API).
-func (w *workflow) inventory(ctx context.Context) ([]inventoryRow, bool, error) {
+// awaitTrust reads the inventory, waiting while connected ranks are only in
+// their warm-up (a rule validated right after it was applied): up to the
+// rule's kvWarmupSec plus a second, at most KVWarmupWait.
+func (w *workflow) awaitTrust(ctx context.Context) ([]inventoryRow, bool, error) {
+	wait := time.Duration(w.compiled.KV.WarmupSec*float64(time.Second)) + time.Second
+	wait = min(wait, w.opts.KVWarmupWait)
+	deadline := time.Now().Add(wait)
+	for {
+		rows, found, err := w.inventoryFound(ctx)
+		warming := false
+		for _, r := range rows {
+			warming = warming || (r.Connected && !r.Trusted && r.Reason == reasonWarmup)
+		}
+		if err != nil || !found || !warming || time.Now().After(deadline) {
+			return rows, found, err
+		}
+		select {
+		case <-ctx.Done():
+			return rows, found, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// reasonWarmup is the inventory's untrusted_reason during warm-up.
+const reasonWarmup = "warmup"
+
+// inventory returns the rule's inventory rows (nil on any error).
+func (w *workflow) inventory(ctx context.Context) ([]inventoryRow, error) {
+	rows, _, err := w.inventoryFound(ctx)
+	return rows, err
+}
+
+// inventoryFound returns the rule's inventory rows (found=false: no such API).
+func (w *workflow) inventoryFound(ctx context.Context) ([]inventoryRow, bool, error) {
 	var doc struct {
 		Rows []inventoryRow `json:"rows"`
 	}

@@ -3,6 +3,7 @@ package validate
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/infergate/infergate/rules"
@@ -58,7 +59,10 @@ func (w *workflow) drain(ctx context.Context, res *StepResult) {
 	case drained == 0:
 		res.Status, res.Summary = Skip, "no endpoint can be drained without emptying its role"
 	case res.Status == Pass:
-		res.Summary = fmt.Sprintf("%d endpoints drained and restored; traffic moved and returned", drained)
+		res.Summary = fmt.Sprintf("%d endpoints drained and restored; traffic moved to peers and each is back in rotation", drained)
+	case res.Status == Warn:
+		res.Summary = fmt.Sprintf("%d endpoints drained and restored; some got no traffic back right away", drained)
+		res.Hints = []Hint{HintRoleOverloaded}
 	default:
 		res.Summary = "traffic did not move as expected on drain/restore"
 		res.Hints = []Hint{HintRoleOverloaded, HintBreaker}
@@ -104,11 +108,25 @@ func (w *workflow) drainOne(ctx context.Context, orig rules.Rule, i int, fam str
 	}
 	switch {
 	case during[id] > 0:
-		return ev, Fail // a drained endpoint kept getting traffic
+		return append(ev, id+": FAIL, the drained endpoint kept getting traffic"), Fail
 	case others == 0:
-		return ev, Fail // traffic did not move to the peers
-	case after[id] == 0:
-		return ev, Warn // restored, but the picks did not come back (yet)
+		return append(ev, id+": FAIL, no peer took the traffic while it was drained"), Fail
+	}
+	// Back in rotation is what the runtime reports; whether one of a few
+	// sequential probes lands on it depends on affinity and load ties.
+	var sv statusView
+	if found, err := getJSON(ctx, w.hc, strings.TrimRight(w.opts.Server, "/")+keyPath(orig)+suffixStatus, &sv); err == nil && found {
+		state := sv.Endpoints[id].State
+		if state == "draining" || state == "" {
+			return append(ev, fmt.Sprintf("%s: FAIL, runtime state %q after the restore", id, state)), Fail
+		}
+		if after[id] == 0 {
+			ev = append(ev, fmt.Sprintf("%s: back in rotation (state %s); no restore probe landed on it (affinity or load ties)", id, state))
+		}
+		return ev, Pass
+	}
+	if after[id] == 0 {
+		return append(ev, id+": WARN, restored but no probe came back to it and no runtime status to confirm"), Warn
 	}
 	return ev, Pass
 }
@@ -119,8 +137,11 @@ func (w *workflow) probeDelta(ctx context.Context, fam string, sel Labels) map[s
 	if err != nil {
 		return nil
 	}
+	// Prompts differ from their first byte, so no prefix or KV affinity
+	// pins them: they spread by load.
+	nonce := time.Now().UnixNano()
 	for i := 0; i < w.opts.Probes; i++ {
-		w.send(ctx, fmt.Sprintf("infergate validate drain probe %d", i), false)
+		w.send(ctx, fmt.Sprintf("%x-%d: infergate validate drain probe", nonce+int64(i)*7919, i), false)
 	}
 	want := float64(w.opts.Probes)
 	after, err := w.awaitScrape(ctx, func(s *Snapshot) bool { return s.Sum(fam, sel)-before.Sum(fam, sel) >= want })

@@ -48,13 +48,15 @@ type compiledView struct {
 		Request string `json:"request"`
 	} `json:"probe"`
 	PD *struct {
-		CacheAware bool `json:"cache_aware"`
+		CacheAware     bool `json:"cache_aware"`
+		CacheThreshold int  `json:"cache_threshold"`
 	} `json:"pd"`
 	KV *struct {
-		Mode      int    `json:"mode"`
-		BlockSize int    `json:"block_size"`
-		HashAlgo  string `json:"hash_algo"`
-		ZMQPort   uint16 `json:"zmq_port"`
+		Mode      int     `json:"mode"`
+		BlockSize int     `json:"block_size"`
+		HashAlgo  string  `json:"hash_algo"`
+		ZMQPort   uint16  `json:"zmq_port"`
+		WarmupSec float64 `json:"warmup_sec"`
 	} `json:"kv"`
 	CHWBL     *json.RawMessage   `json:"chwbl"`
 	Endpoints []compiledEndpoint `json:"endpoints"`

@@ -51,8 +51,8 @@ type workflow struct {
 	label    string
 	vip      string // VIP:port probes go to
 	model    string
-	before   *Snapshot    // scraped before the first probe
-	tier15   *tier15Probe // Tier 1.5 during the cache-aware probe (nil: not run)
+	before   *Snapshot     // scraped before the first probe
+	tier15   *tier15Result // Tier 1.5 probe of the KV-exact step (nil: not run)
 }
 
 func (w *workflow) scrape(ctx context.Context) (*Snapshot, error) {

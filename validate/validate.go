@@ -55,6 +55,9 @@ type Options struct {
 	// Settle bounds how long to wait for counters to reflect finished
 	// requests (the gateway counts after the last byte is written).
 	Settle time.Duration
+	// KVWarmupWait bounds how long the KV-exact step waits for ranks still
+	// in the rule's warm-up to become trusted (kvWarmupSec, capped here).
+	KVWarmupWait time.Duration
 	// Progress receives a line per step as it starts and ends (nil: quiet).
 	Progress io.Writer
 	Log      logrus.FieldLogger
@@ -71,6 +74,7 @@ func DefaultOptions() Options {
 		Probes:         4,
 		RequestTimeout: 30 * time.Second,
 		Settle:         3 * time.Second,
+		KVWarmupWait:   15 * time.Second,
 	}
 }
 

@@ -54,10 +54,11 @@ type demoProc struct {
 
 // demoStart runs `infergate demo` on ephemeral ports and waits for its
 // ready banner. It is stopped (SIGINT, then SIGKILL) when the test ends.
-func demoStart(t *testing.T, bin string) *demoProc {
+func demoStart(t *testing.T, bin string, extra ...string) *demoProc {
 	t.Helper()
 	d := &demoProc{out: &cliSyncBuffer{}, done: make(chan struct{})}
-	d.cmd = exec.Command(bin, "demo", "--state-dir", t.TempDir(), "--api-addr", "127.0.0.1:0", "--vip-port", "0")
+	args := append([]string{"demo", "--state-dir", t.TempDir(), "--api-addr", "127.0.0.1:0", "--vip-port", "0"}, extra...)
+	d.cmd = exec.Command(bin, args...)
 	d.cmd.Stderr = d.out
 	stdout, err := d.cmd.StdoutPipe()
 	if err != nil {
