@@ -73,7 +73,7 @@ func (t *PrefixTier) Name() string { return TierPrefix }
 type PrefixExplain struct {
 	Hit          bool    `json:"hit"`
 	Reason       string  `json:"reason,omitempty"`   // fall-through reason when !Hit
-	Endpoint     string  `json:"endpoint,omitempty"` // longest-prefix owner among candidates ("" if none)
+	Endpoint     string  `json:"endpoint,omitempty"` // longest-prefix owner: a candidate, or the excluded owner (pinned_endpoint_excluded)
 	MatchedBytes int     `json:"matched_bytes"`
 	KeyBytes     int     `json:"key_bytes"`
 	Rate         float64 `json:"match_rate"`        // MatchedBytes / KeyBytes (key clipped to the index's cap)
