@@ -97,6 +97,13 @@ func (t *PrefixTier) Pick(f *Facts, cands []Candidate) (int, string, bool) {
 	return e.Index, e.Reason, e.Hit
 }
 
+// DryPick is Pick without OnLookup, for a ladder dry run (the routing
+// explanation) that must not feed the match-rate histogram.
+func (t *PrefixTier) DryPick(f *Facts, cands []Candidate) (int, string, bool) {
+	e := t.Explain(f, cands)
+	return e.Index, e.Reason, e.Hit
+}
+
 // Explain runs Pick's decision without side effects and reports it in full.
 func (t *PrefixTier) Explain(f *Facts, cands []Candidate) PrefixExplain {
 	e := PrefixExplain{Index: -1, Threshold: t.o.Threshold, BalanceAbs: t.o.BalanceAbs, KeyBytes: len(f.PromptKey)}

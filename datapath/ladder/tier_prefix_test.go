@@ -276,8 +276,9 @@ func TestOnLookupReportsRate(t *testing.T) {
 	sys := text("s", 2048)
 	tier.Pick(&Facts{PromptKey: sys}, cands("p", 0)) // empty index: 0
 	tier.Observe(&Facts{PromptKey: sys}, Candidate{ID: "p0"})
-	tier.Pick(&Facts{PromptKey: sys}, cands("p", 0)) // exact: 1
-	tier.Pick(&Facts{}, cands("p", 0))               // no key: not observed
+	tier.Pick(&Facts{PromptKey: sys}, cands("p", 0))    // exact: 1
+	tier.Pick(&Facts{}, cands("p", 0))                  // no key: not observed
+	tier.DryPick(&Facts{PromptKey: sys}, cands("p", 0)) // dry run: not observed
 	if fmt.Sprint(rates) != "[0 1]" {
 		t.Fatalf("rates %v, want [0 1]", rates)
 	}
