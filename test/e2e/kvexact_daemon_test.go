@@ -291,3 +291,90 @@ func TestKVExactDaemonSinglePool(t *testing.T) {
 			len(owner.Records())-ownerBefore, len(other.Records())-otherBefore)
 	}
 }
+
+// TestKVExactDaemonTRTLLM: a TensorRT-LLM P/D rule with kvExactMode 1. The
+// context servers have no PUB socket; the daemon drains their
+// /kv_cache_events (--kv-trt-poll-interval) into the inventory. Clients send
+// token ids (trtllm-serve has no /tokenize), and prompts sharing a cached
+// prefix follow it; a restart (event_id back to 0) clears the endpoint.
+func TestKVExactDaemonTRTLLM(t *testing.T) {
+	bin := cliBuild(t)
+	d := kvDaemon(t, bin, "--kv-trt-poll-interval", "10ms")
+	start := func(ip string, role pdfake.Role, kv pdfake.KVConfig) *pdfake.Engine {
+		cfg := pdfake.DefaultConfig(pdfake.TRTLLM, role)
+		cfg.Addr, cfg.Model, cfg.KV = ip+":0", kvModel, kv
+		e, err := pdfake.Start(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = e.Close() })
+		return e
+	}
+	kv := pdfake.KVConfig{BlockSize: kvBlock}
+	a := start("127.0.0.92", pdfake.Prefill, kv)
+	b := start("127.0.0.93", pdfake.Prefill, kv)
+	gen := start("127.0.0.94", pdfake.Decode, pdfake.KVConfig{})
+	vipPort := cliFreePort(t)
+	vip := fmt.Sprintf("127.0.0.91:%d", vipPort)
+	rule := strings.Replace(kvRuleJSON("127.0.0.91", vipPort, 0, []*pdfake.Engine{a, b}, gen), `"kvEngineType":"vllm","kvZmqPort":0,`, `"kvEngineType":"trtllm",`, 1)
+	rule = strings.Replace(rule, `"name":"kv-e2e"`, `"name":"kv-trt-e2e"`, 1)
+	kvPostOK(t, d.URL+"/netlox/v1/config/loadbalancer", rule)
+	ids := func(words string) string { return strings.ReplaceAll(fmt.Sprint(pdfake.FakeTokens(words)), " ", ",") }
+	post := func(prompt string) error {
+		body := fmt.Sprintf(`{"model":%q,"prompt":%s,"max_tokens":4}`, kvModel, ids(prompt))
+		ctx, cancel := context.WithTimeout(context.Background(), kvWait)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+vip+"/v1/completions", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d: %s", resp.StatusCode, b)
+		}
+		return nil
+	}
+	inventory := func() []kvplane.InventoryRow {
+		var inv kvInventoryResp
+		kvGetJSON(t, d.URL+"/netlox/v1/config/ai/kv/inventory", &inv)
+		return inv.Rows
+	}
+	if rows := inventory(); len(rows) != 2 || rows[0].Source != kvplane.SourceTRT {
+		t.Fatalf("inventory rows = %+v, want two trtllm_poll rows", rows)
+	}
+	kvEventually(t, "the VIP serves", func() bool { return post(kvPromptA) == nil })
+	owner, other := a, b
+	if len(b.Records()) > len(a.Records()) {
+		owner, other = b, a
+	}
+	kvEventually(t, "the owner's drained blocks indexed and trusted", func() bool {
+		r, ok := kvRow(inventory(), owner.AddrPort().String())
+		return ok && r.Blocks == 3 && r.Trusted
+	})
+	ownerBefore, otherBefore := len(owner.Records()), len(other.Records())
+	const n = 4
+	for i := 0; i < n; i++ {
+		if err := post(kvPromptA + kvSuffix + fmt.Sprint(" turn", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := len(owner.Records()) - ownerBefore; got != n || len(other.Records()) != otherBefore {
+		t.Fatalf("owner got %d of %d prefix-sharing prompts, the other %d", got, n, len(other.Records())-otherBefore)
+	}
+	if got := kvMetric(t, d.URL, "loxilb_pd_kv_trt_polls_total", `result="ok"`); got == 0 {
+		t.Fatal("no successful TensorRT-LLM drains counted")
+	}
+	// A restart: the engine's events restart at event_id 0 with "created"
+	// at its next allocation. Until the gateway sees that, the old inventory
+	// still routes the prefix there, which is that allocation.
+	kvPostOK(t, "http://"+owner.AddrPort().String()+"/admin/kv/restart", "")
+	if err := post(kvPromptA + " once more"); err != nil {
+		t.Fatal(err)
+	}
+	kvEventually(t, "the restart seen (event_id back to 0) and the owner cleared", func() bool {
+		return kvMetric(t, d.URL, "loxilb_kv_restarts_total", `endpoint="`+owner.AddrPort().String()+`"`) == 1
+	})
+}

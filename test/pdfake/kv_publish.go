@@ -56,11 +56,21 @@ type kvState struct {
 	stored  map[uint64]bool // engine hashes currently cached
 	paused  bool
 	restart bool // next publish starts again at seq 0 (engine restarted)
+
+	// TensorRT-LLM: events wait in a buffer drained by /kv_cache_events.
+	trt        bool
+	trtEvents  []map[string]any
+	trtNext    uint64
+	trtCreated bool
 }
 
 // startKV wires /tokenize and the KV admin routes, and the publisher when
-// configured. Called by Start for vLLM engines only.
+// configured (vLLM), or the event drain (TensorRT-LLM with KV.BlockSize set).
 func (e *Engine) startKV(mux *http.ServeMux) error {
+	if e.cfg.Dialect == TRTLLM && e.cfg.KV.BlockSize > 0 {
+		e.startTRTEvents(mux)
+		return nil
+	}
 	if e.cfg.Dialect != VLLM {
 		return nil
 	}
@@ -97,14 +107,14 @@ func (e *Engine) startKV(mux *http.ServeMux) error {
 }
 
 func (e *Engine) closeKV() {
-	if e.kv != nil {
+	if e.kv != nil && e.kv.pub != nil {
 		_ = e.kv.pub.Close()
 	}
 }
 
 // KVEndpoint is the engine's PUB endpoint ("" without publishing).
 func (e *Engine) KVEndpoint() string {
-	if e.kv == nil {
+	if e.kv == nil || e.kv.pub == nil {
 		return ""
 	}
 	return e.kv.pub.Endpoint()
@@ -113,7 +123,7 @@ func (e *Engine) KVEndpoint() string {
 // KVPublisher is the engine's publisher (nil without publishing), for
 // tests that wait for subscribers.
 func (e *Engine) KVPublisher() *kvfake.Publisher {
-	if e.kv == nil {
+	if e.kv == nil || e.kv.pub == nil {
 		return nil
 	}
 	return e.kv.pub
@@ -221,14 +231,18 @@ func (e *Engine) kvPrefilled(req map[string]json.RawMessage) {
 	if first == len(hashes) {
 		return
 	}
-	ev := kvfake.BlockStored{BlockHashes: hashes[first:], TokenIDs: ids[first*bs : full], BlockSize: bs}
+	var parent *uint64
 	if first > 0 {
-		parent := hashes[first-1]
-		ev.Parent = &parent
+		parent = &hashes[first-1]
 	}
 	for _, h := range hashes[first:] {
 		s.stored[h] = true
 	}
+	if s.trt {
+		s.trtStoredLocked(hashes[first:], ids[first*bs:full], parent)
+		return
+	}
+	ev := kvfake.BlockStored{BlockHashes: hashes[first:], TokenIDs: ids[first*bs : full], BlockSize: bs, Parent: parent}
 	s.publishLocked(kvfake.Batch{Events: []any{ev}})
 }
 
@@ -243,13 +257,20 @@ func (s *kvState) publishLocked(b kvfake.Batch) {
 }
 
 // serveKVRestart: POST /admin/kv/restart simulates an engine restart: the
-// cache is empty and the sequence starts again at 0 with AllBlocksCleared.
+// cache is empty and the sequence starts again at 0 (vLLM: with
+// AllBlocksCleared; TensorRT-LLM: "created" at the next allocation).
 func (e *Engine) serveKVRestart(w http.ResponseWriter, _ *http.Request) {
 	s := e.kv
 	s.mu.Lock()
 	s.stored = map[uint64]bool{}
-	s.restart = true
-	s.publishLocked(kvfake.Batch{Events: []any{kvfake.AllBlocksCleared{}}})
+	if s.trt {
+		// The ring restarts empty at event_id 0; "created" comes with the
+		// first allocation.
+		s.trtEvents, s.trtNext, s.trtCreated = nil, 0, false
+	} else {
+		s.restart = true
+		s.publishLocked(kvfake.Batch{Events: []any{kvfake.AllBlocksCleared{}}})
+	}
 	s.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
 }
