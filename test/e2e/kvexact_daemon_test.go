@@ -156,9 +156,9 @@ func kvRow(rows []kvplane.InventoryRow, endpoint string) (kvplane.InventoryRow, 
 // it untrusted during warm-up. Both topologies: the gateway dials the
 // engines, or binds one socket they dial.
 func TestKVExactDaemon(t *testing.T) {
-	bin := cliBuild(t)
+	bin := cliBuild(t) // one build for every subtest
 	for i, bind := range []bool{false, true} {
-		t.Run(fmt.Sprintf("bind=%v", bind), func(t *testing.T) {
+		t.Run(fmt.Sprintf("vllm-pd/bind=%v", bind), func(t *testing.T) {
 			zmqPort := kvFreePort(t)
 			var extra []string
 			kv := pdfake.KVConfig{ZMQPort: int(zmqPort), BlockSize: kvBlock}
@@ -228,14 +228,15 @@ func TestKVExactDaemon(t *testing.T) {
 			})
 		})
 	}
+	t.Run("single-pool", func(t *testing.T) { kvDaemonSinglePool(t, bin) })
+	t.Run("trtllm-pd", func(t *testing.T) { kvDaemonTRTLLM(t, bin) })
 }
 
-// TestKVExactDaemonSinglePool is kvExactMode 3: a round-robin single pool
+// kvDaemonSinglePool is kvExactMode 3: a round-robin single pool
 // whose engines publish events; prompts sharing a cached prefix stick to
 // the engine holding it instead of alternating, and a prompt nobody holds
 // keeps the rule's own selector.
-func TestKVExactDaemonSinglePool(t *testing.T) {
-	bin := cliBuild(t)
+func kvDaemonSinglePool(t *testing.T, bin string) {
 	d := kvDaemon(t, bin, "--kv-tokenize-timeout", "2s")
 	zmqPort := kvFreePort(t)
 	kv := pdfake.KVConfig{ZMQPort: int(zmqPort), BlockSize: kvBlock}
@@ -292,13 +293,12 @@ func TestKVExactDaemonSinglePool(t *testing.T) {
 	}
 }
 
-// TestKVExactDaemonTRTLLM: a TensorRT-LLM P/D rule with kvExactMode 1. The
+// kvDaemonTRTLLM: a TensorRT-LLM P/D rule with kvExactMode 1. The
 // context servers have no PUB socket; the daemon drains their
 // /kv_cache_events (--kv-trt-poll-interval) into the inventory. Clients send
 // token ids (trtllm-serve has no /tokenize), and prompts sharing a cached
 // prefix follow it; a restart (event_id back to 0) clears the endpoint.
-func TestKVExactDaemonTRTLLM(t *testing.T) {
-	bin := cliBuild(t)
+func kvDaemonTRTLLM(t *testing.T, bin string) {
 	d := kvDaemon(t, bin, "--kv-trt-poll-interval", "10ms")
 	start := func(ip string, role pdfake.Role, kv pdfake.KVConfig) *pdfake.Engine {
 		cfg := pdfake.DefaultConfig(pdfake.TRTLLM, role)
