@@ -190,6 +190,11 @@ func runDemo(ctx context.Context, g *globals, f demoFlags, level logrus.Level) e
 	}
 	api := client.New(apiURL, hc)
 	for _, rs := range demoRules() {
+		// A rule persisted by an earlier run may sit on another VIP port;
+		// replace it rather than keep a second rule on dead engines.
+		if err := api.DeleteByName(ctx, rs.name); err != nil && !client.IsNotFound(err) {
+			return fmt.Errorf("demo: remove the previous %s: %w", rs.name, err)
+		}
 		r := demoRule(rs, f.vipPort, addrs[rs.name], kvPort, f.kvBlockSize)
 		if _, err := api.Apply(ctx, r); err != nil {
 			return fmt.Errorf("demo: apply rule %s: %w", rs.name, err)
