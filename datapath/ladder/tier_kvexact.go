@@ -107,6 +107,13 @@ func (t *KVExact) Explain(f *Facts, cands []Candidate) (idx int, reason string, 
 	return t.decide(f, cands, true)
 }
 
+// DryPick is Pick without side effects (no metrics, no watchdog), for a
+// ladder dry run; same contract as PrefixTier.DryPick.
+func (t *KVExact) DryPick(f *Facts, cands []Candidate) (int, string, bool) {
+	idx, reason, ok, _ := t.decide(f, cands, true)
+	return idx, reason, ok
+}
+
 func (t *KVExact) record(reason string, ok bool) {
 	switch {
 	case t.o.Metrics == nil:

@@ -123,6 +123,9 @@ func TestKVExactPick(t *testing.T) {
 			if ok && len(scores) != len(cands) {
 				t.Fatalf("explain scores = %v", scores)
 			}
+			if didx, dreason, dok := tier.DryPick(f, cands); didx != idx || dreason != reason || dok != ok {
+				t.Fatalf("dry pick = %d %q %v, pick = %d %q %v", didx, dreason, dok, idx, reason, ok)
+			}
 			if v := cval(m.Tier15Hits.WithLabelValues("r")) + cval(m.Tier15Misses.WithLabelValues("r", reason)); v != 1 {
 				t.Fatalf("explain counted: %v", v)
 			}
@@ -171,7 +174,8 @@ func TestKVExactWatchdogCounts(t *testing.T) {
 	cands := []Candidate{{ID: "a"}}
 	f := &Facts{Tokens: make([]uint32, 8)}
 	for i := 0; i < 12; i++ {
-		tier.Explain(f, cands) // explanations never feed the watchdog
+		tier.Explain(f, cands) // explanations and dry runs never feed the watchdog
+		tier.DryPick(f, cands)
 		tier.Pick(f, cands)
 	}
 	if v := cval(m.ZeroHitWatchdog.WithLabelValues("r")); v != 1 {
