@@ -15,6 +15,11 @@
 // the first window_size seen is indexed (sliding-window models publish one
 // block set per window).
 //
+// Before the first drain the poller asks GET /server_info: an engine that
+// reports a tokens_per_block other than kvBlockSize is not drained (counted
+// as rejected, logged once, asked again every RecheckInterval); engines that
+// do not report it are admitted.
+//
 // One goroutine per endpoint keeps one drain outstanding at a time, sleeping
 // Options.Interval between drains; a successful drain marks the endpoint
 // connected (trust then follows the inventory's warm-up), a failed one

@@ -19,6 +19,16 @@ import (
 // PathKVCacheEvents is TensorRT-LLM's destructive event drain.
 const PathKVCacheEvents = "/kv_cache_events"
 
+// PathServerInfo reports the engine's KV settings (tensorrt_llm ≥ 1.3.0rc24).
+const PathServerInfo = "/server_info"
+
+// FieldTokensPerBlock is /server_info's block size.
+const FieldTokensPerBlock = "tokens_per_block"
+
+// ResultRejected counts polls skipped because the engine's
+// tokens_per_block differs from kvBlockSize.
+const ResultRejected = "rejected"
+
 // Wire names of the TensorRT-LLM event envelope (kv-events.md §1.8).
 const (
 	FieldEventID     = "event_id"
@@ -59,6 +69,7 @@ const (
 	DefaultInterval    = 20 * time.Millisecond
 	DefaultTimeout     = 30 * time.Second
 	DefaultMaxResponse = 64 << 20
+	DefaultRecheck     = time.Minute
 )
 
 // Options configures pollers.
@@ -69,17 +80,20 @@ type Options struct {
 	// Timeout bounds one drain (older engines block ~2 s on an idle poll).
 	Timeout time.Duration
 	// BlockSize is kvBlockSize, TensorRT-LLM's tokens_per_block.
-	BlockSize   int
-	MaxResponse int64
-	Client      *http.Client
-	Metrics     *metrics.KVRouting
-	Logger      logrus.FieldLogger
+	BlockSize int
+	// RecheckInterval is how often an engine refused for a block-size
+	// mismatch is asked /server_info again.
+	RecheckInterval time.Duration
+	MaxResponse     int64
+	Client          *http.Client
+	Metrics         *metrics.KVRouting
+	Logger          logrus.FieldLogger
 }
 
 // DefaultOptions returns the defaults for rule.
 func DefaultOptions(rule string) Options {
 	return Options{Rule: rule, Interval: DefaultInterval, Timeout: DefaultTimeout,
-		BlockSize: kvexact.DefaultBlockSize, MaxResponse: DefaultMaxResponse}
+		BlockSize: kvexact.DefaultBlockSize, MaxResponse: DefaultMaxResponse, RecheckInterval: DefaultRecheck}
 }
 
 // Poller drains one endpoint.
@@ -107,6 +121,9 @@ func Start(t Target, sink Sink, o Options) *Poller {
 	if o.MaxResponse <= 0 {
 		o.MaxResponse = d.MaxResponse
 	}
+	if o.RecheckInterval <= 0 {
+		o.RecheckInterval = d.RecheckInterval
+	}
 	if o.Client == nil {
 		o.Client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
 	}
@@ -132,7 +149,7 @@ func (p *Poller) Close() error {
 func (p *Poller) run(ctx context.Context) {
 	defer close(p.done)
 	log := p.o.Logger.WithFields(logrus.Fields{"rule": p.o.Rule, "endpoint": p.t.Endpoint})
-	connected, failing := false, false
+	connected, failing, admitted, warned := false, false, false, false
 	tick := time.NewTimer(0)
 	defer tick.Stop()
 	for {
@@ -143,6 +160,28 @@ func (p *Poller) run(ctx context.Context) {
 			}
 			return
 		case <-tick.C:
+		}
+		if !admitted {
+			// Admission: an engine whose blocks are another size would
+			// publish blocks no request key can match, so it is not drained
+			// (draining is destructive) until its settings agree.
+			size, known := p.serverBlockSize(ctx)
+			if ctx.Err() != nil {
+				continue
+			}
+			if known && size != p.o.BlockSize {
+				if !warned {
+					log.WithFields(logrus.Fields{"tokens_per_block": size, "kvBlockSize": p.o.BlockSize}).
+						Warn("trtpoll: engine block size differs from kvBlockSize; its KV events are not drained")
+					warned = true
+				}
+				if m := p.o.Metrics; m != nil {
+					m.TRTPolls.WithLabelValues(p.o.Rule, p.t.Endpoint, ResultRejected).Inc()
+				}
+				tick.Reset(p.o.RecheckInterval)
+				continue
+			}
+			admitted = true
 		}
 		body, err := p.drain(ctx)
 		if ctx.Err() != nil {
@@ -173,6 +212,35 @@ func (p *Poller) run(ctx context.Context) {
 		}
 		tick.Reset(p.o.Interval)
 	}
+}
+
+// serverBlockSize asks /server_info for tokens_per_block; known is false
+// when the engine does not say (older builds, unreachable): those are
+// admitted and the drain itself reports what is wrong.
+func (p *Poller) serverBlockSize(ctx context.Context) (size int, known bool) {
+	ctx, cancel := context.WithTimeout(ctx, p.o.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.t.URL+PathServerInfo, nil)
+	if err != nil {
+		return 0, false
+	}
+	resp, err := p.o.Client.Do(req)
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		return 0, false
+	}
+	var info map[string]json.RawMessage
+	if json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&info) != nil {
+		return 0, false
+	}
+	if err := json.Unmarshal(info[FieldTokensPerBlock], &size); err != nil || size <= 0 {
+		return 0, false
+	}
+	return size, true
 }
 
 func (p *Poller) drain(ctx context.Context) ([]byte, error) {

@@ -51,11 +51,24 @@ type drainServer struct {
 	drains []string
 	served int
 	fail   bool
+	info   string // /server_info body; "" → 404 (older engines)
+	infos  int    // /server_info requests
 }
 
 func newDrainServer(t *testing.T, drains []string) *drainServer {
 	d := &drainServer{drains: drains}
 	d.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Path == PathServerInfo {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			d.infos++
+			if d.info == "" {
+				http.NotFound(w, r)
+				return
+			}
+			_, _ = w.Write([]byte(d.info))
+			return
+		}
 		if r.Method != http.MethodPost || r.URL.Path != PathKVCacheEvents {
 			http.NotFound(w, r)
 			return
@@ -192,5 +205,43 @@ func TestDecodeRejectsGarbage(t *testing.T) {
 		if _, err := Decode([]byte(body)); err == nil {
 			t.Errorf("Decode(%q) accepted", body)
 		}
+	}
+}
+
+// TestAdmission: an engine reporting another tokens_per_block is never
+// drained (draining is destructive) until it agrees; unknown or equal sizes
+// are admitted.
+func TestAdmission(t *testing.T) {
+	tests := []struct {
+		name  string
+		info  string
+		admit bool
+	}{
+		{"no /server_info (older build)", "", true},
+		{"no tokens_per_block", `{"kv_cache_hash_algo":"v1_block_key"}`, true},
+		{"equal block size", `{"kv_cache_hash_algo":"v1_block_key","tokens_per_block":32}`, true},
+		{"other block size", `{"kv_cache_hash_algo":"v1_block_key","tokens_per_block":64}`, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newDrainServer(t, nil)
+			d.info = tc.info
+			inv := kvexact.NewInventory(kvexact.Options{Rule: "r", BlockSize: 32})
+			p := Start(Target{Endpoint: "ep", URL: d.srv.URL}, inv, Options{Rule: "r", Interval: time.Millisecond,
+				BlockSize: 32, RecheckInterval: time.Millisecond})
+			defer p.Close()
+			if tc.admit {
+				waitFor(t, "drains", func() bool { return d.servedAtLeast(3) })
+				return
+			}
+			waitFor(t, "rechecks", func() bool { d.mu.Lock(); defer d.mu.Unlock(); return d.infos >= 5 })
+			if d.servedAtLeast(1) {
+				t.Fatal("an engine with another block size was drained")
+			}
+			d.mu.Lock()
+			d.info = `{"tokens_per_block":32}` // the engine was reconfigured
+			d.mu.Unlock()
+			waitFor(t, "drains after the fix", func() bool { return d.servedAtLeast(1) })
+		})
 	}
 }
