@@ -174,7 +174,7 @@ func TestKVExactDaemon(t *testing.T) {
 				kvGetJSON(t, d.URL+"/netlox/v1/config/ai/kv/inventory", &inv)
 				return inv.Rows
 			}
-			ipBase := 60 + 10*i
+			ipBase := 210 + 10*i
 			a := kvFake(t, fmt.Sprintf("127.0.0.%d", ipBase+2), pdfake.Prefill, kv)
 			b := kvFake(t, fmt.Sprintf("127.0.0.%d", ipBase+3), pdfake.Prefill, kv)
 			dec := kvFake(t, fmt.Sprintf("127.0.0.%d", ipBase+4), pdfake.Decode, pdfake.KVConfig{})
@@ -242,15 +242,15 @@ func kvDaemonSinglePool(t *testing.T, bin string) {
 	kv := pdfake.KVConfig{ZMQPort: int(zmqPort), BlockSize: kvBlock}
 	// Role-less pool members: the vLLM fake answers whole requests either
 	// way (it records the missing P/D params as a soft violation).
-	a := kvFake(t, "127.0.0.82", pdfake.Prefill, kv)
-	b := kvFake(t, "127.0.0.83", pdfake.Prefill, kv)
+	a := kvFake(t, "127.0.0.232", pdfake.Prefill, kv)
+	b := kvFake(t, "127.0.0.233", pdfake.Prefill, kv)
 	vipPort := cliFreePort(t)
-	vip := fmt.Sprintf("127.0.0.81:%d", vipPort)
+	vip := fmt.Sprintf("127.0.0.231:%d", vipPort)
 	var eps []string
 	for _, e := range []*pdfake.Engine{a, b} {
 		eps = append(eps, fmt.Sprintf(`{"endpointIP":%q,"targetPort":%d,"weight":1}`, e.AddrPort().Addr(), e.AddrPort().Port()))
 	}
-	rule := fmt.Sprintf(`{"serviceArguments":{"externalIP":"127.0.0.81","port":%d,"protocol":"tcp","sel":0,"mode":4,"name":"kv-pool-e2e",`+
+	rule := fmt.Sprintf(`{"serviceArguments":{"externalIP":"127.0.0.231","port":%d,"protocol":"tcp","sel":0,"mode":4,"name":"kv-pool-e2e",`+
 		`"kvExactMode":3,"kvEngineType":"vllm","kvZmqPort":%d,"kvBlockSize":%d,"kvWarmupSec":1,"probetype":"http","probereq":"/health"},"endpoints":[%s]}`,
 		vipPort, zmqPort, kvBlock, strings.Join(eps, ","))
 	kvPostOK(t, d.URL+"/netlox/v1/config/loadbalancer", rule)
@@ -311,12 +311,12 @@ func kvDaemonTRTLLM(t *testing.T, bin string) {
 		return e
 	}
 	kv := pdfake.KVConfig{BlockSize: kvBlock}
-	a := start("127.0.0.92", pdfake.Prefill, kv)
-	b := start("127.0.0.93", pdfake.Prefill, kv)
-	gen := start("127.0.0.94", pdfake.Decode, pdfake.KVConfig{})
+	a := start("127.0.0.242", pdfake.Prefill, kv)
+	b := start("127.0.0.243", pdfake.Prefill, kv)
+	gen := start("127.0.0.244", pdfake.Decode, pdfake.KVConfig{})
 	vipPort := cliFreePort(t)
-	vip := fmt.Sprintf("127.0.0.91:%d", vipPort)
-	rule := strings.Replace(kvRuleJSON("127.0.0.91", vipPort, 0, []*pdfake.Engine{a, b}, gen), `"kvEngineType":"vllm","kvZmqPort":0,`, `"kvEngineType":"trtllm",`, 1)
+	vip := fmt.Sprintf("127.0.0.241:%d", vipPort)
+	rule := strings.Replace(kvRuleJSON("127.0.0.241", vipPort, 0, []*pdfake.Engine{a, b}, gen), `"kvEngineType":"vllm","kvZmqPort":0,`, `"kvEngineType":"trtllm",`, 1)
 	rule = strings.Replace(rule, `"name":"kv-e2e"`, `"name":"kv-trt-e2e"`, 1)
 	kvPostOK(t, d.URL+"/netlox/v1/config/loadbalancer", rule)
 	ids := func(words string) string { return strings.ReplaceAll(fmt.Sprint(pdfake.FakeTokens(words)), " ", ",") }

@@ -23,7 +23,8 @@ import (
 	"github.com/infergate/infergate/test/pdfake"
 )
 
-// Bounds of the KV-exact end-to-end tests.
+// Bounds of the KV-exact end-to-end tests. Their engines live on
+// 127.0.0.200–.250 (other e2e tests use lower addresses).
 const (
 	kvWarmup  = 2 * time.Second
 	kvWait    = 10 * time.Second
@@ -136,9 +137,9 @@ func kvStart(t *testing.T, bind bool) *kvSetup {
 	}
 	s.plane = kvplane.New(opts, s.m.KV, kvQuietLog())
 	t.Cleanup(func() { _ = s.plane.Close() })
-	s.a = kvFake(t, "127.0.0.2", pdfake.Prefill, kv)
-	s.b = kvFake(t, "127.0.0.3", pdfake.Prefill, kv)
-	s.d = kvFake(t, "127.0.0.4", pdfake.Decode, pdfake.KVConfig{})
+	s.a = kvFake(t, "127.0.0.202", pdfake.Prefill, kv)
+	s.b = kvFake(t, "127.0.0.203", pdfake.Prefill, kv)
+	s.d = kvFake(t, "127.0.0.204", pdfake.Decode, pdfake.KVConfig{})
 	s.rule = &spec.Rule{
 		Key:       spec.Key{VIP: netip.MustParseAddr("127.0.0.1"), Port: 18080, Protocol: "tcp"},
 		Name:      "kv-e2e",
@@ -301,14 +302,14 @@ func TestKVExactPlaneReplay(t *testing.T) {
 	var port uint16
 	for i := 0; i < 20; i++ { // a port whose replay twin is free too
 		port = kvFreePort(t)
-		if ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.5:%d", int(port)+offset)); err == nil {
+		if ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.205:%d", int(port)+offset)); err == nil {
 			ln.Close()
 			break
 		}
 	}
-	a := kvFake(t, "127.0.0.5", pdfake.Prefill, pdfake.KVConfig{ZMQPort: int(port), ReplayPort: int(port) + offset, BlockSize: kvBlock})
+	a := kvFake(t, "127.0.0.205", pdfake.Prefill, pdfake.KVConfig{ZMQPort: int(port), ReplayPort: int(port) + offset, BlockSize: kvBlock})
 	kvPrefill(t, a, kvPromptA) // before anyone subscribes: only replay can deliver it
-	d := kvFake(t, "127.0.0.6", pdfake.Decode, pdfake.KVConfig{})
+	d := kvFake(t, "127.0.0.206", pdfake.Decode, pdfake.KVConfig{})
 	opts := kvplane.DefaultOptions()
 	opts.ReplayPortOffset = offset
 	plane := kvplane.New(opts, metrics.New().KV, kvQuietLog())
