@@ -765,3 +765,58 @@ func TestPDBreakerPrefill5xxStreak(t *testing.T) {
 		t.Errorf("open prefill, no role 0: %d %s", res.status, res.body)
 	}
 }
+
+// TestPDConcurrentLoadAccounting: concurrent requests all succeed, spread
+// over both pairs, and every endpoint's load returns to zero.
+func TestPDConcurrentLoadAccounting(t *testing.T) {
+	for _, engine := range []spec.Engine{spec.EngineVLLM, spec.EngineSGLang} {
+		t.Run(string(engine), func(t *testing.T) {
+			f := newPDFleet(t, pdTestOptions(), engine, 2, 2)
+			c := testClient()
+			const workers, each = 8, 4
+			errs := make(chan string, workers*each)
+			done := make(chan struct{})
+			for w := range workers {
+				go func() {
+					defer func() { done <- struct{}{} }()
+					for i := range each {
+						req, _ := http.NewRequest(http.MethodPost, f.url(pathChatCompletions),
+							strings.NewReader(pdBody(pathChatCompletions, i%2 == 0, "")))
+						resp, err := c.Do(req)
+						if err != nil {
+							errs <- err.Error()
+							continue
+						}
+						_, _ = io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						if resp.StatusCode != http.StatusOK {
+							errs <- fmt.Sprintf("worker %d: status %d", w, resp.StatusCode)
+						}
+					}
+				}()
+			}
+			for range workers {
+				<-done
+			}
+			close(errs)
+			for e := range errs {
+				t.Error(e)
+			}
+			pre, dec := f.legCounts()
+			for i, n := range append(pre, dec...) {
+				if n == 0 {
+					t.Errorf("endpoint %d got no leg (prefills %v decodes %v)", i, pre, dec)
+				}
+			}
+			waitFor(t, 5*time.Second, "loads back to 0", func() bool {
+				c := f.rt.rules[f.rule.Key].cur.Load()
+				for _, ep := range c.eps {
+					if ep.active.Load() != 0 {
+						return false
+					}
+				}
+				return true
+			})
+		})
+	}
+}
