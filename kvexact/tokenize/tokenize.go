@@ -30,7 +30,32 @@ const (
 
 	// PathTokenize is vLLM's tokenisation route (also served by SGLang).
 	PathTokenize = "/tokenize"
+
+	// Request fields that change how the engine renders and tokenises a
+	// prompt; forwarded to /tokenize as given and part of the cache key.
+	FieldTools                = "tools"
+	FieldChatTemplate         = "chat_template"
+	FieldChatTemplateKwargs   = "chat_template_kwargs"
+	FieldAddGenerationPrompt  = "add_generation_prompt"
+	FieldContinueFinalMessage = "continue_final_message"
+	FieldAddSpecialTokens     = "add_special_tokens"
 )
+
+// renderFields are the render-affecting fields, in the order of
+// overlay.render; chatOnly marks those /tokenize accepts only with messages.
+// Every name starts with t, c or a (mentionsRenderField relies on it).
+var renderFields = []struct {
+	name     string
+	quoted   []byte
+	chatOnly bool
+}{
+	{FieldTools, []byte(`"` + FieldTools + `"`), true},
+	{FieldChatTemplate, []byte(`"` + FieldChatTemplate + `"`), true},
+	{FieldChatTemplateKwargs, []byte(`"` + FieldChatTemplateKwargs + `"`), true},
+	{FieldAddGenerationPrompt, []byte(`"` + FieldAddGenerationPrompt + `"`), true},
+	{FieldContinueFinalMessage, []byte(`"` + FieldContinueFinalMessage + `"`), true},
+	{FieldAddSpecialTokens, []byte(`"` + FieldAddSpecialTokens + `"`), false},
+}
 
 // Errors callers may count by kind.
 var (
@@ -134,13 +159,45 @@ type overlay struct {
 	Model    string          `json:"model"`
 	Prompt   json.RawMessage `json:"prompt"`
 	Messages json.RawMessage `json:"messages"`
+	// Render-affecting fields, same order as renderFields.
+	Tools                json.RawMessage `json:"tools"`
+	ChatTemplate         json.RawMessage `json:"chat_template"`
+	ChatTemplateKwargs   json.RawMessage `json:"chat_template_kwargs"`
+	AddGenerationPrompt  json.RawMessage `json:"add_generation_prompt"`
+	ContinueFinalMessage json.RawMessage `json:"continue_final_message"`
+	AddSpecialTokens     json.RawMessage `json:"add_special_tokens"`
+}
+
+func (o *overlay) render() [6]json.RawMessage {
+	return [6]json.RawMessage{o.Tools, o.ChatTemplate, o.ChatTemplateKwargs, o.AddGenerationPrompt, o.ContinueFinalMessage, o.AddSpecialTokens}
+}
+
+// mentionsRenderField reports whether body may carry a render-affecting
+// field: one pass over its quotes (bytes.Index per name cost 4 µs on a
+// 1 KiB body), deciding whether the caller's pre-scanned prompt is enough.
+func mentionsRenderField(body []byte) bool {
+	for i := 0; ; {
+		j := bytes.IndexByte(body[i:], '"')
+		if j < 0 || i+j+1 >= len(body) {
+			return false
+		}
+		i += j + 1
+		switch body[i] {
+		case 't', 'c', 'a': // first letters of the render field names
+			for _, f := range renderFields {
+				if bytes.HasPrefix(body[i:], f.quoted[1:]) {
+					return true
+				}
+			}
+		}
+	}
 }
 
 // Tokens returns the request's prompt token ids: the client's own ids when
 // the prompt is a list of ints, else the engine's /tokenize answer (cached).
 func (e *Engine) Tokens(ctx context.Context, req Request) ([]uint32, error) {
 	ov := overlay{Model: req.Model, Prompt: req.Prompt, Messages: req.Messages}
-	if req.Model == "" || (req.Prompt == nil && req.Messages == nil) {
+	if req.Model == "" || (req.Prompt == nil && req.Messages == nil) || mentionsRenderField(req.Body) {
 		if err := json.Unmarshal(req.Body, &ov); err != nil {
 			return nil, fmt.Errorf("tokenize: body: %w", err)
 		}
@@ -167,7 +224,13 @@ func (e *Engine) Tokens(ctx context.Context, req Request) ([]uint32, error) {
 			return nil, ErrUnsupported
 		}
 	}
-	key := cacheKey(model, req.Path, field, raw)
+	var extra []extraField
+	for i, v := range ov.render() {
+		if f := renderFields[i]; present(v) && (field == FieldMessages || !f.chatOnly) {
+			extra = append(extra, extraField{f.name, v})
+		}
+	}
+	key := cacheKey(model, req.Path, field, raw, extra)
 	if ids, ok := e.cache.Get(key); ok {
 		e.count(metrics.ResultHit)
 		return ids, nil
@@ -179,7 +242,7 @@ func (e *Engine) Tokens(ctx context.Context, req Request) ([]uint32, error) {
 			e.count(metrics.ResultMiss)
 		}
 	}, func(fctx context.Context) ([]uint32, error) {
-		ids, err := e.ask(fctx, model, field, raw)
+		ids, err := e.ask(fctx, model, field, raw, extra)
 		if err == nil {
 			e.cache.Add(key, ids)
 		}
@@ -208,8 +271,14 @@ func tokenIDs(raw json.RawMessage) ([]uint32, error) {
 	return ids, nil
 }
 
+// extraField is one render-affecting field forwarded to /tokenize.
+type extraField struct {
+	name string
+	raw  json.RawMessage
+}
+
 // cacheKey hashes what determines the engine's tokenisation.
-func cacheKey(model, path, field string, raw []byte) uint64 {
+func cacheKey(model, path, field string, raw []byte, extra []extraField) uint64 {
 	d := xxhash.New()
 	_, _ = d.WriteString(model)
 	_, _ = d.Write([]byte{0})
@@ -218,6 +287,12 @@ func cacheKey(model, path, field string, raw []byte) uint64 {
 	_, _ = d.WriteString(field)
 	_, _ = d.Write([]byte{0})
 	_, _ = d.Write(raw)
+	for _, x := range extra {
+		_, _ = d.Write([]byte{0})
+		_, _ = d.WriteString(x.name)
+		_, _ = d.Write([]byte{0})
+		_, _ = d.Write(x.raw)
+	}
 	return d.Sum64()
 }
 
@@ -229,13 +304,17 @@ type tokenizeResponse struct {
 }
 
 // ask sends one /tokenize to the next endpoint.
-func (e *Engine) ask(ctx context.Context, model, field string, raw json.RawMessage) ([]uint32, error) {
+func (e *Engine) ask(ctx context.Context, model, field string, raw json.RawMessage, extra []extraField) ([]uint32, error) {
 	eps := e.opts.Endpoints()
 	if len(eps) == 0 {
 		return nil, ErrNoEndpoint
 	}
 	ep := eps[int(e.rr.Add(1)-1)%len(eps)]
-	body, err := json.Marshal(map[string]any{FieldModel: model, field: raw})
+	req := map[string]any{FieldModel: model, field: raw}
+	for _, x := range extra {
+		req[x.name] = x.raw
+	}
+	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("tokenize: encode: %w", err)
 	}

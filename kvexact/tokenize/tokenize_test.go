@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -399,5 +401,87 @@ func TestPrescannedFields(t *testing.T) {
 	// Without a model the body is decoded, and a bad body is an error.
 	if _, err := e.Tokens(context.Background(), Request{Path: "/v1/completions", Body: []byte("not json"), Prompt: []byte(`"ab"`)}); err == nil {
 		t.Fatal("a bad body without a model must fail")
+	}
+}
+
+// TestRenderFieldsForwarded: fields that change the engine's render reach
+// /tokenize as given and key the cache; ones /tokenize rejects for the
+// completion form are not sent.
+func TestRenderFieldsForwarded(t *testing.T) {
+	msgs := `[{"role":"user","content":"x"}]`
+	tests := []struct {
+		name     string
+		path     string
+		body     string
+		prompt   string // pre-scanned prompt field ("" none)
+		messages string // pre-scanned messages field ("" none)
+		want     []string
+	}{
+		{"chat kwargs and tools", "/v1/chat/completions",
+			`{"model":"m","messages":` + msgs + `,"tools":[{"type":"function"}],"chat_template_kwargs":{"enable_thinking":false},"temperature":0}`,
+			"", msgs, []string{FieldChatTemplateKwargs, FieldMessages, FieldModel, FieldTools}},
+		{"chat generation prompt off", "/v1/chat/completions",
+			`{"model":"m","messages":` + msgs + `,"add_generation_prompt":false,"continue_final_message":true}`,
+			"", "", []string{FieldAddGenerationPrompt, FieldContinueFinalMessage, FieldMessages, FieldModel}},
+		{"completion special tokens, chat-only fields dropped", "/v1/completions",
+			`{"model":"m","prompt":"ab","add_special_tokens":false,"tools":[]}`,
+			`"ab"`, "", []string{FieldAddSpecialTokens, FieldModel, FieldPrompt}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeEngine(t)
+			e, _ := newTok(t, f, time.Second)
+			req := Request{Model: "m", Path: tc.path, Body: []byte(tc.body)}
+			if tc.prompt != "" {
+				req.Prompt = json.RawMessage(tc.prompt)
+			}
+			if tc.messages != "" {
+				req.Messages = json.RawMessage(tc.messages)
+			}
+			if _, err := e.Tokens(context.Background(), req); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for k := range f.bodies[0] {
+				got = append(got, k)
+			}
+			sort.Strings(got)
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("/tokenize got fields %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// Another render option is another cache entry.
+	f := newFakeEngine(t)
+	e, _ := newTok(t, f, time.Second)
+	for _, kw := range []string{`{"enable_thinking":false}`, `{"enable_thinking":true}`, `{"enable_thinking":false}`} {
+		body := `{"model":"m","messages":` + msgs + `,"chat_template_kwargs":` + kw + `}`
+		if _, err := e.Tokens(context.Background(), Request{Path: "/v1/chat/completions", Body: []byte(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := f.calls.Load(); c != 2 {
+		t.Fatalf("engine calls = %d, want 2 (kwargs key the cache)", c)
+	}
+}
+
+func TestMentionsRenderField(t *testing.T) {
+	tests := []struct {
+		body string
+		want bool
+	}{
+		{`{"model":"m","prompt":"tools are great"}`, false},
+		{`{"model":"m","prompt":"say \"tools\" please"}`, false}, // escaped: inside a string
+		{`{"model":"m","messages":[],"tools":[]}`, true},
+		{`{"model":"m","chat_template_kwargs":{}}`, true},
+		{`{"model":"m","add_special_tokens":false}`, true},
+		{`{"model":"m","add_generation_prompt_x":1}`, false},
+		{`{"model":"m","`, false},
+		{``, false},
+	}
+	for _, tc := range tests {
+		if got := mentionsRenderField([]byte(tc.body)); got != tc.want {
+			t.Errorf("mentionsRenderField(%s) = %v, want %v", tc.body, got, tc.want)
+		}
 	}
 }
