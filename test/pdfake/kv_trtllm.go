@@ -16,6 +16,20 @@ const (
 	trtStored     = "stored"
 	trtCreated    = "created"
 	trtWindow     = 32768
+
+	trtNumBlocks    = "num_blocks_per_cache_level"
+	trtParentHash   = "parent_hash"
+	trtBlocks       = "blocks"
+	trtStoredBlock  = "stored_block"
+	trtBlockHash    = "block_hash"
+	trtTokens       = "tokens"
+	trtUniqueToken  = "unique_token"
+	trtTokenID      = "token_id"
+	trtTokenExtraID = "token_extra_id"
+	trtCacheSalt    = "cache_salt"
+	trtCacheLevel   = "cache_level"
+	trtPriority     = "priority"
+	trtMMKeys       = "mm_keys"
 )
 
 // startTRTEvents makes a TensorRT-LLM fake keep an event ring drained by
@@ -37,7 +51,7 @@ func (e *Engine) startTRTEvents(mux *http.ServeMux) {
 func (s *kvState) trtAppendLocked(data map[string]any) {
 	if !s.trtCreated {
 		s.trtCreated = true
-		s.trtAppendRaw(map[string]any{trtType: trtCreated, "num_blocks_per_cache_level": []int{13391, 0}})
+		s.trtAppendRaw(map[string]any{trtType: trtCreated, trtNumBlocks: []int{13391, 0}})
 	}
 	s.trtAppendRaw(data)
 }
@@ -54,16 +68,16 @@ func (s *kvState) trtStoredLocked(hashes []uint64, tokens []uint32, parent *uint
 	for i, h := range hashes {
 		toks := make([]map[string]any, bs)
 		for j := range toks {
-			toks[j] = map[string]any{"type": "unique_token", "token_id": tokens[i*bs+j], "token_extra_id": 0}
+			toks[j] = map[string]any{trtType: trtUniqueToken, trtTokenID: tokens[i*bs+j], trtTokenExtraID: 0}
 		}
-		blocks[i] = map[string]any{"type": "stored_block", "block_hash": h, "tokens": toks,
-			"cache_salt": nil, "cache_level": 0, "priority": 35, "mm_keys": []any{}}
+		blocks[i] = map[string]any{trtType: trtStoredBlock, trtBlockHash: h, trtTokens: toks,
+			trtCacheSalt: nil, trtCacheLevel: 0, trtPriority: 35, trtMMKeys: []any{}}
 	}
 	var p any
 	if parent != nil {
 		p = *parent
 	}
-	s.trtAppendLocked(map[string]any{trtType: trtStored, "parent_hash": p, "blocks": blocks})
+	s.trtAppendLocked(map[string]any{trtType: trtStored, trtParentHash: p, trtBlocks: blocks})
 }
 
 // serveKVCacheEvents drains the buffer.
