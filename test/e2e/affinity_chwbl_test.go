@@ -16,20 +16,20 @@ import (
 	"github.com/infergate/infergate/rules"
 )
 
-// chwblEngine is a minimal OpenAI-compatible engine that counts the
+// affPlainEngine is a minimal OpenAI-compatible engine that counts the
 // inference requests it serves.
-type chwblEngine struct {
+type affPlainEngine struct {
 	addr string
 	hits atomic.Int64
 }
 
-func startCHWBLEngine(t *testing.T, ip string) *chwblEngine {
+func startAffPlainEngine(t *testing.T, ip string) *affPlainEngine {
 	t.Helper()
 	ln, err := net.Listen("tcp", ip+":0")
 	if err != nil {
 		t.Fatalf("listen %s: %v", ip, err)
 	}
-	e := &chwblEngine{addr: ln.Addr().String()}
+	e := &affPlainEngine{addr: ln.Addr().String()}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, _ *http.Request) {
@@ -61,9 +61,9 @@ func TestCHWBLExampleDaemon(t *testing.T) {
 	d := cliStartDaemon(t, bin, t.TempDir())
 
 	vipIP := fmt.Sprintf("127.0.0.%d", affIPBase+20)
-	engines := make([]*chwblEngine, len(r.Endpoints))
+	engines := make([]*affPlainEngine, len(r.Endpoints))
 	for i := range r.Endpoints {
-		engines[i] = startCHWBLEngine(t, fmt.Sprintf("127.0.0.%d", affIPBase+21+i))
+		engines[i] = startAffPlainEngine(t, fmt.Sprintf("127.0.0.%d", affIPBase+21+i))
 		host, port, _ := net.SplitHostPort(engines[i].addr)
 		r.Endpoints[i].EndpointIP = host
 		r.Endpoints[i].TargetPort, _ = strconv.Atoi(port)

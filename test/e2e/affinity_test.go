@@ -166,8 +166,8 @@ func (e affExplanation) step(tier string) (hit bool, reason, choice string, ok b
 	return false, "", "", false
 }
 
-// counts returns how many inference requests each engine has received.
-func counts(es ...*pdfake.Engine) []int {
+// affCounts returns how many inference requests each engine has received.
+func affCounts(es ...*pdfake.Engine) []int {
 	out := make([]int, len(es))
 	for i, e := range es {
 		out[i] = len(e.Records())
@@ -212,12 +212,12 @@ func TestPrefixAffinityDaemon(t *testing.T) {
 
 	// 1. Stickiness: every request sharing the system prompt follows the
 	// first one (the warm-up) to the same prefill.
-	before := counts(p0, p1)
+	before := affCounts(p0, p1)
 	hitsBefore := affMetric(t, d.URL, "infergate_ladder_decisions_total", `rule="`+affRule+`"`, `tier="tier1_prefix"`, `outcome="hit"`)
 	for i := range affSticky {
 		affSend(t, vip, affChatBody(sys, fmt.Sprintf("question %d", i)))
 	}
-	after := counts(p0, p1)
+	after := affCounts(p0, p1)
 	sticky, other := p0, p1
 	if after[1]-before[1] > after[0]-before[0] {
 		sticky, other = p1, p0
@@ -254,7 +254,7 @@ func TestPrefixAffinityDaemon(t *testing.T) {
 		}
 		return e
 	}
-	beforeExplain := counts(p0, p1)
+	beforeExplain := affCounts(p0, p1)
 	e := explain()
 	if hit, reason, choice, ok := e.step("tier1_prefix"); !ok || !hit || choice != sticky.AddrPort().String() {
 		t.Fatalf("explain tier1_prefix: hit=%v reason=%q choice=%q present=%v; want hit on %s (%+v)", hit, reason, choice, ok, sticky.AddrPort(), e)
@@ -262,7 +262,7 @@ func TestPrefixAffinityDaemon(t *testing.T) {
 	if e.Prefix == nil || !e.Prefix.Hit || e.Prefix.Rate < 0.8 || e.Prefix.Endpoint != sticky.AddrPort().String() {
 		t.Fatalf("explain prefix view %+v, want a hit on %s with match rate ≥ 0.8", e.Prefix, sticky.AddrPort())
 	}
-	if c := counts(p0, p1); c[0] != beforeExplain[0] || c[1] != beforeExplain[1] {
+	if c := affCounts(p0, p1); c[0] != beforeExplain[0] || c[1] != beforeExplain[1] {
 		t.Fatalf("explain sent requests to engines: %v → %v", beforeExplain, c)
 	}
 	// The CLI prints the same explanation as a table.
@@ -302,12 +302,12 @@ func TestPrefixAffinityDaemon(t *testing.T) {
 	if hit, reason, _, _ := ex.step("tier1_prefix"); hit || reason != "load_guard" {
 		t.Fatalf("explain under load: tier1_prefix hit=%v reason=%q, want load_guard (%+v)", hit, reason, ex)
 	}
-	overBefore := counts(sticky, other)
+	overBefore := affCounts(sticky, other)
 	const spread = 3
 	for i := range spread {
 		affSend(t, vip, affChatBody(sys, fmt.Sprintf("while busy %d", i)))
 	}
-	overAfter := counts(sticky, other)
+	overAfter := affCounts(sticky, other)
 	if overAfter[0] != overBefore[0] || overAfter[1]-overBefore[1] != spread {
 		t.Fatalf("under load: sticky %d→%d, other %d→%d; want all %d on the other prefill",
 			overBefore[0], overAfter[0], overBefore[1], overAfter[1], spread)
@@ -331,11 +331,11 @@ func TestPrefixAffinityDaemon(t *testing.T) {
 		st, _, err := affPost(ctx, "http://"+offVIP+"/v1/chat/completions", affChatBody(sys, "warm-up"))
 		return err == nil && st == http.StatusOK
 	})
-	offBefore := counts(q0, q1)
+	offBefore := affCounts(q0, q1)
 	for i := range affSticky {
 		affSend(t, offVIP, affChatBody(sys, fmt.Sprintf("question %d", i)))
 	}
-	offAfter := counts(q0, q1)
+	offAfter := affCounts(q0, q1)
 	if offAfter[0]-offBefore[0] < 2 || offAfter[1]-offBefore[1] < 2 {
 		t.Fatalf("cache-aware off: prefills %v → %v, want both to take ≥ 2 of %d", offBefore, offAfter, affSticky)
 	}
