@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -337,4 +338,79 @@ func TestKVExactPlaneReplay(t *testing.T) {
 	if !ok || idx != 0 {
 		t.Fatalf("Tier 1.5 after replay: %d %q %v", idx, reason, ok)
 	}
+}
+
+// TestKVExactPlaneZeroHitWatchdog: engines whose /tokenize disagrees with
+// what they cache (a tokenizer parity failure) make every lookup miss while
+// events flow; after N such lookups the watchdog warns once, naming the
+// parity suspects, and counts it.
+func TestKVExactPlaneZeroHitWatchdog(t *testing.T) {
+	const n = 5
+	port := kvFreePort(t)
+	a := kvFake(t, "127.0.0.207", pdfake.Prefill, pdfake.KVConfig{ZMQPort: int(port), BlockSize: kvBlock, TokenizeSkew: true})
+	d := kvFake(t, "127.0.0.208", pdfake.Decode, pdfake.KVConfig{})
+	log := kvQuietLog()
+	hook := &kvWarnHook{}
+	log.AddHook(hook)
+	m := metrics.New()
+	opts := kvplane.DefaultOptions()
+	opts.WatchdogN = n
+	plane := kvplane.New(opts, m.KV, log)
+	defer plane.Close()
+	rule := &spec.Rule{
+		Key:       spec.Key{VIP: netip.MustParseAddr("127.0.0.1"), Port: 18082, Protocol: "tcp"},
+		Name:      "kv-parity",
+		Engine:    spec.EngineVLLM,
+		PD:        &spec.PD{},
+		KV:        &spec.KV{Mode: 1, ZMQPort: port, BlockSize: kvBlock, Warmup: 100 * time.Millisecond},
+		Endpoints: []spec.Endpoint{a.Endpoint(), d.Endpoint()},
+	}
+	rk, err := plane.Install(nil, rule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.KVPublisher().WaitSubscribers(1, kvWait); err != nil {
+		t.Fatal(err)
+	}
+	kvPrefill(t, a, kvPromptA)
+	id := a.Endpoint().ID
+	kvEventually(t, "blocks indexed and trusted", func() bool {
+		ok, _ := rk.Inventory().Trusted(id)
+		return ok && rk.Inventory().Blocks(id) == 3
+	})
+	tier := rk.Tier(nil)
+	for i := 0; i < 2*n; i++ {
+		body := fmt.Sprintf(`{"model":%q,"prompt":%q}`, kvModel, kvPromptA+kvSuffix)
+		if _, reason, ok := tier.Pick(&ladder.Facts{Ctx: context.Background(), Path: "/v1/completions", Model: kvModel, Body: []byte(body)},
+			[]ladder.Candidate{{ID: id}}); ok || reason != ladder.ReasonMiss {
+			t.Fatalf("lookup %d: ok %v reason %q, want a miss (the tokenizer disagrees)", i, ok, reason)
+		}
+	}
+	if v := kvCounter(m.KV.Routing.ZeroHitWatchdog.WithLabelValues(rule.Name)); v != 1 {
+		t.Fatalf("loxilb_pd_kv_zero_hit_watchdog_total = %v after %d zero-hit lookups with N=%d, want 1", v, 2*n, n)
+	}
+	if w := hook.warnings(); len(w) != 1 || !strings.Contains(w[0], "kvBlockSize") || !strings.Contains(w[0], "chat template") {
+		t.Fatalf("watchdog warnings = %q, want one naming the parity suspects", w)
+	}
+}
+
+// kvWarnHook records warning messages.
+type kvWarnHook struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (h *kvWarnHook) Levels() []logrus.Level { return []logrus.Level{logrus.WarnLevel} }
+
+func (h *kvWarnHook) Fire(e *logrus.Entry) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.msgs = append(h.msgs, e.Message)
+	return nil
+}
+
+func (h *kvWarnHook) warnings() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.msgs...)
 }

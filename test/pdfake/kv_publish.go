@@ -31,6 +31,10 @@ type KVConfig struct {
 	MapEncoding bool
 	// ReplayPort binds vLLM's replay ROUTER on the engine's IP (0: none).
 	ReplayPort int
+	// TokenizeSkew makes /tokenize disagree with what the engine caches
+	// (every id shifted by one, as after a tokenizer revision change): the
+	// parity failure the gateway's zero-hit watchdog must notice.
+	TokenizeSkew bool
 }
 
 // Wire names of the tokenizer endpoint and the fake's chat template.
@@ -196,6 +200,13 @@ func (e *Engine) serveTokenize(w http.ResponseWriter, r *http.Request) {
 	}
 	if ids == nil {
 		ids = []uint32{}
+	}
+	if e.cfg.KV.TokenizeSkew {
+		skewed := make([]uint32, len(ids))
+		for i, id := range ids {
+			skewed[i] = id + 1
+		}
+		ids = skewed
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{fieldTokens: ids, fieldCount: len(ids), fieldMaxModelLen: fakeMaxModelLen})
