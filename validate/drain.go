@@ -35,7 +35,7 @@ func (w *workflow) drain(ctx context.Context, res *StepResult) {
 	}
 	orig := cleanRule(*w.rule)
 	res.Status = Pass
-	drained := 0
+	drained, restoreFailed := 0, false
 	for i, e := range orig.Endpoints {
 		if e.Weight == 0 {
 			continue
@@ -45,15 +45,27 @@ func (w *workflow) drain(ctx context.Context, res *StepResult) {
 			res.Evidence = append(res.Evidence, fmt.Sprintf("%s:%d: only %s endpoint, not drained", e.EndpointIP, e.TargetPort, role))
 			continue
 		}
-		ev, st := w.drainOne(ctx, orig, i, fam, sel)
+		ev, st, restoredOK := w.drainOne(ctx, orig, i, fam, sel)
 		res.Evidence = append(res.Evidence, ev...)
 		drained++
+		if !restoredOK {
+			restoreFailed = true
+		}
 		if rank(st) > rank(res.Status) {
 			res.Status = st
 		}
 		if ctx.Err() != nil {
 			break
 		}
+	}
+	switch {
+	case ctx.Err() != nil && restoreFailed:
+		res.Status, res.Summary = Fail, "interrupted, and restoring the rule FAILED: re-apply it by hand"
+		res.Hints = nil
+		return
+	case ctx.Err() != nil:
+		res.Status, res.Summary, res.Hints = Skip, "interrupted; every drained endpoint was restored", nil
+		return
 	}
 	switch {
 	case drained == 0:
@@ -70,7 +82,7 @@ func (w *workflow) drain(ctx context.Context, res *StepResult) {
 }
 
 // drainOne drains endpoint i of orig, probes, restores (always), probes.
-func (w *workflow) drainOne(ctx context.Context, orig rules.Rule, i int, fam string, sel Labels) (ev []string, st Status) {
+func (w *workflow) drainOne(ctx context.Context, orig rules.Rule, i int, fam string, sel Labels) (ev []string, st Status, restoredOK bool) {
 	id := fmt.Sprintf("%s:%d", orig.Endpoints[i].EndpointIP, orig.Endpoints[i].TargetPort)
 	drainedRule := cleanRule(orig)
 	drainedRule.Endpoints = append([]rules.Endpoint(nil), orig.Endpoints...)
@@ -87,16 +99,19 @@ func (w *workflow) drainOne(ctx context.Context, orig rules.Rule, i int, fam str
 			ev = append(ev, fmt.Sprintf("%s: RESTORE FAILED: %v — re-apply the rule by hand", id, err))
 			st = Fail
 			w.opts.Log.WithError(err).WithField("endpoint", id).Error("validate: restore after drain failed")
+			return
 		}
+		restoredOK = true
 	}
 	defer restore()
 	if _, err := w.api.Apply(ctx, drainedRule); err != nil {
-		return append(ev, fmt.Sprintf("%s: drain failed: %v", id, err)), Fail
+		restore() // the drain may have been applied before the error
+		return append(ev, fmt.Sprintf("%s: drain failed: %v", id, err)), Fail, restoredOK
 	}
 	during := w.probeDelta(ctx, fam, sel)
 	restore()
-	if st == Fail {
-		return ev, st
+	if st == Fail || ctx.Err() != nil {
+		return ev, st, restoredOK
 	}
 	after := w.probeDelta(ctx, fam, sel)
 	ev = append(ev, fmt.Sprintf("%s drained: %s", id, formatDeltas(during)), fmt.Sprintf("%s restored: %s", id, formatDeltas(after)))
@@ -108,9 +123,9 @@ func (w *workflow) drainOne(ctx context.Context, orig rules.Rule, i int, fam str
 	}
 	switch {
 	case during[id] > 0:
-		return append(ev, id+": FAIL, the drained endpoint kept getting traffic"), Fail
+		return append(ev, id+": FAIL, the drained endpoint kept getting traffic"), Fail, true
 	case others == 0:
-		return append(ev, id+": FAIL, no peer took the traffic while it was drained"), Fail
+		return append(ev, id+": FAIL, no peer took the traffic while it was drained"), Fail, true
 	}
 	// Back in rotation is what the runtime reports; whether one of a few
 	// sequential probes lands on it depends on affinity and load ties.
@@ -118,17 +133,17 @@ func (w *workflow) drainOne(ctx context.Context, orig rules.Rule, i int, fam str
 	if found, err := getJSON(ctx, w.hc, strings.TrimRight(w.opts.Server, "/")+keyPath(orig)+suffixStatus, &sv); err == nil && found {
 		state := sv.Endpoints[id].State
 		if state == "draining" || state == "" {
-			return append(ev, fmt.Sprintf("%s: FAIL, runtime state %q after the restore", id, state)), Fail
+			return append(ev, fmt.Sprintf("%s: FAIL, runtime state %q after the restore", id, state)), Fail, true
 		}
 		if after[id] == 0 {
 			ev = append(ev, fmt.Sprintf("%s: back in rotation (state %s); no restore probe landed on it (affinity or load ties)", id, state))
 		}
-		return ev, Pass
+		return ev, Pass, true
 	}
 	if after[id] == 0 {
-		return append(ev, id+": WARN, restored but no probe came back to it and no runtime status to confirm"), Warn
+		return append(ev, id+": WARN, restored but no probe came back to it and no runtime status to confirm"), Warn, true
 	}
-	return ev, Pass
+	return ev, Pass, true
 }
 
 // probeDelta sends Probes requests and returns the per-endpoint counter deltas.

@@ -27,7 +27,10 @@ func (r *Report) WriteTable(w io.Writer) {
 	}
 	_ = tw.Flush()
 	verdict := "PASSED"
-	if !r.Passed {
+	switch {
+	case r.Interrupted:
+		verdict = "INTERRUPTED"
+	case !r.Passed:
 		verdict = "FAILED"
 	}
 	fmt.Fprintf(w, "validate %s (rule %q): %s\n", r.Target, r.Rule, verdict)

@@ -93,8 +93,11 @@ type Report struct {
 	Target string       `json:"target"`
 	Rule   string       `json:"rule"` // metric label of the rule
 	Steps  []StepResult `json:"steps"`
-	// Passed is false when any step FAILed (WARN and SKIP do not fail).
+	// Passed is false when any step FAILed (WARN and SKIP do not fail) or
+	// the run was interrupted.
 	Passed bool `json:"passed"`
+	// Interrupted: the caller's context ended before every step ran.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 // Run executes the workflow. It returns an error only when it could not run
@@ -132,6 +135,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		report: &Report{Target: opts.Target, Passed: true},
 	}
 	w.run(ctx)
+	if ctx.Err() != nil {
+		w.report.Interrupted, w.report.Passed = true, false
+	}
 	return w.report, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -202,30 +203,7 @@ func TestValidateSinglePoolDisruptive(t *testing.T) {
 	}
 	bin := cliBuild(t)
 	d := cliStartDaemon(t, bin, t.TempDir())
-	var eps []string
-	for _, name := range []string{"a", "b"} {
-		s, err := fakeengine.Start(fakeengine.Options{Name: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(s.Close)
-		eps = append(eps, fmt.Sprintf("    - {endpointIP: 127.0.0.1, targetPort: %d, weight: 1}", s.Port()))
-	}
-	vipPort := cliFreePort(t)
-	rule := fmt.Sprintf(`apiVersion: infergate/v1
-kind: Loadbalancer
-metadata:
-  name: pool
-spec:
-  serviceArguments: {externalIP: 127.0.0.1, port: %d, protocol: tcp, sel: 0, mode: 4, sse_mode: true}
-  endpoints:
-%s
-`, vipPort, strings.Join(eps, "\n"))
-	file := filepath.Join(t.TempDir(), "pool.yaml")
-	if err := os.WriteFile(file, []byte(rule), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cliMust(t, bin, d.URL, "apply", "-f", file)
+	validatePoolRule(t, bin, d.URL, 0)
 	before := cliMust(t, bin, d.URL, "get", "lb", "-o", "json")
 
 	res := cliRun(t, bin, d.URL, "validate", "pool", "--disruptive", "-o", "json")
@@ -248,5 +226,117 @@ spec:
 	}
 	if after := cliMust(t, bin, d.URL, "get", "lb", "-o", "json"); after != before {
 		t.Errorf("rule not restored exactly:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// validatePoolRule applies rule "pool": round robin over two fake engines
+// on 127.0.0.1 answering after latency.
+func validatePoolRule(t *testing.T, bin, api string, latency time.Duration) {
+	t.Helper()
+	var eps []string
+	for _, name := range []string{"a", "b"} {
+		s, err := fakeengine.Start(fakeengine.Options{Name: name, Latency: latency})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		eps = append(eps, fmt.Sprintf("    - {endpointIP: 127.0.0.1, targetPort: %d, weight: 1}", s.Port()))
+	}
+	vipPort := cliFreePort(t)
+	rule := fmt.Sprintf(`apiVersion: infergate/v1
+kind: Loadbalancer
+metadata:
+  name: pool
+spec:
+  serviceArguments: {externalIP: 127.0.0.1, port: %d, protocol: tcp, sel: 0, mode: 4, sse_mode: true}
+  endpoints:
+%s
+`, vipPort, strings.Join(eps, "\n"))
+	file := filepath.Join(t.TempDir(), "pool.yaml")
+	if err := os.WriteFile(file, []byte(rule), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cliMust(t, bin, api, "apply", "-f", file)
+}
+
+// poolDrained reports whether the stored "pool" rule has an endpoint at weight 0.
+func poolDrained(t *testing.T, api string) bool {
+	t.Helper()
+	resp, err := http.Get(api + "/netlox/v1/config/loadbalancer/all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var list struct {
+		LbAttr []struct {
+			Endpoints []struct {
+				Weight int `json:"weight"`
+			} `json:"endpoints"`
+		} `json:"lbAttr"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range list.LbAttr {
+		for _, e := range r.Endpoints {
+			if e.Weight == 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestValidateInterruptRestores: Ctrl-C while validate --disruptive holds an
+// endpoint drained still restores the rule before the command exits.
+func TestValidateInterruptRestores(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs processes")
+	}
+	bin := cliBuild(t)
+	d := cliStartDaemon(t, bin, t.TempDir())
+	validatePoolRule(t, bin, d.URL, 500*time.Millisecond) // slow answers keep the drain open
+	before := cliMust(t, bin, d.URL, "get", "lb", "-o", "json")
+
+	cmd := exec.Command(bin, "--server", d.URL, "validate", "pool", "--disruptive", "--request-timeout", "20s")
+	out := &cliSyncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{}) // closed once the process has been waited for
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		select {
+		case <-done:
+		case <-time.After(cliStopTimeout):
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for !poolDrained(t, d.URL) {
+		if time.Now().After(deadline) {
+			t.Fatalf("validate never drained an endpoint:\n%s", out.String())
+		}
+		time.Sleep(cliPollInterval)
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(cliStopTimeout):
+		t.Fatalf("validate did not exit %v after SIGINT:\n%s", cliStopTimeout, out.String())
+	}
+	if after := cliMust(t, bin, d.URL, "get", "lb", "-o", "json"); after != before {
+		t.Errorf("rule not restored after Ctrl-C:\nbefore %s\nafter  %s\n%s", before, after, out.String())
+	}
+	for _, want := range []string{"SKIP  drain and restore: interrupted; every drained endpoint was restored", "INTERRUPTED"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if cmd.ProcessState.ExitCode() != 1 {
+		t.Errorf("exit %d after an interrupt, want 1", cmd.ProcessState.ExitCode())
 	}
 }
