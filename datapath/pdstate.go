@@ -109,6 +109,7 @@ func (rt *Runtime) attachLocked(rs *ruleState, c *compiled, prevRule *spec.Rule)
 				Threshold:  r.PD.CacheThreshold,
 				BalanceAbs: r.PD.BalanceAbsThreshold,
 				OnLookup:   func(rate float64) { mr.Observe(rate) },
+				Endpoints:  prefillIDs(r),
 			})
 			tiers = append(tiers, p.prefix)
 		}
@@ -205,4 +206,16 @@ func (c *compiled) usable(i int, excl uint64, now *int64) bool {
 		return false
 	}
 	return !c.cb.enabled || sl.ep.br.selectable(now)
+}
+
+// prefillIDs lists a rule's prefill endpoints so a Tier 1 rebuilt on a rule
+// update can tell an excluded owner from an unknown one at once.
+func prefillIDs(r *spec.Rule) []string {
+	var ids []string
+	for _, ep := range r.Endpoints {
+		if ep.Role == spec.RolePrefill {
+			ids = append(ids, ep.ID)
+		}
+	}
+	return ids
 }

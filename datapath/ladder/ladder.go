@@ -58,6 +58,13 @@ type PrefillTier interface {
 	Pick(f *Facts, cands []Candidate) (idx int, reason string, ok bool)
 }
 
+// DryPicker is a tier whose Pick has side effects (metrics, watchdogs); the
+// ladder calls DryPick instead during Explain so explaining a request never
+// moves a counter. Same contract as Pick.
+type DryPicker interface {
+	DryPick(f *Facts, cands []Candidate) (idx int, reason string, ok bool)
+}
+
 // Observer is told which prefill a request finally went to, whichever tier
 // chose it (Tier 1 learns prefixes this way).
 type Observer interface {
@@ -120,7 +127,7 @@ func (l *Ladder) selectPair(f *Facts, prefills, decodes []Candidate, commit bool
 	pinnedDecode := ""
 	prefill, found := l.sessionPrefill(f, prefills, &tr, &pinnedDecode, commit)
 	if !found {
-		prefill, found = l.tierPrefill(f, prefills, &tr)
+		prefill, found = l.tierPrefill(f, prefills, &tr, commit)
 	}
 	if !found {
 		idx := LeastLoaded(prefills, &l.rr)
@@ -178,9 +185,13 @@ func (l *Ladder) sessionPrefill(f *Facts, prefills []Candidate, tr *Trace, pinne
 
 // tierPrefill runs the pluggable tiers (1, 1.5) in order and enforces that a
 // tier can only ever return one of the candidates it was given.
-func (l *Ladder) tierPrefill(f *Facts, prefills []Candidate, tr *Trace) (Candidate, bool) {
+func (l *Ladder) tierPrefill(f *Facts, prefills []Candidate, tr *Trace, commit bool) (Candidate, bool) {
 	for _, t := range l.tiers {
-		idx, reason, ok := t.Pick(f, prefills)
+		pick := t.Pick
+		if dry, isDry := t.(DryPicker); isDry && !commit {
+			pick = dry.DryPick
+		}
+		idx, reason, ok := pick(f, prefills)
 		if ok && (idx < 0 || idx >= len(prefills)) {
 			ok, reason = false, ReasonNotChosen
 		}

@@ -48,6 +48,7 @@ type fixedTier struct {
 	reason   string
 	ok       bool
 	observed []string
+	dry      int
 	mu       sync.Mutex
 }
 
@@ -55,6 +56,15 @@ func (f *fixedTier) Name() string { return f.name }
 func (f *fixedTier) Pick(*Facts, []Candidate) (int, string, bool) {
 	return f.idx, f.reason, f.ok
 }
+
+// DryPick records that the dry path was taken.
+func (f *fixedTier) DryPick(fa *Facts, c []Candidate) (int, string, bool) {
+	f.mu.Lock()
+	f.dry++
+	f.mu.Unlock()
+	return f.Pick(fa, c)
+}
+
 func (f *fixedTier) Observe(_ *Facts, c Candidate) {
 	f.mu.Lock()
 	f.observed = append(f.observed, c.ID)
@@ -243,5 +253,8 @@ func TestExplainHasNoSideEffects(t *testing.T) {
 	}
 	if len(tier.observed) != 0 {
 		t.Fatalf("explain fed the observer: %v", tier.observed)
+	}
+	if tier.dry != 2 {
+		t.Fatalf("explain made %d dry picks, want 2 (one per request)", tier.dry)
 	}
 }
