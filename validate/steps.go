@@ -283,7 +283,15 @@ func (w *workflow) roleTraffic(ctx context.Context, res *StepResult) {
 
 	legs := func(s *Snapshot, phase string) float64 {
 		if s.Has(famLegRequests) {
-			return s.Sum(famLegRequests, Labels{labelRule: w.label, labelPhase: phase})
+			// Only legs the engine answered 2xx count as handled; "none"
+			// (no answer) and errors are what the other checks explain.
+			n := 0.0
+			for status, v := range s.By(famLegRequests, labelStatus, Labels{labelRule: w.label, labelPhase: phase}) {
+				if strings.HasPrefix(status, "2") {
+					n += v
+				}
+			}
+			return n
 		}
 		if phase == phasePrefill {
 			return s.Sum(famPrefillCount, rule)
@@ -307,7 +315,8 @@ func (w *workflow) roleTraffic(ctx context.Context, res *StepResult) {
 	if after.Has(famLegRequests) {
 		for _, phase := range []string{phasePrefill, phaseDecode} {
 			d := deltaBy(w.before, after, famLegRequests, labelEndpoint, Labels{labelRule: w.label, labelPhase: phase})
-			res.Evidence = append(res.Evidence, fmt.Sprintf("%s{phase=%q} by endpoint: %s", famLegRequests, phase, formatDeltas(d)))
+			st := deltaBy(w.before, after, famLegRequests, labelStatus, Labels{labelRule: w.label, labelPhase: phase})
+			res.Evidence = append(res.Evidence, fmt.Sprintf("%s{phase=%q} by endpoint: %s; by status: %s", famLegRequests, phase, formatDeltas(d), formatDeltas(st)))
 		}
 	} else {
 		res.Evidence = append(res.Evidence,

@@ -130,6 +130,14 @@ func TestValidateOnDemo(t *testing.T) {
 		if st, _ := v.step("rule shape"); st != "PASS" {
 			t.Errorf("rule shape = %s, want PASS (the rule itself is fine)", st)
 		}
+		// The client may still get 200 (decode recomputes the prompt); the
+		// metric deltas must show that the prefill role handled nothing.
+		if served {
+			st, hints := v.step("role traffic (metrics)")
+			if st != "FAIL" || len(hints) == 0 || !strings.HasPrefix(hints[0], "decode recomputes") {
+				t.Errorf("role traffic = %s with hints %q, want FAIL with the decode-recomputes hint", st, hints)
+			}
+		}
 	})
 }
 
