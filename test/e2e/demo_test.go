@@ -32,6 +32,7 @@ const (
 var (
 	demoAPIRe    = regexp.MustCompile(`API:\s+(http://\S+)`)
 	demoVIPRe    = regexp.MustCompile(`VIP (127\.0\.0\.10:\d+)`)
+	demoVIPCRe   = regexp.MustCompile(`VIP (127\.0\.0\.11:\d+)`)
 	demoEngineRe = regexp.MustCompile(`(\d+\.\d+\.\d+\.\d+:\d+)\((prefill|decode), pid (\d+)\)`)
 )
 
@@ -43,13 +44,14 @@ type demoEngineProc struct {
 
 // demoProc is one running `infergate demo`.
 type demoProc struct {
-	cmd     *exec.Cmd
-	api     string // management API base URL
-	vip     string // VIP:port of demo-1p1d
-	engines []demoEngineProc
-	out     *cliSyncBuffer
-	done    chan struct{}
-	err     error
+	cmd      *exec.Cmd
+	api      string // management API base URL
+	vip      string // VIP:port of demo-1p1d
+	vipCache string // VIP:port of demo-cache-aware
+	engines  []demoEngineProc
+	out      *cliSyncBuffer
+	done     chan struct{}
+	err      error
 }
 
 // demoStart runs `infergate demo` on ephemeral ports and waits for its
@@ -95,11 +97,11 @@ func demoStart(t *testing.T, bin string, extra ...string) *demoProc {
 		t.Fatalf("demo not ready after %v\n%s", demoReadyTimeout, d.out.String())
 	}
 	text := d.out.String()
-	api, vip := demoAPIRe.FindStringSubmatch(text), demoVIPRe.FindStringSubmatch(text)
-	if api == nil || vip == nil {
-		t.Fatalf("demo banner lacks the API or VIP address:\n%s", text)
+	api, vip, vipC := demoAPIRe.FindStringSubmatch(text), demoVIPRe.FindStringSubmatch(text), demoVIPCRe.FindStringSubmatch(text)
+	if api == nil || vip == nil || vipC == nil {
+		t.Fatalf("demo banner lacks the API or a VIP address:\n%s", text)
 	}
-	d.api, d.vip = api[1], vip[1]
+	d.api, d.vip, d.vipCache = api[1], vip[1], vipC[1]
 	for _, m := range demoEngineRe.FindAllStringSubmatch(text, -1) {
 		pid, _ := strconv.Atoi(m[3])
 		d.engines = append(d.engines, demoEngineProc{addr: m[1], role: m[2], pid: pid})
