@@ -186,6 +186,9 @@ func runDemo(ctx context.Context, g *globals, f demoFlags, level logrus.Level) e
 	hc := &http.Client{Timeout: 5 * time.Second}
 	if err := waitHTTP(ctx, hc, apiURL+pathReadyz, served); err != nil {
 		daemonDone = errors.Is(err, errDaemonExited)
+		if ctx.Err() != nil && !daemonDone {
+			return nil // Ctrl-C during start-up: a clean stop
+		}
 		return fmt.Errorf("demo: gateway did not become ready: %w", err)
 	}
 	api := client.New(apiURL, hc)
@@ -201,15 +204,33 @@ func runDemo(ctx context.Context, g *globals, f demoFlags, level logrus.Level) e
 		}
 	}
 	printDemo(out, apiURL, f.vipPort, engines)
-	select {
-	case <-ctx.Done():
-		fmt.Fprintln(out, "demo: stopping (gateway, then engines)")
-	case err := <-served:
-		daemonDone = true
-		if err != nil {
-			return fmt.Errorf("demo: gateway stopped: %w", err)
+	// An engine that exits (killed to try validate's diagnosis) is reported,
+	// and the demo keeps running so the degraded rule can be inspected.
+	died := make(chan *demoEngine, len(engines))
+	for _, e := range engines {
+		go func() {
+			select {
+			case <-e.done:
+				died <- e
+			case <-ctx.Done():
+			}
+		}()
+	}
+	for waiting := true; waiting; {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(out, "demo: stopping (gateway, then engines)")
+			waiting = false
+		case e := <-died:
+			fmt.Fprintf(out, "demo: engine %s (%s, pid %d) exited; its rule is degraded — try: infergate --server %s validate <rule>\n",
+				e.addr, e.spec.role, e.cmd.Process.Pid, apiURL)
+		case err := <-served:
+			daemonDone = true
+			if err != nil {
+				return fmt.Errorf("demo: gateway stopped: %w", err)
+			}
+			return errors.New("demo: gateway stopped")
 		}
-		return errors.New("demo: gateway stopped")
 	}
 	cancelDaemon()
 	if err := <-served; err != nil {

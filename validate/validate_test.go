@@ -32,6 +32,7 @@ type fakeGateway struct {
 	decode   string
 	skipPre  bool   // behave like a gateway that never runs the prefill leg
 	kv       string // "": plain 1P1D; kvOK, kvParity, kvDisconnected: cache-aware KV-exact
+	breaker  bool   // report the decode endpoint's breaker open
 	api, vip *http.Server
 	apiAddr  string
 
@@ -47,9 +48,16 @@ const (
 	fakeRule       = "pd-test"
 )
 
-func startFakeGateway(t *testing.T, prefill, decode string, skipPre bool, kv string) *fakeGateway {
+// gatewayBehaviour configures a fakeGateway before it serves.
+type gatewayBehaviour struct {
+	skipPre, breaker bool
+	kv               string
+}
+
+func startFakeGateway(t *testing.T, prefill, decode string, b gatewayBehaviour) *fakeGateway {
 	t.Helper()
-	g := &fakeGateway{t: t, m: metrics.New(), prefill: prefill, decode: decode, skipPre: skipPre, kv: kv, seen: map[string]bool{}}
+	g := &fakeGateway{t: t, m: metrics.New(), prefill: prefill, decode: decode,
+		skipPre: b.skipPre, kv: b.kv, breaker: b.breaker, seen: map[string]bool{}}
 	vln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +115,11 @@ func (g *fakeGateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 	case strings.HasSuffix(p, "/status"):
 		st := map[string]any{}
 		for _, e := range g.rule.Endpoints {
-			st[net.JoinHostPort(e.EndpointIP, strconv.Itoa(e.TargetPort))] = map[string]string{"state": "active", "breaker": "closed"}
+			br := "closed"
+			if g.breaker && e.EPRole == 2 {
+				br = "open"
+			}
+			st[net.JoinHostPort(e.EndpointIP, strconv.Itoa(e.TargetPort))] = map[string]string{"state": "active", "breaker": br}
 		}
 		_ = json.NewEncoder(w).Encode(map[string]any{"ready": true, "endpoints": st})
 	default:
@@ -193,6 +205,7 @@ func TestRun(t *testing.T) {
 		killPrefill bool
 		skipPrefill bool
 		kv          string
+		breaker     bool
 		passed      bool
 		want        map[string]Status
 		hint        map[string]Hint   // a hint the step must carry
@@ -212,6 +225,9 @@ func TestRun(t *testing.T) {
 		{name: "prefill leg never runs", target: func(*fakeGateway) string { return "pd-test" }, skipPrefill: true,
 			want: map[string]Status{StepNonStream: Pass, StepRoles: Fail},
 			hint: map[string]Hint{StepRoles: HintDecodeRecomputes}},
+		{name: "decode breaker open", target: func(*fakeGateway) string { return fakeRule }, breaker: true,
+			want: map[string]Status{StepStatus: Fail, StepRoles: Pass},
+			hint: map[string]Hint{StepStatus: HintBreaker}},
 		{name: "cache-aware KV-exact healthy", target: func(*fakeGateway) string { return fakeRule }, kv: kvOK, passed: true,
 			want: map[string]Status{StepRoles: Pass, StepCacheAware: Pass, StepKVExact: Pass}},
 		{name: "KV block size parity broken", target: func(*fakeGateway) string { return fakeRule }, kv: kvParity, passed: true,
@@ -225,7 +241,7 @@ func TestRun(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			pre, dec := startEngine(t, "prefill"), startEngine(t, "decode")
-			g := startFakeGateway(t, pre.Addr(), dec.Addr(), tc.skipPrefill, tc.kv)
+			g := startFakeGateway(t, pre.Addr(), dec.Addr(), gatewayBehaviour{skipPre: tc.skipPrefill, kv: tc.kv, breaker: tc.breaker})
 			if tc.killPrefill {
 				pre.Close()
 			}

@@ -130,6 +130,9 @@ func TestValidateOnDemo(t *testing.T) {
 		if st, _ := v.step("rule shape"); st != "PASS" {
 			t.Errorf("rule shape = %s, want PASS (the rule itself is fine)", st)
 		}
+		if !strings.Contains(d.out.String(), victim.addr+" (prefill, pid") {
+			t.Errorf("the demo did not report the dead engine %s", victim.addr)
+		}
 		// The client may still get 200 (decode recomputes the prompt); the
 		// metric deltas must show that the prefill role handled nothing.
 		if served {
