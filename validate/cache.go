@@ -2,13 +2,10 @@ package validate
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 )
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 // tier15Result is what the Tier 1.5 probe saw.
 type tier15Result struct {

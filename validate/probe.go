@@ -20,7 +20,6 @@ const (
 	fieldMaxTokens = "max_tokens"
 	fieldStream    = "stream"
 	fieldChoices   = "choices"
-	fieldData      = "data" // /v1/models list
 	fieldID        = "id"
 	fieldError     = "error"
 	fieldCode      = "code"

@@ -58,7 +58,6 @@ type compiledView struct {
 		ZMQPort   uint16  `json:"zmq_port"`
 		WarmupSec float64 `json:"warmup_sec"`
 	} `json:"kv"`
-	CHWBL     *json.RawMessage   `json:"chwbl"`
 	Endpoints []compiledEndpoint `json:"endpoints"`
 }
 
@@ -80,9 +79,8 @@ type statusView struct {
 	} `json:"endpoints"`
 }
 
-func (c *compiledView) isPD() bool       { return c.PD != nil }
-func (c *compiledView) kvExact() bool    { return c.KV != nil && c.KV.Mode > 0 }
-func (c *compiledView) cacheAware() bool { return (c.PD != nil && c.PD.CacheAware) || c.kvExact() }
+func (c *compiledView) isPD() bool    { return c.PD != nil }
+func (c *compiledView) kvExact() bool { return c.KV != nil && c.KV.Mode > 0 }
 
 // byRole returns the endpoints serving role (weight > 0).
 func (c *compiledView) byRole(role string) []compiledEndpoint {

@@ -2,6 +2,7 @@ package validate
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -88,7 +89,7 @@ func (w *workflow) ruleShape(ctx context.Context, res *StepResult) {
 		res.Status, res.Summary, res.Hints = Fail, fmt.Sprintf("GET compiled: %v", err), []Hint{HintRuleCreation}
 		return
 	}
-	if err := jsonUnmarshal(raw, &w.compiled); err != nil {
+	if err := json.Unmarshal(raw, &w.compiled); err != nil {
 		res.Status, res.Summary = Fail, fmt.Sprintf("decode compiled: %v", err)
 		return
 	}
