@@ -112,7 +112,17 @@ func findRule(ctx context.Context, api *client.Client, target string) (rules.Rul
 			}
 		}
 	}
-	return rules.Rule{}, fmt.Errorf("no rule %q among %d rules", target, len(all))
+	return rules.Rule{}, errNoRule{target: target, rules: len(all)}
+}
+
+// errNoRule: the API answered, and no rule matches the target.
+type errNoRule struct {
+	target string
+	rules  int
+}
+
+func (e errNoRule) Error() string {
+	return fmt.Sprintf("no rule %q among %d rules (by name, or VIP:port[/protocol])", e.target, e.rules)
 }
 
 func parseAddrTarget(t string) (vip netip.Addr, port int, proto string, ok bool) {

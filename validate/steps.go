@@ -3,6 +3,7 @@ package validate
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -79,8 +80,13 @@ func (w *workflow) awaitScrape(ctx context.Context, done func(*Snapshot) bool) (
 
 func (w *workflow) ruleShape(ctx context.Context, res *StepResult) {
 	r, err := findRule(ctx, w.api, w.opts.Target)
-	if err != nil {
+	var nf errNoRule
+	switch {
+	case errors.As(err, &nf):
 		res.Status, res.Summary, res.Hints = Fail, err.Error(), []Hint{HintRuleCreation}
+		return
+	case err != nil:
+		res.Status, res.Summary = Fail, fmt.Sprintf("management API %s: %v", w.opts.Server, err)
 		return
 	}
 	sa := r.ServiceArguments

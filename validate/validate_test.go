@@ -206,6 +206,7 @@ func TestRun(t *testing.T) {
 		skipPrefill bool
 		kv          string
 		breaker     bool
+		apiDown     bool
 		passed      bool
 		want        map[string]Status
 		hint        map[string]Hint   // a hint the step must carry
@@ -219,6 +220,9 @@ func TestRun(t *testing.T) {
 		{name: "unknown rule", target: func(*fakeGateway) string { return "nope" },
 			want: map[string]Status{StepRuleShape: Fail, StepReadiness: Skip, StepRoles: Skip},
 			hint: map[string]Hint{StepRuleShape: HintRuleCreation}},
+		{name: "management API down", target: func(*fakeGateway) string { return fakeRule }, apiDown: true,
+			want:    map[string]Status{StepRuleShape: Fail, StepReadiness: Skip},
+			summary: map[string]string{StepRuleShape: "management API"}},
 		{name: "prefill engine killed", target: func(*fakeGateway) string { return "pd-test" }, killPrefill: true,
 			want: map[string]Status{StepReadiness: Fail, StepNonStream: Fail, StepRoles: Fail},
 			hint: map[string]Hint{StepReadiness: HintClientHangs, StepNonStream: HintClientHangs}},
@@ -249,6 +253,9 @@ func TestRun(t *testing.T) {
 			defer cancel()
 			opts := DefaultOptions()
 			opts.Server, opts.Target = "http://"+g.apiAddr, tc.target(g)
+			if tc.apiDown {
+				_ = g.api.Close()
+			}
 			opts.RequestTimeout, opts.Settle = 5*time.Second, 500*time.Millisecond
 			var progress bytes.Buffer
 			opts.Progress = &progress
