@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"os"
 	"strings"
 	"testing"
 
@@ -53,49 +52,5 @@ infergate_api_requests_total{code="200",method="POST",route="/netlox/v1/config/l
 `
 	if got := sb.String(); got != want {
 		t.Errorf("exposition mismatch\n--- got\n%s\n--- want\n%s", got, want)
-	}
-}
-
-// TestAPIFamiliesDocumented checks that docs/metrics.md's management API
-// table and the registered API families agree both ways.
-func TestAPIFamiliesDocumented(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	a := NewAPI(reg)
-	a.Requests.WithLabelValues("GET", "/healthz", "200").Inc()
-	a.Latency.WithLabelValues("GET", "/healthz").Observe(0.001)
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := os.ReadFile("../docs/metrics.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	section := string(doc)
-	i := strings.Index(section, "## Management API")
-	if i < 0 {
-		t.Fatal("docs/metrics.md has no Management API section")
-	}
-	section = section[i:]
-	if j := strings.Index(section[3:], "\n## "); j >= 0 {
-		section = section[:j+3]
-	}
-	registered := map[string]bool{}
-	for _, f := range fams {
-		registered[f.GetName()] = true
-		if !strings.Contains(section, "| `"+f.GetName()+"` |") {
-			t.Errorf("%s is registered but not documented in docs/metrics.md", f.GetName())
-		}
-	}
-	if len(registered) != 3 {
-		t.Errorf("gathered %d API families, want 3", len(registered))
-	}
-	for _, line := range strings.Split(section, "\n") {
-		if name, ok := strings.CutPrefix(line, "| `"); ok {
-			name = name[:strings.IndexByte(name, '`')]
-			if !registered[name] {
-				t.Errorf("docs/metrics.md documents %s, which the API metrics do not register", name)
-			}
-		}
 	}
 }

@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -68,58 +67,4 @@ func gather(t *testing.T, reg *prometheus.Registry) string {
 		}
 	}
 	return sb.String()
-}
-
-// TestKVFamiliesDocumented checks that docs/metrics.md's KV table and the
-// registered families agree both ways.
-func TestKVFamiliesDocumented(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	k := NewKV(reg)
-	k.Blocks.WithLabelValues("r", "e").Set(1)
-	k.EventsApplied.WithLabelValues("r", "BlockStored").Inc()
-	k.UnknownEvents.WithLabelValues("r").Inc()
-	k.DecodeErrors.WithLabelValues("r", "e").Inc()
-	k.SeqGaps.WithLabelValues("r", "e", "0").Inc()
-	k.Restarts.WithLabelValues("r", "e", "0").Inc()
-	k.Replays.WithLabelValues("r", "e", "ok").Inc()
-	k.SubscriberConnected.WithLabelValues("r", "e", "0").Set(1)
-	k.BlockSizeMismatches.WithLabelValues("r", "e").Inc()
-	k.SkippedBlocks.WithLabelValues("r", "tokens").Inc()
-	k.Evictions.WithLabelValues("r").Inc()
-	k.ObserveEvent("r", "e", time.Now())
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := os.ReadFile("../docs/metrics.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	section := string(doc)
-	i := strings.Index(section, "## KV-exact")
-	if i < 0 {
-		t.Fatal("docs/metrics.md has no KV-exact section")
-	}
-	section = section[i:]
-	if j := strings.Index(section[3:], "\n## "); j >= 0 {
-		section = section[:j+3]
-	}
-	registered := map[string]bool{}
-	for _, f := range fams {
-		registered[f.GetName()] = true
-		if !strings.Contains(section, "| `"+f.GetName()+"` |") {
-			t.Errorf("%s is registered but not documented in docs/metrics.md", f.GetName())
-		}
-	}
-	if len(registered) != 12 {
-		t.Errorf("gathered %d KV families, want 12", len(registered))
-	}
-	for _, line := range strings.Split(section, "\n") {
-		if name, ok := strings.CutPrefix(line, "| `"); ok {
-			name = name[:strings.IndexByte(name, '`')]
-			if !registered[name] {
-				t.Errorf("docs/metrics.md documents %s, which the KV metrics do not register", name)
-			}
-		}
-	}
 }

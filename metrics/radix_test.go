@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"os"
 	"strings"
 	"testing"
 
@@ -41,51 +40,5 @@ func TestRadixExposition(t *testing.T) {
 	r.ForgetRule("r2")
 	if got := gather(t, reg); strings.Contains(got, `rule="r1"`) || strings.Contains(got, `rule="r2"`) {
 		t.Errorf("series survived ForgetRule:\n%s", got)
-	}
-}
-
-// TestRadixFamiliesDocumented checks docs/metrics.md's prefix-affinity
-// section and the registered families agree both ways.
-func TestRadixFamiliesDocumented(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	r := NewRadix(reg)
-	r.TrackIndex("r", func() IndexStats { return IndexStats{} })
-	r.MatchRate.WithLabelValues("r").Observe(0)
-	r.CHWBLPicks.WithLabelValues("r", "prefix").Inc()
-	r.CHWBLBoundSkips.WithLabelValues("r").Inc()
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := os.ReadFile("../docs/metrics.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	section := string(doc)
-	i := strings.Index(section, "## Prefix affinity")
-	if i < 0 {
-		t.Fatal("docs/metrics.md has no Prefix affinity section")
-	}
-	section = section[i:]
-	if j := strings.Index(section[3:], "\n## "); j >= 0 {
-		section = section[:j+3]
-	}
-	registered := map[string]bool{}
-	for _, f := range fams {
-		registered[f.GetName()] = true
-		if !strings.Contains(section, "| `"+f.GetName()+"` |") {
-			t.Errorf("%s is registered but not documented in docs/metrics.md", f.GetName())
-		}
-	}
-	if len(registered) != 6 {
-		t.Errorf("gathered %d families, want 6", len(registered))
-	}
-	for _, line := range strings.Split(section, "\n") {
-		if name, ok := strings.CutPrefix(line, "| `"); ok {
-			name = name[:strings.IndexByte(name, '`')]
-			if !registered[name] {
-				t.Errorf("docs/metrics.md documents %s, which the prefix-affinity metrics do not register", name)
-			}
-		}
 	}
 }
