@@ -58,6 +58,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.DurationVar(&opts.KVTokenizeTimeout, "kv-tokenize-timeout", opts.KVTokenizeTimeout, "KV-exact: budget of one engine /tokenize call; slower requests skip Tier 1.5")
 	fl.IntVar(&opts.KVZeroHitN, "kv-zero-hit-n", opts.KVZeroHitN, "KV-exact: consecutive zero-hit lookups (while events flow) that log a parity warning")
 	fl.DurationVar(&opts.KVTRTPollInterval, "kv-trt-poll-interval", opts.KVTRTPollInterval, "KV-exact: pause between TensorRT-LLM /kv_cache_events drains")
+	fl.DurationVar(&opts.KVStaleAfter, "kv-stale-after", opts.KVStaleAfter, "KV-exact: an endpoint sent work this long ago that published no KV event since is untrusted until its next event (its feed stopped with the socket up; negative disables)")
 	fl.IntVar(&opts.KVSingleLoadGuard, "kv-single-load-guard", opts.KVSingleLoadGuard, "KV-exact single pools (kvExactMode 3): skip a cache winner loaded this much above the least loaded (negative disables)")
 	fl.Int64Var(&opts.PrefixIndexBudgetBytes, "prefix-index-budget-bytes", opts.PrefixIndexBudgetBytes, "prefix affinity (pd_cache_aware_mode): memory budget of each rule's prefix index; least recently used prefixes are evicted above it")
 	fl.IntVar(&opts.PrefixKeyMaxBytes, "prefix-key-max-bytes", opts.PrefixKeyMaxBytes, "prefix affinity: bytes of each prompt that are keyed and matched (longer prompts are keyed on their head)")

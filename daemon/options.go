@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/datapath/kvplane"
+	"github.com/infergate/infergate/kvexact"
 	"github.com/infergate/infergate/radix"
 )
 
@@ -43,6 +44,7 @@ type Options struct {
 	KVZeroHitN         int           // zero-hit watchdog streak (200)
 	KVTRTPollInterval  time.Duration // TensorRT-LLM /kv_cache_events drain interval (20 ms)
 	KVSingleLoadGuard  int           // kvExactMode 3 load guard (3; negative disables)
+	KVStaleAfter       time.Duration // untrust an endpoint sent work this long ago with no event since (30 s; negative disables)
 
 	// Tier 1 prefix affinity (pd_cache_aware_mode), see PrefixIndexOptions.
 	PrefixIndexBudgetBytes int64 // per-rule prefix index budget (64 MiB)
@@ -78,6 +80,7 @@ func (o Options) KVPlaneOptions() kvplane.Options {
 		k.TRTPollInterval = o.KVTRTPollInterval
 	}
 	k.SingleLoadGuard = o.KVSingleLoadGuard
+	k.StaleAfter = o.KVStaleAfter
 	return k
 }
 
@@ -100,6 +103,7 @@ func DefaultOptions() Options {
 		KVZeroHitN:               kvplane.DefaultOptions().WatchdogN,
 		KVTRTPollInterval:        kvplane.DefaultOptions().TRTPollInterval,
 		KVSingleLoadGuard:        kvplane.DefaultSingleLoadGuard,
+		KVStaleAfter:             kvexact.DefaultStaleAfter,
 		PrefixIndexBudgetBytes:   radix.DefaultBudgetBytes,
 		PrefixKeyMaxBytes:        radix.DefaultMaxKeyBytes,
 	}

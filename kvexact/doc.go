@@ -57,7 +57,11 @@
 // marks it untrusted with a reason; AllBlocksCleared clears but keeps trust.
 // An endpoint is Trusted only when every rank is connected and has either
 // been connected for the warm-up since its last (re)connect or reset, or
-// been rebuilt by a replay from sequence 0. Callers fail open: an untrusted
+// been rebuilt by a replay from sequence 0, and it is not stale: a feed can
+// stop while its socket stays connected (a stuck publisher, a frozen host),
+// so once work was sent to an endpoint (NoteWork) and none of its ranks
+// published an event for StaleAfter it is untrusted until its next event.
+// An idle endpoint is not stale. Callers fail open: an untrusted
 // or empty inventory is a miss, never a routing decision.
 //
 // TensorRT-LLM has no PUB socket: its events are drained with POST

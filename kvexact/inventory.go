@@ -27,6 +27,10 @@ const (
 	DefaultBudget    = 1_000_000
 	DefaultWarmup    = 10 * time.Second
 	DefaultShards    = 64
+	// DefaultStaleAfter: a real engine publishes BlockStored within
+	// milliseconds of computing a new full block, so half a minute of work
+	// with no event at all means the feed stopped, not that it is slow.
+	DefaultStaleAfter = 30 * time.Second
 )
 
 // Options configures one rule's inventory.
@@ -42,6 +46,12 @@ type Options struct {
 	// a connect or a reset, before its inventory is trusted; replay from seq 0
 	// makes it trusted at once.
 	Warmup time.Duration
+	// StaleAfter bounds trust in an endpoint whose event feed went quiet
+	// while its socket stayed connected (a stuck publisher, a frozen host):
+	// once work was sent to the endpoint (NoteWork) and no event of any of
+	// its ranks arrived for StaleAfter, it is untrusted (ReasonStale) until
+	// its next event. An idle endpoint is not stale. Negative disables.
+	StaleAfter time.Duration
 	// Shards is the number of lock shards, rounded up to a power of two.
 	Shards int
 	// EngineMapLimit bounds each (endpoint, rank)'s engine-hash → own-key map;
@@ -60,6 +70,7 @@ func DefaultOptions(rule string) Options {
 		BlockSize:      DefaultBlockSize,
 		Budget:         DefaultBudget,
 		Warmup:         DefaultWarmup,
+		StaleAfter:     DefaultStaleAfter,
 		Shards:         DefaultShards,
 		EngineMapLimit: 2 * DefaultBudget,
 		Clock:          wallClock{},
@@ -74,6 +85,9 @@ const (
 	ReasonWarmup          = "warmup"
 	ReasonSeqGap          = "seq_gap"
 	ReasonRestart         = "restart"
+	// ReasonStale: work was sent to the endpoint StaleAfter ago and none of
+	// its ranks has published an event since.
+	ReasonStale = "stale"
 )
 
 // Skip reasons of stored blocks that are not indexed (metric label).
@@ -109,6 +123,10 @@ type slot struct {
 	scratch     []uint64
 
 	blocksGauge prometheus.Gauge // loxilb_pd_kv_blocks of the endpoint; nil without metrics
+
+	// workSince is shared by every rank of the endpoint: the UnixNano of the
+	// first NoteWork since the endpoint's last event, 0 when none is pending.
+	workSince *atomic.Int64
 
 	// stateMu guards trust state, read on the request path.
 	stateMu   sync.Mutex
@@ -153,6 +171,9 @@ func NewInventory(opts Options) *Inventory {
 	}
 	if opts.Warmup < 0 {
 		opts.Warmup = 0
+	}
+	if opts.StaleAfter == 0 {
+		opts.StaleAfter = def.StaleAfter
 	}
 	if opts.Shards <= 0 {
 		opts.Shards = def.Shards
@@ -229,6 +250,11 @@ func (inv *Inventory) slotFor(endpoint string, rank int) (*slot, error) {
 	s = &slot{bit: 1 << b, endpoint: endpoint, rank: rank, engine: u64map{seed: rand.Uint64()}, since: inv.opts.Clock.Now()}
 	if m := inv.opts.Metrics; m != nil {
 		s.blocksGauge = m.Blocks.WithLabelValues(inv.opts.Rule, endpoint)
+	}
+	if peers := inv.byEndpoint[endpoint]; len(peers) > 0 {
+		s.workSince = peers[0].workSince
+	} else {
+		s.workSince = new(atomic.Int64)
 	}
 	inv.used |= s.bit
 	inv.slots[k] = s
@@ -320,6 +346,9 @@ func (inv *Inventory) Apply(endpoint string, rank int, seq uint64, batch Batch) 
 		}).Info("kvexact: KV event stream discontinuity, inventory cleared")
 	}
 	s.hasSeq, s.lastSeq = true, seq
+	if s.workSince.Load() != 0 {
+		s.workSince.Store(0) // the feed is alive: pending work is accounted for
+	}
 	for i := range batch.Events {
 		inv.applyEvent(s, &batch.Events[i])
 	}
@@ -549,7 +578,36 @@ func (inv *Inventory) Trusted(endpoint string) (bool, string) {
 			return false, ReasonWarmup
 		}
 	}
+	if inv.stale(ss[0], now) {
+		return false, ReasonStale
+	}
 	return true, ""
+}
+
+// NoteWork records that a request was sent to endpoint. Unless one of its
+// ranks publishes an event within StaleAfter, the endpoint is untrusted:
+// its feed stopped while the engine kept changing its cache. Unknown
+// endpoints are ignored. Cheap enough for every routed request.
+func (inv *Inventory) NoteWork(endpoint string) {
+	inv.slotsMu.RLock()
+	ss := inv.byEndpoint[endpoint]
+	inv.slotsMu.RUnlock()
+	if len(ss) == 0 || inv.opts.StaleAfter < 0 {
+		return
+	}
+	if ss[0].workSince.Load() == 0 {
+		ss[0].workSince.CompareAndSwap(0, inv.opts.Clock.Now().UnixNano())
+	}
+}
+
+// stale reports whether work sent to s's endpoint has waited longer than
+// StaleAfter for an event.
+func (inv *Inventory) stale(s *slot, now time.Time) bool {
+	if inv.opts.StaleAfter < 0 {
+		return false
+	}
+	ws := s.workSince.Load()
+	return ws != 0 && now.Sub(time.Unix(0, ws)) > inv.opts.StaleAfter
 }
 
 // Blocks returns the number of blocks indexed for endpoint, summed over its

@@ -40,6 +40,9 @@ func (inv *Inventory) Ranks() []RankState {
 		st.Connected = s.connected
 		st.Trusted, st.Reason = rankTrust(s.connected, s.rebuilt, now.Sub(s.since), inv.opts.Warmup, s.reason)
 		s.stateMu.Unlock()
+		if st.Trusted && inv.stale(s, now) {
+			st.Trusted, st.Reason = false, ReasonStale
+		}
 		out = append(out, st)
 	}
 	sort.Slice(out, func(i, j int) bool {

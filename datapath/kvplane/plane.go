@@ -61,6 +61,11 @@ type Options struct {
 	SingleLoadGuard int
 	// Budget caps indexed blocks per rule (0: kvexact's default).
 	Budget int
+	// StaleAfter untrusts an endpoint that was sent work this long ago and
+	// published no event since (0: kvexact.DefaultStaleAfter; negative
+	// disables), so a feed that stops with its socket up is not trusted
+	// forever.
+	StaleAfter time.Duration
 	// Subscriber is the template of every subscriber's options (Rule,
 	// Metrics and Logger are set per rule).
 	Subscriber zmqsub.Options
@@ -283,6 +288,9 @@ func (p *Plane) newState(r *spec.Rule) (*ruleState, error) {
 	}
 	if p.opts.Budget > 0 {
 		iopts.Budget = p.opts.Budget
+	}
+	if p.opts.StaleAfter != 0 {
+		iopts.StaleAfter = p.opts.StaleAfter
 	}
 	iopts.Clock = p.opts.Clock
 	iopts.Metrics = p.m

@@ -81,6 +81,10 @@ func (r *RuleKV) PickSingle(f *ladder.Facts, cands []ladder.Candidate) (int, str
 	return r.single.Pick(f, cands)
 }
 
+// NoteWork tells the inventory a mode-3 request was sent to endpoint (see
+// kvexact.Inventory.NoteWork: work without events makes it stale).
+func (r *RuleKV) NoteWork(endpoint string) { r.st.inv.NoteWork(endpoint) }
+
 // Explain returns the Tier 1.5 view of every candidate without counting
 // the lookup, for the routing explanation.
 func (r *RuleKV) Explain(f *ladder.Facts, cands []ladder.Candidate) (idx int, reason string, ok bool, scores []ladder.CandidateScore) {
@@ -100,7 +104,8 @@ type InventoryRow struct {
 	Connected bool   `json:"connected"`
 	Trusted   bool   `json:"trusted"`
 	// Reason says why the rank is not trusted: disconnected, warmup,
-	// seq_gap, restart, or no_events (nothing received yet).
+	// seq_gap, restart, stale (work sent, no event within --kv-stale-after),
+	// or no_events (nothing received yet).
 	Reason  string  `json:"untrusted_reason,omitempty"`
 	LastSeq *uint64 `json:"last_seq,omitempty"`
 	// LastEventAgeSec is the seconds since the endpoint's last batch.

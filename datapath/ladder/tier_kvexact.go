@@ -81,6 +81,19 @@ func NewKVExact(o KVExactOptions) *KVExact {
 // Name implements PrefillTier.
 func (t *KVExact) Name() string { return TierKVExact }
 
+// workNoter is an index that wants to know where requests went, so an
+// endpoint whose events stopped while it kept receiving work stops being
+// trusted (kvexact.Inventory.NoteWork).
+type workNoter interface{ NoteWork(endpoint string) }
+
+// Observe implements Observer: the prefill finally chosen, by any tier,
+// is noted on the index.
+func (t *KVExact) Observe(_ *Facts, chosen Candidate) {
+	if w, ok := t.o.Index.(workNoter); ok {
+		w.NoteWork(chosen.ID)
+	}
+}
+
 // CandidateScore is one candidate's Tier 1.5 view, for the routing
 // explanation.
 type CandidateScore struct {

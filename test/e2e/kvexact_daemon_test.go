@@ -230,6 +230,7 @@ func TestKVExactDaemon(t *testing.T) {
 	}
 	t.Run("single-pool", func(t *testing.T) { kvDaemonSinglePool(t, bin) })
 	t.Run("trtllm-pd", func(t *testing.T) { kvDaemonTRTLLM(t, bin) })
+	t.Run("events-stop", func(t *testing.T) { kvDaemonEventsStop(t, bin) })
 }
 
 // kvDaemonSinglePool is kvExactMode 3: a round-robin single pool

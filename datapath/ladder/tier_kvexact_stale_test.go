@@ -1,0 +1,83 @@
+package ladder
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/infergate/infergate/kvexact"
+)
+
+type stepClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *stepClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *stepClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// TestKVExactObserveMarksWork: the ladder tells Tier 1.5's inventory where
+// each request went, so an endpoint that keeps winning on a cache whose
+// event feed stopped loses trust after StaleAfter instead of forever, while
+// an endpoint that got no work stays trusted.
+func TestKVExactObserveMarksWork(t *testing.T) {
+	const staleAfter = 10 * time.Second
+	clk := &stepClock{t: time.Unix(1_800_000_000, 0)}
+	inv := kvexact.NewInventory(kvexact.Options{Rule: "r", BlockSize: 16, Clock: clk, StaleAfter: staleAfter})
+	tokens := make([]uint32, 64)
+	for i := range tokens {
+		tokens[i] = uint32(i * 7)
+	}
+	for e, ep := range []string{"ep0", "ep1"} {
+		ev := kvexact.Event{Kind: kvexact.EventBlockStored, BlockSize: 16, TokenIDs: tokens[:(e+1)*16]}
+		for b := 0; b <= e; b++ {
+			ev.BlockHashes = append(ev.BlockHashes, uint64(1000*e+b+1))
+		}
+		inv.Apply(ep, 0, 0, kvexact.Batch{Events: []kvexact.Event{ev}})
+		if err := inv.SetConnected(ep, 0, true); err != nil {
+			t.Fatal(err)
+		}
+		if err := inv.MarkRebuilt(ep, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := New(nil, NewKVExact(KVExactOptions{Rule: "r", Index: inv, LoadGuard: -1}))
+	prefills := []Candidate{{ID: "ep0"}, {ID: "ep1", Index: 1}}
+	decodes := []Candidate{{ID: "d0"}}
+	pick := func() Trace {
+		t.Helper()
+		tr, ok := l.SelectPair(&Facts{Ctx: context.Background(), Tokens: tokens, Now: clk.Now()}, prefills, decodes)
+		if !ok {
+			t.Fatal("SelectPair: no pair")
+		}
+		return tr
+	}
+	if tr := pick(); tr.Prefill.ID != "ep1" {
+		t.Fatalf("first pick %q, want ep1 (holds 2 blocks)", tr.Prefill.ID)
+	}
+	clk.Advance(staleAfter + time.Second)
+	if ok, why := inv.Trusted("ep1"); ok || why != kvexact.ReasonStale {
+		t.Errorf("ep1 after work and no event: Trusted = %v, %q; want false, %q", ok, why, kvexact.ReasonStale)
+	}
+	if ok, why := inv.Trusted("ep0"); !ok {
+		t.Errorf("ep0 got no work: Trusted = false, %q; want trusted", why)
+	}
+	if tr := pick(); tr.Prefill.ID != "ep0" {
+		t.Errorf("pick with ep1 stale = %q, want ep0 (the only trusted holder)", tr.Prefill.ID)
+	}
+	// Explain is a dry run: it must not start ep0's clock.
+	clk.Advance(staleAfter + time.Second)
+	inv.Apply("ep0", 0, 1, kvexact.Batch{}) // ep0's feed answers its work
+	if _, ok := l.Explain(&Facts{Ctx: context.Background(), Tokens: tokens, Now: clk.Now()}, prefills, decodes); !ok {
+		t.Fatal("Explain: no pair")
+	}
+	clk.Advance(staleAfter + time.Second)
+	if ok, why := inv.Trusted("ep0"); !ok {
+		t.Errorf("ep0 after Explain only: Trusted = false, %q; want trusted", why)
+	}
+}
