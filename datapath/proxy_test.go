@@ -169,9 +169,10 @@ func TestBindFailureLeavesNothing(t *testing.T) {
 		vip    string
 		port   uint16
 		status int
+		hint   string // what the operator can do, in the daemon's own flag name
 	}{
-		{"address in use", "127.0.0.1", busyPort, http.StatusConflict},
-		{"not a local address", "192.0.2.10", freePort(t), http.StatusBadRequest},
+		{"address in use", "127.0.0.1", busyPort, http.StatusConflict, "in use"},
+		{"not a local address", "192.0.2.10", freePort(t), http.StatusBadRequest, "--bind-any-vip"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -183,6 +184,9 @@ func TestBindFailureLeavesNothing(t *testing.T) {
 			}
 			if !strings.Contains(ae.Message, r.Key.ListenAddr().String()) {
 				t.Fatalf("message %q does not name the address", ae.Message)
+			}
+			if !strings.Contains(ae.Message, tc.hint) {
+				t.Fatalf("message %q lacks the hint %q", ae.Message, tc.hint)
 			}
 			if _, found := rt.Status(r.Key); found {
 				t.Fatal("failed rule is visible in Status")

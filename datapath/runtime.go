@@ -359,7 +359,7 @@ func bindError(addr netip.AddrPort, err error) *apierror.Error {
 			fmt.Sprintf("address %s is already in use", addr))
 	case errors.Is(err, syscall.EADDRNOTAVAIL):
 		e = apierror.BadRequest(apierror.CodeBindFailed, "serviceArguments.externalIP", "",
-			fmt.Sprintf("address %s is not a local address (enable BindAnyVIP to serve it on 0.0.0.0)", addr))
+			fmt.Sprintf("address %s is not a local address (run the daemon with --bind-any-vip to serve it on 0.0.0.0:%d)", addr, addr.Port()))
 	case errors.Is(err, syscall.EACCES):
 		e = apierror.BadRequest(apierror.CodeBindFailed, "serviceArguments.port", "",
 			fmt.Sprintf("no permission to bind %s", addr))
