@@ -2,13 +2,17 @@ package datapath
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/textproto"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -159,8 +163,9 @@ func (u *upstream) roundTrip(ctx context.Context, addr string, in *http.Request,
 		return fail(fmt.Errorf("writing request to %s: %w", addr, err))
 	}
 	var resp *http.Response
+	var rb io.Reader
 	for {
-		resp, err = http.ReadResponse(c.br, in)
+		resp, rb, err = readResponse(c.br, in)
 		if err != nil {
 			return fail(fmt.Errorf("reading response from %s: %w", addr, err))
 		}
@@ -168,7 +173,7 @@ func (u *upstream) roundTrip(ctx context.Context, addr string, in *http.Request,
 			break // skip 1xx interim responses
 		}
 	}
-	resp.Body = &upBody{u: u, addr: addr, c: c, rc: resp.Body, stop: stop, reuse: !resp.Close}
+	resp.Body = &upBody{u: u, addr: addr, c: c, r: rb, stop: stop, reuse: !resp.Close}
 	return resp, nil
 }
 
@@ -213,7 +218,7 @@ type upBody struct {
 	u     *upstream
 	addr  string
 	c     *upConn
-	rc    io.ReadCloser
+	r     io.Reader // the framed body (length, chunked, until close)
 	stop  func() bool
 	reuse bool
 	done  bool
@@ -223,7 +228,7 @@ func (b *upBody) Read(p []byte) (int, error) {
 	if b.done {
 		return 0, io.EOF
 	}
-	n, err := b.rc.Read(p)
+	n, err := b.r.Read(p)
 	if err == io.EOF {
 		b.finish(true)
 	}
@@ -248,4 +253,224 @@ func (b *upBody) finish(complete bool) {
 		return
 	}
 	_ = b.c.nc.Close()
+}
+
+// Why not http.ReadResponse: it goes through net/textproto and its transfer
+// layer, which on the proxy's hot path cost about as much CPU as the rest of
+// the handler (header map growth, per-line allocations, a body wrapper with
+// its own mutex). Engines answer HTTP/1.1 with a handful of headers, so a
+// direct parse of the head off the connection's bufio.Reader is enough; the
+// chunked decoder is net/http's own (httputil.NewChunkedReader).
+
+// errBadResponse marks an engine response head that does not parse.
+var errBadResponse = errors.New("malformed HTTP response")
+
+// commonHeaders interns the header names engines send (canonical and the
+// lowercase spelling uvicorn and other ASGI servers use), so parsing them
+// allocates no key strings. Read-only after package initialisation.
+var commonHeaders = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{
+		headerContentType, headerContentLength, headerTE, headerConnection, "Date", "Server",
+		"Keep-Alive", "Cache-Control", "Content-Encoding", "Vary", "Trailer", HeaderRequestID,
+		"X-Accel-Buffering",
+	} {
+		m[k] = k
+		m[strings.ToLower(k)] = k
+	}
+	return m
+}()
+
+// readResponse parses one response head from br and frames its body the way
+// net/http would: no body for 1xx/204/304 and HEAD, chunked, Content-Length,
+// or until the engine closes (then Close is set). The returned reader yields
+// the body; it ends with io.EOF only when the body is complete (a short
+// Content-Length or chunked body ends with io.ErrUnexpectedEOF).
+func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, io.Reader, error) {
+	line, err := readHeadLine(br)
+	if err != nil {
+		return nil, nil, err
+	}
+	proto, status, ok := strings.Cut(string(line), " ")
+	major, minor, vok := http.ParseHTTPVersion(proto)
+	if !ok || !vok || len(status) < 3 || (len(status) > 3 && status[3] != ' ') {
+		return nil, nil, fmt.Errorf("%w: status line %q", errBadResponse, line)
+	}
+	code, err := strconv.Atoi(status[:3])
+	if err != nil || code < 100 {
+		return nil, nil, fmt.Errorf("%w: status line %q", errBadResponse, line)
+	}
+	resp := &http.Response{
+		Status: status, StatusCode: code, Proto: proto, ProtoMajor: major, ProtoMinor: minor,
+		Header: make(http.Header, 8), Request: req,
+	}
+	vals := make([]string, 0, 8)
+	for {
+		l, err := readHeadLine(br)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(l) == 0 {
+			break
+		}
+		i := bytes.IndexByte(l, ':')
+		if i <= 0 || !validHeaderKey(l[:i]) {
+			return nil, nil, fmt.Errorf("%w: header line %q", errBadResponse, l)
+		}
+		key, ok := commonHeaders[string(l[:i])]
+		if !ok {
+			key = textproto.CanonicalMIMEHeaderKey(string(l[:i]))
+		}
+		v := string(bytes.Trim(l[i+1:], " \t"))
+		if prior, ok := resp.Header[key]; ok {
+			resp.Header[key] = append(prior, v)
+			continue
+		}
+		vals = append(vals, v) // one backing array for the usual single values
+		resp.Header[key] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	body, err := frameBody(br, req, resp)
+	if err != nil {
+		return nil, nil, err
+	}
+	return resp, body, nil
+}
+
+// frameBody sets ContentLength and Close and returns the body reader.
+func frameBody(br *bufio.Reader, req *http.Request, resp *http.Response) (io.Reader, error) {
+	h := resp.Header
+	resp.Close = headerHasToken(h[headerConnection], "close") ||
+		(resp.ProtoMajor == 1 && resp.ProtoMinor == 0 && !headerHasToken(h[headerConnection], "keep-alive"))
+	code := resp.StatusCode
+	if code/100 == 1 || code == http.StatusNoContent || code == http.StatusNotModified ||
+		(req != nil && req.Method == http.MethodHead) {
+		return http.NoBody, nil
+	}
+	if te := h[headerTE]; len(te) > 0 {
+		if len(te) != 1 || !strings.EqualFold(te[0], "chunked") {
+			return nil, fmt.Errorf("%w: unsupported transfer encoding %q", errBadResponse, te)
+		}
+		delete(h, headerTE) // as net/http: the framing is ours, not the header's
+		delete(h, headerContentLength)
+		resp.TransferEncoding = []string{"chunked"}
+		resp.ContentLength = -1
+		return &chunkedBody{cr: httputil.NewChunkedReader(br), br: br}, nil
+	}
+	if cl := h[headerContentLength]; len(cl) > 0 {
+		n, err := strconv.ParseInt(cl[0], 10, 64)
+		for _, v := range cl[1:] {
+			if v != cl[0] {
+				err = errors.New("conflicting values")
+			}
+		}
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%w: Content-Length %q", errBadResponse, cl)
+		}
+		resp.ContentLength = n
+		if n == 0 {
+			return http.NoBody, nil
+		}
+		return &lengthBody{r: br, n: n}, nil
+	}
+	resp.ContentLength = -1
+	resp.Close = true // the end of the body is the end of the connection
+	return br, nil
+}
+
+// readHeadLine returns one head line without its CRLF (valid until the next
+// read); a line longer than the buffer is an error.
+func readHeadLine(br *bufio.Reader) ([]byte, error) {
+	l, err := br.ReadSlice('\n')
+	if err != nil {
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return nil, fmt.Errorf("%w: header line too long", errBadResponse)
+		}
+		if errors.Is(err, io.EOF) && len(l) > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	l = l[:len(l)-1]
+	if n := len(l); n > 0 && l[n-1] == '\r' {
+		l = l[:n-1]
+	}
+	return l, nil
+}
+
+// validHeaderKey reports whether k is a non-empty RFC 9110 token.
+func validHeaderKey(k []byte) bool {
+	for _, b := range k {
+		if b <= ' ' || b >= 0x7f || strings.IndexByte("\"(),/:;<=>?@[\\]{}", b) >= 0 {
+			return false
+		}
+	}
+	return len(k) > 0
+}
+
+// headerHasToken reports whether a comma-separated header holds tok.
+func headerHasToken(vv []string, tok string) bool {
+	for _, v := range vv {
+		for f := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(f), tok) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// lengthBody reads exactly n bytes; an earlier EOF is io.ErrUnexpectedEOF
+// so a truncated body never looks complete.
+type lengthBody struct {
+	r io.Reader
+	n int64
+}
+
+func (b *lengthBody) Read(p []byte) (int, error) {
+	if b.n <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.n {
+		p = p[:b.n]
+	}
+	n, err := b.r.Read(p)
+	b.n -= int64(n)
+	if b.n <= 0 {
+		return n, io.EOF
+	}
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+// chunkedBody decodes a chunked body and consumes the trailer section after
+// the last chunk, leaving the connection at the next response.
+type chunkedBody struct {
+	cr   io.Reader
+	br   *bufio.Reader
+	done bool
+}
+
+func (b *chunkedBody) Read(p []byte) (int, error) {
+	if b.done {
+		return 0, io.EOF
+	}
+	n, err := b.cr.Read(p)
+	if errors.Is(err, io.EOF) {
+		for { // trailers (dropped) up to the empty line
+			l, terr := readHeadLine(b.br)
+			if terr != nil {
+				if errors.Is(terr, io.EOF) {
+					terr = io.ErrUnexpectedEOF
+				}
+				return n, terr
+			}
+			if len(l) == 0 {
+				break
+			}
+		}
+		b.done = true
+	}
+	return n, err
 }

@@ -1,0 +1,116 @@
+package datapath
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestReadResponse checks the engine response parser against what
+// http.ReadResponse would frame: status, headers, body bytes, keep-alive and
+// where the next response starts on the same connection.
+func TestReadResponse(t *testing.T) {
+	const next = "HTTP/1.1 204 No Content\r\n\r\n"
+	for _, tc := range []struct {
+		name, raw, method string
+		code              int
+		header            http.Header // subset that must match
+		body              string
+		close             bool
+		bodyErr, headErr  error
+	}{
+		{name: "length", raw: "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nContent-Length: 2\r\nX-Odd-name:  v \r\n\r\n{}" + next,
+			code: 200, header: http.Header{"Content-Type": {"application/json"}, "Content-Length": {"2"}, "X-Odd-Name": {"v"}}, body: "{}"},
+		{name: "chunked with trailer", raw: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/event-stream\r\n\r\n5\r\ndata:\r\n3\r\n x\n\r\n0\r\nX-T: 1\r\n\r\n" + next,
+			code: 200, header: http.Header{"Content-Type": {"text/event-stream"}}, body: "data: x\n"},
+		{name: "no reason phrase", raw: "HTTP/1.1 503\r\nContent-Length: 0\r\n\r\n" + next, code: 503},
+		{name: "connection close", raw: "HTTP/1.1 200 OK\r\nConnection: keep-alive, close\r\nContent-Length: 1\r\n\r\nx", code: 200, body: "x", close: true},
+		{name: "until EOF", raw: "HTTP/1.1 200 OK\r\n\r\nrest of stream", code: 200, body: "rest of stream", close: true},
+		{name: "http/1.0", raw: "HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\nx", code: 200, body: "x", close: true},
+		{name: "HEAD has no body", method: http.MethodHead, raw: "HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n" + next, code: 200},
+		{name: "304 has no body", raw: "HTTP/1.1 304 Not Modified\r\n\r\n" + next, code: 304},
+		{name: "truncated length", raw: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nab", code: 200, body: "ab", bodyErr: io.ErrUnexpectedEOF},
+		{name: "truncated chunked", raw: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab", code: 200, body: "ab", bodyErr: io.ErrUnexpectedEOF},
+		{name: "bad status", raw: "HTTP/1.1 2x0 OK\r\n\r\n", headErr: errBadResponse},
+		{name: "bad header", raw: "HTTP/1.1 200 OK\r\nno colon\r\n\r\n", headErr: errBadResponse},
+		{name: "conflicting length", raw: "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", headErr: errBadResponse},
+		{name: "gzip transfer coding", raw: "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", headErr: errBadResponse},
+		{name: "head cut", raw: "HTTP/1.1 200 OK\r\nContent-", headErr: io.ErrUnexpectedEOF},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			br := bufio.NewReader(strings.NewReader(tc.raw))
+			req := &http.Request{Method: cmpOr(tc.method, http.MethodPost)}
+			resp, body, err := readResponse(br, req)
+			if tc.headErr != nil || err != nil {
+				if !errors.Is(err, tc.headErr) {
+					t.Fatalf("head error %v, want %v", err, tc.headErr)
+				}
+				return
+			}
+			if resp.StatusCode != tc.code || resp.Close != tc.close {
+				t.Fatalf("status %d close %v, want %d %v", resp.StatusCode, resp.Close, tc.code, tc.close)
+			}
+			for k, v := range tc.header {
+				if got := resp.Header[k]; strings.Join(got, "|") != strings.Join(v, "|") {
+					t.Errorf("header %s = %q, want %q (all: %v)", k, got, v, resp.Header)
+				}
+			}
+			if _, ok := resp.Header[headerTE]; ok {
+				t.Errorf("Transfer-Encoding left in the header")
+			}
+			got, err := io.ReadAll(body)
+			if string(got) != tc.body || !errors.Is(err, tc.bodyErr) {
+				t.Fatalf("body %q err %v, want %q %v", got, err, tc.body, tc.bodyErr)
+			}
+			if tc.close || tc.bodyErr != nil {
+				return
+			}
+			// The connection must sit exactly at the next response.
+			r2, _, err := readResponse(br, req)
+			if err != nil || r2.StatusCode != http.StatusNoContent {
+				t.Fatalf("next response: %v %v", r2, err)
+			}
+		})
+	}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// BenchmarkReadResponse is the engine response head parse alone, against
+// http.ReadResponse on the same bytes (report the ratio).
+func BenchmarkReadResponse(b *testing.B) {
+	const raw = "HTTP/1.1 200 OK\r\ndate: Sun, 29 Nov 2026 14:00:00 GMT\r\nserver: uvicorn\r\ncontent-length: 2\r\ncontent-type: application/json\r\nx-request-id: 0123456789abcdef0123456789abcdef\r\n\r\n{}"
+	req := &http.Request{Method: http.MethodPost}
+	sr := strings.NewReader(raw)
+	br := bufio.NewReader(sr)
+	for _, tc := range []struct {
+		name string
+		read func() (io.Reader, error)
+	}{
+		{"net/http", func() (io.Reader, error) { r, err := http.ReadResponse(br, req); return r.Body, err }},
+		{"infergate", func() (io.Reader, error) { _, body, err := readResponse(br, req); return body, err }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sr.Reset(raw)
+				br.Reset(sr)
+				body, err := tc.read()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.Copy(io.Discard, body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
