@@ -471,7 +471,7 @@ func (inv *Inventory) applyStored(s *slot, e *Event) {
 	if !inv.learned.Load() && inv.learned.CompareAndSwap(false, true) {
 		if old := inv.blockSize.Swap(bs); old != bs {
 			inv.opts.Logger.WithFields(logrus.Fields{"rule": inv.opts.Rule, "configured": old, "learned": bs}).
-				Info("kvexact: block size learned from events differs from the configured one")
+				Warn("kvexact: block size learned from events differs from the configured kvBlockSize; keying with the learned one, fix the rule")
 		}
 	}
 	if cur := inv.blockSize.Load(); cur != bs {

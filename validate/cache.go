@@ -200,6 +200,7 @@ func (w *workflow) kvExact(ctx context.Context, res *StepResult) {
 		if blocks == 0 {
 			worse(Warn, "inventory is empty (no KV events indexed)", HintKVZeroHits)
 		}
+		w.blockSizeParity(rows, worse, parity)
 	}
 	if !found && now.Has(famKVConnected) {
 		for ep, v := range now.By(famKVConnected, labelEndpoint, rule) {
@@ -231,6 +232,9 @@ func (w *workflow) kvExact(ctx context.Context, res *StepResult) {
 		for _, r := range after {
 			blocksAfter += r.Blocks
 		}
+		if !w.blockSizeWarned {
+			w.blockSizeParity(after, worse, parity)
+		}
 		if t15.hits <= 0 && blocksAfter > 0 {
 			worse(Warn, fmt.Sprintf("the inventory holds %d blocks but a repeated prefix never hit Tier 1.5: %s", blocksAfter, parity), HintKVZeroHits)
 		}
@@ -243,6 +247,21 @@ func (w *workflow) kvExact(ctx context.Context, res *StepResult) {
 		}
 	} else {
 		res.Summary = strings.Join(notes, "; ")
+	}
+}
+
+// blockSizeParity warns when the engines publish blocks of another size
+// than the rule's kvBlockSize. infergate keys with the learned size, so
+// Tier 1.5 may still hit, but the rule is wrong (and a fresh inventory, a
+// restarted gateway or a TensorRT-LLM admission check goes by it).
+func (w *workflow) blockSizeParity(rows []inventoryRow, worse func(Status, string, ...Hint), parity string) {
+	for _, r := range rows {
+		if r.BlockSize > 0 && w.compiled.KV.BlockSize > 0 && r.BlockSize != w.compiled.KV.BlockSize {
+			w.blockSizeWarned = true
+			worse(Warn, fmt.Sprintf("engines publish %d-token blocks but the rule's kvBlockSize is %d: %s",
+				r.BlockSize, w.compiled.KV.BlockSize, parity), HintKVZeroHits)
+			return
+		}
 	}
 }
 
@@ -268,6 +287,9 @@ type inventoryRow struct {
 	Connected bool   `json:"connected"`
 	Trusted   bool   `json:"trusted"`
 	Reason    string `json:"untrusted_reason"`
+	// BlockSize is what the inventory keys with (learned from events); 0
+	// from a gateway that does not report it.
+	BlockSize int `json:"block_size"`
 }
 
 // awaitTrust reads the inventory, waiting while connected ranks are only in

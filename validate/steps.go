@@ -55,6 +55,9 @@ type workflow struct {
 	model    string
 	before   *Snapshot     // scraped before the first probe
 	tier15   *tier15Result // Tier 1.5 probe of the KV-exact step (nil: not run)
+	// blockSizeWarned: the KV-exact step already reported a kvBlockSize
+	// that differs from the engines' block size.
+	blockSizeWarned bool
 }
 
 func (w *workflow) scrape(ctx context.Context) (*Snapshot, error) {

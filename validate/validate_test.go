@@ -45,7 +45,11 @@ const (
 	kvOK           = "ok"           // inventory trusted, repeated prefixes hit Tier 1.5
 	kvParity       = "parity"       // inventory populated, Tier 1.5 never hits (block size mismatch)
 	kvDisconnected = "disconnected" // the subscriber to the prefill is down
-	fakeRule       = "pd-test"
+	// kvLearned: like kvOK, but the engines publish 16-token blocks while the
+	// rule says kvBlockSize 32; the gateway keys with the learned size, so
+	// Tier 1.5 hits and only the inventory's block_size shows the mistake.
+	kvLearned = "learned"
+	fakeRule  = "pd-test"
 )
 
 // gatewayBehaviour configures a fakeGateway before it serves.
@@ -109,7 +113,10 @@ func (g *fakeGateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 		rows := []map[string]any{}
 		if g.kv != "" {
 			rows = append(rows, map[string]any{"rule": fakeRule, "endpoint": g.prefill, "rank": 0, "source": "zmq",
-				"blocks": 40, "connected": g.kv != kvDisconnected, "trusted": g.kv != kvDisconnected})
+				"blocks": 40, "connected": g.kv != kvDisconnected, "trusted": g.kv != kvDisconnected, "block_size": 32})
+			if g.kv == kvLearned {
+				rows[0]["block_size"] = 16
+			}
 		}
 		_ = json.NewEncoder(w).Encode(map[string]any{"rows": rows})
 	case strings.HasSuffix(p, "/status"):
@@ -179,7 +186,7 @@ func (g *fakeGateway) tiers(body []byte) {
 	}
 	g.m.Radix.MatchRate.WithLabelValues(fakeRule).Observe(rate)
 	switch {
-	case seen && g.kv == kvOK:
+	case seen && (g.kv == kvOK || g.kv == kvLearned):
 		g.m.KV.Routing.Tier15Hits.WithLabelValues(fakeRule).Inc()
 	case g.kv == kvDisconnected:
 		g.m.KV.Routing.Tier15Misses.WithLabelValues(fakeRule, "untrusted").Inc()
@@ -238,6 +245,10 @@ func TestRun(t *testing.T) {
 			want:    map[string]Status{StepRoles: Pass, StepCacheAware: Pass, StepKVExact: Warn},
 			hint:    map[string]Hint{StepKVExact: HintKVZeroHits},
 			summary: map[string]string{StepKVExact: "kvBlockSize 32 must equal the engines' --block-size"}},
+		{name: "kvBlockSize differs from the engines' (learned) block size", target: func(*fakeGateway) string { return fakeRule }, kv: kvLearned, passed: true,
+			want:    map[string]Status{StepRoles: Pass, StepCacheAware: Pass, StepKVExact: Warn},
+			hint:    map[string]Hint{StepKVExact: HintKVZeroHits},
+			summary: map[string]string{StepKVExact: "engines publish 16-token blocks but the rule's kvBlockSize is 32"}},
 		{name: "KV subscriber disconnected", target: func(*fakeGateway) string { return fakeRule }, kv: kvDisconnected,
 			want: map[string]Status{StepRoles: Pass, StepKVExact: Fail},
 			hint: map[string]Hint{StepKVExact: HintKVZeroHits}},

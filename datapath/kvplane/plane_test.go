@@ -352,3 +352,37 @@ func cval(c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// TestInventoryRowsBlockSize: the rows show the block size the inventory
+// keys with, so a rule whose kvBlockSize differs from what the engines
+// publish is visible (validate warns on it).
+func TestInventoryRowsBlockSize(t *testing.T) {
+	tests := []struct {
+		name       string
+		configured int
+		event      int // 0: no event
+		want       int
+	}{
+		{"configured before any event", 32, 0, 32},
+		{"learned equal", 16, 16, 16},
+		{"learned differs from kvBlockSize", 32, 16, 16},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &recorder{}
+			p := New(rec.opts(), metrics.NewKV(prometheus.NewRegistry()), nil)
+			defer p.Close()
+			if _, err := p.Install(nil, pdRule(spec.KV{Mode: 3, BlockSize: tt.configured}, p1)); err != nil {
+				t.Fatal(err)
+			}
+			if tt.event > 0 {
+				ev := kvexact.Event{Kind: kvexact.EventBlockStored, BlockSize: tt.event, TokenIDs: make([]uint32, tt.event), BlockHashes: []uint64{1}}
+				rec.sinks[p1.ID].Apply(p1.ID, 0, 0, kvexact.Batch{Events: []kvexact.Event{ev}})
+			}
+			rows := p.KVInventory()
+			if len(rows) != 1 || rows[0].BlockSize != tt.want {
+				t.Fatalf("rows %+v, want one with block_size %d", rows, tt.want)
+			}
+		})
+	}
+}

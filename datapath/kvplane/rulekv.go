@@ -110,6 +110,10 @@ type InventoryRow struct {
 	LastSeq *uint64 `json:"last_seq,omitempty"`
 	// LastEventAgeSec is the seconds since the endpoint's last batch.
 	LastEventAgeSec *float64 `json:"last_event_age_sec,omitempty"`
+	// BlockSize is the block size the rule's inventory keys with: learned
+	// from the first BlockStored, else kvBlockSize. One that differs from
+	// the rule's kvBlockSize is a misconfigured rule (validate warns).
+	BlockSize int `json:"block_size,omitempty"`
 }
 
 // ReasonNoEvents marks an eligible endpoint rank nothing was heard from.
@@ -157,7 +161,7 @@ func (p *Plane) KVInventory() []InventoryRow {
 				age = &a
 			}
 			for rank := 0; rank < info.ranks; rank++ {
-				row := InventoryRow{Rule: st.name, Endpoint: id, Rank: rank, Source: info.source, LastEventAgeSec: age}
+				row := InventoryRow{Rule: st.name, Endpoint: id, Rank: rank, Source: info.source, LastEventAgeSec: age, BlockSize: st.inv.BlockSize()}
 				rs, ok := seen[[2]any{id, rank}]
 				if !ok {
 					row.Reason = ReasonNoEvents

@@ -184,23 +184,28 @@ func TestValidateKVParityOnDemo(t *testing.T) {
 	if !demoKVWired(t, d.api) {
 		t.Skip("the KV inventory lists no demo-cache-aware endpoint (KV plane not wired yet)")
 	}
-	res := cliRun(t, bin, d.api, "validate", demoRuleCache, "-o", "json")
-	var v validateJSON
-	if err := json.Unmarshal([]byte(res.Stdout), &v); err != nil {
-		t.Fatalf("-o json: %v\n%s", err, res.Stdout)
-	}
-	st, hints := v.step("KV-exact")
-	summary := ""
-	for _, s := range v.Steps {
-		if s.Name == "KV-exact" {
-			summary = s.Summary
+	// Twice: the gateway learns the engines' block size from their events
+	// and keys with it, so once the first run has populated the inventory
+	// Tier 1.5 hits; the mismatch must still be reported.
+	for run := 1; run <= 2; run++ {
+		res := cliRun(t, bin, d.api, "validate", demoRuleCache, "-o", "json")
+		var v validateJSON
+		if err := json.Unmarshal([]byte(res.Stdout), &v); err != nil {
+			t.Fatalf("run %d -o json: %v\n%s", run, err, res.Stdout)
 		}
-	}
-	if st != "WARN" || len(hints) == 0 || !strings.HasPrefix(hints[0], "KV-exact hits stay zero") || !strings.Contains(summary, "kvBlockSize 32") {
-		t.Errorf("KV-exact = %s %q hints %q, want WARN naming kvBlockSize 32 with the KV parity hint\n%s", st, summary, hints, res.Stdout)
-	}
-	if res.Code != 0 {
-		t.Errorf("exit %d, want 0 (a parity WARN is not a failure)\n%s", res.Code, res.Stdout)
+		st, hints := v.step("KV-exact")
+		summary := ""
+		for _, s := range v.Steps {
+			if s.Name == "KV-exact" {
+				summary = s.Summary
+			}
+		}
+		if st != "WARN" || len(hints) == 0 || !strings.HasPrefix(hints[0], "KV-exact hits stay zero") || !strings.Contains(summary, "kvBlockSize 32") {
+			t.Errorf("run %d: KV-exact = %s %q hints %q, want WARN naming kvBlockSize 32 with the KV parity hint\n%s", run, st, summary, hints, res.Stdout)
+		}
+		if res.Code != 0 {
+			t.Errorf("run %d: exit %d, want 0 (a parity WARN is not a failure)\n%s", run, res.Code, res.Stdout)
+		}
 	}
 }
 
