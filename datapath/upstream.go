@@ -38,9 +38,10 @@ type upstream struct {
 }
 
 type upConn struct {
-	nc net.Conn
-	br *bufio.Reader
-	bw *bufio.Writer
+	nc  net.Conn
+	raw syscall.RawConn // nil when nc has no file descriptor; for alive()
+	br  *bufio.Reader
+	bw  *bufio.Writer
 }
 
 const upstreamBufSize = 16 << 10
@@ -80,7 +81,11 @@ func (u *upstream) get(ctx context.Context, addr string) (*upConn, error) {
 	if err != nil {
 		return nil, &DialError{Endpoint: addr, Err: err}
 	}
-	return &upConn{nc: nc, br: bufio.NewReaderSize(nc, upstreamBufSize), bw: bufio.NewWriterSize(nc, upstreamBufSize)}, nil
+	c := &upConn{nc: nc, br: bufio.NewReaderSize(nc, upstreamBufSize), bw: bufio.NewWriterSize(nc, upstreamBufSize)}
+	if sc, ok := nc.(syscall.Conn); ok {
+		c.raw, _ = sc.SyscallConn() // resolved once: alive() runs on every reuse
+	}
+	return c, nil
 }
 
 // put returns a connection whose last response was read completely.
@@ -115,16 +120,11 @@ func (c *upConn) alive() bool {
 	if c.br.Buffered() > 0 {
 		return false // unsolicited bytes: the stream is out of sync
 	}
-	sc, ok := c.nc.(syscall.Conn)
-	if !ok {
+	if c.raw == nil {
 		return true
 	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
 	alive := false
-	err = raw.Read(func(fd uintptr) bool {
+	err := c.raw.Read(func(fd uintptr) bool {
 		var b [1]byte
 		_, _, rerr := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		alive = errors.Is(rerr, syscall.EAGAIN)
