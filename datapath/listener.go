@@ -27,6 +27,10 @@ func (rt *Runtime) newListener(addr netip.AddrPort, nl net.Listener) *listener {
 	ln.srv = &http.Server{
 		Handler:           ln,
 		ReadHeaderTimeout: rt.opts.ReadHeaderTimeout,
+		// The body deadline is net/http's own read deadline (it sets one per
+		// request anyway); the handler lifts it once the body is in, so
+		// long responses and disconnect detection are not cut by it.
+		ReadTimeout: rt.opts.BodyReadTimeout,
 		IdleTimeout:       rt.opts.ClientIdleTimeout,
 		ErrorLog:          newStdLogger(rt.log),
 	}

@@ -158,17 +158,15 @@ func (rt *Runtime) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int
 	}
 	switch {
 	case r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody:
+		rt.liftReadDeadline(w)
 		return nil, 0, "", ""
 	case r.ContentLength > max:
 		return tooLarge()
 	}
-	// A client that stops sending mid-body must not pin the handler. The
-	// deadline is lifted after a good read (long SSE responses follow) and
-	// kept after a failed one.
-	rc := http.NewResponseController(w)
-	if d := rt.opts.BodyReadTimeout; d > 0 {
-		_ = rc.SetReadDeadline(time.Now().Add(d))
-	}
+	// A client that stops sending mid-body must not pin the handler: the
+	// listener's ReadTimeout (BodyReadTimeout) is the read deadline here.
+	// It is lifted after a good read (long SSE responses follow) and kept
+	// after a failed one.
 	var b []byte
 	var err error
 	if r.ContentLength > 0 {
@@ -183,10 +181,17 @@ func (rt *Runtime) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int
 	if int64(len(b)) > max {
 		return tooLarge()
 	}
-	if rt.opts.BodyReadTimeout > 0 {
-		_ = rc.SetReadDeadline(time.Time{})
-	}
+	rt.liftReadDeadline(w)
 	return b, 0, "", ""
+}
+
+// liftReadDeadline clears the listener's request read deadline once the
+// body is in: net/http's background read, which notices a client leaving,
+// would otherwise cancel a long response when it fires.
+func (rt *Runtime) liftReadDeadline(w http.ResponseWriter) {
+	if rt.opts.BodyReadTimeout > 0 {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	}
 }
 
 // bodyModel reads the top-level "model" string of a JSON body without

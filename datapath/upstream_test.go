@@ -1,8 +1,13 @@
 package datapath
 
 import (
+	"net"
+	"time"
+
 	"bufio"
 	"errors"
+	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/test/fakeengine"
 	"io"
 	"net/http"
 	"strings"
@@ -112,5 +117,42 @@ func BenchmarkReadResponse(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestBodyReadDeadline: a client that stalls mid-body gets a 400 once the
+// body deadline (the listener's ReadTimeout) passes, while a stream lasting
+// twice that deadline after a complete body is relayed to its end.
+func TestBodyReadDeadline(t *testing.T) {
+	o := testOptions()
+	o.BodyReadTimeout = 300 * time.Millisecond
+	rt, _ := newTestRuntime(t, o)
+	e := startEngine(t, "slow", func(fo *fakeengine.Options) { fo.TokenDelay = 150 * time.Millisecond; fo.Tokens = 5 })
+	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, epFor(t, e.Addr(), 1))
+	if err := rt.Install(nil, r); err != nil {
+		t.Fatal(err)
+	}
+
+	res := post(t, testClient(), ruleURL(r)+"/v1/completions", `{"stream":true}`)
+	if res.status != http.StatusOK || strings.Count(res.body, "data:") < 5 || !strings.Contains(res.body, "[DONE]") {
+		t.Fatalf("stream longer than the body deadline: %d %q", res.status, res.body)
+	}
+
+	nc, err := net.DialTimeout("tcp", strings.TrimPrefix(ruleURL(r), "http://"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(nc, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{\""); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || resp.Header.Get(HeaderError) != CodeBadRequestBody {
+		t.Fatalf("stalled body: %d %v", resp.StatusCode, resp.Header)
 	}
 }
