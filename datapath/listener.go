@@ -31,8 +31,8 @@ func (rt *Runtime) newListener(addr netip.AddrPort, nl net.Listener) *listener {
 		// request anyway); the handler lifts it once the body is in, so
 		// long responses and disconnect detection are not cut by it.
 		ReadTimeout: rt.opts.BodyReadTimeout,
-		IdleTimeout:       rt.opts.ClientIdleTimeout,
-		ErrorLog:          newStdLogger(rt.log),
+		IdleTimeout: rt.opts.ClientIdleTimeout,
+		ErrorLog:    newStdLogger(rt.log),
 	}
 	return ln
 }
