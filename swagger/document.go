@@ -59,7 +59,7 @@ func buildDocument(g *generator, v Views) *Doc {
 	internal := fail("Unexpected failure (logged by the gateway).", errorExample{500,
 		"internal error; see the gateway log", "internal error; see the gateway log", "internal", ""})
 	notFound := func(desc string) *Response {
-		return fail(desc, errorExample{404, "no rule on 10.0.0.10:2020/tcp", "no-rule error", "rule_not_found", ""})
+		return fail(desc, errorExample{404, "no rule on 127.0.0.50:2020/tcp", "no-rule error", "rule_not_found", ""})
 	}
 
 	keyParams := []Parameter{

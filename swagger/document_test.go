@@ -2,6 +2,7 @@ package swagger
 
 import (
 	"encoding/json"
+	"net/netip"
 	"reflect"
 	"sort"
 	"strings"
@@ -135,5 +136,40 @@ func TestExamplesAreNamedAndDistinct(t *testing.T) {
 	}
 	if reflect.DeepEqual(Examples()[0].Body, Examples()[1].Body) {
 		t.Error("examples are identical")
+	}
+}
+
+// TestExamplesServeOnADefaultDaemon: Swagger UI pre-fills the POST body with
+// the canonical example, and a new user's first "Try it out" executes it as
+// is. Creating a rule binds its VIP, which a daemon without --bind-any-vip
+// can do only for a local address, so every example uses loopback addresses
+// (as configs/ does) and its own VIP:port, so all of them can be created on
+// one daemon.
+func TestExamplesServeOnADefaultDaemon(t *testing.T) {
+	vips := map[netip.AddrPort]string{}
+	for _, ex := range Examples() {
+		var r rules.Rule
+		if err := json.Unmarshal(ex.Body, &r); err != nil {
+			t.Fatalf("example %q: %v", ex.Name, err)
+		}
+		addrs := []string{r.ServiceArguments.ExternalIP}
+		for _, ep := range r.Endpoints {
+			addrs = append(addrs, ep.EndpointIP)
+		}
+		for _, a := range addrs {
+			ip, err := netip.ParseAddr(a)
+			if err != nil || !ip.IsLoopback() {
+				t.Errorf("example %q: address %q is not a loopback address (err %v)", ex.Name, a, err)
+			}
+		}
+		vip, err := netip.ParseAddr(r.ServiceArguments.ExternalIP)
+		if err != nil {
+			continue
+		}
+		key := netip.AddrPortFrom(vip, uint16(r.ServiceArguments.Port))
+		if other, dup := vips[key]; dup {
+			t.Errorf("examples %q and %q share VIP %s", other, ex.Name, key)
+		}
+		vips[key] = ex.Name
 	}
 }

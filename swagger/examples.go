@@ -3,7 +3,9 @@ package swagger
 import "encoding/json"
 
 // Example is a named, worked request body. Each one is decoded and compiled
-// by a test, so an example that stops being valid fails the build.
+// by a test, so an example that stops being valid fails the build. Addresses
+// are loopback ones (127.0.0.50-62, clear of the demo's and configs/'), so
+// executing an example in Swagger UI creates a rule on a default daemon.
 type Example struct {
 	Name string
 	Body json.RawMessage
@@ -13,7 +15,7 @@ type Example struct {
 // and one decode worker (1P1D), with KV-exact routing over the prefill pool.
 const exampleVLLMPD = `{
   "serviceArguments": {
-    "externalIP": "10.0.0.10",
+    "externalIP": "127.0.0.50",
     "port": 2020,
     "protocol": "tcp",
     "sel": 0,
@@ -32,15 +34,15 @@ const exampleVLLMPD = `{
     "kvBlockSize": 16
   },
   "endpoints": [
-    {"endpointIP": "10.1.0.1", "targetPort": 8000, "weight": 1, "ep_role": 1, "nixl_port": 5600},
-    {"endpointIP": "10.1.0.2", "targetPort": 8000, "weight": 1, "ep_role": 2, "nixl_port": 5601}
+    {"endpointIP": "127.0.0.54", "targetPort": 8000, "weight": 1, "ep_role": 1, "nixl_port": 5600},
+    {"endpointIP": "127.0.0.55", "targetPort": 8000, "weight": 1, "ep_role": 2, "nixl_port": 5601}
   ]
 }`
 
 // exampleSGLangPD is SGLang's concurrent P/D with its bootstrap port.
 const exampleSGLangPD = `{
   "serviceArguments": {
-    "externalIP": "10.0.0.11",
+    "externalIP": "127.0.0.51",
     "port": 3030,
     "protocol": "tcp",
     "sel": 0,
@@ -52,8 +54,8 @@ const exampleSGLangPD = `{
     "pdBootstrapPort": 8998
   },
   "endpoints": [
-    {"endpointIP": "10.2.0.1", "targetPort": 30000, "weight": 1, "ep_role": 1},
-    {"endpointIP": "10.2.0.2", "targetPort": 30000, "weight": 1, "ep_role": 2}
+    {"endpointIP": "127.0.0.56", "targetPort": 30000, "weight": 1, "ep_role": 1},
+    {"endpointIP": "127.0.0.57", "targetPort": 30000, "weight": 1, "ep_role": 2}
   ]
 }`
 
@@ -61,7 +63,7 @@ const exampleSGLangPD = `{
 // connections.
 const examplePlainModel = `{
   "serviceArguments": {
-    "externalIP": "10.0.0.12",
+    "externalIP": "127.0.0.52",
     "port": 8080,
     "protocol": "tcp",
     "sel": 4,
@@ -71,8 +73,8 @@ const examplePlainModel = `{
     "sse_mode": true
   },
   "endpoints": [
-    {"endpointIP": "10.3.0.1", "targetPort": 8000, "weight": 1},
-    {"endpointIP": "10.3.0.2", "targetPort": 8000, "weight": 1}
+    {"endpointIP": "127.0.0.58", "targetPort": 8000, "weight": 1},
+    {"endpointIP": "127.0.0.59", "targetPort": 8000, "weight": 1}
   ]
 }`
 
@@ -80,7 +82,7 @@ const examplePlainModel = `{
 // with bounded loads (sel 8).
 const exampleCHWBL = `{
   "serviceArguments": {
-    "externalIP": "10.0.0.13",
+    "externalIP": "127.0.0.53",
     "port": 8080,
     "protocol": "tcp",
     "sel": 8,
@@ -91,9 +93,9 @@ const exampleCHWBL = `{
     "chwbl_mean_load_factor": 150
   },
   "endpoints": [
-    {"endpointIP": "10.4.0.1", "targetPort": 8000, "weight": 1},
-    {"endpointIP": "10.4.0.2", "targetPort": 8000, "weight": 1},
-    {"endpointIP": "10.4.0.3", "targetPort": 8000, "weight": 1}
+    {"endpointIP": "127.0.0.60", "targetPort": 8000, "weight": 1},
+    {"endpointIP": "127.0.0.61", "targetPort": 8000, "weight": 1},
+    {"endpointIP": "127.0.0.62", "targetPort": 8000, "weight": 1}
   ]
 }`
 

@@ -62,7 +62,7 @@ func addExplainPaths(g *generator, v Views, paths map[string]PathItem, internal 
 				"400": fail("Malformed envelope or client body.", errorExample{400,
 					"body must be the client request's JSON body", "malformed arguments", "invalid_field", "body"}),
 				"404": fail("No rule on this VIP, port and protocol.", errorExample{404,
-					"no rule on 10.0.0.10:2020/tcp", "no-rule error", "rule_not_found", ""}),
+					"no rule on 127.0.0.50:2020/tcp", "no-rule error", "rule_not_found", ""}),
 				"415": fail("Content-Type is not application/json.", errorExample{415,
 					`rule bodies must be sent with Content-Type: application/json, got "text/plain"`,
 					"Unsupported media type", "unsupported_media_type", "Content-Type"}),
