@@ -333,8 +333,8 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, idle time.Duration, re
 		capAt = x.start.Add(capD)
 	}
 	extend := func() {
-		if ub == nil {
-			return
+		if ub == nil || ub.buffered() {
+			return // no read can block: the rest of the body is in memory
 		}
 		d := time.Now().Add(idle)
 		if !capAt.IsZero() && capAt.Before(d) {
