@@ -241,6 +241,13 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 	}
 	headerWait := max(idle, rt.opts.FirstByteTimeout)
 
+	// The engine's headers are parsed straight into the client's header map
+	// when it holds nothing but the request id (the usual case).
+	var into http.Header
+	if h := x.w.Header(); len(h) == 1 && len(h[HeaderRequestID]) == 1 {
+		into = h
+	}
+
 	attempts := 0
 	for attempts < len(c.eps) {
 		i := -1
@@ -257,7 +264,7 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 		ep := c.eps[i]
 		ep.active.Add(1)
 		c.epm[i].active.Inc()
-		resp, err := rt.up.roundTrip(ctx, ep.id, r, body, headerWait)
+		resp, err := rt.up.roundTrip(ctx, ep.id, r, body, headerWait, into)
 		if err != nil {
 			ep.active.Add(-1)
 			c.epm[i].active.Dec()
@@ -277,7 +284,7 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 		if attempts > 1 {
 			rt.m.Failover.WithLabelValues(c.label).Inc()
 		}
-		rt.relay(x, c, i, idle, resp)
+		rt.relay(x, c, i, idle, resp, into != nil)
 		return
 	}
 	if attempts == 0 {
@@ -312,7 +319,7 @@ func (rt *Runtime) sendFailed(x *exchange, c *compiled, i int, err error) {
 // response of unknown length) so events are never buffered. Engine silence
 // is bounded by a read deadline moved forward on every read: idle for plain
 // bodies, StreamIdleTimeout inside SSE, capped by the stream's end time.
-func (rt *Runtime) relay(x *exchange, c *compiled, i int, idle time.Duration, resp *http.Response) {
+func (rt *Runtime) relay(x *exchange, c *compiled, i int, idle time.Duration, resp *http.Response, parsedInto bool) {
 	defer func() {
 		c.eps[i].active.Add(-1)
 		c.epm[i].active.Dec()
@@ -345,8 +352,10 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, idle time.Duration, re
 	extend()
 
 	h := x.w.Header()
-	for k, vv := range resp.Header {
-		h[k] = vv
+	if !parsedInto { // else the engine's headers are already in h
+		for k, vv := range resp.Header {
+			h[k] = vv
+		}
 	}
 	for _, k := range hopHeaders {
 		delete(h, k)
@@ -429,7 +438,7 @@ func (rt *Runtime) SendUpstream(ctx context.Context, ep spec.Endpoint, req *http
 	}
 	out := *req
 	out.RequestURI = "" // always build the request line from URL
-	resp, err := rt.up.roundTrip(ctx, ep.ID, &out, body, 0)
+	resp, err := rt.up.roundTrip(ctx, ep.ID, &out, body, 0, nil)
 	if err != nil {
 		var de *DialError
 		if errors.As(err, &de) {
@@ -449,7 +458,7 @@ func (rt *Runtime) SendLeg(ctx context.Context, ep spec.Endpoint, method, path s
 		h = http.Header{}
 	}
 	req := &http.Request{Method: method, URL: &url.URL{Path: path}, RequestURI: path, Header: h, Host: ep.ID}
-	resp, err := rt.up.roundTrip(ctx, ep.ID, req, body, 0)
+	resp, err := rt.up.roundTrip(ctx, ep.ID, req, body, 0, nil)
 	if err != nil {
 		var de *DialError
 		if errors.As(err, &de) {

@@ -140,7 +140,13 @@ func (c *upConn) alive() bool {
 //
 // headerWait > 0 bounds writing the request and waiting for the response head
 // (the error then matches os.ErrDeadlineExceeded); 0 leaves it to ctx.
-func (u *upstream) roundTrip(ctx context.Context, addr string, in *http.Request, body []byte, headerWait time.Duration) (*http.Response, error) {
+//
+// into, when not nil, receives the response headers and becomes
+// resp.Header: the relay passes the client's header map so the engine's
+// headers are parsed straight into it instead of into a map copied over
+// afterwards. It must hold only X-Request-Id; on error (and for each 1xx
+// response) it is put back to exactly that.
+func (u *upstream) roundTrip(ctx context.Context, addr string, in *http.Request, body []byte, headerWait time.Duration, into http.Header) (*http.Response, error) {
 	c, err := u.get(ctx, addr)
 	if err != nil {
 		return nil, err
@@ -151,7 +157,18 @@ func (u *upstream) roundTrip(ctx context.Context, addr string, in *http.Request,
 	}
 	_ = c.nc.SetDeadline(dl) // also bounds writing the request to a stuck engine
 	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(aLongTimeAgo) })
+	var rid []string
+	if into != nil {
+		rid = into[HeaderRequestID]
+	}
+	resetInto := func() {
+		if into != nil {
+			clear(into)
+			into[HeaderRequestID] = rid
+		}
+	}
 	fail := func(err error) (*http.Response, error) {
+		resetInto()
 		stop()
 		_ = c.nc.Close()
 		if cerr := context.Cause(ctx); cerr != nil {
@@ -165,13 +182,14 @@ func (u *upstream) roundTrip(ctx context.Context, addr string, in *http.Request,
 	var resp *http.Response
 	var rb io.Reader
 	for {
-		resp, rb, err = readResponse(c.br, in)
+		resp, rb, err = readResponse(c.br, in, into)
 		if err != nil {
 			return fail(fmt.Errorf("reading response from %s: %w", addr, err))
 		}
 		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
 			break // skip 1xx interim responses
 		}
+		resetInto()
 	}
 	resp.Body = &upBody{u: u, addr: addr, c: c, r: rb, stop: stop, reuse: !resp.Close}
 	return resp, nil
@@ -299,7 +317,10 @@ var commonHeaders = func() map[string]string {
 // or until the engine closes (then Close is set). The returned reader yields
 // the body; it ends with io.EOF only when the body is complete (a short
 // Content-Length or chunked body ends with io.ErrUnexpectedEOF).
-func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, io.Reader, error) {
+//
+// Headers go into h when it is not nil (see upstream.roundTrip), else into a
+// new map.
+func readResponse(br *bufio.Reader, req *http.Request, h http.Header) (*http.Response, io.Reader, error) {
 	line, err := readHeadLine(br)
 	if err != nil {
 		return nil, nil, err
@@ -315,7 +336,10 @@ func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, io.Reade
 	}
 	resp := &http.Response{
 		Status: status, StatusCode: code, Proto: proto, ProtoMajor: major, ProtoMinor: minor,
-		Header: make(http.Header, 8), Request: req,
+		Header: h, Request: req,
+	}
+	if h == nil {
+		resp.Header = make(http.Header, 8)
 	}
 	vals := make([]string, 0, 8)
 	for {

@@ -2,6 +2,8 @@ package datapath
 
 import (
 	"net"
+	"net/url"
+	"reflect"
 	"time"
 
 	"bufio"
@@ -48,7 +50,7 @@ func TestReadResponse(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			br := bufio.NewReader(strings.NewReader(tc.raw))
 			req := &http.Request{Method: cmpOr(tc.method, http.MethodPost)}
-			resp, body, err := readResponse(br, req)
+			resp, body, err := readResponse(br, req, nil)
 			if tc.headErr != nil || err != nil {
 				if !errors.Is(err, tc.headErr) {
 					t.Fatalf("head error %v, want %v", err, tc.headErr)
@@ -74,7 +76,7 @@ func TestReadResponse(t *testing.T) {
 				return
 			}
 			// The connection must sit exactly at the next response.
-			r2, _, err := readResponse(br, req)
+			r2, _, err := readResponse(br, req, nil)
 			if err != nil || r2.StatusCode != http.StatusNoContent {
 				t.Fatalf("next response: %v %v", r2, err)
 			}
@@ -101,7 +103,7 @@ func BenchmarkReadResponse(b *testing.B) {
 		read func() (io.Reader, error)
 	}{
 		{"net/http", func() (io.Reader, error) { r, err := http.ReadResponse(br, req); return r.Body, err }},
-		{"infergate", func() (io.Reader, error) { _, body, err := readResponse(br, req); return body, err }},
+		{"infergate", func() (io.Reader, error) { _, body, err := readResponse(br, req, nil); return body, err }},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -154,5 +156,68 @@ func TestBodyReadDeadline(t *testing.T) {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest || resp.Header.Get(HeaderError) != CodeBadRequestBody {
 		t.Fatalf("stalled body: %d %v", resp.StatusCode, resp.Header)
+	}
+}
+
+// TestRoundTripInto: engine headers parsed into the client's header map
+// leave nothing of an interim 1xx response, and a failed exchange puts the
+// map back to just the request id (the gateway error is then answered on
+// it).
+func TestRoundTripInto(t *testing.T) {
+	for _, tc := range []struct {
+		name, raw string
+		want      http.Header // nil: roundTrip must fail
+	}{
+		{"interim then final", "HTTP/1.1 100 Continue\r\nX-Interim: 1\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Engine: e\r\n\r\nok",
+			http.Header{HeaderRequestID: {"rid"}, "Content-Length": {"2"}, "X-Engine": {"e"}}},
+		{"engine request id is appended, relay overrides it", "HTTP/1.1 200 OK\r\nX-Request-Id: other\r\nContent-Length: 0\r\n\r\n",
+			http.Header{HeaderRequestID: {"rid", "other"}, "Content-Length": {"0"}}},
+		{"bad head after some headers", "HTTP/1.1 200 OK\r\nX-Engine: e\r\nbad line\r\n\r\n", nil},
+		{"cut mid-head", "HTTP/1.1 200 OK\r\nX-Engine: e\r\n", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+				br := bufio.NewReader(c)
+				if _, err := http.ReadRequest(br); err != nil {
+					return
+				}
+				_, _ = io.WriteString(c, tc.raw)
+			}()
+			u := newUpstream(time.Second, 4)
+			defer u.closeIdle()
+			into := http.Header{HeaderRequestID: {"rid"}}
+			req := &http.Request{Method: http.MethodPost, URL: &url.URL{Path: "/v1/completions"}, Header: http.Header{}}
+			resp, err := u.roundTrip(t.Context(), l.Addr().String(), req, []byte("{}"), 5*time.Second, into)
+			if tc.want == nil {
+				if err == nil {
+					resp.Body.Close()
+					t.Fatal("roundTrip succeeded on a broken response")
+				}
+				tc.want = http.Header{HeaderRequestID: {"rid"}}
+			} else {
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			if !reflect.DeepEqual(into, tc.want) {
+				t.Fatalf("client header %v, want %v", into, tc.want)
+			}
+			<-done
+		})
 	}
 }
