@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/rules"
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
@@ -250,11 +251,11 @@ func writeTable(w io.Writer, rs []rules.Rule, wide bool) error {
 		cells := []string{sa.ExternalIP, port, sa.Protocol, dash(sa.Name), strconv.FormatUint(uint64(sa.Block), 10),
 			selName(sa.Sel), modeName(sa.Mode)}
 		if !wide {
-			cells = append(cells, strconv.Itoa(len(r.Endpoints)), dash(sa.KVEngineType), pdCell(sa))
+			cells = append(cells, strconv.Itoa(len(r.Endpoints)), engineCell(sa), pdCell(sa))
 			fmt.Fprintln(tw, strings.Join(cells, "\t"))
 			continue
 		}
-		cells = append(cells, dash(sa.KVEngineType), pdCell(sa), dash(sa.Host), dash(sa.ModelName))
+		cells = append(cells, engineCell(sa), pdCell(sa), dash(sa.Host), dash(sa.ModelName))
 		blank := make([]string, len(cells))
 		if len(r.Endpoints) == 0 {
 			fmt.Fprintln(tw, strings.Join(append(cells, "-", "-", "-", "-", "-", "-"), "\t"))
@@ -322,4 +323,13 @@ func specOnly(r rules.Rule) rules.Rule {
 func ruleRef(r rules.Rule) string {
 	sa := r.ServiceArguments
 	return net.JoinHostPort(sa.ExternalIP, strconv.Itoa(sa.Port)) + "/" + sa.Protocol
+}
+
+// engineCell shows the engine a rule runs with: an omitted kvEngineType on a
+// P/D or KV-exact rule is vLLM (compile's default), so say so instead of "-".
+func engineCell(sa rules.ServiceArguments) string {
+	if sa.KVEngineType == "" && (sa.PDDisaggMode || sa.KVExactMode != 0) {
+		return string(spec.EngineVLLM)
+	}
+	return dash(sa.KVEngineType)
 }
