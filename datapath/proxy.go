@@ -360,7 +360,9 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, idle time.Duration, re
 	for _, k := range hopHeaders {
 		delete(h, k)
 	}
-	h[HeaderRequestID] = []string{x.requestID} // the client's id, even if the engine minted its own
+	if !parsedInto { // else h kept the client's id and dropped the engine's
+		h[HeaderRequestID] = []string{x.requestID} // the client's id, even if the engine minted its own
+	}
 	x.wroteHeader = true
 	x.w.WriteHeader(resp.StatusCode)
 	c.ttfb.Observe(time.Since(x.start).Seconds())

@@ -325,23 +325,17 @@ func readResponse(br *bufio.Reader, req *http.Request, h http.Header) (*http.Res
 	if err != nil {
 		return nil, nil, err
 	}
-	proto, status, ok := strings.Cut(string(line), " ")
-	major, minor, vok := http.ParseHTTPVersion(proto)
-	if !ok || !vok || len(status) < 3 || (len(status) > 3 && status[3] != ' ') {
-		return nil, nil, fmt.Errorf("%w: status line %q", errBadResponse, line)
+	// Every string of the head (status line, header values) is cut from one
+	// allocation; line is only valid until the next read, so copy it first.
+	var scratch [512]byte
+	buf := append(scratch[:0], line...)
+	statusEnd := len(buf)
+	type field struct {
+		key        string
+		start, end int
 	}
-	code, err := strconv.Atoi(status[:3])
-	if err != nil || code < 100 {
-		return nil, nil, fmt.Errorf("%w: status line %q", errBadResponse, line)
-	}
-	resp := &http.Response{
-		Status: status, StatusCode: code, Proto: proto, ProtoMajor: major, ProtoMinor: minor,
-		Header: h, Request: req,
-	}
-	if h == nil {
-		resp.Header = make(http.Header, 8)
-	}
-	vals := make([]string, 0, 8)
+	var fa [16]field
+	fields := fa[:0]
 	for {
 		l, err := readHeadLine(br)
 		if err != nil {
@@ -358,13 +352,40 @@ func readResponse(br *bufio.Reader, req *http.Request, h http.Header) (*http.Res
 		if !ok {
 			key = textproto.CanonicalMIMEHeaderKey(string(l[:i]))
 		}
-		v := string(bytes.Trim(l[i+1:], " \t"))
-		if prior, ok := resp.Header[key]; ok {
-			resp.Header[key] = append(prior, v)
+		if h != nil && key == HeaderRequestID {
+			continue // into the client's map: the client's id stays, alone
+		}
+		v := bytes.Trim(l[i+1:], " \t")
+		fields = append(fields, field{key, len(buf), len(buf) + len(v)})
+		buf = append(buf, v...)
+	}
+	head := string(buf)
+
+	proto, status, ok := strings.Cut(head[:statusEnd], " ")
+	major, minor, vok := http.ParseHTTPVersion(proto)
+	if !ok || !vok || len(status) < 3 || (len(status) > 3 && status[3] != ' ') {
+		return nil, nil, fmt.Errorf("%w: status line %q", errBadResponse, head[:statusEnd])
+	}
+	code, err := strconv.Atoi(status[:3])
+	if err != nil || code < 100 {
+		return nil, nil, fmt.Errorf("%w: status line %q", errBadResponse, head[:statusEnd])
+	}
+	resp := &http.Response{
+		Status: status, StatusCode: code, Proto: proto, ProtoMajor: major, ProtoMinor: minor,
+		Header: h, Request: req,
+	}
+	if h == nil {
+		resp.Header = make(http.Header, len(fields))
+	}
+	vals := make([]string, len(fields)) // one backing array for the usual single values
+	for k, f := range fields {
+		v := head[f.start:f.end]
+		if prior, ok := resp.Header[f.key]; ok {
+			resp.Header[f.key] = append(prior, v)
 			continue
 		}
-		vals = append(vals, v) // one backing array for the usual single values
-		resp.Header[key] = vals[len(vals)-1 : len(vals) : len(vals)]
+		vals[k] = v
+		resp.Header[f.key] = vals[k : k+1 : k+1]
 	}
 	body, err := frameBody(br, req, resp)
 	if err != nil {

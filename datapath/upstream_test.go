@@ -170,8 +170,8 @@ func TestRoundTripInto(t *testing.T) {
 	}{
 		{"interim then final", "HTTP/1.1 100 Continue\r\nX-Interim: 1\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Engine: e\r\n\r\nok",
 			http.Header{HeaderRequestID: {"rid"}, "Content-Length": {"2"}, "X-Engine": {"e"}}},
-		{"engine request id is appended, relay overrides it", "HTTP/1.1 200 OK\r\nX-Request-Id: other\r\nContent-Length: 0\r\n\r\n",
-			http.Header{HeaderRequestID: {"rid", "other"}, "Content-Length": {"0"}}},
+		{"engine request id is dropped", "HTTP/1.1 200 OK\r\nX-Request-Id: other\r\nContent-Length: 0\r\nVary: a\r\nvary: b\r\n\r\n",
+			http.Header{HeaderRequestID: {"rid"}, "Content-Length": {"0"}, "Vary": {"a", "b"}}},
 		{"bad head after some headers", "HTTP/1.1 200 OK\r\nX-Engine: e\r\nbad line\r\n\r\n", nil},
 		{"cut mid-head", "HTTP/1.1 200 OK\r\nX-Engine: e\r\n", nil},
 	} {
