@@ -355,7 +355,7 @@ func readResponse(br *bufio.Reader, req *http.Request, h http.Header) (*http.Res
 		if h != nil && key == HeaderRequestID {
 			continue // into the client's map: the client's id stays, alone
 		}
-		v := bytes.Trim(l[i+1:], " \t")
+		v := trimOWS(l[i+1:])
 		fields = append(fields, field{key, len(buf), len(buf) + len(v)})
 		buf = append(buf, v...)
 	}
@@ -453,6 +453,18 @@ func readHeadLine(br *bufio.Reader) ([]byte, error) {
 		l = l[:n-1]
 	}
 	return l, nil
+}
+
+// trimOWS strips the optional whitespace around a header value (bytes.Trim
+// builds its cutset on every call).
+func trimOWS(v []byte) []byte {
+	for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
+		v = v[1:]
+	}
+	for len(v) > 0 && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
+		v = v[:len(v)-1]
+	}
+	return v
 }
 
 // validHeaderKey reports whether k is a non-empty RFC 9110 token.
