@@ -19,7 +19,10 @@
 //   - TensorRT-LLM (trtllm.go), sequential: context_only then
 //     generation_only with the context's disaggregated_params; a context that
 //     already finished (finish_reason other than length/not_finished) is
-//     returned directly.
+//     returned directly. Context 4xx is relayed; 5xx or a transport failure
+//     is retried once on Pair.AltPrefill, then generation serves the request
+//     standalone (no disaggregated_params: it recomputes the context),
+//     counted as a KV-transfer failure like vLLM's.
 //
 // Body rewriting (rewrite.go) parses the client body once into top-level
 // member offsets and splices only the named fields; every other byte (key
