@@ -8,6 +8,9 @@
 # Env: DURATION (10s) CONNS (64) THREADS (2) BASE_PORT (18000)
 #      GATEWAY_BIN=dpserve runs the bare datapath (test/bench/dpserve) instead
 #      of the daemon, e.g. for CPU profiles (-cpuprofile).
+#      BASELINE_ROOT=/path/to/other/checkout also runs that tree's gateway
+#      (e.g. `git archive <rev> | tar -x -C /tmp/base`) as (d) in the same
+#      run and prints this tree's numbers as ratios against it.
 set -euo pipefail
 
 DURATION=${DURATION:-10s}
@@ -17,6 +20,7 @@ BASE_PORT=${BASE_PORT:-18000}
 ENGINE=127.0.0.1:$BASE_PORT
 GATEWAY=127.0.0.1:$((BASE_PORT + 1))
 NGINX=127.0.0.1:$((BASE_PORT + 2))
+BASELINE=127.0.0.1:$((BASE_PORT + 4))
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 export PATH=/usr/local/go/bin:/usr/sbin:$PATH
 
@@ -39,27 +43,43 @@ echo "building fake engine and infergate..."
   && go build -o "$TMP/dpserve" ./test/bench/dpserve \
   && go build -o "$TMP/infergate" ./cmd/infergate)
 
+if [[ -n ${BASELINE_ROOT:-} ]]; then
+  mkdir -p "$TMP/base"
+  (cd "$BASELINE_ROOT" && go build -o "$TMP/base/dpserve" ./test/bench/dpserve \
+    && go build -o "$TMP/base/infergate" ./cmd/infergate)
+fi
+
 "$TMP/fakeengine" -addr "$ENGINE" -no-log >"$TMP/engine.log" 2>&1 &
 ENGINE_PID=$!
 PIDS+=($ENGINE_PID)
-if [[ ${GATEWAY_BIN:-infergate} == dpserve ]]; then
-  "$TMP/dpserve" -listen "$GATEWAY" -engine "$ENGINE" >"$TMP/gateway.log" 2>&1 &
-else
-  cat >"$TMP/rule.yaml" <<YAML
+
+# start_gateway BINDIR ADDR API_PORT NAME → starts a gateway, sets GW_PID.
+start_gateway() {
+  if [[ ${GATEWAY_BIN:-infergate} == dpserve ]]; then
+    "$1/dpserve" -listen "$2" -engine "$ENGINE" >"$TMP/$4.log" 2>&1 &
+  else
+    cat >"$TMP/$4.yaml" <<YAML
 apiVersion: infergate/v1
 kind: Loadbalancer
 metadata:
   name: bench
 spec:
-  serviceArguments: {externalIP: ${GATEWAY%:*}, port: ${GATEWAY#*:}, protocol: tcp, sel: 0, mode: 4}
+  serviceArguments: {externalIP: ${2%:*}, port: ${2#*:}, protocol: tcp, sel: 0, mode: 4}
   endpoints:
     - {endpointIP: ${ENGINE%:*}, targetPort: ${ENGINE#*:}, weight: 1}
 YAML
-  "$TMP/infergate" serve --api-addr "127.0.0.1:$((BASE_PORT + 3))" --state-dir "$TMP/state" \
-    --rules "$TMP/rule.yaml" --log-level warn >"$TMP/gateway.log" 2>&1 &
+    "$1/infergate" serve --api-addr "127.0.0.1:$3" --state-dir "$TMP/$4.state" \
+      --rules "$TMP/$4.yaml" --log-level warn >"$TMP/$4.log" 2>&1 &
+  fi
+  GW_PID=$!
+  PIDS+=($GW_PID)
+}
+start_gateway "$TMP" "$GATEWAY" $((BASE_PORT + 3)) gateway
+DP_PID=$GW_PID
+if [[ -n ${BASELINE_ROOT:-} ]]; then
+  start_gateway "$TMP/base" "$BASELINE" $((BASE_PORT + 5)) baseline
+  BASE_PID=$GW_PID
 fi
-DP_PID=$!
-PIDS+=($DP_PID)
 
 mkdir -p "$TMP/logs"
 cat >"$TMP/nginx.conf" <<CONF
@@ -99,6 +119,7 @@ wait_port() {
   echo "proxy.sh: $1 did not come up" >&2; cat "$TMP"/*.log "$TMP/nginx.out" >&2 || true; exit 1
 }
 wait_port "$ENGINE"; wait_port "$GATEWAY"; wait_port "$NGINX"
+if [[ -n ${BASELINE_ROOT:-} ]]; then wait_port "$BASELINE"; fi
 
 cat >"$TMP/post.lua" <<'LUA'
 wrk.method = "POST"
@@ -140,6 +161,9 @@ run() {
 read -r A_RPS A_P50 A_P99 A_BAD A_CPU < <(run direct "$ENGINE" "$ENGINE_PID")
 read -r B_RPS B_P50 B_P99 B_BAD B_CPU < <(run infergate "$GATEWAY" "$DP_PID")
 read -r C_RPS C_P50 C_P99 C_BAD C_CPU < <(run nginx "$NGINX" "$NGINX_PID")
+if [[ -n ${BASELINE_ROOT:-} ]]; then
+  read -r D_RPS D_P50 D_P99 D_BAD D_CPU < <(run baseline "$BASELINE" "$BASE_PID")
+fi
 
 printf "\nwrk -c%s -t%s -d%s, POST /v1/completions, all on loopback\n" "$CONNS" "$THREADS" "$DURATION"
 printf "%-10s %12s %10s %10s %8s %14s\n" target "req/s" "p50(us)" "p99(us)" non2xx "cpu/req"
@@ -150,3 +174,8 @@ awk -v a="$A_RPS" -v b="$B_RPS" -v c="$C_RPS" -v ap="$A_P50" -v bp="$B_P50" -v c
   printf "\nthroughput infergate/direct = %.2fx, infergate/nginx = %.2fx\n", b/a, b/c
   printf "p50 added over direct: infergate %+.0f us, nginx %+.0f us\n", bp-ap, cp-ap
   if (cc > 0) printf "proxy CPU per request infergate/nginx = %.2fx\n", bc/cc }'
+if [[ -n ${BASELINE_ROOT:-} ]]; then
+  printf "%-10s %12.0f %10.0f %10.0f %8s %12sus (%s)\n" "baseline" "$D_RPS" "$D_P50" "$D_P99" "$D_BAD" "$D_CPU" "$BASELINE_ROOT"
+  awk -v b="$B_RPS" -v d="$D_RPS" -v bc="$B_CPU" -v dc="$D_CPU" 'BEGIN {
+    printf "infergate/baseline: throughput %.2fx, proxy CPU per request %.2fx\n", b/d, bc/dc }'
+fi
