@@ -467,10 +467,19 @@ func trimOWS(v []byte) []byte {
 	return v
 }
 
+// tokenChars marks the bytes allowed in an RFC 9110 token (header names).
+// Read-only after package initialisation.
+var tokenChars = func() (t [256]bool) {
+	for b := 0x21; b < 0x7f; b++ {
+		t[b] = strings.IndexByte("\"(),/:;<=>?@[\\]{}", byte(b)) < 0
+	}
+	return t
+}()
+
 // validHeaderKey reports whether k is a non-empty RFC 9110 token.
 func validHeaderKey(k []byte) bool {
 	for _, b := range k {
-		if b <= ' ' || b >= 0x7f || strings.IndexByte("\"(),/:;<=>?@[\\]{}", b) >= 0 {
+		if !tokenChars[b] {
 			return false
 		}
 	}

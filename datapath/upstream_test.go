@@ -221,3 +221,18 @@ func TestRoundTripInto(t *testing.T) {
 		})
 	}
 }
+
+func TestValidHeaderKey(t *testing.T) {
+	for _, tc := range []struct {
+		k  string
+		ok bool
+	}{
+		{"Content-Type", true}, {"x-odd_name!#$%&'*+.^`|~09", true}, {"", false},
+		{"a b", false}, {"a:b", false}, {"a\tb", false}, {"a(b", false}, {"a\"b", false},
+		{"a\\b", false}, {"a{b", false}, {"a\x7fb", false}, {"a\x80b", false},
+	} {
+		if got := validHeaderKey([]byte(tc.k)); got != tc.ok {
+			t.Errorf("validHeaderKey(%q) = %v, want %v", tc.k, got, tc.ok)
+		}
+	}
+}
