@@ -55,6 +55,10 @@
 // Sequence numbers are tracked per (endpoint, rank): a forward gap or a
 // regression (the only restart signal on the wire) clears that rank and
 // marks it untrusted with a reason; AllBlocksCleared clears but keeps trust.
+// A reconnect of the subscriber clears the rank too (PUB drops what a
+// missing subscriber would have got, and a killed-and-restarted engine has
+// an empty cache), keeping its sequence so the next event still tells a
+// restart from a gap.
 // An endpoint is Trusted only when every rank is connected and has either
 // been connected for the warm-up since its last (re)connect or reset, or
 // been rebuilt by a replay from sequence 0, and it is not stale: a feed can

@@ -88,6 +88,10 @@ const (
 	// ReasonStale: work was sent to the endpoint StaleAfter ago and none of
 	// its ranks has published an event since.
 	ReasonStale = "stale"
+	// ReasonReconnect: the subscriber lost the engine's PUB socket and got
+	// it back. PUB drops everything for a missing subscriber and the engine
+	// may have restarted with an empty cache, so the rank was cleared.
+	ReasonReconnect = "reconnect"
 )
 
 // Skip reasons of stored blocks that are not indexed (metric label).
@@ -131,6 +135,7 @@ type slot struct {
 	// stateMu guards trust state, read on the request path.
 	stateMu   sync.Mutex
 	connected bool
+	everUp    bool      // connected at least once: the next connect is a reconnect
 	since     time.Time // start of the current clean, connected window
 	rebuilt   bool      // replay from seq 0 since the last reset
 	reason    string    // why the last reset happened ("" = none)
@@ -400,12 +405,13 @@ func (inv *Inventory) resetSlot(s *slot, reason string) {
 	s.stateMu.Lock()
 	s.reason, s.rebuilt, s.since = reason, false, inv.opts.Clock.Now()
 	s.stateMu.Unlock()
-	if inv.opts.Metrics != nil {
-		c := inv.opts.Metrics.SeqGaps
-		if reason == ReasonRestart {
-			c = inv.opts.Metrics.Restarts
+	if m := inv.opts.Metrics; m != nil {
+		switch reason {
+		case ReasonSeqGap:
+			m.SeqGaps.WithLabelValues(inv.opts.Rule, s.endpoint, fmt.Sprint(s.rank)).Inc()
+		case ReasonRestart:
+			m.Restarts.WithLabelValues(inv.opts.Rule, s.endpoint, fmt.Sprint(s.rank)).Inc()
 		}
-		c.WithLabelValues(inv.opts.Rule, s.endpoint, fmt.Sprint(s.rank)).Inc()
 	}
 }
 
@@ -524,18 +530,34 @@ func (inv *Inventory) storeKey(own, bit uint64, cpu bool) {
 }
 
 // SetConnected records the subscriber's connection state of (endpoint,
-// rank), as seen by the ZMQ socket monitor. A (re)connect restarts warm-up.
+// rank), as seen by the ZMQ socket monitor. A connect restarts warm-up; a
+// reconnect also clears the rank: events published while it was away are
+// lost and a killed-and-restarted engine starts with an empty cache, so the
+// old blocks must not be trusted again after warm-up. The sequence is kept,
+// so the first event still tells a restart (regression) from a gap.
 func (inv *Inventory) SetConnected(endpoint string, rank int, connected bool) error {
 	s, err := inv.slotFor(endpoint, rank)
 	if err != nil {
 		return err
 	}
 	s.stateMu.Lock()
-	defer s.stateMu.Unlock()
+	reconnect := connected && !s.connected && s.everUp
 	if connected && !s.connected {
 		s.since = inv.opts.Clock.Now()
 	}
+	s.everUp = s.everUp || connected
 	s.connected = connected
+	s.stateMu.Unlock()
+	if reconnect {
+		s.applyMu.Lock()
+		inv.resetSlot(s, ReasonReconnect)
+		s.applyMu.Unlock()
+		if s.blocksGauge != nil {
+			s.blocksGauge.Set(float64(inv.Blocks(endpoint)))
+		}
+		inv.opts.Logger.WithFields(logrus.Fields{"rule": inv.opts.Rule, "endpoint": endpoint, "rank": rank}).
+			Info("kvexact: KV event publisher reconnected, inventory cleared")
+	}
 	return nil
 }
 

@@ -236,7 +236,7 @@ func TestInventoryTrust(t *testing.T) {
 	must(t, inv.SetConnected("a", 0, false))
 	check("rank 0 disconnected", false, ReasonDisconnected)
 	must(t, inv.SetConnected("a", 0, true))
-	check("reconnected restarts warm-up", false, ReasonWarmup)
+	check("reconnected: cleared, warm-up restarts", false, ReasonReconnect)
 	clk.Advance(5 * time.Second)
 	check("warm again", true, "")
 	inv.RemoveEndpoint("a")

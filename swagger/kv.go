@@ -13,7 +13,7 @@ func addKVPaths(g *generator, v Views, paths map[string]PathItem, internal *Resp
 			Tags: []string{"ai"}, Summary: "List KV-exact block inventories", OperationID: "getAIKVInventory",
 			Description: "One row per (rule, eligible endpoint, DP rank) of every rule with kvExactMode: blocks indexed, " +
 				"whether the inventory is trusted to steer requests and why not (disconnected, warmup, seq_gap, restart, " +
-				"stale, no_events), the last event sequence and the seconds since the endpoint's last event batch.",
+				"stale, reconnect, no_events), the last event sequence and the seconds since the endpoint's last event batch.",
 			Responses: map[string]*Response{"200": {Description: "Inventory rows, sorted by rule, endpoint, rank.", Schema: inv}, "500": internal},
 		},
 	}

@@ -104,7 +104,8 @@ type InventoryRow struct {
 	Connected bool   `json:"connected"`
 	Trusted   bool   `json:"trusted"`
 	// Reason says why the rank is not trusted: disconnected, warmup,
-	// seq_gap, restart, stale (work sent, no event within --kv-stale-after),
+	// seq_gap, restart, reconnect (publisher lost and back: cleared), stale
+	// (work sent, no event within --kv-stale-after),
 	// or no_events (nothing received yet).
 	Reason  string  `json:"untrusted_reason,omitempty"`
 	LastSeq *uint64 `json:"last_seq,omitempty"`

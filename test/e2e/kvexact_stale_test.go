@@ -71,7 +71,7 @@ func kvDaemonEventsStop(t *testing.T, bin string) {
 	kvPostOK(t, "http://"+ownerID+"/admin/kv/start", "")
 	for i := 0; i < 20; i++ {
 		if r, _ := kvRow(inventory(), ownerID); r.Trusted {
-			return
+			break
 		}
 		if err := kvVIPPost(vip, fmt.Sprintf("%s fresh prompt number %d", kvPromptB, i)); err != nil {
 			t.Fatal(err)
@@ -80,5 +80,34 @@ func kvDaemonEventsStop(t *testing.T, bin string) {
 	kvEventually(t, "the owner trusted again after its next event", func() bool {
 		r, _ := kvRow(inventory(), ownerID)
 		return r.Trusted
+	})
+
+	// Killed and restarted on the same address: the new engine's cache is
+	// empty, so the inventory must not come back trusted with the old
+	// blocks once the subscriber reconnects and warms up.
+	kvEventually(t, "the owner holds blocks before the kill", func() bool {
+		r, _ := kvRow(inventory(), ownerID)
+		return r.Blocks > 0
+	})
+	if err := owner.Close(); err != nil {
+		t.Fatal(err)
+	}
+	kvEventually(t, "the killed owner disconnected", func() bool {
+		r, _ := kvRow(inventory(), ownerID)
+		return !r.Connected
+	})
+	cfg := pdfake.DefaultConfig(pdfake.VLLM, pdfake.Prefill)
+	cfg.Addr, cfg.Model, cfg.KV = ownerID, kvModel, kv
+	reborn, err := pdfake.Start(cfg)
+	if err != nil {
+		t.Fatalf("restart the owner on %s: %v", ownerID, err)
+	}
+	t.Cleanup(func() { _ = reborn.Close() })
+	if err := reborn.KVPublisher().WaitSubscribers(1, kvWait); err != nil {
+		t.Fatal(err)
+	}
+	kvEventually(t, "the restarted owner connected, cleared and trusted after warm-up", func() bool {
+		r, _ := kvRow(inventory(), ownerID)
+		return r.Connected && r.Trusted && r.Blocks == 0
 	})
 }

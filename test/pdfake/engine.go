@@ -126,6 +126,7 @@ type Engine struct {
 	wg       sync.WaitGroup
 	stop     chan struct{} // closed by Close: releases hangs and rendezvous waits
 	stopOnce sync.Once
+	kvOnce   sync.Once // closeKV: Close may be called twice (a test's kill and its cleanup)
 
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced on every record change

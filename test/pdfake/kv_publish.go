@@ -112,7 +112,7 @@ func (e *Engine) startKV(mux *http.ServeMux) error {
 
 func (e *Engine) closeKV() {
 	if e.kv != nil && e.kv.pub != nil {
-		_ = e.kv.pub.Close()
+		e.kvOnce.Do(func() { _ = e.kv.pub.Close() })
 	}
 }
 
