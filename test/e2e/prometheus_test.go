@@ -149,8 +149,9 @@ func promQuery(base, q string) (promResult, error) {
 
 // TestPrometheusScrapesDaemon: a real Prometheus scrapes the built daemon
 // (the demo: P/D rules over fake engine processes) under traffic, and every
-// query docs/metrics.md recommends returns data; the shipped alert rules
-// load and pass promtool.
+// query docs/metrics.md recommends returns data, every Grafana dashboard
+// query evaluates (and returns data when the demo exports its families);
+// the shipped alert rules load and pass promtool.
 func TestPrometheusScrapesDaemon(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs Prometheus")
@@ -223,6 +224,7 @@ func TestPrometheusScrapesDaemon(t *testing.T) {
 		}
 	}
 	// The alert rules loaded into the real server.
+	checkDashboardQueries(t, root, prom, d.api, served)
 	resp, err := http.Get(prom + "/api/v1/rules")
 	if err != nil {
 		t.Fatal(err)
