@@ -182,6 +182,12 @@ func Start(cfg Config) (*Engine, error) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"status":"ok","role":%q}`, cfg.Role)
 	})
+	// Model readiness, like vLLM/SGLang/TRT-LLM's OpenAI servers: validate
+	// asks /v1/models (not just /health) and probes with the listed model.
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(modelList{Object: "list", Data: []modelCard{{ID: cfg.Model, Object: "model", OwnedBy: string(cfg.Dialect)}}})
+	})
 	mux.HandleFunc("POST /admin/inject", e.serveInject)
 	mux.HandleFunc("POST /admin/finish-reason", e.serveFinishReason)
 	mux.HandleFunc("GET /admin/records", e.serveRecords)
@@ -215,6 +221,18 @@ func (e *Engine) serve(s *http.Server, ln net.Listener) {
 		defer e.wg.Done()
 		_ = s.Serve(ln)
 	}()
+}
+
+// modelList is the OpenAI GET /v1/models answer.
+type modelList struct {
+	Object string      `json:"object"`
+	Data   []modelCard `json:"data"`
+}
+
+type modelCard struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	OwnedBy string `json:"owned_by"`
 }
 
 // Close stops the engine, releasing every parked request, and waits for its
