@@ -530,8 +530,7 @@ func TestPDRole0FallbackAndReadiness(t *testing.T) {
 }
 
 // TestPDBodylessRelay: GET /v1/models on a P/D rule is relayed plainly to a
-// prefill (the fake has no such route: its own 404 comes back, not a
-// gateway error).
+// prefill: the engine's own model list comes back, not a gateway error.
 func TestPDBodylessRelay(t *testing.T) {
 	f := newPDFleet(t, pdTestOptions(), spec.EngineVLLM, 1, 1)
 	req, err := http.NewRequest(http.MethodGet, f.url(pathModels), nil)
@@ -539,8 +538,8 @@ func TestPDBodylessRelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := do(t, testClient(), req)
-	if res.status != http.StatusNotFound || res.header.Get(HeaderError) != "" {
-		t.Fatalf("got %d %v %s; want the engine's own 404", res.status, res.header, res.body)
+	if res.status != http.StatusOK || res.header.Get(HeaderError) != "" || !strings.Contains(string(res.body), `"object":"list"`) {
+		t.Fatalf("got %d %v %s; want the engine's own model list", res.status, res.header, res.body)
 	}
 	waitCounter(t, f.reg, "infergate_datapath_requests_total", map[string]string{"endpoint": f.prefills[0].Endpoint().ID}, 1)
 }
