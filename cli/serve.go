@@ -48,7 +48,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.Int64Var(&opts.MaxBodyBytes, "max-body-bytes", opts.MaxBodyBytes, "largest request body proxied (413 above)")
 	fl.IntVar(&opts.BreakerConnectFailures, "breaker-connect-failures", opts.BreakerConnectFailures, "consecutive connect failures that open an endpoint's breaker")
 	fl.IntVar(&opts.BreakerPDConnectFailures, "breaker-pd-connect-failures", opts.BreakerPDConnectFailures, "same, on P/D rules")
-	fl.IntVar(&opts.Breaker5xxStreak, "breaker-5xx-streak", opts.Breaker5xxStreak, "origin 5xx streak that opens a single-pool endpoint's breaker (0 disables; P/D rules always trip on a prefill 5xx streak of 5)")
+	fl.IntVar(&opts.Breaker5xxStreak, "breaker-5xx-streak", opts.Breaker5xxStreak, "origin 5xx streak that opens a single-pool endpoint's breaker (0 disables it on single pools only: P/D rules then still trip on a streak of 5)")
 	fl.DurationVar(&opts.BreakerOpenFor, "breaker-open-for", opts.BreakerOpenFor, "how long an open breaker stays open")
 	fl.DurationVar(&opts.DrainGrace, "drain-grace", opts.DrainGrace, "in-flight drain window on rule delete/update")
 	fl.DurationVar(&opts.PrefillTimeout, "prefill-timeout", opts.PrefillTimeout, "P/D prefill leg timeout")
