@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/infergate/infergate/datapath/spec"
 	"github.com/sirupsen/logrus"
 )
 
@@ -50,6 +51,58 @@ func runPrefill(ctx context.Context, s Sender, leg Leg, opts Options) prefillRes
 		}
 	}
 	return r
+}
+
+// prefillWords names the first leg in logs and errors: "prefill" for vLLM,
+// "context" for TensorRT-LLM.
+type prefillWords struct {
+	leg      string // "prefill" / "context"
+	fallback string // what happens without transfer params, for the log
+}
+
+// prefillWithFailover runs the sequential dialects' first leg with their
+// shared failure rules: a cancel or timeout ends the request, a 4xx is
+// relayed (the second leg would fail the same way), an engine failure is
+// retried once on the first alternate prefill (shouldRetryPrefill), and any
+// other failure leaves the second leg to run without transfer state
+// (KVTransferFailed). build makes the leg for a given prefill, so a dialect
+// can mint fresh per-dispatch ids. done means the client has been answered;
+// otherwise ok reports a usable (non-failed) response in r.
+func prefillWithFailover(ctx context.Context, w http.ResponseWriter, s Sender, pair Pair, build func(prefill spec.Endpoint) Leg,
+	opts Options, o *Outcome, log logrus.FieldLogger, words prefillWords) (r prefillResult, prefill spec.Endpoint, ok, done bool) {
+	prefill = pair.Prefill
+	for attempt := 0; ; attempt++ {
+		r = runPrefill(ctx, s, build(prefill), opts)
+		o.leg(r.leg)
+		o.Prefill = r.leg.Duration
+		switch {
+		case r.leg.Cancelled:
+			clientGone(o, PhasePrefill)
+			return r, prefill, false, true
+		case r.leg.TimedOut:
+			writeError(w, o, PhasePrefill, http.StatusGatewayTimeout, CodePrefillTimeout, words.leg+" did not complete in time")
+			return r, prefill, false, true
+		case r.leg.Err == nil && r.leg.Status >= 400 && r.leg.Status < 500:
+			writeBuffered(w, r.leg.Status, r.header, r.body)
+			o.Status, o.Relayed, o.FailedPhase = r.leg.Status, true, PhasePrefill
+			return r, prefill, false, true
+		case r.overflow:
+			o.KVTransferFailed = true
+			return r, prefill, false, false
+		case !shouldRetryPrefill(r.leg):
+			return r, prefill, true, false
+		case attempt == 0 && len(pair.AltPrefill) > 0:
+			log.WithFields(logrus.Fields{"endpoint": prefill.ID, "status": r.leg.Status, "error": r.leg.Err}).
+				Warn("pd: " + words.leg + " failed, retrying on another " + words.leg)
+			prefill = pair.AltPrefill[0]
+			o.PrefillFailover = true
+		default:
+			log.WithFields(logrus.Fields{"endpoint": prefill.ID, "status": r.leg.Status, "error": r.leg.Err}).
+				Warn("pd: " + words.leg + " failed, " + words.fallback)
+			o.KVTransferFailed = true
+			return r, prefill, false, false
+		}
+	}
 }
 
 // shouldRetryPrefill is the retry rule for a sequential prefill leg: retry

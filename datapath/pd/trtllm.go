@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/datapath/spec"
-	"github.com/sirupsen/logrus"
 )
 
 // trtllm is the TensorRT-LLM disaggregated sequence: a context_only request
@@ -51,55 +50,32 @@ func (d *trtllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request,
 		header.Set(headerRequestID, req.RequestID)
 	}
 
+	// A fresh disagg id per dispatch: a retried context must not collide
+	// with a half-finished one on the same engine.
+	build := func(prefill spec.Endpoint) Leg {
+		return Leg{Endpoint: prefill, Path: req.Path, Header: header, Body: trtContextBody(&obj, randUint63())}
+	}
+	r, _, ok, done := prefillWithFailover(ctx, w, s, pair, build, d.opts, &o, log,
+		prefillWords{leg: "context", fallback: "generation serves standalone"})
+	if done {
+		return o
+	}
 	var params []byte
-	prefill := pair.Prefill
-	for attempt := 0; ; attempt++ {
-		// A fresh disagg id per dispatch: a retried context must not
-		// collide with a half-finished one on the same engine.
-		body := trtContextBody(&obj, randUint63())
-		r := runPrefill(ctx, s, Leg{Endpoint: prefill, Path: req.Path, Header: header, Body: body}, d.opts)
-		o.leg(r.leg)
-		o.Prefill = r.leg.Duration
-		switch {
-		case r.leg.Cancelled:
-			clientGone(&o, PhasePrefill)
-			return o
-		case r.leg.TimedOut:
-			writeError(w, &o, PhasePrefill, http.StatusGatewayTimeout, CodePrefillTimeout, "context phase did not complete in time")
-			return o
-		case r.leg.Err == nil && r.leg.Status >= 400 && r.leg.Status < 500:
-			writeBuffered(w, r.leg.Status, r.header, r.body)
-			o.Status, o.Relayed, o.FailedPhase = r.leg.Status, true, PhasePrefill
-			return o
-		case r.overflow:
+	if ok {
+		var cr trtContextResponse
+		switch err := json.Unmarshal(r.body, &cr); {
+		case err != nil || len(cr.Choices) == 0:
 			o.KVTransferFailed = true
-		case !shouldRetryPrefill(r.leg):
-			var cr trtContextResponse
-			if err := json.Unmarshal(r.body, &cr); err != nil || len(cr.Choices) == 0 {
-				o.KVTransferFailed = true
-				break
-			}
-			if r.leg.Status == http.StatusOK && isEarlyExit(cr.Choices[0].FinishReason) {
-				o.EarlyExit, o.Status = true, http.StatusOK
-				writeEarlyExit(w, r.header, r.body, obj.isTrue(fieldStream))
-				log.Debug("pd: context finished the request, no generation leg")
-				return o
-			}
-			if p := cr.Choices[0].Disagg; len(p) > 0 && p[0] == '{' {
-				params = p
-			} else {
-				o.KVTransferFailed = true
-			}
-		case attempt == 0 && len(pair.AltPrefill) > 0:
-			log.WithFields(logrus.Fields{"endpoint": prefill.ID, "status": r.leg.Status, "error": r.leg.Err}).Warn("pd: context failed, retrying on another context server")
-			prefill = pair.AltPrefill[0]
-			o.PrefillFailover = true
-			continue
+		case r.leg.Status == http.StatusOK && isEarlyExit(cr.Choices[0].FinishReason):
+			o.EarlyExit, o.Status = true, http.StatusOK
+			writeEarlyExit(w, r.header, r.body, obj.isTrue(fieldStream))
+			log.Debug("pd: context finished the request, no generation leg")
+			return o
+		case len(cr.Choices[0].Disagg) > 0 && cr.Choices[0].Disagg[0] == '{':
+			params = cr.Choices[0].Disagg
 		default:
-			log.WithFields(logrus.Fields{"endpoint": prefill.ID, "status": r.leg.Status, "error": r.leg.Err}).Warn("pd: context failed, generation serves standalone")
 			o.KVTransferFailed = true
 		}
-		break
 	}
 
 	body, err := trtGenerationBody(&obj, params)

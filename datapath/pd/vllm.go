@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/datapath/spec"
-	"github.com/sirupsen/logrus"
 )
 
 // vllm is the vLLM NIXL sequence: a one-token prefill that keeps its KV
@@ -28,41 +27,20 @@ func (d *vllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request, p
 	prefillBody := vllmPrefillBody(&obj, req.Path)
 	suffix := idSuffix(req.RequestID)
 
-	var params []byte
-	prefill := pair.Prefill
-	for attempt := 0; ; attempt++ {
+	build := func(prefill spec.Endpoint) Leg {
 		h := legHeader(req.Header)
 		h.Set(headerRequestID, vllmRequestID(prefill, pair.Decode, suffix))
-		r := runPrefill(ctx, s, Leg{Endpoint: prefill, Path: req.Path, Header: h, Body: prefillBody}, d.opts)
-		o.leg(r.leg)
-		o.Prefill = r.leg.Duration
-		switch {
-		case r.leg.Cancelled:
-			clientGone(&o, PhasePrefill)
-			return o
-		case r.leg.TimedOut:
-			writeError(w, &o, PhasePrefill, http.StatusGatewayTimeout, CodePrefillTimeout, "prefill did not complete in time")
-			return o
-		case r.leg.Err == nil && r.leg.Status >= 400 && r.leg.Status < 500:
-			// The decode would reject the same request: tell the client now.
-			writeBuffered(w, r.leg.Status, r.header, r.body)
-			o.Status, o.Relayed, o.FailedPhase = r.leg.Status, true, PhasePrefill
-			return o
-		case r.overflow:
-			o.KVTransferFailed = true
-		case !shouldRetryPrefill(r.leg):
-			params = kvTransferParams(r.body)
-			o.KVTransferFailed = params == nil
-		case attempt == 0 && len(pair.AltPrefill) > 0:
-			log.WithFields(logrus.Fields{"endpoint": prefill.ID, "status": r.leg.Status, "error": r.leg.Err}).Warn("pd: prefill failed, retrying on another prefill")
-			prefill = pair.AltPrefill[0]
-			o.PrefillFailover = true
-			continue
-		default:
-			log.WithFields(logrus.Fields{"endpoint": prefill.ID, "status": r.leg.Status, "error": r.leg.Err}).Warn("pd: prefill failed, decode recomputes")
-			o.KVTransferFailed = true
-		}
-		break
+		return Leg{Endpoint: prefill, Path: req.Path, Header: h, Body: prefillBody}
+	}
+	r, prefill, ok, done := prefillWithFailover(ctx, w, s, pair, build, d.opts, &o, log,
+		prefillWords{leg: "prefill", fallback: "decode recomputes"})
+	if done {
+		return o
+	}
+	var params []byte
+	if ok {
+		params = kvTransferParams(r.body)
+		o.KVTransferFailed = params == nil
 	}
 
 	h := legHeader(req.Header)
