@@ -82,6 +82,7 @@ func (rt *Runtime) attachLocked(rs *ruleState, c *compiled, prevRule *spec.Rule)
 		PrefillTimeout:    rt.opts.PrefillTimeout,
 		DecodeTimeout:     rt.opts.DecodeFirstByteTimeout,
 		StreamIdleTimeout: rt.opts.StreamIdleTimeout,
+		BodyIdleTimeout:   ruleIdle(r, rt.opts),
 		Log:               rt.log,
 	}); ok {
 		p.dialect = d
@@ -218,4 +219,14 @@ func prefillIDs(r *spec.Rule) []string {
 		}
 	}
 	return ids
+}
+
+// ruleIdle is the silence a rule allows inside a non-streaming response body:
+// its inactiveTimeOut, else the daemon default — the same bound single-pool
+// requests get, so a stalled P/D decode is not held for the SSE allowance.
+func ruleIdle(r *spec.Rule, o Options) time.Duration {
+	if r.IdleTimeout > 0 {
+		return r.IdleTimeout
+	}
+	return o.DefaultIdle
 }

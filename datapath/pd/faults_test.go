@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/infergate/infergate/datapath/pd"
 	"github.com/infergate/infergate/datapath/spec"
@@ -206,6 +207,31 @@ func TestLegFaults(t *testing.T) {
 				if tc.check != nil {
 					tc.check(t, res, f)
 				}
+			})
+		}
+	}
+}
+
+// TestDecodeStallIdleBound checks that a decode which stalls after its first
+// byte is ended by the silence allowance of its body kind: the SSE allowance
+// for streams, the rule's (shorter) body allowance otherwise. The other
+// allowance is set to an hour, so using the wrong one would leave the client
+// waiting until the harness deadline and the outcome would not be an idle end.
+func TestDecodeStallIdleBound(t *testing.T) {
+	for _, e := range []spec.Engine{spec.EngineVLLM, spec.EngineSGLang, spec.EngineTRTLLM} {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/stream=%v", e, stream), func(t *testing.T) {
+				f := startFleet(t, e)
+				f.dec.Inject(pdfake.FaultStall, 1)
+				opts := shortOptions()
+				opts.StreamIdleTimeout, opts.BodyIdleTimeout = time.Hour, 300*time.Millisecond
+				if stream {
+					opts.StreamIdleTimeout, opts.BodyIdleTimeout = 300*time.Millisecond, time.Hour
+				}
+				d, _ := pd.New(e, opts)
+				pair := pd.Pair{Prefill: f.prefill.Endpoint(), Decode: f.dec.Endpoint()}
+				res := f.do(t, d, pathCompletions, clientBody(pathCompletions, stream), pair, 0)
+				idleEnded(t, res, f)
 			})
 		}
 	}

@@ -61,6 +61,10 @@ type Options struct {
 	// StreamIdleTimeout ends a decode relay whose engine has been silent this
 	// long (SSE streams are closed with a synthesised [DONE]).
 	StreamIdleTimeout time.Duration
+	// BodyIdleTimeout ends a non-streaming decode body whose engine has been
+	// silent this long (the rule's inactiveTimeOut, as on single pools);
+	// 0 → StreamIdleTimeout.
+	BodyIdleTimeout time.Duration
 	// MaxPrefillResponse caps the buffered prefill/context response; a larger
 	// one is treated as a KV-transfer failure (decode recomputes).
 	MaxPrefillResponse int64
@@ -91,6 +95,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.StreamIdleTimeout <= 0 {
 		o.StreamIdleTimeout = d.StreamIdleTimeout
+	}
+	if o.BodyIdleTimeout <= 0 {
+		o.BodyIdleTimeout = o.StreamIdleTimeout
 	}
 	if o.MaxPrefillResponse <= 0 {
 		o.MaxPrefillResponse = d.MaxPrefillResponse

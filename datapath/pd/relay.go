@@ -183,12 +183,17 @@ type relayResult struct {
 // relay writes the decode response to the client: headers and first bytes,
 // then every read as it arrives, flushing each so SSE events reach the
 // client one by one. cancel aborts the decode leg; it is called when the
-// engine is idle for opts.StreamIdleTimeout, after which an SSE stream that
+// engine is silent for opts.StreamIdleTimeout inside an SSE stream (or
+// opts.BodyIdleTimeout inside any other body), after which an SSE stream that
 // never sent [DONE] gets a synthesised one so clients end cleanly.
-func relay(ctx context.Context, w http.ResponseWriter, p peek, buf []byte, idle time.Duration, cancel context.CancelFunc, log logrus.FieldLogger) relayResult {
+func relay(ctx context.Context, w http.ResponseWriter, p peek, buf []byte, opts Options, cancel context.CancelFunc, log logrus.FieldLogger) relayResult {
 	resp := p.resp
 	defer resp.Body.Close()
 	sse := strings.HasPrefix(resp.Header.Get("Content-Type"), contentTypeSSE)
+	idle := opts.BodyIdleTimeout
+	if sse {
+		idle = opts.StreamIdleTimeout
+	}
 	copyResponseHeader(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)

@@ -212,7 +212,7 @@ func TestRelayDetectsSplitDone(t *testing.T) {
 		buf := make([]byte, 64)
 		log := logrus.New()
 		log.SetOutput(io.Discard)
-		res := relay(context.Background(), w, peek{resp: resp}, buf, 50*time.Millisecond, cancel, log)
+		res := relay(context.Background(), w, peek{resp: resp}, buf, Options{StreamIdleTimeout: 50 * time.Millisecond, BodyIdleTimeout: time.Hour}, cancel, log)
 		cancel()
 		if !res.idle {
 			t.Errorf("relay did not end on idle: %+v", res)

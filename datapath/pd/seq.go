@@ -157,7 +157,7 @@ func serveDecode(ctx context.Context, w http.ResponseWriter, s Sender, leg Leg, 
 	}
 	o.Status = status
 	o.Relayed = status >= 400
-	rr := relay(ctx, w, p, buf, opts.StreamIdleTimeout, cancel, log)
+	rr := relay(ctx, w, p, buf, opts, cancel, log)
 	if rr.cut {
 		lr.Died, lr.Err = true, errors.New("decode connection died mid-response")
 		o.StreamCut = true

@@ -169,7 +169,7 @@ wait:
 			decodeBytes = true
 			window.Stop()
 			o.Status, o.Relayed = p.resp.StatusCode, p.resp.StatusCode >= 400
-			rr = relay(ctx, w, p, buf, d.opts.StreamIdleTimeout, cancelD, log)
+			rr = relay(ctx, w, p, buf, d.opts, cancelD, log)
 			cancelPrefill() // the prefill is moot once decode has finished
 			break wait
 		case <-window.C:
