@@ -101,11 +101,11 @@ func cliFreePort(t *testing.T) int {
 // cliStartDaemon starts `infergate serve` on a free loopback port with
 // stateDir and waits until /readyz answers 200. The process is stopped
 // when the test ends.
-func cliStartDaemon(t *testing.T, bin, stateDir string) *cliDaemon {
+func cliStartDaemon(t *testing.T, bin, stateDir string, extra ...string) *cliDaemon {
 	t.Helper()
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		d, err := cliTryStart(t, bin, stateDir, cliFreePort(t))
+		d, err := cliTryStart(t, bin, stateDir, cliFreePort(t), extra...)
 		if err == nil {
 			return d
 		}
@@ -115,10 +115,13 @@ func cliStartDaemon(t *testing.T, bin, stateDir string) *cliDaemon {
 	return nil
 }
 
-func cliTryStart(t *testing.T, bin, stateDir string, port int) (*cliDaemon, error) {
+// cliTryStart starts `infergate serve` on port with extra daemon flags and
+// waits for /readyz.
+func cliTryStart(t *testing.T, bin, stateDir string, port int, extra ...string) (*cliDaemon, error) {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	d := &cliDaemon{URL: "http://" + addr, log: &cliSyncBuffer{}, done: make(chan struct{})}
-	d.cmd = exec.Command(bin, "serve", "--api-addr", addr, "--state-dir", stateDir, "--log-level", "info")
+	args := append([]string{"serve", "--api-addr", addr, "--state-dir", stateDir, "--log-level", "info"}, extra...)
+	d.cmd = exec.Command(bin, args...)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	if err := d.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start daemon: %w", err)

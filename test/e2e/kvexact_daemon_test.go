@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,41 +18,10 @@ import (
 )
 
 // kvDaemon starts the real `infergate serve` with extra flags on a free
-// port and waits for /readyz (cliTryStart's body with arguments).
+// port and a fresh state dir, and waits for /readyz.
 func kvDaemon(t *testing.T, bin string, extra ...string) *cliDaemon {
 	t.Helper()
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ {
-		addr := fmt.Sprintf("127.0.0.1:%d", cliFreePort(t))
-		d := &cliDaemon{URL: "http://" + addr, log: &cliSyncBuffer{}, done: make(chan struct{})}
-		args := append([]string{"serve", "--api-addr", addr, "--state-dir", t.TempDir(), "--log-level", "info"}, extra...)
-		d.cmd = exec.Command(bin, args...)
-		d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
-		if err := d.cmd.Start(); err != nil {
-			t.Fatalf("start daemon: %v", err)
-		}
-		go func() {
-			err := d.cmd.Wait()
-			d.waitMu.Lock()
-			d.err = err
-			d.waitMu.Unlock()
-			close(d.done)
-		}()
-		t.Cleanup(func() {
-			d.Stop(t)
-			if t.Failed() {
-				t.Logf("daemon %s log:\n%s", addr, d.log.String())
-			}
-		})
-		if err := d.waitReady(); err != nil {
-			d.Stop(t)
-			lastErr = err
-			continue
-		}
-		return d
-	}
-	t.Fatalf("daemon did not become ready: %v", lastErr)
-	return nil
+	return cliStartDaemon(t, bin, t.TempDir(), extra...)
 }
 
 // kvRuleJSON is a vLLM P/D rule with kvExactMode 1 over the fakes.
