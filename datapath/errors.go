@@ -27,7 +27,6 @@ const (
 	CodeBackendUnreachable = "backend_unreachable" // 502: every dial failed
 	CodeUpstreamError      = "upstream_error"      // 502: the engine connection broke after the request was sent
 	CodeUpstreamTimeout    = "upstream_timeout"    // 504: the engine was silent beyond the idle timeout
-	CodePDNotImplemented   = "pd_not_implemented"  // 501: no longer answered (P/D is served); kept: codes never change meaning
 	CodeInternal           = "internal_error"      // 500: recovered panic
 	CodeStreamCapped       = "max_stream_duration_exceeded"
 )
