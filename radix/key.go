@@ -114,20 +114,16 @@ func AppendChatKey(dst []byte, messages json.RawMessage, limit int) ([]byte, err
 	s.i++
 	out := dst
 	for n := 0; ; n++ {
-		s.ws()
-		if s.peek() == ']' {
+		done, err := s.next(n, ']')
+		if err != nil {
+			return dst, err
+		}
+		if done {
 			if n == 0 {
 				return dst, ErrNoKey
 			}
 			return out, nil
 		}
-		if n > 0 {
-			if err := s.expect(','); err != nil {
-				return dst, err
-			}
-			s.ws()
-		}
-		var err error
 		if out, err = s.message(out); err != nil {
 			return dst, fmt.Errorf("messages[%d]: %w", n, err)
 		}
@@ -267,19 +263,15 @@ func trimEscape(raw []byte) []byte {
 func (s *scanner) tokens(out []byte) ([]byte, error) {
 	out = append(out, tokenTag)
 	for n := 0; ; n++ {
-		s.ws()
-		if s.peek() == ']' {
-			s.i++
+		done, err := s.next(n, ']')
+		if err != nil {
+			return out, err
+		}
+		if done {
 			if n == 0 {
 				return out[:len(out)-1], nil
 			}
 			return out, nil
-		}
-		if n > 0 {
-			if err := s.expect(','); err != nil {
-				return out, err
-			}
-			s.ws()
 		}
 		var v uint64
 		digits := 0
@@ -314,16 +306,12 @@ func (s *scanner) message(out []byte) ([]byte, error) {
 	role[0] = -1
 	contentAt := -1
 	for n := 0; ; n++ {
-		s.ws()
-		if s.peek() == '}' {
-			s.i++
-			break
+		done, err := s.next(n, '}')
+		if err != nil {
+			return out, err
 		}
-		if n > 0 {
-			if err := s.expect(','); err != nil {
-				return out, err
-			}
-			s.ws()
+		if done {
+			break
 		}
 		var name [16]byte
 		field, err := s.fieldName(name[:0])
@@ -398,19 +386,13 @@ func (s *scanner) content(out []byte) ([]byte, error) {
 	}
 	s.i++
 	for n := 0; ; n++ {
-		s.ws()
-		if s.peek() == ']' {
-			s.i++
-			return out, nil
+		done, err := s.next(n, ']')
+		if done || err != nil {
+			return out, err
 		}
 		if n > 0 {
-			if err := s.expect(','); err != nil {
-				return out, err
-			}
-			s.ws()
 			out = append(out, partSep)
 		}
-		var err error
 		if out, err = s.part(out); err != nil {
 			return out, fmt.Errorf("content[%d]: %w", n, err)
 		}
@@ -430,16 +412,12 @@ func (s *scanner) part(out []byte) ([]byte, error) {
 	typEsc, txtEsc := false, false
 	typ[0], txt[0] = -1, -1
 	for n := 0; ; n++ {
-		s.ws()
-		if s.peek() == '}' {
-			s.i++
-			break
+		done, err := s.next(n, '}')
+		if err != nil {
+			return out, err
 		}
-		if n > 0 {
-			if err := s.expect(','); err != nil {
-				return out, err
-			}
-			s.ws()
+		if done {
+			break
 		}
 		var name [16]byte
 		field, err := s.fieldName(name[:0])
@@ -478,6 +456,25 @@ func (s *scanner) part(out []byte) ([]byte, error) {
 	}
 	out = append(out, roleEnd)
 	return appendEscaped(out, s.b[partStart:s.i]), nil
+}
+
+// next moves to element n of the array or object whose opening bracket has
+// been consumed: past the separating comma when n > 0, or past closing (and
+// done) when the container ends there. Every container loop of the key
+// scanner steps with it, so separators are handled in one place.
+func (s *scanner) next(n int, closing byte) (done bool, err error) {
+	s.ws()
+	if s.peek() == closing {
+		s.i++
+		return true, nil
+	}
+	if n > 0 {
+		if err := s.expect(','); err != nil {
+			return false, err
+		}
+		s.ws()
+	}
+	return false, nil
 }
 
 // fieldName reads an object member name and its colon, decoding escapes
