@@ -52,9 +52,12 @@ func benchBatches(b *testing.B, n int, enc kvfake.Encoding) [][]byte {
 	return out
 }
 
-func reportBlocks(b *testing.B) {
-	b.ReportMetric(float64(b.N*benchBlocksPerBatch)/b.Elapsed().Seconds(), "blocks/s")
-}
+// benchEncodings are the two shapes vLLM publishes a batch in: positional
+// arrays and (full) maps; every decode benchmark runs over both.
+var benchEncodings = []struct {
+	name string
+	e    kvfake.Encoding
+}{{"array", kvfake.Encoding{}}, {"map", kvfake.Encoding{MapEvents: true, Full: true}}}
 
 // rusageThread is RUSAGE_THREAD (Linux): CPU time of the calling thread only.
 const rusageThread = 1
@@ -87,10 +90,7 @@ func cpuLoop(b *testing.B, blocksPerOp int, f func(i int)) {
 // BenchmarkDecodeBaselineMsgpack is the baseline: vmihailenco/msgpack's
 // generic decode of the same bytes into interface values.
 func BenchmarkDecodeBaselineMsgpack(b *testing.B) {
-	for _, enc := range []struct {
-		name string
-		e    kvfake.Encoding
-	}{{"array", kvfake.Encoding{}}, {"map", kvfake.Encoding{MapEvents: true, Full: true}}} {
+	for _, enc := range benchEncodings {
 		b.Run(enc.name, func(b *testing.B) {
 			raws := benchBatches(b, 64, enc.e)
 			cpuLoop(b, benchBlocksPerBatch, func(i int) {
@@ -104,10 +104,7 @@ func BenchmarkDecodeBaselineMsgpack(b *testing.B) {
 }
 
 func BenchmarkDecodeBatch(b *testing.B) {
-	for _, enc := range []struct {
-		name string
-		e    kvfake.Encoding
-	}{{"array", kvfake.Encoding{}}, {"map", kvfake.Encoding{MapEvents: true, Full: true}}} {
+	for _, enc := range benchEncodings {
 		b.Run(enc.name, func(b *testing.B) {
 			raws := benchBatches(b, 64, enc.e)
 			var batch Batch
@@ -123,10 +120,7 @@ func BenchmarkDecodeBatch(b *testing.B) {
 // BenchmarkIngest is decode + Apply of fresh 16-token blocks (the first
 // pass over 131k distinct blocks inserts, later passes re-touch).
 func BenchmarkIngest(b *testing.B) {
-	for _, enc := range []struct {
-		name string
-		e    kvfake.Encoding
-	}{{"array", kvfake.Encoding{}}, {"map", kvfake.Encoding{MapEvents: true, Full: true}}} {
+	for _, enc := range benchEncodings {
 		b.Run(enc.name, func(b *testing.B) {
 			raws := benchBatches(b, 4096, enc.e)
 			inv, _, _ := newTestInv(b, nil)
@@ -150,7 +144,7 @@ func buildLookupInventory(b *testing.B) (*Inventory, []uint64, []string) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	tokens := make([]uint32, 16*16)
 	hashes := make([]uint64, 16)
-	for e, ep := range eps {
+	for _, ep := range eps {
 		for c := 0; c < 125_000/16; c++ {
 			for i := range tokens {
 				tokens[i] = rng.Uint32N(151000)
@@ -160,7 +154,6 @@ func buildLookupInventory(b *testing.B) (*Inventory, []uint64, []string) {
 			}
 			inv.Apply(ep, 0, uint64(c), Batch{Events: []Event{{Kind: EventBlockStored, BlockSize: 16, TokenIDs: tokens, BlockHashes: hashes}}})
 		}
-		_ = e
 	}
 	promptTokens := make([]uint32, 4096)
 	for i := range promptTokens {
