@@ -11,19 +11,8 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/infergate/infergate/metrics"
+	"github.com/infergate/infergate/test/kvfake"
 )
-
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 func toks(from, n int) []uint32 {
 	out := make([]uint32, n)
@@ -39,9 +28,9 @@ func quietLogger() logrus.FieldLogger {
 	return l
 }
 
-func newTestInv(t testing.TB, mod func(*Options)) (*Inventory, *fakeClock, *metrics.KV) {
+func newTestInv(t testing.TB, mod func(*Options)) (*Inventory, *kvfake.Clock, *metrics.KV) {
 	t.Helper()
-	clk := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	clk := kvfake.NewClock(time.Unix(1_800_000_000, 0))
 	m := metrics.NewKV(prometheus.NewRegistry())
 	o := DefaultOptions("r1")
 	o.Clock, o.Metrics, o.Logger, o.Warmup = clk, m, quietLogger(), 5*time.Second

@@ -4,7 +4,6 @@ import (
 	"net/url"
 	"runtime"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,18 +19,6 @@ import (
 
 const waitTimeout = 10 * time.Second
 
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 func quiet() logrus.FieldLogger {
 	l := logrus.New()
 	l.SetLevel(logrus.WarnLevel)
@@ -40,12 +27,12 @@ func quiet() logrus.FieldLogger {
 
 type env struct {
 	inv *kvexact.Inventory
-	clk *fakeClock
+	clk *kvfake.Clock
 	m   *metrics.KV
 }
 
 func newEnv(t *testing.T) env {
-	clk := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	clk := kvfake.NewClock(time.Unix(1_800_000_000, 0))
 	m := metrics.NewKV(prometheus.NewRegistry())
 	o := kvexact.DefaultOptions("rule-a")
 	o.Clock, o.Metrics, o.Logger, o.Warmup = clk, m, quiet(), time.Hour
