@@ -270,13 +270,12 @@ func keyFromRequest(c *gin.Context) (spec.Key, error) {
 
 // pathIP parses a VIP from a path segment; IPv6 literals may be bracketed.
 func pathIP(raw string) (netip.Addr, error) {
-	s := strings.TrimSuffix(strings.TrimPrefix(raw, "["), "]")
-	a, err := netip.ParseAddr(s)
-	if err != nil || a.Zone() != "" {
+	a, ok := rules.ParseIPLiteral(raw)
+	if !ok {
 		return netip.Addr{}, apierror.BadRequest(apierror.CodeInvalidField, paramIP, "malformed-service error",
 			"path parameter ip must be an IPv4 or IPv6 address, got "+strconv.Quote(raw))
 	}
-	return a.Unmap(), nil
+	return a, nil
 }
 
 func pathPort(name, raw string) (int, error) {

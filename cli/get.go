@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
@@ -205,9 +204,9 @@ func render(w io.Writer, out string, rs []rules.Rule) error {
 // compareVIP orders addresses numerically (127.0.0.9 before 127.0.0.10),
 // falling back to text for anything that does not parse.
 func compareVIP(a, b string) int {
-	pa, errA := netip.ParseAddr(strings.Trim(a, "[]"))
-	pb, errB := netip.ParseAddr(strings.Trim(b, "[]"))
-	if errA == nil && errB == nil {
+	pa, okA := rules.ParseIPLiteral(a)
+	pb, okB := rules.ParseIPLiteral(b)
+	if okA && okB {
 		return pa.Compare(pb)
 	}
 	return strings.Compare(a, b)

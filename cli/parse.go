@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"net/netip"
 	"strconv"
 	"strings"
 
@@ -250,9 +249,9 @@ func (f endpointFlags) build(target int) ([]rules.Endpoint, error) {
 }
 
 func sameIP(a, b string) bool {
-	pa, errA := netip.ParseAddr(strings.Trim(a, "[]"))
-	pb, errB := netip.ParseAddr(strings.Trim(b, "[]"))
-	if errA != nil || errB != nil {
+	pa, okA := rules.ParseIPLiteral(a)
+	pb, okB := rules.ParseIPLiteral(b)
+	if !okA || !okB {
 		return a == b
 	}
 	return pa == pb

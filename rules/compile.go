@@ -79,7 +79,7 @@ func compileValid(r *Rule) *spec.Rule {
 	}
 	out.Endpoints = make([]spec.Endpoint, len(r.Endpoints))
 	for i, ep := range r.Endpoints {
-		a, _ := parseIPLiteral(ep.EndpointIP)
+		a, _ := ParseIPLiteral(ep.EndpointIP)
 		ap := netip.AddrPortFrom(a, uint16(ep.TargetPort))
 		se := spec.Endpoint{
 			ID:     ap.String(),
@@ -139,7 +139,7 @@ func compileProbe(sa *ServiceArguments) spec.Probe {
 // callers (DELETE by body, CLI delete -f) get the same errors as Apply.
 func KeyOf(r Rule) (spec.Key, error) {
 	sa := &r.ServiceArguments
-	if _, ok := parseIPLiteral(sa.ExternalIP); !ok {
+	if _, ok := ParseIPLiteral(sa.ExternalIP); !ok {
 		return spec.Key{}, invalidField(saPath(fieldExternalIP), "malformed-service error",
 			saPath(fieldExternalIP)+" in body must be of type ip-address: \""+sa.ExternalIP+"\"")
 	}
@@ -159,7 +159,7 @@ func KeyOf(r Rule) (spec.Key, error) {
 }
 
 func keyOfValid(sa *ServiceArguments) spec.Key {
-	vip, _ := parseIPLiteral(sa.ExternalIP)
+	vip, _ := ParseIPLiteral(sa.ExternalIP)
 	return spec.Key{
 		VIP:           vip,
 		Port:          uint16(sa.Port),

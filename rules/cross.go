@@ -147,7 +147,7 @@ func unsupported(field, msg string) *apierror.Error {
 
 func checkPrivateIP(r *Rule) *apierror.Error {
 	if p := r.ServiceArguments.PrivateIP; p != "" {
-		if _, ok := parseIPLiteral(p); !ok {
+		if _, ok := ParseIPLiteral(p); !ok {
 			return invalidField(saPath(fieldPrivateIP), "malformed-service privateIP error",
 				fmt.Sprintf("privateIP %q is not an IP address", p))
 		}
@@ -207,7 +207,7 @@ func checkSecondaryIPs(r *Rule) *apierror.Error {
 		return invalidField(fieldSecondaryIPs, "secondaryIP-args len error", "at most 3 secondaryIPs")
 	}
 	for i, s := range r.SecondaryIPs {
-		if _, ok := parseIPLiteral(s.SecondaryIP); !ok {
+		if _, ok := ParseIPLiteral(s.SecondaryIP); !ok {
 			return invalidField(fmt.Sprintf("%s[%d].%s", fieldSecondaryIPs, i, fieldSecondaryIP),
 				"malformed-secIP error", fmt.Sprintf("secondaryIP %q is not an IP address", s.SecondaryIP))
 		}
@@ -235,7 +235,7 @@ func checkHostOneArm(r *Rule) *apierror.Error {
 	if r.ServiceArguments.Mode != modeHostOneArm {
 		return nil
 	}
-	if vip, _ := parseIPLiteral(r.ServiceArguments.ExternalIP); !vip.IsUnspecified() {
+	if vip, _ := ParseIPLiteral(r.ServiceArguments.ExternalIP); !vip.IsUnspecified() {
 		return invalidCombo(saPath(fieldExternalIP), "hostarm-args error",
 			"mode 5 (hostonearm) needs an unspecified VIP (0.0.0.0 or ::)")
 	}
@@ -244,9 +244,9 @@ func checkHostOneArm(r *Rule) *apierror.Error {
 
 func checkEndpointAddrs(r *Rule) *apierror.Error {
 	sa := &r.ServiceArguments
-	vip, _ := parseIPLiteral(sa.ExternalIP)
+	vip, _ := ParseIPLiteral(sa.ExternalIP)
 	for i, ep := range r.Endpoints {
-		a, _ := parseIPLiteral(ep.EndpointIP)
+		a, _ := ParseIPLiteral(ep.EndpointIP)
 		if vip.Unmap().Is4() && !a.Unmap().Is4() {
 			return invalidCombo(epPath(i, fieldEndpointIP), "malformed-service nat46 error",
 				fmt.Sprintf("IPv6 endpoint %s behind IPv4 VIP %s (nat46) is not supported", ep.EndpointIP, sa.ExternalIP))
@@ -544,7 +544,7 @@ func checkZmqSpan(r *Rule) *apierror.Error {
 func checkDuplicateEndpoints(r *Rule) *apierror.Error {
 	seen := make(map[netip.AddrPort]int, len(r.Endpoints))
 	for i, ep := range r.Endpoints {
-		a, _ := parseIPLiteral(ep.EndpointIP)
+		a, _ := ParseIPLiteral(ep.EndpointIP)
 		ap := netip.AddrPortFrom(a, uint16(ep.TargetPort))
 		if j, dup := seen[ap]; dup {
 			msg := fmt.Sprintf("endpoint %s is listed twice (endpoints[%d] and endpoints[%d])", ap, j, i)

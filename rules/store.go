@@ -305,7 +305,7 @@ func clonePtr[T any](p *T) *T {
 
 // Get returns the first rule on vip:port/proto (LoxiLB's lookup by key).
 func (s *Store) Get(vip string, port int, proto string) (Entry, error) {
-	a, ok := parseIPLiteral(vip)
+	a, ok := ParseIPLiteral(vip)
 	if !ok {
 		return Entry{}, invalidField(fieldExternalIP, "malformed-service error",
 			fmt.Sprintf("%q is not an IP address", vip))

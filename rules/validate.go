@@ -98,7 +98,7 @@ var fieldValidator = sync.OnceValue(func() *validator.Validate {
 		return name
 	})
 	if err := v.RegisterValidation("iplit", func(fl validator.FieldLevel) bool {
-		_, ok := parseIPLiteral(fl.Field().String())
+		_, ok := ParseIPLiteral(fl.Field().String())
 		return ok
 	}); err != nil {
 		panic(err)
@@ -111,11 +111,12 @@ var fieldValidator = sync.OnceValue(func() *validator.Validate {
 	return v
 })
 
-// parseIPLiteral parses an IP literal the way LoxiLB's net.ParseIP accepts
+// ParseIPLiteral parses an IP literal the way LoxiLB's net.ParseIP accepts
 // it (no IPv6 zone), stripping IPv6 brackets and unmapping IPv4-mapped IPv6
 // so "::ffff:10.0.0.1" and "10.0.0.1" are the same VIP everywhere (keys,
-// lookups, duplicate checks) — the API's path parsing unmaps too.
-func parseIPLiteral(s string) (netip.Addr, bool) {
+// lookups, duplicate checks). The API's path parsing and the client and CLI
+// comparisons call it too, so every layer agrees on what one address is.
+func ParseIPLiteral(s string) (netip.Addr, bool) {
 	a, err := netip.ParseAddr(stripBrackets(s))
 	if err != nil || a.Zone() != "" {
 		return netip.Addr{}, false

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -151,9 +150,9 @@ func (k Key) Same(o Key) bool {
 }
 
 func sameVIP(a, b string) bool {
-	pa, errA := netip.ParseAddr(strings.Trim(a, "[]"))
-	pb, errB := netip.ParseAddr(strings.Trim(b, "[]"))
-	if errA != nil || errB != nil {
+	pa, okA := rules.ParseIPLiteral(a)
+	pb, okB := rules.ParseIPLiteral(b)
+	if !okA || !okB {
 		return a == b
 	}
 	return pa == pb

@@ -204,6 +204,7 @@ func TestKeySame(t *testing.T) {
 	}{
 		{"identical", base, true},
 		{"vip spelled differently", client.Key{VIP: "0:0::1", Port: 80, Protocol: "TCP"}, true},
+		{"bracketed vip", client.Key{VIP: "[::1]", Port: 80, Protocol: "tcp"}, true},
 		{"disabled equals empty", client.Key{VIP: "::1", Port: 80, Protocol: "tcp", PathMatchMode: "disabled"}, true},
 		{"model differs", client.Key{VIP: "::1", Port: 80, Protocol: "tcp", ModelName: "m"}, false},
 		{"block differs", client.Key{VIP: "::1", Port: 80, Protocol: "tcp", Block: 1}, false},
