@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -81,24 +80,24 @@ next:
 	return sum
 }
 
-// kvVIPPost sends a completion through the gateway's VIP.
+// kvVIPPost sends a text-prompt completion through the gateway's VIP.
 func kvVIPPost(vip string, prompt string) error {
-	body := fmt.Sprintf(`{"model":%q,"prompt":%q,"max_tokens":4}`, kvModel, prompt)
+	return kvVIPPostPrompt(vip, strconv.Quote(prompt))
+}
+
+// kvVIPPostPrompt sends a completion whose "prompt" is the JSON value
+// promptJSON (a string or a token-id array) through the gateway's VIP and
+// wants a 200.
+func kvVIPPostPrompt(vip, promptJSON string) error {
+	body := fmt.Sprintf(`{"model":%q,"prompt":%s,"max_tokens":4}`, kvModel, promptJSON)
 	ctx, cancel := context.WithTimeout(context.Background(), kvWait)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+vip+"/v1/completions", strings.NewReader(body))
+	st, b, err := affPost(ctx, "http://"+vip+"/v1/completions", body)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("status %d: %s", resp.StatusCode, b)
+	if st != http.StatusOK {
+		return fmt.Errorf("status %d: %s", st, b)
 	}
 	return nil
 }
@@ -289,23 +288,7 @@ func kvDaemonTRTLLM(t *testing.T, bin string) {
 	rule = strings.Replace(rule, `"name":"kv-e2e"`, `"name":"kv-trt-e2e"`, 1)
 	kvPostOK(t, d.URL+"/netlox/v1/config/loadbalancer", rule)
 	ids := func(words string) string { return strings.ReplaceAll(fmt.Sprint(pdfake.FakeTokens(words)), " ", ",") }
-	post := func(prompt string) error {
-		body := fmt.Sprintf(`{"model":%q,"prompt":%s,"max_tokens":4}`, kvModel, ids(prompt))
-		ctx, cancel := context.WithTimeout(context.Background(), kvWait)
-		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+vip+"/v1/completions", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("status %d: %s", resp.StatusCode, b)
-		}
-		return nil
-	}
+	post := func(prompt string) error { return kvVIPPostPrompt(vip, ids(prompt)) }
 	inventory := func() []kvplane.InventoryRow {
 		var inv kvInventoryResp
 		kvGetJSON(t, d.URL+"/netlox/v1/config/ai/kv/inventory", &inv)
