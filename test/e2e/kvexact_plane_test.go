@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/netip"
 	"strings"
 	"sync"
@@ -73,19 +72,12 @@ func kvPostOK(t *testing.T, url, body string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), kvWait)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	st, b, err := affPost(ctx, url, body)
 	if err != nil {
 		t.Fatalf("POST %s: %v", url, err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode/100 != 2 {
-		t.Fatalf("POST %s: %d %s", url, resp.StatusCode, b)
+	if st/100 != 2 {
+		t.Fatalf("POST %s: %d %s", url, st, b)
 	}
 }
 
