@@ -4,28 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-
-	"github.com/infergate/infergate/api/client"
 )
 
-// Explain route pieces, relative to the server base URL.
-const (
-	explainPathPrefix = "/netlox/v1/config/loadbalancer/externalipaddress/"
-	explainSuffix     = "/explain"
-	defaultClientPath = "/v1/chat/completions"
-	maxExplainAnswer  = 4 << 20
-)
+// defaultClientPath is the client path explained when --path is not given.
+const defaultClientPath = "/v1/chat/completions"
 
 // Wire names of the explain envelope and the client bodies --prompt builds.
 const (
@@ -100,7 +89,7 @@ func (f *explainFlags) run(ctx context.Context, g *globals, vip string) error {
 	if err != nil {
 		return err
 	}
-	raw, err := postExplain(ctx, g, vip, ps.port, f.modelName, envelope)
+	raw, err := g.client().Explain(ctx, vip, ps.port, f.modelName, envelope)
 	if err != nil {
 		return err
 	}
@@ -172,61 +161,6 @@ func readBodyFile(name string) ([]byte, error) {
 		return nil, failure{fmt.Errorf("read body: %w", err)}
 	}
 	return b, nil
-}
-
-// postExplain sends the envelope and returns the server's JSON answer; a
-// non-2xx answer becomes *client.APIError like every other command's.
-func postExplain(ctx context.Context, g *globals, vip string, port int, modelName string, envelope []byte) (json.RawMessage, error) {
-	u := strings.TrimRight(g.server, "/") + explainPathPrefix + url.PathEscape(strings.Trim(vip, "[]")) +
-		"/port/" + strconv.Itoa(port) + "/protocol/" + protoTCP + explainSuffix
-	if modelName != "" {
-		u += "?" + url.Values{"model_name": {modelName}}.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(envelope))
-	if err != nil {
-		return nil, fmt.Errorf("build explain request: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	resp, err := (&http.Client{Timeout: g.timeout}).Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("management API unreachable: %w", err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxExplainAnswer))
-	if err != nil {
-		return nil, fmt.Errorf("read explain answer: %w", err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, apiErrorOf(resp.StatusCode, raw)
-	}
-	if !json.Valid(raw) {
-		return nil, errors.New("server sent invalid JSON")
-	}
-	return raw, nil
-}
-
-func apiErrorOf(status int, raw []byte) *client.APIError {
-	e := &client.APIError{Status: status, Code: status}
-	var eb struct {
-		Code      int    `json:"code"`
-		Message   string `json:"message"`
-		Result    string `json:"result"`
-		ErrorCode string `json:"error_code"`
-		Field     string `json:"field"`
-	}
-	if json.Unmarshal(raw, &eb) == nil {
-		if eb.Code != 0 {
-			e.Code = eb.Code
-		}
-		e.ErrorCode, e.Field, e.Message, e.Result = eb.ErrorCode, eb.Field, eb.Message, eb.Result
-		return e
-	}
-	e.Message = strings.TrimSpace(string(raw))
-	if e.Message == "" {
-		e.Message = http.StatusText(status)
-	}
-	return e
 }
 
 // renderExplanation prints any explanation readably, in the server's field

@@ -28,6 +28,8 @@ const (
 	segProtocol       = "/protocol/"
 	segHostURL        = "/hosturl/"
 	suffixCompiled    = "/compiled"
+	suffixExplain     = "/explain"
+	protoTCP          = "tcp" // explain serves HTTP rules, which are TCP
 	hostURLAny        = "any" // LoxiLB's hosturl for a rule without host
 	queryBlock        = "block"
 	queryPathPrefix   = "path_prefix"
@@ -272,6 +274,19 @@ func (c *Client) GetRaw(ctx context.Context, vip string, port int, proto string)
 func (c *Client) Compiled(ctx context.Context, vip string, port int, proto string) (json.RawMessage, error) {
 	var raw json.RawMessage
 	err := c.do(ctx, http.MethodGet, keyPath(pathLB, vip, port, 0, proto)+suffixCompiled, nil, &raw)
+	return raw, err
+}
+
+// Explain asks the rule on vip:port/tcp (narrowed to modelName when set)
+// which endpoint it would pick for envelope ({"path","headers","body"}) and
+// returns the server's JSON answer unchanged. Nothing is forwarded.
+func (c *Client) Explain(ctx context.Context, vip string, port int, modelName string, envelope []byte) (json.RawMessage, error) {
+	p := keyPath(pathLB, vip, port, 0, protoTCP) + suffixExplain
+	if modelName != "" {
+		p += "?" + url.Values{queryModelName: {modelName}}.Encode()
+	}
+	var raw json.RawMessage
+	err := c.do(ctx, http.MethodPost, p, envelope, &raw)
 	return raw, err
 }
 

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -222,5 +223,27 @@ func TestResultString(t *testing.T) {
 		if r.String() != want {
 			t.Errorf("%d.String() = %q, want %q", r, r.String(), want)
 		}
+	}
+}
+
+// TestExplainRequest pins the one request Explain sends: POST to the rule's
+// …/protocol/tcp/explain route (brackets stripped, model as a query) with
+// the envelope as the JSON body, and the answer returned unchanged.
+func TestExplainRequest(t *testing.T) {
+	const envelope = `{"path":"/v1/completions","body":{"prompt":"hi"}}`
+	const answer = `{"chosen":"127.0.0.2:8000"}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		wantPath := "/netlox/v1/config/loadbalancer/externalipaddress/::1/port/8080/protocol/tcp/explain"
+		if r.Method != http.MethodPost || r.URL.Path != wantPath || r.URL.Query().Get("model_name") != "llama" ||
+			r.Header.Get("Content-Type") != "application/json" || string(body) != envelope {
+			t.Errorf("got %s %s?%s (%s) %q", r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Get("Content-Type"), body)
+		}
+		_, _ = w.Write([]byte(answer))
+	}))
+	defer srv.Close()
+	got, err := client.New(srv.URL, srv.Client()).Explain(testCtx(t), "[::1]", 8080, "llama", []byte(envelope))
+	if err != nil || string(got) != answer {
+		t.Fatalf("Explain = %s, %v; want %s", got, err, answer)
 	}
 }
