@@ -90,7 +90,8 @@ func (rt *Runtime) Explain(ctx context.Context, k spec.Key, path string, header 
 		})
 	}
 	f := ladder.Facts{Ctx: ctx, Path: path, Body: body, Now: time.Now()}
-	f.Model, f.SessionKey = requestIdentity(header, body)
+	top := ladder.ScanBody(body)
+	f.Model, f.SessionKey = requestIdentity(header, top)
 	e.HasSessionKey = f.SessionKey != ""
 	if c.rule.PD == nil {
 		rt.explainSingle(c, &f, &e)
@@ -102,7 +103,7 @@ func (rt *Runtime) Explain(ctx context.Context, k spec.Key, path string, header 
 		return e, nil
 	}
 	if p.prefix != nil {
-		f.PromptKey = ladder.AppendPromptKey(nil, path, body, rt.opts.PrefixIndex.MaxKeyBytes)
+		f.PromptKey = top.AppendPromptKey(nil, path, rt.opts.PrefixIndex.MaxKeyBytes)
 	}
 	prefills, decodes := c.pdCandidates(0)
 	if p.dialect != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/infergate/infergate/datapath/ladder"
 	"github.com/infergate/infergate/datapath/spec"
 )
 
@@ -187,6 +188,36 @@ func TestBodyModel(t *testing.T) {
 		got, err := bodyModel([]byte(tc.body))
 		if got != tc.want || (err != nil) != tc.err {
 			t.Errorf("bodyModel(%s) = %q, %v", tc.body, got, err)
+		}
+	}
+}
+
+func TestRequestIdentity(t *testing.T) {
+	tests := []struct {
+		model, conv, body      string
+		wantModel, wantSession string
+	}{
+		{"", "", `{"model":"m","user":"u","prompt":"p"}`, "m", "u"},
+		{"hm", "hc", `{"model":"m","user":"u"}`, "hm", "hc"},
+		{"hm", "", `{"model":"m","user":"u"}`, "hm", "u"},
+		{"", "hc", `{"model":"m","user":"u"}`, "m", "hc"},
+		{"", "", `{"model":7,"user":null}`, "", ""},
+		{"", "", `{"user":"a\u00e9"}`, "", "aé"},
+		{"", "", `{"a":{"model":"inner"}}`, "", ""},
+		{"", "", `{"model":"m"`, "", ""},
+		{"", "hc", ``, "", "hc"},
+	}
+	for _, tc := range tests {
+		h := http.Header{}
+		if tc.model != "" {
+			h.Set(HeaderModel, tc.model)
+		}
+		if tc.conv != "" {
+			h.Set(headerConversationID, tc.conv)
+		}
+		m, s := requestIdentity(h, ladder.ScanBody([]byte(tc.body)))
+		if m != tc.wantModel || s != tc.wantSession {
+			t.Errorf("requestIdentity(%q, %q, %s) = %q, %q; want %q, %q", tc.model, tc.conv, tc.body, m, s, tc.wantModel, tc.wantSession)
 		}
 	}
 }

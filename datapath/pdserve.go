@@ -17,7 +17,6 @@ import (
 // Wire names of the P/D session key (Tier 0).
 const (
 	headerConversationID = "X-Conversation-Id"
-	fieldUser            = "user" // body top-level string, when no conversation header
 )
 
 // Label values of the P/D families set here.
@@ -32,26 +31,16 @@ const (
 
 // requestIdentity reads what routing keys on from a P/D or CHWBL request:
 // the model (X-Model header, else body "model") and the session key
-// (X-Conversation-Id header, else body "user"). The body is decoded once
-// into an overlay of just those two members.
-func requestIdentity(h http.Header, body []byte) (model, session string) {
+// (X-Conversation-Id header, else body "user"). b is the body's one
+// top-level scan, which also serves the prompt key.
+func requestIdentity(h http.Header, b ladder.BodyFields) (model, session string) {
 	model = h.Get(HeaderModel)
-	session = h.Get(headerConversationID)
-	if len(body) == 0 || (model != "" && session != "") {
-		return model, session
-	}
-	var v struct {
-		Model json.RawMessage `json:"model"`
-		User  json.RawMessage `json:"user"`
-	}
-	if json.Unmarshal(body, &v) != nil {
-		return model, session
-	}
 	if model == "" {
-		model = jsonString(v.Model)
+		model = jsonString(b.Model)
 	}
+	session = h.Get(headerConversationID)
 	if session == "" {
-		session = jsonString(v.User)
+		session = jsonString(b.User)
 	}
 	return model, session
 }
@@ -130,9 +119,10 @@ func (rt *Runtime) servePD(x *exchange, c *compiled, body []byte) {
 	}
 	r := x.r
 	f := ladder.Facts{Ctx: r.Context(), Path: r.URL.Path, Body: body, Now: time.Now()}
-	f.Model, f.SessionKey = requestIdentity(r.Header, body)
+	top := ladder.ScanBody(body)
+	f.Model, f.SessionKey = requestIdentity(r.Header, top)
 	if p.prefix != nil {
-		f.PromptKey = ladder.AppendPromptKey(nil, f.Path, body, rt.opts.PrefixIndex.MaxKeyBytes)
+		f.PromptKey = top.AppendPromptKey(nil, f.Path, rt.opts.PrefixIndex.MaxKeyBytes)
 	}
 
 	var excl uint64

@@ -292,8 +292,9 @@ func (c *compiled) chwblKey(f *pickFacts, r *http.Request, body []byte) {
 	if c.rule.CHWBL != nil && c.rule.CHWBL.PrefixHashLevel > 0 {
 		level = c.rule.CHWBL.PrefixHashLevel
 	}
-	model, session := requestIdentity(r.Header, body)
-	key := ladder.AppendPromptKey(nil, r.URL.Path, body, chwbl.PrefixLevelBytes(level))
+	top := ladder.ScanBody(body)
+	model, session := requestIdentity(r.Header, top)
+	key := top.AppendPromptKey(nil, r.URL.Path, chwbl.PrefixLevelBytes(level))
 	f.ringKey, f.ringSrc = c.ring.Key(key, level, model, session)
 }
 
@@ -332,7 +333,7 @@ func (rt *Runtime) pickKV(c *compiled, r *http.Request, body []byte, excl uint64
 		return -1
 	}
 	f := ladder.Facts{Ctx: r.Context(), Path: r.URL.Path, Body: body, Now: time.Now()}
-	f.Model, _ = requestIdentity(r.Header, body)
+	f.Model, _ = requestIdentity(r.Header, ladder.ScanBody(body))
 	k, _, ok := c.kv.PickSingle(&f, cands)
 	if !ok || k < 0 || k >= len(cands) {
 		return -1

@@ -28,21 +28,41 @@ func PromptKey(path string, body []byte, buf []byte) []byte {
 // appending to dst. The body is scanned once at its top level; only the
 // prompt field is decoded.
 func AppendPromptKey(dst []byte, path string, body []byte, limit int) []byte {
-	prompt, messages := topLevelPrompt(body)
+	return ScanBody(body).AppendPromptKey(dst, path, limit)
+}
+
+// Wire names of the other top-level members routing reads (radix names the
+// prompt ones).
+const (
+	fieldModel = "model"
+	fieldUser  = "user"
+)
+
+// BodyFields are the raw JSON values of the top-level members routing reads
+// from a request body (nil when absent or the body is not an object). They
+// are sub-slices of the body: nothing is copied or decoded, so one ScanBody
+// serves the model, the session key and the prompt key of a request.
+type BodyFields struct {
+	Prompt, Messages, Model, User []byte
+}
+
+// AppendPromptKey is the package AppendPromptKey over an already scanned
+// body.
+func (b BodyFields) AppendPromptKey(dst []byte, path string, limit int) []byte {
 	chat := strings.HasSuffix(path, chatPathSuffix)
 	var (
 		key []byte
 		err error
 	)
 	switch {
-	case chat && messages != nil:
-		key, err = radix.AppendChatKey(dst, messages, limit)
-	case !chat && prompt != nil:
-		key, err = radix.AppendCompletionKey(dst, prompt, limit)
-	case path == "" && messages != nil: // unknown route: take what is there
-		key, err = radix.AppendChatKey(dst, messages, limit)
-	case path == "" && prompt != nil:
-		key, err = radix.AppendCompletionKey(dst, prompt, limit)
+	case chat && b.Messages != nil:
+		key, err = radix.AppendChatKey(dst, b.Messages, limit)
+	case !chat && b.Prompt != nil:
+		key, err = radix.AppendCompletionKey(dst, b.Prompt, limit)
+	case path == "" && b.Messages != nil: // unknown route: take what is there
+		key, err = radix.AppendChatKey(dst, b.Messages, limit)
+	case path == "" && b.Prompt != nil:
+		key, err = radix.AppendCompletionKey(dst, b.Prompt, limit)
 	default:
 		return nil
 	}
@@ -52,47 +72,51 @@ func AppendPromptKey(dst []byte, path string, body []byte, limit int) []byte {
 	return key
 }
 
-// topLevelPrompt returns the raw JSON values of the top-level "prompt" and
-// "messages" fields of an object body (nil when absent or the body is not
-// an object). Values are sub-slices of body: nothing is copied or decoded.
-func topLevelPrompt(body []byte) (prompt, messages []byte) {
+// ScanBody walks an object body's top level once and returns the members
+// routing reads (all nil when the body is not a well-formed object).
+func ScanBody(body []byte) BodyFields {
+	var f BodyFields
 	s := fieldScanner{b: body}
 	s.ws()
 	if !s.eat('{') {
-		return nil, nil
+		return BodyFields{}
 	}
 	for first := true; ; first = false {
 		s.ws()
 		if s.eat('}') {
-			return prompt, messages
+			return f
 		}
 		if !first {
 			if !s.eat(',') {
-				return nil, nil
+				return BodyFields{}
 			}
 			s.ws()
 		}
 		ks, ke, ok := s.str()
 		if !ok {
-			return nil, nil
+			return BodyFields{}
 		}
 		s.ws()
 		if !s.eat(':') {
-			return nil, nil
+			return BodyFields{}
 		}
 		s.ws()
 		vs := s.i
 		if !s.skipValue() {
-			return nil, nil
+			return BodyFields{}
 		}
 		// Field names with escapes are not matched: no client escapes
 		// "prompt", and encoding/json matches case-insensitively anyway,
 		// which engines do not.
-		switch string(body[ks:ke]) {
+		switch v := body[vs:s.i]; string(body[ks:ke]) {
 		case radix.FieldPrompt:
-			prompt = body[vs:s.i]
+			f.Prompt = v
 		case radix.FieldMessages:
-			messages = body[vs:s.i]
+			f.Messages = v
+		case fieldModel:
+			f.Model = v
+		case fieldUser:
+			f.User = v
 		}
 	}
 }

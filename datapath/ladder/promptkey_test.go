@@ -67,14 +67,16 @@ func TestPromptKeyCap(t *testing.T) {
 	}
 }
 
-// The field scanner agrees with encoding/json on where "prompt" and
-// "messages" are, for any body encoding/json accepts as an object.
+// The field scanner agrees with encoding/json on where "prompt",
+// "messages", "model" and "user" are, for any body encoding/json accepts as
+// an object.
 func FuzzTopLevelPrompt(f *testing.F) {
 	for _, s := range []string{
 		`{"prompt":"a","messages":[{"role":"user","content":"x"}]}`,
 		`{"a":{"prompt":1},"prompt":[1,2],"b":"\\\""}`,
 		`{"messages":null,"x":true,"y":-1.5e3}`,
 		`{}`, `[]`, `{"prompt":"\u0041"}`,
+		`{"model":"m","user":"u","prompt":"p"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -88,7 +90,7 @@ func FuzzTopLevelPrompt(f *testing.F) {
 		seen := map[string]bool{}
 		for k := range want {
 			lk := strings.ToLower(k)
-			if seen[lk] || (lk != k && (lk == radix.FieldPrompt || lk == radix.FieldMessages)) {
+			if seen[lk] || (lk != k && (lk == radix.FieldPrompt || lk == radix.FieldMessages || lk == fieldModel || lk == fieldUser)) {
 				return
 			}
 			seen[lk] = true
@@ -96,7 +98,8 @@ func FuzzTopLevelPrompt(f *testing.F) {
 		if bytes.Contains(body, []byte(`\u`)) || bytes.Contains(body, []byte(`\/`)) {
 			return
 		}
-		p, m := topLevelPrompt(body)
+		fields := ScanBody(body)
+		p, m := fields.Prompt, fields.Messages
 		check := func(name string, got []byte) {
 			w, ok := want[name]
 			if !ok {
@@ -111,6 +114,8 @@ func FuzzTopLevelPrompt(f *testing.F) {
 		}
 		check(radix.FieldPrompt, p)
 		check(radix.FieldMessages, m)
+		check(fieldModel, fields.Model)
+		check(fieldUser, fields.User)
 	})
 }
 

@@ -154,7 +154,8 @@ func (t *KVExact) tokens(f *Facts) ([]uint32, string) {
 	if f.Model != "" {
 		// One scan for the prompt field instead of a JSON decode of the
 		// whole body (the same scanner Tier 1 uses).
-		prompt, messages := topLevelPrompt(f.Body)
+		b := ScanBody(f.Body)
+		prompt, messages := b.Prompt, b.Messages
 		if strings.HasSuffix(f.Path, chatPathSuffix) {
 			prompt = nil
 		} else if f.Path != "" {
