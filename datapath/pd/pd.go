@@ -146,3 +146,14 @@ func logFields(e spec.Engine, req *Request) logrus.Fields {
 	}
 	return f
 }
+
+// clientObject parses the client body every dialect rewrites; a body that
+// is not a JSON object is answered 400 invalid_body before any leg is sent.
+func clientObject(w http.ResponseWriter, o *Outcome, body []byte) (object, bool) {
+	obj, err := parseObject(body)
+	if err != nil {
+		writeError(w, o, PhasePrefill, http.StatusBadRequest, CodeInvalidBody, "request body must be a JSON object")
+		return object{}, false
+	}
+	return obj, true
+}

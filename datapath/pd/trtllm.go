@@ -40,9 +40,8 @@ func (d *trtllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request,
 	defer func() { o.Total = time.Since(start) }()
 	log := d.opts.Log.WithFields(logFields(o.Engine, req))
 
-	obj, err := parseObject(req.Body)
-	if err != nil {
-		writeError(w, &o, PhasePrefill, http.StatusBadRequest, CodeInvalidBody, "request body must be a JSON object")
+	obj, ok := clientObject(w, &o, req.Body)
+	if !ok {
 		return o
 	}
 	header := legHeader(req.Header)

@@ -19,9 +19,8 @@ func (d *vllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request, p
 	defer func() { o.Total = time.Since(start) }()
 	log := d.opts.Log.WithFields(logFields(o.Engine, req))
 
-	obj, err := parseObject(req.Body)
-	if err != nil {
-		writeError(w, &o, PhasePrefill, http.StatusBadRequest, CodeInvalidBody, "request body must be a JSON object")
+	obj, ok := clientObject(w, &o, req.Body)
+	if !ok {
 		return o
 	}
 	prefillBody := vllmPrefillBody(&obj, req.Path)
