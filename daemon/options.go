@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/infergate/infergate/datapath"
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/kvexact"
 	"github.com/infergate/infergate/radix"
@@ -84,27 +85,30 @@ func (o Options) KVPlaneOptions() kvplane.Options {
 	return k
 }
 
-// DefaultOptions returns the documented defaults.
+// DefaultOptions returns the documented defaults. The datapath, KV-plane and
+// prefix-index defaults are read from those packages' own DefaultOptions so
+// each default lives in one place.
 func DefaultOptions() Options {
+	dp := datapath.DefaultOptions()
 	return Options{
 		APIAddr:                  "127.0.0.1:11111",
 		StateDir:                 "/var/lib/infergate",
 		LogLevel:                 "info",
 		ShutdownTimeout:          10 * time.Second,
-		MaxBodyBytes:             32 << 20,
-		BreakerConnectFailures:   5,
-		BreakerPDConnectFailures: 3,
-		Breaker5xxStreak:         5,
-		BreakerOpenFor:           30 * time.Second,
-		DrainGrace:               30 * time.Second,
-		PrefillTimeout:           30 * time.Second,
-		DecodeFirstByteTimeout:   60 * time.Second,
-		KVTokenizeTimeout:        kvplane.DefaultOptions().TokenizeTimeout,
-		KVZeroHitN:               kvplane.DefaultOptions().WatchdogN,
-		KVTRTPollInterval:        kvplane.DefaultOptions().TRTPollInterval,
-		KVSingleLoadGuard:        kvplane.DefaultSingleLoadGuard,
-		KVStaleAfter:             kvexact.DefaultStaleAfter,
-		PrefixIndexBudgetBytes:   radix.DefaultBudgetBytes,
-		PrefixKeyMaxBytes:        radix.DefaultMaxKeyBytes,
+		MaxBodyBytes:             dp.MaxBodyBytes,
+		BreakerConnectFailures:   dp.BreakerConnectFailures,
+		BreakerPDConnectFailures: dp.BreakerPDConnectFailures,
+		Breaker5xxStreak:         dp.Breaker5xxStreak,
+		BreakerOpenFor:           dp.BreakerOpenFor,
+		DrainGrace:               dp.DrainGrace,
+		PrefillTimeout:           dp.PrefillTimeout,
+		DecodeFirstByteTimeout:   dp.DecodeFirstByteTimeout,
+		KVTokenizeTimeout:        dp.KV.TokenizeTimeout,
+		KVZeroHitN:               dp.KV.WatchdogN,
+		KVTRTPollInterval:        dp.KV.TRTPollInterval,
+		KVSingleLoadGuard:        dp.KV.SingleLoadGuard,
+		KVStaleAfter:             kvexact.DefaultStaleAfter, // kvplane leaves 0 = kvexact's default; the CLI shows it
+		PrefixIndexBudgetBytes:   dp.PrefixIndex.BudgetBytes,
+		PrefixKeyMaxBytes:        dp.PrefixIndex.MaxKeyBytes,
 	}
 }
