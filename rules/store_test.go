@@ -621,7 +621,11 @@ func TestStoreReplayCancelled(t *testing.T) {
 	}
 }
 
+// A store without StateDir keeps rules in memory: Apply works, the rule is
+// listed, and nothing is written (not even to the working directory).
 func TestStoreMemoryOnly(t *testing.T) {
+	wd := t.TempDir()
+	t.Chdir(wd)
 	s, err := OpenStore(StoreOptions{Log: quietLog()})
 	if err != nil {
 		t.Fatal(err)
@@ -631,6 +635,12 @@ func TestStoreMemoryOnly(t *testing.T) {
 	}
 	if out, _, err := s.Apply(plainRule()); err != nil || out != Created {
 		t.Fatalf("Apply = %v, %v", out, err)
+	}
+	if n := len(s.List()); n != 1 {
+		t.Errorf("List has %d rules after one Apply, want 1", n)
+	}
+	if files, err := os.ReadDir(wd); err != nil || len(files) != 0 {
+		t.Errorf("memory-only store wrote to the working directory: %v, %v", files, err)
 	}
 }
 
