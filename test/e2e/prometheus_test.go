@@ -169,7 +169,7 @@ func TestPrometheusScrapesDaemon(t *testing.T) {
 	queries := append(promQueries(t, root, promQueriesFence), promQueries(t, root, promKVFence)...)
 	bin := cliBuild(t)
 	d := demoStart(t, bin)
-	served := pdServed(demoPost(t, d.vip, false))
+	demoServes(t, d.vip)
 
 	// Traffic until the test ends: bounded in count, paced, stopped in cleanup.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -201,11 +201,6 @@ func TestPrometheusScrapesDaemon(t *testing.T) {
 
 	prom := promStart(t, root, strings.TrimPrefix(d.api, "http://"))
 	for _, q := range queries {
-		pdOnly := strings.Contains(q, "loxilb_")
-		if pdOnly && !served {
-			t.Logf("skipping %q: P/D is not served by this build yet", q)
-			continue
-		}
 		deadline := time.Now().Add(promQueryTimeout)
 		for {
 			r, err := promQuery(prom, q)
@@ -224,7 +219,7 @@ func TestPrometheusScrapesDaemon(t *testing.T) {
 		}
 	}
 	// The alert rules loaded into the real server.
-	checkDashboardQueries(t, root, prom, d.api, served)
+	checkDashboardQueries(t, root, prom, d.api)
 	resp, err := http.Get(prom + "/api/v1/rules")
 	if err != nil {
 		t.Fatal(err)

@@ -46,15 +46,9 @@ func TestValidateOnDemo(t *testing.T) {
 	}
 	bin := cliBuild(t)
 	d := demoStart(t, bin)
-	served := pdServed(demoPost(t, d.vip, false))
-	if !served {
-		t.Log("P/D is not served by this build yet: only the failure path is checked")
-	}
+	demoServes(t, d.vip)
 
 	t.Run("1P1D passes", func(t *testing.T) {
-		if !served {
-			t.Skip("P/D not served yet (501 pd_not_implemented)")
-		}
 		res := cliRun(t, bin, d.api, "validate", demoRulePD)
 		if res.Code != 0 {
 			t.Fatalf("validate %s: exit %d\n%s\n%s", demoRulePD, res.Code, res.Stdout, res.Stderr)
@@ -67,9 +61,6 @@ func TestValidateOnDemo(t *testing.T) {
 	})
 
 	t.Run("cache-aware rule disruptive json", func(t *testing.T) {
-		if !served {
-			t.Skip("P/D not served yet (501 pd_not_implemented)")
-		}
 		res := cliRun(t, bin, d.api, "validate", demoRuleCache, "--disruptive", "-o", "json")
 		var v validateJSON
 		if err := json.Unmarshal([]byte(res.Stdout), &v); err != nil {
@@ -80,11 +71,10 @@ func TestValidateOnDemo(t *testing.T) {
 				t.Errorf("%s = %q, want PASS\n%s", step, st, res.Stdout)
 			}
 		}
-		st, _ := v.step("KV-exact")
-		switch {
-		case !demoKVWired(t, d.api):
-			t.Logf("KV-exact = %s; the inventory lists no demo-cache-aware endpoint yet (KV plane not wired)", st)
-		case st != "PASS":
+		if !demoKVWired(t, d.api) {
+			t.Errorf("the KV inventory lists no %s endpoint", demoRuleCache)
+		}
+		if st, _ := v.step("KV-exact"); st != "PASS" {
 			t.Errorf("KV-exact = %q, want PASS\n%s", st, res.Stdout)
 		}
 	})
@@ -135,11 +125,8 @@ func TestValidateOnDemo(t *testing.T) {
 		}
 		// The client may still get 200 (decode recomputes the prompt); the
 		// metric deltas must show that the prefill role handled nothing.
-		if served {
-			st, hints := v.step("role traffic (metrics)")
-			if st != "FAIL" || len(hints) == 0 || !strings.HasPrefix(hints[0], "decode recomputes") {
-				t.Errorf("role traffic = %s with hints %q, want FAIL with the decode-recomputes hint", st, hints)
-			}
+		if st, hints := v.step("role traffic (metrics)"); st != "FAIL" || len(hints) == 0 || !strings.HasPrefix(hints[0], "decode recomputes") {
+			t.Errorf("role traffic = %s with hints %q, want FAIL with the decode-recomputes hint", st, hints)
 		}
 	})
 }
@@ -178,11 +165,9 @@ func TestValidateKVParityOnDemo(t *testing.T) {
 	}
 	bin := cliBuild(t)
 	d := demoStart(t, bin, "--kv-block-size", "32")
-	if !pdServed(demoPost(t, d.vip, false)) {
-		t.Skip("P/D not served yet (501 pd_not_implemented)")
-	}
+	demoServes(t, d.vip)
 	if !demoKVWired(t, d.api) {
-		t.Skip("the KV inventory lists no demo-cache-aware endpoint (KV plane not wired yet)")
+		t.Fatalf("the KV inventory lists no %s endpoint", demoRuleCache)
 	}
 	// Twice: the gateway learns the engines' block size from their events
 	// and keys with it, so once the first run has populated the inventory
