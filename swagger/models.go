@@ -30,8 +30,6 @@ func wireNames() map[reflect.Type]string {
 	}
 }
 
-func f(v float64) *float64 { return &v }
-
 func enum(vs ...interface{}) []interface{} { return vs }
 
 // fieldNotes documents the fields an operator most needs to get right. Keys
@@ -41,13 +39,13 @@ func fieldNotes() map[string]FieldNote {
 	ep := func(n string) string { return defEndpoint + "." + n }
 	return map[string]FieldNote{
 		defEntry + ".serviceArguments": {Required: true},
-		defEntry + ".endpoints":        {Description: "Backend engines, 1..32.", Min: f(1), Max: f(32), Required: true},
+		defEntry + ".endpoints":        {Description: "Backend engines, 1..32.", Min: ptrFloat(1), Max: ptrFloat(32), Required: true},
 		defEntry + ".secondaryIPs":     {Description: "SCTP multi-homing addresses; accepted for LoxiLB compatibility, not served."},
 		defEntry + ".allowedSources":   {Description: "Source prefixes allowed to reach the VIP."},
 
 		sa("externalIP"): {Description: "Virtual IP (IPv4 or IPv6); part of the rule key.", Required: true},
-		sa("port"):       {Description: "Service port; part of the rule key.", Min: f(0), Max: f(65535), Required: true},
-		sa("portMax"):    {Description: "End of a port range (0 = single port).", Min: f(0), Max: f(65535)},
+		sa("port"):       {Description: "Service port; part of the rule key.", Min: ptrFloat(0), Max: ptrFloat(65535), Required: true},
+		sa("portMax"):    {Description: "End of a port range (0 = single port).", Min: ptrFloat(0), Max: ptrFloat(65535)},
 		sa("protocol"):   {Description: "L4 protocol; part of the rule key.", Enum: enum("tcp", "udp", "sctp", "icmp"), Required: true},
 		sa("sel"): {Description: "Endpoint selector: 0 rr, 1 hash, 2 priority (weighted rr), 3 persist, 4 least-conn, " +
 			"8 chwbl (prefix consistent hash, bounded loads), 10 weighted chwbl (8/10: single pools only). Under P/D only Tier 2 uses it.",
@@ -60,38 +58,38 @@ func fieldNotes() map[string]FieldNote {
 		sa("path_prefix"):     {Description: "HTTP path to match; part of the rule key."},
 		sa("path_match_mode"): {Description: "How path_prefix matches; part of the rule key.", Enum: enum("", "disabled", "prefix", "exact")},
 		sa("model_name"):      {Description: "Model routed to this rule (body `model` / X-Model header); \"\" = any model. Part of the rule key."},
-		sa("inactiveTimeOut"): {Description: "Idle timeout in seconds (0 = protocol default).", Min: f(0), Max: f(86400)},
+		sa("inactiveTimeOut"): {Description: "Idle timeout in seconds (0 = protocol default).", Min: ptrFloat(0), Max: ptrFloat(86400)},
 		sa("probetype"):       {Description: "Active health probe type.", Enum: enum("", "tcp", "udp", "sctp", "http", "https", "ping", "none")},
-		sa("probeport"):       {Description: "Probe port; required for tcp/udp/sctp/http/https probes.", Min: f(0), Max: f(65535)},
+		sa("probeport"):       {Description: "Probe port; required for tcp/udp/sctp/http/https probes.", Min: ptrFloat(0), Max: ptrFloat(65535)},
 		sa("probereq"):        {Description: "HTTP probe path, e.g. /health."},
 		sa("sse_mode"):        {Description: "Stream server-sent events without idle-timeout cuts."},
 		sa("cb_enable"):       {Description: "Per-endpoint circuit breaker (always on for P/D rules)."},
 		sa("session_header_name"): {Description: "Sticky-session key for sel 0/3: a header name, cookie:<name> or " +
 			"query:<name>; empty = client IP."},
 		sa("chwbl_prefix_hash_level"): {Description: "sel 8/10: how much of the prompt prefix is hashed.", Enum: enum(1, 2, 3), Default: 1},
-		sa("chwbl_mean_load_factor"):  {Description: "sel 8/10: bounded-load cap in percent of the mean (0 = 175).", Min: f(0), Max: f(300)},
-		sa("chwbl_replication"):       {Description: "sel 8/10: virtual nodes per endpoint (0 = 100).", Min: f(0), Max: f(1024)},
+		sa("chwbl_mean_load_factor"):  {Description: "sel 8/10: bounded-load cap in percent of the mean (0 = 175).", Min: ptrFloat(0), Max: ptrFloat(300)},
+		sa("chwbl_replication"):       {Description: "sel 8/10: virtual nodes per endpoint (0 = 100).", Min: ptrFloat(0), Max: ptrFloat(1024)},
 		sa("pd_disagg_mode"): {Description: "Prefill/decode disaggregation: each request runs a prefill leg then a decode leg " +
 			"(dialect from kvEngineType). Needs mode 4 and at least one ep_role 1 and one ep_role 2 endpoint."},
 		sa("pd_cache_aware_mode"):      {Description: "Tier 1 prefix-affinity routing of prefill; requires pd_disagg_mode."},
-		sa("pd_session_ttl_sec"):       {Description: "Tier 0 sticky prefill/decode pair TTL in seconds (0 = 300).", Min: f(0)},
-		sa("pd_cache_threshold"):       {Description: "Tier 1 minimum prefix match percent (0 = 20).", Min: f(0), Max: f(100)},
-		sa("pd_balance_abs_threshold"): {Description: "Tier 1 is bypassed when max-min active requests exceeds this (0 = 3).", Min: f(0), Max: f(255)},
-		sa("pdBootstrapPort"):          {Description: "SGLang --disaggregation-bootstrap-port (0 = 8998); only with P/D and kvEngineType sglang.", Min: f(0), Max: f(65535)},
+		sa("pd_session_ttl_sec"):       {Description: "Tier 0 sticky prefill/decode pair TTL in seconds (0 = 300).", Min: ptrFloat(0)},
+		sa("pd_cache_threshold"):       {Description: "Tier 1 minimum prefix match percent (0 = 20).", Min: ptrFloat(0), Max: ptrFloat(100)},
+		sa("pd_balance_abs_threshold"): {Description: "Tier 1 is bypassed when max-min active requests exceeds this (0 = 3).", Min: ptrFloat(0), Max: ptrFloat(255)},
+		sa("pdBootstrapPort"):          {Description: "SGLang --disaggregation-bootstrap-port (0 = 8998); only with P/D and kvEngineType sglang.", Min: ptrFloat(0), Max: ptrFloat(65535)},
 		sa("kvExactMode"): {Description: "Tier 1.5 exact KV-cache routing: 0 off, 1 over the prefill endpoints of a P/D rule, " +
 			"3 over a single pool (no P/D). LoxiLB's reserved 2 (NATS) is not served.", Enum: enum(0, 1, 3)},
 		sa("kvEngineType"):  {Description: "Engine family behind the rule (\"\" = vllm). Immutable after create.", Enum: enum("", "vllm", "sglang", "trtllm", "llamacpp")},
-		sa("kvZmqPort"):     {Description: "Base ZMQ PUB port of KV events on each endpoint (0 = 5557); DP rank r uses port+r.", Min: f(0), Max: f(65535)},
-		sa("kvBlockSize"):   {Description: "Engine KV block size in tokens (0 = 16); must match the engine.", Min: f(0)},
+		sa("kvZmqPort"):     {Description: "Base ZMQ PUB port of KV events on each endpoint (0 = 5557); DP rank r uses port+r.", Min: ptrFloat(0), Max: ptrFloat(65535)},
+		sa("kvBlockSize"):   {Description: "Engine KV block size in tokens (0 = 16); must match the engine.", Min: ptrFloat(0)},
 		sa("kvHashAlgo"):    {Description: "Block hash algorithm; omit to take the engine default.", Enum: enum("", "sha256_cbor", "xxhash_cbor", "sha256_sglang", "blockhash_trtllm")},
-		sa("kvDpRankCount"): {Description: "Data-parallel ranks per endpoint (0 = 1).", Min: f(0), Max: f(8)},
-		sa("kvWarmupSec"):   {Description: "Seconds after subscribing before KV-exact routing trusts the inventory.", Min: f(0)},
+		sa("kvDpRankCount"): {Description: "Data-parallel ranks per endpoint (0 = 1).", Min: ptrFloat(0), Max: ptrFloat(8)},
+		sa("kvWarmupSec"):   {Description: "Seconds after subscribing before KV-exact routing trusts the inventory.", Min: ptrFloat(0)},
 
 		ep("endpointIP"): {Description: "Backend IP address.", Required: true},
-		ep("targetPort"): {Description: "Backend port.", Min: f(1), Max: f(65535), Required: true},
-		ep("weight"):     {Description: "Selection weight; 0 drains (no new requests, in-flight ones finish).", Min: f(0), Max: f(255), Required: true},
+		ep("targetPort"): {Description: "Backend port.", Min: ptrFloat(1), Max: ptrFloat(65535), Required: true},
+		ep("weight"):     {Description: "Selection weight; 0 drains (no new requests, in-flight ones finish).", Min: ptrFloat(0), Max: ptrFloat(255), Required: true},
 		ep("ep_role"):    {Description: "0 any, 1 prefill (TRT-LLM context), 2 decode (TRT-LLM generation).", Enum: enum(0, 1, 2)},
-		ep("nixl_port"):  {Description: "vLLM NIXL side-channel port of this worker (0 = targetPort).", Min: f(0), Max: f(65535)},
+		ep("nixl_port"):  {Description: "vLLM NIXL side-channel port of this worker (0 = targetPort).", Min: ptrFloat(0), Max: ptrFloat(65535)},
 		ep("backup"):     {Description: "Standby endpoint, used only when no primary is available."},
 		ep("state"):      {Description: "Output only: runtime health state.", ReadOnly: true},
 		ep("counter"):    {Description: "Output only: traffic counters.", ReadOnly: true},
