@@ -307,27 +307,10 @@ func (s *Server) decorate(e rules.Entry) rules.Rule {
 	r.Status = &rules.RuleStatus{Ready: st.Ready, Reason: st.Reason}
 	r.Endpoints = append([]rules.Endpoint(nil), e.Rule.Endpoints...)
 	for i := range r.Endpoints {
-		id := endpointID(e.Compiled, i, r.Endpoints[i])
-		if es, found := st.Endpoints[id]; found {
+		// Compiled endpoints are the wire endpoints in the same order.
+		if es, found := st.Endpoints[e.Compiled.Endpoints[i].ID]; found {
 			r.Endpoints[i].State = es.State
 		}
 	}
 	return r
-}
-
-// endpointID finds the compiled endpoint ID of wire endpoint i: by address
-// when it parses, else by position (compiled endpoints keep request order).
-func endpointID(c *spec.Rule, i int, ep rules.Endpoint) string {
-	if a, err := netip.ParseAddr(ep.EndpointIP); err == nil && ep.TargetPort >= 0 && ep.TargetPort <= 65535 {
-		ap := netip.AddrPortFrom(a.Unmap(), uint16(ep.TargetPort))
-		for _, ce := range c.Endpoints {
-			if ce.Addr == ap {
-				return ce.ID
-			}
-		}
-	}
-	if i < len(c.Endpoints) {
-		return c.Endpoints[i].ID
-	}
-	return ""
 }

@@ -58,7 +58,8 @@ func (o Outcome) String() string {
 	return fmt.Sprintf("outcome(%d)", int(o))
 }
 
-// Entry is a stored rule: its normalised wire form and its compiled object.
+// Entry is a stored rule: its normalised wire form and its compiled object,
+// compiled from that form, so Compiled.Endpoints[i] is Rule.Endpoints[i].
 // Both are shared with the store's snapshot: treat them as read-only.
 type Entry struct {
 	Rule     Rule
