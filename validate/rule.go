@@ -145,18 +145,19 @@ func parseAddrTarget(t string) (vip netip.Addr, port int, proto string, ok bool)
 	return a.Unmap(), n, proto, true
 }
 
-// ruleLabel is the rule's metric label: its name, or its key string when
-// unnamed (datapath.ruleLabel; only VIP:port|protocol is reproduced here).
+// ruleLabel is the rule's metric label as the datapath sets it: its name,
+// or, when unnamed, the string of the key the rule compiles to (which also
+// carries block, host, path and model when set, so it is taken from
+// rules.KeyOf rather than rebuilt here).
 func ruleLabel(r rules.Rule) string {
-	sa := r.ServiceArguments
-	if sa.Name != "" {
-		return sa.Name
+	if name := r.ServiceArguments.Name; name != "" {
+		return name
 	}
-	a, err := netip.ParseAddr(sa.ExternalIP)
-	if err != nil {
-		return sa.ExternalIP
+	k, err := rules.KeyOf(r)
+	if err != nil { // not a rule the server accepted: no series carry it
+		return r.ServiceArguments.ExternalIP
 	}
-	return netip.AddrPortFrom(a.Unmap(), uint16(sa.Port)).String() + "|" + strings.ToLower(sa.Protocol)
+	return k.String()
 }
 
 // keyPath is the management path of r's key.

@@ -372,3 +372,31 @@ func TestParseAddrTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestRuleLabel: the label validate filters metrics by is the one the
+// datapath sets, including the key parts beyond VIP:port|protocol.
+func TestRuleLabel(t *testing.T) {
+	rule := func(name, host string) rules.Rule {
+		var r rules.Rule
+		r.ServiceArguments.Name = name
+		r.ServiceArguments.ExternalIP = "127.0.0.10"
+		r.ServiceArguments.Port = 8080
+		r.ServiceArguments.Protocol = "tcp"
+		r.ServiceArguments.Host = host
+		return r
+	}
+	tests := []struct {
+		name string
+		r    rules.Rule
+		want string
+	}{
+		{"named", rule("demo-1p1d", "a.example"), "demo-1p1d"},
+		{"unnamed", rule("", ""), "127.0.0.10:8080|tcp"},
+		{"unnamed with host", rule("", "a.example"), "127.0.0.10:8080|tcp|host=a.example"},
+	}
+	for _, tc := range tests {
+		if got := ruleLabel(tc.r); got != tc.want {
+			t.Errorf("%s: ruleLabel = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
