@@ -45,9 +45,6 @@ const (
 // hostAny is the hosturl path value that means "no host" (LoxiLB's spelling).
 const hostAny = "any"
 
-// pathMatchDisabled is LoxiLB's explicit spelling of "no path matching".
-const pathMatchDisabled = "disabled"
-
 // postRule is LoxiLB's upsert: create, update in place, or 409 on an
 // identical re-POST (the store decides which).
 func (s *Server) postRule(c *gin.Context) {
@@ -256,9 +253,7 @@ func keyFromRequest(c *gin.Context) (spec.Key, error) {
 		sa.Block = uint32(v)
 	}
 	sa.PathPrefix = q.Get(queryPathPrefix)
-	if m := q.Get(queryPathMatchMode); m != pathMatchDisabled {
-		sa.PathMatchMode = m
-	}
+	sa.PathMatchMode = q.Get(queryPathMatchMode) // KeyOf canonicalises "disabled" to ""
 	sa.ModelName = q.Get(queryModelName)
 	_ = q.Get(queryBGP) // accepted for loxicmd compatibility; there is no BGP export
 	k, err := rules.KeyOf(rules.Rule{ServiceArguments: sa})

@@ -167,13 +167,14 @@ func keyOfValid(sa *ServiceArguments) spec.Key {
 		Block:         sa.Block,
 		Host:          sa.Host,
 		PathPrefix:    sa.PathPrefix,
-		PathMatchMode: normPathMatch(sa.PathMatchMode),
+		PathMatchMode: NormPathMatch(sa.PathMatchMode),
 		ModelName:     sa.ModelName,
 	}
 }
 
-// normPathMatch canonicalises path_match_mode ("disabled" ≡ "").
-func normPathMatch(m string) string {
+// NormPathMatch canonicalises path_match_mode ("disabled" ≡ ""), the way
+// keys are stored; clients comparing keys call it too.
+func NormPathMatch(m string) string {
 	if m == pathMatchDisabled {
 		return ""
 	}
@@ -184,7 +185,7 @@ func normPathMatch(m string) string {
 // parameters) the way rule keys are stored.
 func NormalizeKey(k spec.Key) spec.Key {
 	k.VIP = k.VIP.Unmap()
-	k.PathMatchMode = normPathMatch(k.PathMatchMode)
+	k.PathMatchMode = NormPathMatch(k.PathMatchMode)
 	return k
 }
 
@@ -195,7 +196,7 @@ func normalize(r Rule) Rule {
 	r.Status = nil
 	sa := &r.ServiceArguments
 	sa.ExternalIP = stripBrackets(sa.ExternalIP)
-	sa.PathMatchMode = normPathMatch(sa.PathMatchMode)
+	sa.PathMatchMode = NormPathMatch(sa.PathMatchMode)
 	eps := make([]Endpoint, len(r.Endpoints))
 	for i, ep := range r.Endpoints {
 		ep.EndpointIP = stripBrackets(ep.EndpointIP)

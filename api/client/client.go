@@ -35,7 +35,6 @@ const (
 	queryPathPrefix   = "path_prefix"
 	queryPathMatch    = "path_match_mode"
 	queryModelName    = "model_name"
-	pathMatchDisabled = "disabled" // LoxiLB's spelling of "" for path_match_mode
 	contentTypeJSON   = "application/json"
 	headerContentType = "Content-Type"
 	headerAccept      = "Accept"
@@ -147,7 +146,7 @@ func KeyOf(r rules.Rule) Key {
 func (k Key) Same(o Key) bool {
 	return sameVIP(k.VIP, o.VIP) && k.Port == o.Port && k.PortMax == o.PortMax &&
 		strings.EqualFold(k.Protocol, o.Protocol) && k.Block == o.Block && k.Host == o.Host &&
-		k.PathPrefix == o.PathPrefix && normMatch(k.PathMatchMode) == normMatch(o.PathMatchMode) &&
+		k.PathPrefix == o.PathPrefix && rules.NormPathMatch(k.PathMatchMode) == rules.NormPathMatch(o.PathMatchMode) &&
 		k.ModelName == o.ModelName
 }
 
@@ -158,13 +157,6 @@ func sameVIP(a, b string) bool {
 		return a == b
 	}
 	return pa == pb
-}
-
-func normMatch(m string) string {
-	if m == pathMatchDisabled {
-		return ""
-	}
-	return m
 }
 
 // Client talks to one infergate (or LoxiLB) management API.
@@ -305,7 +297,7 @@ func (c *Client) Delete(ctx context.Context, k Key) error {
 	if k.PathPrefix != "" {
 		q.Set(queryPathPrefix, k.PathPrefix)
 	}
-	if m := normMatch(k.PathMatchMode); m != "" {
+	if m := rules.NormPathMatch(k.PathMatchMode); m != "" {
 		q.Set(queryPathMatch, m)
 	}
 	if k.ModelName != "" {

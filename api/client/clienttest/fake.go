@@ -30,7 +30,6 @@ const (
 	fieldMode       = "serviceArguments.mode"
 	modeFullProxy   = 4
 	hostAny         = "any"
-	matchDisabled   = "disabled"
 	prefixLB        = "/netlox/v1/config/loadbalancer"
 	suffixCompiled  = "/compiled"
 	rejectRuleNamed = "reject-me" // a rule with this name gets a 400, to test rejections
@@ -103,14 +102,7 @@ type key struct {
 func keyOf(r rules.Rule) key {
 	sa := r.ServiceArguments
 	return key{vip: sa.ExternalIP, proto: sa.Protocol, host: sa.Host, path: sa.PathPrefix,
-		match: normMatch(sa.PathMatchMode), model: sa.ModelName, port: sa.Port, portMax: sa.PortMax, block: sa.Block}
-}
-
-func normMatch(m string) string {
-	if m == matchDisabled {
-		return ""
-	}
-	return m
+		match: rules.NormPathMatch(sa.PathMatchMode), model: sa.ModelName, port: sa.Port, portMax: sa.PortMax, block: sa.Block}
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
@@ -234,7 +226,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, p string) {
 	q := r.URL.Query()
 	block, _ := strconv.ParseUint(q.Get(queryBlock), 10, 32)
 	want := key{vip: vip, proto: proto, host: host, path: q.Get(queryPathPrefix),
-		match: normMatch(q.Get(queryPathMatch)), model: q.Get(queryModelName), port: port, portMax: portMax, block: uint32(block)}
+		match: rules.NormPathMatch(q.Get(queryPathMatch)), model: q.Get(queryModelName), port: port, portMax: portMax, block: uint32(block)}
 	for i, x := range s.rules {
 		if keyOf(x) == want {
 			s.rules = append(s.rules[:i], s.rules[i+1:]...)
