@@ -100,13 +100,7 @@ func affSend(t *testing.T, vip, body string) {
 
 func affEventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(affWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", affWait, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually(t, affWait, what, cond)
 }
 
 // affMetric sums the samples of family name whose line has every label.

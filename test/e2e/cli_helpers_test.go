@@ -88,6 +88,18 @@ type cliDaemon struct {
 // cliFreePort returns a loopback port that was free a moment ago. The
 // daemon binds it by address; a lost race shows up as an early exit and
 // cliStartDaemon retries with another port.
+// eventually polls cond until it holds, failing t after within.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func cliFreePort(t *testing.T) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -37,15 +37,7 @@ const (
 
 // kvFreePort finds a TCP port free on loopback; the fakes bind it on their
 // own 127.0.0.x, like engines on separate hosts sharing kvZmqPort.
-func kvFreePort(t *testing.T) uint16 {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return uint16(ln.Addr().(*net.TCPAddr).Port)
-}
+func kvFreePort(t *testing.T) uint16 { t.Helper(); return uint16(cliFreePort(t)) }
 
 // kvFake starts a KV-publishing fake vLLM engine on ip.
 func kvFake(t *testing.T, ip string, role pdfake.Role, kv pdfake.KVConfig) *pdfake.Engine {
@@ -83,13 +75,7 @@ func kvPostOK(t *testing.T, url, body string) {
 
 func kvEventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(kvWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", kvWait, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually(t, kvWait, what, cond)
 }
 
 func kvCounter(c prometheus.Counter) float64 {
