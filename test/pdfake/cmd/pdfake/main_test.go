@@ -57,7 +57,7 @@ func TestBinary(t *testing.T) {
 	if status, _ := post("/v1/completions", `{"prompt":"p"}`); status != 500 {
 		t.Errorf("injected fault not applied: %d", status)
 	}
-	if status, body := post("/v1/completions", `{"prompt":"p"}`); status != 200 || !strings.Contains(body, "42") {
+	if status, body := post("/v1/completions", `{"prompt":"p"}`); status != 200 || !strings.Contains(body, "Hello from the fake vLLM decode, the answer is 42.") {
 		t.Errorf("got %d: %s", status, body)
 	}
 	resp, err := http.Get("http://" + m[1] + "/admin/records")
