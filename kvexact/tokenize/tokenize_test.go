@@ -297,6 +297,12 @@ func TestFailuresFallThrough(t *testing.T) {
 			if f.release != nil {
 				close(f.release) // only now: the flight must end by its own deadline
 			}
+			// The duration is recorded inside the flight, just before it
+			// leaves the group; a call made before then would share the
+			// ending flight's result instead of asking again.
+			for i := 0; i < 500 && inflight(&e.flight) > 0; i++ {
+				time.Sleep(2 * time.Millisecond)
+			}
 			// Failures are not cached: the next call asks again.
 			before := f.calls.Load()
 			_, _ = e.Tokens(context.Background(), Request{Path: "/v1/completions", Body: []byte(`{"model":"m","prompt":"x"}`)})
@@ -491,4 +497,11 @@ func TestMentionsRenderField(t *testing.T) {
 			t.Errorf("mentionsRenderField(%s) = %v, want %v", tc.body, got, tc.want)
 		}
 	}
+}
+
+// inflight is the number of tokenisations running in g.
+func inflight(g *group) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.calls)
 }
