@@ -177,6 +177,29 @@ func (c *Client) WithToken(t auth.Token) *Client {
 	return c
 }
 
+// BearerTransport adds the management API token to requests for callers
+// that speak to the API with their own http.Client (validate's scrapes). It
+// must only wrap a client used for the management API: the token must never
+// reach a VIP or an engine.
+type BearerTransport struct {
+	Base  http.RoundTripper // nil: http.DefaultTransport
+	Token auth.Token
+}
+
+// RoundTrip implements http.RoundTripper.
+func (b *BearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	base := b.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	if b.Token.IsZero() {
+		return base.RoundTrip(r)
+	}
+	r = r.Clone(r.Context())
+	r.Header.Set(headerAuthorization, bearerPrefix+b.Token.Reveal())
+	return base.RoundTrip(r)
+}
+
 // IsAuthError reports whether err is the server refusing the credential
 // (401) or what it may do (403), so callers can say what to do instead of
 // printing a bare status.
