@@ -38,11 +38,9 @@ func newGuard(opts Options, log *logrus.Logger) (*auth.Guard, error) {
 		return nil, fmt.Errorf("daemon: %w", err)
 	}
 	if warning != "" {
-		// Loud on purpose: several lines at warn, so it survives log
-		// filtering and a quick scroll.
-		for i := 0; i < 3; i++ {
-			log.WithField("api_addr", addr).Warn("daemon: " + warning)
-		}
+		// Loud on purpose: error level survives any log filtering that
+		// keeps the daemon's failures.
+		log.WithField("api_addr", addr).Error("daemon: " + warning)
 	}
 	g, err := auth.NewGuard(addr, opts.Auth)
 	if err != nil {
