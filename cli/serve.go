@@ -65,7 +65,7 @@ func newServeCmd(g *globals) *cobra.Command {
 
 	// --- management API access control (api/auth; README "Management API access") ---
 	fl.StringVar(&opts.Auth.TokenFile, "api-token-file", opts.Auth.TokenFile, "management API bearer tokens, one per line as rw:<token> or ro:<token> (reloaded on SIGHUP and on change); without it the API must listen on loopback")
-	fl.StringSliceVar(&opts.Auth.AllowedHosts, "api-allowed-host", opts.Auth.AllowedHosts, "extra Host name the management API answers to (repeatable; *.example.com for subdomains); IP literals and localhost always work")
+	fl.StringSliceVar(&opts.Auth.AllowedHosts, "api-allowed-host", opts.Auth.AllowedHosts, "extra Host the management API answers to: a DNS name, *.domain or an IP literal (repeatable); loopback, the listen address and localhost always work")
 	fl.BoolVar(&opts.Auth.OpenMetrics, "api-open-metrics", opts.Auth.OpenMetrics, "serve /metrics without a token even when --api-token-file is set")
 	fl.BoolVar(&opts.Auth.Insecure, "insecure-api", opts.Auth.Insecure, "allow a non-loopback --api-addr without --api-token-file (anyone who reaches it can change rules)")
 	fl.DurationVar(&opts.Auth.ReloadInterval, "api-token-reload-interval", opts.Auth.ReloadInterval, "how often the token file is checked for changes (0 disables; SIGHUP always reloads)")

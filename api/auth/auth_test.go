@@ -109,6 +109,8 @@ func TestHostPolicy(t *testing.T) {
 		{"127.0.0.1:11111", []string{"*.example.com"}, "evilexample.com", false},
 		{"10.0.0.5:11111", nil, "10.0.0.5:11111", true},
 		{"10.0.0.5:11111", nil, "10.0.0.6:11111", false},
+		{"10.0.0.5:11111", []string{"10.96.0.7"}, "10.96.0.7:11111", true}, // a Service IP
+		{"10.0.0.5:11111", []string{"[2001:db8::7]:11111"}, "[2001:db8::7]:80", true},
 		{"0.0.0.0:11111", nil, "10.0.0.6:11111", true}, // wildcard: every local address
 		{"0.0.0.0:11111", nil, "gw.example.com", false},
 		{":11111", nil, "[2001:db8::1]:11111", true},

@@ -24,20 +24,23 @@ const (
 //     address). A literal cannot be rebound, and a page served from it is
 //     the API's own origin;
 //   - localhost and *.localhost;
-//   - the listen address's name, if it was given as one, and AllowedHosts.
+//   - the listen address's name, if it was given as one, and AllowedHosts
+//     (names, *.domain wildcards, or IP literals such as a Service address
+//     that forwards to a specific listen IP).
 //
 // The port is ignored: a rebinding page must already use the API's port.
 type HostPolicy struct {
 	listen   netip.Addr // valid when the API listens on one specific IP
 	anyIP    bool       // listening on 0.0.0.0 / [::]
 	names    map[string]bool
-	suffixes []string // from "*.example.com": ".example.com"
+	ips      map[netip.Addr]bool // allowed IP literals (a Service or NAT address)
+	suffixes []string            // from "*.example.com": ".example.com"
 }
 
 // NewHostPolicy builds the policy for an API listening on listenAddr
 // (host:port) that also answers to allowed names.
 func NewHostPolicy(listenAddr string, allowed []string) (HostPolicy, error) {
-	p := HostPolicy{names: map[string]bool{}}
+	p := HostPolicy{names: map[string]bool{}, ips: map[netip.Addr]bool{}}
 	host := hostOnly(listenAddr)
 	if ip, err := netip.ParseAddr(host); err == nil {
 		if ip.IsUnspecified() {
@@ -51,7 +54,11 @@ func NewHostPolicy(listenAddr string, allowed []string) (HostPolicy, error) {
 		p.names[normName(host)] = true
 	}
 	for _, a := range allowed {
-		n := normName(a)
+		n := normName(hostOnly(strings.TrimSpace(a)))
+		if ip, err := netip.ParseAddr(n); err == nil {
+			p.ips[ip.Unmap()] = true
+			continue
+		}
 		switch {
 		case n == "":
 			continue
@@ -75,7 +82,7 @@ func (p HostPolicy) Allowed(hostHeader string) bool {
 	}
 	if ip, err := netip.ParseAddr(host); err == nil {
 		ip = ip.Unmap()
-		return ip.IsLoopback() || p.anyIP || (p.listen.IsValid() && ip == p.listen)
+		return ip.IsLoopback() || p.anyIP || (p.listen.IsValid() && ip == p.listen) || p.ips[ip]
 	}
 	if host == localhostName || strings.HasSuffix(host, localhostSuffix) || p.names[host] {
 		return true

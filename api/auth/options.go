@@ -8,7 +8,8 @@ type Options struct {
 	// that passes the Host check is allowed; only valid on loopback).
 	TokenFile string
 	// AllowedHosts are extra Host header names the API answers to (its DNS
-	// name, a load balancer's name). "*.example.com" allows subdomains.
+	// name, a load balancer's name or a Service IP). "*.example.com"
+	// allows subdomains.
 	// IP literals, localhost and *.localhost are always allowed as
 	// CheckHost documents.
 	AllowedHosts []string
