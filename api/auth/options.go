@@ -7,11 +7,10 @@ type Options struct {
 	// TokenFile is the operator's token file ("" = no tokens: every request
 	// that passes the Host check is allowed; only valid on loopback).
 	TokenFile string
-	// AllowedHosts are extra Host header names the API answers to (its DNS
-	// name, a load balancer's name or a Service IP). "*.example.com"
-	// allows subdomains.
-	// IP literals, localhost and *.localhost are always allowed as
-	// CheckHost documents.
+	// AllowedHosts are extra Host values the API answers to: its DNS name,
+	// a load balancer's name, "*.example.com" for subdomains, or an IP
+	// literal (a Service address). Loopback IPs, the listen address,
+	// localhost and *.localhost are always allowed (HostPolicy).
 	AllowedHosts []string
 	// OpenMetrics serves /metrics without a token even when a token file
 	// is set (for a Prometheus that cannot send one).
