@@ -60,42 +60,29 @@ func waitStatus(t *testing.T, url, token string, want int, what string) {
 	}
 }
 
-// TestTokenRotation rotates the token file by file change and by SIGHUP on
-// a running daemon; the log never carries a token.
-func TestTokenRotation(t *testing.T) {
+// startWithTokens runs a daemon on a token file holding the old token.
+func startWithTokens(t *testing.T, interval time.Duration) (running, string, *safeBuffer) {
+	t.Helper()
 	tokens := filepath.Join(t.TempDir(), "tokens")
 	replaceFile(t, tokens, "rw:"+daemonTokOld+"\n")
 	log, buf := testLogger()
 	opts := DefaultOptions()
 	opts.StateDir = t.TempDir()
 	opts.Auth.TokenFile = tokens
-	opts.Auth.ReloadInterval = 20 * time.Millisecond
+	opts.Auth.ReloadInterval = interval
 	d := start(t, opts, log)
 	list := d.base + "/netlox/v1/config/loadbalancer/all"
-
 	if got := getWith(t, list, ""); got != http.StatusUnauthorized {
 		t.Fatalf("no token: %d, want 401", got)
 	}
 	if got := getWith(t, list, daemonTokOld); got != http.StatusOK {
 		t.Fatalf("old token: %d, want 200", got)
 	}
-	// File change: the new token beside the old.
-	replaceFile(t, tokens, "rw:"+daemonTokOld+"\nrw:"+daemonTokNew+"\n")
-	waitStatus(t, list, daemonTokNew, http.StatusOK, "new token after a file change")
-	if got := getWith(t, list, daemonTokOld); got != http.StatusOK {
-		t.Fatalf("old token during rotation: %d", got)
-	}
+	return d, tokens, buf
+}
 
-	// SIGHUP: polling off from here on is simulated by a long interval
-	// being irrelevant — the signal reloads at once.
-	replaceFile(t, tokens, "ro:"+daemonTokNew+"\n")
-	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
-	waitStatus(t, list, daemonTokOld, http.StatusUnauthorized, "old token after SIGHUP")
-	if got := getWith(t, list, daemonTokNew); got != http.StatusOK {
-		t.Fatalf("new ro token may read: %d", got)
-	}
+func checkLogClean(t *testing.T, d running, buf *safeBuffer, trigger string) {
+	t.Helper()
 	if err := d.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -103,9 +90,51 @@ func TestTokenRotation(t *testing.T) {
 	if strings.Contains(out, daemonTokOld) || strings.Contains(out, daemonTokNew) {
 		t.Fatal("a token reached the log")
 	}
-	if !strings.Contains(out, "API tokens reloaded") {
-		t.Fatalf("no reload log line:\n%s", out)
+	if !strings.Contains(out, "API tokens reloaded") || !strings.Contains(out, `"trigger":"`+trigger+`"`) {
+		t.Fatalf("no %s reload log line:\n%s", trigger, out)
 	}
+}
+
+// TestTokenRotationByFileChange: with polling on and no signal, a rotation
+// written to the file takes effect (add the new token, then drop the old).
+func TestTokenRotationByFileChange(t *testing.T) {
+	d, tokens, buf := startWithTokens(t, 20*time.Millisecond)
+	list := d.base + "/netlox/v1/config/loadbalancer/all"
+	replaceFile(t, tokens, "rw:"+daemonTokOld+"\nrw:"+daemonTokNew+"\n")
+	waitStatus(t, list, daemonTokNew, http.StatusOK, "new token after a file change")
+	if got := getWith(t, list, daemonTokOld); got != http.StatusOK {
+		t.Fatalf("old token during rotation: %d", got)
+	}
+	replaceFile(t, tokens, "rw:"+daemonTokNew+"\n")
+	waitStatus(t, list, daemonTokOld, http.StatusUnauthorized, "old token after it left the file")
+	checkLogClean(t, d, buf, "file_change")
+}
+
+// TestTokenRotationBySIGHUP: with polling off, a changed file is not read
+// until SIGHUP, which reloads it (and changes a token's kind).
+func TestTokenRotationBySIGHUP(t *testing.T) {
+	d, tokens, buf := startWithTokens(t, 0)
+	list := d.base + "/netlox/v1/config/loadbalancer/all"
+	replaceFile(t, tokens, "ro:"+daemonTokNew+"\n")
+	if got := getWith(t, list, daemonTokNew); got != http.StatusUnauthorized {
+		t.Fatalf("file read without SIGHUP or polling: new token %d", got)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, list, daemonTokOld, http.StatusUnauthorized, "old token after SIGHUP")
+	if got := getWith(t, list, daemonTokNew); got != http.StatusOK {
+		t.Fatalf("new ro token may read: %d", got)
+	}
+	resp, err := http.Post(d.base+"/netlox/v1/config/loadbalancer", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("anonymous write after SIGHUP: %d", resp.StatusCode)
+	}
+	checkLogClean(t, d, buf, "sighup")
 }
 
 // TestExposureRefusal: off loopback without a token the daemon refuses to

@@ -68,14 +68,13 @@ func writeTokenFile(t *testing.T, path, content string) {
 
 // TestAPIAccessBinary drives the built binary as an attacker and as
 // operators would: forged Host, no token, wrong token, read-only and
-// read-write tokens, raw HTTP and the CLI, then a rotation by file change
-// and by SIGHUP.
+// read-write tokens, raw HTTP and the CLI, then a rotation by SIGHUP.
 func TestAPIAccessBinary(t *testing.T) {
 	bin := cliBuild(t)
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens")
 	writeTokenFile(t, tokens, "# e2e\nrw:"+e2eTokRW+"  # operator\nro:"+e2eTokRO+"  # dashboard\n")
-	d := cliStartDaemon(t, bin, filepath.Join(dir, "state"), "--api-token-file", tokens, "--api-token-reload-interval", "100ms")
+	d := cliStartDaemon(t, bin, filepath.Join(dir, "state"), "--api-token-file", tokens, "--api-token-reload-interval", "0")
 	rule := `{"serviceArguments":{"externalIP":"127.0.0.61","port":18080,"protocol":"tcp","mode":4,"name":"auth-e2e"},` +
 		`"endpoints":[{"endpointIP":"127.0.0.62","targetPort":18000,"weight":1}]}`
 	lb := "/netlox/v1/config/loadbalancer"
@@ -122,13 +121,23 @@ func TestAPIAccessBinary(t *testing.T) {
 	writeTokenFile(t, rwFile, e2eTokRW+"\n")
 	cliMust(t, bin, d.URL, "delete", "lb", "--name=auth-e2e", "--token-file", rwFile)
 
-	// Rotation, step 1 by file change: add the new token.
+	// Rotation with polling off (daemon tests cover polling): step 1 adds
+	// the new token, which is not in force until SIGHUP.
 	writeTokenFile(t, tokens, "rw:"+e2eTokRW+"\nrw:"+e2eTokNew+"\n")
-	eventually(t, 10*time.Second, "new token accepted after a file change", func() bool {
+	if s, _ := rawCall(t, d.URL, "GET", all, "", "Bearer "+e2eTokNew, ""); s != 401 {
+		t.Fatalf("token file read without SIGHUP: %d", s)
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "new token accepted after SIGHUP", func() bool {
 		s, _ := rawCall(t, d.URL, "GET", all, "", "Bearer "+e2eTokNew, "")
 		return s == 200
 	})
-	// Step 2 by SIGHUP: drop the old one.
+	if s, _ := rawCall(t, d.URL, "GET", all, "", "Bearer "+e2eTokRW, ""); s != 200 {
+		t.Fatalf("old token during rotation: %d", s)
+	}
+	// Step 2: drop the old one.
 	writeTokenFile(t, tokens, "rw:"+e2eTokNew+"\n")
 	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
