@@ -13,6 +13,11 @@
 //   - Writes are refused with 503 + Retry-After while the store replays its
 //     persisted rules at boot; reads and health endpoints always answer.
 //   - Metrics are labelled by route template, never by raw path.
+//   - Access control (api/auth) runs before the body limit and any handler:
+//     access.go classes every route as probe (/healthz, /readyz), public
+//     (Swagger UI and its document), read (GET, explain) or write, and the
+//     Guard refuses with 401 unauthorized, 403 token_read_only or 403
+//     host_not_allowed in the usual error envelope.
 //
 // The Server holds no mutable state of its own beyond what it was built with,
 // so it is safe for concurrent use as long as the Store is.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/gin-gonic/gin"
+	"github.com/infergate/infergate/api/auth"
 	"github.com/infergate/infergate/datapath"
 	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/metrics"
@@ -57,6 +58,10 @@ type Options struct {
 	// applies declarative rule files after the store's replay, and a
 	// load balancer must not route to it before they are in.
 	BootDone func() bool
+	// Guard is the access control (api/auth): Host allowlist and bearer
+	// tokens. nil serves every request (handler tests); the daemon always
+	// sets one.
+	Guard *auth.Guard
 }
 
 // DefaultOptions returns Options with the documented defaults; the caller
@@ -78,6 +83,7 @@ type Server struct {
 	log     logrus.FieldLogger
 	maxBody int64
 	boot    func() bool
+	guard   *auth.Guard
 	engine  *gin.Engine
 	spec    []byte // the OpenAPI document, rendered once
 }
@@ -113,6 +119,7 @@ func NewServer(opts Options) (*Server, error) {
 		log:     opts.Log,
 		maxBody: opts.MaxBodyBytes,
 		boot:    opts.BootDone,
+		guard:   opts.Guard,
 		spec:    doc,
 	}
 	s.engine = s.routes()
@@ -145,15 +152,16 @@ const (
 	routeDocs        = "/docs"
 )
 
-// routes builds the gin engine. Write routes go through the boot gate; the
-// body limit applies to every route.
+// routes builds the gin engine. Access control runs before any body is
+// read (access.go); write routes go through the boot gate; the body limit
+// applies to every route.
 func (s *Server) routes() *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.RedirectTrailingSlash = false
 	e.RedirectFixedPath = false
-	e.Use(s.observe, s.recoverJSON, s.limitBody)
+	e.Use(s.observe, s.recoverJSON, s.authorize, s.limitBody)
 	e.NoRoute(func(c *gin.Context) {
 		writeError(c, s.log, apiNotFound("no such route: "+c.Request.Method+" "+c.Request.URL.Path))
 	})

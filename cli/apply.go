@@ -48,7 +48,10 @@ command exits 1 after trying the rest; a file that does not parse applies nothin
 			if err != nil {
 				return err
 			}
-			c := g.client()
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
 			rejected := 0
 			for _, d := range docs {
 				res, err := c.Apply(cmd.Context(), d.Rule)
@@ -82,7 +85,10 @@ func deleteFiles(cmd *cobra.Command, g *globals, f *fileFlags) error {
 	if err != nil {
 		return err
 	}
-	c := g.client()
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
 	failed := 0
 	for _, d := range docs {
 		err := c.Delete(cmd.Context(), client.KeyOf(d.Rule))

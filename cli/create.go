@@ -56,7 +56,11 @@ func newCreateCmd(g *globals) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			if _, err := g.client().Apply(ctx, r); err != nil {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			if _, err := c.Apply(ctx, r); err != nil {
 				return err
 			}
 			fmt.Fprintln(g.env.Stdout, "Success")

@@ -44,7 +44,10 @@ func newDeleteCmd(g *globals) *cobra.Command {
 			return nil
 		},
 		RunE: run(func(cmd *cobra.Command, args []string) error {
-			c := g.client()
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
 			switch {
 			case len(args) == 1 && f.name != "":
 				return usagef("give either <VIP> --tcp=<port> or --name, not both")

@@ -89,7 +89,11 @@ func (f *explainFlags) run(ctx context.Context, g *globals, vip string) error {
 	if err != nil {
 		return err
 	}
-	raw, err := g.client().Explain(ctx, vip, ps.port, f.modelName, envelope)
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	raw, err := c.Explain(ctx, vip, ps.port, f.modelName, envelope)
 	if err != nil {
 		return err
 	}

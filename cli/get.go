@@ -86,7 +86,10 @@ func (f *getFlags) getOne(cmd *cobra.Command, g *globals, vip, out string) error
 	if err != nil {
 		return err
 	}
-	c := g.client()
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
 	if f.compiled {
 		raw, err := c.Compiled(cmd.Context(), vip, ps.port, protoTCP)
 		if err != nil {
@@ -109,7 +112,10 @@ func (f *getFlags) getOne(cmd *cobra.Command, g *globals, vip, out string) error
 }
 
 func (f *getFlags) list(cmd *cobra.Command, g *globals, out string) error {
-	c := g.client()
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
 	if out == outJSON {
 		raw, err := c.ListRaw(cmd.Context())
 		if err != nil {

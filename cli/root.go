@@ -20,6 +20,8 @@ const (
 	ExitFailed   = 1 // rejected by the server, transport failure, bad file
 	ExitUsage    = 2 // bad flags or arguments
 	envServer    = "INFERGATE_SERVER"
+	envToken     = "INFERGATE_TOKEN"
+	envTokenFile = "INFERGATE_TOKEN_FILE"
 	defaultAddr  = "http://127.0.0.1:11111"
 	defaultLimit = 10 * time.Second
 )
@@ -52,14 +54,22 @@ func (e failure) Unwrap() error { return e.err }
 
 // globals are the persistent flags shared by every command.
 type globals struct {
-	server  string
-	timeout time.Duration
-	output  string
-	env     Env
+	server    string
+	timeout   time.Duration
+	output    string
+	token     string // --token (visible in ps; prefer --token-file)
+	tokenFile string // --token-file
+	env       Env
 }
 
-func (g *globals) client() *client.Client {
-	return client.New(g.server, &http.Client{Timeout: g.timeout})
+// client builds the API client, with the bearer token when one is given.
+func (g *globals) client() (*client.Client, error) {
+	c := client.New(g.server, &http.Client{Timeout: g.timeout})
+	tok, err := g.apiToken()
+	if err != nil {
+		return nil, err
+	}
+	return c.WithToken(tok), nil
 }
 
 // Main runs the CLI with args (without the program name) and returns the
@@ -105,6 +115,7 @@ func printError(w io.Writer, err error) {
 		return
 	}
 	fmt.Fprintf(w, "Error: %v\n", err)
+	defer printAuthHint(w, ae)
 	fmt.Fprintf(w, "  status:     %d\n", ae.Status)
 	if ae.Message != "" {
 		fmt.Fprintf(w, "  message:    %s\n", ae.Message)
@@ -153,6 +164,8 @@ func newRoot(env Env) *cobra.Command {
 	pf.StringVar(&g.server, "server", server, "management API base URL (env "+envServer+")")
 	pf.DurationVar(&g.timeout, "timeout", defaultLimit, "timeout of each API request")
 	pf.StringVarP(&g.output, "output", "o", "", "output format: table (default), wide, json or yaml")
+	pf.StringVar(&g.token, "token", "", "management API bearer token (visible to other local users in ps: prefer --token-file or env "+envToken+")")
+	pf.StringVar(&g.tokenFile, "token-file", "", "file holding the management API bearer token (env "+envTokenFile+")")
 
 	root.AddCommand(newServeCmd(g), newCreateCmd(g), newGetCmd(g), newDeleteCmd(g), newApplyCmd(g),
 		newValidateCmd(g), newDemoCmd(g), newFakeEngineCmd(g), newExplainCmd(g))

@@ -62,5 +62,12 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.IntVar(&opts.KVSingleLoadGuard, "kv-single-load-guard", opts.KVSingleLoadGuard, "KV-exact single pools (kvExactMode 3): skip a cache winner loaded this much above the least loaded (negative disables)")
 	fl.Int64Var(&opts.PrefixIndexBudgetBytes, "prefix-index-budget-bytes", opts.PrefixIndexBudgetBytes, "prefix affinity (pd_cache_aware_mode): memory budget of each rule's prefix index; least recently used prefixes are evicted above it")
 	fl.IntVar(&opts.PrefixKeyMaxBytes, "prefix-key-max-bytes", opts.PrefixKeyMaxBytes, "prefix affinity: bytes of each prompt that are keyed and matched (longer prompts are keyed on their head)")
+
+	// --- management API access control (api/auth; README "Management API access") ---
+	fl.StringVar(&opts.Auth.TokenFile, "api-token-file", opts.Auth.TokenFile, "management API bearer tokens, one per line as rw:<token> or ro:<token> (reloaded on SIGHUP and on change); without it the API must listen on loopback")
+	fl.StringSliceVar(&opts.Auth.AllowedHosts, "api-allowed-host", opts.Auth.AllowedHosts, "extra Host the management API answers to: a DNS name, *.domain or an IP literal (repeatable); loopback, the listen address and localhost always work")
+	fl.BoolVar(&opts.Auth.OpenMetrics, "api-open-metrics", opts.Auth.OpenMetrics, "serve /metrics without a token even when --api-token-file is set")
+	fl.BoolVar(&opts.Auth.Insecure, "insecure-api", opts.Auth.Insecure, "allow a non-loopback --api-addr without --api-token-file (anyone who reaches it can change rules)")
+	fl.DurationVar(&opts.Auth.ReloadInterval, "api-token-reload-interval", opts.Auth.ReloadInterval, "how often the token file is checked for changes (0 disables; SIGHUP always reloads)")
 	return cmd
 }

@@ -42,6 +42,11 @@ Exit code 0 when nothing FAILed, 1 otherwise.`,
 				return usagef("-o %q is not an output format for validate (want table|json)", g.output)
 			}
 			opts.Server, opts.Target = g.server, args[0]
+			tok, err := g.apiToken()
+			if err != nil {
+				return err
+			}
+			opts.Token = tok
 			if g.timeout > opts.RequestTimeout {
 				opts.RequestTimeout = g.timeout
 			}

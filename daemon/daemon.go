@@ -42,6 +42,12 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = DefaultOptions().ShutdownTimeout
 	}
+	// Access control is settled before anything is built: a daemon that
+	// must refuse to start should not first bind VIPs or touch state.
+	guard, err := newGuard(opts, log)
+	if err != nil {
+		return err
+	}
 	m := metrics.New()
 
 	if opts.StateDir != "" {
@@ -71,6 +77,7 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 	apiOpts.Log = log.WithField("component", "api")
 	var booted atomic.Bool
 	apiOpts.BootDone = booted.Load
+	apiOpts.Guard = guard
 	if st, ok := rt.(api.StatusSource); ok {
 		apiOpts.Status = st
 	}
@@ -100,10 +107,13 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpSrv.Serve(ln) }()
+	stopReloads := watchTokens(ctx, guard, opts, m, log)
+	defer stopReloads()
 	log.WithFields(logrus.Fields{
 		"addr":      ln.Addr().String(),
 		"state_dir": opts.StateDir,
 		"rules":     opts.RulesPath,
+		"tokens":    tokenCount(guard),
 	}).Info("daemon: management API listening")
 
 	bootErr := boot(ctx, store, opts, log)

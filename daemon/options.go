@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/infergate/infergate/api/auth"
 	"github.com/infergate/infergate/datapath"
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/kvexact"
@@ -50,6 +51,11 @@ type Options struct {
 	// Tier 1 prefix affinity (pd_cache_aware_mode), see PrefixIndexOptions.
 	PrefixIndexBudgetBytes int64 // per-rule prefix index budget (64 MiB)
 	PrefixKeyMaxBytes      int   // prompt key cap (256 KiB): longer prompts are keyed on their head
+
+	// --- management API access control (issue 10: only operators change rules) ---
+	// Auth is owned by api/auth: token file, allowed Host names, open
+	// /metrics, and the --insecure-api escape hatch.
+	Auth auth.Options
 }
 
 // PrefixIndexOptions are the options of each P/D rule's Tier 1 prefix index
@@ -110,5 +116,6 @@ func DefaultOptions() Options {
 		KVStaleAfter:             kvexact.DefaultStaleAfter, // kvplane leaves 0 = kvexact's default; the CLI shows it
 		PrefixIndexBudgetBytes:   dp.PrefixIndex.BudgetBytes,
 		PrefixKeyMaxBytes:        dp.PrefixIndex.MaxKeyBytes,
+		Auth:                     auth.DefaultOptions(),
 	}
 }

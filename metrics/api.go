@@ -9,6 +9,10 @@ type API struct {
 	Requests *prometheus.CounterVec   // infergate_api_requests_total{method,route,code}
 	Latency  *prometheus.HistogramVec // infergate_api_request_duration_seconds{method,route}
 	Panics   prometheus.Counter       // infergate_api_panics_total
+
+	// Access control (api/auth).
+	AuthDenied   *prometheus.CounterVec // infergate_api_auth_denied_total{reason}
+	TokenReloads *prometheus.CounterVec // infergate_api_token_reloads_total{trigger,result}
 }
 
 // NewAPI registers the API family on reg. Exported so API tests can build
@@ -28,7 +32,15 @@ func NewAPI(reg prometheus.Registerer) *API {
 			Name: "infergate_api_panics_total",
 			Help: "Management API handler panics recovered and answered with 500; any increase is a bug.",
 		}),
+		AuthDenied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "infergate_api_auth_denied_total",
+			Help: "Management API requests refused by access control, by reason (host_not_allowed, missing_token, invalid_token, read_only).",
+		}, []string{"reason"}),
+		TokenReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "infergate_api_token_reloads_total",
+			Help: "Token file reloads by trigger (sighup, file_change) and result (ok, unchanged, error; on error the previous tokens stay in force).",
+		}, []string{"trigger", "result"}),
 	}
-	reg.MustRegister(a.Requests, a.Latency, a.Panics)
+	reg.MustRegister(a.Requests, a.Latency, a.Panics, a.AuthDenied, a.TokenReloads)
 	return a
 }

@@ -16,6 +16,8 @@ func TestAPIExposition(t *testing.T) {
 	a.Requests.WithLabelValues("POST", "/netlox/v1/config/loadbalancer", "200").Inc()
 	a.Latency.WithLabelValues("POST", "/netlox/v1/config/loadbalancer").Observe(0.002)
 	a.Panics.Inc()
+	a.AuthDenied.WithLabelValues("read_only").Inc()
+	a.TokenReloads.WithLabelValues("sighup", "ok").Inc()
 
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -38,7 +40,10 @@ func TestAPIExposition(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := `# HELP infergate_api_panics_total Management API handler panics recovered and answered with 500; any increase is a bug.
+	want := `# HELP infergate_api_auth_denied_total Management API requests refused by access control, by reason (host_not_allowed, missing_token, invalid_token, read_only).
+# TYPE infergate_api_auth_denied_total counter
+infergate_api_auth_denied_total{reason="read_only"} 1
+# HELP infergate_api_panics_total Management API handler panics recovered and answered with 500; any increase is a bug.
 # TYPE infergate_api_panics_total counter
 infergate_api_panics_total 1
 # HELP infergate_api_request_duration_seconds Management API request latency by method and route template.
@@ -49,6 +54,9 @@ infergate_api_request_duration_seconds_count{method="POST",route="/netlox/v1/con
 # HELP infergate_api_requests_total Management API requests by method, route template and HTTP status code.
 # TYPE infergate_api_requests_total counter
 infergate_api_requests_total{code="200",method="POST",route="/netlox/v1/config/loadbalancer"} 1
+# HELP infergate_api_token_reloads_total Token file reloads by trigger (sighup, file_change) and result (ok, unchanged, error; on error the previous tokens stay in force).
+# TYPE infergate_api_token_reloads_total counter
+infergate_api_token_reloads_total{result="ok",trigger="sighup"} 1
 `
 	if got := sb.String(); got != want {
 		t.Errorf("exposition mismatch\n--- got\n%s\n--- want\n%s", got, want)

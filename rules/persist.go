@@ -48,9 +48,28 @@ type rejectedFile struct {
 	Rejected      []rejectedRule `json:"rejected"`
 }
 
+// ensureStateDir creates dir 0700, and tightens an existing one that an
+// older install or a careless mkdir left readable by others: the rule set
+// names every backend.
 func ensureStateDir(dir string) error {
 	if err := os.MkdirAll(dir, stateDirMode); err != nil {
 		return fmt.Errorf("create state dir %s: %w", dir, err)
+	}
+	return tightenMode(dir, stateDirMode)
+}
+
+// tightenMode removes every permission bit of path beyond want (it never
+// adds any). A symlink is followed: the target is what holds the data.
+func tightenMode(path string, want fs.FileMode) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("stat %s: %w", path, err)
+	}
+	if fi.Mode().Perm()&^want == 0 {
+		return nil
+	}
+	if err := os.Chmod(path, fi.Mode().Perm()&want); err != nil {
+		return fmt.Errorf("restrict %s to %v: %w", path, want, err)
 	}
 	return nil
 }
@@ -195,6 +214,9 @@ func (s *Store) loadState() ([]json.RawMessage, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("rules: read %s: %w", path, err)
+	}
+	if err := tightenMode(path, stateFileMode); err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
 	}
 	raws, reason := decodeState(data)
 	if reason == "" {

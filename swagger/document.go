@@ -203,6 +203,10 @@ func buildDocument(g *generator, v Views) *Doc {
 	}
 	addKVPaths(g, v, paths, internal)
 	addExplainPaths(g, v, paths, internal)
+	openOperation(paths["/swagger.json"]["get"])
+	openOperation(paths["/docs"]["get"])
+	paths["/metrics"]["get"].Description = "Needs a token when the gateway has a token file, unless it runs with --api-open-metrics."
+	addAuthResponses(paths, fail)
 	return &Doc{
 		Swagger: "2.0",
 		Info: Info{
@@ -211,12 +215,14 @@ func buildDocument(g *generator, v Views) *Doc {
 			Description: "LoxiLB-compatible load-balancer rule API of infergate, an inference gateway for LLM " +
 				"serving fleets. Errors are {code, message, result, error_code, field}; code equals the HTTP status.",
 		},
-		BasePath:    BasePath,
-		Schemes:     []string{"http"},
-		Consumes:    []string{mimeJSON},
-		Produces:    []string{mimeJSON},
-		Paths:       paths,
-		Definitions: g.defs,
+		BasePath:            BasePath,
+		Schemes:             []string{"http"},
+		Consumes:            []string{mimeJSON},
+		Produces:            []string{mimeJSON},
+		Paths:               paths,
+		Definitions:         g.defs,
+		SecurityDefinitions: securityDefinitions(),
+		Security:            []SecurityRequirement{{securityBearer: {}}},
 		Tags: []Tag{
 			{Name: "loadbalancer", Description: "Load-balancer rules"},
 			{Name: "operations", Description: "Metrics and documentation"},

@@ -14,7 +14,22 @@ type Doc struct {
 	Paths       map[string]PathItem `json:"paths"`
 	Definitions map[string]*Schema  `json:"definitions"`
 	Tags        []Tag               `json:"tags,omitempty"`
+	// SecurityDefinitions and Security give Swagger UI its Authorize
+	// button and make "Try it out" send the token.
+	SecurityDefinitions map[string]SecurityScheme `json:"securityDefinitions,omitempty"`
+	Security            []SecurityRequirement     `json:"security,omitempty"`
 }
+
+// SecurityScheme is a swagger 2.0 security definition.
+type SecurityScheme struct {
+	Type        string `json:"type"`
+	Name        string `json:"name,omitempty"`
+	In          string `json:"in,omitempty"`
+	Description string `json:"description,omitempty"`
+}
+
+// SecurityRequirement maps a scheme name to its scopes (none for apiKey).
+type SecurityRequirement map[string][]string
 
 // Info describes the API.
 type Info struct {
@@ -42,6 +57,9 @@ type Operation struct {
 	Produces    []string             `json:"produces,omitempty"`
 	Parameters  []Parameter          `json:"parameters,omitempty"`
 	Responses   map[string]*Response `json:"responses"`
+	// Security overrides the document's; a pointer so an empty list (no
+	// credential needed) is written as [] instead of being omitted.
+	Security *[]SecurityRequirement `json:"security,omitempty"`
 	// Examples are named request bodies (vendor extension; the UI shows the
 	// body schema's own example, which is the first of these).
 	Examples map[string]interface{} `json:"x-examples,omitempty"`

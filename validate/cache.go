@@ -330,7 +330,7 @@ func (w *workflow) inventoryFound(ctx context.Context) ([]inventoryRow, bool, er
 	var doc struct {
 		Rows []inventoryRow `json:"rows"`
 	}
-	found, err := getJSON(ctx, w.hc, strings.TrimRight(w.opts.Server, "/")+pathKVInventory, &doc)
+	found, err := getJSON(ctx, w.apiHC, strings.TrimRight(w.opts.Server, "/")+pathKVInventory, &doc)
 	if err != nil || !found {
 		return nil, found, err
 	}

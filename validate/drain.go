@@ -130,7 +130,7 @@ func (w *workflow) drainOne(ctx context.Context, orig rules.Rule, i int, fam str
 	// Back in rotation is what the runtime reports; whether one of a few
 	// sequential probes lands on it depends on affinity and load ties.
 	var sv statusView
-	if found, err := getJSON(ctx, w.hc, strings.TrimRight(w.opts.Server, "/")+keyPath(orig)+suffixStatus, &sv); err == nil && found {
+	if found, err := getJSON(ctx, w.apiHC, strings.TrimRight(w.opts.Server, "/")+keyPath(orig)+suffixStatus, &sv); err == nil && found {
 		state := sv.Endpoints[id].State
 		if state == "draining" || state == "" {
 			return append(ev, fmt.Sprintf("%s: FAIL, runtime state %q after the restore", id, state)), Fail, true

@@ -44,7 +44,8 @@ const (
 // workflow is one run's state.
 type workflow struct {
 	opts   Options
-	hc     *http.Client
+	hc     *http.Client // VIP probes and endpoints: never carries the API token
+	apiHC  *http.Client // the management API (scrapes, status), with the token
 	api    *client.Client
 	report *Report
 
@@ -61,7 +62,7 @@ type workflow struct {
 }
 
 func (w *workflow) scrape(ctx context.Context) (*Snapshot, error) {
-	return Scrape(ctx, w.hc, strings.TrimRight(w.opts.Server, "/")+pathMetrics)
+	return Scrape(ctx, w.apiHC, strings.TrimRight(w.opts.Server, "/")+pathMetrics)
 }
 
 // awaitScrape scrapes until done holds or Settle passes, returning the last
@@ -183,7 +184,7 @@ func (w *workflow) readiness(ctx context.Context, res *StepResult) {
 
 func (w *workflow) runtimeStatus(ctx context.Context, res *StepResult) {
 	var st statusView
-	found, err := getJSON(ctx, w.hc, strings.TrimRight(w.opts.Server, "/")+keyPath(*w.rule)+suffixStatus, &st)
+	found, err := getJSON(ctx, w.apiHC, strings.TrimRight(w.opts.Server, "/")+keyPath(*w.rule)+suffixStatus, &st)
 	if err != nil || !found {
 		res.Status, res.Summary = Skip, fmt.Sprintf("no runtime status (found %v, err %v)", found, err)
 		return

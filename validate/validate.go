@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/infergate/infergate/api/auth"
 	"github.com/infergate/infergate/api/client"
 	"github.com/sirupsen/logrus"
 )
@@ -61,6 +62,9 @@ type Options struct {
 	// Progress receives a line per step as it starts and ends (nil: quiet).
 	Progress io.Writer
 	Log      logrus.FieldLogger
+	// Token is the management API bearer token (zero: none). It is sent to
+	// the management API only, never to the VIP or the endpoints.
+	Token auth.Token
 }
 
 // DefaultModel is the probe model when nothing names one.
@@ -128,10 +132,14 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		opts.Log = l
 	}
 	hc := &http.Client{Timeout: opts.RequestTimeout, Transport: &http.Transport{DisableKeepAlives: true}}
+	// The API gets its own client so the token cannot leak into probes.
+	apiHC := &http.Client{Timeout: opts.RequestTimeout,
+		Transport: &client.BearerTransport{Base: &http.Transport{DisableKeepAlives: true}, Token: opts.Token}}
 	w := &workflow{
 		opts:   opts,
 		hc:     hc,
-		api:    client.New(opts.Server, hc),
+		apiHC:  apiHC,
+		api:    client.New(opts.Server, apiHC),
 		report: &Report{Target: opts.Target, Passed: true},
 	}
 	w.run(ctx)

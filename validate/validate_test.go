@@ -11,9 +11,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/infergate/infergate/api/auth"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/rules"
 	"github.com/infergate/infergate/test/fakeengine"
@@ -35,6 +37,8 @@ type fakeGateway struct {
 	breaker  bool   // report the decode endpoint's breaker open
 	api, vip *http.Server
 	apiAddr  string
+	token    string // non-empty: the API requires "Bearer <token>"
+	leaked   atomic.Bool
 
 	mu   sync.Mutex
 	seen map[string]bool // prompt prefixes already routed (Tier 1 / 1.5 memory)
@@ -92,6 +96,11 @@ func startFakeGateway(t *testing.T, prefill, decode string, b gatewayBehaviour) 
 
 func (g *fakeGateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
+	if g.token != "" && r.Header.Get("Authorization") != "Bearer "+g.token {
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, `{"code":401,"message":"token","result":"Unauthorized","error_code":"unauthorized"}`)
+		return
+	}
 	switch p := r.URL.Path; {
 	case p == "/metrics":
 		promhttp.HandlerFor(g.m.Registry, promhttp.HandlerOpts{}).ServeHTTP(w, r)
@@ -136,6 +145,9 @@ func (g *fakeGateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *fakeGateway) serveVIP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") != "" {
+		g.leaked.Store(true)
+	}
 	body, _ := io.ReadAll(r.Body)
 	const rule = fakeRule
 	if g.kv != "" {
@@ -397,6 +409,42 @@ func TestRuleLabel(t *testing.T) {
 	for _, tc := range tests {
 		if got := ruleLabel(tc.r); got != tc.want {
 			t.Errorf("%s: ruleLabel = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestRunWithToken: against a gateway whose API needs a token, validate
+// sends it to the API (scrapes, status, rule look-ups) and never to the VIP
+// or the engines.
+func TestRunWithToken(t *testing.T) {
+	const tok = "validate-0123456789abcdef0123456789"
+	pre, dec := startEngine(t, "prefill"), startEngine(t, "decode")
+	g := startFakeGateway(t, pre.Addr(), dec.Addr(), gatewayBehaviour{})
+	g.token = tok
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	opts := DefaultOptions()
+	opts.Server, opts.Target = "http://"+g.apiAddr, fakeRule
+	opts.RequestTimeout, opts.Settle = 5*time.Second, 500*time.Millisecond
+	if rep, err := Run(ctx, opts); err != nil || rep.Passed {
+		t.Fatalf("without a token: passed=%v err=%v, want a failed run", rep != nil && rep.Passed, err)
+	}
+	opts.Token = auth.NewToken(tok)
+	rep, err := Run(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Passed {
+		t.Fatalf("with the token: %+v", rep.Steps)
+	}
+	if g.leaked.Load() {
+		t.Fatal("the API token was sent to the VIP")
+	}
+	for _, e := range []*fakeengine.Server{pre, dec} {
+		for _, r := range e.Requests() {
+			if r.Header.Get("Authorization") != "" {
+				t.Fatal("the API token reached an engine")
+			}
 		}
 	}
 }

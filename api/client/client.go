@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/infergate/infergate/api/auth"
 	"github.com/infergate/infergate/rules"
 )
 
@@ -38,6 +39,9 @@ const (
 	contentTypeJSON   = "application/json"
 	headerContentType = "Content-Type"
 	headerAccept      = "Accept"
+	// headerAuthorization carries the management API bearer token.
+	headerAuthorization = "Authorization"
+	bearerPrefix        = "Bearer "
 	// errorCodeRuleExists is apierror.CodeRuleExists; repeated so the client
 	// does not import server-side packages for one string.
 	errorCodeRuleExists = "rule_exists"
@@ -161,8 +165,47 @@ func sameVIP(a, b string) bool {
 
 // Client talks to one infergate (or LoxiLB) management API.
 type Client struct {
-	base string
-	http *http.Client
+	base  string
+	http  *http.Client
+	token auth.Token // zero: no Authorization header
+}
+
+// WithToken makes every request carry "Authorization: Bearer <t>" and
+// returns c. The token is held as a redacting secret type.
+func (c *Client) WithToken(t auth.Token) *Client {
+	c.token = t
+	return c
+}
+
+// BearerTransport adds the management API token to requests for callers
+// that speak to the API with their own http.Client (validate's scrapes). It
+// must only wrap a client used for the management API: the token must never
+// reach a VIP or an engine.
+type BearerTransport struct {
+	Base  http.RoundTripper // nil: http.DefaultTransport
+	Token auth.Token
+}
+
+// RoundTrip implements http.RoundTripper.
+func (b *BearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	base := b.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	if b.Token.IsZero() {
+		return base.RoundTrip(r)
+	}
+	r = r.Clone(r.Context())
+	r.Header.Set(headerAuthorization, bearerPrefix+b.Token.Reveal())
+	return base.RoundTrip(r)
+}
+
+// IsAuthError reports whether err is the server refusing the credential
+// (401) or what it may do (403), so callers can say what to do instead of
+// printing a bare status.
+func IsAuthError(err error) bool {
+	var e *APIError
+	return errors.As(err, &e) && (e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden)
 }
 
 // New returns a client for baseURL (e.g. "http://127.0.0.1:11111"). A nil
@@ -338,6 +381,9 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 		req.Header.Set(headerContentType, contentTypeJSON)
 	}
 	req.Header.Set(headerAccept, contentTypeJSON)
+	if !c.token.IsZero() {
+		req.Header.Set(headerAuthorization, bearerPrefix+c.token.Reveal())
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		// *url.Error already names the method and URL.

@@ -62,9 +62,7 @@ func promQueries(t *testing.T, root, fence string) []string {
 // 1 s scrape of target, loading the shipped alert rules.
 func promStart(t *testing.T, root, target string) string {
 	t.Helper()
-	dir := t.TempDir()
-	port := cliFreePort(t)
-	cfg := fmt.Sprintf(`global:
+	return promStartConfig(t, fmt.Sprintf(`global:
   scrape_interval: 1s
   evaluation_interval: 1s
 rule_files:
@@ -73,7 +71,15 @@ scrape_configs:
   - job_name: infergate
     static_configs:
       - targets: ["%s"]
-`, filepath.Join(root, promAlertsRel), target)
+`, filepath.Join(root, promAlertsRel), target))
+}
+
+// promStartConfig runs Prometheus with the config text cfg on a free
+// loopback port with a temp TSDB, and returns its base URL once ready.
+func promStartConfig(t *testing.T, cfg string) string {
+	t.Helper()
+	dir := t.TempDir()
+	port := cliFreePort(t)
 	cfgPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

@@ -66,6 +66,7 @@ func TestSwaggerUIRenders(t *testing.T) {
 		"/config/loadbalancer",             // our paths
 		"/config/loadbalancer/name/{name}", // a templated path
 		"LoadbalanceEntry",                 // a reflected model in the Models section
+		"btn authorize",                    // securityDefinitions give the Authorize button
 	} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("rendered DOM lacks %q", want)
