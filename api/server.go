@@ -57,6 +57,9 @@ type Options struct {
 	// applies declarative rule files after the store's replay, and a
 	// load balancer must not route to it before they are in.
 	BootDone func() bool
+	// Keys is the tenant key store (API keys, tenant limits); nil answers
+	// its routes 501.
+	Keys Keys
 }
 
 // DefaultOptions returns Options with the documented defaults; the caller
@@ -80,6 +83,7 @@ type Server struct {
 	boot    func() bool
 	engine  *gin.Engine
 	spec    []byte // the OpenAPI document, rendered once
+	keys    Keys
 }
 
 // NewServer builds the API and its route tree. It fails only if the OpenAPI
@@ -114,6 +118,7 @@ func NewServer(opts Options) (*Server, error) {
 		maxBody: opts.MaxBodyBytes,
 		boot:    opts.BootDone,
 		spec:    doc,
+		keys:    opts.Keys,
 	}
 	s.engine = s.routes()
 	return s, nil
@@ -188,6 +193,15 @@ func (s *Server) routes() *gin.Engine {
 	w.DELETE(routeLBKeyRange, s.deleteByKey)
 	w.DELETE(routeLBHost, s.deleteByKey)
 	w.DELETE(routeLBHostRange, s.deleteByKey)
+
+	v1.GET(routeAPIKeys, s.listAPIKeys)
+	v1.GET(routeAPIKey, s.getAPIKey)
+	v1.GET(routeAPIKeyUsage, s.getAPIKeyUsage)
+	v1.GET(routeTenantLimit, s.listTenantLimits)
+	w.POST(routeAPIKeys, s.postAPIKey)
+	w.PATCH(routeAPIKey, s.patchAPIKey)
+	w.DELETE(routeAPIKey, s.deleteAPIKey)
+	w.POST(routeTenantLimit, s.postTenantLimit)
 	return e
 }
 

@@ -203,6 +203,7 @@ func buildDocument(g *generator, v Views) *Doc {
 	}
 	addKVPaths(g, v, paths, internal)
 	addExplainPaths(g, v, paths, internal)
+	addTenantPaths(g, paths, errs, internal)
 	return &Doc{
 		Swagger: "2.0",
 		Info: Info{
@@ -221,6 +222,7 @@ func buildDocument(g *generator, v Views) *Doc {
 			{Name: "loadbalancer", Description: "Load-balancer rules"},
 			{Name: "operations", Description: "Metrics and documentation"},
 			{Name: "ai", Description: "Inference routing state (KV-exact inventory, routing explanation)"},
+			{Name: "tenants", Description: "API keys, tenant ceilings and usage (enforced on rules with apiKeyAuth)"},
 		},
 	}
 }
