@@ -10,6 +10,7 @@ import (
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/kvexact"
 	"github.com/infergate/infergate/radix"
+	"github.com/infergate/infergate/tenant"
 )
 
 // Options are the daemon's command-line options. The CLI fills them from
@@ -50,6 +51,11 @@ type Options struct {
 	// Tier 1 prefix affinity (pd_cache_aware_mode), see PrefixIndexOptions.
 	PrefixIndexBudgetBytes int64 // per-rule prefix index budget (64 MiB)
 	PrefixKeyMaxBytes      int   // prompt key cap (256 KiB): longer prompts are keyed on their head
+
+	// Tenant controls: the API-key store (its StateDir is the daemon's) and
+	// whether sse_mode rules without apiKeyAuth enforce keys (LoxiLB).
+	Tenant              tenant.Options
+	SSEModeEnforcesKeys bool
 }
 
 // PrefixIndexOptions are the options of each P/D rule's Tier 1 prefix index
@@ -92,6 +98,7 @@ func DefaultOptions() Options {
 	dp := datapath.DefaultOptions()
 	return Options{
 		APIAddr:                  "127.0.0.1:11111",
+		Tenant:                   tenant.DefaultOptions(),
 		StateDir:                 "/var/lib/infergate",
 		LogLevel:                 "info",
 		ShutdownTimeout:          10 * time.Second,

@@ -73,14 +73,23 @@ func (a *Admission) KeyID() string { return a.e.rec.KeyID }
 // TenantID names the key's tenant.
 func (a *Admission) TenantID() string { return a.e.rec.TenantID }
 
+// RestrictsModels reports whether the key has a model allow-list.
+func (a *Admission) RestrictsModels() bool { return len(a.e.rec.AllowedModels) > 0 }
+
+// Reserved is the token estimate taken at admission.
+func (a *Admission) Reserved() int { return a.reserved }
+
 // Denial is a refused request: status, stable code, message and when to
 // retry.
 type Denial struct {
-	Status     int
-	Code       string
-	Message    string
-	RetryAfter time.Duration
-	q          quotas
+	// KeyID and TenantID name the key when one was recognised (disabled,
+	// expired, over its limits), for metrics; empty for unknown keys.
+	KeyID, TenantID string
+	Status          int
+	Code            string
+	Message         string
+	RetryAfter      time.Duration
+	q               quotas
 }
 
 // Admit checks a request against the key and tenant ceilings. On success
@@ -99,7 +108,7 @@ func (r *Registry) Admit(c Check) (Admission, *Denial) {
 	}
 	if !e.rec.allows(c.Model) {
 		e.usage.rejected.Add(1)
-		return Admission{}, &Denial{Status: http.StatusForbidden, Code: CodeModelNotAllowed,
+		return Admission{}, &Denial{KeyID: e.rec.KeyID, TenantID: e.rec.TenantID, Status: http.StatusForbidden, Code: CodeModelNotAllowed,
 			Message: "this API key may not use model " + strconv.Quote(c.Model)}
 	}
 	est := c.Estimate
@@ -139,7 +148,7 @@ func (r *Registry) Admit(c Check) (Admission, *Denial) {
 				taken[i].give(costs[i], now)
 			}
 			e.usage.rejected.Add(1)
-			return Admission{}, &Denial{Status: http.StatusTooManyRequests, Code: s.code, Message: s.msg, RetryAfter: bq.retry, q: q}
+			return Admission{}, &Denial{KeyID: e.rec.KeyID, TenantID: e.rec.TenantID, Status: http.StatusTooManyRequests, Code: s.code, Message: s.msg, RetryAfter: bq.retry, q: q}
 		}
 		taken[n], costs[n] = s.b, s.cost
 		n++
@@ -185,11 +194,11 @@ func (r *Registry) authenticate(raw string, now time.Time) (*entry, *Denial) {
 	}
 	if !e.rec.Enabled {
 		e.usage.rejected.Add(1)
-		return nil, &Denial{Status: http.StatusUnauthorized, Code: CodeKeyDisabled, Message: "the API key is disabled"}
+		return nil, &Denial{KeyID: e.rec.KeyID, TenantID: e.rec.TenantID, Status: http.StatusUnauthorized, Code: CodeKeyDisabled, Message: "the API key is disabled"}
 	}
 	if e.rec.ExpiresAt != nil && !now.Before(*e.rec.ExpiresAt) {
 		e.usage.rejected.Add(1)
-		return nil, &Denial{Status: http.StatusUnauthorized, Code: CodeKeyExpired, Message: "the API key expired at " + e.rec.ExpiresAt.UTC().Format(time.RFC3339)}
+		return nil, &Denial{KeyID: e.rec.KeyID, TenantID: e.rec.TenantID, Status: http.StatusUnauthorized, Code: CodeKeyExpired, Message: "the API key expired at " + e.rec.ExpiresAt.UTC().Format(time.RFC3339)}
 	}
 	return e, nil
 }
@@ -221,7 +230,7 @@ func (a *Admission) Settle(promptTokens, completionTokens int, known bool) {
 	if a.t != nil && a.t.lim.tokens != nil {
 		a.t.lim.tokens.give(refund, now)
 	}
-	a.e = nil
+	a.e, a.t = nil, nil
 }
 
 // WriteHeaders sets OpenAI's x-ratelimit-* headers for the dimensions that
