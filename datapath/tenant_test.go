@@ -154,3 +154,33 @@ func testSSEModePolicy(t *testing.T, loxilb bool) {
 		}
 	}
 }
+
+// TestPDMeteredOnceOnDecodeUsage: every dialect's client answer is the final
+// leg's, so a P/D request is charged once, with the decode's usage.
+func TestPDMeteredOnceOnDecodeUsage(t *testing.T) {
+	for _, eng := range []spec.Engine{spec.EngineVLLM, spec.EngineSGLang, spec.EngineTRTLLM} {
+		t.Run(string(eng), func(t *testing.T) {
+			keys, _ := tenant.Open(tenant.DefaultOptions())
+			o := pdTestOptions()
+			o.Keys = keys
+			f := newPDFleet(t, o, eng, 1, 1, func(r *spec.Rule) { r.APIKeys = spec.KeysRequired })
+			k, _ := keys.Create(tenant.KeySpec{TenantID: "t", Name: "k"})
+			for _, stream := range []bool{false, true} {
+				res := post(t, testClient(), f.url("/v1/completions"), pdBody("/v1/completions", stream, ""), "X-Api-Key", k.RawKey)
+				if res.status != http.StatusOK {
+					t.Fatalf("stream %v: %d %s", stream, res.status, res.body)
+				}
+				if stream && strings.Contains(res.body, `"usage"`) {
+					t.Fatalf("hidden usage chunk reached the client: %s", res.body)
+				}
+			}
+			u, _ := keys.KeyUsage(k.KeyID)
+			if u.Requests != 2 || u.EstimatedRequests != 0 || u.CompletionTokens == 0 {
+				t.Fatalf("usage %+v: want 2 requests metered from engine usage", u)
+			}
+			if got := counterSum(t, f.reg, "infergate_tenant_requests_total", nil); got != 2 {
+				t.Fatalf("tenant requests metric %v, want 2 (metered once per client request)", got)
+			}
+		})
+	}
+}
