@@ -401,3 +401,43 @@ func BenchmarkAdmitBaseline(b *testing.B) {
 		}
 	}
 }
+
+// TestLimiterAccuracyUnderOverload drives keys at 10× their limits on a
+// simulated clock (arrivals evenly spaced) and checks what was admitted:
+// requests within one of rps × duration + burst; tokens within one
+// request's reservation of tpm × minutes + the first minute's bucket.
+func TestLimiterAccuracyUnderOverload(t *testing.T) {
+	r, c := newTestRegistry(t, "")
+	const rps, burst, seconds = 50, 100, 20
+	k := mustCreate(t, r, KeySpec{TenantID: "t", Name: "rps", RateLimitRPS: ip(rps), BurstSize: ip(burst)})
+	admitted := 0
+	step := time.Second / (10 * rps)
+	for i := 0; i < 10*rps*seconds; i++ {
+		if _, d := r.Admit(Check{Key: k.RawKey}); d == nil {
+			admitted++
+		}
+		c.add(step)
+	}
+	want := rps*seconds + burst
+	if admitted < want-1 || admitted > want+1 {
+		t.Fatalf("requests at 10× overload: admitted %d, want %d±1", admitted, want)
+	}
+	t.Logf("requests: admitted %d of %d sent, limit allows %d", admitted, 10*rps*seconds, want)
+
+	const tpm, est, minutes = 6000, 100, 3
+	k2 := mustCreate(t, r, KeySpec{TenantID: "t", Name: "tpm", TokensPerMin: ip(tpm)})
+	tokens := 0
+	per := time.Minute / (10 * tpm / est)
+	for i := 0; i < 10*tpm/est*minutes; i++ {
+		if a, d := r.Admit(Check{Key: k2.RawKey, Estimate: est}); d == nil {
+			a.Settle(est/2, est/2, true)
+			tokens += est
+		}
+		c.add(per)
+	}
+	limit := tpm*minutes + tpm
+	if tokens > limit+est || tokens < limit-2*est {
+		t.Fatalf("tokens at 10× overload: charged %d, limit %d (+%d)", tokens, limit, est)
+	}
+	t.Logf("tokens: charged %d, limit allows %d", tokens, limit)
+}
