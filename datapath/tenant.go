@@ -3,6 +3,7 @@ package datapath
 import (
 	"net/http"
 
+	"github.com/infergate/infergate/datapath/ladder"
 	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/tenant"
 )
@@ -46,10 +47,11 @@ func (rt *Runtime) admitKey(x *exchange, c *compiled, body []byte, model string)
 		rt.fail(x, c, -1, http.StatusServiceUnavailable, CodeKeysUnavailable, "this rule requires API keys but the gateway has no key store")
 		return nil, body, false
 	}
-	if model == "" && len(body) > 0 {
-		model, _ = bodyModel(body) // a bad body is the engine's to refuse
+	top := ladder.ScanBody(body) // a body that is not a JSON object has no fields: the engine refuses it
+	if model == "" {
+		model = jsonString(top.Model)
 	}
-	shape := tenant.ShapeOf(body)
+	shape := tenant.Shape(top.Stream, top.StreamOptions, top.MaxTokens)
 	adm, d := rt.opts.Keys.Admit(tenant.Check{
 		Key:      tenant.KeyFromHeader(x.r.Header),
 		ClientIP: clientIP(x.r.RemoteAddr),

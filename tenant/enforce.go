@@ -247,15 +247,24 @@ func (d *Denial) WriteHeaders(h http.Header) {
 
 func (q *quotas) write(h http.Header) {
 	if q.hasReq {
-		writeQuota(h, "requests", q.req)
+		writeQuota(h, &requestHeaders, q.req)
 	}
 	if q.hasTok {
-		writeQuota(h, "tokens", q.tok)
+		writeQuota(h, &tokenHeaders, q.tok)
 	}
 }
 
-func writeQuota(h http.Header, dim string, q quota) {
-	h.Set("X-Ratelimit-Limit-"+dim, strconv.FormatInt(int64(q.limit), 10))
-	h.Set("X-Ratelimit-Remaining-"+dim, strconv.FormatInt(int64(q.remaining), 10))
-	h.Set("X-Ratelimit-Reset-"+dim, q.reset.Round(time.Millisecond).String())
+// quotaHeaders are OpenAI's x-ratelimit-* names for one dimension, in
+// canonical form so setting them needs no canonicalisation.
+type quotaHeaders struct{ limit, remaining, reset string }
+
+var (
+	requestHeaders = quotaHeaders{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"}
+	tokenHeaders   = quotaHeaders{"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"}
+)
+
+func writeQuota(h http.Header, n *quotaHeaders, q quota) {
+	h[n.limit] = []string{strconv.FormatInt(int64(q.limit), 10)}
+	h[n.remaining] = []string{strconv.FormatInt(int64(q.remaining), 10)}
+	h[n.reset] = []string{q.reset.Round(time.Millisecond).String()}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"strconv"
 )
 
 // Metering reads the engine's own usage from the response the client gets,
@@ -144,7 +145,8 @@ func (u *UsageWriter) Usage() (prompt, completion int, ok bool) {
 	return 0, 0, false
 }
 
-// lastUsage finds the last `"usage":{…}` object in b and reads its counts.
+// lastUsage finds the last `"usage":{…}` object in b and reads its token
+// counts with a small scan (no decoding of the rest).
 func lastUsage(b []byte) (int, int, bool) {
 	key := []byte(`"usage"`)
 	for end := len(b); end > 0; {
@@ -157,18 +159,39 @@ func lastUsage(b []byte) (int, int, bool) {
 		if len(rest) == 0 || rest[0] != ':' {
 			continue
 		}
-		dec := json.NewDecoder(bytes.NewReader(rest[1:]))
-		var v usage
-		if dec.Decode(&v) != nil || v.PromptTokens == nil {
+		rest = bytes.TrimLeft(rest[1:], " \t\r\n")
+		if len(rest) == 0 || rest[0] != '{' {
 			continue
 		}
-		c := 0
-		if v.CompletionTokens != nil {
-			c = *v.CompletionTokens
+		if j := bytes.IndexByte(rest, '}'); j > 0 {
+			rest = rest[:j] // usage holds numbers (and at most flat detail objects before its end)
 		}
-		return *v.PromptTokens, c, true
+		p, ok := intMember(rest, `"prompt_tokens"`)
+		if !ok {
+			continue
+		}
+		c, _ := intMember(rest, `"completion_tokens"`)
+		return p, c, true
 	}
 	return 0, 0, false
+}
+
+// intMember reads the non-negative integer after `name:` in obj.
+func intMember(obj []byte, name string) (int, bool) {
+	i := bytes.Index(obj, []byte(name))
+	if i < 0 {
+		return 0, false
+	}
+	rest := bytes.TrimLeft(obj[i+len(name):], " \t\r\n")
+	if len(rest) == 0 || rest[0] != ':' {
+		return 0, false
+	}
+	rest = bytes.TrimLeft(rest[1:], " \t\r\n")
+	n, digits := 0, 0
+	for ; digits < len(rest) && digits < 12 && rest[digits] >= '0' && rest[digits] <= '9'; digits++ {
+		n = n*10 + int(rest[digits]-'0')
+	}
+	return n, digits > 0
 }
 
 // RequestShape is what metering needs from a request body.
@@ -179,30 +202,21 @@ type RequestShape struct {
 	MaxTokens     int  // max_tokens, max_completion_tokens or max_output_tokens
 }
 
-// ShapeOf reads the fields metering needs (tolerant: a body that is not a
-// JSON object has no shape).
-func ShapeOf(body []byte) RequestShape {
-	var v struct {
-		Stream        bool `json:"stream"`
-		StreamOptions *struct {
+// Shape builds the metering shape from a body's raw top-level members (as a
+// top-level scan returns them; nil when absent): only these few bytes are
+// decoded, never the prompt.
+func Shape(stream, streamOptions, maxTokens []byte) RequestShape {
+	s := RequestShape{Stream: string(stream) == "true", StreamOptions: len(streamOptions) > 0 && string(streamOptions) != "null"}
+	if s.StreamOptions {
+		var o struct {
 			IncludeUsage bool `json:"include_usage"`
-		} `json:"stream_options"`
-		MaxTokens           int `json:"max_tokens"`
-		MaxCompletionTokens int `json:"max_completion_tokens"`
-		MaxOutputTokens     int `json:"max_output_tokens"`
-	}
-	if json.Unmarshal(body, &v) != nil {
-		return RequestShape{}
-	}
-	s := RequestShape{Stream: v.Stream, StreamOptions: v.StreamOptions != nil}
-	if v.StreamOptions != nil {
-		s.IncludeUsage = v.StreamOptions.IncludeUsage
-	}
-	for _, m := range []int{v.MaxCompletionTokens, v.MaxTokens, v.MaxOutputTokens} {
-		if m > 0 {
-			s.MaxTokens = m
-			break
 		}
+		if json.Unmarshal(streamOptions, &o) == nil {
+			s.IncludeUsage = o.IncludeUsage
+		}
+	}
+	if n, err := strconv.Atoi(string(maxTokens)); err == nil && n > 0 {
+		s.MaxTokens = n
 	}
 	return s
 }
