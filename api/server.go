@@ -62,6 +62,9 @@ type Options struct {
 	// tokens. nil serves every request (handler tests); the daemon always
 	// sets one.
 	Guard *auth.Guard
+	// Keys is the tenant key store (API keys, tenant limits); nil answers
+	// its routes 501.
+	Keys Keys
 }
 
 // DefaultOptions returns Options with the documented defaults; the caller
@@ -86,6 +89,7 @@ type Server struct {
 	guard   *auth.Guard
 	engine  *gin.Engine
 	spec    []byte // the OpenAPI document, rendered once
+	keys    Keys
 }
 
 // NewServer builds the API and its route tree. It fails only if the OpenAPI
@@ -121,6 +125,7 @@ func NewServer(opts Options) (*Server, error) {
 		boot:    opts.BootDone,
 		guard:   opts.Guard,
 		spec:    doc,
+		keys:    opts.Keys,
 	}
 	s.engine = s.routes()
 	return s, nil
@@ -196,6 +201,15 @@ func (s *Server) routes() *gin.Engine {
 	w.DELETE(routeLBKeyRange, s.deleteByKey)
 	w.DELETE(routeLBHost, s.deleteByKey)
 	w.DELETE(routeLBHostRange, s.deleteByKey)
+
+	v1.GET(routeAPIKeys, s.listAPIKeys)
+	v1.GET(routeAPIKey, s.getAPIKey)
+	v1.GET(routeAPIKeyUsage, s.getAPIKeyUsage)
+	v1.GET(routeTenantLimit, s.listTenantLimits)
+	w.POST(routeAPIKeys, s.postAPIKey)
+	w.PATCH(routeAPIKey, s.patchAPIKey)
+	w.DELETE(routeAPIKey, s.deleteAPIKey)
+	w.POST(routeTenantLimit, s.postTenantLimit)
 	return e
 }
 

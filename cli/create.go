@@ -111,6 +111,7 @@ func newCreateCmd(g *globals) *cobra.Command {
 	fl.IntVar(&sa.KVDpRankCount, "kv-dp-ranks", 0, "data-parallel ranks per endpoint")
 	fl.IntVar(&sa.KVWarmupSec, "kv-warmup", 0, "KV warmup window in seconds")
 	create.AddCommand(lb)
+	create.AddCommand(newCreateAPIKeyCmd(g))
 	return create
 }
 

@@ -84,5 +84,6 @@ func newDeleteCmd(g *globals) *cobra.Command {
 	fl.StringVar(&f.pathMatch, "path-match-mode", "", "path match mode of the rule")
 	fl.StringVar(&f.model, "model-name", "", "model key of the rule")
 	del.AddCommand(lb)
+	del.AddCommand(newDeleteAPIKeyCmd(g))
 	return del
 }

@@ -169,5 +169,8 @@ func newRoot(env Env) *cobra.Command {
 
 	root.AddCommand(newServeCmd(g), newCreateCmd(g), newGetCmd(g), newDeleteCmd(g), newApplyCmd(g),
 		newValidateCmd(g), newDemoCmd(g), newFakeEngineCmd(g), newExplainCmd(g))
+	update := groupCmd("update", "Change a tenant API key")
+	update.AddCommand(newUpdateAPIKeyCmd(g))
+	root.AddCommand(update, newAPIKeyCmd(g))
 	return root
 }

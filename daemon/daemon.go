@@ -17,6 +17,7 @@ import (
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/tenant"
 	"github.com/sirupsen/logrus"
 )
 
@@ -55,7 +56,14 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 			return fmt.Errorf("daemon: create state dir %s: %w", opts.StateDir, err)
 		}
 	}
-	rt, err := newRuntime(opts, m, log.WithField("component", "datapath"))
+	tOpts := opts.Tenant
+	tOpts.StateDir = opts.StateDir
+	tOpts.Log = log.WithField("component", "tenant")
+	keys, err := tenant.Open(tOpts)
+	if err != nil {
+		return fmt.Errorf("daemon: open API-key store: %w", err)
+	}
+	rt, err := newRuntime(opts, m, keys, log.WithField("component", "datapath"))
 	if err != nil {
 		return fmt.Errorf("daemon: build runtime: %w", err)
 	}
@@ -78,6 +86,7 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 	var booted atomic.Bool
 	apiOpts.BootDone = booted.Load
 	apiOpts.Guard = guard
+	apiOpts.Keys = keys
 	if st, ok := rt.(api.StatusSource); ok {
 		apiOpts.Status = st
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/kvexact"
 	"github.com/infergate/infergate/radix"
+	"github.com/infergate/infergate/tenant"
 )
 
 // Options are the daemon's command-line options. The CLI fills them from
@@ -56,6 +57,10 @@ type Options struct {
 	// Auth is owned by api/auth: token file, allowed Host names, open
 	// /metrics, and the --insecure-api escape hatch.
 	Auth auth.Options
+	// Tenant controls: the API-key store (its StateDir is the daemon's) and
+	// whether sse_mode rules without apiKeyAuth enforce keys (LoxiLB).
+	Tenant              tenant.Options
+	SSEModeEnforcesKeys bool
 }
 
 // PrefixIndexOptions are the options of each P/D rule's Tier 1 prefix index
@@ -98,6 +103,7 @@ func DefaultOptions() Options {
 	dp := datapath.DefaultOptions()
 	return Options{
 		APIAddr:                  "127.0.0.1:11111",
+		Tenant:                   tenant.DefaultOptions(),
 		StateDir:                 "/var/lib/infergate",
 		LogLevel:                 "info",
 		ShutdownTimeout:          10 * time.Second,

@@ -13,8 +13,10 @@ import (
 // datapath is chosen. If the returned value also implements
 // api.StatusSource it feeds GET …/status; if it has Close(ctx) error (the
 // datapath) or Close() error it is closed on shutdown, after the API.
-func newRuntime(opts Options, m *metrics.Metrics, log logrus.FieldLogger) (rules.Runtime, error) {
+func newRuntime(opts Options, m *metrics.Metrics, keys datapath.KeyAdmitter, log logrus.FieldLogger) (rules.Runtime, error) {
 	o := datapath.DefaultOptions()
+	o.Keys = keys
+	o.SSEModeEnforcesKeys = opts.SSEModeEnforcesKeys
 	o.BindAnyVIP = opts.BindAnyVIP
 	o.Breaker5xxStreak = opts.Breaker5xxStreak // 0 disables
 	setIf(&o.MaxBodyBytes, opts.MaxBodyBytes)  // zero values keep the datapath default

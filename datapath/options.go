@@ -58,6 +58,13 @@ type Options struct {
 	PrefixIndex radix.Options
 	// KV configures KV-exact routing (kvExactMode 1 and 3).
 	KV kvplane.Options
+
+	// Tenant controls. Keys admits requests on rules that enforce API keys
+	// (nil: such rules answer 503 api_keys_unavailable). SSEModeEnforcesKeys
+	// is LoxiLB's behaviour: an sse_mode rule without apiKeyAuth enforces
+	// keys.
+	Keys                KeyAdmitter
+	SSEModeEnforcesKeys bool
 }
 
 // DefaultOptions returns the documented defaults (LoxiLB's where it has one).

@@ -102,6 +102,14 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := rs.cur.Load()
+	if rt.enforcesKeys(c.rule) {
+		k, b, ok := rt.admitKey(x, c, body, model)
+		if !ok {
+			return
+		}
+		defer rt.finishKey(k)
+		body = b
+	}
 	if c.rule.PD != nil {
 		rt.servePD(x, c, body)
 		return

@@ -33,10 +33,11 @@ import (
 type Runtime struct {
 	opts        Options
 	m           *metrics.Datapath
-	pdm         *metrics.PD    // P/D outcomes, legs, ladder decisions
-	rx          *metrics.Radix // Tier 1 match rate, CHWBL picks
-	kv          *kvplane.Plane // KV-exact state of every rule with kvExactMode
-	sender      pd.Sender      // P/D legs over the shared upstream pool
+	pdm         *metrics.PD     // P/D outcomes, legs, ladder decisions
+	rx          *metrics.Radix  // Tier 1 match rate, CHWBL picks
+	tm          *metrics.Tenant // API-key enforcement; nil: not exported
+	kv          *kvplane.Plane  // KV-exact state of every rule with kvExactMode
+	sender      pd.Sender       // P/D legs over the shared upstream pool
 	log         logrus.FieldLogger
 	up          *upstream
 	probeClient *http.Client
@@ -88,7 +89,9 @@ func NewWithMetrics(opts Options, m *metrics.Metrics, log logrus.FieldLogger) *R
 	if m == nil {
 		return New(opts, nil, log)
 	}
-	return newRuntime(opts, m.Datapath, m.PD, m.Radix, m.KV, log)
+	rt := newRuntime(opts, m.Datapath, m.PD, m.Radix, m.KV, log)
+	rt.tm = m.Tenant
+	return rt
 }
 
 func newRuntime(opts Options, m *metrics.Datapath, pdm *metrics.PD, rx *metrics.Radix, kvm *metrics.KV, log logrus.FieldLogger) *Runtime {

@@ -15,6 +15,7 @@ type Metrics struct {
 	PD       *PD
 	Datapath *Datapath
 	Radix    *Radix
+	Tenant   *Tenant
 	// Datapath, PD, KV and Radix are added by their owners (one file each).
 }
 
@@ -27,5 +28,6 @@ func New() *Metrics {
 	m.PD = newPD(reg)
 	m.Datapath = NewDatapath(reg)
 	m.Radix = NewRadix(reg)
+	m.Tenant = NewTenant(reg)
 	return m
 }

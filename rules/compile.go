@@ -52,6 +52,12 @@ func compileValid(r *Rule) *spec.Rule {
 		Probe:             compileProbe(sa),
 	}
 	out.Session, _ = parseSession(sa.SessionHeaderName) // validated
+	if sa.APIKeyAuth != nil {
+		out.APIKeys = spec.KeysOff
+		if *sa.APIKeyAuth {
+			out.APIKeys = spec.KeysRequired
+		}
+	}
 	if sa.PDDisaggMode {
 		pd := &spec.PD{
 			CacheAware:          sa.PDCacheAwareMode,

@@ -81,6 +81,13 @@ type ServiceArguments struct {
 	KVHashAlgo    string `json:"kvHashAlgo,omitempty" yaml:"kvHashAlgo,omitempty"`
 	KVDpRankCount int    `json:"kvDpRankCount,omitempty" yaml:"kvDpRankCount,omitempty"`
 	KVWarmupSec   int    `json:"kvWarmupSec,omitempty" yaml:"kvWarmupSec,omitempty"`
+
+	// Tenant controls (infergate extension). APIKeyAuth true makes the VIP
+	// require an API key (X-Api-Key or Authorization: Bearer lxb_…) and
+	// enforce its allow-list and limits; false never does; absent follows
+	// LoxiLB, whose sse_mode rules enforce keys when the key service runs
+	// (the daemon's --sse-mode-enforces-keys).
+	APIKeyAuth *bool `json:"apiKeyAuth,omitempty" yaml:"apiKeyAuth,omitempty"`
 }
 
 // Endpoint is one backend engine of a rule.

@@ -203,6 +203,7 @@ func buildDocument(g *generator, v Views) *Doc {
 	}
 	addKVPaths(g, v, paths, internal)
 	addExplainPaths(g, v, paths, internal)
+	addTenantPaths(g, paths, errs, internal)
 	openOperation(paths["/swagger.json"]["get"])
 	openOperation(paths["/docs"]["get"])
 	paths["/metrics"]["get"].Description = "Needs a token when the gateway has a token file, unless it runs with --api-open-metrics."
@@ -227,6 +228,7 @@ func buildDocument(g *generator, v Views) *Doc {
 			{Name: "loadbalancer", Description: "Load-balancer rules"},
 			{Name: "operations", Description: "Metrics and documentation"},
 			{Name: "ai", Description: "Inference routing state (KV-exact inventory, routing explanation)"},
+			{Name: "tenants", Description: "API keys, tenant ceilings and usage (enforced on rules with apiKeyAuth)"},
 		},
 	}
 }

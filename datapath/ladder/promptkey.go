@@ -36,6 +36,12 @@ func AppendPromptKey(dst []byte, path string, body []byte, limit int) []byte {
 const (
 	fieldModel = "model"
 	fieldUser  = "user"
+
+	fieldStream              = "stream"
+	fieldStreamOptions       = "stream_options"
+	fieldMaxTokens           = "max_tokens"
+	fieldMaxCompletionTokens = "max_completion_tokens"
+	fieldMaxOutputTokens     = "max_output_tokens"
 )
 
 // BodyFields are the raw JSON values of the top-level members routing reads
@@ -44,6 +50,9 @@ const (
 // serves the model, the session key and the prompt key of a request.
 type BodyFields struct {
 	Prompt, Messages, Model, User []byte
+	// Stream, StreamOptions and MaxTokens (the first of max_completion_tokens,
+	// max_tokens and max_output_tokens) serve tenant metering.
+	Stream, StreamOptions, MaxTokens []byte
 }
 
 // AppendPromptKey is the package AppendPromptKey over an already scanned
@@ -117,6 +126,14 @@ func ScanBody(body []byte) BodyFields {
 			f.Model = v
 		case fieldUser:
 			f.User = v
+		case fieldStream:
+			f.Stream = v
+		case fieldStreamOptions:
+			f.StreamOptions = v
+		case fieldMaxCompletionTokens, fieldMaxTokens, fieldMaxOutputTokens:
+			if f.MaxTokens == nil {
+				f.MaxTokens = v
+			}
 		}
 	}
 }

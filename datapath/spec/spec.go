@@ -191,7 +191,21 @@ type Rule struct {
 	CHWBL  *CHWBL // nil unless sel 8 or 10
 
 	Endpoints []Endpoint // in request order
+
+	// APIKeys is the rule's tenant-key policy (apiKeyAuth).
+	APIKeys KeyPolicy
 }
+
+// KeyPolicy says whether a VIP requires tenant API keys.
+type KeyPolicy uint8
+
+const (
+	// KeysIfSSEMode: apiKeyAuth absent; keys are enforced when the rule has
+	// sse_mode and the daemon enforces keys on sse_mode rules (LoxiLB).
+	KeysIfSSEMode KeyPolicy = iota
+	KeysRequired            // apiKeyAuth: true
+	KeysOff                 // apiKeyAuth: false
+)
 
 // EndpointStatus is the runtime view of one endpoint.
 type EndpointStatus struct {

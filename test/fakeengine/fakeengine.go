@@ -188,7 +188,10 @@ func (s *Server) completion(w http.ResponseWriter, r *http.Request, chat bool) {
 		return
 	}
 	var req struct {
-		Stream bool `json:"stream"`
+		Stream        bool `json:"stream"`
+		StreamOptions struct {
+			IncludeUsage bool `json:"include_usage"`
+		} `json:"stream_options"`
 	}
 	var jerr error
 	if len(body) > 0 {
@@ -236,11 +239,11 @@ func (s *Server) completion(w http.ResponseWriter, r *http.Request, chat bool) {
 		s.served.Add(1)
 		return
 	}
-	s.stream(w, r, chat, rid)
+	s.stream(w, r, chat, rid, req.StreamOptions.IncludeUsage)
 }
 
 // stream writes one SSE event per token, then [DONE].
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, chat bool, rid string) {
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, chat bool, rid string, withUsage bool) {
 	ctx := r.Context()
 	fl, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -269,11 +272,26 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, chat bool, rid s
 			fl.Flush()
 		}
 	}
+	if withUsage {
+		// OpenAI/vLLM: one last chunk with empty choices and the usage.
+		_, _ = w.Write(s.usageChunk(chat))
+	}
 	_, _ = io.WriteString(w, sseDone)
 	if fl != nil {
 		fl.Flush()
 	}
 	s.served.Add(1)
+}
+
+func (s *Server) usageChunk(chat bool) []byte {
+	object := "text_completion"
+	if chat {
+		object = "chat.completion.chunk"
+	}
+	v := map[string]any{"id": "cmpl-" + s.opts.Name, "object": object, "model": s.opts.Model, "choices": []any{},
+		"usage": map[string]int{"prompt_tokens": 1, "completion_tokens": s.opts.Tokens, "total_tokens": 1 + s.opts.Tokens}}
+	b, _ := json.Marshal(v)
+	return append(append([]byte("data: "), b...), "\n\n"...)
 }
 
 func (s *Server) gone(rid string) {

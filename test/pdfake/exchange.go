@@ -55,6 +55,14 @@ func (x *exchange) writeError(status int, msg string) {
 // stream reports whether the client asked for SSE.
 func (x *exchange) stream() bool { return string(x.req[fieldStream]) == "true" }
 
+// includeUsage reports stream_options.include_usage.
+func (x *exchange) includeUsage() bool {
+	var o struct {
+		IncludeUsage bool `json:"include_usage"`
+	}
+	return json.Unmarshal(x.req["stream_options"], &o) == nil && o.IncludeUsage
+}
+
 func (x *exchange) chat() bool { return strings.HasSuffix(x.r.URL.Path, "/chat/completions") }
 
 // waitGone parks until the client closes the connection (recorded as
@@ -189,6 +197,12 @@ func (x *exchange) answer(text, finish string, top, choiceExtra map[string]any) 
 	}
 	if !event("", finish) {
 		return
+	}
+	if x.includeUsage() { // OpenAI/vLLM: a last chunk with empty choices and the usage
+		n := x.e.cfg.StreamChunks
+		b, _ := json.Marshal(map[string]any{"id": id, "object": obj, "model": x.e.cfg.Model, "choices": []any{},
+			"usage": map[string]any{"prompt_tokens": len(x.rec.Body) / 4, "completion_tokens": n, "total_tokens": len(x.rec.Body)/4 + n}})
+		_, _ = fmt.Fprintf(x.w, "data: %s\n\n", b)
 	}
 	_, _ = x.w.Write([]byte("data: [DONE]\n\n"))
 	_ = rc.Flush()

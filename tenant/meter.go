@@ -1,0 +1,242 @@
+package tenant
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// Metering reads the engine's own usage from the response the client gets,
+// so every path (single pool, each P/D dialect's final leg) is metered once,
+// on what the client was served.
+
+const (
+	// meterTail is how much of the end of a response is kept to find its
+	// usage object: OpenAI-style engines put usage last (a JSON body's last
+	// member, a stream's last data event before [DONE]).
+	meterTail = 8 << 10
+	// maxPendingEvent bounds one buffered SSE event while the hidden usage
+	// chunk is filtered; a longer event is passed through unfiltered.
+	maxPendingEvent = 64 << 10
+)
+
+// UsageWriter wraps the client's ResponseWriter: it remembers the tail of
+// what is written, and with HideUsageChunk it removes the usage-only SSE
+// event (choices: [] plus usage) that the gateway asked the engine for on
+// the client's behalf (stream_options.include_usage).
+type UsageWriter struct {
+	http.ResponseWriter
+	hide    bool
+	tail    []byte // last meterTail bytes written (or seen, when hidden)
+	pending []byte // an SSE event not yet complete (hide mode)
+	hidden  []byte // the usage event removed from the stream
+	status  int
+}
+
+// NewUsageWriter wraps w; hide removes the usage-only stream event.
+func NewUsageWriter(w http.ResponseWriter, hide bool) *UsageWriter {
+	return &UsageWriter{ResponseWriter: w, hide: hide}
+}
+
+// WriteHeader records the status.
+func (u *UsageWriter) WriteHeader(code int) {
+	u.status = code
+	u.ResponseWriter.WriteHeader(code)
+}
+
+// Status is the status written (0 before WriteHeader; 200 after a bare
+// Write).
+func (u *UsageWriter) Status() int { return u.status }
+
+// Flush forwards to the client's writer.
+func (u *UsageWriter) Flush() {
+	if f, ok := u.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the client's writer.
+func (u *UsageWriter) Unwrap() http.ResponseWriter { return u.ResponseWriter }
+
+func (u *UsageWriter) remember(b []byte) {
+	u.tail = append(u.tail, b...)
+	if over := len(u.tail) - meterTail; over > 0 {
+		u.tail = append(u.tail[:0], u.tail[over:]...)
+	}
+}
+
+// Write forwards b, minus the hidden usage event.
+func (u *UsageWriter) Write(b []byte) (int, error) {
+	if u.status == 0 {
+		u.status = http.StatusOK
+	}
+	u.remember(b)
+	if !u.hide {
+		return u.ResponseWriter.Write(b)
+	}
+	u.pending = append(u.pending, b...)
+	out := u.pending[:0:0]
+	for {
+		i := bytes.Index(u.pending, []byte("\n\n"))
+		if i < 0 {
+			break
+		}
+		ev := u.pending[:i+2]
+		if isUsageOnlyEvent(ev) {
+			u.hidden = append(u.hidden[:0], ev...)
+		} else {
+			out = append(out, ev...)
+		}
+		u.pending = u.pending[i+2:]
+	}
+	if len(u.pending) > maxPendingEvent { // not an event stream after all
+		out = append(out, u.pending...)
+		u.pending = nil
+		u.hide = false
+	}
+	u.pending = append([]byte(nil), u.pending...)
+	if len(out) > 0 {
+		if _, err := u.ResponseWriter.Write(out); err != nil {
+			return 0, err
+		}
+	}
+	return len(b), nil
+}
+
+// Close writes whatever incomplete event is still held.
+func (u *UsageWriter) Close() {
+	if len(u.pending) > 0 {
+		_, _ = u.ResponseWriter.Write(u.pending)
+		u.pending = nil
+	}
+}
+
+// isUsageOnlyEvent is the final chunk include_usage adds: a data event whose
+// object has an empty choices array and a usage object.
+func isUsageOnlyEvent(ev []byte) bool {
+	d, ok := bytes.CutPrefix(bytes.TrimSpace(ev), []byte("data:"))
+	if !ok {
+		return false
+	}
+	var v struct {
+		Choices []json.RawMessage `json:"choices"`
+		Usage   *usage            `json:"usage"`
+	}
+	if json.Unmarshal(bytes.TrimSpace(d), &v) != nil {
+		return false
+	}
+	return v.Usage != nil && v.Choices != nil && len(v.Choices) == 0
+}
+
+type usage struct {
+	PromptTokens     *int `json:"prompt_tokens"`
+	CompletionTokens *int `json:"completion_tokens"`
+}
+
+// Usage returns the engine-reported token counts of the response, if any:
+// the last "usage" object in what was written (or hidden).
+func (u *UsageWriter) Usage() (prompt, completion int, ok bool) {
+	for _, src := range [][]byte{u.hidden, u.tail} {
+		if p, c, ok := lastUsage(src); ok {
+			return p, c, true
+		}
+	}
+	return 0, 0, false
+}
+
+// lastUsage finds the last `"usage":{…}` object in b and reads its token
+// counts with a small scan (no decoding of the rest).
+func lastUsage(b []byte) (int, int, bool) {
+	key := []byte(`"usage"`)
+	for end := len(b); end > 0; {
+		i := bytes.LastIndex(b[:end], key)
+		if i < 0 {
+			return 0, 0, false
+		}
+		end = i
+		rest := bytes.TrimLeft(b[i+len(key):], " \t\r\n")
+		if len(rest) == 0 || rest[0] != ':' {
+			continue
+		}
+		rest = bytes.TrimLeft(rest[1:], " \t\r\n")
+		if len(rest) == 0 || rest[0] != '{' {
+			continue
+		}
+		if j := bytes.IndexByte(rest, '}'); j > 0 {
+			rest = rest[:j] // usage holds numbers (and at most flat detail objects before its end)
+		}
+		p, ok := intMember(rest, `"prompt_tokens"`)
+		if !ok {
+			continue
+		}
+		c, _ := intMember(rest, `"completion_tokens"`)
+		return p, c, true
+	}
+	return 0, 0, false
+}
+
+// intMember reads the non-negative integer after `name:` in obj.
+func intMember(obj []byte, name string) (int, bool) {
+	i := bytes.Index(obj, []byte(name))
+	if i < 0 {
+		return 0, false
+	}
+	rest := bytes.TrimLeft(obj[i+len(name):], " \t\r\n")
+	if len(rest) == 0 || rest[0] != ':' {
+		return 0, false
+	}
+	rest = bytes.TrimLeft(rest[1:], " \t\r\n")
+	n, digits := 0, 0
+	for ; digits < len(rest) && digits < 12 && rest[digits] >= '0' && rest[digits] <= '9'; digits++ {
+		n = n*10 + int(rest[digits]-'0')
+	}
+	return n, digits > 0
+}
+
+// RequestShape is what metering needs from a request body.
+type RequestShape struct {
+	Stream        bool
+	IncludeUsage  bool // the client asked for stream usage itself
+	StreamOptions bool // stream_options present
+	MaxTokens     int  // max_tokens, max_completion_tokens or max_output_tokens
+}
+
+// Shape builds the metering shape from a body's raw top-level members (as a
+// top-level scan returns them; nil when absent): only these few bytes are
+// decoded, never the prompt.
+func Shape(stream, streamOptions, maxTokens []byte) RequestShape {
+	s := RequestShape{Stream: string(stream) == "true", StreamOptions: len(streamOptions) > 0 && string(streamOptions) != "null"}
+	if s.StreamOptions {
+		var o struct {
+			IncludeUsage bool `json:"include_usage"`
+		}
+		if json.Unmarshal(streamOptions, &o) == nil {
+			s.IncludeUsage = o.IncludeUsage
+		}
+	}
+	if n, err := strconv.Atoi(string(maxTokens)); err == nil && n > 0 {
+		s.MaxTokens = n
+	}
+	return s
+}
+
+// AskForUsage returns body with stream_options.include_usage set, for a
+// streaming request that has no stream_options (else body unchanged, ok
+// false: the stream is then metered from usage if the engine sends it, or
+// settled on the reservation).
+func AskForUsage(body []byte, s RequestShape) ([]byte, bool) {
+	if !s.Stream || s.StreamOptions {
+		return body, false
+	}
+	i := bytes.IndexByte(body, '{')
+	if i < 0 {
+		return body, false
+	}
+	const member = `"stream_options":{"include_usage":true},`
+	out := make([]byte, 0, len(body)+len(member))
+	out = append(out, body[:i+1]...)
+	out = append(out, member...)
+	out = append(out, body[i+1:]...)
+	return out, true
+}

@@ -1,0 +1,435 @@
+package tenant
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/infergate/infergate/apierror"
+	"github.com/sirupsen/logrus"
+)
+
+// Options configures a Registry.
+type Options struct {
+	// StateDir holds apikeys.json (0600). Empty: memory only (tests).
+	StateDir string
+	// MaxKeysPerTenant bounds one tenant's keys.
+	MaxKeysPerTenant int
+	// DefaultMaxTokens is the completion estimate reserved for a request
+	// that sets no max_tokens.
+	DefaultMaxTokens int
+	// AuthFailuresPerSec and AuthFailureBurst rate-limit failed key checks
+	// per client IP, so guessing keys costs the guesser, not the gateway.
+	AuthFailuresPerSec int
+	AuthFailureBurst   int
+	Log                logrus.FieldLogger
+	Now                func() time.Time // nil: time.Now
+}
+
+// DefaultOptions returns the documented defaults.
+func DefaultOptions() Options {
+	return Options{
+		MaxKeysPerTenant:   1000,
+		DefaultMaxTokens:   256,
+		AuthFailuresPerSec: 10,
+		AuthFailureBurst:   20,
+	}
+}
+
+// fileName is the registry's file in the state directory.
+const fileName = "apikeys.json"
+
+// entry is one key in a snapshot: the immutable record plus its buckets and
+// usage counters, which outlive PATCHes.
+type entry struct {
+	rec   *record
+	lim   *limits
+	usage *Usage
+}
+
+// tenantEntry is one tenant's ceilings and usage.
+type tenantEntry struct {
+	limit TenantLimit
+	lim   *limits
+}
+
+type snapshot struct {
+	keys    map[string]*entry // by key id
+	tenants map[string]*tenantEntry
+}
+
+// Registry holds every key and tenant limit. Reads are lock-free; writes
+// are serialised, persisted, then published.
+type Registry struct {
+	opts     Options
+	now      func() time.Time
+	log      logrus.FieldLogger
+	mu       sync.Mutex // writers
+	snap     atomic.Pointer[snapshot]
+	authFail *ipLimiter
+}
+
+// Open loads the registry from opts.StateDir (an absent file is empty).
+func Open(opts Options) (*Registry, error) {
+	d := DefaultOptions()
+	if opts.MaxKeysPerTenant <= 0 {
+		opts.MaxKeysPerTenant = d.MaxKeysPerTenant
+	}
+	if opts.DefaultMaxTokens <= 0 {
+		opts.DefaultMaxTokens = d.DefaultMaxTokens
+	}
+	if opts.AuthFailuresPerSec <= 0 {
+		opts.AuthFailuresPerSec = d.AuthFailuresPerSec
+	}
+	if opts.AuthFailureBurst <= 0 {
+		opts.AuthFailureBurst = d.AuthFailureBurst
+	}
+	if opts.Log == nil {
+		opts.Log = logrus.StandardLogger()
+	}
+	r := &Registry{opts: opts, now: opts.Now, log: opts.Log}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	r.authFail = newIPLimiter(float64(opts.AuthFailuresPerSec), float64(opts.AuthFailureBurst))
+	s, err := r.load()
+	if err != nil {
+		return nil, err
+	}
+	r.snap.Store(s)
+	return r, nil
+}
+
+// --- persistence ---
+
+// stored is the on-disk form: records with hashes, tenant limits.
+type stored struct {
+	Keys    []storedKey   `json:"keys"`
+	Tenants []TenantLimit `json:"tenants"`
+}
+
+type storedKey struct {
+	KeyView
+	Hash string `json:"key_hash"`
+}
+
+func (r *Registry) path() string { return filepath.Join(r.opts.StateDir, fileName) }
+
+func (r *Registry) load() (*snapshot, error) {
+	s := &snapshot{keys: map[string]*entry{}, tenants: map[string]*tenantEntry{}}
+	if r.opts.StateDir == "" {
+		return s, nil
+	}
+	data, err := os.ReadFile(r.path())
+	if os.IsNotExist(err) {
+		return s, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tenant: read %s: %w", r.path(), err)
+	}
+	var st stored
+	if err := json.Unmarshal(data, &st); err != nil {
+		return nil, fmt.Errorf("tenant: parse %s: %w", r.path(), err)
+	}
+	now := r.now()
+	for _, k := range st.Keys {
+		h, err := ParseKeyHash(k.Hash)
+		if err != nil || !validID(k.KeyID) {
+			r.log.WithField("key_id", k.KeyID).Warn("tenant: skipping a stored API key with a bad id or hash")
+			continue
+		}
+		rec := &record{KeyView: k.KeyView, Hash: h}
+		s.keys[k.KeyID] = &entry{rec: rec, lim: withLimits(nil, rec.RateLimitRPS, rec.BurstSize, rec.TokensPerMin, now), usage: &Usage{}}
+	}
+	for _, t := range st.Tenants {
+		s.tenants[t.TenantID] = &tenantEntry{limit: t, lim: withLimits(nil, deref(t.RPS), deref(t.RPS), deref(t.TokensPerMin), now)}
+	}
+	return s, nil
+}
+
+func (r *Registry) persist(s *snapshot) error {
+	if r.opts.StateDir == "" {
+		return nil
+	}
+	st := stored{Keys: []storedKey{}, Tenants: []TenantLimit{}}
+	for _, e := range s.keys {
+		st.Keys = append(st.Keys, storedKey{KeyView: e.rec.KeyView, Hash: e.rec.Hash.String()})
+	}
+	sort.Slice(st.Keys, func(i, j int) bool { return st.Keys[i].KeyID < st.Keys[j].KeyID })
+	for _, t := range s.tenants {
+		st.Tenants = append(st.Tenants, t.limit)
+	}
+	sort.Slice(st.Tenants, func(i, j int) bool { return st.Tenants[i].TenantID < st.Tenants[j].TenantID })
+	data, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return fmt.Errorf("tenant: encode: %w", err)
+	}
+	if err := os.MkdirAll(r.opts.StateDir, 0o700); err != nil {
+		return fmt.Errorf("tenant: create state dir: %w", err)
+	}
+	return writeFileAtomic(r.path(), data)
+}
+
+// commit persists next and publishes it; on failure nothing changes.
+func (r *Registry) commit(next *snapshot) error {
+	if err := r.persist(next); err != nil {
+		e := apierror.New(http.StatusInternalServerError, apierror.CodePersistFailed, "", "persist failed", "the key store could not be written; nothing changed")
+		e.Err = err
+		return e
+	}
+	r.snap.Store(next)
+	return nil
+}
+
+// clone copies the maps (entries are shared: they are immutable apart from
+// their buckets and counters, which are meant to carry over).
+func (s *snapshot) clone() *snapshot {
+	n := &snapshot{keys: make(map[string]*entry, len(s.keys)+1), tenants: make(map[string]*tenantEntry, len(s.tenants)+1)}
+	for k, v := range s.keys {
+		n.keys[k] = v
+	}
+	for k, v := range s.tenants {
+		n.tenants[k] = v
+	}
+	return n
+}
+
+// --- key API ---
+
+// Create validates spec and stores a new key. The raw key is in the answer
+// only (never stored); an imported key (KeyID + KeyHash) has none.
+func (r *Registry) Create(spec KeySpec) (Created, error) {
+	if err := spec.validate(); err != nil {
+		return Created{}, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := r.snap.Load()
+	n := 0
+	for _, e := range cur.keys {
+		if e.rec.TenantID != spec.TenantID {
+			continue
+		}
+		n++
+		if e.rec.Name == spec.Name {
+			return Created{}, apierror.BadRequest(CodeDuplicateName, FieldName, "duplicate key name", "tenant "+spec.TenantID+" already has a key named "+spec.Name)
+		}
+	}
+	if n >= r.opts.MaxKeysPerTenant || len(cur.keys) >= maxKeysTotal {
+		return Created{}, apierror.BadRequest(CodeTooManyKeys, FieldTenantID, "too many keys", fmt.Sprintf("tenant %s already has %d keys (the limit)", spec.TenantID, n))
+	}
+	var id, raw string
+	var h KeyHash
+	if spec.KeyHash != "" {
+		if _, taken := cur.keys[spec.KeyID]; taken {
+			return Created{}, apierror.Conflict(apierror.CodeRuleExists, FieldKeyID, "key exists", "a key with id "+spec.KeyID+" exists")
+		}
+		id = spec.KeyID
+		h, _ = ParseKeyHash(spec.KeyHash)
+	} else {
+		m, err := Mint()
+		if err != nil {
+			return Created{}, err
+		}
+		id, raw, h = m.ID, m.Raw.Reveal(), m.Hash
+	}
+	now := r.now().UTC()
+	rec := &record{Hash: h, KeyView: KeyView{
+		KeyID: id, TenantID: spec.TenantID, Name: spec.Name, KeyPrefix: KeyPrefix + id + "_",
+		AllowedModels: slices.Clone(spec.AllowedModels),
+		RateLimitRPS:  deref(spec.RateLimitRPS), BurstSize: deref(spec.BurstSize), TokensPerMin: deref(spec.TokensPerMin),
+		Enabled: spec.Enabled == nil || *spec.Enabled, ExpiresAt: spec.ExpiresAt, CreatedAt: now,
+	}}
+	if rec.RateLimitRPS > 0 && rec.BurstSize == 0 {
+		rec.BurstSize = rec.RateLimitRPS
+	}
+	next := cur.clone()
+	next.keys[id] = &entry{rec: rec, lim: withLimits(nil, rec.RateLimitRPS, rec.BurstSize, rec.TokensPerMin, now), usage: &Usage{}}
+	if err := r.commit(next); err != nil {
+		return Created{}, err
+	}
+	return Created{KeyView: rec.view(), RawKey: raw}, nil
+}
+
+func (rec *record) view() KeyView {
+	v := rec.KeyView
+	v.AllowedModels = slices.Clone(v.AllowedModels)
+	return v
+}
+
+// List returns every key (tenant "" = all), ordered by tenant then name.
+func (r *Registry) List(tenantID string) []KeyView {
+	s := r.snap.Load()
+	out := make([]KeyView, 0, len(s.keys))
+	for _, e := range s.keys {
+		if tenantID == "" || e.rec.TenantID == tenantID {
+			out = append(out, e.rec.view())
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].TenantID != out[j].TenantID {
+			return out[i].TenantID < out[j].TenantID
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// Get returns one key.
+func (r *Registry) Get(id string) (KeyView, error) {
+	e, ok := r.snap.Load().keys[id]
+	if !ok {
+		return KeyView{}, notFound(id)
+	}
+	return e.rec.view(), nil
+}
+
+// Patch changes a key's allow-list, limits, enabled flag or expiry. Buckets
+// keep what was spent.
+func (r *Registry) Patch(id string, p KeyPatch) (KeyView, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := r.snap.Load()
+	e, ok := cur.keys[id]
+	if !ok {
+		return KeyView{}, notFound(id)
+	}
+	rec := *e.rec
+	if p.AllowedModels != nil {
+		if err := checkModels(*p.AllowedModels); err != nil {
+			return KeyView{}, err
+		}
+		rec.AllowedModels = slices.Clone(*p.AllowedModels)
+	}
+	rps, burst := p.RateLimitRPS, p.BurstSize
+	if rps == nil && rec.RateLimitRPS > 0 {
+		rps = &rec.RateLimitRPS
+	}
+	if burst == nil && p.RateLimitRPS == nil && rec.BurstSize > 0 {
+		burst = &rec.BurstSize
+	}
+	if err := checkRates(rps, burst); err != nil {
+		return KeyView{}, err
+	}
+	rec.RateLimitRPS, rec.BurstSize = deref(rps), deref(burst)
+	if rec.RateLimitRPS > 0 && rec.BurstSize == 0 {
+		rec.BurstSize = rec.RateLimitRPS
+	}
+	if p.TokensPerMin != nil {
+		if err := checkLimit(FieldTokensPerMin, p.TokensPerMin); err != nil {
+			return KeyView{}, err
+		}
+		rec.TokensPerMin = *p.TokensPerMin
+	}
+	if p.Enabled != nil {
+		rec.Enabled = *p.Enabled
+	}
+	if p.ExpiresAt != nil {
+		rec.ExpiresAt = p.ExpiresAt
+	}
+	next := cur.clone()
+	next.keys[id] = &entry{rec: &rec, lim: withLimits(e.lim, rec.RateLimitRPS, rec.BurstSize, rec.TokensPerMin, r.now()), usage: e.usage}
+	if err := r.commit(next); err != nil {
+		return KeyView{}, err
+	}
+	return rec.view(), nil
+}
+
+// Delete removes a key; it stops working at once.
+func (r *Registry) Delete(id string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := r.snap.Load()
+	if _, ok := cur.keys[id]; !ok {
+		return notFound(id)
+	}
+	next := cur.clone()
+	delete(next.keys, id)
+	return r.commit(next)
+}
+
+// SetTenantLimit creates or replaces a tenant's ceilings.
+func (r *Registry) SetTenantLimit(t TenantLimit) (TenantLimit, error) {
+	if err := t.validate(); err != nil {
+		return TenantLimit{}, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := r.snap.Load()
+	var prev *limits
+	if old, ok := cur.tenants[t.TenantID]; ok {
+		prev = old.lim
+	}
+	next := cur.clone()
+	next.tenants[t.TenantID] = &tenantEntry{limit: t, lim: withLimits(prev, deref(t.RPS), deref(t.RPS), deref(t.TokensPerMin), r.now())}
+	if err := r.commit(next); err != nil {
+		return TenantLimit{}, err
+	}
+	return t, nil
+}
+
+// TenantLimits lists tenant ceilings (tenant "" = all).
+func (r *Registry) TenantLimits(tenantID string) []TenantLimit {
+	s := r.snap.Load()
+	out := []TenantLimit{}
+	for id, t := range s.tenants {
+		if tenantID == "" || id == tenantID {
+			out = append(out, t.limit)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].TenantID < out[j].TenantID })
+	return out
+}
+
+// KeyUsage returns a key's usage counters.
+func (r *Registry) KeyUsage(id string) (UsageView, error) {
+	e, ok := r.snap.Load().keys[id]
+	if !ok {
+		return UsageView{}, notFound(id)
+	}
+	return e.usage.view(id, e.rec.TenantID), nil
+}
+
+// writeFileAtomic replaces path with data (temp file, fsync, rename, dir
+// fsync) so a crash leaves the old or the new file, mode 0600.
+func writeFileAtomic(path string, data []byte) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("tenant: create temp file in %s: %w", dir, err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if err = f.Chmod(0o600); err != nil {
+		return fmt.Errorf("tenant: chmod: %w", err)
+	}
+	if _, err = f.Write(data); err != nil {
+		return fmt.Errorf("tenant: write: %w", err)
+	}
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("tenant: fsync: %w", err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("tenant: close: %w", err)
+	}
+	if err = os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("tenant: rename: %w", err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("tenant: open dir: %w", err)
+	}
+	defer d.Close()
+	return d.Sync()
+}
