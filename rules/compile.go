@@ -93,6 +93,7 @@ func compileValid(r *Rule) *spec.Rule {
 		}
 		out.Endpoints[i] = se
 	}
+	compileLoxiLB(r, out)
 	return out
 }
 
@@ -209,6 +210,7 @@ func normalize(r Rule) Rule {
 	sa.CHWBLPrefixHashLevel = clonePtr(sa.CHWBLPrefixHashLevel)
 	sa.CHWBLPrefixHashFlags = clonePtr(sa.CHWBLPrefixHashFlags)
 	sa.CHWBLEnableCacheSalt = clonePtr(sa.CHWBLEnableCacheSalt)
+	normalizeLoxiLB(&r)
 	return r
 }
 
@@ -251,6 +253,7 @@ func effective(r Rule) Rule {
 			r.Endpoints[i].NixlPort = orInt(r.Endpoints[i].NixlPort, r.Endpoints[i].TargetPort)
 		}
 	}
+	effectiveLoxiLB(&r)
 	return r
 }
 

@@ -121,6 +121,10 @@ var crossChecks = []crossCheck{
 	{"probe-type-served", checkProbeServed},
 	{"path-match", checkPathMatch},
 	{"backend-protocol", checkBackendProtocol},
+	// LoxiLB compatibility (issue 12): loxilb_checks.go.
+	{"annotations", checkAnnotations},
+	{"secondary-vips", checkSecondaryVIPs},
+	{"endpoint-probes", checkEndpointProbes},
 }
 
 func crossPass(r *Rule) error {
