@@ -148,7 +148,7 @@ type Probe struct {
 	Retries  int // consecutive failures before an endpoint is marked down
 
 	// --- LoxiLB compatibility (issue 12) ---
-	Method string        // HTTP method ("" = GET)
+	Method string    // HTTP method ("" = GET)
 	Codes  StatusSet // accepted status codes (empty = any 2xx)
 }
 
