@@ -102,6 +102,11 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := rs.cur.Load()
+	if c.rule.AdminDown {
+		rt.fail(x, c, -1, http.StatusServiceUnavailable, CodeAdminDown,
+			"this service is administratively down (adminStateUp is false)")
+		return
+	}
 	if c.rule.PD != nil {
 		rt.servePD(x, c, body)
 		return
@@ -278,9 +283,13 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 				rt.log.WithFields(logrus.Fields{"rule": c.label, "endpoint": ep.id, "error": err.Error()}).Debug("dial failed; trying another endpoint")
 				continue
 			}
+			ep.requests.Add(1) // it may have reached the engine
+			ep.bytes.Add(uint64(len(body)))
 			rt.sendFailed(x, c, i, err)
 			return
 		}
+		ep.requests.Add(1)
+		ep.bytes.Add(uint64(len(body)))
 		if attempts > 1 {
 			rt.m.Failover.WithLabelValues(c.label).Inc()
 		}
@@ -381,6 +390,7 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, idle time.Duration, re
 			if rerr == nil {
 				extend()
 			}
+			c.eps[i].bytes.Add(uint64(n))
 			if _, werr := x.w.Write(buf[:n]); werr != nil {
 				c.countRequest(i, statusClientClosed, codeClientClosed)
 				return // client gone; closing the body closes the engine connection

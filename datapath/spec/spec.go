@@ -213,6 +213,10 @@ type Rule struct {
 type EndpointStatus struct {
 	State   string // "probing", "active", "down", "draining", "inactive"
 	Breaker string // "closed", "open", "half-open"
+
+	// --- LoxiLB compatibility (issue 12): the endpoint "counter" ---
+	Requests uint64 // requests that reached the engine (P/D: every leg)
+	Bytes    uint64 // request bodies sent + response bodies relayed
 }
 
 // RuleStatus is the runtime view of a rule, reported by the datapath.
