@@ -39,7 +39,7 @@ func TestLoxiLBBodiesAndRoundTrip(t *testing.T) {
 				t.Errorf("GET lacks LoxiLB's always-present fields: %s", res.body)
 			}
 			for i := 1; i < len(got.Endpoints); i++ {
-				if rules.SortEndpointsLoxiLB(got.Endpoints[i-1:i+1]); got.Endpoints[i-1].EndpointIP > got.Endpoints[i].EndpointIP {
+				if rules.SortEndpointsLoxiLB(got.Endpoints[i-1 : i+1]); got.Endpoints[i-1].EndpointIP > got.Endpoints[i].EndpointIP {
 					t.Errorf("endpoints not in LoxiLB order: %s", res.body)
 				}
 			}
