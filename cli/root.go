@@ -56,10 +56,28 @@ type globals struct {
 	timeout time.Duration
 	output  string
 	env     Env
+	loxi    *loxiGlobals // loxicmd's -s/-p/--protocol (loxicmd.go)
 }
 
 func (g *globals) client() *client.Client {
-	return client.New(g.server, &http.Client{Timeout: g.timeout})
+	c, _ := g.apiClient() // flags were checked in PersistentPreRunE
+	return c
+}
+
+// apiClient is the client for --server, or for loxicmd's -s/-p/--protocol
+// when one of them is given.
+func (g *globals) apiClient() (*client.Client, error) {
+	base := g.server
+	if g.loxi != nil {
+		u, err := g.loxi.baseURL()
+		if err != nil {
+			return nil, err
+		}
+		if u != "" {
+			base = u
+		}
+	}
+	return client.New(base, &http.Client{Timeout: g.timeout}), nil
 }
 
 // Main runs the CLI with args (without the program name) and returns the
@@ -153,8 +171,14 @@ func newRoot(env Env) *cobra.Command {
 	pf.StringVar(&g.server, "server", server, "management API base URL (env "+envServer+")")
 	pf.DurationVar(&g.timeout, "timeout", defaultLimit, "timeout of each API request")
 	pf.StringVarP(&g.output, "output", "o", "", "output format: table (default), wide, json or yaml")
+	g.loxi = addLoxiGlobals(pf)
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		_, err := g.loxi.baseURL()
+		return err
+	}
 
 	root.AddCommand(newServeCmd(g), newCreateCmd(g), newGetCmd(g), newDeleteCmd(g), newApplyCmd(g),
 		newValidateCmd(g), newDemoCmd(g), newFakeEngineCmd(g), newExplainCmd(g))
+	root.AddCommand(newSaveCmd(g)) // LoxiLB's save --lb (issue 12)
 	return root
 }
