@@ -85,7 +85,7 @@ type mtlsFrontFlags struct {
 }
 
 type mtlsBackFlags struct {
-	verify                     bool
+	verify                    bool
 	caPath, certPath, keyPath string
 }
 
