@@ -80,8 +80,8 @@ func buildDocument(g *generator, v Views) *Doc {
 		r := map[string]*Response{
 			"200": success,
 			"400": fail("Malformed request or invalid field (see error_code and field).", errorExample{400,
-				`unknown field "serviceArguments.pdDisaggMode"; did you mean "pd_disagg_mode"? (keys are case-sensitive)`,
-				`unknown field "serviceArguments.pdDisaggMode"; did you mean "pd_disagg_mode"? (keys are case-sensitive)`,
+				`unknown field "serviceArguments.pdDisaggMode"; did you mean "pd_disagg_mode"? (letter case does not matter, underscores do)`,
+				`unknown field "serviceArguments.pdDisaggMode"; did you mean "pd_disagg_mode"? (letter case does not matter, underscores do)`,
 				"unknown_field", "serviceArguments.pdDisaggMode"}),
 			"500": internal,
 			"503": notReady,
