@@ -171,4 +171,3 @@ func postRule(t *testing.T, hc *http.Client, base string, body []byte, want int)
 		t.Fatalf("POST: %d %s, want %d\nbody: %s", resp.StatusCode, b, want, body)
 	}
 }
-
