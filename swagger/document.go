@@ -116,7 +116,7 @@ func buildDocument(g *generator, v Views) *Doc {
 			"post": {
 				Tags: []string{"loadbalancer"}, Summary: "Create or update a rule (upsert)", OperationID: "postLoadbalancer",
 				Description: "A new key creates the rule; a changed rule with an existing key is updated in place; " +
-					"re-posting an identical rule is 409 rule_exists. Unknown or mis-cased keys are 400 unknown_field.",
+					"re-posting an identical rule is 409 rule_exists. Keys match in any letter case; misspelled keys are 400 unknown_field, LoxiLB fields not served 400 unsupported.",
 				Consumes:   []string{mimeJSON},
 				Parameters: []Parameter{{Name: "body", In: "body", Required: true, Description: "The rule.", Schema: entry}},
 				Responses: writeResponses(map[string]*Response{
