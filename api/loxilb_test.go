@@ -144,3 +144,65 @@ func TestLoxiLBEndpointState(t *testing.T) {
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// loxicmdList mirrors the shape (JSON names and Go types) loxicmd decodes
+// GET /config/loadbalancer/all into for `get lb`, `-o wide` and `-o json`.
+// encoding/json errors on a type mismatch, so this proves loxicmd can read
+// our answer and finds its columns filled.
+type loxicmdList struct {
+	LbAttr []struct {
+		Service struct {
+			ExternalIP string `json:"externalIP"`
+			Port       uint16 `json:"port"`
+			PortMax    uint16 `json:"portMax"`
+			Protocol   string `json:"protocol"`
+			Sel        uint   `json:"sel"`
+			Mode       int32  `json:"mode"`
+			BGP        bool   `json:"BGP"`
+			Monitor    bool   `json:"Monitor"`
+			Timeout    uint32 `json:"inactiveTimeOut"`
+			Block      uint32 `json:"block"`
+			Name       string `json:"name"`
+			Security   int32  `json:"security"`
+			Host       string `json:"host"`
+			PpV2       bool   `json:"proxyprotocolv2"`
+		} `json:"serviceArguments"`
+		SecondaryIPs []struct {
+			SecondaryIP string `json:"secondaryIP"`
+		} `json:"secondaryIPs"`
+		Endpoints []struct {
+			EndpointIP string `json:"endpointIP"`
+			TargetPort uint16 `json:"targetPort"`
+			Weight     uint8  `json:"weight"`
+			State      string `json:"state"`
+			Counter    string `json:"counter"`
+			EpRole     int32  `json:"ep_role"`
+			NixlPort   int32  `json:"nixl_port"`
+		} `json:"endpoints"`
+	} `json:"lbAttr"`
+}
+
+func TestLoxicmdReadsOurGET(t *testing.T) {
+	st := fakeStatus{}
+	h := newHarness(t, true, st)
+	mustCreate(t, h, loxiFixture(t, "loxicmd_create_lb.json"))
+	e := h.store.List()[0]
+	st[e.Compiled.Key] = spec.RuleStatus{Endpoints: map[string]spec.EndpointStatus{
+		e.Compiled.Endpoints[0].ID: {State: "active", Breaker: "closed", Requests: 3, Bytes: 900},
+		e.Compiled.Endpoints[1].ID: {State: "down", Breaker: "closed"},
+	}}
+	res := h.do(t, http.MethodGet, lb+"/all", nil)
+	var got loxicmdList
+	if err := json.Unmarshal(res.body, &got); err != nil {
+		t.Fatalf("loxicmd cannot decode our GET: %v\n%s", err, res.body)
+	}
+	svc := got.LbAttr[0].Service
+	if svc.ExternalIP != "192.0.2.12" || svc.Port != 2020 || svc.Mode != 4 || svc.Timeout != 240 {
+		t.Errorf("loxicmd's columns: %+v", svc)
+	}
+	eps := got.LbAttr[0].Endpoints
+	if len(eps) != 2 || eps[0].EndpointIP != "203.0.113.1" || eps[0].State != "active" || eps[0].Counter != "3:900" ||
+		eps[1].State != "inactive" || eps[1].Counter != "0:0" || eps[0].EpRole != 1 || eps[1].NixlPort != 9002 {
+		t.Errorf("loxicmd's endpoint columns: %+v", eps)
+	}
+}
