@@ -171,3 +171,26 @@ func postRule(t *testing.T, hc *http.Client, base string, body []byte, want int)
 		t.Fatalf("POST: %d %s, want %d\nbody: %s", resp.StatusCode, b, want, body)
 	}
 }
+
+// configOnly strips a `get lb -o json` answer down to configuration: the
+// runtime fields (status, endpoint state, health and LoxiLB's counter,
+// which counts real traffic) change with every request.
+func configOnly(t *testing.T, getJSON string) string {
+	t.Helper()
+	var list rules.RuleList
+	if err := json.Unmarshal([]byte(getJSON), &list); err != nil {
+		t.Fatalf("get lb -o json: %v\n%s", err, getJSON)
+	}
+	for i := range list.LbAttr {
+		r := &list.LbAttr[i]
+		r.Status = nil
+		for j := range r.Endpoints {
+			r.Endpoints[j].State, r.Endpoints[j].Health, r.Endpoints[j].Counter = "", "", ""
+		}
+	}
+	b, err := json.MarshalIndent(list, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
