@@ -73,6 +73,7 @@ func newGetCmd(g *globals) *cobra.Command {
 	}
 	lb.Flags().StringVar(&f.tcp, "tcp", "", "service port of the rule to show (with <VIP>)")
 	lb.Flags().StringVar(&f.name, "name", "", "show only rules with this name")
+	lb.Flags().StringVar(&f.name, "servName", "", "loxicmd's spelling of --name")
 	lb.Flags().BoolVar(&f.compiled, "compiled", false, "print the compiled (effective) rule as JSON")
 	get.AddCommand(lb)
 	return get

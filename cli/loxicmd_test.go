@@ -182,9 +182,19 @@ func TestSaveApplyLB(t *testing.T) {
 		got[1].Rule.ServiceArguments.CHWBLReplication != 50 {
 		t.Errorf("AI fields lost through save/apply --lb: %+v", got)
 	}
-	// Re-applying is idempotent.
+	// loxicmd's get/delete spellings.
+	if res := runEnv(t, cli.Env{}, append(loxiArgs(t, fresh), "get", "lb", "--servName=nope", "-o", "json")...); res.code != 0 || strings.Contains(res.stdout, "192.0.2.5") {
+		t.Errorf("get lb --servName: exit %d %s", res.code, res.stdout)
+	}
+	if res := runEnv(t, cli.Env{}, append(loxiArgs(t, fresh), "delete", "lb", "192.0.2.51", "--tcp=8080", "--bgp")...); res.code != 0 {
+		t.Errorf("delete lb --bgp: exit %d %s", res.code, res.stderr)
+	}
+	if n := len(store.List()); n != 1 {
+		t.Fatalf("%d rules after delete", n)
+	}
+	// Re-applying is idempotent (the deleted rule comes back).
 	res = runEnv(t, cli.Env{}, append(loxiArgs(t, fresh), "apply", "--lb", filepath.Join(dir, "lbconfig.txt"))...)
-	if res.code != 0 || strings.Count(res.stdout, "unchanged") != 2 {
+	if res.code != 0 || strings.Count(res.stdout, "unchanged") != 1 || strings.Count(res.stdout, "created") != 1 {
 		t.Errorf("second apply --lb: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
 }
