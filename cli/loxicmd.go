@@ -77,7 +77,23 @@ type loxiCreateFlags struct {
 	hstsSubdomains, hstsPreload bool
 	mtlsFront                   mtlsFrontFlags
 	mtlsBack                    mtlsBackFlags
+	fcNums                      map[string]*uint32 // --fc-* numeric flags by JSON key
+	fcWords                     map[string]*string // --fc-* word flags by JSON key
 }
+
+// loxicmd's capacity-admission flags and the JSON keys they set. infergate
+// does not serve capacity admission: the server answers unsupported unless
+// the value asks for nothing (0, off, inherit).
+var (
+	fcNumFlags = map[string]string{
+		"fc-max-outstanding": "fc_max_outstanding", "fc-ep-max-inflight": "fc_ep_max_inflight",
+		"fc-prefill-max-inflight": "fc_prefill_max_inflight", "fc-decode-max-inflight": "fc_decode_max_inflight",
+		"fc-max-queue-depth": "fc_max_queue_depth", "fc-max-queue-wait-ms": "fc_max_queue_wait_ms",
+		"fc-telemetry-stale-ms": "fc_telemetry_stale_ms", "fc-warmup-ms": "fc_warmup_ms",
+		"fc-ttft-target-ms": "fc_ttft_target_ms", "fc-tenant-max-share-pct": "fc_tenant_max_share_pct",
+	}
+	fcWordFlags = map[string]string{"fc-mode": "fc_mode", "fc-adaptive": "fc_adaptive", "fc-expose-headers": "fc_expose_headers"}
+)
 
 type mtlsFrontFlags struct {
 	certMode, caPath, cnPattern, crlPath string
@@ -126,6 +142,13 @@ func addLoxiCreateFlags(fl *pflag.FlagSet, sa *rules.ServiceArguments) *loxiCrea
 	fl.StringVar(&l.mtlsBack.caPath, "mtls-backend-ca-path", "", "mTLS backend CA path")
 	fl.StringVar(&l.mtlsBack.certPath, "mtls-backend-cert-path", "", "mTLS backend client certificate path")
 	fl.StringVar(&l.mtlsBack.keyPath, "mtls-backend-key-path", "", "mTLS backend client key path")
+	l.fcNums, l.fcWords = map[string]*uint32{}, map[string]*string{}
+	for flag, key := range fcNumFlags {
+		l.fcNums[flag] = fl.Uint32(flag, 0, "LoxiLB capacity admission ("+key+"); not served by infergate")
+	}
+	for flag, key := range fcWordFlags {
+		l.fcWords[flag] = fl.String(flag, "", "LoxiLB capacity admission ("+key+"); not served by infergate")
+	}
 	return l
 }
 
@@ -212,6 +235,12 @@ func (l *loxiCreateFlags) apply(r *rules.Rule) (extra map[string]any, err error)
 	set("hsts-max-age", "hsts_max_age", l.hstsMaxAge)
 	set("hsts-include-subdomains", "hsts_include_subdomains", l.hstsSubdomains)
 	set("hsts-preload", "hsts_preload", l.hstsPreload)
+	for flag, v := range l.fcNums {
+		set(flag, fcNumFlags[flag], *v)
+	}
+	for flag, v := range l.fcWords {
+		set(flag, fcWordFlags[flag], *v)
+	}
 	front := map[string]any{}
 	for flag, kv := range map[string]struct {
 		key string

@@ -95,6 +95,8 @@ func TestLoxicmdCommandLines(t *testing.T) {
 		{"create lb 192.0.2.29 --tcp=8080:8000 --mode=fullproxy --sockmap-mode=both --endpoints=31.31.31.1:1", 1, "serviceArguments.sockMapMode"},
 		{"create lb 192.0.2.30 --tcp=8080:8000 --mode=fullproxy --select=chwbl --chwbl-hash-level=4 --endpoints=31.31.31.1:1", 1, "serviceArguments.chwbl_prefix_hash_level"},
 		{"create lb 192.0.2.31 --tcp=8080:8000 --mode=fullproxy --backend-protocol=http2 --endpoints=31.31.31.1:1", 1, "serviceArguments.backend_protocol"},
+		{"create lb 192.0.2.32 --tcp=8080:8000 --mode=fullproxy --fc-mode=enforce --fc-max-outstanding=64 --endpoints=31.31.31.1:1", 1, "serviceArguments.fc_"},
+		{"create lb 192.0.2.33 --tcp=8080:8000 --mode=fullproxy --fc-mode=off --endpoints=31.31.31.1:1", 0, ""},
 		// Classic L4 modes: a usage error saying only fullproxy is served.
 		{"create lb 192.168.0.200 --tcp=80:32015 --endpoints=10.212.0.1:1 --mode=onearm", 2, ""},
 		{"create lb 192.168.0.200 --tcp=80:80 --endpoints=10.212.0.1:1 --mode=dsr --select=hash", 2, ""},
