@@ -77,6 +77,12 @@ func TestLoxicmdCommandLines(t *testing.T) {
 		{"create lb 192.0.2.17 --tcp=8080:8000 --mode=fullproxy --kv-exact-mode=3 --kv-engine-type=trtllm --endpoints=31.31.31.1:1,31.31.31.2:1", 0, ""},
 		{"create lb 192.0.2.18 --tcp=8080:8000 --mode=fullproxy --model-name=llama-70b --path-prefix=/v1 --path-match-mode=prefix --host=llm.example.com --mark=7 --inatimeout=600 --endpoints=31.31.31.1:1", 0, ""},
 		{"create lb 192.0.2.19 --tcp=8080:8000 --mode=fullproxy --api-key-auth=disabled --endpoints=31.31.31.1:1", 0, ""},
+		{"create lb 10.10.10.254 --tcp=9090:30000 --endpoints=35.35.35.1:1,36.36.36.1:1,37.37.37.1:1 --mode=fullproxy --select=rr --host=10.10.10.254 --proberetries=1 --kv-exact-mode=3 --kv-engine-type=sglang --kv-block-size=16 --kv-zmq-port=5561 --kv-dp-ranks=3 --kv-warmup=10", 0, ""},
+		{"create lb 10.10.10.254 --tcp=2020:8080 --select=rr --mode=fullproxy --sse-mode=true --host=10.10.10.254 --endpoints=31.31.31.1:1,32.32.32.1:1", 0, ""},
+		{"create lb 10.10.10.254 --tcp=8080:8000 --endpoints=31.31.31.1:1 --select=chwbl --mode=fullproxy", 0, ""},
+		{"create lb 20.20.20.1 --select=priority --tcp=2020:8080 --endpoints=31.31.31.1:40,32.32.32.1:40,33.33.33.1:20", 0, ""},
+		{"create lb 2001::1 --tcp=2020:8080 --endpoints=4ffe::1:1,5ffe::1:1 --monitor", 0, ""},
+		{"create lb 192.168.0.200 --tcp=443:443 --security=https --mode=fullproxy --backend-protocol=http2 --endpoints=10.212.0.1:1,10.212.0.2:1", 1, ""},
 		{"create lb 192.0.2.20 --tcp=8080:8000 --mode=fullproxy --trace-type=anthropic --endpoints=31.31.31.1:1", 0, ""},
 		// loxicmd's classic line: without --mode infergate means fullproxy
 		// (the only mode it serves) rather than LoxiLB's L4 default.
