@@ -384,13 +384,15 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, idle time.Duration, re
 	bp := rt.bufs.Get().(*[]byte)
 	defer rt.bufs.Put(bp)
 	buf := *bp
+	var relayed uint64 // the endpoint counter's bytes, added once at the end
+	defer func() { c.eps[i].bytes.Add(relayed) }()
 	for {
 		n, rerr := resp.Body.Read(buf)
 		if n > 0 {
 			if rerr == nil {
 				extend()
 			}
-			c.eps[i].bytes.Add(uint64(n))
+			relayed += uint64(n)
 			if _, werr := x.w.Write(buf[:n]); werr != nil {
 				c.countRequest(i, statusClientClosed, codeClientClosed)
 				return // client gone; closing the body closes the engine connection
