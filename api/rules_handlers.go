@@ -291,21 +291,22 @@ func (s *Server) runtimeStatus(e rules.Entry) (spec.RuleStatus, bool) {
 	return s.status.Status(e.Compiled.Key)
 }
 
-// decorate returns e's wire form with runtime state filled in. It copies the
-// endpoint slice: the stored entry is shared and must never be written.
+// decorate returns e's wire form with runtime state filled in, read the way
+// LoxiLB's GET reads (loxilb_views.go). It copies the endpoint slice: the
+// stored entry is shared and must never be written.
 func (s *Server) decorate(e rules.Entry) rules.Rule {
 	r := e.Rule
-	st, ok := s.runtimeStatus(e)
-	if !ok {
-		return r
-	}
-	r.Status = &rules.RuleStatus{Ready: st.Ready, Reason: st.Reason}
 	r.Endpoints = append([]rules.Endpoint(nil), e.Rule.Endpoints...)
-	for i := range r.Endpoints {
-		// Compiled endpoints are the wire endpoints in the same order.
-		if es, found := st.Endpoints[e.Compiled.Endpoints[i].ID]; found {
-			r.Endpoints[i].State = es.State
+	st, ok := s.runtimeStatus(e)
+	if ok {
+		r.Status = &rules.RuleStatus{Ready: st.Ready, Reason: st.Reason}
+		for i := range r.Endpoints {
+			// Compiled endpoints are the wire endpoints in the same order.
+			if es, found := st.Endpoints[e.Compiled.Endpoints[i].ID]; found {
+				fillEndpointState(&r.Endpoints[i], es, e.Compiled.AdminDown)
+			}
 		}
 	}
+	loxilbView(&r)
 	return r
 }

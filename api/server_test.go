@@ -210,8 +210,10 @@ func TestPostRule(t *testing.T) {
 		{"no content type", "none", ruleBody(t, func(sa map[string]any) { sa["port"] = 81 }), 415, "unsupported_media_type", "Content-Type"},
 		{"malformed JSON", "", []byte(`{"serviceArguments":`), 400, "malformed_json", ""},
 		{"not an object", "", []byte(`[1,2]`), 400, "malformed_json", ""},
-		{"mis-cased key", "", []byte(`{"serviceArguments":{"externalIp":"10.0.0.2","port":80,"protocol":"tcp","mode":4},` +
-			`"endpoints":[{"endpointIP":"10.1.0.1","targetPort":80,"weight":1}]}`), 400, "unknown_field", "serviceArguments.externalIp"},
+		{"misspelled key", "", []byte(`{"serviceArguments":{"external_ip":"10.0.0.2","port":80,"protocol":"tcp","mode":4},` +
+			`"endpoints":[{"endpointIP":"10.1.0.1","targetPort":80,"weight":1}]}`), 400, "unknown_field", "serviceArguments.external_ip"},
+		{"one key in two casings", "", []byte(`{"serviceArguments":{"externalIP":"10.0.0.2","ExternalIP":"10.0.0.3","port":80,"protocol":"tcp","mode":4},` +
+			`"endpoints":[{"endpointIP":"10.1.0.1","targetPort":80,"weight":1}]}`), 400, "malformed_json", "serviceArguments.externalIP"},
 		{"invalid VIP", "", ruleBody(t, func(sa map[string]any) { sa["externalIP"] = "not-an-ip" }), 400, "invalid_field", "serviceArguments.externalIP"},
 		{"too large", "", append(append([]byte(`{"serviceArguments":{"name":"`), bytes.Repeat([]byte("x"), 1<<20)...), `"}}`...), 413, "body_too_large", ""},
 	}
@@ -285,10 +287,11 @@ func TestGetRoutes(t *testing.T) {
 		}
 		states := map[string]string{}
 		for _, ep := range v4.Endpoints {
-			states[ep.EndpointIP] = ep.State
+			states[ep.EndpointIP] = ep.State + "/" + ep.Health
 		}
-		if states["10.1.0.1"] != "active" || states["10.1.0.2"] != "down" {
-			t.Errorf("endpoint states = %v, want 10.1.0.1 active, 10.1.0.2 down", states)
+		// LoxiLB's words in state, the finer state in health.
+		if states["10.1.0.1"] != "active/active" || states["10.1.0.2"] != "inactive/down" {
+			t.Errorf("endpoint state/health = %v, want 10.1.0.1 active/active, 10.1.0.2 inactive/down", states)
 		}
 		// The stored entry must not have been written through.
 		for _, e := range h.store.List() {

@@ -14,7 +14,7 @@ import (
 // the human-readable message, so they must not change once released.
 const (
 	CodeMalformedJSON  = "malformed_json"      // body is not JSON / wrong JSON type for a field
-	CodeUnknownField   = "unknown_field"       // key not in the model (or mis-cased)
+	CodeUnknownField   = "unknown_field"       // key not in the model in any letter case
 	CodeInvalidField   = "invalid_field"       // a single field is out of range / bad format
 	CodeInvalidCombo   = "invalid_combination" // fields that are valid alone conflict (cross-field rules)
 	CodeUnsupported    = "unsupported"         // a LoxiLB feature infergate deliberately does not serve
@@ -86,3 +86,9 @@ func As(err error) (*Error, bool) {
 	}
 	return nil, false
 }
+
+// --- LoxiLB compatibility (issue 12) ---
+
+// CodeVIPConflict: a rule's address (VIP or secondary VIP) with its route
+// (host, path, model, block) is already served by another rule.
+const CodeVIPConflict = "vip_conflict"

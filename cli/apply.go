@@ -13,6 +13,7 @@ import (
 type fileFlags struct {
 	path           string
 	ignoreNotFound bool
+	lbConfig       string // apply --lb: a LoxiLB lbconfig.txt (lbconfig.go)
 }
 
 func (f *fileFlags) load() ([]rules.Document, error) {
@@ -36,7 +37,7 @@ func isRejection(err error) bool {
 func newApplyCmd(g *globals) *cobra.Command {
 	f := &fileFlags{}
 	cmd := &cobra.Command{
-		Use:   "apply -f <file|dir>",
+		Use:   "apply -f <file|dir> | apply --lb <lbconfig.txt>",
 		Short: "Create or update every rule of kind: Loadbalancer YAML files (idempotent)",
 		Long: `Applies every kind: Loadbalancer document of a file, or of every *.yaml/*.yml
 in a directory (sorted), and prints "<source> <vip>:<port>/<proto> created|updated|unchanged"
@@ -44,6 +45,12 @@ per rule. A rule the server rejects is reported with the server's message and th
 command exits 1 after trying the rest; a file that does not parse applies nothing.`,
 		Args: exactArgs(0, "none; use -f"),
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			if f.lbConfig != "" {
+				if f.path != "" {
+					return usagef("give -f or --lb, not both")
+				}
+				return applyLBConfig(cmd, g, f.lbConfig)
+			}
 			docs, err := f.load()
 			if err != nil {
 				return err
@@ -75,6 +82,7 @@ command exits 1 after trying the rest; a file that does not parse applies nothin
 		}),
 	}
 	cmd.Flags().StringVarP(&f.path, "file", "f", "", "YAML rule file or directory")
+	cmd.Flags().StringVar(&f.lbConfig, "lb", "", "LoxiLB saved config (lbconfig.txt) to re-apply (loxicmd apply --lb)")
 	return cmd
 }
 

@@ -347,10 +347,10 @@ func TestGetOutputs(t *testing.T) {
 	res = runCLI(t, fake, "get", "lb", "-o", "wide")
 	wide := strings.Split(strings.TrimSpace(res.stdout), "\n")
 	wantWide := [][]string{
-		{"EXT", "IP", "PORT", "PROTO", "NAME", "MARK", "SEL", "MODE", "ENGINE", "P/D", "HOST", "MODEL", "ENDPOINT", "EPORT", "WEIGHT", "ROLE", "NIXL", "PORT", "STATE"},
-		{"127.0.0.9", "8080", "tcp", "rr", "3", "rr", "fullproxy", "-", "-", "-", "-", "127.0.0.21", "8000", "2", "normal", "-", "-"},
-		{"127.0.0.11", "8080", "tcp", "pd", "0", "lc", "fullproxy", "vllm", "pd,cache-aware,kv1", "-", "-", "127.0.0.31", "8100", "1", "prefill", "5600", "active"},
-		{"127.0.0.32", "8200", "1", "decode,backup", "-", "-"}, // one row per endpoint, rule cells blank
+		{"EXT", "IP", "PORT", "PROTO", "NAME", "MARK", "SEL", "MODE", "ENGINE", "P/D", "HOST", "MODEL", "ENDPOINT", "EPORT", "WEIGHT", "ROLE", "NIXL", "PORT", "STATE", "HEALTH", "COUNTER"},
+		{"127.0.0.9", "8080", "tcp", "rr", "3", "rr", "fullproxy", "-", "-", "-", "-", "127.0.0.21", "8000", "2", "normal", "-", "-", "-", "-"},
+		{"127.0.0.11", "8080", "tcp", "pd", "0", "lc", "fullproxy", "vllm", "pd,cache-aware,kv1", "-", "-", "127.0.0.31", "8100", "1", "prefill", "5600", "active", "-", "1:2"},
+		{"127.0.0.32", "8200", "1", "decode,backup", "-", "-", "-", "-"}, // one row per endpoint, rule cells blank
 	}
 	if len(wide) != len(wantWide) {
 		t.Fatalf("wide: %d lines, want %d:\n%s", len(wide), len(wantWide), res.stdout)

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 
+	"github.com/infergate/infergate/api/client"
 	"github.com/infergate/infergate/rules"
 	"github.com/spf13/cobra"
 )
@@ -38,6 +39,7 @@ type createFlags struct {
 	tcp, mode, sel string
 	eps            endpointFlags
 	sa             rules.ServiceArguments // scalar flags bind straight into the body
+	loxi           *loxiCreateFlags       // loxicmd's further flags (loxicmd.go)
 }
 
 func newCreateCmd(g *globals) *cobra.Command {
@@ -51,16 +53,19 @@ func newCreateCmd(g *globals) *cobra.Command {
     --endpoints=127.0.0.21:1,127.0.0.22:1 --ep-role=prefill,decode --nixl-port=5601,5602`,
 		Args: exactArgs(1, "the VIP"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
-			r, err := f.rule(args[0])
+			r, extra, err := f.rule(args[0])
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			c, err := g.client()
+			body, err := encodeWithExtra(r, extra)
 			if err != nil {
 				return err
 			}
-			if _, err := c.Apply(ctx, r); err != nil {
+			c, err := g.apiClient()
+			if err != nil {
+				return err
+			}
+			if _, err := c.ApplyRaw(cmd.Context(), client.KeyOf(r), body); err != nil {
 				return err
 			}
 			fmt.Fprintln(g.env.Stdout, "Success")
@@ -110,6 +115,7 @@ func newCreateCmd(g *globals) *cobra.Command {
 	fl.StringVar(&sa.KVHashAlgo, "kv-hash-algo", "", "KV block hash (omit for the engine default)")
 	fl.IntVar(&sa.KVDpRankCount, "kv-dp-ranks", 0, "data-parallel ranks per endpoint")
 	fl.IntVar(&sa.KVWarmupSec, "kv-warmup", 0, "KV warmup window in seconds")
+	f.loxi = addLoxiCreateFlags(fl, sa)
 	create.AddCommand(lb)
 	create.AddCommand(newCreateAPIKeyCmd(g))
 	return create
@@ -117,28 +123,34 @@ func newCreateCmd(g *globals) *cobra.Command {
 
 // rule builds the POST body. Only flag-level facts are checked here; the
 // server validates the rule.
-func (f *createFlags) rule(vip string) (rules.Rule, error) {
-	if f.tcp == "" {
-		return rules.Rule{}, usagef("--tcp=<port>:<targetPort> is required")
-	}
-	ps, err := parsePortSpec(f.tcp)
+func (f *createFlags) rule(vip string) (rules.Rule, map[string]any, error) {
+	proto, portFlag, err := f.loxi.protocolPort(f.tcp)
 	if err != nil {
-		return rules.Rule{}, err
+		return rules.Rule{}, nil, err
+	}
+	ps, err := parsePortSpec(portFlag)
+	if err != nil {
+		return rules.Rule{}, nil, err
 	}
 	mode, err := parseMode(f.mode)
 	if err != nil {
-		return rules.Rule{}, err
+		return rules.Rule{}, nil, err
 	}
 	sel, err := parseSelect(f.sel)
 	if err != nil {
-		return rules.Rule{}, err
+		return rules.Rule{}, nil, err
 	}
 	eps, err := f.eps.build(ps.target)
 	if err != nil {
-		return rules.Rule{}, err
+		return rules.Rule{}, nil, err
 	}
 	sa := f.sa
-	sa.ExternalIP, sa.Port, sa.PortMax, sa.Protocol = vip, ps.port, ps.portMax, protoTCP
+	sa.ExternalIP, sa.Port, sa.PortMax, sa.Protocol = vip, ps.port, ps.portMax, proto
 	sa.Mode, sa.Sel = mode, sel
-	return rules.Rule{ServiceArguments: sa, Endpoints: eps}, nil
+	r := rules.Rule{ServiceArguments: sa, Endpoints: eps}
+	extra, err := f.loxi.apply(&r)
+	if err != nil {
+		return rules.Rule{}, nil, err
+	}
+	return r, extra, nil
 }

@@ -83,6 +83,7 @@ func newDeleteCmd(g *globals) *cobra.Command {
 	fl.StringVar(&f.pathPrefix, "path-prefix", "", "L7 path key of the rule")
 	fl.StringVar(&f.pathMatch, "path-match-mode", "", "path match mode of the rule")
 	fl.StringVar(&f.model, "model-name", "", "model key of the rule")
+	fl.Bool("bgp", false, "accepted for loxicmd's command lines (there is no BGP export)")
 	del.AddCommand(lb)
 	del.AddCommand(newDeleteAPIKeyCmd(g))
 	return del

@@ -73,6 +73,7 @@ func newGetCmd(g *globals) *cobra.Command {
 	}
 	lb.Flags().StringVar(&f.tcp, "tcp", "", "service port of the rule to show (with <VIP>)")
 	lb.Flags().StringVar(&f.name, "name", "", "show only rules with this name")
+	lb.Flags().StringVar(&f.name, "servName", "", "loxicmd's spelling of --name")
 	lb.Flags().BoolVar(&f.compiled, "compiled", false, "print the compiled (effective) rule as JSON")
 	get.AddCommand(lb)
 	get.AddCommand(newGetAPIKeyCmd(g))
@@ -245,7 +246,7 @@ func writeTable(w io.Writer, rs []rules.Rule, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	head := "EXT IP\tPORT\tPROTO\tNAME\tMARK\tSEL\tMODE\tENDPOINTS\tENGINE\tP/D"
 	if wide {
-		head = "EXT IP\tPORT\tPROTO\tNAME\tMARK\tSEL\tMODE\tENGINE\tP/D\tHOST\tMODEL\tENDPOINT\tEPORT\tWEIGHT\tROLE\tNIXL PORT\tSTATE"
+		head = "EXT IP\tPORT\tPROTO\tNAME\tMARK\tSEL\tMODE\tENGINE\tP/D\tHOST\tMODEL\tENDPOINT\tEPORT\tWEIGHT\tROLE\tNIXL PORT\tSTATE\tHEALTH\tCOUNTER"
 	}
 	fmt.Fprintln(tw, head)
 	for _, r := range rs {
@@ -264,7 +265,7 @@ func writeTable(w io.Writer, rs []rules.Rule, wide bool) error {
 		cells = append(cells, engineCell(sa), pdCell(sa), dash(sa.Host), dash(sa.ModelName))
 		blank := make([]string, len(cells))
 		if len(r.Endpoints) == 0 {
-			fmt.Fprintln(tw, strings.Join(append(cells, "-", "-", "-", "-", "-", "-"), "\t"))
+			fmt.Fprintln(tw, strings.Join(append(cells, "-", "-", "-", "-", "-", "-", "-", "-"), "\t"))
 		}
 		for i, ep := range r.Endpoints {
 			row := blank
@@ -280,7 +281,7 @@ func writeTable(w io.Writer, rs []rules.Rule, wide bool) error {
 				role += ",backup"
 			}
 			row = append(append([]string(nil), row...), ep.EndpointIP, strconv.Itoa(ep.TargetPort),
-				strconv.Itoa(ep.Weight), role, nixl, dash(ep.State))
+				strconv.Itoa(ep.Weight), role, nixl, dash(ep.State), dash(ep.Health), dash(ep.Counter))
 			fmt.Fprintln(tw, strings.Join(row, "\t"))
 		}
 	}
@@ -318,7 +319,7 @@ func specOnly(r rules.Rule) rules.Rule {
 	r.Status = nil
 	eps := make([]rules.Endpoint, len(r.Endpoints))
 	for i, ep := range r.Endpoints {
-		ep.State, ep.Counter = "", ""
+		ep.State, ep.Counter, ep.Health = "", "", ""
 		eps[i] = ep
 	}
 	r.Endpoints = eps

@@ -60,17 +60,32 @@ type globals struct {
 	token     string // --token (visible in ps; prefer --token-file)
 	tokenFile string // --token-file
 	env       Env
+	loxi      *loxiGlobals // loxicmd's -s/-p/--protocol (loxicmd.go)
 }
 
-// client builds the API client, with the bearer token when one is given.
+// client builds the API client for --server (or loxicmd's -s/-p/--protocol
+// when one of them is given), with the bearer token when one is given.
 func (g *globals) client() (*client.Client, error) {
-	c := client.New(g.server, &http.Client{Timeout: g.timeout})
+	base := g.server
+	if g.loxi != nil {
+		u, err := g.loxi.baseURL()
+		if err != nil {
+			return nil, err
+		}
+		if u != "" {
+			base = u
+		}
+	}
+	c := client.New(base, &http.Client{Timeout: g.timeout})
 	tok, err := g.apiToken()
 	if err != nil {
 		return nil, err
 	}
 	return c.WithToken(tok), nil
 }
+
+// apiClient is client (kept for the loxicmd-compatible commands).
+func (g *globals) apiClient() (*client.Client, error) { return g.client() }
 
 // Main runs the CLI with args (without the program name) and returns the
 // exit code.
@@ -166,9 +181,15 @@ func newRoot(env Env) *cobra.Command {
 	pf.StringVarP(&g.output, "output", "o", "", "output format: table (default), wide, json or yaml")
 	pf.StringVar(&g.token, "token", "", "management API bearer token (visible to other local users in ps: prefer --token-file or env "+envToken+")")
 	pf.StringVar(&g.tokenFile, "token-file", "", "file holding the management API bearer token (env "+envTokenFile+")")
+	g.loxi = addLoxiGlobals(pf)
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		_, err := g.loxi.baseURL()
+		return err
+	}
 
 	root.AddCommand(newServeCmd(g), newCreateCmd(g), newGetCmd(g), newDeleteCmd(g), newApplyCmd(g),
 		newValidateCmd(g), newDemoCmd(g), newFakeEngineCmd(g), newExplainCmd(g))
+	root.AddCommand(newSaveCmd(g)) // LoxiLB's save --lb (issue 12)
 	update := groupCmd("update", "Change a tenant API key")
 	update.AddCommand(newUpdateAPIKeyCmd(g))
 	root.AddCommand(update, newAPIKeyCmd(g))

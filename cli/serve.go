@@ -43,7 +43,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.StringVar(&opts.StateDir, "state-dir", opts.StateDir, "directory of the persisted rule set")
 	fl.StringVar(&opts.RulesPath, "rules", opts.RulesPath, "YAML rule file or directory applied at boot")
 	fl.BoolVar(&opts.BindAnyVIP, "bind-any-vip", opts.BindAnyVIP, "serve non-local VIPs on 0.0.0.0:<port>")
-	fl.BoolVar(&opts.SSEModeEnforcesKeys, "sse-mode-enforces-keys", opts.SSEModeEnforcesKeys, "tenant keys: sse_mode rules without apiKeyAuth require API keys (LoxiLB's behaviour)")
+	fl.BoolVar(&opts.SSEModeEnforcesKeys, "sse-mode-enforces-keys", opts.SSEModeEnforcesKeys, "tenant keys: sse_mode rules without api_key_auth require API keys (LoxiLB's behaviour)")
 	fl.IntVar(&opts.Tenant.MaxKeysPerTenant, "tenant-max-keys", opts.Tenant.MaxKeysPerTenant, "tenant keys: most API keys one tenant may have")
 	fl.IntVar(&opts.Tenant.DefaultMaxTokens, "tenant-default-max-tokens", opts.Tenant.DefaultMaxTokens, "tenant keys: completion tokens reserved for a request without max_tokens")
 	fl.StringVar(&opts.LogLevel, "log-level", opts.LogLevel, "log level: debug|info|warn|error")

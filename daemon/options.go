@@ -58,7 +58,7 @@ type Options struct {
 	// /metrics, and the --insecure-api escape hatch.
 	Auth auth.Options
 	// Tenant controls: the API-key store (its StateDir is the daemon's) and
-	// whether sse_mode rules without apiKeyAuth enforce keys (LoxiLB).
+	// whether sse_mode rules without api_key_auth enforce keys (LoxiLB).
 	Tenant              tenant.Options
 	SSEModeEnforcesKeys bool
 }

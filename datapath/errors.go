@@ -29,6 +29,7 @@ const (
 	CodeUpstreamTimeout    = "upstream_timeout"    // 504: the engine was silent beyond the idle timeout
 	CodeInternal           = "internal_error"      // 500: recovered panic
 	CodeStreamCapped       = "max_stream_duration_exceeded"
+	CodeAdminDown          = "admin_down" // 503: the rule's adminStateUp is false (issue 12)
 )
 
 // DialError marks a request that never reached the engine: the TCP connect

@@ -81,7 +81,11 @@ func probeOnce(ctx context.Context, client *http.Client, p spec.Probe, addr neti
 	if p.Type == probeHTTPS {
 		scheme = "https"
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+target+path, nil)
+	method := http.MethodGet
+	if p.Method != "" {
+		method = p.Method
+	}
+	req, err := http.NewRequestWithContext(ctx, method, scheme+"://"+target+path, nil)
 	if err != nil {
 		return fmt.Errorf("probe request for %s: %w", target, err)
 	}
@@ -94,7 +98,7 @@ func probeOnce(ctx context.Context, client *http.Client, p spec.Probe, addr neti
 	if err != nil {
 		return fmt.Errorf("%s probe %s: reading body: %w", p.Type, target, err)
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+	if !p.Codes.Accepts(resp.StatusCode) {
 		return fmt.Errorf("%s probe %s: status %s", p.Type, target, strconv.Itoa(resp.StatusCode))
 	}
 	if p.Response != "" && !strings.Contains(string(body), p.Response) {
@@ -174,7 +178,11 @@ func (rt *Runtime) probeRound(ctx context.Context, c *compiled) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := probeOnce(ctx, rt.probeClient, p, ep.addr)
+			epProbe := p
+			if own := c.rule.Endpoints[i].Probe; own != nil {
+				epProbe = *own // LoxiLB's per-endpoint httpMethod/urlPath/expectedCodes
+			}
+			err := probeOnce(ctx, rt.probeClient, epProbe, ep.addr)
 			if ctx.Err() != nil {
 				return // shutting down; not the engine's fault
 			}

@@ -61,7 +61,7 @@ type Options struct {
 
 	// Tenant controls. Keys admits requests on rules that enforce API keys
 	// (nil: such rules answer 503 api_keys_unavailable). SSEModeEnforcesKeys
-	// is LoxiLB's behaviour: an sse_mode rule without apiKeyAuth enforces
+	// is LoxiLB's behaviour: an sse_mode rule without api_key_auth enforces
 	// keys.
 	Keys                KeyAdmitter
 	SSEModeEnforcesKeys bool

@@ -228,7 +228,9 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	}
 	req := &pd.Request{Path: r.URL.Path, Header: r.Header, Body: body, RequestID: x.requestID, Rule: c.rule}
 	x.wroteHeader = true // the dialect answers the client, success or error
-	o := c.pd.dialect.Serve(ctx, &idWriter{ResponseWriter: x.w, id: x.requestID}, req, pair, rt.sender)
+	iw := &idWriter{ResponseWriter: x.w, id: x.requestID}
+	o := c.pd.dialect.Serve(ctx, iw, req, pair, rt.sender)
+	c.eps[di].bytes.Add(uint64(len(body)) + iw.written)
 
 	pd.Record(rt.pdm, c.rule, o)
 	rt.feedLegs(c, &o, pi, di)
@@ -268,6 +270,9 @@ func (rt *Runtime) feedLegs(c *compiled, o *pd.Outcome, admitted ...int) {
 			status = strconv.Itoa(l.Status)
 		}
 		rt.pdm.LegRequests.WithLabelValues(c.label, l.Endpoint.ID, string(l.Phase), status).Inc()
+		if i >= 0 && !l.NotSent {
+			c.eps[i].requests.Add(1)
+		}
 		if i < 0 || !c.cb.enabled {
 			continue
 		}
@@ -328,7 +333,8 @@ func (c *compiled) pdStatus(st *spec.RuleStatus) {
 // copies from the engine (vLLM's decode echoes the NIXL id it was sent).
 type idWriter struct {
 	http.ResponseWriter
-	id string
+	id      string
+	written uint64 // body bytes returned to the client (endpoint counter)
 }
 
 func (w *idWriter) WriteHeader(status int) {
@@ -338,7 +344,9 @@ func (w *idWriter) WriteHeader(status int) {
 
 func (w *idWriter) Write(b []byte) (int, error) {
 	w.ResponseWriter.Header()[HeaderRequestID] = []string{w.id} // no-op once the header is out
-	return w.ResponseWriter.Write(b)
+	n, err := w.ResponseWriter.Write(b)
+	w.written += uint64(n)
+	return n, err
 }
 
 func (w *idWriter) Flush() {

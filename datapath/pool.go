@@ -44,6 +44,13 @@ type endpoint struct {
 
 	// Probe streaks; touched only by the rule's prober goroutine.
 	okStreak, failStreak int
+
+	// LoxiLB's endpoint "counter" (issue 12): requests that reached the
+	// engine (each P/D leg on the endpoint it went to) and body bytes
+	// relayed through it (request bodies sent plus response bodies
+	// returned to the client).
+	requests atomic.Uint64
+	bytes    atomic.Uint64
 }
 
 // epMetrics are one endpoint's metric handles, resolved once per generation
@@ -209,6 +216,18 @@ func (c *compiled) countRequest(i, status int, code string) {
 
 // status is the API view of this generation.
 func (c *compiled) status() spec.RuleStatus {
+	st := c.healthStatus()
+	if c.rule.AdminDown {
+		st.Ready, st.Reason = false, reasonAdminDown
+	}
+	return st
+}
+
+// reasonAdminDown is the status reason of a rule with adminStateUp false.
+const reasonAdminDown = "administratively down (adminStateUp is false)"
+
+// healthStatus is status from the endpoints' health alone.
+func (c *compiled) healthStatus() spec.RuleStatus {
 	st := spec.RuleStatus{Endpoints: make(map[string]spec.EndpointStatus, len(c.eps))}
 	usable := 0
 	probing := 0
@@ -219,7 +238,8 @@ func (c *compiled) status() spec.RuleStatus {
 			state = "draining"
 		}
 		b := ep.br.state.Load()
-		st.Endpoints[ep.id] = spec.EndpointStatus{State: state, Breaker: breakerName(b)}
+		st.Endpoints[ep.id] = spec.EndpointStatus{State: state, Breaker: breakerName(b),
+			Requests: ep.requests.Load(), Bytes: ep.bytes.Load()}
 		if h == healthProbing {
 			probing++
 		}

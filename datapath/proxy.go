@@ -102,6 +102,11 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := rs.cur.Load()
+	if c.rule.AdminDown {
+		rt.fail(x, c, -1, http.StatusServiceUnavailable, CodeAdminDown,
+			"this service is administratively down (adminStateUp is false)")
+		return
+	}
 	if rt.enforcesKeys(c.rule) {
 		k, b, ok := rt.admitKey(x, c, body, model)
 		if !ok {
@@ -286,9 +291,13 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 				rt.log.WithFields(logrus.Fields{"rule": c.label, "endpoint": ep.id, "error": err.Error()}).Debug("dial failed; trying another endpoint")
 				continue
 			}
+			ep.requests.Add(1) // it may have reached the engine
+			ep.bytes.Add(uint64(len(body)))
 			rt.sendFailed(x, c, i, err)
 			return
 		}
+		ep.requests.Add(1)
+		ep.bytes.Add(uint64(len(body)))
 		if attempts > 1 {
 			rt.m.Failover.WithLabelValues(c.label).Inc()
 		}
@@ -383,12 +392,15 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, idle time.Duration, re
 	bp := rt.bufs.Get().(*[]byte)
 	defer rt.bufs.Put(bp)
 	buf := *bp
+	var relayed uint64 // the endpoint counter's bytes, added once at the end
+	defer func() { c.eps[i].bytes.Add(relayed) }()
 	for {
 		n, rerr := resp.Body.Read(buf)
 		if n > 0 {
 			if rerr == nil {
 				extend()
 			}
+			relayed += uint64(n)
 			if _, werr := x.w.Write(buf[:n]); werr != nil {
 				c.countRequest(i, statusClientClosed, codeClientClosed)
 				return // client gone; closing the body closes the engine connection

@@ -57,7 +57,9 @@ type Runtime struct {
 // ruleState is one served rule key: its current generation and its prober.
 type ruleState struct {
 	key spec.Key
-	ln  *listener
+	// lns are the listeners the rule is served on: its VIP's first, then
+	// its secondary VIPs' (deduplicated; control plane only, rt.mu).
+	lns []*listener
 	cur atomic.Pointer[compiled]
 	eps map[string]*endpoint // by ID; control plane only (rt.mu)
 
@@ -129,19 +131,23 @@ func (rt *Runtime) Install(prev, next *spec.Rule) error {
 		return apierror.New(http.StatusServiceUnavailable, apierror.CodeInternal, "", "", "datapath is shut down")
 	}
 	if rs := rt.rules[next.Key]; rs != nil {
+		lns, created, err := rt.listenersForLocked(next)
+		if err != nil {
+			return err
+		}
 		rt.swapLocked(rs, next)
+		rt.moveListenersLocked(rs, lns, created)
 		if prev != nil && prev.Key != next.Key {
 			rt.removeLocked(prev.Key)
 		}
 		return nil
 	}
-	ln, created, err := rt.listenerForLocked(next.Key)
+	lns, created, err := rt.listenersForLocked(next)
 	if err != nil {
 		return err
 	}
 	rs := &ruleState{
 		key:        next.Key,
-		ln:         ln,
 		kick:       make(chan struct{}, 1),
 		stop:       make(chan struct{}),
 		proberDone: make(chan struct{}),
@@ -152,17 +158,95 @@ func (rt *Runtime) Install(prev, next *spec.Rule) error {
 	rt.attachLocked(rs, c, kvPrev)
 	rs.cur.Store(c)
 	rt.rules[next.Key] = rs
-	ln.rules = append(ln.rules, rs)
-	ln.table.Store(newRouteTable(ln.rules))
+	rt.moveListenersLocked(rs, lns, created)
 	go rt.runProber(rs)
-	if created {
-		ln.start()
-	}
 	if prev != nil && prev.Key != next.Key {
 		rt.removeLocked(prev.Key)
 	}
-	rt.log.WithFields(logrus.Fields{"rule": c.label, "listen": ln.addr.String(), "endpoints": len(c.eps)}).Info("rule installed")
+	listen := make([]string, len(lns))
+	for i, ln := range lns {
+		listen[i] = ln.addr.String()
+	}
+	rt.log.WithFields(logrus.Fields{"rule": c.label, "listen": strings.Join(listen, ","), "endpoints": len(c.eps)}).Info("rule installed")
 	return nil
+}
+
+// listenersForLocked returns the listeners serving every address of r
+// (its VIP, then its secondary VIPs), binding the missing ones. created[i]
+// says lns[i] is new (not yet serving). On error nothing was bound.
+func (rt *Runtime) listenersForLocked(r *spec.Rule) (lns []*listener, created []bool, err error) {
+	for i, addr := range r.ServedAddrs() {
+		ln, isNew, err := rt.listenerForLocked(addr)
+		if err != nil {
+			for j, c := range created {
+				if c {
+					rt.dropListenerLocked(lns[j])
+				}
+			}
+			if i > 0 { // name the secondary VIP that could not be served
+				if ae, ok := apierror.As(err); ok && ae.Field == fieldExternalIP {
+					cp := *ae
+					cp.Field = fmt.Sprintf("secondaryVIPs[%d].address", i-1)
+					err = &cp
+				}
+			}
+			return nil, nil, err
+		}
+		if slices.Contains(lns, ln) { // BindAnyVIP folds addresses into one
+			continue
+		}
+		lns = append(lns, ln)
+		created = append(created, isNew)
+	}
+	return lns, created, nil
+}
+
+// moveListenersLocked makes rs served on exactly lns: it joins the new
+// ones (starting those just bound) and leaves the others, closing a
+// listener that no rule serves any more.
+func (rt *Runtime) moveListenersLocked(rs *ruleState, lns []*listener, created []bool) {
+	for i, ln := range lns {
+		if !slices.Contains(ln.rules, rs) {
+			ln.rules = append(ln.rules, rs)
+		}
+		ln.table.Store(newRouteTable(ln.rules)) // also refreshes unchanged tables
+		if created[i] {
+			ln.start()
+		}
+	}
+	for _, ln := range rs.lns {
+		if !slices.Contains(lns, ln) {
+			rt.leaveListenerLocked(rs, ln)
+		}
+	}
+	rs.lns = lns
+}
+
+// leaveListenerLocked stops serving rs on ln; when it was ln's last rule
+// the socket is closed at once (the address can be reused immediately) and
+// in-flight requests drain for up to Options.DrainGrace in the background.
+func (rt *Runtime) leaveListenerLocked(rs *ruleState, ln *listener) {
+	ln.rules = slices.DeleteFunc(ln.rules, func(x *ruleState) bool { return x == rs })
+	ln.table.Store(newRouteTable(ln.rules))
+	if len(ln.rules) > 0 {
+		return
+	}
+	delete(rt.listeners, ln.addr)
+	rt.m.Listeners.Dec()
+	ln.closeSocket()
+	rt.drains.Add(1)
+	go func() {
+		defer rt.drains.Done()
+		ln.drain(rt.opts.DrainGrace)
+	}()
+}
+
+// dropListenerLocked undoes a bind that never served (a failed install).
+func (rt *Runtime) dropListenerLocked(ln *listener) {
+	delete(rt.listeners, ln.addr)
+	rt.m.Listeners.Dec()
+	ln.closeSocket()
+	close(ln.served) // Serve never ran
 }
 
 // swapLocked publishes a new generation of an existing rule. In-flight
@@ -187,9 +271,6 @@ func (rt *Runtime) swapLocked(rs *ruleState, next *spec.Rule) {
 		}
 	}
 	rs.eps = eps
-	if rs.ln != nil {
-		rs.ln.table.Store(newRouteTable(rs.ln.rules)) // keys equal; keeps tables fresh
-	}
 	select {
 	case rs.kick <- struct{}{}:
 	default:
@@ -248,19 +329,10 @@ func (rt *Runtime) removeLocked(k spec.Key) {
 	c := rs.cur.Load()
 	rt.kv.Remove(c.kv)
 	rs.dropPrefix(rt)
-	ln := rs.ln
-	ln.rules = slices.DeleteFunc(ln.rules, func(x *ruleState) bool { return x == rs })
-	ln.table.Store(newRouteTable(ln.rules))
-	if len(ln.rules) == 0 {
-		delete(rt.listeners, ln.addr)
-		rt.m.Listeners.Dec()
-		ln.closeSocket() // free the address before Remove returns
-		rt.drains.Add(1)
-		go func() {
-			defer rt.drains.Done()
-			ln.drain(rt.opts.DrainGrace)
-		}()
+	for _, ln := range rs.lns {
+		rt.leaveListenerLocked(rs, ln) // frees the address before Remove returns
 	}
+	rs.lns = nil
 	// Synchronously: a rule re-created right away under the same name must
 	// keep the series it registers now.
 	rt.deleteRuleSeries(c.label)
@@ -325,18 +397,17 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// listenerForLocked returns the listener serving k's VIP:port, binding a new
-// one when needed. A bind failure is a client error naming the address.
-func (rt *Runtime) listenerForLocked(k spec.Key) (*listener, bool, error) {
-	addr := k.ListenAddr()
+// listenerForLocked returns the listener serving addr, binding a new one
+// when needed. A bind failure is a client error naming the address.
+func (rt *Runtime) listenerForLocked(addr netip.AddrPort) (*listener, bool, error) {
 	if ln := rt.listeners[addr]; ln != nil {
 		return ln, false, nil
 	}
 	nl, err := net.Listen("tcp", addr.String())
 	if err != nil && rt.opts.BindAnyVIP && errors.Is(err, syscall.EADDRNOTAVAIL) {
-		any := netip.AddrPortFrom(netip.IPv4Unspecified(), k.Port)
+		any := netip.AddrPortFrom(netip.IPv4Unspecified(), addr.Port())
 		if addr.Addr().Is6() {
-			any = netip.AddrPortFrom(netip.IPv6Unspecified(), k.Port)
+			any = netip.AddrPortFrom(netip.IPv6Unspecified(), addr.Port())
 		}
 		if ln := rt.listeners[any]; ln != nil {
 			return ln, false, nil
@@ -353,6 +424,9 @@ func (rt *Runtime) listenerForLocked(k spec.Key) (*listener, bool, error) {
 	return ln, true, nil
 }
 
+// fieldExternalIP is the API field a VIP bind failure names.
+const fieldExternalIP = "serviceArguments.externalIP"
+
 // bindError turns a listen failure into the API's typed error.
 func bindError(addr netip.AddrPort, err error) *apierror.Error {
 	var e *apierror.Error
@@ -361,13 +435,13 @@ func bindError(addr netip.AddrPort, err error) *apierror.Error {
 		e = apierror.New(http.StatusConflict, apierror.CodeBindFailed, "serviceArguments.port", "",
 			fmt.Sprintf("address %s is already in use", addr))
 	case errors.Is(err, syscall.EADDRNOTAVAIL):
-		e = apierror.BadRequest(apierror.CodeBindFailed, "serviceArguments.externalIP", "",
+		e = apierror.BadRequest(apierror.CodeBindFailed, fieldExternalIP, "",
 			fmt.Sprintf("address %s is not a local address (run the daemon with --bind-any-vip to serve it on 0.0.0.0:%d)", addr, addr.Port()))
 	case errors.Is(err, syscall.EACCES):
 		e = apierror.BadRequest(apierror.CodeBindFailed, "serviceArguments.port", "",
 			fmt.Sprintf("no permission to bind %s", addr))
 	default:
-		e = apierror.BadRequest(apierror.CodeBindFailed, "serviceArguments.externalIP", "",
+		e = apierror.BadRequest(apierror.CodeBindFailed, fieldExternalIP, "",
 			fmt.Sprintf("cannot bind %s", addr))
 	}
 	e.Err = err

@@ -17,7 +17,7 @@ type KeyAdmitter interface {
 // Error code of a rule that enforces keys on a gateway without a key store.
 const CodeKeysUnavailable = "api_keys_unavailable"
 
-// enforcesKeys is the rule's key policy: apiKeyAuth true, or LoxiLB's
+// enforcesKeys is the rule's key policy: api_key_auth "required", or LoxiLB's
 // sse_mode when the daemon follows LoxiLB there.
 func (rt *Runtime) enforcesKeys(r *spec.Rule) bool {
 	switch r.APIKeys {

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// keyedRule serves one fake engine on 127.0.0.1 with apiKeyAuth set, and
+// keyedRule serves one fake engine on 127.0.0.1 with api_key_auth "required", and
 // returns the runtime's key store.
 func keyedRule(t *testing.T) (*spec.Rule, *tenant.Registry, *metrics.Tenant, func() []string) {
 	t.Helper()

@@ -1,10 +1,12 @@
 package rules
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -186,4 +188,31 @@ func reportPercentiles(b *testing.B, durs []time.Duration) {
 	at := func(q float64) float64 { return float64(durs[int(q*float64(len(durs)-1))].Microseconds()) }
 	b.ReportMetric(at(0.50), "p50-µs")
 	b.ReportMetric(at(0.99), "p99-µs")
+}
+
+// BenchmarkDecodeMixedCaseRatio32 is the case-insensitive path's cost (issue
+// 12): the same 32-endpoint body with every endpoint key and several service
+// keys in another letter case (worse than loxicmd's "BGP"/"Monitor"),
+// alternated with the exact-case body, reported as a multiple of it.
+func BenchmarkDecodeMixedCaseRatio32(b *testing.B) {
+	exact := pd32Body(b)
+	mixed := exact
+	for _, k := range []string{"endpointIP", "targetPort", "weight", "ep_role", "nixl_port", "externalIP", "protocol", "pd_disagg_mode", "kvExactMode"} {
+		mixed = bytes.ReplaceAll(mixed, []byte(`"`+k+`"`), []byte(`"`+strings.ToUpper(k)+`"`))
+	}
+	var mix, base time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if _, err := DecodeJSON(exact); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if _, err := DecodeJSON(mixed); err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		base += t1.Sub(t0)
+		mix += t2.Sub(t1)
+	}
+	b.ReportMetric(float64(mix)/float64(base), "x-exact-case")
 }

@@ -52,11 +52,11 @@ func compileValid(r *Rule) *spec.Rule {
 		Probe:             compileProbe(sa),
 	}
 	out.Session, _ = parseSession(sa.SessionHeaderName) // validated
-	if sa.APIKeyAuth != nil {
+	switch sa.APIKeyAuth {
+	case APIKeyAuthRequired:
+		out.APIKeys = spec.KeysRequired
+	case APIKeyAuthDisabled:
 		out.APIKeys = spec.KeysOff
-		if *sa.APIKeyAuth {
-			out.APIKeys = spec.KeysRequired
-		}
 	}
 	if sa.PDDisaggMode {
 		pd := &spec.PD{
@@ -99,6 +99,7 @@ func compileValid(r *Rule) *spec.Rule {
 		}
 		out.Endpoints[i] = se
 	}
+	compileLoxiLB(r, out)
 	return out
 }
 
@@ -215,6 +216,7 @@ func normalize(r Rule) Rule {
 	sa.CHWBLPrefixHashLevel = clonePtr(sa.CHWBLPrefixHashLevel)
 	sa.CHWBLPrefixHashFlags = clonePtr(sa.CHWBLPrefixHashFlags)
 	sa.CHWBLEnableCacheSalt = clonePtr(sa.CHWBLEnableCacheSalt)
+	normalizeLoxiLB(&r)
 	return r
 }
 
@@ -257,6 +259,7 @@ func effective(r Rule) Rule {
 			r.Endpoints[i].NixlPort = orInt(r.Endpoints[i].NixlPort, r.Endpoints[i].TargetPort)
 		}
 	}
+	effectiveLoxiLB(&r)
 	return r
 }
 

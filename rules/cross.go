@@ -121,6 +121,28 @@ var crossChecks = []crossCheck{
 	{"probe-type-served", checkProbeServed},
 	{"path-match", checkPathMatch},
 	{"backend-protocol", checkBackendProtocol},
+	// LoxiLB compatibility (issue 12): loxilb_checks.go.
+	{"annotations", checkAnnotations},
+	{"secondary-vips", checkSecondaryVIPs},
+	{"endpoint-probes", checkEndpointProbes},
+	// Tenant controls (issue 17).
+	{"api-key-auth", checkAPIKeyAuth},
+}
+
+// api_key_auth values (LoxiLB's).
+const (
+	APIKeyAuthRequired = "required"
+	APIKeyAuthDisabled = "disabled"
+)
+
+// checkAPIKeyAuth: api_key_auth is "", "required" or "disabled".
+func checkAPIKeyAuth(r *Rule) *apierror.Error {
+	switch r.ServiceArguments.APIKeyAuth {
+	case "", APIKeyAuthRequired, APIKeyAuthDisabled:
+		return nil
+	}
+	msg := `api_key_auth must be "required" or "disabled" (absent: keys follow sse_mode and --sse-mode-enforces-keys)`
+	return apierror.BadRequest(apierror.CodeInvalidField, "serviceArguments.api_key_auth", msg, msg)
 }
 
 func crossPass(r *Rule) error {

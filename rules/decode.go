@@ -12,15 +12,19 @@ import (
 	"github.com/infergate/infergate/apierror"
 )
 
-// DecodeJSON decodes a rule body strictly. encoding/json matches keys
-// case-insensitively and drops unknown ones, which silently loses config
-// (LoxiLB's `kv_exact_mode` quirk), so the body is decoded by a walk over its
-// raw keys checked against the model's struct tags: an unknown or mis-cased
-// key is a 400 unknown_field naming the full path and suggesting the right
-// spelling; a wrong JSON type or a duplicate key is a 400 malformed_json
-// naming the field. Output-only keys (status, state, counter) are accepted
-// and dropped so a GET body can be re-POSTed. The result is not validated:
-// call Validate or Compile.
+// DecodeJSON decodes a rule body strictly. encoding/json drops unknown keys,
+// which silently loses config (LoxiLB's `kv_exact_mode` quirk), so the body
+// is decoded by a walk over its raw keys checked against the model's struct
+// tags. Like LoxiLB (whose decoder is encoding/json) a known key is accepted
+// in any letter case — loxicmd sends "BGP" and "Monitor", LoxiLB's scripts
+// "inactiveTimeout" — but the same field twice under two casings is a 400.
+// A key that is not a field in any case is a 400 unknown_field naming the
+// full path and suggesting the right spelling; a LoxiLB field infergate does
+// not serve is a 400 unsupported saying why (its neutral value is accepted,
+// see loxilb_fields.go); a wrong JSON type or a duplicate key is a 400
+// malformed_json naming the field. Output-only keys (status, state, counter,
+// health, LoxiLB's hw_* counters) are accepted and dropped so a GET body can
+// be re-POSTed. The result is not validated: call Validate or Compile.
 func DecodeJSON(body []byte) (Rule, error) {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 {
@@ -62,8 +66,9 @@ const (
 	kindInt
 	kindUint32
 	kindBool
-	kindObject // nested struct (or pointer to one)
-	kindArray  // slice of structs
+	kindObject    // nested struct (or pointer to one)
+	kindArray     // slice of structs
+	kindStringMap // map[string]string (annotations)
 )
 
 type fieldSchema struct {
@@ -81,6 +86,10 @@ type objectSchema struct {
 	fields map[string]fieldSchema
 	names  []string          // for edit-distance suggestions, tag order
 	folded map[string]string // case/underscore-folded name → real name
+	lower  map[string]string // ASCII-lowercased name → real name (case-insensitive match)
+	// extra are the LoxiLB keys of this object that are not model fields
+	// (unsupported or output-only), by lowercased name.
+	extra map[string]extraField
 }
 
 // ruleSchema is built once from the model's tags and never mutated.
@@ -90,13 +99,14 @@ var (
 )
 
 // outputOnly are the GET-only keys a re-POSTed body may carry.
-var outputOnly = map[string]bool{fieldStatus: true, fieldState: true, fieldCounter: true}
+var outputOnly = map[string]bool{fieldStatus: true, fieldState: true, fieldCounter: true, fieldHealth: true}
 
 // maxObjectFields bounds the duplicate-key bitmap (two words).
 const maxObjectFields = 128
 
 func buildSchema(t reflect.Type) *objectSchema {
-	o := &objectSchema{fields: map[string]fieldSchema{}, folded: map[string]string{}}
+	o := &objectSchema{fields: map[string]fieldSchema{}, folded: map[string]string{},
+		lower: map[string]string{}, extra: extraFieldsOf(t)}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
@@ -119,6 +129,11 @@ func buildSchema(t reflect.Type) *objectSchema {
 			fs.kind = kindUint32
 		case reflect.Struct:
 			fs.kind, fs.obj = kindObject, buildSchema(ft)
+		case reflect.Map:
+			if ft.Key().Kind() != reflect.String || ft.Elem().Kind() != reflect.String {
+				panic("rules: unsupported map field " + f.Name)
+			}
+			fs.kind = kindStringMap
 		case reflect.Slice:
 			if ft.Elem().Kind() != reflect.Struct || fs.ptr {
 				panic("rules: unsupported slice field " + f.Name)
@@ -130,6 +145,7 @@ func buildSchema(t reflect.Type) *objectSchema {
 		o.fields[name] = fs
 		o.names = append(o.names, name)
 		o.folded[foldKey(name)] = name
+		o.lower[lowerASCII(name)] = name
 	}
 	if len(o.names) > maxObjectFields {
 		panic("rules: model struct " + t.Name() + " has too many fields for the duplicate check")
@@ -152,6 +168,23 @@ func foldKey(s string) string {
 		b.WriteByte(c)
 	}
 	return b.String()
+}
+
+// lowerASCII lowercases ASCII letters only: key matching must not depend on
+// Unicode tables (a key with non-ASCII letters is never a model field).
+func lowerASCII(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; 'A' <= c && c <= 'Z' {
+			b := []byte(s)
+			for j := i; j < len(b); j++ {
+				if 'A' <= b[j] && b[j] <= 'Z' {
+					b[j] += 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return s
 }
 
 // suggest returns the known key a mistyped key most likely meant, or "".
@@ -233,6 +266,7 @@ func (w *decoder) ws() {
 func (w *decoder) object(o *objectSchema, v reflect.Value, base string, idx int) error {
 	w.pos++ // '{'
 	var seen [maxObjectFields / 64]uint64
+	var extraSeen map[string]bool // LoxiLB extra keys met (rare)
 	for {
 		w.ws()
 		if w.data[w.pos] == '}' {
@@ -253,12 +287,29 @@ func (w *decoder) object(o *objectSchema, v reflect.Value, base string, idx int)
 		}
 		if !ok {
 			key := unquoteKey(raw)
-			return unknownField(o, joinPath(base, idx, key), key)
+			lk := lowerASCII(key)
+			if name, found := o.lower[lk]; found {
+				fs, ok = o.fields[name], true
+			} else if x, found := o.extra[lk]; found {
+				start := w.pos
+				w.skip()
+				if err := x.check(w.data[start:w.pos], joinPath(base, idx, x.name)); err != nil {
+					return err
+				}
+				if extraSeen == nil {
+					extraSeen = map[string]bool{}
+				}
+				if extraSeen[x.name] {
+					return duplicateKey(joinPath(base, idx, x.name), key)
+				}
+				extraSeen[x.name] = true
+				continue
+			} else {
+				return unknownField(o, joinPath(base, idx, key), key)
+			}
 		}
 		if seen[fs.bit/64]&(1<<(fs.bit%64)) != 0 {
-			path := joinPath(base, idx, unquoteKey(raw))
-			return apierror.BadRequest(apierror.CodeMalformedJSON, path, "",
-				fmt.Sprintf("duplicate key %q", path))
+			return duplicateKey(joinPath(base, idx, o.names[fs.bit]), unquoteKey(raw))
 		}
 		seen[fs.bit/64] |= 1 << (fs.bit % 64)
 		if fs.obj == serviceArgsSchema && w.data[w.pos] != 'n' {
@@ -277,9 +328,16 @@ func (w *decoder) object(o *objectSchema, v reflect.Value, base string, idx int)
 func unknownField(o *objectSchema, path, key string) error {
 	msg := fmt.Sprintf("unknown field %q", path)
 	if s := o.suggest(key); s != "" {
-		msg += fmt.Sprintf("; did you mean %q? (keys are case-sensitive)", s)
+		msg += fmt.Sprintf("; did you mean %q? (letter case does not matter, underscores do)", s)
 	}
 	return apierror.BadRequest(apierror.CodeUnknownField, path, "", msg)
+}
+
+// duplicateKey reports a field given twice; keys match case-insensitively,
+// so "Monitor" and "monitor" are the same field.
+func duplicateKey(path, spelling string) error {
+	return apierror.BadRequest(apierror.CodeMalformedJSON, path, "",
+		fmt.Sprintf("duplicate key %q (given again as %q; keys match case-insensitively)", path, spelling))
 }
 
 // value decodes one value of field fs into fv (invalid = check only).
@@ -288,7 +346,7 @@ func (w *decoder) value(fs fieldSchema, fv reflect.Value, base string, idx int, 
 	key := func() string { return unquoteKey(rawKey) }
 	if c == 'n' { // null: like encoding/json, nil a pointer/slice, else no-op
 		w.pos += 4
-		if fv.IsValid() && (fs.ptr || fs.kind == kindArray) {
+		if fv.IsValid() && (fs.ptr || fs.kind == kindArray || fs.kind == kindStringMap) {
 			fv.SetZero()
 		}
 		return nil
@@ -370,8 +428,62 @@ func (w *decoder) value(fs fieldSchema, fv reflect.Value, base string, idx int, 
 			return typeErr("array")
 		}
 		return w.array(fs.obj, fv, joinPath(base, idx, key()))
+	case kindStringMap:
+		if c != '{' {
+			w.skip()
+			return typeErr("object")
+		}
+		return w.stringMap(fv, joinPath(base, idx, key()))
 	}
 	return nil
+}
+
+// stringMap decodes an object of string values into the map fv (invalid =
+// check only). Keys are taken verbatim (they are data, not field names);
+// a key given twice is rejected like any duplicate.
+func (w *decoder) stringMap(fv reflect.Value, path string) error {
+	w.pos++ // '{'
+	m := map[string]string{}
+	for {
+		w.ws()
+		if w.data[w.pos] == '}' {
+			w.pos++
+			if fv.IsValid() {
+				fv.Set(reflect.ValueOf(m))
+			}
+			return nil
+		}
+		if w.data[w.pos] == ',' {
+			w.pos++
+			w.ws()
+		}
+		kstart := w.pos
+		w.stringRaw()
+		var k string
+		if err := json.Unmarshal(w.data[kstart:w.pos], &k); err != nil {
+			return apierror.BadRequest(apierror.CodeMalformedJSON, path, "", path+" has a malformed key")
+		}
+		w.ws()
+		w.pos++ // ':'
+		w.ws()
+		p := path + "." + k
+		if w.data[w.pos] != '"' {
+			got := jsonTypeName(w.data[w.pos])
+			return apierror.BadRequest(apierror.CodeMalformedJSON, p,
+				fmt.Sprintf("%s in body must be of type string: %q", p, got),
+				fmt.Sprintf("%s must be a JSON string, got %s", p, got))
+		}
+		vstart := w.pos
+		w.stringRaw()
+		var v string
+		if err := json.Unmarshal(w.data[vstart:w.pos], &v); err != nil {
+			return apierror.BadRequest(apierror.CodeMalformedJSON, p, "", p+" is not a valid string")
+		}
+		if _, dup := m[k]; dup {
+			return apierror.BadRequest(apierror.CodeMalformedJSON, p, "", fmt.Sprintf("duplicate key %q", p))
+		}
+		m[k] = v
+	}
 }
 
 // array decodes an array of objects into the slice fv (invalid = check only).

@@ -73,16 +73,16 @@ func TestDecodeJSONErrors(t *testing.T) {
 			apierror.CodeUnknownField, "serviceArguments.kv_exact_mode", `did you mean "kvExactMode"`},
 		{"camel instead of snake", `{"serviceArguments":{"pdDisaggMode":true},` + ep + `}`,
 			apierror.CodeUnknownField, "serviceArguments.pdDisaggMode", `did you mean "pd_disagg_mode"`},
-		{"mis-cased", `{"serviceArguments":{"ExternalIP":"10.0.0.1"},` + ep + `}`,
-			apierror.CodeUnknownField, "serviceArguments.ExternalIP", `did you mean "externalIP"`},
+		{"mis-cased and misspelled", `{"serviceArguments":{"ExternalIPs":"10.0.0.1"},` + ep + `}`,
+			apierror.CodeUnknownField, "serviceArguments.ExternalIPs", `did you mean "externalIP"`},
 		{"endpoint key with index", `{` + sa + `,"endpoints":[{"endpointIP":"10.1.0.1","targetPort":1,"weight":1},{"endpointIP":"10.1.0.2","targetPort":1,"weight":1,"nixlPort":9}]}`,
 			apierror.CodeUnknownField, "endpoints[1].nixlPort", `did you mean "nixl_port"`},
 		{"typo by edit distance", `{"serviceArguments":{"kvEngneType":"vllm"},` + ep + `}`,
 			apierror.CodeUnknownField, "serviceArguments.kvEngneType", `did you mean "kvEngineType"`},
 		{"escaped key still checked", `{"serviceArguments":{"kv\u0065xact_mode":1},` + ep + `}`,
 			apierror.CodeUnknownField, "serviceArguments.kvexact_mode", `did you mean "kvExactMode"`},
-		{"unknown top-level", `{` + sa + `,` + ep + `,"secondaryVIPs":[]}`,
-			apierror.CodeUnknownField, "secondaryVIPs", "unknown field"},
+		{"unknown top-level", `{` + sa + `,` + ep + `,"secondaryVIP":[]}`,
+			apierror.CodeUnknownField, "secondaryVIP", `did you mean "secondaryVIPs"`},
 		{"no suggestion for garbage", `{` + sa + `,` + ep + `,"zzzzzzzzzzzz":1}`,
 			apierror.CodeUnknownField, "zzzzzzzzzzzz", "unknown field"},
 		{"string for int", `{"serviceArguments":{"port":"80"},` + ep + `}`,
@@ -195,7 +195,7 @@ func decodeLikeEncodingJSON(body []byte) (Rule, error) {
 	}
 	r.Status = nil
 	for i := range r.Endpoints {
-		r.Endpoints[i].State, r.Endpoints[i].Counter = "", ""
+		r.Endpoints[i].State, r.Endpoints[i].Counter, r.Endpoints[i].Health = "", "", ""
 	}
 	return r, nil
 }

@@ -5,11 +5,14 @@
 //
 //   - DecodeJSON is strict where encoding/json is lenient: every object key is
 //     checked against the wire model's json tags (derived by reflection, so the
-//     check cannot drift from model.go). Unknown or mis-cased keys are 400
-//     unknown_field with the full path and a suggestion (`kv_exact_mode` →
-//     `kvExactMode`); wrong JSON types and duplicate keys are 400
+//     check cannot drift from model.go). Keys match in any letter case, as in
+//     LoxiLB (loxicmd sends "BGP"/"Monitor"); one field under two casings is
+//     a duplicate. Keys that are no field in any case are 400 unknown_field
+//     with the full path and a suggestion (`kv_exact_mode` → `kvExactMode`);
+//     LoxiLB fields infergate does not serve are 400 unsupported saying why
+//     (loxilb_fields.go); wrong JSON types and duplicate keys are 400
 //     malformed_json naming the field; output-only keys (status, state,
-//     counter) are accepted and dropped so a GET body can be re-POSTed. The
+//     counter, health) are accepted and dropped so a GET body can be re-POSTed. The
 //     walk fills the struct itself (one pass; a differential fuzz test keeps
 //     it equal to encoding/json on every accepted body).
 //   - Validate runs the field pass (go-playground/validator map rules kept in

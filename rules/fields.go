@@ -67,3 +67,15 @@ func saPath(name string) string { return fieldServiceArguments + "." + name }
 func epPath(i int, name string) string {
 	return fieldEndpoints + "[" + strconv.Itoa(i) + "]." + name
 }
+
+// --- LoxiLB compatibility (issue 12) ---
+const (
+	fieldSecondaryVIPs = "secondaryVIPs"
+	fieldAddress       = "address"
+	fieldAdminStateUp  = "adminStateUp"
+	fieldAnnotations   = "annotations"
+	fieldHTTPMethod    = "httpMethod"
+	fieldURLPath       = "urlPath"
+	fieldExpectedCodes = "expectedCodes"
+	fieldHealth        = "health" // output only
+)

@@ -14,6 +14,11 @@ type Rule struct {
 	AllowedSources   []AllowedSource  `json:"allowedSources,omitempty" yaml:"allowedSources,omitempty"`
 	// Status is output only: filled on GET from the running datapath.
 	Status *RuleStatus `json:"status,omitempty" yaml:"status,omitempty"`
+
+	// --- LoxiLB compatibility (issue 12) ---
+	// SecondaryVIPs are further addresses the rule is served on (Octavia
+	// additional_vips); subnetId/portId/proto are stored verbatim.
+	SecondaryVIPs []SecondaryVIP `json:"secondaryVIPs,omitempty" yaml:"secondaryVIPs,omitempty"`
 }
 
 // ServiceArguments is the virtual service and every per-rule knob.
@@ -82,12 +87,20 @@ type ServiceArguments struct {
 	KVDpRankCount int    `json:"kvDpRankCount,omitempty" yaml:"kvDpRankCount,omitempty"`
 	KVWarmupSec   int    `json:"kvWarmupSec,omitempty" yaml:"kvWarmupSec,omitempty"`
 
-	// Tenant controls (infergate extension). APIKeyAuth true makes the VIP
-	// require an API key (X-Api-Key or Authorization: Bearer lxb_…) and
-	// enforce its allow-list and limits; false never does; absent follows
-	// LoxiLB, whose sse_mode rules enforce keys when the key service runs
+	// Tenant controls. APIKeyAuth is LoxiLB's api_key_auth (its newest
+	// loxicmd's --api-key-auth): "required" makes the VIP require an API key
+	// (X-Api-Key or Authorization: Bearer lxb_…) and enforce its allow-list
+	// and limits; "disabled" never does; absent follows LoxiLB's older
+	// behaviour, where sse_mode rules enforce keys when the key service runs
 	// (the daemon's --sse-mode-enforces-keys).
-	APIKeyAuth *bool `json:"apiKeyAuth,omitempty" yaml:"apiKeyAuth,omitempty"`
+	APIKeyAuth string `json:"api_key_auth,omitempty" yaml:"api_key_auth,omitempty"`
+	// --- LoxiLB compatibility (issue 12) ---
+	// AdminStateUp false keeps the rule but its VIP answers 503 admin_down;
+	// nil (absent) means true, as in LoxiLB. GET always shows it.
+	AdminStateUp *bool `json:"adminStateUp,omitempty" yaml:"adminStateUp,omitempty"`
+	// Annotations are opaque key/value pairs, stored and returned verbatim
+	// (LoxiLB's limits: 32 keys, 256-character values).
+	Annotations map[string]string `json:"annotations,omitempty" yaml:"annotations,omitempty"`
 }
 
 // Endpoint is one backend engine of a rule.
@@ -101,11 +114,33 @@ type Endpoint struct {
 	// Output only (GET): health state and counters from the datapath.
 	State   string `json:"state,omitempty" yaml:"state,omitempty"`
 	Counter string `json:"counter,omitempty" yaml:"counter,omitempty"`
+
+	// --- LoxiLB compatibility (issue 12) ---
+	// HTTP health-probe overrides for this endpoint (Octavia health
+	// monitor): method GET or HEAD, request path, accepted status codes
+	// ("200", "200,202", "200-204"). They need probetype http or https.
+	HTTPMethod    string `json:"httpMethod,omitempty" yaml:"httpMethod,omitempty"`
+	URLPath       string `json:"urlPath,omitempty" yaml:"urlPath,omitempty"`
+	ExpectedCodes string `json:"expectedCodes,omitempty" yaml:"expectedCodes,omitempty"`
+	// SubnetID is Octavia's member subnet: stored and returned, never used.
+	SubnetID string `json:"subnetId,omitempty" yaml:"subnetId,omitempty"`
+	// Health is output only (GET): infergate's finer endpoint state
+	// (probing, active, down, draining, breaker-open) next to LoxiLB's
+	// active/inactive State.
+	Health string `json:"health,omitempty" yaml:"health,omitempty"`
 }
 
 // SecondaryIP is LoxiLB's SCTP multi-homing address (accepted, never served).
 type SecondaryIP struct {
 	SecondaryIP string `json:"secondaryIP" yaml:"secondaryIP"`
+}
+
+// SecondaryVIP is one further address a rule is served on (issue 12).
+type SecondaryVIP struct {
+	Address  string `json:"address" yaml:"address"`
+	SubnetID string `json:"subnetId,omitempty" yaml:"subnetId,omitempty"`
+	PortID   string `json:"portId,omitempty" yaml:"portId,omitempty"`
+	Proto    string `json:"proto,omitempty" yaml:"proto,omitempty"`
 }
 
 // AllowedSource is a source prefix allowed to reach the VIP.

@@ -192,6 +192,9 @@ func (s *Store) applyLocked(nr Rule, next *spec.Rule) (Outcome, *spec.Rule, erro
 			return Unchanged, prev.Compiled, err
 		}
 	}
+	if err := checkVIPCollisions(cur.entries, next); err != nil {
+		return Created, nil, err
+	}
 	// Every attempt that reaches the runtime gets a fresh generation, so a
 	// rolled-back version is never confused with a later one.
 	s.lastGen++

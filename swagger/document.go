@@ -80,8 +80,8 @@ func buildDocument(g *generator, v Views) *Doc {
 		r := map[string]*Response{
 			"200": success,
 			"400": fail("Malformed request or invalid field (see error_code and field).", errorExample{400,
-				`unknown field "serviceArguments.pdDisaggMode"; did you mean "pd_disagg_mode"? (keys are case-sensitive)`,
-				`unknown field "serviceArguments.pdDisaggMode"; did you mean "pd_disagg_mode"? (keys are case-sensitive)`,
+				`unknown field "serviceArguments.pdDisaggMode"; did you mean "pd_disagg_mode"? (letter case does not matter, underscores do)`,
+				`unknown field "serviceArguments.pdDisaggMode"; did you mean "pd_disagg_mode"? (letter case does not matter, underscores do)`,
 				"unknown_field", "serviceArguments.pdDisaggMode"}),
 			"500": internal,
 			"503": notReady,
@@ -116,7 +116,7 @@ func buildDocument(g *generator, v Views) *Doc {
 			"post": {
 				Tags: []string{"loadbalancer"}, Summary: "Create or update a rule (upsert)", OperationID: "postLoadbalancer",
 				Description: "A new key creates the rule; a changed rule with an existing key is updated in place; " +
-					"re-posting an identical rule is 409 rule_exists. Unknown or mis-cased keys are 400 unknown_field.",
+					"re-posting an identical rule is 409 rule_exists. Keys match in any letter case; misspelled keys are 400 unknown_field, LoxiLB fields not served 400 unsupported.",
 				Consumes:   []string{mimeJSON},
 				Parameters: []Parameter{{Name: "body", In: "body", Required: true, Description: "The rule.", Schema: entry}},
 				Responses: writeResponses(map[string]*Response{
@@ -228,7 +228,7 @@ func buildDocument(g *generator, v Views) *Doc {
 			{Name: "loadbalancer", Description: "Load-balancer rules"},
 			{Name: "operations", Description: "Metrics and documentation"},
 			{Name: "ai", Description: "Inference routing state (KV-exact inventory, routing explanation)"},
-			{Name: "tenants", Description: "API keys, tenant ceilings and usage (enforced on rules with apiKeyAuth)"},
+			{Name: "tenants", Description: "API keys, tenant ceilings and usage (enforced on rules with api_key_auth: required)"},
 		},
 	}
 }

@@ -9,13 +9,14 @@ import (
 // Definition names of the wire model: LoxiLB's, so generated clients for
 // LoxiLB's swagger and ours share type names.
 const (
-	defEntry       = "LoadbalanceEntry"
-	defServiceArgs = "LoadbalanceServiceArguments"
-	defEndpoint    = "LoadbalanceEndpoint"
-	defSecondaryIP = "LoadbalanceSecondaryIP"
-	defAllowedSrc  = "LoadbalanceAllowedSource"
-	defRuleStatus  = "LoadbalanceRuleStatus"
-	defRuleList    = "LoadbalanceList"
+	defEntry        = "LoadbalanceEntry"
+	defServiceArgs  = "LoadbalanceServiceArguments"
+	defEndpoint     = "LoadbalanceEndpoint"
+	defSecondaryIP  = "LoadbalanceSecondaryIP"
+	defAllowedSrc   = "LoadbalanceAllowedSource"
+	defRuleStatus   = "LoadbalanceRuleStatus"
+	defRuleList     = "LoadbalanceList"
+	defSecondaryVIP = "LoadbalanceSecondaryVIP"
 )
 
 func wireNames() map[reflect.Type]string {
@@ -27,6 +28,7 @@ func wireNames() map[reflect.Type]string {
 		reflect.TypeOf(rules.AllowedSource{}):    defAllowedSrc,
 		reflect.TypeOf(rules.RuleStatus{}):       defRuleStatus,
 		reflect.TypeOf(rules.RuleList{}):         defRuleList,
+		reflect.TypeOf(rules.SecondaryVIP{}):     defSecondaryVIP,
 	}
 }
 
@@ -46,12 +48,17 @@ func fieldNotes() map[string]FieldNote {
 		sa("externalIP"): {Description: "Virtual IP (IPv4 or IPv6); part of the rule key.", Required: true},
 		sa("port"):       {Description: "Service port; part of the rule key.", Min: ptrFloat(0), Max: ptrFloat(65535), Required: true},
 		sa("portMax"):    {Description: "End of a port range (0 = single port).", Min: ptrFloat(0), Max: ptrFloat(65535)},
-		sa("protocol"):   {Description: "L4 protocol; part of the rule key.", Enum: enum("tcp", "udp", "sctp", "icmp"), Required: true},
-		sa("sel"): {Description: "Endpoint selector: 0 rr, 1 hash, 2 priority (weighted rr), 3 persist, 4 least-conn, " +
-			"8 chwbl (prefix consistent hash, bounded loads), 10 weighted chwbl (8/10: single pools only). Under P/D only Tier 2 uses it.",
-			Enum: enum(0, 1, 2, 3, 4, 8, 10)},
-		sa("mode"):            {Description: "LoxiLB LB mode; 4 (fullproxy) is required for every L7/AI feature.", Enum: enum(0, 1, 2, 3, 4, 5)},
-		sa("security"):        {Description: "0 plain, 1 TLS termination, 2 end-to-end TLS. Immutable.", Enum: enum(0, 1, 2)},
+		sa("protocol"): {Description: "L4 protocol; part of the rule key. Served: tcp only (udp, sctp, icmp answer 400 unsupported).",
+			Enum: enum("tcp", "udp", "sctp", "icmp"), Served: enum("tcp"), Required: true},
+		sa("sel"): {Description: "Endpoint selector (LoxiLB's enum is 0..10). Served: 0 rr, 1 hash, 2 priority (weighted rr), 3 persist, 4 least-conn, " +
+			"8 chwbl (prefix consistent hash, bounded loads), 10 weighted chwbl (8/10: single pools only); 5, 6, 7 and 9 answer 400 unsupported. " +
+			"Under P/D only Tier 2 uses it.",
+			Enum: enum(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10), Served: enum(0, 1, 2, 3, 4, 8, 10)},
+		sa("mode"): {Description: "LoxiLB LB mode (0 DNAT, 1 onearm, 2 fullnat, 3 dsr, 4 fullproxy, 5 hostonearm). " +
+			"Served: 4 (fullproxy) only; infergate is an L7 proxy and answers 400 unsupported for the L4 modes.",
+			Enum: enum(0, 1, 2, 3, 4, 5), Served: enum(4)},
+		sa("security"): {Description: "0 plain, 1 TLS termination, 2 end-to-end TLS. Immutable. Served: see x-infergate-served; " +
+			"the others answer 400 unsupported.", Enum: enum(0, 1, 2), Served: enum(0)},
 		sa("name"):            {Description: "Free label (not unique, not part of the key); DELETE by name removes every rule with it."},
 		sa("block"):           {Description: "LoxiLB mark; part of the rule key."},
 		sa("host"):            {Description: "HTTP Host to match; part of the rule key."},
@@ -91,8 +98,27 @@ func fieldNotes() map[string]FieldNote {
 		ep("ep_role"):    {Description: "0 any, 1 prefill (TRT-LLM context), 2 decode (TRT-LLM generation).", Enum: enum(0, 1, 2)},
 		ep("nixl_port"):  {Description: "vLLM NIXL side-channel port of this worker (0 = targetPort).", Min: ptrFloat(0), Max: ptrFloat(65535)},
 		ep("backup"):     {Description: "Standby endpoint, used only when no primary is available."},
-		ep("state"):      {Description: "Output only: runtime health state.", ReadOnly: true},
-		ep("counter"):    {Description: "Output only: traffic counters.", ReadOnly: true},
+		ep("state"): {Description: "Output only, LoxiLB's words: active (takes new requests) or inactive; the finer state is in health.",
+			Enum: enum("active", "inactive"), ReadOnly: true},
+		ep("counter"): {Description: "Output only, LoxiLB's packets:bytes — here requests:bytes: requests that reached the engine " +
+			"(each P/D leg on its endpoint) and body bytes relayed (request bodies sent plus response bodies returned).", ReadOnly: true},
+
+		// LoxiLB compatibility (issue 12).
+		defEntry + ".secondaryVIPs": {Description: "Further addresses the rule is served on (same port); each must be local " +
+			"and must not collide with another rule's address and route, like externalIP."},
+		defSecondaryVIP + ".address":  {Description: "Secondary VIP (IPv4 or IPv6).", Required: true},
+		defSecondaryVIP + ".subnetId": {Description: "Octavia subnet id; stored and returned verbatim."},
+		defSecondaryVIP + ".portId":   {Description: "Octavia port id; stored and returned verbatim."},
+		defSecondaryVIP + ".proto":    {Description: "Protocol hint; stored and returned verbatim."},
+		sa("adminStateUp"): {Description: "false keeps the rule configured but its addresses answer 503 admin_down; " +
+			"absent = true. GET always shows it.", Default: true},
+		sa("annotations"):   {Description: "Opaque key/value pairs stored and returned verbatim (at most 32 keys, values up to 256 characters)."},
+		ep("httpMethod"):    {Description: "This endpoint's HTTP probe method (GET or HEAD); needs probetype http/https.", Enum: enum("", "GET", "HEAD")},
+		ep("urlPath"):       {Description: "This endpoint's HTTP probe path (overrides probereq); needs probetype http/https."},
+		ep("expectedCodes"): {Description: "Status codes this endpoint's probe accepts: \"200\", \"200,202\" or \"200-204\" (default any 2xx)."},
+		ep("subnetId"):      {Description: "Octavia member subnet id; stored and returned verbatim."},
+		ep("health"): {Description: "Output only: infergate's finer endpoint state.",
+			Enum: enum("probing", "active", "down", "draining", "breaker-open"), ReadOnly: true},
 
 		defRuleStatus + ".ready":  {Description: "Whether the datapath can serve the rule now.", ReadOnly: true},
 		defRuleStatus + ".reason": {Description: "Why the rule is not ready.", ReadOnly: true},

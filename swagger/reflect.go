@@ -128,6 +128,7 @@ type FieldNote struct {
 	Default     interface{}
 	Required    bool
 	ReadOnly    bool
+	Served      []interface{} // values of Enum infergate serves (x-infergate-served)
 }
 
 // apply decorates s. A $ref cannot carry siblings in swagger 2.0, so a
@@ -151,6 +152,7 @@ func (n FieldNote) apply(s *Schema) *Schema {
 		out.Default = n.Default
 	}
 	out.ReadOnly = n.ReadOnly
+	out.Served = n.Served
 	if out.Type == "array" && n.Max != nil {
 		// Bounds on a list are item counts.
 		out.Minimum, out.Maximum = nil, nil

@@ -115,6 +115,11 @@ type Endpoint struct {
 	// NixlPort is the vLLM NIXL side-channel port (wire 0 → targetPort).
 	NixlPort uint16
 	Backup   bool
+
+	// --- LoxiLB compatibility (issue 12) ---
+	// Probe is this endpoint's own probe when the wire endpoint overrides
+	// httpMethod/urlPath/expectedCodes; nil = the rule's probe.
+	Probe *Probe
 }
 
 // SessionSource says where the sticky-session key of sel 3 comes from.
@@ -141,6 +146,10 @@ type Probe struct {
 	Response string // expected body substring ("" = any 2xx)
 	Timeout  time.Duration
 	Retries  int // consecutive failures before an endpoint is marked down
+
+	// --- LoxiLB compatibility (issue 12) ---
+	Method string    // HTTP method ("" = GET)
+	Codes  StatusSet // accepted status codes (empty = any 2xx)
 }
 
 // PD is the prefill/decode disaggregation configuration (pd_disagg_mode).
@@ -192,25 +201,35 @@ type Rule struct {
 
 	Endpoints []Endpoint // in request order
 
-	// APIKeys is the rule's tenant-key policy (apiKeyAuth).
+	// APIKeys is the rule's tenant-key policy (api_key_auth).
 	APIKeys KeyPolicy
+	// --- LoxiLB compatibility (issue 12) ---
+	// AdminDown (adminStateUp false): the rule stays configured but its
+	// addresses answer 503 admin_down and nothing is sent to engines.
+	AdminDown bool
+	// SecondaryVIPs are further addresses the rule is served on (same port).
+	SecondaryVIPs []netip.Addr
 }
 
 // KeyPolicy says whether a VIP requires tenant API keys.
 type KeyPolicy uint8
 
 const (
-	// KeysIfSSEMode: apiKeyAuth absent; keys are enforced when the rule has
+	// KeysIfSSEMode: api_key_auth absent; keys are enforced when the rule has
 	// sse_mode and the daemon enforces keys on sse_mode rules (LoxiLB).
 	KeysIfSSEMode KeyPolicy = iota
-	KeysRequired            // apiKeyAuth: true
-	KeysOff                 // apiKeyAuth: false
+	KeysRequired            // api_key_auth: required
+	KeysOff                 // api_key_auth: disabled
 )
 
 // EndpointStatus is the runtime view of one endpoint.
 type EndpointStatus struct {
 	State   string // "probing", "active", "down", "draining", "inactive"
 	Breaker string // "closed", "open", "half-open"
+
+	// --- LoxiLB compatibility (issue 12): the endpoint "counter" ---
+	Requests uint64 // requests that reached the engine (P/D: every leg)
+	Bytes    uint64 // request bodies sent + response bodies relayed
 }
 
 // RuleStatus is the runtime view of a rule, reported by the datapath.
@@ -218,4 +237,45 @@ type RuleStatus struct {
 	Ready     bool
 	Reason    string // why not ready, e.g. "no usable decode endpoint"
 	Endpoints map[string]EndpointStatus
+}
+
+// --- LoxiLB compatibility (issue 12) ---
+
+// StatusSet is a set of HTTP status codes 100..599 a probe accepts. It is
+// a bitmap so spec.Probe stays comparable; the zero value (empty) means the
+// default: any 2xx.
+type StatusSet struct{ bits [8]uint64 }
+
+// Add puts codes lo..hi (inclusive, clamped to 100..599) in the set.
+func (s *StatusSet) Add(lo, hi int) {
+	for c := max(lo, 100); c <= min(hi, 599); c++ {
+		i := c - 100
+		s.bits[i/64] |= 1 << (i % 64)
+	}
+}
+
+// Empty reports whether no code was added.
+func (s StatusSet) Empty() bool { return s == StatusSet{} }
+
+// Accepts reports whether code is in the set (any 2xx when empty).
+func (s StatusSet) Accepts(code int) bool {
+	if s.Empty() {
+		return code >= 200 && code <= 299
+	}
+	if code < 100 || code > 599 {
+		return false
+	}
+	i := code - 100
+	return s.bits[i/64]&(1<<(i%64)) != 0
+}
+
+// ServedAddrs are the VIP:port addresses a rule listens on: its key's VIP
+// first, then its secondary VIPs.
+func (r *Rule) ServedAddrs() []netip.AddrPort {
+	out := make([]netip.AddrPort, 0, 1+len(r.SecondaryVIPs))
+	out = append(out, r.Key.ListenAddr())
+	for _, a := range r.SecondaryVIPs {
+		out = append(out, netip.AddrPortFrom(a, r.Key.Port))
+	}
+	return out
 }

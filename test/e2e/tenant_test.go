@@ -27,7 +27,7 @@ func TestTenantKeysThroughTheBinary(t *testing.T) {
 	}
 	t.Cleanup(eng.Close)
 	vipPort := cliFreePort(t)
-	rule := fmt.Sprintf(`{"serviceArguments":{"externalIP":"127.0.0.82","port":%d,"protocol":"tcp","sel":0,"mode":4,"name":"keyed","apiKeyAuth":true},
+	rule := fmt.Sprintf(`{"serviceArguments":{"externalIP":"127.0.0.82","port":%d,"protocol":"tcp","sel":0,"mode":4,"name":"keyed","api_key_auth":"required"},
 	 "endpoints":[{"endpointIP":"127.0.0.81","targetPort":%d,"weight":1}]}`, vipPort, eng.Port())
 	resp, err := http.Post(d.URL+"/netlox/v1/config/loadbalancer", "application/json", strings.NewReader(rule))
 	if err != nil {

@@ -205,7 +205,7 @@ func TestValidateSinglePoolDisruptive(t *testing.T) {
 	bin := cliBuild(t)
 	d := cliStartDaemon(t, bin, t.TempDir())
 	validatePoolRule(t, bin, d.URL, 0)
-	before := cliMust(t, bin, d.URL, "get", "lb", "-o", "json")
+	before := configOnly(t, cliMust(t, bin, d.URL, "get", "lb", "-o", "json"))
 
 	res := cliRun(t, bin, d.URL, "validate", "pool", "--disruptive", "-o", "json")
 	var v validateJSON
@@ -225,7 +225,7 @@ func TestValidateSinglePoolDisruptive(t *testing.T) {
 	if res.Code != 0 || !v.Passed {
 		t.Errorf("exit %d, passed %v\n%s", res.Code, v.Passed, res.Stdout)
 	}
-	if after := cliMust(t, bin, d.URL, "get", "lb", "-o", "json"); after != before {
+	if after := configOnly(t, cliMust(t, bin, d.URL, "get", "lb", "-o", "json")); after != before {
 		t.Errorf("rule not restored exactly:\nbefore %s\nafter  %s", before, after)
 	}
 }
@@ -297,7 +297,7 @@ func TestValidateInterruptRestores(t *testing.T) {
 	bin := cliBuild(t)
 	d := cliStartDaemon(t, bin, t.TempDir())
 	validatePoolRule(t, bin, d.URL, 500*time.Millisecond) // slow answers keep the drain open
-	before := cliMust(t, bin, d.URL, "get", "lb", "-o", "json")
+	before := configOnly(t, cliMust(t, bin, d.URL, "get", "lb", "-o", "json"))
 
 	cmd := exec.Command(bin, "--server", d.URL, "validate", "pool", "--disruptive", "--request-timeout", "20s")
 	out := &cliSyncBuffer{}
@@ -329,7 +329,7 @@ func TestValidateInterruptRestores(t *testing.T) {
 	case <-time.After(cliStopTimeout):
 		t.Fatalf("validate did not exit %v after SIGINT:\n%s", cliStopTimeout, out.String())
 	}
-	if after := cliMust(t, bin, d.URL, "get", "lb", "-o", "json"); after != before {
+	if after := configOnly(t, cliMust(t, bin, d.URL, "get", "lb", "-o", "json")); after != before {
 		t.Errorf("rule not restored after Ctrl-C:\nbefore %s\nafter  %s\n%s", before, after, out.String())
 	}
 	for _, want := range []string{"SKIP  drain and restore: interrupted; every drained endpoint was restored", "INTERRUPTED"} {
