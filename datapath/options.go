@@ -17,7 +17,10 @@ type Options struct {
 	// host / path / model only.
 	BindAnyVIP bool
 
-	MaxBodyBytes int64 // request bodies above this get 413
+	MaxBodyBytes int64 // request bodies read for routing above this get 413
+	// MaxStreamedBodyBytes caps bodies that stream through unread (uploads,
+	// pass-through paths); over it → 413. 0: no cap.
+	MaxStreamedBodyBytes int64
 
 	// Circuit breaker (LoxiLB semantics, see breaker.go).
 	BreakerConnectFailures   int           // consecutive dial failures that open it
@@ -64,6 +67,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		MaxBodyBytes:             32 << 20,
+		MaxStreamedBodyBytes:     4 << 30,
 		BreakerConnectFailures:   5,
 		BreakerPDConnectFailures: 3,
 		Breaker5xxStreak:         5,

@@ -191,6 +191,11 @@ type Rule struct {
 	CHWBL  *CHWBL // nil unless sel 8 or 10
 
 	Endpoints []Endpoint // in request order
+
+	// --- issue 14: HTTP surface ---
+	// AllowedPaths (allowed_paths, an infergate extension) restricts the
+	// paths the rule serves: exact entries, or "prefix/*"; empty = all.
+	AllowedPaths []string
 }
 
 // EndpointStatus is the runtime view of one endpoint.
