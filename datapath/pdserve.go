@@ -280,6 +280,9 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	o := c.pd.dialect.Serve(ctx, &idWriter{ResponseWriter: x.w, id: x.requestID}, req, pair, rt.sender)
 
 	pd.Record(rt.pdm, c.rule, o)
+	if o.PrefillSkipped != "" && rt.pdm.Unsplit != nil {
+		rt.pdm.Unsplit.WithLabelValues(c.label, unsplitPathLabel(r.URL.Path), o.PrefillSkipped).Inc()
+	}
 	rt.feedLegs(c, &o, pi, di)
 	switch {
 	case o.ClientGone:
