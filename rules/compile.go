@@ -52,6 +52,7 @@ func compileValid(r *Rule) *spec.Rule {
 		Probe:             compileProbe(sa),
 	}
 	out.Session, _ = parseSession(sa.SessionHeaderName) // validated
+	out.AllowedPaths = splitAllowedPaths(sa.AllowedPaths)
 	if sa.PDDisaggMode {
 		pd := &spec.PD{
 			CacheAware:          sa.PDCacheAwareMode,

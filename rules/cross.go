@@ -121,6 +121,7 @@ var crossChecks = []crossCheck{
 	{"probe-type-served", checkProbeServed},
 	{"path-match", checkPathMatch},
 	{"backend-protocol", checkBackendProtocol},
+	{"allowed-paths", checkAllowedPaths}, // issue 14, surface.go
 }
 
 func crossPass(r *Rule) error {

@@ -67,3 +67,6 @@ func saPath(name string) string { return fieldServiceArguments + "." + name }
 func epPath(i int, name string) string {
 	return fieldEndpoints + "[" + strconv.Itoa(i) + "]." + name
 }
+
+// --- issue 14: HTTP surface ---
+const fieldAllowedPaths = "allowed_paths"

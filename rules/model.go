@@ -81,6 +81,12 @@ type ServiceArguments struct {
 	KVHashAlgo    string `json:"kvHashAlgo,omitempty" yaml:"kvHashAlgo,omitempty"`
 	KVDpRankCount int    `json:"kvDpRankCount,omitempty" yaml:"kvDpRankCount,omitempty"`
 	KVWarmupSec   int    `json:"kvWarmupSec,omitempty" yaml:"kvWarmupSec,omitempty"`
+
+	// --- issue 14: HTTP surface (an infergate extension; LoxiLB has none) ---
+	// AllowedPaths restricts the paths the rule serves: a comma-separated
+	// list of exact paths or "prefix/*" (a string, as LoxiLB spells lists);
+	// empty = every path is forwarded.
+	AllowedPaths string `json:"allowed_paths,omitempty" yaml:"allowed_paths,omitempty"`
 }
 
 // Endpoint is one backend engine of a rule.

@@ -21,6 +21,7 @@ const (
 	PathHealth          = "/health"
 
 	HeaderEngine    = "X-Fake-Engine" // the engine's Name on every response
+	RetryAfter      = "7"             // Retry-After on injected 429/503
 	HeaderRequestID = "X-Request-Id"
 	sseDone         = "data: [DONE]\n\n"
 )
@@ -162,6 +163,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if id := r.Header.Get(HeaderRequestID); id != "" {
 		w.Header().Set(HeaderRequestID, id)
 	}
+	if r.Method == http.MethodOptions || r.URL.Path != PathCompletions && r.URL.Path != PathChatCompletions && r.URL.Path != PathHealth && r.URL.Path != PathModels {
+		if s.serveSurface(w, r) {
+			return
+		}
+	}
 	switch r.URL.Path {
 	case PathHealth:
 		w.WriteHeader(int(s.health.Load()))
@@ -176,6 +182,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.completion(w, r, r.URL.Path == PathChatCompletions)
 	default:
+		s.recordPlain(r, nil)
 		writeErr(w, http.StatusNotFound, "not found")
 	}
 }
@@ -221,6 +228,9 @@ func (s *Server) completion(w http.ResponseWriter, r *http.Request, chat bool) {
 		return
 	}
 	if code := int(s.status.Load()); code != 0 {
+		if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", RetryAfter)
+		}
 		writeErr(w, code, "injected failure")
 		s.served.Add(1)
 		return
