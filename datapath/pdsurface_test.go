@@ -192,17 +192,18 @@ func TestPDMessages(t *testing.T) {
 
 // TestPDMultiSample: n > 1 per engine. vLLM skips the prefill (its transfer
 // is single-consumer) and the decode computes all n choices, streaming
-// included; SGLang and TRT-LLM refuse with a code instead of answering
-// with fewer choices.
+// included; SGLang fans out one single-sample dispatch (own bootstrap room)
+// per choice and merges them in order; TRT-LLM refuses with a code instead
+// of answering with fewer choices.
 func TestPDMultiSample(t *testing.T) {
 	for _, engine := range pdEngines {
 		for _, stream := range []bool{false, true} {
 			for _, path := range []string{pathCompletions, pathChatCompletions} {
 				t.Run(fmt.Sprintf("%s/stream=%v%s", engine, stream, path), func(t *testing.T) {
 					f := newPDFleet(t, pdTestOptions(), engine, 1, 1)
-					res := post(t, testClient(), f.url(path), pdBody(path, stream, `,"n":3`))
+					res := post(t, testClient(), f.url(path), pdBody(path, stream, `,"n":3`), HeaderRequestID, "client-1")
 					pre, dec := f.legCounts()
-					if engine != spec.EngineVLLM {
+					if engine == spec.EngineTRTLLM {
 						if res.status != 400 || errorCode(t, res.body) != pd.CodeShapeUnsupported {
 							t.Fatalf("%d %s", res.status, res.body)
 						}
@@ -214,22 +215,52 @@ func TestPDMultiSample(t *testing.T) {
 					if res.status != 200 {
 						t.Fatalf("%d %s", res.status, res.body)
 					}
-					for i := range 3 {
-						if !strings.Contains(res.body, fmt.Sprintf(`"index":%d`, i)) {
-							t.Fatalf("choice %d missing: %s", i, res.body)
+					if got := choiceIndexes(t, res.body, stream); !slicesEqualInts(got, []int{0, 1, 2}) {
+						t.Fatalf("choice indexes %v, want [0 1 2]: %s", got, res.body)
+					}
+					if stream {
+						if n := strings.Count(res.body, "[DONE]"); n != 1 || !strings.HasSuffix(res.body, "data: [DONE]\n\n") {
+							t.Fatalf("%d [DONE] markers / not last: %s", n, res.body)
+						}
+						if ids := streamIDs(res.body); len(ids) != 1 {
+							t.Fatalf("chunks carry %d completion ids, want 1: %v", len(ids), ids)
+						}
+						texts := streamTexts(t, res.body, path)
+						for i := range 3 {
+							if texts[i] != texts[0] || texts[i] == "" {
+								t.Fatalf("choice %d streamed %q, choice 0 %q: per-choice order lost", i, texts[i], texts[0])
+							}
 						}
 					}
-					if stream && !strings.Contains(res.body, "data: [DONE]") {
-						t.Fatalf("stream not finished: %s", res.body)
+					if engine == spec.EngineVLLM {
+						if sum(pre) != 0 || sum(dec) != 1 {
+							t.Fatalf("legs: prefill %v decode %v, want the decode only", pre, dec)
+						}
+						rec := f.decodes[0].Records()[0]
+						if rec.Violation != "" || bytes.Contains(rec.Body, []byte("kv_transfer_params")) {
+							t.Fatalf("decode leg: violation %q body %s", rec.Violation, rec.Body)
+						}
+						waitCounter(t, f.reg, "infergate_pd_unsplit_requests_total", map[string]string{"reason": pd.ShapeN}, 1)
+						return
 					}
-					if sum(pre) != 0 || sum(dec) != 1 {
-						t.Fatalf("legs: prefill %v decode %v, want the decode only", pre, dec)
+					// SGLang: three single-sample dual dispatches, three rooms.
+					if sum(pre) != 3 || sum(dec) != 3 {
+						t.Fatalf("legs: prefill %v decode %v, want 3 and 3", pre, dec)
 					}
-					rec := f.decodes[0].Records()[0]
-					if rec.Violation != "" || bytes.Contains(rec.Body, []byte("kv_transfer_params")) {
-						t.Fatalf("decode leg: violation %q body %s", rec.Violation, rec.Body)
+					rooms := map[string]bool{}
+					ids := map[string]bool{}
+					for _, rec := range append(f.prefills[0].Records(), f.decodes[0].Records()...) {
+						var b map[string]json.RawMessage
+						_ = json.Unmarshal(rec.Body, &b)
+						if rec.Violation != "" || string(b["n"]) != "1" {
+							t.Fatalf("unit leg: violation %q n %s", rec.Violation, b["n"])
+						}
+						rooms[string(b["bootstrap_room"])] = true
+						ids[rec.Header.Get(HeaderRequestID)] = true
 					}
-					waitCounter(t, f.reg, "infergate_pd_unsplit_requests_total", map[string]string{"reason": pd.ShapeN}, 1)
+					if len(rooms) != 3 || len(ids) != 3 || !ids["client-1-2"] {
+						t.Fatalf("rooms %v ids %v: want one room and one request id per unit", rooms, ids)
+					}
 				})
 			}
 		}
@@ -243,6 +274,134 @@ func TestPDMultiSample(t *testing.T) {
 		}
 		waitCounter(t, f.reg, "infergate_pd_unsplit_requests_total", map[string]string{"reason": pd.ShapePromptList}, 1)
 	})
+	t.Run("sglang/prompt list x n", func(t *testing.T) {
+		f := newPDFleet(t, pdTestOptions(), spec.EngineSGLang, 1, 1)
+		res := post(t, testClient(), f.url(pathCompletions), `{"model":"fake-model","prompt":["alpha","beta"],"n":2,"max_tokens":3}`, HeaderRequestID, "c")
+		if res.status != 200 {
+			t.Fatalf("%d %s", res.status, res.body)
+		}
+		if got := choiceIndexes(t, res.body, false); !slicesEqualInts(got, []int{0, 1, 2, 3}) {
+			t.Fatalf("indexes %v: %s", got, res.body)
+		}
+		// Unit i = prompt i/2, sample i%2: its request id says which.
+		for _, rec := range f.decodes[0].Records() {
+			var b struct {
+				Prompt string `json:"prompt"`
+			}
+			_ = json.Unmarshal(rec.Body, &b)
+			id := rec.Header.Get(HeaderRequestID)
+			want := map[string]string{"c-0": "alpha", "c-1": "alpha", "c-2": "beta", "c-3": "beta"}[id]
+			if b.Prompt != want {
+				t.Fatalf("unit %s got prompt %q, want %q", id, b.Prompt, want)
+			}
+		}
+	})
+	t.Run("sglang/unit fails", func(t *testing.T) {
+		f := newPDFleet(t, pdTestOptions(), spec.EngineSGLang, 1, 1)
+		f.decodes[0].Inject(pdfake.Fault400, 1)
+		res := post(t, testClient(), f.url(pathCompletions), pdBody(pathCompletions, false, `,"n":2`))
+		if res.status != 400 || res.header.Get(HeaderError) != "" || !strings.Contains(res.body, "injected fault") {
+			t.Fatalf("want the failing unit's engine answer relayed: %d %v %s", res.status, res.header, res.body)
+		}
+	})
+	t.Run("sglang/too wide", func(t *testing.T) {
+		f := newPDFleet(t, pdTestOptions(), spec.EngineSGLang, 1, 1)
+		res := post(t, testClient(), f.url(pathCompletions), pdBody(pathCompletions, false, `,"n":33`))
+		if res.status != 400 || errorCode(t, res.body) != pd.CodeShapeUnsupported {
+			t.Fatalf("%d %s", res.status, res.body)
+		}
+	})
+}
+
+// choiceIndexes lists the distinct choice indexes of an answer (a whole
+// object, or every event of a stream), sorted.
+func choiceIndexes(t *testing.T, body string, stream bool) []int {
+	t.Helper()
+	seen := map[int]bool{}
+	add := func(s string) {
+		var v struct {
+			Choices []struct {
+				Index int `json:"index"`
+			} `json:"choices"`
+		}
+		if json.Unmarshal([]byte(s), &v) != nil {
+			return
+		}
+		for _, c := range v.Choices {
+			seen[c.Index] = true
+		}
+	}
+	if !stream {
+		add(body)
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if p, ok := strings.CutPrefix(line, "data: "); ok && stream {
+			add(p)
+		}
+	}
+	var out []int
+	for i := range 64 {
+		if seen[i] {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// streamTexts concatenates each choice's streamed text in arrival order.
+func streamTexts(t *testing.T, body, path string) map[int]string {
+	t.Helper()
+	out := map[int]string{}
+	for _, line := range strings.Split(body, "\n") {
+		p, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		var v struct {
+			Choices []struct {
+				Index int    `json:"index"`
+				Text  string `json:"text"`
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if json.Unmarshal([]byte(p), &v) != nil {
+			continue
+		}
+		for _, c := range v.Choices {
+			out[c.Index] += c.Text + c.Delta.Content
+		}
+	}
+	return out
+}
+
+// streamIDs is the set of chunk ids of a stream.
+func streamIDs(body string) map[string]bool {
+	out := map[string]bool{}
+	for _, line := range strings.Split(body, "\n") {
+		if p, ok := strings.CutPrefix(line, "data: "); ok {
+			var v struct {
+				ID string `json:"id"`
+			}
+			if json.Unmarshal([]byte(p), &v) == nil && v.ID != "" {
+				out[v.ID] = true
+			}
+		}
+	}
+	return out
+}
+
+func slicesEqualInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // TestPDBadInput: the P/D-specific refusals, each with its code, none
