@@ -65,7 +65,11 @@ func TestSinglePoolSurface(t *testing.T) {
 			if tc.ct != "" {
 				req.Header.Set("Content-Type", tc.ct)
 			}
+			req.Header.Set(HeaderRequestID, "sdk-"+tc.name)
 			res := do(t, c, req)
+			if got := res.header.Get(HeaderRequestID); got != "sdk-"+tc.name {
+				t.Fatalf("X-Request-Id %q, want the client's", got)
+			}
 			if res.status != tc.status {
 				t.Fatalf("status %d, want %d: %s", res.status, tc.status, res.body)
 			}
@@ -92,6 +96,9 @@ func TestSinglePoolSurface(t *testing.T) {
 			}
 			if got := reqs[0]; got.Method != tc.method || got.Path != tc.path || string(got.Body) != tc.body {
 				t.Fatalf("engine got %s %s %q, want %s %s %q", got.Method, got.Path, got.Body, tc.method, tc.path, tc.body)
+			}
+			if got := reqs[0].RequestID; got != "sdk-"+tc.name {
+				t.Fatalf("engine got X-Request-Id %q, want the client's", got)
 			}
 		})
 	}
@@ -246,5 +253,30 @@ func TestAllowedPaths(t *testing.T) {
 	}
 	if n := len(e.Requests()) - before; n != 0 {
 		t.Fatalf("engine saw %d requests outside allowed_paths", n)
+	}
+}
+
+// TestStreamedBodyRetriedOnDialFailure: a dial failure happens before the
+// first body byte is read, so even a streamed upload is retried on the
+// next endpoint, and that engine gets every byte.
+func TestStreamedBodyRetriedOnDialFailure(t *testing.T) {
+	rt, _ := newTestRuntime(t, testOptions())
+	dead := freePort(t) // nothing listens there
+	e := startEngine(t, "live")
+	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin,
+		epFor(t, fmt.Sprintf("127.0.0.1:%d", dead), 1), epFor(t, e.Addr(), 1))
+	if err := rt.Install(nil, r); err != nil {
+		t.Fatal(err)
+	}
+	c := testClient()
+	const size = 1<<20 + 3
+	for i := range 2 { // round-robin starts on either endpoint: both orders
+		res := uploadTranscription(t, c, ruleURL(r), size, -1)
+		if res.status != 200 || res.header.Get(fakeengine.HeaderUploadBytes) != strconv.Itoa(size) || res.header.Get(fakeengine.HeaderEngine) != "live" {
+			t.Fatalf("upload %d: %d %v %s", i, res.status, res.header, res.body)
+		}
+		if res.header.Get(HeaderRequestID) == "" {
+			t.Fatalf("upload %d: no X-Request-Id", i)
+		}
 	}
 }
