@@ -82,29 +82,40 @@ func (d *sglang) fanOut(ctx context.Context, w http.ResponseWriter, o *Outcome, 
 		writeError(w, o, PhasePrefill, http.StatusBadRequest, CodeShapeUnsupported, "sglang prefill/decode fan-out: "+err.Error())
 		return
 	}
-	fctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// One context per unit: a failing unit must finish writing its answer
+	// while the others are cancelled.
+	cancels := make([]context.CancelFunc, len(units))
+	cancelAll := func(except int) {
+		for i, c := range cancels {
+			if i != except {
+				c()
+			}
+		}
+	}
+	defer cancelAll(-1)
 	msgs := make(chan sampleMsg, 4*len(units))
 	outs := make([]Outcome, len(units))
 	var wg sync.WaitGroup
 	for i := range units {
+		uctx, c := context.WithCancel(ctx)
+		cancels[i] = c
 		h := header.Clone()
 		if req.RequestID != "" {
 			h.Set(headerRequestID, req.RequestID+"-"+strconv.Itoa(i)) // engines key on it: one per dispatch
 		}
-		sw := &sampleWriter{i: i, ctx: fctx, out: msgs, h: http.Header{}}
+		sw := &sampleWriter{i: i, ctx: uctx, out: msgs, h: http.Header{}}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d.serveOne(fctx, sw, &outs[i], req.Path, h, &units[i].obj, pair, port, s, log)
+			d.serveOne(uctx, sw, &outs[i], req.Path, h, &units[i].obj, pair, port, s, log)
 			sw.send(sampleMsg{i: i, kind: msgEnd})
 		}()
 	}
 	go func() { wg.Wait(); close(msgs) }()
 
 	m := &fanMerger{w: w, units: units, samples: make([]sampleState, len(units))}
-	m.run(ctx, msgs, cancel)
-	cancel()
+	m.run(ctx, msgs, cancelAll)
+	cancelAll(-1)
 	for range msgs { // let every unit finish
 	}
 	m.outcome(o, outs, ctx)
@@ -201,7 +212,7 @@ type usageCount struct {
 	Completion int `json:"completion_tokens"`
 }
 
-func (m *fanMerger) run(ctx context.Context, msgs <-chan sampleMsg, cancel context.CancelFunc) {
+func (m *fanMerger) run(ctx context.Context, msgs <-chan sampleMsg, cancelOthers func(except int)) {
 	m.failed = -1
 	rc := http.NewResponseController(m.w)
 	for msg := range msgs {
@@ -212,7 +223,7 @@ func (m *fanMerger) run(ctx context.Context, msgs <-chan sampleMsg, cancel conte
 			m.heads++
 			if msg.status != http.StatusOK && m.failed < 0 {
 				m.failed = msg.i
-				cancel() // the other units are moot
+				cancelOthers(msg.i) // moot now; the failing unit finishes its answer
 			}
 		case msgData:
 			st.pending = append(st.pending, msg.data...)
