@@ -159,7 +159,17 @@ func (rt *Runtime) clientStream(x *exchange, body []byte) (*reqStream, bool) {
 	s := &reqStream{r: r.Body, n: r.ContentLength, max: max, idle: rt.opts.DefaultIdle}
 	if d := rt.opts.BodyReadTimeout; d > 0 {
 		rc := http.NewResponseController(x.w)
-		s.progress = func() { _ = rc.SetReadDeadline(time.Now().Add(d)) }
+		var end time.Time // zero: no bound on the whole body
+		if t := rt.opts.StreamedBodyTimeout; t > 0 {
+			end = x.start.Add(t)
+		}
+		s.progress = func() {
+			dl := time.Now().Add(d)
+			if !end.IsZero() && end.Before(dl) {
+				dl = end
+			}
+			_ = rc.SetReadDeadline(dl)
+		}
 	}
 	return s, true
 }

@@ -280,3 +280,48 @@ func TestStreamedBodyRetriedOnDialFailure(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamedBodyTimeouts: a streamed upload may last longer than
+// BodyReadTimeout while bytes keep coming (it is an idle bound there), but
+// not longer than StreamedBodyTimeout in all.
+func TestStreamedBodyTimeouts(t *testing.T) {
+	o := testOptions()
+	o.BodyReadTimeout = 500 * time.Millisecond
+	o.StreamedBodyTimeout = 1500 * time.Millisecond
+	rt, _ := newTestRuntime(t, o)
+	e := startEngine(t, "e1")
+	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, epFor(t, e.Addr(), 1))
+	if err := rt.Install(nil, r); err != nil {
+		t.Fatal(err)
+	}
+	trickle := func(chunks int) *http.Response {
+		t.Helper()
+		pr, pw := io.Pipe()
+		go func() {
+			for range chunks {
+				if _, err := pw.Write([]byte("0123456789")); err != nil {
+					return
+				}
+				time.Sleep(40 * time.Millisecond)
+			}
+			pw.Close()
+		}()
+		req, _ := http.NewRequest(http.MethodPost, ruleURL(r)+"/v1/audio/speech", pr)
+		req.Header.Set("Content-Type", "application/octet-stream")
+		resp, err := testClient().Do(req)
+		if err != nil {
+			t.Fatalf("trickle %d: %v", chunks, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	// 15 chunks 40 ms apart: 600 ms in all, beyond BodyReadTimeout.
+	if resp := trickle(15); resp.Header.Get(HeaderError) != "" {
+		t.Fatalf("an upload that keeps sending was cut: %d %q", resp.StatusCode, resp.Header.Get(HeaderError))
+	}
+	// 75 chunks: 3 s, twice StreamedBodyTimeout.
+	if resp := trickle(75); resp.StatusCode != http.StatusBadRequest || resp.Header.Get(HeaderError) != CodeBadRequestBody {
+		t.Fatalf("an upload beyond StreamedBodyTimeout: %d %q", resp.StatusCode, resp.Header.Get(HeaderError))
+	}
+}
