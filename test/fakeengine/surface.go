@@ -1,9 +1,12 @@
 package fakeengine
 
 import (
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -76,7 +79,7 @@ func (s *Server) serveSurface(w http.ResponseWriter, r *http.Request) bool {
 			writeJSON(w, http.StatusOK, map[string]int{"input_tokens": len(body) / 4})
 		case PathEmbeddings:
 			writeJSON(w, http.StatusOK, map[string]any{"object": "list", "model": s.opts.Model,
-				"data":  []any{map[string]any{"object": "embedding", "index": 0, "embedding": []float64{0.1, 0.2, 0.3}}},
+				"data":  []any{map[string]any{"object": "embedding", "index": 0, "embedding": EmbeddingValue(req["encoding_format"], []float32{0.1, 0.2, 0.3})}},
 				"usage": map[string]int{"prompt_tokens": len(body) / 4, "total_tokens": len(body) / 4}})
 		case PathTokenize:
 			writeJSON(w, http.StatusOK, map[string]any{"count": 3, "max_model_len": 4096, "tokens": []int{1, 2, 3}})
@@ -229,6 +232,20 @@ func (s *Server) text() string {
 		b.WriteString("tok" + strconv.Itoa(i) + " ")
 	}
 	return b.String()
+}
+
+// EmbeddingValue renders an embedding as the engines do: a float array, or
+// with encoding_format "base64" (the OpenAI SDKs' default) the base64 of
+// its little-endian float32s.
+func EmbeddingValue(format json.RawMessage, v []float32) any {
+	if string(format) != `"base64"` {
+		return v
+	}
+	b := make([]byte, 4*len(v))
+	for i, f := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(f))
+	}
+	return base64.StdEncoding.EncodeToString(b)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -3,6 +3,7 @@ package pdfake
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/infergate/infergate/test/fakeengine"
 	"io"
 	"net/http"
 	"strconv"
@@ -41,9 +42,11 @@ func (e *Engine) registerSurface(mux *http.ServeMux) {
 	mux.HandleFunc("POST "+pathDetokenize, func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, map[string]string{"prompt": "tok1 tok2 tok3"})
 	})
-	mux.HandleFunc("POST "+pathEmbeddings, func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("POST "+pathEmbeddings, func(w http.ResponseWriter, r *http.Request) {
+		var req map[string]json.RawMessage
+		_ = json.NewDecoder(r.Body).Decode(&req)
 		writeJSON(w, map[string]any{"object": "list", "model": e.cfg.Model,
-			"data": []any{map[string]any{"object": "embedding", "index": 0, "embedding": []float64{0.5, 0.25}}}})
+			"data": []any{map[string]any{"object": "embedding", "index": 0, "embedding": fakeengine.EmbeddingValue(req["encoding_format"], []float32{0.5, 0.25})}}})
 	})
 	mux.HandleFunc("POST "+pathCountTokens, func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
