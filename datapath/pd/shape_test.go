@@ -1,6 +1,7 @@
 package pd
 
 import (
+	"encoding/json"
 	"testing"
 )
 
@@ -92,4 +93,37 @@ func TestFanOutRewriteChunk(t *testing.T) {
 	if !usageOnly || string(m.sumUsage()) != `{"completion_tokens":7,"prompt_tokens":5,"total_tokens":12}` {
 		t.Fatalf("usage: %v %s", usageOnly, m.sumUsage())
 	}
+}
+
+// FuzzShapeAndFanOut: shape detection, unit splitting and chunk rewriting
+// never panic, and what they produce from a JSON object is a JSON object.
+func FuzzShapeAndFanOut(f *testing.F) {
+	for _, s := range []string{
+		`{"prompt":["a","b"],"n":2}`, `{"prompt":"x","n":3,"best_of":4}`, `{"choices":[{"index":0,"text":"x"}],"id":"a"}`,
+		`{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}`, `{"n":1e3}`, `{"prompt":[[1],[2,3]]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		o, err := parseObject(b)
+		if err != nil {
+			return
+		}
+		_ = multiShape(&o, "/v1/completions")
+		if checkN(&o) == nil {
+			units, err := fanOutUnits(&o, "/v1/completions")
+			if err == nil {
+				for _, u := range units {
+					if !json.Valid(u.obj.raw) {
+						t.Fatalf("unit body is not JSON: %s", u.obj.raw)
+					}
+				}
+			}
+		}
+		m := &fanMerger{sse: true}
+		out, usageOnly := m.rewriteChunk(b, fanUnit{index: 3})
+		if !usageOnly && !json.Valid(out) {
+			t.Fatalf("rewritten chunk is not JSON: %s from %s", out, b)
+		}
+	})
 }
