@@ -48,7 +48,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.IntVar(&opts.Tenant.DefaultMaxTokens, "tenant-default-max-tokens", opts.Tenant.DefaultMaxTokens, "tenant keys: completion tokens reserved for a request without max_tokens")
 	fl.StringVar(&opts.LogLevel, "log-level", opts.LogLevel, "log level: debug|info|warn|error")
 	fl.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", opts.ShutdownTimeout, "bound on the graceful API shutdown after SIGINT/SIGTERM")
-	fl.Int64Var(&opts.MaxBodyBytes, "max-body-bytes", opts.MaxBodyBytes, "largest request body proxied (413 above)")
+	fl.Int64Var(&opts.MaxBodyBytes, "max-body-bytes", opts.MaxBodyBytes, "largest request body read for routing (413 above)")
 	fl.IntVar(&opts.BreakerConnectFailures, "breaker-connect-failures", opts.BreakerConnectFailures, "consecutive connect failures that open an endpoint's breaker")
 	fl.IntVar(&opts.BreakerPDConnectFailures, "breaker-pd-connect-failures", opts.BreakerPDConnectFailures, "same, on P/D rules")
 	fl.IntVar(&opts.Breaker5xxStreak, "breaker-5xx-streak", opts.Breaker5xxStreak, "origin 5xx streak that opens a single-pool endpoint's breaker (0 disables it on single pools only: P/D rules then still trip on a streak of 5)")
@@ -56,6 +56,9 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.DurationVar(&opts.DrainGrace, "drain-grace", opts.DrainGrace, "in-flight drain window on rule delete/update")
 	fl.DurationVar(&opts.PrefillTimeout, "prefill-timeout", opts.PrefillTimeout, "P/D prefill leg timeout")
 	fl.DurationVar(&opts.DecodeFirstByteTimeout, "decode-first-byte-timeout", opts.DecodeFirstByteTimeout, "P/D decode time-to-first-byte timeout")
+	// issue 14: bodies nothing routes on stream through unread.
+	fl.Int64Var(&opts.MaxStreamedBodyBytes, "max-streamed-body-bytes", opts.MaxStreamedBodyBytes, "largest request body streamed through unread, e.g. an audio upload (413 above)")
+	fl.DurationVar(&opts.StreamedBodyTimeout, "streamed-body-timeout", opts.StreamedBodyTimeout, "bound on delivering a streamed request body as a whole")
 	fl.StringVar(&opts.KVBindAddr, "kv-bind-addr", opts.KVBindAddr, "KV-exact: bind one ZMQ SUB socket here (e.g. tcp://0.0.0.0:5557) and let engines connect with topic kv@<ip:port>@<model>; empty dials every engine")
 	fl.IntVar(&opts.KVReplayPortOffset, "kv-replay-port-offset", opts.KVReplayPortOffset, "KV-exact: engine replay ROUTER at kvZmqPort+offset (0: no replay)")
 	fl.DurationVar(&opts.KVTokenizeTimeout, "kv-tokenize-timeout", opts.KVTokenizeTimeout, "KV-exact: budget of one engine /tokenize call; slower requests skip Tier 1.5")

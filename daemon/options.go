@@ -39,6 +39,9 @@ type Options struct {
 	DrainGrace               time.Duration // delete/update drain window
 	PrefillTimeout           time.Duration // 30 s
 	DecodeFirstByteTimeout   time.Duration
+	// --- issue 14: streamed (unread) request bodies ---
+	MaxStreamedBodyBytes int64         // 4 GiB → 413 above
+	StreamedBodyTimeout  time.Duration // 15 min for a streamed body's whole delivery
 
 	// KV-exact routing (Tier 1.5) options, see KVPlaneOptions.
 	KVBindAddr         string        // "" dial engines; else bind one SUB socket here (engines connect)

@@ -26,6 +26,8 @@ func newRuntime(opts Options, m *metrics.Metrics, keys datapath.KeyAdmitter, log
 	setIf(&o.DrainGrace, opts.DrainGrace)
 	setIf(&o.PrefillTimeout, opts.PrefillTimeout)
 	setIf(&o.DecodeFirstByteTimeout, opts.DecodeFirstByteTimeout)
+	setIf(&o.MaxStreamedBodyBytes, opts.MaxStreamedBodyBytes) // issue 14
+	setIf(&o.StreamedBodyTimeout, opts.StreamedBodyTimeout)
 	o.PrefixIndex = opts.PrefixIndexOptions()
 	o.KV = opts.KVPlaneOptions()
 	return datapath.NewWithMetrics(o, m, log), nil

@@ -17,6 +17,9 @@
 //     reached an engine is never replayed (LLM requests are not idempotent).
 //   - Every error a client sees is OpenAI-shaped JSON with a stable code that
 //     is also sent in the X-Infergate-Error header.
+//   - Single pools forward every path and method (surface.go); a body is
+//     read only when a rule routes on it, else it streams to the engine
+//     (streambody.go). Protocol upgrades are refused (501).
 //
 // P/D rules (servePD, pdserve.go): usable prefill and decode endpoints
 // (healthy, breaker-selectable, weight > 0) go through the ladder (Tier 0
@@ -24,7 +27,8 @@
 // Tier 2 load); the rule's dialect (datapath/pd) runs the engine sequence
 // over SendLeg; the Outcome feeds pd.Record, per-leg counters and the
 // breakers. No usable pair: a role-0 endpoint serves unsplit, else 503
-// pd_pool_unavailable. Body-less requests relay plainly to a prefill.
+// pd_pool_unavailable. Side paths (tokenize, embeddings, models, …) and
+// generation APIs without transfer relay to one endpoint (pdRouteFor).
 // Single pools add KV-exact mode 3 (first choice, a miss keeps sel) and
 // CHWBL (sel 8/10). Explain is the side-effect-free dry run of all this.
 package datapath

@@ -17,9 +17,12 @@ const (
 // Stable error codes the datapath answers with. Clients and tests key off
 // these; they never change once released.
 const (
-	CodeNoMatchingRule     = "no_matching_rule"    // 404: no rule on this VIP:port matches host/path/model
-	CodeUnknownPath        = "unknown_path"        // 404: not an OpenAI API path we serve
-	CodeMethodNotAllowed   = "method_not_allowed"  // 405
+	CodeNoMatchingRule = "no_matching_rule" // 404: no rule on this VIP:port matches host/path/model
+	// CodeUnknownPath and CodeMethodNotAllowed are retired (issue 14: every
+	// path and method is forwarded, the engine answers); kept so the names
+	// stay reserved.
+	CodeUnknownPath        = "unknown_path"        // retired
+	CodeMethodNotAllowed   = "method_not_allowed"  // retired
 	CodeBodyTooLarge       = "body_too_large"      // 413: over MaxBodyBytes
 	CodeInvalidJSON        = "invalid_json"        // 400: body had to be parsed for routing and is not JSON
 	CodeBadRequestBody     = "bad_request_body"    // 400: the body could not be read

@@ -98,7 +98,13 @@ func (rt *Runtime) Explain(ctx context.Context, k spec.Key, path string, header 
 		return e, nil
 	}
 	p := c.pd
-	if len(body) == 0 {
+	// Explain has no method: a body means POST. Paths the rule relays to one
+	// endpoint (side paths, APIs without transfer) or refuses are "relay".
+	method := http.MethodGet
+	if len(body) > 0 {
+		method = http.MethodPost
+	}
+	if len(body) == 0 || pdRouteFor(c.rule.Engine, method, path).kind != pdSequence {
 		e.Outcome = ExplainRelay
 		return e, nil
 	}

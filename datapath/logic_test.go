@@ -49,29 +49,6 @@ func TestRouteMatchMostSpecific(t *testing.T) {
 	}
 }
 
-func TestCheckAPI(t *testing.T) {
-	tests := []struct {
-		method, path string
-		status       int
-		allow        string
-	}{
-		{"POST", "/v1/completions", 0, ""},
-		{"POST", "/v1/chat/completions", 0, ""},
-		{"GET", "/v1/models", 0, ""},
-		{"GET", "/v1/models/llama", 0, ""},
-		{"GET", "/v1/completions", 405, "POST"},
-		{"POST", "/v1/models", 405, "GET"},
-		{"POST", "/v1/embeddings", 404, ""},
-		{"GET", "/", 404, ""},
-	}
-	for _, tc := range tests {
-		st, _, _, allow := checkAPI(tc.method, tc.path)
-		if st != tc.status || allow != tc.allow {
-			t.Errorf("checkAPI(%s %s) = %d allow %q, want %d %q", tc.method, tc.path, st, allow, tc.status, tc.allow)
-		}
-	}
-}
-
 func TestSessionKey(t *testing.T) {
 	tests := []struct {
 		name   string

@@ -17,7 +17,14 @@ type Options struct {
 	// host / path / model only.
 	BindAnyVIP bool
 
-	MaxBodyBytes int64 // request bodies above this get 413
+	MaxBodyBytes int64 // request bodies read for routing above this get 413
+	// MaxStreamedBodyBytes caps bodies that stream through unread (uploads,
+	// pass-through paths); over it → 413. 0: no cap.
+	MaxStreamedBodyBytes int64
+	// StreamedBodyTimeout bounds the whole delivery of a streamed body
+	// (BodyReadTimeout is then the silence allowed between chunks), so a
+	// trickling client cannot hold an engine connection forever. 0: none.
+	StreamedBodyTimeout time.Duration
 
 	// Circuit breaker (LoxiLB semantics, see breaker.go).
 	BreakerConnectFailures   int           // consecutive dial failures that open it
@@ -71,6 +78,8 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		MaxBodyBytes:             32 << 20,
+		MaxStreamedBodyBytes:     4 << 30,
+		StreamedBodyTimeout:      15 * time.Minute,
 		BreakerConnectFailures:   5,
 		BreakerPDConnectFailures: 3,
 		Breaker5xxStreak:         5,

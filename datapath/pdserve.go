@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/infergate/infergate/datapath/ladder"
@@ -101,22 +102,34 @@ func (c *compiled) anyUsable(excl uint64) bool {
 	return false
 }
 
-// servePD routes a P/D request: the ladder picks a (prefill, decode) pair
-// among usable endpoints, the engine's dialect runs its sequence, and the
-// outcome feeds metrics and the breakers. Body-less requests (GET
-// /v1/models) relay plainly to a prefill (else any usable endpoint); with
-// no usable pair a role-0 endpoint serves the request unsplit, and without
-// one the answer is 503 pd_pool_unavailable.
+// servePD routes a P/D request by its path (pdRouteFor): generation APIs
+// whose transfer the engine supports run the P/D sequence; side paths
+// (tokenize, embeddings, models, …) and generation APIs without transfer
+// go to one endpoint, counted in infergate_pd_unsplit_requests_total;
+// anything else is refused with pd_path_unsupported. For the sequence the
+// ladder picks a (prefill, decode) pair among usable endpoints, the
+// engine's dialect runs it, and the outcome feeds metrics and the
+// breakers; with no usable pair a role-0 endpoint serves the request
+// unsplit, and without one the answer is 503 pd_pool_unavailable.
 func (rt *Runtime) servePD(x *exchange, c *compiled, body []byte) {
 	p := c.pd
-	if len(body) == 0 {
-		excl := c.roleMask(spec.RolePrefill)
-		if !c.anyUsable(excl) {
-			excl = 0
-		}
-		rt.serveSingleExcl(x, c, body, excl)
+	route := pdRouteFor(c.rule.Engine, x.r.Method, x.r.URL.Path)
+	switch route.kind {
+	case pdRefused:
+		rt.fail(x, c, -1, http.StatusNotFound, CodePDPathRefused,
+			"a prefill/decode rule serves the generation APIs and their side paths only; "+strconvQuote(x.r.URL.Path)+" is not one of them")
+		return
+	case pdOne:
+		rt.servePDOne(x, c, body, route)
 		return
 	}
+	if len(body) == 0 {
+		rt.fail(x, c, -1, http.StatusBadRequest, pd.CodeInvalidBody,
+			"POST "+x.r.URL.Path+" on a prefill/decode rule needs a JSON object body")
+		return
+	}
+	// TODO(issue 13 sanitising): the shared client-transfer-state sanitiser
+	// runs on body here, before the dialect sees it.
 	r := x.r
 	f := ladder.Facts{Ctx: r.Context(), Path: r.URL.Path, Body: body, Now: time.Now()}
 	top := ladder.ScanBody(body)
@@ -159,6 +172,42 @@ func (rt *Runtime) servePD(x *exchange, c *compiled, body []byte) {
 	rt.pdm.LadderDecisions.WithLabelValues(c.label, ladder.TierFallback, outcomeMiss, reasonNoRole0).Inc()
 	rt.fail(x, c, -1, http.StatusServiceUnavailable, CodePoolUnavailable,
 		"no usable prefill/decode pair (endpoints down, draining or circuit-broken) and no role-0 endpoint")
+}
+
+// servePDOne sends a P/D rule's request to one endpoint of route.role
+// without a sequence (falling back to any usable endpoint unless strict).
+// The body, unless it was read for routing, streams through.
+//
+// TODO(issue 13 sanitising): a forwarded side-path body goes out here; the
+// shared sanitiser hooks in before serveSingleExcl once it exists.
+func (rt *Runtime) servePDOne(x *exchange, c *compiled, body []byte, route pdRoute) {
+	excl := c.roleMask(route.role)
+	if !c.anyUsable(excl) {
+		if route.strict {
+			rt.fail(x, c, -1, http.StatusNotImplemented, CodePDPathRefused,
+				"engine "+string(c.rule.Engine)+" cannot serve "+x.r.URL.Path+" through prefill/decode and the rule has no usable role-0 endpoint")
+			return
+		}
+		excl = 0
+	}
+	if rt.pdm.Unsplit != nil {
+		rt.pdm.Unsplit.WithLabelValues(c.label, unsplitPathLabel(x.r.URL.Path), route.reason).Inc()
+	}
+	rt.serveSingleExcl(x, c, body, excl)
+}
+
+// unsplitPathLabel bounds the path label to the known API paths.
+func unsplitPathLabel(path string) string {
+	if isGenerationPath(path) {
+		return path
+	}
+	if _, ok := sidePathRole(path); ok {
+		if strings.HasPrefix(path, pathModels+"/") {
+			return pathModels + "/*"
+		}
+		return path
+	}
+	return "other"
 }
 
 // admitPD claims endpoint i's breaker slot (the half-open trial when its
@@ -233,6 +282,9 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	c.eps[di].bytes.Add(uint64(len(body)) + iw.written)
 
 	pd.Record(rt.pdm, c.rule, o)
+	if o.PrefillSkipped != "" && rt.pdm.Unsplit != nil {
+		rt.pdm.Unsplit.WithLabelValues(c.label, unsplitPathLabel(r.URL.Path), o.PrefillSkipped).Inc()
+	}
 	rt.feedLegs(c, &o, pi, di)
 	switch {
 	case o.ClientGone:

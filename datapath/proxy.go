@@ -70,21 +70,20 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header()[HeaderRequestID] = []string{rid}
 	x.requestID = rid
 
-	if status, code, msg, allow := checkAPI(r.Method, r.URL.Path); status != 0 {
-		if allow != "" {
-			w.Header().Set(HeaderAllow, allow)
-		}
-		rt.fail(x, nil, -1, status, code, msg)
-		return
-	}
-	body, status, code, msg := rt.readBody(w, r)
-	if status != 0 {
-		rt.fail(x, nil, -1, status, code, msg)
+	if isUpgrade(r) {
+		rt.fail(x, nil, -1, http.StatusNotImplemented, CodeUpgradeRefused,
+			"protocol upgrades ("+strconvQuote(r.Header.Get(headerUpgrade))+") are not proxied; use the engine's HTTP APIs")
 		return
 	}
 	t := ln.table.Load()
+	var body []byte
+	if bodyForMatch(t, r) {
+		if body = rt.readBodyOrFail(x); body == nil {
+			return
+		}
+	}
 	model := r.Header.Get(HeaderModel)
-	if model == "" && t.needsModel && len(body) > 0 {
+	if model == "" && len(body) > 0 {
 		m, err := bodyModel(body)
 		if err != nil {
 			rt.fail(x, nil, -1, http.StatusBadRequest, CodeInvalidJSON, "request body is not valid JSON: "+err.Error())
@@ -107,7 +106,20 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"this service is administratively down (adminStateUp is false)")
 		return
 	}
-	if rt.enforcesKeys(c.rule) {
+	if !pathAllowed(c.rule.AllowedPaths, r.URL.Path) {
+		rt.fail(x, c, -1, http.StatusNotFound, CodePathNotAllowed,
+			"path "+strconvQuote(r.URL.Path)+" is not in this rule's allowed_paths")
+		return
+	}
+	keyed := rt.enforcesKeys(c.rule)
+	// A keyed rule reads a JSON body for the key's model allow-list and the
+	// token reservation; other bodies stream through unread.
+	if body == nil && (c.bodyForRule(r) || keyed && hasBody(r) && routableContentType(r.Header.Get(headerContentType))) {
+		if body = rt.readBodyOrFail(x); body == nil {
+			return
+		}
+	}
+	if keyed {
 		k, b, ok := rt.admitKey(x, c, body, model)
 		if !ok {
 			return
@@ -115,11 +127,67 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer rt.finishKey(k)
 		body = b
 	}
+	if body == nil {
+		rt.liftReadDeadlineIfNoBody(x)
+	}
 	if c.rule.PD != nil {
 		rt.servePD(x, c, body)
 		return
 	}
 	rt.serveSingle(x, c, body)
+}
+
+// readBodyOrFail reads the whole body for routing; nil means the client has
+// been answered (an empty body is returned as a non-nil empty slice).
+func (rt *Runtime) readBodyOrFail(x *exchange) []byte {
+	body, status, code, msg := rt.readBody(x.w, x.r)
+	if status != 0 {
+		rt.fail(x, nil, -1, status, code, msg)
+		return nil
+	}
+	if body == nil {
+		body = []byte{}
+	}
+	return body
+}
+
+// liftReadDeadlineIfNoBody lifts the client read deadline when nothing is
+// left to read; a body that streams through moves it itself.
+func (rt *Runtime) liftReadDeadlineIfNoBody(x *exchange) {
+	if !hasBody(x.r) {
+		rt.liftReadDeadline(x.w)
+	}
+}
+
+// clientStream is the client's body as a reqStream, or nil when the body
+// was read (body != nil) or there is none. A Content-Length over
+// MaxStreamedBodyBytes is refused up front (413).
+func (rt *Runtime) clientStream(x *exchange, body []byte) (*reqStream, bool) {
+	r := x.r
+	if body != nil || !hasBody(r) {
+		return nil, true
+	}
+	max := rt.opts.MaxStreamedBodyBytes
+	if max > 0 && r.ContentLength > max {
+		x.w.Header().Set(headerConnection, "close")
+		return nil, false
+	}
+	s := &reqStream{r: r.Body, n: r.ContentLength, max: max, idle: rt.opts.DefaultIdle}
+	if d := rt.opts.BodyReadTimeout; d > 0 {
+		rc := http.NewResponseController(x.w)
+		var end time.Time // zero: no bound on the whole body
+		if t := rt.opts.StreamedBodyTimeout; t > 0 {
+			end = x.start.Add(t)
+		}
+		s.progress = func() {
+			dl := time.Now().Add(d)
+			if !end.IsZero() && end.Before(dl) {
+				dl = end
+			}
+			_ = rc.SetReadDeadline(dl)
+		}
+	}
+	return s, true
 }
 
 // fail answers a gateway error and counts it (c nil: no rule matched).
@@ -261,6 +329,12 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 		into = h
 	}
 
+	stream, ok := rt.clientStream(x, body)
+	if !ok {
+		rt.fail(x, c, -1, http.StatusRequestEntityTooLarge, CodeBodyTooLarge,
+			"request body exceeds the streaming limit of "+strconv.FormatInt(rt.opts.MaxStreamedBodyBytes, 10)+" bytes")
+		return
+	}
 	attempts := 0
 	for attempts < len(c.eps) {
 		i := -1
@@ -277,7 +351,7 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 		ep := c.eps[i]
 		ep.active.Add(1)
 		c.epm[i].active.Inc()
-		resp, err := rt.up.roundTrip(ctx, ep.id, r, body, headerWait, into)
+		resp, err := rt.up.roundTrip(ctx, ep.id, r, body, stream, headerWait, into)
 		if err != nil {
 			ep.active.Add(-1)
 			c.epm[i].active.Dec()
@@ -293,11 +367,22 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 			}
 			ep.requests.Add(1) // it may have reached the engine
 			ep.bytes.Add(uint64(len(body)))
+			// net/http cancels ctx on a failed body read, so ctx cannot tell a
+			// stalled client from a gone one here: answer; a gone client
+			// never reads it.
+			var cbe *clientBodyError
+			if errors.As(err, &cbe) {
+				rt.clientBodyFailed(x, c, i, cbe)
+				return
+			}
 			rt.sendFailed(x, c, i, err)
 			return
 		}
 		ep.requests.Add(1)
 		ep.bytes.Add(uint64(len(body)))
+		if stream != nil {
+			rt.liftReadDeadline(x.w)
+		}
 		if attempts > 1 {
 			rt.m.Failover.WithLabelValues(c.label).Inc()
 		}
@@ -311,6 +396,19 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 	}
 	rt.fail(x, c, -1, http.StatusBadGateway, CodeBackendUnreachable,
 		"no healthy backend endpoint accepted the connection")
+}
+
+// clientBodyFailed answers a streamed body the client did not deliver
+// (400) or that ran over the streaming limit (413). The engine saw a cut
+// request, not its fault: the breaker is not fed.
+func (rt *Runtime) clientBodyFailed(x *exchange, c *compiled, i int, e *clientBodyError) {
+	x.w.Header().Set(headerConnection, "close")
+	if e.tooLarge {
+		rt.fail(x, c, i, http.StatusRequestEntityTooLarge, CodeBodyTooLarge,
+			"request body exceeds the streaming limit of "+strconv.FormatInt(rt.opts.MaxStreamedBodyBytes, 10)+" bytes")
+		return
+	}
+	rt.fail(x, c, i, http.StatusBadRequest, CodeBadRequestBody, e.Error())
 }
 
 // sendFailed handles an error after the request may have reached the engine:
@@ -460,7 +558,7 @@ func (rt *Runtime) SendUpstream(ctx context.Context, ep spec.Endpoint, req *http
 	}
 	out := *req
 	out.RequestURI = "" // always build the request line from URL
-	resp, err := rt.up.roundTrip(ctx, ep.ID, &out, body, 0, nil)
+	resp, err := rt.up.roundTrip(ctx, ep.ID, &out, body, nil, 0, nil)
 	if err != nil {
 		var de *DialError
 		if errors.As(err, &de) {
@@ -480,7 +578,7 @@ func (rt *Runtime) SendLeg(ctx context.Context, ep spec.Endpoint, method, path s
 		h = http.Header{}
 	}
 	req := &http.Request{Method: method, URL: &url.URL{Path: path}, RequestURI: path, Header: h, Host: ep.ID}
-	resp, err := rt.up.roundTrip(ctx, ep.ID, req, body, 0, nil)
+	resp, err := rt.up.roundTrip(ctx, ep.ID, req, body, nil, 0, nil)
 	if err != nil {
 		var de *DialError
 		if errors.As(err, &de) {

@@ -146,7 +146,11 @@ func (c *upConn) alive() bool {
 // headers are parsed straight into it instead of into a map copied over
 // afterwards. It must hold only X-Request-Id; on error (and for each 1xx
 // response) it is put back to exactly that.
-func (u *upstream) roundTrip(ctx context.Context, addr string, in *http.Request, body []byte, headerWait time.Duration, into http.Header) (*http.Response, error) {
+//
+// stream, when not nil, is sent instead of body: the client's body copied
+// through as it arrives (see reqStream). A failure reading it is a
+// *clientBodyError (the client's fault, answered 4xx).
+func (u *upstream) roundTrip(ctx context.Context, addr string, in *http.Request, body []byte, stream *reqStream, headerWait time.Duration, into http.Header) (*http.Response, error) {
 	c, err := u.get(ctx, addr)
 	if err != nil {
 		return nil, err
@@ -176,7 +180,16 @@ func (u *upstream) roundTrip(ctx context.Context, addr string, in *http.Request,
 		}
 		return nil, err
 	}
-	if err := writeRequest(c.bw, addr, in, body); err != nil {
+	if stream != nil {
+		err = writeStreamed(ctx, c, addr, in, stream, headerWait)
+	} else {
+		err = writeRequest(c.bw, addr, in, body)
+	}
+	if err != nil {
+		var cbe *clientBodyError
+		if errors.As(err, &cbe) {
+			return fail(err)
+		}
 		return fail(fmt.Errorf("writing request to %s: %w", addr, err))
 	}
 	var resp *http.Response
@@ -198,6 +211,21 @@ func (u *upstream) roundTrip(ctx context.Context, addr string, in *http.Request,
 // writeRequest writes an HTTP/1.1 request head and body. Header values come
 // from net/http's parser (or our own code), so they carry no CR/LF.
 func writeRequest(w *bufio.Writer, addr string, in *http.Request, body []byte) error {
+	writeHead(w, addr, in)
+	if body != nil || in.Method == http.MethodPost || in.Method == http.MethodPut || in.Method == http.MethodPatch {
+		var nb [20]byte
+		w.WriteString(headerContentLength + ": ")
+		w.Write(strconv.AppendInt(nb[:0], int64(len(body)), 10))
+		w.WriteString("\r\n")
+	}
+	w.WriteString("\r\n")
+	w.Write(body)
+	return w.Flush()
+}
+
+// writeHead writes the request line, Host and the client's end-to-end
+// headers (framing headers are the caller's).
+func writeHead(w *bufio.Writer, addr string, in *http.Request) {
 	uri := in.RequestURI
 	if uri == "" || uri[0] != '/' {
 		uri = in.URL.RequestURI()
@@ -219,15 +247,6 @@ func writeRequest(w *bufio.Writer, addr string, in *http.Request, body []byte) e
 			w.WriteString("\r\n")
 		}
 	}
-	if body != nil || in.Method == http.MethodPost || in.Method == http.MethodPut || in.Method == http.MethodPatch {
-		var nb [20]byte
-		w.WriteString(headerContentLength + ": ")
-		w.Write(strconv.AppendInt(nb[:0], int64(len(body)), 10))
-		w.WriteString("\r\n")
-	}
-	w.WriteString("\r\n")
-	w.Write(body)
-	return w.Flush()
 }
 
 // upBody returns the connection to the pool when the response was read to

@@ -38,6 +38,13 @@ type PD struct {
 	// FallbackToNormal counts P/D requests served unsplit by a role-0
 	// endpoint because no usable (prefill, decode) pair existed.
 	FallbackToNormal *prometheus.CounterVec // loxilb_pd_fallback_to_normal_total{rule}
+
+	// --- issue 14: HTTP surface ---
+	// Unsplit counts requests a P/D rule served without the P/D sequence:
+	// side paths (tokenize, embeddings, models, …), generation APIs the
+	// engine's transfer does not cover, or shapes the handoff cannot serve
+	// (vLLM n>1, best_of>1, beam search, prompt lists: decode computes).
+	Unsplit *prometheus.CounterVec // infergate_pd_unsplit_requests_total{rule,path,reason}
 }
 
 func newPD(reg prometheus.Registerer) *PD {
@@ -80,6 +87,9 @@ func newPD(reg prometheus.Registerer) *PD {
 		FallbackToNormal: counter("loxilb_pd_fallback_to_normal_total",
 			"P/D requests served unsplit by a role-0 endpoint because no usable prefill/decode pair existed.", "rule"),
 	}
+	p.Unsplit = counter("infergate_pd_unsplit_requests_total",
+		"Requests a P/D rule served on one endpoint without the P/D sequence, by path and reason.", "rule", "path", "reason")
+	reg.MustRegister(p.Unsplit)
 	reg.MustRegister(p.Requests, p.RoomRetries, p.TRTEarlyExits, p.KVTransferFailures,
 		p.PrefillDeaths, p.DecodeDeaths, p.Failovers, p.PrefillDuration, p.DecodeTTFB, p.Duration,
 		p.LegRequests, p.LadderDecisions, p.SessionHits, p.FallbackToNormal)

@@ -58,6 +58,7 @@ func compileValid(r *Rule) *spec.Rule {
 	case APIKeyAuthDisabled:
 		out.APIKeys = spec.KeysOff
 	}
+	out.AllowedPaths = splitAllowedPaths(sa.AllowedPaths)
 	if sa.PDDisaggMode {
 		pd := &spec.PD{
 			CacheAware:          sa.PDCacheAwareMode,

@@ -125,6 +125,7 @@ var crossChecks = []crossCheck{
 	{"annotations", checkAnnotations},
 	{"secondary-vips", checkSecondaryVIPs},
 	{"endpoint-probes", checkEndpointProbes},
+	{"allowed-paths", checkAllowedPaths}, // issue 14, surface.go
 	// Tenant controls (issue 17).
 	{"api-key-auth", checkAPIKeyAuth},
 }

@@ -79,3 +79,6 @@ const (
 	fieldExpectedCodes = "expectedCodes"
 	fieldHealth        = "health" // output only
 )
+
+// --- issue 14: HTTP surface ---
+const fieldAllowedPaths = "allowed_paths"

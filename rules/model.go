@@ -101,6 +101,11 @@ type ServiceArguments struct {
 	// Annotations are opaque key/value pairs, stored and returned verbatim
 	// (LoxiLB's limits: 32 keys, 256-character values).
 	Annotations map[string]string `json:"annotations,omitempty" yaml:"annotations,omitempty"`
+	// --- issue 14: HTTP surface (an infergate extension; LoxiLB has none) ---
+	// AllowedPaths restricts the paths the rule serves: a comma-separated
+	// list of exact paths or "prefix/*" (a string, as LoxiLB spells lists);
+	// empty = every path is forwarded.
+	AllowedPaths string `json:"allowed_paths,omitempty" yaml:"allowed_paths,omitempty"`
 }
 
 // Endpoint is one backend engine of a rule.

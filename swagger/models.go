@@ -82,7 +82,9 @@ func fieldNotes() map[string]FieldNote {
 		sa("pd_session_ttl_sec"):       {Description: "Tier 0 sticky prefill/decode pair TTL in seconds (0 = 300).", Min: ptrFloat(0)},
 		sa("pd_cache_threshold"):       {Description: "Tier 1 minimum prefix match percent (0 = 20).", Min: ptrFloat(0), Max: ptrFloat(100)},
 		sa("pd_balance_abs_threshold"): {Description: "Tier 1 is bypassed when max-min active requests exceeds this (0 = 3).", Min: ptrFloat(0), Max: ptrFloat(255)},
-		sa("pdBootstrapPort"):          {Description: "SGLang --disaggregation-bootstrap-port (0 = 8998); only with P/D and kvEngineType sglang.", Min: ptrFloat(0), Max: ptrFloat(65535)},
+		sa("allowed_paths"): {Description: "infergate extension: the paths this rule serves (exact, or a prefix ending in /*); " +
+			"empty = every path and method is forwarded to the engine. Others get 404 path_not_allowed."},
+		sa("pdBootstrapPort"): {Description: "SGLang --disaggregation-bootstrap-port (0 = 8998); only with P/D and kvEngineType sglang.", Min: ptrFloat(0), Max: ptrFloat(65535)},
 		sa("kvExactMode"): {Description: "Tier 1.5 exact KV-cache routing: 0 off, 1 over the prefill endpoints of a P/D rule, " +
 			"3 over a single pool (no P/D). LoxiLB's reserved 2 (NATS) is not served.", Enum: enum(0, 1, 3)},
 		sa("kvEngineType"):  {Description: "Engine family behind the rule (\"\" = vllm). Immutable after create.", Enum: enum("", "vllm", "sglang", "trtllm", "llamacpp")},

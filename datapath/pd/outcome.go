@@ -58,6 +58,9 @@ type Outcome struct {
 	ClientGone       bool // the client disconnected before the response completed
 	StreamCut        bool // decode died after bytes were relayed
 	IdleTimeout      bool // decode went silent and the relay was ended
+	// PrefillSkipped names the request shape (Shape…) for which vLLM sent no
+	// prefill leg and let decode compute the prompt; "" otherwise.
+	PrefillSkipped string
 }
 
 func (o *Outcome) leg(r LegResult) { o.Legs = append(o.Legs, r) }

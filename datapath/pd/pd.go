@@ -148,11 +148,18 @@ func logFields(e spec.Engine, req *Request) logrus.Fields {
 }
 
 // clientObject parses the client body every dialect rewrites; a body that
-// is not a JSON object is answered 400 invalid_body before any leg is sent.
-func clientObject(w http.ResponseWriter, o *Outcome, body []byte) (object, bool) {
-	obj, err := parseObject(body)
+// is not a JSON object is answered 400 pd_invalid_body naming the path, and
+// an n that is not a positive integer 400 pd_invalid_n, before any leg is
+// sent.
+func clientObject(w http.ResponseWriter, o *Outcome, req *Request) (object, bool) {
+	obj, err := parseObject(req.Body)
 	if err != nil {
-		writeError(w, o, PhasePrefill, http.StatusBadRequest, CodeInvalidBody, "request body must be a JSON object")
+		writeError(w, o, PhasePrefill, http.StatusBadRequest, CodeInvalidBody,
+			"the body of POST "+req.Path+" must be a JSON object on a prefill/decode rule")
+		return object{}, false
+	}
+	if err := checkN(&obj); err != nil {
+		writeError(w, o, PhasePrefill, http.StatusBadRequest, CodeInvalidN, err.Error())
 		return object{}, false
 	}
 	return obj, true

@@ -145,8 +145,11 @@ type peek struct {
 	resp  *http.Response
 	first []byte // first body bytes; empty when the body was empty
 	eof   bool   // the body ended within first
-	err   error
-	ttfb  time.Duration
+	// responses: the leg is the Responses API, whose streams end with a
+	// terminal response.* event, never [DONE].
+	responses bool
+	err       error
+	ttfb      time.Duration
 }
 
 // sendAndPeek dispatches a leg and waits for the first body byte, so an
@@ -158,13 +161,14 @@ func sendAndPeek(ctx context.Context, s Sender, leg Leg, buf []byte) peek {
 	if err != nil {
 		return peek{err: err, ttfb: time.Since(start)}
 	}
+	rs := isResponses(leg.Path)
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
-			return peek{resp: resp, first: buf[:n], eof: errors.Is(err, io.EOF), ttfb: time.Since(start)}
+			return peek{resp: resp, first: buf[:n], eof: errors.Is(err, io.EOF), ttfb: time.Since(start), responses: rs}
 		}
 		if errors.Is(err, io.EOF) {
-			return peek{resp: resp, eof: true, ttfb: time.Since(start)}
+			return peek{resp: resp, eof: true, ttfb: time.Since(start), responses: rs}
 		}
 		if err != nil {
 			resp.Body.Close()
@@ -198,12 +202,16 @@ func relay(ctx context.Context, w http.ResponseWriter, p peek, buf []byte, opts 
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
 	var res relayResult
-	var tail [16]byte // end of the previous chunk, for a [DONE] split across reads
+	var tail [endTail]byte // end of the previous chunk, for a terminator split across reads
 	tailN := 0
 	sawDone := false
+	markers := doneMarkers
+	if p.responses {
+		markers = responsesEndMarkers
+	}
 	write := func(b []byte) bool {
 		if sse && !sawDone {
-			sawDone = containsDone(tail[:tailN], b)
+			sawDone = containsEnd(tail[:tailN], b, markers)
 			var j [2 * len(tail)]byte
 			joined := append(append(j[:0], tail[:tailN]...), lastN(b, len(tail))...)
 			tailN = copy(tail[:], lastN(joined, len(tail)))
@@ -243,7 +251,11 @@ func relay(ctx context.Context, w http.ResponseWriter, p peek, buf []byte, opts 
 		case idled.Load():
 			res.idle = true
 			if sse && !sawDone {
-				_, _ = w.Write(sseDone)
+				end := sseDone
+				if p.responses {
+					end = responsesIdleEvent
+				}
+				_, _ = w.Write(end)
 				_ = rc.Flush()
 			}
 			log.WithField("error", err).Warn("pd: decode stream idle, relay ended")
@@ -254,7 +266,11 @@ func relay(ctx context.Context, w http.ResponseWriter, p peek, buf []byte, opts 
 			if sse && !sawDone {
 				// Tell streaming clients the answer is incomplete rather than
 				// ending the stream as if it had finished.
-				_, _ = w.Write(sseCutEvent)
+				cut := sseCutEvent
+				if p.responses {
+					cut = responsesCutEvent
+				}
+				_, _ = w.Write(cut)
 				_ = rc.Flush()
 			}
 			log.WithField("error", err).Warn("pd: decode died mid-stream")
@@ -266,11 +282,35 @@ func relay(ctx context.Context, w http.ResponseWriter, p peek, buf []byte, opts 
 // SSE terminators as engines write them (with and without the space).
 var doneMarkers = [][]byte{[]byte("data: [DONE]"), []byte("data:[DONE]")}
 
+// responsesEndMarkers are the Responses API's terminal stream events (the
+// event line as engines write it; the JSON type as a fallback for streams
+// that send data lines only). Model text cannot hold them: JSON escapes
+// its quotes.
+var responsesEndMarkers = [][]byte{
+	[]byte("event: response.completed"), []byte("event: response.failed"), []byte("event: response.incomplete"),
+	[]byte(`"type":"response.completed"`), []byte(`"type":"response.failed"`), []byte(`"type":"response.incomplete"`),
+}
+
+// Responses API streams that end early get an error event (the API's own
+// shape) instead of a chat-style [DONE].
+var (
+	responsesIdleEvent = []byte(`event: error` + "\n" + `data: {"type":"error","code":"` + CodeDecodeTimeout + `","message":"decode stream went silent","param":null}` + "\n\n")
+	responsesCutEvent  = []byte(`event: error` + "\n" + `data: {"type":"error","code":"` + CodeDecodeDied + `","message":"decode backend died mid-stream","param":null}` + "\n\n")
+)
+
+// endTail is how much of a chunk's end is kept to find a terminator split
+// across reads: longer than the longest marker.
+const endTail = 32
+
 // containsDone reports whether cur, or the seam between the previous
 // chunk's tail and cur, holds the [DONE] event. Matching the "data:" prefix
 // keeps a model that writes "[DONE]" as text from counting.
-func containsDone(prev, cur []byte) bool {
-	for _, m := range doneMarkers {
+func containsDone(prev, cur []byte) bool { return containsEnd(prev, cur, doneMarkers) }
+
+// containsEnd is containsDone for any set of terminator markers (each
+// shorter than endTail).
+func containsEnd(prev, cur []byte, markers [][]byte) bool {
+	for _, m := range markers {
 		if bytes.Contains(cur, m) {
 			return true
 		}
@@ -278,9 +318,9 @@ func containsDone(prev, cur []byte) bool {
 	if len(prev) == 0 {
 		return false
 	}
-	var j [32]byte
-	s := append(append(j[:0], prev...), cur[:min(len(cur), len(doneMarkers[0])-1)]...)
-	for _, m := range doneMarkers {
+	var j [2 * endTail]byte
+	s := append(append(j[:0], prev...), cur[:min(len(cur), endTail-1)]...)
+	for _, m := range markers {
 		if bytes.Contains(s, m) {
 			return true
 		}

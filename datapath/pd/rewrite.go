@@ -462,6 +462,9 @@ func isChat(path string) bool {
 // the KV for a remote decode. min_tokens is dropped (it would contradict the
 // cap of 1) and any client kv_transfer_params is replaced.
 func vllmPrefillBody(o *object, path string) []byte {
+	if isResponses(path) {
+		return vllmResponsesPrefillBody(o)
+	}
 	var e [8]edit
 	edits := e[:0]
 	_, hasMCT := o.lookup(fieldMaxCompletionTokens)
@@ -485,6 +488,21 @@ func vllmPrefillBody(o *object, path string) []byte {
 		edit{fieldKVTransferParams, vllmPrefillParams},
 	)
 	return o.apply(edits)
+}
+
+// vllmResponsesPrefillBody is vllmPrefillBody for the Responses API: the
+// cap is max_output_tokens (the API has no max_tokens or n), and the
+// prefill's one-token answer is neither stored nor run in the background
+// (a background prefill would answer "queued" without transfer params).
+func vllmResponsesPrefillBody(o *object) []byte {
+	return o.apply([]edit{
+		{fieldMaxOutputTokens, jsonOne},
+		{fieldStreamOptions, nil},
+		{fieldStream, jsonFalse},
+		{fieldStore, jsonFalse},
+		{fieldBackground, jsonFalse},
+		{fieldKVTransferParams, vllmPrefillParams},
+	})
 }
 
 // vllmDecodeBody is the client's body with kv_transfer_params replaced by

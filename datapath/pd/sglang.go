@@ -29,7 +29,7 @@ func (d *sglang) Serve(ctx context.Context, w http.ResponseWriter, req *Request,
 	defer func() { o.Total = time.Since(start) }()
 	log := d.opts.Log.WithFields(logFields(o.Engine, req))
 
-	obj, ok := clientObject(w, &o, req.Body)
+	obj, ok := clientObject(w, &o, req)
 	if !ok {
 		return o
 	}
@@ -41,13 +41,30 @@ func (d *sglang) Serve(ctx context.Context, w http.ResponseWriter, req *Request,
 	if req.Rule != nil && req.Rule.PD != nil && req.Rule.PD.BootstrapPort != 0 {
 		port = req.Rule.PD.BootstrapPort
 	}
+	switch shape := multiShape(&obj, req.Path); shape {
+	case "":
+	case ShapeN, ShapePromptList:
+		d.fanOut(ctx, w, &o, req, &obj, header, pair, port, s, log)
+		return o
+	default:
+		refuseShape(w, &o, "sglang", shape)
+		return o
+	}
+	d.serveOne(ctx, w, &o, req.Path, header, &obj, pair, port, s, log)
+	return o
+}
+
+// serveOne runs one sample's dual dispatch, with the one pair retry on a
+// fresh room.
+func (d *sglang) serveOne(ctx context.Context, w http.ResponseWriter, o *Outcome, path string, header http.Header, obj *object,
+	pair Pair, port uint16, s Sender, log logrus.FieldLogger) {
 	prefill := pair.Prefill
 	for attempt := 0; ; attempt++ {
 		// A fresh room per attempt: the old room died with its prefill and a
 		// decode still parked on it must never be matched again.
-		body := sglangBody(&obj, prefill.Addr.Addr().String(), port, randUint63())
-		if !d.attempt(ctx, w, &o, req.Path, header, body, prefill, pair.Decode, s, attempt == 0, log) {
-			return o
+		body := sglangBody(obj, prefill.Addr.Addr().String(), port, randUint63())
+		if !d.attempt(ctx, w, o, path, header, body, prefill, pair.Decode, s, attempt == 0, log) {
+			return
 		}
 		o.RoomRetry = true
 		if len(pair.AltPrefill) > 0 {

@@ -40,8 +40,12 @@ func (d *trtllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request,
 	defer func() { o.Total = time.Since(start) }()
 	log := d.opts.Log.WithFields(logFields(o.Engine, req))
 
-	obj, ok := clientObject(w, &o, req.Body)
+	obj, ok := clientObject(w, &o, req)
 	if !ok {
+		return o
+	}
+	if shape := multiShape(&obj, req.Path); shape != "" {
+		refuseShape(w, &o, "TensorRT-LLM", shape)
 		return o
 	}
 	header := legHeader(req.Header)

@@ -19,12 +19,21 @@ func (d *vllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request, p
 	defer func() { o.Total = time.Since(start) }()
 	log := d.opts.Log.WithFields(logFields(o.Engine, req))
 
-	obj, ok := clientObject(w, &o, req.Body)
+	obj, ok := clientObject(w, &o, req)
 	if !ok {
 		return o
 	}
-	prefillBody := vllmPrefillBody(&obj, req.Path)
 	suffix := idSuffix(req.RequestID)
+	if shape := multiShape(&obj, req.Path); shape != "" {
+		// vLLM's transfer is single-consumer: several samples or prompts
+		// cannot share one prefill's blocks. Decode computes the prompt.
+		o.PrefillSkipped = shape
+		h := legHeader(req.Header)
+		h.Set(headerRequestID, suffix)
+		serveDecode(ctx, w, s, Leg{Endpoint: pair.Decode, Path: req.Path, Header: h, Body: vllmDecodeBody(&obj, nil)}, d.opts, &o, log)
+		return o
+	}
+	prefillBody := vllmPrefillBody(&obj, req.Path)
 
 	build := func(prefill spec.Endpoint) Leg {
 		h := legHeader(req.Header)

@@ -209,6 +209,10 @@ type Rule struct {
 	AdminDown bool
 	// SecondaryVIPs are further addresses the rule is served on (same port).
 	SecondaryVIPs []netip.Addr
+	// --- issue 14: HTTP surface ---
+	// AllowedPaths (allowed_paths, an infergate extension) restricts the
+	// paths the rule serves: exact entries, or "prefix/*"; empty = all.
+	AllowedPaths []string
 }
 
 // KeyPolicy says whether a VIP requires tenant API keys.

@@ -21,6 +21,7 @@ const (
 	PathHealth          = "/health"
 
 	HeaderEngine    = "X-Fake-Engine" // the engine's Name on every response
+	RetryAfter      = "7"             // Retry-After on injected 429/503
 	HeaderRequestID = "X-Request-Id"
 	sseDone         = "data: [DONE]\n\n"
 )
@@ -162,6 +163,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if id := r.Header.Get(HeaderRequestID); id != "" {
 		w.Header().Set(HeaderRequestID, id)
 	}
+	if r.Method == http.MethodOptions || r.URL.Path != PathCompletions && r.URL.Path != PathChatCompletions && r.URL.Path != PathHealth && r.URL.Path != PathModels {
+		if s.serveSurface(w, r) {
+			return
+		}
+	}
 	switch r.URL.Path {
 	case PathHealth:
 		w.WriteHeader(int(s.health.Load()))
@@ -176,6 +182,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.completion(w, r, r.URL.Path == PathChatCompletions)
 	default:
+		s.recordPlain(r, nil)
 		writeErr(w, http.StatusNotFound, "not found")
 	}
 }
@@ -189,6 +196,7 @@ func (s *Server) completion(w http.ResponseWriter, r *http.Request, chat bool) {
 	}
 	var req struct {
 		Stream        bool `json:"stream"`
+		N             int  `json:"n"`
 		StreamOptions struct {
 			IncludeUsage bool `json:"include_usage"`
 		} `json:"stream_options"`
@@ -224,6 +232,9 @@ func (s *Server) completion(w http.ResponseWriter, r *http.Request, chat bool) {
 		return
 	}
 	if code := int(s.status.Load()); code != 0 {
+		if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", RetryAfter)
+		}
 		writeErr(w, code, "injected failure")
 		s.served.Add(1)
 		return
@@ -234,16 +245,19 @@ func (s *Server) completion(w http.ResponseWriter, r *http.Request, chat bool) {
 		if chat {
 			b = s.plainChat
 		}
+		if req.N > 1 {
+			b = s.completionBodyN(chat, req.N)
+		}
 		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 		_, _ = w.Write(b)
 		s.served.Add(1)
 		return
 	}
-	s.stream(w, r, chat, rid, req.StreamOptions.IncludeUsage)
+	s.stream(w, r, chat, rid, max(req.N, 1), req.StreamOptions.IncludeUsage)
 }
 
 // stream writes one SSE event per token, then [DONE].
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, chat bool, rid string, withUsage bool) {
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, chat bool, rid string, n int, withUsage bool) {
 	ctx := r.Context()
 	fl, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -264,9 +278,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, chat bool, rid s
 			s.gone(rid)
 			return
 		}
-		if _, err := w.Write(s.chunk(chat, i)); err != nil {
-			s.gone(rid)
-			return
+		for c := range n { // n samples: one event per choice per token
+			if _, err := w.Write(s.chunkFor(chat, i, c)); err != nil {
+				s.gone(rid)
+				return
+			}
 		}
 		if fl != nil {
 			fl.Flush()
@@ -310,33 +326,43 @@ func (s *Server) record(r Request) {
 	s.log = append(s.log, r)
 }
 
-func (s *Server) chunk(chat bool, i int) []byte {
+func (s *Server) chunk(chat bool, i int) []byte { return s.chunkFor(chat, i, 0) }
+
+// chunkFor is token i's event of choice c.
+func (s *Server) chunkFor(chat bool, i, c int) []byte {
 	tok := "tok" + strconv.Itoa(i) + " "
 	var v any
 	if chat {
 		v = map[string]any{"id": "chatcmpl-" + s.opts.Name, "object": "chat.completion.chunk", "model": s.opts.Model,
-			"choices": []any{map[string]any{"index": 0, "delta": map[string]string{"content": tok}}}}
+			"choices": []any{map[string]any{"index": c, "delta": map[string]string{"content": tok}}}}
 	} else {
 		v = map[string]any{"id": "cmpl-" + s.opts.Name, "object": "text_completion", "model": s.opts.Model,
-			"choices": []any{map[string]any{"index": 0, "text": tok}}}
+			"choices": []any{map[string]any{"index": c, "text": tok}}}
 	}
 	b, _ := json.Marshal(v)
 	return append(append([]byte("data: "), b...), "\n\n"...)
 }
 
-func (s *Server) completionBody(chat bool) []byte {
+func (s *Server) completionBody(chat bool) []byte { return s.completionBodyN(chat, 1) }
+
+// completionBodyN is the whole answer with n identical choices.
+func (s *Server) completionBodyN(chat bool, n int) []byte {
 	text := ""
 	for i := range s.opts.Tokens {
 		text += "tok" + strconv.Itoa(i) + " "
 	}
-	usage := map[string]int{"prompt_tokens": 1, "completion_tokens": s.opts.Tokens, "total_tokens": 1 + s.opts.Tokens}
-	var v any
+	usage := map[string]int{"prompt_tokens": 1, "completion_tokens": n * s.opts.Tokens, "total_tokens": 1 + n*s.opts.Tokens}
+	choices := make([]any, n)
+	for c := range n {
+		if chat {
+			choices[c] = map[string]any{"index": c, "finish_reason": "length", "message": map[string]string{"role": "assistant", "content": text}}
+		} else {
+			choices[c] = map[string]any{"index": c, "finish_reason": "length", "text": text}
+		}
+	}
+	v := map[string]any{"id": "cmpl-" + s.opts.Name, "object": "text_completion", "model": s.opts.Model, "usage": usage, "choices": choices}
 	if chat {
-		v = map[string]any{"id": "chatcmpl-" + s.opts.Name, "object": "chat.completion", "model": s.opts.Model, "usage": usage,
-			"choices": []any{map[string]any{"index": 0, "finish_reason": "length", "message": map[string]string{"role": "assistant", "content": text}}}}
-	} else {
-		v = map[string]any{"id": "cmpl-" + s.opts.Name, "object": "text_completion", "model": s.opts.Model, "usage": usage,
-			"choices": []any{map[string]any{"index": 0, "finish_reason": "length", "text": text}}}
+		v["id"], v["object"] = "chatcmpl-"+s.opts.Name, "chat.completion"
 	}
 	b, _ := json.Marshal(v)
 	return b

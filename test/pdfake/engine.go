@@ -131,6 +131,7 @@ type Engine struct {
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced on every record change
 	records  []*Record
+	side     []Record // side-path requests (surface.go)
 	faults   []Fault
 	finish   string // TRT context finish_reason override
 	served   int
@@ -193,7 +194,8 @@ func Start(cfg Config) (*Engine, error) {
 	mux.HandleFunc("GET /admin/records", e.serveRecords)
 	mux.HandleFunc("POST /v1/completions", e.serveInference)
 	mux.HandleFunc("POST /v1/chat/completions", e.serveInference)
-	e.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	e.registerSurface(mux)
+	e.srv = &http.Server{Handler: e.recordSide(mux), ReadHeaderTimeout: 5 * time.Second}
 	if err := e.startKV(mux); err != nil {
 		ln.Close()
 		return nil, err

@@ -129,6 +129,11 @@ func (x *exchange) answer(text, finish string, top, choiceExtra map[string]any) 
 	}
 	h.Set("X-Fake-Engine", x.e.engineID)
 	id := "cmpl-" + strconv.Itoa(x.e.serveCount())
+	if x.responses() {
+		x.answerResponses(id, text, top)
+		return
+	}
+	n := x.samples()
 	if !x.stream() {
 		choice := map[string]any{"index": 0, "finish_reason": finish, "logprobs": nil}
 		obj := "text_completion"
@@ -141,9 +146,18 @@ func (x *exchange) answer(text, finish string, top, choiceExtra map[string]any) 
 		for k, v := range choiceExtra {
 			choice[k] = v
 		}
+		choices := []any{choice}
+		for i := 1; i < n; i++ { // n samples: the same text, indexed
+			c := map[string]any{}
+			for k, v := range choice {
+				c[k] = v
+			}
+			c["index"] = i
+			choices = append(choices, c)
+		}
 		resp := map[string]any{
 			"id": id, "object": obj, "created": time.Now().Unix(), "model": x.e.cfg.Model,
-			"choices": []any{choice},
+			"choices": choices,
 			"usage":   map[string]any{"prompt_tokens": len(x.rec.Body) / 4, "completion_tokens": len(strings.Fields(text)), "total_tokens": len(x.rec.Body)/4 + len(strings.Fields(text))},
 		}
 		for k, v := range top {
@@ -164,6 +178,11 @@ func (x *exchange) answer(text, finish string, top, choiceExtra map[string]any) 
 		obj = "chat.completion.chunk"
 	}
 	event := func(tok string, fin any) bool {
+		for i := 1; i < n; i++ { // the other samples' events, before sample 0's
+			if !x.choiceEvent(id, obj, i, tok, fin) {
+				return false
+			}
+		}
 		choice := map[string]any{"index": 0, "finish_reason": fin}
 		if x.chat() {
 			choice["delta"] = map[string]any{"content": tok}
@@ -206,6 +225,21 @@ func (x *exchange) answer(text, finish string, top, choiceExtra map[string]any) 
 	}
 	_, _ = x.w.Write([]byte("data: [DONE]\n\n"))
 	_ = rc.Flush()
+}
+
+// choiceEvent writes one streamed event of choice index i.
+func (x *exchange) choiceEvent(id, obj string, i int, tok string, fin any) bool {
+	choice := map[string]any{"index": i, "finish_reason": fin}
+	if x.chat() {
+		choice["delta"] = map[string]any{"content": tok}
+	} else {
+		choice["text"] = tok
+	}
+	b, _ := json.Marshal(map[string]any{"id": id, "object": obj, "model": x.e.cfg.Model, "choices": []any{choice}})
+	if _, err := fmt.Fprintf(x.w, "data: %s\n\n", b); err != nil {
+		return false
+	}
+	return true
 }
 
 func (e *Engine) serveCount() int {

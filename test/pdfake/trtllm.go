@@ -30,6 +30,15 @@ var trtTopLevel = map[string]bool{
 	fieldDisaggParams: true, "cache_salt": true,
 }
 
+// trtResponsesTopLevel is trtllm-serve's ResponsesRequest (also
+// extra="forbid"); its disaggregated server has no Responses route, so a
+// generation server answers it standalone.
+var trtResponsesTopLevel = map[string]bool{
+	"model": true, "input": true, "instructions": true, "max_output_tokens": true, "temperature": true, "top_p": true,
+	"stream": true, "store": true, "background": true, "previous_response_id": true, "tools": true, "tool_choice": true,
+	"text": true, "reasoning": true, "user": true, "metadata": true,
+}
+
 var trtDisaggKeys = map[string]bool{
 	dpRequestType: true, dpFirstGenTokens: true, dpCtxRequestID: true, dpOpaqueState: true,
 	"opaque_state": true, dpDraftTokens: true, dpDisaggRequestID: true, "multimodal_embedding_handles": true,
@@ -39,8 +48,12 @@ var trtDisaggKeys = map[string]bool{
 // server only accepts context_only, a generation server only
 // generation_only with the opaque state its context produced.
 func (x *exchange) trtllm() {
+	allowed := trtTopLevel
+	if x.responses() {
+		allowed = trtResponsesTopLevel
+	}
 	for k := range x.req {
-		if !trtTopLevel[k] {
+		if !allowed[k] {
 			x.reject(http.StatusBadRequest, "extra_forbidden: "+k)
 			return
 		}

@@ -46,8 +46,12 @@ func (x *exchange) vllm() {
 		case x.stream():
 			x.reject(http.StatusBadRequest, "prefill leg must not stream")
 			return
-		case string(x.req[fieldMaxTokens]) != "1" && string(x.req[fieldMaxCompletionTokens]) != "1":
+		case x.responses() && string(x.req[fieldMaxOutputTokens]) != "1":
+			x.setViolation("responses prefill max_output_tokens is not 1")
+		case !x.responses() && string(x.req[fieldMaxTokens]) != "1" && string(x.req[fieldMaxCompletionTokens]) != "1":
 			x.setViolation("prefill cap is not 1")
+		case x.samples() > 1:
+			x.setViolation("prefill with n > 1")
 		}
 		top := map[string]any{fieldKVTransferParams: map[string]any{
 			kvDoRemotePrefill: true,
@@ -64,6 +68,12 @@ func (x *exchange) vllm() {
 	}
 	if kv != nil && (kv.DoRemotePrefill == nil || !*kv.DoRemotePrefill || kv.RemoteEngineID == "" || len(kv.RemoteBlockIDs) == 0) {
 		x.reject(http.StatusBadRequest, "decode kv_transfer_params do not come from a prefill")
+		return
+	}
+	if kv != nil && x.samples() > 1 {
+		// NIXL hands one prefill's blocks to one request: several samples
+		// cannot consume them.
+		x.reject(http.StatusBadRequest, "n > 1 with remote prefill: the KV transfer is single-consumer")
 		return
 	}
 	x.answer("Hello from the fake vLLM decode, the answer is 42.", "stop", nil, nil)

@@ -1,0 +1,189 @@
+package datapath
+
+import (
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/infergate/infergate/datapath/spec"
+)
+
+// The engines' HTTP surface. A single-pool rule forwards every path and
+// method (the engine answers what it does not serve); a P/D rule sorts each
+// request into one of the routes below (pdRouteFor). docs/datapath.md has
+// the table per path and engine.
+
+// Paths the datapath treats specially.
+const (
+	pathResponses      = "/v1/responses"
+	pathMessages       = "/v1/messages"
+	pathCountTokens    = "/v1/messages/count_tokens"
+	pathEmbeddings     = "/v1/embeddings"
+	pathTokenize       = "/tokenize"
+	pathDetokenize     = "/detokenize"
+	pathHealth         = "/health"
+	pathVersion        = "/version"
+	headerUpgrade      = "Upgrade"
+	contentTypeFormURL = "application/x-www-form-urlencoded"
+	contentTypePlain   = "text/plain"
+	CodeUpgradeRefused = "upgrade_not_supported" // 501: WebSocket / h2c upgrade requests
+	CodePathNotAllowed = "path_not_allowed"      // 404: outside the rule's allowed_paths
+	CodePDPathRefused  = "pd_path_unsupported"   // 404/501: a P/D rule cannot serve this path
+	reasonSidePath     = "side_path"             // infergate_pd_unsplit_requests_total reasons
+	reasonNoTransfer   = "no_transfer_api"       // the engine's P/D transfer does not work on this API
+	reasonMethod       = "method"                // a generation path asked with a method other than POST
+)
+
+// pdRouteKind is how a P/D rule serves one request.
+type pdRouteKind uint8
+
+const (
+	// pdSequence runs the engine's P/D sequence (body read, JSON object).
+	pdSequence pdRouteKind = iota
+	// pdOne sends the request to one endpoint of role (else any usable
+	// endpoint) without a P/D sequence; the body streams through.
+	pdOne
+	// pdRefused answers CodePDPathRefused.
+	pdRefused
+)
+
+// pdRoute is the decision for one request on a P/D rule.
+type pdRoute struct {
+	kind   pdRouteKind
+	role   spec.Role // pdOne: the role that serves it
+	reason string    // pdOne: the unsplit-counter reason
+	// strict (pdOne): only role may serve (no fallback to other roles):
+	// SGLang decodes cannot answer without a prefill room, so a generation
+	// API without P/D goes to a role-0 endpoint or is refused.
+	strict bool
+}
+
+// generationPaths are the APIs that run the P/D sequence on engines whose
+// transfer works on them (pdTransferAPIs).
+var pdTransferAPIs = map[spec.Engine]map[string]bool{
+	spec.EngineVLLM:   {pathCompletions: true, pathChatCompletions: true, pathResponses: true},
+	spec.EngineSGLang: {pathCompletions: true, pathChatCompletions: true, pathResponses: true},
+	spec.EngineTRTLLM: {pathCompletions: true, pathChatCompletions: true},
+}
+
+// isGenerationPath reports whether path is an API that generates tokens.
+func isGenerationPath(path string) bool {
+	switch path {
+	case pathCompletions, pathChatCompletions, pathResponses, pathMessages:
+		return true
+	}
+	return false
+}
+
+// sidePathRole is the role serving a P/D rule's side paths (generate
+// nothing: one endpoint, no sequence); ok false for paths the rule refuses.
+// Tokenizer and token-count calls go to a prefill (as SMG does: the
+// prefill tier owns prompt processing); so do the rest, which any engine of
+// the pool answers alike.
+func sidePathRole(path string) (spec.Role, bool) {
+	switch path {
+	case pathTokenize, pathDetokenize, pathCountTokens, pathEmbeddings,
+		pathHealth, pathVersion, pathModels,
+		"/v1/rerank", "/rerank", "/v1/score", "/score", "/pooling", "/classify", "/v1/classify":
+		return spec.RolePrefill, true
+	}
+	if strings.HasPrefix(path, pathModels+"/") {
+		return spec.RolePrefill, true
+	}
+	return 0, false
+}
+
+// pdRouteFor decides how a P/D rule of engine serves method path.
+func pdRouteFor(engine spec.Engine, method, path string) pdRoute {
+	if isGenerationPath(path) {
+		switch {
+		case method != http.MethodPost:
+			// The engine answers (405, usually): relay it from one endpoint.
+			return pdRoute{kind: pdOne, role: spec.RolePrefill, reason: reasonMethod}
+		case pdTransferAPIs[engine][path]:
+			return pdRoute{kind: pdSequence}
+		case engine == spec.EngineSGLang:
+			return pdRoute{kind: pdOne, role: spec.RoleAny, reason: reasonNoTransfer, strict: true}
+		default:
+			// vLLM decodes recompute without kv_transfer_params; TRT-LLM
+			// generation servers serve standalone without disaggregated_params.
+			return pdRoute{kind: pdOne, role: spec.RoleDecode, reason: reasonNoTransfer}
+		}
+	}
+	if role, ok := sidePathRole(path); ok {
+		return pdRoute{kind: pdOne, role: role, reason: reasonSidePath}
+	}
+	return pdRoute{kind: pdRefused}
+}
+
+// isUpgrade reports a protocol-switch request (WebSocket /v1/realtime,
+// h2c). The engine connection is request/response only, so these are
+// refused with CodeUpgradeRefused rather than half-proxied.
+func isUpgrade(r *http.Request) bool {
+	return len(r.Header[headerUpgrade]) > 0 && headerHasToken(r.Header[headerConnection], "upgrade")
+}
+
+// hasBody reports whether the client sends a request body.
+func hasBody(r *http.Request) bool {
+	return r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
+}
+
+// routableContentType reports whether a body of this Content-Type may be
+// read to route on: JSON, and the types curl and scripts send JSON with by
+// accident (none, form-urlencoded, text/plain). Uploads (multipart, audio,
+// octet-stream, …) are never read: they stream through.
+func routableContentType(ct string) bool {
+	if ct == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	return mt == contentTypeJSON || strings.HasSuffix(mt, "+json") || mt == contentTypeFormURL || mt == contentTypePlain
+}
+
+// bodyForMatch reports whether the body must be read before the rule
+// match: some rule on the listener pins a model, the client did not say
+// which in X-Model, and the body is JSON.
+func bodyForMatch(t *routeTable, r *http.Request) bool {
+	return t.needsModel && hasBody(r) && r.Header.Get(HeaderModel) == "" &&
+		routableContentType(r.Header.Get(headerContentType))
+}
+
+// bodyForRule reports whether the matched rule routes on the body: a P/D
+// generation request (the dialect rewrites it, whatever its type: a
+// non-JSON one is then refused naming the path), or a single pool keyed on
+// the prompt (KV-exact mode 3, CHWBL) with a JSON body.
+func (c *compiled) bodyForRule(r *http.Request) bool {
+	if !hasBody(r) {
+		return false
+	}
+	if c.rule.PD != nil {
+		return pdRouteFor(c.rule.Engine, r.Method, r.URL.Path).kind == pdSequence
+	}
+	keyed := (c.kv != nil && c.kv.Mode() == 3) ||
+		c.rule.Selector == spec.SelCHWBL || c.rule.Selector == spec.SelWeightedCHWBL
+	return keyed && routableContentType(r.Header.Get(headerContentType))
+}
+
+// pathAllowed applies the rule's optional allowed_paths (an infergate
+// extension restoring a strict surface): empty allows every path; an entry
+// ending in "/*" allows that prefix, any other entry is exact.
+func pathAllowed(allowed []string, path string) bool {
+	if len(allowed) == 0 {
+		return true
+	}
+	for _, a := range allowed {
+		if p, ok := strings.CutSuffix(a, "/*"); ok {
+			if path == p || strings.HasPrefix(path, p+"/") {
+				return true
+			}
+			continue
+		}
+		if path == a {
+			return true
+		}
+	}
+	return false
+}
