@@ -366,7 +366,7 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 				continue
 			}
 			ep.requests.Add(1) // it may have reached the engine
-			ep.bytes.Add(uint64(len(body)))
+			ep.bytes.Add(requestBytes(body, stream))
 			// net/http cancels ctx on a failed body read, so ctx cannot tell a
 			// stalled client from a gone one here: answer; a gone client
 			// never reads it.
@@ -379,7 +379,7 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 			return
 		}
 		ep.requests.Add(1)
-		ep.bytes.Add(uint64(len(body)))
+		ep.bytes.Add(requestBytes(body, stream))
 		if stream != nil {
 			rt.liftReadDeadline(x.w)
 		}
@@ -660,4 +660,13 @@ func strconvQuote(s string) string {
 		s = s[:200] + "…"
 	}
 	return strconv.Quote(s)
+}
+
+// requestBytes is the request body size sent to the engine: the buffered
+// body, or what the streamed one delivered.
+func requestBytes(body []byte, s *reqStream) uint64 {
+	if s != nil {
+		return uint64(s.sent)
+	}
+	return uint64(len(body))
 }

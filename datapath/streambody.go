@@ -37,6 +37,9 @@ type reqStream struct {
 	// progress runs after each chunk read from the client (the listener
 	// moves the client's read deadline forward); may be nil.
 	progress func()
+	// sent counts the body bytes written to the engine (the endpoint's
+	// byte counter).
+	sent int64
 }
 
 // clientBodyError is a failure reading the client's body while streaming
@@ -80,6 +83,7 @@ func writeStreamed(ctx context.Context, c *upConn, addr string, in *http.Request
 		n, rerr := s.r.Read(buf)
 		if n > 0 {
 			total += int64(n)
+			s.sent = total
 			if s.max > 0 && total > s.max {
 				return &clientBodyError{tooLarge: true, err: errStreamTooLarge}
 			}
