@@ -62,5 +62,11 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.IntVar(&opts.KVSingleLoadGuard, "kv-single-load-guard", opts.KVSingleLoadGuard, "KV-exact single pools (kvExactMode 3): skip a cache winner loaded this much above the least loaded (negative disables)")
 	fl.Int64Var(&opts.PrefixIndexBudgetBytes, "prefix-index-budget-bytes", opts.PrefixIndexBudgetBytes, "prefix affinity (pd_cache_aware_mode): memory budget of each rule's prefix index; least recently used prefixes are evicted above it")
 	fl.IntVar(&opts.PrefixKeyMaxBytes, "prefix-key-max-bytes", opts.PrefixKeyMaxBytes, "prefix affinity: bytes of each prompt that are keyed and matched (longer prompts are keyed on their head)")
+	// Edge hardening (issue 10).
+	fl.IntVar(&opts.Edge.MaxConns, "max-client-conns", opts.Edge.MaxConns, "cap on open client connections over all VIPs; new ones above it are closed at accept (default derived from RLIMIT_NOFILE: (limit - 1024) / 2; 0: no cap)")
+	fl.IntVar(&opts.Edge.MaxConnsPerIP, "max-conns-per-ip", opts.Edge.MaxConnsPerIP, "cap on open client connections from one source address over all VIPs (0: no cap)")
+	fl.DurationVar(&opts.Edge.IdleTimeout, "client-idle-timeout", opts.Edge.IdleTimeout, "close a keep-alive client connection idle this long between requests")
+	fl.Int64Var(&opts.Bodies.MaxInFlightBytes, "max-body-bytes-in-flight", opts.Bodies.MaxInFlightBytes, "memory all request bodies being read or served may hold; above it requests get 503 overloaded with Retry-After (0: no bound)")
+	fl.BoolVar(&opts.AllowUnspecifiedVIP, "allow-unspecified-vip", opts.AllowUnspecifiedVIP, "accept rules whose externalIP is 0.0.0.0 or :: (listen on every interface)")
 	return cmd
 }

@@ -6,8 +6,10 @@ import (
 	"net"
 	"time"
 
+	"github.com/infergate/infergate/admission"
 	"github.com/infergate/infergate/datapath"
 	"github.com/infergate/infergate/datapath/kvplane"
+	"github.com/infergate/infergate/datapath/reqbody"
 	"github.com/infergate/infergate/kvexact"
 	"github.com/infergate/infergate/radix"
 )
@@ -50,6 +52,11 @@ type Options struct {
 	// Tier 1 prefix affinity (pd_cache_aware_mode), see PrefixIndexOptions.
 	PrefixIndexBudgetBytes int64 // per-rule prefix index budget (64 MiB)
 	PrefixKeyMaxBytes      int   // prompt key cap (256 KiB): longer prompts are keyed on their head
+
+	// Edge hardening (issue 10), composed from the owning packages.
+	Edge                admission.Options // client connection caps, keep-alive idle bound
+	Bodies              reqbody.Options   // in-flight request body memory
+	AllowUnspecifiedVIP bool              // accept externalIP 0.0.0.0 / ::
 }
 
 // PrefixIndexOptions are the options of each P/D rule's Tier 1 prefix index
@@ -110,5 +117,7 @@ func DefaultOptions() Options {
 		KVStaleAfter:             kvexact.DefaultStaleAfter, // kvplane leaves 0 = kvexact's default; the CLI shows it
 		PrefixIndexBudgetBytes:   dp.PrefixIndex.BudgetBytes,
 		PrefixKeyMaxBytes:        dp.PrefixIndex.MaxKeyBytes,
+		Edge:                     dp.Admission,
+		Bodies:                   dp.Bodies,
 	}
 }

@@ -26,6 +26,9 @@ func newRuntime(opts Options, m *metrics.Metrics, log logrus.FieldLogger) (rules
 	setIf(&o.DecodeFirstByteTimeout, opts.DecodeFirstByteTimeout)
 	o.PrefixIndex = opts.PrefixIndexOptions()
 	o.KV = opts.KVPlaneOptions()
+	o.Admission = opts.Edge // issue 10: taken as given (0 = no cap)
+	o.Bodies = opts.Bodies
+	o.AllowUnspecifiedVIP = opts.AllowUnspecifiedVIP
 	return datapath.NewWithMetrics(o, m, log), nil
 }
 

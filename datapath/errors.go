@@ -29,6 +29,10 @@ const (
 	CodeUpstreamTimeout    = "upstream_timeout"    // 504: the engine was silent beyond the idle timeout
 	CodeInternal           = "internal_error"      // 500: recovered panic
 	CodeStreamCapped       = "max_stream_duration_exceeded"
+
+	// Edge hardening (issue 10).
+	CodeInvalidPath = "invalid_path" // 400: dot segment, encoded slash or control byte in the path
+	CodeOverloaded  = "overloaded"   // 503 + Retry-After: the in-flight body memory budget is full
 )
 
 // DialError marks a request that never reached the engine: the TCP connect

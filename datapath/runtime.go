@@ -16,10 +16,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/infergate/infergate/admission"
 	"github.com/infergate/infergate/apierror"
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/datapath/ladder"
 	"github.com/infergate/infergate/datapath/pd"
+	"github.com/infergate/infergate/datapath/reqbody"
 	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/metrics"
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,7 +42,9 @@ type Runtime struct {
 	log         logrus.FieldLogger
 	up          *upstream
 	probeClient *http.Client
-	bufs        sync.Pool // *[]byte relay buffers
+	bufs        sync.Pool       // *[]byte relay buffers
+	gate        *admission.Gate // client connection caps shared by every listener
+	bodies      *reqbody.Reader // request bodies against one memory budget
 
 	mu        sync.Mutex
 	listeners map[netip.AddrPort]*listener
@@ -79,7 +83,7 @@ func New(opts Options, m *metrics.Datapath, log logrus.FieldLogger) *Runtime {
 	if m == nil {
 		m = metrics.NewDatapath(reg)
 	}
-	return newRuntime(opts, m, metrics.NewPD(reg), metrics.NewRadix(reg), nil, log)
+	return newRuntime(opts, m, metrics.NewPD(reg), metrics.NewRadix(reg), nil, metrics.NewEdge(reg), log)
 }
 
 // NewWithMetrics builds a Runtime that reports on the daemon's full metric
@@ -88,10 +92,14 @@ func NewWithMetrics(opts Options, m *metrics.Metrics, log logrus.FieldLogger) *R
 	if m == nil {
 		return New(opts, nil, log)
 	}
-	return newRuntime(opts, m.Datapath, m.PD, m.Radix, m.KV, log)
+	edge := m.Edge
+	if edge == nil {
+		edge = metrics.NewEdge(prometheus.NewRegistry())
+	}
+	return newRuntime(opts, m.Datapath, m.PD, m.Radix, m.KV, edge, log)
 }
 
-func newRuntime(opts Options, m *metrics.Datapath, pdm *metrics.PD, rx *metrics.Radix, kvm *metrics.KV, log logrus.FieldLogger) *Runtime {
+func newRuntime(opts Options, m *metrics.Datapath, pdm *metrics.PD, rx *metrics.Radix, kvm *metrics.KV, edge *metrics.Edge, log logrus.FieldLogger) *Runtime {
 	if log == nil {
 		l := logrus.New()
 		l.SetOutput(io.Discard)
@@ -106,6 +114,8 @@ func newRuntime(opts Options, m *metrics.Datapath, pdm *metrics.PD, rx *metrics.
 		probeClient: newProbeClient(),
 		listeners:   make(map[netip.AddrPort]*listener),
 		rules:       make(map[spec.Key]*ruleState),
+		gate:        admission.New(opts.Admission, edge),
+		bodies:      reqbody.New(opts.Bodies, edge),
 	}
 	rt.up = newUpstream(opts.DialTimeout, opts.MaxIdleConnsPerHost)
 	rt.bufs.New = func() any { b := make([]byte, 32<<10); return &b }
@@ -124,6 +134,9 @@ func (rt *Runtime) Install(prev, next *spec.Rule) error {
 	defer rt.mu.Unlock()
 	if rt.closed {
 		return apierror.New(http.StatusServiceUnavailable, apierror.CodeInternal, "", "", "datapath is shut down")
+	}
+	if err := rt.checkVIP(next.Key); err != nil {
+		return err
 	}
 	if rs := rt.rules[next.Key]; rs != nil {
 		rt.swapLocked(rs, next)
@@ -151,6 +164,7 @@ func (rt *Runtime) Install(prev, next *spec.Rule) error {
 	rt.rules[next.Key] = rs
 	ln.rules = append(ln.rules, rs)
 	ln.table.Store(newRouteTable(ln.rules))
+	ln.applyConnectionLimit()
 	go rt.runProber(rs)
 	if created {
 		ln.start()
@@ -186,6 +200,7 @@ func (rt *Runtime) swapLocked(rs *ruleState, next *spec.Rule) {
 	rs.eps = eps
 	if rs.ln != nil {
 		rs.ln.table.Store(newRouteTable(rs.ln.rules)) // keys equal; keeps tables fresh
+		rs.ln.applyConnectionLimit()
 	}
 	select {
 	case rs.kick <- struct{}{}:
@@ -248,6 +263,7 @@ func (rt *Runtime) removeLocked(k spec.Key) {
 	ln := rs.ln
 	ln.rules = slices.DeleteFunc(ln.rules, func(x *ruleState) bool { return x == rs })
 	ln.table.Store(newRouteTable(ln.rules))
+	ln.applyConnectionLimit()
 	if len(ln.rules) == 0 {
 		delete(rt.listeners, ln.addr)
 		rt.m.Listeners.Dec()
@@ -348,6 +364,17 @@ func (rt *Runtime) listenerForLocked(k spec.Key) (*listener, bool, error) {
 	rt.listeners[addr] = ln
 	rt.m.Listeners.Inc()
 	return ln, true, nil
+}
+
+// checkVIP refuses a VIP of 0.0.0.0 or :: unless the operator opted in
+// (Options.AllowUnspecifiedVIP): such a rule would listen on every
+// interface, including ones the operator never meant to expose.
+func (rt *Runtime) checkVIP(k spec.Key) *apierror.Error {
+	if rt.opts.AllowUnspecifiedVIP || !k.ListenAddr().Addr().IsUnspecified() {
+		return nil
+	}
+	return apierror.BadRequest(apierror.CodeUnspecifiedVIP, "serviceArguments.externalIP", "",
+		fmt.Sprintf("externalIP %s listens on every interface; name the address to serve (or start the daemon with --allow-unspecified-vip)", k.ListenAddr().Addr()))
 }
 
 // bindError turns a listen failure into the API's typed error.

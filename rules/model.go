@@ -81,6 +81,10 @@ type ServiceArguments struct {
 	KVHashAlgo    string `json:"kvHashAlgo,omitempty" yaml:"kvHashAlgo,omitempty"`
 	KVDpRankCount int    `json:"kvDpRankCount,omitempty" yaml:"kvDpRankCount,omitempty"`
 	KVWarmupSec   int    `json:"kvWarmupSec,omitempty" yaml:"kvWarmupSec,omitempty"`
+
+	// Edge hardening (issue 10): LoxiLB's per-VIP client connection cap
+	// (0 = none). Rules sharing a VIP:port share the smallest non-zero cap.
+	ConnectionLimit int `json:"connectionLimit,omitempty" yaml:"connectionLimit,omitempty"`
 }
 
 // Endpoint is one backend engine of a rule.

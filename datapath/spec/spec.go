@@ -191,6 +191,10 @@ type Rule struct {
 	CHWBL  *CHWBL // nil unless sel 8 or 10
 
 	Endpoints []Endpoint // in request order
+
+	// ConnectionLimit caps client connections on the rule's VIP:port
+	// (LoxiLB connectionLimit); 0: no per-VIP cap. Issue 10.
+	ConnectionLimit int
 }
 
 // EndpointStatus is the runtime view of one endpoint.
