@@ -62,10 +62,10 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		ip := remoteIP(c)
 		if reason := l.admit(ip); reason != "" {
-			refuse(c)
-			if l.g.m != nil {
+			if l.g.m != nil { // counted first: the client may look as soon as it is reset
 				l.g.m.Refused.WithLabelValues(reason).Inc()
 			}
+			refuse(c)
 			continue
 		}
 		if l.g.m != nil {
