@@ -11,6 +11,9 @@
 //   - a cap per listener (Listener.SetLimit; the datapath sets it from the
 //     rules' connectionLimit).
 //
+// At the global cap a newcomer evicts the connection idle longest (the HTTP
+// layer reports idleness with MarkIdle / MarkBusy), if it has been idle for
+// Options.EvictIdleAfter; otherwise, and over the other caps, it is refused.
 // A connection over a cap is closed at once (RST, no read, no TLS
 // handshake, no goroutine) and counted in
 // infergate_edge_connections_refused_total{reason}. Accepted connections

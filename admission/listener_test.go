@@ -2,6 +2,7 @@ package admission
 
 import (
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"syscall"
@@ -36,10 +37,10 @@ func serve(t *testing.T, g *Gate) *server {
 			if err != nil {
 				return
 			}
-			_, _ = c.Write([]byte{'k'})
-			s.mu.Lock()
+			s.mu.Lock() // recorded before the greeting: a greeted client's conn is in s.conns
 			s.conns = append(s.conns, c)
 			s.mu.Unlock()
+			_, _ = c.Write([]byte{'k'})
 		}
 	}()
 	t.Cleanup(func() {
@@ -203,4 +204,68 @@ func TestDefaultOptions(t *testing.T) {
 	if o.MaxConns < 64 || o.MaxConnsPerIP <= 0 || o.MaxConnsPerIP > o.MaxConns || o.IdleTimeout <= 0 {
 		t.Fatalf("DefaultOptions = %+v", o)
 	}
+}
+
+// TestEvictIdleAtGlobalCap: at the global cap a new connection closes the
+// longest-idle one; connections with a request in progress are never
+// evicted, and with none idle the newcomer is refused.
+func TestEvictIdleAtGlobalCap(t *testing.T) {
+	m := metrics.NewEdge(prometheus.NewRegistry())
+	g := New(Options{MaxConns: 2, EvictIdleAfter: time.Nanosecond}, m)
+	s := serve(t, g)
+	first := dialConn(t, s, "127.0.0.2")
+	dialConn(t, s, "127.0.0.3")
+	s.mu.Lock()
+	a, b := s.conns[0], s.conns[1]
+	s.mu.Unlock()
+	g.MarkIdle(a)
+	g.MarkIdle(b)
+	g.MarkBusy(b) // b starts a request
+	if !dial(t, s, "127.0.0.4") {
+		t.Fatal("at the cap with an idle connection, a newcomer was refused")
+	}
+	if !closedByPeer(t, first) {
+		t.Fatal("the idle connection was not the one evicted")
+	}
+	var d dto.Metric
+	_ = m.Evicted.Write(&d)
+	if d.Counter.GetValue() != 1 {
+		t.Fatalf("evictions = %v, want 1", d.Counter.GetValue())
+	}
+	// Now b (busy) and the newcomer (never marked idle) hold the cap.
+	if dial(t, s, "127.0.0.5") {
+		t.Fatal("a busy connection was evicted")
+	}
+	if n := refused(t, m, metrics.RefusedGlobal); n != 1 {
+		t.Fatalf("global refusals = %v, want 1", n)
+	}
+}
+
+// dialConn connects from src and waits for the greeting.
+func dialConn(t *testing.T, s *server, src string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
+	c, err := d.Dial("tcp", s.l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var b [1]byte
+	if _, err := io.ReadFull(c, b[:]); err != nil {
+		t.Fatalf("not admitted: %v", err)
+	}
+	return c
+}
+
+// closedByPeer reports whether the gateway closed c (EOF or reset before
+// the read deadline).
+func closedByPeer(t *testing.T, c net.Conn) bool {
+	t.Helper()
+	var b [1]byte
+	_, err := c.Read(b[:])
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		return false
+	}
+	return err != nil
 }

@@ -15,6 +15,12 @@ type Options struct {
 	// IdleTimeout closes a keep-alive client connection that has been idle
 	// this long between requests (applied by the HTTP layer).
 	IdleTimeout time.Duration
+	// EvictIdleAfter: at the global cap, a new connection evicts the
+	// connection that has been idle longest (no request in progress: never
+	// sent one, or between keep-alive requests), if it has been idle at
+	// least this long, instead of being refused. A flood of idle
+	// connections then cannot lock out new clients. 0 disables eviction.
+	EvictIdleAfter time.Duration
 }
 
 // Reserve is the number of file descriptors DefaultOptions keeps out of the
@@ -27,6 +33,9 @@ const (
 	minMaxConns          = 64
 	DefaultMaxConnsPerIP = 1024
 	DefaultIdleTimeout   = 60 * time.Second
+	// DefaultEvictIdleAfter spares connections that have just arrived or
+	// just finished a request (a client about to send).
+	DefaultEvictIdleAfter = time.Second
 )
 
 // DefaultOptions derives the caps from the process's RLIMIT_NOFILE (which
@@ -39,9 +48,10 @@ func DefaultOptions() Options {
 	}
 	max := MaxConnsFor(nofile)
 	return Options{
-		MaxConns:      max,
-		MaxConnsPerIP: min(DefaultMaxConnsPerIP, max),
-		IdleTimeout:   DefaultIdleTimeout,
+		MaxConns:       max,
+		MaxConnsPerIP:  min(DefaultMaxConnsPerIP, max),
+		IdleTimeout:    DefaultIdleTimeout,
+		EvictIdleAfter: DefaultEvictIdleAfter,
 	}
 }
 

@@ -175,6 +175,7 @@ func TestPerIPFloodDoesNotStarveOthers(t *testing.T) {
 func TestGlobalCapKeepsProbesAndUpstreamWorking(t *testing.T) {
 	o := testOptions()
 	o.Admission.MaxConns = 8
+	o.Admission.EvictIdleAfter = 0 // refuse at the cap (eviction: TestIdleFloodEvictedAtGlobalCap)
 	rt := newEdgeRuntime(t, o)
 	e := startEngine(t, "e")
 	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, epFor(t, e.Addr(), 1))
@@ -202,6 +203,40 @@ func TestGlobalCapKeepsProbesAndUpstreamWorking(t *testing.T) {
 		if !served(t, keep, "/v1/models") {
 			t.Fatal("an admitted connection stopped being served at the cap")
 		}
+	}
+}
+
+// TestIdleFloodEvictedAtGlobalCap: idle connections from many addresses
+// fill the global cap; a new client still gets served because its
+// connections evict the longest-idle ones.
+func TestIdleFloodEvictedAtGlobalCap(t *testing.T) {
+	o := testOptions()
+	o.Admission.MaxConns = 10
+	o.Admission.EvictIdleAfter = time.Nanosecond
+	rt := newEdgeRuntime(t, o)
+	e := startEngine(t, "e")
+	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, epFor(t, e.Addr(), 1))
+	if err := rt.Install(nil, r); err != nil {
+		t.Fatal(err)
+	}
+	addr := r.Key.ListenAddr()
+	for i := range 10 {
+		rawConn(t, fmt.Sprintf("127.0.0.%d", 10+i), addr) // idle: never sends
+	}
+	waitFor(t, 10*time.Second, "the flood to fill the cap", func() bool { return rt.gate.Open() == 10 })
+	good := clientFrom("127.0.0.3")
+	for i := range 10 {
+		if res := post(t, good, ruleURL(r)+"/v1/completions", completionBody); res.status != 200 {
+			t.Fatalf("good client request %d at the cap: %d %s", i, res.status, res.body)
+		}
+	}
+	var d dto.Metric
+	_ = rt.m.Edge.Evicted.Write(&d)
+	if d.Counter.GetValue() < 1 {
+		t.Fatal("no eviction counted")
+	}
+	if rt.gate.Open() > 10 {
+		t.Fatalf("open = %d over the cap of 10", rt.gate.Open())
 	}
 }
 

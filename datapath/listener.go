@@ -34,9 +34,21 @@ func (rt *Runtime) newListener(addr netip.AddrPort, nl net.Listener) *listener {
 		// long responses and disconnect detection are not cut by it.
 		ReadTimeout: rt.opts.BodyReadTimeout,
 		IdleTimeout: rt.opts.Admission.IdleTimeout,
+		ConnState:   ln.connState,
 		ErrorLog:    newStdLogger(rt.log),
 	}
 	return ln
+}
+
+// connState tells the admission layer which connections are idle (no
+// request in progress), the ones it may evict at the global cap.
+func (ln *listener) connState(c net.Conn, s http.ConnState) {
+	switch s {
+	case http.StateNew, http.StateIdle:
+		ln.rt.gate.MarkIdle(c)
+	case http.StateActive, http.StateHijacked, http.StateClosed:
+		ln.rt.gate.MarkBusy(c)
+	}
 }
 
 // applyConnectionLimit sets the VIP's connection cap from its rules'

@@ -15,6 +15,7 @@ const (
 type Edge struct {
 	Connections    prometheus.Gauge       // infergate_edge_client_connections
 	Refused        *prometheus.CounterVec // infergate_edge_connections_refused_total{reason}
+	Evicted        prometheus.Counter     // infergate_edge_idle_evictions_total
 	BodyBytes      prometheus.Gauge       // infergate_edge_body_bytes_in_flight
 	BodyOverloaded prometheus.Counter     // infergate_edge_body_overloaded_total
 }
@@ -30,6 +31,10 @@ func NewEdge(reg prometheus.Registerer) *Edge {
 			Name: "infergate_edge_connections_refused_total",
 			Help: "Client connections closed at accept because a cap was reached, by reason (global, listener, per_ip).",
 		}, []string{"reason"}),
+		Evicted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "infergate_edge_idle_evictions_total",
+			Help: "Idle client connections closed at the global cap to admit a new connection.",
+		}),
 		BodyBytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "infergate_edge_body_bytes_in_flight",
 			Help: "Bytes of request-body buffers currently held by requests being read or served.",
@@ -42,6 +47,6 @@ func NewEdge(reg prometheus.Registerer) *Edge {
 	for _, r := range []string{RefusedGlobal, RefusedListener, RefusedPerIP} {
 		e.Refused.WithLabelValues(r) // every reason is exported from the start, at 0
 	}
-	reg.MustRegister(e.Connections, e.Refused, e.BodyBytes, e.BodyOverloaded)
+	reg.MustRegister(e.Connections, e.Refused, e.Evicted, e.BodyBytes, e.BodyOverloaded)
 	return e
 }

@@ -2,7 +2,7 @@
 // reports what a well-behaved client and an operator see meanwhile. It is
 // run by test/bench/edge.sh; everything stays on loopback.
 //
-//	flood:  -flood N idle connections from -flood-src (comma list of
+//	flood:  -flood N idle connections (-keepalive: after one request) from -flood-src (comma list of
 //	        127.0.0.x, spread round-robin) plus -slow slowloris connections,
 //	        while -good-src sends POSTs and the operator polls the API for
 //	        -duration. Prints success rate and p99 of both.
@@ -40,6 +40,7 @@ func main() {
 	bodies := flag.Int("bodies", 1000, "headers-only connections (bodies mode)")
 	declared := flag.Int64("declared", 32<<20, "Content-Length they declare")
 	pid := flag.Int("pid", 0, "gateway pid for RSS (bodies mode)")
+	keepAlive := flag.Bool("keepalive", true, "flood connections send one request, then stay idle (else they never send)")
 	flag.Parse()
 	if *vip == "" {
 		fmt.Fprintln(os.Stderr, "edge: -vip is required")
@@ -47,7 +48,7 @@ func main() {
 	}
 	switch *mode {
 	case "flood":
-		runFlood(*vip, *api, *flood, *slow, strings.Split(*floodSrc, ","), *goodSrc, *duration)
+		runFlood(*vip, *api, *flood, *slow, strings.Split(*floodSrc, ","), *goodSrc, *duration, *keepAlive)
 	case "bodies":
 		runBodies(*vip, *bodies, *declared, *pid)
 	default:
@@ -63,8 +64,8 @@ func dialFrom(src, addr string) (net.Conn, error) {
 
 // holdFlood opens n idle connections and keeps every admitted one open
 // until ctx ends. It returns how many were still open after a settle time.
-func holdFlood(ctx context.Context, wg *sync.WaitGroup, addr string, n int, srcs []string, slow int) (open *atomic.Int64, failed *atomic.Int64) {
-	open, failed = new(atomic.Int64), new(atomic.Int64)
+func holdFlood(ctx context.Context, wg *sync.WaitGroup, addr string, n int, srcs []string, slow int, keepAlive bool) (open, failed, admitted *atomic.Int64) {
+	open, failed, admitted = new(atomic.Int64), new(atomic.Int64), new(atomic.Int64)
 	sem := make(chan struct{}, 256) // dial concurrency
 	for i := range n + slow {
 		wg.Add(1)
@@ -81,6 +82,21 @@ func holdFlood(ctx context.Context, wg *sync.WaitGroup, addr string, n int, srcs
 			open.Add(1)
 			defer open.Add(-1)
 			go func() { <-ctx.Done(); _ = c.Close() }()
+			if i < n && keepAlive {
+				// One request, then idle on the kept-alive connection: the
+				// costliest idle connection (the keep-alive idle timeout,
+				// not the header timeout, bounds it).
+				if _, err := io.WriteString(c, "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+					return
+				}
+				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+				if err != nil {
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				admitted.Add(1)
+			}
 			if i >= n { // slowloris: a header byte per second, never finished
 				hdr := "POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Pad: " + strings.Repeat("a", 1000)
 				for k := 0; k < len(hdr) && ctx.Err() == nil; k++ {
@@ -96,7 +112,7 @@ func holdFlood(ctx context.Context, wg *sync.WaitGroup, addr string, n int, srcs
 			_, _ = io.Copy(io.Discard, c) // returns when the gateway closes it
 		}()
 	}
-	return open, failed
+	return open, failed, admitted
 }
 
 type sample struct {
@@ -120,14 +136,18 @@ func p99(s []sample) (rate float64, p99 time.Duration, n int) {
 	return float64(good) / float64(len(s)), lats[(len(lats)*99)/100], len(s)
 }
 
-func runFlood(vip, api string, n, slow int, srcs []string, goodSrc string, d time.Duration) {
+func runFlood(vip, api string, n, slow int, srcs []string, goodSrc string, d time.Duration, keepAlive bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t0 := time.Now()
-	open, failed := holdFlood(ctx, &wg, vip, n, srcs, slow)
+	open, failed, served := holdFlood(ctx, &wg, vip, n, srcs, slow, keepAlive)
 	time.Sleep(2 * time.Second) // refusals arrive; admitted ones stay
-	fmt.Printf("flood: %d idle + %d slow connections from %s dialled in %.1fs; %d still open, %d dials failed\n",
-		n, slow, strings.Join(srcs, ","), time.Since(t0).Seconds(), open.Load(), failed.Load())
+	kind := "idle (never send)"
+	if keepAlive {
+		kind = "keep-alive idle (one GET, then silent)"
+	}
+	fmt.Printf("flood: %d %s + %d slowloris connections from %s, dialled in %.1fs: %d served their request, %d still open, %d dials failed\n",
+		n, kind, slow, strings.Join(srcs, ","), time.Since(t0).Seconds(), served.Load(), open.Load(), failed.Load())
 
 	var goodMu, apiMu sync.Mutex
 	var goodS, apiS []sample
@@ -206,13 +226,17 @@ func printMetrics(c *http.Client, api string) {
 	}
 }
 
-func rssKiB(pid int) int64 {
+func rssKiB(pid int) int64 { return statusKiB(pid, "VmRSS:") }
+
+// statusKiB reads one kB field of /proc/PID/status (VmRSS: resident; VmData:
+// the heap and other private mappings, touched or not).
+func statusKiB(pid int, field string) int64 {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return -1
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "VmRSS:") {
+		if strings.HasPrefix(l, field) {
 			f := strings.Fields(l)
 			v, _ := strconv.ParseInt(f[1], 10, 64)
 			return v
@@ -236,6 +260,7 @@ func runBodies(vip string, n int, declared int64, pid int) {
 	}
 	time.Sleep(3 * time.Second)
 	during := rssKiB(pid)
+	data := statusKiB(pid, "VmData:")
 	peak := during
 	for range 4 {
 		time.Sleep(500 * time.Millisecond)
@@ -245,9 +270,11 @@ func runBodies(vip string, n int, declared int64, pid int) {
 		_ = c.Close()
 	}
 	time.Sleep(5 * time.Second)
-	after := rssKiB(pid)
-	fmt.Printf("bodies: %d headers-only connections declaring %d bytes: RSS idle %.1f MB, while waiting %.1f MB (peak %.1f, +%.1f MB), after close %.1f MB\n",
-		len(conns), declared, mb(idle), mb(during), mb(peak), mb(peak-idle), mb(after))
+	after5 := rssKiB(pid)
+	time.Sleep(25 * time.Second)
+	after30 := rssKiB(pid)
+	fmt.Printf("bodies: %d headers-only connections declaring %d bytes: RSS idle %.1f MB, while waiting %.1f MB (peak %.1f, +%.1f MB; VmData %.1f MB), 5 s after close %.1f MB, 30 s after %.1f MB\n",
+		len(conns), declared, mb(idle), mb(during), mb(peak), mb(peak-idle), mb(data), mb(after5), mb(after30))
 }
 
 func mb(kib int64) float64 { return float64(kib) / 1024 }
