@@ -95,15 +95,15 @@ spec:
 			}
 		}
 	}
-	if !metricsHas(`infergate_edge_connections_refused_total{reason="global"}`) {
-		t.Fatal("no global refusal series")
-	}
 	for i := range 10 {
 		resp, err := apiClient.Get("http://" + api + "/netlox/v1/config/loadbalancer/all")
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("management API call %d under the flood: %v %v", i, err, resp)
 		}
 		resp.Body.Close()
+	}
+	if !metricsHas(`infergate_edge_connections_refused_total{reason="global"}`) {
+		t.Fatal("no global refusal series")
 	}
 	// The prober still has descriptors: it sees the engine die and return.
 	_ = syscall.Kill(-eng.Process.Pid, syscall.SIGKILL)
