@@ -24,7 +24,9 @@ var Headers = [...]string{
 func Strip(h http.Header) {
 	for _, v := range h["Connection"] {
 		for f := range strings.SplitSeq(v, ",") {
-			if f = strings.TrimSpace(f); f != "" {
+			// The usual tokens name nothing beyond the standard set, which
+			// is deleted below anyway: skip them without canonicalising.
+			if f = strings.TrimSpace(f); f != "" && !strings.EqualFold(f, "keep-alive") && !strings.EqualFold(f, "close") {
 				h.Del(f)
 			}
 		}
