@@ -25,6 +25,9 @@ const (
 	CodeNotReady       = "not_ready"      // boot replay still running
 	CodePersistFailed  = "persist_failed" // durable write failed; change rolled back
 	CodeInternal       = "internal"
+
+	// Edge hardening (issue 10).
+	CodeUnspecifiedVIP = "unspecified_vip" // externalIP 0.0.0.0 / :: without the daemon's opt-in
 )
 
 // Error is a client-facing failure. Status is the HTTP status, Code the stable

@@ -75,5 +75,12 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.BoolVar(&opts.Auth.OpenMetrics, "api-open-metrics", opts.Auth.OpenMetrics, "serve /metrics without a token even when --api-token-file is set")
 	fl.BoolVar(&opts.Auth.Insecure, "insecure-api", opts.Auth.Insecure, "allow a non-loopback --api-addr without --api-token-file (anyone who reaches it can change rules)")
 	fl.DurationVar(&opts.Auth.ReloadInterval, "api-token-reload-interval", opts.Auth.ReloadInterval, "how often the token file is checked for changes (0 disables; SIGHUP always reloads)")
+	// Edge hardening (issue 10).
+	fl.IntVar(&opts.Edge.MaxConns, "max-client-conns", opts.Edge.MaxConns, "cap on open client connections over all VIPs; new ones above it are closed at accept (default derived from RLIMIT_NOFILE: (limit - 1024) / 2; 0: no cap)")
+	fl.IntVar(&opts.Edge.MaxConnsPerIP, "max-conns-per-ip", opts.Edge.MaxConnsPerIP, "cap on open client connections from one source address over all VIPs (0: no cap)")
+	fl.DurationVar(&opts.Edge.IdleTimeout, "client-idle-timeout", opts.Edge.IdleTimeout, "close a keep-alive client connection idle this long between requests")
+	fl.DurationVar(&opts.Edge.EvictIdleAfter, "evict-idle-after", opts.Edge.EvictIdleAfter, "at --max-client-conns, a new connection closes the longest-idle one (no request in progress) if it has been idle this long, instead of being refused (0: refuse)")
+	fl.Int64Var(&opts.Bodies.MaxInFlightBytes, "max-body-bytes-in-flight", opts.Bodies.MaxInFlightBytes, "memory all request bodies being read or served may hold; above it requests get 503 overloaded with Retry-After (0: no bound)")
+	fl.BoolVar(&opts.AllowUnspecifiedVIP, "allow-unspecified-vip", opts.AllowUnspecifiedVIP, "accept rules whose externalIP is 0.0.0.0 or :: (listen on every interface)")
 	return cmd
 }

@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/api/auth"
+	"github.com/infergate/infergate/admission"
 	"github.com/infergate/infergate/datapath"
 	"github.com/infergate/infergate/datapath/kvplane"
+	"github.com/infergate/infergate/datapath/reqbody"
 	"github.com/infergate/infergate/kvexact"
 	"github.com/infergate/infergate/radix"
 	"github.com/infergate/infergate/tenant"
@@ -64,6 +66,10 @@ type Options struct {
 	// whether sse_mode rules without api_key_auth enforce keys (LoxiLB).
 	Tenant              tenant.Options
 	SSEModeEnforcesKeys bool
+	// Edge hardening (issue 10), composed from the owning packages.
+	Edge                admission.Options // client connection caps, keep-alive idle bound
+	Bodies              reqbody.Options   // in-flight request body memory
+	AllowUnspecifiedVIP bool              // accept externalIP 0.0.0.0 / ::
 }
 
 // PrefixIndexOptions are the options of each P/D rule's Tier 1 prefix index
@@ -126,5 +132,7 @@ func DefaultOptions() Options {
 		PrefixIndexBudgetBytes:   dp.PrefixIndex.BudgetBytes,
 		PrefixKeyMaxBytes:        dp.PrefixIndex.MaxKeyBytes,
 		Auth:                     auth.DefaultOptions(),
+		Edge:                     dp.Admission,
+		Bodies:                   dp.Bodies,
 	}
 }

@@ -30,6 +30,9 @@ func newRuntime(opts Options, m *metrics.Metrics, keys datapath.KeyAdmitter, log
 	setIf(&o.StreamedBodyTimeout, opts.StreamedBodyTimeout)
 	o.PrefixIndex = opts.PrefixIndexOptions()
 	o.KV = opts.KVPlaneOptions()
+	o.Admission = opts.Edge // issue 10: taken as given (0 = no cap)
+	o.Bodies = opts.Bodies
+	o.AllowUnspecifiedVIP = opts.AllowUnspecifiedVIP
 	return datapath.NewWithMetrics(o, m, log), nil
 }
 

@@ -33,6 +33,10 @@ const (
 	CodeInternal           = "internal_error"      // 500: recovered panic
 	CodeStreamCapped       = "max_stream_duration_exceeded"
 	CodeAdminDown          = "admin_down" // 503: the rule's adminStateUp is false (issue 12)
+
+	// Edge hardening (issue 10).
+	CodeInvalidPath = "invalid_path" // 400: dot segment, encoded slash or control byte in the path
+	CodeOverloaded  = "overloaded"   // 503 + Retry-After: the in-flight body memory budget is full
 )
 
 // DialError marks a request that never reached the engine: the TCP connect

@@ -8,13 +8,15 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"time"
+
+	"github.com/infergate/infergate/admission"
 )
 
 // listener is one bound VIP:port and the rules served on it.
 type listener struct {
 	rt     *Runtime
-	addr   netip.AddrPort // the bound address (0.0.0.0:port under BindAnyVIP)
-	nl     net.Listener
+	addr   netip.AddrPort      // the bound address (0.0.0.0:port under BindAnyVIP)
+	nl     *admission.Listener // the bound socket behind the admission layer
 	srv    *http.Server
 	table  atomic.Pointer[routeTable]
 	rules  []*ruleState  // control plane copy (rt.mu)
@@ -22,7 +24,7 @@ type listener struct {
 }
 
 func (rt *Runtime) newListener(addr netip.AddrPort, nl net.Listener) *listener {
-	ln := &listener{rt: rt, addr: addr, nl: nl, served: make(chan struct{})}
+	ln := &listener{rt: rt, addr: addr, nl: rt.gate.Wrap(nl), served: make(chan struct{})}
 	ln.table.Store(&routeTable{})
 	ln.srv = &http.Server{
 		Handler:           ln,
@@ -31,10 +33,39 @@ func (rt *Runtime) newListener(addr netip.AddrPort, nl net.Listener) *listener {
 		// request anyway); the handler lifts it once the body is in, so
 		// long responses and disconnect detection are not cut by it.
 		ReadTimeout: rt.opts.BodyReadTimeout,
-		IdleTimeout: rt.opts.ClientIdleTimeout,
+		IdleTimeout: rt.opts.Admission.IdleTimeout,
+		ConnState:   ln.connState,
 		ErrorLog:    newStdLogger(rt.log),
 	}
 	return ln
+}
+
+// connState tells the admission layer which connections are idle (no
+// request in progress), the ones it may evict at the global cap.
+func (ln *listener) connState(c net.Conn, s http.ConnState) {
+	switch s {
+	case http.StateNew, http.StateIdle:
+		ln.rt.gate.MarkIdle(c)
+	case http.StateActive, http.StateHijacked, http.StateClosed:
+		ln.rt.gate.MarkBusy(c)
+	}
+}
+
+// applyConnectionLimit sets the VIP's connection cap from its rules'
+// connectionLimit: the smallest non-zero one wins, because a connection is
+// admitted before its first request says which rule it is for, and the
+// strictest operator intent must hold for every rule on the address.
+// Control plane only (rt.mu).
+func (ln *listener) applyConnectionLimit() {
+	limit := 0
+	for _, rs := range ln.rules {
+		if c := rs.cur.Load(); c != nil {
+			if n := c.rule.ConnectionLimit; n > 0 && (limit == 0 || n < limit) {
+				limit = n
+			}
+		}
+	}
+	ln.nl.SetLimit(limit)
 }
 
 // start serves in the background; the socket is already bound, so no error

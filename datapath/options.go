@@ -3,8 +3,10 @@ package datapath
 import (
 	"time"
 
+	"github.com/infergate/infergate/admission"
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/datapath/ladder"
+	"github.com/infergate/infergate/datapath/reqbody"
 	"github.com/infergate/infergate/radix"
 )
 
@@ -47,7 +49,6 @@ type Options struct {
 	// Client side of the listeners.
 	ReadHeaderTimeout time.Duration
 	BodyReadTimeout   time.Duration // a client must deliver its whole body within this
-	ClientIdleTimeout time.Duration // keep-alive idle time of client connections
 
 	DrainGrace time.Duration // how long delete/Close wait for in-flight requests
 
@@ -72,6 +73,15 @@ type Options struct {
 	// keys.
 	Keys                KeyAdmitter
 	SSEModeEnforcesKeys bool
+	// Edge hardening (issue 10).
+	// Admission caps client connections (global, per IP; the per-VIP cap
+	// is the rules' connectionLimit) and bounds keep-alive idle time.
+	Admission admission.Options
+	// Bodies bounds the memory of request bodies in flight.
+	Bodies reqbody.Options
+	// AllowUnspecifiedVIP lets a rule's externalIP be 0.0.0.0 or :: (listen
+	// on every interface); without it such rules are refused at Install.
+	AllowUnspecifiedVIP bool
 }
 
 // DefaultOptions returns the documented defaults (LoxiLB's where it has one).
@@ -93,7 +103,6 @@ func DefaultOptions() Options {
 		DefaultIdle:              20 * time.Second,
 		ReadHeaderTimeout:        10 * time.Second,
 		BodyReadTimeout:          60 * time.Second,
-		ClientIdleTimeout:        90 * time.Second,
 		DrainGrace:               30 * time.Second,
 		MaxIdleConnsPerHost:      1024,
 		PrefillTimeout:           30 * time.Second,
@@ -101,5 +110,7 @@ func DefaultOptions() Options {
 		MaxSessions:              ladder.DefaultMaxSessions,
 		PrefixIndex:              radix.DefaultOptions(),
 		KV:                       kvplane.DefaultOptions(),
+		Admission:                admission.DefaultOptions(),
+		Bodies:                   reqbody.DefaultOptions(),
 	}
 }

@@ -16,32 +16,30 @@ import (
 	"strings"
 	"time"
 
+	"github.com/infergate/infergate/datapath/hop"
+	"github.com/infergate/infergate/datapath/reqbody"
 	"github.com/infergate/infergate/datapath/spec"
 	"github.com/sirupsen/logrus"
 )
 
 // Wire names the proxy reads or rewrites.
 const (
-	fieldModel          = "model" // body field used for model routing
-	headerForwardedFor  = "X-Forwarded-For"
-	headerConnection    = "Connection"
-	headerContentType   = "Content-Type"
-	headerContentLength = "Content-Length"
-	headerHost          = "Host"
-	headerTE            = "Transfer-Encoding"
-	contentTypeJSON     = "application/json"
-	contentTypeSSE      = "text/event-stream"
-	maxClientRequestID  = 128 // longer client ids are replaced
-	statusClientClosed  = 499 // metrics only: the client went away
-	codeClientClosed    = "client_closed"
-	sseStreamCappedLine = "data: {\"error\":\"max_stream_duration_exceeded\"}\n\n"
+	fieldModel           = "model" // body field used for model routing
+	headerForwardedFor   = "X-Forwarded-For"
+	headerConnection     = "Connection"
+	headerContentType    = "Content-Type"
+	headerContentLength  = "Content-Length"
+	headerHost           = "Host"
+	headerTE             = "Transfer-Encoding"
+	headerRetryAfter     = "Retry-After"
+	retryAfterOverloaded = "1" // seconds: body memory frees as requests finish
+	contentTypeJSON      = "application/json"
+	contentTypeSSE       = "text/event-stream"
+	maxClientRequestID   = 128 // longer client ids are replaced
+	statusClientClosed   = 499 // metrics only: the client went away
+	codeClientClosed     = "client_closed"
+	sseStreamCappedLine  = "data: {\"error\":\"max_stream_duration_exceeded\"}\n\n"
 )
-
-// hopHeaders are connection-scoped and never forwarded (RFC 9110 §7.6.1).
-var hopHeaders = [...]string{
-	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Expect",
-	"Proxy-Authorization", "Te", "Trailer", headerTE, "Upgrade",
-}
 
 // exchange is one client request in flight.
 type exchange struct {
@@ -50,6 +48,9 @@ type exchange struct {
 	start       time.Time
 	requestID   string
 	wroteHeader bool
+	// body is the request body when it was read for routing (reqbody:
+	// charged to the in-flight budget until ServeHTTP returns).
+	body reqbody.Body
 }
 
 // ServeHTTP is the entry of every data request on the listener: request id,
@@ -70,11 +71,19 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header()[HeaderRequestID] = []string{rid}
 	x.requestID = rid
 
+	// The path is checked before anything else reads it (the allowlist, the
+	// rule match, every serve path): a request whose path would mean
+	// something else once normalised is never routed.
+	if code, msg := checkPathShape(r); code != "" {
+		rt.fail(x, nil, -1, http.StatusBadRequest, code, msg)
+		return
+	}
 	if isUpgrade(r) {
 		rt.fail(x, nil, -1, http.StatusNotImplemented, CodeUpgradeRefused,
 			"protocol upgrades ("+strconvQuote(r.Header.Get(headerUpgrade))+") are not proxied; use the engine's HTTP APIs")
 		return
 	}
+	defer func() { x.body.Release() }() // a body read for routing returns its budget
 	t := ln.table.Load()
 	var body []byte
 	if bodyForMatch(t, r) {
@@ -140,11 +149,13 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // readBodyOrFail reads the whole body for routing; nil means the client has
 // been answered (an empty body is returned as a non-nil empty slice).
 func (rt *Runtime) readBodyOrFail(x *exchange) []byte {
-	body, status, code, msg := rt.readBody(x.w, x.r)
+	rb, status, code, msg := rt.readBody(x.w, x.r)
 	if status != 0 {
 		rt.fail(x, nil, -1, status, code, msg)
 		return nil
 	}
+	x.body = rb
+	body := x.body.Bytes()
 	if body == nil {
 		body = []byte{}
 	}
@@ -224,43 +235,36 @@ func (rt *Runtime) recoverPanic(x *exchange) {
 }
 
 // readBody reads the whole request body (needed for model routing and for
-// dial-failure retries) bounded by MaxBodyBytes.
-func (rt *Runtime) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, string, string) {
-	max := rt.opts.MaxBodyBytes
+// dial-failure retries) bounded by MaxBodyBytes, into memory that grows as
+// bytes arrive and is charged to the in-flight body budget (reqbody). The
+// caller releases the returned Body when the request ends.
+func (rt *Runtime) readBody(w http.ResponseWriter, r *http.Request) (reqbody.Body, int, string, string) {
+	limit := rt.opts.MaxBodyBytes
 	// A failed read leaves the connection unusable; "Connection: close" also
 	// stops net/http from draining the rest of the body before answering.
-	failed := func(status int, code, msg string) ([]byte, int, string, string) {
+	failed := func(status int, code, msg string) (reqbody.Body, int, string, string) {
 		w.Header().Set(headerConnection, "close")
-		return nil, status, code, msg
+		return reqbody.Body{}, status, code, msg
 	}
-	tooLarge := func() ([]byte, int, string, string) {
-		return failed(http.StatusRequestEntityTooLarge, CodeBodyTooLarge,
-			"request body exceeds the limit of "+strconv.FormatInt(max, 10)+" bytes")
-	}
-	switch {
-	case r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody:
+	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
 		rt.liftReadDeadline(w)
-		return nil, 0, "", ""
-	case r.ContentLength > max:
-		return tooLarge()
+		return reqbody.Body{}, 0, "", ""
 	}
 	// A client that stops sending mid-body must not pin the handler: the
 	// listener's ReadTimeout (BodyReadTimeout) is the read deadline here.
 	// It is lifted after a good read (long SSE responses follow) and kept
 	// after a failed one.
-	var b []byte
-	var err error
-	if r.ContentLength > 0 {
-		b = make([]byte, r.ContentLength)
-		_, err = io.ReadFull(r.Body, b)
-	} else {
-		b, err = io.ReadAll(io.LimitReader(r.Body, max+1))
-	}
-	if err != nil {
+	b, err := rt.bodies.Read(r.Body, r.ContentLength, limit)
+	switch {
+	case errors.Is(err, reqbody.ErrTooLarge):
+		return failed(http.StatusRequestEntityTooLarge, CodeBodyTooLarge,
+			"request body exceeds the limit of "+strconv.FormatInt(limit, 10)+" bytes")
+	case errors.Is(err, reqbody.ErrOverloaded):
+		w.Header().Set(headerRetryAfter, retryAfterOverloaded)
+		return failed(http.StatusServiceUnavailable, CodeOverloaded,
+			"the gateway is holding too many request bodies; retry shortly")
+	case err != nil:
 		return failed(http.StatusBadRequest, CodeBadRequestBody, "reading request body: "+err.Error())
-	}
-	if int64(len(b)) > max {
-		return tooLarge()
 	}
 	rt.liftReadDeadline(w)
 	return b, 0, "", ""
@@ -472,11 +476,12 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, idle time.Duration, re
 			h[k] = vv
 		}
 	}
-	for _, k := range hopHeaders {
-		delete(h, k)
-	}
-	if !parsedInto { // else h kept the client's id and dropped the engine's
-		h[HeaderRequestID] = []string{x.requestID} // the client's id, even if the engine minted its own
+	hop.Strip(h)
+	// The client's id, even if the engine minted its own (a parsed-into h
+	// kept the client's and dropped the engine's, unless the engine named
+	// it in Connection).
+	if !parsedInto || len(h[HeaderRequestID]) == 0 {
+		h[HeaderRequestID] = []string{x.requestID}
 	}
 	x.wroteHeader = true
 	x.w.WriteHeader(resp.StatusCode)
@@ -593,16 +598,7 @@ func (rt *Runtime) SendLeg(ctx context.Context, ep spec.Endpoint, method, path s
 // Connection) and appends the client to X-Forwarded-For. It edits the
 // inbound header in place: the handler owns it and it is reused by retries.
 func prepareOutboundHeader(h http.Header, client string) {
-	for _, v := range h[headerConnection] {
-		for _, f := range strings.Split(v, ",") {
-			if f = strings.TrimSpace(f); f != "" {
-				h.Del(f)
-			}
-		}
-	}
-	for _, k := range hopHeaders {
-		delete(h, k)
-	}
+	hop.Strip(h)
 	if client == "" {
 		return
 	}

@@ -16,10 +16,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/infergate/infergate/admission"
 	"github.com/infergate/infergate/apierror"
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/datapath/ladder"
 	"github.com/infergate/infergate/datapath/pd"
+	"github.com/infergate/infergate/datapath/reqbody"
 	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/metrics"
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,7 +43,9 @@ type Runtime struct {
 	log         logrus.FieldLogger
 	up          *upstream
 	probeClient *http.Client
-	bufs        sync.Pool // *[]byte relay buffers
+	bufs        sync.Pool       // *[]byte relay buffers
+	gate        *admission.Gate // client connection caps shared by every listener
+	bodies      *reqbody.Reader // request bodies against one memory budget
 
 	mu        sync.Mutex
 	listeners map[netip.AddrPort]*listener
@@ -82,7 +86,7 @@ func New(opts Options, m *metrics.Datapath, log logrus.FieldLogger) *Runtime {
 	if m == nil {
 		m = metrics.NewDatapath(reg)
 	}
-	return newRuntime(opts, m, metrics.NewPD(reg), metrics.NewRadix(reg), nil, log)
+	return newRuntime(opts, m, metrics.NewPD(reg), metrics.NewRadix(reg), nil, metrics.NewEdge(reg), log)
 }
 
 // NewWithMetrics builds a Runtime that reports on the daemon's full metric
@@ -91,12 +95,16 @@ func NewWithMetrics(opts Options, m *metrics.Metrics, log logrus.FieldLogger) *R
 	if m == nil {
 		return New(opts, nil, log)
 	}
-	rt := newRuntime(opts, m.Datapath, m.PD, m.Radix, m.KV, log)
+	edge := m.Edge
+	if edge == nil {
+		edge = metrics.NewEdge(prometheus.NewRegistry())
+	}
+	rt := newRuntime(opts, m.Datapath, m.PD, m.Radix, m.KV, edge, log)
 	rt.tm = m.Tenant
 	return rt
 }
 
-func newRuntime(opts Options, m *metrics.Datapath, pdm *metrics.PD, rx *metrics.Radix, kvm *metrics.KV, log logrus.FieldLogger) *Runtime {
+func newRuntime(opts Options, m *metrics.Datapath, pdm *metrics.PD, rx *metrics.Radix, kvm *metrics.KV, edge *metrics.Edge, log logrus.FieldLogger) *Runtime {
 	if log == nil {
 		l := logrus.New()
 		l.SetOutput(io.Discard)
@@ -111,6 +119,8 @@ func newRuntime(opts Options, m *metrics.Datapath, pdm *metrics.PD, rx *metrics.
 		probeClient: newProbeClient(),
 		listeners:   make(map[netip.AddrPort]*listener),
 		rules:       make(map[spec.Key]*ruleState),
+		gate:        admission.New(opts.Admission, edge),
+		bodies:      reqbody.New(opts.Bodies, edge),
 	}
 	rt.up = newUpstream(opts.DialTimeout, opts.MaxIdleConnsPerHost)
 	rt.bufs.New = func() any { b := make([]byte, 32<<10); return &b }
@@ -129,6 +139,9 @@ func (rt *Runtime) Install(prev, next *spec.Rule) error {
 	defer rt.mu.Unlock()
 	if rt.closed {
 		return apierror.New(http.StatusServiceUnavailable, apierror.CodeInternal, "", "", "datapath is shut down")
+	}
+	if err := rt.checkVIP(next.Key); err != nil {
+		return err
 	}
 	if rs := rt.rules[next.Key]; rs != nil {
 		lns, created, err := rt.listenersForLocked(next)
@@ -210,6 +223,7 @@ func (rt *Runtime) moveListenersLocked(rs *ruleState, lns []*listener, created [
 			ln.rules = append(ln.rules, rs)
 		}
 		ln.table.Store(newRouteTable(ln.rules)) // also refreshes unchanged tables
+		ln.applyConnectionLimit()
 		if created[i] {
 			ln.start()
 		}
@@ -228,6 +242,7 @@ func (rt *Runtime) moveListenersLocked(rs *ruleState, lns []*listener, created [
 func (rt *Runtime) leaveListenerLocked(rs *ruleState, ln *listener) {
 	ln.rules = slices.DeleteFunc(ln.rules, func(x *ruleState) bool { return x == rs })
 	ln.table.Store(newRouteTable(ln.rules))
+	ln.applyConnectionLimit()
 	if len(ln.rules) > 0 {
 		return
 	}
@@ -271,6 +286,10 @@ func (rt *Runtime) swapLocked(rs *ruleState, next *spec.Rule) {
 		}
 	}
 	rs.eps = eps
+	for _, ln := range rs.lns {
+		ln.table.Store(newRouteTable(ln.rules)) // keys equal; keeps tables fresh
+		ln.applyConnectionLimit()
+	}
 	select {
 	case rs.kick <- struct{}{}:
 	default:
@@ -426,6 +445,16 @@ func (rt *Runtime) listenerForLocked(addr netip.AddrPort) (*listener, bool, erro
 
 // fieldExternalIP is the API field a VIP bind failure names.
 const fieldExternalIP = "serviceArguments.externalIP"
+// checkVIP refuses a VIP of 0.0.0.0 or :: unless the operator opted in
+// (Options.AllowUnspecifiedVIP): such a rule would listen on every
+// interface, including ones the operator never meant to expose.
+func (rt *Runtime) checkVIP(k spec.Key) *apierror.Error {
+	if rt.opts.AllowUnspecifiedVIP || !k.ListenAddr().Addr().IsUnspecified() {
+		return nil
+	}
+	return apierror.BadRequest(apierror.CodeUnspecifiedVIP, "serviceArguments.externalIP", "",
+		fmt.Sprintf("externalIP %s listens on every interface; name the address to serve (or start the daemon with --allow-unspecified-vip)", k.ListenAddr().Addr()))
+}
 
 // bindError turns a listen failure into the API's typed error.
 func bindError(addr netip.AddrPort, err error) *apierror.Error {

@@ -17,6 +17,9 @@ type Metrics struct {
 	Radix    *Radix
 	Tenant   *Tenant
 	// Datapath, PD, KV and Radix are added by their owners (one file each).
+
+	// Edge: connection admission and body memory (issue 10).
+	Edge *Edge
 }
 
 // New builds and registers every metric on a fresh registry.
@@ -29,5 +32,6 @@ func New() *Metrics {
 	m.Datapath = NewDatapath(reg)
 	m.Radix = NewRadix(reg)
 	m.Tenant = NewTenant(reg)
+	m.Edge = NewEdge(reg) // issue 10: edge hardening
 	return m
 }

@@ -50,6 +50,7 @@ func compileValid(r *Rule) *spec.Rule {
 		CircuitBreaker:    sa.CBEnable || sa.PDDisaggMode,
 		Engine:            eng,
 		Probe:             compileProbe(sa),
+		ConnectionLimit:   sa.ConnectionLimit, // issue 10
 	}
 	out.Session, _ = parseSession(sa.SessionHeaderName) // validated
 	switch sa.APIKeyAuth {

@@ -106,6 +106,9 @@ type ServiceArguments struct {
 	// list of exact paths or "prefix/*" (a string, as LoxiLB spells lists);
 	// empty = every path is forwarded.
 	AllowedPaths string `json:"allowed_paths,omitempty" yaml:"allowed_paths,omitempty"`
+	// Edge hardening (issue 10): LoxiLB's per-VIP client connection cap
+	// (0 = none). Rules sharing a VIP:port share the smallest non-zero cap.
+	ConnectionLimit int `json:"connectionLimit,omitempty" yaml:"connectionLimit,omitempty"`
 }
 
 // Endpoint is one backend engine of a rule.

@@ -63,6 +63,7 @@ var (
 		"KVHashAlgo":                  "omitempty,oneof=sha256_cbor xxhash_cbor sha256_sglang blockhash_trtllm",
 		"KVDpRankCount":               "min=0,max=8",
 		"KVWarmupSec":                 "min=0,max=86400",
+		"ConnectionLimit":             "min=0,max=10000000", // issue 10
 	}
 	endpointFieldRules = map[string]string{
 		"EndpointIP": "required,iplit",

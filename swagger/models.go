@@ -94,6 +94,9 @@ func fieldNotes() map[string]FieldNote {
 		sa("kvDpRankCount"): {Description: "Data-parallel ranks per endpoint (0 = 1).", Min: ptrFloat(0), Max: ptrFloat(8)},
 		sa("kvWarmupSec"):   {Description: "Seconds after subscribing before KV-exact routing trusts the inventory.", Min: ptrFloat(0)},
 
+		// Edge hardening (issue 10).
+		sa("connectionLimit"): {Description: "Cap on open client connections to this VIP:port (0 = none; rules sharing the address share the smallest non-zero cap). Connections over it are closed at accept.", Min: ptrFloat(0), Max: ptrFloat(10000000)},
+
 		ep("endpointIP"): {Description: "Backend IP address.", Required: true},
 		ep("targetPort"): {Description: "Backend port.", Min: ptrFloat(1), Max: ptrFloat(65535), Required: true},
 		ep("weight"):     {Description: "Selection weight; 0 drains (no new requests, in-flight ones finish).", Min: ptrFloat(0), Max: ptrFloat(255), Required: true},

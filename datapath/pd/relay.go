@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/infergate/infergate/datapath/hop"
 	"github.com/sirupsen/logrus"
 )
 
@@ -50,12 +51,6 @@ var sseDone = []byte("data: [DONE]\n\n")
 // dies mid-stream (no [DONE] follows, so clients see a failure).
 var sseCutEvent = []byte(`data: {"error":{"message":"decode backend died mid-stream","type":"server_error","code":"` + CodeDecodeDied + `"}}` + "\n\n")
 
-// hopHeaders are connection-scoped and never forwarded (RFC 9110 §7.6.1).
-var hopHeaders = []string{
-	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
-}
-
 // legHeader is the client's header minus hop-by-hop fields and framing,
 // which the Sender sets per leg. Accept-Encoding is dropped so buffered
 // prefill responses are always parseable JSON.
@@ -64,9 +59,7 @@ func legHeader(client http.Header) http.Header {
 	if h == nil {
 		h = http.Header{}
 	}
-	for _, k := range hopHeaders {
-		h.Del(k)
-	}
+	hop.Strip(h)
 	h.Del("Content-Length")
 	h.Del("Accept-Encoding")
 	h.Set("Content-Type", contentTypeJSON)
@@ -74,14 +67,28 @@ func legHeader(client http.Header) http.Header {
 }
 
 // copyResponseHeader copies an engine's response header to the client,
-// minus hop-by-hop fields.
+// minus hop-by-hop fields (the standard set and those its Connection names).
 func copyResponseHeader(dst, src http.Header) {
 	for k, v := range src {
-		dst[k] = v
+		if k != "Connection" && !named(src, k) {
+			dst[k] = v
+		}
 	}
-	for _, k := range hopHeaders {
-		dst.Del(k)
+	for _, k := range hop.Headers {
+		delete(dst, k)
 	}
+}
+
+// named reports whether h's Connection header names field k.
+func named(h http.Header, k string) bool {
+	for _, v := range h["Connection"] {
+		for f := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(f), k) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 type errorBody struct {

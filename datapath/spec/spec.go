@@ -213,6 +213,9 @@ type Rule struct {
 	// AllowedPaths (allowed_paths, an infergate extension) restricts the
 	// paths the rule serves: exact entries, or "prefix/*"; empty = all.
 	AllowedPaths []string
+	// ConnectionLimit caps client connections on the rule's VIP:port
+	// (LoxiLB connectionLimit); 0: no per-VIP cap. Issue 10.
+	ConnectionLimit int
 }
 
 // KeyPolicy says whether a VIP requires tenant API keys.

@@ -1,0 +1,71 @@
+package admission
+
+import (
+	"syscall"
+	"time"
+)
+
+// Options are the admission caps. Zero or negative caps mean "no cap".
+type Options struct {
+	// MaxConns caps client connections over all VIP listeners.
+	MaxConns int
+	// MaxConnsPerIP caps client connections from one source address (all
+	// VIPs together). IPv4-mapped IPv6 addresses count as their IPv4 form.
+	MaxConnsPerIP int
+	// IdleTimeout closes a keep-alive client connection that has been idle
+	// this long between requests (applied by the HTTP layer).
+	IdleTimeout time.Duration
+	// EvictIdleAfter: at the global cap, a new connection evicts the
+	// connection that has been idle longest (no request in progress: never
+	// sent one, or between keep-alive requests), if it has been idle at
+	// least this long, instead of being refused. A flood of idle
+	// connections then cannot lock out new clients. 0 disables eviction.
+	EvictIdleAfter time.Duration
+}
+
+// Reserve is the number of file descriptors DefaultOptions keeps out of the
+// client cap for everything that does not pass the gate: the management API
+// and its clients, health probes, KV-event sockets, the state file, logs.
+const Reserve = 1024
+
+// Default caps used when RLIMIT_NOFILE cannot be read or is tiny.
+const (
+	minMaxConns          = 64
+	DefaultMaxConnsPerIP = 1024
+	DefaultIdleTimeout   = 60 * time.Second
+	// DefaultEvictIdleAfter spares connections that have just arrived or
+	// just finished a request (a client about to send).
+	DefaultEvictIdleAfter = time.Second
+)
+
+// DefaultOptions derives the caps from the process's RLIMIT_NOFILE (which
+// the Go runtime has already raised to the hard limit): see MaxConnsFor.
+func DefaultOptions() Options {
+	var lim syscall.Rlimit
+	nofile := uint64(0)
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil {
+		nofile = lim.Cur
+	}
+	max := MaxConnsFor(nofile)
+	return Options{
+		MaxConns:       max,
+		MaxConnsPerIP:  min(DefaultMaxConnsPerIP, max),
+		IdleTimeout:    DefaultIdleTimeout,
+		EvictIdleAfter: DefaultEvictIdleAfter,
+	}
+}
+
+// MaxConnsFor is the default global cap for a descriptor limit: the limit
+// minus Reserve, halved, because every client connection that is being
+// served holds one upstream connection too (Envoy's guidance: below half the
+// fd limit). Never below 64.
+func MaxConnsFor(nofile uint64) int {
+	const ceiling = 1 << 30
+	if nofile > ceiling {
+		nofile = ceiling
+	}
+	if nofile <= Reserve+2*minMaxConns {
+		return minMaxConns
+	}
+	return int(nofile-Reserve) / 2
+}

@@ -1,0 +1,52 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Refusal reasons of infergate_edge_connections_refused_total.
+const (
+	RefusedGlobal   = "global"   // the daemon-wide client connection cap
+	RefusedListener = "listener" // the VIP's connectionLimit
+	RefusedPerIP    = "per_ip"   // the per-client-address cap
+)
+
+// Edge covers the front door: connection admission on the VIP listeners
+// (package admission) and the memory held by request bodies in flight
+// (package datapath/reqbody).
+type Edge struct {
+	Connections    prometheus.Gauge       // infergate_edge_client_connections
+	Refused        *prometheus.CounterVec // infergate_edge_connections_refused_total{reason}
+	Evicted        prometheus.Counter     // infergate_edge_idle_evictions_total
+	BodyBytes      prometheus.Gauge       // infergate_edge_body_bytes_in_flight
+	BodyOverloaded prometheus.Counter     // infergate_edge_body_overloaded_total
+}
+
+// NewEdge registers the edge family on reg.
+func NewEdge(reg prometheus.Registerer) *Edge {
+	e := &Edge{
+		Connections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "infergate_edge_client_connections",
+			Help: "Client connections currently open on the VIP listeners (admitted, not yet closed).",
+		}),
+		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "infergate_edge_connections_refused_total",
+			Help: "Client connections closed at accept because a cap was reached, by reason (global, listener, per_ip).",
+		}, []string{"reason"}),
+		Evicted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "infergate_edge_idle_evictions_total",
+			Help: "Idle client connections closed at the global cap to admit a new connection.",
+		}),
+		BodyBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "infergate_edge_body_bytes_in_flight",
+			Help: "Bytes of request-body buffers currently held by requests being read or served.",
+		}),
+		BodyOverloaded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "infergate_edge_body_overloaded_total",
+			Help: "Requests answered 503 overloaded because the in-flight body memory budget was full.",
+		}),
+	}
+	for _, r := range []string{RefusedGlobal, RefusedListener, RefusedPerIP} {
+		e.Refused.WithLabelValues(r) // every reason is exported from the start, at 0
+	}
+	reg.MustRegister(e.Connections, e.Refused, e.Evicted, e.BodyBytes, e.BodyOverloaded)
+	return e
+}
