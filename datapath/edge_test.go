@@ -275,6 +275,7 @@ func TestHeadersOnlyBodiesCostNothing(t *testing.T) {
 	rt, _ := newTestRuntime(t, testOptions())
 	e := startEngine(t, "e")
 	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, epFor(t, e.Addr(), 1))
+	r.Key.ModelName = "fake-model" // a model-pinned rule reads bodies to route (others stream them)
 	if err := rt.Install(nil, r); err != nil {
 		t.Fatal(err)
 	}
@@ -312,6 +313,7 @@ func TestBodyBudgetOverloaded(t *testing.T) {
 	rt := newEdgeRuntime(t, o)
 	e := startEngine(t, "e")
 	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, epFor(t, e.Addr(), 1))
+	r.Key.ModelName = "fake-model" // a model-pinned rule reads bodies to route (others stream them)
 	if err := rt.Install(nil, r); err != nil {
 		t.Fatal(err)
 	}
