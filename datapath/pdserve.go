@@ -109,15 +109,14 @@ func (c *compiled) anyUsable(excl uint64) bool {
 // one the answer is 503 pd_pool_unavailable.
 func (rt *Runtime) servePD(x *exchange, c *compiled, body []byte) {
 	p := c.pd
-	if len(body) == 0 {
-		excl := c.roleMask(spec.RolePrefill)
-		if !c.anyUsable(excl) {
-			excl = 0
-		}
-		rt.serveSingleExcl(x, c, body, excl)
+	if !rt.guardPDRequest(x, c) {
 		return
 	}
 	r := x.r
+	if !isPDSplit(r, body) {
+		rt.relayPD(x, c, body)
+		return
+	}
 	f := ladder.Facts{Ctx: r.Context(), Path: r.URL.Path, Body: body, Now: time.Now()}
 	top := ladder.ScanBody(body)
 	f.Model, f.SessionKey = requestIdentity(r.Header, top)
@@ -153,12 +152,29 @@ func (rt *Runtime) servePD(x *exchange, c *compiled, body []byte) {
 	if p.hasRole0 && c.anyUsable(role0) {
 		rt.pdm.FallbackToNormal.WithLabelValues(c.label).Inc()
 		rt.pdm.LadderDecisions.WithLabelValues(c.label, ladder.TierFallback, outcomeHit, reasonNoPair).Inc()
-		rt.serveSingleExcl(x, c, body, role0)
+		if body, ok := rt.stripClientTransferState(x, c, body); ok {
+			rt.serveSingleExcl(x, c, body, role0)
+		}
 		return
 	}
 	rt.pdm.LadderDecisions.WithLabelValues(c.label, ladder.TierFallback, outcomeMiss, reasonNoRole0).Inc()
 	rt.fail(x, c, -1, http.StatusServiceUnavailable, CodePoolUnavailable,
 		"no usable prefill/decode pair (endpoints down, draining or circuit-broken) and no role-0 endpoint")
+}
+
+// relayPD sends a request that is not split (GET /v1/models, a body-less
+// POST) to one usable prefill, else any usable endpoint, with its own
+// method; a body goes through stripClientTransferState first.
+func (rt *Runtime) relayPD(x *exchange, c *compiled, body []byte) {
+	body, ok := rt.stripClientTransferState(x, c, body)
+	if !ok {
+		return
+	}
+	excl := c.roleMask(spec.RolePrefill)
+	if !c.anyUsable(excl) {
+		excl = 0
+	}
+	rt.serveSingleExcl(x, c, body, excl)
 }
 
 // admitPD claims endpoint i's breaker slot (the half-open trial when its

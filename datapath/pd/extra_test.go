@@ -175,9 +175,9 @@ func TestTRTEarlyExit(t *testing.T) {
 // client (the gateway adds nothing the engine would reject).
 func TestTRTUnknownFieldRelayed(t *testing.T) {
 	f := startFleet(t, spec.EngineTRTLLM)
-	body := `{"model":"m","prompt":"p","kv_transfer_params":{"x":1}}`
+	body := `{"model":"m","prompt":"p","best_of_tokens":1}`
 	res := f.do(t, mustDialect(t, spec.EngineTRTLLM), pathCompletions, body, pd.Pair{Prefill: f.prefill.Endpoint(), Decode: f.dec.Endpoint()}, 0)
-	if res.status != 400 || !strings.Contains(res.body, "extra_forbidden: kv_transfer_params") {
+	if res.status != 400 || !strings.Contains(res.body, "extra_forbidden: best_of_tokens") {
 		t.Errorf("client got %d: %s", res.status, res.body)
 	}
 	if n := len(f.dec.Records()); n != 0 {

@@ -462,7 +462,7 @@ func isChat(path string) bool {
 // the KV for a remote decode. min_tokens is dropped (it would contradict the
 // cap of 1) and any client kv_transfer_params is replaced.
 func vllmPrefillBody(o *object, path string) []byte {
-	var e [8]edit
+	var e [12]edit
 	edits := e[:0]
 	_, hasMCT := o.lookup(fieldMaxCompletionTokens)
 	_, hasMT := o.lookup(fieldMaxTokens)
@@ -484,7 +484,7 @@ func vllmPrefillBody(o *object, path string) []byte {
 		edit{fieldN, jsonOne},
 		edit{fieldKVTransferParams, vllmPrefillParams},
 	)
-	return o.apply(edits)
+	return o.apply(stripEdits(edits, fieldKVTransferParams))
 }
 
 // vllmDecodeBody is the client's body with kv_transfer_params replaced by
@@ -492,7 +492,8 @@ func vllmPrefillBody(o *object, path string) []byte {
 // a client-supplied do_remote_prefill would make decode pull blocks that do
 // not exist).
 func vllmDecodeBody(o *object, params []byte) []byte {
-	return o.apply([]edit{{fieldKVTransferParams, params}})
+	var e [len(transferFields)]edit
+	return o.apply(stripEdits(append(e[:0], edit{fieldKVTransferParams, params}), fieldKVTransferParams))
 }
 
 // sglangBody injects the bootstrap triple into a client body; nothing else
@@ -501,11 +502,12 @@ func sglangBody(o *object, host string, port uint16, room uint64) []byte {
 	var hb [64]byte
 	h := strconv.AppendQuote(hb[:0], host)
 	var pb, rb [24]byte
-	return o.apply([]edit{
-		{fieldBootstrapHost, h},
-		{fieldBootstrapPort, strconv.AppendUint(pb[:0], uint64(port), 10)},
-		{fieldBootstrapRoom, strconv.AppendUint(rb[:0], room, 10)},
-	})
+	var e [len(transferFields)]edit
+	return o.apply(stripEdits(append(e[:0],
+		edit{fieldBootstrapHost, h},
+		edit{fieldBootstrapPort, strconv.AppendUint(pb[:0], uint64(port), 10)},
+		edit{fieldBootstrapRoom, strconv.AppendUint(rb[:0], room, 10)},
+	), fieldBootstrapHost, fieldBootstrapPort, fieldBootstrapRoom))
 }
 
 // trtContextBody rewrites a client body into a TensorRT-LLM context-only
@@ -516,11 +518,12 @@ func trtContextBody(o *object, disaggID uint64) []byte {
 	p := append(b[:0], `{"`+fieldRequestType+`":"`+trtContextOnly+`","`+fieldDisaggRequestID+`":`...)
 	p = strconv.AppendUint(p, disaggID, 10)
 	p = append(p, '}')
-	return o.apply([]edit{
-		{fieldStream, jsonFalse},
-		{fieldStreamOptions, nil},
-		{fieldDisaggParams, p},
-	})
+	var e [2 + len(transferFields)]edit
+	return o.apply(stripEdits(append(e[:0],
+		edit{fieldStream, jsonFalse},
+		edit{fieldStreamOptions, nil},
+		edit{fieldDisaggParams, p},
+	), fieldDisaggParams))
 }
 
 // trtGenerationBody is the client's body plus the context response's
@@ -528,13 +531,14 @@ func trtContextBody(o *object, disaggID uint64) []byte {
 // other engine field (ctx_request_id, opaque state, first tokens) is
 // relayed verbatim. params nil: the generation leg serves standalone.
 func trtGenerationBody(o *object, params []byte) ([]byte, error) {
+	var e [len(transferFields)]edit
 	if params == nil {
-		return o.apply([]edit{{fieldDisaggParams, nil}}), nil
+		return o.apply(stripEdits(append(e[:0], edit{fieldDisaggParams, nil}), fieldDisaggParams)), nil
 	}
 	po, err := parseObject(params)
 	if err != nil {
 		return nil, fmt.Errorf("context disaggregated_params: %w", err)
 	}
 	gp := po.apply([]edit{{fieldRequestType, []byte(`"` + trtGenerationOnly + `"`)}})
-	return o.apply([]edit{{fieldDisaggParams, gp}}), nil
+	return o.apply(stripEdits(append(e[:0], edit{fieldDisaggParams, gp}), fieldDisaggParams)), nil
 }

@@ -1,0 +1,89 @@
+package pd
+
+import (
+	"slices"
+	"strings"
+)
+
+// Client transfer state: what engines read to steer a KV transfer. On a
+// P/D rule the gateway alone decides these, on every path (the dialects'
+// legs, the role-0 fallback, the plain relay), so a client can never point
+// an engine at a peer address or a foreign KV block set.
+
+// CodeRequestIDReserved is the 400 answered to a client request id that
+// carries vLLM's peer-address markers.
+const CodeRequestIDReserved = "request_id_reserved"
+
+// Markers vLLM's P2P connectors parse out of a request id to find the peer
+// engines ("___prefill_addr_<ip:port>___decode_addr_<ip:port>_<id>").
+const (
+	markerPrefillAddr = "___prefill_addr_"
+	markerDecodeAddr  = "___decode_addr_"
+)
+
+// transferFields are the top-level body fields a client may never set on a
+// P/D rule: vLLM's kv_transfer_params, SGLang's bootstrap triple and
+// TensorRT-LLM's disaggregated_params. All engines' fields are stripped
+// whatever the rule's engine, so a body is safe on any fleet.
+var transferFields = [...]string{
+	fieldKVTransferParams,
+	fieldBootstrapHost, fieldBootstrapPort, fieldBootstrapRoom,
+	fieldDisaggParams,
+}
+
+// ReservedRequestID reports whether a client request id carries vLLM's
+// peer-address markers. Matching is case-insensitive: no legitimate id
+// looks like this, and a near-miss spelling is not worth the doubt.
+func ReservedRequestID(id string) bool {
+	if !strings.Contains(id, "___") {
+		return false // the common case: no lowering, no allocation
+	}
+	l := strings.ToLower(id)
+	return strings.Contains(l, markerPrefillAddr) || strings.Contains(l, markerDecodeAddr)
+}
+
+// StripClientTransferState returns body without any client transfer field
+// (every occurrence, escaped key spellings included) and how many members
+// it removed. An empty body is returned as is. A body that is not a JSON
+// object is an error: it cannot be proven free of transfer state (engines'
+// JSON parsers accept more than RFC 8259), so it is never forwarded. When
+// nothing is removed the original slice is returned.
+func StripClientTransferState(body []byte) ([]byte, int, error) {
+	if len(body) == 0 {
+		return body, 0, nil
+	}
+	obj, err := parseObject(body)
+	if err != nil {
+		return nil, 0, err
+	}
+	n := obj.countTransferFields()
+	if n == 0 {
+		return body, 0, nil
+	}
+	return obj.apply(stripEdits(nil)), n, nil
+}
+
+// countTransferFields counts the object's members that are transfer fields.
+func (o *object) countTransferFields() int {
+	n := 0
+	for i := range o.members {
+		for _, f := range transferFields {
+			if o.keyIs(&o.members[i], f) {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// stripEdits appends a delete for every transfer field not in keep (the
+// fields the calling dialect sets itself, which apply replaces).
+func stripEdits(edits []edit, keep ...string) []edit {
+	for _, f := range transferFields {
+		if !slices.Contains(keep, f) {
+			edits = append(edits, edit{key: f})
+		}
+	}
+	return edits
+}
