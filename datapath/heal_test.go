@@ -99,3 +99,36 @@ func TestPDRestartedPrefillHealsOnProbe(t *testing.T) {
 		t.Errorf("breaker after the trial = %s, want closed", b)
 	}
 }
+
+// TestPDDeadDecodeFailsOver: 1P2D with one decode refusing connections.
+// Every request is served: a decode leg that could not connect is re-sent
+// to the live decode (same prefill result) until the dead one's breaker
+// opens, instead of answering 503 pd_pool_unavailable.
+func TestPDDeadDecodeFailsOver(t *testing.T) {
+	for _, engine := range []spec.Engine{spec.EngineVLLM, spec.EngineSGLang, spec.EngineTRTLLM} {
+		t.Run(string(engine), func(t *testing.T) {
+			o := pdTestOptions()
+			o.BreakerOpenFor = time.Hour
+			f := newPDFleet(t, o, engine, 1, 2)
+			dead := f.decodes[0]
+			id := dead.Endpoint().ID
+			_ = dead.Close()
+			c := testClient()
+			for i := range 8 {
+				res := post(t, c, f.url(pathCompletions), pdBody(pathCompletions, i%2 == 0, ""))
+				if res.status != http.StatusOK {
+					t.Fatalf("request %d: %d %s; want the live decode to serve", i, res.status, res.body)
+				}
+			}
+			if got := counterSum(t, f.reg, "infergate_pd_decode_failovers_total", nil); got < 1 {
+				t.Errorf("decode failovers = %v, want ≥ 1", got)
+			}
+			if st, _ := f.rt.Status(f.rule.Key); st.Endpoints[id].Breaker != "open" {
+				t.Errorf("dead decode breaker = %s, want open (connect failures still feed it)", st.Endpoints[id].Breaker)
+			}
+			if got := counterSum(t, f.reg, "infergate_datapath_requests_total", map[string]string{"endpoint": id}); got != 0 {
+				t.Errorf("requests counted on the dead decode: %v", got)
+			}
+		})
+	}
+}

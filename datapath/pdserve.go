@@ -145,7 +145,7 @@ func (rt *Runtime) servePD(x *exchange, c *compiled, body []byte) {
 			continue
 		}
 		rt.countLadder(c, tr.Steps)
-		rt.runPD(x, c, body, &tr, prefills)
+		rt.runPD(x, c, body, &tr, prefills, decodes)
 		return
 	}
 	role0 := c.roleMask(spec.RoleAny)
@@ -211,14 +211,14 @@ func (rt *Runtime) countLadder(c *compiled, steps []ladder.Step) {
 }
 
 // runPD serves one request on the chosen pair.
-func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace, prefills []ladder.Candidate) {
+func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace, prefills, decodes []ladder.Candidate) {
 	r := x.r
 	pi, di := tr.Prefill.Index, tr.Decode.Index
-	pair := pd.Pair{Prefill: c.rule.Endpoints[pi], Decode: c.rule.Endpoints[di]}
-	alt := slices.DeleteFunc(slices.Clone(prefills), func(k ladder.Candidate) bool { return k.Index == pi })
-	slices.SortStableFunc(alt, func(a, b ladder.Candidate) int { return a.Load - b.Load })
-	for _, k := range alt {
-		pair.AltPrefill = append(pair.AltPrefill, c.rule.Endpoints[k.Index])
+	pair := pd.Pair{
+		Prefill:    c.rule.Endpoints[pi],
+		Decode:     c.rule.Endpoints[di],
+		AltPrefill: c.alternates(prefills, pi),
+		AltDecode:  c.alternates(decodes, di),
 	}
 	for _, i := range [2]int{pi, di} {
 		c.eps[i].active.Add(1)
@@ -248,11 +248,12 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 
 	pd.Record(rt.pdm, c.rule, o)
 	rt.feedLegs(c, &o, pi, di)
+	served := c.servedDecode(&o, di)
 	switch {
 	case o.ClientGone:
-		c.countRequest(di, statusClientClosed, codeClientClosed)
+		c.countRequest(served, statusClientClosed, codeClientClosed)
 	default:
-		c.countRequest(di, o.Status, o.Code)
+		c.countRequest(served, o.Status, o.Code)
 	}
 	if o.DecodeTTFB > 0 {
 		c.ttfb.Observe((o.Prefill + o.DecodeTTFB).Seconds())
@@ -268,6 +269,32 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 		// A clean end would make a truncated stream look complete.
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// alternates are the candidates other than the chosen index, least loaded
+// first: the endpoints a dialect may fail over to.
+func (c *compiled) alternates(cands []ladder.Candidate, chosen int) []spec.Endpoint {
+	alt := slices.DeleteFunc(slices.Clone(cands), func(k ladder.Candidate) bool { return k.Index == chosen })
+	slices.SortStableFunc(alt, func(a, b ladder.Candidate) int { return a.Load - b.Load })
+	var out []spec.Endpoint
+	for _, k := range alt {
+		out = append(out, c.rule.Endpoints[k.Index])
+	}
+	return out
+}
+
+// servedDecode is the index of the decode the request ended on: the last
+// decode leg's endpoint (a decode failover moves it), else di.
+func (c *compiled) servedDecode(o *pd.Outcome, di int) int {
+	for k := len(o.Legs) - 1; k >= 0; k-- {
+		if o.Legs[k].Phase == pd.PhaseDecode {
+			if i := c.indexOf(o.Legs[k].Endpoint.ID); i >= 0 {
+				return i
+			}
+			break
+		}
+	}
+	return di
 }
 
 // feedLegs counts every leg and feeds the endpoint breakers: a connect

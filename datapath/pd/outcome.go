@@ -52,6 +52,7 @@ type Outcome struct {
 	// the prefill (prefill failed twice, or answered without params).
 	KVTransferFailed bool
 	PrefillFailover  bool // the one prefill retry (vLLM/TRT) was used
+	DecodeFailover   bool // a decode leg was re-sent to another decode after a connect failure
 	RoomRetry        bool // the SGLang pair retry with a fresh room was used
 	EarlyExit        bool // TRT-LLM context finished the request
 	Relayed          bool // an engine's error response was relayed verbatim

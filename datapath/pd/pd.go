@@ -36,10 +36,18 @@ type Request struct {
 }
 
 // Pair is the endpoint choice the ladder made. AltPrefill is consulted only
-// for the single prefill retry (vLLM/TRT) or SGLang pair retry.
+// for the single prefill retry (vLLM/TRT) or SGLang pair retry; AltDecode,
+// in order, only when a decode's connection fails before the engine got
+// the request (shouldRetryDecode).
 type Pair struct {
 	Prefill, Decode spec.Endpoint
 	AltPrefill      []spec.Endpoint
+	AltDecode       []spec.Endpoint
+}
+
+// decodes is the decode order of a pair: the chosen one, then AltDecode.
+func (p Pair) decodes() []spec.Endpoint {
+	return append([]spec.Endpoint{p.Decode}, p.AltDecode...)
 }
 
 // Dialect runs one engine's P/D sequence for one request and writes the

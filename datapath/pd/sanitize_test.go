@@ -89,3 +89,24 @@ func TestDialectBodiesCarryNoClientTransferState(t *testing.T) {
 		})
 	}
 }
+
+func TestShouldRetryDecode(t *testing.T) {
+	tests := []struct {
+		name    string
+		l       LegResult
+		haveAlt bool
+		want    bool
+	}{
+		{"connect failure, alternate left", LegResult{NotSent: true}, true, true},
+		{"connect failure, no alternate", LegResult{NotSent: true}, false, false},
+		{"died after sending", LegResult{Died: true}, true, false},
+		{"timed out", LegResult{NotSent: true, TimedOut: true}, true, false},
+		{"cancelled", LegResult{NotSent: true, Cancelled: true}, true, false},
+		{"engine answered 503", LegResult{Status: 503}, true, false},
+	}
+	for _, tc := range tests {
+		if got := shouldRetryDecode(tc.l, tc.haveAlt); got != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
