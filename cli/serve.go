@@ -62,5 +62,9 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.IntVar(&opts.KVSingleLoadGuard, "kv-single-load-guard", opts.KVSingleLoadGuard, "KV-exact single pools (kvExactMode 3): skip a cache winner loaded this much above the least loaded (negative disables)")
 	fl.Int64Var(&opts.PrefixIndexBudgetBytes, "prefix-index-budget-bytes", opts.PrefixIndexBudgetBytes, "prefix affinity (pd_cache_aware_mode): memory budget of each rule's prefix index; least recently used prefixes are evicted above it")
 	fl.IntVar(&opts.PrefixKeyMaxBytes, "prefix-key-max-bytes", opts.PrefixKeyMaxBytes, "prefix affinity: bytes of each prompt that are keyed and matched (longer prompts are keyed on their head)")
+	// Engine silence bounds (issue 10).
+	fl.DurationVar(&opts.FirstByteTimeout, "first-byte-timeout", opts.FirstByteTimeout, "single pools: longest wait for an engine's response headers (504 upstream_timeout); a rule's inactiveTimeOut only caps it")
+	fl.DurationVar(&opts.BodyStallTimeout, "body-stall-timeout", opts.BodyStallTimeout, "longest engine silence inside a non-streaming response body (the response is cut); a rule's inactiveTimeOut only caps it")
+	fl.DurationVar(&opts.StreamIdleTimeout, "stream-idle-timeout", opts.StreamIdleTimeout, "longest engine silence inside an SSE stream; a rule's inactiveTimeOut only caps it")
 	return cmd
 }

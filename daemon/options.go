@@ -50,6 +50,12 @@ type Options struct {
 	// Tier 1 prefix affinity (pd_cache_aware_mode), see PrefixIndexOptions.
 	PrefixIndexBudgetBytes int64 // per-rule prefix index budget (64 MiB)
 	PrefixKeyMaxBytes      int   // prompt key cap (256 KiB): longer prompts are keyed on their head
+
+	// Engine silence bounds (issue 10), see datapath.Options; a rule's
+	// inactiveTimeOut only caps them.
+	FirstByteTimeout  time.Duration // single pool: dispatch → response headers (60 s)
+	BodyStallTimeout  time.Duration // silence inside a non-SSE response body (20 s)
+	StreamIdleTimeout time.Duration // silence inside an SSE stream (120 s)
 }
 
 // PrefixIndexOptions are the options of each P/D rule's Tier 1 prefix index
@@ -110,5 +116,8 @@ func DefaultOptions() Options {
 		KVStaleAfter:             kvexact.DefaultStaleAfter, // kvplane leaves 0 = kvexact's default; the CLI shows it
 		PrefixIndexBudgetBytes:   dp.PrefixIndex.BudgetBytes,
 		PrefixKeyMaxBytes:        dp.PrefixIndex.MaxKeyBytes,
+		FirstByteTimeout:         dp.FirstByteTimeout,
+		BodyStallTimeout:         dp.BodyStallTimeout,
+		StreamIdleTimeout:        dp.StreamIdleTimeout,
 	}
 }

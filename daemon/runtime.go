@@ -24,6 +24,9 @@ func newRuntime(opts Options, m *metrics.Metrics, log logrus.FieldLogger) (rules
 	setIf(&o.DrainGrace, opts.DrainGrace)
 	setIf(&o.PrefillTimeout, opts.PrefillTimeout)
 	setIf(&o.DecodeFirstByteTimeout, opts.DecodeFirstByteTimeout)
+	setIf(&o.FirstByteTimeout, opts.FirstByteTimeout)
+	setIf(&o.BodyStallTimeout, opts.BodyStallTimeout)
+	setIf(&o.StreamIdleTimeout, opts.StreamIdleTimeout)
 	o.PrefixIndex = opts.PrefixIndexOptions()
 	o.KV = opts.KVPlaneOptions()
 	return datapath.NewWithMetrics(o, m, log), nil
