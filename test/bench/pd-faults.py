@@ -184,7 +184,14 @@ def scenario_hung():
     ln.bind((IP(21), 18400))
     ln.listen(64)
     held = []
-    threading.Thread(target=lambda: [held.append(ln.accept()) for _ in range(64)], daemon=True).start()
+
+    def accept():
+        try:
+            for _ in range(64):
+                held.append(ln.accept())
+        except OSError:
+            pass  # closed at the end of the scenario
+    threading.Thread(target=accept, daemon=True).start()
     rule(3, 8080, [(21, 18400, 0)], pd=False, probe="tcp")  # the engine accepts: a tcp probe passes
     wait(lambda: status(3, 8080).get("ready"), 15, "hung rule ready")
     t0 = time.time()
