@@ -1,7 +1,6 @@
 package pd
 
 import (
-	"slices"
 	"strings"
 )
 
@@ -56,34 +55,24 @@ func StripClientTransferState(body []byte) ([]byte, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	n := obj.countTransferFields()
+	n := 0
+	for i := range obj.members {
+		if obj.isTransferField(&obj.members[i]) {
+			n++
+		}
+	}
 	if n == 0 {
 		return body, 0, nil
 	}
-	return obj.apply(stripEdits(nil)), n, nil
+	return obj.applyOwn(nil), n, nil
 }
 
-// countTransferFields counts the object's members that are transfer fields.
-func (o *object) countTransferFields() int {
-	n := 0
-	for i := range o.members {
-		for _, f := range transferFields {
-			if o.keyIs(&o.members[i], f) {
-				n++
-				break
-			}
-		}
-	}
-	return n
-}
-
-// stripEdits appends a delete for every transfer field not in keep (the
-// fields the calling dialect sets itself, which apply replaces).
-func stripEdits(edits []edit, keep ...string) []edit {
+// isTransferField reports whether member m is a client transfer field.
+func (o *object) isTransferField(m *member) bool {
 	for _, f := range transferFields {
-		if !slices.Contains(keep, f) {
-			edits = append(edits, edit{key: f})
+		if o.keyIs(m, f) {
+			return true
 		}
 	}
-	return edits
+	return false
 }
