@@ -103,10 +103,13 @@ func (c *compiled) anyUsable(excl uint64) bool {
 
 // servePD routes a P/D request: the ladder picks a (prefill, decode) pair
 // among usable endpoints, the engine's dialect runs its sequence, and the
-// outcome feeds metrics and the breakers. Body-less requests (GET
-// /v1/models) relay plainly to a prefill (else any usable endpoint); with
-// no usable pair a role-0 endpoint serves the request unsplit, and without
-// one the answer is 503 pd_pool_unavailable.
+// outcome feeds metrics and the breakers. Every path first refuses a
+// client request id with vLLM's peer markers (guardPDRequest). Requests
+// that are not split (isPDSplit: GET /v1/models, with or without a body)
+// relay with their own method to a prefill (else any usable endpoint);
+// with no usable pair a role-0 endpoint serves the request unsplit, and
+// without one the answer is 503 pd_pool_unavailable. Bodies that skip the
+// dialect go through stripClientTransferState.
 func (rt *Runtime) servePD(x *exchange, c *compiled, body []byte) {
 	p := c.pd
 	if !rt.guardPDRequest(x, c) {
