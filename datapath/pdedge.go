@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/infergate/infergate/datapath/pd"
@@ -51,7 +52,12 @@ func (rt *Runtime) guardPDRequest(x *exchange, c *compiled) bool {
 // answered.
 func (rt *Runtime) stripClientTransferState(x *exchange, c *compiled, body []byte) ([]byte, bool) {
 	out, n, err := pd.StripClientTransferState(body)
-	if err != nil {
+	switch {
+	case errors.Is(err, pd.ErrRequestIDReserved):
+		rt.pdm.ClientTransferState.WithLabelValues(c.label, actionRequestIDRejected).Inc()
+		rt.fail(x, c, -1, http.StatusBadRequest, CodeRequestIDReserved, err.Error())
+		return nil, false
+	case err != nil:
 		rt.fail(x, c, -1, http.StatusBadRequest, pd.CodeInvalidBody, "request body must be a JSON object")
 		return nil, false
 	}

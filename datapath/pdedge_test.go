@@ -112,6 +112,16 @@ func TestPDSplitPathTransferState(t *testing.T) {
 				t.Fatalf("second marker id value: got %d %s, want 400", res.status, res.body)
 			}
 
+			// vLLM also reads a body request_id (the header wins, but the
+			// gateway does not rely on it).
+			res = post(t, c, f.url(pathCompletions), pdBody(pathCompletions, false, `,"request_id":"`+markerID+`"`))
+			if res.status != http.StatusBadRequest || errorCode(t, res.body) != CodeRequestIDReserved {
+				t.Fatalf("marker body request_id: got %d %s, want 400 %s", res.status, res.body, CodeRequestIDReserved)
+			}
+			if n := len(f.prefills[0].Records()) + len(f.decodes[0].Records()); n != 0 {
+				t.Fatalf("a refused request reached the engines (%d legs)", n)
+			}
+
 			// Every engine's fields at once: stripped, so even TRT-LLM (which
 			// rejects unknown fields) serves the request.
 			res = post(t, c, f.url(pathCompletions), pdBody(pathCompletions, false, hostileFields))
@@ -151,6 +161,10 @@ func TestPDRole0FallbackTransferState(t *testing.T) {
 	res := post(t, c, f.url(pathCompletions), pdBody(pathCompletions, false, ""), HeaderRequestID, markerID)
 	if res.status != http.StatusBadRequest || errorCode(t, res.body) != CodeRequestIDReserved {
 		t.Fatalf("marker id on the fallback: got %d %s, want 400 %s", res.status, res.body, CodeRequestIDReserved)
+	}
+	res = post(t, c, f.url(pathCompletions), pdBody(pathCompletions, false, `,"request_id":"`+markerID+`"`))
+	if res.status != http.StatusBadRequest || errorCode(t, res.body) != CodeRequestIDReserved {
+		t.Fatalf("marker body request_id on the fallback: got %d %s, want 400 %s", res.status, res.body, CodeRequestIDReserved)
 	}
 	if n := len(whole.Requests()); n != 0 {
 		t.Fatalf("the role-0 engine got %d refused requests", n)
@@ -210,6 +224,9 @@ func TestPDRelayTransferState(t *testing.T) {
 	}
 	if res := get("", HeaderRequestID, markerID); res.status != http.StatusBadRequest || errorCode(t, res.body) != CodeRequestIDReserved {
 		t.Fatalf("marker id on the relay: got %d %s, want 400 %s", res.status, res.body, CodeRequestIDReserved)
+	}
+	if res := get(`{"request_id":"` + markerID + `"}`); res.status != http.StatusBadRequest || errorCode(t, res.body) != CodeRequestIDReserved {
+		t.Fatalf("marker body request_id on the relay: got %d %s, want 400 %s", res.status, res.body, CodeRequestIDReserved)
 	}
 	if n := len(pre.requests()) + len(dec.requests()); n != 0 {
 		t.Fatalf("a refused relay reached the engines (%d)", n)

@@ -250,6 +250,9 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	o := c.pd.dialect.Serve(ctx, &idWriter{ResponseWriter: x.w, id: x.requestID}, req, pair, rt.sender)
 
 	pd.Record(rt.pdm, c.rule, o)
+	if o.Code == CodeRequestIDReserved { // a body request_id with peer markers
+		rt.pdm.ClientTransferState.WithLabelValues(c.label, actionRequestIDRejected).Inc()
+	}
 	rt.feedLegs(c, &o, pi, di)
 	served := c.servedDecode(&o, di)
 	switch {

@@ -156,11 +156,17 @@ func logFields(e spec.Engine, req *Request) logrus.Fields {
 }
 
 // clientObject parses the client body every dialect rewrites; a body that
-// is not a JSON object is answered 400 invalid_body before any leg is sent.
+// is not a JSON object is answered 400 invalid_body, one whose request_id
+// carries vLLM's peer markers 400 request_id_reserved, before any leg is
+// sent.
 func clientObject(w http.ResponseWriter, o *Outcome, body []byte) (object, bool) {
 	obj, err := parseObject(body)
 	if err != nil {
 		writeError(w, o, PhasePrefill, http.StatusBadRequest, CodeInvalidBody, "request body must be a JSON object")
+		return object{}, false
+	}
+	if obj.reservedRequestID() {
+		writeError(w, o, PhasePrefill, http.StatusBadRequest, CodeRequestIDReserved, msgRequestIDReserved)
 		return object{}, false
 	}
 	return obj, true

@@ -1,6 +1,8 @@
 package pd
 
 import (
+	"encoding/json"
+	"errors"
 	"strings"
 )
 
@@ -12,6 +14,18 @@ import (
 // CodeRequestIDReserved is the 400 answered to a client request id that
 // carries vLLM's peer-address markers.
 const CodeRequestIDReserved = "request_id_reserved"
+
+// msgRequestIDReserved is the message of every request_id_reserved answer.
+const msgRequestIDReserved = "request ids must not contain ___prefill_addr_ or ___decode_addr_: the gateway sets P/D peer addresses"
+
+// fieldRequestID is vLLM's body request id; the X-Request-Id header, which
+// the gateway always sends, takes precedence in vLLM, but a body id with
+// markers is refused all the same rather than trusted to stay unused.
+const fieldRequestID = "request_id"
+
+// ErrRequestIDReserved is StripClientTransferState's error for a body whose
+// request_id carries vLLM's peer markers.
+var ErrRequestIDReserved = errors.New(msgRequestIDReserved)
 
 // Markers vLLM's P2P connectors parse out of a request id to find the peer
 // engines ("___prefill_addr_<ip:port>___decode_addr_<ip:port>_<id>").
@@ -43,7 +57,8 @@ func ReservedRequestID(id string) bool {
 
 // StripClientTransferState returns body without any client transfer field
 // (every occurrence, escaped key spellings included) and how many members
-// it removed. An empty body is returned as is. A body that is not a JSON
+// it removed. An empty body is returned as is; a body request_id with
+// vLLM's peer markers is ErrRequestIDReserved. A body that is not a JSON
 // object is an error: it cannot be proven free of transfer state (engines'
 // JSON parsers accept more than RFC 8259), so it is never forwarded. When
 // nothing is removed the original slice is returned.
@@ -54,6 +69,9 @@ func StripClientTransferState(body []byte) ([]byte, int, error) {
 	obj, err := parseObject(body)
 	if err != nil {
 		return nil, 0, err
+	}
+	if obj.reservedRequestID() {
+		return nil, 0, ErrRequestIDReserved
 	}
 	n := 0
 	for i := range obj.members {
@@ -71,6 +89,23 @@ func StripClientTransferState(body []byte) ([]byte, int, error) {
 func (o *object) isTransferField(m *member) bool {
 	for _, f := range transferFields {
 		if o.keyIs(m, f) {
+			return true
+		}
+	}
+	return false
+}
+
+// reservedRequestID reports whether the body's top-level request_id (the
+// last one, as engines decode it; any occurrence counts) is a string with
+// vLLM's peer markers.
+func (o *object) reservedRequestID() bool {
+	for i := range o.members {
+		m := &o.members[i]
+		if !o.keyIs(m, fieldRequestID) {
+			continue
+		}
+		var id string
+		if json.Unmarshal(o.raw[m.valStart:m.valEnd], &id) == nil && ReservedRequestID(id) {
 			return true
 		}
 	}

@@ -41,6 +41,8 @@ func TestStripClientTransferState(t *testing.T) {
 		{"nested is not top level", `{"model":"m","extra":{"kv_transfer_params":1}}`, `{"model":"m","extra":{"kv_transfer_params":1}}`, 0, false},
 		{"not JSON", `{"model":"m","kv_transfer_params":NaN}`, ``, 0, true},
 		{"not an object", `["kv_transfer_params"]`, ``, 0, true},
+		{"body request_id with markers", `{"model":"m","request_id":"___decode_addr_6.6.6.6:1"}`, ``, 0, true},
+		{"plain body request_id kept", `{"model":"m","request_id":"trace-1"}`, `{"model":"m","request_id":"trace-1"}`, 0, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
