@@ -145,6 +145,8 @@ def scenario_transfer():
     wait(lambda: status(2, 8080).get("ready"), 15, "rule ready")
     st, out = completion(2, 8080, headers={"X-Request-Id": MARKER})
     check("split: marker X-Request-Id -> 400 request_id_reserved", st == 400 and "request_id_reserved" in out, "%d %s" % (st, out[:120]))
+    st, out = completion(2, 8080, extra={"request_id": MARKER})
+    check("split: marker body request_id -> 400 request_id_reserved", st == 400 and "request_id_reserved" in out, "%d %s" % (st, out[:120]))
     st, out = completion(2, 8080, extra=HOSTILE)
     recs = records(11, 18100) + records(12, 18200)
     check("split: hostile fields -> 200, no leg carries them", st == 200 and len(recs) == 2 and not leaked(recs),
