@@ -128,6 +128,7 @@ func TestPDSplitPathTransferState(t *testing.T) {
 			if res.status != http.StatusOK {
 				t.Fatalf("hostile fields: got %d %s, want 200 (fields stripped)", res.status, res.body)
 			}
+			waitCounter(t, f.reg, "infergate_pd_client_transfer_state_total", map[string]string{"action": actionFieldStripped}, 5)
 			legs := append(f.prefills[0].Records(), f.decodes[0].Records()...)
 			if len(legs) == 0 {
 				t.Fatal("no leg reached the engines")

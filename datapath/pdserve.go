@@ -253,6 +253,9 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	if o.Code == CodeRequestIDReserved { // a body request_id with peer markers
 		rt.pdm.ClientTransferState.WithLabelValues(c.label, actionRequestIDRejected).Inc()
 	}
+	if o.ClientTransferFields > 0 {
+		rt.pdm.ClientTransferState.WithLabelValues(c.label, actionFieldStripped).Add(float64(o.ClientTransferFields))
+	}
 	rt.feedLegs(c, &o, pi, di)
 	served := c.servedDecode(&o, di)
 	switch {

@@ -59,6 +59,9 @@ type Outcome struct {
 	ClientGone       bool // the client disconnected before the response completed
 	StreamCut        bool // decode died after bytes were relayed
 	IdleTimeout      bool // decode went silent and the relay was ended
+	// ClientTransferFields is how many client transfer fields (kv_transfer_params,
+	// bootstrap_*, disaggregated_params) the legs dropped or replaced.
+	ClientTransferFields int
 }
 
 func (o *Outcome) leg(r LegResult) { o.Legs = append(o.Legs, r) }

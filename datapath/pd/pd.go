@@ -169,5 +169,6 @@ func clientObject(w http.ResponseWriter, o *Outcome, body []byte) (object, bool)
 		writeError(w, o, PhasePrefill, http.StatusBadRequest, CodeRequestIDReserved, msgRequestIDReserved)
 		return object{}, false
 	}
+	o.ClientTransferFields = obj.countTransferFields()
 	return obj, true
 }

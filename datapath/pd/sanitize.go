@@ -73,16 +73,22 @@ func StripClientTransferState(body []byte) ([]byte, int, error) {
 	if obj.reservedRequestID() {
 		return nil, 0, ErrRequestIDReserved
 	}
-	n := 0
-	for i := range obj.members {
-		if obj.isTransferField(&obj.members[i]) {
-			n++
-		}
-	}
+	n := obj.countTransferFields()
 	if n == 0 {
 		return body, 0, nil
 	}
 	return obj.applyOwn(nil), n, nil
+}
+
+// countTransferFields counts the client transfer fields among the members.
+func (o *object) countTransferFields() int {
+	n := 0
+	for i := range o.members {
+		if o.isTransferField(&o.members[i]) {
+			n++
+		}
+	}
+	return n
 }
 
 // isTransferField reports whether member m is a client transfer field.
