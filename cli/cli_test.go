@@ -471,7 +471,8 @@ func TestServeOptions(t *testing.T) {
 	res := runEnv(t, cli.Env{Serve: serve}, "serve", "--api-addr=127.0.0.1:1", "--state-dir=/tmp/x", "--rules=configs",
 		"--bind-any-vip", "--log-level=debug", "--max-body-bytes=1024", "--breaker-connect-failures=7",
 		"--breaker-pd-connect-failures=2", "--breaker-5xx-streak=0", "--breaker-open-for=5s", "--drain-grace=1s",
-		"--prefill-timeout=2s", "--decode-first-byte-timeout=3s", "--shutdown-timeout=4s")
+		"--prefill-timeout=2s", "--decode-first-byte-timeout=3s", "--shutdown-timeout=4s",
+		"--first-byte-timeout=6s", "--body-stall-timeout=7s", "--stream-idle-timeout=8s")
 	if res.code != cli.ExitOK {
 		t.Fatalf("exit %d stderr %q", res.code, res.stderr)
 	}
@@ -480,6 +481,7 @@ func TestServeOptions(t *testing.T) {
 	want.MaxBodyBytes, want.BreakerConnectFailures, want.BreakerPDConnectFailures, want.Breaker5xxStreak = 1024, 7, 2, 0
 	want.BreakerOpenFor, want.DrainGrace, want.PrefillTimeout, want.DecodeFirstByteTimeout = 5*time.Second, time.Second, 2*time.Second, 3*time.Second
 	want.ShutdownTimeout = 4 * time.Second
+	want.FirstByteTimeout, want.BodyStallTimeout, want.StreamIdleTimeout = 6*time.Second, 7*time.Second, 8*time.Second
 	if !reflect.DeepEqual(got, want) || gotLevel != logrus.DebugLevel {
 		t.Fatalf("options %+v level %v\nwant %+v", got, gotLevel, want)
 	}

@@ -6,8 +6,8 @@ import (
 	"net"
 	"time"
 
-	"github.com/infergate/infergate/api/auth"
 	"github.com/infergate/infergate/admission"
+	"github.com/infergate/infergate/api/auth"
 	"github.com/infergate/infergate/datapath"
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/datapath/reqbody"
@@ -70,6 +70,11 @@ type Options struct {
 	Edge                admission.Options // client connection caps, keep-alive idle bound
 	Bodies              reqbody.Options   // in-flight request body memory
 	AllowUnspecifiedVIP bool              // accept externalIP 0.0.0.0 / ::
+	// Engine silence bounds (issue 10), see datapath.Options; a rule's
+	// inactiveTimeOut only caps them.
+	FirstByteTimeout  time.Duration // single pool: dispatch → response headers (60 s)
+	BodyStallTimeout  time.Duration // silence inside a non-SSE response body (20 s)
+	StreamIdleTimeout time.Duration // silence inside an SSE stream (120 s)
 }
 
 // PrefixIndexOptions are the options of each P/D rule's Tier 1 prefix index
@@ -134,5 +139,8 @@ func DefaultOptions() Options {
 		Auth:                     auth.DefaultOptions(),
 		Edge:                     dp.Admission,
 		Bodies:                   dp.Bodies,
+		FirstByteTimeout:         dp.FirstByteTimeout,
+		BodyStallTimeout:         dp.BodyStallTimeout,
+		StreamIdleTimeout:        dp.StreamIdleTimeout,
 	}
 }

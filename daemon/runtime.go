@@ -28,6 +28,9 @@ func newRuntime(opts Options, m *metrics.Metrics, keys datapath.KeyAdmitter, log
 	setIf(&o.DecodeFirstByteTimeout, opts.DecodeFirstByteTimeout)
 	setIf(&o.MaxStreamedBodyBytes, opts.MaxStreamedBodyBytes) // issue 14
 	setIf(&o.StreamedBodyTimeout, opts.StreamedBodyTimeout)
+	setIf(&o.FirstByteTimeout, opts.FirstByteTimeout)
+	setIf(&o.BodyStallTimeout, opts.BodyStallTimeout)
+	setIf(&o.StreamIdleTimeout, opts.StreamIdleTimeout)
 	o.PrefixIndex = opts.PrefixIndexOptions()
 	o.KV = opts.KVPlaneOptions()
 	o.Admission = opts.Edge // issue 10: taken as given (0 = no cap)

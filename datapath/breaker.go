@@ -41,6 +41,7 @@ type breakerConfig struct {
 type breaker struct {
 	state     atomic.Int32
 	openUntil atomic.Int64 // unix nanos; valid while open
+	openedBy  atomic.Int32 // openCause of the last opening; valid while open
 
 	mu        sync.Mutex
 	fails     int
@@ -80,8 +81,17 @@ func (b *breaker) admit() (ok bool, changed int32) {
 	return false, -1
 }
 
+// openCause is the evidence that opened a breaker.
+type openCause int32
+
+const (
+	openedByConnect openCause = iota // consecutive connect failures
+	openedBy5xx                      // a streak of engine 5xx (or deaths, timeouts)
+)
+
 // openLocked moves to open; the caller holds mu.
-func (b *breaker) openLocked(cfg *breakerConfig, now time.Time) int32 {
+func (b *breaker) openLocked(cfg *breakerConfig, now time.Time, cause openCause) int32 {
+	b.openedBy.Store(int32(cause))
 	b.openUntil.Store(now.Add(cfg.openFor).UnixNano())
 	b.state.Store(breakerOpen)
 	b.fails = 0
@@ -95,11 +105,11 @@ func (b *breaker) onDialFailure(cfg *breakerConfig) int32 {
 	defer b.mu.Unlock()
 	switch b.state.Load() {
 	case breakerHalfOpen:
-		return b.openLocked(cfg, time.Now())
+		return b.openLocked(cfg, time.Now(), openedByConnect)
 	case breakerClosed:
 		b.fails++
 		if cfg.connectFails > 0 && b.fails >= cfg.connectFails {
-			return b.openLocked(cfg, time.Now())
+			return b.openLocked(cfg, time.Now(), openedByConnect)
 		}
 	}
 	return -1
@@ -122,14 +132,14 @@ func (b *breaker) onResponse(cfg *breakerConfig, status int) int32 {
 	switch b.state.Load() {
 	case breakerHalfOpen:
 		if is5xx {
-			return b.openLocked(cfg, time.Now())
+			return b.openLocked(cfg, time.Now(), openedBy5xx)
 		}
 		b.streak5xx = 0
 		b.state.Store(breakerClosed)
 		return breakerClosed
 	case breakerClosed:
 		if is5xx && cfg.streak5xx > 0 && b.streak5xx >= cfg.streak5xx {
-			return b.openLocked(cfg, time.Now())
+			return b.openLocked(cfg, time.Now(), openedBy5xx)
 		}
 	}
 	return -1
@@ -145,9 +155,37 @@ func (b *breaker) onAbandon(cfg *breakerConfig, retryNow bool) int32 {
 		return -1
 	}
 	now := time.Now()
-	s := b.openLocked(cfg, now)
+	s := b.openLocked(cfg, now, openCause(b.openedBy.Load()))
 	if retryNow {
 		b.openUntil.Store(now.UnixNano())
 	}
 	return s
+}
+
+// probeEndsOpenWindow is the rule for a passing health probe of an endpoint
+// whose breaker is open: the open window ends at once (the next request is
+// the half-open trial) when the probe contradicts the evidence that opened
+// it. Connect failures are contradicted by any passing probe, which itself
+// connected; a 5xx streak only by the endpoint coming back from down (a
+// restart), since an engine can pass its health check and still fail
+// requests — that case waits out the window.
+func probeEndsOpenWindow(cause openCause, cameBack bool) bool {
+	return cause == openedByConnect || cameBack
+}
+
+// onProbePass applies probeEndsOpenWindow. cameBack: this probe moved the
+// endpoint from down (or probing) to active. It reports whether the window
+// was cut short. The state stays open: admit still claims the one trial.
+func (b *breaker) onProbePass(cameBack bool) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state.Load() != breakerOpen || !probeEndsOpenWindow(openCause(b.openedBy.Load()), cameBack) {
+		return false
+	}
+	now := time.Now().UnixNano()
+	if b.openUntil.Load() <= now {
+		return false
+	}
+	b.openUntil.Store(now)
+	return true
 }

@@ -187,6 +187,10 @@ func (rt *Runtime) probeRound(ctx context.Context, c *compiled) {
 				return // shutting down; not the engine's fault
 			}
 			to := applyProbe(ep, err == nil, p.Retries, rt.opts.ProbeRise)
+			if err == nil && c.cb.enabled && ep.br.onProbePass(to == healthActive) {
+				rt.log.WithFields(map[string]any{"rule": c.label, "endpoint": ep.id}).
+					Info("probe passed: breaker open window ended, next request is the trial")
+			}
 			if to < 0 {
 				return
 			}

@@ -38,13 +38,18 @@ type Options struct {
 	ProbeInterval time.Duration // time between probe rounds of a rule
 	ProbeRise     int           // consecutive successes that bring a down endpoint back
 
-	// Timeouts. A rule's IdleTimeout bounds silence from a non-streaming
-	// engine; the options below cover what a rule does not say.
+	// Engine silence (timeouts.go). FirstByteTimeout bounds the wait for a
+	// single-pool engine's response headers (a hung engine → 504
+	// upstream_timeout); BodyStallTimeout bounds silence inside a non-SSE
+	// response body (single pool and P/D decode); StreamIdleTimeout inside
+	// an SSE stream. A rule's inactiveTimeOut keeps LoxiLB's meaning — the
+	// connection idle timeout, 240 s by default — and only caps these: no
+	// engine connection is left silent longer than it.
 	DialTimeout       time.Duration
-	FirstByteTimeout  time.Duration // lower bound on the wait for response headers
-	StreamIdleTimeout time.Duration // silence allowed inside an SSE stream
+	FirstByteTimeout  time.Duration
+	BodyStallTimeout  time.Duration
+	StreamIdleTimeout time.Duration
 	MaxStreamDuration time.Duration // cap for rules without max_stream_duration
-	DefaultIdle       time.Duration // used when a rule's IdleTimeout is 0
 
 	// Client side of the listeners.
 	ReadHeaderTimeout time.Duration
@@ -100,7 +105,7 @@ func DefaultOptions() Options {
 		FirstByteTimeout:         60 * time.Second,
 		StreamIdleTimeout:        120 * time.Second,
 		MaxStreamDuration:        24 * time.Hour,
-		DefaultIdle:              20 * time.Second,
+		BodyStallTimeout:         20 * time.Second,
 		ReadHeaderTimeout:        10 * time.Second,
 		BodyReadTimeout:          60 * time.Second,
 		DrainGrace:               30 * time.Second,

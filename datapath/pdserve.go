@@ -106,13 +106,19 @@ func (c *compiled) anyUsable(excl uint64) bool {
 // whose transfer the engine supports run the P/D sequence; side paths
 // (tokenize, embeddings, models, …) and generation APIs without transfer
 // go to one endpoint, counted in infergate_pd_unsplit_requests_total;
-// anything else is refused with pd_path_unsupported. For the sequence the
-// ladder picks a (prefill, decode) pair among usable endpoints, the
-// engine's dialect runs it, and the outcome feeds metrics and the
-// breakers; with no usable pair a role-0 endpoint serves the request
-// unsplit, and without one the answer is 503 pd_pool_unavailable.
+// anything else is refused with pd_path_unsupported. Every path first
+// refuses a client request id with vLLM's peer markers (guardPDRequest),
+// and every body that skips the dialect goes through
+// stripClientTransferState. For the sequence the ladder picks a (prefill,
+// decode) pair among usable endpoints, the engine's dialect runs it, and
+// the outcome feeds metrics and the breakers; with no usable pair a role-0
+// endpoint serves the request unsplit, and without one the answer is 503
+// pd_pool_unavailable.
 func (rt *Runtime) servePD(x *exchange, c *compiled, body []byte) {
 	p := c.pd
+	if !rt.guardPDRequest(x, c) {
+		return
+	}
 	route := pdRouteFor(c.rule.Engine, x.r.Method, x.r.URL.Path)
 	switch route.kind {
 	case pdRefused:
@@ -128,8 +134,7 @@ func (rt *Runtime) servePD(x *exchange, c *compiled, body []byte) {
 			"POST "+x.r.URL.Path+" on a prefill/decode rule needs a JSON object body")
 		return
 	}
-	// TODO(issue 13 sanitising): the shared client-transfer-state sanitiser
-	// runs on body here, before the dialect sees it.
+	// Client transfer state in body is removed by the dialect's own rewrite.
 	r := x.r
 	f := ladder.Facts{Ctx: r.Context(), Path: r.URL.Path, Body: body, Now: time.Now()}
 	top := ladder.ScanBody(body)
@@ -159,14 +164,16 @@ func (rt *Runtime) servePD(x *exchange, c *compiled, body []byte) {
 			continue
 		}
 		rt.countLadder(c, tr.Steps)
-		rt.runPD(x, c, body, &tr, prefills)
+		rt.runPD(x, c, body, &tr, prefills, decodes)
 		return
 	}
 	role0 := c.roleMask(spec.RoleAny)
 	if p.hasRole0 && c.anyUsable(role0) {
 		rt.pdm.FallbackToNormal.WithLabelValues(c.label).Inc()
 		rt.pdm.LadderDecisions.WithLabelValues(c.label, ladder.TierFallback, outcomeHit, reasonNoPair).Inc()
-		rt.serveSingleExcl(x, c, body, role0)
+		if body, ok := rt.stripClientTransferState(x, c, body); ok {
+			rt.serveSingleExcl(x, c, body, role0)
+		}
 		return
 	}
 	rt.pdm.LadderDecisions.WithLabelValues(c.label, ladder.TierFallback, outcomeMiss, reasonNoRole0).Inc()
@@ -175,12 +182,16 @@ func (rt *Runtime) servePD(x *exchange, c *compiled, body []byte) {
 }
 
 // servePDOne sends a P/D rule's request to one endpoint of route.role
-// without a sequence (falling back to any usable endpoint unless strict).
-// The body, unless it was read for routing, streams through.
-//
-// TODO(issue 13 sanitising): a forwarded side-path body goes out here; the
-// shared sanitiser hooks in before serveSingleExcl once it exists.
+// without a sequence (falling back to any usable endpoint unless strict),
+// with its own method. A body read for routing goes through
+// stripClientTransferState; an upload that is not JSON streams through.
 func (rt *Runtime) servePDOne(x *exchange, c *compiled, body []byte, route pdRoute) {
+	if body != nil {
+		var ok bool
+		if body, ok = rt.stripClientTransferState(x, c, body); !ok {
+			return
+		}
+	}
 	excl := c.roleMask(route.role)
 	if !c.anyUsable(excl) {
 		if route.strict {
@@ -244,14 +255,14 @@ func (rt *Runtime) countLadder(c *compiled, steps []ladder.Step) {
 }
 
 // runPD serves one request on the chosen pair.
-func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace, prefills []ladder.Candidate) {
+func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace, prefills, decodes []ladder.Candidate) {
 	r := x.r
 	pi, di := tr.Prefill.Index, tr.Decode.Index
-	pair := pd.Pair{Prefill: c.rule.Endpoints[pi], Decode: c.rule.Endpoints[di]}
-	alt := slices.DeleteFunc(slices.Clone(prefills), func(k ladder.Candidate) bool { return k.Index == pi })
-	slices.SortStableFunc(alt, func(a, b ladder.Candidate) int { return a.Load - b.Load })
-	for _, k := range alt {
-		pair.AltPrefill = append(pair.AltPrefill, c.rule.Endpoints[k.Index])
+	pair := pd.Pair{
+		Prefill:    c.rule.Endpoints[pi],
+		Decode:     c.rule.Endpoints[di],
+		AltPrefill: c.alternates(prefills, pi),
+		AltDecode:  c.alternates(decodes, di),
 	}
 	for _, i := range [2]int{pi, di} {
 		c.eps[i].active.Add(1)
@@ -285,12 +296,19 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	if o.PrefillSkipped != "" && rt.pdm.Unsplit != nil {
 		rt.pdm.Unsplit.WithLabelValues(c.label, unsplitPathLabel(r.URL.Path), o.PrefillSkipped).Inc()
 	}
+	if o.Code == CodeRequestIDReserved { // a body request_id with peer markers
+		rt.pdm.ClientTransferState.WithLabelValues(c.label, actionRequestIDRejected).Inc()
+	}
+	if o.ClientTransferFields > 0 {
+		rt.pdm.ClientTransferState.WithLabelValues(c.label, actionFieldStripped).Add(float64(o.ClientTransferFields))
+	}
 	rt.feedLegs(c, &o, pi, di)
+	served := c.servedDecode(&o, di)
 	switch {
 	case o.ClientGone:
-		c.countRequest(di, statusClientClosed, codeClientClosed)
+		c.countRequest(served, statusClientClosed, codeClientClosed)
 	default:
-		c.countRequest(di, o.Status, o.Code)
+		c.countRequest(served, o.Status, o.Code)
 	}
 	if o.DecodeTTFB > 0 {
 		c.ttfb.Observe((o.Prefill + o.DecodeTTFB).Seconds())
@@ -306,6 +324,32 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 		// A clean end would make a truncated stream look complete.
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// alternates are the candidates other than the chosen index, least loaded
+// first: the endpoints a dialect may fail over to.
+func (c *compiled) alternates(cands []ladder.Candidate, chosen int) []spec.Endpoint {
+	alt := slices.DeleteFunc(slices.Clone(cands), func(k ladder.Candidate) bool { return k.Index == chosen })
+	slices.SortStableFunc(alt, func(a, b ladder.Candidate) int { return a.Load - b.Load })
+	var out []spec.Endpoint
+	for _, k := range alt {
+		out = append(out, c.rule.Endpoints[k.Index])
+	}
+	return out
+}
+
+// servedDecode is the index of the decode the request ended on: the last
+// decode leg's endpoint (a decode failover moves it), else di.
+func (c *compiled) servedDecode(o *pd.Outcome, di int) int {
+	for k := len(o.Legs) - 1; k >= 0; k-- {
+		if o.Legs[k].Phase == pd.PhaseDecode {
+			if i := c.indexOf(o.Legs[k].Endpoint.ID); i >= 0 {
+				return i
+			}
+			break
+		}
+	}
+	return di
 }
 
 // feedLegs counts every leg and feeds the endpoint breakers: a connect

@@ -78,11 +78,12 @@ func (rt *Runtime) attachLocked(rs *ruleState, c *compiled, prevRule *spec.Rule)
 		return
 	}
 	p := &pdView{}
+	quiet := rt.silenceFor(r)
 	if d, ok := pd.New(r.Engine, pd.Options{
 		PrefillTimeout:    rt.opts.PrefillTimeout,
-		DecodeTimeout:     rt.opts.DecodeFirstByteTimeout,
-		StreamIdleTimeout: rt.opts.StreamIdleTimeout,
-		BodyIdleTimeout:   ruleIdle(r, rt.opts),
+		DecodeTimeout:     capBy(rt.opts.DecodeFirstByteTimeout, r.IdleTimeout),
+		StreamIdleTimeout: quiet.streamIdle,
+		BodyIdleTimeout:   quiet.bodyStall,
 		Log:               rt.log,
 	}); ok {
 		p.dialect = d
@@ -219,14 +220,4 @@ func prefillIDs(r *spec.Rule) []string {
 		}
 	}
 	return ids
-}
-
-// ruleIdle is the silence a rule allows inside a non-streaming response body:
-// its inactiveTimeOut, else the daemon default — the same bound single-pool
-// requests get, so a stalled P/D decode is not held for the SSE allowance.
-func ruleIdle(r *spec.Rule, o Options) time.Duration {
-	if r.IdleTimeout > 0 {
-		return r.IdleTimeout
-	}
-	return o.DefaultIdle
 }

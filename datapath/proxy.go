@@ -183,7 +183,7 @@ func (rt *Runtime) clientStream(x *exchange, body []byte) (*reqStream, bool) {
 		x.w.Header().Set(headerConnection, "close")
 		return nil, false
 	}
-	s := &reqStream{r: r.Body, n: r.ContentLength, max: max, idle: rt.opts.DefaultIdle}
+	s := &reqStream{r: r.Body, n: r.ContentLength, max: max, idle: rt.opts.BodyStallTimeout}
 	if d := rt.opts.BodyReadTimeout; d > 0 {
 		rc := http.NewResponseController(x.w)
 		var end time.Time // zero: no bound on the whole body
@@ -320,11 +320,7 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 	// timer or derived context); the client's context still aborts the
 	// exchange at once when the client goes away.
 	ctx := r.Context()
-	idle := c.rule.IdleTimeout
-	if idle <= 0 {
-		idle = rt.opts.DefaultIdle
-	}
-	headerWait := max(idle, rt.opts.FirstByteTimeout)
+	quiet := rt.silenceFor(c.rule)
 
 	// The engine's headers are parsed straight into the client's header map
 	// when it holds nothing but the request id (the usual case).
@@ -355,7 +351,7 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 		ep := c.eps[i]
 		ep.active.Add(1)
 		c.epm[i].active.Inc()
-		resp, err := rt.up.roundTrip(ctx, ep.id, r, body, stream, headerWait, into)
+		resp, err := rt.up.roundTrip(ctx, ep.id, r, body, stream, quiet.firstByte, into)
 		if err != nil {
 			ep.active.Add(-1)
 			c.epm[i].active.Dec()
@@ -390,7 +386,7 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 		if attempts > 1 {
 			rt.m.Failover.WithLabelValues(c.label).Inc()
 		}
-		rt.relay(x, c, i, idle, resp, into != nil)
+		rt.relay(x, c, i, quiet, resp, into != nil)
 		return
 	}
 	if attempts == 0 {
@@ -436,9 +432,10 @@ func (rt *Runtime) sendFailed(x *exchange, c *compiled, i int, err error) {
 // relay copies the engine's response to the client: status and headers as
 // the engine sent them, then the body, flushed per read for SSE (and any
 // response of unknown length) so events are never buffered. Engine silence
-// is bounded by a read deadline moved forward on every read: idle for plain
-// bodies, StreamIdleTimeout inside SSE, capped by the stream's end time.
-func (rt *Runtime) relay(x *exchange, c *compiled, i int, idle time.Duration, resp *http.Response, parsedInto bool) {
+// is bounded by a read deadline moved forward on every read: the body stall
+// bound for plain bodies, the stream idle bound inside SSE, capped by the
+// stream's end time.
+func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *http.Response, parsedInto bool) {
 	defer func() {
 		c.eps[i].active.Add(-1)
 		c.epm[i].active.Dec()
@@ -450,8 +447,9 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, idle time.Duration, re
 	ub, _ := resp.Body.(*upBody)
 	sse := strings.HasPrefix(resp.Header.Get(headerContentType), contentTypeSSE)
 	var capAt time.Time // zero: no cap
+	idle := quiet.bodyStall
 	if sse {
-		idle = rt.opts.StreamIdleTimeout
+		idle = quiet.streamIdle
 		capD := c.rule.MaxStreamDuration
 		if capD <= 0 {
 			capD = rt.opts.MaxStreamDuration

@@ -445,6 +445,7 @@ func (rt *Runtime) listenerForLocked(addr netip.AddrPort) (*listener, bool, erro
 
 // fieldExternalIP is the API field a VIP bind failure names.
 const fieldExternalIP = "serviceArguments.externalIP"
+
 // checkVIP refuses a VIP of 0.0.0.0 or :: unless the operator opted in
 // (Options.AllowUnspecifiedVIP): such a rule would listen on every
 // interface, including ones the operator never meant to expose.

@@ -160,7 +160,11 @@ func (c *compiled) bodyForRule(r *http.Request) bool {
 		return false
 	}
 	if c.rule.PD != nil {
-		return pdRouteFor(c.rule.Engine, r.Method, r.URL.Path).kind == pdSequence
+		// Generation bodies run the sequence; JSON side-path bodies are read
+		// too so client transfer state can be removed (servePDOne); uploads
+		// stream through.
+		return pdRouteFor(c.rule.Engine, r.Method, r.URL.Path).kind == pdSequence ||
+			routableContentType(r.Header.Get(headerContentType))
 	}
 	keyed := (c.kv != nil && c.kv.Mode() == 3) ||
 		c.rule.Selector == spec.SelCHWBL || c.rule.Selector == spec.SelWeightedCHWBL

@@ -45,6 +45,16 @@ type PD struct {
 	// engine's transfer does not cover, or shapes the handoff cannot serve
 	// (vLLM n>1, best_of>1, beam search, prompt lists: decode computes).
 	Unsplit *prometheus.CounterVec // infergate_pd_unsplit_requests_total{rule,path,reason}
+	// Edge hardening (issue 10).
+
+	// ClientTransferState counts client attempts to set engine transfer
+	// state on a P/D rule: action "request_id_rejected" (a request id with
+	// vLLM's peer-address markers, answered 400) or "field_stripped" (one
+	// per removed kv_transfer_params / bootstrap_* / disaggregated_params).
+	ClientTransferState *prometheus.CounterVec // infergate_pd_client_transfer_state_total{rule,action}
+	// DecodeFailovers counts decode legs re-sent to another decode because
+	// the first one's connection failed before the engine got the request.
+	DecodeFailovers *prometheus.CounterVec // infergate_pd_decode_failovers_total{rule}
 }
 
 func newPD(reg prometheus.Registerer) *PD {
@@ -86,13 +96,20 @@ func newPD(reg prometheus.Registerer) *PD {
 			"P/D requests routed by a live Tier 0 session pin.", "rule"),
 		FallbackToNormal: counter("loxilb_pd_fallback_to_normal_total",
 			"P/D requests served unsplit by a role-0 endpoint because no usable prefill/decode pair existed.", "rule"),
+
+		// Edge hardening (issue 10).
+		ClientTransferState: counter("infergate_pd_client_transfer_state_total",
+			"Client attempts to set engine transfer state on a P/D rule, by action (request_id_rejected, field_stripped).", "rule", "action"),
+		DecodeFailovers: counter("infergate_pd_decode_failovers_total",
+			"P/D decode legs re-sent to another decode after a connect failure (the engine never got the request).", "rule"),
 	}
 	p.Unsplit = counter("infergate_pd_unsplit_requests_total",
 		"Requests a P/D rule served on one endpoint without the P/D sequence, by path and reason.", "rule", "path", "reason")
 	reg.MustRegister(p.Unsplit)
 	reg.MustRegister(p.Requests, p.RoomRetries, p.TRTEarlyExits, p.KVTransferFailures,
 		p.PrefillDeaths, p.DecodeDeaths, p.Failovers, p.PrefillDuration, p.DecodeTTFB, p.Duration,
-		p.LegRequests, p.LadderDecisions, p.SessionHits, p.FallbackToNormal)
+		p.LegRequests, p.LadderDecisions, p.SessionHits, p.FallbackToNormal,
+		p.ClientTransferState, p.DecodeFailovers)
 	return p
 }
 

@@ -26,6 +26,8 @@ func TestPDFamilies(t *testing.T) {
 	p.LadderDecisions.WithLabelValues("r", "tier0_session", "hit", "").Inc()
 	p.SessionHits.WithLabelValues("r").Inc()
 	p.FallbackToNormal.WithLabelValues("r").Inc()
+	p.ClientTransferState.WithLabelValues("r", "field_stripped").Inc()
+	p.DecodeFailovers.WithLabelValues("r").Inc()
 	fams, err := m.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -43,6 +45,8 @@ func TestPDFamilies(t *testing.T) {
 	sort.Strings(got)
 	want := []string{
 		"infergate_ladder_decisions_total COUNTER",
+		"infergate_pd_client_transfer_state_total COUNTER",
+		"infergate_pd_decode_failovers_total COUNTER",
 		"infergate_pd_leg_requests_total COUNTER",
 		"loxilb_ai_pd_decode_ttfb_seconds HISTOGRAM",
 		"loxilb_ai_pd_prefill_duration_seconds HISTOGRAM",

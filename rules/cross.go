@@ -317,6 +317,34 @@ func checkPDRoles(r *Rule) *apierror.Error {
 		res := "pd-disagg requires at least 1 prefill (ep_role=1) and 1 decode (ep_role=2) endpoint"
 		return invalidCombo(fieldEndpoints, res, res)
 	}
+	return checkPDRoleWeights(r)
+}
+
+// checkPDRoleWeights rejects a P/D rule in which every prefill or every
+// decode has weight 0: weight 0 drains an endpoint, so such a rule could
+// never serve a split request and would never be ready. The field named is
+// the first endpoint of the role without weight.
+func checkPDRoleWeights(r *Rule) *apierror.Error {
+	for _, role := range [...]struct {
+		role int
+		name string
+	}{{int(spec.RolePrefill), "prefill (ep_role=1)"}, {int(spec.RoleDecode), "decode (ep_role=2)"}} {
+		first, weighted := -1, false
+		for i, ep := range r.Endpoints {
+			if ep.EPRole != role.role {
+				continue
+			}
+			if first < 0 {
+				first = i
+			}
+			weighted = weighted || ep.Weight > 0
+		}
+		if first >= 0 && !weighted {
+			res := "pd-disagg requires at least 1 " + role.name + " endpoint with weight > 0"
+			return invalidCombo(epPath(first, fieldWeight), res,
+				res+"; weight 0 drains an endpoint, so this rule could never serve a prefill/decode request")
+		}
+	}
 	return nil
 }
 

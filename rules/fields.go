@@ -59,6 +59,8 @@ const (
 
 	fieldSecondaryIP = "secondaryIP"
 	fieldPrefix      = "prefix"
+
+	fieldWeight = "weight" // issue 10: P/D role weights
 )
 
 // saPath and epPath build LoxiLB-style field paths for error reports.

@@ -175,9 +175,9 @@ func TestTRTEarlyExit(t *testing.T) {
 // client (the gateway adds nothing the engine would reject).
 func TestTRTUnknownFieldRelayed(t *testing.T) {
 	f := startFleet(t, spec.EngineTRTLLM)
-	body := `{"model":"m","prompt":"p","kv_transfer_params":{"x":1}}`
+	body := `{"model":"m","prompt":"p","best_of_tokens":1}`
 	res := f.do(t, mustDialect(t, spec.EngineTRTLLM), pathCompletions, body, pd.Pair{Prefill: f.prefill.Endpoint(), Decode: f.dec.Endpoint()}, 0)
-	if res.status != 400 || !strings.Contains(res.body, "extra_forbidden: kv_transfer_params") {
+	if res.status != 400 || !strings.Contains(res.body, "extra_forbidden: best_of_tokens") {
 		t.Errorf("client got %d: %s", res.status, res.body)
 	}
 	if n := len(f.dec.Records()); n != 0 {
@@ -233,5 +233,51 @@ func TestOversizedPrefillResponse(t *testing.T) {
 				t.Errorf("oversized answer reported as a transport death: %+v", l)
 			}
 		})
+	}
+}
+
+// TestDecodeFailover: a decode whose connection fails (the engine never got
+// the request) is replaced by the next decode, on every dialect, and the
+// live decode gets a protocol-correct leg (vLLM: the prefill's params and an
+// id naming the live decode; SGLang: a room its prefill joins; TRT-LLM: the
+// context's disaggregated_params).
+func TestDecodeFailover(t *testing.T) {
+	dead := spec.Endpoint{ID: "127.0.0.9:1", Addr: netip.MustParseAddrPort("127.0.0.9:1"), Role: spec.RoleDecode}
+	for _, engine := range engines {
+		t.Run(string(engine), func(t *testing.T) {
+			f := startFleet(t, engine)
+			pair := pd.Pair{Prefill: f.prefill.Endpoint(), Decode: dead, AltDecode: []spec.Endpoint{f.dec.Endpoint()}}
+			res := f.do(t, mustDialect(t, engine), pathCompletions, clientBody(pathCompletions, false), pair, 0)
+			if res.status != 200 || !res.out.DecodeFailover {
+				t.Fatalf("client got %d (failover %v): %s", res.status, res.out.DecodeFailover, res.body)
+			}
+			var decodes []pd.LegResult
+			for _, l := range res.out.Legs {
+				if l.Phase == pd.PhaseDecode {
+					decodes = append(decodes, l)
+				}
+			}
+			if len(decodes) != 2 || !decodes[0].NotSent || decodes[0].Endpoint.ID != dead.ID ||
+				decodes[1].Endpoint.ID != f.dec.Endpoint().ID || decodes[1].Status != 200 {
+				t.Errorf("decode legs = %+v; want the dead one (not sent), then the live one (200)", decodes)
+			}
+			recs := f.dec.Records()
+			if len(recs) != 1 || recs[0].Violation != "" {
+				t.Fatalf("live decode records = %+v; want one protocol-correct leg", recs)
+			}
+			if engine == spec.EngineVLLM && !strings.Contains(recs[0].Header.Get("X-Request-Id"), "___decode_addr_"+f.dec.Endpoint().Addr.Addr().String()) {
+				t.Errorf("vLLM decode id %q does not name the live decode", recs[0].Header.Get("X-Request-Id"))
+			}
+		})
+	}
+}
+
+func TestUnreachableDecodeNoAlternate(t *testing.T) {
+	dead := spec.Endpoint{ID: "127.0.0.9:1", Addr: netip.MustParseAddrPort("127.0.0.9:1"), Role: spec.RoleDecode}
+	f := startFleet(t, spec.EngineVLLM)
+	pair := pd.Pair{Prefill: f.prefill.Endpoint(), Decode: dead, AltDecode: []spec.Endpoint{dead}}
+	res := f.do(t, mustDialect(t, spec.EngineVLLM), pathCompletions, clientBody(pathCompletions, false), pair, 0)
+	if res.status != 503 || res.header.Get(pd.HeaderError) != pd.CodePoolUnavailable {
+		t.Errorf("every decode unreachable: client got %d %s", res.status, res.body)
 	}
 }

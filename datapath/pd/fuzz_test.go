@@ -102,3 +102,31 @@ func lastRaw(o *object, key []byte) ([]byte, bool) {
 	}
 	return nil, false
 }
+
+// FuzzStripClientTransferState: any input is either refused (not a JSON
+// object) or comes out a valid JSON object with no top-level transfer field,
+// unchanged when there was none to remove.
+func FuzzStripClientTransferState(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte(`{"kv\u005ftransfer_params":1,"bootstrap_host":"h","bootstrap_host":"h2","x":{"bootstrap_room":1}}`))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		out, n, err := StripClientTransferState(in)
+		if err != nil || len(in) == 0 {
+			return
+		}
+		if n == 0 && !bytes.Equal(out, in) {
+			t.Fatalf("nothing removed but the body changed: %q → %q", in, out)
+		}
+		var top map[string]json.RawMessage
+		if err := json.Unmarshal(out, &top); err != nil {
+			t.Fatalf("output is not a JSON object: %q → %q: %v", in, out, err)
+		}
+		for _, k := range transferFields {
+			if _, ok := top[k]; ok {
+				t.Fatalf("%s survived: %q → %q", k, in, out)
+			}
+		}
+	})
+}

@@ -52,6 +52,7 @@ type Outcome struct {
 	// the prefill (prefill failed twice, or answered without params).
 	KVTransferFailed bool
 	PrefillFailover  bool // the one prefill retry (vLLM/TRT) was used
+	DecodeFailover   bool // a decode leg was re-sent to another decode after a connect failure
 	RoomRetry        bool // the SGLang pair retry with a fresh room was used
 	EarlyExit        bool // TRT-LLM context finished the request
 	Relayed          bool // an engine's error response was relayed verbatim
@@ -61,6 +62,9 @@ type Outcome struct {
 	// PrefillSkipped names the request shape (Shape…) for which vLLM sent no
 	// prefill leg and let decode compute the prompt; "" otherwise.
 	PrefillSkipped string
+	// ClientTransferFields is how many client transfer fields (kv_transfer_params,
+	// bootstrap_*, disaggregated_params) the legs dropped or replaced.
+	ClientTransferFields int
 }
 
 func (o *Outcome) leg(r LegResult) { o.Legs = append(o.Legs, r) }

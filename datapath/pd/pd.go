@@ -36,10 +36,18 @@ type Request struct {
 }
 
 // Pair is the endpoint choice the ladder made. AltPrefill is consulted only
-// for the single prefill retry (vLLM/TRT) or SGLang pair retry.
+// for the single prefill retry (vLLM/TRT) or SGLang pair retry; AltDecode,
+// in order, only when a decode's connection fails before the engine got
+// the request (shouldRetryDecode).
 type Pair struct {
 	Prefill, Decode spec.Endpoint
 	AltPrefill      []spec.Endpoint
+	AltDecode       []spec.Endpoint
+}
+
+// decodes is the decode order of a pair: the chosen one, then AltDecode.
+func (p Pair) decodes() []spec.Endpoint {
+	return append([]spec.Endpoint{p.Decode}, p.AltDecode...)
 }
 
 // Dialect runs one engine's P/D sequence for one request and writes the
@@ -148,9 +156,10 @@ func logFields(e spec.Engine, req *Request) logrus.Fields {
 }
 
 // clientObject parses the client body every dialect rewrites; a body that
-// is not a JSON object is answered 400 pd_invalid_body naming the path, and
-// an n that is not a positive integer 400 pd_invalid_n, before any leg is
-// sent.
+// is not a JSON object is answered 400 pd_invalid_body naming the path, an
+// n that is not a positive integer 400 pd_invalid_n, and one whose
+// request_id carries vLLM's peer markers 400 request_id_reserved, before
+// any leg is sent.
 func clientObject(w http.ResponseWriter, o *Outcome, req *Request) (object, bool) {
 	obj, err := parseObject(req.Body)
 	if err != nil {
@@ -162,5 +171,10 @@ func clientObject(w http.ResponseWriter, o *Outcome, req *Request) (object, bool
 		writeError(w, o, PhasePrefill, http.StatusBadRequest, CodeInvalidN, err.Error())
 		return object{}, false
 	}
+	if obj.reservedRequestID() {
+		writeError(w, o, PhasePrefill, http.StatusBadRequest, CodeRequestIDReserved, msgRequestIDReserved)
+		return object{}, false
+	}
+	o.ClientTransferFields = obj.countTransferFields()
 	return obj, true
 }

@@ -40,6 +40,9 @@ func Record(m *metrics.PD, rule *spec.Rule, o Outcome) {
 	if o.PrefillFailover {
 		m.Failovers.WithLabelValues(name).Inc()
 	}
+	if o.DecodeFailover {
+		m.DecodeFailovers.WithLabelValues(name).Inc()
+	}
 	sawDecode := false
 	for _, l := range o.Legs {
 		if !l.NotSent && !l.Died {

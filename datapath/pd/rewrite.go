@@ -356,7 +356,17 @@ type edit struct {
 // cannot see a stale one) or appends the key before the closing brace; a
 // delete drops every occurrence with its separator. Members not named by an
 // edit are copied byte for byte. The result is one allocation.
-func (o *object) apply(edits []edit) []byte {
+func (o *object) apply(edits []edit) []byte { return o.applyEdits(edits, false) }
+
+// applyOwn is apply for a leg body the gateway owns the transfer state of:
+// every client transfer field (transferFields) not set by an edit is
+// dropped in the same pass.
+func (o *object) applyOwn(edits []edit) []byte { return o.applyEdits(edits, true) }
+
+// dropMember is match's verdict for a client transfer field applyOwn drops.
+const dropMember = -2
+
+func (o *object) applyEdits(edits []edit, own bool) []byte {
 	raw := o.raw
 	var done uint64 // bit i: edit i matched a member (max 64 edits)
 	match := func(m *member) int {
@@ -364,6 +374,9 @@ func (o *object) apply(edits []edit) []byte {
 			if o.keyIs(m, edits[j].key) {
 				return j
 			}
+		}
+		if own && o.isTransferField(m) {
+			return dropMember
 		}
 		return -1
 	}
@@ -375,6 +388,8 @@ func (o *object) apply(edits []edit) []byte {
 		m := &o.members[i]
 		j := match(m)
 		switch {
+		case j == dropMember:
+			continue
 		case j < 0:
 		case edits[j].value == nil || seen&(1<<j) != 0:
 			continue
@@ -403,7 +418,7 @@ func (o *object) apply(edits []edit) []byte {
 	for i := range o.members {
 		m := &o.members[i]
 		j := match(m)
-		if j >= 0 && (edits[j].value == nil || done&(1<<j) != 0) {
+		if j == dropMember || j >= 0 && (edits[j].value == nil || done&(1<<j) != 0) {
 			continue
 		}
 		if kept > 0 {
@@ -460,7 +475,8 @@ func isChat(path string) bool {
 // vllmPrefillBody rewrites a client body into a vLLM NIXL prefill request:
 // generate one token, no streaming, one choice, and ask the engine to hold
 // the KV for a remote decode. min_tokens is dropped (it would contradict the
-// cap of 1) and any client kv_transfer_params is replaced.
+// cap of 1), any client kv_transfer_params is replaced and every other
+// client transfer field is dropped (applyOwn).
 func vllmPrefillBody(o *object, path string) []byte {
 	if isResponses(path) {
 		return vllmResponsesPrefillBody(o)
@@ -487,7 +503,7 @@ func vllmPrefillBody(o *object, path string) []byte {
 		edit{fieldN, jsonOne},
 		edit{fieldKVTransferParams, vllmPrefillParams},
 	)
-	return o.apply(edits)
+	return o.applyOwn(edits)
 }
 
 // vllmResponsesPrefillBody is vllmPrefillBody for the Responses API: the
@@ -510,7 +526,7 @@ func vllmResponsesPrefillBody(o *object) []byte {
 // a client-supplied do_remote_prefill would make decode pull blocks that do
 // not exist).
 func vllmDecodeBody(o *object, params []byte) []byte {
-	return o.apply([]edit{{fieldKVTransferParams, params}})
+	return o.applyOwn([]edit{{fieldKVTransferParams, params}})
 }
 
 // sglangBody injects the bootstrap triple into a client body; nothing else
@@ -519,7 +535,7 @@ func sglangBody(o *object, host string, port uint16, room uint64) []byte {
 	var hb [64]byte
 	h := strconv.AppendQuote(hb[:0], host)
 	var pb, rb [24]byte
-	return o.apply([]edit{
+	return o.applyOwn([]edit{
 		{fieldBootstrapHost, h},
 		{fieldBootstrapPort, strconv.AppendUint(pb[:0], uint64(port), 10)},
 		{fieldBootstrapRoom, strconv.AppendUint(rb[:0], room, 10)},
@@ -534,7 +550,7 @@ func trtContextBody(o *object, disaggID uint64) []byte {
 	p := append(b[:0], `{"`+fieldRequestType+`":"`+trtContextOnly+`","`+fieldDisaggRequestID+`":`...)
 	p = strconv.AppendUint(p, disaggID, 10)
 	p = append(p, '}')
-	return o.apply([]edit{
+	return o.applyOwn([]edit{
 		{fieldStream, jsonFalse},
 		{fieldStreamOptions, nil},
 		{fieldDisaggParams, p},
@@ -547,12 +563,12 @@ func trtContextBody(o *object, disaggID uint64) []byte {
 // relayed verbatim. params nil: the generation leg serves standalone.
 func trtGenerationBody(o *object, params []byte) ([]byte, error) {
 	if params == nil {
-		return o.apply([]edit{{fieldDisaggParams, nil}}), nil
+		return o.applyOwn([]edit{{fieldDisaggParams, nil}}), nil
 	}
 	po, err := parseObject(params)
 	if err != nil {
 		return nil, fmt.Errorf("context disaggregated_params: %w", err)
 	}
 	gp := po.apply([]edit{{fieldRequestType, []byte(`"` + trtGenerationOnly + `"`)}})
-	return o.apply([]edit{{fieldDisaggParams, gp}}), nil
+	return o.applyOwn([]edit{{fieldDisaggParams, gp}}), nil
 }

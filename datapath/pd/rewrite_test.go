@@ -88,16 +88,16 @@ func TestDecodeAndSGLangAndTRTBodies(t *testing.T) {
 			`{"model":"m","prompt":"p","max_tokens":64,"stream":true,"kv_transfer_params":` + params + `}`},
 		{"vllm decode recompute strips client params", func(o *object) ([]byte, error) { return vllmDecodeBody(o, nil), nil },
 			`{"model":"m","prompt":"p","max_tokens":64,"stream":true}`},
-		{"sglang triple", func(o *object) ([]byte, error) { return sglangBody(o, "10.0.0.7", 8998, 1<<63-1), nil },
-			`{"model":"m","prompt":"p","max_tokens":64,"stream":true,"kv_transfer_params":{"x":1},"bootstrap_host":"10.0.0.7","bootstrap_port":8998,"bootstrap_room":9223372036854775807}`},
+		{"sglang triple strips the other engines' transfer fields", func(o *object) ([]byte, error) { return sglangBody(o, "10.0.0.7", 8998, 1<<63-1), nil },
+			`{"model":"m","prompt":"p","max_tokens":64,"stream":true,"bootstrap_host":"10.0.0.7","bootstrap_port":8998,"bootstrap_room":9223372036854775807}`},
 		{"trt context", func(o *object) ([]byte, error) { return trtContextBody(o, 42), nil },
-			`{"model":"m","prompt":"p","max_tokens":64,"stream":false,"kv_transfer_params":{"x":1},"disaggregated_params":{"request_type":"context_only","disagg_request_id":42}}`},
+			`{"model":"m","prompt":"p","max_tokens":64,"stream":false,"disaggregated_params":{"request_type":"context_only","disagg_request_id":42}}`},
 		{"trt generation", func(o *object) ([]byte, error) {
 			return trtGenerationBody(o, []byte(`{"request_type":"context_only","first_gen_tokens":[12345],"ctx_request_id":7,"encoded_opaque_state":"A+/=","draft_tokens":null}`))
-		}, `{"model":"m","prompt":"p","max_tokens":64,"stream":true,"kv_transfer_params":{"x":1},"disaggregated_params":{"request_type":"generation_only","first_gen_tokens":[12345],"ctx_request_id":7,"encoded_opaque_state":"A+/=","draft_tokens":null}}`},
+		}, `{"model":"m","prompt":"p","max_tokens":64,"stream":true,"disaggregated_params":{"request_type":"generation_only","first_gen_tokens":[12345],"ctx_request_id":7,"encoded_opaque_state":"A+/=","draft_tokens":null}}`},
 		{"trt generation without request_type", func(o *object) ([]byte, error) {
 			return trtGenerationBody(o, []byte(`{"ctx_request_id":7}`))
-		}, `{"model":"m","prompt":"p","max_tokens":64,"stream":true,"kv_transfer_params":{"x":1},"disaggregated_params":{"ctx_request_id":7,"request_type":"generation_only"}}`},
+		}, `{"model":"m","prompt":"p","max_tokens":64,"stream":true,"disaggregated_params":{"ctx_request_id":7,"request_type":"generation_only"}}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

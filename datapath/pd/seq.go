@@ -119,9 +119,34 @@ func shouldRetryPrefill(l LegResult) bool {
 	return l.Status < 200 || l.Status >= 500 || (l.Status >= 300 && l.Status < 400)
 }
 
-// serveDecode sends the decode leg and relays its response. The decode
-// first byte must arrive within DecodeTimeout.
-func serveDecode(ctx context.Context, w http.ResponseWriter, s Sender, leg Leg, opts Options, o *Outcome, log logrus.FieldLogger) {
+// shouldRetryDecode is the retry rule for a decode leg: retry on the next
+// decode only when the engine provably never got the request (a connect
+// failure, NotSent) and another decode is left — never after a timeout, a
+// cancel or anything that may have reached the engine. The prefill's result
+// (its KV blocks and transfer params) stays valid for any decode.
+func shouldRetryDecode(l LegResult, haveAlt bool) bool {
+	return haveAlt && l.NotSent && !l.TimedOut && !l.Cancelled
+}
+
+// serveDecode sends the decode leg built for decodes[0] and relays its
+// response; a connect failure moves on to the next decode
+// (shouldRetryDecode). The decode first byte must arrive within
+// DecodeTimeout, per attempt.
+func serveDecode(ctx context.Context, w http.ResponseWriter, s Sender, decodes []spec.Endpoint, build func(decode spec.Endpoint) Leg,
+	opts Options, o *Outcome, log logrus.FieldLogger) {
+	for k, d := range decodes {
+		if !decodeOnce(ctx, w, s, build(d), k+1 < len(decodes), opts, o, log) {
+			return
+		}
+		o.DecodeFailover = true
+		log.WithFields(logrus.Fields{"endpoint": d.ID, "next": decodes[k+1].ID}).Warn("pd: decode unreachable, retrying on another decode")
+	}
+}
+
+// decodeOnce runs one decode attempt. retry: the connection failed before
+// the engine got the request and haveAlt allows another decode; nothing
+// was written to the client.
+func decodeOnce(ctx context.Context, w http.ResponseWriter, s Sender, leg Leg, haveAlt bool, opts Options, o *Outcome, log logrus.FieldLogger) (retry bool) {
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var timedOut atomic.Bool
@@ -146,6 +171,9 @@ func serveDecode(ctx context.Context, w http.ResponseWriter, s Sender, leg Leg, 
 		case timedOut.Load():
 			lr.TimedOut, lr.Died = true, false
 			writeError(w, o, PhaseDecode, http.StatusGatewayTimeout, CodeDecodeTimeout, "decode endpoint sent no response in time")
+		case shouldRetryDecode(lr, haveAlt):
+			o.leg(lr)
+			return true
 		case lr.NotSent:
 			writeError(w, o, PhaseDecode, http.StatusServiceUnavailable, CodePoolUnavailable, "decode endpoint unreachable")
 		default:
@@ -153,7 +181,7 @@ func serveDecode(ctx context.Context, w http.ResponseWriter, s Sender, leg Leg, 
 		}
 		log.WithFields(logrus.Fields{"endpoint": leg.Endpoint.ID, "code": o.Code, "error": p.err}).Warn("pd: decode leg failed")
 		o.leg(lr)
-		return
+		return false
 	}
 	o.Status = status
 	o.Relayed = status >= 400
@@ -168,4 +196,5 @@ func serveDecode(ctx context.Context, w http.ResponseWriter, s Sender, leg Leg, 
 		o.ClientGone, o.Code, o.FailedPhase = true, CodeClientGone, PhaseDecode
 	}
 	o.leg(lr)
+	return false
 }

@@ -59,20 +59,38 @@ func (d *sglang) Serve(ctx context.Context, w http.ResponseWriter, req *Request,
 func (d *sglang) serveOne(ctx context.Context, w http.ResponseWriter, o *Outcome, path string, header http.Header, obj *object,
 	pair Pair, port uint16, s Sender, log logrus.FieldLogger) {
 	prefill := pair.Prefill
-	for attempt := 0; ; attempt++ {
-		// A fresh room per attempt: the old room died with its prefill and a
-		// decode still parked on it must never be matched again.
+	decodes := pair.decodes()
+	roomRetried := false
+	for {
+		// A fresh room per attempt: the old room died with its prefill (or
+		// lost its decode) and must never be matched again.
 		body := sglangBody(obj, prefill.Addr.Addr().String(), port, randUint63())
-		if !d.attempt(ctx, w, o, path, header, body, prefill, pair.Decode, s, attempt == 0, log) {
+		switch d.attempt(ctx, w, o, path, header, body, prefill, decodes[0], s, !roomRetried, len(decodes) > 1, log) {
+		case retryNone:
 			return
+		case retryDecode:
+			o.DecodeFailover = true
+			log.WithFields(logrus.Fields{"endpoint": decodes[0].ID, "next": decodes[1].ID}).
+				Warn("pd: sglang decode unreachable, retrying the pair on another decode with a fresh room")
+			decodes = decodes[1:]
+		case retryPrefill:
+			roomRetried, o.RoomRetry = true, true
+			if len(pair.AltPrefill) > 0 {
+				prefill = pair.AltPrefill[0]
+			}
+			log.WithField("endpoint", prefill.ID).Warn("pd: sglang prefill connection died, retrying pair with a fresh room")
 		}
-		o.RoomRetry = true
-		if len(pair.AltPrefill) > 0 {
-			prefill = pair.AltPrefill[0]
-		}
-		log.WithField("endpoint", prefill.ID).Warn("pd: sglang prefill connection died, retrying pair with a fresh room")
 	}
 }
+
+// sgRetry is what an SGLang dual dispatch asks its caller to do next.
+type sgRetry int
+
+const (
+	retryNone    sgRetry = iota // the client has been answered (or is gone)
+	retryPrefill                // the prefill connection died: fresh room, alternate prefill
+	retryDecode                 // the decode was never reached: fresh room, next decode
+)
 
 // sgPrefill is the prefill leg's drained response or failure.
 type sgPrefill struct {
@@ -95,7 +113,7 @@ func shouldRetrySGPair(p sgPrefill, decodeBytes, budget bool) bool {
 // retry the pair; otherwise the client response has been written (or the
 // client is gone) and o is final.
 func (d *sglang) attempt(ctx context.Context, w http.ResponseWriter, o *Outcome, path string, header http.Header, body []byte,
-	prefillEP, decodeEP spec.Endpoint, s Sender, canRetry bool, log logrus.FieldLogger) (retry bool) {
+	prefillEP, decodeEP spec.Endpoint, s Sender, canRetry, haveAltDecode bool, log logrus.FieldLogger) (retry sgRetry) {
 	pctx, cancelP := context.WithCancel(ctx)
 	dctx, cancelD := context.WithCancel(ctx)
 	prefCh := make(chan sgPrefill, 1)
@@ -150,7 +168,7 @@ wait:
 				continue // the ctx.Done case reports it
 			case shouldRetrySGPair(r, false, canRetry):
 				cancelDecode()
-				retry = true
+				retry = retryPrefill
 				break wait
 			case r.err != nil:
 				cancelDecode()
@@ -175,6 +193,8 @@ wait:
 				switch {
 				case ctx.Err() != nil:
 					clientGone(o, PhaseDecode)
+				case shouldRetryDecode(LegResult{NotSent: notSent(p.err)}, haveAltDecode):
+					retry = retryDecode // the prefill is cancelled; its room is dropped
 				case notSent(p.err):
 					writeError(w, o, PhaseDecode, http.StatusServiceUnavailable, CodePoolUnavailable, "sglang dual dispatch failed: decode endpoint unreachable")
 				default:

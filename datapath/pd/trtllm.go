@@ -87,7 +87,8 @@ func (d *trtllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request,
 		o.KVTransferFailed = true
 		body, _ = trtGenerationBody(&obj, nil)
 	}
-	serveDecode(ctx, w, s, Leg{Endpoint: pair.Decode, Path: req.Path, Header: header, Body: body}, d.opts, &o, log)
+	buildGen := func(gen spec.Endpoint) Leg { return Leg{Endpoint: gen, Path: req.Path, Header: header, Body: body} }
+	serveDecode(ctx, w, s, pair.decodes(), buildGen, d.opts, &o, log)
 	return o
 }
 

@@ -28,9 +28,13 @@ func (d *vllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request, p
 		// vLLM's transfer is single-consumer: several samples or prompts
 		// cannot share one prefill's blocks. Decode computes the prompt.
 		o.PrefillSkipped = shape
-		h := legHeader(req.Header)
-		h.Set(headerRequestID, suffix)
-		serveDecode(ctx, w, s, Leg{Endpoint: pair.Decode, Path: req.Path, Header: h, Body: vllmDecodeBody(&obj, nil)}, d.opts, &o, log)
+		body := vllmDecodeBody(&obj, nil)
+		one := func(decode spec.Endpoint) Leg {
+			h := legHeader(req.Header)
+			h.Set(headerRequestID, suffix)
+			return Leg{Endpoint: decode, Path: req.Path, Header: h, Body: body}
+		}
+		serveDecode(ctx, w, s, pair.decodes(), one, d.opts, &o, log)
 		return o
 	}
 	prefillBody := vllmPrefillBody(&obj, req.Path)
@@ -51,10 +55,15 @@ func (d *vllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request, p
 		o.KVTransferFailed = params == nil
 	}
 
-	h := legHeader(req.Header)
-	h.Set(headerRequestID, vllmRequestID(prefill, pair.Decode, suffix))
-	leg := Leg{Endpoint: pair.Decode, Path: req.Path, Header: h, Body: vllmDecodeBody(&obj, params)}
-	serveDecode(ctx, w, s, leg, d.opts, &o, log)
+	body := vllmDecodeBody(&obj, params)
+	// The prefill's params name the prefill's blocks, so any decode can
+	// pull them; the id names the decode actually sent to.
+	buildDecode := func(decode spec.Endpoint) Leg {
+		h := legHeader(req.Header)
+		h.Set(headerRequestID, vllmRequestID(prefill, decode, suffix))
+		return Leg{Endpoint: decode, Path: req.Path, Header: h, Body: body}
+	}
+	serveDecode(ctx, w, s, pair.decodes(), buildDecode, d.opts, &o, log)
 	return o
 }
 
