@@ -2,6 +2,7 @@ package ladder
 
 import (
 	"context"
+	"github.com/infergate/infergate/kvexact"
 	"sync/atomic"
 	"time"
 )
@@ -25,6 +26,11 @@ type Facts struct {
 	PromptKey  []byte          // canonical prompt key for Tier 1 (nil when not extracted)
 	Tokens     []uint32        // prompt token ids when already known (client sent ids)
 	Now        time.Time
+
+	// Tier 1.5's finding, kept for the stale-feed guard (KVExact.Observe):
+	// the request's full blocks and how many each candidate already held.
+	kvBlocks int
+	kvScores []kvexact.Score
 }
 
 // Tier names as they appear in metrics and explanations.
