@@ -146,7 +146,7 @@ func (rt *Runtime) servePD(x *exchange, c *compiled, body []byte) {
 			continue
 		}
 		rt.countLadder(c, tr.Steps)
-		rt.runPD(x, c, body, &tr, prefills)
+		rt.runPD(x, c, body, &tr, prefills, f.Model)
 		return
 	}
 	role0 := c.roleMask(spec.RoleAny)
@@ -195,7 +195,7 @@ func (rt *Runtime) countLadder(c *compiled, steps []ladder.Step) {
 }
 
 // runPD serves one request on the chosen pair.
-func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace, prefills []ladder.Candidate) {
+func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace, prefills []ladder.Candidate, model string) {
 	r := x.r
 	pi, di := tr.Prefill.Index, tr.Decode.Index
 	pair := pd.Pair{Prefill: c.rule.Endpoints[pi], Decode: c.rule.Endpoints[di]}
@@ -230,7 +230,7 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	x.wroteHeader = true // the dialect answers the client, success or error
 	o := c.pd.dialect.Serve(ctx, &idWriter{ResponseWriter: x.w, id: x.requestID}, req, pair, rt.sender)
 
-	pd.Record(rt.pdm, c.rule, o)
+	pd.Record(rt.pdm, c.rule, c.pd.models.Label(model, o.Status >= 200 && o.Status < 300), o)
 	rt.feedLegs(c, &o, pi, di)
 	switch {
 	case o.ClientGone:
