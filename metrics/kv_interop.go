@@ -8,6 +8,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type kvInterop struct {
 	RootParentZero  *prometheus.CounterVec // loxilb_kv_root_parent_zero_total{rule}
 	AmbiguousTopics *prometheus.CounterVec // loxilb_kv_ambiguous_topic_total{rule,ip}
+	LocalTokenize   *prometheus.CounterVec // loxilb_kv_local_tokenize_total{rule,result}
 }
 
 func newKVInterop(reg prometheus.Registerer) kvInterop {
@@ -20,7 +21,11 @@ func newKVInterop(reg prometheus.Registerer) kvInterop {
 			Name: "loxilb_kv_ambiguous_topic_total",
 			Help: "Messages on a port-less topic kv@<ip>@<model> dropped because several endpoints of the rule have that IP.",
 		}, []string{"rule", "ip"}),
+		LocalTokenize: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loxilb_kv_local_tokenize_total",
+			Help: "Tier 1.5 tokenisations by the in-process tokenizer: ok, fallback (asked the engine's /tokenize), none (neither could).",
+		}, []string{"rule", "result"}),
 	}
-	reg.MustRegister(k.RootParentZero, k.AmbiguousTopics)
+	reg.MustRegister(k.RootParentZero, k.AmbiguousTopics, k.LocalTokenize)
 	return k
 }

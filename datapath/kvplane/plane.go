@@ -73,6 +73,11 @@ type Options struct {
 	// connected while its last event is this recent (0:
 	// kvexact.DefaultLiveWindow). Trust does not depend on it.
 	BindLiveWindow time.Duration
+	// Tokenizers maps a model to its Hugging Face tokenizer (directory or
+	// tokenizer.json; tokenize.AnyModel for every other model): Tier 1.5
+	// then tokenises in process and asks the engine's /tokenize only for
+	// what that cannot reproduce exactly. nil: /tokenize only.
+	Tokenizers map[string]string
 	// Subscriber is the template of every subscriber's options (Rule,
 	// Metrics and Logger are set per rule).
 	Subscriber zmqsub.Options
@@ -110,6 +115,8 @@ type Plane struct {
 	rules  map[spec.Key]*ruleState
 	bind   io.Closer
 	closed bool
+
+	local *tokenize.Local // in-process tokenizer shared by every rule; nil without Tokenizers
 
 	// byEndpoint routes bind-topology messages: endpoint → rule states;
 	// byIP resolves port-less topics (kv@<ip>@<model>).
@@ -169,7 +176,12 @@ func New(opts Options, m *metrics.KV, log logrus.FieldLogger) *Plane {
 		l.SetOutput(io.Discard)
 		log = l
 	}
-	return &Plane{opts: opts, m: m, log: log, rules: map[spec.Key]*ruleState{}, byEndpoint: map[string][]*ruleState{}, byIP: map[netip.Addr][]bindRoute{}}
+	p := &Plane{opts: opts, m: m, log: log, rules: map[spec.Key]*ruleState{}, byEndpoint: map[string][]*ruleState{}, byIP: map[netip.Addr][]bindRoute{}}
+	p.local = tokenize.NewLocal(tokenize.LocalOptions{Models: opts.Tokenizers, Logger: log})
+	if err := p.local.Preload(); err != nil {
+		log.WithError(err).Warn("kvplane: in-process tokenizers not loaded; Tier 1.5 asks the engines' /tokenize for those models")
+	}
+	return p
 }
 
 func (p *Plane) routing() *metrics.KVRouting {
@@ -338,6 +350,13 @@ func (p *Plane) newState(r *spec.Rule) (*ruleState, error) {
 		return nil, fmt.Errorf("kvplane: rule %s tokenizer: %w", name, err)
 	}
 	st.tok = tok
+	st.chain = tokenize.Chain{Local: p.local, Fallback: tok, Rule: name}
+	if r.Engine == spec.EngineTRTLLM {
+		st.chain.Fallback = nil // TensorRT-LLM serves no /tokenize
+	}
+	if p.m != nil {
+		st.chain.Results = p.m.LocalTokenize
+	}
 	return st, nil
 }
 
@@ -636,6 +655,7 @@ type ruleState struct {
 	inv      *kvexact.Inventory
 	subs     map[string]*endpointSub // guarded by Plane.mu
 	tok      *tokenize.Engine
+	chain    tokenize.Chain // in process first, then tok
 	watchdog *ladder.Watchdog
 	log      logrus.FieldLogger
 

@@ -35,8 +35,9 @@ func (r *RuleKV) Mode() int { return r.mode }
 // Inventory is the rule's block inventory.
 func (r *RuleKV) Inventory() *kvexact.Inventory { return r.st.inv }
 
-// Tokenizer is the rule's engine-backed tokenizer (cached, coalesced).
-func (r *RuleKV) Tokenizer() tokenize.Tokenizer { return r.st.tok }
+// Tokenizer is the rule's tokenizer: in process when the model has a
+// --kv-tokenizer, else the engine's /tokenize (cached, coalesced).
+func (r *RuleKV) Tokenizer() tokenize.Tokenizer { return r.st.chain }
 
 // SetHealthy tells the rule which endpoints may be asked to tokenise (the
 // datapath's healthy, usable endpoints of the eligible role). Without it
@@ -57,7 +58,7 @@ func (r *RuleKV) Tier(tok tokenize.Tokenizer) ladder.PrefillTier {
 
 func (r *RuleKV) tier(tok tokenize.Tokenizer, guard int) *ladder.KVExact {
 	if tok == nil {
-		tok = r.st.tok
+		tok = r.st.chain
 	}
 	o := ladder.KVExactOptions{
 		Rule:      r.st.name,

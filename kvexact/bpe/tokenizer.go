@@ -60,6 +60,7 @@ type addedToken struct {
 // ByteLevel's prefix space.
 type preStep struct {
 	re          *regexp2.Regexp // nil: no split
+	sc          *scanner        // the same split, hand-written (known patterns)
 	prefixSpace bool
 }
 
@@ -278,7 +279,11 @@ func parsePreTokenizer(raw json.RawMessage) ([]preStep, error) {
 		if err != nil {
 			return nil, err
 		}
-		return []preStep{{re: re}}, nil
+		st := preStep{re: re}
+		if sc, ok := scannerFor(pat); ok {
+			st.sc = &sc
+		}
+		return []preStep{st}, nil
 	case "ByteLevel":
 		s := preStep{prefixSpace: c.AddPrefixSpace}
 		if c.UseRegex == nil || *c.UseRegex {
@@ -421,7 +426,14 @@ func (t *Tokenizer) appendSegment(dst []uint32, seg string) []uint32 {
 				}
 			}
 		}
-		if st.re != nil {
+		switch {
+		case st.sc != nil:
+			var next []string
+			for _, p := range pieces {
+				next = st.sc.split(p, next)
+			}
+			pieces = next
+		case st.re != nil:
 			var next []string
 			for _, p := range pieces {
 				next = splitIsolated(st.re, p, next)
