@@ -350,10 +350,9 @@ func (p *Plane) newState(r *spec.Rule) (*ruleState, error) {
 		return nil, fmt.Errorf("kvplane: rule %s tokenizer: %w", name, err)
 	}
 	st.tok = tok
+	// The engine tokenizer also serves client-given token ids; for
+	// TensorRT-LLM (no /tokenize) its text prompts fail fast and fall through.
 	st.chain = tokenize.Chain{Local: p.local, Fallback: tok, Rule: name}
-	if r.Engine == spec.EngineTRTLLM {
-		st.chain.Fallback = nil // TensorRT-LLM serves no /tokenize
-	}
 	if p.m != nil {
 		st.chain.Results = p.m.LocalTokenize
 	}

@@ -2,9 +2,10 @@ package ladder
 
 import (
 	"context"
-	"github.com/infergate/infergate/kvexact"
 	"sync/atomic"
 	"time"
+
+	"github.com/infergate/infergate/kvexact"
 )
 
 // Candidate is one usable endpoint of a role, with its current load.
