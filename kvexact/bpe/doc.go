@@ -9,7 +9,8 @@
 // anything else (special and not, longest first — HF's
 // split_special_tokens=false); normalizer null, NFC or a Sequence of them;
 // pre_tokenizer ByteLevel (optionally with the GPT-2 regex) or a Sequence
-// of Split (Regex or String pattern, behavior Isolated, not inverted) and
+// of Split (Regex or String pattern; behavior Isolated, or Removed
+// inverted as GPT-4o's file has) and
 // ByteLevel; post_processor ByteLevel, TemplateProcessing or a Sequence of
 // them (special tokens added only when asked). Anything else is refused
 // at load with an error naming the feature, never approximated:

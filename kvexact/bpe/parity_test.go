@@ -127,6 +127,9 @@ func TestParityExtra(t *testing.T) {
 	}
 	e := loadExpected(t, dir)
 	checkParity(t, tok, e)
+	if len(e.Chats) == 0 {
+		return // the tokenizer has no chat template (generate.js skipped chats)
+	}
 	tmpl, err := LoadTemplate(filepath.Join(dir, "tokenizer_config.json"))
 	if err != nil {
 		t.Fatal(err)

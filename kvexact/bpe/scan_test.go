@@ -50,7 +50,7 @@ func TestScannerMatchesRegex(t *testing.T) {
 		}
 		bad := 0
 		for _, s := range corpus {
-			want := splitIsolated(re, s, nil)
+			want := splitIsolated(re, s, nil, false)
 			if got := sc.split(s, nil); !slices.Equal(got, want) && bad < 5 {
 				bad++
 				t.Errorf("digits %d, %q:\n got %q\nwant %q", sc.maxDigits, s, got, want)
@@ -70,7 +70,7 @@ func BenchmarkPreTokenize(b *testing.B) {
 	})
 	b.Run("regexp2", func(b *testing.B) {
 		for range b.N {
-			splitIsolated(re, s, nil)
+			splitIsolated(re, s, nil, false)
 		}
 	})
 }

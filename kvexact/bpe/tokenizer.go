@@ -61,6 +61,7 @@ type addedToken struct {
 type preStep struct {
 	re          *regexp2.Regexp // nil: no split
 	sc          *scanner        // the same split, hand-written (known patterns)
+	matchesOnly bool            // behavior Removed + invert: gaps are dropped
 	prefixSpace bool
 }
 
@@ -263,8 +264,12 @@ func parsePreTokenizer(raw json.RawMessage) ([]preStep, error) {
 		}
 		return out, nil
 	case "Split":
-		if c.Behavior != "Isolated" || c.Invert {
-			return nil, fmt.Errorf("bpe: Split behavior %q invert %v is not supported (Isolated only)", c.Behavior, c.Invert)
+		// Isolated keeps matches and gaps as pieces; Removed with invert
+		// (GPT-4o style files) keeps the matches and drops the gaps.
+		isolated := c.Behavior == "Isolated" && !c.Invert
+		matchesOnly := c.Behavior == "Removed" && c.Invert
+		if !isolated && !matchesOnly {
+			return nil, fmt.Errorf("bpe: Split behavior %q invert %v is not supported (Isolated, or Removed inverted)", c.Behavior, c.Invert)
 		}
 		var pat string
 		switch {
@@ -279,8 +284,8 @@ func parsePreTokenizer(raw json.RawMessage) ([]preStep, error) {
 		if err != nil {
 			return nil, err
 		}
-		st := preStep{re: re}
-		if sc, ok := scannerFor(pat); ok {
+		st := preStep{re: re, matchesOnly: matchesOnly}
+		if sc, ok := scannerFor(pat); ok && !matchesOnly {
 			st.sc = &sc
 		}
 		return []preStep{st}, nil
@@ -436,7 +441,7 @@ func (t *Tokenizer) appendSegment(dst []uint32, seg string) []uint32 {
 		case st.re != nil:
 			var next []string
 			for _, p := range pieces {
-				next = splitIsolated(st.re, p, next)
+				next = splitIsolated(st.re, p, next, st.matchesOnly)
 			}
 			pieces = next
 		}
@@ -448,8 +453,9 @@ func (t *Tokenizer) appendSegment(dst []uint32, seg string) []uint32 {
 }
 
 // splitIsolated appends the pieces of s split by re with HF's Isolated
-// behaviour: every match and every gap between matches is a piece.
-func splitIsolated(re *regexp2.Regexp, s string, out []string) []string {
+// behaviour: every match and every gap between matches is a piece
+// (matchesOnly: the gaps are dropped, HF's Removed with invert).
+func splitIsolated(re *regexp2.Regexp, s string, out []string, matchesOnly bool) []string {
 	rs := []rune(s)
 	// Rune offsets → byte offsets, so pieces are substrings of s.
 	offs := make([]int, len(rs)+1)
@@ -461,7 +467,7 @@ func splitIsolated(re *regexp2.Regexp, s string, out []string) []string {
 	last := 0
 	m, _ := re.FindRunesMatch(rs)
 	for m != nil {
-		if m.Index > last {
+		if m.Index > last && !matchesOnly {
 			out = append(out, s[offs[last]:offs[m.Index]])
 		}
 		if m.Length > 0 {
@@ -470,7 +476,7 @@ func splitIsolated(re *regexp2.Regexp, s string, out []string) []string {
 		last = m.Index + m.Length
 		m, _ = re.FindNextMatch(m)
 	}
-	if last < len(rs) {
+	if last < len(rs) && !matchesOnly {
 		out = append(out, s[offs[last]:])
 	}
 	return out

@@ -28,8 +28,8 @@ const cfg = JSON.parse(fs.readFileSync(path.join(dir, 'tokenizer_config.json'), 
     const special = await tok.encode(text, null, { addSpecialTokens: true });
     res.completions.push({ text, ids: plain.getIds(), ids_special: special.getIds() });
   }
-  const tmpl = new Template(cfg.chat_template);
-  for (const c of chats) {
+  const tmpl = cfg.chat_template ? new Template(cfg.chat_template) : null;
+  for (const c of tmpl ? chats : []) {
     const rendered = tmpl.render({
       messages: c.messages, add_generation_prompt: c.add_generation_prompt,
       bos_token: cfg.bos_token || '', eos_token: cfg.eos_token || '',
