@@ -14,6 +14,7 @@ import (
 
 func newServeCmd(g *globals) *cobra.Command {
 	opts := daemon.DefaultOptions()
+	var kvTokenizers []string // --kv-tokenizer MODEL=PATH | PATH
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the gateway: management API, rule store and datapath",
@@ -21,6 +22,10 @@ func newServeCmd(g *globals) *cobra.Command {
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
 			if g.env.Serve == nil {
 				return errors.New("serve is not available in this build")
+			}
+			var err error
+			if opts.KVTokenizers, err = daemon.ParseTokenizers(kvTokenizers); err != nil {
+				return usagef("--kv-tokenizer: %v", err)
 			}
 			level, err := logrus.ParseLevel(opts.LogLevel)
 			if err != nil {
@@ -65,6 +70,9 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.IntVar(&opts.KVZeroHitN, "kv-zero-hit-n", opts.KVZeroHitN, "KV-exact: consecutive zero-hit lookups (while events flow) that log a parity warning")
 	fl.DurationVar(&opts.KVTRTPollInterval, "kv-trt-poll-interval", opts.KVTRTPollInterval, "KV-exact: pause between TensorRT-LLM /kv_cache_events drains")
 	fl.DurationVar(&opts.KVStaleAfter, "kv-stale-after", opts.KVStaleAfter, "KV-exact: an endpoint sent work this long ago that published no KV event since is untrusted until its next event (its feed stopped with the socket up; negative disables)")
+	// Issue 13: KV-exact interop and the in-process tokenizer.
+	fl.DurationVar(&opts.KVBindLiveWindow, "kv-bind-live-window", opts.KVBindLiveWindow, "KV-exact, --kv-bind-addr: an endpoint rank is reported connected while its last KV event is this recent (trust does not need recent events)")
+	fl.StringArrayVar(&kvTokenizers, "kv-tokenizer", nil, "KV-exact: tokenise in process with a Hugging Face tokenizer (byte-level BPE: Llama 3, Qwen 2/3, GPT-style): MODEL=PATH or PATH for any model; PATH is a directory with tokenizer.json[.gz] (+ tokenizer_config.json for chat) or a tokenizer.json; repeatable. Other requests ask the engine's /tokenize")
 	fl.IntVar(&opts.KVSingleLoadGuard, "kv-single-load-guard", opts.KVSingleLoadGuard, "KV-exact single pools (kvExactMode 3): skip a cache winner loaded this much above the least loaded (negative disables)")
 	fl.Int64Var(&opts.PrefixIndexBudgetBytes, "prefix-index-budget-bytes", opts.PrefixIndexBudgetBytes, "prefix affinity (pd_cache_aware_mode): memory budget of each rule's prefix index; least recently used prefixes are evicted above it")
 	fl.IntVar(&opts.PrefixKeyMaxBytes, "prefix-key-max-bytes", opts.PrefixKeyMaxBytes, "prefix affinity: bytes of each prompt that are keyed and matched (longer prompts are keyed on their head)")

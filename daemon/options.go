@@ -54,6 +54,10 @@ type Options struct {
 	KVSingleLoadGuard  int           // kvExactMode 3 load guard (3; negative disables)
 	KVStaleAfter       time.Duration // untrust an endpoint sent work this long ago with no event since (30 s; negative disables)
 
+	// Issue 13 additions (KV-exact interop and the in-process tokenizer).
+	KVBindLiveWindow time.Duration     // bind topology: "connected" = an event this recent (2 min)
+	KVTokenizers     map[string]string // model → tokenizer dir or tokenizer.json ("" key: any model)
+
 	// Tier 1 prefix affinity (pd_cache_aware_mode), see PrefixIndexOptions.
 	PrefixIndexBudgetBytes int64 // per-rule prefix index budget (64 MiB)
 	PrefixKeyMaxBytes      int   // prompt key cap (256 KiB): longer prompts are keyed on their head
@@ -107,6 +111,8 @@ func (o Options) KVPlaneOptions() kvplane.Options {
 	}
 	k.SingleLoadGuard = o.KVSingleLoadGuard
 	k.StaleAfter = o.KVStaleAfter
+	k.BindLiveWindow = o.KVBindLiveWindow
+	k.Tokenizers = o.KVTokenizers
 	return k
 }
 
@@ -134,6 +140,7 @@ func DefaultOptions() Options {
 		KVTRTPollInterval:        dp.KV.TRTPollInterval,
 		KVSingleLoadGuard:        dp.KV.SingleLoadGuard,
 		KVStaleAfter:             kvexact.DefaultStaleAfter, // kvplane leaves 0 = kvexact's default; the CLI shows it
+		KVBindLiveWindow:         kvexact.DefaultLiveWindow,
 		PrefixIndexBudgetBytes:   dp.PrefixIndex.BudgetBytes,
 		PrefixKeyMaxBytes:        dp.PrefixIndex.MaxKeyBytes,
 		Auth:                     auth.DefaultOptions(),

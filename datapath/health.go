@@ -201,6 +201,9 @@ func (rt *Runtime) probeRound(ctx context.Context, c *compiled) {
 			}
 			if to == healthDown {
 				c.forgetEndpoint(ep.id)
+				if c.kv != nil {
+					c.kv.EndpointDown(ep.id) // a killed engine's KV blocks are gone
+				}
 			}
 			rt.log.WithFields(map[string]any{
 				"rule": c.label, "endpoint": ep.id, "state": healthName(to), "error": errString(err),

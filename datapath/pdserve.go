@@ -164,7 +164,7 @@ func (rt *Runtime) servePD(x *exchange, c *compiled, body []byte) {
 			continue
 		}
 		rt.countLadder(c, tr.Steps)
-		rt.runPD(x, c, body, &tr, prefills, decodes)
+		rt.runPD(x, c, body, &tr, prefills, decodes, f.Model)
 		return
 	}
 	role0 := c.roleMask(spec.RoleAny)
@@ -255,7 +255,7 @@ func (rt *Runtime) countLadder(c *compiled, steps []ladder.Step) {
 }
 
 // runPD serves one request on the chosen pair.
-func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace, prefills, decodes []ladder.Candidate) {
+func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace, prefills, decodes []ladder.Candidate, model string) {
 	r := x.r
 	pi, di := tr.Prefill.Index, tr.Decode.Index
 	pair := pd.Pair{
@@ -292,7 +292,7 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	o := c.pd.dialect.Serve(ctx, iw, req, pair, rt.sender)
 	c.eps[di].bytes.Add(uint64(len(body)) + iw.written)
 
-	pd.Record(rt.pdm, c.rule, o)
+	pd.Record(rt.pdm, c.rule, c.pd.models.Label(model, o.Status >= 200 && o.Status < 300), o)
 	if o.PrefillSkipped != "" && rt.pdm.Unsplit != nil {
 		rt.pdm.Unsplit.WithLabelValues(c.label, unsplitPathLabel(r.URL.Path), o.PrefillSkipped).Inc()
 	}

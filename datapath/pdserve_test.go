@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infergate/infergate/datapath/pd"
 	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/test/fakeengine"
@@ -817,5 +818,48 @@ func TestPDConcurrentLoadAccounting(t *testing.T) {
 				return true
 			})
 		})
+	}
+}
+
+// TestPDRequestsModelLabel (issue 13 fault 7): loxilb_ai_pd_requests_total
+// carries the request's model when the rule pins none, with bounded
+// cardinality: models the engines served are learned up to a cap, the rest
+// count as "other".
+func TestPDRequestsModelLabel(t *testing.T) {
+	f := newPDFleet(t, pdTestOptions(), spec.EngineVLLM, 1, 1)
+	c := testClient()
+	for range 2 {
+		if res := post(t, c, f.url(pathCompletions), pdBody(pathCompletions, false, "")); res.status != http.StatusOK {
+			t.Fatalf("%d %s", res.status, res.body)
+		}
+	}
+	waitCounter(t, f.reg, "loxilb_ai_pd_requests_total", map[string]string{"model": "fake-model", "status": "success"}, 2)
+	const invented = pd.DefaultMaxModelLabels + 4
+	for i := range invented {
+		body := fmt.Sprintf(`{"model":"m%d","prompt":"hello there","max_tokens":3}`, i)
+		if res := post(t, c, f.url(pathCompletions), body); res.status != http.StatusOK {
+			t.Fatalf("%d %s", res.status, res.body)
+		}
+	}
+	waitCounter(t, f.reg, "loxilb_ai_pd_requests_total", nil, 2+invented)
+	fams, err := f.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]bool{}
+	for _, fam := range fams {
+		if fam.GetName() != "loxilb_ai_pd_requests_total" {
+			continue
+		}
+		for _, m := range fam.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "model" {
+					labels[l.GetValue()] = true
+				}
+			}
+		}
+	}
+	if labels[""] || !labels[pd.ModelOther] || len(labels) != pd.DefaultMaxModelLabels+1 {
+		t.Fatalf("model labels %v: want the %d learned models and %q, never empty", labels, pd.DefaultMaxModelLabels, pd.ModelOther)
 	}
 }

@@ -24,6 +24,7 @@ type pdView struct {
 	prefix   *ladder.PrefixTier // nil unless pd_cache_aware_mode
 	kvTier   *ladder.KVExact    // nil unless kvExactMode 1
 	hasRole0 bool
+	models   *pd.ModelLabels // model label of loxilb_ai_pd_requests_total
 }
 
 // prefixState is a rule's Tier 1 index, kept across updates while the rule
@@ -77,7 +78,7 @@ func (rt *Runtime) attachLocked(rs *ruleState, c *compiled, prevRule *spec.Rule)
 		rs.dropPrefix(rt)
 		return
 	}
-	p := &pdView{}
+	p := &pdView{models: pd.NewModelLabels(r.Key.ModelName, 0)}
 	quiet := rt.silenceFor(r)
 	if d, ok := pd.New(r.Engine, pd.Options{
 		PrefillTimeout:    rt.opts.PrefillTimeout,

@@ -346,6 +346,6 @@ func (rt *Runtime) pickKV(c *compiled, r *http.Request, body []byte, excl uint64
 			return -1
 		}
 	}
-	c.kv.NoteWork(c.rule.Endpoints[i].ID)
+	c.kv.NoteWork(&f, c.rule.Endpoints[i].ID)
 	return i
 }

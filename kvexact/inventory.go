@@ -31,6 +31,9 @@ const (
 	// milliseconds of computing a new full block, so half a minute of work
 	// with no event at all means the feed stopped, not that it is slow.
 	DefaultStaleAfter = 30 * time.Second
+	// DefaultLiveWindow is how recent the last event of a passive (bind
+	// topology) rank must be for it to be reported connected.
+	DefaultLiveWindow = 2 * time.Minute
 )
 
 // Options configures one rule's inventory.
@@ -52,6 +55,16 @@ type Options struct {
 	// its ranks arrived for StaleAfter, it is untrusted (ReasonStale) until
 	// its next event. An idle endpoint is not stale. Negative disables.
 	StaleAfter time.Duration
+	// Passive marks the bind topology: engines connect to one bound socket,
+	// so there is no per-engine connection signal. A rank becomes connected
+	// on each event it sends (warm-up then starts), its blocks are dropped
+	// when its endpoint's health goes down (EndpointDown), and Ranks reports
+	// it connected only while its last event is within LiveWindow. Trust
+	// does not need recent events: an engine serving only prefix hits
+	// publishes nothing and stays the best holder.
+	Passive bool
+	// LiveWindow bounds "connected" of a passive rank (0: DefaultLiveWindow).
+	LiveWindow time.Duration
 	// Shards is the number of lock shards, rounded up to a power of two.
 	Shards int
 	// EngineMapLimit bounds each (endpoint, rank)'s engine-hash → own-key map;
@@ -71,6 +84,7 @@ func DefaultOptions(rule string) Options {
 		Budget:         DefaultBudget,
 		Warmup:         DefaultWarmup,
 		StaleAfter:     DefaultStaleAfter,
+		LiveWindow:     DefaultLiveWindow,
 		Shards:         DefaultShards,
 		EngineMapLimit: 2 * DefaultBudget,
 		Clock:          wallClock{},
@@ -92,6 +106,9 @@ const (
 	// it back. PUB drops everything for a missing subscriber and the engine
 	// may have restarted with an empty cache, so the rank was cleared.
 	ReasonReconnect = "reconnect"
+	// ReasonHealthDown: the endpoint's health probe went down; its blocks
+	// were dropped (a killed engine's cache is gone) until it publishes again.
+	ReasonHealthDown = "health_down"
 )
 
 // Skip reasons of stored blocks that are not indexed (metric label).
@@ -103,6 +120,12 @@ const (
 	skipGroup      = "group"      // non full-attention KV-cache group
 	skipBlockSize  = "block_size" // event block size differs from the inventory's
 )
+
+// streamStart reports whether seq is the first batch of a publisher's
+// stream: vLLM counts from 0, other publishers from 1. A (re)started engine
+// has an empty cache, so an inventory that saw its stream from here on
+// knows everything it holds and needs no warm-up.
+func streamStart(seq uint64) bool { return seq <= 1 }
 
 type slotKey struct {
 	endpoint string
@@ -137,7 +160,8 @@ type slot struct {
 	connected bool
 	everUp    bool      // connected at least once: the next connect is a reconnect
 	since     time.Time // start of the current clean, connected window
-	rebuilt   bool      // replay from seq 0 since the last reset
+	heard     time.Time // last event (passive ranks)
+	rebuilt   bool      // replay from seq 0, or a stream seen from its start, since the last reset
 	reason    string    // why the last reset happened ("" = none)
 }
 
@@ -182,6 +206,9 @@ func NewInventory(opts Options) *Inventory {
 	}
 	if opts.Shards <= 0 {
 		opts.Shards = def.Shards
+	}
+	if opts.LiveWindow <= 0 {
+		opts.LiveWindow = def.LiveWindow
 	}
 	if opts.EngineMapLimit <= 0 {
 		opts.EngineMapLimit = 2 * opts.Budget
@@ -350,6 +377,14 @@ func (inv *Inventory) Apply(endpoint string, rank int, seq uint64, batch Batch) 
 			"rule": inv.opts.Rule, "endpoint": endpoint, "rank": rank, "seq": seq, "expected": res.Expected, "reason": reason,
 		}).Info("kvexact: KV event stream discontinuity, inventory cleared")
 	}
+	if res.Restart && streamStart(seq) {
+		s.stateMu.Lock()
+		s.rebuilt, s.reason = true, ""
+		s.stateMu.Unlock()
+	}
+	if inv.opts.Passive {
+		inv.heard(s)
+	}
 	s.hasSeq, s.lastSeq = true, seq
 	if s.workSince.Load() != 0 {
 		s.workSince.Store(0) // the feed is alive: pending work is accounted for
@@ -506,11 +541,20 @@ func (inv *Inventory) applyStored(s *slot, e *Event) {
 	parent := RootKey
 	if e.HasParent {
 		p, ok := s.engine.get(e.ParentHash)
-		if !ok {
+		switch {
+		case ok:
+			parent = p
+		case e.ParentHash == 0:
+			// Some publishers encode "no parent" as 0 instead of nil. A real
+			// hash of 0 is a 2^-64 event, and only an unknown 0 is read so:
+			// every other unknown parent still fails the anchoring check.
+			if inv.opts.Metrics != nil {
+				inv.opts.Metrics.RootParentZero.WithLabelValues(inv.opts.Rule).Inc()
+			}
+		default:
 			inv.skip(skipUnanchored, n)
 			return
 		}
-		parent = p
 	}
 	s.scratch = AppendOwnKeys(s.scratch[:0], parent, e.TokenIDs, int(bs))
 	if s.engine.len()+n > inv.opts.EngineMapLimit {
@@ -561,6 +605,54 @@ func (inv *Inventory) SetConnected(endpoint string, rank int, connected bool) er
 	return nil
 }
 
+// heard marks a passive rank connected by an event: the first one since
+// creation or EndpointDown starts its warm-up.
+func (inv *Inventory) heard(s *slot) {
+	now := inv.opts.Clock.Now()
+	s.stateMu.Lock()
+	if !s.connected {
+		s.connected, s.everUp = true, true
+		if s.reason == ReasonHealthDown {
+			s.reason = ""
+		}
+		if !s.rebuilt {
+			s.since = now
+		}
+	}
+	s.heard = now
+	s.stateMu.Unlock()
+}
+
+// EndpointDown drops every rank's blocks of endpoint because its health
+// probe went down: a killed engine's cache is gone, and in the bind
+// topology nothing else would say so before its next event. The ranks stay
+// untrusted (ReasonHealthDown) until they publish again (passive) or for
+// warm-up (dialled: the socket monitor still says connected). Sequences
+// are kept, so a restarted engine's first batch reads as the restart it is.
+func (inv *Inventory) EndpointDown(endpoint string) {
+	inv.slotsMu.RLock()
+	ss := append([]*slot(nil), inv.byEndpoint[endpoint]...)
+	inv.slotsMu.RUnlock()
+	for _, s := range ss {
+		s.applyMu.Lock()
+		inv.resetSlot(s, ReasonHealthDown)
+		if inv.opts.Passive {
+			s.stateMu.Lock()
+			s.connected = false
+			s.stateMu.Unlock()
+		}
+		s.applyMu.Unlock()
+	}
+	if len(ss) > 0 {
+		if g := ss[0].blocksGauge; g != nil {
+			g.Set(float64(inv.Blocks(endpoint)))
+		}
+		ss[0].workSince.Store(0)
+		inv.opts.Logger.WithFields(logrus.Fields{"rule": inv.opts.Rule, "endpoint": endpoint}).
+			Info("kvexact: endpoint health went down, its KV inventory was cleared")
+	}
+}
+
 // MarkRebuilt records that (endpoint, rank) was rebuilt by a replay from
 // the start of the engine's stream: it is trusted without warm-up.
 func (inv *Inventory) MarkRebuilt(endpoint string, rank int) error {
@@ -589,15 +681,8 @@ func (inv *Inventory) Trusted(endpoint string) (bool, string) {
 		s.stateMu.Lock()
 		connected, since, rebuilt, reason := s.connected, s.since, s.rebuilt, s.reason
 		s.stateMu.Unlock()
-		switch {
-		case !connected:
-			return false, ReasonDisconnected
-		case rebuilt:
-		case now.Sub(since) < inv.opts.Warmup:
-			if reason != "" {
-				return false, reason
-			}
-			return false, ReasonWarmup
+		if ok, why := rankTrust(connected, rebuilt, now.Sub(since), inv.opts.Warmup, reason); !ok {
+			return false, why
 		}
 	}
 	if inv.stale(ss[0], now) {

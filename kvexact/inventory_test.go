@@ -160,7 +160,12 @@ func TestInventorySequence(t *testing.T) {
 		// After a reset the next store's parent is unknown: it cannot be
 		// anchored, so nothing is indexed until the prefix is stored again.
 		{"forward gap", []uint64{0, 1, 3}, true, false, ReasonSeqGap, 0},
-		{"regression", []uint64{5, 6, 0}, false, true, ReasonRestart, 0},
+		// A regression to the start of a stream (vLLM 0, others 1) is an
+		// engine restarted with an empty cache whose every event we saw:
+		// cleared, counted, and trusted at once. Elsewhere it warms up.
+		{"restart from 0", []uint64{5, 6, 0}, false, true, "", 0},
+		{"restart from 1", []uint64{5, 6, 1}, false, true, "", 0},
+		{"regression mid-stream", []uint64{5, 6, 3}, false, true, ReasonRestart, 0},
 		{"duplicate", []uint64{5, 5}, false, true, ReasonRestart, 0},
 	}
 	for _, tt := range tests {

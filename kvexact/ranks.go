@@ -37,7 +37,7 @@ func (inv *Inventory) Ranks() []RankState {
 		st.HasSeq, st.LastSeq = s.hasSeq, s.lastSeq
 		s.applyMu.Unlock()
 		s.stateMu.Lock()
-		st.Connected = s.connected
+		st.Connected = s.connected && (!inv.opts.Passive || now.Sub(s.heard) <= inv.opts.LiveWindow)
 		st.Trusted, st.Reason = rankTrust(s.connected, s.rebuilt, now.Sub(s.since), inv.opts.Warmup, s.reason)
 		s.stateMu.Unlock()
 		if st.Trusted && inv.stale(s, now) {
@@ -57,6 +57,8 @@ func (inv *Inventory) Ranks() []RankState {
 // rankTrust is Trusted's per-rank rule.
 func rankTrust(connected, rebuilt bool, connectedFor, warmup time.Duration, reason string) (bool, string) {
 	switch {
+	case !connected && reason == ReasonHealthDown:
+		return false, ReasonHealthDown
 	case !connected:
 		return false, ReasonDisconnected
 	case rebuilt:

@@ -26,6 +26,9 @@ type KV struct {
 	Routing *KVRouting
 
 	lastEvent *lastEventCollector // loxilb_kv_last_event_age_seconds{rule,endpoint}
+
+	// Publishers that deviate from vLLM's encoding (issue 13).
+	kvInterop
 }
 
 // NewKV builds the KV metric set and registers it on reg.
@@ -85,6 +88,7 @@ func NewKV(reg prometheus.Registerer) *KV {
 	reg.MustRegister(k.Blocks, k.EventsApplied, k.UnknownEvents, k.DecodeErrors, k.SeqGaps, k.Restarts,
 		k.Replays, k.SubscriberConnected, k.BlockSizeMismatches, k.SkippedBlocks, k.Evictions, k.lastEvent)
 	k.Routing = NewKVRouting(reg)
+	k.kvInterop = newKVInterop(reg)
 	return k
 }
 

@@ -12,15 +12,43 @@ type tier15Result struct {
 	hits     float64
 	misses   map[string]float64 // by reason
 	evidence []string
+	// refused is the engine's first 4xx answer to a probe ("" if none):
+	// the cause to report instead of a KV parity guess.
+	refused string
+	// skipped says why no probe was sent ("" when it ran).
+	skipped string
 }
 
 // Tier 1.5 probe sizing: prompts of tier15PromptBytes whose shared head is
 // half the Tier 1 threshold's share, so Tier 1 misses (below_threshold) and
 // Tier 1.5 is asked; the head still spans several KV blocks.
+//
+// A byte-level BPE turns ASCII text into at most one token per byte, so a
+// prompt of n bytes never exceeds n tokens: with the engines'
+// max_model_len known, prompts are cut to fit it (minus the answer and a
+// slack for BOS and templates). The shared head spans tier15MinBlocks KV
+// blocks at a pessimistic tier15BytesPerToken.
 const (
-	tier15PromptBytes = 8192
-	tier15MinWords    = 4 // × kvBlockSize words in the shared head at least
+	// sourceBind is the inventory row source of the bind topology.
+	sourceBind = "zmq_bind"
+
+	tier15PromptBytes   = 8192
+	tier15MinBlocks     = 4
+	tier15BytesPerToken = 4
+	tier15ContextSlack  = 32
 )
+
+// tier15Size returns the probe's prompt bytes and minimum head bytes for
+// block size bs and context maxLen (0: unknown), or ok=false when the
+// context cannot hold a useful probe.
+func tier15Size(bs, maxLen int) (promptBytes, minHead int, ok bool) {
+	promptBytes = tier15PromptBytes
+	if maxLen > 0 {
+		promptBytes = min(promptBytes, maxLen-probeTokens-tier15ContextSlack)
+	}
+	minHead = tier15MinBlocks * bs * tier15BytesPerToken
+	return promptBytes, minHead, promptBytes >= minHead+minHead/2 // room for distinct tails
+}
 
 // tier15Probe sends one request that stores a shared head in a prefill's
 // KV cache (the engine publishes it), waits for the inventory to grow, then
@@ -32,18 +60,26 @@ func (w *workflow) tier15Probe(ctx context.Context) tier15Result {
 	if w.compiled.PD != nil && w.compiled.PD.CacheAware {
 		threshold = w.compiled.PD.CacheThreshold
 	}
-	headBytes := tier15PromptBytes * threshold / 200
+	promptBytes, minHead, fits := tier15Size(bs, w.maxModelLen)
+	if !fits {
+		why := fmt.Sprintf("max_model_len %d cannot hold a %d-block probe of kvBlockSize %d", w.maxModelLen, tier15MinBlocks, bs)
+		return tier15Result{skipped: why, evidence: []string{"Tier 1.5 probe not run: " + why}}
+	}
+	headBytes := max(promptBytes*threshold/200, minHead)
 	nonce := time.Now().UnixNano()
 	var head strings.Builder
-	for i := 0; head.Len() < headBytes || i < tier15MinWords*bs; i++ {
+	for i := 0; head.Len() < headBytes; i++ {
 		fmt.Fprintf(&head, "kv%x-%d ", nonce, i)
 	}
 	tail := func(n int) string {
 		var b strings.Builder
-		for i := 0; b.Len()+head.Len() < tier15PromptBytes; i++ {
-			fmt.Fprintf(&b, "t%d-%d ", n, i)
+		for i := 0; ; i++ {
+			word := fmt.Sprintf("t%d-%d ", n, i)
+			if b.Len()+head.Len()+len(word) > promptBytes {
+				return b.String()
+			}
+			b.WriteString(word)
 		}
-		return b.String()
 	}
 	rule := Labels{labelRule: w.label}
 	blocks := func(s *Snapshot) float64 { return s.Sum(famKVBlocks, rule) }
@@ -51,7 +87,14 @@ func (w *workflow) tier15Probe(ctx context.Context) tier15Result {
 	if err != nil {
 		return tier15Result{evidence: []string{"Tier 1.5 probe: " + err.Error()}}
 	}
+	var refused string
+	noteRefusal := func(r probeResult) {
+		if refused == "" && r.err == nil && r.status >= 400 && r.status < 500 {
+			refused = fmt.Sprintf("%d%s", r.status, bodyExcerpt(r.body))
+		}
+	}
 	first := w.send(ctx, head.String()+tail(0), false)
+	noteRefusal(first)
 	_, _ = w.awaitScrape(ctx, func(s *Snapshot) bool { return blocks(s) > blocks(before) })
 	mid, err := w.scrape(ctx)
 	if err != nil {
@@ -59,9 +102,11 @@ func (w *workflow) tier15Probe(ctx context.Context) tier15Result {
 	}
 	ok := 0
 	for i := 1; i < w.opts.Probes; i++ {
-		if r := w.send(ctx, head.String()+tail(i), false); r.err == nil && r.status == 200 {
+		r := w.send(ctx, head.String()+tail(i), false)
+		if r.err == nil && r.status == 200 {
 			ok++
 		}
+		noteRefusal(r)
 	}
 	want := float64(w.opts.Probes - 1)
 	after, err := w.awaitScrape(ctx, func(s *Snapshot) bool {
@@ -71,12 +116,17 @@ func (w *workflow) tier15Probe(ctx context.Context) tier15Result {
 		return tier15Result{evidence: []string{"Tier 1.5 probe: " + err.Error()}}
 	}
 	res := tier15Result{
-		hits:   after.Sum(famTier15Hits, rule) - mid.Sum(famTier15Hits, rule),
-		misses: deltaBy(mid, after, famTier15Misses, labelReason, rule),
+		hits:    after.Sum(famTier15Hits, rule) - mid.Sum(famTier15Hits, rule),
+		misses:  deltaBy(mid, after, famTier15Misses, labelReason, rule),
+		refused: refused,
+	}
+	ctxNote := "max_model_len unknown"
+	if w.maxModelLen > 0 {
+		ctxNote = fmt.Sprintf("max_model_len %d", w.maxModelLen)
 	}
 	res.evidence = append(res.evidence,
-		fmt.Sprintf("Tier 1.5 probe: seed request %d, inventory blocks %+g after it; %d of %d repeats of a %d-byte head (Tier 1 threshold %d%%) answered 200",
-			first.status, blocks(mid)-blocks(before), ok, w.opts.Probes-1, head.Len(), threshold),
+		fmt.Sprintf("Tier 1.5 probe: %d-byte prompts (%s, kvBlockSize %d); seed request %d, inventory blocks %+g after it; %d of %d repeats of a %d-byte head (Tier 1 threshold %d%%) answered 200",
+			promptBytes, ctxNote, bs, first.status, blocks(mid)-blocks(before), ok, w.opts.Probes-1, head.Len(), threshold),
 		fmt.Sprintf("%s %+g; %s by reason: %s", famTier15Hits, res.hits, famTier15Misses, formatDeltas(res.misses)))
 	return res
 }
@@ -94,7 +144,7 @@ func (w *workflow) cacheAware(ctx context.Context, res *StepResult) {
 		res.Status, res.Summary = Fail, err.Error()
 		return
 	}
-	prefix := sharedPrefix()
+	prefix := sharedPrefix(w.maxModelLen)
 	ok := 0
 	for i := 0; i < w.opts.Probes; i++ {
 		r := w.send(ctx, fmt.Sprintf("%sQuestion %d: what is %d + %d?", prefix, i, i, i), false)
@@ -189,6 +239,12 @@ func (w *workflow) kvExact(ctx context.Context, res *StepResult) {
 			}
 			res.Evidence = append(res.Evidence, ev)
 			switch {
+			case !r.Connected && r.Source == sourceBind && r.Trusted:
+				// The bind topology has no connection: "connected" is a
+				// recent event, and an engine serving only hits is quiet.
+				trusted++
+			case !r.Connected && r.Source == sourceBind:
+				worse(Warn, fmt.Sprintf("no KV event from %s rank %d recently (%s)", r.Endpoint, r.Rank, r.Reason), HintKVZeroHits)
 			case !r.Connected:
 				worse(Fail, "subscriber to "+r.Endpoint+" disconnected", HintKVZeroHits)
 			case !r.Trusted:
@@ -235,7 +291,13 @@ func (w *workflow) kvExact(ctx context.Context, res *StepResult) {
 		if !w.blockSizeWarned {
 			w.blockSizeParity(after, worse, parity)
 		}
-		if t15.hits <= 0 && blocksAfter > 0 {
+		switch {
+		case t15.skipped != "":
+			worse(Warn, "Tier 1.5 probe not run: "+t15.skipped, HintEngineRefused)
+		case t15.refused != "":
+			// The engine said why; that, not the KV parity, is the cause.
+			worse(Warn, "the engine refused the Tier 1.5 probe ("+t15.refused+")", HintEngineRefused)
+		case t15.hits <= 0 && blocksAfter > 0:
 			worse(Warn, fmt.Sprintf("the inventory holds %d blocks but a repeated prefix never hit Tier 1.5: %s", blocksAfter, parity), HintKVZeroHits)
 		}
 	}

@@ -12,9 +12,12 @@ const (
 	HintKVZeroHits       Hint = "KV-exact hits stay zero → check tokenizer and model name, kvBlockSize = engine --block-size, kvHashAlgo = engine hash (sha256_cbor / xxhash_cbor), the event feed (kvZmqPort + rank, --kv-events-config), inventory readiness (trusted after kvWarmupSec)"
 	HintRoleOverloaded   Hint = "one role overloaded → check endpoint health (/status), pd_session_ttl_sec pinning sessions, pd_balance_abs_threshold, prefill/decode role counts and weights"
 	HintBreaker          Hint = "errors keep selecting one endpoint → check the circuit breaker (infergate_datapath_breaker_state, --breaker-* flags, cb_enable): the endpoint accepts connections but fails requests"
+	HintProbePath        Hint = "a probe fails on one OpenAI path only → the engines serve (or stream on) the other: rerun with --path /v1/chat/completions or --path /v1/completions, and point clients at the path the engines support"
+	HintEngineRefused    Hint = "the engine refuses the probe (4xx) → read its message: a prompt beyond max_model_len (engine --max-model-len), an unknown model name (--model), or a parameter it does not support; this is not a KV parity problem"
 )
 
 // DiagnosisTable lists every row, in the order docs/operations.md shows them.
 func DiagnosisTable() []Hint {
-	return []Hint{HintRuleCreation, HintClientHangs, HintDecodeRecomputes, HintKVZeroHits, HintRoleOverloaded, HintBreaker}
+	return []Hint{HintRuleCreation, HintClientHangs, HintDecodeRecomputes, HintKVZeroHits, HintRoleOverloaded, HintBreaker,
+		HintProbePath, HintEngineRefused}
 }

@@ -31,8 +31,14 @@ const (
 	sseData           = "data:"
 	sseDone           = "[DONE]"
 
-	pathModels = "/v1/models"
-	pathHealth = "/health"
+	pathModels          = "/v1/models"
+	pathHealth          = "/health"
+	pathCompletions     = "/v1/completions"
+	pathChatCompletions = "/v1/chat/completions"
+	fieldMessages       = "messages"
+	fieldMaxModelLen    = "max_model_len"
+	// excerptBytes bounds how much of an engine's error body a summary quotes.
+	excerptBytes = 240
 
 	// maxProbeBody bounds what is read of one answer.
 	maxProbeBody = 4 << 20
@@ -52,26 +58,98 @@ type probeResult struct {
 }
 
 // sharedPrefix is the system text of the cache-aware probe: long enough to
-// span many KV blocks and prefix-index boundaries.
-func sharedPrefix() string {
-	return strings.Repeat("You are the infergate validation assistant. Answer briefly and precisely. ", 64)
+// span many KV blocks and prefix-index boundaries, yet inside a context of
+// maxLen tokens (0: unknown) with room for the question and the answer
+// (one token per byte at most, see tier15Size).
+func sharedPrefix(maxLen int) string {
+	const line = "You are the infergate validation assistant. Answer briefly and precisely. "
+	n := 64
+	if maxLen > 0 {
+		n = min(n, max(1, (maxLen-probeTokens-tier15ContextSlack-questionBytes)/len(line)))
+	}
+	return strings.Repeat(line, n)
 }
 
-func probeBody(model, prompt string, stream bool) []byte {
-	b, _ := json.Marshal(map[string]any{
+// questionBytes bounds the per-probe question appended to sharedPrefix.
+const questionBytes = 64
+
+// probeBody is a completions body, or a chat body (one user message) for
+// a path ending in /chat/completions.
+func probeBody(path, model, prompt string, stream bool) []byte {
+	m := map[string]any{
 		fieldModel:     model,
-		fieldPrompt:    prompt,
 		fieldMaxTokens: probeTokens,
 		fieldStream:    stream,
-	})
+	}
+	if strings.HasSuffix(path, pathChatCompletions) {
+		m[fieldMessages] = []map[string]string{{"role": "user", "content": prompt}}
+	} else {
+		m[fieldPrompt] = prompt
+	}
+	b, _ := json.Marshal(m)
 	return b
 }
 
-// send posts one probe to the rule's VIP and reads the whole answer.
+// otherPath is the OpenAI path a probe tries when path does not stream.
+func otherPath(path string) string {
+	switch path {
+	case pathCompletions:
+		return pathChatCompletions
+	case pathChatCompletions:
+		return pathCompletions
+	}
+	return ""
+}
+
+// bodyExcerpt quotes the start of an engine's error body for a summary.
+func bodyExcerpt(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return ""
+	}
+	if len(b) > excerptBytes {
+		b = append(b[:excerptBytes:excerptBytes], "…"...)
+	}
+	return ": " + string(b)
+}
+
+// modelCard is one /v1/models entry: its id and, from vLLM, the context
+// length the engine was started with.
+type modelCard struct {
+	id     string
+	maxLen int
+}
+
+type modelCards []modelCard
+
+// maxLen is the context length of model (any model when "" or not
+// listed); 0 when the engine does not say.
+func (ms modelCards) maxLen(model string) int {
+	for _, m := range ms {
+		if m.id == model {
+			return m.maxLen
+		}
+	}
+	n := 0
+	for _, m := range ms {
+		if m.maxLen > 0 && (n == 0 || m.maxLen < n) {
+			n = m.maxLen
+		}
+	}
+	return n
+}
+
+// send posts one probe to the rule's VIP on --path and reads the whole
+// answer.
 func (w *workflow) send(ctx context.Context, prompt string, stream bool) probeResult {
+	return w.sendPath(ctx, w.opts.Path, prompt, stream)
+}
+
+// sendPath posts one probe to the rule's VIP on path.
+func (w *workflow) sendPath(ctx context.Context, path, prompt string, stream bool) probeResult {
 	start := time.Now()
-	url := "http://" + w.vip + w.opts.Path
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(probeBody(w.model, prompt, stream)))
+	url := "http://" + w.vip + path
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(probeBody(path, w.model, prompt, stream)))
 	if err != nil {
 		return probeResult{err: err}
 	}
@@ -159,7 +237,7 @@ func hintsForProbe(r probeResult) []Hint {
 
 // endpointCheck asks one engine directly whether it is ready: /v1/models
 // (also names the served model), else the probe path or /health.
-func (w *workflow) endpointCheck(ctx context.Context, addr, probePath string) (evidence string, models []string, ok bool) {
+func (w *workflow) endpointCheck(ctx context.Context, addr, probePath string) (evidence string, models modelCards, ok bool) {
 	start := time.Now()
 	get := func(path string) (int, []byte, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
@@ -182,11 +260,20 @@ func (w *workflow) endpointCheck(ctx context.Context, addr, probePath string) (e
 		if json.Unmarshal(body, &list) == nil {
 			for _, m := range list.Data {
 				if id, _ := m[fieldID].(string); id != "" {
-					models = append(models, id)
+					n, _ := m[fieldMaxModelLen].(float64)
+					models = append(models, modelCard{id: id, maxLen: int(n)})
 				}
 			}
 		}
-		return fmt.Sprintf("%s %d in %s, models %v", pathModels, code, time.Since(start).Round(time.Millisecond), models), models, true
+		names := make([]string, 0, len(models))
+		for _, m := range models {
+			if m.maxLen > 0 {
+				names = append(names, fmt.Sprintf("%s (max_model_len %d)", m.id, m.maxLen))
+			} else {
+				names = append(names, m.id)
+			}
+		}
+		return fmt.Sprintf("%s %d in %s, models %v", pathModels, code, time.Since(start).Round(time.Millisecond), names), models, true
 	}
 	if err != nil {
 		return fmt.Sprintf("unreachable: %v", err), nil, false

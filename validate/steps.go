@@ -59,6 +59,11 @@ type workflow struct {
 	// blockSizeWarned: the KV-exact step already reported a kvBlockSize
 	// that differs from the engines' block size.
 	blockSizeWarned bool
+	// maxModelLen is the smallest max_model_len the endpoints' /v1/models
+	// report for the probe model (0: unknown); probes are sized to fit it.
+	maxModelLen int
+	// streamPath is the path the SSE step found streaming ("" until then).
+	streamPath string
 }
 
 func (w *workflow) scrape(ctx context.Context) (*Snapshot, error) {
@@ -163,12 +168,15 @@ func (w *workflow) readiness(ctx context.Context, res *StepResult) {
 	failed := 0
 	for _, e := range w.compiled.Endpoints {
 		ev, models, ok := w.endpointCheck(ctx, e.Address, probePath)
+		if n := models.maxLen(w.opts.Model); n > 0 && (w.maxModelLen == 0 || n < w.maxModelLen) {
+			w.maxModelLen = n
+		}
 		res.Evidence = append(res.Evidence, fmt.Sprintf("%s (%s, weight %d): %s", e.Address, e.Role, e.Weight, ev))
 		if !ok && e.Weight > 0 {
 			failed++
 		}
 		if w.model == "" && len(models) > 0 {
-			w.model = models[0]
+			w.model = models[0].id
 		}
 	}
 	if w.model == "" {
@@ -249,16 +257,53 @@ func (w *workflow) stream(ctx context.Context, res *StepResult) {
 	r := w.send(ctx, "infergate validate: stream hello", true)
 	res.Evidence = append(res.Evidence, fmt.Sprintf("POST http://%s%s stream → %d in %s, %d data events, [DONE] %v",
 		w.vip, w.opts.Path, r.status, r.elapsed.Round(time.Millisecond), r.events, r.done))
+	if streamed(r) {
+		res.Status, res.Summary = Pass, fmt.Sprintf("%d events then [DONE]", r.events)
+		return
+	}
+	// Some engines stream only on one of the two OpenAI paths: try the
+	// other before blaming the request order.
+	other := otherPath(w.opts.Path)
+	if other != "" {
+		o := w.sendPath(ctx, other, "infergate validate: stream hello", true)
+		res.Evidence = append(res.Evidence, fmt.Sprintf("POST http://%s%s stream → %d in %s, %d data events, [DONE] %v",
+			w.vip, other, o.status, o.elapsed.Round(time.Millisecond), o.events, o.done))
+		if streamed(o) {
+			w.streamPath = other
+			res.Status = Warn
+			res.Summary = fmt.Sprintf("the engines stream on %s but not on %s (%s): probe with --path %s, and send streaming clients there",
+				other, w.opts.Path, streamFailure(r), other)
+			res.Hints = []Hint{HintProbePath}
+			return
+		}
+	}
+	res.Status, res.Summary = Fail, streamFailure(r)
+	switch {
+	case r.err != nil, r.status != http.StatusOK:
+		res.Hints = hintsForProbe(r)
+	default:
+		res.Hints = []Hint{HintClientHangs}
+	}
+	if other != "" {
+		res.Hints = appendHint(res.Hints, HintProbePath)
+	}
+}
+
+// streamed reports whether a stream probe got SSE events and [DONE].
+func streamed(r probeResult) bool {
+	return r.err == nil && r.status == http.StatusOK && r.events > 0 && r.done
+}
+
+// streamFailure says what went wrong with a stream probe, with the
+// engine's own words when it refused.
+func streamFailure(r probeResult) string {
 	switch {
 	case r.err != nil:
-		res.Status, res.Summary, res.Hints = Fail, r.err.Error(), hintsForProbe(r)
+		return r.err.Error()
 	case r.status != http.StatusOK:
-		res.Status, res.Summary, res.Hints = Fail, fmt.Sprintf("status %d %s", r.status, r.errCode), hintsForProbe(r)
-	case r.events == 0 || !r.done:
-		res.Status, res.Summary, res.Hints = Fail, "stream ended without events or [DONE]", []Hint{HintClientHangs}
-	default:
-		res.Status, res.Summary = Pass, fmt.Sprintf("%d events then [DONE]", r.events)
+		return fmt.Sprintf("status %d %s%s", r.status, r.errCode, bodyExcerpt(r.body))
 	}
+	return "stream ended without events or [DONE]"
 }
 
 // probesSent is how many VIP requests the two probe steps sent.

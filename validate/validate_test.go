@@ -150,9 +150,6 @@ func (g *fakeGateway) serveVIP(w http.ResponseWriter, r *http.Request) {
 	}
 	body, _ := io.ReadAll(r.Body)
 	const rule = fakeRule
-	if g.kv != "" {
-		g.tiers(body)
-	}
 	if !g.skipPre {
 		resp, err := http.Post("http://"+g.prefill+r.URL.Path, "application/json", bytes.NewReader(body))
 		if err != nil {
@@ -161,9 +158,19 @@ func (g *fakeGateway) serveVIP(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.WriteString(w, `{"error":{"code":"backend_unreachable"}}`)
 			return
 		}
-		_, _ = io.Copy(io.Discard, resp.Body)
+		pre, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			// A refused prefill caches nothing: no prefix to match later.
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(resp.StatusCode)
+			_, _ = w.Write(pre)
+			return
+		}
 		g.m.PD.PrefillDuration.WithLabelValues(rule).Observe(0.001)
+	}
+	if g.kv != "" {
+		g.tiers(body)
 	}
 	resp, err := http.Post("http://"+g.decode+r.URL.Path, "application/json", bytes.NewReader(body))
 	if err != nil {
@@ -207,9 +214,10 @@ func (g *fakeGateway) tiers(body []byte) {
 	}
 }
 
-func startEngine(t *testing.T, name string) *fakeengine.Server {
+func startEngine(t *testing.T, name string, o fakeengine.Options) *fakeengine.Server {
 	t.Helper()
-	s, err := fakeengine.Start(fakeengine.Options{Name: name})
+	o.Name = name
+	s, err := fakeengine.Start(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,6 +234,7 @@ func TestRun(t *testing.T) {
 		kv          string
 		breaker     bool
 		apiDown     bool
+		engine      fakeengine.Options // both engines
 		passed      bool
 		want        map[string]Status
 		hint        map[string]Hint   // a hint the step must carry
@@ -261,13 +270,28 @@ func TestRun(t *testing.T) {
 			want:    map[string]Status{StepRoles: Pass, StepCacheAware: Pass, StepKVExact: Warn},
 			hint:    map[string]Hint{StepKVExact: HintKVZeroHits},
 			summary: map[string]string{StepKVExact: "engines publish 16-token blocks but the rule's kvBlockSize is 32"}},
+		// Issue 13 fault 6: probes fit a small context (max_model_len from
+		// /v1/models), and an SSE probe finds the path the engines stream on.
+		{name: "engine with a 1024-token context", target: func(*fakeGateway) string { return fakeRule }, kv: kvOK, passed: true,
+			engine: fakeengine.Options{MaxModelLen: 1024, BytesPerToken: 1},
+			want:   map[string]Status{StepReadiness: Pass, StepNonStream: Pass, StepCacheAware: Pass, StepKVExact: Pass}},
+		{name: "context too small for a KV-exact probe", target: func(*fakeGateway) string { return fakeRule }, kv: kvOK, passed: true,
+			engine:  fakeengine.Options{MaxModelLen: 500, BytesPerToken: 1},
+			want:    map[string]Status{StepKVExact: Warn},
+			hint:    map[string]Hint{StepKVExact: HintEngineRefused},
+			summary: map[string]string{StepKVExact: "max_model_len 500 cannot hold"}},
+		{name: "engine streams only on chat", target: func(*fakeGateway) string { return fakeRule }, passed: true,
+			engine:  fakeengine.Options{StreamChatOnly: true},
+			want:    map[string]Status{StepNonStream: Pass, StepStream: Warn},
+			hint:    map[string]Hint{StepStream: HintProbePath},
+			summary: map[string]string{StepStream: "--path /v1/chat/completions"}},
 		{name: "KV subscriber disconnected", target: func(*fakeGateway) string { return fakeRule }, kv: kvDisconnected,
 			want: map[string]Status{StepRoles: Pass, StepKVExact: Fail},
 			hint: map[string]Hint{StepKVExact: HintKVZeroHits}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			pre, dec := startEngine(t, "prefill"), startEngine(t, "decode")
+			pre, dec := startEngine(t, "prefill", tc.engine), startEngine(t, "decode", tc.engine)
 			g := startFakeGateway(t, pre.Addr(), dec.Addr(), gatewayBehaviour{skipPre: tc.skipPrefill, kv: tc.kv, breaker: tc.breaker})
 			if tc.killPrefill {
 				pre.Close()
@@ -303,6 +327,17 @@ func TestRun(t *testing.T) {
 			for step, want := range tc.summary {
 				if !strings.Contains(got[step].Summary, want) {
 					t.Errorf("%s summary %q lacks %q", step, got[step].Summary, want)
+				}
+			}
+			if n := tc.engine.MaxModelLen; n > 0 {
+				for _, r := range pre.Requests() {
+					var req struct {
+						Prompt string `json:"prompt"`
+					}
+					_ = json.Unmarshal(r.Body, &req)
+					if len(req.Prompt) > n { // BytesPerToken 1: bytes are tokens
+						t.Errorf("a %d-byte prompt reached an engine with a %d-token context", len(req.Prompt), n)
+					}
 				}
 			}
 			if rep.Passed != tc.passed {

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,6 +69,15 @@ type Options struct {
 	// disables), so a feed that stops with its socket up is not trusted
 	// forever.
 	StaleAfter time.Duration
+	// BindLiveWindow: in the bind topology an endpoint rank is reported
+	// connected while its last event is this recent (0:
+	// kvexact.DefaultLiveWindow). Trust does not depend on it.
+	BindLiveWindow time.Duration
+	// Tokenizers maps a model to its Hugging Face tokenizer (directory or
+	// tokenizer.json; tokenize.AnyModel for every other model): Tier 1.5
+	// then tokenises in process and asks the engine's /tokenize only for
+	// what that cannot reproduce exactly. nil: /tokenize only.
+	Tokenizers map[string]string
 	// Subscriber is the template of every subscriber's options (Rule,
 	// Metrics and Logger are set per rule).
 	Subscriber zmqsub.Options
@@ -104,9 +116,19 @@ type Plane struct {
 	bind   io.Closer
 	closed bool
 
-	// byEndpoint routes bind-topology messages: endpoint → rule states.
+	local *tokenize.Local // in-process tokenizer shared by every rule; nil without Tokenizers
+
+	// byEndpoint routes bind-topology messages: endpoint → rule states;
+	// byIP resolves port-less topics (kv@<ip>@<model>).
 	bindMu     sync.RWMutex
 	byEndpoint map[string][]*ruleState
+	byIP       map[netip.Addr][]bindRoute
+}
+
+// bindRoute is one (rule, endpoint ID) a bound-socket message feeds.
+type bindRoute struct {
+	st *ruleState
+	id string
 }
 
 // New builds a Plane; zero option fields take defaults. m may be nil.
@@ -154,7 +176,12 @@ func New(opts Options, m *metrics.KV, log logrus.FieldLogger) *Plane {
 		l.SetOutput(io.Discard)
 		log = l
 	}
-	return &Plane{opts: opts, m: m, log: log, rules: map[spec.Key]*ruleState{}, byEndpoint: map[string][]*ruleState{}}
+	p := &Plane{opts: opts, m: m, log: log, rules: map[spec.Key]*ruleState{}, byEndpoint: map[string][]*ruleState{}, byIP: map[netip.Addr][]bindRoute{}}
+	p.local = tokenize.NewLocal(tokenize.LocalOptions{Models: opts.Tokenizers, Logger: log})
+	if err := p.local.Preload(); err != nil {
+		log.WithError(err).Warn("kvplane: in-process tokenizers not loaded; Tier 1.5 asks the engines' /tokenize for those models")
+	}
+	return p
 }
 
 func (p *Plane) routing() *metrics.KVRouting {
@@ -292,6 +319,11 @@ func (p *Plane) newState(r *spec.Rule) (*ruleState, error) {
 	if p.opts.StaleAfter != 0 {
 		iopts.StaleAfter = p.opts.StaleAfter
 	}
+	// The bind topology has no per-engine connection: liveness comes from
+	// the events (fault 1 of issue 13: an inventory built while events flow
+	// must connect on its next event, not wait for a first-ever message).
+	iopts.Passive = p.opts.BindAddr != "" && r.Engine != spec.EngineTRTLLM
+	iopts.LiveWindow = p.opts.BindLiveWindow
 	iopts.Clock = p.opts.Clock
 	iopts.Metrics = p.m
 	iopts.Logger = p.log
@@ -318,6 +350,12 @@ func (p *Plane) newState(r *spec.Rule) (*ruleState, error) {
 		return nil, fmt.Errorf("kvplane: rule %s tokenizer: %w", name, err)
 	}
 	st.tok = tok
+	// The engine tokenizer also serves client-given token ids; for
+	// TensorRT-LLM (no /tokenize) its text prompts fail fast and fall through.
+	st.chain = tokenize.Chain{Local: p.local, Fallback: tok, Rule: name}
+	if p.m != nil {
+		st.chain.Results = p.m.LocalTokenize
+	}
 	return st, nil
 }
 
@@ -351,7 +389,7 @@ func (p *Plane) syncLocked(st *ruleState, want []spec.Endpoint) error {
 			}
 		}
 		if s.source == SourceBind {
-			p.unbindEndpoint(id, st)
+			p.unbindEndpoint(s.ep, st)
 		}
 		delete(st.subs, id)
 		st.inv.RemoveEndpoint(id)
@@ -398,7 +436,7 @@ func (p *Plane) start(st *ruleState, ep spec.Endpoint) (*endpointSub, error) {
 		if err := p.ensureBind(); err != nil {
 			return nil, err
 		}
-		p.bindEndpoint(ep.ID, st)
+		p.bindEndpoint(ep, st)
 		return &endpointSub{ep: ep, source: SourceBind}, nil
 	}
 	port := int(kv.ZMQPort)
@@ -435,19 +473,35 @@ func (p *Plane) ensureBind() error {
 func (p *Plane) bindAllowed(endpoint string) bool {
 	p.bindMu.RLock()
 	defer p.bindMu.RUnlock()
-	return len(p.byEndpoint[endpoint]) > 0
+	if len(p.byEndpoint[endpoint]) > 0 {
+		return true
+	}
+	ip, ok := bareIP(endpoint)
+	return ok && len(p.byIP[ip]) > 0
 }
 
-func (p *Plane) bindEndpoint(id string, st *ruleState) {
-	p.bindMu.Lock()
-	defer p.bindMu.Unlock()
-	p.byEndpoint[id] = append(p.byEndpoint[id], st)
+// bareIP parses a port-less topic endpoint ("10.0.0.1", "::1", "[::1]").
+func bareIP(s string) (netip.Addr, bool) {
+	s = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return a.Unmap(), true
 }
 
-func (p *Plane) unbindEndpoint(id string, st *ruleState) {
+func (p *Plane) bindEndpoint(ep spec.Endpoint, st *ruleState) {
 	p.bindMu.Lock()
 	defer p.bindMu.Unlock()
-	l := p.byEndpoint[id]
+	p.byEndpoint[ep.ID] = append(p.byEndpoint[ep.ID], st)
+	ip := ep.Addr.Addr().Unmap()
+	p.byIP[ip] = append(p.byIP[ip], bindRoute{st: st, id: ep.ID})
+}
+
+func (p *Plane) unbindEndpoint(ep spec.Endpoint, st *ruleState) {
+	p.bindMu.Lock()
+	defer p.bindMu.Unlock()
+	l := p.byEndpoint[ep.ID]
 	for i, s := range l {
 		if s == st {
 			l = append(l[:i:i], l[i+1:]...)
@@ -455,16 +509,81 @@ func (p *Plane) unbindEndpoint(id string, st *ruleState) {
 		}
 	}
 	if len(l) == 0 {
-		delete(p.byEndpoint, id)
+		delete(p.byEndpoint, ep.ID)
 	} else {
-		p.byEndpoint[id] = l
+		p.byEndpoint[ep.ID] = l
+	}
+	ip := ep.Addr.Addr().Unmap()
+	r := p.byIP[ip]
+	for i, x := range r {
+		if x.st == st && x.id == ep.ID {
+			r = append(r[:i:i], r[i+1:]...)
+			break
+		}
+	}
+	if len(r) == 0 {
+		delete(p.byIP, ip)
+	} else {
+		p.byIP[ip] = r
 	}
 }
 
-func (p *Plane) bindTargets(endpoint string) []*ruleState {
+// bindRoutes resolves a topic endpoint to the (rule, endpoint) pairs it
+// feeds: an exact ip:port ID feeds every rule indexing it; a bare IP feeds,
+// per rule, the one endpoint with that IP. A rule with several endpoints
+// on the IP cannot tell them apart: the message is not applied to it and
+// the ambiguity is reported (warning once, metric, inventory reason).
+func (p *Plane) bindRoutes(endpoint string) []bindRoute {
 	p.bindMu.RLock()
-	defer p.bindMu.RUnlock()
-	return p.byEndpoint[endpoint]
+	if sts := p.byEndpoint[endpoint]; len(sts) > 0 {
+		out := make([]bindRoute, len(sts))
+		for i, st := range sts {
+			out[i] = bindRoute{st: st, id: endpoint}
+		}
+		p.bindMu.RUnlock()
+		return out
+	}
+	ip, ok := bareIP(endpoint)
+	if !ok {
+		p.bindMu.RUnlock()
+		return nil
+	}
+	cands := p.byIP[ip]
+	var out []bindRoute
+	var ambiguous []*ruleState
+	for i, c := range cands {
+		if i > 0 && slices.ContainsFunc(cands[:i], func(x bindRoute) bool { return x.st == c.st }) {
+			continue // rule already resolved
+		}
+		n := 0
+		for _, x := range cands {
+			if x.st == c.st {
+				n++
+			}
+		}
+		if n == 1 {
+			out = append(out, c)
+		} else {
+			ambiguous = append(ambiguous, c.st)
+		}
+	}
+	p.bindMu.RUnlock()
+	for _, st := range ambiguous {
+		p.noteAmbiguous(st, ip)
+	}
+	return out
+}
+
+// noteAmbiguous reports a port-less topic that matches several endpoints
+// of st.
+func (p *Plane) noteAmbiguous(st *ruleState, ip netip.Addr) {
+	if p.m != nil {
+		p.m.AmbiguousTopics.WithLabelValues(st.name, ip.String()).Inc()
+	}
+	if _, seen := st.ambiguous.LoadOrStore(ip, true); !seen {
+		st.log.WithField("ip", ip.String()).Warn("kvplane: KV events on a port-less topic kv@<ip>@<model> match several endpoints of the rule; " +
+			"they are dropped for this rule: publish with kv@<ip:port>@<model>")
+	}
 }
 
 // bindSink fans a bound socket's messages out to every rule indexing the
@@ -473,31 +592,31 @@ type bindSink struct{ p *Plane }
 
 func (b bindSink) Apply(endpoint string, rank int, seq uint64, batch kvexact.Batch) kvexact.ApplyResult {
 	var res kvexact.ApplyResult
-	for _, st := range b.p.bindTargets(endpoint) {
-		res = (&sink{st: st}).Apply(endpoint, rank, seq, batch)
+	for _, r := range b.p.bindRoutes(endpoint) {
+		res = (&sink{st: r.st}).Apply(r.id, rank, seq, batch)
 	}
 	return res
 }
 
 func (b bindSink) NextSeq(endpoint string, rank int) (uint64, bool) {
-	for _, st := range b.p.bindTargets(endpoint) {
-		return st.inv.NextSeq(endpoint, rank)
+	for _, r := range b.p.bindRoutes(endpoint) {
+		return r.st.inv.NextSeq(r.id, rank)
 	}
 	return 0, false
 }
 
 func (b bindSink) SetConnected(endpoint string, rank int, connected bool) error {
 	var errs []error
-	for _, st := range b.p.bindTargets(endpoint) {
-		errs = append(errs, st.inv.SetConnected(endpoint, rank, connected))
+	for _, r := range b.p.bindRoutes(endpoint) {
+		errs = append(errs, r.st.inv.SetConnected(r.id, rank, connected))
 	}
 	return errors.Join(errs...)
 }
 
 func (b bindSink) MarkRebuilt(endpoint string, rank int) error {
 	var errs []error
-	for _, st := range b.p.bindTargets(endpoint) {
-		errs = append(errs, st.inv.MarkRebuilt(endpoint, rank))
+	for _, r := range b.p.bindRoutes(endpoint) {
+		errs = append(errs, r.st.inv.MarkRebuilt(r.id, rank))
 	}
 	return errors.Join(errs...)
 }
@@ -535,6 +654,7 @@ type ruleState struct {
 	inv      *kvexact.Inventory
 	subs     map[string]*endpointSub // guarded by Plane.mu
 	tok      *tokenize.Engine
+	chain    tokenize.Chain // in process first, then tok
 	watchdog *ladder.Watchdog
 	log      logrus.FieldLogger
 
@@ -544,6 +664,9 @@ type ruleState struct {
 
 	eligible atomic.Pointer[[]spec.Endpoint]
 	healthy  atomic.Pointer[func() []spec.Endpoint]
+	// ambiguous holds the IPs (netip.Addr) of port-less topics that matched
+	// several endpoints of the rule (inventory reason, warn once).
+	ambiguous sync.Map
 }
 
 func (st *ruleState) lastOf(endpoint string) *atomic.Int64 {

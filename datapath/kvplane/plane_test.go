@@ -281,8 +281,9 @@ func TestInventoryRowsAndPickSingle(t *testing.T) {
 	if rows := p.KVInventory(); !rows[0].Trusted || rows[0].Reason != "" {
 		t.Fatalf("rows after warm-up: %+v", rows)
 	}
-	// An engine restart (sequence regression) clears and untrusts p1.
-	s.Apply(p1.ID, 0, 0, kvexact.Batch{})
+	// An engine restart (sequence regression, first batches lost) clears
+	// and untrusts p1.
+	s.Apply(p1.ID, 0, 3, kvexact.Batch{})
 	if _, reason, ok := rk.PickSingle(f, cands); ok || reason != ladder.ReasonUntrusted {
 		t.Fatalf("after restart: ok %v reason %q", ok, reason)
 	}

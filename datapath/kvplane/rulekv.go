@@ -1,6 +1,7 @@
 package kvplane
 
 import (
+	"net/netip"
 	"time"
 
 	"github.com/infergate/infergate/datapath/ladder"
@@ -34,8 +35,9 @@ func (r *RuleKV) Mode() int { return r.mode }
 // Inventory is the rule's block inventory.
 func (r *RuleKV) Inventory() *kvexact.Inventory { return r.st.inv }
 
-// Tokenizer is the rule's engine-backed tokenizer (cached, coalesced).
-func (r *RuleKV) Tokenizer() tokenize.Tokenizer { return r.st.tok }
+// Tokenizer is the rule's tokenizer: in process when the model has a
+// --kv-tokenizer, else the engine's /tokenize (cached, coalesced).
+func (r *RuleKV) Tokenizer() tokenize.Tokenizer { return r.st.chain }
 
 // SetHealthy tells the rule which endpoints may be asked to tokenise (the
 // datapath's healthy, usable endpoints of the eligible role). Without it
@@ -56,7 +58,7 @@ func (r *RuleKV) Tier(tok tokenize.Tokenizer) ladder.PrefillTier {
 
 func (r *RuleKV) tier(tok tokenize.Tokenizer, guard int) *ladder.KVExact {
 	if tok == nil {
-		tok = r.st.tok
+		tok = r.st.chain
 	}
 	o := ladder.KVExactOptions{
 		Rule:      r.st.name,
@@ -81,9 +83,17 @@ func (r *RuleKV) PickSingle(f *ladder.Facts, cands []ladder.Candidate) (int, str
 	return r.single.Pick(f, cands)
 }
 
-// NoteWork tells the inventory a mode-3 request was sent to endpoint (see
-// kvexact.Inventory.NoteWork: work without events makes it stale).
-func (r *RuleKV) NoteWork(endpoint string) { r.st.inv.NoteWork(endpoint) }
+// NoteWork tells the inventory a mode-3 request f, scored by PickSingle,
+// was sent to endpoint; only work that should make the engine publish
+// counts (ladder.ExpectsNewBlocks; kvexact.Inventory.NoteWork: work
+// without events makes it stale).
+func (r *RuleKV) NoteWork(f *ladder.Facts, endpoint string) {
+	r.single.Observe(f, ladder.Candidate{ID: endpoint})
+}
+
+// EndpointDown tells the inventory the endpoint's health went down: its
+// blocks are dropped (kvexact.Inventory.EndpointDown).
+func (r *RuleKV) EndpointDown(endpoint string) { r.st.inv.EndpointDown(endpoint) }
 
 // Explain returns the Tier 1.5 view of every candidate without counting
 // the lookup, for the routing explanation.
@@ -96,14 +106,18 @@ func (r *RuleKV) Explain(f *ladder.Facts, cands []ladder.Candidate) (idx int, re
 
 // InventoryRow is one (rule, endpoint, rank) line of the inventory API.
 type InventoryRow struct {
-	Rule      string `json:"rule"`
-	Endpoint  string `json:"endpoint"`
-	Rank      int    `json:"rank"`
-	Source    string `json:"source"` // zmq, zmq_bind or trtllm_poll
-	Blocks    int    `json:"blocks"`
-	Connected bool   `json:"connected"`
-	Trusted   bool   `json:"trusted"`
+	Rule     string `json:"rule"`
+	Endpoint string `json:"endpoint"`
+	Rank     int    `json:"rank"`
+	Source   string `json:"source"` // zmq, zmq_bind or trtllm_poll
+	Blocks   int    `json:"blocks"`
+	// Connected: the SUB socket is connected (zmq), or the rank's last
+	// event is within --kv-bind-live-window (zmq_bind, which has no
+	// per-engine connection).
+	Connected bool `json:"connected"`
+	Trusted   bool `json:"trusted"`
 	// Reason says why the rank is not trusted: disconnected, warmup,
+	// health_down (probe down: blocks dropped), ambiguous_topic,
 	// seq_gap, restart, reconnect (publisher lost and back: cleared), stale
 	// (work sent, no event within --kv-stale-after),
 	// or no_events (nothing received yet).
@@ -119,6 +133,11 @@ type InventoryRow struct {
 
 // ReasonNoEvents marks an eligible endpoint rank nothing was heard from.
 const ReasonNoEvents = "no_events"
+
+// ReasonAmbiguousTopic replaces no_events when engines publish on a
+// port-less topic kv@<ip>@<model> and several endpoints of the rule have
+// that IP: the gateway cannot tell whose events they are.
+const ReasonAmbiguousTopic = "ambiguous_topic"
 
 // KVInventory returns one row per eligible (rule, endpoint, rank), rules in
 // no particular order, endpoints and ranks sorted.
@@ -166,6 +185,11 @@ func (p *Plane) KVInventory() []InventoryRow {
 				rs, ok := seen[[2]any{id, rank}]
 				if !ok {
 					row.Reason = ReasonNoEvents
+					if ap, err := netip.ParseAddrPort(id); err == nil {
+						if _, amb := st.ambiguous.Load(ap.Addr().Unmap()); amb {
+							row.Reason = ReasonAmbiguousTopic
+						}
+					}
 					rows = append(rows, row)
 					continue
 				}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+
+	"github.com/infergate/infergate/kvexact"
 )
 
 // Candidate is one usable endpoint of a role, with its current load.
@@ -25,6 +27,11 @@ type Facts struct {
 	PromptKey  []byte          // canonical prompt key for Tier 1 (nil when not extracted)
 	Tokens     []uint32        // prompt token ids when already known (client sent ids)
 	Now        time.Time
+
+	// Tier 1.5's finding, kept for the stale-feed guard (KVExact.Observe):
+	// the request's full blocks and how many each candidate already held.
+	kvBlocks int
+	kvScores []kvexact.Score
 }
 
 // Tier names as they appear in metrics and explanations.

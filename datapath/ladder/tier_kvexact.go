@@ -87,12 +87,33 @@ func (t *KVExact) Name() string { return TierKVExact }
 type workNoter interface{ NoteWork(endpoint string) }
 
 // Observe implements Observer: the prefill finally chosen, by any tier,
-// is noted on the index.
-func (t *KVExact) Observe(_ *Facts, chosen Candidate) {
-	if w, ok := t.o.Index.(workNoter); ok {
+// is noted on the index when the request should make it publish
+// (ExpectsNewBlocks). An engine serving only full prefix hits stores no
+// block and publishes nothing; counting that as work would untrust the
+// hottest holder after --kv-stale-after.
+func (t *KVExact) Observe(f *Facts, chosen Candidate) {
+	w, ok := t.o.Index.(workNoter)
+	if !ok || f == nil || f.kvScores == nil {
+		return // the tier did not score this request: nothing is known
+	}
+	held := 0
+	for _, s := range f.kvScores {
+		if s.Endpoint == chosen.ID {
+			held = s.Blocks
+			break
+		}
+	}
+	if ExpectsNewBlocks(f.kvBlocks, held) {
 		w.NoteWork(chosen.ID)
 	}
 }
+
+// ExpectsNewBlocks is the stale-feed guard's rule: a request of blocks
+// full prompt blocks sent to an endpoint already holding the first held
+// of them makes the engine store (and publish BlockStored for) the rest —
+// a miss or a partial hit. A full hit stores nothing, so its silence says
+// nothing about the feed.
+func ExpectsNewBlocks(blocks, held int) bool { return blocks > held }
 
 // CandidateScore is one candidate's Tier 1.5 view, for the routing
 // explanation.
@@ -204,6 +225,9 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 	best, anyTrusted, anyHit, guarded := -1, false, false, false
 	bestW := 0.0
 	raw := t.o.Index.Score(keys, names)
+	if !explain {
+		f.kvBlocks, f.kvScores = len(keys), raw
+	}
 	for i, s := range raw {
 		trusted, why := t.o.Index.Trusted(cands[i].ID)
 		anyTrusted = anyTrusted || trusted

@@ -17,14 +17,15 @@ const (
 
 // Record updates the P/D metrics from one Outcome. Dialects never touch
 // metrics themselves so Serve stays a pure function of its inputs; the
-// datapath calls Record once per request. m may be nil.
-func Record(m *metrics.PD, rule *spec.Rule, o Outcome) {
+// datapath calls Record once per request with the request's bounded model
+// label (ModelLabels). m may be nil.
+func Record(m *metrics.PD, rule *spec.Rule, model string, o Outcome) {
 	if m == nil {
 		return
 	}
-	name, model := "", ""
+	name := ""
 	if rule != nil {
-		name, model = rule.Name, rule.Key.ModelName
+		name = rule.Name
 	}
 	phase, status := outcomeLabels(o)
 	m.Requests.WithLabelValues(name, model, phase, status).Inc()

@@ -40,12 +40,12 @@ func TestRecordExposition(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := metrics.NewPD(reg)
 	rule := &spec.Rule{Name: "r1", Key: spec.Key{ModelName: "m"}}
-	Record(m, rule, Outcome{Status: 200, RoomRetry: true, Prefill: time.Millisecond, DecodeTTFB: time.Millisecond,
+	Record(m, rule, rule.Key.ModelName, Outcome{Status: 200, RoomRetry: true, Prefill: time.Millisecond, DecodeTTFB: time.Millisecond,
 		Legs: []LegResult{{Phase: PhasePrefill, Err: errors.New("x"), Died: true}, {Phase: PhasePrefill, Status: 200}, {Phase: PhaseDecode, Status: 200}}})
-	Record(m, rule, Outcome{Status: 200, EarlyExit: true, Legs: []LegResult{{Phase: PhasePrefill, Status: 200}}})
-	Record(m, rule, Outcome{Status: 502, Code: CodeDecodeDied, FailedPhase: PhaseDecode, KVTransferFailed: true, PrefillFailover: true,
+	Record(m, rule, rule.Key.ModelName, Outcome{Status: 200, EarlyExit: true, Legs: []LegResult{{Phase: PhasePrefill, Status: 200}}})
+	Record(m, rule, rule.Key.ModelName, Outcome{Status: 502, Code: CodeDecodeDied, FailedPhase: PhaseDecode, KVTransferFailed: true, PrefillFailover: true,
 		Legs: []LegResult{{Phase: PhasePrefill, Status: 500}, {Phase: PhaseDecode, Err: errors.New("x"), Died: true}}})
-	Record(nil, rule, Outcome{}) // nil metrics are a no-op
+	Record(nil, rule, "", Outcome{}) // nil metrics are a no-op
 	want := `
 # HELP loxilb_ai_pd_requests_total P/D requests by rule, model, the phase that decided the outcome and status.
 # TYPE loxilb_ai_pd_requests_total counter

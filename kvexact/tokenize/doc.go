@@ -13,6 +13,9 @@
 // cost one round trip. Any failure is returned as an error: the caller falls
 // through to the next tier and never fails the request because of it.
 //
-// Tokenizer is an interface so an in-process tokenizer can replace the
-// engine round trip later without touching the tier.
+// Local (local.go) is the in-process alternative: the model's own
+// Hugging Face tokenizer.json through kvexact/bpe, with the chat templates
+// bpe reproduces exactly. Chain puts Local first and the engine second, so
+// only what Local cannot reproduce costs a round trip (and TensorRT-LLM,
+// which has no /tokenize, gets text prompts tokenised at all).
 package tokenize

@@ -3,7 +3,6 @@ package zmqsub
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	zmq "github.com/pebbe/zmq4"
@@ -20,6 +19,9 @@ const (
 )
 
 // ParseTopic splits kv@<endpoint>@<model>; the model may itself contain "@".
+// The endpoint is "ip:port" or, as many deployments publish, a bare IP
+// (kv@<ip>@<model>); resolving a bare IP to a rule endpoint is the sink's
+// business.
 func ParseTopic(topic string) (endpoint, model string, ok bool) {
 	rest, found := strings.CutPrefix(topic, TopicPrefix)
 	if !found {
@@ -35,16 +37,21 @@ func ParseTopic(topic string) (endpoint, model string, ok bool) {
 // BindTarget is the centralised topology: one SUB socket bound on Addr.
 type BindTarget struct {
 	Addr string // e.g. "tcp://0.0.0.0:5557"
-	// Allowed admits an endpoint ID from the topic; nil admits all. Anyone
-	// who can reach Addr can publish, so production wiring should pass the
-	// rule's endpoint set.
+	// Allowed admits an endpoint from the topic (ip:port or bare ip); nil
+	// admits all. Anyone who can reach Addr can publish, so production
+	// wiring should pass the rules' endpoint set.
 	Allowed func(endpoint string) bool
 }
 
+// maxWarnedStrangers bounds the set of refused topic endpoints warned about
+// once each (a hostile publisher cannot grow it without bound).
+const maxWarnedStrangers = 256
+
 // StartBind binds a SUB socket subscribed to TopicPrefix; each message is
 // attributed to (topic endpoint, batch data_parallel_rank or 0). Without a
-// per-engine connection there is no monitor signal: an endpoint rank counts
-// as connected from its first message until Close, and there is no replay.
+// per-engine connection there is no monitor signal and no replay: the sink
+// learns liveness from the events themselves (kvexact.Options.Passive), so
+// an inventory built while events already flow connects on its next event.
 func StartBind(target BindTarget, sink Sink, opts Options) (*Subscriber, string, error) {
 	s, err := newSubscriber(sink, opts)
 	if err != nil {
@@ -66,22 +73,17 @@ func StartBind(target BindTarget, sink Sink, opts Options) (*Subscriber, string,
 		return nil, "", fmt.Errorf("zmqsub: bind %s: %w", target.Addr, err)
 	}
 	bound, _ := sock.GetLastEndpoint()
-	b := &bindSub{s: s, sock: sock, allowed: target.Allowed, seen: map[rankKey]*rankSub{}}
+	b := &bindSub{s: s, sock: sock, allowed: target.Allowed, warned: map[string]bool{}}
 	s.wg.Add(1)
 	go b.run()
 	return s, bound, nil
-}
-
-type rankKey struct {
-	endpoint string
-	rank     int
 }
 
 type bindSub struct {
 	s       *Subscriber
 	sock    *zmq.Socket
 	allowed func(string) bool
-	seen    map[rankKey]*rankSub
+	warned  map[string]bool // topic endpoints refused and warned about
 	batch   kvexact.Batch
 	msg     kvexact.Message
 }
@@ -89,11 +91,6 @@ type bindSub struct {
 func (b *bindSub) run() {
 	defer b.s.wg.Done()
 	defer b.sock.Close()
-	defer func() {
-		for _, x := range b.seen {
-			x.setConnected(false)
-		}
-	}()
 	poller := zmq.NewPoller()
 	poller.Add(b.sock, zmq.POLLIN)
 	for !b.s.stop.Load() {
@@ -116,7 +113,7 @@ func (b *bindSub) handle(frames [][]byte) {
 	err := kvexact.DecodeMessage(frames, &b.msg, &b.batch)
 	endpoint, _, ok := ParseTopic(b.msg.Topic)
 	if err == nil && !ok {
-		err = fmt.Errorf("topic %q is not %s<ip:port>@<model>", b.msg.Topic, TopicPrefix)
+		err = fmt.Errorf("topic %q is not %s<ip[:port]>@<model>", b.msg.Topic, TopicPrefix)
 	}
 	if err == nil && b.allowed != nil && !b.allowed(endpoint) {
 		err = fmt.Errorf("endpoint %q is not part of the rule", endpoint)
@@ -125,20 +122,20 @@ func (b *bindSub) handle(frames [][]byte) {
 		if m != nil {
 			m.DecodeErrors.WithLabelValues(b.s.opts.Rule, endpoint).Inc()
 		}
-		b.s.opts.Logger.WithError(err).WithField("rule", b.s.opts.Rule).Debug("zmqsub: dropped KV event message")
+		log := b.s.opts.Logger.WithError(err).WithFields(logrus.Fields{"rule": b.s.opts.Rule, "topic": b.msg.Topic})
+		// A misconfigured engine topic is an operator's problem: say it once
+		// at warning level, then keep counting quietly.
+		if key := b.msg.Topic; !b.warned[key] && len(b.warned) < maxWarnedStrangers {
+			b.warned[key] = true
+			log.Warn("zmqsub: dropped KV event messages on the bound socket (further drops of this topic are logged at debug)")
+		} else {
+			log.Debug("zmqsub: dropped KV event message")
+		}
 		return
 	}
 	rank := 0
 	if b.batch.HasRank {
 		rank = b.batch.DPRank
-	}
-	k := rankKey{endpoint, rank}
-	x := b.seen[k]
-	if x == nil {
-		x = &rankSub{s: b.s, endpoint: endpoint, rank: rank, rankStr: strconv.Itoa(rank),
-			log: b.s.opts.Logger.WithFields(logrus.Fields{"rule": b.s.opts.Rule, "endpoint": endpoint, "rank": rank})}
-		b.seen[k] = x
-		x.setConnected(true)
 	}
 	b.s.sink.Apply(endpoint, rank, b.msg.Seq, b.batch)
 }

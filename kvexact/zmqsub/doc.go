@@ -15,7 +15,10 @@
 //
 // StartBind is the centralised topology: one SUB socket bound on an
 // address, engines connect and are told apart by topic
-// kv@<ip:port>@<model>; optional Allowed filters strangers.
+// kv@<ip:port>@<model> or kv@<ip>@<model> (the sink resolves a bare IP);
+// optional Allowed filters strangers, warned about once per topic. There
+// is no connection per engine, so the subscriber reports none: the
+// inventory learns liveness from the events (kvexact.Options.Passive).
 //
 // Every socket is owned by exactly one goroutine, which polls with
 // Options.PollInterval so Close is prompt; Close stops the goroutines,

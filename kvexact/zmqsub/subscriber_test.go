@@ -279,8 +279,12 @@ func TestSubscriberRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustPublish(t, pub2, storedBlocks(0, 1)) // seq 0 again
-	waitFor(t, "restart detected", func() bool { _, r := e.inv.Trusted(ep); return r == kvexact.ReasonRestart })
+	// A restart from the start of the stream is seen whole: cleared, then
+	// trusted at once without warm-up.
 	waitFor(t, "fresh inventory", func() bool { return score(e, ep).Blocks == 1 })
+	if ok, r := e.inv.Trusted(ep); !ok {
+		t.Errorf("after a restart seen from seq 0: Trusted = false, %q", r)
+	}
 	if got := gauge(t, e.m.Restarts.WithLabelValues("rule-a", ep, "0")); got != 1 {
 		t.Errorf("restarts metric = %v, want 1", got)
 	}

@@ -6,13 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/infergate/infergate/datapath/kvplane"
-	"github.com/infergate/infergate/kvexact"
+	"github.com/infergate/infergate/kvexact/bpe"
 	"github.com/infergate/infergate/test/pdfake"
 )
 
@@ -189,14 +190,17 @@ func TestKVExactDaemon(t *testing.T) {
 				return // no per-engine connection: restart detection is the dialled topology's test
 			}
 			kvPostOK(t, "http://"+owner.AddrPort().String()+"/admin/kv/restart", "")
+			// The restarted engine's stream from seq 0 is seen whole: the
+			// owner is cleared and counted, and trusted at once (issue 13).
 			kvEventually(t, "restart cleared the owner", func() bool {
 				r, _ := kvRow(inventory(), owner.AddrPort().String())
-				return r.Blocks == 0 && !r.Trusted && r.Reason == kvexact.ReasonRestart
+				return r.Blocks == 0 && r.Trusted && kvMetric(t, d.URL, "loxilb_kv_restarts_total", `endpoint="`+owner.AddrPort().String()+`"`) == 1
 			})
 		})
 	}
 	t.Run("single-pool", func(t *testing.T) { kvDaemonSinglePool(t, bin) })
 	t.Run("trtllm-pd", func(t *testing.T) { kvDaemonTRTLLM(t, bin) })
+	t.Run("trtllm-pd-in-process-tokenizer", func(t *testing.T) { kvDaemonTRTLLMLocalTokenizer(t, bin) })
 	t.Run("events-stop", func(t *testing.T) { kvDaemonEventsStop(t, bin) })
 }
 
@@ -329,4 +333,74 @@ func kvDaemonTRTLLM(t *testing.T, bin string) {
 	kvEventually(t, "the restart seen (event_id back to 0) and the owner cleared", func() bool {
 		return kvMetric(t, d.URL, "loxilb_kv_restarts_total", `endpoint="`+owner.AddrPort().String()+`"`) == 1
 	})
+}
+
+// kvDaemonTRTLLMLocalTokenizer (issue 13): TensorRT-LLM has no /tokenize,
+// so with text prompts Tier 1.5 needs the in-process tokenizer. The daemon
+// runs with --kv-tokenizer (Qwen3's tokenizer.json, the bpe fixture) and
+// the context servers tokenise with the same file, like real engines
+// serving that model: prompts sharing a cached prefix follow it, counted as
+// Tier 1.5 hits and in-process tokenisations.
+func kvDaemonTRTLLMLocalTokenizer(t *testing.T, bin string) {
+	dir := filepath.Join("..", "..", "kvexact", "bpe", "testdata", "qwen3")
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := bpe.LoadFile(filepath.Join(abs, "tokenizer.json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := kvDaemon(t, bin, "--kv-trt-poll-interval", "10ms", "--kv-tokenizer", kvModel+"="+abs)
+	start := func(ip string, role pdfake.Role, kv pdfake.KVConfig) *pdfake.Engine {
+		cfg := pdfake.DefaultConfig(pdfake.TRTLLM, role)
+		cfg.Addr, cfg.Model, cfg.KV = ip+":0", kvModel, kv
+		e, err := pdfake.Start(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = e.Close() })
+		return e
+	}
+	kv := pdfake.KVConfig{BlockSize: kvBlock, Tokenizer: tok}
+	a := start("127.0.0.252", pdfake.Prefill, kv)
+	b := start("127.0.0.253", pdfake.Prefill, kv)
+	gen := start("127.0.0.254", pdfake.Decode, pdfake.KVConfig{})
+	vipPort := cliFreePort(t)
+	vip := fmt.Sprintf("127.0.0.251:%d", vipPort)
+	rule := strings.Replace(kvRuleJSON("127.0.0.251", vipPort, 0, []*pdfake.Engine{a, b}, gen), `"kvEngineType":"vllm","kvZmqPort":0,`, `"kvEngineType":"trtllm",`, 1)
+	rule = strings.Replace(rule, `"name":"kv-e2e"`, `"name":"kv-trt-tok"`, 1)
+	kvPostOK(t, d.URL+"/netlox/v1/config/loadbalancer", rule)
+	inventory := func() []kvplane.InventoryRow {
+		var inv kvInventoryResp
+		kvGetJSON(t, d.URL+"/netlox/v1/config/ai/kv/inventory", &inv)
+		return inv.Rows
+	}
+	kvEventually(t, "the VIP serves", func() bool { return kvVIPPost(vip, kvPromptA) == nil })
+	owner, other := a, b
+	if len(b.Records()) > len(a.Records()) {
+		owner, other = b, a
+	}
+	want := len(tok.Encode(kvPromptA, true)) / kvBlock
+	kvEventually(t, "the owner's drained blocks indexed and trusted", func() bool {
+		r, ok := kvRow(inventory(), owner.AddrPort().String())
+		return ok && r.Blocks == want && r.Trusted
+	})
+	hitsBefore := kvMetric(t, d.URL, "loxilb_pd_kv_tier15_hits_total", `rule="kv-trt-tok"`)
+	ownerBefore, otherBefore := len(owner.Records()), len(other.Records())
+	const n = 4
+	for i := 0; i < n; i++ {
+		if err := kvVIPPost(vip, kvPromptA+kvSuffix+fmt.Sprint(" turn", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := len(owner.Records()) - ownerBefore; got != n || len(other.Records()) != otherBefore {
+		t.Fatalf("owner got %d of %d prefix-sharing text prompts, the other %d", got, n, len(other.Records())-otherBefore)
+	}
+	if got := kvMetric(t, d.URL, "loxilb_pd_kv_tier15_hits_total", `rule="kv-trt-tok"`) - hitsBefore; got < n {
+		t.Fatalf("loxilb_pd_kv_tier15_hits_total moved by %v, want ≥ %d", got, n)
+	}
+	if got := kvMetric(t, d.URL, "loxilb_kv_local_tokenize_total", `rule="kv-trt-tok"`, `result="ok"`); got < n {
+		t.Fatalf("in-process tokenisations = %v, want ≥ %d", got, n)
+	}
 }

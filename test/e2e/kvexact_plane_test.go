@@ -18,7 +18,6 @@ import (
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/datapath/ladder"
 	"github.com/infergate/infergate/datapath/spec"
-	"github.com/infergate/infergate/kvexact"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/test/pdfake"
 )
@@ -215,27 +214,24 @@ func TestKVExactPlaneRouting(t *testing.T) {
 				t.Fatalf("inventory rows: %+v", rows)
 			}
 
-			// Engine a restarts: its inventory is cleared and untrusted during
-			// warm-up, so its old prompt falls through Tier 1.5.
+			// Engine a restarts: its inventory is cleared; the new stream is
+			// seen from seq 0, so it is trusted at once, and its old prompt
+			// is a miss.
 			if bind {
 				return // the bind topology has no per-engine connection to restart over
 			}
 			kvPostOK(t, "http://"+s.a.AddrPort().String()+"/admin/kv/restart", "")
 			kvEventually(t, "restart cleared a", func() bool { return inv.Blocks(s.a.Endpoint().ID) == 0 })
-			if ok, why := inv.Trusted(s.a.Endpoint().ID); ok || why != kvexact.ReasonRestart {
-				t.Fatalf("a after restart: trusted=%v reason %q, want untrusted (restart) during warm-up", ok, why)
+			if ok, why := inv.Trusted(s.a.Endpoint().ID); !ok {
+				t.Fatalf("a after a restart seen from seq 0: untrusted (%s)", why)
 			}
 			if st := kvStep(s.route(t, kvPromptA+kvSuffix)); st.Hit || st.Reason != ladder.ReasonMiss {
 				t.Fatalf("a's old prompt after restart: step %+v, want a miss", st)
 			}
 			kvPrefill(t, s.a, kvPromptA)
 			kvEventually(t, "a re-indexed", func() bool { return inv.Blocks(s.a.Endpoint().ID) == 3 })
-			if ok, _ := inv.Trusted(s.a.Endpoint().ID); ok {
-				t.Fatal("a trusted again before its warm-up ended")
-			}
-			s.waitTrusted(t)
 			if tr := s.route(t, kvPromptA+kvSuffix); tr.Prefill.ID != s.a.Endpoint().ID || !kvStep(tr).Hit {
-				t.Fatalf("after warm-up: %+v", tr)
+				t.Fatalf("after re-indexing: %+v", tr)
 			}
 		})
 	}

@@ -36,6 +36,15 @@ type Options struct {
 	TokenDelay time.Duration // wait between SSE chunks
 	NoLog      bool          // do not record requests (benchmarks)
 	MaxLog     int           // records kept, default 10000
+	// MaxModelLen, when set, is reported by /v1/models (as vLLM does) and
+	// enforced: a prompt of more tokens (counted as bytes/BytesPerToken,
+	// default 4) is refused with vLLM's 400.
+	MaxModelLen   int
+	BytesPerToken int
+	// StreamChatOnly: /v1/completions ignores "stream" and answers plain
+	// JSON; only /v1/chat/completions streams (engines or adapters that
+	// stream on one path only).
+	StreamChatOnly bool
 }
 
 // Request is one recorded completion request.
@@ -174,7 +183,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `{"status":"ok"}`)
 	case PathModels:
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = fmt.Fprintf(w, `{"object":"list","data":[{"id":%q,"object":"model","owned_by":"fakeengine"}]}`, s.opts.Model)
+		extra := ""
+		if s.opts.MaxModelLen > 0 {
+			extra = fmt.Sprintf(`,"max_model_len":%d`, s.opts.MaxModelLen)
+		}
+		_, _ = fmt.Fprintf(w, `{"object":"list","data":[{"id":%q,"object":"model","owned_by":"fakeengine"%s}]}`, s.opts.Model, extra)
 	case PathCompletions, PathChatCompletions:
 		if r.Method != http.MethodPost {
 			writeErr(w, http.StatusMethodNotAllowed, "method not allowed")
@@ -195,8 +208,10 @@ func (s *Server) completion(w http.ResponseWriter, r *http.Request, chat bool) {
 		return
 	}
 	var req struct {
-		Stream        bool `json:"stream"`
-		N             int  `json:"n"`
+		Stream        bool            `json:"stream"`
+		N             int             `json:"n"`
+		Prompt        json.RawMessage `json:"prompt"`
+		Messages      json.RawMessage `json:"messages"`
 		StreamOptions struct {
 			IncludeUsage bool `json:"include_usage"`
 		} `json:"stream_options"`
@@ -212,6 +227,13 @@ func (s *Server) completion(w http.ResponseWriter, r *http.Request, chat bool) {
 	if jerr != nil {
 		writeErr(w, http.StatusBadRequest, "invalid JSON: "+jerr.Error())
 		return
+	}
+	if n := s.promptTokens(req.Prompt, req.Messages); s.opts.MaxModelLen > 0 && n > s.opts.MaxModelLen {
+		writeErr(w, http.StatusBadRequest, fmt.Sprintf("This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.", s.opts.MaxModelLen, n))
+		return
+	}
+	if s.opts.StreamChatOnly && !chat {
+		req.Stream = false
 	}
 	ctx := r.Context()
 	if s.drop.Load() {
@@ -308,6 +330,15 @@ func (s *Server) usageChunk(chat bool) []byte {
 		"usage": map[string]int{"prompt_tokens": 1, "completion_tokens": s.opts.Tokens, "total_tokens": 1 + s.opts.Tokens}}
 	b, _ := json.Marshal(v)
 	return append(append([]byte("data: "), b...), "\n\n"...)
+}
+
+// promptTokens estimates a prompt's tokens from its JSON size.
+func (s *Server) promptTokens(prompt, messages json.RawMessage) int {
+	bpt := s.opts.BytesPerToken
+	if bpt <= 0 {
+		bpt = 4
+	}
+	return (len(prompt) + len(messages) + bpt - 1) / bpt
 }
 
 func (s *Server) gone(rid string) {

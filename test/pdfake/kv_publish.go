@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/infergate/infergate/kvexact"
+	"github.com/infergate/infergate/kvexact/bpe"
 	"github.com/infergate/infergate/test/kvfake"
 )
 
@@ -35,6 +36,10 @@ type KVConfig struct {
 	// (every id shifted by one, as after a tokenizer revision change): the
 	// parity failure the gateway's zero-hit watchdog must notice.
 	TokenizeSkew bool
+	// Tokenizer, when set, tokenises text prompts as the real model does
+	// (instead of FakeTokens): the gateway's in-process tokenizer must then
+	// agree with the engine's cached blocks.
+	Tokenizer *bpe.Tokenizer
 }
 
 // Wire names of the tokenizer endpoint and the fake's chat template.
@@ -163,7 +168,7 @@ func FakeChatTemplate(msgs []chatMessage) string {
 
 // promptTokens tokenises a request body's prompt or messages as the engine
 // would; ok is false when there is neither.
-func promptTokens(req map[string]json.RawMessage) ([]uint32, bool) {
+func promptTokens(req map[string]json.RawMessage, tok *bpe.Tokenizer) ([]uint32, bool) {
 	if raw, ok := req[fieldMessages]; ok && string(raw) != "null" {
 		var msgs []chatMessage
 		if json.Unmarshal(raw, &msgs) != nil {
@@ -177,6 +182,9 @@ func promptTokens(req map[string]json.RawMessage) ([]uint32, bool) {
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
+		if tok != nil {
+			return tok.Encode(s, true), true // vLLM/TRT-LLM completions add special tokens
+		}
 		return FakeTokens(s), true
 	}
 	var ids []uint32
@@ -193,7 +201,7 @@ func (e *Engine) serveTokenize(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "invalid JSON body", http.StatusBadRequest)
 		return
 	}
-	ids, ok := promptTokens(req)
+	ids, ok := promptTokens(req, e.cfg.KV.Tokenizer)
 	if !ok {
 		http.Error(w, "prompt or messages required", http.StatusBadRequest)
 		return
@@ -219,7 +227,7 @@ func (e *Engine) kvPrefilled(req map[string]json.RawMessage) {
 	if e.kv == nil {
 		return
 	}
-	ids, ok := promptTokens(req)
+	ids, ok := promptTokens(req, e.cfg.KV.Tokenizer)
 	if !ok {
 		return
 	}

@@ -1,0 +1,46 @@
+package pd
+
+import (
+	"fmt"
+	"testing"
+)
+
+func TestModelLabels(t *testing.T) {
+	type call struct {
+		model  string
+		served bool
+		want   string
+	}
+	tests := []struct {
+		name   string
+		pinned string
+		max    int
+		calls  []call
+	}{
+		{"pinned rule labels its model", "llama", 2, []call{{"llama", true, "llama"}, {"", false, "llama"}}},
+		{"served model becomes known", "", 2, []call{{"qwen", false, ModelOther}, {"qwen", true, "qwen"}, {"qwen", false, "qwen"}}},
+		{"empty model is other", "", 2, []call{{"", true, ModelOther}}},
+		{"cap bounds cardinality", "", 2, []call{{"a", true, "a"}, {"b", true, "b"}, {"c", true, ModelOther}, {"a", false, "a"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := NewModelLabels(tt.pinned, tt.max)
+			for i, c := range tt.calls {
+				if got := l.Label(c.model, c.served); got != c.want {
+					t.Errorf("call %d Label(%q, %v) = %q, want %q", i, c.model, c.served, got, c.want)
+				}
+			}
+		})
+	}
+}
+
+func TestModelLabelsInventedNamesStayBounded(t *testing.T) {
+	l := NewModelLabels("", 4)
+	seen := map[string]bool{}
+	for i := range 1000 {
+		seen[l.Label(fmt.Sprintf("m%d", i), true)] = true
+	}
+	if len(seen) != 5 { // 4 learned + other
+		t.Fatalf("%d distinct labels, want 5", len(seen))
+	}
+}

@@ -1,0 +1,76 @@
+package bpe
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// scanCorpus is the parity corpus plus generated strings that stress the
+// alternatives' order: contractions, runs of each class, mixed whitespace.
+func scanCorpus(t testing.TB) []string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("testdata", "corpus.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	atoms := []string{"'s", "'S", "'re", "'RE", "'ll", "'x", "'", "a", "Zé", "中", "1", "٣", "12345", " ", "  ", "\t", "\n", "\r\n", "\u3000", "\u00a0",
+		"!", "?!", "…", "😀", "-", ".", "_", "\u200b", "\u0301", "x\n", " \n ", "${", "//"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 3000 {
+		var b strings.Builder
+		for range 1 + rng.IntN(12) {
+			b.WriteString(atoms[rng.IntN(len(atoms))])
+		}
+		out = append(out, b.String())
+	}
+	return out
+}
+
+// TestScannerMatchesRegex: the hand-written scanners split exactly like
+// the regex engine for both patterns.
+func TestScannerMatchesRegex(t *testing.T) {
+	corpus := scanCorpus(t)
+	for _, pat := range []string{patternQwen, patternLlama3} {
+		sc, ok := scannerFor(pat)
+		if !ok {
+			t.Fatal("no scanner")
+		}
+		re, err := compile(pat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := 0
+		for _, s := range corpus {
+			want := splitIsolated(re, s, nil, false)
+			if got := sc.split(s, nil); !slices.Equal(got, want) && bad < 5 {
+				bad++
+				t.Errorf("digits %d, %q:\n got %q\nwant %q", sc.maxDigits, s, got, want)
+			}
+		}
+	}
+}
+
+func BenchmarkPreTokenize(b *testing.B) {
+	s := strings.Repeat("The gateway routes each prompt — 3.14159, naïve café; func f(x int) { return x*2 }\n", 12)
+	sc, _ := scannerFor(patternQwen)
+	re, _ := compile(patternQwen)
+	b.Run("scanner", func(b *testing.B) {
+		for range b.N {
+			sc.split(s, nil)
+		}
+	})
+	b.Run("regexp2", func(b *testing.B) {
+		for range b.N {
+			splitIsolated(re, s, nil, false)
+		}
+	})
+}

@@ -1,0 +1,533 @@
+package bpe
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/dlclark/regexp2"
+	"golang.org/x/text/unicode/norm"
+)
+
+// gpt2Pattern is the ByteLevel pre-tokenizer's own regex (use_regex).
+const gpt2Pattern = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
+
+// wordCacheLimit bounds the per-tokenizer cache of pre-tokenized words.
+const wordCacheLimit = 1 << 16
+
+// Tokenizer is one loaded tokenizer.json. It is immutable after Load and
+// safe for concurrent use.
+type Tokenizer struct {
+	vocab        map[string]uint32
+	byteIDs      [256]uint32
+	merges       map[uint64]merge // left<<32 | right
+	ignoreMerges bool
+	added        []addedToken
+	addedFirst   [256][]int // added token indices by first byte, longest first
+	addedByText  map[string]uint32
+	nfc          bool
+	steps        []preStep
+	// prefix and suffix are the post-processor's special tokens around a
+	// single sequence (add_special_tokens).
+	prefix, suffix []uint32
+	sum            string
+
+	cacheMu sync.RWMutex
+	cache   map[string][]uint32
+}
+
+type merge struct {
+	rank int32
+	id   uint32
+}
+
+type addedToken struct {
+	text string
+	id   uint32
+}
+
+// preStep is one pre-tokenizer stage: a regex split (Isolated), and/or
+// ByteLevel's prefix space.
+type preStep struct {
+	re          *regexp2.Regexp // nil: no split
+	sc          *scanner        // the same split, hand-written (known patterns)
+	matchesOnly bool            // behavior Removed + invert: gaps are dropped
+	prefixSpace bool
+}
+
+// Wire shape of the parts of tokenizer.json this package reads.
+type fileJSON struct {
+	AddedTokens []struct {
+		ID      uint32 `json:"id"`
+		Content string `json:"content"`
+	} `json:"added_tokens"`
+	Normalizer    json.RawMessage `json:"normalizer"`
+	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
+	PostProcessor json.RawMessage `json:"post_processor"`
+	Model         struct {
+		Type                    string            `json:"type"`
+		Vocab                   map[string]uint32 `json:"vocab"`
+		Merges                  []json.RawMessage `json:"merges"`
+		IgnoreMerges            bool              `json:"ignore_merges"`
+		Dropout                 *float64          `json:"dropout"`
+		ByteFallback            bool              `json:"byte_fallback"`
+		ContinuingSubwordPrefix string            `json:"continuing_subword_prefix"`
+		EndOfWordSuffix         string            `json:"end_of_word_suffix"`
+	} `json:"model"`
+}
+
+type component struct {
+	Type string `json:"type"`
+	// Sequence members: normalizers, pretokenizers, processors.
+	Normalizers   []json.RawMessage `json:"normalizers"`
+	Pretokenizers []json.RawMessage `json:"pretokenizers"`
+	Processors    []json.RawMessage `json:"processors"`
+	// Split.
+	Pattern struct {
+		Regex  *string `json:"Regex"`
+		String *string `json:"String"`
+	} `json:"pattern"`
+	Behavior string `json:"behavior"`
+	Invert   bool   `json:"invert"`
+	// ByteLevel.
+	AddPrefixSpace bool  `json:"add_prefix_space"`
+	UseRegex       *bool `json:"use_regex"`
+	// TemplateProcessing.
+	Single        []map[string]json.RawMessage `json:"single"`
+	SpecialTokens map[string]struct {
+		IDs []uint32 `json:"ids"`
+	} `json:"special_tokens"`
+}
+
+// LoadFile reads a tokenizer.json, or a gzipped one (name ending in .gz).
+func LoadFile(path string) (*Tokenizer, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("bpe: %w", err)
+	}
+	if strings.HasSuffix(path, ".gz") {
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			return nil, fmt.Errorf("bpe: %s: %w", path, err)
+		}
+		if raw, err = io.ReadAll(zr); err != nil {
+			return nil, fmt.Errorf("bpe: %s: %w", path, err)
+		}
+	}
+	t, err := Load(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w (%s)", err, path)
+	}
+	return t, nil
+}
+
+// Load parses tokenizer.json bytes.
+func Load(raw []byte) (*Tokenizer, error) {
+	var f fileJSON
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return nil, fmt.Errorf("bpe: tokenizer.json: %w", err)
+	}
+	m := f.Model
+	switch {
+	case m.Type != "BPE":
+		return nil, fmt.Errorf("bpe: model type %q is not supported (byte-level BPE only)", m.Type)
+	case m.Dropout != nil && *m.Dropout != 0, m.ByteFallback, m.ContinuingSubwordPrefix != "", m.EndOfWordSuffix != "":
+		return nil, errors.New("bpe: BPE dropout, byte_fallback and subword affixes are not supported (not a byte-level BPE)")
+	case len(m.Vocab) == 0:
+		return nil, errors.New("bpe: empty vocab")
+	}
+	sum := sha256.Sum256(raw)
+	t := &Tokenizer{vocab: m.Vocab, ignoreMerges: m.IgnoreMerges, merges: make(map[uint64]merge, len(m.Merges)),
+		addedByText: map[string]uint32{}, cache: map[string][]uint32{}, sum: hex.EncodeToString(sum[:])}
+	for b := 0; b < 256; b++ {
+		id, ok := m.Vocab[string(byteLevel[b])]
+		if !ok {
+			return nil, fmt.Errorf("bpe: vocab lacks the byte-level symbol of byte %#x (not a byte-level BPE)", b)
+		}
+		t.byteIDs[b] = id
+	}
+	for rank, rm := range m.Merges {
+		a, b, err := parseMerge(rm)
+		if err != nil {
+			return nil, fmt.Errorf("bpe: merges[%d]: %w", rank, err)
+		}
+		ia, oka := m.Vocab[a]
+		ib, okb := m.Vocab[b]
+		im, okm := m.Vocab[a+b]
+		if !oka || !okb || !okm {
+			return nil, fmt.Errorf("bpe: merges[%d] %q %q: symbol not in vocab", rank, a, b)
+		}
+		k := uint64(ia)<<32 | uint64(ib)
+		if _, dup := t.merges[k]; !dup {
+			t.merges[k] = merge{rank: int32(rank), id: im}
+		}
+	}
+	for _, a := range f.AddedTokens {
+		if a.Content == "" {
+			continue
+		}
+		t.addedByText[a.Content] = a.ID
+		t.added = append(t.added, addedToken{text: a.Content, id: a.ID})
+	}
+	for i, a := range t.added {
+		t.addedFirst[a.text[0]] = append(t.addedFirst[a.text[0]], i)
+	}
+	for b := range t.addedFirst {
+		l := t.addedFirst[b]
+		sort.SliceStable(l, func(i, j int) bool { return len(t.added[l[i]].text) > len(t.added[l[j]].text) })
+	}
+	var err error
+	if t.nfc, err = parseNormalizer(f.Normalizer); err != nil {
+		return nil, err
+	}
+	if t.steps, err = parsePreTokenizer(f.PreTokenizer); err != nil {
+		return nil, err
+	}
+	if t.prefix, t.suffix, err = parsePostProcessor(f.PostProcessor); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func parseMerge(rm json.RawMessage) (a, b string, err error) {
+	var s string
+	if json.Unmarshal(rm, &s) == nil {
+		var ok bool
+		if a, b, ok = strings.Cut(s, " "); !ok {
+			return "", "", fmt.Errorf("merge %q has no space", s)
+		}
+		return a, b, nil
+	}
+	var pair []string
+	if err := json.Unmarshal(rm, &pair); err != nil || len(pair) != 2 {
+		return "", "", fmt.Errorf("merge %s is neither \"a b\" nor [a, b]", rm)
+	}
+	return pair[0], pair[1], nil
+}
+
+func isNull(raw json.RawMessage) bool {
+	return len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
+}
+
+// parseNormalizer accepts null, NFC and Sequences of NFC.
+func parseNormalizer(raw json.RawMessage) (nfc bool, err error) {
+	if isNull(raw) {
+		return false, nil
+	}
+	var c component
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return false, fmt.Errorf("bpe: normalizer: %w", err)
+	}
+	switch c.Type {
+	case "NFC":
+		return true, nil
+	case "Sequence":
+		for _, n := range c.Normalizers {
+			v, err := parseNormalizer(n)
+			if err != nil {
+				return false, err
+			}
+			nfc = nfc || v
+		}
+		return nfc, nil
+	}
+	return false, fmt.Errorf("bpe: normalizer %q is not supported", c.Type)
+}
+
+func parsePreTokenizer(raw json.RawMessage) ([]preStep, error) {
+	if isNull(raw) {
+		return nil, errors.New("bpe: no pre_tokenizer: not a byte-level BPE")
+	}
+	var c component
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return nil, fmt.Errorf("bpe: pre_tokenizer: %w", err)
+	}
+	switch c.Type {
+	case "Sequence":
+		var out []preStep
+		for _, p := range c.Pretokenizers {
+			s, err := parsePreTokenizer(p)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, s...)
+		}
+		return out, nil
+	case "Split":
+		// Isolated keeps matches and gaps as pieces; Removed with invert
+		// (GPT-4o style files) keeps the matches and drops the gaps.
+		isolated := c.Behavior == "Isolated" && !c.Invert
+		matchesOnly := c.Behavior == "Removed" && c.Invert
+		if !isolated && !matchesOnly {
+			return nil, fmt.Errorf("bpe: Split behavior %q invert %v is not supported (Isolated, or Removed inverted)", c.Behavior, c.Invert)
+		}
+		var pat string
+		switch {
+		case c.Pattern.Regex != nil:
+			pat = *c.Pattern.Regex
+		case c.Pattern.String != nil:
+			pat = regexp2.Escape(*c.Pattern.String)
+		default:
+			return nil, errors.New("bpe: Split without a pattern")
+		}
+		re, err := compile(pat)
+		if err != nil {
+			return nil, err
+		}
+		st := preStep{re: re, matchesOnly: matchesOnly}
+		if sc, ok := scannerFor(pat); ok && !matchesOnly {
+			st.sc = &sc
+		}
+		return []preStep{st}, nil
+	case "ByteLevel":
+		s := preStep{prefixSpace: c.AddPrefixSpace}
+		if c.UseRegex == nil || *c.UseRegex {
+			re, err := compile(gpt2Pattern)
+			if err != nil {
+				return nil, err
+			}
+			s.re = re
+		}
+		return []preStep{s}, nil
+	}
+	return nil, fmt.Errorf("bpe: pre_tokenizer %q is not supported", c.Type)
+}
+
+func compile(pat string) (*regexp2.Regexp, error) {
+	re, err := regexp2.Compile(pat, regexp2.Unicode)
+	if err != nil {
+		return nil, fmt.Errorf("bpe: pre-tokenizer pattern %q: %w", pat, err)
+	}
+	return re, nil
+}
+
+func parsePostProcessor(raw json.RawMessage) (prefix, suffix []uint32, err error) {
+	if isNull(raw) {
+		return nil, nil, nil
+	}
+	var c component
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return nil, nil, fmt.Errorf("bpe: post_processor: %w", err)
+	}
+	switch c.Type {
+	case "ByteLevel":
+		return nil, nil, nil // offsets only
+	case "Sequence":
+		for _, p := range c.Processors {
+			pre, suf, err := parsePostProcessor(p)
+			if err != nil {
+				return nil, nil, err
+			}
+			prefix, suffix = append(prefix, pre...), append(suffix, suf...)
+		}
+		return prefix, suffix, nil
+	case "TemplateProcessing":
+		seen := false
+		for _, item := range c.Single {
+			switch {
+			case item["Sequence"] != nil:
+				seen = true
+			case item["SpecialToken"] != nil:
+				var st struct {
+					ID string `json:"id"`
+				}
+				if err := json.Unmarshal(item["SpecialToken"], &st); err != nil {
+					return nil, nil, fmt.Errorf("bpe: TemplateProcessing: %w", err)
+				}
+				ids := c.SpecialTokens[st.ID].IDs
+				if len(ids) == 0 {
+					return nil, nil, fmt.Errorf("bpe: TemplateProcessing names unknown special token %q", st.ID)
+				}
+				if seen {
+					suffix = append(suffix, ids...)
+				} else {
+					prefix = append(prefix, ids...)
+				}
+			}
+		}
+		return prefix, suffix, nil
+	}
+	return nil, nil, fmt.Errorf("bpe: post_processor %q is not supported", c.Type)
+}
+
+// SHA256 is the hex SHA-256 of the tokenizer.json bytes: pin it to the
+// engine's revision (a different file shifts ids).
+func (t *Tokenizer) SHA256() string { return t.sum }
+
+// TokenID returns the id of an added token's text (e.g. "<|im_end|>").
+func (t *Tokenizer) TokenID(text string) (uint32, bool) {
+	id, ok := t.addedByText[text]
+	return id, ok
+}
+
+// Encode returns the token ids of text. addSpecial adds the
+// post-processor's special tokens (the BOS of Llama 3 style files), as
+// vLLM does for completions (add_special_tokens, default true) and not for
+// rendered chats.
+func (t *Tokenizer) Encode(text string, addSpecial bool) []uint32 {
+	out := make([]uint32, 0, len(text)/3+len(t.prefix)+len(t.suffix)+1)
+	if addSpecial {
+		out = append(out, t.prefix...)
+	}
+	out = t.AppendEncode(out, text)
+	if addSpecial {
+		out = append(out, t.suffix...)
+	}
+	return out
+}
+
+// AppendEncode appends the ids of text (no special tokens added) to dst.
+func (t *Tokenizer) AppendEncode(dst []uint32, text string) []uint32 {
+	start := 0
+	for i := 0; i < len(text); {
+		if cands := t.addedFirst[text[i]]; len(cands) > 0 {
+			if a, ok := t.matchAdded(text[i:], cands); ok {
+				dst = t.appendSegment(dst, text[start:i])
+				dst = append(dst, a.id)
+				i += len(a.text)
+				start = i
+				continue
+			}
+		}
+		i++
+	}
+	return t.appendSegment(dst, text[start:])
+}
+
+func (t *Tokenizer) matchAdded(s string, cands []int) (addedToken, bool) {
+	for _, c := range cands {
+		if a := t.added[c]; strings.HasPrefix(s, a.text) {
+			return a, true
+		}
+	}
+	return addedToken{}, false
+}
+
+// appendSegment tokenises text between added tokens: normalise,
+// pre-tokenise, byte-level BPE per piece.
+func (t *Tokenizer) appendSegment(dst []uint32, seg string) []uint32 {
+	if seg == "" {
+		return dst
+	}
+	if t.nfc && !norm.NFC.IsNormalString(seg) {
+		seg = norm.NFC.String(seg)
+	}
+	pieces := []string{seg}
+	for _, st := range t.steps {
+		if st.prefixSpace {
+			for i, p := range pieces {
+				if !strings.HasPrefix(p, " ") {
+					pieces[i] = " " + p
+				}
+			}
+		}
+		switch {
+		case st.sc != nil:
+			var next []string
+			for _, p := range pieces {
+				next = st.sc.split(p, next)
+			}
+			pieces = next
+		case st.re != nil:
+			var next []string
+			for _, p := range pieces {
+				next = splitIsolated(st.re, p, next, st.matchesOnly)
+			}
+			pieces = next
+		}
+	}
+	for _, p := range pieces {
+		dst = t.appendWord(dst, p)
+	}
+	return dst
+}
+
+// splitIsolated appends the pieces of s split by re with HF's Isolated
+// behaviour: every match and every gap between matches is a piece
+// (matchesOnly: the gaps are dropped, HF's Removed with invert).
+func splitIsolated(re *regexp2.Regexp, s string, out []string, matchesOnly bool) []string {
+	rs := []rune(s)
+	// Rune offsets → byte offsets, so pieces are substrings of s.
+	offs := make([]int, len(rs)+1)
+	for i, b := 0, 0; i < len(rs); i++ {
+		offs[i] = b
+		b += utf8.RuneLen(rs[i])
+	}
+	offs[len(rs)] = len(s)
+	last := 0
+	m, _ := re.FindRunesMatch(rs)
+	for m != nil {
+		if m.Index > last && !matchesOnly {
+			out = append(out, s[offs[last]:offs[m.Index]])
+		}
+		if m.Length > 0 {
+			out = append(out, s[offs[m.Index]:offs[m.Index+m.Length]])
+		}
+		last = m.Index + m.Length
+		m, _ = re.FindNextMatch(m)
+	}
+	if last < len(rs) && !matchesOnly {
+		out = append(out, s[offs[last]:])
+	}
+	return out
+}
+
+// appendWord byte-level encodes one pre-tokenized piece and applies the
+// merges, lowest rank first (leftmost on ties), as HF's BPE does.
+func (t *Tokenizer) appendWord(dst []uint32, w string) []uint32 {
+	t.cacheMu.RLock()
+	ids, ok := t.cache[w]
+	t.cacheMu.RUnlock()
+	if ok {
+		return append(dst, ids...)
+	}
+	ids = t.bpe(w)
+	t.cacheMu.Lock()
+	if len(t.cache) >= wordCacheLimit {
+		clear(t.cache)
+	}
+	t.cache[w] = ids
+	t.cacheMu.Unlock()
+	return append(dst, ids...)
+}
+
+func (t *Tokenizer) bpe(w string) []uint32 {
+	if t.ignoreMerges {
+		var sb strings.Builder
+		for i := 0; i < len(w); i++ {
+			sb.WriteRune(byteLevel[w[i]])
+		}
+		if id, ok := t.vocab[sb.String()]; ok {
+			return []uint32{id}
+		}
+	}
+	syms := make([]uint32, len(w))
+	for i := 0; i < len(w); i++ {
+		syms[i] = t.byteIDs[w[i]]
+	}
+	for len(syms) > 1 {
+		best, bestRank := -1, int32(0)
+		var bestID uint32
+		for i := 0; i+1 < len(syms); i++ {
+			if m, ok := t.merges[uint64(syms[i])<<32|uint64(syms[i+1])]; ok && (best < 0 || m.rank < bestRank) {
+				best, bestRank, bestID = i, m.rank, m.id
+			}
+		}
+		if best < 0 {
+			break
+		}
+		syms[best] = bestID
+		syms = append(syms[:best+1], syms[best+2:]...)
+	}
+	return syms
+}
