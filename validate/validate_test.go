@@ -453,7 +453,7 @@ func TestRuleLabel(t *testing.T) {
 // or the engines.
 func TestRunWithToken(t *testing.T) {
 	const tok = "validate-0123456789abcdef0123456789"
-	pre, dec := startEngine(t, "prefill"), startEngine(t, "decode")
+	pre, dec := startEngine(t, "prefill", fakeengine.Options{}), startEngine(t, "decode", fakeengine.Options{})
 	g := startFakeGateway(t, pre.Addr(), dec.Addr(), gatewayBehaviour{})
 	g.token = tok
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
