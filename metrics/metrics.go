@@ -16,6 +16,8 @@ type Metrics struct {
 	Datapath *Datapath
 	Radix    *Radix
 	// Datapath, PD, KV and Radix are added by their owners (one file each).
+
+	Store *Store // rule store backend (etcd replicas)
 }
 
 // New builds and registers every metric on a fresh registry.
@@ -27,5 +29,6 @@ func New() *Metrics {
 	m.PD = newPD(reg)
 	m.Datapath = NewDatapath(reg)
 	m.Radix = NewRadix(reg)
+	m.Store = NewStore(reg)
 	return m
 }

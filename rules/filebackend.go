@@ -21,10 +21,11 @@ type FileBackend struct {
 	now func() time.Time
 	log logrus.FieldLogger
 
-	mu   sync.Mutex
-	rev  int64
-	vals map[string][]byte // StoreKey → wire JSON
-	revs map[string]int64  // StoreKey → revision of its last write
+	mu     sync.Mutex
+	loaded bool // the file was read; later Loads return memory (sole writer)
+	rev    int64
+	vals   map[string][]byte // StoreKey → wire JSON
+	revs   map[string]int64  // StoreKey → revision of its last write
 }
 
 // OpenFileBackend opens (and creates) dir; "" is a memory-only backend.
@@ -52,6 +53,13 @@ func OpenFileBackend(dir string, log logrus.FieldLogger, now func() time.Time) (
 func (b *FileBackend) Load(ctx context.Context) (Loaded, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.loadLocked()
+}
+
+func (b *FileBackend) loadLocked() (Loaded, error) {
+	if b.loaded {
+		return b.memory(), nil
+	}
 	var raws []json.RawMessage
 	if b.dir != "" {
 		var err error
@@ -71,7 +79,17 @@ func (b *FileBackend) Load(ctx context.Context) (Loaded, error) {
 		out.Values = append(out.Values, StoredValue{Key: key, Value: raw, Revision: b.rev})
 	}
 	out.Revision = b.rev
+	b.loaded = true
 	return out, nil
+}
+
+// memory is the current set as this sole writer holds it.
+func (b *FileBackend) memory() Loaded {
+	out := Loaded{Revision: b.rev}
+	for _, k := range slices.Sorted(maps.Keys(b.vals)) {
+		out.Values = append(out.Values, StoredValue{Key: k, Value: b.vals[k], Revision: b.revs[k]})
+	}
+	return out
 }
 
 // keyOfValue is the StoreKey of a stored value, "" if it is no valid rule.
@@ -88,6 +106,9 @@ func keyOfValue(raw []byte) string {
 func (b *FileBackend) Commit(ctx context.Context, c Change) (int64, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if _, err := b.loadLocked(); err != nil { // a write before any Load must not drop the file's rules
+		return 0, err
+	}
 	for _, p := range c.Puts {
 		if b.revs[p.Key] != p.Expect {
 			return 0, RevisionConflict(p.Key, p.Expect)
