@@ -62,5 +62,6 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.IntVar(&opts.KVSingleLoadGuard, "kv-single-load-guard", opts.KVSingleLoadGuard, "KV-exact single pools (kvExactMode 3): skip a cache winner loaded this much above the least loaded (negative disables)")
 	fl.Int64Var(&opts.PrefixIndexBudgetBytes, "prefix-index-budget-bytes", opts.PrefixIndexBudgetBytes, "prefix affinity (pd_cache_aware_mode): memory budget of each rule's prefix index; least recently used prefixes are evicted above it")
 	fl.IntVar(&opts.PrefixKeyMaxBytes, "prefix-key-max-bytes", opts.PrefixKeyMaxBytes, "prefix affinity: bytes of each prompt that are keyed and matched (longer prompts are keyed on their head)")
+	addStoreFlags(fl, &opts)
 	return cmd
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/kvexact"
 	"github.com/infergate/infergate/radix"
+	"github.com/infergate/infergate/rules/etcdstore"
 )
 
 // Options are the daemon's command-line options. The CLI fills them from
@@ -50,6 +51,11 @@ type Options struct {
 	// Tier 1 prefix affinity (pd_cache_aware_mode), see PrefixIndexOptions.
 	PrefixIndexBudgetBytes int64 // per-rule prefix index budget (64 MiB)
 	PrefixKeyMaxBytes      int   // prompt key cap (256 KiB): longer prompts are keyed on their head
+
+	// Shared rule store (several replicas, docs/replicas.md).
+	Store     string            // "" = rules.json in StateDir; etcd://h1:2379,h2:2379/prefix (etcds:// for TLS)
+	Etcd      etcdstore.Options // etcd client TLS, auth and timeouts; endpoints and prefix come from Store
+	ReplicaID string            // name in `get replicas` ("" = <hostname>/<API address>)
 }
 
 // PrefixIndexOptions are the options of each P/D rule's Tier 1 prefix index
@@ -110,5 +116,7 @@ func DefaultOptions() Options {
 		KVStaleAfter:             kvexact.DefaultStaleAfter, // kvplane leaves 0 = kvexact's default; the CLI shows it
 		PrefixIndexBudgetBytes:   dp.PrefixIndex.BudgetBytes,
 		PrefixKeyMaxBytes:        dp.PrefixIndex.MaxKeyBytes,
+
+		Etcd: etcdstore.DefaultOptions(),
 	}
 }

@@ -2,8 +2,13 @@ package rules
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"strconv"
+	"time"
+
 	"fmt"
+	"github.com/cespare/xxhash/v2"
 	"slices"
 
 	"github.com/infergate/infergate/apierror"
@@ -14,6 +19,9 @@ import (
 // This file holds the Store's side of the Backend contract: commits with
 // compare-and-swap on the key's revision, and following a shared backend's
 // watch through the same validate → compile → install path as a write.
+
+// unreachableCommitTimeout bounds a write while the backend is known down.
+const unreachableCommitTimeout = time.Second
 
 // commitPut writes one rule version, expecting the key at prev's revision
 // (or absent on create).
@@ -30,7 +38,13 @@ func (s *Store) commitPut(k spec.Key, nr Rule, prev *Entry) (int64, error) {
 }
 
 func (s *Store) commit(c Change) (int64, error) {
-	ctx, cancel := context.WithTimeout(s.ctx, s.opts.CommitTimeout)
+	timeout := s.opts.CommitTimeout
+	if s.StoreHealth() != nil {
+		// Known unreachable: answer 503 soon rather than hold the caller
+		// (and the store's lock) for the whole budget.
+		timeout = min(timeout, unreachableCommitTimeout)
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, timeout)
 	defer cancel()
 	return s.backend.Commit(ctx, c)
 }
@@ -55,6 +69,19 @@ func (s *Store) noteApplied(rev int64) {
 // AppliedRevision is the backend revision the served rule set reflects
 // (replicas that agree on it serve the same rules).
 func (s *Store) AppliedRevision() int64 { return s.applied.Load() }
+
+// Digest identifies the served set by its keys and store revisions:
+// replicas with equal digests serve the same rules.
+func (s *Store) Digest() string {
+	h := xxhash.New()
+	var buf [8]byte
+	for _, e := range s.snap.Load().entries {
+		h.WriteString(StoreKey(e.Compiled.Key))
+		binary.BigEndian.PutUint64(buf[:], uint64(e.Revision))
+		h.Write(buf[:])
+	}
+	return strconv.FormatUint(h.Sum64(), 16)
+}
 
 // StoreHealth is nil while the backend is reachable (always, for the file).
 func (s *Store) StoreHealth() error {

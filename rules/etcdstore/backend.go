@@ -26,7 +26,8 @@ type Backend struct {
 	log    logrus.FieldLogger
 	m      *metrics.Store // nil: not counted
 	health atomic.Pointer[healthState]
-	seen   atomic.Int64 // highest etcd revision seen in any response
+	seen   atomic.Int64    // highest etcd revision seen in any response
+	done   context.Context // ends at Close
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -67,7 +68,7 @@ func Open(o Options, log logrus.FieldLogger, m *metrics.Store) (*Backend, error)
 		return nil, fmt.Errorf("etcdstore: client for %s: %w", strings.Join(o.Endpoints, ","), err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &Backend{opts: o, cli: cli, rules: o.Prefix + "/rules/", log: log.WithField("component", "etcdstore"), m: m, stop: cancel}
+	b := &Backend{opts: o, cli: cli, rules: o.Prefix + "/rules/", log: log.WithField("component", "etcdstore"), m: m, done: ctx, stop: cancel}
 	b.health.Store(&healthState{err: errNotYetReached})
 	b.wg.Add(1)
 	go b.probe(ctx)
