@@ -1,6 +1,7 @@
 package etcdstore_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -35,4 +36,9 @@ func TestConformance(t *testing.T) {
 			return b
 		}}
 	})
+}
+
+func jsonOf(v any) (string, error) {
+	b, err := json.Marshal(v)
+	return string(b), err
 }
