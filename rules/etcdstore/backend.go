@@ -15,6 +15,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Backend is the etcd rules.Backend. Build it with Open; it does not wait
@@ -180,7 +182,27 @@ func (b *Backend) Commit(ctx context.Context, c rules.Change) (int64, error) {
 		conds = append(conds, clientv3.Compare(clientv3.ModRevision(k), "=", d.Expect))
 		ops = append(ops, clientv3.OpDelete(k))
 	}
-	resp, err := b.cli.Txn(ctx).If(conds...).Then(ops...).Commit()
+	var resp *clientv3.TxnResponse
+	var err error
+	retried := false
+	for {
+		// Each attempt is bounded on its own: a proposal caught in a leader
+		// change can hang until the member's own timeout, far past ours.
+		actx, cancel := context.WithTimeout(ctx, commitAttemptTimeout)
+		resp, err = b.cli.Txn(actx).If(conds...).Then(ops...).Commit()
+		cancel()
+		if err == nil || ctx.Err() != nil || !(transient(err) || errors.Is(err, context.DeadlineExceeded)) {
+			break
+		}
+		// The member we asked died or lost its leader mid-request. The
+		// attempt may have committed; the retry's compare then fails and
+		// alreadyCommitted tells the two apart.
+		retried = true
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 	if err != nil {
 		if errors.Is(err, rpctypes.ErrTooManyOps) {
 			return 0, fmt.Errorf("etcd: change of %d keys exceeds the cluster's --max-txn-ops: %w", len(ops), err)
@@ -189,6 +211,11 @@ func (b *Backend) Commit(ctx context.Context, c rules.Change) (int64, error) {
 		return 0, rules.StoreUnavailable(fmt.Errorf("etcd: commit: %w", err))
 	}
 	b.noteRevision(resp.Header.Revision)
+	if !resp.Succeeded && retried {
+		if rev, ok := b.alreadyCommitted(ctx, c); ok {
+			return rev, nil
+		}
+	}
 	if !resp.Succeeded {
 		key, expect := "", int64(0)
 		if len(c.Puts) > 0 {
@@ -199,6 +226,41 @@ func (b *Backend) Commit(ctx context.Context, c rules.Change) (int64, error) {
 		return 0, rules.RevisionConflict(key, expect)
 	}
 	return resp.Header.Revision, nil
+}
+
+// commitAttemptTimeout bounds one transaction attempt; Commit retries
+// within its caller's deadline.
+const commitAttemptTimeout = time.Second
+
+// transient is an error after which the same request may succeed on
+// another member (the one asked went away), as opposed to a deadline.
+func transient(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	return status.Code(err) == codes.Unavailable || errors.Is(err, rpctypes.ErrLeaderChanged) ||
+		errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail)
+}
+
+// alreadyCommitted reports whether the store already holds exactly what c
+// writes (its first, ambiguous attempt committed) and at which revision.
+func (b *Backend) alreadyCommitted(ctx context.Context, c rules.Change) (int64, bool) {
+	var rev int64
+	for _, p := range c.Puts {
+		resp, err := b.cli.Get(ctx, b.rules+p.Key)
+		if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != string(p.Value) {
+			return 0, false
+		}
+		rev = max(rev, resp.Kvs[0].ModRevision)
+	}
+	for _, d := range c.Deletes {
+		resp, err := b.cli.Get(ctx, b.rules+d.Key, clientv3.WithCountOnly())
+		if err != nil || resp.Count != 0 {
+			return 0, false
+		}
+		rev = max(rev, resp.Header.Revision)
+	}
+	return rev, true
 }
 
 // Watch follows the rules prefix from after+1. It re-opens the watch from
