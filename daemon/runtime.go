@@ -26,6 +26,7 @@ func newRuntime(opts Options, m *metrics.Metrics, log logrus.FieldLogger) (rules
 	setIf(&o.DecodeFirstByteTimeout, opts.DecodeFirstByteTimeout)
 	o.PrefixIndex = opts.PrefixIndexOptions()
 	o.KV = opts.KVPlaneOptions()
+	o.ReplicaConsistent = opts.Store != "" // replicas share rules: make their choices agree
 	return datapath.NewWithMetrics(o, m, log), nil
 }
 

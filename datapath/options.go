@@ -58,6 +58,11 @@ type Options struct {
 	PrefixIndex radix.Options
 	// KV configures KV-exact routing (kvExactMode 1 and 3).
 	KV kvplane.Options
+
+	// ReplicaConsistent makes P/D choices agree across gateway replicas
+	// (rendezvous hashing of the session key or prompt head; ladder/hrw.go).
+	// The daemon turns it on with a shared (etcd) rule store.
+	ReplicaConsistent bool
 }
 
 // DefaultOptions returns the documented defaults (LoxiLB's where it has one).
