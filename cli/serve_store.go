@@ -10,12 +10,8 @@ func addStoreFlags(fl *pflag.FlagSet, opts *daemon.Options) {
 	e := &opts.Etcd
 	fl.StringVar(&opts.Store, "store", opts.Store, "rule store: empty keeps rules.json in --state-dir; etcd://h1:2379,h2:2379/prefix (etcds:// for TLS) shares rules with every replica on that etcd")
 	fl.StringVar(&opts.ReplicaID, "replica-id", opts.ReplicaID, "this replica's name in `get replicas` (default <hostname>/<API address>)")
-	fl.StringVar(&e.TLS.CAFile, "etcd-ca", e.TLS.CAFile, "PEM CA bundle that signs the etcd members' certificates (turns TLS on)")
-	fl.StringVar(&e.TLS.CertFile, "etcd-cert", e.TLS.CertFile, "client certificate for etcd mutual TLS")
-	fl.StringVar(&e.TLS.KeyFile, "etcd-key", e.TLS.KeyFile, "client key for etcd mutual TLS")
+	etcdClientFlags(fl, e)
 	fl.StringVar(&e.TLS.ServerName, "etcd-server-name", e.TLS.ServerName, "name checked in the etcd members' certificates (default: the host dialled)")
-	fl.StringVar(&e.Username, "etcd-user", e.Username, "etcd auth user")
-	fl.StringVar(&e.PasswordFile, "etcd-password-file", e.PasswordFile, "file holding the etcd auth password")
 	fl.DurationVar(&e.DialTimeout, "etcd-dial-timeout", e.DialTimeout, "etcd member connect timeout")
 	fl.DurationVar(&e.RequestTimeout, "etcd-request-timeout", e.RequestTimeout, "bound on etcd reads and health probes")
 }

@@ -75,7 +75,7 @@ type replica struct {
 	rejects *rejectCounter
 }
 
-func openBackend(t *testing.T, endpoints []string, prefix string) *etcdstore.Backend {
+func openBackend(t testing.TB, endpoints []string, prefix string) *etcdstore.Backend {
 	t.Helper()
 	o := etcdstore.DefaultOptions()
 	o.Endpoints = endpoints
@@ -90,7 +90,7 @@ func openBackend(t *testing.T, endpoints []string, prefix string) *etcdstore.Bac
 }
 
 // newReplica opens a Store on etcd without replaying it.
-func newReplica(t *testing.T, endpoints []string, prefix string, backend rules.Backend) *replica {
+func newReplica(t testing.TB, endpoints []string, prefix string, backend rules.Backend) *replica {
 	t.Helper()
 	r := &replica{rt: &recordingRuntime{}, rejects: &rejectCounter{}}
 	if backend == nil {
@@ -112,7 +112,7 @@ func newReplica(t *testing.T, endpoints []string, prefix string, backend rules.B
 	return r
 }
 
-func replay(t *testing.T, r *replica) {
+func replay(t testing.TB, r *replica) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
