@@ -43,7 +43,11 @@ type Cluster struct {
 
 // Start runs an n-member cluster and waits until it has a leader. It skips
 // the test (with the reason) when the etcd binary is not installed.
-func Start(t testing.TB, n int) *Cluster {
+func Start(t testing.TB, n int) *Cluster { t.Helper(); return StartOn(t, n, "127.0.0.1") }
+
+// StartOn is Start with every member listening on host (a loopback or a
+// test-created interface address).
+func StartOn(t testing.TB, n int, host string) *Cluster {
 	t.Helper()
 	if _, err := exec.LookPath(Binary); err != nil {
 		t.Skipf("etcd server binary %q not found (apt-get install etcd-server): %v", Binary, err)
@@ -54,8 +58,8 @@ func Start(t testing.TB, n int) *Cluster {
 	for i := 0; i < n; i++ {
 		m := &Member{
 			Name:      fmt.Sprintf("m%d", i),
-			ClientURL: "http://" + freeAddr(t),
-			PeerURL:   "http://" + freeAddr(t),
+			ClientURL: "http://" + freeAddr(t, host),
+			PeerURL:   "http://" + freeAddr(t, host),
 			dataDir:   filepath.Join(dir, fmt.Sprintf("m%d", i)),
 			logPath:   filepath.Join(dir, fmt.Sprintf("m%d.log", i)),
 		}
@@ -82,9 +86,9 @@ func Start(t testing.TB, n int) *Cluster {
 	return c
 }
 
-func freeAddr(t testing.TB) string {
+func freeAddr(t testing.TB, host string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatalf("free port: %v", err)
 	}
