@@ -49,6 +49,28 @@ func Start(t testing.TB, n int) *Cluster { t.Helper(); return StartOn(t, n, "127
 // test-created interface address).
 func StartOn(t testing.TB, n int, host string) *Cluster {
 	t.Helper()
+	return StartWith(t, n, Config{Host: host})
+}
+
+// Config selects where members listen and whether clients must use TLS.
+type Config struct {
+	Host string // listen address, default 127.0.0.1
+	// With CertFile/KeyFile set, the client URLs are https; with CAFile
+	// also set, members require client certificates signed by it.
+	CertFile, KeyFile, CAFile string
+}
+
+// StartWith starts n members as cfg says.
+func StartWith(t testing.TB, n int, cfg Config) *Cluster {
+	t.Helper()
+	host := cfg.Host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	clientScheme := "http://"
+	if cfg.CertFile != "" {
+		clientScheme = "https://"
+	}
 	if _, err := exec.LookPath(Binary); err != nil {
 		t.Skipf("etcd server binary %q not found (apt-get install etcd-server): %v", Binary, err)
 	}
@@ -58,7 +80,7 @@ func StartOn(t testing.TB, n int, host string) *Cluster {
 	for i := 0; i < n; i++ {
 		m := &Member{
 			Name:      fmt.Sprintf("m%d", i),
-			ClientURL: "http://" + freeAddr(t, host),
+			ClientURL: clientScheme + freeAddr(t, host),
 			PeerURL:   "http://" + freeAddr(t, host),
 			dataDir:   filepath.Join(dir, fmt.Sprintf("m%d", i)),
 			logPath:   filepath.Join(dir, fmt.Sprintf("m%d.log", i)),
@@ -76,13 +98,21 @@ func StartOn(t testing.TB, n int, host string) *Cluster {
 			"--heartbeat-interval", "50", "--election-timeout", "500",
 			"--logger", "zap", "--log-outputs", m.logPath, "--log-level", "warn",
 		}
+		if cfg.CertFile != "" {
+			m.args = append(m.args, "--cert-file", cfg.CertFile, "--key-file", cfg.KeyFile)
+			if cfg.CAFile != "" {
+				m.args = append(m.args, "--trusted-ca-file", cfg.CAFile, "--client-cert-auth")
+			}
+		}
 		if err := m.start(); err != nil {
 			c.Stop()
 			t.Fatalf("start etcd %s: %v", m.Name, err)
 		}
 	}
 	t.Cleanup(c.Stop)
-	c.WaitHealthy(t, 15*time.Second)
+	if cfg.CertFile == "" {
+		c.WaitHealthy(t, 15*time.Second)
+	}
 	return c
 }
 
@@ -140,7 +170,7 @@ func (m *Member) Restart() error {
 func (c *Cluster) Endpoints() []string {
 	out := make([]string, len(c.Members))
 	for i, m := range c.Members {
-		out[i] = strings.TrimPrefix(m.ClientURL, "http://")
+		out[i] = strings.TrimPrefix(strings.TrimPrefix(m.ClientURL, "http://"), "https://")
 	}
 	return out
 }
