@@ -21,13 +21,17 @@ import (
 // Three gateway replicas, each in its own network namespace as separate
 // hosts would be, all serving the same VIP, sharing rules through a
 // 3-member etcd. The host reaches replica i's VIP through policy routing on
-// source address 10.213.i.1; engines and etcd listen on 10.213.1.1.
+// source address 10.213.i.1; engines listen on 10.213.1.1 and etcd on
+// 10.213.9.1 (a second address of the first host veth), so one replica can be cut off from
+// etcd alone by a blackhole route in its namespace.
 const (
 	rnNet      = "10.213"
 	rnVIP      = rnNet + ".0.100"
 	rnReplicas = 3
 	rnAPIPort  = 11111
 )
+
+const rnEtcdIP = rnNet + ".9.1"
 
 func rnHostIP(i int) string    { return fmt.Sprintf("%s.%d.1", rnNet, i) }
 func rnReplicaIP(i int) string { return fmt.Sprintf("%s.%d.2", rnNet, i) }
@@ -70,6 +74,9 @@ func rnTopology(t *testing.T) []string {
 		rnIP(t, "link", "set", peer, "netns", ns)
 		rnIP(t, "addr", "add", rnHostIP(i)+"/24", "dev", host)
 		rnIP(t, "link", "set", host, "up")
+		if i == 1 { // etcd's own address, on a veth this test owns
+			rnIP(t, "addr", "add", rnEtcdIP+"/32", "dev", host)
+		}
 		rnIP(t, "-n", ns, "addr", "add", rnReplicaIP(i)+"/24", "dev", peer)
 		rnIP(t, "-n", ns, "link", "set", peer, "up")
 		rnIP(t, "-n", ns, "link", "set", "lo", "up")
@@ -157,7 +164,7 @@ func rnRuleURL(api string, port int) string {
 func TestReplicasInNetns(t *testing.T) {
 	nss := rnTopology(t)
 	bin := cliBuild(t)
-	etcd := etcdtest.StartOn(t, 3, rnHostIP(1))
+	etcd := etcdtest.StartOn(t, 3, rnEtcdIP)
 	store := etcd.URL("/netns")
 	p0, p1 := affFake(t, rnHostIP(1), pdfake.Prefill), affFake(t, rnHostIP(1), pdfake.Prefill)
 	d0 := affFake(t, rnHostIP(1), pdfake.Decode)
@@ -246,7 +253,34 @@ func TestReplicasInNetns(t *testing.T) {
 	})
 	t.Logf("get replicas:\n%s", out)
 
-	// 4. etcd down: serving continues, degraded, writes 503.
+	// 4. One replica partitioned from etcd (engines still reachable): it
+	// keeps serving, says degraded, refuses writes; the others take writes;
+	// healed, it catches up without a restart.
+	rnIP(t, "-n", nss[1], "route", "add", "blackhole", rnEtcdIP+"/32")
+	eventually(t, 15*time.Second, "the partitioned replica to report degraded", func() bool {
+		_, b := rnGet(api, reps[1].api+"/readyz")
+		return strings.Contains(b, "degraded: store unreachable")
+	})
+	partBody := affRuleJSON("partition", rnVIP, port+20, true, []*pdfake.Engine{p0}, []*pdfake.Engine{d0})
+	if st, _, b := rnPost(api, reps[0].api+"/netlox/v1/config/loadbalancer", partBody); st != 200 {
+		t.Fatalf("write through a connected replica during the partition: %d %s", st, b)
+	}
+	if st, _, b := rnPost(api, reps[1].api+"/netlox/v1/config/loadbalancer", affRuleJSON("p2", rnVIP, port+21, true, []*pdfake.Engine{p0}, []*pdfake.Engine{d0})); st != 503 {
+		t.Fatalf("write through the partitioned replica: %d %s, want 503", st, b)
+	}
+	if st, _, b := rnPost(reps[1].client, fmt.Sprintf("http://%s:%d/v1/chat/completions", rnVIP, port), affChatBody("sys", "partitioned")); st != 200 {
+		t.Fatalf("VIP of the partitioned replica: %d %s", st, b)
+	}
+	if st, _ := rnGet(api, rnRuleURL(reps[1].api, port+20)); st != 404 {
+		t.Fatalf("partitioned replica has a rule written during the partition: %d", st)
+	}
+	rnIP(t, "-n", nss[1], "route", "del", "blackhole", rnEtcdIP+"/32")
+	eventually(t, 20*time.Second, "the healed replica to catch up", func() bool {
+		st, _ := rnGet(api, rnRuleURL(reps[1].api, port+20))
+		return st == 200
+	})
+
+	// 5. etcd down: serving continues, degraded, writes 503.
 	for _, m := range etcd.Members {
 		m.Kill()
 	}
@@ -287,7 +321,7 @@ func TestReplicasInNetns(t *testing.T) {
 		})
 	}
 
-	// 5. A replica killed mid-write: the others agree with etcd.
+	// 6. A replica killed mid-write: the others agree with etcd.
 	body = affRuleJSON("midwrite", rnVIP, port+11, true, []*pdfake.Engine{p1}, []*pdfake.Engine{d0})
 	go func() { rnPost(api, reps[2].api+"/netlox/v1/config/loadbalancer", body) }()
 	time.Sleep(2 * time.Millisecond)
