@@ -27,14 +27,19 @@ const DefaultSessionGuard = 3
 
 // RequestKey is the rendezvous key of a request: its session key, else the
 // first PrefixSeedBytes of its prompt key, else 0 (no key: ties rotate).
+// It is computed once per request and cached in f.
 func RequestKey(f *Facts) uint64 {
-	if f.SessionKey != "" {
-		return nonZero(xxhash.Sum64String(f.SessionKey))
+	if f.rkeyDone {
+		return f.rkey
 	}
-	if len(f.PromptKey) > 0 {
-		return nonZero(xxhash.Sum64(f.PromptKey[:min(len(f.PromptKey), PrefixSeedBytes)]))
+	switch {
+	case f.SessionKey != "":
+		f.rkey = nonZero(xxhash.Sum64String(f.SessionKey))
+	case len(f.PromptKey) > 0:
+		f.rkey = nonZero(xxhash.Sum64(f.PromptKey[:min(len(f.PromptKey), PrefixSeedBytes)]))
 	}
-	return 0
+	f.rkeyDone = true
+	return f.rkey
 }
 
 func nonZero(h uint64) uint64 {

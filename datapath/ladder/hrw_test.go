@@ -227,9 +227,10 @@ func BenchmarkChoice(b *testing.B) {
 			if replicated {
 				l.Replicated()
 			}
-			f := &Facts{PromptKey: key, Now: time.Now()}
+			f := Facts{PromptKey: key, Now: time.Now()}
 			for b.Loop() {
-				l.SelectPair(f, p, d)
+				fc := f // fresh facts per request: the key is hashed every time
+				l.SelectPair(&fc, p, d)
 			}
 		})
 		b.Run(name+"_sessions", func(b *testing.B) {

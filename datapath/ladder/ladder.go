@@ -25,6 +25,9 @@ type Facts struct {
 	PromptKey  []byte          // canonical prompt key for Tier 1 (nil when not extracted)
 	Tokens     []uint32        // prompt token ids when already known (client sent ids)
 	Now        time.Time
+
+	rkey     uint64 // RequestKey, computed on first use
+	rkeyDone bool
 }
 
 // Tier names as they appear in metrics and explanations.

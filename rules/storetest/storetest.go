@@ -41,6 +41,7 @@ func Run(t *testing.T, newLocation func(t *testing.T) Location) {
 		{"conflict", false, testConflict},
 		{"atomic", false, testAtomic},
 		{"restart", false, testRestart},
+		{"crash", false, testCrash},
 		{"store_restart", false, testStoreRestart},
 		{"watch", true, testWatch},
 		{"replicas", true, testReplicas},
@@ -210,6 +211,19 @@ func testRestart(t *testing.T, loc Location) {
 	}
 	// The reopened handle's revisions are the ones to compare against.
 	commit(t, b2, rules.Change{Puts: []rules.Put{{Key: Key(81), Value: Value(t, 81, "10.1.0.7"), Expect: got[Key(81)].Revision}}})
+}
+
+// testCrash: what Commit acknowledged is there for the next process even
+// when the writer never closed (it died): the first handle is abandoned.
+func testCrash(t *testing.T, loc Location) {
+	dead := loc.Open(t)
+	t.Cleanup(func() { dead.Close() }) // only to free resources after the check
+	r1 := commit(t, dead, rules.Change{Puts: []rules.Put{{Key: Key(80), Value: Value(t, 80)}}})
+	commit(t, dead, rules.Change{Puts: []rules.Put{{Key: Key(80), Value: Value(t, 80, "10.1.0.8"), Expect: r1}}})
+	got := load(t, open(t, loc))
+	if v := got[Key(80)]; len(got) != 1 || string(v.Value) != string(Value(t, 80, "10.1.0.8")) {
+		t.Fatalf("after a crash the next process loads %v", got)
+	}
 }
 
 // newStore opens a Store over b and replays it.
