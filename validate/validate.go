@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/api/client"
+	"github.com/infergate/infergate/rules/etcdstore"
 	"github.com/sirupsen/logrus"
 )
 
@@ -61,6 +62,11 @@ type Options struct {
 	// Progress receives a line per step as it starts and ends (nil: quiet).
 	Progress io.Writer
 	Log      logrus.FieldLogger
+
+	// Shared rule store of several replicas ("" = a single gateway: the
+	// replicas step is skipped) and its etcd client options.
+	Store string
+	Etcd  etcdstore.Options
 }
 
 // DefaultModel is the probe model when nothing names one.
@@ -75,6 +81,7 @@ func DefaultOptions() Options {
 		RequestTimeout: 30 * time.Second,
 		Settle:         3 * time.Second,
 		KVWarmupWait:   15 * time.Second,
+		Etcd:           etcdstore.DefaultOptions(),
 	}
 }
 
@@ -159,6 +166,7 @@ func (w *workflow) run(ctx context.Context) {
 		{StepCacheAware, w.cacheAware},
 		{StepKVExact, w.kvExact},
 		{StepDrain, w.drain},
+		{StepReplicas, w.replicas},
 	}
 	for i, s := range steps {
 		res := StepResult{Name: s.name}
