@@ -252,7 +252,7 @@ func (s *Store) applyLocked(nr Rule, next *spec.Rule) (Outcome, *spec.Rule, erro
 	} else {
 		entries = slices.Insert(entries, idx, Entry{Rule: nr, Compiled: next, Revision: rev})
 	}
-	s.noteApplied(rev)
+	s.noteCommitted(rev)
 	s.snap.Store(&snapshot{gen: gen, entries: entries})
 	s.log.WithFields(logrus.Fields{"rule": next.Key.String(), "name": next.Name,
 		"outcome": outcome.String(), "generation": gen, "endpoints": len(next.Endpoints)}).Info("rule applied")
@@ -414,7 +414,7 @@ func (s *Store) deleteWhere(match func(*Entry) bool, mustMatch bool) (int, error
 		}
 		return 0, commitError(err)
 	}
-	s.noteApplied(rev)
+	s.noteCommitted(rev)
 	s.lastGen++
 	s.snap.Store(&snapshot{gen: s.lastGen, entries: keep})
 	for _, e := range gone {

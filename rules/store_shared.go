@@ -58,6 +58,16 @@ func commitError(err error) error {
 	return persistError(err)
 }
 
+// noteCommitted records this process's own commit. With a Watcher backend
+// the applied revision waits for the watch to reach it: other replicas'
+// changes below rev may not be applied yet, and a replica must never report
+// a revision it does not fully serve. Caller holds s.mu.
+func (s *Store) noteCommitted(rev int64) {
+	if _, shared := s.backend.(Watcher); !shared {
+		s.noteApplied(rev)
+	}
+}
+
 // noteApplied records that the served set reflects at least revision rev.
 // Caller holds s.mu.
 func (s *Store) noteApplied(rev int64) {
@@ -150,8 +160,8 @@ func (s *Store) applyUpdate(u Update) {
 func (s *Store) applyValueLocked(entries []Entry, v StoredValue) ([]Entry, bool) {
 	idx := slices.IndexFunc(entries, func(e Entry) bool { return StoreKey(e.Compiled.Key) == v.Key })
 	if v.Value == nil {
-		if idx < 0 {
-			return entries, false
+		if idx < 0 || entries[idx].Revision > v.Revision {
+			return entries, false // gone already, or re-created after this delete
 		}
 		e := entries[idx]
 		s.rt.Remove(e.Compiled)
