@@ -75,7 +75,7 @@ func newGetCmd(g *globals) *cobra.Command {
 	lb.Flags().StringVar(&f.name, "name", "", "show only rules with this name")
 	lb.Flags().BoolVar(&f.compiled, "compiled", false, "print the compiled (effective) rule as JSON")
 	get.AddCommand(lb)
-	get.AddCommand(newGetReplicasCmd(g))
+	get.AddCommand(newGetReplicasCmd(g), newGetEnginesCmd(g))
 	return get
 }
 

@@ -156,6 +156,6 @@ func newRoot(env Env) *cobra.Command {
 
 	root.AddCommand(newServeCmd(g), newCreateCmd(g), newGetCmd(g), newDeleteCmd(g), newApplyCmd(g),
 		newValidateCmd(g), newDemoCmd(g), newFakeEngineCmd(g), newExplainCmd(g))
-	root.AddCommand(newMigrateCmd(g)) // shared rule store (etcd replicas)
+	root.AddCommand(newMigrateCmd(g), newRegisterCmd(g)) // shared rule store (etcd replicas)
 	return root
 }

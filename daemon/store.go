@@ -47,6 +47,7 @@ func reportReplica(ctx context.Context, store *rules.Store, b *etcdstore.Backend
 	b.Announce(id, func() etcdstore.ReplicaInfo {
 		return etcdstore.ReplicaInfo{API: apiAddr, Revision: store.AppliedRevision(), Rules: len(store.List()), Digest: store.Digest()}
 	})
+	b.WatchEngines(func(change string) { m.Store.RegistrationChanges.WithLabelValues(change).Inc() })
 	go func() {
 		t := time.NewTicker(replicaReportInterval)
 		defer t.Stop()

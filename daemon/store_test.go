@@ -1,12 +1,14 @@
 package daemon
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/infergate/infergate/rules/etcdstore"
 	"github.com/infergate/infergate/rules/etcdstore/etcdtest"
 )
 
@@ -46,6 +48,29 @@ func TestEtcdStoreDaemon(t *testing.T) {
 	if st, b := get(t, a.base+"/readyz"); st != 200 || !strings.Contains(b, `"ready"`) {
 		t.Fatalf("readyz %d %s", st, b)
 	}
+	// Registration churn is counted: one engine appears, then leaves.
+	eo := etcdstore.DefaultOptions()
+	eo.Endpoints, eo.Prefix = c.Endpoints(), "/daemon"
+	rb, err := etcdstore.Open(eo, log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rb.Close()
+	rctx, rcancel := context.WithCancel(context.Background())
+	rdone := make(chan error, 1)
+	go func() {
+		rdone <- rb.Register(rctx, etcdstore.Registration{URL: "http://127.0.0.81:8000", Role: "decode", Engine: "vllm", Model: "m"}, 5*time.Second, nil)
+	}()
+	waitFor(t, "the registration to be counted", func() bool {
+		_, m := get(t, a.base+"/metrics")
+		return strings.Contains(m, `infergate_store_registration_changes_total{change="added"} 1`)
+	})
+	rcancel()
+	<-rdone
+	waitFor(t, "the deregistration to be counted", func() bool {
+		_, m := get(t, a.base+"/metrics")
+		return strings.Contains(m, `infergate_store_registration_changes_total{change="removed"} 1`)
+	})
 	post := func(base, body string) (int, http.Header, string) {
 		resp, err := http.Post(base+"/netlox/v1/config/loadbalancer", "application/json", strings.NewReader(body))
 		if err != nil {

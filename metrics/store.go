@@ -20,6 +20,8 @@ type Store struct {
 	AppliedRevision prometheus.Gauge // infergate_store_applied_revision
 	// RevisionLag is the store's last seen revision minus the applied one.
 	RevisionLag prometheus.Gauge // infergate_store_revision_lag
+	// RegistrationChanges counts engine registrations appearing or leaving.
+	RegistrationChanges *prometheus.CounterVec // infergate_store_registration_changes_total{change}
 }
 
 // NewStore builds the rule-store metric set and registers it on reg.
@@ -49,8 +51,12 @@ func NewStore(reg prometheus.Registerer) *Store {
 			Name: "infergate_store_revision_lag",
 			Help: "Last revision seen from the store minus the applied revision (0 when caught up).",
 		}),
+		RegistrationChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "infergate_store_registration_changes_total",
+			Help: "Engine self-registrations that appeared (added) or left (removed: deleted or lease expired).",
+		}, []string{"change"}),
 	}
 	s.Reachable.Set(1)
-	reg.MustRegister(s.RejectedValues, s.WatchRestarts, s.Resyncs, s.Reachable, s.AppliedRevision, s.RevisionLag)
+	reg.MustRegister(s.RejectedValues, s.WatchRestarts, s.Resyncs, s.Reachable, s.AppliedRevision, s.RevisionLag, s.RegistrationChanges)
 	return s
 }
