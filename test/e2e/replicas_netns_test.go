@@ -256,7 +256,16 @@ func TestReplicasInNetns(t *testing.T) {
 	// 4. One replica partitioned from etcd (engines still reachable): it
 	// keeps serving, says degraded, refuses writes; the others take writes;
 	// healed, it catches up without a restart.
+	// Both directions: the replica's packets to etcd, and etcd's packets to
+	// the replica (an established watch would otherwise still deliver).
 	rnIP(t, "-n", nss[1], "route", "add", "blackhole", rnEtcdIP+"/32")
+	rnIP(t, "rule", "add", "from", rnEtcdIP, "to", rnReplicaIP(2), "blackhole", "priority", "100")
+	healed := false
+	t.Cleanup(func() {
+		if !healed {
+			_ = exec.Command("ip", "rule", "del", "from", rnEtcdIP, "to", rnReplicaIP(2), "blackhole", "priority", "100").Run()
+		}
+	})
 	eventually(t, 15*time.Second, "the partitioned replica to report degraded", func() bool {
 		_, b := rnGet(api, reps[1].api+"/readyz")
 		return strings.Contains(b, "degraded: store unreachable")
@@ -275,6 +284,8 @@ func TestReplicasInNetns(t *testing.T) {
 		t.Fatalf("partitioned replica has a rule written during the partition: %d", st)
 	}
 	rnIP(t, "-n", nss[1], "route", "del", "blackhole", rnEtcdIP+"/32")
+	rnIP(t, "rule", "del", "from", rnEtcdIP, "to", rnReplicaIP(2), "blackhole", "priority", "100")
+	healed = true
 	eventually(t, 20*time.Second, "the healed replica to catch up", func() bool {
 		st, _ := rnGet(api, rnRuleURL(reps[1].api, port+20))
 		return st == 200
