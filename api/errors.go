@@ -75,7 +75,7 @@ func writeError(c *gin.Context, log logrus.FieldLogger, err error) {
 			"error_code": e.Code,
 		}).Warn("api: request failed")
 	}
-	if e.Code == apierror.CodeNotReady {
+	if e.Code == apierror.CodeNotReady || e.Code == apierror.CodeStoreUnavailable {
 		c.Header(headerRetryAfter, strconv.Itoa(retryAfterSeconds))
 	}
 	c.AbortWithStatusJSON(e.Status, errorBodyOf(e))

@@ -224,6 +224,12 @@ func (s *Server) readyz(c *gin.Context) {
 		writeError(c, s.log, notReady())
 		return
 	}
+	// A replica whose shared store is unreachable still serves its last
+	// rules: it stays in rotation (200) but says so.
+	if h, ok := s.store.(interface{ StoreHealth() error }); ok && h.StoreHealth() != nil {
+		c.JSON(http.StatusOK, gin.H{"status": "degraded: store unreachable"})
+		return
+	}
 	c.JSON(http.StatusOK, gin.H{"status": "ready"})
 }
 

@@ -30,6 +30,12 @@ const (
 	CodeUnspecifiedVIP = "unspecified_vip" // externalIP 0.0.0.0 / :: without the daemon's opt-in
 )
 
+// Codes of the shared (etcd) rule store.
+const (
+	CodeRevisionConflict = "revision_conflict" // the rule changed through another replica since it was read
+	CodeStoreUnavailable = "store_unavailable" // the shared store cannot be reached; retry later
+)
+
 // Error is a client-facing failure. Status is the HTTP status, Code the stable
 // machine code, Field the offending field path (e.g. "endpoints[2].nixl_port"),
 // Result LoxiLB's error text (kept for wire compatibility) and Message a

@@ -77,6 +77,7 @@ func newGetCmd(g *globals) *cobra.Command {
 	lb.Flags().BoolVar(&f.compiled, "compiled", false, "print the compiled (effective) rule as JSON")
 	get.AddCommand(lb)
 	get.AddCommand(newGetAPIKeyCmd(g))
+	get.AddCommand(newGetReplicasCmd(g), newGetEnginesCmd(g))
 	return get
 }
 

@@ -193,5 +193,6 @@ func newRoot(env Env) *cobra.Command {
 	update := groupCmd("update", "Change a tenant API key")
 	update.AddCommand(newUpdateAPIKeyCmd(g))
 	root.AddCommand(update, newAPIKeyCmd(g))
+	root.AddCommand(newMigrateCmd(g), newRegisterCmd(g)) // shared rule store (etcd replicas)
 	return root
 }

@@ -85,5 +85,7 @@ Exit code 0 when nothing FAILed, 1 otherwise.`,
 	fl.IntVar(&opts.Probes, "probes", opts.Probes, "requests per cache-aware and drain probe")
 	fl.DurationVar(&opts.Settle, "settle", opts.Settle, "how long to wait for counters to reflect finished requests")
 	fl.DurationVar(&opts.RequestTimeout, "request-timeout", 30*time.Second, "bound on each probe request")
+	fl.StringVar(&opts.Store, "store", "", "etcd:// URL of the replicas' shared rule store: also check every replica serves the same rules")
+	etcdClientFlags(fl, &opts.Etcd)
 	return cmd
 }

@@ -69,12 +69,21 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 	}
 	defer closeRuntime(log, rt, runtimeCloseTimeout(opts))
 
+	backend, shared, err := openBackend(opts, m, log)
+	if err != nil {
+		return err
+	}
 	store, err := rules.OpenStore(rules.StoreOptions{
-		StateDir: opts.StateDir,
-		Runtime:  rt,
-		Log:      log.WithField("component", "rules"),
+		StateDir:        opts.StateDir,
+		Runtime:         rt,
+		Log:             log.WithField("component", "rules"),
+		Backend:         backend,
+		OnRejectedValue: func(reason string) { m.Store.RejectedValues.WithLabelValues(reason).Inc() },
 	})
 	if err != nil {
+		if backend != nil {
+			_ = backend.Close()
+		}
 		return fmt.Errorf("daemon: open rule store in %s: %w", opts.StateDir, err)
 	}
 	defer closeIfCloser(log, "rule store", store)
@@ -125,6 +134,9 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 		"tokens":    tokenCount(guard),
 	}).Info("daemon: management API listening")
 
+	if shared != nil {
+		reportReplica(ctx, store, shared, opts, ln.Addr().String(), m)
+	}
 	bootErr := boot(ctx, store, opts, log)
 	if bootErr == nil {
 		booted.Store(true)

@@ -13,6 +13,7 @@ import (
 	"github.com/infergate/infergate/datapath/reqbody"
 	"github.com/infergate/infergate/kvexact"
 	"github.com/infergate/infergate/radix"
+	"github.com/infergate/infergate/rules/etcdstore"
 	"github.com/infergate/infergate/tenant"
 )
 
@@ -79,6 +80,10 @@ type Options struct {
 	FirstByteTimeout  time.Duration // single pool: dispatch → response headers (60 s)
 	BodyStallTimeout  time.Duration // silence inside a non-SSE response body (20 s)
 	StreamIdleTimeout time.Duration // silence inside an SSE stream (120 s)
+	// Shared rule store (several replicas, docs/replicas.md).
+	Store     string            // "" = rules.json in StateDir; etcd://h1:2379,h2:2379/prefix (etcds:// for TLS)
+	Etcd      etcdstore.Options // etcd client TLS, auth and timeouts; endpoints and prefix come from Store
+	ReplicaID string            // name in `get replicas` ("" = <hostname>/<API address>)
 }
 
 // PrefixIndexOptions are the options of each P/D rule's Tier 1 prefix index
@@ -149,5 +154,7 @@ func DefaultOptions() Options {
 		FirstByteTimeout:         dp.FirstByteTimeout,
 		BodyStallTimeout:         dp.BodyStallTimeout,
 		StreamIdleTimeout:        dp.StreamIdleTimeout,
+
+		Etcd: etcdstore.DefaultOptions(),
 	}
 }

@@ -36,6 +36,7 @@ func newRuntime(opts Options, m *metrics.Metrics, keys datapath.KeyAdmitter, log
 	o.Admission = opts.Edge // issue 10: taken as given (0 = no cap)
 	o.Bodies = opts.Bodies
 	o.AllowUnspecifiedVIP = opts.AllowUnspecifiedVIP
+	o.ReplicaConsistent = opts.Store != "" // replicas share rules: make their choices agree
 	return datapath.NewWithMetrics(o, m, log), nil
 }
 

@@ -87,6 +87,10 @@ type Options struct {
 	// AllowUnspecifiedVIP lets a rule's externalIP be 0.0.0.0 or :: (listen
 	// on every interface); without it such rules are refused at Install.
 	AllowUnspecifiedVIP bool
+	// ReplicaConsistent makes P/D choices agree across gateway replicas
+	// (rendezvous hashing of the session key or prompt head; ladder/hrw.go).
+	// The daemon turns it on with a shared (etcd) rule store.
+	ReplicaConsistent bool
 }
 
 // DefaultOptions returns the documented defaults (LoxiLB's where it has one).

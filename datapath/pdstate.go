@@ -126,6 +126,9 @@ func (rt *Runtime) attachLocked(rs *ruleState, c *compiled, prevRule *spec.Rule)
 		}
 	}
 	p.ladder = ladder.New(p.sessions, tiers...)
+	if rt.opts.ReplicaConsistent {
+		p.ladder.Replicated()
+	}
 	c.pd = p
 }
 

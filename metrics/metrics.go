@@ -19,7 +19,8 @@ type Metrics struct {
 	// Datapath, PD, KV and Radix are added by their owners (one file each).
 
 	// Edge: connection admission and body memory (issue 10).
-	Edge *Edge
+	Edge  *Edge
+	Store *Store // rule store backend (etcd replicas)
 }
 
 // New builds and registers every metric on a fresh registry.
@@ -33,5 +34,6 @@ func New() *Metrics {
 	m.Radix = NewRadix(reg)
 	m.Tenant = NewTenant(reg)
 	m.Edge = NewEdge(reg) // issue 10: edge hardening
+	m.Store = NewStore(reg)
 	return m
 }

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/infergate/infergate/datapath/spec"
 	"github.com/sirupsen/logrus"
 )
 
@@ -88,36 +87,9 @@ func removeStaleTemps(dir string, log logrus.FieldLogger) {
 	}
 }
 
-func (s *Store) statePath() string { return filepath.Join(s.opts.StateDir, stateFileName) }
+func (b *FileBackend) statePath() string { return filepath.Join(b.dir, stateFileName) }
 
-// persist durably writes the whole rule set (no-op for a memory-only store).
-// Each rule's JSON is cached by its compiled pointer (unique per version), so
-// a change re-encodes one rule, not the set. Caller holds s.mu.
-func (s *Store) persist(entries []Entry) error {
-	if s.opts.StateDir == "" {
-		return nil
-	}
-	wires := make([][]byte, len(entries))
-	cache := make(map[*spec.Rule][]byte, len(entries))
-	for i, e := range entries {
-		b, ok := s.wireCache[e.Compiled]
-		if !ok {
-			var err error
-			if b, err = json.Marshal(e.Rule); err != nil {
-				return fmt.Errorf("encode rule %s: %w", e.Compiled.Key, err)
-			}
-		}
-		wires[i] = b
-		cache[e.Compiled] = b
-	}
-	if err := writeFileAtomic(s.statePath(), encodeDoc(wires)); err != nil {
-		return err
-	}
-	s.wireCache = cache
-	return nil
-}
-
-// encodeState encodes entries without a cache (tests, tools).
+// encodeState encodes entries as a state document (tests, tools).
 func encodeState(entries []Entry) ([]byte, error) {
 	wires := make([][]byte, len(entries))
 	for i := range entries {
@@ -206,8 +178,8 @@ func syncDir(dir string) error {
 // missing file is an empty set; an unreadable, unparsable or checksum-failing
 // file is quarantined (renamed rules.json.corrupt-<unix ts>) and boot
 // continues empty, so one bad write never blocks the daemon from starting.
-func (s *Store) loadState() ([]json.RawMessage, error) {
-	path := s.statePath()
+func (b *FileBackend) loadState() ([]json.RawMessage, error) {
+	path := b.statePath()
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -222,17 +194,17 @@ func (s *Store) loadState() ([]json.RawMessage, error) {
 	if reason == "" {
 		return raws, nil
 	}
-	dst, qerr := s.sideFile(corruptSuffix)
+	dst, qerr := b.sideFile(corruptSuffix)
 	if qerr == nil {
 		qerr = os.Rename(path, dst)
 	}
 	if qerr != nil {
 		return nil, fmt.Errorf("rules: %s is corrupt (%s) and could not be quarantined: %w", path, reason, qerr)
 	}
-	if err := syncDir(s.opts.StateDir); err != nil {
+	if err := syncDir(b.dir); err != nil {
 		return nil, fmt.Errorf("rules: quarantine %s: %w", path, err)
 	}
-	s.log.WithFields(logrus.Fields{"path": path, "quarantined_to": dst, "reason": reason}).
+	b.log.WithFields(logrus.Fields{"path": path, "quarantined_to": dst, "reason": reason}).
 		Error("persisted rule set is corrupt; quarantined it and starting with no rules")
 	return nil, nil
 }
@@ -265,8 +237,8 @@ func decodeState(data []byte) ([]json.RawMessage, string) {
 }
 
 // sideFile picks rules.json<suffix><unix ts>, adding .N if that name exists.
-func (s *Store) sideFile(suffix string) (string, error) {
-	base := s.statePath() + suffix + strconv.FormatInt(s.opts.Now().Unix(), 10)
+func (b *FileBackend) sideFile(suffix string) (string, error) {
+	base := b.statePath() + suffix + strconv.FormatInt(b.now().Unix(), 10)
 	name := base
 	for n := 1; n < 1000; n++ {
 		if _, err := os.Lstat(name); errors.Is(err, fs.ErrNotExist) {
@@ -277,19 +249,19 @@ func (s *Store) sideFile(suffix string) (string, error) {
 	return "", fmt.Errorf("no free name for %s", base)
 }
 
-func (s *Store) writeRejected(rejected []rejectedRule) error {
+func (b *FileBackend) writeRejected(rejected []rejectedRule) error {
 	data, err := json.MarshalIndent(rejectedFile{SchemaVersion: stateSchemaVersion, Rejected: rejected}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode rejected rules: %w", err)
 	}
-	path, err := s.sideFile(rejectedSuffix)
+	path, err := b.sideFile(rejectedSuffix)
 	if err != nil {
 		return err
 	}
 	if err := writeFileAtomic(path, data); err != nil {
 		return fmt.Errorf("save rejected rules: %w", err)
 	}
-	s.log.WithFields(logrus.Fields{"path": path, "count": len(rejected)}).
+	b.log.WithFields(logrus.Fields{"path": path, "count": len(rejected)}).
 		Warn("rules that failed replay were saved; fix and re-POST them")
 	return nil
 }

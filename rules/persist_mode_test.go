@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestStateModes: OpenStore tightens a 0755 state dir to 0700, and a replay
+// TestStateModes: the file backend tightens a 0755 state dir to 0700, and a replay
 // tightens a 0644 rules.json to 0600; nothing is ever loosened.
 func TestStateModes(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
@@ -27,11 +27,11 @@ func TestStateModes(t *testing.T) {
 	if err := os.Chmod(state, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s, err := OpenStore(StoreOptions{StateDir: dir})
+	b, err := OpenFileBackend(dir, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.loadState(); err != nil {
+	if _, err := b.loadState(); err != nil {
 		t.Fatal(err)
 	}
 	for path, want := range map[string]os.FileMode{dir: 0o700, state: 0o600} {

@@ -64,6 +64,9 @@ func (o Outcome) String() string {
 type Entry struct {
 	Rule     Rule
 	Compiled *spec.Rule
+	// Revision is the backend revision of this version (its compare-and-
+	// swap token for the next write of the key).
+	Revision int64
 }
 
 // StoreOptions configures a Store.
@@ -79,6 +82,17 @@ type StoreOptions struct {
 	ReplayInstallAttempts int
 	// ReplayRetryDelay is the pause between those attempts (0 = 200 ms).
 	ReplayRetryDelay time.Duration
+
+	// Backend keeps the rules; nil = a FileBackend in StateDir. A backend
+	// that is also a Watcher (etcd) is followed after Replay.
+	Backend Backend
+	// CommitTimeout bounds one Backend.Commit (0 = 5 s); past it the write
+	// fails with 503 store_unavailable and the runtime is rolled back.
+	CommitTimeout time.Duration
+	// OnRejectedValue, if set, counts a stored value refused at replay or
+	// from the watch (reason: malformed, invalid, key_mismatch,
+	// immutable_field, install_failed, duplicate).
+	OnRejectedValue func(reason string)
 }
 
 // DefaultStoreOptions returns options for a memory-only store with no
@@ -121,8 +135,12 @@ type Store struct {
 	ready    atomic.Bool
 	replayed bool   // guarded by mu
 	lastGen  uint64 // last generation handed out; guarded by mu
-	// wireCache maps each persisted rule version to its JSON; guarded by mu.
-	wireCache map[*spec.Rule][]byte
+
+	backend Backend
+	applied atomic.Int64 // backend revision the served set reflects
+	ctx     context.Context
+	cancel  context.CancelFunc
+	follow  sync.WaitGroup // the watch follower, if any
 }
 
 // OpenStore creates a store. It does not replay persisted rules: call Replay.
@@ -148,10 +166,19 @@ func OpenStore(opts StoreOptions) (*Store, error) {
 			return nil, fmt.Errorf("rules: open store: %w", err)
 		}
 	}
-	s := &Store{opts: opts, rt: opts.Runtime, log: opts.Log.WithField("component", "rules-store")}
-	if opts.StateDir != "" {
-		removeStaleTemps(opts.StateDir, s.log)
+	if opts.CommitTimeout <= 0 {
+		opts.CommitTimeout = 5 * time.Second
 	}
+	log := opts.Log.WithField("component", "rules-store")
+	if opts.Backend == nil {
+		fb, err := OpenFileBackend(opts.StateDir, log, opts.Now)
+		if err != nil {
+			return nil, fmt.Errorf("rules: open store: %w", err)
+		}
+		opts.Backend = fb
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Store{opts: opts, rt: opts.Runtime, log: log, backend: opts.Backend, ctx: ctx, cancel: cancel}
 	s.snap.Store(&snapshot{})
 	return s, nil
 }
@@ -207,15 +234,8 @@ func (s *Store) applyLocked(nr Rule, next *spec.Rule) (Outcome, *spec.Rule, erro
 	if err := s.rt.Install(prevCompiled, next); err != nil {
 		return Created, nil, installError(err, next.Key)
 	}
-	entries := slices.Clone(cur.entries)
-	outcome := Created
-	if found {
-		entries[idx] = Entry{Rule: nr, Compiled: next}
-		outcome = Updated
-	} else {
-		entries = slices.Insert(entries, idx, Entry{Rule: nr, Compiled: next})
-	}
-	if err := s.persist(entries); err != nil {
+	rev, err := s.commitPut(next.Key, nr, prev)
+	if err != nil {
 		// Roll the runtime back to what is on disk.
 		if prevCompiled != nil {
 			if rerr := s.rt.Install(next, prevCompiled); rerr != nil {
@@ -225,8 +245,17 @@ func (s *Store) applyLocked(nr Rule, next *spec.Rule) (Outcome, *spec.Rule, erro
 		} else {
 			s.rt.Remove(next)
 		}
-		return Created, nil, persistError(err)
+		return Created, nil, commitError(err)
 	}
+	entries := slices.Clone(cur.entries)
+	outcome := Created
+	if found {
+		entries[idx] = Entry{Rule: nr, Compiled: next, Revision: rev}
+		outcome = Updated
+	} else {
+		entries = slices.Insert(entries, idx, Entry{Rule: nr, Compiled: next, Revision: rev})
+	}
+	s.noteCommitted(rev)
 	s.snap.Store(&snapshot{gen: gen, entries: entries})
 	s.log.WithFields(logrus.Fields{"rule": next.Key.String(), "name": next.Name,
 		"outcome": outcome.String(), "generation": gen, "endpoints": len(next.Endpoints)}).Info("rule applied")
@@ -374,15 +403,21 @@ func (s *Store) deleteWhere(match func(*Entry) bool, mustMatch bool) (int, error
 	for _, e := range gone {
 		s.rt.Remove(e.Compiled)
 	}
-	if err := s.persist(keep); err != nil {
+	ch := Change{Deletes: make([]Delete, len(gone))}
+	for i, e := range gone {
+		ch.Deletes[i] = Delete{Key: StoreKey(e.Compiled.Key), Expect: e.Revision}
+	}
+	rev, err := s.commit(ch)
+	if err != nil {
 		for _, e := range gone {
 			if rerr := s.rt.Install(nil, e.Compiled); rerr != nil {
 				s.log.WithFields(logrus.Fields{"rule": e.Compiled.Key.String(), "error": rerr}).
 					Error("re-install after failed persist failed; rule is stored but not served")
 			}
 		}
-		return 0, persistError(err)
+		return 0, commitError(err)
 	}
+	s.noteCommitted(rev)
 	s.lastGen++
 	s.snap.Store(&snapshot{gen: s.lastGen, entries: keep})
 	for _, e := range gone {
@@ -392,77 +427,104 @@ func (s *Store) deleteWhere(match func(*Entry) bool, mustMatch bool) (int, error
 	return len(gone), nil
 }
 
-// Replay loads the persisted rule set through full validation. Until it
+// Replay loads the stored rule set through full validation. Until it
 // returns, Ready reports false and mutating calls fail with CodeNotReady.
 // A corrupt file is quarantined and boot continues empty; a rule that no
-// longer validates (or that the runtime refuses) is logged, skipped and kept
-// in a rules.json.rejected-<ts> file.
+// longer validates (or that the runtime refuses) is logged, skipped and, in
+// the file backend, kept in a rules.json.rejected-<ts> file. A shared
+// backend that cannot be reached is retried until ctx ends: a replica serves
+// nothing until it has synced once, so no stale copy can resurrect a rule
+// deleted meanwhile. After replay a Watcher backend is followed.
 func (s *Store) Replay(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.replayed {
 		return errors.New("rules: Replay called twice")
 	}
-	if s.opts.StateDir == "" {
-		s.replayed = true
-		s.ready.Store(true)
-		return nil
-	}
-	raws, err := s.loadState()
+	loaded, err := s.loadRetrying(ctx)
 	if err != nil {
 		return err
 	}
 	var entries []Entry
 	var rejected []rejectedRule
 	gen := uint64(0)
-	for i, raw := range raws {
+	for i, v := range loaded.Values {
 		if err := ctx.Err(); err != nil {
 			// Undo what was installed so a cancelled boot leaves nothing served.
 			for _, e := range entries {
 				s.rt.Remove(e.Compiled)
 			}
-			return fmt.Errorf("rules: replay cancelled after %d of %d rules: %w", i, len(raws), err)
+			return fmt.Errorf("rules: replay cancelled after %d of %d rules: %w", i, len(loaded.Values), err)
 		}
-		e, rerr := s.replayOne(ctx, raw, entries, gen+1)
+		e, rerr := s.replayOne(ctx, v, entries, gen+1)
 		if rerr != nil {
-			s.log.WithFields(logrus.Fields{"index": i, "error": rerr.Error()}).
-				Error("persisted rule rejected at replay; skipped and kept in the rejected file")
-			rejected = append(rejected, rejectedRule{Rule: raw, Error: rerr.Error()})
+			s.log.WithFields(logrus.Fields{"index": i, "key": v.Key, "error": rerr.Error()}).
+				Error("stored rule rejected at replay; skipped")
+			rejected = append(rejected, rejectedRule{Rule: v.Value, Error: rerr.Error()})
 			continue
 		}
 		gen++
 		idx, _ := findKey(entries, e.Compiled.Key)
 		entries = slices.Insert(entries, idx, e)
 	}
-	if len(rejected) > 0 {
-		if err := s.writeRejected(rejected); err != nil {
-			return fmt.Errorf("rules: replay: %w", err)
+	if fb, ok := s.backend.(*FileBackend); ok && len(rejected) > 0 {
+		accepted := make([]string, len(entries))
+		for i, e := range entries {
+			accepted[i] = StoreKey(e.Compiled.Key)
 		}
-		if err := s.persist(entries); err != nil {
-			return fmt.Errorf("rules: replay: rewrite rule set: %w", err)
+		if err := fb.keepRejected(rejected, accepted); err != nil {
+			return fmt.Errorf("rules: replay: %w", err)
 		}
 	}
 	s.lastGen = gen
+	s.applied.Store(loaded.Revision)
 	s.snap.Store(&snapshot{gen: gen, entries: entries})
 	s.replayed = true
 	s.ready.Store(true)
-	s.log.WithFields(logrus.Fields{"rules": len(entries), "rejected": len(rejected)}).Info("rule replay finished")
+	s.log.WithFields(logrus.Fields{"rules": len(entries), "rejected": len(rejected),
+		"revision": loaded.Revision}).Info("rule replay finished")
+	if w, ok := s.backend.(Watcher); ok {
+		s.follow.Add(1)
+		go s.followWatch(w, loaded.Revision)
+	}
 	return nil
 }
 
-// replayOne runs one persisted rule through decode → validate → compile →
+// loadRetrying loads the backend; a shared backend that is unavailable is
+// retried (the replica stays not-ready) until ctx ends.
+func (s *Store) loadRetrying(ctx context.Context) (Loaded, error) {
+	delay := s.opts.ReplayRetryDelay
+	for attempt := 1; ; attempt++ {
+		loaded, err := s.backend.Load(ctx)
+		if err == nil {
+			return loaded, nil
+		}
+		e, ok := apierror.As(err)
+		if !ok || e.Code != apierror.CodeStoreUnavailable {
+			return Loaded{}, fmt.Errorf("rules: load stored rules: %w", err)
+		}
+		if attempt == 1 || attempt%25 == 0 {
+			s.log.WithFields(logrus.Fields{"attempt": attempt, "error": err}).
+				Warn("rule store unreachable at boot; serving nothing until it has synced once")
+		}
+		select {
+		case <-ctx.Done():
+			return Loaded{}, fmt.Errorf("rules: load stored rules: %w", ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 2*time.Second)
+	}
+}
+
+// replayOne runs one stored value through decode → validate → compile →
 // Install, exactly like a POST.
-func (s *Store) replayOne(ctx context.Context, raw []byte, entries []Entry, gen uint64) (Entry, error) {
-	r, err := DecodeJSON(raw)
+func (s *Store) replayOne(ctx context.Context, v StoredValue, entries []Entry, gen uint64) (Entry, error) {
+	nr, c, err := s.decodeValue(v)
 	if err != nil {
 		return Entry{}, err
 	}
-	if err := Validate(r); err != nil {
-		return Entry{}, err
-	}
-	nr := normalize(r)
-	c := compileValid(&nr)
 	if _, dup := findKey(entries, c.Key); dup {
+		s.rejectedValue("duplicate")
 		return Entry{}, apierror.Conflict(apierror.CodeRuleExists, "", resultRuleExists,
 			"duplicate key "+c.Key.String()+" in the persisted rule set")
 	}
@@ -470,9 +532,10 @@ func (s *Store) replayOne(ctx context.Context, raw []byte, entries []Entry, gen 
 	for attempt := 1; ; attempt++ {
 		err := s.rt.Install(nil, c)
 		if err == nil {
-			return Entry{Rule: nr, Compiled: c}, nil
+			return Entry{Rule: nr, Compiled: c, Revision: v.Revision}, nil
 		}
 		if attempt >= s.opts.ReplayInstallAttempts {
+			s.rejectedValue("install_failed")
 			return Entry{}, installError(err, c.Key)
 		}
 		s.log.WithFields(logrus.Fields{"rule": c.Key.String(), "attempt": attempt, "error": err}).
@@ -482,6 +545,36 @@ func (s *Store) replayOne(ctx context.Context, raw []byte, entries []Entry, gen 
 			return Entry{}, installError(err, c.Key)
 		case <-time.After(s.opts.ReplayRetryDelay):
 		}
+	}
+}
+
+// decodeValue is the validate → compile half of the one path every stored
+// value takes (replay and watch alike). A value whose key is not its rule's
+// StoreKey is refused: a direct write under the wrong key must not shadow
+// or duplicate another rule.
+func (s *Store) decodeValue(v StoredValue) (Rule, *spec.Rule, error) {
+	r, err := DecodeJSON(v.Value)
+	if err != nil {
+		s.rejectedValue("malformed")
+		return Rule{}, nil, err
+	}
+	if err := Validate(r); err != nil {
+		s.rejectedValue("invalid")
+		return Rule{}, nil, err
+	}
+	nr := normalize(r)
+	c := compileValid(&nr)
+	if want := StoreKey(c.Key); v.Key != want {
+		s.rejectedValue("key_mismatch")
+		return Rule{}, nil, apierror.BadRequest(apierror.CodeInvalidField, "", "malformed-service error",
+			fmt.Sprintf("stored under key %q but the rule's key is %q", v.Key, want))
+	}
+	return nr, c, nil
+}
+
+func (s *Store) rejectedValue(reason string) {
+	if s.opts.OnRejectedValue != nil {
+		s.opts.OnRejectedValue(reason)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/infergate/infergate/api/auth"
 	"github.com/infergate/infergate/api/client"
+	"github.com/infergate/infergate/rules/etcdstore"
 	"github.com/sirupsen/logrus"
 )
 
@@ -65,6 +66,11 @@ type Options struct {
 	// Token is the management API bearer token (zero: none). It is sent to
 	// the management API only, never to the VIP or the endpoints.
 	Token auth.Token
+
+	// Shared rule store of several replicas ("" = a single gateway: the
+	// replicas step is skipped) and its etcd client options.
+	Store string
+	Etcd  etcdstore.Options
 }
 
 // DefaultModel is the probe model when nothing names one.
@@ -79,6 +85,7 @@ func DefaultOptions() Options {
 		RequestTimeout: 30 * time.Second,
 		Settle:         3 * time.Second,
 		KVWarmupWait:   15 * time.Second,
+		Etcd:           etcdstore.DefaultOptions(),
 	}
 }
 
@@ -167,6 +174,7 @@ func (w *workflow) run(ctx context.Context) {
 		{StepCacheAware, w.cacheAware},
 		{StepKVExact, w.kvExact},
 		{StepDrain, w.drain},
+		{StepReplicas, w.replicas},
 	}
 	for i, s := range steps {
 		res := StepResult{Name: s.name}

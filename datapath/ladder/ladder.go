@@ -32,16 +32,21 @@ type Facts struct {
 	// the request's full blocks and how many each candidate already held.
 	kvBlocks int
 	kvScores []kvexact.Score
+	rkey     uint64 // RequestKey, computed on first use
+	rkeyDone bool
 }
 
 // Tier names as they appear in metrics and explanations.
 const (
-	TierSession  = "tier0_session"
-	TierPrefix   = "tier1_prefix"
-	TierKVExact  = "tier1_5_kv_exact"
-	TierLoad     = "tier2_load"
-	TierDecode   = "decode"
-	TierFallback = "role0_fallback"
+	TierSession = "tier0_session"
+	// TierRendezvous places a request Tier 0 did not pin on its key's
+	// rendezvous winner (replicated gateways only, see hrw.go).
+	TierRendezvous = "rendezvous"
+	TierPrefix     = "tier1_prefix"
+	TierKVExact    = "tier1_5_kv_exact"
+	TierLoad       = "tier2_load"
+	TierDecode     = "decode"
+	TierFallback   = "role0_fallback"
 )
 
 // Fall-through reasons shared by tiers.
@@ -104,12 +109,30 @@ type Ladder struct {
 	// pool alternate in lockstep (prefill always even, decode always odd
 	// ticks), pairing the same two endpoints forever.
 	rrDecode atomic.Uint64
+	// replicated makes the choices replica-consistent (hrw.go): new
+	// sessions go to their rendezvous winner and exact load ties are broken
+	// by the request's rendezvous key instead of rotation.
+	replicated bool
 }
 
 // New builds a ladder. sessions may be nil; tiers run in the given order
 // between Tier 0 and Tier 2.
 func New(sessions *Sessions, tiers ...PrefillTier) *Ladder {
 	return &Ladder{sessions: sessions, tiers: tiers}
+}
+
+// Replicated makes l's choices agree across gateway replicas that share no
+// state (see hrw.go); a single gateway keeps the rotation it has today.
+func (l *Ladder) Replicated() *Ladder {
+	l.replicated = true
+	return l
+}
+
+func (l *Ladder) leastLoaded(f *Facts, cands []Candidate, cursor *atomic.Uint64) int {
+	if l.replicated {
+		return LeastLoadedKeyed(cands, RequestKey(f), cursor)
+	}
+	return LeastLoaded(cands, cursor)
 }
 
 // SelectPair picks a (prefill, decode) pair from usable candidates. ok is
@@ -133,15 +156,18 @@ func (l *Ladder) selectPair(f *Facts, prefills, decodes []Candidate, commit bool
 	}
 	pinnedDecode := ""
 	prefill, found := l.sessionPrefill(f, prefills, &tr, &pinnedDecode, commit)
+	if !found && l.replicated {
+		prefill, found = l.rendezvous(f, prefills, &tr)
+	}
 	if !found {
 		prefill, found = l.tierPrefill(f, prefills, &tr, commit)
 	}
 	if !found {
-		idx := LeastLoaded(prefills, &l.rr)
+		idx := l.leastLoaded(f, prefills, &l.rr)
 		prefill = prefills[idx]
 		tr.Steps = append(tr.Steps, Step{Tier: TierLoad, Hit: true, Choice: prefill.ID})
 	}
-	decode := l.pickDecode(pinnedDecode, decodes, &tr)
+	decode := l.pickDecode(f, pinnedDecode, decodes, &tr)
 	tr.Prefill, tr.Decode = prefill, decode
 	if !commit {
 		return tr, true
@@ -190,6 +216,26 @@ func (l *Ladder) sessionPrefill(f *Facts, prefills []Candidate, tr *Trace, pinne
 	return Candidate{}, false
 }
 
+// rendezvous runs on replicated gateways after a Tier 0 miss: the request
+// goes to its key's rendezvous winner (session key, else prompt head), so
+// every replica sends one conversation, and one shared prefix, to the same
+// prefill with no shared state. When this replica sees the winner loaded
+// more than the guard above the least loaded, the other tiers choose.
+func (l *Ladder) rendezvous(f *Facts, prefills []Candidate, tr *Trace) (Candidate, bool) {
+	key := RequestKey(f)
+	if key == 0 {
+		tr.Steps = append(tr.Steps, Step{Tier: TierRendezvous, Reason: ReasonNoKey})
+		return Candidate{}, false
+	}
+	c := prefills[Rendezvous(prefills, key)]
+	if LoadGuardTrips(c.Load, minLoad(prefills), DefaultSessionGuard) {
+		tr.Steps = append(tr.Steps, Step{Tier: TierRendezvous, Reason: ReasonLoadGuard})
+		return Candidate{}, false
+	}
+	tr.Steps = append(tr.Steps, Step{Tier: TierRendezvous, Hit: true, Choice: c.ID})
+	return c, true
+}
+
 // tierPrefill runs the pluggable tiers (1, 1.5) in order and enforces that a
 // tier can only ever return one of the candidates it was given.
 func (l *Ladder) tierPrefill(f *Facts, prefills []Candidate, tr *Trace, commit bool) (Candidate, bool) {
@@ -214,7 +260,7 @@ func (l *Ladder) tierPrefill(f *Facts, prefills []Candidate, tr *Trace, commit b
 
 // pickDecode keeps the session's decode when it is still usable, else takes
 // the least loaded one.
-func (l *Ladder) pickDecode(pinned string, decodes []Candidate, tr *Trace) Candidate {
+func (l *Ladder) pickDecode(f *Facts, pinned string, decodes []Candidate, tr *Trace) Candidate {
 	if pinned != "" {
 		for _, c := range decodes {
 			if c.ID == pinned {
@@ -223,7 +269,7 @@ func (l *Ladder) pickDecode(pinned string, decodes []Candidate, tr *Trace) Candi
 			}
 		}
 	}
-	c := decodes[LeastLoaded(decodes, &l.rrDecode)]
+	c := decodes[l.leastLoaded(f, decodes, &l.rrDecode)]
 	tr.Steps = append(tr.Steps, Step{Tier: TierDecode, Hit: true, Choice: c.ID, Reason: "least_loaded"})
 	return c
 }

@@ -1,0 +1,144 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/rules/etcdstore"
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// etcdClientFlags are the etcd client flags of the commands that talk to
+// the store directly (migrate, get replicas); serve has the same ones.
+func etcdClientFlags(fl *pflag.FlagSet, e *etcdstore.Options) {
+	fl.StringVar(&e.TLS.CAFile, "etcd-ca", e.TLS.CAFile, "PEM CA bundle that signs the etcd members' certificates (turns TLS on)")
+	fl.StringVar(&e.TLS.CertFile, "etcd-cert", e.TLS.CertFile, "client certificate for etcd mutual TLS")
+	fl.StringVar(&e.TLS.KeyFile, "etcd-key", e.TLS.KeyFile, "client key for etcd mutual TLS")
+	fl.StringVar(&e.Username, "etcd-user", e.Username, "etcd auth user")
+	fl.StringVar(&e.PasswordFile, "etcd-password-file", e.PasswordFile, "file holding the etcd auth password")
+}
+
+// openStoreBackend opens a directory (file store) or an etcd:// URL.
+func openStoreBackend(where string, eo etcdstore.Options) (rules.Backend, *etcdstore.Backend, error) {
+	log := logrus.New()
+	log.SetLevel(logrus.WarnLevel)
+	if !etcdstore.IsURL(where) {
+		b, err := rules.OpenFileBackend(where, log, nil)
+		return b, nil, err
+	}
+	if err := eo.ParseURL(where); err != nil {
+		return nil, nil, usagef("%v", err)
+	}
+	b, err := etcdstore.Open(eo, log, nil)
+	return b, b, err
+}
+
+func newMigrateCmd(g *globals) *cobra.Command {
+	eo := etcdstore.DefaultOptions()
+	var from, to string
+	cmd := &cobra.Command{
+		Use:   "migrate --from <state-dir|etcd://…> --to <state-dir|etcd://…>",
+		Short: "Copy the rule set between a file store (state dir) and etcd",
+		Long: `migrate copies every valid rule from one store to the other (a state dir
+holding rules.json, or etcd://h1:2379,h2:2379/prefix) and keeps the
+destination's other rules. Invalid values are listed and not copied.
+Stop the gateways writing the source first, or re-run until nothing changes.`,
+		Args: exactArgs(0, "none"),
+		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			if from == "" || to == "" {
+				return usagef("migrate needs --from and --to")
+			}
+			src, _, err := openStoreBackend(from, eo)
+			if err != nil {
+				return fmt.Errorf("open %s: %w", from, err)
+			}
+			defer src.Close()
+			dst, _, err := openStoreBackend(to, eo)
+			if err != nil {
+				return fmt.Errorf("open %s: %w", to, err)
+			}
+			defer dst.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), max(g.timeout, 30*time.Second))
+			defer cancel()
+			rep, err := rules.Migrate(ctx, src, dst)
+			for _, s := range rep.Skipped {
+				fmt.Fprintf(g.env.Stderr, "skipped: %s\n", s)
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.env.Stdout, "copied %d rules, %d already identical, %d skipped\n", rep.Copied, rep.Unchanged, len(rep.Skipped))
+			return nil
+		}),
+	}
+	cmd.Flags().StringVar(&from, "from", "", "source: state dir or etcd:// URL")
+	cmd.Flags().StringVar(&to, "to", "", "destination: state dir or etcd:// URL")
+	etcdClientFlags(cmd.Flags(), &eo)
+	return cmd
+}
+
+func newGetReplicasCmd(g *globals) *cobra.Command {
+	eo := etcdstore.DefaultOptions()
+	var store string
+	cmd := &cobra.Command{
+		Use:   "replicas --store etcd://…",
+		Short: "List the gateway replicas sharing an etcd store and whether they serve the same rules",
+		Long: `replicas lists every live replica (id, API address, applied store revision,
+rule count, digest of its served set) and exits 1 when their digests differ:
+replicas that agree serve exactly the same rules.`,
+		Args: exactArgs(0, "none"),
+		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			if !etcdstore.IsURL(store) {
+				return usagef("get replicas needs --store etcd://host:port[,…][/prefix]")
+			}
+			_, eb, err := openStoreBackend(store, eo)
+			if err != nil {
+				return err
+			}
+			defer eb.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+			defer cancel()
+			reps, rev, err := etcdstore.Replicas(ctx, eb.Client(), eb.Prefix())
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(g.env.Stdout, 2, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tAPI\tREVISION\tLAG\tRULES\tDIGEST\tUPDATED")
+			digests := map[string]bool{}
+			for _, r := range reps {
+				digests[r.Digest] = true
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", r.ID, r.API, r.Revision, max(0, rev-r.Revision), r.Rules, r.Digest, r.Updated.Format(time.RFC3339))
+			}
+			w.Flush()
+			switch {
+			case len(reps) == 0:
+				return fmt.Errorf("no replica is registered under %s", eb.Prefix())
+			case len(digests) > 1:
+				return fmt.Errorf("replicas disagree: %d different rule sets (%s)", len(digests), strings.Join(keys(digests), ", "))
+			}
+			fmt.Fprintf(g.env.Stdout, "%d replicas serve the same rules (store revision %d)\n", len(reps), rev)
+			return nil
+		}),
+	}
+	cmd.Flags().StringVar(&store, "store", "", "etcd:// URL of the shared store")
+	etcdClientFlags(cmd.Flags(), &eo)
+	return cmd
+}
+
+func contextWithTimeout(cmd *cobra.Command, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(cmd.Context(), d)
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
