@@ -3,11 +3,13 @@ package datapath
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/netip"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,16 +45,56 @@ func pdFakeDialect(e spec.Engine) pdfake.Dialect {
 // startPDFake starts one fake engine closed when the test ends.
 func startPDFake(t *testing.T, d pdfake.Dialect, role pdfake.Role, addr string, boot uint16) *pdfake.Engine {
 	t.Helper()
+	e, err := tryPDFake(t, d, role, addr, boot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// tryPDFake is startPDFake returning the start error (a shared SGLang
+// bootstrap port may be taken on another IP by another test process).
+func tryPDFake(t *testing.T, d pdfake.Dialect, role pdfake.Role, addr string, boot uint16) (*pdfake.Engine, error) {
+	t.Helper()
 	cfg := pdfake.DefaultConfig(d, role)
 	cfg.Addr, cfg.BootstrapPort = addr, boot
 	cfg.RendezvousTimeout = 10 * time.Second
 	cfg.StreamChunks = 3
 	e, err := pdfake.Start(cfg)
 	if err != nil {
-		t.Fatalf("start fake %s %s on %s: %v", d, role, addr, err)
+		return nil, fmt.Errorf("start fake %s %s on %s: %w", d, role, addr, err)
 	}
 	t.Cleanup(func() { _ = e.Close() })
-	return e
+	return e, nil
+}
+
+// startPrefills starts np prefills on 127.0.0.20+i; SGLang's share the
+// first one's ephemeral bootstrap port, retried on a new port when another
+// process holds it on a later IP.
+func startPrefills(t *testing.T, d pdfake.Dialect, np int) ([]*pdfake.Engine, uint16) {
+	t.Helper()
+	for attempt := 0; ; attempt++ {
+		var out []*pdfake.Engine
+		var boot uint16
+		var err error
+		for i := range np {
+			var e *pdfake.Engine
+			if e, err = tryPDFake(t, d, pdfake.Prefill, fmt.Sprintf("127.0.0.%d:0", 20+i), boot); err != nil {
+				break
+			}
+			boot = e.BootstrapPort()
+			out = append(out, e)
+		}
+		if err == nil {
+			return out, boot
+		}
+		if attempt == 4 || !errors.Is(err, syscall.EADDRINUSE) {
+			t.Fatal(err)
+		}
+		for _, e := range out {
+			_ = e.Close()
+		}
+	}
 }
 
 // pdTestOptions are testOptions with P/D deadlines generous enough for a
@@ -70,11 +112,9 @@ func newPDFleet(t *testing.T, o Options, engine spec.Engine, np, nd int, mod ...
 	t.Helper()
 	d := pdFakeDialect(engine)
 	f := &pdFleet{reg: prometheus.NewRegistry()}
-	var boot uint16
 	var eps []spec.Endpoint
-	for i := range np {
-		e := startPDFake(t, d, pdfake.Prefill, fmt.Sprintf("127.0.0.%d:0", 20+i), boot)
-		boot = e.BootstrapPort() // SGLang: one rule-wide port, distinct IPs
+	prefills, boot := startPrefills(t, d, np) // SGLang: one rule-wide port, distinct IPs
+	for _, e := range prefills {
 		f.prefills = append(f.prefills, e)
 		eps = append(eps, e.Endpoint())
 	}

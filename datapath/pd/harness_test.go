@@ -2,10 +2,13 @@ package pd_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,21 +62,40 @@ func fakeDialect(e spec.Engine) pdfake.Dialect {
 func startFleet(t *testing.T, engine spec.Engine) *fleet {
 	t.Helper()
 	d := fakeDialect(engine)
-	start := func(addr string, role pdfake.Role, boot, nixl uint16) *pdfake.Engine {
+	try := func(addr string, role pdfake.Role, boot, nixl uint16) (*pdfake.Engine, error) {
 		cfg := pdfake.DefaultConfig(d, role)
 		cfg.Addr, cfg.BootstrapPort, cfg.NixlPort = addr, boot, nixl
 		cfg.RendezvousTimeout = 10 * time.Second
 		e, err := pdfake.Start(cfg)
 		if err != nil {
-			t.Fatalf("start fake %s %s: %v", d, role, err)
+			return nil, fmt.Errorf("start fake %s %s: %w", d, role, err)
 		}
 		t.Cleanup(func() { _ = e.Close() })
+		return e, nil
+	}
+	start := func(addr string, role pdfake.Role, boot, nixl uint16) *pdfake.Engine {
+		e, err := try(addr, role, boot, nixl)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return e
 	}
 	f := &fleet{engine: engine}
-	f.prefill = start("127.0.0.2:0", pdfake.Prefill, 0, 19001)
 	// Same bootstrap port on another IP, as SGLang's rule-wide port demands.
-	f.alt = start("127.0.0.3:0", pdfake.Prefill, f.prefill.BootstrapPort(), 19002)
+	// The port is ephemeral on the first IP and may be taken on the second
+	// by another test process: try a few ports.
+	for attempt := 0; ; attempt++ {
+		f.prefill = start("127.0.0.2:0", pdfake.Prefill, 0, 19001)
+		alt, err := try("127.0.0.3:0", pdfake.Prefill, f.prefill.BootstrapPort(), 19002)
+		if err == nil {
+			f.alt = alt
+			break
+		}
+		if attempt == 4 || !errors.Is(err, syscall.EADDRINUSE) {
+			t.Fatal(err)
+		}
+		_ = f.prefill.Close()
+	}
 	f.dec = start("127.0.0.4:0", pdfake.Decode, 0, 19003)
 	f.rule = &spec.Rule{Name: "rule-" + string(engine), Engine: engine,
 		Key: spec.Key{ModelName: "m"}, PD: &spec.PD{BootstrapPort: f.prefill.BootstrapPort()}}
