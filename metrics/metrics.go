@@ -16,6 +16,9 @@ type Metrics struct {
 	Datapath *Datapath
 	Radix    *Radix
 	// Datapath, PD, KV and Radix are added by their owners (one file each).
+
+	// TLS (issue 11): HTTPS VIPs, certificates, TLS legs to engines.
+	TLS *TLS
 }
 
 // New builds and registers every metric on a fresh registry.
@@ -27,5 +30,6 @@ func New() *Metrics {
 	m.PD = newPD(reg)
 	m.Datapath = NewDatapath(reg)
 	m.Radix = NewRadix(reg)
+	m.TLS = NewTLS(reg) // issue 11
 	return m
 }
