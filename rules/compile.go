@@ -50,6 +50,7 @@ func compileValid(r *Rule) *spec.Rule {
 		CircuitBreaker:    sa.CBEnable || sa.PDDisaggMode,
 		Engine:            eng,
 		Probe:             compileProbe(sa),
+		TLS:               compileTLS(sa), // issue 11, tls.go
 	}
 	out.Session, _ = parseSession(sa.SessionHeaderName) // validated
 	if sa.PDDisaggMode {
@@ -209,6 +210,7 @@ func normalize(r Rule) Rule {
 	sa.CHWBLPrefixHashLevel = clonePtr(sa.CHWBLPrefixHashLevel)
 	sa.CHWBLPrefixHashFlags = clonePtr(sa.CHWBLPrefixHashFlags)
 	sa.CHWBLEnableCacheSalt = clonePtr(sa.CHWBLEnableCacheSalt)
+	normalizeTLS(sa) // issue 11, tls.go
 	return r
 }
 

@@ -121,6 +121,7 @@ var crossChecks = []crossCheck{
 	{"probe-type-served", checkProbeServed},
 	{"path-match", checkPathMatch},
 	{"backend-protocol", checkBackendProtocol},
+	{"tls", checkTLS}, // issue 11, tls.go
 }
 
 func crossPass(r *Rule) error {
@@ -412,8 +413,6 @@ func checkProtocolServed(r *Rule) *apierror.Error {
 func checkClassicKnobs(r *Rule) *apierror.Error {
 	sa := &r.ServiceArguments
 	switch {
-	case sa.Security != 0:
-		return unsupported(saPath(fieldSecurity), "security (TLS termination) is not served by infergate; terminate TLS in front of it")
 	case sa.PrivateIP != "":
 		return unsupported(saPath(fieldPrivateIP), "privateIP (NAT'd private VIP) is an L4 feature infergate does not serve")
 	case sa.Oper != 0:

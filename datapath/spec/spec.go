@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strconv"
 	"time"
+
+	"github.com/infergate/infergate/tlsmat"
 )
 
 // Role is an endpoint's part in prefill/decode disaggregation (wire: ep_role).
@@ -191,6 +193,9 @@ type Rule struct {
 	CHWBL  *CHWBL // nil unless sel 8 or 10
 
 	Endpoints []Endpoint // in request order
+
+	// TLS is nil for plaintext rules (security 0). Issue 11.
+	TLS *TLS
 }
 
 // EndpointStatus is the runtime view of one endpoint.
@@ -204,4 +209,22 @@ type RuleStatus struct {
 	Ready     bool
 	Reason    string // why not ready, e.g. "no usable decode endpoint"
 	Endpoints map[string]EndpointStatus
+}
+
+// --- TLS (issue 11) ---
+
+// Security modes (wire: security).
+const (
+	SecurityPlain     = 0
+	SecurityTerminate = 1 // TLS at the VIP, plaintext to engines
+	SecurityEndToEnd  = 2 // TLS at the VIP and TLS to engines
+)
+
+// TLS is a rule's resolved TLS configuration: the VIP side always, the
+// engine side for security 2. The params are plain data; the datapath turns
+// them into crypto/tls configurations through tlsmat.
+type TLS struct {
+	Security int
+	Server   tlsmat.ServerParams
+	Backend  *tlsmat.ClientParams // security 2 only
 }
