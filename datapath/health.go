@@ -174,7 +174,7 @@ func (rt *Runtime) probeRound(ctx context.Context, c *compiled) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := probeOnce(ctx, rt.probeClient, p, ep.addr)
+			err := probeOnce(ctx, c.probeClient(rt), p, ep.addr)
 			if ctx.Err() != nil {
 				return // shutting down; not the engine's fault
 			}

@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"time"
+
+	"github.com/infergate/infergate/tlsmat"
 )
 
 // listener is one bound VIP:port and the rules served on it.
@@ -17,12 +19,18 @@ type listener struct {
 	nl     net.Listener
 	srv    *http.Server
 	table  atomic.Pointer[routeTable]
-	rules  []*ruleState  // control plane copy (rt.mu)
-	served chan struct{} // closed when Serve returned
+	rules  []*ruleState     // control plane copy (rt.mu)
+	served chan struct{}    // closed when Serve returned
+	fe     *tlsmat.Frontend // TLS layer (security 1/2); nil for plaintext
 }
 
-func (rt *Runtime) newListener(addr netip.AddrPort, nl net.Listener) *listener {
-	ln := &listener{rt: rt, addr: addr, nl: nl, served: make(chan struct{})}
+// newListener builds the front door on the bound socket nl: admission →
+// TLS (fe, when the listener serves TLS rules) → HTTP.
+func (rt *Runtime) newListener(addr netip.AddrPort, nl net.Listener, fe *tlsmat.Frontend) *listener {
+	if fe != nil {
+		nl = fe.Listener(nl)
+	}
+	ln := &listener{rt: rt, addr: addr, nl: nl, fe: fe, served: make(chan struct{})}
 	ln.table.Store(&routeTable{})
 	ln.srv = &http.Server{
 		Handler:           ln,
@@ -33,6 +41,9 @@ func (rt *Runtime) newListener(addr netip.AddrPort, nl net.Listener) *listener {
 		ReadTimeout: rt.opts.BodyReadTimeout,
 		IdleTimeout: rt.opts.ClientIdleTimeout,
 		ErrorLog:    newStdLogger(rt.log),
+	}
+	if fe != nil {
+		ln.srv.ConnState = fe.ConnState // handshake counters
 	}
 	return ln
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/datapath/ladder"
 	"github.com/infergate/infergate/radix"
+	"github.com/infergate/infergate/tlsmat"
 )
 
 // Options tune the datapath. Build them with DefaultOptions and override.
@@ -58,6 +59,9 @@ type Options struct {
 	PrefixIndex radix.Options
 	// KV configures KV-exact routing (kvExactMode 1 and 3).
 	KV kvplane.Options
+
+	// TLS configures the certificate store of HTTPS VIPs (issue 11).
+	TLS tlsmat.Options
 }
 
 // DefaultOptions returns the documented defaults (LoxiLB's where it has one).
@@ -85,5 +89,6 @@ func DefaultOptions() Options {
 		MaxSessions:              ladder.DefaultMaxSessions,
 		PrefixIndex:              radix.DefaultOptions(),
 		KV:                       kvplane.DefaultOptions(),
+		TLS:                      tlsmat.DefaultOptions(),
 	}
 }

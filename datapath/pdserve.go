@@ -228,7 +228,7 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	}
 	req := &pd.Request{Path: r.URL.Path, Header: r.Header, Body: body, RequestID: x.requestID, Rule: c.rule}
 	x.wroteHeader = true // the dialect answers the client, success or error
-	o := c.pd.dialect.Serve(ctx, &idWriter{ResponseWriter: x.w, id: x.requestID}, req, pair, rt.sender)
+	o := c.pd.dialect.Serve(ctx, &idWriter{ResponseWriter: x.w, id: x.requestID}, req, pair, c.sender(rt))
 
 	pd.Record(rt.pdm, c.rule, o)
 	rt.feedLegs(c, &o, pi, di)

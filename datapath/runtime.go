@@ -22,6 +22,7 @@ import (
 	"github.com/infergate/infergate/datapath/pd"
 	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/metrics"
+	"github.com/infergate/infergate/tlsmat"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 )
@@ -48,6 +49,12 @@ type Runtime struct {
 	closed    bool
 	drains    sync.WaitGroup // listeners shutting down
 
+	// TLS (issue 11, tls.go): the SNI certificate store shared by every TLS
+	// listener, the TLS metrics, and ids for engine-side TLS configs.
+	certs *tlsmat.Store
+	tlsm  *metrics.TLS
+	upSeq atomic.Uint64
+
 	// hookServe, when set (tests only, before any Install), runs at the start
 	// of every request; it lets tests exercise panic recovery.
 	hookServe func(*http.Request)
@@ -59,6 +66,7 @@ type ruleState struct {
 	ln  *listener
 	cur atomic.Pointer[compiled]
 	eps map[string]*endpoint // by ID; control plane only (rt.mu)
+	tls *ruleTLS             // current generation's TLS objects; nil for security 0 (rt.mu)
 
 	// P/D state that outlives a generation (control plane writes, rt.mu):
 	// session pins and the Tier 1 prefix index survive rule updates.
@@ -79,7 +87,7 @@ func New(opts Options, m *metrics.Datapath, log logrus.FieldLogger) *Runtime {
 	if m == nil {
 		m = metrics.NewDatapath(reg)
 	}
-	return newRuntime(opts, m, metrics.NewPD(reg), metrics.NewRadix(reg), nil, log)
+	return newRuntime(opts, m, metrics.NewPD(reg), metrics.NewRadix(reg), nil, metrics.NewTLS(reg), log)
 }
 
 // NewWithMetrics builds a Runtime that reports on the daemon's full metric
@@ -88,10 +96,14 @@ func NewWithMetrics(opts Options, m *metrics.Metrics, log logrus.FieldLogger) *R
 	if m == nil {
 		return New(opts, nil, log)
 	}
-	return newRuntime(opts, m.Datapath, m.PD, m.Radix, m.KV, log)
+	tlsm := m.TLS
+	if tlsm == nil {
+		tlsm = metrics.NewTLS(prometheus.NewRegistry())
+	}
+	return newRuntime(opts, m.Datapath, m.PD, m.Radix, m.KV, tlsm, log)
 }
 
-func newRuntime(opts Options, m *metrics.Datapath, pdm *metrics.PD, rx *metrics.Radix, kvm *metrics.KV, log logrus.FieldLogger) *Runtime {
+func newRuntime(opts Options, m *metrics.Datapath, pdm *metrics.PD, rx *metrics.Radix, kvm *metrics.KV, tlsm *metrics.TLS, log logrus.FieldLogger) *Runtime {
 	if log == nil {
 		l := logrus.New()
 		l.SetOutput(io.Discard)
@@ -110,7 +122,10 @@ func newRuntime(opts Options, m *metrics.Datapath, pdm *metrics.PD, rx *metrics.
 	rt.up = newUpstream(opts.DialTimeout, opts.MaxIdleConnsPerHost)
 	rt.bufs.New = func() any { b := make([]byte, 32<<10); return &b }
 	rt.kv = kvplane.New(opts.KV, kvm, log.WithField("component", "kvplane"))
-	rt.sender = legSender{rt}
+	rt.sender = legSender{rt: rt}
+	rt.tlsm = tlsm
+	rt.certs = tlsmat.NewStore(opts.TLS, tlsm, log.WithField("component", "tls"))
+	rt.certs.Start()
 	return rt
 }
 
@@ -125,25 +140,39 @@ func (rt *Runtime) Install(prev, next *spec.Rule) error {
 	if rt.closed {
 		return apierror.New(http.StatusServiceUnavailable, apierror.CodeInternal, "", "", "datapath is shut down")
 	}
+	nt, err := rt.buildTLS(next) // before anything changes: a bad certificate is a 400
+	if err != nil {
+		return err
+	}
 	if rs := rt.rules[next.Key]; rs != nil {
-		rt.swapLocked(rs, next)
+		if err := checkListenerTLS(rs.ln, next); err != nil {
+			nt.release()
+			return err
+		}
+		rt.swapLocked(rs, next, nt)
 		if prev != nil && prev.Key != next.Key {
 			rt.removeLocked(prev.Key)
 		}
 		return nil
 	}
-	ln, created, err := rt.listenerForLocked(next.Key)
+	ln, created, err := rt.listenerForLocked(next.Key, next.TLS != nil)
+	if err == nil && !created {
+		err = checkListenerTLS(ln, next)
+	}
 	if err != nil {
+		nt.release()
 		return err
 	}
 	rs := &ruleState{
 		key:        next.Key,
 		ln:         ln,
+		tls:        nt,
 		kick:       make(chan struct{}, 1),
 		stop:       make(chan struct{}),
 		proberDone: make(chan struct{}),
 	}
 	c, eps := newCompiled(next, nil, &rt.opts, rt.m)
+	nt.apply(c)
 	rs.eps = eps
 	var kvPrev *spec.Rule // a key change starts fresh KV state; the old one goes with prev
 	rt.attachLocked(rs, c, kvPrev)
@@ -151,6 +180,7 @@ func (rt *Runtime) Install(prev, next *spec.Rule) error {
 	rt.rules[next.Key] = rs
 	ln.rules = append(ln.rules, rs)
 	ln.table.Store(newRouteTable(ln.rules))
+	ln.refreshSites()
 	go rt.runProber(rs)
 	if created {
 		ln.start()
@@ -164,9 +194,10 @@ func (rt *Runtime) Install(prev, next *spec.Rule) error {
 
 // swapLocked publishes a new generation of an existing rule. In-flight
 // requests keep the generation they loaded.
-func (rt *Runtime) swapLocked(rs *ruleState, next *spec.Rule) {
+func (rt *Runtime) swapLocked(rs *ruleState, next *spec.Rule, nt *ruleTLS) {
 	old := rs.cur.Load()
 	c, eps := newCompiled(next, rs.eps, &rt.opts, rt.m)
+	nt.apply(c)
 	for id := range rs.eps {
 		if _, kept := eps[id]; !kept {
 			rs.forgetEndpoint(id)
@@ -184,9 +215,13 @@ func (rt *Runtime) swapLocked(rs *ruleState, next *spec.Rule) {
 		}
 	}
 	rs.eps = eps
+	oldTLS := rs.tls
+	rs.tls = nt
 	if rs.ln != nil {
 		rs.ln.table.Store(newRouteTable(rs.ln.rules)) // keys equal; keeps tables fresh
+		rs.ln.refreshSites()
 	}
+	oldTLS.release() // handshakes already past GetConfigForClient keep their config
 	select {
 	case rs.kick <- struct{}{}:
 	default:
@@ -248,6 +283,8 @@ func (rt *Runtime) removeLocked(k spec.Key) {
 	ln := rs.ln
 	ln.rules = slices.DeleteFunc(ln.rules, func(x *ruleState) bool { return x == rs })
 	ln.table.Store(newRouteTable(ln.rules))
+	ln.refreshSites()
+	rs.tls.release()
 	if len(ln.rules) == 0 {
 		delete(rt.listeners, ln.addr)
 		rt.m.Listeners.Dec()
@@ -286,6 +323,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	}
 	var stops []chan struct{}
 	for k, rs := range rt.rules {
+		rs.tls.release()
 		close(rs.stop)
 		stops = append(stops, rs.proberDone)
 		delete(rt.rules, k)
@@ -319,12 +357,13 @@ func (rt *Runtime) Close(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("closing KV plane: %w", err))
 	}
 	rt.up.closeIdle()
+	rt.certs.Close()
 	return errors.Join(errs...)
 }
 
 // listenerForLocked returns the listener serving k's VIP:port, binding a new
 // one when needed. A bind failure is a client error naming the address.
-func (rt *Runtime) listenerForLocked(k spec.Key) (*listener, bool, error) {
+func (rt *Runtime) listenerForLocked(k spec.Key, tlsOn bool) (*listener, bool, error) {
 	addr := k.ListenAddr()
 	if ln := rt.listeners[addr]; ln != nil {
 		return ln, false, nil
@@ -344,7 +383,11 @@ func (rt *Runtime) listenerForLocked(k spec.Key) (*listener, bool, error) {
 	if err != nil {
 		return nil, false, bindError(addr, err)
 	}
-	ln := rt.newListener(addr, nl)
+	var fe *tlsmat.Frontend
+	if tlsOn {
+		fe = tlsmat.NewFrontend(addr.String(), rt.tlsm)
+	}
+	ln := rt.newListener(addr, nl, fe)
 	rt.listeners[addr] = ln
 	rt.m.Listeners.Inc()
 	return ln, true, nil

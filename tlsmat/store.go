@@ -141,6 +141,9 @@ func (s *Store) Acquire(hostname string) (*Handle, error) {
 				return nil, &MaterialError{Hostname: hostname, Reason: reason}
 			}
 		}
+		if s.opts.CertRoot == "" {
+			return nil, &MaterialError{Hostname: hostname, Reason: "no certificate root is configured (infergate serve --cert-root)"}
+		}
 		c, err := LoadPair(hostname, s.DirFor(hostname), s.now())
 		if err != nil {
 			return nil, err
