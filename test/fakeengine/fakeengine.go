@@ -2,6 +2,7 @@ package fakeengine
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -35,6 +36,8 @@ type Options struct {
 	TokenDelay time.Duration // wait between SSE chunks
 	NoLog      bool          // do not record requests (benchmarks)
 	MaxLog     int           // records kept, default 10000
+	// TLS, when set, serves HTTPS (engines behind security 2 rules).
+	TLS *tls.Config
 }
 
 // Request is one recorded completion request.
@@ -87,6 +90,9 @@ func Start(opts Options) (*Server, error) {
 	ln, err := net.Listen("tcp", opts.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("fakeengine: listen %s: %w", opts.Addr, err)
+	}
+	if opts.TLS != nil {
+		ln = tls.NewListener(ln, opts.TLS)
 	}
 	s := &Server{opts: opts, ln: ln, done: make(chan struct{}), clientGone: make(chan string, 64)}
 	s.health.Store(http.StatusOK)
