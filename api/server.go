@@ -53,6 +53,9 @@ type Options struct {
 	Metrics      *metrics.Metrics
 	Log          logrus.FieldLogger
 	MaxBodyBytes int64 // request body limit, 413 above
+	// Certs is the SNI certificate store (issue 11); nil: /sni/certificates
+	// lists nothing and refuses writes, /status shows no certificate.
+	Certs CertStore
 	// BootDone, if set, must also report true for /readyz to pass: the daemon
 	// applies declarative rule files after the store's replay, and a
 	// load balancer must not route to it before they are in.
@@ -78,6 +81,7 @@ type Server struct {
 	log     logrus.FieldLogger
 	maxBody int64
 	boot    func() bool
+	certs   CertStore
 	engine  *gin.Engine
 	spec    []byte // the OpenAPI document, rendered once
 }
@@ -100,6 +104,7 @@ func NewServer(opts Options) (*Server, error) {
 	views := Views()
 	views.KVInventory = KVInventoryView{}
 	views.Explanation = datapath.Explanation{}
+	views.SNIList, views.SNIEntry, views.SNIResult = SNICertificateList{}, SNICertificateEntry{}, SNIResult{}
 	doc, err := json.Marshal(swagger.Document(views))
 	if err != nil {
 		return nil, fmt.Errorf("api: render OpenAPI document: %w", err)
@@ -113,6 +118,7 @@ func NewServer(opts Options) (*Server, error) {
 		log:     opts.Log,
 		maxBody: opts.MaxBodyBytes,
 		boot:    opts.BootDone,
+		certs:   opts.Certs,
 		spec:    doc,
 	}
 	s.engine = s.routes()
@@ -188,6 +194,10 @@ func (s *Server) routes() *gin.Engine {
 	w.DELETE(routeLBKeyRange, s.deleteByKey)
 	w.DELETE(routeLBHost, s.deleteByKey)
 	w.DELETE(routeLBHostRange, s.deleteByKey)
+	// SNI certificate store (issue 11, sni_handlers.go).
+	v1.GET(routeSNI, s.listSNI)
+	w.POST(routeSNI, s.postSNI)
+	w.DELETE(routeSNI, s.deleteSNI)
 	return e
 }
 

@@ -44,6 +44,11 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.StringVar(&opts.RulesPath, "rules", opts.RulesPath, "YAML rule file or directory applied at boot")
 	fl.BoolVar(&opts.BindAnyVIP, "bind-any-vip", opts.BindAnyVIP, "serve non-local VIPs on 0.0.0.0:<port>")
 	fl.StringVar(&opts.LogLevel, "log-level", opts.LogLevel, "log level: debug|info|warn|error")
+	// TLS (issue 11).
+	fl.StringVar(&opts.CertRoot, "cert-root", opts.CertRoot, "LoxiLB certificate root for HTTPS VIPs: <root>/server.crt|key is the default certificate, <root>/<hostname>/ a host's (default <state-dir>/cert)")
+	fl.StringVar(&opts.APITLSCert, "api-tls-cert", opts.APITLSCert, "serve the management API over HTTPS with this certificate (PEM)")
+	fl.StringVar(&opts.APITLSKey, "api-tls-key", opts.APITLSKey, "private key (PEM) of --api-tls-cert")
+	fl.StringVar(&opts.APITLSClientCA, "api-tls-client-ca", opts.APITLSClientCA, "require management API clients to present a certificate from this CA (mTLS)")
 	fl.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", opts.ShutdownTimeout, "bound on the graceful API shutdown after SIGINT/SIGTERM")
 	fl.Int64Var(&opts.MaxBodyBytes, "max-body-bytes", opts.MaxBodyBytes, "largest request body proxied (413 above)")
 	fl.IntVar(&opts.BreakerConnectFailures, "breaker-connect-failures", opts.BreakerConnectFailures, "consecutive connect failures that open an endpoint's breaker")

@@ -10,6 +10,7 @@ import (
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/kvexact"
 	"github.com/infergate/infergate/radix"
+	"github.com/infergate/infergate/tlsmat"
 )
 
 // Options are the daemon's command-line options. The CLI fills them from
@@ -50,6 +51,28 @@ type Options struct {
 	// Tier 1 prefix affinity (pd_cache_aware_mode), see PrefixIndexOptions.
 	PrefixIndexBudgetBytes int64 // per-rule prefix index budget (64 MiB)
 	PrefixKeyMaxBytes      int   // prompt key cap (256 KiB): longer prompts are keyed on their head
+
+	// TLS (issue 11). The certificate store's other knobs are tlsmat's
+	// defaults; these are the ones an operator sets.
+	CertRoot       string // LoxiLB certificate root (<root>/<hostname>/server.crt…); "" = <state-dir>/cert
+	APITLSCert     string // management API certificate (PEM); with APITLSKey the API serves HTTPS only
+	APITLSKey      string
+	APITLSClientCA string // with APITLSCert: require client certificates from this CA (mTLS)
+}
+
+// TLSOptions are the datapath certificate store's options: tlsmat's
+// defaults with the root (default under the state directory) and the SNI
+// registrations file resolved.
+func (o Options) TLSOptions() tlsmat.Options {
+	t := tlsmat.DefaultOptions()
+	t.CertRoot = o.CertRoot
+	if t.CertRoot == "" && o.StateDir != "" {
+		t.CertRoot = tlsmat.DefaultCertRoot(o.StateDir)
+	}
+	if o.StateDir != "" {
+		t.StateFile = tlsmat.SNIStateFile(o.StateDir)
+	}
+	return t
 }
 
 // PrefixIndexOptions are the options of each P/D rule's Tier 1 prefix index

@@ -26,6 +26,7 @@ func newRuntime(opts Options, m *metrics.Metrics, log logrus.FieldLogger) (rules
 	setIf(&o.DecodeFirstByteTimeout, opts.DecodeFirstByteTimeout)
 	o.PrefixIndex = opts.PrefixIndexOptions()
 	o.KV = opts.KVPlaneOptions()
+	o.TLS = opts.TLSOptions() // issue 11
 	return datapath.NewWithMetrics(o, m, log), nil
 }
 

@@ -23,6 +23,8 @@ type Views struct {
 	KVInventory interface{}
 	// Explanation is POST …/explain's answer (nil: a free-form object).
 	Explanation interface{}
+	// SNI certificate store (issue 11; nil: not documented).
+	SNIList, SNIEntry, SNIResult interface{}
 }
 
 // Document builds the OpenAPI 2.0 document.
@@ -203,6 +205,7 @@ func buildDocument(g *generator, v Views) *Doc {
 	}
 	addKVPaths(g, v, paths, internal)
 	addExplainPaths(g, v, paths, internal)
+	addSNIPaths(g, v, paths, internal, notReady, fail)
 	return &Doc{
 		Swagger: "2.0",
 		Info: Info{
@@ -212,7 +215,8 @@ func buildDocument(g *generator, v Views) *Doc {
 				"serving fleets. Errors are {code, message, result, error_code, field}; code equals the HTTP status.",
 		},
 		BasePath:    BasePath,
-		Schemes:     []string{"http"},
+		// No schemes: clients (Swagger UI) use the scheme the document was
+		// fetched over, so the same document serves HTTP and HTTPS (--api-tls-cert).
 		Consumes:    []string{mimeJSON},
 		Produces:    []string{mimeJSON},
 		Paths:       paths,

@@ -191,7 +191,7 @@ func ParseClientPair(certPEM, keyPEM []byte, now time.Time) (*tls.Certificate, s
 		return nil, "client certificate or key does not parse: " + err.Error()
 	}
 	if reason := checkWindow(pair.Leaf, now); reason != "" {
-		return nil, "client " + reason
+		return nil, reason
 	}
 	return &pair, ""
 }
