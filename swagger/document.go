@@ -214,7 +214,7 @@ func buildDocument(g *generator, v Views) *Doc {
 			Description: "LoxiLB-compatible load-balancer rule API of infergate, an inference gateway for LLM " +
 				"serving fleets. Errors are {code, message, result, error_code, field}; code equals the HTTP status.",
 		},
-		BasePath:    BasePath,
+		BasePath: BasePath,
 		// No schemes: clients (Swagger UI) use the scheme the document was
 		// fetched over, so the same document serves HTTP and HTTPS (--api-tls-cert).
 		Consumes:    []string{mimeJSON},
