@@ -56,10 +56,34 @@ type globals struct {
 	timeout time.Duration
 	output  string
 	env     Env
+
+	// HTTPS to the management API (issue 11): loxicmd's --protocol,
+	// --cacert, --cert, --key; resolved into httpClient before a command runs.
+	protocol   string
+	tls        client.TLSOptions
+	httpClient *http.Client
 }
 
 func (g *globals) client() *client.Client {
-	return client.New(g.server, &http.Client{Timeout: g.timeout})
+	hc := g.httpClient
+	if hc == nil {
+		hc = &http.Client{Timeout: g.timeout}
+	}
+	return client.New(g.server, hc)
+}
+
+// resolveTLS applies --protocol and the TLS files (usage errors name the flag).
+func (g *globals) resolveTLS() error {
+	server, err := client.WithProtocol(g.server, g.protocol)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	hc, err := client.NewHTTPClient(g.timeout, g.tls)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	g.server, g.httpClient = server, hc
+	return nil
 }
 
 // Main runs the CLI with args (without the program name) and returns the
@@ -153,6 +177,11 @@ func newRoot(env Env) *cobra.Command {
 	pf.StringVar(&g.server, "server", server, "management API base URL (env "+envServer+")")
 	pf.DurationVar(&g.timeout, "timeout", defaultLimit, "timeout of each API request")
 	pf.StringVarP(&g.output, "output", "o", "", "output format: table (default), wide, json or yaml")
+	pf.StringVar(&g.protocol, "protocol", "", "management API protocol: http or https (overrides the --server scheme)")
+	pf.StringVar(&g.tls.CACert, "cacert", "", "CA bundle (PEM) that signs the management API certificate")
+	pf.StringVar(&g.tls.Cert, "cert", "", "client certificate (PEM) for a management API that requires mTLS")
+	pf.StringVar(&g.tls.Key, "key", "", "private key (PEM) of --cert")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error { return g.resolveTLS() }
 
 	root.AddCommand(newServeCmd(g), newCreateCmd(g), newGetCmd(g), newDeleteCmd(g), newApplyCmd(g),
 		newValidateCmd(g), newDemoCmd(g), newFakeEngineCmd(g), newExplainCmd(g))
