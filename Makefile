@@ -32,6 +32,7 @@ bench:
 	@.ci/ensure-packages bench
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	test/bench/proxy.sh
+	test/bench/tls.sh
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
