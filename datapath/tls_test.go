@@ -387,6 +387,16 @@ func TestTLSHostileHandshakesKeepListenerServing(t *testing.T) {
 		sendRaw(addr, data)
 		t.Logf("sent %s", name)
 	}
+	// Plaintext HTTP gets net/http's clear answer, not silence.
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		_, _ = c.Write(hostileClients["plaintext http"])
+		b, _ := io.ReadAll(c)
+		c.Close()
+		if !strings.Contains(string(b), "HTTP request to an HTTPS server") {
+			t.Errorf("plaintext client got %q", b)
+		}
+	}
 	// Unknown ALPN and a mismatched version get a clean failure.
 	for name, cfg := range map[string]*tls.Config{
 		"unknown alpn": {RootCAs: env.ca.Pool(), ServerName: "api.example.com", NextProtos: []string{"h3"}},
