@@ -42,6 +42,7 @@ Exit code 0 when nothing FAILed, 1 otherwise.`,
 				return usagef("-o %q is not an output format for validate (want table|json)", g.output)
 			}
 			opts.Server, opts.Target = g.server, args[0]
+			opts.APIClient = g.httpClient // issue 11: the API's TLS trust
 			if g.timeout > opts.RequestTimeout {
 				opts.RequestTimeout = g.timeout
 			}

@@ -151,6 +151,12 @@ spec:
 			})
 		}
 	}
+	t.Run("validate speaks HTTPS to the VIP and the engines", func(t *testing.T) {
+		res := cliRun(t, bin, plainURL, append(tlsFlags, "validate", "llm-pd-tls")...)
+		if res.Code != 0 {
+			t.Fatalf("validate: exit %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)
+		}
+	})
 	t.Run("status and SNI list show the certificate, metrics count handshakes", func(t *testing.T) {
 		get := func(path string) string {
 			resp, err := apiClient.Get(d.URL + path)
