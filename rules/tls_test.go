@@ -183,3 +183,35 @@ func TestGetRedactsInlineKey(t *testing.T) {
 		t.Fatal("redaction changed the stored rule")
 	}
 }
+
+// LoxiLB-shaped TLS bodies (its field names and nesting, as its CLI and
+// model send them) decode strictly and validate unchanged.
+func TestLoxiLBTLSBodiesAccepted(t *testing.T) {
+	for name, body := range map[string]string{
+		"security 1 P/D with mTLS frontend": `{"serviceArguments":{"externalIP":"10.10.10.254","port":2020,"protocol":"tcp","sel":0,"mode":4,
+		  "security":1,"name":"llm-pd","sse_mode":true,"cb_enable":true,"pd_disagg_mode":true,"pd_cache_aware_mode":true,
+		  "kvExactMode":1,"kvEngineType":"vllm","hsts_max_age":31536000,"hsts_include_subdomains":true,
+		  "mtls_frontend":{"client_cert_mode":"required","client_ca_path":"/opt/loxilb/cert/client_ca.crt",
+		    "require_client_cn":true,"client_cn_pattern":"*.internal.corp.com"}},
+		  "endpoints":[{"endpointIP":"31.31.31.1","targetPort":8000,"weight":1,"ep_role":1,"nixl_port":9001},
+		               {"endpointIP":"32.32.32.1","targetPort":8000,"weight":1,"ep_role":2}]}`,
+		"security 2 with mTLS backend": `{"serviceArguments":{"externalIP":"10.10.10.254","port":2021,"protocol":"tcp","sel":0,"mode":4,
+		  "security":2,"host":"llm.example.com","mtls_backend":{"verify_server_cert":true,"backend_ca_path":"/opt/loxilb/cert/backend_ca.crt",
+		    "client_cert_path":"/opt/loxilb/cert/backend_client.crt","client_key_path":"/opt/loxilb/cert/backend_client.key"}},
+		  "endpoints":[{"endpointIP":"31.31.31.1","targetPort":8443,"weight":1}]}`,
+		"security 1 optional mTLS with CRL": `{"serviceArguments":{"externalIP":"10.10.10.254","port":2022,"protocol":"tcp","mode":4,"security":1,
+		  "tls_versions":["TLSv1.3"],"alpn_protocols":["h2","http/1.1"],
+		  "mtls_frontend":{"client_cert_mode":"optional","client_ca_path":"/opt/loxilb/cert/client_ca.crt","client_crl_path":"/opt/loxilb/cert/client.crl"}},
+		  "endpoints":[{"endpointIP":"31.31.31.1","targetPort":8000,"weight":1}]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			r, err := DecodeJSON([]byte(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Compile(r); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
