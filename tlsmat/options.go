@@ -17,7 +17,8 @@ type Options struct {
 	StateFile string
 	// ReloadInterval is how often certificate files are checked for change.
 	// Polling a few stat() calls a second is cheaper and more portable than
-	// inotify, and catches rename-into-place rotations the same way.
+	// inotify, and catches rename-into-place rotations the same way. A change
+	// is loaded once the files held still for one interval (so within two).
 	ReloadInterval time.Duration
 	// ExpiryRefresh is how often the expiry gauges are recomputed.
 	ExpiryRefresh time.Duration
@@ -26,7 +27,7 @@ type Options struct {
 // DefaultOptions returns the documented defaults (CertRoot left to the
 // daemon, which knows the state directory).
 func DefaultOptions() Options {
-	return Options{ReloadInterval: time.Second, ExpiryRefresh: 30 * time.Second}
+	return Options{ReloadInterval: 500 * time.Millisecond, ExpiryRefresh: 30 * time.Second}
 }
 
 // DefaultCertRoot is the certificate root under a state directory.

@@ -46,6 +46,8 @@ type entry struct {
 	cur        atomic.Pointer[Cert]
 	failed     fileStamp // last stamp that failed to load: not retried until it changes
 	hasFailed  bool
+	pending    fileStamp // changed stamp seen on the last poll, loaded once it holds for a poll
+	hasPending bool
 }
 
 // Handle is a counted reference to a hostname's certificate.
@@ -300,9 +302,22 @@ func (s *Store) ReloadChanged(context.Context) {
 	for _, e := range list {
 		st := stampOf(e.dir)
 		cur := e.cur.Load()
-		if st == cur.stamp || (e.hasFailed && st == e.failed) {
+		s.mu.Lock()
+		switch {
+		case st == cur.stamp || (e.hasFailed && st == e.failed):
+			e.hasPending = false
+			s.mu.Unlock()
+			continue
+		case !e.hasPending || e.pending != st:
+			// Files still moving (a rotation writes two files): wait until
+			// they hold still for one poll, so a key written after its
+			// certificate is not reported as a mismatched pair.
+			e.pending, e.hasPending = st, true
+			s.mu.Unlock()
 			continue
 		}
+		e.hasPending = false
+		s.mu.Unlock()
 		c, err := LoadPair(e.hostname, e.dir, s.now())
 		s.mu.Lock()
 		if err != nil {

@@ -1,13 +1,18 @@
 package tlsmat
 
 import (
+	"context"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/tlsmat/tlstest"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 func TestStoreRefCountsAndPersistsRegistrations(t *testing.T) {
@@ -93,5 +98,56 @@ func TestSecretNeverPrints(t *testing.T) {
 	b, _ := s.MarshalJSON()
 	if s.String() != Redacted || string(b) != `"`+Redacted+`"` || s.GoString() != Redacted {
 		t.Fatalf("secret leaks: %s %s", s.String(), b)
+	}
+}
+
+func counter(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// A rotation that writes the certificate and then the key is one reload,
+// not a mismatched-pair failure; a broken file is one failure and keeps
+// the old certificate.
+func TestReloadWaitsForFilesToSettle(t *testing.T) {
+	ca := tlstest.NewCA(t, "reload-root")
+	root := t.TempDir()
+	first := ca.Issue(t, tlstest.LeafOptions{CommonName: "first"})
+	first.WriteDir(t, root, nil)
+	m := metrics.NewTLS(prometheus.NewRegistry())
+	opts := DefaultOptions()
+	opts.CertRoot = root
+	s := NewStore(opts, m, nil)
+	h, err := s.Acquire("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release()
+	second := ca.Issue(t, tlstest.LeafOptions{CommonName: "second"})
+	poll := func() { time.Sleep(5 * time.Millisecond); s.ReloadChanged(context.Background()) } // mtimes must differ
+	tlstest.WriteFile(t, filepath.Join(root, CertFile), second.CertPEM)
+	poll() // cert changed, key not yet: pending
+	tlstest.WriteFile(t, filepath.Join(root, KeyFile), second.KeyPEM)
+	poll() // still moving: pending again
+	poll() // held still: loaded
+	if cn := h.Cert().Leaf.Subject.CommonName; cn != "second" {
+		t.Fatalf("serving %q after rotation", cn)
+	}
+	if f, r := counter(t, m.ReloadFailures.WithLabelValues(DefaultHostname)), counter(t, m.Reloads.WithLabelValues(DefaultHostname)); f != 0 || r != 1 {
+		t.Fatalf("failures %v reloads %v, want 0 and 1", f, r)
+	}
+	tlstest.WriteFile(t, filepath.Join(root, KeyFile), []byte("broken"))
+	poll()
+	poll()
+	poll() // the same broken version is not retried or recounted
+	if f := counter(t, m.ReloadFailures.WithLabelValues(DefaultHostname)); f != 1 {
+		t.Fatalf("failures = %v, want 1", f)
+	}
+	if cn := h.Cert().Leaf.Subject.CommonName; cn != "second" {
+		t.Fatalf("a broken file replaced the certificate: %q", cn)
 	}
 }
