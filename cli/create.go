@@ -38,6 +38,7 @@ type createFlags struct {
 	tcp, mode, sel string
 	eps            endpointFlags
 	sa             rules.ServiceArguments // scalar flags bind straight into the body
+	tls            tlsFlags               // issue 11, create_tls.go
 }
 
 func newCreateCmd(g *globals) *cobra.Command {
@@ -106,6 +107,7 @@ func newCreateCmd(g *globals) *cobra.Command {
 	fl.StringVar(&sa.KVHashAlgo, "kv-hash-algo", "", "KV block hash (omit for the engine default)")
 	fl.IntVar(&sa.KVDpRankCount, "kv-dp-ranks", 0, "data-parallel ranks per endpoint")
 	fl.IntVar(&sa.KVWarmupSec, "kv-warmup", 0, "KV warmup window in seconds")
+	f.tls.add(fl)
 	create.AddCommand(lb)
 	return create
 }
@@ -135,5 +137,8 @@ func (f *createFlags) rule(vip string) (rules.Rule, error) {
 	sa := f.sa
 	sa.ExternalIP, sa.Port, sa.PortMax, sa.Protocol = vip, ps.port, ps.portMax, protoTCP
 	sa.Mode, sa.Sel = mode, sel
+	if err := f.tls.apply(&sa); err != nil {
+		return rules.Rule{}, err
+	}
 	return rules.Rule{ServiceArguments: sa, Endpoints: eps}, nil
 }
