@@ -683,3 +683,47 @@ func TestTLSPDLegs(t *testing.T) {
 		})
 	}
 }
+
+// TestTLSClientCRLReload revokes a client certificate by rewriting the CRL
+// file of a running rule: the next handshake with it is refused, without a
+// re-POST; a CRL that does not parse keeps the previous one.
+func TestTLSClientCRLReload(t *testing.T) {
+	env := newTLSEnv(t)
+	clientCA := tlstest.NewCA(t, "client-root")
+	alice := clientCA.Issue(t, tlstest.LeafOptions{CommonName: "alice", Client: true})
+	bob := clientCA.Issue(t, tlstest.LeafOptions{CommonName: "bob", Client: true})
+	dir := t.TempDir()
+	caPath, crlPath := filepath.Join(dir, "client_ca.crt"), filepath.Join(dir, "client.crl")
+	tlstest.WriteFile(t, caPath, clientCA.CertPEM)
+	tlstest.WriteFile(t, crlPath, clientCA.CRL(t)) // nothing revoked yet
+	eng := startEngine(t, "e1")
+	r := tlsRule(freePort(t), "", epFor(t, eng.Addr(), 1))
+	r.TLS.Server.Client = &tlsmat.ClientAuth{Mode: "required", CAPath: caPath, CRLPath: crlPath}
+	if err := env.rt.Install(nil, r); err != nil {
+		t.Fatal(err)
+	}
+	try := func(l *tlstest.Leaf) error {
+		c := env.client("localhost", false, l.TLSCertificate(t))
+		c.Transport.(*http.Transport).DisableKeepAlives = true
+		resp, err := c.Post(httpsURL(r, "/v1/completions"), "application/json", strings.NewReader(completionBody))
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	if err := try(alice); err != nil {
+		t.Fatalf("alice before revocation: %v", err)
+	}
+	tlstest.WriteFile(t, crlPath, clientCA.CRL(t, alice))
+	waitFor(t, 5*time.Second, "the new CRL to refuse alice", func() bool { return try(alice) != nil })
+	if err := try(bob); err != nil {
+		t.Fatalf("bob after alice's revocation: %v", err)
+	}
+	tlstest.WriteFile(t, crlPath, []byte("not a CRL"))
+	waitFor(t, 5*time.Second, "the broken CRL to be counted", func() bool {
+		return counterSum(t, env.reg, "infergate_tls_cert_reload_failures_total", nil) >= 1
+	})
+	if try(alice) == nil || try(bob) != nil {
+		t.Fatal("a broken CRL changed who is let in")
+	}
+}

@@ -54,7 +54,8 @@ type ClientAuth struct {
 type Site struct {
 	params ServerParams
 	cert   *Handle
-	cfg    *tls.Config
+	cfg    atomic.Pointer[tls.Config] // swapped when the client CA or CRL files change
+	watch  *fileWatch                 // client CA/CRL files; nil without file-based client trust
 }
 
 // errClientRejected marks a handshake refused by client-certificate policy
@@ -107,15 +108,42 @@ func (s *Store) NewSite(p ServerParams) (*Site, error) {
 			h.Release()
 			return nil, err
 		}
-		cfg.ClientCAs = pool
-		cfg.ClientAuth = tls.RequireAndVerifyClientCert
-		if ca.Mode == ClientCertOptional {
-			cfg.ClientAuth = tls.VerifyClientCertIfGiven
-		}
-		cfg.VerifyPeerCertificate = clientPolicy(ca, crl, s.now)
+		withClientTrust(cfg, ca, pool, crl, s.now)
+		site.watch = s.watchFiles(clientTrustFiles(ca), func() error {
+			pool, crl, err := loadClientTrust(ca)
+			if err != nil {
+				return err
+			}
+			next := cfg.Clone()
+			withClientTrust(next, ca, pool, crl, s.now)
+			site.cfg.Store(next)
+			return nil
+		})
 	}
-	site.cfg = cfg
+	site.cfg.Store(cfg)
 	return site, nil
+}
+
+// withClientTrust sets the client-certificate policy of cfg.
+func withClientTrust(cfg *tls.Config, ca *ClientAuth, pool *x509.CertPool, crl *x509.RevocationList, now func() time.Time) {
+	cfg.ClientCAs = pool
+	cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	if ca.Mode == ClientCertOptional {
+		cfg.ClientAuth = tls.VerifyClientCertIfGiven
+	}
+	cfg.VerifyPeerCertificate = clientPolicy(ca, crl, now)
+}
+
+// clientTrustFiles are the files a site's client trust is read from.
+func clientTrustFiles(ca *ClientAuth) []string {
+	var out []string
+	if ca.CAData == "" && ca.CAPath != "" {
+		out = append(out, ca.CAPath)
+	}
+	if ca.CRLPath != "" {
+		out = append(out, ca.CRLPath)
+	}
+	return out
 }
 
 func loadClientTrust(ca *ClientAuth) (*x509.CertPool, *x509.RevocationList, error) {
@@ -182,10 +210,11 @@ func MatchClientName(pattern string, leaf *x509.Certificate) bool {
 	return false
 }
 
-// Close releases the site's certificate.
+// Close releases the site's certificate and stops watching its files.
 func (s *Site) Close() {
 	if s != nil {
 		s.cert.Release()
+		s.watch.stop()
 	}
 }
 
@@ -256,7 +285,7 @@ func (f *Frontend) Listener(inner net.Listener) net.Listener {
 			if s == nil {
 				return nil, errNoSite
 			}
-			return s.cfg, nil
+			return s.cfg.Load(), nil
 		},
 	})
 }

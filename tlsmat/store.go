@@ -33,6 +33,7 @@ type Store struct {
 
 	mu      sync.Mutex
 	entries map[string]*entry
+	watches []*fileWatch // client CA/CRL files of sites (watch.go)
 	stop    chan struct{}
 	done    chan struct{}
 }
@@ -290,9 +291,16 @@ func (s *Store) watch(stop, done chan struct{}) {
 }
 
 // ReloadChanged reloads every certificate whose files changed since it was
-// loaded. A new version that does not load keeps the old certificate, is
-// logged and counted once per change. Tests call it directly.
+// loaded, and every site's client CA/CRL. A new version that does not load
+// keeps the old one, is logged and counted once per change. Tests call it
+// directly; calls must not overlap (the watcher is the only other caller).
 func (s *Store) ReloadChanged(context.Context) {
+	s.mu.Lock()
+	watches := append([]*fileWatch(nil), s.watches...)
+	s.mu.Unlock()
+	for _, w := range watches {
+		w.check()
+	}
 	s.mu.Lock()
 	list := make([]*entry, 0, len(s.entries))
 	for _, e := range s.entries {
