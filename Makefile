@@ -33,6 +33,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	test/bench/proxy.sh
 	test/bench/upload_rss.sh
+	test/bench/tls.sh
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -7,11 +7,13 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/infergate/infergate/apierror"
 	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/tlsmat"
 	"github.com/sirupsen/logrus"
 )
 
@@ -157,7 +159,29 @@ func (s *Server) getStatus(c *gin.Context) {
 	if !ok {
 		return
 	}
-	c.JSON(http.StatusOK, statusViewOf(s.runtimeStatus(e)))
+	v := statusViewOf(s.runtimeStatus(e))
+	v.TLS = s.tlsStatus(e)
+	c.JSON(http.StatusOK, v)
+}
+
+// tlsStatus finds the certificate a TLS rule serves (nil for plaintext).
+func (s *Server) tlsStatus(e rules.Entry) *TLSStatusView {
+	t := e.Compiled.TLS
+	if t == nil || s.certs == nil {
+		return nil
+	}
+	host := t.Server.CertHost
+	if host == "" {
+		host = tlsmat.DefaultHostname
+	}
+	for _, ci := range s.certs.List() {
+		if ci.Hostname == host {
+			return &TLSStatusView{Security: t.Security, Hostname: ci.Hostname, CertPath: ci.CertPath, Subject: ci.Subject,
+				Issuer: ci.Issuer, Serial: ci.Serial, DNSNames: ci.DNSNames,
+				NotAfter: ci.NotAfter.UTC().Format(time.RFC3339), ExpiresInSec: ci.ExpiresInSec}
+		}
+	}
+	return &TLSStatusView{Security: t.Security, Hostname: host}
 }
 
 func (s *Server) lookup(c *gin.Context) (rules.Entry, bool) {

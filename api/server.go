@@ -54,6 +54,9 @@ type Options struct {
 	Metrics      *metrics.Metrics
 	Log          logrus.FieldLogger
 	MaxBodyBytes int64 // request body limit, 413 above
+	// Certs is the SNI certificate store (issue 11); nil: /sni/certificates
+	// lists nothing and refuses writes, /status shows no certificate.
+	Certs CertStore
 	// BootDone, if set, must also report true for /readyz to pass: the daemon
 	// applies declarative rule files after the store's replay, and a
 	// load balancer must not route to it before they are in.
@@ -87,6 +90,7 @@ type Server struct {
 	maxBody int64
 	boot    func() bool
 	guard   *auth.Guard
+	certs   CertStore
 	engine  *gin.Engine
 	spec    []byte // the OpenAPI document, rendered once
 	keys    Keys
@@ -110,6 +114,7 @@ func NewServer(opts Options) (*Server, error) {
 	views := Views()
 	views.KVInventory = KVInventoryView{}
 	views.Explanation = datapath.Explanation{}
+	views.SNIList, views.SNIEntry, views.SNIResult = SNICertificateList{}, SNICertificateEntry{}, SNIResult{}
 	doc, err := json.Marshal(swagger.Document(views))
 	if err != nil {
 		return nil, fmt.Errorf("api: render OpenAPI document: %w", err)
@@ -124,6 +129,7 @@ func NewServer(opts Options) (*Server, error) {
 		maxBody: opts.MaxBodyBytes,
 		boot:    opts.BootDone,
 		guard:   opts.Guard,
+		certs:   opts.Certs,
 		spec:    doc,
 		keys:    opts.Keys,
 	}
@@ -210,6 +216,10 @@ func (s *Server) routes() *gin.Engine {
 	w.PATCH(routeAPIKey, s.patchAPIKey)
 	w.DELETE(routeAPIKey, s.deleteAPIKey)
 	w.POST(routeTenantLimit, s.postTenantLimit)
+	// SNI certificate store (issue 11, sni_handlers.go).
+	v1.GET(routeSNI, s.listSNI)
+	w.POST(routeSNI, s.postSNI)
+	w.DELETE(routeSNI, s.deleteSNI)
 	return e
 }
 

@@ -99,6 +99,21 @@ type StatusView struct {
 	Ready     bool                          `json:"ready"`
 	Reason    string                        `json:"reason"`
 	Endpoints map[string]EndpointStatusView `json:"endpoints"`
+	// TLS is the certificate in use for a security 1/2 rule (issue 11).
+	TLS *TLSStatusView `json:"tls,omitempty"`
+}
+
+// TLSStatusView is the certificate a TLS rule serves, with its expiry.
+type TLSStatusView struct {
+	Security     int      `json:"security"`
+	Hostname     string   `json:"hostname"` // "default" for the VIP default certificate
+	CertPath     string   `json:"certPath"`
+	Subject      string   `json:"subject"`
+	Issuer       string   `json:"issuer"`
+	Serial       string   `json:"serial"`
+	DNSNames     []string `json:"dnsNames,omitempty"`
+	NotAfter     string   `json:"notAfter"` // RFC 3339
+	ExpiresInSec int64    `json:"expiresInSec"`
 }
 
 // EndpointStatusView is one endpoint's runtime state.

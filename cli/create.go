@@ -40,6 +40,7 @@ type createFlags struct {
 	eps            endpointFlags
 	sa             rules.ServiceArguments // scalar flags bind straight into the body
 	loxi           *loxiCreateFlags       // loxicmd's further flags (loxicmd.go)
+	tls            tlsFlags               // issue 11, create_tls.go
 }
 
 func newCreateCmd(g *globals) *cobra.Command {
@@ -116,6 +117,7 @@ func newCreateCmd(g *globals) *cobra.Command {
 	fl.IntVar(&sa.KVDpRankCount, "kv-dp-ranks", 0, "data-parallel ranks per endpoint")
 	fl.IntVar(&sa.KVWarmupSec, "kv-warmup", 0, "KV warmup window in seconds")
 	f.loxi = addLoxiCreateFlags(fl, sa)
+	f.tls.add(fl)
 	create.AddCommand(lb)
 	create.AddCommand(newCreateAPIKeyCmd(g))
 	return create
@@ -147,6 +149,9 @@ func (f *createFlags) rule(vip string) (rules.Rule, map[string]any, error) {
 	sa := f.sa
 	sa.ExternalIP, sa.Port, sa.PortMax, sa.Protocol = vip, ps.port, ps.portMax, proto
 	sa.Mode, sa.Sel = mode, sel
+	if err := f.tls.apply(&sa); err != nil {
+		return rules.Rule{}, nil, err
+	}
 	r := rules.Rule{ServiceArguments: sa, Endpoints: eps}
 	extra, err := f.loxi.apply(&r)
 	if err != nil {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"crypto/tls"
 	"fmt"
 	"os"
 	"os/signal"
@@ -23,6 +24,7 @@ func newFakeEngineCmd(g *globals) *cobra.Command {
 	cfg := pdfake.DefaultConfig(pdfake.VLLM, pdfake.Prefill)
 	var dialect, role string
 	var nixl, boot uint16
+	var tlsCert, tlsKey string
 	cmd := &cobra.Command{
 		Use:    fakeEngineCmdName,
 		Short:  "Run one fake inference engine (demo and tests only)",
@@ -31,6 +33,13 @@ func newFakeEngineCmd(g *globals) *cobra.Command {
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
 			cfg.Dialect, cfg.Role = pdfake.Dialect(dialect), pdfake.Role(role)
 			cfg.NixlPort, cfg.BootstrapPort = nixl, boot
+			if tlsCert != "" || tlsKey != "" {
+				pair, err := tls.LoadX509KeyPair(tlsCert, tlsKey)
+				if err != nil {
+					return usagef("--tls-cert/--tls-key: %v", err)
+				}
+				cfg.TLS = &tls.Config{Certificates: []tls.Certificate{pair}}
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if err := pdfake.Run(ctx, cfg, g.env.Stdout); err != nil {
@@ -48,6 +57,8 @@ func newFakeEngineCmd(g *globals) *cobra.Command {
 	fl.IntVar(&cfg.StreamChunks, "stream-chunks", cfg.StreamChunks, "token events per streamed answer")
 	fl.DurationVar(&cfg.ChunkDelay, "chunk-delay", 20*time.Millisecond, "pause between streamed events")
 	fl.StringVar(&cfg.Model, "model", cfg.Model, "model name reported in answers")
+	fl.StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM), for security 2 rules")
+	fl.StringVar(&tlsKey, "tls-key", "", "private key (PEM) of --tls-cert")
 	fl.IntVar(&cfg.KV.ZMQPort, "kv-zmq-port", 0, "vLLM: serve /tokenize and publish KV events on this ZMQ PUB port of the engine's IP (0: off)")
 	fl.IntVar(&cfg.KV.BlockSize, "block-size", 16, "vLLM: KV block size of the published events (the engine's --block-size)")
 	return cmd

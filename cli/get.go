@@ -256,7 +256,7 @@ func writeTable(w io.Writer, rs []rules.Rule, wide bool) error {
 		if sa.PortMax != 0 {
 			port += "-" + strconv.Itoa(sa.PortMax)
 		}
-		cells := []string{sa.ExternalIP, port, sa.Protocol, dash(sa.Name), strconv.FormatUint(uint64(sa.Block), 10),
+		cells := []string{sa.ExternalIP, port, protoCell(sa), dash(sa.Name), strconv.FormatUint(uint64(sa.Block), 10),
 			selName(sa.Sel), modeName(sa.Mode)}
 		if !wide {
 			cells = append(cells, strconv.Itoa(len(r.Endpoints)), engineCell(sa), pdCell(sa))

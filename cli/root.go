@@ -61,27 +61,53 @@ type globals struct {
 	tokenFile string // --token-file
 	env       Env
 	loxi      *loxiGlobals // loxicmd's -s/-p/--protocol (loxicmd.go)
+
+	// HTTPS to the management API (issue 11): --cacert, --cert, --key
+	// (and loxicmd's --protocol); resolved into server and httpClient
+	// before a command runs.
+	tls        client.TLSOptions
+	httpClient *http.Client
 }
 
-// client builds the API client for --server (or loxicmd's -s/-p/--protocol
-// when one of them is given), with the bearer token when one is given.
+// client builds the API client for the resolved server, with the TLS
+// trust and the bearer token when they are given.
 func (g *globals) client() (*client.Client, error) {
-	base := g.server
-	if g.loxi != nil {
-		u, err := g.loxi.baseURL()
-		if err != nil {
-			return nil, err
-		}
-		if u != "" {
-			base = u
-		}
+	hc := g.httpClient
+	if hc == nil {
+		hc = &http.Client{Timeout: g.timeout}
 	}
-	c := client.New(base, &http.Client{Timeout: g.timeout})
+	c := client.New(g.server, hc)
 	tok, err := g.apiToken()
 	if err != nil {
 		return nil, err
 	}
 	return c.WithToken(tok), nil
+}
+
+// resolveServer applies loxicmd's -s/-p (a whole base URL) or --protocol
+// alone (the --server scheme), and builds the HTTP client with the TLS
+// files; usage errors name the flag.
+func (g *globals) resolveServer() error {
+	switch {
+	case g.loxi.fs.Changed("apiserver") || g.loxi.fs.Changed("port"):
+		u, err := g.loxi.baseURL()
+		if err != nil {
+			return err
+		}
+		g.server = u
+	case g.loxi.fs.Changed("protocol"):
+		u, err := client.WithProtocol(g.server, g.loxi.protocol)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		g.server = u
+	}
+	hc, err := client.NewHTTPClient(g.timeout, g.tls)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	g.httpClient = hc
+	return nil
 }
 
 // apiClient is client (kept for the loxicmd-compatible commands).
@@ -182,10 +208,10 @@ func newRoot(env Env) *cobra.Command {
 	pf.StringVar(&g.token, "token", "", "management API bearer token (visible to other local users in ps: prefer --token-file or env "+envToken+")")
 	pf.StringVar(&g.tokenFile, "token-file", "", "file holding the management API bearer token (env "+envTokenFile+")")
 	g.loxi = addLoxiGlobals(pf)
-	root.PersistentPreRunE = func(*cobra.Command, []string) error {
-		_, err := g.loxi.baseURL()
-		return err
-	}
+	pf.StringVar(&g.tls.CACert, "cacert", "", "CA bundle (PEM) that signs the management API certificate")
+	pf.StringVar(&g.tls.Cert, "cert", "", "client certificate (PEM) for a management API that requires mTLS")
+	pf.StringVar(&g.tls.Key, "key", "", "private key (PEM) of --cert")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error { return g.resolveServer() }
 
 	root.AddCommand(newServeCmd(g), newCreateCmd(g), newGetCmd(g), newDeleteCmd(g), newApplyCmd(g),
 		newValidateCmd(g), newDemoCmd(g), newFakeEngineCmd(g), newExplainCmd(g))

@@ -52,6 +52,11 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.IntVar(&opts.Tenant.MaxKeysPerTenant, "tenant-max-keys", opts.Tenant.MaxKeysPerTenant, "tenant keys: most API keys one tenant may have")
 	fl.IntVar(&opts.Tenant.DefaultMaxTokens, "tenant-default-max-tokens", opts.Tenant.DefaultMaxTokens, "tenant keys: completion tokens reserved for a request without max_tokens")
 	fl.StringVar(&opts.LogLevel, "log-level", opts.LogLevel, "log level: debug|info|warn|error")
+	// TLS (issue 11).
+	fl.StringVar(&opts.CertRoot, "cert-root", opts.CertRoot, "LoxiLB certificate root for HTTPS VIPs: <root>/server.crt|key is the default certificate, <root>/<hostname>/ a host's (default <state-dir>/cert)")
+	fl.StringVar(&opts.APITLSCert, "api-tls-cert", opts.APITLSCert, "serve the management API over HTTPS with this certificate (PEM)")
+	fl.StringVar(&opts.APITLSKey, "api-tls-key", opts.APITLSKey, "private key (PEM) of --api-tls-cert")
+	fl.StringVar(&opts.APITLSClientCA, "api-tls-client-ca", opts.APITLSClientCA, "require management API clients to present a certificate from this CA (mTLS)")
 	fl.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", opts.ShutdownTimeout, "bound on the graceful API shutdown after SIGINT/SIGTERM")
 	fl.Int64Var(&opts.MaxBodyBytes, "max-body-bytes", opts.MaxBodyBytes, "largest request body read for routing (413 above)")
 	fl.IntVar(&opts.BreakerConnectFailures, "breaker-connect-failures", opts.BreakerConnectFailures, "consecutive connect failures that open an endpoint's breaker")

@@ -47,6 +47,7 @@ Exit code 0 when nothing FAILed, 1 otherwise.`,
 				return err
 			}
 			opts.Token = tok
+			opts.APIClient = g.httpClient // issue 11: the API's TLS trust
 			if g.timeout > opts.RequestTimeout {
 				opts.RequestTimeout = g.timeout
 			}

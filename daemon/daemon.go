@@ -104,6 +104,7 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 	}
 	if dp, ok := rt.(*datapath.Runtime); ok {
 		apiOpts.Explain = api.ExplainerOf(dp.Explain)
+		apiOpts.Certs = dp.Certs() // issue 11: /sni/certificates, TLS in /status
 	}
 	srv, err := api.NewServer(apiOpts)
 	if err != nil {
@@ -123,12 +124,16 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 		WriteTimeout:      apiWriteTimeout,
 		IdleTimeout:       apiIdleTimeout,
 	}
+	if ln, err = apiTLS(opts, ln, httpSrv); err != nil { // issue 11
+		return err
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpSrv.Serve(ln) }()
 	stopReloads := watchTokens(ctx, guard, opts, m, log)
 	defer stopReloads()
 	log.WithFields(logrus.Fields{
 		"addr":      ln.Addr().String(),
+		"tls":       opts.APITLSCert != "",
 		"state_dir": opts.StateDir,
 		"rules":     opts.RulesPath,
 		"tokens":    tokenCount(guard),

@@ -242,6 +242,12 @@ func TestBootFailures(t *testing.T) {
 		{"missing rules path", func(o *Options) { o.RulesPath = filepath.Join(dir, "nope.yaml") }, "load rule files"},
 		{"state dir is a file", func(o *Options) { o.StateDir = filepath.Join(blocker, "state") }, "create state dir"},
 		{"bad listen address", func(o *Options) { o.APIAddr = "127.0.0.1:notaport" }, "listen on"},
+		// Management API over TLS (issue 11): bad material fails boot naming the file.
+		{"api cert missing", func(o *Options) {
+			o.APITLSCert, o.APITLSKey = filepath.Join(dir, "api.crt"), filepath.Join(dir, "api.key")
+		}, filepath.Join(dir, "api.crt") + ": certificate file does not exist"},
+		{"api key without cert", func(o *Options) { o.APITLSKey = filepath.Join(dir, "api.key") }, "--api-tls-cert and --api-tls-key go together"},
+		{"api client CA without cert", func(o *Options) { o.APITLSClientCA = blocker }, "--api-tls-client-ca needs"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

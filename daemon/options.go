@@ -15,6 +15,7 @@ import (
 	"github.com/infergate/infergate/radix"
 	"github.com/infergate/infergate/rules/etcdstore"
 	"github.com/infergate/infergate/tenant"
+	"github.com/infergate/infergate/tlsmat"
 )
 
 // Options are the daemon's command-line options. The CLI fills them from
@@ -84,6 +85,27 @@ type Options struct {
 	Store     string            // "" = rules.json in StateDir; etcd://h1:2379,h2:2379/prefix (etcds:// for TLS)
 	Etcd      etcdstore.Options // etcd client TLS, auth and timeouts; endpoints and prefix come from Store
 	ReplicaID string            // name in `get replicas` ("" = <hostname>/<API address>)
+	// TLS (issue 11). The certificate store's other knobs are tlsmat's
+	// defaults; these are the ones an operator sets.
+	CertRoot       string // LoxiLB certificate root (<root>/<hostname>/server.crt…); "" = <state-dir>/cert
+	APITLSCert     string // management API certificate (PEM); with APITLSKey the API serves HTTPS only
+	APITLSKey      string
+	APITLSClientCA string // with APITLSCert: require client certificates from this CA (mTLS)
+}
+
+// TLSOptions are the datapath certificate store's options: tlsmat's
+// defaults with the root (default under the state directory) and the SNI
+// registrations file resolved.
+func (o Options) TLSOptions() tlsmat.Options {
+	t := tlsmat.DefaultOptions()
+	t.CertRoot = o.CertRoot
+	if t.CertRoot == "" && o.StateDir != "" {
+		t.CertRoot = tlsmat.DefaultCertRoot(o.StateDir)
+	}
+	if o.StateDir != "" {
+		t.StateFile = tlsmat.SNIStateFile(o.StateDir)
+	}
+	return t
 }
 
 // PrefixIndexOptions are the options of each P/D rule's Tier 1 prefix index

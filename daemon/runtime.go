@@ -37,6 +37,7 @@ func newRuntime(opts Options, m *metrics.Metrics, keys datapath.KeyAdmitter, log
 	o.Bodies = opts.Bodies
 	o.AllowUnspecifiedVIP = opts.AllowUnspecifiedVIP
 	o.ReplicaConsistent = opts.Store != "" // replicas share rules: make their choices agree
+	o.TLS = opts.TLSOptions()              // issue 11
 	return datapath.NewWithMetrics(o, m, log), nil
 }
 

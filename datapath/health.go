@@ -182,7 +182,7 @@ func (rt *Runtime) probeRound(ctx context.Context, c *compiled) {
 			if own := c.rule.Endpoints[i].Probe; own != nil {
 				epProbe = *own // LoxiLB's per-endpoint httpMethod/urlPath/expectedCodes
 			}
-			err := probeOnce(ctx, rt.probeClient, epProbe, ep.addr)
+			err := probeOnce(ctx, c.probeClient(rt), epProbe, ep.addr)
 			if ctx.Err() != nil {
 				return // shutting down; not the engine's fault
 			}

@@ -10,21 +10,32 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/admission"
+	"github.com/infergate/infergate/tlsmat"
 )
 
 // listener is one bound VIP:port and the rules served on it.
 type listener struct {
 	rt     *Runtime
 	addr   netip.AddrPort      // the bound address (0.0.0.0:port under BindAnyVIP)
-	nl     *admission.Listener // the bound socket behind the admission layer
+	adm    *admission.Listener // the bound socket behind the admission layer
+	nl     net.Listener        // what HTTP serves: adm, or TLS over adm
 	srv    *http.Server
 	table  atomic.Pointer[routeTable]
-	rules  []*ruleState  // control plane copy (rt.mu)
-	served chan struct{} // closed when Serve returned
+	rules  []*ruleState     // control plane copy (rt.mu)
+	served chan struct{}    // closed when Serve returned
+	fe     *tlsmat.Frontend // TLS layer (security 1/2); nil for plaintext
 }
 
-func (rt *Runtime) newListener(addr netip.AddrPort, nl net.Listener) *listener {
-	ln := &listener{rt: rt, addr: addr, nl: rt.gate.Wrap(nl), served: make(chan struct{})}
+// newListener builds the front door on the bound socket nl: admission →
+// TLS (fe, when the listener serves TLS rules) → HTTP. Admission comes
+// first so a refused connection never costs a handshake.
+func (rt *Runtime) newListener(addr netip.AddrPort, nl net.Listener, fe *tlsmat.Frontend) *listener {
+	adm := rt.gate.Wrap(nl)
+	nl = adm
+	if fe != nil {
+		nl = fe.Listener(adm)
+	}
+	ln := &listener{rt: rt, addr: addr, adm: adm, nl: nl, fe: fe, served: make(chan struct{})}
 	ln.table.Store(&routeTable{})
 	ln.srv = &http.Server{
 		Handler:           ln,
@@ -36,6 +47,12 @@ func (rt *Runtime) newListener(addr netip.AddrPort, nl net.Listener) *listener {
 		IdleTimeout: rt.opts.Admission.IdleTimeout,
 		ConnState:   ln.connState,
 		ErrorLog:    newStdLogger(rt.log),
+	}
+	if fe != nil {
+		ln.srv.ConnState = func(c net.Conn, st http.ConnState) {
+			ln.connState(c, st)
+			fe.ConnState(c, st) // handshake counters
+		}
 	}
 	return ln
 }
@@ -65,7 +82,7 @@ func (ln *listener) applyConnectionLimit() {
 			}
 		}
 	}
-	ln.nl.SetLimit(limit)
+	ln.adm.SetLimit(limit)
 }
 
 // start serves in the background; the socket is already bound, so no error

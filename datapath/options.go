@@ -8,6 +8,7 @@ import (
 	"github.com/infergate/infergate/datapath/ladder"
 	"github.com/infergate/infergate/datapath/reqbody"
 	"github.com/infergate/infergate/radix"
+	"github.com/infergate/infergate/tlsmat"
 )
 
 // Options tune the datapath. Build them with DefaultOptions and override.
@@ -91,6 +92,8 @@ type Options struct {
 	// (rendezvous hashing of the session key or prompt head; ladder/hrw.go).
 	// The daemon turns it on with a shared (etcd) rule store.
 	ReplicaConsistent bool
+	// TLS configures the certificate store of HTTPS VIPs (issue 11).
+	TLS tlsmat.Options
 }
 
 // DefaultOptions returns the documented defaults (LoxiLB's where it has one).
@@ -121,5 +124,6 @@ func DefaultOptions() Options {
 		KV:                       kvplane.DefaultOptions(),
 		Admission:                admission.DefaultOptions(),
 		Bodies:                   reqbody.DefaultOptions(),
+		TLS:                      tlsmat.DefaultOptions(),
 	}
 }

@@ -36,10 +36,14 @@ type prefixState struct {
 
 // legSender sends P/D legs over the datapath's upstream pool; a connect
 // failure is a *DialError, whose NotSent() the dialects key off.
-type legSender struct{ rt *Runtime }
+// tc is the rule's TLS to engines (nil: plaintext legs).
+type legSender struct {
+	rt *Runtime
+	tc *upTLS
+}
 
 func (s legSender) Send(ctx context.Context, leg pd.Leg) (*http.Response, error) {
-	return s.rt.SendLeg(ctx, leg.Endpoint, http.MethodPost, leg.Path, leg.Header, leg.Body)
+	return s.rt.sendLeg(ctx, s.tc, leg.Endpoint, http.MethodPost, leg.Path, leg.Header, leg.Body)
 }
 
 // attachLocked builds the generation's P/D view, KV view and CHWBL ring

@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"net/http"
 	"net/netip"
 	"net/textproto"
 	"strconv"
@@ -89,6 +90,10 @@ type compiled struct {
 	ttfb    prometheus.Observer
 	m       *metrics.Datapath
 	rx      *metrics.Radix
+
+	// TLS to engines (security 2, tls.go): nil for plaintext engines.
+	up    *upTLS
+	probe *http.Client // https probes with the rule's trust; nil: rt.probeClient
 }
 
 // defaultPD5xxStreak trips a P/D endpoint's breaker when the daemon

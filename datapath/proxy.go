@@ -70,6 +70,7 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header()[HeaderRequestID] = []string{rid}
 	x.requestID = rid
+	ln.setHSTS(w, r) // TLS listeners only
 
 	// The path is checked before anything else reads it (the allowlist, the
 	// rule match, every serve path): a request whose path would mean
@@ -351,7 +352,7 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 		ep := c.eps[i]
 		ep.active.Add(1)
 		c.epm[i].active.Inc()
-		resp, err := rt.up.roundTrip(ctx, ep.id, r, body, stream, quiet.firstByte, into)
+		resp, err := rt.up.roundTrip(ctx, ep.id, c.up, r, body, stream, quiet.firstByte, into)
 		if err != nil {
 			ep.active.Add(-1)
 			c.epm[i].active.Dec()
@@ -561,7 +562,7 @@ func (rt *Runtime) SendUpstream(ctx context.Context, ep spec.Endpoint, req *http
 	}
 	out := *req
 	out.RequestURI = "" // always build the request line from URL
-	resp, err := rt.up.roundTrip(ctx, ep.ID, &out, body, nil, 0, nil)
+	resp, err := rt.up.roundTrip(ctx, ep.ID, nil, &out, body, nil, 0, nil)
 	if err != nil {
 		var de *DialError
 		if errors.As(err, &de) {
@@ -577,11 +578,16 @@ func (rt *Runtime) SendUpstream(ctx context.Context, ep spec.Endpoint, req *http
 // path is the request target ("/v1/completions", optionally with a query).
 // Errors are as for SendUpstream; a nil body sends Content-Length: 0 on POST.
 func (rt *Runtime) SendLeg(ctx context.Context, ep spec.Endpoint, method, path string, h http.Header, body []byte) (*http.Response, error) {
+	return rt.sendLeg(ctx, nil, ep, method, path, h, body)
+}
+
+// sendLeg is SendLeg over tc (nil: plaintext), the rule's TLS to engines.
+func (rt *Runtime) sendLeg(ctx context.Context, tc *upTLS, ep spec.Endpoint, method, path string, h http.Header, body []byte) (*http.Response, error) {
 	if h == nil {
 		h = http.Header{}
 	}
 	req := &http.Request{Method: method, URL: &url.URL{Path: path}, RequestURI: path, Header: h, Host: ep.ID}
-	resp, err := rt.up.roundTrip(ctx, ep.ID, req, body, nil, 0, nil)
+	resp, err := rt.up.roundTrip(ctx, ep.ID, tc, req, body, nil, 0, nil)
 	if err != nil {
 		var de *DialError
 		if errors.As(err, &de) {

@@ -24,6 +24,7 @@ import (
 	"github.com/infergate/infergate/datapath/reqbody"
 	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/metrics"
+	"github.com/infergate/infergate/tlsmat"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 )
@@ -53,6 +54,12 @@ type Runtime struct {
 	closed    bool
 	drains    sync.WaitGroup // listeners shutting down
 
+	// TLS (issue 11, tls.go): the SNI certificate store shared by every TLS
+	// listener, the TLS metrics, and ids for engine-side TLS configs.
+	certs *tlsmat.Store
+	tlsm  *metrics.TLS
+	upSeq atomic.Uint64
+
 	// hookServe, when set (tests only, before any Install), runs at the start
 	// of every request; it lets tests exercise panic recovery.
 	hookServe func(*http.Request)
@@ -66,6 +73,7 @@ type ruleState struct {
 	lns []*listener
 	cur atomic.Pointer[compiled]
 	eps map[string]*endpoint // by ID; control plane only (rt.mu)
+	tls *ruleTLS             // current generation's TLS objects; nil for security 0 (rt.mu)
 
 	// P/D state that outlives a generation (control plane writes, rt.mu):
 	// session pins and the Tier 1 prefix index survive rule updates.
@@ -86,7 +94,7 @@ func New(opts Options, m *metrics.Datapath, log logrus.FieldLogger) *Runtime {
 	if m == nil {
 		m = metrics.NewDatapath(reg)
 	}
-	return newRuntime(opts, m, metrics.NewPD(reg), metrics.NewRadix(reg), nil, metrics.NewEdge(reg), log)
+	return newRuntime(opts, m, metrics.NewPD(reg), metrics.NewRadix(reg), nil, metrics.NewEdge(reg), metrics.NewTLS(reg), log)
 }
 
 // NewWithMetrics builds a Runtime that reports on the daemon's full metric
@@ -99,12 +107,16 @@ func NewWithMetrics(opts Options, m *metrics.Metrics, log logrus.FieldLogger) *R
 	if edge == nil {
 		edge = metrics.NewEdge(prometheus.NewRegistry())
 	}
-	rt := newRuntime(opts, m.Datapath, m.PD, m.Radix, m.KV, edge, log)
+	tlsm := m.TLS
+	if tlsm == nil {
+		tlsm = metrics.NewTLS(prometheus.NewRegistry())
+	}
+	rt := newRuntime(opts, m.Datapath, m.PD, m.Radix, m.KV, edge, tlsm, log)
 	rt.tm = m.Tenant
 	return rt
 }
 
-func newRuntime(opts Options, m *metrics.Datapath, pdm *metrics.PD, rx *metrics.Radix, kvm *metrics.KV, edge *metrics.Edge, log logrus.FieldLogger) *Runtime {
+func newRuntime(opts Options, m *metrics.Datapath, pdm *metrics.PD, rx *metrics.Radix, kvm *metrics.KV, edge *metrics.Edge, tlsm *metrics.TLS, log logrus.FieldLogger) *Runtime {
 	if log == nil {
 		l := logrus.New()
 		l.SetOutput(io.Discard)
@@ -125,7 +137,10 @@ func newRuntime(opts Options, m *metrics.Datapath, pdm *metrics.PD, rx *metrics.
 	rt.up = newUpstream(opts.DialTimeout, opts.MaxIdleConnsPerHost)
 	rt.bufs.New = func() any { b := make([]byte, 32<<10); return &b }
 	rt.kv = kvplane.New(opts.KV, kvm, log.WithField("component", "kvplane"))
-	rt.sender = legSender{rt}
+	rt.sender = legSender{rt: rt}
+	rt.tlsm = tlsm
+	rt.certs = tlsmat.NewStore(opts.TLS, tlsm, log.WithField("component", "tls"))
+	rt.certs.Start()
 	return rt
 }
 
@@ -143,12 +158,17 @@ func (rt *Runtime) Install(prev, next *spec.Rule) error {
 	if err := rt.checkVIP(next.Key); err != nil {
 		return err
 	}
+	nt, err := rt.buildTLS(next) // before anything changes: a bad certificate is a 400
+	if err != nil {
+		return err
+	}
 	if rs := rt.rules[next.Key]; rs != nil {
 		lns, created, err := rt.listenersForLocked(next)
 		if err != nil {
+			nt.release()
 			return err
 		}
-		rt.swapLocked(rs, next)
+		rt.swapLocked(rs, next, nt)
 		rt.moveListenersLocked(rs, lns, created)
 		if prev != nil && prev.Key != next.Key {
 			rt.removeLocked(prev.Key)
@@ -157,15 +177,18 @@ func (rt *Runtime) Install(prev, next *spec.Rule) error {
 	}
 	lns, created, err := rt.listenersForLocked(next)
 	if err != nil {
+		nt.release()
 		return err
 	}
 	rs := &ruleState{
 		key:        next.Key,
+		tls:        nt,
 		kick:       make(chan struct{}, 1),
 		stop:       make(chan struct{}),
 		proberDone: make(chan struct{}),
 	}
 	c, eps := newCompiled(next, nil, &rt.opts, rt.m)
+	nt.apply(c)
 	rs.eps = eps
 	var kvPrev *spec.Rule // a key change starts fresh KV state; the old one goes with prev
 	rt.attachLocked(rs, c, kvPrev)
@@ -189,7 +212,10 @@ func (rt *Runtime) Install(prev, next *spec.Rule) error {
 // says lns[i] is new (not yet serving). On error nothing was bound.
 func (rt *Runtime) listenersForLocked(r *spec.Rule) (lns []*listener, created []bool, err error) {
 	for i, addr := range r.ServedAddrs() {
-		ln, isNew, err := rt.listenerForLocked(addr)
+		ln, isNew, err := rt.listenerForLocked(addr, r.TLS != nil)
+		if err == nil && !isNew {
+			err = checkListenerTLS(ln, r) // one VIP:port is either TLS or plaintext
+		}
 		if err != nil {
 			for j, c := range created {
 				if c {
@@ -224,6 +250,7 @@ func (rt *Runtime) moveListenersLocked(rs *ruleState, lns []*listener, created [
 		}
 		ln.table.Store(newRouteTable(ln.rules)) // also refreshes unchanged tables
 		ln.applyConnectionLimit()
+		ln.refreshSites()
 		if created[i] {
 			ln.start()
 		}
@@ -243,6 +270,7 @@ func (rt *Runtime) leaveListenerLocked(rs *ruleState, ln *listener) {
 	ln.rules = slices.DeleteFunc(ln.rules, func(x *ruleState) bool { return x == rs })
 	ln.table.Store(newRouteTable(ln.rules))
 	ln.applyConnectionLimit()
+	ln.refreshSites()
 	if len(ln.rules) > 0 {
 		return
 	}
@@ -266,9 +294,10 @@ func (rt *Runtime) dropListenerLocked(ln *listener) {
 
 // swapLocked publishes a new generation of an existing rule. In-flight
 // requests keep the generation they loaded.
-func (rt *Runtime) swapLocked(rs *ruleState, next *spec.Rule) {
+func (rt *Runtime) swapLocked(rs *ruleState, next *spec.Rule, nt *ruleTLS) {
 	old := rs.cur.Load()
 	c, eps := newCompiled(next, rs.eps, &rt.opts, rt.m)
+	nt.apply(c)
 	for id := range rs.eps {
 		if _, kept := eps[id]; !kept {
 			rs.forgetEndpoint(id)
@@ -286,10 +315,14 @@ func (rt *Runtime) swapLocked(rs *ruleState, next *spec.Rule) {
 		}
 	}
 	rs.eps = eps
+	oldTLS := rs.tls
+	rs.tls = nt
 	for _, ln := range rs.lns {
 		ln.table.Store(newRouteTable(ln.rules)) // keys equal; keeps tables fresh
 		ln.applyConnectionLimit()
+		ln.refreshSites()
 	}
+	oldTLS.release() // handshakes already past GetConfigForClient keep their config
 	select {
 	case rs.kick <- struct{}{}:
 	default:
@@ -348,6 +381,7 @@ func (rt *Runtime) removeLocked(k spec.Key) {
 	c := rs.cur.Load()
 	rt.kv.Remove(c.kv)
 	rs.dropPrefix(rt)
+	rs.tls.release()
 	for _, ln := range rs.lns {
 		rt.leaveListenerLocked(rs, ln) // frees the address before Remove returns
 	}
@@ -380,6 +414,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	}
 	var stops []chan struct{}
 	for k, rs := range rt.rules {
+		rs.tls.release()
 		close(rs.stop)
 		stops = append(stops, rs.proberDone)
 		delete(rt.rules, k)
@@ -413,12 +448,14 @@ func (rt *Runtime) Close(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("closing KV plane: %w", err))
 	}
 	rt.up.closeIdle()
+	rt.certs.Close()
 	return errors.Join(errs...)
 }
 
 // listenerForLocked returns the listener serving addr, binding a new one
-// when needed. A bind failure is a client error naming the address.
-func (rt *Runtime) listenerForLocked(addr netip.AddrPort) (*listener, bool, error) {
+// when needed (a TLS front door when tlsOn). A bind failure is a client
+// error naming the address.
+func (rt *Runtime) listenerForLocked(addr netip.AddrPort, tlsOn bool) (*listener, bool, error) {
 	if ln := rt.listeners[addr]; ln != nil {
 		return ln, false, nil
 	}
@@ -437,7 +474,11 @@ func (rt *Runtime) listenerForLocked(addr netip.AddrPort) (*listener, bool, erro
 	if err != nil {
 		return nil, false, bindError(addr, err)
 	}
-	ln := rt.newListener(addr, nl)
+	var fe *tlsmat.Frontend
+	if tlsOn {
+		fe = tlsmat.NewFrontend(addr.String(), rt.tlsm)
+	}
+	ln := rt.newListener(addr, nl, fe)
 	rt.listeners[addr] = ln
 	rt.m.Listeners.Inc()
 	return ln, true, nil

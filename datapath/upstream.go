@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/infergate/infergate/metrics"
 )
 
 // upstream is the datapath's HTTP/1.1 client to engines: a keep-alive pool
@@ -42,6 +45,24 @@ type upConn struct {
 	raw syscall.RawConn // nil when nc has no file descriptor; for alive()
 	br  *bufio.Reader
 	bw  *bufio.Writer
+	tls bool // nc is a *tls.Conn (alive() must not peek under the records)
+}
+
+// upTLS is a rule's TLS configuration toward its engines (security 2).
+// Pooled connections are keyed by address and id, so rules with different
+// trust or client certificates never share a connection.
+type upTLS struct {
+	cfg *tls.Config
+	id  string
+	m   *metrics.TLS
+}
+
+// poolKey is the idle-pool key of addr under tc.
+func poolKey(addr string, tc *upTLS) string {
+	if tc == nil {
+		return addr
+	}
+	return addr + "|tls" + tc.id
 }
 
 const upstreamBufSize = 16 << 10
@@ -57,12 +78,14 @@ func newUpstream(dialTimeout time.Duration, maxIdle int) *upstream {
 	}
 }
 
-// get returns a live pooled connection to addr or dials a new one. A dial
-// failure is a *DialError: nothing was sent.
-func (u *upstream) get(ctx context.Context, addr string) (*upConn, error) {
+// get returns a live pooled connection to addr or dials a new one (over TLS
+// when tc is set). A dial or handshake failure is a *DialError: nothing was
+// sent.
+func (u *upstream) get(ctx context.Context, addr string, tc *upTLS) (*upConn, error) {
+	key := poolKey(addr, tc)
 	for {
 		u.mu.Lock()
-		list := u.idle[addr]
+		list := u.idle[key]
 		n := len(list)
 		if n == 0 {
 			u.mu.Unlock()
@@ -70,7 +93,7 @@ func (u *upstream) get(ctx context.Context, addr string) (*upConn, error) {
 		}
 		c := list[n-1]
 		list[n-1] = nil
-		u.idle[addr] = list[:n-1]
+		u.idle[key] = list[:n-1]
 		u.mu.Unlock()
 		if c.alive() {
 			return c, nil
@@ -81,18 +104,50 @@ func (u *upstream) get(ctx context.Context, addr string) (*upConn, error) {
 	if err != nil {
 		return nil, &DialError{Endpoint: addr, Err: err}
 	}
-	c := &upConn{nc: nc, br: bufio.NewReaderSize(nc, upstreamBufSize), bw: bufio.NewWriterSize(nc, upstreamBufSize)}
+	var raw syscall.RawConn
 	if sc, ok := nc.(syscall.Conn); ok {
-		c.raw, _ = sc.SyscallConn() // resolved once: alive() runs on every reuse
+		raw, _ = sc.SyscallConn() // resolved once: alive() runs on every reuse
 	}
+	if tc != nil {
+		tconn, err := handshakeUpstream(ctx, nc, addr, tc)
+		if err != nil {
+			return nil, err
+		}
+		nc = tconn
+	}
+	c := &upConn{nc: nc, raw: raw, tls: tc != nil, br: bufio.NewReaderSize(nc, upstreamBufSize), bw: bufio.NewWriterSize(nc, upstreamBufSize)}
 	return c, nil
 }
 
-// put returns a connection whose last response was read completely.
-func (u *upstream) put(addr string, c *upConn) {
+// handshakeUpstream runs the TLS handshake to an engine, verifying its
+// certificate against the endpoint's IP (ServerName) unless the rule turned
+// verification off. A failure is a *DialError: no request byte was sent.
+func handshakeUpstream(ctx context.Context, nc net.Conn, addr string, tc *upTLS) (net.Conn, error) {
+	cfg := tc.cfg
+	if host, _, err := net.SplitHostPort(addr); err == nil && cfg.ServerName == "" {
+		cfg = cfg.Clone()
+		cfg.ServerName = host
+	}
+	tconn := tls.Client(nc, cfg)
+	if err := tconn.HandshakeContext(ctx); err != nil {
+		_ = nc.Close()
+		if tc.m != nil {
+			tc.m.BackendHandshakes.WithLabelValues("failed").Inc()
+		}
+		return nil, &DialError{Endpoint: addr, Err: fmt.Errorf("TLS handshake: %w", err)}
+	}
+	if tc.m != nil {
+		tc.m.BackendHandshakes.WithLabelValues("ok").Inc()
+	}
+	return tconn, nil
+}
+
+// put returns a connection whose last response was read completely; key
+// is its poolKey.
+func (u *upstream) put(key string, c *upConn) {
 	u.mu.Lock()
-	if !u.closed && len(u.idle[addr]) < u.maxIdle {
-		u.idle[addr] = append(u.idle[addr], c)
+	if !u.closed && len(u.idle[key]) < u.maxIdle {
+		u.idle[key] = append(u.idle[key], c)
 		u.mu.Unlock()
 		return
 	}
@@ -120,6 +175,9 @@ func (c *upConn) alive() bool {
 	if c.br.Buffered() > 0 {
 		return false // unsolicited bytes: the stream is out of sync
 	}
+	if c.tls {
+		return c.aliveTLS()
+	}
 	if c.raw == nil {
 		return true
 	}
@@ -131,6 +189,19 @@ func (c *upConn) alive() bool {
 		return true // never wait for readiness
 	})
 	return err == nil && alive
+}
+
+// aliveTLS checks a pooled TLS connection: bytes on the socket may be
+// post-handshake records (TLS 1.3 session tickets) rather than data, so the
+// check reads through crypto/tls with a deadline already past. A timeout
+// means nothing but control records was pending (alive); data, EOF or an
+// alert (close_notify) mean the connection cannot carry a new request.
+func (c *upConn) aliveTLS() bool {
+	_ = c.nc.SetReadDeadline(aLongTimeAgo)
+	_, err := c.br.Peek(1)
+	_ = c.nc.SetReadDeadline(time.Time{})
+	var ne net.Error
+	return err != nil && errors.As(err, &ne) && ne.Timeout()
 }
 
 // roundTrip sends one request on a pooled connection and returns the
@@ -149,9 +220,10 @@ func (c *upConn) alive() bool {
 //
 // stream, when not nil, is sent instead of body: the client's body copied
 // through as it arrives (see reqStream). A failure reading it is a
-// *clientBodyError (the client's fault, answered 4xx).
-func (u *upstream) roundTrip(ctx context.Context, addr string, in *http.Request, body []byte, stream *reqStream, headerWait time.Duration, into http.Header) (*http.Response, error) {
-	c, err := u.get(ctx, addr)
+// *clientBodyError (the client's fault, answered 4xx). tc, when not nil,
+// is the rule's TLS to the engine (security 2).
+func (u *upstream) roundTrip(ctx context.Context, addr string, tc *upTLS, in *http.Request, body []byte, stream *reqStream, headerWait time.Duration, into http.Header) (*http.Response, error) {
+	c, err := u.get(ctx, addr, tc)
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +276,7 @@ func (u *upstream) roundTrip(ctx context.Context, addr string, in *http.Request,
 		}
 		resetInto()
 	}
-	resp.Body = &upBody{u: u, addr: addr, c: c, r: rb, stop: stop, reuse: !resp.Close}
+	resp.Body = &upBody{u: u, key: poolKey(addr, tc), c: c, r: rb, stop: stop, reuse: !resp.Close}
 	return resp, nil
 }
 
@@ -253,7 +325,7 @@ func writeHead(w *bufio.Writer, addr string, in *http.Request) {
 // its end, and closes it otherwise (a half-read body cannot be reused).
 type upBody struct {
 	u     *upstream
-	addr  string
+	key   string // poolKey
 	c     *upConn
 	r     io.Reader // the framed body (length, chunked, until close)
 	stop  func() bool
@@ -299,7 +371,7 @@ func (b *upBody) finish(complete bool) {
 	b.done = true
 	notCanceled := b.stop()
 	if complete && b.reuse && notCanceled {
-		b.u.put(b.addr, b.c)
+		b.u.put(b.key, b.c)
 		return
 	}
 	_ = b.c.nc.Close()

@@ -200,7 +200,7 @@ func TestRoundTripInto(t *testing.T) {
 			defer u.closeIdle()
 			into := http.Header{HeaderRequestID: {"rid"}}
 			req := &http.Request{Method: http.MethodPost, URL: &url.URL{Path: "/v1/completions"}, Header: http.Header{}}
-			resp, err := u.roundTrip(t.Context(), l.Addr().String(), req, []byte("{}"), nil, 5*time.Second, into)
+			resp, err := u.roundTrip(t.Context(), l.Addr().String(), nil, req, []byte("{}"), nil, 5*time.Second, into)
 			if tc.want == nil {
 				if err == nil {
 					resp.Body.Close()

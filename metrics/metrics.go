@@ -21,6 +21,8 @@ type Metrics struct {
 	// Edge: connection admission and body memory (issue 10).
 	Edge  *Edge
 	Store *Store // rule store backend (etcd replicas)
+	// TLS (issue 11): HTTPS VIPs, certificates, TLS legs to engines.
+	TLS *TLS
 }
 
 // New builds and registers every metric on a fresh registry.
@@ -35,5 +37,6 @@ func New() *Metrics {
 	m.Tenant = NewTenant(reg)
 	m.Edge = NewEdge(reg) // issue 10: edge hardening
 	m.Store = NewStore(reg)
+	m.TLS = NewTLS(reg) // issue 11
 	return m
 }

@@ -51,6 +51,7 @@ func compileValid(r *Rule) *spec.Rule {
 		Engine:            eng,
 		Probe:             compileProbe(sa),
 		ConnectionLimit:   sa.ConnectionLimit, // issue 10
+		TLS:               compileTLS(sa),     // issue 11, tls.go
 	}
 	out.Session, _ = parseSession(sa.SessionHeaderName) // validated
 	switch sa.APIKeyAuth {
@@ -219,6 +220,7 @@ func normalize(r Rule) Rule {
 	sa.CHWBLPrefixHashFlags = clonePtr(sa.CHWBLPrefixHashFlags)
 	sa.CHWBLEnableCacheSalt = clonePtr(sa.CHWBLEnableCacheSalt)
 	normalizeLoxiLB(&r)
+	normalizeTLS(sa) // issue 11, tls.go
 	return r
 }
 

@@ -126,6 +126,7 @@ var crossChecks = []crossCheck{
 	{"secondary-vips", checkSecondaryVIPs},
 	{"endpoint-probes", checkEndpointProbes},
 	{"allowed-paths", checkAllowedPaths}, // issue 14, surface.go
+	{"tls", checkTLS},                    // issue 11, tls.go
 	// Tenant controls (issue 17).
 	{"api-key-auth", checkAPIKeyAuth},
 }
@@ -463,8 +464,6 @@ func checkProtocolServed(r *Rule) *apierror.Error {
 func checkClassicKnobs(r *Rule) *apierror.Error {
 	sa := &r.ServiceArguments
 	switch {
-	case sa.Security != 0:
-		return unsupported(saPath(fieldSecurity), "security (TLS termination) is not served by infergate; terminate TLS in front of it")
 	case sa.PrivateIP != "":
 		return unsupported(saPath(fieldPrivateIP), "privateIP (NAT'd private VIP) is an L4 feature infergate does not serve")
 	case sa.Oper != 0:

@@ -69,6 +69,7 @@ const (
 	kindObject    // nested struct (or pointer to one)
 	kindArray     // slice of structs
 	kindStringMap // map[string]string (annotations)
+	kindStrings   // slice of strings (tls_versions, alpn_protocols)
 )
 
 type fieldSchema struct {
@@ -135,6 +136,10 @@ func buildSchema(t reflect.Type) *objectSchema {
 			}
 			fs.kind = kindStringMap
 		case reflect.Slice:
+			if ft.Elem().Kind() == reflect.String && !fs.ptr {
+				fs.kind = kindStrings
+				break
+			}
 			if ft.Elem().Kind() != reflect.Struct || fs.ptr {
 				panic("rules: unsupported slice field " + f.Name)
 			}
@@ -346,7 +351,7 @@ func (w *decoder) value(fs fieldSchema, fv reflect.Value, base string, idx int, 
 	key := func() string { return unquoteKey(rawKey) }
 	if c == 'n' { // null: like encoding/json, nil a pointer/slice, else no-op
 		w.pos += 4
-		if fv.IsValid() && (fs.ptr || fs.kind == kindArray || fs.kind == kindStringMap) {
+		if fv.IsValid() && (fs.ptr || fs.kind == kindArray || fs.kind == kindStringMap || fs.kind == kindStrings) {
 			fv.SetZero()
 		}
 		return nil
@@ -358,7 +363,7 @@ func (w *decoder) value(fs fieldSchema, fv reflect.Value, base string, idx int, 
 			fmt.Sprintf("%s in body must be of type %s: %q", path, want, got),
 			fmt.Sprintf("%s must be a JSON %s, got %s", path, want, got))
 	}
-	if fv.IsValid() && fs.ptr && fs.kind != kindArray {
+	if fv.IsValid() && fs.ptr && fs.kind != kindArray && fs.kind != kindStrings {
 		p := reflect.New(fv.Type().Elem())
 		fv.Set(p)
 		fv = p.Elem()
@@ -434,8 +439,59 @@ func (w *decoder) value(fs fieldSchema, fv reflect.Value, base string, idx int, 
 			return typeErr("object")
 		}
 		return w.stringMap(fv, joinPath(base, idx, key()))
+	case kindStrings:
+		if c != '[' {
+			w.skip()
+			return typeErr("array")
+		}
+		return w.strings(fv, joinPath(base, idx, key()))
 	}
 	return nil
+}
+
+// strings decodes an array of strings into the slice fv (invalid = check
+// only); a null element is "" as encoding/json makes it.
+func (w *decoder) strings(fv reflect.Value, path string) error {
+	w.pos++ // '['
+	var out []string
+	if fv.IsValid() {
+		out = make([]string, 0, 2)
+	}
+	for i := 0; ; i++ {
+		w.ws()
+		if w.data[w.pos] == ']' {
+			w.pos++
+			if fv.IsValid() {
+				fv.Set(reflect.ValueOf(out))
+			}
+			return nil
+		}
+		if w.data[w.pos] == ',' {
+			w.pos++
+			w.ws()
+		}
+		switch c := w.data[w.pos]; c {
+		case '"':
+			start := w.pos
+			raw, plain := w.stringRaw()
+			str := string(raw)
+			if !plain {
+				if err := json.Unmarshal(w.data[start:w.pos], &str); err != nil {
+					return apierror.BadRequest(apierror.CodeMalformedJSON, joinPath(path, i, ""), "", "invalid JSON string")
+				}
+			}
+			out = append(out, str)
+		case 'n':
+			w.pos += 4
+			out = append(out, "")
+		default:
+			p := joinPath(path, i, "")
+			got := jsonTypeName(c)
+			return apierror.BadRequest(apierror.CodeMalformedJSON, p,
+				fmt.Sprintf("%s in body must be of type string: %q", p, got),
+				fmt.Sprintf("%s must be a JSON string, got %s", p, got))
+		}
+	}
 }
 
 // stringMap decodes an object of string values into the map fv (invalid =

@@ -175,7 +175,9 @@ func TestFieldConstantsAreModelTags(t *testing.T) {
 		fieldBGP, fieldSNAT, fieldEgress, fieldProxyProtocolV2, fieldBackendProtocol, fieldSessionHeader,
 		fieldCHWBLPrefixHashLevel, fieldCHWBLPrefixHashFlags, fieldCHWBLMeanLoadFactor, fieldCHWBLReplication,
 		fieldCHWBLEnableCacheSalt, fieldPDDisaggMode, fieldPDCacheAwareMode, fieldPDBootstrapPort, fieldKVExactMode,
-		fieldKVEngineType, fieldKVZmqPort, fieldKVBlockSize, fieldKVHashAlgo, fieldKVDpRankCount} {
+		fieldKVEngineType, fieldKVZmqPort, fieldKVBlockSize, fieldKVHashAlgo, fieldKVDpRankCount,
+		fieldTLSVersions, fieldTLSCiphers, fieldALPNProtocols, fieldHSTSMaxAge, fieldHSTSIncludeSubdomains, fieldHSTSPreload,
+		fieldMTLSFrontend, fieldMTLSBackend, fieldHost} {
 		if _, ok := sa[f]; !ok {
 			t.Errorf("%q is not a ServiceArguments tag", f)
 		}

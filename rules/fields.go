@@ -63,6 +63,33 @@ const (
 	fieldWeight = "weight" // issue 10: P/D role weights
 )
 
+// TLS wire fields (issue 11).
+const (
+	fieldTLSVersions           = "tls_versions"
+	fieldTLSCiphers            = "tls_ciphers"
+	fieldALPNProtocols         = "alpn_protocols"
+	fieldHSTSMaxAge            = "hsts_max_age"
+	fieldHSTSIncludeSubdomains = "hsts_include_subdomains"
+	fieldHSTSPreload           = "hsts_preload"
+	fieldMTLSFrontend          = "mtls_frontend"
+	fieldMTLSBackend           = "mtls_backend"
+	fieldHost                  = "host"
+
+	fieldClientCertMode   = "client_cert_mode"
+	fieldClientCAPath     = "client_ca_path"
+	fieldClientCACertData = "client_ca_cert_data"
+	fieldRequireClientCN  = "require_client_cn"
+	fieldClientCNPattern  = "client_cn_pattern"
+	fieldClientCRLPath    = "client_crl_path"
+
+	fieldVerifyServerCert = "verify_server_cert"
+	fieldBackendCAPath    = "backend_ca_path"
+	fieldClientCertPath   = "client_cert_path"
+	fieldClientKeyPath    = "client_key_path"
+	fieldClientCertData   = "client_cert_data"
+	fieldClientKeyData    = "client_key_data"
+)
+
 // saPath and epPath build LoxiLB-style field paths for error reports.
 func saPath(name string) string { return fieldServiceArguments + "." + name }
 

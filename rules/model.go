@@ -109,6 +109,41 @@ type ServiceArguments struct {
 	// Edge hardening (issue 10): LoxiLB's per-VIP client connection cap
 	// (0 = none). Rules sharing a VIP:port share the smallest non-zero cap.
 	ConnectionLimit int `json:"connectionLimit,omitempty" yaml:"connectionLimit,omitempty"`
+	// --- TLS (issue 11): LoxiLB's TLS surface, meaningful with security 1
+	// (terminate at the VIP) and 2 (terminate and re-encrypt to engines).
+	// See docs/tls.md and tls.go for validation and defaults.
+	TLSVersions           []string      `json:"tls_versions,omitempty" yaml:"tls_versions,omitempty"`
+	TLSCiphers            string        `json:"tls_ciphers,omitempty" yaml:"tls_ciphers,omitempty"`
+	ALPNProtocols         []string      `json:"alpn_protocols,omitempty" yaml:"alpn_protocols,omitempty"`
+	HSTSMaxAge            int           `json:"hsts_max_age,omitempty" yaml:"hsts_max_age,omitempty"`
+	HSTSIncludeSubdomains bool          `json:"hsts_include_subdomains,omitempty" yaml:"hsts_include_subdomains,omitempty"`
+	HSTSPreload           bool          `json:"hsts_preload,omitempty" yaml:"hsts_preload,omitempty"`
+	MTLSFrontend          *MTLSFrontend `json:"mtls_frontend,omitempty" yaml:"mtls_frontend,omitempty"`
+	MTLSBackend           *MTLSBackend  `json:"mtls_backend,omitempty" yaml:"mtls_backend,omitempty"`
+}
+
+// MTLSFrontend is client-certificate authentication of clients at the VIP
+// (LoxiLB's mtls_frontend; security 1 or 2).
+type MTLSFrontend struct {
+	ClientCertMode   string `json:"client_cert_mode,omitempty" yaml:"client_cert_mode,omitempty"`
+	ClientCAPath     string `json:"client_ca_path,omitempty" yaml:"client_ca_path,omitempty"`
+	ClientCACertData string `json:"client_ca_cert_data,omitempty" yaml:"client_ca_cert_data,omitempty"`
+	RequireClientCN  bool   `json:"require_client_cn,omitempty" yaml:"require_client_cn,omitempty"`
+	ClientCNPattern  string `json:"client_cn_pattern,omitempty" yaml:"client_cn_pattern,omitempty"`
+	ClientCRLPath    string `json:"client_crl_path,omitempty" yaml:"client_crl_path,omitempty"`
+}
+
+// MTLSBackend is the TLS leg to engines (LoxiLB's mtls_backend; security 2).
+// VerifyServerCert is a pointer because its default here is true (LoxiLB's
+// is false): only an explicit false turns verification off.
+type MTLSBackend struct {
+	VerifyServerCert *bool  `json:"verify_server_cert,omitempty" yaml:"verify_server_cert,omitempty"`
+	BackendCAPath    string `json:"backend_ca_path,omitempty" yaml:"backend_ca_path,omitempty"`
+	ClientCertPath   string `json:"client_cert_path,omitempty" yaml:"client_cert_path,omitempty"`
+	ClientKeyPath    string `json:"client_key_path,omitempty" yaml:"client_key_path,omitempty"`
+	ClientCertData   string `json:"client_cert_data,omitempty" yaml:"client_cert_data,omitempty"`
+	// ClientKeyData is inline key material: GET shows tlsmat.Redacted.
+	ClientKeyData string `json:"client_key_data,omitempty" yaml:"client_key_data,omitempty"`
 }
 
 // Endpoint is one backend engine of a rule.

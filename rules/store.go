@@ -321,6 +321,7 @@ func cloneRule(r Rule) Rule {
 	sa.CHWBLPrefixHashLevel = clonePtr(sa.CHWBLPrefixHashLevel)
 	sa.CHWBLPrefixHashFlags = clonePtr(sa.CHWBLPrefixHashFlags)
 	sa.CHWBLEnableCacheSalt = clonePtr(sa.CHWBLEnableCacheSalt)
+	redactTLS(sa) // issue 11: copies the TLS objects and hides inline keys
 	if r.Status != nil {
 		st := *r.Status
 		r.Status = &st

@@ -184,7 +184,7 @@ func TestValidateRejects(t *testing.T) {
 			"serviceArguments.protocol", ""},
 		{"sctp not served", plainRule, func(r *Rule) { r.ServiceArguments.Protocol = "sctp"; r.SecondaryIPs = []SecondaryIP{{"10.9.9.1"}} }, bad, unsup,
 			"serviceArguments.protocol", ""},
-		{"security", plainRule, func(r *Rule) { r.ServiceArguments.Security = 1 }, bad, unsup, "serviceArguments.security", ""},
+		{"security 3", plainRule, func(r *Rule) { r.ServiceArguments.Security = 3 }, bad, field, "serviceArguments.security", ""},
 		{"privateIP", plainRule, func(r *Rule) { r.ServiceArguments.PrivateIP = "192.168.0.1" }, bad, unsup, "serviceArguments.privateIP", ""},
 		{"oper", plainRule, func(r *Rule) { r.ServiceArguments.Oper = 1 }, bad, unsup, "serviceArguments.oper", ""},
 		{"bgp", plainRule, func(r *Rule) { r.ServiceArguments.BGP = true }, bad, unsup, "serviceArguments.bgp", ""},

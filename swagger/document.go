@@ -23,6 +23,8 @@ type Views struct {
 	KVInventory interface{}
 	// Explanation is POST …/explain's answer (nil: a free-form object).
 	Explanation interface{}
+	// SNI certificate store (issue 11; nil: not documented).
+	SNIList, SNIEntry, SNIResult interface{}
 }
 
 // Document builds the OpenAPI 2.0 document.
@@ -204,6 +206,7 @@ func buildDocument(g *generator, v Views) *Doc {
 	addKVPaths(g, v, paths, internal)
 	addExplainPaths(g, v, paths, internal)
 	addTenantPaths(g, paths, errs, internal)
+	addSNIPaths(g, v, paths, internal, notReady, fail)
 	openOperation(paths["/swagger.json"]["get"])
 	openOperation(paths["/docs"]["get"])
 	paths["/metrics"]["get"].Description = "Needs a token when the gateway has a token file, unless it runs with --api-open-metrics."
@@ -216,8 +219,9 @@ func buildDocument(g *generator, v Views) *Doc {
 			Description: "LoxiLB-compatible load-balancer rule API of infergate, an inference gateway for LLM " +
 				"serving fleets. Errors are {code, message, result, error_code, field}; code equals the HTTP status.",
 		},
-		BasePath:            BasePath,
-		Schemes:             []string{"http"},
+		BasePath: BasePath,
+		// No schemes: clients (Swagger UI) use the scheme the document was
+		// fetched over, so the same document serves HTTP and HTTPS (--api-tls-cert).
 		Consumes:            []string{mimeJSON},
 		Produces:            []string{mimeJSON},
 		Paths:               paths,

@@ -127,5 +127,15 @@ func fieldNotes() map[string]FieldNote {
 
 		defRuleStatus + ".ready":  {Description: "Whether the datapath can serve the rule now.", ReadOnly: true},
 		defRuleStatus + ".reason": {Description: "Why the rule is not ready.", ReadOnly: true},
+
+		// TLS (issue 11, docs/tls.md).
+		sa("tls_versions"):            {Description: `security 1/2: TLS versions served; default ["TLSv1.2","TLSv1.3"]. SSLv3, TLSv1, TLSv1.1 are refused.`},
+		sa("tls_ciphers"):             {Description: "security 1/2: TLS 1.2 cipher suites, OpenSSL or IANA names separated by ':' (TLS 1.3 suites are not configurable)."},
+		sa("alpn_protocols"):          {Description: `security 1/2: ALPN protocols offered to clients; default ["h2","http/1.1"].`},
+		sa("hsts_max_age"):            {Description: "security 1/2: Strict-Transport-Security max-age in seconds (0 = no header).", Min: ptrFloat(0), Max: ptrFloat(63072000)},
+		sa("hsts_include_subdomains"): {Description: "Adds includeSubDomains to the HSTS header (needs hsts_max_age)."},
+		sa("hsts_preload"):            {Description: "Adds preload to the HSTS header (needs hsts_max_age)."},
+		sa("mtls_frontend"):           {Description: "security 1/2: client-certificate authentication (client_cert_mode disabled/optional/required, client_ca_path or client_ca_cert_data, require_client_cn + client_cn_pattern, client_crl_path)."},
+		sa("mtls_backend"):            {Description: "security 2: TLS to engines (verify_server_cert default true, backend_ca_path, client certificate by path or inline data; client_key_data is redacted on GET)."},
 	}
 }

@@ -148,7 +148,7 @@ func (w *workflow) send(ctx context.Context, prompt string, stream bool) probeRe
 // sendPath posts one probe to the rule's VIP on path.
 func (w *workflow) sendPath(ctx context.Context, path, prompt string, stream bool) probeResult {
 	start := time.Now()
-	url := "http://" + w.vip + path
+	url := w.vipScheme + "://" + w.vip + path
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(probeBody(path, w.model, prompt, stream)))
 	if err != nil {
 		return probeResult{err: err}
@@ -240,7 +240,7 @@ func hintsForProbe(r probeResult) []Hint {
 func (w *workflow) endpointCheck(ctx context.Context, addr, probePath string) (evidence string, models modelCards, ok bool) {
 	start := time.Now()
 	get := func(path string) (int, []byte, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.engineScheme+"://"+addr+path, nil)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -287,4 +287,15 @@ func (w *workflow) endpointCheck(ctx context.Context, addr, probePath string) (e
 		return fmt.Sprintf("unreachable: %v", err), nil, false
 	}
 	return fmt.Sprintf("%s %d in %s", path, code, time.Since(start).Round(time.Millisecond)), nil, code == http.StatusOK
+}
+
+// schemesOf maps a rule's security to the schemes of its VIP and engines.
+func schemesOf(security int) (vip, engine string) {
+	switch security {
+	case 1:
+		return "https", "http"
+	case 2:
+		return "https", "https"
+	}
+	return "http", "http"
 }

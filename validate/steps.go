@@ -53,9 +53,13 @@ type workflow struct {
 	compiled compiledView
 	label    string
 	vip      string // VIP:port probes go to
-	model    string
-	before   *Snapshot     // scraped before the first probe
-	tier15   *tier15Result // Tier 1.5 probe of the KV-exact step (nil: not run)
+	// vipScheme and engineScheme are "https" for security 1/2 VIPs and
+	// security 2 engines (issue 11); validation checks serving, not identity,
+	// so the client does not verify those certificates.
+	vipScheme, engineScheme string
+	model                   string
+	before                  *Snapshot     // scraped before the first probe
+	tier15                  *tier15Result // Tier 1.5 probe of the KV-exact step (nil: not run)
 	// blockSizeWarned: the KV-exact step already reported a kvBlockSize
 	// that differs from the engines' block size.
 	blockSizeWarned bool
@@ -111,6 +115,7 @@ func (w *workflow) ruleShape(ctx context.Context, res *StepResult) {
 	w.rule, w.label = &r, ruleLabel(r)
 	w.report.Rule = w.label
 	w.vip = net.JoinHostPort(sa.ExternalIP, strconv.Itoa(sa.Port))
+	w.vipScheme, w.engineScheme = schemesOf(sa.Security)
 	w.model = w.opts.Model
 	if w.model == "" {
 		w.model = sa.ModelName

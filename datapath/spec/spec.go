@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strconv"
 	"time"
+
+	"github.com/infergate/infergate/tlsmat"
 )
 
 // Role is an endpoint's part in prefill/decode disaggregation (wire: ep_role).
@@ -216,6 +218,8 @@ type Rule struct {
 	// ConnectionLimit caps client connections on the rule's VIP:port
 	// (LoxiLB connectionLimit); 0: no per-VIP cap. Issue 10.
 	ConnectionLimit int
+	// TLS is nil for plaintext rules (security 0). Issue 11.
+	TLS *TLS
 }
 
 // KeyPolicy says whether a VIP requires tenant API keys.
@@ -285,4 +289,22 @@ func (r *Rule) ServedAddrs() []netip.AddrPort {
 		out = append(out, netip.AddrPortFrom(a, r.Key.Port))
 	}
 	return out
+}
+
+// --- TLS (issue 11) ---
+
+// Security modes (wire: security).
+const (
+	SecurityPlain     = 0
+	SecurityTerminate = 1 // TLS at the VIP, plaintext to engines
+	SecurityEndToEnd  = 2 // TLS at the VIP and TLS to engines
+)
+
+// TLS is a rule's resolved TLS configuration: the VIP side always, the
+// engine side for security 2. The params are plain data; the datapath turns
+// them into crypto/tls configurations through tlsmat.
+type TLS struct {
+	Security int
+	Server   tlsmat.ServerParams
+	Backend  *tlsmat.ClientParams // security 2 only
 }

@@ -83,6 +83,7 @@ type cliDaemon struct {
 	done   chan struct{} // closed when the process has exited
 	waitMu sync.Mutex
 	err    error
+	hc     *http.Client // readiness client (HTTPS daemons); nil: plain
 }
 
 // cliFreePort returns a loopback port that was free a moment ago. The
@@ -130,8 +131,17 @@ func cliStartDaemon(t *testing.T, bin, stateDir string, extra ...string) *cliDae
 // cliTryStart starts `infergate serve` on port with extra daemon flags and
 // waits for /readyz.
 func cliTryStart(t *testing.T, bin, stateDir string, port int, extra ...string) (*cliDaemon, error) {
+	return cliTryStartTLS(t, bin, stateDir, port, nil, extra...)
+}
+
+// cliTryStartTLS is cliTryStart for a daemon whose API serves HTTPS
+// (--api-tls-cert in extra) when hc is set: readiness is polled with hc.
+func cliTryStartTLS(t *testing.T, bin, stateDir string, port int, hc *http.Client, extra ...string) (*cliDaemon, error) {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	d := &cliDaemon{URL: "http://" + addr, log: &cliSyncBuffer{}, done: make(chan struct{})}
+	d := &cliDaemon{URL: "http://" + addr, log: &cliSyncBuffer{}, done: make(chan struct{}), hc: hc}
+	if hc != nil {
+		d.URL = "https://" + addr
+	}
 	args := append([]string{"serve", "--api-addr", addr, "--state-dir", stateDir, "--log-level", "info"}, extra...)
 	d.cmd = exec.Command(bin, args...)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
@@ -159,7 +169,10 @@ func cliTryStart(t *testing.T, bin, stateDir string, port int, extra ...string) 
 }
 
 func (d *cliDaemon) waitReady() error {
-	hc := &http.Client{Timeout: time.Second}
+	hc := d.hc
+	if hc == nil {
+		hc = &http.Client{Timeout: time.Second}
+	}
 	deadline := time.Now().Add(cliReadyTimeout)
 	for time.Now().Before(deadline) {
 		select {

@@ -37,10 +37,16 @@ func requireChromium(t *testing.T) string {
 // profile; both are removed however the test ends.
 func dumpDOM(t *testing.T, browser, url string) string {
 	t.Helper()
+	return dumpDOMWith(t, browser, url)
+}
+
+// dumpDOMWith is dumpDOM with extra browser flags (e.g. a certificate pin).
+func dumpDOMWith(t *testing.T, browser, url string, extra ...string) string {
+	t.Helper()
 	profile := t.TempDir() // removed by the testing package after cleanup
 	ctx, cancel := context.WithTimeout(context.Background(), chromiumTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, browser,
+	args := append([]string{
 		"--headless",
 		"--no-sandbox",
 		"--disable-gpu",
@@ -50,11 +56,11 @@ func dumpDOM(t *testing.T, browser, url string) string {
 		"--disable-background-networking",
 		"--disable-component-update",
 		"--disable-sync",
-		"--user-data-dir="+profile,
+		"--user-data-dir=" + profile,
 		"--virtual-time-budget=15000",
 		"--dump-dom",
-		url,
-	)
+	}, extra...)
+	cmd := exec.CommandContext(ctx, browser, append(args, url)...)
 	cmd.Env = append(os.Environ(), "HOME="+profile)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// Kill the whole group: chromium forks renderer/GPU/zygote helpers that

@@ -2,6 +2,7 @@ package fakeengine
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -45,6 +46,8 @@ type Options struct {
 	// JSON; only /v1/chat/completions streams (engines or adapters that
 	// stream on one path only).
 	StreamChatOnly bool
+	// TLS, when set, serves HTTPS (engines behind security 2 rules).
+	TLS *tls.Config
 }
 
 // Request is one recorded completion request.
@@ -97,6 +100,9 @@ func Start(opts Options) (*Server, error) {
 	ln, err := net.Listen("tcp", opts.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("fakeengine: listen %s: %w", opts.Addr, err)
+	}
+	if opts.TLS != nil {
+		ln = tls.NewListener(ln, opts.TLS)
 	}
 	s := &Server{opts: opts, ln: ln, done: make(chan struct{}), clientGone: make(chan string, 64)}
 	s.health.Store(http.StatusOK)

@@ -2,6 +2,7 @@ package pdfake
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -84,6 +85,10 @@ type Config struct {
 	AdvertiseHost string
 	// KV makes a vLLM fake serve /tokenize and publish KV events (kv_publish.go).
 	KV KVConfig
+	// TLS, when set, serves the inference API over HTTPS (security 2 legs).
+	// The SGLang bootstrap server stays plaintext: it is the engines' side
+	// channel, not the gateway's.
+	TLS *tls.Config
 }
 
 // DefaultConfig returns a config for dialect/role on an ephemeral port of
@@ -212,6 +217,9 @@ func Start(cfg Config) (*Engine, error) {
 		bmux.HandleFunc("POST /join", e.serveJoin)
 		e.boot = &http.Server{Handler: bmux, ReadHeaderTimeout: 5 * time.Second}
 		e.serve(e.boot, bln)
+	}
+	if cfg.TLS != nil {
+		ln = tls.NewListener(ln, cfg.TLS)
 	}
 	e.serve(e.srv, ln)
 	return e, nil
