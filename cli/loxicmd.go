@@ -63,22 +63,19 @@ func (l *loxiGlobals) baseURL() (string, error) {
 
 // loxiCreateFlags are loxicmd's create lb flags beyond infergate's own.
 type loxiCreateFlags struct {
-	fs                          *pflag.FlagSet
-	udp, sctp                   string
-	icmp                        bool
-	security                    string
-	secIPs, sources             string
-	attach, detach              bool
-	chwblLevel, chwblFlags      int
-	chwblCacheSalt              bool
-	connectionLimit             uint32
-	apiKeyAuth, sockMapMode     string
-	hstsMaxAge                  uint32
-	hstsSubdomains, hstsPreload bool
-	mtlsFront                   mtlsFrontFlags
-	mtlsBack                    mtlsBackFlags
-	fcNums                      map[string]*uint32 // --fc-* numeric flags by JSON key
-	fcWords                     map[string]*string // --fc-* word flags by JSON key
+	fs                      *pflag.FlagSet
+	udp, sctp               string
+	icmp                    bool
+	secIPs, sources         string
+	attach, detach          bool
+	chwblLevel, chwblFlags  int
+	chwblCacheSalt          bool
+	connectionLimit         uint32
+	apiKeyAuth, sockMapMode string
+	mtlsFront               mtlsFrontFlags
+	mtlsBack                mtlsBackFlags
+	fcNums                  map[string]*uint32 // --fc-* numeric flags by JSON key
+	fcWords                 map[string]*string // --fc-* word flags by JSON key
 }
 
 // loxicmd's capacity-admission flags and the JSON keys they set. infergate
@@ -116,7 +113,6 @@ func addLoxiCreateFlags(fl *pflag.FlagSet, sa *rules.ServiceArguments) *loxiCrea
 	fl.BoolVar(&sa.ProxyProtocolV2, "ppv2en", false, "send proxy protocol v2 (refused: not served)")
 	fl.BoolVar(&l.attach, "attachEP", false, "attach endpoints (oper 1; refused: re-POST the full list)")
 	fl.BoolVar(&l.detach, "detachEP", false, "detach endpoints (oper 2; refused: re-POST the full list)")
-	fl.StringVar(&l.security, "security", "", "TLS mode: https|tls (1), e2ehttps|e2etls (2)")
 	fl.StringVar(&l.secIPs, "secips", "", "SCTP secondary IPs (refused: SCTP is not served)")
 	fl.StringVar(&l.sources, "sources", "", "allowed source prefixes <cidr>,…")
 	fl.StringVar(&sa.BackendProtocol, "backend-protocol", "", "backend transport: http1|http2|both")
@@ -130,9 +126,6 @@ func addLoxiCreateFlags(fl *pflag.FlagSet, sa *rules.ServiceArguments) *loxiCrea
 	fl.Uint32Var(&l.connectionLimit, "connection-limit", 0, "concurrent-connection ceiling of the rule (0 = unlimited)")
 	fl.StringVar(&l.apiKeyAuth, "api-key-auth", "", "data-plane X-Api-Key policy: disabled|required")
 	fl.StringVar(&l.sockMapMode, "sockmap-mode", "", "LoxiLB sockmap acceleration (refused: not part of infergate)")
-	fl.Uint32Var(&l.hstsMaxAge, "hsts-max-age", 0, "HSTS max-age seconds")
-	fl.BoolVar(&l.hstsSubdomains, "hsts-include-subdomains", false, "HSTS includeSubDomains")
-	fl.BoolVar(&l.hstsPreload, "hsts-preload", false, "HSTS preload")
 	fl.StringVar(&l.mtlsFront.certMode, "mtls-client-cert-mode", "", "mTLS frontend client cert mode: disabled|optional|required")
 	fl.StringVar(&l.mtlsFront.caPath, "mtls-client-ca-path", "", "mTLS frontend client CA bundle path")
 	fl.BoolVar(&l.mtlsFront.requireCN, "mtls-require-client-cn", false, "mTLS frontend: enforce the client CN pattern")
@@ -150,20 +143,6 @@ func addLoxiCreateFlags(fl *pflag.FlagSet, sa *rules.ServiceArguments) *loxiCrea
 		l.fcWords[flag] = fl.String(flag, "", "LoxiLB capacity admission ("+key+"); not served by infergate")
 	}
 	return l
-}
-
-// securityNum is loxicmd's SecStringToNum, strict: an unknown word is a
-// usage error instead of a silent 0.
-func securityNum(s string) (int, error) {
-	switch strings.ToLower(s) {
-	case "", "none", "0":
-		return 0, nil
-	case "https", "tls", "1":
-		return 1, nil
-	case "e2ehttps", "e2etls", "2":
-		return 2, nil
-	}
-	return 0, usagef("--security %q: want https|tls|e2ehttps|e2etls", s)
 }
 
 // protocolPort returns the service protocol and port flag in use: loxicmd
@@ -189,14 +168,12 @@ func (l *loxiCreateFlags) protocolPort(tcp string) (proto, spec string, err erro
 	return proto, spec, nil
 }
 
-// apply maps the flags onto the rule; fields the model lacks (TLS, HSTS,
-// mTLS, connectionLimit, api_key_auth, sockMapMode) go to extra, merged
+// apply maps the flags onto the rule (--security and the HSTS flags are
+// create_tls.go's); loxicmd's mTLS names, sockMapMode and the fc_* fields
+// go to extra, merged
 // into serviceArguments as loxicmd names them.
 func (l *loxiCreateFlags) apply(r *rules.Rule) (extra map[string]any, err error) {
 	sa := &r.ServiceArguments
-	if sa.Security, err = securityNum(l.security); err != nil {
-		return nil, err
-	}
 	switch {
 	case l.attach && l.detach:
 		return nil, usagef("--attachEP and --detachEP exclude each other")
@@ -232,9 +209,6 @@ func (l *loxiCreateFlags) apply(r *rules.Rule) (extra map[string]any, err error)
 	set("connection-limit", "connectionLimit", l.connectionLimit)
 	set("api-key-auth", "api_key_auth", l.apiKeyAuth)
 	set("sockmap-mode", "sockMapMode", l.sockMapMode)
-	set("hsts-max-age", "hsts_max_age", l.hstsMaxAge)
-	set("hsts-include-subdomains", "hsts_include_subdomains", l.hstsSubdomains)
-	set("hsts-preload", "hsts_preload", l.hstsPreload)
 	for flag, v := range l.fcNums {
 		set(flag, fcNumFlags[flag], *v)
 	}

@@ -88,9 +88,10 @@ func TestLoxicmdCommandLines(t *testing.T) {
 		// (the only mode it serves) rather than LoxiLB's L4 default.
 		{"create lb 192.168.0.200 --tcp=80:32015 --endpoints=10.212.0.1:1,10.212.0.2:1,10.212.0.3:1", 0, ""},
 		{"create lb 192.168.0.201 --tcp=80:32015 --endpoints=10.212.0.1:1 --name=http-service --host=loxilb.io", 0, ""},
+		// TLS lines are served (issue 11).
+		{"create lb 192.0.2.21 --tcp=80:32015 --mode=fullproxy --endpoints=10.212.0.1:1 --security=https", 0, ""},
+		{"create lb 192.0.2.22 --tcp=80:32015 --mode=fullproxy --endpoints=10.212.0.1:1 --security=e2ehttps --mtls-backend-verify-server --mtls-backend-ca-path=/etc/ca.pem", 0, ""},
 		// Accepted by loxicmd, refused by the server as not served.
-		{"create lb 192.0.2.21 --tcp=80:32015 --mode=fullproxy --endpoints=10.212.0.1:1 --security=https", 1, "serviceArguments.security"},
-		{"create lb 192.0.2.21 --tcp=80:32015 --mode=fullproxy --endpoints=10.212.0.1:1 --security=e2ehttps --mtls-backend-verify-server --mtls-backend-ca-path=/etc/ca.pem", 1, "serviceArguments.mtls_backend"},
 		{"create lb 192.0.2.22 --tcp=8080:80 --mode=fullproxy --endpoints=10.10.10.1:1 --ppv2en", 1, "serviceArguments.proxyprotocolv2"},
 		{"create lb 192.0.2.23 --tcp=80:32015 --mode=fullproxy --endpoints=10.212.0.1:1 --bgp", 1, "serviceArguments.bgp"},
 		{"create lb 192.0.2.24 --tcp=80:32015 --mode=fullproxy --endpoints=10.212.0.1:1 --sources=10.10.10.1/32", 1, "allowedSources"},

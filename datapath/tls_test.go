@@ -144,7 +144,7 @@ func TestTLSTerminateSNIAndHTTP2(t *testing.T) {
 				}
 			}
 			// A gateway error body is the same JSON over HTTP/2, with HSTS.
-			req, _ := http.NewRequest(http.MethodGet, httpsURL(def, "/v1/completions"), nil)
+			req, _ := http.NewRequest(http.MethodGet, httpsURL(def, "/v1/models/../admin"), nil) // refused: invalid_path
 			req.Host = tc.sni
 			resp, err := c.Do(req)
 			if err != nil {
@@ -152,7 +152,7 @@ func TestTLSTerminateSNIAndHTTP2(t *testing.T) {
 			}
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode != http.StatusMethodNotAllowed || errorCode(t, string(b)) == "" || resp.Header.Get("Strict-Transport-Security") == "" {
+			if resp.StatusCode != http.StatusBadRequest || errorCode(t, string(b)) != CodeInvalidPath || resp.Header.Get("Strict-Transport-Security") == "" {
 				t.Errorf("gateway error answer %d %s %v", resp.StatusCode, b, resp.Header)
 			}
 		})
