@@ -82,6 +82,9 @@ type compiled struct {
 	ttfb    prometheus.Observer
 	m       *metrics.Datapath
 	rx      *metrics.Radix
+
+	// Per-request counter children made on first use (hotmetrics.go).
+	chwblm chwblMetrics
 }
 
 // defaultPD5xxStreak trips a P/D endpoint's breaker when the daemon
