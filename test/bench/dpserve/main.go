@@ -25,6 +25,7 @@ func main() {
 	sel := flag.Int("sel", 0, "selector (0 rr, 1 hash, 2 wrr, 3 persist, 4 lc)")
 	cb := flag.Bool("cb", false, "enable the circuit breaker")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here until exit")
+	memprofile := flag.String("memprofile", "", "write an allocation profile here at exit")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -69,6 +70,16 @@ func main() {
 	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = rt.Close(cctx)
+	if *memprofile != "" {
+		f, err := os.Create(*memprofile)
+		if err != nil {
+			fail(err)
+		}
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			fail(err)
+		}
+		_ = f.Close()
+	}
 }
 
 func fail(err error) {
