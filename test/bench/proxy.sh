@@ -15,6 +15,7 @@
 #
 # Env: DURATION (10s) CONNS (64) THREADS (2) BASE_PORT (18000)
 #      TARGETS ("infergate nginx haproxy caddy"; "direct" always runs)
+#      WRK (1; 0 skips the small-request table, e.g. to rerun only streams)
 #      SSE_STREAMS (1000; 0 skips the SSE figure) SSE_TOKENS (100)
 #      SSE_DELAY (20ms) SSE_TARGETS ("infergate nginx")
 #      HOLD_STREAMS (10000; 0 skips the hold test) HOLD_TOKENS (20)
@@ -63,13 +64,16 @@ done
 
 # Streams need two descriptors each in the proxy (and one in the client):
 # raise the soft limit as far as the hard one allows, and hold at most what
-# fits (a container's hard limit of 20,000 allows 9,950 proxied streams).
+# fits in one process, with 1,000 descriptors to spare for listeners and the
+# idle engine connections pooled by the earlier phases (a container's hard
+# limit of 20,000 allows 9,500 proxied streams; 10,000 needs 21,000).
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 NOFILE=$(ulimit -n)
-if [[ $HOLD_STREAMS -gt $(((NOFILE - 100) / 2)) ]]; then
-  echo "proxy.sh: ulimit -n is $NOFILE: holding $(((NOFILE - 100) / 2)) streams instead of $HOLD_STREAMS" >&2
+HOLD_FIT=$(((NOFILE - 1000) / 2))
+if [[ $HOLD_STREAMS -gt $HOLD_FIT ]]; then
+  echo "proxy.sh: ulimit -n is $NOFILE: holding $HOLD_FIT streams instead of $HOLD_STREAMS" >&2
   HOLD_ASKED=$HOLD_STREAMS
-  HOLD_STREAMS=$(((NOFILE - 100) / 2))
+  HOLD_STREAMS=$HOLD_FIT
 fi
 
 TMP=$(mktemp -d)
@@ -78,6 +82,7 @@ PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  cp "$TMP"/*.log "$RESULTS/" 2>/dev/null || true
   rm -rf "$TMP"
 }
 trap cleanup EXIT INT TERM
@@ -177,7 +182,7 @@ start_haproxy() {
   cat >"$f" <<CONF
 global
   nbthread 2
-  maxconn $(((NOFILE - 100) / 2))
+  maxconn $HOLD_FIT
 defaults
   mode http
   timeout connect 5s
@@ -266,6 +271,7 @@ run() {
 }
 
 declare -A RPS P50 P99 BAD ERR CPU
+if [[ ${WRK:-1} != 0 ]]; then
 # For "direct" the CPU column is the fake engine's own (a bare Go net/http
 # server): the floor any net/http-based proxy pays once per side.
 read -r RPS[direct] P50[direct] P99[direct] BAD[direct] ERR[direct] CPU[direct] < <(run direct "$ENGINE" "$ENGINE_PID")
@@ -295,6 +301,7 @@ done
       printf "infergate/baseline (%s): throughput %.2fx, proxy CPU per request %.2fx\n", ENVIRON["BASELINE_ROOT"], b/d, bc/dc }'
   fi
 } | tee "$RESULTS/summary.txt"
+fi
 
 # SSE figures: every target in SSE_TARGETS against the same ticking engine.
 if [[ $SSE_STREAMS -gt 0 ]]; then
