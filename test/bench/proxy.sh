@@ -64,12 +64,14 @@ done
 
 # Streams need two descriptors each in the proxy (and one in the client):
 # raise the soft limit as far as the hard one allows, and hold at most what
-# fits in one process, with 1,000 descriptors to spare for listeners and the
-# idle engine connections pooled by the earlier phases (a container's hard
-# limit of 20,000 allows 9,500 proxied streams; 10,000 needs 21,000).
+# fits in one process, with 2,200 descriptors to spare for listeners and the
+# idle engine connections pooled by the earlier phases (infergate keeps up to
+# MaxIdleConnsPerHost = 1,024 per endpoint: the SSE phase leaves ~1,000 idle).
+# A container's hard limit of 20,000 allows 8,900 proxied streams; 10,000
+# needs 22,200.
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 NOFILE=$(ulimit -n)
-HOLD_FIT=$(((NOFILE - 1000) / 2))
+HOLD_FIT=$(((NOFILE - 2200) / 2))
 if [[ $HOLD_STREAMS -gt $HOLD_FIT ]]; then
   echo "proxy.sh: ulimit -n is $NOFILE: holding $HOLD_FIT streams instead of $HOLD_STREAMS" >&2
   HOLD_ASKED=$HOLD_STREAMS

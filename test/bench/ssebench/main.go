@@ -146,7 +146,8 @@ func stream(ctx context.Context, c *http.Client, url string, started *sync.WaitG
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("status %d", resp.StatusCode)
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+		return 0, fmt.Errorf("status %d: %s", resp.StatusCode, bytes.TrimSpace(msg))
 	}
 	br := bufio.NewReaderSize(resp.Body, 1<<10)
 	var got int64
