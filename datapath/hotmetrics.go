@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/infergate/infergate/datapath/chwbl"
@@ -43,4 +44,38 @@ func (c *compiled) countPick(src chwbl.Source, skipped int) {
 		return
 	}
 	rx.CHWBLPicks.WithLabelValues(c.label, src.String()).Inc()
+}
+
+// counterCache maps up to three label values after the rule label to their
+// counter child, for vectors whose per-request labels come from a small
+// fixed set (ladder tier/outcome/reason constants; leg endpoint/phase/
+// status). The map is as bounded as the vector's own series. An array key
+// keeps lookups allocation-free, which a sync.Map (boxing the key) is not.
+type counterCache struct {
+	mu sync.RWMutex
+	m  map[[3]string]prometheus.Counter
+}
+
+func (cc *counterCache) get(v *prometheus.CounterVec, rule string, k [3]string) prometheus.Counter {
+	cc.mu.RLock()
+	ctr, ok := cc.m[k]
+	cc.mu.RUnlock()
+	if ok {
+		return ctr
+	}
+	ctr = v.WithLabelValues(rule, k[0], k[1], k[2])
+	cc.mu.Lock()
+	if cc.m == nil {
+		cc.m = make(map[[3]string]prometheus.Counter)
+	}
+	cc.m[k] = ctr
+	cc.mu.Unlock()
+	return ctr
+}
+
+// pdCounters are a P/D rule's per-request counters: one ladder decision
+// per step and one leg count per leg.
+type pdCounters struct {
+	ladder counterCache // LadderDecisions{rule, tier, outcome, reason}
+	legs   counterCache // LegRequests{rule, endpoint, phase, status}
 }

@@ -57,3 +57,41 @@ func BenchmarkCountPick(b *testing.B) {
 		}
 	})
 }
+
+// TestCounterCacheSeries: cached P/D counters land on the series
+// WithLabelValues names, one child per distinct key.
+func TestCounterCacheSeries(t *testing.T) {
+	pdm := metrics.NewPD(prometheus.NewRegistry())
+	var cc counterCache
+	for range 2 {
+		cc.get(pdm.LegRequests, "r1", [3]string{"10.0.0.1:8000", "prefill", "200"}).Inc()
+	}
+	cc.get(pdm.LegRequests, "r1", [3]string{"10.0.0.2:8000", "decode", "200"}).Inc()
+	if got := metricValue(t, pdm.LegRequests.WithLabelValues("r1", "10.0.0.1:8000", "prefill", "200")); got != 2 {
+		t.Errorf("prefill legs = %v, want 2", got)
+	}
+	if got := metricValue(t, pdm.LegRequests); got != 3 {
+		t.Errorf("all legs = %v, want 3", got)
+	}
+	if len(cc.m) != 2 {
+		t.Errorf("cache holds %d children, want 2", len(cc.m))
+	}
+}
+
+// BenchmarkCountLeg is one P/D leg's counter: cached vs WithLabelValues.
+func BenchmarkCountLeg(b *testing.B) {
+	pdm := metrics.NewPD(prometheus.NewRegistry())
+	var cc counterCache
+	b.Run("WithLabelValues", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			pdm.LegRequests.WithLabelValues("127.0.0.1:8080/tcp", "10.0.0.1:8000", "prefill", "200").Inc()
+		}
+	})
+	b.Run("cached", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			cc.get(pdm.LegRequests, "127.0.0.1:8080/tcp", [3]string{"10.0.0.1:8000", "prefill", "200"}).Inc()
+		}
+	})
+}

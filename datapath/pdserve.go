@@ -190,7 +190,7 @@ func (rt *Runtime) countLadder(c *compiled, steps []ladder.Step) {
 				rt.pdm.SessionHits.WithLabelValues(c.label).Inc()
 			}
 		}
-		rt.pdm.LadderDecisions.WithLabelValues(c.label, s.Tier, outcome, s.Reason).Inc()
+		c.pdc.ladder.get(rt.pdm.LadderDecisions, c.label, [3]string{s.Tier, outcome, s.Reason}).Inc()
 	}
 }
 
@@ -267,7 +267,7 @@ func (rt *Runtime) feedLegs(c *compiled, o *pd.Outcome, admitted ...int) {
 		if l.Status > 0 {
 			status = strconv.Itoa(l.Status)
 		}
-		rt.pdm.LegRequests.WithLabelValues(c.label, l.Endpoint.ID, string(l.Phase), status).Inc()
+		c.pdc.legs.get(rt.pdm.LegRequests, c.label, [3]string{l.Endpoint.ID, string(l.Phase), status}).Inc()
 		if i < 0 || !c.cb.enabled {
 			continue
 		}

@@ -85,6 +85,7 @@ type compiled struct {
 
 	// Per-request counter children made on first use (hotmetrics.go).
 	chwblm chwblMetrics
+	pdc    pdCounters
 }
 
 // defaultPD5xxStreak trips a P/D endpoint's breaker when the daemon
