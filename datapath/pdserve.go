@@ -250,7 +250,7 @@ func (rt *Runtime) countLadder(c *compiled, steps []ladder.Step) {
 				rt.pdm.SessionHits.WithLabelValues(c.label).Inc()
 			}
 		}
-		rt.pdm.LadderDecisions.WithLabelValues(c.label, s.Tier, outcome, s.Reason).Inc()
+		c.pdc.ladder.get(rt.pdm.LadderDecisions, c.label, [3]string{s.Tier, outcome, s.Reason}).Inc()
 	}
 }
 
@@ -365,7 +365,7 @@ func (rt *Runtime) feedLegs(c *compiled, o *pd.Outcome, admitted ...int) {
 		if l.Status > 0 {
 			status = strconv.Itoa(l.Status)
 		}
-		rt.pdm.LegRequests.WithLabelValues(c.label, l.Endpoint.ID, string(l.Phase), status).Inc()
+		c.pdc.legs.get(rt.pdm.LegRequests, c.label, [3]string{l.Endpoint.ID, string(l.Phase), status}).Inc()
 		if i >= 0 && !l.NotSent {
 			c.eps[i].requests.Add(1)
 		}

@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,11 +15,12 @@ import (
 )
 
 // BenchmarkPDAddedLatency measures what the datapath adds to a vLLM P/D
-// request (non-streaming, 1P1D): each iteration sends one request through
-// the gateway and, as the baseline, the same two legs straight to the
-// engines (the bodies the gateway sent, taken from the fakes' records).
-// Reported: p50 of both and the p50 added latency in µs, plus the ratio of
-// the medians, all from the same run.
+// request (non-streaming, 1P1D, cache-aware so the prompt key and the
+// prefix index are on the path) for prompts of 1 KB to 1 MB: each iteration
+// sends one request through the gateway and, as the baseline, the same two
+// legs straight to the engines (the bodies the gateway sent, taken from the
+// fakes' records). Reported per size: p50 of both, the p50 added latency in
+// µs, plus the ratio of the medians, all from the same run.
 func BenchmarkPDAddedLatency(b *testing.B) {
 	start := func(role pdfake.Role, addr string) *pdfake.Engine {
 		cfg := pdfake.DefaultConfig(pdfake.VLLM, role)
@@ -35,13 +38,13 @@ func BenchmarkPDAddedLatency(b *testing.B) {
 	rt := New(o, nil, nil)
 	b.Cleanup(func() { _ = rt.Close(b.Context()) })
 	r := newRule("127.0.0.1", freePortB(b), spec.SelRoundRobin, pre.Endpoint(), dec.Endpoint())
-	r.Engine, r.PD = spec.EngineVLLM, &spec.PD{SessionTTL: time.Minute}
+	r.Engine, r.PD = spec.EngineVLLM, &spec.PD{SessionTTL: time.Minute, CacheAware: true}
 	if err := rt.Install(nil, r); err != nil {
 		b.Fatal(err)
 	}
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	defer c.CloseIdleConnections()
-	send := func(url string, body []byte, h http.Header) {
+	send := func(b *testing.B, url string, body []byte, h http.Header) {
 		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 		for k, v := range h {
 			req.Header[k] = v
@@ -57,42 +60,66 @@ func BenchmarkPDAddedLatency(b *testing.B) {
 			b.Fatalf("%s: status %d", url, resp.StatusCode)
 		}
 	}
-	client := []byte(`{"model":"fake-model","prompt":"hello there","max_tokens":3}`)
 	gw := ruleURL(r) + pathCompletions
-	send(gw, client, nil) // warm up, and learn the legs the gateway sends
-	pr, dr := pre.Records()[0], dec.Records()[0]
+	preURL := "http://" + pre.AddrPort().String() + pathCompletions
+	decURL := "http://" + dec.AddrPort().String() + pathCompletions
 	legHeader := func(h http.Header) http.Header {
 		return http.Header{HeaderRequestID: h[HeaderRequestID]}
 	}
-	preURL := "http://" + pre.AddrPort().String() + pathCompletions
-	decURL := "http://" + dec.AddrPort().String() + pathCompletions
-	direct := func() {
-		send(preURL, pr.Body, legHeader(pr.Header))
-		send(decURL, dr.Body, legHeader(dr.Header))
-	}
-	direct()
+	for _, size := range []struct {
+		name  string
+		bytes int
+	}{{"prompt=1KB", 1 << 10}, {"prompt=32KB", 32 << 10}, {"prompt=256KB", 256 << 10}, {"prompt=1MB", 1 << 20}} {
+		b.Run(size.name, func(b *testing.B) {
+			client := completionWithPrompt(size.bytes)
+			pre.ForgetRecords()
+			dec.ForgetRecords()
+			send(b, gw, client, nil) // warm up, and learn the legs the gateway sends
+			pr, dr := pre.Records()[0], dec.Records()[0]
+			direct := func() {
+				send(b, preURL, pr.Body, legHeader(pr.Header))
+				send(b, decURL, dr.Body, legHeader(dr.Header))
+			}
+			direct()
 
-	via := make([]time.Duration, 0, b.N)
-	base := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for range b.N {
-		t0 := time.Now()
-		send(gw, client, nil)
-		t1 := time.Now()
-		direct()
-		t2 := time.Now()
-		via = append(via, t1.Sub(t0))
-		base = append(base, t2.Sub(t1))
+			via := make([]time.Duration, 0, b.N)
+			base := make([]time.Duration, 0, b.N)
+			b.SetBytes(int64(len(client)))
+			b.ResetTimer()
+			for range b.N {
+				t0 := time.Now()
+				send(b, gw, client, nil)
+				t1 := time.Now()
+				direct()
+				t2 := time.Now()
+				via = append(via, t1.Sub(t0))
+				base = append(base, t2.Sub(t1))
+				if len(via)%256 == 0 { // the fakes keep every record; bound memory
+					pre.ForgetRecords()
+					dec.ForgetRecords()
+				}
+			}
+			b.StopTimer()
+			p50 := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
+			gv, gb := p50(via), p50(base)
+			b.ReportMetric(float64(gv.Microseconds()), "gateway-p50-µs")
+			b.ReportMetric(float64(gb.Microseconds()), "direct-p50-µs")
+			b.ReportMetric(float64((gv - gb).Microseconds()), "added-p50-µs")
+			b.ReportMetric(float64(gv)/float64(gb), "ratio")
+		})
 	}
-	b.StopTimer()
-	p50 := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
-	gv, gb := p50(via), p50(base)
-	b.ReportMetric(float64(gv.Microseconds()), "gateway-p50-µs")
-	b.ReportMetric(float64(gb.Microseconds()), "direct-p50-µs")
-	b.ReportMetric(float64((gv - gb).Microseconds()), "added-p50-µs")
-	b.ReportMetric(float64(gv)/float64(gb), "ratio")
-	// Every record ever taken is kept by the fakes; bound the run.
-	if n := len(pre.Records()); n > 1_000_000 {
-		b.Fatalf("%d records", n)
+}
+
+// completionWithPrompt is a completion request whose prompt makes the body
+// about n bytes: distinct words, so the prompt key and the prefix index see
+// text rather than one repeated byte.
+func completionWithPrompt(n int) []byte {
+	var p strings.Builder
+	p.Grow(n)
+	for i := 0; p.Len() < n-64; i++ {
+		p.WriteString("word")
+		p.WriteString(strconv.Itoa(i))
+		p.WriteByte(' ')
 	}
+	return []byte(`{"model":"fake-model","prompt":"` + p.String() + `","max_tokens":3}`)
 }

@@ -94,6 +94,9 @@ type compiled struct {
 	// TLS to engines (security 2, tls.go): nil for plaintext engines.
 	up    *upTLS
 	probe *http.Client // https probes with the rule's trust; nil: rt.probeClient
+	// Per-request counter children made on first use (hotmetrics.go).
+	chwblm chwblMetrics
+	pdc    pdCounters
 }
 
 // defaultPD5xxStreak trips a P/D endpoint's breaker when the daemon

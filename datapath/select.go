@@ -307,10 +307,7 @@ func (c *compiled) pickCHWBL(f *pickFacts, excl uint64, backup bool, now *int64)
 	if !ok {
 		return -1
 	}
-	if skipped > 0 {
-		c.rx.CHWBLBoundSkips.WithLabelValues(c.label).Add(float64(skipped))
-	}
-	c.rx.CHWBLPicks.WithLabelValues(c.label, f.ringSrc.String()).Inc()
+	c.countPick(f.ringSrc, skipped)
 	return i
 }
 

@@ -318,6 +318,12 @@ func (e *Engine) SetFinishReason(s string) {
 	e.finish = s
 }
 
+// ForgetRecords drops every record kept so far, so a long benchmark with
+// large prompts does not hold all of them in memory.
+func (e *Engine) ForgetRecords() {
+	e.update(func() { e.records = nil })
+}
+
 // Records returns a snapshot of every inference request received so far.
 func (e *Engine) Records() []Record {
 	e.mu.Lock()

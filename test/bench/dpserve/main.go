@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -25,6 +27,9 @@ func main() {
 	sel := flag.Int("sel", 0, "selector (0 rr, 1 hash, 2 wrr, 3 persist, 4 lc)")
 	cb := flag.Bool("cb", false, "enable the circuit breaker")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here until exit")
+	memprofile := flag.String("memprofile", "", "write an allocation profile here at exit")
+	heapAfter := flag.Duration("heap-after", 0, "with -heapprofile: when to write it (e.g. while streams are open)")
+	heapprofile := flag.String("heapprofile", "", "write a heap profile and memory classes here after -heap-after")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -63,12 +68,47 @@ func main() {
 		fail(err)
 	}
 	fmt.Println("dpserve listening on", vip)
+	if *heapprofile != "" {
+		time.AfterFunc(*heapAfter, func() { writeHeap(*heapprofile) })
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	<-ctx.Done()
 	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = rt.Close(cctx)
+	if *memprofile != "" {
+		f, err := os.Create(*memprofile)
+		if err != nil {
+			fail(err)
+		}
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			fail(err)
+		}
+		_ = f.Close()
+	}
+}
+
+// writeHeap writes a heap profile to path and the runtime's memory classes
+// (heap, stacks, ...) to path.txt: what an open stream costs, by kind.
+func writeHeap(path string) {
+	runtime.GC()
+	f, err := os.Create(path)
+	if err != nil {
+		fail(err)
+	}
+	_ = pprof.Lookup("heap").WriteTo(f, 0)
+	_ = f.Close()
+	var out strings.Builder
+	fmt.Fprintf(&out, "goroutines %d\n", runtime.NumGoroutine())
+	for _, d := range metrics.All() {
+		if strings.HasPrefix(d.Name, "/memory/classes/") {
+			s := []metrics.Sample{{Name: d.Name}}
+			metrics.Read(s)
+			fmt.Fprintf(&out, "%s %d\n", d.Name, s[0].Value.Uint64())
+		}
+	}
+	_ = os.WriteFile(path+".txt", []byte(out.String()), 0o644)
 }
 
 func fail(err error) {

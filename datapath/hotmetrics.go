@@ -1,0 +1,81 @@
+package datapath
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/infergate/infergate/datapath/chwbl"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// lazyCounter is one counter child of a vector, looked up once and then
+// reused: WithLabelValues hashes its labels and takes the vector's lock on
+// every call, which per request is measurable (see docs/performance.md).
+// The child is made on first use, so a series appears exactly when it
+// would have with WithLabelValues. It lives on a compiled rule, whose
+// series are deleted only when the rule is removed.
+type lazyCounter struct {
+	p atomic.Pointer[prometheus.Counter]
+}
+
+func (l *lazyCounter) get(v *prometheus.CounterVec, labels ...string) prometheus.Counter {
+	if c := l.p.Load(); c != nil {
+		return *c
+	}
+	c := v.WithLabelValues(labels...)
+	l.p.Store(&c) // a racing first use stores the same child
+	return c
+}
+
+// chwblMetrics are a sel 8/10 rule's per-pick counters.
+type chwblMetrics struct {
+	picks [chwbl.SourceRoundRobin + 1]lazyCounter // by routing key source
+	skips lazyCounter
+}
+
+// countPick records one CHWBL pick and the members it passed over.
+func (c *compiled) countPick(src chwbl.Source, skipped int) {
+	rx := c.rx
+	if skipped > 0 {
+		c.chwblm.skips.get(rx.CHWBLBoundSkips, c.label).Add(float64(skipped))
+	}
+	if int(src) < len(c.chwblm.picks) {
+		c.chwblm.picks[src].get(rx.CHWBLPicks, c.label, src.String()).Inc()
+		return
+	}
+	rx.CHWBLPicks.WithLabelValues(c.label, src.String()).Inc()
+}
+
+// counterCache maps up to three label values after the rule label to their
+// counter child, for vectors whose per-request labels come from a small
+// fixed set (ladder tier/outcome/reason constants; leg endpoint/phase/
+// status). The map is as bounded as the vector's own series. An array key
+// keeps lookups allocation-free, which a sync.Map (boxing the key) is not.
+type counterCache struct {
+	mu sync.RWMutex
+	m  map[[3]string]prometheus.Counter
+}
+
+func (cc *counterCache) get(v *prometheus.CounterVec, rule string, k [3]string) prometheus.Counter {
+	cc.mu.RLock()
+	ctr, ok := cc.m[k]
+	cc.mu.RUnlock()
+	if ok {
+		return ctr
+	}
+	ctr = v.WithLabelValues(rule, k[0], k[1], k[2])
+	cc.mu.Lock()
+	if cc.m == nil {
+		cc.m = make(map[[3]string]prometheus.Counter)
+	}
+	cc.m[k] = ctr
+	cc.mu.Unlock()
+	return ctr
+}
+
+// pdCounters are a P/D rule's per-request counters: one ladder decision
+// per step and one leg count per leg.
+type pdCounters struct {
+	ladder counterCache // LadderDecisions{rule, tier, outcome, reason}
+	legs   counterCache // LegRequests{rule, endpoint, phase, status}
+}

@@ -1,0 +1,97 @@
+package datapath
+
+import (
+	"testing"
+
+	"github.com/infergate/infergate/datapath/chwbl"
+	"github.com/infergate/infergate/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// TestCountPickSeries: the cached children count into exactly the series
+// WithLabelValues names, appear only once used, and a removed rule's
+// series go away as before.
+func TestCountPickSeries(t *testing.T) {
+	rx := metrics.NewRadix(prometheus.NewRegistry())
+	c := &compiled{label: "r1", rx: rx}
+	if n := metricValue(t, rx.CHWBLPicks); n != 0 {
+		t.Fatalf("picks before use = %v", n)
+	}
+	for range 3 {
+		c.countPick(chwbl.SourcePrefix, 0)
+	}
+	c.countPick(chwbl.SourceSession, 2)
+	c.countPick(chwbl.Source(200), 0) // unknown source: uncached path, same vector
+	for _, tc := range []struct {
+		src  string
+		want float64
+	}{{"prefix", 3}, {"session", 1}, {"unknown", 1}, {"round_robin", 0}} {
+		if got := metricValue(t, rx.CHWBLPicks.WithLabelValues("r1", tc.src)); got != tc.want {
+			t.Errorf("picks{source=%s} = %v, want %v", tc.src, got, tc.want)
+		}
+	}
+	if got := metricValue(t, rx.CHWBLBoundSkips); got != 2 {
+		t.Errorf("bound skips = %v, want 2", got)
+	}
+	rx.ForgetRule("r1")
+	if got := metricValue(t, rx.CHWBLPicks); got != 0 {
+		t.Errorf("picks after Forget = %v", got)
+	}
+}
+
+// BenchmarkCountPick is one CHWBL pick's metrics: cached child vs the
+// WithLabelValues lookup it replaced (report the ratio).
+func BenchmarkCountPick(b *testing.B) {
+	rx := metrics.NewRadix(prometheus.NewRegistry())
+	c := &compiled{label: "127.0.0.1:8080/tcp", rx: rx}
+	b.Run("WithLabelValues", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			rx.CHWBLPicks.WithLabelValues(c.label, chwbl.SourcePrefix.String()).Inc()
+		}
+	})
+	b.Run("cached", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			c.countPick(chwbl.SourcePrefix, 0)
+		}
+	})
+}
+
+// TestCounterCacheSeries: cached P/D counters land on the series
+// WithLabelValues names, one child per distinct key.
+func TestCounterCacheSeries(t *testing.T) {
+	pdm := metrics.NewPD(prometheus.NewRegistry())
+	var cc counterCache
+	for range 2 {
+		cc.get(pdm.LegRequests, "r1", [3]string{"10.0.0.1:8000", "prefill", "200"}).Inc()
+	}
+	cc.get(pdm.LegRequests, "r1", [3]string{"10.0.0.2:8000", "decode", "200"}).Inc()
+	if got := metricValue(t, pdm.LegRequests.WithLabelValues("r1", "10.0.0.1:8000", "prefill", "200")); got != 2 {
+		t.Errorf("prefill legs = %v, want 2", got)
+	}
+	if got := metricValue(t, pdm.LegRequests); got != 3 {
+		t.Errorf("all legs = %v, want 3", got)
+	}
+	if len(cc.m) != 2 {
+		t.Errorf("cache holds %d children, want 2", len(cc.m))
+	}
+}
+
+// BenchmarkCountLeg is one P/D leg's counter: cached vs WithLabelValues.
+func BenchmarkCountLeg(b *testing.B) {
+	pdm := metrics.NewPD(prometheus.NewRegistry())
+	var cc counterCache
+	b.Run("WithLabelValues", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			pdm.LegRequests.WithLabelValues("127.0.0.1:8080/tcp", "10.0.0.1:8000", "prefill", "200").Inc()
+		}
+	})
+	b.Run("cached", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			cc.get(pdm.LegRequests, "127.0.0.1:8080/tcp", [3]string{"10.0.0.1:8000", "prefill", "200"}).Inc()
+		}
+	})
+}
