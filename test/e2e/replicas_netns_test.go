@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -98,12 +99,14 @@ type rnReplica struct {
 	client  *http.Client // reaches the VIP in this replica's namespace
 }
 
-func rnStart(t *testing.T, bin, ns string, i int, store string) *rnReplica {
+func rnStart(t *testing.T, bin, ns string, i int, store, tokenFile string) *rnReplica {
 	t.Helper()
 	r := &rnReplica{ns: ns, api: fmt.Sprintf("http://%s:%d", rnReplicaIP(i), rnAPIPort), log: &cliSyncBuffer{}, done: make(chan struct{})}
 	r.cmd = exec.Command("ip", "netns", "exec", ns, bin, "serve",
 		"--api-addr", fmt.Sprintf("%s:%d", rnReplicaIP(i), rnAPIPort), "--state-dir", t.TempDir(),
-		"--store", store, "--replica-id", fmt.Sprintf("r%d", i), "--log-level", "info")
+		"--store", store, "--replica-id", fmt.Sprintf("r%d", i), "--log-level", "info",
+		// Off loopback, the management API needs a credential.
+		"--api-token-file", tokenFile)
 	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := r.cmd.Start(); err != nil {
@@ -152,6 +155,19 @@ func rnPost(c *http.Client, url, body string) (int, http.Header, string) {
 	return resp.StatusCode, resp.Header, string(b)
 }
 
+// rnToken is the replicas' management API token (their API listens on the
+// namespace's address, not loopback).
+const rnToken = "netns-replicas-0123456789abcdef"
+
+// rnBearer adds the token to management API requests.
+type rnBearer struct{ base http.RoundTripper }
+
+func (b rnBearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+rnToken)
+	return b.base.RoundTrip(r)
+}
+
 func rnRuleURL(api string, port int) string {
 	return fmt.Sprintf("%s/netlox/v1/config/loadbalancer/externalipaddress/%s/port/%d/protocol/tcp", api, rnVIP, port)
 }
@@ -168,11 +184,15 @@ func TestReplicasInNetns(t *testing.T) {
 	store := etcd.URL("/netns")
 	p0, p1 := affFake(t, rnHostIP(1), pdfake.Prefill), affFake(t, rnHostIP(1), pdfake.Prefill)
 	d0 := affFake(t, rnHostIP(1), pdfake.Decode)
+	tokenFile := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokenFile, []byte("rw:"+rnToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	reps := make([]*rnReplica, rnReplicas)
 	for i := range reps {
-		reps[i] = rnStart(t, bin, nss[i], i+1, store)
+		reps[i] = rnStart(t, bin, nss[i], i+1, store, tokenFile)
 	}
-	api := &http.Client{Timeout: 5 * time.Second}
+	api := &http.Client{Timeout: 5 * time.Second, Transport: rnBearer{http.DefaultTransport}}
 	for _, r := range reps {
 		eventually(t, 30*time.Second, "replica "+r.ns+" ready", func() bool {
 			st, _ := rnGet(api, r.api+"/readyz")
