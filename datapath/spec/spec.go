@@ -265,6 +265,9 @@ type RuleStatus struct {
 	Ready     bool
 	Reason    string // why not ready, e.g. "no usable decode endpoint"
 	Endpoints map[string]EndpointStatus
+	// Refused lists, for an endpointSelector rule, each registration the
+	// rule cannot use ("ip:port" → reason). Issue 15.
+	Refused map[string]string
 }
 
 // --- LoxiLB compatibility (issue 12) ---
