@@ -16,7 +16,7 @@ import (
 func withSelector(rt rules.Runtime, shared *etcdstore.Backend, m *metrics.Metrics, log logrus.FieldLogger) (rules.Runtime, api.StatusSource, func() error) {
 	st, _ := rt.(api.StatusSource)
 	if shared == nil {
-		return rt, st, nil
+		return selector.WithoutRegistry(rt), st, nil
 	}
 	o := selector.DefaultOptions()
 	o.Inner, o.Status = rt, st
