@@ -64,3 +64,24 @@ func TestSelectorDecodesFromJSONAndYAML(t *testing.T) {
 		t.Fatal("unknown selector field accepted")
 	}
 }
+
+func TestSelectorFromYAMLFile(t *testing.T) {
+	const doc = "apiVersion: netlox/v1\nkind: Loadbalancer\nspec:\n" +
+		"  serviceArguments: {externalIP: 10.0.0.10, port: 2020, protocol: tcp, mode: 4, pd_disagg_mode: true, kvEngineType: sglang}\n" +
+		"  endpointSelector: {model: llama-3-8b, engine: sglang}\n"
+	bodies, err := DocumentBodies("f.yaml", []byte(doc))
+	if err != nil || len(bodies) != 1 {
+		t.Fatalf("bodies %v err %v", bodies, err)
+	}
+	r, err := DecodeJSON(bodies[0].JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Compile(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.EndpointSelector == nil || c.EndpointSelector.Engine != "sglang" || c.EndpointSelector.Model != "llama-3-8b" {
+		t.Fatalf("compiled selector %+v", c.EndpointSelector)
+	}
+}

@@ -258,3 +258,19 @@ func TestRuntimeFollowsRegistrations(t *testing.T) {
 		t.Fatal("removed rule has status")
 	}
 }
+
+// TestWithoutRegistry: on the file store a selector rule is refused (400)
+// and nothing is installed; static rules pass through.
+func TestWithoutRegistry(t *testing.T) {
+	inner := &recorder{served: map[spec.Key]*spec.Rule{}}
+	rt := selector.WithoutRegistry(inner)
+	err := rt.Install(nil, compiled(t, nil))
+	if err == nil || !strings.Contains(err.Error(), "--store etcd://") {
+		t.Fatalf("selector rule on the file store: %v", err)
+	}
+	static := compiled(t, nil)
+	static.EndpointSelector = nil
+	if err := rt.Install(nil, static); err != nil || len(inner.served) != 1 {
+		t.Fatalf("static rule: %v, served %d", err, len(inner.served))
+	}
+}
