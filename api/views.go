@@ -101,6 +101,9 @@ type StatusView struct {
 	Endpoints map[string]EndpointStatusView `json:"endpoints"`
 	// TLS is the certificate in use for a security 1/2 rule (issue 11).
 	TLS *TLSStatusView `json:"tls,omitempty"`
+	// RefusedRegistrations: an endpointSelector rule's registrations it
+	// cannot use, "ip:port" → reason (issue 15).
+	RefusedRegistrations map[string]string `json:"refused_registrations,omitempty"`
 }
 
 // TLSStatusView is the certificate a TLS rule serves, with its expiry.
@@ -212,6 +215,7 @@ func statusViewOf(st spec.RuleStatus, ok bool) StatusView {
 		return v
 	}
 	v.Ready, v.Reason = st.Ready, st.Reason
+	v.RefusedRegistrations = st.Refused
 	for id, es := range st.Endpoints {
 		v.Endpoints[id] = EndpointStatusView{State: es.State, Breaker: es.Breaker}
 	}

@@ -54,6 +54,8 @@ registration (e.g. an SGLang prefill without --bootstrap-port) is refused.`,
 	fl.IntVar(&reg.BootstrapPort, "bootstrap-port", 0, "SGLang prefill bootstrap port")
 	fl.IntVar(&reg.KVZmqPort, "kv-zmq-port", 0, "KV-events publisher port")
 	fl.IntVar(&reg.DPRanks, "dp-ranks", 0, "data-parallel ranks (0 = 1)")
+	fl.IntVar(&reg.BlockSize, "block-size", 0, "KV cache block size in tokens (must match across a prefill/decode pair)")
+	fl.StringVar(&reg.KVConnector, "kv-connector", "", "KV connector, e.g. NixlConnector (must match across a prefill/decode pair)")
 	fl.DurationVar(&ttl, "ttl", ttl, "lease: how long after this process dies the registration disappears")
 	etcdClientFlags(fl, &eo)
 	return cmd

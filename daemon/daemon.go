@@ -73,9 +73,13 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 	if err != nil {
 		return err
 	}
+	storeRT, status, closeSel := withSelector(rt, shared, m, log.WithField("component", "selector")) // issue 15
+	if closeSel != nil {
+		defer func() { _ = closeSel() }()
+	}
 	store, err := rules.OpenStore(rules.StoreOptions{
 		StateDir:        opts.StateDir,
-		Runtime:         rt,
+		Runtime:         storeRT,
 		Log:             log.WithField("component", "rules"),
 		Backend:         backend,
 		OnRejectedValue: func(reason string) { m.Store.RejectedValues.WithLabelValues(reason).Inc() },
@@ -96,8 +100,8 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 	apiOpts.BootDone = booted.Load
 	apiOpts.Guard = guard
 	apiOpts.Keys = keys
-	if st, ok := rt.(api.StatusSource); ok {
-		apiOpts.Status = st
+	if status != nil {
+		apiOpts.Status = status
 	}
 	if kv, ok := rt.(interface{ KVPlane() *kvplane.Plane }); ok && kv.KVPlane() != nil {
 		apiOpts.KV = kv.KVPlane()

@@ -144,6 +144,7 @@ func (rt *Runtime) servePD(x *exchange, c *compiled, body []byte) {
 	}
 
 	var excl uint64
+	var pairDiff string
 	for range len(c.eps) + 1 {
 		if p.dialect == nil {
 			break
@@ -154,6 +155,10 @@ func (rt *Runtime) servePD(x *exchange, c *compiled, body []byte) {
 			break
 		}
 		pi, di := tr.Prefill.Index, tr.Decode.Index
+		if diff := c.pairCheck(pi, di, decodes, &excl); diff != "" { // issue 15, pdpair.go
+			pairDiff = diff
+			continue
+		}
 		if !c.admitPD(pi) {
 			excl |= bit(pi)
 			continue
@@ -177,6 +182,11 @@ func (rt *Runtime) servePD(x *exchange, c *compiled, body []byte) {
 		return
 	}
 	rt.pdm.LadderDecisions.WithLabelValues(c.label, ladder.TierFallback, outcomeMiss, reasonNoRole0).Inc()
+	if pairDiff != "" {
+		rt.fail(x, c, -1, http.StatusServiceUnavailable, CodeNoCompatiblePDPair,
+			"no compatible prefill/decode pair: "+pairDiff)
+		return
+	}
 	rt.fail(x, c, -1, http.StatusServiceUnavailable, CodePoolUnavailable,
 		"no usable prefill/decode pair (endpoints down, draining or circuit-broken) and no role-0 endpoint")
 }

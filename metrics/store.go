@@ -22,6 +22,9 @@ type Store struct {
 	RevisionLag prometheus.Gauge // infergate_store_revision_lag
 	// RegistrationChanges counts engine registrations appearing or leaving.
 	RegistrationChanges *prometheus.CounterVec // infergate_store_registration_changes_total{change}
+	// --- issue 15: endpointSelector rules ---
+	// RegistrationsRefused counts registrations a selector rule refused.
+	RegistrationsRefused *prometheus.CounterVec // infergate_store_registrations_refused_total{reason}
 }
 
 // NewStore builds the rule-store metric set and registers it on reg.
@@ -55,8 +58,12 @@ func NewStore(reg prometheus.Registerer) *Store {
 			Name: "infergate_store_registration_changes_total",
 			Help: "Engine self-registrations that appeared (added) or left (removed: deleted or lease expired).",
 		}, []string{"change"}),
+		RegistrationsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "infergate_store_registrations_refused_total",
+			Help: "Engine registrations an endpointSelector rule refused (reason: invalid, engine, role, bootstrap_port, kv, limit), counted when the refusal starts.",
+		}, []string{"reason"}),
 	}
 	s.Reachable.Set(1)
-	reg.MustRegister(s.RejectedValues, s.WatchRestarts, s.Resyncs, s.Reachable, s.AppliedRevision, s.RevisionLag, s.RegistrationChanges)
+	reg.MustRegister(s.RejectedValues, s.WatchRestarts, s.Resyncs, s.Reachable, s.AppliedRevision, s.RevisionLag, s.RegistrationChanges, s.RegistrationsRefused)
 	return s
 }

@@ -103,6 +103,7 @@ func compileValid(r *Rule) *spec.Rule {
 		out.Endpoints[i] = se
 	}
 	compileLoxiLB(r, out)
+	compileSelector(r, out) // issue 15, selector.go
 	return out
 }
 

@@ -129,6 +129,8 @@ var crossChecks = []crossCheck{
 	{"tls", checkTLS},                    // issue 11, tls.go
 	// Tenant controls (issue 17).
 	{"api-key-auth", checkAPIKeyAuth},
+	// Engine self-registration (issue 15): selector.go.
+	{"endpoint-selector", checkEndpointSelector},
 }
 
 // api_key_auth values (LoxiLB's).
@@ -306,7 +308,8 @@ func checkPDFullProxy(r *Rule) *apierror.Error {
 }
 
 func checkPDRoles(r *Rule) *apierror.Error {
-	if !r.ServiceArguments.PDDisaggMode {
+	if !r.ServiceArguments.PDDisaggMode || r.EndpointSelector != nil { // selector: roles checked per registration
+
 		return nil
 	}
 	var prefill, decode bool

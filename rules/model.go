@@ -19,6 +19,11 @@ type Rule struct {
 	// SecondaryVIPs are further addresses the rule is served on (Octavia
 	// additional_vips); subnetId/portId/proto are stored verbatim.
 	SecondaryVIPs []SecondaryVIP `json:"secondaryVIPs,omitempty" yaml:"secondaryVIPs,omitempty"`
+
+	// --- issue 15 (an infergate extension; LoxiLB has none) ---
+	// EndpointSelector takes the rule's endpoints from engine
+	// registrations instead of the endpoints list (see selector.go).
+	EndpointSelector *EndpointSelector `json:"endpointSelector,omitempty" yaml:"endpointSelector,omitempty"`
 }
 
 // ServiceArguments is the virtual service and every per-rule knob.

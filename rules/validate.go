@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
@@ -138,7 +139,15 @@ func fieldPass(r *Rule) error {
 		return nil
 	}
 	var ves validator.ValidationErrors
-	if !errors.As(err, &ves) || len(ves) == 0 {
+	if errors.As(err, &ves) && r.EndpointSelector != nil { // issue 15: no static endpoints needed
+		ves = slices.DeleteFunc(ves, func(fe validator.FieldError) bool {
+			return fe.Field() == fieldEndpoints && fe.Tag() == "min"
+		})
+		if len(ves) == 0 {
+			return nil
+		}
+	}
+	if len(ves) == 0 {
 		return &apierror.Error{Status: 500, Code: apierror.CodeInternal,
 			Message: "rule validation failed unexpectedly", Err: err}
 	}

@@ -17,6 +17,8 @@ const (
 	defRuleStatus   = "LoadbalanceRuleStatus"
 	defRuleList     = "LoadbalanceList"
 	defSecondaryVIP = "LoadbalanceSecondaryVIP"
+	// issue 15: an infergate extension, hence not a Loadbalance… name.
+	defEndpointSelector = "InfergateEndpointSelector"
 )
 
 func wireNames() map[reflect.Type]string {
@@ -29,6 +31,7 @@ func wireNames() map[reflect.Type]string {
 		reflect.TypeOf(rules.RuleStatus{}):       defRuleStatus,
 		reflect.TypeOf(rules.RuleList{}):         defRuleList,
 		reflect.TypeOf(rules.SecondaryVIP{}):     defSecondaryVIP,
+		reflect.TypeOf(rules.EndpointSelector{}): defEndpointSelector, // issue 15
 	}
 }
 
@@ -137,5 +140,14 @@ func fieldNotes() map[string]FieldNote {
 		sa("hsts_preload"):            {Description: "Adds preload to the HSTS header (needs hsts_max_age)."},
 		sa("mtls_frontend"):           {Description: "security 1/2: client-certificate authentication (client_cert_mode disabled/optional/required, client_ca_path or client_ca_cert_data, require_client_cn + client_cn_pattern, client_crl_path)."},
 		sa("mtls_backend"):            {Description: "security 2: TLS to engines (verify_server_cert default true, backend_ca_path, client certificate by path or inline data; client_key_data is redacted on GET)."},
+
+		// Engine self-registration (issue 15, docs/replicas.md).
+		defEntry + ".endpointSelector": {Description: "infergate extension (etcd store only): take the endpoints from engine registrations " +
+			"(infergate register) instead of the endpoints list, which must then be empty. Registrations the rule cannot use are " +
+			"refused and listed in the rule's /status (refused_registrations)."},
+		defEndpointSelector + ".prefix": {Description: "etcd prefix the engines register under (<prefix>/engines/); default the store's prefix."},
+		defEndpointSelector + ".model":  {Description: "Model the registration must serve.", Required: true},
+		defEndpointSelector + ".engine": {Description: "Engine of the registrations (vllm, sglang, trtllm); must equal the rule's kvEngineType.",
+			Enum: enum("", "vllm", "sglang", "trtllm")},
 	}
 }

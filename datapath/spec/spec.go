@@ -122,6 +122,11 @@ type Endpoint struct {
 	// Probe is this endpoint's own probe when the wire endpoint overrides
 	// httpMethod/urlPath/expectedCodes; nil = the rule's probe.
 	Probe *Probe
+	// --- issue 15 ---
+	// PairFacts are the facts a registered engine advertised that must
+	// match across a prefill/decode pair (e.g. block_size, kv_connector);
+	// nil for static endpoints (nothing advertised, any pair goes).
+	PairFacts map[string]string
 }
 
 // SessionSource says where the sticky-session key of sel 3 comes from.
@@ -220,6 +225,18 @@ type Rule struct {
 	ConnectionLimit int
 	// TLS is nil for plaintext rules (security 0). Issue 11.
 	TLS *TLS
+	// --- issue 15: engine self-registration ---
+	// EndpointSelector, when set, means Endpoints come from engine
+	// registrations (rules/selector fills them in before install).
+	EndpointSelector *EndpointSelector
+}
+
+// EndpointSelector picks a rule's endpoints from the engines registered
+// under Prefix + "/engines/" (issue 15). Empty Engine matches the rule's.
+type EndpointSelector struct {
+	Prefix string
+	Model  string
+	Engine string
 }
 
 // KeyPolicy says whether a VIP requires tenant API keys.
@@ -248,6 +265,9 @@ type RuleStatus struct {
 	Ready     bool
 	Reason    string // why not ready, e.g. "no usable decode endpoint"
 	Endpoints map[string]EndpointStatus
+	// Refused lists, for an endpointSelector rule, each registration the
+	// rule cannot use ("ip:port" → reason). Issue 15.
+	Refused map[string]string
 }
 
 // --- LoxiLB compatibility (issue 12) ---

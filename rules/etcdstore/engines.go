@@ -17,8 +17,8 @@ import (
 // Engine self-registration (the Infera pattern): an engine, or
 // `infergate register` beside it, keeps a Registration under
 // <prefix>/engines/<ip:port> on a lease for as long as it is up. This file
-// is the registry itself (write, keep alive, list, validate); rules do not
-// take endpoints from it yet (see docs/replicas.md).
+// is the registry itself (write, keep alive, list, validate); rules
+// take endpoints from it through rules/selector (see docs/replicas.md).
 
 // Registration is what an engine publishes about itself.
 type Registration struct {
@@ -30,6 +30,9 @@ type Registration struct {
 	BootstrapPort int    `json:"bootstrap_port,omitempty"` // SGLang prefill bootstrap server
 	KVZmqPort     int    `json:"kvZmqPort,omitempty"`      // KV-events publisher
 	DPRanks       int    `json:"dp_ranks,omitempty"`       // data-parallel ranks (0 = 1)
+	// Facts a prefill/decode pair must share, when advertised (issue 15).
+	BlockSize   int    `json:"block_size,omitempty"`   // KV cache block size in tokens
+	KVConnector string `json:"kv_connector,omitempty"` // e.g. NixlConnector, mooncake
 }
 
 // Registration field values.
@@ -84,6 +87,10 @@ func (r Registration) Validate() error {
 		return fmt.Errorf("bootstrap_port: engine %q has no bootstrap server", r.Engine)
 	case r.DPRanks < 0:
 		return fmt.Errorf("dp_ranks: %d is negative", r.DPRanks)
+	case r.BlockSize < 0 || r.BlockSize > 1024:
+		return fmt.Errorf("block_size: %d is not within 0..1024", r.BlockSize)
+	case len(r.KVConnector) > 64:
+		return errors.New("kv_connector: longer than 64 characters")
 	}
 	return nil
 }

@@ -1,0 +1,23 @@
+package selector
+
+import (
+	"github.com/infergate/infergate/apierror"
+	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/rules"
+)
+
+// WithoutRegistry wraps the runtime of a gateway whose store is the local
+// file: there is no registry to read, so a selector rule is refused with a
+// 400 instead of being served with no endpoints forever.
+func WithoutRegistry(inner rules.Runtime) rules.Runtime { return noRegistry{inner} }
+
+type noRegistry struct{ rules.Runtime }
+
+func (n noRegistry) Install(prev, next *spec.Rule) error {
+	if next.EndpointSelector != nil {
+		return apierror.BadRequest(apierror.CodeUnsupported, "endpointSelector",
+			"endpointSelector needs the shared store",
+			"endpointSelector takes endpoints from engine registrations in etcd: start the gateway with --store etcd://…")
+	}
+	return n.Runtime.Install(prev, next)
+}
