@@ -301,6 +301,12 @@ func bodyModel(body []byte) (string, error) {
 // serveSingle proxies a single-pool request: pick, send, retry on dial
 // failure (bounded by the pool size), relay.
 func (rt *Runtime) serveSingle(x *exchange, c *compiled, body []byte) {
+	if v := x.r.Header[HeaderRequestID]; len(v) > 1 {
+		// The engine gets the one id the client is answered with: a second
+		// value (of any length) would be a different id in its logs. (P/D
+		// rules refuse or replace every value in guardPDRequest.)
+		x.r.Header[HeaderRequestID] = v[:1]
+	}
 	rt.serveSingleExcl(x, c, body, 0)
 }
 
