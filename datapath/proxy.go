@@ -301,6 +301,12 @@ func bodyModel(body []byte) (string, error) {
 // serveSingle proxies a single-pool request: pick, send, retry on dial
 // failure (bounded by the pool size), relay.
 func (rt *Runtime) serveSingle(x *exchange, c *compiled, body []byte) {
+	if v := x.r.Header[HeaderRequestID]; len(v) > 1 {
+		// The engine gets the one id the client is answered with: a second
+		// value (of any length) would be a different id in its logs. (P/D
+		// rules refuse or replace every value in guardPDRequest.)
+		x.r.Header[HeaderRequestID] = v[:1]
+	}
 	rt.serveSingleExcl(x, c, body, 0)
 }
 
@@ -413,11 +419,17 @@ func (rt *Runtime) clientBodyFailed(x *exchange, c *compiled, i int, e *clientBo
 }
 
 // sendFailed handles an error after the request may have reached the engine:
-// it is never replayed.
+// it is never replayed. An engine that took the request and stayed silent
+// past the first-byte bound feeds the 5xx streak as a 504 (as P/D legs do):
+// a wedged engine whose probe still passes must trip its breaker.
 func (rt *Runtime) sendFailed(x *exchange, c *compiled, i int, err error) {
 	clientGone := x.r.Context().Err() != nil
 	if c.cb.enabled {
-		c.recordBreaker(i, c.eps[i].br.onAbandon(&c.cb, clientGone))
+		if !clientGone && errors.Is(err, os.ErrDeadlineExceeded) {
+			c.recordBreaker(i, c.eps[i].br.onResponse(&c.cb, http.StatusGatewayTimeout))
+		} else {
+			c.recordBreaker(i, c.eps[i].br.onAbandon(&c.cb, clientGone))
+		}
 	}
 	switch {
 	case clientGone:

@@ -83,3 +83,37 @@ func TestStalledBodyBoundedByBodyStallTimeout(t *testing.T) {
 		t.Fatalf("stalled body: read err = %v, want the gateway to cut the response", err)
 	}
 }
+
+// TestHungEngineOpensSinglePoolBreaker: on a cb_enable single pool, an
+// engine that accepts requests and never answers (a wedged engine whose
+// TCP probe still passes) feeds the 5xx streak with each first-byte
+// timeout, as P/D legs do, so its breaker opens and traffic stops going
+// to it.
+func TestHungEngineOpensSinglePoolBreaker(t *testing.T) {
+	o := testOptions()
+	o.FirstByteTimeout = 50 * time.Millisecond
+	o.Breaker5xxStreak = 2
+	o.BreakerOpenFor = time.Hour
+	rt, _ := newTestRuntime(t, o)
+	hung, good := startEngine(t, "hung"), startEngine(t, "good")
+	hung.SetHang(true)
+	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, epFor(t, hung.Addr(), 1), epFor(t, good.Addr(), 1))
+	r.CircuitBreaker = true
+	if err := rt.Install(nil, r); err != nil {
+		t.Fatal(err)
+	}
+	c := testClient()
+	url := ruleURL(r) + "/v1/completions"
+	for range 4 { // round robin: two reach the hung engine
+		post(t, c, url, completionBody)
+	}
+	st, _ := rt.Status(r.Key)
+	if got := st.Endpoints[hung.Addr()].Breaker; got != "open" {
+		t.Fatalf("hung engine's breaker after 2 first-byte timeouts = %q, want open", got)
+	}
+	for k := range 4 {
+		if res := post(t, c, url, completionBody); res.status != http.StatusOK {
+			t.Fatalf("request %d with the hung engine broken: %d %s", k, res.status, res.body)
+		}
+	}
+}

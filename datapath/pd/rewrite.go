@@ -510,8 +510,9 @@ func vllmPrefillBody(o *object, path string) []byte {
 // cap is max_output_tokens (the API has no max_tokens or n), and the
 // prefill's one-token answer is neither stored nor run in the background
 // (a background prefill would answer "queued" without transfer params).
+// Client transfer fields are dropped as on every other leg (applyOwn).
 func vllmResponsesPrefillBody(o *object) []byte {
-	return o.apply([]edit{
+	return o.applyOwn([]edit{
 		{fieldMaxOutputTokens, jsonOne},
 		{fieldStreamOptions, nil},
 		{fieldStream, jsonFalse},

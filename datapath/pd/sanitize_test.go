@@ -64,11 +64,12 @@ func TestDialectBodiesCarryNoClientTransferState(t *testing.T) {
 		`"kv_transfer_params":{"remote_host":"6.6.6.6"},"bootstrap_host":"6.6.6.6","bootstrap_port":6666,` +
 		`"bootstrap_room":6,"disaggregated_params":{"ctx_request_id":666}}`
 	legs := map[string]func(o *object) []byte{
-		"vllm prefill":          func(o *object) []byte { return vllmPrefillBody(o, "/v1/completions") },
-		"vllm decode":           func(o *object) []byte { return vllmDecodeBody(o, []byte(`{"remote_host":"10.0.0.1"}`)) },
-		"vllm decode recompute": func(o *object) []byte { return vllmDecodeBody(o, nil) },
-		"sglang":                func(o *object) []byte { return sglangBody(o, "10.0.0.1", 8998, 1) },
-		"trt context":           func(o *object) []byte { return trtContextBody(o, 1) },
+		"vllm prefill":           func(o *object) []byte { return vllmPrefillBody(o, "/v1/completions") },
+		"vllm responses prefill": func(o *object) []byte { return vllmPrefillBody(o, "/v1/responses") },
+		"vllm decode":            func(o *object) []byte { return vllmDecodeBody(o, []byte(`{"remote_host":"10.0.0.1"}`)) },
+		"vllm decode recompute":  func(o *object) []byte { return vllmDecodeBody(o, nil) },
+		"sglang":                 func(o *object) []byte { return sglangBody(o, "10.0.0.1", 8998, 1) },
+		"trt context":            func(o *object) []byte { return trtContextBody(o, 1) },
 		"trt generation": func(o *object) []byte {
 			b, _ := trtGenerationBody(o, []byte(`{"ctx_request_id":1}`))
 			return b
