@@ -142,7 +142,7 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 	if shared != nil {
 		reportReplica(ctx, store, shared, opts, ln.Addr().String(), m)
 	}
-	bootErr := boot(ctx, store, opts, log)
+	bootErr := boot(ctx, store, keys, opts, log)
 	if bootErr == nil {
 		booted.Store(true)
 		log.Info("daemon: ready")
@@ -174,7 +174,7 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 // rule file that cannot be read fails boot (a typo in --rules should be loud);
 // a single rule the store rejects is logged with its source and skipped, so
 // one bad document cannot take the gateway down.
-func boot(ctx context.Context, store *rules.Store, opts Options, log *logrus.Logger) error {
+func boot(ctx context.Context, store *rules.Store, keys *tenant.Registry, opts Options, log *logrus.Logger) error {
 	start := time.Now()
 	if err := store.Replay(ctx); err != nil {
 		return fmt.Errorf("daemon: replay persisted rules from %s: %w", opts.StateDir, err)
@@ -193,6 +193,10 @@ func boot(ctx context.Context, store *rules.Store, opts Options, log *logrus.Log
 	for _, d := range docs {
 		if ctx.Err() != nil {
 			return nil // shutting down; what is applied so far is persisted
+		}
+		if !d.IsRule() {
+			applyFileTenantDoc(ctx, keys, d, log)
+			continue
 		}
 		applyFileRule(store, d, log)
 	}

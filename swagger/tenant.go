@@ -80,4 +80,13 @@ func addTenantPaths(g *generator, paths map[string]PathItem, errs *Schema, inter
 			Responses: map[string]*Response{"200": {Description: "Tenant ceilings.", Schema: limits}},
 		},
 	}
+	paths["/config/ai/tenant/ratelimit/{tenant_id}"] = PathItem{
+		"delete": {
+			Tags: tags, Summary: "Remove a tenant's ceilings (infergate; its keys keep their own limits)", OperationID: "deleteAITenantRateLimit",
+			Parameters: []Parameter{pathParam("tenant_id", "The tenant.")},
+			Responses: map[string]*Response{"204": {Description: "Deleted."},
+				"404": fail("The tenant has no ceilings.", errorExample{404, "tenant t has no limits", "tenant not found", "tenant_not_found", "tenant_id"}),
+				"500": internal},
+		},
+	}
 }

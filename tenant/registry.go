@@ -212,6 +212,13 @@ func (r *Registry) Create(spec KeySpec) (Created, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cur := r.snap.Load()
+	if spec.KeyHash != "" {
+		// An import of an id that exists is checked first, so re-applying
+		// the same GitOps document is "exists", not "duplicate name".
+		if e, taken := cur.keys[spec.KeyID]; taken {
+			return Created{}, importConflict(e.rec, spec)
+		}
+	}
 	n := 0
 	for _, e := range cur.keys {
 		if e.rec.TenantID != spec.TenantID {
@@ -228,9 +235,6 @@ func (r *Registry) Create(spec KeySpec) (Created, error) {
 	var id, raw string
 	var h KeyHash
 	if spec.KeyHash != "" {
-		if _, taken := cur.keys[spec.KeyID]; taken {
-			return Created{}, apierror.Conflict(apierror.CodeRuleExists, FieldKeyID, "key exists", "a key with id "+spec.KeyID+" exists")
-		}
 		id = spec.KeyID
 		h, _ = ParseKeyHash(spec.KeyHash)
 	} else {
@@ -373,6 +377,19 @@ func (r *Registry) SetTenantLimit(t TenantLimit) (TenantLimit, error) {
 		return TenantLimit{}, err
 	}
 	return t, nil
+}
+
+// DeleteTenantLimit removes a tenant's ceilings (its keys keep their own).
+func (r *Registry) DeleteTenantLimit(tenantID string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := r.snap.Load()
+	if _, ok := cur.tenants[tenantID]; !ok {
+		return apierror.New(http.StatusNotFound, CodeTenantNotFound, FieldTenantID, "tenant not found", "tenant "+tenantID+" has no limits")
+	}
+	next := cur.clone()
+	delete(next.tenants, tenantID)
+	return r.commit(next)
 }
 
 // TenantLimits lists tenant ceilings (tenant "" = all).
