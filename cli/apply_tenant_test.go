@@ -75,7 +75,9 @@ func TestApplyTenantDocuments(t *testing.T) {
 			},
 			out: []string{"ApiKey team-a/ci (" + id + ") updated", "TenantLimit team-a updated"}},
 		{name: "dropping a limit is refused, not ignored", args: []string{"apply", "-f", file}, code: 1,
-			before: func() { write("all.yaml", keyDoc+"\n  allowed_models: [m1, m2]\n  rate_limit_rps: 7\n  enabled: false\n") },
+			before: func() {
+				write("all.yaml", keyDoc+"\n  allowed_models: [m1, m2]\n  rate_limit_rps: 7\n  enabled: false\n")
+			},
 			errOut: "tokens_per_min"},
 		{name: "another hash for the same id is a conflict", args: []string{"apply", "-f", file}, code: 1,
 			before: func() {
