@@ -141,6 +141,7 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 
 	if shared != nil {
 		reportReplica(ctx, store, shared, opts, ln.Addr().String(), m)
+		shareTenantLimits(ctx, keys, shared, log.WithField("component", "tenant"))
 	}
 	bootErr := boot(ctx, store, keys, opts, log)
 	if bootErr == nil {

@@ -72,6 +72,7 @@ type Registry struct {
 	now      func() time.Time
 	log      logrus.FieldLogger
 	mu       sync.Mutex // writers
+	share    int        // replicas sharing each limit (SetShare); under mu
 	snap     atomic.Pointer[snapshot]
 	authFail *ipLimiter
 }
@@ -94,7 +95,7 @@ func Open(opts Options) (*Registry, error) {
 	if opts.Log == nil {
 		opts.Log = logrus.StandardLogger()
 	}
-	r := &Registry{opts: opts, now: opts.Now, log: opts.Log}
+	r := &Registry{opts: opts, now: opts.Now, log: opts.Log, share: 1}
 	if r.now == nil {
 		r.now = time.Now
 	}
@@ -146,10 +147,10 @@ func (r *Registry) load() (*snapshot, error) {
 			continue
 		}
 		rec := &record{KeyView: k.KeyView, Hash: h}
-		s.keys[k.KeyID] = &entry{rec: rec, lim: withLimits(nil, rec.RateLimitRPS, rec.BurstSize, rec.TokensPerMin, now), usage: &Usage{}}
+		s.keys[k.KeyID] = &entry{rec: rec, lim: withLimits(nil, rec.RateLimitRPS, rec.BurstSize, rec.TokensPerMin, 1, now), usage: &Usage{}}
 	}
 	for _, t := range st.Tenants {
-		s.tenants[t.TenantID] = &tenantEntry{limit: t, lim: withLimits(nil, deref(t.RPS), deref(t.RPS), deref(t.TokensPerMin), now)}
+		s.tenants[t.TenantID] = &tenantEntry{limit: t, lim: withLimits(nil, deref(t.RPS), deref(t.RPS), deref(t.TokensPerMin), 1, now)}
 	}
 	return s, nil
 }
@@ -255,7 +256,7 @@ func (r *Registry) Create(spec KeySpec) (Created, error) {
 		rec.BurstSize = rec.RateLimitRPS
 	}
 	next := cur.clone()
-	next.keys[id] = &entry{rec: rec, lim: withLimits(nil, rec.RateLimitRPS, rec.BurstSize, rec.TokensPerMin, now), usage: &Usage{}}
+	next.keys[id] = &entry{rec: rec, lim: withLimits(nil, rec.RateLimitRPS, rec.BurstSize, rec.TokensPerMin, r.share, now), usage: &Usage{}}
 	if err := r.commit(next); err != nil {
 		return Created{}, err
 	}
@@ -339,7 +340,7 @@ func (r *Registry) Patch(id string, p KeyPatch) (KeyView, error) {
 		rec.ExpiresAt = p.ExpiresAt
 	}
 	next := cur.clone()
-	next.keys[id] = &entry{rec: &rec, lim: withLimits(e.lim, rec.RateLimitRPS, rec.BurstSize, rec.TokensPerMin, r.now()), usage: e.usage}
+	next.keys[id] = &entry{rec: &rec, lim: withLimits(e.lim, rec.RateLimitRPS, rec.BurstSize, rec.TokensPerMin, r.share, r.now()), usage: e.usage}
 	if err := r.commit(next); err != nil {
 		return KeyView{}, err
 	}
@@ -372,7 +373,7 @@ func (r *Registry) SetTenantLimit(t TenantLimit) (TenantLimit, error) {
 		prev = old.lim
 	}
 	next := cur.clone()
-	next.tenants[t.TenantID] = &tenantEntry{limit: t, lim: withLimits(prev, deref(t.RPS), deref(t.RPS), deref(t.TokensPerMin), r.now())}
+	next.tenants[t.TenantID] = &tenantEntry{limit: t, lim: withLimits(prev, deref(t.RPS), deref(t.RPS), deref(t.TokensPerMin), r.share, r.now())}
 	if err := r.commit(next); err != nil {
 		return TenantLimit{}, err
 	}
@@ -390,6 +391,36 @@ func (r *Registry) DeleteTenantLimit(tenantID string) error {
 	next := cur.clone()
 	delete(next.tenants, tenantID)
 	return r.commit(next)
+}
+
+// SetShare makes this replica enforce 1/n of every key's and tenant's
+// limits (n < 1 is 1): the daemon sets n to the live replicas of a shared
+// store, so N replicas behind an even spread admit about one limit in all.
+// Buckets keep what was spent (in proportion to the old share).
+func (r *Registry) SetShare(n int) {
+	n = max(n, 1)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n == r.share {
+		return
+	}
+	r.share = n
+	cur, now := r.snap.Load(), r.now()
+	next := cur.clone()
+	for id, e := range cur.keys {
+		next.keys[id] = &entry{rec: e.rec, lim: withLimits(e.lim, e.rec.RateLimitRPS, e.rec.BurstSize, e.rec.TokensPerMin, n, now), usage: e.usage}
+	}
+	for id, t := range cur.tenants {
+		next.tenants[id] = &tenantEntry{limit: t.limit, lim: withLimits(t.lim, deref(t.limit.RPS), deref(t.limit.RPS), deref(t.limit.TokensPerMin), n, now)}
+	}
+	r.snap.Store(next) // nothing persisted changes
+}
+
+// Share is the current divisor of SetShare.
+func (r *Registry) Share() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.share
 }
 
 // TenantLimits lists tenant ceilings (tenant "" = all).
