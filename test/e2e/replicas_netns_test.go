@@ -103,7 +103,8 @@ func rnStart(t *testing.T, bin, ns string, i int, store string) *rnReplica {
 	r := &rnReplica{ns: ns, api: fmt.Sprintf("http://%s:%d", rnReplicaIP(i), rnAPIPort), log: &cliSyncBuffer{}, done: make(chan struct{})}
 	r.cmd = exec.Command("ip", "netns", "exec", ns, bin, "serve",
 		"--api-addr", fmt.Sprintf("%s:%d", rnReplicaIP(i), rnAPIPort), "--state-dir", t.TempDir(),
-		"--store", store, "--replica-id", fmt.Sprintf("r%d", i), "--log-level", "info")
+		"--store", store, "--replica-id", fmt.Sprintf("r%d", i), "--log-level", "info",
+		"--insecure-api") // the API listens on a namespace address only this test routes to
 	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := r.cmd.Start(); err != nil {
