@@ -56,23 +56,28 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 			return fmt.Errorf("daemon: create state dir %s: %w", opts.StateDir, err)
 		}
 	}
-	tOpts := opts.Tenant
-	tOpts.StateDir = opts.StateDir
-	tOpts.Log = log.WithField("component", "tenant")
-	keys, err := tenant.Open(tOpts)
-	if err != nil {
-		return fmt.Errorf("daemon: open API-key store: %w", err)
-	}
-	rt, err := newRuntime(opts, m, keys, log.WithField("component", "datapath"))
-	if err != nil {
-		return fmt.Errorf("daemon: build runtime: %w", err)
-	}
-	defer closeRuntime(log, rt, runtimeCloseTimeout(opts))
-
 	backend, shared, err := openBackend(opts, m, log)
 	if err != nil {
 		return err
 	}
+	tOpts := opts.Tenant
+	tOpts.StateDir = opts.StateDir
+	tOpts.Log = log.WithField("component", "tenant")
+	if shared != nil {
+		tOpts.Shared = shared.Blob(tenantKeysBlob) // keys made through any replica work on all
+	}
+	keys, err := tenant.Open(tOpts)
+	if err != nil {
+		closeBackend(backend)
+		return fmt.Errorf("daemon: open API-key store: %w", err)
+	}
+	rt, err := newRuntime(opts, m, keys, log.WithField("component", "datapath"))
+	if err != nil {
+		closeBackend(backend)
+		return fmt.Errorf("daemon: build runtime: %w", err)
+	}
+	defer closeRuntime(log, rt, runtimeCloseTimeout(opts))
+
 	store, err := rules.OpenStore(rules.StoreOptions{
 		StateDir:        opts.StateDir,
 		Runtime:         rt,

@@ -42,3 +42,13 @@ func shareTenantLimits(ctx context.Context, keys *tenant.Registry, b *etcdstore.
 		}
 	}()
 }
+
+// tenantKeysBlob is the shared store's document holding the key registry
+// (<prefix>/tenant/apikeys) when --store etcd is used.
+const tenantKeysBlob = "tenant/apikeys"
+
+func closeBackend(b interface{ Close() error }) {
+	if b != nil {
+		_ = b.Close()
+	}
+}

@@ -1,6 +1,7 @@
 package tenant
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -31,6 +32,18 @@ type Options struct {
 	AuthFailureBurst   int
 	Log                logrus.FieldLogger
 	Now                func() time.Time // nil: time.Now
+	// Shared, when set, keeps the registry in a store every replica reads
+	// (the etcd rule store) instead of apikeys.json: keys made through one
+	// replica work on all. Buckets and usage stay per replica.
+	Shared Persister
+}
+
+// Persister is a shared home of the registry's document, written with
+// compare-and-swap on a revision and watched (etcdstore.Blob).
+type Persister interface {
+	Load(ctx context.Context) (data []byte, rev int64, err error)
+	Save(ctx context.Context, data []byte, rev int64) (newRev int64, err error)
+	Watch(fn func(data []byte, rev int64))
 }
 
 // DefaultOptions returns the documented defaults.
@@ -73,6 +86,7 @@ type Registry struct {
 	log      logrus.FieldLogger
 	mu       sync.Mutex // writers
 	share    int        // replicas sharing each limit (SetShare); under mu
+	rev      int64      // revision of the shared document this snapshot is; under mu
 	snap     atomic.Pointer[snapshot]
 	authFail *ipLimiter
 }
@@ -105,7 +119,28 @@ func Open(opts Options) (*Registry, error) {
 		return nil, err
 	}
 	r.snap.Store(s)
+	if opts.Shared != nil {
+		opts.Shared.Watch(r.sharedChanged)
+	}
 	return r, nil
+}
+
+// sharedChanged installs a version of the shared document written by any
+// replica (this one's own writes come back too, and are skipped). Entries
+// that stay keep their buckets and usage.
+func (r *Registry) sharedChanged(data []byte, rev int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rev <= r.rev {
+		return
+	}
+	next, err := r.parse(data, r.snap.Load())
+	if err != nil {
+		r.log.WithError(err).Error("tenant: ignoring an unreadable shared key store version")
+		return
+	}
+	r.rev = rev
+	r.snap.Store(next)
 }
 
 // --- persistence ---
@@ -124,20 +159,54 @@ type storedKey struct {
 func (r *Registry) path() string { return filepath.Join(r.opts.StateDir, fileName) }
 
 func (r *Registry) load() (*snapshot, error) {
-	s := &snapshot{keys: map[string]*entry{}, tenants: map[string]*tenantEntry{}}
+	empty := &snapshot{keys: map[string]*entry{}, tenants: map[string]*tenantEntry{}}
+	if r.opts.Shared != nil {
+		data, rev, err := r.opts.Shared.Load(context.Background())
+		if err != nil {
+			return nil, fmt.Errorf("tenant: read the shared key store: %w", err)
+		}
+		if rev == 0 && r.opts.StateDir != "" {
+			// First replica on a new shared store: carry this replica's
+			// apikeys.json over (lost race: another replica did first).
+			if local, err := os.ReadFile(r.path()); err == nil && len(local) > 0 {
+				if nrev, err := r.opts.Shared.Save(context.Background(), local, 0); err == nil {
+					r.log.WithField("file", r.path()).Info("tenant: API keys of the state directory copied to the shared store")
+					data, rev = local, nrev
+				} else if data, rev, err = r.opts.Shared.Load(context.Background()); err != nil {
+					return nil, fmt.Errorf("tenant: read the shared key store: %w", err)
+				}
+			}
+		}
+		r.rev = rev
+		return r.parse(data, empty)
+	}
 	if r.opts.StateDir == "" {
-		return s, nil
+		return empty, nil
 	}
 	data, err := os.ReadFile(r.path())
 	if os.IsNotExist(err) {
-		return s, nil
+		return empty, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("tenant: read %s: %w", r.path(), err)
 	}
+	s, err := r.parse(data, empty)
+	if err != nil {
+		return nil, fmt.Errorf("tenant: %s: %w", r.path(), err)
+	}
+	return s, nil
+}
+
+// parse reads a stored document (nil: empty) into a snapshot, reusing the
+// buckets and usage of prev's entries with the same ids.
+func (r *Registry) parse(data []byte, prev *snapshot) (*snapshot, error) {
+	s := &snapshot{keys: map[string]*entry{}, tenants: map[string]*tenantEntry{}}
+	if len(data) == 0 {
+		return s, nil
+	}
 	var st stored
 	if err := json.Unmarshal(data, &st); err != nil {
-		return nil, fmt.Errorf("tenant: parse %s: %w", r.path(), err)
+		return nil, fmt.Errorf("parse key store: %w", err)
 	}
 	now := r.now()
 	for _, k := range st.Keys {
@@ -147,16 +216,25 @@ func (r *Registry) load() (*snapshot, error) {
 			continue
 		}
 		rec := &record{KeyView: k.KeyView, Hash: h}
-		s.keys[k.KeyID] = &entry{rec: rec, lim: withLimits(nil, rec.RateLimitRPS, rec.BurstSize, rec.TokensPerMin, 1, now), usage: &Usage{}}
+		var lim *limits
+		usage := &Usage{}
+		if old, ok := prev.keys[k.KeyID]; ok {
+			lim, usage = old.lim, old.usage
+		}
+		s.keys[k.KeyID] = &entry{rec: rec, lim: withLimits(lim, rec.RateLimitRPS, rec.BurstSize, rec.TokensPerMin, r.share, now), usage: usage}
 	}
 	for _, t := range st.Tenants {
-		s.tenants[t.TenantID] = &tenantEntry{limit: t, lim: withLimits(nil, deref(t.RPS), deref(t.RPS), deref(t.TokensPerMin), 1, now)}
+		var lim *limits
+		if old, ok := prev.tenants[t.TenantID]; ok {
+			lim = old.lim
+		}
+		s.tenants[t.TenantID] = &tenantEntry{limit: t, lim: withLimits(lim, deref(t.RPS), deref(t.RPS), deref(t.TokensPerMin), r.share, now)}
 	}
 	return s, nil
 }
 
 func (r *Registry) persist(s *snapshot) error {
-	if r.opts.StateDir == "" {
+	if r.opts.StateDir == "" && r.opts.Shared == nil {
 		return nil
 	}
 	st := stored{Keys: []storedKey{}, Tenants: []TenantLimit{}}
@@ -172,6 +250,14 @@ func (r *Registry) persist(s *snapshot) error {
 	if err != nil {
 		return fmt.Errorf("tenant: encode: %w", err)
 	}
+	if r.opts.Shared != nil {
+		rev, err := r.opts.Shared.Save(context.Background(), data, r.rev)
+		if err != nil {
+			return err
+		}
+		r.rev = rev
+		return nil
+	}
 	if err := os.MkdirAll(r.opts.StateDir, 0o700); err != nil {
 		return fmt.Errorf("tenant: create state dir: %w", err)
 	}
@@ -181,12 +267,38 @@ func (r *Registry) persist(s *snapshot) error {
 // commit persists next and publishes it; on failure nothing changes.
 func (r *Registry) commit(next *snapshot) error {
 	if err := r.persist(next); err != nil {
+		if r.opts.Shared != nil && r.reloadOnConflict() {
+			return apierror.Conflict(apierror.CodeRevisionConflict, "", "changed elsewhere",
+				"the key store changed through another replica; nothing changed here: retry")
+		}
+		if r.opts.Shared != nil {
+			e := apierror.New(http.StatusServiceUnavailable, apierror.CodeStoreUnavailable, "", "store unavailable",
+				"the shared key store cannot be written; nothing changed: retry later")
+			e.Err = err
+			return e
+		}
 		e := apierror.New(http.StatusInternalServerError, apierror.CodePersistFailed, "", "persist failed", "the key store could not be written; nothing changed")
 		e.Err = err
 		return e
 	}
 	r.snap.Store(next)
 	return nil
+}
+
+// reloadOnConflict re-reads the shared document after a failed write (under
+// mu) and reports whether it had moved on: a lost race with another replica.
+func (r *Registry) reloadOnConflict() bool {
+	data, rev, err := r.opts.Shared.Load(context.Background())
+	if err != nil || rev == r.rev {
+		return false
+	}
+	next, err := r.parse(data, r.snap.Load())
+	if err != nil {
+		return false
+	}
+	r.rev = rev
+	r.snap.Store(next)
+	return true
 }
 
 // clone copies the maps (entries are shared: they are immutable apart from
