@@ -163,7 +163,11 @@ func (r *Registry) load() (*snapshot, error) {
 	if r.opts.Shared != nil {
 		data, rev, err := r.opts.Shared.Load(context.Background())
 		if err != nil {
-			return nil, fmt.Errorf("tenant: read the shared key store: %w", err)
+			// Not reachable yet (etcd starting, a partition): serve no keys
+			// until the watch, which retries, delivers the document; a
+			// write meanwhile fails its compare-and-swap and re-reads.
+			r.log.WithError(err).Warn("tenant: shared key store not readable yet; keys arrive when it is")
+			return empty, nil
 		}
 		if rev == 0 && r.opts.StateDir != "" {
 			// First replica on a new shared store: carry this replica's

@@ -84,10 +84,18 @@ func TestTenantLimitAcrossReplicasNetns(t *testing.T) {
 	}
 	share := fmt.Sprint(rps / rnReplicas)
 	for _, r := range reps {
-		eventually(t, 20*time.Second, "replica "+r.ns+" enforcing a third of the limit", func() bool {
+		last, deadline := "", time.Now().Add(20*time.Second)
+		for {
 			st, h := send(r)
-			return st == 200 && h.Get("X-Ratelimit-Limit-Requests") == share
-		})
+			if st == 200 && h.Get("X-Ratelimit-Limit-Requests") == share {
+				break
+			}
+			last = fmt.Sprintf("HTTP %d, x-ratelimit-limit-requests %q", st, h.Get("X-Ratelimit-Limit-Requests"))
+			if time.Now().After(deadline) {
+				t.Fatalf("replica %s never enforced a third of the limit; last answer %s", r.ns, last)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	time.Sleep(1500 * time.Millisecond) // let every bucket refill to its burst
 
