@@ -71,3 +71,46 @@ func TestSharedStaleWrite(t *testing.T) {
 		t.Fatalf("the shared document holds %d keys, want 2", len(got))
 	}
 }
+
+// downShared fails its first Load (etcd not reachable at boot) and hands
+// its watch callback to the test.
+type downShared struct {
+	memShared
+	watch func([]byte, int64)
+}
+
+func (d *downShared) Load(ctx context.Context) ([]byte, int64, error) {
+	if d.watch == nil {
+		return nil, 0, errors.New("unreachable")
+	}
+	return d.memShared.Load(ctx)
+}
+
+func (d *downShared) Watch(fn func([]byte, int64)) { d.watch = fn }
+
+// TestSharedUnreachableAtBoot: the registry opens empty and takes the
+// document when the watch delivers it.
+func TestSharedUnreachableAtBoot(t *testing.T) {
+	m := &memShared{}
+	a, err := Open(Options{Shared: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := a.Create(KeySpec{TenantID: "t", Name: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &downShared{}
+	b, err := Open(Options{Shared: d})
+	if err != nil {
+		t.Fatalf("open with the store unreachable: %v", err)
+	}
+	if _, den := b.Admit(Check{Key: k.RawKey}); den == nil {
+		t.Fatal("a key admitted before the store was read")
+	}
+	data, rev, _ := m.Load(context.Background())
+	d.watch(data, rev)
+	if _, den := b.Admit(Check{Key: k.RawKey}); den != nil {
+		t.Fatalf("after the watch delivered the document: %+v", den)
+	}
+}
