@@ -99,7 +99,17 @@ func (r remoteKeys) CreateKey(ctx context.Context, s tenant.KeySpec) (tenant.Cre
 	if errors.As(err, &ae) && ae.ErrorCode == tenant.CodeKeyExists {
 		return c, fmt.Errorf("%w: %w", tenant.ErrKeyExists, err)
 	}
-	return c, err
+	return c, racedErr(err)
+}
+
+// racedErr marks a 409 revision_conflict (another replica wrote first) so
+// tenant.ApplyKey retries it.
+func racedErr(err error) error {
+	var ae *client.APIError
+	if errors.As(err, &ae) && ae.ErrorCode == apierror.CodeRevisionConflict {
+		return fmt.Errorf("%w: %w", tenant.ErrRaced, err)
+	}
+	return err
 }
 
 func (r remoteKeys) GetKey(ctx context.Context, id string) (tenant.KeyView, error) {
@@ -107,7 +117,8 @@ func (r remoteKeys) GetKey(ctx context.Context, id string) (tenant.KeyView, erro
 }
 
 func (r remoteKeys) PatchKey(ctx context.Context, id string, p tenant.KeyPatch) (tenant.KeyView, error) {
-	return r.c.PatchAPIKey(ctx, id, p)
+	v, err := r.c.PatchAPIKey(ctx, id, p)
+	return v, racedErr(err)
 }
 
 func (r remoteKeys) TenantLimits(ctx context.Context, id string) ([]tenant.TenantLimit, error) {
@@ -115,5 +126,6 @@ func (r remoteKeys) TenantLimits(ctx context.Context, id string) ([]tenant.Tenan
 }
 
 func (r remoteKeys) SetTenantLimit(ctx context.Context, t tenant.TenantLimit) (tenant.TenantLimit, error) {
-	return r.c.SetTenantLimit(ctx, t)
+	v, err := r.c.SetTenantLimit(ctx, t)
+	return v, racedErr(err)
 }

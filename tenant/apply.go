@@ -27,6 +27,33 @@ const (
 // ErrKeyExists is in the chain of an import of an existing, identical key.
 var ErrKeyExists = errors.New("tenant: key exists")
 
+// ErrRaced is in the chain of a write another replica's write overtook
+// (409 revision_conflict): declarative application retries it.
+var ErrRaced = errors.New("tenant: raced another replica")
+
+// applyAttempts bounds retries of a raced write (replicas booting with the
+// same --rules all apply the same keys at once).
+const applyAttempts = 5
+
+func raced(err error) bool {
+	if errors.Is(err, ErrRaced) {
+		return true
+	}
+	e, ok := apierror.As(err)
+	return ok && e.Code == apierror.CodeRevisionConflict
+}
+
+// retry runs fn until it succeeds, fails for another reason, or has raced
+// applyAttempts times.
+func retry(fn func() (Outcome, error)) (Outcome, error) {
+	for i := 1; ; i++ {
+		o, err := fn()
+		if err == nil || !raced(err) || i == applyAttempts {
+			return o, err
+		}
+	}
+}
+
 // importConflict is the answer to an import whose id is taken: "exists"
 // (same tenant, name, hash: compared in constant time) or a conflict.
 func importConflict(cur *record, spec KeySpec) *apierror.Error {
@@ -75,6 +102,10 @@ func ApplyKey(ctx context.Context, ks KeyStore, spec KeySpec) (Outcome, error) {
 	if spec.KeyID == "" || spec.KeyHash == "" {
 		return "", needHash()
 	}
+	return retry(func() (Outcome, error) { return applyKeyOnce(ctx, ks, spec) })
+}
+
+func applyKeyOnce(ctx context.Context, ks KeyStore, spec KeySpec) (Outcome, error) {
 	if _, err := ks.CreateKey(ctx, spec); err == nil {
 		return OutcomeCreated, nil
 	} else if !errors.Is(err, ErrKeyExists) {
@@ -160,6 +191,10 @@ func ApplyTenantLimit(ctx context.Context, ks KeyStore, t TenantLimit) (Outcome,
 	if err := t.validate(); err != nil {
 		return "", err
 	}
+	return retry(func() (Outcome, error) { return applyTenantLimitOnce(ctx, ks, t) })
+}
+
+func applyTenantLimitOnce(ctx context.Context, ks KeyStore, t TenantLimit) (Outcome, error) {
 	cur, err := ks.TenantLimits(ctx, t.TenantID)
 	if err != nil {
 		return "", fmt.Errorf("read tenant %s limits: %w", t.TenantID, err)

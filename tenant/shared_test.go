@@ -114,3 +114,23 @@ func TestSharedUnreachableAtBoot(t *testing.T) {
 		t.Fatalf("after the watch delivered the document: %+v", den)
 	}
 }
+
+// TestApplyRetriesRace: replicas booting with the same --rules race on the
+// shared document; the loser's ApplyKey re-reads and goes on.
+func TestApplyRetriesRace(t *testing.T) {
+	m := &memShared{}
+	a, _ := Open(Options{Shared: m})
+	b, _ := Open(Options{Shared: m}) // never hears of a's writes but by re-reading
+	if _, err := a.SetTenantLimit(TenantLimit{TenantID: "t", RPS: new(3)}); err != nil {
+		t.Fatal(err)
+	}
+	mint, _ := Mint()
+	spec := KeySpec{TenantID: "t", Name: "n", KeyID: mint.ID, KeyHash: mint.Hash.String()}
+	if o, err := ApplyKey(context.Background(), b.Local(), spec); err != nil || o != OutcomeCreated {
+		t.Fatalf("raced apply: %q %v, want created after a retry", o, err)
+	}
+	c, _ := Open(Options{Shared: m})
+	if len(c.List("t")) != 1 || len(c.TenantLimits("t")) != 1 {
+		t.Fatalf("shared document lost a write: keys %v limits %v", c.List("t"), c.TenantLimits("t"))
+	}
+}
