@@ -19,6 +19,9 @@ const (
 	routeAPIKey      = routeAPIKeys + "/:key_id"
 	routeAPIKeyUsage = routeAPIKey + "/usage"
 	routeTenantLimit = "/config/ai/tenant/ratelimit"
+	// routeTenantLimitOf is an infergate addition (LoxiLB has no delete):
+	// delete -f of a kind: TenantLimit document needs it.
+	routeTenantLimitOf = routeTenantLimit + "/:tenant_id"
 )
 
 // KeyList is GET /config/ai/apikey.
@@ -40,6 +43,7 @@ type Keys interface {
 	Delete(id string) error
 	SetTenantLimit(tenant.TenantLimit) (tenant.TenantLimit, error)
 	TenantLimits(tenantID string) []tenant.TenantLimit
+	DeleteTenantLimit(tenantID string) error
 	KeyUsage(id string) (tenant.UsageView, error)
 }
 
@@ -197,4 +201,16 @@ func (s *Server) listTenantLimits(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, TenantLimitList{Tenants: s.keys.TenantLimits(c.Query("tenant_id"))})
+}
+
+func (s *Server) deleteTenantLimit(c *gin.Context) {
+	if !s.keysOrFail(c) {
+		return
+	}
+	if err := s.keys.DeleteTenantLimit(c.Param("tenant_id")); err != nil {
+		writeError(c, s.log, err)
+		return
+	}
+	s.log.WithField("tenant_id", c.Param("tenant_id")).Info("api: tenant limits deleted")
+	c.Status(http.StatusNoContent)
 }

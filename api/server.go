@@ -216,6 +216,7 @@ func (s *Server) routes() *gin.Engine {
 	w.PATCH(routeAPIKey, s.patchAPIKey)
 	w.DELETE(routeAPIKey, s.deleteAPIKey)
 	w.POST(routeTenantLimit, s.postTenantLimit)
+	w.DELETE(routeTenantLimitOf, s.deleteTenantLimit)
 	// SNI certificate store (issue 11, sni_handlers.go).
 	v1.GET(routeSNI, s.listSNI)
 	w.POST(routeSNI, s.postSNI)

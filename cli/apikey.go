@@ -225,7 +225,10 @@ func newAPIKeyCmd(g *globals) *cobra.Command {
 		Use:   "mint",
 		Short: "Make a new key offline: prints the raw key (give it to the client) and the hash to import",
 		Long: `Prints a new raw key and a kind: ApiKey YAML document holding only its key_id and
-key_hash, for GitOps: commit the YAML, hand the raw key to the client, and import it with
+key_hash, for GitOps: commit the YAML (add allowed_models and limits to its spec), hand the
+raw key to the client, and apply it with the rules:
+  infergate apply -f <file|dir>        (or serve --rules; idempotent)
+or import it once with
   infergate create apikey --tenant=<t> --name=<n> --key-id=<id> --key-hash=<hash>`,
 		Args: exactArgs(0, "none"),
 		RunE: run(func(cmd *cobra.Command, _ []string) error {

@@ -16,7 +16,7 @@ type fileFlags struct {
 	lbConfig       string // apply --lb: a LoxiLB lbconfig.txt (lbconfig.go)
 }
 
-func (f *fileFlags) load() ([]rules.Document, error) {
+func (f *fileFlags) load() ([]fileDoc, error) {
 	if f.path == "" {
 		return nil, usagef("-f <file|dir> is required")
 	}
@@ -24,7 +24,11 @@ func (f *fileFlags) load() ([]rules.Document, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", f.path, err)
 	}
-	return docs, nil
+	out, err := decodeDocs(docs)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", f.path, err)
+	}
+	return out, nil
 }
 
 // isRejection reports whether err is an answer from the server (which is
@@ -38,10 +42,12 @@ func newApplyCmd(g *globals) *cobra.Command {
 	f := &fileFlags{}
 	cmd := &cobra.Command{
 		Use:   "apply -f <file|dir> | apply --lb <lbconfig.txt>",
-		Short: "Create or update every rule of kind: Loadbalancer YAML files (idempotent)",
+		Short: "Create or update every rule (kind: Loadbalancer) and API key (kind: ApiKey, TenantLimit) of YAML files (idempotent)",
 		Long: `Applies every kind: Loadbalancer document of a file, or of every *.yaml/*.yml
 in a directory (sorted), and prints "<source> <vip>:<port>/<proto> created|updated|unchanged"
-per rule. A rule the server rejects is reported with the server's message and the
+per rule. kind: ApiKey documents (as "infergate apikey mint" prints them: key_id and
+key_hash, never the raw key) and kind: TenantLimit documents may be mixed in; they print
+"<source> ApiKey <tenant>/<name> (<key_id>) created|updated|unchanged". A rule the server rejects is reported with the server's message and the
 command exits 1 after trying the rest; a file that does not parse applies nothing.`,
 		Args: exactArgs(0, "none; use -f"),
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
@@ -61,22 +67,22 @@ command exits 1 after trying the rest; a file that does not parse applies nothin
 			}
 			rejected := 0
 			for _, d := range docs {
-				res, err := c.Apply(cmd.Context(), d.Rule)
-				if err != nil && !isRejection(err) {
+				res, err := applyDoc(cmd.Context(), c, d)
+				if err != nil && !isDocRejection(err) {
 					// The server is unreachable or broken: trying the
-					// remaining rules would only repeat the same error.
-					return fmt.Errorf("%s %s: %w", d.Source, ruleRef(d.Rule), err)
+					// remaining documents would only repeat the same error.
+					return fmt.Errorf("%s %s: %w", d.Source, d.ref(), err)
 				}
 				if err != nil {
 					rejected++
-					fmt.Fprintf(g.env.Stderr, "%s %s rejected:\n", d.Source, ruleRef(d.Rule))
+					fmt.Fprintf(g.env.Stderr, "%s %s rejected:\n", d.Source, d.ref())
 					printError(g.env.Stderr, err)
 					continue
 				}
-				fmt.Fprintf(g.env.Stdout, "%s %s %s\n", d.Source, ruleRef(d.Rule), res)
+				fmt.Fprintf(g.env.Stdout, "%s %s %s\n", d.Source, d.ref(), res)
 			}
 			if rejected > 0 {
-				return failure{err: fmt.Errorf("%d of %d rules not applied", rejected, len(docs))}
+				return failure{err: fmt.Errorf("%d of %d documents not applied", rejected, len(docs))}
 			}
 			return nil
 		}),
@@ -99,23 +105,23 @@ func deleteFiles(cmd *cobra.Command, g *globals, f *fileFlags) error {
 	}
 	failed := 0
 	for _, d := range docs {
-		err := c.Delete(cmd.Context(), client.KeyOf(d.Rule))
-		if err != nil && !isRejection(err) {
-			return fmt.Errorf("%s %s: %w", d.Source, ruleRef(d.Rule), err)
+		err := deleteDoc(cmd.Context(), c, d)
+		if err != nil && !isDocRejection(err) {
+			return fmt.Errorf("%s %s: %w", d.Source, d.ref(), err)
 		}
 		switch {
 		case err == nil:
-			fmt.Fprintf(g.env.Stdout, "%s %s deleted\n", d.Source, ruleRef(d.Rule))
+			fmt.Fprintf(g.env.Stdout, "%s %s deleted\n", d.Source, d.ref())
 		case f.ignoreNotFound && client.IsNotFound(err):
-			fmt.Fprintf(g.env.Stdout, "%s %s not found\n", d.Source, ruleRef(d.Rule))
+			fmt.Fprintf(g.env.Stdout, "%s %s not found\n", d.Source, d.ref())
 		default:
 			failed++
-			fmt.Fprintf(g.env.Stderr, "%s %s not deleted:\n", d.Source, ruleRef(d.Rule))
+			fmt.Fprintf(g.env.Stderr, "%s %s not deleted:\n", d.Source, d.ref())
 			printError(g.env.Stderr, err)
 		}
 	}
 	if failed > 0 {
-		return failure{err: fmt.Errorf("%d of %d rules not deleted", failed, len(docs))}
+		return failure{err: fmt.Errorf("%d of %d documents not deleted", failed, len(docs))}
 	}
 	return nil
 }

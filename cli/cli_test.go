@@ -261,7 +261,7 @@ func TestApplyFile(t *testing.T) {
 	if res.stdout != wantOut {
 		t.Fatalf("stdout\n%s\nwant\n%s", res.stdout, wantOut)
 	}
-	for _, want := range []string{f + "#2 127.0.0.11:8080/tcp rejected", "rejected by the fake", "1 of 3 rules not applied"} {
+	for _, want := range []string{f + "#2 127.0.0.11:8080/tcp rejected", "rejected by the fake", "1 of 3 documents not applied"} {
 		if !strings.Contains(res.stderr, want) {
 			t.Errorf("stderr %q lacks %q", res.stderr, want)
 		}

@@ -46,7 +46,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&opts.APIAddr, "api-addr", opts.APIAddr, "management API listen address")
 	fl.StringVar(&opts.StateDir, "state-dir", opts.StateDir, "directory of the persisted rule set")
-	fl.StringVar(&opts.RulesPath, "rules", opts.RulesPath, "YAML rule file or directory applied at boot")
+	fl.StringVar(&opts.RulesPath, "rules", opts.RulesPath, "YAML rule file or directory applied at boot (kind: Loadbalancer; also kind: ApiKey and TenantLimit, docs/tenants.md)")
 	fl.BoolVar(&opts.BindAnyVIP, "bind-any-vip", opts.BindAnyVIP, "serve non-local VIPs on 0.0.0.0:<port>")
 	fl.BoolVar(&opts.SSEModeEnforcesKeys, "sse-mode-enforces-keys", opts.SSEModeEnforcesKeys, "tenant keys: sse_mode rules without api_key_auth require API keys (LoxiLB's behaviour)")
 	fl.IntVar(&opts.Tenant.MaxKeysPerTenant, "tenant-max-keys", opts.Tenant.MaxKeysPerTenant, "tenant keys: most API keys one tenant may have")

@@ -47,6 +47,9 @@ Exit code 0 when nothing FAILed, 1 otherwise.`,
 				return err
 			}
 			opts.Token = tok
+			if opts.APIKey == "" {
+				opts.APIKey = g.env.Getenv(envValidateAPIKey)
+			}
 			opts.APIClient = g.httpClient // issue 11: the API's TLS trust
 			if g.timeout > opts.RequestTimeout {
 				opts.RequestTimeout = g.timeout
@@ -88,5 +91,10 @@ Exit code 0 when nothing FAILed, 1 otherwise.`,
 	fl.DurationVar(&opts.RequestTimeout, "request-timeout", 30*time.Second, "bound on each probe request")
 	fl.StringVar(&opts.Store, "store", "", "etcd:// URL of the replicas' shared rule store: also check every replica serves the same rules")
 	etcdClientFlags(fl, &opts.Etcd)
+	fl.StringVar(&opts.APIKey, "api-key", "", "tenant API key (lxb_…) for a rule that enforces keys: probes carry it and the API-key step checks enforcement (or "+envValidateAPIKey+")")
 	return cmd
 }
+
+// envValidateAPIKey supplies validate's --api-key without putting the key
+// in the process list or shell history.
+const envValidateAPIKey = "INFERGATE_VALIDATE_API_KEY"

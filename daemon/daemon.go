@@ -56,23 +56,28 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 			return fmt.Errorf("daemon: create state dir %s: %w", opts.StateDir, err)
 		}
 	}
-	tOpts := opts.Tenant
-	tOpts.StateDir = opts.StateDir
-	tOpts.Log = log.WithField("component", "tenant")
-	keys, err := tenant.Open(tOpts)
-	if err != nil {
-		return fmt.Errorf("daemon: open API-key store: %w", err)
-	}
-	rt, err := newRuntime(opts, m, keys, log.WithField("component", "datapath"))
-	if err != nil {
-		return fmt.Errorf("daemon: build runtime: %w", err)
-	}
-	defer closeRuntime(log, rt, runtimeCloseTimeout(opts))
-
 	backend, shared, err := openBackend(opts, m, log)
 	if err != nil {
 		return err
 	}
+	tOpts := opts.Tenant
+	tOpts.StateDir = opts.StateDir
+	tOpts.Log = log.WithField("component", "tenant")
+	if shared != nil {
+		tOpts.Shared = shared.Blob(tenantKeysBlob) // keys made through any replica work on all
+	}
+	keys, err := tenant.Open(tOpts)
+	if err != nil {
+		closeBackend(backend)
+		return fmt.Errorf("daemon: open API-key store: %w", err)
+	}
+	rt, err := newRuntime(opts, m, keys, log.WithField("component", "datapath"))
+	if err != nil {
+		closeBackend(backend)
+		return fmt.Errorf("daemon: build runtime: %w", err)
+	}
+	defer closeRuntime(log, rt, runtimeCloseTimeout(opts))
+
 	storeRT, status, closeSel := withSelector(rt, shared, m, log.WithField("component", "selector")) // issue 15
 	if closeSel != nil {
 		defer func() { _ = closeSel() }()
@@ -145,8 +150,9 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 
 	if shared != nil {
 		reportReplica(ctx, store, shared, opts, ln.Addr().String(), m)
+		shareTenantLimits(ctx, keys, shared, log.WithField("component", "tenant"))
 	}
-	bootErr := boot(ctx, store, opts, log)
+	bootErr := boot(ctx, store, keys, opts, log)
 	if bootErr == nil {
 		booted.Store(true)
 		log.Info("daemon: ready")
@@ -178,7 +184,7 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 // rule file that cannot be read fails boot (a typo in --rules should be loud);
 // a single rule the store rejects is logged with its source and skipped, so
 // one bad document cannot take the gateway down.
-func boot(ctx context.Context, store *rules.Store, opts Options, log *logrus.Logger) error {
+func boot(ctx context.Context, store *rules.Store, keys *tenant.Registry, opts Options, log *logrus.Logger) error {
 	start := time.Now()
 	if err := store.Replay(ctx); err != nil {
 		return fmt.Errorf("daemon: replay persisted rules from %s: %w", opts.StateDir, err)
@@ -197,6 +203,10 @@ func boot(ctx context.Context, store *rules.Store, opts Options, log *logrus.Log
 	for _, d := range docs {
 		if ctx.Err() != nil {
 			return nil // shutting down; what is applied so far is persisted
+		}
+		if !d.IsRule() {
+			applyFileTenantDoc(ctx, keys, d, log)
+			continue
 		}
 		applyFileRule(store, d, log)
 	}

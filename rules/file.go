@@ -70,11 +70,30 @@ func loxicmdAlias(key string) (jsonName string, ok bool) {
 	return "", false
 }
 
-// Document is one rule read from a YAML rule file.
+// Document is one document read from a YAML rule file: a rule (Kind
+// Loadbalancer, Rule set) or a tenant-control document (Kind ApiKey or
+// TenantLimit, Spec holding its spec as JSON for the tenant package).
 type Document struct {
 	Source string // "path/file.yaml#2" (1-based document index)
+	Kind   string // KindLoadbalancer, KindAPIKey or KindTenantLimit
 	Rule   Rule
+	Spec   []byte // non-rule kinds only
 }
+
+// IsRule reports whether d is a kind: Loadbalancer rule.
+func (d Document) IsRule() bool { return d.Kind == KindLoadbalancer }
+
+// Kinds of documents that rule files may hold besides rules. The rules
+// package only carries them; the tenant package decodes and applies them.
+const (
+	KindLoadbalancer = kindLoadbalancer
+	KindAPIKey       = "ApiKey"
+	KindTenantLimit  = "TenantLimit"
+	// apiVersionInfergateIO is what `infergate apikey mint` prints.
+	apiVersionInfergateIO = "infergate.io/v1"
+)
+
+func isTenantKind(k any) bool { return k == KindAPIKey || k == KindTenantLimit }
 
 // LoadFiles reads one YAML file or every *.yaml/*.yml in a directory
 // (sorted, not recursive), each holding one or many `kind: Loadbalancer`
@@ -98,11 +117,15 @@ func LoadFiles(path string) ([]Document, error) {
 			return nil, err
 		}
 		for _, b := range bodies {
+			if b.Kind != KindLoadbalancer {
+				docs = append(docs, Document{Source: b.Source, Kind: b.Kind, Spec: b.JSON})
+				continue
+			}
 			r, err := DecodeJSON(b.JSON)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", b.Source, err)
 			}
-			docs = append(docs, Document{Source: b.Source, Rule: r})
+			docs = append(docs, Document{Source: b.Source, Kind: KindLoadbalancer, Rule: r})
 		}
 	}
 	return docs, nil
@@ -135,6 +158,7 @@ func ruleFiles(path string) ([]string, error) {
 // DocumentBody is one non-empty document of a rule file as a REST JSON body.
 type DocumentBody struct {
 	Source string // "file.yaml#2"
+	Kind   string // KindLoadbalancer (any loxicmd spelling), KindAPIKey, KindTenantLimit
 	JSON   []byte
 }
 
@@ -163,11 +187,18 @@ func DocumentBodies(name string, data []byte) ([]DocumentBody, error) {
 		if err := node.Decode(&doc); err != nil {
 			return nil, fmt.Errorf("%s: %w", source, malformed("", "YAML decode error: "+err.Error()))
 		}
-		body, err := documentJSON(doc)
+		kind := KindLoadbalancer
+		var body []byte
+		if top, ok := doc.(map[string]any); ok && isTenantKind(top[docKeyKind]) {
+			kind = top[docKeyKind].(string)
+			body, err = tenantDocumentJSON(top)
+		} else {
+			body, err = documentJSON(doc)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", source, err)
 		}
-		out = append(out, DocumentBody{Source: source, JSON: body})
+		out = append(out, DocumentBody{Source: source, Kind: kind, JSON: body})
 	}
 }
 
@@ -229,6 +260,34 @@ func documentJSON(doc any) ([]byte, error) {
 	return marshalBody(spec)
 }
 
+// tenantDocumentJSON checks the envelope of a kind: ApiKey or TenantLimit
+// document and returns its spec as JSON; the tenant package checks the
+// spec itself. metadata (e.g. labels) is allowed and ignored.
+func tenantDocumentJSON(top map[string]any) ([]byte, error) {
+	for k := range top {
+		switch k {
+		case docKeyAPIVersion, docKeyKind, docKeyMetadata, docKeySpec:
+		default:
+			return nil, unknownKey(k, "", []string{docKeyAPIVersion, docKeyKind, docKeyMetadata, docKeySpec})
+		}
+	}
+	if v := top[docKeyAPIVersion]; v != apiVersionInfergate && v != apiVersionInfergateIO {
+		return nil, apierror.BadRequest(apierror.CodeInvalidField, docKeyAPIVersion, "malformed document",
+			fmt.Sprintf("apiVersion %q is not supported for kind %v (want %s or %s)", fmt.Sprint(nilToEmpty(v)), top[docKeyKind], apiVersionInfergate, apiVersionInfergateIO))
+	}
+	if md, ok := top[docKeyMetadata]; ok && md != nil {
+		if _, ok := md.(map[string]any); !ok {
+			return nil, apierror.BadRequest(apierror.CodeInvalidField, docKeyMetadata, "malformed document", "metadata must be a mapping")
+		}
+	}
+	spec, ok := top[docKeySpec].(map[string]any)
+	if !ok {
+		return nil, apierror.BadRequest(apierror.CodeInvalidField, docKeySpec, "malformed document",
+			fmt.Sprintf("a kind %v document needs a spec mapping", top[docKeyKind]))
+	}
+	return marshalBody(spec)
+}
+
 func checkAPIVersion(v any) error {
 	s, _ := v.(string)
 	if s == apiVersionLoxiLB || s == apiVersionInfergate {
@@ -243,7 +302,7 @@ func checkKind(v any) error {
 	if s == kindLoadbalancer || s == kindLB || s == kindLBUpper {
 		return nil
 	}
-	msg := fmt.Sprintf("kind %q is not a rule kind (want %s, %s or %s)", fmt.Sprint(nilToEmpty(v)), kindLoadbalancer, kindLB, kindLBUpper)
+	msg := fmt.Sprintf("kind %q is not a rule kind (want %s, %s or %s; or %s, %s)", fmt.Sprint(nilToEmpty(v)), kindLoadbalancer, kindLB, kindLBUpper, KindAPIKey, KindTenantLimit)
 	if strings.EqualFold(s, kindLoadbalancer) || strings.EqualFold(s, kindLB) {
 		msg += fmt.Sprintf("; did you mean %q?", kindLoadbalancer)
 	}

@@ -37,7 +37,12 @@ func addTenantPaths(g *generator, paths map[string]PathItem, errs *Schema, inter
 				"to rate_limit_rps. key_id + key_hash import a key minted offline (`infergate apikey mint`).",
 			Parameters: []Parameter{body(spec)},
 			Responses: map[string]*Response{"201": {Description: "Created; raw_key is shown only here.", Schema: created},
-				"400": bad, "500": internal},
+				"400": bad,
+				"409": fail("An import (key_id + key_hash) of an id that exists: apikey_exists when tenant, name and hash match "+
+					"(an idempotent re-apply), apikey_conflict when they differ; revision_conflict when another replica "+
+					"wrote the shared key store first (retry).", errorExample{409,
+					"a key with id 0123456789abcdef exists", "key exists", "apikey_exists", "key_id"}),
+				"500": internal},
 		},
 		"get": {
 			Tags: tags, Summary: "List API keys (never key material)", OperationID: "getAIAPIKeys",
@@ -78,6 +83,15 @@ func addTenantPaths(g *generator, paths map[string]PathItem, errs *Schema, inter
 		"get": {
 			Tags: tags, Summary: "List tenant ceilings", OperationID: "getAITenantRateLimits", Parameters: []Parameter{tenantQ},
 			Responses: map[string]*Response{"200": {Description: "Tenant ceilings.", Schema: limits}},
+		},
+	}
+	paths["/config/ai/tenant/ratelimit/{tenant_id}"] = PathItem{
+		"delete": {
+			Tags: tags, Summary: "Remove a tenant's ceilings (infergate; its keys keep their own limits)", OperationID: "deleteAITenantRateLimit",
+			Parameters: []Parameter{pathParam("tenant_id", "The tenant.")},
+			Responses: map[string]*Response{"204": {Description: "Deleted."},
+				"404": fail("The tenant has no ceilings.", errorExample{404, "tenant t has no limits", "tenant not found", "tenant_not_found", "tenant_id"}),
+				"500": internal},
 		},
 	}
 }

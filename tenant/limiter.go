@@ -95,14 +95,19 @@ type limits struct {
 // (and what was spent on them) on the dimensions that stay limited. The
 // result is a new value: published limits are never mutated, so the request
 // path reads their bucket pointers without a lock.
-func withLimits(prev *limits, rps, burst, tpm int, now time.Time) *limits {
+//
+// share ≥ 1 divides every ceiling: with N replicas behind an even spread
+// each enforces 1/N of the limit (Registry.SetShare). A bucket never holds
+// less than one request or token, so a tiny share still admits.
+func withLimits(prev *limits, rps, burst, tpm int, share int, now time.Time) *limits {
 	var old limits
 	if prev != nil {
 		old = *prev
 	}
+	n := float64(max(share, 1))
 	return &limits{
-		requests: resize(old.requests, float64(rps), float64(burst), now),
-		tokens:   resize(old.tokens, float64(tpm)/60, float64(tpm), now),
+		requests: resize(old.requests, float64(rps)/n, math.Max(1, float64(burst)/n), now),
+		tokens:   resize(old.tokens, float64(tpm)/60/n, math.Max(1, float64(tpm)/n), now),
 	}
 }
 

@@ -1,6 +1,7 @@
 package tenant
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -31,6 +32,18 @@ type Options struct {
 	AuthFailureBurst   int
 	Log                logrus.FieldLogger
 	Now                func() time.Time // nil: time.Now
+	// Shared, when set, keeps the registry in a store every replica reads
+	// (the etcd rule store) instead of apikeys.json: keys made through one
+	// replica work on all. Buckets and usage stay per replica.
+	Shared Persister
+}
+
+// Persister is a shared home of the registry's document, written with
+// compare-and-swap on a revision and watched (etcdstore.Blob).
+type Persister interface {
+	Load(ctx context.Context) (data []byte, rev int64, err error)
+	Save(ctx context.Context, data []byte, rev int64) (newRev int64, err error)
+	Watch(fn func(data []byte, rev int64))
 }
 
 // DefaultOptions returns the documented defaults.
@@ -72,6 +85,8 @@ type Registry struct {
 	now      func() time.Time
 	log      logrus.FieldLogger
 	mu       sync.Mutex // writers
+	share    int        // replicas sharing each limit (SetShare); under mu
+	rev      int64      // revision of the shared document this snapshot is; under mu
 	snap     atomic.Pointer[snapshot]
 	authFail *ipLimiter
 }
@@ -94,7 +109,7 @@ func Open(opts Options) (*Registry, error) {
 	if opts.Log == nil {
 		opts.Log = logrus.StandardLogger()
 	}
-	r := &Registry{opts: opts, now: opts.Now, log: opts.Log}
+	r := &Registry{opts: opts, now: opts.Now, log: opts.Log, share: 1}
 	if r.now == nil {
 		r.now = time.Now
 	}
@@ -104,7 +119,28 @@ func Open(opts Options) (*Registry, error) {
 		return nil, err
 	}
 	r.snap.Store(s)
+	if opts.Shared != nil {
+		opts.Shared.Watch(r.sharedChanged)
+	}
 	return r, nil
+}
+
+// sharedChanged installs a version of the shared document written by any
+// replica (this one's own writes come back too, and are skipped). Entries
+// that stay keep their buckets and usage.
+func (r *Registry) sharedChanged(data []byte, rev int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rev <= r.rev {
+		return
+	}
+	next, err := r.parse(data, r.snap.Load())
+	if err != nil {
+		r.log.WithError(err).Error("tenant: ignoring an unreadable shared key store version")
+		return
+	}
+	r.rev = rev
+	r.snap.Store(next)
 }
 
 // --- persistence ---
@@ -123,20 +159,58 @@ type storedKey struct {
 func (r *Registry) path() string { return filepath.Join(r.opts.StateDir, fileName) }
 
 func (r *Registry) load() (*snapshot, error) {
-	s := &snapshot{keys: map[string]*entry{}, tenants: map[string]*tenantEntry{}}
+	empty := &snapshot{keys: map[string]*entry{}, tenants: map[string]*tenantEntry{}}
+	if r.opts.Shared != nil {
+		data, rev, err := r.opts.Shared.Load(context.Background())
+		if err != nil {
+			// Not reachable yet (etcd starting, a partition): serve no keys
+			// until the watch, which retries, delivers the document; a
+			// write meanwhile fails its compare-and-swap and re-reads.
+			r.log.WithError(err).Warn("tenant: shared key store not readable yet; keys arrive when it is")
+			return empty, nil
+		}
+		if rev == 0 && r.opts.StateDir != "" {
+			// First replica on a new shared store: carry this replica's
+			// apikeys.json over (lost race: another replica did first).
+			if local, err := os.ReadFile(r.path()); err == nil && len(local) > 0 {
+				if nrev, err := r.opts.Shared.Save(context.Background(), local, 0); err == nil {
+					r.log.WithField("file", r.path()).Info("tenant: API keys of the state directory copied to the shared store")
+					data, rev = local, nrev
+				} else if data, rev, err = r.opts.Shared.Load(context.Background()); err != nil {
+					return nil, fmt.Errorf("tenant: read the shared key store: %w", err)
+				}
+			}
+		}
+		r.rev = rev
+		return r.parse(data, empty)
+	}
 	if r.opts.StateDir == "" {
-		return s, nil
+		return empty, nil
 	}
 	data, err := os.ReadFile(r.path())
 	if os.IsNotExist(err) {
-		return s, nil
+		return empty, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("tenant: read %s: %w", r.path(), err)
 	}
+	s, err := r.parse(data, empty)
+	if err != nil {
+		return nil, fmt.Errorf("tenant: %s: %w", r.path(), err)
+	}
+	return s, nil
+}
+
+// parse reads a stored document (nil: empty) into a snapshot, reusing the
+// buckets and usage of prev's entries with the same ids.
+func (r *Registry) parse(data []byte, prev *snapshot) (*snapshot, error) {
+	s := &snapshot{keys: map[string]*entry{}, tenants: map[string]*tenantEntry{}}
+	if len(data) == 0 {
+		return s, nil
+	}
 	var st stored
 	if err := json.Unmarshal(data, &st); err != nil {
-		return nil, fmt.Errorf("tenant: parse %s: %w", r.path(), err)
+		return nil, fmt.Errorf("parse key store: %w", err)
 	}
 	now := r.now()
 	for _, k := range st.Keys {
@@ -146,16 +220,25 @@ func (r *Registry) load() (*snapshot, error) {
 			continue
 		}
 		rec := &record{KeyView: k.KeyView, Hash: h}
-		s.keys[k.KeyID] = &entry{rec: rec, lim: withLimits(nil, rec.RateLimitRPS, rec.BurstSize, rec.TokensPerMin, now), usage: &Usage{}}
+		var lim *limits
+		usage := &Usage{}
+		if old, ok := prev.keys[k.KeyID]; ok {
+			lim, usage = old.lim, old.usage
+		}
+		s.keys[k.KeyID] = &entry{rec: rec, lim: withLimits(lim, rec.RateLimitRPS, rec.BurstSize, rec.TokensPerMin, r.share, now), usage: usage}
 	}
 	for _, t := range st.Tenants {
-		s.tenants[t.TenantID] = &tenantEntry{limit: t, lim: withLimits(nil, deref(t.RPS), deref(t.RPS), deref(t.TokensPerMin), now)}
+		var lim *limits
+		if old, ok := prev.tenants[t.TenantID]; ok {
+			lim = old.lim
+		}
+		s.tenants[t.TenantID] = &tenantEntry{limit: t, lim: withLimits(lim, deref(t.RPS), deref(t.RPS), deref(t.TokensPerMin), r.share, now)}
 	}
 	return s, nil
 }
 
 func (r *Registry) persist(s *snapshot) error {
-	if r.opts.StateDir == "" {
+	if r.opts.StateDir == "" && r.opts.Shared == nil {
 		return nil
 	}
 	st := stored{Keys: []storedKey{}, Tenants: []TenantLimit{}}
@@ -171,6 +254,14 @@ func (r *Registry) persist(s *snapshot) error {
 	if err != nil {
 		return fmt.Errorf("tenant: encode: %w", err)
 	}
+	if r.opts.Shared != nil {
+		rev, err := r.opts.Shared.Save(context.Background(), data, r.rev)
+		if err != nil {
+			return err
+		}
+		r.rev = rev
+		return nil
+	}
 	if err := os.MkdirAll(r.opts.StateDir, 0o700); err != nil {
 		return fmt.Errorf("tenant: create state dir: %w", err)
 	}
@@ -180,12 +271,38 @@ func (r *Registry) persist(s *snapshot) error {
 // commit persists next and publishes it; on failure nothing changes.
 func (r *Registry) commit(next *snapshot) error {
 	if err := r.persist(next); err != nil {
+		if r.opts.Shared != nil && r.reloadOnConflict() {
+			return apierror.Conflict(apierror.CodeRevisionConflict, "", "changed elsewhere",
+				"the key store changed through another replica; nothing changed here: retry")
+		}
+		if r.opts.Shared != nil {
+			e := apierror.New(http.StatusServiceUnavailable, apierror.CodeStoreUnavailable, "", "store unavailable",
+				"the shared key store cannot be written; nothing changed: retry later")
+			e.Err = err
+			return e
+		}
 		e := apierror.New(http.StatusInternalServerError, apierror.CodePersistFailed, "", "persist failed", "the key store could not be written; nothing changed")
 		e.Err = err
 		return e
 	}
 	r.snap.Store(next)
 	return nil
+}
+
+// reloadOnConflict re-reads the shared document after a failed write (under
+// mu) and reports whether it had moved on: a lost race with another replica.
+func (r *Registry) reloadOnConflict() bool {
+	data, rev, err := r.opts.Shared.Load(context.Background())
+	if err != nil || rev == r.rev {
+		return false
+	}
+	next, err := r.parse(data, r.snap.Load())
+	if err != nil {
+		return false
+	}
+	r.rev = rev
+	r.snap.Store(next)
+	return true
 }
 
 // clone copies the maps (entries are shared: they are immutable apart from
@@ -212,6 +329,13 @@ func (r *Registry) Create(spec KeySpec) (Created, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cur := r.snap.Load()
+	if spec.KeyHash != "" {
+		// An import of an id that exists is checked first, so re-applying
+		// the same GitOps document is "exists", not "duplicate name".
+		if e, taken := cur.keys[spec.KeyID]; taken {
+			return Created{}, importConflict(e.rec, spec)
+		}
+	}
 	n := 0
 	for _, e := range cur.keys {
 		if e.rec.TenantID != spec.TenantID {
@@ -228,9 +352,6 @@ func (r *Registry) Create(spec KeySpec) (Created, error) {
 	var id, raw string
 	var h KeyHash
 	if spec.KeyHash != "" {
-		if _, taken := cur.keys[spec.KeyID]; taken {
-			return Created{}, apierror.Conflict(apierror.CodeRuleExists, FieldKeyID, "key exists", "a key with id "+spec.KeyID+" exists")
-		}
 		id = spec.KeyID
 		h, _ = ParseKeyHash(spec.KeyHash)
 	} else {
@@ -251,7 +372,7 @@ func (r *Registry) Create(spec KeySpec) (Created, error) {
 		rec.BurstSize = rec.RateLimitRPS
 	}
 	next := cur.clone()
-	next.keys[id] = &entry{rec: rec, lim: withLimits(nil, rec.RateLimitRPS, rec.BurstSize, rec.TokensPerMin, now), usage: &Usage{}}
+	next.keys[id] = &entry{rec: rec, lim: withLimits(nil, rec.RateLimitRPS, rec.BurstSize, rec.TokensPerMin, r.share, now), usage: &Usage{}}
 	if err := r.commit(next); err != nil {
 		return Created{}, err
 	}
@@ -335,7 +456,7 @@ func (r *Registry) Patch(id string, p KeyPatch) (KeyView, error) {
 		rec.ExpiresAt = p.ExpiresAt
 	}
 	next := cur.clone()
-	next.keys[id] = &entry{rec: &rec, lim: withLimits(e.lim, rec.RateLimitRPS, rec.BurstSize, rec.TokensPerMin, r.now()), usage: e.usage}
+	next.keys[id] = &entry{rec: &rec, lim: withLimits(e.lim, rec.RateLimitRPS, rec.BurstSize, rec.TokensPerMin, r.share, r.now()), usage: e.usage}
 	if err := r.commit(next); err != nil {
 		return KeyView{}, err
 	}
@@ -368,11 +489,54 @@ func (r *Registry) SetTenantLimit(t TenantLimit) (TenantLimit, error) {
 		prev = old.lim
 	}
 	next := cur.clone()
-	next.tenants[t.TenantID] = &tenantEntry{limit: t, lim: withLimits(prev, deref(t.RPS), deref(t.RPS), deref(t.TokensPerMin), r.now())}
+	next.tenants[t.TenantID] = &tenantEntry{limit: t, lim: withLimits(prev, deref(t.RPS), deref(t.RPS), deref(t.TokensPerMin), r.share, r.now())}
 	if err := r.commit(next); err != nil {
 		return TenantLimit{}, err
 	}
 	return t, nil
+}
+
+// DeleteTenantLimit removes a tenant's ceilings (its keys keep their own).
+func (r *Registry) DeleteTenantLimit(tenantID string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := r.snap.Load()
+	if _, ok := cur.tenants[tenantID]; !ok {
+		return apierror.New(http.StatusNotFound, CodeTenantNotFound, FieldTenantID, "tenant not found", "tenant "+tenantID+" has no limits")
+	}
+	next := cur.clone()
+	delete(next.tenants, tenantID)
+	return r.commit(next)
+}
+
+// SetShare makes this replica enforce 1/n of every key's and tenant's
+// limits (n < 1 is 1): the daemon sets n to the live replicas of a shared
+// store, so N replicas behind an even spread admit about one limit in all.
+// Buckets keep what was spent (in proportion to the old share).
+func (r *Registry) SetShare(n int) {
+	n = max(n, 1)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n == r.share {
+		return
+	}
+	r.share = n
+	cur, now := r.snap.Load(), r.now()
+	next := cur.clone()
+	for id, e := range cur.keys {
+		next.keys[id] = &entry{rec: e.rec, lim: withLimits(e.lim, e.rec.RateLimitRPS, e.rec.BurstSize, e.rec.TokensPerMin, n, now), usage: e.usage}
+	}
+	for id, t := range cur.tenants {
+		next.tenants[id] = &tenantEntry{limit: t.limit, lim: withLimits(t.lim, deref(t.limit.RPS), deref(t.limit.RPS), deref(t.limit.TokensPerMin), n, now)}
+	}
+	r.snap.Store(next) // nothing persisted changes
+}
+
+// Share is the current divisor of SetShare.
+func (r *Registry) Share() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.share
 }
 
 // TenantLimits lists tenant ceilings (tenant "" = all).

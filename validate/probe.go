@@ -55,6 +55,7 @@ type probeResult struct {
 	elapsed   time.Duration
 	err       error
 	errCode   string // the gateway's error code on a non-2xx answer
+	rateLimit string // x-ratelimit-limit-* headers (tenant controls), concatenated
 }
 
 // sharedPrefix is the system text of the cache-aware probe: long enough to
@@ -145,8 +146,23 @@ func (w *workflow) send(ctx context.Context, prompt string, stream bool) probeRe
 	return w.sendPath(ctx, w.opts.Path, prompt, stream)
 }
 
-// sendPath posts one probe to the rule's VIP on path.
+// sendPath posts one probe to the rule's VIP on path, with the tenant API
+// key when one was given (Options.APIKey), so keyed rules can be validated.
 func (w *workflow) sendPath(ctx context.Context, path, prompt string, stream bool) probeResult {
+	return w.sendAuth(ctx, path, prompt, stream, bearer(w.opts.APIKey))
+}
+
+// bearer sets Authorization: Bearer key (none for "").
+func bearer(key string) func(http.Header) {
+	return func(h http.Header) {
+		if key != "" {
+			h.Set("Authorization", "Bearer "+key)
+		}
+	}
+}
+
+// sendAuth is sendPath with the key headers set by auth.
+func (w *workflow) sendAuth(ctx context.Context, path, prompt string, stream bool, auth func(http.Header)) probeResult {
 	start := time.Now()
 	url := w.vipScheme + "://" + w.vip + path
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(probeBody(path, w.model, prompt, stream)))
@@ -154,6 +170,7 @@ func (w *workflow) sendPath(ctx context.Context, path, prompt string, stream boo
 		return probeResult{err: err}
 	}
 	req.Header.Set(headerContentType, contentTypeJSON)
+	auth(req.Header)
 	if w.compiled.Key.Host != "" {
 		req.Host = w.compiled.Key.Host
 	}
@@ -162,7 +179,8 @@ func (w *workflow) sendPath(ctx context.Context, path, prompt string, stream boo
 		return probeResult{err: fmt.Errorf("POST %s: %w", url, err), elapsed: time.Since(start)}
 	}
 	defer resp.Body.Close()
-	res := probeResult{status: resp.StatusCode, requestID: resp.Header.Get(headerRequestID)}
+	res := probeResult{status: resp.StatusCode, requestID: resp.Header.Get(headerRequestID),
+		rateLimit: resp.Header.Get("X-Ratelimit-Limit-Requests") + resp.Header.Get("X-Ratelimit-Limit-Tokens")}
 	if stream && resp.StatusCode == http.StatusOK {
 		if ct := resp.Header.Get(headerContentType); !strings.HasPrefix(ct, contentTypeSSE) {
 			res.err = fmt.Errorf("stream answered with Content-Type %q, want %s", ct, contentTypeSSE)

@@ -36,6 +36,7 @@ const (
 	StepCacheAware = "cache-aware probe"
 	StepKVExact    = "KV-exact"
 	StepDrain      = "drain and restore"
+	StepAPIKeys    = "API-key enforcement" // runs after StepStatus, before the probes
 )
 
 // Options configure one validation run.
@@ -75,6 +76,11 @@ type Options struct {
 	// replicas step is skipped) and its etcd client options.
 	Store string
 	Etcd  etcdstore.Options
+
+	// APIKey is a tenant API key (lxb_…) for rules that enforce keys: probes
+	// carry it, and the API-key step checks that a request without it is
+	// refused. Never printed. "" skips that step.
+	APIKey string
 }
 
 // DefaultModel is the probe model when nothing names one.
@@ -187,6 +193,7 @@ func (w *workflow) run(ctx context.Context) {
 		{StepRuleShape, w.ruleShape},
 		{StepReadiness, w.readiness},
 		{StepStatus, w.runtimeStatus},
+		{StepAPIKeys, w.apiKeys},
 		{StepNonStream, w.nonStream},
 		{StepStream, w.stream},
 		{StepRoles, w.roleTraffic},
@@ -221,4 +228,3 @@ func (w *workflow) run(ctx context.Context) {
 }
 
 func (w *workflow) progress() io.Writer { return w.opts.Progress }
-

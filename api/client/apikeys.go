@@ -86,3 +86,8 @@ func (c *Client) ListTenantLimits(ctx context.Context, tenantID string) ([]tenan
 	}
 	return out.Tenants, c.do(ctx, http.MethodGet, p, nil, &out)
 }
+
+// DeleteTenantLimit removes a tenant's ceilings.
+func (c *Client) DeleteTenantLimit(ctx context.Context, tenantID string) error {
+	return c.do(ctx, http.MethodDelete, pathTenantLimit+"/"+url.PathEscape(tenantID), nil, nil)
+}

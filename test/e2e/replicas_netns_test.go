@@ -159,6 +159,16 @@ func rnPost(c *http.Client, url, body string) (int, http.Header, string) {
 // namespace's address, not loopback).
 const rnToken = "netns-replicas-0123456789abcdef"
 
+// rnTokenFile writes the replicas' token file.
+func rnTokenFile(t *testing.T) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(f, []byte("rw:"+rnToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 // rnBearer adds the token to management API requests.
 type rnBearer struct{ base http.RoundTripper }
 
@@ -184,10 +194,7 @@ func TestReplicasInNetns(t *testing.T) {
 	store := etcd.URL("/netns")
 	p0, p1 := affFake(t, rnHostIP(1), pdfake.Prefill), affFake(t, rnHostIP(1), pdfake.Prefill)
 	d0 := affFake(t, rnHostIP(1), pdfake.Decode)
-	tokenFile := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(tokenFile, []byte("rw:"+rnToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokenFile := rnTokenFile(t)
 	reps := make([]*rnReplica, rnReplicas)
 	for i := range reps {
 		reps[i] = rnStart(t, bin, nss[i], i+1, store, tokenFile)
