@@ -65,11 +65,15 @@ func rnTopology(t *testing.T) []string {
 	for i := 1; i <= rnReplicas; i++ {
 		ns, host, peer := fmt.Sprintf("ig15r%d-%s", i, tag), fmt.Sprintf("ig%sh%d", tag, i), fmt.Sprintf("ig%sn%d", tag, i)
 		table := fmt.Sprintf("%d", 21300+i)
+		// A previous topology of this process (another test) is gone only
+		// once its veth is: namespace deletion frees it asynchronously.
+		_ = exec.Command("ip", "link", "del", host).Run()
 		rnIP(t, "netns", "add", ns)
 		t.Cleanup(func() {
 			_ = exec.Command("ip", "rule", "del", "from", rnHostIP(i), "table", table).Run()
 			_ = exec.Command("ip", "route", "flush", "table", table).Run()
-			_ = exec.Command("ip", "netns", "del", ns).Run() // takes the veth with it
+			_ = exec.Command("ip", "link", "del", host).Run() // the pair, synchronously
+			_ = exec.Command("ip", "netns", "del", ns).Run()
 		})
 		rnIP(t, "link", "add", host, "type", "veth", "peer", "name", peer)
 		rnIP(t, "link", "set", peer, "netns", ns)
