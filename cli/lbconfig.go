@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/infergate/infergate/api/client"
+	"github.com/infergate/infergate/atomicfile"
 	"github.com/infergate/infergate/rules"
 	"github.com/spf13/cobra"
 )
@@ -97,28 +98,11 @@ func blankCounters(raw []byte) ([]byte, error) {
 
 // writeWithBackup writes path atomically, keeping the previous file as .bk.
 func writeWithBackup(path string, body []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, ".lbconfig-*")
-	if err != nil {
-		return fmt.Errorf("save: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(body, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("save %s: %w", path, err)
-	}
-	if err := tmp.Chmod(lbConfigFileMode); err != nil {
-		tmp.Close()
-		return fmt.Errorf("save %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("save %s: %w", path, err)
-	}
 	if err := os.Rename(path, path+lbConfigBackup); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("save: keep the previous %s: %w", path, err)
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("save %s: %w", path, err)
+	if err := atomicfile.Write(path, append(body, '\n'), lbConfigFileMode); err != nil {
+		return fmt.Errorf("save: %w", err)
 	}
 	return nil
 }

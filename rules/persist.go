@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/infergate/infergate/atomicfile"
 	"github.com/sirupsen/logrus"
 )
 
@@ -128,50 +129,9 @@ func encodeDoc(wires [][]byte) []byte {
 	return append(doc, '"', '}')
 }
 
-// writeFileAtomic replaces path with data so that a crash at any point leaves
-// either the old or the new file: temp file in the same directory, write,
-// fsync, rename over path, fsync the directory (makes the rename durable).
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("create temp file in %s: %w", dir, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err = f.Chmod(stateFileMode); err != nil {
-		return fmt.Errorf("chmod %s: %w", tmp, err)
-	}
-	if _, err = f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", tmp, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp, err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("rename %s to %s: %w", tmp, path, err)
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open dir %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync dir %s: %w", dir, err)
-	}
-	return nil
+// writeFileAtomic replaces a state file (mode stateFileMode) crash-safely.
+func writeFileAtomic(path string, data []byte) error {
+	return atomicfile.Write(path, data, stateFileMode)
 }
 
 // loadState reads rules.json and returns each persisted rule's raw JSON. A
@@ -201,7 +161,7 @@ func (b *FileBackend) loadState() ([]json.RawMessage, error) {
 	if qerr != nil {
 		return nil, fmt.Errorf("rules: %s is corrupt (%s) and could not be quarantined: %w", path, reason, qerr)
 	}
-	if err := syncDir(b.dir); err != nil {
+	if err := atomicfile.SyncDir(b.dir); err != nil {
 		return nil, fmt.Errorf("rules: quarantine %s: %w", path, err)
 	}
 	b.log.WithFields(logrus.Fields{"path": path, "quarantined_to": dst, "reason": reason}).

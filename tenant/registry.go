@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/apierror"
+	"github.com/infergate/infergate/atomicfile"
 	"github.com/sirupsen/logrus"
 )
 
@@ -265,7 +266,7 @@ func (r *Registry) persist(s *snapshot) error {
 	if err := os.MkdirAll(r.opts.StateDir, 0o700); err != nil {
 		return fmt.Errorf("tenant: create state dir: %w", err)
 	}
-	return writeFileAtomic(r.path(), data)
+	return atomicfile.Write(r.path(), data, 0o600)
 }
 
 // commit persists next and publishes it; on failure nothing changes.
@@ -559,41 +560,4 @@ func (r *Registry) KeyUsage(id string) (UsageView, error) {
 		return UsageView{}, notFound(id)
 	}
 	return e.usage.view(id, e.rec.TenantID), nil
-}
-
-// writeFileAtomic replaces path with data (temp file, fsync, rename, dir
-// fsync) so a crash leaves the old or the new file, mode 0600.
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("tenant: create temp file in %s: %w", dir, err)
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if err = f.Chmod(0o600); err != nil {
-		return fmt.Errorf("tenant: chmod: %w", err)
-	}
-	if _, err = f.Write(data); err != nil {
-		return fmt.Errorf("tenant: write: %w", err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("tenant: fsync: %w", err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("tenant: close: %w", err)
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("tenant: rename: %w", err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("tenant: open dir: %w", err)
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/infergate/infergate/atomicfile"
 	"github.com/infergate/infergate/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
@@ -398,11 +399,7 @@ func (s *Store) writeStateLocked() error {
 	if err != nil {
 		return err
 	}
-	tmp := s.opts.StateFile + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return fmt.Errorf("tls: persist SNI registrations: %w", err)
-	}
-	if err := os.Rename(tmp, s.opts.StateFile); err != nil {
+	if err := atomicfile.Write(s.opts.StateFile, data, 0o600); err != nil {
 		return fmt.Errorf("tls: persist SNI registrations: %w", err)
 	}
 	return nil
