@@ -62,7 +62,7 @@ func newCreateCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := g.apiClient()
+			c, err := g.client()
 			if err != nil {
 				return err
 			}

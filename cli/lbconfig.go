@@ -39,7 +39,7 @@ func newSaveCmd(g *globals) *cobra.Command {
 			if !lb && !all {
 				return usagef("say what to save: --lb (or --all, which is the same here: rules are all infergate has)")
 			}
-			c, err := g.apiClient()
+			c, err := g.client()
 			if err != nil {
 				return err
 			}
@@ -145,7 +145,7 @@ func applyLBConfig(cmd *cobra.Command, g *globals, path string) error {
 	if err != nil {
 		return err
 	}
-	c, err := g.apiClient()
+	c, err := g.client()
 	if err != nil {
 		return err
 	}

@@ -169,8 +169,8 @@ func (l *loxiCreateFlags) protocolPort(tcp string) (proto, spec string, err erro
 }
 
 // apply maps the flags onto the rule (--security and the HSTS flags are
-// create_tls.go's); loxicmd's mTLS names, sockMapMode and the fc_* fields
-// go to extra, merged
+// create_tls.go's); sockMapMode and the fc_* fields the model lacks go to
+// extra, merged
 // into serviceArguments as loxicmd names them.
 func (l *loxiCreateFlags) apply(r *rules.Rule) (extra map[string]any, err error) {
 	sa := &r.ServiceArguments
@@ -206,8 +206,14 @@ func (l *loxiCreateFlags) apply(r *rules.Rule) (extra map[string]any, err error)
 			extra[key] = v
 		}
 	}
-	set("connection-limit", "connectionLimit", l.connectionLimit)
-	set("api-key-auth", "api_key_auth", l.apiKeyAuth)
+	// Fields the rule model carries go onto the rule; only keys it lacks
+	// (sockMapMode, fc_*) travel as extra so the server names them.
+	if l.fs.Changed("connection-limit") {
+		sa.ConnectionLimit = int(l.connectionLimit)
+	}
+	if l.fs.Changed("api-key-auth") {
+		sa.APIKeyAuth = l.apiKeyAuth
+	}
 	set("sockmap-mode", "sockMapMode", l.sockMapMode)
 	for flag, v := range l.fcNums {
 		set(flag, fcNumFlags[flag], *v)
@@ -215,42 +221,45 @@ func (l *loxiCreateFlags) apply(r *rules.Rule) (extra map[string]any, err error)
 	for flag, v := range l.fcWords {
 		set(flag, fcWordFlags[flag], *v)
 	}
-	front := map[string]any{}
-	for flag, kv := range map[string]struct {
-		key string
-		v   any
-	}{
-		"mtls-client-cert-mode":  {"client_cert_mode", l.mtlsFront.certMode},
-		"mtls-client-ca-path":    {"client_ca_path", l.mtlsFront.caPath},
-		"mtls-require-client-cn": {"require_client_cn", l.mtlsFront.requireCN},
-		"mtls-client-cn-pattern": {"client_cn_pattern", l.mtlsFront.cnPattern},
-		"mtls-client-crl-path":   {"client_crl_path", l.mtlsFront.crlPath},
-	} {
-		if l.fs.Changed(flag) {
-			front[kv.key] = kv.v
-		}
-	}
-	if len(front) > 0 {
-		extra["mtls_frontend"] = front
-	}
-	back := map[string]any{}
-	for flag, kv := range map[string]struct {
-		key string
-		v   any
-	}{
-		"mtls-backend-verify-server": {"verify_server_cert", l.mtlsBack.verify},
-		"mtls-backend-ca-path":       {"backend_ca_path", l.mtlsBack.caPath},
-		"mtls-backend-cert-path":     {"client_cert_path", l.mtlsBack.certPath},
-		"mtls-backend-key-path":      {"client_key_path", l.mtlsBack.keyPath},
-	} {
-		if l.fs.Changed(flag) {
-			back[kv.key] = kv.v
-		}
-	}
-	if len(back) > 0 {
-		extra["mtls_backend"] = back
-	}
+	l.applyMTLS(sa)
 	return extra, nil
+}
+
+// applyMTLS maps loxicmd's --mtls-* flags onto the rule's mtls_frontend and
+// mtls_backend (filling what create_tls.go's flags already set).
+func (l *loxiCreateFlags) applyMTLS(sa *rules.ServiceArguments) {
+	ch := l.fs.Changed
+	if ch("mtls-client-cert-mode") || ch("mtls-client-ca-path") || ch("mtls-require-client-cn") ||
+		ch("mtls-client-cn-pattern") || ch("mtls-client-crl-path") {
+		if sa.MTLSFrontend == nil {
+			sa.MTLSFrontend = &rules.MTLSFrontend{}
+		}
+		fe, f := sa.MTLSFrontend, l.mtlsFront
+		setIfChanged(ch("mtls-client-cert-mode"), &fe.ClientCertMode, f.certMode)
+		setIfChanged(ch("mtls-client-ca-path"), &fe.ClientCAPath, f.caPath)
+		setIfChanged(ch("mtls-require-client-cn"), &fe.RequireClientCN, f.requireCN)
+		setIfChanged(ch("mtls-client-cn-pattern"), &fe.ClientCNPattern, f.cnPattern)
+		setIfChanged(ch("mtls-client-crl-path"), &fe.ClientCRLPath, f.crlPath)
+	}
+	if ch("mtls-backend-verify-server") || ch("mtls-backend-ca-path") || ch("mtls-backend-cert-path") || ch("mtls-backend-key-path") {
+		if sa.MTLSBackend == nil {
+			sa.MTLSBackend = &rules.MTLSBackend{}
+		}
+		be, b := sa.MTLSBackend, l.mtlsBack
+		if ch("mtls-backend-verify-server") {
+			v := b.verify
+			be.VerifyServerCert = &v
+		}
+		setIfChanged(ch("mtls-backend-ca-path"), &be.BackendCAPath, b.caPath)
+		setIfChanged(ch("mtls-backend-cert-path"), &be.ClientCertPath, b.certPath)
+		setIfChanged(ch("mtls-backend-key-path"), &be.ClientKeyPath, b.keyPath)
+	}
+}
+
+func setIfChanged[T any](changed bool, dst *T, v T) {
+	if changed {
+		*dst = v
+	}
 }
 
 // encodeWithExtra marshals r with extra merged into serviceArguments.

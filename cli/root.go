@@ -110,9 +110,6 @@ func (g *globals) resolveServer() error {
 	return nil
 }
 
-// apiClient is client (kept for the loxicmd-compatible commands).
-func (g *globals) apiClient() (*client.Client, error) { return g.client() }
-
 // Main runs the CLI with args (without the program name) and returns the
 // exit code.
 func Main(ctx context.Context, args []string, env Env) int {
