@@ -170,8 +170,7 @@ func (l *loxiCreateFlags) protocolPort(tcp string) (proto, spec string, err erro
 
 // apply maps the flags onto the rule (--security and the HSTS flags are
 // create_tls.go's); sockMapMode and the fc_* fields the model lacks go to
-// extra, merged
-// into serviceArguments as loxicmd names them.
+// extra, merged into serviceArguments as loxicmd names them.
 func (l *loxiCreateFlags) apply(r *rules.Rule) (extra map[string]any, err error) {
 	sa := &r.ServiceArguments
 	switch {

@@ -77,6 +77,7 @@ type compiled struct {
 	cb                      breakerConfig
 
 	sessionHeader string // canonical header name for SessionFromHeader
+	keys          bool   // requests need an API key (enforcesKeys, tenant.go)
 
 	rr       atomic.Uint64 // round-robin cursor (sel 0, tie-breaks)
 	wrr      wrrState      // smooth WRR current weights (sel 2, slow path)
@@ -138,6 +139,7 @@ func newCompiled(r *spec.Rule, prev map[string]*endpoint, opts *Options, m *metr
 		m:     m,
 	}
 	c.wrr.cur = make([]int, len(r.Endpoints))
+	c.keys = enforcesKeys(r, opts)
 	if r.CircuitBreaker || r.PD != nil {
 		c.cb = breakerConfig{
 			enabled:      true,

@@ -121,15 +121,12 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"path "+strconvQuote(r.URL.Path)+" is not in this rule's allowed_paths")
 		return
 	}
-	keyed := rt.enforcesKeys(c.rule)
-	// A keyed rule reads a JSON body for the key's model allow-list and the
-	// token reservation; other bodies stream through unread.
-	if body == nil && (c.bodyForRule(r) || keyed && hasBody(r) && routableContentType(r.Header.Get(headerContentType))) {
+	if body == nil && c.bodyForRule(r) { // other bodies stream through unread
 		if body = rt.readBodyOrFail(x); body == nil {
 			return
 		}
 	}
-	if keyed {
+	if c.keys {
 		k, b, ok := rt.admitKey(x, c, body, model)
 		if !ok {
 			return

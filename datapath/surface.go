@@ -153,8 +153,9 @@ func bodyForMatch(t *routeTable, r *http.Request) bool {
 
 // bodyForRule reports whether the matched rule routes on the body: a P/D
 // generation request (the dialect rewrites it, whatever its type: a
-// non-JSON one is then refused naming the path), or a single pool keyed on
-// the prompt (KV-exact mode 3, CHWBL) with a JSON body.
+// non-JSON one is then refused naming the path) or a JSON side-path body on
+// P/D, or a single pool keyed on the prompt (KV-exact mode 3, CHWBL) or
+// enforcing API keys, with a JSON body.
 func (c *compiled) bodyForRule(r *http.Request) bool {
 	if !hasBody(r) {
 		return false
@@ -166,9 +167,11 @@ func (c *compiled) bodyForRule(r *http.Request) bool {
 		return pdRouteFor(c.rule.Engine, r.Method, r.URL.Path).kind == pdSequence ||
 			routableContentType(r.Header.Get(headerContentType))
 	}
-	keyed := (c.kv != nil && c.kv.Mode() == 3) ||
+	// Keyed rules read a JSON body for the key's model allow-list and the
+	// token reservation.
+	routes := (c.kv != nil && c.kv.Mode() == 3) || c.keys ||
 		c.rule.Selector == spec.SelCHWBL || c.rule.Selector == spec.SelWeightedCHWBL
-	return keyed && routableContentType(r.Header.Get(headerContentType))
+	return routes && routableContentType(r.Header.Get(headerContentType))
 }
 
 // pathAllowed applies the rule's optional allowed_paths (an infergate

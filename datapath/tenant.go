@@ -17,16 +17,17 @@ type KeyAdmitter interface {
 // Error code of a rule that enforces keys on a gateway without a key store.
 const CodeKeysUnavailable = "api_keys_unavailable"
 
-// enforcesKeys is the rule's key policy: api_key_auth "required", or LoxiLB's
-// sse_mode when the daemon follows LoxiLB there.
-func (rt *Runtime) enforcesKeys(r *spec.Rule) bool {
+// enforcesKeys is a rule's key policy: api_key_auth "required", or LoxiLB's
+// sse_mode when the daemon follows LoxiLB there. It is decided once per
+// compiled generation (compiled.keys), not per request.
+func enforcesKeys(r *spec.Rule, opts *Options) bool {
 	switch r.APIKeys {
 	case spec.KeysRequired:
 		return true
 	case spec.KeysOff:
 		return false
 	}
-	return r.SSE && rt.opts.SSEModeEnforcesKeys
+	return r.SSE && opts.SSEModeEnforcesKeys
 }
 
 // keyCheck is one admitted request's metering state.
