@@ -59,11 +59,19 @@ func (u *UsageWriter) Flush() {
 // Unwrap lets http.ResponseController reach the client's writer.
 func (u *UsageWriter) Unwrap() http.ResponseWriter { return u.ResponseWriter }
 
+// remember keeps at least the last meterTail bytes written. It compacts
+// only when twice that has piled up, so a stream of small events costs an
+// append each, not a meterTail-sized move per event.
 func (u *UsageWriter) remember(b []byte) {
-	u.tail = append(u.tail, b...)
-	if over := len(u.tail) - meterTail; over > 0 {
-		u.tail = append(u.tail[:0], u.tail[over:]...)
+	if len(b) >= meterTail {
+		u.tail = append(u.tail[:0], b[len(b)-meterTail:]...)
+		return
 	}
+	if len(u.tail)+len(b) > 2*meterTail {
+		keep := meterTail - len(b)
+		u.tail = append(u.tail[:0], u.tail[len(u.tail)-keep:]...)
+	}
+	u.tail = append(u.tail, b...)
 }
 
 // Write forwards b, minus the hidden usage event.

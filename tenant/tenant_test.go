@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -158,7 +159,7 @@ func TestRequestRateLimit(t *testing.T) {
 }
 
 func TestTokenReservationBoundsOvershoot(t *testing.T) {
-	r, c := newTestRegistry(t, "")
+	r, _ := newTestRegistry(t, "")
 	k := mustCreate(t, r, KeySpec{TenantID: "t", Name: "k", TokensPerMin: ip(1000)})
 	// A burst of concurrent long requests: each reserves 400 before any
 	// finishes. Only as many pass as the budget covers plus one overrun.
@@ -184,7 +185,6 @@ func TestTokenReservationBoundsOvershoot(t *testing.T) {
 	if u.PromptTokens != 180 || u.CompletionTokens != 120 || u.Requests != 4 || u.Rejected != 7 {
 		t.Fatalf("usage %+v", u)
 	}
-	c.add(time.Minute)
 }
 
 func TestTenantCeilingOverKeys(t *testing.T) {
@@ -368,6 +368,12 @@ func TestConcurrentAdmitAndPatch(t *testing.T) {
 		}
 	}
 	wg.Wait()
+	// Every Admit was counted once and the last PATCH is what stands.
+	u, _ := r.KeyUsage(k.KeyID)
+	v, _ := r.Get(k.KeyID)
+	if u.Requests+u.Rejected != 2000 || u.CompletionTokens != 3*u.Requests || v.RateLimitRPS != 1049 {
+		t.Fatalf("after concurrent admits and patches: usage %+v, key %+v", u, v)
+	}
 }
 
 func BenchmarkAdmitHit(b *testing.B) {
@@ -440,4 +446,25 @@ func TestLimiterAccuracyUnderOverload(t *testing.T) {
 		t.Fatalf("tokens at 10× overload: charged %d, limit %d (+%d)", tokens, limit, est)
 	}
 	t.Logf("tokens: charged %d, limit allows %d", tokens, limit)
+}
+
+// TestUsageFoundAfterLongStream: the usage event at the end of a stream far
+// longer than the kept tail is still found, in small and large writes.
+func TestUsageFoundAfterLongStream(t *testing.T) {
+	for _, chunk := range []int{7, 300, 20000} {
+		rec := httptest.NewRecorder()
+		uw := NewUsageWriter(rec, false)
+		filler := []byte(strings.Repeat("data: {\"choices\":[{\"text\":\"x\"}]}\n\n", 2000))
+		for i := 0; i < len(filler); i += chunk {
+			_, _ = uw.Write(filler[i:min(i+chunk, len(filler))])
+		}
+		_, _ = uw.Write([]byte(`data: {"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":34}}` + "\n\ndata: [DONE]\n\n"))
+		p, c, ok := uw.Usage()
+		if !ok || p != 12 || c != 34 {
+			t.Fatalf("chunk %d: usage %d %d %v", chunk, p, c, ok)
+		}
+		if rec.Body.Len() != len(filler)+len(`data: {"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":34}}`)+len("\n\ndata: [DONE]\n\n") {
+			t.Fatalf("chunk %d: client got %d bytes", chunk, rec.Body.Len())
+		}
+	}
 }
