@@ -12,9 +12,9 @@ import (
 
 	"github.com/infergate/infergate/api"
 	"github.com/infergate/infergate/apierror"
-	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/spec"
 )
 
 // recordingExplainer records what the handler passed on and answers with a

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/spec"
 )
 
 func loxiFixture(t *testing.T, name string) []byte {

@@ -3,8 +3,8 @@ package api
 import (
 	"strconv"
 
-	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/spec"
 )
 
 // GET reads like LoxiLB's (issue 12): LoxiLB's scripts and loxicmd parse

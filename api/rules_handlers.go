@@ -11,8 +11,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/infergate/infergate/apierror"
-	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/spec"
 	"github.com/infergate/infergate/tlsmat"
 	"github.com/sirupsen/logrus"
 )

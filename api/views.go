@@ -1,7 +1,7 @@
 package api
 
 import (
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 	"github.com/infergate/infergate/swagger"
 )
 

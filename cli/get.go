@@ -11,8 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/spec"
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 )

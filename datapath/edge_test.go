@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/apierror"
-	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/metrics"
+	"github.com/infergate/infergate/spec"
 	dto "github.com/prometheus/client_model/go"
 )
 

@@ -8,7 +8,7 @@ import (
 	"github.com/infergate/infergate/apierror"
 	"github.com/infergate/infergate/datapath/chwbl"
 	"github.com/infergate/infergate/datapath/ladder"
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 )
 
 // Outcomes of an Explanation.

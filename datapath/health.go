@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 )
 
 // Probe types (wire: probetype).

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/metrics"
+	"github.com/infergate/infergate/spec"
 	"github.com/infergate/infergate/test/fakeengine"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"

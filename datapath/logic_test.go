@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/infergate/infergate/datapath/ladder"
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 )
 
 func TestRouteMatchMostSpecific(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/apierror"
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 	"github.com/infergate/infergate/test/fakeengine"
 )
 

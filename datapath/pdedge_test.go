@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 )
 
 // Client transfer state on every path of a P/D rule: the dialects' legs,

@@ -4,7 +4,7 @@ import (
 	"slices"
 
 	"github.com/infergate/infergate/datapath/ladder"
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 )
 
 // Issue 15: engines that register themselves may advertise facts a

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 )
 
 // TestPDPairCompatibility: with advertised pair facts (engines that

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/datapath/pd"
-	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/metrics"
+	"github.com/infergate/infergate/spec"
 	"github.com/infergate/infergate/test/fakeengine"
 	"github.com/infergate/infergate/test/pdfake"
 	"github.com/prometheus/client_golang/prometheus"

@@ -8,9 +8,9 @@ import (
 	"github.com/infergate/infergate/datapath/chwbl"
 	"github.com/infergate/infergate/datapath/ladder"
 	"github.com/infergate/infergate/datapath/pd"
-	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/radix"
+	"github.com/infergate/infergate/spec"
 	"github.com/sirupsen/logrus"
 )
 

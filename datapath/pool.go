@@ -10,8 +10,8 @@ import (
 
 	"github.com/infergate/infergate/datapath/chwbl"
 	"github.com/infergate/infergate/datapath/kvplane"
-	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/metrics"
+	"github.com/infergate/infergate/spec"
 	"github.com/prometheus/client_golang/prometheus"
 )
 

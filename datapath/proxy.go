@@ -18,7 +18,7 @@ import (
 
 	"github.com/infergate/infergate/datapath/hop"
 	"github.com/infergate/infergate/datapath/reqbody"
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 	"github.com/sirupsen/logrus"
 )
 

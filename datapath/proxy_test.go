@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/apierror"
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 	"github.com/infergate/infergate/test/fakeengine"
 )
 

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 )
 
 // TestEngineGetsExactlyOneRequestID: whatever X-Request-Id values a client

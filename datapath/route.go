@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 )
 
 // Path match modes (wire: path_match_mode; "" and "disabled" mean off).

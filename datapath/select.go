@@ -8,7 +8,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/infergate/infergate/datapath/chwbl"
 	"github.com/infergate/infergate/datapath/ladder"
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 )
 
 // pickFacts are the request facts selectors key on.

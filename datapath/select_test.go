@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/metrics"
+	"github.com/infergate/infergate/spec"
 	"github.com/prometheus/client_golang/prometheus"
 )
 

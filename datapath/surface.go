@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 )
 
 // The engines' HTTP surface. A single-pool rule forwards every path and

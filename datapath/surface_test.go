@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 )
 
 func TestPDRouteFor(t *testing.T) {

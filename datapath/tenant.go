@@ -4,7 +4,7 @@ import (
 	"net/http"
 
 	"github.com/infergate/infergate/datapath/ladder"
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 	"github.com/infergate/infergate/tenant"
 )
 

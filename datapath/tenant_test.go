@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/metrics"
+	"github.com/infergate/infergate/spec"
 	"github.com/infergate/infergate/tenant"
 	"github.com/prometheus/client_golang/prometheus"
 )

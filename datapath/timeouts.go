@@ -3,7 +3,7 @@ package datapath
 import (
 	"time"
 
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 )
 
 // silence is how long one rule lets an engine stay silent, by phase of the

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 )
 
 func TestCapBy(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/infergate/infergate/apierror"
 	"github.com/infergate/infergate/datapath/pd"
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 	"github.com/infergate/infergate/tlsmat"
 )
 

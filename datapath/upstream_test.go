@@ -8,7 +8,7 @@ import (
 
 	"bufio"
 	"errors"
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 	"github.com/infergate/infergate/test/fakeengine"
 	"io"
 	"net/http"

@@ -6,7 +6,7 @@ import (
 	"net/http"
 
 	"github.com/infergate/infergate/apierror"
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 )
 
 // Backend is where a Store keeps its rules durably. Two implementations

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/apierror"
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 )
 
 // Compile-time defaults for "0 means default" wire fields. They follow

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 )
 
 func TestCompileDefaults(t *testing.T) {

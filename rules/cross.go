@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/infergate/infergate/apierror"
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 )
 
 // Wire values the cross-field pass and the compiler interpret.

@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/infergate/infergate/apierror"
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 )
 
 // Validation and compilation of the LoxiLB fields issue 12 added:

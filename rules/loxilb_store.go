@@ -5,7 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/infergate/infergate/apierror"
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 )
 
 // servedKeys are the route keys a rule answers on: its own key and the same

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/infergate/infergate/apierror"
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 )
 
 // Bodies as LoxiLB's clients send them decode, validate and compile.

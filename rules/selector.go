@@ -4,7 +4,7 @@ import (
 	"strings"
 
 	"github.com/infergate/infergate/apierror"
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 )
 
 // Issue 15: a rule may take its endpoints from engine self-registrations

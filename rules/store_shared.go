@@ -12,7 +12,7 @@ import (
 	"slices"
 
 	"github.com/infergate/infergate/apierror"
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 	"github.com/sirupsen/logrus"
 )
 

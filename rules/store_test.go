@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/apierror"
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 	"github.com/sirupsen/logrus"
 )
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/infergate/infergate/datapath/chwbl"
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 )
 
 // Example shows a sel 8 decision: one ring per compiled rule, a routing key

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 )
 
 func members(n int, weights ...int) []Member {

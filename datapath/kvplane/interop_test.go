@@ -20,10 +20,10 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/infergate/infergate/datapath/ladder"
-	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/kvexact"
 	"github.com/infergate/infergate/kvexact/zmqsub"
 	"github.com/infergate/infergate/metrics"
+	"github.com/infergate/infergate/spec"
 	"github.com/infergate/infergate/test/kvfake"
 )
 

@@ -16,12 +16,12 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/infergate/infergate/datapath/ladder"
-	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/kvexact"
 	"github.com/infergate/infergate/kvexact/tokenize"
 	"github.com/infergate/infergate/kvexact/trtpoll"
 	"github.com/infergate/infergate/kvexact/zmqsub"
 	"github.com/infergate/infergate/metrics"
+	"github.com/infergate/infergate/spec"
 )
 
 // DefaultZMQPort is kvZmqPort's default (vLLM's and LoxiLB's).

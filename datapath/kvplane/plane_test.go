@@ -13,11 +13,11 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/infergate/infergate/datapath/ladder"
-	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/kvexact"
 	"github.com/infergate/infergate/kvexact/trtpoll"
 	"github.com/infergate/infergate/kvexact/zmqsub"
 	"github.com/infergate/infergate/metrics"
+	"github.com/infergate/infergate/spec"
 )
 
 // recorder is an injected starter: it records every source started and

@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/datapath/ladder"
-	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/kvexact"
 	"github.com/infergate/infergate/kvexact/tokenize"
+	"github.com/infergate/infergate/spec"
 )
 
 // RuleKV is one installed rule's KV-exact view: immutable, replaced by the

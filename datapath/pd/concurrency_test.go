@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/datapath/pd"
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 )
 
 // TestMain fails the package when goroutines outlive the tests: Serve must

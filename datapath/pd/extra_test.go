@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/infergate/infergate/datapath/pd"
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 	"github.com/infergate/infergate/test/pdfake"
 )
 

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/datapath/pd"
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 	"github.com/infergate/infergate/test/pdfake"
 	"github.com/sirupsen/logrus"
 )

@@ -3,7 +3,7 @@ package pd
 import (
 	"time"
 
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 )
 
 // Phase names a leg of a P/D sequence.

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 	"github.com/sirupsen/logrus"
 )
 

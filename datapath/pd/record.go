@@ -1,8 +1,8 @@
 package pd
 
 import (
-	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/metrics"
+	"github.com/infergate/infergate/spec"
 )
 
 // Values of the phase and status labels of loxilb_ai_pd_requests_total.

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 )
 
 // trtllm is the TensorRT-LLM disaggregated sequence: a context_only request

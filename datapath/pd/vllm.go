@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 )
 
 // vllm is the vLLM NIXL sequence: a one-token prefill that keeps its KV

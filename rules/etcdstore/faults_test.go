@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/apierror"
-	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/rules"
 	"github.com/infergate/infergate/rules/etcdstore"
 	"github.com/infergate/infergate/rules/etcdstore/etcdtest"
 	"github.com/infergate/infergate/rules/storetest"
+	"github.com/infergate/infergate/spec"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 

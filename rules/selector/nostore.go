@@ -2,8 +2,8 @@ package selector
 
 import (
 	"github.com/infergate/infergate/apierror"
-	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/spec"
 )
 
 // WithoutRegistry wraps the runtime of a gateway whose store is the local

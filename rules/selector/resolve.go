@@ -6,8 +6,8 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/rules/etcdstore"
+	"github.com/infergate/infergate/spec"
 )
 
 // MaxEndpoints is a rule's endpoint cap (the wire limit of a static rule).

@@ -7,9 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/rules"
 	"github.com/infergate/infergate/rules/etcdstore"
+	"github.com/infergate/infergate/spec"
 	"github.com/sirupsen/logrus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )

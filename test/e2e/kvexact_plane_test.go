@@ -17,8 +17,8 @@ import (
 
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/datapath/ladder"
-	"github.com/infergate/infergate/datapath/spec"
 	"github.com/infergate/infergate/metrics"
+	"github.com/infergate/infergate/spec"
 	"github.com/infergate/infergate/test/pdfake"
 )
 

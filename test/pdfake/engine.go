@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 )
 
 // Dialect is the engine family a fake speaks.

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/datapath"
-	"github.com/infergate/infergate/datapath/spec"
+	"github.com/infergate/infergate/spec"
 )
 
 func main() {
