@@ -117,6 +117,7 @@ func NewWithMetrics(opts Options, m *metrics.Metrics, log logrus.FieldLogger) *R
 }
 
 func newRuntime(opts Options, m *metrics.Datapath, pdm *metrics.PD, rx *metrics.Radix, kvm *metrics.KV, edge *metrics.Edge, tlsm *metrics.TLS, log logrus.FieldLogger) *Runtime {
+	opts = opts.withDefaults()
 	if log == nil {
 		l := logrus.New()
 		l.SetOutput(io.Discard)

@@ -13,30 +13,30 @@ import (
 
 // Options configures the etcd client of a Backend.
 type Options struct {
-	Endpoints []string // host:port of each member
-	Prefix    string   // key prefix, default /infergate
+	Endpoints []string `yaml:"-"` // host:port of each member
+	Prefix    string   `yaml:"-"` // key prefix, default /infergate
 
-	DialTimeout    time.Duration // per member connect, default 2 s
-	RequestTimeout time.Duration // Load and health probes, default 2 s
-	HealthInterval time.Duration // how often reachability is probed, default 500 ms
-	RetryDelay     time.Duration // first pause before re-opening a failed watch, default 100 ms
+	DialTimeout    time.Duration `yaml:"etcd-dial-timeout"`    // per member connect, default 2 s
+	RequestTimeout time.Duration `yaml:"etcd-request-timeout"` // Load and health probes, default 2 s
+	HealthInterval time.Duration `yaml:"-"`                    // how often reachability is probed, default 500 ms
+	RetryDelay     time.Duration `yaml:"-"`                    // first pause before re-opening a failed watch, default 100 ms
 
-	TLS TLSOptions
+	TLS TLSOptions `yaml:",inline"`
 
 	// Username authenticates with etcd's auth; the password is read from
 	// PasswordFile (never a flag value, so it stays out of ps and history).
-	Username     string
-	PasswordFile string
+	Username     string `yaml:"etcd-user"`
+	PasswordFile string `yaml:"etcd-password-file"`
 }
 
 // TLSOptions are the client's TLS settings; TLS is on when Enabled or any
 // file is set (and with an etcds:// URL).
 type TLSOptions struct {
-	Enabled    bool
-	CAFile     string // PEM bundle that signs the members' certificates ("" = system roots)
-	CertFile   string // client certificate (mutual TLS)
-	KeyFile    string
-	ServerName string // overrides the name checked in the members' certificates
+	Enabled    bool   `yaml:"-"`
+	CAFile     string `yaml:"etcd-ca"`   // PEM bundle that signs the members' certificates ("" = system roots)
+	CertFile   string `yaml:"etcd-cert"` // client certificate (mutual TLS)
+	KeyFile    string `yaml:"etcd-key"`
+	ServerName string `yaml:"etcd-server-name"` // overrides the name checked in the members' certificates
 }
 
 // DefaultOptions returns the documented defaults; Endpoints must be set.
