@@ -8,7 +8,7 @@ import (
 
 	"github.com/infergate/infergate/api/auth"
 	"github.com/infergate/infergate/datapath"
-	"github.com/infergate/infergate/rules/etcdstore"
+	"github.com/infergate/infergate/rules/store/etcdstore"
 	"github.com/infergate/infergate/tenant"
 	"github.com/infergate/infergate/tlsmat"
 )

@@ -29,7 +29,7 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// Runtime serves compiled rules. It implements rules.Runtime (Install,
+// Runtime serves compiled rules. It implements store.Runtime (Install,
 // Remove) and the API's status source (Status). The control plane (Install,
 // Remove, Status, Close) is serialised by mu; the request path takes no lock
 // for configuration.

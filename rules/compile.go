@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/infergate/infergate/apierror"
 	"github.com/infergate/infergate/spec"
 )
 
@@ -289,12 +288,4 @@ func orString(v, def string) string {
 		return def
 	}
 	return v
-}
-
-// notReadyResult is LoxiLB's boot-gate text.
-const notReadyResult = "configuration writes are rejected until the boot config replay settles"
-
-func errNotReady() *apierror.Error {
-	return apierror.New(503, apierror.CodeNotReady, "", notReadyResult,
-		"the daemon is still replaying its persisted rules; retry shortly")
 }

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infergate/infergate/rules/etcdstore/etcdtest"
+	"github.com/infergate/infergate/rules/store/etcdstore/etcdtest"
 	"github.com/infergate/infergate/test/pdfake"
 )
 

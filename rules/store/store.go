@@ -1,4 +1,4 @@
-package rules
+package store
 
 import (
 	"cmp"
@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/apierror"
+	"github.com/infergate/infergate/rules"
 	"github.com/infergate/infergate/spec"
 	"github.com/sirupsen/logrus"
 )
@@ -62,15 +62,15 @@ func (o Outcome) String() string {
 // compiled from that form, so Compiled.Endpoints[i] is Rule.Endpoints[i].
 // Both are shared with the store's snapshot: treat them as read-only.
 type Entry struct {
-	Rule     Rule
+	Rule     rules.Rule
 	Compiled *spec.Rule
 	// Revision is the backend revision of this version (its compare-and-
 	// swap token for the next write of the key).
 	Revision int64
 }
 
-// StoreOptions configures a Store.
-type StoreOptions struct {
+// Options configures a Store.
+type Options struct {
 	StateDir string  // where rules.json is persisted; "" = memory only
 	Runtime  Runtime // nil = no-op
 	Log      logrus.FieldLogger
@@ -95,22 +95,16 @@ type StoreOptions struct {
 	OnRejectedValue func(reason string)
 }
 
-// DefaultStoreOptions returns options for a memory-only store with no
+// DefaultOptions returns options for a memory-only store with no
 // datapath; the daemon sets StateDir and Runtime.
-func DefaultStoreOptions() StoreOptions {
-	return StoreOptions{Runtime: NopRuntime{}, Log: logrus.StandardLogger(), Now: time.Now,
+func DefaultOptions() Options {
+	return Options{Runtime: NopRuntime{}, Log: logrus.StandardLogger(), Now: time.Now,
 		ReplayInstallAttempts: 5, ReplayRetryDelay: 200 * time.Millisecond}
 }
 
 // Result texts LoxiLB returns for store-level conflicts (reference §3.1).
 const (
-	resultRuleExists     = "lbrule-exists error"
-	resultEngineChange   = "lbrule-exist error: cant modify rule kv engine type (delete and recreate)"
-	resultSecurityChange = "lbrule-exist error: cant modify rule security mode"
-	resultEgressChange   = "lbrule-exist error: cant modify rule egress mode"
-	resultModeChange     = "lbrule-exist error: cant modify fullproxy rule mode"
-	resultSecIPChange    = "secIP modify error"
-	resultNoRule         = "no-rule error"
+	resultNoRule = "no-rule error"
 )
 
 // snapshot is an immutable view of the rule set, published after each commit
@@ -127,7 +121,7 @@ type snapshot struct {
 // fails, the runtime is rolled back and the caller gets 500 persist_failed,
 // so an acknowledged change is always on disk and a failed one is nowhere.
 type Store struct {
-	opts     StoreOptions
+	opts     Options
 	rt       Runtime
 	log      logrus.FieldLogger
 	mu       sync.Mutex
@@ -143,9 +137,9 @@ type Store struct {
 	follow  sync.WaitGroup // the watch follower, if any
 }
 
-// OpenStore creates a store. It does not replay persisted rules: call Replay.
-func OpenStore(opts StoreOptions) (*Store, error) {
-	def := DefaultStoreOptions()
+// Open creates a store. It does not replay persisted rules: call Replay.
+func Open(opts Options) (*Store, error) {
+	def := DefaultOptions()
 	if opts.Runtime == nil {
 		opts.Runtime = def.Runtime
 	}
@@ -193,29 +187,28 @@ func (s *Store) Generation() uint64 { return s.snap.Load().gen }
 // Apply is LoxiLB's upsert: create a new key, update a changed one, and fail
 // an identical re-POST with 409 rule_exists (Outcome Unchanged, with the
 // stored compiled rule). On other errors the Outcome is meaningless.
-func (s *Store) Apply(r Rule) (Outcome, *spec.Rule, error) {
+func (s *Store) Apply(r rules.Rule) (Outcome, *spec.Rule, error) {
 	if !s.Ready() {
 		return Created, nil, errNotReady()
 	}
 	// Validation and compilation are pure, so they run before taking the
 	// lock; everything that reads or changes shared state runs under it.
-	if err := Validate(r); err != nil {
+	nr, next, err := rules.Prepare(r)
+	if err != nil {
 		return Created, nil, err
 	}
-	nr := normalize(r)
-	next := compileValid(&nr)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.applyLocked(nr, next)
 }
 
-func (s *Store) applyLocked(nr Rule, next *spec.Rule) (Outcome, *spec.Rule, error) {
+func (s *Store) applyLocked(nr rules.Rule, next *spec.Rule) (Outcome, *spec.Rule, error) {
 	cur := s.snap.Load()
 	idx, found := findKey(cur.entries, next.Key)
 	var prev *Entry
 	if found {
 		prev = &cur.entries[idx]
-		if err := checkUpdate(prev.Rule, nr); err != nil {
+		if err := rules.CheckUpdate(prev.Rule, nr); err != nil {
 			return Unchanged, prev.Compiled, err
 		}
 	}
@@ -262,29 +255,6 @@ func (s *Store) applyLocked(nr Rule, next *spec.Rule) (Outcome, *spec.Rule, erro
 	return outcome, next, nil
 }
 
-// checkUpdate applies LoxiLB's existing-key rows 29–33 in LoxiLB's order.
-func checkUpdate(old, nr Rule) error {
-	o, n := &old.ServiceArguments, &nr.ServiceArguments
-	switch {
-	case !slices.Equal(old.SecondaryIPs, nr.SecondaryIPs):
-		return apierror.Conflict(apierror.CodeImmutableField, fieldSecondaryIPs, resultSecIPChange,
-			"secondaryIPs cannot change on an existing rule")
-	case engineOf(o) != engineOf(n):
-		return apierror.Conflict(apierror.CodeImmutableField, saPath(fieldKVEngineType), resultEngineChange,
-			fmt.Sprintf("kvEngineType cannot change from %q to %q; delete and recreate the rule", engineOf(o), engineOf(n)))
-	case reflect.DeepEqual(effective(old), effective(nr)):
-		return apierror.Conflict(apierror.CodeRuleExists, "", resultRuleExists,
-			"an identical rule already exists for this key")
-	case o.Security != n.Security:
-		return apierror.Conflict(apierror.CodeImmutableField, saPath(fieldSecurity), resultSecurityChange, "security cannot change on an existing rule")
-	case o.Egress != n.Egress:
-		return apierror.Conflict(apierror.CodeImmutableField, saPath(fieldEgress), resultEgressChange, "egress cannot change on an existing rule")
-	case (o.Mode == modeFullProxy) != (n.Mode == modeFullProxy):
-		return apierror.Conflict(apierror.CodeImmutableField, saPath(fieldMode), resultModeChange, "a fullproxy rule cannot change mode")
-	}
-	return nil
-}
-
 // installError passes a runtime *apierror.Error through unchanged (e.g. 409
 // bind_failed) and wraps anything else as a 500 that names the rule.
 func installError(err error, k spec.Key) error {
@@ -307,47 +277,21 @@ func (s *Store) List() []Entry {
 	entries := s.snap.Load().entries
 	out := make([]Entry, len(entries))
 	for i, e := range entries {
-		out[i] = Entry{Rule: cloneRule(e.Rule), Compiled: e.Compiled}
+		out[i] = Entry{Rule: rules.Redacted(e.Rule), Compiled: e.Compiled}
 	}
 	return out
 }
 
-// cloneRule deep-copies the parts of a rule a caller could mutate in place.
-func cloneRule(r Rule) Rule {
-	r.Endpoints = slices.Clone(r.Endpoints)
-	r.SecondaryIPs = slices.Clone(r.SecondaryIPs)
-	r.AllowedSources = slices.Clone(r.AllowedSources)
-	sa := &r.ServiceArguments
-	sa.CHWBLPrefixHashLevel = clonePtr(sa.CHWBLPrefixHashLevel)
-	sa.CHWBLPrefixHashFlags = clonePtr(sa.CHWBLPrefixHashFlags)
-	sa.CHWBLEnableCacheSalt = clonePtr(sa.CHWBLEnableCacheSalt)
-	redactTLS(sa) // issue 11: copies the TLS objects and hides inline keys
-	if r.Status != nil {
-		st := *r.Status
-		r.Status = &st
-	}
-	return r
-}
-
-func clonePtr[T any](p *T) *T {
-	if p == nil {
-		return nil
-	}
-	v := *p
-	return &v
-}
-
 // Get returns the first rule on vip:port/proto (LoxiLB's lookup by key).
 func (s *Store) Get(vip string, port int, proto string) (Entry, error) {
-	a, ok := ParseIPLiteral(vip)
-	if !ok {
-		return Entry{}, invalidField(fieldExternalIP, "malformed-service error",
-			fmt.Sprintf("%q is not an IP address", vip))
+	a, err := rules.ParseVIP(vip)
+	if err != nil {
+		return Entry{}, err
 	}
 	for _, e := range s.snap.Load().entries {
 		k := e.Compiled.Key
 		if k.VIP == a && int(k.Port) == port && strings.EqualFold(k.Protocol, proto) {
-			return Entry{Rule: cloneRule(e.Rule), Compiled: e.Compiled}, nil
+			return Entry{Rule: rules.Redacted(e.Rule), Compiled: e.Compiled}, nil
 		}
 	}
 	return Entry{}, notFound(fmt.Sprintf("no rule on %s/%s", netip.AddrPortFrom(a, uint16(port)), proto))
@@ -359,7 +303,7 @@ func notFound(msg string) error {
 
 // Delete removes the rule with exactly this key (404 rule_not_found if none).
 func (s *Store) Delete(k spec.Key) error {
-	k = NormalizeKey(k)
+	k = rules.NormalizeKey(k)
 	_, err := s.deleteWhere(func(e *Entry) bool { return e.Compiled.Key == k }, true)
 	if err != nil {
 		return err
@@ -406,7 +350,7 @@ func (s *Store) deleteWhere(match func(*Entry) bool, mustMatch bool) (int, error
 	}
 	ch := Change{Deletes: make([]Delete, len(gone))}
 	for i, e := range gone {
-		ch.Deletes[i] = Delete{Key: StoreKey(e.Compiled.Key), Expect: e.Revision}
+		ch.Deletes[i] = Delete{Key: BackendKey(e.Compiled.Key), Expect: e.Revision}
 	}
 	rev, err := s.commit(ch)
 	if err != nil {
@@ -471,7 +415,7 @@ func (s *Store) Replay(ctx context.Context) error {
 	if fb, ok := s.backend.(*FileBackend); ok && len(rejected) > 0 {
 		accepted := make([]string, len(entries))
 		for i, e := range entries {
-			accepted[i] = StoreKey(e.Compiled.Key)
+			accepted[i] = BackendKey(e.Compiled.Key)
 		}
 		if err := fb.keepRejected(rejected, accepted); err != nil {
 			return fmt.Errorf("rules: replay: %w", err)
@@ -526,7 +470,7 @@ func (s *Store) replayOne(ctx context.Context, v StoredValue, entries []Entry, g
 	}
 	if _, dup := findKey(entries, c.Key); dup {
 		s.rejectedValue("duplicate")
-		return Entry{}, apierror.Conflict(apierror.CodeRuleExists, "", resultRuleExists,
+		return Entry{}, apierror.Conflict(apierror.CodeRuleExists, "", rules.ResultRuleExists,
 			"duplicate key "+c.Key.String()+" in the persisted rule set")
 	}
 	c.Generation = gen
@@ -551,23 +495,22 @@ func (s *Store) replayOne(ctx context.Context, v StoredValue, entries []Entry, g
 
 // decodeValue is the validate → compile half of the one path every stored
 // value takes (replay and watch alike). A value whose key is not its rule's
-// StoreKey is refused: a direct write under the wrong key must not shadow
+// BackendKey is refused: a direct write under the wrong key must not shadow
 // or duplicate another rule.
-func (s *Store) decodeValue(v StoredValue) (Rule, *spec.Rule, error) {
-	r, err := DecodeJSON(v.Value)
+func (s *Store) decodeValue(v StoredValue) (rules.Rule, *spec.Rule, error) {
+	r, err := rules.DecodeJSON(v.Value)
 	if err != nil {
 		s.rejectedValue("malformed")
-		return Rule{}, nil, err
+		return rules.Rule{}, nil, err
 	}
-	if err := Validate(r); err != nil {
+	nr, c, err := rules.Prepare(r)
+	if err != nil {
 		s.rejectedValue("invalid")
-		return Rule{}, nil, err
+		return rules.Rule{}, nil, err
 	}
-	nr := normalize(r)
-	c := compileValid(&nr)
-	if want := StoreKey(c.Key); v.Key != want {
+	if want := BackendKey(c.Key); v.Key != want {
 		s.rejectedValue("key_mismatch")
-		return Rule{}, nil, apierror.BadRequest(apierror.CodeInvalidField, "", "malformed-service error",
+		return rules.Rule{}, nil, apierror.BadRequest(apierror.CodeInvalidField, "", "malformed-service error",
 			fmt.Sprintf("stored under key %q but the rule's key is %q", v.Key, want))
 	}
 	return nr, c, nil
@@ -600,4 +543,12 @@ func compareKeys(a, b spec.Key) int {
 		cmp.Compare(a.PathMatchMode, b.PathMatchMode),
 		cmp.Compare(a.ModelName, b.ModelName),
 	)
+}
+
+// notReadyResult is LoxiLB's boot-gate text.
+const notReadyResult = "configuration writes are rejected until the boot config replay settles"
+
+func errNotReady() *apierror.Error {
+	return apierror.New(503, apierror.CodeNotReady, "", notReadyResult,
+		"the daemon is still replaying its persisted rules; retry shortly")
 }

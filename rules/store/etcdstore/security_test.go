@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/apierror"
-	"github.com/infergate/infergate/rules"
-	"github.com/infergate/infergate/rules/etcdstore"
-	"github.com/infergate/infergate/rules/etcdstore/etcdtest"
-	"github.com/infergate/infergate/rules/storetest"
+	"github.com/infergate/infergate/rules/store"
+	"github.com/infergate/infergate/rules/store/etcdstore"
+	"github.com/infergate/infergate/rules/store/etcdstore/etcdtest"
+	"github.com/infergate/infergate/rules/store/storetest"
 )
 
 // testCA makes a CA and two leaf certificates (server for 127.0.0.1,
@@ -96,7 +96,7 @@ func TestMutualTLS(t *testing.T) {
 	defer cancel()
 	var err error
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if _, err = good.Commit(ctx, rules.Change{Puts: []rules.Put{{Key: storetest.Key(80), Value: storetest.Value(t, 80)}}}); err == nil {
+		if _, err = good.Commit(ctx, store.Change{Puts: []store.Put{{Key: storetest.Key(80), Value: storetest.Value(t, 80)}}}); err == nil {
 			break
 		}
 	}
@@ -140,7 +140,7 @@ func TestAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if _, err := b.Commit(ctx, rules.Change{Puts: []rules.Put{{Key: storetest.Key(80), Value: storetest.Value(t, 80)}}}); err != nil {
+	if _, err := b.Commit(ctx, store.Change{Puts: []store.Put{{Key: storetest.Key(80), Value: storetest.Value(t, 80)}}}); err != nil {
 		t.Fatalf("commit with credentials: %v", err)
 	}
 	bad := filepath.Join(t.TempDir(), "bad")

@@ -1,7 +1,7 @@
-// Package storetest is the one conformance suite every rules.Backend passes
+// Package storetest is the one conformance suite every store.Backend passes
 // (the file backend and etcd): create, update, delete, conflict, atomicity,
 // restart, and — for shared backends — watch and concurrent replicas. It
-// tests the contract through the Backend and through a rules.Store on top,
+// tests the contract through the Backend and through a store.Store on top,
 // so both implementations keep the same observable behaviour.
 package storetest
 
@@ -15,6 +15,7 @@ import (
 
 	"github.com/infergate/infergate/apierror"
 	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/rules/store"
 	"github.com/infergate/infergate/spec"
 	"github.com/sirupsen/logrus"
 )
@@ -22,7 +23,7 @@ import (
 // Location is one durable place a backend keeps rules (a directory, an
 // etcd prefix). Open may be called again after Close: that is a restart.
 type Location struct {
-	Open func(t *testing.T) rules.Backend
+	Open func(t *testing.T) store.Backend
 	// Shared: several handles may be open at once and see each other's
 	// writes through Watch (etcd).
 	Shared bool
@@ -58,7 +59,7 @@ func Run(t *testing.T, newLocation func(t *testing.T) Location) {
 	}
 }
 
-// Rule is a valid rule on port (its StoreKey is "10.0.0.10:<port>|tcp").
+// Rule is a valid rule on port (its BackendKey is "10.0.0.10:<port>|tcp").
 func Rule(port int, endpoints ...string) rules.Rule {
 	if len(endpoints) == 0 {
 		endpoints = []string{"10.1.0.1"}
@@ -71,7 +72,7 @@ func Rule(port int, endpoints ...string) rules.Rule {
 	return r
 }
 
-// Key is the StoreKey of Rule(port).
+// Key is the BackendKey of Rule(port).
 func Key(port int) string { return fmt.Sprintf("10.0.0.10:%d|tcp", port) }
 
 // Value is Rule(port, endpoints...) as stored.
@@ -90,13 +91,13 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
-func load(t *testing.T, b rules.Backend) map[string]rules.StoredValue {
+func load(t *testing.T, b store.Backend) map[string]store.StoredValue {
 	t.Helper()
 	l, err := b.Load(ctx(t))
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
-	out := map[string]rules.StoredValue{}
+	out := map[string]store.StoredValue{}
 	for _, v := range l.Values {
 		if v.Revision <= 0 || v.Revision > l.Revision {
 			t.Errorf("value %s revision %d outside (0, %d]", v.Key, v.Revision, l.Revision)
@@ -106,7 +107,7 @@ func load(t *testing.T, b rules.Backend) map[string]rules.StoredValue {
 	return out
 }
 
-func commit(t *testing.T, b rules.Backend, c rules.Change) int64 {
+func commit(t *testing.T, b store.Backend, c store.Change) int64 {
 	t.Helper()
 	rev, err := b.Commit(ctx(t), c)
 	if err != nil {
@@ -126,7 +127,7 @@ func wantCode(t *testing.T, err error, status int, code string) {
 	}
 }
 
-func open(t *testing.T, loc Location) rules.Backend {
+func open(t *testing.T, loc Location) store.Backend {
 	b := loc.Open(t)
 	t.Cleanup(func() { b.Close() })
 	return b
@@ -134,7 +135,7 @@ func open(t *testing.T, loc Location) rules.Backend {
 
 func testCreate(t *testing.T, loc Location) {
 	b := open(t, loc)
-	rev := commit(t, b, rules.Change{Puts: []rules.Put{{Key: Key(80), Value: Value(t, 80)}}})
+	rev := commit(t, b, store.Change{Puts: []store.Put{{Key: Key(80), Value: Value(t, 80)}}})
 	got := load(t, b)
 	v, ok := got[Key(80)]
 	if !ok || len(got) != 1 {
@@ -143,14 +144,14 @@ func testCreate(t *testing.T, loc Location) {
 	if v.Revision != rev || string(v.Value) != string(Value(t, 80)) {
 		t.Fatalf("stored %s@%d, want %s@%d", v.Value, v.Revision, Value(t, 80), rev)
 	}
-	_, err := b.Commit(ctx(t), rules.Change{Puts: []rules.Put{{Key: Key(80), Value: Value(t, 80, "10.9.9.9")}}})
+	_, err := b.Commit(ctx(t), store.Change{Puts: []store.Put{{Key: Key(80), Value: Value(t, 80, "10.9.9.9")}}})
 	wantCode(t, err, 409, apierror.CodeRevisionConflict)
 }
 
 func testUpdate(t *testing.T, loc Location) {
 	b := open(t, loc)
-	r1 := commit(t, b, rules.Change{Puts: []rules.Put{{Key: Key(80), Value: Value(t, 80)}}})
-	r2 := commit(t, b, rules.Change{Puts: []rules.Put{{Key: Key(80), Value: Value(t, 80, "10.1.0.2"), Expect: r1}}})
+	r1 := commit(t, b, store.Change{Puts: []store.Put{{Key: Key(80), Value: Value(t, 80)}}})
+	r2 := commit(t, b, store.Change{Puts: []store.Put{{Key: Key(80), Value: Value(t, 80, "10.1.0.2"), Expect: r1}}})
 	if r2 <= r1 {
 		t.Fatalf("update revision %d not after %d", r2, r1)
 	}
@@ -161,22 +162,22 @@ func testUpdate(t *testing.T, loc Location) {
 
 func testDelete(t *testing.T, loc Location) {
 	b := open(t, loc)
-	r1 := commit(t, b, rules.Change{Puts: []rules.Put{{Key: Key(80), Value: Value(t, 80)}, {Key: Key(81), Value: Value(t, 81)}}})
-	commit(t, b, rules.Change{Deletes: []rules.Delete{{Key: Key(80), Expect: r1}}})
+	r1 := commit(t, b, store.Change{Puts: []store.Put{{Key: Key(80), Value: Value(t, 80)}, {Key: Key(81), Value: Value(t, 81)}}})
+	commit(t, b, store.Change{Deletes: []store.Delete{{Key: Key(80), Expect: r1}}})
 	got := load(t, b)
 	if _, ok := got[Key(80)]; ok || len(got) != 1 {
 		t.Fatalf("after delete, Load = %v", got)
 	}
-	_, err := b.Commit(ctx(t), rules.Change{Deletes: []rules.Delete{{Key: Key(80), Expect: r1}}})
+	_, err := b.Commit(ctx(t), store.Change{Deletes: []store.Delete{{Key: Key(80), Expect: r1}}})
 	wantCode(t, err, 409, apierror.CodeRevisionConflict)
 }
 
 // testConflict: a write naming a stale revision changes nothing.
 func testConflict(t *testing.T, loc Location) {
 	b := open(t, loc)
-	r1 := commit(t, b, rules.Change{Puts: []rules.Put{{Key: Key(80), Value: Value(t, 80)}}})
-	commit(t, b, rules.Change{Puts: []rules.Put{{Key: Key(80), Value: Value(t, 80, "10.1.0.2"), Expect: r1}}})
-	_, err := b.Commit(ctx(t), rules.Change{Puts: []rules.Put{{Key: Key(80), Value: Value(t, 80, "10.1.0.3"), Expect: r1}}})
+	r1 := commit(t, b, store.Change{Puts: []store.Put{{Key: Key(80), Value: Value(t, 80)}}})
+	commit(t, b, store.Change{Puts: []store.Put{{Key: Key(80), Value: Value(t, 80, "10.1.0.2"), Expect: r1}}})
+	_, err := b.Commit(ctx(t), store.Change{Puts: []store.Put{{Key: Key(80), Value: Value(t, 80, "10.1.0.3"), Expect: r1}}})
 	wantCode(t, err, 409, apierror.CodeRevisionConflict)
 	if v := load(t, b)[Key(80)]; string(v.Value) != string(Value(t, 80, "10.1.0.2")) {
 		t.Fatalf("the losing write changed the value: %s", v.Value)
@@ -186,10 +187,10 @@ func testConflict(t *testing.T, loc Location) {
 // testAtomic: one failing condition in a change leaves every key as it was.
 func testAtomic(t *testing.T, loc Location) {
 	b := open(t, loc)
-	r1 := commit(t, b, rules.Change{Puts: []rules.Put{{Key: Key(80), Value: Value(t, 80)}}})
-	_, err := b.Commit(ctx(t), rules.Change{
-		Puts:    []rules.Put{{Key: Key(81), Value: Value(t, 81)}},
-		Deletes: []rules.Delete{{Key: Key(80), Expect: r1 + 1000}},
+	r1 := commit(t, b, store.Change{Puts: []store.Put{{Key: Key(80), Value: Value(t, 80)}}})
+	_, err := b.Commit(ctx(t), store.Change{
+		Puts:    []store.Put{{Key: Key(81), Value: Value(t, 81)}},
+		Deletes: []store.Delete{{Key: Key(80), Expect: r1 + 1000}},
 	})
 	wantCode(t, err, 409, apierror.CodeRevisionConflict)
 	got := load(t, b)
@@ -200,7 +201,7 @@ func testAtomic(t *testing.T, loc Location) {
 
 func testRestart(t *testing.T, loc Location) {
 	b := loc.Open(t)
-	commit(t, b, rules.Change{Puts: []rules.Put{{Key: Key(80), Value: Value(t, 80)}, {Key: Key(81), Value: Value(t, 81)}}})
+	commit(t, b, store.Change{Puts: []store.Put{{Key: Key(80), Value: Value(t, 80)}, {Key: Key(81), Value: Value(t, 81)}}})
 	if err := b.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -210,7 +211,7 @@ func testRestart(t *testing.T, loc Location) {
 		t.Fatalf("after restart, Load = %v", got)
 	}
 	// The reopened handle's revisions are the ones to compare against.
-	commit(t, b2, rules.Change{Puts: []rules.Put{{Key: Key(81), Value: Value(t, 81, "10.1.0.7"), Expect: got[Key(81)].Revision}}})
+	commit(t, b2, store.Change{Puts: []store.Put{{Key: Key(81), Value: Value(t, 81, "10.1.0.7"), Expect: got[Key(81)].Revision}}})
 }
 
 // testCrash: what Commit acknowledged is there for the next process even
@@ -218,8 +219,8 @@ func testRestart(t *testing.T, loc Location) {
 func testCrash(t *testing.T, loc Location) {
 	dead := loc.Open(t)
 	t.Cleanup(func() { dead.Close() }) // only to free resources after the check
-	r1 := commit(t, dead, rules.Change{Puts: []rules.Put{{Key: Key(80), Value: Value(t, 80)}}})
-	commit(t, dead, rules.Change{Puts: []rules.Put{{Key: Key(80), Value: Value(t, 80, "10.1.0.8"), Expect: r1}}})
+	r1 := commit(t, dead, store.Change{Puts: []store.Put{{Key: Key(80), Value: Value(t, 80)}}})
+	commit(t, dead, store.Change{Puts: []store.Put{{Key: Key(80), Value: Value(t, 80, "10.1.0.8"), Expect: r1}}})
 	got := load(t, open(t, loc))
 	if v := got[Key(80)]; len(got) != 1 || string(v.Value) != string(Value(t, 80, "10.1.0.8")) {
 		t.Fatalf("after a crash the next process loads %v", got)
@@ -227,14 +228,14 @@ func testCrash(t *testing.T, loc Location) {
 }
 
 // newStore opens a Store over b and replays it.
-func newStore(t *testing.T, b rules.Backend) *rules.Store {
+func newStore(t *testing.T, b store.Backend) *store.Store {
 	t.Helper()
-	o := rules.DefaultStoreOptions()
+	o := store.DefaultOptions()
 	o.Backend = b
 	l := logrus.New()
 	l.SetLevel(logrus.WarnLevel)
 	o.Log = l
-	s, err := rules.OpenStore(o)
+	s, err := store.Open(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +285,7 @@ func testStoreRestart(t *testing.T, loc Location) {
 	}
 }
 
-func mustKey(t *testing.T, s *rules.Store, port int) spec.Key {
+func mustKey(t *testing.T, s *store.Store, port int) spec.Key {
 	t.Helper()
 	e, err := s.Get("10.0.0.10", port, "tcp")
 	if err != nil {
@@ -303,10 +304,10 @@ func testWatch(t *testing.T, loc Location) {
 	}
 	wctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ch := a.(rules.Watcher).Watch(wctx, l.Revision)
-	r1 := commit(t, b, rules.Change{Puts: []rules.Put{{Key: Key(80), Value: Value(t, 80)}}})
-	r2 := commit(t, b, rules.Change{Deletes: []rules.Delete{{Key: Key(80), Expect: r1}}})
-	var seen []rules.StoredValue
+	ch := a.(store.Watcher).Watch(wctx, l.Revision)
+	r1 := commit(t, b, store.Change{Puts: []store.Put{{Key: Key(80), Value: Value(t, 80)}}})
+	r2 := commit(t, b, store.Change{Deletes: []store.Delete{{Key: Key(80), Expect: r1}}})
+	var seen []store.StoredValue
 	deadline := time.After(5 * time.Second)
 	for len(seen) < 2 {
 		select {
@@ -336,7 +337,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func endpointsOf(s *rules.Store, port int) string {
+func endpointsOf(s *store.Store, port int) string {
 	e, err := s.Get("10.0.0.10", port, "tcp")
 	if err != nil {
 		return ""
@@ -378,7 +379,7 @@ func testReplicaConflict(t *testing.T, loc Location) {
 	eventually(t, "replica b to apply the create", func() bool { return endpointsOf(b, 80) == "10.1.0.1" })
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
-	for i, s := range []*rules.Store{a, b} {
+	for i, s := range []*store.Store{a, b} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

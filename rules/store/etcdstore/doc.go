@@ -1,10 +1,10 @@
 // Package etcdstore keeps the rule set in etcd so several gateway replicas
-// serve one fleet: it is the shared rules.Backend beside the local
-// rules.FileBackend, held to the same contract by rules/storetest.
+// serve one fleet: it is the shared store.Backend beside the local
+// store.FileBackend, held to the same contract by rules/store/storetest.
 //
 // Layout under the prefix (default /infergate):
 //
-//	<prefix>/rules/<StoreKey>     one rule's wire JSON, e.g. /infergate/rules/10.0.0.1:80|tcp
+//	<prefix>/rules/<BackendKey>   one rule's wire JSON, e.g. /infergate/rules/10.0.0.1:80|tcp
 //	<prefix>/replicas/<id>        each replica's id, API address and applied revision (leased)
 //
 // A write is a transaction comparing the key's mod revision with the one the

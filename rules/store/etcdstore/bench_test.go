@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infergate/infergate/rules"
-	"github.com/infergate/infergate/rules/etcdstore/etcdtest"
-	"github.com/infergate/infergate/rules/storetest"
+	"github.com/infergate/infergate/rules/store"
+	"github.com/infergate/infergate/rules/store/etcdstore/etcdtest"
+	"github.com/infergate/infergate/rules/store/storetest"
 )
 
 // BenchmarkRuleWrite measures one acknowledged rule update through the
@@ -20,11 +20,11 @@ func BenchmarkRuleWrite(b *testing.B) {
 	c3 := etcdtest.Start(b, 3)
 	cases := []struct {
 		name string
-		open func(b *testing.B) rules.Backend
+		open func(b *testing.B) store.Backend
 	}{
-		{"file", func(b *testing.B) rules.Backend { return openFile(b, b.TempDir()) }},
-		{"etcd_1member", func(b *testing.B) rules.Backend { return openBackend(b, c1.Endpoints(), "/bench") }},
-		{"etcd_3members", func(b *testing.B) rules.Backend { return openBackend(b, c3.Endpoints(), "/bench") }},
+		{"file", func(b *testing.B) store.Backend { return openFile(b, b.TempDir()) }},
+		{"etcd_1member", func(b *testing.B) store.Backend { return openBackend(b, c1.Endpoints(), "/bench") }},
+		{"etcd_3members", func(b *testing.B) store.Backend { return openBackend(b, c3.Endpoints(), "/bench") }},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {

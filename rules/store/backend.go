@@ -1,4 +1,4 @@
-package rules
+package store
 
 import (
 	"context"
@@ -6,15 +6,16 @@ import (
 	"net/http"
 
 	"github.com/infergate/infergate/apierror"
+	"github.com/infergate/infergate/rules"
 	"github.com/infergate/infergate/spec"
 )
 
 // Backend is where a Store keeps its rules durably. Two implementations
 // exist: the local file (FileBackend, the embedded default for one replica)
-// and etcd (rules/etcdstore, shared by several replicas). Both keep one value
-// per rule — the rule's normalised wire JSON — under its StoreKey, each with
+// and etcd (rules/store/etcdstore, shared by several replicas). Both keep one value
+// per rule — the rule's normalised wire JSON — under its BackendKey, each with
 // a revision that changes on every write, and both pass the conformance
-// suite in rules/storetest.
+// suite in rules/store/storetest.
 //
 // The Store never trusts what a Backend returns: every value goes through
 // decode → validate → compile → install, exactly like an API write.
@@ -49,7 +50,7 @@ type HealthReporter interface {
 
 // StoredValue is one key of a Backend.
 type StoredValue struct {
-	Key      string // StoreKey of the rule (as the backend holds it)
+	Key      string // BackendKey of the rule (as the backend holds it)
 	Value    []byte // the rule's wire JSON; nil in a delete event
 	Revision int64  // revision of the key's last change
 }
@@ -87,23 +88,23 @@ type Update struct {
 	Reset    bool
 }
 
-// StoreKey is the key a rule is stored under in every backend, e.g.
+// BackendKey is the key a rule is stored under in every backend, e.g.
 // "10.0.0.1:80|tcp" or "10.0.0.1:80|tcp|host=a.example". It is Key.String()
 // of the normalised key, so an operator writing a rule straight into etcd
 // can spell it, and a value whose key does not match its rule is refused.
-func StoreKey(k spec.Key) string { return NormalizeKey(k).String() }
+func BackendKey(k spec.Key) string { return rules.NormalizeKey(k).String() }
 
 // RevisionConflict is the 409 a Backend returns when a key moved under a
 // write: another replica (or a direct write) changed the rule since this
 // process read it.
 func RevisionConflict(key string, expected int64) *apierror.Error {
-	return apierror.Conflict(apierror.CodeRevisionConflict, "", resultRuleExists,
+	return apierror.Conflict(apierror.CodeRevisionConflict, "", rules.ResultRuleExists,
 		fmt.Sprintf("rule %s was changed concurrently (expected store revision %d); re-read it and retry", key, expected))
 }
 
-// StoreUnavailable is the 503 a Backend returns when it cannot commit; the
+// Unavailable is the 503 a Backend returns when it cannot commit; the
 // API adds Retry-After.
-func StoreUnavailable(err error) *apierror.Error {
+func Unavailable(err error) *apierror.Error {
 	return &apierror.Error{Status: http.StatusServiceUnavailable, Code: apierror.CodeStoreUnavailable,
 		Result: "store unavailable", Message: "the rule store cannot be reached; the change was not made, retry later", Err: err}
 }

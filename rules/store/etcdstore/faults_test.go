@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/apierror"
-	"github.com/infergate/infergate/rules"
-	"github.com/infergate/infergate/rules/etcdstore"
-	"github.com/infergate/infergate/rules/etcdstore/etcdtest"
-	"github.com/infergate/infergate/rules/storetest"
+	"github.com/infergate/infergate/rules/store"
+	"github.com/infergate/infergate/rules/store/etcdstore"
+	"github.com/infergate/infergate/rules/store/etcdstore/etcdtest"
+	"github.com/infergate/infergate/rules/store/storetest"
 	"github.com/infergate/infergate/spec"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -69,7 +69,7 @@ func (c *rejectCounter) get(reason string) int {
 }
 
 type replica struct {
-	store   *rules.Store
+	store   *store.Store
 	backend *etcdstore.Backend
 	rt      *recordingRuntime
 	rejects *rejectCounter
@@ -90,20 +90,20 @@ func openBackend(t testing.TB, endpoints []string, prefix string) *etcdstore.Bac
 }
 
 // newReplica opens a Store on etcd without replaying it.
-func newReplica(t testing.TB, endpoints []string, prefix string, backend rules.Backend) *replica {
+func newReplica(t testing.TB, endpoints []string, prefix string, backend store.Backend) *replica {
 	t.Helper()
 	r := &replica{rt: &recordingRuntime{}, rejects: &rejectCounter{}}
 	if backend == nil {
 		r.backend = openBackend(t, endpoints, prefix)
 		backend = r.backend
 	}
-	o := rules.DefaultStoreOptions()
+	o := store.DefaultOptions()
 	o.Backend = backend
 	o.Runtime = r.rt
 	o.Log = quietLog()
 	o.CommitTimeout = 2 * time.Second
 	o.OnRejectedValue = r.rejects.inc
-	s, err := rules.OpenStore(o)
+	s, err := store.Open(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 	}
 }
 
-func has(s *rules.Store, port int, ep string) bool {
+func has(s *store.Store, port int, ep string) bool {
 	e, err := s.Get("10.0.0.10", port, "tcp")
 	return err == nil && (ep == "" || e.Rule.Endpoints[0].EndpointIP == ep)
 }
@@ -268,7 +268,7 @@ func TestColdStartWhileDown(t *testing.T) {
 	}
 }
 
-func mustKey(t *testing.T, s *rules.Store, port int) spec.Key {
+func mustKey(t *testing.T, s *store.Store, port int) spec.Key {
 	t.Helper()
 	e, err := s.Get("10.0.0.10", port, "tcp")
 	if err != nil {
@@ -284,8 +284,8 @@ type gatedWatch struct {
 	gate chan struct{}
 }
 
-func (g gatedWatch) Watch(ctx context.Context, after int64) <-chan rules.Update {
-	out := make(chan rules.Update)
+func (g gatedWatch) Watch(ctx context.Context, after int64) <-chan store.Update {
+	out := make(chan store.Update)
 	go func() {
 		defer close(out)
 		select {

@@ -1,4 +1,4 @@
-package rules
+package store
 
 import (
 	"context"
@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"fmt"
-	"github.com/cespare/xxhash/v2"
 	"slices"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/infergate/infergate/apierror"
+	"github.com/infergate/infergate/rules"
 	"github.com/infergate/infergate/spec"
 	"github.com/sirupsen/logrus"
 )
@@ -25,7 +27,7 @@ const unreachableCommitTimeout = time.Second
 
 // commitPut writes one rule version, expecting the key at prev's revision
 // (or absent on create).
-func (s *Store) commitPut(k spec.Key, nr Rule, prev *Entry) (int64, error) {
+func (s *Store) commitPut(k spec.Key, nr rules.Rule, prev *Entry) (int64, error) {
 	value, err := json.Marshal(nr)
 	if err != nil {
 		return 0, fmt.Errorf("encode rule %s: %w", k, err)
@@ -34,7 +36,7 @@ func (s *Store) commitPut(k spec.Key, nr Rule, prev *Entry) (int64, error) {
 	if prev != nil {
 		expect = prev.Revision
 	}
-	return s.commit(Change{Puts: []Put{{Key: StoreKey(k), Value: value, Expect: expect}}})
+	return s.commit(Change{Puts: []Put{{Key: BackendKey(k), Value: value, Expect: expect}}})
 }
 
 func (s *Store) commit(c Change) (int64, error) {
@@ -86,7 +88,7 @@ func (s *Store) Digest() string {
 	h := xxhash.New()
 	var buf [8]byte
 	for _, e := range s.snap.Load().entries {
-		h.WriteString(StoreKey(e.Compiled.Key))
+		h.WriteString(BackendKey(e.Compiled.Key))
 		binary.BigEndian.PutUint64(buf[:], uint64(e.Revision))
 		h.Write(buf[:])
 	}
@@ -134,7 +136,7 @@ func (s *Store) applyUpdate(u Update) {
 		}
 		kept := entries[:0]
 		for _, e := range entries {
-			if present[StoreKey(e.Compiled.Key)] {
+			if present[BackendKey(e.Compiled.Key)] {
 				kept = append(kept, e)
 				continue
 			}
@@ -158,7 +160,7 @@ func (s *Store) applyUpdate(u Update) {
 
 // applyValueLocked applies one watched put (Value != nil) or delete.
 func (s *Store) applyValueLocked(entries []Entry, v StoredValue) ([]Entry, bool) {
-	idx := slices.IndexFunc(entries, func(e Entry) bool { return StoreKey(e.Compiled.Key) == v.Key })
+	idx := slices.IndexFunc(entries, func(e Entry) bool { return BackendKey(e.Compiled.Key) == v.Key })
 	if v.Value == nil {
 		if idx < 0 || entries[idx].Revision > v.Revision {
 			return entries, false // gone already, or re-created after this delete
@@ -181,7 +183,7 @@ func (s *Store) applyValueLocked(entries []Entry, v StoredValue) ([]Entry, bool)
 	var prev *Entry
 	if idx >= 0 {
 		prev = &entries[idx]
-		if err := checkUpdate(prev.Rule, nr); err != nil {
+		if err := rules.CheckUpdate(prev.Rule, nr); err != nil {
 			if e, ok := apierror.As(err); ok && e.Code == apierror.CodeRuleExists {
 				entries[idx].Revision = v.Revision // identical re-write
 				return entries, false

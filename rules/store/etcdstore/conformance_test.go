@@ -6,10 +6,10 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/infergate/infergate/rules"
-	"github.com/infergate/infergate/rules/etcdstore"
-	"github.com/infergate/infergate/rules/etcdstore/etcdtest"
-	"github.com/infergate/infergate/rules/storetest"
+	"github.com/infergate/infergate/rules/store"
+	"github.com/infergate/infergate/rules/store/etcdstore"
+	"github.com/infergate/infergate/rules/store/etcdstore/etcdtest"
+	"github.com/infergate/infergate/rules/store/storetest"
 	"github.com/sirupsen/logrus"
 )
 
@@ -28,7 +28,7 @@ func TestConformance(t *testing.T) {
 		o := etcdstore.DefaultOptions()
 		o.Endpoints = c.Endpoints()
 		o.Prefix = fmt.Sprintf("/conformance/%d", n.Add(1))
-		return storetest.Location{Shared: true, Open: func(t *testing.T) rules.Backend {
+		return storetest.Location{Shared: true, Open: func(t *testing.T) store.Backend {
 			b, err := etcdstore.Open(o, quietLog(), nil)
 			if err != nil {
 				t.Fatal(err)

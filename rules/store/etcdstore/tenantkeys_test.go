@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/apierror"
-	"github.com/infergate/infergate/rules/etcdstore/etcdtest"
+	"github.com/infergate/infergate/rules/store/etcdstore/etcdtest"
 	"github.com/infergate/infergate/tenant"
 )
 

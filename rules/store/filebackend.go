@@ -1,4 +1,4 @@
-package rules
+package store
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/infergate/infergate/rules"
 	"github.com/sirupsen/logrus"
 )
 
@@ -24,8 +25,8 @@ type FileBackend struct {
 	mu     sync.Mutex
 	loaded bool // the file was read; later Loads return memory (sole writer)
 	rev    int64
-	vals   map[string][]byte // StoreKey → wire JSON
-	revs   map[string]int64  // StoreKey → revision of its last write
+	vals   map[string][]byte // BackendKey → wire JSON
+	revs   map[string]int64  // BackendKey → revision of its last write
 }
 
 // OpenFileBackend opens (and creates) dir; "" is a memory-only backend.
@@ -92,14 +93,17 @@ func (b *FileBackend) memory() Loaded {
 	return out
 }
 
-// keyOfValue is the StoreKey of a stored value, "" if it is no valid rule.
+// keyOfValue is the BackendKey of a stored value, "" if it is no valid rule.
 func keyOfValue(raw []byte) string {
-	r, err := DecodeJSON(raw)
-	if err != nil || Validate(r) != nil {
+	r, err := rules.DecodeJSON(raw)
+	if err != nil {
 		return ""
 	}
-	nr := normalize(r)
-	return StoreKey(compileValid(&nr).Key)
+	_, c, err := rules.Prepare(r)
+	if err != nil {
+		return ""
+	}
+	return BackendKey(c.Key)
 }
 
 // Commit checks every expected revision, then rewrites the file once.

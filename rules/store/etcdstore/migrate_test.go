@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infergate/infergate/rules"
-	"github.com/infergate/infergate/rules/etcdstore/etcdtest"
-	"github.com/infergate/infergate/rules/storetest"
+	"github.com/infergate/infergate/rules/store"
+	"github.com/infergate/infergate/rules/store/etcdstore/etcdtest"
+	"github.com/infergate/infergate/rules/store/storetest"
 )
 
 // TestMigrateRoundTrip: file → etcd → a new file gives the same rules; a
@@ -28,15 +28,15 @@ func TestMigrateRoundTrip(t *testing.T) {
 	eb := openBackend(t, c.Endpoints(), "/migrate")
 	defer eb.Close()
 	put(t, c.Client(t), "/migrate/rules/junk", "{}")
-	rep, err := rules.Migrate(ctx, fb, eb)
+	rep, err := store.Migrate(ctx, fb, eb)
 	if err != nil || rep.Copied != 3 {
 		t.Fatalf("file → etcd: %+v %v", rep, err)
 	}
-	if rep, err = rules.Migrate(ctx, fb, eb); err != nil || rep.Copied != 0 || rep.Unchanged != 3 {
+	if rep, err = store.Migrate(ctx, fb, eb); err != nil || rep.Copied != 0 || rep.Unchanged != 3 {
 		t.Fatalf("second run: %+v %v", rep, err)
 	}
 	out := openFile(t, t.TempDir())
-	rep, err = rules.Migrate(ctx, eb, out)
+	rep, err = store.Migrate(ctx, eb, out)
 	if err != nil || rep.Copied != 3 || len(rep.Skipped) != 1 {
 		t.Fatalf("etcd → file: %+v %v", rep, err)
 	}
@@ -46,21 +46,21 @@ func TestMigrateRoundTrip(t *testing.T) {
 	}
 }
 
-func openFile(t testing.TB, dir string) *rules.FileBackend {
+func openFile(t testing.TB, dir string) *store.FileBackend {
 	t.Helper()
-	b, err := rules.OpenFileBackend(dir, quietLog(), nil)
+	b, err := store.OpenFileBackend(dir, quietLog(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
 }
 
-func newFileStore(t *testing.T, dir string) *rules.Store {
+func newFileStore(t *testing.T, dir string) *store.Store {
 	t.Helper()
-	o := rules.DefaultStoreOptions()
+	o := store.DefaultOptions()
 	o.StateDir = dir
 	o.Log = quietLog()
-	s, err := rules.OpenStore(o)
+	s, err := store.Open(o)
 	if err != nil {
 		t.Fatal(err)
 	}

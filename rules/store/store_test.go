@@ -1,4 +1,4 @@
-package rules
+package store
 
 import (
 	"bufio"
@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/apierror"
+	"github.com/infergate/infergate/rules"
 	"github.com/infergate/infergate/spec"
 	"github.com/sirupsen/logrus"
 )
@@ -88,7 +89,7 @@ func quietLog() *logrus.Logger {
 
 func openReady(t *testing.T, dir string, rt Runtime) *Store {
 	t.Helper()
-	s, err := OpenStore(StoreOptions{StateDir: dir, Runtime: rt, Log: quietLog()})
+	s, err := Open(Options{StateDir: dir, Runtime: rt, Log: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,13 +99,13 @@ func openReady(t *testing.T, dir string, rt Runtime) *Store {
 	return s
 }
 
-func withPort(r Rule, port int) Rule {
+func withPort(r rules.Rule, port int) rules.Rule {
 	r.ServiceArguments.Port = port
 	return r
 }
 
 // persistedRules reads rules.json back through the same checks replay uses.
-func persistedRules(t *testing.T, dir string) []Rule {
+func persistedRules(t *testing.T, dir string) []rules.Rule {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(dir, stateFileName))
 	if err != nil {
@@ -114,17 +115,17 @@ func persistedRules(t *testing.T, dir string) []Rule {
 	if reason != "" {
 		t.Fatalf("state file unsound: %s", reason)
 	}
-	out := make([]Rule, len(raws))
+	out := make([]rules.Rule, len(raws))
 	for i, raw := range raws {
-		if out[i], err = DecodeJSON(raw); err != nil {
+		if out[i], err = rules.DecodeJSON(raw); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return out
 }
 
-func listRules(s *Store) []Rule {
-	var out []Rule
+func listRules(s *Store) []rules.Rule {
+	var out []rules.Rule
 	for _, e := range s.List() {
 		out = append(out, e.Rule)
 	}
@@ -132,7 +133,7 @@ func listRules(s *Store) []Rule {
 }
 
 func TestStoreNotReadyBeforeReplay(t *testing.T) {
-	s, err := OpenStore(StoreOptions{StateDir: t.TempDir(), Log: quietLog()})
+	s, err := Open(Options{StateDir: t.TempDir(), Log: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func TestStoreUpsert(t *testing.T) {
 
 	steps := []struct {
 		name    string
-		rule    func() Rule
+		rule    func() rules.Rule
 		outcome Outcome
 		status  int // 0 = success
 		code    string
@@ -182,7 +183,7 @@ func TestStoreUpsert(t *testing.T) {
 	}{
 		{name: "create", rule: pdRule, outcome: Created},
 		{name: "identical re-POST", rule: pdRule, outcome: Unchanged, status: 409, code: apierror.CodeRuleExists, result: "lbrule-exists error"},
-		{name: "same after defaults", rule: func() Rule {
+		{name: "same after defaults", rule: func() rules.Rule {
 			r := pdRule()
 			r.ServiceArguments.PDCacheThreshold = 20
 			r.ServiceArguments.KVEngineType = "vllm"
@@ -191,16 +192,16 @@ func TestStoreUpsert(t *testing.T) {
 			r.Endpoints[0].State = "active"
 			return r
 		}, outcome: Unchanged, status: 409, code: apierror.CodeRuleExists, result: "lbrule-exists error"},
-		{name: "weight change updates", rule: func() Rule { r := pdRule(); r.Endpoints[0].Weight = 5; return r }, outcome: Updated,
+		{name: "weight change updates", rule: func() rules.Rule { r := pdRule(); r.Endpoints[0].Weight = 5; return r }, outcome: Updated,
 			check: func(t *testing.T, c *spec.Rule) {
 				if c.Endpoints[0].Weight != 5 {
 					t.Errorf("weight %d", c.Endpoints[0].Weight)
 				}
 			}},
-		{name: "role and nixl change applied", rule: func() Rule {
+		{name: "role and nixl change applied", rule: func() rules.Rule {
 			r := pdRule()
 			r.Endpoints[0].Weight = 5
-			r.Endpoints = append(r.Endpoints, Endpoint{EndpointIP: "10.1.0.3", TargetPort: 8000, Weight: 1, EPRole: 1})
+			r.Endpoints = append(r.Endpoints, rules.Endpoint{EndpointIP: "10.1.0.3", TargetPort: 8000, Weight: 1, EPRole: 1})
 			r.Endpoints[1].NixlPort = 9100
 			return r
 		}, outcome: Updated, check: func(t *testing.T, c *spec.Rule) {
@@ -208,16 +209,16 @@ func TestStoreUpsert(t *testing.T) {
 				t.Errorf("endpoints %+v", c.Endpoints)
 			}
 		}},
-		{name: "engine change is immutable", rule: func() Rule {
+		{name: "engine change is immutable", rule: func() rules.Rule {
 			r := pdRule()
 			r.ServiceArguments.KVEngineType = "sglang"
 			r.Endpoints[0].NixlPort = 0
 			return r
 		}, outcome: Unchanged, status: 409, code: apierror.CodeImmutableField, field: "serviceArguments.kvEngineType",
 			result: "lbrule-exist error: cant modify rule kv engine type (delete and recreate)"},
-		{name: "invalid update rejected", rule: func() Rule { r := pdRule(); r.ServiceArguments.KVExactMode = 3; return r },
+		{name: "invalid update rejected", rule: func() rules.Rule { r := pdRule(); r.ServiceArguments.KVExactMode = 3; return r },
 			status: 400, code: apierror.CodeInvalidCombo, field: "serviceArguments.kvExactMode"},
-		{name: "other model on same VIP is a new rule", rule: func() Rule { r := pdRule(); r.ServiceArguments.ModelName = "m2"; return r }, outcome: Created},
+		{name: "other model on same VIP is a new rule", rule: func() rules.Rule { r := pdRule(); r.ServiceArguments.ModelName = "m2"; return r }, outcome: Created},
 	}
 	var lastGen uint64
 	for _, st := range steps {
@@ -375,7 +376,7 @@ func TestStoreGetAndDelete(t *testing.T) {
 	b := pdRule()
 	b.ServiceArguments.Name = "multi"
 	b.ServiceArguments.ModelName = "m2"
-	for _, r := range []Rule{v6, a, b, withPort(plainRule(), 90)} {
+	for _, r := range []rules.Rule{v6, a, b, withPort(plainRule(), 90)} {
 		if _, _, err := s.Apply(r); err != nil {
 			t.Fatal(err)
 		}
@@ -418,7 +419,7 @@ func TestStoreGetAndDelete(t *testing.T) {
 		}
 	}
 
-	k, err := KeyOf(v6)
+	k, err := rules.KeyOf(v6)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,7 +429,7 @@ func TestStoreGetAndDelete(t *testing.T) {
 	wantAPIError(t, s.Delete(k), 404, apierror.CodeRuleNotFound, "", "no-rule error")
 	disabled := withPort(plainRule(), 90)
 	disabled.ServiceArguments.PathMatchMode = "disabled"
-	kd, _ := KeyOf(disabled)
+	kd, _ := rules.KeyOf(disabled)
 	kd.PathMatchMode = "disabled" // as a DELETE path parameter would carry it
 	if err := s.Delete(kd); err != nil {
 		t.Fatalf("Delete with path_match_mode=disabled: %v", err)
@@ -521,7 +522,7 @@ func TestStoreReplayQuarantinesCorruptFile(t *testing.T) {
 			log.SetOutput(&logBuf)
 			log.SetFormatter(&logrus.JSONFormatter{})
 			now := time.Unix(1700000000, 0)
-			s, err := OpenStore(StoreOptions{StateDir: dir, Log: log, Now: func() time.Time { return now }})
+			s, err := Open(Options{StateDir: dir, Log: log, Now: func() time.Time { return now }})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -570,7 +571,7 @@ func TestStoreReplaySkipsRulesThatNoLongerValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Unix(1700000001, 0)
-	s, err := OpenStore(StoreOptions{StateDir: dir, Runtime: newFakeRuntime(), Log: quietLog(), Now: func() time.Time { return now }})
+	s, err := Open(Options{StateDir: dir, Runtime: newFakeRuntime(), Log: quietLog(), Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -595,7 +596,7 @@ func TestStoreReplaySkipsRulesThatNoLongerValidate(t *testing.T) {
 		!strings.Contains(rej.Rejected[1].Error, "duplicate key") {
 		t.Errorf("rejected file %s", data)
 	}
-	if r, err := DecodeJSON(rej.Rejected[0].Rule); err != nil || r.ServiceArguments.Port != 81 {
+	if r, err := rules.DecodeJSON(rej.Rejected[0].Rule); err != nil || r.ServiceArguments.Port != 81 {
 		t.Errorf("rejected rule not kept verbatim: %v", err)
 	}
 }
@@ -607,7 +608,7 @@ func TestStoreReplayCancelled(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt := newFakeRuntime()
-	s2, err := OpenStore(StoreOptions{StateDir: dir, Runtime: rt, Log: quietLog()})
+	s2, err := Open(Options{StateDir: dir, Runtime: rt, Log: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -626,7 +627,7 @@ func TestStoreReplayCancelled(t *testing.T) {
 func TestStoreMemoryOnly(t *testing.T) {
 	wd := t.TempDir()
 	t.Chdir(wd)
-	s, err := OpenStore(StoreOptions{Log: quietLog()})
+	s, err := Open(Options{Log: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -666,7 +667,7 @@ func TestStoreConcurrentMutations(t *testing.T) {
 				case 0, 1:
 					_, _, err = s.Apply(r)
 				case 2:
-					k, _ := KeyOf(r)
+					k, _ := rules.KeyOf(r)
 					err = s.Delete(k)
 				case 3:
 					_, err = s.DeleteByName(r.ServiceArguments.Name)
@@ -708,7 +709,7 @@ func TestCrashHelper(t *testing.T) {
 	if dir == "" {
 		t.Skip("helper process for TestStoreCrashSafety")
 	}
-	s, err := OpenStore(StoreOptions{StateDir: dir, Log: quietLog()})
+	s, err := Open(Options{StateDir: dir, Log: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -802,50 +803,6 @@ func TestStoreListReturnsCopies(t *testing.T) {
 	}
 }
 
-// Rows 29–33 on an existing key. Rows 29, 32 and 33 cannot be reached
-// through Apply (secondaryIPs, security, egress and non-fullproxy modes are
-// rejected by validation first), so checkUpdate is tested directly.
-func TestCheckUpdateRows(t *testing.T) {
-	tests := []struct {
-		name   string
-		mutate func(old, nr *Rule)
-		status int
-		code   string
-		field  string
-		result string
-	}{
-		{"row29 secondary IPs differ", func(_, nr *Rule) { nr.SecondaryIPs = []SecondaryIP{{"10.9.9.9"}} },
-			409, apierror.CodeImmutableField, "secondaryIPs", "secIP modify error"},
-		{"row30 engine differs", func(_, nr *Rule) { nr.ServiceArguments.KVEngineType = "trtllm" },
-			409, apierror.CodeImmutableField, "serviceArguments.kvEngineType", "lbrule-exist error: cant modify rule kv engine type (delete and recreate)"},
-		{"row30 empty equals vllm", func(old, nr *Rule) { old.ServiceArguments.KVEngineType = ""; nr.ServiceArguments.KVEngineType = "vllm" },
-			409, apierror.CodeRuleExists, "", "lbrule-exists error"},
-		{"row31 nothing changed", func(_, _ *Rule) {},
-			409, apierror.CodeRuleExists, "", "lbrule-exists error"},
-		{"row32 security", func(_, nr *Rule) { nr.ServiceArguments.Security = 1 },
-			409, apierror.CodeImmutableField, "serviceArguments.security", "lbrule-exist error: cant modify rule security mode"},
-		{"row32 egress", func(_, nr *Rule) { nr.ServiceArguments.Egress = true },
-			409, apierror.CodeImmutableField, "serviceArguments.egress", "lbrule-exist error: cant modify rule egress mode"},
-		{"row33 fullproxy to fullnat", func(_, nr *Rule) { nr.ServiceArguments.Mode = 2 },
-			409, apierror.CodeImmutableField, "serviceArguments.mode", "lbrule-exist error: cant modify fullproxy rule mode"},
-		{"changed weight is an update", func(_, nr *Rule) { nr.Endpoints[0].Weight = 2 }, 0, "", "", ""},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			old, nr := normalize(pdRule()), normalize(pdRule())
-			tc.mutate(&old, &nr)
-			err := checkUpdate(old, nr)
-			if tc.status == 0 {
-				if err != nil {
-					t.Fatalf("checkUpdate: %v", err)
-				}
-				return
-			}
-			wantAPIError(t, err, tc.status, tc.code, tc.field, tc.result)
-		})
-	}
-}
-
 // blockingRuntime parks Install until released, to hold a mutation open.
 type blockingRuntime struct {
 	entered chan struct{}
@@ -912,7 +869,7 @@ func TestStoreReplayRetriesInstall(t *testing.T) {
 		return nil
 	}
 	now := time.Unix(1700000002, 0)
-	s2, err := OpenStore(StoreOptions{StateDir: dir, Runtime: rt, Log: quietLog(), Now: func() time.Time { return now },
+	s2, err := Open(Options{StateDir: dir, Runtime: rt, Log: quietLog(), Now: func() time.Time { return now },
 		ReplayInstallAttempts: 3, ReplayRetryDelay: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/metrics"
-	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/rules/store"
 	"github.com/sirupsen/logrus"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Backend is the etcd rules.Backend. Build it with Open; it does not wait
+// Backend is the etcd store.Backend. Build it with Open; it does not wait
 // for etcd, so a replica starting during an outage comes up (not ready).
 type Backend struct {
 	opts   Options
@@ -149,19 +149,19 @@ func (b *Backend) probe(ctx context.Context) {
 }
 
 // Load reads every rule under the prefix at one revision.
-func (b *Backend) Load(ctx context.Context) (rules.Loaded, error) {
+func (b *Backend) Load(ctx context.Context) (store.Loaded, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.opts.RequestTimeout)
 	defer cancel()
 	resp, err := b.cli.Get(ctx, b.rules, clientv3.WithPrefix())
 	if err != nil {
 		b.setHealth(err)
-		return rules.Loaded{}, rules.StoreUnavailable(fmt.Errorf("etcd: load %s: %w", b.rules, err))
+		return store.Loaded{}, store.Unavailable(fmt.Errorf("etcd: load %s: %w", b.rules, err))
 	}
 	b.setHealth(nil)
 	b.noteRevision(resp.Header.Revision)
-	out := rules.Loaded{Revision: resp.Header.Revision, Values: make([]rules.StoredValue, 0, len(resp.Kvs))}
+	out := store.Loaded{Revision: resp.Header.Revision, Values: make([]store.StoredValue, 0, len(resp.Kvs))}
 	for _, kv := range resp.Kvs {
-		out.Values = append(out.Values, rules.StoredValue{
+		out.Values = append(out.Values, store.StoredValue{
 			Key: strings.TrimPrefix(string(kv.Key), b.rules), Value: kv.Value, Revision: kv.ModRevision})
 	}
 	return out, nil
@@ -169,7 +169,7 @@ func (b *Backend) Load(ctx context.Context) (rules.Loaded, error) {
 
 // Commit runs the change as one transaction guarded by every key's mod
 // revision; it returns once etcd has committed it (a quorum has it).
-func (b *Backend) Commit(ctx context.Context, c rules.Change) (int64, error) {
+func (b *Backend) Commit(ctx context.Context, c store.Change) (int64, error) {
 	var conds []clientv3.Cmp
 	var ops []clientv3.Op
 	for _, p := range c.Puts {
@@ -208,7 +208,7 @@ func (b *Backend) Commit(ctx context.Context, c rules.Change) (int64, error) {
 			return 0, fmt.Errorf("etcd: change of %d keys exceeds the cluster's --max-txn-ops: %w", len(ops), err)
 		}
 		b.setHealth(err)
-		return 0, rules.StoreUnavailable(fmt.Errorf("etcd: commit: %w", err))
+		return 0, store.Unavailable(fmt.Errorf("etcd: commit: %w", err))
 	}
 	b.noteRevision(resp.Header.Revision)
 	if !resp.Succeeded && retried {
@@ -223,7 +223,7 @@ func (b *Backend) Commit(ctx context.Context, c rules.Change) (int64, error) {
 		} else if len(c.Deletes) > 0 {
 			key, expect = c.Deletes[0].Key, c.Deletes[0].Expect
 		}
-		return 0, rules.RevisionConflict(key, expect)
+		return 0, store.RevisionConflict(key, expect)
 	}
 	return resp.Header.Revision, nil
 }
@@ -244,7 +244,7 @@ func transient(err error) bool {
 
 // alreadyCommitted reports whether the store already holds exactly what c
 // writes (its first, ambiguous attempt committed) and at which revision.
-func (b *Backend) alreadyCommitted(ctx context.Context, c rules.Change) (int64, bool) {
+func (b *Backend) alreadyCommitted(ctx context.Context, c store.Change) (int64, bool) {
 	var rev int64
 	for _, p := range c.Puts {
 		resp, err := b.cli.Get(ctx, b.rules+p.Key)
@@ -266,8 +266,8 @@ func (b *Backend) alreadyCommitted(ctx context.Context, c rules.Change) (int64, 
 // Watch follows the rules prefix from after+1. It re-opens the watch from
 // the last delivered revision when it breaks (leader loss, disconnect) and
 // sends a Reset with the complete set when that revision was compacted.
-func (b *Backend) Watch(ctx context.Context, after int64) <-chan rules.Update {
-	out := make(chan rules.Update, 16)
+func (b *Backend) Watch(ctx context.Context, after int64) <-chan store.Update {
+	out := make(chan store.Update, 16)
 	go func() {
 		defer close(out)
 		rev := after
@@ -304,7 +304,7 @@ func (b *Backend) Watch(ctx context.Context, after int64) <-chan rules.Update {
 
 // watchOnce runs one watch stream until it ends; it returns the last
 // revision delivered and whether the stream ended because of compaction.
-func (b *Backend) watchOnce(ctx context.Context, rev int64, out chan<- rules.Update) (int64, bool) {
+func (b *Backend) watchOnce(ctx context.Context, rev int64, out chan<- store.Update) (int64, bool) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	wch := b.cli.Watch(wctx, b.rules, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithProgressNotify())
@@ -334,9 +334,9 @@ func (b *Backend) watchOnce(ctx context.Context, rev int64, out chan<- rules.Upd
 			return rev, false
 		}
 		b.noteRevision(resp.Header.Revision)
-		u := rules.Update{Revision: resp.Header.Revision}
+		u := store.Update{Revision: resp.Header.Revision}
 		for _, ev := range resp.Events {
-			v := rules.StoredValue{Key: strings.TrimPrefix(string(ev.Kv.Key), b.rules), Revision: ev.Kv.ModRevision}
+			v := store.StoredValue{Key: strings.TrimPrefix(string(ev.Kv.Key), b.rules), Revision: ev.Kv.ModRevision}
 			if ev.Type == clientv3.EventTypePut {
 				v.Value = ev.Kv.Value
 				if v.Value == nil {
@@ -360,7 +360,7 @@ func (b *Backend) watchOnce(ctx context.Context, rev int64, out chan<- rules.Upd
 
 // resync loads the whole set (retrying while etcd is away) and sends it as
 // a Reset; it returns the revision to watch from.
-func (b *Backend) resync(ctx context.Context, out chan<- rules.Update) (int64, bool) {
+func (b *Backend) resync(ctx context.Context, out chan<- store.Update) (int64, bool) {
 	if b.m != nil {
 		b.m.Resyncs.Inc()
 	}
@@ -369,7 +369,7 @@ func (b *Backend) resync(ctx context.Context, out chan<- rules.Update) (int64, b
 		l, err := b.Load(ctx)
 		if err == nil {
 			select {
-			case out <- rules.Update{Revision: l.Revision, Values: l.Values, Reset: true}:
+			case out <- store.Update{Revision: l.Revision, Values: l.Values, Reset: true}:
 				return l.Revision, true
 			case <-ctx.Done():
 				return 0, false
@@ -385,7 +385,7 @@ func (b *Backend) resync(ctx context.Context, out chan<- rules.Update) (int64, b
 }
 
 var (
-	_ rules.Backend        = (*Backend)(nil)
-	_ rules.Watcher        = (*Backend)(nil)
-	_ rules.HealthReporter = (*Backend)(nil)
+	_ store.Backend        = (*Backend)(nil)
+	_ store.Watcher        = (*Backend)(nil)
+	_ store.HealthReporter = (*Backend)(nil)
 )
