@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/datapath/kvplane"
+	"github.com/infergate/infergate/internal/pdfake"
 	"github.com/infergate/infergate/kvexact/bpe"
-	"github.com/infergate/infergate/test/pdfake"
 )
 
 // kvDaemon starts the real `infergate serve` with extra flags on a free

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/api"
+	"github.com/infergate/infergate/internal/pdfake"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/rules/store"
-	"github.com/infergate/infergate/test/pdfake"
 	"github.com/infergate/infergate/tlsmat/tlstest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"

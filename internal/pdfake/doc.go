@@ -14,4 +14,9 @@
 // Engines bind 127.0.0.x loopback addresses in process (Start) or run as the
 // pdfake binary (Run). Two SGLang prefills share one bootstrap port by using
 // different loopback IPs, exactly like two hosts.
+//
+// It is under internal/, not test/, because it ships: `infergate demo` runs
+// its engines as the hidden `infergate fake-engine` command of the gateway
+// binary itself, so a lone binary can show P/D end to end. kvfake and
+// fakeengine, which it is built on, sit beside it.
 package pdfake

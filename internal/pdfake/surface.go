@@ -3,7 +3,7 @@ package pdfake
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/infergate/infergate/test/fakeengine"
+	"github.com/infergate/infergate/internal/fakeengine"
 	"io"
 	"net/http"
 	"strconv"

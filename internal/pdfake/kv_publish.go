@@ -10,9 +10,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/infergate/infergate/internal/kvfake"
 	"github.com/infergate/infergate/kvexact"
 	"github.com/infergate/infergate/kvexact/bpe"
-	"github.com/infergate/infergate/test/kvfake"
 )
 
 // KVConfig makes a fake vLLM engine behave like one started with

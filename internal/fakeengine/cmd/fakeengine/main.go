@@ -10,7 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/infergate/infergate/test/fakeengine"
+	"github.com/infergate/infergate/internal/fakeengine"
 )
 
 func main() {

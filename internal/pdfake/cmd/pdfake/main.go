@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/infergate/infergate/test/pdfake"
+	"github.com/infergate/infergate/internal/pdfake"
 )
 
 func main() {
