@@ -79,7 +79,7 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 	}
 	defer closeRuntime(log, rt, runtimeCloseTimeout(opts))
 
-	storeRT, status, closeSel := withSelector(rt, shared, m, log.WithField("component", "selector")) // issue 15
+	storeRT, status, closeSel := withSelector(rt, shared, m, log.WithField("component", "selector"))
 	if closeSel != nil {
 		defer func() { _ = closeSel() }()
 	}
@@ -114,7 +114,7 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 	}
 	if dp, ok := rt.(*datapath.Runtime); ok {
 		apiOpts.Explain = api.ExplainerOf(dp.Explain)
-		apiOpts.Certs = dp.Certs() // issue 11: /sni/certificates, TLS in /status
+		apiOpts.Certs = dp.Certs() // /sni/certificates, TLS in /status
 	}
 	srv, err := api.NewServer(apiOpts)
 	if err != nil {
@@ -134,7 +134,7 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 		WriteTimeout:      apiWriteTimeout,
 		IdleTimeout:       apiIdleTimeout,
 	}
-	if ln, err = apiTLS(opts, ln, httpSrv); err != nil { // issue 11
+	if ln, err = apiTLS(opts, ln, httpSrv); err != nil {
 		return err
 	}
 	serveErr := make(chan error, 1)

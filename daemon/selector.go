@@ -10,7 +10,7 @@ import (
 )
 
 // withSelector puts rules/selector between the store and the datapath when
-// the store is etcd (issue 15: endpointSelector rules follow engine
+// the store is etcd (endpointSelector rules follow engine
 // registrations). It returns what the store installs into, what the API
 // reads status from, and the closer (nil without etcd).
 func withSelector(rt store.Runtime, shared *etcdstore.Backend, m *metrics.Metrics, log logrus.FieldLogger) (store.Runtime, api.StatusSource, func() error) {

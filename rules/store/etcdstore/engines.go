@@ -30,7 +30,7 @@ type Registration struct {
 	BootstrapPort int    `json:"bootstrap_port,omitempty"` // SGLang prefill bootstrap server
 	KVZmqPort     int    `json:"kvZmqPort,omitempty"`      // KV-events publisher
 	DPRanks       int    `json:"dp_ranks,omitempty"`       // data-parallel ranks (0 = 1)
-	// Facts a prefill/decode pair must share, when advertised (issue 15).
+	// Facts a prefill/decode pair must share, when advertised.
 	BlockSize   int    `json:"block_size,omitempty"`   // KV cache block size in tokens
 	KVConnector string `json:"kv_connector,omitempty"` // e.g. NixlConnector, mooncake
 }
