@@ -9,6 +9,8 @@ import (
 	"github.com/infergate/infergate/rules"
 )
 
+// Rule fixtures, as in package rules' own tests.
+
 // plainRule is a minimal valid single-pool rule.
 func plainRule() rules.Rule {
 	return rules.Rule{
@@ -62,5 +64,3 @@ func wantAPIError(t *testing.T, err error, status int, code, field, result strin
 	}
 	return ae
 }
-
-func intp(v int) *int { return &v }
