@@ -8,19 +8,19 @@ import (
 // Options are the admission caps. Zero or negative caps mean "no cap".
 type Options struct {
 	// MaxConns caps client connections over all VIP listeners.
-	MaxConns int
+	MaxConns int `yaml:"max-client-conns"`
 	// MaxConnsPerIP caps client connections from one source address (all
 	// VIPs together). IPv4-mapped IPv6 addresses count as their IPv4 form.
-	MaxConnsPerIP int
+	MaxConnsPerIP int `yaml:"max-conns-per-ip"`
 	// IdleTimeout closes a keep-alive client connection that has been idle
 	// this long between requests (applied by the HTTP layer).
-	IdleTimeout time.Duration
+	IdleTimeout time.Duration `yaml:"client-idle-timeout"`
 	// EvictIdleAfter: at the global cap, a new connection evicts the
 	// connection that has been idle longest (no request in progress: never
 	// sent one, or between keep-alive requests), if it has been idle at
 	// least this long, instead of being refused. A flood of idle
 	// connections then cannot lock out new clients. 0 disables eviction.
-	EvictIdleAfter time.Duration
+	EvictIdleAfter time.Duration `yaml:"evict-idle-after"`
 }
 
 // Reserve is the number of file descriptors DefaultOptions keeps out of the

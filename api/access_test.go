@@ -16,6 +16,7 @@ import (
 	"github.com/infergate/infergate/api/auth"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/rules/store"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -28,11 +29,11 @@ const (
 // an API listening on 127.0.0.1:11111 (the daemon's default).
 func guardedServer(t *testing.T, opts auth.Options) (*httptest.Server, *metrics.Metrics) {
 	t.Helper()
-	store, err := rules.OpenStore(rules.StoreOptions{StateDir: t.TempDir(), Log: quietLog()})
+	rs, err := store.Open(store.Options{StateDir: t.TempDir(), Log: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Replay(context.Background()); err != nil {
+	if err := rs.Replay(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	g, err := auth.NewGuard("127.0.0.1:11111", opts)
@@ -42,7 +43,7 @@ func guardedServer(t *testing.T, opts auth.Options) (*httptest.Server, *metrics.
 	reg := prometheus.NewRegistry()
 	m := &metrics.Metrics{Registry: reg, API: metrics.NewAPI(reg)}
 	o := api.DefaultOptions()
-	o.Store, o.Metrics, o.Log, o.Guard = store, m, quietLog(), g
+	o.Store, o.Metrics, o.Log, o.Guard = rs, m, quietLog(), g
 	srv, err := api.NewServer(o)
 	if err != nil {
 		t.Fatal(err)

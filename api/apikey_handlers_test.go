@@ -10,7 +10,7 @@ import (
 
 	"github.com/infergate/infergate/api"
 	"github.com/infergate/infergate/metrics"
-	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/rules/store"
 	"github.com/infergate/infergate/tenant"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -18,11 +18,11 @@ import (
 func newKeysHarness(t *testing.T) (*harness, string) {
 	t.Helper()
 	dir := t.TempDir()
-	store, err := rules.OpenStore(rules.StoreOptions{StateDir: dir, Log: quietLog()})
+	rs, err := store.Open(store.Options{StateDir: dir, Log: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Replay(context.Background()); err != nil {
+	if err := rs.Replay(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	keys, err := tenant.Open(tenant.Options{StateDir: dir, Log: quietLog()})
@@ -32,7 +32,7 @@ func newKeysHarness(t *testing.T) (*harness, string) {
 	reg := prometheus.NewRegistry()
 	m := &metrics.Metrics{Registry: reg, API: metrics.NewAPI(reg)}
 	opts := api.DefaultOptions()
-	opts.Store, opts.Metrics, opts.Log, opts.Keys = store, m, quietLog(), keys
+	opts.Store, opts.Metrics, opts.Log, opts.Keys = rs, m, quietLog(), keys
 	srv, err := api.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)

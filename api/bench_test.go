@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/rules/store"
 )
 
 // BenchmarkAPICreate measures POST /config/loadbalancer creating a rule,
@@ -19,8 +20,8 @@ import (
 // store (decode included), the baseline the API overhead is read against.
 func BenchmarkAPICreate(b *testing.B) {
 	body := ruleBody(b, nil)
-	newStore := func(b *testing.B) *rules.Store {
-		s, err := rules.OpenStore(rules.StoreOptions{StateDir: b.TempDir(), Log: quietLog()})
+	newStore := func(b *testing.B) *store.Store {
+		s, err := store.Open(store.Options{StateDir: b.TempDir(), Log: quietLog()})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -3,7 +3,7 @@
 // /healthz, /readyz, /metrics and the OpenAPI document with its Swagger UI.
 //
 // Contract:
-//   - Handlers are thin: decode the request, call the rules.Store, render. All
+//   - Handlers are thin: decode the request, call the store.Store, render. All
 //     rule semantics (validation, upsert, 409 on identical re-POST) live in
 //     the rules package.
 //   - Every failure a client can act on is an *apierror.Error created where

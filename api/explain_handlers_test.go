@@ -14,6 +14,7 @@ import (
 	"github.com/infergate/infergate/apierror"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/rules/store"
 	"github.com/infergate/infergate/spec"
 )
 
@@ -75,24 +76,24 @@ func TestExplainRoute(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			store, err := rules.OpenStore(rules.StoreOptions{StateDir: t.TempDir(), Log: quietLog()})
+			rs, err := store.Open(store.Options{StateDir: t.TempDir(), Log: quietLog()})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := store.Replay(context.Background()); err != nil {
+			if err := rs.Replay(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			var r rules.Rule
 			if err := json.Unmarshal(ruleBody(t, nil), &r); err != nil {
 				t.Fatal(err)
 			}
-			if _, _, err := store.Apply(r); err != nil {
+			if _, _, err := rs.Apply(r); err != nil {
 				t.Fatal(err)
 			}
 			rec := &recordingExplainer{err: tc.explainErr}
 			reg := prometheus.NewRegistry()
 			opts := api.DefaultOptions()
-			opts.Store, opts.Log = store, quietLog()
+			opts.Store, opts.Log = rs, quietLog()
 			opts.Metrics = &metrics.Metrics{Registry: reg, API: metrics.NewAPI(reg)}
 			if !tc.noExplain {
 				opts.Explain = api.ExplainerOf(rec.Explain)

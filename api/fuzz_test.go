@@ -8,7 +8,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/rules/store"
 	"github.com/infergate/infergate/swagger"
 )
 
@@ -24,14 +24,14 @@ func FuzzPostRule(f *testing.F) {
 	f.Add([]byte(`{"serviceArguments":{"externalIP":"::1","port":65536},"endpoints":[]}`))
 	f.Add([]byte(`{"serviceArguments":{"externalIP":"10.0.0.1","port":80,"protocol":"tcp","mode":4},"endpoints":[{"endpointIP":"10.1.0.1","targetPort":80,"weight":1,"EP_ROLE":1}]}`))
 
-	store, err := rules.OpenStore(rules.StoreOptions{Log: quietLog()}) // memory only: fast
+	rs, err := store.Open(store.Options{Log: quietLog()}) // memory only: fast
 	if err != nil {
 		f.Fatal(err)
 	}
-	if err := store.Replay(context.Background()); err != nil {
+	if err := rs.Replay(context.Background()); err != nil {
 		f.Fatal(err)
 	}
-	h := serve(f, store, nil)
+	h := serve(f, rs, nil)
 	handler := h.srv.Handler()
 	f.Fuzz(func(t *testing.T, body []byte) {
 		rec := httptest.NewRecorder()

@@ -11,7 +11,7 @@ import (
 	"github.com/infergate/infergate/api"
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/metrics"
-	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/rules/store"
 )
 
 type fakeKV []kvplane.InventoryRow
@@ -38,13 +38,13 @@ func TestKVInventoryRoute(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			store, err := rules.OpenStore(rules.StoreOptions{StateDir: t.TempDir(), Log: quietLog()})
+			rs, err := store.Open(store.Options{StateDir: t.TempDir(), Log: quietLog()})
 			if err != nil {
 				t.Fatal(err)
 			}
 			reg := prometheus.NewRegistry()
 			opts := api.DefaultOptions()
-			opts.Store, opts.KV, opts.Log = store, tc.src, quietLog()
+			opts.Store, opts.KV, opts.Log = rs, tc.src, quietLog()
 			opts.Metrics = &metrics.Metrics{Registry: reg, API: metrics.NewAPI(reg)}
 			srv, err := api.NewServer(opts)
 			if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/infergate/infergate/apierror"
 	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/rules/store"
 	"github.com/infergate/infergate/spec"
 	"github.com/infergate/infergate/tlsmat"
 	"github.com/sirupsen/logrus"
@@ -103,13 +104,13 @@ func requireJSON(ct string) error {
 		"Unsupported media type", "rule bodies must be sent with Content-Type: application/json, got "+strconv.Quote(ct))
 }
 
-func outcomeName(o rules.Outcome) string {
+func outcomeName(o store.Outcome) string {
 	switch o {
-	case rules.Created:
+	case store.Created:
 		return "created"
-	case rules.Updated:
+	case store.Updated:
 		return "updated"
-	case rules.Unchanged:
+	case store.Unchanged:
 		return "unchanged"
 	}
 	return "outcome(" + strconv.Itoa(int(o)) + ")"
@@ -165,7 +166,7 @@ func (s *Server) getStatus(c *gin.Context) {
 }
 
 // tlsStatus finds the certificate a TLS rule serves (nil for plaintext).
-func (s *Server) tlsStatus(e rules.Entry) *TLSStatusView {
+func (s *Server) tlsStatus(e store.Entry) *TLSStatusView {
 	t := e.Compiled.TLS
 	if t == nil || s.certs == nil {
 		return nil
@@ -184,21 +185,21 @@ func (s *Server) tlsStatus(e rules.Entry) *TLSStatusView {
 	return &TLSStatusView{Security: t.Security, Hostname: host}
 }
 
-func (s *Server) lookup(c *gin.Context) (rules.Entry, bool) {
+func (s *Server) lookup(c *gin.Context) (store.Entry, bool) {
 	vip, err := pathIP(c.Param(paramIP))
 	if err != nil {
 		writeError(c, s.log, err)
-		return rules.Entry{}, false
+		return store.Entry{}, false
 	}
 	port, err := pathPort(paramPort, c.Param(paramPort))
 	if err != nil {
 		writeError(c, s.log, err)
-		return rules.Entry{}, false
+		return store.Entry{}, false
 	}
 	e, err := s.store.Get(vip.String(), port, strings.ToLower(c.Param(paramProto)))
 	if err != nil {
 		writeError(c, s.log, err)
-		return rules.Entry{}, false
+		return store.Entry{}, false
 	}
 	return e, true
 }
@@ -308,7 +309,7 @@ func pathPort(name, raw string) (int, error) {
 
 // runtimeStatus asks the datapath about e; ok is false without a source or
 // when the datapath does not know the rule (yet).
-func (s *Server) runtimeStatus(e rules.Entry) (spec.RuleStatus, bool) {
+func (s *Server) runtimeStatus(e store.Entry) (spec.RuleStatus, bool) {
 	if s.status == nil || e.Compiled == nil {
 		return spec.RuleStatus{}, false
 	}
@@ -318,7 +319,7 @@ func (s *Server) runtimeStatus(e rules.Entry) (spec.RuleStatus, bool) {
 // decorate returns e's wire form with runtime state filled in, read the way
 // LoxiLB's GET reads (loxilb_views.go). It copies the endpoint slice: the
 // stored entry is shared and must never be written.
-func (s *Server) decorate(e rules.Entry) rules.Rule {
+func (s *Server) decorate(e store.Entry) rules.Rule {
 	r := e.Rule
 	r.Endpoints = append([]rules.Endpoint(nil), e.Rule.Endpoints...)
 	st, ok := s.runtimeStatus(e)

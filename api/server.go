@@ -10,6 +10,7 @@ import (
 	"github.com/infergate/infergate/datapath"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/rules/store"
 	"github.com/infergate/infergate/spec"
 	"github.com/infergate/infergate/swagger"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -30,20 +31,20 @@ type StatusSource interface {
 	Status(k spec.Key) (spec.RuleStatus, bool)
 }
 
-// RuleStore is what the API needs from the rule store; *rules.Store is the
+// RuleStore is what the API needs from the rule store; *store.Store is the
 // implementation. An interface so handler tests can inject failures (a
 // store error the rules layer cannot produce on demand, a panic).
 type RuleStore interface {
 	Ready() bool
-	Apply(r rules.Rule) (rules.Outcome, *spec.Rule, error)
-	List() []rules.Entry
-	Get(vip string, port int, proto string) (rules.Entry, error)
+	Apply(r rules.Rule) (store.Outcome, *spec.Rule, error)
+	List() []store.Entry
+	Get(vip string, port int, proto string) (store.Entry, error)
 	Delete(k spec.Key) error
 	DeleteByName(name string) (int, error)
 	DeleteAll() (int, error)
 }
 
-var _ RuleStore = (*rules.Store)(nil)
+var _ RuleStore = (*store.Store)(nil)
 
 // Options configures a Server.
 type Options struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/infergate/infergate/api"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/rules/store"
 	"github.com/infergate/infergate/spec"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -32,7 +33,7 @@ func quietLog() *logrus.Logger {
 type harness struct {
 	srv     *api.Server
 	ts      *httptest.Server
-	store   *rules.Store
+	store   *store.Store
 	metrics *metrics.Metrics
 }
 
@@ -40,31 +41,31 @@ type harness struct {
 // temp dir. replay=false leaves the store in its boot state (writes gated).
 func newHarness(t testing.TB, replay bool, status api.StatusSource) *harness {
 	t.Helper()
-	store, err := rules.OpenStore(rules.StoreOptions{StateDir: t.TempDir(), Log: quietLog()})
+	rs, err := store.Open(store.Options{StateDir: t.TempDir(), Log: quietLog()})
 	if err != nil {
-		t.Fatalf("OpenStore: %v", err)
+		t.Fatalf("store.Open: %v", err)
 	}
 	if replay {
-		if err := store.Replay(context.Background()); err != nil {
+		if err := rs.Replay(context.Background()); err != nil {
 			t.Fatalf("Replay: %v", err)
 		}
 	}
-	return serve(t, store, status)
+	return serve(t, rs, status)
 }
 
-func serve(t testing.TB, store api.RuleStore, status api.StatusSource) *harness {
+func serve(t testing.TB, rs api.RuleStore, status api.StatusSource) *harness {
 	t.Helper()
-	return serveWith(t, store, status, nil)
+	return serveWith(t, rs, status, nil)
 }
 
-func serveWith(t testing.TB, store api.RuleStore, status api.StatusSource, bootDone func() bool) *harness {
+func serveWith(t testing.TB, rs api.RuleStore, status api.StatusSource, bootDone func() bool) *harness {
 	t.Helper()
 	// Only the API family: these tests must not depend on other areas'
 	// metric registrations.
 	reg := prometheus.NewRegistry()
 	m := &metrics.Metrics{Registry: reg, API: metrics.NewAPI(reg)}
 	opts := api.DefaultOptions()
-	opts.Store = store
+	opts.Store = rs
 	opts.Status = status
 	opts.Metrics = m
 	opts.Log = quietLog()
@@ -76,7 +77,7 @@ func serveWith(t testing.TB, store api.RuleStore, status api.StatusSource, bootD
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	h := &harness{srv: srv, ts: ts, metrics: m}
-	if s, ok := store.(*rules.Store); ok {
+	if s, ok := rs.(*store.Store); ok {
 		h.store = s
 	}
 	return h
@@ -488,10 +489,10 @@ type faultStore struct {
 
 func (f faultStore) Ready() bool { return true }
 
-func (f faultStore) List() []rules.Entry { panic("boom") }
+func (f faultStore) List() []store.Entry { panic("boom") }
 
-func (f faultStore) Apply(rules.Rule) (rules.Outcome, *spec.Rule, error) {
-	return rules.Created, nil, f.applyErr
+func (f faultStore) Apply(rules.Rule) (store.Outcome, *spec.Rule, error) {
+	return store.Created, nil, f.applyErr
 }
 
 func TestFaults(t *testing.T) {
@@ -555,15 +556,15 @@ func counterValue(t *testing.T, c prometheus.Metric) float64 {
 // TestReadyzWaitsForBoot: after replay the store takes writes, but /readyz
 // stays 503 until the daemon says boot (rule files) is done.
 func TestReadyzWaitsForBoot(t *testing.T) {
-	store, err := rules.OpenStore(rules.StoreOptions{StateDir: t.TempDir(), Log: quietLog()})
+	rs, err := store.Open(store.Options{StateDir: t.TempDir(), Log: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Replay(context.Background()); err != nil {
+	if err := rs.Replay(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	var done atomic.Bool
-	h := serveWith(t, store, nil, done.Load)
+	h := serveWith(t, rs, nil, done.Load)
 	checkError(t, h.do(t, http.MethodGet, "/readyz", nil), 503, "not_ready", "")
 	mustCreate(t, h, ruleBody(t, nil))
 	done.Store(true)

@@ -13,7 +13,7 @@ import (
 	"github.com/infergate/infergate/api"
 	"github.com/infergate/infergate/datapath"
 	"github.com/infergate/infergate/metrics"
-	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/rules/store"
 	"github.com/infergate/infergate/tlsmat/tlstest"
 )
 
@@ -35,22 +35,22 @@ func tlsHarness(t *testing.T) (*harness, *tlstest.CA, string) {
 		defer cancel()
 		_ = rt.Close(ctx)
 	})
-	store, err := rules.OpenStore(rules.StoreOptions{StateDir: t.TempDir(), Runtime: rt, Log: quietLog()})
+	rs, err := store.Open(store.Options{StateDir: t.TempDir(), Runtime: rt, Log: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Replay(context.Background()); err != nil {
+	if err := rs.Replay(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	opts := api.DefaultOptions()
-	opts.Store, opts.Status, opts.Certs, opts.Metrics, opts.Log = store, rt, rt.Certs(), m, quietLog()
+	opts.Store, opts.Status, opts.Certs, opts.Metrics, opts.Log = rs, rt, rt.Certs(), m, quietLog()
 	srv, err := api.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
-	return &harness{srv: srv, ts: ts, store: store, metrics: m}, ca, root
+	return &harness{srv: srv, ts: ts, store: rs, metrics: m}, ca, root
 }
 
 func freeLoopbackPort(t *testing.T) int {

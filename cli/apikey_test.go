@@ -10,7 +10,7 @@ import (
 	"github.com/infergate/infergate/api"
 	"github.com/infergate/infergate/cli"
 	"github.com/infergate/infergate/metrics"
-	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/rules/store"
 	"github.com/infergate/infergate/tenant"
 	"github.com/sirupsen/logrus"
 )
@@ -21,11 +21,11 @@ func keyServer(t *testing.T) (string, *tenant.Registry) {
 	log := logrus.New()
 	log.SetLevel(logrus.ErrorLevel)
 	dir := t.TempDir()
-	store, err := rules.OpenStore(rules.StoreOptions{StateDir: dir, Log: log})
+	rs, err := store.Open(store.Options{StateDir: dir, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Replay(context.Background()); err != nil {
+	if err := rs.Replay(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	keys, err := tenant.Open(tenant.Options{StateDir: dir, Log: log})
@@ -33,7 +33,7 @@ func keyServer(t *testing.T) (string, *tenant.Registry) {
 		t.Fatal(err)
 	}
 	o := api.DefaultOptions()
-	o.Store, o.Metrics, o.Log, o.Keys = store, metrics.New(), log, keys
+	o.Store, o.Metrics, o.Log, o.Keys = rs, metrics.New(), log, keys
 	srv, err := api.NewServer(o)
 	if err != nil {
 		t.Fatal(err)

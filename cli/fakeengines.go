@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/infergate/infergate/test/pdfake"
+	"github.com/infergate/infergate/internal/pdfake"
 	"github.com/spf13/cobra"
 )
 
@@ -17,7 +17,7 @@ import (
 // binary and each engine is its own process, killable like a real one.
 const fakeEngineCmdName = "fake-engine"
 
-// newFakeEngineCmd runs one recording fake P/D engine (test/pdfake) until
+// newFakeEngineCmd runs one recording fake P/D engine (internal/pdfake) until
 // SIGINT/SIGTERM. It prints pdfake's banner line (with addr=ip:port) first,
 // which is how the demo learns the bound port.
 func newFakeEngineCmd(g *globals) *cobra.Command {

@@ -14,26 +14,27 @@ import (
 	"github.com/infergate/infergate/cli"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/rules/store"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 )
 
 // realAPI serves the real management API (validation included) over a
 // memory store, so command lines get the server's real answers.
-func realAPI(t *testing.T) (*httptest.Server, *rules.Store) {
+func realAPI(t *testing.T) (*httptest.Server, *store.Store) {
 	t.Helper()
 	log := logrus.New()
 	log.SetOutput(ioDiscard{})
-	store, err := rules.OpenStore(rules.StoreOptions{Log: log})
+	rs, err := store.Open(store.Options{Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Replay(t.Context()); err != nil {
+	if err := rs.Replay(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
 	opts := api.DefaultOptions()
-	opts.Store, opts.Log = store, log
+	opts.Store, opts.Log = rs, log
 	opts.Metrics = &metrics.Metrics{Registry: reg, API: metrics.NewAPI(reg)}
 	srv, err := api.NewServer(opts)
 	if err != nil {
@@ -41,7 +42,7 @@ func realAPI(t *testing.T) (*httptest.Server, *rules.Store) {
 	}
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
-	return ts, store
+	return ts, rs
 }
 
 type ioDiscard struct{}
@@ -130,14 +131,14 @@ func TestLoxicmdCommandLines(t *testing.T) {
 
 // The flags land in the JSON fields loxicmd sends.
 func TestLoxicmdFlagMapping(t *testing.T) {
-	ts, store := realAPI(t)
+	ts, rs := realAPI(t)
 	args := append(loxiArgs(t, ts), strings.Fields("create lb 192.0.2.40 --tcp=8080:8000 --mode=fullproxy --select=chwbl "+
 		"--chwbl-hash-level=2 --chwbl-hash-flags=3 --chwbl-cache-salt --monitor --backend-keepalive-interval=30 "+
 		"--endpoints=31.31.31.1:1")...)
 	if res := runEnv(t, cli.Env{}, args...); res.code != 0 {
 		t.Fatalf("exit %d: %s", res.code, res.stderr)
 	}
-	sa := store.List()[0].Rule.ServiceArguments
+	sa := rs.List()[0].Rule.ServiceArguments
 	if !sa.Monitor || sa.BackendKeepaliveIntervalSec != 30 || sa.CHWBLPrefixHashLevel == nil || *sa.CHWBLPrefixHashLevel != 2 ||
 		sa.CHWBLPrefixHashFlags == nil || *sa.CHWBLPrefixHashFlags != 3 || sa.CHWBLEnableCacheSalt == nil || !*sa.CHWBLEnableCacheSalt {
 		t.Errorf("stored %+v", sa)
@@ -182,12 +183,12 @@ func TestSaveApplyLB(t *testing.T) {
 	if strings.Contains(string(saved), `"counter"`) {
 		t.Errorf("counters not blanked:\n%s", saved)
 	}
-	fresh, store := realAPI(t)
+	fresh, rs := realAPI(t)
 	res := runEnv(t, cli.Env{}, append(loxiArgs(t, fresh), "apply", "--lb", filepath.Join(dir, "lbconfig.txt"))...)
 	if res.code != 0 || strings.Count(res.stdout, "created") != 2 {
 		t.Fatalf("apply --lb: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
-	got := store.List()
+	got := rs.List()
 	if len(got) != 2 || !got[0].Rule.ServiceArguments.PDDisaggMode || got[0].Rule.Endpoints[0].NixlPort == 0 ||
 		got[1].Rule.ServiceArguments.CHWBLReplication != 50 {
 		t.Errorf("AI fields lost through save/apply --lb: %+v", got)
@@ -199,7 +200,7 @@ func TestSaveApplyLB(t *testing.T) {
 	if res := runEnv(t, cli.Env{}, append(loxiArgs(t, fresh), "delete", "lb", "192.0.2.51", "--tcp=8080", "--bgp")...); res.code != 0 {
 		t.Errorf("delete lb --bgp: exit %d %s", res.code, res.stderr)
 	}
-	if n := len(store.List()); n != 1 {
+	if n := len(rs.List()); n != 1 {
 		t.Fatalf("%d rules after delete", n)
 	}
 	// Re-applying is idempotent (the deleted rule comes back).

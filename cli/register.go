@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/infergate/infergate/rules/etcdstore"
+	"github.com/infergate/infergate/rules/store/etcdstore"
 	"github.com/spf13/cobra"
 )
 

@@ -24,7 +24,7 @@ func newServeCmd(g *globals) *cobra.Command {
 				return errors.New("serve is not available in this build")
 			}
 			var err error
-			if opts.KVTokenizers, err = daemon.ParseTokenizers(kvTokenizers); err != nil {
+			if opts.KV.Tokenizers, err = daemon.ParseTokenizers(kvTokenizers); err != nil {
 				return usagef("--kv-tokenizer: %v", err)
 			}
 			level, err := logrus.ParseLevel(opts.LogLevel)
@@ -52,8 +52,8 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.IntVar(&opts.Tenant.MaxKeysPerTenant, "tenant-max-keys", opts.Tenant.MaxKeysPerTenant, "tenant keys: most API keys one tenant may have")
 	fl.IntVar(&opts.Tenant.DefaultMaxTokens, "tenant-default-max-tokens", opts.Tenant.DefaultMaxTokens, "tenant keys: completion tokens reserved for a request without max_tokens")
 	fl.StringVar(&opts.LogLevel, "log-level", opts.LogLevel, "log level: debug|info|warn|error")
-	// TLS (issue 11).
-	fl.StringVar(&opts.CertRoot, "cert-root", opts.CertRoot, "LoxiLB certificate root for HTTPS VIPs: <root>/server.crt|key is the default certificate, <root>/<hostname>/ a host's (default <state-dir>/cert)")
+	// TLS.
+	fl.StringVar(&opts.TLS.CertRoot, "cert-root", opts.TLS.CertRoot, "LoxiLB certificate root for HTTPS VIPs: <root>/server.crt|key is the default certificate, <root>/<hostname>/ a host's (default <state-dir>/cert)")
 	fl.StringVar(&opts.APITLSCert, "api-tls-cert", opts.APITLSCert, "serve the management API over HTTPS with this certificate (PEM)")
 	fl.StringVar(&opts.APITLSKey, "api-tls-key", opts.APITLSKey, "private key (PEM) of --api-tls-cert")
 	fl.StringVar(&opts.APITLSClientCA, "api-tls-client-ca", opts.APITLSClientCA, "require management API clients to present a certificate from this CA (mTLS)")
@@ -66,21 +66,21 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.DurationVar(&opts.DrainGrace, "drain-grace", opts.DrainGrace, "in-flight drain window on rule delete/update")
 	fl.DurationVar(&opts.PrefillTimeout, "prefill-timeout", opts.PrefillTimeout, "P/D prefill leg timeout")
 	fl.DurationVar(&opts.DecodeFirstByteTimeout, "decode-first-byte-timeout", opts.DecodeFirstByteTimeout, "P/D decode time-to-first-byte timeout")
-	// issue 14: bodies nothing routes on stream through unread.
+	// Bodies nothing routes on stream through unread.
 	fl.Int64Var(&opts.MaxStreamedBodyBytes, "max-streamed-body-bytes", opts.MaxStreamedBodyBytes, "largest request body streamed through unread, e.g. an audio upload (413 above)")
 	fl.DurationVar(&opts.StreamedBodyTimeout, "streamed-body-timeout", opts.StreamedBodyTimeout, "bound on delivering a streamed request body as a whole")
-	fl.StringVar(&opts.KVBindAddr, "kv-bind-addr", opts.KVBindAddr, "KV-exact: bind one ZMQ SUB socket here (e.g. tcp://0.0.0.0:5557) and let engines connect with topic kv@<ip:port>@<model>; empty dials every engine")
-	fl.IntVar(&opts.KVReplayPortOffset, "kv-replay-port-offset", opts.KVReplayPortOffset, "KV-exact: engine replay ROUTER at kvZmqPort+offset (0: no replay)")
-	fl.DurationVar(&opts.KVTokenizeTimeout, "kv-tokenize-timeout", opts.KVTokenizeTimeout, "KV-exact: budget of one engine /tokenize call; slower requests skip Tier 1.5")
-	fl.IntVar(&opts.KVZeroHitN, "kv-zero-hit-n", opts.KVZeroHitN, "KV-exact: consecutive zero-hit lookups (while events flow) that log a parity warning")
-	fl.DurationVar(&opts.KVTRTPollInterval, "kv-trt-poll-interval", opts.KVTRTPollInterval, "KV-exact: pause between TensorRT-LLM /kv_cache_events drains")
-	fl.DurationVar(&opts.KVStaleAfter, "kv-stale-after", opts.KVStaleAfter, "KV-exact: an endpoint sent work this long ago that published no KV event since is untrusted until its next event (its feed stopped with the socket up; negative disables)")
-	// Issue 13: KV-exact interop and the in-process tokenizer.
-	fl.DurationVar(&opts.KVBindLiveWindow, "kv-bind-live-window", opts.KVBindLiveWindow, "KV-exact, --kv-bind-addr: an endpoint rank is reported connected while its last KV event is this recent (trust does not need recent events)")
+	fl.StringVar(&opts.KV.BindAddr, "kv-bind-addr", opts.KV.BindAddr, "KV-exact: bind one ZMQ SUB socket here (e.g. tcp://0.0.0.0:5557) and let engines connect with topic kv@<ip:port>@<model>; empty dials every engine")
+	fl.IntVar(&opts.KV.ReplayPortOffset, "kv-replay-port-offset", opts.KV.ReplayPortOffset, "KV-exact: engine replay ROUTER at kvZmqPort+offset (0: no replay)")
+	fl.DurationVar(&opts.KV.TokenizeTimeout, "kv-tokenize-timeout", opts.KV.TokenizeTimeout, "KV-exact: budget of one engine /tokenize call; slower requests skip Tier 1.5")
+	fl.IntVar(&opts.KV.WatchdogN, "kv-zero-hit-n", opts.KV.WatchdogN, "KV-exact: consecutive zero-hit lookups (while events flow) that log a parity warning")
+	fl.DurationVar(&opts.KV.TRTPollInterval, "kv-trt-poll-interval", opts.KV.TRTPollInterval, "KV-exact: pause between TensorRT-LLM /kv_cache_events drains")
+	fl.DurationVar(&opts.KV.StaleAfter, "kv-stale-after", opts.KV.StaleAfter, "KV-exact: an endpoint sent work this long ago that published no KV event since is untrusted until its next event (its feed stopped with the socket up; negative disables)")
+	// KV-exact interop and the in-process tokenizer.
+	fl.DurationVar(&opts.KV.BindLiveWindow, "kv-bind-live-window", opts.KV.BindLiveWindow, "KV-exact, --kv-bind-addr: an endpoint rank is reported connected while its last KV event is this recent (trust does not need recent events)")
 	fl.StringArrayVar(&kvTokenizers, "kv-tokenizer", nil, "KV-exact: tokenise in process with a Hugging Face tokenizer (byte-level BPE: Llama 3, Qwen 2/3, GPT-style): MODEL=PATH or PATH for any model; PATH is a directory with tokenizer.json[.gz] (+ tokenizer_config.json for chat) or a tokenizer.json; repeatable. Other requests ask the engine's /tokenize")
-	fl.IntVar(&opts.KVSingleLoadGuard, "kv-single-load-guard", opts.KVSingleLoadGuard, "KV-exact single pools (kvExactMode 3): skip a cache winner loaded this much above the least loaded (negative disables)")
-	fl.Int64Var(&opts.PrefixIndexBudgetBytes, "prefix-index-budget-bytes", opts.PrefixIndexBudgetBytes, "prefix affinity (pd_cache_aware_mode): memory budget of each rule's prefix index; least recently used prefixes are evicted above it")
-	fl.IntVar(&opts.PrefixKeyMaxBytes, "prefix-key-max-bytes", opts.PrefixKeyMaxBytes, "prefix affinity: bytes of each prompt that are keyed and matched (longer prompts are keyed on their head)")
+	fl.IntVar(&opts.KV.SingleLoadGuard, "kv-single-load-guard", opts.KV.SingleLoadGuard, "KV-exact single pools (kvExactMode 3): skip a cache winner loaded this much above the least loaded (negative disables)")
+	fl.Int64Var(&opts.PrefixIndex.BudgetBytes, "prefix-index-budget-bytes", opts.PrefixIndex.BudgetBytes, "prefix affinity (pd_cache_aware_mode): memory budget of each rule's prefix index; least recently used prefixes are evicted above it")
+	fl.IntVar(&opts.PrefixIndex.MaxKeyBytes, "prefix-key-max-bytes", opts.PrefixIndex.MaxKeyBytes, "prefix affinity: bytes of each prompt that are keyed and matched (longer prompts are keyed on their head)")
 
 	// --- management API access control (api/auth; README "Management API access") ---
 	fl.StringVar(&opts.Auth.TokenFile, "api-token-file", opts.Auth.TokenFile, "management API bearer tokens, one per line as rw:<token> or ro:<token> (reloaded on SIGHUP and on change); without it the API must listen on loopback")
@@ -88,14 +88,14 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.BoolVar(&opts.Auth.OpenMetrics, "api-open-metrics", opts.Auth.OpenMetrics, "serve /metrics without a token even when --api-token-file is set")
 	fl.BoolVar(&opts.Auth.Insecure, "insecure-api", opts.Auth.Insecure, "allow a non-loopback --api-addr without --api-token-file (anyone who reaches it can change rules)")
 	fl.DurationVar(&opts.Auth.ReloadInterval, "api-token-reload-interval", opts.Auth.ReloadInterval, "how often the token file is checked for changes (0 disables; SIGHUP always reloads)")
-	// Edge hardening (issue 10).
-	fl.IntVar(&opts.Edge.MaxConns, "max-client-conns", opts.Edge.MaxConns, "cap on open client connections over all VIPs; new ones above it are closed at accept (default derived from RLIMIT_NOFILE: (limit - 1024) / 2; 0: no cap)")
-	fl.IntVar(&opts.Edge.MaxConnsPerIP, "max-conns-per-ip", opts.Edge.MaxConnsPerIP, "cap on open client connections from one source address over all VIPs (0: no cap)")
-	fl.DurationVar(&opts.Edge.IdleTimeout, "client-idle-timeout", opts.Edge.IdleTimeout, "close a keep-alive client connection idle this long between requests")
-	fl.DurationVar(&opts.Edge.EvictIdleAfter, "evict-idle-after", opts.Edge.EvictIdleAfter, "at --max-client-conns, a new connection closes the longest-idle one (no request in progress) if it has been idle this long, instead of being refused (0: refuse)")
+	// Edge hardening.
+	fl.IntVar(&opts.Admission.MaxConns, "max-client-conns", opts.Admission.MaxConns, "cap on open client connections over all VIPs; new ones above it are closed at accept (default derived from RLIMIT_NOFILE: (limit - 1024) / 2; 0: no cap)")
+	fl.IntVar(&opts.Admission.MaxConnsPerIP, "max-conns-per-ip", opts.Admission.MaxConnsPerIP, "cap on open client connections from one source address over all VIPs (0: no cap)")
+	fl.DurationVar(&opts.Admission.IdleTimeout, "client-idle-timeout", opts.Admission.IdleTimeout, "close a keep-alive client connection idle this long between requests")
+	fl.DurationVar(&opts.Admission.EvictIdleAfter, "evict-idle-after", opts.Admission.EvictIdleAfter, "at --max-client-conns, a new connection closes the longest-idle one (no request in progress) if it has been idle this long, instead of being refused (0: refuse)")
 	fl.Int64Var(&opts.Bodies.MaxInFlightBytes, "max-body-bytes-in-flight", opts.Bodies.MaxInFlightBytes, "memory all request bodies being read or served may hold; above it requests get 503 overloaded with Retry-After (0: no bound)")
 	fl.BoolVar(&opts.AllowUnspecifiedVIP, "allow-unspecified-vip", opts.AllowUnspecifiedVIP, "accept rules whose externalIP is 0.0.0.0 or :: (listen on every interface)")
-	// Engine silence bounds (issue 10).
+	// Engine silence bounds.
 	fl.DurationVar(&opts.FirstByteTimeout, "first-byte-timeout", opts.FirstByteTimeout, "single pools: longest wait for an engine's response headers (504 upstream_timeout); a rule's inactiveTimeOut only caps it")
 	fl.DurationVar(&opts.BodyStallTimeout, "body-stall-timeout", opts.BodyStallTimeout, "longest engine silence inside a non-streaming response body (the response is cut); a rule's inactiveTimeOut only caps it")
 	fl.DurationVar(&opts.StreamIdleTimeout, "stream-idle-timeout", opts.StreamIdleTimeout, "longest engine silence inside an SSE stream; a rule's inactiveTimeOut only caps it")

@@ -7,8 +7,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/infergate/infergate/rules"
-	"github.com/infergate/infergate/rules/etcdstore"
+	"github.com/infergate/infergate/rules/store"
+	"github.com/infergate/infergate/rules/store/etcdstore"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -25,11 +25,11 @@ func etcdClientFlags(fl *pflag.FlagSet, e *etcdstore.Options) {
 }
 
 // openStoreBackend opens a directory (file store) or an etcd:// URL.
-func openStoreBackend(where string, eo etcdstore.Options) (rules.Backend, *etcdstore.Backend, error) {
+func openStoreBackend(where string, eo etcdstore.Options) (store.Backend, *etcdstore.Backend, error) {
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
 	if !etcdstore.IsURL(where) {
-		b, err := rules.OpenFileBackend(where, log, nil)
+		b, err := store.OpenFileBackend(where, log, nil)
 		return b, nil, err
 	}
 	if err := eo.ParseURL(where); err != nil {
@@ -45,7 +45,7 @@ func newMigrateCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "migrate --from <state-dir|etcd://…> --to <state-dir|etcd://…>",
 		Short: "Copy the rule set between a file store (state dir) and etcd",
-		Long: `migrate copies every valid rule from one store to the other (a state dir
+		Long: `migrate copies every valid rule from one rs to the other (a state dir
 holding rules.json, or etcd://h1:2379,h2:2379/prefix) and keeps the
 destination's other rules. Invalid values are listed and not copied.
 Stop the gateways writing the source first, or re-run until nothing changes.`,
@@ -66,7 +66,7 @@ Stop the gateways writing the source first, or re-run until nothing changes.`,
 			defer dst.Close()
 			ctx, cancel := context.WithTimeout(cmd.Context(), max(g.timeout, 30*time.Second))
 			defer cancel()
-			rep, err := rules.Migrate(ctx, src, dst)
+			rep, err := store.Migrate(ctx, src, dst)
 			for _, s := range rep.Skipped {
 				fmt.Fprintf(g.env.Stderr, "skipped: %s\n", s)
 			}
@@ -85,19 +85,19 @@ Stop the gateways writing the source first, or re-run until nothing changes.`,
 
 func newGetReplicasCmd(g *globals) *cobra.Command {
 	eo := etcdstore.DefaultOptions()
-	var store string
+	var rs string
 	cmd := &cobra.Command{
-		Use:   "replicas --store etcd://…",
+		Use:   "replicas --rs etcd://…",
 		Short: "List the gateway replicas sharing an etcd store and whether they serve the same rules",
-		Long: `replicas lists every live replica (id, API address, applied store revision,
+		Long: `replicas lists every live replica (id, API address, applied rs revision,
 rule count, digest of its served set) and exits 1 when their digests differ:
 replicas that agree serve exactly the same rules.`,
 		Args: exactArgs(0, "none"),
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
-			if !etcdstore.IsURL(store) {
-				return usagef("get replicas needs --store etcd://host:port[,…][/prefix]")
+			if !etcdstore.IsURL(rs) {
+				return usagef("get replicas needs --rs etcd://host:port[,…][/prefix]")
 			}
-			_, eb, err := openStoreBackend(store, eo)
+			_, eb, err := openStoreBackend(rs, eo)
 			if err != nil {
 				return err
 			}
@@ -126,7 +126,7 @@ replicas that agree serve exactly the same rules.`,
 			return nil
 		}),
 	}
-	cmd.Flags().StringVar(&store, "store", "", "etcd:// URL of the shared store")
+	cmd.Flags().StringVar(&rs, "store", "", "etcd:// URL of the shared store")
 	etcdClientFlags(cmd.Flags(), &eo)
 	return cmd
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/infergate/infergate/api/auth"
 	"github.com/infergate/infergate/cli"
 	"github.com/infergate/infergate/metrics"
-	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/rules/store"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 )
@@ -35,11 +35,11 @@ func guardedAPI(t *testing.T) string {
 	}
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	store, err := rules.OpenStore(rules.StoreOptions{StateDir: filepath.Join(dir, "state"), Log: log})
+	rs, err := store.Open(store.Options{StateDir: filepath.Join(dir, "state"), Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Replay(context.Background()); err != nil {
+	if err := rs.Replay(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	g, err := auth.NewGuard("127.0.0.1:0", auth.Options{TokenFile: tokens})
@@ -48,7 +48,7 @@ func guardedAPI(t *testing.T) string {
 	}
 	reg := prometheus.NewRegistry()
 	o := api.DefaultOptions()
-	o.Store, o.Log, o.Guard = store, log, g
+	o.Store, o.Log, o.Guard = rs, log, g
 	o.Metrics = &metrics.Metrics{Registry: reg, API: metrics.NewAPI(reg)}
 	srv, err := api.NewServer(o)
 	if err != nil {

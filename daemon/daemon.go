@@ -17,6 +17,7 @@ import (
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/rules/store"
 	"github.com/infergate/infergate/tenant"
 	"github.com/sirupsen/logrus"
 )
@@ -78,11 +79,11 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 	}
 	defer closeRuntime(log, rt, runtimeCloseTimeout(opts))
 
-	storeRT, status, closeSel := withSelector(rt, shared, m, log.WithField("component", "selector")) // issue 15
+	storeRT, status, closeSel := withSelector(rt, shared, m, log.WithField("component", "selector"))
 	if closeSel != nil {
 		defer func() { _ = closeSel() }()
 	}
-	store, err := rules.OpenStore(rules.StoreOptions{
+	rs, err := store.Open(store.Options{
 		StateDir:        opts.StateDir,
 		Runtime:         storeRT,
 		Log:             log.WithField("component", "rules"),
@@ -95,10 +96,10 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 		}
 		return fmt.Errorf("daemon: open rule store in %s: %w", opts.StateDir, err)
 	}
-	defer closeIfCloser(log, "rule store", store)
+	defer closeIfCloser(log, "rule store", rs)
 
 	apiOpts := api.DefaultOptions()
-	apiOpts.Store = store
+	apiOpts.Store = rs
 	apiOpts.Metrics = m
 	apiOpts.Log = log.WithField("component", "api")
 	var booted atomic.Bool
@@ -113,7 +114,7 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 	}
 	if dp, ok := rt.(*datapath.Runtime); ok {
 		apiOpts.Explain = api.ExplainerOf(dp.Explain)
-		apiOpts.Certs = dp.Certs() // issue 11: /sni/certificates, TLS in /status
+		apiOpts.Certs = dp.Certs() // /sni/certificates, TLS in /status
 	}
 	srv, err := api.NewServer(apiOpts)
 	if err != nil {
@@ -133,7 +134,7 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 		WriteTimeout:      apiWriteTimeout,
 		IdleTimeout:       apiIdleTimeout,
 	}
-	if ln, err = apiTLS(opts, ln, httpSrv); err != nil { // issue 11
+	if ln, err = apiTLS(opts, ln, httpSrv); err != nil {
 		return err
 	}
 	serveErr := make(chan error, 1)
@@ -149,10 +150,10 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 	}).Info("daemon: management API listening")
 
 	if shared != nil {
-		reportReplica(ctx, store, shared, opts, ln.Addr().String(), m)
+		reportReplica(ctx, rs, shared, opts, ln.Addr().String(), m)
 		shareTenantLimits(ctx, keys, shared, log.WithField("component", "tenant"))
 	}
-	bootErr := boot(ctx, store, keys, opts, log)
+	bootErr := boot(ctx, rs, keys, opts, log)
 	if bootErr == nil {
 		booted.Store(true)
 		log.Info("daemon: ready")
@@ -184,13 +185,13 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 // rule file that cannot be read fails boot (a typo in --rules should be loud);
 // a single rule the store rejects is logged with its source and skipped, so
 // one bad document cannot take the gateway down.
-func boot(ctx context.Context, store *rules.Store, keys *tenant.Registry, opts Options, log *logrus.Logger) error {
+func boot(ctx context.Context, rs *store.Store, keys *tenant.Registry, opts Options, log *logrus.Logger) error {
 	start := time.Now()
-	if err := store.Replay(ctx); err != nil {
+	if err := rs.Replay(ctx); err != nil {
 		return fmt.Errorf("daemon: replay persisted rules from %s: %w", opts.StateDir, err)
 	}
 	log.WithFields(logrus.Fields{
-		"rules":    len(store.List()),
+		"rules":    len(rs.List()),
 		"duration": time.Since(start).String(),
 	}).Info("daemon: persisted rules replayed")
 	if opts.RulesPath == "" {
@@ -208,16 +209,16 @@ func boot(ctx context.Context, store *rules.Store, keys *tenant.Registry, opts O
 			applyFileTenantDoc(ctx, keys, d, log)
 			continue
 		}
-		applyFileRule(store, d, log)
+		applyFileRule(rs, d, log)
 	}
 	return nil
 }
 
 // applyFileRule applies one declarative rule. Unchanged (identical re-apply,
 // reported by the store as 409 rule_exists) is the normal case on restart.
-func applyFileRule(store *rules.Store, d rules.Document, log *logrus.Logger) {
+func applyFileRule(rs *store.Store, d rules.Document, log *logrus.Logger) {
 	l := log.WithField("source", d.Source)
-	outcome, compiled, err := store.Apply(d.Rule)
+	outcome, compiled, err := rs.Apply(d.Rule)
 	if e, ok := apierror.As(err); ok && e.Code == apierror.CodeRuleExists {
 		l.Debug("daemon: file rule unchanged")
 		return
@@ -230,9 +231,9 @@ func applyFileRule(store *rules.Store, d rules.Document, log *logrus.Logger) {
 		l = l.WithField("rule", compiled.Key.String())
 	}
 	switch outcome {
-	case rules.Created:
+	case store.Created:
 		l.Info("daemon: file rule created")
-	case rules.Updated:
+	case store.Updated:
 		l.Info("daemon: file rule updated")
 	default:
 		l.Debug("daemon: file rule unchanged")
@@ -255,7 +256,7 @@ func runtimeCloseTimeout(opts Options) time.Duration {
 
 // closeRuntime drains and closes the runtime if it holds resources (the
 // no-op runtime does not).
-func closeRuntime(log *logrus.Logger, rt rules.Runtime, timeout time.Duration) {
+func closeRuntime(log *logrus.Logger, rt store.Runtime, timeout time.Duration) {
 	if c, ok := rt.(contextCloser); ok {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()

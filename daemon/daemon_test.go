@@ -242,7 +242,7 @@ func TestBootFailures(t *testing.T) {
 		{"missing rules path", func(o *Options) { o.RulesPath = filepath.Join(dir, "nope.yaml") }, "load rule files"},
 		{"state dir is a file", func(o *Options) { o.StateDir = filepath.Join(blocker, "state") }, "create state dir"},
 		{"bad listen address", func(o *Options) { o.APIAddr = "127.0.0.1:notaport" }, "listen on"},
-		// Management API over TLS (issue 11): bad material fails boot naming the file.
+		// Management API over TLS: bad material fails boot naming the file.
 		{"api cert missing", func(o *Options) {
 			o.APITLSCert, o.APITLSKey = filepath.Join(dir, "api.crt"), filepath.Join(dir, "api.key")
 		}, filepath.Join(dir, "api.crt") + ": certificate file does not exist"},

@@ -3,17 +3,17 @@ package daemon
 import (
 	"github.com/infergate/infergate/api"
 	"github.com/infergate/infergate/metrics"
-	"github.com/infergate/infergate/rules"
-	"github.com/infergate/infergate/rules/etcdstore"
 	"github.com/infergate/infergate/rules/selector"
+	"github.com/infergate/infergate/rules/store"
+	"github.com/infergate/infergate/rules/store/etcdstore"
 	"github.com/sirupsen/logrus"
 )
 
 // withSelector puts rules/selector between the store and the datapath when
-// the store is etcd (issue 15: endpointSelector rules follow engine
+// the store is etcd (endpointSelector rules follow engine
 // registrations). It returns what the store installs into, what the API
 // reads status from, and the closer (nil without etcd).
-func withSelector(rt rules.Runtime, shared *etcdstore.Backend, m *metrics.Metrics, log logrus.FieldLogger) (rules.Runtime, api.StatusSource, func() error) {
+func withSelector(rt store.Runtime, shared *etcdstore.Backend, m *metrics.Metrics, log logrus.FieldLogger) (store.Runtime, api.StatusSource, func() error) {
 	st, _ := rt.(api.StatusSource)
 	if shared == nil {
 		return selector.WithoutRegistry(rt), st, nil

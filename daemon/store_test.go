@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infergate/infergate/rules/etcdstore"
-	"github.com/infergate/infergate/rules/etcdstore/etcdtest"
+	"github.com/infergate/infergate/rules/store/etcdstore"
+	"github.com/infergate/infergate/rules/store/etcdstore/etcdtest"
 )
 
 func get(t *testing.T, url string) (int, string) {

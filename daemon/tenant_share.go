@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/infergate/infergate/rules/etcdstore"
+	"github.com/infergate/infergate/rules/store/etcdstore"
 	"github.com/infergate/infergate/tenant"
 	"github.com/sirupsen/logrus"
 )

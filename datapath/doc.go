@@ -4,7 +4,7 @@
 // to one endpoint of that rule's pool.
 //
 // Contract:
-//   - Runtime implements rules.Runtime (Install/Remove) without importing
+//   - Runtime implements store.Runtime (Install/Remove) without importing
 //     rules: the datapath sits below the rule store. Install either serves the
 //     new rule or returns an *apierror.Error and leaves everything as it was.
 //   - A rule's compiled view (endpoints, selector, per-endpoint state) is

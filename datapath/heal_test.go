@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infergate/infergate/internal/pdfake"
 	"github.com/infergate/infergate/spec"
-	"github.com/infergate/infergate/test/pdfake"
 )
 
 func TestProbeEndsOpenWindow(t *testing.T) {

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infergate/infergate/internal/fakeengine"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/spec"
-	"github.com/infergate/infergate/test/fakeengine"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )

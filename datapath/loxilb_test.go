@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/apierror"
+	"github.com/infergate/infergate/internal/fakeengine"
 	"github.com/infergate/infergate/spec"
-	"github.com/infergate/infergate/test/fakeengine"
 )
 
 // adminStateUp false: the rule stays, its VIP answers 503 admin_down and no

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infergate/infergate/internal/pdfake"
 	"github.com/infergate/infergate/spec"
-	"github.com/infergate/infergate/test/pdfake"
 )
 
 // BenchmarkPDAddedLatency measures what the datapath adds to a vLLM P/D

@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/datapath/pd"
+	"github.com/infergate/infergate/internal/fakeengine"
+	"github.com/infergate/infergate/internal/pdfake"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/spec"
-	"github.com/infergate/infergate/test/fakeengine"
-	"github.com/infergate/infergate/test/pdfake"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )

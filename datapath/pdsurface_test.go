@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/infergate/infergate/datapath/pd"
+	"github.com/infergate/infergate/internal/pdfake"
 	"github.com/infergate/infergate/spec"
-	"github.com/infergate/infergate/test/pdfake"
 )
 
 var pdEngines = []spec.Engine{spec.EngineVLLM, spec.EngineSGLang, spec.EngineTRTLLM}

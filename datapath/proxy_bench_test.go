@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infergate/infergate/internal/fakeengine"
 	"github.com/infergate/infergate/spec"
-	"github.com/infergate/infergate/test/fakeengine"
 )
 
 // BenchmarkProxy compares a completion sent straight to a fake engine

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/apierror"
+	"github.com/infergate/infergate/internal/fakeengine"
 	"github.com/infergate/infergate/spec"
-	"github.com/infergate/infergate/test/fakeengine"
 )
 
 var hex32 = regexp.MustCompile(`^[0-9a-f]{32}$`)

@@ -29,7 +29,7 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// Runtime serves compiled rules. It implements rules.Runtime (Install,
+// Runtime serves compiled rules. It implements store.Runtime (Install,
 // Remove) and the API's status source (Status). The control plane (Install,
 // Remove, Status, Close) is serialised by mu; the request path takes no lock
 // for configuration.
@@ -117,6 +117,7 @@ func NewWithMetrics(opts Options, m *metrics.Metrics, log logrus.FieldLogger) *R
 }
 
 func newRuntime(opts Options, m *metrics.Datapath, pdm *metrics.PD, rx *metrics.Radix, kvm *metrics.KV, edge *metrics.Edge, tlsm *metrics.TLS, log logrus.FieldLogger) *Runtime {
+	opts = opts.withDefaults()
 	if log == nil {
 		l := logrus.New()
 		l.SetOutput(io.Discard)

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infergate/infergate/internal/fakeengine"
 	"github.com/infergate/infergate/spec"
-	"github.com/infergate/infergate/test/fakeengine"
 )
 
 // TestSinglePoolSurface drives a single-pool VIP with requests shaped like

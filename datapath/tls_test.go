@@ -18,10 +18,10 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/apierror"
+	"github.com/infergate/infergate/internal/fakeengine"
+	"github.com/infergate/infergate/internal/pdfake"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/spec"
-	"github.com/infergate/infergate/test/fakeengine"
-	"github.com/infergate/infergate/test/pdfake"
 	"github.com/infergate/infergate/tlsmat"
 	"github.com/infergate/infergate/tlsmat/tlstest"
 	"github.com/prometheus/client_golang/prometheus"

@@ -8,8 +8,8 @@ import (
 
 	"bufio"
 	"errors"
+	"github.com/infergate/infergate/internal/fakeengine"
 	"github.com/infergate/infergate/spec"
-	"github.com/infergate/infergate/test/fakeengine"
 	"io"
 	"net/http"
 	"strings"

@@ -10,7 +10,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/infergate/infergate/test/kvfake"
+	"github.com/infergate/infergate/internal/kvfake"
 )
 
 // Benchmarks of the hot paths; report ratios against the baselines measured

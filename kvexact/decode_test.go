@@ -9,8 +9,8 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/infergate/infergate/internal/kvfake"
 	"github.com/infergate/infergate/kvexact"
-	"github.com/infergate/infergate/test/kvfake"
 )
 
 func u64p(v uint64) *uint64 { return &v }

@@ -10,8 +10,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/sirupsen/logrus"
 
+	"github.com/infergate/infergate/internal/kvfake"
 	"github.com/infergate/infergate/metrics"
-	"github.com/infergate/infergate/test/kvfake"
 )
 
 func toks(from, n int) []uint32 {

@@ -19,20 +19,20 @@ type Options struct {
 	// ChunkBytes is the granularity of shared-prefix matching: a shared
 	// prefix is found up to the last whole chunk both keys have in common
 	// (or the whole query when it equals a stored key).
-	ChunkBytes int
+	ChunkBytes int `yaml:"-"`
 	// StepsPerDoubling spaces boundaries geometrically once a prefix is
 	// longer than ChunkBytes × StepsPerDoubling: the gap becomes
 	// pow2floor(offset)/StepsPerDoubling, so a shared prefix is measured to
 	// within 1/StepsPerDoubling of its length and a key costs O(log length)
 	// entries (8 KiB: 32 entries, 256 KiB: 72) instead of length/ChunkBytes.
 	// 0 keeps every boundary ChunkBytes apart.
-	StepsPerDoubling int
+	StepsPerDoubling int `yaml:"-"`
 	// MaxKeyBytes caps how much of a key is indexed and matched; longer keys
 	// are truncated, so a 1 MiB prompt costs no more than a 256 KiB one.
-	MaxKeyBytes int
+	MaxKeyBytes int `yaml:"prefix-key-max-bytes"`
 	// BudgetBytes bounds SizeBytes; the least recently inserted prefixes are
 	// evicted to stay under it.
-	BudgetBytes int64
+	BudgetBytes int64 `yaml:"prefix-index-budget-bytes"`
 }
 
 // DefaultOptions returns the options a rule gets when nothing is configured.

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/infergate/infergate/apierror"
 	"github.com/infergate/infergate/spec"
 )
 
@@ -50,8 +49,8 @@ func compileValid(r *Rule) *spec.Rule {
 		CircuitBreaker:    sa.CBEnable || sa.PDDisaggMode,
 		Engine:            eng,
 		Probe:             compileProbe(sa),
-		ConnectionLimit:   sa.ConnectionLimit, // issue 10
-		TLS:               compileTLS(sa),     // issue 11, tls.go
+		ConnectionLimit:   sa.ConnectionLimit,
+		TLS:               compileTLS(sa), // tls.go
 	}
 	out.Session, _ = parseSession(sa.SessionHeaderName) // validated
 	switch sa.APIKeyAuth {
@@ -103,7 +102,7 @@ func compileValid(r *Rule) *spec.Rule {
 		out.Endpoints[i] = se
 	}
 	compileLoxiLB(r, out)
-	compileSelector(r, out) // issue 15, selector.go
+	compileSelector(r, out) // selector.go
 	return out
 }
 
@@ -221,7 +220,7 @@ func normalize(r Rule) Rule {
 	sa.CHWBLPrefixHashFlags = clonePtr(sa.CHWBLPrefixHashFlags)
 	sa.CHWBLEnableCacheSalt = clonePtr(sa.CHWBLEnableCacheSalt)
 	normalizeLoxiLB(&r)
-	normalizeTLS(sa) // issue 11, tls.go
+	normalizeTLS(sa) // tls.go
 	return r
 }
 
@@ -289,12 +288,4 @@ func orString(v, def string) string {
 		return def
 	}
 	return v
-}
-
-// notReadyResult is LoxiLB's boot-gate text.
-const notReadyResult = "configuration writes are rejected until the boot config replay settles"
-
-func errNotReady() *apierror.Error {
-	return apierror.New(503, apierror.CodeNotReady, "", notReadyResult,
-		"the daemon is still replaying its persisted rules; retry shortly")
 }

@@ -121,15 +121,15 @@ var crossChecks = []crossCheck{
 	{"probe-type-served", checkProbeServed},
 	{"path-match", checkPathMatch},
 	{"backend-protocol", checkBackendProtocol},
-	// LoxiLB compatibility (issue 12): loxilb_checks.go.
+	// LoxiLB compatibility: loxilb_checks.go.
 	{"annotations", checkAnnotations},
 	{"secondary-vips", checkSecondaryVIPs},
 	{"endpoint-probes", checkEndpointProbes},
-	{"allowed-paths", checkAllowedPaths}, // issue 14, surface.go
-	{"tls", checkTLS},                    // issue 11, tls.go
-	// Tenant controls (issue 17).
+	{"allowed-paths", checkAllowedPaths}, // surface.go
+	{"tls", checkTLS},                    // tls.go
+	// Tenant controls.
 	{"api-key-auth", checkAPIKeyAuth},
-	// Engine self-registration (issue 15): selector.go.
+	// Engine self-registration: selector.go.
 	{"endpoint-selector", checkEndpointSelector},
 }
 

@@ -1,5 +1,6 @@
-// Package rules turns LoxiLB-compatible load-balancer rule bodies into
-// compiled, immutable datapath rules, and owns the rule set.
+// Package rules is what a rule is: the LoxiLB-compatible wire model, its
+// strict decoding, validation and compilation into immutable spec.Rule
+// objects.
 //
 // # Pipeline: decode → default → validate → compile
 //
@@ -36,26 +37,11 @@
 //     always get the circuit breaker. Endpoints keep request order (LoxiLB
 //     sorts by IP); an endpoint's ID is "ip:port" (IPv6 bracketed).
 //
-// # Store: atomic, durable upsert
+// # What a rule may become
 //
-// Apply is LoxiLB's upsert keyed by (VIP, port, protocol, block, host,
-// path_prefix, path_match_mode, model_name): a new key is created, a changed
-// one updated in place (ep_role/nixl_port included), and a body that means the
-// same as the stored one (defaults resolved) is 409 rule_exists. Each
-// mutation holds one mutex across decide → Runtime.Install/Remove → durable
-// persist → publish: if Install fails nothing changed; if persisting fails the
-// runtime is rolled back and the caller gets 500 persist_failed. Reads never
-// wait on a mutation: they see an immutable snapshot published after each
-// commit.
-//
-// The whole rule set is written after every change to <StateDir>/rules.json
-// ({"schema_version":1,"rules":[…],"checksum":"sha256:…"}, mode 0600) via a
-// temp file, fsync, rename and directory fsync, so an acknowledged change
-// survives a crash. Replay feeds each persisted rule through the same
-// decode/validate/compile/Install path; until it finishes every write is 503
-// not_ready. A corrupt file is renamed rules.json.corrupt-<ts> and boot
-// continues empty; rules that no longer validate (or that the datapath still
-// refuses after a few bounded retries) are skipped, saved to
-// rules.json.rejected-<ts> with the reason, and the set is rewritten without
-// them. Stale temp files from a crash mid-write are removed at open.
+// CheckUpdate (LoxiLB's existing-key rows) and CheckCollision (one served
+// address, one rule) are the rules a rule set obeys; Prepare is validate +
+// normalise + compile in one call. Where rules live — the store, its
+// backends, persistence and migration — is package rules/store, which asks
+// these under its lock.
 package rules

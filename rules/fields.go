@@ -60,10 +60,10 @@ const (
 	fieldSecondaryIP = "secondaryIP"
 	fieldPrefix      = "prefix"
 
-	fieldWeight = "weight" // issue 10: P/D role weights
+	fieldWeight = "weight" // P/D role weights
 )
 
-// TLS wire fields (issue 11).
+// TLS wire fields.
 const (
 	fieldTLSVersions           = "tls_versions"
 	fieldTLSCiphers            = "tls_ciphers"
@@ -97,7 +97,7 @@ func epPath(i int, name string) string {
 	return fieldEndpoints + "[" + strconv.Itoa(i) + "]." + name
 }
 
-// --- LoxiLB compatibility (issue 12) ---
+// --- LoxiLB compatibility ---
 const (
 	fieldSecondaryVIPs = "secondaryVIPs"
 	fieldAddress       = "address"
@@ -109,5 +109,5 @@ const (
 	fieldHealth        = "health" // output only
 )
 
-// --- issue 14: HTTP surface ---
+// --- HTTP surface ---
 const fieldAllowedPaths = "allowed_paths"

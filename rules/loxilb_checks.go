@@ -14,7 +14,7 @@ import (
 	"github.com/infergate/infergate/spec"
 )
 
-// Validation and compilation of the LoxiLB fields issue 12 added:
+// Validation and compilation of the LoxiLB-only fields:
 // adminStateUp, annotations, secondaryVIPs and the endpoint HTTP-probe
 // overrides. The checks are registered at the end of crossChecks.
 

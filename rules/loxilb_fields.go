@@ -8,7 +8,7 @@ import (
 	"github.com/infergate/infergate/apierror"
 )
 
-// LoxiLB model keys that are not infergate model fields (issue 12). Every
+// LoxiLB model keys that are not infergate model fields. Every
 // field of LoxiLB's LoadbalanceEntry is known to the decoder: the ones
 // infergate serves are model fields; the rest are listed here with the
 // reason they are refused, so a LoxiLB body gets a 400 unsupported that

@@ -15,12 +15,12 @@ type Rule struct {
 	// Status is output only: filled on GET from the running datapath.
 	Status *RuleStatus `json:"status,omitempty" yaml:"status,omitempty"`
 
-	// --- LoxiLB compatibility (issue 12) ---
+	// --- LoxiLB compatibility ---
 	// SecondaryVIPs are further addresses the rule is served on (Octavia
 	// additional_vips); subnetId/portId/proto are stored verbatim.
 	SecondaryVIPs []SecondaryVIP `json:"secondaryVIPs,omitempty" yaml:"secondaryVIPs,omitempty"`
 
-	// --- issue 15 (an infergate extension; LoxiLB has none) ---
+	// --- engine self-registration (an infergate extension; LoxiLB has none) ---
 	// EndpointSelector takes the rule's endpoints from engine
 	// registrations instead of the endpoints list (see selector.go).
 	EndpointSelector *EndpointSelector `json:"endpointSelector,omitempty" yaml:"endpointSelector,omitempty"`
@@ -99,22 +99,22 @@ type ServiceArguments struct {
 	// behaviour, where sse_mode rules enforce keys when the key service runs
 	// (the daemon's --sse-mode-enforces-keys).
 	APIKeyAuth string `json:"api_key_auth,omitempty" yaml:"api_key_auth,omitempty"`
-	// --- LoxiLB compatibility (issue 12) ---
+	// --- LoxiLB compatibility ---
 	// AdminStateUp false keeps the rule but its VIP answers 503 admin_down;
 	// nil (absent) means true, as in LoxiLB. GET always shows it.
 	AdminStateUp *bool `json:"adminStateUp,omitempty" yaml:"adminStateUp,omitempty"`
 	// Annotations are opaque key/value pairs, stored and returned verbatim
 	// (LoxiLB's limits: 32 keys, 256-character values).
 	Annotations map[string]string `json:"annotations,omitempty" yaml:"annotations,omitempty"`
-	// --- issue 14: HTTP surface (an infergate extension; LoxiLB has none) ---
+	// --- HTTP surface (an infergate extension; LoxiLB has none) ---
 	// AllowedPaths restricts the paths the rule serves: a comma-separated
 	// list of exact paths or "prefix/*" (a string, as LoxiLB spells lists);
 	// empty = every path is forwarded.
 	AllowedPaths string `json:"allowed_paths,omitempty" yaml:"allowed_paths,omitempty"`
-	// Edge hardening (issue 10): LoxiLB's per-VIP client connection cap
+	// Edge hardening: LoxiLB's per-VIP client connection cap
 	// (0 = none). Rules sharing a VIP:port share the smallest non-zero cap.
 	ConnectionLimit int `json:"connectionLimit,omitempty" yaml:"connectionLimit,omitempty"`
-	// --- TLS (issue 11): LoxiLB's TLS surface, meaningful with security 1
+	// --- TLS: LoxiLB's TLS surface, meaningful with security 1
 	// (terminate at the VIP) and 2 (terminate and re-encrypt to engines).
 	// See docs/tls.md and tls.go for validation and defaults.
 	TLSVersions           []string      `json:"tls_versions,omitempty" yaml:"tls_versions,omitempty"`
@@ -163,7 +163,7 @@ type Endpoint struct {
 	State   string `json:"state,omitempty" yaml:"state,omitempty"`
 	Counter string `json:"counter,omitempty" yaml:"counter,omitempty"`
 
-	// --- LoxiLB compatibility (issue 12) ---
+	// --- LoxiLB compatibility ---
 	// HTTP health-probe overrides for this endpoint (Octavia health
 	// monitor): method GET or HEAD, request path, accepted status codes
 	// ("200", "200,202", "200-204"). They need probetype http or https.
@@ -183,7 +183,7 @@ type SecondaryIP struct {
 	SecondaryIP string `json:"secondaryIP" yaml:"secondaryIP"`
 }
 
-// SecondaryVIP is one further address a rule is served on (issue 12).
+// SecondaryVIP is one further address a rule is served on.
 type SecondaryVIP struct {
 	Address  string `json:"address" yaml:"address"`
 	SubnetID string `json:"subnetId,omitempty" yaml:"subnetId,omitempty"`

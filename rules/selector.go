@@ -7,7 +7,7 @@ import (
 	"github.com/infergate/infergate/spec"
 )
 
-// Issue 15: a rule may take its endpoints from engine self-registrations
+// A rule may take its endpoints from engine self-registrations
 // (an infergate extension). The rule is validated and compiled as usual
 // with no endpoints; rules/selector fills them in from the registry before
 // each install, refusing registrations the rule cannot use.

@@ -7,7 +7,7 @@ import (
 	"github.com/infergate/infergate/apierror"
 )
 
-// Bounds of allowed_paths (issue 14): a short list of API paths.
+// Bounds of allowed_paths: a short list of API paths.
 const (
 	maxAllowedPaths   = 64
 	maxAllowedPathLen = 256

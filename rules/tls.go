@@ -10,7 +10,7 @@ import (
 	"github.com/infergate/infergate/tlsmat"
 )
 
-// TLS fields (issue 11). Validation here is pure (no file I/O): names,
+// TLS fields. Validation here is pure (no file I/O): names,
 // combinations and inline PEM. Files (certificates, CA bundles, CRLs) are
 // loaded and checked by the datapath through tlsmat when the rule is
 // installed, so a missing or bad file is still a 400 before anything is

@@ -175,7 +175,7 @@ func TestGetRedactsInlineKey(t *testing.T) {
 	leaf := ca.Issue(t, tlstest.LeafOptions{CommonName: "gw", Client: true})
 	r := e2eRule()
 	r.ServiceArguments.MTLSBackend = &MTLSBackend{ClientCertData: string(leaf.CertPEM), ClientKeyData: string(leaf.KeyPEM)}
-	got := cloneRule(normalize(r))
+	got := Redacted(normalize(r))
 	if got.ServiceArguments.MTLSBackend.ClientKeyData != tlsmat.Redacted {
 		t.Fatalf("GET copy shows key %q", got.ServiceArguments.MTLSBackend.ClientKeyData)
 	}

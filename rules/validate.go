@@ -64,7 +64,7 @@ var (
 		"KVHashAlgo":                  "omitempty,oneof=sha256_cbor xxhash_cbor sha256_sglang blockhash_trtllm",
 		"KVDpRankCount":               "min=0,max=8",
 		"KVWarmupSec":                 "min=0,max=86400",
-		"ConnectionLimit":             "min=0,max=10000000", // issue 10
+		"ConnectionLimit":             "min=0,max=10000000",
 	}
 	endpointFieldRules = map[string]string{
 		"EndpointIP": "required,iplit",
@@ -139,7 +139,7 @@ func fieldPass(r *Rule) error {
 		return nil
 	}
 	var ves validator.ValidationErrors
-	if errors.As(err, &ves) && r.EndpointSelector != nil { // issue 15: no static endpoints needed
+	if errors.As(err, &ves) && r.EndpointSelector != nil { // no static endpoints needed
 		ves = slices.DeleteFunc(ves, func(fe validator.FieldError) bool {
 			return fe.Field() == fieldEndpoints && fe.Tag() == "min"
 		})

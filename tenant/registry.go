@@ -21,22 +21,22 @@ import (
 // Options configures a Registry.
 type Options struct {
 	// StateDir holds apikeys.json (0600). Empty: memory only (tests).
-	StateDir string
+	StateDir string `yaml:"-"`
 	// MaxKeysPerTenant bounds one tenant's keys.
-	MaxKeysPerTenant int
+	MaxKeysPerTenant int `yaml:"tenant-max-keys"`
 	// DefaultMaxTokens is the completion estimate reserved for a request
 	// that sets no max_tokens.
-	DefaultMaxTokens int
+	DefaultMaxTokens int `yaml:"tenant-default-max-tokens"`
 	// AuthFailuresPerSec and AuthFailureBurst rate-limit failed key checks
 	// per client IP, so guessing keys costs the guesser, not the gateway.
-	AuthFailuresPerSec int
-	AuthFailureBurst   int
-	Log                logrus.FieldLogger
-	Now                func() time.Time // nil: time.Now
+	AuthFailuresPerSec int                `yaml:"-"`
+	AuthFailureBurst   int                `yaml:"-"`
+	Log                logrus.FieldLogger `yaml:"-"`
+	Now                func() time.Time   `yaml:"-"` // nil: time.Now
 	// Shared, when set, keeps the registry in a store every replica reads
 	// (the etcd rule store) instead of apikeys.json: keys made through one
 	// replica work on all. Buckets and usage stay per replica.
-	Shared Persister
+	Shared Persister `yaml:"-"`
 }
 
 // Persister is a shared home of the registry's document, written with

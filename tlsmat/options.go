@@ -11,17 +11,17 @@ type Options struct {
 	// CertRoot is the LoxiLB certificate root: <CertRoot>/server.crt|key is
 	// the default certificate, <CertRoot>/<hostname>/ a host's. Empty means
 	// DefaultCertRoot(stateDir) as resolved by the daemon.
-	CertRoot string
+	CertRoot string `yaml:"cert-root"`
 	// StateFile, when set, persists the hostnames registered through the SNI
 	// API (hostname → certPath) so they survive a restart.
-	StateFile string
+	StateFile string `yaml:"-"`
 	// ReloadInterval is how often certificate files are checked for change.
 	// Polling a few stat() calls a second is cheaper and more portable than
 	// inotify, and catches rename-into-place rotations the same way. A change
 	// is loaded once the files held still for one interval (so within two).
-	ReloadInterval time.Duration
+	ReloadInterval time.Duration `yaml:"-"`
 	// ExpiryRefresh is how often the expiry gauges are recomputed.
-	ExpiryRefresh time.Duration
+	ExpiryRefresh time.Duration `yaml:"-"`
 }
 
 // DefaultOptions returns the documented defaults (CertRoot left to the

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/infergate/infergate/rules/etcdstore"
+	"github.com/infergate/infergate/rules/store/etcdstore"
 	"github.com/sirupsen/logrus"
 )
 

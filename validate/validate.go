@@ -11,7 +11,7 @@ import (
 
 	"github.com/infergate/infergate/api/auth"
 	"github.com/infergate/infergate/api/client"
-	"github.com/infergate/infergate/rules/etcdstore"
+	"github.com/infergate/infergate/rules/store/etcdstore"
 	"github.com/sirupsen/logrus"
 )
 

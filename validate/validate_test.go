@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/api/auth"
+	"github.com/infergate/infergate/internal/fakeengine"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/rules"
-	"github.com/infergate/infergate/test/fakeengine"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 

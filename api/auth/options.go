@@ -6,20 +6,20 @@ import "time"
 type Options struct {
 	// TokenFile is the operator's token file ("" = no tokens: every request
 	// that passes the Host check is allowed; only valid on loopback).
-	TokenFile string
+	TokenFile string `yaml:"api-token-file"`
 	// AllowedHosts are extra Host values the API answers to: its DNS name,
 	// a load balancer's name, "*.example.com" for subdomains, or an IP
 	// literal (a Service address). Loopback IPs, the listen address,
 	// localhost and *.localhost are always allowed (HostPolicy).
-	AllowedHosts []string
+	AllowedHosts []string `yaml:"api-allowed-host"`
 	// OpenMetrics serves /metrics without a token even when a token file
 	// is set (for a Prometheus that cannot send one).
-	OpenMetrics bool
+	OpenMetrics bool `yaml:"api-open-metrics"`
 	// Insecure allows a non-loopback API address without a token file.
-	Insecure bool
+	Insecure bool `yaml:"insecure-api"`
 	// ReloadInterval is how often the token file is checked for changes
 	// (SIGHUP reloads at once); <= 0 disables polling.
-	ReloadInterval time.Duration
+	ReloadInterval time.Duration `yaml:"api-token-reload-interval"`
 }
 
 // DefaultReloadInterval is the token file poll period: short enough that a

@@ -20,11 +20,11 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/infergate/infergate/datapath/ladder"
+	"github.com/infergate/infergate/internal/kvfake"
 	"github.com/infergate/infergate/kvexact"
 	"github.com/infergate/infergate/kvexact/zmqsub"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/spec"
-	"github.com/infergate/infergate/test/kvfake"
 )
 
 const ioTimeout = 10 * time.Second

@@ -46,46 +46,46 @@ type StartTRTFunc func(t trtpoll.Target, sink trtpoll.Sink, o trtpoll.Options) (
 type Options struct {
 	// BindAddr, when set ("tcp://0.0.0.0:5557"), switches vLLM/SGLang rules
 	// to the bind topology: one SUB socket, engines connect to it.
-	BindAddr string
+	BindAddr string `yaml:"kv-bind-addr"`
 	// ReplayPortOffset: 0 = no replay; else the engine's replay ROUTER is
 	// at kvZmqPort+offset (rank r at +r).
-	ReplayPortOffset int
+	ReplayPortOffset int `yaml:"kv-replay-port-offset"`
 	// TokenizeTimeout bounds one /tokenize round trip.
-	TokenizeTimeout   time.Duration
-	TokenizeCacheSize int
+	TokenizeTimeout   time.Duration `yaml:"kv-tokenize-timeout"`
+	TokenizeCacheSize int           `yaml:"-"`
 	// WatchdogN is the zero-hit streak that warns; WatchdogWindow is how
 	// recent the last applied event must be for lookups to count.
-	WatchdogN      int
-	WatchdogWindow time.Duration
+	WatchdogN      int           `yaml:"kv-zero-hit-n"`
+	WatchdogWindow time.Duration `yaml:"-"`
 	// TRTPollInterval is the pause between TensorRT-LLM drains.
-	TRTPollInterval time.Duration
+	TRTPollInterval time.Duration `yaml:"kv-trt-poll-interval"`
 	// SingleLoadGuard is mode 3's load guard (mode 1 uses the rule's
 	// pd_balance_abs_threshold); negative disables it.
-	SingleLoadGuard int
+	SingleLoadGuard int `yaml:"kv-single-load-guard"`
 	// Budget caps indexed blocks per rule (0: kvexact's default).
-	Budget int
+	Budget int `yaml:"-"`
 	// StaleAfter untrusts an endpoint that was sent work this long ago and
 	// published no event since (0: kvexact.DefaultStaleAfter; negative
 	// disables), so a feed that stops with its socket up is not trusted
 	// forever.
-	StaleAfter time.Duration
+	StaleAfter time.Duration `yaml:"kv-stale-after"`
 	// BindLiveWindow: in the bind topology an endpoint rank is reported
 	// connected while its last event is this recent (0:
 	// kvexact.DefaultLiveWindow). Trust does not depend on it.
-	BindLiveWindow time.Duration
+	BindLiveWindow time.Duration `yaml:"kv-bind-live-window"`
 	// Tokenizers maps a model to its Hugging Face tokenizer (directory or
 	// tokenizer.json; tokenize.AnyModel for every other model): Tier 1.5
 	// then tokenises in process and asks the engine's /tokenize only for
 	// what that cannot reproduce exactly. nil: /tokenize only.
-	Tokenizers map[string]string
+	Tokenizers map[string]string `yaml:"kv-tokenizer"`
 	// Subscriber is the template of every subscriber's options (Rule,
 	// Metrics and Logger are set per rule).
-	Subscriber zmqsub.Options
+	Subscriber zmqsub.Options `yaml:"-"`
 
-	StartSub  StartSubFunc  // nil: zmqsub.Start
-	StartBind StartBindFunc // nil: zmqsub.StartBind
-	StartTRT  StartTRTFunc  // nil: trtpoll.Start
-	Clock     kvexact.Clock // nil: wall clock
+	StartSub  StartSubFunc  `yaml:"-"` // nil: zmqsub.Start
+	StartBind StartBindFunc `yaml:"-"` // nil: zmqsub.StartBind
+	StartTRT  StartTRTFunc  `yaml:"-"` // nil: trtpoll.Start
+	Clock     kvexact.Clock `yaml:"-"` // nil: wall clock
 }
 
 // DefaultOptions returns the defaults.
@@ -97,6 +97,8 @@ func DefaultOptions() Options {
 		WatchdogWindow:    DefaultWatchdogWindow,
 		TRTPollInterval:   trtpoll.DefaultInterval,
 		SingleLoadGuard:   DefaultSingleLoadGuard,
+		StaleAfter:        kvexact.DefaultStaleAfter,
+		BindLiveWindow:    kvexact.DefaultLiveWindow,
 		Subscriber:        zmqsub.DefaultOptions(""),
 	}
 }

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/infergate/infergate/datapath/pd"
+	"github.com/infergate/infergate/internal/pdfake"
 	"github.com/infergate/infergate/spec"
-	"github.com/infergate/infergate/test/pdfake"
 )
 
 func TestRegistry(t *testing.T) {

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/datapath/pd"
+	"github.com/infergate/infergate/internal/pdfake"
 	"github.com/infergate/infergate/spec"
-	"github.com/infergate/infergate/test/pdfake"
 	"github.com/sirupsen/logrus"
 )
 

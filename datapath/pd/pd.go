@@ -57,7 +57,33 @@ type Dialect interface {
 	Serve(ctx context.Context, w http.ResponseWriter, req *Request, pair Pair, s Sender) Outcome
 }
 
-// Options are the per-daemon knobs of every dialect.
+// Timeouts are the daemon's bounds on a P/D sequence's engine legs, with
+// the one default of each knob: datapath.Options embeds them (the single
+// pool shares StreamIdleTimeout for its SSE relays) and the serve flags
+// bind to them. The datapath resolves them per rule into Options, capped by
+// the rule's inactiveTimeOut.
+type Timeouts struct {
+	// PrefillTimeout bounds the prefill leg; expiry → 504 pd_prefill_timeout.
+	PrefillTimeout time.Duration `yaml:"prefill-timeout"`
+	// DecodeFirstByteTimeout bounds decode dispatch → first response byte;
+	// expiry → 504 pd_decode_timeout.
+	DecodeFirstByteTimeout time.Duration `yaml:"decode-first-byte-timeout"`
+	// StreamIdleTimeout bounds engine silence inside an SSE stream.
+	StreamIdleTimeout time.Duration `yaml:"stream-idle-timeout"`
+}
+
+// DefaultTimeouts are the bounds a gateway runs with: 30 s prefill, 60 s
+// to the decode's first byte, 120 s of silence inside a stream.
+func DefaultTimeouts() Timeouts {
+	return Timeouts{
+		PrefillTimeout:         30 * time.Second,
+		DecodeFirstByteTimeout: 60 * time.Second,
+		StreamIdleTimeout:      120 * time.Second,
+	}
+}
+
+// Options are one rule's knobs of a dialect: the daemon's Timeouts
+// resolved for the rule (see Timeouts) plus what only the dialects use.
 type Options struct {
 	// PrefillTimeout bounds the prefill leg (vLLM/TRT: request to complete
 	// response; SGLang: dispatch to first decode byte). Expiry → 504
@@ -79,16 +105,16 @@ type Options struct {
 	Log                logrus.FieldLogger
 }
 
-// DefaultOptions returns LoxiLB's effective defaults (§4.6): 30 s prefill and
-// decode-first-byte, 25 s stream silence, 1 MiB prefill response cap.
+// DefaultOptions are DefaultTimeouts with no rule cap, and a 1 MiB prefill
+// response cap.
 func DefaultOptions() Options {
-	l := logrus.New()
+	t := DefaultTimeouts()
 	return Options{
-		PrefillTimeout:     30 * time.Second,
-		DecodeTimeout:      30 * time.Second,
-		StreamIdleTimeout:  25 * time.Second,
+		PrefillTimeout:     t.PrefillTimeout,
+		DecodeTimeout:      t.DecodeFirstByteTimeout,
+		StreamIdleTimeout:  t.StreamIdleTimeout,
 		MaxPrefillResponse: 1 << 20,
-		Log:                l,
+		Log:                logrus.New(),
 	}
 }
 

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/infergate/infergate/datapath/pd"
+	"github.com/infergate/infergate/internal/pdfake"
 	"github.com/infergate/infergate/spec"
-	"github.com/infergate/infergate/test/pdfake"
 )
 
 // TestResponsesStreamEnds: a Responses API stream whose decode dies or

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/datapath/pd"
+	"github.com/infergate/infergate/internal/pdfake"
 	"github.com/infergate/infergate/spec"
-	"github.com/infergate/infergate/test/pdfake"
 )
 
 // discardWriter is a minimal http.ResponseWriter with Flush, so the

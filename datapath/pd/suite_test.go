@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/infergate/infergate/datapath/pd"
+	"github.com/infergate/infergate/internal/pdfake"
 	"github.com/infergate/infergate/spec"
-	"github.com/infergate/infergate/test/pdfake"
 )
 
 var engines = []spec.Engine{spec.EngineVLLM, spec.EngineSGLang, spec.EngineTRTLLM}

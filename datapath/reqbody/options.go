@@ -4,7 +4,7 @@ package reqbody
 type Options struct {
 	// MaxInFlightBytes caps the bytes of body buffers held at once by all
 	// requests being read or served; 0 or negative means no cap.
-	MaxInFlightBytes int64
+	MaxInFlightBytes int64 `yaml:"max-body-bytes-in-flight"`
 }
 
 // DefaultMaxInFlightBytes is 1 GiB: 32 full-size (32 MiB) bodies at once,

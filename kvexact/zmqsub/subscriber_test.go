@@ -11,10 +11,10 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/sirupsen/logrus"
 
+	"github.com/infergate/infergate/internal/kvfake"
 	"github.com/infergate/infergate/kvexact"
 	"github.com/infergate/infergate/kvexact/zmqsub"
 	"github.com/infergate/infergate/metrics"
-	"github.com/infergate/infergate/test/kvfake"
 )
 
 const waitTimeout = 10 * time.Second

@@ -1,5 +1,5 @@
 // Package selector serves rules whose endpoints come from engine
-// self-registrations (the rule field endpointSelector, issue 15).
+// self-registrations (the rule field endpointSelector).
 //
 // Runtime sits between the rule store and the datapath: a rule without a
 // selector passes straight through; a selector rule is installed with the

@@ -2,16 +2,16 @@ package selector
 
 import (
 	"github.com/infergate/infergate/apierror"
-	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/rules/store"
 	"github.com/infergate/infergate/spec"
 )
 
 // WithoutRegistry wraps the runtime of a gateway whose store is the local
 // file: there is no registry to read, so a selector rule is refused with a
 // 400 instead of being served with no endpoints forever.
-func WithoutRegistry(inner rules.Runtime) rules.Runtime { return noRegistry{inner} }
+func WithoutRegistry(inner store.Runtime) store.Runtime { return noRegistry{inner} }
 
-type noRegistry struct{ rules.Runtime }
+type noRegistry struct{ store.Runtime }
 
 func (n noRegistry) Install(prev, next *spec.Rule) error {
 	if next.EndpointSelector != nil {

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/infergate/infergate/rules/etcdstore"
+	"github.com/infergate/infergate/rules/store/etcdstore"
 	"github.com/infergate/infergate/spec"
 )
 

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/infergate/infergate/rules"
-	"github.com/infergate/infergate/rules/etcdstore"
+	"github.com/infergate/infergate/rules/store"
+	"github.com/infergate/infergate/rules/store/etcdstore"
 	"github.com/infergate/infergate/spec"
 	"github.com/sirupsen/logrus"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -21,7 +21,7 @@ type StatusSource interface {
 
 // Options configures a Runtime.
 type Options struct {
-	Inner  rules.Runtime    // the datapath (required)
+	Inner  store.Runtime    // the datapath (required)
 	Status StatusSource     // the datapath's status, decorated with refusals (optional)
 	Client *clientv3.Client // the registry's etcd client (required)
 	Prefix string           // the store's prefix: a selector without prefix reads <Prefix>/engines/
@@ -38,7 +38,7 @@ func DefaultOptions() Options {
 	return Options{ListTimeout: time.Second, OnRefused: func(string) {}, Log: logrus.StandardLogger()}
 }
 
-// Runtime is a rules.Runtime that resolves selector rules' endpoints from
+// Runtime is a store.Runtime that resolves selector rules' endpoints from
 // the registry before handing them to the inner runtime.
 type Runtime struct {
 	o      Options
@@ -60,7 +60,7 @@ type entry struct {
 	refused   map[string]Refusal
 }
 
-var _ rules.Runtime = (*Runtime)(nil)
+var _ store.Runtime = (*Runtime)(nil)
 
 // New builds a Runtime; Close stops its watches.
 func New(o Options) *Runtime {
@@ -94,7 +94,7 @@ func (s *Runtime) prefixOf(r *spec.Rule) string {
 	return s.o.Prefix
 }
 
-// Install implements rules.Runtime.
+// Install implements store.Runtime.
 func (s *Runtime) Install(prev, next *spec.Rule) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -127,7 +127,7 @@ func (s *Runtime) Install(prev, next *spec.Rule) error {
 	return nil
 }
 
-// Remove implements rules.Runtime.
+// Remove implements store.Runtime.
 func (s *Runtime) Remove(r *spec.Rule) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/rules"
-	"github.com/infergate/infergate/rules/etcdstore"
-	"github.com/infergate/infergate/rules/etcdstore/etcdtest"
 	"github.com/infergate/infergate/rules/selector"
+	"github.com/infergate/infergate/rules/store/etcdstore"
+	"github.com/infergate/infergate/rules/store/etcdstore/etcdtest"
 	"github.com/infergate/infergate/spec"
 	"github.com/sirupsen/logrus"
 	clientv3 "go.etcd.io/etcd/client/v3"

@@ -42,7 +42,7 @@ trap cleanup EXIT INT TERM
 
 echo "building..."
 (cd "$ROOT" && go build -o "$TMP/infergate" ./cmd/infergate \
-  && go build -o "$TMP/fakeengine" ./test/fakeengine/cmd/fakeengine \
+  && go build -o "$TMP/fakeengine" ./internal/fakeengine/cmd/fakeengine \
   && go build -o "$TMP/edge" ./test/bench/edge)
 if [[ -n ${BASELINE_ROOT:-} ]]; then
   mkdir -p "$TMP/base"

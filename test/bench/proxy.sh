@@ -90,7 +90,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 echo "building fake engine, infergate and ssebench... (results in $RESULTS)"
-(cd "$ROOT" && go build -o "$TMP/fakeengine" ./test/fakeengine/cmd/fakeengine \
+(cd "$ROOT" && go build -o "$TMP/fakeengine" ./internal/fakeengine/cmd/fakeengine \
   && go build -o "$TMP/dpserve" ./test/bench/dpserve \
   && go build -o "$TMP/ssebench" ./test/bench/ssebench \
   && go build -o "$TMP/infergate" ./cmd/infergate)

@@ -44,7 +44,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 echo "building fake engine and infergate..."
-(cd "$ROOT" && go build -o "$TMP/fakeengine" ./test/fakeengine/cmd/fakeengine && go build -o "$TMP/infergate" ./cmd/infergate)
+(cd "$ROOT" && go build -o "$TMP/fakeengine" ./internal/fakeengine/cmd/fakeengine && go build -o "$TMP/infergate" ./cmd/infergate)
 
 # A test CA and one leaf per key type, in LoxiLB's layout under the root:
 # the default certificate (ECDSA) and host "rsa.bench" (RSA 2048).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Gateway memory during large multipart uploads (issue 14): the built
 # `infergate serve` with one single-pool rule in front of the fake engine
-# (test/fakeengine: it counts the file part as it streams, never holds it);
+# (internal/fakeengine: it counts the file part as it streams, never holds it);
 # curl posts an OpenAI-SDK-shaped transcription upload (model + file parts)
 # of each SIZES_MB while the gateway's VmRSS is sampled every 20 ms. Prints
 # idle RSS, peak RSS per size and the peak ratio largest/smallest (flat in
@@ -31,7 +31,7 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-(cd "$ROOT" && go build -o "$TMP/fakeengine" ./test/fakeengine/cmd/fakeengine)
+(cd "$ROOT" && go build -o "$TMP/fakeengine" ./internal/fakeengine/cmd/fakeengine)
 (cd "${GATEWAY_ROOT:-$ROOT}" && go build -o "$TMP/infergate" ./cmd/infergate)
 "$TMP/fakeengine" -addr "$ENGINE" >"$TMP/engine.log" 2>&1 &
 PIDS+=($!)

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infergate/infergate/test/pdfake"
+	"github.com/infergate/infergate/internal/pdfake"
 )
 
 // Bounds and names of the prefix-affinity end-to-end test.

@@ -32,7 +32,7 @@ func dpBuild(t *testing.T) (engine, gateway string) {
 	ctx, cancel := context.WithTimeout(context.Background(), dpBuildTimeout)
 	defer cancel()
 	engine, gateway = filepath.Join(dir, "fakeengine"), filepath.Join(dir, "dpserve")
-	for out, pkg := range map[string]string{engine: "./test/fakeengine/cmd/fakeengine", gateway: "./test/bench/dpserve"} {
+	for out, pkg := range map[string]string{engine: "./internal/fakeengine/cmd/fakeengine", gateway: "./test/bench/dpserve"} {
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
 		cmd.Dir = dpRepoRoot(t)
 		if b, err := cmd.CombinedOutput(); err != nil {

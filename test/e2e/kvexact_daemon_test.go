@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/datapath/kvplane"
+	"github.com/infergate/infergate/internal/pdfake"
 	"github.com/infergate/infergate/kvexact/bpe"
-	"github.com/infergate/infergate/test/pdfake"
 )
 
 // kvDaemon starts the real `infergate serve` with extra flags on a free
@@ -150,8 +150,8 @@ func TestKVExactDaemon(t *testing.T) {
 			vip := fmt.Sprintf("127.0.0.%d:%d", ipBase+1, vipPort)
 			kvPostOK(t, d.URL+"/netlox/v1/config/loadbalancer", kvRuleJSON(fmt.Sprintf("127.0.0.%d", ipBase+1), vipPort, zmqPort, []*pdfake.Engine{a, b}, dec))
 			if rows := inventory(); bind && len(rows) > 0 && rows[0].Source != kvplane.SourceBind {
-				// The daemon's runtime must hand Options.KVPlaneOptions() to
-				// datapath.Options.KV for --kv-bind-addr to take effect.
+				// --kv-bind-addr binds daemon.Options.KV.BindAddr, the KV
+				// plane's own option, for the bind topology to take effect.
 				t.Skipf("--kv-bind-addr not passed to the KV plane by daemon/runtime.go yet (source %q)", rows[0].Source)
 			}
 			for _, e := range []*pdfake.Engine{a, b} {

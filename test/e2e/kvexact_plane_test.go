@@ -17,9 +17,9 @@ import (
 
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/datapath/ladder"
+	"github.com/infergate/infergate/internal/pdfake"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/spec"
-	"github.com/infergate/infergate/test/pdfake"
 )
 
 // Bounds of the KV-exact end-to-end tests. Their engines live on

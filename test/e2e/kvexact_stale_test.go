@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/infergate/infergate/datapath/kvplane"
+	"github.com/infergate/infergate/internal/pdfake"
 	"github.com/infergate/infergate/kvexact"
-	"github.com/infergate/infergate/test/pdfake"
 )
 
 // kvDaemonEventsStop: an engine whose KV feed stops while its ZMQ socket

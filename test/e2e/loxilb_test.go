@@ -14,8 +14,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/infergate/infergate/internal/fakeengine"
 	"github.com/infergate/infergate/rules"
-	"github.com/infergate/infergate/test/fakeengine"
 )
 
 // TestLoxiLBUserFlow checks the built binary as a LoxiLB user would use it:

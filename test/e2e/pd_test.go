@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infergate/infergate/test/pdfake"
+	"github.com/infergate/infergate/internal/pdfake"
 )
 
 // Bounds and addresses of the P/D end-to-end test.

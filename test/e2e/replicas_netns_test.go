@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infergate/infergate/rules/etcdstore/etcdtest"
-	"github.com/infergate/infergate/test/pdfake"
+	"github.com/infergate/infergate/internal/pdfake"
+	"github.com/infergate/infergate/rules/store/etcdstore/etcdtest"
 )
 
 // Three gateway replicas, each in its own network namespace as separate

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infergate/infergate/rules/etcdstore/etcdtest"
-	"github.com/infergate/infergate/test/pdfake"
+	"github.com/infergate/infergate/internal/pdfake"
+	"github.com/infergate/infergate/rules/store/etcdstore/etcdtest"
 )
 
 // selRegistrar runs `infergate register` beside a fake engine.

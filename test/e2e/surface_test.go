@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infergate/infergate/test/fakeengine"
-	"github.com/infergate/infergate/test/pdfake"
+	"github.com/infergate/infergate/internal/fakeengine"
+	"github.com/infergate/infergate/internal/pdfake"
 )
 
 // Addresses of the surface end-to-end test.

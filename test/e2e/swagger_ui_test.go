@@ -11,7 +11,7 @@ import (
 
 	"github.com/infergate/infergate/api"
 	"github.com/infergate/infergate/metrics"
-	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/rules/store"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 )
@@ -24,16 +24,16 @@ func TestSwaggerUIRenders(t *testing.T) {
 
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	store, err := rules.OpenStore(rules.StoreOptions{StateDir: t.TempDir(), Log: log})
+	rs, err := store.Open(store.Options{StateDir: t.TempDir(), Log: log})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
-	if err := store.Replay(context.Background()); err != nil {
+	if err := rs.Replay(context.Background()); err != nil {
 		t.Fatalf("replay: %v", err)
 	}
 	reg := prometheus.NewRegistry()
 	opts := api.DefaultOptions()
-	opts.Store = store
+	opts.Store = rs
 	opts.Metrics = &metrics.Metrics{Registry: reg, API: metrics.NewAPI(reg)}
 	opts.Log = log
 	srv, err := api.NewServer(opts)

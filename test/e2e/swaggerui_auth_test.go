@@ -14,7 +14,7 @@ import (
 	"github.com/infergate/infergate/api"
 	"github.com/infergate/infergate/api/auth"
 	"github.com/infergate/infergate/metrics"
-	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/rules/store"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 )
@@ -73,11 +73,11 @@ func TestSwaggerUIAuthorize(t *testing.T) {
 	browser := requireChromium(t)
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	store, err := rules.OpenStore(rules.StoreOptions{StateDir: t.TempDir(), Log: log})
+	rs, err := store.Open(store.Options{StateDir: t.TempDir(), Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Replay(context.Background()); err != nil {
+	if err := rs.Replay(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	tokens := filepath.Join(t.TempDir(), "tokens")
@@ -94,7 +94,7 @@ func TestSwaggerUIAuthorize(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	opts := api.DefaultOptions()
-	opts.Store, opts.Log, opts.Guard = store, log, guard
+	opts.Store, opts.Log, opts.Guard = rs, log, guard
 	opts.Metrics = &metrics.Metrics{Registry: reg, API: metrics.NewAPI(reg)}
 	srv, err := api.NewServer(opts)
 	if err != nil {

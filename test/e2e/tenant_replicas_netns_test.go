@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infergate/infergate/rules/etcdstore/etcdtest"
+	"github.com/infergate/infergate/internal/fakeengine"
+	"github.com/infergate/infergate/rules/store/etcdstore/etcdtest"
 	"github.com/infergate/infergate/tenant"
-	"github.com/infergate/infergate/test/fakeengine"
 )
 
 // TestTenantLimitAcrossReplicasNetns measures the overshoot of a key's

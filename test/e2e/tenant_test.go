@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infergate/infergate/test/fakeengine"
+	"github.com/infergate/infergate/internal/fakeengine"
 )
 
 // TestTenantKeysThroughTheBinary drives the key lifecycle as an operator and

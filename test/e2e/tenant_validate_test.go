@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/infergate/infergate/test/fakeengine"
+	"github.com/infergate/infergate/internal/fakeengine"
 )
 
 // TestValidateAPIKeyStep runs `infergate validate` on a rule that enforces

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/api"
+	"github.com/infergate/infergate/internal/pdfake"
 	"github.com/infergate/infergate/metrics"
-	"github.com/infergate/infergate/rules"
-	"github.com/infergate/infergate/test/pdfake"
+	"github.com/infergate/infergate/rules/store"
 	"github.com/infergate/infergate/tlsmat/tlstest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
@@ -201,16 +201,16 @@ func TestSwaggerUIOverHTTPS(t *testing.T) {
 	browser := requireChromium(t)
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	store, err := rules.OpenStore(rules.StoreOptions{StateDir: t.TempDir(), Log: log})
+	rs, err := store.Open(store.Options{StateDir: t.TempDir(), Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Replay(context.Background()); err != nil {
+	if err := rs.Replay(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
 	opts := api.DefaultOptions()
-	opts.Store = store
+	opts.Store = rs
 	opts.Metrics = &metrics.Metrics{Registry: reg, API: metrics.NewAPI(reg)}
 	opts.Log = log
 	srv, err := api.NewServer(opts)

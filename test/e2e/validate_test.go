@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infergate/infergate/test/fakeengine"
+	"github.com/infergate/infergate/internal/fakeengine"
 )
 
 // validateJSON is the part of `validate -o json` the tests read.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs sdk_check.mjs (the official OpenAI and Anthropic Node SDKs) against
-# the built gateway: one single-pool rule over test/fakeengine, one vLLM and
+# the built gateway: one single-pool rule over internal/fakeengine, one vLLM and
 # one SGLang 1P1D rule over `infergate fake-engine`, all on loopback. Not
 # part of CI: it needs `npm install --prefix "$SDK_DIR" openai
 # @anthropic-ai/sdk` first (SDK_DIR defaults to test/sdk; node_modules is
@@ -19,7 +19,7 @@ cleanup() {
   rm -rf "$TMP"
 }
 trap cleanup EXIT INT TERM
-(cd "$ROOT" && go build -o "$TMP/infergate" ./cmd/infergate && go build -o "$TMP/fakeengine" ./test/fakeengine/cmd/fakeengine)
+(cd "$ROOT" && go build -o "$TMP/infergate" ./cmd/infergate && go build -o "$TMP/fakeengine" ./internal/fakeengine/cmd/fakeengine)
 P=$BASE_PORT
 "$TMP/fakeengine" -addr 127.0.0.81:$P >"$TMP/single.log" 2>&1 & PIDS+=($!)
 "$TMP/infergate" fake-engine --dialect vllm --role prefill --addr 127.0.0.82:$P >"$TMP/vp.log" 2>&1 & PIDS+=($!)

@@ -5,7 +5,7 @@
 import OpenAI, { toFile } from "openai";
 import Anthropic from "@anthropic-ai/sdk";
 
-const single = process.env.SINGLE_URL; // single-pool VIP (test/fakeengine)
+const single = process.env.SINGLE_URL; // single-pool VIP (internal/fakeengine)
 const vllm = process.env.VLLM_PD_URL; // vLLM 1P1D VIP (infergate fake-engine)
 const sglang = process.env.SGLANG_PD_URL; // SGLang 1P1D VIP
 let failed = 0;

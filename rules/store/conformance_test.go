@@ -1,0 +1,23 @@
+package store_test
+
+import (
+	"testing"
+
+	"github.com/infergate/infergate/rules/store"
+	"github.com/infergate/infergate/rules/store/storetest"
+)
+
+// TestFileBackendConformance runs the backend suite against the file store
+// (the etcd store runs the same suite in rules/store/etcdstore).
+func TestFileBackendConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storetest.Location {
+		dir := t.TempDir()
+		return storetest.Location{Open: func(t *testing.T) store.Backend {
+			b, err := store.OpenFileBackend(dir, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}}
+	})
+}

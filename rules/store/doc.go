@@ -1,0 +1,28 @@
+// Package store is where rules live: the Store applies rules (through
+// rules.Prepare, rules.CheckUpdate and rules.CheckCollision), installs them
+// in a Runtime (the datapath) and commits them to a Backend — the local
+// FileBackend (rules.json) or etcd (rules/store/etcdstore), both held to
+// one contract by rules/store/storetest. Migrate copies a rule set between
+// backends.
+//
+// Apply is LoxiLB's upsert keyed by (VIP, port, protocol, block, host,
+// path_prefix, path_match_mode, model_name): a new key is created, a changed
+// one updated in place (ep_role/nixl_port included), and a body that means the
+// same as the stored one (defaults resolved) is 409 rule_exists. Each
+// mutation holds one mutex across decide → Runtime.Install/Remove → durable
+// persist → publish: if Install fails nothing changed; if persisting fails the
+// runtime is rolled back and the caller gets 500 persist_failed. Reads never
+// wait on a mutation: they see an immutable snapshot published after each
+// commit.
+//
+// The whole rule set is written after every change to <StateDir>/rules.json
+// ({"schema_version":1,"rules":[…],"checksum":"sha256:…"}, mode 0600) via a
+// temp file, fsync, rename and directory fsync, so an acknowledged change
+// survives a crash. Replay feeds each persisted rule through the same
+// decode/validate/compile/Install path; until it finishes every write is 503
+// not_ready. A corrupt file is renamed rules.json.corrupt-<ts> and boot
+// continues empty; rules that no longer validate (or that the datapath still
+// refuses after a few bounded retries) are skipped, saved to
+// rules.json.rejected-<ts> with the reason, and the set is rewritten without
+// them. Stale temp files from a crash mid-write are removed at open.
+package store
