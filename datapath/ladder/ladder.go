@@ -1,40 +1,17 @@
 package ladder
 
 import (
-	"context"
 	"sync/atomic"
-	"time"
 
-	"github.com/infergate/infergate/kvexact"
+	"github.com/infergate/infergate/datapath/pick"
 )
 
-// Candidate is one usable endpoint of a role, with its current load.
-type Candidate struct {
-	ID    string // endpoint ID ("ip:port")
-	Index int    // position in the compiled rule's endpoint list
-	Load  int    // active + queued requests
-}
+// Candidate is one usable endpoint of a role; its Load is the snapshot the
+// whole decision compares.
+type Candidate = pick.Candidate
 
-// Facts are what the tiers may know about a request. Tiers that need more
-// than the cheap fields (Tier 1.5 tokenises the prompt) derive it from Body
-// under Ctx, so the cost is paid only when that tier runs.
-type Facts struct {
-	Ctx        context.Context // the request's context (cancelled when the client goes)
-	Path       string          // "/v1/completions" or "/v1/chat/completions"
-	Model      string          // body "model" or X-Model header
-	Body       []byte          // the client body, read-only
-	SessionKey string          // "" when the request carries none
-	PromptKey  []byte          // canonical prompt key for Tier 1 (nil when not extracted)
-	Tokens     []uint32        // prompt token ids when already known (client sent ids)
-	Now        time.Time
-
-	// Tier 1.5's finding, kept for the stale-feed guard (KVExact.Observe):
-	// the request's full blocks and how many each candidate already held.
-	kvBlocks int
-	kvScores []kvexact.Score
-	rkey     uint64 // RequestKey, computed on first use
-	rkeyDone bool
-}
+// Facts are what the tiers may know about a request.
+type Facts = pick.Facts
 
 // Tier names as they appear in metrics and explanations.
 const (
@@ -58,38 +35,23 @@ const (
 	ReasonLoadGuard  = "load_guard"
 	ReasonEmpty      = "empty"
 	ReasonUntrusted  = "untrusted"
-	ReasonNotChosen  = "tier_returned_non_candidate"
+	ReasonNotChosen  = pick.ReasonNotChosen
 )
 
-// PrefillTier is one rung of the ladder for the prefill choice.
-type PrefillTier interface {
-	// Name is the tier label used in metrics.
-	Name() string
-	// Pick returns the index into cands of its choice, or ok=false and a
-	// reason. cands is never empty.
-	Pick(f *Facts, cands []Candidate) (idx int, reason string, ok bool)
-}
+// PrefillTier is one rung of the ladder for the prefill choice: a
+// pick.Picker whose Name is the tier label of metrics.
+type PrefillTier = pick.Picker
 
-// DryPicker is a tier whose Pick has side effects (metrics, watchdogs); the
-// ladder calls DryPick instead during Explain so explaining a request never
-// moves a counter. Same contract as Pick.
-type DryPicker interface {
-	DryPick(f *Facts, cands []Candidate) (idx int, reason string, ok bool)
-}
+// DryPicker is a tier whose Pick has side effects; the ladder calls DryPick
+// during Explain so explaining a request never moves a counter.
+type DryPicker = pick.DryPicker
 
 // Observer is told which prefill a request finally went to, whichever tier
 // chose it (Tier 1 learns prefixes this way).
-type Observer interface {
-	Observe(f *Facts, chosen Candidate)
-}
+type Observer = pick.Observer
 
 // Step is one tier's outcome for one request.
-type Step struct {
-	Tier   string
-	Hit    bool
-	Reason string // fall-through reason when !Hit
-	Choice string // endpoint ID when Hit
-}
+type Step = pick.Step
 
 // Trace is the full story of one decision: what operators read when affinity
 // "doesn't work", and what metrics count.
@@ -130,9 +92,9 @@ func (l *Ladder) Replicated() *Ladder {
 
 func (l *Ladder) leastLoaded(f *Facts, cands []Candidate, cursor *atomic.Uint64) int {
 	if l.replicated {
-		return LeastLoadedKeyed(cands, RequestKey(f), cursor)
+		return pick.LeastLoadedKeyed(cands, f.Key(), cursor)
 	}
-	return LeastLoaded(cands, cursor)
+	return pick.LeastLoaded(cands, cursor)
 }
 
 // SelectPair picks a (prefill, decode) pair from usable candidates. ok is
@@ -222,13 +184,13 @@ func (l *Ladder) sessionPrefill(f *Facts, prefills []Candidate, tr *Trace, pinne
 // prefill with no shared state. When this replica sees the winner loaded
 // more than the guard above the least loaded, the other tiers choose.
 func (l *Ladder) rendezvous(f *Facts, prefills []Candidate, tr *Trace) (Candidate, bool) {
-	key := RequestKey(f)
+	key := f.Key()
 	if key == 0 {
 		tr.Steps = append(tr.Steps, Step{Tier: TierRendezvous, Reason: ReasonNoKey})
 		return Candidate{}, false
 	}
-	c := prefills[Rendezvous(prefills, key)]
-	if LoadGuardTrips(c.Load, minLoad(prefills), DefaultSessionGuard) {
+	c := prefills[pick.Rendezvous(prefills, key)]
+	if pick.LoadGuardTrips(c.Load, pick.MinLoad(prefills), pick.DefaultSessionGuard) {
 		tr.Steps = append(tr.Steps, Step{Tier: TierRendezvous, Reason: ReasonLoadGuard})
 		return Candidate{}, false
 	}
@@ -236,23 +198,11 @@ func (l *Ladder) rendezvous(f *Facts, prefills []Candidate, tr *Trace) (Candidat
 	return c, true
 }
 
-// tierPrefill runs the pluggable tiers (1, 1.5) in order and enforces that a
-// tier can only ever return one of the candidates it was given.
+// tierPrefill runs the pluggable tiers (1, 1.5) in order through
+// pick.First, which enforces that a tier can only ever return one of the
+// candidates it was given.
 func (l *Ladder) tierPrefill(f *Facts, prefills []Candidate, tr *Trace, commit bool) (Candidate, bool) {
-	for _, t := range l.tiers {
-		pick := t.Pick
-		if dry, isDry := t.(DryPicker); isDry && !commit {
-			pick = dry.DryPick
-		}
-		idx, reason, ok := pick(f, prefills)
-		if ok && (idx < 0 || idx >= len(prefills)) {
-			ok, reason = false, ReasonNotChosen
-		}
-		if !ok {
-			tr.Steps = append(tr.Steps, Step{Tier: t.Name(), Reason: reason})
-			continue
-		}
-		tr.Steps = append(tr.Steps, Step{Tier: t.Name(), Hit: true, Choice: prefills[idx].ID})
+	if idx, ok := pick.First(f, prefills, !commit, &tr.Steps, l.tiers...); ok {
 		return prefills[idx], true
 	}
 	return Candidate{}, false
@@ -272,36 +222,4 @@ func (l *Ladder) pickDecode(f *Facts, pinned string, decodes []Candidate, tr *Tr
 	c := decodes[l.leastLoaded(f, decodes, &l.rrDecode)]
 	tr.Steps = append(tr.Steps, Step{Tier: TierDecode, Hit: true, Choice: c.ID, Reason: "least_loaded"})
 	return c
-}
-
-// LeastLoaded returns the index of the candidate with the lowest load. Only
-// exact ties rotate, through cursor, so equal endpoints share work evenly
-// while a less loaded endpoint always wins. cands must not be empty.
-func LeastLoaded(cands []Candidate, cursor *atomic.Uint64) int {
-	minLoad, ties := cands[0].Load, 0
-	for _, c := range cands {
-		switch {
-		case c.Load < minLoad:
-			minLoad, ties = c.Load, 1
-		case c.Load == minLoad:
-			ties++
-		}
-	}
-	if ties == 1 {
-		for i, c := range cands {
-			if c.Load == minLoad {
-				return i
-			}
-		}
-	}
-	n := int(cursor.Add(1)-1) % ties
-	for i, c := range cands {
-		if c.Load == minLoad {
-			if n == 0 {
-				return i
-			}
-			n--
-		}
-	}
-	return 0 // unreachable: ties counted above
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 
+	"github.com/infergate/infergate/datapath/pick"
 	"github.com/infergate/infergate/kvexact"
 	"github.com/infergate/infergate/kvexact/tokenize"
 	"github.com/infergate/infergate/metrics"
@@ -79,7 +80,7 @@ func NewKVExact(o KVExactOptions) *KVExact {
 }
 
 // Name implements PrefillTier.
-func (t *KVExact) Name() string { return TierKVExact }
+func (t *KVExact) Name() pick.Name { return TierKVExact }
 
 // workNoter is an index that wants to know where requests went, so an
 // endpoint whose events stopped while it kept receiving work stops being
@@ -93,17 +94,17 @@ type workNoter interface{ NoteWork(endpoint string) }
 // hottest holder after --kv-stale-after.
 func (t *KVExact) Observe(f *Facts, chosen Candidate) {
 	w, ok := t.o.Index.(workNoter)
-	if !ok || f == nil || f.kvScores == nil {
+	if !ok || f == nil || f.KVHeld == nil {
 		return // the tier did not score this request: nothing is known
 	}
 	held := 0
-	for _, s := range f.kvScores {
+	for _, s := range f.KVHeld {
 		if s.Endpoint == chosen.ID {
 			held = s.Blocks
 			break
 		}
 	}
-	if ExpectsNewBlocks(f.kvBlocks, held) {
+	if ExpectsNewBlocks(f.KVBlocks, held) {
 		w.NoteWork(chosen.ID)
 	}
 }
@@ -226,7 +227,7 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 	bestW := 0.0
 	raw := t.o.Index.Score(keys, names)
 	if !explain {
-		f.kvBlocks, f.kvScores = len(keys), raw
+		f.KVBlocks, f.KVHeld = len(keys), raw
 	}
 	for i, s := range raw {
 		trusted, why := t.o.Index.Trusted(cands[i].ID)

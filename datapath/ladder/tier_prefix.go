@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/infergate/infergate/datapath/pick"
 	"github.com/infergate/infergate/radix"
 )
 
@@ -66,7 +67,7 @@ func NewPrefixTier(o PrefixOptions) *PrefixTier {
 func (t *PrefixTier) Index() *radix.Index { return t.o.Index }
 
 // Name implements PrefillTier.
-func (t *PrefixTier) Name() string { return TierPrefix }
+func (t *PrefixTier) Name() pick.Name { return TierPrefix }
 
 // PrefixExplain is Tier 1's view of one request, for the routing
 // explanation: what matched, how much, and why it did or did not win.
@@ -219,24 +220,12 @@ func AboveThreshold(matched, keyBytes, percent int) bool {
 	return matched*100 >= percent*keyBytes
 }
 
-// LoadGuardTrips is the per-candidate load guard: affinity yields when its
-// endpoint's load exceeds the least loaded candidate's by more than
-// balanceAbs. Only the chosen endpoint is compared, so one hot endpoint
-// never switches affinity off for prompts owned by others. A negative
-// balanceAbs disables the guard.
+// LoadGuardTrips is the per-candidate load guard (pick.LoadGuardTrips).
 func LoadGuardTrips(load, minLoad, balanceAbs int) bool {
-	return balanceAbs >= 0 && load-minLoad > balanceAbs
+	return pick.LoadGuardTrips(load, minLoad, balanceAbs)
 }
 
-func minLoad(cands []Candidate) int {
-	m := 0
-	for i, c := range cands {
-		if i == 0 || c.Load < m {
-			m = c.Load
-		}
-	}
-	return m
-}
+func minLoad(cands []Candidate) int { return pick.MinLoad(cands) }
 
 // clippedLen recovers the key length the index measured the rate against
 // (the key clipped to its MaxKeyBytes) from MatchRate's answer.
