@@ -15,6 +15,7 @@ import (
 	"github.com/infergate/infergate/kvexact"
 	"github.com/infergate/infergate/kvexact/tokenize"
 	"github.com/infergate/infergate/metrics"
+	"github.com/infergate/infergate/spec"
 )
 
 // Fall-through reasons of Tier 1.5 beyond the shared ones (ReasonMiss: no
@@ -116,19 +117,6 @@ func (t *KVExact) Observe(f *Facts, chosen Candidate) {
 // nothing about the feed.
 func ExpectsNewBlocks(blocks, held int) bool { return blocks > held }
 
-// CandidateScore is one candidate's Tier 1.5 view, for the routing
-// explanation.
-type CandidateScore struct {
-	ID        string  `json:"id"`
-	Load      int     `json:"load"`
-	Blocks    int     `json:"blocks"`
-	GPUBlocks int     `json:"gpu_blocks"`
-	CPUBlocks int     `json:"cpu_blocks"`
-	Score     float64 `json:"score"`
-	Trusted   bool    `json:"trusted"`
-	Untrusted string  `json:"untrusted_reason,omitempty"`
-}
-
 // Pick implements PrefillTier.
 func (t *KVExact) Pick(f *Facts, cands []Candidate) (int, string, bool) {
 	idx, reason, ok, _ := t.decide(f, cands, false)
@@ -138,7 +126,7 @@ func (t *KVExact) Pick(f *Facts, cands []Candidate) (int, string, bool) {
 
 // Explain runs the decision without counting it and returns every
 // candidate's score with the outcome.
-func (t *KVExact) Explain(f *Facts, cands []Candidate) (idx int, reason string, ok bool, scores []CandidateScore) {
+func (t *KVExact) Explain(f *Facts, cands []Candidate) (idx int, reason string, ok bool, scores []spec.CandidateScore) {
 	return t.decide(f, cands, true)
 }
 
@@ -200,7 +188,7 @@ func (t *KVExact) tokens(f *Facts) ([]uint32, string) {
 // 0; the best wins, ties to the lower load then the earlier candidate; a
 // holder more loaded than the least loaded by more than LoadGuard is passed
 // over for the next best holder.
-func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string, bool, []CandidateScore) {
+func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string, bool, []spec.CandidateScore) {
 	if t.o.Index == nil {
 		return -1, ReasonEmpty, false, nil
 	}
@@ -219,9 +207,9 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 		names = append(names, c.ID)
 		minLoad = min(minLoad, c.Load)
 	}
-	var scores []CandidateScore
+	var scores []spec.CandidateScore
 	if explain {
-		scores = make([]CandidateScore, len(cands))
+		scores = make([]spec.CandidateScore, len(cands))
 	}
 	best, anyTrusted, anyHit, guarded := -1, false, false, false
 	bestW := 0.0
@@ -247,7 +235,7 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 			}
 		}
 		if explain {
-			scores[i] = CandidateScore{ID: cands[i].ID, Load: cands[i].Load, Blocks: s.Blocks, GPUBlocks: s.GPUBlocks,
+			scores[i] = spec.CandidateScore{ID: cands[i].ID, Load: cands[i].Load, Blocks: s.Blocks, GPUBlocks: s.GPUBlocks,
 				CPUBlocks: s.CPUBlocks, Score: w, Trusted: trusted, Untrusted: why}
 		}
 	}

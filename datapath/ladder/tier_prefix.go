@@ -7,6 +7,7 @@ import (
 
 	"github.com/infergate/infergate/datapath/pick"
 	"github.com/infergate/infergate/radix"
+	"github.com/infergate/infergate/spec"
 )
 
 // maxCandidateIDs sizes the stack buffer of candidate IDs handed to the
@@ -69,54 +70,45 @@ func (t *PrefixTier) Index() *radix.Index { return t.o.Index }
 // Name implements PrefillTier.
 func (t *PrefixTier) Name() pick.Name { return TierPrefix }
 
-// PrefixExplain is Tier 1's view of one request, for the routing
-// explanation: what matched, how much, and why it did or did not win.
-type PrefixExplain struct {
-	Hit          bool    `json:"hit"`
-	Reason       string  `json:"reason,omitempty"`   // fall-through reason when !Hit
-	Endpoint     string  `json:"endpoint,omitempty"` // longest-prefix owner: a candidate, or the excluded owner (pinned_endpoint_excluded)
-	MatchedBytes int     `json:"matched_bytes"`
-	KeyBytes     int     `json:"key_bytes"`
-	Rate         float64 `json:"match_rate"`        // MatchedBytes / KeyBytes (key clipped to the index's cap)
-	Threshold    int     `json:"threshold_percent"` // pd_cache_threshold
-	Load         int     `json:"load"`              // load of Endpoint
-	MinLoad      int     `json:"min_load"`          // least loaded candidate's load
-	BalanceAbs   int     `json:"balance_abs"`       // pd_balance_abs_threshold
-	Index        int     `json:"-"`                 // position of Endpoint in cands, -1 if none
-}
-
 // Pick implements PrefillTier. Its only side effect is OnLookup.
 func (t *PrefixTier) Pick(f *Facts, cands []Candidate) (int, string, bool) {
-	e := t.Explain(f, cands)
+	e, idx := t.explain(f, cands)
 	if t.o.OnLookup != nil && len(f.PromptKey) > 0 {
 		rate := e.Rate
-		if e.Index < 0 {
+		if idx < 0 {
 			rate = 0
 		}
 		t.o.OnLookup(rate)
 	}
-	return e.Index, e.Reason, e.Hit
+	return idx, e.Reason, e.Hit
 }
 
 // DryPick is Pick without OnLookup, for a ladder dry run (the routing
 // explanation) that must not feed the match-rate histogram.
 func (t *PrefixTier) DryPick(f *Facts, cands []Candidate) (int, string, bool) {
-	e := t.Explain(f, cands)
-	return e.Index, e.Reason, e.Hit
+	e, idx := t.explain(f, cands)
+	return idx, e.Reason, e.Hit
 }
 
 // Explain runs Pick's decision without side effects and reports it in full.
-func (t *PrefixTier) Explain(f *Facts, cands []Candidate) PrefixExplain {
-	e := PrefixExplain{Index: -1, Threshold: t.o.Threshold, BalanceAbs: t.o.BalanceAbs, KeyBytes: len(f.PromptKey)}
+func (t *PrefixTier) Explain(f *Facts, cands []Candidate) spec.PrefixExplain {
+	e, _ := t.explain(f, cands)
+	return e
+}
+
+// explain is the whole tier: the view, and the index in cands of
+// e.Endpoint (-1 if it is not a candidate).
+func (t *PrefixTier) explain(f *Facts, cands []Candidate) (spec.PrefixExplain, int) {
+	e := spec.PrefixExplain{Threshold: t.o.Threshold, BalanceAbs: t.o.BalanceAbs, KeyBytes: len(f.PromptKey)}
 	key := f.PromptKey
 	if len(key) == 0 {
 		e.Reason = ReasonNoKey
-		return e
+		return e, -1
 	}
 	ix := t.o.Index
 	if ix.Entries() == 0 {
 		e.Reason = ReasonEmpty
-		return e
+		return e, -1
 	}
 	var buf [maxCandidateIDs]string
 	ids := buf[:0]
@@ -125,19 +117,20 @@ func (t *PrefixTier) Explain(f *Facts, cands []Candidate) PrefixExplain {
 	}
 	ep, matched, ok := ix.Match(key, ids)
 	if !ok {
-		return t.explainMiss(key, cands, e)
+		return t.explainMiss(key, cands, e), -1
 	}
 	e.Endpoint, e.MatchedBytes, e.Rate = ep, matched, ix.MatchRate(key, matched)
 	e.KeyBytes = clippedLen(e.Rate, matched, len(key))
+	idx := -1
 	for i, c := range cands {
 		if c.ID == ep {
-			e.Index, e.Load = i, c.Load
+			idx, e.Load = i, c.Load
 			break
 		}
 	}
 	e.MinLoad = minLoad(cands)
 	switch {
-	case e.Index < 0: // Match only returns candidates; defensive
+	case idx < 0: // Match only returns candidates; defensive
 		e.Reason = ReasonNotChosen
 	case !AboveThreshold(e.MatchedBytes, e.KeyBytes, t.o.Threshold):
 		e.Reason = ReasonBelowThres
@@ -146,12 +139,12 @@ func (t *PrefixTier) Explain(f *Facts, cands []Candidate) PrefixExplain {
 	default:
 		e.Hit = true
 	}
-	return e
+	return e, idx
 }
 
 // explainMiss tells apart "an endpoint that is not a candidate now (down,
 // breaker open, draining) owns this prefix" from "nothing shared".
-func (t *PrefixTier) explainMiss(key []byte, cands []Candidate, e PrefixExplain) PrefixExplain {
+func (t *PrefixTier) explainMiss(key []byte, cands []Candidate, e spec.PrefixExplain) spec.PrefixExplain {
 	e.Reason = ReasonMiss // nothing shared with any candidate
 	ep, matched, ok := t.o.Index.Match(key, *t.known.Load())
 	if !ok {
