@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/datapath/ladder"
+	"github.com/infergate/infergate/datapath/pick"
 	"github.com/infergate/infergate/kvexact"
 	"github.com/infergate/infergate/kvexact/tokenize"
 	"github.com/infergate/infergate/spec"
@@ -74,9 +75,10 @@ func (r *RuleKV) tier(tok tokenize.Tokenizer, guard int) *ladder.KVExact {
 	return ladder.NewKVExact(o)
 }
 
-// PickSingle is the same decision for a mode-3 single pool: ok=false (with
+// PickSingle is the same decision (the KV-exact pick.Picker) for a mode-3
+// single pool, over a snapshot of its usable primaries: ok=false (with
 // the fall-through reason) means the rule's selector keeps its choice.
-func (r *RuleKV) PickSingle(f *ladder.Facts, cands []ladder.Candidate) (int, string, bool) {
+func (r *RuleKV) PickSingle(f *pick.Facts, cands []pick.Candidate) (int, string, bool) {
 	if len(cands) == 0 {
 		return -1, ladder.ReasonEmpty, false
 	}
@@ -87,8 +89,8 @@ func (r *RuleKV) PickSingle(f *ladder.Facts, cands []ladder.Candidate) (int, str
 // was sent to endpoint; only work that should make the engine publish
 // counts (ladder.ExpectsNewBlocks; kvexact.Inventory.NoteWork: work
 // without events makes it stale).
-func (r *RuleKV) NoteWork(f *ladder.Facts, endpoint string) {
-	r.single.Observe(f, ladder.Candidate{ID: endpoint})
+func (r *RuleKV) NoteWork(f *pick.Facts, endpoint string) {
+	r.single.Observe(f, pick.Candidate{ID: endpoint})
 }
 
 // EndpointDown tells the inventory the endpoint's health went down: its
@@ -97,7 +99,7 @@ func (r *RuleKV) EndpointDown(endpoint string) { r.st.inv.EndpointDown(endpoint)
 
 // Explain returns the Tier 1.5 view of every candidate without counting
 // the lookup, for the routing explanation.
-func (r *RuleKV) Explain(f *ladder.Facts, cands []ladder.Candidate) (idx int, reason string, ok bool, scores []spec.CandidateScore) {
+func (r *RuleKV) Explain(f *pick.Facts, cands []pick.Candidate) (idx int, reason string, ok bool, scores []spec.CandidateScore) {
 	if len(cands) == 0 {
 		return -1, ladder.ReasonEmpty, false, nil
 	}

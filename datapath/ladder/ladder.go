@@ -17,7 +17,7 @@ type Facts = pick.Facts
 const (
 	TierSession = "tier0_session"
 	// TierRendezvous places a request Tier 0 did not pin on its key's
-	// rendezvous winner (replicated gateways only, see hrw.go).
+	// rendezvous winner (replicated gateways only, see pick/hrw.go).
 	TierRendezvous = "rendezvous"
 	TierPrefix     = "tier1_prefix"
 	TierKVExact    = "tier1_5_kv_exact"
@@ -71,7 +71,7 @@ type Ladder struct {
 	// pool alternate in lockstep (prefill always even, decode always odd
 	// ticks), pairing the same two endpoints forever.
 	rrDecode atomic.Uint64
-	// replicated makes the choices replica-consistent (hrw.go): new
+	// replicated makes the choices replica-consistent (pick/hrw.go): new
 	// sessions go to their rendezvous winner and exact load ties are broken
 	// by the request's rendezvous key instead of rotation.
 	replicated bool
@@ -84,7 +84,7 @@ func New(sessions *Sessions, tiers ...PrefillTier) *Ladder {
 }
 
 // Replicated makes l's choices agree across gateway replicas that share no
-// state (see hrw.go); a single gateway keeps the rotation it has today.
+// state (see pick/hrw.go); a single gateway keeps the rotation it has today.
 func (l *Ladder) Replicated() *Ladder {
 	l.replicated = true
 	return l
