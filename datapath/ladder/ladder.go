@@ -75,19 +75,35 @@ type Ladder struct {
 	// sessions go to their rendezvous winner and exact load ties are broken
 	// by the request's rendezvous key instead of rotation.
 	replicated bool
+	// chain is what runs after Tier 0, in order: the rendezvous rung
+	// (replicated only), the pluggable tiers, and Tier 2, which always
+	// chooses. Built by New and Replicated, read-only afterwards.
+	chain []pick.Picker
 }
 
 // New builds a ladder. sessions may be nil; tiers run in the given order
 // between Tier 0 and Tier 2.
 func New(sessions *Sessions, tiers ...PrefillTier) *Ladder {
-	return &Ladder{sessions: sessions, tiers: tiers}
+	l := &Ladder{sessions: sessions, tiers: tiers}
+	l.chain = l.buildChain()
+	return l
 }
 
 // Replicated makes l's choices agree across gateway replicas that share no
 // state (see pick/hrw.go); a single gateway keeps the rotation it has today.
 func (l *Ladder) Replicated() *Ladder {
 	l.replicated = true
+	l.chain = l.buildChain()
 	return l
+}
+
+func (l *Ladder) buildChain() []pick.Picker {
+	chain := make([]pick.Picker, 0, len(l.tiers)+2)
+	if l.replicated {
+		chain = append(chain, rendezvousTier{})
+	}
+	chain = append(chain, l.tiers...)
+	return append(chain, loadTier{l})
 }
 
 func (l *Ladder) leastLoaded(f *Facts, cands []Candidate, cursor *atomic.Uint64) int {
@@ -118,16 +134,10 @@ func (l *Ladder) selectPair(f *Facts, prefills, decodes []Candidate, commit bool
 	}
 	pinnedDecode := ""
 	prefill, found := l.sessionPrefill(f, prefills, &tr, &pinnedDecode, commit)
-	if !found && l.replicated {
-		prefill, found = l.rendezvous(f, prefills, &tr)
-	}
 	if !found {
-		prefill, found = l.tierPrefill(f, prefills, &tr, commit)
-	}
-	if !found {
-		idx := l.leastLoaded(f, prefills, &l.rr)
+		// Tier 2 always chooses, so the chain never falls through.
+		idx, _ := pick.First(f, prefills, !commit, &tr.Steps, l.chain...)
 		prefill = prefills[idx]
-		tr.Steps = append(tr.Steps, Step{Tier: TierLoad, Hit: true, Choice: prefill.ID})
 	}
 	decode := l.pickDecode(f, pinnedDecode, decodes, &tr)
 	tr.Prefill, tr.Decode = prefill, decode
@@ -178,34 +188,35 @@ func (l *Ladder) sessionPrefill(f *Facts, prefills []Candidate, tr *Trace, pinne
 	return Candidate{}, false
 }
 
-// rendezvous runs on replicated gateways after a Tier 0 miss: the request
-// goes to its key's rendezvous winner (session key, else prompt head), so
-// every replica sends one conversation, and one shared prefix, to the same
-// prefill with no shared state. When this replica sees the winner loaded
-// more than the guard above the least loaded, the other tiers choose.
-func (l *Ladder) rendezvous(f *Facts, prefills []Candidate, tr *Trace) (Candidate, bool) {
+// rendezvousTier runs on replicated gateways after a Tier 0 miss: the
+// request goes to its key's rendezvous winner (session key, else prompt
+// head), so every replica sends one conversation, and one shared prefix, to
+// the same prefill with no shared state. When this replica sees the winner
+// loaded more than the guard above the least loaded, the other tiers choose.
+type rendezvousTier struct{}
+
+func (rendezvousTier) Name() pick.Name { return TierRendezvous }
+
+func (rendezvousTier) Pick(f *Facts, prefills []Candidate) (int, string, bool) {
 	key := f.Key()
 	if key == 0 {
-		tr.Steps = append(tr.Steps, Step{Tier: TierRendezvous, Reason: ReasonNoKey})
-		return Candidate{}, false
+		return -1, ReasonNoKey, false
 	}
-	c := prefills[pick.Rendezvous(prefills, key)]
-	if pick.LoadGuardTrips(c.Load, pick.MinLoad(prefills), pick.DefaultSessionGuard) {
-		tr.Steps = append(tr.Steps, Step{Tier: TierRendezvous, Reason: ReasonLoadGuard})
-		return Candidate{}, false
+	i := pick.Rendezvous(prefills, key)
+	if pick.LoadGuardTrips(prefills[i].Load, pick.MinLoad(prefills), pick.DefaultSessionGuard) {
+		return -1, ReasonLoadGuard, false
 	}
-	tr.Steps = append(tr.Steps, Step{Tier: TierRendezvous, Hit: true, Choice: c.ID})
-	return c, true
+	return i, "", true
 }
 
-// tierPrefill runs the pluggable tiers (1, 1.5) in order through
-// pick.First, which enforces that a tier can only ever return one of the
-// candidates it was given.
-func (l *Ladder) tierPrefill(f *Facts, prefills []Candidate, tr *Trace, commit bool) (Candidate, bool) {
-	if idx, ok := pick.First(f, prefills, !commit, &tr.Steps, l.tiers...); ok {
-		return prefills[idx], true
-	}
-	return Candidate{}, false
+// loadTier is Tier 2: the least loaded prefill; exact ties rotate (or, on
+// replicated gateways, go to the request's rendezvous winner among them).
+type loadTier struct{ l *Ladder }
+
+func (loadTier) Name() pick.Name { return TierLoad }
+
+func (t loadTier) Pick(f *Facts, prefills []Candidate) (int, string, bool) {
+	return t.l.leastLoaded(f, prefills, &t.l.rr), "", true
 }
 
 // pickDecode keeps the session's decode when it is still usable, else takes
