@@ -179,10 +179,16 @@ func newCompiled(r *spec.Rule, prev map[string]*endpoint, opts *Options, m *metr
 		c.epm[i].health.Set(float64(ep.health.Load()))
 		c.epm[i].breaker.Set(float64(ep.br.state.Load()))
 	}
-	c.pool = pick.NewPool(cands, pick.PoolOptions{Selector: r.Selector, Breakers: c.cb.enabled, OnRingPick: c.countPick})
+	c.pool = c.newPool(cands)
 	c.latency = m.Latency.WithLabelValues(c.label)
 	c.ttfb = m.TTFB.WithLabelValues(c.label)
 	return c, next
+}
+
+// newPool builds the generation's selection pool over cands; c.cb must be
+// final (the pool reads breakers only when they are enabled).
+func (c *compiled) newPool(cands []pick.Candidate) *pick.Pool {
+	return pick.NewPool(cands, pick.PoolOptions{Selector: c.rule.Selector, Breakers: c.cb.enabled, OnRingPick: c.countPick})
 }
 
 // recordBreaker publishes a breaker transition of endpoint i (to < 0: none).

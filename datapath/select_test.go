@@ -153,6 +153,7 @@ func TestHashStickyAcrossOtherEndpointDown(t *testing.T) {
 func TestBreakerSkipsOpenEndpoint(t *testing.T) {
 	c := testCompiled(t, spec.SelRoundRobin, []int{1, 1}, nil)
 	c.cb = breakerConfig{enabled: true, connectFails: 1, openFor: 3600e9}
+	c.pool = c.newPool(c.pool.Candidates())
 	c.recordBreaker(0, c.eps[0].br.onDialFailure(&c.cb))
 	for range 10 {
 		i, _ := c.pickAdmitted(&pick.PoolFacts{}, 0)
@@ -212,6 +213,7 @@ func BenchmarkSelect32(b *testing.B) {
 		b.Run(sel.String(), func(b *testing.B) {
 			c := testCompiled(b, sel, weights, nil)
 			c.cb.enabled = true // the realistic path reads the breaker too
+			c.pool = c.newPool(c.pool.Candidates())
 			f := &pick.PoolFacts{ClientIP: "127.0.0.42", Session: "user-1234"}
 			b.ReportAllocs()
 			cpu := startCPU()

@@ -174,11 +174,11 @@ func (l *Ladder) sessionPrefill(f *Facts, prefills []Candidate, tr *Trace, pinne
 		tr.Steps = append(tr.Steps, Step{Tier: TierSession, Reason: ReasonMiss})
 		return Candidate{}, false
 	}
-	for _, c := range prefills {
-		if c.ID == pin.Prefill {
+	for i := range prefills {
+		if c := &prefills[i]; c.ID == pin.Prefill {
 			*pinnedDecode = pin.Decode
 			tr.Steps = append(tr.Steps, Step{Tier: TierSession, Hit: true, Choice: c.ID})
-			return c, true
+			return *c, true
 		}
 	}
 	if commit {
@@ -223,10 +223,10 @@ func (t loadTier) Pick(f *Facts, prefills []Candidate) (int, string, bool) {
 // the least loaded one.
 func (l *Ladder) pickDecode(f *Facts, pinned string, decodes []Candidate, tr *Trace) Candidate {
 	if pinned != "" {
-		for _, c := range decodes {
-			if c.ID == pinned {
+		for i := range decodes {
+			if c := &decodes[i]; c.ID == pinned {
 				tr.Steps = append(tr.Steps, Step{Tier: TierDecode, Hit: true, Choice: c.ID, Reason: "pinned"})
-				return c
+				return *c
 			}
 		}
 	}

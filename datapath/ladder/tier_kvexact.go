@@ -203,7 +203,8 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 	var idBuf [16]string
 	names := idBuf[:0]
 	minLoad := cands[0].Load
-	for _, c := range cands {
+	for i := range cands {
+		c := &cands[i]
 		names = append(names, c.ID)
 		minLoad = min(minLoad, c.Load)
 	}

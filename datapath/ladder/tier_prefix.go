@@ -112,7 +112,8 @@ func (t *PrefixTier) explain(f *Facts, cands []Candidate) (spec.PrefixExplain, i
 	}
 	var buf [maxCandidateIDs]string
 	ids := buf[:0]
-	for _, c := range cands {
+	for i := range cands {
+		c := &cands[i]
 		ids = append(ids, c.ID)
 	}
 	ep, matched, ok := ix.Match(key, ids)
@@ -122,7 +123,8 @@ func (t *PrefixTier) explain(f *Facts, cands []Candidate) (spec.PrefixExplain, i
 	e.Endpoint, e.MatchedBytes, e.Rate = ep, matched, ix.MatchRate(key, matched)
 	e.KeyBytes = clippedLen(e.Rate, matched, len(key))
 	idx := -1
-	for i, c := range cands {
+	for i := range cands {
+		c := &cands[i]
 		if c.ID == ep {
 			idx, e.Load = i, c.Load
 			break
@@ -150,7 +152,8 @@ func (t *PrefixTier) explainMiss(key []byte, cands []Candidate, e spec.PrefixExp
 	if !ok {
 		return e
 	}
-	for _, c := range cands {
+	for i := range cands {
+		c := &cands[i]
 		if c.ID == ep {
 			return e // learned between the two lookups; report a plain miss
 		}

@@ -60,7 +60,8 @@ func hrwScore(key uint64, id string) uint64 {
 // Rendezvous returns the index of key's winner among cands (not empty).
 func Rendezvous(cands []Candidate, key uint64) int {
 	best, bestScore := 0, uint64(0)
-	for i, c := range cands {
+	for i := range cands {
+		c := &cands[i]
 		if s := hrwScore(key, c.ID); i == 0 || s > bestScore {
 			best, bestScore = i, s
 		}

@@ -7,7 +7,8 @@ import "sync/atomic"
 // while a less loaded endpoint always wins. cands must not be empty.
 func LeastLoaded(cands []Candidate, cursor *atomic.Uint64) int {
 	minLoad, ties := cands[0].Load, 0
-	for _, c := range cands {
+	for i := range cands {
+		c := &cands[i]
 		switch {
 		case c.Load < minLoad:
 			minLoad, ties = c.Load, 1
@@ -16,14 +17,16 @@ func LeastLoaded(cands []Candidate, cursor *atomic.Uint64) int {
 		}
 	}
 	if ties == 1 {
-		for i, c := range cands {
+		for i := range cands {
+			c := &cands[i]
 			if c.Load == minLoad {
 				return i
 			}
 		}
 	}
 	n := int(cursor.Add(1)-1) % ties
-	for i, c := range cands {
+	for i := range cands {
+		c := &cands[i]
 		if c.Load == minLoad {
 			if n == 0 {
 				return i
@@ -42,7 +45,8 @@ func LeastLoadedKeyed(cands []Candidate, key uint64, cursor *atomic.Uint64) int 
 	}
 	minLoad := MinLoad(cands)
 	best, bestScore := -1, uint64(0)
-	for i, c := range cands {
+	for i := range cands {
+		c := &cands[i]
 		if c.Load != minLoad {
 			continue
 		}
@@ -56,7 +60,8 @@ func LeastLoadedKeyed(cands []Candidate, key uint64, cursor *atomic.Uint64) int 
 // MinLoad is the least load among cands (0 when empty).
 func MinLoad(cands []Candidate) int {
 	m := 0
-	for i, c := range cands {
+	for i := range cands {
+		c := &cands[i]
 		if i == 0 || c.Load < m {
 			m = c.Load
 		}
