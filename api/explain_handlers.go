@@ -50,7 +50,7 @@ func (f ExplainerFunc) Explain(ctx context.Context, k spec.Key, path string, hea
 }
 
 // ExplainerOf adapts a typed explain method, such as
-// (*datapath.Runtime).Explain returning datapath.Explanation, so the API
+// (*datapath.Runtime).Explain returning spec.Explanation, so the API
 // does not depend on the datapath's view type.
 func ExplainerOf[V any](f func(ctx context.Context, k spec.Key, path string, header http.Header, body []byte) (V, error)) Explainer {
 	return ExplainerFunc(func(ctx context.Context, k spec.Key, path string, header http.Header, body []byte) (any, error) {

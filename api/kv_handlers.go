@@ -6,7 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/infergate/infergate/datapath/kvplane"
+	"github.com/infergate/infergate/spec"
 )
 
 // routeKVInventory lists the KV-exact block inventories (Tier 1.5).
@@ -15,21 +15,19 @@ const routeKVInventory = "/config/ai/kv/inventory"
 // KVInventorySource reports the KV-exact inventories; *kvplane.Plane
 // implements it. Optional: without one the list is empty.
 type KVInventorySource interface {
-	KVInventory() []kvplane.InventoryRow
+	KVInventory() []spec.InventoryRow
 }
-
-var _ KVInventorySource = (*kvplane.Plane)(nil)
 
 // KVInventoryView is the GET …/ai/kv/inventory answer: one row per
 // (rule, eligible endpoint, DP rank).
 type KVInventoryView struct {
-	Rows []kvplane.InventoryRow `json:"rows"`
+	Rows []spec.InventoryRow `json:"rows"`
 }
 
 // getKVInventory answers why an endpoint does or does not steer KV-exact
 // routing: blocks held, trust and its reason, last sequence, event age.
 func (s *Server) getKVInventory(c *gin.Context) {
-	out := KVInventoryView{Rows: []kvplane.InventoryRow{}}
+	out := KVInventoryView{Rows: []spec.InventoryRow{}}
 	if src := s.kv; src != nil {
 		if rows := src.KVInventory(); rows != nil {
 			out.Rows = rows

@@ -12,11 +12,12 @@ import (
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/rules/store"
+	"github.com/infergate/infergate/spec"
 )
 
-type fakeKV []kvplane.InventoryRow
+type fakeKV []spec.InventoryRow
 
-func (f fakeKV) KVInventory() []kvplane.InventoryRow { return f }
+func (f fakeKV) KVInventory() []spec.InventoryRow { return f }
 
 func TestKVInventoryRoute(t *testing.T) {
 	seq, age := uint64(41), 1.5

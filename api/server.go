@@ -7,7 +7,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/infergate/infergate/api/auth"
-	"github.com/infergate/infergate/datapath"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/rules"
 	"github.com/infergate/infergate/rules/store"
@@ -114,7 +113,7 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	views := Views()
 	views.KVInventory = KVInventoryView{}
-	views.Explanation = datapath.Explanation{}
+	views.Explanation = spec.Explanation{}
 	views.SNIList, views.SNIEntry, views.SNIResult = SNICertificateList{}, SNICertificateEntry{}, SNIResult{}
 	doc, err := json.Marshal(swagger.Document(views))
 	if err != nil {

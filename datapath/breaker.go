@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/infergate/infergate/datapath/pick"
 	"github.com/infergate/infergate/metrics"
 )
 
@@ -48,19 +49,11 @@ type breaker struct {
 	streak5xx int
 }
 
-// selectable reports whether the selector may consider the endpoint. now is
-// filled lazily so the common (closed) case never reads the clock.
+// selectable reports whether the selector may consider the endpoint
+// (pick.BreakerSelectable, the one rule). now is filled lazily so the
+// common (closed) case never reads the clock.
 func (b *breaker) selectable(now *int64) bool {
-	switch b.state.Load() {
-	case breakerClosed:
-		return true
-	case breakerOpen:
-		if *now == 0 {
-			*now = time.Now().UnixNano()
-		}
-		return *now >= b.openUntil.Load()
-	}
-	return false // half-open: the single trial is in flight
+	return pick.BreakerSelectable(&b.state, &b.openUntil, now)
 }
 
 // admit claims the request slot after selection: always for closed, and the

@@ -634,7 +634,7 @@ func TestExplain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.Outcome != ExplainPair || e.Prefill == "" || e.Decode == "" || !e.HasSessionKey || len(e.Candidates) != 4 || e.Prefix == nil {
+	if e.Outcome != spec.ExplainPair || e.Prefill == "" || e.Decode == "" || !e.HasSessionKey || len(e.Candidates) != 4 || e.Prefix == nil {
 		t.Fatalf("explanation: %+v", e)
 	}
 	if e.Steps[0].Tier != "tier0_session" || e.Steps[0].Hit {

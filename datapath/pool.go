@@ -5,11 +5,11 @@ import (
 	"net/netip"
 	"net/textproto"
 	"strconv"
-	"sync"
 	"sync/atomic"
 
 	"github.com/infergate/infergate/datapath/chwbl"
 	"github.com/infergate/infergate/datapath/kvplane"
+	"github.com/infergate/infergate/datapath/pick"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/spec"
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,6 +54,11 @@ type endpoint struct {
 	bytes    atomic.Uint64
 }
 
+// live points selection at the endpoint's live facts.
+func (ep *endpoint) live() pick.Live {
+	return pick.Live{Health: &ep.health, InFlight: &ep.active, Breaker: &ep.br.state, OpenUntil: &ep.br.openUntil}
+}
+
 // epMetrics are one endpoint's metric handles, resolved once per generation
 // so the request path does no label hashing in the common case.
 type epMetrics struct {
@@ -70,18 +75,14 @@ type compiled struct {
 	label string // metrics label "rule"
 	eps   []*endpoint
 	epm   []epMetrics
-	slots []slot // compact per-endpoint view the selectors scan
-	// primaryMask / backupMask: bit i set when endpoint i (< 64) is in that
-	// tier with weight > 0 — the static part of eligibility.
-	primaryMask, backupMask uint64
-	cb                      breakerConfig
+	slots []slot // compact per-endpoint view usable() scans
+	// pool is the rule's single-pool selection (every sel mode) over the
+	// same endpoints; P/D rules use it for their unsplit relays.
+	pool *pick.Pool
+	cb   breakerConfig
 
 	sessionHeader string // canonical header name for SessionFromHeader
 	keys          bool   // requests need an API key (enforcesKeys, tenant.go)
-
-	rr       atomic.Uint64 // round-robin cursor (sel 0, tie-breaks)
-	wrr      wrrState      // smooth WRR current weights (sel 2, slow path)
-	wrrSched []uint16      // precomputed smooth WRR cycle (sel 2, fast path)
 
 	pd   *pdView         // nil for single-pool rules
 	kv   *kvplane.RuleKV // nil unless kvExactMode
@@ -112,12 +113,6 @@ type slot struct {
 	backup bool
 }
 
-// wrrState is nginx's smooth weighted round-robin state.
-type wrrState struct {
-	mu  sync.Mutex
-	cur []int
-}
-
 // ruleLabel is the value of the `rule` metrics label.
 func ruleLabel(r *spec.Rule) string {
 	if r.Name != "" {
@@ -138,7 +133,6 @@ func newCompiled(r *spec.Rule, prev map[string]*endpoint, opts *Options, m *metr
 		epm:   make([]epMetrics, len(r.Endpoints)),
 		m:     m,
 	}
-	c.wrr.cur = make([]int, len(r.Endpoints))
 	c.keys = enforcesKeys(r, opts)
 	if r.CircuitBreaker || r.PD != nil {
 		c.cb = breakerConfig{
@@ -158,6 +152,7 @@ func newCompiled(r *spec.Rule, prev map[string]*endpoint, opts *Options, m *metr
 		c.sessionHeader = textproto.CanonicalMIMEHeaderKey(r.Session.Name)
 	}
 	noProbe := probeDisabled(r.Probe)
+	cands := make([]pick.Candidate, 0, len(r.Endpoints))
 	next := make(map[string]*endpoint, len(r.Endpoints))
 	for i, se := range r.Endpoints {
 		ep := prev[se.ID]
@@ -174,13 +169,7 @@ func newCompiled(r *spec.Rule, prev map[string]*endpoint, opts *Options, m *metr
 		next[se.ID] = ep
 		c.eps[i] = ep
 		c.slots = append(c.slots, slot{ep: ep, weight: int32(min(se.Weight, 1<<30)), backup: se.Backup})
-		if i < 64 && se.Weight > 0 {
-			if se.Backup {
-				c.backupMask |= 1 << uint(i)
-			} else {
-				c.primaryMask |= 1 << uint(i)
-			}
-		}
+		cands = append(cands, pick.Candidate{ID: se.ID, Index: i, Weight: min(se.Weight, 1<<30), Backup: se.Backup, Live: ep.live()})
 		c.epm[i] = epMetrics{
 			active:  m.Active.WithLabelValues(c.label, se.ID),
 			ok:      m.Requests.WithLabelValues(c.label, se.ID, "200", ""),
@@ -190,12 +179,16 @@ func newCompiled(r *spec.Rule, prev map[string]*endpoint, opts *Options, m *metr
 		c.epm[i].health.Set(float64(ep.health.Load()))
 		c.epm[i].breaker.Set(float64(ep.br.state.Load()))
 	}
-	if r.Selector == spec.SelWeightedRR {
-		c.wrrSched = buildWRRSchedule(c.slots)
-	}
+	c.pool = c.newPool(cands)
 	c.latency = m.Latency.WithLabelValues(c.label)
 	c.ttfb = m.TTFB.WithLabelValues(c.label)
 	return c, next
+}
+
+// newPool builds the generation's selection pool over cands; c.cb must be
+// final (the pool reads breakers only when they are enabled).
+func (c *compiled) newPool(cands []pick.Candidate) *pick.Pool {
+	return pick.NewPool(cands, pick.PoolOptions{Selector: c.rule.Selector, Breakers: c.cb.enabled, OnRingPick: c.countPick})
 }
 
 // recordBreaker publishes a breaker transition of endpoint i (to < 0: none).

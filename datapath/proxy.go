@@ -311,14 +311,8 @@ func (rt *Runtime) serveSingle(x *exchange, c *compiled, body []byte) {
 // rule's body-less relay and role-0 fallback restrict it to one role).
 func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl uint64) {
 	r := x.r
-	f := pickFacts{clientIP: clientIP(r.RemoteAddr)}
-	switch c.rule.Selector {
-	case spec.SelPersist:
-		f.session = c.sessionKey(r, f.clientIP)
-	case spec.SelCHWBL, spec.SelWeightedCHWBL:
-		c.chwblKey(&f, r, body)
-	}
-	prepareOutboundHeader(r.Header, f.clientIP)
+	f := c.poolFacts(r, body)
+	prepareOutboundHeader(r.Header, f.ClientIP)
 
 	// Timeouts are read deadlines on the engine connection (no per-request
 	// timer or derived context); the client's context still aborts the
@@ -341,13 +335,8 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 	}
 	attempts := 0
 	for attempts < len(c.eps) {
-		i := -1
-		if attempts == 0 && c.kv != nil && c.kv.Mode() == 3 && c.rule.PD == nil {
-			i = rt.pickKV(c, r, body, excl)
-		}
-		if i < 0 {
-			i, excl = c.pickAdmitted(&f, excl)
-		}
+		var i int
+		i, excl = rt.choose(c, &f, r, body, excl, attempts == 0)
 		if i < 0 {
 			break
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infergate/infergate/datapath/pick"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/spec"
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,7 +34,7 @@ func testCompiled(tb testing.TB, sel spec.Selector, weights []int, backup []bool
 	return c
 }
 
-func counts(c *compiled, n int, f func(k int) *pickFacts) []int {
+func counts(c *compiled, n int, f func(k int) *pick.PoolFacts) []int {
 	got := make([]int, len(c.eps))
 	for k := range n {
 		if i := c.pick(f(k), 0); i >= 0 {
@@ -44,9 +45,9 @@ func counts(c *compiled, n int, f func(k int) *pickFacts) []int {
 }
 
 func TestSelectorDistribution(t *testing.T) {
-	same := func(int) *pickFacts { return &pickFacts{clientIP: "127.0.0.9", session: "alice"} }
-	varied := func(k int) *pickFacts {
-		return &pickFacts{clientIP: "127.0.1." + strconv.Itoa(k%200), session: "u" + strconv.Itoa(k)}
+	same := func(int) *pick.PoolFacts { return &pick.PoolFacts{ClientIP: "127.0.0.9", Session: "alice"} }
+	varied := func(k int) *pick.PoolFacts {
+		return &pick.PoolFacts{ClientIP: "127.0.1." + strconv.Itoa(k%200), Session: "u" + strconv.Itoa(k)}
 	}
 	tests := []struct {
 		name    string
@@ -54,7 +55,7 @@ func TestSelectorDistribution(t *testing.T) {
 		weights []int
 		backup  []bool
 		down    []int // endpoints marked down
-		facts   func(int) *pickFacts
+		facts   func(int) *pick.PoolFacts
 		n       int
 		want    []int // exact counts; nil = check wantSet only
 		wantSet func([]int) error
@@ -71,7 +72,7 @@ func TestSelectorDistribution(t *testing.T) {
 		{name: "persist same key sticks", sel: spec.SelPersist, weights: []int{1, 1, 1}, facts: same, n: 90,
 			wantSet: oneEndpointGot(90)},
 		{name: "persist no key is rr", sel: spec.SelPersist, weights: []int{1, 1, 1},
-			facts: func(int) *pickFacts { return &pickFacts{} }, n: 90, want: []int{30, 30, 30}},
+			facts: func(int) *pick.PoolFacts { return &pick.PoolFacts{} }, n: 90, want: []int{30, 30, 30}},
 		{name: "lc idle pool rotates", sel: spec.SelLeastConn, weights: []int{1, 1, 1}, facts: varied, n: 90, want: []int{30, 30, 30}},
 		{name: "backup idle while primary up", sel: spec.SelRoundRobin, weights: []int{1, 1}, backup: []bool{false, true}, facts: varied, n: 50, want: []int{50, 0}},
 		{name: "backup serves when primary down", sel: spec.SelRoundRobin, weights: []int{1, 1}, backup: []bool{false, true}, down: []int{0}, facts: varied, n: 50, want: []int{0, 50}},
@@ -125,18 +126,18 @@ func TestLeastConnPrefersIdle(t *testing.T) {
 	c.eps[1].active.Store(1)
 	c.eps[2].active.Store(2)
 	for k := range 10 {
-		if i := c.pick(&pickFacts{}, 0); i != 1 {
+		if i := c.pick(&pick.PoolFacts{}, 0); i != 1 {
 			t.Fatalf("pick %d = %d, want 1 (fewest active)", k, i)
 		}
 	}
-	if i := c.pick(&pickFacts{}, bit(1)); i != 2 {
+	if i := c.pick(&pick.PoolFacts{}, bit(1)); i != 2 {
 		t.Fatalf("with 1 excluded pick = %d, want 2", i)
 	}
 }
 
 func TestHashStickyAcrossOtherEndpointDown(t *testing.T) {
 	c := testCompiled(t, spec.SelPersist, []int{1, 1, 1, 1}, nil)
-	f := &pickFacts{session: "bob"}
+	f := &pick.PoolFacts{Session: "bob"}
 	home := c.pick(f, 0)
 	other := (home + 2) % 4
 	c.eps[other].health.Store(healthDown)
@@ -152,9 +153,10 @@ func TestHashStickyAcrossOtherEndpointDown(t *testing.T) {
 func TestBreakerSkipsOpenEndpoint(t *testing.T) {
 	c := testCompiled(t, spec.SelRoundRobin, []int{1, 1}, nil)
 	c.cb = breakerConfig{enabled: true, connectFails: 1, openFor: 3600e9}
+	c.pool = c.newPool(c.pool.Candidates())
 	c.recordBreaker(0, c.eps[0].br.onDialFailure(&c.cb))
 	for range 10 {
-		i, _ := c.pickAdmitted(&pickFacts{}, 0)
+		i, _ := c.pickAdmitted(&pick.PoolFacts{}, 0)
 		if i != 1 {
 			t.Fatalf("picked %d, want 1 (0 is breaker-open)", i)
 		}
@@ -211,7 +213,8 @@ func BenchmarkSelect32(b *testing.B) {
 		b.Run(sel.String(), func(b *testing.B) {
 			c := testCompiled(b, sel, weights, nil)
 			c.cb.enabled = true // the realistic path reads the breaker too
-			f := &pickFacts{clientIP: "127.0.0.42", session: "user-1234"}
+			c.pool = c.newPool(c.pool.Candidates())
+			f := &pick.PoolFacts{ClientIP: "127.0.0.42", Session: "user-1234"}
 			b.ReportAllocs()
 			cpu := startCPU()
 			for b.Loop() {

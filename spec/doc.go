@@ -6,4 +6,8 @@
 // A *Rule is never mutated after Compile returns it: updating a rule compiles a
 // new object and the datapath swaps the pointer atomically, so in-flight
 // requests finish on the old one and the request path needs no config lock.
+//
+// It also holds the read-only views the datapath fills and the API serves
+// (explain.go: the routing explanation and the KV-exact inventory rows), so
+// the API renders them without importing the datapath.
 package spec

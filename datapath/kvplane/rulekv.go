@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/datapath/ladder"
+	"github.com/infergate/infergate/datapath/pick"
 	"github.com/infergate/infergate/kvexact"
 	"github.com/infergate/infergate/kvexact/tokenize"
 	"github.com/infergate/infergate/spec"
@@ -74,9 +75,10 @@ func (r *RuleKV) tier(tok tokenize.Tokenizer, guard int) *ladder.KVExact {
 	return ladder.NewKVExact(o)
 }
 
-// PickSingle is the same decision for a mode-3 single pool: ok=false (with
+// PickSingle is the same decision (the KV-exact pick.Picker) for a mode-3
+// single pool, over a snapshot of its usable primaries: ok=false (with
 // the fall-through reason) means the rule's selector keeps its choice.
-func (r *RuleKV) PickSingle(f *ladder.Facts, cands []ladder.Candidate) (int, string, bool) {
+func (r *RuleKV) PickSingle(f *pick.Facts, cands []pick.Candidate) (int, string, bool) {
 	if len(cands) == 0 {
 		return -1, ladder.ReasonEmpty, false
 	}
@@ -87,8 +89,8 @@ func (r *RuleKV) PickSingle(f *ladder.Facts, cands []ladder.Candidate) (int, str
 // was sent to endpoint; only work that should make the engine publish
 // counts (ladder.ExpectsNewBlocks; kvexact.Inventory.NoteWork: work
 // without events makes it stale).
-func (r *RuleKV) NoteWork(f *ladder.Facts, endpoint string) {
-	r.single.Observe(f, ladder.Candidate{ID: endpoint})
+func (r *RuleKV) NoteWork(f *pick.Facts, endpoint string) {
+	r.single.Observe(f, pick.Candidate{ID: endpoint})
 }
 
 // EndpointDown tells the inventory the endpoint's health went down: its
@@ -97,39 +99,16 @@ func (r *RuleKV) EndpointDown(endpoint string) { r.st.inv.EndpointDown(endpoint)
 
 // Explain returns the Tier 1.5 view of every candidate without counting
 // the lookup, for the routing explanation.
-func (r *RuleKV) Explain(f *ladder.Facts, cands []ladder.Candidate) (idx int, reason string, ok bool, scores []ladder.CandidateScore) {
+func (r *RuleKV) Explain(f *pick.Facts, cands []pick.Candidate) (idx int, reason string, ok bool, scores []spec.CandidateScore) {
 	if len(cands) == 0 {
 		return -1, ladder.ReasonEmpty, false, nil
 	}
 	return r.single.Explain(f, cands)
 }
 
-// InventoryRow is one (rule, endpoint, rank) line of the inventory API.
-type InventoryRow struct {
-	Rule     string `json:"rule"`
-	Endpoint string `json:"endpoint"`
-	Rank     int    `json:"rank"`
-	Source   string `json:"source"` // zmq, zmq_bind or trtllm_poll
-	Blocks   int    `json:"blocks"`
-	// Connected: the SUB socket is connected (zmq), or the rank's last
-	// event is within --kv-bind-live-window (zmq_bind, which has no
-	// per-engine connection).
-	Connected bool `json:"connected"`
-	Trusted   bool `json:"trusted"`
-	// Reason says why the rank is not trusted: disconnected, warmup,
-	// health_down (probe down: blocks dropped), ambiguous_topic,
-	// seq_gap, restart, reconnect (publisher lost and back: cleared), stale
-	// (work sent, no event within --kv-stale-after),
-	// or no_events (nothing received yet).
-	Reason  string  `json:"untrusted_reason,omitempty"`
-	LastSeq *uint64 `json:"last_seq,omitempty"`
-	// LastEventAgeSec is the seconds since the endpoint's last batch.
-	LastEventAgeSec *float64 `json:"last_event_age_sec,omitempty"`
-	// BlockSize is the block size the rule's inventory keys with: learned
-	// from the first BlockStored, else kvBlockSize. One that differs from
-	// the rule's kvBlockSize is a misconfigured rule (validate warns).
-	BlockSize int `json:"block_size,omitempty"`
-}
+// InventoryRow is one (rule, endpoint, rank) line of the inventory API
+// (the view lives in spec so the API does not import the datapath).
+type InventoryRow = spec.InventoryRow
 
 // ReasonNoEvents marks an eligible endpoint rank nothing was heard from.
 const ReasonNoEvents = "no_events"

@@ -10,10 +10,13 @@
 //
 // Decode: the pinned decode when usable, else the least loaded.
 //
-// Each prefill tier is one file behind the PrefillTier interface: it gets the
-// request facts and the usable candidates and returns a choice or an explicit
-// fall-through reason. The Ladder, not the tiers, enforces the invariant that
-// only a usable (healthy, breaker-closed, non-draining) candidate is returned
-// and reports every step in a Trace, so metrics and the routing explanation
-// come from one place. The caller excludes unusable endpoints before calling.
+// Each prefill tier is one file implementing pick.Picker (PrefillTier): it
+// gets the request facts and the usable candidates and returns a choice or an
+// explicit fall-through reason. The tiers run through pick.First, which
+// enforces the invariant that only one of the given (usable: healthy,
+// breaker-closed, non-draining) candidates is returned; every step lands in
+// a Trace, so metrics and the routing explanation come from one place. The
+// caller excludes unusable endpoints before calling. Candidates, facts, the
+// load guard and the least-loaded and rendezvous tie-breaks are the pick
+// package's, shared with single-pool selection.
 package ladder

@@ -5,10 +5,10 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/infergate/infergate/datapath/pick"
 	"github.com/infergate/infergate/radix"
 )
 
@@ -18,63 +18,6 @@ func hrwCands(n int) []Candidate {
 		c[i] = Candidate{ID: "10.0.0." + strconv.Itoa(i+1) + ":8000", Index: i}
 	}
 	return c
-}
-
-// TestRendezvous: the winner depends on the key and the set, not the order
-// candidates are listed in; removing a loser never moves a key; keys spread
-// over all candidates.
-func TestRendezvous(t *testing.T) {
-	c := hrwCands(4)
-	wins := map[string]int{}
-	const keys = 4000
-	for k := uint64(1); k <= keys; k++ {
-		w := c[Rendezvous(c, k)].ID
-		wins[w]++
-		rev := slices.Clone(c)
-		slices.Reverse(rev)
-		if got := rev[Rendezvous(rev, k)].ID; got != w {
-			t.Fatalf("key %d: winner %s in one order, %s in another", k, w, got)
-		}
-		for i := range c {
-			if c[i].ID == w {
-				continue
-			}
-			less := slices.Delete(slices.Clone(c), i, i+1)
-			if got := less[Rendezvous(less, k)].ID; got != w {
-				t.Fatalf("key %d moved from %s to %s when loser %s left", k, w, got, c[i].ID)
-			}
-		}
-	}
-	for _, cand := range c {
-		if n := wins[cand.ID]; n < keys/8 || n > keys*3/8 {
-			t.Errorf("%s won %d of %d keys, want about a quarter: %v", cand.ID, n, keys, wins)
-		}
-	}
-}
-
-// TestLeastLoadedKeyed: only exact ties are decided by the key; a less
-// loaded candidate always wins; key 0 rotates as LeastLoaded does.
-func TestLeastLoadedKeyed(t *testing.T) {
-	c := hrwCands(3)
-	c[0].Load, c[1].Load, c[2].Load = 2, 1, 1
-	var cur atomic.Uint64
-	for k := uint64(1); k < 200; k++ {
-		i := LeastLoadedKeyed(c, k, &cur)
-		if c[i].Load != 1 {
-			t.Fatalf("key %d picked load %d over load 1", k, c[i].Load)
-		}
-		tied := []Candidate{c[1], c[2]}
-		if want := tied[Rendezvous(tied, k)].ID; c[i].ID != want {
-			t.Fatalf("key %d: %s, want the tie's rendezvous winner %s", k, c[i].ID, want)
-		}
-	}
-	seen := map[int]bool{}
-	for range 4 {
-		seen[LeastLoadedKeyed(c, 0, &cur)] = true
-	}
-	if len(seen) != 2 {
-		t.Fatalf("key 0 did not rotate over the tie: %v", seen)
-	}
 }
 
 func replicaLadder(t testing.TB, replicated bool) *Ladder {
@@ -118,8 +61,8 @@ func TestReplicatedSessionsAgree(t *testing.T) {
 	// Replica 0 sees the winner of a new session busy: its guard wins.
 	f := Facts{SessionKey: "busy", Now: now}
 	busy := slices.Clone(p)
-	w := Rendezvous(busy, RequestKey(&f))
-	busy[w].Load = DefaultSessionGuard + 1
+	w := pick.Rendezvous(busy, f.Key())
+	busy[w].Load = pick.DefaultSessionGuard + 1
 	tr, _ := reps[0].SelectPair(&f, busy, d)
 	if tr.Prefill.ID == busy[w].ID {
 		t.Fatalf("load guard ignored: %v", tr.Steps)

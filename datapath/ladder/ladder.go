@@ -1,46 +1,23 @@
 package ladder
 
 import (
-	"context"
 	"sync/atomic"
-	"time"
 
-	"github.com/infergate/infergate/kvexact"
+	"github.com/infergate/infergate/datapath/pick"
 )
 
-// Candidate is one usable endpoint of a role, with its current load.
-type Candidate struct {
-	ID    string // endpoint ID ("ip:port")
-	Index int    // position in the compiled rule's endpoint list
-	Load  int    // active + queued requests
-}
+// Candidate is one usable endpoint of a role; its Load is the snapshot the
+// whole decision compares.
+type Candidate = pick.Candidate
 
-// Facts are what the tiers may know about a request. Tiers that need more
-// than the cheap fields (Tier 1.5 tokenises the prompt) derive it from Body
-// under Ctx, so the cost is paid only when that tier runs.
-type Facts struct {
-	Ctx        context.Context // the request's context (cancelled when the client goes)
-	Path       string          // "/v1/completions" or "/v1/chat/completions"
-	Model      string          // body "model" or X-Model header
-	Body       []byte          // the client body, read-only
-	SessionKey string          // "" when the request carries none
-	PromptKey  []byte          // canonical prompt key for Tier 1 (nil when not extracted)
-	Tokens     []uint32        // prompt token ids when already known (client sent ids)
-	Now        time.Time
-
-	// Tier 1.5's finding, kept for the stale-feed guard (KVExact.Observe):
-	// the request's full blocks and how many each candidate already held.
-	kvBlocks int
-	kvScores []kvexact.Score
-	rkey     uint64 // RequestKey, computed on first use
-	rkeyDone bool
-}
+// Facts are what the tiers may know about a request.
+type Facts = pick.Facts
 
 // Tier names as they appear in metrics and explanations.
 const (
 	TierSession = "tier0_session"
 	// TierRendezvous places a request Tier 0 did not pin on its key's
-	// rendezvous winner (replicated gateways only, see hrw.go).
+	// rendezvous winner (replicated gateways only, see pick/hrw.go).
 	TierRendezvous = "rendezvous"
 	TierPrefix     = "tier1_prefix"
 	TierKVExact    = "tier1_5_kv_exact"
@@ -58,38 +35,23 @@ const (
 	ReasonLoadGuard  = "load_guard"
 	ReasonEmpty      = "empty"
 	ReasonUntrusted  = "untrusted"
-	ReasonNotChosen  = "tier_returned_non_candidate"
+	ReasonNotChosen  = pick.ReasonNotChosen
 )
 
-// PrefillTier is one rung of the ladder for the prefill choice.
-type PrefillTier interface {
-	// Name is the tier label used in metrics.
-	Name() string
-	// Pick returns the index into cands of its choice, or ok=false and a
-	// reason. cands is never empty.
-	Pick(f *Facts, cands []Candidate) (idx int, reason string, ok bool)
-}
+// PrefillTier is one rung of the ladder for the prefill choice: a
+// pick.Picker whose Name is the tier label of metrics.
+type PrefillTier = pick.Picker
 
-// DryPicker is a tier whose Pick has side effects (metrics, watchdogs); the
-// ladder calls DryPick instead during Explain so explaining a request never
-// moves a counter. Same contract as Pick.
-type DryPicker interface {
-	DryPick(f *Facts, cands []Candidate) (idx int, reason string, ok bool)
-}
+// DryPicker is a tier whose Pick has side effects; the ladder calls DryPick
+// during Explain so explaining a request never moves a counter.
+type DryPicker = pick.DryPicker
 
 // Observer is told which prefill a request finally went to, whichever tier
 // chose it (Tier 1 learns prefixes this way).
-type Observer interface {
-	Observe(f *Facts, chosen Candidate)
-}
+type Observer = pick.Observer
 
 // Step is one tier's outcome for one request.
-type Step struct {
-	Tier   string
-	Hit    bool
-	Reason string // fall-through reason when !Hit
-	Choice string // endpoint ID when Hit
-}
+type Step = pick.Step
 
 // Trace is the full story of one decision: what operators read when affinity
 // "doesn't work", and what metrics count.
@@ -109,30 +71,46 @@ type Ladder struct {
 	// pool alternate in lockstep (prefill always even, decode always odd
 	// ticks), pairing the same two endpoints forever.
 	rrDecode atomic.Uint64
-	// replicated makes the choices replica-consistent (hrw.go): new
+	// replicated makes the choices replica-consistent (pick/hrw.go): new
 	// sessions go to their rendezvous winner and exact load ties are broken
 	// by the request's rendezvous key instead of rotation.
 	replicated bool
+	// chain is what runs after Tier 0, in order: the rendezvous rung
+	// (replicated only), the pluggable tiers, and Tier 2, which always
+	// chooses. Built by New and Replicated, read-only afterwards.
+	chain []pick.Picker
 }
 
 // New builds a ladder. sessions may be nil; tiers run in the given order
 // between Tier 0 and Tier 2.
 func New(sessions *Sessions, tiers ...PrefillTier) *Ladder {
-	return &Ladder{sessions: sessions, tiers: tiers}
+	l := &Ladder{sessions: sessions, tiers: tiers}
+	l.chain = l.buildChain()
+	return l
 }
 
 // Replicated makes l's choices agree across gateway replicas that share no
-// state (see hrw.go); a single gateway keeps the rotation it has today.
+// state (see pick/hrw.go); a single gateway keeps the rotation it has today.
 func (l *Ladder) Replicated() *Ladder {
 	l.replicated = true
+	l.chain = l.buildChain()
 	return l
+}
+
+func (l *Ladder) buildChain() []pick.Picker {
+	chain := make([]pick.Picker, 0, len(l.tiers)+2)
+	if l.replicated {
+		chain = append(chain, rendezvousTier{})
+	}
+	chain = append(chain, l.tiers...)
+	return append(chain, loadTier{l})
 }
 
 func (l *Ladder) leastLoaded(f *Facts, cands []Candidate, cursor *atomic.Uint64) int {
 	if l.replicated {
-		return LeastLoadedKeyed(cands, RequestKey(f), cursor)
+		return pick.LeastLoadedKeyed(cands, f.Key(), cursor)
 	}
-	return LeastLoaded(cands, cursor)
+	return pick.LeastLoaded(cands, cursor)
 }
 
 // SelectPair picks a (prefill, decode) pair from usable candidates. ok is
@@ -156,16 +134,10 @@ func (l *Ladder) selectPair(f *Facts, prefills, decodes []Candidate, commit bool
 	}
 	pinnedDecode := ""
 	prefill, found := l.sessionPrefill(f, prefills, &tr, &pinnedDecode, commit)
-	if !found && l.replicated {
-		prefill, found = l.rendezvous(f, prefills, &tr)
-	}
 	if !found {
-		prefill, found = l.tierPrefill(f, prefills, &tr, commit)
-	}
-	if !found {
-		idx := l.leastLoaded(f, prefills, &l.rr)
+		// Tier 2 always chooses, so the chain never falls through.
+		idx, _ := pick.First(f, prefills, !commit, &tr.Steps, l.chain...)
 		prefill = prefills[idx]
-		tr.Steps = append(tr.Steps, Step{Tier: TierLoad, Hit: true, Choice: prefill.ID})
 	}
 	decode := l.pickDecode(f, pinnedDecode, decodes, &tr)
 	tr.Prefill, tr.Decode = prefill, decode
@@ -202,11 +174,11 @@ func (l *Ladder) sessionPrefill(f *Facts, prefills []Candidate, tr *Trace, pinne
 		tr.Steps = append(tr.Steps, Step{Tier: TierSession, Reason: ReasonMiss})
 		return Candidate{}, false
 	}
-	for _, c := range prefills {
-		if c.ID == pin.Prefill {
+	for i := range prefills {
+		if c := &prefills[i]; c.ID == pin.Prefill {
 			*pinnedDecode = pin.Decode
 			tr.Steps = append(tr.Steps, Step{Tier: TierSession, Hit: true, Choice: c.ID})
-			return c, true
+			return *c, true
 		}
 	}
 	if commit {
@@ -216,92 +188,49 @@ func (l *Ladder) sessionPrefill(f *Facts, prefills []Candidate, tr *Trace, pinne
 	return Candidate{}, false
 }
 
-// rendezvous runs on replicated gateways after a Tier 0 miss: the request
-// goes to its key's rendezvous winner (session key, else prompt head), so
-// every replica sends one conversation, and one shared prefix, to the same
-// prefill with no shared state. When this replica sees the winner loaded
-// more than the guard above the least loaded, the other tiers choose.
-func (l *Ladder) rendezvous(f *Facts, prefills []Candidate, tr *Trace) (Candidate, bool) {
-	key := RequestKey(f)
+// rendezvousTier runs on replicated gateways after a Tier 0 miss: the
+// request goes to its key's rendezvous winner (session key, else prompt
+// head), so every replica sends one conversation, and one shared prefix, to
+// the same prefill with no shared state. When this replica sees the winner
+// loaded more than the guard above the least loaded, the other tiers choose.
+type rendezvousTier struct{}
+
+func (rendezvousTier) Name() pick.Name { return TierRendezvous }
+
+func (rendezvousTier) Pick(f *Facts, prefills []Candidate) (int, string, bool) {
+	key := f.Key()
 	if key == 0 {
-		tr.Steps = append(tr.Steps, Step{Tier: TierRendezvous, Reason: ReasonNoKey})
-		return Candidate{}, false
+		return -1, ReasonNoKey, false
 	}
-	c := prefills[Rendezvous(prefills, key)]
-	if LoadGuardTrips(c.Load, minLoad(prefills), DefaultSessionGuard) {
-		tr.Steps = append(tr.Steps, Step{Tier: TierRendezvous, Reason: ReasonLoadGuard})
-		return Candidate{}, false
+	i := pick.Rendezvous(prefills, key)
+	if pick.LoadGuardTrips(prefills[i].Load, pick.MinLoad(prefills), pick.DefaultSessionGuard) {
+		return -1, ReasonLoadGuard, false
 	}
-	tr.Steps = append(tr.Steps, Step{Tier: TierRendezvous, Hit: true, Choice: c.ID})
-	return c, true
+	return i, "", true
 }
 
-// tierPrefill runs the pluggable tiers (1, 1.5) in order and enforces that a
-// tier can only ever return one of the candidates it was given.
-func (l *Ladder) tierPrefill(f *Facts, prefills []Candidate, tr *Trace, commit bool) (Candidate, bool) {
-	for _, t := range l.tiers {
-		pick := t.Pick
-		if dry, isDry := t.(DryPicker); isDry && !commit {
-			pick = dry.DryPick
-		}
-		idx, reason, ok := pick(f, prefills)
-		if ok && (idx < 0 || idx >= len(prefills)) {
-			ok, reason = false, ReasonNotChosen
-		}
-		if !ok {
-			tr.Steps = append(tr.Steps, Step{Tier: t.Name(), Reason: reason})
-			continue
-		}
-		tr.Steps = append(tr.Steps, Step{Tier: t.Name(), Hit: true, Choice: prefills[idx].ID})
-		return prefills[idx], true
-	}
-	return Candidate{}, false
+// loadTier is Tier 2: the least loaded prefill; exact ties rotate (or, on
+// replicated gateways, go to the request's rendezvous winner among them).
+type loadTier struct{ l *Ladder }
+
+func (loadTier) Name() pick.Name { return TierLoad }
+
+func (t loadTier) Pick(f *Facts, prefills []Candidate) (int, string, bool) {
+	return t.l.leastLoaded(f, prefills, &t.l.rr), "", true
 }
 
 // pickDecode keeps the session's decode when it is still usable, else takes
 // the least loaded one.
 func (l *Ladder) pickDecode(f *Facts, pinned string, decodes []Candidate, tr *Trace) Candidate {
 	if pinned != "" {
-		for _, c := range decodes {
-			if c.ID == pinned {
+		for i := range decodes {
+			if c := &decodes[i]; c.ID == pinned {
 				tr.Steps = append(tr.Steps, Step{Tier: TierDecode, Hit: true, Choice: c.ID, Reason: "pinned"})
-				return c
+				return *c
 			}
 		}
 	}
 	c := decodes[l.leastLoaded(f, decodes, &l.rrDecode)]
 	tr.Steps = append(tr.Steps, Step{Tier: TierDecode, Hit: true, Choice: c.ID, Reason: "least_loaded"})
 	return c
-}
-
-// LeastLoaded returns the index of the candidate with the lowest load. Only
-// exact ties rotate, through cursor, so equal endpoints share work evenly
-// while a less loaded endpoint always wins. cands must not be empty.
-func LeastLoaded(cands []Candidate, cursor *atomic.Uint64) int {
-	minLoad, ties := cands[0].Load, 0
-	for _, c := range cands {
-		switch {
-		case c.Load < minLoad:
-			minLoad, ties = c.Load, 1
-		case c.Load == minLoad:
-			ties++
-		}
-	}
-	if ties == 1 {
-		for i, c := range cands {
-			if c.Load == minLoad {
-				return i
-			}
-		}
-	}
-	n := int(cursor.Add(1)-1) % ties
-	for i, c := range cands {
-		if c.Load == minLoad {
-			if n == 0 {
-				return i
-			}
-			n--
-		}
-	}
-	return 0 // unreachable: ties counted above
 }

@@ -3,9 +3,10 @@ package ladder
 import (
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/infergate/infergate/datapath/pick"
 )
 
 func cands(role string, loads ...int) []Candidate {
@@ -14,31 +15,6 @@ func cands(role string, loads ...int) []Candidate {
 		out[i] = Candidate{ID: fmt.Sprintf("%s%d", role, i), Index: i, Load: l}
 	}
 	return out
-}
-
-func TestLeastLoaded(t *testing.T) {
-	tests := []struct {
-		name  string
-		loads []int
-		want  []int // successive picks
-	}{
-		{"single", []int{7}, []int{0, 0}},
-		{"strict minimum always wins", []int{3, 1, 2}, []int{1, 1, 1}},
-		{"exact ties rotate", []int{2, 2, 5}, []int{0, 1, 0, 1}},
-		{"three-way tie", []int{0, 0, 0}, []int{0, 1, 2, 0}},
-		{"tie only among minimum", []int{4, 1, 9, 1}, []int{1, 3, 1}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var cur atomic.Uint64
-			c := cands("p", tt.loads...)
-			for i, want := range tt.want {
-				if got := LeastLoaded(c, &cur); got != want {
-					t.Fatalf("pick %d: got %d, want %d", i, got, want)
-				}
-			}
-		})
-	}
 }
 
 // fixedTier returns a preset answer so ladder ordering can be tested.
@@ -52,7 +28,7 @@ type fixedTier struct {
 	mu       sync.Mutex
 }
 
-func (f *fixedTier) Name() string { return f.name }
+func (f *fixedTier) Name() pick.Name { return pick.Name(f.name) }
 func (f *fixedTier) Pick(*Facts, []Candidate) (int, string, bool) {
 	return f.idx, f.reason, f.ok
 }

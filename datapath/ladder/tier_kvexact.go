@@ -11,9 +11,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 
+	"github.com/infergate/infergate/datapath/pick"
 	"github.com/infergate/infergate/kvexact"
 	"github.com/infergate/infergate/kvexact/tokenize"
 	"github.com/infergate/infergate/metrics"
+	"github.com/infergate/infergate/spec"
 )
 
 // Fall-through reasons of Tier 1.5 beyond the shared ones (ReasonMiss: no
@@ -79,7 +81,7 @@ func NewKVExact(o KVExactOptions) *KVExact {
 }
 
 // Name implements PrefillTier.
-func (t *KVExact) Name() string { return TierKVExact }
+func (t *KVExact) Name() pick.Name { return TierKVExact }
 
 // workNoter is an index that wants to know where requests went, so an
 // endpoint whose events stopped while it kept receiving work stops being
@@ -93,17 +95,17 @@ type workNoter interface{ NoteWork(endpoint string) }
 // hottest holder after --kv-stale-after.
 func (t *KVExact) Observe(f *Facts, chosen Candidate) {
 	w, ok := t.o.Index.(workNoter)
-	if !ok || f == nil || f.kvScores == nil {
+	if !ok || f == nil || f.KVHeld == nil {
 		return // the tier did not score this request: nothing is known
 	}
 	held := 0
-	for _, s := range f.kvScores {
+	for _, s := range f.KVHeld {
 		if s.Endpoint == chosen.ID {
 			held = s.Blocks
 			break
 		}
 	}
-	if ExpectsNewBlocks(f.kvBlocks, held) {
+	if ExpectsNewBlocks(f.KVBlocks, held) {
 		w.NoteWork(chosen.ID)
 	}
 }
@@ -115,19 +117,6 @@ func (t *KVExact) Observe(f *Facts, chosen Candidate) {
 // nothing about the feed.
 func ExpectsNewBlocks(blocks, held int) bool { return blocks > held }
 
-// CandidateScore is one candidate's Tier 1.5 view, for the routing
-// explanation.
-type CandidateScore struct {
-	ID        string  `json:"id"`
-	Load      int     `json:"load"`
-	Blocks    int     `json:"blocks"`
-	GPUBlocks int     `json:"gpu_blocks"`
-	CPUBlocks int     `json:"cpu_blocks"`
-	Score     float64 `json:"score"`
-	Trusted   bool    `json:"trusted"`
-	Untrusted string  `json:"untrusted_reason,omitempty"`
-}
-
 // Pick implements PrefillTier.
 func (t *KVExact) Pick(f *Facts, cands []Candidate) (int, string, bool) {
 	idx, reason, ok, _ := t.decide(f, cands, false)
@@ -137,7 +126,7 @@ func (t *KVExact) Pick(f *Facts, cands []Candidate) (int, string, bool) {
 
 // Explain runs the decision without counting it and returns every
 // candidate's score with the outcome.
-func (t *KVExact) Explain(f *Facts, cands []Candidate) (idx int, reason string, ok bool, scores []CandidateScore) {
+func (t *KVExact) Explain(f *Facts, cands []Candidate) (idx int, reason string, ok bool, scores []spec.CandidateScore) {
 	return t.decide(f, cands, true)
 }
 
@@ -199,7 +188,7 @@ func (t *KVExact) tokens(f *Facts) ([]uint32, string) {
 // 0; the best wins, ties to the lower load then the earlier candidate; a
 // holder more loaded than the least loaded by more than LoadGuard is passed
 // over for the next best holder.
-func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string, bool, []CandidateScore) {
+func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string, bool, []spec.CandidateScore) {
 	if t.o.Index == nil {
 		return -1, ReasonEmpty, false, nil
 	}
@@ -214,19 +203,20 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 	var idBuf [16]string
 	names := idBuf[:0]
 	minLoad := cands[0].Load
-	for _, c := range cands {
+	for i := range cands {
+		c := &cands[i]
 		names = append(names, c.ID)
 		minLoad = min(minLoad, c.Load)
 	}
-	var scores []CandidateScore
+	var scores []spec.CandidateScore
 	if explain {
-		scores = make([]CandidateScore, len(cands))
+		scores = make([]spec.CandidateScore, len(cands))
 	}
 	best, anyTrusted, anyHit, guarded := -1, false, false, false
 	bestW := 0.0
 	raw := t.o.Index.Score(keys, names)
 	if !explain {
-		f.kvBlocks, f.kvScores = len(keys), raw
+		f.KVBlocks, f.KVHeld = len(keys), raw
 	}
 	for i, s := range raw {
 		trusted, why := t.o.Index.Trusted(cands[i].ID)
@@ -246,7 +236,7 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 			}
 		}
 		if explain {
-			scores[i] = CandidateScore{ID: cands[i].ID, Load: cands[i].Load, Blocks: s.Blocks, GPUBlocks: s.GPUBlocks,
+			scores[i] = spec.CandidateScore{ID: cands[i].ID, Load: cands[i].Load, Blocks: s.Blocks, GPUBlocks: s.GPUBlocks,
 				CPUBlocks: s.CPUBlocks, Score: w, Trusted: trusted, Untrusted: why}
 		}
 	}

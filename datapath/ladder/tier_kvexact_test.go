@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/infergate/infergate/datapath/pick"
 	"github.com/infergate/infergate/kvexact"
 	"github.com/infergate/infergate/kvexact/tokenize"
 	"github.com/infergate/infergate/metrics"
@@ -257,7 +258,7 @@ func BenchmarkKVExactPick(b *testing.B) {
 		var rr atomic.Uint64
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			LeastLoaded(cands, &rr)
+			pick.LeastLoaded(cands, &rr)
 		}
 	})
 	b.Run("kvexact_cached_tokens", func(b *testing.B) {

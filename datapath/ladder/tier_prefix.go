@@ -5,7 +5,9 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/infergate/infergate/datapath/pick"
 	"github.com/infergate/infergate/radix"
+	"github.com/infergate/infergate/spec"
 )
 
 // maxCandidateIDs sizes the stack buffer of candidate IDs handed to the
@@ -66,77 +68,71 @@ func NewPrefixTier(o PrefixOptions) *PrefixTier {
 func (t *PrefixTier) Index() *radix.Index { return t.o.Index }
 
 // Name implements PrefillTier.
-func (t *PrefixTier) Name() string { return TierPrefix }
-
-// PrefixExplain is Tier 1's view of one request, for the routing
-// explanation: what matched, how much, and why it did or did not win.
-type PrefixExplain struct {
-	Hit          bool    `json:"hit"`
-	Reason       string  `json:"reason,omitempty"`   // fall-through reason when !Hit
-	Endpoint     string  `json:"endpoint,omitempty"` // longest-prefix owner: a candidate, or the excluded owner (pinned_endpoint_excluded)
-	MatchedBytes int     `json:"matched_bytes"`
-	KeyBytes     int     `json:"key_bytes"`
-	Rate         float64 `json:"match_rate"`        // MatchedBytes / KeyBytes (key clipped to the index's cap)
-	Threshold    int     `json:"threshold_percent"` // pd_cache_threshold
-	Load         int     `json:"load"`              // load of Endpoint
-	MinLoad      int     `json:"min_load"`          // least loaded candidate's load
-	BalanceAbs   int     `json:"balance_abs"`       // pd_balance_abs_threshold
-	Index        int     `json:"-"`                 // position of Endpoint in cands, -1 if none
-}
+func (t *PrefixTier) Name() pick.Name { return TierPrefix }
 
 // Pick implements PrefillTier. Its only side effect is OnLookup.
 func (t *PrefixTier) Pick(f *Facts, cands []Candidate) (int, string, bool) {
-	e := t.Explain(f, cands)
+	e, idx := t.explain(f, cands)
 	if t.o.OnLookup != nil && len(f.PromptKey) > 0 {
 		rate := e.Rate
-		if e.Index < 0 {
+		if idx < 0 {
 			rate = 0
 		}
 		t.o.OnLookup(rate)
 	}
-	return e.Index, e.Reason, e.Hit
+	return idx, e.Reason, e.Hit
 }
 
 // DryPick is Pick without OnLookup, for a ladder dry run (the routing
 // explanation) that must not feed the match-rate histogram.
 func (t *PrefixTier) DryPick(f *Facts, cands []Candidate) (int, string, bool) {
-	e := t.Explain(f, cands)
-	return e.Index, e.Reason, e.Hit
+	e, idx := t.explain(f, cands)
+	return idx, e.Reason, e.Hit
 }
 
 // Explain runs Pick's decision without side effects and reports it in full.
-func (t *PrefixTier) Explain(f *Facts, cands []Candidate) PrefixExplain {
-	e := PrefixExplain{Index: -1, Threshold: t.o.Threshold, BalanceAbs: t.o.BalanceAbs, KeyBytes: len(f.PromptKey)}
+func (t *PrefixTier) Explain(f *Facts, cands []Candidate) spec.PrefixExplain {
+	e, _ := t.explain(f, cands)
+	return e
+}
+
+// explain is the whole tier: the view, and the index in cands of
+// e.Endpoint (-1 if it is not a candidate).
+func (t *PrefixTier) explain(f *Facts, cands []Candidate) (spec.PrefixExplain, int) {
+	e := spec.PrefixExplain{Threshold: t.o.Threshold, BalanceAbs: t.o.BalanceAbs, KeyBytes: len(f.PromptKey)}
 	key := f.PromptKey
 	if len(key) == 0 {
 		e.Reason = ReasonNoKey
-		return e
+		return e, -1
 	}
 	ix := t.o.Index
 	if ix.Entries() == 0 {
 		e.Reason = ReasonEmpty
-		return e
+		return e, -1
 	}
 	var buf [maxCandidateIDs]string
 	ids := buf[:0]
-	for _, c := range cands {
+	for i := range cands {
+		c := &cands[i]
 		ids = append(ids, c.ID)
 	}
 	ep, matched, ok := ix.Match(key, ids)
 	if !ok {
-		return t.explainMiss(key, cands, e)
+		return t.explainMiss(key, cands, e), -1
 	}
 	e.Endpoint, e.MatchedBytes, e.Rate = ep, matched, ix.MatchRate(key, matched)
 	e.KeyBytes = clippedLen(e.Rate, matched, len(key))
-	for i, c := range cands {
+	idx := -1
+	for i := range cands {
+		c := &cands[i]
 		if c.ID == ep {
-			e.Index, e.Load = i, c.Load
+			idx, e.Load = i, c.Load
 			break
 		}
 	}
 	e.MinLoad = minLoad(cands)
 	switch {
-	case e.Index < 0: // Match only returns candidates; defensive
+	case idx < 0: // Match only returns candidates; defensive
 		e.Reason = ReasonNotChosen
 	case !AboveThreshold(e.MatchedBytes, e.KeyBytes, t.o.Threshold):
 		e.Reason = ReasonBelowThres
@@ -145,18 +141,19 @@ func (t *PrefixTier) Explain(f *Facts, cands []Candidate) PrefixExplain {
 	default:
 		e.Hit = true
 	}
-	return e
+	return e, idx
 }
 
 // explainMiss tells apart "an endpoint that is not a candidate now (down,
 // breaker open, draining) owns this prefix" from "nothing shared".
-func (t *PrefixTier) explainMiss(key []byte, cands []Candidate, e PrefixExplain) PrefixExplain {
+func (t *PrefixTier) explainMiss(key []byte, cands []Candidate, e spec.PrefixExplain) spec.PrefixExplain {
 	e.Reason = ReasonMiss // nothing shared with any candidate
 	ep, matched, ok := t.o.Index.Match(key, *t.known.Load())
 	if !ok {
 		return e
 	}
-	for _, c := range cands {
+	for i := range cands {
+		c := &cands[i]
 		if c.ID == ep {
 			return e // learned between the two lookups; report a plain miss
 		}
@@ -219,24 +216,12 @@ func AboveThreshold(matched, keyBytes, percent int) bool {
 	return matched*100 >= percent*keyBytes
 }
 
-// LoadGuardTrips is the per-candidate load guard: affinity yields when its
-// endpoint's load exceeds the least loaded candidate's by more than
-// balanceAbs. Only the chosen endpoint is compared, so one hot endpoint
-// never switches affinity off for prompts owned by others. A negative
-// balanceAbs disables the guard.
+// LoadGuardTrips is the per-candidate load guard (pick.LoadGuardTrips).
 func LoadGuardTrips(load, minLoad, balanceAbs int) bool {
-	return balanceAbs >= 0 && load-minLoad > balanceAbs
+	return pick.LoadGuardTrips(load, minLoad, balanceAbs)
 }
 
-func minLoad(cands []Candidate) int {
-	m := 0
-	for i, c := range cands {
-		if i == 0 || c.Load < m {
-			m = c.Load
-		}
-	}
-	return m
-}
+func minLoad(cands []Candidate) int { return pick.MinLoad(cands) }
 
 // clippedLen recovers the key length the index measured the rate against
 // (the key clipped to its MaxKeyBytes) from MatchRate's answer.

@@ -152,24 +152,6 @@ func TestThresholdEdgesThroughIndex(t *testing.T) {
 	}
 }
 
-func TestLoadGuardTrips(t *testing.T) {
-	tests := []struct {
-		load, min, balance int
-		want               bool
-	}{
-		{3, 0, 3, false},
-		{4, 0, 3, true},
-		{0, 0, 0, false},
-		{1, 0, 0, true},
-		{100, 0, -1, false},
-	}
-	for _, tt := range tests {
-		if got := LoadGuardTrips(tt.load, tt.min, tt.balance); got != tt.want {
-			t.Errorf("LoadGuardTrips(%d, %d, %d) = %v, want %v", tt.load, tt.min, tt.balance, got, tt.want)
-		}
-	}
-}
-
 // One hot endpoint loses its own prompts to the guard while other prompts
 // keep their affinity (the guard is per candidate, not fleet-wide).
 func TestPerCandidateGuardKeepsOtherAffinity(t *testing.T) {

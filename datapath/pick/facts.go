@@ -1,0 +1,40 @@
+package pick
+
+import (
+	"context"
+	"time"
+
+	"github.com/infergate/infergate/datapath/chwbl"
+	"github.com/infergate/infergate/kvexact"
+)
+
+// Facts are what pickers may know about a request. Pickers that need more
+// than the cheap fields (KV-exact tokenises the prompt) derive it from Body
+// under Ctx, so the cost is paid only when that picker runs.
+type Facts struct {
+	Ctx        context.Context // the request's context (cancelled when the client goes)
+	Path       string          // "/v1/completions" or "/v1/chat/completions"
+	Model      string          // body "model" or X-Model header
+	Body       []byte          // the client body, read-only
+	SessionKey string          // "" when the request carries none
+	PromptKey  []byte          // canonical prompt key (nil when not extracted)
+	Tokens     []uint32        // prompt token ids when already known (client sent ids)
+	Now        time.Time
+
+	// KVBlocks and KVHeld are the KV-exact picker's finding, kept for its
+	// stale-feed guard (Observe): the request's full blocks and how many
+	// each candidate already held. KVHeld is nil when it did not score.
+	KVBlocks int
+	KVHeld   []kvexact.Score
+
+	key     uint64 // Key, computed on first use
+	keyDone bool
+}
+
+// PoolFacts are what a Pool's modes key on, computed once per request.
+type PoolFacts struct {
+	ClientIP string       // source hash (sel 1), persistence keyed by source IP
+	Session  string       // persistence key (sel 3); "" falls back to round-robin
+	RingKey  uint64       // CHWBL routing key (chwbl.Ring.Key), sel 8/10
+	RingSrc  chwbl.Source // which key RingKey is
+}
