@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/infergate/infergate/datapath/hop"
 	"github.com/infergate/infergate/spec"
 )
 
@@ -120,7 +121,7 @@ func pdRouteFor(engine spec.Engine, method, path string) pdRoute {
 // h2c). The engine connection is request/response only, so these are
 // refused with CodeUpgradeRefused rather than half-proxied.
 func isUpgrade(r *http.Request) bool {
-	return len(r.Header[headerUpgrade]) > 0 && headerHasToken(r.Header[headerConnection], "upgrade")
+	return len(r.Header[headerUpgrade]) > 0 && hop.HasToken(r.Header[headerConnection], "upgrade")
 }
 
 // hasBody reports whether the client sends a request body.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/sirupsen/logrus"
 )
 
@@ -76,7 +77,7 @@ func (e *fanOutError) Error() string { return e.msg }
 
 // fanOut serves a multi-sample SGLang request (see the file comment).
 func (d *sglang) fanOut(ctx context.Context, w http.ResponseWriter, o *Outcome, req *Request, obj *object,
-	header http.Header, pair Pair, port uint16, s Sender, log logrus.FieldLogger) {
+	header http.Header, pair Pair, port uint16, s upstream.Sender, log logrus.FieldLogger) {
 	units, err := fanOutUnits(obj, req.Path)
 	if err != nil {
 		writeError(w, o, PhasePrefill, http.StatusBadRequest, CodeShapeUnsupported, "sglang prefill/decode fan-out: "+err.Error())

@@ -2,28 +2,13 @@ package pd
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
+	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
 	"github.com/sirupsen/logrus"
 )
-
-// Leg is one upstream request of a P/D sequence.
-type Leg struct {
-	Endpoint spec.Endpoint
-	Path     string
-	Header   http.Header
-	Body     []byte
-}
-
-// Sender delivers a leg to an engine. An error implementing
-// interface{ NotSent() bool } with NotSent()==true means the engine provably
-// never received the request (safe to retry elsewhere).
-type Sender interface {
-	Send(ctx context.Context, leg Leg) (*http.Response, error)
-}
 
 // Request is the client request as the datapath accepted it. Body is the
 // complete client body; Serve never modifies it.
@@ -54,7 +39,7 @@ func (p Pair) decodes() []spec.Endpoint {
 // client response to w. It never panics on engine input and returns only
 // after every leg it started has finished or been cancelled.
 type Dialect interface {
-	Serve(ctx context.Context, w http.ResponseWriter, req *Request, pair Pair, s Sender) Outcome
+	Serve(ctx context.Context, w http.ResponseWriter, req *Request, pair Pair, s upstream.Sender) Outcome
 }
 
 // Options are the per-daemon knobs of every dialect.
@@ -135,14 +120,6 @@ func New(engine spec.Engine, opts Options) (Dialect, bool) {
 		return nil, false
 	}
 	return mk(opts.withDefaults()), true
-}
-
-// notSent reports whether err says the engine provably never received the
-// request (the Sender's contract). Retry policy keys off this, never off
-// error strings.
-func notSent(err error) bool {
-	var ns interface{ NotSent() bool }
-	return errors.As(err, &ns) && ns.NotSent()
 }
 
 // logFields are the structured fields of every dialect log line. Bodies and

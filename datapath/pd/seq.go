@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
 	"github.com/sirupsen/logrus"
 )
@@ -24,7 +25,7 @@ type prefillResult struct {
 
 // runPrefill sends a prefill leg under its own timeout and buffers the reply:
 // its bytes are never relayed except on a 4xx or an early exit.
-func runPrefill(ctx context.Context, s Sender, leg Leg, opts Options) prefillResult {
+func runPrefill(ctx context.Context, s upstream.Sender, leg upstream.Leg, opts Options) prefillResult {
 	pctx, cancel := context.WithTimeout(ctx, opts.PrefillTimeout)
 	defer cancel()
 	start := time.Now()
@@ -68,7 +69,7 @@ type prefillWords struct {
 // (KVTransferFailed). build makes the leg for a given prefill, so a dialect
 // can mint fresh per-dispatch ids. done means the client has been answered;
 // otherwise ok reports a usable (non-failed) response in r.
-func prefillWithFailover(ctx context.Context, w http.ResponseWriter, s Sender, pair Pair, build func(prefill spec.Endpoint) Leg,
+func prefillWithFailover(ctx context.Context, w http.ResponseWriter, s upstream.Sender, pair Pair, build func(prefill spec.Endpoint) upstream.Leg,
 	opts Options, o *Outcome, log logrus.FieldLogger, words prefillWords) (r prefillResult, prefill spec.Endpoint, ok, done bool) {
 	prefill = pair.Prefill
 	for attempt := 0; ; attempt++ {
@@ -132,7 +133,7 @@ func shouldRetryDecode(l LegResult, haveAlt bool) bool {
 // response; a connect failure moves on to the next decode
 // (shouldRetryDecode). The decode first byte must arrive within
 // DecodeTimeout, per attempt.
-func serveDecode(ctx context.Context, w http.ResponseWriter, s Sender, decodes []spec.Endpoint, build func(decode spec.Endpoint) Leg,
+func serveDecode(ctx context.Context, w http.ResponseWriter, s upstream.Sender, decodes []spec.Endpoint, build func(decode spec.Endpoint) upstream.Leg,
 	opts Options, o *Outcome, log logrus.FieldLogger) {
 	for k, d := range decodes {
 		if !decodeOnce(ctx, w, s, build(d), k+1 < len(decodes), opts, o, log) {
@@ -146,7 +147,7 @@ func serveDecode(ctx context.Context, w http.ResponseWriter, s Sender, decodes [
 // decodeOnce runs one decode attempt. retry: the connection failed before
 // the engine got the request and haveAlt allows another decode; nothing
 // was written to the client.
-func decodeOnce(ctx context.Context, w http.ResponseWriter, s Sender, leg Leg, haveAlt bool, opts Options, o *Outcome, log logrus.FieldLogger) (retry bool) {
+func decodeOnce(ctx context.Context, w http.ResponseWriter, s upstream.Sender, leg upstream.Leg, haveAlt bool, opts Options, o *Outcome, log logrus.FieldLogger) (retry bool) {
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var timedOut atomic.Bool

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
 	"github.com/sirupsen/logrus"
 )
@@ -23,7 +24,7 @@ const defaultBootstrapPort = 8998
 // response; the prefill response is drained and discarded.
 type sglang struct{ opts Options }
 
-func (d *sglang) Serve(ctx context.Context, w http.ResponseWriter, req *Request, pair Pair, s Sender) (o Outcome) {
+func (d *sglang) Serve(ctx context.Context, w http.ResponseWriter, req *Request, pair Pair, s upstream.Sender) (o Outcome) {
 	start := time.Now()
 	o.Engine = spec.EngineSGLang
 	defer func() { o.Total = time.Since(start) }()
@@ -57,7 +58,7 @@ func (d *sglang) Serve(ctx context.Context, w http.ResponseWriter, req *Request,
 // serveOne runs one sample's dual dispatch, with the one pair retry on a
 // fresh room.
 func (d *sglang) serveOne(ctx context.Context, w http.ResponseWriter, o *Outcome, path string, header http.Header, obj *object,
-	pair Pair, port uint16, s Sender, log logrus.FieldLogger) {
+	pair Pair, port uint16, s upstream.Sender, log logrus.FieldLogger) {
 	prefill := pair.Prefill
 	decodes := pair.decodes()
 	roomRetried := false
@@ -113,7 +114,7 @@ func shouldRetrySGPair(p sgPrefill, decodeBytes, budget bool) bool {
 // retry the pair; otherwise the client response has been written (or the
 // client is gone) and o is final.
 func (d *sglang) attempt(ctx context.Context, w http.ResponseWriter, o *Outcome, path string, header http.Header, body []byte,
-	prefillEP, decodeEP spec.Endpoint, s Sender, canRetry, haveAltDecode bool, log logrus.FieldLogger) (retry sgRetry) {
+	prefillEP, decodeEP spec.Endpoint, s upstream.Sender, canRetry, haveAltDecode bool, log logrus.FieldLogger) (retry sgRetry) {
 	pctx, cancelP := context.WithCancel(ctx)
 	dctx, cancelD := context.WithCancel(ctx)
 	prefCh := make(chan sgPrefill, 1)
@@ -126,7 +127,7 @@ func (d *sglang) attempt(ctx context.Context, w http.ResponseWriter, o *Outcome,
 	go func() {
 		defer wg.Done()
 		r := sgPrefill{}
-		resp, err := s.Send(pctx, Leg{Endpoint: prefillEP, Path: path, Header: header, Body: body})
+		resp, err := s.Send(pctx, upstream.Leg{Endpoint: prefillEP, Path: path, Header: header, Body: body})
 		if err == nil {
 			r.status, r.header = resp.StatusCode, resp.Header
 			r.body, err = readCapped(resp.Body, d.opts.MaxPrefillResponse)
@@ -141,7 +142,7 @@ func (d *sglang) attempt(ctx context.Context, w http.ResponseWriter, o *Outcome,
 	}()
 	go func() {
 		defer wg.Done()
-		decCh <- sendAndPeek(dctx, s, Leg{Endpoint: decodeEP, Path: path, Header: header, Body: body}, buf)
+		decCh <- sendAndPeek(dctx, s, upstream.Leg{Endpoint: decodeEP, Path: path, Header: header, Body: body}, buf)
 	}()
 
 	var (
@@ -193,9 +194,9 @@ wait:
 				switch {
 				case ctx.Err() != nil:
 					clientGone(o, PhaseDecode)
-				case shouldRetryDecode(LegResult{NotSent: notSent(p.err)}, haveAltDecode):
+				case shouldRetryDecode(LegResult{NotSent: upstream.NotSent(p.err)}, haveAltDecode):
 					retry = retryDecode // the prefill is cancelled; its room is dropped
-				case notSent(p.err):
+				case upstream.NotSent(p.err):
 					writeError(w, o, PhaseDecode, http.StatusServiceUnavailable, CodePoolUnavailable, "sglang dual dispatch failed: decode endpoint unreachable")
 				default:
 					writeError(w, o, PhaseDecode, http.StatusBadGateway, CodeDecodeDied, "decode backend closed before any response bytes")

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
 )
 
@@ -34,7 +35,7 @@ type trtContextResponse struct {
 	} `json:"choices"`
 }
 
-func (d *trtllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request, pair Pair, s Sender) (o Outcome) {
+func (d *trtllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request, pair Pair, s upstream.Sender) (o Outcome) {
 	start := time.Now()
 	o.Engine = spec.EngineTRTLLM
 	defer func() { o.Total = time.Since(start) }()
@@ -55,8 +56,8 @@ func (d *trtllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request,
 
 	// A fresh disagg id per dispatch: a retried context must not collide
 	// with a half-finished one on the same engine.
-	build := func(prefill spec.Endpoint) Leg {
-		return Leg{Endpoint: prefill, Path: req.Path, Header: header, Body: trtContextBody(&obj, randUint63())}
+	build := func(prefill spec.Endpoint) upstream.Leg {
+		return upstream.Leg{Endpoint: prefill, Path: req.Path, Header: header, Body: trtContextBody(&obj, randUint63())}
 	}
 	r, _, ok, done := prefillWithFailover(ctx, w, s, pair, build, d.opts, &o, log,
 		prefillWords{leg: "context", fallback: "generation serves standalone"})
@@ -87,7 +88,9 @@ func (d *trtllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request,
 		o.KVTransferFailed = true
 		body, _ = trtGenerationBody(&obj, nil)
 	}
-	buildGen := func(gen spec.Endpoint) Leg { return Leg{Endpoint: gen, Path: req.Path, Header: header, Body: body} }
+	buildGen := func(gen spec.Endpoint) upstream.Leg {
+		return upstream.Leg{Endpoint: gen, Path: req.Path, Header: header, Body: body}
+	}
 	serveDecode(ctx, w, s, pair.decodes(), buildGen, d.opts, &o, log)
 	return o
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
 )
 
@@ -13,7 +14,7 @@ import (
 // kv_transfer_params so decode pulls the blocks instead of recomputing.
 type vllm struct{ opts Options }
 
-func (d *vllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request, pair Pair, s Sender) (o Outcome) {
+func (d *vllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request, pair Pair, s upstream.Sender) (o Outcome) {
 	start := time.Now()
 	o.Engine = spec.EngineVLLM
 	defer func() { o.Total = time.Since(start) }()
@@ -29,20 +30,20 @@ func (d *vllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request, p
 		// cannot share one prefill's blocks. Decode computes the prompt.
 		o.PrefillSkipped = shape
 		body := vllmDecodeBody(&obj, nil)
-		one := func(decode spec.Endpoint) Leg {
+		one := func(decode spec.Endpoint) upstream.Leg {
 			h := legHeader(req.Header)
 			h.Set(headerRequestID, suffix)
-			return Leg{Endpoint: decode, Path: req.Path, Header: h, Body: body}
+			return upstream.Leg{Endpoint: decode, Path: req.Path, Header: h, Body: body}
 		}
 		serveDecode(ctx, w, s, pair.decodes(), one, d.opts, &o, log)
 		return o
 	}
 	prefillBody := vllmPrefillBody(&obj, req.Path)
 
-	build := func(prefill spec.Endpoint) Leg {
+	build := func(prefill spec.Endpoint) upstream.Leg {
 		h := legHeader(req.Header)
 		h.Set(headerRequestID, vllmRequestID(prefill, pair.Decode, suffix))
-		return Leg{Endpoint: prefill, Path: req.Path, Header: h, Body: prefillBody}
+		return upstream.Leg{Endpoint: prefill, Path: req.Path, Header: h, Body: prefillBody}
 	}
 	r, prefill, ok, done := prefillWithFailover(ctx, w, s, pair, build, d.opts, &o, log,
 		prefillWords{leg: "prefill", fallback: "decode recomputes"})
@@ -58,10 +59,10 @@ func (d *vllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request, p
 	body := vllmDecodeBody(&obj, params)
 	// The prefill's params name the prefill's blocks, so any decode can
 	// pull them; the id names the decode actually sent to.
-	buildDecode := func(decode spec.Endpoint) Leg {
+	buildDecode := func(decode spec.Endpoint) upstream.Leg {
 		h := legHeader(req.Header)
 		h.Set(headerRequestID, vllmRequestID(prefill, decode, suffix))
-		return Leg{Endpoint: decode, Path: req.Path, Header: h, Body: body}
+		return upstream.Leg{Endpoint: decode, Path: req.Path, Header: h, Body: body}
 	}
 	serveDecode(ctx, w, s, pair.decodes(), buildDecode, d.opts, &o, log)
 	return o
