@@ -119,7 +119,7 @@ func (rt *Runtime) servePD(x *exchange, c *compiled, body []byte) {
 	if !rt.guardPDRequest(x, c) {
 		return
 	}
-	route := pdRouteFor(c.rule.Engine, x.r.Method, x.r.URL.Path)
+	route := c.pdRoute(x.r.Method, x.r.URL.Path)
 	switch route.kind {
 	case pdRefused:
 		rt.fail(x, c, -1, http.StatusNotFound, CodePDPathRefused,

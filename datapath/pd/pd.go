@@ -35,12 +35,43 @@ func (p Pair) decodes() []spec.Endpoint {
 	return append([]spec.Endpoint{p.Decode}, p.AltDecode...)
 }
 
-// Dialect runs one engine's P/D sequence for one request and writes the
-// client response to w. It never panics on engine input and returns only
-// after every leg it started has finished or been cancelled.
+// Dialect is everything infergate knows about one engine's P/D: the
+// sequence it runs, which APIs it splits, and which client body fields are
+// its transfer state. Adding an engine is adding a file with one Dialect
+// and registering it in dialects.
 type Dialect interface {
+	// Serve runs the engine's P/D sequence for one request over s and
+	// writes the client response to w. It never panics on engine input and
+	// returns only after every leg it started has finished or been
+	// cancelled.
 	Serve(ctx context.Context, w http.ResponseWriter, req *Request, pair Pair, s upstream.Sender) Outcome
+	// Split says how the engine serves a POST to the generation API path
+	// (exact path, no query): through Serve, or whole on one endpoint.
+	Split(path string) Split
+	// TransferFields are the top-level request body fields through which
+	// this engine's KV transfer is steered. A client may never set them on
+	// a P/D rule (StripClientTransferState, and every leg Serve builds).
+	TransferFields() []string
 }
+
+// Split is how an engine's P/D serves a POST to one generation API.
+type Split struct {
+	// Sequence: the engine's KV transfer works on this API; Serve runs it.
+	Sequence bool
+	// Role serves the request whole, without a transfer, when Sequence is
+	// false; another usable role takes it when Role has none, unless Strict.
+	Role spec.Role
+	// Strict: only Role may serve it (an SGLang decode cannot answer
+	// without a prefill's bootstrap room, so only a role-0 endpoint may).
+	Strict bool
+}
+
+// The generation APIs a dialect may split.
+const (
+	pathCompletions     = "/v1/completions"
+	pathChatCompletions = "/v1/chat/completions"
+	pathResponses       = "/v1/responses"
+)
 
 // Options are the per-daemon knobs of every dialect.
 type Options struct {
@@ -132,26 +163,27 @@ func logFields(e spec.Engine, req *Request) logrus.Fields {
 	return f
 }
 
-// clientObject parses the client body every dialect rewrites; a body that
-// is not a JSON object is answered 400 pd_invalid_body naming the path, an
-// n that is not a positive integer 400 pd_invalid_n, and one whose
+// clientObject parses the client body every dialect rewrites into q.obj; a
+// body that is not a JSON object is answered 400 pd_invalid_body naming the
+// path, an n that is not a positive integer 400 pd_invalid_n, and one whose
 // request_id carries vLLM's peer markers 400 request_id_reserved, before
 // any leg is sent.
-func clientObject(w http.ResponseWriter, o *Outcome, req *Request) (object, bool) {
-	obj, err := parseObject(req.Body)
+func (q *seq) clientObject() bool {
+	obj, err := parseObject(q.req.Body)
 	if err != nil {
-		writeError(w, o, PhasePrefill, http.StatusBadRequest, CodeInvalidBody,
-			"the body of POST "+req.Path+" must be a JSON object on a prefill/decode rule")
-		return object{}, false
+		q.fail(PhasePrefill, http.StatusBadRequest, CodeInvalidBody,
+			"the body of POST "+q.req.Path+" must be a JSON object on a prefill/decode rule")
+		return false
 	}
 	if err := checkN(&obj); err != nil {
-		writeError(w, o, PhasePrefill, http.StatusBadRequest, CodeInvalidN, err.Error())
-		return object{}, false
+		q.fail(PhasePrefill, http.StatusBadRequest, CodeInvalidN, err.Error())
+		return false
 	}
 	if obj.reservedRequestID() {
-		writeError(w, o, PhasePrefill, http.StatusBadRequest, CodeRequestIDReserved, msgRequestIDReserved)
-		return object{}, false
+		q.fail(PhasePrefill, http.StatusBadRequest, CodeRequestIDReserved, msgRequestIDReserved)
+		return false
 	}
-	o.ClientTransferFields = obj.countTransferFields()
-	return obj, true
+	q.o.ClientTransferFields = obj.countTransferFields()
+	q.obj = obj
+	return true
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/infergate/infergate/datapath/clienterr"
 	"github.com/infergate/infergate/datapath/hop"
 	"github.com/infergate/infergate/datapath/upstream"
-	"github.com/sirupsen/logrus"
 )
 
 // Client-visible error codes (also the X-Infergate-Error header value).
@@ -160,13 +159,14 @@ type relayResult struct {
 	clientGone bool
 }
 
-// relay writes the decode response to the client: headers and first bytes,
+// relay writes the decode response to q's client: headers and first bytes,
 // then every read as it arrives, flushing each so SSE events reach the
 // client one by one. cancel aborts the decode leg; it is called when the
-// engine is silent for opts.StreamIdleTimeout inside an SSE stream (or
-// opts.BodyIdleTimeout inside any other body), after which an SSE stream that
+// engine is silent for StreamIdleTimeout inside an SSE stream (or
+// BodyIdleTimeout inside any other body), after which an SSE stream that
 // never sent [DONE] gets a synthesised one so clients end cleanly.
-func relay(ctx context.Context, w http.ResponseWriter, p peek, buf []byte, opts Options, cancel context.CancelFunc, log logrus.FieldLogger) relayResult {
+func (q *seq) relay(p peek, buf []byte, cancel context.CancelFunc) relayResult {
+	ctx, w, opts, log := q.ctx, q.w, q.opts, q.log
 	resp := p.resp
 	defer resp.Body.Close()
 	sse := strings.HasPrefix(resp.Header.Get("Content-Type"), contentTypeSSE)
