@@ -28,9 +28,6 @@ const (
 	headerForwardedFor   = "X-Forwarded-For"
 	headerConnection     = "Connection"
 	headerContentType    = "Content-Type"
-	headerContentLength  = "Content-Length"
-	headerHost           = "Host"
-	headerTE             = "Transfer-Encoding"
 	headerRetryAfter     = "Retry-After"
 	retryAfterOverloaded = "1" // seconds: body memory frees as requests finish
 	contentTypeJSON      = "application/json"

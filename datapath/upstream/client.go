@@ -325,6 +325,9 @@ func writeHead(w *bufio.Writer, addr, method string, leg Leg) {
 	}
 }
 
+// The relay bounds engine silence on Client bodies with read deadlines.
+var _ BoundedBody = (*body)(nil)
+
 // body returns the connection to the pool when the response was read to
 // its end, and closes it otherwise (a half-read body cannot be reused).
 type body struct {
