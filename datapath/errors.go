@@ -1,14 +1,10 @@
 package datapath
 
-import (
-	"encoding/json"
-	"net/http"
-	"strconv"
-)
+import "github.com/infergate/infergate/datapath/clienterr"
 
 // Wire names of the client-facing error format (OpenAI's) and our headers.
 const (
-	HeaderError     = "X-Infergate-Error" // carries the error code of every gateway error
+	HeaderError     = clienterr.Header // carries the error code of every gateway error
 	HeaderRequestID = "X-Request-Id"
 	HeaderModel     = "X-Model"
 	HeaderAllow     = "Allow"
@@ -38,55 +34,3 @@ const (
 	CodeInvalidPath = "invalid_path" // 400: dot segment, encoded slash or control byte in the path
 	CodeOverloaded  = "overloaded"   // 503 + Retry-After: the in-flight body memory budget is full
 )
-
-// DialError marks a request that never reached the engine: the TCP connect
-// failed, so nothing was written. Retry policy keys off this type only.
-type DialError struct {
-	Endpoint string
-	Err      error
-}
-
-func (e *DialError) Error() string { return "dial " + e.Endpoint + ": " + e.Err.Error() }
-func (e *DialError) Unwrap() error { return e.Err }
-
-// NotSent reports that the request provably never reached the engine.
-func (e *DialError) NotSent() bool { return true }
-
-// errorType maps a status to OpenAI's error "type" field.
-func errorType(status int) string {
-	switch {
-	case status == http.StatusTooManyRequests:
-		return "rate_limit_error"
-	case status < 500:
-		return "invalid_request_error"
-	case status == http.StatusServiceUnavailable:
-		return "service_unavailable_error"
-	}
-	return "server_error"
-}
-
-// writeError sends {"error":{"message","type","code"}} and the code header.
-// It is the only place the datapath renders a client error.
-func writeError(w http.ResponseWriter, status int, code, message string) {
-	h := w.Header()
-	h.Set(headerContentType, contentTypeJSON)
-	h.Set(HeaderError, code)
-	h.Del(headerContentLength)
-	b := make([]byte, 0, 96+len(message))
-	b = append(b, `{"error":{"message":`...)
-	b = appendJSONString(b, message)
-	b = append(b, `,"type":`...)
-	b = appendJSONString(b, errorType(status))
-	b = append(b, `,"code":`...)
-	b = appendJSONString(b, code)
-	b = append(b, "}}\n"...)
-	h.Set(headerContentLength, strconv.Itoa(len(b)))
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
-}
-
-// appendJSONString appends s as a JSON string literal.
-func appendJSONString(b []byte, s string) []byte {
-	q, _ := json.Marshal(s) // a string always marshals
-	return append(b, q...)
-}

@@ -52,7 +52,7 @@ func (rt *Runtime) Explain(ctx context.Context, k spec.Key, path string, header 
 	if len(body) > 0 {
 		method = http.MethodPost
 	}
-	if len(body) == 0 || pdRouteFor(c.rule.Engine, method, path).kind != pdSequence {
+	if len(body) == 0 || c.pdRoute(method, path).kind != pdSequence {
 		e.Outcome = spec.ExplainRelay
 		return e, nil
 	}

@@ -119,22 +119,6 @@ func TestAddressHelpers(t *testing.T) {
 	}
 }
 
-func TestWriteErrorShape(t *testing.T) {
-	w := httptest.NewRecorder()
-	writeError(w, http.StatusServiceUnavailable, CodeNoHealthyBackend, "all \"down\"\n")
-	var v struct {
-		Error struct{ Message, Type, Code string } `json:"error"`
-	}
-	if err := json.Unmarshal(w.Body.Bytes(), &v); err != nil {
-		t.Fatalf("not JSON: %v %q", err, w.Body.String())
-	}
-	if w.Code != 503 || v.Error.Code != CodeNoHealthyBackend || v.Error.Type != "service_unavailable_error" ||
-		v.Error.Message != "all \"down\"\n" || w.Header().Get(HeaderError) != CodeNoHealthyBackend ||
-		w.Header().Get("Content-Type") != "application/json" {
-		t.Fatalf("got %d %+v headers %v", w.Code, v, w.Header())
-	}
-}
-
 func TestRequestIDFormat(t *testing.T) {
 	seen := map[string]bool{}
 	for range 100 {

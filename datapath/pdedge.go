@@ -44,9 +44,10 @@ func (rt *Runtime) guardPDRequest(x *exchange, c *compiled) bool {
 	return true
 }
 
-// stripClientTransferState removes the client's kv_transfer_params,
-// bootstrap_host/port/room and disaggregated_params from a body the P/D rule
-// forwards without a dialect (role-0 fallback, relay). A non-empty body that
+// stripClientTransferState removes every engine's client transfer fields
+// (each dialect's pd.Dialect.TransferFields: kv_transfer_params, the
+// bootstrap triple, disaggregated_params) from a body the P/D rule forwards
+// without a dialect (role-0 fallback, relay). A non-empty body that
 // is not a JSON object is answered 400 pd_invalid_body, as on the split path:
 // it cannot be shown free of transfer state. ok false: the client has been
 // answered.

@@ -119,7 +119,7 @@ func (rt *Runtime) servePD(x *exchange, c *compiled, body []byte) {
 	if !rt.guardPDRequest(x, c) {
 		return
 	}
-	route := pdRouteFor(c.rule.Engine, x.r.Method, x.r.URL.Path)
+	route := c.pdRoute(x.r.Method, x.r.URL.Path)
 	switch route.kind {
 	case pdRefused:
 		rt.fail(x, c, -1, http.StatusNotFound, CodePDPathRefused,
@@ -299,7 +299,7 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	req := &pd.Request{Path: r.URL.Path, Header: r.Header, Body: body, RequestID: x.requestID, Rule: c.rule}
 	x.wroteHeader = true // the dialect answers the client, success or error
 	iw := &idWriter{ResponseWriter: x.w, id: x.requestID}
-	o := c.pd.dialect.Serve(ctx, iw, req, pair, c.sender(rt))
+	o := c.pd.dialect.Serve(ctx, iw, req, pair, c.pd.sender)
 	c.eps[di].bytes.Add(uint64(len(body)) + iw.written)
 
 	pd.Record(rt.pdm, c.rule, c.pd.models.Label(model, o.Status >= 200 && o.Status < 300), o)

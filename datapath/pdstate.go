@@ -1,13 +1,12 @@
 package datapath
 
 import (
-	"context"
-	"net/http"
 	"time"
 
 	"github.com/infergate/infergate/datapath/chwbl"
 	"github.com/infergate/infergate/datapath/ladder"
 	"github.com/infergate/infergate/datapath/pd"
+	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/radix"
 	"github.com/infergate/infergate/spec"
@@ -18,7 +17,8 @@ import (
 // and the ladder over this generation's tiers. Session pins and the prefix
 // index are shared with the neighbouring generations (ruleState).
 type pdView struct {
-	dialect  pd.Dialect // nil: the engine has no P/D sequence (role-0 only)
+	dialect  pd.Dialect      // nil: the engine has no P/D sequence (role-0 only)
+	sender   upstream.Sender // the legs' way to the engines (over the rule's TLS for security 2)
 	ladder   *ladder.Ladder
 	sessions *ladder.Sessions
 	prefix   *ladder.PrefixTier // nil unless pd_cache_aware_mode
@@ -32,18 +32,6 @@ type pdView struct {
 type prefixState struct {
 	index *radix.Index
 	label string // metrics rule label the index gauges are tracked under
-}
-
-// legSender sends P/D legs over the datapath's upstream pool; a connect
-// failure is a *DialError, whose NotSent() the dialects key off.
-// tc is the rule's TLS to engines (nil: plaintext legs).
-type legSender struct {
-	rt *Runtime
-	tc *upTLS
-}
-
-func (s legSender) Send(ctx context.Context, leg pd.Leg) (*http.Response, error) {
-	return s.rt.sendLeg(ctx, s.tc, leg.Endpoint, http.MethodPost, leg.Path, leg.Header, leg.Body)
 }
 
 // attachLocked builds the generation's P/D view, KV view and CHWBL ring
@@ -82,7 +70,7 @@ func (rt *Runtime) attachLocked(rs *ruleState, c *compiled, prevRule *spec.Rule)
 		rs.dropPrefix(rt)
 		return
 	}
-	p := &pdView{models: pd.NewModelLabels(r.Key.ModelName, 0)}
+	p := &pdView{models: pd.NewModelLabels(r.Key.ModelName, 0), sender: upstream.WithTLS(rt.sender, c.up)}
 	quiet := rt.silenceFor(r)
 	if d, ok := pd.New(r.Engine, pd.Options{
 		PrefillTimeout:    rt.opts.PrefillTimeout,

@@ -1,7 +1,6 @@
 package datapath
 
 import (
-	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -9,15 +8,16 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"os"
 	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/infergate/infergate/datapath/clienterr"
 	"github.com/infergate/infergate/datapath/hop"
 	"github.com/infergate/infergate/datapath/reqbody"
+	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
 	"github.com/sirupsen/logrus"
 )
@@ -28,9 +28,6 @@ const (
 	headerForwardedFor   = "X-Forwarded-For"
 	headerConnection     = "Connection"
 	headerContentType    = "Content-Type"
-	headerContentLength  = "Content-Length"
-	headerHost           = "Host"
-	headerTE             = "Transfer-Encoding"
 	headerRetryAfter     = "Retry-After"
 	retryAfterOverloaded = "1" // seconds: body memory frees as requests finish
 	contentTypeJSON      = "application/json"
@@ -168,10 +165,10 @@ func (rt *Runtime) liftReadDeadlineIfNoBody(x *exchange) {
 	}
 }
 
-// clientStream is the client's body as a reqStream, or nil when the body
-// was read (body != nil) or there is none. A Content-Length over
+// clientStream is the client's body as an upstream.BodyStream, or nil when
+// the body was read (body != nil) or there is none. A Content-Length over
 // MaxStreamedBodyBytes is refused up front (413).
-func (rt *Runtime) clientStream(x *exchange, body []byte) (*reqStream, bool) {
+func (rt *Runtime) clientStream(x *exchange, body []byte) (*upstream.BodyStream, bool) {
 	r := x.r
 	if body != nil || !hasBody(r) {
 		return nil, true
@@ -181,14 +178,14 @@ func (rt *Runtime) clientStream(x *exchange, body []byte) (*reqStream, bool) {
 		x.w.Header().Set(headerConnection, "close")
 		return nil, false
 	}
-	s := &reqStream{r: r.Body, n: r.ContentLength, max: max, idle: rt.opts.BodyStallTimeout}
+	s := &upstream.BodyStream{R: r.Body, N: r.ContentLength, Max: max, Idle: rt.opts.BodyStallTimeout}
 	if d := rt.opts.BodyReadTimeout; d > 0 {
 		rc := http.NewResponseController(x.w)
 		var end time.Time // zero: no bound on the whole body
 		if t := rt.opts.StreamedBodyTimeout; t > 0 {
 			end = x.start.Add(t)
 		}
-		s.progress = func() {
+		s.Progress = func() {
 			dl := time.Now().Add(d)
 			if !end.IsZero() && end.Before(dl) {
 				dl = end
@@ -203,7 +200,7 @@ func (rt *Runtime) clientStream(x *exchange, body []byte) (*reqStream, bool) {
 func (rt *Runtime) fail(x *exchange, c *compiled, ep, status int, code, msg string) {
 	if !x.wroteHeader {
 		x.wroteHeader = true
-		writeError(x.w, status, code, msg)
+		clienterr.Write(x.w, status, code, msg)
 	}
 	if c == nil {
 		rt.m.Requests.WithLabelValues("", "", strconv.Itoa(status), code).Inc()
@@ -327,6 +324,10 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 		into = h
 	}
 
+	target := r.RequestURI // the client's request target, path and query as sent
+	if target == "" || target[0] != '/' {
+		target = r.URL.RequestURI()
+	}
 	stream, ok := rt.clientStream(x, body)
 	if !ok {
 		rt.fail(x, c, -1, http.StatusRequestEntityTooLarge, CodeBodyTooLarge,
@@ -344,12 +345,14 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 		ep := c.eps[i]
 		ep.active.Add(1)
 		c.epm[i].active.Inc()
-		resp, err := rt.up.roundTrip(ctx, ep.id, c.up, r, body, stream, quiet.firstByte, into)
+		resp, err := rt.sender.Send(ctx, upstream.Leg{
+			Endpoint: c.rule.Endpoints[i], Method: r.Method, Path: target, Header: r.Header,
+			Body: body, Stream: stream, TLS: c.up, HeaderWait: quiet.firstByte, Into: into,
+		})
 		if err != nil {
 			ep.active.Add(-1)
 			c.epm[i].active.Dec()
-			var de *DialError
-			if errors.As(err, &de) && de.NotSent() && ctx.Err() == nil {
+			if upstream.NotSent(err) && ctx.Err() == nil {
 				if c.cb.enabled {
 					c.recordBreaker(i, ep.br.onDialFailure(&c.cb))
 				}
@@ -363,7 +366,7 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 			// net/http cancels ctx on a failed body read, so ctx cannot tell a
 			// stalled client from a gone one here: answer; a gone client
 			// never reads it.
-			var cbe *clientBodyError
+			var cbe *upstream.ClientBodyError
 			if errors.As(err, &cbe) {
 				rt.clientBodyFailed(x, c, i, cbe)
 				return
@@ -394,9 +397,9 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 // clientBodyFailed answers a streamed body the client did not deliver
 // (400) or that ran over the streaming limit (413). The engine saw a cut
 // request, not its fault: the breaker is not fed.
-func (rt *Runtime) clientBodyFailed(x *exchange, c *compiled, i int, e *clientBodyError) {
+func (rt *Runtime) clientBodyFailed(x *exchange, c *compiled, i int, e *upstream.ClientBodyError) {
 	x.w.Header().Set(headerConnection, "close")
-	if e.tooLarge {
+	if e.TooLarge {
 		rt.fail(x, c, i, http.StatusRequestEntityTooLarge, CodeBodyTooLarge,
 			"request body exceeds the streaming limit of "+strconv.FormatInt(rt.opts.MaxStreamedBodyBytes, 10)+" bytes")
 		return
@@ -443,7 +446,7 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 	if c.cb.enabled {
 		c.recordBreaker(i, c.eps[i].br.onResponse(&c.cb, resp.StatusCode))
 	}
-	ub, _ := resp.Body.(*upBody)
+	ub, _ := resp.Body.(upstream.BoundedBody)
 	sse := strings.HasPrefix(resp.Header.Get(headerContentType), contentTypeSSE)
 	var capAt time.Time // zero: no cap
 	idle := quiet.bodyStall
@@ -456,14 +459,14 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 		capAt = x.start.Add(capD)
 	}
 	extend := func() {
-		if ub == nil || ub.buffered() {
+		if ub == nil || ub.Buffered() {
 			return // no read can block: the rest of the body is in memory
 		}
 		d := time.Now().Add(idle)
 		if !capAt.IsZero() && capAt.Before(d) {
 			d = capAt
 		}
-		ub.setReadDeadline(d)
+		ub.SetReadDeadline(d)
 	}
 	extend()
 
@@ -541,61 +544,6 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 	c.latency.Observe(time.Since(x.start).Seconds())
 }
 
-// SendUpstream sends req to ep over the datapath's upstream connection pool
-// and returns the engine's response (the caller must read the body to the end
-// or close it). The request line uses req.URL's path and query; Host is the
-// endpoint's address; req.Body, when set, is read fully first. A connect
-// failure is a *DialError (NotSent() == true): the engine never saw the
-// request, so it may be sent elsewhere. Any other error means it may have.
-// The P/D sequences use this to send their legs.
-func (rt *Runtime) SendUpstream(ctx context.Context, ep spec.Endpoint, req *http.Request) (*http.Response, error) {
-	var body []byte
-	if req.Body != nil && req.Body != http.NoBody {
-		b, err := io.ReadAll(req.Body)
-		_ = req.Body.Close()
-		if err != nil {
-			return nil, fmt.Errorf("reading leg body for %s: %w", ep.ID, err)
-		}
-		body = b
-	}
-	out := *req
-	out.RequestURI = "" // always build the request line from URL
-	resp, err := rt.up.roundTrip(ctx, ep.ID, nil, &out, body, nil, 0, nil)
-	if err != nil {
-		var de *DialError
-		if errors.As(err, &de) {
-			return nil, de
-		}
-		return nil, fmt.Errorf("send to %s: %w", ep.ID, err)
-	}
-	return resp, nil
-}
-
-// SendLeg is SendUpstream for a leg whose body is already in memory (the P/D
-// sequences' pd.Leg: endpoint, path, header, body), without re-reading it.
-// path is the request target ("/v1/completions", optionally with a query).
-// Errors are as for SendUpstream; a nil body sends Content-Length: 0 on POST.
-func (rt *Runtime) SendLeg(ctx context.Context, ep spec.Endpoint, method, path string, h http.Header, body []byte) (*http.Response, error) {
-	return rt.sendLeg(ctx, nil, ep, method, path, h, body)
-}
-
-// sendLeg is SendLeg over tc (nil: plaintext), the rule's TLS to engines.
-func (rt *Runtime) sendLeg(ctx context.Context, tc *upTLS, ep spec.Endpoint, method, path string, h http.Header, body []byte) (*http.Response, error) {
-	if h == nil {
-		h = http.Header{}
-	}
-	req := &http.Request{Method: method, URL: &url.URL{Path: path}, RequestURI: path, Header: h, Host: ep.ID}
-	resp, err := rt.up.roundTrip(ctx, ep.ID, tc, req, body, nil, 0, nil)
-	if err != nil {
-		var de *DialError
-		if errors.As(err, &de) {
-			return nil, de
-		}
-		return nil, fmt.Errorf("send leg to %s: %w", ep.ID, err)
-	}
-	return resp, nil
-}
-
 // prepareOutboundHeader strips hop-by-hop headers (and those named in
 // Connection) and appends the client to X-Forwarded-For. It edits the
 // inbound header in place: the handler owns it and it is reused by retries.
@@ -662,9 +610,9 @@ func strconvQuote(s string) string {
 
 // requestBytes is the request body size sent to the engine: the buffered
 // body, or what the streamed one delivered.
-func requestBytes(body []byte, s *reqStream) uint64 {
+func requestBytes(body []byte, s *upstream.BodyStream) uint64 {
 	if s != nil {
-		return uint64(s.sent)
+		return uint64(s.Sent())
 	}
 	return uint64(len(body))
 }

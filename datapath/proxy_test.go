@@ -3,7 +3,6 @@ package datapath
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -344,41 +343,40 @@ func TestDialFailureRetriedAndAllFail(t *testing.T) {
 	}
 }
 
-func TestSendUpstreamDialErrorNotSent(t *testing.T) {
-	rt, _ := newTestRuntime(t, testOptions())
-	ep := epFor(t, fmt.Sprintf("127.0.0.1:%d", freePort(t)), 1)
-	req, _ := http.NewRequest(http.MethodPost, "http://placeholder/v1/completions", nil)
-	_, err := rt.SendUpstream(context.Background(), ep, req)
-	var de *DialError
-	if !errors.As(err, &de) || !de.NotSent() {
-		t.Fatalf("err = %v, want *DialError with NotSent", err)
+// TestBodyReadDeadline: a client that stalls mid-body gets a 400 once the
+// body deadline (the listener's ReadTimeout) passes, while a stream lasting
+// twice that deadline after a complete body is relayed to its end.
+func TestBodyReadDeadline(t *testing.T) {
+	o := testOptions()
+	o.BodyReadTimeout = 300 * time.Millisecond
+	rt, _ := newTestRuntime(t, o)
+	e := startEngine(t, "slow", func(fo *fakeengine.Options) { fo.TokenDelay = 150 * time.Millisecond; fo.Tokens = 5 })
+	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, epFor(t, e.Addr(), 1))
+	if err := rt.Install(nil, r); err != nil {
+		t.Fatal(err)
 	}
-}
 
-func TestSendLeg(t *testing.T) {
-	rt, _ := newTestRuntime(t, testOptions())
-	e := startEngine(t, "leg")
-	h := http.Header{}
-	h.Set(HeaderRequestID, "leg-1")
-	for k := range 3 { // the second and third reuse the pooled connection
-		resp, err := rt.SendLeg(context.Background(), epFor(t, e.Addr(), 1), http.MethodPost, "/v1/completions", h, []byte(completionBody))
-		if err != nil {
-			t.Fatalf("leg %d: %v", k, err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 || !strings.Contains(string(b), "tok0") {
-			t.Fatalf("leg %d: %d %s", k, resp.StatusCode, b)
-		}
+	res := post(t, testClient(), ruleURL(r)+"/v1/completions", `{"stream":true}`)
+	if res.status != http.StatusOK || strings.Count(res.body, "data:") < 5 || !strings.Contains(res.body, "[DONE]") {
+		t.Fatalf("stream longer than the body deadline: %d %q", res.status, res.body)
 	}
-	reqs := e.Requests()
-	if len(reqs) != 3 || string(reqs[2].Body) != completionBody || reqs[2].RequestID != "leg-1" {
-		t.Fatalf("engine saw %+v", reqs)
+
+	nc, err := net.DialTimeout("tcp", strings.TrimPrefix(ruleURL(r), "http://"), time.Second)
+	if err != nil {
+		t.Fatal(err)
 	}
-	_, err := rt.SendLeg(context.Background(), epFor(t, fmt.Sprintf("127.0.0.1:%d", freePort(t)), 1), http.MethodPost, "/v1/completions", nil, nil)
-	var de *DialError
-	if !errors.As(err, &de) || !de.NotSent() {
-		t.Fatalf("dead endpoint: %v, want *DialError", err)
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(nc, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{\""); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || resp.Header.Get(HeaderError) != CodeBadRequestBody {
+		t.Fatalf("stalled body: %d %v", resp.StatusCode, resp.Header)
 	}
 }
 

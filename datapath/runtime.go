@@ -20,8 +20,8 @@ import (
 	"github.com/infergate/infergate/apierror"
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/datapath/ladder"
-	"github.com/infergate/infergate/datapath/pd"
 	"github.com/infergate/infergate/datapath/reqbody"
+	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/spec"
 	"github.com/infergate/infergate/tlsmat"
@@ -40,9 +40,9 @@ type Runtime struct {
 	rx          *metrics.Radix  // Tier 1 match rate, CHWBL picks
 	tm          *metrics.Tenant // API-key enforcement; nil: not exported
 	kv          *kvplane.Plane  // KV-exact state of every rule with kvExactMode
-	sender      pd.Sender       // P/D legs over the shared upstream pool
+	sender      upstream.Sender // every request to an engine: the proxy's and the P/D legs
 	log         logrus.FieldLogger
-	up          *upstream
+	up          *upstream.Client // sender's pools: engine TLS identities, shutdown
 	probeClient *http.Client
 	bufs        sync.Pool       // *[]byte relay buffers
 	gate        *admission.Gate // client connection caps shared by every listener
@@ -54,11 +54,10 @@ type Runtime struct {
 	closed    bool
 	drains    sync.WaitGroup // listeners shutting down
 
-	// TLS (issue 11, tls.go): the SNI certificate store shared by every TLS
-	// listener, the TLS metrics, and ids for engine-side TLS configs.
+	// TLS (tls.go): the SNI certificate store shared by every TLS listener
+	// and the TLS metrics.
 	certs *tlsmat.Store
 	tlsm  *metrics.TLS
-	upSeq atomic.Uint64
 
 	// hookServe, when set (tests only, before any Install), runs at the start
 	// of every request; it lets tests exercise panic recovery.
@@ -135,10 +134,10 @@ func newRuntime(opts Options, m *metrics.Datapath, pdm *metrics.PD, rx *metrics.
 		gate:        admission.New(opts.Admission, edge),
 		bodies:      reqbody.New(opts.Bodies, edge),
 	}
-	rt.up = newUpstream(opts.DialTimeout, opts.MaxIdleConnsPerHost)
+	rt.up = upstream.New(opts.DialTimeout, opts.MaxIdleConnsPerHost, tlsm)
+	rt.sender = rt.up
 	rt.bufs.New = func() any { b := make([]byte, 32<<10); return &b }
 	rt.kv = kvplane.New(opts.KV, kvm, log.WithField("component", "kvplane"))
-	rt.sender = legSender{rt: rt}
 	rt.tlsm = tlsm
 	rt.certs = tlsmat.NewStore(opts.TLS, tlsm, log.WithField("component", "tls"))
 	rt.certs.Start()
@@ -448,7 +447,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	if err := rt.kv.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing KV plane: %w", err))
 	}
-	rt.up.closeIdle()
+	rt.up.CloseIdle()
 	rt.certs.Close()
 	return errors.Join(errs...)
 }

@@ -5,13 +5,16 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/infergate/infergate/datapath/hop"
+	"github.com/infergate/infergate/datapath/pd"
 	"github.com/infergate/infergate/spec"
 )
 
 // The engines' HTTP surface. A single-pool rule forwards every path and
 // method (the engine answers what it does not serve); a P/D rule sorts each
-// request into one of the routes below (pdRouteFor). docs/datapath.md has
-// the table per path and engine.
+// request into one of the routes below (pdRouteFor), asking the engine's
+// dialect which generation APIs it splits. docs/datapath.md has the table
+// per path and engine.
 
 // Paths the datapath treats specially.
 const (
@@ -52,18 +55,10 @@ type pdRoute struct {
 	kind   pdRouteKind
 	role   spec.Role // pdOne: the role that serves it
 	reason string    // pdOne: the unsplit-counter reason
-	// strict (pdOne): only role may serve (no fallback to other roles):
-	// SGLang decodes cannot answer without a prefill room, so a generation
-	// API without P/D goes to a role-0 endpoint or is refused.
+	// strict (pdOne): only role may serve (no fallback to other roles);
+	// the dialect's Split says so (SGLang: a generation API it cannot split
+	// goes to a role-0 endpoint or is refused).
 	strict bool
-}
-
-// generationPaths are the APIs that run the P/D sequence on engines whose
-// transfer works on them (pdTransferAPIs).
-var pdTransferAPIs = map[spec.Engine]map[string]bool{
-	spec.EngineVLLM:   {pathCompletions: true, pathChatCompletions: true, pathResponses: true},
-	spec.EngineSGLang: {pathCompletions: true, pathChatCompletions: true, pathResponses: true},
-	spec.EngineTRTLLM: {pathCompletions: true, pathChatCompletions: true},
 }
 
 // isGenerationPath reports whether path is an API that generates tokens.
@@ -93,22 +88,24 @@ func sidePathRole(path string) (spec.Role, bool) {
 	return 0, false
 }
 
-// pdRouteFor decides how a P/D rule of engine serves method path.
-func pdRouteFor(engine spec.Engine, method, path string) pdRoute {
+// pdRouteFor decides how a P/D rule whose engine's dialect is d serves
+// method path. Which generation APIs split, and who serves the others, is
+// the dialect's knowledge (pd.Dialect.Split); d nil (an engine without a
+// P/D sequence) serves them on a decode.
+func pdRouteFor(d pd.Dialect, method, path string) pdRoute {
 	if isGenerationPath(path) {
-		switch {
-		case method != http.MethodPost:
+		if method != http.MethodPost {
 			// The engine answers (405, usually): relay it from one endpoint.
 			return pdRoute{kind: pdOne, role: spec.RolePrefill, reason: reasonMethod}
-		case pdTransferAPIs[engine][path]:
-			return pdRoute{kind: pdSequence}
-		case engine == spec.EngineSGLang:
-			return pdRoute{kind: pdOne, role: spec.RoleAny, reason: reasonNoTransfer, strict: true}
-		default:
-			// vLLM decodes recompute without kv_transfer_params; TRT-LLM
-			// generation servers serve standalone without disaggregated_params.
-			return pdRoute{kind: pdOne, role: spec.RoleDecode, reason: reasonNoTransfer}
 		}
+		sp := pd.Split{Role: spec.RoleDecode}
+		if d != nil {
+			sp = d.Split(path)
+		}
+		if sp.Sequence {
+			return pdRoute{kind: pdSequence}
+		}
+		return pdRoute{kind: pdOne, role: sp.Role, reason: reasonNoTransfer, strict: sp.Strict}
 	}
 	if role, ok := sidePathRole(path); ok {
 		return pdRoute{kind: pdOne, role: role, reason: reasonSidePath}
@@ -116,11 +113,17 @@ func pdRouteFor(engine spec.Engine, method, path string) pdRoute {
 	return pdRoute{kind: pdRefused}
 }
 
+// pdRoute decides how this P/D rule serves method path (pdRouteFor over
+// the rule's dialect).
+func (c *compiled) pdRoute(method, path string) pdRoute {
+	return pdRouteFor(c.pd.dialect, method, path)
+}
+
 // isUpgrade reports a protocol-switch request (WebSocket /v1/realtime,
 // h2c). The engine connection is request/response only, so these are
 // refused with CodeUpgradeRefused rather than half-proxied.
 func isUpgrade(r *http.Request) bool {
-	return len(r.Header[headerUpgrade]) > 0 && headerHasToken(r.Header[headerConnection], "upgrade")
+	return len(r.Header[headerUpgrade]) > 0 && hop.HasToken(r.Header[headerConnection], "upgrade")
 }
 
 // hasBody reports whether the client sends a request body.
@@ -164,7 +167,7 @@ func (c *compiled) bodyForRule(r *http.Request) bool {
 		// Generation bodies run the sequence; JSON side-path bodies are read
 		// too so client transfer state can be removed (servePDOne); uploads
 		// stream through.
-		return pdRouteFor(c.rule.Engine, r.Method, r.URL.Path).kind == pdSequence ||
+		return c.pdRoute(r.Method, r.URL.Path).kind == pdSequence ||
 			routableContentType(r.Header.Get(headerContentType))
 	}
 	// Keyed rules read a JSON body for the key's model allow-list and the

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/infergate/infergate/datapath/pd"
 	"github.com/infergate/infergate/spec"
 )
 
@@ -44,7 +45,11 @@ func TestPDRouteFor(t *testing.T) {
 		{v, get, "/v1/modelsx", pdRoute{kind: pdRefused}},
 	}
 	for _, tc := range tests {
-		if got := pdRouteFor(tc.engine, tc.method, tc.path); got != tc.want {
+		d, ok := pd.For(tc.engine)
+		if !ok {
+			t.Fatalf("no dialect for %s", tc.engine)
+		}
+		if got := pdRouteFor(d, tc.method, tc.path); got != tc.want {
 			t.Errorf("pdRouteFor(%s, %s %s) = %+v, want %+v", tc.engine, tc.method, tc.path, got, tc.want)
 		}
 	}

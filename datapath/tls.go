@@ -3,16 +3,15 @@ package datapath
 import (
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/infergate/infergate/apierror"
-	"github.com/infergate/infergate/datapath/pd"
+	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
 	"github.com/infergate/infergate/tlsmat"
 )
 
-// TLS glue (issue 11). The front door of a listener is admission → TLS →
+// TLS glue. The front door of a listener is admission → TLS →
 // HTTP: the TLS layer is tlsmat.Frontend wrapping the accepted net.Listener
 // (tls.NewListener with a per-listener GetConfigForClient), and everything
 // about certificates lives in tlsmat. This file turns a rule's spec.TLS into
@@ -27,6 +26,10 @@ type ruleTLS struct {
 	up    *upTLS       // engine side (security 2)
 	probe *http.Client
 }
+
+// upTLS is a generation's TLS to its engines (compiled.up): every leg it
+// sends carries it, so its connections are pooled apart.
+type upTLS = upstream.TLS
 
 func (t *ruleTLS) release() {
 	if t != nil {
@@ -52,7 +55,7 @@ func (rt *Runtime) buildTLS(r *spec.Rule) (*ruleTLS, error) {
 			site.Close()
 			return nil, materialError(err)
 		}
-		t.up = &upTLS{cfg: cfg, id: strconv.FormatUint(rt.upSeq.Add(1), 10), m: rt.tlsm}
+		t.up = rt.up.NewTLS(cfg)
 		t.probe = &http.Client{
 			Transport: &http.Transport{
 				DisableKeepAlives:  true,
@@ -124,14 +127,6 @@ func (ln *listener) setHSTS(w http.ResponseWriter, r *http.Request) {
 	if v := ln.fe.HSTS(r); v != "" {
 		w.Header()[headerHSTS] = []string{v}
 	}
-}
-
-// sender is the P/D leg sender of the generation: over TLS for security 2.
-func (c *compiled) sender(rt *Runtime) pd.Sender {
-	if c.up == nil {
-		return rt.sender
-	}
-	return legSender{rt: rt, tc: c.up}
 }
 
 // probeClient is the HTTP client of the generation's probes.

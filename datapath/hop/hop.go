@@ -35,3 +35,16 @@ func Strip(h http.Header) {
 		delete(h, k)
 	}
 }
+
+// HasToken reports whether a comma-separated header (Connection, for one)
+// holds tok, compared case-insensitively.
+func HasToken(vv []string, tok string) bool {
+	for _, v := range vv {
+		for f := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(f), tok) {
+				return true
+			}
+		}
+	}
+	return false
+}

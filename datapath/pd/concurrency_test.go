@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/datapath/pd"
+	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
 )
 
@@ -46,8 +47,8 @@ func TestConcurrentRequests(t *testing.T) {
 		t.Run(string(engine), func(t *testing.T) {
 			f := startFleet(t, engine)
 			d := mustDialect(t, engine)
-			sender := pd.NewHTTPSender(time.Second)
-			defer sender.Close()
+			sender := upstream.New(time.Second, 64, nil)
+			defer sender.CloseIdle()
 			pair := pd.Pair{Prefill: f.prefill.Endpoint(), Decode: f.dec.Endpoint()}
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				b, _ := io.ReadAll(r.Body)

@@ -1,9 +1,20 @@
-// Package pd runs the engine-specific prefill/decode (P/D) sequences behind
-// one small interface. The datapath picks a Pair of endpoints, looks up the
-// rule's Dialect with For/New (keyed by kvEngineType; llama.cpp has none) and
-// calls Serve, which sends the upstream legs through a Sender, writes the
-// client response and returns an Outcome the datapath feeds to its breaker
-// and to Record (metrics). pd never imports datapath; it sits below it.
+// Package pd holds everything infergate knows about each engine's
+// prefill/decode (P/D) protocol, one Dialect per engine (one file each,
+// registered in one map by kvEngineType; llama.cpp has none). A Dialect
+// runs the engine's sequence (Serve), says which generation APIs the
+// engine's transfer covers and who serves the others whole (Split), and
+// names the client body fields that are its transfer state
+// (TransferFields; the union of every dialect's is stripped on every P/D
+// path, StripClientTransferState). The datapath picks a Pair of endpoints,
+// looks up the rule's Dialect with For/New and calls Serve, which sends the
+// upstream legs through an upstream.Sender, writes the client response and
+// returns an Outcome the datapath feeds to its breaker and to Record
+// (metrics). pd never imports datapath; it sits below it.
+//
+// Each Serve runs as one per-request seq (seq.go): the request, pair,
+// sender, options, outcome and log fixed once, so the shared steps
+// (prefill with failover, decode with failover, relay) and SGLang's dual
+// dispatch and fan-out take only what differs between their calls.
 //
 // Dialects (one file each):
 //   - vLLM (vllm.go), sequential: a one-token prefill carrying
@@ -30,13 +41,12 @@
 //
 // Outcome is the only side channel: Serve never touches metrics or the
 // breaker. The datapath calls Record(m, rule, outcome) for metrics and feeds
-// each LegResult (NotSent = connect failure, Died = post-connect death,
-// Status >= 500 = origin error) to its breaker. HTTPSender is a plain-HTTP
-// Sender whose dial failures are *NotSentError; the datapath may supply its
-// own transport instead.
+// each LegResult (NotSent = connect failure, an *upstream.DialError; Died =
+// post-connect death; Status >= 500 = origin error) to its breaker.
 //
 // Errors infergate generates are OpenAI-shaped
-// {"error":{"message","type","code"}} with header X-Infergate-Error: <code>.
+// {"error":{"message","type","code"}} with header X-Infergate-Error: <code>,
+// rendered by clienterr like every other gateway error.
 // Every leg has its own deadline (Options); when one leg fails its sibling is
 // cancelled at once, and cancelling ctx (client gone) cancels both. Serve
 // returns only after every goroutine and upstream connection it started has

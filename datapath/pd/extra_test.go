@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/infergate/infergate/datapath/clienterr"
 	"github.com/infergate/infergate/datapath/pd"
 	"github.com/infergate/infergate/internal/pdfake"
 	"github.com/infergate/infergate/spec"
@@ -191,8 +192,8 @@ func TestUnreachableDecode(t *testing.T) {
 		t.Run(string(engine), func(t *testing.T) {
 			f := startFleet(t, engine)
 			res := f.do(t, mustDialect(t, engine), pathCompletions, clientBody(pathCompletions, false), pd.Pair{Prefill: f.prefill.Endpoint(), Decode: dead}, 0)
-			if res.status != 503 || res.header.Get(pd.HeaderError) != pd.CodePoolUnavailable {
-				t.Errorf("client got %d %q: %s", res.status, res.header.Get(pd.HeaderError), res.body)
+			if res.status != 503 || res.header.Get(clienterr.Header) != pd.CodePoolUnavailable {
+				t.Errorf("client got %d %q: %s", res.status, res.header.Get(clienterr.Header), res.body)
 			}
 			last := res.out.Legs[len(res.out.Legs)-1]
 			if last.Phase != pd.PhaseDecode || !last.NotSent {
@@ -207,7 +208,7 @@ func TestInvalidBody(t *testing.T) {
 	for _, engine := range engines {
 		f := startFleet(t, engine)
 		res := f.do(t, mustDialect(t, engine), pathCompletions, `["not an object"]`, pd.Pair{Prefill: f.prefill.Endpoint(), Decode: f.dec.Endpoint()}, 0)
-		if res.status != 400 || res.header.Get(pd.HeaderError) != pd.CodeInvalidBody {
+		if res.status != 400 || res.header.Get(clienterr.Header) != pd.CodeInvalidBody {
 			t.Errorf("%s: client got %d: %s", engine, res.status, res.body)
 		}
 		if n := len(f.prefill.Records()) + len(f.dec.Records()); n != 0 {
@@ -277,7 +278,7 @@ func TestUnreachableDecodeNoAlternate(t *testing.T) {
 	f := startFleet(t, spec.EngineVLLM)
 	pair := pd.Pair{Prefill: f.prefill.Endpoint(), Decode: dead, AltDecode: []spec.Endpoint{dead}}
 	res := f.do(t, mustDialect(t, spec.EngineVLLM), pathCompletions, clientBody(pathCompletions, false), pair, 0)
-	if res.status != 503 || res.header.Get(pd.HeaderError) != pd.CodePoolUnavailable {
+	if res.status != 503 || res.header.Get(clienterr.Header) != pd.CodePoolUnavailable {
 		t.Errorf("every decode unreachable: client got %d %s", res.status, res.body)
 	}
 }

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-
-	"github.com/sirupsen/logrus"
 )
 
 // SGLang fan-out: one bootstrap room serves one sample of one prompt, so a
@@ -74,12 +72,13 @@ type fanOutError struct{ msg string }
 
 func (e *fanOutError) Error() string { return e.msg }
 
-// fanOut serves a multi-sample SGLang request (see the file comment).
-func (d *sglang) fanOut(ctx context.Context, w http.ResponseWriter, o *Outcome, req *Request, obj *object,
-	header http.Header, pair Pair, port uint16, s Sender, log logrus.FieldLogger) {
-	units, err := fanOutUnits(obj, req.Path)
+// fanOut serves a multi-sample SGLang request (see the file comment). Each
+// unit runs as its own sgSeq: its own context, writer, outcome, body and
+// request id, on the same pair.
+func (q sgSeq) fanOut() {
+	units, err := fanOutUnits(&q.obj, q.req.Path)
 	if err != nil {
-		writeError(w, o, PhasePrefill, http.StatusBadRequest, CodeShapeUnsupported, "sglang prefill/decode fan-out: "+err.Error())
+		q.fail(PhasePrefill, http.StatusBadRequest, CodeShapeUnsupported, "sglang prefill/decode fan-out: "+err.Error())
 		return
 	}
 	// One context per unit: a failing unit must finish writing its answer
@@ -97,28 +96,30 @@ func (d *sglang) fanOut(ctx context.Context, w http.ResponseWriter, o *Outcome, 
 	outs := make([]Outcome, len(units))
 	var wg sync.WaitGroup
 	for i := range units {
-		uctx, c := context.WithCancel(ctx)
+		uctx, c := context.WithCancel(q.ctx)
 		cancels[i] = c
-		h := header.Clone()
-		if req.RequestID != "" {
-			h.Set(headerRequestID, req.RequestID+"-"+strconv.Itoa(i)) // engines key on it: one per dispatch
-		}
 		sw := &sampleWriter{i: i, ctx: uctx, out: msgs, h: http.Header{}}
+		u := *q.seq
+		u.ctx, u.w, u.o, u.obj = uctx, sw, &outs[i], units[i].obj
+		u.head = q.head.Clone()
+		if q.req.RequestID != "" {
+			u.head.Set(headerRequestID, q.req.RequestID+"-"+strconv.Itoa(i)) // engines key on it: one per dispatch
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d.serveOne(uctx, sw, &outs[i], req.Path, h, &units[i].obj, pair, port, s, log)
+			sgSeq{seq: &u, port: q.port}.serveOne()
 			sw.send(sampleMsg{i: i, kind: msgEnd})
 		}()
 	}
 	go func() { wg.Wait(); close(msgs) }()
 
-	m := &fanMerger{w: w, units: units, samples: make([]sampleState, len(units))}
-	m.run(ctx, msgs, cancelAll)
+	m := &fanMerger{w: q.w, units: units, samples: make([]sampleState, len(units))}
+	m.run(q.ctx, msgs, cancelAll)
 	cancelAll(-1)
 	for range msgs { // let every unit finish
 	}
-	m.outcome(o, outs, ctx)
+	m.outcome(q.o, outs, q.ctx)
 }
 
 // Kinds of sampleMsg.

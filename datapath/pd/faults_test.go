@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infergate/infergate/datapath/clienterr"
 	"github.com/infergate/infergate/datapath/pd"
 	"github.com/infergate/infergate/internal/pdfake"
 	"github.com/infergate/infergate/spec"
@@ -177,8 +178,8 @@ func TestLegFaults(t *testing.T) {
 				if res.status != tc.status {
 					t.Errorf("client status = %d, want %d; body %s", res.status, tc.status, res.body)
 				}
-				if got := res.header.Get(pd.HeaderError); got != tc.code {
-					t.Errorf("%s = %q, want %q", pd.HeaderError, got, tc.code)
+				if got := res.header.Get(clienterr.Header); got != tc.code {
+					t.Errorf("%s = %q, want %q", clienterr.Header, got, tc.code)
 				}
 				if tc.code != "" {
 					var eb struct {

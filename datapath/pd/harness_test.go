@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/datapath/pd"
+	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/internal/pdfake"
 	"github.com/infergate/infergate/spec"
 	"github.com/sirupsen/logrus"
@@ -120,8 +121,8 @@ func (f *fleet) do(t *testing.T, d pd.Dialect, path, body string, pair pd.Pair, 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sender := pd.NewHTTPSender(time.Second)
-	defer sender.Close()
+	sender := upstream.New(time.Second, 64, nil)
+	defer sender.CloseIdle()
 	outc := make(chan pd.Outcome, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)

@@ -3,6 +3,7 @@ package pd
 import (
 	"time"
 
+	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
 )
 
@@ -73,7 +74,7 @@ func (o *Outcome) leg(r LegResult) { o.Legs = append(o.Legs, r) }
 func legFor(p Phase, ep spec.Endpoint, status int, err error, d time.Duration) LegResult {
 	r := LegResult{Phase: p, Endpoint: ep, Status: status, Err: err, Duration: d}
 	if err != nil {
-		if notSent(err) {
+		if upstream.NotSent(err) {
 			r.NotSent = true
 		} else {
 			r.Died = true

@@ -2,28 +2,13 @@ package pd
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
+	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
 	"github.com/sirupsen/logrus"
 )
-
-// Leg is one upstream request of a P/D sequence.
-type Leg struct {
-	Endpoint spec.Endpoint
-	Path     string
-	Header   http.Header
-	Body     []byte
-}
-
-// Sender delivers a leg to an engine. An error implementing
-// interface{ NotSent() bool } with NotSent()==true means the engine provably
-// never received the request (safe to retry elsewhere).
-type Sender interface {
-	Send(ctx context.Context, leg Leg) (*http.Response, error)
-}
 
 // Request is the client request as the datapath accepted it. Body is the
 // complete client body; Serve never modifies it.
@@ -50,12 +35,43 @@ func (p Pair) decodes() []spec.Endpoint {
 	return append([]spec.Endpoint{p.Decode}, p.AltDecode...)
 }
 
-// Dialect runs one engine's P/D sequence for one request and writes the
-// client response to w. It never panics on engine input and returns only
-// after every leg it started has finished or been cancelled.
+// Dialect is everything infergate knows about one engine's P/D: the
+// sequence it runs, which APIs it splits, and which client body fields are
+// its transfer state. Adding an engine is adding a file with one Dialect
+// and registering it in dialects.
 type Dialect interface {
-	Serve(ctx context.Context, w http.ResponseWriter, req *Request, pair Pair, s Sender) Outcome
+	// Serve runs the engine's P/D sequence for one request over s and
+	// writes the client response to w. It never panics on engine input and
+	// returns only after every leg it started has finished or been
+	// cancelled.
+	Serve(ctx context.Context, w http.ResponseWriter, req *Request, pair Pair, s upstream.Sender) Outcome
+	// Split says how the engine serves a POST to the generation API path
+	// (exact path, no query): through Serve, or whole on one endpoint.
+	Split(path string) Split
+	// TransferFields are the top-level request body fields through which
+	// this engine's KV transfer is steered. A client may never set them on
+	// a P/D rule (StripClientTransferState, and every leg Serve builds).
+	TransferFields() []string
 }
+
+// Split is how an engine's P/D serves a POST to one generation API.
+type Split struct {
+	// Sequence: the engine's KV transfer works on this API; Serve runs it.
+	Sequence bool
+	// Role serves the request whole, without a transfer, when Sequence is
+	// false; another usable role takes it when Role has none, unless Strict.
+	Role spec.Role
+	// Strict: only Role may serve it (an SGLang decode cannot answer
+	// without a prefill's bootstrap room, so only a role-0 endpoint may).
+	Strict bool
+}
+
+// The generation APIs a dialect may split.
+const (
+	pathCompletions     = "/v1/completions"
+	pathChatCompletions = "/v1/chat/completions"
+	pathResponses       = "/v1/responses"
+)
 
 // Timeouts are the daemon's bounds on a P/D sequence's engine legs, with
 // the one default of each knob: datapath.Options embeds them (the single
@@ -163,14 +179,6 @@ func New(engine spec.Engine, opts Options) (Dialect, bool) {
 	return mk(opts.withDefaults()), true
 }
 
-// notSent reports whether err says the engine provably never received the
-// request (the Sender's contract). Retry policy keys off this, never off
-// error strings.
-func notSent(err error) bool {
-	var ns interface{ NotSent() bool }
-	return errors.As(err, &ns) && ns.NotSent()
-}
-
 // logFields are the structured fields of every dialect log line. Bodies and
 // transfer objects are never logged.
 func logFields(e spec.Engine, req *Request) logrus.Fields {
@@ -181,26 +189,27 @@ func logFields(e spec.Engine, req *Request) logrus.Fields {
 	return f
 }
 
-// clientObject parses the client body every dialect rewrites; a body that
-// is not a JSON object is answered 400 pd_invalid_body naming the path, an
-// n that is not a positive integer 400 pd_invalid_n, and one whose
+// clientObject parses the client body every dialect rewrites into q.obj; a
+// body that is not a JSON object is answered 400 pd_invalid_body naming the
+// path, an n that is not a positive integer 400 pd_invalid_n, and one whose
 // request_id carries vLLM's peer markers 400 request_id_reserved, before
 // any leg is sent.
-func clientObject(w http.ResponseWriter, o *Outcome, req *Request) (object, bool) {
-	obj, err := parseObject(req.Body)
+func (q *seq) clientObject() bool {
+	obj, err := parseObject(q.req.Body)
 	if err != nil {
-		writeError(w, o, PhasePrefill, http.StatusBadRequest, CodeInvalidBody,
-			"the body of POST "+req.Path+" must be a JSON object on a prefill/decode rule")
-		return object{}, false
+		q.fail(PhasePrefill, http.StatusBadRequest, CodeInvalidBody,
+			"the body of POST "+q.req.Path+" must be a JSON object on a prefill/decode rule")
+		return false
 	}
 	if err := checkN(&obj); err != nil {
-		writeError(w, o, PhasePrefill, http.StatusBadRequest, CodeInvalidN, err.Error())
-		return object{}, false
+		q.fail(PhasePrefill, http.StatusBadRequest, CodeInvalidN, err.Error())
+		return false
 	}
 	if obj.reservedRequestID() {
-		writeError(w, o, PhasePrefill, http.StatusBadRequest, CodeRequestIDReserved, msgRequestIDReserved)
-		return object{}, false
+		q.fail(PhasePrefill, http.StatusBadRequest, CodeRequestIDReserved, msgRequestIDReserved)
+		return false
 	}
-	o.ClientTransferFields = obj.countTransferFields()
-	return obj, true
+	q.o.ClientTransferFields = obj.countTransferFields()
+	q.obj = obj
+	return true
 }

@@ -212,7 +212,8 @@ func TestRelayDetectsSplitDone(t *testing.T) {
 		buf := make([]byte, 64)
 		log := logrus.New()
 		log.SetOutput(io.Discard)
-		res := relay(context.Background(), w, peek{resp: resp}, buf, Options{StreamIdleTimeout: 50 * time.Millisecond, BodyIdleTimeout: time.Hour}, cancel, log)
+		q := &seq{ctx: context.Background(), w: w, opts: Options{StreamIdleTimeout: 50 * time.Millisecond, BodyIdleTimeout: time.Hour}, log: log}
+		res := q.relay(peek{resp: resp}, buf, cancel)
 		cancel()
 		if !res.idle {
 			t.Errorf("relay did not end on idle: %+v", res)

@@ -3,7 +3,10 @@ package pd
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
+
+	"github.com/infergate/infergate/spec"
 )
 
 // Client transfer state: what engines read to steer a KV transfer. On a
@@ -35,14 +38,27 @@ const (
 )
 
 // transferFields are the top-level body fields a client may never set on a
-// P/D rule: vLLM's kv_transfer_params, SGLang's bootstrap triple and
-// TensorRT-LLM's disaggregated_params. All engines' fields are stripped
-// whatever the rule's engine, so a body is safe on any fleet.
-var transferFields = [...]string{
-	fieldKVTransferParams,
-	fieldBootstrapHost, fieldBootstrapPort, fieldBootstrapRoom,
-	fieldDisaggParams,
-}
+// P/D rule: every registered dialect's TransferFields (vLLM's
+// kv_transfer_params, SGLang's bootstrap triple, TensorRT-LLM's
+// disaggregated_params). All engines' fields are stripped whatever the
+// rule's engine, so a body is safe on any fleet. Read-only after package
+// initialisation.
+var transferFields = func() []string {
+	engines := make([]spec.Engine, 0, len(dialects))
+	for e := range dialects {
+		engines = append(engines, e)
+	}
+	slices.Sort(engines) // a stable order for a stable scan
+	var fields []string
+	for _, e := range engines {
+		for _, f := range dialects[e](Options{}).TransferFields() {
+			if !slices.Contains(fields, f) {
+				fields = append(fields, f)
+			}
+		}
+	}
+	return fields
+}()
 
 // ReservedRequestID reports whether a client request id carries vLLM's
 // peer-address markers. Matching is case-insensitive: no legitimate id

@@ -1,6 +1,7 @@
 package pd
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -111,5 +112,17 @@ func TestShouldRetryDecode(t *testing.T) {
 		if got := shouldRetryDecode(tc.l, tc.haveAlt); got != tc.want {
 			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestTransferFieldsUnion: the fields stripped on every P/D path are every
+// registered engine's, whatever the rule's engine.
+func TestTransferFieldsUnion(t *testing.T) {
+	want := []string{"kv_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room", "disaggregated_params"}
+	got := slices.Clone(transferFields)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("transferFields = %q, want %q", got, want)
 	}
 }

@@ -7,9 +7,58 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
 	"github.com/sirupsen/logrus"
 )
+
+// seq is one request's run through a dialect: what every step of the
+// sequence needs, fixed when Serve starts, so a step takes only what
+// differs between its calls (the leg, the endpoint, the attempt). A
+// fanned-out SGLang request runs one copy per unit, each with its own ctx,
+// writer, outcome and body.
+type seq struct {
+	ctx  context.Context
+	w    http.ResponseWriter
+	req  *Request
+	pair Pair
+	s    upstream.Sender
+	opts Options
+	o    *Outcome
+	log  logrus.FieldLogger
+	obj  object      // the client body, parsed once (clientObject)
+	head http.Header // the legs' header, for dialects that share one
+}
+
+// serve is every dialect's Serve: it times the request, parses the client
+// body (refusing what no engine can take) and runs the engine's sequence
+// on q.
+func serve(q *seq, engine spec.Engine, run func(q *seq)) Outcome {
+	start := time.Now()
+	o := Outcome{Engine: engine}
+	q.o = &o
+	q.log = q.opts.Log.WithFields(logFields(engine, q.req))
+	if q.clientObject() {
+		run(q)
+	}
+	o.Total = time.Since(start)
+	return o
+}
+
+// fail answers an error infergate generates and records it in the outcome.
+func (q *seq) fail(phase Phase, status int, code, msg string) {
+	writeError(q.w, q.o, phase, status, code, msg)
+}
+
+// sharedHeader is legHeader with the datapath's request id: the one header
+// of every leg of dialects whose legs need no id of their own.
+func (q *seq) sharedHeader() http.Header {
+	h := legHeader(q.req.Header)
+	if q.req.RequestID != "" {
+		h.Set(headerRequestID, q.req.RequestID)
+	}
+	return h
+}
 
 // Helpers shared by the sequential dialects (vLLM, TensorRT-LLM): a buffered
 // prefill/context leg, then a relayed decode/generation leg.
@@ -22,19 +71,19 @@ type prefillResult struct {
 	overflow bool // response exceeded MaxPrefillResponse
 }
 
-// runPrefill sends a prefill leg under its own timeout and buffers the reply:
-// its bytes are never relayed except on a 4xx or an early exit.
-func runPrefill(ctx context.Context, s Sender, leg Leg, opts Options) prefillResult {
-	pctx, cancel := context.WithTimeout(ctx, opts.PrefillTimeout)
+// sendPrefill sends a prefill leg under its own timeout and buffers the
+// reply: its bytes are never relayed except on a 4xx or an early exit.
+func (q *seq) sendPrefill(leg upstream.Leg) prefillResult {
+	pctx, cancel := context.WithTimeout(q.ctx, q.opts.PrefillTimeout)
 	defer cancel()
 	start := time.Now()
 	var r prefillResult
-	resp, err := s.Send(pctx, leg)
+	resp, err := q.s.Send(pctx, leg)
 	status := 0
 	if err == nil {
 		status = resp.StatusCode
 		r.header = resp.Header
-		r.body, err = readCapped(resp.Body, opts.MaxPrefillResponse)
+		r.body, err = readCapped(resp.Body, q.opts.MaxPrefillResponse)
 		resp.Body.Close()
 		if errors.Is(err, errTooLarge) {
 			// The engine answered but too much: not a transport death.
@@ -44,7 +93,7 @@ func runPrefill(ctx context.Context, s Sender, leg Leg, opts Options) prefillRes
 	r.leg = legFor(PhasePrefill, leg.Endpoint, status, err, time.Since(start))
 	if err != nil {
 		switch {
-		case ctx.Err() != nil:
+		case q.ctx.Err() != nil:
 			r.leg.Cancelled, r.leg.Died = true, false
 		case errors.Is(pctx.Err(), context.DeadlineExceeded):
 			r.leg.TimedOut, r.leg.Died = true, false
@@ -68,11 +117,11 @@ type prefillWords struct {
 // (KVTransferFailed). build makes the leg for a given prefill, so a dialect
 // can mint fresh per-dispatch ids. done means the client has been answered;
 // otherwise ok reports a usable (non-failed) response in r.
-func prefillWithFailover(ctx context.Context, w http.ResponseWriter, s Sender, pair Pair, build func(prefill spec.Endpoint) Leg,
-	opts Options, o *Outcome, log logrus.FieldLogger, words prefillWords) (r prefillResult, prefill spec.Endpoint, ok, done bool) {
-	prefill = pair.Prefill
+func (q *seq) prefillWithFailover(build func(prefill spec.Endpoint) upstream.Leg, words prefillWords) (r prefillResult, prefill spec.Endpoint, ok, done bool) {
+	o := q.o
+	prefill = q.pair.Prefill
 	for attempt := 0; ; attempt++ {
-		r = runPrefill(ctx, s, build(prefill), opts)
+		r = q.sendPrefill(build(prefill))
 		o.leg(r.leg)
 		o.Prefill = r.leg.Duration
 		switch {
@@ -80,10 +129,10 @@ func prefillWithFailover(ctx context.Context, w http.ResponseWriter, s Sender, p
 			clientGone(o, PhasePrefill)
 			return r, prefill, false, true
 		case r.leg.TimedOut:
-			writeError(w, o, PhasePrefill, http.StatusGatewayTimeout, CodePrefillTimeout, words.leg+" did not complete in time")
+			q.fail(PhasePrefill, http.StatusGatewayTimeout, CodePrefillTimeout, words.leg+" did not complete in time")
 			return r, prefill, false, true
 		case r.leg.Err == nil && r.leg.Status >= 400 && r.leg.Status < 500:
-			writeBuffered(w, r.leg.Status, r.header, r.body)
+			writeBuffered(q.w, r.leg.Status, r.header, r.body)
 			o.Status, o.Relayed, o.FailedPhase = r.leg.Status, true, PhasePrefill
 			return r, prefill, false, true
 		case r.overflow:
@@ -91,13 +140,13 @@ func prefillWithFailover(ctx context.Context, w http.ResponseWriter, s Sender, p
 			return r, prefill, false, false
 		case !shouldRetryPrefill(r.leg):
 			return r, prefill, true, false
-		case attempt == 0 && len(pair.AltPrefill) > 0:
-			log.WithFields(logrus.Fields{"endpoint": prefill.ID, "status": r.leg.Status, "error": r.leg.Err}).
+		case attempt == 0 && len(q.pair.AltPrefill) > 0:
+			q.log.WithFields(logrus.Fields{"endpoint": prefill.ID, "status": r.leg.Status, "error": r.leg.Err}).
 				Warn("pd: " + words.leg + " failed, retrying on another " + words.leg)
-			prefill = pair.AltPrefill[0]
+			prefill = q.pair.AltPrefill[0]
 			o.PrefillFailover = true
 		default:
-			log.WithFields(logrus.Fields{"endpoint": prefill.ID, "status": r.leg.Status, "error": r.leg.Err}).
+			q.log.WithFields(logrus.Fields{"endpoint": prefill.ID, "status": r.leg.Status, "error": r.leg.Err}).
 				Warn("pd: " + words.leg + " failed, " + words.fallback)
 			o.KVTransferFailed = true
 			return r, prefill, false, false
@@ -128,31 +177,32 @@ func shouldRetryDecode(l LegResult, haveAlt bool) bool {
 	return haveAlt && l.NotSent && !l.TimedOut && !l.Cancelled
 }
 
-// serveDecode sends the decode leg built for decodes[0] and relays its
-// response; a connect failure moves on to the next decode
+// serveDecode sends the decode leg built for the pair's decode and relays
+// its response; a connect failure moves on to the next decode
 // (shouldRetryDecode). The decode first byte must arrive within
 // DecodeTimeout, per attempt.
-func serveDecode(ctx context.Context, w http.ResponseWriter, s Sender, decodes []spec.Endpoint, build func(decode spec.Endpoint) Leg,
-	opts Options, o *Outcome, log logrus.FieldLogger) {
+func (q *seq) serveDecode(build func(decode spec.Endpoint) upstream.Leg) {
+	decodes := q.pair.decodes()
 	for k, d := range decodes {
-		if !decodeOnce(ctx, w, s, build(d), k+1 < len(decodes), opts, o, log) {
+		if !q.decodeOnce(build(d), k+1 < len(decodes)) {
 			return
 		}
-		o.DecodeFailover = true
-		log.WithFields(logrus.Fields{"endpoint": d.ID, "next": decodes[k+1].ID}).Warn("pd: decode unreachable, retrying on another decode")
+		q.o.DecodeFailover = true
+		q.log.WithFields(logrus.Fields{"endpoint": d.ID, "next": decodes[k+1].ID}).Warn("pd: decode unreachable, retrying on another decode")
 	}
 }
 
 // decodeOnce runs one decode attempt. retry: the connection failed before
 // the engine got the request and haveAlt allows another decode; nothing
 // was written to the client.
-func decodeOnce(ctx context.Context, w http.ResponseWriter, s Sender, leg Leg, haveAlt bool, opts Options, o *Outcome, log logrus.FieldLogger) (retry bool) {
-	dctx, cancel := context.WithCancel(ctx)
+func (q *seq) decodeOnce(leg upstream.Leg, haveAlt bool) (retry bool) {
+	o := q.o
+	dctx, cancel := context.WithCancel(q.ctx)
 	defer cancel()
 	var timedOut atomic.Bool
-	t := time.AfterFunc(opts.DecodeTimeout, func() { timedOut.Store(true); cancel() })
+	t := time.AfterFunc(q.opts.DecodeTimeout, func() { timedOut.Store(true); cancel() })
 	buf := make([]byte, 32<<10)
-	p := sendAndPeek(dctx, s, leg, buf)
+	p := sendAndPeek(dctx, q.s, leg, buf)
 	if !t.Stop() && p.err == nil {
 		p.resp.Body.Close()
 		p.err = context.DeadlineExceeded
@@ -165,36 +215,41 @@ func decodeOnce(ctx context.Context, w http.ResponseWriter, s Sender, leg Leg, h
 	lr := legFor(PhaseDecode, leg.Endpoint, status, p.err, p.ttfb)
 	if p.err != nil {
 		switch {
-		case ctx.Err() != nil:
+		case q.ctx.Err() != nil:
 			lr.Cancelled, lr.Died = true, false
 			clientGone(o, PhaseDecode)
 		case timedOut.Load():
 			lr.TimedOut, lr.Died = true, false
-			writeError(w, o, PhaseDecode, http.StatusGatewayTimeout, CodeDecodeTimeout, "decode endpoint sent no response in time")
+			q.fail(PhaseDecode, http.StatusGatewayTimeout, CodeDecodeTimeout, "decode endpoint sent no response in time")
 		case shouldRetryDecode(lr, haveAlt):
 			o.leg(lr)
 			return true
 		case lr.NotSent:
-			writeError(w, o, PhaseDecode, http.StatusServiceUnavailable, CodePoolUnavailable, "decode endpoint unreachable")
+			q.fail(PhaseDecode, http.StatusServiceUnavailable, CodePoolUnavailable, "decode endpoint unreachable")
 		default:
-			writeError(w, o, PhaseDecode, http.StatusBadGateway, CodeDecodeDied, "decode backend closed before any response bytes")
+			q.fail(PhaseDecode, http.StatusBadGateway, CodeDecodeDied, "decode backend closed before any response bytes")
 		}
-		log.WithFields(logrus.Fields{"endpoint": leg.Endpoint.ID, "code": o.Code, "error": p.err}).Warn("pd: decode leg failed")
+		q.log.WithFields(logrus.Fields{"endpoint": leg.Endpoint.ID, "code": o.Code, "error": p.err}).Warn("pd: decode leg failed")
 		o.leg(lr)
 		return false
 	}
 	o.Status = status
 	o.Relayed = status >= 400
-	rr := relay(ctx, w, p, buf, opts, cancel, log)
-	if rr.cut {
-		lr.Died, lr.Err = true, errors.New("decode connection died mid-response")
-		o.StreamCut = true
-	}
-	o.IdleTimeout = rr.idle
-	if rr.clientGone {
-		lr.Cancelled = true
-		o.ClientGone, o.Code, o.FailedPhase = true, CodeClientGone, PhaseDecode
-	}
+	rr := q.relay(p, buf, cancel)
+	q.endRelay(&lr, rr)
 	o.leg(lr)
 	return false
+}
+
+// endRelay records how a decode relay ended on its leg and the outcome.
+func (q *seq) endRelay(lr *LegResult, rr relayResult) {
+	if rr.cut {
+		lr.Died, lr.Err = true, errors.New("decode connection died mid-response")
+		q.o.StreamCut = true
+	}
+	q.o.IdleTimeout = rr.idle
+	if rr.clientGone {
+		lr.Cancelled = true
+		q.o.ClientGone, q.o.Code, q.o.FailedPhase = true, CodeClientGone, PhaseDecode
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/datapath/pd"
+	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/internal/pdfake"
 	"github.com/infergate/infergate/spec"
 )
@@ -42,8 +43,8 @@ func BenchmarkVLLMAddedLatency(b *testing.B) {
 				return e
 			}
 			p, d := start("127.0.0.2:0", pdfake.Prefill), start("127.0.0.4:0", pdfake.Decode)
-			sender := pd.NewHTTPSender(time.Second)
-			defer sender.Close()
+			sender := upstream.New(time.Second, 64, nil)
+			defer sender.CloseIdle()
 			opts := pd.DefaultOptions()
 			opts.Log.(interface{ SetOutput(io.Writer) }).SetOutput(io.Discard)
 			dialect, _ := pd.New(spec.EngineVLLM, opts)
@@ -56,7 +57,7 @@ func BenchmarkVLLMAddedLatency(b *testing.B) {
 			ctx := context.Background()
 
 			direct := func() {
-				resp, err := sender.Send(ctx, pd.Leg{Endpoint: pair.Prefill, Path: path, Header: hdr, Body: prefillBody})
+				resp, err := sender.Send(ctx, upstream.Leg{Endpoint: pair.Prefill, Path: path, Header: hdr, Body: prefillBody})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -66,7 +67,7 @@ func BenchmarkVLLMAddedLatency(b *testing.B) {
 				i := len(body) - 1
 				db := append(append(append([]byte{}, body[:i]...), `,"kv_transfer_params":`...), extractKV(pb)...)
 				db = append(db, '}')
-				resp, err = sender.Send(ctx, pd.Leg{Endpoint: pair.Decode, Path: path, Header: hdr, Body: db})
+				resp, err = sender.Send(ctx, upstream.Leg{Endpoint: pair.Decode, Path: path, Header: hdr, Body: db})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
 	"github.com/sirupsen/logrus"
 )
@@ -23,62 +24,76 @@ const defaultBootstrapPort = 8998
 // response; the prefill response is drained and discarded.
 type sglang struct{ opts Options }
 
-func (d *sglang) Serve(ctx context.Context, w http.ResponseWriter, req *Request, pair Pair, s Sender) (o Outcome) {
-	start := time.Now()
-	o.Engine = spec.EngineSGLang
-	defer func() { o.Total = time.Since(start) }()
-	log := d.opts.Log.WithFields(logFields(o.Engine, req))
+func (d *sglang) Serve(ctx context.Context, w http.ResponseWriter, req *Request, pair Pair, s upstream.Sender) Outcome {
+	return serve(&seq{ctx: ctx, w: w, req: req, pair: pair, s: s, opts: d.opts}, spec.EngineSGLang, runSGLang)
+}
 
-	obj, ok := clientObject(w, &o, req)
-	if !ok {
-		return o
+// sglangTransferFields is SGLang's client transfer state: the bootstrap
+// triple (read-only).
+var sglangTransferFields = []string{fieldBootstrapHost, fieldBootstrapPort, fieldBootstrapRoom}
+
+func (*sglang) TransferFields() []string { return sglangTransferFields }
+
+// Split: the bootstrap rendezvous works on the OpenAI generation APIs. Any
+// other cannot be split, and an SGLang decode cannot answer without a
+// prefill's room, so only a role-0 endpoint may serve it (Strict).
+func (*sglang) Split(path string) Split {
+	switch path {
+	case pathCompletions, pathChatCompletions, pathResponses:
+		return Split{Sequence: true}
 	}
-	header := legHeader(req.Header)
-	if req.RequestID != "" {
-		header.Set(headerRequestID, req.RequestID)
+	return Split{Role: spec.RoleAny, Strict: true}
+}
+
+// sgSeq is one SGLang request (or one fan-out unit): the common sequence
+// state plus the rule's bootstrap port.
+type sgSeq struct {
+	*seq
+	port uint16
+}
+
+// runSGLang serves a plain request as one dual dispatch and a multi-sample
+// one as a fan-out of them.
+func runSGLang(q *seq) {
+	q.head = q.sharedHeader()
+	sq := sgSeq{seq: q, port: defaultBootstrapPort}
+	if r := q.req.Rule; r != nil && r.PD != nil && r.PD.BootstrapPort != 0 {
+		sq.port = r.PD.BootstrapPort
 	}
-	port := uint16(defaultBootstrapPort)
-	if req.Rule != nil && req.Rule.PD != nil && req.Rule.PD.BootstrapPort != 0 {
-		port = req.Rule.PD.BootstrapPort
-	}
-	switch shape := multiShape(&obj, req.Path); shape {
+	switch shape := multiShape(&q.obj, q.req.Path); shape {
 	case "":
+		sq.serveOne()
 	case ShapeN, ShapePromptList:
-		d.fanOut(ctx, w, &o, req, &obj, header, pair, port, s, log)
-		return o
+		sq.fanOut()
 	default:
-		refuseShape(w, &o, "sglang", shape)
-		return o
+		q.refuseShape("sglang", shape)
 	}
-	d.serveOne(ctx, w, &o, req.Path, header, &obj, pair, port, s, log)
-	return o
 }
 
 // serveOne runs one sample's dual dispatch, with the one pair retry on a
 // fresh room.
-func (d *sglang) serveOne(ctx context.Context, w http.ResponseWriter, o *Outcome, path string, header http.Header, obj *object,
-	pair Pair, port uint16, s Sender, log logrus.FieldLogger) {
-	prefill := pair.Prefill
-	decodes := pair.decodes()
+func (q sgSeq) serveOne() {
+	prefill := q.pair.Prefill
+	decodes := q.pair.decodes()
 	roomRetried := false
 	for {
 		// A fresh room per attempt: the old room died with its prefill (or
 		// lost its decode) and must never be matched again.
-		body := sglangBody(obj, prefill.Addr.Addr().String(), port, randUint63())
-		switch d.attempt(ctx, w, o, path, header, body, prefill, decodes[0], s, !roomRetried, len(decodes) > 1, log) {
+		body := sglangBody(&q.obj, prefill.Addr.Addr().String(), q.port, randUint63())
+		switch q.attempt(body, prefill, decodes, !roomRetried) {
 		case retryNone:
 			return
 		case retryDecode:
-			o.DecodeFailover = true
-			log.WithFields(logrus.Fields{"endpoint": decodes[0].ID, "next": decodes[1].ID}).
+			q.o.DecodeFailover = true
+			q.log.WithFields(logrus.Fields{"endpoint": decodes[0].ID, "next": decodes[1].ID}).
 				Warn("pd: sglang decode unreachable, retrying the pair on another decode with a fresh room")
 			decodes = decodes[1:]
 		case retryPrefill:
-			roomRetried, o.RoomRetry = true, true
-			if len(pair.AltPrefill) > 0 {
-				prefill = pair.AltPrefill[0]
+			roomRetried, q.o.RoomRetry = true, true
+			if len(q.pair.AltPrefill) > 0 {
+				prefill = q.pair.AltPrefill[0]
 			}
-			log.WithField("endpoint", prefill.ID).Warn("pd: sglang prefill connection died, retrying pair with a fresh room")
+			q.log.WithField("endpoint", prefill.ID).Warn("pd: sglang prefill connection died, retrying pair with a fresh room")
 		}
 	}
 }
@@ -109,11 +124,13 @@ func shouldRetrySGPair(p sgPrefill, decodeBytes, budget bool) bool {
 	return budget && !decodeBytes && p.err != nil
 }
 
-// attempt runs one dual dispatch. It returns true when the caller should
-// retry the pair; otherwise the client response has been written (or the
-// client is gone) and o is final.
-func (d *sglang) attempt(ctx context.Context, w http.ResponseWriter, o *Outcome, path string, header http.Header, body []byte,
-	prefillEP, decodeEP spec.Endpoint, s Sender, canRetry, haveAltDecode bool, log logrus.FieldLogger) (retry sgRetry) {
+// attempt runs one dual dispatch of body on prefillEP and decodes[0]
+// (decodes[1:] are the decodes left for a retry; canRetry is the pair
+// retry's budget). Unless it asks for a retry, the client response has
+// been written (or the client is gone) and the outcome is final.
+func (q sgSeq) attempt(body []byte, prefillEP spec.Endpoint, decodes []spec.Endpoint, canRetry bool) (retry sgRetry) {
+	ctx, w, o, s, log := q.ctx, q.w, q.o, q.s, q.log
+	path, header, decodeEP, haveAltDecode := q.req.Path, q.head, decodes[0], len(decodes) > 1
 	pctx, cancelP := context.WithCancel(ctx)
 	dctx, cancelD := context.WithCancel(ctx)
 	prefCh := make(chan sgPrefill, 1)
@@ -126,10 +143,10 @@ func (d *sglang) attempt(ctx context.Context, w http.ResponseWriter, o *Outcome,
 	go func() {
 		defer wg.Done()
 		r := sgPrefill{}
-		resp, err := s.Send(pctx, Leg{Endpoint: prefillEP, Path: path, Header: header, Body: body})
+		resp, err := s.Send(pctx, upstream.Leg{Endpoint: prefillEP, Path: path, Header: header, Body: body})
 		if err == nil {
 			r.status, r.header = resp.StatusCode, resp.Header
-			r.body, err = readCapped(resp.Body, d.opts.MaxPrefillResponse)
+			r.body, err = readCapped(resp.Body, q.opts.MaxPrefillResponse)
 			if errors.Is(err, errTooLarge) {
 				// Only a 4xx body is ever relayed; drain the rest.
 				_, err = io.Copy(io.Discard, resp.Body)
@@ -141,7 +158,7 @@ func (d *sglang) attempt(ctx context.Context, w http.ResponseWriter, o *Outcome,
 	}()
 	go func() {
 		defer wg.Done()
-		decCh <- sendAndPeek(dctx, s, Leg{Endpoint: decodeEP, Path: path, Header: header, Body: body}, buf)
+		decCh <- sendAndPeek(dctx, s, upstream.Leg{Endpoint: decodeEP, Path: path, Header: header, Body: body}, buf)
 	}()
 
 	var (
@@ -153,7 +170,7 @@ func (d *sglang) attempt(ctx context.Context, w http.ResponseWriter, o *Outcome,
 		rr          relayResult
 		timedOut    bool
 	)
-	window := time.NewTimer(d.opts.PrefillTimeout)
+	window := time.NewTimer(q.opts.PrefillTimeout)
 	defer window.Stop()
 	cancelPrefill := func() { pCancelled = pres == nil; cancelP() }
 	cancelDecode := func() { dCancelled = dres == nil; cancelD() }
@@ -172,7 +189,7 @@ wait:
 				break wait
 			case r.err != nil:
 				cancelDecode()
-				writeError(w, o, PhasePrefill, http.StatusBadGateway, CodeSGPrefillFailed, "prefill leg failed before decode produced output")
+				q.fail(PhasePrefill, http.StatusBadGateway, CodeSGPrefillFailed, "prefill leg failed before decode produced output")
 				break wait
 			case r.status >= 400 && r.status < 500:
 				// Relay the engine's rejection; the decode would never be served.
@@ -182,7 +199,7 @@ wait:
 				break wait
 			case r.status < 200 || r.status >= 300:
 				cancelDecode()
-				writeError(w, o, PhasePrefill, http.StatusBadGateway, CodeSGPrefillFailed, "prefill leg failed before decode produced output")
+				q.fail(PhasePrefill, http.StatusBadGateway, CodeSGPrefillFailed, "prefill leg failed before decode produced output")
 				break wait
 			}
 		case p := <-decCh:
@@ -193,26 +210,26 @@ wait:
 				switch {
 				case ctx.Err() != nil:
 					clientGone(o, PhaseDecode)
-				case shouldRetryDecode(LegResult{NotSent: notSent(p.err)}, haveAltDecode):
+				case shouldRetryDecode(LegResult{NotSent: upstream.NotSent(p.err)}, haveAltDecode):
 					retry = retryDecode // the prefill is cancelled; its room is dropped
-				case notSent(p.err):
-					writeError(w, o, PhaseDecode, http.StatusServiceUnavailable, CodePoolUnavailable, "sglang dual dispatch failed: decode endpoint unreachable")
+				case upstream.NotSent(p.err):
+					q.fail(PhaseDecode, http.StatusServiceUnavailable, CodePoolUnavailable, "sglang dual dispatch failed: decode endpoint unreachable")
 				default:
-					writeError(w, o, PhaseDecode, http.StatusBadGateway, CodeDecodeDied, "decode backend closed before any response bytes")
+					q.fail(PhaseDecode, http.StatusBadGateway, CodeDecodeDied, "decode backend closed before any response bytes")
 				}
 				break wait
 			}
 			decodeBytes = true
 			window.Stop()
 			o.Status, o.Relayed = p.resp.StatusCode, p.resp.StatusCode >= 400
-			rr = relay(ctx, w, p, buf, d.opts, cancelD, log)
+			rr = q.relay(p, buf, cancelD)
 			cancelPrefill() // the prefill is moot once decode has finished
 			break wait
 		case <-window.C:
 			timedOut = true
 			cancelPrefill()
 			cancelDecode()
-			writeError(w, o, PhasePrefill, http.StatusGatewayTimeout, CodePrefillTimeout, "prefill/decode rendezvous did not complete in time")
+			q.fail(PhasePrefill, http.StatusGatewayTimeout, CodePrefillTimeout, "prefill/decode rendezvous did not complete in time")
 			break wait
 		case <-ctx.Done():
 			cancelPrefill()
@@ -253,15 +270,7 @@ wait:
 		dl.Cancelled, dl.Died, dl.NotSent = true, false, false
 		dl.TimedOut = timedOut
 	}
-	if rr.cut {
-		dl.Died, dl.Err = true, errors.New("decode connection died mid-response")
-		o.StreamCut = true
-	}
-	o.IdleTimeout = rr.idle
-	if rr.clientGone {
-		dl.Cancelled = true
-		o.ClientGone, o.Code, o.FailedPhase = true, CodeClientGone, PhaseDecode
-	}
+	q.endRelay(&dl, rr)
 	o.leg(pl)
 	o.leg(dl)
 	if pres.err != nil || pres.status >= 400 {

@@ -122,8 +122,8 @@ func parseArray(v []byte) ([][]byte, error) {
 }
 
 // refuseShape answers a shape the engine's P/D cannot serve.
-func refuseShape(w http.ResponseWriter, o *Outcome, engine, shape string) {
-	writeError(w, o, PhasePrefill, http.StatusBadRequest, CodeShapeUnsupported,
+func (q *seq) refuseShape(engine, shape string) {
+	q.fail(PhasePrefill, http.StatusBadRequest, CodeShapeUnsupported,
 		engine+" prefill/decode serves one sample of one prompt per request ("+shape+
 			"): send separate requests, or use a single-pool rule")
 }

@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"time"
 
+	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
 )
 
@@ -34,34 +34,46 @@ type trtContextResponse struct {
 	} `json:"choices"`
 }
 
-func (d *trtllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request, pair Pair, s Sender) (o Outcome) {
-	start := time.Now()
-	o.Engine = spec.EngineTRTLLM
-	defer func() { o.Total = time.Since(start) }()
-	log := d.opts.Log.WithFields(logFields(o.Engine, req))
+func (d *trtllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request, pair Pair, s upstream.Sender) Outcome {
+	return serve(&seq{ctx: ctx, w: w, req: req, pair: pair, s: s, opts: d.opts}, spec.EngineTRTLLM, runTRTLLM)
+}
 
-	obj, ok := clientObject(w, &o, req)
-	if !ok {
-		return o
+// trtTransferFields is TensorRT-LLM's client transfer state (read-only).
+var trtTransferFields = []string{fieldDisaggParams}
+
+func (*trtllm) TransferFields() []string { return trtTransferFields }
+
+// Split: the disaggregated server splits completions and chat; anything
+// else (its disaggregated server has no Responses route) goes to a
+// generation server, which serves it standalone without
+// disaggregated_params.
+func (*trtllm) Split(path string) Split {
+	switch path {
+	case pathCompletions, pathChatCompletions:
+		return Split{Sequence: true}
 	}
-	if shape := multiShape(&obj, req.Path); shape != "" {
-		refuseShape(w, &o, "TensorRT-LLM", shape)
-		return o
+	return Split{Role: spec.RoleDecode}
+}
+
+// runTRTLLM is the sequence: context (with one failover), then generation
+// with the context's disaggregated_params, or the context's own answer
+// when it already finished the request.
+func runTRTLLM(q *seq) {
+	req, o := q.req, q.o
+	if shape := multiShape(&q.obj, req.Path); shape != "" {
+		q.refuseShape("TensorRT-LLM", shape)
+		return
 	}
-	header := legHeader(req.Header)
-	if req.RequestID != "" {
-		header.Set(headerRequestID, req.RequestID)
-	}
+	header := q.sharedHeader()
 
 	// A fresh disagg id per dispatch: a retried context must not collide
 	// with a half-finished one on the same engine.
-	build := func(prefill spec.Endpoint) Leg {
-		return Leg{Endpoint: prefill, Path: req.Path, Header: header, Body: trtContextBody(&obj, randUint63())}
+	build := func(prefill spec.Endpoint) upstream.Leg {
+		return upstream.Leg{Endpoint: prefill, Path: req.Path, Header: header, Body: trtContextBody(&q.obj, randUint63())}
 	}
-	r, _, ok, done := prefillWithFailover(ctx, w, s, pair, build, d.opts, &o, log,
-		prefillWords{leg: "context", fallback: "generation serves standalone"})
+	r, _, ok, done := q.prefillWithFailover(build, prefillWords{leg: "context", fallback: "generation serves standalone"})
 	if done {
-		return o
+		return
 	}
 	var params []byte
 	if ok {
@@ -71,9 +83,9 @@ func (d *trtllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request,
 			o.KVTransferFailed = true
 		case r.leg.Status == http.StatusOK && isEarlyExit(cr.Choices[0].FinishReason):
 			o.EarlyExit, o.Status = true, http.StatusOK
-			writeEarlyExit(w, r.header, r.body, obj.isTrue(fieldStream))
-			log.Debug("pd: context finished the request, no generation leg")
-			return o
+			writeEarlyExit(q.w, r.header, r.body, q.obj.isTrue(fieldStream))
+			q.log.Debug("pd: context finished the request, no generation leg")
+			return
 		case len(cr.Choices[0].Disagg) > 0 && cr.Choices[0].Disagg[0] == '{':
 			params = cr.Choices[0].Disagg
 		default:
@@ -81,15 +93,15 @@ func (d *trtllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request,
 		}
 	}
 
-	body, err := trtGenerationBody(&obj, params)
+	body, err := trtGenerationBody(&q.obj, params)
 	if err != nil {
 		// Malformed params: serve standalone rather than fail the client.
 		o.KVTransferFailed = true
-		body, _ = trtGenerationBody(&obj, nil)
+		body, _ = trtGenerationBody(&q.obj, nil)
 	}
-	buildGen := func(gen spec.Endpoint) Leg { return Leg{Endpoint: gen, Path: req.Path, Header: header, Body: body} }
-	serveDecode(ctx, w, s, pair.decodes(), buildGen, d.opts, &o, log)
-	return o
+	q.serveDecode(func(gen spec.Endpoint) upstream.Leg {
+		return upstream.Leg{Endpoint: gen, Path: req.Path, Header: header, Body: body}
+	})
 }
 
 // isEarlyExit is the early-exit rule: the context step finished the request

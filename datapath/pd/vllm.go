@@ -3,8 +3,8 @@ package pd
 import (
 	"context"
 	"net/http"
-	"time"
 
+	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
 )
 
@@ -13,41 +13,53 @@ import (
 // kv_transfer_params so decode pulls the blocks instead of recomputing.
 type vllm struct{ opts Options }
 
-func (d *vllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request, pair Pair, s Sender) (o Outcome) {
-	start := time.Now()
-	o.Engine = spec.EngineVLLM
-	defer func() { o.Total = time.Since(start) }()
-	log := d.opts.Log.WithFields(logFields(o.Engine, req))
+func (d *vllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request, pair Pair, s upstream.Sender) Outcome {
+	return serve(&seq{ctx: ctx, w: w, req: req, pair: pair, s: s, opts: d.opts}, spec.EngineVLLM, runVLLM)
+}
 
-	obj, ok := clientObject(w, &o, req)
-	if !ok {
-		return o
+// vllmTransferFields is vLLM's client transfer state (read-only).
+var vllmTransferFields = []string{fieldKVTransferParams}
+
+func (*vllm) TransferFields() []string { return vllmTransferFields }
+
+// Split: the NIXL transfer works on the OpenAI generation APIs; any other
+// (the Anthropic /v1/messages request model carries no kv_transfer_params)
+// goes to a decode, which computes the prompt itself.
+func (*vllm) Split(path string) Split {
+	switch path {
+	case pathCompletions, pathChatCompletions, pathResponses:
+		return Split{Sequence: true}
 	}
+	return Split{Role: spec.RoleDecode}
+}
+
+// runVLLM is the sequence: prefill (with one failover), then decode with
+// the prefill's params, or decode alone for shapes one transfer cannot
+// serve.
+func runVLLM(q *seq) {
+	req, o := q.req, q.o
 	suffix := idSuffix(req.RequestID)
-	if shape := multiShape(&obj, req.Path); shape != "" {
+	if shape := multiShape(&q.obj, req.Path); shape != "" {
 		// vLLM's transfer is single-consumer: several samples or prompts
 		// cannot share one prefill's blocks. Decode computes the prompt.
 		o.PrefillSkipped = shape
-		body := vllmDecodeBody(&obj, nil)
-		one := func(decode spec.Endpoint) Leg {
+		body := vllmDecodeBody(&q.obj, nil)
+		q.serveDecode(func(decode spec.Endpoint) upstream.Leg {
 			h := legHeader(req.Header)
 			h.Set(headerRequestID, suffix)
-			return Leg{Endpoint: decode, Path: req.Path, Header: h, Body: body}
-		}
-		serveDecode(ctx, w, s, pair.decodes(), one, d.opts, &o, log)
-		return o
+			return upstream.Leg{Endpoint: decode, Path: req.Path, Header: h, Body: body}
+		})
+		return
 	}
-	prefillBody := vllmPrefillBody(&obj, req.Path)
-
-	build := func(prefill spec.Endpoint) Leg {
+	prefillBody := vllmPrefillBody(&q.obj, req.Path)
+	build := func(prefill spec.Endpoint) upstream.Leg {
 		h := legHeader(req.Header)
-		h.Set(headerRequestID, vllmRequestID(prefill, pair.Decode, suffix))
-		return Leg{Endpoint: prefill, Path: req.Path, Header: h, Body: prefillBody}
+		h.Set(headerRequestID, vllmRequestID(prefill, q.pair.Decode, suffix))
+		return upstream.Leg{Endpoint: prefill, Path: req.Path, Header: h, Body: prefillBody}
 	}
-	r, prefill, ok, done := prefillWithFailover(ctx, w, s, pair, build, d.opts, &o, log,
-		prefillWords{leg: "prefill", fallback: "decode recomputes"})
+	r, prefill, ok, done := q.prefillWithFailover(build, prefillWords{leg: "prefill", fallback: "decode recomputes"})
 	if done {
-		return o
+		return
 	}
 	var params []byte
 	if ok {
@@ -55,16 +67,14 @@ func (d *vllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request, p
 		o.KVTransferFailed = params == nil
 	}
 
-	body := vllmDecodeBody(&obj, params)
+	body := vllmDecodeBody(&q.obj, params)
 	// The prefill's params name the prefill's blocks, so any decode can
 	// pull them; the id names the decode actually sent to.
-	buildDecode := func(decode spec.Endpoint) Leg {
+	q.serveDecode(func(decode spec.Endpoint) upstream.Leg {
 		h := legHeader(req.Header)
 		h.Set(headerRequestID, vllmRequestID(prefill, decode, suffix))
-		return Leg{Endpoint: decode, Path: req.Path, Header: h, Body: body}
-	}
-	serveDecode(ctx, w, s, pair.decodes(), buildDecode, d.opts, &o, log)
-	return o
+		return upstream.Leg{Endpoint: decode, Path: req.Path, Header: h, Body: body}
+	})
 }
 
 // kvTransferParams extracts the prefill response's top-level

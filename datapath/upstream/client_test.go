@@ -1,19 +1,21 @@
-package datapath
+package upstream
 
 import (
-	"net"
-	"net/url"
-	"reflect"
-	"time"
-
 	"bufio"
+	"context"
 	"errors"
-	"github.com/infergate/infergate/internal/fakeengine"
-	"github.com/infergate/infergate/spec"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/infergate/infergate/internal/fakeengine"
+	"github.com/infergate/infergate/spec"
 )
 
 // TestReadResponse checks the engine response parser against what
@@ -49,8 +51,8 @@ func TestReadResponse(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			br := bufio.NewReader(strings.NewReader(tc.raw))
-			req := &http.Request{Method: cmpOr(tc.method, http.MethodPost)}
-			resp, body, err := readResponse(br, req, nil)
+			method := cmpOr(tc.method, http.MethodPost)
+			resp, body, err := readResponse(br, method, nil)
 			if tc.headErr != nil || err != nil {
 				if !errors.Is(err, tc.headErr) {
 					t.Fatalf("head error %v, want %v", err, tc.headErr)
@@ -76,7 +78,7 @@ func TestReadResponse(t *testing.T) {
 				return
 			}
 			// The connection must sit exactly at the next response.
-			r2, _, err := readResponse(br, req, nil)
+			r2, _, err := readResponse(br, method, nil)
 			if err != nil || r2.StatusCode != http.StatusNoContent {
 				t.Fatalf("next response: %v %v", r2, err)
 			}
@@ -103,7 +105,7 @@ func BenchmarkReadResponse(b *testing.B) {
 		read func() (io.Reader, error)
 	}{
 		{"net/http", func() (io.Reader, error) { r, err := http.ReadResponse(br, req); return r.Body, err }},
-		{"infergate", func() (io.Reader, error) { _, body, err := readResponse(br, req, nil); return body, err }},
+		{"infergate", func() (io.Reader, error) { _, body, err := readResponse(br, req.Method, nil); return body, err }},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -122,56 +124,19 @@ func BenchmarkReadResponse(b *testing.B) {
 	}
 }
 
-// TestBodyReadDeadline: a client that stalls mid-body gets a 400 once the
-// body deadline (the listener's ReadTimeout) passes, while a stream lasting
-// twice that deadline after a complete body is relayed to its end.
-func TestBodyReadDeadline(t *testing.T) {
-	o := testOptions()
-	o.BodyReadTimeout = 300 * time.Millisecond
-	rt, _ := newTestRuntime(t, o)
-	e := startEngine(t, "slow", func(fo *fakeengine.Options) { fo.TokenDelay = 150 * time.Millisecond; fo.Tokens = 5 })
-	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, epFor(t, e.Addr(), 1))
-	if err := rt.Install(nil, r); err != nil {
-		t.Fatal(err)
-	}
-
-	res := post(t, testClient(), ruleURL(r)+"/v1/completions", `{"stream":true}`)
-	if res.status != http.StatusOK || strings.Count(res.body, "data:") < 5 || !strings.Contains(res.body, "[DONE]") {
-		t.Fatalf("stream longer than the body deadline: %d %q", res.status, res.body)
-	}
-
-	nc, err := net.DialTimeout("tcp", strings.TrimPrefix(ruleURL(r), "http://"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.WriteString(nc, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{\""); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusBadRequest || resp.Header.Get(HeaderError) != CodeBadRequestBody {
-		t.Fatalf("stalled body: %d %v", resp.StatusCode, resp.Header)
-	}
-}
-
-// TestRoundTripInto: engine headers parsed into the client's header map
+// TestSendInto: engine headers parsed into the client's header map
 // leave nothing of an interim 1xx response, and a failed exchange puts the
 // map back to just the request id (the gateway error is then answered on
 // it).
-func TestRoundTripInto(t *testing.T) {
+func TestSendInto(t *testing.T) {
 	for _, tc := range []struct {
 		name, raw string
-		want      http.Header // nil: roundTrip must fail
+		want      http.Header // nil: Send must fail
 	}{
 		{"interim then final", "HTTP/1.1 100 Continue\r\nX-Interim: 1\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Engine: e\r\n\r\nok",
-			http.Header{HeaderRequestID: {"rid"}, "Content-Length": {"2"}, "X-Engine": {"e"}}},
+			http.Header{headerRequestID: {"rid"}, "Content-Length": {"2"}, "X-Engine": {"e"}}},
 		{"engine request id is dropped", "HTTP/1.1 200 OK\r\nX-Request-Id: other\r\nContent-Length: 0\r\nVary: a\r\nvary: b\r\n\r\n",
-			http.Header{HeaderRequestID: {"rid"}, "Content-Length": {"0"}, "Vary": {"a", "b"}}},
+			http.Header{headerRequestID: {"rid"}, "Content-Length": {"0"}, "Vary": {"a", "b"}}},
 		{"bad head after some headers", "HTTP/1.1 200 OK\r\nX-Engine: e\r\nbad line\r\n\r\n", nil},
 		{"cut mid-head", "HTTP/1.1 200 OK\r\nX-Engine: e\r\n", nil},
 	} {
@@ -196,17 +161,17 @@ func TestRoundTripInto(t *testing.T) {
 				}
 				_, _ = io.WriteString(c, tc.raw)
 			}()
-			u := newUpstream(time.Second, 4)
-			defer u.closeIdle()
-			into := http.Header{HeaderRequestID: {"rid"}}
-			req := &http.Request{Method: http.MethodPost, URL: &url.URL{Path: "/v1/completions"}, Header: http.Header{}}
-			resp, err := u.roundTrip(t.Context(), l.Addr().String(), nil, req, []byte("{}"), nil, 5*time.Second, into)
+			u := New(time.Second, 4, nil)
+			defer u.CloseIdle()
+			into := http.Header{headerRequestID: {"rid"}}
+			leg := Leg{Endpoint: endpoint(l.Addr().String()), Path: "/v1/completions", Header: http.Header{}, Body: []byte("{}"), HeaderWait: 5 * time.Second, Into: into}
+			resp, err := u.Send(t.Context(), leg)
 			if tc.want == nil {
 				if err == nil {
 					resp.Body.Close()
-					t.Fatal("roundTrip succeeded on a broken response")
+					t.Fatal("Send succeeded on a broken response")
 				}
-				tc.want = http.Header{HeaderRequestID: {"rid"}}
+				tc.want = http.Header{headerRequestID: {"rid"}}
 			} else {
 				if err != nil {
 					t.Fatal(err)
@@ -234,5 +199,73 @@ func TestValidHeaderKey(t *testing.T) {
 		if got := validHeaderKey([]byte(tc.k)); got != tc.ok {
 			t.Errorf("validHeaderKey(%q) = %v, want %v", tc.k, got, tc.ok)
 		}
+	}
+}
+
+func endpoint(addr string) spec.Endpoint {
+	ap := netip.MustParseAddrPort(addr)
+	return spec.Endpoint{ID: ap.String(), Addr: ap, Weight: 1}
+}
+
+// deadEndpoint is an address on which nothing listens.
+func deadEndpoint(t *testing.T) spec.Endpoint {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return endpoint(addr)
+}
+
+const completionBody = `{"model":"fake-model","prompt":"hello","max_tokens":4}`
+
+// TestSendDialErrorNotSent: a connect failure is a *DialError, the one
+// error that says the engine never saw the request.
+func TestSendDialErrorNotSent(t *testing.T) {
+	var s Sender = New(time.Second, 4, nil)
+	_, err := s.Send(context.Background(), Leg{Endpoint: deadEndpoint(t), Path: "/v1/completions"})
+	var de *DialError
+	if !errors.As(err, &de) || !de.NotSent() || !NotSent(err) {
+		t.Fatalf("err = %v, want *DialError with NotSent", err)
+	}
+	if NotSent(fmt.Errorf("reading response: %w", io.ErrUnexpectedEOF)) {
+		t.Fatal("NotSent true for an error after sending")
+	}
+}
+
+// TestSendLeg: legs reuse a pooled connection and reach the engine with
+// their body and request id intact.
+func TestSendLeg(t *testing.T) {
+	e, err := fakeengine.Start(fakeengine.Options{Name: "leg"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	c := New(time.Second, 4, nil)
+	defer c.CloseIdle()
+	var s Sender = c
+	h := http.Header{}
+	h.Set(headerRequestID, "leg-1")
+	for k := range 3 { // the second and third reuse the pooled connection
+		resp, err := s.Send(context.Background(), Leg{Endpoint: endpoint(e.Addr()), Method: http.MethodPost, Path: "/v1/completions", Header: h, Body: []byte(completionBody)})
+		if err != nil {
+			t.Fatalf("leg %d: %v", k, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), "tok0") {
+			t.Fatalf("leg %d: %d %s", k, resp.StatusCode, b)
+		}
+	}
+	reqs := e.Requests()
+	if len(reqs) != 3 || string(reqs[2].Body) != completionBody || reqs[2].RequestID != "leg-1" {
+		t.Fatalf("engine saw %+v", reqs)
+	}
+	_, err = s.Send(context.Background(), Leg{Endpoint: deadEndpoint(t), Method: http.MethodPost, Path: "/v1/completions"})
+	var de *DialError
+	if !errors.As(err, &de) || !de.NotSent() {
+		t.Fatalf("dead endpoint: %v, want *DialError", err)
 	}
 }

@@ -1,11 +1,10 @@
-package datapath
+package upstream
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/http/httputil"
 	"strconv"
 	"sync"
@@ -24,54 +23,48 @@ const streamChunk = 32 << 10
 // streamBufs recycles streamChunk buffers across requests.
 var streamBufs = sync.Pool{New: func() any { b := make([]byte, streamChunk); return &b }}
 
-// reqStream is a client request body sent through as it arrives.
-type reqStream struct {
-	r io.Reader
-	// n is the client's Content-Length; -1 (unknown) is sent chunked.
-	n int64
-	// max caps the bytes read (over → *clientBodyError with tooLarge).
-	max int64
-	// idle bounds each write to the engine (the deadline moves forward per
+// BodyStream is a client request body sent through as it arrives (Leg.Stream).
+type BodyStream struct {
+	R io.Reader
+	// N is the client's Content-Length; -1 (unknown) is sent chunked.
+	N int64
+	// Max caps the bytes read (over → *ClientBodyError with TooLarge); 0
+	// is no cap.
+	Max int64
+	// Idle bounds each write to the engine (the deadline moves forward per
 	// chunk, so a long upload is bounded by silence, not by its size).
-	idle time.Duration
-	// progress runs after each chunk read from the client (the listener
+	Idle time.Duration
+	// Progress runs after each chunk read from the client (the listener
 	// moves the client's read deadline forward); may be nil.
-	progress func()
-	// sent counts the body bytes written to the engine (the endpoint's
-	// byte counter).
+	Progress func()
+
 	sent int64
 }
 
-// clientBodyError is a failure reading the client's body while streaming
-// it: the client's fault (or the size cap), answered with a 4xx.
-type clientBodyError struct {
-	tooLarge bool
-	err      error
-}
-
-func (e *clientBodyError) Error() string { return "reading client body: " + e.err.Error() }
-func (e *clientBodyError) Unwrap() error { return e.err }
+// Sent is how many body bytes were written to the engine (the endpoint's
+// byte counter).
+func (s *BodyStream) Sent() int64 { return s.sent }
 
 var errStreamTooLarge = errors.New("request body over the streaming limit")
 
 // writeStreamed writes the head and copies s to the engine connection.
-// headerWait (> 0) bounds the response head wait from the body's end.
+// leg.HeaderWait (> 0) bounds the response head wait from the body's end.
 // ctx's end stops the copy (its AfterFunc has cut the connection; the
 // per-chunk deadline must not revive it).
-func writeStreamed(ctx context.Context, c *upConn, addr string, in *http.Request, s *reqStream, headerWait time.Duration) error {
-	w := c.bw
-	writeHead(w, addr, in)
-	if s.n >= 0 {
+func writeStreamed(ctx context.Context, pc *conn, addr, method string, leg Leg, s *BodyStream) error {
+	w := pc.bw
+	writeHead(w, addr, method, leg)
+	if s.N >= 0 {
 		var nb [20]byte
 		w.WriteString(headerContentLength + ": ")
-		w.Write(strconv.AppendInt(nb[:0], s.n, 10))
+		w.Write(strconv.AppendInt(nb[:0], s.N, 10))
 		w.WriteString("\r\n\r\n")
 	} else {
 		w.WriteString(headerTE + ": chunked\r\n\r\n")
 	}
 	var dst io.Writer = w
 	var cw io.WriteCloser
-	if s.n < 0 {
+	if s.N < 0 {
 		cw = httputil.NewChunkedWriter(w)
 		dst = cw
 	}
@@ -80,21 +73,21 @@ func writeStreamed(ctx context.Context, c *upConn, addr string, in *http.Request
 	buf := *bp
 	var total int64
 	for {
-		n, rerr := s.r.Read(buf)
+		n, rerr := s.R.Read(buf)
 		if n > 0 {
 			total += int64(n)
 			s.sent = total
-			if s.max > 0 && total > s.max {
-				return &clientBodyError{tooLarge: true, err: errStreamTooLarge}
+			if s.Max > 0 && total > s.Max {
+				return &ClientBodyError{TooLarge: true, Err: errStreamTooLarge}
 			}
-			if s.progress != nil {
-				s.progress()
+			if s.Progress != nil {
+				s.Progress()
 			}
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if s.idle > 0 {
-				_ = c.nc.SetWriteDeadline(time.Now().Add(s.idle))
+			if s.Idle > 0 {
+				_ = pc.nc.SetWriteDeadline(time.Now().Add(s.Idle))
 			}
 			if _, err := dst.Write(buf[:n]); err != nil {
 				return err
@@ -104,11 +97,11 @@ func writeStreamed(ctx context.Context, c *upConn, addr string, in *http.Request
 			break
 		}
 		if rerr != nil {
-			return &clientBodyError{err: rerr}
+			return &ClientBodyError{Err: rerr}
 		}
 	}
-	if s.n >= 0 && total != s.n {
-		return &clientBodyError{err: fmt.Errorf("body ended after %d of %d bytes", total, s.n)}
+	if s.N >= 0 && total != s.N {
+		return &ClientBodyError{Err: fmt.Errorf("body ended after %d of %d bytes", total, s.N)}
 	}
 	if cw != nil {
 		if err := cw.Close(); err != nil { // the 0-length last chunk
@@ -123,9 +116,9 @@ func writeStreamed(ctx context.Context, c *upConn, addr string, in *http.Request
 		return ctx.Err()
 	}
 	var dl time.Time
-	if headerWait > 0 {
-		dl = time.Now().Add(headerWait)
+	if leg.HeaderWait > 0 {
+		dl = time.Now().Add(leg.HeaderWait)
 	}
-	_ = c.nc.SetDeadline(dl)
+	_ = pc.nc.SetDeadline(dl)
 	return nil
 }

@@ -1,0 +1,385 @@
+package upstream
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/infergate/infergate/metrics"
+)
+
+// Client is the datapath's HTTP/1.1 client to engines: a keep-alive pool
+// per endpoint (and per TLS configuration) and a request/response exchange
+// run on the caller's goroutine. It is the Sender the proxy and the P/D
+// dialects share.
+//
+// Why not http.Transport: it runs a reader and a writer goroutine per
+// connection and hands every request to them over channels, which on a small
+// box costs more than the proxying itself. Here the caller's goroutine writes
+// the request and reads the response directly. A pooled connection is
+// checked with a non-blocking peek before reuse, so a connection the engine
+// closed while idle (uvicorn drops them after 5 s) is discarded instead of
+// failing a request that cannot be replayed.
+type Client struct {
+	dialer  net.Dialer
+	maxIdle int          // per pool key
+	tlsm    *metrics.TLS // engine TLS handshakes; may be nil
+	tlsSeq  atomic.Uint64
+
+	mu     sync.Mutex
+	idle   map[string][]*conn
+	closed bool
+}
+
+// New returns a Client whose dials give up after dialTimeout and which keeps
+// at most maxIdle idle connections per endpoint. tlsm, when not nil, counts
+// the TLS handshakes with engines.
+func New(dialTimeout time.Duration, maxIdle int, tlsm *metrics.TLS) *Client {
+	return &Client{
+		dialer:  net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second},
+		maxIdle: maxIdle,
+		tlsm:    tlsm,
+		idle:    make(map[string][]*conn),
+	}
+}
+
+type conn struct {
+	nc  net.Conn
+	raw syscall.RawConn // nil when nc has no file descriptor; for alive()
+	br  *bufio.Reader
+	bw  *bufio.Writer
+	tls bool // nc is a *tls.Conn (alive() must not peek under the records)
+}
+
+// TLS is one rule's TLS configuration toward its engines (security 2).
+// Pooled connections are keyed by address and TLS identity, so rules with
+// different trust or client certificates never share a connection.
+type TLS struct {
+	cfg *tls.Config
+	id  string
+}
+
+// NewTLS gives cfg its own connection pools: every Leg carrying the result
+// is sent over TLS with cfg, on connections no other TLS value shares.
+func (c *Client) NewTLS(cfg *tls.Config) *TLS {
+	return &TLS{cfg: cfg, id: strconv.FormatUint(c.tlsSeq.Add(1), 10)}
+}
+
+// poolKey is the idle-pool key of addr under tc.
+func poolKey(addr string, tc *TLS) string {
+	if tc == nil {
+		return addr
+	}
+	return addr + "|tls" + tc.id
+}
+
+const bufSize = 16 << 10
+
+// aLongTimeAgo is a deadline in the past: it unblocks pending I/O at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// get returns a live pooled connection to addr or dials a new one (over TLS
+// when tc is set). A dial or handshake failure is a *DialError: nothing was
+// sent.
+func (c *Client) get(ctx context.Context, addr string, tc *TLS) (*conn, error) {
+	key := poolKey(addr, tc)
+	for {
+		c.mu.Lock()
+		list := c.idle[key]
+		n := len(list)
+		if n == 0 {
+			c.mu.Unlock()
+			break
+		}
+		pc := list[n-1]
+		list[n-1] = nil
+		c.idle[key] = list[:n-1]
+		c.mu.Unlock()
+		if pc.alive() {
+			return pc, nil
+		}
+		_ = pc.nc.Close()
+	}
+	nc, err := c.dialer.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, &DialError{Endpoint: addr, Err: err}
+	}
+	var raw syscall.RawConn
+	if sc, ok := nc.(syscall.Conn); ok {
+		raw, _ = sc.SyscallConn() // resolved once: alive() runs on every reuse
+	}
+	if tc != nil {
+		tconn, err := c.handshake(ctx, nc, addr, tc)
+		if err != nil {
+			return nil, err
+		}
+		nc = tconn
+	}
+	return &conn{nc: nc, raw: raw, tls: tc != nil, br: bufio.NewReaderSize(nc, bufSize), bw: bufio.NewWriterSize(nc, bufSize)}, nil
+}
+
+// handshake runs the TLS handshake to an engine, verifying its certificate
+// against the endpoint's IP (ServerName) unless the rule turned verification
+// off. A failure is a *DialError: no request byte was sent.
+func (c *Client) handshake(ctx context.Context, nc net.Conn, addr string, tc *TLS) (net.Conn, error) {
+	cfg := tc.cfg
+	if host, _, err := net.SplitHostPort(addr); err == nil && cfg.ServerName == "" {
+		cfg = cfg.Clone()
+		cfg.ServerName = host
+	}
+	tconn := tls.Client(nc, cfg)
+	if err := tconn.HandshakeContext(ctx); err != nil {
+		_ = nc.Close()
+		if c.tlsm != nil {
+			c.tlsm.BackendHandshakes.WithLabelValues("failed").Inc()
+		}
+		return nil, &DialError{Endpoint: addr, Err: fmt.Errorf("TLS handshake: %w", err)}
+	}
+	if c.tlsm != nil {
+		c.tlsm.BackendHandshakes.WithLabelValues("ok").Inc()
+	}
+	return tconn, nil
+}
+
+// put returns a connection whose last response was read completely; key
+// is its poolKey.
+func (c *Client) put(key string, pc *conn) {
+	c.mu.Lock()
+	if !c.closed && len(c.idle[key]) < c.maxIdle {
+		c.idle[key] = append(c.idle[key], pc)
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	_ = pc.nc.Close()
+}
+
+// CloseIdle closes every pooled connection and stops pooling; exchanges in
+// flight finish on their own connections, which are then closed.
+func (c *Client) CloseIdle() {
+	c.mu.Lock()
+	idle := c.idle
+	c.idle = make(map[string][]*conn)
+	c.closed = true
+	c.mu.Unlock()
+	for _, list := range idle {
+		for _, pc := range list {
+			_ = pc.nc.Close()
+		}
+	}
+}
+
+// alive peeks at an idle connection without blocking: no bytes and no EOF
+// means the engine still holds it open.
+func (pc *conn) alive() bool {
+	if pc.br.Buffered() > 0 {
+		return false // unsolicited bytes: the stream is out of sync
+	}
+	if pc.tls {
+		return pc.aliveTLS()
+	}
+	if pc.raw == nil {
+		return true
+	}
+	alive := false
+	err := pc.raw.Read(func(fd uintptr) bool {
+		var b [1]byte
+		_, _, rerr := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		alive = errors.Is(rerr, syscall.EAGAIN)
+		return true // never wait for readiness
+	})
+	return err == nil && alive
+}
+
+// aliveTLS checks a pooled TLS connection: bytes on the socket may be
+// post-handshake records (TLS 1.3 session tickets) rather than data, so the
+// check reads through crypto/tls with a deadline already past. A timeout
+// means nothing but control records was pending (alive); data, EOF or an
+// alert (close_notify) mean the connection cannot carry a new request.
+func (pc *conn) aliveTLS() bool {
+	_ = pc.nc.SetReadDeadline(aLongTimeAgo)
+	_, err := pc.br.Peek(1)
+	_ = pc.nc.SetReadDeadline(time.Time{})
+	var ne net.Error
+	return err != nil && errors.As(err, &ne) && ne.Timeout()
+}
+
+// Send sends leg on a pooled connection and returns the response; its Body
+// hands the connection back to the pool once read to the end (close it
+// otherwise). ctx cancellation aborts the exchange at once (the connection
+// is then closed, so the engine sees the client go away).
+//
+// Errors: a *DialError when the engine provably never got the request; a
+// *ClientBodyError when leg.Stream failed on the client's side; with
+// leg.HeaderWait set, an error matching os.ErrDeadlineExceeded when the
+// engine was silent past it; anything else may have reached the engine.
+func (c *Client) Send(ctx context.Context, leg Leg) (*http.Response, error) {
+	addr := leg.Endpoint.ID
+	pc, err := c.get(ctx, addr, leg.TLS)
+	if err != nil {
+		return nil, err
+	}
+	var dl time.Time // zero clears a deadline left by the connection's previous use
+	if leg.HeaderWait > 0 {
+		dl = time.Now().Add(leg.HeaderWait)
+	}
+	_ = pc.nc.SetDeadline(dl) // also bounds writing the request to a stuck engine
+	stop := context.AfterFunc(ctx, func() { _ = pc.nc.SetDeadline(aLongTimeAgo) })
+	into := leg.Into
+	var rid []string
+	if into != nil {
+		rid = into[headerRequestID]
+	}
+	resetInto := func() {
+		if into != nil {
+			clear(into)
+			into[headerRequestID] = rid
+		}
+	}
+	fail := func(err error) (*http.Response, error) {
+		resetInto()
+		stop()
+		_ = pc.nc.Close()
+		if cerr := context.Cause(ctx); cerr != nil {
+			err = fmt.Errorf("%w (%w)", err, cerr)
+		}
+		return nil, err
+	}
+	method := leg.method()
+	if leg.Stream != nil {
+		err = writeStreamed(ctx, pc, addr, method, leg, leg.Stream)
+	} else {
+		err = writeRequest(pc.bw, addr, method, leg)
+	}
+	if err != nil {
+		var cbe *ClientBodyError
+		if errors.As(err, &cbe) {
+			return fail(err)
+		}
+		return fail(fmt.Errorf("writing request to %s: %w", addr, err))
+	}
+	var resp *http.Response
+	var rb io.Reader
+	for {
+		resp, rb, err = readResponse(pc.br, method, into)
+		if err != nil {
+			return fail(fmt.Errorf("reading response from %s: %w", addr, err))
+		}
+		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+			break // skip 1xx interim responses
+		}
+		resetInto()
+	}
+	resp.Body = &body{c: c, key: poolKey(addr, leg.TLS), pc: pc, r: rb, stop: stop, reuse: !resp.Close}
+	return resp, nil
+}
+
+// writeRequest writes an HTTP/1.1 request head and leg.Body. Header values
+// come from net/http's parser (or our own code), so they carry no CR/LF.
+func writeRequest(w *bufio.Writer, addr, method string, leg Leg) error {
+	writeHead(w, addr, method, leg)
+	if leg.Body != nil || method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch {
+		var nb [20]byte
+		w.WriteString(headerContentLength + ": ")
+		w.Write(strconv.AppendInt(nb[:0], int64(len(leg.Body)), 10))
+		w.WriteString("\r\n")
+	}
+	w.WriteString("\r\n")
+	w.Write(leg.Body)
+	return w.Flush()
+}
+
+// writeHead writes the request line, Host and the leg's end-to-end headers
+// (framing headers are the caller's).
+func writeHead(w *bufio.Writer, addr, method string, leg Leg) {
+	target := leg.Path
+	if target == "" {
+		target = "/"
+	}
+	w.WriteString(method)
+	w.WriteByte(' ')
+	w.WriteString(target)
+	w.WriteString(" HTTP/1.1\r\n" + headerHost + ": ")
+	w.WriteString(addr)
+	w.WriteString("\r\n")
+	for k, vv := range leg.Header {
+		if k == headerHost || k == headerContentLength || k == headerTE {
+			continue
+		}
+		for _, v := range vv {
+			w.WriteString(k)
+			w.WriteString(": ")
+			w.WriteString(v)
+			w.WriteString("\r\n")
+		}
+	}
+}
+
+// The relay bounds engine silence on Client bodies with read deadlines.
+var _ BoundedBody = (*body)(nil)
+
+// body returns the connection to the pool when the response was read to
+// its end, and closes it otherwise (a half-read body cannot be reused).
+type body struct {
+	c     *Client
+	key   string // poolKey
+	pc    *conn
+	r     io.Reader // the framed body (length, chunked, until close)
+	stop  func() bool
+	reuse bool
+	done  bool
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	if b.done {
+		return 0, io.EOF
+	}
+	n, err := b.r.Read(p)
+	if err == io.EOF {
+		b.finish(true)
+	}
+	return n, err
+}
+
+// Buffered reports whether the rest of the body is already in the
+// connection's read buffer, so reading it cannot block and needs no
+// deadline (the common small JSON answer: one timer update saved).
+func (b *body) Buffered() bool {
+	switch r := b.r.(type) {
+	case *lengthBody:
+		return r.n <= int64(b.pc.br.Buffered())
+	case nil:
+		return true
+	}
+	return b.done || b.r == http.NoBody
+}
+
+// SetReadDeadline bounds the next reads of the body (idle timeouts).
+func (b *body) SetReadDeadline(t time.Time) { _ = b.pc.nc.SetReadDeadline(t) }
+
+func (b *body) Close() error {
+	if !b.done {
+		b.finish(false)
+	}
+	return nil
+}
+
+func (b *body) finish(complete bool) {
+	b.done = true
+	notCanceled := b.stop()
+	if complete && b.reuse && notCanceled {
+		b.c.put(b.key, b.pc)
+		return
+	}
+	_ = b.pc.nc.Close()
+}

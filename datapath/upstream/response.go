@@ -1,0 +1,272 @@
+package upstream
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"net/textproto"
+	"strconv"
+	"strings"
+
+	"github.com/infergate/infergate/datapath/hop"
+)
+
+// Why not http.ReadResponse: it goes through net/textproto and its transfer
+// layer, which on the proxy's hot path cost about as much CPU as the rest of
+// the handler (header map growth, per-line allocations, a body wrapper with
+// its own mutex). Engines answer HTTP/1.1 with a handful of headers, so a
+// direct parse of the head off the connection's bufio.Reader is enough; the
+// chunked decoder is net/http's own (httputil.NewChunkedReader).
+
+// errBadResponse marks an engine response head that does not parse.
+var errBadResponse = errors.New("malformed HTTP response")
+
+// commonHeaders interns the header names engines send (canonical and the
+// lowercase spelling uvicorn and other ASGI servers use), so parsing them
+// allocates no key strings. Read-only after package initialisation.
+var commonHeaders = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{
+		headerContentType, headerContentLength, headerTE, headerConnection, "Date", "Server",
+		"Keep-Alive", "Cache-Control", "Content-Encoding", "Vary", "Trailer", headerRequestID,
+		"X-Accel-Buffering",
+	} {
+		m[k] = k
+		m[strings.ToLower(k)] = k
+	}
+	return m
+}()
+
+// readResponse parses one response head from br and frames its body the way
+// net/http would: no body for 1xx/204/304 and HEAD, chunked, Content-Length,
+// or until the engine closes (then Close is set). The returned reader yields
+// the body; it ends with io.EOF only when the body is complete (a short
+// Content-Length or chunked body ends with io.ErrUnexpectedEOF).
+//
+// Headers go into h when it is not nil (see Leg.Into), else into a
+// new map.
+func readResponse(br *bufio.Reader, method string, h http.Header) (*http.Response, io.Reader, error) {
+	line, err := readHeadLine(br)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Every string of the head (status line, header values) is cut from one
+	// allocation; line is only valid until the next read, so copy it first.
+	var scratch [512]byte
+	buf := append(scratch[:0], line...)
+	statusEnd := len(buf)
+	type field struct {
+		key        string
+		start, end int
+	}
+	var fa [16]field
+	fields := fa[:0]
+	for {
+		l, err := readHeadLine(br)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(l) == 0 {
+			break
+		}
+		i := bytes.IndexByte(l, ':')
+		if i <= 0 || !validHeaderKey(l[:i]) {
+			return nil, nil, fmt.Errorf("%w: header line %q", errBadResponse, l)
+		}
+		key, ok := commonHeaders[string(l[:i])]
+		if !ok {
+			key = textproto.CanonicalMIMEHeaderKey(string(l[:i]))
+		}
+		if h != nil && key == headerRequestID {
+			continue // into the client's map: the client's id stays, alone
+		}
+		v := trimOWS(l[i+1:])
+		fields = append(fields, field{key, len(buf), len(buf) + len(v)})
+		buf = append(buf, v...)
+	}
+	head := string(buf)
+
+	proto, status, ok := strings.Cut(head[:statusEnd], " ")
+	major, minor, vok := http.ParseHTTPVersion(proto)
+	if !ok || !vok || len(status) < 3 || (len(status) > 3 && status[3] != ' ') {
+		return nil, nil, fmt.Errorf("%w: status line %q", errBadResponse, head[:statusEnd])
+	}
+	code, err := strconv.Atoi(status[:3])
+	if err != nil || code < 100 {
+		return nil, nil, fmt.Errorf("%w: status line %q", errBadResponse, head[:statusEnd])
+	}
+	resp := &http.Response{
+		Status: status, StatusCode: code, Proto: proto, ProtoMajor: major, ProtoMinor: minor,
+		Header: h,
+	}
+	if h == nil {
+		resp.Header = make(http.Header, len(fields))
+	}
+	vals := make([]string, len(fields)) // one backing array for the usual single values
+	for k, f := range fields {
+		v := head[f.start:f.end]
+		if prior, ok := resp.Header[f.key]; ok {
+			resp.Header[f.key] = append(prior, v)
+			continue
+		}
+		vals[k] = v
+		resp.Header[f.key] = vals[k : k+1 : k+1]
+	}
+	body, err := frameBody(br, method, resp)
+	if err != nil {
+		return nil, nil, err
+	}
+	return resp, body, nil
+}
+
+// frameBody sets ContentLength and Close and returns the body reader.
+func frameBody(br *bufio.Reader, method string, resp *http.Response) (io.Reader, error) {
+	h := resp.Header
+	resp.Close = hop.HasToken(h[headerConnection], "close") ||
+		(resp.ProtoMajor == 1 && resp.ProtoMinor == 0 && !hop.HasToken(h[headerConnection], "keep-alive"))
+	code := resp.StatusCode
+	if code/100 == 1 || code == http.StatusNoContent || code == http.StatusNotModified ||
+		method == http.MethodHead {
+		return http.NoBody, nil
+	}
+	if te := h[headerTE]; len(te) > 0 {
+		if len(te) != 1 || !strings.EqualFold(te[0], "chunked") {
+			return nil, fmt.Errorf("%w: unsupported transfer encoding %q", errBadResponse, te)
+		}
+		delete(h, headerTE) // as net/http: the framing is ours, not the header's
+		delete(h, headerContentLength)
+		resp.TransferEncoding = []string{"chunked"}
+		resp.ContentLength = -1
+		return &chunkedBody{cr: httputil.NewChunkedReader(br), br: br}, nil
+	}
+	if cl := h[headerContentLength]; len(cl) > 0 {
+		n, err := strconv.ParseInt(cl[0], 10, 64)
+		for _, v := range cl[1:] {
+			if v != cl[0] {
+				err = errors.New("conflicting values")
+			}
+		}
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%w: Content-Length %q", errBadResponse, cl)
+		}
+		resp.ContentLength = n
+		if n == 0 {
+			return http.NoBody, nil
+		}
+		return &lengthBody{r: br, n: n}, nil
+	}
+	resp.ContentLength = -1
+	resp.Close = true // the end of the body is the end of the connection
+	return br, nil
+}
+
+// readHeadLine returns one head line without its CRLF (valid until the next
+// read); a line longer than the buffer is an error.
+func readHeadLine(br *bufio.Reader) ([]byte, error) {
+	l, err := br.ReadSlice('\n')
+	if err != nil {
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return nil, fmt.Errorf("%w: header line too long", errBadResponse)
+		}
+		if errors.Is(err, io.EOF) && len(l) > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	l = l[:len(l)-1]
+	if n := len(l); n > 0 && l[n-1] == '\r' {
+		l = l[:n-1]
+	}
+	return l, nil
+}
+
+// trimOWS strips the optional whitespace around a header value (bytes.Trim
+// builds its cutset on every call).
+func trimOWS(v []byte) []byte {
+	for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
+		v = v[1:]
+	}
+	for len(v) > 0 && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
+		v = v[:len(v)-1]
+	}
+	return v
+}
+
+// tokenChars marks the bytes allowed in an RFC 9110 token (header names).
+// Read-only after package initialisation.
+var tokenChars = func() (t [256]bool) {
+	for b := 0x21; b < 0x7f; b++ {
+		t[b] = strings.IndexByte("\"(),/:;<=>?@[\\]{}", byte(b)) < 0
+	}
+	return t
+}()
+
+// validHeaderKey reports whether k is a non-empty RFC 9110 token.
+func validHeaderKey(k []byte) bool {
+	for _, b := range k {
+		if !tokenChars[b] {
+			return false
+		}
+	}
+	return len(k) > 0
+}
+
+// lengthBody reads exactly n bytes; an earlier EOF is io.ErrUnexpectedEOF
+// so a truncated body never looks complete.
+type lengthBody struct {
+	r io.Reader
+	n int64
+}
+
+func (b *lengthBody) Read(p []byte) (int, error) {
+	if b.n <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.n {
+		p = p[:b.n]
+	}
+	n, err := b.r.Read(p)
+	b.n -= int64(n)
+	if b.n <= 0 {
+		return n, io.EOF
+	}
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+// chunkedBody decodes a chunked body and consumes the trailer section after
+// the last chunk, leaving the connection at the next response.
+type chunkedBody struct {
+	cr   io.Reader
+	br   *bufio.Reader
+	done bool
+}
+
+func (b *chunkedBody) Read(p []byte) (int, error) {
+	if b.done {
+		return 0, io.EOF
+	}
+	n, err := b.cr.Read(p)
+	if errors.Is(err, io.EOF) {
+		for { // trailers (dropped) up to the empty line
+			l, terr := readHeadLine(b.br)
+			if terr != nil {
+				if errors.Is(terr, io.EOF) {
+					terr = io.ErrUnexpectedEOF
+				}
+				return n, terr
+			}
+			if len(l) == 0 {
+				break
+			}
+		}
+		b.done = true
+	}
+	return n, err
+}

@@ -1,0 +1,103 @@
+package upstream
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/infergate/infergate/spec"
+)
+
+// Sender delivers one request to an engine. It is the one seam between
+// infergate and its engines: the single-pool proxy and every P/D dialect
+// send through it, and nothing above it knows about connections, pools or
+// TLS.
+//
+// A returned error for which NotSent reports true means the engine provably
+// never received the request, so it may be sent elsewhere; any other error
+// means it may have (LLM requests are not idempotent: never replay those).
+// The caller reads the response body to its end or closes it.
+type Sender interface {
+	Send(ctx context.Context, leg Leg) (*http.Response, error)
+}
+
+// Leg is one request to an engine. It is passed by value: a Sender may
+// change its copy (WithTLS does) without the caller seeing it.
+type Leg struct {
+	// Endpoint is dialed at Endpoint.ID ("ip:port"), which is also the Host.
+	Endpoint spec.Endpoint
+	// Method is the request method; "" is POST (every P/D leg).
+	Method string
+	// Path is the request target: the path and an optional query
+	// ("/v1/completions", "/v1/models?x=1"); "" is "/".
+	Path string
+	// Header holds the end-to-end fields; Host, Content-Length and
+	// Transfer-Encoding are the Sender's and ignored here.
+	Header http.Header
+	// Body is sent with its Content-Length (0 for a nil body on POST, PUT
+	// and PATCH). Ignored when Stream is set.
+	Body []byte
+	// Stream, when set, is a client body copied through as it arrives.
+	Stream *BodyStream
+	// TLS is the rule's TLS to its engines (security 2); nil is plaintext.
+	TLS *TLS
+	// HeaderWait > 0 bounds writing the request and waiting for the
+	// response head (the error then matches os.ErrDeadlineExceeded); 0
+	// leaves it to ctx.
+	HeaderWait time.Duration
+	// Into, when not nil, receives the response headers and becomes
+	// resp.Header: the proxy passes the client's header map so the
+	// engine's headers are parsed straight into it instead of into a map
+	// copied over afterwards. It must hold only X-Request-Id, which the
+	// engine's value never replaces; on error (and for each 1xx response)
+	// it is put back to exactly that.
+	Into http.Header
+}
+
+func (l *Leg) method() string {
+	if l.Method == "" {
+		return http.MethodPost
+	}
+	return l.Method
+}
+
+// BoundedBody is implemented by response bodies whose reads the caller may
+// bound with a deadline (the relay's idle timeouts) instead of a timer. A
+// Sender's bodies need not implement it; the relay then relies on ctx.
+type BoundedBody interface {
+	// Buffered reports whether the rest of the body is in memory already,
+	// so no read can block and no deadline is needed.
+	Buffered() bool
+	// SetReadDeadline bounds the next reads; a read past it fails with an
+	// error matching os.ErrDeadlineExceeded.
+	SetReadDeadline(t time.Time)
+}
+
+// WithTLS returns s sending every leg over t (nil: s itself). The P/D
+// dialects get a rule's engine TLS this way without knowing about it.
+func WithTLS(s Sender, t *TLS) Sender {
+	if t == nil {
+		return s
+	}
+	return tlsSender{s: s, t: t}
+}
+
+type tlsSender struct {
+	s Sender
+	t *TLS
+}
+
+func (x tlsSender) Send(ctx context.Context, leg Leg) (*http.Response, error) {
+	leg.TLS = x.t
+	return x.s.Send(ctx, leg)
+}
+
+// Wire names the Client writes or parses.
+const (
+	headerConnection    = "Connection"
+	headerContentType   = "Content-Type"
+	headerContentLength = "Content-Length"
+	headerHost          = "Host"
+	headerTE            = "Transfer-Encoding"
+	headerRequestID     = "X-Request-Id"
+)
