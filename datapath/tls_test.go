@@ -45,7 +45,9 @@ func newTLSEnv(t *testing.T, hosts ...string) *tlsEnv {
 	}
 	o := testOptions()
 	o.TLS.CertRoot = e.root
-	o.TLS.ReloadInterval = 20 * time.Millisecond
+	// Long enough that a rotation's two file writes land within one poll even
+	// on a loaded machine (the rotation test counts exactly one reload).
+	o.TLS.ReloadInterval = 100 * time.Millisecond
 	m := metrics.New()
 	e.reg = m.Registry
 	e.rt = NewWithMetrics(o, m, nil)

@@ -464,11 +464,16 @@ func TestRootParentZero(t *testing.T) {
 				if err := pub.PublishSeq(1, batch(root, blocks(2, 3), stranger)); err != nil {
 					t.Fatal(err)
 				}
-				waitUntil(t, "root via parent 0", func() bool { return e.held(rk, ep.ID) == 3 })
+				// The batch is applied block by block: the held count reaches 3
+				// before the stranger is refused, so wait for both.
+				unanchored := func() float64 { return testMetric(t, e.m.SkippedBlocks.WithLabelValues("r", "unanchored")) }
+				waitUntil(t, "root via parent 0, stranger refused", func() bool {
+					return e.held(rk, ep.ID) == 3 && unanchored() >= 1
+				})
 				if got := testMetric(t, e.m.RootParentZero.WithLabelValues("r")); got != 1 {
 					t.Errorf("root_parent_zero = %v, want 1", got)
 				}
-				if got := testMetric(t, e.m.SkippedBlocks.WithLabelValues("r", "unanchored")); got != 1 {
+				if got := unanchored(); got != 1 {
 					t.Errorf("unanchored = %v, want 1 (the unknown non-zero parent)", got)
 				}
 			})
