@@ -1,0 +1,418 @@
+package epp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// phase is where a stream is in the one HTTP exchange it carries. Messages
+// must arrive in this order; anything else is a protocol error.
+type phase uint8
+
+const (
+	phaseRequestHeaders phase = iota // nothing yet: the request headers come first
+	phaseRequestBody                 // buffering request body chunks until the end
+	phaseResponse                    // pick sent; response messages may follow
+	phaseResponseBody                // relaying response body chunks
+	phaseDone                        // the response ended; only the close remains
+)
+
+func (p phase) String() string {
+	return [...]string{"request headers", "request body", "response", "response body", "end of response"}[p]
+}
+
+// errAnswered ends a stream that has been answered with an ImmediateResponse:
+// the exchange is over and the RPC ends with OK.
+var errAnswered = errors.New("epp: answered with an immediate response")
+
+// stream is the state of one ext_proc stream, i.e. one HTTP request. It lives
+// on the stream's goroutine only: no locks, no goroutines of its own, so a
+// stream that ends leaves nothing behind.
+type stream struct {
+	s   *Server
+	srv extprocv3.ExternalProcessor_ProcessServer
+	ctx context.Context
+
+	phase         phase
+	noRequestBody bool // the proxy sends no request body (request_body_mode NONE)
+	respStreamed  bool // response body chunks must be re-emitted (FULL_DUPLEX_STREAMED)
+
+	req      Request
+	chunks   [][]byte // request body chunks in arrival order, re-emitted after the pick
+	size     int64
+	trailers bool // the request body ended with trailers rather than end_of_stream
+
+	picked   bool // Pick returned a Result: Served is owed
+	sent     bool // the pick reached the proxy
+	pickedAt time.Time
+	outcome  Outcome
+	result   string // infergate_epp_streams_total{result}
+}
+
+// Process serves one ext_proc stream: one HTTP request and its response.
+func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
+	st := &stream{s: s, srv: srv, ctx: srv.Context(), respStreamed: true}
+	s.metrics.Active.Inc()
+	err := st.run()
+	st.finish(err)
+	s.metrics.Active.Dec()
+	return err
+}
+
+func (st *stream) run() error {
+	for {
+		msg, err := st.srv.Recv()
+		if errors.Is(err, io.EOF) {
+			return st.closed()
+		}
+		if err != nil {
+			return st.lost(err)
+		}
+		if err := st.handle(msg); err != nil {
+			if errors.Is(err, errAnswered) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// closed handles the proxy's half-close. After the pick it is the normal end
+// of a stream; before it, the request never completed.
+func (st *stream) closed() error {
+	if st.phase >= phaseResponse {
+		return nil
+	}
+	st.result = ResultCanceled
+	if st.phase == phaseRequestHeaders {
+		return nil // opened and closed with nothing asked: nothing to answer
+	}
+	return status.Errorf(codes.Aborted, "stream closed during the %s, before the request was complete", st.phase)
+}
+
+// lost handles a receive error: the proxy cancelled (client gone) or the
+// transport failed.
+func (st *stream) lost(err error) error {
+	st.result = ResultCanceled
+	st.outcome.Err = err
+	if ctxErr := st.ctx.Err(); ctxErr != nil {
+		return status.FromContextError(ctxErr).Err()
+	}
+	if status.Code(err) != codes.Canceled {
+		st.result = ResultMalformed
+	}
+	return err
+}
+
+func (st *stream) handle(msg *extprocv3.ProcessingRequest) error {
+	if msg.GetObservabilityMode() {
+		return st.malformed(codes.FailedPrecondition, "observability_mode is not supported: the EPP must answer with the pick")
+	}
+	if pc := msg.GetProtocolConfig(); pc != nil {
+		if err := st.configure(pc); err != nil {
+			return err
+		}
+	}
+	switch r := msg.GetRequest().(type) {
+	case *extprocv3.ProcessingRequest_RequestHeaders:
+		return st.requestHeaders(msg, r.RequestHeaders)
+	case *extprocv3.ProcessingRequest_RequestBody:
+		return st.requestBody(r.RequestBody)
+	case *extprocv3.ProcessingRequest_RequestTrailers:
+		return st.requestTrailers()
+	case *extprocv3.ProcessingRequest_ResponseHeaders:
+		return st.responseHeaders(msg, r.ResponseHeaders)
+	case *extprocv3.ProcessingRequest_ResponseBody:
+		return st.responseBody(msg, r.ResponseBody)
+	case *extprocv3.ProcessingRequest_ResponseTrailers:
+		return st.responseTrailers(msg)
+	case nil:
+		if msg.GetFlowControlInit() != nil || msg.GetClientWindowUpdate() != nil {
+			return nil // flow-control only; we never announce flow control, so nothing to do
+		}
+		return st.malformed(codes.InvalidArgument, "empty ProcessingRequest")
+	default:
+		return st.malformed(codes.InvalidArgument, fmt.Sprintf("unknown ProcessingRequest %T", r))
+	}
+}
+
+// configure reads the proxy's processing modes. The pick needs the whole
+// body before the headers are answered, which only FULL_DUPLEX_STREAMED (or
+// no body at all) allows; the response side may use any mode.
+func (st *stream) configure(pc *extprocv3.ProtocolConfiguration) error {
+	switch m := pc.GetRequestBodyMode(); m {
+	case extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED:
+	case extprocfilterv3.ProcessingMode_NONE:
+		st.noRequestBody = true
+	default:
+		return st.malformed(codes.FailedPrecondition, fmt.Sprintf("request_body_mode %s is not supported: configure FULL_DUPLEX_STREAMED", m))
+	}
+	st.respStreamed = pc.GetResponseBodyMode() == extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED
+	return nil
+}
+
+func (st *stream) requestHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3.HttpHeaders) error {
+	if st.phase != phaseRequestHeaders {
+		return st.outOfOrder("request headers")
+	}
+	st.req.Headers = decodeHeaders(h.GetHeaders())
+	hints, err := decodeHints(st.req.Headers)
+	if err != nil {
+		var r *Refusal
+		errors.As(err, &r)
+		return st.answer(r)
+	}
+	st.req.Hints = hints
+	subset, hinted, err := decodeSubset(msg.GetMetadataContext(), st.s.opts.SubsetNamespace)
+	if err != nil {
+		return st.malformed(codes.InvalidArgument, err.Error())
+	}
+	if hinted {
+		if len(subset) == 0 {
+			return st.answer(&Refusal{Status: 503, Reason: "empty_endpoint_subset"})
+		}
+		st.req.Subset = subset
+	}
+	if h.GetEndOfStream() || st.noRequestBody {
+		return st.pick()
+	}
+	st.phase = phaseRequestBody
+	return nil
+}
+
+func (st *stream) requestBody(b *extprocv3.HttpBody) error {
+	if st.phase != phaseRequestBody {
+		return st.outOfOrder("request body")
+	}
+	st.size += int64(len(b.GetBody()))
+	if st.size > st.s.opts.MaxBodyBytes {
+		st.chunks = nil
+		return st.answer(&Refusal{Status: 413, Reason: "request_body_too_large"})
+	}
+	st.chunks = append(st.chunks, b.GetBody())
+	if b.GetEndOfStream() {
+		return st.pick()
+	}
+	return nil
+}
+
+func (st *stream) requestTrailers() error {
+	if st.phase != phaseRequestBody {
+		return st.outOfOrder("request trailers")
+	}
+	st.trailers = true
+	return st.pick()
+}
+
+// pick asks the picker, then answers the held request headers with the pick
+// and re-emits every body chunk, in order, unchanged.
+func (st *stream) pick() error {
+	start := time.Now()
+	st.req.Body = joinChunks(st.chunks, st.size)
+	res, err := st.s.picker.Pick(st.ctx, &st.req)
+	st.req.Body = nil
+	if err != nil {
+		var r *Refusal
+		if errors.As(err, &r) {
+			return st.answer(r)
+		}
+		if ctxErr := st.ctx.Err(); ctxErr != nil {
+			st.result = ResultCanceled
+			return status.FromContextError(ctxErr).Err()
+		}
+		st.result = ResultError
+		return status.Errorf(codes.Internal, "pick: %v", err)
+	}
+	st.picked = true
+	res.Endpoints = filterSubset(res.Endpoints, st.req.Subset)
+	st.outcome.Result = res
+	if len(res.Endpoints) == 0 {
+		st.outcome.Err = errors.New("no picked endpoint is eligible")
+		return st.answer(&Refusal{Status: 503, Reason: "no_eligible_endpoint"})
+	}
+
+	bodyLen := -1
+	if !st.trailers && st.size > 0 {
+		bodyLen = int(st.size)
+	}
+	if err := st.send(pickResponse(st.s.opts.DestinationNamespace, res, bodyLen)); err != nil {
+		return err
+	}
+	st.sent = true
+	st.pickedAt = time.Now()
+	st.s.metrics.Pick.Observe(st.pickedAt.Sub(start).Seconds())
+	st.result = ResultPicked
+	for i, c := range st.chunks {
+		if err := st.send(requestChunk(c, i == len(st.chunks)-1 && !st.trailers)); err != nil {
+			return err
+		}
+	}
+	st.chunks = nil
+	if st.trailers {
+		if err := st.send(requestTrailersOK()); err != nil {
+			return err
+		}
+	}
+	st.phase = phaseResponse
+	return nil
+}
+
+// joinChunks gives the picker one contiguous body without copying the common
+// single-chunk case.
+func joinChunks(chunks [][]byte, size int64) []byte {
+	switch {
+	case size == 0:
+		return nil
+	case len(chunks) == 1:
+		return chunks[0]
+	}
+	body := make([]byte, 0, size)
+	for _, c := range chunks {
+		body = append(body, c...)
+	}
+	return body
+}
+
+func (st *stream) responseHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3.HttpHeaders) error {
+	if st.phase != phaseResponse {
+		return st.outOfOrder("response headers")
+	}
+	hs := decodeHeaders(h.GetHeaders())
+	st.noteServed(msg, hs)
+	st.outcome.Status, _ = strconv.Atoi(hs.Get(headerStatus))
+	st.outcome.ResponseHeaders = time.Since(st.pickedAt)
+	if err := st.send(responseHeadersOK()); err != nil {
+		return err
+	}
+	if h.GetEndOfStream() {
+		st.done()
+	} else {
+		st.phase = phaseResponseBody
+	}
+	return nil
+}
+
+func (st *stream) responseBody(msg *extprocv3.ProcessingRequest, b *extprocv3.HttpBody) error {
+	if st.phase != phaseResponse && st.phase != phaseResponseBody {
+		return st.outOfOrder("response body")
+	}
+	st.noteServed(msg, nil)
+	if st.outcome.FirstBodyChunk == 0 {
+		st.outcome.FirstBodyChunk = time.Since(st.pickedAt)
+	}
+	if err := st.send(responseChunk(b.GetBody(), b.GetEndOfStream(), st.respStreamed)); err != nil {
+		return err
+	}
+	if b.GetEndOfStream() {
+		st.done()
+	} else {
+		st.phase = phaseResponseBody
+	}
+	return nil
+}
+
+func (st *stream) responseTrailers(msg *extprocv3.ProcessingRequest) error {
+	if st.phase != phaseResponse && st.phase != phaseResponseBody {
+		return st.outOfOrder("response trailers")
+	}
+	st.noteServed(msg, nil)
+	if err := st.send(responseTrailersOK()); err != nil {
+		return err
+	}
+	st.done()
+	return nil
+}
+
+// noteServed records the served endpoint from the first response-path
+// message that carries it (response headers may be skipped by the proxy).
+func (st *stream) noteServed(msg *extprocv3.ProcessingRequest, h Headers) {
+	if st.outcome.Endpoint == "" {
+		st.outcome.Endpoint = decodeServed(msg.GetMetadataContext(), st.s.opts.DestinationNamespace, h)
+	}
+}
+
+func (st *stream) done() {
+	st.phase = phaseDone
+	st.outcome.Complete = true
+}
+
+func (st *stream) send(resp *extprocv3.ProcessingResponse) error {
+	if err := st.srv.Send(resp); err != nil {
+		st.result = ResultCanceled
+		st.outcome.Err = err
+		if ctxErr := st.ctx.Err(); ctxErr != nil {
+			return status.FromContextError(ctxErr).Err()
+		}
+		return err
+	}
+	return nil
+}
+
+// answer ends the exchange with an HTTP status of our own.
+func (st *stream) answer(r *Refusal) error {
+	switch r.Status {
+	case 429:
+		st.result = ResultShed
+	case 503:
+		st.result = ResultUnavailable
+	default:
+		st.result = ResultRefused
+	}
+	if err := st.send(refusalResponse(st.s.opts.RefusalReasonHeader, r)); err != nil {
+		return err
+	}
+	return errAnswered
+}
+
+func (st *stream) outOfOrder(got string) error {
+	return st.malformed(codes.InvalidArgument, fmt.Sprintf("%s received during the %s", got, st.phase))
+}
+
+func (st *stream) malformed(code codes.Code, msg string) error {
+	st.result = ResultMalformed
+	st.outcome.Err = errors.New(msg)
+	return status.Error(code, msg)
+}
+
+// finish settles metrics and, when a pick was made, reports the outcome.
+func (st *stream) finish(err error) {
+	if st.result == "" {
+		st.result = ResultCanceled
+	}
+	st.s.metrics.Streams.WithLabelValues(st.result).Inc()
+	if !st.picked {
+		return
+	}
+	if st.outcome.Err == nil && !st.outcome.Complete && err != nil {
+		st.outcome.Err = err
+	}
+	if st.sent {
+		st.s.metrics.Served.WithLabelValues(servedMatch(st.outcome)).Inc()
+	}
+	st.s.picker.Served(st.outcome)
+}
+
+// servedMatch classifies the proxy's served report against the pick.
+func servedMatch(o Outcome) string {
+	if o.Endpoint == "" {
+		return ServedUnreported
+	}
+	for i, e := range o.Result.Endpoints {
+		if e == o.Endpoint {
+			if i == 0 {
+				return ServedPrimary
+			}
+			return ServedFallback
+		}
+	}
+	return ServedOther
+}
