@@ -102,13 +102,16 @@ func (st *stream) closed() error {
 // lost handles a receive error: the proxy cancelled (client gone) or the
 // transport failed.
 func (st *stream) lost(err error) error {
-	st.result = ResultCanceled
 	st.outcome.Err = err
-	if ctxErr := st.ctx.Err(); ctxErr != nil {
-		return status.FromContextError(ctxErr).Err()
+	ctxErr := st.ctx.Err()
+	if !st.sent { // after the pick, the stream still counts as picked
+		st.result = ResultCanceled
+		if ctxErr == nil && status.Code(err) != codes.Canceled {
+			st.result = ResultMalformed
+		}
 	}
-	if status.Code(err) != codes.Canceled {
-		st.result = ResultMalformed
+	if ctxErr != nil {
+		return status.FromContextError(ctxErr).Err()
 	}
 	return err
 }
@@ -347,7 +350,9 @@ func (st *stream) done() {
 
 func (st *stream) send(resp *extprocv3.ProcessingResponse) error {
 	if err := st.srv.Send(resp); err != nil {
-		st.result = ResultCanceled
+		if !st.sent {
+			st.result = ResultCanceled
+		}
 		st.outcome.Err = err
 		if ctxErr := st.ctx.Err(); ctxErr != nil {
 			return status.FromContextError(ctxErr).Err()

@@ -48,9 +48,17 @@ func headerValue(h *corev3.HeaderValue) string {
 func decodeHeaders(m *corev3.HeaderMap) Headers {
 	hs := m.GetHeaders()
 	out := make(Headers, len(hs))
-	for _, h := range hs {
+	// One backing array for the common single-valued header; a repeated
+	// header's append copies out of it (capacity is capped at one).
+	vals := make([]string, len(hs))
+	for i, h := range hs {
 		k := strings.ToLower(h.GetKey())
-		out[k] = append(out[k], headerValue(h))
+		vals[i] = headerValue(h)
+		if prev, ok := out[k]; ok {
+			out[k] = append(prev, vals[i])
+			continue
+		}
+		out[k] = vals[i : i+1 : i+1]
 	}
 	return out
 }
