@@ -23,6 +23,10 @@ type Options struct {
 	// SubsetNamespace is the filter-metadata namespace of the proxy's subset
 	// hint (GIE default envoy.lb.subset_hint).
 	SubsetNamespace string
+	// MaxEndpoints caps the endpoints sent per pick (0: all the picker
+	// returns). Stock Envoy routing on the header with an ORIGINAL_DST cluster
+	// reads one address, not a list: set 1 there.
+	MaxEndpoints int
 	// RefusalReasonHeader names the response header carrying the reason of a
 	// 429/503/413 the EPP answers itself.
 	RefusalReasonHeader string
@@ -73,6 +77,8 @@ func (o Options) Validate() error {
 		return errors.New("epp: subset_namespace: must not be empty")
 	case o.RefusalReasonHeader == "" || o.RefusalReasonHeader != strings.ToLower(o.RefusalReasonHeader):
 		return fmt.Errorf("epp: refusal_reason_header: %q must be a non-empty lower-case header name", o.RefusalReasonHeader)
+	case o.MaxEndpoints < 0:
+		return fmt.Errorf("epp: max_endpoints: %d must not be negative", o.MaxEndpoints)
 	case o.DrainTimeout < 0:
 		return fmt.Errorf("epp: drain_timeout: %s must not be negative", o.DrainTimeout)
 	}

@@ -237,6 +237,9 @@ func (st *stream) pick() error {
 	}
 	st.picked = true
 	res.Endpoints = filterSubset(res.Endpoints, st.req.Subset)
+	if n := st.s.opts.MaxEndpoints; n > 0 && len(res.Endpoints) > n {
+		res.Endpoints = res.Endpoints[:n:n]
+	}
 	st.outcome.Result = res
 	if len(res.Endpoints) == 0 {
 		st.outcome.Err = errors.New("no picked endpoint is eligible")

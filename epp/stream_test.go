@@ -207,6 +207,7 @@ func TestStreamFailures(t *testing.T) {
 		wantStatus int    // ImmediateResponse status; 0 = none
 		wantResult string // streams_total label
 		wantServed int    // Served calls
+		wantDest   string // the destination header, when checked
 	}{
 		{name: "body before headers", msgs: msgs(reqBody("x", true)), noClose: true, wantCode: codes.InvalidArgument, wantResult: ResultMalformed},
 		{name: "headers twice", msgs: msgs(reqHeaders(nil, false), reqHeaders(nil, false)), noClose: true, wantCode: codes.InvalidArgument, wantResult: ResultMalformed},
@@ -223,6 +224,7 @@ func TestStreamFailures(t *testing.T) {
 		{name: "empty subset", msgs: msgs(withSubset(reqHeaders(nil, true))), noClose: true, wantStatus: 503, wantResult: ResultUnavailable},
 		{name: "pick outside the subset", msgs: msgs(withSubset(reqHeaders(nil, true), "10.0.0.7:8000")), noClose: true, wantStatus: 503, wantResult: ResultUnavailable, wantServed: 1},
 		{name: "subset keeps the eligible fallback", msgs: msgs(withSubset(reqHeaders(nil, true), "10.0.0.2:8000")), wantResult: ResultPicked, wantServed: 1},
+		{name: "fallbacks capped", opts: func(o *Options) { o.MaxEndpoints = 1 }, msgs: msgs(reqHeaders(nil, true)), wantResult: ResultPicked, wantServed: 1, wantDest: "10.0.0.1:8000"},
 		{name: "shed", picker: &recordingPicker{err: Shed("queue_full")}, msgs: msgs(reqHeaders(nil, true)), noClose: true, wantStatus: 429, wantResult: ResultShed},
 		{name: "no ready endpoint", picker: &recordingPicker{err: Unavailable("no_ready_endpoint")}, msgs: msgs(reqHeaders(nil, true)), noClose: true, wantStatus: 503, wantResult: ResultUnavailable},
 		{name: "empty pick", picker: &recordingPicker{}, msgs: msgs(reqHeaders(nil, true)), noClose: true, wantStatus: 503, wantResult: ResultUnavailable, wantServed: 1},
@@ -272,6 +274,11 @@ func TestStreamFailures(t *testing.T) {
 			for _, a := range d.f.sent() {
 				if ir := a.GetImmediateResponse(); ir != nil {
 					immediate = ir
+				}
+			}
+			if tc.wantDest != "" {
+				if got := setHeaders(t, d.f.sent()[0])[HeaderDestination]; got != tc.wantDest {
+					t.Errorf("destination = %q, want %q", got, tc.wantDest)
 				}
 			}
 			if got := int(immediate.GetStatus().GetCode()); got != tc.wantStatus {

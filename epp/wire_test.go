@@ -110,6 +110,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"no namespace", func(o *Options) { o.DestinationNamespace = "" }, "epp: destination_namespace"},
 		{"no subset namespace", func(o *Options) { o.SubsetNamespace = "" }, "epp: subset_namespace"},
 		{"upper-case header", func(o *Options) { o.RefusalReasonHeader = "X-Reason" }, "epp: refusal_reason_header"},
+		{"negative max endpoints", func(o *Options) { o.MaxEndpoints = -1 }, "epp: max_endpoints"},
 		{"negative drain", func(o *Options) { o.DrainTimeout = -1 }, "epp: drain_timeout"},
 	}
 	for _, tc := range cases {
