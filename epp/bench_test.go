@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +30,7 @@ func benchRequest() []*extprocv3.ProcessingRequest {
 	return []*extprocv3.ProcessingRequest{
 		reqHeaders(map[string]string{
 			":method": "POST", ":path": "/v1/chat/completions", ":authority": "gw.example", ":scheme": "http",
-			"content-type": "application/json", "content-length": "8192", "user-agent": "bench",
+			"content-type": "application/json", "content-length": strconv.Itoa(len(body)), "user-agent": "bench",
 			"x-request-id": "0f9c7e1a", "x-forwarded-for": "10.1.2.3", HeaderObjective: "standard",
 		}, false),
 		reqBody(body, true),

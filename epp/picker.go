@@ -38,7 +38,8 @@ type Request struct {
 	// Headers are the request headers as the proxy sent them. Envoy lower-cases
 	// names and includes the pseudo-headers (":path", ":method", ":authority").
 	Headers Headers
-	// Body is the complete request body; nil when the request has none.
+	// Body is the complete request body; nil when the request has none. It is
+	// re-emitted to the proxy after the pick: read it, never modify it.
 	Body []byte
 	// Subset, when non-nil, is the proxy's endpoint subset hint: the pick must
 	// come from this list. It is never empty (an empty hint is refused with 503

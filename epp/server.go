@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 )
 
 // gRPC health service names. Liveness answers while the process serves;
@@ -92,7 +93,12 @@ func (s *Server) Run(ctx context.Context) error {
 // stops routing here, open streams get DrainTimeout to finish, and both
 // servers are stopped. It returns once every goroutine it started is gone.
 func (s *Server) Serve(ctx context.Context, lis, hlis net.Listener) error {
-	g := grpc.NewServer()
+	// Proxies hold ext_proc connections for a long time and may ping them to
+	// keep them alive; grpc-go's default policy would answer frequent pings
+	// with GOAWAY.
+	g := grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+		MinTime: 10 * time.Second, PermitWithoutStream: true,
+	}))
 	s.Register(g)
 	hg := grpc.NewServer()
 	s.RegisterHealth(hg)

@@ -47,9 +47,9 @@ type stream struct {
 	respStreamed  bool // response body chunks must be re-emitted (FULL_DUPLEX_STREAMED)
 
 	req      Request
-	chunks   [][]byte // request body chunks in arrival order, re-emitted after the pick
-	size     int64
-	trailers bool // the request body ended with trailers rather than end_of_stream
+	body     []byte // the request body so far, one buffer (what the picker sees)
+	chunks   []int  // the length of each body chunk as it arrived, to re-emit them as they came
+	trailers bool   // the request body ended with trailers rather than end_of_stream
 
 	picked   bool // Pick returned a Result: Served is owed
 	sent     bool // the pick reached the proxy
@@ -170,7 +170,7 @@ func (st *stream) requestHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3.
 	st.req.Headers = decodeHeaders(h.GetHeaders())
 	hints, err := decodeHints(st.req.Headers)
 	if err != nil {
-		var r *Refusal
+		r := &Refusal{Status: 400, Reason: "invalid_hint"}
 		errors.As(err, &r)
 		return st.answer(r)
 	}
@@ -188,6 +188,11 @@ func (st *stream) requestHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3.
 	if h.GetEndOfStream() || st.noRequestBody {
 		return st.pick()
 	}
+	// Size the buffer once when the client declared its length (within the
+	// cap); otherwise it grows as chunks arrive.
+	if n, err := strconv.ParseInt(st.req.Headers.Get(headerContentLength), 10, 64); err == nil && n > 0 && n <= st.s.opts.MaxBodyBytes {
+		st.body = make([]byte, 0, n)
+	}
 	st.phase = phaseRequestBody
 	return nil
 }
@@ -196,12 +201,12 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) error {
 	if st.phase != phaseRequestBody {
 		return st.outOfOrder("request body")
 	}
-	st.size += int64(len(b.GetBody()))
-	if st.size > st.s.opts.MaxBodyBytes {
-		st.chunks = nil
+	if int64(len(st.body))+int64(len(b.GetBody())) > st.s.opts.MaxBodyBytes {
+		st.body, st.chunks = nil, nil
 		return st.answer(&Refusal{Status: 413, Reason: "request_body_too_large"})
 	}
-	st.chunks = append(st.chunks, b.GetBody())
+	st.body = append(st.body, b.GetBody()...)
+	st.chunks = append(st.chunks, len(b.GetBody()))
 	if b.GetEndOfStream() {
 		return st.pick()
 	}
@@ -220,9 +225,10 @@ func (st *stream) requestTrailers() error {
 // and re-emits every body chunk, in order, unchanged.
 func (st *stream) pick() error {
 	start := time.Now()
-	st.req.Body = joinChunks(st.chunks, st.size)
+	if len(st.body) > 0 {
+		st.req.Body = st.body
+	}
 	res, err := st.s.picker.Pick(st.ctx, &st.req)
-	st.req.Body = nil
 	if err != nil {
 		var r *Refusal
 		if errors.As(err, &r) {
@@ -247,8 +253,8 @@ func (st *stream) pick() error {
 	}
 
 	bodyLen := -1
-	if !st.trailers && st.size > 0 {
-		bodyLen = int(st.size)
+	if !st.trailers && len(st.body) > 0 {
+		bodyLen = len(st.body)
 	}
 	if err := st.send(pickResponse(st.s.opts.DestinationNamespace, res, bodyLen)); err != nil {
 		return err
@@ -257,12 +263,14 @@ func (st *stream) pick() error {
 	st.pickedAt = time.Now()
 	st.s.metrics.Pick.Observe(st.pickedAt.Sub(start).Seconds())
 	st.result = ResultPicked
-	for i, c := range st.chunks {
-		if err := st.send(requestChunk(c, i == len(st.chunks)-1 && !st.trailers)); err != nil {
+	off := 0
+	for i, n := range st.chunks {
+		if err := st.send(requestChunk(st.body[off:off+n:off+n], i == len(st.chunks)-1 && !st.trailers)); err != nil {
 			return err
 		}
+		off += n
 	}
-	st.chunks = nil
+	st.body, st.chunks, st.req.Body = nil, nil, nil
 	if st.trailers {
 		if err := st.send(requestTrailersOK()); err != nil {
 			return err
@@ -270,22 +278,6 @@ func (st *stream) pick() error {
 	}
 	st.phase = phaseResponse
 	return nil
-}
-
-// joinChunks gives the picker one contiguous body without copying the common
-// single-chunk case.
-func joinChunks(chunks [][]byte, size int64) []byte {
-	switch {
-	case size == 0:
-		return nil
-	case len(chunks) == 1:
-		return chunks[0]
-	}
-	body := make([]byte, 0, size)
-	for _, c := range chunks {
-		body = append(body, c...)
-	}
-	return body
 }
 
 func (st *stream) responseHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3.HttpHeaders) error {
