@@ -30,6 +30,9 @@ func (p phase) String() string {
 	return [...]string{"request headers", "request body", "response", "response body", "end of response"}[p]
 }
 
+// presizeLimit bounds the body buffer reserved on a declared content-length.
+const presizeLimit = 1 << 20
+
 // errAnswered ends a stream that has been answered with an ImmediateResponse:
 // the exchange is over and the RPC ends with OK.
 var errAnswered = errors.New("epp: answered with an immediate response")
@@ -188,10 +191,11 @@ func (st *stream) requestHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3.
 	if h.GetEndOfStream() || st.noRequestBody {
 		return st.pick()
 	}
-	// Size the buffer once when the client declared its length (within the
-	// cap); otherwise it grows as chunks arrive.
-	if n, err := strconv.ParseInt(st.req.Headers.Get(headerContentLength), 10, 64); err == nil && n > 0 && n <= st.s.opts.MaxBodyBytes {
-		st.body = make([]byte, 0, n)
+	// Size the buffer once from the declared length, up to presizeLimit so a
+	// client cannot make us reserve memory it never sends; beyond that, the
+	// buffer grows as bytes actually arrive.
+	if n, err := strconv.ParseInt(st.req.Headers.Get(headerContentLength), 10, 64); err == nil && n > 0 {
+		st.body = make([]byte, 0, min(n, st.s.opts.MaxBodyBytes, presizeLimit))
 	}
 	st.phase = phaseRequestBody
 	return nil
