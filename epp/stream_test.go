@@ -232,6 +232,7 @@ func TestStreamFailures(t *testing.T) {
 		{name: "bad ttft hint", msgs: msgs(reqHeaders(map[string]string{HeaderSLOTTFT: "soon"}, true)), noClose: true, wantStatus: 400, wantResult: ResultRefused},
 		{name: "body over the limit", opts: func(o *Options) { o.MaxBodyBytes = 4 }, msgs: msgs(reqHeaders(nil, false), reqBody("abc", false), reqBody("de", false)), noClose: true, wantStatus: 413, wantResult: ResultRefused},
 		{name: "body at the limit", opts: func(o *Options) { o.MaxBodyBytes = 4 }, msgs: msgs(reqHeaders(nil, false), reqBody("abcd", true)), wantResult: ResultPicked, wantServed: 1},
+		{name: "declared length far beyond the body", msgs: msgs(reqHeaders(map[string]string{"content-length": "999999999999"}, false), reqBody("abc", true)), wantResult: ResultPicked, wantServed: 1},
 		{name: "closed before anything", msgs: nil, wantResult: ResultCanceled},
 		{name: "closed mid-body", msgs: msgs(reqHeaders(nil, false), reqBody("{", false)), wantCode: codes.Aborted, wantResult: ResultCanceled},
 		{name: "cancelled mid-body", msgs: msgs(reqHeaders(nil, false), reqBody("{", false)), cancel: true, wantCode: codes.Canceled, wantResult: ResultCanceled},
