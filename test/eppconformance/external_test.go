@@ -20,6 +20,7 @@ import (
 //	EPP_CONFORMANCE_AFFINITY=1               the EPP keeps conversations on one endpoint
 //	EPP_CONFORMANCE_METRICS_URL=http://…     Prometheus endpoint exposing go_goroutines
 //	EPP_CONFORMANCE_STREAMS=1000             concurrent streams
+//	EPP_CONFORMANCE_MAX_BODY=4194304         largest body sent (stay within the EPP's limit)
 func TestExternalEPP(t *testing.T) {
 	addr := os.Getenv("EPP_CONFORMANCE_ADDR")
 	if addr == "" {
@@ -49,6 +50,13 @@ func TestExternalEPP(t *testing.T) {
 			t.Fatalf("EPP_CONFORMANCE_STREAMS=%q: %v", n, err)
 		}
 		tg.Streams = v
+	}
+	if n := os.Getenv("EPP_CONFORMANCE_MAX_BODY"); n != "" {
+		v, err := strconv.Atoi(n)
+		if err != nil {
+			t.Fatalf("EPP_CONFORMANCE_MAX_BODY=%q: %v", n, err)
+		}
+		tg.MaxBody = v
 	}
 	if u := os.Getenv("EPP_CONFORMANCE_METRICS_URL"); u != "" {
 		tg.Goroutines = func() (int, error) { return scrapeGoroutines(u) }
