@@ -50,7 +50,8 @@ type stream struct {
 	respStreamed  bool // response body chunks must be re-emitted (FULL_DUPLEX_STREAMED)
 
 	req      Request
-	body     []byte // the request body so far, one buffer (what the picker sees)
+	declared int64  // the request's content-length, 0 when absent or invalid
+	body     []byte // the request body so far, contiguous (what the picker sees)
 	chunks   []int  // the length of each body chunk as it arrived, to re-emit them as they came
 	trailers bool   // the request body ended with trailers rather than end_of_stream
 
@@ -191,11 +192,8 @@ func (st *stream) requestHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3.
 	if h.GetEndOfStream() || st.noRequestBody {
 		return st.pick()
 	}
-	// Size the buffer once from the declared length, up to presizeLimit so a
-	// client cannot make us reserve memory it never sends; beyond that, the
-	// buffer grows as bytes actually arrive.
 	if n, err := strconv.ParseInt(st.req.Headers.Get(headerContentLength), 10, 64); err == nil && n > 0 {
-		st.body = make([]byte, 0, min(n, st.s.opts.MaxBodyBytes, presizeLimit))
+		st.declared = n
 	}
 	st.phase = phaseRequestBody
 	return nil
@@ -209,12 +207,31 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) error {
 		st.body, st.chunks = nil, nil
 		return st.answer(&Refusal{Status: 413, Reason: "request_body_too_large"})
 	}
-	st.body = append(st.body, b.GetBody()...)
-	st.chunks = append(st.chunks, len(b.GetBody()))
+	st.appendBody(b.GetBody())
 	if b.GetEndOfStream() {
 		return st.pick()
 	}
 	return nil
+}
+
+// appendBody adds a chunk. A body that arrives in one chunk (most requests)
+// is used where gRPC decoded it, never copied. From the second chunk on, the
+// body moves to one buffer sized from the declared length — at most
+// presizeLimit, so a client cannot make us reserve memory it never sends —
+// and grows with the bytes that actually arrive: a large body costs its size
+// once, not once per chunk plus a join.
+func (st *stream) appendBody(p []byte) {
+	switch len(st.chunks) {
+	case 0:
+		st.body = p // gRPC's proto codec copies bytes fields out of its receive buffer: p is ours to keep
+	case 1:
+		size := max(int64(len(st.body)+len(p)), min(st.declared, st.s.opts.MaxBodyBytes, presizeLimit))
+		buf := make([]byte, 0, size)
+		st.body = append(append(buf, st.body...), p...)
+	default:
+		st.body = append(st.body, p...)
+	}
+	st.chunks = append(st.chunks, len(p))
 }
 
 func (st *stream) requestTrailers() error {
