@@ -1,0 +1,439 @@
+package epp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// phase is where a stream is in the one HTTP exchange it carries. Messages
+// must arrive in this order; anything else is a protocol error.
+type phase uint8
+
+const (
+	phaseRequestHeaders phase = iota // nothing yet: the request headers come first
+	phaseRequestBody                 // buffering request body chunks until the end
+	phaseResponse                    // pick sent; response messages may follow
+	phaseResponseBody                // relaying response body chunks
+	phaseDone                        // the response ended; only the close remains
+)
+
+func (p phase) String() string {
+	return [...]string{"request headers", "request body", "response", "response body", "end of response"}[p]
+}
+
+// presizeLimit bounds the body buffer reserved on a declared content-length.
+const presizeLimit = 1 << 20
+
+// errAnswered ends a stream that has been answered with an ImmediateResponse:
+// the exchange is over and the RPC ends with OK.
+var errAnswered = errors.New("epp: answered with an immediate response")
+
+// stream is the state of one ext_proc stream, i.e. one HTTP request. It lives
+// on the stream's goroutine only: no locks, no goroutines of its own, so a
+// stream that ends leaves nothing behind.
+type stream struct {
+	s   *Server
+	srv extprocv3.ExternalProcessor_ProcessServer
+	ctx context.Context
+
+	phase         phase
+	noRequestBody bool // the proxy sends no request body (request_body_mode NONE)
+	respStreamed  bool // response body chunks must be re-emitted (FULL_DUPLEX_STREAMED)
+
+	req      Request
+	declared int64  // the request's content-length, 0 when absent or invalid
+	body     []byte // the request body so far, contiguous (what the picker sees)
+	chunks   []int  // the length of each body chunk as it arrived, to re-emit them as they came
+	trailers bool   // the request body ended with trailers rather than end_of_stream
+
+	picked   bool // Pick returned a Result: Served is owed
+	sent     bool // the pick reached the proxy
+	pickedAt time.Time
+	outcome  Outcome
+	result   string // infergate_epp_streams_total{result}
+}
+
+// Process serves one ext_proc stream: one HTTP request and its response.
+func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
+	st := &stream{s: s, srv: srv, ctx: srv.Context(), respStreamed: true}
+	s.metrics.Active.Inc()
+	err := st.run()
+	st.finish(err)
+	s.metrics.Active.Dec()
+	return err
+}
+
+func (st *stream) run() error {
+	for {
+		msg, err := st.srv.Recv()
+		if errors.Is(err, io.EOF) {
+			return st.closed()
+		}
+		if err != nil {
+			return st.lost(err)
+		}
+		if err := st.handle(msg); err != nil {
+			if errors.Is(err, errAnswered) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// closed handles the proxy's half-close. After the pick it is the normal end
+// of a stream; before it, the request never completed.
+func (st *stream) closed() error {
+	if st.phase >= phaseResponse {
+		return nil
+	}
+	st.result = ResultCanceled
+	if st.phase == phaseRequestHeaders {
+		return nil // opened and closed with nothing asked: nothing to answer
+	}
+	return status.Errorf(codes.Aborted, "stream closed during the %s, before the request was complete", st.phase)
+}
+
+// lost handles a receive error: the proxy cancelled (client gone) or the
+// transport failed.
+func (st *stream) lost(err error) error {
+	st.outcome.Err = err
+	ctxErr := st.ctx.Err()
+	if !st.sent { // after the pick, the stream still counts as picked
+		st.result = ResultCanceled
+		if ctxErr == nil && status.Code(err) != codes.Canceled {
+			st.result = ResultMalformed
+		}
+	}
+	if ctxErr != nil {
+		return status.FromContextError(ctxErr).Err()
+	}
+	return err
+}
+
+func (st *stream) handle(msg *extprocv3.ProcessingRequest) error {
+	if msg.GetObservabilityMode() {
+		return st.malformed(codes.FailedPrecondition, "observability_mode is not supported: the EPP must answer with the pick")
+	}
+	if pc := msg.GetProtocolConfig(); pc != nil {
+		if err := st.configure(pc); err != nil {
+			return err
+		}
+	}
+	switch r := msg.GetRequest().(type) {
+	case *extprocv3.ProcessingRequest_RequestHeaders:
+		return st.requestHeaders(msg, r.RequestHeaders)
+	case *extprocv3.ProcessingRequest_RequestBody:
+		return st.requestBody(r.RequestBody)
+	case *extprocv3.ProcessingRequest_RequestTrailers:
+		return st.requestTrailers()
+	case *extprocv3.ProcessingRequest_ResponseHeaders:
+		return st.responseHeaders(msg, r.ResponseHeaders)
+	case *extprocv3.ProcessingRequest_ResponseBody:
+		return st.responseBody(msg, r.ResponseBody)
+	case *extprocv3.ProcessingRequest_ResponseTrailers:
+		return st.responseTrailers(msg)
+	case nil:
+		if msg.GetFlowControlInit() != nil || msg.GetClientWindowUpdate() != nil {
+			return nil // flow-control only; we never announce flow control, so nothing to do
+		}
+		return st.malformed(codes.InvalidArgument, "empty ProcessingRequest")
+	default:
+		return st.malformed(codes.InvalidArgument, fmt.Sprintf("unknown ProcessingRequest %T", r))
+	}
+}
+
+// configure reads the proxy's processing modes. The pick needs the whole
+// body before the headers are answered, which only FULL_DUPLEX_STREAMED (or
+// no body at all) allows; the response side may use any mode.
+func (st *stream) configure(pc *extprocv3.ProtocolConfiguration) error {
+	switch m := pc.GetRequestBodyMode(); m {
+	case extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED:
+	case extprocfilterv3.ProcessingMode_NONE:
+		st.noRequestBody = true
+	default:
+		return st.malformed(codes.FailedPrecondition, fmt.Sprintf("request_body_mode %s is not supported: configure FULL_DUPLEX_STREAMED", m))
+	}
+	st.respStreamed = pc.GetResponseBodyMode() == extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED
+	return nil
+}
+
+func (st *stream) requestHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3.HttpHeaders) error {
+	if st.phase != phaseRequestHeaders {
+		return st.outOfOrder("request headers")
+	}
+	st.req.Headers = decodeHeaders(h.GetHeaders())
+	hints, err := decodeHints(st.req.Headers)
+	if err != nil {
+		r := &Refusal{Status: 400, Reason: "invalid_hint"}
+		errors.As(err, &r)
+		return st.answer(r)
+	}
+	st.req.Hints = hints
+	subset, hinted, err := decodeSubset(msg.GetMetadataContext(), st.s.opts.SubsetNamespace)
+	if err != nil {
+		return st.malformed(codes.InvalidArgument, err.Error())
+	}
+	if hinted {
+		if len(subset) == 0 {
+			return st.answer(&Refusal{Status: 503, Reason: "empty_endpoint_subset"})
+		}
+		st.req.Subset = subset
+	}
+	if h.GetEndOfStream() || st.noRequestBody {
+		return st.pick()
+	}
+	if n, err := strconv.ParseInt(st.req.Headers.Get(headerContentLength), 10, 64); err == nil && n > 0 {
+		st.declared = n
+	}
+	st.phase = phaseRequestBody
+	return nil
+}
+
+func (st *stream) requestBody(b *extprocv3.HttpBody) error {
+	if st.phase != phaseRequestBody {
+		return st.outOfOrder("request body")
+	}
+	if int64(len(st.body))+int64(len(b.GetBody())) > st.s.opts.MaxBodyBytes {
+		st.body, st.chunks = nil, nil
+		return st.answer(&Refusal{Status: 413, Reason: "request_body_too_large"})
+	}
+	st.appendBody(b.GetBody())
+	if b.GetEndOfStream() {
+		return st.pick()
+	}
+	return nil
+}
+
+// appendBody adds a chunk. A body that arrives in one chunk (most requests)
+// is used where gRPC decoded it, never copied. From the second chunk on, the
+// body moves to one buffer sized from the declared length — at most
+// presizeLimit, so a client cannot make us reserve memory it never sends —
+// and grows with the bytes that actually arrive: a large body costs its size
+// once, not once per chunk plus a join.
+func (st *stream) appendBody(p []byte) {
+	switch len(st.chunks) {
+	case 0:
+		st.body = p // gRPC's proto codec copies bytes fields out of its receive buffer: p is ours to keep
+	case 1:
+		size := max(int64(len(st.body)+len(p)), min(st.declared, st.s.opts.MaxBodyBytes, presizeLimit))
+		buf := make([]byte, 0, size)
+		st.body = append(append(buf, st.body...), p...)
+	default:
+		st.body = append(st.body, p...)
+	}
+	st.chunks = append(st.chunks, len(p))
+}
+
+func (st *stream) requestTrailers() error {
+	if st.phase != phaseRequestBody {
+		return st.outOfOrder("request trailers")
+	}
+	st.trailers = true
+	return st.pick()
+}
+
+// pick asks the picker, then answers the held request headers with the pick
+// and re-emits every body chunk, in order, unchanged.
+func (st *stream) pick() error {
+	start := time.Now()
+	if len(st.body) > 0 {
+		st.req.Body = st.body
+	}
+	res, err := st.s.picker.Pick(st.ctx, &st.req)
+	if err != nil {
+		var r *Refusal
+		if errors.As(err, &r) {
+			return st.answer(r)
+		}
+		if ctxErr := st.ctx.Err(); ctxErr != nil {
+			st.result = ResultCanceled
+			return status.FromContextError(ctxErr).Err()
+		}
+		st.result = ResultError
+		return status.Errorf(codes.Internal, "pick: %v", err)
+	}
+	st.picked = true
+	res.Endpoints = filterSubset(res.Endpoints, st.req.Subset)
+	if n := st.s.opts.MaxEndpoints; n > 0 && len(res.Endpoints) > n {
+		res.Endpoints = res.Endpoints[:n:n]
+	}
+	st.outcome.Result = res
+	if len(res.Endpoints) == 0 {
+		st.outcome.Err = errors.New("no picked endpoint is eligible")
+		return st.answer(&Refusal{Status: 503, Reason: "no_eligible_endpoint"})
+	}
+
+	bodyLen := -1
+	if !st.trailers && len(st.body) > 0 {
+		bodyLen = len(st.body)
+	}
+	if err := st.send(pickResponse(st.s.opts.DestinationNamespace, res, bodyLen)); err != nil {
+		return err
+	}
+	st.sent = true
+	st.pickedAt = time.Now()
+	st.s.metrics.Pick.Observe(st.pickedAt.Sub(start).Seconds())
+	st.result = ResultPicked
+	off := 0
+	for i, n := range st.chunks {
+		if err := st.send(requestChunk(st.body[off:off+n:off+n], i == len(st.chunks)-1 && !st.trailers)); err != nil {
+			return err
+		}
+		off += n
+	}
+	st.body, st.chunks, st.req.Body = nil, nil, nil
+	if st.trailers {
+		if err := st.send(requestTrailersOK()); err != nil {
+			return err
+		}
+	}
+	st.phase = phaseResponse
+	return nil
+}
+
+func (st *stream) responseHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3.HttpHeaders) error {
+	if st.phase != phaseResponse {
+		return st.outOfOrder("response headers")
+	}
+	hs := decodeHeaders(h.GetHeaders())
+	st.noteServed(msg, hs)
+	st.outcome.Status, _ = strconv.Atoi(hs.Get(headerStatus))
+	st.outcome.ResponseHeaders = time.Since(st.pickedAt)
+	if err := st.send(responseHeadersOK()); err != nil {
+		return err
+	}
+	if h.GetEndOfStream() {
+		st.done()
+	} else {
+		st.phase = phaseResponseBody
+	}
+	return nil
+}
+
+func (st *stream) responseBody(msg *extprocv3.ProcessingRequest, b *extprocv3.HttpBody) error {
+	if st.phase != phaseResponse && st.phase != phaseResponseBody {
+		return st.outOfOrder("response body")
+	}
+	st.noteServed(msg, nil)
+	if st.outcome.FirstBodyChunk == 0 {
+		st.outcome.FirstBodyChunk = time.Since(st.pickedAt)
+	}
+	if err := st.send(responseChunk(b.GetBody(), b.GetEndOfStream(), st.respStreamed)); err != nil {
+		return err
+	}
+	if b.GetEndOfStream() {
+		st.done()
+	} else {
+		st.phase = phaseResponseBody
+	}
+	return nil
+}
+
+func (st *stream) responseTrailers(msg *extprocv3.ProcessingRequest) error {
+	if st.phase != phaseResponse && st.phase != phaseResponseBody {
+		return st.outOfOrder("response trailers")
+	}
+	st.noteServed(msg, nil)
+	if err := st.send(responseTrailersOK()); err != nil {
+		return err
+	}
+	st.done()
+	return nil
+}
+
+// noteServed records the served endpoint from the first response-path
+// message that carries it (response headers may be skipped by the proxy).
+func (st *stream) noteServed(msg *extprocv3.ProcessingRequest, h Headers) {
+	if st.outcome.Endpoint == "" {
+		st.outcome.Endpoint = decodeServed(msg.GetMetadataContext(), st.s.opts.DestinationNamespace, h)
+	}
+}
+
+func (st *stream) done() {
+	st.phase = phaseDone
+	st.outcome.Complete = true
+}
+
+func (st *stream) send(resp *extprocv3.ProcessingResponse) error {
+	if err := st.srv.Send(resp); err != nil {
+		if !st.sent {
+			st.result = ResultCanceled
+		}
+		st.outcome.Err = err
+		if ctxErr := st.ctx.Err(); ctxErr != nil {
+			return status.FromContextError(ctxErr).Err()
+		}
+		return err
+	}
+	return nil
+}
+
+// answer ends the exchange with an HTTP status of our own.
+func (st *stream) answer(r *Refusal) error {
+	switch r.Status {
+	case 429:
+		st.result = ResultShed
+	case 503:
+		st.result = ResultUnavailable
+	default:
+		st.result = ResultRefused
+	}
+	if err := st.send(refusalResponse(st.s.opts.RefusalReasonHeader, r)); err != nil {
+		return err
+	}
+	return errAnswered
+}
+
+func (st *stream) outOfOrder(got string) error {
+	return st.malformed(codes.InvalidArgument, fmt.Sprintf("%s received during the %s", got, st.phase))
+}
+
+func (st *stream) malformed(code codes.Code, msg string) error {
+	st.result = ResultMalformed
+	st.outcome.Err = errors.New(msg)
+	return status.Error(code, msg)
+}
+
+// finish settles metrics and, when a pick was made, reports the outcome.
+func (st *stream) finish(err error) {
+	if st.result == "" {
+		st.result = ResultCanceled
+	}
+	st.s.metrics.Streams.WithLabelValues(st.result).Inc()
+	if !st.picked {
+		return
+	}
+	if st.outcome.Err == nil && !st.outcome.Complete && err != nil {
+		st.outcome.Err = err
+	}
+	if st.sent {
+		st.s.metrics.Served.WithLabelValues(servedMatch(st.outcome)).Inc()
+	}
+	st.s.picker.Served(st.outcome)
+}
+
+// servedMatch classifies the proxy's served report against the pick.
+func servedMatch(o Outcome) string {
+	if o.Endpoint == "" {
+		return ServedUnreported
+	}
+	for i, e := range o.Result.Endpoints {
+		if e == o.Endpoint {
+			if i == 0 {
+				return ServedPrimary
+			}
+			return ServedFallback
+		}
+	}
+	return ServedOther
+}

@@ -1,0 +1,248 @@
+package epp
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// Names on the wire. The destination and subset names are fixed by the GIE
+// endpoint-picker protocol; the hint names by GIE and llm-d.
+const (
+	// HeaderDestination carries the pick to the proxy: "ip:port[,ip:port…]".
+	// The same value is set in dynamic metadata under the same key.
+	HeaderDestination = "x-gateway-destination-endpoint"
+	// KeySubset is the filter-metadata key of the proxy's subset hint (a list
+	// of "ip:port" strings).
+	KeySubset = "x-gateway-destination-endpoint-subset"
+	// KeyServed is the metadata key (and, as a fallback, the response header)
+	// through which the proxy reports the endpoint that served the request.
+	KeyServed = "x-gateway-destination-endpoint-served"
+
+	HeaderObjective  = "x-gateway-inference-objective"
+	HeaderFairnessID = "x-gateway-inference-fairness-id"
+	HeaderModelName  = "x-gateway-model-name-rewrite"
+	HeaderSLOTTFT    = "x-slo-ttft-ms"
+	HeaderSLOTPOT    = "x-slo-tpot-ms"
+
+	headerContentLength = "content-length"
+	headerStatus        = ":status"
+)
+
+// headerValue returns a header's value: Envoy fills raw_value, older data
+// planes and hand-written clients fill value.
+func headerValue(h *corev3.HeaderValue) string {
+	if len(h.GetRawValue()) > 0 {
+		return string(h.GetRawValue())
+	}
+	return h.GetValue()
+}
+
+// decodeHeaders turns an ext_proc header map into Headers.
+func decodeHeaders(m *corev3.HeaderMap) Headers {
+	hs := m.GetHeaders()
+	out := make(Headers, len(hs))
+	// One backing array for the common single-valued header; a repeated
+	// header's append copies out of it (capacity is capped at one).
+	vals := make([]string, len(hs))
+	for i, h := range hs {
+		k := strings.ToLower(h.GetKey())
+		vals[i] = headerValue(h)
+		if prev, ok := out[k]; ok {
+			out[k] = append(prev, vals[i])
+			continue
+		}
+		out[k] = vals[i : i+1 : i+1]
+	}
+	return out
+}
+
+// decodeHints reads the steering hints. A malformed SLO is the client's error
+// (400), not something to guess around.
+func decodeHints(h Headers) (Hints, error) {
+	hints := Hints{
+		Objective:  h.Get(HeaderObjective),
+		FairnessID: h.Get(HeaderFairnessID),
+		ModelName:  h.Get(HeaderModelName),
+	}
+	var err error
+	if hints.TTFT, err = decodeMillis(h, HeaderSLOTTFT); err != nil {
+		return Hints{}, err
+	}
+	if hints.TPOT, err = decodeMillis(h, HeaderSLOTPOT); err != nil {
+		return Hints{}, err
+	}
+	return hints, nil
+}
+
+// decodeMillis parses a non-negative millisecond count (fractions allowed, as
+// llm-d sends them); absent is 0.
+func decodeMillis(h Headers, name string) (time.Duration, error) {
+	v := h.Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || ms < 0 || ms > float64(24*time.Hour/time.Millisecond) {
+		return 0, &Refusal{Status: 400, Reason: "invalid_" + strings.ReplaceAll(name, "-", "_")}
+	}
+	return time.Duration(ms * float64(time.Millisecond)), nil
+}
+
+// decodeSubset reads the subset hint from the request's filter metadata. It
+// returns (nil, false) when there is no hint, and an error when the hint is
+// not a list of strings (a proxy bug, answered with a gRPC status).
+func decodeSubset(md *corev3.Metadata, namespace string) ([]string, bool, error) {
+	ns := md.GetFilterMetadata()[namespace]
+	if ns == nil {
+		return nil, false, nil
+	}
+	v, ok := ns.GetFields()[KeySubset]
+	if !ok {
+		return nil, false, nil
+	}
+	list := v.GetListValue()
+	if list == nil {
+		return nil, false, fmt.Errorf("%s/%s: want a list of \"ip:port\" strings, got %T", namespace, KeySubset, v.GetKind())
+	}
+	out := make([]string, 0, len(list.GetValues()))
+	for i, e := range list.GetValues() {
+		s, ok := e.GetKind().(*structpb.Value_StringValue)
+		if !ok {
+			return nil, false, fmt.Errorf("%s/%s[%d]: want a string, got %T", namespace, KeySubset, i, e.GetKind())
+		}
+		out = append(out, s.StringValue)
+	}
+	return out, true, nil
+}
+
+// decodeServed reads the served endpoint from the response-path metadata, or
+// from the response header when the proxy only sets that.
+func decodeServed(md *corev3.Metadata, namespace string, h Headers) string {
+	if v := md.GetFilterMetadata()[namespace].GetFields()[KeyServed]; v != nil {
+		if s := v.GetStringValue(); s != "" {
+			return s
+		}
+	}
+	return h.Get(KeyServed)
+}
+
+// filterSubset keeps the endpoints inside the subset, in order. With no
+// subset it returns eps unchanged.
+func filterSubset(eps, subset []string) []string {
+	if subset == nil {
+		return eps
+	}
+	out := eps[:0:0]
+	for _, e := range eps {
+		for _, s := range subset {
+			if e == s {
+				out = append(out, e)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func setHeader(key, value string) *corev3.HeaderValueOption {
+	return &corev3.HeaderValueOption{
+		Header: &corev3.HeaderValue{Key: key, RawValue: []byte(value)},
+		// The client may have sent its own copy of a header we own; ours wins.
+		AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
+	}
+}
+
+// pickResponse is the request-headers answer carrying the pick: the header and
+// the dynamic metadata hold the same value, and the route cache is cleared so
+// header-based routing sees the new header. bodyLen ≥ 0 restores
+// content-length, which Envoy drops in FULL_DUPLEX_STREAMED mode; pass -1 when
+// the body ends in trailers (chunked framing) or there is none.
+func pickResponse(namespace string, res Result, bodyLen int) *extprocv3.ProcessingResponse {
+	dest := strings.Join(res.Endpoints, ",")
+	set := make([]*corev3.HeaderValueOption, 0, 2+len(res.Headers))
+	set = append(set, setHeader(HeaderDestination, dest))
+	if bodyLen >= 0 {
+		set = append(set, setHeader(headerContentLength, strconv.Itoa(bodyLen)))
+	}
+	for k, v := range res.Headers {
+		set = append(set, setHeader(strings.ToLower(k), v))
+	}
+	md := &structpb.Struct{Fields: map[string]*structpb.Value{
+		namespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+			HeaderDestination: structpb.NewStringValue(dest),
+		}}),
+	}}
+	return &extprocv3.ProcessingResponse{
+		Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{
+			Response: &extprocv3.CommonResponse{
+				HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: set},
+				ClearRouteCache: true,
+			},
+		}},
+		DynamicMetadata: md,
+	}
+}
+
+// requestChunk re-emits one request body chunk unchanged.
+func requestChunk(body []byte, eos bool) *extprocv3.ProcessingResponse {
+	return &extprocv3.ProcessingResponse{
+		Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{
+			Response: &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{
+				Mutation: &extprocv3.BodyMutation_StreamedResponse{StreamedResponse: &extprocv3.StreamedBodyResponse{Body: body, EndOfStream: eos}},
+			}},
+		}},
+	}
+}
+
+// responseChunk re-emits one response body chunk unchanged (streamed mode), or
+// acknowledges it without mutation (buffered modes).
+func responseChunk(body []byte, eos, streamed bool) *extprocv3.ProcessingResponse {
+	common := &extprocv3.CommonResponse{}
+	if streamed {
+		common.BodyMutation = &extprocv3.BodyMutation{
+			Mutation: &extprocv3.BodyMutation_StreamedResponse{StreamedResponse: &extprocv3.StreamedBodyResponse{Body: body, EndOfStream: eos}},
+		}
+	}
+	return &extprocv3.ProcessingResponse{
+		Response: &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: &extprocv3.BodyResponse{Response: common}},
+	}
+}
+
+// The pass-through answers: the EPP changes nothing on these phases.
+func requestTrailersOK() *extprocv3.ProcessingResponse {
+	return &extprocv3.ProcessingResponse{
+		Response: &extprocv3.ProcessingResponse_RequestTrailers{RequestTrailers: &extprocv3.TrailersResponse{}},
+	}
+}
+
+func responseHeadersOK() *extprocv3.ProcessingResponse {
+	return &extprocv3.ProcessingResponse{
+		Response: &extprocv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: &extprocv3.HeadersResponse{}},
+	}
+}
+
+func responseTrailersOK() *extprocv3.ProcessingResponse {
+	return &extprocv3.ProcessingResponse{
+		Response: &extprocv3.ProcessingResponse_ResponseTrailers{ResponseTrailers: &extprocv3.TrailersResponse{}},
+	}
+}
+
+// refusalResponse answers the client directly: the status, the reason in a
+// header and as a text body, and a details string for the proxy's access log.
+func refusalResponse(reasonHeader string, r *Refusal) *extprocv3.ProcessingResponse {
+	return &extprocv3.ProcessingResponse{
+		Response: &extprocv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: &extprocv3.ImmediateResponse{
+			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(r.Status)},
+			Headers: &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader(reasonHeader, r.Reason)}},
+			Body:    []byte(r.Reason + "\n"),
+			Details: "epp_" + strings.Join(strings.Fields(r.Reason), "_"),
+		}},
+	}
+}

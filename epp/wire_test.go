@@ -1,0 +1,139 @@
+package epp
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+func testMetricServed(m *Metrics, match string) float64 {
+	return counterValue(m.Served.WithLabelValues(match))
+}
+
+func TestDecodeHints(t *testing.T) {
+	cases := []struct {
+		name    string
+		h       Headers
+		want    Hints
+		wantErr bool
+	}{
+		{"none", Headers{}, Hints{}, false},
+		{"all", Headers{HeaderObjective: {"batch"}, HeaderFairnessID: {"t1"}, HeaderModelName: {"m2"}, HeaderSLOTTFT: {"100"}, HeaderSLOTPOT: {"0.5"}},
+			Hints{Objective: "batch", FairnessID: "t1", ModelName: "m2", TTFT: 100 * time.Millisecond, TPOT: 500 * time.Microsecond}, false},
+		{"first value wins", Headers{HeaderObjective: {"a", "b"}}, Hints{Objective: "a"}, false},
+		{"spaces tolerated", Headers{HeaderSLOTTFT: {" 20 "}}, Hints{TTFT: 20 * time.Millisecond}, false},
+		{"ttft not a number", Headers{HeaderSLOTTFT: {"fast"}}, Hints{}, true},
+		{"ttft negative", Headers{HeaderSLOTTFT: {"-1"}}, Hints{}, true},
+		{"tpot absurd", Headers{HeaderSLOTTFT: {"1e300"}}, Hints{}, true},
+	}
+	for _, tc := range cases {
+		got, err := decodeHints(tc.h)
+		var r *Refusal
+		if (err != nil) != tc.wantErr || (err != nil && (!errors.As(err, &r) || r.Status != 400)) {
+			t.Errorf("%s: err = %v, want 400 refusal: %v", tc.name, err, tc.wantErr)
+		}
+		if got != tc.want {
+			t.Errorf("%s: hints = %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestFilterSubset(t *testing.T) {
+	a, b, c := "10.0.0.1:1", "10.0.0.2:1", "10.0.0.3:1"
+	cases := []struct {
+		name        string
+		eps, subset []string
+		want        []string
+	}{
+		{"no hint keeps all", []string{a, b}, nil, []string{a, b}},
+		{"order of the pick kept", []string{c, a, b}, []string{b, c}, []string{c, b}},
+		{"none eligible", []string{a}, []string{c}, []string{}},
+		{"empty pick", nil, []string{a}, []string{}},
+	}
+	for _, tc := range cases {
+		got := filterSubset(tc.eps, tc.subset)
+		if len(got) == 0 && len(tc.want) == 0 {
+			continue
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	// Filtering must not write into the picker's slice.
+	eps := []string{a, b, c}
+	filterSubset(eps, []string{c})
+	if !reflect.DeepEqual(eps, []string{a, b, c}) {
+		t.Errorf("filterSubset modified its input: %q", eps)
+	}
+}
+
+func TestServedMatch(t *testing.T) {
+	res := Result{Endpoints: []string{"a:1", "b:1"}}
+	cases := []struct {
+		served, want string
+	}{
+		{"", ServedUnreported},
+		{"a:1", ServedPrimary},
+		{"b:1", ServedFallback},
+		{"c:1", ServedOther},
+	}
+	for _, tc := range cases {
+		if got := servedMatch(Outcome{Result: res, Endpoint: tc.served}); got != tc.want {
+			t.Errorf("served %q: %s, want %s", tc.served, got, tc.want)
+		}
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	cases := []struct {
+		name    string
+		mutate  func(*Options)
+		wantErr string
+	}{
+		{"defaults", func(*Options) {}, ""},
+		{"no addr", func(o *Options) { o.Addr = "" }, "epp: addr"},
+		{"same addr", func(o *Options) { o.HealthAddr = o.Addr }, "epp: health_addr"},
+		{"zero body", func(o *Options) { o.MaxBodyBytes = 0 }, "epp: max_body_bytes"},
+		{"no namespace", func(o *Options) { o.DestinationNamespace = "" }, "epp: destination_namespace"},
+		{"no subset namespace", func(o *Options) { o.SubsetNamespace = "" }, "epp: subset_namespace"},
+		{"upper-case header", func(o *Options) { o.RefusalReasonHeader = "X-Reason" }, "epp: refusal_reason_header"},
+		{"negative max endpoints", func(o *Options) { o.MaxEndpoints = -1 }, "epp: max_endpoints"},
+		{"negative drain", func(o *Options) { o.DrainTimeout = -1 }, "epp: drain_timeout"},
+	}
+	for _, tc := range cases {
+		o := DefaultOptions()
+		tc.mutate(&o)
+		err := o.Validate()
+		switch {
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.wantErr != "" && (err == nil || len(err.Error()) < len(tc.wantErr) || err.Error()[:len(tc.wantErr)] != tc.wantErr):
+			t.Errorf("%s: err = %v, want prefix %q", tc.name, err, tc.wantErr)
+		}
+	}
+}
+
+func TestDecodeHeadersRepeated(t *testing.T) {
+	hm := reqHeaders(nil, false).GetRequestHeaders().GetHeaders()
+	for _, kv := range [][2]string{{"Accept", "a"}, {"x-one", "1"}, {"accept", "b"}, {"x-two", "2"}} {
+		hm.Headers = append(hm.Headers, &corev3.HeaderValue{Key: kv[0], Value: kv[1]})
+	}
+	got := decodeHeaders(hm)
+	want := Headers{"accept": {"a", "b"}, "x-one": {"1"}, "x-two": {"2"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("decodeHeaders = %v, want %v", got, want)
+	}
+}
