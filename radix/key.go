@@ -203,9 +203,9 @@ func escaped(raw []byte) bool { return bytes.IndexByte(raw, '\\') >= 0 }
 // so 6·(room+2) raw bytes decode past the limit even if the cut splits a
 // surrogate pair.
 //
-// Only the bytes that can reach the key are searched for a backslash: when
-// the first 6·(room+2) have none, the first room bytes are the key's either
-// way, so the vector copy serves.
+// Of a string longer than that window only the window is searched for a
+// backslash: when it has none, the first room bytes are the key's either
+// way, so the plain copy serves.
 func (s *scanner) text(out []byte) ([]byte, error) {
 	start, end, err := s.str()
 	if err != nil {
@@ -216,11 +216,16 @@ func (s *scanner) text(out []byte) ([]byte, error) {
 		return appendText(out, raw, escaped(raw))
 	}
 	room := max(s.base+s.limit-len(out), 0)
-	cut := min(len(raw), 6*(room+2))
-	if !escaped(raw[:cut]) {
-		return appendText(out, raw[:min(len(raw), room)], false)
+	if cut := 6 * (room + 2); len(raw) > cut {
+		if escaped(raw[:cut]) {
+			return appendText(out, trimEscape(raw[:cut]), true)
+		}
+		return appendText(out, raw[:room], false)
 	}
-	return appendText(out, trimEscape(raw[:cut]), true)
+	if escaped(raw) {
+		return appendText(out, raw, true)
+	}
+	return appendText(out, raw[:min(len(raw), room)], false)
 }
 
 // trimEscape drops a trailing incomplete escape sequence so a cut string
@@ -289,17 +294,13 @@ func (s *scanner) message(out []byte) ([]byte, error) {
 	role[0] = -1
 	contentAt := -1
 	for n := 0; ; n++ {
-		done, err := s.next(n, '}')
+		var name [16]byte
+		field, done, err := s.member(n, name[:0])
 		if err != nil {
 			return out, err
 		}
 		if done {
 			break
-		}
-		var name [16]byte
-		field, err := s.fieldName(name[:0])
-		if err != nil {
-			return out, err
 		}
 		switch string(field) {
 		case FieldRole:
@@ -395,17 +396,13 @@ func (s *scanner) part(out []byte) ([]byte, error) {
 	typEsc, txtEsc := false, false
 	typ[0], txt[0] = -1, -1
 	for n := 0; ; n++ {
-		done, err := s.next(n, '}')
+		var name [16]byte
+		field, done, err := s.member(n, name[:0])
 		if err != nil {
 			return out, err
 		}
 		if done {
 			break
-		}
-		var name [16]byte
-		field, err := s.fieldName(name[:0])
-		if err != nil {
-			return out, err
 		}
 		if (string(field) == FieldType || string(field) == FieldText) && s.peek() == '"' {
 			st, en, err := s.str()
@@ -451,6 +448,16 @@ func (s *scanner) next(n int, closing byte) (done bool, err error) {
 		return false, s.fail("expected ',' and a value")
 	}
 	return done, nil
+}
+
+// member moves to member n of the object whose '{' has been consumed and
+// reads its name and colon; done at the closing brace.
+func (s *scanner) member(n int, buf []byte) (field []byte, done bool, err error) {
+	if done, err = s.next(n, '}'); done || err != nil {
+		return nil, done, err
+	}
+	field, err = s.fieldName(buf)
+	return field, false, err
 }
 
 // fieldName reads an object member name and its colon, decoding escapes
