@@ -258,21 +258,23 @@ func joinPath(base string, idx int, key string) string {
 
 func (w *decoder) ws() { w.pos = jsonscan.SkipSpace(w.data, w.pos) }
 
+// next moves to element n of the container being walked, past its comma,
+// and reports whether the container closed instead (jsonscan.Step; the body
+// is valid, so there is nothing else to report).
+func (w *decoder) next(n int, closing byte) (done bool) {
+	w.pos, done, _ = jsonscan.Step(w.data, w.pos, n, closing)
+	return done
+}
+
 // object decodes the object at w.pos ('{') into v (a struct; invalid Value
 // = check only).
 func (w *decoder) object(o *objectSchema, v reflect.Value, base string, idx int) error {
 	w.pos++ // '{'
 	var seen [maxObjectFields / 64]uint64
 	var extraSeen map[string]bool // LoxiLB extra keys met (rare)
-	for {
-		w.ws()
-		if w.data[w.pos] == '}' {
-			w.pos++
+	for n := 0; ; n++ {
+		if w.next(n, '}') {
 			return nil
-		}
-		if w.data[w.pos] == ',' {
-			w.pos++
-			w.ws()
 		}
 		raw := w.stringRaw()
 		w.ws()
@@ -445,17 +447,11 @@ func (w *decoder) strings(fv reflect.Value, path string) error {
 		out = make([]string, 0, 2)
 	}
 	for i := 0; ; i++ {
-		w.ws()
-		if w.data[w.pos] == ']' {
-			w.pos++
+		if w.next(i, ']') {
 			if fv.IsValid() {
 				fv.Set(reflect.ValueOf(out))
 			}
 			return nil
-		}
-		if w.data[w.pos] == ',' {
-			w.pos++
-			w.ws()
 		}
 		switch c := w.data[w.pos]; c {
 		case '"':
@@ -483,18 +479,12 @@ func (w *decoder) strings(fv reflect.Value, path string) error {
 func (w *decoder) stringMap(fv reflect.Value, path string) error {
 	w.pos++ // '{'
 	m := map[string]string{}
-	for {
-		w.ws()
-		if w.data[w.pos] == '}' {
-			w.pos++
+	for n := 0; ; n++ {
+		if w.next(n, '}') {
 			if fv.IsValid() {
 				fv.Set(reflect.ValueOf(m))
 			}
 			return nil
-		}
-		if w.data[w.pos] == ',' {
-			w.pos++
-			w.ws()
 		}
 		k, err := jsonscan.String(w.stringRaw())
 		if err != nil {
@@ -528,14 +518,8 @@ func (w *decoder) array(o *objectSchema, fv reflect.Value, path string) error {
 		fv.Set(reflect.MakeSlice(fv.Type(), 0, 4)) // [] decodes to empty, not nil
 	}
 	for i := 0; ; i++ {
-		w.ws()
-		if w.data[w.pos] == ']' {
-			w.pos++
+		if w.next(i, ']') {
 			return nil
-		}
-		if w.data[w.pos] == ',' {
-			w.pos++
-			w.ws()
 		}
 		var ev reflect.Value
 		if fv.IsValid() {
