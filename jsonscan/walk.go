@@ -32,51 +32,98 @@ func (m Member) KeyIs(b []byte, name string) bool {
 	return Equal(k, name)
 }
 
+// walk is the state an object or array walk shares: where it is, how many
+// entries it has passed, and how it ended.
+type walk struct {
+	b    []byte
+	pos  int
+	n    int
+	mode Mode
+	err  error
+	done bool
+}
+
+func newWalk(b []byte, i int, open byte, mode Mode) walk {
+	w := walk{b: b, pos: i + 1, mode: mode}
+	if i >= len(b) || b[i] != open {
+		w.err, w.done = ErrSyntax, true
+	}
+	return w
+}
+
+// step moves to the next entry (Step), ending the walk at the closing
+// bracket or at a syntax error.
+func (w *walk) step(closing byte) (i int, more bool) {
+	if w.done {
+		return 0, false
+	}
+	i, done, ok := Step(w.b, w.pos, w.n, closing)
+	switch {
+	case done:
+		w.pos, w.done = i, true
+		return 0, false
+	case !ok:
+		return 0, w.fail()
+	}
+	return i, true
+}
+
+// value moves past the value at b[i] as the mode says; depth counts the
+// containers around it.
+func (w *walk) value(i, depth int) (end int, ok bool) {
+	if w.mode == Strict {
+		return ScanNested(w.b, i, depth)
+	}
+	return SkipValue(w.b, i)
+}
+
+func (w *walk) fail() bool {
+	w.err, w.done = ErrSyntax, true
+	return false
+}
+
+// Err is nil while walking and after the container closed; ErrSyntax once
+// the input broke the grammar.
+func (w *walk) Err() error { return w.err }
+
+// End is the index just past the closing bracket once Next has returned
+// false with a nil Err.
+func (w *walk) End() int { return w.pos }
+
 // Members walks the members of an object. Use it as
 //
-//	it := jsonscan.Members(body, i, jsonscan.Loose)
+//	it := jsonscan.ObjectMembers(body, i, jsonscan.Loose)
 //	for it.Next() { m := it.Member(); … }
 //	if it.Err() != nil { … }
 //
 // Nothing is allocated; a member's spans point into the walked bytes.
 type Members struct {
-	b     []byte
-	pos   int
-	n     int
-	depth int
-	mode  Mode
-	cur   Member
-	err   error
-	done  bool
+	walk
+	cur Member
 }
 
 // ObjectMembers starts a walk of the object whose '{' is at b[i], a value at
 // the top of its document.
 func ObjectMembers(b []byte, i int, mode Mode) Members {
-	it := Members{b: b, pos: i + 1, mode: mode, depth: 1}
-	if i >= len(b) || b[i] != '{' {
-		it.err, it.done = ErrSyntax, true
-	}
-	return it
+	return Members{walk: newWalk(b, i, '{', mode)}
 }
 
 // Next moves to the next member and reports whether there is one.
 func (it *Members) Next() bool {
-	if it.done {
+	i, more := it.step('}')
+	if !more {
 		return false
 	}
 	b := it.b
-	i, done, ok := Step(b, it.pos, it.n, '}')
-	if done {
-		it.pos, it.done = i, true
-		return false
-	}
-	if !ok || b[i] != '"' {
+	if b[i] != '"' {
 		return it.fail()
 	}
-	var m Member
+	var (
+		m   Member
+		end int
+		ok  bool
+	)
 	m.Key.Start = i + 1
-	var end int
 	if it.mode == Strict {
 		end, m.Escaped, ok = ScanString(b, i)
 	} else {
@@ -90,37 +137,17 @@ func (it *Members) Next() bool {
 	if i >= len(b) || b[i] != ':' {
 		return it.fail()
 	}
-	i = SkipSpace(b, i+1)
-	m.Value.Start = i
-	if it.mode == Strict {
-		i, ok = ScanNested(b, i, it.depth)
-	} else {
-		i, ok = SkipValue(b, i)
-	}
-	if !ok {
+	m.Value.Start = SkipSpace(b, i+1)
+	if m.Value.End, ok = it.value(m.Value.Start, 1); !ok {
 		return it.fail()
 	}
-	m.Value.End = i
-	it.cur, it.pos = m, i
+	it.cur, it.pos = m, m.Value.End
 	it.n++
 	return true
 }
 
-func (it *Members) fail() bool {
-	it.err, it.done = ErrSyntax, true
-	return false
-}
-
 // Member is the member Next moved to.
 func (it *Members) Member() Member { return it.cur }
-
-// Err is nil while walking and after the object closed; ErrSyntax once the
-// input broke the grammar.
-func (it *Members) Err() error { return it.err }
-
-// End is the index just past the closing '}' once Next has returned false
-// with a nil Err.
-func (it *Members) End() int { return it.pos }
 
 // skipKey is SkipString for a member name, which is short: one byte loop
 // that also notes whether the name needs decoding.
@@ -139,46 +166,25 @@ func skipKey(b []byte, i int) (end int, escaped, ok bool) {
 
 // Elements walks the elements of an array as spans, like Members.
 type Elements struct {
-	b    []byte
-	pos  int
-	n    int
-	mode Mode
-	cur  Span
-	err  error
-	done bool
+	walk
+	cur Span
 }
 
 // ArrayElements starts a walk of the array whose '[' is at b[i], a value at
 // the top of its document.
 func ArrayElements(b []byte, i int, mode Mode) Elements {
-	it := Elements{b: b, pos: i + 1, mode: mode}
-	if i >= len(b) || b[i] != '[' {
-		it.err, it.done = ErrSyntax, true
-	}
-	return it
+	return Elements{walk: newWalk(b, i, '[', mode)}
 }
 
 // Next moves to the next element and reports whether there is one.
 func (it *Elements) Next() bool {
-	if it.done {
+	i, more := it.step(']')
+	if !more {
 		return false
 	}
-	i, done, ok := Step(it.b, it.pos, it.n, ']')
-	if done {
-		it.pos, it.done = i, true
-		return false
-	}
-	end := i
-	if ok {
-		if it.mode == Strict {
-			end, ok = ScanNested(it.b, i, 1)
-		} else {
-			end, ok = SkipValue(it.b, i)
-		}
-	}
+	end, ok := it.value(i, 1)
 	if !ok {
-		it.err, it.done = ErrSyntax, true
-		return false
+		return it.fail()
 	}
 	it.cur, it.pos = Span{i, end}, end
 	it.n++
@@ -187,11 +193,3 @@ func (it *Elements) Next() bool {
 
 // Element is the span of the element Next moved to.
 func (it *Elements) Element() Span { return it.cur }
-
-// Err is nil while walking and after the array closed; ErrSyntax once the
-// input broke the grammar.
-func (it *Elements) Err() error { return it.err }
-
-// End is the index just past the closing ']' once Next has returned false
-// with a nil Err.
-func (it *Elements) End() int { return it.pos }
