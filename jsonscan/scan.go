@@ -62,7 +62,9 @@ func ScanNested(b []byte, i, depth int) (end int, ok bool) {
 	return 0, false
 }
 
-// scanContainer validates the object or array opening at b[i].
+// scanContainer validates the object or array opening at b[i]. It steps
+// its entries in line rather than through Step: validation runs over every
+// byte of a body, and a call per entry shows on small ones.
 func scanContainer(b []byte, i, depth int) (int, bool) {
 	if depth >= MaxDepth {
 		return 0, false
@@ -71,38 +73,41 @@ func scanContainer(b []byte, i, depth int) (int, bool) {
 	if b[i] == '{' {
 		closing = '}'
 	}
-	i++
-	for n := 0; ; n++ {
-		var done, ok bool
-		if i, done, ok = Step(b, i, n, closing); !ok || done {
-			return i, ok
-		}
+	i = SkipSpace(b, i+1)
+	if i < len(b) && b[i] == closing {
+		return i + 1, true
+	}
+	for {
+		var ok bool
 		if closing == '}' {
-			if i, ok = scanKey(b, i); !ok {
+			if i >= len(b) || b[i] != '"' {
 				return 0, false
 			}
+			if i, _, ok = ScanString(b, i); !ok {
+				return 0, false
+			}
+			i = SkipSpace(b, i)
+			if i >= len(b) || b[i] != ':' {
+				return 0, false
+			}
+			i = SkipSpace(b, i+1)
 		}
 		if i, ok = ScanNested(b, i, depth+1); !ok {
 			return 0, false
 		}
+		i = SkipSpace(b, i)
+		if i >= len(b) {
+			return 0, false
+		}
+		switch b[i] {
+		case ',':
+			i = SkipSpace(b, i+1)
+		case closing:
+			return i + 1, true
+		default:
+			return 0, false
+		}
 	}
-}
-
-// scanKey validates a member name and its colon at b[i] and returns the
-// index of the value.
-func scanKey(b []byte, i int) (int, bool) {
-	if i >= len(b) || b[i] != '"' {
-		return 0, false
-	}
-	end, _, ok := ScanString(b, i)
-	if !ok {
-		return 0, false
-	}
-	i = SkipSpace(b, end)
-	if i >= len(b) || b[i] != ':' {
-		return 0, false
-	}
-	return SkipSpace(b, i+1), true
 }
 
 // Step moves to element n of the object or array whose opening bracket ends
@@ -140,35 +145,29 @@ func ScanString(b []byte, i int) (end int, escaped, ok bool) {
 		case c == '"':
 			return i + 1, escaped, true
 		case c == '\\':
+			// The escape is checked in line: prompts carry one every few
+			// dozen bytes (\n, \", \u00e9), and a call per escape shows.
 			escaped = true
-			n := escapeLen(b[i:])
-			if n == 0 {
+			if i+1 >= len(b) {
 				return 0, false, false
 			}
-			i += n
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+5 >= len(b) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
+					return 0, false, false
+				}
+				i += 6
+			default:
+				return 0, false, false
+			}
 		case c < 0x20:
 			return 0, false, false
 		default:
 			i++
 		}
 	}
-}
-
-// escapeLen returns the length of the valid escape sequence at the start of
-// b (a backslash), or 0.
-func escapeLen(b []byte) int {
-	if len(b) < 2 {
-		return 0
-	}
-	switch b[1] {
-	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-		return 2
-	case 'u':
-		if _, ok := hex4(b[2:]); ok {
-			return 6
-		}
-	}
-	return 0
 }
 
 // hasSpecial reports whether any byte of the little-endian word x is '"',
@@ -230,6 +229,8 @@ func digits(b []byte, i int) int {
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
 
 func hex4(b []byte) (rune, bool) {
 	if len(b) < 4 {

@@ -110,13 +110,20 @@ func ObjectMembers(b []byte, i int, mode Mode) Members {
 
 // Next moves to the next member and reports whether there is one.
 func (it *Members) Next() bool {
-	i, more := it.step('}')
-	if !more {
+	if it.done {
 		return false
 	}
-	b := it.b
-	if b[i] != '"' {
-		return it.fail()
+	b, i := it.b, it.pos
+	if it.n > 0 && i+1 < len(b) && b[i] == ',' && b[i+1] == '"' {
+		i++ // compact JSON, the common case: no call to Step
+	} else {
+		var done, ok bool
+		if i, done, ok = Step(b, i, it.n, '}'); done {
+			it.pos, it.done = i, true
+			return false
+		} else if !ok || b[i] != '"' {
+			return it.fail()
+		}
 	}
 	var (
 		m   Member
@@ -138,7 +145,12 @@ func (it *Members) Next() bool {
 		return it.fail()
 	}
 	m.Value.Start = SkipSpace(b, i+1)
-	if m.Value.End, ok = it.value(m.Value.Start, 1); !ok {
+	if it.mode == Strict {
+		m.Value.End, ok = ScanNested(b, m.Value.Start, 1)
+	} else {
+		m.Value.End, ok = SkipValue(b, m.Value.Start)
+	}
+	if !ok {
 		return it.fail()
 	}
 	it.cur, it.pos = m, m.Value.End

@@ -60,34 +60,62 @@ type object struct {
 }
 
 // parseObject validates raw (exactly what encoding/json accepts) and indexes
-// its top-level members in the same single pass.
+// its top-level members in the same single pass. It steps the members
+// itself, calling jsonscan's strict scanners for each name and value, rather
+// than through jsonscan.Members: it needs each member's whole segment (the
+// whitespace and separators around it), and on a 1 KB body the iterator's
+// call per member costs about a tenth of the parse.
 func parseObject(raw []byte) (object, error) {
 	o := object{raw: raw}
-	o.open = skipWS(raw, 0)
-	if o.open >= len(raw) || raw[o.open] != '{' {
+	i := skipWS(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
 		return object{}, errNotObject
 	}
-	it := jsonscan.ObjectMembers(raw, o.open, jsonscan.Strict)
-	segStart := o.open + 1
-	for it.Next() {
-		if o.members == nil {
-			o.members = make([]member, 0, 16)
+	o.open = i
+	i++
+	segStart := i
+	i = skipWS(raw, i)
+	if i < len(raw) && raw[i] == '}' {
+		o.end = i
+		return o, o.trailer(i + 1)
+	}
+	o.members = make([]member, 0, 16)
+	for {
+		if i >= len(raw) || raw[i] != '"' {
+			return object{}, errInvalidJSON
 		}
-		jm := it.Member()
-		m := member{
-			keyStart: jm.Key.Start, keyEnd: jm.Key.End,
-			valStart: jm.Value.Start, valEnd: jm.Value.End,
-			segStart: segStart, segEnd: skipWS(raw, jm.Value.End),
+		m := member{segStart: segStart, keyStart: i + 1}
+		end, esc, ok := jsonscan.ScanString(raw, i)
+		if !ok {
+			return object{}, errInvalidJSON
 		}
-		o.hasEscapes = o.hasEscapes || jm.Escaped
+		o.hasEscapes = o.hasEscapes || esc
+		m.keyEnd = end - 1
+		i = skipWS(raw, end)
+		if i >= len(raw) || raw[i] != ':' {
+			return object{}, errInvalidJSON
+		}
+		m.valStart = skipWS(raw, i+1)
+		if m.valEnd, ok = scanValue(raw, m.valStart, 1); !ok {
+			return object{}, errInvalidJSON
+		}
+		i = skipWS(raw, m.valEnd)
+		m.segEnd = i
 		o.members = append(o.members, m)
-		segStart = m.segEnd + 1 // past the comma; unused after the last member
+		if i >= len(raw) {
+			return object{}, errInvalidJSON
+		}
+		switch raw[i] {
+		case '}':
+			o.end = i
+			return o, o.trailer(i + 1)
+		case ',':
+			segStart = i + 1
+			i = skipWS(raw, i+1)
+		default:
+			return object{}, errInvalidJSON
+		}
 	}
-	if it.Err() != nil {
-		return object{}, errInvalidJSON
-	}
-	o.end = it.End() - 1
-	return o, o.trailer(it.End())
 }
 
 // trailer accepts only whitespace after the closing brace.
