@@ -117,11 +117,11 @@ func (it *Members) Next() bool {
 	if it.n > 0 && i+1 < len(b) && b[i] == ',' && b[i+1] == '"' {
 		i++ // compact JSON, the common case: no call to Step
 	} else {
-		var done, ok bool
-		if i, done, ok = Step(b, i, it.n, '}'); done {
-			it.pos, it.done = i, true
+		var more bool
+		if i, more = it.step('}'); !more {
 			return false
-		} else if !ok || b[i] != '"' {
+		}
+		if b[i] != '"' {
 			return it.fail()
 		}
 	}
