@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"unicode/utf16"
-	"unicode/utf8"
+
+	"github.com/infergate/infergate/jsonscan"
 )
 
 // Wire field names and values the key builders read from OpenAI-style
@@ -163,16 +163,7 @@ func (s *scanner) fail(what string) error {
 	return fmt.Errorf("%w: %s at byte %d", ErrMalformed, what, s.i)
 }
 
-func (s *scanner) ws() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
-	}
-}
+func (s *scanner) ws() { s.i = jsonscan.SkipSpace(s.b, s.i) }
 
 func (s *scanner) peek() byte {
 	if s.i < len(s.b) {
@@ -189,55 +180,52 @@ func (s *scanner) expect(c byte) error {
 	return nil
 }
 
-// str scans the string at s.i and returns its raw body b[start:end]. It
-// stays linear however many escapes a string holds: the closing-quote
-// candidate is searched for again only once an escape skips past it.
-func (s *scanner) str() (start, end int, escaped bool, err error) {
-	if err := s.expect('"'); err != nil {
-		return 0, 0, false, err
+// str scans the string at s.i and returns its raw body b[start:end]
+// (jsonscan.SkipString: one vector scan, escapes not decoded).
+func (s *scanner) str() (start, end int, err error) {
+	if s.peek() != '"' {
+		return 0, 0, s.fail(`expected '"'`)
 	}
-	start = s.i
-	quote := -1
-	for {
-		if quote < s.i {
-			j := bytes.IndexByte(s.b[s.i:], '"')
-			if j < 0 {
-				return 0, 0, false, s.fail("unterminated string")
-			}
-			quote = s.i + j
-		}
-		k := bytes.IndexByte(s.b[s.i:quote], '\\')
-		if k < 0 {
-			s.i = quote + 1
-			return start, quote, escaped, nil
-		}
-		escaped = true
-		s.i += k + 2 // the escaped byte is never a terminator
-		if s.i > len(s.b) {
-			return 0, 0, false, s.fail("unterminated string")
-		}
+	start = s.i + 1
+	next, ok := jsonscan.SkipString(s.b, s.i)
+	if !ok {
+		return 0, 0, s.fail("unterminated string")
 	}
+	s.i = next
+	return start, next - 1, nil
 }
+
+// escaped reports whether a string body needs decoding.
+func escaped(raw []byte) bool { return bytes.IndexByte(raw, '\\') >= 0 }
 
 // text scans a string and appends its decoded, marker-escaped bytes, no
 // more than the limit needs: decoding never shrinks text by more than 6:1,
 // so 6·(room+2) raw bytes decode past the limit even if the cut splits a
 // surrogate pair.
+//
+// Of a string longer than that window only the window is searched for a
+// backslash: when it has none, the first room bytes are the key's either
+// way, so the plain copy serves.
 func (s *scanner) text(out []byte) ([]byte, error) {
-	start, end, escaped, err := s.str()
+	start, end, err := s.str()
 	if err != nil {
 		return out, err
 	}
 	raw := s.b[start:end]
-	if s.limit > 0 {
-		room := max(s.base+s.limit-len(out), 0)
-		if !escaped {
-			raw = raw[:min(len(raw), room)]
-		} else if cut := 6 * (room + 2); len(raw) > cut {
-			raw = trimEscape(raw[:cut])
-		}
+	if s.limit <= 0 {
+		return appendText(out, raw, escaped(raw))
 	}
-	return appendText(out, raw, escaped)
+	room := max(s.base+s.limit-len(out), 0)
+	if cut := 6 * (room + 2); len(raw) > cut {
+		if escaped(raw[:cut]) {
+			return appendText(out, trimEscape(raw[:cut]), true)
+		}
+		return appendText(out, raw[:room], false)
+	}
+	if escaped(raw) {
+		return appendText(out, raw, true)
+	}
+	return appendText(out, raw[:min(len(raw), room)], false)
 }
 
 // trimEscape drops a trailing incomplete escape sequence so a cut string
@@ -306,28 +294,24 @@ func (s *scanner) message(out []byte) ([]byte, error) {
 	role[0] = -1
 	contentAt := -1
 	for n := 0; ; n++ {
-		done, err := s.next(n, '}')
+		var name [16]byte
+		field, done, err := s.member(n, name[:0])
 		if err != nil {
 			return out, err
 		}
 		if done {
 			break
 		}
-		var name [16]byte
-		field, err := s.fieldName(name[:0])
-		if err != nil {
-			return out, err
-		}
 		switch string(field) {
 		case FieldRole:
 			if s.peek() != '"' {
 				return out, s.fail("role is not a string")
 			}
-			st, en, esc, err := s.str()
+			st, en, err := s.str()
 			if err != nil {
 				return out, err
 			}
-			role, roleEsc = [2]int{st, en}, esc
+			role, roleEsc = [2]int{st, en}, escaped(s.b[st:en])
 			if emitted { // a role after the content: redo at the end
 				out, emitted = out[:entry], false
 			}
@@ -412,27 +396,23 @@ func (s *scanner) part(out []byte) ([]byte, error) {
 	typEsc, txtEsc := false, false
 	typ[0], txt[0] = -1, -1
 	for n := 0; ; n++ {
-		done, err := s.next(n, '}')
+		var name [16]byte
+		field, done, err := s.member(n, name[:0])
 		if err != nil {
 			return out, err
 		}
 		if done {
 			break
 		}
-		var name [16]byte
-		field, err := s.fieldName(name[:0])
-		if err != nil {
-			return out, err
-		}
 		if (string(field) == FieldType || string(field) == FieldText) && s.peek() == '"' {
-			st, en, esc, err := s.str()
+			st, en, err := s.str()
 			if err != nil {
 				return out, err
 			}
 			if string(field) == FieldType {
-				typ, typEsc = [2]int{st, en}, esc
+				typ, typEsc = [2]int{st, en}, escaped(s.b[st:en])
 			} else {
-				txt, txtEsc = [2]int{st, en}, esc
+				txt, txtEsc = [2]int{st, en}, escaped(s.b[st:en])
 			}
 			continue
 		}
@@ -459,33 +439,36 @@ func (s *scanner) part(out []byte) ([]byte, error) {
 }
 
 // next moves to element n of the array or object whose opening bracket has
-// been consumed: past the separating comma when n > 0, or past closing (and
-// done) when the container ends there. Every container loop of the key
-// scanner steps with it, so separators are handled in one place.
+// been consumed (jsonscan.Step): every container loop of the key scanner
+// steps with it, so separators are handled in one place.
 func (s *scanner) next(n int, closing byte) (done bool, err error) {
-	s.ws()
-	if s.peek() == closing {
-		s.i++
-		return true, nil
+	i, done, ok := jsonscan.Step(s.b, s.i, n, closing)
+	s.i = i
+	if !ok && n > 0 { // at the first element the element's builder says what is wrong
+		return false, s.fail("expected ',' and a value")
 	}
-	if n > 0 {
-		if err := s.expect(','); err != nil {
-			return false, err
-		}
-		s.ws()
+	return done, nil
+}
+
+// member moves to member n of the object whose '{' has been consumed and
+// reads its name and colon; done at the closing brace.
+func (s *scanner) member(n int, buf []byte) (field []byte, done bool, err error) {
+	if done, err = s.next(n, '}'); done || err != nil {
+		return nil, done, err
 	}
-	return false, nil
+	field, err = s.fieldName(buf)
+	return field, false, err
 }
 
 // fieldName reads an object member name and its colon, decoding escapes
 // into buf only when there are any.
 func (s *scanner) fieldName(buf []byte) ([]byte, error) {
-	start, end, escaped, err := s.str()
+	start, end, err := s.str()
 	if err != nil {
 		return nil, err
 	}
 	name := s.b[start:end]
-	if escaped {
+	if escaped(name) {
 		if name, err = appendText(buf, name, true); err != nil {
 			return nil, err
 		}
@@ -498,44 +481,14 @@ func (s *scanner) fieldName(buf []byte) ([]byte, error) {
 	return name, nil
 }
 
-// skip moves past one JSON value without decoding it.
+// skip moves past one JSON value without decoding it (jsonscan.SkipValue).
 func (s *scanner) skip() error {
-	depth := 0
-	for {
-		s.ws()
-		switch c := s.peek(); c {
-		case 0:
-			return s.fail("unexpected end")
-		case '"':
-			if _, _, _, err := s.str(); err != nil {
-				return err
-			}
-		case '{', '[':
-			depth++
-			s.i++
-		case '}', ']':
-			if depth == 0 {
-				return s.fail("unexpected close")
-			}
-			depth--
-			s.i++
-		default:
-			// Scalars, commas and colons: consume up to the next structural byte.
-			for s.i < len(s.b) {
-				c := s.b[s.i]
-				if c == '"' || c == '{' || c == '[' || c == '}' || c == ']' {
-					break
-				}
-				if depth == 0 && c == ',' {
-					return nil
-				}
-				s.i++
-			}
-		}
-		if depth == 0 {
-			return nil
-		}
+	end, ok := jsonscan.SkipValue(s.b, s.i)
+	if !ok {
+		return s.fail("malformed value")
 	}
+	s.i = end
+	return nil
 }
 
 // appendText appends the JSON string body raw, decoded when it has escapes,
@@ -544,79 +497,41 @@ func appendText(out, raw []byte, escaped bool) ([]byte, error) {
 	if !escaped {
 		return appendEscaped(out, raw), nil
 	}
-	for i := 0; i < len(raw); {
-		c := raw[i]
-		if c != '\\' {
-			out = appendByte(out, c)
-			i++
-			continue
-		}
-		if i+1 >= len(raw) {
-			return out, fmt.Errorf("%w: dangling escape", ErrMalformed)
-		}
-		i += 2
-		switch raw[i-1] {
-		case '"', '\\', '/':
-			out = append(out, raw[i-1])
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			r, ok := hex4(raw[i:])
-			if !ok {
-				return out, fmt.Errorf("%w: bad \\u escape", ErrMalformed)
-			}
-			i += 4
-			if utf16.IsSurrogate(r) {
-				if r2, ok := hex4(raw[min(i+2, len(raw)):]); ok && i+1 < len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
-					if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
-						i += 6
-						r = dec
-					} else {
-						r = utf8.RuneError
-					}
-				} else {
-					r = utf8.RuneError
-				}
-			}
-			if r < utf8.RuneSelf {
-				out = appendByte(out, byte(r))
-			} else {
-				out = utf8.AppendRune(out, r)
-			}
-		default:
-			return out, fmt.Errorf("%w: bad escape \\%c", ErrMalformed, raw[i-1])
-		}
+	n := len(out)
+	out, err := jsonscan.AppendUnescaped(out, raw)
+	if err != nil {
+		return out, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	return out, nil
+	return escapeMarkersFrom(out, n), nil
 }
 
-func hex4(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
+// escapeMarkersFrom escapes the marker bytes of out[from:] in place (decoded
+// text, where an escape such as \u001e can produce one; rare).
+func escapeMarkersFrom(out []byte, from int) []byte {
+	j := indexMarker(out[from:])
+	if j < 0 {
+		return out
 	}
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
+	extra := 0
+	for _, c := range out[from+j:] {
+		if c >= partOther && c <= roleEnd {
+			extra++
 		}
-		r = r<<4 | rune(c)
 	}
-	return r, true
+	n := len(out)
+	out = append(out, make([]byte, extra)...)
+	for r, w := n-1, len(out)-1; extra > 0; r-- {
+		c := out[r]
+		if c >= partOther && c <= roleEnd {
+			out[w], out[w-1] = c|0x40, escByte
+			w -= 2
+			extra--
+		} else {
+			out[w] = c
+			w--
+		}
+	}
+	return out
 }
 
 // appendEscaped appends text escaping the marker bytes.
@@ -631,13 +546,6 @@ func appendEscaped(out, text []byte) []byte {
 		text = text[j+1:]
 	}
 	return out
-}
-
-func appendByte(out []byte, c byte) []byte {
-	if c >= partOther && c <= roleEnd {
-		return append(out, escByte, c|0x40)
-	}
-	return append(out, c)
 }
 
 // indexMarker finds the first byte in [partOther, roleEnd]. Control bytes are

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/infergate/infergate/apierror"
+	"github.com/infergate/infergate/jsonscan"
 )
 
 // DecodeJSON decodes a rule body strictly. encoding/json drops unknown keys,
@@ -31,7 +32,7 @@ func DecodeJSON(body []byte) (Rule, error) {
 		return Rule{}, apierror.BadRequest(apierror.CodeMalformedJSON, "", "",
 			"request body is empty; expected a JSON rule object")
 	}
-	if !json.Valid(body) {
+	if !jsonscan.Valid(body) {
 		// Slow path: let encoding/json describe the syntax error.
 		var v any
 		err := json.Unmarshal(body, &v)
@@ -255,15 +256,14 @@ func joinPath(base string, idx int, key string) string {
 	return p + "." + key
 }
 
-func (w *decoder) ws() {
-	for w.pos < len(w.data) {
-		switch w.data[w.pos] {
-		case ' ', '\t', '\n', '\r':
-			w.pos++
-		default:
-			return
-		}
-	}
+func (w *decoder) ws() { w.pos = jsonscan.SkipSpace(w.data, w.pos) }
+
+// next moves to element n of the container being walked, past its comma,
+// and reports whether the container closed instead (jsonscan.Step; the body
+// is valid, so there is nothing else to report).
+func (w *decoder) next(n int, closing byte) (done bool) {
+	w.pos, done, _ = jsonscan.Step(w.data, w.pos, n, closing)
+	return done
 }
 
 // object decodes the object at w.pos ('{') into v (a struct; invalid Value
@@ -272,17 +272,11 @@ func (w *decoder) object(o *objectSchema, v reflect.Value, base string, idx int)
 	w.pos++ // '{'
 	var seen [maxObjectFields / 64]uint64
 	var extraSeen map[string]bool // LoxiLB extra keys met (rare)
-	for {
-		w.ws()
-		if w.data[w.pos] == '}' {
-			w.pos++
+	for n := 0; ; n++ {
+		if w.next(n, '}') {
 			return nil
 		}
-		if w.data[w.pos] == ',' {
-			w.pos++
-			w.ws()
-		}
-		raw, _ := w.stringRaw()
+		raw := w.stringRaw()
 		w.ws()
 		w.pos++ // ':'
 		w.ws()
@@ -374,18 +368,13 @@ func (w *decoder) value(fs fieldSchema, fv reflect.Value, base string, idx int, 
 			w.skip()
 			return typeErr("string")
 		}
-		start := w.pos
-		raw, plain := w.stringRaw()
+		raw := w.stringRaw()
 		if fv.IsValid() {
-			if plain {
-				fv.SetString(string(raw))
-			} else {
-				var str string
-				if err := json.Unmarshal(w.data[start:w.pos], &str); err != nil {
-					return typeErr("string")
-				}
-				fv.SetString(str)
+			str, err := jsonscan.String(raw)
+			if err != nil {
+				return typeErr("string")
 			}
+			fv.SetString(str)
 		}
 	case kindBool:
 		if c != 't' && c != 'f' {
@@ -458,27 +447,17 @@ func (w *decoder) strings(fv reflect.Value, path string) error {
 		out = make([]string, 0, 2)
 	}
 	for i := 0; ; i++ {
-		w.ws()
-		if w.data[w.pos] == ']' {
-			w.pos++
+		if w.next(i, ']') {
 			if fv.IsValid() {
 				fv.Set(reflect.ValueOf(out))
 			}
 			return nil
 		}
-		if w.data[w.pos] == ',' {
-			w.pos++
-			w.ws()
-		}
 		switch c := w.data[w.pos]; c {
 		case '"':
-			start := w.pos
-			raw, plain := w.stringRaw()
-			str := string(raw)
-			if !plain {
-				if err := json.Unmarshal(w.data[start:w.pos], &str); err != nil {
-					return apierror.BadRequest(apierror.CodeMalformedJSON, joinPath(path, i, ""), "", "invalid JSON string")
-				}
+			str, err := jsonscan.String(w.stringRaw())
+			if err != nil {
+				return apierror.BadRequest(apierror.CodeMalformedJSON, joinPath(path, i, ""), "", "invalid JSON string")
 			}
 			out = append(out, str)
 		case 'n':
@@ -500,23 +479,15 @@ func (w *decoder) strings(fv reflect.Value, path string) error {
 func (w *decoder) stringMap(fv reflect.Value, path string) error {
 	w.pos++ // '{'
 	m := map[string]string{}
-	for {
-		w.ws()
-		if w.data[w.pos] == '}' {
-			w.pos++
+	for n := 0; ; n++ {
+		if w.next(n, '}') {
 			if fv.IsValid() {
 				fv.Set(reflect.ValueOf(m))
 			}
 			return nil
 		}
-		if w.data[w.pos] == ',' {
-			w.pos++
-			w.ws()
-		}
-		kstart := w.pos
-		w.stringRaw()
-		var k string
-		if err := json.Unmarshal(w.data[kstart:w.pos], &k); err != nil {
+		k, err := jsonscan.String(w.stringRaw())
+		if err != nil {
 			return apierror.BadRequest(apierror.CodeMalformedJSON, path, "", path+" has a malformed key")
 		}
 		w.ws()
@@ -529,10 +500,8 @@ func (w *decoder) stringMap(fv reflect.Value, path string) error {
 				fmt.Sprintf("%s in body must be of type string: %q", p, got),
 				fmt.Sprintf("%s must be a JSON string, got %s", p, got))
 		}
-		vstart := w.pos
-		w.stringRaw()
-		var v string
-		if err := json.Unmarshal(w.data[vstart:w.pos], &v); err != nil {
+		v, err := jsonscan.String(w.stringRaw())
+		if err != nil {
 			return apierror.BadRequest(apierror.CodeMalformedJSON, p, "", p+" is not a valid string")
 		}
 		if _, dup := m[k]; dup {
@@ -549,14 +518,8 @@ func (w *decoder) array(o *objectSchema, fv reflect.Value, path string) error {
 		fv.Set(reflect.MakeSlice(fv.Type(), 0, 4)) // [] decodes to empty, not nil
 	}
 	for i := 0; ; i++ {
-		w.ws()
-		if w.data[w.pos] == ']' {
-			w.pos++
+		if w.next(i, ']') {
 			return nil
-		}
-		if w.data[w.pos] == ',' {
-			w.pos++
-			w.ws()
 		}
 		var ev reflect.Value
 		if fv.IsValid() {
@@ -583,27 +546,12 @@ func (w *decoder) array(o *objectSchema, fv reflect.Value, path string) error {
 	}
 }
 
-// stringRaw consumes a string literal and returns its content without quotes;
-// plain reports that it is ASCII without escapes, i.e. already decoded.
-func (w *decoder) stringRaw() (raw []byte, plain bool) {
-	w.pos++ // opening quote
-	start := w.pos
-	plain = true
-	for {
-		switch c := w.data[w.pos]; {
-		case c == '\\':
-			plain = false
-			w.pos += 2
-			continue
-		case c == '"':
-			s := w.data[start:w.pos]
-			w.pos++
-			return s, plain
-		case c >= 0x80:
-			plain = false // let encoding/json apply its UTF-8 repair
-		}
-		w.pos++
-	}
+// stringRaw consumes a string literal and returns its body between the
+// quotes, escapes not decoded (the body is valid: jsonscan.Valid passed).
+func (w *decoder) stringRaw() []byte {
+	start := w.pos + 1
+	w.pos, _ = jsonscan.SkipString(w.data, w.pos)
+	return w.data[start : w.pos-1]
 }
 
 // unquoteKey decodes JSON escapes in a key (rare: `"kv\u0045xactMode"`).
@@ -611,77 +559,26 @@ func unquoteKey(raw []byte) string {
 	if bytes.IndexByte(raw, '\\') < 0 {
 		return string(raw)
 	}
-	var s string
-	quoted := make([]byte, 0, len(raw)+2)
-	quoted = append(append(append(quoted, '"'), raw...), '"')
-	if err := json.Unmarshal(quoted, &s); err != nil {
+	s, err := jsonscan.String(raw)
+	if err != nil {
 		return string(raw)
 	}
 	return s
 }
 
 // skip consumes one complete value of any type.
-func (w *decoder) skip() {
-	switch c := w.data[w.pos]; c {
-	case '"':
-		w.stringRaw()
-	case '{', '[':
-		depth := 0
-		for {
-			switch w.data[w.pos] {
-			case '"':
-				w.stringRaw()
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					w.pos++
-					return
-				}
-			}
-			w.pos++
-		}
-	default: // number, true, false, null
-		for w.pos < len(w.data) {
-			switch w.data[w.pos] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return
-			}
-			w.pos++
-		}
-	}
-}
+func (w *decoder) skip() { w.pos, _ = jsonscan.SkipValue(w.data, w.pos) }
 
 func isNumberStart(c byte) bool { return c == '-' || ('0' <= c && c <= '9') }
 
 // parseInteger parses a JSON number literal into an int64 (or a uint32)
 // the way encoding/json would: no fraction, no exponent, no overflow.
 func parseInteger(lit []byte, unsigned32 bool) (int64, uint64, bool) {
-	if bytes.ContainsAny(lit, ".eE") {
-		return 0, 0, false
-	}
 	if unsigned32 {
-		u, err := strconv.ParseUint(string(lit), 10, 32)
+		u, err := jsonscan.ParseUint(lit, 32)
 		return 0, u, err == nil
 	}
-	if len(lit) <= 18 { // fast path: cannot overflow int64
-		var n int64
-		neg := lit[0] == '-'
-		digits := lit
-		if neg {
-			digits = lit[1:]
-		}
-		for _, d := range digits {
-			n = n*10 + int64(d-'0')
-		}
-		if neg {
-			n = -n
-		}
-		return n, 0, true
-	}
-	n, err := strconv.ParseInt(string(lit), 10, 64)
+	n, err := jsonscan.ParseInt(lit)
 	return n, 0, err == nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+
+	"github.com/infergate/infergate/jsonscan"
 )
 
 // Metering reads the engine's own usage from the response the client gets,
@@ -153,8 +155,16 @@ func (u *UsageWriter) Usage() (prompt, completion int, ok bool) {
 	return 0, 0, false
 }
 
+// Fields of the engine's usage object metering reads.
+const (
+	fieldPromptTokens     = "prompt_tokens"
+	fieldCompletionTokens = "completion_tokens"
+)
+
 // lastUsage finds the last `"usage":{…}` object in b and reads its token
-// counts with a small scan (no decoding of the rest).
+// counts from its members (jsonscan, loose: the tail may start mid-event, so
+// the object is found by its name, then walked; no decoding of the rest).
+// Members before a malformed spot still count.
 func lastUsage(b []byte) (int, int, bool) {
 	key := []byte(`"usage"`)
 	for end := len(b); end > 0; {
@@ -163,41 +173,37 @@ func lastUsage(b []byte) (int, int, bool) {
 			return 0, 0, false
 		}
 		end = i
-		rest := bytes.TrimLeft(b[i+len(key):], " \t\r\n")
-		if len(rest) == 0 || rest[0] != ':' {
+		j := jsonscan.SkipSpace(b, i+len(key))
+		if j >= len(b) || b[j] != ':' {
 			continue
 		}
-		rest = bytes.TrimLeft(rest[1:], " \t\r\n")
-		if len(rest) == 0 || rest[0] != '{' {
+		j = jsonscan.SkipSpace(b, j+1)
+		if j >= len(b) || b[j] != '{' {
 			continue
 		}
-		if j := bytes.IndexByte(rest, '}'); j > 0 {
-			rest = rest[:j] // usage holds numbers (and at most flat detail objects before its end)
+		p, c, okP, okC := 0, 0, false, false
+		for it := jsonscan.ObjectMembers(b, j, jsonscan.Loose); it.Next(); {
+			m := it.Member()
+			switch {
+			case !okP && m.KeyIs(b, fieldPromptTokens):
+				p, okP = tokenCount(m.Value.Of(b))
+			case !okC && m.KeyIs(b, fieldCompletionTokens):
+				c, okC = tokenCount(m.Value.Of(b))
+			}
 		}
-		p, ok := intMember(rest, `"prompt_tokens"`)
-		if !ok {
-			continue
+		if okP {
+			return p, c, true
 		}
-		c, _ := intMember(rest, `"completion_tokens"`)
-		return p, c, true
 	}
 	return 0, 0, false
 }
 
-// intMember reads the non-negative integer after `name:` in obj.
-func intMember(obj []byte, name string) (int, bool) {
-	i := bytes.Index(obj, []byte(name))
-	if i < 0 {
-		return 0, false
-	}
-	rest := bytes.TrimLeft(obj[i+len(name):], " \t\r\n")
-	if len(rest) == 0 || rest[0] != ':' {
-		return 0, false
-	}
-	rest = bytes.TrimLeft(rest[1:], " \t\r\n")
+// tokenCount reads the non-negative integer a count starts with (at most 12
+// digits: no engine counts a trillion tokens in one response).
+func tokenCount(v []byte) (int, bool) {
 	n, digits := 0, 0
-	for ; digits < len(rest) && digits < 12 && rest[digits] >= '0' && rest[digits] <= '9'; digits++ {
-		n = n*10 + int(rest[digits]-'0')
+	for ; digits < len(v) && digits < 12 && v[digits] >= '0' && v[digits] <= '9'; digits++ {
+		n = n*10 + int(v[digits]-'0')
 	}
 	return n, digits > 0
 }

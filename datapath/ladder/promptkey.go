@@ -1,9 +1,9 @@
 package ladder
 
 import (
-	"bytes"
 	"strings"
 
+	"github.com/infergate/infergate/jsonscan"
 	"github.com/infergate/infergate/radix"
 )
 
@@ -82,42 +82,18 @@ func (b BodyFields) AppendPromptKey(dst []byte, path string, limit int) []byte {
 }
 
 // ScanBody walks an object body's top level once and returns the members
-// routing reads (all nil when the body is not a well-formed object).
+// routing reads (all nil when the body is not a well-formed object). The
+// walk is loose (jsonscan.Loose): values are skipped by structure, the
+// builders and the engine judge them.
 func ScanBody(body []byte) BodyFields {
 	var f BodyFields
-	s := fieldScanner{b: body}
-	s.ws()
-	if !s.eat('{') {
-		return BodyFields{}
-	}
-	for first := true; ; first = false {
-		s.ws()
-		if s.eat('}') {
-			return f
-		}
-		if !first {
-			if !s.eat(',') {
-				return BodyFields{}
-			}
-			s.ws()
-		}
-		ks, ke, ok := s.str()
-		if !ok {
-			return BodyFields{}
-		}
-		s.ws()
-		if !s.eat(':') {
-			return BodyFields{}
-		}
-		s.ws()
-		vs := s.i
-		if !s.skipValue() {
-			return BodyFields{}
-		}
+	it := jsonscan.ObjectMembers(body, jsonscan.SkipSpace(body, 0), jsonscan.Loose)
+	for it.Next() {
+		m := it.Member()
 		// Field names with escapes are not matched: no client escapes
 		// "prompt", and encoding/json matches case-insensitively anyway,
 		// which engines do not.
-		switch v := body[vs:s.i]; string(body[ks:ke]) {
+		switch v := m.Value.Of(body); string(m.Key.Of(body)) {
 		case radix.FieldPrompt:
 			f.Prompt = v
 		case radix.FieldMessages:
@@ -136,99 +112,8 @@ func ScanBody(body []byte) BodyFields {
 			}
 		}
 	}
-}
-
-// fieldScanner walks JSON structure without decoding it.
-type fieldScanner struct {
-	b []byte
-	i int
-}
-
-func (s *fieldScanner) ws() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
+	if it.Err() != nil {
+		return BodyFields{}
 	}
-}
-
-func (s *fieldScanner) eat(c byte) bool {
-	if s.i < len(s.b) && s.b[s.i] == c {
-		s.i++
-		return true
-	}
-	return false
-}
-
-// str consumes a string and returns the bounds of its raw contents. It
-// jumps quote to quote (bytes.IndexByte) and treats a quote as closing when
-// an even number of backslashes precedes it.
-func (s *fieldScanner) str() (start, end int, ok bool) {
-	if !s.eat('"') {
-		return 0, 0, false
-	}
-	start = s.i
-	for {
-		j := bytes.IndexByte(s.b[s.i:], '"')
-		if j < 0 {
-			s.i = len(s.b)
-			return 0, 0, false
-		}
-		q := s.i + j
-		bs := 0
-		for k := q - 1; k >= start && s.b[k] == '\\'; k-- {
-			bs++
-		}
-		s.i = q + 1
-		if bs%2 == 0 {
-			return start, q, true
-		}
-	}
-}
-
-// skipValue consumes one value: strings honour escapes, containers are
-// matched by depth (the builders validate the prompt value itself).
-func (s *fieldScanner) skipValue() bool {
-	if s.i >= len(s.b) {
-		return false
-	}
-	switch s.b[s.i] {
-	case '"':
-		_, _, ok := s.str()
-		return ok
-	case '{', '[':
-		depth := 0
-		for s.i < len(s.b) {
-			switch s.b[s.i] {
-			case '"':
-				if _, _, ok := s.str(); !ok {
-					return false
-				}
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					s.i++
-					return true
-				}
-			}
-			s.i++
-		}
-		return false
-	default: // number, true, false, null
-		start := s.i
-		for s.i < len(s.b) {
-			switch s.b[s.i] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return s.i > start
-			}
-			s.i++
-		}
-		return s.i > start
-	}
+	return f
 }

@@ -248,25 +248,3 @@ func TestIsChat(t *testing.T) {
 		}
 	}
 }
-
-// TestHasSpecial checks the SWAR test against the byte-wise rule for every
-// byte value in every lane.
-func TestHasSpecial(t *testing.T) {
-	for lane := 0; lane < 8; lane++ {
-		for c := 0; c < 256; c++ {
-			var w [8]byte
-			for i := range w {
-				w[i] = 'a'
-			}
-			w[lane] = byte(c)
-			x := uint64(0)
-			for i := 7; i >= 0; i-- {
-				x = x<<8 | uint64(w[i])
-			}
-			want := c == '"' || c == '\\' || c < 0x20
-			if got := hasSpecial(x); got != want {
-				t.Fatalf("hasSpecial(byte %#x in lane %d) = %v, want %v", c, lane, got, want)
-			}
-		}
-	}
-}
