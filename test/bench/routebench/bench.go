@@ -54,6 +54,12 @@ func (c *config) timing() timing {
 }
 
 func (c *config) planFor(w string) plan {
+	if strings.HasPrefix(w, "pd-") {
+		if w == "pd-shared-prefix" {
+			return plan{[]loadArms{{0.7, []string{armPDLeast, armPDPrefix, armPDKV}}}}
+		}
+		return plan{} // the P/D variant runs shared prefix only (time)
+	}
 	all := []string{armRR, armLeast, armPrefix, armKV, armIdeal}
 	over := []string{armRR, armPrefix, armKV}
 	if c.short {
@@ -69,8 +75,6 @@ func (c *config) planFor(w string) plan {
 		// The header only matters where a tier reads it (CHWBL's fallback
 		// key, P/D sessions): run the arms that could differ.
 		return plan{[]loadArms{{0.7, []string{armRR, armPrefix, armKV}}}}
-	case "pd-shared-prefix":
-		return plan{[]loadArms{{0.7, []string{armPDLeast, armPDPrefix, armPDKV}}}}
 	}
 	return plan{[]loadArms{{0.7, all}, {1.5, over}}}
 }
@@ -168,6 +172,8 @@ type bench struct {
 	report  io.Writer
 	runs    []*runSummary
 	idleCPU float64 // gateway CPU seconds per second with no traffic
+	hitMask []bool  // engines counted in the hit rate (nil: all)
+	baseArm string  // the arm ratios are against, and the ramp runs on
 }
 
 func runBench(ctx context.Context, cfg config) error {
@@ -187,7 +193,7 @@ func runBench(ctx context.Context, cfg config) error {
 	}
 	defer reportF.Close()
 	b := &bench{cfg: cfg, dir: dir, client: newHTTPClient(), scrapeC: &http.Client{Timeout: 2 * time.Second},
-		vips: map[string]string{}, report: io.MultiWriter(os.Stdout, reportF)}
+		vips: map[string]string{}, report: io.MultiWriter(os.Stdout, reportF), baseArm: armRR}
 	tok, tmpl, err := enginesim.LoadTokenizer(cfg.tokenizer)
 	if err != nil {
 		return err
@@ -260,22 +266,46 @@ func runBench(ctx context.Context, cfg config) error {
 	t := cfg.timing()
 	fmt.Fprintf(b.report, "routebench: %d engines (%s), gateway %s (idle CPU %.1f ms/s), results in %s, mode %s\n",
 		len(b.engines), strings.Join(b.engines, " "), b.gw.api, b.idleCPU*1000, dir, map[bool]string{true: "short", false: "full"}[cfg.short])
+	if err := b.phase(ctx, ws, t, ""); err != nil {
+		return err
+	}
+	if cfg.pd && cfg.enginesAt == "" && ctx.Err() == nil {
+		if err := b.pdPhase(ctx, ws, t, logf, vip); err != nil {
+			return err
+		}
+	}
+	if err := writeFile(filepath.Join(dir, "summary.json"), b.runs); err != nil {
+		return err
+	}
+	fmt.Fprintf(b.report, "\nroutebench: done in %v; raw results in %s\n", time.Since(began).Round(time.Second), dir)
+	return ctx.Err()
+}
+
+// phase runs every workload's plan on the current fleet; prefix names
+// the P/D variant's workloads ("pd-").
+func (b *bench) phase(ctx context.Context, ws []workload, t timing, prefix string) error {
 	capacities := map[string]float64{}
 	for _, w := range ws {
 		if ctx.Err() != nil {
 			break
 		}
+		pl := b.cfg.planFor(prefix + w.name)
+		if len(pl.loads) == 0 {
+			continue
+		}
+		w.name = prefix + w.name
 		// The two multi-turn variants are the same load: one ramp.
 		key := strings.TrimSuffix(w.name, "-noid")
 		capacity, ok := capacities[key]
 		if !ok {
+			var err error
 			if capacity, err = b.ramp(ctx, w, t); err != nil {
 				return err
 			}
 			capacities[key] = capacity
 		}
 		var rows []*runSummary
-		for _, la := range cfg.planFor(w.name).loads {
+		for _, la := range pl.loads {
 			rate := la.frac * capacity
 			for _, arm := range la.arms {
 				if ctx.Err() != nil {
@@ -290,20 +320,67 @@ func runBench(ctx context.Context, cfg config) error {
 		}
 		b.table(w.name, capacity, rows)
 	}
-	if err := writeFile(filepath.Join(dir, "summary.json"), b.runs); err != nil {
+	return nil
+}
+
+// pdPhase starts a 4P4D fleet (half the engines prefill, half decode) on
+// the next addresses, puts the P/D arms in front of it and runs the P/D
+// plans. The hit rate counts the prefill engines: the decodes only pull.
+func (b *bench) pdPhase(ctx context.Context, ws []workload, t timing, logf io.Writer, vip netip.Addr) error {
+	cfg := b.cfg
+	n := cfg.engines / 2
+	first := netip.MustParseAddr(cfg.pdFirstIP)
+	args := []string{"--engines", "0", "--prefill", fmt.Sprint(n), "--decode", fmt.Sprint(n), "--first-ip", first.String(),
+		"--port", fmt.Sprint(cfg.port), "--zmq-port", fmt.Sprint(cfg.zmqPort), "--tokenizer", cfg.tokenizer, "--model", cfg.model}
+	args = append(args, strings.Fields(cfg.simArgs)...)
+	sim, out, err := startProc("enginesim-pd", logf, cfg.simBin, args...)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(b.report, "\nroutebench: done in %v; raw results in %s\n", time.Since(began).Round(time.Second), dir)
-	return ctx.Err()
+	defer sim.stop(5 * time.Second)
+	if err := waitLine(out, "ready", 60*time.Second); err != nil {
+		return fmt.Errorf("enginesim (P/D): %w", err)
+	}
+	b.engines, b.hitMask = nil, nil
+	var roles []int
+	ip := first
+	for i := range 2 * n {
+		b.engines = append(b.engines, fmt.Sprintf("http://%s:%d", ip, cfg.port))
+		b.hitMask = append(b.hitMask, i < n)
+		roles = append(roles, map[bool]int{true: 1, false: 2}[i < n])
+		ip = ip.Next()
+	}
+	b.baseArm = armPDLeast
+	for _, arm := range []string{armPDLeast, armPDPrefix, armPDKV} {
+		if err := b.gw.apply(armRule(arm, vip.String(), cfg.vipPort, b.engines, cfg.zmqPort, roles)); err != nil {
+			return fmt.Errorf("arm %s: %w", arm, err)
+		}
+		b.vips[arm] = fmt.Sprintf("http://%s:%d", vip, cfg.vipPort)
+		if err := waitServing(ctx, b.scrapeC, b.vips[arm], cfg.model, 20*time.Second); err != nil {
+			return fmt.Errorf("arm %s: %w", arm, err)
+		}
+		vip = vip.Next()
+	}
+	// The single-pool KV rule keeps its 8 subscriptions; pd-kv adds one per
+	// prefill.
+	if err := b.waitSubscribedN(ctx, cfg.engines+n, 20*time.Second); err != nil {
+		return err
+	}
+	fmt.Fprintf(b.report, "\nroutebench: P/D variant, %dP%dD (%s)\n", n, n, strings.Join(b.engines, " "))
+	return b.phase(ctx, ws, t, "pd-")
 }
 
 // waitSubscribed waits until the KV-exact rule's subscribers are connected
 // to every engine.
 func (b *bench) waitSubscribed(ctx context.Context, timeout time.Duration) error {
+	return b.waitSubscribedN(ctx, len(b.engines), timeout)
+}
+
+func (b *bench) waitSubscribedN(ctx context.Context, want int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		m, err := b.gw.metrics(ctx, b.scrapeC)
-		if err == nil && int(m.sum("loxilb_kv_subscriber_connected")) >= len(b.engines) {
+		if err == nil && int(m.sum("loxilb_kv_subscriber_connected")) >= want {
 			return nil
 		}
 		time.Sleep(250 * time.Millisecond)
@@ -338,7 +415,16 @@ func (b *bench) resetFleet(ctx context.Context) error {
 // ramp finds the highest rate round robin sustains (TTFT p90 within the
 // SLO, ≥ 95 % of requests answered): the fleet's capacity for w.
 func (b *bench) ramp(ctx context.Context, w workload, t timing) (float64, error) {
-	guess := float64(len(b.engines)) / w.perRequest.Seconds()
+	computing := len(b.engines) // engines that prefill
+	if b.hitMask != nil {
+		computing = 0
+		for _, m := range b.hitMask {
+			if m {
+				computing++
+			}
+		}
+	}
+	guess := float64(computing) / w.perRequest.Seconds()
 	capacity := 0.0
 	for _, f := range t.rampSteps {
 		rate := guess * f
@@ -348,7 +434,7 @@ func (b *bench) ramp(ctx context.Context, w workload, t timing) (float64, error)
 		flows := w.flows(rate, t.rampStep, fmt.Sprintf("ramp-%s-%.1f", w.name, rate))
 		rctx, cancel := context.WithTimeout(ctx, t.rampStep+t.rampDrain)
 		rn := &runner{client: b.client, model: b.cfg.model}
-		all := rn.run(rctx, target{Arm: armRR, VIP: b.vips[armRR]}, flows)
+		all := rn.run(rctx, target{Arm: b.baseArm, VIP: b.vips[b.baseArm]}, flows)
 		cancel()
 		// Judge the requests sent inside the step: later turns of a
 		// conversation may be cut by the step's end without any overload.
@@ -441,8 +527,10 @@ func (b *bench) measure(ctx context.Context, w workload, arm string, frac, rate 
 	var q, h float64
 	for i := range b.engines {
 		d := delta(before.engines[i], after.engines[i])
-		q += d.sum("vllm:prefix_cache_queries_total")
-		h += d.sum("vllm:prefix_cache_hits_total")
+		if b.hitMask == nil || b.hitMask[i] {
+			q += d.sum("vllm:prefix_cache_queries_total")
+			h += d.sum("vllm:prefix_cache_hits_total")
+		}
 		s.Served = append(s.Served, d.sum("vllm:request_success_total"))
 	}
 	if q > 0 {

@@ -60,6 +60,7 @@ type result struct {
 	Prompt     int // prompt tokens (engine's usage)
 	Cached     int // cached prompt tokens (engine's usage)
 	IdealHit   int // tokens an ample pinned cache would have held (computed)
+	IdealOf    int // prompt tokens as the replayer tokenised them
 	itl        []float64
 }
 
@@ -75,15 +76,15 @@ type idealCache struct {
 	blocks map[uint64]struct{}
 }
 
-func (c *idealCache) observe(f *flow, history []bpe.Message, prompt string) int {
+func (c *idealCache) observe(f *flow, history []bpe.Message, prompt string) (hit, of int) {
 	if c == nil {
-		return 0
+		return 0, 0
 	}
 	var ids []uint32
 	if f.chat() {
 		text, err := c.tmpl.Render(history, true)
 		if err != nil {
-			return 0
+			return 0, 0
 		}
 		ids = c.tok.Encode(text, false)
 	} else {
@@ -96,7 +97,6 @@ func (c *idealCache) observe(f *flow, history []bpe.Message, prompt string) int 
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	hit := 0
 	for hit < maxHit {
 		if _, ok := c.blocks[keys[hit]]; !ok {
 			break
@@ -106,7 +106,7 @@ func (c *idealCache) observe(f *flow, history []bpe.Message, prompt string) int 
 	for _, k := range keys {
 		c.blocks[k] = struct{}{}
 	}
-	return hit * 16
+	return hit * 16, len(ids)
 }
 
 // runner sends flows and records results.
@@ -191,7 +191,7 @@ func (rn *runner) flow(ctx context.Context, t target, f *flow, fi int, start tim
 			body["prompt"] = tu.Prompt
 		}
 		r := &result{Flow: fi, Turn: ti, Key: f.Key}
-		r.IdealHit = rn.ideal.observe(f, history, tu.Prompt)
+		r.IdealHit, r.IdealOf = rn.ideal.observe(f, history, tu.Prompt)
 		text := rn.send(ctx, t.url(f, path), f, body, r, start)
 		out = append(out, r)
 		if !r.ok() {

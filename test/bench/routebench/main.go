@@ -40,10 +40,13 @@ func main() {
 	if v := os.Getenv("BENCH_SHORT"); v != "" && v != "0" {
 		cfg.short = true
 	}
-	explicit := false
-	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "workloads" })
-	if cfg.short && !explicit {
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if cfg.short && !set["workloads"] {
 		cfg.workloads = "shared-prefix,multi-turn"
+	}
+	if cfg.short && !set["pd"] {
+		cfg.pd = false
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -72,7 +75,7 @@ type config struct {
 	gatewayBin, simBin, tokenizer, out, model string
 	engines                                   int
 	pd                                        bool
-	firstIP, vipBase                          string
+	firstIP, pdFirstIP, vipBase               string
 	port, zmqPort, vipPort                    int
 	enginesAt                                 string
 	traceFile                                 string
@@ -85,7 +88,7 @@ type config struct {
 
 func defaultConfig() config {
 	return config{gatewayBin: "bin/infergate", simBin: "bin/enginesim", tokenizer: "kvexact/bpe/testdata/qwen3",
-		out: "test/bench/results", model: "sim-8b", engines: 8, firstIP: "127.0.0.101", vipBase: "127.0.0.201",
+		out: "test/bench/results", model: "sim-8b", engines: 8, pd: true, firstIP: "127.0.0.101", pdFirstIP: "127.0.0.111", vipBase: "127.0.0.201",
 		port: 18000, zmqPort: 15557, vipPort: 18080, seed: 1, ttftSLO: 2 * time.Second, itlSLO: 50 * time.Millisecond,
 		workloads: "shared-prefix,multi-turn,multi-turn-noid,trace"}
 }
@@ -97,7 +100,8 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.out, "out", c.out, "results directory (a timestamped run directory is made inside)")
 	fs.StringVar(&c.model, "model", c.model, "model name sent in requests")
 	fs.IntVar(&c.engines, "engines", c.engines, "simulated engines")
-	fs.BoolVar(&c.pd, "pd", c.pd, "also run the P/D variant (engines/2 prefill + engines/2 decode)")
+	fs.BoolVar(&c.pd, "pd", c.pd, "also run the P/D variant (engines/2 prefill + engines/2 decode; not in the short mode)")
+	fs.StringVar(&c.pdFirstIP, "pd-first-ip", c.pdFirstIP, "address of the first engine of the P/D fleet")
 	fs.StringVar(&c.firstIP, "first-ip", c.firstIP, "address of the first simulated engine")
 	fs.StringVar(&c.vipBase, "vip-base", c.vipBase, "address of the first arm's VIP")
 	fs.IntVar(&c.port, "port", c.port, "engine HTTP port")

@@ -52,7 +52,7 @@ func percentiles(v []float64) pcts {
 func summarise(res []*result, window time.Duration, cfg config) *runSummary {
 	s := &runSummary{N: len(res)}
 	var ttft, itl, e2e []float64
-	var prompt, cached, ideal float64
+	var prompt, cached, ideal, idealOf float64
 	good := 0
 	for _, r := range res {
 		switch {
@@ -84,12 +84,15 @@ func summarise(res []*result, window time.Duration, cfg config) *runSummary {
 		prompt += float64(r.Prompt)
 		cached += float64(r.Cached)
 		ideal += float64(r.IdealHit)
+		idealOf += float64(r.IdealOf)
 	}
 	s.TTFT, s.ITL, s.E2E = percentiles(ttft), percentiles(itl), percentiles(e2e)
 	s.Goodput = float64(good) / window.Seconds()
 	if prompt > 0 {
 		s.ClientHit = cached / prompt
-		s.IdealHitRate = ideal / prompt
+	}
+	if idealOf > 0 {
+		s.IdealHitRate = ideal / idealOf
 	}
 	return s
 }
@@ -122,13 +125,14 @@ func ratio(a, b float64) string {
 // table prints one workload's runs with ratios against rr at the same load.
 func (b *bench) table(name string, capacity float64, rows []*runSummary) {
 	w := b.report
-	fmt.Fprintf(w, "\n## %s (capacity by ramp on rr: %.1f req/s; TTFT SLO %v, ITL SLO %v)\n", name, capacity, b.cfg.ttftSLO, b.cfg.itlSLO)
-	fmt.Fprintf(w, "%-5s %-7s %5s %4s %4s | %7s %7s %7s | %6s %6s | %7s | %5s %5s | %5s %6s | %7s %7s %7s %7s\n",
+	fmt.Fprintf(w, "\n## %s (capacity by ramp on %s: %.1f req/s; TTFT SLO %v, ITL SLO %v; ratios against %s)\n",
+		name, b.baseArm, capacity, b.cfg.ttftSLO, b.cfg.itlSLO, b.baseArm)
+	fmt.Fprintf(w, "%-5s %-9s %5s %4s %4s | %7s %7s %7s | %6s %6s | %7s | %5s %5s | %5s %7s | %8s %8s %7s %8s\n",
 		"load", "arm", "req/s", "n", "err", "TTFTp50", "TTFTp90", "TTFTp99", "ITLp50", "ITLp99", "goodput", "hit", "ideal",
-		"imbal", "cpu/rq", "p50/rr", "p99/rr", "hit/idl", "cpu/rr")
+		"imbal", "cpu/rq", "p50/base", "p99/base", "hit/idl", "cpu/base")
 	byLoad := map[float64]*runSummary{}
 	for _, r := range rows {
-		if r.Arm == armRR {
+		if r.Arm == b.baseArm {
 			byLoad[r.Load] = r
 		}
 	}
@@ -142,7 +146,7 @@ func (b *bench) table(name string, capacity float64, rows []*runSummary) {
 			cpu = fmt.Sprintf("%.2fms", r.CPUPerReqMs)
 			cpuR = ratio(r.CPUPerReqMs, rr.CPUPerReqMs)
 		}
-		fmt.Fprintf(w, "%4.0f%% %-7s %5.1f %4d %4d | %7.3f %7.3f %7.3f | %6.1f %6.1f | %7.2f | %5.3f %5.3f | %5.2f %6s | %7s %7s %7s %7s\n",
+		fmt.Fprintf(w, "%4.0f%% %-9s %5.1f %4d %4d | %7.3f %7.3f %7.3f | %6.1f %6.1f | %7.2f | %5.3f %5.3f | %5.2f %7s | %8s %8s %7s %8s\n",
 			r.Load*100, r.Arm, r.Rate, r.N, r.Errors+r.Unanswered, r.TTFT.P50, r.TTFT.P90, r.TTFT.P99, r.ITL.P50*1000, r.ITL.P99*1000,
 			r.Goodput, r.HitRate, r.IdealHitRate, r.Imbalance, cpu,
 			ratio(r.TTFT.P50, rr.TTFT.P50), ratio(r.TTFT.P99, rr.TTFT.P99), ratio(r.HitRate, r.IdealHitRate), cpuR)

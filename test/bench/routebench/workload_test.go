@@ -148,17 +148,17 @@ func TestTraceRoundTripAndReplay(t *testing.T) {
 func TestSummarise(t *testing.T) {
 	cfg := defaultConfig()
 	res := []*result{
-		{Status: 200, TTFT: 0.1, E2E: 1, Tokens: 10, ITLMean: 0.02, Prompt: 100, Cached: 80, IdealHit: 90, itl: []float64{0.02, 0.02}},
-		{Status: 200, TTFT: 3, E2E: 4, Tokens: 10, ITLMean: 0.02, Prompt: 100, Cached: 0, IdealHit: 90},
-		{Status: 503, TTFT: -1, E2E: 0.01, Err: "status 503"},
-		{TTFT: -1, E2E: 9, Err: "context deadline exceeded"},
+		{Status: 200, TTFT: 0.1, E2E: 1, Tokens: 10, ITLMean: 0.02, Prompt: 100, Cached: 80, IdealHit: 90, IdealOf: 100, itl: []float64{0.02, 0.02}},
+		{Status: 200, TTFT: 3, E2E: 4, Tokens: 10, ITLMean: 0.02, Prompt: 100, Cached: 0, IdealHit: 90, IdealOf: 100},
+		{Status: 503, TTFT: -1, E2E: 0.01, Err: "status 503", IdealHit: 0, IdealOf: 100},
+		{TTFT: -1, E2E: 9, Err: "context deadline exceeded", IdealHit: 90, IdealOf: 100},
 	}
 	s := summarise(res, 2*time.Second, cfg)
 	if s.N != 4 || s.OK != 2 || s.Errors != 0 || s.Unanswered != 2 || s.Goodput != 0.5 {
 		t.Fatalf("n %d ok %d errors %d unanswered %d goodput %v", s.N, s.OK, s.Errors, s.Unanswered, s.Goodput)
 	}
 	// The cut request enters TTFT with the 9 s it waited.
-	if s.TTFT.P99 != 9 || s.ClientHit != 0.4 || s.IdealHitRate != 0.9 {
+	if s.TTFT.P99 != 9 || s.ClientHit != 0.4 || s.IdealHitRate != 0.675 {
 		t.Fatalf("ttft %+v client hit %v ideal %v", s.TTFT, s.ClientHit, s.IdealHitRate)
 	}
 }
