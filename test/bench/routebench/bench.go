@@ -40,17 +40,19 @@ type loadArms struct {
 
 // timing is one mode's durations.
 type timing struct {
-	warm, run, drain, rampStep, rampDrain time.Duration
-	rampSteps                             []float64
+	// warm precedes every measured window (the same arrivals, not
+	// counted), at least a workload's settle time.
+	warm, run, drain, rampWarm, rampStep, rampDrain time.Duration
+	rampSteps                                       []float64
 }
 
 func (c *config) timing() timing {
 	if c.short {
-		return timing{warm: 4 * time.Second, run: 6 * time.Second, drain: 6 * time.Second, rampStep: 3 * time.Second, rampDrain: 5 * time.Second,
-			rampSteps: []float64{1.0, 1.4, 2.0}}
+		return timing{warm: 4 * time.Second, run: 6 * time.Second, drain: 6 * time.Second, rampWarm: 2 * time.Second, rampStep: 3 * time.Second,
+			rampDrain: 5 * time.Second, rampSteps: []float64{1.0, 1.4, 2.0}}
 	}
-	return timing{warm: 5 * time.Second, run: 10 * time.Second, drain: 8 * time.Second, rampStep: 4 * time.Second, rampDrain: 6 * time.Second,
-		rampSteps: []float64{0.8, 1.1, 1.5, 2.0, 2.7}}
+	return timing{warm: 4 * time.Second, run: 8 * time.Second, drain: 6 * time.Second, rampWarm: 2 * time.Second, rampStep: 3 * time.Second,
+		rampDrain: 5 * time.Second, rampSteps: []float64{0.9, 1.25, 1.7, 2.3}}
 }
 
 func (c *config) planFor(w string) plan {
@@ -62,6 +64,15 @@ func (c *config) planFor(w string) plan {
 	}
 	all := []string{armRR, armLeast, armPrefix, armKV, armIdeal}
 	over := []string{armRR, armPrefix, armKV}
+	if w != "shared-prefix" {
+		// Time: least connections and the overloaded prefix arm are
+		// measured on the shared-prefix workload only.
+		all, over = []string{armRR, armPrefix, armKV, armIdeal}, []string{armRR, armKV}
+	}
+	for _, ext := range c.externalArms {
+		name, _, _ := strings.Cut(ext, "=")
+		all, over = append(all, name), append(over, name)
+	}
 	if c.short {
 		switch w {
 		case "shared-prefix":
@@ -86,6 +97,9 @@ type workload struct {
 	// perRequest is the modelled engine time of one request with no cache
 	// hit (prefill + a share of decode), for the ramp's first guess.
 	perRequest time.Duration
+	// settle is how long arrivals take to reach their steady rate (a
+	// conversation's later turns follow its first).
+	settle time.Duration
 }
 
 func (b *bench) workloads() ([]workload, error) {
@@ -107,9 +121,9 @@ func (b *bench) workloads() ([]workload, error) {
 	all := map[string]workload{
 		"shared-prefix": {name: "shared-prefix", perRequest: cost(sp.System+sp.Question, sp.Output),
 			flows: func(r float64, d time.Duration, _ string) []flow { return sp.flows(prompts, r, d, seed) }},
-		"multi-turn": {name: "multi-turn", perRequest: cost(mt.System+2*mt.User+mt.Output, mt.Output),
+		"multi-turn": {name: "multi-turn", perRequest: cost(mt.System+2*mt.User+mt.Output, mt.Output), settle: mt.settle(),
 			flows: func(r float64, d time.Duration, run string) []flow { return mt.flows(b.text, r, d, seed, run) }},
-		"multi-turn-noid": {name: "multi-turn-noid", perRequest: cost(mt.System+2*mt.User+mt.Output, mt.Output),
+		"multi-turn-noid": {name: "multi-turn-noid", perRequest: cost(mt.System+2*mt.User+mt.Output, mt.Output), settle: mt.settle(),
 			flows: func(r float64, d time.Duration, run string) []flow { return noid.flows(b.text, r, d, seed, run) }},
 		"trace": {name: "trace", perRequest: cost(traceMeanInput(recs), 85),
 			flows: func(r float64, d time.Duration, _ string) []flow { return traceFlows(b.text, recs, r, d, seed, 150) }},
@@ -174,6 +188,7 @@ type bench struct {
 	idleCPU float64 // gateway CPU seconds per second with no traffic
 	hitMask []bool  // engines counted in the hit rate (nil: all)
 	baseArm string  // the arm ratios are against, and the ramp runs on
+	noReset bool    // an engine cannot reset its prefix cache
 }
 
 func runBench(ctx context.Context, cfg config) error {
@@ -245,6 +260,10 @@ func runBench(ctx context.Context, cfg config) error {
 		}
 		b.vips[arm] = fmt.Sprintf("http://%s:%d", vip, cfg.vipPort)
 		vip = vip.Next()
+	}
+	for _, ext := range cfg.externalArms {
+		name, u, _ := strings.Cut(ext, "=")
+		b.vips[name] = strings.TrimSuffix(u, "/")
 	}
 	for arm, u := range b.vips {
 		if err := waitServing(ctx, b.scrapeC, u, cfg.model, 20*time.Second); err != nil {
@@ -401,6 +420,15 @@ func (b *bench) resetFleet(ctx context.Context) error {
 				if resp.StatusCode == http.StatusOK {
 					break
 				}
+				if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
+					// An engine without vLLM's dev endpoint: arms then share
+					// warm caches; the report says so.
+					if !b.noReset {
+						fmt.Fprintf(b.report, "  warning: %s has no POST /reset_prefix_cache; caches are not reset between arms\n", e)
+					}
+					b.noReset = true
+					break
+				}
 			}
 			if time.Now().After(deadline) {
 				return fmt.Errorf("reset %s: engine still busy", e)
@@ -431,16 +459,18 @@ func (b *bench) ramp(ctx context.Context, w workload, t timing) (float64, error)
 		if err := b.resetFleet(ctx); err != nil {
 			return 0, err
 		}
-		flows := w.flows(rate, t.rampStep, fmt.Sprintf("ramp-%s-%.1f", w.name, rate))
-		rctx, cancel := context.WithTimeout(ctx, t.rampStep+t.rampDrain)
+		warm := max(t.rampWarm, w.settle)
+		flows := w.flows(rate, warm+t.rampStep, fmt.Sprintf("ramp-%s-%.1f", w.name, rate))
+		rctx, cancel := context.WithTimeout(ctx, warm+t.rampStep+t.rampDrain)
 		rn := &runner{client: b.client, model: b.cfg.model}
 		all := rn.run(rctx, target{Arm: b.baseArm, VIP: b.vips[b.baseArm]}, flows)
 		cancel()
-		// Judge the requests sent inside the step: later turns of a
-		// conversation may be cut by the step's end without any overload.
+		// Judge the requests sent inside the step, after the warm-up:
+		// later turns of a conversation may be cut by the step's end
+		// without any overload.
 		var res []*result
 		for _, r := range all {
-			if r.Start <= t.rampStep.Seconds() {
+			if r.Start >= warm.Seconds() && r.Start <= (warm+t.rampStep).Seconds() {
 				res = append(res, r)
 			}
 		}
@@ -487,6 +517,7 @@ func (b *bench) measure(ctx context.Context, w workload, arm string, frac, rate 
 	if arm == armIdeal {
 		tgt.Engines = b.engines
 	}
+	t.warm = max(t.warm, w.settle)
 	flows := w.flows(rate, t.warm+t.run, fmt.Sprintf("%s-%.1f-%s", w.name, frac, arm))
 	b.ideal.blocks = map[uint64]struct{}{}
 	rn := &runner{client: b.client, model: b.cfg.model, ideal: b.ideal}
@@ -518,7 +549,9 @@ func (b *bench) measure(ctx context.Context, w workload, arm string, frac, rate 
 	}
 	var res []*result
 	for _, r := range all {
-		if r.Start >= t.warm.Seconds() {
+		// The measured window: later turns started while draining are
+		// not part of the offered load.
+		if r.Start >= t.warm.Seconds() && r.Start < (t.warm+t.run).Seconds() {
 			res = append(res, r)
 		}
 	}

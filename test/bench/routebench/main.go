@@ -84,7 +84,14 @@ type config struct {
 	seed                                      uint64
 	ttftSLO, itlSLO                           time.Duration
 	simArgs                                   string
+	externalArms                              stringList
 }
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 func defaultConfig() config {
 	return config{gatewayBin: "bin/infergate", simBin: "bin/enginesim", tokenizer: "kvexact/bpe/testdata/qwen3",
@@ -115,6 +122,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ttftSLO, "ttft-slo", c.ttftSLO, "goodput: TTFT bound")
 	fs.DurationVar(&c.itlSLO, "itl-slo", c.itlSLO, "goodput: mean inter-token latency bound")
 	fs.StringVar(&c.simArgs, "enginesim-args", c.simArgs, "extra enginesim flags (space-separated)")
+	fs.Var(&c.externalArms, "external-arm", "NAME=http://ip:port: an extra arm served by someone else's router in front of the same engines (e.g. another endpoint picker behind its proxy); repeatable, run at every load of the single-pool workloads")
 }
 
 func (c *config) workloadList() []string {

@@ -89,6 +89,13 @@ type multiTurn struct {
 	ConvID                      bool
 }
 
+// settle is roughly how long a conversation lasts on a lightly loaded
+// fleet (a turn's prefill and decode, then the pause): until then fewer
+// turns are in the air than the steady rate.
+func (w multiTurn) settle() time.Duration {
+	return time.Duration(w.Turns) * (time.Duration(w.Output)*15*time.Millisecond + 300*time.Millisecond + w.Think)
+}
+
 func (w multiTurn) flows(g *textGen, rate float64, d time.Duration, seed uint64, run string) []flow {
 	rng := seeded(seed, 0xc0)
 	var out []flow
