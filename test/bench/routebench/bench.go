@@ -47,6 +47,14 @@ type timing struct {
 }
 
 func (c *config) timing() timing {
+	t := c.modeTiming()
+	if c.window > 0 {
+		t.run = c.window
+	}
+	return t
+}
+
+func (c *config) modeTiming() timing {
 	if c.short {
 		return timing{warm: 4 * time.Second, run: 6 * time.Second, drain: 6 * time.Second, rampWarm: 2 * time.Second, rampStep: 3 * time.Second,
 			rampDrain: 5 * time.Second, rampSteps: []float64{1.0, 1.4, 2.0}}
@@ -56,6 +64,30 @@ func (c *config) timing() timing {
 }
 
 func (c *config) planFor(w string) plan {
+	p := c.modePlan(w)
+	if c.arms == "" {
+		return p
+	}
+	keep := map[string]bool{}
+	for _, a := range strings.Split(c.arms, ",") {
+		keep[strings.TrimSpace(a)] = true
+	}
+	var out plan
+	for _, la := range p.loads {
+		var arms []string
+		for _, a := range la.arms {
+			if keep[a] {
+				arms = append(arms, a)
+			}
+		}
+		if len(arms) > 0 {
+			out.loads = append(out.loads, loadArms{la.frac, arms})
+		}
+	}
+	return out
+}
+
+func (c *config) modePlan(w string) plan {
 	if strings.HasPrefix(w, "pd-") {
 		if w == "pd-shared-prefix" {
 			return plan{[]loadArms{{0.7, []string{armPDLeast, armPDPrefix, armPDKV}}}}

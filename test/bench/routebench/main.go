@@ -85,6 +85,8 @@ type config struct {
 	ttftSLO, itlSLO                           time.Duration
 	simArgs                                   string
 	externalArms                              stringList
+	window                                    time.Duration
+	arms                                      string
 }
 
 // stringList is a repeatable string flag.
@@ -122,6 +124,8 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ttftSLO, "ttft-slo", c.ttftSLO, "goodput: TTFT bound")
 	fs.DurationVar(&c.itlSLO, "itl-slo", c.itlSLO, "goodput: mean inter-token latency bound")
 	fs.StringVar(&c.simArgs, "enginesim-args", c.simArgs, "extra enginesim flags (space-separated)")
+	fs.DurationVar(&c.window, "window", c.window, "measured window of every run (0: 8s, short 6s); longer windows steady the p99s beyond the 10-minute budget")
+	fs.StringVar(&c.arms, "arms", c.arms, "comma-separated arms to run (default: each workload's plan)")
 	fs.Var(&c.externalArms, "external-arm", "NAME=http://ip:port: an extra arm served by someone else's router in front of the same engines (e.g. another endpoint picker behind its proxy); repeatable, run at every load of the single-pool workloads")
 }
 

@@ -19,7 +19,12 @@ type runSummary struct {
 	// Unanswered counts requests without a first token when the run was
 	// cut; their TTFT enters the percentiles as the time they waited (a
 	// lower bound), so an overloaded arm is not flattered by dropping them.
-	Unanswered       int
+	Unanswered int
+	// Lost counts answered requests whose engine held at least a block
+	// less of the prompt than an ample pinned cache would have (affinity
+	// lost to a guard, a pile-up or churn); LostTTFT is their TTFT p50.
+	Lost             int
+	LostTTFT         float64
 	TTFT             pcts
 	ITL              pcts
 	E2E              pcts
@@ -54,7 +59,11 @@ func summarise(res []*result, window time.Duration, cfg config) *runSummary {
 	var ttft, itl, e2e []float64
 	var prompt, cached, ideal, idealOf float64
 	good := 0
+	var lost []float64
 	for _, r := range res {
+		if r.ok() && r.Cached+16 <= r.IdealHit {
+			lost = append(lost, r.TTFT)
+		}
 		switch {
 		case r.ok():
 			s.OK++
@@ -87,6 +96,7 @@ func summarise(res []*result, window time.Duration, cfg config) *runSummary {
 		idealOf += float64(r.IdealOf)
 	}
 	s.TTFT, s.ITL, s.E2E = percentiles(ttft), percentiles(itl), percentiles(e2e)
+	s.Lost, s.LostTTFT = len(lost), percentiles(lost).P50
 	s.Goodput = float64(good) / window.Seconds()
 	if prompt > 0 {
 		s.ClientHit = cached / prompt
@@ -127,8 +137,8 @@ func (b *bench) table(name string, capacity float64, rows []*runSummary) {
 	w := b.report
 	fmt.Fprintf(w, "\n## %s (capacity by ramp on %s: %.1f req/s; TTFT SLO %v, ITL SLO %v; ratios against %s)\n",
 		name, b.baseArm, capacity, b.cfg.ttftSLO, b.cfg.itlSLO, b.baseArm)
-	fmt.Fprintf(w, "%-5s %-9s %5s %4s %4s | %7s %7s %7s | %6s %6s | %7s | %5s %5s | %5s %7s | %8s %8s %7s %8s\n",
-		"load", "arm", "req/s", "n", "err", "TTFTp50", "TTFTp90", "TTFTp99", "ITLp50", "ITLp99", "goodput", "hit", "ideal",
+	fmt.Fprintf(w, "%-5s %-9s %5s %4s %4s | %7s %7s %7s | %6s %6s | %7s | %5s %5s %5s | %5s %7s | %8s %8s %7s %8s\n",
+		"load", "arm", "req/s", "n", "err", "TTFTp50", "TTFTp90", "TTFTp99", "ITLp50", "ITLp99", "goodput", "hit", "c.hit", "ideal",
 		"imbal", "cpu/rq", "p50/base", "p99/base", "hit/idl", "cpu/base")
 	byLoad := map[float64]*runSummary{}
 	for _, r := range rows {
@@ -146,10 +156,16 @@ func (b *bench) table(name string, capacity float64, rows []*runSummary) {
 			cpu = fmt.Sprintf("%.2fms", r.CPUPerReqMs)
 			cpuR = ratio(r.CPUPerReqMs, rr.CPUPerReqMs)
 		}
-		fmt.Fprintf(w, "%4.0f%% %-9s %5.1f %4d %4d | %7.3f %7.3f %7.3f | %6.1f %6.1f | %7.2f | %5.3f %5.3f | %5.2f %7s | %8s %8s %7s %8s\n",
+		fmt.Fprintf(w, "%4.0f%% %-9s %5.1f %4d %4d | %7.3f %7.3f %7.3f | %6.1f %6.1f | %7.2f | %5.3f %5.3f %5.3f | %5.2f %7s | %8s %8s %7s %8s\n",
 			r.Load*100, r.Arm, r.Rate, r.N, r.Errors+r.Unanswered, r.TTFT.P50, r.TTFT.P90, r.TTFT.P99, r.ITL.P50*1000, r.ITL.P99*1000,
-			r.Goodput, r.HitRate, r.IdealHitRate, r.Imbalance, cpu,
-			ratio(r.TTFT.P50, rr.TTFT.P50), ratio(r.TTFT.P99, rr.TTFT.P99), ratio(r.HitRate, r.IdealHitRate), cpuR)
+			r.Goodput, r.HitRate, r.ClientHit, r.IdealHitRate, r.Imbalance, cpu,
+			ratio(r.TTFT.P50, rr.TTFT.P50), ratio(r.TTFT.P99, rr.TTFT.P99), ratio(r.ClientHit, r.IdealHitRate), cpuR)
+	}
+	for _, r := range rows {
+		if r.Lost > 0 {
+			fmt.Fprintf(w, "  affinity %4.0f%% %-9s %d of %d answered requests found ≥ 1 block less cached than a pinned ample cache would hold (their TTFT p50 %.3fs)\n",
+				r.Load*100, r.Arm, r.Lost, r.OK, r.LostTTFT)
+		}
 	}
 	for _, r := range rows {
 		if d := gatewayDiag(r.Gateway); d != "" {
@@ -159,7 +175,9 @@ func (b *bench) table(name string, capacity float64, rows []*runSummary) {
 			fmt.Fprintf(w, "  first error %4.0f%% %-7s %s\n", r.Load*100, r.Arm, r.FirstErr)
 		}
 	}
-	fmt.Fprintln(w, "  (TTFT/ITL in s/ms; hit = engines' Σhits/Σqueries; ideal = computed ample pinned cache; imbal = busiest engine's mean queue / fleet mean; cpu/rq = gateway CPU per request)")
+	fmt.Fprintln(w, "  (TTFT/ITL in s/ms; hit = engines' Σhits/Σqueries over the window; c.hit = cached/prompt tokens of the measured requests (usage);"+
+		" ideal = computed for the same requests, one ample pinned cache; hit/idl = c.hit/ideal; imbal = busiest engine's mean queue / fleet mean;"+
+		" cpu/rq = gateway CPU per request net of its idle burn)")
 }
 
 // gatewayDiag condenses the routing metrics of one run: ladder outcomes by

@@ -158,6 +158,9 @@ func TestSummarise(t *testing.T) {
 		t.Fatalf("n %d ok %d errors %d unanswered %d goodput %v", s.N, s.OK, s.Errors, s.Unanswered, s.Goodput)
 	}
 	// The cut request enters TTFT with the 9 s it waited.
+	if s.Lost != 1 || s.LostTTFT != 3 {
+		t.Fatalf("lost %d (TTFT %v), want the second request (0 of 90 ideal tokens cached)", s.Lost, s.LostTTFT)
+	}
 	if s.TTFT.P99 != 9 || s.ClientHit != 0.4 || s.IdealHitRate != 0.675 {
 		t.Fatalf("ttft %+v client hit %v ideal %v", s.TTFT, s.ClientHit, s.IdealHitRate)
 	}
