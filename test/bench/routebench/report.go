@@ -23,8 +23,12 @@ type runSummary struct {
 	// Lost counts answered requests whose engine held at least a block
 	// less of the prompt than an ample pinned cache would have (affinity
 	// lost to a guard, a pile-up or churn); LostTTFT is their TTFT p50.
-	Lost             int
-	LostTTFT         float64
+	Lost     int
+	LostTTFT float64
+	// FollowTTFT is the TTFT of a conversation's later turns (multi-turn):
+	// the first turns are misses in every arm and blur the overall p50.
+	FollowTTFT       pcts
+	Follow           int
 	TTFT             pcts
 	ITL              pcts
 	E2E              pcts
@@ -59,8 +63,11 @@ func summarise(res []*result, window time.Duration, cfg config) *runSummary {
 	var ttft, itl, e2e []float64
 	var prompt, cached, ideal, idealOf float64
 	good := 0
-	var lost []float64
+	var lost, follow []float64
 	for _, r := range res {
+		if r.Turn > 0 && r.TTFT >= 0 {
+			follow = append(follow, r.TTFT)
+		}
 		if r.ok() && r.Cached+16 <= r.IdealHit {
 			lost = append(lost, r.TTFT)
 		}
@@ -97,6 +104,7 @@ func summarise(res []*result, window time.Duration, cfg config) *runSummary {
 	}
 	s.TTFT, s.ITL, s.E2E = percentiles(ttft), percentiles(itl), percentiles(e2e)
 	s.Lost, s.LostTTFT = len(lost), percentiles(lost).P50
+	s.Follow, s.FollowTTFT = len(follow), percentiles(follow)
 	s.Goodput = float64(good) / window.Seconds()
 	if prompt > 0 {
 		s.ClientHit = cached / prompt
@@ -160,6 +168,17 @@ func (b *bench) table(name string, capacity float64, rows []*runSummary) {
 			r.Load*100, r.Arm, r.Rate, r.N, r.Errors+r.Unanswered, r.TTFT.P50, r.TTFT.P90, r.TTFT.P99, r.ITL.P50*1000, r.ITL.P99*1000,
 			r.Goodput, r.HitRate, r.ClientHit, r.IdealHitRate, r.Imbalance, cpu,
 			ratio(r.TTFT.P50, rr.TTFT.P50), ratio(r.TTFT.P99, rr.TTFT.P99), ratio(r.ClientHit, r.IdealHitRate), cpuR)
+	}
+	for _, r := range rows {
+		if r.Follow > 0 {
+			rr := byLoad[r.Load]
+			base := math.NaN()
+			if rr != nil {
+				base = rr.FollowTTFT.P50
+			}
+			fmt.Fprintf(w, "  follow-up turns %4.0f%% %-9s n=%d TTFT p50 %.3f p90 %.3f p99 %.3f (p50 %s of %s's)\n",
+				r.Load*100, r.Arm, r.Follow, r.FollowTTFT.P50, r.FollowTTFT.P90, r.FollowTTFT.P99, ratio(r.FollowTTFT.P50, base), b.baseArm)
+		}
 	}
 	for _, r := range rows {
 		if r.Lost > 0 {
