@@ -48,7 +48,7 @@ type runSummary struct {
 
 func percentiles(v []float64) pcts {
 	if len(v) == 0 {
-		return pcts{math.NaN(), math.NaN(), math.NaN()}
+		return pcts{} // JSON has no NaN; counts say whether there was data
 	}
 	sort.Float64s(v)
 	at := func(p float64) float64 {
