@@ -19,24 +19,46 @@ import (
 	"github.com/infergate/infergate/kvexact/bpe"
 )
 
-const testTokenizerDir = "../../kvexact/bpe/testdata/qwen3"
+// testTemplate is the real Qwen3 chat template (a small file); the
+// tokenizer is a byte-level BPE without merges (one token per byte), built
+// here so the tests do not pay for loading a 150k-token vocabulary.
+const testTemplate = "../../kvexact/bpe/testdata/qwen3/tokenizer_config.json"
 
-// The tokenizer takes a while to load; the tests share one (it is
-// immutable).
-var (
-	testTokOnce sync.Once
-	testTok     *bpe.Tokenizer
-	testTmpl    bpe.Template
-	testTokErr  error
-)
-
-func startTestEngine(t *testing.T, mut func(*Config)) *Engine {
+// byteTokenizer builds a tokenizer.json whose vocabulary is the 256
+// byte-level symbols (GPT-2's byte-to-unicode table) plus the ChatML
+// markers as added tokens.
+func byteTokenizer(t *testing.T) *bpe.Tokenizer {
 	t.Helper()
-	testTokOnce.Do(func() { testTok, testTmpl, testTokErr = LoadTokenizer(testTokenizerDir) })
-	tok, tmpl, err := testTok, testTmpl, testTokErr
+	vocab := map[string]int{}
+	n := 0
+	for b := 0; b < 256; b++ {
+		r := rune(b)
+		if !(b >= '!' && b <= '~' || b >= 0xa1 && b <= 0xac || b >= 0xae && b <= 0xff) {
+			r = rune(256 + n)
+			n++
+		}
+		vocab[string(r)] = b
+	}
+	doc := map[string]any{
+		"model":         map[string]any{"type": "BPE", "vocab": vocab, "merges": []string{}},
+		"pre_tokenizer": map[string]any{"type": "ByteLevel", "add_prefix_space": false, "use_regex": true},
+		"added_tokens":  []map[string]any{{"id": 300, "content": "<|im_start|>"}, {"id": 301, "content": "<|im_end|>"}},
+	}
+	raw, _ := json.Marshal(doc)
+	tok, err := bpe.Load(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tok
+}
+
+func startTestEngine(t *testing.T, mut func(*Config)) *Engine {
+	t.Helper()
+	tmpl, err := bpe.LoadTemplate(testTemplate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := byteTokenizer(t)
 	cfg := Config{Options: DefaultOptions(), Addr: "127.0.0.1:0", Tokenizer: tok, Template: tmpl, EngineID: "test"}
 	// Fast steps: these tests check behaviour, not time.
 	cfg.DecodeStep, cfg.PrefillOverhead, cfg.PrefillPerToken = time.Millisecond, time.Millisecond, time.Microsecond
