@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -13,36 +14,40 @@ import (
 	"github.com/infergate/infergate/test/enginesim"
 )
 
-// The tokenizer is slow to load and immutable: the tests share it.
+// The tokenizer is slow to load and the generator immutable: the tests
+// share them.
 var (
-	testTokOnce sync.Once
-	testTok     *bpe.Tokenizer
-	testTokErr  error
+	testOnce sync.Once
+	testGen  *textGen
+	testErr  error
 )
 
 func testText(t *testing.T) *textGen {
 	t.Helper()
-	testTokOnce.Do(func() { testTok, _, testTokErr = enginesim.LoadTokenizer("../../../kvexact/bpe/testdata/qwen3") })
-	tok, err := testTok, testTokErr
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := newTextGen(tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The generator's contract: n words are exactly n tokens, also when
-	// texts are concatenated (a shared prefix followed by a question).
-	for _, n := range []int{1, 16, 500} {
-		a, b := g.text(seeded(1, uint64(n)), n), g.text(seeded(2, uint64(n)), 7)
-		if got := len(tok.Encode(a, true)); got != n {
-			t.Fatalf("text(%d) is %d tokens", n, got)
+	testOnce.Do(func() {
+		var tok *bpe.Tokenizer
+		if tok, _, testErr = enginesim.LoadTokenizer("../../../kvexact/bpe/testdata/qwen3"); testErr != nil {
+			return
 		}
-		if got := len(tok.Encode(a+b, true)); got != n+7 {
-			t.Fatalf("text(%d)+text(7) is %d tokens", n, got)
+		if testGen, testErr = newTextGen(tok); testErr != nil {
+			return
 		}
+		// The generator's contract: n words are exactly n tokens, also
+		// when texts are concatenated (a shared prefix, then a question).
+		for _, n := range []int{1, 16, 500} {
+			a, b := testGen.text(seeded(1, uint64(n)), n), testGen.text(seeded(2, uint64(n)), 7)
+			if got := len(tok.Encode(a, true)); got != n {
+				testErr = fmt.Errorf("text(%d) is %d tokens", n, got)
+			}
+			if got := len(tok.Encode(a+b, true)); got != n+7 {
+				testErr = fmt.Errorf("text(%d)+text(7) is %d tokens", n, got)
+			}
+		}
+	})
+	if testErr != nil {
+		t.Fatal(testErr)
 	}
-	return g
+	return testGen
 }
 
 func TestWorkloads(t *testing.T) {
