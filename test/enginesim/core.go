@@ -70,6 +70,7 @@ type Stats struct {
 	GenerationTokens   uint64
 	Finished, Refused  uint64
 	TransferredTokens  uint64
+	ComputedTokens     uint64 // prompt tokens prefilled here (not cached, not transferred)
 	Steps              uint64
 	PrefillComputeTime time.Duration // Σ modelled prefill cost
 }
@@ -285,6 +286,7 @@ func (c *Core) Complete(now time.Duration) {
 			continue
 		}
 		s.started = true
+		c.stats.ComputedTokens += uint64(ch.tokens)
 		c.completePrompt(s, s.computed+ch.tokens)
 		if s.computed == len(s.req.Tokens) {
 			c.emit(s, now)

@@ -208,8 +208,12 @@ const (
 	metricPromptTokens  = "vllm:prompt_tokens_total"
 	metricGenTokens     = "vllm:generation_tokens_total"
 	metricSuccess       = "vllm:request_success_total"
-	labelModelName      = "model_name"
-	labelEngine         = "engine"
+	// The simulator's own counters (no vLLM equivalent): where prompt
+	// tokens came from on this engine.
+	metricComputed    = "enginesim_prompt_tokens_computed_total"
+	metricTransferred = "enginesim_prompt_tokens_transferred_total"
+	labelModelName    = "model_name"
+	labelEngine       = "engine"
 )
 
 // vLLM's TTFT histogram buckets.
@@ -233,6 +237,8 @@ func (e *Engine) registerMetrics() {
 		counter(metricPrefixHits, "Prefix cache hits, in terms of number of cached tokens.", func(s Stats) float64 { return float64(s.PrefixHits) }),
 		counter(metricPromptTokens, "Number of prefill tokens processed.", func(s Stats) float64 { return float64(s.PromptTokens) }),
 		counter(metricGenTokens, "Number of generation tokens processed.", func(s Stats) float64 { return float64(s.GenerationTokens) }),
+		counter(metricComputed, "Prompt tokens prefilled on this engine.", func(s Stats) float64 { return float64(s.ComputedTokens) }),
+		counter(metricTransferred, "Prompt tokens pulled from a prefill engine (NIXL).", func(s Stats) float64 { return float64(s.TransferredTokens) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: metricSuccess, Help: "Count of successfully processed requests.",
 			ConstLabels: prometheus.Labels{labelModelName: e.cfg.Model, labelEngine: "0", "finished_reason": "length"}},
 			func() float64 { return float64(e.Stats().Finished) }),
