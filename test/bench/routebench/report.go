@@ -143,8 +143,8 @@ func ratio(a, b float64) string {
 // table prints one workload's runs with ratios against rr at the same load.
 func (b *bench) table(name string, capacity float64, rows []*runSummary) {
 	w := b.report
-	fmt.Fprintf(w, "\n## %s (capacity by ramp on %s: %.1f req/s; TTFT SLO %v, ITL SLO %v; ratios against %s)\n",
-		name, b.baseArm, capacity, b.cfg.ttftSLO, b.cfg.itlSLO, b.baseArm)
+	fmt.Fprintf(w, "\n## %s (capacity %.1f req/s, see the ramp above; TTFT SLO %v, ITL SLO %v; ratios against %s)\n",
+		name, capacity, b.cfg.ttftSLO, b.cfg.itlSLO, b.baseArm)
 	fmt.Fprintf(w, "%-5s %-9s %5s %4s %4s | %7s %7s %7s | %6s %6s | %7s | %5s %5s %5s | %5s %7s | %8s %8s %7s %8s\n",
 		"load", "arm", "req/s", "n", "err", "TTFTp50", "TTFTp90", "TTFTp99", "ITLp50", "ITLp99", "goodput", "hit", "c.hit", "ideal",
 		"imbal", "cpu/rq", "p50/base", "p99/base", "hit/idl", "cpu/base")
