@@ -7,7 +7,7 @@ export PATH := /usr/local/go/bin:$(PATH)
 # Packages whose tests share state across goroutines run under the race detector.
 TEST_FLAGS ?= -race -count=1 -timeout 15m
 
-.PHONY: all build run demo test bench presubmit fmt vet deps clean
+.PHONY: all build run demo test bench bench-routing presubmit fmt vet deps clean
 
 all: build
 
@@ -34,6 +34,15 @@ bench:
 	test/bench/proxy.sh
 	test/bench/upload_rss.sh
 	test/bench/tls.sh
+
+## bench-routing: routing quality (TTFT, hit rate, goodput per arm) on a simulated
+## 8-engine fleet behind the built gateway; < 10 min, BENCH_SHORT=1 ≈ 2 min.
+## Tables on stdout, raw results in test/bench/results/ (docs/performance.md).
+bench-routing: deps
+	$(GO) build -o $(BIN)/infergate ./cmd/infergate
+	$(GO) build -o $(BIN)/enginesim ./test/enginesim/cmd/enginesim
+	$(GO) build -o $(BIN)/routebench ./test/bench/routebench
+	$(BIN)/routebench --gateway $(BIN)/infergate --enginesim $(BIN)/enginesim $(ROUTEBENCH_ARGS)
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

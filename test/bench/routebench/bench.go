@@ -1,0 +1,650 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/infergate/infergate/test/enginesim"
+)
+
+// Arms.
+const (
+	armRR       = "rr"
+	armLeast    = "least"
+	armPrefix   = "prefix"
+	armKV       = "kv"
+	armIdeal    = "ideal"
+	armPDLeast  = "pd-least"
+	armPDPrefix = "pd-prefix"
+	armPDKV     = "pd-kv"
+)
+
+// plan says which arms run at which load for one workload.
+type plan struct {
+	loads []loadArms
+}
+
+type loadArms struct {
+	frac float64
+	arms []string
+}
+
+// timing is one mode's durations.
+type timing struct {
+	// warm precedes every measured window (the same arrivals, not
+	// counted), at least a workload's settle time.
+	warm, run, drain, rampWarm, rampStep, rampDrain time.Duration
+	rampSteps                                       []float64
+}
+
+func (c *config) timing() timing {
+	t := c.modeTiming()
+	if c.window > 0 {
+		t.run = c.window
+	}
+	return t
+}
+
+func (c *config) modeTiming() timing {
+	if c.short {
+		return timing{warm: 4 * time.Second, run: 6 * time.Second, drain: 4 * time.Second, rampWarm: 2 * time.Second, rampStep: 3 * time.Second,
+			rampDrain: 5 * time.Second, rampSteps: []float64{1.0, 1.4, 2.0}}
+	}
+	return timing{warm: 4 * time.Second, run: 8 * time.Second, drain: 6 * time.Second, rampWarm: 2 * time.Second, rampStep: 3 * time.Second,
+		rampDrain: 5 * time.Second, rampSteps: []float64{0.9, 1.25, 1.7, 2.3}}
+}
+
+func (c *config) planFor(w string) plan {
+	p := c.modePlan(w)
+	if c.arms == "" {
+		return p
+	}
+	keep := map[string]bool{}
+	for _, a := range strings.Split(c.arms, ",") {
+		keep[strings.TrimSpace(a)] = true
+	}
+	var out plan
+	for _, la := range p.loads {
+		var arms []string
+		for _, a := range la.arms {
+			if keep[a] {
+				arms = append(arms, a)
+			}
+		}
+		if len(arms) > 0 {
+			out.loads = append(out.loads, loadArms{la.frac, arms})
+		}
+	}
+	return out
+}
+
+func (c *config) modePlan(w string) plan {
+	if strings.HasPrefix(w, "pd-") {
+		if w == "pd-shared-prefix" {
+			return plan{[]loadArms{{0.7, []string{armPDLeast, armPDPrefix, armPDKV}}}}
+		}
+		return plan{} // the P/D variant runs shared prefix only (time)
+	}
+	all := []string{armRR, armLeast, armPrefix, armKV, armIdeal}
+	over := []string{armRR, armPrefix, armKV}
+	if w != "shared-prefix" {
+		// Time: least connections and the overloaded prefix arm are
+		// measured on the shared-prefix workload only.
+		all, over = []string{armRR, armPrefix, armKV, armIdeal}, []string{armRR, armKV}
+	}
+	for _, ext := range c.externalArms {
+		name, _, _ := strings.Cut(ext, "=")
+		all, over = append(all, name), append(over, name)
+	}
+	if c.short {
+		switch w {
+		case "shared-prefix":
+			return plan{[]loadArms{{0.7, []string{armRR, armPrefix, armKV, armIdeal}}, {1.5, []string{armRR, armKV}}}}
+		default:
+			// Against a capacity scaled from the shared-prefix ramp, which
+			// overestimates it (rr hits more there): half of it is about
+			// 70 % of what a multi-turn ramp measures.
+			return plan{[]loadArms{{0.5, []string{armRR, armKV}}}}
+		}
+	}
+	switch w {
+	case "multi-turn-noid":
+		// The header only matters where a tier reads it (CHWBL's fallback
+		// key, P/D sessions): run the arms that could differ.
+		return plan{[]loadArms{{0.7, []string{armRR, armPrefix, armKV}}}}
+	}
+	return plan{[]loadArms{{0.7, all}, {1.5, over}}}
+}
+
+// workload builds flows at a rate.
+type workload struct {
+	name  string
+	flows func(rate float64, d time.Duration, run string) []flow
+	// perRequest is the modelled engine time of one request with no cache
+	// hit (prefill + a share of decode), for the ramp's first guess.
+	perRequest time.Duration
+	// settle is how long arrivals take to reach their steady rate (a
+	// conversation's later turns follow its first).
+	settle time.Duration
+}
+
+func (b *bench) workloads() ([]workload, error) {
+	sp := sharedPrefix{Groups: 32, Prompts: 5, System: 2000, Question: 200, Output: 100}
+	prompts := sp.build(b.text, b.cfg.seed)
+	mt := multiTurn{Turns: 3, System: 1500, User: 200, Output: 100, Think: 300 * time.Millisecond, ConvID: true}
+	noid := mt
+	noid.ConvID = false
+	recs, err := b.trace()
+	if err != nil {
+		return nil, err
+	}
+	eo := enginesim.DefaultOptions()
+	cost := func(prompt, out int) time.Duration {
+		return eo.PrefillOverhead + time.Duration(prompt)*eo.PrefillPerToken +
+			time.Duration(out)*time.Duration(float64(eo.DecodeStep)*eo.LoadFactor)/time.Duration(eo.MaxNumSeqs)
+	}
+	seed := b.cfg.seed
+	all := map[string]workload{
+		"shared-prefix": {name: "shared-prefix", perRequest: cost(sp.System+sp.Question, sp.Output),
+			flows: func(r float64, d time.Duration, _ string) []flow { return sp.flows(prompts, r, d, seed) }},
+		"multi-turn": {name: "multi-turn", perRequest: cost(mt.System+2*mt.User+mt.Output, mt.Output), settle: mt.settle(),
+			flows: func(r float64, d time.Duration, run string) []flow { return mt.flows(b.text, r, d, seed, run) }},
+		"multi-turn-noid": {name: "multi-turn-noid", perRequest: cost(mt.System+2*mt.User+mt.Output, mt.Output), settle: mt.settle(),
+			flows: func(r float64, d time.Duration, run string) []flow { return noid.flows(b.text, r, d, seed, run) }},
+		"trace": {name: "trace", perRequest: cost(traceMeanInput(recs), 85),
+			flows: func(r float64, d time.Duration, _ string) []flow { return traceFlows(b.text, recs, r, d, seed, 150) }},
+	}
+	var out []workload
+	for _, name := range b.cfg.workloadList() {
+		w, ok := all[name]
+		if !ok {
+			return nil, fmt.Errorf("unknown workload %q", name)
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+func traceMeanInput(recs []traceRecord) int {
+	if len(recs) == 0 {
+		return 0
+	}
+	s := 0
+	for _, r := range recs {
+		s += r.InputLength
+	}
+	return s / len(recs)
+}
+
+func defaultTraceGen() traceGen {
+	return traceGen{Requests: 3000, Docs: 24, MaxDocBlocks: 5, MaxUnique: 2, MinOutput: 20, MaxOutput: 150, ZipfS: 1.2, NoPrefixShare: 0.15}
+}
+
+func (b *bench) trace() ([]traceRecord, error) {
+	if b.cfg.traceFile != "" {
+		f, err := os.Open(b.cfg.traceFile)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		return readTrace(f)
+	}
+	recs := defaultTraceGen().generate(b.cfg.seed)
+	f, err := os.Create(filepath.Join(b.dir, "trace.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return recs, writeTrace(f, recs)
+}
+
+// bench is one benchmark run's state.
+type bench struct {
+	cfg     config
+	dir     string
+	text    *textGen
+	ideal   *idealCache
+	client  *http.Client
+	scrapeC *http.Client
+	engines []string // http://ip:port
+	gw      *gateway
+	vips    map[string]string // arm → http://vip:port
+	report  io.Writer
+	runs    []*runSummary
+	idleCPU float64 // gateway CPU seconds per second with no traffic
+	hitMask []bool  // engines counted in the hit rate (nil: all)
+	baseArm string  // the arm ratios are against, and the ramp runs on
+	noReset bool    // an engine cannot reset its prefix cache
+}
+
+func runBench(ctx context.Context, cfg config) error {
+	began := time.Now()
+	dir := filepath.Join(cfg.out, began.UTC().Format("20060102-150405"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	logf, err := os.Create(filepath.Join(dir, "processes.log"))
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	reportF, err := os.Create(filepath.Join(dir, "report.txt"))
+	if err != nil {
+		return err
+	}
+	defer reportF.Close()
+	b := &bench{cfg: cfg, dir: dir, client: newHTTPClient(), scrapeC: &http.Client{Timeout: 2 * time.Second},
+		vips: map[string]string{}, report: io.MultiWriter(os.Stdout, reportF), baseArm: armRR}
+	tok, tmpl, err := enginesim.LoadTokenizer(cfg.tokenizer)
+	if err != nil {
+		return err
+	}
+	if b.text, err = newTextGen(tok); err != nil {
+		return err
+	}
+	b.ideal = &idealCache{tok: tok, tmpl: tmpl}
+
+	// The fleet.
+	var sim *proc
+	defer func() { sim.stop(5 * time.Second) }()
+	if cfg.enginesAt != "" {
+		for _, a := range strings.Split(cfg.enginesAt, ",") {
+			b.engines = append(b.engines, "http://"+strings.TrimSpace(a))
+		}
+	} else {
+		args := []string{"--engines", fmt.Sprint(cfg.engines), "--first-ip", cfg.firstIP, "--port", fmt.Sprint(cfg.port),
+			"--zmq-port", fmt.Sprint(cfg.zmqPort), "--tokenizer", cfg.tokenizer, "--model", cfg.model}
+		args = append(args, strings.Fields(cfg.simArgs)...)
+		var out io.Reader
+		if sim, out, err = startProc("enginesim", logf, cfg.simBin, args...); err != nil {
+			return err
+		}
+		if err := waitLine(out, "ready", 60*time.Second); err != nil {
+			return fmt.Errorf("enginesim: %w", err)
+		}
+		ip := netip.MustParseAddr(cfg.firstIP)
+		for range cfg.engines {
+			b.engines = append(b.engines, fmt.Sprintf("http://%s:%d", ip, cfg.port))
+			ip = ip.Next()
+		}
+	}
+
+	// The gateway, one rule per arm on its own VIP.
+	stateDir, err := os.MkdirTemp("", "routebench-state-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(stateDir)
+	if b.gw, err = startGateway(cfg.gatewayBin, stateDir, cfg.tokenizer, logf, nil); err != nil {
+		return err
+	}
+	defer b.gw.p.stop(5 * time.Second)
+	vip := netip.MustParseAddr(cfg.vipBase)
+	for _, arm := range []string{armRR, armLeast, armPrefix, armKV} {
+		if err := b.gw.apply(armRule(arm, vip.String(), cfg.vipPort, b.engines, cfg.zmqPort, nil)); err != nil {
+			return fmt.Errorf("arm %s: %w", arm, err)
+		}
+		b.vips[arm] = fmt.Sprintf("http://%s:%d", vip, cfg.vipPort)
+		vip = vip.Next()
+	}
+	for _, ext := range cfg.externalArms {
+		name, u, _ := strings.Cut(ext, "=")
+		b.vips[name] = strings.TrimSuffix(u, "/")
+	}
+	for arm, u := range b.vips {
+		if err := waitServing(ctx, b.scrapeC, u, cfg.model, 20*time.Second); err != nil {
+			return fmt.Errorf("arm %s: %w", arm, err)
+		}
+	}
+	if err := b.waitSubscribed(ctx, 20*time.Second); err != nil {
+		return err
+	}
+
+	idleFrom := b.gw.cpu()
+	time.Sleep(3 * time.Second)
+	b.idleCPU = (b.gw.cpu() - idleFrom).Seconds() / 3
+
+	ws, err := b.workloads()
+	if err != nil {
+		return err
+	}
+	t := cfg.timing()
+	fmt.Fprintf(b.report, "routebench: %d engines (%s), gateway %s (idle CPU %.1f ms/s), results in %s, mode %s\n",
+		len(b.engines), strings.Join(b.engines, " "), b.gw.api, b.idleCPU*1000, dir, map[bool]string{true: "short", false: "full"}[cfg.short])
+	if err := b.phase(ctx, ws, t, ""); err != nil {
+		return err
+	}
+	if cfg.pd && cfg.enginesAt == "" && ctx.Err() == nil {
+		if err := b.pdPhase(ctx, ws, t, logf, vip); err != nil {
+			return err
+		}
+	}
+	if err := writeFile(filepath.Join(dir, "summary.json"), b.runs); err != nil {
+		return err
+	}
+	fmt.Fprintf(b.report, "\nroutebench: done in %v; raw results in %s\n", time.Since(began).Round(time.Second), dir)
+	return ctx.Err()
+}
+
+// phase runs every workload's plan on the current fleet; prefix names
+// the P/D variant's workloads ("pd-").
+func (b *bench) phase(ctx context.Context, ws []workload, t timing, prefix string) error {
+	capacities := map[string]float64{}
+	var first workload
+	var firstCap float64
+	for _, w := range ws {
+		if ctx.Err() != nil {
+			break
+		}
+		pl := b.cfg.planFor(prefix + w.name)
+		if len(pl.loads) == 0 {
+			continue
+		}
+		w.name = prefix + w.name
+		// The two multi-turn variants are the same load: one ramp.
+		key := strings.TrimSuffix(w.name, "-noid")
+		capacity, ok := capacities[key]
+		if !ok && b.cfg.short && first.name != "" {
+			// Short mode ramps once and scales by the modelled cost of a
+			// request; the full run measures every workload.
+			capacity, ok = firstCap*first.perRequest.Seconds()/w.perRequest.Seconds(), true
+			fmt.Fprintf(b.report, "  capacity %s: %.1f req/s scaled from %s's ramp by the modelled request cost\n", w.name, capacity, first.name)
+		}
+		if !ok {
+			var err error
+			if capacity, err = b.ramp(ctx, w, t); err != nil {
+				return err
+			}
+			capacities[key] = capacity
+			if first.name == "" {
+				first, firstCap = w, capacity
+			}
+		}
+		var rows []*runSummary
+		for _, la := range pl.loads {
+			rate := la.frac * capacity
+			for _, arm := range la.arms {
+				if ctx.Err() != nil {
+					break
+				}
+				s, err := b.measure(ctx, w, arm, la.frac, rate, t)
+				if err != nil {
+					return err
+				}
+				rows = append(rows, s)
+			}
+		}
+		b.table(w.name, capacity, rows)
+	}
+	return nil
+}
+
+// pdPhase starts a 4P4D fleet (half the engines prefill, half decode) on
+// the next addresses, puts the P/D arms in front of it and runs the P/D
+// plans. The hit rate counts the prefill engines: the decodes only pull.
+func (b *bench) pdPhase(ctx context.Context, ws []workload, t timing, logf io.Writer, vip netip.Addr) error {
+	cfg := b.cfg
+	n := cfg.engines / 2
+	first := netip.MustParseAddr(cfg.pdFirstIP)
+	args := []string{"--engines", "0", "--prefill", fmt.Sprint(n), "--decode", fmt.Sprint(n), "--first-ip", first.String(),
+		"--port", fmt.Sprint(cfg.port), "--zmq-port", fmt.Sprint(cfg.zmqPort), "--tokenizer", cfg.tokenizer, "--model", cfg.model}
+	args = append(args, strings.Fields(cfg.simArgs)...)
+	sim, out, err := startProc("enginesim-pd", logf, cfg.simBin, args...)
+	if err != nil {
+		return err
+	}
+	defer sim.stop(5 * time.Second)
+	if err := waitLine(out, "ready", 60*time.Second); err != nil {
+		return fmt.Errorf("enginesim (P/D): %w", err)
+	}
+	b.engines, b.hitMask = nil, nil
+	var roles []int
+	ip := first
+	for i := range 2 * n {
+		b.engines = append(b.engines, fmt.Sprintf("http://%s:%d", ip, cfg.port))
+		b.hitMask = append(b.hitMask, i < n)
+		roles = append(roles, map[bool]int{true: 1, false: 2}[i < n])
+		ip = ip.Next()
+	}
+	b.baseArm = armPDLeast
+	for _, arm := range []string{armPDLeast, armPDPrefix, armPDKV} {
+		if err := b.gw.apply(armRule(arm, vip.String(), cfg.vipPort, b.engines, cfg.zmqPort, roles)); err != nil {
+			return fmt.Errorf("arm %s: %w", arm, err)
+		}
+		b.vips[arm] = fmt.Sprintf("http://%s:%d", vip, cfg.vipPort)
+		if err := waitServing(ctx, b.scrapeC, b.vips[arm], cfg.model, 20*time.Second); err != nil {
+			return fmt.Errorf("arm %s: %w", arm, err)
+		}
+		vip = vip.Next()
+	}
+	// The single-pool KV rule keeps its 8 subscriptions; pd-kv adds one per
+	// prefill.
+	if err := b.waitSubscribedN(ctx, cfg.engines+n, 20*time.Second); err != nil {
+		return err
+	}
+	fmt.Fprintf(b.report, "\nroutebench: P/D variant, %dP%dD (%s)\n", n, n, strings.Join(b.engines, " "))
+	return b.phase(ctx, ws, t, "pd-")
+}
+
+// waitSubscribed waits until the KV-exact rule's subscribers are connected
+// to every engine.
+func (b *bench) waitSubscribed(ctx context.Context, timeout time.Duration) error {
+	return b.waitSubscribedN(ctx, len(b.engines), timeout)
+}
+
+func (b *bench) waitSubscribedN(ctx context.Context, want int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		m, err := b.gw.metrics(ctx, b.scrapeC)
+		if err == nil && int(m.sum("loxilb_kv_subscriber_connected")) >= want {
+			return nil
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return errors.New("KV-exact subscribers not connected to every engine")
+}
+
+// resetFleet empties every engine's prefix cache (and so the KV-exact
+// inventory, through AllBlocksCleared) so that each arm starts cold.
+func (b *bench) resetFleet(ctx context.Context) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for _, e := range b.engines {
+		for {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e+"/reset_prefix_cache", nil)
+			resp, err := b.scrapeC.Do(req)
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+				if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
+					// An engine without vLLM's dev endpoint: arms then share
+					// warm caches; the report says so.
+					if !b.noReset {
+						fmt.Fprintf(b.report, "  warning: %s has no POST /reset_prefix_cache; caches are not reset between arms\n", e)
+					}
+					b.noReset = true
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("reset %s: engine still busy", e)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // AllBlocksCleared reaches the gateway
+	return nil
+}
+
+// ramp finds the highest rate round robin sustains (TTFT p90 within the
+// SLO, ≥ 95 % of requests answered): the fleet's capacity for w.
+func (b *bench) ramp(ctx context.Context, w workload, t timing) (float64, error) {
+	computing := len(b.engines) // engines that prefill
+	if b.hitMask != nil {
+		computing = 0
+		for _, m := range b.hitMask {
+			if m {
+				computing++
+			}
+		}
+	}
+	guess := float64(computing) / w.perRequest.Seconds()
+	capacity := 0.0
+	for _, f := range t.rampSteps {
+		rate := guess * f
+		if err := b.resetFleet(ctx); err != nil {
+			return 0, err
+		}
+		warm := max(t.rampWarm, w.settle)
+		flows := w.flows(rate, warm+t.rampStep, fmt.Sprintf("ramp-%s-%.1f", w.name, rate))
+		rctx, cancel := context.WithTimeout(ctx, warm+t.rampStep+t.rampDrain)
+		rn := &runner{client: b.client, model: b.cfg.model}
+		all := rn.run(rctx, target{Arm: b.baseArm, VIP: b.vips[b.baseArm]}, flows)
+		cancel()
+		// Judge the requests sent inside the step, after the warm-up:
+		// later turns of a conversation may be cut by the step's end
+		// without any overload.
+		var res []*result
+		for _, r := range all {
+			if r.Start >= warm.Seconds() && r.Start <= (warm+t.rampStep).Seconds() {
+				res = append(res, r)
+			}
+		}
+		st := summarise(res, t.rampStep, b.cfg)
+		pass := st.N > 0 && float64(st.OK) >= 0.95*float64(st.N) && st.TTFT.P90 <= b.cfg.ttftSLO.Seconds()
+		fmt.Fprintf(b.report, "  ramp %-16s %6.2f req/s: %3d sent, %3d ok, TTFT p90 %6.3fs → %s\n", w.name, rate, st.N, st.OK, st.TTFT.P90,
+			map[bool]string{true: "ok", false: "over"}[pass])
+		if !pass {
+			break
+		}
+		capacity = rate
+	}
+	if capacity == 0 {
+		capacity = guess * t.rampSteps[0] * 0.7
+	}
+	return capacity, nil
+}
+
+// snapshot is the counters a run's measurement starts from.
+type snapshot struct {
+	engines []series
+	gw      series
+	cpu     time.Duration
+	at      time.Time
+	err     error
+}
+
+func (b *bench) snapshot(ctx context.Context) snapshot {
+	var s snapshot
+	s.engines, s.err = fleetScrape(ctx, b.scrapeC, b.engines)
+	s.gw, _ = b.gw.metrics(ctx, b.scrapeC)
+	s.cpu, s.at = b.gw.cpu(), time.Now()
+	return s
+}
+
+// measure runs one arm at one load: a warm-up (the same arrival process,
+// not counted) so that caches reach their steady state, then the measured
+// window, then a bounded drain.
+func (b *bench) measure(ctx context.Context, w workload, arm string, frac, rate float64, t timing) (*runSummary, error) {
+	if err := b.resetFleet(ctx); err != nil {
+		return nil, err
+	}
+	tgt := target{Arm: arm, VIP: b.vips[arm]}
+	if arm == armIdeal {
+		tgt.Engines = b.engines
+	}
+	t.warm = max(t.warm, w.settle)
+	flows := w.flows(rate, t.warm+t.run, fmt.Sprintf("%s-%.1f-%s", w.name, frac, arm))
+	b.ideal.blocks = map[uint64]struct{}{}
+	rn := &runner{client: b.client, model: b.cfg.model, ideal: b.ideal}
+	rctx, cancel := context.WithTimeout(ctx, t.warm+t.run+t.drain)
+	defer cancel()
+	sctx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan *loadSampler, 1)
+	snap := make(chan snapshot, 1)
+	go func() {
+		select {
+		case <-time.After(t.warm):
+		case <-sctx.Done():
+		}
+		snap <- b.snapshot(ctx)
+		sampled <- sampleLoad(sctx, b.scrapeC, b.engines, 500*time.Millisecond)
+	}()
+	started := time.Now()
+	all := rn.run(rctx, tgt, flows)
+	elapsed := time.Since(started)
+	cancel()
+	stopSampling()
+	before, load := <-snap, <-sampled
+	if before.err != nil {
+		return nil, before.err
+	}
+	after := b.snapshot(ctx)
+	if after.err != nil {
+		return nil, after.err
+	}
+	var res []*result
+	for _, r := range all {
+		// The measured window: later turns started while draining are
+		// not part of the offered load.
+		if r.Start >= t.warm.Seconds() && r.Start < (t.warm+t.run).Seconds() {
+			res = append(res, r)
+		}
+	}
+	s := summarise(res, t.run, b.cfg)
+	s.Workload, s.Arm, s.Load, s.Rate, s.Elapsed = w.name, arm, frac, rate, elapsed.Seconds()
+	var q, h float64
+	for i := range b.engines {
+		d := delta(before.engines[i], after.engines[i])
+		if b.hitMask == nil || b.hitMask[i] {
+			q += d.sum("vllm:prefix_cache_queries_total")
+			h += d.sum("vllm:prefix_cache_hits_total")
+		}
+		s.Served = append(s.Served, d.sum("vllm:request_success_total"))
+	}
+	if q > 0 {
+		s.HitRate = h / q
+	}
+	s.spread(load)
+	if arm != armIdeal && s.N > 0 {
+		// Net of what the gateway burns idle (probes, metrics) over the
+		// same time: the CPU the requests cost.
+		gross := (after.cpu - before.cpu).Seconds()
+		idle := b.idleCPU * after.at.Sub(before.at).Seconds()
+		s.CPUGrossPerReqMs = gross * 1000 / float64(s.N)
+		s.CPUPerReqMs = max(0, gross-idle) * 1000 / float64(s.N)
+		s.Gateway = delta(before.gw, after.gw)
+	}
+	b.runs = append(b.runs, s)
+	if err := b.saveRequests(s, all); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(b.report, "  %-16s %4.0f%% %-7s n=%-4d ok=%-4d ttft p50 %6.3f p99 %6.3f  hit %.3f (ideal %.3f)  %.0fs\n",
+		w.name, frac*100, arm, s.N, s.OK, s.TTFT.P50, s.TTFT.P99, s.HitRate, s.IdealHitRate, elapsed.Seconds())
+	return s, nil
+}
+
+func (b *bench) saveRequests(s *runSummary, res []*result) error {
+	f, err := os.Create(filepath.Join(b.dir, fmt.Sprintf("requests-%s-%.0f-%s.jsonl", s.Workload, s.Load*100, s.Arm)))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	enc := json.NewEncoder(f)
+	for _, r := range res {
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}

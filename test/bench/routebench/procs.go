@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// proc is a child process in its own process group, so stopping it stops
+// everything it started.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func startProc(name string, log io.Writer, bin string, args ...string) (*proc, io.Reader, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Stderr = log
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
+	pr, pw := io.Pipe()
+	go func() {
+		_, _ = io.Copy(io.MultiWriter(pw, log), out)
+		_ = pw.Close()
+	}()
+	go func() {
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	return p, pr, nil
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+// stop sends SIGTERM to the group, then SIGKILL after grace.
+func (p *proc) stop(grace time.Duration) {
+	if p == nil {
+		return
+	}
+	_ = syscall.Kill(-p.pid(), syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return
+	case <-time.After(grace):
+	}
+	_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
+	<-p.done
+}
+
+// waitLine reads r until a line equal to want, bounded by timeout.
+func waitLine(r io.Reader, want string, timeout time.Duration) error {
+	found := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			if strings.TrimSpace(sc.Text()) == want {
+				found <- nil
+				_, _ = io.Copy(io.Discard, r)
+				return
+			}
+		}
+		found <- errors.New("output ended before " + want)
+	}()
+	select {
+	case err := <-found:
+		return err
+	case <-time.After(timeout):
+		return fmt.Errorf("no %q within %v", want, timeout)
+	}
+}
+
+// freePort returns a free TCP port on ip.
+func freePort(ip string) (int, error) {
+	ln, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// gateway is the running infergate.
+type gateway struct {
+	p   *proc
+	api string // http://127.0.0.1:port
+}
+
+func startGateway(bin, stateDir, tokenizer string, log io.Writer, extra []string) (*gateway, error) {
+	port, err := freePort("127.0.0.1")
+	if err != nil {
+		return nil, err
+	}
+	api := fmt.Sprintf("127.0.0.1:%d", port)
+	args := append([]string{"serve", "--state-dir", stateDir, "--api-addr", api, "--log-level", "warn",
+		"--kv-tokenizer", tokenizer}, extra...)
+	p, out, err := startProc("infergate", log, bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	g := &gateway{p: p, api: "http://" + api}
+	c := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := c.Get(g.api + "/netlox/v1/config/loadbalancer/all")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return g, nil
+			}
+		}
+		select {
+		case <-p.done:
+			return nil, errors.New("infergate exited during start (see its log)")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	p.stop(3 * time.Second)
+	return nil, errors.New("infergate API not ready within 20s")
+}
+
+// apply creates one rule through the management API.
+func (g *gateway) apply(rule map[string]any) error {
+	b, _ := json.Marshal(rule)
+	resp, err := http.Post(g.api+"/netlox/v1/config/loadbalancer", "application/json", bytes.NewReader(b))
+	if err != nil {
+		return fmt.Errorf("create rule: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("create rule: %d %s", resp.StatusCode, msg)
+	}
+	return nil
+}
+
+func (g *gateway) metrics(ctx context.Context, c *http.Client) (series, error) {
+	return scrape(ctx, c, g.api+"/metrics", gatewayMetric)
+}
+
+func (g *gateway) cpu() time.Duration {
+	d, _ := procCPU(g.p.pid())
+	return d
+}
+
+// armRule is the rule an arm's VIP serves: the same endpoints, a different
+// choice.
+func armRule(arm, vipIP string, port int, engines []string, zmqPort int, roles []int) map[string]any {
+	sa := map[string]any{"externalIP": vipIP, "port": port, "protocol": "tcp", "mode": 4, "sse_mode": true,
+		"probetype": "http", "probereq": "/health", "name": "bench-" + arm}
+	switch arm {
+	case armRR:
+		sa["sel"] = 0
+	case armLeast:
+		sa["sel"] = 4
+	case armPrefix:
+		// configs/single-pool-chwbl.yaml's knobs.
+		sa["sel"], sa["chwbl_prefix_hash_level"], sa["chwbl_mean_load_factor"], sa["chwbl_replication"] = 8, 2, 150, 100
+	case armKV:
+		sa["sel"], sa["kvExactMode"], sa["kvEngineType"], sa["kvZmqPort"], sa["kvBlockSize"] = 4, 3, "vllm", zmqPort, 16
+	case armPDLeast, armPDPrefix, armPDKV:
+		sa["sel"], sa["pd_disagg_mode"] = 0, true
+		if arm == armPDPrefix {
+			sa["pd_cache_aware_mode"] = true
+		}
+		if arm == armPDKV {
+			sa["kvExactMode"], sa["kvEngineType"], sa["kvZmqPort"], sa["kvBlockSize"] = 1, "vllm", zmqPort, 16
+		}
+	}
+	eps := make([]map[string]any, len(engines))
+	for i, e := range engines {
+		host, port, _ := net.SplitHostPort(strings.TrimPrefix(e, "http://"))
+		var p int
+		_, _ = fmt.Sscan(port, &p)
+		eps[i] = map[string]any{"endpointIP": host, "targetPort": p, "weight": 1}
+		if roles != nil {
+			eps[i]["ep_role"] = roles[i]
+			eps[i]["nixl_port"] = 15600
+		}
+	}
+	return map[string]any{"serviceArguments": sa, "endpoints": eps}
+}
+
+// waitServing sends tiny requests to url until one succeeds.
+func waitServing(ctx context.Context, c *http.Client, url, model string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	body := fmt.Sprintf(`{"model":%q,"prompt":" hello","max_tokens":1}`, model)
+	var last string
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+pathCompletions, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = fmt.Sprintf("%d %s", resp.StatusCode, b)
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return fmt.Errorf("%s not serving within %v: %s", url, timeout, last)
+}
+
+func writeFile(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
