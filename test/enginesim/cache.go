@@ -3,7 +3,7 @@ package enginesim
 import (
 	"container/list"
 
-	"github.com/infergate/infergate/test/kvfake"
+	"github.com/infergate/infergate/internal/kvfake"
 )
 
 // kvCache is a paged KV cache with vLLM's prefix caching: a full prompt

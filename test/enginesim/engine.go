@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/infergate/infergate/kvexact/bpe"
-	"github.com/infergate/infergate/test/kvfake"
+	"github.com/infergate/infergate/internal/kvfake"
 )
 
 // Config is one engine process-equivalent: its model and where it serves.
