@@ -220,13 +220,18 @@ func (s *Server) deleteByKey(c *gin.Context) {
 	c.JSON(http.StatusOK, ResultBody{Result: resultSuccess})
 }
 
-// deleteByName removes every rule with this name; like LoxiLB it succeeds
-// even when none matched.
+// deleteByName removes every rule with this name. A name no rule has is
+// 404 rule_not_found, as a missing key is: LoxiLB answers Success there,
+// which let a typo in a name pass for a delete.
 func (s *Server) deleteByName(c *gin.Context) {
 	name := c.Param(paramName)
 	n, err := s.store.DeleteByName(name)
 	if err != nil {
 		writeError(c, s.log, err)
+		return
+	}
+	if n == 0 {
+		writeError(c, s.log, noRuleNamed(name))
 		return
 	}
 	s.log.WithFields(logrus.Fields{"name": name, "deleted": n}).Info("api: rules deleted by name")

@@ -402,7 +402,7 @@ func TestDeleteRoutes(t *testing.T) {
 		{"bad portmax", nil, lb + "/externalipaddress/10.0.0.1/port/8080/portmax/x/protocol/tcp", 400, "invalid_field"},
 		{"miss", nil, lb + "/externalipaddress/10.0.0.2/port/8080/protocol/tcp", 404, "rule_not_found"},
 		{"by name", nil, lb + "/name/r1", 200, ""},
-		{"by name none matched", nil, lb + "/name/nobody", 200, ""},
+		{"by name none matched", nil, lb + "/name/nobody", 404, "rule_not_found"},
 		{"all", nil, lb + "/all", 200, ""},
 	}
 	for _, tc := range tests {
