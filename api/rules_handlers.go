@@ -160,6 +160,7 @@ func (s *Server) getStatus(c *gin.Context) {
 		return
 	}
 	v := statusViewOf(s.runtimeStatus(e))
+	markUnprobed(v, e.Compiled)
 	v.TLS = s.tlsStatus(e)
 	c.JSON(http.StatusOK, v)
 }
@@ -333,6 +334,7 @@ func (s *Server) decorate(e rules.Entry) rules.Rule {
 			// Compiled endpoints are the wire endpoints in the same order.
 			if es, found := st.Endpoints[e.Compiled.Endpoints[i].ID]; found {
 				fillEndpointState(&r.Endpoints[i], es, e.Compiled.AdminDown)
+				r.Endpoints[i].Health = unprobedState(r.Endpoints[i].Health, unprobed(e.Compiled, i))
 			}
 		}
 	}

@@ -260,7 +260,8 @@ func TestGetRoutes(t *testing.T) {
 		"10.1.0.2:8000": {State: "down", Breaker: "open"},
 	}}}
 	h := newHarness(t, true, status)
-	mustCreate(t, h, ruleBody(t, nil))
+	// Probed: "active" and "down" are what a probe reports (unprobed.go).
+	mustCreate(t, h, ruleBody(t, func(sa map[string]any) { sa["probetype"] = "http" }))
 	mustCreate(t, h, ruleBody(t, func(sa map[string]any) {
 		sa["externalIP"] = "2001:db8::10"
 		sa["name"] = "v6"
