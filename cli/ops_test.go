@@ -282,3 +282,19 @@ func TestUnprobedShown(t *testing.T) {
 		t.Fatalf("-o json must stay machine-readable: stderr %q", res.stderr)
 	}
 }
+
+// TestApplyNamesUpdatedFields: apply -f says which fields an update
+// changed, like create lb.
+func TestApplyNamesUpdatedFields(t *testing.T) {
+	ts, _ := realAPI(t)
+	dir := t.TempDir()
+	f := writeFile(t, dir, "a.yaml", doc(10, "a"))
+	if res := onServer(t, ts.URL, "apply", "-f", f); res.code != 0 || res.stdout != f+"#1 127.0.0.10:8080/tcp created\n" {
+		t.Fatalf("first apply: exit %d stdout %q stderr %q", res.code, res.stdout, res.stderr)
+	}
+	g := writeFile(t, dir, "a.yaml", strings.Replace(doc(10, "a"), "weight: 1", "weight: 4", 1))
+	res := onServer(t, ts.URL, "apply", "-f", g)
+	if want := g + "#1 127.0.0.10:8080/tcp updated (fields: endpoints[0].weight)\n"; res.code != 0 || res.stdout != want {
+		t.Fatalf("update: exit %d stdout %q, want %q", res.code, res.stdout, want)
+	}
+}
