@@ -34,7 +34,7 @@ func unsupportedKey(name, reason string, allow ...string) extraField {
 func outputKey(name string) extraField { return extraField{name: name, output: true} }
 
 const (
-	reasonFC  = "capacity admission (fc_*) is not served by infergate"
+	reasonFC = "capacity admission (fc_*) is not served by infergate"
 	// Only the three certificate-store references reach this text: the
 	// model's TLS fields shadow every other key listed with it.
 	reasonTLS = "certificate-store references are not served: give the certificate files in mtls_backend"
