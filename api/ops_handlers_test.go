@@ -13,7 +13,6 @@ import (
 	"github.com/infergate/infergate/api"
 	"github.com/infergate/infergate/buildinfo"
 	"github.com/infergate/infergate/metrics"
-	"github.com/infergate/infergate/rules"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -45,15 +44,14 @@ type fakeReplicas struct {
 
 func (f fakeReplicas) Replicas(context.Context) (api.ReplicaList, error) { return f.list, f.err }
 
+// serveReplicas serves the API over a harness's store with src as the
+// replica source.
 func serveReplicas(t *testing.T, src api.ReplicaSource) *harness {
 	t.Helper()
-	store, err := rules.OpenStore(rules.StoreOptions{StateDir: t.TempDir(), Log: quietLog()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := newHarness(t, true, nil)
 	reg := prometheus.NewRegistry()
 	opts := api.DefaultOptions()
-	opts.Store, opts.Log, opts.Replicas = store, quietLog(), src
+	opts.Store, opts.Log, opts.Replicas = base.store, quietLog(), src
 	opts.Metrics = &metrics.Metrics{Registry: reg, API: metrics.NewAPI(reg)}
 	srv, err := api.NewServer(opts)
 	if err != nil {

@@ -164,19 +164,16 @@ type replicaSource struct{ list api.ReplicaList }
 
 func (r replicaSource) Replicas(context.Context) (api.ReplicaList, error) { return r.list, nil }
 
-// apiWithReplicas serves the real API with a replica source (nil: a file
-// store gateway).
+// apiWithReplicas serves the real API (realAPI's store) with a replica
+// source (nil: a file store gateway).
 func apiWithReplicas(t *testing.T, src api.ReplicaSource) *httptest.Server {
 	t.Helper()
+	_, st := realAPI(t)
 	log := logrus.New()
 	log.SetOutput(ioDiscard{})
-	store, err := rules.OpenStore(rules.StoreOptions{Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
 	reg := prometheus.NewRegistry()
 	opts := api.DefaultOptions()
-	opts.Store, opts.Log, opts.Replicas = store, log, src
+	opts.Store, opts.Log, opts.Replicas = st, log, src
 	opts.Metrics = &metrics.Metrics{Registry: reg, API: metrics.NewAPI(reg)}
 	srv, err := api.NewServer(opts)
 	if err != nil {
