@@ -7,7 +7,26 @@ export PATH := /usr/local/go/bin:$(PATH)
 # Packages whose tests share state across goroutines run under the race detector.
 TEST_FLAGS ?= -race -count=1 -timeout 15m
 
-.PHONY: all build run demo test bench bench-routing presubmit fmt vet deps clean
+# The version stamped into the binary (infergate version, GET /version,
+# infergate_build_info). Without git (a source tarball) the binary falls back
+# to the VCS stamps Go records, else "dev".
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+PKG_BUILDINFO := github.com/infergate/infergate/buildinfo
+LDFLAGS := -X $(PKG_BUILDINFO).version=$(VERSION) -X $(PKG_BUILDINFO).commit=$(COMMIT)
+
+# make release: versioned binaries and their checksums under dist/. The
+# binary links libzmq through cgo (github.com/pebbe/zmq4), so it is built for
+# the host's OS/arch only: cross-compiling needs a C cross toolchain and
+# libzmq built for the target (set GOARCH, CC and PKG_CONFIG_PATH yourself);
+# building on each target arch (or in the Dockerfile per platform) is the
+# supported way.
+DIST        := dist
+GOOS_HOST   := $(shell $(GO) env GOOS)
+GOARCH_HOST := $(shell $(GO) env GOARCH)
+RELEASE_BIN := infergate-$(or $(VERSION),dev)-$(GOOS_HOST)-$(GOARCH_HOST)
+
+.PHONY: all build run demo test bench bench-routing presubmit fmt vet deps clean release
 
 all: build
 
@@ -15,7 +34,14 @@ deps:
 	@.ci/ensure-packages run
 
 build: deps
-	$(GO) build -o $(BIN)/infergate ./cmd/infergate
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/infergate ./cmd/infergate
+
+## release: dist/infergate-<version>-<os>-<arch> (trimmed paths, stamped) and dist/SHA256SUMS.
+release: deps
+	@mkdir -p $(DIST)
+	CGO_ENABLED=1 $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(DIST)/$(RELEASE_BIN) ./cmd/infergate
+	cd $(DIST) && sha256sum infergate-* > SHA256SUMS
+	@cat $(DIST)/SHA256SUMS
 
 ## run: install missing system packages, build, start the gateway with the demo.
 run: build
@@ -56,4 +82,4 @@ presubmit:
 	$(MAKE) test
 
 clean:
-	rm -rf $(BIN) .state
+	rm -rf $(BIN) $(DIST) .state

@@ -21,6 +21,7 @@ var undocumented = map[string]string{
 	"GET /readyz":               "readiness probe outside the API base path",
 	"GET /metrics":              "Prometheus' conventional path; documented as /netlox/v1/metrics",
 	"GET /netlox/v1/docs/*file": "Swagger UI static assets",
+	"GET /version":              "conventional path; documented as /netlox/v1/version",
 }
 
 var ginParam = regexp.MustCompile(`:([A-Za-z_]+)`)

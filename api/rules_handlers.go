@@ -161,6 +161,7 @@ func (s *Server) getStatus(c *gin.Context) {
 		return
 	}
 	v := statusViewOf(s.runtimeStatus(e))
+	markUnprobed(v, e.Compiled)
 	v.TLS = s.tlsStatus(e)
 	c.JSON(http.StatusOK, v)
 }
@@ -221,13 +222,18 @@ func (s *Server) deleteByKey(c *gin.Context) {
 	c.JSON(http.StatusOK, ResultBody{Result: resultSuccess})
 }
 
-// deleteByName removes every rule with this name; like LoxiLB it succeeds
-// even when none matched.
+// deleteByName removes every rule with this name. A name no rule has is
+// 404 rule_not_found, as a missing key is: LoxiLB answers Success there,
+// which let a typo in a name pass for a delete.
 func (s *Server) deleteByName(c *gin.Context) {
 	name := c.Param(paramName)
 	n, err := s.store.DeleteByName(name)
 	if err != nil {
 		writeError(c, s.log, err)
+		return
+	}
+	if n == 0 {
+		writeError(c, s.log, noRuleNamed(name))
 		return
 	}
 	s.log.WithFields(logrus.Fields{"name": name, "deleted": n}).Info("api: rules deleted by name")
@@ -329,6 +335,7 @@ func (s *Server) decorate(e store.Entry) rules.Rule {
 			// Compiled endpoints are the wire endpoints in the same order.
 			if es, found := st.Endpoints[e.Compiled.Endpoints[i].ID]; found {
 				fillEndpointState(&r.Endpoints[i], es, e.Compiled.AdminDown)
+				r.Endpoints[i].Health = unprobedState(r.Endpoints[i].Health, unprobed(e.Compiled, i))
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/infergate/infergate/api/auth"
+	"github.com/infergate/infergate/buildinfo"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/rules"
 	"github.com/infergate/infergate/rules/store"
@@ -68,6 +69,9 @@ type Options struct {
 	// Keys is the tenant key store (API keys, tenant limits); nil answers
 	// its routes 501.
 	Keys Keys
+	// Replicas lists the gateways sharing the rule store (ops_handlers.go);
+	// nil: GET …/replicas answers 501 no_shared_store.
+	Replicas ReplicaSource
 }
 
 // DefaultOptions returns Options with the documented defaults; the caller
@@ -81,19 +85,20 @@ func DefaultOptions() Options {
 
 // Server is the management API. Build it with NewServer and serve Handler().
 type Server struct {
-	store   RuleStore
-	status  StatusSource
-	kv      KVInventorySource
-	explain Explainer
-	metrics *metrics.Metrics
-	log     logrus.FieldLogger
-	maxBody int64
-	boot    func() bool
-	guard   *auth.Guard
-	certs   CertStore
-	engine  *gin.Engine
-	spec    []byte // the OpenAPI document, rendered once
-	keys    Keys
+	store    RuleStore
+	status   StatusSource
+	kv       KVInventorySource
+	explain  Explainer
+	metrics  *metrics.Metrics
+	log      logrus.FieldLogger
+	maxBody  int64
+	boot     func() bool
+	guard    *auth.Guard
+	certs    CertStore
+	engine   *gin.Engine
+	spec     []byte // the OpenAPI document, rendered once
+	keys     Keys
+	replicas ReplicaSource
 }
 
 // NewServer builds the API and its route tree. It fails only if the OpenAPI
@@ -115,23 +120,25 @@ func NewServer(opts Options) (*Server, error) {
 	views.KVInventory = KVInventoryView{}
 	views.Explanation = spec.Explanation{}
 	views.SNIList, views.SNIEntry, views.SNIResult = SNICertificateList{}, SNICertificateEntry{}, SNIResult{}
+	views.Version, views.Replicas = buildinfo.Info{}, ReplicaList{}
 	doc, err := json.Marshal(swagger.Document(views))
 	if err != nil {
 		return nil, fmt.Errorf("api: render OpenAPI document: %w", err)
 	}
 	s := &Server{
-		store:   opts.Store,
-		status:  opts.Status,
-		kv:      opts.KV,
-		explain: opts.Explain,
-		metrics: opts.Metrics,
-		log:     opts.Log,
-		maxBody: opts.MaxBodyBytes,
-		boot:    opts.BootDone,
-		guard:   opts.Guard,
-		certs:   opts.Certs,
-		spec:    doc,
-		keys:    opts.Keys,
+		store:    opts.Store,
+		status:   opts.Status,
+		kv:       opts.KV,
+		explain:  opts.Explain,
+		metrics:  opts.Metrics,
+		log:      opts.Log,
+		maxBody:  opts.MaxBodyBytes,
+		boot:     opts.BootDone,
+		guard:    opts.Guard,
+		certs:    opts.Certs,
+		spec:     doc,
+		keys:     opts.Keys,
+		replicas: opts.Replicas,
 	}
 	s.engine = s.routes()
 	return s, nil
@@ -184,10 +191,13 @@ func (s *Server) routes() *gin.Engine {
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	e.GET(routeMetrics, metricsHandler)
+	e.GET(routeVersion, s.getVersion)
 
 	v1 := e.Group(BasePath)
 	v1.GET(routeMetrics, metricsHandler)
 	v1.GET(routeSwaggerJSON, s.swaggerJSON)
+	v1.GET(routeVersion, s.getVersion)
+	v1.GET(routeReplicas, s.getReplicas)
 	ui := gin.WrapH(swagger.UIHandler(BasePath + routeDocs))
 	v1.GET(routeDocs, ui)
 	v1.GET(routeDocs+"/*file", ui)

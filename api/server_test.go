@@ -261,7 +261,8 @@ func TestGetRoutes(t *testing.T) {
 		"10.1.0.2:8000": {State: "down", Breaker: "open"},
 	}}}
 	h := newHarness(t, true, status)
-	mustCreate(t, h, ruleBody(t, nil))
+	// Probed: "active" and "down" are what a probe reports (unprobed.go).
+	mustCreate(t, h, ruleBody(t, func(sa map[string]any) { sa["probetype"] = "http" }))
 	mustCreate(t, h, ruleBody(t, func(sa map[string]any) {
 		sa["externalIP"] = "2001:db8::10"
 		sa["name"] = "v6"
@@ -403,7 +404,7 @@ func TestDeleteRoutes(t *testing.T) {
 		{"bad portmax", nil, lb + "/externalipaddress/10.0.0.1/port/8080/portmax/x/protocol/tcp", 400, "invalid_field"},
 		{"miss", nil, lb + "/externalipaddress/10.0.0.2/port/8080/protocol/tcp", 404, "rule_not_found"},
 		{"by name", nil, lb + "/name/r1", 200, ""},
-		{"by name none matched", nil, lb + "/name/nobody", 200, ""},
+		{"by name none matched", nil, lb + "/name/nobody", 404, "rule_not_found"},
 		{"all", nil, lb + "/all", 200, ""},
 	}
 	for _, tc := range tests {

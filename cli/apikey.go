@@ -25,7 +25,7 @@ func (f *keyFlags) bind(cmd *cobra.Command, create bool) {
 	if create {
 		fl.StringVar(&f.tenantID, "tenant", "", "tenant id (required)")
 		fl.StringVar(&f.name, "name", "", "key name, unique in its tenant (required)")
-		fl.StringVar(&f.keyID, "key-id", "", "import a key minted with `infergate apikey mint`: its key_id")
+		fl.StringVar(&f.keyID, "key-id", "", "import a key minted with 'infergate apikey mint': its key_id")
 		fl.StringVar(&f.keyHash, "key-hash", "", "… and its key_hash (the secret never reaches the gateway)")
 	}
 	fl.StringVar(&f.models, "models", "", "allowed models, comma-separated (empty: any)")

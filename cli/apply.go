@@ -44,7 +44,7 @@ func newApplyCmd(g *globals) *cobra.Command {
 		Use:   "apply -f <file|dir> | apply --lb <lbconfig.txt>",
 		Short: "Create or update every rule (kind: Loadbalancer) and API key (kind: ApiKey, TenantLimit) of YAML files (idempotent)",
 		Long: `Applies every kind: Loadbalancer document of a file, or of every *.yaml/*.yml
-in a directory (sorted), and prints "<source> <vip>:<port>/<proto> created|updated|unchanged"
+in a directory (sorted), and prints "<source> <vip>:<port>/<proto> created|updated (fields: …)|unchanged"
 per rule. kind: ApiKey documents (as "infergate apikey mint" prints them: key_id and
 key_hash, never the raw key) and kind: TenantLimit documents may be mixed in; they print
 "<source> ApiKey <tenant>/<name> (<key_id>) created|updated|unchanged". A rule the server rejects is reported with the server's message and the
@@ -65,9 +65,17 @@ command exits 1 after trying the rest; a file that does not parse applies nothin
 			if err != nil {
 				return err
 			}
+			// The rule set as it was, to name the fields an update changes.
+			before, err := c.List(cmd.Context())
+			if err != nil {
+				return err
+			}
 			rejected := 0
 			for _, d := range docs {
 				res, err := applyDoc(cmd.Context(), c, d)
+				if err == nil && d.IsRule() {
+					res = changeAgainst(before, d.Rule).summary(res)
+				}
 				if err != nil && !isDocRejection(err) {
 					// The server is unreachable or broken: trying the
 					// remaining documents would only repeat the same error.

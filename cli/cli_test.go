@@ -131,7 +131,7 @@ func TestCreateBody(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := clienttest.New(t)
 			res := runCLI(t, fake, append([]string{"create", "lb", "127.0.0.10"}, tc.args...)...)
-			if res.code != cli.ExitOK || strings.TrimSpace(res.stdout) != "Success" {
+			if res.code != cli.ExitOK || strings.TrimSpace(res.stdout) != "created" {
 				t.Fatalf("exit %d, stdout %q, stderr %q", res.code, res.stdout, res.stderr)
 			}
 			got := posted(t, fake)
@@ -443,6 +443,9 @@ func TestDeleteLB(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := clienttest.New(t)
+			if tc.name == "by name" {
+				fake.Seed(rules.Rule{ServiceArguments: rules.ServiceArguments{ExternalIP: "127.0.0.10", Port: 8080, Protocol: "tcp", Mode: 4, Name: "pool"}})
+			}
 			res := runCLI(t, fake, append([]string{"delete", "lb"}, tc.args...)...)
 			reqs := fake.Requests()
 			if len(reqs) != 1 || reqs[0].Method != http.MethodDelete || reqs[0].Path != tc.want {

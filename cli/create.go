@@ -1,9 +1,6 @@
 package cli
 
 import (
-	"fmt"
-
-	"github.com/infergate/infergate/api/client"
 	"github.com/infergate/infergate/rules"
 	"github.com/spf13/cobra"
 )
@@ -41,6 +38,7 @@ type createFlags struct {
 	sa             rules.ServiceArguments // scalar flags bind straight into the body
 	loxi           *loxiCreateFlags       // loxicmd's further flags (loxicmd.go)
 	tls            tlsFlags               // issue 11, create_tls.go
+	dryRun         bool                   // create_report.go
 }
 
 func newCreateCmd(g *globals) *cobra.Command {
@@ -49,7 +47,7 @@ func newCreateCmd(g *globals) *cobra.Command {
 	lb := &cobra.Command{
 		Use:     "lb <VIP>",
 		Aliases: []string{"loadbalancer"},
-		Short:   "Create or update a load-balancer rule (POST /netlox/v1/config/loadbalancer)",
+		Short:   "Create or update a load-balancer rule (POST /netlox/v1/config/loadbalancer); prints created, updated (fields: …) or unchanged",
 		Example: `  infergate create lb 127.0.0.10 --tcp=8080:8000 --mode=fullproxy --pd-disagg \
     --endpoints=127.0.0.21:1,127.0.0.22:1 --ep-role=prefill,decode --nixl-port=5601,5602`,
 		Args: exactArgs(1, "the VIP"),
@@ -66,14 +64,11 @@ func newCreateCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if _, err := c.ApplyRaw(cmd.Context(), client.KeyOf(r), body); err != nil {
-				return err
-			}
-			fmt.Fprintln(g.env.Stdout, "Success")
-			return nil
+			return createRule(cmd.Context(), g, c, r, body, f.dryRun)
 		}),
 	}
 	fl := lb.Flags()
+	fl.BoolVar(&f.dryRun, "dry-run", false, "print what the rule would change (created, or each updated field) and change nothing")
 	sa := &f.sa
 	fl.StringVar(&f.tcp, "tcp", "", "service port and target port: <port>[-<portmax>]:<targetPort> (required)")
 	fl.StringVar(&f.mode, "mode", modeFullProxyName, "NAT/proxy mode; infergate serves fullproxy only")

@@ -56,6 +56,7 @@ func newFakeEngineCmd(g *globals) *cobra.Command {
 	fl.Uint16Var(&boot, "bootstrap-port", 0, "SGLang prefill bootstrap port (0: ephemeral)")
 	fl.IntVar(&cfg.StreamChunks, "stream-chunks", cfg.StreamChunks, "token events per streamed answer")
 	fl.DurationVar(&cfg.ChunkDelay, "chunk-delay", 20*time.Millisecond, "pause between streamed events")
+	fl.BoolVar(&cfg.HonorMaxTokens, "honor-max-tokens", false, "stop at the request's max_tokens (finish_reason length), as engines do")
 	fl.StringVar(&cfg.Model, "model", cfg.Model, "model name reported in answers")
 	fl.StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM), for security 2 rules")
 	fl.StringVar(&tlsKey, "tls-key", "", "private key (PEM) of --tls-cert")

@@ -111,7 +111,19 @@ func (f *getFlags) getOne(cmd *cobra.Command, g *globals, vip, out string) error
 	if err != nil {
 		return err
 	}
-	return render(g.env.Stdout, out, []rules.Rule{r})
+	return renderWithHints(g, out, []rules.Rule{r})
+}
+
+// renderWithHints renders rules and, for the human formats, hints on
+// stderr about what the table cannot say (rules without a probe).
+func renderWithHints(g *globals, out string, rs []rules.Rule) error {
+	if err := render(g.env.Stdout, out, rs); err != nil {
+		return err
+	}
+	if out == outTable || out == outWide {
+		hintUnprobed(g.env.Stderr, rs)
+	}
+	return nil
 }
 
 func (f *getFlags) list(cmd *cobra.Command, g *globals, out string) error {
@@ -141,7 +153,7 @@ func (f *getFlags) list(cmd *cobra.Command, g *globals, out string) error {
 			rs = append(rs, r)
 		}
 	}
-	return render(g.env.Stdout, out, rs)
+	return renderWithHints(g, out, rs)
 }
 
 // filterRawByName keeps the server's list body (every field, even ones this
@@ -282,7 +294,7 @@ func writeTable(w io.Writer, rs []rules.Rule, wide bool) error {
 				role += ",backup"
 			}
 			row = append(append([]string(nil), row...), ep.EndpointIP, strconv.Itoa(ep.TargetPort),
-				strconv.Itoa(ep.Weight), role, nixl, dash(ep.State), dash(ep.Health), dash(ep.Counter))
+				strconv.Itoa(ep.Weight), role, nixl, stateCell(ep), dash(ep.Health), dash(ep.Counter))
 			fmt.Fprintln(tw, strings.Join(row, "\t"))
 		}
 	}

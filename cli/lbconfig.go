@@ -26,6 +26,7 @@ const (
 	lbConfigBackup     = ".bk"
 	defaultLoxiConfDir = "/etc/loxilb/"
 	lbConfigFileMode   = 0o600
+	lbConfigDirMode    = 0o700
 )
 
 func newSaveCmd(g *globals) *cobra.Command {
@@ -51,6 +52,11 @@ func newSaveCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("save: %w", err)
 			}
+			// loxicmd creates the directory; the rules may name engines
+			// and keys' policies, so only the owner reads it.
+			if err := os.MkdirAll(dir, lbConfigDirMode); err != nil {
+				return fmt.Errorf("save: create %s: %w", dir, err)
+			}
 			path := filepath.Join(dir, lbConfigFile)
 			if err := writeWithBackup(path, body); err != nil {
 				return err
@@ -62,7 +68,7 @@ func newSaveCmd(g *globals) *cobra.Command {
 	fl := cmd.Flags()
 	fl.BoolVar(&lb, "lb", false, "save the load-balancer rules")
 	fl.BoolVar(&all, "all", false, "save everything (the rules)")
-	fl.StringVarP(&dir, "configpath", "c", defaultLoxiConfDir, "directory of lbconfig.txt")
+	fl.StringVarP(&dir, "configpath", "c", defaultLoxiConfDir, "directory of lbconfig.txt (created 0700 when missing)")
 	return cmd
 }
 

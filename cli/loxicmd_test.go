@@ -119,8 +119,8 @@ func TestLoxicmdCommandLines(t *testing.T) {
 			if res.code != tc.code {
 				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", res.code, tc.code, res.stdout, res.stderr)
 			}
-			if tc.code == 0 && strings.TrimSpace(res.stdout) != "Success" {
-				t.Errorf("stdout %q, want Success", res.stdout)
+			if tc.code == 0 && strings.TrimSpace(res.stdout) != "created" {
+				t.Errorf("stdout %q, want created", res.stdout)
 			}
 			if tc.field != "" && !strings.Contains(res.stderr, "field:      "+tc.field) {
 				t.Errorf("stderr does not name %s:\n%s", tc.field, res.stderr)

@@ -88,6 +88,7 @@ func (g *globals) client() (*client.Client, error) {
 // alone (the --server scheme), and builds the HTTP client with the TLS
 // files; usage errors name the flag.
 func (g *globals) resolveServer() error {
+	g.server = withDefaultScheme(g.server, g.tls)
 	switch {
 	case g.loxi.fs.Changed("apiserver") || g.loxi.fs.Changed("port"):
 		u, err := g.loxi.baseURL()
@@ -199,7 +200,7 @@ func newRoot(env Env) *cobra.Command {
 		server = defaultAddr
 	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.server, "server", server, "management API base URL (env "+envServer+")")
+	pf.StringVar(&g.server, "server", server, "management API base URL; host:port alone means http:// (https:// with --cacert/--cert) (env "+envServer+")")
 	pf.DurationVar(&g.timeout, "timeout", defaultLimit, "timeout of each API request")
 	pf.StringVarP(&g.output, "output", "o", "", "output format: table (default), wide, json or yaml")
 	pf.StringVar(&g.token, "token", "", "management API bearer token (visible to other local users in ps: prefer --token-file or env "+envToken+")")
@@ -213,6 +214,7 @@ func newRoot(env Env) *cobra.Command {
 	root.AddCommand(newServeCmd(g), newCreateCmd(g), newGetCmd(g), newDeleteCmd(g), newApplyCmd(g),
 		newValidateCmd(g), newDemoCmd(g), newFakeEngineCmd(g), newExplainCmd(g))
 	root.AddCommand(newSaveCmd(g)) // LoxiLB's save --lb (issue 12)
+	root.AddCommand(newDiffCmd(g), newVersionCmd(g))
 	update := groupCmd("update", "Change a tenant API key")
 	update.AddCommand(newUpdateAPIKeyCmd(g))
 	root.AddCommand(update, newAPIKeyCmd(g))

@@ -9,7 +9,7 @@ import (
 func addStoreFlags(fl *pflag.FlagSet, opts *daemon.Options) {
 	e := &opts.Etcd
 	fl.StringVar(&opts.Store, "store", opts.Store, "rule store: empty keeps rules.json in --state-dir; etcd://h1:2379,h2:2379/prefix (etcds:// for TLS) shares rules with every replica on that etcd")
-	fl.StringVar(&opts.ReplicaID, "replica-id", opts.ReplicaID, "this replica's name in `get replicas` (default <hostname>/<API address>)")
+	fl.StringVar(&opts.ReplicaID, "replica-id", opts.ReplicaID, "this replica's name in 'infergate get replicas' (default <hostname>/<API address>)")
 	etcdClientFlags(fl, e)
 	fl.StringVar(&e.TLS.ServerName, "etcd-server-name", e.TLS.ServerName, "name checked in the etcd members' certificates (default: the host dialled)")
 	fl.DurationVar(&e.DialTimeout, "etcd-dial-timeout", e.DialTimeout, "etcd member connect timeout")

@@ -3,10 +3,9 @@ package cli
 import (
 	"context"
 	"fmt"
-	"strings"
-	"text/tabwriter"
 	"time"
 
+	"github.com/infergate/infergate/api/client"
 	"github.com/infergate/infergate/rules/store"
 	"github.com/infergate/infergate/rules/store/etcdstore"
 	"github.com/sirupsen/logrus"
@@ -87,15 +86,19 @@ func newGetReplicasCmd(g *globals) *cobra.Command {
 	eo := etcdstore.DefaultOptions()
 	var rs string
 	cmd := &cobra.Command{
-		Use:   "replicas --rs etcd://…",
+		Use:   "replicas [--store etcd://…]",
 		Short: "List the gateway replicas sharing an etcd store and whether they serve the same rules",
-		Long: `replicas lists every live replica (id, API address, applied rs revision,
+		Long: `replicas lists every live replica (id, API address, applied store revision,
 rule count, digest of its served set) and exits 1 when their digests differ:
-replicas that agree serve exactly the same rules.`,
+replicas that agree serve exactly the same rules. Without --store it asks the
+gateway at --server, which reads its own shared store.`,
 		Args: exactArgs(0, "none"),
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
+			if rs == "" {
+				return replicasFromServer(cmd, g)
+			}
 			if !etcdstore.IsURL(rs) {
-				return usagef("get replicas needs --rs etcd://host:port[,…][/prefix]")
+				return usagef("get replicas --store needs etcd://host:port[,…][/prefix]")
 			}
 			_, eb, err := openStoreBackend(rs, eo)
 			if err != nil {
@@ -108,25 +111,14 @@ replicas that agree serve exactly the same rules.`,
 			if err != nil {
 				return err
 			}
-			w := tabwriter.NewWriter(g.env.Stdout, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tAPI\tREVISION\tLAG\tRULES\tDIGEST\tUPDATED")
-			digests := map[string]bool{}
-			for _, r := range reps {
-				digests[r.Digest] = true
-				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", r.ID, r.API, r.Revision, max(0, rev-r.Revision), r.Rules, r.Digest, r.Updated.Format(time.RFC3339))
+			rows := make([]client.Replica, len(reps))
+			for i, r := range reps {
+				rows[i] = client.Replica{ID: r.ID, API: r.API, Revision: r.Revision, Rules: r.Rules, Digest: r.Digest, Updated: r.Updated}
 			}
-			w.Flush()
-			switch {
-			case len(reps) == 0:
-				return fmt.Errorf("no replica is registered under %s", eb.Prefix())
-			case len(digests) > 1:
-				return fmt.Errorf("replicas disagree: %d different rule sets (%s)", len(digests), strings.Join(keys(digests), ", "))
-			}
-			fmt.Fprintf(g.env.Stdout, "%d replicas serve the same rules (store revision %d)\n", len(reps), rev)
-			return nil
+			return writeReplicas(g.env.Stdout, rows, rev, eb.Prefix())
 		}),
 	}
-	cmd.Flags().StringVar(&rs, "store", "", "etcd:// URL of the shared store")
+	cmd.Flags().StringVar(&rs, "store", "", "etcd:// URL of the shared store (default: ask the gateway at --server)")
 	etcdClientFlags(cmd.Flags(), &eo)
 	return cmd
 }

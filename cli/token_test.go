@@ -87,7 +87,7 @@ func TestTokenSources(t *testing.T) {
 		{"wrong --token", nil, "get lb --token wrong-token-0123456789abcdef", cli.ExitFailed, []string{"unauthorized", "rotated out"}},
 		{"ro --token-file reads", nil, "get lb --token-file " + roFile, cli.ExitOK, nil},
 		{"ro token cannot create", nil, rule + " --token-file " + roFile, cli.ExitFailed, []string{"token_read_only", "read-write token (rw:)"}},
-		{"rw INFERGATE_TOKEN creates", map[string]string{"INFERGATE_TOKEN": cliRW}, rule, cli.ExitOK, []string{"Success"}},
+		{"rw INFERGATE_TOKEN creates", map[string]string{"INFERGATE_TOKEN": cliRW}, rule, cli.ExitOK, []string{"created"}},
 		{"INFERGATE_TOKEN_FILE", map[string]string{"INFERGATE_TOKEN_FILE": rwFile}, "get lb", cli.ExitOK, []string{"127.0.0.1"}},
 		{"flag beats env", map[string]string{"INFERGATE_TOKEN": cliRO}, "delete lb --name=t --token-file " + rwFile, cli.ExitOK, nil},
 		{"file with two tokens", nil, "get lb --token-file " + badFile, cli.ExitUsage, []string{"holds 2 tokens"}},

@@ -106,6 +106,9 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 	apiOpts.BootDone = booted.Load
 	apiOpts.Guard = guard
 	apiOpts.Keys = keys
+	if shared != nil {
+		apiOpts.Replicas = replicaLister{shared}
+	}
 	if status != nil {
 		apiOpts.Status = status
 	}

@@ -4,7 +4,10 @@
 // checks the two agree.
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/infergate/infergate/buildinfo"
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Metrics is the daemon's full metric set. Each area owner adds one field
 // here and one line to New, pointing at a constructor in the area's own file.
@@ -23,6 +26,8 @@ type Metrics struct {
 	Store *Store // rule store backend (etcd replicas)
 	// TLS (issue 11): HTTPS VIPs, certificates, TLS legs to engines.
 	TLS *TLS
+	// BuildInfo is infergate_build_info (build.go).
+	BuildInfo prometheus.Collector
 }
 
 // New builds and registers every metric on a fresh registry.
@@ -38,5 +43,6 @@ func New() *Metrics {
 	m.Edge = NewEdge(reg) // issue 10: edge hardening
 	m.Store = NewStore(reg)
 	m.TLS = NewTLS(reg) // issue 11
+	m.BuildInfo = NewBuildInfo(reg, buildinfo.Get())
 	return m
 }

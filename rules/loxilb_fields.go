@@ -34,8 +34,10 @@ func unsupportedKey(name, reason string, allow ...string) extraField {
 func outputKey(name string) extraField { return extraField{name: name, output: true} }
 
 const (
-	reasonFC  = "capacity admission (fc_*) is not served by infergate"
-	reasonTLS = "TLS listener and backend settings are not served by this build"
+	reasonFC = "capacity admission (fc_*) is not served by infergate"
+	// Only the three certificate-store references reach this text: the
+	// model's TLS fields shadow every other key listed with it.
+	reasonTLS = "certificate-store references are not served: give the certificate files in mtls_backend"
 )
 
 // loxilbExtraKeys lists, per model struct, LoxiLB's keys that are not fields.

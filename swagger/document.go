@@ -25,6 +25,8 @@ type Views struct {
 	Explanation interface{}
 	// SNI certificate store (issue 11; nil: not documented).
 	SNIList, SNIEntry, SNIResult interface{}
+	// Version is GET /version, Replicas GET /replicas (ops.go; nil: not documented).
+	Version, Replicas interface{}
 }
 
 // Document builds the OpenAPI 2.0 document.
@@ -177,9 +179,9 @@ func buildDocument(g *generator, v Views) *Doc {
 		"/config/loadbalancer/name/{name}": {
 			"delete": {
 				Tags: []string{"loadbalancer"}, Summary: "Delete every rule with this name", OperationID: "deleteLoadbalancerByName",
-				Description: "Succeeds even when no rule has the name (as LoxiLB).",
+				Description: "404 rule_not_found when no rule has the name, as for a missing key (LoxiLB answers Success there).",
 				Parameters:  []Parameter{pathParam("name", "Rule name.")},
-				Responses:   map[string]*Response{"200": success, "500": internal, "503": notReady},
+				Responses:   map[string]*Response{"200": success, "404": notFound("No rule has this name."), "500": internal, "503": notReady},
 			},
 		},
 		"/metrics": {
@@ -207,6 +209,7 @@ func buildDocument(g *generator, v Views) *Doc {
 	addExplainPaths(g, v, paths, internal)
 	addTenantPaths(g, paths, errs, internal)
 	addSNIPaths(g, v, paths, internal, notReady, fail)
+	addOpsPaths(g, v, paths, internal)
 	openOperation(paths["/swagger.json"]["get"])
 	openOperation(paths["/docs"]["get"])
 	paths["/metrics"]["get"].Description = "Needs a token when the gateway has a token file, unless it runs with --api-open-metrics."

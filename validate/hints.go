@@ -13,11 +13,12 @@ const (
 	HintRoleOverloaded   Hint = "one role overloaded → check endpoint health (/status), pd_session_ttl_sec pinning sessions, pd_balance_abs_threshold, prefill/decode role counts and weights"
 	HintBreaker          Hint = "errors keep selecting one endpoint → check the circuit breaker (infergate_datapath_breaker_state, --breaker-* flags, cb_enable): the endpoint accepts connections but fails requests"
 	HintProbePath        Hint = "a probe fails on one OpenAI path only → the engines serve (or stream on) the other: rerun with --path /v1/chat/completions or --path /v1/completions, and point clients at the path the engines support"
+	HintEngineDown       Hint = "an endpoint refuses connections (connection refused) → engine not running or wrong IP:port: check the engine process is up and listening on endpointIP:targetPort (ss -ltnp), then the rule's --endpoints and the --tcp target port"
 	HintEngineRefused    Hint = "the engine refuses the probe (4xx) → read its message: a prompt beyond max_model_len (engine --max-model-len), an unknown model name (--model), or a parameter it does not support; this is not a KV parity problem"
 )
 
 // DiagnosisTable lists every row, in the order docs/operations.md shows them.
 func DiagnosisTable() []Hint {
 	return []Hint{HintRuleCreation, HintClientHangs, HintDecodeRecomputes, HintKVZeroHits, HintRoleOverloaded, HintBreaker,
-		HintProbePath, HintEngineRefused}
+		HintProbePath, HintEngineRefused, HintEngineDown}
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -254,8 +255,11 @@ func hintsForProbe(r probeResult) []Hint {
 }
 
 // endpointCheck asks one engine directly whether it is ready: /v1/models
-// (also names the served model), else the probe path or /health.
-func (w *workflow) endpointCheck(ctx context.Context, addr, probePath string) (evidence string, models modelCards, ok bool) {
+// (also names the served model), else the probe path or /health. refused
+// says the engine refused the connection: nothing listens there, which no
+// setting of the gateway fixes (engine not running, or the rule names the
+// wrong IP:port).
+func (w *workflow) endpointCheck(ctx context.Context, addr, probePath string) (evidence string, models modelCards, ok, refused bool) {
 	start := time.Now()
 	get := func(path string) (int, []byte, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.engineScheme+"://"+addr+path, nil)
@@ -291,10 +295,10 @@ func (w *workflow) endpointCheck(ctx context.Context, addr, probePath string) (e
 				names = append(names, m.id)
 			}
 		}
-		return fmt.Sprintf("%s %d in %s, models %v", pathModels, code, time.Since(start).Round(time.Millisecond), names), models, true
+		return fmt.Sprintf("%s %d in %s, models %v", pathModels, code, time.Since(start).Round(time.Millisecond), names), models, true, false
 	}
 	if err != nil {
-		return fmt.Sprintf("unreachable: %v", err), nil, false
+		return fmt.Sprintf("unreachable: %v", err), nil, false, isConnRefused(err)
 	}
 	path := pathHealth
 	if probePath != "" {
@@ -302,10 +306,14 @@ func (w *workflow) endpointCheck(ctx context.Context, addr, probePath string) (e
 	}
 	code, _, err = get(path)
 	if err != nil {
-		return fmt.Sprintf("unreachable: %v", err), nil, false
+		return fmt.Sprintf("unreachable: %v", err), nil, false, isConnRefused(err)
 	}
-	return fmt.Sprintf("%s %d in %s", path, code, time.Since(start).Round(time.Millisecond)), nil, code == http.StatusOK
+	return fmt.Sprintf("%s %d in %s", path, code, time.Since(start).Round(time.Millisecond)), nil, code == http.StatusOK, false
 }
+
+// isConnRefused reports whether err is the peer refusing the TCP connection
+// (ECONNREFUSED): nothing listens on the address.
+func isConnRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 
 // schemesOf maps a rule's security to the schemes of its VIP and engines.
 func schemesOf(security int) (vip, engine string) {

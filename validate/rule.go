@@ -101,11 +101,11 @@ func findRule(ctx context.Context, api *client.Client, target string) (rules.Rul
 		return rules.Rule{}, fmt.Errorf("list rules: %w", err)
 	}
 	vip, port, proto, isAddr := parseAddrTarget(target)
+	if !isAddr {
+		return findByName(all, target)
+	}
 	for _, r := range all {
 		sa := r.ServiceArguments
-		if !isAddr && sa.Name == target {
-			return r, nil
-		}
 		if isAddr && sa.Port == port && strings.EqualFold(sa.Protocol, proto) {
 			if a, err := netip.ParseAddr(sa.ExternalIP); err == nil && a.Unmap() == vip {
 				return r, nil
@@ -113,6 +113,40 @@ func findRule(ctx context.Context, api *client.Client, target string) (rules.Rul
 		}
 	}
 	return rules.Rule{}, errNoRule{target: target, rules: len(all)}
+}
+
+// findByName is the one rule named name. Names are not keys: two rules may
+// share one, and validating whichever comes first would report on a rule
+// the operator did not mean, so several matches are an error naming them.
+func findByName(all []rules.Rule, name string) (rules.Rule, error) {
+	var found []rules.Rule
+	for _, r := range all {
+		if r.ServiceArguments.Name == name {
+			found = append(found, r)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return rules.Rule{}, errNoRule{target: name, rules: len(all)}
+	case 1:
+		return found[0], nil
+	}
+	refs := make([]string, len(found))
+	for i, r := range found {
+		sa := r.ServiceArguments
+		refs[i] = net.JoinHostPort(sa.ExternalIP, strconv.Itoa(sa.Port)) + "/" + sa.Protocol
+	}
+	return rules.Rule{}, errAmbiguousName{name: name, refs: refs}
+}
+
+// errAmbiguousName: several rules carry the name validate was given.
+type errAmbiguousName struct {
+	name string
+	refs []string // VIP:port/protocol of each
+}
+
+func (e errAmbiguousName) Error() string {
+	return fmt.Sprintf("%d rules are named %q (%s): validate one by VIP:port[/protocol]", len(e.refs), e.name, strings.Join(e.refs, ", "))
 }
 
 // errNoRule: the API answered, and no rule matches the target.

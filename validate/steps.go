@@ -94,7 +94,11 @@ func (w *workflow) awaitScrape(ctx context.Context, done func(*Snapshot) bool) (
 func (w *workflow) ruleShape(ctx context.Context, res *StepResult) {
 	r, err := findRule(ctx, w.api, w.opts.Target)
 	var nf errNoRule
+	var amb errAmbiguousName
 	switch {
+	case errors.As(err, &amb):
+		res.Status, res.Summary = Fail, err.Error()
+		return
 	case errors.As(err, &nf):
 		res.Status, res.Summary, res.Hints = Fail, err.Error(), []Hint{HintRuleCreation}
 		return
@@ -170,9 +174,12 @@ func (w *workflow) readiness(ctx context.Context, res *StepResult) {
 	if w.compiled.Probe.Type == "http" || w.compiled.Probe.Type == "https" {
 		probePath = w.compiled.Probe.Request
 	}
-	failed := 0
+	failed, refused := 0, 0
 	for _, e := range w.compiled.Endpoints {
-		ev, models, ok := w.endpointCheck(ctx, e.Address, probePath)
+		ev, models, ok, connRefused := w.endpointCheck(ctx, e.Address, probePath)
+		if connRefused && e.Weight > 0 {
+			refused++
+		}
 		if n := models.maxLen(w.opts.Model); n > 0 && (w.maxModelLen == 0 || n < w.maxModelLen) {
 			w.maxModelLen = n
 		}
@@ -190,6 +197,10 @@ func (w *workflow) readiness(ctx context.Context, res *StepResult) {
 	if failed > 0 {
 		res.Status, res.Summary = Fail, fmt.Sprintf("%d of %d endpoints not ready", failed, len(w.compiled.Endpoints))
 		res.Hints = []Hint{HintClientHangs, HintRoleOverloaded}
+		if refused > 0 {
+			res.Summary += fmt.Sprintf(" (%d refused the connection)", refused)
+			res.Hints = append([]Hint{HintEngineDown}, res.Hints...)
+		}
 		return
 	}
 	res.Status, res.Summary = Pass, fmt.Sprintf("%d endpoints ready; probes use model %q", len(w.compiled.Endpoints), w.model)

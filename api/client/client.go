@@ -352,8 +352,8 @@ func (c *Client) Delete(ctx context.Context, k Key) error {
 	return c.do(ctx, http.MethodDelete, p, nil, nil)
 }
 
-// DeleteByName removes every rule named name. LoxiLB answers Success even
-// when nothing matched.
+// DeleteByName removes every rule named name. A name no rule has is a 404
+// (IsNotFound), as a missing key is; LoxiLB answers Success there.
 func (c *Client) DeleteByName(ctx context.Context, name string) error {
 	return c.do(ctx, http.MethodDelete, pathLBByName+url.PathEscape(name), nil, nil)
 }

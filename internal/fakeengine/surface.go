@@ -194,7 +194,11 @@ func (s *Server) messages(w http.ResponseWriter, stream bool) {
 		return
 	}
 	ev := s.sse(w)
-	if !ev("message_start", map[string]any{"type": "message_start", "message": map[string]any{"id": id, "type": "message", "role": "assistant", "content": []any{}, "model": s.opts.Model}}) ||
+	// The Anthropic SDKs' stream accumulators need usage (and the null
+	// stop fields) in message_start: message_delta's usage updates it.
+	if !ev("message_start", map[string]any{"type": "message_start", "message": map[string]any{"id": id, "type": "message", "role": "assistant",
+		"content": []any{}, "model": s.opts.Model, "stop_reason": nil, "stop_sequence": nil,
+		"usage": map[string]int{"input_tokens": 1, "output_tokens": 0}}}) ||
 		!ev("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}}) {
 		return
 	}
@@ -204,7 +208,7 @@ func (s *Server) messages(w http.ResponseWriter, stream bool) {
 		}
 	}
 	_ = ev("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0}) &&
-		ev("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": "end_turn"}, "usage": map[string]int{"output_tokens": s.opts.Tokens}}) &&
+		ev("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": "end_turn", "stop_sequence": nil}, "usage": map[string]int{"output_tokens": s.opts.Tokens}}) &&
 		ev("message_stop", map[string]any{"type": "message_stop"})
 }
 

@@ -77,6 +77,12 @@ type Config struct {
 	StreamChunks int
 	// ChunkDelay is the pause between streamed events.
 	ChunkDelay time.Duration
+	// HonorMaxTokens caps every answer at the client's max_tokens
+	// (max_completion_tokens, max_output_tokens), one word or streamed event
+	// per token, finishing with "length" (Anthropic: "max_tokens") when cut,
+	// as engines do. Off by default: tests count StreamChunks events
+	// whatever the request asks; the demo turns it on.
+	HonorMaxTokens bool
 	// Model is reported in responses.
 	Model string
 	// AdvertiseHost is the host the engine expects as bootstrap_host

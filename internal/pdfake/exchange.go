@@ -135,6 +135,11 @@ func (x *exchange) answer(text, finish string, top, choiceExtra map[string]any) 
 	}
 	n := x.samples()
 	if !x.stream() {
+		if cut := false; text != "" {
+			if text, cut = x.limitWords(text); cut {
+				finish = finishLength
+			}
+		}
 		choice := map[string]any{"index": 0, "finish_reason": finish, "logprobs": nil}
 		obj := "text_completion"
 		if x.chat() {
@@ -196,12 +201,12 @@ func (x *exchange) answer(text, finish string, top, choiceExtra map[string]any) 
 		return rc.Flush() == nil
 	}
 	words := strings.Fields(text)
-	for i := 0; i < x.e.cfg.StreamChunks; i++ {
-		tok := "tok" + strconv.Itoa(i) + " "
-		if i < len(words) {
-			tok = words[i] + " "
-		}
-		if !event(tok, nil) {
+	chunks, cut := x.streamChunks()
+	if cut && text != "" {
+		finish = finishLength
+	}
+	for i := 0; i < chunks; i++ {
+		if !event(tokenAt(words, i), nil) {
 			x.e.update(func() { x.rec.Cancelled = true })
 			return
 		}
@@ -218,7 +223,7 @@ func (x *exchange) answer(text, finish string, top, choiceExtra map[string]any) 
 		return
 	}
 	if x.includeUsage() { // OpenAI/vLLM: a last chunk with empty choices and the usage
-		n := x.e.cfg.StreamChunks
+		n := chunks
 		b, _ := json.Marshal(map[string]any{"id": id, "object": obj, "model": x.e.cfg.Model, "choices": []any{},
 			"usage": map[string]any{"prompt_tokens": len(x.rec.Body) / 4, "completion_tokens": n, "total_tokens": len(x.rec.Body)/4 + n}})
 		_, _ = fmt.Fprintf(x.w, "data: %s\n\n", b)

@@ -111,22 +111,62 @@ func (e *Engine) serveMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("X-Fake-Engine", e.engineID)
-	text := fmt.Sprintf("Hello from the fake %s %s.", e.cfg.Dialect, e.cfg.Role)
+	x.answerMessage(fmt.Sprintf("Hello from the fake %s %s.", e.cfg.Dialect, e.cfg.Role))
+}
+
+// answerMessage writes an Anthropic Messages answer: a message object, or
+// the complete event sequence the Anthropic SDKs' stream accumulators
+// expect: message_start (a message with empty content, null stop_reason
+// and usage), content_block_start, one content_block_delta per token,
+// content_block_stop, message_delta (stop_reason, output usage) and
+// message_stop.
+func (x *exchange) answerMessage(text string) {
+	id := "msg_" + strconv.Itoa(x.e.serveCount())
+	inTokens := len(x.rec.Body) / 4
 	if !x.stream() {
-		writeJSON(w, map[string]any{"id": "msg_" + strconv.Itoa(e.serveCount()), "type": "message", "role": "assistant",
-			"model": e.cfg.Model, "content": []any{map[string]any{"type": "text", "text": text}}, "stop_reason": "end_turn"})
+		out, cut := x.limitWords(text)
+		reason := stopReasonEndTurn
+		if cut {
+			reason = stopReasonMaxToken
+		}
+		writeJSON(x.w, map[string]any{"id": id, "type": "message", "role": "assistant", "model": x.e.cfg.Model,
+			"content": []any{map[string]any{"type": "text", "text": out}}, "stop_reason": reason, "stop_sequence": nil,
+			"usage": map[string]int{"input_tokens": inTokens, "output_tokens": len(strings.Fields(out))}})
 		return
 	}
-	ev := namedEvents(w)
-	ev("message_start", map[string]any{"type": "message_start", "message": map[string]any{"id": "msg", "type": "message", "role": "assistant", "content": []any{}}})
-	ev("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": text}})
-	ev("message_stop", map[string]any{"type": "message_stop"})
+	ev := namedEvents(x.w)
+	chunks, cut := x.streamChunks()
+	reason := stopReasonEndTurn
+	if cut {
+		reason = stopReasonMaxToken
+	}
+	if !ev("message_start", map[string]any{"type": "message_start", "message": map[string]any{"id": id, "type": "message",
+		"role": "assistant", "model": x.e.cfg.Model, "content": []any{}, "stop_reason": nil, "stop_sequence": nil,
+		"usage": map[string]int{"input_tokens": inTokens, "output_tokens": 0}}}) ||
+		!ev("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
+			"content_block": map[string]any{"type": "text", "text": ""}}) {
+		return
+	}
+	words := strings.Fields(text)
+	for i := 0; i < chunks; i++ {
+		if !ev("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
+			"delta": map[string]any{"type": "text_delta", "text": tokenAt(words, i)}}) {
+			x.e.update(func() { x.rec.Cancelled = true })
+			return
+		}
+	}
+	_ = ev("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0}) &&
+		ev("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": reason, "stop_sequence": nil},
+			"usage": map[string]int{"output_tokens": chunks}}) &&
+		ev("message_stop", map[string]any{"type": "message_stop"})
 }
 
 // answerResponses writes a Responses API answer: a response object (top
 // merged in, e.g. kv_transfer_params), or its event stream ending with
 // response.completed.
 func (x *exchange) answerResponses(id, text string, top map[string]any) {
+	full := text
+	text, _ = x.limitWords(text)
 	final := map[string]any{"id": "resp_" + id, "object": "response", "status": "completed", "model": x.e.cfg.Model,
 		"output": []any{map[string]any{"type": "message", "role": "assistant",
 			"content": []any{map[string]any{"type": "output_text", "text": text}}}}}
@@ -147,13 +187,10 @@ func (x *exchange) answerResponses(id, text string, top map[string]any) {
 	if !send("response.created", map[string]any{"response": map[string]any{"id": "resp_" + id, "status": "in_progress"}}) {
 		return
 	}
-	words := strings.Fields(text)
-	for i := 0; i < x.e.cfg.StreamChunks; i++ {
-		tok := "tok" + strconv.Itoa(i) + " "
-		if i < len(words) {
-			tok = words[i] + " "
-		}
-		if !send("response.output_text.delta", map[string]any{"output_index": 0, "content_index": 0, "delta": tok}) {
+	words := strings.Fields(full)
+	chunks, _ := x.streamChunks()
+	for i := 0; i < chunks; i++ {
+		if !send("response.output_text.delta", map[string]any{"output_index": 0, "content_index": 0, "delta": tokenAt(words, i)}) {
 			x.e.update(func() { x.rec.Cancelled = true })
 			return
 		}

@@ -137,7 +137,7 @@ spec:
 	t.Run("create lb with roles and NIXL ports, then delete", func(t *testing.T) {
 		out := cliMust(t, bin, d.URL, "create", "lb", "127.0.0.40", "--tcp=8080:8100", "--mode=fullproxy", "--pd-disagg",
 			"--endpoints=127.0.0.41:1,127.0.0.42:2", "--ep-role=prefill,decode", "--nixl-port=5600,5601", "--name=e2e-pd")
-		if strings.TrimSpace(out) != "Success" {
+		if strings.TrimSpace(out) != "created" {
 			t.Fatalf("create printed %q", out)
 		}
 		var got *rules.Rule

@@ -283,6 +283,12 @@ func TestReplicasInNetns(t *testing.T) {
 		return true
 	})
 	t.Logf("get replicas:\n%s", out)
+	// The same listing through a replica's API (GET …/replicas): no etcd
+	// address or credentials on the operator's side.
+	viaAPI, err := exec.Command(bin, "get", "replicas", "--server", reps[0].api, "--token", rnToken).CombinedOutput()
+	if err != nil || strings.Count(string(viaAPI), "\nr") != rnReplicas || !strings.Contains(string(viaAPI), "replicas serve the same rules") {
+		t.Fatalf("get replicas --server %s: %v\n%s", reps[0].api, err, viaAPI)
+	}
 
 	// 4. One replica partitioned from etcd (engines still reachable): it
 	// keeps serving, says degraded, refuses writes; the others take writes;

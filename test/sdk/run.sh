@@ -23,7 +23,7 @@ trap cleanup EXIT INT TERM
 P=$BASE_PORT
 "$TMP/fakeengine" -addr 127.0.0.81:$P >"$TMP/single.log" 2>&1 & PIDS+=($!)
 "$TMP/infergate" fake-engine --dialect vllm --role prefill --addr 127.0.0.82:$P >"$TMP/vp.log" 2>&1 & PIDS+=($!)
-"$TMP/infergate" fake-engine --dialect vllm --role decode --addr 127.0.0.83:$P >"$TMP/vd.log" 2>&1 & PIDS+=($!)
+"$TMP/infergate" fake-engine --dialect vllm --role decode --addr 127.0.0.83:$P --honor-max-tokens >"$TMP/vd.log" 2>&1 & PIDS+=($!)
 "$TMP/infergate" fake-engine --dialect sglang --role prefill --addr 127.0.0.84:$P --bootstrap-port $((P + 1)) >"$TMP/sp.log" 2>&1 & PIDS+=($!)
 "$TMP/infergate" fake-engine --dialect sglang --role decode --addr 127.0.0.85:$P >"$TMP/sd.log" 2>&1 & PIDS+=($!)
 cat >"$TMP/rules.yaml" <<YAML

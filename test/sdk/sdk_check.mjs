@@ -84,6 +84,19 @@ for (const [label, base] of [["single", single], ["vllm-pd", vllm], ["sglang-pd"
       throw e;
     }
   });
+  if (label !== "sglang-pd") {
+    // messages.stream() accumulates the whole event sequence and throws on a
+    // message_start without usage or a missing content block event.
+    await check(`${label} anthropic messages.stream`, async () => {
+      const s = a.messages.stream({ model: "fake-model", max_tokens: 2, messages: [{ role: "user", content: "hi" }] });
+      let text = "";
+      s.on("text", (t) => (text += t));
+      const m = await s.finalMessage();
+      must(m.content[0]?.text === text && text.length > 0, "final message carries the streamed text");
+      must(m.stop_reason === "max_tokens" || label === "single", "stopped at max_tokens: " + m.stop_reason);
+      return `${JSON.stringify(text)} stop_reason ${m.stop_reason}`;
+    });
+  }
   await check(`${label} anthropic count_tokens`, async () => {
     const r = await a.messages.countTokens({ model: "fake-model", messages: [{ role: "user", content: "hi" }] });
     return `${r.input_tokens} tokens`;

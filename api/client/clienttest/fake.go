@@ -127,6 +127,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 				kept = append(kept, x)
 			}
 		}
+		if len(kept) == len(s.rules) { // as the real API: a name no rule has is 404
+			writeErr(w, http.StatusNotFound, codeNotFound, "", "no rule is named "+strconv.Quote(name))
+			return
+		}
 		s.rules = kept
 		writeJSON(w, http.StatusOK, map[string]string{"result": resultSuccess})
 	case r.Method == http.MethodDelete && strings.HasPrefix(p, routeHostURL):
