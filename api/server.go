@@ -183,6 +183,7 @@ func (s *Server) routes() *gin.Engine {
 	metricsHandler := gin.WrapH(promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
+	e.GET(routeReadyzPD, s.readyzPD) // pdready.go
 	e.GET(routeMetrics, metricsHandler)
 
 	v1 := e.Group(BasePath)

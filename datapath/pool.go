@@ -99,6 +99,9 @@ type compiled struct {
 	// Per-request counter children made on first use (hotmetrics.go).
 	chwblm chwblMetrics
 	pdc    pdCounters
+	// pairWarned is the last no_compatible_pd_pair difference logged
+	// (warnNoPair, pdpair.go).
+	pairWarned atomic.Pointer[string]
 }
 
 // defaultPD5xxStreak trips a P/D endpoint's breaker when the daemon
@@ -242,7 +245,7 @@ func (c *compiled) healthStatus() spec.RuleStatus {
 		}
 		b := ep.br.state.Load()
 		st.Endpoints[ep.id] = spec.EndpointStatus{State: state, Breaker: breakerName(b),
-			Requests: ep.requests.Load(), Bytes: ep.bytes.Load()}
+			Requests: ep.requests.Load(), Bytes: ep.bytes.Load(), PairingKey: pairingKey(&c.rule.Endpoints[i])}
 		if h == healthProbing {
 			probing++
 		}

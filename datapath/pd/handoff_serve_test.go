@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/infergate/infergate/datapath/pd"
+	"github.com/infergate/infergate/internal/pdfake"
 	"github.com/infergate/infergate/spec"
 )
 
@@ -105,5 +106,27 @@ func TestVLLMInvalidHandoffNeverReachesDecode(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSGLangEndpointBootstrapPort: a prefill's own bootstrap_port wins over
+// the rule's pdBootstrapPort in both legs' bootstrap triple.
+func TestSGLangEndpointBootstrapPort(t *testing.T) {
+	f := startFleet(t, spec.EngineSGLang)
+	f.rule.PD.BootstrapPort = 1 // wrong on purpose: the endpoint's port must be used
+	d := mustDialect(t, spec.EngineSGLang)
+	p := f.prefill.Endpoint()
+	p.BootstrapPort = f.prefill.BootstrapPort()
+	res := f.do(t, d, pathCompletions, clientBody(pathCompletions, false), pd.Pair{Prefill: p, Decode: f.dec.Endpoint()}, 0)
+	if res.status != 200 {
+		t.Fatalf("client got %d: %s", res.status, res.body)
+	}
+	for _, r := range []pdfake.Record{waitLegs(t, f.prefill, 1)[0], waitLegs(t, f.dec, 1)[0]} {
+		var b struct {
+			Port int `json:"bootstrap_port"`
+		}
+		if err := json.Unmarshal(r.Body, &b); err != nil || b.Port != int(p.BootstrapPort) {
+			t.Errorf("leg bootstrap_port = %d (%v), want the endpoint's %d", b.Port, err, p.BootstrapPort)
+		}
 	}
 }

@@ -31,8 +31,8 @@ type Refusal struct {
 
 // Pair facts, keys of spec.Endpoint.PairFacts.
 const (
-	FactBlockSize   = "block_size"
-	FactKVConnector = "kv_connector"
+	FactBlockSize   = spec.FactBlockSize
+	FactKVConnector = spec.FactKVConnector
 )
 
 // Resolve returns a copy of r whose Endpoints are the registrations that
