@@ -104,11 +104,6 @@ type compiled struct {
 	pairWarned atomic.Pointer[string]
 }
 
-// defaultPD5xxStreak trips a P/D endpoint's breaker when the daemon
-// disabled the 5xx streak for single pools: a failing prefill otherwise
-// degrades every request to a recompute.
-const defaultPD5xxStreak = 5
-
 // slot is what selection needs of endpoint i, packed densely.
 type slot struct {
 	ep     *endpoint
@@ -146,9 +141,10 @@ func newCompiled(r *spec.Rule, prev map[string]*endpoint, opts *Options, m *metr
 		}
 		if r.PD != nil {
 			c.cb.connectFails = opts.BreakerPDConnectFailures
-			if c.cb.streak5xx <= 0 {
-				c.cb.streak5xx = defaultPD5xxStreak // a prefill 5xx streak always trips on P/D
-			}
+			// P/D has its own origin-error streak (LoxiLB's, 3), independent
+			// of the single-pool one: a failing prefill otherwise degrades
+			// every request to a recompute.
+			c.cb.streak5xx = opts.BreakerPD5xxStreak
 		}
 	}
 	if r.Session.Source == spec.SessionFromHeader {
