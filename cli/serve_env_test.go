@@ -31,7 +31,10 @@ func TestPDOriginErrThreshold(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got := -1
-			serve := func(_ context.Context, o daemon.Options, _ *logrus.Logger) error { got = o.BreakerPD5xxStreak; return nil }
+			serve := func(_ context.Context, o daemon.Options, _ *logrus.Logger) error {
+				got = o.BreakerPD5xxStreak
+				return nil
+			}
 			env := cli.Env{Serve: serve, Getenv: func(k string) string {
 				if k == "LLB_PD_ORIGIN_ERR_THRESHOLD" {
 					return tc.env

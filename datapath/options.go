@@ -34,14 +34,14 @@ type Options struct {
 	StreamedBodyTimeout time.Duration `yaml:"streamed-body-timeout"`
 
 	// Circuit breaker (LoxiLB semantics, see breaker.go).
-	BreakerConnectFailures   int           `yaml:"breaker-connect-failures"`    // consecutive dial failures that open it
-	BreakerPDConnectFailures int           `yaml:"breaker-pd-connect-failures"` // the same on P/D rules
-	Breaker5xxStreak         int           `yaml:"breaker-5xx-streak"`          // consecutive engine 5xx that open it; 0 disables
+	BreakerConnectFailures   int `yaml:"breaker-connect-failures"`    // consecutive dial failures that open it
+	BreakerPDConnectFailures int `yaml:"breaker-pd-connect-failures"` // the same on P/D rules
+	Breaker5xxStreak         int `yaml:"breaker-5xx-streak"`          // consecutive engine 5xx that open it; 0 disables
 	// BreakerPD5xxStreak is the same on P/D rules, LoxiLB's origin-error
 	// threshold (default 3; 0 disables; LLB_PD_ORIGIN_ERR_THRESHOLD sets
 	// it in cli serve).
-	BreakerPD5xxStreak int `yaml:"breaker-pd-5xx-streak"`
-	BreakerOpenFor           time.Duration `yaml:"breaker-open-for"`            // open window before the half-open trial
+	BreakerPD5xxStreak int           `yaml:"breaker-pd-5xx-streak"`
+	BreakerOpenFor     time.Duration `yaml:"breaker-open-for"` // open window before the half-open trial
 
 	// Health probes.
 	ProbeInterval time.Duration `yaml:"-"` // time between probe rounds of a rule
