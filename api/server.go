@@ -213,6 +213,7 @@ func (s *Server) routes() *gin.Engine {
 	v1.GET(routeAPIKey, s.getAPIKey)
 	v1.GET(routeAPIKeyUsage, s.getAPIKeyUsage)
 	v1.GET(routeTenantLimit, s.listTenantLimits)
+	v1.GET(routeTenantLimitOf, s.getTenantLimit) // tenant_limit.go
 	w.POST(routeAPIKeys, s.postAPIKey)
 	w.PATCH(routeAPIKey, s.patchAPIKey)
 	w.DELETE(routeAPIKey, s.deleteAPIKey)

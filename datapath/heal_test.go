@@ -131,6 +131,15 @@ func TestPDDeadDecodeFailsOver(t *testing.T) {
 			if got := counterSum(t, f.reg, "infergate_datapath_requests_total", map[string]string{"endpoint": id}); got != 0 {
 				t.Errorf("requests counted on the dead decode: %v", got)
 			}
+			// Bytes and requests (the endpoint "counter") go to the decode
+			// that served, never to the one that could not be reached.
+			st, _ := f.rt.Status(f.rule.Key)
+			if es := st.Endpoints[id]; es.Bytes != 0 || es.Requests != 0 {
+				t.Errorf("dead decode counter = %d:%d, want 0:0", es.Requests, es.Bytes)
+			}
+			if live := st.Endpoints[f.decodes[1].Endpoint().ID]; live.Bytes == 0 || live.Requests != 8 {
+				t.Errorf("live decode counter = %d:%d, want 8 requests and their bytes", live.Requests, live.Bytes)
+			}
 		})
 	}
 }

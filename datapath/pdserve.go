@@ -301,7 +301,6 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	x.wroteHeader = true // the dialect answers the client, success or error
 	iw := &idWriter{ResponseWriter: x.w, id: x.requestID}
 	o := c.pd.dialect.Serve(ctx, iw, req, pair, c.pd.sender)
-	c.eps[di].bytes.Add(uint64(len(body)) + iw.written)
 
 	pd.Record(rt.pdm, c.rule, c.pd.models.Label(model, o.Status >= 200 && o.Status < 300), o)
 	if o.PrefillSkipped != "" && rt.pdm.Unsplit != nil {
@@ -315,6 +314,9 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	}
 	rt.feedLegs(c, &o, pi, di)
 	served := c.servedDecode(&o, di)
+	// Charged to the decode that served: after a decode failover the first
+	// choice never got the request.
+	c.eps[served].bytes.Add(uint64(len(body)) + iw.written)
 	switch {
 	case o.ClientGone:
 		c.countRequest(served, statusClientClosed, codeClientClosed)
