@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/spec"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 )
 
 // TestPDPairCompatibility: with advertised pair facts (engines that
@@ -137,5 +138,23 @@ func TestPDStrictPairing(t *testing.T) {
 	waitFor(t, 5*time.Second, "rule ready once paired", func() bool { st, _ := f.rt.Status(f.rule.Key); return st.Ready })
 	if res := post(t, testClient(), f.url(pathCompletions), pdBody(pathCompletions, false, "")); res.status != http.StatusOK {
 		t.Fatalf("paired rule answered %d %s", res.status, res.body)
+	}
+}
+
+// TestWarnNoPairOncePerChange: an unpairable rule logs its difference once,
+// not once per request, and again when the difference changes.
+func TestWarnNoPairOncePerChange(t *testing.T) {
+	log, hook := logtest.NewNullLogger()
+	rt := &Runtime{log: log}
+	c := &compiled{label: "r"}
+	for _, d := range []string{"a", "a", "a", "b", "b", "a"} {
+		rt.warnNoPair(c, d)
+	}
+	var got []string
+	for _, e := range hook.AllEntries() {
+		got = append(got, e.Data["difference"].(string))
+	}
+	if strings.Join(got, ",") != "a,b,a" {
+		t.Fatalf("logged differences %v, want a,b,a", got)
 	}
 }
