@@ -34,7 +34,7 @@ func (s *Server) authorize(c *gin.Context) {
 // cannot map the API by its 404s.
 func (s *Server) access(method, route string) auth.Access {
 	switch route {
-	case "/healthz", "/readyz":
+	case "/healthz", "/readyz", routeReadyzPD:
 		return auth.AccessProbe
 	case routeMetrics, BasePath + routeMetrics:
 		return s.guard.MetricsAccess()

@@ -125,3 +125,27 @@ func TestAPIKeyBadInput(t *testing.T) {
 		t.Fatalf("tenant limits: %s", g.body)
 	}
 }
+
+// TestGetTenantLimit: LoxiLB's GET …/tenant/ratelimit/{tenant_id} answers
+// the tenant's ceilings, 404 tenant_not_found without any.
+func TestGetTenantLimit(t *testing.T) {
+	h, _ := newKeysHarness(t)
+	path := api.BasePath + "/config/ai/tenant/ratelimit"
+	if r := h.do(t, http.MethodPost, path, []byte(`{"tenant_id":"acme","rps":20,"tokens_per_min":5000}`)); r.status != http.StatusOK {
+		t.Fatalf("set: %d %s", r.status, r.body)
+	}
+	r := h.do(t, http.MethodGet, path+"/acme", nil)
+	var got struct {
+		TenantID     string `json:"tenant_id"`
+		RPS          int    `json:"rps"`
+		TokensPerMin int    `json:"tokens_per_min"`
+	}
+	if r.status != http.StatusOK || json.Unmarshal(r.body, &got) != nil || got.TenantID != "acme" || got.RPS != 20 || got.TokensPerMin != 5000 {
+		t.Fatalf("GET acme: %d %s", r.status, r.body)
+	}
+	r = h.do(t, http.MethodGet, path+"/nobody", nil)
+	var e api.ErrorBody
+	if r.status != http.StatusNotFound || json.Unmarshal(r.body, &e) != nil || e.ErrorCode != "tenant_not_found" {
+		t.Fatalf("GET nobody: %d %s", r.status, r.body)
+	}
+}

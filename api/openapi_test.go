@@ -19,6 +19,7 @@ import (
 var undocumented = map[string]string{
 	"GET /healthz":              "process probe outside the API base path",
 	"GET /readyz":               "readiness probe outside the API base path",
+	"GET /readyz/pd":            "P/D readiness probe outside the API base path",
 	"GET /metrics":              "Prometheus' conventional path; documented as /netlox/v1/metrics",
 	"GET /netlox/v1/docs/*file": "Swagger UI static assets",
 	"GET /version":              "conventional path; documented as /netlox/v1/version",

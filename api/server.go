@@ -190,6 +190,7 @@ func (s *Server) routes() *gin.Engine {
 	metricsHandler := gin.WrapH(promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
+	e.GET(routeReadyzPD, s.readyzPD) // pdready.go
 	e.GET(routeMetrics, metricsHandler)
 	e.GET(routeVersion, s.getVersion)
 
@@ -222,6 +223,7 @@ func (s *Server) routes() *gin.Engine {
 	v1.GET(routeAPIKey, s.getAPIKey)
 	v1.GET(routeAPIKeyUsage, s.getAPIKeyUsage)
 	v1.GET(routeTenantLimit, s.listTenantLimits)
+	v1.GET(routeTenantLimitOf, s.getTenantLimit) // tenant_limit.go
 	w.POST(routeAPIKeys, s.postAPIKey)
 	w.PATCH(routeAPIKey, s.patchAPIKey)
 	w.DELETE(routeAPIKey, s.deleteAPIKey)

@@ -123,6 +123,9 @@ type TLSStatusView struct {
 type EndpointStatusView struct {
 	State   string `json:"state"`
 	Breaker string `json:"breaker"`
+	// PairingKey is the endpoint's P/D pairing facts, "k=v,…" (omitted
+	// when it states none).
+	PairingKey string `json:"pairing_key,omitempty"`
 }
 
 // reasonNoRuntime is reported when no datapath status is available, so a
@@ -217,7 +220,7 @@ func statusViewOf(st spec.RuleStatus, ok bool) StatusView {
 	v.Ready, v.Reason = st.Ready, st.Reason
 	v.RefusedRegistrations = st.Refused
 	for id, es := range st.Endpoints {
-		v.Endpoints[id] = EndpointStatusView{State: es.State, Breaker: es.Breaker}
+		v.Endpoints[id] = EndpointStatusView{State: es.State, Breaker: es.Breaker, PairingKey: es.PairingKey}
 	}
 	return v
 }

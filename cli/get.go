@@ -259,7 +259,7 @@ func writeTable(w io.Writer, rs []rules.Rule, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	head := "EXT IP\tPORT\tPROTO\tNAME\tMARK\tSEL\tMODE\tENDPOINTS\tENGINE\tP/D"
 	if wide {
-		head = "EXT IP\tPORT\tPROTO\tNAME\tMARK\tSEL\tMODE\tENGINE\tP/D\tHOST\tMODEL\tENDPOINT\tEPORT\tWEIGHT\tROLE\tNIXL PORT\tSTATE\tHEALTH\tCOUNTER"
+		head = "EXT IP\tPORT\tPROTO\tNAME\tMARK\tSEL\tMODE\tENGINE\tP/D\tHOST\tMODEL\tENDPOINT\tEPORT\tWEIGHT\tROLE\tNIXL PORT\tPAIRING\tSTATE\tHEALTH\tCOUNTER"
 	}
 	fmt.Fprintln(tw, head)
 	for _, r := range rs {
@@ -278,7 +278,7 @@ func writeTable(w io.Writer, rs []rules.Rule, wide bool) error {
 		cells = append(cells, engineCell(sa), pdCell(sa), dash(sa.Host), dash(sa.ModelName))
 		blank := make([]string, len(cells))
 		if len(r.Endpoints) == 0 {
-			fmt.Fprintln(tw, strings.Join(append(cells, "-", "-", "-", "-", "-", "-", "-", "-"), "\t"))
+			fmt.Fprintln(tw, strings.Join(append(cells, "-", "-", "-", "-", "-", "-", "-", "-", "-"), "\t"))
 		}
 		for i, ep := range r.Endpoints {
 			row := blank
@@ -294,7 +294,7 @@ func writeTable(w io.Writer, rs []rules.Rule, wide bool) error {
 				role += ",backup"
 			}
 			row = append(append([]string(nil), row...), ep.EndpointIP, strconv.Itoa(ep.TargetPort),
-				strconv.Itoa(ep.Weight), role, nixl, stateCell(ep), dash(ep.Health), dash(ep.Counter))
+				strconv.Itoa(ep.Weight), role, nixl, dash(spec.PairingKey(rules.PairFacts(&ep))), stateCell(ep), dash(ep.Health), dash(ep.Counter))
 			fmt.Fprintln(tw, strings.Join(row, "\t"))
 		}
 	}

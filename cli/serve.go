@@ -23,6 +23,9 @@ func newServeCmd(g *globals) *cobra.Command {
 			if g.env.Serve == nil {
 				return errors.New("serve is not available in this build")
 			}
+			if err := applyServeEnv(cmd, &opts, g.env.Getenv); err != nil {
+				return err
+			}
 			var err error
 			if opts.KV.Tokenizers, err = daemon.ParseTokenizers(kvTokenizers); err != nil {
 				return usagef("--kv-tokenizer: %v", err)
@@ -61,7 +64,8 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.Int64Var(&opts.MaxBodyBytes, "max-body-bytes", opts.MaxBodyBytes, "largest request body read for routing (413 above)")
 	fl.IntVar(&opts.BreakerConnectFailures, "breaker-connect-failures", opts.BreakerConnectFailures, "consecutive connect failures that open an endpoint's breaker")
 	fl.IntVar(&opts.BreakerPDConnectFailures, "breaker-pd-connect-failures", opts.BreakerPDConnectFailures, "same, on P/D rules")
-	fl.IntVar(&opts.Breaker5xxStreak, "breaker-5xx-streak", opts.Breaker5xxStreak, "origin 5xx streak that opens a single-pool endpoint's breaker (0 disables it on single pools only: P/D rules then still trip on a streak of 5)")
+	fl.IntVar(&opts.Breaker5xxStreak, "breaker-5xx-streak", opts.Breaker5xxStreak, "origin 5xx streak that opens a single-pool endpoint's breaker (0 disables it; P/D rules use --breaker-pd-5xx-streak)")
+	fl.IntVar(&opts.BreakerPD5xxStreak, flagBreakerPD5xxStreak, opts.BreakerPD5xxStreak, "origin 5xx streak that opens a P/D endpoint's breaker (LoxiLB's default 3; 0 disables it; env "+envPDOriginErrThreshold+" when the flag is not given)")
 	fl.DurationVar(&opts.BreakerOpenFor, "breaker-open-for", opts.BreakerOpenFor, "how long an open breaker stays open")
 	fl.DurationVar(&opts.DrainGrace, "drain-grace", opts.DrainGrace, "in-flight drain window on rule delete/update")
 	fl.DurationVar(&opts.PrefillTimeout, "prefill-timeout", opts.PrefillTimeout, "P/D prefill leg timeout")

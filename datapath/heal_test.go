@@ -131,6 +131,21 @@ func TestPDDeadDecodeFailsOver(t *testing.T) {
 			if got := counterSum(t, f.reg, "infergate_datapath_requests_total", map[string]string{"endpoint": id}); got != 0 {
 				t.Errorf("requests counted on the dead decode: %v", got)
 			}
+			// Bytes and requests (the endpoint "counter") go to the decode
+			// that served, never to the one that could not be reached.
+			// (Counted after each client has its answer, hence the wait.)
+			liveID := f.decodes[1].Endpoint().ID
+			waitFor(t, 5*time.Second, "all 8 requests on the live decode", func() bool {
+				st, _ := f.rt.Status(f.rule.Key)
+				return st.Endpoints[liveID].Requests == 8
+			})
+			st, _ := f.rt.Status(f.rule.Key)
+			if es := st.Endpoints[id]; es.Bytes != 0 || es.Requests != 0 {
+				t.Errorf("dead decode counter = %d:%d, want 0:0", es.Requests, es.Bytes)
+			}
+			if live := st.Endpoints[liveID]; live.Bytes == 0 {
+				t.Errorf("live decode counter = %d:%d, want its bytes", live.Requests, live.Bytes)
+			}
 		})
 	}
 }

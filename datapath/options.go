@@ -34,10 +34,14 @@ type Options struct {
 	StreamedBodyTimeout time.Duration `yaml:"streamed-body-timeout"`
 
 	// Circuit breaker (LoxiLB semantics, see breaker.go).
-	BreakerConnectFailures   int           `yaml:"breaker-connect-failures"`    // consecutive dial failures that open it
-	BreakerPDConnectFailures int           `yaml:"breaker-pd-connect-failures"` // the same on P/D rules
-	Breaker5xxStreak         int           `yaml:"breaker-5xx-streak"`          // consecutive engine 5xx that open it; 0 disables
-	BreakerOpenFor           time.Duration `yaml:"breaker-open-for"`            // open window before the half-open trial
+	BreakerConnectFailures   int `yaml:"breaker-connect-failures"`    // consecutive dial failures that open it
+	BreakerPDConnectFailures int `yaml:"breaker-pd-connect-failures"` // the same on P/D rules
+	Breaker5xxStreak         int `yaml:"breaker-5xx-streak"`          // consecutive engine 5xx that open it; 0 disables
+	// BreakerPD5xxStreak is the same on P/D rules, LoxiLB's origin-error
+	// threshold (default 3; 0 disables; LLB_PD_ORIGIN_ERR_THRESHOLD sets
+	// it in cli serve).
+	BreakerPD5xxStreak int           `yaml:"breaker-pd-5xx-streak"`
+	BreakerOpenFor     time.Duration `yaml:"breaker-open-for"` // open window before the half-open trial
 
 	// Health probes.
 	ProbeInterval time.Duration `yaml:"-"` // time between probe rounds of a rule
@@ -105,6 +109,7 @@ func DefaultOptions() Options {
 		BreakerConnectFailures:   5,
 		BreakerPDConnectFailures: 3,
 		Breaker5xxStreak:         5,
+		BreakerPD5xxStreak:       3,
 		BreakerOpenFor:           30 * time.Second,
 		ProbeInterval:            2 * time.Second,
 		ProbeRise:                2,
@@ -129,7 +134,7 @@ func DefaultOptions() Options {
 // withDefaults replaces each size, count or duration that has no "off"
 // meaning and is not positive with its default, so a 0 from a flag or a
 // config file keeps the default instead of refusing every body or timing
-// out at once. Knobs where 0 means "off" (Breaker5xxStreak, the admission
+// out at once. Knobs where 0 means "off" (Breaker5xxStreak, BreakerPD5xxStreak, the admission
 // caps, the in-flight body budget) are taken as given.
 func (o Options) withDefaults() Options {
 	d := DefaultOptions()

@@ -183,6 +183,7 @@ func (rt *Runtime) servePD(x *exchange, c *compiled, body []byte) {
 	}
 	rt.pdm.LadderDecisions.WithLabelValues(c.label, ladder.TierFallback, outcomeMiss, reasonNoRole0).Inc()
 	if pairDiff != "" {
+		rt.warnNoPair(c, pairDiff)
 		rt.fail(x, c, -1, http.StatusServiceUnavailable, CodeNoCompatiblePDPair,
 			"no compatible prefill/decode pair: "+pairDiff)
 		return
@@ -300,7 +301,6 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	x.wroteHeader = true // the dialect answers the client, success or error
 	iw := &idWriter{ResponseWriter: x.w, id: x.requestID}
 	o := c.pd.dialect.Serve(ctx, iw, req, pair, c.pd.sender)
-	c.eps[di].bytes.Add(uint64(len(body)) + iw.written)
 
 	pd.Record(rt.pdm, c.rule, c.pd.models.Label(model, o.Status >= 200 && o.Status < 300), o)
 	if o.PrefillSkipped != "" && rt.pdm.Unsplit != nil {
@@ -314,6 +314,9 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	}
 	rt.feedLegs(c, &o, pi, di)
 	served := c.servedDecode(&o, di)
+	// Charged to the decode that served: after a decode failover the first
+	// choice never got the request.
+	c.eps[served].bytes.Add(uint64(len(body)) + iw.written)
 	switch {
 	case o.ClientGone:
 		c.countRequest(served, statusClientClosed, codeClientClosed)
@@ -417,14 +420,19 @@ func (c *compiled) indexOf(id string) int {
 }
 
 // pdStatus is a P/D rule's readiness: ready only with at least one usable
-// prefill and one usable decode (a role-0 endpoint keeps traffic flowing
-// but is a degraded mode, so it does not make the rule ready).
+// prefill and one usable decode that may pair (pdpair.go; a role-0
+// endpoint keeps traffic flowing but is a degraded mode, so it does not
+// make the rule ready).
 func (c *compiled) pdStatus(st *spec.RuleStatus) {
 	prefills, decodes := c.pdCandidates(0)
 	switch {
 	case c.pd == nil || c.pd.dialect == nil:
 		st.Reason = "engine " + strconv.Quote(string(c.rule.Engine)) + " has no prefill/decode sequence"
 	case len(prefills) > 0 && len(decodes) > 0:
+		if ok, diff := c.usablePair(prefills, decodes); !ok {
+			st.Reason = "no compatible prefill/decode pair among the usable endpoints: " + diff
+			break
+		}
 		st.Ready = true
 	case len(prefills) == 0 && len(decodes) == 0:
 		st.Reason = "no usable prefill and no usable decode endpoint"

@@ -784,10 +784,10 @@ func TestPDBreakerPrefill5xxStreak(t *testing.T) {
 	o.Breaker5xxStreak = 0 // disabled for single pools: P/D still trips
 	o.BreakerOpenFor = time.Minute
 	f := newPDFleet(t, o, spec.EngineVLLM, 1, 1)
-	f.prefills[0].Inject(pdfake.Fault500, defaultPD5xxStreak)
+	f.prefills[0].Inject(pdfake.Fault500, o.BreakerPD5xxStreak)
 	c := testClient()
 	id := f.prefills[0].Endpoint().ID
-	for i := range defaultPD5xxStreak {
+	for i := range o.BreakerPD5xxStreak {
 		if res := post(t, c, f.url(pathCompletions), pdBody(pathCompletions, false, "")); res.status != http.StatusOK {
 			t.Fatalf("request %d: %d %s (decode should recompute)", i, res.status, res.body)
 		}

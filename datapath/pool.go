@@ -99,12 +99,10 @@ type compiled struct {
 	// Per-request counter children made on first use (hotmetrics.go).
 	chwblm chwblMetrics
 	pdc    pdCounters
+	// pairWarned is the last no_compatible_pd_pair difference logged
+	// (warnNoPair, pdpair.go).
+	pairWarned atomic.Pointer[string]
 }
-
-// defaultPD5xxStreak trips a P/D endpoint's breaker when the daemon
-// disabled the 5xx streak for single pools: a failing prefill otherwise
-// degrades every request to a recompute.
-const defaultPD5xxStreak = 5
 
 // slot is what selection needs of endpoint i, packed densely.
 type slot struct {
@@ -143,9 +141,10 @@ func newCompiled(r *spec.Rule, prev map[string]*endpoint, opts *Options, m *metr
 		}
 		if r.PD != nil {
 			c.cb.connectFails = opts.BreakerPDConnectFailures
-			if c.cb.streak5xx <= 0 {
-				c.cb.streak5xx = defaultPD5xxStreak // a prefill 5xx streak always trips on P/D
-			}
+			// P/D has its own origin-error streak (LoxiLB's, 3), independent
+			// of the single-pool one: a failing prefill otherwise degrades
+			// every request to a recompute.
+			c.cb.streak5xx = opts.BreakerPD5xxStreak
 		}
 	}
 	if r.Session.Source == spec.SessionFromHeader {
@@ -242,7 +241,7 @@ func (c *compiled) healthStatus() spec.RuleStatus {
 		}
 		b := ep.br.state.Load()
 		st.Endpoints[ep.id] = spec.EndpointStatus{State: state, Breaker: breakerName(b),
-			Requests: ep.requests.Load(), Bytes: ep.bytes.Load()}
+			Requests: ep.requests.Load(), Bytes: ep.bytes.Load(), PairingKey: pairingKey(&c.rule.Endpoints[i])}
 		if h == healthProbing {
 			probing++
 		}

@@ -55,6 +55,9 @@ type PD struct {
 	// DecodeFailovers counts decode legs re-sent to another decode because
 	// the first one's connection failed before the engine got the request.
 	DecodeFailovers *prometheus.CounterVec // infergate_pd_decode_failovers_total{rule}
+	// HandoffInvalid counts prefill answers whose transfer parameters a
+	// decode could not use (answered 502 pd_handoff_invalid, no decode leg).
+	HandoffInvalid *prometheus.CounterVec // infergate_pd_handoff_invalid_total{rule}
 }
 
 func newPD(reg prometheus.Registerer) *PD {
@@ -106,6 +109,9 @@ func newPD(reg prometheus.Registerer) *PD {
 	p.Unsplit = counter("infergate_pd_unsplit_requests_total",
 		"Requests a P/D rule served on one endpoint without the P/D sequence, by path and reason.", "rule", "path", "reason")
 	reg.MustRegister(p.Unsplit)
+	p.HandoffInvalid = counter("infergate_pd_handoff_invalid_total",
+		"Prefill answers whose KV transfer parameters were malformed; answered 502 pd_handoff_invalid without a decode leg.", "rule")
+	reg.MustRegister(p.HandoffInvalid)
 	reg.MustRegister(p.Requests, p.RoomRetries, p.TRTEarlyExits, p.KVTransferFailures,
 		p.PrefillDeaths, p.DecodeDeaths, p.Failovers, p.PrefillDuration, p.DecodeTTFB, p.Duration,
 		p.LegRequests, p.LadderDecisions, p.SessionHits, p.FallbackToNormal,

@@ -66,6 +66,7 @@ func compileValid(r *Rule) *spec.Rule {
 			SessionTTL:          orDuration(seconds(sa.PDSessionTTLSec), defaultPDSessionTTL),
 			CacheThreshold:      orInt(sa.PDCacheThreshold, defaultPDCacheThreshold),
 			BalanceAbsThreshold: orInt(sa.PDBalanceAbsThreshold, defaultPDBalanceAbs),
+			PairingStrict:       sa.PDPairingMode == PairingStrict,
 		}
 		if eng == spec.EngineSGLang {
 			pd.BootstrapPort = uint16(orInt(sa.PDBootstrapPort, defaultPDBootstrapPort))
@@ -99,6 +100,7 @@ func compileValid(r *Rule) *spec.Rule {
 		if eng == spec.EngineVLLM {
 			se.NixlPort = uint16(orInt(ep.NixlPort, ep.TargetPort))
 		}
+		compilePairing(&ep, &se) // pairing.go
 		out.Endpoints[i] = se
 	}
 	compileLoxiLB(r, out)

@@ -117,6 +117,8 @@ var crossChecks = []crossCheck{
 	{"kv-zmq-port-span", checkZmqSpan},
 	{"duplicate-endpoints", checkDuplicateEndpoints},
 	{"nixl-port-vllm-only", checkNixlVLLM},
+	{"unspecified-endpoint", checkUnspecifiedEndpoints}, // pairing.go
+	{"pd-pairing", checkPairing},                        // pairing.go
 	{"session-header", checkSessionHeader},
 	{"probe-type-served", checkProbeServed},
 	{"path-match", checkPathMatch},

@@ -83,6 +83,10 @@ type ServiceArguments struct {
 	PDCacheThreshold      int  `json:"pd_cache_threshold,omitempty" yaml:"pd_cache_threshold,omitempty"`
 	PDBalanceAbsThreshold int  `json:"pd_balance_abs_threshold,omitempty" yaml:"pd_balance_abs_threshold,omitempty"`
 	PDBootstrapPort       int  `json:"pdBootstrapPort,omitempty" yaml:"pdBootstrapPort,omitempty"`
+	// PDPairingMode is lenient (default: legs whose transfer facts are
+	// unknown pair) or strict (both legs must declare pairing_protocol or
+	// kv_connector). An infergate extension (pairing.go).
+	PDPairingMode string `json:"pd_pairing_mode,omitempty" yaml:"pd_pairing_mode,omitempty"`
 
 	KVExactMode   int    `json:"kvExactMode,omitempty" yaml:"kvExactMode,omitempty"`
 	KVEngineType  string `json:"kvEngineType,omitempty" yaml:"kvEngineType,omitempty"`
@@ -176,6 +180,20 @@ type Endpoint struct {
 	// (probing, active, down, draining, breaker-open) next to LoxiLB's
 	// active/inactive State.
 	Health string `json:"health,omitempty" yaml:"health,omitempty"`
+
+	// --- P/D pairing facts (infergate extensions, pairing.go) ---
+	// A prefill hands its KV only to a decode that speaks the same
+	// transfer: these declare what this engine speaks. Unset facts are
+	// unknown (they pair in lenient mode).
+	KVConnector     string `json:"kv_connector,omitempty" yaml:"kv_connector,omitempty"`
+	KVBlockSize     int    `json:"kv_block_size,omitempty" yaml:"kv_block_size,omitempty"`
+	KVCacheDtype    string `json:"kv_cache_dtype,omitempty" yaml:"kv_cache_dtype,omitempty"`
+	PairingProtocol string `json:"pairing_protocol,omitempty" yaml:"pairing_protocol,omitempty"`
+	// BootstrapPort is an SGLang prefill's own bootstrap port (0: the
+	// rule's pdBootstrapPort).
+	BootstrapPort int `json:"bootstrap_port,omitempty" yaml:"bootstrap_port,omitempty"`
+	// Labels are free-form key/value labels, stored and shown.
+	Labels map[string]string `json:"labels,omitempty" yaml:"labels,omitempty"`
 }
 
 // SecondaryIP is LoxiLB's SCTP multi-homing address (accepted, never served).

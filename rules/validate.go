@@ -57,6 +57,7 @@ var (
 		"PDCacheThreshold":            "min=0,max=100",
 		"PDBalanceAbsThreshold":       "min=0,max=255",
 		"PDBootstrapPort":             "min=0,max=65535",
+		"PDPairingMode":               "omitempty,oneof=lenient strict",
 		"KVExactMode":                 "min=0,max=3",
 		"KVEngineType":                "omitempty,oneof=vllm sglang trtllm llamacpp",
 		"KVZmqPort":                   "min=0,max=65535",
@@ -72,6 +73,9 @@ var (
 		"Weight":     "min=0,max=255",
 		"EPRole":     "min=0,max=2",
 		"NixlPort":   "min=0,max=65535",
+		// P/D pairing facts (pairing.go checks their spelling).
+		"KVBlockSize":   "min=0,max=4096",
+		"BootstrapPort": "min=0,max=65535",
 	}
 	secondaryIPFieldRules   = map[string]string{"SecondaryIP": "required"}
 	allowedSourceFieldRules = map[string]string{"Prefix": "required,cidr"}

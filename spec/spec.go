@@ -3,7 +3,9 @@ package spec
 import (
 	"fmt"
 	"net/netip"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/infergate/infergate/tlsmat"
@@ -125,9 +127,47 @@ type Endpoint struct {
 	// --- issue 15 ---
 	// PairFacts are the facts a registered engine advertised that must
 	// match across a prefill/decode pair (e.g. block_size, kv_connector);
-	// nil for static endpoints (nothing advertised, any pair goes).
+	// nil when nothing is advertised or declared (any pair goes, unless
+	// the rule pairs strictly). Static endpoints declare them with
+	// kv_connector, kv_block_size, kv_cache_dtype and pairing_protocol.
+	// Keys are the Fact… constants.
 	PairFacts map[string]string
+	// BootstrapPort is an SGLang prefill's own bootstrap port; 0 → the
+	// rule's PD.BootstrapPort.
+	BootstrapPort uint16
+	// Labels are free-form operator labels (stored, shown, not routed on).
+	Labels map[string]string
 }
+
+// PairingKey is pair facts as one stable string, "k=v,…" in key order ("" for
+// none): the form /status and `get lb -o wide` show.
+func PairingKey(facts map[string]string) string {
+	if len(facts) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(facts))
+	for k := range facts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(k + "=" + facts[k])
+	}
+	return b.String()
+}
+
+// Pair facts: keys of Endpoint.PairFacts, the transfer facts a
+// prefill/decode pair must agree on when both legs know them.
+const (
+	FactBlockSize       = "block_size"
+	FactKVConnector     = "kv_connector"
+	FactKVCacheDtype    = "kv_cache_dtype"
+	FactPairingProtocol = "pairing_protocol"
+)
 
 // SessionSource says where the sticky-session key of sel 3 comes from.
 type SessionSource uint8
@@ -166,6 +206,10 @@ type PD struct {
 	CacheThreshold      int           // pd_cache_threshold percent, 0 → 20
 	BalanceAbsThreshold int           // pd_balance_abs_threshold, 0 → 3
 	BootstrapPort       uint16        // SGLang pdBootstrapPort, 0 → 8998
+	// PairingStrict is pd_pairing_mode strict: both legs of a pair must
+	// declare a pairing_protocol or a kv_connector (lenient, the default,
+	// pairs legs whose facts are unknown).
+	PairingStrict bool
 }
 
 // KV is the KV-exact (Tier 1.5) configuration; nil when kvExactMode is 0.
@@ -258,6 +302,10 @@ type EndpointStatus struct {
 	// --- LoxiLB compatibility (issue 12): the endpoint "counter" ---
 	Requests uint64 // requests that reached the engine (P/D: every leg)
 	Bytes    uint64 // request bodies sent + response bodies relayed
+
+	// PairingKey is the endpoint's P/D pairing facts as "k=v,…" (sorted;
+	// "" when it states none).
+	PairingKey string
 }
 
 // RuleStatus is the runtime view of a rule, reported by the datapath.

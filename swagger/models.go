@@ -125,6 +125,16 @@ func fieldNotes() map[string]FieldNote {
 		ep("urlPath"):       {Description: "This endpoint's HTTP probe path (overrides probereq); needs probetype http/https."},
 		ep("expectedCodes"): {Description: "Status codes this endpoint's probe accepts: \"200\", \"200,202\" or \"200-204\" (default any 2xx)."},
 		ep("subnetId"):      {Description: "Octavia member subnet id; stored and returned verbatim."},
+
+		// P/D pairing (infergate extensions, docs/datapath.md "Pairing").
+		sa("pd_pairing_mode"): {Description: "P/D rules: lenient (default; legs whose transfer facts are unknown pair) or strict " +
+			"(both legs of a pair must declare pairing_protocol or kv_connector).", Enum: enum("", "lenient", "strict")},
+		ep("kv_connector"):     {Description: "P/D: the engine's KV connector (NixlConnector, MooncakeConnector, …); a pair must match when both declare it."},
+		ep("kv_block_size"):    {Description: "P/D: the engine's KV block size in tokens; a pair must match when both declare it.", Min: ptrFloat(0), Max: ptrFloat(4096)},
+		ep("kv_cache_dtype"):   {Description: "P/D: the engine's KV cache dtype (auto, fp8, …); a pair must match when both declare it."},
+		ep("pairing_protocol"): {Description: "P/D: an explicit transfer protocol name; a pair must match when both declare it."},
+		ep("bootstrap_port"):   {Description: "SGLang prefill: this engine's bootstrap server port (0 = the rule's pdBootstrapPort).", Min: ptrFloat(0), Max: ptrFloat(65535)},
+		ep("labels"):           {Description: "Free-form labels (at most 16; keys of letters, digits, . _ - /; values up to 256 characters), stored and shown."},
 		ep("health"): {Description: "Output only: infergate's finer endpoint state.",
 			Enum: enum("probing", "active", "down", "draining", "breaker-open"), ReadOnly: true},
 

@@ -86,6 +86,12 @@ func addTenantPaths(g *generator, paths map[string]PathItem, errs *Schema, inter
 		},
 	}
 	paths["/config/ai/tenant/ratelimit/{tenant_id}"] = PathItem{
+		"get": {
+			Tags: tags, Summary: "One tenant's ceilings (LoxiLB's path)", OperationID: "getAITenantRateLimit",
+			Parameters: []Parameter{pathParam("tenant_id", "The tenant.")},
+			Responses: map[string]*Response{"200": {Description: "The tenant's ceilings.", Schema: limit},
+				"404": fail("The tenant has no ceilings.", errorExample{404, "tenant t has no limits", "tenant not found", "tenant_not_found", "tenant_id"})},
+		},
 		"delete": {
 			Tags: tags, Summary: "Remove a tenant's ceilings (infergate; its keys keep their own limits)", OperationID: "deleteAITenantRateLimit",
 			Parameters: []Parameter{pathParam("tenant_id", "The tenant.")},

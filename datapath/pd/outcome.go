@@ -52,14 +52,17 @@ type Outcome struct {
 	// KVTransferFailed: decode ran without transfer params and recomputed
 	// the prefill (prefill failed twice, or answered without params).
 	KVTransferFailed bool
-	PrefillFailover  bool // the one prefill retry (vLLM/TRT) was used
-	DecodeFailover   bool // a decode leg was re-sent to another decode after a connect failure
-	RoomRetry        bool // the SGLang pair retry with a fresh room was used
-	EarlyExit        bool // TRT-LLM context finished the request
-	Relayed          bool // an engine's error response was relayed verbatim
-	ClientGone       bool // the client disconnected before the response completed
-	StreamCut        bool // decode died after bytes were relayed
-	IdleTimeout      bool // decode went silent and the relay was ended
+	// HandoffInvalid: the prefill answered with transfer parameters a
+	// decode could not use (CodeHandoffInvalid); no decode leg was sent.
+	HandoffInvalid  bool
+	PrefillFailover bool // the one prefill retry (vLLM/TRT) was used
+	DecodeFailover  bool // a decode leg was re-sent to another decode after a connect failure
+	RoomRetry       bool // the SGLang pair retry with a fresh room was used
+	EarlyExit       bool // TRT-LLM context finished the request
+	Relayed         bool // an engine's error response was relayed verbatim
+	ClientGone      bool // the client disconnected before the response completed
+	StreamCut       bool // decode died after bytes were relayed
+	IdleTimeout     bool // decode went silent and the relay was ended
 	// PrefillSkipped names the request shape (Shape…) for which vLLM sent no
 	// prefill leg and let decode compute the prompt; "" otherwise.
 	PrefillSkipped string

@@ -38,6 +38,9 @@ func Record(m *metrics.PD, rule *spec.Rule, model string, o Outcome) {
 	if o.KVTransferFailed {
 		m.KVTransferFailures.WithLabelValues(name).Inc()
 	}
+	if o.HandoffInvalid {
+		m.HandoffInvalid.WithLabelValues(name).Inc()
+	}
 	if o.PrefillFailover {
 		m.Failovers.WithLabelValues(name).Inc()
 	}

@@ -18,6 +18,12 @@ const (
 	fieldMinTokens           = "min_tokens"
 	fieldN                   = "n"
 
+	// Stop conditions, and vLLM's switch to ignore the end-of-sequence token.
+	fieldStop                   = "stop"
+	fieldStopTokenIDs           = "stop_token_ids"
+	fieldIncludeStopStrInOutput = "include_stop_str_in_output"
+	fieldIgnoreEOS              = "ignore_eos"
+
 	// vLLM NIXL connector.
 	fieldKVTransferParams = "kv_transfer_params"
 	fieldDoRemoteDecode   = "do_remote_decode"
@@ -276,6 +282,7 @@ func (o *object) applyEdits(edits []edit, own bool) []byte {
 // Literal values the rewriters splice in.
 var (
 	jsonFalse = []byte("false")
+	jsonTrue  = []byte("true")
 	jsonOne   = []byte("1")
 	// vllmPrefillParams asks a vLLM NIXL prefill to keep its KV blocks for a
 	// remote decode.
@@ -295,12 +302,17 @@ func isChat(path string) bool {
 // generate one token, no streaming, one choice, and ask the engine to hold
 // the KV for a remote decode. min_tokens is dropped (it would contradict the
 // cap of 1), any client kv_transfer_params is replaced and every other
-// client transfer field is dropped (applyOwn).
+// client transfer field is dropped (applyOwn). The one token must end by
+// the cap: vLLM's connector returns transfer params only for a
+// length-capped finish, so an EOS or a client stop string on the first
+// token would leave the decode without a handoff. The prefill therefore
+// ignores EOS and carries no stop conditions; the decode leg keeps the
+// client's.
 func vllmPrefillBody(o *object, path string) []byte {
 	if isResponses(path) {
 		return vllmResponsesPrefillBody(o)
 	}
-	var e [8]edit
+	var e [12]edit
 	edits := e[:0]
 	_, hasMCT := o.lookup(fieldMaxCompletionTokens)
 	_, hasMT := o.lookup(fieldMaxTokens)
@@ -320,6 +332,10 @@ func vllmPrefillBody(o *object, path string) []byte {
 		edit{fieldStreamOptions, nil},
 		edit{fieldStream, jsonFalse},
 		edit{fieldN, jsonOne},
+		edit{fieldIgnoreEOS, jsonTrue},
+		edit{fieldStop, nil},
+		edit{fieldStopTokenIDs, nil},
+		edit{fieldIncludeStopStrInOutput, nil},
 		edit{fieldKVTransferParams, vllmPrefillParams},
 	)
 	return o.applyOwn(edits)

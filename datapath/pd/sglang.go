@@ -79,7 +79,7 @@ func (q sgSeq) serveOne() {
 	for {
 		// A fresh room per attempt: the old room died with its prefill (or
 		// lost its decode) and must never be matched again.
-		body := sglangBody(&q.obj, prefill.Addr.Addr().String(), q.port, randUint63())
+		body := sglangBody(&q.obj, prefill.Addr.Addr().String(), q.bootstrapPort(prefill), randUint63())
 		switch q.attempt(body, prefill, decodes, !roomRetried) {
 		case retryNone:
 			return
@@ -96,6 +96,15 @@ func (q sgSeq) serveOne() {
 			q.log.WithField("endpoint", prefill.ID).Warn("pd: sglang prefill connection died, retrying pair with a fresh room")
 		}
 	}
+}
+
+// bootstrapPort is the port decodes join prefill on: the endpoint's own
+// bootstrap_port, else the rule's pdBootstrapPort.
+func (q sgSeq) bootstrapPort(prefill spec.Endpoint) uint16 {
+	if prefill.BootstrapPort != 0 {
+		return prefill.BootstrapPort
+	}
+	return q.port
 }
 
 // sgRetry is what an SGLang dual dispatch asks its caller to do next.

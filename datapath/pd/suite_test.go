@@ -123,7 +123,7 @@ func checkVLLMLegs(t *testing.T, f *fleet, path, body string, p, d pdfake.Record
 	}
 	want = strings.NewReplacer(`"max_tokens":16`, cap, `"max_completion_tokens":16`, cap,
 		`"stream":true`, `"stream":false`, `,"stream_options":{"include_usage":true}`, "").Replace(body)
-	want = withoutClose(want) + `,"n":1,"kv_transfer_params":{"do_remote_decode":true,"do_remote_prefill":false}}`
+	want = withoutClose(want) + `,"n":1,"ignore_eos":true,"kv_transfer_params":{"do_remote_decode":true,"do_remote_prefill":false}}`
 	if string(p.Body) != want {
 		t.Errorf("prefill body\n got: %s\nwant: %s", p.Body, want)
 	}

@@ -63,7 +63,11 @@ func runVLLM(q *seq) {
 	}
 	var params []byte
 	if ok {
-		params = kvTransferParams(r.body)
+		var err error
+		if params, err = vllmHandoff(r.body); err != nil {
+			q.handoffInvalid(prefill.ID, err)
+			return
+		}
 		o.KVTransferFailed = params == nil
 	}
 
@@ -75,19 +79,4 @@ func runVLLM(q *seq) {
 		h.Set(headerRequestID, vllmRequestID(prefill, decode, suffix))
 		return upstream.Leg{Endpoint: decode, Path: req.Path, Header: h, Body: body}
 	})
-}
-
-// kvTransferParams extracts the prefill response's top-level
-// kv_transfer_params object verbatim; nil when absent, null or not an object
-// (decode then recomputes).
-func kvTransferParams(body []byte) []byte {
-	obj, err := parseObject(body)
-	if err != nil {
-		return nil
-	}
-	v, ok := obj.lookup(fieldKVTransferParams)
-	if !ok || len(v) == 0 || v[0] != '{' {
-		return nil
-	}
-	return v
 }

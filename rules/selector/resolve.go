@@ -31,8 +31,8 @@ type Refusal struct {
 
 // Pair facts, keys of spec.Endpoint.PairFacts.
 const (
-	FactBlockSize   = "block_size"
-	FactKVConnector = "kv_connector"
+	FactBlockSize   = spec.FactBlockSize
+	FactKVConnector = spec.FactKVConnector
 )
 
 // Resolve returns a copy of r whose Endpoints are the registrations that
@@ -110,14 +110,17 @@ func endpointFor(r *spec.Rule, e etcdstore.EngineEntry) (spec.Endpoint, *Refusal
 			ep.NixlPort = uint16(g.NixlPort)
 		}
 	}
-	if g.BlockSize != 0 || g.KVConnector != "" {
-		ep.PairFacts = map[string]string{}
-		if g.BlockSize != 0 {
-			ep.PairFacts[FactBlockSize] = strconv.Itoa(g.BlockSize)
+	facts := map[string]string{}
+	if g.BlockSize != 0 {
+		facts[FactBlockSize] = strconv.Itoa(g.BlockSize)
+	}
+	for k, v := range map[string]string{FactKVConnector: g.KVConnector, spec.FactKVCacheDtype: g.KVCacheDtype, spec.FactPairingProtocol: g.PairingProtocol} {
+		if v != "" {
+			facts[k] = v
 		}
-		if g.KVConnector != "" {
-			ep.PairFacts[FactKVConnector] = g.KVConnector
-		}
+	}
+	if len(facts) > 0 {
+		ep.PairFacts = facts
 	}
 	return ep, nil
 }

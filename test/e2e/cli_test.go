@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -155,7 +156,7 @@ spec:
 		} {
 			ep := got.Endpoints[i]
 			ep.State, ep.Counter, ep.Health = "", "", ""
-			if ep != want {
+			if !reflect.DeepEqual(ep, want) {
 				t.Errorf("endpoint %d = %+v, want %+v", i, ep, want)
 			}
 		}

@@ -31,8 +31,10 @@ type Registration struct {
 	KVZmqPort     int    `json:"kvZmqPort,omitempty"`      // KV-events publisher
 	DPRanks       int    `json:"dp_ranks,omitempty"`       // data-parallel ranks (0 = 1)
 	// Facts a prefill/decode pair must share, when advertised.
-	BlockSize   int    `json:"block_size,omitempty"`   // KV cache block size in tokens
-	KVConnector string `json:"kv_connector,omitempty"` // e.g. NixlConnector, mooncake
+	BlockSize       int    `json:"block_size,omitempty"`       // KV cache block size in tokens
+	KVConnector     string `json:"kv_connector,omitempty"`     // e.g. NixlConnector, mooncake
+	KVCacheDtype    string `json:"kv_cache_dtype,omitempty"`   // e.g. auto, fp8
+	PairingProtocol string `json:"pairing_protocol,omitempty"` // an explicit transfer protocol name
 }
 
 // Registration field values.
@@ -59,8 +61,14 @@ func (r Registration) Addr() (netip.AddrPort, error) {
 
 // Validate refuses a registration no rule could use, naming the field.
 func (r Registration) Validate() error {
-	if _, err := r.Addr(); err != nil {
+	ap, err := r.Addr()
+	if err != nil {
 		return err
+	}
+	if ap.Addr().IsUnspecified() {
+		// A listen address: nobody can connect to it, and as a transfer
+		// address a peer would reach itself.
+		return fmt.Errorf("url: %q names the unspecified address; register the engine's own address", r.URL)
 	}
 	switch r.Role {
 	case RolePrefill, RoleDecode, RoleAny:
@@ -91,6 +99,10 @@ func (r Registration) Validate() error {
 		return fmt.Errorf("block_size: %d is not within 0..1024", r.BlockSize)
 	case len(r.KVConnector) > 64:
 		return errors.New("kv_connector: longer than 64 characters")
+	case len(r.KVCacheDtype) > 64:
+		return errors.New("kv_cache_dtype: longer than 64 characters")
+	case len(r.PairingProtocol) > 64:
+		return errors.New("pairing_protocol: longer than 64 characters")
 	}
 	return nil
 }

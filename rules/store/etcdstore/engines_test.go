@@ -28,6 +28,9 @@ func TestRegistrationValidate(t *testing.T) {
 		{"NIXL on SGLang", func(r *etcdstore.Registration) { r.Engine, r.BootstrapPort = "sglang", 1 }, "nixl_port"},
 		{"bootstrap on vLLM", func(r *etcdstore.Registration) { r.BootstrapPort = 1 }, "bootstrap_port"},
 		{"port out of range", func(r *etcdstore.Registration) { r.KVZmqPort = 70000 }, "kvZmqPort"},
+		{"unspecified IPv4", func(r *etcdstore.Registration) { r.URL = "http://0.0.0.0:8000" }, "url"},
+		{"unspecified IPv6", func(r *etcdstore.Registration) { r.URL = "http://[::]:8000" }, "url"},
+		{"pairing facts", func(r *etcdstore.Registration) { r.KVCacheDtype, r.PairingProtocol = "fp8", "nixl" }, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

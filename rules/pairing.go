@@ -1,0 +1,189 @@
+package rules
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/infergate/infergate/apierror"
+	"github.com/infergate/infergate/spec"
+)
+
+// P/D pairing: the transfer facts an endpoint declares (a prefill can hand
+// its KV only to a decode with the same connector, block size and cache
+// dtype) and the rule's pd_pairing_mode. These are infergate extensions;
+// the datapath compares them per pair (datapath/pdpair.go), the same
+// mechanism that compares what registered engines advertise.
+
+// Wire names.
+const (
+	fieldPDPairingMode   = "pd_pairing_mode"
+	fieldKVConnector     = "kv_connector"
+	fieldKVBlockSizeEP   = "kv_block_size"
+	fieldKVCacheDtype    = "kv_cache_dtype"
+	fieldPairingProtocol = "pairing_protocol"
+	fieldBootstrapPortEP = "bootstrap_port"
+	fieldLabels          = "labels"
+)
+
+// pd_pairing_mode values.
+const (
+	PairingLenient = "lenient" // default: unknown facts pair
+	PairingStrict  = "strict"  // both legs must declare a protocol or connector
+)
+
+// Limits of the free-form fields.
+const (
+	maxFactLen    = 64
+	maxLabels     = 16
+	maxLabelKey   = 63
+	maxLabelValue = 256
+)
+
+// checkPairing: the pairing fields belong to P/D rules; the fact names
+// are identifiers (they are compared byte for byte and shown in status);
+// a per-endpoint bootstrap_port is an SGLang prefill's; labels are small.
+func checkPairing(r *Rule) *apierror.Error {
+	sa := &r.ServiceArguments
+	if sa.PDPairingMode != "" && !sa.PDDisaggMode {
+		msg := "pd_pairing_mode applies to prefill/decode rules (pd_disagg_mode)"
+		return invalidCombo(saPath(fieldPDPairingMode), msg, msg)
+	}
+	for i := range r.Endpoints {
+		ep := &r.Endpoints[i]
+		facts := []struct{ name, v string }{
+			{fieldKVConnector, ep.KVConnector}, {fieldKVCacheDtype, ep.KVCacheDtype}, {fieldPairingProtocol, ep.PairingProtocol},
+		}
+		for _, f := range facts {
+			if f.v != "" && !isFactName(f.v) {
+				msg := fmt.Sprintf("%s %q must be 1..%d letters, digits, '.', '_' or '-'", f.name, f.v, maxFactLen)
+				return invalidField(epPath(i, f.name), msg, msg)
+			}
+		}
+		if (ep.KVConnector != "" || ep.KVBlockSize != 0 || ep.KVCacheDtype != "" || ep.PairingProtocol != "") && !sa.PDDisaggMode {
+			msg := "kv_connector, kv_block_size, kv_cache_dtype and pairing_protocol are prefill/decode pairing facts; the rule has no pd_disagg_mode"
+			return invalidCombo(epPath(i, pairingFieldSet(ep)), msg, msg)
+		}
+		if ep.BootstrapPort != 0 && (!sa.PDDisaggMode || engineOf(sa) != spec.EngineSGLang || ep.EPRole != int(spec.RolePrefill)) {
+			msg := "bootstrap_port is an SGLang prefill's bootstrap server port (pd_disagg_mode, kvEngineType sglang, ep_role 1)"
+			return invalidCombo(epPath(i, fieldBootstrapPortEP), msg, msg)
+		}
+		if err := checkLabels(i, ep.Labels); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pairingFieldSet names the first pairing fact ep sets, for the error path.
+func pairingFieldSet(ep *Endpoint) string {
+	switch {
+	case ep.KVConnector != "":
+		return fieldKVConnector
+	case ep.KVBlockSize != 0:
+		return fieldKVBlockSizeEP
+	case ep.KVCacheDtype != "":
+		return fieldKVCacheDtype
+	}
+	return fieldPairingProtocol
+}
+
+func checkLabels(i int, labels map[string]string) *apierror.Error {
+	if len(labels) > maxLabels {
+		msg := fmt.Sprintf("at most %d labels per endpoint (got %d)", maxLabels, len(labels))
+		return invalidField(epPath(i, fieldLabels), msg, msg)
+	}
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		v := labels[k]
+		if len(k) > maxLabelKey || !isLabelKey(k) {
+			msg := fmt.Sprintf("label key %q must be 1..%d letters, digits, '.', '_', '-' or '/'", k, maxLabelKey)
+			return invalidField(epPath(i, fieldLabels)+"."+k, msg, msg)
+		}
+		if len(v) > maxLabelValue || hasControl(v) {
+			msg := fmt.Sprintf("label %s: the value must be at most %d characters without control characters", k, maxLabelValue)
+			return invalidField(epPath(i, fieldLabels)+"."+k, msg, msg)
+		}
+	}
+	return nil
+}
+
+// checkUnspecifiedEndpoints refuses 0.0.0.0 and :: as an endpoint: it is a
+// listen address, not one anyone can connect to (and as a transfer address
+// a peer would reach itself).
+func checkUnspecifiedEndpoints(r *Rule) *apierror.Error {
+	for i, ep := range r.Endpoints {
+		if a, ok := ParseIPLiteral(ep.EndpointIP); ok && a.IsUnspecified() {
+			msg := fmt.Sprintf("endpointIP %s is the unspecified address; name the engine's own address", ep.EndpointIP)
+			return invalidField(epPath(i, fieldEndpointIP), msg, msg)
+		}
+	}
+	return nil
+}
+
+// compilePairing copies the declared facts, the SGLang bootstrap port and
+// the labels into the compiled endpoint.
+func compilePairing(ep *Endpoint, se *spec.Endpoint) {
+	se.PairFacts = PairFacts(ep)
+	se.BootstrapPort = uint16(ep.BootstrapPort)
+	if len(ep.Labels) > 0 {
+		se.Labels = maps.Clone(ep.Labels)
+	}
+}
+
+// PairFacts are the pairing facts ep declares, keyed by spec.Fact…; nil
+// when it declares none.
+func PairFacts(ep *Endpoint) map[string]string {
+	facts := map[string]string{}
+	if ep.KVConnector != "" {
+		facts[spec.FactKVConnector] = ep.KVConnector
+	}
+	if ep.KVBlockSize != 0 {
+		facts[spec.FactBlockSize] = strconv.Itoa(ep.KVBlockSize)
+	}
+	if ep.KVCacheDtype != "" {
+		facts[spec.FactKVCacheDtype] = ep.KVCacheDtype
+	}
+	if ep.PairingProtocol != "" {
+		facts[spec.FactPairingProtocol] = ep.PairingProtocol
+	}
+	if len(facts) == 0 {
+		return nil
+	}
+	return facts
+}
+
+func isFactName(s string) bool {
+	if s == "" || len(s) > maxFactLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func isLabelKey(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' || c == '/') {
+			return false
+		}
+	}
+	return true
+}
+
+func hasControl(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return true
+		}
+	}
+	return false
+}
