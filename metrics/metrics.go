@@ -23,6 +23,8 @@ type Metrics struct {
 	Store *Store // rule store backend (etcd replicas)
 	// TLS (issue 11): HTTPS VIPs, certificates, TLS legs to engines.
 	TLS *TLS
+	// Engine: the engines' own load, scraped from their /metrics.
+	Engine *Engine
 }
 
 // New builds and registers every metric on a fresh registry.
@@ -38,5 +40,6 @@ func New() *Metrics {
 	m.Edge = NewEdge(reg) // issue 10: edge hardening
 	m.Store = NewStore(reg)
 	m.TLS = NewTLS(reg) // issue 11
+	m.Engine = NewEngine(reg)
 	return m
 }
