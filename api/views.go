@@ -123,6 +123,10 @@ type TLSStatusView struct {
 type EndpointStatusView struct {
 	State   string `json:"state"`
 	Breaker string `json:"breaker"`
+	// Engine is the engine's own load from its metrics (queue, running
+	// batch, KV usage, last-scrape age, latest scrape result); absent when
+	// the endpoint is not scraped or no scrape finished yet.
+	Engine *spec.EngineStatus `json:"engine,omitempty"`
 }
 
 // reasonNoRuntime is reported when no datapath status is available, so a
@@ -217,7 +221,7 @@ func statusViewOf(st spec.RuleStatus, ok bool) StatusView {
 	v.Ready, v.Reason = st.Ready, st.Reason
 	v.RefusedRegistrations = st.Refused
 	for id, es := range st.Endpoints {
-		v.Endpoints[id] = EndpointStatusView{State: es.State, Breaker: es.Breaker}
+		v.Endpoints[id] = EndpointStatusView{State: es.State, Breaker: es.Breaker, Engine: es.Engine}
 	}
 	return v
 }

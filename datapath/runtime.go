@@ -22,6 +22,7 @@ import (
 	"github.com/infergate/infergate/datapath/ladder"
 	"github.com/infergate/infergate/datapath/reqbody"
 	"github.com/infergate/infergate/datapath/upstream"
+	"github.com/infergate/infergate/enginestats"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/spec"
 	"github.com/infergate/infergate/tlsmat"
@@ -36,11 +37,12 @@ import (
 type Runtime struct {
 	opts        Options
 	m           *metrics.Datapath
-	pdm         *metrics.PD     // P/D outcomes, legs, ladder decisions
-	rx          *metrics.Radix  // Tier 1 match rate, CHWBL picks
-	tm          *metrics.Tenant // API-key enforcement; nil: not exported
-	kv          *kvplane.Plane  // KV-exact state of every rule with kvExactMode
-	sender      upstream.Sender // every request to an engine: the proxy's and the P/D legs
+	pdm         *metrics.PD          // P/D outcomes, legs, ladder decisions
+	rx          *metrics.Radix       // Tier 1 match rate, CHWBL picks
+	tm          *metrics.Tenant      // API-key enforcement; nil: not exported
+	kv          *kvplane.Plane       // KV-exact state of every rule with kvExactMode
+	es          *enginestats.Scraper // engines' own load, per endpoint (enginesig.go)
+	sender      upstream.Sender      // every request to an engine: the proxy's and the P/D legs
 	log         logrus.FieldLogger
 	up          *upstream.Client // sender's pools: engine TLS identities, shutdown
 	probeClient *http.Client
@@ -93,7 +95,9 @@ func New(opts Options, m *metrics.Datapath, log logrus.FieldLogger) *Runtime {
 	if m == nil {
 		m = metrics.NewDatapath(reg)
 	}
-	return newRuntime(opts, m, metrics.NewPD(reg), metrics.NewRadix(reg), nil, metrics.NewEdge(reg), metrics.NewTLS(reg), log)
+	rt := newRuntime(opts, m, metrics.NewPD(reg), metrics.NewRadix(reg), nil, metrics.NewEdge(reg), metrics.NewTLS(reg), log)
+	rt.es = newEngineScraper(rt.opts.Engine, metrics.NewEngine(reg), rt.log)
+	return rt
 }
 
 // NewWithMetrics builds a Runtime that reports on the daemon's full metric
@@ -112,6 +116,7 @@ func NewWithMetrics(opts Options, m *metrics.Metrics, log logrus.FieldLogger) *R
 	}
 	rt := newRuntime(opts, m.Datapath, m.PD, m.Radix, m.KV, edge, tlsm, log)
 	rt.tm = m.Tenant
+	rt.es = newEngineScraper(rt.opts.Engine, m.Engine, rt.log)
 	return rt
 }
 
@@ -192,6 +197,7 @@ func (rt *Runtime) Install(prev, next *spec.Rule) error {
 	rs.eps = eps
 	var kvPrev *spec.Rule // a key change starts fresh KV state; the old one goes with prev
 	rt.attachLocked(rs, c, kvPrev)
+	rt.followEngines(c)
 	rs.cur.Store(c)
 	rt.rules[next.Key] = rs
 	rt.moveListenersLocked(rs, lns, created)
@@ -304,6 +310,7 @@ func (rt *Runtime) swapLocked(rs *ruleState, next *spec.Rule, nt *ruleTLS) {
 		}
 	}
 	rt.attachLocked(rs, c, old.rule)
+	rt.followEngines(c)
 	rs.cur.Store(c)
 	if old.label != c.label {
 		rt.deleteRuleSeries(old.label)
@@ -380,6 +387,7 @@ func (rt *Runtime) removeLocked(k spec.Key) {
 	close(rs.stop)
 	c := rs.cur.Load()
 	rt.kv.Remove(c.kv)
+	rt.es.Drop(k.String())
 	rs.dropPrefix(rt)
 	rs.tls.release()
 	for _, ln := range rs.lns {
@@ -444,6 +452,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("waiting for drains: %w", ctx.Err()))
 	}
+	rt.es.Close()
 	if err := rt.kv.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing KV plane: %w", err))
 	}

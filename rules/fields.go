@@ -106,7 +106,8 @@ const (
 	fieldHTTPMethod    = "httpMethod"
 	fieldURLPath       = "urlPath"
 	fieldExpectedCodes = "expectedCodes"
-	fieldHealth        = "health" // output only
+	fieldHealth        = "health"     // output only
+	fieldEngineLoad    = "engineLoad" // output only
 )
 
 // --- HTTP surface ---
