@@ -1,5 +1,10 @@
 package enginestats
 
+import (
+	"net/url"
+	"strings"
+)
+
 // Field is what one exported family tells about an engine's load.
 type Field uint8
 
@@ -92,6 +97,28 @@ func DialectFor(e string) *Dialect {
 		}
 	}
 	return &Dialect{Engine: e, Path: DefaultPath}
+}
+
+// query is the name[] filter of d's families ("?name[]=…&name[]=…", ""
+// for a dialect without families). Python's prometheus_client (vLLM,
+// SGLang, TensorRT-LLM) then renders only those samples instead of every
+// histogram: a few hundred bytes instead of tens of KiB per scrape. Servers
+// that ignore the query (llama.cpp) send everything; the parser copes.
+func (d *Dialect) query() string {
+	if len(d.Families) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for i, f := range d.Families {
+		if i == 0 {
+			b.WriteString("?")
+		} else {
+			b.WriteString("&")
+		}
+		b.WriteString("name%5B%5D=")
+		b.WriteString(url.QueryEscape(f.Name))
+	}
+	return b.String()
 }
 
 // match returns the field of the family line is a sample of (0: none of

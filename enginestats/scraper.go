@@ -60,7 +60,9 @@ func New(opts Options, m *metrics.Engine, log logrus.FieldLogger) *Scraper {
 		DialContext:         (&net.Dialer{Timeout: opts.Timeout}).DialContext,
 		DisableCompression:  true,
 		MaxIdleConnsPerHost: 1,
-		IdleConnTimeout:     max(90*time.Second, 4*opts.Interval),
+		// A whole exposition in few reads: syscalls are most of a scrape.
+		ReadBufferSize:  64 << 10,
+		IdleConnTimeout: max(90*time.Second, 4*opts.Interval),
 	}
 	return &Scraper{
 		opts:   opts,
@@ -185,6 +187,8 @@ type worker struct {
 	cancel context.CancelFunc
 
 	buf        []byte
+	url        string  // t.URL with the dialect's name[] filter
+	urlFor     *Target // the cfg url was built for
 	completed  float64 // last FieldCompleted seen
 	seenCount  bool
 	lastReason string
@@ -265,7 +269,10 @@ func (w *worker) record(t *Target, snap *Snapshot, took time.Duration) {
 func (w *worker) fetch(t *Target, d *Dialect) (Sample, string) {
 	ctx, cancel := context.WithTimeout(w.ctx, w.s.opts.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.URL, nil)
+	if w.urlFor != t {
+		w.url, w.urlFor = t.URL+d.query(), t
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.url, nil)
 	if err != nil {
 		return Sample{}, ReasonConnect
 	}
