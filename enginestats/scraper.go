@@ -139,6 +139,9 @@ func (s *Scraper) Drop(owner string) {
 // under the same name keeps the ones it registers next.
 func (s *Scraper) stopLocked(w *worker) {
 	w.cancel()
+	if g := w.lean.Load(); g != nil {
+		g.close() // a scrape blocked on it returns now
+	}
 	if s.m != nil {
 		t := w.cfg.Load()
 		s.m.ForgetEndpoint(t.Rule, t.Endpoint)
@@ -186,9 +189,12 @@ type worker struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	buf        []byte
-	url        string  // t.URL with the dialect's name[] filter
-	urlFor     *Target // the cfg url was built for
+	buf    []byte
+	url    string  // t.URL with the dialect's name[] filter
+	urlFor *Target // the cfg url and lean were built for
+	// lean is the plaintext fast path (nil: net/http); atomic because
+	// Scraper.stopLocked closes its connection to end a blocked scrape.
+	lean       atomic.Pointer[getter]
 	completed  float64 // last FieldCompleted seen
 	seenCount  bool
 	lastReason string
@@ -196,6 +202,11 @@ type worker struct {
 
 func (w *worker) run() {
 	defer w.s.wg.Done()
+	defer func() {
+		if g := w.lean.Load(); g != nil {
+			g.close()
+		}
+	}()
 	// The first scrape lands anywhere in the first interval, so targets
 	// installed together do not scrape in lock step.
 	timer := time.NewTimer(time.Duration(rand.Int64N(int64(w.s.opts.Interval))))
@@ -271,6 +282,16 @@ func (w *worker) fetch(t *Target, d *Dialect) (Sample, string) {
 	defer cancel()
 	if w.urlFor != t {
 		w.url, w.urlFor = t.URL+d.query(), t
+		var g *getter
+		if t.Client == nil {
+			g = newGetter(t.URL, d.query())
+		}
+		if old := w.lean.Swap(g); old != nil {
+			old.close()
+		}
+	}
+	if g := w.lean.Load(); g != nil {
+		return w.fetchLean(g, d)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.url, nil)
 	if err != nil {
@@ -302,6 +323,36 @@ func (w *worker) fetch(t *Target, d *Dialect) (Sample, string) {
 			reason = ReasonTimeout
 		}
 		return Sample{}, reason
+	}
+	s, err := Parse(body, d)
+	if err != nil {
+		var pe *ParseError
+		if errors.As(err, &pe) {
+			return Sample{}, pe.Reason
+		}
+		return Sample{}, ReasonParse
+	}
+	return s, ReasonOK
+}
+
+// fetchLean is fetch over the worker's own connection.
+func (w *worker) fetchLean(g *getter, d *Dialect) (Sample, string) {
+	deadline := time.Now().Add(w.s.opts.Timeout)
+	body, err := g.get(deadline, w.s.opts.MaxBytes, w.buf[:0])
+	if cap(body) <= int(w.s.opts.MaxBytes)+1 {
+		w.buf = body[:0]
+	}
+	var ne net.Error
+	switch {
+	case err == nil:
+	case errors.Is(err, errTooLarge):
+		return Sample{}, ReasonTooLarge
+	case errors.Is(err, errStatus):
+		return Sample{}, ReasonStatus
+	case (errors.As(err, &ne) && ne.Timeout()) || !time.Now().Before(deadline):
+		return Sample{}, ReasonTimeout
+	default:
+		return Sample{}, ReasonConnect
 	}
 	s, err := Parse(body, d)
 	if err != nil {
