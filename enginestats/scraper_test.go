@@ -309,3 +309,60 @@ func seriesCount(c prometheus.Collector) int {
 	}
 	return n
 }
+
+// TestScrapeKeepsConnection: chunked and Content-Length bodies both leave
+// the connection reusable, so scrapes do not dial each time.
+func TestScrapeKeepsConnection(t *testing.T) {
+	for _, name := range []string{"vllm-0.10.txt" /* > 2 KiB: chunked */, "llamacpp.txt" /* small: Content-Length */} {
+		t.Run(name, func(t *testing.T) {
+			body := fixture(t, name)
+			var conns, hits atomic.Int64
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				hits.Add(1)
+				_, _ = w.Write(body)
+			}))
+			srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+				if s == http.StateNew {
+					conns.Add(1)
+				}
+			}
+			srv.Start()
+			defer srv.Close()
+			s := New(fastOptions(), nil, nil)
+			defer s.Close()
+			var cell Cell
+			engine := EngineVLLM
+			if name == "llamacpp.txt" {
+				engine = EngineLlamaCpp
+			}
+			s.Set("rule", []Target{{Rule: "r", Endpoint: "e1", URL: srv.URL + "/metrics", Engine: engine, Cell: &cell}})
+			waitFor(t, "ten scrapes", func() bool { return hits.Load() >= 10 })
+			if c := conns.Load(); c != 1 {
+				t.Errorf("%d connections for %d scrapes, want 1", c, hits.Load())
+			}
+			if snap := cell.Load(); snap.Reason != ReasonOK {
+				t.Errorf("snapshot %+v", snap)
+			}
+		})
+	}
+}
+
+// TestScrapeTLS: a target with its own client (an engine behind TLS) is
+// scraped through net/http with that client's trust.
+func TestScrapeTLS(t *testing.T) {
+	body := fixture(t, "sglang-0.5.txt")
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(body) }))
+	defer srv.Close()
+	s := New(fastOptions(), nil, nil)
+	defer s.Close()
+	var trusted, untrusted Cell
+	s.Set("rule", []Target{
+		{Rule: "r", Endpoint: "ok", URL: srv.URL + "/metrics", Engine: EngineSGLang, Client: srv.Client(), Cell: &trusted},
+		{Rule: "r", Endpoint: "bad", URL: srv.URL + "/metrics", Engine: EngineSGLang, Client: &http.Client{}, Cell: &untrusted},
+	})
+	waitFor(t, "the trusted scrape", func() bool { return trusted.Load().Valid(time.Now()) })
+	if trusted.Load().Sample.Waiting != 17 {
+		t.Errorf("snapshot %+v", trusted.Load())
+	}
+	waitFor(t, "the untrusted scrape to fail", func() bool { return untrusted.Load() != nil && untrusted.Load().Reason == ReasonConnect })
+}
