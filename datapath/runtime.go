@@ -37,18 +37,20 @@ import (
 type Runtime struct {
 	opts        Options
 	m           *metrics.Datapath
-	pdm         *metrics.PD          // P/D outcomes, legs, ladder decisions
-	rx          *metrics.Radix       // Tier 1 match rate, CHWBL picks
-	tm          *metrics.Tenant      // API-key enforcement; nil: not exported
-	kv          *kvplane.Plane       // KV-exact state of every rule with kvExactMode
-	es          *enginestats.Scraper // engines' own load, per endpoint (enginesig.go)
-	sender      upstream.Sender      // every request to an engine: the proxy's and the P/D legs
+	pdm         *metrics.PD     // P/D outcomes, legs, ladder decisions
+	rx          *metrics.Radix  // Tier 1 match rate, CHWBL picks
+	tm          *metrics.Tenant // API-key enforcement; nil: not exported
+	kv          *kvplane.Plane  // KV-exact state of every rule with kvExactMode
+	sender      upstream.Sender // every request to an engine: the proxy's and the P/D legs
 	log         logrus.FieldLogger
 	up          *upstream.Client // sender's pools: engine TLS identities, shutdown
 	probeClient *http.Client
 	bufs        sync.Pool       // *[]byte relay buffers
 	gate        *admission.Gate // client connection caps shared by every listener
 	bodies      *reqbody.Reader // request bodies against one memory budget
+
+	// es scrapes the engines' own load, per endpoint (enginesig.go).
+	es *enginestats.Scraper
 
 	mu        sync.Mutex
 	listeners map[netip.AddrPort]*listener

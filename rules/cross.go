@@ -125,13 +125,14 @@ var crossChecks = []crossCheck{
 	{"annotations", checkAnnotations},
 	{"secondary-vips", checkSecondaryVIPs},
 	{"endpoint-probes", checkEndpointProbes},
-	{"allowed-paths", checkAllowedPaths},            // surface.go
-	{"engine-metrics-path", checkEngineMetricsPath}, // enginemetrics.go
-	{"tls", checkTLS},                               // tls.go
+	{"allowed-paths", checkAllowedPaths}, // surface.go
+	{"tls", checkTLS},                    // tls.go
 	// Tenant controls.
 	{"api-key-auth", checkAPIKeyAuth},
 	// Engine self-registration: selector.go.
 	{"endpoint-selector", checkEndpointSelector},
+	// Engine signals: enginemetrics.go.
+	{"engine-metrics-path", checkEngineMetricsPath},
 }
 
 // api_key_auth values (LoxiLB's).

@@ -12,6 +12,7 @@ import (
 // engine_metrics_path: where the gateway scrapes the engines' own load.
 const (
 	fieldEngineMetricsPath = "engine_metrics_path"
+	fieldEngineLoad        = "engineLoad" // endpoint, output only (GET)
 	// EngineMetricsOff turns scraping off for a rule.
 	EngineMetricsOff        = "none"
 	maxEngineMetricsPathLen = 256

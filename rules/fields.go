@@ -106,8 +106,7 @@ const (
 	fieldHTTPMethod    = "httpMethod"
 	fieldURLPath       = "urlPath"
 	fieldExpectedCodes = "expectedCodes"
-	fieldHealth        = "health"     // output only
-	fieldEngineLoad    = "engineLoad" // output only
+	fieldHealth        = "health" // output only
 )
 
 // --- HTTP surface ---
