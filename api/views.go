@@ -126,6 +126,10 @@ type EndpointStatusView struct {
 	// PairingKey is the endpoint's P/D pairing facts, "k=v,…" (omitted
 	// when it states none).
 	PairingKey string `json:"pairing_key,omitempty"`
+	// Engine is the engine's own load from its metrics (queue, running
+	// batch, KV usage, last-scrape age, latest scrape result); absent when
+	// the endpoint is not scraped or no scrape finished yet.
+	Engine *spec.EngineStatus `json:"engine,omitempty"`
 }
 
 // reasonNoRuntime is reported when no datapath status is available, so a
@@ -220,7 +224,7 @@ func statusViewOf(st spec.RuleStatus, ok bool) StatusView {
 	v.Ready, v.Reason = st.Ready, st.Reason
 	v.RefusedRegistrations = st.Refused
 	for id, es := range st.Endpoints {
-		v.Endpoints[id] = EndpointStatusView{State: es.State, Breaker: es.Breaker, PairingKey: es.PairingKey}
+		v.Endpoints[id] = EndpointStatusView{State: es.State, Breaker: es.Breaker, PairingKey: es.PairingKey, Engine: es.Engine}
 	}
 	return v
 }

@@ -317,7 +317,8 @@ func seedRules() []rules.Rule {
 			Name: "pd", PDDisaggMode: true, PDCacheAwareMode: true, KVExactMode: 1, KVEngineType: "vllm"},
 			Endpoints: []rules.Endpoint{
 				{EndpointIP: "127.0.0.31", TargetPort: 8100, Weight: 1, EPRole: 1, NixlPort: 5600, State: "active", Counter: "1:2",
-					KVConnector: "NixlConnector", KVBlockSize: 16},
+					KVConnector: "NixlConnector", KVBlockSize: 16,
+					EngineLoad: "waiting=3,running=12,kv=41%,age=0.2s"},
 				{EndpointIP: "127.0.0.32", TargetPort: 8200, Weight: 1, EPRole: 2, Backup: true}},
 			Status: &rules.RuleStatus{Ready: true}},
 		{ServiceArguments: rules.ServiceArguments{ExternalIP: "127.0.0.9", Port: 8080, Protocol: "tcp", Mode: 4, Name: "rr", Block: 3},
@@ -348,9 +349,9 @@ func TestGetOutputs(t *testing.T) {
 	res = runCLI(t, fake, "get", "lb", "-o", "wide")
 	wide := strings.Split(strings.TrimSpace(res.stdout), "\n")
 	wantWide := [][]string{
-		{"EXT", "IP", "PORT", "PROTO", "NAME", "MARK", "SEL", "MODE", "ENGINE", "P/D", "HOST", "MODEL", "ENDPOINT", "EPORT", "WEIGHT", "ROLE", "NIXL", "PORT", "PAIRING", "STATE", "HEALTH", "COUNTER"},
+		{"EXT", "IP", "PORT", "PROTO", "NAME", "MARK", "SEL", "MODE", "ENGINE", "P/D", "HOST", "MODEL", "ENDPOINT", "EPORT", "WEIGHT", "ROLE", "NIXL", "PORT", "PAIRING", "STATE", "HEALTH", "COUNTER", "ENGINE", "LOAD"},
 		{"127.0.0.9", "8080", "tcp", "rr", "3", "rr", "fullproxy", "-", "-", "-", "-", "127.0.0.21", "8000", "2", "normal", "-", "-", "-", "-", "-"},
-		{"127.0.0.11", "8080", "tcp", "pd", "0", "lc", "fullproxy", "vllm", "pd,cache-aware,kv1", "-", "-", "127.0.0.31", "8100", "1", "prefill", "5600", "block_size=16,kv_connector=NixlConnector", "active", "-", "1:2"},
+		{"127.0.0.11", "8080", "tcp", "pd", "0", "lc", "fullproxy", "vllm", "pd,cache-aware,kv1", "-", "-", "127.0.0.31", "8100", "1", "prefill", "5600", "block_size=16,kv_connector=NixlConnector", "active", "-", "1:2", "waiting=3,running=12,kv=41%,age=0.2s"},
 		{"127.0.0.32", "8200", "1", "decode,backup", "-", "-", "-", "-", "-"}, // one row per endpoint, rule cells blank
 	}
 	if len(wide) != len(wantWide) {
@@ -396,7 +397,7 @@ func TestYAMLRoundTrip(t *testing.T) {
 	for i := range seeded { // what a real server stores: no output-only fields
 		seeded[i].Status = nil
 		for j := range seeded[i].Endpoints {
-			seeded[i].Endpoints[j].State, seeded[i].Endpoints[j].Counter = "", ""
+			seeded[i].Endpoints[j].State, seeded[i].Endpoints[j].Counter, seeded[i].Endpoints[j].EngineLoad = "", "", ""
 		}
 	}
 	// Values YAML would misread unquoted: a bool-like name, a float-like

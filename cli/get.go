@@ -259,7 +259,7 @@ func writeTable(w io.Writer, rs []rules.Rule, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	head := "EXT IP\tPORT\tPROTO\tNAME\tMARK\tSEL\tMODE\tENDPOINTS\tENGINE\tP/D"
 	if wide {
-		head = "EXT IP\tPORT\tPROTO\tNAME\tMARK\tSEL\tMODE\tENGINE\tP/D\tHOST\tMODEL\tENDPOINT\tEPORT\tWEIGHT\tROLE\tNIXL PORT\tPAIRING\tSTATE\tHEALTH\tCOUNTER"
+		head = "EXT IP\tPORT\tPROTO\tNAME\tMARK\tSEL\tMODE\tENGINE\tP/D\tHOST\tMODEL\tENDPOINT\tEPORT\tWEIGHT\tROLE\tNIXL PORT\tPAIRING\tSTATE\tHEALTH\tCOUNTER\tENGINE LOAD"
 	}
 	fmt.Fprintln(tw, head)
 	for _, r := range rs {
@@ -294,7 +294,7 @@ func writeTable(w io.Writer, rs []rules.Rule, wide bool) error {
 				role += ",backup"
 			}
 			row = append(append([]string(nil), row...), ep.EndpointIP, strconv.Itoa(ep.TargetPort),
-				strconv.Itoa(ep.Weight), role, nixl, dash(spec.PairingKey(rules.PairFacts(&ep))), stateCell(ep), dash(ep.Health), dash(ep.Counter))
+				strconv.Itoa(ep.Weight), role, nixl, dash(spec.PairingKey(rules.PairFacts(&ep))), stateCell(ep), dash(ep.Health), dash(ep.Counter), dash(ep.EngineLoad))
 			fmt.Fprintln(tw, strings.Join(row, "\t"))
 		}
 	}
@@ -332,7 +332,7 @@ func specOnly(r rules.Rule) rules.Rule {
 	r.Status = nil
 	eps := make([]rules.Endpoint, len(r.Endpoints))
 	for i, ep := range r.Endpoints {
-		ep.State, ep.Counter, ep.Health = "", "", ""
+		ep.State, ep.Counter, ep.Health, ep.EngineLoad = "", "", "", ""
 		eps[i] = ep
 	}
 	r.Endpoints = eps

@@ -79,6 +79,12 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.IntVar(&opts.KV.WatchdogN, "kv-zero-hit-n", opts.KV.WatchdogN, "KV-exact: consecutive zero-hit lookups (while events flow) that log a parity warning")
 	fl.DurationVar(&opts.KV.TRTPollInterval, "kv-trt-poll-interval", opts.KV.TRTPollInterval, "KV-exact: pause between TensorRT-LLM /kv_cache_events drains")
 	fl.DurationVar(&opts.KV.StaleAfter, "kv-stale-after", opts.KV.StaleAfter, "KV-exact: an endpoint sent work this long ago that published no KV event since is untrusted until its next event (its feed stopped with the socket up; negative disables)")
+	// Engine signals: the engines' own queue and KV usage.
+	fl.DurationVar(&opts.Engine.Interval, "engine-scrape-interval", opts.Engine.Interval, "pause between scrapes of each endpoint's engine metrics (queue, running batch, KV usage); negative turns scraping off")
+	fl.DurationVar(&opts.Engine.Timeout, "engine-scrape-timeout", opts.Engine.Timeout, "bound on one engine metrics scrape (a port that hangs is given up after this)")
+	fl.Float64Var(&opts.Engine.Jitter, "engine-scrape-jitter", opts.Engine.Jitter, "fraction of --engine-scrape-interval each pause varies by at random (0..0.5)")
+	fl.Int64Var(&opts.Engine.MaxBytes, "engine-scrape-max-bytes", opts.Engine.MaxBytes, "largest engine metrics body taken; a larger one is ignored (too_large)")
+	fl.DurationVar(&opts.Engine.StaleAfter, "engine-signal-stale-after", opts.Engine.StaleAfter, "an engine signal older than this (since its last good scrape) is ignored")
 	// KV-exact interop and the in-process tokenizer.
 	fl.DurationVar(&opts.KV.BindLiveWindow, "kv-bind-live-window", opts.KV.BindLiveWindow, "KV-exact, --kv-bind-addr: an endpoint rank is reported connected while its last KV event is this recent (trust does not need recent events)")
 	fl.StringArrayVar(&kvTokenizers, "kv-tokenizer", nil, "KV-exact: tokenise in process with a Hugging Face tokenizer (byte-level BPE: Llama 3, Qwen 2/3, GPT-style): MODEL=PATH or PATH for any model; PATH is a directory with tokenizer.json[.gz] (+ tokenizer_config.json for chat) or a tokenizer.json; repeatable. Other requests ask the engine's /tokenize")

@@ -29,12 +29,13 @@ func (rt *Runtime) Explain(ctx context.Context, k spec.Key, path string, header 
 	c := rs.cur.Load()
 	e := spec.Explanation{Rule: c.label, Engine: string(c.rule.Engine), PD: c.rule.PD != nil, Selector: c.rule.Selector.String()}
 	var now int64
+	wall := time.Now()
 	for i, se := range c.rule.Endpoints {
 		ep := c.eps[i]
 		e.Candidates = append(e.Candidates, spec.ExplainEntry{
 			ID: se.ID, Role: se.Role.String(), Weight: se.Weight,
 			Health: healthName(ep.health.Load()), Breaker: breakerName(ep.br.state.Load()),
-			Load: ep.active.Load(), Usable: c.usable(i, 0, &now),
+			Load: ep.active.Load(), Usable: c.usable(i, 0, &now), Engine: ep.engineStatus(wall).Summary(),
 		})
 	}
 	f := pick.Facts{Ctx: ctx, Path: path, Body: body, Now: time.Now()}

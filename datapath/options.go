@@ -8,6 +8,7 @@ import (
 	"github.com/infergate/infergate/datapath/ladder"
 	"github.com/infergate/infergate/datapath/pd"
 	"github.com/infergate/infergate/datapath/reqbody"
+	"github.com/infergate/infergate/enginestats"
 	"github.com/infergate/infergate/radix"
 	"github.com/infergate/infergate/tlsmat"
 )
@@ -98,6 +99,9 @@ type Options struct {
 	ReplicaConsistent bool `yaml:"-"`
 	// TLS configures the certificate store of HTTPS VIPs.
 	TLS tlsmat.Options `yaml:",inline"`
+	// Engine configures the scraping of the engines' own metrics (queue,
+	// running batch, KV usage) for every rule's endpoints.
+	Engine enginestats.Options `yaml:",inline"`
 }
 
 // DefaultOptions returns the documented defaults (LoxiLB's where it has one).
@@ -128,6 +132,7 @@ func DefaultOptions() Options {
 		Admission:                admission.DefaultOptions(),
 		Bodies:                   reqbody.DefaultOptions(),
 		TLS:                      tlsmat.DefaultOptions(),
+		Engine:                   enginestats.DefaultOptions(),
 	}
 }
 

@@ -62,6 +62,7 @@ func jsonString(raw json.RawMessage) string {
 // load (in-flight requests, each P/D request charging both of its legs).
 func (c *compiled) pdCandidates(excl uint64) (prefills, decodes []ladder.Candidate) {
 	var now int64
+	var wall time.Time
 	for i, e := range c.rule.Endpoints {
 		if e.Role != spec.RolePrefill && e.Role != spec.RoleDecode {
 			continue
@@ -69,7 +70,7 @@ func (c *compiled) pdCandidates(excl uint64) (prefills, decodes []ladder.Candida
 		if !c.usable(i, excl, &now) || c.firstIndex(c.eps[i]) != i {
 			continue
 		}
-		cand := ladder.Candidate{ID: e.ID, Index: i, Load: int(c.eps[i].active.Load())}
+		cand := ladder.Candidate{ID: e.ID, Index: i, Load: int(c.eps[i].active.Load()), Engine: c.eps[i].engineLoad(&wall)}
 		if e.Role == spec.RolePrefill {
 			prefills = append(prefills, cand)
 		} else {

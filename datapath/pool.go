@@ -6,10 +6,12 @@ import (
 	"net/textproto"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/infergate/infergate/datapath/chwbl"
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/datapath/pick"
+	"github.com/infergate/infergate/enginestats"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/spec"
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,11 +54,15 @@ type endpoint struct {
 	// returned to the client).
 	requests atomic.Uint64
 	bytes    atomic.Uint64
+
+	// sig is the engine's own load, published by the engine scraper
+	// (enginesig.go); survives rule updates with the endpoint.
+	sig enginestats.Cell
 }
 
 // live points selection at the endpoint's live facts.
 func (ep *endpoint) live() pick.Live {
-	return pick.Live{Health: &ep.health, InFlight: &ep.active, Breaker: &ep.br.state, OpenUntil: &ep.br.openUntil}
+	return pick.Live{Health: &ep.health, InFlight: &ep.active, Breaker: &ep.br.state, OpenUntil: &ep.br.openUntil, Engine: &ep.sig}
 }
 
 // epMetrics are one endpoint's metric handles, resolved once per generation
@@ -233,6 +239,7 @@ func (c *compiled) healthStatus() spec.RuleStatus {
 	st := spec.RuleStatus{Endpoints: make(map[string]spec.EndpointStatus, len(c.eps))}
 	usable := 0
 	probing := 0
+	now := time.Now()
 	for i, ep := range c.eps {
 		h := ep.health.Load()
 		state := healthName(h)
@@ -241,7 +248,7 @@ func (c *compiled) healthStatus() spec.RuleStatus {
 		}
 		b := ep.br.state.Load()
 		st.Endpoints[ep.id] = spec.EndpointStatus{State: state, Breaker: breakerName(b),
-			Requests: ep.requests.Load(), Bytes: ep.bytes.Load(), PairingKey: pairingKey(&c.rule.Endpoints[i])}
+			Requests: ep.requests.Load(), Bytes: ep.bytes.Load(), PairingKey: pairingKey(&c.rule.Endpoints[i]), Engine: ep.engineStatus(now)}
 		if h == healthProbing {
 			probing++
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/infergate/infergate/datapath/ladder"
 	"github.com/infergate/infergate/datapath/reqbody"
 	"github.com/infergate/infergate/datapath/upstream"
+	"github.com/infergate/infergate/enginestats"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/spec"
 	"github.com/infergate/infergate/tlsmat"
@@ -47,6 +48,9 @@ type Runtime struct {
 	bufs        sync.Pool       // *[]byte relay buffers
 	gate        *admission.Gate // client connection caps shared by every listener
 	bodies      *reqbody.Reader // request bodies against one memory budget
+
+	// es scrapes the engines' own load, per endpoint (enginesig.go).
+	es *enginestats.Scraper
 
 	mu        sync.Mutex
 	listeners map[netip.AddrPort]*listener
@@ -93,7 +97,9 @@ func New(opts Options, m *metrics.Datapath, log logrus.FieldLogger) *Runtime {
 	if m == nil {
 		m = metrics.NewDatapath(reg)
 	}
-	return newRuntime(opts, m, metrics.NewPD(reg), metrics.NewRadix(reg), nil, metrics.NewEdge(reg), metrics.NewTLS(reg), log)
+	rt := newRuntime(opts, m, metrics.NewPD(reg), metrics.NewRadix(reg), nil, metrics.NewEdge(reg), metrics.NewTLS(reg), log)
+	rt.es = newEngineScraper(rt.opts.Engine, metrics.NewEngine(reg), rt.log)
+	return rt
 }
 
 // NewWithMetrics builds a Runtime that reports on the daemon's full metric
@@ -112,6 +118,7 @@ func NewWithMetrics(opts Options, m *metrics.Metrics, log logrus.FieldLogger) *R
 	}
 	rt := newRuntime(opts, m.Datapath, m.PD, m.Radix, m.KV, edge, tlsm, log)
 	rt.tm = m.Tenant
+	rt.es = newEngineScraper(rt.opts.Engine, m.Engine, rt.log)
 	return rt
 }
 
@@ -192,6 +199,7 @@ func (rt *Runtime) Install(prev, next *spec.Rule) error {
 	rs.eps = eps
 	var kvPrev *spec.Rule // a key change starts fresh KV state; the old one goes with prev
 	rt.attachLocked(rs, c, kvPrev)
+	rt.followEngines(c)
 	rs.cur.Store(c)
 	rt.rules[next.Key] = rs
 	rt.moveListenersLocked(rs, lns, created)
@@ -304,6 +312,7 @@ func (rt *Runtime) swapLocked(rs *ruleState, next *spec.Rule, nt *ruleTLS) {
 		}
 	}
 	rt.attachLocked(rs, c, old.rule)
+	rt.followEngines(c)
 	rs.cur.Store(c)
 	if old.label != c.label {
 		rt.deleteRuleSeries(old.label)
@@ -380,6 +389,7 @@ func (rt *Runtime) removeLocked(k spec.Key) {
 	close(rs.stop)
 	c := rs.cur.Load()
 	rt.kv.Remove(c.kv)
+	rt.es.Drop(k.String())
 	rs.dropPrefix(rt)
 	rs.tls.release()
 	for _, ln := range rs.lns {
@@ -444,6 +454,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("waiting for drains: %w", ctx.Err()))
 	}
+	rt.es.Close()
 	if err := rt.kv.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing KV plane: %w", err))
 	}

@@ -127,9 +127,11 @@ func (rt *Runtime) pickKV(c *compiled, r *http.Request, body []byte, excl uint64
 // pool: the usable primaries outside excl with their load now.
 func (c *compiled) kvCandidates(excl uint64, now *int64) []pick.Candidate {
 	var cands []pick.Candidate
+	var wall time.Time
 	for i, cand := range c.pool.Candidates() {
 		if !cand.Backup && c.usable(i, excl, now) {
 			cand.Load = int(cand.Live.InFlight.Load())
+			cand.Engine = c.eps[i].engineLoad(&wall)
 			cands = append(cands, cand)
 		}
 	}

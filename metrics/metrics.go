@@ -28,6 +28,8 @@ type Metrics struct {
 	TLS *TLS
 	// BuildInfo is infergate_build_info (build.go).
 	BuildInfo prometheus.Collector
+	// Engine: the engines' own load, scraped from their /metrics.
+	Engine *Engine
 }
 
 // New builds and registers every metric on a fresh registry.
@@ -44,5 +46,6 @@ func New() *Metrics {
 	m.Store = NewStore(reg)
 	m.TLS = NewTLS(reg) // issue 11
 	m.BuildInfo = NewBuildInfo(reg, buildinfo.Get())
+	m.Engine = NewEngine(reg)
 	return m
 }

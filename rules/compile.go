@@ -60,6 +60,7 @@ func compileValid(r *Rule) *spec.Rule {
 		out.APIKeys = spec.KeysOff
 	}
 	out.AllowedPaths = splitAllowedPaths(sa.AllowedPaths)
+	out.EngineMetricsPath = compileEngineMetricsPath(sa.EngineMetricsPath, eng) // enginemetrics.go
 	if sa.PDDisaggMode {
 		pd := &spec.PD{
 			CacheAware:          sa.PDCacheAwareMode,
@@ -212,7 +213,7 @@ func normalize(r Rule) Rule {
 	eps := make([]Endpoint, len(r.Endpoints))
 	for i, ep := range r.Endpoints {
 		ep.EndpointIP = stripBrackets(ep.EndpointIP)
-		ep.State, ep.Counter = "", ""
+		ep.State, ep.Counter, ep.EngineLoad = "", "", ""
 		eps[i] = ep
 	}
 	r.Endpoints = eps

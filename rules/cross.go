@@ -133,6 +133,8 @@ var crossChecks = []crossCheck{
 	{"api-key-auth", checkAPIKeyAuth},
 	// Engine self-registration: selector.go.
 	{"endpoint-selector", checkEndpointSelector},
+	// Engine signals: enginemetrics.go.
+	{"engine-metrics-path", checkEngineMetricsPath},
 }
 
 // api_key_auth values (LoxiLB's).

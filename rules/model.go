@@ -115,6 +115,11 @@ type ServiceArguments struct {
 	// list of exact paths or "prefix/*" (a string, as LoxiLB spells lists);
 	// empty = every path is forwarded.
 	AllowedPaths string `json:"allowed_paths,omitempty" yaml:"allowed_paths,omitempty"`
+	// EngineMetricsPath (an infergate extension) is where the endpoints'
+	// Prometheus text is scraped for their queue and KV usage: an absolute
+	// path, or "none" to not scrape; empty = the engine's default
+	// (/metrics; TensorRT-LLM /prometheus/metrics).
+	EngineMetricsPath string `json:"engine_metrics_path,omitempty" yaml:"engine_metrics_path,omitempty"`
 	// Edge hardening: LoxiLB's per-VIP client connection cap
 	// (0 = none). Rules sharing a VIP:port share the smallest non-zero cap.
 	ConnectionLimit int `json:"connectionLimit,omitempty" yaml:"connectionLimit,omitempty"`
@@ -194,6 +199,11 @@ type Endpoint struct {
 	BootstrapPort int `json:"bootstrap_port,omitempty" yaml:"bootstrap_port,omitempty"`
 	// Labels are free-form key/value labels, stored and shown.
 	Labels map[string]string `json:"labels,omitempty" yaml:"labels,omitempty"`
+
+	// EngineLoad is output only (GET): the engine's own queue, running
+	// batch, KV usage and last-scrape age from its metrics, on one line
+	// (spec.EngineStatus.Summary); empty when not scraped.
+	EngineLoad string `json:"engineLoad,omitempty" yaml:"engineLoad,omitempty"`
 }
 
 // SecondaryIP is LoxiLB's SCTP multi-homing address (accepted, never served).

@@ -58,6 +58,9 @@ type ExplainEntry struct {
 	Breaker string `json:"breaker"`
 	Load    int64  `json:"load"`
 	Usable  bool   `json:"usable"`
+	// Engine summarises the engine's own load (scraped; EngineStatus.Summary);
+	// empty when the endpoint is not scraped.
+	Engine string `json:"engine,omitempty"`
 }
 
 // PrefixExplain is Tier 1's (prefix affinity) view of one request: what

@@ -273,6 +273,10 @@ type Rule struct {
 	// EndpointSelector, when set, means Endpoints come from engine
 	// registrations (rules/selector fills them in before install).
 	EndpointSelector *EndpointSelector
+	// EngineMetricsPath is where the engines' Prometheus text is scraped
+	// for their queue and KV usage (engine_metrics_path; default from the
+	// engine: /metrics, TensorRT-LLM /prometheus/metrics); "" = not scraped.
+	EngineMetricsPath string
 }
 
 // EndpointSelector picks a rule's endpoints from the engines registered
@@ -306,6 +310,54 @@ type EndpointStatus struct {
 	// PairingKey is the endpoint's P/D pairing facts as "k=v,…" (sorted;
 	// "" when it states none).
 	PairingKey string
+	// Engine is the engine's own load from its metrics; nil when the
+	// endpoint is not scraped or no scrape finished yet.
+	Engine *EngineStatus
+}
+
+// EngineStatus is an endpoint's engine-reported load as of its last good
+// scrape, and the outcome of its latest scrape.
+type EngineStatus struct {
+	Engine string `json:"engine"`
+	// Valid: the values are fresh and taken; routing may use them.
+	Valid   bool    `json:"valid"`
+	Waiting int     `json:"waiting"`
+	Running int     `json:"running"`
+	KVUsage float64 `json:"kv_usage"` // 0..1; -1 not exported
+	// AgeSec is the seconds since the last good scrape (-1: none yet).
+	AgeSec float64 `json:"age_sec"`
+	// Result is the latest scrape's outcome: ok or the reason it was not
+	// taken (connect_error, timeout, http_status, too_large, parse_error,
+	// invalid_value, no_signal, counter_reset).
+	Result string `json:"result"`
+	// LoRA adapters running and waiting (vLLM), when exported.
+	LoRARunning []string `json:"lora_running,omitempty"`
+	LoRAWaiting []string `json:"lora_waiting,omitempty"`
+}
+
+// Summary is the status on one line for tables: "waiting=3,running=12,
+// kv=41%,age=0.2s" while valid; "ignored:<result>,age=…" when the signal is
+// stale or the latest scrape was not taken and none is fresh; "" for nil.
+func (s *EngineStatus) Summary() string {
+	if s == nil {
+		return ""
+	}
+	age := "age=-"
+	if s.AgeSec >= 0 {
+		age = "age=" + strconv.FormatFloat(s.AgeSec, 'f', 1, 64) + "s"
+	}
+	if !s.Valid {
+		r := s.Result
+		if r == "ok" || r == "counter_reset" {
+			r = "stale"
+		}
+		return "ignored:" + r + "," + age
+	}
+	kv := "-"
+	if s.KVUsage >= 0 {
+		kv = strconv.Itoa(int(s.KVUsage*100+0.5)) + "%"
+	}
+	return "waiting=" + strconv.Itoa(s.Waiting) + ",running=" + strconv.Itoa(s.Running) + ",kv=" + kv + "," + age
 }
 
 // RuleStatus is the runtime view of a rule, reported by the datapath.

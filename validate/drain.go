@@ -171,7 +171,7 @@ func cleanRule(r rules.Rule) rules.Rule {
 	r.Status = nil
 	r.Endpoints = append([]rules.Endpoint(nil), r.Endpoints...)
 	for i := range r.Endpoints {
-		r.Endpoints[i].State, r.Endpoints[i].Counter, r.Endpoints[i].Health = "", "", ""
+		r.Endpoints[i].State, r.Endpoints[i].Counter, r.Endpoints[i].Health, r.Endpoints[i].EngineLoad = "", "", "", ""
 	}
 	return r
 }

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/infergate/infergate/enginestats"
 	"github.com/infergate/infergate/metrics"
 )
 
@@ -23,6 +24,9 @@ type Candidate struct {
 	// Live points at the endpoint's live facts (nil in snapshots built by
 	// hand, as in tests); a Pool reads them on demand.
 	Live Live
+	// Engine is the engine's own view of its load when the list was taken
+	// (scraped from its /metrics; engine.go). Read it only when Valid.
+	Engine EngineLoad
 }
 
 // Live points at the live facts of one endpoint. The datapath owns and
@@ -33,6 +37,9 @@ type Live struct {
 	InFlight  *atomic.Int64 // requests in flight
 	Breaker   *atomic.Int32 // metrics.Breaker* state
 	OpenUntil *atomic.Int64 // unix nanos; valid while the breaker is open
+	// Engine is the endpoint's last engine-metrics snapshot (nil: the
+	// endpoint is not scraped).
+	Engine *enginestats.Cell
 }
 
 // Healthy reports whether the endpoint's last probes say it serves.

@@ -155,7 +155,7 @@ spec:
 			{EndpointIP: "127.0.0.42", TargetPort: 8100, Weight: 2, EPRole: 2, NixlPort: 5601},
 		} {
 			ep := got.Endpoints[i]
-			ep.State, ep.Counter, ep.Health = "", "", ""
+			ep.State, ep.Counter, ep.Health, ep.EngineLoad = "", "", "", ""
 			if !reflect.DeepEqual(ep, want) {
 				t.Errorf("endpoint %d = %+v, want %+v", i, ep, want)
 			}

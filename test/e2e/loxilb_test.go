@@ -185,7 +185,7 @@ func configOnly(t *testing.T, getJSON string) string {
 		r := &list.LbAttr[i]
 		r.Status = nil
 		for j := range r.Endpoints {
-			r.Endpoints[j].State, r.Endpoints[j].Health, r.Endpoints[j].Counter = "", "", ""
+			r.Endpoints[j].State, r.Endpoints[j].Health, r.Endpoints[j].Counter, r.Endpoints[j].EngineLoad = "", "", "", ""
 		}
 	}
 	b, err := json.MarshalIndent(list, "", "  ")

@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/infergate/infergate/kvexact/bpe"
 	"github.com/infergate/infergate/internal/kvfake"
+	"github.com/infergate/infergate/kvexact/bpe"
 )
 
 // Config is one engine process-equivalent: its model and where it serves.

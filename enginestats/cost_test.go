@@ -1,0 +1,145 @@
+package enginestats
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/infergate/infergate/metrics"
+)
+
+// Environment of the cost measurement.
+const (
+	costEnv       = "ENGINESTATS_COST"        // set: run TestScrapeCost
+	costServerEnv = "ENGINESTATS_COST_SERVER" // set in the child serving the expositions
+	costEndpoints = 64
+	// costNoFilterEnv set: the child ignores name[] and sends the whole
+	// exposition every time (an engine without prometheus_client).
+	costNoFilterEnv = "ENGINESTATS_COST_NO_FILTER"
+)
+
+// TestScrapeCost measures the scraper's own CPU for 64 endpoints at the
+// default interval: the engines run in a child process (their cost is not
+// ours), each serving a two-engine vLLM exposition of ~60 KiB. The figure
+// is this process's user+system CPU over the run, in % of one core.
+//
+//	ENGINESTATS_COST=1 go test -run TestScrapeCost -v ./enginestats/
+func TestScrapeCost(t *testing.T) {
+	if os.Getenv(costEnv) == "" {
+		t.Skip("set " + costEnv + "=1 to measure the scrape cost")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestScrapeCostServer$")
+	cmd.Env = append(os.Environ(), costServerEnv+"=1")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); _ = cmd.Wait() }()
+	sc := bufio.NewScanner(stdout)
+	var urls []string
+	for len(urls) < costEndpoints && sc.Scan() {
+		if u, ok := strings.CutPrefix(sc.Text(), "ADDR "); ok {
+			urls = append(urls, "http://"+u+"/metrics")
+		}
+	}
+	if len(urls) != costEndpoints {
+		t.Fatalf("child served %d endpoints", len(urls))
+	}
+	s := New(DefaultOptions(), metrics.NewEngine(prometheus.NewRegistry()), nil)
+	cells := make([]Cell, costEndpoints)
+	ts := make([]Target, costEndpoints)
+	for i := range ts {
+		ts[i] = Target{Rule: "cost", Endpoint: fmt.Sprint("e", i), URL: urls[i], Cell: &cells[i]}
+	}
+	s.Set("cost", ts)
+	time.Sleep(time.Second) // connections up, buffers grown
+	const window = 10 * time.Second
+	cpu0, wall0 := cpuTime(t), time.Now()
+	time.Sleep(window)
+	cpu, wall := cpuTime(t)-cpu0, time.Since(wall0)
+	s.Close()
+	for i := range cells {
+		if snap := cells[i].Load(); snap == nil || snap.Reason != ReasonOK {
+			t.Fatalf("endpoint %d: %+v", i, snap)
+		}
+	}
+	pct := 100 * cpu.Seconds() / wall.Seconds()
+	scrapes := float64(costEndpoints) * wall.Seconds() / DefaultInterval.Seconds()
+	t.Logf("scraper CPU: %.2f %% of one core for %d endpoints at %v (%.0f µs per scrape)", pct, costEndpoints, DefaultInterval, cpu.Seconds()*1e6/scrapes)
+
+	// The floor on this machine: the same number of bare keep-alive GETs
+	// (net/http client, body discarded) from one goroutine, same servers.
+	c := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	n := int(scrapes)
+	cpu0 = cpuTime(t)
+	for i := range n {
+		resp, err := c.Get(urls[i%costEndpoints])
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	floor := cpuTime(t) - cpu0
+	t.Logf("for scale, a hot loop of bare keep-alive GETs (net/http, body discarded) on this host: %.0f µs CPU per request (%d requests)",
+		floor.Seconds()*1e6/float64(n), n)
+}
+
+// TestScrapeCostServer is the child of TestScrapeCost: 64 listeners, each
+// serving the exposition, until stdin closes.
+func TestScrapeCostServer(t *testing.T) {
+	if os.Getenv(costServerEnv) == "" {
+		t.Skip("child process of TestScrapeCost")
+	}
+	body := bigVLLM()
+	// Like prometheus_client, answer a name[] query with those samples
+	// only, unless told to ignore it (as llama.cpp does).
+	var filtered []byte
+	want := map[string]bool{}
+	for _, f := range DialectFor(EngineVLLM).Families {
+		want[f.Name] = true
+	}
+	for _, line := range strings.SplitAfter(string(body), "\n") {
+		if name, _, ok := strings.Cut(line, "{"); ok && want[name] {
+			filtered = append(filtered, line...)
+		}
+	}
+	honour := os.Getenv(costNoFilterEnv) == ""
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		if honour && r.URL.Query().Has("name[]") {
+			_, _ = w.Write(filtered)
+			return
+		}
+		_, _ = w.Write(body)
+	})
+	for range costEndpoints {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = http.Serve(ln, h) }()
+		fmt.Println("ADDR " + ln.Addr().String())
+	}
+	_, _ = io.Copy(io.Discard, os.Stdin)
+}
+
+func cpuTime(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

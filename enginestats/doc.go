@@ -1,0 +1,31 @@
+// Package enginestats reads the engines' own view of their load: it scrapes
+// each endpoint's Prometheus text exposition (vLLM, SGLang, TensorRT-LLM,
+// llama.cpp) on a short interval and publishes, per endpoint, one immutable
+// Snapshot behind an atomic pointer (a Cell). Pickers read the last snapshot
+// and never wait for a scrape; the scraper never touches the request path.
+//
+// Why scrape at all: the gateway's own in-flight counts miss every request
+// that did not pass through this process (another replica, a batch job, a
+// client talking straight to the engine), and say nothing about KV pressure.
+//
+// Trust: a snapshot is a signal only while it is fresh (Options.StaleAfter
+// after the last good scrape). A scrape that fails — connect error, timeout,
+// non-200, a body over Options.MaxBytes, text that is not the exposition
+// format, a NaN, infinite or negative gauge — never replaces the last good
+// values; it is counted by reason and the reason is kept on the snapshot so
+// /status can say why a signal is missing. A counter that goes backwards is
+// an engine restart: its delta is ignored (reason counter_reset) while the
+// gauges of that scrape, which are absolute, are kept. Engines that export
+// none of the known families give no signal (reason no_signal): routing
+// behaves as it did without this package.
+//
+// Cost: one goroutine per target (bounded by the rules' endpoints), a
+// reusable body buffer per target, a hand parser that looks only at the
+// handful of families in the engine's table (expfmt would build every
+// family, histograms included, on every scrape). See BenchmarkParse and
+// TestScrapeCost for the measured figures.
+//
+// The package is pure of the datapath: it knows targets (URL, engine, metric
+// labels, the Cell to publish into); the datapath decides which endpoints are
+// targets and follows rule installs, updates and deletes with Set and Drop.
+package enginestats

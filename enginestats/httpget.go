@@ -1,0 +1,186 @@
+package enginestats
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// getter is one worker's keep-alive HTTP/1.1 connection to a plaintext
+// target. A scrape is one GET on a connection only its worker uses, so
+// it needs none of net/http's per-connection goroutines and channel
+// hand-offs — on a busy host those wake-ups cost more than the scrape
+// itself (TestScrapeCost). TLS targets use net/http.
+type getter struct {
+	addr string // host:port to dial
+	req  []byte // the whole request, built once
+
+	mu sync.Mutex // guards c against close from Scraper.Drop
+	c  net.Conn
+	br *bufio.Reader
+}
+
+// newGetter prepares GETs of rawURL+query; nil when rawURL is not plain
+// http (the caller then uses net/http).
+func newGetter(rawURL, query string) *getter {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme != "http" || u.Host == "" || u.User != nil {
+		return nil
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), "80")
+	}
+	path := u.EscapedPath()
+	if path == "" {
+		path = "/"
+	}
+	if query != "" && u.RawQuery == "" {
+		path += query
+	} else if u.RawQuery != "" {
+		path += "?" + u.RawQuery
+	}
+	req := "GET " + path + " HTTP/1.1\r\nHost: " + u.Host + "\r\nUser-Agent: infergate-enginestats\r\nAccept: " + acceptHeader + "\r\n\r\n"
+	return &getter{addr: host, req: []byte(req)}
+}
+
+// errTooLarge and errStatus carry a scrape's reason out of get.
+var (
+	errTooLarge = errors.New("body over the size cap")
+	errStatus   = errors.New("status other than 200")
+	errFraming  = errors.New("malformed HTTP response")
+)
+
+// get fetches the body into buf (grown up to limit). Any failure closes
+// the connection; the next scrape dials again.
+func (g *getter) get(deadline time.Time, limit int64, buf []byte) ([]byte, error) {
+	g.mu.Lock()
+	c, br := g.c, g.br
+	g.mu.Unlock()
+	reused := c != nil
+	if c == nil {
+		var err error
+		if c, err = (&net.Dialer{Deadline: deadline}).Dial("tcp", g.addr); err != nil {
+			return buf, err
+		}
+		br = bufio.NewReaderSize(c, 16<<10)
+		g.mu.Lock()
+		g.c, g.br = c, br
+		g.mu.Unlock()
+	}
+	body, keep, err := g.roundTrip(c, br, deadline, limit, buf)
+	if err != nil && reused && !errors.Is(err, errTooLarge) && !errors.Is(err, errStatus) && time.Now().Before(deadline) {
+		// The engine closed the idle connection: one fresh try.
+		g.close()
+		return g.get(deadline, limit, body[:0])
+	}
+	if err != nil || !keep {
+		g.close()
+	}
+	return body, err
+}
+
+// roundTrip writes the request and reads one response on c.
+func (g *getter) roundTrip(c net.Conn, br *bufio.Reader, deadline time.Time, limit int64, buf []byte) (body []byte, keep bool, err error) {
+	if err := c.SetDeadline(deadline); err != nil {
+		return buf, false, err
+	}
+	if _, err := c.Write(g.req); err != nil {
+		return buf, false, err
+	}
+	line, err := br.ReadSlice('\n')
+	if err != nil {
+		return buf, false, err
+	}
+	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) {
+		return buf, false, errFraming
+	}
+	status := line[9:12]
+	length, chunked, keep := int64(-1), false, line[7] == '1'
+	for {
+		h, err := br.ReadSlice('\n')
+		if err != nil {
+			return buf, false, err
+		}
+		h = bytes.TrimRight(h, "\r\n")
+		if len(h) == 0 {
+			break
+		}
+		k, v, ok := bytes.Cut(h, []byte(":"))
+		if !ok {
+			return buf, false, errFraming
+		}
+		v = bytes.TrimSpace(v)
+		switch {
+		case bytes.EqualFold(k, []byte("Content-Length")):
+			n, perr := strconv.ParseInt(string(v), 10, 64)
+			if perr != nil || n < 0 {
+				return buf, false, errFraming
+			}
+			length = n
+		case bytes.EqualFold(k, []byte("Transfer-Encoding")):
+			chunked = bytes.EqualFold(v, []byte("chunked"))
+			if !chunked {
+				return buf, false, errFraming
+			}
+		case bytes.EqualFold(k, []byte("Connection")):
+			if bytes.EqualFold(v, []byte("close")) {
+				keep = false
+			}
+		}
+	}
+	if string(status) != "200" {
+		return buf, false, errStatus
+	}
+	var r io.Reader
+	switch {
+	case chunked:
+		r = httputil.NewChunkedReader(br)
+	case length >= 0:
+		if length > limit {
+			return buf, false, errTooLarge
+		}
+		r = io.LimitReader(br, length)
+	default:
+		r, keep = br, false // read to close
+	}
+	body, reason := readCapped(r, buf[:0], limit)
+	switch reason {
+	case ReasonTooLarge:
+		return body, false, errTooLarge
+	case ReasonConnect:
+		return body, false, io.ErrUnexpectedEOF
+	}
+	if length >= 0 && int64(len(body)) != length {
+		return body, false, io.ErrUnexpectedEOF
+	}
+	if chunked { // the trailer section ends the message
+		for {
+			t, err := br.ReadSlice('\n')
+			if err != nil {
+				return body, false, err
+			}
+			if len(bytes.TrimRight(t, "\r\n")) == 0 {
+				break
+			}
+		}
+	}
+	return body, keep, nil
+}
+
+// close drops the connection (a scrape blocked on it returns at once).
+func (g *getter) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.c != nil {
+		_ = g.c.Close()
+		g.c, g.br = nil, nil
+	}
+}

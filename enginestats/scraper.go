@@ -1,0 +1,401 @@
+package enginestats
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/infergate/infergate/metrics"
+)
+
+// acceptHeader asks for the text format (never protobuf) and, by omitting
+// Accept-Encoding with compression disabled, for an uncompressed body:
+// inflating costs more CPU than the bytes on loopback or a LAN.
+const acceptHeader = "text/plain;version=0.0.4;q=1,application/openmetrics-text;q=0.5,*/*;q=0.1"
+
+// Target is one endpoint to scrape.
+type Target struct {
+	Rule     string // metric label "rule"
+	Endpoint string // endpoint ID ("ip:port"), metric label "endpoint"; unique per Set
+	URL      string // the exposition, e.g. http://10.0.0.5:8000/metrics
+	Engine   string // dialect (kvEngineType; "" is vLLM)
+	// Client scrapes this target (a TLS engine's trust); nil: the scraper's.
+	Client *http.Client
+	// Cell receives every snapshot; the datapath's pickers read it.
+	Cell *Cell
+}
+
+// Scraper scrapes every target of every owner (a rule), one goroutine per
+// target. It is safe for concurrent use; no method waits on the network.
+type Scraper struct {
+	opts   Options
+	m      *metrics.Engine
+	log    logrus.FieldLogger
+	client *http.Client
+
+	mu     sync.Mutex
+	owners map[string]map[string]*worker // owner → endpoint ID → worker
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// New builds a Scraper; zero option fields take defaults. m and log may be
+// nil.
+func New(opts Options, m *metrics.Engine, log logrus.FieldLogger) *Scraper {
+	opts = opts.withDefaults()
+	if log == nil {
+		l := logrus.New()
+		l.SetOutput(io.Discard)
+		log = l
+	}
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: opts.Timeout}).DialContext,
+		DisableCompression:  true,
+		MaxIdleConnsPerHost: 1,
+		// A whole exposition in few reads: syscalls are most of a scrape.
+		ReadBufferSize:  64 << 10,
+		IdleConnTimeout: max(90*time.Second, 4*opts.Interval),
+	}
+	return &Scraper{
+		opts:   opts,
+		m:      m,
+		log:    log,
+		client: &http.Client{Transport: tr, CheckRedirect: noRedirect},
+		owners: map[string]map[string]*worker{},
+	}
+}
+
+// noRedirect keeps a scrape on the engine it was aimed at.
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// Options returns the effective options.
+func (s *Scraper) Options() Options { return s.opts }
+
+// Set makes owner's targets exactly ts: a target already scraped keeps its
+// goroutine, buffer and last snapshot (its URL, engine or labels may
+// change), new ones start, missing ones stop and lose their series. With
+// scraping off, or after Close, it does nothing.
+func (s *Scraper) Set(owner string, ts []Target) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.opts.Off() {
+		return
+	}
+	cur := s.owners[owner]
+	next := make(map[string]*worker, len(ts))
+	for i := range ts {
+		t := ts[i]
+		if t.Cell == nil {
+			continue
+		}
+		if w := cur[t.Endpoint]; w != nil {
+			if old := w.cfg.Load(); old.Rule != t.Rule && s.m != nil {
+				s.m.ForgetEndpoint(old.Rule, old.Endpoint)
+			}
+			w.cfg.Store(&t)
+			next[t.Endpoint] = w
+			delete(cur, t.Endpoint)
+			continue
+		}
+		if next[t.Endpoint] != nil {
+			continue // listed twice: one scrape serves both
+		}
+		w := &worker{s: s}
+		w.cfg.Store(&t)
+		w.ctx, w.cancel = context.WithCancel(context.Background())
+		next[t.Endpoint] = w
+		s.wg.Add(1)
+		go w.run()
+	}
+	for _, w := range cur {
+		s.stopLocked(w)
+	}
+	if len(next) == 0 {
+		delete(s.owners, owner)
+		return
+	}
+	s.owners[owner] = next
+}
+
+// Drop stops every target of owner.
+func (s *Scraper) Drop(owner string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range s.owners[owner] {
+		s.stopLocked(w)
+	}
+	delete(s.owners, owner)
+}
+
+// stopLocked cancels w; its series go now, so a rule re-created at once
+// under the same name keeps the ones it registers next.
+func (s *Scraper) stopLocked(w *worker) {
+	w.cancel()
+	if g := w.lean.Load(); g != nil {
+		g.close() // a scrape blocked on it returns now
+	}
+	if s.m != nil {
+		t := w.cfg.Load()
+		s.m.ForgetEndpoint(t.Rule, t.Endpoint)
+	}
+}
+
+// Targets is the number of endpoints being scraped.
+func (s *Scraper) Targets() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, ws := range s.owners {
+		n += len(ws)
+	}
+	return n
+}
+
+// Close stops every target and waits for their goroutines (a scrape in
+// flight is cancelled, so this takes no longer than a connection teardown).
+func (s *Scraper) Close() {
+	s.mu.Lock()
+	s.closed = true
+	for o, ws := range s.owners {
+		for _, w := range ws {
+			s.stopLocked(w)
+		}
+		delete(s.owners, o)
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	s.client.CloseIdleConnections()
+}
+
+// wait is the pause before the next scrape: Interval ± Jitter.
+func (s *Scraper) wait() time.Duration {
+	j := s.opts.Jitter * (2*rand.Float64() - 1)
+	return time.Duration(float64(s.opts.Interval) * (1 + j))
+}
+
+// worker scrapes one target until cancelled. Everything but cfg is touched
+// by its goroutine only.
+type worker struct {
+	s      *Scraper
+	cfg    atomic.Pointer[Target]
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	buf    []byte
+	url    string  // t.URL with the dialect's name[] filter
+	urlFor *Target // the cfg url and lean were built for
+	// lean is the plaintext fast path (nil: net/http); atomic because
+	// Scraper.stopLocked closes its connection to end a blocked scrape.
+	lean       atomic.Pointer[getter]
+	completed  float64 // last FieldCompleted seen
+	seenCount  bool
+	lastReason string
+}
+
+func (w *worker) run() {
+	defer w.s.wg.Done()
+	defer func() {
+		if g := w.lean.Load(); g != nil {
+			g.close()
+		}
+	}()
+	// The first scrape lands anywhere in the first interval, so targets
+	// installed together do not scrape in lock step.
+	timer := time.NewTimer(time.Duration(rand.Int64N(int64(w.s.opts.Interval))))
+	defer timer.Stop()
+	for {
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-timer.C:
+		}
+		w.scrapeOnce()
+		timer.Reset(w.s.wait())
+	}
+}
+
+// scrapeOnce fetches, parses and publishes one snapshot.
+func (w *worker) scrapeOnce() {
+	t := w.cfg.Load()
+	d := DialectFor(t.Engine)
+	start := time.Now()
+	sample, reason := w.fetch(t, d)
+	if w.ctx.Err() != nil {
+		return // stopped mid-scrape: publish nothing, touch no series
+	}
+	now := time.Now()
+	prev := t.Cell.Load()
+	snap := &Snapshot{Engine: d.Engine, Reason: reason, Tried: now}
+	if prev != nil {
+		snap.Sample, snap.At, snap.Expires, snap.Restarts = prev.Sample, prev.At, prev.Expires, prev.Restarts
+	}
+	if reason == ReasonOK && sample.Has(FieldCompleted) {
+		if w.seenCount && sample.Completed < w.completed {
+			reason, snap.Reason = ReasonCounterReset, ReasonCounterReset
+			snap.Restarts++
+		}
+		w.completed, w.seenCount = sample.Completed, true
+	}
+	if reason == ReasonOK || reason == ReasonCounterReset {
+		snap.Sample, snap.At, snap.Expires = sample, now, now.Add(w.s.opts.StaleAfter)
+	}
+	t.Cell.store(snap)
+	w.record(t, snap, now.Sub(start))
+}
+
+// record exports one scrape and logs a change of outcome.
+func (w *worker) record(t *Target, snap *Snapshot, took time.Duration) {
+	if m := w.s.m; m != nil {
+		m.Duration.Observe(took.Seconds())
+		m.Scrapes.WithLabelValues(t.Rule, t.Endpoint, snap.Reason).Inc()
+		if snap.At.Equal(snap.Tried) {
+			m.Waiting.WithLabelValues(t.Rule, t.Endpoint).Set(snap.Sample.Waiting)
+			m.Running.WithLabelValues(t.Rule, t.Endpoint).Set(snap.Sample.Running)
+			if snap.Sample.Has(FieldKVUsage) {
+				m.KVUsage.WithLabelValues(t.Rule, t.Endpoint).Set(snap.Sample.KVUsage)
+			}
+			m.LastScrape.WithLabelValues(t.Rule, t.Endpoint).Set(float64(snap.At.UnixNano()) / 1e9)
+		}
+	}
+	if snap.Reason != w.lastReason {
+		l := w.s.log.WithFields(logrus.Fields{"rule": t.Rule, "endpoint": t.Endpoint, "url": t.URL, "result": snap.Reason})
+		if snap.Reason == ReasonOK {
+			l.Info("engine metrics: scraping")
+		} else {
+			l.Info("engine metrics: scrape not taken; the endpoint's signal is ignored once stale")
+		}
+		w.lastReason = snap.Reason
+	}
+}
+
+// fetch runs one HTTP scrape and parses the body.
+func (w *worker) fetch(t *Target, d *Dialect) (Sample, string) {
+	ctx, cancel := context.WithTimeout(w.ctx, w.s.opts.Timeout)
+	defer cancel()
+	if w.urlFor != t {
+		w.url, w.urlFor = t.URL+d.query(), t
+		var g *getter
+		if t.Client == nil {
+			g = newGetter(t.URL, d.query())
+		}
+		if old := w.lean.Swap(g); old != nil {
+			old.close()
+		}
+	}
+	if g := w.lean.Load(); g != nil {
+		return w.fetchLean(g, d)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.url, nil)
+	if err != nil {
+		return Sample{}, ReasonConnect
+	}
+	req.Header.Set("Accept", acceptHeader)
+	c := t.Client
+	if c == nil {
+		c = w.s.client
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return Sample{}, transportReason(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.CopyN(io.Discard, resp.Body, 4<<10) // small error pages keep the connection
+		return Sample{}, ReasonStatus
+	}
+	if resp.ContentLength > w.s.opts.MaxBytes {
+		return Sample{}, ReasonTooLarge
+	}
+	body, reason := readCapped(resp.Body, w.buf[:0], w.s.opts.MaxBytes)
+	if cap(body) <= int(w.s.opts.MaxBytes)+1 {
+		w.buf = body[:0] // keep the grown buffer for the next scrape
+	}
+	if reason != "" {
+		if reason == ReasonConnect && ctx.Err() != nil {
+			reason = ReasonTimeout
+		}
+		return Sample{}, reason
+	}
+	s, err := Parse(body, d)
+	if err != nil {
+		var pe *ParseError
+		if errors.As(err, &pe) {
+			return Sample{}, pe.Reason
+		}
+		return Sample{}, ReasonParse
+	}
+	return s, ReasonOK
+}
+
+// fetchLean is fetch over the worker's own connection.
+func (w *worker) fetchLean(g *getter, d *Dialect) (Sample, string) {
+	deadline := time.Now().Add(w.s.opts.Timeout)
+	body, err := g.get(deadline, w.s.opts.MaxBytes, w.buf[:0])
+	if cap(body) <= int(w.s.opts.MaxBytes)+1 {
+		w.buf = body[:0]
+	}
+	var ne net.Error
+	switch {
+	case err == nil:
+	case errors.Is(err, errTooLarge):
+		return Sample{}, ReasonTooLarge
+	case errors.Is(err, errStatus):
+		return Sample{}, ReasonStatus
+	case (errors.As(err, &ne) && ne.Timeout()) || !time.Now().Before(deadline):
+		return Sample{}, ReasonTimeout
+	default:
+		return Sample{}, ReasonConnect
+	}
+	s, err := Parse(body, d)
+	if err != nil {
+		var pe *ParseError
+		if errors.As(err, &pe) {
+			return Sample{}, pe.Reason
+		}
+		return Sample{}, ReasonParse
+	}
+	return s, ReasonOK
+}
+
+// readCapped reads r into buf, refusing more than limit bytes.
+func readCapped(r io.Reader, buf []byte, limit int64) ([]byte, string) {
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) > limit {
+				return buf, ReasonTooLarge
+			}
+			n := min(max(2*cap(buf), 16<<10), int(limit)+1)
+			nb := make([]byte, len(buf), n)
+			copy(nb, buf)
+			buf = nb
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			return buf, ReasonTooLarge
+		}
+		if err == io.EOF {
+			return buf, ""
+		}
+		if err != nil {
+			return buf, ReasonConnect
+		}
+	}
+}
+
+// transportReason classifies a failed round trip.
+func transportReason(err error) string {
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		return ReasonTimeout
+	}
+	return ReasonConnect
+}
