@@ -49,6 +49,7 @@ func (rt *Runtime) newListener(addr netip.AddrPort, nl net.Listener, fe *tlsmat.
 		ErrorLog:    newStdLogger(rt.log),
 	}
 	if fe != nil {
+		ln.srv.ConnContext = fe.ConnContext // records each handshake's site (siteServes)
 		ln.srv.ConnState = func(c net.Conn, st http.ConnState) {
 			ln.connState(c, st)
 			fe.ConnState(c, st) // handshake counters
