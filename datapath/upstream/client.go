@@ -64,10 +64,10 @@ type conn struct {
 	addr  string // endpoint address (its slot in Client.eps)
 	tlsID string // TLS identity ("" plaintext): reused only by the same one
 	nc    net.Conn
-	raw syscall.RawConn // nil when nc has no file descriptor; for alive()
-	br  *bufio.Reader
-	bw  *bufio.Writer
-	tls bool // nc is a *tls.Conn (alive() must not peek under the records)
+	raw   syscall.RawConn // nil when nc has no file descriptor; for alive()
+	br    *bufio.Reader
+	bw    *bufio.Writer
+	tls   bool // nc is a *tls.Conn (alive() must not peek under the records)
 }
 
 // TLS is one rule's TLS configuration toward its engines (security 2).
