@@ -66,15 +66,16 @@ func startHeldEngine(t *testing.T) *heldEngine {
 }
 
 // h2From is an HTTP/2 client that trusts ca and connects from the local
-// address src (so per-address caps can be told apart on loopback).
+// address src (so per-address caps can be told apart on loopback). It
+// keeps to one connection once it has one: requests beyond the server's
+// stream limit wait for a stream instead of dialing more.
 func h2From(ca *tlstest.CA, src, serverName string) *http.Client {
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
-	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		TLSClientConfig:     &tls.Config{RootCAs: ca.Pool(), ServerName: serverName},
-		ForceAttemptHTTP2:   true,
-		DialContext:         d.DialContext,
-		MaxConnsPerHost:     0,
-		MaxIdleConnsPerHost: 100,
+	return &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
+		TLSClientConfig:   &tls.Config{RootCAs: ca.Pool(), ServerName: serverName},
+		ForceAttemptHTTP2: true,
+		DialContext:       d.DialContext,
+		HTTP2:             &http.HTTP2Config{StrictMaxConcurrentRequests: true},
 	}}
 }
 
@@ -88,7 +89,8 @@ func TestH2StreamsHeldToCaps(t *testing.T) {
 		engineCap    = 6   // --max-engine-conns-per-endpoint
 		perIPCap     = 30  // --max-inflight-requests-per-ip
 		streamsPerC  = 50  // --max-streams-per-conn
-		attackStream = 200 // concurrent streams the attacker tries
+		attackConns  = 4   // client connections of the attacker
+		attackStream = 200 // concurrent streams it opens on them
 	)
 	ca := tlstest.NewCA(t, "infergate-test-root")
 	root := t.TempDir()
@@ -124,21 +126,28 @@ func TestH2StreamsHeldToCaps(t *testing.T) {
 		}
 	}
 
-	attacker := h2From(ca, "127.0.0.2", "localhost")
-	// One connection first (a request the gateway refuses itself), so the
-	// streams below share connections instead of racing to dial.
-	warm, err := attacker.Get(httpsURL(hotRule, "/v1/models/../admin"))
-	if err != nil {
-		t.Fatal(err)
+	// The attacker's connections, each opened by a request the gateway
+	// refuses itself, so the streams below share them instead of dialing.
+	var attackers []*http.Client
+	for range attackConns {
+		c := h2From(ca, "127.0.0.2", "localhost")
+		warm, err := c.Get(httpsURL(hotRule, "/v1/models/../admin"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		warm.Body.Close()
+		if warm.ProtoMajor != 2 {
+			t.Fatalf("attacker connection speaks %s", warm.Proto)
+		}
+		attackers = append(attackers, c)
 	}
-	warm.Body.Close()
 	statuses := make(chan int, attackStream)
 	var wg sync.WaitGroup
-	for range attackStream {
+	for i := range attackStream {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, err := attacker.Post(httpsURL(hotRule, "/v1/completions"), "application/json", strings.NewReader(completionBody))
+			resp, err := attackers[i%attackConns].Post(httpsURL(hotRule, "/v1/completions"), "application/json", strings.NewReader(completionBody))
 			if err != nil {
 				t.Log(err)
 				statuses <- -1
