@@ -22,11 +22,19 @@ type Gate struct {
 	// Idle connections, longest idle first (evictable at the global cap).
 	idleMu sync.Mutex
 	idle   idleList
+
+	// Requests in flight (requests.go).
+	inflight atomic.Int64
+	reqMu    sync.Mutex
+	reqs     requestState
 }
 
 // New builds a Gate. m may be nil.
 func New(opts Options, m *metrics.Edge) *Gate {
-	return &Gate{opts: opts, m: m, perIP: make(map[netip.Addr]int)}
+	g := &Gate{opts: opts, m: m, perIP: make(map[netip.Addr]int)}
+	g.reqs.global, g.reqs.perIPCap = opts.requestCaps()
+	g.reqs.perIP = make(map[netip.Addr]int)
+	return g
 }
 
 // Options returns the options the gate was built with.
@@ -44,9 +52,10 @@ func (g *Gate) Wrap(nl net.Listener) *Listener {
 // Listener is one admitted VIP listener.
 type Listener struct {
 	net.Listener
-	g     *Gate
-	limit atomic.Int64 // 0: no per-listener cap
-	open  atomic.Int64
+	g       *Gate
+	limit   atomic.Int64 // 0: no per-listener cap (connections and requests alike)
+	open    atomic.Int64
+	reqOpen atomic.Int64 // requests in flight (requests.go)
 }
 
 // SetLimit sets the listener's own cap (0: none). Lowering it closes no

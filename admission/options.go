@@ -21,6 +21,20 @@ type Options struct {
 	// least this long, instead of being refused. A flood of idle
 	// connections then cannot lock out new clients. 0 disables eviction.
 	EvictIdleAfter time.Duration `yaml:"evict-idle-after"`
+
+	// MaxRequests caps requests in flight over all VIP listeners (every
+	// HTTP/2 stream counts, as does each HTTP/1.1 request). Each one holds
+	// an engine connection, so this, not the client connection count, is
+	// what bounds engine sockets. 0: the same as MaxConns (HTTP/1.1 load is
+	// then never refused by it: it has one request per connection at most);
+	// negative: no cap.
+	MaxRequests int `yaml:"max-inflight-requests"`
+	// MaxRequestsPerIP caps requests in flight from one source address. 0:
+	// the same as MaxConnsPerIP; negative: no cap.
+	MaxRequestsPerIP int `yaml:"max-inflight-requests-per-ip"`
+	// MaxStreamsPerConn is the HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS the
+	// VIPs announce. 0: net/http's default (250).
+	MaxStreamsPerConn int `yaml:"max-streams-per-conn"`
 }
 
 // Reserve is the number of file descriptors DefaultOptions keeps out of the
@@ -36,6 +50,11 @@ const (
 	// DefaultEvictIdleAfter spares connections that have just arrived or
 	// just finished a request (a client about to send).
 	DefaultEvictIdleAfter = time.Second
+	// DefaultMaxStreamsPerConn: 100 concurrent streams per HTTP/2
+	// connection (RFC 9113's recommended minimum, nginx's default); each
+	// stream is an engine request, so more buys a client nothing but a
+	// larger share of the request caps.
+	DefaultMaxStreamsPerConn = 100
 )
 
 // DefaultOptions derives the caps from the process's RLIMIT_NOFILE (which
@@ -52,6 +71,10 @@ func DefaultOptions() Options {
 		MaxConnsPerIP:  min(DefaultMaxConnsPerIP, max),
 		IdleTimeout:    DefaultIdleTimeout,
 		EvictIdleAfter: DefaultEvictIdleAfter,
+		// MaxRequests and MaxRequestsPerIP: 0, derived from the connection
+		// caps when the gate is built (so a --max-client-conns flag moves
+		// them too).
+		MaxStreamsPerConn: DefaultMaxStreamsPerConn,
 	}
 }
 
@@ -68,4 +91,19 @@ func MaxConnsFor(nofile uint64) int {
 		return minMaxConns
 	}
 	return int(nofile-Reserve) / 2
+}
+
+// requestCaps resolves MaxRequests and MaxRequestsPerIP: 0 follows the
+// matching connection cap, negative is no cap (returned as 0).
+func (o Options) requestCaps() (global, perIP int) {
+	derive := func(v, conns int) int {
+		switch {
+		case v < 0:
+			return 0
+		case v == 0:
+			return max(conns, 0)
+		}
+		return v
+	}
+	return derive(o.MaxRequests, o.MaxConns), derive(o.MaxRequestsPerIP, o.MaxConnsPerIP)
 }

@@ -350,9 +350,9 @@ func TestGetOutputs(t *testing.T) {
 	wide := strings.Split(strings.TrimSpace(res.stdout), "\n")
 	wantWide := [][]string{
 		{"EXT", "IP", "PORT", "PROTO", "NAME", "MARK", "SEL", "MODE", "ENGINE", "P/D", "HOST", "MODEL", "ENDPOINT", "EPORT", "WEIGHT", "ROLE", "NIXL", "PORT", "PAIRING", "STATE", "HEALTH", "COUNTER", "ENGINE", "LOAD"},
-		{"127.0.0.9", "8080", "tcp", "rr", "3", "rr", "fullproxy", "-", "-", "-", "-", "127.0.0.21", "8000", "2", "normal", "-", "-", "-", "-", "-"},
+		{"127.0.0.9", "8080", "tcp", "rr", "3", "rr", "fullproxy", "-", "-", "-", "-", "127.0.0.21", "8000", "2", "normal", "-", "-", "-", "-", "-", "-"},
 		{"127.0.0.11", "8080", "tcp", "pd", "0", "lc", "fullproxy", "vllm", "pd,cache-aware,kv1", "-", "-", "127.0.0.31", "8100", "1", "prefill", "5600", "block_size=16,kv_connector=NixlConnector", "active", "-", "1:2", "waiting=3,running=12,kv=41%,age=0.2s"},
-		{"127.0.0.32", "8200", "1", "decode,backup", "-", "-", "-", "-", "-"}, // one row per endpoint, rule cells blank
+		{"127.0.0.32", "8200", "1", "decode,backup", "-", "-", "-", "-", "-", "-"}, // one row per endpoint, rule cells blank
 	}
 	if len(wide) != len(wantWide) {
 		t.Fatalf("wide: %d lines, want %d:\n%s", len(wide), len(wantWide), res.stdout)

@@ -265,10 +265,11 @@ func TestUnprobedShown(t *testing.T) {
 	if res.code != cli.ExitOK || len(lines) != 3 {
 		t.Fatalf("exit %d stdout\n%s", res.code, res.stdout)
 	}
-	if f := strings.Fields(lines[1]); f[len(f)-3] != "unprobed" || f[len(f)-2] != "unprobed" {
+	// The wide table ends STATE, HEALTH, COUNTER, ENGINE LOAD.
+	if f := strings.Fields(lines[1]); f[len(f)-4] != "unprobed" || f[len(f)-3] != "unprobed" {
 		t.Errorf("unprobed row %q: STATE and HEALTH must read unprobed", lines[1])
 	}
-	if f := strings.Fields(lines[2]); f[len(f)-3] != "active" {
+	if f := strings.Fields(lines[2]); f[len(f)-4] != "active" {
 		t.Errorf("probed row %q: STATE must read active", lines[2])
 	}
 	wantHint := "hint: 127.0.0.10:8080/tcp has no health probe"

@@ -103,6 +103,10 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.IntVar(&opts.Admission.MaxConnsPerIP, "max-conns-per-ip", opts.Admission.MaxConnsPerIP, "cap on open client connections from one source address over all VIPs (0: no cap)")
 	fl.DurationVar(&opts.Admission.IdleTimeout, "client-idle-timeout", opts.Admission.IdleTimeout, "close a keep-alive client connection idle this long between requests")
 	fl.DurationVar(&opts.Admission.EvictIdleAfter, "evict-idle-after", opts.Admission.EvictIdleAfter, "at --max-client-conns, a new connection closes the longest-idle one (no request in progress) if it has been idle this long, instead of being refused (0: refuse)")
+	fl.IntVar(&opts.Upstream.MaxConnsPerEndpoint, "max-engine-conns-per-endpoint", opts.Upstream.MaxConnsPerEndpoint, "cap on connections open to one engine address; requests above it wait for a free one (until the client gives up) instead of dialing (0: no cap)")
+	fl.IntVar(&opts.Admission.MaxRequests, "max-inflight-requests", opts.Admission.MaxRequests, "cap on client requests in flight over all VIPs, each HTTP/2 stream counting (0: same as --max-client-conns; negative: no cap); above it requests get 503 too_many_requests_in_flight")
+	fl.IntVar(&opts.Admission.MaxRequestsPerIP, "max-inflight-requests-per-ip", opts.Admission.MaxRequestsPerIP, "cap on client requests in flight from one source address, HTTP/2 streams included (0: same as --max-conns-per-ip; negative: no cap); above it 429")
+	fl.IntVar(&opts.Admission.MaxStreamsPerConn, "max-streams-per-conn", opts.Admission.MaxStreamsPerConn, "HTTP/2 concurrent streams a client connection may open (SETTINGS_MAX_CONCURRENT_STREAMS; 0: net/http's 250)")
 	fl.Int64Var(&opts.Bodies.MaxInFlightBytes, "max-body-bytes-in-flight", opts.Bodies.MaxInFlightBytes, "memory all request bodies being read or served may hold; above it requests get 503 overloaded with Retry-After (0: no bound)")
 	fl.BoolVar(&opts.AllowUnspecifiedVIP, "allow-unspecified-vip", opts.AllowUnspecifiedVIP, "accept rules whose externalIP is 0.0.0.0 or :: (listen on every interface)")
 	// Engine silence bounds.

@@ -33,4 +33,9 @@ const (
 	// Edge hardening (issue 10).
 	CodeInvalidPath = "invalid_path" // 400: dot segment, encoded slash or control byte in the path
 	CodeOverloaded  = "overloaded"   // 503 + Retry-After: the in-flight body memory budget is full
+
+	// CodeMisdirected (421): the rule the request matched is not served by
+	// the TLS site (certificate, client-certificate policy) its handshake
+	// chose by SNI; the client should connect again with the rule's name.
+	CodeMisdirected = "misdirected_request"
 )

@@ -38,7 +38,7 @@ func (rt *Runtime) newListener(addr netip.AddrPort, nl net.Listener, fe *tlsmat.
 	ln := &listener{rt: rt, addr: addr, adm: adm, nl: nl, fe: fe, served: make(chan struct{})}
 	ln.table.Store(&routeTable{})
 	ln.srv = &http.Server{
-		Handler:           ln,
+		Handler:           ln.admitRequests(ln), // each request (h2 stream) in flight takes an admission slot
 		ReadHeaderTimeout: rt.opts.ReadHeaderTimeout,
 		// The body deadline is net/http's own read deadline (it sets one per
 		// request anyway); the handler lifts it once the body is in, so
@@ -47,8 +47,10 @@ func (rt *Runtime) newListener(addr netip.AddrPort, nl net.Listener, fe *tlsmat.
 		IdleTimeout: rt.opts.Admission.IdleTimeout,
 		ConnState:   ln.connState,
 		ErrorLog:    newStdLogger(rt.log),
+		HTTP2:       &http.HTTP2Config{MaxConcurrentStreams: rt.opts.Admission.MaxStreamsPerConn},
 	}
 	if fe != nil {
+		ln.srv.ConnContext = fe.ConnContext // records each handshake's site (siteServes)
 		ln.srv.ConnState = func(c net.Conn, st http.ConnState) {
 			ln.connState(c, st)
 			fe.ConnState(c, st) // handshake counters

@@ -8,6 +8,7 @@ import (
 	"github.com/infergate/infergate/datapath/ladder"
 	"github.com/infergate/infergate/datapath/pd"
 	"github.com/infergate/infergate/datapath/reqbody"
+	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/enginestats"
 	"github.com/infergate/infergate/radix"
 	"github.com/infergate/infergate/tlsmat"
@@ -67,6 +68,9 @@ type Options struct {
 	DrainGrace time.Duration `yaml:"drain-grace"` // how long delete/Close wait for in-flight requests
 
 	MaxIdleConnsPerHost int `yaml:"-"` // upstream keep-alive pool per endpoint
+	// Upstream bounds the engine connections per endpoint (requests over
+	// the cap wait for a free one instead of dialing).
+	Upstream upstream.Options `yaml:",inline"`
 
 	// Timeouts are the P/D legs' bounds (PrefillTimeout,
 	// DecodeFirstByteTimeout) and the SSE silence bound, owned by pd.
@@ -125,6 +129,7 @@ func DefaultOptions() Options {
 		BodyReadTimeout:          60 * time.Second,
 		DrainGrace:               30 * time.Second,
 		MaxIdleConnsPerHost:      1024,
+		Upstream:                 upstream.DefaultOptions(),
 		Timeouts:                 pd.DefaultTimeouts(),
 		MaxSessions:              ladder.DefaultMaxSessions,
 		PrefixIndex:              radix.DefaultOptions(),

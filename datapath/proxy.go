@@ -108,6 +108,9 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := rs.cur.Load()
+	if !ln.siteServes(x, c) { // TLS: the handshake's site must be the rule's
+		return
+	}
 	if c.rule.AdminDown {
 		rt.fail(x, c, -1, http.StatusServiceUnavailable, CodeAdminDown,
 			"this service is administratively down (adminStateUp is false)")

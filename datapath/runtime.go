@@ -141,7 +141,7 @@ func newRuntime(opts Options, m *metrics.Datapath, pdm *metrics.PD, rx *metrics.
 		gate:        admission.New(opts.Admission, edge),
 		bodies:      reqbody.New(opts.Bodies, edge),
 	}
-	rt.up = upstream.New(opts.DialTimeout, opts.MaxIdleConnsPerHost, tlsm)
+	rt.up = upstream.NewWithOptions(opts.DialTimeout, opts.MaxIdleConnsPerHost, opts.Upstream, tlsm)
 	rt.sender = rt.up
 	rt.bufs.New = func() any { b := make([]byte, 32<<10); return &b }
 	rt.kv = kvplane.New(opts.KV, kvm, log.WithField("component", "kvplane"))

@@ -129,6 +129,28 @@ func (ln *listener) setHSTS(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// siteServes answers 421 misdirected_request (and reports false) when c's
+// rule is not served by the TLS site the connection's handshake chose: SNI
+// picked the certificate and client-certificate policy, Host/:authority
+// picked the rule, and they must agree (tlsmat.Frontend.Misdirected).
+func (ln *listener) siteServes(x *exchange, c *compiled) bool {
+	if ln.fe == nil || c.rule.TLS == nil {
+		return true
+	}
+	reason := ln.fe.Misdirected(x.r, c.rule.TLS.Server)
+	if reason == "" {
+		return true
+	}
+	sni := ""
+	if x.r.TLS != nil {
+		sni = x.r.TLS.ServerName
+	}
+	msg := "this connection's TLS handshake (SNI " + strconvQuote(sni) +
+		") does not serve the rule for host " + strconvQuote(hostOnly(x.r.Host)) + " (" + reason + "); connect again with that name as SNI"
+	ln.rt.fail(x, c, -1, http.StatusMisdirectedRequest, CodeMisdirected, msg)
+	return false
+}
+
 // probeClient is the HTTP client of the generation's probes.
 func (c *compiled) probeClient(rt *Runtime) *http.Client {
 	if c.probe != nil {

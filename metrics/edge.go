@@ -18,6 +18,10 @@ type Edge struct {
 	Evicted        prometheus.Counter     // infergate_edge_idle_evictions_total
 	BodyBytes      prometheus.Gauge       // infergate_edge_body_bytes_in_flight
 	BodyOverloaded prometheus.Counter     // infergate_edge_body_overloaded_total
+	// Requests admitted and not yet answered (HTTP/2 streams and HTTP/1.1
+	// requests), and those refused at a cap, by reason.
+	RequestsInFlight prometheus.Gauge       // infergate_edge_requests_in_flight
+	RequestsRefused  *prometheus.CounterVec // infergate_edge_requests_refused_total{reason}
 }
 
 // NewEdge registers the edge family on reg.
@@ -43,10 +47,19 @@ func NewEdge(reg prometheus.Registerer) *Edge {
 			Name: "infergate_edge_body_overloaded_total",
 			Help: "Requests answered 503 overloaded because the in-flight body memory budget was full.",
 		}),
+		RequestsInFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "infergate_edge_requests_in_flight",
+			Help: "Client requests being served on the VIP listeners (each HTTP/2 stream and each HTTP/1.1 request).",
+		}),
+		RequestsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "infergate_edge_requests_refused_total",
+			Help: "Client requests (HTTP/2 streams included) refused because a cap on requests in flight was reached, by reason (global, listener, per_ip).",
+		}, []string{"reason"}),
 	}
 	for _, r := range []string{RefusedGlobal, RefusedListener, RefusedPerIP} {
 		e.Refused.WithLabelValues(r) // every reason is exported from the start, at 0
+		e.RequestsRefused.WithLabelValues(r)
 	}
-	reg.MustRegister(e.Connections, e.Refused, e.Evicted, e.BodyBytes, e.BodyOverloaded)
+	reg.MustRegister(e.Connections, e.Refused, e.Evicted, e.BodyBytes, e.BodyOverloaded, e.RequestsInFlight, e.RequestsRefused)
 	return e
 }

@@ -18,6 +18,9 @@ type TLS struct {
 	ReloadFailures *prometheus.CounterVec // infergate_tls_cert_reload_failures_total{hostname}
 	// BackendHandshakes counts TLS handshakes to engines by result.
 	BackendHandshakes *prometheus.CounterVec // infergate_tls_backend_handshakes_total{result}
+	// Misdirected counts requests answered 421 because the rule they
+	// matched is not served by the TLS site their handshake ran under.
+	Misdirected *prometheus.CounterVec // infergate_tls_misdirected_requests_total{listener,reason}
 }
 
 // NewTLS builds the TLS metric set and registers it on reg.
@@ -43,7 +46,11 @@ func NewTLS(reg prometheus.Registerer) *TLS {
 			Name: "infergate_tls_backend_handshakes_total",
 			Help: "TLS handshakes from the gateway to engines (security 2) by result (ok, failed).",
 		}, []string{"result"}),
+		Misdirected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "infergate_tls_misdirected_requests_total",
+			Help: "Requests answered 421 misdirected_request: the matched rule's TLS site (certificate, client-certificate policy) is not the one the handshake chose by SNI, by listener and reason (certificate, client_cert_policy, no_handshake).",
+		}, []string{"listener", "reason"}),
 	}
-	reg.MustRegister(t.Handshakes, t.CertExpiry, t.Reloads, t.ReloadFailures, t.BackendHandshakes)
+	reg.MustRegister(t.Handshakes, t.CertExpiry, t.Reloads, t.ReloadFailures, t.BackendHandshakes, t.Misdirected)
 	return t
 }

@@ -265,13 +265,20 @@ func (f *Frontend) SetSites(sites []*Site) {
 }
 
 func (f *Frontend) site(serverName string) *Site {
+	s, _ := f.siteFor(serverName)
+	return s
+}
+
+// siteFor is site, also telling whether the name selected it (false: the
+// VIP default applied).
+func (f *Frontend) siteFor(serverName string) (*Site, bool) {
 	t := f.sites.Load()
 	if serverName != "" {
 		if s := t.byHost[strings.ToLower(strings.TrimSuffix(serverName, "."))]; s != nil {
-			return s
+			return s, true
 		}
 	}
-	return t.def
+	return t.def, false
 }
 
 // errNoSite fails a handshake on a listener with no site for the name.
@@ -281,10 +288,11 @@ var errNoSite = errors.New("tls: no certificate for this server name")
 func (f *Frontend) Listener(inner net.Listener) net.Listener {
 	return tls.NewListener(inner, &tls.Config{
 		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
-			s := f.site(hello.ServerName)
+			s, byName := f.siteFor(hello.ServerName)
 			if s == nil {
 				return nil, errNoSite
 			}
+			record(hello.Context(), s, byName) // checked per request (Misdirected)
 			return s.cfg.Load(), nil
 		},
 	})

@@ -31,34 +31,43 @@ import (
 // closed while idle (uvicorn drops them after 5 s) is discarded instead of
 // failing a request that cannot be replayed.
 type Client struct {
-	dialer  net.Dialer
-	maxIdle int          // per pool key
-	tlsm    *metrics.TLS // engine TLS handshakes; may be nil
-	tlsSeq  atomic.Uint64
+	dialer   net.Dialer
+	maxIdle  int          // idle connections kept per endpoint
+	maxConns int          // open connections per endpoint (pool.go); 0: no cap
+	tlsm     *metrics.TLS // engine TLS handshakes; may be nil
+	tlsSeq   atomic.Uint64
 
 	mu     sync.Mutex
-	idle   map[string][]*conn
+	eps    map[string]*endpointConns // by endpoint address
 	closed bool
 }
 
 // New returns a Client whose dials give up after dialTimeout and which keeps
-// at most maxIdle idle connections per endpoint. tlsm, when not nil, counts
-// the TLS handshakes with engines.
+// at most maxIdle idle connections per endpoint, with the default Options.
+// tlsm, when not nil, counts the TLS handshakes with engines.
 func New(dialTimeout time.Duration, maxIdle int, tlsm *metrics.TLS) *Client {
+	return NewWithOptions(dialTimeout, maxIdle, DefaultOptions(), tlsm)
+}
+
+// NewWithOptions is New with the connection bounds o.
+func NewWithOptions(dialTimeout time.Duration, maxIdle int, o Options, tlsm *metrics.TLS) *Client {
 	return &Client{
-		dialer:  net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second},
-		maxIdle: maxIdle,
-		tlsm:    tlsm,
-		idle:    make(map[string][]*conn),
+		dialer:   net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second},
+		maxIdle:  maxIdle,
+		maxConns: o.MaxConnsPerEndpoint,
+		tlsm:     tlsm,
+		eps:      make(map[string]*endpointConns),
 	}
 }
 
 type conn struct {
-	nc  net.Conn
-	raw syscall.RawConn // nil when nc has no file descriptor; for alive()
-	br  *bufio.Reader
-	bw  *bufio.Writer
-	tls bool // nc is a *tls.Conn (alive() must not peek under the records)
+	addr  string // endpoint address (its slot in Client.eps)
+	tlsID string // TLS identity ("" plaintext): reused only by the same one
+	nc    net.Conn
+	raw   syscall.RawConn // nil when nc has no file descriptor; for alive()
+	br    *bufio.Reader
+	bw    *bufio.Writer
+	tls   bool // nc is a *tls.Conn (alive() must not peek under the records)
 }
 
 // TLS is one rule's TLS configuration toward its engines (security 2).
@@ -75,12 +84,12 @@ func (c *Client) NewTLS(cfg *tls.Config) *TLS {
 	return &TLS{cfg: cfg, id: strconv.FormatUint(c.tlsSeq.Add(1), 10)}
 }
 
-// poolKey is the idle-pool key of addr under tc.
-func poolKey(addr string, tc *TLS) string {
+// tlsID is the pooling identity of tc ("" plaintext).
+func tlsID(tc *TLS) string {
 	if tc == nil {
-		return addr
+		return ""
 	}
-	return addr + "|tls" + tc.id
+	return tc.id
 }
 
 const bufSize = 16 << 10
@@ -89,27 +98,34 @@ const bufSize = 16 << 10
 var aLongTimeAgo = time.Unix(1, 0)
 
 // get returns a live pooled connection to addr or dials a new one (over TLS
-// when tc is set). A dial or handshake failure is a *DialError: nothing was
-// sent.
+// when tc is set), within the endpoint's connection cap (pool.go). A dial or
+// handshake failure is a *DialError, a wait given up a *PoolWaitError:
+// nothing was sent either way.
 func (c *Client) get(ctx context.Context, addr string, tc *TLS) (*conn, error) {
-	key := poolKey(addr, tc)
+	id := tlsID(tc)
 	for {
-		c.mu.Lock()
-		list := c.idle[key]
-		n := len(list)
-		if n == 0 {
-			c.mu.Unlock()
-			break
+		pc, err := c.acquire(ctx, addr, id)
+		if err != nil {
+			return nil, err
 		}
-		pc := list[n-1]
-		list[n-1] = nil
-		c.idle[key] = list[:n-1]
-		c.mu.Unlock()
+		if pc == nil {
+			break // a slot is ours: dial
+		}
 		if pc.alive() {
 			return pc, nil
 		}
-		_ = pc.nc.Close()
+		c.discard(pc)
 	}
+	pc, err := c.dial(ctx, addr, tc)
+	if err != nil {
+		c.release(addr)
+		return nil, err
+	}
+	return pc, nil
+}
+
+// dial opens a new connection to addr (its slot already taken).
+func (c *Client) dial(ctx context.Context, addr string, tc *TLS) (*conn, error) {
 	nc, err := c.dialer.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, &DialError{Endpoint: addr, Err: err}
@@ -125,7 +141,7 @@ func (c *Client) get(ctx context.Context, addr string, tc *TLS) (*conn, error) {
 		}
 		nc = tconn
 	}
-	return &conn{nc: nc, raw: raw, tls: tc != nil, br: bufio.NewReaderSize(nc, bufSize), bw: bufio.NewWriterSize(nc, bufSize)}, nil
+	return &conn{addr: addr, tlsID: tlsID(tc), nc: nc, raw: raw, tls: tc != nil, br: bufio.NewReaderSize(nc, bufSize), bw: bufio.NewWriterSize(nc, bufSize)}, nil
 }
 
 // handshake runs the TLS handshake to an engine, verifying its certificate
@@ -151,31 +167,33 @@ func (c *Client) handshake(ctx context.Context, nc net.Conn, addr string, tc *TL
 	return tconn, nil
 }
 
-// put returns a connection whose last response was read completely; key
-// is its poolKey.
-func (c *Client) put(key string, pc *conn) {
+// put returns a connection whose last response was read completely, and
+// wakes a request waiting for one.
+func (c *Client) put(pc *conn) {
 	c.mu.Lock()
-	if !c.closed && len(c.idle[key]) < c.maxIdle {
-		c.idle[key] = append(c.idle[key], pc)
+	if ep := c.eps[pc.addr]; ep != nil && !c.closed && len(ep.idle) < c.maxIdle {
+		ep.idle = append(ep.idle, pc)
+		ep.wakeOne()
 		c.mu.Unlock()
 		return
 	}
 	c.mu.Unlock()
-	_ = pc.nc.Close()
+	c.discard(pc)
 }
 
 // CloseIdle closes every pooled connection and stops pooling; exchanges in
 // flight finish on their own connections, which are then closed.
 func (c *Client) CloseIdle() {
 	c.mu.Lock()
-	idle := c.idle
-	c.idle = make(map[string][]*conn)
+	var idle []*conn
+	for _, ep := range c.eps {
+		idle = append(idle, ep.idle...)
+		ep.idle = nil
+	}
 	c.closed = true
 	c.mu.Unlock()
-	for _, list := range idle {
-		for _, pc := range list {
-			_ = pc.nc.Close()
-		}
+	for _, pc := range idle {
+		c.discard(pc)
 	}
 }
 
@@ -225,6 +243,12 @@ func (pc *conn) aliveTLS() bool {
 // engine was silent past it; anything else may have reached the engine.
 func (c *Client) Send(ctx context.Context, leg Leg) (*http.Response, error) {
 	addr := leg.Endpoint.ID
+	if leg.Stream != nil {
+		// Not before the request is worth sending (streambody.go).
+		if err := leg.Stream.prime(); err != nil {
+			return nil, err
+		}
+	}
 	pc, err := c.get(ctx, addr, leg.TLS)
 	if err != nil {
 		return nil, err
@@ -249,7 +273,7 @@ func (c *Client) Send(ctx context.Context, leg Leg) (*http.Response, error) {
 	fail := func(err error) (*http.Response, error) {
 		resetInto()
 		stop()
-		_ = pc.nc.Close()
+		c.discard(pc)
 		if cerr := context.Cause(ctx); cerr != nil {
 			err = fmt.Errorf("%w (%w)", err, cerr)
 		}
@@ -280,7 +304,7 @@ func (c *Client) Send(ctx context.Context, leg Leg) (*http.Response, error) {
 		}
 		resetInto()
 	}
-	resp.Body = &body{c: c, key: poolKey(addr, leg.TLS), pc: pc, r: rb, stop: stop, reuse: !resp.Close}
+	resp.Body = &body{c: c, pc: pc, r: rb, stop: stop, reuse: !resp.Close}
 	return resp, nil
 }
 
@@ -332,7 +356,6 @@ var _ BoundedBody = (*body)(nil)
 // its end, and closes it otherwise (a half-read body cannot be reused).
 type body struct {
 	c     *Client
-	key   string // poolKey
 	pc    *conn
 	r     io.Reader // the framed body (length, chunked, until close)
 	stop  func() bool
@@ -378,8 +401,8 @@ func (b *body) finish(complete bool) {
 	b.done = true
 	notCanceled := b.stop()
 	if complete && b.reuse && notCanceled {
-		b.c.put(b.key, b.pc)
+		b.c.put(b.pc)
 		return
 	}
-	_ = b.pc.nc.Close()
+	b.c.discard(b.pc)
 }

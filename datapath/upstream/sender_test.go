@@ -56,7 +56,7 @@ func TestWithTLS(t *testing.T) {
 func TestPoolKey(t *testing.T) {
 	c := New(0, 1, nil)
 	tc := c.NewTLS(&tls.Config{})
-	if poolKey("10.0.0.1:8000", nil) == poolKey("10.0.0.1:8000", tc) {
+	if tlsID(nil) == tlsID(tc) {
 		t.Fatal("TLS and plaintext connections to one address share a pool")
 	}
 }

@@ -14,8 +14,15 @@ import (
 // Why stream: a request body the rule does not route on (an audio upload,
 // a pass-through path) is copied to the engine as it arrives, one buffer at
 // a time, so memory stays flat in the body's size. It cannot be replayed,
-// which costs nothing: only a dial failure is retried, and a dial happens
-// before the first byte is read from the client.
+// which costs nothing: only a dial failure is retried, and nothing past the
+// first chunk is read from the client before the dial succeeded.
+//
+// Why the first chunk is read before dialing: an HTTP/2 stream reaches the
+// handler when its HEADERS arrive, before any DATA. Dialing then would let
+// a client hold one engine connection per stream by opening streams and
+// never sending their bodies. The engine is dialed once the request is
+// complete enough to be worth sending: its first body bytes (or its end)
+// have arrived, within the client's usual body read deadline.
 
 // streamChunk is the copy buffer of a streamed request body.
 const streamChunk = 32 << 10
@@ -38,7 +45,39 @@ type BodyStream struct {
 	// moves the client's read deadline forward); may be nil.
 	Progress func()
 
-	sent int64
+	sent   int64
+	primed bool   // the first read ran (prime)
+	head   []byte // what it returned, written before anything else
+	eof    bool   // and the body ended there
+}
+
+// primeChunk is the size of the read prime makes before dialing: small,
+// since streams waiting for their first bytes hold it.
+const primeChunk = 4 << 10
+
+// prime reads the body's first bytes (or its end) before the engine is
+// dialed; a retry after a failed dial reuses them. A read failure is a
+// *ClientBodyError.
+func (s *BodyStream) prime() error {
+	if s.primed {
+		return nil
+	}
+	s.primed = true
+	buf := make([]byte, primeChunk)
+	for {
+		n, err := s.R.Read(buf)
+		s.head = buf[:n]
+		if err == io.EOF {
+			s.eof = true
+			return nil
+		}
+		if err != nil {
+			return &ClientBodyError{Err: err}
+		}
+		if n > 0 {
+			return nil
+		}
+	}
 }
 
 // Sent is how many body bytes were written to the engine (the endpoint's
@@ -72,8 +111,17 @@ func writeStreamed(ctx context.Context, pc *conn, addr, method string, leg Leg, 
 	defer streamBufs.Put(bp)
 	buf := *bp
 	var total int64
-	for {
-		n, rerr := s.R.Read(buf)
+	for first := true; ; first = false {
+		var n int
+		var rerr error
+		if first && s.primed {
+			n = copy(buf, s.head) // primeChunk fits in streamChunk
+			if s.eof {
+				rerr = io.EOF
+			}
+		} else {
+			n, rerr = s.R.Read(buf)
+		}
 		if n > 0 {
 			total += int64(n)
 			s.sent = total

@@ -1,0 +1,96 @@
+package admission
+
+import (
+	"net/netip"
+
+	"github.com/infergate/infergate/metrics"
+)
+
+// Why requests are admitted too: connections are admitted at accept, but
+// one HTTP/2 connection carries many requests at once and each request in
+// flight holds an engine connection. Counting connections only let 20
+// clients open thousands of engine sockets. Every request in flight (an
+// HTTP/2 stream, or the one request of an HTTP/1.1 connection) therefore
+// also takes a slot under caps that mirror the connection caps: global
+// (Options.MaxRequests), per source address (MaxRequestsPerIP) and per
+// listener (the same SetLimit as its connections: a rule's connectionLimit
+// bounds its concurrency whatever the protocol). An HTTP/1.1 request runs
+// on an admitted connection, so with the derived defaults it always fits;
+// only streams beyond them are refused.
+
+// requestState is the gate's count of requests in flight.
+type requestState struct {
+	global, perIPCap int // resolved caps; 0: none
+	perIP            map[netip.Addr]int
+}
+
+// EnterRequest takes a request slot for a request from ip on l, or
+// returns the refusing level's reason (metrics.Refused*). Every admitted
+// request must be followed by exactly one LeaveRequest with the same ip.
+func (l *Listener) EnterRequest(ip netip.Addr) string {
+	g := l.g
+	if lim := int64(g.reqs.global); g.inflight.Add(1) > lim && lim > 0 {
+		g.inflight.Add(-1)
+		return g.refuseRequest(metrics.RefusedGlobal)
+	}
+	if lim := l.limit.Load(); l.reqOpen.Add(1) > lim && lim > 0 {
+		l.reqOpen.Add(-1)
+		g.inflight.Add(-1)
+		return g.refuseRequest(metrics.RefusedListener)
+	}
+	if g.reqs.perIPCap > 0 {
+		g.reqMu.Lock()
+		n := g.reqs.perIP[ip]
+		if n >= g.reqs.perIPCap {
+			g.reqMu.Unlock()
+			l.reqOpen.Add(-1)
+			g.inflight.Add(-1)
+			return g.refuseRequest(metrics.RefusedPerIP)
+		}
+		g.reqs.perIP[ip] = n + 1
+		g.reqMu.Unlock()
+	}
+	if g.m != nil {
+		g.m.RequestsInFlight.Inc()
+	}
+	return ""
+}
+
+// LeaveRequest gives back the slot EnterRequest took.
+func (l *Listener) LeaveRequest(ip netip.Addr) {
+	g := l.g
+	if g.reqs.perIPCap > 0 {
+		g.reqMu.Lock()
+		if n := g.reqs.perIP[ip]; n <= 1 {
+			delete(g.reqs.perIP, ip)
+		} else {
+			g.reqs.perIP[ip] = n - 1
+		}
+		g.reqMu.Unlock()
+	}
+	l.reqOpen.Add(-1)
+	g.inflight.Add(-1)
+	if g.m != nil {
+		g.m.RequestsInFlight.Dec()
+	}
+}
+
+// InFlight is the number of requests admitted and not yet left.
+func (g *Gate) InFlight() int { return int(g.inflight.Load()) }
+
+func (g *Gate) refuseRequest(reason string) string {
+	if g.m != nil {
+		g.m.RequestsRefused.WithLabelValues(reason).Inc()
+	}
+	return reason
+}
+
+// RemoteIP is the source address of a request's RemoteAddr ("ip:port") in
+// the form the caps count it (IPv4-mapped addresses as IPv4); unknown
+// addresses share the zero Addr's bucket, as at accept.
+func RemoteIP(remoteAddr string) netip.Addr {
+	if ap, err := netip.ParseAddrPort(remoteAddr); err == nil {
+		return ap.Addr().Unmap()
+	}
+	return netip.Addr{}
+}
