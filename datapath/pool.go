@@ -99,6 +99,10 @@ type compiled struct {
 	// Per-request counter children made on first use (hotmetrics.go).
 	chwblm chwblMetrics
 	pdc    pdCounters
+
+	// admin is the rule's closed engine admin paths (adminpath.go); nil:
+	// the rule opened them.
+	admin *adminGate
 }
 
 // defaultPD5xxStreak trips a P/D endpoint's breaker when the daemon
@@ -134,6 +138,7 @@ func newCompiled(r *spec.Rule, prev map[string]*endpoint, opts *Options, m *metr
 		m:     m,
 	}
 	c.keys = enforcesKeys(r, opts)
+	c.admin = newAdminGate(r)
 	if r.CircuitBreaker || r.PD != nil {
 		c.cb = breakerConfig{
 			enabled:      true,
