@@ -113,6 +113,11 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"this service is administratively down (adminStateUp is false)")
 		return
 	}
+	if c.admin.denies(r.URL.Path) {
+		rt.fail(x, c, -1, http.StatusForbidden, CodeAdminPathDenied,
+			"path "+strconvQuote(r.URL.Path)+" is an engine admin API; this rule does not forward it (allow_admin_paths)")
+		return
+	}
 	if !pathAllowed(c.rule.AllowedPaths, r.URL.Path) {
 		rt.fail(x, c, -1, http.StatusNotFound, CodePathNotAllowed,
 			"path "+strconvQuote(r.URL.Path)+" is not in this rule's allowed_paths")
@@ -185,7 +190,17 @@ func (rt *Runtime) clientStream(x *exchange, body []byte) (*upstream.BodyStream,
 		if t := rt.opts.StreamedBodyTimeout; t > 0 {
 			end = x.start.Add(t)
 		}
+		// The read deadline bounds the client's delivery only: once the
+		// body has ended it is lifted before the engine is waited on. Left
+		// in place it would race the first-byte bound, and net/http's
+		// background read, timing out, cancels the request as if the client
+		// had gone: the client got a 200 with an empty body instead of 504.
+		done := &bodyEnd{r: r.Body, lift: func() { _ = rc.SetReadDeadline(time.Time{}) }}
+		s.R = done
 		s.Progress = func() {
+			if done.ended {
+				return // lifted for good; do not set it again
+			}
 			dl := time.Now().Add(d)
 			if !end.IsZero() && end.Before(dl) {
 				dl = end
@@ -194,6 +209,23 @@ func (rt *Runtime) clientStream(x *exchange, body []byte) (*upstream.BodyStream,
 		}
 	}
 	return s, true
+}
+
+// bodyEnd passes a streamed client body through and runs lift once, when
+// the body has been read to its end (io.EOF).
+type bodyEnd struct {
+	r     io.Reader
+	lift  func()
+	ended bool
+}
+
+func (b *bodyEnd) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err == io.EOF && !b.ended {
+		b.ended = true
+		b.lift()
+	}
+	return n, err
 }
 
 // fail answers a gateway error and counts it (c nil: no rule matched).
