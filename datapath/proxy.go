@@ -72,6 +72,10 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The path is checked before anything else reads it (the allowlist, the
 	// rule match, every serve path): a request whose path would mean
 	// something else once normalised is never routed.
+	if code, msg := checkRequestLine(r); code != "" {
+		rt.fail(x, nil, -1, http.StatusBadRequest, code, msg)
+		return
+	}
 	if code, msg := checkPathShape(r); code != "" {
 		rt.fail(x, nil, -1, http.StatusBadRequest, code, msg)
 		return
