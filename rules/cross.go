@@ -131,6 +131,10 @@ var crossChecks = []crossCheck{
 	{"api-key-auth", checkAPIKeyAuth},
 	// Engine self-registration: selector.go.
 	{"endpoint-selector", checkEndpointSelector},
+	// Names that cannot forge log lines, endpoints that are not the
+	// gateway itself: name.go, selfloop.go.
+	{"name-printable", checkName},
+	{"endpoint-not-own-vip", checkEndpointNotOwnVIP},
 }
 
 // api_key_auth values (LoxiLB's).

@@ -87,6 +87,9 @@ func fieldNotes() map[string]FieldNote {
 		sa("pd_balance_abs_threshold"): {Description: "Tier 1 is bypassed when max-min active requests exceeds this (0 = 3).", Min: ptrFloat(0), Max: ptrFloat(255)},
 		sa("allowed_paths"): {Description: "infergate extension: the paths this rule serves (exact, or a prefix ending in /*); " +
 			"empty = every path and method is forwarded to the engine. Others get 404 path_not_allowed."},
+		sa("allow_admin_paths"): {Description: "infergate extension: forward the engine's admin APIs (/sleep, /collective_rpc, /flush_cache, " +
+			"/update_weights_from_disk, /kv_cache_events, ...: the list of kvEngineType, every engine's when it is absent). " +
+			"Default false: they answer 403 admin_path_denied, except one allowed_paths names exactly."},
 		sa("pdBootstrapPort"): {Description: "SGLang --disaggregation-bootstrap-port (0 = 8998); only with P/D and kvEngineType sglang.", Min: ptrFloat(0), Max: ptrFloat(65535)},
 		sa("kvExactMode"): {Description: "Tier 1.5 exact KV-cache routing: 0 off, 1 over the prefill endpoints of a P/D rule, " +
 			"3 over a single pool (no P/D). LoxiLB's reserved 2 (NATS) is not served.", Enum: enum(0, 1, 3)},
