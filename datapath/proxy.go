@@ -345,7 +345,7 @@ func (rt *Runtime) serveSingle(x *exchange, c *compiled, body []byte) {
 func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl uint64) {
 	r := x.r
 	f := c.poolFacts(r, body)
-	prepareOutboundHeader(r.Header, f.ClientIP)
+	prepareOutboundHeader(r.Header, f.ClientIP, rt.opts.TrustForwardedFor)
 
 	// Timeouts are read deadlines on the engine connection (no per-request
 	// timer or derived context); the client's context still aborts the
@@ -581,10 +581,16 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 }
 
 // prepareOutboundHeader strips hop-by-hop headers (and those named in
-// Connection) and appends the client to X-Forwarded-For. It edits the
-// inbound header in place: the handler owns it and it is reused by retries.
-func prepareOutboundHeader(h http.Header, client string) {
+// Connection) and sets X-Forwarded-For: the client alone, or appended to
+// the client's own X-Forwarded-For when the gateway trusts it
+// (Options.TrustForwardedFor; a client could otherwise pass for any
+// address in engine logs and per-client limits). It edits the inbound
+// header in place: the handler owns it and it is reused by retries.
+func prepareOutboundHeader(h http.Header, client string, trustForwarded bool) {
 	hop.Strip(h)
+	if !trustForwarded {
+		delete(h, headerForwardedFor)
+	}
 	if client == "" {
 		return
 	}
