@@ -133,7 +133,7 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if c.keys {
-		k, b, ok := rt.admitKey(x, c, body, model)
+		k, b, ok := rt.admitKey(x, c, body)
 		if !ok {
 			return
 		}

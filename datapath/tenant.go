@@ -44,7 +44,7 @@ type keyCheck struct {
 // without stream_options is asked for usage (the usage-only chunk is then
 // hidden from the client), and x.w is wrapped so the response's usage
 // settles the reservation (finishKey).
-func (rt *Runtime) admitKey(x *exchange, c *compiled, body []byte, model string) (*keyCheck, []byte, bool) {
+func (rt *Runtime) admitKey(x *exchange, c *compiled, body []byte) (*keyCheck, []byte, bool) {
 	if rt.opts.Keys == nil {
 		rt.fail(x, c, -1, http.StatusServiceUnavailable, CodeKeysUnavailable, "this rule requires API keys but the gateway has no key store")
 		return nil, body, false
