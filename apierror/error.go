@@ -101,3 +101,8 @@ func As(err error) (*Error, bool) {
 // CodeVIPConflict: a rule's address (VIP or secondary VIP) with its route
 // (host, path, model, block) is already served by another rule.
 const CodeVIPConflict = "vip_conflict"
+
+// CodeEndpointIsGateway: an endpoint is one of the gateway's own addresses
+// (a VIP:port it serves, or its management API): every request would come
+// back to the gateway, hop after hop, until its connections ran out.
+const CodeEndpointIsGateway = "endpoint_is_gateway"

@@ -109,6 +109,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.IntVar(&opts.Admission.MaxStreamsPerConn, "max-streams-per-conn", opts.Admission.MaxStreamsPerConn, "HTTP/2 concurrent streams a client connection may open (SETTINGS_MAX_CONCURRENT_STREAMS; 0: net/http's 250)")
 	fl.Int64Var(&opts.Bodies.MaxInFlightBytes, "max-body-bytes-in-flight", opts.Bodies.MaxInFlightBytes, "memory all request bodies being read or served may hold; above it requests get 503 overloaded with Retry-After (0: no bound)")
 	fl.BoolVar(&opts.AllowUnspecifiedVIP, "allow-unspecified-vip", opts.AllowUnspecifiedVIP, "accept rules whose externalIP is 0.0.0.0 or :: (listen on every interface)")
+	fl.BoolVar(&opts.TrustForwardedFor, "trust-forwarded-for", opts.TrustForwardedFor, "keep clients' X-Forwarded-For (append the client to it) instead of replacing it; only behind a proxy that sets it")
 	// Engine silence bounds.
 	fl.DurationVar(&opts.FirstByteTimeout, "first-byte-timeout", opts.FirstByteTimeout, "single pools: longest wait for an engine's response headers (504 upstream_timeout); a rule's inactiveTimeOut only caps it")
 	fl.DurationVar(&opts.BodyStallTimeout, "body-stall-timeout", opts.BodyStallTimeout, "longest engine silence inside a non-streaming response body (the response is cut); a rule's inactiveTimeOut only caps it")

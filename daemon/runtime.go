@@ -16,5 +16,6 @@ func newRuntime(opts Options, m *metrics.Metrics, keys datapath.KeyAdmitter, log
 	o.Keys = keys
 	o.ReplicaConsistent = opts.Store != "" // replicas share rules: make their choices agree
 	o.TLS = opts.TLSOptions()
+	o.GatewayAddrs = apiAddrPorts(opts) // selfaddr.go
 	return datapath.NewWithMetrics(o, m, log), nil
 }

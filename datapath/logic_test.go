@@ -80,25 +80,33 @@ func TestSessionKey(t *testing.T) {
 }
 
 func TestPrepareOutboundHeader(t *testing.T) {
-	h := http.Header{}
-	h.Set("Connection", "keep-alive, X-Secret")
-	h.Set("X-Secret", "s")
-	h.Set("Keep-Alive", "timeout=5")
-	h.Set("Te", "trailers")
-	h.Set("Expect", "100-continue")
-	h.Set("Authorization", "Bearer k")
-	h.Set("X-Forwarded-For", "1.2.3.4")
-	prepareOutboundHeader(h, "127.0.0.9")
-	for _, k := range []string{"Connection", "X-Secret", "Keep-Alive", "Te", "Expect"} {
-		if _, ok := h[k]; ok {
-			t.Errorf("%s forwarded", k)
+	for _, tc := range []struct {
+		trust bool
+		xff   string
+	}{
+		{true, "1.2.3.4, 127.0.0.9"},
+		{false, "127.0.0.9"}, // the client's own claim is dropped
+	} {
+		h := http.Header{}
+		h.Set("Connection", "keep-alive, X-Secret")
+		h.Set("X-Secret", "s")
+		h.Set("Keep-Alive", "timeout=5")
+		h.Set("Te", "trailers")
+		h.Set("Expect", "100-continue")
+		h.Set("Authorization", "Bearer k")
+		h.Add("X-Forwarded-For", "1.2.3.4")
+		prepareOutboundHeader(h, "127.0.0.9", tc.trust)
+		for _, k := range []string{"Connection", "X-Secret", "Keep-Alive", "Te", "Expect"} {
+			if _, ok := h[k]; ok {
+				t.Errorf("%s forwarded", k)
+			}
 		}
-	}
-	if h.Get("Authorization") != "Bearer k" {
-		t.Error("end-to-end header dropped")
-	}
-	if got := h.Get("X-Forwarded-For"); got != "1.2.3.4, 127.0.0.9" {
-		t.Errorf("X-Forwarded-For = %q", got)
+		if h.Get("Authorization") != "Bearer k" {
+			t.Error("end-to-end header dropped")
+		}
+		if got := h.Values("X-Forwarded-For"); len(got) != 1 || got[0] != tc.xff {
+			t.Errorf("trust %v: X-Forwarded-For = %q, want %q", tc.trust, got, tc.xff)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"net/netip"
 	"time"
 
 	"github.com/infergate/infergate/admission"
@@ -106,6 +107,16 @@ type Options struct {
 	// Engine configures the scraping of the engines' own metrics (queue,
 	// running batch, KV usage) for every rule's endpoints.
 	Engine enginestats.Options `yaml:",inline"`
+	// GatewayAddrs are the gateway's own addresses besides its VIPs (the
+	// daemon sets its management API's): an endpoint equal to one is
+	// refused at Install (400 endpoint_is_gateway), as is one equal to a
+	// served VIP:port.
+	GatewayAddrs []netip.AddrPort `yaml:"-"`
+	// TrustForwardedFor keeps a client's X-Forwarded-For and appends the
+	// client to it (the gateway sits behind a proxy that sets it). Off, the
+	// engine is told only the address the gateway saw: a client cannot
+	// make its requests look like another's in engine logs and limits.
+	TrustForwardedFor bool `yaml:"trust-forwarded-for"`
 }
 
 // DefaultOptions returns the documented defaults (LoxiLB's where it has one).

@@ -2,6 +2,14 @@ package datapath
 
 import "net/http"
 
+// Request-line codes (400): an HTTP/2 request's :method and :path are
+// free-form header values, and the engine leg writes them into an HTTP/1.1
+// request line, so they are held to what that line can carry.
+const (
+	CodeInvalidMethod = "invalid_method"         // not an RFC 9110 token
+	CodeInvalidTarget = "invalid_request_target" // whitespace or a control byte
+)
+
 // OpenAI-compatible paths the datapath knows by name. Single-pool rules
 // forward every path (surface.go); these matter to P/D rules and routing.
 const (
@@ -40,6 +48,46 @@ func checkPathShape(r *http.Request) (code, msg string) {
 		return CodeInvalidPath, "path contains an encoded slash or backslash (%2F, %5C)"
 	}
 	return "", ""
+}
+
+// checkRequestLine refuses a method that is not an RFC 9110 token and a
+// request target holding whitespace or a control byte, before anything
+// routes on either. HTTP/1.1 parsing already refuses both; HTTP/2 hands
+// :method and :path over as sent, and the engine leg would write them into
+// its request line verbatim: a :method "GET /sleep?" or a :path with a
+// space would make the engine read another request line than the one the
+// gateway matched (and checked against allowed_paths and the admin paths).
+// It returns the error code and message, or "" when the line is sound.
+func checkRequestLine(r *http.Request) (code, msg string) {
+	m := r.Method
+	if m == "" {
+		return CodeInvalidMethod, "the request method is empty"
+	}
+	for i := 0; i < len(m); i++ {
+		if !isTokenChar(m[i]) {
+			return CodeInvalidMethod, "the request method is not an HTTP token (RFC 9110 §5.6.2)"
+		}
+	}
+	t := r.RequestURI
+	for i := 0; i < len(t); i++ {
+		if c := t[i]; c <= ' ' || c == 0x7f {
+			return CodeInvalidTarget, "the request target contains whitespace or a control character"
+		}
+	}
+	return "", ""
+}
+
+// isTokenChar reports an RFC 9110 tchar: "!#$%&'*+-.^_`|~", digits, letters.
+func isTokenChar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	switch c {
+	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
+		return true
+	}
+	return false
 }
 
 // hasEncodedSeparator reports whether raw holds %2F or %5C (any case).

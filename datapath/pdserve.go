@@ -286,7 +286,7 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 			c.epm[i].active.Dec()
 		}
 	}()
-	prepareOutboundHeader(r.Header, clientIP(r.RemoteAddr))
+	prepareOutboundHeader(r.Header, clientIP(r.RemoteAddr), rt.opts.TrustForwardedFor)
 
 	ctx := r.Context()
 	capD := c.rule.MaxStreamDuration

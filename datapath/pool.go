@@ -108,6 +108,10 @@ type compiled struct {
 	// pairWarned is the last no_compatible_pd_pair difference logged
 	// (warnNoPair, pdpair.go).
 	pairWarned atomic.Pointer[string]
+
+	// admin is the rule's closed engine admin paths (adminpath.go); nil:
+	// the rule opened them.
+	admin *adminGate
 }
 
 // slot is what selection needs of endpoint i, packed densely.
@@ -138,6 +142,7 @@ func newCompiled(r *spec.Rule, prev map[string]*endpoint, opts *Options, m *metr
 		m:     m,
 	}
 	c.keys = enforcesKeys(r, opts)
+	c.admin = newAdminGate(r)
 	if r.CircuitBreaker || r.PD != nil {
 		c.cb = breakerConfig{
 			enabled:      true,

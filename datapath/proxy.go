@@ -72,6 +72,10 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The path is checked before anything else reads it (the allowlist, the
 	// rule match, every serve path): a request whose path would mean
 	// something else once normalised is never routed.
+	if code, msg := checkRequestLine(r); code != "" {
+		rt.fail(x, nil, -1, http.StatusBadRequest, code, msg)
+		return
+	}
 	if code, msg := checkPathShape(r); code != "" {
 		rt.fail(x, nil, -1, http.StatusBadRequest, code, msg)
 		return
@@ -116,6 +120,11 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"this service is administratively down (adminStateUp is false)")
 		return
 	}
+	if c.admin.denies(r.URL.Path) {
+		rt.fail(x, c, -1, http.StatusForbidden, CodeAdminPathDenied,
+			"path "+strconvQuote(r.URL.Path)+" is an engine admin API; this rule does not forward it (allow_admin_paths)")
+		return
+	}
 	if !pathAllowed(c.rule.AllowedPaths, r.URL.Path) {
 		rt.fail(x, c, -1, http.StatusNotFound, CodePathNotAllowed,
 			"path "+strconvQuote(r.URL.Path)+" is not in this rule's allowed_paths")
@@ -127,7 +136,7 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if c.keys {
-		k, b, ok := rt.admitKey(x, c, body, model)
+		k, b, ok := rt.admitKey(x, c, body)
 		if !ok {
 			return
 		}
@@ -188,7 +197,17 @@ func (rt *Runtime) clientStream(x *exchange, body []byte) (*upstream.BodyStream,
 		if t := rt.opts.StreamedBodyTimeout; t > 0 {
 			end = x.start.Add(t)
 		}
+		// The read deadline bounds the client's delivery only: once the
+		// body has ended it is lifted before the engine is waited on. Left
+		// in place it would race the first-byte bound, and net/http's
+		// background read, timing out, cancels the request as if the client
+		// had gone: the client got a 200 with an empty body instead of 504.
+		done := &bodyEnd{r: r.Body, lift: func() { _ = rc.SetReadDeadline(time.Time{}) }}
+		s.R = done
 		s.Progress = func() {
+			if done.ended {
+				return // lifted for good; do not set it again
+			}
 			dl := time.Now().Add(d)
 			if !end.IsZero() && end.Before(dl) {
 				dl = end
@@ -197,6 +216,23 @@ func (rt *Runtime) clientStream(x *exchange, body []byte) (*upstream.BodyStream,
 		}
 	}
 	return s, true
+}
+
+// bodyEnd passes a streamed client body through and runs lift once, when
+// the body has been read to its end (io.EOF).
+type bodyEnd struct {
+	r     io.Reader
+	lift  func()
+	ended bool
+}
+
+func (b *bodyEnd) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err == io.EOF && !b.ended {
+		b.ended = true
+		b.lift()
+	}
+	return n, err
 }
 
 // fail answers a gateway error and counts it (c nil: no rule matched).
@@ -312,7 +348,7 @@ func (rt *Runtime) serveSingle(x *exchange, c *compiled, body []byte) {
 func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl uint64) {
 	r := x.r
 	f := c.poolFacts(r, body)
-	prepareOutboundHeader(r.Header, f.ClientIP)
+	prepareOutboundHeader(r.Header, f.ClientIP, rt.opts.TrustForwardedFor)
 
 	// Timeouts are read deadlines on the engine connection (no per-request
 	// timer or derived context); the client's context still aborts the
@@ -548,10 +584,16 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 }
 
 // prepareOutboundHeader strips hop-by-hop headers (and those named in
-// Connection) and appends the client to X-Forwarded-For. It edits the
-// inbound header in place: the handler owns it and it is reused by retries.
-func prepareOutboundHeader(h http.Header, client string) {
+// Connection) and sets X-Forwarded-For: the client alone, or appended to
+// the client's own X-Forwarded-For when the gateway trusts it
+// (Options.TrustForwardedFor; a client could otherwise pass for any
+// address in engine logs and per-client limits). It edits the inbound
+// header in place: the handler owns it and it is reused by retries.
+func prepareOutboundHeader(h http.Header, client string, trustForwarded bool) {
 	hop.Strip(h)
+	if !trustForwarded {
+		delete(h, headerForwardedFor)
+	}
 	if client == "" {
 		return
 	}

@@ -165,6 +165,9 @@ func (rt *Runtime) Install(prev, next *spec.Rule) error {
 	if err := rt.checkVIP(next.Key); err != nil {
 		return err
 	}
+	if err := rt.checkEndpointsNotGatewayLocked(next); err != nil {
+		return err
+	}
 	nt, err := rt.buildTLS(next) // before anything changes: a bad certificate is a 400
 	if err != nil {
 		return err

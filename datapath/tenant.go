@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"github.com/infergate/infergate/datapath/ladder"
@@ -43,14 +44,27 @@ type keyCheck struct {
 // without stream_options is asked for usage (the usage-only chunk is then
 // hidden from the client), and x.w is wrapped so the response's usage
 // settles the reservation (finishKey).
-func (rt *Runtime) admitKey(x *exchange, c *compiled, body []byte, model string) (*keyCheck, []byte, bool) {
+func (rt *Runtime) admitKey(x *exchange, c *compiled, body []byte) (*keyCheck, []byte, bool) {
 	if rt.opts.Keys == nil {
 		rt.fail(x, c, -1, http.StatusServiceUnavailable, CodeKeysUnavailable, "this rule requires API keys but the gateway has no key store")
 		return nil, body, false
 	}
 	top := ladder.ScanBody(body) // a body that is not a JSON object has no fields: the engine refuses it
-	if model == "" {
-		model = jsonString(top.Model)
+	// The allow-list is checked against every model the request names: a
+	// header naming an allowed model must not carry a body naming another.
+	bm := top.Model
+	if bm == nil && len(body) > 0 {
+		// The scan matches plain field names only; the engine's JSON parser
+		// also reads an escaped one ("mod\u0065l"): decode it that way.
+		if m, err := bodyModel(body); err == nil && m != "" {
+			bm, _ = json.Marshal(m)
+		}
+	}
+	model, ok := requestModel(x.r.Header.Get(HeaderModel), bm)
+	if !ok {
+		rt.fail(x, c, -1, http.StatusBadRequest, CodeModelMismatch,
+			"the X-Model header and the body's \"model\" name different models; send one, or the same in both")
+		return nil, body, false
 	}
 	shape := tenant.Shape(top.Stream, top.StreamOptions, top.MaxTokens)
 	adm, d := rt.opts.Keys.Admit(tenant.Check{
@@ -65,6 +79,13 @@ func (rt *Runtime) admitKey(x *exchange, c *compiled, body []byte, model string)
 		}
 		d.WriteHeaders(x.w.Header())
 		rt.fail(x, c, -1, d.Status, d.Code, d.Message)
+		return nil, body, false
+	}
+	if adm.RestrictsModels() && body == nil && hasBody(x.r) {
+		adm.Settle(0, 0, true) // nothing was sent: release the reservation
+		rt.fail(x, c, -1, http.StatusBadRequest, CodeModelUnverifiable,
+			"this API key may only use some models, and the model of a "+strconvQuote(x.r.Header.Get(headerContentType))+
+				" body cannot be checked; send a JSON body")
 		return nil, body, false
 	}
 	tenant.StripKey(x.r.Header)

@@ -211,7 +211,7 @@ func benchKeys(b *testing.B, enforce bool) {
 		clear(w.h)
 		x := &exchange{w: w, r: req}
 		if enforce {
-			kc, _, ok := rt.admitKey(x, c, body, "fake-model")
+			kc, _, ok := rt.admitKey(x, c, body)
 			if !ok {
 				b.Fatal("refused")
 			}

@@ -61,6 +61,9 @@ func compileValid(r *Rule) *spec.Rule {
 	}
 	out.AllowedPaths = splitAllowedPaths(sa.AllowedPaths)
 	out.EngineMetricsPath = compileEngineMetricsPath(sa.EngineMetricsPath, eng) // enginemetrics.go
+	// The admin paths closed are those of the engine the rule names; an
+	// absent kvEngineType (vllm for everything else) closes every engine's.
+	out.Admin = spec.AdminSurface{Engine: spec.Engine(sa.KVEngineType), Open: sa.AllowAdminPaths}
 	if sa.PDDisaggMode {
 		pd := &spec.PD{
 			CacheAware:          sa.PDCacheAwareMode,

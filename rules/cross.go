@@ -135,6 +135,10 @@ var crossChecks = []crossCheck{
 	{"endpoint-selector", checkEndpointSelector},
 	// Engine signals: enginemetrics.go.
 	{"engine-metrics-path", checkEngineMetricsPath},
+	// Names that cannot forge log lines, endpoints that are not the
+	// gateway itself: name.go, selfloop.go.
+	{"name-printable", checkName},
+	{"endpoint-not-own-vip", checkEndpointNotOwnVIP},
 }
 
 // api_key_auth values (LoxiLB's).

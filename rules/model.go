@@ -120,6 +120,11 @@ type ServiceArguments struct {
 	// path, or "none" to not scrape; empty = the engine's default
 	// (/metrics; TensorRT-LLM /prometheus/metrics).
 	EngineMetricsPath string `json:"engine_metrics_path,omitempty" yaml:"engine_metrics_path,omitempty"`
+	// AllowAdminPaths forwards the engine's admin APIs (/sleep,
+	// /flush_cache, /v1/load_lora_adapter, …) to clients; by default they
+	// are closed (403 admin_path_denied) whatever allowed_paths says, except
+	// a path allowed_paths names exactly.
+	AllowAdminPaths bool `json:"allow_admin_paths,omitempty" yaml:"allow_admin_paths,omitempty"`
 	// Edge hardening: LoxiLB's per-VIP client connection cap
 	// (0 = none). Rules sharing a VIP:port share the smallest non-zero cap.
 	ConnectionLimit int `json:"connectionLimit,omitempty" yaml:"connectionLimit,omitempty"`

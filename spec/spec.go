@@ -264,6 +264,9 @@ type Rule struct {
 	// AllowedPaths (allowed_paths, an infergate extension) restricts the
 	// paths the rule serves: exact entries, or "prefix/*"; empty = all.
 	AllowedPaths []string
+	// Admin is the rule's policy for its engine's admin paths (/sleep,
+	// /flush_cache, …): closed to clients unless the rule opens them.
+	Admin AdminSurface
 	// ConnectionLimit caps client connections on the rule's VIP:port
 	// (LoxiLB connectionLimit); 0: no per-VIP cap. Issue 10.
 	ConnectionLimit int
@@ -277,6 +280,17 @@ type Rule struct {
 	// for their queue and KV usage (engine_metrics_path; default from the
 	// engine: /metrics, TensorRT-LLM /prometheus/metrics); "" = not scraped.
 	EngineMetricsPath string
+}
+
+// AdminSurface says which engine admin paths a rule keeps from clients.
+// The paths themselves are engine knowledge (datapath/pd's per-engine
+// lists); the rule only names the engine and whether it opens them.
+type AdminSurface struct {
+	// Engine whose admin paths are closed; "" (kvEngineType absent: the
+	// engine is not known) closes every known engine's.
+	Engine Engine
+	// Open (allow_admin_paths) forwards admin paths like any other path.
+	Open bool
 }
 
 // EndpointSelector picks a rule's endpoints from the engines registered

@@ -89,6 +89,9 @@ func fieldNotes() map[string]FieldNote {
 			"empty = every path and method is forwarded to the engine. Others get 404 path_not_allowed."},
 		sa("engine_metrics_path"): {Description: "infergate extension: where each endpoint's Prometheus text is scraped for its queue, " +
 			"running batch and KV usage (an absolute path; \"none\" = not scraped; empty = /metrics, TensorRT-LLM /prometheus/metrics)."},
+		sa("allow_admin_paths"): {Description: "infergate extension: forward the engine's admin APIs (/sleep, /collective_rpc, /flush_cache, " +
+			"/update_weights_from_disk, /kv_cache_events, ...: the list of kvEngineType, every engine's when it is absent). " +
+			"Default false: they answer 403 admin_path_denied, except one allowed_paths names exactly."},
 		sa("pdBootstrapPort"): {Description: "SGLang --disaggregation-bootstrap-port (0 = 8998); only with P/D and kvEngineType sglang.", Min: ptrFloat(0), Max: ptrFloat(65535)},
 		sa("kvExactMode"): {Description: "Tier 1.5 exact KV-cache routing: 0 off, 1 over the prefill endpoints of a P/D rule, " +
 			"3 over a single pool (no P/D). LoxiLB's reserved 2 (NATS) is not served.", Enum: enum(0, 1, 3)},

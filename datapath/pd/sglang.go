@@ -34,6 +34,27 @@ var sglangTransferFields = []string{fieldBootstrapHost, fieldBootstrapPort, fiel
 
 func (*sglang) TransferFields() []string { return sglangTransferFields }
 
+// sglangAdminPaths are SGLang's operator APIs (the routes its HTTP server
+// marks admin-only when an admin key is set, plus /shutdown and the
+// hierarchical-cache controls): cache flushes, weight updates, memory
+// release, profiling, LoRA loading, aborts of other tenants' requests
+// (read-only).
+var sglangAdminPaths = []string{
+	"/flush_cache", "/shutdown", "/set_internal_state", "/set_trace_level",
+	"/start_profile", "/stop_profile", "/freeze_gc",
+	"/start_expert_distribution_record", "/stop_expert_distribution_record", "/dump_expert_distribution_record",
+	"/update_weights_from_disk", "/update_weights_from_tensor", "/update_weights_from_distributed",
+	"/update_weights_from_ipc", "/update_weight_version", "/get_weights_by_name", "/weights_checker",
+	"/init_weights_update_group", "/destroy_weights_update_group",
+	"/init_weights_send_group_for_remote_instance", "/send_weights_to_remote_instance",
+	"/get_remote_instance_transfer_engine_info", "/remote_instance_transfer_engine_info",
+	"/release_memory_occupation", "/resume_memory_occupation", "/slow_down",
+	"/load_lora_adapter", "/load_lora_adapter_from_tensors", "/unload_lora_adapter",
+	"/configure_logging", "/abort_request", "/pause_generation", "/continue_generation",
+	"/add_external_corpus", "/remove_external_corpus", "/list_external_corpora",
+	"/clear_hicache_storage_backend", "/hicache/*",
+}
+
 // Split: the bootstrap rendezvous works on the OpenAI generation APIs. Any
 // other cannot be split, and an SGLang decode cannot answer without a
 // prefill's room, so only a role-0 endpoint may serve it (Strict).

@@ -43,6 +43,12 @@ var trtTransferFields = []string{fieldDisaggParams}
 
 func (*trtllm) TransferFields() []string { return trtTransferFields }
 
+// trtAdminPaths are trtllm-serve's internal APIs: the KV event feed (the
+// gateway's own KV-exact poller reads it directly from the engine, never
+// through a VIP), per-request perf records and the disaggregated server's
+// clock sync (read-only).
+var trtAdminPaths = []string{"/kv_cache_events", "/perf_metrics", "/steady_clock_offset"}
+
 // Split: the disaggregated server splits completions and chat; anything
 // else (its disaggregated server has no Responses route) goes to a
 // generation server, which serves it standalone without

@@ -22,6 +22,22 @@ var vllmTransferFields = []string{fieldKVTransferParams}
 
 func (*vllm) TransferFields() []string { return vllmTransferFields }
 
+// vllmAdminPaths are vLLM's operator APIs (dev-mode, profiler, LoRA and
+// elastic-EP routers of its OpenAI server, and the RL weight-sync ones):
+// each changes or reveals engine state for every tenant (read-only).
+var vllmAdminPaths = []string{
+	"/sleep", "/wake_up", "/is_sleeping",
+	"/collective_rpc", "/server_info",
+	"/reset_prefix_cache", "/reset_mm_cache", "/reset_encoder_cache",
+	"/start_profile", "/stop_profile",
+	"/scale_elastic_ep", "/is_scaling_elastic_ep",
+	"/v1/load_lora_adapter", "/v1/unload_lora_adapter",
+	"/pause", "/resume", "/is_paused",
+	"/init_weight_transfer_engine", "/init_weight_transfer",
+	"/start_weight_update", "/update_weights", "/finish_weight_update",
+	"/abort_requests",
+}
+
 // Split: the NIXL transfer works on the OpenAI generation APIs; any other
 // (the Anthropic /v1/messages request model carries no kv_transfer_params)
 // goes to a decode, which computes the prompt itself.
