@@ -166,7 +166,9 @@ func (rt *Runtime) eppPickPD(c *compiled, r *http.Request, body []byte, excl uin
 		return epp.Result{}, &epp.Refusal{Status: http.StatusBadRequest, Reason: pd.CodeInvalidBody}
 	}
 	f := rt.pdFacts(c, r, body)
-	pc, pairDiff, ok := c.choosePair(&f, excl)
+	// The subset hint names destinations: it restricts the decode, while
+	// the prefill, which the proxy never addresses, is the ladder's choice.
+	pc, pairDiff, ok := c.choosePair(&f, excl&c.roleMask(spec.RolePrefill))
 	if ok {
 		rt.countLadder(c, pc.tr.Steps)
 		pi, di := pc.tr.Prefill.Index, pc.tr.Decode.Index
