@@ -16,9 +16,9 @@ import (
 
 // eppReadyInterval is how often the EPP's readiness is brought in line with
 // the daemon's (boot done) and the pool rule's existence. Rules change by
-// API call or file; a quarter second is well inside any gateway's health
+// API call or file; a tenth of a second is well inside any gateway's health
 // check period.
-const eppReadyInterval = 250 * time.Millisecond
+const eppReadyInterval = 100 * time.Millisecond
 
 // checkEPP reports EPP options that cannot work, before anything is built.
 func checkEPP(opts Options) error {
