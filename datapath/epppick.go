@@ -33,13 +33,17 @@ import (
 // prefill there, then the decode locally.
 const HeaderPrefillerHostPort = "x-prefiller-host-port"
 
-// Refusal reasons the picker gives (the datapath's error codes where one
-// exists, so logs and metrics read the same).
+// Refusal reasons the picker gives besides the datapath's error codes
+// (which it reuses, so logs and metrics read the same).
 const (
-	reasonNoRule           = "no_rule"              // the named rule is not served (yet)
-	reasonNoEligible       = "no_eligible_endpoint" // nothing usable inside the subset hint
-	headerEnvoyExternalIP  = "x-envoy-external-address"
-	headerXForwardedForLow = "x-forwarded-for"
+	reasonNoRule     = "no_rule"              // the named rule is not served (yet)
+	reasonNoEligible = "no_eligible_endpoint" // nothing usable inside the subset hint
+)
+
+// Headers the client address is read from, lower-case as Envoy sends them.
+const (
+	eppHeaderExternalAddress = "x-envoy-external-address"
+	eppHeaderForwardedFor    = "x-forwarded-for"
 )
 
 // EPPPicker is an epp.Picker over one rule, named by its name (or, for an
@@ -361,9 +365,9 @@ func eppHTTPRequest(ctx context.Context, req *epp.Request) *http.Request {
 	if err != nil {
 		u = &url.URL{Path: "/"}
 	}
-	client := req.Headers.Get(headerEnvoyExternalIP)
+	client := req.Headers.Get(eppHeaderExternalAddress)
 	if client == "" {
-		client, _, _ = strings.Cut(req.Headers.Get(headerXForwardedForLow), ",")
+		client, _, _ = strings.Cut(req.Headers.Get(eppHeaderForwardedFor), ",")
 		client = strings.TrimSpace(client)
 	}
 	r := &http.Request{
