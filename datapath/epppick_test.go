@@ -113,8 +113,12 @@ func TestEPPConformance(t *testing.T) {
 		Served:              p.list,
 		Goroutines:          func() (int, error) { return runtime.NumGoroutine(), nil },
 	})
-	// Every pick was settled: nothing is left in flight.
-	c := rt.rules[r.Key].cur.Load()
+	assertSettled(t, rt.rules[r.Key].cur.Load())
+}
+
+// assertSettled: every pick was settled, nothing is left in flight.
+func assertSettled(t *testing.T, c *compiled) {
+	t.Helper()
 	for i, ep := range c.eps {
 		if n := ep.active.Load(); n != 0 {
 			t.Errorf("endpoint %s still has %d in flight after the suite", c.rule.Endpoints[i].ID, n)
