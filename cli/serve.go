@@ -115,5 +115,6 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.DurationVar(&opts.BodyStallTimeout, "body-stall-timeout", opts.BodyStallTimeout, "longest engine silence inside a non-streaming response body (the response is cut); a rule's inactiveTimeOut only caps it")
 	fl.DurationVar(&opts.StreamIdleTimeout, "stream-idle-timeout", opts.StreamIdleTimeout, "longest engine silence inside an SSE stream; a rule's inactiveTimeOut only caps it")
 	addStoreFlags(fl, &opts)
+	addEPPFlags(fl, &opts)
 	return cmd
 }

@@ -50,6 +50,9 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 	if err != nil {
 		return err
 	}
+	if err := checkEPP(opts); err != nil {
+		return err
+	}
 	m := metrics.New()
 
 	if opts.StateDir != "" {
@@ -156,6 +159,13 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 		reportReplica(ctx, rs, shared, opts, ln.Addr().String(), m)
 		shareTenantLimits(ctx, keys, shared, log.WithField("component", "tenant"))
 	}
+	stopEPP, err := startEPP(ctx, opts, rt, m, booted.Load, log.WithField("component", "epp"))
+	if err != nil {
+		_ = httpSrv.Close()
+		<-serveErr
+		return err
+	}
+	defer stopEPP() // before the runtime closes: streams settle their picks first
 	bootErr := boot(ctx, rs, keys, opts, log)
 	if bootErr == nil {
 		booted.Store(true)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/infergate/infergate/api/auth"
 	"github.com/infergate/infergate/datapath"
+	"github.com/infergate/infergate/epp"
 	"github.com/infergate/infergate/rules/store/etcdstore"
 	"github.com/infergate/infergate/tenant"
 	"github.com/infergate/infergate/tlsmat"
@@ -49,6 +50,13 @@ type Options struct {
 	Etcd      etcdstore.Options `yaml:",inline"`    // etcd client TLS, auth and timeouts; endpoints and prefix come from Store
 	ReplicaID string            `yaml:"replica-id"` // name in `get replicas` ("" = <hostname>/<API address>)
 
+	// EPP is the ext_proc endpoint picker (docs/epp.md): off while its
+	// Addr is empty (the daemon's default; :9002 is the GIE convention).
+	EPP epp.Options `yaml:",inline"`
+	// EPPRule names the rule that is the EPP's pool (its name, or its key
+	// for an unnamed rule). Required with EPP.Addr.
+	EPPRule string `yaml:"epp-rule"`
+
 	// Management API over TLS (LoxiLB's --tls).
 	APITLSCert     string `yaml:"api-tls-cert"` // certificate (PEM); with APITLSKey the API serves HTTPS only
 	APITLSKey      string `yaml:"api-tls-key"`
@@ -81,5 +89,14 @@ func DefaultOptions() Options {
 		Auth:            auth.DefaultOptions(),
 		Tenant:          tenant.DefaultOptions(),
 		Etcd:            etcdstore.DefaultOptions(),
+		EPP:             defaultEPPOptions(),
 	}
+}
+
+// defaultEPPOptions are epp's defaults with the picker off: a gateway that
+// is not deployed as an EPP must not open gRPC ports it was not asked for.
+func defaultEPPOptions() epp.Options {
+	o := epp.DefaultOptions()
+	o.Addr = ""
+	return o
 }

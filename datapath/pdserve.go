@@ -136,41 +136,11 @@ func (rt *Runtime) servePD(x *exchange, c *compiled, body []byte) {
 		return
 	}
 	// Client transfer state in body is removed by the dialect's own rewrite.
-	r := x.r
-	f := ladder.Facts{Ctx: r.Context(), Path: r.URL.Path, Body: body, Now: time.Now()}
-	top := ladder.ScanBody(body)
-	f.Model, f.SessionKey = requestIdentity(r.Header, top)
-	if p.prefix != nil {
-		f.PromptKey = top.AppendPromptKey(nil, f.Path, rt.opts.PrefixIndex.MaxKeyBytes)
-	}
-
-	var excl uint64
-	var pairDiff string
-	for range len(c.eps) + 1 {
-		if p.dialect == nil {
-			break
-		}
-		prefills, decodes := c.pdCandidates(excl)
-		tr, ok := p.ladder.SelectPair(&f, prefills, decodes)
-		if !ok {
-			break
-		}
-		pi, di := tr.Prefill.Index, tr.Decode.Index
-		if diff := c.pairCheck(pi, di, decodes, &excl); diff != "" { // issue 15, pdpair.go
-			pairDiff = diff
-			continue
-		}
-		if !c.admitPD(pi) {
-			excl |= bit(pi)
-			continue
-		}
-		if !c.admitPD(di) {
-			c.abandonTrial(pi)
-			excl |= bit(di)
-			continue
-		}
-		rt.countLadder(c, tr.Steps)
-		rt.runPD(x, c, body, &tr, prefills, decodes, f.Model)
+	f := rt.pdFacts(c, x.r, body)
+	pc, pairDiff, ok := c.choosePair(&f, 0)
+	if ok {
+		rt.countLadder(c, pc.tr.Steps)
+		rt.runPD(x, c, body, &pc.tr, pc.prefills, pc.decodes, f.Model)
 		return
 	}
 	role0 := c.roleMask(spec.RoleAny)

@@ -8,31 +8,32 @@ import (
 )
 
 // Options configure the EPP server. Build them with DefaultOptions and
-// override fields; the daemon embeds this struct rather than re-listing it.
+// override fields; the daemon embeds this struct rather than re-listing it
+// (the yaml names are the daemon's flag names).
 type Options struct {
 	// Addr is the ext_proc gRPC listen address (GIE convention :9002).
-	Addr string
+	Addr string `yaml:"epp-addr"`
 	// HealthAddr is the gRPC health listen address (GIE convention :9003).
-	HealthAddr string
+	HealthAddr string `yaml:"epp-health-addr"`
 	// MaxBodyBytes caps the request body the EPP buffers to pick; a larger body
 	// is refused with 413 before it is all read.
-	MaxBodyBytes int64
+	MaxBodyBytes int64 `yaml:"epp-max-body-bytes"`
 	// DestinationNamespace is the dynamic-metadata namespace of the pick and of
 	// the served-endpoint report (GIE default envoy.lb).
-	DestinationNamespace string
+	DestinationNamespace string `yaml:"epp-destination-namespace"`
 	// SubsetNamespace is the filter-metadata namespace of the proxy's subset
 	// hint (GIE default envoy.lb.subset_hint).
-	SubsetNamespace string
+	SubsetNamespace string `yaml:"epp-subset-namespace"`
 	// MaxEndpoints caps the endpoints sent per pick (0: all the picker
 	// returns). Stock Envoy routing on the header with an ORIGINAL_DST cluster
 	// reads one address, not a list: set 1 there.
-	MaxEndpoints int
+	MaxEndpoints int `yaml:"epp-max-endpoints"`
 	// RefusalReasonHeader names the response header carrying the reason of a
 	// 429/503/413 the EPP answers itself.
-	RefusalReasonHeader string
+	RefusalReasonHeader string `yaml:"epp-refusal-reason-header"`
 	// DrainTimeout bounds graceful shutdown: in-flight streams get this long to
 	// finish before they are cut.
-	DrainTimeout time.Duration
+	DrainTimeout time.Duration `yaml:"epp-drain-timeout"`
 }
 
 // Defaults. The body cap leaves room for agentic prompts (hundreds of KB) and

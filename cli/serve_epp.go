@@ -1,0 +1,19 @@
+package cli
+
+import (
+	"github.com/infergate/infergate/daemon"
+	"github.com/spf13/pflag"
+)
+
+// addEPPFlags binds the endpoint picker's options (docs/epp.md) into opts.
+func addEPPFlags(fl *pflag.FlagSet, opts *daemon.Options) {
+	fl.StringVar(&opts.EPP.Addr, "epp-addr", opts.EPP.Addr, "serve the Gateway API Inference Extension endpoint picker (Envoy ext_proc gRPC) here, e.g. :9002; empty: off")
+	fl.StringVar(&opts.EPP.HealthAddr, "epp-health-addr", opts.EPP.HealthAddr, "endpoint picker gRPC health listener (services liveness, readiness, envoy.service.ext_proc.v3.ExternalProcessor)")
+	fl.StringVar(&opts.EPPRule, "epp-rule", opts.EPPRule, "the rule (name, or key of an unnamed rule) whose endpoints and ladder the endpoint picker picks from; required with --epp-addr")
+	fl.Int64Var(&opts.EPP.MaxBodyBytes, "epp-max-body-bytes", opts.EPP.MaxBodyBytes, "largest request body the endpoint picker buffers to pick (413 above)")
+	fl.IntVar(&opts.EPP.MaxEndpoints, "epp-max-endpoints", opts.EPP.MaxEndpoints, "cap on addresses per pick (0: primary and every fallback); 1 for an Envoy ORIGINAL_DST cluster")
+	fl.StringVar(&opts.EPP.DestinationNamespace, "epp-destination-namespace", opts.EPP.DestinationNamespace, "dynamic-metadata namespace of the pick and of the served-endpoint report")
+	fl.StringVar(&opts.EPP.SubsetNamespace, "epp-subset-namespace", opts.EPP.SubsetNamespace, "filter-metadata namespace of the proxy's subset hint")
+	fl.StringVar(&opts.EPP.RefusalReasonHeader, "epp-refusal-reason-header", opts.EPP.RefusalReasonHeader, "response header carrying the reason of a 429/503/413 the endpoint picker answers itself")
+	fl.DurationVar(&opts.EPP.DrainTimeout, "epp-drain-timeout", opts.EPP.DrainTimeout, "on shutdown, how long open ext_proc streams may finish before they are cut")
+}

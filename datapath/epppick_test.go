@@ -1,0 +1,366 @@
+package datapath
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/infergate/infergate/epp"
+	"github.com/infergate/infergate/spec"
+	"github.com/infergate/infergate/test/eppconformance"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// recordingPicker passes through to the rule's picker and keeps the served
+// reports, so the conformance suite can see its feedback arrive.
+type recordingPicker struct {
+	*EPPPicker
+	mu     sync.Mutex
+	served []string
+}
+
+func (p *recordingPicker) Served(o epp.Outcome) {
+	p.EPPPicker.Served(o)
+	if o.Endpoint != "" {
+		p.mu.Lock()
+		p.served = append(p.served, o.Endpoint)
+		p.mu.Unlock()
+	}
+}
+
+func (p *recordingPicker) list() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.served...)
+}
+
+// serveEPP serves picker over loopback until the test ends; it returns the
+// ext_proc and health addresses.
+func serveEPP(t *testing.T, p epp.Picker, ready bool) (*epp.Server, string, string) {
+	t.Helper()
+	srv, err := epp.New(epp.DefaultOptions(), p, epp.NewMetrics(prometheus.NewRegistry()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hlis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, lis, hlis) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("epp serve: %v", err)
+		}
+	})
+	srv.SetReady(ready)
+	return srv, lis.Addr().String(), hlis.Addr().String()
+}
+
+// chwblRule installs a CHWBL single pool over n fake engines.
+func chwblRule(t *testing.T, rt *Runtime, n int) *spec.Rule {
+	t.Helper()
+	var eps []spec.Endpoint
+	for i := range n {
+		eps = append(eps, epFor(t, startEngine(t, fmt.Sprintf("e%d", i)).Addr(), 1))
+	}
+	r := newRule("127.0.0.1", freePort(t), spec.SelCHWBL, eps...)
+	r.Name = "epp-pool"
+	r.CircuitBreaker = true
+	r.CHWBL = &spec.CHWBL{PrefixHashLevel: 1, MeanLoadFactor: 175, Replication: 100}
+	if err := rt.Install(nil, r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func addrs(r *spec.Rule, role spec.Role) []string {
+	var out []string
+	for _, e := range r.Endpoints {
+		if role == spec.RoleAny || e.Role == role {
+			out = append(out, e.Addr.String())
+		}
+	}
+	return out
+}
+
+// TestEPPConformance runs the black-box EPP suite against infergate proper:
+// the ext_proc server over a real rule's ladder (a CHWBL pool of fake
+// engines on loopback).
+func TestEPPConformance(t *testing.T) {
+	rt, _ := newTestRuntime(t, testOptions())
+	r := chwblRule(t, rt, 4)
+	p := &recordingPicker{EPPPicker: rt.EPPPicker(r.Name)}
+	_, addr, haddr := serveEPP(t, p, true)
+	eppconformance.Run(t, eppconformance.Target{
+		Addr:                addr,
+		HealthAddr:          haddr,
+		Pool:                addrs(r, spec.RoleAny),
+		RefusalReasonHeader: epp.DefaultRefusalReasonHeader,
+		Affinity:            true,
+		Served:              p.list,
+		Goroutines:          func() (int, error) { return runtime.NumGoroutine(), nil },
+	})
+	assertSettled(t, rt.rules[r.Key].cur.Load())
+}
+
+// assertSettled: every pick was settled, nothing is left in flight.
+func assertSettled(t *testing.T, c *compiled) {
+	t.Helper()
+	for i, ep := range c.eps {
+		if n := ep.active.Load(); n != 0 {
+			t.Errorf("endpoint %s still has %d in flight after the suite", c.rule.Endpoints[i].ID, n)
+		}
+	}
+}
+
+func chatReq(conversation, prompt string, subset []string) *epp.Request {
+	h := epp.Headers{":method": {"POST"}, ":path": {"/v1/chat/completions"}, ":authority": {"gw"}}
+	if conversation != "" {
+		h["x-conversation-id"] = []string{conversation}
+	}
+	body := fmt.Sprintf(`{"model":"m","messages":[{"role":"system","content":%q},{"role":"user","content":"hi"}]}`, prompt)
+	return &epp.Request{Headers: h, Body: []byte(body), Subset: subset}
+}
+
+// pickServe picks and reports the request served by the primary with status.
+func pickServe(t *testing.T, p epp.Picker, req *epp.Request, status int) epp.Result {
+	t.Helper()
+	res, err := p.Pick(context.Background(), req)
+	if err != nil {
+		t.Fatalf("pick: %v", err)
+	}
+	p.Served(epp.Outcome{Result: res, Endpoint: res.Endpoints[0], Status: status, Complete: true})
+	return res
+}
+
+// TestEPPAffinity: the turns of one conversation land on one endpoint, on a
+// P/D rule (Tier 0 session pin and Tier 1 prefix; the decode is the
+// destination and the prefill rides in x-prefiller-host-port) and on a
+// CHWBL single pool (prefix hash).
+func TestEPPAffinity(t *testing.T) {
+	t.Run("pd", func(t *testing.T) {
+		f := newPDFleet(t, pdTestOptions(), spec.EngineVLLM, 2, 2)
+		p := f.rt.EPPPicker(f.rule.Name)
+		decodes, prefills := addrs(f.rule, spec.RoleDecode), addrs(f.rule, spec.RolePrefill)
+		for c := range 4 {
+			conv := fmt.Sprintf("conv-%d", c)
+			var dest, prefill string
+			for k := range 4 {
+				res := pickServe(t, p, chatReq(conv, fmt.Sprintf("system prompt %d %0200d", c, k), nil), http.StatusOK)
+				pre := res.Headers[HeaderPrefillerHostPort]
+				if !contains(decodes, res.Endpoints[0]) || !contains(prefills, pre) {
+					t.Fatalf("pick %v prefill %q: want a decode destination and a prefill header", res.Endpoints, pre)
+				}
+				if len(res.Endpoints) != 2 || !contains(decodes, res.Endpoints[1]) {
+					t.Errorf("fallbacks %v: want the other decode", res.Endpoints[1:])
+				}
+				if k == 0 {
+					dest, prefill = res.Endpoints[0], pre
+				} else if res.Endpoints[0] != dest || pre != prefill {
+					t.Errorf("%s turn %d: %s via %s, earlier turns %s via %s", conv, k, res.Endpoints[0], pre, dest, prefill)
+				}
+			}
+		}
+	})
+	t.Run("chwbl", func(t *testing.T) {
+		rt, _ := newTestRuntime(t, testOptions())
+		r := chwblRule(t, rt, 3)
+		p := rt.EPPPicker(r.Name)
+		homes := map[string]bool{}
+		for c := range 8 {
+			prompt := fmt.Sprintf("conversation %d shares this long system prompt %0300d", c, c)
+			var home string
+			for k := range 4 {
+				res := pickServe(t, p, chatReq("", prompt, nil), http.StatusOK)
+				if len(res.Endpoints) != 3 {
+					t.Errorf("pick %v: want the choice then both other endpoints", res.Endpoints)
+				}
+				if k == 0 {
+					home = res.Endpoints[0]
+					homes[home] = true
+				} else if res.Endpoints[0] != home {
+					t.Errorf("conversation %d turn %d went to %s, earlier to %s", c, k, res.Endpoints[0], home)
+				}
+			}
+		}
+		if len(homes) < 2 {
+			t.Errorf("8 conversations all went to %v", homes)
+		}
+	})
+}
+
+func contains(l []string, s string) bool {
+	for _, e := range l {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestEPPSubsetAndRefusals: picks stay inside the subset hint (P/D: the
+// decode), a subset with nothing eligible or an unknown rule is a 503, and
+// every pick's in-flight charge is given back by Served.
+func TestEPPSubsetAndRefusals(t *testing.T) {
+	rt, _ := newTestRuntime(t, testOptions())
+	r := chwblRule(t, rt, 4)
+	p := rt.EPPPicker(r.Name)
+	all := addrs(r, spec.RoleAny)
+	for _, sub := range [][]string{all[:1], all[1:3], {all[3], "10.9.9.9:1"}} {
+		for k := range 8 {
+			res := pickServe(t, p, chatReq("", fmt.Sprintf("prompt %d", k), sub), http.StatusOK)
+			for _, e := range res.Endpoints {
+				if !contains(sub, e) {
+					t.Fatalf("subset %v: picked %v", sub, res.Endpoints)
+				}
+			}
+		}
+	}
+	cases := []struct {
+		name   string
+		picker epp.Picker
+		subset []string
+		reason string
+	}{
+		{"subset outside the pool", p, []string{"10.9.9.9:1"}, reasonNoEligible},
+		{"unknown rule", rt.EPPPicker("no-such-rule"), nil, reasonNoRule},
+	}
+	for _, tc := range cases {
+		_, err := tc.picker.Pick(context.Background(), chatReq("", "x", tc.subset))
+		var ref *epp.Refusal
+		if !errors.As(err, &ref) || ref.Status != http.StatusServiceUnavailable || ref.Reason != tc.reason {
+			t.Errorf("%s: got %v, want 503 %s", tc.name, err, tc.reason)
+		}
+	}
+	if rt.EPPPicker("no-such-rule").Ready() || !p.Ready() {
+		t.Error("Ready must follow the rule's existence")
+	}
+
+	// A pick holds its in-flight slot until Served.
+	res, err := p.Pick(context.Background(), chatReq("", "held", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rt.rules[r.Key].cur.Load()
+	i := c.indexOfAddr(res.Endpoints[0])
+	if n := c.eps[i].active.Load(); n != 1 {
+		t.Errorf("in flight on the pick = %d, want 1", n)
+	}
+	p.Served(epp.Outcome{Result: res, Err: context.Canceled})
+	if n := c.eps[i].active.Load(); n != 0 {
+		t.Errorf("in flight after Served = %d, want 0", n)
+	}
+
+	// The empty subset is refused by the server before the picker is asked;
+	// through the ext_proc server it is a 503 as well (the conformance
+	// suite's SubsetEmpty checks that over the wire).
+}
+
+// TestEPPServedFeedsBreaker: 5xx reports open the served endpoint's breaker
+// (the pool then picks around it), a report of a fallback counts as a
+// connect failure of the primary, and an answer after the open window closes
+// the breaker again.
+func TestEPPServedFeedsBreaker(t *testing.T) {
+	o := testOptions()
+	o.Breaker5xxStreak = 3
+	o.BreakerConnectFailures = 2
+	o.BreakerOpenFor = time.Hour
+	rt, _ := newTestRuntime(t, o)
+	r := chwblRule(t, rt, 2)
+	p := rt.EPPPicker(r.Name)
+	c := rt.rules[r.Key].cur.Load()
+	req := chatReq("", "one prompt that always hashes home", nil)
+
+	home := pickServe(t, p, req, http.StatusOK).Endpoints[0]
+	hi := c.indexOfAddr(home)
+	for range 3 {
+		if got := pickServe(t, p, req, http.StatusInternalServerError).Endpoints[0]; got != home {
+			t.Fatalf("picked %s before the breaker opened, want home %s", got, home)
+		}
+	}
+	if s := c.eps[hi].br.state.Load(); s != breakerOpen {
+		t.Fatalf("home breaker %s after three 5xx, want open", breakerName(s))
+	}
+	res := pickServe(t, p, req, http.StatusOK)
+	if res.Endpoints[0] == home || len(res.Endpoints) != 1 {
+		t.Fatalf("with home's breaker open the pick is %v, want only the other endpoint", res.Endpoints)
+	}
+
+	// The other endpoint: the proxy reports the request served elsewhere
+	// twice (the primary did not take it) → connect failures open it.
+	other := res.Endpoints[0]
+	oi := c.indexOfAddr(other)
+	c.eps[hi].br.state.Store(breakerClosed) // bring home back for the fallback
+	for range 2 {
+		res, err := p.Pick(context.Background(), chatReq("", "a prompt", []string{other}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Served(epp.Outcome{Result: res, Endpoint: home, Status: http.StatusOK, Complete: true})
+	}
+	if s := c.eps[oi].br.state.Load(); s != breakerOpen {
+		t.Fatalf("primary breaker %s after two fallbacks, want open", breakerName(s))
+	}
+
+	// Open window over: the next pick is the half-open trial; a 200 closes it.
+	c.eps[oi].br.openUntil.Store(time.Now().Add(-time.Second).UnixNano())
+	res, err := p.Pick(context.Background(), chatReq("", "a prompt", []string{other}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := c.eps[oi].br.state.Load(); s != breakerHalfOpen {
+		t.Fatalf("breaker %s after the trial pick, want half-open", breakerName(s))
+	}
+	p.Served(epp.Outcome{Result: res, Endpoint: other, Status: http.StatusOK, Complete: true})
+	if s := c.eps[oi].br.state.Load(); s != breakerClosed {
+		t.Fatalf("breaker %s after the trial answered 200, want closed", breakerName(s))
+	}
+}
+
+// BenchmarkEPPPick: one pick and its settling on a CHWBL pool of 16
+// endpoints with an 8 KB chat body — the ladder's share of an EPP pick,
+// without gRPC (epp's BenchmarkPickLoopback measures the protocol's).
+func BenchmarkEPPPick(b *testing.B) {
+	rt := New(testOptions(), nil, nil)
+	defer rt.Close(context.Background())
+	var eps []spec.Endpoint
+	for i := range 16 {
+		eps = append(eps, spec.Endpoint{ID: fmt.Sprintf("10.0.0.%d:8000", i+1), Addr: mustAddrPort(fmt.Sprintf("10.0.0.%d:8000", i+1)), Weight: 1})
+	}
+	r := newRule("127.0.0.1", 0, spec.SelCHWBL, eps...)
+	r.Name, r.CircuitBreaker = "bench", true
+	r.CHWBL = &spec.CHWBL{PrefixHashLevel: 2, MeanLoadFactor: 175, Replication: 100}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	r.Key.Port = uint16(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	if err := rt.Install(nil, r); err != nil {
+		b.Fatal(err)
+	}
+	p := rt.EPPPicker(r.Name)
+	req := chatReq("", fmt.Sprintf("%08000d", 0), nil)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		res, err := p.Pick(context.Background(), req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p.Served(epp.Outcome{Result: res, Endpoint: res.Endpoints[0], Status: http.StatusOK, Complete: true})
+	}
+}
