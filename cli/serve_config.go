@@ -32,7 +32,7 @@ type serveSources struct {
 }
 
 func addSourceFlags(fl *pflag.FlagSet, s *serveSources) {
-	fl.StringVar(&s.file, flagConfig, "", "YAML file of serve options under the flag names (configs/infergate.yaml lists every one with its default); flags, then INFERGATE_<FLAG_NAME> environment variables, override it")
+	fl.StringVar(&s.file, flagConfig, "", "YAML file of serve options under the flag names (configs/serve/infergate.yaml lists every one with its default); flags, then INFERGATE_<FLAG_NAME> environment variables, override it")
 	fl.BoolVar(&s.print, flagPrintConfig, false, "print the effective options (flags, environment, --config file and defaults merged; secrets redacted) as YAML and exit")
 }
 

@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/infergate/infergate/daemon"
 	"github.com/infergate/infergate/optconf"
@@ -27,7 +29,9 @@ const exampleHeader = `# infergate serve --config configs/serve/infergate.yaml
 # keys you change. A flag beats its environment variable (INFERGATE_ and the
 # name upper-cased, dashes as underscores: INFERGATE_MAX_CLIENT_CONNS), which
 # beats this file, which beats the default. Durations are Go durations (30s,
-# 1m30s). A key without a value keeps the default. Unknown keys are an error.
+# 1m30s). Repeatable flags take a YAML list (api-allowed-host: [a, b]);
+# kv-tokenizer takes a mapping MODEL: PATH ("" for any model). A key without a
+# value keeps the default. Unknown keys are an error.
 # 'infergate serve --print-config' prints the effective options this way.
 #
 # Generated from the option structs:
@@ -99,5 +103,46 @@ func TestServeConfigExample(t *testing.T) {
 
 	if string(got) != string(want) {
 		t.Errorf("%s is stale; regenerate: go test ./cli -run TestServeConfigExample -update-example", exampleConfig)
+	}
+}
+
+// docConfigs are the config files the docs tell an operator to write, each
+// found after a marker line and ending at a closing line.
+var docConfigs = []struct{ doc, start, end string }{
+	{"../README.md", "cat > infergate.yaml <<'EOF'", "EOF"},
+	{"../docs/operations.md", "A minimal file:", "```"},
+}
+
+// TestServeConfigDocExamples: the config files the README and
+// docs/operations.md show load as written and set what they say.
+func TestServeConfigDocExamples(t *testing.T) {
+	for _, dc := range docConfigs {
+		t.Run(filepath.Base(dc.doc), func(t *testing.T) {
+			b, err := os.ReadFile(dc.doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, after, ok := strings.Cut(string(b), dc.start+"\n")
+			if !ok {
+				t.Fatalf("%s: no %q", dc.doc, dc.start)
+			}
+			after = strings.TrimPrefix(after, "\n```yaml\n")
+			body, _, ok := strings.Cut(after, "\n"+dc.end+"\n")
+			if !ok {
+				t.Fatalf("%s: example after %q not closed by %q", dc.doc, dc.start, dc.end)
+			}
+			p := filepath.Join(t.TempDir(), "infergate.yaml")
+			if err := os.WriteFile(p, []byte(body+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			opts := daemon.DefaultOptions()
+			if err := loadServeOptions(newServeCmd(&globals{}).Flags(), serveSources{file: p}, &opts, nil); err != nil {
+				t.Fatalf("%s example: %v\n%s", dc.doc, err, body)
+			}
+			if opts.LogFormat != "json" || opts.PrefillTimeout != 45*time.Second || len(opts.Auth.AllowedHosts) == 0 {
+				t.Fatalf("%s example loaded as log-format %q, prefill-timeout %v, api-allowed-host %v",
+					dc.doc, opts.LogFormat, opts.PrefillTimeout, opts.Auth.AllowedHosts)
+			}
+		})
 	}
 }
