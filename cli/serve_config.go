@@ -63,9 +63,11 @@ func loadServeOptions(fl *pflag.FlagSet, s serveSources, opts *daemon.Options, g
 // derivedDefaults are options whose default is computed at start-up, with
 // how: the example file leaves them without a value (which keeps the
 // default) instead of pinning this machine's figure.
-var derivedDefaults = map[string]string{
-	"max-client-conns": "default derived from RLIMIT_NOFILE: (limit - 1024) / 2",
-	"max-conns-per-ip": "default min(1024, max-client-conns)",
+func derivedDefaults() map[string]string {
+	return map[string]string{
+		"max-client-conns": "default derived from RLIMIT_NOFILE: (limit - 1024) / 2",
+		"max-conns-per-ip": "default min(1024, max-client-conns)",
+	}
 }
 
 // renderServeOptions is --print-config's output; with fl, every key gets its
@@ -74,7 +76,7 @@ var derivedDefaults = map[string]string{
 func renderServeOptions(opts *daemon.Options, fl *pflag.FlagSet) ([]byte, error) {
 	ro := optconf.RenderOptions{}
 	if fl != nil {
-		ro.Flags, ro.Unset = fl, derivedDefaults
+		ro.Flags, ro.Unset = fl, derivedDefaults()
 	}
 	return optconf.Render(opts, ro)
 }
