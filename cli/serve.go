@@ -8,35 +8,45 @@ import (
 	"syscall"
 
 	"github.com/infergate/infergate/daemon"
-	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 )
 
 func newServeCmd(g *globals) *cobra.Command {
 	opts := daemon.DefaultOptions()
 	var kvTokenizers []string // --kv-tokenizer MODEL=PATH | PATH
+	var sources serveSources  // --config, --print-config
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the gateway: management API, rule store and datapath",
 		Args:  exactArgs(0, "none"),
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
-			if g.env.Serve == nil {
-				return errors.New("serve is not available in this build")
+			if err := loadServeOptions(cmd.Flags(), sources, &opts, g.env.Getenv); err != nil {
+				return usageError{err}
 			}
 			if err := applyServeEnv(cmd, &opts, g.env.Getenv); err != nil {
 				return err
 			}
-			var err error
-			if opts.KV.Tokenizers, err = daemon.ParseTokenizers(kvTokenizers); err != nil {
-				return usagef("--kv-tokenizer: %v", err)
+			if cmd.Flags().Changed("kv-tokenizer") { // else a --config file's map stands
+				var err error
+				if opts.KV.Tokenizers, err = daemon.ParseTokenizers(kvTokenizers); err != nil {
+					return usagef("--kv-tokenizer: %v", err)
+				}
 			}
-			level, err := logrus.ParseLevel(opts.LogLevel)
+			if sources.print {
+				out, err := renderServeOptions(&opts, nil)
+				if err != nil {
+					return err
+				}
+				_, err = g.env.Stdout.Write(out)
+				return err
+			}
+			if g.env.Serve == nil {
+				return errors.New("serve is not available in this build")
+			}
+			log, err := newServeLogger(opts, g.env.Stderr)
 			if err != nil {
-				return usagef("--log-level %q: %v", opts.LogLevel, err)
+				return err
 			}
-			log := logrus.New()
-			log.SetOutput(g.env.Stderr)
-			log.SetLevel(level)
 			// Cancelling ctx is the daemon's graceful shutdown: drain, then exit.
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -55,6 +65,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.IntVar(&opts.Tenant.MaxKeysPerTenant, "tenant-max-keys", opts.Tenant.MaxKeysPerTenant, "tenant keys: most API keys one tenant may have")
 	fl.IntVar(&opts.Tenant.DefaultMaxTokens, "tenant-default-max-tokens", opts.Tenant.DefaultMaxTokens, "tenant keys: completion tokens reserved for a request without max_tokens")
 	fl.StringVar(&opts.LogLevel, "log-level", opts.LogLevel, "log level: debug|info|warn|error")
+	fl.StringVar(&opts.LogFormat, "log-format", opts.LogFormat, "log format: text|json (one JSON object per line)")
 	// TLS.
 	fl.StringVar(&opts.TLS.CertRoot, "cert-root", opts.TLS.CertRoot, "LoxiLB certificate root for HTTPS VIPs: <root>/server.crt|key is the default certificate, <root>/<hostname>/ a host's (default <state-dir>/cert)")
 	fl.StringVar(&opts.APITLSCert, "api-tls-cert", opts.APITLSCert, "serve the management API over HTTPS with this certificate (PEM)")
@@ -116,5 +127,6 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.DurationVar(&opts.StreamIdleTimeout, "stream-idle-timeout", opts.StreamIdleTimeout, "longest engine silence inside an SSE stream; a rule's inactiveTimeOut only caps it")
 	addStoreFlags(fl, &opts)
 	addEPPFlags(fl, &opts)
+	addSourceFlags(fl, &sources)
 	return cmd
 }

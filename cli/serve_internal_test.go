@@ -33,7 +33,11 @@ func TestServeFlagsAreOptionNames(t *testing.T) {
 	names := map[string]bool{}
 	yamlNames(reflect.TypeOf(daemon.Options{}), names)
 	flags := map[string]bool{}
-	newServeCmd(&globals{}).Flags().VisitAll(func(f *pflag.Flag) { flags[f.Name] = true })
+	newServeCmd(&globals{}).Flags().VisitAll(func(f *pflag.Flag) {
+		if !isSourceFlag(f.Name) { // --config, --print-config choose sources, they are no option
+			flags[f.Name] = true
+		}
+	})
 	var noField, noFlag []string
 	for f := range flags {
 		if !names[f] {

@@ -24,6 +24,7 @@ type Options struct {
 	StateDir  string `yaml:"state-dir"` // persisted rule set, API keys, SNI registrations
 	RulesPath string `yaml:"rules"`     // YAML rule file or directory loaded at boot ("" = none)
 	LogLevel  string `yaml:"log-level"`
+	LogFormat string `yaml:"log-format"` // text or json (one JSON object per line, for log shippers)
 
 	// ShutdownTimeout bounds the graceful API shutdown on cancel.
 	ShutdownTimeout time.Duration `yaml:"shutdown-timeout"`
@@ -84,6 +85,7 @@ func DefaultOptions() Options {
 		APIAddr:         "127.0.0.1:11111",
 		StateDir:        "/var/lib/infergate",
 		LogLevel:        "info",
+		LogFormat:       "text",
 		ShutdownTimeout: 10 * time.Second,
 		Options:         datapath.DefaultOptions(),
 		Auth:            auth.DefaultOptions(),
