@@ -99,6 +99,11 @@ func newServeCmd(g *globals) *cobra.Command {
 	// KV-exact interop and the in-process tokenizer.
 	fl.DurationVar(&opts.KV.BindLiveWindow, "kv-bind-live-window", opts.KV.BindLiveWindow, "KV-exact, --kv-bind-addr: an endpoint rank is reported connected while its last KV event is this recent (trust does not need recent events)")
 	fl.StringArrayVar(&kvTokenizers, "kv-tokenizer", nil, "KV-exact: tokenise in process with a Hugging Face tokenizer (byte-level BPE: Llama 3, Qwen 2/3, GPT-style): MODEL=PATH or PATH for any model; PATH is a directory with tokenizer.json[.gz] (+ tokenizer_config.json for chat) or a tokenizer.json; repeatable. Other requests ask the engine's /tokenize")
+	fl.BoolVar(&opts.KV.LegacyLoadGuard, "kv-legacy-load-guard", opts.KV.LegacyLoadGuard, "KV-exact (kvExactMode 1 and 3): pass over a cache holder by the in-flight gap (--kv-single-load-guard, pd_balance_abs_threshold) instead of the estimated time to first token")
+	fl.DurationVar(&opts.KV.CostPerToken, "kv-cost-per-token", opts.KV.CostPerToken, "KV-exact cost estimate: prefill time per prompt token the engine does not hold")
+	fl.DurationVar(&opts.KV.CostOverhead, "kv-cost-overhead", opts.KV.CostOverhead, "KV-exact cost estimate: fixed cost of starting a prefill")
+	fl.DurationVar(&opts.KV.CostPerRequest, "kv-cost-per-request", opts.KV.CostPerRequest, "KV-exact cost estimate: wait behind one request queued beyond the engine's batch (a running one costs this / --kv-cost-window)")
+	fl.IntVar(&opts.KV.CostWindow, "kv-cost-window", opts.KV.CostWindow, "KV-exact cost estimate: requests an engine runs at once (max-num-seqs); in-flight beyond it count as queued")
 	fl.IntVar(&opts.KV.SingleLoadGuard, "kv-single-load-guard", opts.KV.SingleLoadGuard, "KV-exact single pools (kvExactMode 3): skip a cache winner loaded this much above the least loaded (negative disables)")
 	fl.Int64Var(&opts.PrefixIndex.BudgetBytes, "prefix-index-budget-bytes", opts.PrefixIndex.BudgetBytes, "prefix affinity (pd_cache_aware_mode): memory budget of each rule's prefix index; least recently used prefixes are evicted above it")
 	fl.IntVar(&opts.PrefixIndex.MaxKeyBytes, "prefix-key-max-bytes", opts.PrefixIndex.MaxKeyBytes, "prefix affinity: bytes of each prompt that are keyed and matched (longer prompts are keyed on their head)")

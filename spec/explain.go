@@ -88,6 +88,9 @@ type CandidateScore struct {
 	Score     float64 `json:"score"`
 	Trusted   bool    `json:"trusted"`
 	Untrusted string  `json:"untrusted_reason,omitempty"`
+	// EstimateMs is the cost model's estimated time to first token on
+	// this candidate (queue + uncached prefill); 0 without a cost model.
+	EstimateMs float64 `json:"estimate_ms,omitempty"`
 }
 
 // InventoryRow is one (rule, endpoint, rank) line of the KV-exact

@@ -16,6 +16,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/infergate/infergate/datapath/ladder"
+	"github.com/infergate/infergate/datapath/pick"
 	"github.com/infergate/infergate/kvexact"
 	"github.com/infergate/infergate/kvexact/tokenize"
 	"github.com/infergate/infergate/kvexact/trtpoll"
@@ -62,6 +63,17 @@ type Options struct {
 	// SingleLoadGuard is mode 3's load guard (mode 1 uses the rule's
 	// pd_balance_abs_threshold); negative disables it.
 	SingleLoadGuard int `yaml:"kv-single-load-guard"`
+	// LegacyLoadGuard selects the in-flight load guard (SingleLoadGuard,
+	// pd_balance_abs_threshold) for Tier 1.5 and mode 3 instead of the
+	// cost estimate (Cost).
+	LegacyLoadGuard bool `yaml:"kv-legacy-load-guard"`
+	// Cost estimates each candidate's time to first token (queue + the
+	// prefill of the tokens it does not hold); the KV-exact choice takes
+	// the least. Zero fields take pick's defaults.
+	CostPerToken   time.Duration `yaml:"kv-cost-per-token"`
+	CostOverhead   time.Duration `yaml:"kv-cost-overhead"`
+	CostPerRequest time.Duration `yaml:"kv-cost-per-request"`
+	CostWindow     int           `yaml:"kv-cost-window"`
 	// Budget caps indexed blocks per rule (0: kvexact's default).
 	Budget int `yaml:"-"`
 	// StaleAfter untrusts an endpoint that was sent work this long ago and
@@ -97,6 +109,10 @@ func DefaultOptions() Options {
 		WatchdogWindow:    DefaultWatchdogWindow,
 		TRTPollInterval:   trtpoll.DefaultInterval,
 		SingleLoadGuard:   DefaultSingleLoadGuard,
+		CostPerToken:      pick.DefaultCostPerToken,
+		CostOverhead:      pick.DefaultCostOverhead,
+		CostPerRequest:    pick.DefaultCostPerRequest,
+		CostWindow:        pick.DefaultCostWindow,
 		StaleAfter:        kvexact.DefaultStaleAfter,
 		BindLiveWindow:    kvexact.DefaultLiveWindow,
 		Subscriber:        zmqsub.DefaultOptions(""),

@@ -66,6 +66,7 @@ func (r *RuleKV) tier(tok tokenize.Tokenizer, guard int) *ladder.KVExact {
 		Index:     r.st.inv,
 		Tokenizer: tok,
 		LoadGuard: guard,
+		Cost:      r.cost(),
 		Watchdog:  r.st.watchdog,
 		Logger:    r.st.log,
 	}
@@ -73,6 +74,16 @@ func (r *RuleKV) tier(tok tokenize.Tokenizer, guard int) *ladder.KVExact {
 		o.Metrics = r.plane.routing()
 	}
 	return ladder.NewKVExact(o)
+}
+
+// cost is the rule's cost model; nil when the legacy in-flight guard is
+// selected (Options.LegacyLoadGuard).
+func (r *RuleKV) cost() *pick.CostModel {
+	if r.plane == nil || r.plane.opts.LegacyLoadGuard {
+		return nil
+	}
+	o := r.plane.opts
+	return &pick.CostModel{PerToken: o.CostPerToken, Overhead: o.CostOverhead, PerRequest: o.CostPerRequest, Window: o.CostWindow}
 }
 
 // PickSingle is the same decision (the KV-exact pick.Picker) for a mode-3

@@ -50,9 +50,14 @@ type KVExactOptions struct {
 	// candidate's by more than this (pd_balance_abs_threshold for P/D);
 	// negative disables the guard.
 	LoadGuard int
-	Watchdog  *Watchdog // nil: no zero-hit watchdog
-	Metrics   *metrics.KVRouting
-	Logger    logrus.FieldLogger
+	// Cost, when set, replaces the load guard: every candidate's time to
+	// first token is estimated from its queue and the prefill of the
+	// tokens it does not hold (pick.CostModel), and the least estimate
+	// wins, holder or not. nil keeps the in-flight LoadGuard.
+	Cost     *pick.CostModel
+	Watchdog *Watchdog // nil: no zero-hit watchdog
+	Metrics  *metrics.KVRouting
+	Logger   logrus.FieldLogger
 }
 
 // KVExact is Tier 1.5: route to the candidate whose engine already holds the
@@ -185,9 +190,11 @@ func (t *KVExact) tokens(f *Facts) ([]uint32, string) {
 
 // decide is the whole tier. Candidates score by consecutive blocks from
 // block 0 (GPU blocks 1, CPU blocks CPUWeight); untrusted inventories score
-// 0; the best wins, ties to the lower load then the earlier candidate; a
-// holder more loaded than the least loaded by more than LoadGuard is passed
-// over for the next best holder.
+// 0. Without a cost model the best wins, ties to the lower load then the
+// earlier candidate, and a holder more loaded than the least loaded by more
+// than LoadGuard is passed over for the next best holder. With one, once
+// any trusted candidate holds a block, the candidate with the least
+// estimated wait wins (costPick).
 func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string, bool, []spec.CandidateScore) {
 	if t.o.Index == nil {
 		return -1, ReasonEmpty, false, nil
@@ -201,11 +208,13 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 		return -1, ReasonShortPrompt, false, nil
 	}
 	var idBuf [16]string
-	names := idBuf[:0]
+	var wBuf [16]float64
+	names, ws := idBuf[:0], wBuf[:0]
 	minLoad := cands[0].Load
 	for i := range cands {
 		c := &cands[i]
 		names = append(names, c.ID)
+		ws = append(ws, 0)
 		minLoad = min(minLoad, c.Load)
 	}
 	var scores []spec.CandidateScore
@@ -225,11 +234,12 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 		if trusted && s.Blocks > 0 {
 			w = s.Weighted(t.o.CPUWeight)
 			anyHit = true
+			ws[i] = w
 			// The load guard keeps a cache-rich endpoint from being piled
 			// on: a holder too far above the least loaded is passed over
 			// for the next best holder.
 			switch {
-			case LoadGuardTrips(cands[i].Load, minLoad, t.o.LoadGuard):
+			case t.o.Cost == nil && LoadGuardTrips(cands[i].Load, minLoad, t.o.LoadGuard):
 				guarded = true
 			case best < 0 || w > bestW || (w == bestW && cands[i].Load < cands[best].Load):
 				best, bestW = i, w
@@ -238,6 +248,11 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 		if explain {
 			scores[i] = spec.CandidateScore{ID: cands[i].ID, Load: cands[i].Load, Blocks: s.Blocks, GPUBlocks: s.GPUBlocks,
 				CPUBlocks: s.CPUBlocks, Score: w, Trusted: trusted, Untrusted: why}
+		}
+	}
+	if t.o.Cost != nil && anyTrusted {
+		if c := t.costPick(len(ids), len(keys), ws, cands, scores); anyHit {
+			best = c
 		}
 	}
 	if t.o.Watchdog != nil && anyTrusted && !explain {
@@ -259,6 +274,29 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 		return -1, ReasonLoadGuard, false, scores
 	}
 	return best, "", true, scores
+}
+
+// costPick estimates every candidate's wait (pick.CostModel) for a prompt
+// of tokens tokens in blocks full blocks, where ws are the trusted weighted
+// block scores (0 for an untrusted inventory: it is treated as cold), fills
+// the estimates into scores when explaining, and returns the cheapest.
+func (t *KVExact) costPick(tokens, blocks int, ws []float64, cands []Candidate, scores []spec.CandidateScore) int {
+	bs := blockSizeOf(t.o.Index)
+	if bs <= 0 { // an index that does not say: the prompt's own ratio
+		bs = tokens / blocks
+	}
+	var eBuf [16]time.Duration
+	var cBuf [16]int
+	est, cached := eBuf[:0], cBuf[:0]
+	for i := range cands {
+		h := int(ws[i] * float64(bs))
+		e := t.o.Cost.Estimate(pick.QueueOf(&cands[i]), tokens, h)
+		est, cached = append(est, e), append(cached, h)
+		if scores != nil {
+			scores[i].EstimateMs = float64(e) / float64(time.Millisecond)
+		}
+	}
+	return pick.Cheapest(est, cached, cands)
 }
 
 // blockSizeOf reports the index's block size for the watchdog's log.

@@ -33,7 +33,9 @@
 //     closed state is checked inline.
 //
 // Eligibility has one definition (Pool.Eligible; BreakerSelectable for the
-// breaker), load guards one (LoadGuardTrips), and least-loaded and
+// breaker), load guards one (LoadGuardTrips), the estimated time to first
+// token one (CostModel: queue plus uncached prefill, the trade a
+// cache-aware choice makes), and least-loaded and
 // replica-consistent tie-breaks one each (LeastLoaded, LeastLoadedKeyed,
 // Rendezvous). What is not here is what only the caller knows: how to key a
 // request (the datapath's facts), and claiming the chosen endpoint's

@@ -1,0 +1,89 @@
+package pick
+
+import (
+	"testing"
+	"time"
+)
+
+func TestCostModelEstimate(t *testing.T) {
+	ms := time.Millisecond
+	m := DefaultCostModel()
+	for _, tc := range []struct {
+		name           string
+		m              CostModel
+		q              QueueState
+		tokens, cached int
+		want           time.Duration
+	}{
+		{"idle cold", m, QueueState{}, 2200, 0, 30*ms + 2200*250*time.Microsecond},
+		{"idle full hit but last block", m, QueueState{}, 2200, 2192, 30*ms + 8*250*time.Microsecond},
+		{"cached beyond prompt clamps", m, QueueState{}, 100, 500, 30 * ms},
+		{"running in the batch cost a share", m, QueueState{InFlight: 8}, 0, 0, 30*ms + 8*100*ms/16},
+		{"window full", m, QueueState{InFlight: 16}, 0, 0, 30*ms + 100*ms},
+		{"queued beyond the window cost a slot each", m, QueueState{InFlight: 20}, 0, 0, 30*ms + 100*ms + 4*100*ms},
+		{"engine counts replace in-flight when valid", m, QueueState{InFlight: 40, EngineValid: true, Running: 4, Waiting: 1}, 0, 0, 30*ms + 4*100*ms/16 + 100*ms},
+		{"zero model takes the defaults", CostModel{}, QueueState{InFlight: 20}, 1000, 200, 30*ms + 100*ms + 4*100*ms + 800*250*time.Microsecond},
+		{"negative overhead is none", CostModel{Overhead: -1}, QueueState{}, 4, 0, time.Millisecond},
+		{"custom window and per-request", CostModel{PerRequest: 50 * ms, Window: 2, PerToken: time.Millisecond}, QueueState{InFlight: 3}, 10, 4, 30*ms + 50*ms + 50*ms + 6*ms},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.m.Estimate(tc.q, tc.tokens, tc.cached); got != tc.want {
+				t.Fatalf("Estimate(%+v, %d, %d) = %v, want %v", tc.q, tc.tokens, tc.cached, got, tc.want)
+			}
+		})
+	}
+}
+
+// The trade the model exists for: a large hit survives a little load, and
+// loses to an idle cold engine once its engine really queues.
+func TestCostModelTrade(t *testing.T) {
+	m := DefaultCostModel()
+	const tokens, hit = 2200, 2000
+	cold := m.Estimate(QueueState{InFlight: 2}, tokens, 0)
+	for _, tc := range []struct {
+		holderLoad int
+		holderWins bool
+	}{
+		{0, true}, {5, true}, {16, true}, {18, true}, {20, true}, {22, false}, {40, false},
+	} {
+		h := m.Estimate(QueueState{InFlight: tc.holderLoad}, tokens, hit)
+		if got := h < cold; got != tc.holderWins {
+			t.Errorf("holder with %d in flight: %v vs cold %v; holder wins = %v, want %v", tc.holderLoad, h, cold, got, tc.holderWins)
+		}
+	}
+}
+
+func TestCheapest(t *testing.T) {
+	c := func(loads ...int) []Candidate {
+		out := make([]Candidate, len(loads))
+		for i, l := range loads {
+			out[i] = Candidate{ID: string(rune('a' + i)), Load: l}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name   string
+		est    []time.Duration
+		cached []int
+		cands  []Candidate
+		want   int
+	}{
+		{"least estimate", []time.Duration{3, 1, 2}, []int{0, 0, 0}, c(0, 0, 0), 1},
+		{"tie to more cached", []time.Duration{1, 1, 1}, []int{0, 32, 16}, c(0, 0, 0), 1},
+		{"then to lower load", []time.Duration{1, 1, 1}, []int{16, 16, 16}, c(3, 2, 2), 1},
+		{"then the earlier", []time.Duration{1, 1}, []int{0, 0}, c(1, 1), 0},
+		{"one candidate", []time.Duration{9}, []int{0}, c(5), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Cheapest(tc.est, tc.cached, tc.cands); got != tc.want {
+				t.Fatalf("Cheapest = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestQueueOfReadsLoad(t *testing.T) {
+	if q := QueueOf(&Candidate{Load: 7}); q.InFlight != 7 || q.EngineValid {
+		t.Fatalf("QueueOf = %+v, want in-flight 7 without engine counts", q)
+	}
+}
