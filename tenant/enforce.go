@@ -37,19 +37,26 @@ type Check struct {
 	Key      string // as presented ("" none)
 	ClientIP string
 	Model    string
-	// Estimate is the tokens to reserve (see Estimate); ≤ 0 reserves the
-	// registry's DefaultMaxTokens.
+	// Estimate is the tokens to reserve; ≤ 0 reserves Estimate(PromptBytes,
+	// Shape, registry's DefaultMaxTokens).
 	Estimate int
+	// PromptBytes and Shape describe the request for the reservation when
+	// Estimate is not given.
+	PromptBytes int
+	Shape       RequestShape
 }
 
 // Estimate is the reservation for a request before the engine answers: a
 // byte heuristic for the prompt (4 bytes a token, rounded up) plus the
-// completion ceiling the client asked for (maxTokens; ≤ 0: def).
-func Estimate(promptBytes, maxTokens, def int) int {
-	if maxTokens <= 0 {
-		maxTokens = def
+// completion ceiling the client asked for (s.MaxTokens; none: def) for each
+// of the choices the engine generates. A client that names no ceiling
+// still reserves def per choice, so leaving it out buys nothing.
+func Estimate(promptBytes int, s RequestShape, def int) int {
+	ceiling := s.MaxTokens
+	if ceiling <= 0 {
+		ceiling = def
 	}
-	return (promptBytes+3)/4 + maxTokens
+	return (promptBytes+3)/4 + ceiling*max(s.Choices, 1)
 }
 
 // quotas are the two dimensions reported in x-ratelimit-* headers.
@@ -113,7 +120,7 @@ func (r *Registry) Admit(c Check) (Admission, *Denial) {
 	}
 	est := c.Estimate
 	if est <= 0 {
-		est = r.opts.DefaultMaxTokens
+		est = Estimate(c.PromptBytes, c.Shape, r.opts.DefaultMaxTokens)
 	}
 	t := r.snap.Load().tenants[e.rec.TenantID]
 	var tl *limits
