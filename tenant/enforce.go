@@ -104,13 +104,19 @@ type Denial struct {
 // bucket that applies; on refusal nothing is taken.
 func (r *Registry) Admit(c Check) (Admission, *Denial) {
 	now := r.now()
-	if blocked, retry := r.authFail.blocked(c.ClientIP, now); blocked {
-		return Admission{}, &Denial{Status: http.StatusTooManyRequests, Code: CodeAuthRateLimited, RetryAfter: retry,
-			Message: "too many failed API key checks from this address; retry later"}
-	}
+	// The key is checked first and only failures are limited: a source
+	// that failed too often is refused its further failures, never a valid
+	// key (behind one NAT address, one client's bad keys must not lock out
+	// every tenant). An unknown key id costs a map lookup, a wrong secret
+	// one hash, so checking before refusing stays cheap.
+	src := failureSource(c.ClientIP)
 	e, d := r.authenticate(c.Key, now)
 	if d != nil {
-		r.authFail.fail(c.ClientIP, now)
+		if blocked, retry := r.authFail.blocked(src, now); blocked {
+			return Admission{}, &Denial{Status: http.StatusTooManyRequests, Code: CodeAuthRateLimited, RetryAfter: retry,
+				Message: "too many failed API key checks from this address; retry later"}
+		}
+		r.authFail.fail(src, now)
 		return Admission{}, d
 	}
 	if !e.rec.allows(c.Model) {
