@@ -66,6 +66,7 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 	tOpts.Log = log.WithField("component", "tenant")
 	if shared != nil {
 		tOpts.Shared = shared.Blob(tenantKeysBlob) // keys made through any replica work on all
+		tOpts.OnSharedHealth = func(err error) { m.Tenant.KeyStoreUnreadable.Set(boolGauge(err != nil)) }
 	}
 	keys, err := tenant.Open(tOpts)
 	if err != nil {
