@@ -122,6 +122,14 @@ func Open(opts Options) (*Registry, error) {
 		r.now = time.Now
 	}
 	r.authFail = newIPLimiter(float64(opts.AuthFailuresPerSec), float64(opts.AuthFailureBurst))
+	if opts.StateDir != "" {
+		// Nothing writes apikeys.json yet: what a crash left mid-write goes.
+		if n, err := atomicfile.RemoveTemps(r.path()); err != nil {
+			r.log.WithError(err).Warn("tenant: could not remove leftover temporary key files")
+		} else if n > 0 {
+			r.log.WithField("files", n).Info("tenant: removed temporary key files a crash left behind")
+		}
+	}
 	s, err := r.load()
 	if err != nil {
 		return nil, err

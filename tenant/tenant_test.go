@@ -517,3 +517,17 @@ func TestFailureSourceAggregatesIPv6By64(t *testing.T) {
 		t.Fatalf("only %d of 100 failures across one /64 were rate limited", limited)
 	}
 }
+
+func TestOpenRemovesTemporaryFilesACrashLeft(t *testing.T) {
+	dir := t.TempDir()
+	leftover := filepath.Join(dir, ".apikeys.json.tmp-4242")
+	if err := os.WriteFile(leftover, []byte(`{"keys":[`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(Options{StateDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(leftover); !os.IsNotExist(err) {
+		t.Fatalf("leftover %s still there after boot: %v", leftover, err)
+	}
+}
