@@ -62,6 +62,9 @@ type Options struct {
 	DrainGrace time.Duration `yaml:"drain-grace"` // how long delete/Close wait for in-flight requests
 
 	MaxIdleConnsPerHost int `yaml:"-"` // upstream keep-alive pool per endpoint
+	// UpstreamIdleTimeout closes a pooled engine connection idle this long
+	// (≤ 0: never), so endpoints that come and go do not keep sockets.
+	UpstreamIdleTimeout time.Duration `yaml:"upstream-idle-timeout"`
 
 	// Timeouts are the P/D legs' bounds (PrefillTimeout,
 	// DecodeFirstByteTimeout) and the SSE silence bound, owned by pd.
@@ -116,6 +119,7 @@ func DefaultOptions() Options {
 		BodyReadTimeout:          60 * time.Second,
 		DrainGrace:               30 * time.Second,
 		MaxIdleConnsPerHost:      1024,
+		UpstreamIdleTimeout:      90 * time.Second,
 		Timeouts:                 pd.DefaultTimeouts(),
 		MaxSessions:              ladder.DefaultMaxSessions,
 		PrefixIndex:              radix.DefaultOptions(),

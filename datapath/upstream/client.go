@@ -59,6 +59,8 @@ type conn struct {
 	br  *bufio.Reader
 	bw  *bufio.Writer
 	tls bool // nc is a *tls.Conn (alive() must not peek under the records)
+	// idleSince is when the connection was last pooled (reap.go).
+	idleSince time.Time
 }
 
 // TLS is one rule's TLS configuration toward its engines (security 2).
@@ -156,6 +158,7 @@ func (c *Client) handshake(ctx context.Context, nc net.Conn, addr string, tc *TL
 func (c *Client) put(key string, pc *conn) {
 	c.mu.Lock()
 	if !c.closed && len(c.idle[key]) < c.maxIdle {
+		pc.idleSince = time.Now()
 		c.idle[key] = append(c.idle[key], pc)
 		c.mu.Unlock()
 		return
