@@ -329,6 +329,10 @@ func (s *Server) decorate(e store.Entry) rules.Rule {
 	r := e.Rule
 	r.Endpoints = append([]rules.Endpoint(nil), e.Rule.Endpoints...)
 	st, ok := s.runtimeStatus(e)
+	if e.InstallError != "" { // stored, not served yet: the store retries it
+		ok = false
+		r.Status = &rules.RuleStatus{Ready: false, Reason: "not installed (retrying): " + e.InstallError}
+	}
 	if ok {
 		r.Status = &rules.RuleStatus{Ready: st.Ready, Reason: st.Reason}
 		for i := range r.Endpoints {

@@ -79,6 +79,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.IntVar(&opts.BreakerPD5xxStreak, flagBreakerPD5xxStreak, opts.BreakerPD5xxStreak, "origin 5xx streak that opens a P/D endpoint's breaker (LoxiLB's default 3; 0 disables it; env "+envPDOriginErrThreshold+" when the flag is not given)")
 	fl.DurationVar(&opts.BreakerOpenFor, "breaker-open-for", opts.BreakerOpenFor, "how long an open breaker stays open")
 	fl.DurationVar(&opts.DrainGrace, "drain-grace", opts.DrainGrace, "in-flight drain window on rule delete/update")
+	fl.DurationVar(&opts.UpstreamIdleTimeout, "upstream-idle-timeout", opts.UpstreamIdleTimeout, "close an engine keep-alive connection idle this long (0: never)")
 	fl.DurationVar(&opts.PrefillTimeout, "prefill-timeout", opts.PrefillTimeout, "P/D prefill leg timeout")
 	fl.DurationVar(&opts.DecodeFirstByteTimeout, "decode-first-byte-timeout", opts.DecodeFirstByteTimeout, "P/D decode time-to-first-byte timeout")
 	// Bodies nothing routes on stream through unread.

@@ -69,6 +69,7 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 	tOpts.Log = log.WithField("component", "tenant")
 	if shared != nil {
 		tOpts.Shared = shared.Blob(tenantKeysBlob) // keys made through any replica work on all
+		tOpts.OnSharedHealth = func(err error) { m.Tenant.KeyStoreUnreadable.Set(boolGauge(err != nil)) }
 	}
 	keys, err := tenant.Open(tOpts)
 	if err != nil {
@@ -100,6 +101,7 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 		return fmt.Errorf("daemon: open rule store in %s: %w", opts.StateDir, err)
 	}
 	defer closeIfCloser(log, "rule store", rs)
+	exportPending(m, rs)
 
 	apiOpts := api.DefaultOptions()
 	apiOpts.Store = rs

@@ -52,3 +52,10 @@ func closeBackend(b interface{ Close() error }) {
 		_ = b.Close()
 	}
 }
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

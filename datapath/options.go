@@ -72,6 +72,9 @@ type Options struct {
 	// Upstream bounds the engine connections per endpoint (requests over
 	// the cap wait for a free one instead of dialing).
 	Upstream upstream.Options `yaml:",inline"`
+	// UpstreamIdleTimeout closes a pooled engine connection idle this long
+	// (≤ 0: never), so endpoints that come and go do not keep sockets.
+	UpstreamIdleTimeout time.Duration `yaml:"upstream-idle-timeout"`
 
 	// Timeouts are the P/D legs' bounds (PrefillTimeout,
 	// DecodeFirstByteTimeout) and the SSE silence bound, owned by pd.
@@ -141,6 +144,7 @@ func DefaultOptions() Options {
 		DrainGrace:               30 * time.Second,
 		MaxIdleConnsPerHost:      1024,
 		Upstream:                 upstream.DefaultOptions(),
+		UpstreamIdleTimeout:      90 * time.Second,
 		Timeouts:                 pd.DefaultTimeouts(),
 		MaxSessions:              ladder.DefaultMaxSessions,
 		PrefixIndex:              radix.DefaultOptions(),

@@ -142,6 +142,7 @@ func newRuntime(opts Options, m *metrics.Datapath, pdm *metrics.PD, rx *metrics.
 		bodies:      reqbody.New(opts.Bodies, edge),
 	}
 	rt.up = upstream.NewWithOptions(opts.DialTimeout, opts.MaxIdleConnsPerHost, opts.Upstream, tlsm)
+	rt.up.ReapIdle(opts.UpstreamIdleTimeout) // until Close's CloseIdle
 	rt.sender = rt.up
 	rt.bufs.New = func() any { b := make([]byte, 32<<10); return &b }
 	rt.kv = kvplane.New(opts.KV, kvm, log.WithField("component", "kvplane"))
@@ -326,7 +327,13 @@ func (rt *Runtime) swapLocked(rs *ruleState, next *spec.Rule, nt *ruleTLS) {
 			}
 		}
 	}
+	dropped := rs.eps
 	rs.eps = eps
+	for id := range dropped {
+		if _, kept := eps[id]; !kept {
+			rt.releaseEndpointLocked(id)
+		}
+	}
 	oldTLS := rs.tls
 	rs.tls = nt
 	for _, ln := range rs.lns {
@@ -399,6 +406,9 @@ func (rt *Runtime) removeLocked(k spec.Key) {
 		rt.leaveListenerLocked(rs, ln) // frees the address before Remove returns
 	}
 	rs.lns = nil
+	for id := range rs.eps {
+		rt.releaseEndpointLocked(id)
+	}
 	// Synchronously: a rule re-created right away under the same name must
 	// keep the series it registers now.
 	rt.deleteRuleSeries(c.label)

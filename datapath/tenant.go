@@ -41,8 +41,8 @@ type keyCheck struct {
 // admitKey runs API-key enforcement before any engine is contacted. On
 // refusal it answers the client and returns ok false. On success the key
 // header is removed, the x-ratelimit-* headers set, a streaming request
-// without stream_options is asked for usage (the usage-only chunk is then
-// hidden from the client), and x.w is wrapped so the response's usage
+// whose client did not ask for usage is asked for it anyway (the usage-only
+// chunk is then hidden from the client), and x.w is wrapped so the response's usage
 // settles the reservation (finishKey).
 func (rt *Runtime) admitKey(x *exchange, c *compiled, body []byte) (*keyCheck, []byte, bool) {
 	if rt.opts.Keys == nil {
@@ -66,12 +66,15 @@ func (rt *Runtime) admitKey(x *exchange, c *compiled, body []byte) (*keyCheck, [
 			"the X-Model header and the body's \"model\" name different models; send one, or the same in both")
 		return nil, body, false
 	}
-	shape := tenant.Shape(top.Stream, top.StreamOptions, top.MaxTokens)
+	shape := tenant.Shape(tenant.BodyFields{Stream: top.Stream, StreamOptions: top.StreamOptions,
+		MaxTokens: top.MaxTokens, MaxCompletionTokens: top.MaxCompletionTokens, MaxOutputTokens: top.MaxOutputTokens,
+		N: top.N, BestOf: top.BestOf})
 	adm, d := rt.opts.Keys.Admit(tenant.Check{
-		Key:      tenant.KeyFromHeader(x.r.Header),
-		ClientIP: clientIP(x.r.RemoteAddr),
-		Model:    model,
-		Estimate: tenant.Estimate(len(body), shape.MaxTokens, 0),
+		Key:         tenant.KeyFromHeader(x.r.Header),
+		ClientIP:    clientIP(x.r.RemoteAddr),
+		Model:       model,
+		PromptBytes: len(body),
+		Shape:       shape,
 	})
 	if d != nil {
 		if rt.tm != nil {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/infergate/infergate/internal/fakeengine"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/spec"
 	"github.com/infergate/infergate/tenant"
@@ -13,7 +14,7 @@ import (
 
 // keyedRule serves one fake engine on 127.0.0.1 with api_key_auth "required", and
 // returns the runtime's key store.
-func keyedRule(t *testing.T) (*spec.Rule, *tenant.Registry, *metrics.Tenant, func() []string) {
+func keyedRule(t *testing.T, mod ...func(*fakeengine.Options)) (*spec.Rule, *tenant.Registry, *metrics.Tenant, func() []string) {
 	t.Helper()
 	keys, err := tenant.Open(tenant.DefaultOptions())
 	if err != nil {
@@ -24,7 +25,7 @@ func keyedRule(t *testing.T) (*spec.Rule, *tenant.Registry, *metrics.Tenant, fun
 	rt, _ := newTestRuntime(t, o)
 	tm := metrics.NewTenant(prometheus.NewRegistry())
 	rt.tm = tm
-	eng := startEngine(t, "e1")
+	eng := startEngine(t, "e1", mod...)
 	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, epFor(t, eng.Addr(), 1))
 	r.APIKeys = spec.KeysRequired
 	if err := rt.Install(nil, r); err != nil {

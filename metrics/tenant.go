@@ -10,6 +10,9 @@ type Tenant struct {
 	Requests   *prometheus.CounterVec // infergate_tenant_requests_total{tenant,key_id,model}
 	Tokens     *prometheus.CounterVec // infergate_tenant_tokens_total{tenant,key_id,model,kind}
 	Rejections *prometheus.CounterVec // infergate_tenant_rejections_total{tenant,key_id,reason}
+	// KeyStoreUnreadable is 1 while the shared key document cannot be read
+	// (the replica serves the keys it had, or none).
+	KeyStoreUnreadable prometheus.Gauge // infergate_tenant_keystore_unreadable
 }
 
 // NewTenant builds and registers the tenant families.
@@ -27,7 +30,11 @@ func NewTenant(reg prometheus.Registerer) *Tenant {
 			Name: "infergate_tenant_rejections_total",
 			Help: "Requests refused by API-key enforcement, by reason (the error code); tenant and key_id are empty when no valid key was presented.",
 		}, []string{"tenant", "key_id", "reason"}),
+		KeyStoreUnreadable: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "infergate_tenant_keystore_unreadable",
+			Help: "1 while the shared API-key document (etcd <prefix>/tenant/apikeys) cannot be read: the replica keeps the keys in force, or serves none after a boot.",
+		}),
 	}
-	reg.MustRegister(t.Requests, t.Tokens, t.Rejections)
+	reg.MustRegister(t.Requests, t.Tokens, t.Rejections, t.KeyStoreUnreadable)
 	return t
 }

@@ -37,19 +37,26 @@ type Check struct {
 	Key      string // as presented ("" none)
 	ClientIP string
 	Model    string
-	// Estimate is the tokens to reserve (see Estimate); ≤ 0 reserves the
-	// registry's DefaultMaxTokens.
+	// Estimate is the tokens to reserve; ≤ 0 reserves Estimate(PromptBytes,
+	// Shape, registry's DefaultMaxTokens).
 	Estimate int
+	// PromptBytes and Shape describe the request for the reservation when
+	// Estimate is not given.
+	PromptBytes int
+	Shape       RequestShape
 }
 
 // Estimate is the reservation for a request before the engine answers: a
 // byte heuristic for the prompt (4 bytes a token, rounded up) plus the
-// completion ceiling the client asked for (maxTokens; ≤ 0: def).
-func Estimate(promptBytes, maxTokens, def int) int {
-	if maxTokens <= 0 {
-		maxTokens = def
+// completion ceiling the client asked for (s.MaxTokens; none: def) for each
+// of the choices the engine generates. A client that names no ceiling
+// still reserves def per choice, so leaving it out buys nothing.
+func Estimate(promptBytes int, s RequestShape, def int) int {
+	ceiling := s.MaxTokens
+	if ceiling <= 0 {
+		ceiling = def
 	}
-	return (promptBytes+3)/4 + maxTokens
+	return (promptBytes+3)/4 + ceiling*max(s.Choices, 1)
 }
 
 // quotas are the two dimensions reported in x-ratelimit-* headers.
@@ -97,13 +104,19 @@ type Denial struct {
 // bucket that applies; on refusal nothing is taken.
 func (r *Registry) Admit(c Check) (Admission, *Denial) {
 	now := r.now()
-	if blocked, retry := r.authFail.blocked(c.ClientIP, now); blocked {
-		return Admission{}, &Denial{Status: http.StatusTooManyRequests, Code: CodeAuthRateLimited, RetryAfter: retry,
-			Message: "too many failed API key checks from this address; retry later"}
-	}
+	// The key is checked first and only failures are limited: a source
+	// that failed too often is refused its further failures, never a valid
+	// key (behind one NAT address, one client's bad keys must not lock out
+	// every tenant). An unknown key id costs a map lookup, a wrong secret
+	// one hash, so checking before refusing stays cheap.
+	src := failureSource(c.ClientIP)
 	e, d := r.authenticate(c.Key, now)
 	if d != nil {
-		r.authFail.fail(c.ClientIP, now)
+		if blocked, retry := r.authFail.blocked(src, now); blocked {
+			return Admission{}, &Denial{Status: http.StatusTooManyRequests, Code: CodeAuthRateLimited, RetryAfter: retry,
+				Message: "too many failed API key checks from this address; retry later"}
+		}
+		r.authFail.fail(src, now)
 		return Admission{}, d
 	}
 	if !e.rec.allows(c.Model) {
@@ -113,7 +126,7 @@ func (r *Registry) Admit(c Check) (Admission, *Denial) {
 	}
 	est := c.Estimate
 	if est <= 0 {
-		est = r.opts.DefaultMaxTokens
+		est = Estimate(c.PromptBytes, c.Shape, r.opts.DefaultMaxTokens)
 	}
 	t := r.snap.Load().tenants[e.rec.TenantID]
 	var tl *limits

@@ -1,6 +1,7 @@
 package tenant
 
 import (
+	"net/netip"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -40,4 +41,28 @@ func (l *ipLimiter) fail(ip string, now time.Time) {
 		l.cache.Add(ip, b)
 	}
 	b.take(0, 1, now)
+}
+
+// ipv6SourceBits is the prefix an IPv6 client is limited by: a /64 is what
+// one subscriber is given, so a client rotating through its own /64 is
+// still one source.
+const ipv6SourceBits = 64
+
+// failureSource is the key failures from ip are counted under: the address
+// itself for IPv4 (and IPv4-mapped IPv6), its /64 for IPv6, ip unchanged
+// when it does not parse.
+func failureSource(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
+	}
+	a = a.Unmap()
+	if a.Is4() {
+		return a.String()
+	}
+	p, err := a.WithZone("").Prefix(ipv6SourceBits)
+	if err != nil {
+		return ip
+	}
+	return p.String()
 }

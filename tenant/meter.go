@@ -3,8 +3,10 @@ package tenant
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/infergate/infergate/jsonscan"
 )
@@ -212,45 +214,169 @@ func tokenCount(v []byte) (int, bool) {
 type RequestShape struct {
 	Stream        bool
 	IncludeUsage  bool // the client asked for stream usage itself
-	StreamOptions bool // stream_options present
-	MaxTokens     int  // max_tokens, max_completion_tokens or max_output_tokens
+	StreamOptions bool // stream_options present and not null
+	// MaxTokens is the largest completion ceiling the client set
+	// (max_tokens, max_completion_tokens, max_output_tokens; 0: none): an
+	// engine honours one of them, the reservation must cover whichever.
+	MaxTokens int
+	// Choices is how many completions the engine generates: the largest of
+	// n and best_of, at least 1.
+	Choices int
 }
 
-// Shape builds the metering shape from a body's raw top-level members (as a
-// top-level scan returns them; nil when absent): only these few bytes are
-// decoded, never the prompt.
-func Shape(stream, streamOptions, maxTokens []byte) RequestShape {
-	s := RequestShape{Stream: string(stream) == "true", StreamOptions: len(streamOptions) > 0 && string(streamOptions) != "null"}
-	if s.StreamOptions {
-		var o struct {
-			IncludeUsage bool `json:"include_usage"`
-		}
-		if json.Unmarshal(streamOptions, &o) == nil {
-			s.IncludeUsage = o.IncludeUsage
+// BodyFields are the raw top-level members of a request body that metering
+// reads (nil when absent), as a top-level scan that decodes member names
+// returns them.
+type BodyFields struct {
+	Stream, StreamOptions                           []byte
+	MaxTokens, MaxCompletionTokens, MaxOutputTokens []byte
+	N, BestOf                                       []byte
+}
+
+// Wire names metering reads and writes inside stream_options.
+const (
+	fieldStreamOptions = "stream_options"
+	fieldIncludeUsage  = "include_usage"
+)
+
+// maxCount bounds a ceiling or a choice count read from a body, so their
+// product cannot overflow; any larger value is refused by the engine or
+// exceeds every limit anyway.
+const maxCount = 1 << 24
+
+// Shape builds the metering shape from a body's raw top-level members: only
+// these few bytes are decoded, never the prompt. Values are read the way
+// the Python engines' lax validation reads them (1 and "true" are true,
+// 100.0 and "100" are 100), so the gateway never believes a request smaller
+// than the engine does.
+func Shape(f BodyFields) RequestShape {
+	s := RequestShape{Stream: laxBool(f.Stream), Choices: 1}
+	if o := bytes.TrimSpace(f.StreamOptions); len(o) > 0 && string(o) != "null" {
+		s.StreamOptions = true
+		for it := jsonscan.ObjectMembers(o, 0, jsonscan.Loose); it.Next(); {
+			if m := it.Member(); m.KeyIs(o, fieldIncludeUsage) { // the last one counts
+				s.IncludeUsage = laxBool(m.Value.Of(o))
+			}
 		}
 	}
-	if n, err := strconv.Atoi(string(maxTokens)); err == nil && n > 0 {
-		s.MaxTokens = n
+	for _, v := range [...][]byte{f.MaxTokens, f.MaxCompletionTokens, f.MaxOutputTokens} {
+		s.MaxTokens = max(s.MaxTokens, laxCount(v))
+	}
+	for _, v := range [...][]byte{f.N, f.BestOf} {
+		s.Choices = max(s.Choices, laxCount(v))
 	}
 	return s
 }
 
-// AskForUsage returns body with stream_options.include_usage set, for a
-// streaming request that has no stream_options (else body unchanged, ok
-// false: the stream is then metered from usage if the engine sends it, or
-// settled on the reservation).
+// laxBool is a JSON value read as a boolean the way pydantic's lax mode
+// does: true, 1, and the strings "1", "t", "true", "y", "yes", "on" in any
+// case.
+func laxBool(v []byte) bool {
+	v = bytes.TrimSpace(v)
+	switch {
+	case string(v) == "true" || string(v) == "1":
+		return true
+	case len(v) >= 2 && v[0] == '"':
+		s, err := jsonscan.String(v[1 : len(v)-1])
+		if err != nil {
+			return false
+		}
+		switch strings.ToLower(strings.TrimSpace(s)) {
+		case "1", "t", "true", "y", "yes", "on":
+			return true
+		}
+	}
+	return false
+}
+
+// laxCount is a JSON value read as a positive count (0 when it is not
+// one): an integer, a float with no fraction, or either in a string,
+// capped at maxCount.
+func laxCount(v []byte) int {
+	v = bytes.TrimSpace(v)
+	if len(v) >= 2 && v[0] == '"' {
+		s, err := jsonscan.String(v[1 : len(v)-1])
+		if err != nil {
+			return 0
+		}
+		v = []byte(strings.TrimSpace(s))
+	}
+	if len(v) == 0 {
+		return 0
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err != nil || f <= 0 || f != math.Trunc(f) {
+		return 0
+	}
+	return int(math.Min(f, maxCount))
+}
+
+// AskForUsage returns body with stream_options.include_usage set to true
+// for a streaming request whose client did not ask for usage itself (else
+// body unchanged, ok false). Without stream_options the member is inserted
+// first and the rest of the body kept byte for byte; with one (include_usage
+// false, absent, or stream_options null) every stream_options member is
+// dropped and one is appended last, carrying the client's other options, so
+// a repeated or escaped name cannot override it. A stream_options that is
+// neither an object nor null is left for the engine to refuse.
 func AskForUsage(body []byte, s RequestShape) ([]byte, bool) {
-	if !s.Stream || s.StreamOptions {
+	if !s.Stream || s.IncludeUsage {
 		return body, false
 	}
-	i := bytes.IndexByte(body, '{')
-	if i < 0 {
+	start := jsonscan.SkipSpace(body, 0)
+	var (
+		found bool
+		last  []byte
+	)
+	it := jsonscan.ObjectMembers(body, start, jsonscan.Loose)
+	for it.Next() {
+		if m := it.Member(); m.KeyIs(body, fieldStreamOptions) {
+			found, last = true, m.Value.Of(body)
+		}
+	}
+	if it.Err() != nil {
 		return body, false
 	}
-	const member = `"stream_options":{"include_usage":true},`
-	out := make([]byte, 0, len(body)+len(member))
-	out = append(out, body[:i+1]...)
-	out = append(out, member...)
-	out = append(out, body[i+1:]...)
+	if !found {
+		const member = `"stream_options":{"include_usage":true},`
+		i := bytes.IndexByte(body, '{')
+		out := make([]byte, 0, len(body)+len(member))
+		out = append(out, body[:i+1]...)
+		out = append(out, member...) // the body has a stream member: never empty
+		return append(out, body[i+1:]...), true
+	}
+	last = bytes.TrimSpace(last)
+	if string(last) != "null" && (len(last) == 0 || last[0] != '{') {
+		return body, false
+	}
+	out := make([]byte, 0, len(body)+len(`,"stream_options":{"include_usage":true}`))
+	out = append(out, '{')
+	n := 0
+	for it := jsonscan.ObjectMembers(body, start, jsonscan.Loose); it.Next(); {
+		m := it.Member()
+		if m.KeyIs(body, fieldStreamOptions) {
+			continue
+		}
+		if n > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, body[m.Key.Start-1:m.Value.End]...) // from the opening quote
+		n++
+	}
+	if n > 0 {
+		out = append(out, ',')
+	}
+	out = append(out, `"stream_options":{`...)
+	if last[0] == '{' {
+		for it := jsonscan.ObjectMembers(last, 0, jsonscan.Loose); it.Next(); {
+			m := it.Member()
+			if m.KeyIs(last, fieldIncludeUsage) {
+				continue
+			}
+			out = append(out, last[m.Key.Start-1:m.Value.End]...)
+			out = append(out, ',')
+		}
+	}
+	out = append(out, `"include_usage":true}}`...)
 	return out, true
 }

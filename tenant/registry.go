@@ -37,6 +37,10 @@ type Options struct {
 	// (the etcd rule store) instead of apikeys.json: keys made through one
 	// replica work on all. Buckets and usage stay per replica.
 	Shared Persister `yaml:"-"`
+	// OnSharedHealth, when set, is told whether the shared document is
+	// readable each time that changes (err nil: readable again), so the
+	// daemon can count it and report it.
+	OnSharedHealth func(err error) `yaml:"-"`
 }
 
 // Persister is a shared home of the registry's document, written with
@@ -90,6 +94,9 @@ type Registry struct {
 	rev      int64      // revision of the shared document this snapshot is; under mu
 	snap     atomic.Pointer[snapshot]
 	authFail *ipLimiter
+	// unreadable is why the shared document could not be read at boot or in
+	// its last version (nil: fine); under mu.
+	unreadable error
 }
 
 // Open loads the registry from opts.StateDir (an absent file is empty).
@@ -115,6 +122,14 @@ func Open(opts Options) (*Registry, error) {
 		r.now = time.Now
 	}
 	r.authFail = newIPLimiter(float64(opts.AuthFailuresPerSec), float64(opts.AuthFailureBurst))
+	if opts.StateDir != "" {
+		// Nothing writes apikeys.json yet: what a crash left mid-write goes.
+		if n, err := atomicfile.RemoveTemps(r.path()); err != nil {
+			r.log.WithError(err).Warn("tenant: could not remove leftover temporary key files")
+		} else if n > 0 {
+			r.log.WithField("files", n).Info("tenant: removed temporary key files a crash left behind")
+		}
+	}
 	s, err := r.load()
 	if err != nil {
 		return nil, err
@@ -137,11 +152,38 @@ func (r *Registry) sharedChanged(data []byte, rev int64) {
 	}
 	next, err := r.parse(data, r.snap.Load())
 	if err != nil {
-		r.log.WithError(err).Error("tenant: ignoring an unreadable shared key store version")
+		r.log.WithError(err).Error("tenant: ignoring an unreadable shared key store version; keeping the keys in force")
+		r.setUnreadable(err)
 		return
 	}
 	r.rev = rev
 	r.snap.Store(next)
+	if r.unreadable != nil {
+		r.log.WithField("revision", rev).Info("tenant: shared key store readable again")
+	}
+	r.setUnreadable(nil)
+}
+
+// setUnreadable records (under mu, or before Open returns) whether the
+// shared document is readable and tells OnSharedHealth on a change.
+func (r *Registry) setUnreadable(err error) {
+	was := r.unreadable
+	r.unreadable = err
+	if (was == nil) != (err == nil) && r.opts.OnSharedHealth != nil {
+		r.opts.OnSharedHealth(err)
+	}
+}
+
+// SharedProblem is why the shared key document is not in force ("" when
+// it is, or when the registry is not shared): the status a replica reports
+// while it serves the last readable keys, or none.
+func (r *Registry) SharedProblem() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.unreadable == nil {
+		return ""
+	}
+	return r.unreadable.Error()
 }
 
 // --- persistence ---
@@ -182,8 +224,19 @@ func (r *Registry) load() (*snapshot, error) {
 				}
 			}
 		}
+		s, err := r.parse(data, empty)
+		if err != nil {
+			// A bad document must not keep a replica from booting: serve no
+			// keys (keyed rules refuse every request: fail closed), leave the
+			// revision unset so writes fail their compare-and-swap rather
+			// than overwrite what an operator may still repair, and take the
+			// next readable version the watch delivers.
+			r.log.WithError(err).WithField("revision", rev).Error("tenant: shared key store unreadable; serving no API keys until it is fixed")
+			r.setUnreadable(err)
+			return empty, nil
+		}
 		r.rev = rev
-		return r.parse(data, empty)
+		return s, nil
 	}
 	if r.opts.StateDir == "" {
 		return empty, nil

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -466,5 +467,67 @@ func TestUsageFoundAfterLongStream(t *testing.T) {
 		if rec.Body.Len() != len(filler)+len(`data: {"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":34}}`)+len("\n\ndata: [DONE]\n\n") {
 			t.Fatalf("chunk %d: client got %d bytes", chunk, rec.Body.Len())
 		}
+	}
+}
+
+// TestAuthFailuresNeverLockOutAValidKey: failures from one source are
+// limited, a valid key from that same source is still admitted.
+func TestAuthFailuresNeverLockOutAValidKey(t *testing.T) {
+	for _, src := range []string{"127.0.0.9", "2001:db8:1:2::9"} {
+		r, _ := newTestRegistry(t, "")
+		k := mustCreate(t, r, KeySpec{TenantID: "t", Name: "k"})
+		limited := 0
+		for range 100 {
+			if _, d := r.Admit(Check{Key: "lxb_0000000000000000_guess", ClientIP: src}); d.Code == CodeAuthRateLimited {
+				limited++
+			}
+		}
+		if limited < 70 {
+			t.Fatalf("%s: only %d of 100 failed checks were rate limited", src, limited)
+		}
+		if _, d := r.Admit(Check{Key: k.RawKey, ClientIP: src}); d != nil {
+			t.Fatalf("%s: a valid key from the failing address is refused: %+v", src, d)
+		}
+	}
+}
+
+func TestFailureSourceAggregatesIPv6By64(t *testing.T) {
+	cases := []struct{ ip, want string }{
+		{"192.0.2.7", "192.0.2.7"},
+		{"::ffff:192.0.2.7", "192.0.2.7"},
+		{"2001:db8:1:2::9", "2001:db8:1:2::/64"},
+		{"2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::/64"},
+		{"fe80::1%eth0", "fe80::/64"},
+		{"not an ip", "not an ip"},
+	}
+	for _, tc := range cases {
+		if got := failureSource(tc.ip); got != tc.want {
+			t.Errorf("failureSource(%q) = %q, want %q", tc.ip, got, tc.want)
+		}
+	}
+	r, _ := newTestRegistry(t, "")
+	limited := 0
+	for i := range 100 { // a client walking its /64 is one source
+		ip := "2001:db8:1:2::" + strconv.FormatInt(int64(i+1), 16)
+		if _, d := r.Admit(Check{Key: "lxb_0000000000000000_guess", ClientIP: ip}); d.Code == CodeAuthRateLimited {
+			limited++
+		}
+	}
+	if limited < 70 {
+		t.Fatalf("only %d of 100 failures across one /64 were rate limited", limited)
+	}
+}
+
+func TestOpenRemovesTemporaryFilesACrashLeft(t *testing.T) {
+	dir := t.TempDir()
+	leftover := filepath.Join(dir, ".apikeys.json.tmp-4242")
+	if err := os.WriteFile(leftover, []byte(`{"keys":[`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(Options{StateDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(leftover); !os.IsNotExist(err) {
+		t.Fatalf("leftover %s still there after boot: %v", leftover, err)
 	}
 }

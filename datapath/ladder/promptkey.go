@@ -42,6 +42,8 @@ const (
 	fieldMaxTokens           = "max_tokens"
 	fieldMaxCompletionTokens = "max_completion_tokens"
 	fieldMaxOutputTokens     = "max_output_tokens"
+	fieldN                   = "n"
+	fieldBestOf              = "best_of"
 )
 
 // BodyFields are the raw JSON values of the top-level members routing reads
@@ -50,9 +52,11 @@ const (
 // serves the model, the session key and the prompt key of a request.
 type BodyFields struct {
 	Prompt, Messages, Model, User []byte
-	// Stream, StreamOptions and MaxTokens (the first of max_completion_tokens,
-	// max_tokens and max_output_tokens) serve tenant metering.
-	Stream, StreamOptions, MaxTokens []byte
+	// Stream, StreamOptions, the three completion ceilings, N and BestOf
+	// serve tenant metering, which reserves the largest ceiling per choice.
+	Stream, StreamOptions                           []byte
+	MaxTokens, MaxCompletionTokens, MaxOutputTokens []byte
+	N, BestOf                                       []byte
 }
 
 // AppendPromptKey is the package AppendPromptKey over an already scanned
@@ -88,12 +92,15 @@ func (b BodyFields) AppendPromptKey(dst []byte, path string, limit int) []byte {
 func ScanBody(body []byte) BodyFields {
 	var f BodyFields
 	it := jsonscan.ObjectMembers(body, jsonscan.SkipSpace(body, 0), jsonscan.Loose)
+	var kb [32]byte
 	for it.Next() {
 		m := it.Member()
-		// Field names with escapes are not matched: no client escapes
-		// "prompt", and encoding/json matches case-insensitively anyway,
-		// which engines do not.
-		switch v := m.Value.Of(body); string(m.Key.Of(body)) {
+		v := m.Value.Of(body)
+		// Names are matched as the engine reads them: escapes decoded, then
+		// compared exactly ("strea\u006d" is stream; "Stream" is not). A
+		// repeated member overwrites the earlier one, as engines' JSON
+		// decoders do.
+		switch string(memberName(kb[:0], body, m)) {
 		case radix.FieldPrompt:
 			f.Prompt = v
 		case radix.FieldMessages:
@@ -106,14 +113,34 @@ func ScanBody(body []byte) BodyFields {
 			f.Stream = v
 		case fieldStreamOptions:
 			f.StreamOptions = v
-		case fieldMaxCompletionTokens, fieldMaxTokens, fieldMaxOutputTokens:
-			if f.MaxTokens == nil {
-				f.MaxTokens = v
-			}
+		case fieldMaxTokens:
+			f.MaxTokens = v
+		case fieldMaxCompletionTokens:
+			f.MaxCompletionTokens = v
+		case fieldMaxOutputTokens:
+			f.MaxOutputTokens = v
+		case fieldN:
+			f.N = v
+		case fieldBestOf:
+			f.BestOf = v
 		}
 	}
 	if it.Err() != nil {
 		return BodyFields{}
 	}
 	return f
+}
+
+// memberName is m's name with its escapes decoded (into buf when it has
+// any); a name that does not decode matches nothing.
+func memberName(buf, body []byte, m jsonscan.Member) []byte {
+	k := m.Key.Of(body)
+	if !m.Escaped {
+		return k
+	}
+	d, err := jsonscan.AppendUnescaped(buf, k)
+	if err != nil {
+		return nil
+	}
+	return d
 }

@@ -192,3 +192,27 @@ func BenchmarkPromptKey(b *testing.B) {
 		}
 	})
 }
+
+// TestScanBodyMatchesNamesAsTheEngine: escapes decoded, then an exact
+// comparison (no case folding), the last duplicate winning.
+func TestScanBodyMatchesNamesAsTheEngine(t *testing.T) {
+	body := []byte(`{"strea\u006d":true,"max_toke\u006es":9,"Max_Completion_Tokens":5,"max_completion_tokens":7,"n":1,"n":8,"best_o\u0066":3,"MODEL":"x","mode\u006c":"m"}`)
+	f := ScanBody(body)
+	cases := []struct {
+		name      string
+		got, want []byte
+	}{
+		{"stream", f.Stream, []byte("true")},
+		{"max_tokens", f.MaxTokens, []byte("9")},
+		{"max_completion_tokens", f.MaxCompletionTokens, []byte("7")},
+		{"n", f.N, []byte("8")},
+		{"best_of", f.BestOf, []byte("3")},
+		{"model", f.Model, []byte(`"m"`)},
+		{"max_output_tokens", f.MaxOutputTokens, nil},
+	}
+	for _, tc := range cases {
+		if !bytes.Equal(tc.got, tc.want) {
+			t.Errorf("%s: got %q, want %q", tc.name, tc.got, tc.want)
+		}
+	}
+}

@@ -68,6 +68,8 @@ type conn struct {
 	br    *bufio.Reader
 	bw    *bufio.Writer
 	tls   bool // nc is a *tls.Conn (alive() must not peek under the records)
+	// idleSince is when the connection was last pooled (reap.go).
+	idleSince time.Time
 }
 
 // TLS is one rule's TLS configuration toward its engines (security 2).
@@ -172,6 +174,7 @@ func (c *Client) handshake(ctx context.Context, nc net.Conn, addr string, tc *TL
 func (c *Client) put(pc *conn) {
 	c.mu.Lock()
 	if ep := c.eps[pc.addr]; ep != nil && !c.closed && len(ep.idle) < c.maxIdle {
+		pc.idleSince = time.Now()
 		ep.idle = append(ep.idle, pc)
 		ep.wakeOne()
 		c.mu.Unlock()

@@ -318,7 +318,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, chat bool, rid s
 	}
 	if withUsage {
 		// OpenAI/vLLM: one last chunk with empty choices and the usage.
-		_, _ = w.Write(s.usageChunk(chat))
+		_, _ = w.Write(s.usageChunk(chat, n))
 	}
 	_, _ = io.WriteString(w, sseDone)
 	if fl != nil {
@@ -327,13 +327,14 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, chat bool, rid s
 	s.served.Add(1)
 }
 
-func (s *Server) usageChunk(chat bool) []byte {
+// usageChunk counts every choice's tokens, as engines do for n > 1.
+func (s *Server) usageChunk(chat bool, n int) []byte {
 	object := "text_completion"
 	if chat {
 		object = "chat.completion.chunk"
 	}
 	v := map[string]any{"id": "cmpl-" + s.opts.Name, "object": object, "model": s.opts.Model, "choices": []any{},
-		"usage": map[string]int{"prompt_tokens": 1, "completion_tokens": s.opts.Tokens, "total_tokens": 1 + s.opts.Tokens}}
+		"usage": map[string]int{"prompt_tokens": 1, "completion_tokens": n * s.opts.Tokens, "total_tokens": 1 + n*s.opts.Tokens}}
 	b, _ := json.Marshal(v)
 	return append(append([]byte("data: "), b...), "\n\n"...)
 }

@@ -21,8 +21,11 @@
 // survives a crash. Replay feeds each persisted rule through the same
 // decode/validate/compile/Install path; until it finishes every write is 503
 // not_ready. A corrupt file is renamed rules.json.corrupt-<ts> and boot
-// continues empty; rules that no longer validate (or that the datapath still
-// refuses after a few bounded retries) are skipped, saved to
+// continues empty; rules that no longer validate are skipped, saved to
 // rules.json.rejected-<ts> with the reason, and the set is rewritten without
-// them. Stale temp files from a crash mid-write are removed at open.
+// them. A valid rule the datapath refuses (a certificate not there yet, a VIP
+// address not up yet) is kept with Entry.InstallError, reported not ready,
+// and retried with backoff until it serves (pending.go), at replay and from
+// the watch alike. Stale temp files from a crash mid-write are removed at
+// open.
 package store

@@ -67,6 +67,10 @@ type Entry struct {
 	// Revision is the backend revision of this version (its compare-and-
 	// swap token for the next write of the key).
 	Revision int64
+	// InstallError, when set, says why the datapath does not serve this
+	// stored rule yet (a certificate missing at boot, a VIP address not up):
+	// the rule is kept and installation retried with backoff (pending.go).
+	InstallError string
 }
 
 // Options configures a Store.
@@ -80,8 +84,12 @@ type Options struct {
 	// for one rule (0 = default 5). A restart can race the old process for a
 	// port; without retries that rule would be dropped from the set.
 	ReplayInstallAttempts int
-	// ReplayRetryDelay is the pause between those attempts (0 = 200 ms).
+	// ReplayRetryDelay is the pause between those attempts (0 = 200 ms),
+	// and the first pause before a kept rule that the datapath refused is
+	// tried again (doubling up to MaxInstallRetryDelay).
 	ReplayRetryDelay time.Duration
+	// MaxInstallRetryDelay caps the backoff of those later tries (0 = 30 s).
+	MaxInstallRetryDelay time.Duration
 
 	// Backend keeps the rules; nil = a FileBackend in StateDir. A backend
 	// that is also a Watcher (etcd) is followed after Replay.
@@ -99,7 +107,7 @@ type Options struct {
 // datapath; the daemon sets StateDir and Runtime.
 func DefaultOptions() Options {
 	return Options{Runtime: NopRuntime{}, Log: logrus.StandardLogger(), Now: time.Now,
-		ReplayInstallAttempts: 5, ReplayRetryDelay: 200 * time.Millisecond}
+		ReplayInstallAttempts: 5, ReplayRetryDelay: 200 * time.Millisecond, MaxInstallRetryDelay: 30 * time.Second}
 }
 
 // Result texts LoxiLB returns for store-level conflicts (reference §3.1).
@@ -134,7 +142,9 @@ type Store struct {
 	applied atomic.Int64 // backend revision the served set reflects
 	ctx     context.Context
 	cancel  context.CancelFunc
-	follow  sync.WaitGroup // the watch follower, if any
+	follow  sync.WaitGroup // the watch follower, if any, and the installer
+	// retry wakes the installer of pending rules (capacity 1).
+	retry chan struct{}
 }
 
 // Open creates a store. It does not replay persisted rules: call Replay.
@@ -155,6 +165,9 @@ func Open(opts Options) (*Store, error) {
 	if opts.ReplayRetryDelay <= 0 {
 		opts.ReplayRetryDelay = def.ReplayRetryDelay
 	}
+	if opts.MaxInstallRetryDelay <= 0 {
+		opts.MaxInstallRetryDelay = def.MaxInstallRetryDelay
+	}
 	if opts.StateDir != "" {
 		if err := ensureStateDir(opts.StateDir); err != nil {
 			return nil, fmt.Errorf("rules: open store: %w", err)
@@ -172,7 +185,8 @@ func Open(opts Options) (*Store, error) {
 		opts.Backend = fb
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Store{opts: opts, rt: opts.Runtime, log: log, backend: opts.Backend, ctx: ctx, cancel: cancel}
+	s := &Store{opts: opts, rt: opts.Runtime, log: log, backend: opts.Backend, ctx: ctx, cancel: cancel,
+		retry: make(chan struct{}, 1)}
 	s.snap.Store(&snapshot{})
 	return s, nil
 }
@@ -220,10 +234,7 @@ func (s *Store) applyLocked(nr rules.Rule, next *spec.Rule) (Outcome, *spec.Rule
 	s.lastGen++
 	gen := s.lastGen
 	next.Generation = gen
-	var prevCompiled *spec.Rule
-	if prev != nil {
-		prevCompiled = prev.Compiled
-	}
+	prevCompiled := served(prev)
 	if err := s.rt.Install(prevCompiled, next); err != nil {
 		return Created, nil, installError(err, next.Key)
 	}
@@ -277,7 +288,7 @@ func (s *Store) List() []Entry {
 	entries := s.snap.Load().entries
 	out := make([]Entry, len(entries))
 	for i, e := range entries {
-		out[i] = Entry{Rule: rules.Redacted(e.Rule), Compiled: e.Compiled}
+		out[i] = Entry{Rule: rules.Redacted(e.Rule), Compiled: e.Compiled, InstallError: e.InstallError}
 	}
 	return out
 }
@@ -291,7 +302,7 @@ func (s *Store) Get(vip string, port int, proto string) (Entry, error) {
 	for _, e := range s.snap.Load().entries {
 		k := e.Compiled.Key
 		if k.VIP == a && int(k.Port) == port && strings.EqualFold(k.Protocol, proto) {
-			return Entry{Rule: rules.Redacted(e.Rule), Compiled: e.Compiled}, nil
+			return Entry{Rule: rules.Redacted(e.Rule), Compiled: e.Compiled, InstallError: e.InstallError}, nil
 		}
 	}
 	return Entry{}, notFound(fmt.Sprintf("no rule on %s/%s", netip.AddrPortFrom(a, uint16(port)), proto))
@@ -355,6 +366,9 @@ func (s *Store) deleteWhere(match func(*Entry) bool, mustMatch bool) (int, error
 	rev, err := s.commit(ch)
 	if err != nil {
 		for _, e := range gone {
+			if e.InstallError != "" {
+				continue // it was not served
+			}
 			if rerr := s.rt.Install(nil, e.Compiled); rerr != nil {
 				s.log.WithFields(logrus.Fields{"rule": e.Compiled.Key.String(), "error": rerr}).
 					Error("re-install after failed persist failed; rule is stored but not served")
@@ -402,6 +416,13 @@ func (s *Store) Replay(ctx context.Context) error {
 			return fmt.Errorf("rules: replay cancelled after %d of %d rules: %w", i, len(loaded.Values), err)
 		}
 		e, rerr := s.replayOne(ctx, v, entries, gen+1)
+		if rerr != nil && e.Compiled != nil {
+			// Valid but not servable now: kept, reported, retried.
+			s.log.WithFields(logrus.Fields{"index": i, "key": v.Key, "error": rerr.Error()}).
+				Error("stored rule not served at replay; kept and retried in the background")
+			e.InstallError = rerr.Error()
+			rerr = nil
+		}
 		if rerr != nil {
 			s.log.WithFields(logrus.Fields{"index": i, "key": v.Key, "error": rerr.Error()}).
 				Error("stored rule rejected at replay; skipped")
@@ -428,6 +449,8 @@ func (s *Store) Replay(ctx context.Context) error {
 	s.ready.Store(true)
 	s.log.WithFields(logrus.Fields{"rules": len(entries), "rejected": len(rejected),
 		"revision": loaded.Revision}).Info("rule replay finished")
+	s.follow.Add(1)
+	go s.installPending()
 	if w, ok := s.backend.(Watcher); ok {
 		s.follow.Add(1)
 		go s.followWatch(w, loaded.Revision)
@@ -479,15 +502,15 @@ func (s *Store) replayOne(ctx context.Context, v StoredValue, entries []Entry, g
 		if err == nil {
 			return Entry{Rule: nr, Compiled: c, Revision: v.Revision}, nil
 		}
-		if attempt >= s.opts.ReplayInstallAttempts {
+		if attempt >= s.opts.ReplayInstallAttempts || ctx.Err() != nil {
 			s.rejectedValue("install_failed")
-			return Entry{}, installError(err, c.Key)
+			// The entry comes back with the error: the caller keeps it.
+			return Entry{Rule: nr, Compiled: c, Revision: v.Revision}, installError(err, c.Key)
 		}
 		s.log.WithFields(logrus.Fields{"rule": c.Key.String(), "attempt": attempt, "error": err}).
 			Warn("datapath refused a persisted rule at replay; retrying")
 		select {
 		case <-ctx.Done():
-			return Entry{}, installError(err, c.Key)
 		case <-time.After(s.opts.ReplayRetryDelay):
 		}
 	}

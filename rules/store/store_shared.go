@@ -195,16 +195,18 @@ func (s *Store) applyValueLocked(entries []Entry, v StoredValue) ([]Entry, bool)
 	}
 	s.lastGen++
 	next.Generation = s.lastGen
-	var prevCompiled *spec.Rule
-	if prev != nil {
-		prevCompiled = prev.Compiled
-	}
-	if err := s.rt.Install(prevCompiled, next); err != nil {
-		s.rejectedValue("install_failed")
-		l.WithError(err).Error("datapath refused a stored rule; keeping what was served")
-		return entries, false
-	}
 	e := Entry{Rule: nr, Compiled: next, Revision: v.Revision}
+	if err := s.rt.Install(served(prev), next); err != nil {
+		s.rejectedValue("install_failed")
+		if served(prev) != nil {
+			l.WithError(err).Error("datapath refused a stored rule; keeping what was served")
+			return entries, false
+		}
+		// Nothing served for this key: keep the rule, retry it later.
+		l.WithError(err).Error("datapath refused a stored rule; kept and retried in the background")
+		e.InstallError = installError(err, next.Key).Error()
+		s.wakeInstaller()
+	}
 	outcome := Created
 	if idx >= 0 {
 		entries[idx] = e

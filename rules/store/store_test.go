@@ -850,7 +850,9 @@ func TestStoreReadsDoNotWaitForMutations(t *testing.T) {
 }
 
 // A rule the datapath refuses at boot is retried (a restart can race the old
-// process for the port) and only then set aside, never silently dropped.
+// process for the port), then kept in the set, reported not served with the
+// reason, and retried with backoff until it serves: never dropped or set
+// aside in a rejected file.
 func TestStoreReplayRetriesInstall(t *testing.T) {
 	dir := t.TempDir()
 	s := openReady(t, dir, newFakeRuntime())
@@ -860,8 +862,11 @@ func TestStoreReplayRetriesInstall(t *testing.T) {
 		}
 	}
 	rt := newFakeRuntime()
-	failures := map[uint16]int{80: 2, 81: 100} // 80 recovers, 81 never does
+	var mu sync.Mutex
+	failures := map[uint16]int{80: 2, 81: 1 << 30} // 80 recovers at replay, 81 later
 	rt.fail = func(_, next *spec.Rule) error {
+		mu.Lock()
+		defer mu.Unlock()
 		if failures[next.Key.Port] > 0 {
 			failures[next.Key.Port]--
 			return apierror.Conflict(apierror.CodeBindFailed, "", "", "address in use")
@@ -870,18 +875,38 @@ func TestStoreReplayRetriesInstall(t *testing.T) {
 	}
 	now := time.Unix(1700000002, 0)
 	s2, err := Open(Options{StateDir: dir, Runtime: rt, Log: quietLog(), Now: func() time.Time { return now },
-		ReplayInstallAttempts: 3, ReplayRetryDelay: time.Millisecond})
+		ReplayInstallAttempts: 3, ReplayRetryDelay: time.Millisecond, MaxInstallRetryDelay: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = s2.Close() })
 	if err := s2.Replay(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := listRules(s2); len(got) != 1 || got[0].ServiceArguments.Port != 80 {
-		t.Fatalf("replayed %+v", got)
+	got := s2.List()
+	if len(got) != 2 || got[0].InstallError != "" || !strings.Contains(got[1].InstallError, "address in use") {
+		t.Fatalf("replayed %d rules, want both with 81 pending: %+v", len(got), got)
 	}
-	data, err := os.ReadFile(filepath.Join(dir, stateFileName+".rejected-1700000002"))
-	if err != nil || !bytes.Contains(data, []byte("address in use")) {
-		t.Errorf("refused rule not kept: %v %s", err, data)
+	if s2.Pending() != 1 {
+		t.Fatalf("Pending = %d, want 1", s2.Pending())
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, stateFileName+".rejected-*")); len(m) != 0 {
+		t.Fatalf("a valid rule was set aside: %v", m)
+	}
+	mu.Lock()
+	failures[81] = 0 // the address comes up
+	mu.Unlock()
+	for deadline := time.Now().Add(5 * time.Second); s2.Pending() != 0; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the pending rule was not installed once the datapath accepted it")
+		}
+	}
+	if e, err := s2.Get("10.0.0.10", 81, "tcp"); err != nil || e.InstallError != "" {
+		t.Fatalf("rule 81 after recovery: %+v %v", e, err)
+	}
+	// Still in the stored set for the next boot.
+	s3 := openReady(t, dir, newFakeRuntime())
+	if len(s3.List()) != 2 {
+		t.Fatalf("stored set after recovery: %d rules", len(s3.List()))
 	}
 }

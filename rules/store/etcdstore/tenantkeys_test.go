@@ -3,6 +3,7 @@ package etcdstore_test
 import (
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,4 +83,67 @@ func TestSharedTenantKeys(t *testing.T) {
 	eventually("both writes on B", func() bool {
 		return len(b.TenantLimits("t")) == 1 && (err != nil || len(b.List("t")) == 2)
 	})
+}
+
+// TestGarbageTenantDocumentDoesNotStopABoot: a replica that starts while
+// <prefix>/tenant/apikeys is garbage boots with no keys (keyed rules refuse:
+// fail closed), reports why, refuses key writes rather than overwrite the
+// document, and takes the keys once the document is repaired.
+func TestGarbageTenantDocumentDoesNotStopABoot(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	dir := t.TempDir()
+	good, err := tenant.Open(tenant.Options{StateDir: dir, Log: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := good.Create(tenant.KeySpec{TenantID: "t", Name: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	repaired, err := os.ReadFile(filepath.Join(dir, "apikeys.json")) // the same document form
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := c.Client(t)
+	ctx := t.Context()
+	if _, err := cli.Put(ctx, "/keys/tenant/apikeys", "garbage"); err != nil {
+		t.Fatal(err)
+	}
+	b := openBackend(t, c.Endpoints(), "/keys")
+	t.Cleanup(func() { _ = b.Close() })
+	var health []error
+	var mu sync.Mutex
+	r, err := tenant.Open(tenant.Options{Shared: b.Blob("tenant/apikeys"), Log: quietLog(),
+		OnSharedHealth: func(err error) { mu.Lock(); health = append(health, err); mu.Unlock() }})
+	if err != nil {
+		t.Fatalf("a garbage key document stopped the boot: %v", err)
+	}
+	if r.SharedProblem() == "" {
+		t.Fatal("the unreadable key document is not reported")
+	}
+	if _, d := r.Admit(tenant.Check{Key: k.RawKey}); d == nil {
+		t.Fatal("a key was admitted while the key document is unreadable")
+	}
+	if _, err := r.Create(tenant.KeySpec{TenantID: "t", Name: "other"}); err == nil {
+		t.Fatal("a key write overwrote the unreadable document")
+	}
+	if got, _ := cli.Get(ctx, "/keys/tenant/apikeys"); string(got.Kvs[0].Value) != "garbage" {
+		t.Fatalf("the document was changed: %q", got.Kvs[0].Value)
+	}
+	if _, err := cli.Put(ctx, "/keys/tenant/apikeys", string(repaired)); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, d := r.Admit(tenant.Check{Key: k.RawKey}); d == nil && r.SharedProblem() == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the repaired key document was not taken: %q", r.SharedProblem())
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(health) != 2 || health[0] == nil || health[1] != nil {
+		t.Fatalf("health reports %v, want [unreadable, readable]", health)
+	}
 }

@@ -1,0 +1,82 @@
+package upstream
+
+import "time"
+
+// Idle connections are bounded per endpoint (maxIdle), but endpoints come
+// and go: without reaping, every engine a rule ever named keeps its pool,
+// holding sockets (and the engine's) long after the rule is gone. Two
+// mechanisms bound them: CloseEndpoint when an endpoint leaves every rule,
+// and ReapIdle, which closes connections idle longer than a timeout.
+
+// CloseEndpoint closes the idle connections to addr (every TLS identity);
+// exchanges in flight finish on their own connections and are pooled again
+// only if the endpoint is used again.
+func (c *Client) CloseEndpoint(addr string) {
+	c.mu.Lock()
+	var gone []*conn
+	if ep := c.eps[addr]; ep != nil {
+		gone = ep.idle
+		ep.idle = nil
+	}
+	c.mu.Unlock()
+	for _, pc := range gone {
+		c.discard(pc) // frees the slot and wakes a waiter
+	}
+}
+
+// ReapIdle starts closing connections that stayed idle longer than after
+// (≤ 0: never), checking every after/2, until CloseIdle.
+func (c *Client) ReapIdle(after time.Duration) {
+	if after <= 0 {
+		return
+	}
+	go func() {
+		t := time.NewTicker(after / 2)
+		defer t.Stop()
+		for now := range t.C {
+			if !c.reap(now.Add(-after)) {
+				return
+			}
+		}
+	}()
+}
+
+// reap closes the connections idle since before cutoff; it reports false
+// once the client is closed.
+func (c *Client) reap(cutoff time.Time) bool {
+	var gone []*conn
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return false
+	}
+	for _, ep := range c.eps {
+		// Idle lists are stacks: the oldest idle connections are first.
+		n := 0
+		for n < len(ep.idle) && ep.idle[n].idleSince.Before(cutoff) {
+			n++
+		}
+		if n == 0 {
+			continue
+		}
+		gone = append(gone, ep.idle[:n]...)
+		rest := append([]*conn(nil), ep.idle[n:]...)
+		ep.idle = rest
+	}
+	c.mu.Unlock()
+	for _, pc := range gone {
+		c.discard(pc)
+	}
+	return true
+}
+
+// idleCount is how many connections are pooled (tests).
+func (c *Client) idleCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, ep := range c.eps {
+		n += len(ep.idle)
+	}
+	return n
+}
