@@ -203,7 +203,7 @@ func TestServeSecretsTagged(t *testing.T) {
 		n := f.Name
 		looksSecret := strings.Contains(n, "password") || strings.Contains(n, "secret") || strings.Contains(n, "token") || strings.HasSuffix(n, "-key")
 		isPath := strings.HasSuffix(n, "-file") || strings.HasSuffix(n, "-dir") || n == "api-tls-key" || n == "etcd-key" // PEM file paths
-		isKnob := strings.HasPrefix(n, "kv-tokeniz") || strings.Contains(n, "-tokens") || n == "api-token-reload-interval"
+		isKnob := strings.HasPrefix(n, "kv-tokeniz") || strings.Contains(n, "-tokens") || strings.HasSuffix(n, "-per-token") || n == "api-token-reload-interval"
 		if looksSecret && !isPath && !isKnob && !f.Secret {
 			t.Errorf("option %s looks like an inline secret but is not tagged optconf:\"secret\"", n)
 		}
