@@ -83,19 +83,35 @@ type QueueState struct {
 }
 
 // QueueOf is the queue the estimate reads for c: its in-flight snapshot
-// (Load). It is the one place engine-reported signals plug in: when a
-// Candidate carries a fresh engine load, set EngineValid, Running and
-// Waiting from it here and every cost-based picker uses them.
+// (Load) and, when the engine's own counts are fresh (Engine.Valid), its
+// running batch and queue. It is the one place engine-reported signals
+// plug in, so every cost-based picker sees them.
 func QueueOf(c *Candidate) QueueState {
-	return QueueState{InFlight: c.Load}
+	q := QueueState{InFlight: c.Load}
+	if e := c.Engine; e.Valid {
+		q.EngineValid, q.Running, q.Waiting = true, max(e.Running, 0), max(e.Waiting, 0)
+	}
+	return q
 }
 
 // Queue is the queue term of the estimate.
 func (m CostModel) Queue(q QueueState) time.Duration {
 	m = m.withDefaults()
-	running, waiting := q.Running, q.Waiting
-	if !q.EngineValid {
-		running, waiting = min(max(q.InFlight, 0), m.Window), max(q.InFlight-m.Window, 0)
+	running, waiting := min(max(q.InFlight, 0), m.Window), max(q.InFlight-m.Window, 0)
+	if q.EngineValid {
+		running, waiting = q.Running, q.Waiting
+		// A scrape is up to an interval old and cannot see what this
+		// gateway sent since; the engine holds at least this gateway's
+		// requests in flight, so the difference joins its batch while the
+		// engine has room (no queue, under the window) and its queue after.
+		if extra := q.InFlight - (q.Running + q.Waiting); extra > 0 {
+			if waiting == 0 {
+				room := max(m.Window-running, 0)
+				running += min(extra, room)
+				extra -= min(extra, room)
+			}
+			waiting += extra
+		}
 	}
 	return time.Duration(running)*m.PerRequest/time.Duration(m.Window) + time.Duration(waiting)*m.PerRequest
 }

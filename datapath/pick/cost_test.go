@@ -21,7 +21,11 @@ func TestCostModelEstimate(t *testing.T) {
 		{"running in the batch cost a share", m, QueueState{InFlight: 8}, 0, 0, 30*ms + 8*100*ms/16},
 		{"window full", m, QueueState{InFlight: 16}, 0, 0, 30*ms + 100*ms},
 		{"queued beyond the window cost a slot each", m, QueueState{InFlight: 20}, 0, 0, 30*ms + 100*ms + 4*100*ms},
-		{"engine counts replace in-flight when valid", m, QueueState{InFlight: 40, EngineValid: true, Running: 4, Waiting: 1}, 0, 0, 30*ms + 4*100*ms/16 + 100*ms},
+		{"engine counts replace in-flight when they see more", m, QueueState{InFlight: 2, EngineValid: true, Running: 4, Waiting: 1}, 0, 0, 30*ms + 4*100*ms/16 + 100*ms},
+		{"engine queue built by others counts in full", m, QueueState{InFlight: 0, EngineValid: true, Running: 16, Waiting: 30}, 0, 0, 30*ms + 100*ms + 30*100*ms},
+		{"requests sent since the scrape join a batch with room", m, QueueState{InFlight: 6, EngineValid: true, Running: 2}, 0, 0, 30*ms + 6*100*ms/16},
+		{"requests sent since the scrape overflow the window into the queue", m, QueueState{InFlight: 20, EngineValid: true, Running: 14}, 0, 0, 30*ms + 100*ms + 4*100*ms},
+		{"requests sent since the scrape queue behind an engine queue", m, QueueState{InFlight: 40, EngineValid: true, Running: 4, Waiting: 1}, 0, 0, 30*ms + 4*100*ms/16 + 36*100*ms},
 		{"zero model takes the defaults", CostModel{}, QueueState{InFlight: 20}, 1000, 200, 30*ms + 100*ms + 4*100*ms + 800*250*time.Microsecond},
 		{"negative overhead is none", CostModel{Overhead: -1}, QueueState{}, 4, 0, time.Millisecond},
 		{"custom window and per-request", CostModel{PerRequest: 50 * ms, Window: 2, PerToken: time.Millisecond}, QueueState{InFlight: 3}, 10, 4, 30*ms + 50*ms + 50*ms + 6*ms},
@@ -85,5 +89,13 @@ func TestCheapest(t *testing.T) {
 func TestQueueOfReadsLoad(t *testing.T) {
 	if q := QueueOf(&Candidate{Load: 7}); q.InFlight != 7 || q.EngineValid {
 		t.Fatalf("QueueOf = %+v, want in-flight 7 without engine counts", q)
+	}
+	stale := Candidate{Load: 7, Engine: EngineLoad{Valid: false, Running: 3, Waiting: 9}}
+	if q := QueueOf(&stale); q.EngineValid {
+		t.Fatalf("QueueOf(stale engine load) = %+v, want the engine counts ignored", q)
+	}
+	fresh := Candidate{Load: 7, Engine: EngineLoad{Valid: true, Running: 3, Waiting: 9}}
+	if q := QueueOf(&fresh); !q.EngineValid || q.Running != 3 || q.Waiting != 9 || q.InFlight != 7 {
+		t.Fatalf("QueueOf(fresh engine load) = %+v, want running 3, waiting 9, in-flight 7", q)
 	}
 }
