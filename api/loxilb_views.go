@@ -7,7 +7,7 @@ import (
 	"github.com/infergate/infergate/spec"
 )
 
-// GET reads like LoxiLB's (issue 12): LoxiLB's scripts and loxicmd parse
+// GET reads like LoxiLB's: LoxiLB's scripts and loxicmd parse
 // these values, so they follow LoxiLB's vocabulary, and infergate's finer
 // facts go to fields of their own.
 

@@ -55,7 +55,7 @@ type Options struct {
 	Metrics      *metrics.Metrics
 	Log          logrus.FieldLogger
 	MaxBodyBytes int64 // request body limit, 413 above
-	// Certs is the SNI certificate store (issue 11); nil: /sni/certificates
+	// Certs is the SNI certificate store; nil: /sni/certificates
 	// lists nothing and refuses writes, /status shows no certificate.
 	Certs CertStore
 	// BootDone, if set, must also report true for /readyz to pass: the daemon
@@ -229,7 +229,7 @@ func (s *Server) routes() *gin.Engine {
 	w.DELETE(routeAPIKey, s.deleteAPIKey)
 	w.POST(routeTenantLimit, s.postTenantLimit)
 	w.DELETE(routeTenantLimitOf, s.deleteTenantLimit)
-	// SNI certificate store (issue 11, sni_handlers.go).
+	// SNI certificate store (sni_handlers.go).
 	v1.GET(routeSNI, s.listSNI)
 	w.POST(routeSNI, s.postSNI)
 	w.DELETE(routeSNI, s.deleteSNI)

@@ -99,10 +99,10 @@ type StatusView struct {
 	Ready     bool                          `json:"ready"`
 	Reason    string                        `json:"reason"`
 	Endpoints map[string]EndpointStatusView `json:"endpoints"`
-	// TLS is the certificate in use for a security 1/2 rule (issue 11).
+	// TLS is the certificate in use for a security 1/2 rule.
 	TLS *TLSStatusView `json:"tls,omitempty"`
 	// RefusedRegistrations: an endpointSelector rule's registrations it
-	// cannot use, "ip:port" → reason (issue 15).
+	// cannot use, "ip:port" → reason.
 	RefusedRegistrations map[string]string `json:"refused_registrations,omitempty"`
 }
 

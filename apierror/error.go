@@ -26,7 +26,7 @@ const (
 	CodePersistFailed  = "persist_failed" // durable write failed; change rolled back
 	CodeInternal       = "internal"
 
-	// Edge hardening (issue 10).
+	// Edge hardening.
 	CodeUnspecifiedVIP = "unspecified_vip" // externalIP 0.0.0.0 / :: without the daemon's opt-in
 )
 
@@ -96,7 +96,7 @@ func As(err error) (*Error, bool) {
 	return nil, false
 }
 
-// --- LoxiLB compatibility (issue 12) ---
+// --- LoxiLB compatibility ---
 
 // CodeVIPConflict: a rule's address (VIP or secondary VIP) with its route
 // (host, path, model, block) is already served by another rule.

@@ -37,7 +37,7 @@ type createFlags struct {
 	eps            endpointFlags
 	sa             rules.ServiceArguments // scalar flags bind straight into the body
 	loxi           *loxiCreateFlags       // loxicmd's further flags (loxicmd.go)
-	tls            tlsFlags               // issue 11, create_tls.go
+	tls            tlsFlags               // create_tls.go
 	dryRun         bool                   // create_report.go
 }
 

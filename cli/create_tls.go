@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// tlsFlags are `create lb`'s TLS flags (issue 11). --security takes
+// tlsFlags are `create lb`'s TLS flags. --security takes
 // loxicmd's names; the rest map one to one onto LoxiLB's TLS fields.
 type tlsFlags struct {
 	security             string

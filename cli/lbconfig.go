@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// LoxiLB's saved-config format (issue 12): `loxicmd save --lb` writes
+// LoxiLB's saved-config format: `loxicmd save --lb` writes
 // {dir}/lbconfig.txt holding GET /config/loadbalancer/all's body
 // ({"lbAttr":[…]}) with the endpoint counters blanked, renaming the previous
 // file to lbconfig.txt.bk; `loxicmd apply --lb <file>` re-POSTs each rule.

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// loxicmd's command lines (issue 12): its global connection flags and the
+// loxicmd's command lines: its global connection flags and the
 // create lb flags infergate's own set lacked. Each flag maps to the JSON
 // field loxicmd sends; what infergate does not serve is refused by the
 // server with its `unsupported` message, not second-guessed here.

@@ -89,7 +89,7 @@ func TestLoxicmdCommandLines(t *testing.T) {
 		// (the only mode it serves) rather than LoxiLB's L4 default.
 		{"create lb 192.168.0.200 --tcp=80:32015 --endpoints=10.212.0.1:1,10.212.0.2:1,10.212.0.3:1", 0, ""},
 		{"create lb 192.168.0.201 --tcp=80:32015 --endpoints=10.212.0.1:1 --name=http-service --host=loxilb.io", 0, ""},
-		// TLS lines are served (issue 11).
+		// TLS lines are served.
 		{"create lb 192.0.2.21 --tcp=80:32015 --mode=fullproxy --endpoints=10.212.0.1:1 --security=https", 0, ""},
 		{"create lb 192.0.2.22 --tcp=80:32015 --mode=fullproxy --endpoints=10.212.0.1:1 --security=e2ehttps --mtls-backend-verify-server --mtls-backend-ca-path=/etc/ca.pem", 0, ""},
 		// Accepted by loxicmd, refused by the server as not served.

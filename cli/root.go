@@ -62,7 +62,7 @@ type globals struct {
 	env       Env
 	loxi      *loxiGlobals // loxicmd's -s/-p/--protocol (loxicmd.go)
 
-	// HTTPS to the management API (issue 11): --cacert, --cert, --key
+	// HTTPS to the management API: --cacert, --cert, --key
 	// (and loxicmd's --protocol); resolved into server and httpClient
 	// before a command runs.
 	tls        client.TLSOptions
@@ -213,7 +213,7 @@ func newRoot(env Env) *cobra.Command {
 
 	root.AddCommand(newServeCmd(g), newCreateCmd(g), newGetCmd(g), newDeleteCmd(g), newApplyCmd(g),
 		newValidateCmd(g), newDemoCmd(g), newFakeEngineCmd(g), newExplainCmd(g))
-	root.AddCommand(newSaveCmd(g)) // LoxiLB's save --lb (issue 12)
+	root.AddCommand(newSaveCmd(g)) // LoxiLB's save --lb
 	root.AddCommand(newDiffCmd(g), newVersionCmd(g))
 	update := groupCmd("update", "Change a tenant API key")
 	update.AddCommand(newUpdateAPIKeyCmd(g))

@@ -50,7 +50,7 @@ Exit code 0 when nothing FAILed, 1 otherwise.`,
 			if opts.APIKey == "" {
 				opts.APIKey = g.env.Getenv(envValidateAPIKey)
 			}
-			opts.APIClient = g.httpClient // issue 11: the API's TLS trust
+			opts.APIClient = g.httpClient // the API's TLS trust
 			if g.timeout > opts.RequestTimeout {
 				opts.RequestTimeout = g.timeout
 			}

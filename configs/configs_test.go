@@ -22,7 +22,7 @@ var validFiles = []string{
 	"multi.yaml",
 	"single-pool-kv-exact.yaml",
 	"single-pool-rr.yaml",
-	"single-pool-allowed-paths.yaml", // issue 14
+	"single-pool-allowed-paths.yaml",
 	"sglang-pd.yaml",
 	"trtllm-pd.yaml",
 	"vllm-pd-1p1d.yaml",

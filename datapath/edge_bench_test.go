@@ -9,7 +9,7 @@ import (
 	"github.com/infergate/infergate/datapath/hop"
 )
 
-// BenchmarkEdgeChecks is the per-request cost issue 10 added to the hot
+// BenchmarkEdgeChecks is the per-request cost the edge checks add to the hot
 // path, piece by piece: the path shape check, the hop-by-hop strip of an
 // engine response header, and reading a small body through the budgeted
 // reader (compare with the plain make+read it replaced).

@@ -14,7 +14,7 @@ const (
 // these; they never change once released.
 const (
 	CodeNoMatchingRule = "no_matching_rule" // 404: no rule on this VIP:port matches host/path/model
-	// CodeUnknownPath and CodeMethodNotAllowed are retired (issue 14: every
+	// CodeUnknownPath and CodeMethodNotAllowed are retired (every
 	// path and method is forwarded, the engine answers); kept so the names
 	// stay reserved.
 	CodeUnknownPath        = "unknown_path"        // retired
@@ -28,9 +28,9 @@ const (
 	CodeUpstreamTimeout    = "upstream_timeout"    // 504: the engine was silent beyond the idle timeout
 	CodeInternal           = "internal_error"      // 500: recovered panic
 	CodeStreamCapped       = "max_stream_duration_exceeded"
-	CodeAdminDown          = "admin_down" // 503: the rule's adminStateUp is false (issue 12)
+	CodeAdminDown          = "admin_down" // 503: the rule's adminStateUp is false
 
-	// Edge hardening (issue 10).
+	// Edge hardening.
 	CodeInvalidPath = "invalid_path" // 400: dot segment, encoded slash or control byte in the path
 	CodeOverloaded  = "overloaded"   // 503 + Retry-After: the in-flight body memory budget is full
 

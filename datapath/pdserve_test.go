@@ -861,7 +861,7 @@ func TestPDConcurrentLoadAccounting(t *testing.T) {
 	}
 }
 
-// TestPDRequestsModelLabel (issue 13 fault 7): loxilb_ai_pd_requests_total
+// TestPDRequestsModelLabel: loxilb_ai_pd_requests_total
 // carries the request's model when the rule pins none, with bounded
 // cardinality: models the engines served are learned up to a cap, the rest
 // count as "other".

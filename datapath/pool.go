@@ -48,7 +48,7 @@ type endpoint struct {
 	// Probe streaks; touched only by the rule's prober goroutine.
 	okStreak, failStreak int
 
-	// LoxiLB's endpoint "counter" (issue 12): requests that reached the
+	// LoxiLB's endpoint "counter": requests that reached the
 	// engine (each P/D leg on the endpoint it went to) and body bytes
 	// relayed through it (request bodies sent plus response bodies
 	// returned to the client).

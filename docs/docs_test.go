@@ -105,3 +105,36 @@ func TestLinksResolve(t *testing.T) {
 		}
 	}
 }
+
+// TestCodeCommentsSayWhy: the Go sources' comments say why, not which
+// tracker issue added a line ("issue 12" tells the next reader nothing).
+func TestCodeCommentsSayWhy(t *testing.T) {
+	err := filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || filepath.Base(path) == "docs_test.go" {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			_, comment, ok := strings.Cut(line, "//")
+			if !ok {
+				continue
+			}
+			if m := trackerWords.FindString(comment); m != "" {
+				t.Errorf("%s:%d: a comment speaks of %q", path, i+1, m)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -27,7 +27,7 @@ type KV struct {
 
 	lastEvent *lastEventCollector // loxilb_kv_last_event_age_seconds{rule,endpoint}
 
-	// Publishers that deviate from vLLM's encoding (issue 13).
+	// Publishers that deviate from vLLM's encoding.
 	kvInterop
 }
 

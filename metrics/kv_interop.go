@@ -3,7 +3,7 @@ package metrics
 import "github.com/prometheus/client_golang/prometheus"
 
 // kvInterop are the KV families about publishers that deviate from vLLM's
-// reference encoding (issue 13): counted so an operator sees the gateway
+// reference encoding: counted so an operator sees the gateway
 // adapting instead of silently dropping.
 type kvInterop struct {
 	RootParentZero  *prometheus.CounterVec // loxilb_kv_root_parent_zero_total{rule}

@@ -21,10 +21,10 @@ type Metrics struct {
 	Tenant   *Tenant
 	// Datapath, PD, KV and Radix are added by their owners (one file each).
 
-	// Edge: connection admission and body memory (issue 10).
+	// Edge: connection admission and body memory.
 	Edge  *Edge
 	Store *Store // rule store backend (etcd replicas)
-	// TLS (issue 11): HTTPS VIPs, certificates, TLS legs to engines.
+	// TLS: HTTPS VIPs, certificates, TLS legs to engines.
 	TLS *TLS
 	// BuildInfo is infergate_build_info (build.go).
 	BuildInfo prometheus.Collector
@@ -42,9 +42,9 @@ func New() *Metrics {
 	m.Datapath = NewDatapath(reg)
 	m.Radix = NewRadix(reg)
 	m.Tenant = NewTenant(reg)
-	m.Edge = NewEdge(reg) // issue 10: edge hardening
+	m.Edge = NewEdge(reg) // edge hardening
 	m.Store = NewStore(reg)
-	m.TLS = NewTLS(reg) // issue 11
+	m.TLS = NewTLS(reg) // TLS
 	m.BuildInfo = NewBuildInfo(reg, buildinfo.Get())
 	m.Engine = NewEngine(reg)
 	return m

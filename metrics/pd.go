@@ -39,13 +39,13 @@ type PD struct {
 	// endpoint because no usable (prefill, decode) pair existed.
 	FallbackToNormal *prometheus.CounterVec // loxilb_pd_fallback_to_normal_total{rule}
 
-	// --- issue 14: HTTP surface ---
+	// --- HTTP surface ---
 	// Unsplit counts requests a P/D rule served without the P/D sequence:
 	// side paths (tokenize, embeddings, models, …), generation APIs the
 	// engine's transfer does not cover, or shapes the handoff cannot serve
 	// (vLLM n>1, best_of>1, beam search, prompt lists: decode computes).
 	Unsplit *prometheus.CounterVec // infergate_pd_unsplit_requests_total{rule,path,reason}
-	// Edge hardening (issue 10).
+	// Edge hardening.
 
 	// ClientTransferState counts client attempts to set engine transfer
 	// state on a P/D rule: action "request_id_rejected" (a request id with
@@ -100,7 +100,7 @@ func newPD(reg prometheus.Registerer) *PD {
 		FallbackToNormal: counter("loxilb_pd_fallback_to_normal_total",
 			"P/D requests served unsplit by a role-0 endpoint because no usable prefill/decode pair existed.", "rule"),
 
-		// Edge hardening (issue 10).
+		// Edge hardening.
 		ClientTransferState: counter("infergate_pd_client_transfer_state_total",
 			"Client attempts to set engine transfer state on a P/D rule, by action (request_id_rejected, field_stripped).", "rule", "action"),
 		DecodeFailovers: counter("infergate_pd_decode_failovers_total",

@@ -22,7 +22,7 @@ type Store struct {
 	RevisionLag prometheus.Gauge // infergate_store_revision_lag
 	// RegistrationChanges counts engine registrations appearing or leaving.
 	RegistrationChanges *prometheus.CounterVec // infergate_store_registration_changes_total{change}
-	// --- issue 15: endpointSelector rules ---
+	// --- endpointSelector rules ---
 	// RegistrationsRefused counts registrations a selector rule refused.
 	RegistrationsRefused *prometheus.CounterVec // infergate_store_registrations_refused_total{reason}
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // TestConnectionLimit: LoxiLB's connectionLimit is accepted on the wire,
-// validated and compiled (issue 10; it used to be an unknown field).
+// validated and compiled (it used to be an unknown field).
 func TestConnectionLimit(t *testing.T) {
 	const body = `{"serviceArguments":{"externalIP":"10.0.0.1","port":80,"protocol":"tcp","mode":4,"connectionLimit":VALUE},` +
 		`"endpoints":[{"endpointIP":"10.1.0.1","targetPort":8000,"weight":1}]}`

@@ -47,7 +47,7 @@ func TestLoxiLBPublishedBodies(t *testing.T) {
 		{"classic L4 minimal", sa(`"sel":0`) + plainEps + `}`, apierror.CodeUnsupported, "serviceArguments.mode"},
 		{"classic L4 with loxicmd keys", sa(`"sel":0,"mode":0,"BGP":false,"monitor":false,"inactiveTimeOut":240`) +
 			`"endpoints":[{"endpointIP":"31.31.31.1","weight":1,"targetPort":5001,"state":"active"}]}`, apierror.CodeUnsupported, "serviceArguments.mode"},
-		// Served since issue 11 (the certificate is checked at install).
+		// Served (the certificate is checked at install).
 		{"TLS-terminated P/D", sa(`"sel":0,"mode":4,"security":1,"pd_disagg_mode":true`) + pdEps + `}`, "", ""},
 	}
 	for _, tc := range tests {

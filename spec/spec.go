@@ -120,11 +120,11 @@ type Endpoint struct {
 	NixlPort uint16
 	Backup   bool
 
-	// --- LoxiLB compatibility (issue 12) ---
+	// --- LoxiLB compatibility ---
 	// Probe is this endpoint's own probe when the wire endpoint overrides
 	// httpMethod/urlPath/expectedCodes; nil = the rule's probe.
 	Probe *Probe
-	// --- issue 15 ---
+	// --- engine self-registration ---
 	// PairFacts are the facts a registered engine advertised that must
 	// match across a prefill/decode pair (e.g. block_size, kv_connector);
 	// nil when nothing is advertised or declared (any pair goes, unless
@@ -194,7 +194,7 @@ type Probe struct {
 	Timeout  time.Duration
 	Retries  int // consecutive failures before an endpoint is marked down
 
-	// --- LoxiLB compatibility (issue 12) ---
+	// --- LoxiLB compatibility ---
 	Method string    // HTTP method ("" = GET)
 	Codes  StatusSet // accepted status codes (empty = any 2xx)
 }
@@ -254,13 +254,13 @@ type Rule struct {
 
 	// APIKeys is the rule's tenant-key policy (api_key_auth).
 	APIKeys KeyPolicy
-	// --- LoxiLB compatibility (issue 12) ---
+	// --- LoxiLB compatibility ---
 	// AdminDown (adminStateUp false): the rule stays configured but its
 	// addresses answer 503 admin_down and nothing is sent to engines.
 	AdminDown bool
 	// SecondaryVIPs are further addresses the rule is served on (same port).
 	SecondaryVIPs []netip.Addr
-	// --- issue 14: HTTP surface ---
+	// --- HTTP surface ---
 	// AllowedPaths (allowed_paths, an infergate extension) restricts the
 	// paths the rule serves: exact entries, or "prefix/*"; empty = all.
 	AllowedPaths []string
@@ -268,11 +268,11 @@ type Rule struct {
 	// /flush_cache, …): closed to clients unless the rule opens them.
 	Admin AdminSurface
 	// ConnectionLimit caps client connections on the rule's VIP:port
-	// (LoxiLB connectionLimit); 0: no per-VIP cap. Issue 10.
+	// (LoxiLB connectionLimit); 0: no per-VIP cap.
 	ConnectionLimit int
-	// TLS is nil for plaintext rules (security 0). Issue 11.
+	// TLS is nil for plaintext rules (security 0).
 	TLS *TLS
-	// --- issue 15: engine self-registration ---
+	// --- engine self-registration ---
 	// EndpointSelector, when set, means Endpoints come from engine
 	// registrations (rules/selector fills them in before install).
 	EndpointSelector *EndpointSelector
@@ -294,7 +294,7 @@ type AdminSurface struct {
 }
 
 // EndpointSelector picks a rule's endpoints from the engines registered
-// under Prefix + "/engines/" (issue 15). Empty Engine matches the rule's.
+// under Prefix + "/engines/". Empty Engine matches the rule's.
 type EndpointSelector struct {
 	Prefix string
 	Model  string
@@ -317,7 +317,7 @@ type EndpointStatus struct {
 	State   string // "probing", "active", "down", "draining", "inactive"
 	Breaker string // "closed", "open", "half-open"
 
-	// --- LoxiLB compatibility (issue 12): the endpoint "counter" ---
+	// --- LoxiLB compatibility: the endpoint "counter" ---
 	Requests uint64 // requests that reached the engine (P/D: every leg)
 	Bytes    uint64 // request bodies sent + response bodies relayed
 
@@ -380,11 +380,11 @@ type RuleStatus struct {
 	Reason    string // why not ready, e.g. "no usable decode endpoint"
 	Endpoints map[string]EndpointStatus
 	// Refused lists, for an endpointSelector rule, each registration the
-	// rule cannot use ("ip:port" → reason). Issue 15.
+	// rule cannot use ("ip:port" → reason).
 	Refused map[string]string
 }
 
-// --- LoxiLB compatibility (issue 12) ---
+// --- LoxiLB compatibility ---
 
 // StatusSet is a set of HTTP status codes 100..599 a probe accepts. It is
 // a bitmap so spec.Probe stays comparable; the zero value (empty) means the
@@ -425,7 +425,7 @@ func (r *Rule) ServedAddrs() []netip.AddrPort {
 	return out
 }
 
-// --- TLS (issue 11) ---
+// --- TLS ---
 
 // Security modes (wire: security).
 const (

@@ -23,7 +23,7 @@ type Views struct {
 	KVInventory interface{}
 	// Explanation is POST …/explain's answer (nil: a free-form object).
 	Explanation interface{}
-	// SNI certificate store (issue 11; nil: not documented).
+	// SNI certificate store (nil: not documented).
 	SNIList, SNIEntry, SNIResult interface{}
 	// Version is GET /version, Replicas GET /replicas (ops.go; nil: not documented).
 	Version, Replicas interface{}

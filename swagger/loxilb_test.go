@@ -6,7 +6,7 @@ import (
 )
 
 // LoxiLB's enums are kept (so clients generated from LoxiLB's swagger and
-// ours agree) and the served subset is stated next to them (issue 12).
+// ours agree) and the served subset is stated next to them.
 func TestServedValuesStated(t *testing.T) {
 	sa := Document(testViews()).Definitions[defServiceArgs]
 	tests := []struct {

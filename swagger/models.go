@@ -17,7 +17,7 @@ const (
 	defRuleStatus   = "LoadbalanceRuleStatus"
 	defRuleList     = "LoadbalanceList"
 	defSecondaryVIP = "LoadbalanceSecondaryVIP"
-	// issue 15: an infergate extension, hence not a Loadbalance… name.
+	// an infergate extension, hence not a Loadbalance… name.
 	defEndpointSelector = "InfergateEndpointSelector"
 )
 
@@ -31,7 +31,7 @@ func wireNames() map[reflect.Type]string {
 		reflect.TypeOf(rules.RuleStatus{}):       defRuleStatus,
 		reflect.TypeOf(rules.RuleList{}):         defRuleList,
 		reflect.TypeOf(rules.SecondaryVIP{}):     defSecondaryVIP,
-		reflect.TypeOf(rules.EndpointSelector{}): defEndpointSelector, // issue 15
+		reflect.TypeOf(rules.EndpointSelector{}): defEndpointSelector,
 	}
 }
 
@@ -102,7 +102,7 @@ func fieldNotes() map[string]FieldNote {
 		sa("kvDpRankCount"): {Description: "Data-parallel ranks per endpoint (0 = 1).", Min: ptrFloat(0), Max: ptrFloat(8)},
 		sa("kvWarmupSec"):   {Description: "Seconds after subscribing before KV-exact routing trusts the inventory.", Min: ptrFloat(0)},
 
-		// Edge hardening (issue 10).
+		// Edge hardening.
 		sa("connectionLimit"): {Description: "Cap on open client connections to this VIP:port (0 = none; rules sharing the address share the smallest non-zero cap). Connections over it are closed at accept.", Min: ptrFloat(0), Max: ptrFloat(10000000)},
 
 		ep("endpointIP"): {Description: "Backend IP address.", Required: true},
@@ -116,7 +116,7 @@ func fieldNotes() map[string]FieldNote {
 		ep("counter"): {Description: "Output only, LoxiLB's packets:bytes — here requests:bytes: requests that reached the engine " +
 			"(each P/D leg on its endpoint) and body bytes relayed (request bodies sent plus response bodies returned).", ReadOnly: true},
 
-		// LoxiLB compatibility (issue 12).
+		// LoxiLB compatibility.
 		defEntry + ".secondaryVIPs": {Description: "Further addresses the rule is served on (same port); each must be local " +
 			"and must not collide with another rule's address and route, like externalIP."},
 		defSecondaryVIP + ".address":  {Description: "Secondary VIP (IPv4 or IPv6).", Required: true},
@@ -146,7 +146,7 @@ func fieldNotes() map[string]FieldNote {
 		defRuleStatus + ".ready":  {Description: "Whether the datapath can serve the rule now.", ReadOnly: true},
 		defRuleStatus + ".reason": {Description: "Why the rule is not ready.", ReadOnly: true},
 
-		// TLS (issue 11, docs/tls.md).
+		// TLS (docs/tls.md).
 		sa("tls_versions"):            {Description: `security 1/2: TLS versions served; default ["TLSv1.2","TLSv1.3"]. SSLv3, TLSv1, TLSv1.1 are refused.`},
 		sa("tls_ciphers"):             {Description: "security 1/2: TLS 1.2 cipher suites, OpenSSL or IANA names separated by ':' (TLS 1.3 suites are not configurable)."},
 		sa("alpn_protocols"):          {Description: `security 1/2: ALPN protocols offered to clients; default ["h2","http/1.1"].`},
@@ -156,7 +156,7 @@ func fieldNotes() map[string]FieldNote {
 		sa("mtls_frontend"):           {Description: "security 1/2: client-certificate authentication (client_cert_mode disabled/optional/required, client_ca_path or client_ca_cert_data, require_client_cn + client_cn_pattern, client_crl_path)."},
 		sa("mtls_backend"):            {Description: "security 2: TLS to engines (verify_server_cert default true, backend_ca_path, client certificate by path or inline data; client_key_data is redacted on GET)."},
 
-		// Engine self-registration (issue 15, docs/replicas.md).
+		// Engine self-registration (docs/replicas.md).
 		defEntry + ".endpointSelector": {Description: "infergate extension (etcd store only): take the endpoints from engine registrations " +
 			"(infergate register) instead of the endpoints list, which must then be empty. Registrations the rule cannot use are " +
 			"refused and listed in the rule's /status (refused_registrations)."},

@@ -111,7 +111,7 @@ type Schema struct {
 	Nullable             bool               `json:"x-nullable,omitempty"`
 	Example              interface{}        `json:"example,omitempty"`
 	// Served lists the enum values infergate serves when it accepts
-	// LoxiLB's wider enum on the wire (issue 12); the others are answered
+	// LoxiLB's wider enum on the wire; the others are answered
 	// 400 unsupported.
 	Served []interface{} `json:"x-infergate-served,omitempty"`
 }

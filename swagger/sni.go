@@ -2,7 +2,7 @@ package swagger
 
 import "reflect"
 
-// addSNIPaths documents LoxiLB's SNI certificate store (issue 11).
+// addSNIPaths documents LoxiLB's SNI certificate store.
 func addSNIPaths(g *generator, v Views, paths map[string]PathItem, internal, notReady *Response, fail func(string, errorExample) *Response) {
 	if v.SNIList == nil {
 		return

@@ -54,7 +54,7 @@ type workflow struct {
 	label    string
 	vip      string // VIP:port probes go to
 	// vipScheme and engineScheme are "https" for security 1/2 VIPs and
-	// security 2 engines (issue 11); validation checks serving, not identity,
+	// security 2 engines; validation checks serving, not identity,
 	// so the client does not verify those certificates.
 	vipScheme, engineScheme string
 	model                   string

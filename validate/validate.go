@@ -149,10 +149,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		opts.Log = l
 	}
 	hc := &http.Client{Timeout: opts.RequestTimeout, Transport: &http.Transport{DisableKeepAlives: true,
-		// HTTPS VIPs and engines (issue 11): validate proves they serve; it
+		// HTTPS VIPs and engines: validate proves they serve; it
 		// is not the place that decides whom to trust.
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // see comment
-	// The API gets its own client (the CLI's TLS trust, issue 11) and the
+	// The API gets its own client (the CLI's TLS trust) and the
 	// bearer token rides only on it, so it cannot leak into probes.
 	apiBase := http.DefaultTransport.(*http.Transport).Clone()
 	apiBase.DisableKeepAlives = true

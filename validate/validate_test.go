@@ -274,7 +274,7 @@ func TestRun(t *testing.T) {
 			want:    map[string]Status{StepRoles: Pass, StepCacheAware: Pass, StepKVExact: Warn},
 			hint:    map[string]Hint{StepKVExact: HintKVZeroHits},
 			summary: map[string]string{StepKVExact: "engines publish 16-token blocks but the rule's kvBlockSize is 32"}},
-		// Issue 13 fault 6: probes fit a small context (max_model_len from
+		// probes fit a small context (max_model_len from
 		// /v1/models), and an SSE probe finds the path the engines stream on.
 		{name: "engine with a 1024-token context", target: func(*fakeGateway) string { return fakeRule }, kv: kvOK, passed: true,
 			engine: fakeengine.Options{MaxModelLen: 1024, BytesPerToken: 1},

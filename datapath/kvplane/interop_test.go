@@ -1,6 +1,6 @@
 package kvplane
 
-// Issue 13: KV-exact against publishers we did not write. Every test runs
+// KV-exact against publishers we did not write. Every test runs
 // real libzmq sockets on loopback through the real subscribers, in the
 // bind topology (engines dial the gateway's bound SUB socket, topic
 // kv@<ip[:port]>@<model>) and, where it applies, the dial topology (the

@@ -338,7 +338,7 @@ func (p *Plane) newState(r *spec.Rule) (*ruleState, error) {
 		iopts.StaleAfter = p.opts.StaleAfter
 	}
 	// The bind topology has no per-engine connection: liveness comes from
-	// the events (fault 1 of issue 13: an inventory built while events flow
+	// the events (an inventory built while events flow
 	// must connect on its next event, not wait for a first-ever message).
 	iopts.Passive = p.opts.BindAddr != "" && r.Engine != spec.EngineTRTLLM
 	iopts.LiveWindow = p.opts.BindLiveWindow

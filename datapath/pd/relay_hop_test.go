@@ -7,7 +7,7 @@ import (
 )
 
 // TestCopyResponseHeaderStripsConnectionNamed: a field the engine names in
-// Connection is hop-scoped and never reaches the client (issue 10).
+// Connection is hop-scoped and never reaches the client.
 func TestCopyResponseHeaderStripsConnectionNamed(t *testing.T) {
 	src := http.Header{
 		"Connection":   {"keep-alive, X-Secret-Hop"},

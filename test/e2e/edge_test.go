@@ -15,8 +15,8 @@ import (
 	"time"
 )
 
-// TestEdgeFloodKeepsAPIAndProbes drives the built binary the way issue 10
-// reproduced fd exhaustion: the daemon runs with `ulimit -n 256` and 400
+// TestEdgeFloodKeepsAPIAndProbes drives the built binary the way an attacker
+// exhausts descriptors: the daemon runs with `ulimit -n 256` and 400
 // keep-alive idle connections (one GET each, then silent) arrive from eight
 // addresses. The management API must keep answering, the prober must still
 // see an engine die and come back, and a new client must be served.

@@ -191,7 +191,7 @@ func TestKVExactDaemon(t *testing.T) {
 			}
 			kvPostOK(t, "http://"+owner.AddrPort().String()+"/admin/kv/restart", "")
 			// The restarted engine's stream from seq 0 is seen whole: the
-			// owner is cleared and counted, and trusted at once (issue 13).
+			// owner is cleared and counted, and trusted at once.
 			kvEventually(t, "restart cleared the owner", func() bool {
 				r, _ := kvRow(inventory(), owner.AddrPort().String())
 				return r.Blocks == 0 && r.Trusted && kvMetric(t, d.URL, "loxilb_kv_restarts_total", `endpoint="`+owner.AddrPort().String()+`"`) == 1
@@ -335,7 +335,7 @@ func kvDaemonTRTLLM(t *testing.T, bin string) {
 	})
 }
 
-// kvDaemonTRTLLMLocalTokenizer (issue 13): TensorRT-LLM has no /tokenize,
+// kvDaemonTRTLLMLocalTokenizer: TensorRT-LLM has no /tokenize,
 // so with text prompts Tier 1.5 needs the in-process tokenizer. The daemon
 // runs with --kv-tokenizer (Qwen3's tokenizer.json, the bpe fixture) and
 // the context servers tokenise with the same file, like real engines

@@ -156,7 +156,7 @@ func TestPDThroughDaemon(t *testing.T) {
 		want := []string{
 			fmt.Sprintf(`infergate_pd_leg_requests_total{endpoint="%s",phase="prefill",rule="e2e-pd",status="200"} 2`, pre.AddrPort()),
 			fmt.Sprintf(`infergate_pd_leg_requests_total{endpoint="%s",phase="decode",rule="e2e-pd",status="200"} 2`, dec.AddrPort()),
-			// The request's model (issue 13): the rule pins none.
+			// The request's model: the rule pins none.
 			`loxilb_ai_pd_requests_total{model="fake-model",phase="complete",rule="e2e-pd",status="success"} 2`,
 		}
 		missing := ""
