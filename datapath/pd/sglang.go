@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -307,4 +308,17 @@ wait:
 		log.WithFields(logrus.Fields{"endpoint": prefillEP.ID, "status": pres.status, "error": pres.err, "decode_bytes": decodeBytes}).Debug("pd: sglang prefill leg ended badly")
 	}
 	return retry
+}
+
+// sglangBody injects the bootstrap triple into a client body; nothing else
+// changes (SGLang's prefill keeps stream and max_tokens).
+func sglangBody(o *object, host string, port uint16, room uint64) []byte {
+	var hb [64]byte
+	h := strconv.AppendQuote(hb[:0], host)
+	var pb, rb [24]byte
+	return o.applyOwn([]edit{
+		{fieldBootstrapHost, h},
+		{fieldBootstrapPort, strconv.AppendUint(pb[:0], uint64(port), 10)},
+		{fieldBootstrapRoom, strconv.AppendUint(rb[:0], room, 10)},
+	})
 }

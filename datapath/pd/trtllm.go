@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -144,4 +145,35 @@ func writeEarlyExit(w http.ResponseWriter, header http.Header, body []byte, stre
 	h.Set("Content-Length", strconv.Itoa(c.Len()))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(c.Bytes())
+}
+
+// trtContextBody rewrites a client body into a TensorRT-LLM context-only
+// request. Nothing may be added besides disaggregated_params: the engine
+// rejects unknown fields (extra="forbid"), so no cap or n rewrite.
+func trtContextBody(o *object, disaggID uint64) []byte {
+	var b [96]byte
+	p := append(b[:0], `{"`+fieldRequestType+`":"`+trtContextOnly+`","`+fieldDisaggRequestID+`":`...)
+	p = strconv.AppendUint(p, disaggID, 10)
+	p = append(p, '}')
+	return o.applyOwn([]edit{
+		{fieldStream, jsonFalse},
+		{fieldStreamOptions, nil},
+		{fieldDisaggParams, p},
+	})
+}
+
+// trtGenerationBody is the client's body plus the context response's
+// disaggregated_params with request_type set to generation_only; every
+// other engine field (ctx_request_id, opaque state, first tokens) is
+// relayed verbatim. params nil: the generation leg serves standalone.
+func trtGenerationBody(o *object, params []byte) ([]byte, error) {
+	if params == nil {
+		return o.applyOwn([]edit{{fieldDisaggParams, nil}}), nil
+	}
+	po, err := parseObject(params)
+	if err != nil {
+		return nil, fmt.Errorf("context disaggregated_params: %w", err)
+	}
+	gp := po.apply([]edit{{fieldRequestType, []byte(`"` + trtGenerationOnly + `"`)}})
+	return o.applyOwn([]edit{{fieldDisaggParams, gp}}), nil
 }

@@ -96,3 +96,70 @@ func runVLLM(q *seq) {
 		return upstream.Leg{Endpoint: decode, Path: req.Path, Header: h, Body: body}
 	})
 }
+
+// vllmPrefillBody rewrites a client body into a vLLM NIXL prefill request:
+// generate one token, no streaming, one choice, and ask the engine to hold
+// the KV for a remote decode. min_tokens is dropped (it would contradict the
+// cap of 1), any client kv_transfer_params is replaced and every other
+// client transfer field is dropped (applyOwn). The one token must end by
+// the cap: vLLM's connector returns transfer params only for a
+// length-capped finish, so an EOS or a client stop string on the first
+// token would leave the decode without a handoff. The prefill therefore
+// ignores EOS and carries no stop conditions; the decode leg keeps the
+// client's.
+func vllmPrefillBody(o *object, path string) []byte {
+	if isResponses(path) {
+		return vllmResponsesPrefillBody(o)
+	}
+	var e [12]edit
+	edits := e[:0]
+	_, hasMCT := o.lookup(fieldMaxCompletionTokens)
+	_, hasMT := o.lookup(fieldMaxTokens)
+	if hasMCT && isChat(path) {
+		edits = append(edits, edit{fieldMaxCompletionTokens, jsonOne})
+		if hasMT {
+			edits = append(edits, edit{fieldMaxTokens, jsonOne})
+		}
+	} else {
+		edits = append(edits, edit{fieldMaxTokens, jsonOne})
+		if hasMCT {
+			edits = append(edits, edit{fieldMaxCompletionTokens, jsonOne})
+		}
+	}
+	edits = append(edits,
+		edit{fieldMinTokens, nil},
+		edit{fieldStreamOptions, nil},
+		edit{fieldStream, jsonFalse},
+		edit{fieldN, jsonOne},
+		edit{fieldIgnoreEOS, jsonTrue},
+		edit{fieldStop, nil},
+		edit{fieldStopTokenIDs, nil},
+		edit{fieldIncludeStopStrInOutput, nil},
+		edit{fieldKVTransferParams, vllmPrefillParams},
+	)
+	return o.applyOwn(edits)
+}
+
+// vllmResponsesPrefillBody is vllmPrefillBody for the Responses API: the
+// cap is max_output_tokens (the API has no max_tokens or n), and the
+// prefill's one-token answer is neither stored nor run in the background
+// (a background prefill would answer "queued" without transfer params).
+// Client transfer fields are dropped as on every other leg (applyOwn).
+func vllmResponsesPrefillBody(o *object) []byte {
+	return o.applyOwn([]edit{
+		{fieldMaxOutputTokens, jsonOne},
+		{fieldStreamOptions, nil},
+		{fieldStream, jsonFalse},
+		{fieldStore, jsonFalse},
+		{fieldBackground, jsonFalse},
+		{fieldKVTransferParams, vllmPrefillParams},
+	})
+}
+
+// vllmDecodeBody is the client's body with kv_transfer_params replaced by
+// the prefill's params verbatim, or removed when params is nil (recompute:
+// a client-supplied do_remote_prefill would make decode pull blocks that do
+// not exist).
+func vllmDecodeBody(o *object, params []byte) []byte {
+	return o.applyOwn([]edit{{fieldKVTransferParams, params}})
+}
