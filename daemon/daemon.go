@@ -101,7 +101,7 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 		return fmt.Errorf("daemon: open rule store in %s: %w", opts.StateDir, err)
 	}
 	defer closeIfCloser(log, "rule store", rs)
-	exportPending(m, rs)
+	m.Store.SetPendingSource(rs.Pending)
 
 	apiOpts := api.DefaultOptions()
 	apiOpts.Store = rs

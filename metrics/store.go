@@ -1,6 +1,10 @@
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Store covers the rule store's backend: values refused on replay or from
 // the shared store's watch, and (with etcd) the watch's health and how far
@@ -25,7 +29,18 @@ type Store struct {
 	// --- endpointSelector rules ---
 	// RegistrationsRefused counts registrations a selector rule refused.
 	RegistrationsRefused *prometheus.CounterVec // infergate_store_registrations_refused_total{reason}
+	// PendingRules is infergate_store_pending_rules, read from pending.
+	PendingRules prometheus.GaugeFunc
+	// pending reads the store's count of stored rules the datapath does not
+	// serve yet (SetPendingSource), at scrape time:
+	// infergate_store_pending_rules. A rule kept at boot but not installed
+	// (its certificate missing, its VIP address not up) is retried in the
+	// background, and this is how an operator sees it waiting.
+	pending atomic.Pointer[func() int]
 }
+
+// SetPendingSource points infergate_store_pending_rules at the rule store.
+func (s *Store) SetPendingSource(f func() int) { s.pending.Store(&f) }
 
 // NewStore builds the rule-store metric set and registers it on reg.
 func NewStore(reg prometheus.Registerer) *Store {
@@ -64,6 +79,15 @@ func NewStore(reg prometheus.Registerer) *Store {
 		}, []string{"reason"}),
 	}
 	s.Reachable.Set(1)
-	reg.MustRegister(s.RejectedValues, s.WatchRestarts, s.Resyncs, s.Reachable, s.AppliedRevision, s.RevisionLag, s.RegistrationChanges, s.RegistrationsRefused)
+	s.PendingRules = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "infergate_store_pending_rules",
+		Help: "Stored rules the datapath does not serve yet (installation retried with backoff); their GET status says why.",
+	}, func() float64 {
+		if f := s.pending.Load(); f != nil {
+			return float64((*f)())
+		}
+		return 0
+	})
+	reg.MustRegister(s.PendingRules, s.RejectedValues, s.WatchRestarts, s.Resyncs, s.Reachable, s.AppliedRevision, s.RevisionLag, s.RegistrationChanges, s.RegistrationsRefused)
 	return s
 }
