@@ -28,3 +28,14 @@ func requestModel(header string, bodyModel json.RawMessage) (model string, ok bo
 	}
 	return "", false
 }
+
+// sameValues reports whether a header's values (all of its lines) are one
+// value repeated, so a check of the first sees every one.
+func sameValues(vs []string) bool {
+	for _, v := range vs[min(1, len(vs)):] {
+		if v != vs[0] {
+			return false
+		}
+	}
+	return true
+}

@@ -60,6 +60,22 @@ func TestKeyAllowListChecksEveryModelNamed(t *testing.T) {
 		}
 	}
 
+	// Two X-Model lines naming different models: the check would see only
+	// the first.
+	before := len(seen())
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"model":"fake-model","prompt":"x"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Api-Key", limited.RawKey)
+	req.Header.Add(HeaderModel, "fake-model")
+	req.Header.Add(HeaderModel, "secret-model")
+	res := do(t, c, req)
+	if res.status != 400 || errorCode(t, res.body) != CodeModelMismatch {
+		t.Errorf("two X-Model values: %d %s, want 400 %s", res.status, res.body, CodeModelMismatch)
+	}
+	if after := seen(); len(after) != before {
+		t.Errorf("two X-Model values: the engine received %q", after[before:])
+	}
+
 	// A multipart body streams through unread: its model cannot be checked.
 	mp := func(key string) result {
 		body := "--b\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nsecret-model\r\n--b--\r\n"

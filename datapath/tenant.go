@@ -61,6 +61,9 @@ func (rt *Runtime) admitKey(x *exchange, c *compiled, body []byte) (*keyCheck, [
 		}
 	}
 	model, ok := requestModel(x.r.Header.Get(HeaderModel), bm)
+	if ok && !sameValues(x.r.Header.Values(HeaderModel)) {
+		ok = false // two X-Model headers: the check would see one, a proxy behind might pass the other
+	}
 	if !ok {
 		rt.fail(x, c, -1, http.StatusBadRequest, CodeModelMismatch,
 			"the X-Model header and the body's \"model\" name different models; send one, or the same in both")
