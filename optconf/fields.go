@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/infergate/infergate/suggest"
 )
 
 // Field is one configurable leaf of an option struct: its yaml name and
@@ -94,29 +96,9 @@ func typeName(t reflect.Type) string {
 func closest(s string, names []string) string {
 	best, bestD := "", len(s)/3+2
 	for _, n := range names {
-		if d := editDistance(s, n); d < bestD {
+		if d := suggest.Distance(s, n); d < bestD {
 			best, bestD = n, d
 		}
 	}
 	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/infergate/infergate/apierror"
 	"github.com/infergate/infergate/jsonscan"
+	"github.com/infergate/infergate/suggest"
 )
 
 // DecodeJSON decodes a rule body strictly. encoding/json drops unknown keys,
@@ -201,32 +202,11 @@ func (o *objectSchema) suggest(key string) string {
 	best, bestD := "", len(key)/3+1
 	fk := foldKey(key)
 	for _, n := range o.names {
-		if d := editDistance(fk, foldKey(n)); d < bestD || (d == bestD && best == "" && d <= 2) {
+		if d := suggest.Distance(fk, foldKey(n)); d < bestD || (d == bestD && best == "" && d <= 2) {
 			best, bestD = n, d
 		}
 	}
 	return best
-}
-
-// editDistance is Levenshtein distance over bytes (keys are ASCII).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // decoder walks syntactically valid JSON (json.Valid has passed) against the

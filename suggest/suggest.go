@@ -1,0 +1,25 @@
+// Package suggest finds the name a mistyped one probably meant, for the
+// "did you mean" part of an error about an unknown rule field or option.
+package suggest
+
+// Distance is the Levenshtein edit distance between a and b over bytes
+// (the names compared are ASCII).
+func Distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
