@@ -30,6 +30,8 @@ type Metrics struct {
 	BuildInfo prometheus.Collector
 	// Engine: the engines' own load, scraped from their /metrics.
 	Engine *Engine
+	// Runtime: the Go runtime's and the process's families (go_*, process_*).
+	Runtime *Runtime
 }
 
 // New builds and registers every metric on a fresh registry.
@@ -47,5 +49,6 @@ func New() *Metrics {
 	m.TLS = NewTLS(reg) // TLS
 	m.BuildInfo = NewBuildInfo(reg, buildinfo.Get())
 	m.Engine = NewEngine(reg)
+	m.Runtime = NewRuntime(reg)
 	return m
 }
