@@ -35,8 +35,8 @@ var (
 	heading      = regexp.MustCompile(`(?m)^#{1,6} (.+)$`)
 )
 
-// TestNoTrackerTalk: documents describe the product as it is; "issue 12"
-// or "this branch" means nothing to an operator.
+// TestNoTrackerTalk: documents describe the product as it is; a tracker
+// number or "this branch" means nothing to an operator.
 func TestNoTrackerTalk(t *testing.T) {
 	for _, f := range documents(t) {
 		b, err := os.ReadFile(f)
@@ -107,7 +107,7 @@ func TestLinksResolve(t *testing.T) {
 }
 
 // TestCodeCommentsSayWhy: the Go sources' comments say why, not which
-// tracker issue added a line ("issue 12" tells the next reader nothing).
+// tracker issue added a line (a tracker number tells the next reader nothing).
 func TestCodeCommentsSayWhy(t *testing.T) {
 	err := filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
 		if err != nil {
