@@ -1,7 +1,6 @@
 package datapath
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"github.com/infergate/infergate/datapath/ladder"
@@ -52,15 +51,9 @@ func (rt *Runtime) admitKey(x *exchange, c *compiled, body []byte) (*keyCheck, [
 	top := ladder.ScanBody(body) // a body that is not a JSON object has no fields: the engine refuses it
 	// The allow-list is checked against every model the request names: a
 	// header naming an allowed model must not carry a body naming another.
-	bm := top.Model
-	if bm == nil && len(body) > 0 {
-		// The scan matches plain field names only; the engine's JSON parser
-		// also reads an escaped one ("mod\u0065l"): decode it that way.
-		if m, err := bodyModel(body); err == nil && m != "" {
-			bm, _ = json.Marshal(m)
-		}
-	}
-	model, ok := requestModel(x.r.Header.Get(HeaderModel), bm)
+	// ScanBody reads field names as the engine does (escapes decoded, exact
+	// match, last duplicate wins), so an escaped "mod\u0065l" is seen here.
+	model, ok := requestModel(x.r.Header.Get(HeaderModel), top.Model)
 	if ok && !sameValues(x.r.Header.Values(HeaderModel)) {
 		ok = false // two X-Model headers: the check would see one, a proxy behind might pass the other
 	}
