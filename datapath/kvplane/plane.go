@@ -70,10 +70,7 @@ type Options struct {
 	// Cost estimates each candidate's time to first token (queue + the
 	// prefill of the tokens it does not hold); the KV-exact choice takes
 	// the least. Zero fields take pick's defaults.
-	CostPerToken   time.Duration `yaml:"kv-cost-per-token"`
-	CostOverhead   time.Duration `yaml:"kv-cost-overhead"`
-	CostPerRequest time.Duration `yaml:"kv-cost-per-request"`
-	CostWindow     int           `yaml:"kv-cost-window"`
+	Cost pick.CostModel `yaml:",inline"`
 	// Budget caps indexed blocks per rule (0: kvexact's default).
 	Budget int `yaml:"-"`
 	// StaleAfter untrusts an endpoint that was sent work this long ago and
@@ -109,10 +106,7 @@ func DefaultOptions() Options {
 		WatchdogWindow:    DefaultWatchdogWindow,
 		TRTPollInterval:   trtpoll.DefaultInterval,
 		SingleLoadGuard:   DefaultSingleLoadGuard,
-		CostPerToken:      pick.DefaultCostPerToken,
-		CostOverhead:      pick.DefaultCostOverhead,
-		CostPerRequest:    pick.DefaultCostPerRequest,
-		CostWindow:        pick.DefaultCostWindow,
+		Cost:              pick.DefaultCostModel(),
 		StaleAfter:        kvexact.DefaultStaleAfter,
 		BindLiveWindow:    kvexact.DefaultLiveWindow,
 		Subscriber:        zmqsub.DefaultOptions(""),

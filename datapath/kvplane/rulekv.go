@@ -82,8 +82,7 @@ func (r *RuleKV) cost() *pick.CostModel {
 	if r.plane == nil || r.plane.opts.LegacyLoadGuard {
 		return nil
 	}
-	o := r.plane.opts
-	return &pick.CostModel{PerToken: o.CostPerToken, Overhead: o.CostOverhead, PerRequest: o.CostPerRequest, Window: o.CostWindow}
+	return &r.plane.opts.Cost // the plane's options never change after New
 }
 
 // PickSingle is the same decision (the KV-exact pick.Picker) for a mode-3

@@ -41,10 +41,10 @@ const (
 // CostModel estimates a request's wait for its first token on a candidate.
 // The zero value is usable: zero fields take the defaults.
 type CostModel struct {
-	PerToken   time.Duration // prefill time per uncached prompt token
-	Overhead   time.Duration // fixed cost of starting a prefill
-	PerRequest time.Duration // wait behind one queued request
-	Window     int           // requests an engine runs at once (its batch)
+	PerToken   time.Duration `yaml:"kv-cost-per-token"`   // prefill time per uncached prompt token
+	Overhead   time.Duration `yaml:"kv-cost-overhead"`    // fixed cost of starting a prefill
+	PerRequest time.Duration `yaml:"kv-cost-per-request"` // wait behind one queued request
+	Window     int           `yaml:"kv-cost-window"`      // requests an engine runs at once (its batch)
 }
 
 // DefaultCostModel returns the model with the default priors.
