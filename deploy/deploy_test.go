@@ -45,13 +45,14 @@ func serveParses(t *testing.T, args []string) daemon.Options {
 	return *got
 }
 
-// kubeDocs decodes every document of every resource the kustomization lists.
-func kubeDocs(t *testing.T) map[string]map[string]any {
+// kustomizedDocs decodes every document of every resource dir's
+// kustomization lists, by kind, and checks no manifest in dir is left out.
+func kustomizedDocs(t *testing.T, dir string) map[string]map[string]any {
 	t.Helper()
 	var kust struct {
 		Resources []string `yaml:"resources"`
 	}
-	b, err := os.ReadFile(filepath.Join(kubeDir, "kustomization.yaml"))
+	b, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func kubeDocs(t *testing.T) map[string]map[string]any {
 	byKind := map[string]map[string]any{}
 	for _, r := range kust.Resources {
 		listed[r] = true
-		f, err := os.Open(filepath.Join(kubeDir, r))
+		f, err := os.Open(filepath.Join(dir, r))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +83,7 @@ func kubeDocs(t *testing.T) map[string]map[string]any {
 		}
 		f.Close()
 	}
-	all, _ := filepath.Glob(filepath.Join(kubeDir, "*.yaml"))
+	all, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	for _, f := range all {
 		if base := filepath.Base(f); base != "kustomization.yaml" && !listed[base] {
 			t.Errorf("%s is not listed in kustomization.yaml", base)
@@ -110,7 +111,7 @@ func get(v any, path ...any) any {
 }
 
 func TestKubernetesManifests(t *testing.T) {
-	docs := kubeDocs(t)
+	docs := kustomizedDocs(t, kubeDir)
 	for _, kind := range []string{"Namespace", "ConfigMap", "PersistentVolumeClaim", "Deployment", "Service"} {
 		if docs[kind] == nil {
 			t.Fatalf("no %s in %s", kind, kubeDir)

@@ -3,8 +3,6 @@ package deploy_test
 import (
 	"bytes"
 	"context"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,75 +12,9 @@ import (
 	"github.com/infergate/infergate/daemon"
 	"github.com/infergate/infergate/rules"
 	"github.com/sirupsen/logrus"
-	"gopkg.in/yaml.v3"
 )
 
 const eppKubeDir = "kubernetes/epp"
-
-// eppDocs decodes every document the EPP kustomization lists, by kind and
-// name, and checks no manifest in the directory is left out.
-func eppDocs(t *testing.T) map[string]map[string]any {
-	t.Helper()
-	var kust struct {
-		Resources []string `yaml:"resources"`
-	}
-	b, err := os.ReadFile(filepath.Join(eppKubeDir, "kustomization.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(b, &kust); err != nil {
-		t.Fatal(err)
-	}
-	listed := map[string]bool{}
-	docs := map[string]map[string]any{}
-	for _, r := range kust.Resources {
-		listed[r] = true
-		f, err := os.Open(filepath.Join(eppKubeDir, r))
-		if err != nil {
-			t.Fatal(err)
-		}
-		dec := yaml.NewDecoder(f)
-		for {
-			var doc map[string]any
-			if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				t.Fatalf("%s: %v", r, err)
-			}
-			kind, _ := doc["kind"].(string)
-			if kind == "" || doc["apiVersion"] == nil {
-				t.Fatalf("%s: a document without kind/apiVersion", r)
-			}
-			docs[kind] = doc
-		}
-		f.Close()
-	}
-	all, _ := filepath.Glob(filepath.Join(eppKubeDir, "*.yaml"))
-	for _, f := range all {
-		if base := filepath.Base(f); base != "kustomization.yaml" && !listed[base] {
-			t.Errorf("%s is not listed in kustomization.yaml", base)
-		}
-	}
-	return docs
-}
-
-// eppAt walks a decoded YAML tree: string keys index maps, ints index lists.
-func eppAt(v any, path ...any) any {
-	for _, p := range path {
-		switch k := p.(type) {
-		case string:
-			m, _ := v.(map[string]any)
-			v = m[k]
-		case int:
-			l, _ := v.([]any)
-			if k >= len(l) {
-				return nil
-			}
-			v = l[k]
-		}
-	}
-	return v
-}
 
 // TestEPPManifests: the EPP manifests agree with each other and with the
 // binary — the ConfigMap's rule loads, the container's command line parses
@@ -90,14 +22,14 @@ func eppAt(v any, path ...any) any {
 // and Service use the EPP's ports, and the InferencePool's endpoint picker
 // is that Service on the ext_proc port. No cluster applies them here.
 func TestEPPManifests(t *testing.T) {
-	docs := eppDocs(t)
+	docs := kustomizedDocs(t, eppKubeDir)
 	for _, k := range []string{"Namespace", "ConfigMap", "Deployment", "Service", "InferencePool", "HTTPRoute"} {
 		if docs[k] == nil {
 			t.Fatalf("no %s in %s", k, eppKubeDir)
 		}
 	}
 
-	pool, _ := eppAt(docs["ConfigMap"], "data", "pool.yaml").(string)
+	pool, _ := get(docs["ConfigMap"], "data", "pool.yaml").(string)
 	path := filepath.Join(t.TempDir(), "pool.yaml")
 	if err := os.WriteFile(path, []byte(pool), 0o600); err != nil {
 		t.Fatal(err)
@@ -108,9 +40,9 @@ func TestEPPManifests(t *testing.T) {
 	}
 	ruleName := loaded[0].Rule.ServiceArguments.Name
 
-	c := eppAt(docs["Deployment"], "spec", "template", "spec", "containers", 0)
+	c := get(docs["Deployment"], "spec", "template", "spec", "containers", 0)
 	var args []string
-	for _, a := range eppAt(c, "args").([]any) {
+	for _, a := range get(c, "args").([]any) {
 		args = append(args, a.(string))
 	}
 	var got *daemon.Options
@@ -127,33 +59,33 @@ func TestEPPManifests(t *testing.T) {
 		t.Error(err)
 	}
 	ports := map[string]int{}
-	for _, p := range eppAt(c, "ports").([]any) {
-		ports[eppAt(p, "name").(string)] = eppAt(p, "containerPort").(int)
+	for _, p := range get(c, "ports").([]any) {
+		ports[get(p, "name").(string)] = get(p, "containerPort").(int)
 	}
 	if ports["grpc-ext-proc"] != 9002 || ports["grpc-health"] != 9003 {
 		t.Errorf("container ports %v", ports)
 	}
 	for _, probe := range []string{"readinessProbe", "livenessProbe"} {
-		if eppAt(c, probe, "grpc", "port") != 9003 {
+		if get(c, probe, "grpc", "port") != 9003 {
 			t.Errorf("%s does not check gRPC health on 9003", probe)
 		}
 	}
-	if eppAt(c, "readinessProbe", "grpc", "service") != "readiness" {
+	if get(c, "readinessProbe", "grpc", "service") != "readiness" {
 		t.Error("readinessProbe does not ask the readiness service")
 	}
 
 	svc := docs["Service"]
-	ref := eppAt(docs["InferencePool"], "spec", "endpointPickerRef")
-	if eppAt(ref, "name") != eppAt(svc, "metadata", "name") || eppAt(ref, "port", "number") != 9002 {
-		t.Errorf("endpointPickerRef %v does not name Service %v on 9002", ref, eppAt(svc, "metadata", "name"))
+	ref := get(docs["InferencePool"], "spec", "endpointPickerRef")
+	if get(ref, "name") != get(svc, "metadata", "name") || get(ref, "port", "number") != 9002 {
+		t.Errorf("endpointPickerRef %v does not name Service %v on 9002", ref, get(svc, "metadata", "name"))
 	}
-	if eppAt(svc, "spec", "ports", 0, "port") != 9002 || eppAt(svc, "spec", "ports", 0, "targetPort") != "grpc-ext-proc" {
-		t.Errorf("Service ports %v", eppAt(svc, "spec", "ports"))
+	if get(svc, "spec", "ports", 0, "port") != 9002 || get(svc, "spec", "ports", 0, "targetPort") != "grpc-ext-proc" {
+		t.Errorf("Service ports %v", get(svc, "spec", "ports"))
 	}
-	if sel := eppAt(svc, "spec", "selector", "app.kubernetes.io/name"); sel != eppAt(docs["Deployment"], "spec", "template", "metadata", "labels", "app.kubernetes.io/name") {
+	if sel := get(svc, "spec", "selector", "app.kubernetes.io/name"); sel != get(docs["Deployment"], "spec", "template", "metadata", "labels", "app.kubernetes.io/name") {
 		t.Errorf("Service selector %v does not match the pod", sel)
 	}
-	if eppAt(docs["Deployment"], "spec", "template", "spec", "automountServiceAccountToken") != false {
+	if get(docs["Deployment"], "spec", "template", "spec", "automountServiceAccountToken") != false {
 		t.Error("the EPP needs no Kubernetes API access: automountServiceAccountToken must be false")
 	}
 }
