@@ -247,8 +247,9 @@ func (w *worker) scrapeOnce() {
 	if reason == ReasonOK || reason == ReasonCounterReset {
 		snap.Sample, snap.At, snap.Expires = sample, now, now.Add(w.s.opts.StaleAfter)
 	}
-	t.Cell.store(snap)
+	// Export before publishing: whoever sees the new snapshot also sees its gauges.
 	w.record(t, snap, now.Sub(start))
+	t.Cell.store(snap)
 }
 
 // record exports one scrape and logs a change of outcome.
