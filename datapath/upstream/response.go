@@ -50,9 +50,22 @@ var commonHeaders = func() map[string]string {
 // Headers go into h when it is not nil (see Leg.Into), else into a
 // new map.
 func readResponse(br *bufio.Reader, method string, h http.Header) (*http.Response, io.Reader, error) {
-	line, err := readHeadLine(br)
+	ur := new(response)
+	body, err := readResponseInto(ur, br, method, h)
 	if err != nil {
 		return nil, nil, err
+	}
+	return &ur.resp, body, nil
+}
+
+// readResponseInto is readResponse into ur's storage: the response is
+// ur.resp, single header values share ur.vals and a Content-Length body is
+// framed by ur.lb, so one engine response is one allocation (plus its head
+// string).
+func readResponseInto(ur *response, br *bufio.Reader, method string, h http.Header) (io.Reader, error) {
+	line, err := readHeadLine(br)
+	if err != nil {
+		return nil, err
 	}
 	// Every string of the head (status line, header values) is cut from one
 	// allocation; line is only valid until the next read, so copy it first.
@@ -68,14 +81,14 @@ func readResponse(br *bufio.Reader, method string, h http.Header) (*http.Respons
 	for {
 		l, err := readHeadLine(br)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if len(l) == 0 {
 			break
 		}
 		i := bytes.IndexByte(l, ':')
 		if i <= 0 || !validHeaderKey(l[:i]) {
-			return nil, nil, fmt.Errorf("%w: header line %q", errBadResponse, l)
+			return nil, fmt.Errorf("%w: header line %q", errBadResponse, l)
 		}
 		key, ok := commonHeaders[string(l[:i])]
 		if !ok {
@@ -93,20 +106,24 @@ func readResponse(br *bufio.Reader, method string, h http.Header) (*http.Respons
 	proto, status, ok := strings.Cut(head[:statusEnd], " ")
 	major, minor, vok := http.ParseHTTPVersion(proto)
 	if !ok || !vok || len(status) < 3 || (len(status) > 3 && status[3] != ' ') {
-		return nil, nil, fmt.Errorf("%w: status line %q", errBadResponse, head[:statusEnd])
+		return nil, fmt.Errorf("%w: status line %q", errBadResponse, head[:statusEnd])
 	}
 	code, err := strconv.Atoi(status[:3])
 	if err != nil || code < 100 {
-		return nil, nil, fmt.Errorf("%w: status line %q", errBadResponse, head[:statusEnd])
+		return nil, fmt.Errorf("%w: status line %q", errBadResponse, head[:statusEnd])
 	}
-	resp := &http.Response{
+	resp := &ur.resp
+	*resp = http.Response{
 		Status: status, StatusCode: code, Proto: proto, ProtoMajor: major, ProtoMinor: minor,
 		Header: h,
 	}
 	if h == nil {
 		resp.Header = make(http.Header, len(fields))
 	}
-	vals := make([]string, len(fields)) // one backing array for the usual single values
+	vals := ur.vals[:] // one backing array for the usual single values
+	if len(fields) > len(vals) {
+		vals = make([]string, len(fields))
+	}
 	for k, f := range fields {
 		v := head[f.start:f.end]
 		if prior, ok := resp.Header[f.key]; ok {
@@ -116,15 +133,12 @@ func readResponse(br *bufio.Reader, method string, h http.Header) (*http.Respons
 		vals[k] = v
 		resp.Header[f.key] = vals[k : k+1 : k+1]
 	}
-	body, err := frameBody(br, method, resp)
-	if err != nil {
-		return nil, nil, err
-	}
-	return resp, body, nil
+	return frameBody(br, method, resp, &ur.lb)
 }
 
-// frameBody sets ContentLength and Close and returns the body reader.
-func frameBody(br *bufio.Reader, method string, resp *http.Response) (io.Reader, error) {
+// frameBody sets ContentLength and Close and returns the body reader; a
+// Content-Length body is framed by lb (the caller's storage).
+func frameBody(br *bufio.Reader, method string, resp *http.Response, lb *lengthBody) (io.Reader, error) {
 	h := resp.Header
 	resp.Close = hop.HasToken(h[headerConnection], "close") ||
 		(resp.ProtoMajor == 1 && resp.ProtoMinor == 0 && !hop.HasToken(h[headerConnection], "keep-alive"))
@@ -157,7 +171,8 @@ func frameBody(br *bufio.Reader, method string, resp *http.Response) (io.Reader,
 		if n == 0 {
 			return http.NoBody, nil
 		}
-		return &lengthBody{r: br, n: n}, nil
+		*lb = lengthBody{r: br, n: n}
+		return lb, nil
 	}
 	resp.ContentLength = -1
 	resp.Close = true // the end of the body is the end of the connection
