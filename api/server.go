@@ -248,9 +248,10 @@ func (s *Server) readyz(c *gin.Context) {
 		return
 	}
 	// A replica whose shared store is unreachable still serves its last
-	// rules: it stays in rotation (200) but says so.
-	if h, ok := s.store.(interface{ StoreHealth() error }); ok && h.StoreHealth() != nil {
-		c.JSON(http.StatusOK, gin.H{"status": "degraded: store unreachable"})
+	// rules (one whose shared key document is unreadable, its last good
+	// keys): it stays in rotation (200) but says so, and why (readiness.go).
+	if d := s.degraded(); len(d.parts) > 0 {
+		c.JSON(http.StatusOK, gin.H{"status": d.status(), "reasons": d.reasons})
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"status": "ready"})

@@ -400,6 +400,9 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 				rt.log.WithFields(logrus.Fields{"rule": c.label, "endpoint": ep.id, "error": err.Error()}).Debug("dial failed; trying another endpoint")
 				continue
 			}
+			if rt.poolWaitFailed(x, c, i, err) { // poolwait.go: nothing was sent
+				return
+			}
 			ep.requests.Add(1) // it may have reached the engine
 			ep.bytes.Add(requestBytes(body, stream))
 			// net/http cancels ctx on a failed body read, so ctx cannot tell a

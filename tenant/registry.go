@@ -123,11 +123,14 @@ func Open(opts Options) (*Registry, error) {
 	}
 	r.authFail = newIPLimiter(float64(opts.AuthFailuresPerSec), float64(opts.AuthFailureBurst))
 	if opts.StateDir != "" {
-		// Nothing writes apikeys.json yet: what a crash left mid-write goes.
-		if n, err := atomicfile.RemoveTemps(r.path()); err != nil {
-			r.log.WithError(err).Warn("tenant: could not remove leftover temporary key files")
-		} else if n > 0 {
-			r.log.WithField("files", n).Info("tenant: removed temporary key files a crash left behind")
+		// Nothing writes apikeys.json (or its last-good copy) yet: what a
+		// crash left mid-write goes.
+		for _, p := range []string{r.path(), r.lastGoodPath()} {
+			if n, err := atomicfile.RemoveTemps(p); err != nil {
+				r.log.WithError(err).Warn("tenant: could not remove leftover temporary key files")
+			} else if n > 0 {
+				r.log.WithField("files", n).Info("tenant: removed temporary key files a crash left behind")
+			}
 		}
 	}
 	s, err := r.load()
@@ -158,6 +161,7 @@ func (r *Registry) sharedChanged(data []byte, rev int64) {
 	}
 	r.rev = rev
 	r.snap.Store(next)
+	r.saveLastGood(data)
 	if r.unreadable != nil {
 		r.log.WithField("revision", rev).Info("tenant: shared key store readable again")
 	}
@@ -226,16 +230,23 @@ func (r *Registry) load() (*snapshot, error) {
 		}
 		s, err := r.parse(data, empty)
 		if err != nil {
-			// A bad document must not keep a replica from booting: serve no
-			// keys (keyed rules refuse every request: fail closed), leave the
-			// revision unset so writes fail their compare-and-swap rather
-			// than overwrite what an operator may still repair, and take the
-			// next readable version the watch delivers.
+			// A bad document must not keep a replica from booting: serve the
+			// last version this replica could read (lastgood.go), else no
+			// keys (keyed rules refuse every request: fail closed); leave
+			// the revision unset so writes fail their compare-and-swap
+			// rather than overwrite what an operator may still repair, and
+			// take the next readable version the watch delivers.
+			if last, ok := r.loadLastGood(empty); ok {
+				r.log.WithError(err).WithFields(logrus.Fields{"revision": rev, "file": r.lastGoodPath()}).Error("tenant: shared key store unreadable; serving the last good keys until it is fixed")
+				r.setUnreadable(r.lastGoodError(err))
+				return last, nil
+			}
 			r.log.WithError(err).WithField("revision", rev).Error("tenant: shared key store unreadable; serving no API keys until it is fixed")
 			r.setUnreadable(err)
 			return empty, nil
 		}
 		r.rev = rev
+		r.saveLastGood(data)
 		return s, nil
 	}
 	if r.opts.StateDir == "" {
@@ -314,6 +325,7 @@ func (r *Registry) persist(s *snapshot) error {
 			return err
 		}
 		r.rev = rev
+		r.saveLastGood(data)
 		return nil
 	}
 	if err := os.MkdirAll(r.opts.StateDir, 0o700); err != nil {
@@ -356,6 +368,7 @@ func (r *Registry) reloadOnConflict() bool {
 	}
 	r.rev = rev
 	r.snap.Store(next)
+	r.saveLastGood(data)
 	return true
 }
 

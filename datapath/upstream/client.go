@@ -114,10 +114,10 @@ var aLongTimeAgo = time.Unix(1, 0)
 // when tc is set), within the endpoint's connection cap (pool.go). A dial or
 // handshake failure is a *DialError, a wait given up a *PoolWaitError:
 // nothing was sent either way.
-func (c *Client) get(ctx context.Context, addr string, tc *TLS) (*conn, error) {
+func (c *Client) get(ctx context.Context, addr string, tc *TLS, waitUntil time.Time) (*conn, error) {
 	id := tlsID(tc)
 	for {
-		pc, err := c.acquire(ctx, addr, id)
+		pc, err := c.acquire(ctx, addr, id, waitUntil)
 		if err != nil {
 			return nil, err
 		}
@@ -256,6 +256,8 @@ func (pc *conn) aliveTLS() bool {
 // is then closed, so the engine sees the client go away).
 //
 // Errors: a *DialError when the engine provably never got the request; a
+// *PoolWaitError when no connection to the endpoint came free (at its cap)
+// before ctx ended or leg.HeaderWait passed (TimedOut), nothing sent; a
 // *ClientBodyError when leg.Stream failed on the client's side; with
 // leg.HeaderWait set, an error matching os.ErrDeadlineExceeded when the
 // engine was silent past it; anything else may have reached the engine.
@@ -267,13 +269,15 @@ func (c *Client) Send(ctx context.Context, leg Leg) (*http.Response, error) {
 			return nil, err
 		}
 	}
-	pc, err := c.get(ctx, addr, leg.TLS)
-	if err != nil {
-		return nil, err
-	}
+	// HeaderWait counts from here: a wait for a free connection at the
+	// endpoint's cap spends the same budget as the engine's silence.
 	var dl time.Time // zero clears a deadline left by the connection's previous use
 	if leg.HeaderWait > 0 {
 		dl = time.Now().Add(leg.HeaderWait)
+	}
+	pc, err := c.get(ctx, addr, leg.TLS, dl)
+	if err != nil {
+		return nil, err
 	}
 	_ = pc.nc.SetDeadline(dl) // also bounds writing the request to a stuck engine
 	stop := context.AfterFunc(ctx, func() { _ = pc.nc.SetDeadline(aLongTimeAgo) })

@@ -3,6 +3,8 @@ package upstream
 import (
 	"context"
 	"fmt"
+	"os"
+	"time"
 )
 
 // Why a bounded pool: an engine connection is opened per request in
@@ -40,10 +42,15 @@ type endpointConns struct {
 	wait []chan struct{} // requests waiting for a slot or an idle connection, oldest first
 }
 
-// PoolWaitError is a request that gave up (its context ended) waiting for a
-// connection to a saturated endpoint: nothing was sent.
+// PoolWaitError is a request that gave up waiting for a connection to a
+// saturated endpoint: its context ended, or (TimedOut) its leg's
+// HeaderWait passed, since a request whose first byte is due cannot wait
+// for a slot any longer than that. Nothing was sent either way.
 type PoolWaitError struct {
 	Endpoint string
+	// TimedOut: the wait reached the leg's HeaderWait (Err is then
+	// os.ErrDeadlineExceeded).
+	TimedOut bool
 	Err      error
 }
 
@@ -54,8 +61,16 @@ func (e *PoolWaitError) Unwrap() error { return e.Err }
 
 // acquire returns an idle connection of identity id to addr, or reserves a
 // slot for a new one (nil, nil: the caller dials and, on failure, calls
-// release). At the cap it waits until ctx ends.
-func (c *Client) acquire(ctx context.Context, addr, id string) (*conn, error) {
+// release). At the cap it waits until ctx ends or, when deadline is not
+// zero, until deadline.
+func (c *Client) acquire(ctx context.Context, addr, id string, deadline time.Time) (*conn, error) {
+	var timer *time.Timer
+	var expired <-chan time.Time // nil (never fires) until the first wait
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		c.mu.Lock()
 		ep := c.eps[addr]
@@ -81,6 +96,10 @@ func (c *Client) acquire(ctx context.Context, addr, id string) (*conn, error) {
 			_ = old.nc.Close()
 			return nil, nil
 		}
+		if !deadline.IsZero() && timer == nil {
+			timer = time.NewTimer(time.Until(deadline))
+			expired = timer.C
+		}
 		ch := make(chan struct{}, 1)
 		ep.wait = append(ep.wait, ch)
 		c.mu.Unlock()
@@ -88,15 +107,23 @@ func (c *Client) acquire(ctx context.Context, addr, id string) (*conn, error) {
 		case <-ch:
 			continue
 		case <-ctx.Done():
-			c.mu.Lock()
-			if !ep.removeWaiter(ch) {
-				ep.wakeOne() // woken as ctx ended: pass the turn on
-			}
-			c.forget(addr, ep)
-			c.mu.Unlock()
+			c.giveUp(addr, ep, ch)
 			return nil, &PoolWaitError{Endpoint: addr, Err: context.Cause(ctx)}
+		case <-expired:
+			c.giveUp(addr, ep, ch)
+			return nil, &PoolWaitError{Endpoint: addr, TimedOut: true, Err: os.ErrDeadlineExceeded}
 		}
 	}
+}
+
+// giveUp takes a waiter that stops waiting out of the queue.
+func (c *Client) giveUp(addr string, ep *endpointConns, ch chan struct{}) {
+	c.mu.Lock()
+	if !ep.removeWaiter(ch) {
+		ep.wakeOne() // woken as the wait ended: pass the turn on
+	}
+	c.forget(addr, ep)
+	c.mu.Unlock()
 }
 
 // release gives back a slot whose connection is closed (or was never

@@ -41,9 +41,10 @@ type Leg struct {
 	Stream *BodyStream
 	// TLS is the rule's TLS to its engines (security 2); nil is plaintext.
 	TLS *TLS
-	// HeaderWait > 0 bounds writing the request and waiting for the
-	// response head (the error then matches os.ErrDeadlineExceeded); 0
-	// leaves it to ctx.
+	// HeaderWait > 0 bounds, all together, waiting for a free connection
+	// at the endpoint's cap (a *PoolWaitError, TimedOut), writing the
+	// request and waiting for the response head (every such error matches
+	// os.ErrDeadlineExceeded); 0 leaves it to ctx.
 	HeaderWait time.Duration
 	// Into, when not nil, receives the response headers and becomes
 	// resp.Header: the proxy passes the client's header map so the
