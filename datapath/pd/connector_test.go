@@ -296,3 +296,41 @@ func TestMoRIIOReadDecodeFailover(t *testing.T) {
 	waitLegs(t, g, 1)
 	noViolations(t, f.prefill, g)
 }
+
+// TestSGLangPrefillDPRank: the prefill leg names the DP rank holding the
+// prompt's KV and the room is congruent to it modulo the rule's ranks (a
+// decode finds the prefill rank as room % dp_size); the decode leg names
+// no rank. Without a known rank, neither leg names one.
+func TestSGLangPrefillDPRank(t *testing.T) {
+	for _, known := range []bool{true, false} {
+		t.Run(fmt.Sprint("known=", known), func(t *testing.T) {
+			f := startFleet(t, spec.EngineSGLang)
+			f.rule.KV = &spec.KV{DPRanks: 4}
+			pair := pd.Pair{Prefill: f.prefill.Endpoint(), Decode: f.dec.Endpoint(), PrefillDPRank: 2, HasPrefillDPRank: known}
+			res := f.do(t, mustDialect(t, spec.EngineSGLang), pathChat, clientBody(pathChat, false), pair, 0)
+			if res.status != 200 {
+				t.Fatalf("client got %d: %s", res.status, res.body)
+			}
+			type leg struct {
+				Rank *int   `json:"data_parallel_rank"`
+				Room uint64 `json:"bootstrap_room"`
+			}
+			var p, d leg
+			if err := json.Unmarshal(waitLegs(t, f.prefill, 1)[0].Body, &p); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(waitLegs(t, f.dec, 1)[0].Body, &d); err != nil {
+				t.Fatal(err)
+			}
+			if d.Rank != nil || p.Room != d.Room {
+				t.Errorf("decode leg rank %v room %d, want none and the prefill's room %d", d.Rank, d.Room, p.Room)
+			}
+			switch {
+			case known && (p.Rank == nil || *p.Rank != 2 || p.Room%4 != 2):
+				t.Errorf("prefill leg rank %v room %d (mod 4 = %d), want rank 2 and room ≡ 2", p.Rank, p.Room, p.Room%4)
+			case !known && p.Rank != nil:
+				t.Errorf("prefill leg names rank %d without a known one", *p.Rank)
+			}
+		})
+	}
+}
