@@ -116,3 +116,17 @@ func (rt *Runtime) warnNoPair(c *compiled, diff string) {
 	rt.log.WithField("rule", c.label).WithField("difference", diff).
 		Warn("P/D rule has usable prefills and decodes but no compatible pair (503 no_compatible_pd_pair)")
 }
+
+// pairable keeps the failover alternates (of role) that may pair with
+// endpoint other, the pair's fixed leg: a prefill retried elsewhere must
+// still hand its KV to the chosen decode, and a decode taking over must
+// speak the prefill's transfer.
+func (c *compiled) pairable(alts []spec.Endpoint, other int, role spec.Role) []spec.Endpoint {
+	strict, o := c.pairStrict(), &c.rule.Endpoints[other]
+	return slices.DeleteFunc(alts, func(e spec.Endpoint) bool {
+		if role == spec.RolePrefill {
+			return pairDifference(&e, o, strict) != ""
+		}
+		return pairDifference(o, &e, strict) != ""
+	})
+}

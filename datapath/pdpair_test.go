@@ -158,3 +158,38 @@ func TestWarnNoPairOncePerChange(t *testing.T) {
 		t.Fatalf("logged differences %v, want a,b,a", got)
 	}
 }
+
+// TestPairableAlternates: failover alternates are only those that may pair
+// with the pair's fixed leg, in their order.
+func TestPairableAlternates(t *testing.T) {
+	ep := func(id, ip, conn string, role spec.Role) spec.Endpoint {
+		e := spec.Endpoint{ID: id, Addr: netip.AddrPortFrom(netip.MustParseAddr(ip), 8000), Role: role}
+		if conn != "" {
+			e.PairFacts = map[string]string{spec.FactKVConnector: conn}
+		}
+		return e
+	}
+	c := &compiled{rule: &spec.Rule{Endpoints: []spec.Endpoint{
+		ep("p0", "10.0.0.1", "MoRIIOConnector", spec.RolePrefill),
+		ep("d0", "10.0.0.2", "MoRIIOConnector", spec.RoleDecode),
+	}}}
+	alts := []spec.Endpoint{
+		ep("x-nixl", "10.0.0.3", "NixlConnector", spec.RoleDecode),
+		ep("x-mori", "10.0.0.4", "MoRIIOConnector", spec.RoleDecode),
+		ep("x-none", "10.0.0.5", "", spec.RoleDecode),
+		ep("x-loop", "127.0.0.1", "MoRIIOConnector", spec.RoleDecode),
+	}
+	ids := func(eps []spec.Endpoint) string {
+		var s []string
+		for _, e := range eps {
+			s = append(s, e.ID)
+		}
+		return strings.Join(s, ",")
+	}
+	if got := ids(c.pairable(append([]spec.Endpoint(nil), alts...), 0, spec.RoleDecode)); got != "x-mori,x-none" {
+		t.Errorf("decode alternates %s, want x-mori,x-none", got)
+	}
+	if got := ids(c.pairable(append([]spec.Endpoint(nil), alts...), 1, spec.RolePrefill)); got != "x-mori,x-none" {
+		t.Errorf("prefill alternates %s, want x-mori,x-none", got)
+	}
+}

@@ -243,8 +243,10 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	pair := pd.Pair{
 		Prefill:    c.rule.Endpoints[pi],
 		Decode:     c.rule.Endpoints[di],
-		AltPrefill: c.alternates(prefills, pi),
-		AltDecode:  c.alternates(decodes, di),
+		AltPrefill: c.pairable(c.alternates(prefills, pi), di, spec.RolePrefill), // pdpair.go
+		AltDecode:  c.pairable(c.alternates(decodes, di), pi, spec.RoleDecode),
+
+		PrefillDPRank: tr.PrefillRank, HasPrefillDPRank: tr.HasPrefillRank,
 	}
 	for _, i := range [2]int{pi, di} {
 		c.eps[i].active.Add(1)

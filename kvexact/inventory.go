@@ -749,6 +749,11 @@ type Score struct {
 	// GPUBlocks and CPUBlocks split Blocks by the best tier holding each block.
 	GPUBlocks int
 	CPUBlocks int
+	// Rank is the data-parallel rank holding the longest run of those
+	// blocks from block 0 (the lowest such rank on a tie); meaningful only
+	// when Blocks > 0. An engine with several DP ranks keeps a KV cache per
+	// rank, so a request routed to this rank reuses the run.
+	Rank int
 }
 
 // Weighted is the tier-weighted prefix score (llm-d weights GPU 1.0, CPU 0.8).
@@ -769,8 +774,10 @@ func (inv *Inventory) ScoreTokens(tokens []uint32, candidates []string) []Score 
 // candidates are scored (a rule has at most 64 endpoint ranks anyway).
 func (inv *Inventory) Score(blockKeys []uint64, candidates []string) []Score {
 	out := make([]Score, len(candidates))
-	var maskBuf [16]uint64
+	var maskBuf, runBuf [16]uint64
 	masks := maskBuf[:0]
+	var rankBuf [32]slotRank
+	ranks := rankBuf[:0]
 	var alive uint64 // bit c: candidate c (first 64) still matching
 	inv.slotsMu.RLock()
 	for c, ep := range candidates {
@@ -778,6 +785,7 @@ func (inv *Inventory) Score(blockKeys []uint64, candidates []string) []Score {
 		var m uint64
 		for _, s := range inv.byEndpoint[ep] {
 			m |= s.bit
+			ranks = append(ranks, slotRank{s.bit, s.rank})
 		}
 		masks = append(masks, m)
 		if m != 0 && c < 64 {
@@ -785,6 +793,9 @@ func (inv *Inventory) Score(blockKeys []uint64, candidates []string) []Score {
 		}
 	}
 	inv.slotsMu.RUnlock()
+	// runs[c]: the slots of candidate c that hold every block so far,
+	// narrowed only while some still does (the longest run's ranks).
+	runs := append(runBuf[:0], masks...)
 	for _, k := range blockKeys {
 		if alive == 0 {
 			break
@@ -797,6 +808,9 @@ func (inv *Inventory) Score(blockKeys []uint64, candidates []string) []Score {
 		for a := alive; a != 0; a &= a - 1 {
 			c := bits.TrailingZeros64(a)
 			m := masks[c]
+			if r := runs[c] & held; r != 0 {
+				runs[c] = r
+			}
 			switch {
 			case gpu&m != 0:
 				out[c].Blocks++
@@ -809,5 +823,28 @@ func (inv *Inventory) Score(blockKeys []uint64, candidates []string) []Score {
 			}
 		}
 	}
+	for c := range out {
+		if out[c].Blocks > 0 {
+			out[c].Rank = lowestRank(ranks, runs[c])
+		}
+	}
 	return out
+}
+
+// slotRank maps a slot's bit to its DP rank, copied out under slotsMu so
+// Score reads it without the lock.
+type slotRank struct {
+	bit  uint64
+	rank int
+}
+
+// lowestRank is the lowest rank among the slots in mask.
+func lowestRank(ranks []slotRank, mask uint64) int {
+	best := -1
+	for _, r := range ranks {
+		if r.bit&mask != 0 && (best < 0 || r.rank < best) {
+			best = r.rank
+		}
+	}
+	return max(best, 0)
 }

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/infergate/infergate/apierror"
 	"github.com/infergate/infergate/spec"
@@ -65,8 +66,8 @@ func checkPairing(r *Rule) *apierror.Error {
 			msg := "kv_connector, kv_block_size, kv_cache_dtype and pairing_protocol are prefill/decode pairing facts; the rule has no pd_disagg_mode"
 			return invalidCombo(epPath(i, pairingFieldSet(ep)), msg, msg)
 		}
-		if ep.BootstrapPort != 0 && (!sa.PDDisaggMode || engineOf(sa) != spec.EngineSGLang || ep.EPRole != int(spec.RolePrefill)) {
-			msg := "bootstrap_port is an SGLang prefill's bootstrap server port (pd_disagg_mode, kvEngineType sglang, ep_role 1)"
+		if ep.BootstrapPort != 0 && !bootstrapPortAllowed(sa, ep) {
+			msg := "bootstrap_port is the bootstrap server port of an SGLang prefill or a vLLM MooncakeConnector prefill (pd_disagg_mode, ep_role 1)"
 			return invalidCombo(epPath(i, fieldBootstrapPortEP), msg, msg)
 		}
 		if err := checkLabels(i, ep.Labels); err != nil {
@@ -74,6 +75,22 @@ func checkPairing(r *Rule) *apierror.Error {
 		}
 	}
 	return nil
+}
+
+// bootstrapPortAllowed: a prefill runs a bootstrap server on SGLang and on
+// vLLM with the MooncakeConnector (VLLM_MOONCAKE_BOOTSTRAP_PORT); a decode
+// or another connector has none for the port to name.
+func bootstrapPortAllowed(sa *ServiceArguments, ep *Endpoint) bool {
+	if !sa.PDDisaggMode || ep.EPRole != int(spec.RolePrefill) {
+		return false
+	}
+	switch engineOf(sa) {
+	case spec.EngineSGLang:
+		return true
+	case spec.EngineVLLM:
+		return strings.EqualFold(ep.KVConnector, "MooncakeConnector")
+	}
+	return false
 }
 
 // pairingFieldSet names the first pairing fact ep sets, for the error path.

@@ -38,6 +38,12 @@ func TestPairingRejects(t *testing.T) {
 		{"block size negative", pdRule, func(r *Rule) { r.Endpoints[0].KVBlockSize = -1 }, field, "endpoints[0].kv_block_size"},
 		{"facts without P/D", plainRule, func(r *Rule) { r.Endpoints[0].KVBlockSize = 16 }, combo, "endpoints[0].kv_block_size"},
 		{"bootstrap_port on vLLM", pdRule, func(r *Rule) { r.Endpoints[0].BootstrapPort = 8998 }, combo, "endpoints[0].bootstrap_port"},
+		{"bootstrap_port on a vLLM NIXL prefill", pdRule, func(r *Rule) {
+			r.Endpoints[0].KVConnector, r.Endpoints[0].BootstrapPort = "NixlConnector", 8998
+		}, combo, "endpoints[0].bootstrap_port"},
+		{"bootstrap_port on a vLLM Mooncake decode", pdRule, func(r *Rule) {
+			r.Endpoints[1].KVConnector, r.Endpoints[1].BootstrapPort = "MooncakeConnector", 8998
+		}, combo, "endpoints[1].bootstrap_port"},
 		{"bootstrap_port on an SGLang decode", pdRule, func(r *Rule) { sglang(r); r.Endpoints[1].BootstrapPort = 8998 }, combo, "endpoints[1].bootstrap_port"},
 		{"bootstrap_port out of range", pdRule, func(r *Rule) { sglang(r); r.Endpoints[0].BootstrapPort = 70000 }, field, "endpoints[0].bootstrap_port"},
 		{"label key with a space", pdRule, func(r *Rule) { r.Endpoints[0].Labels = map[string]string{"a b": "x"} }, field, "endpoints[0].labels.a b"},
@@ -61,6 +67,24 @@ func TestPairingRejects(t *testing.T) {
 				t.Errorf("empty Message")
 			}
 		})
+	}
+}
+
+// TestPairingMooncakeBootstrapPort: a vLLM Mooncake prefill names its own
+// bootstrap server port (VLLM_MOONCAKE_BOOTSTRAP_PORT), as an SGLang one does.
+func TestPairingMooncakeBootstrapPort(t *testing.T) {
+	r := pdRule()
+	r.Endpoints[0].KVConnector, r.Endpoints[0].BootstrapPort = "MooncakeConnector", 9001
+	r.Endpoints[1].KVConnector = "MooncakeConnector"
+	if err := Validate(r); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	c, err := Compile(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Endpoints[0].BootstrapPort != 9001 {
+		t.Errorf("prefill bootstrap port = %d, want 9001", c.Endpoints[0].BootstrapPort)
 	}
 }
 

@@ -59,6 +59,13 @@ type Trace struct {
 	Steps   []Step
 	Prefill Candidate
 	Decode  Candidate
+	// PrefillRank is the data-parallel rank of Prefill holding the
+	// longest run of the prompt's KV blocks (Tier 1.5's scores);
+	// HasPrefillRank is false when the request was not scored or the
+	// prefill holds none of it. An engine keeps one cache per rank, so the
+	// prefill leg is sent to this rank.
+	PrefillRank    int
+	HasPrefillRank bool
 }
 
 // Ladder runs the tiers for one compiled P/D rule. It is safe for concurrent
@@ -141,6 +148,11 @@ func (l *Ladder) selectPair(f *Facts, prefills, decodes []Candidate, commit bool
 	}
 	decode := l.pickDecode(f, pinnedDecode, decodes, &tr)
 	tr.Prefill, tr.Decode = prefill, decode
+	for _, s := range f.KVHeld {
+		if s.Endpoint == prefill.ID && s.Blocks > 0 {
+			tr.PrefillRank, tr.HasPrefillRank = s.Rank, true
+		}
+	}
 	if !commit {
 		return tr, true
 	}

@@ -299,3 +299,31 @@ func BenchmarkKVExactPick(b *testing.B) {
 		}
 	})
 }
+
+// TestTracePrefillRank: the trace carries the DP rank on which the chosen
+// prefill holds the prompt's blocks, and no rank when it holds none.
+func TestTracePrefillRank(t *testing.T) {
+	tokens16 := make([]uint32, 16)
+	tests := []struct {
+		name     string
+		scores   map[string]kvexact.Score
+		wantID   string
+		wantRank int
+		wantHas  bool
+	}{
+		{"holder on rank 3", map[string]kvexact.Score{"a": {Blocks: 2, GPUBlocks: 2, Rank: 3}}, "a", 3, true},
+		{"holder on rank 0", map[string]kvexact.Score{"b": {Blocks: 1, GPUBlocks: 1}}, "b", 0, true},
+		{"nobody holds it", nil, "a", 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			idx := &fakeIndex{scores: tc.scores, trusted: map[string]string{"a": "", "b": ""}}
+			l := New(nil, NewKVExact(KVExactOptions{Rule: "r", Index: idx, LoadGuard: -1}))
+			f := Facts{Tokens: tokens16, Now: time.Now()}
+			tr, ok := l.SelectPair(&f, []Candidate{{ID: "a", Index: 0}, {ID: "b", Index: 1}}, []Candidate{{ID: "d", Index: 2}})
+			if !ok || tr.Prefill.ID != tc.wantID || tr.PrefillRank != tc.wantRank || tr.HasPrefillRank != tc.wantHas {
+				t.Fatalf("trace prefill %s rank %d (%v), want %s rank %d (%v)", tr.Prefill.ID, tr.PrefillRank, tr.HasPrefillRank, tc.wantID, tc.wantRank, tc.wantHas)
+			}
+		})
+	}
+}

@@ -175,6 +175,12 @@ func jsonStringValue(v []byte) (string, bool) {
 // handoffInvalid ends a request whose prefill answered with a malformed
 // handoff: 502, no decode leg, counted through Outcome.HandoffInvalid.
 func (q *seq) handoffInvalid(prefillID string, err error) {
+	q.handoffInvalidCode(prefillID, CodeHandoffInvalid, err)
+}
+
+// handoffInvalidCode is handoffInvalid with the connector's own code
+// (MoRI-IO answers moriio_handoff_invalid, as SMG does).
+func (q *seq) handoffInvalidCode(prefillID, code string, err error) {
 	q.o.HandoffInvalid = true
 	var he *HandoffError
 	field := ""
@@ -183,6 +189,6 @@ func (q *seq) handoffInvalid(prefillID string, err error) {
 	}
 	// The field name only: transfer objects are never logged.
 	q.log.WithField("endpoint", prefillID).WithField("field", field).Warn("pd: prefill returned an invalid KV handoff; no decode leg sent")
-	q.fail(PhasePrefill, http.StatusBadGateway, CodeHandoffInvalid,
+	q.fail(PhasePrefill, http.StatusBadGateway, code,
 		fmt.Sprintf("prefill %s returned an unusable KV handoff (%v); no decode leg was sent", prefillID, err))
 }

@@ -28,6 +28,11 @@ type Pair struct {
 	Prefill, Decode spec.Endpoint
 	AltPrefill      []spec.Endpoint
 	AltDecode       []spec.Endpoint
+	// PrefillDPRank is the data-parallel rank of Prefill that holds the
+	// prompt's KV (the KV-exact tier's finding), when HasPrefillDPRank;
+	// SGLang sends the prefill leg to it. Alternates have none.
+	PrefillDPRank    int
+	HasPrefillDPRank bool
 }
 
 // decodes is the decode order of a pair: the chosen one, then AltDecode.

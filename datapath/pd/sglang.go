@@ -101,8 +101,8 @@ func (q sgSeq) serveOne() {
 	for {
 		// A fresh room per attempt: the old room died with its prefill (or
 		// lost its decode) and must never be matched again.
-		body := sglangBody(&q.obj, prefill.Addr.Addr().String(), q.bootstrapPort(prefill), randUint63())
-		switch q.attempt(body, prefill, decodes, !roomRetried) {
+		pbody, dbody := q.legBodies(prefill) // sglang_dp.go
+		switch q.attempt(pbody, dbody, prefill, decodes, !roomRetried) {
 		case retryNone:
 			return
 		case retryDecode:
@@ -159,7 +159,7 @@ func shouldRetrySGPair(p sgPrefill, decodeBytes, budget bool) bool {
 // (decodes[1:] are the decodes left for a retry; canRetry is the pair
 // retry's budget). Unless it asks for a retry, the client response has
 // been written (or the client is gone) and the outcome is final.
-func (q sgSeq) attempt(body []byte, prefillEP spec.Endpoint, decodes []spec.Endpoint, canRetry bool) (retry sgRetry) {
+func (q sgSeq) attempt(pbody, dbody []byte, prefillEP spec.Endpoint, decodes []spec.Endpoint, canRetry bool) (retry sgRetry) {
 	ctx, w, o, s, log := q.ctx, q.w, q.o, q.s, q.log
 	path, header, decodeEP, haveAltDecode := q.req.Path, q.head, decodes[0], len(decodes) > 1
 	pctx, cancelP := context.WithCancel(ctx)
@@ -174,7 +174,7 @@ func (q sgSeq) attempt(body []byte, prefillEP spec.Endpoint, decodes []spec.Endp
 	go func() {
 		defer wg.Done()
 		r := sgPrefill{}
-		resp, err := s.Send(pctx, upstream.Leg{Endpoint: prefillEP, Path: path, Header: header, Body: body})
+		resp, err := s.Send(pctx, upstream.Leg{Endpoint: prefillEP, Path: path, Header: header, Body: pbody})
 		if err == nil {
 			r.status, r.header = resp.StatusCode, resp.Header
 			r.body, err = readCapped(resp.Body, q.opts.MaxPrefillResponse)
@@ -189,7 +189,7 @@ func (q sgSeq) attempt(body []byte, prefillEP spec.Endpoint, decodes []spec.Endp
 	}()
 	go func() {
 		defer wg.Done()
-		decCh <- sendAndPeek(dctx, s, upstream.Leg{Endpoint: decodeEP, Path: path, Header: header, Body: body}, buf)
+		decCh <- sendAndPeek(dctx, s, upstream.Leg{Endpoint: decodeEP, Path: path, Header: header, Body: dbody}, buf)
 	}()
 
 	var (
@@ -313,12 +313,17 @@ wait:
 // sglangBody injects the bootstrap triple into a client body; nothing else
 // changes (SGLang's prefill keeps stream and max_tokens).
 func sglangBody(o *object, host string, port uint16, room uint64) []byte {
+	return sglangBodyWith(o, host, port, room)
+}
+
+// sglangBodyWith is sglangBody with further edits (the prefill's DP rank).
+func sglangBodyWith(o *object, host string, port uint16, room uint64, more ...edit) []byte {
 	var hb [64]byte
 	h := strconv.AppendQuote(hb[:0], host)
 	var pb, rb [24]byte
-	return o.applyOwn([]edit{
+	return o.applyOwn(append([]edit{
 		{fieldBootstrapHost, h},
 		{fieldBootstrapPort, strconv.AppendUint(pb[:0], uint64(port), 10)},
 		{fieldBootstrapRoom, strconv.AppendUint(rb[:0], room, 10)},
-	})
+	}, more...))
 }

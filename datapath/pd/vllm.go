@@ -53,6 +53,14 @@ func (*vllm) Split(path string) Split {
 // the prefill's params, or decode alone for shapes one transfer cannot
 // serve.
 func runVLLM(q *seq) {
+	switch vllmConnector(q.pair) {
+	case connMooncake:
+		runMooncake(q)
+		return
+	case connMoRIIO:
+		runMoRIIO(q)
+		return
+	}
 	req, o := q.req, q.o
 	suffix := idSuffix(req.RequestID)
 	if shape := multiShape(&q.obj, req.Path); shape != "" {
@@ -108,8 +116,14 @@ func runVLLM(q *seq) {
 // ignores EOS and carries no stop conditions; the decode leg keeps the
 // client's.
 func vllmPrefillBody(o *object, path string) []byte {
+	return vllmPrefillBodyWith(o, path, vllmPrefillParams)
+}
+
+// vllmPrefillBodyWith is vllmPrefillBody with the connector's own prefill
+// kv_transfer_params (Mooncake and MoRI-IO add a transfer id and peers).
+func vllmPrefillBodyWith(o *object, path string, params []byte) []byte {
 	if isResponses(path) {
-		return vllmResponsesPrefillBody(o)
+		return vllmResponsesPrefillBody(o, params)
 	}
 	var e [12]edit
 	edits := e[:0]
@@ -135,7 +149,7 @@ func vllmPrefillBody(o *object, path string) []byte {
 		edit{fieldStop, nil},
 		edit{fieldStopTokenIDs, nil},
 		edit{fieldIncludeStopStrInOutput, nil},
-		edit{fieldKVTransferParams, vllmPrefillParams},
+		edit{fieldKVTransferParams, params},
 	)
 	return o.applyOwn(edits)
 }
@@ -145,14 +159,14 @@ func vllmPrefillBody(o *object, path string) []byte {
 // prefill's one-token answer is neither stored nor run in the background
 // (a background prefill would answer "queued" without transfer params).
 // Client transfer fields are dropped as on every other leg (applyOwn).
-func vllmResponsesPrefillBody(o *object) []byte {
+func vllmResponsesPrefillBody(o *object, params []byte) []byte {
 	return o.applyOwn([]edit{
 		{fieldMaxOutputTokens, jsonOne},
 		{fieldStreamOptions, nil},
 		{fieldStream, jsonFalse},
 		{fieldStore, jsonFalse},
 		{fieldBackground, jsonFalse},
-		{fieldKVTransferParams, vllmPrefillParams},
+		{fieldKVTransferParams, params},
 	})
 }
 

@@ -89,6 +89,12 @@ type Config struct {
 	// (SGLang) and reports as remote_host (vLLM). Empty: the listen IP, or
 	// no SGLang host check when listening on an unspecified address.
 	AdvertiseHost string
+	// Connector is a vLLM fake's KV connector (Connector…; "" is NIXL). A
+	// Mooncake prefill runs a bootstrap server on BootstrapPort.
+	Connector string
+	// MoRIIOMode is a MoRI-IO fake's mode, read or write (its moriio_mode
+	// label in Endpoint).
+	MoRIIOMode string
 	// KV makes a vLLM fake serve /tokenize and publish KV events (kv_publish.go).
 	KV KVConfig
 	// TLS, when set, serves the inference API over HTTPS (security 2 legs).
@@ -212,7 +218,8 @@ func Start(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 
-	if cfg.Dialect == SGLang && cfg.Role == Prefill {
+	mooncake := cfg.Dialect == VLLM && cfg.Connector == ConnectorMooncake
+	if (cfg.Dialect == SGLang || mooncake) && cfg.Role == Prefill {
 		bln, err := net.Listen("tcp", net.JoinHostPort(e.addr.Addr().String(), fmt.Sprint(cfg.BootstrapPort)))
 		if err != nil {
 			ln.Close()
@@ -221,6 +228,7 @@ func Start(cfg Config) (*Engine, error) {
 		e.bootPort = uint16(bln.Addr().(*net.TCPAddr).Port)
 		bmux := http.NewServeMux()
 		bmux.HandleFunc("POST /join", e.serveJoin)
+		bmux.HandleFunc("GET /query", e.serveMooncakeQuery)
 		e.boot = &http.Server{Handler: bmux, ReadHeaderTimeout: 5 * time.Second}
 		e.serve(e.boot, bln)
 	}
@@ -287,7 +295,8 @@ func (e *Engine) host() string {
 // AddrPort is the engine's HTTP address.
 func (e *Engine) AddrPort() netip.AddrPort { return e.addr }
 
-// BootstrapPort is the SGLang prefill's bootstrap port (0 for others).
+// BootstrapPort is the SGLang or vLLM Mooncake prefill's bootstrap port (0
+// for others).
 func (e *Engine) BootstrapPort() uint16 { return e.bootPort }
 
 // NixlPort is the side-channel port the engine advertises.
@@ -304,7 +313,15 @@ func (e *Engine) Endpoint() spec.Endpoint {
 	if e.cfg.Role == Decode {
 		role = spec.RoleDecode
 	}
-	return spec.Endpoint{ID: e.addr.String(), Addr: e.addr, Weight: 1, Role: role, NixlPort: e.NixlPort()}
+	ep := spec.Endpoint{ID: e.addr.String(), Addr: e.addr, Weight: 1, Role: role, NixlPort: e.NixlPort()}
+	if e.cfg.Connector != "" {
+		ep.PairFacts = map[string]string{spec.FactKVConnector: e.cfg.Connector}
+		ep.Labels = e.connectorLabels()
+		if e.cfg.Connector == ConnectorMooncake {
+			ep.BootstrapPort = e.bootPort
+		}
+	}
+	return ep
 }
 
 // Inject makes the next n inference requests fail with f.

@@ -31,6 +31,9 @@ type vllmKV struct {
 // prefill. Soft problems (cap not 1) are recorded as violations but still
 // answered, as vLLM would.
 func (x *exchange) vllm() {
+	if x.vllmConnector() {
+		return
+	}
 	var kv *vllmKV
 	if raw, ok := x.req[fieldKVTransferParams]; ok && string(raw) != "null" {
 		kv = &vllmKV{}

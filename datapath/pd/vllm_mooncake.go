@@ -1,0 +1,130 @@
+package pd
+
+import (
+	"encoding/json"
+	"net"
+	"strconv"
+
+	"github.com/infergate/infergate/datapath/upstream"
+	"github.com/infergate/infergate/spec"
+	"github.com/sirupsen/logrus"
+)
+
+// vLLM's MooncakeConnector: the prefill pushes its KV to the decode that
+// names it, and its response carries no handoff. The gateway therefore
+// mints the rendezvous itself: one transfer id on both legs, and on the
+// decode leg the prefill's KV engine id and the address of the prefill's
+// Mooncake bootstrap server, which the decode asks for the prefill's
+// workers. The legs run one after the other (a held prefill keeps its
+// blocks until the decode asks, VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT), so
+// the prefill failover and decode failover of the NIXL sequence apply
+// unchanged: any decode can claim the transfer with the id and address.
+
+// Wire names of Mooncake's kv_transfer_params.
+const (
+	fieldTransferID          = "transfer_id"
+	fieldRemoteBootstrapAddr = "remote_bootstrap_addr"
+)
+
+// SkipNoEngineID is the reason (infergate_pd_unsplit_requests_total) a
+// Mooncake request ran on its decode alone: the prefill's KV engine id is
+// not known, so no decode could name the prefill's KV.
+const SkipNoEngineID = "mooncake_engine_id_unknown"
+
+// defaultMooncakeBootstrapPort is vLLM's VLLM_MOONCAKE_BOOTSTRAP_PORT
+// default.
+const defaultMooncakeBootstrapPort = 8998
+
+// mooncakeEngineID is a prefill's KV engine id: its kv_engine_id label
+// (vLLM's HTTP server does not report it).
+func mooncakeEngineID(ep spec.Endpoint) string { return ep.Labels[labelKVEngineID] }
+
+// mooncakeBootstrapAddr is the URL of a prefill's Mooncake bootstrap
+// server: its own bootstrap_port, else the default.
+func mooncakeBootstrapAddr(ep spec.Endpoint) string {
+	port := ep.BootstrapPort
+	if port == 0 {
+		port = defaultMooncakeBootstrapPort
+	}
+	return "http://" + net.JoinHostPort(ep.Addr.Addr().String(), strconv.Itoa(int(port)))
+}
+
+// mooncakePrefillParams tags the prefill leg: keep the KV for a remote
+// decode under transfer id tid.
+func mooncakePrefillParams(tid string) []byte {
+	b, _ := json.Marshal(struct {
+		DoRemoteDecode  bool   `json:"do_remote_decode"`
+		DoRemotePrefill bool   `json:"do_remote_prefill"`
+		TransferID      string `json:"transfer_id"`
+	}{true, false, tid})
+	return b
+}
+
+// mooncakeDecodeParams tell a decode where to claim transfer tid: the
+// prefill's engine id and bootstrap server.
+func mooncakeDecodeParams(tid string, prefill spec.Endpoint) []byte {
+	b, _ := json.Marshal(struct {
+		DoRemoteDecode      bool   `json:"do_remote_decode"`
+		DoRemotePrefill     bool   `json:"do_remote_prefill"`
+		TransferID          string `json:"transfer_id"`
+		RemoteEngineID      string `json:"remote_engine_id"`
+		RemoteBootstrapAddr string `json:"remote_bootstrap_addr"`
+	}{false, true, tid, mooncakeEngineID(prefill), mooncakeBootstrapAddr(prefill)})
+	return b
+}
+
+// newTransferID mints a transfer id: unique across gateway replicas and
+// retries, so a late push of an abandoned prefill never lands in a newer
+// request's blocks.
+func newTransferID() string { return "xfer-" + hex32() }
+
+// runMooncake is the Mooncake sequence: a one-token prefill tagged with a
+// fresh transfer id (one prefill failover, each attempt its own id), then
+// the client's request to decode with the minted handoff. A prefill that
+// failed twice, or one whose engine id is unknown, leaves the decode to
+// compute the prompt (Mooncake's decode recomputes without params).
+func runMooncake(q *seq) {
+	req, o := q.req, q.o
+	suffix := idSuffix(req.RequestID)
+	leg := func(ep spec.Endpoint, body []byte) upstream.Leg {
+		h := legHeader(req.Header)
+		h.Set(headerRequestID, suffix)
+		return upstream.Leg{Endpoint: ep, Path: req.Path, Header: h, Body: body}
+	}
+	if shape := multiShape(&q.obj, req.Path); shape != "" {
+		o.PrefillSkipped = shape
+		body := vllmDecodeBody(&q.obj, nil)
+		q.serveDecode(func(d spec.Endpoint) upstream.Leg { return leg(d, body) })
+		return
+	}
+	if mooncakeEngineID(q.pair.Prefill) == "" {
+		// Without the engine id no decode can name the KV: a prefill leg
+		// would only hold blocks until Mooncake's abort timeout.
+		q.log.WithField("endpoint", q.pair.Prefill.ID).Warn("pd: mooncake prefill has no kv_engine_id label; decode computes the prompt")
+		o.PrefillSkipped, o.KVTransferFailed = SkipNoEngineID, true
+		body := vllmDecodeBody(&q.obj, nil)
+		q.serveDecode(func(d spec.Endpoint) upstream.Leg { return leg(d, body) })
+		return
+	}
+	var tid string
+	build := func(prefill spec.Endpoint) upstream.Leg {
+		tid = newTransferID()
+		return leg(prefill, vllmPrefillBodyWith(&q.obj, req.Path, mooncakePrefillParams(tid)))
+	}
+	_, prefill, ok, done := q.prefillWithFailover(build, prefillWords{leg: "prefill", fallback: "decode recomputes"})
+	if done {
+		return
+	}
+	var params []byte
+	switch {
+	case !ok:
+	case mooncakeEngineID(prefill) == "":
+		// The failover prefill has no engine id to name.
+		q.log.WithFields(logrus.Fields{"endpoint": prefill.ID}).Warn("pd: mooncake prefill has no kv_engine_id label; decode computes the prompt")
+		o.KVTransferFailed = true
+	default:
+		params = mooncakeDecodeParams(tid, prefill)
+	}
+	body := vllmDecodeBody(&q.obj, params)
+	q.serveDecode(func(d spec.Endpoint) upstream.Leg { return leg(d, body) })
+}
