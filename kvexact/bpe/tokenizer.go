@@ -436,13 +436,25 @@ func (t *Tokenizer) appendSegment(dst []uint32, seg string) []uint32 {
 			// The last split feeds the merges directly: a prompt's
 			// thousands of pieces are never collected in a slice (that
 			// slice's growth was most of a long prompt's allocation).
+			// One read lock for the whole segment, not one per word:
+			// thousands of lock round trips per prompt on one shared
+			// cache line cost more than the lookups. A miss steps out to
+			// take the write lock.
+			t.cacheMu.RLock()
 			for _, p := range pieces {
 				for i := 0; i < len(p); {
 					n := st.sc.match(p[i:])
-					dst = t.appendWord(dst, p[i:i+n])
+					if ids, ok := t.cache[p[i:i+n]]; ok {
+						dst = append(dst, ids...)
+					} else {
+						t.cacheMu.RUnlock()
+						dst = t.appendWord(dst, p[i:i+n])
+						t.cacheMu.RLock()
+					}
 					i += n
 				}
 			}
+			t.cacheMu.RUnlock()
 			return dst
 		case st.sc != nil:
 			var next []string
