@@ -423,7 +423,7 @@ func (t *Tokenizer) appendSegment(dst []uint32, seg string) []uint32 {
 		seg = norm.NFC.String(seg)
 	}
 	pieces := []string{seg}
-	for _, st := range t.steps {
+	for si, st := range t.steps {
 		if st.prefixSpace {
 			for i, p := range pieces {
 				if !strings.HasPrefix(p, " ") {
@@ -432,6 +432,30 @@ func (t *Tokenizer) appendSegment(dst []uint32, seg string) []uint32 {
 			}
 		}
 		switch {
+		case st.sc != nil && inert(t.steps[si+1:]):
+			// The last split feeds the merges directly: a prompt's
+			// thousands of pieces are never collected in a slice (that
+			// slice's growth was most of a long prompt's allocation).
+			// One read lock for the whole segment, not one per word:
+			// thousands of lock round trips per prompt on one shared
+			// cache line cost more than the lookups. A miss steps out to
+			// take the write lock.
+			t.cacheMu.RLock()
+			for _, p := range pieces {
+				for i := 0; i < len(p); {
+					n := st.sc.match(p[i:])
+					if ids, ok := t.cache[p[i:i+n]]; ok {
+						dst = append(dst, ids...)
+					} else {
+						t.cacheMu.RUnlock()
+						dst = t.appendWord(dst, p[i:i+n])
+						t.cacheMu.RLock()
+					}
+					i += n
+				}
+			}
+			t.cacheMu.RUnlock()
+			return dst
 		case st.sc != nil:
 			var next []string
 			for _, p := range pieces {
@@ -450,6 +474,17 @@ func (t *Tokenizer) appendSegment(dst []uint32, seg string) []uint32 {
 		dst = t.appendWord(dst, p)
 	}
 	return dst
+}
+
+// inert reports whether steps change no piece (a ByteLevel step without
+// its regex or prefix space only maps bytes, which the merges do anyway).
+func inert(steps []preStep) bool {
+	for _, st := range steps {
+		if st.sc != nil || st.re != nil || st.prefixSpace {
+			return false
+		}
+	}
+	return true
 }
 
 // splitIsolated appends the pieces of s split by re with HF's Isolated
@@ -496,7 +531,9 @@ func (t *Tokenizer) appendWord(dst []uint32, w string) []uint32 {
 	if len(t.cache) >= wordCacheLimit {
 		clear(t.cache)
 	}
-	t.cache[w] = ids
+	// w is a slice of the caller's text: a key that aliased it would keep
+	// the whole prompt alive for as long as the word stays cached.
+	t.cache[strings.Clone(w)] = ids
 	t.cacheMu.Unlock()
 	return append(dst, ids...)
 }

@@ -1,7 +1,6 @@
 package tokenize
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 
+	"github.com/infergate/infergate/jsonscan"
 	"github.com/infergate/infergate/kvexact/bpe"
 )
 
@@ -205,29 +205,65 @@ func (m *localModel) chatTokens(ov overlay) ([]uint32, error) {
 
 // plainMessages decodes messages that carry only a role and a string
 // content; anything else (multimodal parts, tool calls, names) is not
-// reproduced in process.
+// reproduced in process. It walks the list in place (one strict pass, as
+// encoding/json validates it) and decodes each string once: a long prompt
+// is neither copied into per-message maps nor scanned three times.
 func plainMessages(raw json.RawMessage) ([]bpe.Message, error) {
-	var list []map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &list); err != nil {
-		return nil, unsupported("messages are not a list of objects")
-	}
-	out := make([]bpe.Message, len(list))
-	for i, m := range list {
-		for k := range m {
-			if k != "role" && k != "content" {
+	notList := unsupported("messages are not a list of objects")
+	it := jsonscan.ArrayElements(raw, jsonscan.SkipSpace(raw, 0), jsonscan.Strict)
+	var out []bpe.Message
+	for it.Next() {
+		el := it.Element()
+		i := len(out)
+		var role, content []byte // raw values; nil when absent
+		switch raw[el.Start] {
+		case '{':
+		case 'n': // null decodes to an empty map, which has no content
+			return nil, unsupported("messages[%d].content is not a string", i)
+		default:
+			return nil, notList
+		}
+		members := jsonscan.ObjectMembers(raw, el.Start, jsonscan.Loose) // validated by the strict array walk
+		for members.Next() {
+			m := members.Member()
+			v := raw[m.Value.Start:m.Value.End]
+			switch {
+			case m.KeyIs(raw, "role"):
+				role = v
+			case m.KeyIs(raw, "content"):
+				content = v
+			default:
+				k, _ := jsonscan.String(raw[m.Key.Start:m.Key.End])
 				return nil, unsupported("messages[%d].%s", i, k)
 			}
 		}
-		c := bytes.TrimSpace(m["content"])
-		if len(c) == 0 || c[0] != '"' {
+		if len(content) == 0 || content[0] != '"' {
 			return nil, unsupported("messages[%d].content is not a string", i)
 		}
-		if err := json.Unmarshal(m["role"], &out[i].Role); err != nil {
+		msg := bpe.Message{}
+		switch {
+		case len(role) > 0 && role[0] == '"':
+			r, err := jsonscan.String(role[1 : len(role)-1])
+			if err != nil {
+				return nil, unsupported("messages[%d].role", i)
+			}
+			msg.Role = r
+		case string(role) == "null": // encoding/json leaves the string empty
+		default:
 			return nil, unsupported("messages[%d].role", i)
 		}
-		if err := json.Unmarshal(c, &out[i].Content); err != nil {
+		c, err := jsonscan.String(content[1 : len(content)-1])
+		if err != nil {
 			return nil, unsupported("messages[%d].content", i)
 		}
+		msg.Content = c
+		out = append(out, msg)
+	}
+	if it.Err() != nil || jsonscan.SkipSpace(raw, it.End()) != len(raw) {
+		return nil, notList
+	}
+	if out == nil {
+		out = []bpe.Message{}
 	}
 	return out, nil
 }

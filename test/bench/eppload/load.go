@@ -1,0 +1,425 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/infergate/infergate/test/extprocclient"
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// config is one run.
+type config struct {
+	addr, healthAddr, statsAddr string
+	pid                         int
+	concurrency, conns          int
+	duration, warmup            time.Duration
+	bodyBytes, chunk, prefixes  int
+	endpoints                   int
+	kv                          bool
+	jsonOut                     string
+	serveArgs                   string
+}
+
+func runCmd(args []string) error {
+	c := config{}
+	fs := flag.NewFlagSet("eppload", flag.ContinueOnError)
+	fs.StringVar(&c.addr, "addr", "", "ext_proc address of a running EPP (empty: start `eppload serve`)")
+	fs.StringVar(&c.healthAddr, "health-addr", "", "its gRPC health address (waits for readiness when set)")
+	fs.IntVar(&c.pid, "pid", 0, "with -addr: the EPP's process id, for its CPU time")
+	fs.IntVar(&c.concurrency, "concurrency", 32, "streams in flight")
+	fs.IntVar(&c.conns, "conns", 4, "gRPC connections the streams share (a proxy's workers)")
+	fs.DurationVar(&c.duration, "duration", 20*time.Second, "measured window")
+	fs.DurationVar(&c.warmup, "warmup", 3*time.Second, "unmeasured load before the window")
+	fs.IntVar(&c.bodyBytes, "body-bytes", 8<<10, "request body size")
+	fs.IntVar(&c.chunk, "chunk", extprocclient.DefaultChunk, "body slice size")
+	fs.IntVar(&c.prefixes, "prefixes", 64, "distinct shared prompt prefixes (each body also has a unique tail)")
+	fs.IntVar(&c.endpoints, "endpoints", 16, "started EPP: endpoints in the pool")
+	fs.BoolVar(&c.kv, "kv", true, "started EPP: KV-exact mode 3")
+	fs.StringVar(&c.serveArgs, "serve-args", "", "started EPP: extra `eppload serve` flags (space-separated, e.g. -cpuprofile cpu.out)")
+	fs.StringVar(&c.jsonOut, "json", "", "also write the report as JSON here")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	if c.addr == "" {
+		stop, err := c.startServer()
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	if c.healthAddr != "" {
+		if err := waitReady(ctx, c.healthAddr, 30*time.Second); err != nil {
+			return err
+		}
+	}
+	rep, err := c.run(ctx)
+	if err != nil {
+		return err
+	}
+	rep.print(os.Stdout)
+	if c.jsonOut != "" {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		return os.WriteFile(c.jsonOut, b, 0o644)
+	}
+	return nil
+}
+
+// startServer runs `eppload serve` as a child process, so its CPU time is
+// the EPP's alone, and stops it with SIGTERM (which writes its profiles).
+func (c *config) startServer() (func(), error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	c.addr, c.healthAddr, c.statsAddr = "127.0.0.1:19002", "127.0.0.1:19003", "127.0.0.1:19004"
+	args := []string{"serve", "-epp-addr", c.addr, "-epp-health-addr", c.healthAddr, "-stats-addr", c.statsAddr,
+		"-endpoints", strconv.Itoa(c.endpoints), "-kv=" + strconv.FormatBool(c.kv)}
+	args = append(args, strings.Fields(c.serveArgs)...)
+	cmd := exec.Command(self, args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	c.pid = cmd.Process.Pid
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "ready" {
+		stop()
+		return nil, fmt.Errorf("eppload serve did not start (%q, %v)", line, err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	return stop, nil
+}
+
+func waitReady(ctx context.Context, addr string, d time.Duration) error {
+	cc, err := extprocclient.Dial(addr)
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	h := healthpb.NewHealthClient(cc)
+	deadline := time.Now().Add(d)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		r, err := h.Check(cctx, &healthpb.HealthCheckRequest{Service: "readiness"})
+		cancel()
+		if err == nil && r.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("EPP at %s not ready within %v (last: %v %v)", addr, d, r.GetStatus(), err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// workload builds request bodies: a chat completion whose system prompt is
+// one of c.prefixes shared prefixes and whose user turn is unique, padded
+// to c.bodyBytes — so the picker's prefix hashing and tokenizer see real
+// variety, never one cached body.
+type workload struct {
+	prefixes []string
+	size     int
+}
+
+func newWorkload(n, size int) *workload {
+	w := &workload{size: size}
+	words := []string{"cache", "route", "token", "engine", "prefix", "decode", "batch", "queue", "model", "gateway", "stream", "block"}
+	for i := range n {
+		var b strings.Builder
+		for j := 0; b.Len() < size*7/8; j++ {
+			b.WriteString(words[(i*7+j*j+j/3)%len(words)])
+			b.WriteByte(' ')
+			if j%11 == 0 {
+				b.WriteString(strconv.Itoa(i*1000 + j))
+				b.WriteByte(' ')
+			}
+		}
+		w.prefixes = append(w.prefixes, b.String())
+	}
+	return w
+}
+
+func (w *workload) body(seq uint64) []byte {
+	p := w.prefixes[seq%uint64(len(w.prefixes))]
+	head := fmt.Sprintf(`{"model":"sim-8b","stream":true,"messages":[{"role":"system","content":%q},{"role":"user","content":"question %d `, p, seq)
+	pad := max(0, w.size-len(head)-4)
+	return []byte(head + strings.Repeat("x", pad) + `"}]}`)
+}
+
+func (w *workload) request(seq uint64, chunk int) extprocclient.Request {
+	body := w.body(seq)
+	return extprocclient.Request{Chunk: chunk, Body: body, Headers: extprocclient.Headers(
+		":method", "POST", ":path", "/v1/chat/completions", ":authority", "gw.example", ":scheme", "http",
+		"content-type", "application/json", "content-length", strconv.Itoa(len(body)), "user-agent", "eppload",
+		"x-request-id", strconv.FormatUint(seq, 16), "x-forwarded-for", "10.1.2.3",
+		"x-gateway-inference-objective", "standard",
+	)}
+}
+
+// exchange runs one full stream and returns the pick latency.
+func exchange(ctx context.Context, cc grpc.ClientConnInterface, r extprocclient.Request) (time.Duration, int, error) {
+	start := time.Now()
+	x, err := extprocclient.Start(ctx, cc, r)
+	if err != nil {
+		return 0, 0, err
+	}
+	p, err := x.Pick()
+	lat := time.Since(start)
+	if err != nil {
+		x.Close()
+		return 0, 0, err
+	}
+	if p.Status != 0 {
+		return lat, p.Status, x.Finish()
+	}
+	if p.Metadata != strings.Join(p.Endpoints, ",") {
+		x.Close()
+		return 0, 0, fmt.Errorf("header %v and metadata %q disagree", p.Endpoints, p.Metadata)
+	}
+	if err := x.Respond(http.StatusOK, p.Endpoints[0], []byte("data: [DONE]\n\n")); err != nil {
+		x.Close()
+		return 0, 0, err
+	}
+	return lat, 0, x.Finish()
+}
+
+// report is one run's figures.
+type report struct {
+	Picks         int64         `json:"picks"`
+	Refused       int64         `json:"refused"`
+	Errors        int64         `json:"errors"`
+	FirstError    string        `json:"first_error,omitempty"`
+	Wall          time.Duration `json:"wall_ns"`
+	PicksPerSec   float64       `json:"picks_per_sec"`
+	ServerCPU     time.Duration `json:"server_cpu_ns"`
+	ClientCPU     time.Duration `json:"client_cpu_ns"`
+	CPUPerPick    time.Duration `json:"server_cpu_per_pick_ns"`
+	PicksPerCore  float64       `json:"picks_per_server_cpu_second"`
+	P50, P90, P99 time.Duration `json:"-"`
+	P999, Max     time.Duration `json:"-"`
+	Percentiles   map[string]float64
+	AllocsPerPick float64 `json:"server_allocs_per_pick,omitempty"`
+	BytesPerPick  float64 `json:"server_alloc_bytes_per_pick,omitempty"`
+	HeapBefore    uint64  `json:"heap_live_before,omitempty"`
+	HeapAfter     uint64  `json:"heap_live_after,omitempty"`
+	LoadAvg       string  `json:"loadavg"`
+	Concurrency   int     `json:"concurrency"`
+	Conns         int     `json:"conns"`
+	BodyBytes     int     `json:"body_bytes"`
+}
+
+func (c *config) run(ctx context.Context) (*report, error) {
+	w := newWorkload(c.prefixes, c.bodyBytes)
+	conns := make([]*grpc.ClientConn, c.conns)
+	for i := range conns {
+		cc, err := extprocclient.Dial(c.addr)
+		if err != nil {
+			return nil, err
+		}
+		defer cc.Close()
+		conns[i] = cc
+	}
+	var (
+		seq      atomic.Uint64
+		measure  atomic.Bool
+		stop     atomic.Bool
+		picks    atomic.Int64
+		finished atomic.Int64 // every stream that ended, measured or not
+		refused  atomic.Int64
+		errs     atomic.Int64
+		firstErr atomic.Value
+		mu       sync.Mutex
+		lats     []time.Duration
+		wg       sync.WaitGroup
+	)
+	for i := range c.concurrency {
+		wg.Add(1)
+		go func(cc grpc.ClientConnInterface) {
+			defer wg.Done()
+			local := make([]time.Duration, 0, 1<<14)
+			for !stop.Load() {
+				n := seq.Add(1)
+				lat, refusedWith, err := exchange(ctx, cc, w.request(n, c.chunk))
+				finished.Add(1)
+				if !measure.Load() {
+					continue
+				}
+				switch {
+				case err != nil:
+					if errs.Add(1) == 1 {
+						firstErr.Store(err.Error())
+					}
+				case refusedWith != 0:
+					refused.Add(1)
+				default:
+					picks.Add(1)
+					local = append(local, lat)
+				}
+			}
+			mu.Lock()
+			lats = append(lats, local...)
+			mu.Unlock()
+		}(conns[i%len(conns)])
+	}
+	time.Sleep(c.warmup)
+	before, haveStats := c.stats(true)
+	finished0 := finished.Load()
+	rep := &report{LoadAvg: loadavg(), Concurrency: c.concurrency, Conns: c.conns, BodyBytes: c.bodyBytes}
+	srv0, _ := procCPU(c.pid)
+	cli0 := selfCPU()
+	start := time.Now()
+	measure.Store(true)
+	time.Sleep(c.duration)
+	measure.Store(false)
+	rep.Wall = time.Since(start)
+	srv1, srvErr := procCPU(c.pid)
+	cli1 := selfCPU()
+	stop.Store(true)
+	wg.Wait()
+	after, _ := c.stats(true)
+
+	rep.Picks, rep.Refused, rep.Errors = picks.Load(), refused.Load(), errs.Load()
+	if v, ok := firstErr.Load().(string); ok {
+		rep.FirstError = v
+	}
+	if rep.Picks == 0 {
+		return rep, fmt.Errorf("no picks (%d refused, %d errors, first: %s)", rep.Refused, rep.Errors, rep.FirstError)
+	}
+	rep.PicksPerSec = float64(rep.Picks) / rep.Wall.Seconds()
+	if c.pid > 0 && srvErr == nil {
+		rep.ServerCPU = srv1 - srv0
+		rep.CPUPerPick = rep.ServerCPU / time.Duration(rep.Picks+rep.Refused)
+		rep.PicksPerCore = float64(rep.Picks+rep.Refused) / rep.ServerCPU.Seconds()
+	}
+	rep.ClientCPU = cli1 - cli0
+	slices.Sort(lats)
+	q := func(f float64) time.Duration { return lats[min(len(lats)-1, int(f*float64(len(lats))))] }
+	rep.P50, rep.P90, rep.P99, rep.P999, rep.Max = q(0.5), q(0.9), q(0.99), q(0.999), lats[len(lats)-1]
+	rep.Percentiles = map[string]float64{"p50_us": us(rep.P50), "p90_us": us(rep.P90), "p99_us": us(rep.P99), "p999_us": us(rep.P999), "max_us": us(rep.Max)}
+	if haveStats {
+		// The counters span the drain too: divide by every stream that
+		// ended between the two reads (the few in flight at the first
+		// read blur it by less than the concurrency).
+		n := float64(finished.Load() - finished0)
+		rep.AllocsPerPick = float64(after.AllocObjects-before.AllocObjects) / n
+		rep.BytesPerPick = float64(after.AllocBytes-before.AllocBytes) / n
+		rep.HeapBefore, rep.HeapAfter = before.HeapLive, after.HeapLive
+	}
+	return rep, nil
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// stats reads the started EPP's runtime counters (after a forced GC).
+func (c *config) stats(gc bool) (runtimeStats, bool) {
+	if c.statsAddr == "" {
+		return runtimeStats{}, false
+	}
+	u := "http://" + c.statsAddr + "/stats"
+	if gc {
+		u += "?gc=1"
+	}
+	resp, err := http.Get(u)
+	if err != nil {
+		return runtimeStats{}, false
+	}
+	defer resp.Body.Close()
+	var s runtimeStats
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		return runtimeStats{}, false
+	}
+	return s, true
+}
+
+func (r *report) print(w io.Writer) {
+	fmt.Fprintf(w, "eppload: %d streams in flight over %d connections, %d B bodies, %v window, load average %s\n",
+		r.Concurrency, r.Conns, r.BodyBytes, r.Wall.Round(time.Millisecond), r.LoadAvg)
+	fmt.Fprintf(w, "  picks %d (refused %d, errors %d)  %.0f picks/s wall\n", r.Picks, r.Refused, r.Errors, r.PicksPerSec)
+	if r.FirstError != "" {
+		fmt.Fprintf(w, "  first error: %s\n", r.FirstError)
+	}
+	if r.ServerCPU > 0 {
+		fmt.Fprintf(w, "  EPP CPU %.2f s = %.1f µs per pick = %.0f picks/s per core   (driver CPU %.2f s)\n",
+			r.ServerCPU.Seconds(), us(r.CPUPerPick), r.PicksPerCore, r.ClientCPU.Seconds())
+	}
+	fmt.Fprintf(w, "  pick latency (headers sent → pick received): p50 %v  p90 %v  p99 %v  p99.9 %v  max %v\n",
+		r.P50.Round(time.Microsecond), r.P90.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.P999.Round(time.Microsecond), r.Max.Round(time.Microsecond))
+	if r.AllocsPerPick > 0 {
+		fmt.Fprintf(w, "  EPP allocations %.0f per pick, %.1f KB per pick; live heap after GC %.1f MB → %.1f MB\n",
+			r.AllocsPerPick, r.BytesPerPick/1024, float64(r.HeapBefore)/(1<<20), float64(r.HeapAfter)/(1<<20))
+	}
+}
+
+// procCPU is a process's user+system CPU time from /proc/<pid>/stat.
+func procCPU(pid int) (time.Duration, error) {
+	if pid <= 0 {
+		return 0, errors.New("no pid")
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	const ticks = 100 // USER_HZ on Linux
+	return time.Duration(ut+st) * time.Second / ticks, nil
+}
+
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+
+	"github.com/infergate/infergate/daemon"
+	"github.com/sirupsen/logrus"
+)
+
+// poolRule is the rule the served EPP picks from: n endpoints on loopback
+// ports nothing listens on (a pick never contacts an engine), no probes (so
+// all are usable), and with kv KV-exact mode 3 (tokenize the prompt in
+// process, hash its blocks, score every endpoint's inventory) before least
+// connections.
+func poolRule(name string, vipPort, n, firstPort int, kv bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: infergate/v1\nkind: Loadbalancer\nmetadata:\n  name: %s\nspec:\n  serviceArguments:\n", name)
+	fmt.Fprintf(&b, "    externalIP: 127.0.0.1\n    port: %d\n    protocol: tcp\n    mode: 4\n    sel: 4\n", vipPort)
+	if kv {
+		b.WriteString("    kvExactMode: 3\n    kvEngineType: vllm\n    kvZmqPort: 15999\n    kvBlockSize: 16\n")
+	}
+	b.WriteString("  endpoints:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "    - {endpointIP: 127.0.0.1, targetPort: %d, weight: 1}\n", firstPort+i)
+	}
+	return b.String()
+}
+
+// serveCmd runs the daemon as an EPP over poolRule, in its own process so
+// the driver can read its CPU time alone. It prints "ready" once listening,
+// and serves its own runtime counters on --stats-addr (GET /stats, with
+// ?gc=1 after a forced collection): allocations and the live heap, which the
+// daemon's /metrics does not expose.
+func serveCmd(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	addr := fs.String("epp-addr", "127.0.0.1:19002", "ext_proc listener")
+	haddr := fs.String("epp-health-addr", "127.0.0.1:19003", "gRPC health listener")
+	stats := fs.String("stats-addr", "127.0.0.1:19004", "runtime counters (GET /stats)")
+	n := fs.Int("endpoints", 16, "endpoints in the pool")
+	kv := fs.Bool("kv", true, "KV-exact mode 3 (in-process tokenizer)")
+	tok := fs.String("tokenizer", "kvexact/bpe/testdata/qwen3", "tokenizer directory for KV-exact")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile here until exit")
+	memprofile := fs.String("memprofile", "", "write an allocation profile here at exit")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "eppload-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	vip, err := freePort()
+	if err != nil {
+		return err
+	}
+	rules := filepath.Join(dir, "pool.yaml")
+	if err := os.WriteFile(rules, []byte(poolRule("epp-bench", vip, *n, 20001, *kv)), 0o600); err != nil {
+		return err
+	}
+	api, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	opts := daemon.DefaultOptions()
+	opts.StateDir = filepath.Join(dir, "state")
+	opts.APIAddr = api.Addr().String()
+	opts.APIListener = api
+	opts.RulesPath = rules
+	opts.LogLevel = "warn"
+	opts.EPP.Addr, opts.EPP.HealthAddr = *addr, *haddr
+	opts.EPPRule = "epp-bench"
+	if *kv {
+		opts.KV.Tokenizers = map[string]string{"": *tok}
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	sl, err := net.Listen("tcp", *stats)
+	if err != nil {
+		return err
+	}
+	go func() { _ = http.Serve(sl, http.HandlerFunc(serveStats)) }()
+	defer sl.Close()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := logrus.New()
+	log.SetLevel(logrus.WarnLevel)
+	fmt.Println("ready")
+	err = daemon.Run(ctx, opts, log)
+	if *memprofile != "" {
+		if f, ferr := os.Create(*memprofile); ferr == nil {
+			_ = pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}
+	}
+	return err
+}
+
+// runtimeStats are the served process's own counters.
+type runtimeStats struct {
+	AllocObjects uint64 `json:"alloc_objects"` // cumulative heap allocations
+	AllocBytes   uint64 `json:"alloc_bytes"`
+	HeapLive     uint64 `json:"heap_live"` // live heap bytes (after the forced GC with ?gc=1)
+	GCCycles     uint64 `json:"gc_cycles"`
+	Goroutines   int    `json:"goroutines"`
+}
+
+func serveStats(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("gc") == "1" {
+		runtime.GC()
+		runtime.GC() // a second cycle frees what the first one's finalizers released
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(readRuntimeStats())
+}
+
+func readRuntimeStats() runtimeStats {
+	s := []metrics.Sample{
+		{Name: "/gc/heap/allocs:objects"}, {Name: "/gc/heap/allocs:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/cycles/total:gc-cycles"},
+	}
+	metrics.Read(s)
+	return runtimeStats{AllocObjects: s[0].Value.Uint64(), AllocBytes: s[1].Value.Uint64(),
+		HeapLive: s[2].Value.Uint64(), GCCycles: s[3].Value.Uint64(), Goroutines: runtime.NumGoroutine()}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,242 @@
+// Package extprocclient is the proxy side of an endpoint picker's ext_proc
+// stream, reduced to what the benchmarks and the test data plane need: send
+// a request's headers and body the way Envoy does in FULL_DUPLEX_STREAMED
+// mode, read the pick (or the picker's immediate response), then report the
+// response path (status and served endpoint) so the picker can settle what
+// it holds. It checks what it relies on (the pick comes first, the body
+// chunks come back in order) and nothing else; the protocol's full
+// black-box checks are test/eppconformance's.
+//
+// The names on the wire are the Gateway API Inference Extension's; they are
+// repeated here rather than imported from package epp, so the client stays a
+// client of any EPP.
+package extprocclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// Names on the wire (GIE endpoint-picker protocol v1).
+const (
+	HeaderDestination    = "x-gateway-destination-endpoint"
+	KeyServed            = "x-gateway-destination-endpoint-served"
+	NamespaceDestination = "envoy.lb"
+)
+
+// DefaultChunk is the size Envoy hands request bodies over in (a buffer's
+// worth); a body is sent in slices of at most this.
+const DefaultChunk = 16 << 10
+
+// Dial opens a plaintext gRPC connection to an EPP.
+func Dial(addr string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+}
+
+// Header is one request header as the proxy presents it (lower-case name;
+// pseudo-headers such as ":path" included).
+type Header struct{ Key, Value string }
+
+// Headers builds a header list from name, value pairs, in order.
+func Headers(kv ...string) []Header {
+	out := make([]Header, 0, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		out = append(out, Header{Key: kv[i], Value: kv[i+1]})
+	}
+	return out
+}
+
+// Request is one HTTP request as the proxy presents it to the EPP.
+type Request struct {
+	Headers []Header
+	Body    []byte
+	Chunk   int // body slice size; 0 = DefaultChunk
+}
+
+// Pick is the EPP's answer to the request phase.
+type Pick struct {
+	// Endpoints is the destination list ("ip:port", primary first); empty
+	// when the EPP answered with an immediate response.
+	Endpoints []string
+	// Metadata is the same list as the envoy.lb dynamic metadata carried it.
+	Metadata string
+	// Headers are the request headers the EPP set (destination included).
+	Headers map[string]string
+	// Status and Reason are the immediate response's, when the EPP refused
+	// (Status 0 otherwise). Reason is the body's first line.
+	Status int
+	Reason string
+}
+
+// Exchange is one ext_proc stream: one request and its response. It is used
+// from one goroutine.
+type Exchange struct {
+	s      extprocv3.ExternalProcessor_ProcessClient
+	cancel context.CancelFunc
+	chunks int  // request body chunks the EPP owes back
+	closed bool // the EPP ended the exchange (immediate response)
+}
+
+// Start opens a stream and sends the request phase: the headers (with the
+// processing modes the EPP expects) and the body in slices, the last one
+// ending the stream. The pick is read by Pick.
+func Start(ctx context.Context, cc grpc.ClientConnInterface, r Request) (*Exchange, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	s, err := extprocv3.NewExternalProcessorClient(cc).Process(ctx)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("open stream: %w", err)
+	}
+	x := &Exchange{s: s, cancel: cancel}
+	hm := &corev3.HeaderMap{Headers: make([]*corev3.HeaderValue, len(r.Headers))}
+	for i, h := range r.Headers {
+		hm.Headers[i] = &corev3.HeaderValue{Key: h.Key, RawValue: []byte(h.Value)}
+	}
+	first := &extprocv3.ProcessingRequest{
+		Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{
+			Headers: hm, EndOfStream: len(r.Body) == 0,
+		}},
+		ProtocolConfig: &extprocv3.ProtocolConfiguration{
+			RequestBodyMode:  extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED,
+			ResponseBodyMode: extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED,
+		},
+	}
+	if err := s.Send(first); err != nil {
+		x.Close()
+		return nil, fmt.Errorf("send headers: %w", err)
+	}
+	size := r.Chunk
+	if size <= 0 {
+		size = DefaultChunk
+	}
+	for b := r.Body; len(b) > 0; {
+		n := min(size, len(b))
+		msg := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
+			RequestBody: &extprocv3.HttpBody{Body: b[:n], EndOfStream: n == len(b)},
+		}}
+		if err := s.Send(msg); err != nil {
+			x.Close()
+			return nil, fmt.Errorf("send body: %w", err)
+		}
+		b = b[n:]
+		x.chunks++
+	}
+	return x, nil
+}
+
+// Pick reads the EPP's answer to the request phase: the destination (then
+// the re-emitted body chunks, which it reads and drops) or an immediate
+// response, after which the exchange is over.
+func (x *Exchange) Pick() (Pick, error) {
+	r, err := x.s.Recv()
+	if err != nil {
+		return Pick{}, fmt.Errorf("receive pick: %w", err)
+	}
+	if ir := r.GetImmediateResponse(); ir != nil {
+		x.closed = true
+		reason, _, _ := strings.Cut(string(ir.GetBody()), "\n")
+		return Pick{Status: int(ir.GetStatus().GetCode()), Reason: reason}, nil
+	}
+	hr := r.GetRequestHeaders()
+	if hr == nil {
+		return Pick{}, fmt.Errorf("first answer is %T, not the request headers", r.GetResponse())
+	}
+	p := Pick{Headers: map[string]string{}}
+	for _, h := range hr.GetResponse().GetHeaderMutation().GetSetHeaders() {
+		v := string(h.GetHeader().GetRawValue())
+		if v == "" {
+			v = h.GetHeader().GetValue()
+		}
+		p.Headers[h.GetHeader().GetKey()] = v
+	}
+	if d := p.Headers[HeaderDestination]; d != "" {
+		p.Endpoints = strings.Split(d, ",")
+	}
+	p.Metadata = r.GetDynamicMetadata().GetFields()[NamespaceDestination].GetStructValue().GetFields()[HeaderDestination].GetStringValue()
+	for ; x.chunks > 0; x.chunks-- {
+		r, err := x.s.Recv()
+		if err != nil {
+			return Pick{}, fmt.Errorf("receive body chunk: %w", err)
+		}
+		if r.GetRequestBody() == nil {
+			return Pick{}, fmt.Errorf("body chunk answered with %T", r.GetResponse())
+		}
+	}
+	if len(p.Endpoints) == 0 {
+		return Pick{}, errors.New("pick without a destination header")
+	}
+	return p, nil
+}
+
+// Respond reports the response path as a GIE-aware proxy does: the response
+// headers with the served endpoint in envoy.lb metadata ("" for none), then
+// the body chunks (none: the headers end the response), reading the EPP's
+// answer to each. Call Finish afterwards.
+func (x *Exchange) Respond(status int, served string, body ...[]byte) error {
+	h := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{ResponseHeaders: &extprocv3.HttpHeaders{
+		Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{
+			{Key: ":status", RawValue: []byte(strconv.Itoa(status))},
+		}},
+		EndOfStream: len(body) == 0,
+	}}}
+	if served != "" {
+		h.MetadataContext = &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
+			NamespaceDestination: {Fields: map[string]*structpb.Value{KeyServed: structpb.NewStringValue(served)}},
+		}}
+	}
+	if err := x.roundTrip(h); err != nil {
+		return fmt.Errorf("response headers: %w", err)
+	}
+	for i, b := range body {
+		msg := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
+			ResponseBody: &extprocv3.HttpBody{Body: b, EndOfStream: i == len(body)-1},
+		}}
+		if err := x.roundTrip(msg); err != nil {
+			return fmt.Errorf("response body: %w", err)
+		}
+	}
+	return nil
+}
+
+func (x *Exchange) roundTrip(m *extprocv3.ProcessingRequest) error {
+	if err := x.s.Send(m); err != nil {
+		return err
+	}
+	_, err := x.s.Recv()
+	return err
+}
+
+// Finish half-closes the stream and waits for the EPP to end it (it settles
+// the pick then), reporting a non-OK end as an error.
+func (x *Exchange) Finish() error {
+	defer x.cancel()
+	if err := x.s.CloseSend(); err != nil {
+		return err
+	}
+	for {
+		if _, err := x.s.Recv(); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// Close abandons the stream (a client that went away).
+func (x *Exchange) Close() { x.cancel() }
+
+// Closed reports whether the EPP ended the exchange with an immediate
+// response.
+func (x *Exchange) Closed() bool { return x.closed }
