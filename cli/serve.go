@@ -66,6 +66,8 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.IntVar(&opts.Tenant.DefaultMaxTokens, "tenant-default-max-tokens", opts.Tenant.DefaultMaxTokens, "tenant keys: completion tokens reserved for a request without max_tokens")
 	fl.StringVar(&opts.LogLevel, "log-level", opts.LogLevel, "log level: debug|info|warn|error")
 	fl.StringVar(&opts.LogFormat, "log-format", opts.LogFormat, "log format: text|json (one JSON object per line)")
+	fl.BoolVar(&opts.AccessLog.Enabled, "access-log", opts.AccessLog.Enabled, "write one info line per data request (rule, VIP, status, tier, endpoints, TTFT, durations, metered tokens, request id; never a prompt or a key)")
+	fl.Float64Var(&opts.AccessLog.SampleRate, "access-log-sample", opts.AccessLog.SampleRate, "fraction of successful requests the access log writes, chosen by request id (0..1); failed requests are always written")
 	// TLS.
 	fl.StringVar(&opts.TLS.CertRoot, "cert-root", opts.TLS.CertRoot, "LoxiLB certificate root for HTTPS VIPs: <root>/server.crt|key is the default certificate, <root>/<hostname>/ a host's (default <state-dir>/cert)")
 	fl.StringVar(&opts.APITLSCert, "api-tls-cert", opts.APITLSCert, "serve the management API over HTTPS with this certificate (PEM)")

@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"github.com/infergate/infergate/accesslog"
 	"net/netip"
 	"time"
 
@@ -120,6 +121,8 @@ type Options struct {
 	// engine is told only the address the gateway saw: a client cannot
 	// make its requests look like another's in engine logs and limits.
 	TrustForwardedFor bool `yaml:"trust-forwarded-for"`
+	// AccessLog writes one line per request (accesslog).
+	AccessLog accesslog.Options `yaml:",inline"`
 }
 
 // DefaultOptions returns the documented defaults (LoxiLB's where it has one).
@@ -153,6 +156,7 @@ func DefaultOptions() Options {
 		Bodies:                   reqbody.DefaultOptions(),
 		TLS:                      tlsmat.DefaultOptions(),
 		Engine:                   enginestats.DefaultOptions(),
+		AccessLog:                accesslog.DefaultOptions(),
 	}
 }
 

@@ -287,6 +287,7 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	}
 	rt.feedLegs(c, &o, pi, di)
 	served := c.servedDecode(&o, di)
+	x.obs.pdServed(c, tr, &o, model, served)
 	// Charged to the decode that served: after a decode failover the first
 	// choice never got the request.
 	c.eps[served].bytes.Add(uint64(len(body)) + iw.written)

@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"github.com/infergate/infergate/datapath/pd"
 	"net/http"
 	"net/netip"
 	"net/textproto"
@@ -112,6 +113,8 @@ type compiled struct {
 	// admin is the rule's closed engine admin paths (adminpath.go); nil:
 	// the rule opened them.
 	admin *adminGate
+	// llmModels bounds the model label of the LLM latency families.
+	llmModels *pd.ModelLabels
 }
 
 // slot is what selection needs of endpoint i, packed densely.
@@ -192,6 +195,7 @@ func newCompiled(r *spec.Rule, prev map[string]*endpoint, opts *Options, m *metr
 	c.pool = c.newPool(cands)
 	c.latency = m.Latency.WithLabelValues(c.label)
 	c.ttfb = m.TTFB.WithLabelValues(c.label)
+	c.llmModels = pd.NewModelLabels(r.Key.ModelName, 0)
 	return c, next
 }
 

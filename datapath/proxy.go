@@ -48,6 +48,8 @@ type exchange struct {
 	// body is the request body when it was read for routing (reqbody:
 	// charged to the in-flight budget until ServeHTTP returns).
 	body reqbody.Body
+	// obs gathers the access line, latency histograms and trace (observe.go).
+	obs reqObs
 }
 
 // ServeHTTP is the entry of every data request on the listener: request id,
@@ -55,6 +57,8 @@ type exchange struct {
 func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt := ln.rt
 	x := &exchange{w: w, r: r, start: time.Now()}
+	rt.observeBegin(x)
+	defer rt.observeEnd(x) // after recoverPanic: a panic's 500 is logged
 	defer rt.recoverPanic(x)
 	if rt.hookServe != nil {
 		rt.hookServe(r)
@@ -112,6 +116,7 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := rs.cur.Load()
+	x.obs.matched(c, model)
 	if !ln.siteServes(x, c) { // TLS: the handshake's site must be the rule's
 		return
 	}
@@ -382,6 +387,7 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 		}
 		attempts++
 		ep := c.eps[i]
+		x.obs.endpoint = i
 		ep.active.Add(1)
 		c.epm[i].active.Inc()
 		resp, err := rt.sender.Send(ctx, upstream.Leg{

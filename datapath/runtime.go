@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/infergate/infergate/accesslog"
 	"io"
 	"log"
 	"net"
@@ -63,6 +64,11 @@ type Runtime struct {
 	certs *tlsmat.Store
 	tlsm  *metrics.TLS
 
+	// llm: client-side LLM latency families; access: the access log (nil:
+	// off). Both are fed by observe.go.
+	llm    *metrics.LLM
+	access *accesslog.Logger
+
 	// hookServe, when set (tests only, before any Install), runs at the start
 	// of every request; it lets tests exercise panic recovery.
 	hookServe func(*http.Request)
@@ -98,6 +104,7 @@ func New(opts Options, m *metrics.Datapath, log logrus.FieldLogger) *Runtime {
 		m = metrics.NewDatapath(reg)
 	}
 	rt := newRuntime(opts, m, metrics.NewPD(reg), metrics.NewRadix(reg), nil, metrics.NewEdge(reg), metrics.NewTLS(reg), log)
+	rt.llm = metrics.NewLLM(reg)
 	rt.es = newEngineScraper(rt.opts.Engine, metrics.NewEngine(reg), rt.log)
 	return rt
 }
@@ -118,6 +125,9 @@ func NewWithMetrics(opts Options, m *metrics.Metrics, log logrus.FieldLogger) *R
 	}
 	rt := newRuntime(opts, m.Datapath, m.PD, m.Radix, m.KV, edge, tlsm, log)
 	rt.tm = m.Tenant
+	if rt.llm = m.LLM; rt.llm == nil {
+		rt.llm = metrics.NewLLM(prometheus.NewRegistry())
+	}
 	rt.es = newEngineScraper(rt.opts.Engine, m.Engine, rt.log)
 	return rt
 }
@@ -135,6 +145,7 @@ func newRuntime(opts Options, m *metrics.Datapath, pdm *metrics.PD, rx *metrics.
 		pdm:         pdm,
 		rx:          rx,
 		log:         log.WithField("component", "datapath"),
+		access:      accesslog.New(opts.AccessLog, log.WithField("component", "access")),
 		probeClient: newProbeClient(),
 		listeners:   make(map[netip.AddrPort]*listener),
 		rules:       make(map[spec.Key]*ruleState),
@@ -357,6 +368,7 @@ func (rt *Runtime) deleteEndpointSeries(label, id string) {
 	rt.m.Breaker.Delete(l)
 	rt.m.BreakerTrans.DeletePartialMatch(l)
 	rt.pdm.LegRequests.DeletePartialMatch(l)
+	rt.llm.DeleteEndpoint(label, id)
 }
 
 // deleteRuleSeries drops every series of a rule label. Rules that share a
@@ -379,6 +391,7 @@ func (rt *Runtime) deleteRuleSeries(label string) {
 	rt.rx.CHWBLPicks.DeletePartialMatch(l)
 	rt.rx.CHWBLBoundSkips.DeletePartialMatch(l)
 	rt.rx.MatchRate.DeletePartialMatch(l)
+	rt.llm.DeleteRule(label)
 }
 
 // Remove stops serving r. When it was the last rule on its listener the

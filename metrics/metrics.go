@@ -32,6 +32,8 @@ type Metrics struct {
 	Engine *Engine
 	// Runtime: the Go runtime's and the process's families (go_*, process_*).
 	Runtime *Runtime
+	// LLM: client-side time to first token, per token, per endpoint.
+	LLM *LLM
 }
 
 // New builds and registers every metric on a fresh registry.
@@ -50,5 +52,6 @@ func New() *Metrics {
 	m.BuildInfo = NewBuildInfo(reg, buildinfo.Get())
 	m.Engine = NewEngine(reg)
 	m.Runtime = NewRuntime(reg)
+	m.LLM = NewLLM(reg)
 	return m
 }

@@ -1,0 +1,168 @@
+package accesslog
+
+import (
+	"hash/fnv"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// Message is the log message of every access line (filter on it).
+const Message = "access"
+
+// maxModel bounds the model name written: it is client input.
+const maxModel = 128
+
+// Entry is what one request's line is made of. The datapath fills it along
+// the request path; nothing in it is request or response content.
+type Entry struct {
+	Start     time.Time // arrival; the line's time
+	RequestID string
+	Rule      string // the rule's metrics label; "" when no rule matched
+	VIP       string // the address the request arrived on, ip:port
+	Method    string
+	Path      string // the URL path; the query is never written
+	Model     string // the request's model when the gateway read it or the engine named it
+	Client    string // the client's IP address
+	Status    int
+	Code      string // the infergate error code; "" when the engine's answer passed through
+	Tier      string // what chose the endpoint (a ladder tier, a sel mode)
+	Endpoint  string // the endpoint that answered (the decode on P/D rules)
+	Prefill   string // the prefill endpoint of a P/D request
+	Legs      Legs   // P/D legs in the order they were sent
+	TTFT      time.Duration
+	Total     time.Duration
+	BytesOut  int64
+	// Tokens the engine reported in its usage (metered rules only).
+	Metered          bool
+	PromptTokens     int
+	CompletionTokens int
+}
+
+// Leg is one upstream leg of a P/D request.
+type Leg struct {
+	Phase    string  `json:"phase"`
+	Endpoint string  `json:"endpoint"`
+	Status   int     `json:"status"` // 0: no answer
+	MS       float64 `json:"ms"`     // prefill: to the complete answer; decode: to the first byte
+}
+
+// Legs renders as a short list in text logs and as objects in JSON logs.
+type Legs []Leg
+
+func (ls Legs) String() string {
+	var b strings.Builder
+	for k, l := range ls {
+		if k > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(l.Phase + "@" + l.Endpoint + ":" + strconv.Itoa(l.Status) + "/" + strconv.FormatFloat(l.MS, 'f', 3, 64) + "ms")
+	}
+	return b.String()
+}
+
+// Logger writes access lines. A nil *Logger logs nothing.
+type Logger struct {
+	log logrus.FieldLogger
+	// threshold: a request whose id hashes below it is sampled (all when
+	// every is set).
+	threshold uint64
+	every     bool
+}
+
+// New returns the access logger, or nil when opts disable it.
+func New(opts Options, log logrus.FieldLogger) *Logger {
+	if !opts.Enabled || log == nil {
+		return nil
+	}
+	l := &Logger{log: log}
+	switch r := opts.SampleRate; {
+	case r >= 1:
+		l.every = true
+	case r > 0:
+		l.threshold = uint64(r * math.MaxUint64)
+	}
+	return l
+}
+
+// Sampled reports whether e is logged: every failed request (status 400 or
+// more, or a gateway error code), and successful ones whose request id falls
+// in the sampled fraction. The choice depends on the id alone, so replicas
+// and traces agree on it.
+func (l *Logger) Sampled(e *Entry) bool {
+	if l == nil {
+		return false
+	}
+	if l.every || e.Status >= 400 || e.Code != "" {
+		return true
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(e.RequestID))
+	return h.Sum64() < l.threshold
+}
+
+// Log writes e when it is sampled and the logger admits info.
+func (l *Logger) Log(e *Entry) {
+	if !l.Sampled(e) || !infoEnabled(l.log) {
+		return
+	}
+	f := logrus.Fields{
+		"request_id":  e.RequestID,
+		"method":      e.Method,
+		"path":        e.Path,
+		"status":      e.Status,
+		"duration_ms": ms(e.Total),
+		"bytes_out":   e.BytesOut,
+	}
+	put := func(k, v string) {
+		if v != "" {
+			f[k] = v
+		}
+	}
+	put("rule", e.Rule)
+	put("vip", e.VIP)
+	put("client", e.Client)
+	put("error", e.Code)
+	put("tier", e.Tier)
+	put("endpoint", e.Endpoint)
+	put("prefill", e.Prefill)
+	model := e.Model
+	if len(model) > maxModel {
+		model = model[:maxModel]
+	}
+	put("model", model)
+	if e.TTFT > 0 {
+		f["ttft_ms"] = ms(e.TTFT)
+	}
+	if len(e.Legs) > 0 {
+		f["legs"] = e.Legs
+	}
+	if e.Metered {
+		f["prompt_tokens"] = e.PromptTokens
+		f["completion_tokens"] = e.CompletionTokens
+	}
+	l.log.WithFields(f).WithTime(e.Start).Info(Message)
+}
+
+// ms is d in milliseconds, to the microsecond.
+func ms(d time.Duration) float64 {
+	return math.Round(float64(d)/1e3) / 1e3
+}
+
+// MS is d as a leg's milliseconds.
+func MS(d time.Duration) float64 { return ms(d) }
+
+// infoEnabled asks the logger behind l whether info lines are written, so a
+// disabled level costs no field map.
+func infoEnabled(l logrus.FieldLogger) bool {
+	switch v := l.(type) {
+	case *logrus.Entry:
+		return v.Logger.IsLevelEnabled(logrus.InfoLevel)
+	case *logrus.Logger:
+		return v.IsLevelEnabled(logrus.InfoLevel)
+	}
+	return true
+}

@@ -1,0 +1,16 @@
+// Package accesslog writes the gateway's access log: one structured line per
+// data request, after the response ended, through the daemon's logger (so
+// --log-format json makes it one JSON object per line).
+//
+// A line says what an operator needs to explain a request after the fact —
+// which rule and VIP took it, what the ladder decided, which endpoints
+// served it, how long the client waited for the first token and for the
+// whole answer, how long each prefill/decode leg took, how many tokens were
+// metered, and the request id that joins it to the engines' logs — and never
+// what the client said: no prompt, no completion, no query string, no key.
+//
+// Sampling keeps the volume bounded on busy gateways: a fraction of the
+// successful requests is logged, chosen from the request id (so every
+// replica and a trace backend agree on which ones), while every failed
+// request is always logged.
+package accesslog

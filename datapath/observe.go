@@ -1,0 +1,223 @@
+package datapath
+
+import (
+	"bytes"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/infergate/infergate/accesslog"
+	"github.com/infergate/infergate/datapath/ladder"
+	"github.com/infergate/infergate/datapath/pd"
+	"github.com/infergate/infergate/datapath/respclock"
+	"github.com/infergate/infergate/metrics"
+	"github.com/infergate/infergate/tenant"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// reqObs is what one request's access line, client-side latency histograms
+// and trace are made of. A few one-line hooks on the request path fill it
+// (observeBegin, the rule match, the chosen endpoint, the P/D outcome);
+// observeEnd turns it into the line, the observations and the spans, so
+// the serving code knows nothing about any of them.
+type reqObs struct {
+	clock respclock.Writer // the client's ResponseWriter, timed
+
+	c        *compiled // the matched rule's generation; nil: none matched
+	model    string    // the request's model when the gateway read it
+	endpoint int       // the endpoint that answered (single pool, or the served decode); -1: none
+	tier     string    // what chose the endpoint
+	prefill  int       // the P/D prefill; -1: none
+	legs     accesslog.Legs
+	pdLegs   []pd.LegResult
+
+	labelled bool // modelLabel resolved
+	label    string
+	itl      prometheus.Observer // resolved at the first gap
+	llm      *metrics.LLM
+}
+
+// observeBegin times the client's response from here on: every write to
+// x.w goes through the clock.
+func (rt *Runtime) observeBegin(x *exchange) {
+	o := &x.obs
+	o.endpoint, o.prefill = -1, -1
+	o.llm = rt.llm
+	o.clock.Gaps = o
+	o.clock.Head = o
+	o.clock.Reset(x.w)
+	x.w = &o.clock
+}
+
+// matched records the rule and the model known at the rule match.
+func (o *reqObs) matched(c *compiled, model string) {
+	o.c = c
+	if model != "" {
+		o.model = model
+	}
+}
+
+// pdServed records the P/D decision and outcome: the tier that chose the
+// prefill, both endpoints, every leg.
+func (o *reqObs) pdServed(c *compiled, tr *ladder.Trace, out *pd.Outcome, model string, served int) {
+	if model != "" {
+		o.model = model
+	}
+	o.endpoint, o.prefill = served, tr.Prefill.Index
+	for _, s := range tr.Steps {
+		if s.Hit {
+			o.tier = s.Tier
+			break
+		}
+	}
+	o.pdLegs = out.Legs
+	for _, l := range out.Legs {
+		o.legs = append(o.legs, accesslog.Leg{Phase: string(l.Phase), Endpoint: l.Endpoint.ID, Status: l.Status, MS: accesslog.MS(l.Duration)})
+	}
+}
+
+// FirstBytes takes the model the engine names at the head of its answer
+// when the gateway did not read the request's (respclock.FirstBytes).
+func (o *reqObs) FirstBytes(b []byte) {
+	if o.model == "" && o.c != nil {
+		o.model = answerModel(b)
+	}
+}
+
+// answerModel is the first "model" string in the head of an engine's
+// answer (OpenAI objects and chunks carry it at the top level, Anthropic's
+// message_start one level down), "" when none is there or it is not a
+// plain string of at most maxAnswerModel bytes.
+func answerModel(b []byte) string {
+	const key = `"model":`
+	i := bytes.Index(b, []byte(key))
+	if i < 0 {
+		return ""
+	}
+	rest := bytes.TrimLeft(b[i+len(key):], " ")
+	if len(rest) == 0 || rest[0] != '"' {
+		return ""
+	}
+	rest = rest[1:]
+	end := bytes.IndexByte(rest, '"')
+	if end <= 0 || end > maxAnswerModel || bytes.IndexByte(rest[:end], '\\') >= 0 {
+		return ""
+	}
+	return string(rest[:end])
+}
+
+// maxAnswerModel bounds a model name read from an answer.
+const maxAnswerModel = 128
+
+// modelLabel is the bounded model label of this request's LLM series: the
+// rule's pinned model, else the model if the engines served it (learned up
+// to the rule's cap), else "other".
+func (o *reqObs) modelLabel() string {
+	if !o.labelled {
+		o.labelled = true
+		o.label = o.c.llmModels.Label(o.model, o.clock.Status() >= 200 && o.clock.Status() < 300)
+	}
+	return o.label
+}
+
+// Gap observes one inter-token gap of a stream (respclock.Gaps).
+func (o *reqObs) Gap(d time.Duration) {
+	if o.c == nil || o.llm == nil {
+		return
+	}
+	if o.itl == nil {
+		o.itl = o.llm.ITL.WithLabelValues(o.c.label, o.modelLabel())
+	}
+	o.itl.Observe(d.Seconds())
+}
+
+// observeEnd runs when the handler returns (after a recovered panic's 500):
+// the LLM histograms, then the access line.
+func (rt *Runtime) observeEnd(x *exchange) {
+	o := &x.obs
+	end := time.Now()
+	total := end.Sub(x.start)
+	status := o.clock.Status()
+	if x.r.Context().Err() != nil && status != 0 && o.clock.Bytes() == 0 {
+		status = statusClientClosed
+	}
+	var ttft time.Duration
+	if f := o.clock.First(); !f.IsZero() {
+		ttft = f.Sub(x.start)
+	}
+	prompt, completion, metered := usageOf(x.w)
+	c := o.c
+	if c != nil && o.endpoint >= 0 && o.tier == "" {
+		o.tier = c.rule.Selector.String()
+	}
+	if c != nil && rt.llm != nil {
+		rt.observeLLM(x, status, ttft, total, completion, metered)
+	}
+	if rt.access == nil {
+		return
+	}
+	e := accesslog.Entry{
+		Start: x.start, RequestID: x.requestID, Method: x.r.Method, Path: x.r.URL.Path,
+		Model: o.model, Client: clientIP(x.r.RemoteAddr), Status: status, Code: o.clock.Header().Get(HeaderError),
+		Tier: o.tier, Legs: o.legs, TTFT: ttft, Total: total, BytesOut: o.clock.Bytes(),
+		Metered: metered, PromptTokens: prompt, CompletionTokens: completion,
+	}
+	if status == statusClientClosed {
+		e.Code = codeClientClosed
+	}
+	if a, ok := x.r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		e.VIP = a.String()
+	}
+	if c != nil {
+		e.Rule = c.label
+		if o.endpoint >= 0 && o.endpoint < len(c.eps) {
+			e.Endpoint = c.eps[o.endpoint].id
+		}
+		if o.prefill >= 0 && o.prefill < len(c.eps) {
+			e.Prefill = c.eps[o.prefill].id
+		}
+	}
+	rt.access.Log(&e)
+}
+
+// observeLLM feeds the client-side LLM families. Only successful answers
+// count: an error page's first byte is not a token.
+func (rt *Runtime) observeLLM(x *exchange, status int, ttft, total time.Duration, completion int, metered bool) {
+	o := &x.obs
+	c := o.c
+	if o.endpoint >= 0 && o.endpoint < len(c.eps) {
+		rt.llm.Endpoint.WithLabelValues(c.label, c.eps[o.endpoint].id, metrics.EndpointPhaseServe).Observe(total.Seconds())
+	}
+	for _, l := range o.pdLegs {
+		if l.Phase == pd.PhasePrefill && l.Status > 0 {
+			rt.llm.Endpoint.WithLabelValues(c.label, l.Endpoint.ID, metrics.EndpointPhasePrefill).Observe(l.Duration.Seconds())
+		}
+	}
+	if status < 200 || status >= 300 {
+		return
+	}
+	model := o.modelLabel()
+	rt.llm.Duration.WithLabelValues(c.label, model).Observe(total.Seconds())
+	if ttft > 0 {
+		rt.llm.TTFT.WithLabelValues(c.label, model).Observe(ttft.Seconds())
+	}
+	if !o.clock.Streamed() {
+		return
+	}
+	tokens := o.clock.Events()
+	if metered {
+		tokens = completion
+	}
+	if span := o.clock.EventSpan(); tokens > 1 && span > 0 {
+		rt.llm.TPOT.WithLabelValues(c.label, model).Observe(span.Seconds() / float64(tokens-1))
+	}
+}
+
+// usageOf is the engine's token usage when the rule meters it (the
+// tenant's usage writer is then the client's writer).
+func usageOf(w http.ResponseWriter) (prompt, completion int, ok bool) {
+	if uw, isUW := w.(*tenant.UsageWriter); isUW {
+		return uw.Usage()
+	}
+	return 0, 0, false
+}

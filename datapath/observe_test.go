@@ -1,0 +1,238 @@
+package datapath
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/infergate/infergate/accesslog"
+	"github.com/infergate/infergate/internal/fakeengine"
+	"github.com/infergate/infergate/spec"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/sirupsen/logrus"
+)
+
+// lockedBuffer is a log sink shared by the handler goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// accessLines returns the access lines logged so far, decoded.
+func (l *lockedBuffer) accessLines(t *testing.T) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
+		var m map[string]any
+		if line == "" {
+			continue
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if m["msg"] == accesslog.Message {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func jsonLogRuntime(t *testing.T, o Options) (*Runtime, *lockedBuffer) {
+	t.Helper()
+	buf := &lockedBuffer{}
+	log := logrus.New()
+	log.SetOutput(buf)
+	log.SetFormatter(&logrus.JSONFormatter{})
+	rt := New(o, nil, log)
+	t.Cleanup(func() { _ = rt.Close(t.Context()) })
+	return rt, buf
+}
+
+func histCount(t *testing.T, h *prometheus.HistogramVec, labels ...string) (uint64, float64) {
+	t.Helper()
+	var m dto.Metric
+	if err := h.WithLabelValues(labels...).(prometheus.Metric).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+}
+
+// TestAccessLogAndLLMLatency: a streamed completion through a single pool
+// gives one JSON access line with the rule, VIP, endpoint, tier, status,
+// TTFT and duration, and no prompt, query or key; the client-side TTFT,
+// inter-token and per-token histograms see the stream's timing.
+func TestAccessLogAndLLMLatency(t *testing.T) {
+	rt, logs := jsonLogRuntime(t, testOptions())
+	const tokens, gap = 5, 20 * time.Millisecond
+	e := startEngine(t, "e1", func(o *fakeengine.Options) { o.Tokens, o.TokenDelay = tokens, gap })
+	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, epFor(t, e.Addr(), 1))
+	if err := rt.Install(nil, r); err != nil {
+		t.Fatal(err)
+	}
+	c := testClient()
+	const secret = "SECRET-PROMPT-TEXT"
+	res := post(t, c, ruleURL(r)+"/v1/chat/completions?api_key=SECRET-QUERY",
+		`{"model":"fake-model","stream":true,"messages":[{"role":"user","content":"`+secret+`"}]}`,
+		"Authorization", "Bearer SECRET-KEY")
+	if res.status != 200 || !strings.Contains(res.body, "[DONE]") {
+		t.Fatalf("stream: %d %s", res.status, res.body)
+	}
+	lines := logs.accessLines(t)
+	if len(lines) != 1 {
+		t.Fatalf("%d access lines, want 1:\n%s", len(lines), logs.String())
+	}
+	l := lines[0]
+	want := map[string]any{
+		"rule": r.Name, "vip": r.Key.ListenAddr().String(), "endpoint": e.Addr(), "tier": "rr",
+		"status": 200.0, "method": "POST", "path": "/v1/chat/completions", "request_id": res.header.Get(HeaderRequestID),
+		"client": "127.0.0.1", "component": "access", "model": "fake-model",
+	}
+	for k, v := range want {
+		if l[k] != v {
+			t.Errorf("access line %s = %v, want %v", k, l[k], v)
+		}
+	}
+	ttft, _ := l["ttft_ms"].(float64)
+	total, _ := l["duration_ms"].(float64)
+	if ttft <= 0 || total < ttft+float64((tokens-1)*gap/time.Millisecond)-1 {
+		t.Errorf("ttft_ms %v duration_ms %v: want 0 < ttft and the %d token gaps after it", ttft, total, tokens-1)
+	}
+	for _, s := range []string{secret, "SECRET-QUERY", "SECRET-KEY"} {
+		if strings.Contains(logs.String(), s) {
+			t.Fatalf("the log holds %q:\n%s", s, logs.String())
+		}
+	}
+
+	if n, _ := histCount(t, rt.llm.TTFT, r.Name, "fake-model"); n != 1 {
+		t.Errorf("TTFT observations %d, want 1", n)
+	}
+	if n, sum := histCount(t, rt.llm.ITL, r.Name, "fake-model"); n < tokens-1 || sum/float64(n) < gap.Seconds()/4 {
+		t.Errorf("inter-token gaps: %d observations, mean %.4fs; want ≥ %d around %v", n, sum/float64(n), tokens-1, gap)
+	}
+	if n, sum := histCount(t, rt.llm.TPOT, r.Name, "fake-model"); n != 1 || sum < gap.Seconds()/4 || sum > 4*gap.Seconds() {
+		t.Errorf("time per output token: %d observations, %.4fs; want 1 around %v", n, sum, gap)
+	}
+	if n, _ := histCount(t, rt.llm.Endpoint, r.Name, e.Addr(), "serve"); n != 1 {
+		t.Errorf("endpoint latency observations %d, want 1", n)
+	}
+}
+
+// TestAccessLogRefusals: requests refused before any engine still get a
+// line with their status and error code; a disabled access log writes none.
+func TestAccessLogRefusals(t *testing.T) {
+	tests := []struct {
+		name  string
+		opts  func(*Options)
+		lines int
+	}{
+		{"on by default", func(*Options) {}, 1},
+		{"off", func(o *Options) { o.AccessLog.Enabled = false }, 0},
+		{"errors kept when sampling nothing", func(o *Options) { o.AccessLog.SampleRate = 0 }, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := testOptions()
+			tt.opts(&o)
+			rt, logs := jsonLogRuntime(t, o)
+			e := startEngine(t, "e1")
+			r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, epFor(t, e.Addr(), 1))
+			r.AllowedPaths = []string{"/v1/completions"}
+			if err := rt.Install(nil, r); err != nil {
+				t.Fatal(err)
+			}
+			res := post(t, testClient(), ruleURL(r)+"/v1/chat/completions", `{}`)
+			if res.status != http.StatusNotFound {
+				t.Fatalf("status %d", res.status)
+			}
+			lines := logs.accessLines(t)
+			if len(lines) != tt.lines {
+				t.Fatalf("%d lines, want %d:\n%s", len(lines), tt.lines, logs.String())
+			}
+			if tt.lines == 1 && (lines[0]["error"] != CodePathNotAllowed || lines[0]["status"] != 404.0 || lines[0]["endpoint"] != nil) {
+				t.Fatalf("line %v", lines[0])
+			}
+		})
+	}
+}
+
+// TestAccessLogPD: a P/D request's line names the tier that chose, both
+// endpoints and each leg with its status and duration, and the prefill leg
+// feeds the per-endpoint latency.
+func TestAccessLogPD(t *testing.T) {
+	for _, engine := range []spec.Engine{spec.EngineVLLM, spec.EngineSGLang, spec.EngineTRTLLM} {
+		t.Run(string(engine), func(t *testing.T) {
+			f := newPDFleet(t, pdTestOptions(), engine, 1, 1)
+			logs := &lockedBuffer{}
+			log := logrus.New()
+			log.SetOutput(logs)
+			log.SetFormatter(&logrus.JSONFormatter{})
+			f.rt.access = accesslog.New(accesslog.DefaultOptions(), log)
+			res := post(t, testClient(), f.url("/v1/completions"), pdBody("/v1/completions", true, ""))
+			if res.status != 200 {
+				t.Fatalf("status %d %s", res.status, res.body)
+			}
+			lines := logs.accessLines(t)
+			if len(lines) != 1 {
+				t.Fatalf("%d lines:\n%s", len(lines), logs.String())
+			}
+			l := lines[0]
+			pre, dec := f.prefills[0].Endpoint().ID, f.decodes[0].Endpoint().ID
+			if l["prefill"] != pre || l["endpoint"] != dec || l["tier"] == nil || l["model"] != "fake-model" {
+				t.Fatalf("line %v: want prefill %s, decode %s, a tier and the model", l, pre, dec)
+			}
+			legs, _ := l["legs"].([]any)
+			if len(legs) != 2 {
+				t.Fatalf("legs %v: want prefill and decode", l["legs"])
+			}
+			for k, phase := range []string{"prefill", "decode"} {
+				leg := legs[k].(map[string]any)
+				if leg["phase"] != phase || leg["status"] != 200.0 {
+					t.Errorf("leg %d = %v, want %s 200", k, leg, phase)
+				}
+			}
+			if n, _ := histCount(t, f.rt.llm.Endpoint, f.rule.Name, pre, "prefill"); n != 1 {
+				t.Errorf("prefill endpoint latency observations %d, want 1", n)
+			}
+			if n, _ := histCount(t, f.rt.llm.TTFT, f.rule.Name, "fake-model"); n != 1 {
+				t.Errorf("TTFT observations under the served model %d, want 1", n)
+			}
+		})
+	}
+}
+
+func TestAnswerModel(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`{"id":"x","object":"chat.completion","model":"qwen3-8b","choices":[]}`, "qwen3-8b"},
+		{`data: {"id":"x","model": "llama","choices":[]}` + "\n\n", "llama"},
+		{"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-ish\"}}\n\n", "claude-ish"},
+		{`{"model":null}`, ""},
+		{`{"model":"esc\"aped"}`, ""},
+		{`{"model":"` + strings.Repeat("m", 200) + `"}`, ""},
+		{`{"model":"unterminated`, ""},
+		{`{"object":"list"}`, ""},
+	}
+	for _, tt := range tests {
+		if got := answerModel([]byte(tt.in)); got != tt.want {
+			t.Errorf("answerModel(%.60q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,162 @@
+// Package respclock times a response as the client receives it: the
+// status, the bytes, when the first body byte was written (the client's
+// time to first token for a stream) and, for server-sent events, when each
+// event was completed, which gives the client's inter-token latency and
+// time per output token without reading the events.
+//
+// It is a ResponseWriter wrapper the datapath installs before anything
+// writes to the client, so every answer — relayed engine responses, P/D
+// dialects, gateway errors — is timed the same way.
+package respclock
+
+import (
+	"bytes"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Gaps receives the time between two consecutive writes that each completed
+// at least one server-sent event (one inter-token gap as the client sees it).
+type Gaps interface {
+	Gap(d time.Duration)
+}
+
+// FirstBytes receives the first body bytes written (the head of the
+// answer, e.g. to read the model the engine names in it). It must not keep b.
+type FirstBytes interface {
+	FirstBytes(b []byte)
+}
+
+// Writer is the timing wrapper. The zero value is unusable: call Reset.
+type Writer struct {
+	http.ResponseWriter
+	// Gaps, when set, gets every inter-event gap as it happens.
+	Gaps Gaps
+	// Head, when set, gets the first body bytes written.
+	Head FirstBytes
+
+	status int
+	bytes  int64
+	first  time.Time // first body byte written
+	last   time.Time // last write that completed an event
+	events int       // events completed (a blank line ends each)
+	sse    bool
+	nl     bool // the last byte written was '\n' (an event may end in the next write)
+}
+
+// Reset points w at rw and clears the timings; Gaps and Head are kept.
+func (w *Writer) Reset(rw http.ResponseWriter) {
+	g, h := w.Gaps, w.Head
+	*w = Writer{ResponseWriter: rw, Gaps: g, Head: h}
+}
+
+const contentTypeSSE = "text/event-stream"
+
+// WriteHeader records the status and whether the body is an event stream.
+func (w *Writer) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+		w.sse = strings.HasPrefix(w.ResponseWriter.Header().Get("Content-Type"), contentTypeSSE)
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Write times the bytes as they go to the client.
+func (w *Writer) Write(b []byte) (int, error) {
+	if w.status == 0 { // net/http's implicit 200
+		w.status = http.StatusOK
+		w.sse = strings.HasPrefix(w.ResponseWriter.Header().Get("Content-Type"), contentTypeSSE)
+	}
+	n, err := w.ResponseWriter.Write(b)
+	if n == 0 {
+		return n, err
+	}
+	w.bytes += int64(n)
+	now := time.Time{}
+	if w.first.IsZero() {
+		now = time.Now()
+		w.first = now
+		if w.Head != nil {
+			w.Head.FirstBytes(b[:n])
+		}
+	}
+	if w.sse {
+		if k := eventEnds(b[:n], w.nl); k > 0 {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			if w.events > 0 && w.Gaps != nil {
+				w.Gaps.Gap(now.Sub(w.last))
+			}
+			w.events += k
+			w.last = now
+		}
+		w.nl = b[n-1] == '\n'
+	}
+	return n, err
+}
+
+// eventEnds counts the blank lines ("\n\n", CRLF included) in b; prevNL says
+// the previous write ended in '\n'.
+func eventEnds(b []byte, prevNL bool) int {
+	k := 0
+	if prevNL {
+		switch {
+		case b[0] == '\n':
+			k, b = 1, b[1:]
+		case len(b) > 1 && b[0] == '\r' && b[1] == '\n':
+			k, b = 1, b[2:]
+		}
+	}
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			break
+		}
+		b = b[i+1:]
+		switch {
+		case len(b) > 0 && b[0] == '\n':
+			k++
+			b = b[1:]
+		case len(b) > 1 && b[0] == '\r' && b[1] == '\n':
+			k++
+			b = b[2:]
+		}
+	}
+	return k
+}
+
+// Flush passes flushes through.
+func (w *Writer) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *Writer) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Status is the status sent (0: nothing yet).
+func (w *Writer) Status() int { return w.status }
+
+// Bytes is the body bytes written.
+func (w *Writer) Bytes() int64 { return w.bytes }
+
+// First is when the first body byte was written (zero: none).
+func (w *Writer) First() time.Time { return w.first }
+
+// Events is the number of server-sent events completed (0 for other bodies).
+func (w *Writer) Events() int { return w.events }
+
+// Streamed reports an event-stream response.
+func (w *Writer) Streamed() bool { return w.sse }
+
+// EventSpan is the time from the first body byte to the last completed
+// event: the decode time a stream's tokens after the first took.
+func (w *Writer) EventSpan() time.Duration {
+	if w.events == 0 || w.first.IsZero() {
+		return 0
+	}
+	return w.last.Sub(w.first)
+}

@@ -1,0 +1,90 @@
+package respclock
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestEventEnds(t *testing.T) {
+	tests := []struct {
+		name   string
+		b      string
+		prevNL bool
+		want   int
+	}{
+		{"one event", "data: {}\n\n", false, 1},
+		{"two events", "data: a\n\ndata: b\n\n", false, 2},
+		{"crlf", "data: a\r\n\r\ndata: b\r\n\r\n", false, 2},
+		{"unfinished", "data: a\n", false, 0},
+		{"ends across writes", "\ndata: b", true, 1},
+		{"crlf across writes", "\r\ndata: b", true, 1},
+		{"no boundary across writes", "data: b\n", true, 0},
+		{"multi-line event", "event: x\ndata: a\ndata: b\n\n", false, 1},
+	}
+	for _, tt := range tests {
+		if got := eventEnds([]byte(tt.b), tt.prevNL); got != tt.want {
+			t.Errorf("%s: eventEnds(%q, %v) = %d, want %d", tt.name, tt.b, tt.prevNL, got, tt.want)
+		}
+	}
+}
+
+type gapRec []time.Duration
+
+func (g *gapRec) Gap(d time.Duration) { *g = append(*g, d) }
+
+// TestStreamTiming: a stream's first byte, events and gaps are recorded as
+// written, with the engine's chunking (an event split across writes).
+func TestStreamTiming(t *testing.T) {
+	rec := httptest.NewRecorder()
+	rec.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	var gaps gapRec
+	w := &Writer{Gaps: &gaps}
+	w.Reset(rec)
+	w.WriteHeader(200)
+	writes := []string{"data: {\"a\":1}\n", "\n", "data: {\"a\":2}\n\ndata: [DONE]", "\n\n"}
+	for _, s := range writes {
+		time.Sleep(5 * time.Millisecond)
+		if _, err := w.Write([]byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w.Status() != 200 || !w.Streamed() || w.Events() != 3 || w.Bytes() != int64(len(strings.Join(writes, ""))) {
+		t.Fatalf("status %d streamed %v events %d bytes %d", w.Status(), w.Streamed(), w.Events(), w.Bytes())
+	}
+	if len(gaps) != 2 {
+		t.Fatalf("gaps %v: want 2 (three event-completing writes)", gaps)
+	}
+	for _, g := range gaps {
+		if g < 4*time.Millisecond {
+			t.Fatalf("gap %v shorter than the writes' spacing", g)
+		}
+	}
+	if span := w.EventSpan(); span < 10*time.Millisecond {
+		t.Fatalf("event span %v: want at least two write spacings", span)
+	}
+	if rec.Body.String() != strings.Join(writes, "") {
+		t.Fatalf("body changed: %q", rec.Body.String())
+	}
+}
+
+// TestPlainBody: a JSON answer has a first byte but no events, and an
+// implicit 200 is recorded without changing what reaches the client.
+func TestPlainBody(t *testing.T) {
+	rec := httptest.NewRecorder()
+	var w Writer
+	w.Reset(rec)
+	_, _ = w.Write([]byte("data: x\n\n"))
+	if w.Status() != 200 || w.Streamed() || w.Events() != 0 || w.First().IsZero() {
+		t.Fatalf("status %d streamed %v events %d first %v", w.Status(), w.Streamed(), w.Events(), w.First())
+	}
+	if rec.Code != 200 {
+		t.Fatalf("client status %d", rec.Code)
+	}
+	rc := http.NewResponseController(&w)
+	if err := rc.Flush(); err != nil {
+		t.Fatalf("flush through the wrapper: %v", err)
+	}
+}
