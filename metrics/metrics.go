@@ -30,6 +30,8 @@ type Metrics struct {
 	BuildInfo prometheus.Collector
 	// Engine: the engines' own load, scraped from their /metrics.
 	Engine *Engine
+	// Flow: admission windows and the gateway queue.
+	Flow *Flow
 	// Runtime: the Go runtime's and the process's families (go_*, process_*).
 	Runtime *Runtime
 	// LLM: client-side time to first token, per token, per endpoint.
@@ -51,6 +53,7 @@ func New() *Metrics {
 	m.TLS = NewTLS(reg) // TLS
 	m.BuildInfo = NewBuildInfo(reg, buildinfo.Get())
 	m.Engine = NewEngine(reg)
+	m.Flow = NewFlow(reg)
 	m.Runtime = NewRuntime(reg)
 	m.LLM = NewLLM(reg)
 	return m

@@ -50,6 +50,7 @@ func compileValid(r *Rule) *spec.Rule {
 		Engine:            eng,
 		Probe:             compileProbe(sa),
 		ConnectionLimit:   sa.ConnectionLimit,
+		AdmissionWindow:   sa.AdmissionWindow,
 		TLS:               compileTLS(sa), // tls.go
 	}
 	out.Session, _ = parseSession(sa.SessionHeaderName) // validated
@@ -100,6 +101,7 @@ func compileValid(r *Rule) *spec.Rule {
 			Weight: ep.Weight,
 			Role:   spec.Role(ep.EPRole),
 			Backup: ep.Backup,
+			Window: ep.AdmissionWindow,
 		}
 		if eng == spec.EngineVLLM {
 			se.NixlPort = uint16(orInt(ep.NixlPort, ep.TargetPort))

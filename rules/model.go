@@ -125,6 +125,12 @@ type ServiceArguments struct {
 	// are closed (403 admin_path_denied) whatever allowed_paths says, except
 	// a path allowed_paths names exactly.
 	AllowAdminPaths bool `json:"allow_admin_paths,omitempty" yaml:"allow_admin_paths,omitempty"`
+	// AdmissionWindow (an infergate extension) is how many requests each
+	// endpoint may have in flight from this gateway; more wait in the
+	// gateway queue (docs/flow-control.md). 0: no window. On P/D rules it bounds
+	// the decodes and role-0 endpoints; a prefill is bounded only by its
+	// own endpoint field.
+	AdmissionWindow int `json:"admission_window,omitempty" yaml:"admission_window,omitempty"`
 	// Edge hardening: LoxiLB's per-VIP client connection cap
 	// (0 = none). Rules sharing a VIP:port share the smallest non-zero cap.
 	ConnectionLimit int `json:"connectionLimit,omitempty" yaml:"connectionLimit,omitempty"`
@@ -202,6 +208,10 @@ type Endpoint struct {
 	// BootstrapPort is an SGLang prefill's own bootstrap port (0: the
 	// rule's pdBootstrapPort).
 	BootstrapPort int `json:"bootstrap_port,omitempty" yaml:"bootstrap_port,omitempty"`
+	// AdmissionWindow overrides the rule's admission_window for this
+	// endpoint (0: the rule's; an engine's max_num_seqs or
+	// max_running_requests is the natural value).
+	AdmissionWindow int `json:"admission_window,omitempty" yaml:"admission_window,omitempty"`
 	// Labels are free-form key/value labels, stored and shown.
 	Labels map[string]string `json:"labels,omitempty" yaml:"labels,omitempty"`
 

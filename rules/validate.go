@@ -66,6 +66,7 @@ var (
 		"KVDpRankCount":               "min=0,max=8",
 		"KVWarmupSec":                 "min=0,max=86400",
 		"ConnectionLimit":             "min=0,max=10000000",
+		"AdmissionWindow":             "min=0,max=65536",
 	}
 	endpointFieldRules = map[string]string{
 		"EndpointIP": "required,iplit",
@@ -76,6 +77,8 @@ var (
 		// P/D pairing facts (pairing.go checks their spelling).
 		"KVBlockSize":   "min=0,max=4096",
 		"BootstrapPort": "min=0,max=65535",
+		// Admission window (admission.go).
+		"AdmissionWindow": "min=0,max=65536",
 	}
 	secondaryIPFieldRules   = map[string]string{"SecondaryIP": "required"}
 	allowedSourceFieldRules = map[string]string{"Prefix": "required,cidr"}

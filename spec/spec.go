@@ -137,6 +137,9 @@ type Endpoint struct {
 	BootstrapPort uint16
 	// Labels are free-form operator labels (stored, shown, not routed on).
 	Labels map[string]string
+	// Window is this endpoint's own admission window (0: the rule's; see
+	// Rule.WindowOf).
+	Window int
 }
 
 // PairingKey is pair facts as one stable string, "k=v,…" in key order ("" for
@@ -280,6 +283,24 @@ type Rule struct {
 	// for their queue and KV usage (engine_metrics_path; default from the
 	// engine: /metrics, TensorRT-LLM /prometheus/metrics); "" = not scraped.
 	EngineMetricsPath string
+	// AdmissionWindow is the requests each endpoint may have in flight
+	// from this gateway (admission_window; 0: none), unless the endpoint
+	// sets its own (WindowOf).
+	AdmissionWindow int
+}
+
+// WindowOf is endpoint i's admission window (0: none): its own, else the
+// rule's, except that a P/D rule's prefills take only their own (a
+// prefill leg is short and each request also holds its decode's slot).
+func (r *Rule) WindowOf(i int) int {
+	e := &r.Endpoints[i]
+	if e.Window > 0 {
+		return e.Window
+	}
+	if r.PD != nil && e.Role == RolePrefill {
+		return 0
+	}
+	return r.AdmissionWindow
 }
 
 // AdminSurface says which engine admin paths a rule keeps from clients.

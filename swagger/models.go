@@ -89,6 +89,9 @@ func fieldNotes() map[string]FieldNote {
 			"empty = every path and method is forwarded to the engine. Others get 404 path_not_allowed."},
 		sa("engine_metrics_path"): {Description: "infergate extension: where each endpoint's Prometheus text is scraped for its queue, " +
 			"running batch and KV usage (an absolute path; \"none\" = not scraped; empty = /metrics, TensorRT-LLM /prometheus/metrics)."},
+		sa("admission_window"): {Description: "infergate extension: requests each endpoint may have in flight from this gateway (0 = no window); " +
+			"when every endpoint is at its window requests wait in the gateway queue (priority classes, fair between tenants), then 503 overload_shed with Retry-After. " +
+			"P/D rules: decodes and role-0 endpoints (a prefill only through its own admission_window).", Min: ptrFloat(0), Max: ptrFloat(65536)},
 		sa("allow_admin_paths"): {Description: "infergate extension: forward the engine's admin APIs (/sleep, /collective_rpc, /flush_cache, " +
 			"/update_weights_from_disk, /kv_cache_events, ...: the list of kvEngineType, every engine's when it is absent). " +
 			"Default false: they answer 403 admin_path_denied, except one allowed_paths names exactly."},
@@ -138,6 +141,7 @@ func fieldNotes() map[string]FieldNote {
 		ep("kv_block_size"):    {Description: "P/D: the engine's KV block size in tokens; a pair must match when both declare it.", Min: ptrFloat(0), Max: ptrFloat(4096)},
 		ep("kv_cache_dtype"):   {Description: "P/D: the engine's KV cache dtype (auto, fp8, …); a pair must match when both declare it."},
 		ep("pairing_protocol"): {Description: "P/D: an explicit transfer protocol name; a pair must match when both declare it."},
+		ep("admission_window"): {Description: "This endpoint's admission window, overriding the rule's (0 = the rule's); the engine's max_num_seqs / max_running_requests is the natural value.", Min: ptrFloat(0), Max: ptrFloat(65536)},
 		ep("bootstrap_port"):   {Description: "SGLang prefill: this engine's bootstrap server port (0 = the rule's pdBootstrapPort).", Min: ptrFloat(0), Max: ptrFloat(65535)},
 		ep("labels"):           {Description: "Free-form labels (at most 16; keys of letters, digits, . _ - /; values up to 256 characters), stored and shown."},
 		ep("health"): {Description: "Output only: infergate's finer endpoint state.",

@@ -166,6 +166,10 @@ func keyDiff(spec KeySpec, cur KeyView) (KeyPatch, bool, error) {
 		p.Enabled = &en
 		changed = true
 	}
+	if mp := spec.MaxPriority; mp != cur.MaxPriority { // validated: canonical
+		p.MaxPriority = &mp
+		changed = true
+	}
 	switch {
 	case spec.ExpiresAt == nil && cur.ExpiresAt != nil:
 		return p, false, cannotRemove(FieldExpiresAt, cur.KeyID)

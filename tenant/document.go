@@ -41,7 +41,7 @@ func DecodeKeyDocument(spec []byte) (KeySpec, error) {
 	}
 	var s KeySpec
 	if err := strictDecode(spec, &s, []string{FieldTenantID, FieldName, FieldAllowedModels, FieldRateLimitRPS,
-		FieldBurstSize, FieldTokensPerMin, FieldEnabled, FieldExpiresAt, FieldKeyID, FieldKeyHash}); err != nil {
+		FieldBurstSize, FieldTokensPerMin, FieldEnabled, FieldExpiresAt, FieldMaxPriority, FieldKeyID, FieldKeyHash}); err != nil {
 		return KeySpec{}, err
 	}
 	if err := s.validate(); err != nil {

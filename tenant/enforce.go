@@ -83,6 +83,11 @@ func (a *Admission) TenantID() string { return a.e.rec.TenantID }
 // RestrictsModels reports whether the key has a model allow-list.
 func (a *Admission) RestrictsModels() bool { return len(a.e.rec.AllowedModels) > 0 }
 
+// MaxPriority is the highest priority class the key grants (a canonical
+// class name; "" when the key names none and the gateway's default grant
+// applies).
+func (a *Admission) MaxPriority() string { return a.e.rec.MaxPriority }
+
 // Reserved is the token estimate taken at admission.
 func (a *Admission) Reserved() int { return a.reserved }
 

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/infergate/infergate/apierror"
+	"github.com/infergate/infergate/datapath/flow"
 )
 
 // Wire field names (LoxiLB's spellings), used in error field paths.
@@ -25,6 +26,7 @@ const (
 	FieldKeyHash       = "key_hash"
 	FieldKeyID         = "key_id"
 	FieldRPS           = "rps"
+	FieldMaxPriority   = "max_priority"
 )
 
 // Stable error codes of the key API and of enforcement on a VIP.
@@ -61,6 +63,12 @@ type KeySpec struct {
 	TokensPerMin  *int       `json:"tokens_per_min,omitempty" yaml:"tokens_per_min,omitempty"`
 	Enabled       *bool      `json:"enabled,omitempty" yaml:"enabled,omitempty"`
 	ExpiresAt     *time.Time `json:"expires_at,omitempty" yaml:"expires_at,omitempty"`
+	// MaxPriority is the highest priority class the key's requests may ask
+	// for (x-request-priority, x-gateway-inference-objective): low,
+	// standard or high; empty: the gateway's --flow-key-max-class. A
+	// request asking above it gets it; one asking for nothing gets the
+	// default class, never above it.
+	MaxPriority string `json:"max_priority,omitempty" yaml:"max_priority,omitempty"`
 	// KeyID and KeyHash import a key minted offline (GitOps): the secret
 	// itself never reaches the gateway. Both or neither.
 	KeyID   string `json:"key_id,omitempty" yaml:"key_id,omitempty"`
@@ -75,6 +83,7 @@ type KeyPatch struct {
 	TokensPerMin  *int       `json:"tokens_per_min,omitempty"`
 	Enabled       *bool      `json:"enabled,omitempty"`
 	ExpiresAt     *time.Time `json:"expires_at,omitempty"`
+	MaxPriority   *string    `json:"max_priority,omitempty"` // "" returns to the gateway's default grant
 }
 
 // KeyView is a key as GET shows it: every setting, never key material.
@@ -89,6 +98,7 @@ type KeyView struct {
 	TokensPerMin  int        `json:"tokens_per_min,omitempty"`
 	Enabled       bool       `json:"enabled"`
 	ExpiresAt     *time.Time `json:"expires_at,omitempty"`
+	MaxPriority   string     `json:"max_priority,omitempty"`
 	CreatedAt     time.Time  `json:"created_at"`
 }
 
@@ -199,6 +209,9 @@ func (s *KeySpec) validate() *apierror.Error {
 	if err := checkLimit(FieldTokensPerMin, s.TokensPerMin); err != nil {
 		return err
 	}
+	if err := checkPriority(&s.MaxPriority); err != nil {
+		return err
+	}
 	if (s.KeyID == "") != (s.KeyHash == "") {
 		return apierror.BadRequest(apierror.CodeInvalidCombo, FieldKeyHash, "key_id and key_hash go together", "key_id and key_hash go together (import of a key minted with `infergate apikey mint`)")
 	}
@@ -210,6 +223,20 @@ func (s *KeySpec) validate() *apierror.Error {
 			return invalid(FieldKeyHash, err.Error())
 		}
 	}
+	return nil
+}
+
+// checkPriority validates a max_priority and rewrites it to the class's
+// canonical name ("" stays: the gateway's default grant).
+func checkPriority(v *string) *apierror.Error {
+	if *v == "" {
+		return nil
+	}
+	c, ok := flow.ParseClass(*v)
+	if !ok {
+		return invalid(FieldMaxPriority, "max_priority must be one of "+strings.Join(flow.Names(), ", ")+" (or empty for the gateway's default)")
+	}
+	*v = c.String()
 	return nil
 }
 

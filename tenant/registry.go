@@ -433,7 +433,7 @@ func (r *Registry) Create(spec KeySpec) (Created, error) {
 		KeyID: id, TenantID: spec.TenantID, Name: spec.Name, KeyPrefix: KeyPrefix + id + "_",
 		AllowedModels: slices.Clone(spec.AllowedModels),
 		RateLimitRPS:  deref(spec.RateLimitRPS), BurstSize: deref(spec.BurstSize), TokensPerMin: deref(spec.TokensPerMin),
-		Enabled: spec.Enabled == nil || *spec.Enabled, ExpiresAt: spec.ExpiresAt, CreatedAt: now,
+		Enabled: spec.Enabled == nil || *spec.Enabled, ExpiresAt: spec.ExpiresAt, MaxPriority: spec.MaxPriority, CreatedAt: now,
 	}}
 	if rec.RateLimitRPS > 0 && rec.BurstSize == 0 {
 		rec.BurstSize = rec.RateLimitRPS
@@ -521,6 +521,13 @@ func (r *Registry) Patch(id string, p KeyPatch) (KeyView, error) {
 	}
 	if p.ExpiresAt != nil {
 		rec.ExpiresAt = p.ExpiresAt
+	}
+	if p.MaxPriority != nil {
+		v := *p.MaxPriority
+		if err := checkPriority(&v); err != nil {
+			return KeyView{}, err
+		}
+		rec.MaxPriority = v
 	}
 	next := cur.clone()
 	next.keys[id] = &entry{rec: &rec, lim: withLimits(e.lim, rec.RateLimitRPS, rec.BurstSize, rec.TokensPerMin, r.share, r.now()), usage: e.usage}
