@@ -120,6 +120,10 @@ type Options struct {
 	// engine is told only the address the gateway saw: a client cannot
 	// make its requests look like another's in engine logs and limits.
 	TrustForwardedFor bool `yaml:"trust-forwarded-for"`
+	// HTTPFrontEnd is the HTTP server of plaintext listeners: "lean"
+	// (datapath/h1) or "net/http" (frontend.go); TLS listeners always run
+	// net/http.
+	HTTPFrontEnd string `yaml:"http-frontend"`
 }
 
 // DefaultOptions returns the documented defaults (LoxiLB's where it has one).
@@ -153,6 +157,7 @@ func DefaultOptions() Options {
 		Bodies:                   reqbody.DefaultOptions(),
 		TLS:                      tlsmat.DefaultOptions(),
 		Engine:                   enginestats.DefaultOptions(),
+		HTTPFrontEnd:             DefaultFrontEnd,
 	}
 }
 
