@@ -56,6 +56,9 @@ func (b *body) Read(p []byte) (int, error) {
 	if err != nil && err != io.EOF {
 		b.err = err
 	}
+	if b.done {
+		b.c.releaseReader()
+	}
 	return n, err
 }
 

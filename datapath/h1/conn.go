@@ -86,6 +86,9 @@ func (c *conn) serve() {
 		} else {
 			_ = c.setReadDeadline(time.Time{})
 		}
+		if c.br == nil {
+			c.br = s.getReader(c.nc) // lent out while the last response streamed
+		}
 		if _, err := c.br.Peek(1); err != nil {
 			return
 		}
@@ -238,6 +241,19 @@ func (c *conn) setReadDeadline(t time.Time) error {
 	return c.nc.SetReadDeadline(t)
 }
 
+// releaseReader returns the read buffer to the server's pool once a
+// request's body is read and nothing more is buffered: a long response
+// (an SSE stream) then holds no read buffer; the next request takes one
+// again.
+func (c *conn) releaseReader() {
+	if c.br == nil || c.br.Buffered() > 0 {
+		return
+	}
+	c.br.Reset(nil)
+	c.srv.readers.Put(c.br)
+	c.br = nil
+}
+
 // pendingBuf lends a smallBody buffer for a held-back response body.
 func (c *conn) pendingBuf() []byte {
 	if bp, ok := c.srv.pending.Get().(*[]byte); ok {
@@ -260,8 +276,10 @@ func (c *conn) close() {
 	_ = c.nc.Close()
 	s.removeConn(c)
 	s.setState(c.nc, http.StateClosed)
-	c.br.Reset(nil)
-	s.readers.Put(c.br)
+	if c.br != nil {
+		c.br.Reset(nil)
+		s.readers.Put(c.br)
+	}
 	c.bw.Reset(nil)
 	s.writers.Put(c.bw)
 	c.br, c.bw = nil, nil
