@@ -52,6 +52,7 @@ test:
 	@.ci/ensure-packages test
 	$(GO) vet ./...
 	$(GO) test $(TEST_FLAGS) ./...
+	$(GO) test $(TEST_FLAGS) ./datapath -args -frontend=net/http
 
 ## bench: Go benchmarks for the hot paths, then the proxy load comparison.
 bench:

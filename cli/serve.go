@@ -129,6 +129,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.Int64Var(&opts.Bodies.MaxInFlightBytes, "max-body-bytes-in-flight", opts.Bodies.MaxInFlightBytes, "memory all request bodies being read or served may hold; above it requests get 503 overloaded with Retry-After (0: no bound)")
 	fl.BoolVar(&opts.AllowUnspecifiedVIP, "allow-unspecified-vip", opts.AllowUnspecifiedVIP, "accept rules whose externalIP is 0.0.0.0 or :: (listen on every interface)")
 	fl.BoolVar(&opts.TrustForwardedFor, "trust-forwarded-for", opts.TrustForwardedFor, "keep clients' X-Forwarded-For (append the client to it) instead of replacing it; only behind a proxy that sets it")
+	fl.StringVar(&opts.HTTPFrontEnd, "http-frontend", opts.HTTPFrontEnd, "HTTP server of plaintext VIPs: lean (strict RFC 9112 HTTP/1.1, less CPU and memory per request) or net/http; TLS VIPs always use net/http (HTTP/2 by ALPN)")
 	// Engine silence bounds.
 	fl.DurationVar(&opts.FirstByteTimeout, "first-byte-timeout", opts.FirstByteTimeout, "single pools: longest wait for an engine's response headers (504 upstream_timeout); a rule's inactiveTimeOut only caps it")
 	fl.DurationVar(&opts.BodyStallTimeout, "body-stall-timeout", opts.BodyStallTimeout, "longest engine silence inside a non-streaming response body (the response is cut); a rule's inactiveTimeOut only caps it")

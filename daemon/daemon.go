@@ -53,6 +53,9 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 	if err := checkEPP(opts); err != nil {
 		return err
 	}
+	if err := opts.CheckFrontEnd(); err != nil {
+		return err
+	}
 	m := metrics.New()
 
 	if opts.StateDir != "" {

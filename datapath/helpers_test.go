@@ -34,7 +34,7 @@ func testOptions() Options {
 func newTestRuntime(t *testing.T, o Options) (*Runtime, *metrics.Datapath) {
 	t.Helper()
 	m := metrics.NewDatapath(prometheus.NewRegistry())
-	rt := New(o, m, nil)
+	rt := New(withTestFrontEnd(o), m, nil)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

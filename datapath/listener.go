@@ -20,6 +20,7 @@ type listener struct {
 	adm    *admission.Listener // the bound socket behind the admission layer
 	nl     net.Listener        // what HTTP serves: adm, or TLS over adm
 	srv    *http.Server
+	front  frontServer // what serves nl: srv, or the lean server (frontend.go)
 	table  atomic.Pointer[routeTable]
 	rules  []*ruleState     // control plane copy (rt.mu)
 	served chan struct{}    // closed when Serve returned
@@ -56,6 +57,7 @@ func (rt *Runtime) newListener(addr netip.AddrPort, nl net.Listener, fe *tlsmat.
 			fe.ConnState(c, st) // handshake counters
 		}
 	}
+	ln.front = ln.frontServer()
 	return ln
 }
 
@@ -92,7 +94,7 @@ func (ln *listener) applyConnectionLimit() {
 func (ln *listener) start() {
 	go func() {
 		defer close(ln.served)
-		err := ln.srv.Serve(ln.nl)
+		err := ln.front.Serve(ln.nl)
 		if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			ln.rt.log.WithField("listen", ln.addr.String()).WithError(err).Error("listener stopped")
 		}
@@ -110,7 +112,7 @@ func (ln *listener) drain(grace time.Duration) {
 	defer cancel()
 	if err := ln.shutdown(ctx); err != nil {
 		ln.rt.log.WithField("listen", ln.addr.String()).WithError(err).Warn("drain grace over; closing remaining connections")
-		_ = ln.srv.Close()
+		_ = ln.front.Close()
 	}
 	<-ln.served
 }
@@ -119,7 +121,7 @@ func (ln *listener) drain(grace time.Duration) {
 // closed by then, so Shutdown's own close of it reports net.ErrClosed, which
 // is not a failure.
 func (ln *listener) shutdown(ctx context.Context) error {
-	if err := ln.srv.Shutdown(ctx); err != nil && !errors.Is(err, net.ErrClosed) {
+	if err := ln.front.Shutdown(ctx); err != nil && !errors.Is(err, net.ErrClosed) {
 		return err
 	}
 	return nil

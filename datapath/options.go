@@ -123,6 +123,10 @@ type Options struct {
 	TrustForwardedFor bool `yaml:"trust-forwarded-for"`
 	// AccessLog writes one line per request (accesslog).
 	AccessLog accesslog.Options `yaml:",inline"`
+	// HTTPFrontEnd is the HTTP server of plaintext listeners: "lean"
+	// (datapath/h1) or "net/http" (frontend.go); TLS listeners always run
+	// net/http.
+	HTTPFrontEnd string `yaml:"http-frontend"`
 }
 
 // DefaultOptions returns the documented defaults (LoxiLB's where it has one).
@@ -157,6 +161,7 @@ func DefaultOptions() Options {
 		TLS:                      tlsmat.DefaultOptions(),
 		Engine:                   enginestats.DefaultOptions(),
 		AccessLog:                accesslog.DefaultOptions(),
+		HTTPFrontEnd:             DefaultFrontEnd,
 	}
 }
 

@@ -466,7 +466,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	for _, ln := range lns {
 		if err := ln.shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("drain %s: %w", ln.addr, err))
-			_ = ln.srv.Close()
+			_ = ln.front.Close()
 		}
 		<-ln.served
 	}

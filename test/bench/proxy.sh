@@ -138,8 +138,11 @@ spec:
     - {endpointIP: ${u%:*}, targetPort: ${u#*:}, weight: 1}
 YAML
     done
+    # Every load client is 127.0.0.1: the per-address cap (1,024 by
+    # default) would refuse the hold test's streams; nginx has no such cap.
     "$bin/infergate" serve --api-addr "127.0.0.1:$((BASE_PORT + ${PORT[$name]} + 9))" \
-      --state-dir "$TMP/$name.state" --rules "$RESULTS/$name.yaml" --log-level warn >"$TMP/$name.log" 2>&1 &
+      --state-dir "$TMP/$name.state" --rules "$RESULTS/$name.yaml" --log-level warn \
+      --max-conns-per-ip 0 >"$TMP/$name.log" 2>&1 &
   fi
   PIDS+=($!)
   TPID[$name]=$!

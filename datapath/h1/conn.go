@@ -1,0 +1,309 @@
+package h1
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Connection states (conn.state): Shutdown closes only idle connections,
+// and a connection that woke with a request may no longer be closed as
+// idle.
+const (
+	stateIdle int32 = iota
+	stateActive
+	stateClosing
+)
+
+// watchAfter is how long a request runs before its connection is watched
+// for the client going away (watch_linux.go): shorter requests never pay
+// the registration.
+const watchAfter = 20 * time.Millisecond
+
+// lingerAfterRefusal bounds how long a connection closed with unread
+// request bytes keeps reading (and dropping) them after a half-close, so
+// the client reads the answer instead of a reset.
+const lingerAfterRefusal = 500 * time.Millisecond
+
+// conn is one client connection, served on one goroutine.
+type conn struct {
+	srv    *Server
+	nc     net.Conn
+	id     uint64
+	remote string
+	ctx    context.Context // every request's context: cancelled when the client goes
+	cancel context.CancelFunc
+
+	br   *bufio.Reader
+	bw   *bufio.Writer
+	head []byte
+
+	state     atomic.Int32
+	busySince atomic.Int64 // UnixNano when the running request started; 0 between requests
+	watched   bool         // registered with the watcher (its goroutine only)
+
+	readDL     time.Time // the read deadline last set
+	closeAfter bool      // this response is the connection's last
+	reqClose   bool      // the client asked for that
+	cur        *response // the response in progress (for 100 Continue)
+}
+
+// reqState is what one request needs on the heap besides its
+// http.Request, in one allocation.
+type reqState struct {
+	url  url.URL
+	body body
+	w    response
+	vals [16]string // backing array for single-valued header fields
+}
+
+func (c *conn) serve() {
+	s := c.srv
+	c.br = s.getReader(c.nc)
+	c.bw = s.getWriter(c.nc)
+	defer c.close()
+	s.setState(c.nc, http.StateNew)
+	for first := true; ; first = false {
+		wait := s.IdleTimeout
+		if wait <= 0 {
+			wait = s.ReadTimeout
+		}
+		if first {
+			wait = s.ReadHeaderTimeout
+		}
+		if wait > 0 {
+			_ = c.setReadDeadline(time.Now().Add(wait))
+		} else {
+			_ = c.setReadDeadline(time.Time{})
+		}
+		if c.br == nil {
+			c.br = s.getReader(c.nc) // lent out while the last response streamed
+		}
+		if _, err := c.br.Peek(1); err != nil {
+			return
+		}
+		if !c.state.CompareAndSwap(stateIdle, stateActive) {
+			return // closed as idle by Shutdown
+		}
+		s.setState(c.nc, http.StateActive)
+		if !c.serveOne(first) {
+			return
+		}
+		if s.shuttingDown() {
+			return
+		}
+		c.state.Store(stateIdle)
+		s.setState(c.nc, http.StateIdle)
+	}
+}
+
+// serveOne reads, handles and answers one request; false means the
+// connection must close.
+func (c *conn) serveOne(first bool) bool {
+	s := c.srv
+	start := time.Now()
+	if d := s.ReadHeaderTimeout; d > 0 && !first && !c.headBuffered() {
+		_ = c.setReadDeadline(start.Add(d))
+	}
+	head, err := c.readHead()
+	if err != nil {
+		var re *requestError
+		if errors.As(err, &re) {
+			c.refuse(re)
+		}
+		return false
+	}
+	rs := &reqState{}
+	tmpl := http.Request{URL: &rs.url, RemoteAddr: c.remote, Body: http.NoBody}
+	p, err := parseRequest(head, &tmpl, rs.vals[:])
+	if err != nil {
+		var re *requestError
+		if errors.As(err, &re) {
+			c.refuse(re)
+		}
+		return false
+	}
+	if tmpl.ContentLength != 0 {
+		rs.body = body{c: c, chunked: p.chunked, n: max(tmpl.ContentLength, 0), continue100: p.expectContinue}
+		tmpl.Body = &rs.body
+		if d := s.ReadTimeout; d > 0 {
+			_ = c.setReadDeadline(start.Add(d))
+		}
+	}
+	r := tmpl.WithContext(c.ctx)
+	c.reqClose = p.close
+	c.closeAfter = false
+	rs.w = response{c: c, req: r, status: http.StatusOK, cl: -1}
+	w := &rs.w
+	c.cur = w
+
+	c.busySince.Store(start.UnixNano())
+	ok := c.handle(w, r)
+	c.busySince.Store(0)
+	c.cur = nil
+	if !ok {
+		return false // the handler aborted: a cut response must not look complete
+	}
+	w.finish()
+	if tmpl.ContentLength != 0 && !rs.body.drainBuffered() {
+		c.closeAfter = true
+	}
+	if w.err != nil {
+		return false
+	}
+	if c.closeAfter || c.reqClose || c.ctx.Err() != nil {
+		if tmpl.ContentLength != 0 && !rs.body.done {
+			c.linger()
+		}
+		return false
+	}
+	return true
+}
+
+// handle runs the handler; false means it panicked (http.ErrAbortHandler
+// or a bug), and the connection is cut.
+func (c *conn) handle(w http.ResponseWriter, r *http.Request) (ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			ok = false
+			if v != http.ErrAbortHandler { //nolint:errorlint // sentinel identity is the contract
+				buf := make([]byte, 16<<10)
+				buf = buf[:runtime.Stack(buf, false)]
+				c.srv.logf("h1: panic serving %s: %v\n%s", c.remote, v, buf)
+			}
+		}
+	}()
+	c.srv.Handler.ServeHTTP(w, r)
+	return true
+}
+
+// headBuffered reports whether a whole request head is already in the
+// read buffer (no header deadline needed: nothing can block).
+func (c *conn) headBuffered() bool {
+	b, _ := c.br.Peek(c.br.Buffered())
+	return bytes.Contains(b, []byte("\r\n\r\n"))
+}
+
+// refuse answers a request head that cannot be served and lets the
+// connection close: nothing after it is parsed.
+func (c *conn) refuse(re *requestError) {
+	text := strconv.Itoa(re.status) + " " + http.StatusText(re.status)
+	msg := text + ": " + re.msg
+	c.bw.WriteString("HTTP/1.1 " + text + "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: ")
+	c.bw.WriteString(strconv.Itoa(len(msg)))
+	c.bw.WriteString("\r\n\r\n")
+	c.bw.WriteString(msg)
+	if c.bw.Flush() == nil {
+		c.linger()
+	}
+}
+
+// linger half-closes the connection and drops what the client still
+// sends for a short while, so closing with unread bytes does not reset the
+// connection under the answer the client has not read yet.
+func (c *conn) linger() {
+	type closeWriter interface{ CloseWrite() error }
+	nc := unwrap(c.nc)
+	cw, ok := nc.(closeWriter)
+	if !ok {
+		return
+	}
+	_ = cw.CloseWrite()
+	_ = c.nc.SetReadDeadline(time.Now().Add(lingerAfterRefusal))
+	_, _ = io.Copy(io.Discard, io.LimitReader(c.nc, 1<<20))
+}
+
+// writeContinue answers "Expect: 100-continue" when the handler starts
+// reading the body and has not answered yet.
+func (c *conn) writeContinue() {
+	if w := c.cur; w != nil && w.headOut {
+		return
+	}
+	c.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
+	_ = c.bw.Flush()
+}
+
+func (c *conn) setReadDeadline(t time.Time) error {
+	if t.Equal(c.readDL) {
+		return nil
+	}
+	c.readDL = t
+	return c.nc.SetReadDeadline(t)
+}
+
+// releaseReader returns the read buffer to the server's pool once a
+// request's body is read and nothing more is buffered: a long response
+// (an SSE stream) then holds no read buffer; the next request takes one
+// again.
+func (c *conn) releaseReader() {
+	if c.br == nil || c.br.Buffered() > 0 {
+		return
+	}
+	c.br.Reset(nil)
+	c.srv.readers.Put(c.br)
+	c.br = nil
+}
+
+// pendingBuf lends a smallBody buffer for a held-back response body.
+func (c *conn) pendingBuf() []byte {
+	if bp, ok := c.srv.pending.Get().(*[]byte); ok {
+		return (*bp)[:0]
+	}
+	return make([]byte, 0, smallBody)
+}
+
+func (c *conn) putPendingBuf(b []byte) {
+	if cap(b) == smallBody {
+		b = b[:0]
+		c.srv.pending.Put(&b)
+	}
+}
+
+func (c *conn) close() {
+	s := c.srv
+	c.state.Store(stateClosing)
+	c.cancel()
+	_ = c.nc.Close()
+	s.removeConn(c)
+	s.setState(c.nc, http.StateClosed)
+	if c.br != nil {
+		c.br.Reset(nil)
+		s.readers.Put(c.br)
+	}
+	c.bw.Reset(nil)
+	s.writers.Put(c.bw)
+	c.br, c.bw = nil, nil
+}
+
+// rawConn is the socket under nc (through wrappers that expose NetConn, as
+// the admission layer's does), or nil.
+func rawConn(nc net.Conn) syscall.RawConn {
+	if sc, ok := unwrap(nc).(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			return raw
+		}
+	}
+	return nil
+}
+
+// unwrap follows NetConn() to the innermost connection.
+func unwrap(nc net.Conn) net.Conn {
+	for range 8 {
+		u, ok := nc.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		nc = u.NetConn()
+	}
+	return nc
+}

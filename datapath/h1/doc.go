@@ -1,0 +1,35 @@
+// Package h1 is a lean HTTP/1.1 server for plaintext listeners: it parses
+// requests itself and hands each one, as an *http.Request with a cheap
+// http.ResponseWriter, to an ordinary http.Handler.
+//
+// Why not net/http's server: on a proxy whose handler is a few microseconds
+// of routing, net/http's per-request machinery is most of the cost (the
+// request parsed through textproto into freshly grown maps, a background
+// read started and aborted around every handler, the response header
+// cloned and sorted, a second goroutine per open stream). Here one
+// goroutine per connection reads the head straight from its buffer, cuts
+// every string from one allocation, and writes the response head itself.
+//
+// Contract:
+//   - Framing is RFC 9112 and strict: a request with both Content-Length
+//     and Transfer-Encoding, a duplicate or non-numeric Content-Length, a
+//     transfer coding other than chunked, obs-fold, a bare LF or CR, a
+//     control byte in a header, a missing or duplicate Host, or a line or
+//     head over its limit is answered 4xx/5xx and the connection closed.
+//     Nothing after a refused head is ever parsed as a request.
+//   - The handler sees what net/http would give it: Method, URL, Proto,
+//     Header (canonical keys, without Host and Transfer-Encoding), Host,
+//     ContentLength (-1 chunked), TransferEncoding, Close, RemoteAddr,
+//     RequestURI and a Body. The ResponseWriter is an http.Flusher and
+//     answers http.ResponseController's SetReadDeadline, SetWriteDeadline
+//     and Flush. Expect: 100-continue is answered on the first body read.
+//   - Client disconnects cancel the request's context without a second
+//     goroutine: a request running longer than a few tens of milliseconds
+//     has its socket registered, once per connection, with one epoll set
+//     per server that reports the peer's FIN or RST (watch_linux.go).
+//   - A panic of http.ErrAbortHandler cuts the connection (a truncated
+//     response never looks complete); other panics are logged and do the
+//     same.
+//   - TLS and HTTP/2 are not served here: they stay on crypto/tls and
+//     net/http.
+package h1

@@ -1,0 +1,366 @@
+package h1
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// Limits of a request head. A request line or header line longer than
+// MaxLine is refused (414 for the request line, 431 for a header), as is a
+// head longer than the server's MaxHeaderBytes or with more than maxFields
+// fields.
+const (
+	MaxLine              = 16 << 10
+	DefaultMaxHeaderByte = 64 << 10
+	maxFields            = 256
+	maxLeadingCRLF       = 4 // empty lines ignored before a request line (RFC 9112 §2.2)
+)
+
+// Wire names the parser reads.
+const (
+	hdrHost             = "Host"
+	hdrContentLength    = "Content-Length"
+	hdrTransferEncoding = "Transfer-Encoding"
+	hdrConnection       = "Connection"
+	hdrExpect           = "Expect"
+	hdrContentType      = "Content-Type"
+	hdrDate             = "Date"
+)
+
+// requestError is a refused request head: the status to answer and why.
+type requestError struct {
+	status int
+	msg    string
+}
+
+func (e *requestError) Error() string { return e.msg }
+
+func badRequest(msg string) error { return &requestError{status: http.StatusBadRequest, msg: msg} }
+
+// errNoRequest is a connection that ended (or idled out) between requests.
+var errNoRequest = errors.New("no request")
+
+// commonRequestHeaders interns the canonical names clients send (and their
+// lowercase spelling), so parsing them allocates no key. Read-only after
+// package initialisation.
+var commonRequestHeaders = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{
+		hdrHost, hdrContentLength, hdrTransferEncoding, hdrConnection, hdrExpect, hdrContentType,
+		"Accept", "Accept-Encoding", "Accept-Language", "Authorization", "User-Agent", "Cookie",
+		"X-Request-Id", "X-Forwarded-For", "X-Api-Key", "X-Conversation-Id", "X-Model",
+		"Cache-Control", "Origin", "Referer", "Upgrade", "Keep-Alive", "Te", "Trailer",
+		"Openai-Organization", "Openai-Project", "Anthropic-Version", "X-Stainless-Lang",
+	} {
+		m[k] = k
+		m[strings.ToLower(k)] = k
+	}
+	return m
+}()
+
+// readHead reads one request head (up to and including its empty line)
+// into c.head and returns it as one string. Every line must end in CRLF.
+func (c *conn) readHead() (string, error) {
+	c.head = c.head[:0]
+	lineStart := 0
+	leading := 0
+	for {
+		frag, err := c.br.ReadSlice('\n')
+		if len(c.head)+len(frag) > c.srv.maxHeaderBytes() {
+			return "", &requestError{status: http.StatusRequestHeaderFieldsTooLarge, msg: "request head too large"}
+		}
+		c.head = append(c.head, frag...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			if len(c.head)-lineStart > MaxLine {
+				return "", lineTooLong(lineStart == 0)
+			}
+			continue
+		}
+		if err != nil {
+			if len(c.head) == 0 && (errors.Is(err, io.EOF) || leading > 0) {
+				return "", errNoRequest
+			}
+			if errors.Is(err, io.EOF) {
+				return "", badRequest("request head cut short")
+			}
+			return "", err
+		}
+		line := c.head[lineStart:]
+		if len(line)-2 > MaxLine {
+			return "", lineTooLong(lineStart == 0)
+		}
+		if len(line) < 2 || line[len(line)-2] != '\r' {
+			return "", badRequest("line not terminated by CRLF (bare LF)")
+		}
+		if len(line) == 2 {
+			if lineStart == 0 {
+				leading++
+				if leading > maxLeadingCRLF {
+					return "", badRequest("empty lines before the request line")
+				}
+				c.head = c.head[:0]
+				continue
+			}
+			return string(c.head), nil
+		}
+		lineStart = len(c.head)
+	}
+}
+
+func lineTooLong(requestLine bool) error {
+	if requestLine {
+		return &requestError{status: http.StatusRequestURITooLong, msg: "request line too long"}
+	}
+	return &requestError{status: http.StatusRequestHeaderFieldsTooLarge, msg: "header line too long"}
+}
+
+// parsed is one request head's framing facts, besides the http.Request.
+type parsed struct {
+	chunked        bool
+	expectContinue bool
+	close          bool // the client asked to close after this request
+}
+
+// parseRequest fills r from head (as readHead returned it). vals backs the
+// header values; r.URL must point to a zeroed url.URL.
+func parseRequest(head string, r *http.Request, vals []string) (parsed, error) {
+	var p parsed
+	eol := strings.Index(head, "\r\n")
+	reqLine := head[:eol]
+	rest := head[eol+2 : len(head)-2] // the field lines, each ending in CRLF
+
+	method, rl, ok1 := strings.Cut(reqLine, " ")
+	target, proto, ok2 := strings.Cut(rl, " ")
+	if !ok1 || !ok2 || method == "" || target == "" {
+		return p, badRequest("malformed request line")
+	}
+	for i := 0; i < len(method); i++ {
+		if !tokenChar[method[i]] {
+			return p, badRequest("request method is not a token")
+		}
+	}
+	for i := 0; i < len(target); i++ {
+		if b := target[i]; b <= ' ' || b == 0x7f {
+			return p, badRequest("request target contains whitespace or a control byte")
+		}
+	}
+	switch proto {
+	case "HTTP/1.1":
+		r.ProtoMajor, r.ProtoMinor = 1, 1
+	case "HTTP/1.0":
+		r.ProtoMajor, r.ProtoMinor = 1, 0
+	default:
+		if _, _, ok := http.ParseHTTPVersion(proto); ok {
+			return p, &requestError{status: http.StatusHTTPVersionNotSupported, msg: "unsupported HTTP version"}
+		}
+		return p, badRequest("malformed HTTP version")
+	}
+	r.Method, r.RequestURI, r.Proto = method, target, proto
+
+	// Fields: validated and counted first, so the map is sized once.
+	type field struct{ key, val string }
+	var fa [32]field
+	fields := fa[:0]
+	var host, cl, te, conn, expect string
+	var nHost, nCL, nTE int
+	for len(rest) > 0 {
+		eol := strings.Index(rest, "\r\n")
+		line := rest[:eol]
+		rest = rest[eol+2:]
+		if line[0] == ' ' || line[0] == '\t' {
+			return p, badRequest("obsolete line folding")
+		}
+		colon := strings.IndexByte(line, ':')
+		if colon <= 0 {
+			return p, badRequest("malformed header line")
+		}
+		name := line[:colon]
+		for i := 0; i < len(name); i++ {
+			if !tokenChar[name[i]] {
+				return p, badRequest("invalid header name")
+			}
+		}
+		v := trimOWS(line[colon+1:])
+		for i := 0; i < len(v); i++ {
+			if b := v[i]; (b < ' ' && b != '\t') || b == 0x7f {
+				return p, badRequest("invalid byte in header value")
+			}
+		}
+		key, ok := commonRequestHeaders[name]
+		if !ok {
+			key = textproto.CanonicalMIMEHeaderKey(name)
+		}
+		switch key {
+		case hdrHost:
+			host, nHost = v, nHost+1
+			continue // r.Host, not a header (as net/http)
+		case hdrContentLength:
+			cl, nCL = v, nCL+1
+		case hdrTransferEncoding:
+			te, nTE = v, nTE+1
+			continue // the framing is the server's (as net/http)
+		case hdrConnection:
+			if conn == "" {
+				conn = v
+			} else {
+				conn += "," + v
+			}
+		case hdrExpect:
+			expect = v
+		}
+		if len(fields) == maxFields {
+			return p, &requestError{status: http.StatusRequestHeaderFieldsTooLarge, msg: "too many header fields"}
+		}
+		fields = append(fields, field{key, v})
+	}
+
+	// Framing (RFC 9112 §6): no guessing between two lengths.
+	switch {
+	case nTE > 0 && nCL > 0:
+		return p, badRequest("both Transfer-Encoding and Content-Length")
+	case nTE > 1:
+		return p, badRequest("duplicate Transfer-Encoding")
+	case nTE == 1:
+		if r.ProtoMinor == 0 {
+			return p, badRequest("Transfer-Encoding in an HTTP/1.0 request")
+		}
+		if !strings.EqualFold(te, "chunked") {
+			return p, &requestError{status: http.StatusNotImplemented, msg: "unsupported transfer coding"}
+		}
+		p.chunked = true
+		r.ContentLength = -1
+		r.TransferEncoding = chunkedTE
+	case nCL > 1:
+		return p, badRequest("duplicate Content-Length")
+	case nCL == 1:
+		n, ok := parseLength(cl)
+		if !ok {
+			return p, badRequest("invalid Content-Length")
+		}
+		r.ContentLength = n
+	}
+
+	switch {
+	case nHost > 1:
+		return p, badRequest("duplicate Host")
+	case nHost == 0 && r.ProtoMinor == 1:
+		return p, badRequest("missing Host")
+	case !httpguts.ValidHostHeader(host):
+		return p, badRequest("invalid Host")
+	}
+
+	h := make(http.Header, len(fields))
+	if len(fields) > len(vals) {
+		vals = make([]string, len(fields))
+	}
+	for k, f := range fields {
+		if prior, ok := h[f.key]; ok {
+			h[f.key] = append(prior, f.val)
+			continue
+		}
+		vals[k] = f.val
+		h[f.key] = vals[k : k+1 : k+1]
+	}
+	r.Header = h
+
+	if err := parseTarget(r, method, target); err != nil {
+		return p, err
+	}
+	if r.Host == "" {
+		r.Host = host
+	}
+	if r.ProtoMinor == 0 {
+		p.close = !hasToken(conn, "keep-alive")
+	} else {
+		p.close = hasToken(conn, "close")
+	}
+	r.Close = p.close
+	if expect != "" {
+		if !strings.EqualFold(expect, "100-continue") {
+			return p, &requestError{status: http.StatusExpectationFailed, msg: "unsupported Expect"}
+		}
+		p.expectContinue = r.ProtoMinor == 1 && r.ContentLength != 0
+	}
+	return p, nil
+}
+
+var chunkedTE = []string{"chunked"}
+
+// parseTarget fills r.URL (and r.Host for absolute-form). The usual
+// origin-form without escapes is cut in place; anything else goes through
+// url.ParseRequestURI as net/http does.
+func parseTarget(r *http.Request, method, target string) error {
+	u := r.URL
+	if target[0] == '/' && strings.IndexByte(target, '%') < 0 {
+		path, query, _ := strings.Cut(target, "?")
+		u.Path, u.RawQuery = path, query
+		u.ForceQuery = strings.HasSuffix(target, "?") && query == ""
+		return nil
+	}
+	if method == http.MethodConnect && target[0] != '/' {
+		u.Host = target // authority-form
+		return nil
+	}
+	pu, err := url.ParseRequestURI(target)
+	if err != nil {
+		return badRequest("malformed request target")
+	}
+	*u = *pu
+	r.Host = u.Host
+	return nil
+}
+
+// parseLength parses a Content-Length: 1*DIGIT, at most 18 digits.
+func parseLength(s string) (int64, bool) {
+	if s == "" || len(s) > 18 {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		if b < '0' || b > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(b-'0')
+	}
+	return n, true
+}
+
+// hasToken reports whether the comma-separated list v holds tok (any case).
+func hasToken(v, tok string) bool {
+	for v != "" {
+		var t string
+		t, v, _ = strings.Cut(v, ",")
+		if strings.EqualFold(trimOWS(t), tok) {
+			return true
+		}
+	}
+	return false
+}
+
+// trimOWS strips the optional whitespace around a field value.
+func trimOWS(v string) string {
+	for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
+		v = v[1:]
+	}
+	for len(v) > 0 && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
+		v = v[:len(v)-1]
+	}
+	return v
+}
+
+// tokenChar marks the bytes of an RFC 9110 token. Read-only after package
+// initialisation.
+var tokenChar = func() (t [256]bool) {
+	for b := 0x21; b < 0x7f; b++ {
+		t[b] = strings.IndexByte("\"(),/:;<=>?@[\\]{}", byte(b)) < 0
+	}
+	return t
+}()

@@ -1,0 +1,304 @@
+package h1
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// smallBody is how much of a response of unknown length is held back
+// before its head is written: a handler that finishes within it is
+// answered with a Content-Length instead of chunked coding (as net/http's
+// 2 KiB).
+const smallBody = 2 << 10
+
+// response is the http.ResponseWriter of one request.
+type response struct {
+	c       *conn
+	req     *http.Request
+	h       http.Header
+	status  int
+	noBody  bool // HEAD, 1xx, 204, 304: no body bytes go out
+	started bool // WriteHeader ran (status fixed)
+	headOut bool // the head is in the connection's writer
+	chunked bool
+	flushed bool  // Flush ran: never hold back again
+	cl      int64 // the declared Content-Length, -1 unknown
+	written int64
+	err     error // sticky write failure
+	// pending holds the first bytes of a body of unknown length (smallBody).
+	pending []byte
+}
+
+var (
+	_ http.ResponseWriter = (*response)(nil)
+	_ http.Flusher        = (*response)(nil)
+)
+
+func (w *response) Header() http.Header {
+	if w.h == nil {
+		w.h = make(http.Header, 4)
+	}
+	return w.h
+}
+
+func (w *response) WriteHeader(code int) {
+	if w.started {
+		return
+	}
+	if code < 100 || code > 999 {
+		panic("h1: invalid WriteHeader code " + strconv.Itoa(code))
+	}
+	if code < 200 {
+		return // interim responses are not relayed
+	}
+	w.started = true
+	w.status = code
+	w.noBody = w.req.Method == http.MethodHead || code == http.StatusNoContent || code == http.StatusNotModified
+	w.cl = -1
+	if v := w.h[hdrContentLength]; len(v) == 1 {
+		if n, ok := parseLength(v[0]); ok {
+			w.cl = n
+		} else {
+			delete(w.h, hdrContentLength) // never send a length we cannot honour
+		}
+	}
+	if hasToken(strings.Join(w.h[hdrConnection], ","), "close") {
+		w.c.closeAfter = true
+	}
+}
+
+func (w *response) Write(p []byte) (int, error) {
+	if !w.started {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.err != nil {
+		return 0, w.err
+	}
+	if w.noBody {
+		return 0, http.ErrBodyNotAllowed
+	}
+	if w.cl >= 0 && w.written+int64(len(p)) > w.cl {
+		return 0, http.ErrContentLength
+	}
+	if !w.headOut {
+		if w.cl < 0 && !w.flushed && len(w.pending)+len(p) <= smallBody {
+			if w.pending == nil {
+				w.pending = w.c.pendingBuf()
+			}
+			w.pending = append(w.pending, p...)
+			w.written += int64(len(p))
+			return len(p), nil
+		}
+		w.writeHead(false)
+	}
+	w.written += int64(len(p))
+	w.writeBody(p)
+	return len(p), w.err
+}
+
+// writeBody frames p into the connection's writer.
+func (w *response) writeBody(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	bw := w.c.bw
+	if w.chunked {
+		bw.Write(strconv.AppendInt(bw.AvailableBuffer(), int64(len(p)), 16))
+		bw.WriteString("\r\n")
+		bw.Write(p)
+		_, err := bw.WriteString("\r\n")
+		w.setErr(err)
+		return
+	}
+	_, err := bw.Write(p)
+	w.setErr(err)
+}
+
+func (w *response) setErr(err error) {
+	if err != nil && w.err == nil {
+		w.err = err
+		w.c.closeAfter = true
+	}
+}
+
+// writeHead writes the status line and fields. final means the handler has
+// returned: a held-back body then gets its exact Content-Length.
+func (w *response) writeHead(final bool) {
+	w.headOut = true
+	c := w.c
+	h := w.h
+	if w.cl < 0 && !w.noBody {
+		switch {
+		case final:
+			w.cl = int64(len(w.pending)) // the whole body is held back: its exact length
+		case w.req.ProtoMinor == 0:
+			c.closeAfter = true // HTTP/1.0: the end of the body is the end of the connection
+		default:
+			w.chunked = true
+		}
+	}
+	if c.srv.shuttingDown() {
+		c.closeAfter = true
+	}
+	bw := c.bw
+	bw.WriteString(statusLine(w.req.ProtoMinor, w.status))
+	for k, vv := range h {
+		if k == hdrTransferEncoding || (k == hdrContentLength && w.chunked) || !validFieldName(k) {
+			continue
+		}
+		for _, v := range vv {
+			bw.WriteString(k)
+			bw.WriteString(": ")
+			writeFieldValue(bw, v)
+			bw.WriteString("\r\n")
+		}
+	}
+	if _, ok := h[hdrDate]; !ok {
+		bw.WriteString("Date: ")
+		bw.WriteString(c.srv.date())
+		bw.WriteString("\r\n")
+	}
+	if _, ok := h[hdrContentType]; !ok && len(w.pending) > 0 && !w.noBody {
+		bw.WriteString("Content-Type: ")
+		bw.WriteString(http.DetectContentType(w.pending))
+		bw.WriteString("\r\n")
+	}
+	switch {
+	case w.chunked:
+		bw.WriteString("Transfer-Encoding: chunked\r\n")
+	case !w.noBody && w.cl >= 0 && len(h[hdrContentLength]) == 0:
+		bw.WriteString("Content-Length: ")
+		bw.Write(strconv.AppendInt(bw.AvailableBuffer(), w.cl, 10))
+		bw.WriteString("\r\n")
+	}
+	if c.closeAfter || c.reqClose {
+		if len(h[hdrConnection]) == 0 {
+			bw.WriteString("Connection: close\r\n")
+		}
+	} else if w.req.ProtoMinor == 0 {
+		bw.WriteString("Connection: keep-alive\r\n")
+	}
+	_, err := bw.WriteString("\r\n")
+	w.setErr(err)
+	if len(w.pending) > 0 {
+		p := w.pending
+		w.pending = nil
+		w.writeBody(p)
+		c.putPendingBuf(p)
+	}
+}
+
+// Flush sends what is buffered, the head first.
+func (w *response) Flush() { _ = w.FlushError() }
+
+// FlushError is Flush reporting a write failure (http.ResponseController).
+func (w *response) FlushError() error {
+	if !w.started {
+		w.WriteHeader(http.StatusOK)
+	}
+	w.flushed = true
+	if !w.headOut {
+		w.writeHead(false)
+	}
+	if w.err != nil {
+		return w.err
+	}
+	w.setErr(w.c.bw.Flush())
+	return w.err
+}
+
+// SetReadDeadline bounds reads of the request body (http.ResponseController).
+func (w *response) SetReadDeadline(t time.Time) error { return w.c.setReadDeadline(t) }
+
+// SetWriteDeadline bounds writes of the response (http.ResponseController).
+func (w *response) SetWriteDeadline(t time.Time) error { return w.c.nc.SetWriteDeadline(t) }
+
+// finish completes the response after the handler returned: the head if
+// none went out, the last chunk, and the flush.
+func (w *response) finish() {
+	if !w.started {
+		w.WriteHeader(http.StatusOK)
+	}
+	if !w.headOut {
+		w.writeHead(true)
+	}
+	if w.chunked && w.err == nil {
+		_, err := w.c.bw.WriteString("0\r\n\r\n")
+		w.setErr(err)
+	}
+	if w.cl >= 0 && w.written != w.cl && !w.noBody {
+		w.c.closeAfter = true // short body: the client must not wait for more
+	}
+	if w.err == nil {
+		w.setErr(w.c.bw.Flush())
+	}
+}
+
+// statusLine returns "HTTP/1.x code text\r\n" (precomputed for the usual
+// codes).
+func statusLine(minor, code int) string {
+	if minor == 1 && code >= 200 && code < 600 {
+		if s := statusLines[code-200]; s != "" {
+			return s
+		}
+	}
+	proto := "HTTP/1.1 "
+	if minor == 0 {
+		proto = "HTTP/1.0 "
+	}
+	return proto + strconv.Itoa(code) + " " + http.StatusText(code) + "\r\n"
+}
+
+// statusLines holds the HTTP/1.1 status lines of the registered codes.
+// Read-only after package initialisation.
+var statusLines = func() (t [400]string) {
+	for code := 200; code < 600; code++ {
+		if text := http.StatusText(code); text != "" {
+			t[code-200] = "HTTP/1.1 " + strconv.Itoa(code) + " " + text + "\r\n"
+		}
+	}
+	return t
+}()
+
+// validFieldName reports whether k may be written as a field name.
+func validFieldName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if !tokenChar[k[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+type stringWriter interface {
+	WriteString(string) (int, error)
+	WriteByte(byte) error
+}
+
+// writeFieldValue writes v with CR, LF and NUL replaced by spaces, as
+// net/http does: a value can never start a new field or response.
+func writeFieldValue(w stringWriter, v string) {
+	clean := true
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; b == '\r' || b == '\n' || b == 0 {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		_, _ = w.WriteString(v)
+		return
+	}
+	for i := 0; i < len(v); i++ {
+		b := v[i]
+		if b == '\r' || b == '\n' || b == 0 {
+			b = ' '
+		}
+		_ = w.WriteByte(b)
+	}
+}

@@ -1,0 +1,261 @@
+package h1
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"log"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Server serves HTTP/1.1 on plaintext connections. Its zero value is not
+// usable: set Handler. Options mirror net/http.Server's of the same name.
+type Server struct {
+	Handler http.Handler
+	// ReadHeaderTimeout bounds reading a request head once its first byte
+	// arrived (and the first request of a connection from its accept).
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a request with its body, from its first
+	// byte; the handler may move or lift it (http.ResponseController).
+	ReadTimeout time.Duration
+	// IdleTimeout bounds the wait for the next request on a kept-alive
+	// connection (0: ReadTimeout, as net/http).
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request head (0: DefaultMaxHeaderByte).
+	MaxHeaderBytes int
+	// ConnState, when set, is told of each connection's transitions (New,
+	// Active, Idle, Closed) as net/http.Server's is.
+	ConnState func(net.Conn, http.ConnState)
+	// ErrorLog receives handler panics; nil is the log package's default.
+	ErrorLog *log.Logger
+
+	mu         sync.Mutex
+	listeners  map[*net.Listener]struct{}
+	conns      map[uint64]*conn
+	nextID     uint64
+	inShutdown atomic.Bool
+	watchOnce  sync.Once
+	watch      *watcher  // nil where the platform has none (client gone = write error)
+	readers    sync.Pool // *bufio.Reader
+	writers    sync.Pool // *bufio.Writer
+	pending    sync.Pool // *[]byte, smallBody held-back response bodies
+	dateNow    atomic.Pointer[dateEntry]
+}
+
+// Connection buffer sizes: a request head longer than the reader's buffer
+// is still read (line by line, up to MaxLine and MaxHeaderBytes).
+const (
+	readBufSize  = 4 << 10
+	writeBufSize = 4 << 10
+)
+
+// Serve accepts connections on l and serves each on its own goroutine until
+// l fails or the server is shut down (then http.ErrServerClosed).
+func (s *Server) Serve(l net.Listener) error {
+	if !s.track(&l, true) {
+		return http.ErrServerClosed
+	}
+	defer s.track(&l, false)
+	s.watchOnce.Do(func() {
+		w := newWatcher(s)
+		s.mu.Lock()
+		s.watch = w
+		s.mu.Unlock()
+	})
+	var backoff time.Duration
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			if s.shuttingDown() {
+				return http.ErrServerClosed
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			// Out of descriptors and the like: wait and retry, as net/http.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		c := s.newConn(nc)
+		if c == nil {
+			_ = nc.Close()
+			continue
+		}
+		go c.serve()
+	}
+}
+
+func (s *Server) track(l *net.Listener, add bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !add {
+		delete(s.listeners, l)
+		return true
+	}
+	if s.shuttingDown() {
+		return false
+	}
+	if s.listeners == nil {
+		s.listeners = map[*net.Listener]struct{}{}
+	}
+	s.listeners[l] = struct{}{}
+	return true
+}
+
+func (s *Server) shuttingDown() bool { return s.inShutdown.Load() }
+
+func (s *Server) maxHeaderBytes() int {
+	if s.MaxHeaderBytes > 0 {
+		return s.MaxHeaderBytes
+	}
+	return DefaultMaxHeaderByte
+}
+
+func (s *Server) closeListeners() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for l := range s.listeners {
+		_ = (*l).Close()
+	}
+}
+
+// Shutdown stops accepting, closes idle connections and waits for the
+// active ones to finish their request (each closes after its response),
+// until ctx ends (then ctx's error).
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.inShutdown.Store(true)
+	s.closeListeners()
+	wait := time.Millisecond
+	for {
+		if s.closeIdle() {
+			s.stopWatch()
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, 200*time.Millisecond)
+	}
+}
+
+// Close stops accepting and closes every connection at once.
+func (s *Server) Close() error {
+	s.inShutdown.Store(true)
+	s.closeListeners()
+	s.mu.Lock()
+	for _, c := range s.conns {
+		_ = c.nc.Close()
+	}
+	s.mu.Unlock()
+	s.stopWatch()
+	return nil
+}
+
+func (s *Server) stopWatch() {
+	s.mu.Lock()
+	w := s.watch
+	s.mu.Unlock()
+	if w != nil {
+		w.stop()
+	}
+}
+
+// closeIdle closes the connections waiting for a request and reports
+// whether none is left.
+func (s *Server) closeIdle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.conns {
+		if c.state.CompareAndSwap(stateIdle, stateClosing) {
+			_ = c.nc.Close()
+		}
+	}
+	return len(s.conns) == 0
+}
+
+func (s *Server) newConn(nc net.Conn) *conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shuttingDown() {
+		return nil
+	}
+	s.nextID++
+	c := &conn{srv: s, nc: nc, id: s.nextID, remote: nc.RemoteAddr().String()}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if s.conns == nil {
+		s.conns = map[uint64]*conn{}
+	}
+	s.conns[c.id] = c
+	return c
+}
+
+func (s *Server) removeConn(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c.id)
+	s.mu.Unlock()
+}
+
+// lookup is the connection with id, or nil (the watcher's events).
+func (s *Server) lookup(id uint64) *conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conns[id]
+}
+
+func (s *Server) setState(nc net.Conn, st http.ConnState) {
+	if s.ConnState != nil {
+		s.ConnState(nc, st)
+	}
+}
+
+func (s *Server) getReader(nc net.Conn) *bufio.Reader {
+	if br, ok := s.readers.Get().(*bufio.Reader); ok {
+		br.Reset(nc)
+		return br
+	}
+	return bufio.NewReaderSize(nc, readBufSize)
+}
+
+func (s *Server) getWriter(nc net.Conn) *bufio.Writer {
+	if bw, ok := s.writers.Get().(*bufio.Writer); ok {
+		bw.Reset(nc)
+		return bw
+	}
+	return bufio.NewWriterSize(nc, writeBufSize)
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.ErrorLog != nil {
+		s.ErrorLog.Printf(format, args...)
+		return
+	}
+	log.Printf(format, args...)
+}
+
+// dateEntry is the Date field value of one second.
+type dateEntry struct {
+	sec int64
+	s   string
+}
+
+// date is the current Date field value, formatted once a second.
+func (s *Server) date() string {
+	now := time.Now()
+	sec := now.Unix()
+	if d := s.dateNow.Load(); d != nil && d.sec == sec {
+		return d.s
+	}
+	d := &dateEntry{sec: sec, s: now.UTC().Format(http.TimeFormat)}
+	s.dateNow.Store(d)
+	return d.s
+}

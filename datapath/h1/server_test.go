@@ -1,0 +1,217 @@
+package h1
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startServer serves h on a loopback port until the test ends.
+func startServer(t *testing.T, h http.Handler) (*Server, string) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Serve(l) }()
+	t.Cleanup(func() { _ = s.Close(); <-done })
+	return s, l.Addr().String()
+}
+
+func TestServerResponses(t *testing.T) {
+	_, addr := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/small":
+			b, _ := io.ReadAll(r.Body)
+			_, _ = w.Write(append([]byte("got:"), b...))
+		case "/length":
+			w.Header().Set("Content-Length", "5")
+			w.Header().Set("X-Bad", "a\r\nInjected: 1")
+			_, _ = io.WriteString(w, "hello")
+		case "/stream":
+			w.Header().Set("Content-Type", "text/event-stream")
+			for i := range 3 {
+				_, _ = io.WriteString(w, "data: "+string(rune('a'+i))+"\n\n")
+				w.(http.Flusher).Flush()
+			}
+		case "/big":
+			_, _ = w.Write([]byte(strings.Repeat("x", 3*smallBody)))
+		case "/nocontent":
+			w.WriteHeader(http.StatusNoContent)
+		case "/abort":
+			_, _ = io.WriteString(w, "partial")
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler)
+		}
+	}))
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}, Timeout: 5 * time.Second}
+	tests := []struct {
+		method, path, body string
+		status             int
+		want               string
+		check              func(*http.Response) string
+	}{
+		{"POST", "/small", "{}", 200, "got:{}", func(r *http.Response) string {
+			if r.ContentLength != 6 || r.Header.Get("Content-Type") == "" || r.Header.Get("Date") == "" {
+				return "held-back body: length, sniffed type, date"
+			}
+			return ""
+		}},
+		{"POST", "/small", strings.Repeat("b", 10000), 200, "got:" + strings.Repeat("b", 10000), nil},
+		{"GET", "/length", "", 200, "hello", func(r *http.Response) string {
+			if r.Header.Get("Injected") != "" {
+				return "CRLF in a value started a field"
+			}
+			return ""
+		}},
+		{"GET", "/stream", "", 200, "data: a\n\ndata: b\n\ndata: c\n\n", func(r *http.Response) string {
+			if len(r.TransferEncoding) != 1 {
+				return "flushed stream not chunked"
+			}
+			return ""
+		}},
+		{"GET", "/big", "", 200, strings.Repeat("x", 3*smallBody), nil},
+		{"GET", "/nocontent", "", 204, "", nil},
+		{"HEAD", "/length", "", 200, "", nil},
+	}
+	for _, tc := range tests {
+		req, _ := http.NewRequest(tc.method, "http://"+addr+tc.path, strings.NewReader(tc.body))
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", tc.method, tc.path, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != tc.status || string(b) != tc.want {
+			t.Errorf("%s %s: %d %q %v, want %d %q", tc.method, tc.path, resp.StatusCode, b, err, tc.status, tc.want)
+		}
+		if tc.check != nil {
+			if msg := tc.check(resp); msg != "" {
+				t.Errorf("%s %s: %s (%v)", tc.method, tc.path, msg, resp.Header)
+			}
+		}
+	}
+	resp, err := c.Get("http://" + addr + "/abort")
+	if err == nil {
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	if err == nil {
+		t.Error("an aborted response read as complete")
+	}
+}
+
+// TestServerExpectContinue: the client's "Expect: 100-continue" is answered
+// when the handler reads the body, so the body follows.
+func TestServerExpectContinue(t *testing.T) {
+	_, addr := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		_, _ = w.Write(b)
+	}))
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+	_, _ = io.WriteString(nc, "POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n")
+	br := bufio.NewReader(nc)
+	line, _ := br.ReadString('\n')
+	if line != "HTTP/1.1 100 Continue\r\n" {
+		t.Fatalf("interim line %q", line)
+	}
+	_, _ = br.ReadString('\n')
+	_, _ = io.WriteString(nc, "ok")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if string(b) != "ok" {
+		t.Errorf("body %q", b)
+	}
+}
+
+// TestServerClientGone: a client that closes its connection while the
+// handler waits (nothing written yet) cancels the request's context within
+// 100 ms.
+func TestServerClientGone(t *testing.T) {
+	canceled := make(chan time.Duration, 1)
+	started := make(chan struct{})
+	_, addr := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+		canceled <- 0
+	}))
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.WriteString(nc, "GET /wait HTTP/1.1\r\nHost: x\r\n\r\n")
+	<-started
+	time.Sleep(3 * watchAfter) // a request long enough to be watched
+	closed := time.Now()
+	nc.Close()
+	<-canceled
+	if d := time.Since(closed); d > 100*time.Millisecond {
+		t.Errorf("client departure seen after %v", d)
+	}
+}
+
+// TestServerShutdown: Shutdown closes idle connections, lets an active
+// request finish, and the connection closes after its response.
+func TestServerShutdown(t *testing.T) {
+	release := make(chan struct{})
+	inside := make(chan struct{})
+	s, addr := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			close(inside)
+			<-release
+		}
+		_, _ = io.WriteString(w, "done")
+	}))
+	idle, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	busy, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	_, _ = io.WriteString(busy, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	<-inside
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		shut <- s.Shutdown(ctx)
+	}()
+	_ = idle.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := idle.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("idle connection: %v, want EOF", err)
+	}
+	close(release)
+	_ = busy.SetReadDeadline(time.Now().Add(2 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(busy), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Close {
+		t.Error("response during shutdown does not close the connection")
+	}
+	if err := <-shut; err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+}
