@@ -43,7 +43,8 @@ type Runtime struct {
 	kv          *kvplane.Plane  // KV-exact state of every rule with kvExactMode
 	sender      upstream.Sender // every request to an engine: the proxy's and the P/D legs
 	log         logrus.FieldLogger
-	up          *upstream.Client // sender's pools: engine TLS identities, shutdown
+	up          *upstream.Client         // sender's pools: engine TLS identities, shutdown
+	handshakes  *tlsmat.HandshakeLimiter // TLS handshakes per client source; nil: no limit
 	probeClient *http.Client
 	bufs        sync.Pool       // *[]byte relay buffers
 	gate        *admission.Gate // client connection caps shared by every listener
@@ -149,6 +150,7 @@ func newRuntime(opts Options, m *metrics.Datapath, pdm *metrics.PD, rx *metrics.
 	rt.tlsm = tlsm
 	rt.certs = tlsmat.NewStore(opts.TLS, tlsm, log.WithField("component", "tls"))
 	rt.certs.Start()
+	rt.handshakes = tlsmat.NewHandshakeLimiter(opts.TLS.HandshakesPerIP, opts.TLS.HandshakeBurstPerIP)
 	return rt
 }
 
@@ -501,6 +503,7 @@ func (rt *Runtime) listenerForLocked(addr netip.AddrPort, tlsOn bool) (*listener
 	var fe *tlsmat.Frontend
 	if tlsOn {
 		fe = tlsmat.NewFrontend(addr.String(), rt.tlsm)
+		fe.LimitHandshakes(rt.handshakes) // per source, all VIPs together
 	}
 	ln := rt.newListener(addr, nl, fe)
 	rt.listeners[addr] = ln
