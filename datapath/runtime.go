@@ -87,7 +87,8 @@ type ruleState struct {
 
 	kick       chan struct{} // probe now (new endpoints)
 	stop       chan struct{}
-	proberDone chan struct{}
+	proberDone chan struct{} // closed when no prober runs (prober.go; rt.mu)
+	probing    bool          // a prober runs for this rule (prober.go; rt.mu)
 }
 
 // New builds a Runtime. m may be nil (a private registry is used); the P/D,
@@ -182,6 +183,7 @@ func (rt *Runtime) Install(prev, next *spec.Rule) error {
 			return err
 		}
 		rt.swapLocked(rs, next, nt)
+		rt.startProberLocked(rs) // the new generation may probe where the old did not
 		rt.moveListenersLocked(rs, lns, created)
 		if prev != nil && prev.Key != next.Key {
 			rt.removeLocked(prev.Key)
@@ -198,7 +200,7 @@ func (rt *Runtime) Install(prev, next *spec.Rule) error {
 		tls:        nt,
 		kick:       make(chan struct{}, 1),
 		stop:       make(chan struct{}),
-		proberDone: make(chan struct{}),
+		proberDone: noProber(),
 	}
 	c, eps := newCompiled(next, nil, &rt.opts, rt.m)
 	nt.apply(c)
@@ -209,7 +211,7 @@ func (rt *Runtime) Install(prev, next *spec.Rule) error {
 	rs.cur.Store(c)
 	rt.rules[next.Key] = rs
 	rt.moveListenersLocked(rs, lns, created)
-	go rt.runProber(rs)
+	rt.startProberLocked(rs) // none for a rule without probes
 	if prev != nil && prev.Key != next.Key {
 		rt.removeLocked(prev.Key)
 	}
