@@ -70,6 +70,8 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.Float64Var(&opts.AccessLog.SampleRate, "access-log-sample", opts.AccessLog.SampleRate, "fraction of successful requests the access log writes, chosen by request id (0..1); failed requests are always written")
 	// TLS.
 	fl.StringVar(&opts.TLS.CertRoot, "cert-root", opts.TLS.CertRoot, "LoxiLB certificate root for HTTPS VIPs: <root>/server.crt|key is the default certificate, <root>/<hostname>/ a host's (default <state-dir>/cert)")
+	fl.Float64Var(&opts.TLS.HandshakesPerIP, "tls-handshakes-per-ip", opts.TLS.HandshakesPerIP, "TLS handshakes one client source (IPv4 address, IPv6 /64) may start per second on the VIPs; above it handshakes are refused after the ClientHello (0: no limit)")
+	fl.IntVar(&opts.TLS.HandshakeBurstPerIP, "tls-handshake-burst-per-ip", opts.TLS.HandshakeBurstPerIP, "burst of TLS handshakes above --tls-handshakes-per-ip (0: the rate)")
 	fl.StringVar(&opts.APITLSCert, "api-tls-cert", opts.APITLSCert, "serve the management API over HTTPS with this certificate (PEM)")
 	fl.StringVar(&opts.APITLSKey, "api-tls-key", opts.APITLSKey, "private key (PEM) of --api-tls-cert")
 	fl.StringVar(&opts.APITLSClientCA, "api-tls-client-ca", opts.APITLSClientCA, "require management API clients to present a certificate from this CA (mTLS)")

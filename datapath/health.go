@@ -138,9 +138,10 @@ func applyProbe(ep *endpoint, ok bool, retries, rise int) int32 {
 }
 
 // runProber probes every endpoint of the rule's current generation each
-// interval (and at once when kicked) until stop is closed.
-func (rt *Runtime) runProber(rs *ruleState) {
-	defer close(rs.proberDone)
+// interval (and at once when kicked) until stop is closed, or until the
+// current generation no longer probes (prober.go); then it closes done.
+func (rt *Runtime) runProber(rs *ruleState, done chan struct{}) {
+	defer close(done)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -153,7 +154,11 @@ func (rt *Runtime) runProber(rs *ruleState) {
 	t := time.NewTicker(rt.opts.ProbeInterval)
 	defer t.Stop()
 	for {
-		rt.probeRound(ctx, rs.cur.Load())
+		c := rs.cur.Load()
+		if probeDisabled(c.rule.Probe) && rt.proberIdle(rs) {
+			return
+		}
+		rt.probeRound(ctx, c)
 		select {
 		case <-ctx.Done():
 			return

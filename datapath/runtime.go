@@ -44,7 +44,8 @@ type Runtime struct {
 	kv          *kvplane.Plane  // KV-exact state of every rule with kvExactMode
 	sender      upstream.Sender // every request to an engine: the proxy's and the P/D legs
 	log         logrus.FieldLogger
-	up          *upstream.Client // sender's pools: engine TLS identities, shutdown
+	up          *upstream.Client         // sender's pools: engine TLS identities, shutdown
+	handshakes  *tlsmat.HandshakeLimiter // TLS handshakes per client source; nil: no limit
 	probeClient *http.Client
 	bufs        sync.Pool       // *[]byte relay buffers
 	gate        *admission.Gate // client connection caps shared by every listener
@@ -92,7 +93,8 @@ type ruleState struct {
 
 	kick       chan struct{} // probe now (new endpoints)
 	stop       chan struct{}
-	proberDone chan struct{}
+	proberDone chan struct{} // closed when no prober runs (prober.go; rt.mu)
+	probing    bool          // a prober runs for this rule (prober.go; rt.mu)
 }
 
 // New builds a Runtime. m may be nil (a private registry is used); the P/D,
@@ -160,6 +162,7 @@ func newRuntime(opts Options, m *metrics.Datapath, pdm *metrics.PD, rx *metrics.
 	rt.tlsm = tlsm
 	rt.certs = tlsmat.NewStore(opts.TLS, tlsm, log.WithField("component", "tls"))
 	rt.certs.Start()
+	rt.handshakes = tlsmat.NewHandshakeLimiter(opts.TLS.HandshakesPerIP, opts.TLS.HandshakeBurstPerIP)
 	return rt
 }
 
@@ -191,6 +194,7 @@ func (rt *Runtime) Install(prev, next *spec.Rule) error {
 			return err
 		}
 		rt.swapLocked(rs, next, nt)
+		rt.startProberLocked(rs) // the new generation may probe where the old did not
 		rt.moveListenersLocked(rs, lns, created)
 		if prev != nil && prev.Key != next.Key {
 			rt.removeLocked(prev.Key)
@@ -207,7 +211,7 @@ func (rt *Runtime) Install(prev, next *spec.Rule) error {
 		tls:        nt,
 		kick:       make(chan struct{}, 1),
 		stop:       make(chan struct{}),
-		proberDone: make(chan struct{}),
+		proberDone: noProber(),
 	}
 	c, eps := newCompiled(next, nil, &rt.opts, rt.m)
 	nt.apply(c)
@@ -218,7 +222,7 @@ func (rt *Runtime) Install(prev, next *spec.Rule) error {
 	rs.cur.Store(c)
 	rt.rules[next.Key] = rs
 	rt.moveListenersLocked(rs, lns, created)
-	go rt.runProber(rs)
+	rt.startProberLocked(rs) // none for a rule without probes
 	if prev != nil && prev.Key != next.Key {
 		rt.removeLocked(prev.Key)
 	}
@@ -514,6 +518,7 @@ func (rt *Runtime) listenerForLocked(addr netip.AddrPort, tlsOn bool) (*listener
 	var fe *tlsmat.Frontend
 	if tlsOn {
 		fe = tlsmat.NewFrontend(addr.String(), rt.tlsm)
+		fe.LimitHandshakes(rt.handshakes) // per source, all VIPs together
 	}
 	ln := rt.newListener(addr, nl, fe)
 	rt.listeners[addr] = ln

@@ -7,7 +7,8 @@ import "github.com/prometheus/client_golang/prometheus"
 // "hostname" the certificate's SNI name ("default" for the VIP default).
 type TLS struct {
 	// Handshakes counts server handshakes by result (ok, failed,
-	// client_cert_rejected) and negotiated version ("none" on failure).
+	// client_cert_rejected, rate_limited) and negotiated version ("none"
+	// on failure).
 	Handshakes *prometheus.CounterVec // infergate_tls_handshakes_total{listener,result,version}
 	// CertExpiry is seconds until the certificate in use expires.
 	CertExpiry *prometheus.GaugeVec // infergate_tls_cert_expiry_seconds{hostname}
@@ -28,7 +29,7 @@ func NewTLS(reg prometheus.Registerer) *TLS {
 	t := &TLS{
 		Handshakes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "infergate_tls_handshakes_total",
-			Help: "TLS handshakes on HTTPS VIPs by result (ok, failed, client_cert_rejected) and negotiated version.",
+			Help: "TLS handshakes on HTTPS VIPs by result (ok, failed, client_cert_rejected, rate_limited) and negotiated version.",
 		}, []string{"listener", "result", "version"}),
 		CertExpiry: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "infergate_tls_cert_expiry_seconds",

@@ -228,7 +228,14 @@ type Frontend struct {
 	m      *metrics.TLS
 	sites  atomic.Pointer[siteTable]
 	seen   sync.Map // *tls.Conn → struct{}: handshake already counted
+	// limit bounds handshakes per client source (handshakerate.go); nil:
+	// none. Set before Listener is called.
+	limit *HandshakeLimiter
 }
+
+// LimitHandshakes makes the frontend refuse handshakes over l's rate per
+// source (nil: no limit). Call before Listener.
+func (f *Frontend) LimitHandshakes(l *HandshakeLimiter) { f.limit = l }
 
 type siteTable struct {
 	byHost map[string]*Site
@@ -288,6 +295,9 @@ var errNoSite = errors.New("tls: no certificate for this server name")
 func (f *Frontend) Listener(inner net.Listener) net.Listener {
 	return tls.NewListener(inner, &tls.Config{
 		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			if !f.limit.Allow(hello.Conn.RemoteAddr()) {
+				return nil, errHandshakeRateLimited // before any key exchange
+			}
 			s, byName := f.siteFor(hello.ServerName)
 			if s == nil {
 				return nil, errNoSite
@@ -338,7 +348,10 @@ func (f *Frontend) ConnState(c net.Conn, st http.ConnState) {
 	cancel()
 	result := "failed"
 	var rej *errClientRejected
-	if errors.As(err, &rej) || isClientCertAlert(err) {
+	switch {
+	case errors.Is(err, errHandshakeRateLimited):
+		result = "rate_limited"
+	case errors.As(err, &rej) || isClientCertAlert(err):
 		result = "client_cert_rejected"
 	}
 	f.m.Handshakes.WithLabelValues(f.listen, result, "none").Inc()

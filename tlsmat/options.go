@@ -22,12 +22,27 @@ type Options struct {
 	ReloadInterval time.Duration `yaml:"-"`
 	// ExpiryRefresh is how often the expiry gauges are recomputed.
 	ExpiryRefresh time.Duration `yaml:"-"`
+	// HandshakesPerIP bounds the TLS handshakes one client source (an IPv4
+	// address, an IPv6 /64) may start per second on the VIPs, all together
+	// (handshakerate.go); HandshakeBurstPerIP is the burst above that rate
+	// (0: the rate). 0 or less: no limit.
+	HandshakesPerIP     float64 `yaml:"tls-handshakes-per-ip"`
+	HandshakeBurstPerIP int     `yaml:"tls-handshake-burst-per-ip"`
 }
+
+// Default handshake bounds per source: 100 a second is about 7% of a core
+// (full ECDSA handshakes), far above what a keep-alive client needs, and a
+// burst of 200 lets a client open a pool of connections at once.
+const (
+	DefaultHandshakesPerIP     = 100
+	DefaultHandshakeBurstPerIP = 200
+)
 
 // DefaultOptions returns the documented defaults (CertRoot left to the
 // daemon, which knows the state directory).
 func DefaultOptions() Options {
-	return Options{ReloadInterval: 500 * time.Millisecond, ExpiryRefresh: 30 * time.Second}
+	return Options{ReloadInterval: 500 * time.Millisecond, ExpiryRefresh: 30 * time.Second,
+		HandshakesPerIP: DefaultHandshakesPerIP, HandshakeBurstPerIP: DefaultHandshakeBurstPerIP}
 }
 
 // DefaultCertRoot is the certificate root under a state directory.

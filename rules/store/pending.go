@@ -68,7 +68,7 @@ func (s *Store) retryPendingOnce() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur := s.snap.Load()
-	var entries []Entry
+	var entries []*Entry
 	left := 0
 	for i, e := range cur.entries {
 		if e.InstallError == "" {
@@ -80,14 +80,18 @@ func (s *Store) retryPendingOnce() int {
 				if entries == nil {
 					entries = slices.Clone(cur.entries)
 				}
-				entries[i].InstallError = msg
+				ne := *e // published entries are immutable: copy, then change
+				ne.InstallError = msg
+				entries[i] = &ne
 			}
 			continue
 		}
 		if entries == nil {
 			entries = slices.Clone(cur.entries)
 		}
-		entries[i].InstallError = ""
+		ne := *e
+		ne.InstallError = ""
+		entries[i] = &ne
 		s.log.WithField("rule", e.Compiled.Key.String()).Info("pending rule installed; now served")
 	}
 	if entries != nil {

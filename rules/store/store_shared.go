@@ -159,8 +159,8 @@ func (s *Store) applyUpdate(u Update) {
 }
 
 // applyValueLocked applies one watched put (Value != nil) or delete.
-func (s *Store) applyValueLocked(entries []Entry, v StoredValue) ([]Entry, bool) {
-	idx := slices.IndexFunc(entries, func(e Entry) bool { return BackendKey(e.Compiled.Key) == v.Key })
+func (s *Store) applyValueLocked(entries []*Entry, v StoredValue) ([]*Entry, bool) {
+	idx := slices.IndexFunc(entries, func(e *Entry) bool { return BackendKey(e.Compiled.Key) == v.Key })
 	if v.Value == nil {
 		if idx < 0 || entries[idx].Revision > v.Revision {
 			return entries, false // gone already, or re-created after this delete
@@ -182,10 +182,12 @@ func (s *Store) applyValueLocked(entries []Entry, v StoredValue) ([]Entry, bool)
 	}
 	var prev *Entry
 	if idx >= 0 {
-		prev = &entries[idx]
+		prev = entries[idx]
 		if err := rules.CheckUpdate(prev.Rule, nr); err != nil {
 			if e, ok := apierror.As(err); ok && e.Code == apierror.CodeRuleExists {
-				entries[idx].Revision = v.Revision // identical re-write
+				same := *prev              // published entries are immutable: copy, then change
+				same.Revision = v.Revision // identical re-write
+				entries[idx] = &same
 				return entries, false
 			}
 			s.rejectedValue("immutable_field")
@@ -209,11 +211,11 @@ func (s *Store) applyValueLocked(entries []Entry, v StoredValue) ([]Entry, bool)
 	}
 	outcome := Created
 	if idx >= 0 {
-		entries[idx] = e
+		entries[idx] = &e
 		outcome = Updated
 	} else {
 		at, _ := findKey(entries, next.Key)
-		entries = slices.Insert(entries, at, e)
+		entries = slices.Insert(entries, at, &e)
 	}
 	l.WithFields(logrus.Fields{"rule": next.Key.String(), "outcome": outcome.String()}).Info("rule applied (from store)")
 	return entries, true
