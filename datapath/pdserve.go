@@ -271,8 +271,8 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 		defer cancel()
 	}
 	req := &pd.Request{Path: r.URL.Path, Header: r.Header, Body: body, RequestID: x.requestID, Rule: c.rule}
-	x.wroteHeader = true                   // the dialect answers the client, success or error
-	tw := &ttftWriter{ResponseWriter: x.w} // pdttft.go
+	x.wroteHeader = true // the dialect answers the client, success or error
+	tw := &ttftWriter{ResponseWriter: x.w}
 	iw := &idWriter{ResponseWriter: tw, id: x.requestID}
 	o := c.pd.dialect.Serve(ctx, iw, req, pair, c.pd.sender)
 
