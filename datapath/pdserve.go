@@ -272,10 +272,13 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	}
 	req := &pd.Request{Path: r.URL.Path, Header: r.Header, Body: body, RequestID: x.requestID, Rule: c.rule}
 	x.wroteHeader = true // the dialect answers the client, success or error
-	iw := &idWriter{ResponseWriter: x.w, id: x.requestID}
+	tw := &ttftWriter{ResponseWriter: x.w}
+	iw := &idWriter{ResponseWriter: tw, id: x.requestID}
 	o := c.pd.dialect.Serve(ctx, iw, req, pair, c.pd.sender)
 
-	pd.Record(rt.pdm, c.rule, c.pd.models.Label(model, o.Status >= 200 && o.Status < 300), o)
+	modelLabel := c.pd.models.Label(model, o.Status >= 200 && o.Status < 300)
+	pd.Record(rt.pdm, c.rule, modelLabel, o)
+	rt.observeClientTTFT(c, modelLabel, x.start, tw)
 	if o.PrefillSkipped != "" && rt.pdm.Unsplit != nil {
 		rt.pdm.Unsplit.WithLabelValues(c.label, unsplitPathLabel(r.URL.Path), o.PrefillSkipped).Inc()
 	}

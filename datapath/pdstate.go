@@ -117,7 +117,7 @@ func (rt *Runtime) attachLocked(rs *ruleState, c *compiled, prevRule *spec.Rule)
 			tiers = append(tiers, t)
 		}
 	}
-	p.ladder = ladder.New(p.sessions, tiers...)
+	p.ladder = ladder.New(p.sessions, tiers...).WithPolicies(r.PD.PrefillPolicy, r.PD.DecodePolicy)
 	if rt.opts.ReplicaConsistent {
 		p.ladder.Replicated()
 	}

@@ -58,6 +58,9 @@ type PD struct {
 	// HandoffInvalid counts prefill answers whose transfer parameters a
 	// decode could not use (answered 502 pd_handoff_invalid, no decode leg).
 	HandoffInvalid *prometheus.CounterVec // infergate_pd_handoff_invalid_total{rule}
+	// ClientTTFT is the time a client waits on a P/D rule: request arrival
+	// to the first body byte of a successful answer.
+	ClientTTFT *prometheus.HistogramVec // infergate_pd_client_ttft_seconds{rule,model}
 }
 
 func newPD(reg prometheus.Registerer) *PD {
@@ -112,6 +115,12 @@ func newPD(reg prometheus.Registerer) *PD {
 	p.HandoffInvalid = counter("infergate_pd_handoff_invalid_total",
 		"Prefill answers whose KV transfer parameters were malformed; answered 502 pd_handoff_invalid without a decode leg.", "rule")
 	reg.MustRegister(p.HandoffInvalid)
+	p.ClientTTFT = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "infergate_pd_client_ttft_seconds",
+		Help:    "P/D time to first token as the client sees it: request arrival to the first body byte of a 2xx answer.",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14), // 5 ms … 41 s
+	}, []string{"rule", "model"})
+	reg.MustRegister(p.ClientTTFT)
 	reg.MustRegister(p.Requests, p.RoomRetries, p.TRTEarlyExits, p.KVTransferFailures,
 		p.PrefillDeaths, p.DecodeDeaths, p.Failovers, p.PrefillDuration, p.DecodeTTFB, p.Duration,
 		p.LegRequests, p.LadderDecisions, p.SessionHits, p.FallbackToNormal,

@@ -67,7 +67,9 @@ func compileValid(r *Rule) *spec.Rule {
 	out.Admin = spec.AdminSurface{Engine: spec.Engine(sa.KVEngineType), Open: sa.AllowAdminPaths}
 	if sa.PDDisaggMode {
 		pd := &spec.PD{
-			CacheAware:          sa.PDCacheAwareMode,
+			CacheAware:          sa.PDCacheAwareMode || sa.PDPrefillPolicy == string(spec.PolicyCacheAware),
+			PrefillPolicy:       spec.Policy(sa.PDPrefillPolicy), // pdpolicy.go; "" is least_load
+			DecodePolicy:        spec.Policy(sa.PDDecodePolicy),
 			SessionTTL:          orDuration(seconds(sa.PDSessionTTLSec), defaultPDSessionTTL),
 			CacheThreshold:      orInt(sa.PDCacheThreshold, defaultPDCacheThreshold),
 			BalanceAbsThreshold: orInt(sa.PDBalanceAbsThreshold, defaultPDBalanceAbs),

@@ -119,6 +119,7 @@ var crossChecks = []crossCheck{
 	{"nixl-port-vllm-only", checkNixlVLLM},
 	{"unspecified-endpoint", checkUnspecifiedEndpoints}, // pairing.go
 	{"pd-pairing", checkPairing},                        // pairing.go
+	{"pd-policies", checkPDPolicies},                    // pdpolicy.go
 	{"session-header", checkSessionHeader},
 	{"probe-type-served", checkProbeServed},
 	{"path-match", checkPathMatch},

@@ -87,6 +87,12 @@ type ServiceArguments struct {
 	// unknown pair) or strict (both legs must declare pairing_protocol or
 	// kv_connector). An infergate extension (pairing.go).
 	PDPairingMode string `json:"pd_pairing_mode,omitempty" yaml:"pd_pairing_mode,omitempty"`
+	// PDPrefillPolicy and PDDecodePolicy choose each leg when no affinity
+	// tier did (least_load, round_robin, power_of_two; prefill also
+	// cache_aware, which turns on prefix affinity). Infergate extensions
+	// (pdpolicy.go).
+	PDPrefillPolicy string `json:"pd_prefill_policy,omitempty" yaml:"pd_prefill_policy,omitempty"`
+	PDDecodePolicy  string `json:"pd_decode_policy,omitempty" yaml:"pd_decode_policy,omitempty"`
 
 	KVExactMode   int    `json:"kvExactMode,omitempty" yaml:"kvExactMode,omitempty"`
 	KVEngineType  string `json:"kvEngineType,omitempty" yaml:"kvEngineType,omitempty"`

@@ -58,6 +58,8 @@ var (
 		"PDBalanceAbsThreshold":       "min=0,max=255",
 		"PDBootstrapPort":             "min=0,max=65535",
 		"PDPairingMode":               "omitempty,oneof=lenient strict",
+		"PDPrefillPolicy":             "omitempty,oneof=least_load round_robin power_of_two cache_aware",
+		"PDDecodePolicy":              "omitempty,oneof=least_load round_robin power_of_two",
 		"KVExactMode":                 "min=0,max=3",
 		"KVEngineType":                "omitempty,oneof=vllm sglang trtllm llamacpp",
 		"KVZmqPort":                   "min=0,max=65535",

@@ -213,7 +213,27 @@ type PD struct {
 	// declare a pairing_protocol or a kv_connector (lenient, the default,
 	// pairs legs whose facts are unknown).
 	PairingStrict bool
+	// PrefillPolicy and DecodePolicy choose a leg when no affinity tier
+	// did (pd_prefill_policy, pd_decode_policy); "" is PolicyLeastLoad.
+	PrefillPolicy Policy
+	DecodePolicy  Policy
 }
+
+// Policy is how a P/D leg is chosen among usable endpoints when no
+// affinity tier (session, prefix, KV-exact) chose it.
+type Policy string
+
+const (
+	// PolicyLeastLoad: fewest requests in flight, exact ties rotating.
+	PolicyLeastLoad Policy = "least_load"
+	// PolicyRoundRobin: each endpoint in turn, whatever its load.
+	PolicyRoundRobin Policy = "round_robin"
+	// PolicyPowerOfTwo: the less loaded of two endpoints drawn at random.
+	PolicyPowerOfTwo Policy = "power_of_two"
+	// PolicyCacheAware (prefill only): prefix affinity first
+	// (pd_cache_aware_mode), then least load.
+	PolicyCacheAware Policy = "cache_aware"
+)
 
 // KV is the KV-exact (Tier 1.5) configuration; nil when kvExactMode is 0.
 type KV struct {

@@ -137,6 +137,10 @@ func fieldNotes() map[string]FieldNote {
 		// P/D pairing (infergate extensions, docs/datapath.md "Pairing").
 		sa("pd_pairing_mode"): {Description: "P/D rules: lenient (default; legs whose transfer facts are unknown pair) or strict " +
 			"(both legs of a pair must declare pairing_protocol or kv_connector).", Enum: enum("", "lenient", "strict")},
+		sa("pd_prefill_policy"): {Description: "P/D rules: how a prefill is chosen when no affinity tier did: least_load (default), round_robin, " +
+			"power_of_two, or cache_aware (prefix affinity first, then least load).", Enum: enum("", "least_load", "round_robin", "power_of_two", "cache_aware")},
+		sa("pd_decode_policy"): {Description: "P/D rules: how a decode is chosen when no session pin did: least_load (default), round_robin or power_of_two.",
+			Enum: enum("", "least_load", "round_robin", "power_of_two")},
 		ep("kv_connector"):     {Description: "P/D: the engine's KV connector (NixlConnector, MooncakeConnector, …); a pair must match when both declare it."},
 		ep("kv_block_size"):    {Description: "P/D: the engine's KV block size in tokens; a pair must match when both declare it.", Min: ptrFloat(0), Max: ptrFloat(4096)},
 		ep("kv_cache_dtype"):   {Description: "P/D: the engine's KV cache dtype (auto, fp8, …); a pair must match when both declare it."},

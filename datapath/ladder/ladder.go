@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/infergate/infergate/datapath/pick"
+	"github.com/infergate/infergate/spec"
 )
 
 // Candidate is one usable endpoint of a role; its Load is the snapshot the
@@ -82,6 +83,9 @@ type Ladder struct {
 	// sessions go to their rendezvous winner and exact load ties are broken
 	// by the request's rendezvous key instead of rotation.
 	replicated bool
+	// prefillPolicy and decodePolicy choose a leg no affinity tier chose
+	// (policy.go); "" is least load.
+	prefillPolicy, decodePolicy spec.Policy
 	// chain is what runs after Tier 0, in order: the rendezvous rung
 	// (replicated only), the pluggable tiers, and Tier 2, which always
 	// chooses. Built by New and Replicated, read-only afterwards.
@@ -228,7 +232,8 @@ type loadTier struct{ l *Ladder }
 func (loadTier) Name() pick.Name { return TierLoad }
 
 func (t loadTier) Pick(f *Facts, prefills []Candidate) (int, string, bool) {
-	return t.l.leastLoaded(f, prefills, &t.l.rr), "", true
+	i, _ := t.l.byPolicy(f, prefills, t.l.prefillPolicy, &t.l.rr) // policy.go
+	return i, "", true
 }
 
 // pickDecode keeps the session's decode when it is still usable, else takes
@@ -242,7 +247,8 @@ func (l *Ladder) pickDecode(f *Facts, pinned string, decodes []Candidate, tr *Tr
 			}
 		}
 	}
-	c := decodes[l.leastLoaded(f, decodes, &l.rrDecode)]
-	tr.Steps = append(tr.Steps, Step{Tier: TierDecode, Hit: true, Choice: c.ID, Reason: "least_loaded"})
+	i, reason := l.byPolicy(f, decodes, l.decodePolicy, &l.rrDecode)
+	c := decodes[i]
+	tr.Steps = append(tr.Steps, Step{Tier: TierDecode, Hit: true, Choice: c.ID, Reason: reason})
 	return c
 }

@@ -334,3 +334,32 @@ func TestSGLangPrefillDPRank(t *testing.T) {
 		})
 	}
 }
+
+// TestSGLangLogprobsMerge: a non-streamed request with return_logprob is
+// answered with the prefill's input logprobs prepended to the decode's, as
+// SGLang's router does; without the flag the decode's body is relayed.
+func TestSGLangLogprobsMerge(t *testing.T) {
+	f := startFleet(t, spec.EngineSGLang)
+	d := mustDialect(t, spec.EngineSGLang)
+	pair := pd.Pair{Prefill: f.prefill.Endpoint(), Decode: f.dec.Endpoint()}
+	res := f.do(t, d, pathCompletions, `{"model":"m","prompt":"p","max_tokens":4,"return_logprob":true}`, pair, 0)
+	if res.status != 200 || res.header.Get("Content-Type") != "application/json" {
+		t.Fatalf("client got %d %s: %s", res.status, res.header.Get("Content-Type"), res.body)
+	}
+	var got struct {
+		Meta struct {
+			LP json.RawMessage `json:"input_token_logprobs"`
+		} `json:"meta_info"`
+		Choices []json.RawMessage `json:"choices"`
+	}
+	if err := json.Unmarshal([]byte(res.body), &got); err != nil {
+		t.Fatalf("body: %v: %s", err, res.body)
+	}
+	if string(got.Meta.LP) != `[[null,1,null],[-1.5,2,null],[-0.25,3,null]]` || len(got.Choices) != 1 {
+		t.Errorf("merged body = %s", res.body)
+	}
+	plain := f.do(t, d, pathCompletions, `{"model":"m","prompt":"p","max_tokens":4}`, pair, 0)
+	if plain.status != 200 || strings.Contains(plain.body, "meta_info") {
+		t.Errorf("plain request: %d %s", plain.status, plain.body)
+	}
+}

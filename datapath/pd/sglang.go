@@ -253,7 +253,11 @@ wait:
 			decodeBytes = true
 			window.Stop()
 			o.Status, o.Relayed = p.resp.StatusCode, p.resp.StatusCode >= 400
-			rr = q.relay(p, buf, cancelD)
+			if p.resp.StatusCode == http.StatusOK && !q.obj.isTrue(fieldStream) && wantsLogprobs(&q.obj) {
+				pres, rr = q.mergeDecode(ctx, p, pres, prefCh) // sglang_logprobs.go
+			} else {
+				rr = q.relay(p, buf, cancelD)
+			}
 			cancelPrefill() // the prefill is moot once decode has finished
 			break wait
 		case <-window.C:

@@ -95,7 +95,7 @@ func (x *exchange) sglang() {
 		case <-x.e.stop:
 			return
 		}
-		x.answer("", "length", nil, nil)
+		x.answer("", "length", x.sglangMeta(), nil)
 		return
 	}
 	if err := x.e.join(x.r.Context(), t); err != nil {
@@ -107,7 +107,22 @@ func (x *exchange) sglang() {
 		x.writeError(http.StatusInternalServerError, "bootstrap join failed")
 		return
 	}
-	x.answer("Hello from the fake SGLang decode, the answer is 42.", "stop", nil, nil)
+	x.answer("Hello from the fake SGLang decode, the answer is 42.", "stop", x.sglangMeta(), nil)
+}
+
+// sglangMeta is SGLang's meta_info for a request with return_logprob:
+// input_token_logprobs as [logprob, token id, text] triples. The prompt's
+// are computed where the prompt ran: a prefill reports them, a PD decode
+// only its first position (SGLang's router prepends the prefill's).
+func (x *exchange) sglangMeta() map[string]any {
+	if string(x.req["return_logprob"]) != "true" {
+		return nil
+	}
+	lp := [][]any{{-0.25, 3, nil}}
+	if x.e.cfg.Role == Prefill {
+		lp = [][]any{{nil, 1, nil}, {-1.5, 2, nil}}
+	}
+	return map[string]any{"meta_info": map[string]any{"input_token_logprobs": lp}}
 }
 
 func (e *Engine) dropRoom(id uint64) {

@@ -1,0 +1,161 @@
+package pd
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// SGLang computes a prompt's input logprobs on the prefill; the decode
+// returns only its own tokens'. SGLang's router therefore waits, for a
+// request that asks for logprobs, for the prefill's body as well as the
+// decode's and answers the decode's with the prefill's
+// meta_info.input_token_logprobs prepended to its own. infergate does the
+// same for non-streaming answers (a streamed decode is relayed as it
+// comes: holding it for the prefill would only delay the first token). A
+// prefill that failed, or bodies without the arrays, leave the decode's
+// body as it is.
+
+// Wire names of the logprob fields.
+const (
+	fieldReturnLogprob      = "return_logprob" // SGLang's native request flag
+	fieldLogprobs           = "logprobs"       // OpenAI: true (chat) or a count (completions)
+	fieldTopLogprobs        = "top_logprobs"
+	fieldMetaInfo           = "meta_info"
+	fieldInputTokenLogprobs = "input_token_logprobs"
+)
+
+// maxMergedDecodeResponse bounds a non-streamed decode body held for the
+// merge.
+const maxMergedDecodeResponse = 64 << 20
+
+// wantsLogprobs reports a request that asks for logprobs: return_logprob
+// true, logprobs true or a count above 0, or top_logprobs above 0.
+func wantsLogprobs(o *object) bool {
+	if o.isTrue(fieldReturnLogprob) || o.isTrue(fieldLogprobs) {
+		return true
+	}
+	for _, f := range []string{fieldLogprobs, fieldTopLogprobs} {
+		if v, ok := o.lookup(f); ok {
+			if n, isInt := jsonInt(v); isInt && n > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// mergeInputLogprobs returns decode with the prefill's
+// meta_info.input_token_logprobs prepended to its own; ok is false (and
+// decode should be sent as it is) when either body lacks the array.
+func mergeInputLogprobs(prefill, decode []byte) ([]byte, bool) {
+	pa, ok := inputLogprobs(prefill)
+	if !ok {
+		return nil, false
+	}
+	dobj, err := parseObject(decode)
+	if err != nil {
+		return nil, false
+	}
+	meta, ok := dobj.lookup(fieldMetaInfo)
+	if !ok {
+		return nil, false
+	}
+	mobj, err := parseObject(meta)
+	if err != nil {
+		return nil, false
+	}
+	da, ok := mobj.lookup(fieldInputTokenLogprobs)
+	if !ok {
+		return nil, false
+	}
+	pe, pok := arrayElems(pa)
+	de, dok := arrayElems(da)
+	if !pok || !dok {
+		return nil, false
+	}
+	merged := make([]byte, 0, len(pe)+len(de)+3)
+	merged = append(merged, '[')
+	merged = append(merged, pe...)
+	if len(pe) > 0 && len(de) > 0 {
+		merged = append(merged, ',')
+	}
+	merged = append(merged, de...)
+	merged = append(merged, ']')
+	newMeta := mobj.apply([]edit{{fieldInputTokenLogprobs, merged}})
+	return dobj.apply([]edit{{fieldMetaInfo, newMeta}}), true
+}
+
+// inputLogprobs is body's meta_info.input_token_logprobs array.
+func inputLogprobs(body []byte) ([]byte, bool) {
+	obj, err := parseObject(body)
+	if err != nil {
+		return nil, false
+	}
+	meta, ok := obj.lookup(fieldMetaInfo)
+	if !ok {
+		return nil, false
+	}
+	mobj, err := parseObject(meta)
+	if err != nil {
+		return nil, false
+	}
+	a, ok := mobj.lookup(fieldInputTokenLogprobs)
+	return a, ok && len(a) > 0 && a[0] == '['
+}
+
+// arrayElems is the inside of a JSON array (between the brackets, trimmed).
+func arrayElems(a []byte) ([]byte, bool) {
+	if len(a) < 2 || a[0] != '[' || a[len(a)-1] != ']' {
+		return nil, false
+	}
+	in := a[1 : len(a)-1]
+	i, j := skipWS(in, 0), len(in)
+	for j > i && (in[j-1] == ' ' || in[j-1] == '\n' || in[j-1] == '\t' || in[j-1] == '\r') {
+		j--
+	}
+	return in[i:j], true
+}
+
+// mergeDecode answers a non-streamed decode 200 of a logprobs request: the
+// whole decode body, then the prefill's body (already in pres, or awaited
+// on prefCh up to PrefillTimeout), merged when both carry input logprobs.
+// It returns the prefill result if it consumed it from prefCh.
+func (q sgSeq) mergeDecode(ctx context.Context, p peek, pres *sgPrefill, prefCh <-chan sgPrefill) (*sgPrefill, relayResult) {
+	resp := p.resp
+	defer resp.Body.Close()
+	rest, err := readCapped(resp.Body, maxMergedDecodeResponse)
+	if err != nil {
+		if ctx.Err() != nil {
+			return pres, relayResult{clientGone: true}
+		}
+		return pres, relayResult{cut: true}
+	}
+	body := append(append(make([]byte, 0, len(p.first)+len(rest)), p.first...), rest...)
+	if pres == nil {
+		t := time.NewTimer(q.opts.PrefillTimeout)
+		defer t.Stop()
+		select {
+		case r := <-prefCh:
+			pres = &r
+		case <-t.C:
+		case <-ctx.Done():
+			return pres, relayResult{clientGone: true}
+		}
+	}
+	out := body
+	if pres != nil && pres.err == nil && pres.status == http.StatusOK {
+		if m, ok := mergeInputLogprobs(pres.body, body); ok {
+			out = m
+		}
+	}
+	copyResponseHeader(q.w.Header(), resp.Header)
+	q.w.Header().Set("Content-Type", "application/json")
+	q.w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	q.w.WriteHeader(resp.StatusCode)
+	if _, err := q.w.Write(out); err != nil {
+		return pres, relayResult{clientGone: true}
+	}
+	return pres, relayResult{}
+}
