@@ -71,7 +71,8 @@ type Pick struct {
 	Endpoints []string
 	// Metadata is the same list as the envoy.lb dynamic metadata carried it.
 	Metadata string
-	// Headers are the request headers the EPP set (destination included).
+	// Headers are the request headers the EPP set (destination included),
+	// or the immediate response's headers when it refused.
 	Headers map[string]string
 	// Status and Reason are the immediate response's, when the EPP refused
 	// (Status 0 otherwise). Reason is the body's first line.
@@ -146,20 +147,13 @@ func (x *Exchange) Pick() (Pick, error) {
 	if ir := r.GetImmediateResponse(); ir != nil {
 		x.closed = true
 		reason, _, _ := strings.Cut(string(ir.GetBody()), "\n")
-		return Pick{Status: int(ir.GetStatus().GetCode()), Reason: reason}, nil
+		return Pick{Status: int(ir.GetStatus().GetCode()), Reason: reason, Headers: setHeaders(ir.GetHeaders())}, nil
 	}
 	hr := r.GetRequestHeaders()
 	if hr == nil {
 		return Pick{}, fmt.Errorf("first answer is %T, not the request headers", r.GetResponse())
 	}
-	p := Pick{Headers: map[string]string{}}
-	for _, h := range hr.GetResponse().GetHeaderMutation().GetSetHeaders() {
-		v := string(h.GetHeader().GetRawValue())
-		if v == "" {
-			v = h.GetHeader().GetValue()
-		}
-		p.Headers[h.GetHeader().GetKey()] = v
-	}
+	p := Pick{Headers: setHeaders(hr.GetResponse().GetHeaderMutation())}
 	if d := p.Headers[HeaderDestination]; d != "" {
 		p.Endpoints = strings.Split(d, ",")
 	}
@@ -177,6 +171,19 @@ func (x *Exchange) Pick() (Pick, error) {
 		return Pick{}, errors.New("pick without a destination header")
 	}
 	return p, nil
+}
+
+// setHeaders are the headers a mutation sets, by name.
+func setHeaders(m *extprocv3.HeaderMutation) map[string]string {
+	out := map[string]string{}
+	for _, h := range m.GetSetHeaders() {
+		v := string(h.GetHeader().GetRawValue())
+		if v == "" {
+			v = h.GetHeader().GetValue()
+		}
+		out[h.GetHeader().GetKey()] = v
+	}
+	return out
 }
 
 // Respond reports the response path as a GIE-aware proxy does: the response
