@@ -191,11 +191,26 @@ func setHeaders(m *extprocv3.HeaderMutation) map[string]string {
 // the body chunks (none: the headers end the response), reading the EPP's
 // answer to each. Call Finish afterwards.
 func (x *Exchange) Respond(status int, served string, body ...[]byte) error {
+	if err := x.ResponseHeaders(status, served, len(body) > 0); err != nil {
+		return err
+	}
+	for i, b := range body {
+		if err := x.ResponseBody(b, i == len(body)-1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ResponseHeaders reports the upstream's response headers: its status and
+// the endpoint that served it ("" for none). more says a body follows
+// (ResponseBody), else the headers end the response.
+func (x *Exchange) ResponseHeaders(status int, served string, more bool) error {
 	h := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{ResponseHeaders: &extprocv3.HttpHeaders{
 		Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{
 			{Key: ":status", RawValue: []byte(strconv.Itoa(status))},
 		}},
-		EndOfStream: len(body) == 0,
+		EndOfStream: !more,
 	}}}
 	if served != "" {
 		h.MetadataContext = &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
@@ -205,13 +220,18 @@ func (x *Exchange) Respond(status int, served string, body ...[]byte) error {
 	if err := x.roundTrip(h); err != nil {
 		return fmt.Errorf("response headers: %w", err)
 	}
-	for i, b := range body {
-		msg := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
-			ResponseBody: &extprocv3.HttpBody{Body: b, EndOfStream: i == len(body)-1},
-		}}
-		if err := x.roundTrip(msg); err != nil {
-			return fmt.Errorf("response body: %w", err)
-		}
+	return nil
+}
+
+// ResponseBody reports one response body chunk; eos ends the response. A
+// data plane that does not mirror the body may send just an empty final
+// chunk, so the EPP learns when the response ended.
+func (x *Exchange) ResponseBody(b []byte, eos bool) error {
+	msg := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
+		ResponseBody: &extprocv3.HttpBody{Body: b, EndOfStream: eos},
+	}}
+	if err := x.roundTrip(msg); err != nil {
+		return fmt.Errorf("response body: %w", err)
 	}
 	return nil
 }
