@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"runtime"
 	"strconv"
 	"testing"
@@ -141,5 +142,49 @@ func TestEPPMemoryFlat(t *testing.T) {
 			}
 			assertSettled(t, rt.rules[r.Key].cur.Load())
 		})
+	}
+}
+
+// BenchmarkEPPStream: one whole ext_proc stream (headers, a chat body in
+// one chunk, the pick, the re-emitted body, response headers, Served) on a
+// CHWBL pool of 16 endpoints, without gRPC: the EPP's share of a pick with
+// the real selection behind it, allocations included.
+func BenchmarkEPPStream(b *testing.B) {
+	rt := New(testOptions(), nil, nil)
+	defer rt.Close(context.Background())
+	var eps []spec.Endpoint
+	for i := range 16 {
+		a := fmt.Sprintf("10.0.0.%d:8000", i+1)
+		eps = append(eps, spec.Endpoint{ID: a, Addr: mustAddrPort(a), Weight: 1})
+	}
+	r := newRule("127.0.0.1", 0, spec.SelCHWBL, eps...)
+	r.Name, r.CircuitBreaker = "bench", true
+	r.CHWBL = &spec.CHWBL{PrefixHashLevel: 2, MeanLoadFactor: 175, Replication: 100}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	r.Key.Port = uint16(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	if err := rt.Install(nil, r); err != nil {
+		b.Fatal(err)
+	}
+	srv, err := epp.New(epp.DefaultOptions(), rt.EPPPicker(r.Name), epp.NewMetrics(prometheus.NewRegistry()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	scripts := make([][]*extprocv3.ProcessingRequest, 64)
+	for i := range scripts {
+		scripts[i] = eppExchange(i)
+	}
+	st := &scriptedStream{}
+	b.ReportAllocs()
+	k := 0
+	for b.Loop() {
+		st.msgs, st.i, st.sent = scripts[k%len(scripts)], 0, 0
+		k++
+		if err := srv.Process(st); err != nil || st.sent != 3 {
+			b.Fatalf("stream: %v after %d answers", err, st.sent)
+		}
 	}
 }
