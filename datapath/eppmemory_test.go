@@ -21,7 +21,7 @@ import (
 )
 
 var eppMemoryPicks = flag.Int("epp-memory-picks", 0,
-	"TestEPPMemoryFlat: picks per pool in the measured phase (0: 40,000, 8,000 under the race detector; the full-size run is 1000000)")
+	"TestEPPMemoryFlat: picks per pool in the measured phase (0: 40,000, 4,000 under the race detector; the full-size run is 1000000)")
 
 // scriptedStream replays one ext_proc stream into epp.Server.Process without
 // gRPC, so a memory test can afford hundreds of thousands of streams.
@@ -123,13 +123,17 @@ func TestEPPMemoryFlat(t *testing.T) {
 					}
 				}
 			}
-			run(8 * conversations) // every conversation seen, every structure at its steady size
+			warm := 8
+			if raceDetector {
+				warm = 2
+			}
+			run(warm * conversations) // every conversation seen, every structure at its steady size
 			before, start := liveHeap(), time.Now()
 			n := *eppMemoryPicks
 			if n <= 0 {
 				n = 40_000
 				if raceDetector {
-					n = 8_000
+					n = 4_000
 				}
 			}
 			run(n)
