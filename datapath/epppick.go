@@ -13,6 +13,7 @@ import (
 
 	"github.com/infergate/infergate/datapath/ladder"
 	"github.com/infergate/infergate/datapath/pd"
+	"github.com/infergate/infergate/datapath/pick"
 	"github.com/infergate/infergate/epp"
 	"github.com/infergate/infergate/spec"
 )
@@ -51,10 +52,18 @@ const (
 // when it is removed or renamed, so rule updates apply to the next pick
 // without a restart.
 type EPPPicker struct {
-	rt   *Runtime
-	name string
-	rs   atomic.Pointer[ruleState] // last resolved; re-resolved once stopped or renamed
+	rt    *Runtime
+	name  string
+	rs    atomic.Pointer[ruleState] // last resolved; re-resolved once stopped or renamed
+	admit pick.Admission            // flow control before the pick; nil admits everything
 }
+
+// SetAdmission puts flow control in front of every pick: a request the
+// admission sheds (a *pick.Shed, or any error with ShedReason) is answered
+// 429 with the reason by the EPP, before any endpoint is chosen or charged;
+// an admitted request's release runs when its stream ends (Served), or at
+// once when the pick itself refuses it. Call it before the picker serves.
+func (p *EPPPicker) SetAdmission(a pick.Admission) { p.admit = a }
 
 // EPPPicker returns the endpoint picker for the rule named name. The rule
 // need not exist yet: picks are refused with 503 until it does (Ready says
@@ -109,6 +118,7 @@ type eppTicket struct {
 	charged []int // endpoints whose in-flight count this pick raised
 	start   time.Time
 	bytes   uint64 // request body size, for the endpoint byte counter
+	release func() // gives the admission's slot back (SetAdmission)
 }
 
 // Pick runs the rule's selection for the request and returns the chosen
@@ -128,11 +138,45 @@ func (p *EPPPicker) Pick(ctx context.Context, req *epp.Request) (epp.Result, err
 	if !pathAllowed(c.rule.AllowedPaths, r.URL.Path) {
 		return epp.Result{}, &epp.Refusal{Status: http.StatusNotFound, Reason: CodePathNotAllowed}
 	}
-	excl := c.outsideSubset(req.Subset)
-	if c.rule.PD != nil {
-		return p.rt.eppPickPD(c, r, req.Body, excl, req.Subset != nil)
+	release, err := p.admission(ctx, req)
+	if err != nil {
+		return epp.Result{}, err
 	}
-	return p.rt.eppPickSingle(c, r, req.Body, excl, req.Subset != nil)
+	excl := c.outsideSubset(req.Subset)
+	var res epp.Result
+	if c.rule.PD != nil {
+		res, err = p.rt.eppPickPD(c, r, req.Body, excl, req.Subset != nil)
+	} else {
+		res, err = p.rt.eppPickSingle(c, r, req.Body, excl, req.Subset != nil)
+	}
+	if err != nil {
+		release()
+		return res, err
+	}
+	res.State.(*eppTicket).release = release
+	return res, nil
+}
+
+// admitted is the release of a request no admission holds anything for.
+func admitted() {}
+
+// admission asks the flow control set with SetAdmission; without one every
+// request is admitted and there is nothing to release.
+func (p *EPPPicker) admission(ctx context.Context, req *epp.Request) (func(), error) {
+	if p.admit == nil {
+		return admitted, nil
+	}
+	release, err := p.admit.Admit(ctx, pick.Demand{
+		Rule: p.name, Model: req.Hints.ModelName, Objective: req.Hints.Objective,
+		FairnessID: req.Hints.FairnessID, TTFT: req.Hints.TTFT,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if release == nil {
+		release = admitted
+	}
+	return release, nil
 }
 
 // eppPickSingle is choose's pick (KV-exact mode 3 first, then the rule's
@@ -260,7 +304,7 @@ func (c *compiled) outsideSubset(subset []string) uint64 {
 // of a P/D pair, as the proxy charges both legs) and returns the ticket
 // Served settles.
 func (c *compiled) charge(primary, prefill, bodyLen int) *eppTicket {
-	t := &eppTicket{c: c, primary: primary, prefill: prefill, start: time.Now(), bytes: uint64(bodyLen)}
+	t := &eppTicket{c: c, primary: primary, prefill: prefill, start: time.Now(), bytes: uint64(bodyLen), release: admitted}
 	t.charged = append(t.charged, primary)
 	if prefill >= 0 {
 		t.charged = append(t.charged, prefill)
@@ -286,6 +330,7 @@ func (p *EPPPicker) Served(o epp.Outcome) {
 	if !ok {
 		return
 	}
+	t.release()
 	c := t.c
 	for _, i := range t.charged {
 		c.eps[i].active.Add(-1)

@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infergate/infergate/datapath/pick"
 	"github.com/infergate/infergate/epp"
 	"github.com/infergate/infergate/spec"
 	"github.com/infergate/infergate/test/eppconformance"
+	"github.com/infergate/infergate/test/extprocclient"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -362,5 +364,108 @@ func BenchmarkEPPPick(b *testing.B) {
 			b.Fatal(err)
 		}
 		p.Served(epp.Outcome{Result: res, Endpoint: res.Endpoints[0], Status: http.StatusOK, Complete: true})
+	}
+}
+
+// shedBatch is a stand-in for flow control: it sheds the "batch" objective
+// and admits the rest, counting what it admitted and what was given back.
+type shedBatch struct {
+	mu                 sync.Mutex
+	demands            []pick.Demand
+	admitted, released int
+}
+
+func (a *shedBatch) Admit(_ context.Context, d pick.Demand) (func(), error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.demands = append(a.demands, d)
+	if d.Objective == "batch" {
+		return nil, &pick.Shed{Reason: "sheddable_saturated"}
+	}
+	a.admitted++
+	return func() {
+		a.mu.Lock()
+		a.released++
+		a.mu.Unlock()
+	}, nil
+}
+
+func (a *shedBatch) counts() (int, int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.admitted, a.released
+}
+
+// TestEPPAdmissionSheds: flow control set on the picker sees the request's
+// hints before the pick; its shed is the EPP's 429 with the reason header,
+// charging no endpoint; an admitted request's slot is given back when its
+// stream ends, and at once when the pick itself refuses it.
+func TestEPPAdmissionSheds(t *testing.T) {
+	rt, _ := newTestRuntime(t, testOptions())
+	r := chwblRule(t, rt, 2)
+	adm := &shedBatch{}
+	p := rt.EPPPicker(r.Name)
+	p.SetAdmission(adm)
+	_, addr, _ := serveEPP(t, p, true)
+	cc, err := extprocclient.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	send := func(objective string) extprocclient.Pick {
+		t.Helper()
+		body := []byte(`{"model":"m","messages":[{"role":"user","content":"hello"}]}`)
+		hs := extprocclient.Headers(":method", "POST", ":path", "/v1/chat/completions", ":authority", "gw",
+			epp.HeaderObjective, objective, epp.HeaderFairnessID, "tenant-a", epp.HeaderSLOTTFT, "250")
+		x, err := extprocclient.Start(ctx, cc, extprocclient.Request{Headers: hs, Body: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pk, err := x.Pick()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pk.Status == 0 {
+			if err := x.Respond(http.StatusOK, pk.Endpoints[0]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := x.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		return pk
+	}
+
+	shed := send("batch")
+	if shed.Status != http.StatusTooManyRequests || shed.Reason != "sheddable_saturated" ||
+		shed.Headers[epp.DefaultRefusalReasonHeader] != "sheddable_saturated" {
+		t.Errorf("batch request: %+v, want 429 with reason sheddable_saturated in the body and %s", shed, epp.DefaultRefusalReasonHeader)
+	}
+	assertSettled(t, rt.rules[r.Key].cur.Load())
+
+	ok := send("critical")
+	if ok.Status != 0 || len(ok.Endpoints) == 0 {
+		t.Fatalf("critical request: %+v, want a pick", ok)
+	}
+	if a, rel := adm.counts(); a != 1 || rel != 1 {
+		t.Errorf("after a served pick: admitted %d, released %d; want 1, 1", a, rel)
+	}
+	assertSettled(t, rt.rules[r.Key].cur.Load())
+
+	// A pick the rule refuses after admission gives the slot back at once.
+	req := chatReq("", "refused", []string{"192.0.2.1:1"}) // a subset outside the pool: 503
+	req.Hints.Objective = "critical"
+	if _, err := p.Pick(ctx, req); err == nil {
+		t.Fatal("pick inside a subset outside the pool succeeded")
+	}
+	if a, rel := adm.counts(); a != 2 || rel != 2 {
+		t.Errorf("after a refused pick: admitted %d, released %d; want 2, 2", a, rel)
+	}
+
+	want := pick.Demand{Rule: r.Name, Objective: "critical", FairnessID: "tenant-a", TTFT: 250 * time.Millisecond}
+	if got := adm.demands[1]; got != want {
+		t.Errorf("demand = %+v, want %+v", got, want)
 	}
 }

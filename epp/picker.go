@@ -17,7 +17,8 @@ import (
 // pick. Pick may be called concurrently for different streams.
 //
 // Pick returns the ordered endpoint list, or an error. A *Refusal error is
-// answered to the client as an HTTP status (Shed → 429, Unavailable → 503);
+// answered to the client as an HTTP status (Shed → 429, Unavailable → 503),
+// and so is any Shedder (429 with its reason);
 // a context error ends the stream with the matching gRPC status; any other
 // error ends the stream with gRPC Internal, so the gateway's fail-open or
 // fail-close policy decides what the client sees.
@@ -122,6 +123,16 @@ type Refusal struct {
 
 func (r *Refusal) Error() string {
 	return fmt.Sprintf("refused with %d: %s", r.Status, r.Reason)
+}
+
+// Shedder is an error that means the request is shed: flow control
+// refused it (a full queue, a sheddable priority under saturation). Pick
+// may return any error implementing it, wrapped or not — a flow-control
+// package need not import epp — and the server answers 429 with
+// ShedReason() in the reason header, like Shed.
+type Shedder interface {
+	error
+	ShedReason() string
 }
 
 // Shed refuses a request because the pool is saturated or the request's

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -255,6 +256,10 @@ func (st *stream) pick() error {
 		if errors.As(err, &r) {
 			return st.answer(r)
 		}
+		var shed Shedder
+		if errors.As(err, &shed) {
+			return st.answer(&Refusal{Status: http.StatusTooManyRequests, Reason: shedReason(shed)})
+		}
 		if ctxErr := st.ctx.Err(); ctxErr != nil {
 			st.result = ResultCanceled
 			return status.FromContextError(ctxErr).Err()
@@ -392,6 +397,15 @@ func (st *stream) answer(r *Refusal) error {
 		return err
 	}
 	return errAnswered
+}
+
+// shedReason is a Shedder's reason, never empty (the reason header must
+// say something).
+func shedReason(s Shedder) string {
+	if r := s.ShedReason(); r != "" {
+		return r
+	}
+	return "shed"
 }
 
 func (st *stream) outOfOrder(got string) error {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -351,3 +352,54 @@ type pickerFunc func(context.Context, *Request) (Result, error)
 
 func (f pickerFunc) Pick(ctx context.Context, r *Request) (Result, error) { return f(ctx, r) }
 func (f pickerFunc) Served(Outcome)                                       {}
+
+// flowShed is a flow-control package's own shed error: it implements
+// Shedder without knowing package epp.
+type flowShed struct{ reason string }
+
+func (e flowShed) Error() string      { return "flow control: " + e.reason }
+func (e flowShed) ShedReason() string { return e.reason }
+
+// A shed decision from the picker's flow control, whatever its type and
+// however wrapped, is a 429 with its reason in the reason header and the
+// body; no pick is owed a Served.
+func TestShedderAnswered429(t *testing.T) {
+	cases := []struct {
+		name, wantReason string
+		err              error
+	}{
+		{"epp.Shed", "queue_full", Shed("queue_full")},
+		{"own type", "sheddable_saturated", flowShed{"sheddable_saturated"}},
+		{"wrapped", "queue_wait_expired", fmt.Errorf("admit critical: %w", flowShed{"queue_wait_expired"})},
+		{"empty reason", "shed", flowShed{""}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &recordingPicker{err: tc.err}
+			s, m := newTestServer(t, p)
+			d := drive(t, s)
+			d.feed(reqHeaders(nil, true))
+			if err := d.result(); err != nil {
+				t.Fatalf("Process = %v, want OK after the immediate response", err)
+			}
+			out := d.f.sent()
+			if len(out) != 1 || out[0].GetImmediateResponse() == nil {
+				t.Fatalf("answers %v, want one immediate response", out)
+			}
+			ir := out[0].GetImmediateResponse()
+			hs := map[string]string{}
+			for _, h := range ir.GetHeaders().GetSetHeaders() {
+				hs[h.GetHeader().GetKey()] = string(h.GetHeader().GetRawValue())
+			}
+			if ir.GetStatus().GetCode() != 429 || hs[DefaultRefusalReasonHeader] != tc.wantReason || string(ir.GetBody()) != tc.wantReason+"\n" {
+				t.Errorf("status %d, reason header %q, body %q; want 429 %q", ir.GetStatus().GetCode(), hs[DefaultRefusalReasonHeader], ir.GetBody(), tc.wantReason)
+			}
+			if got := streamsCount(m, ResultShed); got != 1 {
+				t.Errorf("streams{shed} = %v, want 1", got)
+			}
+			if len(p.outcomes) != 0 {
+				t.Errorf("Served called %d times for a shed request", len(p.outcomes))
+			}
+		})
+	}
+}

@@ -71,7 +71,8 @@ type Pick struct {
 	Endpoints []string
 	// Metadata is the same list as the envoy.lb dynamic metadata carried it.
 	Metadata string
-	// Headers are the request headers the EPP set (destination included).
+	// Headers are the request headers the EPP set (destination included),
+	// or the immediate response's headers when it refused.
 	Headers map[string]string
 	// Status and Reason are the immediate response's, when the EPP refused
 	// (Status 0 otherwise). Reason is the body's first line.
@@ -146,20 +147,13 @@ func (x *Exchange) Pick() (Pick, error) {
 	if ir := r.GetImmediateResponse(); ir != nil {
 		x.closed = true
 		reason, _, _ := strings.Cut(string(ir.GetBody()), "\n")
-		return Pick{Status: int(ir.GetStatus().GetCode()), Reason: reason}, nil
+		return Pick{Status: int(ir.GetStatus().GetCode()), Reason: reason, Headers: setHeaders(ir.GetHeaders())}, nil
 	}
 	hr := r.GetRequestHeaders()
 	if hr == nil {
 		return Pick{}, fmt.Errorf("first answer is %T, not the request headers", r.GetResponse())
 	}
-	p := Pick{Headers: map[string]string{}}
-	for _, h := range hr.GetResponse().GetHeaderMutation().GetSetHeaders() {
-		v := string(h.GetHeader().GetRawValue())
-		if v == "" {
-			v = h.GetHeader().GetValue()
-		}
-		p.Headers[h.GetHeader().GetKey()] = v
-	}
+	p := Pick{Headers: setHeaders(hr.GetResponse().GetHeaderMutation())}
 	if d := p.Headers[HeaderDestination]; d != "" {
 		p.Endpoints = strings.Split(d, ",")
 	}
@@ -179,16 +173,44 @@ func (x *Exchange) Pick() (Pick, error) {
 	return p, nil
 }
 
+// setHeaders are the headers a mutation sets, by name.
+func setHeaders(m *extprocv3.HeaderMutation) map[string]string {
+	out := map[string]string{}
+	for _, h := range m.GetSetHeaders() {
+		v := string(h.GetHeader().GetRawValue())
+		if v == "" {
+			v = h.GetHeader().GetValue()
+		}
+		out[h.GetHeader().GetKey()] = v
+	}
+	return out
+}
+
 // Respond reports the response path as a GIE-aware proxy does: the response
 // headers with the served endpoint in envoy.lb metadata ("" for none), then
 // the body chunks (none: the headers end the response), reading the EPP's
 // answer to each. Call Finish afterwards.
 func (x *Exchange) Respond(status int, served string, body ...[]byte) error {
+	if err := x.ResponseHeaders(status, served, len(body) > 0); err != nil {
+		return err
+	}
+	for i, b := range body {
+		if err := x.ResponseBody(b, i == len(body)-1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ResponseHeaders reports the upstream's response headers: its status and
+// the endpoint that served it ("" for none). more says a body follows
+// (ResponseBody), else the headers end the response.
+func (x *Exchange) ResponseHeaders(status int, served string, more bool) error {
 	h := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{ResponseHeaders: &extprocv3.HttpHeaders{
 		Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{
 			{Key: ":status", RawValue: []byte(strconv.Itoa(status))},
 		}},
-		EndOfStream: len(body) == 0,
+		EndOfStream: !more,
 	}}}
 	if served != "" {
 		h.MetadataContext = &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
@@ -198,13 +220,18 @@ func (x *Exchange) Respond(status int, served string, body ...[]byte) error {
 	if err := x.roundTrip(h); err != nil {
 		return fmt.Errorf("response headers: %w", err)
 	}
-	for i, b := range body {
-		msg := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
-			ResponseBody: &extprocv3.HttpBody{Body: b, EndOfStream: i == len(body)-1},
-		}}
-		if err := x.roundTrip(msg); err != nil {
-			return fmt.Errorf("response body: %w", err)
-		}
+	return nil
+}
+
+// ResponseBody reports one response body chunk; eos ends the response. A
+// data plane that does not mirror the body may send just an empty final
+// chunk, so the EPP learns when the response ended.
+func (x *Exchange) ResponseBody(b []byte, eos bool) error {
+	msg := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
+		ResponseBody: &extprocv3.HttpBody{Body: b, EndOfStream: eos},
+	}}
+	if err := x.roundTrip(msg); err != nil {
+		return fmt.Errorf("response body: %w", err)
 	}
 	return nil
 }

@@ -284,7 +284,14 @@ func runBench(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer os.RemoveAll(stateDir)
-	if b.gw, err = startGateway(cfg.gatewayBin, stateDir, cfg.tokenizer, logf, nil); err != nil {
+	var gwArgs []string
+	var eppAddr string
+	if cfg.epp {
+		if gwArgs, eppAddr, err = eppGatewayArgs(); err != nil {
+			return err
+		}
+	}
+	if b.gw, err = startGateway(cfg.gatewayBin, stateDir, cfg.tokenizer, logf, gwArgs); err != nil {
 		return err
 	}
 	defer b.gw.p.stop(5 * time.Second)
@@ -299,6 +306,13 @@ func runBench(ctx context.Context, cfg config) error {
 	for _, ext := range cfg.externalArms {
 		name, u, _ := strings.Cut(ext, "=")
 		b.vips[name] = strings.TrimSuffix(u, "/")
+	}
+	if cfg.epp {
+		stopEPP, err := b.startEPPArm(eppAddr)
+		if err != nil {
+			return fmt.Errorf("arm %s: %w", armEPPKV, err)
+		}
+		defer stopEPP()
 	}
 	for arm, u := range b.vips {
 		if err := waitServing(ctx, b.scrapeC, u, cfg.model, 20*time.Second); err != nil {
