@@ -1,10 +1,10 @@
 package datapath
 
 import (
-	"github.com/infergate/infergate/accesslog"
 	"net/netip"
 	"time"
 
+	"github.com/infergate/infergate/accesslog"
 	"github.com/infergate/infergate/admission"
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/datapath/ladder"
@@ -14,6 +14,7 @@ import (
 	"github.com/infergate/infergate/enginestats"
 	"github.com/infergate/infergate/radix"
 	"github.com/infergate/infergate/tlsmat"
+	"github.com/infergate/infergate/tracing"
 )
 
 // Options tune the datapath. Build them with DefaultOptions and override.
@@ -123,6 +124,8 @@ type Options struct {
 	TrustForwardedFor bool `yaml:"trust-forwarded-for"`
 	// AccessLog writes one line per request (accesslog).
 	AccessLog accesslog.Options `yaml:",inline"`
+	// Tracing exports OpenTelemetry traces over OTLP (off by default).
+	Tracing tracing.Options `yaml:",inline"`
 }
 
 // DefaultOptions returns the documented defaults (LoxiLB's where it has one).
@@ -157,6 +160,7 @@ func DefaultOptions() Options {
 		TLS:                      tlsmat.DefaultOptions(),
 		Engine:                   enginestats.DefaultOptions(),
 		AccessLog:                accesslog.DefaultOptions(),
+		Tracing:                  tracing.DefaultOptions(),
 	}
 }
 
