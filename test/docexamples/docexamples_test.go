@@ -147,7 +147,7 @@ func TestDocExamples(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs daemons")
 	}
-	for _, tool := range []string{"unshare", "ip", "curl", "openssl", "bash"} {
+	for _, tool := range []string{"unshare", "ip", "curl", "openssl", "jq", "bash"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s not installed", tool)
 		}
