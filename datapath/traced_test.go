@@ -90,13 +90,19 @@ func traceparentOf(t *testing.T, v string) (traceID, parentID string) {
 	return v[3:35], v[36:52]
 }
 
-func flushTraces(t *testing.T, rt *Runtime) {
+// flushTraces exports the runtime's spans until the request span is in:
+// it ends when the handler returns, which a client reading a sized body
+// may beat.
+func flushTraces(t *testing.T, rt *Runtime, rc *otlpReceiver) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := rt.tracer.ForceFlush(ctx); err != nil {
-		t.Fatalf("flush: %v", err)
-	}
+	waitFor(t, 10*time.Second, "the request span", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := rt.tracer.ForceFlush(ctx); err != nil {
+			t.Fatalf("flush: %v", err)
+		}
+		return len(rc.byName()["gateway POST"]) > 0
+	})
 }
 
 // TestTracingSinglePool: the client's traceparent is the parent of the
@@ -123,7 +129,7 @@ func TestTracingSinglePool(t *testing.T) {
 	if engineTrace != clientTraceID {
 		t.Fatalf("engine trace %s, want the client's %s", engineTrace, clientTraceID)
 	}
-	flushTraces(t, rt)
+	flushTraces(t, rt, rc)
 	spans := rc.byName()
 	if len(spans["gateway POST"]) != 1 || len(spans["engine serve"]) != 1 {
 		t.Fatalf("spans %v: want one request span and one engine leg", spans)
@@ -151,7 +157,7 @@ func TestTracingSinglePool(t *testing.T) {
 	if leg.EndTimeUnixNano < leg.StartTimeUnixNano || req.EndTimeUnixNano < leg.EndTimeUnixNano {
 		t.Errorf("leg [%d,%d] not inside request [%d,%d]", leg.StartTimeUnixNano, leg.EndTimeUnixNano, req.StartTimeUnixNano, req.EndTimeUnixNano)
 	}
-	if lines := logs.accessLines(t); len(lines) != 1 || lines[0]["trace_id"] != clientTraceID {
+	if lines := logs.waitAccessLines(t, 1); len(lines) != 1 || lines[0]["trace_id"] != clientTraceID {
 		t.Errorf("access line does not name the trace: %v", lines)
 	}
 	rc.mu.Lock()
@@ -175,7 +181,7 @@ func TestTracingPD(t *testing.T) {
 			if res.status != 200 {
 				t.Fatalf("status %d %s", res.status, res.body)
 			}
-			flushTraces(t, f.rt)
+			flushTraces(t, f.rt, rc)
 			spans := rc.byName()
 			reqs := spans["gateway POST"]
 			if len(reqs) != 1 {
