@@ -21,6 +21,7 @@ const maxModel = 128
 type Entry struct {
 	Start     time.Time // arrival; the line's time
 	RequestID string
+	TraceID   string // the gateway's trace when the request was traced
 	Rule      string // the rule's metrics label; "" when no rule matched
 	VIP       string // the address the request arrived on, ip:port
 	Method    string
@@ -122,6 +123,7 @@ func (l *Logger) Log(e *Entry) {
 			f[k] = v
 		}
 	}
+	put("trace_id", e.TraceID)
 	put("rule", e.Rule)
 	put("vip", e.VIP)
 	put("client", e.Client)

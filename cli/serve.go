@@ -67,6 +67,9 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.StringVar(&opts.LogLevel, "log-level", opts.LogLevel, "log level: debug|info|warn|error")
 	fl.StringVar(&opts.LogFormat, "log-format", opts.LogFormat, "log format: text|json (one JSON object per line)")
 	fl.BoolVar(&opts.AccessLog.Enabled, "access-log", opts.AccessLog.Enabled, "write one info line per data request (rule, VIP, status, tier, endpoints, TTFT, durations, metered tokens, request id; never a prompt or a key)")
+	fl.StringVar(&opts.Tracing.Endpoint, "otlp-endpoint", opts.Tracing.Endpoint, "export OpenTelemetry traces to this OTLP/HTTP collector, e.g. http://127.0.0.1:4318 (empty: tracing off)")
+	fl.Float64Var(&opts.Tracing.SampleRatio, "trace-sample-ratio", opts.Tracing.SampleRatio, "share of new traces recorded (0..1); a client's traceparent decides for its own trace")
+	fl.StringVar(&opts.Tracing.ServiceName, "trace-service-name", opts.Tracing.ServiceName, "service.name of the exported traces")
 	fl.Float64Var(&opts.AccessLog.SampleRate, "access-log-sample", opts.AccessLog.SampleRate, "fraction of successful requests the access log writes, chosen by request id (0..1); failed requests are always written")
 	// TLS.
 	fl.StringVar(&opts.TLS.CertRoot, "cert-root", opts.TLS.CertRoot, "LoxiLB certificate root for HTTPS VIPs: <root>/server.crt|key is the default certificate, <root>/<hostname>/ a host's (default <state-dir>/cert)")

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/infergate/infergate/daemon"
 	"github.com/infergate/infergate/optconf"
@@ -94,9 +95,12 @@ func newServeLogger(opts daemon.Options, w io.Writer) (*logrus.Logger, error) {
 	switch opts.LogFormat {
 	case "text":
 	case "json":
-		log.SetFormatter(&logrus.JSONFormatter{})
+		log.SetFormatter(&logrus.JSONFormatter{TimestampFormat: time.RFC3339Nano}) // access lines of one second stay ordered
 	default:
 		return nil, usagef("--log-format %q: want text or json", opts.LogFormat)
+	}
+	if err := opts.Tracing.Validate(); err != nil {
+		return nil, usagef("--%v", err)
 	}
 	return log, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/tenant"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // reqObs is what one request's access line, client-side latency histograms
@@ -31,6 +32,14 @@ type reqObs struct {
 	legs     accesslog.Legs
 	pdLegs   []pd.LegResult
 
+	answerModel bool // model came from the engine's answer, not the request
+
+	// Tracing (traced.go): the request's span (nil: not traced), the P/D
+	// ladder steps and when the dialect took over.
+	span    trace.Span
+	steps   []ladder.Step
+	decided time.Time
+
 	labelled bool // modelLabel resolved
 	label    string
 	itl      prometheus.Observer // resolved at the first gap
@@ -47,6 +56,7 @@ func (rt *Runtime) observeBegin(x *exchange) {
 	o.clock.Head = o
 	o.clock.Reset(x.w)
 	x.w = &o.clock
+	rt.traceBegin(x)
 }
 
 // matched records the rule and the model known at the rule match.
@@ -61,7 +71,7 @@ func (o *reqObs) matched(c *compiled, model string) {
 // prefill, both endpoints, every leg.
 func (o *reqObs) pdServed(c *compiled, tr *ladder.Trace, out *pd.Outcome, model string, served int) {
 	if model != "" {
-		o.model = model
+		o.model, o.answerModel = model, false
 	}
 	o.endpoint, o.prefill = served, tr.Prefill.Index
 	for _, s := range tr.Steps {
@@ -71,6 +81,9 @@ func (o *reqObs) pdServed(c *compiled, tr *ladder.Trace, out *pd.Outcome, model 
 		}
 	}
 	o.pdLegs = out.Legs
+	if o.span != nil {
+		o.steps, o.decided = tr.Steps, time.Now().Add(-out.Total)
+	}
 	for _, l := range out.Legs {
 		o.legs = append(o.legs, accesslog.Leg{Phase: string(l.Phase), Endpoint: l.Endpoint.ID, Status: l.Status, MS: accesslog.MS(l.Duration)})
 	}
@@ -81,6 +94,7 @@ func (o *reqObs) pdServed(c *compiled, tr *ladder.Trace, out *pd.Outcome, model 
 func (o *reqObs) FirstBytes(b []byte) {
 	if o.model == "" && o.c != nil {
 		o.model = answerModel(b)
+		o.answerModel = o.model != ""
 	}
 }
 
@@ -153,17 +167,22 @@ func (rt *Runtime) observeEnd(x *exchange) {
 	if c != nil && rt.llm != nil {
 		rt.observeLLM(x, status, ttft, total, completion, metered)
 	}
+	code := o.clock.Header().Get(HeaderError)
+	if status == statusClientClosed {
+		code = codeClientClosed
+	}
+	rt.traceEnd(x, &traceFacts{end: end, status: status, code: code, ttft: ttft, metered: metered, prompt: prompt, completion: completion})
 	if rt.access == nil {
 		return
 	}
 	e := accesslog.Entry{
 		Start: x.start, RequestID: x.requestID, Method: x.r.Method, Path: x.r.URL.Path,
-		Model: o.model, Client: clientIP(x.r.RemoteAddr), Status: status, Code: o.clock.Header().Get(HeaderError),
+		Model: o.model, Client: clientIP(x.r.RemoteAddr), Status: status, Code: code,
 		Tier: o.tier, Legs: o.legs, TTFT: ttft, Total: total, BytesOut: o.clock.Bytes(),
 		Metered: metered, PromptTokens: prompt, CompletionTokens: completion,
 	}
-	if status == statusClientClosed {
-		e.Code = codeClientClosed
+	if o.span != nil {
+		e.TraceID = o.span.SpanContext().TraceID().String()
 	}
 	if a, ok := x.r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 		e.VIP = a.String()

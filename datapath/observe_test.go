@@ -50,6 +50,19 @@ func (l *lockedBuffer) accessLines(t *testing.T) []map[string]any {
 	return out
 }
 
+// waitAccessLines waits for n access lines (the line is written when the
+// handler returns, which a client reading a sized body may beat) and
+// returns them; for n = 0 it gives a late line a moment to show up.
+func (l *lockedBuffer) waitAccessLines(t *testing.T, n int) []map[string]any {
+	t.Helper()
+	if n == 0 {
+		time.Sleep(100 * time.Millisecond)
+	} else {
+		waitFor(t, 5*time.Second, "access lines", func() bool { return len(l.accessLines(t)) >= n })
+	}
+	return l.accessLines(t)
+}
+
 func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -96,7 +109,7 @@ func TestAccessLogAndLLMLatency(t *testing.T) {
 	if res.status != 200 || !strings.Contains(res.body, "[DONE]") {
 		t.Fatalf("stream: %d %s", res.status, res.body)
 	}
-	lines := logs.accessLines(t)
+	lines := logs.waitAccessLines(t, 1)
 	if len(lines) != 1 {
 		t.Fatalf("%d access lines, want 1:\n%s", len(lines), logs.String())
 	}
@@ -163,7 +176,7 @@ func TestAccessLogRefusals(t *testing.T) {
 			if res.status != http.StatusNotFound {
 				t.Fatalf("status %d", res.status)
 			}
-			lines := logs.accessLines(t)
+			lines := logs.waitAccessLines(t, tt.lines)
 			if len(lines) != tt.lines {
 				t.Fatalf("%d lines, want %d:\n%s", len(lines), tt.lines, logs.String())
 			}
@@ -190,7 +203,7 @@ func TestAccessLogPD(t *testing.T) {
 			if res.status != 200 {
 				t.Fatalf("status %d %s", res.status, res.body)
 			}
-			lines := logs.accessLines(t)
+			lines := logs.waitAccessLines(t, 1)
 			if len(lines) != 1 {
 				t.Fatalf("%d lines:\n%s", len(lines), logs.String())
 			}

@@ -1,10 +1,10 @@
 package datapath
 
 import (
-	"github.com/infergate/infergate/accesslog"
 	"net/netip"
 	"time"
 
+	"github.com/infergate/infergate/accesslog"
 	"github.com/infergate/infergate/admission"
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/datapath/ladder"
@@ -14,6 +14,7 @@ import (
 	"github.com/infergate/infergate/enginestats"
 	"github.com/infergate/infergate/radix"
 	"github.com/infergate/infergate/tlsmat"
+	"github.com/infergate/infergate/tracing"
 )
 
 // Options tune the datapath. Build them with DefaultOptions and override.
@@ -127,6 +128,8 @@ type Options struct {
 	// (datapath/h1) or "net/http" (frontend.go); TLS listeners always run
 	// net/http.
 	HTTPFrontEnd string `yaml:"http-frontend"`
+	// Tracing exports OpenTelemetry traces over OTLP (off by default).
+	Tracing tracing.Options `yaml:",inline"`
 }
 
 // DefaultOptions returns the documented defaults (LoxiLB's where it has one).
@@ -162,6 +165,7 @@ func DefaultOptions() Options {
 		Engine:                   enginestats.DefaultOptions(),
 		AccessLog:                accesslog.DefaultOptions(),
 		HTTPFrontEnd:             DefaultFrontEnd,
+		Tracing:                  tracing.DefaultOptions(),
 	}
 }
 

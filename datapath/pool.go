@@ -1,7 +1,6 @@
 package datapath
 
 import (
-	"github.com/infergate/infergate/datapath/pd"
 	"net/http"
 	"net/netip"
 	"net/textproto"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/infergate/infergate/datapath/chwbl"
 	"github.com/infergate/infergate/datapath/kvplane"
+	"github.com/infergate/infergate/datapath/pd"
 	"github.com/infergate/infergate/datapath/pick"
 	"github.com/infergate/infergate/enginestats"
 	"github.com/infergate/infergate/metrics"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/infergate/infergate/accesslog"
 	"io"
 	"log"
 	"net"
@@ -17,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/infergate/infergate/accesslog"
 	"github.com/infergate/infergate/admission"
 	"github.com/infergate/infergate/apierror"
 	"github.com/infergate/infergate/datapath/kvplane"
@@ -27,6 +27,7 @@ import (
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/spec"
 	"github.com/infergate/infergate/tlsmat"
+	"github.com/infergate/infergate/tracing"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 )
@@ -69,6 +70,8 @@ type Runtime struct {
 	// off). Both are fed by observe.go.
 	llm    *metrics.LLM
 	access *accesslog.Logger
+	// tracer exports OpenTelemetry spans (traced.go); nil: off.
+	tracer *tracing.Tracer
 
 	// hookServe, when set (tests only, before any Install), runs at the start
 	// of every request; it lets tests exercise panic recovery.
@@ -156,7 +159,8 @@ func newRuntime(opts Options, m *metrics.Datapath, pdm *metrics.PD, rx *metrics.
 	}
 	rt.up = upstream.NewWithOptions(opts.DialTimeout, opts.MaxIdleConnsPerHost, opts.Upstream, tlsm)
 	rt.up.ReapIdle(opts.UpstreamIdleTimeout) // until Close's CloseIdle
-	rt.sender = rt.up
+	rt.tracer = newTracer(opts.Tracing, rt.log)
+	rt.sender = rt.traceSender(rt.up)
 	rt.bufs.New = func() any { b := make([]byte, 32<<10); return &b }
 	rt.kv = kvplane.New(opts.KV, kvm, log.WithField("component", "kvplane"))
 	rt.tlsm = tlsm
@@ -490,6 +494,9 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	}
 	rt.up.CloseIdle()
 	rt.certs.Close()
+	if err := rt.tracer.Shutdown(ctx); err != nil { // exports the last spans
+		errs = append(errs, fmt.Errorf("flushing traces: %w", err))
+	}
 	return errors.Join(errs...)
 }
 

@@ -1,0 +1,203 @@
+package docexamples
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+const (
+	marker         = "<!-- example: loopback"
+	exampleTimeout = 90 * time.Second
+	buildTimeout   = 5 * time.Minute
+)
+
+// example is one runnable block of a document.
+type example struct {
+	file   string // relative to the repository root
+	line   int    // of the opening fence
+	script string
+	expect []string
+}
+
+func (e example) name() string {
+	return strings.ReplaceAll(e.file, "/", "_") + ":" + itoa(e.line)
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// parseExamples returns the marked blocks of one Markdown document.
+func parseExamples(file, text string) ([]example, error) {
+	var out []example
+	lines := strings.Split(text, "\n")
+	for i := 0; i < len(lines); i++ {
+		l := strings.TrimSpace(lines[i])
+		if !strings.HasPrefix(l, marker) {
+			continue
+		}
+		ex := example{file: file}
+		body := strings.TrimSuffix(strings.TrimPrefix(l, "<!--"), "-->")
+		for _, part := range strings.Split(body, ";") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(part), "expect:"); ok {
+				ex.expect = append(ex.expect, strings.TrimSpace(v))
+			}
+		}
+		if i+1 >= len(lines) || strings.TrimSpace(lines[i+1]) != "```sh" {
+			return nil, &parseError{file, i + 1, "the example marker must sit right above a ```sh fence"}
+		}
+		ex.line = i + 2
+		var b strings.Builder
+		j := i + 2
+		for ; j < len(lines) && strings.TrimSpace(lines[j]) != "```"; j++ {
+			b.WriteString(lines[j] + "\n")
+		}
+		if j == len(lines) {
+			return nil, &parseError{file, ex.line, "unterminated fence"}
+		}
+		ex.script = b.String()
+		out = append(out, ex)
+		i = j
+	}
+	return out, nil
+}
+
+type parseError struct {
+	file string
+	line int
+	msg  string
+}
+
+func (e *parseError) Error() string { return e.file + ":" + itoa(e.line) + ": " + e.msg }
+
+func TestParseExamples(t *testing.T) {
+	doc := "intro\n<!-- example: loopback; expect: ok; expect: \"a\":1 -->\n```sh\necho ok\necho '{\"a\":1}'\n```\n```sh\nnot marked\n```\n"
+	got, err := parseExamples("d.md", doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].line != 3 || got[0].script != "echo ok\necho '{\"a\":1}'\n" ||
+		strings.Join(got[0].expect, "|") != `ok|"a":1` {
+		t.Fatalf("parsed %+v", got)
+	}
+	for _, bad := range []string{"<!-- example: loopback -->\ntext\n", "<!-- example: loopback -->\n```sh\necho\n"} {
+		if _, err := parseExamples("d.md", bad); err == nil {
+			t.Errorf("%q parsed without error", bad)
+		}
+	}
+}
+
+// repoRoot is the module root, two levels above this package.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root not found at %s: %v", root, err)
+	}
+	return root
+}
+
+// allExamples collects the examples of README.md and docs/*.md.
+func allExamples(t *testing.T, root string) []example {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append([]string{filepath.Join(root, "README.md")}, files...)
+	var out []example
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, _ := filepath.Rel(root, f)
+		exs, err := parseExamples(rel, string(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, exs...)
+	}
+	return out
+}
+
+// prelude makes the namespace the example runs in (see the package doc).
+const prelude = `set -euo pipefail
+ip link set lo up
+mount -t tmpfs tmpfs /var/lib
+mkdir -p /var/lib/.docbin
+cp "$DOCBIN" /var/lib/.docbin/infergate
+mount -t tmpfs tmpfs /tmp
+export HOME=/tmp/home PATH=/var/lib/.docbin:$PATH
+mkdir -p "$HOME/bin" && cd "$HOME"
+ln -s /var/lib/.docbin/infergate bin/infergate
+ln -s "$DOCREPO/configs" configs
+`
+
+// TestDocExamples runs every marked example.
+func TestDocExamples(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs daemons")
+	}
+	for _, tool := range []string{"unshare", "ip", "curl", "openssl", "jq", "bash"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	if err := exec.Command("unshare", "--user", "--map-root-user", "--net", "--mount", "--pid", "--fork", "true").Run(); err != nil {
+		t.Skipf("namespaces unavailable: %v", err)
+	}
+	root := repoRoot(t)
+	exs := allExamples(t, root)
+	if len(exs) == 0 {
+		t.Fatal("no marked examples in README.md and docs/*.md")
+	}
+	bin := filepath.Join(t.TempDir(), "infergate")
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	defer cancel()
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/infergate")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, ex := range exs {
+		t.Run(ex.name(), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), exampleTimeout)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, "unshare", "--user", "--map-root-user", "--net", "--mount", "--pid", "--fork",
+				"--kill-child", "--mount-proc", "bash", "-c", prelude+ex.script)
+			cmd.Env = append(os.Environ(), "DOCBIN="+bin, "DOCREPO="+root)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s:%d failed: %v\n%s", ex.file, ex.line, err, tail(out))
+			}
+			for _, want := range ex.expect {
+				if !strings.Contains(string(out), want) {
+					t.Errorf("%s:%d: output lacks %q:\n%s", ex.file, ex.line, want, tail(out))
+				}
+			}
+		})
+	}
+}
+
+// tail is the end of a long output.
+func tail(b []byte) string {
+	var lines []string
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if len(lines) > 60 {
+		lines = lines[len(lines)-60:]
+	}
+	return strings.Join(lines, "\n")
+}
