@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/admission"
+	"github.com/infergate/infergate/datapath/flow"
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/datapath/ladder"
 	"github.com/infergate/infergate/datapath/pd"
@@ -120,6 +121,9 @@ type Options struct {
 	// engine is told only the address the gateway saw: a client cannot
 	// make its requests look like another's in engine logs and limits.
 	TrustForwardedFor bool `yaml:"trust-forwarded-for"`
+	// Flow bounds each rule's gateway queue (rules with an
+	// admission_window) and says how requests are classed.
+	Flow flow.Options `yaml:",inline"`
 }
 
 // DefaultOptions returns the documented defaults (LoxiLB's where it has one).
@@ -153,6 +157,7 @@ func DefaultOptions() Options {
 		Bodies:                   reqbody.DefaultOptions(),
 		TLS:                      tlsmat.DefaultOptions(),
 		Engine:                   enginestats.DefaultOptions(),
+		Flow:                     flow.DefaultOptions(),
 	}
 }
 

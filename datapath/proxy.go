@@ -48,6 +48,8 @@ type exchange struct {
 	// body is the request body when it was read for routing (reqbody:
 	// charged to the in-flight budget until ServeHTTP returns).
 	body reqbody.Body
+	// key is the request's API-key admission (nil: the rule has no keys).
+	key *keyCheck
 }
 
 // ServeHTTP is the entry of every data request on the listener: request id,
@@ -141,7 +143,7 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer rt.finishKey(k)
-		body = b
+		body, x.key = b, k
 	}
 	if body == nil {
 		rt.liftReadDeadlineIfNoBody(x)
@@ -374,9 +376,14 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 		return
 	}
 	attempts := 0
+	var held heldSlots // admission window slots (flowgate.go)
+	defer held.release()
 	for attempts < len(c.eps) {
 		var i int
-		i, excl = rt.choose(c, &f, r, body, excl, attempts == 0)
+		var shed bool
+		if i, excl, shed = rt.chooseAdmitted(x, c, &f, body, excl, attempts == 0, &held); shed {
+			return
+		}
 		if i < 0 {
 			break
 		}
@@ -396,6 +403,7 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 					c.recordBreaker(i, ep.br.onDialFailure(&c.cb))
 				}
 				excl |= bit(i)
+				held.release()
 				rt.m.Retries.WithLabelValues(c.label).Inc()
 				rt.log.WithFields(logrus.Fields{"rule": c.label, "endpoint": ep.id, "error": err.Error()}).Debug("dial failed; trying another endpoint")
 				continue
