@@ -18,6 +18,7 @@ type keyFlags struct {
 	rps, burst, tpm                 int
 	disabled                        bool
 	keyID, keyHash                  string
+	maxPriority                     string
 }
 
 func (f *keyFlags) bind(cmd *cobra.Command, create bool) {
@@ -34,6 +35,7 @@ func (f *keyFlags) bind(cmd *cobra.Command, create bool) {
 	fl.IntVar(&f.tpm, "tpm", 0, "tokens per minute (omit for no limit)")
 	fl.StringVar(&f.expires, "expires", "", "expiry, RFC 3339 (e.g. 2027-01-01T00:00:00Z)")
 	fl.BoolVar(&f.disabled, "disabled", false, "create (or set) the key disabled")
+	fl.StringVar(&f.maxPriority, "max-priority", "", "highest priority class its requests may ask for: low, standard or high (empty: the gateway's --flow-key-max-class)")
 }
 
 // intFlag is the flag's value when the user set it, else nil (no limit /
@@ -81,7 +83,7 @@ func newCreateAPIKeyCmd(g *globals) *cobra.Command {
 			}
 			s := tenant.KeySpec{TenantID: f.tenantID, Name: f.name, AllowedModels: splitModels(f.models),
 				RateLimitRPS: intFlag(cmd, "rps", f.rps), BurstSize: intFlag(cmd, "burst", f.burst),
-				TokensPerMin: intFlag(cmd, "tpm", f.tpm), ExpiresAt: exp, KeyID: f.keyID, KeyHash: f.keyHash}
+				TokensPerMin: intFlag(cmd, "tpm", f.tpm), ExpiresAt: exp, KeyID: f.keyID, KeyHash: f.keyHash, MaxPriority: f.maxPriority}
 			if f.disabled {
 				s.Enabled = new(false)
 			}
@@ -124,6 +126,9 @@ func newUpdateAPIKeyCmd(g *globals) *cobra.Command {
 			if cmd.Flags().Changed("models") {
 				m := splitModels(f.models)
 				p.AllowedModels = &m
+			}
+			if cmd.Flags().Changed("max-priority") {
+				p.MaxPriority = &f.maxPriority
 			}
 			switch {
 			case cmd.Flags().Changed("disabled") && cmd.Flags().Changed("enable"):

@@ -104,6 +104,13 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.Float64Var(&opts.Engine.Jitter, "engine-scrape-jitter", opts.Engine.Jitter, "fraction of --engine-scrape-interval each pause varies by at random (0..0.5)")
 	fl.Int64Var(&opts.Engine.MaxBytes, "engine-scrape-max-bytes", opts.Engine.MaxBytes, "largest engine metrics body taken; a larger one is ignored (too_large)")
 	fl.DurationVar(&opts.Engine.StaleAfter, "engine-signal-stale-after", opts.Engine.StaleAfter, "an engine signal older than this (since its last good scrape) is ignored")
+	// Flow control: the gateway queue of rules with an admission_window (docs/flow-control.md).
+	fl.IntVar(&opts.Flow.QueueLength, "flow-queue-length", opts.Flow.QueueLength, "requests that may wait in one rule's gateway queue when every endpoint is at its admission_window; more are shed (503 overload_shed, Retry-After) lowest class first (0: never queue)")
+	fl.DurationVar(&opts.Flow.MaxWait, "flow-max-wait", opts.Flow.MaxWait, "longest a request waits in the gateway queue before it is shed (0: never queue)")
+	fl.Float64Var(&opts.Flow.MinShare, "flow-min-share", opts.Flow.MinShare, "fraction of dispatches each priority class below the top is guaranteed while it has requests queued (0..0.5), so no class starves")
+	fl.DurationVar(&opts.Flow.MaxDeadline, "flow-max-slo-ttft", opts.Flow.MaxDeadline, "cap on a request's x-slo-ttft-ms deadline (larger values are taken as this; 0 ignores the header)")
+	fl.StringVar(&opts.Flow.UnkeyedCeiling, "flow-unkeyed-max-class", opts.Flow.UnkeyedCeiling, "highest priority class (low, standard, high) a request without an API key may ask for with x-request-priority / x-gateway-inference-objective")
+	fl.StringVar(&opts.Flow.KeyCeiling, "flow-key-max-class", opts.Flow.KeyCeiling, "highest priority class a request may ask for with an API key that sets no max_priority")
 	// KV-exact interop and the in-process tokenizer.
 	fl.DurationVar(&opts.KV.BindLiveWindow, "kv-bind-live-window", opts.KV.BindLiveWindow, "KV-exact, --kv-bind-addr: an endpoint rank is reported connected while its last KV event is this recent (trust does not need recent events)")
 	fl.StringArrayVar(&kvTokenizers, "kv-tokenizer", nil, "KV-exact: tokenise in process with a Hugging Face tokenizer (byte-level BPE: Llama 3, Qwen 2/3, GPT-style): MODEL=PATH or PATH for any model; PATH is a directory with tokenizer.json[.gz] (+ tokenizer_config.json for chat) or a tokenizer.json; repeatable. Other requests ask the engine's /tokenize")

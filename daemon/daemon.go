@@ -56,6 +56,9 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 	if err := opts.CheckFrontEnd(); err != nil {
 		return err
 	}
+	if err := opts.Flow.Check(); err != nil { // the datapath's queue classes
+		return fmt.Errorf("daemon: %w", err)
+	}
 	m := metrics.New()
 
 	if opts.StateDir != "" {

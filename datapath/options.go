@@ -6,6 +6,7 @@ import (
 
 	"github.com/infergate/infergate/accesslog"
 	"github.com/infergate/infergate/admission"
+	"github.com/infergate/infergate/datapath/flow"
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/datapath/ladder"
 	"github.com/infergate/infergate/datapath/pd"
@@ -130,6 +131,9 @@ type Options struct {
 	HTTPFrontEnd string `yaml:"http-frontend"`
 	// Tracing exports OpenTelemetry traces over OTLP (off by default).
 	Tracing tracing.Options `yaml:",inline"`
+	// Flow bounds each rule's gateway queue (rules with an
+	// admission_window) and says how requests are classed.
+	Flow flow.Options `yaml:",inline"`
 }
 
 // DefaultOptions returns the documented defaults (LoxiLB's where it has one).
@@ -166,6 +170,7 @@ func DefaultOptions() Options {
 		AccessLog:                accesslog.DefaultOptions(),
 		HTTPFrontEnd:             DefaultFrontEnd,
 		Tracing:                  tracing.DefaultOptions(),
+		Flow:                     flow.DefaultOptions(),
 	}
 }
 

@@ -137,7 +137,12 @@ func (rt *Runtime) servePD(x *exchange, c *compiled, body []byte) {
 	}
 	// Client transfer state in body is removed by the dialect's own rewrite.
 	f := rt.pdFacts(c, x.r, body)
-	pc, pairDiff, ok := c.choosePair(&f, 0)
+	var held heldSlots // admission window slots (flowgate.go)
+	defer held.release()
+	pc, pairDiff, ok, shed := rt.choosePairAdmitted(x, c, &f, &held)
+	if shed {
+		return
+	}
 	if ok {
 		rt.countLadder(c, pc.tr.Steps)
 		rt.runPD(x, c, body, &pc.tr, pc.prefills, pc.decodes, f.Model)

@@ -41,6 +41,7 @@ type prefixState struct {
 func (rt *Runtime) attachLocked(rs *ruleState, c *compiled, prevRule *spec.Rule) {
 	r := c.rule
 	c.rx = rt.rx
+	rt.attachFlow(rs, c) // flowgate.go
 	log := rt.log.WithField("rule", c.label)
 	if r.KV != nil {
 		rk, err := rt.kv.Install(prevRule, r)

@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/datapath/chwbl"
+	"github.com/infergate/infergate/datapath/flow"
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/datapath/pd"
 	"github.com/infergate/infergate/datapath/pick"
+	"github.com/infergate/infergate/datapath/window"
 	"github.com/infergate/infergate/enginestats"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/spec"
@@ -59,6 +61,9 @@ type endpoint struct {
 	// sig is the engine's own load, published by the engine scraper
 	// (enginesig.go); survives rule updates with the endpoint.
 	sig enginestats.Cell
+	// win is the endpoint's admission window, kept across generations
+	// while its size is unchanged (flowgate.go; control plane only).
+	win *window.Window
 }
 
 // live points selection at the endpoint's live facts.
@@ -115,6 +120,11 @@ type compiled struct {
 	admin *adminGate
 	// llmModels bounds the model label of the LLM latency families.
 	llmModels *pd.ModelLabels
+
+	// Flow control (flowgate.go): each endpoint's admission window and the
+	// rule's queue; win is nil when the rule has no window.
+	win []*window.Window
+	fq  *flow.Queue
 }
 
 // slot is what selection needs of endpoint i, packed densely.

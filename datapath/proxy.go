@@ -50,6 +50,8 @@ type exchange struct {
 	body reqbody.Body
 	// obs gathers the access line, latency histograms and trace (observe.go).
 	obs reqObs
+	// key is the request's API-key admission (nil: the rule has no keys).
+	key *keyCheck
 }
 
 // ServeHTTP is the entry of every data request on the listener: request id,
@@ -146,7 +148,7 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer rt.finishKey(k)
-		body = b
+		body, x.key = b, k
 	}
 	if body == nil {
 		rt.liftReadDeadlineIfNoBody(x)
@@ -379,9 +381,14 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 		return
 	}
 	attempts := 0
+	var held heldSlots // admission window slots (flowgate.go)
+	defer held.release()
 	for attempts < len(c.eps) {
 		var i int
-		i, excl = rt.choose(c, &f, r, body, excl, attempts == 0)
+		var shed bool
+		if i, excl, shed = rt.chooseAdmitted(x, c, &f, body, excl, attempts == 0, &held); shed {
+			return
+		}
 		if i < 0 {
 			break
 		}
@@ -402,6 +409,7 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 					c.recordBreaker(i, ep.br.onDialFailure(&c.cb))
 				}
 				excl |= bit(i)
+				held.release()
 				rt.m.Retries.WithLabelValues(c.label).Inc()
 				rt.log.WithFields(logrus.Fields{"rule": c.label, "endpoint": ep.id, "error": err.Error()}).Debug("dial failed; trying another endpoint")
 				continue

@@ -19,6 +19,7 @@ import (
 	"github.com/infergate/infergate/accesslog"
 	"github.com/infergate/infergate/admission"
 	"github.com/infergate/infergate/apierror"
+	"github.com/infergate/infergate/datapath/flow"
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/datapath/ladder"
 	"github.com/infergate/infergate/datapath/reqbody"
@@ -42,6 +43,7 @@ type Runtime struct {
 	pdm         *metrics.PD     // P/D outcomes, legs, ladder decisions
 	rx          *metrics.Radix  // Tier 1 match rate, CHWBL picks
 	tm          *metrics.Tenant // API-key enforcement; nil: not exported
+	fm          *metrics.Flow   // admission windows and the gateway queue (flowgate.go)
 	kv          *kvplane.Plane  // KV-exact state of every rule with kvExactMode
 	sender      upstream.Sender // every request to an engine: the proxy's and the P/D legs
 	log         logrus.FieldLogger
@@ -93,6 +95,9 @@ type ruleState struct {
 	sessions   *ladder.Sessions
 	sessionTTL time.Duration
 	prefix     *prefixState
+	// flow is the rule's gateway queue (flowgate.go); nil until a
+	// generation has an admission window.
+	flow *flow.Queue
 
 	kick       chan struct{} // probe now (new endpoints)
 	stop       chan struct{}
@@ -111,6 +116,7 @@ func New(opts Options, m *metrics.Datapath, log logrus.FieldLogger) *Runtime {
 	rt := newRuntime(opts, m, metrics.NewPD(reg), metrics.NewRadix(reg), nil, metrics.NewEdge(reg), metrics.NewTLS(reg), log)
 	rt.llm = metrics.NewLLM(reg)
 	rt.es = newEngineScraper(rt.opts.Engine, metrics.NewEngine(reg), rt.log)
+	rt.fm = metrics.NewFlow(reg)
 	return rt
 }
 
@@ -132,6 +138,10 @@ func NewWithMetrics(opts Options, m *metrics.Metrics, log logrus.FieldLogger) *R
 	rt.tm = m.Tenant
 	if rt.llm = m.LLM; rt.llm == nil {
 		rt.llm = metrics.NewLLM(prometheus.NewRegistry())
+	}
+	rt.fm = m.Flow
+	if rt.fm == nil {
+		rt.fm = metrics.NewFlow(prometheus.NewRegistry())
 	}
 	rt.es = newEngineScraper(rt.opts.Engine, m.Engine, rt.log)
 	return rt

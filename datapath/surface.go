@@ -171,8 +171,10 @@ func (c *compiled) bodyForRule(r *http.Request) bool {
 			routableContentType(r.Header.Get(headerContentType))
 	}
 	// Keyed rules read a JSON body for the key's model allow-list and the
-	// token reservation.
-	routes := (c.kv != nil && c.kv.Mode() == 3) || c.keys ||
+	// token reservation. Rules with an admission window read it so that a
+	// request waiting in the gateway queue notices its client leaving
+	// (net/http watches the connection only once the body is read).
+	routes := (c.kv != nil && c.kv.Mode() == 3) || c.keys || c.win != nil ||
 		c.rule.Selector == spec.SelCHWBL || c.rule.Selector == spec.SelWeightedCHWBL
 	return routes && routableContentType(r.Header.Get(headerContentType))
 }

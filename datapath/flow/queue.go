@@ -239,16 +239,19 @@ func (q *Queue) enqueueLocked(t Ticket, now time.Time) (*waiter, error) {
 	if !(t.Weight > 0) || math.IsInf(t.Weight, 0) {
 		t.Weight = 1
 	}
+	cq := &q.classes[t.Class]
+	tq := cq.tenants[t.Tenant]
+	last := 0.0
+	if tq != nil {
+		last = tq.last
+	}
+	tag := max(cq.clock, last) + 1/t.Weight
 	if d := t.Deadline; !d.IsZero() {
 		if !d.After(now) {
 			return nil, q.shedLocked(ReasonDeadline, 0)
 		}
 		if q.interval > 0 && !q.lastGrant.IsZero() {
-			ahead := 0
-			for c := int(t.Class); c < NumClasses; c++ {
-				ahead += q.classes[c].n
-			}
-			if now.Add(time.Duration(ahead+1) * q.interval).After(d) {
+			if now.Add(time.Duration(q.aheadLocked(t.Class, tag)+1) * q.interval).After(d) {
 				return nil, q.shedLocked(ReasonDeadline, 0)
 			}
 		}
@@ -264,19 +267,34 @@ func (q *Queue) enqueueLocked(t Ticket, now time.Time) (*waiter, error) {
 	}
 	q.seq++
 	w := &waiter{t: t, seq: q.seq, ch: make(chan struct{}, 1)}
-	cq := &q.classes[t.Class]
-	tq := cq.tenants[t.Tenant]
-	if tq == nil {
+	if tq = cq.tenants[t.Tenant]; tq == nil { // a displaced victim may have emptied it
 		tq = &tenantQueue{}
 		cq.tenants[t.Tenant] = tq
 	}
-	tag := max(cq.clock, tq.last) + 1/t.Weight
+	tag = max(cq.clock, tq.last) + 1/t.Weight
 	tq.last = tag
 	tq.tags = append(tq.tags, tag)
 	tq.insert(w)
 	q.countLocked(t.Class, +1)
 	q.armLocked()
 	return w, nil
+}
+
+// aheadLocked estimates how many queued requests a new one of class c
+// with finish tag tag would wait behind: every request of a higher class,
+// and those of its own class whose tags are smaller (fair queuing serves
+// a light tenant's request before a heavy tenant's backlog). The minimum
+// share of lower classes is left out: it only delays by a tenth.
+func (q *Queue) aheadLocked(c Class, tag float64) int {
+	n := 0
+	for k := int(c) + 1; k < NumClasses; k++ {
+		n += q.classes[k].n
+	}
+	for _, tq := range q.classes[c].tenants {
+		i, _ := slices.BinarySearch(tq.tags, tag)
+		n += i
+	}
+	return n
 }
 
 // requeueLocked puts back a granted request whose try found no room: it

@@ -378,3 +378,40 @@ func TestConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestDeadlineEstimate: a request is shed at arrival when the requests
+// that would go before it (fair queuing's order, not the queue's length)
+// already reach past its deadline.
+func TestDeadlineEstimate(t *testing.T) {
+	tests := []struct {
+		name   string
+		arrive Ticket
+		want   string // "" queued, else the shed reason
+	}{
+		{"heavy tenant behind its own backlog", Ticket{Tenant: "big", Class: ClassStandard}, ReasonDeadline},
+		{"light tenant goes before the backlog", Ticket{Tenant: "small", Class: ClassStandard}, ""},
+		{"higher class goes first", Ticket{Tenant: "big", Class: ClassHigh}, ""},
+		{"lower class waits behind everyone", Ticket{Tenant: "other", Class: ClassLow}, ReasonDeadline},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			q := New(DefaultOptions(), nil)
+			q.recheck = time.Hour
+			now := time.Now()
+			q.mu.Lock()
+			defer q.mu.Unlock()
+			for range 10 {
+				if _, err := q.enqueueLocked(Ticket{Tenant: "big", Class: ClassStandard}, now); err != nil {
+					t.Fatal(err)
+				}
+			}
+			q.interval, q.lastGrant = 100*time.Millisecond, now // ten dispatches a second
+			tk := tc.arrive
+			tk.Deadline = now.Add(500 * time.Millisecond)
+			_, err := q.enqueueLocked(tk, now)
+			if reason(err) != tc.want {
+				t.Fatalf("got %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -327,6 +327,9 @@ func runBench(ctx context.Context, cfg config) error {
 	time.Sleep(3 * time.Second)
 	b.idleCPU = (b.gw.cpu() - idleFrom).Seconds() / 3
 
+	if ran, err := b.flowScenarios(ctx, vip); ran { // flowctl.go: overload-classes, tenant-fairness
+		return err
+	}
 	ws, err := b.workloads()
 	if err != nil {
 		return err

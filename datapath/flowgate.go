@@ -1,0 +1,322 @@
+package datapath
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/infergate/infergate/datapath/flow"
+	"github.com/infergate/infergate/datapath/ladder"
+	"github.com/infergate/infergate/datapath/pick"
+	"github.com/infergate/infergate/datapath/window"
+)
+
+// Flow control: per-endpoint admission windows and the rule's gateway
+// queue (datapath/flow). A rule with an admission_window sends an endpoint
+// at most its window of requests at a time; an endpoint at its window is
+// not picked while another has room, and when every usable one is full the
+// request waits in the queue (by class, fair between tenants, by deadline)
+// or is answered 503 overload_shed with Retry-After. Rules without windows
+// take none of these paths.
+
+// Wire names of the request hints flow control reads.
+const (
+	// HeaderPriority asks for a priority class (low, standard, high or
+	// 0..2); unknown values get the default class.
+	HeaderPriority = "X-Request-Priority"
+	// HeaderObjective is the Gateway API Inference Extension's objective
+	// header; its value is read as a class name like HeaderPriority
+	// (which wins when both are sent).
+	HeaderObjective = "X-Gateway-Inference-Objective"
+	// HeaderFairnessID names the fairness group of a request on a rule
+	// without API keys (with keys, the key's tenant is the group).
+	HeaderFairnessID = "X-Gateway-Inference-Fairness-Id"
+	// HeaderSLOTTFT is the time-to-first-token deadline in milliseconds.
+	HeaderSLOTTFT = "X-Slo-Ttft-Ms"
+	// CodeOverloadShed is the 503 (with Retry-After) of a request the
+	// gateway queue would not or could no longer hold.
+	CodeOverloadShed = "overload_shed"
+	// maxFairnessID bounds a client-chosen fairness id (longer ones are
+	// cut: the id is a map key held while the request waits).
+	maxFairnessID = 128
+)
+
+// Label values of infergate_flow_requests_total and the downgrade reasons.
+const (
+	flowDirect      = "direct"
+	flowQueued      = "queued"
+	flowShed        = "shed"
+	flowClientGone  = "client_gone"
+	downAboveGrant  = "above_grant"
+	downUnknownName = "unknown_class"
+)
+
+// attachFlow gives a new generation its windows and queue. The queue is
+// the rule key's (it outlives generations, like the endpoints); a window
+// is the endpoint's and is kept while its size is unchanged, so requests
+// in flight on the previous generation still count against it. A rule
+// without windows gets neither. Control plane only (rt.mu).
+func (rt *Runtime) attachFlow(rs *ruleState, c *compiled) {
+	windowed := false
+	for i := range c.rule.Endpoints {
+		windowed = windowed || c.rule.WindowOf(i) > 0
+	}
+	if !windowed {
+		for _, ep := range c.eps {
+			ep.win = nil
+		}
+		if rs.flow != nil {
+			rs.flow.Release() // let a waiter of the last generation try at once
+		}
+		return
+	}
+	if rs.flow == nil {
+		rs.flow = flow.New(rt.opts.Flow, rt.flowGauge(rs))
+	}
+	c.fq = rs.flow
+	c.win = make([]*window.Window, len(c.eps))
+	for i, ep := range c.eps {
+		if n := c.rule.WindowOf(i); ep.win.Limit() != n {
+			ep.win = window.New(n)
+		}
+		c.win[i] = ep.win
+	}
+	c.fq.Release() // a larger window may have room for a waiter now
+}
+
+// flowGauge reports a rule's queue length per class on the rule's current
+// label.
+func (rt *Runtime) flowGauge(rs *ruleState) func(flow.Class, int) {
+	return func(cl flow.Class, n int) {
+		if c := rs.cur.Load(); c != nil {
+			rt.fm.Queued.WithLabelValues(c.label, cl.String()).Set(float64(n))
+		}
+	}
+}
+
+// windowFull is the mask of endpoints at their window now.
+func (c *compiled) windowFull() uint64 {
+	var m uint64
+	for i, w := range c.win {
+		if w != nil && w.InFlight() >= w.Limit() {
+			m |= bit(i)
+		}
+	}
+	return m
+}
+
+// waitsForWindow is the rule for "queue rather than give up": some endpoint
+// outside excl that is usable is only at its window (full); without one
+// nothing would ever free for this request.
+func (c *compiled) waitsForWindow(excl, full uint64) bool {
+	return full&^excl != 0 && c.anyUsable(excl|^full)
+}
+
+// heldSlots are the window slots one request holds (a P/D request: its
+// prefill's and its decode's). release gives them back and tells the queue.
+type heldSlots struct {
+	rel [2]func()
+	q   *flow.Queue
+}
+
+// take claims endpoint i's slot without waiting; false when it is full.
+func (h *heldSlots) take(c *compiled, i int) bool {
+	w := c.win[i]
+	if w == nil {
+		return true
+	}
+	rel, _, err := w.Acquire(context.Background(), 0) // no wait: only a free slot
+	if err != nil {
+		return false
+	}
+	for k := range h.rel {
+		if h.rel[k] == nil {
+			h.rel[k], h.q = rel, c.fq
+			return true
+		}
+	}
+	rel() // cannot happen: a request holds at most two
+	return false
+}
+
+func (h *heldSlots) release() {
+	freed := false
+	for k, rel := range h.rel {
+		if rel != nil {
+			rel()
+			h.rel[k] = nil
+			freed = true
+		}
+	}
+	if freed {
+		h.q.Release()
+	}
+}
+
+// chooseAdmitted is choose under the rule's windows: the endpoint chosen
+// among those with room, its slot taken into held; when every usable
+// endpoint is at its window the request waits in the queue. shed true:
+// the client has been answered (shed, or gone).
+func (rt *Runtime) chooseAdmitted(x *exchange, c *compiled, f *pick.PoolFacts, body []byte, excl uint64, first bool, held *heldSlots) (int, uint64, bool) {
+	if c.win == nil {
+		i, excl := rt.choose(c, f, x.r, body, excl, first)
+		return i, excl, false
+	}
+	i := -1
+	try := func() bool {
+		for range len(c.eps) + 1 {
+			full := c.windowFull()
+			k, ex := rt.choose(c, f, x.r, body, excl|full, first)
+			excl |= ex &^ full // endpoints lost to a half-open race stay out
+			if k < 0 {
+				return !c.waitsForWindow(excl, full)
+			}
+			if held.take(c, k) {
+				i = k
+				return true
+			}
+			c.abandonTrial(k) // its last slot went to another request: choose again
+		}
+		return false
+	}
+	if !rt.admitFlow(x, c, try) {
+		return -1, excl, true
+	}
+	return i, excl, false
+}
+
+// choosePairAdmitted is choosePair under the rule's windows (decodes and
+// any endpoint with its own window): a pair whose slots are free, taken
+// into held, else the queue. shed true: the client has been answered.
+func (rt *Runtime) choosePairAdmitted(x *exchange, c *compiled, f *ladder.Facts, held *heldSlots) (pc pairChoice, pairDiff string, ok, shed bool) {
+	if c.win == nil {
+		pc, pairDiff, ok = c.choosePair(f, 0)
+		return pc, pairDiff, ok, false
+	}
+	try := func() bool {
+		for range len(c.eps) + 1 {
+			full := c.windowFull()
+			pc, pairDiff, ok = c.choosePair(f, full)
+			if !ok {
+				return !c.waitsForWindow(0, full)
+			}
+			pi, di := pc.tr.Prefill.Index, pc.tr.Decode.Index
+			if held.take(c, pi) {
+				if held.take(c, di) {
+					return true
+				}
+				held.release()
+			}
+			c.abandonTrial(pi)
+			c.abandonTrial(di)
+			ok = false
+		}
+		return false
+	}
+	if !rt.admitFlow(x, c, try) {
+		return pc, pairDiff, false, true
+	}
+	return pc, pairDiff, ok, false
+}
+
+// admitFlow runs try through the rule's queue and counts the outcome;
+// false when the request was shed (answered 503) or its client left.
+func (rt *Runtime) admitFlow(x *exchange, c *compiled, try func() bool) bool {
+	tk := rt.flowTicket(x, c)
+	class := tk.Class.String()
+	res, err := c.fq.Wait(x.r.Context(), tk, try)
+	var se *flow.ShedError
+	switch {
+	case err == nil && !res.Queued:
+		rt.fm.Requests.WithLabelValues(c.label, class, flowDirect).Inc()
+		return true
+	case err == nil:
+		rt.fm.Requests.WithLabelValues(c.label, class, flowQueued).Inc()
+		rt.fm.Wait.WithLabelValues(c.label, class).Observe(res.Wait.Seconds())
+		return true
+	case errors.As(err, &se):
+		rt.fm.Requests.WithLabelValues(c.label, class, flowShed).Inc()
+		rt.fm.Shed.WithLabelValues(c.label, class, se.Reason).Inc()
+		x.w.Header().Set(headerRetryAfter, strconv.Itoa(int(se.RetryAfter/time.Second)))
+		rt.fail(x, c, -1, http.StatusServiceUnavailable, CodeOverloadShed, shedMessage(se.Reason))
+		return false
+	}
+	rt.fm.Requests.WithLabelValues(c.label, class, flowClientGone).Inc()
+	c.countRequest(-1, statusClientClosed, codeClientClosed)
+	c.latency.Observe(time.Since(x.start).Seconds())
+	return false
+}
+
+// shedMessage says why a request was shed.
+func shedMessage(reason string) string {
+	why := "every engine of this service is at its admission window"
+	switch reason {
+	case flow.ReasonQueueFull:
+		why += " and the gateway queue is full"
+	case flow.ReasonTimeout:
+		why += " and the request waited the gateway queue's bound"
+	case flow.ReasonDeadline:
+		why += " and the request's x-slo-ttft-ms deadline cannot be met"
+	case flow.ReasonDisplaced:
+		why += " and a request of a higher priority class (or of a tenant with fewer queued) took this one's place"
+	}
+	return why + "; retry after the Retry-After delay"
+}
+
+// flowTicket is what the queue knows of a request: its class (asked by
+// header, never above its key's grant or, without a key, the gateway's),
+// its fairness group (the key's tenant, else the client's fairness id)
+// and its deadline (x-slo-ttft-ms from arrival, capped; ≤ 0 or not a
+// number: none).
+func (rt *Runtime) flowTicket(x *exchange, c *compiled) flow.Ticket {
+	h := x.r.Header
+	unkeyed, keyed := rt.opts.Flow.Ceilings()
+	ceiling := unkeyed
+	var tk flow.Ticket
+	if x.key != nil {
+		ceiling = keyed
+		if g, ok := flow.ParseClass(x.key.adm.MaxPriority()); ok {
+			ceiling = g
+		}
+		tk.Tenant = x.key.adm.TenantID()
+	} else if id := h.Get(HeaderFairnessID); id != "" {
+		tk.Tenant = id[:min(len(id), maxFairnessID)]
+	}
+	v := h.Get(HeaderPriority)
+	if v == "" {
+		v = h.Get(HeaderObjective)
+	}
+	asked, ok := flow.ParseClass(v)
+	tk.Class = flow.Grant(asked, ok, ceiling)
+	switch {
+	case v != "" && !ok:
+		rt.fm.Downgrades.WithLabelValues(c.label, downUnknownName).Inc()
+	case ok && asked > tk.Class:
+		rt.fm.Downgrades.WithLabelValues(c.label, downAboveGrant).Inc()
+	}
+	tk.Deadline = sloDeadline(h.Get(HeaderSLOTTFT), x.start, rt.opts.Flow.MaxDeadline)
+	return tk
+}
+
+// sloDeadline is the rule for x-slo-ttft-ms: a positive whole number of
+// milliseconds from arrival, capped at limit; anything else (absent,
+// negative, zero, fractional, not a number, overflowing) is no deadline.
+func sloDeadline(v string, start time.Time, limit time.Duration) time.Time {
+	if v == "" {
+		return time.Time{}
+	}
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) || ms <= 0 {
+		return time.Time{}
+	}
+	d := limit
+	if ms < int64(limit/time.Millisecond) {
+		d = time.Duration(ms) * time.Millisecond
+	}
+	if d <= 0 {
+		return time.Time{}
+	}
+	return start.Add(d)
+}
