@@ -103,6 +103,7 @@ func (rt *Runtime) attachLocked(rs *ruleState, c *compiled, prevRule *spec.Rule)
 				Index:      px.index,
 				Threshold:  r.PD.CacheThreshold,
 				BalanceAbs: r.PD.BalanceAbsThreshold,
+				Costs:      rt.kv.Costs(),
 				OnLookup:   func(rate float64) { mr.Observe(rate) },
 				Endpoints:  prefillIDs(r),
 			})
@@ -117,7 +118,7 @@ func (rt *Runtime) attachLocked(rs *ruleState, c *compiled, prevRule *spec.Rule)
 			tiers = append(tiers, t)
 		}
 	}
-	p.ladder = ladder.New(p.sessions, tiers...)
+	p.ladder = ladder.New(p.sessions, tiers...).WithCosts(rt.kv.Costs())
 	if rt.opts.ReplicaConsistent {
 		p.ladder.Replicated()
 	}

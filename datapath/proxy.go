@@ -16,6 +16,7 @@ import (
 
 	"github.com/infergate/infergate/datapath/clienterr"
 	"github.com/infergate/infergate/datapath/hop"
+	"github.com/infergate/infergate/datapath/pick"
 	"github.com/infergate/infergate/datapath/reqbody"
 	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
@@ -48,6 +49,9 @@ type exchange struct {
 	// body is the request body when it was read for routing (reqbody:
 	// charged to the in-flight budget until ServeHTTP returns).
 	body reqbody.Body
+	// placed is the cost model's record of this request's placement; the
+	// relay reports a streamed answer's first token to it (learning).
+	placed *pick.Placed
 }
 
 // ServeHTTP is the entry of every data request on the listener: request id,
@@ -376,7 +380,7 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 	attempts := 0
 	for attempts < len(c.eps) {
 		var i int
-		i, excl = rt.choose(c, &f, r, body, excl, attempts == 0)
+		i, excl, x.placed = rt.choose(c, &f, r, body, excl, attempts == 0)
 		if i < 0 {
 			break
 		}
@@ -538,6 +542,14 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 	defer func() { c.eps[i].bytes.Add(relayed) }()
 	for {
 		n, rerr := resp.Body.Read(buf)
+		if n > 0 && x.placed != nil {
+			if sse {
+				x.placed.FirstToken(time.Now())
+			} else {
+				x.placed.Done(0)
+			}
+			x.placed = nil
+		}
 		if n > 0 {
 			if rerr == nil {
 				extend()

@@ -91,6 +91,13 @@ type CandidateScore struct {
 	// EstimateMs is the cost model's estimated time to first token on
 	// this candidate (queue + uncached prefill); 0 without a cost model.
 	EstimateMs float64 `json:"estimate_ms,omitempty"`
+	// The estimate by term: the engine's queue, the prefill this gateway
+	// sent it that is not done yet, this request's uncached prefill, and
+	// the KV cache saturation penalty.
+	QueueMs      float64 `json:"queue_ms,omitempty"`
+	BacklogMs    float64 `json:"backlog_ms,omitempty"`
+	PrefillMs    float64 `json:"prefill_ms,omitempty"`
+	SaturationMs float64 `json:"saturation_ms,omitempty"`
 }
 
 // InventoryRow is one (rule, endpoint, rank) line of the KV-exact
