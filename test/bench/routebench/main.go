@@ -87,6 +87,7 @@ type config struct {
 	externalArms                              stringList
 	window                                    time.Duration
 	arms                                      string
+	busy                                      busyConfig // busy.go
 }
 
 // stringList is a repeatable string flag.
@@ -126,6 +127,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.simArgs, "enginesim-args", c.simArgs, "extra enginesim flags (space-separated)")
 	fs.DurationVar(&c.window, "window", c.window, "measured window of every run (0: 8s, short 6s); longer windows steady the p99s beyond the 10-minute budget")
 	fs.StringVar(&c.arms, "arms", c.arms, "comma-separated arms to run (default: each workload's plan)")
+	c.busy.flags(fs)
 	fs.Var(&c.externalArms, "external-arm", "NAME=http://ip:port: an extra arm served by someone else's router in front of the same engines (e.g. another endpoint picker behind its proxy); repeatable, run at every load of the single-pool workloads")
 }
 
