@@ -106,6 +106,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.DurationVar(&opts.KV.Cost.PerRequest, "kv-cost-per-request", opts.KV.Cost.PerRequest, "KV-exact cost estimate: wait behind one request queued beyond the engine's batch (a running one costs this / --kv-cost-window)")
 	fl.IntVar(&opts.KV.Cost.Window, "kv-cost-window", opts.KV.Cost.Window, "KV-exact cost estimate: requests an engine runs at once (max-num-seqs); in-flight beyond it count as queued")
 	fl.DurationVar(&opts.KV.Cost.Saturation, "kv-cost-saturation", opts.KV.Cost.Saturation, "cost estimate: penalty of an engine whose KV cache is full (none up to 80 % in use, linear above; negative disables)")
+	fl.Float64Var(&opts.KV.Cost.LearnRate, "kv-cost-learn-rate", opts.KV.Cost.LearnRate, "cost estimate: weight of each observed time to first token in an endpoint's learned per-token and per-request costs (EWMA; negative disables learning)")
 	fl.IntVar(&opts.KV.SingleLoadGuard, "kv-single-load-guard", opts.KV.SingleLoadGuard, "KV-exact single pools (kvExactMode 3): skip a cache winner loaded this much above the least loaded (negative disables)")
 	fl.Int64Var(&opts.PrefixIndex.BudgetBytes, "prefix-index-budget-bytes", opts.PrefixIndex.BudgetBytes, "prefix affinity (pd_cache_aware_mode): memory budget of each rule's prefix index; least recently used prefixes are evicted above it")
 	fl.IntVar(&opts.PrefixIndex.MaxKeyBytes, "prefix-key-max-bytes", opts.PrefixIndex.MaxKeyBytes, "prefix affinity: bytes of each prompt that are keyed and matched (longer prompts are keyed on their head)")

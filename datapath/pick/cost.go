@@ -46,6 +46,9 @@ const (
 	// prefill of a 4,000-token prompt, so a nearly full engine keeps a long
 	// cache hit but loses short and cold requests to engines with room.
 	DefaultCostSaturation = time.Second
+	// DefaultCostLearnRate weighs each observation a tenth: an endpoint's
+	// costs follow a change over a few dozen requests.
+	DefaultCostLearnRate = 0.1
 )
 
 // CostModel estimates a request's wait for its first token on a candidate.
@@ -56,12 +59,17 @@ type CostModel struct {
 	PerRequest time.Duration `yaml:"kv-cost-per-request"` // wait behind one queued request
 	Window     int           `yaml:"kv-cost-window"`      // requests an engine runs at once (its batch)
 	Saturation time.Duration `yaml:"kv-cost-saturation"`  // penalty of a full KV cache (none up to SaturationFrom in use)
+	// LearnRate is how far one observed time to first token moves an
+	// endpoint's learned per-token and per-request costs toward what it
+	// implies (Costs.Observe); negative disables learning.
+	LearnRate float64 `yaml:"kv-cost-learn-rate"`
 }
 
 // DefaultCostModel returns the model with the default priors.
 func DefaultCostModel() CostModel {
 	return CostModel{PerToken: DefaultCostPerToken, Overhead: DefaultCostOverhead,
-		PerRequest: DefaultCostPerRequest, Window: DefaultCostWindow, Saturation: DefaultCostSaturation}
+		PerRequest: DefaultCostPerRequest, Window: DefaultCostWindow, Saturation: DefaultCostSaturation,
+		LearnRate: DefaultCostLearnRate}
 }
 
 // withDefaults fills zero fields.
@@ -86,6 +94,12 @@ func (m CostModel) withDefaults() CostModel {
 	} else if m.Saturation == 0 {
 		m.Saturation = d.Saturation
 	}
+	if m.LearnRate < 0 {
+		m.LearnRate = 0
+	} else if m.LearnRate == 0 {
+		m.LearnRate = d.LearnRate
+	}
+	m.LearnRate = min(m.LearnRate, 1)
 	return m
 }
 

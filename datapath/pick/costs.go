@@ -34,14 +34,10 @@ type Costs struct {
 	eps map[string]*endpointCost
 }
 
-// Learning bounds. Each observation moves a learned cost by LearnRate of
-// the way to the value it implies; learned costs stay within a factor
-// LearnBound of the prior either way, so a burst of odd samples (a stalled
-// host, a client that read slowly) cannot price an engine out for good.
-const (
-	LearnRate  = 0.1
-	LearnBound = 4
-)
+// LearnBound bounds learning: learned costs stay within this factor of
+// the prior either way, so a burst of odd samples (a stalled host, a
+// client that read slowly) cannot price an engine out, or in, for good.
+const LearnBound = 2
 
 // endpointCost is one endpoint's learned state. The clock and learned
 // costs are nanoseconds in atomics: the request path reads them without a
@@ -103,8 +99,14 @@ type Estimate struct {
 	Uncached   int
 }
 
-// Total is the estimate.
-func (e Estimate) Total() time.Duration { return e.Queue + e.Backlog + e.Prefill + e.Saturation }
+// Total is the estimate: the wait ahead (the larger of the queue and the
+// backlog), the request's own prefill and the saturation penalty. The
+// queue and the backlog are two views of the same wait — batch slots the
+// engine must free, prefill compute it must do — and requests this gateway
+// sent that still wait in the engine appear in both, so they are not
+// added: summing them made every loaded holder look a queue too expensive
+// under overload and scattered prompt groups.
+func (e Estimate) Total() time.Duration { return max(e.Queue, e.Backlog) + e.Prefill + e.Saturation }
 
 // Estimate prices candidate c at now for a prompt of tokens tokens of
 // which cached are in c's cache: queue (QueueOf: the engine's counts when
@@ -169,15 +171,19 @@ func (s *Costs) release(id string, end, now int64) {
 }
 
 // Observe folds one observed time to first token on endpoint id into its
-// learned costs; est is the estimate the request was placed with. The
-// error between the observation and the estimate is shared between the
-// prefill and the queue term in proportion to what each predicted, and
-// each learned cost moves LearnRate of the way to the value its share
-// implies (an EWMA of per-token and per-request samples). The backlog,
-// overhead and saturation terms are taken as given. Non-positive
-// observations are ignored.
+// learned costs; est is the estimate the request was placed with. Only
+// clean samples teach: placed with no backlog ahead (else the error is
+// mostly the backlog model's, and learning from it fed back — an engine
+// that answered sooner than a pessimistic backlog looked cheaper, drew
+// more work, and looked cheaper still) and without saturation. The error
+// between the observation and the estimate is shared between the prefill
+// and the queue term in proportion to what each predicted, and each
+// learned cost moves the model's LearnRate of the way to the value its
+// share implies (an EWMA of per-token and per-request samples), bounded
+// within LearnBound of the prior. Non-positive observations are ignored.
 func (s *Costs) Observe(id string, est Estimate, ttft time.Duration) {
-	if ttft <= 0 {
+	rate := s.m.LearnRate
+	if ttft <= 0 || rate <= 0 || est.Backlog > 0 || est.Saturation > 0 {
 		return
 	}
 	e := s.endpoint(id)
@@ -189,14 +195,13 @@ func (s *Costs) Observe(id string, est Estimate, ttft time.Duration) {
 	if pre+que <= 0 {
 		return // nothing learnable: a full hit on an idle engine
 	}
-	fixed := float64(est.Backlog + est.Saturation + s.m.Overhead)
-	err := float64(ttft) - fixed - pre - que
+	err := float64(ttft) - float64(s.m.Overhead) - pre - que
 	if u > 0 {
-		a = bounded(a+LearnRate*err*(pre/(pre+que))/u, float64(s.m.PerToken))
+		a = bounded(a+rate*err*(pre/(pre+que))/u, float64(s.m.PerToken))
 		e.perToken.Store(int64(a))
 	}
 	if q > 0 {
-		p = bounded(p+LearnRate*err*(que/(pre+que))/q, float64(s.m.PerRequest))
+		p = bounded(p+rate*err*(que/(pre+que))/q, float64(s.m.PerRequest))
 		e.perRequest.Store(int64(p))
 	}
 	e.samples.Add(1)

@@ -88,6 +88,8 @@ func TestCostsLearn(t *testing.T) {
 		{"bounded above", Estimate{Uncached: 100}, time.Minute, 200, LearnBound * m.PerToken, m.PerRequest, 0, 0},
 		{"bounded below", Estimate{Uncached: 2000}, time.Millisecond, 200, m.PerToken / LearnBound, m.PerRequest, 0, 0},
 		{"nothing learnable", Estimate{}, time.Second, 10, m.PerToken, m.PerRequest, 0, 0},
+		{"a backlog ahead teaches nothing", Estimate{Uncached: 2000, Backlog: time.Millisecond}, time.Second, 10, m.PerToken, m.PerRequest, 0, 0},
+		{"saturated teaches nothing", Estimate{Uncached: 2000, Saturation: time.Millisecond}, time.Second, 10, m.PerToken, m.PerRequest, 0, 0},
 		{"no observation", Estimate{Uncached: 2000}, 0, 10, m.PerToken, m.PerRequest, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -144,6 +146,32 @@ func TestCostsPlace(t *testing.T) {
 	h.Placed.Done(0) // a second report changes nothing
 	if e := s.Estimate(&cands[1], t0.Add(50*time.Millisecond), 0, 0); e.Backlog != 0 {
 		t.Fatalf("backlog after both = %v, want 0", e.Backlog)
+	}
+}
+
+func TestCostsLearnDisabled(t *testing.T) {
+	m := DefaultCostModel()
+	m.LearnRate = -1
+	s := NewCosts(m)
+	s.Observe("a", Estimate{Uncached: 2000}, time.Minute)
+	if tok, _, n := s.Learned("a"); tok != DefaultCostPerToken || n != 0 {
+		t.Fatalf("learned %v after %d with learning off", tok, n)
+	}
+}
+
+// The wait ahead is the larger of the queue and the backlog, not their sum.
+func TestEstimateTotal(t *testing.T) {
+	for _, tc := range []struct {
+		e    Estimate
+		want time.Duration
+	}{
+		{Estimate{Queue: 300, Backlog: 100, Prefill: 10, Saturation: 1}, 311},
+		{Estimate{Queue: 100, Backlog: 300, Prefill: 10}, 310},
+		{Estimate{Prefill: 10}, 10},
+	} {
+		if got := tc.e.Total(); got != tc.want {
+			t.Errorf("%+v.Total() = %v, want %v", tc.e, got, tc.want)
+		}
 	}
 }
 

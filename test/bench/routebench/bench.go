@@ -60,7 +60,7 @@ func (c *config) modeTiming() timing {
 		// at 1.4× in the recorded short runs; when it does not, the
 		// fallback (0.7 of the first step, 0.98× the guess) is about what
 		// a 1.0× step would have found.
-		return timing{warm: 4 * time.Second, run: 6 * time.Second, drain: 3 * time.Second, rampWarm: 2 * time.Second, rampStep: 3 * time.Second,
+		return timing{warm: 4 * time.Second, run: 6 * time.Second, drain: 4 * time.Second, rampWarm: 2 * time.Second, rampStep: 3 * time.Second,
 			rampDrain: 5 * time.Second, rampSteps: []float64{1.4, 2.0}}
 	}
 	return timing{warm: 4 * time.Second, run: 8 * time.Second, drain: 6 * time.Second, rampWarm: 2 * time.Second, rampStep: 3 * time.Second,
