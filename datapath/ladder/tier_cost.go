@@ -22,8 +22,10 @@ import (
 // English text per BPE token.
 const BytesPerToken = 4
 
-// promptTokens is the request's prompt length for the estimate: the
+// PromptTokens is the request's prompt length for the estimate: the
 // tokenised length when a tier knows it, else the prompt key's length.
+func PromptTokens(f *Facts) int { return promptTokens(f) }
+
 func promptTokens(f *Facts) int {
 	if f.PromptTokens > 0 {
 		return f.PromptTokens
