@@ -272,7 +272,11 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	x.wroteHeader = true // the dialect answers the client, success or error
 	iw := &idWriter{ResponseWriter: x.w, id: x.requestID}
 	o := c.pd.dialect.Serve(ctx, iw, req, pair, c.pd.sender)
-	tr.Placed.Done(o.Prefill) // the prefill is over: release its cost backlog
+	if o.Code == "" { // release its cost backlog; a good prefill's time is learned
+		tr.Placed.Prefilled(o.Prefill)
+	} else {
+		tr.Placed.Done(0)
+	}
 
 	pd.Record(rt.pdm, c.rule, c.pd.models.Label(model, o.Status >= 200 && o.Status < 300), o)
 	if o.PrefillSkipped != "" && rt.pdm.Unsplit != nil {

@@ -289,6 +289,22 @@ func (p *Placed) FirstToken(now time.Time) {
 	}
 }
 
+// Prefilled reports a P/D prefill leg that completed prefill after the
+// request was placed: the prefill engine's own time to first token, so
+// the rest of the charge is released and the time is learned from (as
+// FirstToken). Non-positive durations release at now without learning.
+func (p *Placed) Prefilled(prefill time.Duration) {
+	if prefill <= 0 {
+		p.Done(0)
+		return
+	}
+	if p != nil && p.done.CompareAndSwap(false, true) {
+		at := p.at.Add(prefill)
+		p.costs.release(p.id, p.end, at.UnixNano())
+		p.costs.Observe(p.id, p.est, prefill)
+	}
+}
+
 // Done reports that the request's prefill finished prefill after it was
 // placed (0: by now), without learning from it: the rest of its charge is
 // released. Safe on nil and after FirstToken.

@@ -142,8 +142,11 @@ func TestCostsPlace(t *testing.T) {
 	if e := s.Estimate(&cands[1], t0, 0, 0); e.Backlog != 180*time.Millisecond {
 		t.Fatalf("backlog after the first prefill ended early = %v, want 180ms (h's 130 from t0+50ms)", e.Backlog)
 	}
-	h.Placed.Done(50 * time.Millisecond)
+	h.Placed.Prefilled(50 * time.Millisecond)
 	h.Placed.Done(0) // a second report changes nothing
+	if _, _, n := s.Learned("b"); n != 0 {
+		t.Fatalf("b learned from a placement with a backlog ahead (%d samples)", n)
+	}
 	if e := s.Estimate(&cands[1], t0.Add(50*time.Millisecond), 0, 0); e.Backlog != 0 {
 		t.Fatalf("backlog after both = %v, want 0", e.Backlog)
 	}
