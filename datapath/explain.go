@@ -69,6 +69,7 @@ func (rt *Runtime) Explain(ctx context.Context, k spec.Key, path string, header 
 			e.Outcome, e.Prefill, e.Decode = spec.ExplainPair, tr.Prefill.ID, tr.Decode.ID
 		}
 		if len(prefills) > 0 {
+			e.Estimates = explainEstimates(rt.kv.Costs(), &f, prefills)
 			if p.prefix != nil {
 				px := p.prefix.Explain(&f, prefills)
 				e.Prefix = &px
@@ -130,4 +131,21 @@ func (rt *Runtime) explainSingle(c *compiled, f *pick.Facts, e *spec.Explanation
 		e.Endpoint = step.Choice
 	}
 	e.Steps = append(e.Steps, step)
+}
+
+// explainEstimates prices every candidate cold with the gateway's cost
+// model (nil without one): what the load rung compares.
+func explainEstimates(costs *pick.Costs, f *pick.Facts, cands []pick.Candidate) []spec.CandidateEstimate {
+	if costs == nil {
+		return nil
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	tokens := ladder.PromptTokens(f)
+	out := make([]spec.CandidateEstimate, len(cands))
+	for i := range cands {
+		e := costs.Estimate(&cands[i], f.Now, tokens, 0)
+		out[i] = spec.CandidateEstimate{ID: cands[i].ID, EstimateMs: ms(e.Total()), QueueMs: ms(e.Queue),
+			BacklogMs: ms(e.Backlog), PrefillMs: ms(e.Prefill), SaturationMs: ms(e.Saturation)}
+	}
+	return out
 }

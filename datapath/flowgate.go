@@ -159,32 +159,34 @@ func (h *heldSlots) release() {
 // among those with room, its slot taken into held; when every usable
 // endpoint is at its window the request waits in the queue. shed true:
 // the client has been answered (shed, or gone).
-func (rt *Runtime) chooseAdmitted(x *exchange, c *compiled, f *pick.PoolFacts, body []byte, excl uint64, first bool, held *heldSlots) (int, uint64, bool) {
+func (rt *Runtime) chooseAdmitted(x *exchange, c *compiled, f *pick.PoolFacts, body []byte, excl uint64, first bool, held *heldSlots) (int, uint64, *pick.Placed, bool) {
 	if c.win == nil {
-		i, excl := rt.choose(c, f, x.r, body, excl, first)
-		return i, excl, false
+		i, excl, placed := rt.choose(c, f, x.r, body, excl, first)
+		return i, excl, placed, false
 	}
 	i := -1
+	var placed *pick.Placed
 	try := func() bool {
 		for range len(c.eps) + 1 {
 			full := c.windowFull()
-			k, ex := rt.choose(c, f, x.r, body, excl|full, first)
+			k, ex, p := rt.choose(c, f, x.r, body, excl|full, first)
 			excl |= ex &^ full // endpoints lost to a half-open race stay out
 			if k < 0 {
 				return !c.waitsForWindow(excl, full)
 			}
 			if held.take(c, k) {
-				i = k
+				i, placed = k, p
 				return true
 			}
+			p.Done(0)         // the cost model's booking of a choice not taken
 			c.abandonTrial(k) // its last slot went to another request: choose again
 		}
 		return false
 	}
 	if !rt.admitFlow(x, c, try) {
-		return -1, excl, true
+		return -1, excl, nil, true
 	}
-	return i, excl, false
+	return i, excl, placed, false
 }
 
 // choosePairAdmitted is choosePair under the rule's windows (decodes and
@@ -209,6 +211,7 @@ func (rt *Runtime) choosePairAdmitted(x *exchange, c *compiled, f *ladder.Facts,
 				}
 				held.release()
 			}
+			pc.tr.Placed.Done(0) // the cost model's booking of a pair not taken
 			c.abandonTrial(pi)
 			c.abandonTrial(di)
 			ok = false

@@ -280,6 +280,11 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	tw := &ttftWriter{ResponseWriter: x.w}
 	iw := &idWriter{ResponseWriter: tw, id: x.requestID}
 	o := c.pd.dialect.Serve(ctx, iw, req, pair, c.pd.sender)
+	if o.Code == "" { // release its cost backlog; a good prefill's time is learned
+		tr.Placed.Prefilled(o.Prefill)
+	} else {
+		tr.Placed.Done(0)
+	}
 
 	modelLabel := c.pd.models.Label(model, o.Status >= 200 && o.Status < 300)
 	pd.Record(rt.pdm, c.rule, modelLabel, o)

@@ -640,6 +640,9 @@ func TestExplain(t *testing.T) {
 	if e.Steps[0].Tier != "tier0_session" || e.Steps[0].Hit {
 		t.Fatalf("first step %+v, want a session miss", e.Steps[0])
 	}
+	if len(e.Estimates) != 2 || e.Estimates[0].EstimateMs <= 0 || e.Estimates[0].PrefillMs <= 0 {
+		t.Fatalf("cost estimates of the two prefills: %+v", e.Estimates)
+	}
 	// Explain pinned nothing: a real request still misses Tier 0.
 	if res := post(t, testClient(), f.url(pathCompletions), string(body)); res.status != http.StatusOK {
 		t.Fatalf("%d %s", res.status, res.body)

@@ -104,6 +104,7 @@ func (rt *Runtime) attachLocked(rs *ruleState, c *compiled, prevRule *spec.Rule)
 				Index:      px.index,
 				Threshold:  r.PD.CacheThreshold,
 				BalanceAbs: r.PD.BalanceAbsThreshold,
+				Costs:      rt.kv.Costs(),
 				OnLookup:   func(rate float64) { mr.Observe(rate) },
 				Endpoints:  prefillIDs(r),
 			})
@@ -118,7 +119,7 @@ func (rt *Runtime) attachLocked(rs *ruleState, c *compiled, prevRule *spec.Rule)
 			tiers = append(tiers, t)
 		}
 	}
-	p.ladder = ladder.New(p.sessions, tiers...).WithPolicies(r.PD.PrefillPolicy, r.PD.DecodePolicy)
+	p.ladder = ladder.New(p.sessions, tiers...).WithPolicies(r.PD.PrefillPolicy, r.PD.DecodePolicy).WithCosts(rt.kv.Costs())
 	if rt.opts.ReplicaConsistent {
 		p.ladder.Replicated()
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/infergate/infergate/datapath/clienterr"
 	"github.com/infergate/infergate/datapath/hop"
+	"github.com/infergate/infergate/datapath/pick"
 	"github.com/infergate/infergate/datapath/reqbody"
 	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
@@ -52,6 +53,9 @@ type exchange struct {
 	obs reqObs
 	// key is the request's API-key admission (nil: the rule has no keys).
 	key *keyCheck
+	// placed is the cost model's record of this request's placement; the
+	// relay reports a streamed answer's first token to it (learning).
+	placed *pick.Placed
 }
 
 // ServeHTTP is the entry of every data request on the listener: request id,
@@ -386,7 +390,8 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 	for attempts < len(c.eps) {
 		var i int
 		var shed bool
-		if i, excl, shed = rt.chooseAdmitted(x, c, &f, body, excl, attempts == 0, &held); shed {
+		x.placed.Done(0) // a failed attempt's booking (nil-safe)
+		if i, excl, x.placed, shed = rt.chooseAdmitted(x, c, &f, body, excl, attempts == 0, &held); shed {
 			return
 		}
 		if i < 0 {
@@ -555,6 +560,14 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 	defer func() { c.eps[i].bytes.Add(relayed) }()
 	for {
 		n, rerr := resp.Body.Read(buf)
+		if n > 0 && x.placed != nil {
+			if sse {
+				x.placed.FirstToken(time.Now())
+			} else {
+				x.placed.Done(0)
+			}
+			x.placed = nil
+		}
 		if n > 0 {
 			if rerr == nil {
 				extend()

@@ -32,14 +32,17 @@ func (c *compiled) poolFacts(r *http.Request, body []byte) pick.PoolFacts {
 // claims its breaker slot: on the first attempt of a kvExactMode-3 rule the
 // KV-exact picker may choose, else (a miss, untrusted inventory, the load
 // guard, or a retry) the rule's mode. It returns -1 when nothing is
-// eligible, and excl grown by endpoints lost to a half-open race.
-func (rt *Runtime) choose(c *compiled, f *pick.PoolFacts, r *http.Request, body []byte, excl uint64, first bool) (int, uint64) {
+// eligible, and excl grown by endpoints lost to a half-open race. placed
+// is the cost model's record of a KV-exact placement (nil otherwise), to
+// be told when the first token arrives.
+func (rt *Runtime) choose(c *compiled, f *pick.PoolFacts, r *http.Request, body []byte, excl uint64, first bool) (i int, _ uint64, placed *pick.Placed) {
 	if first && c.kv != nil && c.kv.Mode() == 3 && c.rule.PD == nil {
-		if i := rt.pickKV(c, r, body, excl); i >= 0 {
-			return i, excl
+		if i, placed := rt.pickKV(c, r, body, excl); i >= 0 {
+			return i, excl, placed
 		}
 	}
-	return c.pickAdmitted(f, excl)
+	i, excl = c.pickAdmitted(f, excl)
+	return i, excl, nil
 }
 
 // pick returns the index of the endpoint for a new request, or -1 when none
@@ -95,32 +98,34 @@ func (c *compiled) chwblKey(f *pick.PoolFacts, r *http.Request, body []byte) {
 // pickKV is kvExactMode 3's first choice for a single pool: the endpoint
 // holding the longest trusted prefix of the request's KV blocks, admitted
 // through its breaker; -1 (a miss, untrusted inventory, load guard) keeps
-// the rule's selector.
-func (rt *Runtime) pickKV(c *compiled, r *http.Request, body []byte, excl uint64) int {
+// the rule's selector. With the cost model, a miss on a least-connections
+// rule is placed here too (the cheapest estimate), and the placement comes
+// back for the first-token report.
+func (rt *Runtime) pickKV(c *compiled, r *http.Request, body []byte, excl uint64) (int, *pick.Placed) {
 	if len(body) == 0 {
-		return -1
+		return -1, nil
 	}
 	var now int64
 	cands := c.kvCandidates(excl, &now)
 	if len(cands) == 0 {
-		return -1
+		return -1, nil
 	}
 	f := pick.Facts{Ctx: r.Context(), Path: r.URL.Path, Body: body, Now: time.Now()}
 	f.Model, _ = requestIdentity(r.Header, ladder.ScanBody(body))
 	k, _, ok := c.kv.PickSingle(&f, cands)
 	if !ok || k < 0 || k >= len(cands) {
-		return -1
+		return -1, nil
 	}
 	i := cands[k].Index
 	if c.cb.enabled {
 		admitted, to := c.eps[i].br.admit()
 		c.recordBreaker(i, to)
 		if !admitted {
-			return -1
+			return -1, nil
 		}
 	}
-	c.kv.NoteWork(&f, c.rule.Endpoints[i].ID)
-	return i
+	c.kv.NoteWork(&f, cands[k])
+	return i, f.Placed
 }
 
 // kvCandidates is the snapshot the KV-exact picker chooses from on a single

@@ -38,7 +38,12 @@ type Explanation struct {
 	// KVScores is Tier 1.5's per-candidate view (kvExactMode 1 and 3).
 	KVScores []CandidateScore `json:"kv_scores,omitempty"`
 	KVReason string           `json:"kv_reason,omitempty"`
-	Note     string           `json:"note,omitempty"`
+	// Estimates is the cost model's estimated time to first token on each
+	// P/D prefill candidate, priced cold (as the load rung prices a miss;
+	// KVScores carries the cache-aware estimates). Empty without a cost
+	// model (--kv-legacy-load-guard).
+	Estimates []CandidateEstimate `json:"estimates,omitempty"`
+	Note      string              `json:"note,omitempty"`
 }
 
 // ExplainStep is one tier's verdict.
@@ -91,6 +96,24 @@ type CandidateScore struct {
 	// EstimateMs is the cost model's estimated time to first token on
 	// this candidate (queue + uncached prefill); 0 without a cost model.
 	EstimateMs float64 `json:"estimate_ms,omitempty"`
+	// The estimate by term: the engine's queue, the prefill this gateway
+	// sent it that is not done yet, this request's uncached prefill, and
+	// the KV cache saturation penalty.
+	QueueMs      float64 `json:"queue_ms,omitempty"`
+	BacklogMs    float64 `json:"backlog_ms,omitempty"`
+	PrefillMs    float64 `json:"prefill_ms,omitempty"`
+	SaturationMs float64 `json:"saturation_ms,omitempty"`
+}
+
+// CandidateEstimate is one candidate's estimated time to first token and
+// its terms (see CandidateScore).
+type CandidateEstimate struct {
+	ID           string  `json:"id"`
+	EstimateMs   float64 `json:"estimate_ms"`
+	QueueMs      float64 `json:"queue_ms"`
+	BacklogMs    float64 `json:"backlog_ms"`
+	PrefillMs    float64 `json:"prefill_ms"`
+	SaturationMs float64 `json:"saturation_ms"`
 }
 
 // InventoryRow is one (rule, endpoint, rank) line of the KV-exact

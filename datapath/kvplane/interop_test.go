@@ -377,7 +377,7 @@ func TestHotHolderServingOnlyHits(t *testing.T) {
 				if !ok {
 					return -1, why
 				}
-				rk.NoteWork(f, cands[i].ID)
+				rk.NoteWork(f, cands[i])
 				return i, ""
 			}
 			for round := 0; round < 5; round++ { // repeats for 5 × 10 s > stale-after

@@ -130,6 +130,10 @@ type Plane struct {
 
 	local *tokenize.Local // in-process tokenizer shared by every rule; nil without Tokenizers
 
+	// costs is the one cost state every rule's tiers price with (learned
+	// per endpoint, so shared across rules); nil with LegacyLoadGuard.
+	costs *pick.Costs
+
 	// byEndpoint routes bind-topology messages: endpoint → rule states;
 	// byIP resolves port-less topics (kv@<ip>@<model>).
 	bindMu     sync.RWMutex
@@ -189,11 +193,25 @@ func New(opts Options, m *metrics.KV, log logrus.FieldLogger) *Plane {
 		log = l
 	}
 	p := &Plane{opts: opts, m: m, log: log, rules: map[spec.Key]*ruleState{}, byEndpoint: map[string][]*ruleState{}, byIP: map[netip.Addr][]bindRoute{}}
+	if !opts.LegacyLoadGuard {
+		p.costs = pick.NewCosts(opts.Cost)
+	}
 	p.local = tokenize.NewLocal(tokenize.LocalOptions{Models: opts.Tokenizers, Logger: log})
 	if err := p.local.Preload(); err != nil {
 		log.WithError(err).Warn("kvplane: in-process tokenizers not loaded; Tier 1.5 asks the engines' /tokenize for those models")
 	}
 	return p
+}
+
+// Costs is the gateway's cost state (pick.Costs: priors, per-endpoint
+// prefill backlog and learned costs) that every tier prices with; nil when
+// the legacy in-flight guards are selected (Options.LegacyLoadGuard) or p
+// is nil.
+func (p *Plane) Costs() *pick.Costs {
+	if p == nil {
+		return nil
+	}
+	return p.costs
 }
 
 func (p *Plane) routing() *metrics.KVRouting {
@@ -275,6 +293,9 @@ func (p *Plane) Install(prev, next *spec.Rule) (*RuleKV, error) {
 	rk := st.view(next)
 	rk.plane = p
 	rk.single = rk.tier(nil, p.opts.SingleLoadGuard)
+	if c := p.Costs(); c != nil && next.Selector == spec.SelLeastConn {
+		rk.cold = ladder.NewCostLoad(c)
+	}
 	return rk, p.syncLocked(st, eligible(next))
 }
 

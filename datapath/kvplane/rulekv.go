@@ -20,6 +20,11 @@ type RuleKV struct {
 	guard  int
 	single *ladder.KVExact
 	plane  *Plane
+	// cold chooses a mode-3 request the KV tier passed on (a miss, an
+	// untrusted inventory) by the cost estimate when the rule's own mode
+	// is least connections; nil keeps the rule's mode.
+	cold *ladder.CostLoad
+	sel  spec.Selector
 }
 
 func (st *ruleState) view(r *spec.Rule) *RuleKV {
@@ -27,7 +32,7 @@ func (st *ruleState) view(r *spec.Rule) *RuleKV {
 	if r.PD != nil && r.PD.BalanceAbsThreshold > 0 {
 		guard = r.PD.BalanceAbsThreshold
 	}
-	return &RuleKV{st: st, mode: r.KV.Mode, guard: guard}
+	return &RuleKV{st: st, mode: r.KV.Mode, guard: guard, sel: r.Selector}
 }
 
 // Mode is the rule's kvExactMode (1 P/D prefill, 3 single pool).
@@ -66,7 +71,7 @@ func (r *RuleKV) tier(tok tokenize.Tokenizer, guard int) *ladder.KVExact {
 		Index:     r.st.inv,
 		Tokenizer: tok,
 		LoadGuard: guard,
-		Cost:      r.cost(),
+		Costs:     r.costs(),
 		Watchdog:  r.st.watchdog,
 		Logger:    r.st.log,
 	}
@@ -76,14 +81,9 @@ func (r *RuleKV) tier(tok tokenize.Tokenizer, guard int) *ladder.KVExact {
 	return ladder.NewKVExact(o)
 }
 
-// cost is the rule's cost model; nil when the legacy in-flight guard is
-// selected (Options.LegacyLoadGuard).
-func (r *RuleKV) cost() *pick.CostModel {
-	if r.plane == nil || r.plane.opts.LegacyLoadGuard {
-		return nil
-	}
-	return &r.plane.opts.Cost // the plane's options never change after New
-}
+// costs is the gateway's cost state; nil when the legacy in-flight guard
+// is selected (Options.LegacyLoadGuard).
+func (r *RuleKV) costs() *pick.Costs { return r.plane.Costs() }
 
 // PickSingle is the same decision (the KV-exact pick.Picker) for a mode-3
 // single pool, over a snapshot of its usable primaries: ok=false (with
@@ -92,15 +92,24 @@ func (r *RuleKV) PickSingle(f *pick.Facts, cands []pick.Candidate) (int, string,
 	if len(cands) == 0 {
 		return -1, ladder.ReasonEmpty, false
 	}
-	return r.single.Pick(f, cands)
+	idx, reason, ok := r.single.Pick(f, cands)
+	if !ok && r.cold != nil {
+		idx, _, ok = r.cold.Pick(f, cands)
+	}
+	return idx, reason, ok
 }
 
 // NoteWork tells the inventory a mode-3 request f, scored by PickSingle,
 // was sent to endpoint; only work that should make the engine publish
 // counts (ladder.ExpectsNewBlocks; kvexact.Inventory.NoteWork: work
 // without events makes it stale).
-func (r *RuleKV) NoteWork(f *pick.Facts, endpoint string) {
-	r.single.Observe(f, pick.Candidate{ID: endpoint})
+// With the cost model the placement is also booked (pick.Costs.Place:
+// the endpoint's prefill backlog, f.Placed for the first-token report).
+func (r *RuleKV) NoteWork(f *pick.Facts, chosen pick.Candidate) {
+	r.single.Observe(f, chosen)
+	if c := r.costs(); c != nil {
+		c.Place(f, chosen)
+	}
 }
 
 // EndpointDown tells the inventory the endpoint's health went down: its

@@ -67,6 +67,9 @@ type Trace struct {
 	// prefill leg is sent to this rank.
 	PrefillRank    int
 	HasPrefillRank bool
+	// Placed is the cost model's booking of the prefill (nil without
+	// one); the caller reports when the prefill is done (Placed.Done).
+	Placed *pick.Placed
 }
 
 // Ladder runs the tiers for one compiled P/D rule. It is safe for concurrent
@@ -86,6 +89,10 @@ type Ladder struct {
 	// prefillPolicy and decodePolicy choose a leg no affinity tier chose
 	// (policy.go); "" is least load.
 	prefillPolicy, decodePolicy spec.Policy
+	// costs, when set, prices every rung (tier_cost.go): the rendezvous
+	// guard and Tier 2 compare estimated times to first token instead of
+	// in-flight counts, and each placement is charged to its prefill.
+	costs *pick.Costs
 	// chain is what runs after Tier 0, in order: the rendezvous rung
 	// (replicated only), the pluggable tiers, and Tier 2, which always
 	// chooses. Built by New and Replicated, read-only afterwards.
@@ -108,10 +115,18 @@ func (l *Ladder) Replicated() *Ladder {
 	return l
 }
 
+// WithCosts makes every rung of l compare the cost model's estimates
+// (tier_cost.go) instead of in-flight counts; nil keeps the counts.
+func (l *Ladder) WithCosts(costs *pick.Costs) *Ladder {
+	l.costs = costs
+	l.chain = l.buildChain()
+	return l
+}
+
 func (l *Ladder) buildChain() []pick.Picker {
 	chain := make([]pick.Picker, 0, len(l.tiers)+2)
 	if l.replicated {
-		chain = append(chain, rendezvousTier{})
+		chain = append(chain, rendezvousTier{costs: l.costs})
 	}
 	chain = append(chain, l.tiers...)
 	return append(chain, loadTier{l})
@@ -168,6 +183,10 @@ func (l *Ladder) selectPair(f *Facts, prefills, decodes []Candidate, commit bool
 			o.Observe(f, prefill)
 		}
 	}
+	if l.costs != nil {
+		l.costs.Place(f, prefill)
+		tr.Placed = f.Placed
+	}
 	return tr, true
 }
 
@@ -208,32 +227,52 @@ func (l *Ladder) sessionPrefill(f *Facts, prefills []Candidate, tr *Trace, pinne
 // request goes to its key's rendezvous winner (session key, else prompt
 // head), so every replica sends one conversation, and one shared prefix, to
 // the same prefill with no shared state. When this replica sees the winner
-// loaded more than the guard above the least loaded, the other tiers choose.
-type rendezvousTier struct{}
+// loaded more than the guard above the least loaded (with a cost model:
+// estimated slower, holding the prompt, than the cheapest cold candidate),
+// the other tiers choose.
+type rendezvousTier struct{ costs *pick.Costs }
 
 func (rendezvousTier) Name() pick.Name { return TierRendezvous }
 
-func (rendezvousTier) Pick(f *Facts, prefills []Candidate) (int, string, bool) {
+func (t rendezvousTier) Pick(f *Facts, prefills []Candidate) (int, string, bool) {
 	key := f.Key()
 	if key == 0 {
 		return -1, ReasonNoKey, false
 	}
 	i := pick.Rendezvous(prefills, key)
+	if t.costs != nil {
+		if affinityCostTrips(t.costs, f, prefills, i, promptTokens(f)) {
+			return -1, ReasonLoadGuard, false
+		}
+		return i, "", true
+	}
 	if pick.LoadGuardTrips(prefills[i].Load, pick.MinLoad(prefills), pick.DefaultSessionGuard) {
 		return -1, ReasonLoadGuard, false
 	}
 	return i, "", true
 }
 
-// loadTier is Tier 2: the least loaded prefill; exact ties rotate (or, on
-// replicated gateways, go to the request's rendezvous winner among them).
+// loadTier is Tier 2: the least loaded prefill (with a cost model: the
+// cheapest estimate); exact ties rotate (or, on replicated gateways, go to
+// the request's rendezvous winner among them).
 type loadTier struct{ l *Ladder }
 
 func (loadTier) Name() pick.Name { return TierLoad }
 
 func (t loadTier) Pick(f *Facts, prefills []Candidate) (int, string, bool) {
-	i, _ := t.l.byPolicy(f, prefills, t.l.prefillPolicy, &t.l.rr) // policy.go
-	return i, "", true
+	switch t.l.prefillPolicy {
+	case spec.PolicyRoundRobin, spec.PolicyPowerOfTwo: // the rule asked not to weigh load finely
+		i, _ := t.l.byPolicy(f, prefills, t.l.prefillPolicy, &t.l.rr) // policy.go
+		return i, "", true
+	}
+	if c := t.l.costs; c != nil {
+		key := uint64(0)
+		if t.l.replicated {
+			key = f.Key()
+		}
+		return costLoad(c, f, prefills, key, &t.l.rr), "", true
+	}
+	return t.l.leastLoaded(f, prefills, &t.l.rr), "", true
 }
 
 // pickDecode keeps the session's decode when it is still usable, else takes

@@ -54,7 +54,10 @@ type KVExactOptions struct {
 	// first token is estimated from its queue and the prefill of the
 	// tokens it does not hold (pick.CostModel), and the least estimate
 	// wins, holder or not. nil keeps the in-flight LoadGuard.
-	Cost     *pick.CostModel
+	Cost *pick.CostModel
+	// Costs is the gateway's shared cost state (backlog, learned costs);
+	// nil with Cost set: the tier keeps its own, built from Cost.
+	Costs    *pick.Costs
 	Watchdog *Watchdog // nil: no zero-hit watchdog
 	Metrics  *metrics.KVRouting
 	Logger   logrus.FieldLogger
@@ -78,6 +81,13 @@ func NewKVExact(o KVExactOptions) *KVExact {
 		l.SetOutput(io.Discard)
 		o.Logger = l
 	}
+	if o.Costs == nil && o.Cost != nil {
+		o.Costs = pick.NewCosts(*o.Cost)
+	}
+	if o.Costs != nil && o.Cost == nil {
+		m := o.Costs.Model()
+		o.Cost = &m
+	}
 	t := &KVExact{o: o}
 	if o.Metrics != nil {
 		t.hits = o.Metrics.Tier15Hits.WithLabelValues(o.Rule)
@@ -87,6 +97,9 @@ func NewKVExact(o KVExactOptions) *KVExact {
 
 // Name implements PrefillTier.
 func (t *KVExact) Name() pick.Name { return TierKVExact }
+
+// Costs is the tier's cost state (nil: the in-flight load guard).
+func (t *KVExact) Costs() *pick.Costs { return t.o.Costs }
 
 // workNoter is an index that wants to know where requests went, so an
 // endpoint whose events stopped while it kept receiving work stops being
@@ -250,8 +263,10 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 				CPUBlocks: s.CPUBlocks, Score: w, Trusted: trusted, Untrusted: why}
 		}
 	}
-	if t.o.Cost != nil && anyTrusted {
-		if c := t.costPick(len(ids), len(keys), ws, cands, scores); anyHit {
+	if t.o.Costs != nil {
+		// Priced even when nothing is cached, so the tier after a miss
+		// and the placement reuse the same prices.
+		if c := t.costPick(f, len(ids), len(keys), ws, cands, scores, explain); anyHit && anyTrusted {
 			best = c
 		}
 	}
@@ -276,28 +291,41 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 	return best, "", true, scores
 }
 
-// costPick estimates every candidate's wait (pick.CostModel) for a prompt
-// of tokens tokens in blocks full blocks, where ws are the trusted weighted
-// block scores (0 for an untrusted inventory: it is treated as cold), fills
-// the estimates into scores when explaining, and returns the cheapest.
-func (t *KVExact) costPick(tokens, blocks int, ws []float64, cands []Candidate, scores []spec.CandidateScore) int {
+// costPick prices every candidate (pick.Costs: queue, the prefill backlog
+// this gateway sent it, the prefill of the tokens it does not hold, KV
+// saturation) for a prompt of tokens tokens in blocks full blocks, where
+// ws are the trusted weighted block scores (0 for an untrusted inventory:
+// it is treated as cold), fills the estimates into scores when explaining,
+// and returns the cheapest. A dry run leaves f's prices alone.
+func (t *KVExact) costPick(f *Facts, tokens, blocks int, ws []float64, cands []Candidate, scores []spec.CandidateScore, dry bool) int {
 	bs := blockSizeOf(t.o.Index)
 	if bs <= 0 { // an index that does not say: the prompt's own ratio
 		bs = tokens / blocks
 	}
-	var eBuf [16]time.Duration
 	var cBuf [16]int
-	est, cached := eBuf[:0], cBuf[:0]
+	cached := cBuf[:0]
 	for i := range cands {
-		h := int(ws[i] * float64(bs))
-		e := t.o.Cost.Estimate(pick.QueueOf(&cands[i]), tokens, h)
-		est, cached = append(est, e), append(cached, h)
+		cached = append(cached, int(ws[i]*float64(bs)))
+	}
+	pf := f
+	if dry {
+		c := *f
+		pf = &c
+	}
+	prices := t.o.Costs.Price(pf, cands, tokens, cached)
+	est := make([]time.Duration, len(prices))
+	for i := range prices {
+		est[i] = prices[i].Total()
 		if scores != nil {
-			scores[i].EstimateMs = float64(e) / float64(time.Millisecond)
+			scores[i].EstimateMs = ms(est[i])
+			scores[i].QueueMs, scores[i].BacklogMs = ms(prices[i].Queue), ms(prices[i].Backlog)
+			scores[i].PrefillMs, scores[i].SaturationMs = ms(prices[i].Prefill), ms(prices[i].Saturation)
 		}
 	}
 	return pick.Cheapest(est, cached, cands)
 }
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // blockSizeOf reports the index's block size for the watchdog's log.
 func blockSizeOf(ix KVIndex) int {

@@ -27,6 +27,11 @@ type PrefixOptions struct {
 	// skipped when its load exceeds the least loaded candidate's by more
 	// than this. Negative disables the guard.
 	BalanceAbs int
+	// Costs, when set, replaces the BalanceAbs guard: the prefix's holder
+	// keeps the request while its estimated time to first token with the
+	// matched prefix cached is below every other candidate's cold
+	// (tier_cost.go).
+	Costs *pick.Costs
 	// OnLookup, if set, is called once per Pick with the match rate (0 on a
 	// miss); the datapath feeds metrics.Radix.MatchRate with it so the tier
 	// stays metric-agnostic.
@@ -136,6 +141,12 @@ func (t *PrefixTier) explain(f *Facts, cands []Candidate) (spec.PrefixExplain, i
 		e.Reason = ReasonNotChosen
 	case !AboveThreshold(e.MatchedBytes, e.KeyBytes, t.o.Threshold):
 		e.Reason = ReasonBelowThres
+	case t.o.Costs != nil:
+		if affinityCostTrips(t.o.Costs, f, cands, idx, matched/BytesPerToken) {
+			e.Reason = ReasonLoadGuard
+		} else {
+			e.Hit = true
+		}
 	case LoadGuardTrips(e.Load, e.MinLoad, t.o.BalanceAbs):
 		e.Reason = ReasonLoadGuard
 	default:

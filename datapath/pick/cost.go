@@ -1,6 +1,9 @@
 package pick
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Cost estimate. A cache-aware choice trades two waits against each other:
 // the prefill a candidate would skip because it already holds part of the
@@ -19,6 +22,9 @@ import "time"
 //	prefill(c) = Overhead + (P − H) × PerToken
 //	estimate   = queue(c) + prefill(c)
 //
+// Costs adds the per-endpoint terms only a running gateway knows (the
+// prefill backlog it sent, learned costs) and the KV saturation penalty.
+//
 // Running and Waiting are the engine's own counts when it reports them
 // freshly (QueueState.EngineValid), else they are derived from the
 // gateway's in-flight count: the first Window requests run in the engine's
@@ -36,6 +42,13 @@ const (
 	DefaultCostOverhead   = 30 * time.Millisecond
 	DefaultCostPerRequest = 100 * time.Millisecond
 	DefaultCostWindow     = 16
+	// DefaultCostSaturation is the penalty of a full KV cache: about the
+	// prefill of a 4,000-token prompt, so a nearly full engine keeps a long
+	// cache hit but loses short and cold requests to engines with room.
+	DefaultCostSaturation = time.Second
+	// DefaultCostLearnRate weighs each observation a tenth: an endpoint's
+	// costs follow a change over a few dozen requests.
+	DefaultCostLearnRate = 0.1
 )
 
 // CostModel estimates a request's wait for its first token on a candidate.
@@ -45,12 +58,18 @@ type CostModel struct {
 	Overhead   time.Duration `yaml:"kv-cost-overhead"`    // fixed cost of starting a prefill
 	PerRequest time.Duration `yaml:"kv-cost-per-request"` // wait behind one queued request
 	Window     int           `yaml:"kv-cost-window"`      // requests an engine runs at once (its batch)
+	Saturation time.Duration `yaml:"kv-cost-saturation"`  // penalty of a full KV cache (none up to SaturationFrom in use)
+	// LearnRate is how far one observed time to first token moves an
+	// endpoint's learned per-token and per-request costs toward what it
+	// implies (Costs.Observe); negative disables learning.
+	LearnRate float64 `yaml:"kv-cost-learn-rate"`
 }
 
 // DefaultCostModel returns the model with the default priors.
 func DefaultCostModel() CostModel {
 	return CostModel{PerToken: DefaultCostPerToken, Overhead: DefaultCostOverhead,
-		PerRequest: DefaultCostPerRequest, Window: DefaultCostWindow}
+		PerRequest: DefaultCostPerRequest, Window: DefaultCostWindow, Saturation: DefaultCostSaturation,
+		LearnRate: DefaultCostLearnRate}
 }
 
 // withDefaults fills zero fields.
@@ -70,6 +89,17 @@ func (m CostModel) withDefaults() CostModel {
 	if m.Window <= 0 {
 		m.Window = d.Window
 	}
+	if m.Saturation < 0 {
+		m.Saturation = 0
+	} else if m.Saturation == 0 {
+		m.Saturation = d.Saturation
+	}
+	if m.LearnRate < 0 {
+		m.LearnRate = 0
+	} else if m.LearnRate == 0 {
+		m.LearnRate = d.LearnRate
+	}
+	m.LearnRate = min(m.LearnRate, 1)
 	return m
 }
 
@@ -97,7 +127,20 @@ func QueueOf(c *Candidate) QueueState {
 // Queue is the queue term of the estimate.
 func (m CostModel) Queue(q QueueState) time.Duration {
 	m = m.withDefaults()
-	running, waiting := min(max(q.InFlight, 0), m.Window), max(q.InFlight-m.Window, 0)
+	running, waiting := m.split(q)
+	return time.Duration(running)*m.PerRequest/time.Duration(m.Window) + time.Duration(waiting)*m.PerRequest
+}
+
+// queueUnits is the queue term in PerRequest units (what learning scales).
+func (m CostModel) queueUnits(q QueueState) float64 {
+	m = m.withDefaults()
+	running, waiting := m.split(q)
+	return float64(running)/float64(m.Window) + float64(waiting)
+}
+
+// split is the running batch and the queue the estimate assumes for q.
+func (m CostModel) split(q QueueState) (running, waiting int) {
+	running, waiting = min(max(q.InFlight, 0), m.Window), max(q.InFlight-m.Window, 0)
 	if q.EngineValid {
 		running, waiting = q.Running, q.Waiting
 		// A scrape is up to an interval old and cannot see what this
@@ -113,7 +156,26 @@ func (m CostModel) Queue(q QueueState) time.Duration {
 			waiting += extra
 		}
 	}
-	return time.Duration(running)*m.PerRequest/time.Duration(m.Window) + time.Duration(waiting)*m.PerRequest
+	return running, waiting
+}
+
+// SaturationFrom is the KV cache usage above which the saturation penalty
+// starts: below it an engine admits new sequences freely; above it a new
+// request's blocks may not fit, so it waits for others to finish or forces
+// preemption (vLLM recomputes preempted sequences).
+const SaturationFrom = 0.8
+
+// SaturationPenalty is the KV pressure term: 0 up to SaturationFrom of the
+// engine's cache in use (by running requests; cached-but-free blocks do not
+// count), rising linearly to Saturation at a full cache. Engines that do
+// not report usage, or whose scrape is stale, pay none.
+func (m CostModel) SaturationPenalty(e EngineLoad) time.Duration {
+	m = m.withDefaults()
+	if !e.Valid || e.KVUsage <= SaturationFrom {
+		return 0
+	}
+	f := min((e.KVUsage-SaturationFrom)/(1-SaturationFrom), 1)
+	return time.Duration(math.Round(f * float64(m.Saturation)))
 }
 
 // Prefill is the prefill term for a prompt of tokens tokens of which

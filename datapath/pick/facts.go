@@ -27,6 +27,14 @@ type Facts struct {
 	KVBlocks int
 	KVHeld   []kvexact.Score
 
+	// PromptTokens and Priced are the cost model's view of the request
+	// (Costs.Price): the prompt's length in tokens (0: unknown) and every
+	// candidate's estimate, kept so later tiers and the placement reuse
+	// them. Placed is set by Costs.Place for the first-token report.
+	PromptTokens int
+	Priced       []Priced
+	Placed       *Placed
+
 	key     uint64 // Key, computed on first use
 	keyDone bool
 }

@@ -88,6 +88,7 @@ type config struct {
 	window                                    time.Duration
 	arms                                      string
 	epp                                       bool
+	busy                                      busyConfig // busy.go
 }
 
 // stringList is a repeatable string flag.
@@ -128,6 +129,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.window, "window", c.window, "measured window of every run (0: 8s, short 6s); longer windows steady the p99s beyond the 10-minute budget")
 	fs.StringVar(&c.arms, "arms", c.arms, "comma-separated arms to run (default: each workload's plan)")
 	fs.BoolVar(&c.epp, "epp", c.epp, "add the epp-kv arm: the kv arm's rule asked over ext_proc (the gateway as endpoint picker) by an Envoy-like data plane in this process; run at every load of the single-pool workloads (not in the short mode's fixed plan)")
+	c.busy.flags(fs)
 	fs.Var(&c.externalArms, "external-arm", "NAME=http://ip:port: an extra arm served by someone else's router in front of the same engines (e.g. another endpoint picker behind its proxy); repeatable, run at every load of the single-pool workloads")
 }
 

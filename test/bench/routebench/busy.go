@@ -1,0 +1,327 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The engine-aware scenarios (--busy-engine): what the cost model is for,
+// measured against the KV-exact ladder as it was before it (the in-flight
+// load guard, served by a second gateway started with
+// --kv-legacy-load-guard, so both arms run in the same run on the same
+// fleet).
+//
+//   - cost-vs-legacy: shared prefix at 70 % of capacity, arms rr, kv and
+//     kv-legacy: the estimate must not lose cache affinity to save a little
+//     load (its TTFT p50 against the legacy arm's).
+//   - busy-engine: the same workload while a second client, bypassing the
+//     gateway, keeps one engine's queue at about busyWaiting requests
+//     (busyWaiting + its batch in flight, long answers): the share of the
+//     gateway's requests sent to that engine, and TTFT p99 against rr.
+const (
+	armKVLegacy  = "kv-legacy"
+	busyWaiting  = 35
+	busyPrompt   = 200 // tokens of each direct request's (unique) prompt
+	busyOutput   = 400 // its answer: long, so the queue turns over slowly
+	busyEngineIx = 0   // the engine kept busy
+)
+
+// busyConfig is the scenario's part of the configuration.
+type busyConfig struct {
+	enabled bool
+	window  time.Duration
+}
+
+func (c *busyConfig) flags(fs *flag.FlagSet) {
+	fs.BoolVar(&c.enabled, "busy-engine", c.enabled, "also run the engine-aware scenarios: shared prefix with the KV arm against the legacy in-flight guard (a second gateway), and with one engine kept busy by a client that bypasses the gateway")
+	fs.DurationVar(&c.window, "busy-window", c.window, "measured window of the engine-aware scenarios (0: the run's window)")
+}
+
+// busyPhase runs the scenarios when enabled, after the main phase (whose
+// shared-prefix ramp gives the capacity when it ran).
+func (b *bench) busyPhase(ctx context.Context, t timing, logf io.Writer) error {
+	if !b.cfg.busy.enabled || ctx.Err() != nil {
+		return nil
+	}
+	if b.cfg.busy.window > 0 {
+		t.run = b.cfg.busy.window
+	}
+	saved := b.cfg.workloads
+	b.cfg.workloads = "shared-prefix"
+	ws, err := b.workloads()
+	b.cfg.workloads = saved
+	if err != nil {
+		return err
+	}
+	w := ws[0]
+	capacity := 0.0
+	for _, s := range b.runs {
+		if s.Workload == w.name && s.Load > 0 {
+			capacity = s.Rate / s.Load
+			break
+		}
+	}
+	if capacity == 0 {
+		if capacity, err = b.ramp(ctx, w, t); err != nil {
+			return err
+		}
+	}
+
+	// The legacy arm: the same KV rule on a gateway with the old guard.
+	stateDir, err := os.MkdirTemp("", "routebench-legacy-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(stateDir)
+	legacy, err := startGateway(b.cfg.gatewayBin, stateDir, b.cfg.tokenizer, logf, []string{"--kv-legacy-load-guard"})
+	if err != nil {
+		return fmt.Errorf("legacy gateway: %w", err)
+	}
+	defer legacy.p.stop(5 * time.Second)
+	vip := netip.MustParseAddr(b.cfg.vipBase)
+	for range 16 { // past the main arms' and the P/D arms' VIPs
+		vip = vip.Next()
+	}
+	rule := armRule(armKV, vip.String(), b.cfg.vipPort, b.engines, b.cfg.zmqPort, nil)
+	rule["serviceArguments"].(map[string]any)["name"] = "bench-" + armKVLegacy
+	if err := legacy.apply(rule); err != nil {
+		return fmt.Errorf("arm %s: %w", armKVLegacy, err)
+	}
+	b.vips[armKVLegacy] = fmt.Sprintf("http://%s:%d", vip, b.cfg.vipPort)
+	if err := waitServing(ctx, b.scrapeC, b.vips[armKVLegacy], b.cfg.model, 20*time.Second); err != nil {
+		return fmt.Errorf("arm %s: %w", armKVLegacy, err)
+	}
+	main := b.gw
+	b.gw = legacy
+	err = b.waitSubscribedN(ctx, len(b.engines), 20*time.Second)
+	b.gw = main
+	if err != nil {
+		return fmt.Errorf("legacy gateway: %w", err)
+	}
+	gws := map[string]*gateway{armKVLegacy: legacy}
+
+	arms := []string{armRR, armKV, armKVLegacy}
+	var rows []*runSummary
+	for _, arm := range arms {
+		s, err := b.measureOn(ctx, gws, w, arm, 0.7, 0.7*capacity, t)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, s)
+	}
+	b.table(w.name+" (cost vs legacy guard)", capacity, rows)
+	b.compareLegacy(rows)
+	b.firstSight(rows, t)
+
+	busyURL := b.engines[busyEngineIx]
+	busy := strings.TrimPrefix(busyURL, "http://")
+	stop := b.keepBusy(ctx, busyURL)
+	defer stop()
+	if err := b.waitQueue(ctx, busyURL, busyWaiting*2/3, 30*time.Second); err != nil {
+		return err
+	}
+	// The busy engine cannot reset its cache while it runs requests: the
+	// runs below reset, scrape and count the others only (its hits are
+	// the direct client's anyway); the rule still routes to all of them.
+	fleet := b.engines
+	b.engines = append(append([]string(nil), fleet[:busyEngineIx]...), fleet[busyEngineIx+1:]...)
+	defer func() { b.engines = fleet }()
+	rows = rows[:0]
+	var shares []string
+	name := "busy-engine"
+	for _, arm := range arms {
+		g := b.gw
+		if gw := gws[arm]; gw != nil {
+			g = gw
+		}
+		before, _ := scrape(ctx, b.scrapeC, g.api+"/metrics", isRequestsMetric)
+		wb := w
+		wb.name = name
+		s, err := b.measureOn(ctx, gws, wb, arm, 0.7, 0.7*capacity, t)
+		if err != nil {
+			return err
+		}
+		after, _ := scrape(ctx, b.scrapeC, g.api+"/metrics", isRequestsMetric)
+		to, all := endpointShare(delta(before, after), busy)
+		shares = append(shares, fmt.Sprintf("  %-9s %4.0f of %4.0f gateway requests to the busy engine %s (%.1f %%)", arm, to, all, busy, pct(to, all)))
+		rows = append(rows, s)
+	}
+	stop()
+	b.table(name+fmt.Sprintf(" (%s kept at ~%d waiting by a client bypassing the gateway)", busy, busyWaiting), capacity, rows)
+	fmt.Fprintln(b.report, "  share of each arm's requests (warm-up included) the gateway sent to the busy engine (target ≤ 1 %):")
+	for _, l := range shares {
+		fmt.Fprintln(b.report, l)
+	}
+	b.firstSight(rows, t)
+	return nil
+}
+
+// firstSight splits each run's measured requests into first sight (no
+// earlier request of the run shared a block of its prompt: the computed
+// ideal cache held nothing, so every router computes it all) and the rest,
+// and prints the TTFT p99 of the rest against the base arm's: the tail a
+// router is answerable for. A short window holds a few first-sight
+// requests, and each costs a full prefill (≈ 0.6 s for 2,200 tokens).
+func (b *bench) firstSight(rows []*runSummary, t timing) {
+	type split struct {
+		seen  pcts
+		nSeen int
+		first []float64
+	}
+	sp := map[string]split{}
+	for _, r := range rows {
+		f, err := os.Open(fmt.Sprintf("%s/requests-%s-%.0f-%s.jsonl", b.dir, r.Workload, r.Load*100, r.Arm))
+		if err != nil {
+			continue
+		}
+		var seen []float64
+		var x split
+		dec := json.NewDecoder(f)
+		for {
+			var q result
+			if dec.Decode(&q) != nil {
+				break
+			}
+			if q.Start < t.warm.Seconds() || q.Start >= (t.warm+t.run).Seconds() || q.TTFT < 0 {
+				continue
+			}
+			if q.IdealHit == 0 {
+				x.first = append(x.first, q.TTFT)
+			} else {
+				seen = append(seen, q.TTFT)
+			}
+		}
+		f.Close()
+		x.nSeen, x.seen = len(seen), percentiles(seen)
+		sp[r.Arm] = x
+	}
+	base := sp[b.baseArm]
+	fmt.Fprintln(b.report, "  TTFT of requests whose prefix was seen before (first-sight requests apart):")
+	for _, r := range rows {
+		x := sp[r.Arm]
+		worst := 0.0
+		for _, v := range x.first {
+			worst = max(worst, v)
+		}
+		fmt.Fprintf(b.report, "  %-9s seen n=%-3d p50 %.3f p99 %.3f (%s of %s's) | first sight n=%d, worst %.3f s\n",
+			r.Arm, x.nSeen, x.seen.P50, x.seen.P99, ratio(x.seen.P99, base.seen.P99), b.baseArm, len(x.first), worst)
+	}
+}
+
+// measureOn is measure with the arm's own gateway (the legacy arm's) as
+// the one whose counters and CPU are read.
+func (b *bench) measureOn(ctx context.Context, gws map[string]*gateway, w workload, arm string, frac, rate float64, t timing) (*runSummary, error) {
+	if g := gws[arm]; g != nil {
+		main := b.gw
+		b.gw = g
+		defer func() { b.gw = main }()
+	}
+	return b.measure(ctx, w, arm, frac, rate, t)
+}
+
+// compareLegacy prints the cost arm's TTFT against the legacy guard's.
+func (b *bench) compareLegacy(rows []*runSummary) {
+	var kv, legacy *runSummary
+	for _, r := range rows {
+		switch r.Arm {
+		case armKV:
+			kv = r
+		case armKVLegacy:
+			legacy = r
+		}
+	}
+	if kv == nil || legacy == nil {
+		return
+	}
+	fmt.Fprintf(b.report, "  kv (estimate) against kv-legacy (in-flight guard), same run: TTFT p50 %.3f / %.3f s = %s (target ≤ 0.90), p99 %.3f / %.3f s = %s; lost affinity %d / %d against %d / %d\n",
+		kv.TTFT.P50, legacy.TTFT.P50, ratio(kv.TTFT.P50, legacy.TTFT.P50), kv.TTFT.P99, legacy.TTFT.P99, ratio(kv.TTFT.P99, legacy.TTFT.P99),
+		kv.Lost, kv.N, legacy.Lost, legacy.N)
+}
+
+// keepBusy starts the direct client: busyWaiting + the engine's batch
+// requests always in flight to engine (long answers, unique prompts, no
+// gateway), until the returned stop is called.
+func (b *bench) keepBusy(ctx context.Context, engine string) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var seq atomic.Uint64
+	workers := busyWaiting + 16
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				n := seq.Add(1)
+				rng := seeded(b.cfg.seed+7, n)
+				body, _ := json.Marshal(map[string]any{"model": b.cfg.model, "prompt": fmt.Sprintf("direct %d:", n) + b.text.text(rng, busyPrompt),
+					"max_tokens": busyOutput})
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, engine+"/v1/completions", bytes.NewReader(body))
+				if err != nil {
+					return
+				}
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := b.client.Do(req)
+				if err != nil {
+					if ctx.Err() == nil {
+						time.Sleep(100 * time.Millisecond)
+					}
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}()
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			wg.Wait()
+		})
+	}
+}
+
+// waitQueue waits until engine reports at least want waiting requests.
+func (b *bench) waitQueue(ctx context.Context, engine string, want int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		s, err := scrape(ctx, b.scrapeC, engine+"/metrics", func(n string) bool { return n == "vllm:num_requests_waiting" })
+		if err == nil && s.sum("vllm:num_requests_waiting") >= float64(want) {
+			return nil
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return fmt.Errorf("busy engine %s: queue did not reach %d waiting", engine, want)
+}
+
+func isRequestsMetric(name string) bool { return name == "infergate_datapath_requests_total" }
+
+// endpointShare sums infergate_datapath_requests_total in d: the series
+// for endpoint id, and all of them.
+func endpointShare(d series, id string) (to, all float64) {
+	for k, v := range d {
+		all += v
+		if strings.Contains(k, `endpoint="`+id+`"`) {
+			to += v
+		}
+	}
+	return to, all
+}
+
+func pct(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return 100 * a / b
+}
