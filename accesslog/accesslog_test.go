@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -129,5 +130,29 @@ func TestModelBounded(t *testing.T) {
 	New(DefaultOptions(), l).Log(&Entry{RequestID: "r", Status: 200, Model: strings.Repeat("m", 1000)})
 	if strings.Count(buf.String(), "m") > maxModel+5 {
 		t.Fatalf("model not bounded: %d bytes", len(buf.String()))
+	}
+}
+
+// BenchmarkLog is the cost of one access line (JSON and text, to a discarding
+// writer): what every request pays with the default options.
+func BenchmarkLog(b *testing.B) {
+	for _, f := range []struct {
+		name string
+		f    logrus.Formatter
+	}{{"json", &logrus.JSONFormatter{}}, {"text", &logrus.TextFormatter{}}} {
+		b.Run(f.name, func(b *testing.B) {
+			l := logrus.New()
+			l.SetOutput(io.Discard)
+			l.SetFormatter(f.f)
+			al := New(DefaultOptions(), l.WithField("component", "access"))
+			e := &Entry{Start: time.Now(), RequestID: "cbad8095490c4899ddcb9c3c6cf0decf", Rule: "chat", VIP: "10.0.0.1:8080",
+				Method: "POST", Path: "/v1/chat/completions", Model: "m", Client: "10.1.1.1", Status: 200, Tier: "tier2_load",
+				Endpoint: "10.0.0.3:8000", Prefill: "10.0.0.2:8000", TTFT: 15 * time.Millisecond, Total: time.Second, BytesOut: 900,
+				Legs: Legs{{Phase: "prefill", Endpoint: "10.0.0.2:8000", Status: 200, MS: 12.5}, {Phase: "decode", Endpoint: "10.0.0.3:8000", Status: 200, MS: 3}}}
+			b.ReportAllocs()
+			for b.Loop() {
+				al.Log(e)
+			}
+		})
 	}
 }

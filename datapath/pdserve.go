@@ -152,6 +152,7 @@ func (rt *Runtime) servePD(x *exchange, c *compiled, body []byte) {
 	if p.hasRole0 && c.anyUsable(role0) {
 		rt.pdm.FallbackToNormal.WithLabelValues(c.label).Inc()
 		rt.pdm.LadderDecisions.WithLabelValues(c.label, ladder.TierFallback, outcomeHit, reasonNoPair).Inc()
+		x.obs.tier = ladder.TierFallback
 		if body, ok := rt.stripClientTransferState(x, c, body); ok {
 			rt.serveSingleExcl(x, c, body, role0)
 		}
