@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"os"
 	"slices"
@@ -33,10 +34,13 @@ const wordCacheLimit = 1 << 16
 // one costs a hash lookup instead of its pre-tokenization and merges.
 // Segments shorter than segmentCacheMin are left to the word cache; the
 // text and ids held are bounded by segmentCacheBytes (cleared when full,
-// like the word cache).
+// like the word cache). A segment is cached on its second sighting (its
+// first leaves only a hash among at most segmentSeenLimit): a user's one-off
+// question never takes a repeated system prompt's place.
 const (
 	segmentCacheMin   = 256
 	segmentCacheBytes = 16 << 20
+	segmentSeenLimit  = 1 << 16
 )
 
 // Tokenizer is one loaded tokenizer.json. It is immutable after Load and
@@ -61,7 +65,9 @@ type Tokenizer struct {
 
 	segMu    sync.RWMutex
 	segs     map[string][]uint32
-	segBytes int // text and ids held in segs
+	segBytes int                 // text and ids held in segs
+	segSeen  map[uint64]struct{} // hashes of segments seen once
+	segSeed  maphash.Seed
 }
 
 type merge struct {
@@ -166,7 +172,7 @@ func Load(raw []byte) (*Tokenizer, error) {
 	}
 	sum := sha256.Sum256(raw)
 	t := &Tokenizer{vocab: m.Vocab, ignoreMerges: m.IgnoreMerges, merges: make(map[uint64]merge, len(m.Merges)),
-		addedByText: map[string]uint32{}, cache: map[string][]uint32{}, segs: map[string][]uint32{}, sum: hex.EncodeToString(sum[:])}
+		addedByText: map[string]uint32{}, cache: map[string][]uint32{}, segs: map[string][]uint32{}, segSeen: map[uint64]struct{}{}, segSeed: maphash.MakeSeed(), sum: hex.EncodeToString(sum[:])}
 	for b := 0; b < 256; b++ {
 		id, ok := m.Vocab[string(byteLevel[b])]
 		if !ok {
@@ -445,12 +451,22 @@ func (t *Tokenizer) appendSegment(dst []uint32, seg string) []uint32 {
 	}
 	n := len(dst)
 	dst = t.encodeSegment(dst, seg)
+	h := maphash.String(t.segSeed, seg)
+	t.segMu.Lock()
+	defer t.segMu.Unlock()
+	if _, again := t.segSeen[h]; !again {
+		if len(t.segSeen) >= segmentSeenLimit {
+			clear(t.segSeen)
+		}
+		t.segSeen[h] = struct{}{}
+		return dst
+	}
+	delete(t.segSeen, h)
 	ids = slices.Clone(dst[n:])
 	size := len(seg) + 4*len(ids)
 	if size > segmentCacheBytes/16 {
 		return dst // one huge prompt must not flush everyone's segments
 	}
-	t.segMu.Lock()
 	if t.segBytes+size > segmentCacheBytes {
 		clear(t.segs)
 		t.segBytes = 0
@@ -459,7 +475,6 @@ func (t *Tokenizer) appendSegment(dst []uint32, seg string) []uint32 {
 	// never keeps a whole prompt alive.
 	t.segs[strings.Clone(seg)] = ids
 	t.segBytes += size
-	t.segMu.Unlock()
 	return dst
 }
 
