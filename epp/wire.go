@@ -176,35 +176,58 @@ func setHeader(key, value string) *corev3.HeaderValueOption {
 	}
 }
 
+// pickAnswer is the fixed part of the pick's answer — the nested messages,
+// the destination and content-length headers and the metadata — in one
+// allocation; only the header slice beyond them, the value bytes and the
+// two metadata maps are allocated apart.
+type pickAnswer struct {
+	resp      extprocv3.ProcessingResponse
+	headers   extprocv3.ProcessingResponse_RequestHeaders
+	headersRs extprocv3.HeadersResponse
+	common    extprocv3.CommonResponse
+	mutation  extprocv3.HeaderMutation
+	set       [3]*corev3.HeaderValueOption
+	opts      [2]corev3.HeaderValueOption
+	vals      [2]corev3.HeaderValue
+	md, inner structpb.Struct
+	nsVal     structpb.Value
+	nsKind    structpb.Value_StructValue
+	destVal   structpb.Value
+	destKind  structpb.Value_StringValue
+}
+
 // pickResponse is the request-headers answer carrying the pick: the header and
 // the dynamic metadata hold the same value, and the route cache is cleared so
 // header-based routing sees the new header. bodyLen ≥ 0 restores
 // content-length, which Envoy drops in FULL_DUPLEX_STREAMED mode; pass -1 when
 // the body ends in trailers (chunked framing) or there is none.
 func pickResponse(namespace string, res Result, bodyLen int) *extprocv3.ProcessingResponse {
+	a := &pickAnswer{}
 	dest := strings.Join(res.Endpoints, ",")
-	set := make([]*corev3.HeaderValueOption, 0, 2+len(res.Headers))
-	set = append(set, setHeader(HeaderDestination, dest))
+	// The client may have sent its own copy of a header we own; ours wins.
+	a.vals[0] = corev3.HeaderValue{Key: HeaderDestination, RawValue: []byte(dest)}
+	a.opts[0] = corev3.HeaderValueOption{Header: &a.vals[0], AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD}
+	set := append(a.set[:0], &a.opts[0])
 	if bodyLen >= 0 {
-		set = append(set, setHeader(headerContentLength, strconv.Itoa(bodyLen)))
+		a.vals[1] = corev3.HeaderValue{Key: headerContentLength, RawValue: strconv.AppendInt(nil, int64(bodyLen), 10)}
+		a.opts[1] = corev3.HeaderValueOption{Header: &a.vals[1], AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD}
+		set = append(set, &a.opts[1])
 	}
 	for k, v := range res.Headers {
 		set = append(set, setHeader(strings.ToLower(k), v))
 	}
-	md := &structpb.Struct{Fields: map[string]*structpb.Value{
-		namespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
-			HeaderDestination: structpb.NewStringValue(dest),
-		}}),
-	}}
-	return &extprocv3.ProcessingResponse{
-		Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{
-			Response: &extprocv3.CommonResponse{
-				HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: set},
-				ClearRouteCache: true,
-			},
-		}},
-		DynamicMetadata: md,
-	}
+	a.destKind.StringValue = dest
+	a.destVal.Kind = &a.destKind
+	a.inner.Fields = map[string]*structpb.Value{HeaderDestination: &a.destVal}
+	a.nsKind.StructValue = &a.inner
+	a.nsVal.Kind = &a.nsKind
+	a.md.Fields = map[string]*structpb.Value{namespace: &a.nsVal}
+	a.mutation.SetHeaders = set
+	a.common.HeaderMutation, a.common.ClearRouteCache = &a.mutation, true
+	a.headersRs.Response = &a.common
+	a.headers.RequestHeaders = &a.headersRs
+	a.resp.Response, a.resp.DynamicMetadata = &a.headers, &a.md
+	return &a.resp
 }
 
 // chunkAnswer is the seven nested messages of a re-emitted request body

@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -24,6 +26,22 @@ const gpt2Pattern = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]
 
 // wordCacheLimit bounds the per-tokenizer cache of pre-tokenized words.
 const wordCacheLimit = 1 << 16
+
+// The segment cache keeps the ids of whole segments (the text between two
+// added tokens: in a chat, one message with its role). Prompts repeat
+// segments — a shared system prompt, a conversation's history resent every
+// turn — and a segment's ids depend on nothing but its text, so a repeated
+// one costs a hash lookup instead of its pre-tokenization and merges.
+// Segments shorter than segmentCacheMin are left to the word cache; the
+// text and ids held are bounded by segmentCacheBytes (cleared when full,
+// like the word cache). A segment is cached on its second sighting (its
+// first leaves only a hash among at most segmentSeenLimit): a user's one-off
+// question never takes a repeated system prompt's place.
+const (
+	segmentCacheMin   = 256
+	segmentCacheBytes = 16 << 20
+	segmentSeenLimit  = 1 << 16
+)
 
 // Tokenizer is one loaded tokenizer.json. It is immutable after Load and
 // safe for concurrent use.
@@ -44,6 +62,12 @@ type Tokenizer struct {
 
 	cacheMu sync.RWMutex
 	cache   map[string][]uint32
+
+	segMu    sync.RWMutex
+	segs     map[string][]uint32
+	segBytes int                 // text and ids held in segs
+	segSeen  map[uint64]struct{} // hashes of segments seen once
+	segSeed  maphash.Seed
 }
 
 type merge struct {
@@ -148,7 +172,7 @@ func Load(raw []byte) (*Tokenizer, error) {
 	}
 	sum := sha256.Sum256(raw)
 	t := &Tokenizer{vocab: m.Vocab, ignoreMerges: m.IgnoreMerges, merges: make(map[uint64]merge, len(m.Merges)),
-		addedByText: map[string]uint32{}, cache: map[string][]uint32{}, sum: hex.EncodeToString(sum[:])}
+		addedByText: map[string]uint32{}, cache: map[string][]uint32{}, segs: map[string][]uint32{}, segSeen: map[uint64]struct{}{}, segSeed: maphash.MakeSeed(), sum: hex.EncodeToString(sum[:])}
 	for b := 0; b < 256; b++ {
 		id, ok := m.Vocab[string(byteLevel[b])]
 		if !ok {
@@ -413,9 +437,50 @@ func (t *Tokenizer) matchAdded(s string, cands []int) (addedToken, bool) {
 	return addedToken{}, false
 }
 
-// appendSegment tokenises text between added tokens: normalise,
-// pre-tokenise, byte-level BPE per piece.
+// appendSegment tokenises text between added tokens, from the segment
+// cache when it has been seen.
 func (t *Tokenizer) appendSegment(dst []uint32, seg string) []uint32 {
+	if len(seg) < segmentCacheMin {
+		return t.encodeSegment(dst, seg)
+	}
+	t.segMu.RLock()
+	ids, ok := t.segs[seg]
+	t.segMu.RUnlock()
+	if ok {
+		return append(dst, ids...)
+	}
+	n := len(dst)
+	dst = t.encodeSegment(dst, seg)
+	h := maphash.String(t.segSeed, seg)
+	t.segMu.Lock()
+	defer t.segMu.Unlock()
+	if _, again := t.segSeen[h]; !again {
+		if len(t.segSeen) >= segmentSeenLimit {
+			clear(t.segSeen)
+		}
+		t.segSeen[h] = struct{}{}
+		return dst
+	}
+	delete(t.segSeen, h)
+	ids = slices.Clone(dst[n:])
+	size := len(seg) + 4*len(ids)
+	if size > segmentCacheBytes/16 {
+		return dst // one huge prompt must not flush everyone's segments
+	}
+	if t.segBytes+size > segmentCacheBytes {
+		clear(t.segs)
+		t.segBytes = 0
+	}
+	// seg is a slice of the caller's text: the key is a copy, so the cache
+	// never keeps a whole prompt alive.
+	t.segs[strings.Clone(seg)] = ids
+	t.segBytes += size
+	return dst
+}
+
+// encodeSegment tokenises text between added tokens: normalise,
+// pre-tokenise, byte-level BPE per piece.
+func (t *Tokenizer) encodeSegment(dst []uint32, seg string) []uint32 {
 	if seg == "" {
 		return dst
 	}

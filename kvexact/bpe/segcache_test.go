@@ -1,0 +1,42 @@
+package bpe
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// A segment's ids from the cache are the ids it encodes to: the same long
+// text encoded again and again (cached on its second sighting), embedded between added
+// tokens in another text, and encoded with the cache bypassed all agree.
+func TestSegmentCacheAgrees(t *testing.T) {
+	tok := loadQwen3(t)
+	long := strings.Repeat("The cache keeps whole segments; naïve words, 42 numbers and  spaces. ", 12)
+	direct := tok.encodeSegment(nil, long)
+	first := tok.Encode(long, false)  // seen once: only its hash is kept
+	second := tok.Encode(long, false) // seen again: cached
+	third := tok.Encode(long, false)  // from the cache
+	if !slices.Equal(first, direct) || !slices.Equal(second, direct) || !slices.Equal(third, direct) {
+		t.Fatalf("cached encoding differs: %d, %d, %d ids, direct %d", len(first), len(second), len(third), len(direct))
+	}
+	tok.segMu.RLock()
+	_, cached := tok.segs[long]
+	tok.segMu.RUnlock()
+	if !cached {
+		t.Error("a segment of 256 bytes or more seen twice was not cached")
+	}
+	chat := "<|im_start|>system\n" + long + "<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n"
+	start, end := tok.addedByText["<|im_start|>"], tok.addedByText["<|im_end|>"]
+	want := append([]uint32{start}, tok.encodeSegment(nil, "system\n"+long)...)
+	want = append(want, end)
+	want = tok.encodeSegment(want, "\n")
+	want = append(want, start)
+	want = tok.encodeSegment(want, "user\nhi")
+	want = append(want, end)
+	want = tok.encodeSegment(want, "\n")
+	for i := range 3 {
+		if got := tok.Encode(chat, false); !slices.Equal(got, want) {
+			t.Errorf("chat, encoding %d: %d ids, want %d (segments encoded one by one)", i+1, len(got), len(want))
+		}
+	}
+}
