@@ -252,6 +252,14 @@ func (rt *Runtime) admitFlow(x *exchange, c *compiled, try func() bool) bool {
 	return false
 }
 
+// noteLead tells the rule's queue how long a request took from dispatch to
+// the engine's first byte (deadlines are shed that much early).
+func (c *compiled) noteLead(d time.Duration) {
+	if c.fq != nil {
+		c.fq.ObserveLead(d)
+	}
+}
+
 // shedMessage says why a request was shed.
 func shedMessage(reason string) string {
 	why := "every engine of this service is at its admission window"

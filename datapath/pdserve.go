@@ -313,6 +313,7 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	}
 	if o.DecodeTTFB > 0 {
 		c.ttfb.Observe((o.Prefill + o.DecodeTTFB).Seconds())
+		c.noteLead(o.Prefill + o.DecodeTTFB) // flowgate.go
 	}
 	c.latency.Observe(time.Since(x.start).Seconds())
 	if o.Code != "" && !o.ClientGone {

@@ -402,6 +402,10 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 		x.obs.endpoint = i
 		ep.active.Add(1)
 		c.epm[i].active.Inc()
+		var sent time.Time // flow control's dispatch → first byte (flowgate.go)
+		if c.fq != nil {
+			sent = time.Now()
+		}
 		resp, err := rt.sender.Send(ctx, upstream.Leg{
 			Endpoint: c.rule.Endpoints[i], Method: r.Method, Path: target, Header: r.Header,
 			Body: body, Stream: stream, TLS: c.up, HeaderWait: quiet.firstByte, Into: into,
@@ -437,6 +441,9 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 		}
 		ep.requests.Add(1)
 		ep.bytes.Add(requestBytes(body, stream))
+		if c.fq != nil && resp.StatusCode == http.StatusOK {
+			c.noteLead(time.Since(sent))
+		}
 		if stream != nil {
 			rt.liftReadDeadline(x.w)
 		}

@@ -105,6 +105,10 @@ type Queue struct {
 	// queue is empty, so idle time is never measured).
 	lastGrant time.Time
 	interval  time.Duration
+	// lead is the EWMA of the time from dispatch to the engine's first
+	// byte (ObserveLead): a request must leave the queue that long
+	// before its deadline to make it.
+	lead time.Duration
 }
 
 // New returns an empty queue. gauge may be nil.
@@ -156,8 +160,13 @@ func (q *Queue) Wait(ctx context.Context, t Ticket, try func() bool) (Result, er
 
 func (q *Queue) wait(ctx context.Context, w *waiter, try func() bool, start time.Time) (Result, error) {
 	end, reason := start.Add(q.o.MaxWait), ReasonTimeout
-	if d := w.t.Deadline; !d.IsZero() && d.Before(end) {
-		end, reason = d, ReasonDeadline
+	if d := w.t.Deadline; !d.IsZero() {
+		q.mu.Lock()
+		d = d.Add(-q.leadFor(start, d))
+		q.mu.Unlock()
+		if d.Before(end) {
+			end, reason = d, ReasonDeadline
+		}
 	}
 	timer := time.NewTimer(time.Until(end))
 	defer timer.Stop()
@@ -200,6 +209,29 @@ func (q *Queue) leave(w *waiter) {
 		}
 	}
 	w.state = stateGone
+}
+
+// ObserveLead reports how long a dispatched request took from leaving the
+// queue to its first byte from the engine (its prefill, mostly).
+func (q *Queue) ObserveLead(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	q.mu.Lock()
+	if q.lead == 0 {
+		q.lead = d
+	} else {
+		q.lead = (4*q.lead + d) / 5
+	}
+	q.mu.Unlock()
+}
+
+// leadFor is the time before deadline d a request that arrived at start
+// must be dispatched: the observed lead, but never more than half its
+// budget, so a slow spell cannot shed every request with a deadline (and
+// stop the observations that would end it).
+func (q *Queue) leadFor(start, d time.Time) time.Duration {
+	return min(q.lead, d.Sub(start)/2)
 }
 
 // Release reports that a slot may have freed (a request ended on an
@@ -251,7 +283,8 @@ func (q *Queue) enqueueLocked(t Ticket, now time.Time) (*waiter, error) {
 			return nil, q.shedLocked(ReasonDeadline, 0)
 		}
 		if q.interval > 0 && !q.lastGrant.IsZero() {
-			if now.Add(time.Duration(q.aheadLocked(t.Class, tag)+1) * q.interval).After(d) {
+			wait := time.Duration(q.aheadLocked(t.Class, tag)+1)*q.interval + q.leadFor(now, d)
+			if now.Add(wait).After(d) {
 				return nil, q.shedLocked(ReasonDeadline, 0)
 			}
 		}

@@ -415,3 +415,37 @@ func TestDeadlineEstimate(t *testing.T) {
 		})
 	}
 }
+
+// TestDeadlineLead: a request with a deadline leaves the queue the
+// observed dispatch-to-first-byte lead before it (it could not make it
+// later), but never more than half its budget early.
+func TestDeadlineLead(t *testing.T) {
+	tests := []struct {
+		name     string
+		lead     time.Duration
+		deadline time.Duration
+		shedAt   time.Duration
+	}{
+		{"no lead observed", 0, 400 * time.Millisecond, 400 * time.Millisecond},
+		{"lead", 150 * time.Millisecond, 400 * time.Millisecond, 250 * time.Millisecond},
+		{"lead capped at half the budget", 5 * time.Second, 400 * time.Millisecond, 200 * time.Millisecond},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := DefaultOptions()
+			o.MaxWait = time.Minute
+			q := New(o, nil)
+			q.recheck = time.Hour
+			q.ObserveLead(tc.lead)
+			start := time.Now()
+			_, err := q.Wait(context.Background(), Ticket{Deadline: start.Add(tc.deadline)}, func() bool { return false })
+			took := time.Since(start)
+			if reason(err) != ReasonDeadline {
+				t.Fatalf("got %v", err)
+			}
+			if took < tc.shedAt || took > tc.shedAt+time.Second {
+				t.Fatalf("shed after %v, want about %v", took, tc.shedAt)
+			}
+		})
+	}
+}
