@@ -70,7 +70,6 @@ type reqState struct {
 func (c *conn) serve() {
 	s := c.srv
 	c.br = s.getReader(c.nc)
-	c.bw = s.getWriter(c.nc)
 	defer c.close()
 	s.setState(c.nc, http.StateNew)
 	for first := true; ; first = false {
@@ -155,6 +154,9 @@ func (c *conn) serveOne(first bool) bool {
 		return false // the handler aborted: a cut response must not look complete
 	}
 	w.finish()
+	if w.err == nil {
+		c.releaseWriter() // flushed: idle until the next request
+	}
 	if tmpl.ContentLength != 0 && !rs.body.drainBuffered() {
 		c.closeAfter = true
 	}
@@ -199,11 +201,12 @@ func (c *conn) headBuffered() bool {
 func (c *conn) refuse(re *requestError) {
 	text := strconv.Itoa(re.status) + " " + http.StatusText(re.status)
 	msg := text + ": " + re.msg
-	c.bw.WriteString("HTTP/1.1 " + text + "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: ")
-	c.bw.WriteString(strconv.Itoa(len(msg)))
-	c.bw.WriteString("\r\n\r\n")
-	c.bw.WriteString(msg)
-	if c.bw.Flush() == nil {
+	bw := c.writer()
+	bw.WriteString("HTTP/1.1 " + text + "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: ")
+	bw.WriteString(strconv.Itoa(len(msg)))
+	bw.WriteString("\r\n\r\n")
+	bw.WriteString(msg)
+	if bw.Flush() == nil {
 		c.linger()
 	}
 }
@@ -229,8 +232,9 @@ func (c *conn) writeContinue() {
 	if w := c.cur; w != nil && w.headOut {
 		return
 	}
-	c.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
-	_ = c.bw.Flush()
+	bw := c.writer()
+	bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
+	_ = bw.Flush()
 }
 
 func (c *conn) setReadDeadline(t time.Time) error {
@@ -252,6 +256,28 @@ func (c *conn) releaseReader() {
 	c.br.Reset(nil)
 	c.srv.readers.Put(c.br)
 	c.br = nil
+}
+
+// writer is the connection's write buffer, borrowed from the server's
+// pool when the connection holds none.
+func (c *conn) writer() *bufio.Writer {
+	if c.bw == nil {
+		c.bw = c.srv.getWriter(c.nc)
+	}
+	return c.bw
+}
+
+// releaseWriter returns the write buffer to the pool; callers release it
+// only when it is empty (flushed) or the connection is closing. An open
+// stream between two events, or a connection waiting for its next request,
+// then holds no write buffer.
+func (c *conn) releaseWriter() {
+	if c.bw == nil {
+		return
+	}
+	c.bw.Reset(nil)
+	c.srv.writers.Put(c.bw)
+	c.bw = nil
 }
 
 // pendingBuf lends a smallBody buffer for a held-back response body.
@@ -280,9 +306,8 @@ func (c *conn) close() {
 		c.br.Reset(nil)
 		s.readers.Put(c.br)
 	}
-	c.bw.Reset(nil)
-	s.writers.Put(c.bw)
-	c.br, c.bw = nil, nil
+	c.releaseWriter()
+	c.br = nil
 }
 
 // rawConn is the socket under nc (through wrappers that expose NetConn, as

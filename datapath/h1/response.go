@@ -103,7 +103,7 @@ func (w *response) writeBody(p []byte) {
 	if len(p) == 0 {
 		return
 	}
-	bw := w.c.bw
+	bw := w.c.writer()
 	if w.chunked {
 		bw.Write(strconv.AppendInt(bw.AvailableBuffer(), int64(len(p)), 16))
 		bw.WriteString("\r\n")
@@ -142,7 +142,7 @@ func (w *response) writeHead(final bool) {
 	if c.srv.shuttingDown() {
 		c.closeAfter = true
 	}
-	bw := c.bw
+	bw := c.writer()
 	bw.WriteString(statusLine(w.req.ProtoMinor, w.status))
 	for k, vv := range h {
 		if k == hdrTransferEncoding || (k == hdrContentLength && w.chunked) || !validFieldName(k) {
@@ -205,7 +205,10 @@ func (w *response) FlushError() error {
 	if w.err != nil {
 		return w.err
 	}
-	w.setErr(w.c.bw.Flush())
+	w.setErr(w.c.writer().Flush())
+	if w.err == nil {
+		w.c.releaseWriter() // empty until the next event of a stream
+	}
 	return w.err
 }
 
@@ -225,14 +228,14 @@ func (w *response) finish() {
 		w.writeHead(true)
 	}
 	if w.chunked && w.err == nil {
-		_, err := w.c.bw.WriteString("0\r\n\r\n")
+		_, err := w.c.writer().WriteString("0\r\n\r\n")
 		w.setErr(err)
 	}
 	if w.cl >= 0 && w.written != w.cl && !w.noBody {
 		w.c.closeAfter = true // short body: the client must not wait for more
 	}
 	if w.err == nil {
-		w.setErr(w.c.bw.Flush())
+		w.setErr(w.c.writer().Flush())
 	}
 }
 

@@ -49,12 +49,19 @@ type BodyStream struct {
 	sent   int64
 	primed bool   // the first read ran (prime)
 	head   []byte // what it returned, written before anything else
-	eof    bool   // and the body ended there
+	// headBuf backs head; back to primeBufs once head is copied out.
+	headBuf *[]byte
+	eof     bool // and the body ended there
 }
 
 // primeChunk is the size of the read prime makes before dialing: small,
 // since streams waiting for their first bytes hold it.
 const primeChunk = 4 << 10
+
+// primeBufs recycles primeChunk buffers: every streamed body (the usual
+// small POST on a rule that does not route on its body) takes one until
+// its head is copied out for the engine.
+var primeBufs = sync.Pool{New: func() any { b := make([]byte, primeChunk); return &b }}
 
 // prime reads the body's first bytes (or its end) before the engine is
 // dialed; a retry after a failed dial reuses them. A read failure is a
@@ -64,7 +71,8 @@ func (s *BodyStream) prime() error {
 		return nil
 	}
 	s.primed = true
-	buf := make([]byte, primeChunk)
+	s.headBuf = primeBufs.Get().(*[]byte)
+	buf := *s.headBuf
 	for {
 		n, err := s.R.Read(buf)
 		s.head = buf[:n]
@@ -81,6 +89,15 @@ func (s *BodyStream) prime() error {
 	}
 }
 
+// releaseHead returns the prime buffer once its bytes are copied out (a
+// later attempt never reads head again: the body has moved on).
+func (s *BodyStream) releaseHead() {
+	if s.headBuf != nil {
+		primeBufs.Put(s.headBuf)
+		s.headBuf, s.head = nil, nil
+	}
+}
+
 // Sent is how many body bytes were written to the engine (the endpoint's
 // byte counter).
 func (s *BodyStream) Sent() int64 { return s.sent }
@@ -94,9 +111,8 @@ var errStreamTooLarge = errors.New("request body over the streaming limit")
 func writeStreamed(ctx context.Context, pc *conn, w *bufio.Writer, addr, method string, leg Leg, s *BodyStream) error {
 	writeHead(w, addr, method, leg)
 	if s.N >= 0 {
-		var nb [20]byte
 		w.WriteString(headerContentLength + ": ")
-		w.Write(strconv.AppendInt(nb[:0], s.N, 10))
+		w.Write(strconv.AppendInt(w.AvailableBuffer(), s.N, 10)) // no scratch to escape
 		w.WriteString("\r\n\r\n")
 	} else {
 		w.WriteString(headerTE + ": chunked\r\n\r\n")
@@ -116,6 +132,7 @@ func writeStreamed(ctx context.Context, pc *conn, w *bufio.Writer, addr, method 
 		var rerr error
 		if first && s.primed {
 			n = copy(buf, s.head) // primeChunk fits in streamChunk
+			s.releaseHead()
 			if s.eof {
 				rerr = io.EOF
 			}

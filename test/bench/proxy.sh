@@ -139,10 +139,12 @@ spec:
 YAML
     done
     # Every load client is 127.0.0.1: the per-address cap (1,024 by
-    # default) would refuse the hold test's streams; nginx has no such cap.
+    # default) would refuse the hold test's streams, and the engine
+    # connection cap (256 per endpoint) would queue all but 256 of them
+    # behind one fake engine; nginx has neither cap.
     "$bin/infergate" serve --api-addr "127.0.0.1:$((BASE_PORT + ${PORT[$name]} + 9))" \
       --state-dir "$TMP/$name.state" --rules "$RESULTS/$name.yaml" --log-level warn \
-      --max-conns-per-ip 0 >"$TMP/$name.log" 2>&1 &
+      --max-conns-per-ip 0 --max-engine-conns-per-endpoint 0 >"$TMP/$name.log" 2>&1 &
   fi
   PIDS+=($!)
   TPID[$name]=$!
