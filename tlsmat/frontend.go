@@ -93,6 +93,7 @@ func (s *Store) NewSite(p ServerParams) (*Site, error) {
 		return nil, err
 	}
 	site := &Site{params: p, cert: h}
+	tickets := &tls.Config{} // holds this site's session ticket keys only (tickets.go)
 	cfg := &tls.Config{
 		MinVersion:   p.MinVersion,
 		MaxVersion:   p.MaxVersion,
@@ -102,6 +103,7 @@ func (s *Store) NewSite(p ServerParams) (*Site, error) {
 			return h.Cert().TLS, nil
 		},
 	}
+	withSessionTickets(cfg, tickets)
 	if ca := p.Client; ca != nil {
 		pool, crl, err := loadClientTrust(ca)
 		if err != nil {
@@ -132,6 +134,7 @@ func withClientTrust(cfg *tls.Config, ca *ClientAuth, pool *x509.CertPool, crl *
 		cfg.ClientAuth = tls.VerifyClientCertIfGiven
 	}
 	cfg.VerifyPeerCertificate = clientPolicy(ca, crl, now)
+	cfg.VerifyConnection = resumedClientCheck(pool, cfg.VerifyPeerCertificate, now) // tickets.go
 }
 
 // clientTrustFiles are the files a site's client trust is read from.

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
-	"unsafe"
 	"time"
+	"unsafe"
 
 	"github.com/infergate/infergate/rules"
 )

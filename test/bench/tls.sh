@@ -81,8 +81,10 @@ spec:
 YAML
 }
 { rule "$GW_PLAIN" 0 ""; rule "$GW_ECDSA" 1 ""; rule "$GW_RSA" 1 rsa.bench; } >"$TMP/rules.yaml"
+# One s_time client opens hundreds of full handshakes a second from one
+# address: lift the per-source handshake budget so the figure is the CPU's.
 "$TMP/infergate" serve --api-addr "$API" --state-dir "$TMP/state" --cert-root "$CERTS" \
-  --rules "$TMP/rules.yaml" --log-level warn >"$TMP/gateway.log" 2>&1 &
+  --rules "$TMP/rules.yaml" --log-level warn --tls-handshakes-per-ip 0 >"$TMP/gateway.log" 2>&1 &
 GW_PID=$!
 PIDS+=($GW_PID)
 

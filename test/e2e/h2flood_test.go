@@ -1,0 +1,337 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/infergate/infergate/tlsmat/tlstest"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// The shape of the HTTP/2 descriptor-exhaustion attack: this many TLS
+// connections from one address, each opening this many streams at once
+// against an engine that holds every request.
+const (
+	h2FloodConns   = 20
+	h2FloodStreams = 250
+	h2FloodNofile  = 4096
+	// h2FloodLatency is how long the engine holds each request.
+	h2FloodLatency = 2 * time.Second
+)
+
+// TestH2StreamFloodKeepsGatewayServing runs the built binary with
+// `ulimit -n 4096` and opens 20 TLS connections × 250 HTTP/2 streams
+// against a VIP whose engine holds every request for 2 s (once, that opened
+// 4,062 engine sockets and exhausted the descriptors: the API and the other
+// VIPs timed out, and no refusal was counted). Now: engine sockets stay
+// within the per-endpoint cap, the management API and another VIP answer
+// promptly throughout, streams over the caps are refused and counted, and
+// every stream gets an answer.
+func TestH2StreamFloodKeepsGatewayServing(t *testing.T) {
+	bin := cliBuild(t)
+	engineBin, _ := dpBuild(t)
+	slow, fast := dpAddr(t), dpAddr(t)
+	dpStart(t, slow, engineBin, "-addr", slow, "-no-log", "-latency", h2FloodLatency.String())
+	dpStart(t, fast, engineBin, "-addr", fast, "-no-log")
+	tlsVIP, otherVIP, api := dpAddr(t), dpAddr(t), fmt.Sprintf("127.0.0.1:%d", cliFreePort(t))
+
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "flood-root")
+	root := filepath.Join(dir, "cert")
+	ca.Issue(t, tlstest.LeafOptions{CommonName: "vip", IPs: []net.IP{net.ParseIP("127.0.0.1")}}).WriteDir(t, root, ca)
+	rule := func(name, vip, engine string, security int) string {
+		return fmt.Sprintf(`apiVersion: infergate/v1
+kind: Loadbalancer
+metadata: {name: %s}
+spec:
+  serviceArguments: {externalIP: %s, port: %s, protocol: tcp, sel: 0, mode: 4, security: %d}
+  endpoints:
+    - {endpointIP: %s, targetPort: %s, weight: 1}
+`, name, edgeHost(vip), edgePort(vip), security, edgeHost(engine), edgePort(engine))
+	}
+	rulesDoc := rule("flooded", tlsVIP, slow, 1) + "---\n" + rule("other", otherVIP, fast, 0)
+	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), []byte(rulesDoc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", `ulimit -n `+strconv.Itoa(h2FloodNofile)+` && exec "$0" "$@"`, bin, "serve",
+		"--api-addr", api, "--state-dir", filepath.Join(dir, "state"), "--rules", filepath.Join(dir, "rules.yaml"),
+		"--cert-root", root, "--log-level", "error")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var out cliSyncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", out.String())
+		}
+	})
+	apiClient := &http.Client{Timeout: 5 * time.Second}
+	eventually(t, 30*time.Second, "the daemon to be ready", func() bool {
+		resp, err := apiClient.Get("http://" + api + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+
+	// The attack, and what it gets back.
+	var answered, refused, served, conns atomic.Int64
+	var wg sync.WaitGroup
+	attackDone := make(chan struct{})
+	for range h2FloodConns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ok, ref, okStatus := h2Flood(t, tlsVIP, ca, h2FloodStreams, attackDone)
+			if ok {
+				conns.Add(1)
+			}
+			answered.Add(int64(ref + okStatus))
+			refused.Add(int64(ref))
+			served.Add(int64(okStatus))
+		}()
+	}
+
+	// While it runs: engine sockets, descriptors, the API and another VIP.
+	other := &http.Client{Timeout: 2 * time.Second}
+	var peakEngine, peakFDs int
+	var worstAPI, worstOther time.Duration
+	pollUntil := time.Now().Add(h2FloodLatency * 6)
+	for time.Now().Before(pollUntil) {
+		peakEngine = max(peakEngine, establishedTo(t, edgePort(slow)))
+		peakFDs = max(peakFDs, openFDs(cmd.Process.Pid))
+		start := time.Now()
+		resp, err := apiClient.Get("http://" + api + "/netlox/v1/config/loadbalancer/all")
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("management API under the flood: %v %v", err, resp)
+		}
+		resp.Body.Close()
+		worstAPI = max(worstAPI, time.Since(start))
+		start = time.Now()
+		resp, err = other.Post("http://"+otherVIP+"/v1/completions", "application/json", strings.NewReader(dpBody))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("the other VIP under the flood: %v %v", err, resp)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		worstOther = max(worstOther, time.Since(start))
+		time.Sleep(100 * time.Millisecond)
+	}
+	close(attackDone)
+	wg.Wait()
+
+	metrics := func() string {
+		resp, err := apiClient.Get("http://" + api + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}()
+	refusedPerIP := metricSum(metrics, `infergate_edge_requests_refused_total{reason="per_ip"}`)
+	refusedAll := metricSum(metrics, `infergate_edge_requests_refused_total{`)
+	t.Logf("attack: %d/%d TLS h2 connections, %d streams each; answered %d (%d 200, %d refused: 429/503 or RST_STREAM)",
+		conns.Load(), h2FloodConns, h2FloodStreams, answered.Load(), served.Load(), refused.Load())
+	t.Logf("peak engine sockets %d (cap %d), peak gateway descriptors %d of %d", peakEngine, 256, peakFDs, h2FloodNofile)
+	t.Logf("slowest management API answer %v, slowest other-VIP answer %v", worstAPI, worstOther)
+	t.Logf("refusal counters: infergate_edge_requests_refused_total per_ip %v, all reasons %v", refusedPerIP, refusedAll)
+
+	if conns.Load() != h2FloodConns {
+		t.Fatalf("only %d of %d attack connections completed their handshake", conns.Load(), h2FloodConns)
+	}
+	if peakEngine > 256 {
+		t.Errorf("%d engine sockets open at once, above the per-endpoint cap of 256", peakEngine)
+	}
+	if peakFDs >= h2FloodNofile-h2FloodReserve {
+		t.Errorf("gateway held %d descriptors of %d", peakFDs, h2FloodNofile)
+	}
+	if worstAPI > 2*time.Second || worstOther > 2*time.Second {
+		t.Errorf("under the flood the API took %v and the other VIP %v (want under 2 s)", worstAPI, worstOther)
+	}
+	if refusedPerIP == 0 {
+		t.Error("streams over the per-address cap were not refused and counted")
+	}
+	if served.Load() == 0 {
+		t.Error("no attack stream was served at all")
+	}
+}
+
+// h2FloodReserve is the descriptors the daemon keeps for what its caps do
+// not cover (admission.Reserve): the flood must leave them free.
+const h2FloodReserve = 1024
+
+// h2Flood opens one TLS HTTP/2 connection to vip and opens streams
+// completion requests on it at once, then reads answers until every stream
+// has one or stop is closed. It reports whether the connection was
+// established, and how many streams were refused (RST_STREAM, or a 429/503
+// answer) and how many answered 200.
+func h2Flood(t *testing.T, vip string, ca *tlstest.CA, streams int, stop <-chan struct{}) (ok bool, refused, served int) {
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", vip,
+		&tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1", NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Logf("attack connection: %v", err)
+		return false, 0, 0
+	}
+	defer c.Close()
+	if c.ConnectionState().NegotiatedProtocol != "h2" {
+		t.Logf("attack connection negotiated %q", c.ConnectionState().NegotiatedProtocol)
+		return false, 0, 0
+	}
+	go func() { <-stop; _ = c.SetDeadline(time.Now()) }()
+	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+		return false, 0, 0
+	}
+	bw := bufio.NewWriter(c)
+	fr := http2.NewFramer(bw, bufio.NewReader(c))
+	// Large windows: the client reads every answer, so no response is
+	// held back by flow control (that would hold engine connections).
+	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30}); err != nil {
+		return false, 0, 0
+	}
+	if err := fr.WriteWindowUpdate(0, 1<<30); err != nil {
+		return false, 0, 0
+	}
+	body := []byte(dpBody)
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for i := range streams {
+		hb.Reset()
+		for _, f := range []hpack.HeaderField{
+			{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "https"},
+			{Name: ":authority", Value: vip}, {Name: ":path", Value: "/v1/completions"},
+			{Name: "content-type", Value: "application/json"}, {Name: "content-length", Value: strconv.Itoa(len(body))},
+		} {
+			_ = enc.WriteField(f)
+		}
+		id := uint32(2*i + 1)
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true}); err != nil {
+			return true, refused, served
+		}
+		if err := fr.WriteData(id, true, body); err != nil {
+			return true, refused, served
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return true, refused, served
+	}
+	final := make(map[uint32]bool, streams) // streams answered or reset
+	var status string
+	dec := hpack.NewDecoder(4096, func(f hpack.HeaderField) {
+		if f.Name == ":status" {
+			status = f.Value
+		}
+	})
+	for refused+served < streams {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			return true, refused, served
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = fr.WriteSettingsAck()
+				_ = bw.Flush()
+			}
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				_ = fr.WritePing(true, f.Data)
+				_ = bw.Flush()
+			}
+		case *http2.HeadersFrame:
+			status = ""
+			if _, err := dec.Write(f.HeaderBlockFragment()); err != nil {
+				return true, refused, served
+			}
+			if status == "" || final[f.StreamID] {
+				continue // trailers
+			}
+			final[f.StreamID] = true
+			if status == "200" {
+				served++
+			} else {
+				refused++
+			}
+		case *http2.RSTStreamFrame:
+			if !final[f.StreamID] {
+				final[f.StreamID] = true
+				refused++
+			}
+		case *http2.GoAwayFrame:
+			return true, refused, served
+		}
+	}
+	return true, refused, served
+}
+
+// establishedTo counts the established TCP connections whose remote port is
+// port (the gateway's sockets to an engine on loopback).
+func establishedTo(t *testing.T, port string) int {
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(":%04X", p)
+	n := 0
+	for _, file := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			fields := strings.Fields(line)
+			if len(fields) > 3 && fields[3] == "01" && strings.HasSuffix(fields[2], want) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// openFDs counts the descriptors process pid holds (0 when unreadable).
+func openFDs(pid int) int {
+	ents, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
+	if err != nil {
+		return 0
+	}
+	return len(ents)
+}
+
+// metricSum adds the values of every exposition line starting with prefix.
+func metricSum(exposition, prefix string) float64 {
+	sum := 0.0
+	for _, line := range strings.Split(exposition, "\n") {
+		if !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		if i := strings.LastIndexByte(line, ' '); i > 0 {
+			if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+				sum += v
+			}
+		}
+	}
+	return sum
+}
