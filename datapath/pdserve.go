@@ -247,6 +247,7 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 		AltDecode:  c.pairable(c.alternates(decodes, di), pi, spec.RoleDecode),
 
 		PrefillDPRank: tr.PrefillRank, HasPrefillDPRank: tr.HasPrefillRank,
+		Unsplit: c.unsplitPossible(), // pdfallback.go
 	}
 	for _, i := range [2]int{pi, di} {
 		c.eps[i].active.Add(1)
@@ -275,6 +276,10 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	tw := &ttftWriter{ResponseWriter: x.w}
 	iw := &idWriter{ResponseWriter: tw, id: x.requestID}
 	o := c.pd.dialect.Serve(ctx, iw, req, pair, c.pd.sender)
+	if o.DecodeUnreachable {
+		rt.serveDecodeUnreachable(x, c, body, &o, pi, di)
+		return
+	}
 
 	modelLabel := c.pd.models.Label(model, o.Status >= 200 && o.Status < 300)
 	pd.Record(rt.pdm, c.rule, modelLabel, o)

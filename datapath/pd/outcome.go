@@ -69,6 +69,9 @@ type Outcome struct {
 	// ClientTransferFields is how many client transfer fields (kv_transfer_params,
 	// bootstrap_*, disaggregated_params) the legs dropped or replaced.
 	ClientTransferFields int
+	// DecodeUnreachable: no decode could be reached and Pair.Unsplit was
+	// set; nothing was written, the datapath answers.
+	DecodeUnreachable bool
 }
 
 func (o *Outcome) leg(r LegResult) { o.Legs = append(o.Legs, r) }
