@@ -72,6 +72,9 @@ type Outcome struct {
 	// DecodeUnreachable: no decode could be reached and Pair.Unsplit was
 	// set; nothing was written, the datapath answers.
 	DecodeUnreachable bool
+	// Connector names the vLLM connector sequence the request ran (nixl,
+	// mooncake, moriio); "" for other engines.
+	Connector string
 }
 
 func (o *Outcome) leg(r LegResult) { o.Legs = append(o.Legs, r) }
