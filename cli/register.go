@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/rules/store/etcdstore"
+	"github.com/infergate/infergate/spec"
 	"github.com/spf13/cobra"
 )
 
@@ -83,20 +85,31 @@ func newGetEnginesCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w := tabwriter.NewWriter(g.env.Stdout, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ENGINE\tROLE\tKIND\tMODEL\tSTATE")
-			for _, e := range list {
-				state := "ok"
-				if e.Refused != "" {
-					state = "refused: " + e.Refused
-				}
-				r := e.Registration
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", e.Key, r.Role, r.Engine, r.Model, state)
-			}
-			return w.Flush()
+			return writeEngines(g.env.Stdout, list)
 		}),
 	}
 	cmd.Flags().StringVar(&store, "store", "", "etcd:// URL of the shared store")
 	etcdClientFlags(cmd.Flags(), &eo)
 	return cmd
+}
+
+// writeEngines prints the registrations as `get engines` shows them, with
+// each one's pairing key (the facts a prefill/decode pair must share; "-"
+// for none).
+func writeEngines(out io.Writer, list []etcdstore.EngineEntry) error {
+	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ENGINE\tROLE\tKIND\tMODEL\tPAIRING\tSTATE")
+	for _, e := range list {
+		state := "ok"
+		if e.Refused != "" {
+			state = "refused: " + e.Refused
+		}
+		r := e.Registration
+		pairing := spec.PairingKey(r.PairFacts())
+		if pairing == "" {
+			pairing = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Key, r.Role, r.Engine, r.Model, pairing, state)
+	}
+	return w.Flush()
 }

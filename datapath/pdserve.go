@@ -253,6 +253,7 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 		AltDecode:  c.pairable(c.alternates(decodes, di), pi, spec.RoleDecode),
 
 		PrefillDPRank: tr.PrefillRank, HasPrefillDPRank: tr.HasPrefillRank,
+		Unsplit: c.unsplitPossible(), // pdfallback.go
 	}
 	for _, i := range [2]int{pi, di} {
 		c.eps[i].active.Add(1)
@@ -285,6 +286,10 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 		tr.Placed.Prefilled(o.Prefill)
 	} else {
 		tr.Placed.Done(0)
+	}
+	if o.DecodeUnreachable {
+		rt.serveDecodeUnreachable(x, c, body, &o, pi, di)
+		return
 	}
 
 	modelLabel := c.pd.models.Label(model, o.Status >= 200 && o.Status < 300)

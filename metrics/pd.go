@@ -61,6 +61,9 @@ type PD struct {
 	// ClientTTFT is the time a client waits on a P/D rule: request arrival
 	// to the first body byte of a successful answer.
 	ClientTTFT *prometheus.HistogramVec // infergate_pd_client_ttft_seconds{rule,model}
+	// KVConnector counts vLLM P/D requests by the connector sequence they
+	// ran (nixl, mooncake, moriio).
+	KVConnector *prometheus.CounterVec // infergate_pd_kv_connector_total{rule,connector}
 }
 
 func newPD(reg prometheus.Registerer) *PD {
@@ -121,6 +124,9 @@ func newPD(reg prometheus.Registerer) *PD {
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14), // 5 ms … 41 s
 	}, []string{"rule", "model"})
 	reg.MustRegister(p.ClientTTFT)
+	p.KVConnector = counter("infergate_pd_kv_connector_total",
+		"vLLM P/D requests by the KV connector sequence they ran (nixl, mooncake, moriio).", "rule", "connector")
+	reg.MustRegister(p.KVConnector)
 	reg.MustRegister(p.Requests, p.RoomRetries, p.TRTEarlyExits, p.KVTransferFailures,
 		p.PrefillDeaths, p.DecodeDeaths, p.Failovers, p.PrefillDuration, p.DecodeTTFB, p.Duration,
 		p.LegRequests, p.LadderDecisions, p.SessionHits, p.FallbackToNormal,

@@ -25,6 +25,17 @@ const (
 	connMoRIIO                    // MoRIIOConnector
 )
 
+// String is the connector's metric label.
+func (c connector) String() string {
+	switch c {
+	case connMooncake:
+		return "mooncake"
+	case connMoRIIO:
+		return "moriio"
+	}
+	return "nixl"
+}
+
 // vLLM's kv_connector names (the engine's --kv-transfer-config values).
 const (
 	connectorNIXL     = "NixlConnector"

@@ -101,6 +101,7 @@ func (q sgSeq) fanOut() {
 		sw := &sampleWriter{i: i, ctx: uctx, out: msgs, h: http.Header{}}
 		u := *q.seq
 		u.ctx, u.w, u.o, u.obj = uctx, sw, &outs[i], units[i].obj
+		u.pair.Unsplit = false // a unit's answer is merged: it cannot be handed over
 		u.head = q.head.Clone()
 		if q.req.RequestID != "" {
 			u.head.Set(headerRequestID, q.req.RequestID+"-"+strconv.Itoa(i)) // engines key on it: one per dispatch

@@ -69,6 +69,12 @@ type Outcome struct {
 	// ClientTransferFields is how many client transfer fields (kv_transfer_params,
 	// bootstrap_*, disaggregated_params) the legs dropped or replaced.
 	ClientTransferFields int
+	// DecodeUnreachable: no decode could be reached and Pair.Unsplit was
+	// set; nothing was written, the datapath answers.
+	DecodeUnreachable bool
+	// Connector names the vLLM connector sequence the request ran (nixl,
+	// mooncake, moriio); "" for other engines.
+	Connector string
 }
 
 func (o *Outcome) leg(r LegResult) { o.Legs = append(o.Legs, r) }

@@ -33,6 +33,12 @@ type Pair struct {
 	// SGLang sends the prefill leg to it. Alternates have none.
 	PrefillDPRank    int
 	HasPrefillDPRank bool
+	// Unsplit: a role-0 endpoint can serve the request whole. When every
+	// decode is unreachable (the engines never got the request), Serve then
+	// writes nothing and reports Outcome.DecodeUnreachable, so the datapath
+	// serves the request there instead of answering 503 while the dead
+	// decode's breaker is still counting towards open.
+	Unsplit bool
 }
 
 // decodes is the decode order of a pair: the chosen one, then AltDecode.

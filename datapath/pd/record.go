@@ -41,6 +41,9 @@ func Record(m *metrics.PD, rule *spec.Rule, model string, o Outcome) {
 	if o.HandoffInvalid {
 		m.HandoffInvalid.WithLabelValues(name).Inc()
 	}
+	if o.Connector != "" && m.KVConnector != nil {
+		m.KVConnector.WithLabelValues(name, o.Connector).Inc()
+	}
 	if o.PrefillFailover {
 		m.Failovers.WithLabelValues(name).Inc()
 	}

@@ -109,3 +109,24 @@ func expose(t *testing.T, reg *prometheus.Registry, names []string) (string, uin
 	}
 	return b.String(), ttfb
 }
+
+// TestRecordConnector: vLLM outcomes are counted under the connector
+// sequence they ran; other engines' (no connector) are not.
+func TestRecordConnector(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metrics.NewPD(reg)
+	rule := &spec.Rule{Name: "r1"}
+	for _, c := range []string{"nixl", "mooncake", "moriio", "moriio", ""} {
+		Record(m, rule, "m", Outcome{Status: 200, Connector: c})
+	}
+	want := `
+# HELP infergate_pd_kv_connector_total vLLM P/D requests by the KV connector sequence they ran (nixl, mooncake, moriio).
+# TYPE infergate_pd_kv_connector_total counter
+infergate_pd_kv_connector_total{connector="mooncake",rule="r1"} 1
+infergate_pd_kv_connector_total{connector="moriio",rule="r1"} 2
+infergate_pd_kv_connector_total{connector="nixl",rule="r1"} 1
+`
+	if got, _ := expose(t, reg, []string{"infergate_pd_kv_connector_total"}); strings.TrimSpace(got) != strings.TrimSpace(want) {
+		t.Errorf("exposition\n got:\n%s\nwant:\n%s", got, want)
+	}
+}

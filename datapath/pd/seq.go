@@ -224,6 +224,8 @@ func (q *seq) decodeOnce(leg upstream.Leg, haveAlt bool) (retry bool) {
 		case shouldRetryDecode(lr, haveAlt):
 			o.leg(lr)
 			return true
+		case lr.NotSent && q.pair.Unsplit:
+			o.DecodeUnreachable, o.FailedPhase = true, PhaseDecode
 		case lr.NotSent:
 			q.fail(PhaseDecode, http.StatusServiceUnavailable, CodePoolUnavailable, "decode endpoint unreachable")
 		default:

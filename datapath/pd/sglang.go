@@ -243,6 +243,8 @@ wait:
 					clientGone(o, PhaseDecode)
 				case shouldRetryDecode(LegResult{NotSent: upstream.NotSent(p.err)}, haveAltDecode):
 					retry = retryDecode // the prefill is cancelled; its room is dropped
+				case upstream.NotSent(p.err) && q.pair.Unsplit:
+					o.DecodeUnreachable, o.FailedPhase = true, PhaseDecode
 				case upstream.NotSent(p.err):
 					q.fail(PhaseDecode, http.StatusServiceUnavailable, CodePoolUnavailable, "sglang dual dispatch failed: decode endpoint unreachable")
 				default:

@@ -53,7 +53,9 @@ func (*vllm) Split(path string) Split {
 // the prefill's params, or decode alone for shapes one transfer cannot
 // serve.
 func runVLLM(q *seq) {
-	switch vllmConnector(q.pair) {
+	conn := vllmConnector(q.pair)
+	q.o.Connector = conn.String()
+	switch conn {
 	case connMooncake:
 		runMooncake(q)
 		return

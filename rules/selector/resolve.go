@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
-	"strconv"
 
 	"github.com/infergate/infergate/rules/store/etcdstore"
 	"github.com/infergate/infergate/spec"
@@ -110,18 +109,7 @@ func endpointFor(r *spec.Rule, e etcdstore.EngineEntry) (spec.Endpoint, *Refusal
 			ep.NixlPort = uint16(g.NixlPort)
 		}
 	}
-	facts := map[string]string{}
-	if g.BlockSize != 0 {
-		facts[FactBlockSize] = strconv.Itoa(g.BlockSize)
-	}
-	for k, v := range map[string]string{FactKVConnector: g.KVConnector, spec.FactKVCacheDtype: g.KVCacheDtype, spec.FactPairingProtocol: g.PairingProtocol} {
-		if v != "" {
-			facts[k] = v
-		}
-	}
-	if len(facts) > 0 {
-		ep.PairFacts = facts
-	}
+	ep.PairFacts = g.PairFacts()
 	return ep, nil
 }
 

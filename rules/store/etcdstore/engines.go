@@ -8,10 +8,13 @@ import (
 	"net/netip"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/infergate/infergate/spec"
 )
 
 // Engine self-registration (the Infera pattern): an engine, or
@@ -35,6 +38,25 @@ type Registration struct {
 	KVConnector     string `json:"kv_connector,omitempty"`     // e.g. NixlConnector, mooncake
 	KVCacheDtype    string `json:"kv_cache_dtype,omitempty"`   // e.g. auto, fp8
 	PairingProtocol string `json:"pairing_protocol,omitempty"` // an explicit transfer protocol name
+}
+
+// PairFacts are the transfer facts r advertises, keyed as
+// spec.Endpoint.PairFacts (nil when none): what a prefill/decode pair must
+// share, and what `get engines` shows as the pairing key.
+func (r Registration) PairFacts() map[string]string {
+	facts := map[string]string{}
+	if r.BlockSize != 0 {
+		facts[spec.FactBlockSize] = strconv.Itoa(r.BlockSize)
+	}
+	for k, v := range map[string]string{spec.FactKVConnector: r.KVConnector, spec.FactKVCacheDtype: r.KVCacheDtype, spec.FactPairingProtocol: r.PairingProtocol} {
+		if v != "" {
+			facts[k] = v
+		}
+	}
+	if len(facts) == 0 {
+		return nil
+	}
+	return facts
 }
 
 // Registration field values.

@@ -103,3 +103,19 @@ func TestRegisterLease(t *testing.T) {
 		t.Fatalf("foreign value listed as %+v", e)
 	}
 }
+
+func TestRegistrationPairFacts(t *testing.T) {
+	if f := (etcdstore.Registration{}).PairFacts(); f != nil {
+		t.Errorf("no facts: %v, want nil", f)
+	}
+	got := etcdstore.Registration{BlockSize: 32, KVConnector: "MooncakeConnector", KVCacheDtype: "fp8", PairingProtocol: "x"}.PairFacts()
+	want := map[string]string{"block_size": "32", "kv_connector": "MooncakeConnector", "kv_cache_dtype": "fp8", "pairing_protocol": "x"}
+	if len(got) != len(want) {
+		t.Fatalf("facts %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+}
