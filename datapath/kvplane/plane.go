@@ -63,13 +63,13 @@ type Options struct {
 	// SingleLoadGuard is mode 3's load guard (mode 1 uses the rule's
 	// pd_balance_abs_threshold); negative disables it.
 	SingleLoadGuard int `yaml:"kv-single-load-guard"`
-	// LegacyLoadGuard selects the in-flight load guard (SingleLoadGuard,
-	// pd_balance_abs_threshold) for Tier 1.5 and mode 3 instead of the
-	// cost estimate (Cost).
+	// LegacyLoadGuard selects the in-flight load guards (SingleLoadGuard,
+	// pd_balance_abs_threshold, least in flight) for every rung instead of
+	// the cost estimate (Cost): then Costs is nil.
 	LegacyLoadGuard bool `yaml:"kv-legacy-load-guard"`
-	// Cost estimates each candidate's time to first token (queue + the
-	// prefill of the tokens it does not hold); the KV-exact choice takes
-	// the least. Zero fields take pick's defaults.
+	// Cost estimates each candidate's time to first token (queue or
+	// backlog, the prefill of the tokens it does not hold, KV saturation);
+	// every rung compares it (Costs). Zero fields take pick's defaults.
 	Cost pick.CostModel `yaml:",inline"`
 	// Budget caps indexed blocks per rule (0: kvexact's default).
 	Budget int `yaml:"-"`

@@ -26,7 +26,9 @@ import (
 //     model or a busier host is priced as it behaves.
 //
 // A Costs is safe for concurrent use; the per-endpoint state is created on
-// first use and lives as long as the Costs (one per gateway process).
+// first use and lives as long as the Costs (one per gateway process): a
+// few dozen bytes per endpoint ID ever routed to, kept so an endpoint that
+// leaves and returns keeps what was learned about it.
 type Costs struct {
 	m   CostModel // the priors, defaults filled
 	raw CostModel // as given (a negative Overhead stays "none" through withDefaults)

@@ -179,7 +179,12 @@ func affCounts(es ...*pdfake.Engine) []int {
 // loses its prefixes.
 func TestPrefixAffinityDaemon(t *testing.T) {
 	bin := cliBuild(t)
-	d := cliStartDaemon(t, bin, t.TempDir())
+	// This test holds the in-flight guard (pd_balance_abs_threshold) to its
+	// contract, so it runs the daemon with that guard; by default the cost
+	// model guards Tier 1 instead, and 4 hung requests on a holder of an
+	// 8 KB prefix would not outweigh the prefill it saves
+	// (datapath/ladder/tier_cost_test.go).
+	d := cliStartDaemon(t, bin, t.TempDir(), "--kv-legacy-load-guard")
 	ip := func(i int) string { return fmt.Sprintf("127.0.0.%d", affIPBase+i) }
 	p0, p1 := affFake(t, ip(1), pdfake.Prefill), affFake(t, ip(2), pdfake.Prefill)
 	d0, d1 := affFake(t, ip(3), pdfake.Decode), affFake(t, ip(4), pdfake.Decode)
