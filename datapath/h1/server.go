@@ -191,7 +191,11 @@ func (s *Server) newConn(nc net.Conn) *conn {
 	}
 	s.nextID++
 	c := &conn{srv: s, nc: nc, id: s.nextID, remote: nc.RemoteAddr().String()}
-	c.ctx, c.cancel = context.WithCancel(context.Background())
+	// The local address rides in the context as net/http puts it there, so
+	// the handler's code (the access log's VIP) reads it the same way on
+	// either front end.
+	base := context.WithValue(context.Background(), http.LocalAddrContextKey, nc.LocalAddr())
+	c.ctx, c.cancel = context.WithCancel(base)
 	if s.conns == nil {
 		s.conns = map[uint64]*conn{}
 	}
