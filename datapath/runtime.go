@@ -18,6 +18,7 @@ import (
 
 	"github.com/infergate/infergate/admission"
 	"github.com/infergate/infergate/apierror"
+	"github.com/infergate/infergate/datapath/h1"
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/datapath/ladder"
 	"github.com/infergate/infergate/datapath/reqbody"
@@ -48,6 +49,7 @@ type Runtime struct {
 	bufs        sync.Pool       // *[]byte relay buffers
 	gate        *admission.Gate // client connection caps shared by every listener
 	bodies      *reqbody.Reader // request bodies against one memory budget
+	watch       *h1.Watcher     // client departures on every lean listener (frontend.go; rt.mu)
 
 	// es scrapes the engines' own load, per endpoint (enginesig.go).
 	es *enginestats.Scraper
@@ -473,6 +475,9 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	}
 	rt.up.CloseIdle()
 	rt.certs.Close()
+	rt.mu.Lock()
+	rt.watch.Close()
+	rt.mu.Unlock()
 	return errors.Join(errs...)
 }
 
