@@ -199,7 +199,8 @@ func (s *Server) newConn(nc net.Conn) *conn {
 	}
 	s.nextID++
 	c := &conn{srv: s, nc: nc, id: s.nextID, remote: nc.RemoteAddr().String()}
-	c.ctx, c.cancel = context.WithCancel(context.Background())
+	// As net/http: handlers may ask which local address (the VIP) served them.
+	c.ctx, c.cancel = context.WithCancel(context.WithValue(context.Background(), http.LocalAddrContextKey, nc.LocalAddr()))
 	if s.conns == nil {
 		s.conns = map[uint64]*conn{}
 	}
