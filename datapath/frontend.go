@@ -48,7 +48,11 @@ func (ln *listener) frontServer() frontServer {
 	if ln.fe != nil || ln.rt.opts.HTTPFrontEnd == FrontEndNetHTTP {
 		return ln.srv
 	}
+	if ln.rt.watch == nil { // rt.mu: listeners are built under it
+		ln.rt.watch = h1.NewWatcher()
+	}
 	return &h1.Server{
+		Watcher:           ln.rt.watch, // one epoll set and goroutine for every VIP
 		Handler:           ln.srv.Handler,
 		ReadHeaderTimeout: ln.srv.ReadHeaderTimeout,
 		ReadTimeout:       ln.srv.ReadTimeout,

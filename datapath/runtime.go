@@ -20,6 +20,7 @@ import (
 	"github.com/infergate/infergate/admission"
 	"github.com/infergate/infergate/apierror"
 	"github.com/infergate/infergate/datapath/flow"
+	"github.com/infergate/infergate/datapath/h1"
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/datapath/ladder"
 	"github.com/infergate/infergate/datapath/reqbody"
@@ -53,6 +54,7 @@ type Runtime struct {
 	bufs        sync.Pool       // *[]byte relay buffers
 	gate        *admission.Gate // client connection caps shared by every listener
 	bodies      *reqbody.Reader // request bodies against one memory budget
+	watch       *h1.Watcher     // client departures on every lean listener (frontend.go; rt.mu)
 
 	// es scrapes the engines' own load, per endpoint (enginesig.go).
 	es *enginestats.Scraper
@@ -507,6 +509,9 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	if err := rt.tracer.Shutdown(ctx); err != nil { // exports the last spans
 		errs = append(errs, fmt.Errorf("flushing traces: %w", err))
 	}
+	rt.mu.Lock()
+	rt.watch.Close()
+	rt.mu.Unlock()
 	return errors.Join(errs...)
 }
 

@@ -39,7 +39,8 @@ const lingerAfterRefusal = 500 * time.Millisecond
 type conn struct {
 	srv    *Server
 	nc     net.Conn
-	id     uint64
+	id     uint64 // in srv.conns
+	wid    uint64 // in the watcher's set
 	remote string
 	ctx    context.Context // every request's context: cancelled when the client goes
 	cancel context.CancelFunc
@@ -50,7 +51,7 @@ type conn struct {
 
 	state     atomic.Int32
 	busySince atomic.Int64 // UnixNano when the running request started; 0 between requests
-	watched   bool         // registered with the watcher (its goroutine only)
+	watched   bool         // registered with the watcher (under its mu)
 
 	readDL     time.Time // the read deadline last set
 	closeAfter bool      // this response is the connection's last

@@ -25,8 +25,12 @@
 //     and Flush. Expect: 100-continue is answered on the first body read.
 //   - Client disconnects cancel the request's context without a second
 //     goroutine: a request running longer than a few tens of milliseconds
-//     has its socket registered, once per connection, with one epoll set
-//     per server that reports the peer's FIN or RST (watch_linux.go).
+//     has its socket registered, once per connection, with an epoll set
+//     (a Watcher, which several servers may share) that reports the
+//     peer's FIN or RST (watch_linux.go). Off Linux a departure is seen on
+//     the next write.
+//   - Each request's context is its connection's: it ends when the client
+//     goes away or the connection closes, not when the handler returns.
 //   - A panic of http.ErrAbortHandler cuts the connection (a truncated
 //     response never looks complete); other panics are logged and do the
 //     same.

@@ -32,6 +32,10 @@ type Server struct {
 	ConnState func(net.Conn, http.ConnState)
 	// ErrorLog receives handler panics; nil is the log package's default.
 	ErrorLog *log.Logger
+	// Watcher cancels the requests of clients that go away; several
+	// servers may share one. nil: the server starts its own at Serve and
+	// stops it at Shutdown or Close.
+	Watcher *Watcher
 
 	mu         sync.Mutex
 	listeners  map[*net.Listener]struct{}
@@ -39,7 +43,8 @@ type Server struct {
 	nextID     uint64
 	inShutdown atomic.Bool
 	watchOnce  sync.Once
-	watch      *watcher  // nil where the platform has none (client gone = write error)
+	watch      *Watcher // Watcher, or the server's own (ownWatch); nil where the platform has none
+	ownWatch   bool
 	readers    sync.Pool // *bufio.Reader
 	writers    sync.Pool // *bufio.Writer
 	pending    sync.Pool // *[]byte, smallBody held-back response bodies
@@ -61,9 +66,12 @@ func (s *Server) Serve(l net.Listener) error {
 	}
 	defer s.track(&l, false)
 	s.watchOnce.Do(func() {
-		w := newWatcher(s)
+		w, own := s.Watcher, false
+		if w == nil {
+			w, own = NewWatcher(), true
+		}
 		s.mu.Lock()
-		s.watch = w
+		s.watch, s.ownWatch = w, own
 		s.mu.Unlock()
 	})
 	var backoff time.Duration
@@ -163,10 +171,10 @@ func (s *Server) Close() error {
 
 func (s *Server) stopWatch() {
 	s.mu.Lock()
-	w := s.watch
+	w, own := s.watch, s.ownWatch
 	s.mu.Unlock()
-	if w != nil {
-		w.stop()
+	if own {
+		w.Close()
 	}
 }
 
@@ -191,29 +199,22 @@ func (s *Server) newConn(nc net.Conn) *conn {
 	}
 	s.nextID++
 	c := &conn{srv: s, nc: nc, id: s.nextID, remote: nc.RemoteAddr().String()}
-	// The local address rides in the context as net/http puts it there, so
-	// the handler's code (the access log's VIP) reads it the same way on
-	// either front end.
-	base := context.WithValue(context.Background(), http.LocalAddrContextKey, nc.LocalAddr())
-	c.ctx, c.cancel = context.WithCancel(base)
+	// As net/http: handlers may ask which local address (the VIP) served them.
+	c.ctx, c.cancel = context.WithCancel(context.WithValue(context.Background(), http.LocalAddrContextKey, nc.LocalAddr()))
 	if s.conns == nil {
 		s.conns = map[uint64]*conn{}
 	}
 	s.conns[c.id] = c
+	s.watch.add(c)
 	return c
 }
 
 func (s *Server) removeConn(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c.id)
+	w := s.watch
 	s.mu.Unlock()
-}
-
-// lookup is the connection with id, or nil (the watcher's events).
-func (s *Server) lookup(id uint64) *conn {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.conns[id]
+	w.remove(c)
 }
 
 func (s *Server) setState(nc net.Conn, st http.ConnState) {

@@ -43,6 +43,11 @@ func TestServerResponses(t *testing.T) {
 			}
 		case "/big":
 			_, _ = w.Write([]byte(strings.Repeat("x", 3*smallBody)))
+		case "/local":
+			a, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+			if a != nil {
+				_, _ = io.WriteString(w, a.String())
+			}
 		case "/nocontent":
 			w.WriteHeader(http.StatusNoContent)
 		case "/abort":
@@ -79,6 +84,7 @@ func TestServerResponses(t *testing.T) {
 		}},
 		{"GET", "/big", "", 200, strings.Repeat("x", 3*smallBody), nil},
 		{"GET", "/nocontent", "", 204, "", nil},
+		{"GET", "/local", "", 200, addr, nil},
 		{"HEAD", "/length", "", 200, "", nil},
 	}
 	for _, tc := range tests {

@@ -9,37 +9,43 @@ import (
 // Why a watcher: a client that goes away must cancel its request (the
 // engine stops generating for nobody) even while nothing is written to it,
 // e.g. while the engine computes a long prefill. net/http keeps a second
-// goroutine reading every connection for that. Here one goroutine per
-// server waits on an epoll set for the peer's FIN or RST (EPOLLRDHUP,
-// EPOLLHUP, EPOLLERR) of the connections whose request has run longer than
-// watchAfter; each connection is registered once, one-shot, and the
-// registration goes with its socket when it closes.
+// goroutine reading every connection for that. Here one goroutine waits on
+// an epoll set for the peer's FIN or RST (EPOLLRDHUP, EPOLLHUP, EPOLLERR)
+// of the connections whose request has run longer than watchAfter; each
+// connection is registered once, one-shot, and the registration goes with
+// its socket when it closes. One Watcher may serve many Servers (a
+// gateway's every VIP), so idle listeners cost no wake-ups of their own.
 
 // epollOneShot is EPOLLONESHOT (not exported by package syscall on every
 // architecture).
 const epollOneShot = 1 << 30
 
-type watcher struct {
-	srv      *Server
+// Watcher cancels the requests of clients that went away, for the
+// connections of every Server that uses it.
+type Watcher struct {
 	epfd     int
+	mu       sync.Mutex
+	conns    map[uint64]*conn // every open connection, by watcher id
+	nextID   uint64
 	done     chan struct{}
-	stopOnce sync.Once
 	exited   chan struct{}
+	stopOnce sync.Once
 }
 
-// newWatcher starts the server's watcher; nil when epoll is unavailable
-// (then a client's departure is seen on the next write).
-func newWatcher(s *Server) *watcher {
+// NewWatcher starts a watcher; nil when epoll is unavailable (a client's
+// departure is then seen on the next write). Close stops it.
+func NewWatcher() *Watcher {
 	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil
 	}
-	w := &watcher{srv: s, epfd: epfd, done: make(chan struct{}), exited: make(chan struct{})}
+	w := &Watcher{epfd: epfd, conns: map[uint64]*conn{}, done: make(chan struct{}), exited: make(chan struct{})}
 	go w.run()
 	return w
 }
 
-func (w *watcher) stop() {
+// Close stops the watcher; connections still open are no longer watched.
+func (w *Watcher) Close() {
 	if w == nil {
 		return
 	}
@@ -50,7 +56,28 @@ func (w *watcher) stop() {
 	})
 }
 
-func (w *watcher) run() {
+// add gives c its watcher id.
+func (w *Watcher) add(c *conn) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	w.nextID++
+	c.wid = w.nextID
+	w.conns[c.wid] = c
+	w.mu.Unlock()
+}
+
+func (w *Watcher) remove(c *conn) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	delete(w.conns, c.wid)
+	w.mu.Unlock()
+}
+
+func (w *Watcher) run() {
 	defer close(w.exited)
 	var events [64]syscall.EpollEvent
 	var due []*conn
@@ -67,7 +94,10 @@ func (w *watcher) run() {
 		}
 		for i := 0; i < n; i++ {
 			id := uint64(uint32(events[i].Fd)) | uint64(uint32(events[i].Pad))<<32
-			if c := w.srv.lookup(id); c != nil {
+			w.mu.Lock()
+			c := w.conns[id]
+			w.mu.Unlock()
+			if c != nil {
 				c.cancel() // the client is gone: its request's context ends
 			}
 		}
@@ -81,12 +111,11 @@ func (w *watcher) run() {
 
 // due collects the connections whose request has run past watchAfter and
 // that are not registered yet.
-func (w *watcher) due(out []*conn) []*conn {
+func (w *Watcher) due(out []*conn) []*conn {
 	limit := time.Now().Add(-watchAfter).UnixNano()
-	s := w.srv
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, c := range s.conns {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, c := range w.conns {
 		if c.watched {
 			continue
 		}
@@ -101,15 +130,15 @@ func (w *watcher) due(out []*conn) []*conn {
 // register adds c's socket to the epoll set. Control holds the descriptor
 // open meanwhile, so a socket closed since cannot be confused with a new
 // one that reused its number.
-func (w *watcher) register(c *conn) {
+func (w *Watcher) register(c *conn) {
 	raw := rawConn(c.nc)
 	if raw == nil {
 		return
 	}
 	ev := syscall.EpollEvent{
 		Events: syscall.EPOLLRDHUP | epollOneShot,
-		Fd:     int32(uint32(c.id)),
-		Pad:    int32(uint32(c.id >> 32)),
+		Fd:     int32(uint32(c.wid)),
+		Pad:    int32(uint32(c.wid >> 32)),
 	}
 	_ = raw.Control(func(fd uintptr) {
 		_ = syscall.EpollCtl(w.epfd, syscall.EPOLL_CTL_ADD, int(fd), &ev)

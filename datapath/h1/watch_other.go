@@ -2,10 +2,15 @@
 
 package h1
 
-// watcher is not implemented off Linux: a client that goes away is seen
+// Watcher is not implemented off Linux: a client that goes away is seen
 // on the next write of its response.
-type watcher struct{}
+type Watcher struct{}
 
-func newWatcher(*Server) *watcher { return nil }
+// NewWatcher returns nil off Linux.
+func NewWatcher() *Watcher { return nil }
 
-func (w *watcher) stop() {}
+// Close does nothing.
+func (w *Watcher) Close() {}
+
+func (w *Watcher) add(*conn)    {}
+func (w *Watcher) remove(*conn) {}
