@@ -395,23 +395,9 @@ func (rt *Runtime) deleteEndpointSeries(label, id string) {
 // name share a label (and series).
 func (rt *Runtime) deleteRuleSeries(label string) {
 	l := prometheus.Labels{"rule": label}
-	rt.m.Requests.DeletePartialMatch(l)
-	rt.m.Active.DeletePartialMatch(l)
-	rt.m.Health.DeletePartialMatch(l)
-	rt.m.Breaker.DeletePartialMatch(l)
-	rt.m.BreakerTrans.DeletePartialMatch(l)
-	rt.m.Latency.DeletePartialMatch(l)
-	rt.m.TTFB.DeletePartialMatch(l)
-	rt.m.Retries.DeletePartialMatch(l)
-	rt.m.Failover.DeletePartialMatch(l)
-	rt.pdm.LegRequests.DeletePartialMatch(l)
-	rt.pdm.LadderDecisions.DeletePartialMatch(l)
-	rt.pdm.SessionHits.DeletePartialMatch(l)
-	rt.pdm.FallbackToNormal.DeletePartialMatch(l)
-	rt.rx.CHWBLPicks.DeletePartialMatch(l)
-	rt.rx.CHWBLBoundSkips.DeletePartialMatch(l)
-	rt.rx.MatchRate.DeletePartialMatch(l)
-	rt.llm.DeleteRule(label)
+	for _, v := range rt.ruleVecs() {
+		v.DeletePartialMatch(l)
+	}
 }
 
 // Remove stops serving r. When it was the last rule on its listener the
@@ -424,9 +410,19 @@ func (rt *Runtime) Remove(r *spec.Rule) {
 }
 
 func (rt *Runtime) removeLocked(k spec.Key) {
+	if label, ok := rt.unserveLocked(k); ok {
+		// Synchronously: a rule re-created right away under the same name
+		// must keep the series it registers now.
+		rt.deleteRuleSeries(label)
+	}
+}
+
+// unserveLocked stops serving the rule with key k and returns its metric
+// label; its series are the caller's to delete (removemany.go batches them).
+func (rt *Runtime) unserveLocked(k spec.Key) (label string, ok bool) {
 	rs := rt.rules[k]
 	if rs == nil {
-		return
+		return "", false
 	}
 	delete(rt.rules, k)
 	close(rs.stop)
@@ -442,10 +438,8 @@ func (rt *Runtime) removeLocked(k spec.Key) {
 	for id := range rs.eps {
 		rt.releaseEndpointLocked(id)
 	}
-	// Synchronously: a rule re-created right away under the same name must
-	// keep the series it registers now.
-	rt.deleteRuleSeries(c.label)
 	rt.log.WithFields(logrus.Fields{"rule": c.label}).Info("rule removed")
+	return c.label, true
 }
 
 // Status reports the runtime view of the rule with key k.

@@ -21,3 +21,6 @@ func (n noRegistry) Install(prev, next *spec.Rule) error {
 	}
 	return n.Runtime.Install(prev, next)
 }
+
+// RemoveMany passes a batch removal through (store.BatchRemover).
+func (n noRegistry) RemoveMany(rs []*spec.Rule) { store.RemoveAll(n.Runtime, rs) }

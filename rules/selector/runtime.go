@@ -135,6 +135,18 @@ func (s *Runtime) Remove(r *spec.Rule) {
 	delete(s.rules, r.Key)
 }
 
+// RemoveMany implements store.BatchRemover: one batch to the inner runtime.
+func (s *Runtime) RemoveMany(rs []*spec.Rule) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	served := make([]*spec.Rule, len(rs))
+	for i, r := range rs {
+		served[i] = s.servedLocked(r)
+		delete(s.rules, r.Key)
+	}
+	store.RemoveAll(s.o.Inner, served)
+}
+
 // servedLocked is what the inner runtime serves for r's key.
 func (s *Runtime) servedLocked(r *spec.Rule) *spec.Rule {
 	if r == nil {

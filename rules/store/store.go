@@ -31,6 +31,24 @@ type Runtime interface {
 	Remove(r *spec.Rule)
 }
 
+// BatchRemover is a Runtime that removes many rules at once for less than
+// removing them one by one (the datapath drops their metric series in one
+// pass). DeleteAll and DeleteByName use it.
+type BatchRemover interface {
+	RemoveMany(rs []*spec.Rule)
+}
+
+// RemoveAll removes rs from rt, in one batch when rt is a BatchRemover.
+func RemoveAll(rt Runtime, rs []*spec.Rule) {
+	if b, ok := rt.(BatchRemover); ok && len(rs) > 1 {
+		b.RemoveMany(rs)
+		return
+	}
+	for _, r := range rs {
+		rt.Remove(r)
+	}
+}
+
 // NopRuntime serves nothing; it lets the store run without a datapath.
 type NopRuntime struct{}
 
@@ -362,9 +380,11 @@ func (s *Store) deleteWhere(match func(*Entry) bool, mustMatch bool) (int, error
 		}
 		return 0, nil
 	}
-	for _, e := range gone {
-		s.rt.Remove(e.Compiled)
+	compiled := make([]*spec.Rule, len(gone))
+	for i, e := range gone {
+		compiled[i] = e.Compiled
 	}
+	RemoveAll(s.rt, compiled)
 	ch := Change{Deletes: make([]Delete, len(gone))}
 	for i, e := range gone {
 		ch.Deletes[i] = Delete{Key: BackendKey(e.Compiled.Key), Expect: e.Revision}
