@@ -117,8 +117,9 @@ type eppTicket struct {
 	prefill int   // the prefill named in HeaderPrefillerHostPort; -1 for none
 	charged []int // endpoints whose in-flight count this pick raised
 	start   time.Time
-	bytes   uint64 // request body size, for the endpoint byte counter
-	release func() // gives the admission's slot back (SetAdmission)
+	bytes   uint64    // request body size, for the endpoint byte counter
+	release func()    // gives the admission's slot back (SetAdmission)
+	held    heldSlots // the admission window slots taken (eppflow.go)
 }
 
 // Pick runs the rule's selection for the request and returns the chosen
@@ -126,6 +127,7 @@ type eppTicket struct {
 // chosen endpoints' in-flight counts and claims their breaker slots;
 // Served gives them back.
 func (p *EPPPicker) Pick(ctx context.Context, req *epp.Request) (epp.Result, error) {
+	start := time.Now()
 	rs := p.rule()
 	if rs == nil {
 		return epp.Result{}, epp.Unavailable(reasonNoRule)
@@ -143,17 +145,20 @@ func (p *EPPPicker) Pick(ctx context.Context, req *epp.Request) (epp.Result, err
 		return epp.Result{}, err
 	}
 	excl := c.outsideSubset(req.Subset)
+	g := &eppGate{start: start} // windows and queue (eppflow.go)
 	var res epp.Result
 	if c.rule.PD != nil {
-		res, err = p.rt.eppPickPD(c, r, req.Body, excl, req.Subset != nil)
+		res, err = p.rt.eppPickPD(c, r, req.Body, excl, req.Subset != nil, g)
 	} else {
-		res, err = p.rt.eppPickSingle(c, r, req.Body, excl, req.Subset != nil)
+		res, err = p.rt.eppPickSingle(c, r, req.Body, excl, req.Subset != nil, g)
 	}
 	if err != nil {
+		g.held.release()
 		release()
 		return res, err
 	}
-	res.State.(*eppTicket).release = release
+	t := res.State.(*eppTicket)
+	t.release, t.held = release, g.held
 	return res, nil
 }
 
@@ -181,9 +186,17 @@ func (p *EPPPicker) admission(ctx context.Context, req *epp.Request) (func(), er
 
 // eppPickSingle is choose's pick (KV-exact mode 3 first, then the rule's
 // selector), with the other usable endpoints outside excl as fallbacks.
-func (rt *Runtime) eppPickSingle(c *compiled, r *http.Request, body []byte, excl uint64, subset bool) (epp.Result, error) {
+func (rt *Runtime) eppPickSingle(c *compiled, r *http.Request, body []byte, excl uint64, subset bool, g *eppGate) (epp.Result, error) {
 	f := c.poolFacts(r, body)
-	i, excl, _ := rt.choose(c, &f, r, body, excl, true)
+	var i int
+	if c.win == nil {
+		i, excl, _ = rt.choose(c, &f, r, body, excl, true)
+	} else {
+		var err error
+		if i, excl, err = rt.eppChooseAdmitted(g, c, &f, r, body, excl); err != nil {
+			return epp.Result{}, err
+		}
+	}
 	if i < 0 {
 		return epp.Result{}, epp.Unavailable(unavailableReason(subset, CodeNoHealthyBackend))
 	}
@@ -195,7 +208,7 @@ func (rt *Runtime) eppPickSingle(c *compiled, r *http.Request, body []byte, excl
 // pair on generation paths (the decode is the destination, the prefill goes
 // in HeaderPrefillerHostPort), side paths go to one endpoint of their role,
 // and with no usable pair a role-0 endpoint takes the request unsplit.
-func (rt *Runtime) eppPickPD(c *compiled, r *http.Request, body []byte, excl uint64, subset bool) (epp.Result, error) {
+func (rt *Runtime) eppPickPD(c *compiled, r *http.Request, body []byte, excl uint64, subset bool, g *eppGate) (epp.Result, error) {
 	route := c.pdRoute(r.Method, r.URL.Path)
 	switch route.kind {
 	case pdRefused:
@@ -208,7 +221,7 @@ func (rt *Runtime) eppPickPD(c *compiled, r *http.Request, body []byte, excl uin
 			}
 			only = excl
 		}
-		return rt.eppPickSingle(c, r, body, only, subset)
+		return rt.eppPickSingle(c, r, body, only, subset, g)
 	}
 	if len(body) == 0 {
 		return epp.Result{}, &epp.Refusal{Status: http.StatusBadRequest, Reason: pd.CodeInvalidBody}
@@ -216,7 +229,17 @@ func (rt *Runtime) eppPickPD(c *compiled, r *http.Request, body []byte, excl uin
 	f := rt.pdFacts(c, r, body)
 	// The subset hint names destinations: it restricts the decode, while
 	// the prefill, which the proxy never addresses, is the ladder's choice.
-	pc, pairDiff, ok := c.choosePair(&f, excl&c.roleMask(spec.RolePrefill))
+	var pc pairChoice
+	var pairDiff string
+	var ok bool
+	if c.win == nil {
+		pc, pairDiff, ok = c.choosePair(&f, excl&c.roleMask(spec.RolePrefill))
+	} else {
+		var err error
+		if pc, pairDiff, ok, err = rt.eppChoosePairAdmitted(g, c, &f, r, excl&c.roleMask(spec.RolePrefill)); err != nil {
+			return epp.Result{}, err
+		}
+	}
 	if ok {
 		rt.countLadder(c, pc.tr.Steps)
 		pi, di := pc.tr.Prefill.Index, pc.tr.Decode.Index
@@ -234,7 +257,7 @@ func (rt *Runtime) eppPickPD(c *compiled, r *http.Request, body []byte, excl uin
 	if c.pd.hasRole0 && c.anyUsable(role0) {
 		rt.pdm.FallbackToNormal.WithLabelValues(c.label).Inc()
 		rt.pdm.LadderDecisions.WithLabelValues(c.label, ladder.TierFallback, outcomeHit, reasonNoPair).Inc()
-		return rt.eppPickSingle(c, r, body, role0, subset)
+		return rt.eppPickSingle(c, r, body, role0, subset, g)
 	}
 	rt.pdm.LadderDecisions.WithLabelValues(c.label, ladder.TierFallback, outcomeMiss, reasonNoRole0).Inc()
 	if pairDiff != "" {
@@ -331,6 +354,7 @@ func (p *EPPPicker) Served(o epp.Outcome) {
 		return
 	}
 	t.release()
+	t.settleFlow(o)
 	c := t.c
 	for _, i := range t.charged {
 		c.eps[i].active.Add(-1)

@@ -164,29 +164,48 @@ func (rt *Runtime) chooseAdmitted(x *exchange, c *compiled, f *pick.PoolFacts, b
 		i, excl, placed := rt.choose(c, f, x.r, body, excl, first)
 		return i, excl, placed, false
 	}
-	i := -1
-	var placed *pick.Placed
-	try := func() bool {
-		for range len(c.eps) + 1 {
-			full := c.windowFull()
-			k, ex, p := rt.choose(c, f, x.r, body, excl|full, first)
-			excl |= ex &^ full // endpoints lost to a half-open race stay out
-			if k < 0 {
-				return !c.waitsForWindow(excl, full)
-			}
-			if held.take(c, k) {
-				i, placed = k, p
-				return true
-			}
-			p.Done(0)         // the cost model's booking of a choice not taken
-			c.abandonTrial(k) // its last slot went to another request: choose again
+	wc := windowChoice{rt: rt, c: c, f: f, r: x.r, body: body, excl: excl, first: first, held: held, i: -1}
+	if !rt.admitFlow(x, c, wc.try) {
+		return -1, wc.excl, nil, true
+	}
+	return wc.i, wc.excl, wc.placed, false
+}
+
+// windowChoice is one request's choose under the rule's windows, shared
+// by the proxy and the endpoint picker: try, the queue's dispatch attempt,
+// chooses among the endpoints with room and takes the chosen one's slot.
+// After a successful try, i is the choice (-1: nothing usable, and no
+// full endpoint to wait for) and placed its cost booking.
+type windowChoice struct {
+	rt     *Runtime
+	c      *compiled
+	f      *pick.PoolFacts
+	r      *http.Request
+	body   []byte
+	excl   uint64
+	first  bool
+	held   *heldSlots
+	i      int
+	placed *pick.Placed
+}
+
+func (w *windowChoice) try() bool {
+	c := w.c
+	for range len(c.eps) + 1 {
+		full := c.windowFull()
+		k, ex, p := w.rt.choose(c, w.f, w.r, w.body, w.excl|full, w.first)
+		w.excl |= ex &^ full // endpoints lost to a half-open race stay out
+		if k < 0 {
+			return !c.waitsForWindow(w.excl, full)
 		}
-		return false
+		if w.held.take(c, k) {
+			w.i, w.placed = k, p
+			return true
+		}
+		p.Done(0)         // the cost model's booking of a choice not taken
+		c.abandonTrial(k) // its last slot went to another request: choose again
 	}
-	if !rt.admitFlow(x, c, try) {
-		return -1, excl, nil, true
-	}
-	return i, excl, placed, false
+	return false
 }
 
 // choosePairAdmitted is choosePair under the rule's windows (decodes and
@@ -197,31 +216,48 @@ func (rt *Runtime) choosePairAdmitted(x *exchange, c *compiled, f *ladder.Facts,
 		pc, pairDiff, ok = c.choosePair(f, 0)
 		return pc, pairDiff, ok, false
 	}
-	try := func() bool {
-		for range len(c.eps) + 1 {
-			full := c.windowFull()
-			pc, pairDiff, ok = c.choosePair(f, full)
-			if !ok {
-				return !c.waitsForWindow(0, full)
-			}
-			pi, di := pc.tr.Prefill.Index, pc.tr.Decode.Index
-			if held.take(c, pi) {
-				if held.take(c, di) {
-					return true
-				}
-				held.release()
-			}
-			pc.tr.Placed.Done(0) // the cost model's booking of a pair not taken
-			c.abandonTrial(pi)
-			c.abandonTrial(di)
-			ok = false
+	wp := windowPair{c: c, f: f, held: held}
+	if !rt.admitFlow(x, c, wp.try) {
+		return wp.pc, wp.pairDiff, false, true
+	}
+	return wp.pc, wp.pairDiff, wp.ok, false
+}
+
+// windowPair is choosePair under the rule's windows, shared by the proxy
+// and the endpoint picker: try chooses a pair outside excl whose slots are
+// free and takes them. After a successful try, ok says whether a pair was
+// found (false: none usable, and no full endpoint to wait for).
+type windowPair struct {
+	c        *compiled
+	f        *ladder.Facts
+	excl     uint64
+	held     *heldSlots
+	pc       pairChoice
+	pairDiff string
+	ok       bool
+}
+
+func (w *windowPair) try() bool {
+	c, held := w.c, w.held
+	for range len(c.eps) + 1 {
+		full := c.windowFull()
+		w.pc, w.pairDiff, w.ok = c.choosePair(w.f, w.excl|full)
+		if !w.ok {
+			return !c.waitsForWindow(w.excl, full)
 		}
-		return false
+		pi, di := w.pc.tr.Prefill.Index, w.pc.tr.Decode.Index
+		if held.take(c, pi) {
+			if held.take(c, di) {
+				return true
+			}
+			held.release()
+		}
+		w.pc.tr.Placed.Done(0) // the cost model's booking of a pair not taken
+		c.abandonTrial(pi)
+		c.abandonTrial(di)
+		w.ok = false
 	}
-	if !rt.admitFlow(x, c, try) {
-		return pc, pairDiff, false, true
-	}
-	return pc, pairDiff, ok, false
+	return false
 }
 
 // admitFlow runs try through the rule's queue and counts the outcome;

@@ -119,6 +119,9 @@ type Outcome struct {
 type Refusal struct {
 	Status int    // HTTP status sent to the client
 	Reason string // short machine-readable reason, e.g. "queue_full"
+	// RetryAfter, when positive, is sent as Retry-After (whole seconds,
+	// rounded up): when a shed request has a fair chance on retry.
+	RetryAfter time.Duration
 }
 
 func (r *Refusal) Error() string {

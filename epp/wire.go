@@ -32,6 +32,7 @@ const (
 	HeaderSLOTPOT    = "x-slo-tpot-ms"
 
 	headerContentLength = "content-length"
+	headerRetryAfter    = "retry-after" // on a Refusal with RetryAfter
 	headerStatus        = ":status"
 )
 
@@ -292,10 +293,15 @@ func responseTrailersOK() *extprocv3.ProcessingResponse {
 // refusalResponse answers the client directly: the status, the reason in a
 // header and as a text body, and a details string for the proxy's access log.
 func refusalResponse(reasonHeader string, r *Refusal) *extprocv3.ProcessingResponse {
+	hs := []*corev3.HeaderValueOption{setHeader(reasonHeader, r.Reason)}
+	if r.RetryAfter > 0 {
+		secs := (r.RetryAfter + time.Second - 1) / time.Second
+		hs = append(hs, setHeader(headerRetryAfter, strconv.FormatInt(int64(secs), 10)))
+	}
 	return &extprocv3.ProcessingResponse{
 		Response: &extprocv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: &extprocv3.ImmediateResponse{
 			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(r.Status)},
-			Headers: &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader(reasonHeader, r.Reason)}},
+			Headers: &extprocv3.HeaderMutation{SetHeaders: hs},
 			Body:    []byte(r.Reason + "\n"),
 			Details: "epp_" + strings.Join(strings.Fields(r.Reason), "_"),
 		}},

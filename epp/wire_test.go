@@ -137,3 +137,34 @@ func TestDecodeHeadersRepeated(t *testing.T) {
 		t.Errorf("decodeHeaders = %v, want %v", got, want)
 	}
 }
+
+// TestRefusalRetryAfter: a refusal with RetryAfter carries it as whole
+// seconds, rounded up; one without sends no Retry-After.
+func TestRefusalRetryAfter(t *testing.T) {
+	tests := []struct {
+		name  string
+		after time.Duration
+		want  string // "" = no header
+	}{
+		{"none", 0, ""},
+		{"negative", -time.Second, ""},
+		{"whole seconds", 3 * time.Second, "3"},
+		{"rounded up", 1500 * time.Millisecond, "2"},
+		{"under a second", time.Millisecond, "1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ir := refusalResponse(DefaultRefusalReasonHeader, &Refusal{Status: 429, Reason: "queue_full", RetryAfter: tc.after}).GetImmediateResponse()
+			hs := map[string]string{}
+			for _, h := range ir.GetHeaders().GetSetHeaders() {
+				hs[h.GetHeader().GetKey()] = string(h.GetHeader().GetRawValue())
+			}
+			if got, ok := hs[headerRetryAfter]; got != tc.want || ok != (tc.want != "") {
+				t.Errorf("retry-after %q (set %v), want %q", got, ok, tc.want)
+			}
+			if hs[DefaultRefusalReasonHeader] != "queue_full" {
+				t.Errorf("reason header %q, want queue_full", hs[DefaultRefusalReasonHeader])
+			}
+		})
+	}
+}
