@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -283,4 +284,50 @@ func TestEPPPriorityDispatch(t *testing.T) {
 		t.Fatalf("dispatch order %v, want %v", got, want)
 	}
 	waitFor(t, 5*time.Second, "the windows to empty", func() bool { return windowsIdle(rt, r) })
+}
+
+// TestEPPPDDecodeWindow: on a P/D rule an EPP pick holds its decode's
+// window slot (the prefill, without a window of its own, is unbounded), a
+// pick that finds every decode full is shed with 429, and a settled pick
+// frees its decode for the next.
+func TestEPPPDDecodeWindow(t *testing.T) {
+	o := pdTestOptions()
+	o.Flow.QueueLength = 0 // shed at once: the test reads refusals, not waits
+	f := newPDFleet(t, o, spec.EngineVLLM, 1, 2, func(r *spec.Rule) { r.AdmissionWindow = 1 })
+	p := f.rt.EPPPicker(f.rule.Name)
+	decodes := addrs(f.rule, spec.RoleDecode)
+	ctx := context.Background()
+	var held []epp.Result
+	for k := range 2 {
+		res, err := p.Pick(ctx, chatReq(fmt.Sprintf("conv-%d", k), fmt.Sprintf("prompt %d", k), nil))
+		if err != nil {
+			t.Fatalf("pick %d: %v", k, err)
+		}
+		held = append(held, res)
+	}
+	if held[0].Endpoints[0] == held[1].Endpoints[0] || !contains(decodes, held[0].Endpoints[0]) || !contains(decodes, held[1].Endpoints[0]) {
+		t.Fatalf("destinations %s and %s: want both decodes, one each", held[0].Endpoints[0], held[1].Endpoints[0])
+	}
+	_, err := p.Pick(ctx, chatReq("conv-2", "prompt 2", nil))
+	var ref *epp.Refusal
+	if !errors.As(err, &ref) || ref.Status != http.StatusTooManyRequests || ref.Reason != flow.ReasonQueueFull || ref.RetryAfter < time.Second {
+		t.Fatalf("pick with both decodes at their window: %v; want 429 %s with a Retry-After", err, flow.ReasonQueueFull)
+	}
+	p.Served(epp.Outcome{Result: held[0], Endpoint: held[0].Endpoints[0], Status: http.StatusOK, Complete: true})
+	res, err := p.Pick(ctx, chatReq("conv-3", "prompt 3", nil))
+	if err != nil {
+		t.Fatalf("pick after a decode freed: %v", err)
+	}
+	if res.Endpoints[0] != held[0].Endpoints[0] {
+		t.Errorf("destination %s, want the freed decode %s", res.Endpoints[0], held[0].Endpoints[0])
+	}
+	p.Served(epp.Outcome{Result: res, Status: http.StatusOK})
+	p.Served(epp.Outcome{Result: held[1], Status: http.StatusOK})
+	c := f.rt.rules[f.rule.Key].cur.Load()
+	for i, w := range c.win {
+		if w.InFlight() != 0 {
+			t.Errorf("endpoint %d holds %d window slots after every pick settled", i, w.InFlight())
+		}
+	}
+	assertSettled(t, c)
 }
