@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/infergate/infergate/epp"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/spec"
+	"github.com/infergate/infergate/test/eppconformance"
 	"github.com/infergate/infergate/test/extprocclient"
 	"google.golang.org/grpc"
 )
@@ -330,4 +332,42 @@ func TestEPPPDDecodeWindow(t *testing.T) {
 		}
 	}
 	assertSettled(t, c)
+}
+
+// TestEPPConformanceWindowed runs the black-box EPP suite against a CHWBL
+// rule with admission windows (two per endpoint, so the pool holds eight
+// picks at once): every protocol check holds under flow control, the
+// suite's saturation test sees the ninth pick shed with 429 and a reason
+// after its wait, and ended streams give their slots back round after round.
+func TestEPPConformanceWindowed(t *testing.T) {
+	const endpoints, window = 4, 2
+	o := testOptions()
+	o.Flow.MaxWait = 2 * time.Second // the saturation test's extra pick waits this long, then is shed
+	rt, _ := newTestRuntime(t, o)
+	var eps []spec.Endpoint
+	for i := range endpoints {
+		eps = append(eps, epFor(t, startEngine(t, fmt.Sprintf("c%d", i)).Addr(), 1))
+	}
+	r := newRule("127.0.0.1", freePort(t), spec.SelCHWBL, eps...)
+	r.Name = "epp-windowed"
+	r.CHWBL = &spec.CHWBL{PrefixHashLevel: 1, MeanLoadFactor: 175, Replication: 100}
+	r.AdmissionWindow = window
+	if err := rt.Install(nil, r); err != nil {
+		t.Fatal(err)
+	}
+	p := &recordingPicker{EPPPicker: rt.EPPPicker(r.Name)}
+	_, addr, haddr := serveEPP(t, p, true)
+	eppconformance.Run(t, eppconformance.Target{
+		Addr:                addr,
+		HealthAddr:          haddr,
+		Pool:                addrs(r, spec.RoleAny),
+		Capacity:            endpoints * window,
+		RefusalReasonHeader: epp.DefaultRefusalReasonHeader,
+		Affinity:            true,
+		Served:              p.list,
+		Goroutines:          func() (int, error) { return runtime.NumGoroutine(), nil },
+		Streams:             200, // through eight slots: most of them wait in the queue
+	})
+	waitFor(t, 5*time.Second, "the windows to empty", func() bool { return windowsIdle(rt, r) })
+	assertSettled(t, rt.rules[r.Key].cur.Load())
 }

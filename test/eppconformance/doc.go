@@ -12,6 +12,9 @@
 //   - subset hints: the pick stays inside the hinted subset; an empty subset or
 //     one with no eligible endpoint is answered with 503;
 //   - shedding: 429 with a reason header (when the target can provoke it);
+//   - saturation: with the target's capacity of picks in flight, one more is
+//     shed with 429 and a reason, and ended streams give their capacity back
+//     (when the target bounds its picks in flight);
 //   - health: the liveness, readiness and ext_proc gRPC health services answer
 //     SERVING;
 //   - served-endpoint feedback on the response path is accepted and, when the

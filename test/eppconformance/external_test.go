@@ -17,6 +17,7 @@ import (
 //	EPP_CONFORMANCE_POOL=ip:port,ip:port     the pool's endpoints (required)
 //	EPP_CONFORMANCE_SHED=name=value          a request header that makes the EPP shed
 //	EPP_CONFORMANCE_REASON_HEADER=name       the header carrying the 429 reason
+//	EPP_CONFORMANCE_CAPACITY=8               picks the EPP holds at once before it sheds
 //	EPP_CONFORMANCE_AFFINITY=1               the EPP keeps conversations on one endpoint
 //	EPP_CONFORMANCE_METRICS_URL=http://…     Prometheus endpoint exposing go_goroutines
 //	EPP_CONFORMANCE_STREAMS=1000             concurrent streams
@@ -43,6 +44,13 @@ func TestExternalEPP(t *testing.T) {
 			t.Fatalf("EPP_CONFORMANCE_SHED=%q: want name=value", kv)
 		}
 		tg.ShedHeaders = map[string]string{strings.ToLower(k): v}
+	}
+	if n := os.Getenv("EPP_CONFORMANCE_CAPACITY"); n != "" {
+		v, err := strconv.Atoi(n)
+		if err != nil {
+			t.Fatalf("EPP_CONFORMANCE_CAPACITY=%q: %v", n, err)
+		}
+		tg.Capacity = v
 	}
 	if n := os.Getenv("EPP_CONFORMANCE_STREAMS"); n != "" {
 		v, err := strconv.Atoi(n)

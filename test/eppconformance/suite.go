@@ -32,8 +32,14 @@ type Target struct {
 	// UnavailableHeaders are request headers that make the EPP find no ready
 	// endpoint (503); nil skips that test.
 	UnavailableHeaders map[string]string
+	// Capacity is how many picks the EPP holds at once before it sheds (an
+	// EPP that bounds the requests in flight on its pool, such as admission
+	// windows summed over the pool); 0 skips the saturation test. A request
+	// over capacity may wait (a queue) but must be answered 429 within the
+	// suite's bound while the held streams stay open.
+	Capacity int
 	// RefusalReasonHeader names the response header the EPP puts the reason of
-	// a 429 in. Required with ShedHeaders.
+	// a 429 in. Required with ShedHeaders or Capacity.
 	RefusalReasonHeader string
 	// Affinity says the EPP keeps a conversation (bodies sharing a long prefix)
 	// on one endpoint of an idle pool; false skips the affinity test.
@@ -60,8 +66,8 @@ func Run(t *testing.T, tg Target) {
 	if len(tg.Pool) < 2 {
 		t.Fatal("eppconformance: Target.Pool needs at least two endpoints")
 	}
-	if tg.ShedHeaders != nil && tg.RefusalReasonHeader == "" {
-		t.Fatal("eppconformance: Target.RefusalReasonHeader is required with ShedHeaders")
+	if (tg.ShedHeaders != nil || tg.Capacity > 0) && tg.RefusalReasonHeader == "" {
+		t.Fatal("eppconformance: Target.RefusalReasonHeader is required with ShedHeaders or Capacity")
 	}
 	if tg.Streams == 0 {
 		tg.Streams = defaultConcurrency
@@ -92,6 +98,7 @@ func Run(t *testing.T, tg Target) {
 	t.Run("SubsetEmpty", s.testSubsetEmpty)
 	t.Run("SubsetNoneEligible", s.testSubsetNoneEligible)
 	t.Run("Shed", s.testShed)
+	t.Run("ShedAtCapacity", s.testCapacity)
 	t.Run("NoReadyEndpoint", s.testUnavailable)
 	t.Run("Affinity", s.testAffinity)
 	t.Run("ServedFeedback", s.testServed)
@@ -403,6 +410,74 @@ func (s *suite) testShed(t *testing.T) {
 	if immediateHeader(ir, s.tg.RefusalReasonHeader) == "" {
 		t.Errorf("shed: no reason in %s", s.tg.RefusalReasonHeader)
 	}
+}
+
+// testCapacity fills the EPP to its capacity with picks whose streams stay
+// open (the requests are in flight), expects one more to be shed with 429
+// and a reason, then ends the held streams as a proxy does. It runs three
+// rounds: a pick whose stream ended must give its capacity back, or the
+// next round is shed before it is full.
+func (s *suite) testCapacity(t *testing.T) {
+	if s.tg.Capacity <= 0 {
+		t.Skip("the target has no capacity to saturate")
+	}
+	const rounds = 3
+	for round := range rounds {
+		var held []*stream
+		var served []string
+		for k := range s.tg.Capacity {
+			st, p, err := s.holdPick(s.ctx(t), request{body: chatBody(fmt.Sprintf("capacity%d-%d", round, k), 1<<10)})
+			if err != nil {
+				t.Fatalf("round %d: pick %d of %d: %v", round, k+1, s.tg.Capacity, err)
+			}
+			held = append(held, st)
+			served = append(served, p.endpoints[0])
+		}
+		ir := s.refusal(t, request{body: chatBody(fmt.Sprintf("capacity%d-over", round), 1<<10)})
+		if got := ir.GetStatus().GetCode(); got != 429 {
+			t.Errorf("round %d: pick over capacity: status %d, want 429", round, got)
+		}
+		if immediateHeader(ir, s.tg.RefusalReasonHeader) == "" {
+			t.Errorf("round %d: pick over capacity: no reason in %s", round, s.tg.RefusalReasonHeader)
+		}
+		for k, st := range held {
+			st.sendAsync(responseMessages(served[k], 200, nil), true)
+			resps, err := st.recvAll()
+			if serr := st.sendDone(); err == nil {
+				err = serr
+			}
+			if err != nil {
+				t.Fatalf("round %d: ending held stream %d: %v after %s", round, k, err, describe(resps))
+			}
+		}
+	}
+	s.settled(t)
+}
+
+// holdPick sends a whole request and reads its request-phase answers,
+// leaving the stream open (the request in flight) for the caller to end.
+func (s *suite) holdPick(ctx context.Context, r request) (*stream, pick, error) {
+	st, err := open(ctx, s.cc)
+	if err != nil {
+		return nil, pick{}, err
+	}
+	st.sendAsync(r.messages(), false)
+	var resps []*extprocv3.ProcessingResponse
+	for {
+		a, err := st.recv()
+		if err != nil {
+			return nil, pick{}, fmt.Errorf("request phase: %w after %s", err, describe(resps))
+		}
+		resps = append(resps, a)
+		if a.GetImmediateResponse() != nil || a.GetRequestBody().GetResponse().GetBodyMutation().GetStreamedResponse().GetEndOfStream() {
+			break
+		}
+	}
+	if err := st.sendDone(); err != nil {
+		return nil, pick{}, err
+	}
+	p, err := checkRequestPhase(resps, r, s.tg.Pool)
+	return st, p, err
 }
 
 func (s *suite) testUnavailable(t *testing.T) {
