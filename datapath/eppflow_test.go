@@ -114,10 +114,12 @@ func TestEPPWindowSheds(t *testing.T) {
 		name    string
 		length  int
 		maxWait time.Duration
+		hdr     []string
 		reason  string
 	}{
-		{"no queue", 0, 0, flow.ReasonQueueFull},
-		{"wait bound", 8, 300 * time.Millisecond, flow.ReasonTimeout},
+		{"no queue", 0, 0, nil, flow.ReasonQueueFull},
+		{"wait bound", 8, 300 * time.Millisecond, nil, flow.ReasonTimeout},
+		{"ttft deadline", 8, 20 * time.Second, []string{epp.HeaderSLOTTFT, "300"}, flow.ReasonDeadline},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -129,7 +131,7 @@ func TestEPPWindowSheds(t *testing.T) {
 			_, end1 := eppHold(t, ctx, cc)
 			_, end2 := eppHold(t, ctx, cc)
 
-			x := eppStart(t, ctx, cc, epp.HeaderFairnessID, "tenant-a")
+			x := eppStart(t, ctx, cc, append([]string{epp.HeaderFairnessID, "tenant-a"}, tc.hdr...)...)
 			pk, err := x.Pick()
 			if err != nil {
 				t.Fatal(err)
