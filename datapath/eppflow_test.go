@@ -107,8 +107,9 @@ func windowsIdle(rt *Runtime, r *spec.Rule) bool {
 }
 
 // TestEPPWindowSheds: on a rule whose every endpoint is at its window, a
-// pick the queue cannot hold is the EPP's 429 with the queue's reason in
-// the reason header and a Retry-After, charging no endpoint.
+// pick the queue cannot hold (no queue, its wait bound, its x-slo-ttft-ms
+// deadline) is the EPP's 429 with the queue's reason in the reason header
+// and a Retry-After, charging no endpoint.
 func TestEPPWindowSheds(t *testing.T) {
 	tests := []struct {
 		name    string
