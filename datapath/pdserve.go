@@ -143,6 +143,9 @@ func (rt *Runtime) servePD(x *exchange, c *compiled, body []byte) {
 	if shed {
 		return
 	}
+	if ok && rt.refuseLongPrompt(x, c, &f, &pc) { // contextlen.go
+		return
+	}
 	if ok {
 		rt.countLadder(c, pc.tr.Steps)
 		rt.runPD(x, c, body, &pc.tr, pc.prefills, pc.decodes, f.Model)
