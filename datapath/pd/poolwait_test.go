@@ -102,6 +102,9 @@ func TestLegAtConnectionCapAnswersPoolTimeout(t *testing.T) {
 			if waited != 1 {
 				t.Fatalf("%d legs report a pool wait, want 1: %+v", waited, out.Legs)
 			}
+			if tc.full == pd.PhaseDecode && out.DecodeTTFB != 0 {
+				t.Errorf("decode TTFB %v recorded for a decode that was never sent", out.DecodeTTFB)
+			}
 			if recs := full.Records(); len(recs) != 0 {
 				t.Fatalf("the endpoint at its cap received %d generation requests, want none", len(recs))
 			}

@@ -223,6 +223,7 @@ func (q *seq) decodeOnce(leg upstream.Leg, haveAlt bool) (retry bool) {
 			lr.Cancelled, lr.Died, lr.PoolWait = true, false, false
 			clientGone(o, PhaseDecode)
 		case lr.PoolWait: // the bound passed while it waited for a connection
+			o.DecodeTTFB = 0 // no engine was timed
 			q.failPoolWait(PhaseDecode)
 		case timedOut.Load():
 			lr.TimedOut, lr.Died = true, false
