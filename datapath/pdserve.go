@@ -143,6 +143,9 @@ func (rt *Runtime) servePD(x *exchange, c *compiled, body []byte) {
 	if shed {
 		return
 	}
+	if ok && rt.refuseLongPrompt(x, c, &f, &pc) { // contextlen.go
+		return
+	}
 	if ok {
 		rt.countLadder(c, pc.tr.Steps)
 		rt.runPD(x, c, body, &pc.tr, pc.prefills, pc.decodes, f.Model)
@@ -363,7 +366,8 @@ func (c *compiled) servedDecode(o *pd.Outcome, di int) int {
 // failure counts towards opening, a death after connecting or a timeout
 // counts as an engine error (5xx streak), an answer resets the connect
 // count and feeds the streak by its status. A half-open trial that sent no
-// leg (its sibling failed first) is abandoned so the next request retries.
+// leg (its sibling failed first, or it waited out its bound for a free
+// connection) is abandoned so the next request retries.
 func (rt *Runtime) feedLegs(c *compiled, o *pd.Outcome, admitted ...int) {
 	seen := make(map[int]bool, len(o.Legs))
 	for _, l := range o.Legs {
@@ -373,7 +377,7 @@ func (rt *Runtime) feedLegs(c *compiled, o *pd.Outcome, admitted ...int) {
 			status = strconv.Itoa(l.Status)
 		}
 		c.pdc.legs.get(rt.pdm.LegRequests, c.label, [3]string{l.Endpoint.ID, string(l.Phase), status}).Inc()
-		if i >= 0 && !l.NotSent {
+		if i >= 0 && !l.NotSent && !l.PoolWait {
 			c.eps[i].requests.Add(1)
 		}
 		if i < 0 || !c.cb.enabled {
@@ -383,6 +387,8 @@ func (rt *Runtime) feedLegs(c *compiled, o *pd.Outcome, admitted ...int) {
 		br := &c.eps[i].br
 		to := int32(-1)
 		switch {
+		case l.PoolWait: // never sent: the gateway's own cap, not the engine
+			to = br.onAbandon(&c.cb, true)
 		case l.NotSent:
 			to = br.onDialFailure(&c.cb)
 		case l.TimedOut:

@@ -51,6 +51,7 @@ func compileValid(r *Rule) *spec.Rule {
 		Probe:             compileProbe(sa),
 		ConnectionLimit:   sa.ConnectionLimit,
 		AdmissionWindow:   sa.AdmissionWindow,
+		MaxModelLen:       sa.MaxModelLen,
 		TLS:               compileTLS(sa), // tls.go
 	}
 	out.Session, _ = parseSession(sa.SessionHeaderName) // validated
@@ -104,6 +105,8 @@ func compileValid(r *Rule) *spec.Rule {
 			Role:   spec.Role(ep.EPRole),
 			Backup: ep.Backup,
 			Window: ep.AdmissionWindow,
+
+			MaxModelLen: ep.MaxModelLen,
 		}
 		if eng == spec.EngineVLLM {
 			se.NixlPort = uint16(orInt(ep.NixlPort, ep.TargetPort))

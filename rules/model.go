@@ -137,6 +137,12 @@ type ServiceArguments struct {
 	// the decodes and role-0 endpoints; a prefill is bounded only by its
 	// own endpoint field.
 	AdmissionWindow int `json:"admission_window,omitempty" yaml:"admission_window,omitempty"`
+	// MaxModelLen (an infergate extension) is the engines' context window in
+	// tokens (vLLM's --max-model-len); an endpoint may set its own. On a
+	// P/D rule whose KV-exact tier tokenised the prompt, a prompt that does
+	// not fit the chosen pair's window is refused before any leg is sent
+	// (docs/datapath.md). 0: unknown.
+	MaxModelLen int `json:"max_model_len,omitempty" yaml:"max_model_len,omitempty"`
 	// Edge hardening: LoxiLB's per-VIP client connection cap
 	// (0 = none). Rules sharing a VIP:port share the smallest non-zero cap.
 	ConnectionLimit int `json:"connectionLimit,omitempty" yaml:"connectionLimit,omitempty"`
@@ -218,6 +224,9 @@ type Endpoint struct {
 	// endpoint (0: the rule's; an engine's max_num_seqs or
 	// max_running_requests is the natural value).
 	AdmissionWindow int `json:"admission_window,omitempty" yaml:"admission_window,omitempty"`
+	// MaxModelLen overrides the rule's max_model_len for this endpoint
+	// (0: the rule's).
+	MaxModelLen int `json:"max_model_len,omitempty" yaml:"max_model_len,omitempty"`
 	// Labels are free-form key/value labels, stored and shown.
 	Labels map[string]string `json:"labels,omitempty" yaml:"labels,omitempty"`
 

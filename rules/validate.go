@@ -69,6 +69,7 @@ var (
 		"KVWarmupSec":                 "min=0,max=86400",
 		"ConnectionLimit":             "min=0,max=10000000",
 		"AdmissionWindow":             "min=0,max=65536",
+		"MaxModelLen":                 "min=0,max=16777216",
 	}
 	endpointFieldRules = map[string]string{
 		"EndpointIP": "required,iplit",
@@ -81,6 +82,8 @@ var (
 		"BootstrapPort": "min=0,max=65535",
 		// Admission window (admission.go).
 		"AdmissionWindow": "min=0,max=65536",
+		// Context window (datapath's context-length check).
+		"MaxModelLen": "min=0,max=16777216",
 	}
 	secondaryIPFieldRules   = map[string]string{"SecondaryIP": "required"}
 	allowedSourceFieldRules = map[string]string{"Prefix": "required,cidr"}

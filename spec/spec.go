@@ -140,6 +140,9 @@ type Endpoint struct {
 	// Window is this endpoint's own admission window (0: the rule's; see
 	// Rule.WindowOf).
 	Window int
+	// MaxModelLen is this endpoint's own context window in tokens (0: the
+	// rule's; see Rule.MaxModelLenOf).
+	MaxModelLen int
 }
 
 // PairingKey is pair facts as one stable string, "k=v,…" in key order ("" for
@@ -307,6 +310,18 @@ type Rule struct {
 	// from this gateway (admission_window; 0: none), unless the endpoint
 	// sets its own (WindowOf).
 	AdmissionWindow int
+	// MaxModelLen is the engines' context window in tokens
+	// (max_model_len; 0: unknown), unless an endpoint sets its own.
+	MaxModelLen int
+}
+
+// MaxModelLenOf is endpoint i's context window in tokens (0: unknown): its
+// own, else the rule's.
+func (r *Rule) MaxModelLenOf(i int) int {
+	if n := r.Endpoints[i].MaxModelLen; n > 0 {
+		return n
+	}
+	return r.MaxModelLen
 }
 
 // WindowOf is endpoint i's admission window (0: none): its own, else the

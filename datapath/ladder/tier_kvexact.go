@@ -166,7 +166,9 @@ func (t *KVExact) record(reason string, ok bool) {
 }
 
 // tokens returns the request's token ids: the ones already known, else the
-// tokenizer's.
+// tokenizer's, kept in f.Tokens so a ladder re-run (a pair refused, a
+// breaker that did not admit) does not tokenise again and the datapath
+// knows the prompt's exact length (its context-length check).
 func (t *KVExact) tokens(f *Facts) ([]uint32, string) {
 	if f.Tokens != nil {
 		return f.Tokens, ""
@@ -198,6 +200,7 @@ func (t *KVExact) tokens(f *Facts) ([]uint32, string) {
 	case err != nil:
 		return nil, ReasonTokenize
 	}
+	f.Tokens = ids
 	return ids, ""
 }
 

@@ -32,7 +32,11 @@ type LegResult struct {
 	// timeout). Not the engine's fault unless TimedOut.
 	Cancelled bool
 	TimedOut  bool
-	Duration  time.Duration // dispatch → response complete (prefill) or first byte (decode)
+	// PoolWait: the leg waited for a free connection at its endpoint's
+	// cap and never got one (poolwait.go): nothing was sent, and the
+	// breaker is not fed.
+	PoolWait bool
+	Duration time.Duration // dispatch → response complete (prefill) or first byte (decode)
 }
 
 // Outcome reports one Serve call. Status and Code are what the client got
@@ -83,9 +87,12 @@ func (o *Outcome) leg(r LegResult) { o.Legs = append(o.Legs, r) }
 func legFor(p Phase, ep spec.Endpoint, status int, err error, d time.Duration) LegResult {
 	r := LegResult{Phase: p, Endpoint: ep, Status: status, Err: err, Duration: d}
 	if err != nil {
-		if upstream.NotSent(err) {
+		switch {
+		case poolWaited(err):
+			r.PoolWait = true
+		case upstream.NotSent(err):
 			r.NotSent = true
-		} else {
+		default:
 			r.Died = true
 		}
 	}

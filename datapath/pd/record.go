@@ -81,7 +81,7 @@ func outcomeLabels(o Outcome) (phase, status string) {
 		return string(orPhase(o.FailedPhase)), statusClientClose
 	case o.Relayed:
 		return string(orPhase(o.FailedPhase)), statusRelayed
-	case o.Code == CodePrefillTimeout || o.Code == CodeDecodeTimeout:
+	case o.Code == CodePrefillTimeout || o.Code == CodeDecodeTimeout || o.Code == CodePoolTimeout:
 		return string(o.FailedPhase), statusTimeout
 	case o.Code != "":
 		return string(o.FailedPhase), statusError

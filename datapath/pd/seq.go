@@ -94,7 +94,8 @@ func (q *seq) sendPrefill(leg upstream.Leg) prefillResult {
 	if err != nil {
 		switch {
 		case q.ctx.Err() != nil:
-			r.leg.Cancelled, r.leg.Died = true, false
+			r.leg.Cancelled, r.leg.Died, r.leg.PoolWait = true, false, false
+		case r.leg.PoolWait: // the bound passed while it waited for a connection
 		case errors.Is(pctx.Err(), context.DeadlineExceeded):
 			r.leg.TimedOut, r.leg.Died = true, false
 		}
@@ -127,6 +128,9 @@ func (q *seq) prefillWithFailover(build func(prefill spec.Endpoint) upstream.Leg
 		switch {
 		case r.leg.Cancelled:
 			clientGone(o, PhasePrefill)
+			return r, prefill, false, true
+		case r.leg.PoolWait:
+			q.failPoolWait(PhasePrefill)
 			return r, prefill, false, true
 		case r.leg.TimedOut:
 			q.fail(PhasePrefill, http.StatusGatewayTimeout, CodePrefillTimeout, words.leg+" did not complete in time")
@@ -216,8 +220,11 @@ func (q *seq) decodeOnce(leg upstream.Leg, haveAlt bool) (retry bool) {
 	if p.err != nil {
 		switch {
 		case q.ctx.Err() != nil:
-			lr.Cancelled, lr.Died = true, false
+			lr.Cancelled, lr.Died, lr.PoolWait = true, false, false
 			clientGone(o, PhaseDecode)
+		case lr.PoolWait: // the bound passed while it waited for a connection
+			o.DecodeTTFB = 0 // no engine was timed
+			q.failPoolWait(PhaseDecode)
 		case timedOut.Load():
 			lr.TimedOut, lr.Died = true, false
 			q.fail(PhaseDecode, http.StatusGatewayTimeout, CodeDecodeTimeout, "decode endpoint sent no response in time")

@@ -263,10 +263,11 @@ wait:
 			cancelPrefill() // the prefill is moot once decode has finished
 			break wait
 		case <-window.C:
+			// Answered once both legs are back: a leg still waiting for a
+			// connection makes it a pool timeout (sgWindowFailed).
 			timedOut = true
 			cancelPrefill()
 			cancelDecode()
-			q.fail(PhasePrefill, http.StatusGatewayTimeout, CodePrefillTimeout, "prefill/decode rendezvous did not complete in time")
 			break wait
 		case <-ctx.Done():
 			cancelPrefill()
@@ -294,18 +295,21 @@ wait:
 		o.Prefill = pres.dur
 	}
 	pl := legFor(PhasePrefill, prefillEP, pres.status, pres.err, pres.dur)
-	if pCancelled && pres.err != nil {
-		pl.Cancelled, pl.Died, pl.NotSent = true, false, false
-		pl.TimedOut = timedOut
-	}
 	dStatus := 0
 	if dres.resp != nil {
 		dStatus = dres.resp.StatusCode
 	}
 	dl := legFor(PhaseDecode, decodeEP, dStatus, dres.err, dres.ttfb)
-	if dCancelled && dres.err != nil {
+	if timedOut {
+		q.sgWindowFailed(&pl, &dl) // poolwait.go
+	}
+	if pCancelled && pres.err != nil && !pl.PoolWait {
+		pl.Cancelled, pl.Died, pl.NotSent = true, false, false
+		pl.TimedOut = timedOut && !dl.PoolWait
+	}
+	if dCancelled && dres.err != nil && !dl.PoolWait {
 		dl.Cancelled, dl.Died, dl.NotSent = true, false, false
-		dl.TimedOut = timedOut
+		dl.TimedOut = timedOut && !pl.PoolWait
 	}
 	q.endRelay(&dl, rr)
 	o.leg(pl)

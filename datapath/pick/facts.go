@@ -18,7 +18,7 @@ type Facts struct {
 	Body       []byte          // the client body, read-only
 	SessionKey string          // "" when the request carries none
 	PromptKey  []byte          // canonical prompt key (nil when not extracted)
-	Tokens     []uint32        // prompt token ids when already known (client sent ids)
+	Tokens     []uint32        // prompt token ids once known (KV-exact tokenised the prompt)
 	Now        time.Time
 
 	// KVBlocks and KVHeld are the KV-exact picker's finding, kept for its
