@@ -183,7 +183,7 @@ func (p *EPPPicker) admission(ctx context.Context, req *epp.Request) (func(), er
 // selector), with the other usable endpoints outside excl as fallbacks.
 func (rt *Runtime) eppPickSingle(c *compiled, r *http.Request, body []byte, excl uint64, subset bool) (epp.Result, error) {
 	f := c.poolFacts(r, body)
-	i, excl, _ := rt.choose(c, &f, r, body, excl, true)
+	i, excl, _, _ := rt.choose(c, &f, r, body, excl, true)
 	if i < 0 {
 		return epp.Result{}, epp.Unavailable(unavailableReason(subset, CodeNoHealthyBackend))
 	}

@@ -158,10 +158,12 @@ func (h *heldSlots) release() {
 // chooseAdmitted is choose under the rule's windows: the endpoint chosen
 // among those with room, its slot taken into held; when every usable
 // endpoint is at its window the request waits in the queue. shed true:
-// the client has been answered (shed, or gone).
+// the client has been answered (shed, or gone). What chose the endpoint
+// goes to the request's observation (x.obs.picker).
 func (rt *Runtime) chooseAdmitted(x *exchange, c *compiled, f *pick.PoolFacts, body []byte, excl uint64, first bool, held *heldSlots) (int, uint64, *pick.Placed, bool) {
 	if c.win == nil {
-		i, excl, placed := rt.choose(c, f, x.r, body, excl, first)
+		i, excl, placed, by := rt.choose(c, f, x.r, body, excl, first)
+		x.obs.picker = by
 		return i, excl, placed, false
 	}
 	i := -1
@@ -169,13 +171,13 @@ func (rt *Runtime) chooseAdmitted(x *exchange, c *compiled, f *pick.PoolFacts, b
 	try := func() bool {
 		for range len(c.eps) + 1 {
 			full := c.windowFull()
-			k, ex, p := rt.choose(c, f, x.r, body, excl|full, first)
+			k, ex, p, by := rt.choose(c, f, x.r, body, excl|full, first)
 			excl |= ex &^ full // endpoints lost to a half-open race stay out
 			if k < 0 {
 				return !c.waitsForWindow(excl, full)
 			}
 			if held.take(c, k) {
-				i, placed = k, p
+				i, placed, x.obs.picker = k, p, by
 				return true
 			}
 			p.Done(0)         // the cost model's booking of a choice not taken
