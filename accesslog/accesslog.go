@@ -1,7 +1,6 @@
 package accesslog
 
 import (
-	"hash/fnv"
 	"math"
 	"strconv"
 	"strings"
@@ -68,6 +67,9 @@ func (ls Legs) String() string {
 // Logger writes access lines. A nil *Logger logs nothing.
 type Logger struct {
 	log logrus.FieldLogger
+	// enc writes lines without logrus (encode.go); nil when the logger's
+	// setup is one only logrus renders.
+	enc *encoder
 	// threshold: a request whose id hashes below it is sampled (all when
 	// every is set).
 	threshold uint64
@@ -79,7 +81,7 @@ func New(opts Options, log logrus.FieldLogger) *Logger {
 	if !opts.Enabled || log == nil {
 		return nil
 	}
-	l := &Logger{log: log}
+	l := &Logger{log: log, enc: newEncoder(log)}
 	switch r := opts.SampleRate; {
 	case r >= 1:
 		l.every = true
@@ -100,9 +102,19 @@ func (l *Logger) Sampled(e *Entry) bool {
 	if l.every || e.Status >= 400 || e.Code != "" {
 		return true
 	}
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(e.RequestID))
-	return h.Sum64() < l.threshold
+	return fnv64a(e.RequestID) < l.threshold
+}
+
+// fnv64a is FNV-1a (hash/fnv's New64a) over s, without a hasher to
+// allocate.
+func fnv64a(s string) uint64 {
+	const offset, prime = 14695981039346656037, 1099511628211
+	h := uint64(offset)
+	for i := range len(s) {
+		h ^= uint64(s[i])
+		h *= prime
+	}
+	return h
 }
 
 // Log writes e when it is sampled and the logger admits info.
@@ -110,6 +122,16 @@ func (l *Logger) Log(e *Entry) {
 	if !l.Sampled(e) || !infoEnabled(l.log) {
 		return
 	}
+	if l.enc != nil {
+		l.enc.write(e)
+		return
+	}
+	l.logrusLine(e)
+}
+
+// logrusLine writes e through logrus: the line the encoder reproduces, and
+// the path for logger setups it does not.
+func (l *Logger) logrusLine(e *Entry) {
 	f := logrus.Fields{
 		"request_id":  e.RequestID,
 		"method":      e.Method,
