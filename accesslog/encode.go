@@ -24,9 +24,10 @@ import (
 // (newEncoder); anything else — hooks, caller reports, renamed keys,
 // colours on a terminal, a custom formatter — keeps the logrus path.
 //
-// The line goes to the writer in one Write, as logrus does, but not under
-// logrus's lock (which is private): the writer must take concurrent Writes
-// whole, as an *os.File (the daemon's stderr) does.
+// The line goes to the writer in one Write, as logrus does, under the
+// encoder's lock (logrus's is private): access lines never interleave, and
+// the writer must take a Write concurrent with logrus's own lines whole, as
+// an *os.File (the daemon's stderr, a log file) does, or be locked itself.
 
 // fieldID names what a slot of the line holds.
 type fieldID uint8
@@ -84,6 +85,7 @@ type quoting struct {
 }
 
 type encoder struct {
+	mu      sync.Mutex // held across out.Write
 	out     io.Writer
 	json    bool
 	html    bool   // JSON: escape <, > and & as encoding/json does by default
@@ -255,7 +257,9 @@ func (enc *encoder) write(e *Entry) {
 		lb = &lineBuf{b: make([]byte, 0, 1024), scratch: make([]byte, 0, 256)}
 	}
 	lb.b = enc.line(lb.b[:0], lb, e)
+	enc.mu.Lock()
 	_, _ = enc.out.Write(lb.b)
+	enc.mu.Unlock()
 	if cap(lb.b) <= maxPooled && cap(lb.scratch) <= maxPooled {
 		enc.bufs.Put(lb)
 	}

@@ -2,10 +2,12 @@ package accesslog
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"hash/fnv"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -215,5 +217,50 @@ func TestFNV(t *testing.T) {
 		if got, want := fnv64a(s), h.Sum64(); got != want {
 			t.Errorf("fnv64a(%q) = %x, want %x", s, got, want)
 		}
+	}
+}
+
+// countingWriter takes Writes from many goroutines and checks each is one
+// whole JSON line.
+type countingWriter struct {
+	mu    sync.Mutex
+	lines int
+	bad   []string
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lines++
+	if !json.Valid(p) || bytes.Count(p, []byte("\n")) != 1 {
+		w.bad = append(w.bad, string(p))
+	}
+	return len(p), nil
+}
+
+// TestEncoderConcurrent: lines written from many requests at once stay
+// whole, one per Write, and share the pooled buffers safely.
+func TestEncoderConcurrent(t *testing.T) {
+	w := &countingWriter{}
+	l := logrus.New()
+	l.SetOutput(w)
+	l.SetFormatter(&logrus.JSONFormatter{})
+	al := New(DefaultOptions(), l.WithField("component", "access"))
+	if al.enc == nil {
+		t.Fatal("no encoder")
+	}
+	const workers, each = 8, 200
+	var wg sync.WaitGroup
+	for g := range workers {
+		wg.Go(func() {
+			for i := range each {
+				e := encoderCases()[(g+i)%len(encoderCases())]
+				al.Log(&e)
+			}
+		})
+	}
+	wg.Wait()
+	if w.lines != workers*each || len(w.bad) > 0 {
+		t.Fatalf("%d lines of %d, broken: %q", w.lines, workers*each, w.bad)
 	}
 }
