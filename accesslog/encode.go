@@ -2,6 +2,7 @@ package accesslog
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -111,6 +112,9 @@ func newEncoder(log logrus.FieldLogger) *encoder {
 	var base logrus.Fields
 	switch v := log.(type) {
 	case *logrus.Entry:
+		if fieldError(v) {
+			return nil
+		}
 		logger, base = v.Logger, v.Data
 	case *logrus.Logger:
 		logger = v
@@ -126,7 +130,7 @@ func newEncoder(log logrus.FieldLogger) *encoder {
 		}
 		enc.json, enc.html = true, !f.DisableHTMLEscape
 		if !f.DisableTimestamp {
-			enc.timeFmt = cmpOr(f.TimestampFormat, time.RFC3339)
+			enc.timeFmt = cmp.Or(f.TimestampFormat, time.RFC3339)
 		}
 	case *logrus.TextFormatter:
 		if len(f.FieldMap) > 0 || f.SortingFunc != nil || f.ForceColors || f.EnvironmentOverrideColors ||
@@ -135,7 +139,7 @@ func newEncoder(log logrus.FieldLogger) *encoder {
 		}
 		enc.quote = quoting{force: f.ForceQuote, disable: f.DisableQuote, empty: f.QuoteEmptyFields}
 		if !f.DisableTimestamp {
-			enc.timeFmt = cmpOr(f.TimestampFormat, time.RFC3339)
+			enc.timeFmt = cmp.Or(f.TimestampFormat, time.RFC3339)
 		}
 	default:
 		return nil
@@ -146,11 +150,21 @@ func newEncoder(log logrus.FieldLogger) *encoder {
 	return enc
 }
 
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
+// fieldError reports whether e carries logrus's record of a field it
+// refused (a func value), which logrus writes on every line as
+// logrus_error and keeps out of sight of anything but a formatter.
+func fieldError(e *logrus.Entry) bool {
+	var buf bytes.Buffer
+	probe := e.WithFields(nil)
+	probe.Logger = &logrus.Logger{Out: &buf, Formatter: &logrus.JSONFormatter{DisableTimestamp: true},
+		Hooks: logrus.LevelHooks{}, Level: logrus.InfoLevel}
+	probe.Info("")
+	var line map[string]json.RawMessage
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+		return true
 	}
-	return s
+	_, refused := line[logrus.FieldKeyLogrusError]
+	return refused
 }
 
 // maybeTerminal reports whether w may be a terminal, where logrus's text

@@ -172,6 +172,7 @@ func TestEncoderDeclines(t *testing.T) {
 		}},
 		{"clashing field", func(l *logrus.Logger) logrus.FieldLogger { return l.WithField("msg", "x") }},
 		{"overridden field", func(l *logrus.Logger) logrus.FieldLogger { return l.WithField("rule", "x") }},
+		{"func field", func(l *logrus.Logger) logrus.FieldLogger { return l.WithField("f", func() {}) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
