@@ -2,8 +2,6 @@ package accesslog
 
 import (
 	"math"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -53,16 +51,7 @@ type Leg struct {
 // Legs renders as a short list in text logs and as objects in JSON logs.
 type Legs []Leg
 
-func (ls Legs) String() string {
-	var b strings.Builder
-	for k, l := range ls {
-		if k > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(l.Phase + "@" + l.Endpoint + ":" + strconv.Itoa(l.Status) + "/" + strconv.FormatFloat(l.MS, 'f', 3, 64) + "ms")
-	}
-	return b.String()
-}
+func (ls Legs) String() string { return string(ls.appendText(nil)) }
 
 // Logger writes access lines. A nil *Logger logs nothing.
 type Logger struct {

@@ -85,6 +85,7 @@ type quoting struct {
 	force, disable, empty bool
 }
 
+// encoder is one logger's line layout and its pooled buffers.
 type encoder struct {
 	mu      sync.Mutex // held across out.Write
 	out     io.Writer
@@ -513,7 +514,7 @@ func appendQuoteBytes(b, raw []byte) []byte {
 	return append(b, '"')
 }
 
-// appendText appends the legs as String renders them.
+// appendText appends the legs' text form: phase@endpoint:status/ms each.
 func (ls Legs) appendText(b []byte) []byte {
 	for k, l := range ls {
 		if k > 0 {
