@@ -1,10 +1,7 @@
 package accesslog
 
 import (
-	"hash/fnv"
 	"math"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -54,20 +51,14 @@ type Leg struct {
 // Legs renders as a short list in text logs and as objects in JSON logs.
 type Legs []Leg
 
-func (ls Legs) String() string {
-	var b strings.Builder
-	for k, l := range ls {
-		if k > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(l.Phase + "@" + l.Endpoint + ":" + strconv.Itoa(l.Status) + "/" + strconv.FormatFloat(l.MS, 'f', 3, 64) + "ms")
-	}
-	return b.String()
-}
+func (ls Legs) String() string { return string(ls.appendText(nil)) }
 
 // Logger writes access lines. A nil *Logger logs nothing.
 type Logger struct {
 	log logrus.FieldLogger
+	// enc writes lines without logrus (encode.go); nil when the logger's
+	// setup is one only logrus renders.
+	enc *encoder
 	// threshold: a request whose id hashes below it is sampled (all when
 	// every is set).
 	threshold uint64
@@ -79,7 +70,7 @@ func New(opts Options, log logrus.FieldLogger) *Logger {
 	if !opts.Enabled || log == nil {
 		return nil
 	}
-	l := &Logger{log: log}
+	l := &Logger{log: log, enc: newEncoder(log)}
 	switch r := opts.SampleRate; {
 	case r >= 1:
 		l.every = true
@@ -100,9 +91,19 @@ func (l *Logger) Sampled(e *Entry) bool {
 	if l.every || e.Status >= 400 || e.Code != "" {
 		return true
 	}
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(e.RequestID))
-	return h.Sum64() < l.threshold
+	return fnv64a(e.RequestID) < l.threshold
+}
+
+// fnv64a is FNV-1a (hash/fnv's New64a) over s, without a hasher to
+// allocate.
+func fnv64a(s string) uint64 {
+	const offset, prime = 14695981039346656037, 1099511628211
+	h := uint64(offset)
+	for i := range len(s) {
+		h ^= uint64(s[i])
+		h *= prime
+	}
+	return h
 }
 
 // Log writes e when it is sampled and the logger admits info.
@@ -110,6 +111,16 @@ func (l *Logger) Log(e *Entry) {
 	if !l.Sampled(e) || !infoEnabled(l.log) {
 		return
 	}
+	if l.enc != nil {
+		l.enc.write(e)
+		return
+	}
+	l.logrusLine(e)
+}
+
+// logrusLine writes e through logrus: the line the encoder reproduces, and
+// the path for logger setups it does not.
+func (l *Logger) logrusLine(e *Entry) {
 	f := logrus.Fields{
 		"request_id":  e.RequestID,
 		"method":      e.Method,

@@ -134,17 +134,25 @@ func TestModelBounded(t *testing.T) {
 }
 
 // BenchmarkLog is the cost of one access line (JSON and text, to a discarding
-// writer): what every request pays with the default options.
+// writer): what every request pays with the default options, through the
+// encoder and, in the same run, through logrus (the …/logrus cases).
 func BenchmarkLog(b *testing.B) {
 	for _, f := range []struct {
-		name string
-		f    logrus.Formatter
-	}{{"json", &logrus.JSONFormatter{}}, {"text", &logrus.TextFormatter{}}} {
+		name   string
+		f      logrus.Formatter
+		logrus bool
+	}{
+		{"json", &logrus.JSONFormatter{}, false}, {"text", &logrus.TextFormatter{}, false},
+		{"json/logrus", &logrus.JSONFormatter{}, true}, {"text/logrus", &logrus.TextFormatter{}, true},
+	} {
 		b.Run(f.name, func(b *testing.B) {
 			l := logrus.New()
 			l.SetOutput(io.Discard)
 			l.SetFormatter(f.f)
 			al := New(DefaultOptions(), l.WithField("component", "access"))
+			if f.logrus {
+				al.enc = nil
+			}
 			e := &Entry{Start: time.Now(), RequestID: "cbad8095490c4899ddcb9c3c6cf0decf", Rule: "chat", VIP: "10.0.0.1:8080",
 				Method: "POST", Path: "/v1/chat/completions", Model: "m", Client: "10.1.1.1", Status: 200, Tier: "tier2_load",
 				Endpoint: "10.0.0.3:8000", Prefill: "10.0.0.2:8000", TTFT: 15 * time.Millisecond, Total: time.Second, BytesOut: 900,

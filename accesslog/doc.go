@@ -1,6 +1,9 @@
 // Package accesslog writes the gateway's access log: one structured line per
-// data request, after the response ended, through the daemon's logger (so
-// --log-format json makes it one JSON object per line).
+// data request, after the response ended, to the daemon logger's output in
+// its format (so --log-format json makes it one JSON object per line). The
+// line is rendered by a pooled encoder, byte for byte what the logger's
+// logrus formatter would write but without an allocation per line; logger
+// setups it does not reproduce go through logrus itself.
 //
 // A line says what an operator needs to explain a request after the fact —
 // which rule and VIP took it, what the ladder decided, which endpoints

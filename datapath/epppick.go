@@ -190,7 +190,7 @@ func (rt *Runtime) eppPickSingle(c *compiled, r *http.Request, body []byte, excl
 	f := c.poolFacts(r, body)
 	var i int
 	if c.win == nil {
-		i, excl, _ = rt.choose(c, &f, r, body, excl, true)
+		i, excl, _, _ = rt.choose(c, &f, r, body, excl, true)
 	} else {
 		var err error
 		if i, excl, err = rt.eppChooseAdmitted(g, c, &f, r, body, excl); err != nil {

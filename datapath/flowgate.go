@@ -158,16 +158,19 @@ func (h *heldSlots) release() {
 // chooseAdmitted is choose under the rule's windows: the endpoint chosen
 // among those with room, its slot taken into held; when every usable
 // endpoint is at its window the request waits in the queue. shed true:
-// the client has been answered (shed, or gone).
+// the client has been answered (shed, or gone). What chose the endpoint
+// goes to the request's observation (x.obs.picker).
 func (rt *Runtime) chooseAdmitted(x *exchange, c *compiled, f *pick.PoolFacts, body []byte, excl uint64, first bool, held *heldSlots) (int, uint64, *pick.Placed, bool) {
 	if c.win == nil {
-		i, excl, placed := rt.choose(c, f, x.r, body, excl, first)
+		i, excl, placed, by := rt.choose(c, f, x.r, body, excl, first)
+		x.obs.picker = by
 		return i, excl, placed, false
 	}
 	wc := windowChoice{rt: rt, c: c, f: f, r: x.r, body: body, excl: excl, first: first, held: held, i: -1}
 	if !rt.admitFlow(x, c, wc.try) {
 		return -1, wc.excl, nil, true
 	}
+	x.obs.picker = wc.by
 	return wc.i, wc.excl, wc.placed, false
 }
 
@@ -187,19 +190,20 @@ type windowChoice struct {
 	held   *heldSlots
 	i      int
 	placed *pick.Placed
+	by     string // what chose i (the access log's tier)
 }
 
 func (w *windowChoice) try() bool {
 	c := w.c
 	for range len(c.eps) + 1 {
 		full := c.windowFull()
-		k, ex, p := w.rt.choose(c, w.f, w.r, w.body, w.excl|full, w.first)
+		k, ex, p, by := w.rt.choose(c, w.f, w.r, w.body, w.excl|full, w.first)
 		w.excl |= ex &^ full // endpoints lost to a half-open race stay out
 		if k < 0 {
 			return !c.waitsForWindow(w.excl, full)
 		}
 		if w.held.take(c, k) {
-			w.i, w.placed = k, p
+			w.i, w.placed, w.by = k, p, by
 			return true
 		}
 		p.Done(0)         // the cost model's booking of a choice not taken

@@ -28,6 +28,7 @@ type reqObs struct {
 	model    string    // the request's model when the gateway read it
 	endpoint int       // the endpoint that answered (single pool, or the served decode); -1: none
 	tier     string    // what chose the endpoint
+	picker   string    // what chose the single-pool endpoint of the attempt sent (choose); tier when tier is unset
 	prefill  int       // the P/D prefill; -1: none
 	legs     accesslog.Legs
 	pdLegs   []pd.LegResult
@@ -162,7 +163,10 @@ func (rt *Runtime) observeEnd(x *exchange) {
 	prompt, completion, metered := usageOf(x.w)
 	c := o.c
 	if c != nil && o.endpoint >= 0 && o.tier == "" {
-		o.tier = c.rule.Selector.String()
+		o.tier = o.picker
+		if o.tier == "" {
+			o.tier = c.rule.Selector.String()
+		}
 	}
 	if c != nil && rt.llm != nil {
 		rt.observeLLM(x, status, ttft, total, completion, metered)

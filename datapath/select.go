@@ -34,15 +34,17 @@ func (c *compiled) poolFacts(r *http.Request, body []byte) pick.PoolFacts {
 // guard, or a retry) the rule's mode. It returns -1 when nothing is
 // eligible, and excl grown by endpoints lost to a half-open race. placed
 // is the cost model's record of a KV-exact placement (nil otherwise), to
-// be told when the first token arrives.
-func (rt *Runtime) choose(c *compiled, f *pick.PoolFacts, r *http.Request, body []byte, excl uint64, first bool) (i int, _ uint64, placed *pick.Placed) {
+// be told when the first token arrives. by names what chose: the KV-exact
+// picker's name, else the rule's mode; the access line and the span must
+// not credit the mode with a KV-exact choice.
+func (rt *Runtime) choose(c *compiled, f *pick.PoolFacts, r *http.Request, body []byte, excl uint64, first bool) (i int, _ uint64, placed *pick.Placed, by string) {
 	if first && c.kv != nil && c.kv.Mode() == 3 && c.rule.PD == nil {
-		if i, placed := rt.pickKV(c, r, body, excl); i >= 0 {
-			return i, excl, placed
+		if i, placed, by := rt.pickKV(c, r, body, excl); i >= 0 {
+			return i, excl, placed, by
 		}
 	}
 	i, excl = c.pickAdmitted(f, excl)
-	return i, excl, nil
+	return i, excl, nil, c.rule.Selector.String()
 }
 
 // pick returns the index of the endpoint for a new request, or -1 when none
@@ -100,32 +102,32 @@ func (c *compiled) chwblKey(f *pick.PoolFacts, r *http.Request, body []byte) {
 // through its breaker; -1 (a miss, untrusted inventory, load guard) keeps
 // the rule's selector. With the cost model, a miss on a least-connections
 // rule is placed here too (the cheapest estimate), and the placement comes
-// back for the first-token report.
-func (rt *Runtime) pickKV(c *compiled, r *http.Request, body []byte, excl uint64) (int, *pick.Placed) {
+// back for the first-token report. by is the name of the picker that chose.
+func (rt *Runtime) pickKV(c *compiled, r *http.Request, body []byte, excl uint64) (i int, placed *pick.Placed, by string) {
 	if len(body) == 0 {
-		return -1, nil
+		return -1, nil, ""
 	}
 	var now int64
 	cands := c.kvCandidates(excl, &now)
 	if len(cands) == 0 {
-		return -1, nil
+		return -1, nil, ""
 	}
 	f := pick.Facts{Ctx: r.Context(), Path: r.URL.Path, Body: body, Now: time.Now()}
 	f.Model, _ = requestIdentity(r.Header, ladder.ScanBody(body))
-	k, _, ok := c.kv.PickSingle(&f, cands)
+	k, name, _, ok := c.kv.PickSingle(&f, cands)
 	if !ok || k < 0 || k >= len(cands) {
-		return -1, nil
+		return -1, nil, ""
 	}
-	i := cands[k].Index
+	i = cands[k].Index
 	if c.cb.enabled {
 		admitted, to := c.eps[i].br.admit()
 		c.recordBreaker(i, to)
 		if !admitted {
-			return -1, nil
+			return -1, nil, ""
 		}
 	}
 	c.kv.NoteWork(&f, cands[k])
-	return i, f.Placed
+	return i, f.Placed, string(name)
 }
 
 // kvCandidates is the snapshot the KV-exact picker chooses from on a single

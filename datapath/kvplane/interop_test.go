@@ -373,7 +373,7 @@ func TestHotHolderServingOnlyHits(t *testing.T) {
 			cands := []ladder.Candidate{{ID: hot.ID}, {ID: cold.ID, Index: 1}}
 			pick := func(tokens []uint32) (int, string) {
 				f := &ladder.Facts{Tokens: tokens}
-				i, why, ok := rk.PickSingle(f, cands)
+				i, _, why, ok := rk.PickSingle(f, cands)
 				if !ok {
 					return -1, why
 				}

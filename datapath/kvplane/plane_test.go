@@ -265,7 +265,7 @@ func TestInventoryRowsAndPickSingle(t *testing.T) {
 
 	cands := []ladder.Candidate{{ID: p1.ID}, {ID: p2.ID, Index: 1}}
 	f := &ladder.Facts{Tokens: tokens}
-	if _, reason, ok := rk.PickSingle(f, cands); ok || reason != ladder.ReasonUntrusted {
+	if _, _, reason, ok := rk.PickSingle(f, cands); ok || reason != ladder.ReasonUntrusted {
 		t.Fatalf("during warm-up: ok %v reason %q, want untrusted", ok, reason)
 	}
 	rows := p.KVInventory()
@@ -274,7 +274,7 @@ func TestInventoryRowsAndPickSingle(t *testing.T) {
 		t.Fatalf("rows during warm-up: %+v", rows)
 	}
 	clk.add(6 * time.Second)
-	idx, reason, ok := rk.PickSingle(f, cands)
+	idx, _, reason, ok := rk.PickSingle(f, cands)
 	if !ok || idx != 0 {
 		t.Fatalf("after warm-up: %d %q %v, want p1", idx, reason, ok)
 	}
@@ -284,7 +284,7 @@ func TestInventoryRowsAndPickSingle(t *testing.T) {
 	// An engine restart (sequence regression, first batches lost) clears
 	// and untrusts p1.
 	s.Apply(p1.ID, 0, 3, kvexact.Batch{})
-	if _, reason, ok := rk.PickSingle(f, cands); ok || reason != ladder.ReasonUntrusted {
+	if _, _, reason, ok := rk.PickSingle(f, cands); ok || reason != ladder.ReasonUntrusted {
 		t.Fatalf("after restart: ok %v reason %q", ok, reason)
 	}
 	if rows := p.KVInventory(); rows[0].Blocks != 0 || rows[0].Reason != kvexact.ReasonRestart {
@@ -332,7 +332,7 @@ func TestZeroHitWatchdog(t *testing.T) {
 	if fired() != 1 {
 		t.Fatalf("watchdog fired %v times for 7 zero-hit lookups with N=3, want once per streak", fired())
 	}
-	if _, _, ok := rk.PickSingle(&ladder.Facts{Tokens: tokens}, cands); !ok {
+	if _, _, _, ok := rk.PickSingle(&ladder.Facts{Tokens: tokens}, cands); !ok {
 		t.Fatal("the stored prompt must hit")
 	}
 	for i := 0; i < 3; i++ {

@@ -88,15 +88,22 @@ func (r *RuleKV) costs() *pick.Costs { return r.plane.Costs() }
 // PickSingle is the same decision (the KV-exact pick.Picker) for a mode-3
 // single pool, over a snapshot of its usable primaries: ok=false (with
 // the fall-through reason) means the rule's selector keeps its choice.
-func (r *RuleKV) PickSingle(f *pick.Facts, cands []pick.Candidate) (int, string, bool) {
+// by names the picker that chose — the KV-exact tier, or the cost model's
+// load placement of a request the tier passed on (reason is then the
+// tier's) — so the access line and the span say what really decided.
+func (r *RuleKV) PickSingle(f *pick.Facts, cands []pick.Candidate) (idx int, by pick.Name, reason string, ok bool) {
 	if len(cands) == 0 {
-		return -1, ladder.ReasonEmpty, false
+		return -1, "", ladder.ReasonEmpty, false
 	}
-	idx, reason, ok := r.single.Pick(f, cands)
-	if !ok && r.cold != nil {
-		idx, _, ok = r.cold.Pick(f, cands)
+	if idx, reason, ok = r.single.Pick(f, cands); ok {
+		return idx, r.single.Name(), reason, true
 	}
-	return idx, reason, ok
+	if r.cold != nil {
+		if k, _, placed := r.cold.Pick(f, cands); placed {
+			return k, r.cold.Name(), reason, true
+		}
+	}
+	return idx, "", reason, false
 }
 
 // NoteWork tells the inventory a mode-3 request f, scored by PickSingle,

@@ -1,0 +1,641 @@
+package accesslog
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sirupsen/logrus"
+)
+
+// The encoder writes access lines straight to the daemon logger's writer,
+// byte for byte what logrus's JSONFormatter or (uncoloured) TextFormatter
+// would have written, with none of logrus's per-line cost: no field map,
+// no entry copies, no reflection, no boxed values (about 40 allocations a
+// request). It is built only for formatter settings it reproduces exactly
+// (newEncoder); anything else — hooks, caller reports, renamed keys,
+// colours on a terminal, a custom formatter — keeps the logrus path.
+//
+// The line goes to the writer in one Write, as logrus does, under the
+// encoder's lock (logrus's is private): access lines never interleave, and
+// the writer must take a Write concurrent with logrus's own lines whole, as
+// an *os.File (the daemon's stderr, a log file) does, or be locked itself.
+
+// fieldID names what a slot of the line holds.
+type fieldID uint8
+
+const (
+	fBase fieldID = iota // a field of the logger's entry (component=access), rendered once
+	fTime
+	fLevel
+	fMsg
+	fRequestID
+	fTraceID
+	fRule
+	fVIP
+	fMethod
+	fPath
+	fModel
+	fClient
+	fStatus
+	fError
+	fTier
+	fEndpoint
+	fPrefill
+	fLegs
+	fTTFT
+	fDuration
+	fBytesOut
+	fPromptTokens
+	fCompletionTokens
+)
+
+// lineKeys are the keys of the fields an Entry fills, as the logrus path
+// names them.
+var lineKeys = [...]struct {
+	key string
+	id  fieldID
+}{
+	{"request_id", fRequestID}, {"trace_id", fTraceID}, {"rule", fRule}, {"vip", fVIP},
+	{"method", fMethod}, {"path", fPath}, {"model", fModel}, {"client", fClient},
+	{"status", fStatus}, {"error", fError}, {"tier", fTier}, {"endpoint", fEndpoint},
+	{"prefill", fPrefill}, {"legs", fLegs}, {"ttft_ms", fTTFT}, {"duration_ms", fDuration},
+	{"bytes_out", fBytesOut}, {"prompt_tokens", fPromptTokens}, {"completion_tokens", fCompletionTokens},
+}
+
+// slot is one key of the line in the formatter's order: key rendered with
+// its separator (`"key":` or `key=`), and a base field's value.
+type slot struct {
+	key   []byte
+	id    fieldID
+	value []byte
+}
+
+// quoting is the TextFormatter's value quoting.
+type quoting struct {
+	force, disable, empty bool
+}
+
+// encoder is one logger's line layout and its pooled buffers.
+type encoder struct {
+	mu      sync.Mutex // held across out.Write
+	out     io.Writer
+	json    bool
+	html    bool   // JSON: escape <, > and & as encoding/json does by default
+	timeFmt string // "": no time key
+	quote   quoting
+	slots   []slot
+	bufs    sync.Pool // *lineBuf
+}
+
+// lineBuf is a pooled line and the scratch space of values rendered before
+// they are quoted.
+type lineBuf struct {
+	b, scratch []byte
+}
+
+// maxPooled keeps a freak line's buffer out of the pool.
+const maxPooled = 64 << 10
+
+// newEncoder returns the direct encoder for log, or nil when log's
+// logger is set up in a way only logrus itself renders.
+func newEncoder(log logrus.FieldLogger) *encoder {
+	var logger *logrus.Logger
+	var base logrus.Fields
+	switch v := log.(type) {
+	case *logrus.Entry:
+		if fieldError(v) {
+			return nil
+		}
+		logger, base = v.Logger, v.Data
+	case *logrus.Logger:
+		logger = v
+	}
+	if logger == nil || logger.Out == nil || logger.ReportCaller || len(logger.Hooks[logrus.InfoLevel]) > 0 {
+		return nil
+	}
+	enc := &encoder{out: logger.Out}
+	switch f := logger.Formatter.(type) {
+	case *logrus.JSONFormatter:
+		if f.DataKey != "" || len(f.FieldMap) > 0 || f.PrettyPrint {
+			return nil
+		}
+		enc.json, enc.html = true, !f.DisableHTMLEscape
+		if !f.DisableTimestamp {
+			enc.timeFmt = cmp.Or(f.TimestampFormat, time.RFC3339)
+		}
+	case *logrus.TextFormatter:
+		if len(f.FieldMap) > 0 || f.SortingFunc != nil || f.ForceColors || f.EnvironmentOverrideColors ||
+			(!f.DisableColors && maybeTerminal(logger.Out)) {
+			return nil
+		}
+		enc.quote = quoting{force: f.ForceQuote, disable: f.DisableQuote, empty: f.QuoteEmptyFields}
+		if !f.DisableTimestamp {
+			enc.timeFmt = cmp.Or(f.TimestampFormat, time.RFC3339)
+		}
+	default:
+		return nil
+	}
+	if !enc.layout(base) {
+		return nil
+	}
+	return enc
+}
+
+// fieldError reports whether e carries logrus's record of a field it
+// refused (a func value), which logrus writes on every line as
+// logrus_error and keeps out of sight of anything but a formatter.
+func fieldError(e *logrus.Entry) bool {
+	var buf bytes.Buffer
+	probe := e.WithFields(nil)
+	probe.Logger = &logrus.Logger{Out: &buf, Formatter: &logrus.JSONFormatter{DisableTimestamp: true},
+		Hooks: logrus.LevelHooks{}, Level: logrus.InfoLevel}
+	probe.Info("")
+	var line map[string]json.RawMessage
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+		return true
+	}
+	_, refused := line[logrus.FieldKeyLogrusError]
+	return refused
+}
+
+// maybeTerminal reports whether w may be a terminal, where logrus's text
+// formatter colours its lines: any character device counts (the encoder
+// then leaves /dev/null to logrus too, which costs nothing but speed).
+func maybeTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err != nil || st.Mode()&os.ModeCharDevice != 0
+}
+
+// layout orders the line's keys as the formatter does — JSON: every key
+// sorted (encoding/json sorts a map's keys); text: time, level, msg, then
+// the sorted fields — and renders the logger's own fields. It fails on a
+// field logrus would rename or let a line's field override.
+func (enc *encoder) layout(base logrus.Fields) bool {
+	var slots []slot
+	for k, v := range base {
+		switch k {
+		case logrus.FieldKeyTime, logrus.FieldKeyLevel, logrus.FieldKeyMsg, logrus.FieldKeyLogrusError:
+			return false
+		}
+		for _, lk := range lineKeys {
+			if lk.key == k {
+				return false
+			}
+		}
+		val, ok := enc.baseValue(v)
+		if !ok {
+			return false
+		}
+		slots = append(slots, slot{key: []byte(k), id: fBase, value: val})
+	}
+	for _, lk := range lineKeys {
+		slots = append(slots, slot{key: []byte(lk.key), id: lk.id})
+	}
+	var fixed []slot
+	if enc.timeFmt != "" {
+		fixed = append(fixed, slot{key: []byte(logrus.FieldKeyTime), id: fTime})
+	}
+	fixed = append(fixed, slot{key: []byte(logrus.FieldKeyLevel), id: fLevel}, slot{key: []byte(logrus.FieldKeyMsg), id: fMsg})
+	byKey := func(a, b slot) int { return bytes.Compare(a.key, b.key) }
+	if enc.json {
+		slots = append(slots, fixed...)
+		slices.SortFunc(slots, byKey)
+	} else {
+		slices.SortFunc(slots, byKey)
+		slots = append(fixed, slots...)
+	}
+	for i := range slots {
+		s := &slots[i]
+		if enc.json {
+			s.key = append(appendJSONString(nil, string(s.key), enc.html), ':')
+		} else {
+			s.key = append(s.key, '=')
+		}
+	}
+	enc.slots = slots
+	return true
+}
+
+// baseValue renders a field of the logger's entry as its formatter would.
+func (enc *encoder) baseValue(v any) ([]byte, bool) {
+	if enc.json {
+		if err, ok := v.(error); ok {
+			v = err.Error()
+		}
+		var b bytes.Buffer
+		je := json.NewEncoder(&b)
+		je.SetEscapeHTML(enc.html)
+		if err := je.Encode(v); err != nil {
+			return nil, false
+		}
+		return bytes.TrimSuffix(b.Bytes(), []byte("\n")), true
+	}
+	switch x := v.(type) {
+	case string:
+		return enc.quote.appendString(nil, x), true
+	case []byte:
+		return enc.quote.appendBytes(nil, x), true
+	case bool:
+		return enc.quote.appendString(nil, strconv.FormatBool(x)), true
+	case error:
+		return enc.quote.appendString(nil, x.Error()), true
+	case fmt.Stringer:
+		return enc.quote.appendString(nil, x.String()), true
+	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, uintptr:
+		return enc.quote.appendNumber(nil, []byte(fmt.Sprint(x))), true
+	case float32:
+		return enc.quote.appendNumber(nil, strconv.AppendFloat(nil, float64(x), 'g', -1, 32)), true
+	case float64:
+		return enc.quote.appendNumber(nil, strconv.AppendFloat(nil, x, 'g', -1, 64)), true
+	}
+	return enc.quote.appendString(nil, fmt.Sprint(v)), true
+}
+
+// write renders e and writes it in one Write.
+func (enc *encoder) write(e *Entry) {
+	lb, _ := enc.bufs.Get().(*lineBuf)
+	if lb == nil {
+		lb = &lineBuf{b: make([]byte, 0, 1024), scratch: make([]byte, 0, 256)}
+	}
+	lb.b = enc.line(lb.b[:0], lb, e)
+	enc.mu.Lock()
+	_, _ = enc.out.Write(lb.b)
+	enc.mu.Unlock()
+	if cap(lb.b) <= maxPooled && cap(lb.scratch) <= maxPooled {
+		enc.bufs.Put(lb)
+	}
+}
+
+// line appends e's line to b.
+func (enc *encoder) line(b []byte, lb *lineBuf, e *Entry) []byte {
+	if enc.json {
+		b = append(b, '{')
+	}
+	first := true
+	for i := range enc.slots {
+		s := &enc.slots[i]
+		if !present(s.id, e) {
+			continue
+		}
+		switch {
+		case first:
+			first = false
+		case enc.json:
+			b = append(b, ',')
+		default:
+			b = append(b, ' ')
+		}
+		b = append(b, s.key...)
+		b = enc.value(b, lb, s, e)
+	}
+	if enc.json {
+		b = append(b, '}')
+	}
+	return append(b, '\n')
+}
+
+// present reports whether e has the field: the request's identity, status,
+// duration and size always, the rest only when known.
+func present(id fieldID, e *Entry) bool {
+	switch id {
+	case fTraceID:
+		return e.TraceID != ""
+	case fRule:
+		return e.Rule != ""
+	case fVIP:
+		return e.VIP != ""
+	case fModel:
+		return e.Model != ""
+	case fClient:
+		return e.Client != ""
+	case fError:
+		return e.Code != ""
+	case fTier:
+		return e.Tier != ""
+	case fEndpoint:
+		return e.Endpoint != ""
+	case fPrefill:
+		return e.Prefill != ""
+	case fLegs:
+		return len(e.Legs) > 0
+	case fTTFT:
+		return e.TTFT > 0
+	case fPromptTokens, fCompletionTokens:
+		return e.Metered
+	}
+	return true
+}
+
+// value appends the value of slot s.
+func (enc *encoder) value(b []byte, lb *lineBuf, s *slot, e *Entry) []byte {
+	switch s.id {
+	case fBase:
+		return append(b, s.value...)
+	case fTime:
+		t := e.Start
+		if t.IsZero() {
+			t = time.Now() // as logrus stamps an entry without a time
+		}
+		lb.scratch = t.AppendFormat(lb.scratch[:0], enc.timeFmt)
+		return enc.strBytes(b, lb.scratch)
+	case fLevel:
+		return enc.str(b, "info")
+	case fMsg:
+		return enc.str(b, Message)
+	case fRequestID:
+		return enc.str(b, e.RequestID)
+	case fTraceID:
+		return enc.str(b, e.TraceID)
+	case fRule:
+		return enc.str(b, e.Rule)
+	case fVIP:
+		return enc.str(b, e.VIP)
+	case fMethod:
+		return enc.str(b, e.Method)
+	case fPath:
+		return enc.str(b, e.Path)
+	case fModel:
+		m := e.Model
+		if len(m) > maxModel {
+			m = m[:maxModel]
+		}
+		return enc.str(b, m)
+	case fClient:
+		return enc.str(b, e.Client)
+	case fStatus:
+		return enc.int(b, int64(e.Status))
+	case fError:
+		return enc.str(b, e.Code)
+	case fTier:
+		return enc.str(b, e.Tier)
+	case fEndpoint:
+		return enc.str(b, e.Endpoint)
+	case fPrefill:
+		return enc.str(b, e.Prefill)
+	case fLegs:
+		if enc.json {
+			return appendJSONLegs(b, e.Legs, enc.html)
+		}
+		lb.scratch = e.Legs.appendText(lb.scratch[:0])
+		return enc.quote.appendBytes(b, lb.scratch)
+	case fTTFT:
+		return enc.float(b, ms(e.TTFT))
+	case fDuration:
+		return enc.float(b, ms(e.Total))
+	case fBytesOut:
+		return enc.int(b, e.BytesOut)
+	case fPromptTokens:
+		return enc.int(b, int64(e.PromptTokens))
+	case fCompletionTokens:
+		return enc.int(b, int64(e.CompletionTokens))
+	}
+	return b
+}
+
+func (enc *encoder) str(b []byte, s string) []byte {
+	if enc.json {
+		return appendJSONString(b, s, enc.html)
+	}
+	return enc.quote.appendString(b, s)
+}
+
+func (enc *encoder) strBytes(b, raw []byte) []byte {
+	if enc.json {
+		return appendJSONString(b, raw, enc.html)
+	}
+	return enc.quote.appendBytes(b, raw)
+}
+
+func (enc *encoder) int(b []byte, n int64) []byte {
+	if enc.json || !enc.quote.force {
+		return strconv.AppendInt(b, n, 10)
+	}
+	var raw [24]byte
+	return enc.quote.appendNumber(b, strconv.AppendInt(raw[:0], n, 10))
+}
+
+func (enc *encoder) float(b []byte, f float64) []byte {
+	if enc.json {
+		return appendJSONFloat(b, f)
+	}
+	var raw [32]byte
+	return enc.quote.appendNumber(b, strconv.AppendFloat(raw[:0], f, 'g', -1, 64))
+}
+
+// appendString appends s as logrus's TextFormatter writes a string value:
+// bare when every byte is safe, else Go-quoted.
+func (q quoting) appendString(b []byte, s string) []byte {
+	switch {
+	case !quotes(q, s):
+		return append(b, s...)
+	case s == "":
+		return append(b, `""`...)
+	}
+	return strconv.AppendQuote(b, s)
+}
+
+// appendBytes is appendString of raw without making it a string.
+func (q quoting) appendBytes(b, raw []byte) []byte {
+	switch {
+	case !quotes(q, raw):
+		return append(b, raw...)
+	case len(raw) == 0:
+		return append(b, `""`...)
+	}
+	return appendQuoteBytes(b, raw)
+}
+
+// quotes is logrus's choice: forced, an empty value when asked, else any
+// byte outside [A-Za-z0-9-._/@^+] unless quoting is disabled.
+func quotes[S ~string | ~[]byte](q quoting, s S) bool {
+	return q.force || (q.empty && len(s) == 0) || (!q.disable && needsQuoting(s))
+}
+
+// appendNumber appends a rendered number: bare, or quoted under ForceQuote.
+func (q quoting) appendNumber(b, num []byte) []byte {
+	if q.force {
+		return appendQuoteBytes(b, num)
+	}
+	return append(b, num...)
+}
+
+// needsQuoting is logrus's test: any byte outside [A-Za-z0-9-._/@^+].
+func needsQuoting[S ~string | ~[]byte](s S) bool {
+	for i := range len(s) {
+		if !safeTextByte(s[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+func safeTextByte(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	}
+	switch c {
+	case '-', '.', '_', '/', '@', '^', '+':
+		return true
+	}
+	return false
+}
+
+// appendQuoteBytes is strconv.AppendQuote of raw without converting it to
+// a string when it is printable ASCII (a time, the legs), which strconv
+// writes as is but for '"' and '\'.
+func appendQuoteBytes(b, raw []byte) []byte {
+	for _, c := range raw {
+		if c < 0x20 || c > 0x7e {
+			return strconv.AppendQuote(b, string(raw))
+		}
+	}
+	b = append(b, '"')
+	for _, c := range raw {
+		if c == '"' || c == '\\' {
+			b = append(b, '\\')
+		}
+		b = append(b, c)
+	}
+	return append(b, '"')
+}
+
+// appendText appends the legs' text form: phase@endpoint:status/ms each.
+func (ls Legs) appendText(b []byte) []byte {
+	for k, l := range ls {
+		if k > 0 {
+			b = append(b, ' ')
+		}
+		b = append(b, l.Phase...)
+		b = append(b, '@')
+		b = append(b, l.Endpoint...)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, int64(l.Status), 10)
+		b = append(b, '/')
+		b = strconv.AppendFloat(b, l.MS, 'f', 3, 64)
+		b = append(b, "ms"...)
+	}
+	return b
+}
+
+// appendJSONLegs appends the legs as encoding/json renders []Leg.
+func appendJSONLegs(b []byte, ls Legs, html bool) []byte {
+	b = append(b, '[')
+	for k, l := range ls {
+		if k > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"phase":`...)
+		b = appendJSONString(b, l.Phase, html)
+		b = append(b, `,"endpoint":`...)
+		b = appendJSONString(b, l.Endpoint, html)
+		b = append(b, `,"status":`...)
+		b = strconv.AppendInt(b, int64(l.Status), 10)
+		b = append(b, `,"ms":`...)
+		b = appendJSONFloat(b, l.MS)
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+// appendJSONFloat is encoding/json's float64: the shortest form, in
+// exponent notation below 1e-6 and from 1e21. A NaN or infinity, which
+// encoding/json refuses (and logrus then drops the line), is written null.
+func appendJSONFloat(b []byte, f float64) []byte {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return append(b, "null"...)
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		// e-09 → e-9
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
+}
+
+const hexDigits = "0123456789abcdef"
+
+// jsonSafe reports whether encoding/json writes the ASCII byte c as is in
+// a string.
+func jsonSafe(c byte, html bool) bool {
+	if c < 0x20 || c == '"' || c == '\\' {
+		return false
+	}
+	return !html || (c != '<' && c != '>' && c != '&')
+}
+
+// appendJSONString appends src as encoding/json writes a string: control
+// bytes, quotes and backslashes escaped (and <, >, & when html), invalid
+// UTF-8 as U+FFFD, U+2028 and U+2029 escaped.
+func appendJSONString[S ~string | ~[]byte](b []byte, src S, html bool) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(src); {
+		if c := src[i]; c < utf8.RuneSelf {
+			if jsonSafe(c, html) {
+				i++
+				continue
+			}
+			b = append(b, src[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		n := min(len(src)-i, utf8.UTFMax)
+		r, size := utf8.DecodeRuneInString(string(src[i : i+n]))
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, src[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, src[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, src[start:]...)
+	return append(b, '"')
+}
