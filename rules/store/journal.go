@@ -49,12 +49,12 @@ type JournalOptions struct {
 	// Enabled appends each write to rules.journal instead of rewriting
 	// rules.json. Off, an existing journal is still replayed at load and
 	// folded into rules.json, so turning it off never loses a write.
-	Enabled bool
+	Enabled bool `yaml:"rules-journal"`
 	// MaxBytes compacts the journal into rules.json once it grows past
 	// this size (0 = 4 MiB).
-	MaxBytes int64
+	MaxBytes int64 `yaml:"rules-journal-max-bytes"`
 	// MaxRecords compacts it after this many records (0 = 1000).
-	MaxRecords int
+	MaxRecords int `yaml:"rules-journal-max-records"`
 }
 
 // DefaultJournalOptions is the journal off, with its default bounds.
