@@ -98,31 +98,32 @@ func encodeJournalRecord(rec journalRecord) ([]byte, error) {
 	return append(out, payload...), nil
 }
 
-// decodeJournal returns the sound records of data in order and the offset
-// just past the last of them; bad is why decoding stopped early ("" when
-// data ended cleanly).
-func decodeJournal(data []byte) (recs []journalRecord, good int, bad string) {
+// decodeJournal returns the sound records of data in order, the offset
+// just past each, and the offset past the last of them; bad is why decoding
+// stopped early ("" when data ended cleanly).
+func decodeJournal(data []byte) (recs []journalRecord, ends []int, good int, bad string) {
 	for off := 0; off < len(data); {
 		if len(data)-off < journalHeaderSize {
-			return recs, off, fmt.Sprintf("record at offset %d: header cut short", off)
+			return recs, ends, off, fmt.Sprintf("record at offset %d: header cut short", off)
 		}
 		n := int(binary.LittleEndian.Uint32(data[off : off+4]))
 		sum := binary.LittleEndian.Uint32(data[off+4 : off+8])
 		if n > journalMaxRecord || len(data)-off-journalHeaderSize < n {
-			return recs, off, fmt.Sprintf("record at offset %d: length %d runs past the end", off, n)
+			return recs, ends, off, fmt.Sprintf("record at offset %d: length %d runs past the end", off, n)
 		}
 		payload := data[off+journalHeaderSize : off+journalHeaderSize+n]
 		if crc32.Checksum(payload, journalCRC) != sum {
-			return recs, off, fmt.Sprintf("record at offset %d: checksum mismatch", off)
+			return recs, ends, off, fmt.Sprintf("record at offset %d: checksum mismatch", off)
 		}
 		var rec journalRecord
 		if err := json.Unmarshal(payload, &rec); err != nil {
-			return recs, off, fmt.Sprintf("record at offset %d: %v", off, err)
+			return recs, ends, off, fmt.Sprintf("record at offset %d: %v", off, err)
 		}
-		recs = append(recs, rec)
 		off += journalHeaderSize + n
+		recs = append(recs, rec)
+		ends = append(ends, off)
 	}
-	return recs, len(data), ""
+	return recs, ends, len(data), ""
 }
 
 // readJournal loads the journal's records after seq base, cutting a damaged
@@ -136,7 +137,8 @@ func (b *FileBackend) readJournal(base uint64) ([]journalRecord, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
-	recs, good, bad := decodeJournal(data)
+	recs, ends, good, bad := decodeJournal(data)
+	torn := bad != "" && isTornTail(data[good:])
 	// Records must follow the snapshot without a gap; one that does not
 	// cannot be trusted, nor anything after it.
 	var apply []journalRecord
@@ -147,7 +149,10 @@ func (b *FileBackend) readJournal(base uint64) ([]journalRecord, error) {
 		}
 		if r.Seq != next {
 			bad = fmt.Sprintf("record %d has sequence %d, want %d", i, r.Seq, next)
-			good = recordOffset(recs[:i])
+			good, torn = 0, false
+			if i > 0 {
+				good = ends[i-1]
+			}
 			break
 		}
 		apply = append(apply, r)
@@ -157,7 +162,7 @@ func (b *FileBackend) readJournal(base uint64) ([]journalRecord, error) {
 		return apply, nil
 	}
 	l := b.log.WithFields(logrus.Fields{"path": path, "reason": bad, "kept_bytes": good, "dropped_bytes": len(data) - good})
-	if tail := data[good:]; !isTornTail(tail) {
+	if !torn {
 		dst, qerr := b.sideFileOf(journalFileName, corruptSuffix)
 		if qerr == nil {
 			qerr = atomicfile.Write(dst, data, stateFileMode)
@@ -172,16 +177,6 @@ func (b *FileBackend) readJournal(base uint64) ([]journalRecord, error) {
 	}
 	l.Warn("rule journal ends in a damaged record (a crash mid-write?); dropped it and what follows")
 	return apply, nil
-}
-
-// recordOffset is the byte length of recs as framed on disk.
-func recordOffset(recs []journalRecord) int {
-	n := 0
-	for _, r := range recs {
-		b, _ := encodeJournalRecord(r)
-		n += len(b)
-	}
-	return n
 }
 
 // isTornTail reports whether tail is what an interrupted append leaves: one
@@ -293,8 +288,10 @@ func (b *FileBackend) compact(vals map[string][]byte) error {
 		if err := b.jf.Sync(); err != nil {
 			return fmt.Errorf("sync %s: %w", b.journalPath(), err)
 		}
-	} else if err := os.Remove(b.journalPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove %s: %w", b.journalPath(), err)
+	} else if err := truncateSync(b.journalPath(), 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		// Truncated, not removed: a writer that still has it open goes
+		// on appending to the file the next boot reads.
+		return fmt.Errorf("truncate %s: %w", b.journalPath(), err)
 	}
 	b.jsize, b.jrecs = 0, 0
 	return nil

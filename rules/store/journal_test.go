@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"maps"
@@ -119,6 +120,13 @@ func TestJournalTornRecord(t *testing.T) {
 		{"garbage after the records", func(d []byte, _ int) []byte {
 			return append(d, []byte("\x02\x00\x00\x00XXXXjunk-and-more")...)
 		}, true, true},
+		{"sequence gap", func(d []byte, _ int) []byte {
+			rec, err := encodeJournalRecord(journalRecord{Seq: 99, Deletes: []string{"10.200.0.2:20001|tcp"}})
+			if err != nil {
+				panic(err)
+			}
+			return append(d, rec...)
+		}, true, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -177,7 +185,7 @@ func TestJournalCompactionCrashPoints(t *testing.T) {
 		{"", 0}, // the compaction completes
 	}
 	for _, tc := range tests {
-		t.Run(string(tc.stop)+"done", func(t *testing.T) {
+		t.Run(cmp.Or(string(tc.stop), "completed"), func(t *testing.T) {
 			dir := t.TempDir()
 			b := openJournalBackend(t, dir, journalOn(100), nil)
 			want := map[string]string{}
@@ -226,8 +234,8 @@ func TestJournalOffFoldsAnExistingJournal(t *testing.T) {
 	if got := loadedSet(t, off); !reflect.DeepEqual(got, want) {
 		t.Fatalf("journal off:\n got %v\nwant %v", keysOf(got), keysOf(want))
 	}
-	if _, err := os.Stat(filepath.Join(dir, journalFileName)); !os.IsNotExist(err) {
-		t.Errorf("journal left behind with the journal off: %v", err)
+	if fi, err := os.Stat(filepath.Join(dir, journalFileName)); err == nil && fi.Size() != 0 {
+		t.Errorf("journal left with %d bytes with the journal off", fi.Size())
 	}
 	commitSteps(t, off, want, []journalStep{{2, 0}})
 	if got := loadedSet(t, openJournalBackend(t, dir, DefaultJournalOptions(), nil)); !reflect.DeepEqual(got, want) {
@@ -355,4 +363,28 @@ func byName(rs []rules.Rule) map[string]rules.Rule {
 		out[r.ServiceArguments.Name] = r
 	}
 	return out
+}
+
+// TestJournalFailedAppend: an append that fails and cannot be undone (the
+// journal's descriptor is gone) fails the write and every later one, and
+// the next boot sees only acknowledged writes.
+func TestJournalFailedAppend(t *testing.T) {
+	dir := t.TempDir()
+	b := openJournalBackend(t, dir, journalOn(100), nil)
+	want := map[string]string{}
+	commitSteps(t, b, want, journalScript[:2])
+	b.jf.Close() // every write and truncate on it now fails
+	for i := range 2 {
+		k, v := ruleValue(t, 9, 1)
+		if _, err := b.Commit(context.Background(), Change{Puts: []Put{{Key: k, Value: v}}}); err == nil {
+			t.Fatalf("write %d succeeded on a broken journal", i)
+		}
+	}
+	if b.broken == nil {
+		t.Error("backend not marked broken after an append it could not undo")
+	}
+	b.jf = nil
+	if got := loadedSet(t, openJournalBackend(t, dir, journalOn(100), nil)); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after reopen:\n got %v\nwant %v", keysOf(got), keysOf(want))
+	}
 }
