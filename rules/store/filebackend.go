@@ -227,7 +227,7 @@ func (b *FileBackend) Commit(ctx context.Context, c Change) (int64, error) {
 	for _, d := range c.Deletes {
 		delete(vals, d.Key)
 	}
-	if err := b.write(vals); err != nil {
+	if err := b.writeSnapshot(vals); err != nil {
 		return 0, err
 	}
 	b.vals = vals
@@ -276,11 +276,6 @@ func (b *FileBackend) committed(c Change) int64 {
 		delete(b.revs, d.Key)
 	}
 	return b.rev
-}
-
-// write durably replaces rules.json with vals in key order.
-func (b *FileBackend) write(vals map[string][]byte) error {
-	return b.writeSnapshot(vals)
 }
 
 // writeSnapshot durably replaces rules.json with vals in key order, stamped
