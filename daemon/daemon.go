@@ -98,6 +98,7 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 		Runtime:         storeRT,
 		Log:             log.WithField("component", "rules"),
 		Backend:         backend,
+		Journal:         opts.RulesJournal,
 		OnRejectedValue: func(reason string) { m.Store.RejectedValues.WithLabelValues(reason).Inc() },
 	})
 	if err != nil {

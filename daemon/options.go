@@ -9,6 +9,7 @@ import (
 	"github.com/infergate/infergate/api/auth"
 	"github.com/infergate/infergate/datapath"
 	"github.com/infergate/infergate/epp"
+	"github.com/infergate/infergate/rules/store"
 	"github.com/infergate/infergate/rules/store/etcdstore"
 	"github.com/infergate/infergate/tenant"
 	"github.com/infergate/infergate/tlsmat"
@@ -50,6 +51,8 @@ type Options struct {
 	Store     string            `yaml:"store"`      // "" = rules.json in StateDir; etcd://h1:2379,h2:2379/prefix (etcds:// for TLS)
 	Etcd      etcdstore.Options `yaml:",inline"`    // etcd client TLS, auth and timeouts; endpoints and prefix come from Store
 	ReplicaID string            `yaml:"replica-id"` // name in `get replicas` ("" = <hostname>/<API address>)
+	// RulesJournal is the file store's write journal (off by default).
+	RulesJournal store.JournalOptions `yaml:",inline"`
 
 	// EPP is the ext_proc endpoint picker (docs/epp.md): off while its
 	// Addr is empty (the daemon's default; :9002 is the GIE convention).
@@ -91,6 +94,7 @@ func DefaultOptions() Options {
 		Auth:            auth.DefaultOptions(),
 		Tenant:          tenant.DefaultOptions(),
 		Etcd:            etcdstore.DefaultOptions(),
+		RulesJournal:    store.DefaultJournalOptions(),
 		EPP:             defaultEPPOptions(),
 	}
 }

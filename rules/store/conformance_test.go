@@ -21,3 +21,18 @@ func TestFileBackendConformance(t *testing.T) {
 		}}
 	})
 }
+
+// TestFileBackendJournalConformance runs the same suite with the write
+// journal on, compacting every few records so both paths are exercised.
+func TestFileBackendJournalConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storetest.Location {
+		dir := t.TempDir()
+		return storetest.Location{Open: func(t *testing.T) store.Backend {
+			b, err := store.OpenFileBackendJournal(dir, nil, nil, store.JournalOptions{Enabled: true, MaxRecords: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}}
+	})
+}

@@ -28,4 +28,10 @@
 // and retried with backoff until it serves (pending.go), at replay and from
 // the watch alike. Stale temp files from a crash mid-write are removed at
 // open.
+//
+// With Options.Journal.Enabled a write instead appends one fsynced,
+// checksummed record to <StateDir>/rules.journal and rules.json is rewritten
+// only when the journal passes a bound, after a boot that replayed records
+// and at Close (journal.go states the crash-safety argument), so a write
+// costs the size of the change rather than of the rule set.
 package store

@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -27,12 +29,29 @@ type FileBackend struct {
 	rev    int64
 	vals   map[string][]byte // BackendKey → wire JSON
 	revs   map[string]int64  // BackendKey → revision of its last write
+
+	// The write journal (journal.go).
+	jopts  JournalOptions
+	jf     *os.File // open for appending once the first record is written
+	jsize  int64    // bytes in the journal
+	jrecs  int      // records in the journal
+	seq    uint64   // sequence of the last record applied (snapshot or journal)
+	broken error    // set when a failed append could not be undone
+	// replayedRecords counts journal records applied by the last load.
+	replayedRecords int
+	stopAt          compactStep // tests: stop a compaction at this step
 }
 
 // OpenFileBackend opens (and creates) dir; "" is a memory-only backend.
 // Temp files a crash left mid-write are removed: their rename never
 // happened, so they hold nothing that was acknowledged.
 func OpenFileBackend(dir string, log logrus.FieldLogger, now func() time.Time) (*FileBackend, error) {
+	return OpenFileBackendJournal(dir, log, now, DefaultJournalOptions())
+}
+
+// OpenFileBackendJournal is OpenFileBackend with the write journal
+// configured by j (see JournalOptions; ignored for a memory-only backend).
+func OpenFileBackendJournal(dir string, log logrus.FieldLogger, now func() time.Time, j JournalOptions) (*FileBackend, error) {
 	if log == nil {
 		log = logrus.StandardLogger()
 	}
@@ -45,7 +64,11 @@ func OpenFileBackend(dir string, log logrus.FieldLogger, now func() time.Time) (
 		}
 		removeStaleTemps(dir, log)
 	}
-	return &FileBackend{dir: dir, now: now, log: log, vals: map[string][]byte{}, revs: map[string]int64{}}, nil
+	j = j.withDefaults()
+	if dir == "" {
+		j.Enabled = false
+	}
+	return &FileBackend{dir: dir, now: now, log: log, vals: map[string][]byte{}, revs: map[string]int64{}, jopts: j}, nil
 }
 
 // Load reads rules.json. A corrupt file is quarantined and the set is empty
@@ -62,26 +85,91 @@ func (b *FileBackend) loadLocked() (Loaded, error) {
 		return b.memory(), nil
 	}
 	var raws []json.RawMessage
+	var recs []journalRecord
 	if b.dir != "" {
 		var err error
 		if raws, err = b.loadState(); err != nil {
 			return Loaded{}, err
 		}
+		if recs, err = b.readJournal(b.seq); err != nil {
+			return Loaded{}, fmt.Errorf("rules: %w", err)
+		}
 	}
 	b.vals, b.revs, b.rev = map[string][]byte{}, map[string]int64{}, 0
-	out := Loaded{Values: make([]StoredValue, 0, len(raws))}
+	// The snapshot's values in file order; a value that is no valid rule or
+	// repeats a key is still returned, so the Store rejects it by name.
+	type slot struct {
+		key string
+		raw []byte
+	}
+	slots := make([]slot, 0, len(raws))
 	for _, raw := range raws {
-		b.rev++
 		key := keyOfValue(raw)
 		if _, dup := b.vals[key]; !dup && key != "" {
 			b.vals[key] = raw
-			b.revs[key] = b.rev
+		}
+		slots = append(slots, slot{key, raw})
+	}
+	// The journal's changes over it, in order.
+	inSnapshot := maps.Clone(b.vals)
+	for _, r := range recs {
+		for _, p := range r.Puts {
+			b.vals[p.Key] = p.Value
+		}
+		for _, k := range r.Deletes {
+			delete(b.vals, k)
+		}
+		b.seq = r.Seq
+	}
+	b.replayedRecords = len(recs)
+	out := Loaded{Values: make([]StoredValue, 0, len(slots))}
+	add := func(key string, raw []byte) {
+		b.rev++
+		if key != "" {
+			if _, seen := b.revs[key]; !seen {
+				b.revs[key] = b.rev
+			}
 		}
 		out.Values = append(out.Values, StoredValue{Key: key, Value: raw, Revision: b.rev})
 	}
+	for _, sl := range slots {
+		if sl.key == "" || len(recs) == 0 {
+			add(sl.key, sl.raw)
+			continue
+		}
+		if cur, ok := b.vals[sl.key]; ok {
+			if _, seen := b.revs[sl.key]; seen {
+				add(sl.key, sl.raw) // a duplicate: the Store rejects it
+			} else {
+				add(sl.key, cur)
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(b.vals)) {
+		if _, ok := inSnapshot[k]; !ok {
+			add(k, b.vals[k])
+		}
+	}
 	out.Revision = b.rev
 	b.loaded = true
+	if b.dir != "" {
+		b.foldJournal()
+	}
 	return out, nil
+}
+
+// foldJournal compacts a non-empty journal found at load into rules.json,
+// so the next boot replays nothing and a backend with the journal off never
+// leaves one behind. A failure only costs replay time: it is logged.
+func (b *FileBackend) foldJournal() {
+	fi, err := os.Stat(b.journalPath())
+	if err != nil || fi.Size() == 0 {
+		return
+	}
+	if err := b.compact(b.vals); err != nil {
+		b.log.WithFields(logrus.Fields{"path": b.journalPath(), "error": err}).
+			Warn("could not fold the rule journal into the snapshot at load; it is replayed again next boot")
+	}
 }
 
 // memory is the current set as this sole writer holds it.
@@ -106,12 +194,18 @@ func keyOfValue(raw []byte) string {
 	return BackendKey(c.Key)
 }
 
-// Commit checks every expected revision, then rewrites the file once.
+// Commit checks every expected revision, then makes the change durable:
+// one journal record when the journal is on, else a rewrite of the file.
 func (b *FileBackend) Commit(ctx context.Context, c Change) (int64, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if _, err := b.loadLocked(); err != nil { // a write before any Load must not drop the file's rules
-		return 0, err
+	if !b.loaded { // a write before any Load must not drop the file's rules
+		if _, err := b.loadLocked(); err != nil {
+			return 0, err
+		}
+	}
+	if b.broken != nil {
+		return 0, b.broken
 	}
 	for _, p := range c.Puts {
 		if b.revs[p.Key] != p.Expect {
@@ -123,6 +217,9 @@ func (b *FileBackend) Commit(ctx context.Context, c Change) (int64, error) {
 			return 0, RevisionConflict(d.Key, d.Expect)
 		}
 	}
+	if b.jopts.Enabled {
+		return b.commitJournal(c)
+	}
 	vals := maps.Clone(b.vals)
 	for _, p := range c.Puts {
 		vals[p.Key] = p.Value
@@ -130,22 +227,60 @@ func (b *FileBackend) Commit(ctx context.Context, c Change) (int64, error) {
 	for _, d := range c.Deletes {
 		delete(vals, d.Key)
 	}
-	if err := b.write(vals); err != nil {
+	if err := b.writeSnapshot(vals); err != nil {
 		return 0, err
 	}
-	b.rev++
 	b.vals = vals
+	return b.committed(c), nil
+}
+
+// commitJournal appends c as one record and applies it in memory; it
+// compacts when the journal has passed a bound. Caller holds b.mu.
+func (b *FileBackend) commitJournal(c Change) (int64, error) {
+	rec := journalRecord{Seq: b.seq + 1, Puts: make([]journalPut, len(c.Puts))}
+	for i, p := range c.Puts {
+		rec.Puts[i] = journalPut{Key: p.Key, Value: p.Value}
+	}
+	for _, d := range c.Deletes {
+		rec.Deletes = append(rec.Deletes, d.Key)
+	}
+	if err := b.appendJournal(rec); err != nil {
+		return 0, err
+	}
+	b.seq = rec.Seq
+	for _, p := range c.Puts {
+		b.vals[p.Key] = p.Value
+	}
+	for _, d := range c.Deletes {
+		delete(b.vals, d.Key)
+	}
+	rev := b.committed(c)
+	if b.needsCompaction() {
+		// The change is durable in the journal already: a failed
+		// compaction is retried after the next write.
+		if err := b.compact(b.vals); err != nil {
+			b.log.WithFields(logrus.Fields{"path": b.journalPath(), "error": err}).
+				Warn("could not compact the rule journal; will retry")
+		}
+	}
+	return rev, nil
+}
+
+// committed advances the revision and records it for c's keys.
+func (b *FileBackend) committed(c Change) int64 {
+	b.rev++
 	for _, p := range c.Puts {
 		b.revs[p.Key] = b.rev
 	}
 	for _, d := range c.Deletes {
 		delete(b.revs, d.Key)
 	}
-	return b.rev, nil
+	return b.rev
 }
 
-// write durably replaces rules.json with vals in key order.
-func (b *FileBackend) write(vals map[string][]byte) error {
+// writeSnapshot durably replaces rules.json with vals in key order, stamped
+// with the last journal sequence they include.
+func (b *FileBackend) writeSnapshot(vals map[string][]byte) error {
 	if b.dir == "" {
 		return nil
 	}
@@ -154,7 +289,7 @@ func (b *FileBackend) write(vals map[string][]byte) error {
 	for i, k := range keys {
 		wires[i] = vals[k]
 	}
-	return writeFileAtomic(b.statePath(), encodeDoc(wires))
+	return writeFileAtomic(b.statePath(), encodeDocSeq(wires, b.seq))
 }
 
 // keepRejected saves values that failed replay to a rules.json.rejected-<ts>
@@ -173,7 +308,7 @@ func (b *FileBackend) keepRejected(rejected []rejectedRule, accepted []string) e
 	for _, k := range accepted {
 		vals[k] = b.vals[k]
 	}
-	if err := b.write(vals); err != nil {
+	if err := b.compact(vals); err != nil {
 		return err
 	}
 	for k := range b.revs {
@@ -185,7 +320,26 @@ func (b *FileBackend) keepRejected(rejected []rejectedRule, accepted []string) e
 	return nil
 }
 
-// Close does nothing: every Commit is already durable.
-func (b *FileBackend) Close() error { return nil }
+// Close folds a non-empty journal into rules.json (a clean shutdown leaves
+// nothing to replay) and closes it. Every Commit is durable already, so a
+// failure here loses nothing; it is returned for the log.
+func (b *FileBackend) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.jf == nil {
+		return nil
+	}
+	var err error
+	if b.jsize > 0 && b.broken == nil {
+		if err = b.compact(b.vals); err != nil {
+			err = fmt.Errorf("rules: compact journal at close: %w", err)
+		}
+	}
+	if cerr := b.jf.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("rules: close journal: %w", cerr)
+	}
+	b.jf = nil
+	return err
+}
 
 var _ Backend = (*FileBackend)(nil)

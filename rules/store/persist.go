@@ -36,6 +36,9 @@ type stateFile struct {
 	SchemaVersion int             `json:"schema_version"`
 	Rules         json.RawMessage `json:"rules"`
 	Checksum      string          `json:"checksum"`
+	// JournalSeq is the last journal record folded into this snapshot
+	// (journal.go); absent when no journal was ever written.
+	JournalSeq uint64 `json:"journal_seq,omitempty"`
 }
 
 type rejectedRule struct {
@@ -105,8 +108,12 @@ func encodeState(entries []Entry) ([]byte, error) {
 
 // encodeDoc assembles the state document around the compact rules array;
 // the checksum covers exactly the bytes written as "rules".
-func encodeDoc(wires [][]byte) []byte {
-	n := 160
+func encodeDoc(wires [][]byte) []byte { return encodeDocSeq(wires, 0) }
+
+// encodeDocSeq is encodeDoc stamped with the last journal sequence it holds
+// (left out when 0, so a store that never journaled writes today's bytes).
+func encodeDocSeq(wires [][]byte, seq uint64) []byte {
+	n := 190
 	for _, w := range wires {
 		n += len(w) + 1
 	}
@@ -126,7 +133,12 @@ func encodeDoc(wires [][]byte) []byte {
 	sum := sha256.Sum256(doc[start:])
 	doc = append(doc, `,"`+fieldChecksum+`":"`+checksumPrefix...)
 	doc = hex.AppendEncode(doc, sum[:])
-	return append(doc, '"', '}')
+	doc = append(doc, '"')
+	if seq > 0 {
+		doc = append(doc, `,"`+fieldJournalSeq+`":`...)
+		doc = strconv.AppendUint(doc, seq, 10)
+	}
+	return append(doc, '}')
 }
 
 // writeFileAtomic replaces a state file (mode stateFileMode) crash-safely.
@@ -150,8 +162,9 @@ func (b *FileBackend) loadState() ([]json.RawMessage, error) {
 	if err := tightenMode(path, stateFileMode); err != nil {
 		return nil, fmt.Errorf("rules: %w", err)
 	}
-	raws, reason := decodeState(data)
+	raws, seq, reason := decodeStateSeq(data)
 	if reason == "" {
+		b.seq = seq
 		return raws, nil
 	}
 	dst, qerr := b.sideFile(corruptSuffix)
@@ -171,10 +184,21 @@ func (b *FileBackend) loadState() ([]json.RawMessage, error) {
 
 // decodeState parses a state document; reason is "" when it is sound.
 func decodeState(data []byte) ([]json.RawMessage, string) {
+	raws, _, reason := decodeStateSeq(data)
+	return raws, reason
+}
+
+// decodeStateSeq is decodeState with the document's journal sequence.
+func decodeStateSeq(data []byte) ([]json.RawMessage, uint64, string) {
 	var doc stateFile
 	if err := json.Unmarshal(data, &doc); err != nil {
-		return nil, "not a valid state document: " + err.Error()
+		return nil, 0, "not a valid state document: " + err.Error()
 	}
+	raws, reason := decodeDoc(doc)
+	return raws, doc.JournalSeq, reason
+}
+
+func decodeDoc(doc stateFile) ([]json.RawMessage, string) {
 	if doc.SchemaVersion != stateSchemaVersion {
 		return nil, "unsupported " + fieldSchemaVersion + " " + strconv.Itoa(doc.SchemaVersion)
 	}
@@ -198,7 +222,13 @@ func decodeState(data []byte) ([]json.RawMessage, string) {
 
 // sideFile picks rules.json<suffix><unix ts>, adding .N if that name exists.
 func (b *FileBackend) sideFile(suffix string) (string, error) {
-	base := b.statePath() + suffix + strconv.FormatInt(b.now().Unix(), 10)
+	return b.sideFileOf(stateFileName, suffix)
+}
+
+// sideFileOf picks <name><suffix><unix ts> in the state dir, adding .N if
+// that name exists.
+func (b *FileBackend) sideFileOf(file, suffix string) (string, error) {
+	base := filepath.Join(b.dir, file) + suffix + strconv.FormatInt(b.now().Unix(), 10)
 	name := base
 	for n := 1; n < 1000; n++ {
 		if _, err := os.Lstat(name); errors.Is(err, fs.ErrNotExist) {

@@ -109,6 +109,9 @@ type Options struct {
 	// MaxInstallRetryDelay caps the backoff of those later tries (0 = 30 s).
 	MaxInstallRetryDelay time.Duration
 
+	// Journal configures the FileBackend's write journal (off by default:
+	// every write rewrites rules.json). Unused with another Backend.
+	Journal JournalOptions
 	// Backend keeps the rules; nil = a FileBackend in StateDir. A backend
 	// that is also a Watcher (etcd) is followed after Replay.
 	Backend Backend
@@ -124,7 +127,7 @@ type Options struct {
 // DefaultOptions returns options for a memory-only store with no
 // datapath; the daemon sets StateDir and Runtime.
 func DefaultOptions() Options {
-	return Options{Runtime: NopRuntime{}, Log: logrus.StandardLogger(), Now: time.Now,
+	return Options{Runtime: NopRuntime{}, Log: logrus.StandardLogger(), Now: time.Now, Journal: DefaultJournalOptions(),
 		ReplayInstallAttempts: 5, ReplayRetryDelay: 200 * time.Millisecond, MaxInstallRetryDelay: 30 * time.Second}
 }
 
@@ -196,7 +199,7 @@ func Open(opts Options) (*Store, error) {
 	}
 	log := opts.Log.WithField("component", "rules-store")
 	if opts.Backend == nil {
-		fb, err := OpenFileBackend(opts.StateDir, log, opts.Now)
+		fb, err := OpenFileBackendJournal(opts.StateDir, log, opts.Now, opts.Journal)
 		if err != nil {
 			return nil, fmt.Errorf("rules: open store: %w", err)
 		}
