@@ -33,6 +33,9 @@ const (
 	h2FloodNofile  = 4096
 	// h2FloodLatency is how long the engine holds each request.
 	h2FloodLatency = 2 * time.Second
+	// h2FloodCapSlack is how far above the engine connection cap the
+	// socket count from /proc may read (see the assertion).
+	h2FloodCapSlack = 8
 )
 
 // TestH2StreamFloodKeepsGatewayServing runs the built binary with
@@ -167,8 +170,13 @@ spec:
 	if conns.Load() != h2FloodConns {
 		t.Fatalf("only %d of %d attack connections completed their handshake", conns.Load(), h2FloodConns)
 	}
-	if peakEngine > 256 {
-		t.Errorf("%d engine sockets open at once, above the per-endpoint cap of 256", peakEngine)
+	// A few over the cap is the measurement, not the pool: a socket the pool
+	// closed stays ESTABLISHED until the goroutine still in its Read lets
+	// go of the descriptor (its slot is already someone else's), and
+	// /proc/net/tcp is not read as one snapshot. Without the cap this
+	// attack opened ~4,000.
+	if peakEngine > 256+h2FloodCapSlack {
+		t.Errorf("%d engine sockets open at once, above the per-endpoint cap of 256 (+%d measurement slack)", peakEngine, h2FloodCapSlack)
 	}
 	if peakFDs >= h2FloodNofile-h2FloodReserve {
 		t.Errorf("gateway held %d descriptors of %d", peakFDs, h2FloodNofile)
