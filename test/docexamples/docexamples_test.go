@@ -132,14 +132,18 @@ func allExamples(t *testing.T, root string) []example {
 // prelude makes the namespace the example runs in (see the package doc).
 const prelude = `set -euo pipefail
 ip link set lo up
+# Stage the binary and configs/ first: the build and the checkout may live
+# under /tmp or /var/lib, which the next mounts hide.
+mount -t tmpfs tmpfs /mnt
+mkdir -p /mnt/.docbin
+cp "$DOCBIN" /mnt/.docbin/infergate
+cp -r "$DOCREPO/configs" /mnt/.docconfigs
 mount -t tmpfs tmpfs /var/lib
-mkdir -p /var/lib/.docbin
-cp "$DOCBIN" /var/lib/.docbin/infergate
 mount -t tmpfs tmpfs /tmp
-export HOME=/tmp/home PATH=/var/lib/.docbin:$PATH
+export HOME=/tmp/home PATH=/mnt/.docbin:$PATH
 mkdir -p "$HOME/bin" && cd "$HOME"
-ln -s /var/lib/.docbin/infergate bin/infergate
-ln -s "$DOCREPO/configs" configs
+ln -s /mnt/.docbin/infergate bin/infergate
+ln -s /mnt/.docconfigs configs
 `
 
 // TestDocExamples runs every marked example.
