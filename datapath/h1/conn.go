@@ -35,6 +35,12 @@ const watchAfter = 20 * time.Millisecond
 // the client reads the answer instead of a reset.
 const lingerAfterRefusal = 500 * time.Millisecond
 
+// lingerMaxBytes bounds what a lingering close drops. It is well above the
+// bodies a refusal cuts short (a 413 at the streamed-body limit leaves the
+// rest of an upload in flight): stopping at a smaller count left a client
+// still sending its last bytes with a reset instead of the answer.
+const lingerMaxBytes = 16 << 20
+
 // conn is one client connection, served on one goroutine.
 type conn struct {
 	srv    *Server
@@ -224,7 +230,7 @@ func (c *conn) linger() {
 	}
 	_ = cw.CloseWrite()
 	_ = c.nc.SetReadDeadline(time.Now().Add(lingerAfterRefusal))
-	_, _ = io.Copy(io.Discard, io.LimitReader(c.nc, 1<<20))
+	_, _ = io.Copy(io.Discard, io.LimitReader(c.nc, lingerMaxBytes))
 }
 
 // writeContinue answers "Expect: 100-continue" when the handler starts
