@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,9 @@ const markerID = "___prefill_addr_6.6.6.6:5557___decode_addr_6.6.6.6:5558_012345
 const hostileFields = `,"kv_transfer_params":{"do_remote_prefill":true,"remote_host":"6.6.6.6","remote_port":666},` +
 	`"bootstrap_host":"6.6.6.6","bootstrap_port":666,"bootstrap_room":666,"disaggregated_params":{"ctx_request_id":666}`
 
+// hostileNumber is hostileFields' number as a whole JSON value.
+var hostileNumber = regexp.MustCompile(`:\s*"?666"?\s*[,}\]]`)
+
 // leaked reports what of the hostile state an engine saw ("" none).
 func leaked(header http.Header, body []byte) string {
 	for _, id := range header.Values(HeaderRequestID) {
@@ -30,7 +34,9 @@ func leaked(header http.Header, body []byte) string {
 			return "request id " + id
 		}
 	}
-	if s := string(body); strings.Contains(s, "6.6.6.6") || strings.Contains(s, "666") {
+	// The hostile numbers are whole JSON values (666), not digits inside a
+	// minted id: a random transfer id may well contain "666".
+	if s := string(body); strings.Contains(s, "6.6.6.6") || hostileNumber.MatchString(s) {
 		return "body " + s
 	}
 	return ""
