@@ -286,6 +286,16 @@ func TestEngineKilledAndRestarted(t *testing.T) {
 				}
 			}
 			waitUntil(t, "4 blocks", func() bool { return e.held(rk, ep.ID) == 4 })
+			// Every batch applied before the kill: a batch still queued would
+			// re-add the blocks after health down cleared them.
+			waitUntil(t, "batch 5 applied", func() bool {
+				for _, st := range rk.Inventory().Ranks() {
+					if st.Endpoint == ep.ID && st.HasSeq && st.LastSeq == 5 {
+						return true
+					}
+				}
+				return false
+			})
 			e.clk.Advance(6 * time.Second)
 			if ok, why := rk.Inventory().Trusted(ep.ID); !ok {
 				t.Fatalf("before the kill: untrusted (%s)", why)
