@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/infergate/infergate/internal/testtool"
 )
 
 const (
@@ -151,13 +153,13 @@ func TestDocExamples(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs daemons")
 	}
-	for _, tool := range []string{"unshare", "ip", "curl", "openssl", "jq", "bash"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed", tool)
-		}
+	for _, tool := range []struct{ program, pkg string }{
+		{"unshare", "util-linux"}, {"ip", "iproute2"}, {"curl", "curl"}, {"openssl", "openssl"}, {"jq", "jq"}, {"bash", "bash"},
+	} {
+		testtool.Require(t, tool.program, tool.pkg)
 	}
 	if err := exec.Command("unshare", "--user", "--map-root-user", "--net", "--mount", "--pid", "--fork", "true").Run(); err != nil {
-		t.Skipf("namespaces unavailable: %v", err)
+		testtool.Missing(t, "namespaces unavailable: %v", err)
 	}
 	root := repoRoot(t)
 	exs := allExamples(t, root)

@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,9 +17,7 @@ func TestPrometheusScrapesWithToken(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs Prometheus")
 	}
-	if _, err := os.Stat(promBinary); err != nil {
-		t.Skipf("%s not installed (Debian package prometheus): %v", promBinary, err)
-	}
+	requirePrometheus(t)
 	const roToken = "prom-ro-0123456789abcdef0123456789"
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens")

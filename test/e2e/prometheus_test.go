@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/infergate/infergate/internal/testtool"
 )
 
 // Bounds of the real-Prometheus test.
@@ -162,15 +164,11 @@ func TestPrometheusScrapesDaemon(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs Prometheus")
 	}
-	if _, err := os.Stat(promBinary); err != nil {
-		t.Skipf("%s not installed (Debian package prometheus): %v", promBinary, err)
-	}
+	requirePrometheus(t)
 	root := cliRepoRoot(t)
-	if tool, err := exec.LookPath(promTool); err == nil {
-		out, err := exec.Command(tool, "check", "rules", filepath.Join(root, promAlertsRel)).CombinedOutput()
-		if err != nil {
-			t.Errorf("promtool check rules: %v\n%s", err, out)
-		}
+	tool := testtool.Require(t, promTool, "prometheus")
+	if out, err := exec.Command(tool, "check", "rules", filepath.Join(root, promAlertsRel)).CombinedOutput(); err != nil {
+		t.Errorf("promtool check rules: %v\n%s", err, out)
 	}
 	queries := append(promQueries(t, root, promQueriesFence), promQueries(t, root, promKVFence)...)
 	bin := cliBuild(t)
@@ -269,5 +267,14 @@ func drainBody(resp *http.Response) (int64, error) {
 		if err != nil {
 			return n, nil
 		}
+	}
+}
+
+// requirePrometheus skips (outside CI) or fails (in CI) a test that runs
+// Debian's Prometheus server when it is not installed.
+func requirePrometheus(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(promBinary); err != nil {
+		testtool.Missing(t, "%s not installed (Debian package prometheus): %v", promBinary, err)
 	}
 }

@@ -17,6 +17,8 @@ import (
 
 	"github.com/infergate/infergate/internal/pdfake"
 	"github.com/infergate/infergate/rules/store/etcdstore/etcdtest"
+
+	"github.com/infergate/infergate/internal/testtool"
 )
 
 // Three gateway replicas, each in its own network namespace as separate
@@ -50,15 +52,13 @@ func rnIP(t *testing.T, args ...string) {
 func rnTopology(t *testing.T) []string {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("network namespaces need root")
+		testtool.Missing(t, "network namespaces need root")
 	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("iproute2 (ip) not installed")
-	}
+	testtool.Require(t, "ip", "iproute2")
 	tag := fmt.Sprintf("%d", os.Getpid()%100000)
 	probe := "ig15p" + tag
 	if out, err := exec.Command("ip", "netns", "add", probe).CombinedOutput(); err != nil {
-		t.Skipf("cannot create a network namespace here: %v %s", err, out)
+		testtool.Missing(t, "cannot create a network namespace here: %v %s", err, out)
 	}
 	_ = exec.Command("ip", "netns", "del", probe).Run()
 	var names []string

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/infergate/infergate/internal/testtool"
 )
 
 // chromiumPath is Debian's chromium binary.
@@ -24,10 +26,7 @@ const chromiumTimeout = 90 * time.Second
 func requireChromium(t *testing.T) string {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("chromium is required in CI but %s is missing: %v", chromiumPath, err)
-		}
-		t.Skipf("skipping: %s not installed (apt-get install chromium); this test always runs when CI=true", chromiumPath)
+		testtool.Missing(t, "%s not installed (Debian package chromium): %v", chromiumPath, err)
 	}
 	return chromiumPath
 }
