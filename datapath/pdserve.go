@@ -282,9 +282,7 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	}
 	req := &pd.Request{Path: r.URL.Path, Header: r.Header, Body: body, RequestID: x.requestID, Rule: c.rule}
 	x.wroteHeader = true // the dialect answers the client, success or error
-	tw := &ttftWriter{ResponseWriter: x.w}
-	iw := &idWriter{ResponseWriter: tw, id: x.requestID}
-	o := c.pd.dialect.Serve(ctx, iw, req, pair, c.pd.sender)
+	o := c.pd.dialect.Serve(ctx, &idWriter{ResponseWriter: x.w, id: x.requestID}, req, pair, c.pd.sender)
 	if o.Code == "" { // release its cost backlog; a good prefill's time is learned
 		tr.Placed.Prefilled(o.Prefill)
 	} else {
@@ -297,7 +295,7 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 
 	modelLabel := c.pd.models.Label(model, o.Status >= 200 && o.Status < 300)
 	pd.Record(rt.pdm, c.rule, modelLabel, o)
-	rt.observeClientTTFT(c, modelLabel, x.start, tw)
+	rt.observeClientTTFT(c, modelLabel, x)
 	if o.PrefillSkipped != "" && rt.pdm.Unsplit != nil {
 		rt.pdm.Unsplit.WithLabelValues(c.label, unsplitPathLabel(r.URL.Path), o.PrefillSkipped).Inc()
 	}
@@ -312,7 +310,7 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	x.obs.pdServed(c, tr, &o, model, served)
 	// Charged to the decode that served: after a decode failover the first
 	// choice never got the request.
-	c.eps[served].bytes.Add(uint64(len(body)) + iw.written)
+	c.eps[served].bytes.Add(uint64(len(body)) + uint64(x.obs.clock.Bytes()))
 	switch {
 	case o.ClientGone:
 		c.countRequest(served, statusClientClosed, codeClientClosed)
@@ -447,8 +445,7 @@ func (c *compiled) pdStatus(st *spec.RuleStatus) {
 // copies from the engine (vLLM's decode echoes the NIXL id it was sent).
 type idWriter struct {
 	http.ResponseWriter
-	id      string
-	written uint64 // body bytes returned to the client (endpoint counter)
+	id string
 }
 
 func (w *idWriter) WriteHeader(status int) {
@@ -458,9 +455,7 @@ func (w *idWriter) WriteHeader(status int) {
 
 func (w *idWriter) Write(b []byte) (int, error) {
 	w.ResponseWriter.Header()[HeaderRequestID] = []string{w.id} // no-op once the header is out
-	n, err := w.ResponseWriter.Write(b)
-	w.written += uint64(n)
-	return n, err
+	return w.ResponseWriter.Write(b)
 }
 
 func (w *idWriter) Flush() {
