@@ -51,37 +51,19 @@ func (rt *Runtime) eppChoosePairAdmitted(g *eppGate, c *compiled, f *ladder.Fact
 	return wp.pc, wp.pairDiff, wp.ok, nil
 }
 
-// eppAdmitFlow runs try through the rule's queue and counts the outcome in
-// the flow-control families, as admitFlow does for a proxied request.
+// eppAdmitFlow runs try through the rule's queue (waitFlow); a shed is
+// the EPP's 429 refusal. The ticket is read from the same headers as a
+// proxied request's (x-request-priority, else
+// x-gateway-inference-objective; the fairness id; x-slo-ttft-ms from
+// arrival) under the ceiling of requests without an API key, since in
+// this mode the gateway in front authenticates and the EPP checks no keys.
 func (rt *Runtime) eppAdmitFlow(g *eppGate, c *compiled, r *http.Request, try func() bool) error {
-	tk := rt.eppFlowTicket(c, r, g.start)
-	class := tk.Class.String()
-	res, err := c.fq.Wait(r.Context(), tk, try)
+	err := rt.waitFlow(r.Context(), c, rt.flowTicket(c, r.Header, nil, g.start), try)
 	var se *flow.ShedError
-	switch {
-	case err == nil && !res.Queued:
-		rt.fm.Requests.WithLabelValues(c.label, class, flowDirect).Inc()
-		return nil
-	case err == nil:
-		rt.fm.Requests.WithLabelValues(c.label, class, flowQueued).Inc()
-		rt.fm.Wait.WithLabelValues(c.label, class).Observe(res.Wait.Seconds())
-		return nil
-	case errors.As(err, &se):
-		rt.fm.Requests.WithLabelValues(c.label, class, flowShed).Inc()
-		rt.fm.Shed.WithLabelValues(c.label, class, se.Reason).Inc()
+	if errors.As(err, &se) {
 		return &epp.Refusal{Status: http.StatusTooManyRequests, Reason: se.Reason, RetryAfter: se.RetryAfter}
 	}
-	rt.fm.Requests.WithLabelValues(c.label, class, flowClientGone).Inc()
 	return err
-}
-
-// eppFlowTicket is flowTicket for a request the EPP sees: the same headers
-// (x-request-priority, else x-gateway-inference-objective; the fairness id;
-// x-slo-ttft-ms from arrival) under the ceiling of requests without an API
-// key, since in this mode the gateway in front authenticates and the EPP
-// checks no keys.
-func (rt *Runtime) eppFlowTicket(c *compiled, r *http.Request, start time.Time) flow.Ticket {
-	return rt.flowTicket(&exchange{r: r, start: start}, c)
 }
 
 // settleFlow gives a settled pick's window slots back (waking the queue)

@@ -264,32 +264,45 @@ func (w *windowPair) try() bool {
 	return false
 }
 
-// admitFlow runs try through the rule's queue and counts the outcome;
-// false when the request was shed (answered 503) or its client left.
+// admitFlow runs try through the rule's queue (waitFlow); false when the
+// request was shed (answered 503) or its client left.
 func (rt *Runtime) admitFlow(x *exchange, c *compiled, try func() bool) bool {
-	tk := rt.flowTicket(x, c)
-	class := tk.Class.String()
-	res, err := c.fq.Wait(x.r.Context(), tk, try)
+	err := rt.waitFlow(x.r.Context(), c, rt.flowTicket(c, x.r.Header, x.key, x.start), try)
 	var se *flow.ShedError
 	switch {
-	case err == nil && !res.Queued:
-		rt.fm.Requests.WithLabelValues(c.label, class, flowDirect).Inc()
-		return true
 	case err == nil:
-		rt.fm.Requests.WithLabelValues(c.label, class, flowQueued).Inc()
-		rt.fm.Wait.WithLabelValues(c.label, class).Observe(res.Wait.Seconds())
 		return true
 	case errors.As(err, &se):
-		rt.fm.Requests.WithLabelValues(c.label, class, flowShed).Inc()
-		rt.fm.Shed.WithLabelValues(c.label, class, se.Reason).Inc()
 		x.w.Header().Set(headerRetryAfter, strconv.Itoa(int(se.RetryAfter/time.Second)))
 		rt.fail(x, c, -1, http.StatusServiceUnavailable, CodeOverloadShed, shedMessage(se.Reason))
 		return false
 	}
-	rt.fm.Requests.WithLabelValues(c.label, class, flowClientGone).Inc()
 	c.countRequest(-1, statusClientClosed, codeClientClosed)
 	c.latency.Observe(time.Since(x.start).Seconds())
 	return false
+}
+
+// waitFlow runs try through the rule's queue under tk and counts the
+// outcome in the flow-control families, for the proxy and the endpoint
+// picker alike. The error is nil (admitted), a *flow.ShedError (shed) or
+// the context's (the client left while queued).
+func (rt *Runtime) waitFlow(ctx context.Context, c *compiled, tk flow.Ticket, try func() bool) error {
+	class := tk.Class.String()
+	res, err := c.fq.Wait(ctx, tk, try)
+	var se *flow.ShedError
+	switch {
+	case err == nil && !res.Queued:
+		rt.fm.Requests.WithLabelValues(c.label, class, flowDirect).Inc()
+	case err == nil:
+		rt.fm.Requests.WithLabelValues(c.label, class, flowQueued).Inc()
+		rt.fm.Wait.WithLabelValues(c.label, class).Observe(res.Wait.Seconds())
+	case errors.As(err, &se):
+		rt.fm.Requests.WithLabelValues(c.label, class, flowShed).Inc()
+		rt.fm.Shed.WithLabelValues(c.label, class, se.Reason).Inc()
+	default:
+		rt.fm.Requests.WithLabelValues(c.label, class, flowClientGone).Inc()
+	}
+	return err
 }
 
 // noteLead tells the rule's queue how long a request took from dispatch to
@@ -316,22 +329,22 @@ func shedMessage(reason string) string {
 	return why + "; retry after the Retry-After delay"
 }
 
-// flowTicket is what the queue knows of a request: its class (asked by
+// flowTicket is what the queue knows of a request with header h, API-key
+// admission key (nil: none) and arrival start: its class (asked by
 // header, never above its key's grant or, without a key, the gateway's),
 // its fairness group (the key's tenant, else the client's fairness id)
 // and its deadline (x-slo-ttft-ms from arrival, capped; ≤ 0 or not a
 // number: none).
-func (rt *Runtime) flowTicket(x *exchange, c *compiled) flow.Ticket {
-	h := x.r.Header
+func (rt *Runtime) flowTicket(c *compiled, h http.Header, key *keyCheck, start time.Time) flow.Ticket {
 	unkeyed, keyed := rt.opts.Flow.Ceilings()
 	ceiling := unkeyed
 	var tk flow.Ticket
-	if x.key != nil {
+	if key != nil {
 		ceiling = keyed
-		if g, ok := flow.ParseClass(x.key.adm.MaxPriority()); ok {
+		if g, ok := flow.ParseClass(key.adm.MaxPriority()); ok {
 			ceiling = g
 		}
-		tk.Tenant = x.key.adm.TenantID()
+		tk.Tenant = key.adm.TenantID()
 	} else if id := h.Get(HeaderFairnessID); id != "" {
 		tk.Tenant = id[:min(len(id), maxFairnessID)]
 	}
@@ -347,7 +360,7 @@ func (rt *Runtime) flowTicket(x *exchange, c *compiled) flow.Ticket {
 	case ok && asked > tk.Class:
 		rt.fm.Downgrades.WithLabelValues(c.label, downAboveGrant).Inc()
 	}
-	tk.Deadline = sloDeadline(h.Get(HeaderSLOTTFT), x.start, rt.opts.Flow.MaxDeadline)
+	tk.Deadline = sloDeadline(h.Get(HeaderSLOTTFT), start, rt.opts.Flow.MaxDeadline)
 	return tk
 }
 

@@ -445,7 +445,7 @@ func TestFlowTicket(t *testing.T) {
 			for i := 0; i+1 < len(tc.hdr); i += 2 {
 				r.Header.Set(tc.hdr[i], tc.hdr[i+1])
 			}
-			tk := rt.flowTicket(&exchange{r: r, start: start, key: tc.key}, c)
+			tk := rt.flowTicket(c, r.Header, tc.key, start)
 			var want time.Time
 			if tc.deadline > 0 {
 				want = start.Add(tc.deadline)
