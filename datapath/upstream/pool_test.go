@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/infergate/infergate/spec"
 )
 
 // holdEngine answers every request with 200 "ok" once release is closed,
@@ -107,9 +109,25 @@ func TestEndpointConnCap(t *testing.T) {
 // gives up when its context ends, with nothing sent, and leaves the slot
 // accounting intact.
 func TestEndpointConnCapWaitEndsWithContext(t *testing.T) {
+	eng, u, ep, first := capOneBusy(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := u.Send(ctx, Leg{Endpoint: ep, Path: "/", Body: []byte("{}")})
+	var pw *PoolWaitError
+	if !errors.As(err, &pw) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("waiting request: %v, want a *PoolWaitError for the canceled context", err)
+	}
+	eng.checkSlotKept(t, u, first, Leg{Endpoint: ep, Path: "/", Body: []byte("{}")})
+}
+
+// capOneBusy starts a holding engine behind a client capped at one
+// connection per endpoint and sends a first request that holds that
+// connection until eng.release is closed; first gets its outcome.
+func capOneBusy(t *testing.T) (*holdEngine, *Client, spec.Endpoint, <-chan error) {
+	t.Helper()
 	eng := startHoldEngine(t)
 	u := NewWithOptions(time.Second, 64, Options{MaxConnsPerEndpoint: 1}, nil)
-	defer u.CloseIdle()
+	t.Cleanup(u.CloseIdle)
 	ep := endpoint(eng.ln.Addr().String())
 	first := make(chan error, 1)
 	go func() {
@@ -121,18 +139,19 @@ func TestEndpointConnCapWaitEndsWithContext(t *testing.T) {
 		first <- err
 	}()
 	waitUntil(t, "the first request at the engine", func() bool { return eng.inFlight.Load() == 1 })
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	_, err := u.Send(ctx, Leg{Endpoint: ep, Path: "/", Body: []byte("{}")})
-	var pw *PoolWaitError
-	if !errors.As(err, &pw) || !errors.Is(err, context.Canceled) {
-		t.Fatalf("waiting request: %v, want a *PoolWaitError for the canceled context", err)
-	}
+	return eng, u, ep, first
+}
+
+// checkSlotKept releases the first request of capOneBusy and sends leg,
+// which must succeed on that one connection, reused: a wait that gave up
+// left the slot accounting intact.
+func (eng *holdEngine) checkSlotKept(t *testing.T, u *Client, first <-chan error, leg Leg) {
+	t.Helper()
 	close(eng.release)
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
-	resp, err := u.Send(t.Context(), Leg{Endpoint: ep, Path: "/", Body: []byte("{}")})
+	resp, err := u.Send(t.Context(), leg)
 	if err != nil {
 		t.Fatalf("after the wait gave up: %v", err)
 	}

@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"errors"
-	"io"
 	"os"
 	"testing"
 	"time"
@@ -13,20 +12,7 @@ import (
 // its context lives on, with a *PoolWaitError that says so and nothing
 // sent; the slot accounting stays intact for the next request.
 func TestEndpointConnCapWaitEndsAtHeaderWait(t *testing.T) {
-	eng := startHoldEngine(t)
-	u := NewWithOptions(time.Second, 64, Options{MaxConnsPerEndpoint: 1}, nil)
-	defer u.CloseIdle()
-	ep := endpoint(eng.ln.Addr().String())
-	first := make(chan error, 1)
-	go func() {
-		resp, err := u.Send(t.Context(), Leg{Endpoint: ep, Path: "/", Body: []byte("{}")})
-		if err == nil {
-			_, err = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-		first <- err
-	}()
-	waitUntil(t, "the first request at the engine", func() bool { return eng.inFlight.Load() == 1 })
+	eng, u, ep, first := capOneBusy(t)
 
 	const wait = 150 * time.Millisecond
 	start := time.Now()
@@ -42,17 +28,5 @@ func TestEndpointConnCapWaitEndsAtHeaderWait(t *testing.T) {
 	if NotSent(err) {
 		t.Fatal("a pool wait is reported as a dial failure (would be retried elsewhere)")
 	}
-	close(eng.release)
-	if err := <-first; err != nil {
-		t.Fatal(err)
-	}
-	resp, err := u.Send(t.Context(), Leg{Endpoint: ep, Path: "/", Body: []byte("{}"), HeaderWait: wait})
-	if err != nil {
-		t.Fatalf("after the wait gave up: %v", err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if n := eng.accepted.Load(); n != 1 {
-		t.Fatalf("engine accepted %d connections, want 1 (reused)", n)
-	}
+	eng.checkSlotKept(t, u, first, Leg{Endpoint: ep, Path: "/", Body: []byte("{}"), HeaderWait: wait})
 }
