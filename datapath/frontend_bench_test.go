@@ -1,8 +1,6 @@
 package datapath
 
 import (
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -29,26 +27,7 @@ func BenchmarkFrontEnd(b *testing.B) {
 			if err := rt.Install(nil, r); err != nil {
 				b.Fatal(err)
 			}
-			url := ruleURL(r) + "/v1/completions"
-			c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
-			defer c.CloseIdleConnections()
-			b.ReportAllocs()
-			b.SetParallelism(8)
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					resp, err := c.Post(url, "application/json", strings.NewReader(completionBody))
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != 200 {
-						b.Errorf("status %d", resp.StatusCode)
-						return
-					}
-				}
-			})
+			postParallel(b, ruleURL(r)+"/v1/completions")
 		})
 	}
 }
