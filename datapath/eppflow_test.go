@@ -33,16 +33,7 @@ func eppFlowRule(t *testing.T, o Options, win, n int) (*Runtime, *spec.Rule, *me
 	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, eps...)
 	r.Name = "epp-flow"
 	r.AdmissionWindow = win
-	m := metrics.New()
-	rt := NewWithMetrics(o, m, nil)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = rt.Close(ctx)
-	})
-	if err := rt.Install(nil, r); err != nil {
-		t.Fatal(err)
-	}
+	rt, m := installWithMetrics(t, o, r)
 	_, addr, _ := serveEPP(t, rt.EPPPicker(r.Name), true)
 	cc, err := extprocclient.Dial(addr)
 	if err != nil {

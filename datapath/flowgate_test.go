@@ -67,6 +67,14 @@ func flowRule(t *testing.T, o Options, win int, engines ...*gatedEngine) (*Runti
 	}
 	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, eps...)
 	r.AdmissionWindow = win
+	rt, m := installWithMetrics(t, o, r)
+	return rt, r, m
+}
+
+// installWithMetrics starts a runtime with the full metric set (flow
+// control's included), closed when the test ends, and installs r on it.
+func installWithMetrics(t *testing.T, o Options, r *spec.Rule) (*Runtime, *metrics.Metrics) {
+	t.Helper()
 	m := metrics.New()
 	rt := NewWithMetrics(o, m, nil)
 	t.Cleanup(func() {
@@ -77,7 +85,7 @@ func flowRule(t *testing.T, o Options, win int, engines ...*gatedEngine) (*Runti
 	if err := rt.Install(nil, r); err != nil {
 		t.Fatal(err)
 	}
-	return rt, r, m
+	return rt, m
 }
 
 func (rt *Runtime) queueLen(r *spec.Rule) int {
@@ -483,16 +491,7 @@ func TestPDDecodeWindow(t *testing.T) {
 	r.AdmissionWindow = 1
 	o := pdTestOptions()
 	o.Flow.MaxWait = 20 * time.Second
-	m := metrics.New()
-	rt := NewWithMetrics(o, m, nil)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = rt.Close(ctx)
-	})
-	if err := rt.Install(nil, r); err != nil {
-		t.Fatal(err)
-	}
+	rt, m := installWithMetrics(t, o, r)
 	rt.mu.Lock()
 	c := rt.rules[r.Key].cur.Load()
 	rt.mu.Unlock()
