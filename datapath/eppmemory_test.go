@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"runtime"
 	"strconv"
 	"testing"
@@ -154,25 +153,7 @@ func TestEPPMemoryFlat(t *testing.T) {
 // CHWBL pool of 16 endpoints, without gRPC: the EPP's share of a pick with
 // the real selection behind it, allocations included.
 func BenchmarkEPPStream(b *testing.B) {
-	rt := New(testOptions(), nil, nil)
-	defer rt.Close(context.Background())
-	var eps []spec.Endpoint
-	for i := range 16 {
-		a := fmt.Sprintf("10.0.0.%d:8000", i+1)
-		eps = append(eps, spec.Endpoint{ID: a, Addr: mustAddrPort(a), Weight: 1})
-	}
-	r := newRule("127.0.0.1", 0, spec.SelCHWBL, eps...)
-	r.Name, r.CircuitBreaker = "bench", true
-	r.CHWBL = &spec.CHWBL{PrefixHashLevel: 2, MeanLoadFactor: 175, Replication: 100}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	r.Key.Port = uint16(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
-	if err := rt.Install(nil, r); err != nil {
-		b.Fatal(err)
-	}
+	rt, r := chwblBenchRule(b)
 	srv, err := epp.New(epp.DefaultOptions(), rt.EPPPicker(r.Name), epp.NewMetrics(prometheus.NewRegistry()))
 	if err != nil {
 		b.Fatal(err)

@@ -332,28 +332,32 @@ func TestEPPServedFeedsBreaker(t *testing.T) {
 	}
 }
 
+// chwblBenchRule installs the EPP benchmarks' pool: CHWBL over 16
+// endpoints that are never dialed, with circuit breaking; the runtime is
+// closed when the benchmark ends.
+func chwblBenchRule(b *testing.B) (*Runtime, *spec.Rule) {
+	b.Helper()
+	rt := New(testOptions(), nil, nil)
+	b.Cleanup(func() { _ = rt.Close(context.Background()) })
+	var eps []spec.Endpoint
+	for i := range 16 {
+		a := fmt.Sprintf("10.0.0.%d:8000", i+1)
+		eps = append(eps, spec.Endpoint{ID: a, Addr: mustAddrPort(a), Weight: 1})
+	}
+	r := newRule("127.0.0.1", freePortB(b), spec.SelCHWBL, eps...)
+	r.Name, r.CircuitBreaker = "bench", true
+	r.CHWBL = &spec.CHWBL{PrefixHashLevel: 2, MeanLoadFactor: 175, Replication: 100}
+	if err := rt.Install(nil, r); err != nil {
+		b.Fatal(err)
+	}
+	return rt, r
+}
+
 // BenchmarkEPPPick: one pick and its settling on a CHWBL pool of 16
 // endpoints with an 8 KB chat body — the ladder's share of an EPP pick,
 // without gRPC (epp's BenchmarkPickLoopback measures the protocol's).
 func BenchmarkEPPPick(b *testing.B) {
-	rt := New(testOptions(), nil, nil)
-	defer rt.Close(context.Background())
-	var eps []spec.Endpoint
-	for i := range 16 {
-		eps = append(eps, spec.Endpoint{ID: fmt.Sprintf("10.0.0.%d:8000", i+1), Addr: mustAddrPort(fmt.Sprintf("10.0.0.%d:8000", i+1)), Weight: 1})
-	}
-	r := newRule("127.0.0.1", 0, spec.SelCHWBL, eps...)
-	r.Name, r.CircuitBreaker = "bench", true
-	r.CHWBL = &spec.CHWBL{PrefixHashLevel: 2, MeanLoadFactor: 175, Replication: 100}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	r.Key.Port = uint16(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
-	if err := rt.Install(nil, r); err != nil {
-		b.Fatal(err)
-	}
+	rt, r := chwblBenchRule(b)
 	p := rt.EPPPicker(r.Name)
 	req := chatReq("", fmt.Sprintf("%08000d", 0), nil)
 	b.ReportAllocs()
