@@ -29,10 +29,15 @@ type eppGate struct {
 	held  heldSlots
 }
 
-// eppChooseAdmitted is eppPickSingle's choose under the rule's windows
-// (windowChoice through the rule's queue). A shed is a 429 refusal; a
-// stream that ends while queued returns its context's error.
+// eppChooseAdmitted is eppPickSingle's choose, under the rule's windows
+// when it has them (windowChoice through the rule's queue), as
+// chooseAdmitted is the proxy's. A shed is a 429 refusal; a stream that
+// ends while queued returns its context's error.
 func (rt *Runtime) eppChooseAdmitted(g *eppGate, c *compiled, f *pick.PoolFacts, r *http.Request, body []byte, excl uint64) (int, uint64, error) {
+	if c.win == nil {
+		i, excl, _, _ := rt.choose(c, f, r, body, excl, true)
+		return i, excl, nil
+	}
 	wc := windowChoice{rt: rt, c: c, f: f, r: r, body: body, excl: excl, first: true, held: &g.held, i: -1}
 	if err := rt.eppAdmitFlow(g, c, r, wc.try); err != nil {
 		return -1, wc.excl, err
@@ -40,10 +45,15 @@ func (rt *Runtime) eppChooseAdmitted(g *eppGate, c *compiled, f *pick.PoolFacts,
 	return wc.i, wc.excl, nil
 }
 
-// eppChoosePairAdmitted is eppPickPD's choosePair under the rule's windows
-// (windowPair through the rule's queue); excl restricts the decodes to the
+// eppChoosePairAdmitted is eppPickPD's choosePair, under the rule's
+// windows when it has them (windowPair through the rule's queue), as
+// choosePairAdmitted is the proxy's; excl restricts the decodes to the
 // subset hint.
 func (rt *Runtime) eppChoosePairAdmitted(g *eppGate, c *compiled, f *ladder.Facts, r *http.Request, excl uint64) (pairChoice, string, bool, error) {
+	if c.win == nil {
+		pc, pairDiff, ok := c.choosePair(f, excl)
+		return pc, pairDiff, ok, nil
+	}
 	wp := windowPair{c: c, f: f, excl: excl, held: &g.held}
 	if err := rt.eppAdmitFlow(g, c, r, wp.try); err != nil {
 		return wp.pc, wp.pairDiff, false, err

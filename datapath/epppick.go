@@ -188,14 +188,9 @@ func (p *EPPPicker) admission(ctx context.Context, req *epp.Request) (func(), er
 // selector), with the other usable endpoints outside excl as fallbacks.
 func (rt *Runtime) eppPickSingle(c *compiled, r *http.Request, body []byte, excl uint64, subset bool, g *eppGate) (epp.Result, error) {
 	f := c.poolFacts(r, body)
-	var i int
-	if c.win == nil {
-		i, excl, _, _ = rt.choose(c, &f, r, body, excl, true)
-	} else {
-		var err error
-		if i, excl, err = rt.eppChooseAdmitted(g, c, &f, r, body, excl); err != nil {
-			return epp.Result{}, err
-		}
+	i, excl, err := rt.eppChooseAdmitted(g, c, &f, r, body, excl)
+	if err != nil {
+		return epp.Result{}, err
 	}
 	if i < 0 {
 		return epp.Result{}, epp.Unavailable(unavailableReason(subset, CodeNoHealthyBackend))
@@ -229,16 +224,9 @@ func (rt *Runtime) eppPickPD(c *compiled, r *http.Request, body []byte, excl uin
 	f := rt.pdFacts(c, r, body)
 	// The subset hint names destinations: it restricts the decode, while
 	// the prefill, which the proxy never addresses, is the ladder's choice.
-	var pc pairChoice
-	var pairDiff string
-	var ok bool
-	if c.win == nil {
-		pc, pairDiff, ok = c.choosePair(&f, excl&c.roleMask(spec.RolePrefill))
-	} else {
-		var err error
-		if pc, pairDiff, ok, err = rt.eppChoosePairAdmitted(g, c, &f, r, excl&c.roleMask(spec.RolePrefill)); err != nil {
-			return epp.Result{}, err
-		}
+	pc, pairDiff, ok, err := rt.eppChoosePairAdmitted(g, c, &f, r, excl&c.roleMask(spec.RolePrefill))
+	if err != nil {
+		return epp.Result{}, err
 	}
 	if ok {
 		rt.countLadder(c, pc.tr.Steps)
