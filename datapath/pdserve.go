@@ -445,16 +445,21 @@ func (c *compiled) pdStatus(st *spec.RuleStatus) {
 // copies from the engine (vLLM's decode echoes the NIXL id it was sent).
 type idWriter struct {
 	http.ResponseWriter
-	id string
+	id   string
+	sent bool // the final header is out: a stream's writes set nothing more
 }
 
 func (w *idWriter) WriteHeader(status int) {
 	w.ResponseWriter.Header()[HeaderRequestID] = []string{w.id}
+	w.sent = w.sent || status >= 200
 	w.ResponseWriter.WriteHeader(status)
 }
 
 func (w *idWriter) Write(b []byte) (int, error) {
-	w.ResponseWriter.Header()[HeaderRequestID] = []string{w.id} // no-op once the header is out
+	if !w.sent { // net/http's implicit 200
+		w.ResponseWriter.Header()[HeaderRequestID] = []string{w.id}
+		w.sent = true
+	}
 	return w.ResponseWriter.Write(b)
 }
 
