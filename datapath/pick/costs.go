@@ -327,37 +327,5 @@ func (p *Placed) Done(prefill time.Duration) {
 // key's rendezvous winner among them when key is not 0, so idle engines
 // share cold work instead of the first one taking all of it.
 func CheapestRotating(prices []Priced, cands []Candidate, key uint64, cursor *atomic.Uint64) int {
-	best, ties := prices[0].Total(), 0
-	for i := range prices {
-		switch t := prices[i].Total(); {
-		case t < best:
-			best, ties = t, 1
-		case t == best:
-			ties++
-		}
-	}
-	if key != 0 {
-		pick, score := -1, uint64(0)
-		for i := range prices {
-			if prices[i].Total() == best {
-				if sc := hrwScore(key, cands[i].ID); pick < 0 || sc > score {
-					pick, score = i, sc
-				}
-			}
-		}
-		return pick
-	}
-	n := 0
-	if ties > 1 && cursor != nil {
-		n = int(cursor.Add(1)-1) % ties
-	}
-	for i := range prices {
-		if prices[i].Total() == best {
-			if n == 0 {
-				return i
-			}
-			n--
-		}
-	}
-	return 0 // unreachable
+	return leastOf(cands, func(i int) time.Duration { return prices[i].Total() }, key, cursor)
 }
