@@ -231,10 +231,7 @@ type Priced struct {
 // held by cands[i]; nil: none cached), records the prices on f for the
 // placement (Place) and later tiers, and returns them.
 func (s *Costs) Price(f *Facts, cands []Candidate, tokens int, cached []int) []Priced {
-	now := f.Now
-	if now.IsZero() {
-		now = time.Now()
-	}
+	now := f.Clock()
 	p := make([]Priced, len(cands))
 	for i := range cands {
 		h := 0
@@ -252,10 +249,7 @@ func (s *Costs) Price(f *Facts, cands []Candidate, tokens int, cached []int) []P
 // report the first token (Placed.FirstToken) for learning. It reuses the
 // price a tier recorded on f, else prices chosen alone (nothing cached).
 func (s *Costs) Place(f *Facts, chosen Candidate) {
-	now := f.Now
-	if now.IsZero() {
-		now = time.Now()
-	}
+	now := f.Clock()
 	est, found := Estimate{}, false
 	for i := range f.Priced {
 		if f.Priced[i].ID == chosen.ID {
