@@ -104,8 +104,8 @@ func DialectFor(e string) *Dialect {
 // SGLang, TensorRT-LLM) then renders only those samples instead of every
 // histogram: for the two-engine vLLM exposition TestScrapeCost serves,
 // 526 bytes of samples (plus their HELP and TYPE lines) instead of 58 KiB
-// per scrape. Servers
-// that ignore the query (llama.cpp) send everything; the parser copes.
+// per scrape. Servers that ignore the query (llama.cpp) send everything;
+// the parser copes.
 func (d *Dialect) query() string {
 	if len(d.Families) == 0 {
 		return ""
