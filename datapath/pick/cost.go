@@ -33,10 +33,11 @@ import (
 // batch slot takes to free (PerRequest).
 
 // Defaults of CostModel: priors from the engine profile the simulator
-// models (llm-d-inference-sim's "8B on H100, balanced": 30 ms per prefill,
-// 250 µs per prompt token, max-num-seqs 16) and its slot turnover (a
-// 100-token answer decodes in 1.2–2.4 s, so with 16 slots one frees about
-// every 100 ms). Real engines differ; the knobs are flags.
+// models (llm-d-inference-sim's "8B on H100, balanced", test/enginesim's
+// DefaultOptions: 30 ms per prefill, 250 µs per prompt token, max-num-seqs
+// 16) and its slot turnover (12 ms per output token, twice that at a full
+// batch: a 100-token answer decodes in 1.2–2.4 s, so with 16 slots one
+// frees every 75–150 ms). Real engines differ; the knobs are flags.
 const (
 	DefaultCostPerToken   = 250 * time.Microsecond
 	DefaultCostOverhead   = 30 * time.Millisecond
