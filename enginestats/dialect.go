@@ -102,8 +102,10 @@ func DialectFor(e string) *Dialect {
 // query is the name[] filter of d's families ("?name[]=…&name[]=…", ""
 // for a dialect without families). Python's prometheus_client (vLLM,
 // SGLang, TensorRT-LLM) then renders only those samples instead of every
-// histogram: a few hundred bytes instead of tens of KiB per scrape. Servers
-// that ignore the query (llama.cpp) send everything; the parser copes.
+// histogram: for the two-engine vLLM exposition TestScrapeCost serves,
+// 526 bytes of samples (plus their HELP and TYPE lines) instead of 58 KiB
+// per scrape. Servers that ignore the query (llama.cpp) send everything;
+// the parser copes.
 func (d *Dialect) query() string {
 	if len(d.Families) == 0 {
 		return ""

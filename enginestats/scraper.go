@@ -316,33 +316,21 @@ func (w *worker) fetch(t *Target, d *Dialect) (Sample, string) {
 		return Sample{}, ReasonTooLarge
 	}
 	body, reason := readCapped(resp.Body, w.buf[:0], w.s.opts.MaxBytes)
-	if cap(body) <= int(w.s.opts.MaxBytes)+1 {
-		w.buf = body[:0] // keep the grown buffer for the next scrape
-	}
+	w.keep(body)
 	if reason != "" {
 		if reason == ReasonConnect && ctx.Err() != nil {
 			reason = ReasonTimeout
 		}
 		return Sample{}, reason
 	}
-	s, err := Parse(body, d)
-	if err != nil {
-		var pe *ParseError
-		if errors.As(err, &pe) {
-			return Sample{}, pe.Reason
-		}
-		return Sample{}, ReasonParse
-	}
-	return s, ReasonOK
+	return parseReason(body, d)
 }
 
 // fetchLean is fetch over the worker's own connection.
 func (w *worker) fetchLean(g *getter, d *Dialect) (Sample, string) {
 	deadline := time.Now().Add(w.s.opts.Timeout)
 	body, err := g.get(deadline, w.s.opts.MaxBytes, w.buf[:0])
-	if cap(body) <= int(w.s.opts.MaxBytes)+1 {
-		w.buf = body[:0]
-	}
+	w.keep(body)
 	var ne net.Error
 	switch {
 	case err == nil:
@@ -355,6 +343,20 @@ func (w *worker) fetchLean(g *getter, d *Dialect) (Sample, string) {
 	default:
 		return Sample{}, ReasonConnect
 	}
+	return parseReason(body, d)
+}
+
+// keep keeps a scrape's grown buffer for the next scrape, unless it grew
+// past the body cap.
+func (w *worker) keep(body []byte) {
+	if cap(body) <= int(w.s.opts.MaxBytes)+1 {
+		w.buf = body[:0]
+	}
+}
+
+// parseReason parses a scraped body and names the outcome (a ParseError's
+// reason, ReasonOK for a good sample): both fetch paths end here.
+func parseReason(body []byte, d *Dialect) (Sample, string) {
 	s, err := Parse(body, d)
 	if err != nil {
 		var pe *ParseError

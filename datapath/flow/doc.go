@@ -32,5 +32,6 @@
 // arriving request itself.
 //
 // The package knows nothing of HTTP or endpoints; the datapath counts its
-// results and answers sheds with 503 and Retry-After.
+// results and answers sheds with Retry-After: 503 overload_shed on the
+// proxy, 429 with the reason on the EPP's gRPC pick.
 package flow

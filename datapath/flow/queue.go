@@ -277,6 +277,9 @@ func (q *Queue) enqueueLocked(t Ticket, now time.Time) (*waiter, error) {
 	if tq != nil {
 		last = tq.last
 	}
+	// The tag stands through a displacement below: the victim is of a
+	// lower class or of a tenant with more queued than t's, never t's own
+	// tenant, and taking it out moves no class clock.
 	tag := max(cq.clock, last) + 1/t.Weight
 	if d := t.Deadline; !d.IsZero() {
 		if !d.After(now) {
@@ -300,11 +303,10 @@ func (q *Queue) enqueueLocked(t Ticket, now time.Time) (*waiter, error) {
 	}
 	q.seq++
 	w := &waiter{t: t, seq: q.seq, ch: make(chan struct{}, 1)}
-	if tq = cq.tenants[t.Tenant]; tq == nil { // a displaced victim may have emptied it
+	if tq == nil {
 		tq = &tenantQueue{}
 		cq.tenants[t.Tenant] = tq
 	}
-	tag = max(cq.clock, tq.last) + 1/t.Weight
 	tq.last = tag
 	tq.tags = append(tq.tags, tag)
 	tq.insert(w)

@@ -24,7 +24,6 @@ type RuleKV struct {
 	// untrusted inventory) by the cost estimate when the rule's own mode
 	// is least connections; nil keeps the rule's mode.
 	cold *ladder.CostLoad
-	sel  spec.Selector
 }
 
 func (st *ruleState) view(r *spec.Rule) *RuleKV {
@@ -32,7 +31,7 @@ func (st *ruleState) view(r *spec.Rule) *RuleKV {
 	if r.PD != nil && r.PD.BalanceAbsThreshold > 0 {
 		guard = r.PD.BalanceAbsThreshold
 	}
-	return &RuleKV{st: st, mode: r.KV.Mode, guard: guard, sel: r.Selector}
+	return &RuleKV{st: st, mode: r.KV.Mode, guard: guard}
 }
 
 // Mode is the rule's kvExactMode (1 P/D prefill, 3 single pool).

@@ -2,7 +2,6 @@ package ladder
 
 import (
 	"sync/atomic"
-	"time"
 
 	"github.com/infergate/infergate/datapath/pick"
 )
@@ -38,10 +37,7 @@ func promptTokens(f *Facts) int {
 // up when some other candidate, holding nothing, is estimated to answer
 // sooner.
 func affinityCostTrips(costs *pick.Costs, f *Facts, cands []Candidate, idx, cachedTokens int) bool {
-	now := f.Now
-	if now.IsZero() {
-		now = time.Now()
-	}
+	now := f.Clock()
 	tokens := promptTokens(f)
 	held := costs.Estimate(&cands[idx], now, tokens, cachedTokens).Total()
 	for i := range cands {

@@ -53,7 +53,8 @@ type KVExactOptions struct {
 	// Cost, when set, replaces the load guard: every candidate's time to
 	// first token is estimated from its queue and the prefill of the
 	// tokens it does not hold (pick.CostModel), and the least estimate
-	// wins, holder or not. nil keeps the in-flight LoadGuard.
+	// wins, holder or not. nil (and Costs nil) keeps the in-flight
+	// LoadGuard. Only NewKVExact reads it, to build Costs.
 	Cost *pick.CostModel
 	// Costs is the gateway's shared cost state (backlog, learned costs);
 	// nil with Cost set: the tier keeps its own, built from Cost.
@@ -83,10 +84,6 @@ func NewKVExact(o KVExactOptions) *KVExact {
 	}
 	if o.Costs == nil && o.Cost != nil {
 		o.Costs = pick.NewCosts(*o.Cost)
-	}
-	if o.Costs != nil && o.Cost == nil {
-		m := o.Costs.Model()
-		o.Cost = &m
 	}
 	t := &KVExact{o: o}
 	if o.Metrics != nil {
@@ -255,7 +252,7 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 			// on: a holder too far above the least loaded is passed over
 			// for the next best holder.
 			switch {
-			case t.o.Cost == nil && LoadGuardTrips(cands[i].Load, minLoad, t.o.LoadGuard):
+			case t.o.Costs == nil && LoadGuardTrips(cands[i].Load, minLoad, t.o.LoadGuard):
 				guarded = true
 			case best < 0 || w > bestW || (w == bestW && cands[i].Load < cands[best].Load):
 				best, bestW = i, w

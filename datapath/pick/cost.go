@@ -33,10 +33,11 @@ import (
 // batch slot takes to free (PerRequest).
 
 // Defaults of CostModel: priors from the engine profile the simulator
-// models (llm-d-inference-sim's "8B on H100, balanced": 30 ms per prefill,
-// 250 µs per prompt token, max-num-seqs 16) and its slot turnover (a
-// 100-token answer decodes in 1.2–2.4 s, so with 16 slots one frees about
-// every 100 ms). Real engines differ; the knobs are flags.
+// models (llm-d-inference-sim's "8B on H100, balanced", test/enginesim's
+// DefaultOptions: 30 ms per prefill, 250 µs per prompt token, max-num-seqs
+// 16) and its slot turnover (12 ms per output token, twice that at a full
+// batch: a 100-token answer decodes in 1.2–2.4 s, so with 16 slots one
+// frees every 75–150 ms). Real engines differ; the knobs are flags.
 const (
 	DefaultCostPerToken   = 250 * time.Microsecond
 	DefaultCostOverhead   = 30 * time.Millisecond
@@ -72,15 +73,16 @@ func DefaultCostModel() CostModel {
 		LearnRate: DefaultCostLearnRate}
 }
 
-// withDefaults fills zero fields.
+// withDefaults fills zero fields. It is idempotent: a negative Overhead,
+// Saturation or LearnRate ("none") stays negative, and the terms read it
+// as zero, so a filled model can be filled again (every method fills its
+// receiver) without "none" turning into the default.
 func (m CostModel) withDefaults() CostModel {
 	d := DefaultCostModel()
 	if m.PerToken <= 0 {
 		m.PerToken = d.PerToken
 	}
-	if m.Overhead < 0 {
-		m.Overhead = 0
-	} else if m.Overhead == 0 {
+	if m.Overhead == 0 {
 		m.Overhead = d.Overhead
 	}
 	if m.PerRequest <= 0 {
@@ -89,14 +91,10 @@ func (m CostModel) withDefaults() CostModel {
 	if m.Window <= 0 {
 		m.Window = d.Window
 	}
-	if m.Saturation < 0 {
-		m.Saturation = 0
-	} else if m.Saturation == 0 {
+	if m.Saturation == 0 {
 		m.Saturation = d.Saturation
 	}
-	if m.LearnRate < 0 {
-		m.LearnRate = 0
-	} else if m.LearnRate == 0 {
+	if m.LearnRate == 0 {
 		m.LearnRate = d.LearnRate
 	}
 	m.LearnRate = min(m.LearnRate, 1)
@@ -171,18 +169,18 @@ const SaturationFrom = 0.8
 // not report usage, or whose scrape is stale, pay none.
 func (m CostModel) SaturationPenalty(e EngineLoad) time.Duration {
 	m = m.withDefaults()
-	if !e.Valid || e.KVUsage <= SaturationFrom {
+	if !e.Valid || e.KVUsage <= SaturationFrom || m.Saturation < 0 {
 		return 0
 	}
 	f := min((e.KVUsage-SaturationFrom)/(1-SaturationFrom), 1)
-	return time.Duration(math.Round(f * float64(m.Saturation)))
+	return time.Duration(math.Round(f * float64(max(m.Saturation, 0))))
 }
 
 // Prefill is the prefill term for a prompt of tokens tokens of which
 // cached are already in the candidate's cache (clamped to the prompt).
 func (m CostModel) Prefill(tokens, cached int) time.Duration {
 	m = m.withDefaults()
-	return m.Overhead + time.Duration(max(tokens-min(cached, tokens), 0))*m.PerToken
+	return max(m.Overhead, 0) + time.Duration(max(tokens-min(cached, tokens), 0))*m.PerToken
 }
 
 // Estimate is the estimated time to first token on a candidate with queue

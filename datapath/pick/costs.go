@@ -31,7 +31,6 @@ import (
 // leaves and returns keeps what was learned about it.
 type Costs struct {
 	m   CostModel // the priors, defaults filled
-	raw CostModel // as given (a negative Overhead stays "none" through withDefaults)
 	mu  sync.RWMutex
 	eps map[string]*endpointCost
 }
@@ -55,7 +54,7 @@ type endpointCost struct {
 // NewCosts returns the shared cost state for model m (zero fields take the
 // defaults).
 func NewCosts(m CostModel) *Costs {
-	return &Costs{m: m.withDefaults(), raw: m, eps: map[string]*endpointCost{}}
+	return &Costs{m: m.withDefaults(), eps: map[string]*endpointCost{}}
 }
 
 // Model is the prior model (defaults filled).
@@ -81,9 +80,11 @@ func (s *Costs) endpoint(id string) *endpointCost {
 
 // ModelFor is the model as it applies to endpoint id now: the priors with
 // the endpoint's learned per-token and per-request costs.
-func (s *Costs) ModelFor(id string) CostModel {
-	m := s.raw
-	e := s.endpoint(id)
+func (s *Costs) ModelFor(id string) CostModel { return s.modelOf(s.endpoint(id)) }
+
+// modelOf is ModelFor over an endpoint already looked up.
+func (s *Costs) modelOf(e *endpointCost) CostModel {
+	m := s.m
 	m.PerToken, m.PerRequest = time.Duration(e.perToken.Load()), time.Duration(e.perRequest.Load())
 	return m
 }
@@ -115,7 +116,8 @@ func (e Estimate) Total() time.Duration { return max(e.Queue, e.Backlog) + e.Pre
 // fresh, else in flight) + the prefill backlog this gateway charged to c +
 // the uncached prefill + the KV saturation penalty.
 func (s *Costs) Estimate(c *Candidate, now time.Time, tokens, cached int) Estimate {
-	m := s.ModelFor(c.ID)
+	e := s.endpoint(c.ID)
+	m := s.modelOf(e)
 	q := QueueOf(c)
 	uncached := max(tokens-min(cached, tokens), 0)
 	est := Estimate{
@@ -125,7 +127,7 @@ func (s *Costs) Estimate(c *Candidate, now time.Time, tokens, cached int) Estima
 		QueueUnits: m.queueUnits(q),
 		Uncached:   uncached,
 	}
-	if left := s.endpoint(c.ID).busyUntil.Load() - now.UnixNano(); left > 0 {
+	if left := e.busyUntil.Load() - now.UnixNano(); left > 0 {
 		est.Backlog = time.Duration(left)
 	}
 	return est
@@ -141,9 +143,8 @@ func (s *Costs) Charge(id string, now time.Time, uncached int) int64 {
 	if uncached <= 0 {
 		return 0
 	}
-	m := s.ModelFor(id)
-	d := int64(m.Prefill(uncached, 0))
 	e := s.endpoint(id)
+	d := int64(s.modelOf(e).Prefill(uncached, 0))
 	n := now.UnixNano()
 	for {
 		cur := e.busyUntil.Load()
@@ -197,7 +198,7 @@ func (s *Costs) Observe(id string, est Estimate, ttft time.Duration) {
 	if pre+que <= 0 {
 		return // nothing learnable: a full hit on an idle engine
 	}
-	err := float64(ttft) - float64(s.m.Overhead) - pre - que
+	err := float64(ttft) - float64(max(s.m.Overhead, 0)) - pre - que
 	if u > 0 {
 		a = bounded(a+rate*err*(pre/(pre+que))/u, float64(s.m.PerToken))
 		e.perToken.Store(int64(a))
@@ -230,10 +231,7 @@ type Priced struct {
 // held by cands[i]; nil: none cached), records the prices on f for the
 // placement (Place) and later tiers, and returns them.
 func (s *Costs) Price(f *Facts, cands []Candidate, tokens int, cached []int) []Priced {
-	now := f.Now
-	if now.IsZero() {
-		now = time.Now()
-	}
+	now := f.Clock()
 	p := make([]Priced, len(cands))
 	for i := range cands {
 		h := 0
@@ -251,10 +249,7 @@ func (s *Costs) Price(f *Facts, cands []Candidate, tokens int, cached []int) []P
 // report the first token (Placed.FirstToken) for learning. It reuses the
 // price a tier recorded on f, else prices chosen alone (nothing cached).
 func (s *Costs) Place(f *Facts, chosen Candidate) {
-	now := f.Now
-	if now.IsZero() {
-		now = time.Now()
-	}
+	now := f.Clock()
 	est, found := Estimate{}, false
 	for i := range f.Priced {
 		if f.Priced[i].ID == chosen.ID {
@@ -326,37 +321,5 @@ func (p *Placed) Done(prefill time.Duration) {
 // key's rendezvous winner among them when key is not 0, so idle engines
 // share cold work instead of the first one taking all of it.
 func CheapestRotating(prices []Priced, cands []Candidate, key uint64, cursor *atomic.Uint64) int {
-	best, ties := prices[0].Total(), 0
-	for i := range prices {
-		switch t := prices[i].Total(); {
-		case t < best:
-			best, ties = t, 1
-		case t == best:
-			ties++
-		}
-	}
-	if key != 0 {
-		pick, score := -1, uint64(0)
-		for i := range prices {
-			if prices[i].Total() == best {
-				if sc := hrwScore(key, cands[i].ID); pick < 0 || sc > score {
-					pick, score = i, sc
-				}
-			}
-		}
-		return pick
-	}
-	n := 0
-	if ties > 1 && cursor != nil {
-		n = int(cursor.Add(1)-1) % ties
-	}
-	for i := range prices {
-		if prices[i].Total() == best {
-			if n == 0 {
-				return i
-			}
-			n--
-		}
-	}
-	return 0 // unreachable
+	return leastOf(cands, func(i int) time.Duration { return prices[i].Total() }, key, cursor)
 }

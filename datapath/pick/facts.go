@@ -46,3 +46,12 @@ type PoolFacts struct {
 	RingKey  uint64       // CHWBL routing key (chwbl.Ring.Key), sel 8/10
 	RingSrc  chwbl.Source // which key RingKey is
 }
+
+// Clock is the request's time: f.Now, or the wall clock when the caller
+// set none (hand-built facts in tests and dry runs).
+func (f *Facts) Clock() time.Time {
+	if f.Now.IsZero() {
+		return time.Now()
+	}
+	return f.Now
+}

@@ -1,33 +1,56 @@
 package pick
 
-import "sync/atomic"
+import (
+	"cmp"
+	"sync/atomic"
+)
 
 // LeastLoaded returns the index of the candidate with the lowest load. Only
 // exact ties rotate, through cursor, so equal endpoints share work evenly
 // while a less loaded endpoint always wins. cands must not be empty.
 func LeastLoaded(cands []Candidate, cursor *atomic.Uint64) int {
-	minLoad, ties := cands[0].Load, 0
+	return leastOf(cands, func(i int) int { return cands[i].Load }, 0, cursor)
+}
+
+// LeastLoadedKeyed is LeastLoaded whose exact ties go to key's rendezvous
+// winner among the tied candidates (rotation through cursor when key is 0).
+func LeastLoadedKeyed(cands []Candidate, key uint64, cursor *atomic.Uint64) int {
+	return leastOf(cands, func(i int) int { return cands[i].Load }, key, cursor)
+}
+
+// leastOf is the one "least, then break exact ties" rule every load-like
+// choice shares (in-flight counts, cost estimates): the index of the least
+// value(i) over cands (not empty); exact ties go to key's rendezvous winner
+// among them when key is not 0, else rotate through cursor (nil: the
+// first), so equal endpoints share work while a lesser one always wins.
+func leastOf[T cmp.Ordered](cands []Candidate, value func(i int) T, key uint64, cursor *atomic.Uint64) int {
+	least, ties := value(0), 0
 	for i := range cands {
-		c := &cands[i]
-		switch {
-		case c.Load < minLoad:
-			minLoad, ties = c.Load, 1
-		case c.Load == minLoad:
+		switch v := value(i); {
+		case v < least:
+			least, ties = v, 1
+		case v == least:
 			ties++
 		}
 	}
-	if ties == 1 {
+	if key != 0 {
+		best, bestScore := -1, uint64(0)
 		for i := range cands {
-			c := &cands[i]
-			if c.Load == minLoad {
-				return i
+			if value(i) != least {
+				continue
+			}
+			if s := hrwScore(key, cands[i].ID); best < 0 || s > bestScore {
+				best, bestScore = i, s
 			}
 		}
+		return best
 	}
-	n := int(cursor.Add(1)-1) % ties
+	n := 0
+	if ties > 1 && cursor != nil {
+		n = int(cursor.Add(1)-1) % ties
+	}
 	for i := range cands {
-		c := &cands[i]
-		if c.Load == minLoad {
+		if value(i) == least {
 			if n == 0 {
 				return i
 			}
@@ -35,26 +58,6 @@ func LeastLoaded(cands []Candidate, cursor *atomic.Uint64) int {
 		}
 	}
 	return 0 // unreachable: ties counted above
-}
-
-// LeastLoadedKeyed is LeastLoaded whose exact ties go to key's rendezvous
-// winner among the tied candidates (rotation through cursor when key is 0).
-func LeastLoadedKeyed(cands []Candidate, key uint64, cursor *atomic.Uint64) int {
-	if key == 0 {
-		return LeastLoaded(cands, cursor)
-	}
-	minLoad := MinLoad(cands)
-	best, bestScore := -1, uint64(0)
-	for i := range cands {
-		c := &cands[i]
-		if c.Load != minLoad {
-			continue
-		}
-		if s := hrwScore(key, c.ID); best < 0 || s > bestScore {
-			best, bestScore = i, s
-		}
-	}
-	return best
 }
 
 // MinLoad is the least load among cands (0 when empty).

@@ -40,3 +40,19 @@ func TestSegmentCacheAgrees(t *testing.T) {
 		}
 	}
 }
+
+// The word cache's byte count is what it holds (text and ids), so its
+// bound (wordCacheBytes) is a bound on memory.
+func TestWordCacheBytes(t *testing.T) {
+	tok := loadQwen3(t)
+	tok.Encode("Words, words and more words: 42 of them, naïve or not.", false)
+	tok.cacheMu.RLock()
+	defer tok.cacheMu.RUnlock()
+	held := 0
+	for w, ids := range tok.cache {
+		held += len(w) + 4*len(ids)
+	}
+	if held == 0 || tok.cacheBytes != held {
+		t.Fatalf("cacheBytes %d, cache holds %d bytes", tok.cacheBytes, held)
+	}
+}

@@ -24,8 +24,15 @@ import (
 // gpt2Pattern is the ByteLevel pre-tokenizer's own regex (use_regex).
 const gpt2Pattern = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
 
-// wordCacheLimit bounds the per-tokenizer cache of pre-tokenized words.
-const wordCacheLimit = 1 << 16
+// wordCacheLimit and wordCacheBytes bound the per-tokenizer cache of
+// pre-tokenized words, by count and by the text and ids held (a "word" of
+// a script written without spaces can be a whole paragraph); the cache is
+// cleared when either is reached. A word above wordCacheBytes/16 is not
+// cached at all: one huge word must not flush everyone's.
+const (
+	wordCacheLimit = 1 << 16
+	wordCacheBytes = 16 << 20
+)
 
 // The segment cache keeps the ids of whole segments (the text between two
 // added tokens: in a chat, one message with its role). Prompts repeat
@@ -60,8 +67,9 @@ type Tokenizer struct {
 	prefix, suffix []uint32
 	sum            string
 
-	cacheMu sync.RWMutex
-	cache   map[string][]uint32
+	cacheMu    sync.RWMutex
+	cache      map[string][]uint32
+	cacheBytes int // text and ids held in cache
 
 	segMu    sync.RWMutex
 	segs     map[string][]uint32
@@ -513,7 +521,7 @@ func (t *Tokenizer) encodeSegment(dst []uint32, seg string) []uint32 {
 						dst = append(dst, ids...)
 					} else {
 						t.cacheMu.RUnlock()
-						dst = t.appendWord(dst, p[i:i+n])
+						dst = append(dst, t.encodeWord(p[i:i+n])...)
 						t.cacheMu.RLock()
 					}
 					i += n
@@ -591,16 +599,28 @@ func (t *Tokenizer) appendWord(dst []uint32, w string) []uint32 {
 	if ok {
 		return append(dst, ids...)
 	}
-	ids = t.bpe(w)
+	return append(dst, t.encodeWord(w)...)
+}
+
+// encodeWord runs the merges on a word the cache missed and caches the
+// ids (within wordCacheLimit and wordCacheBytes).
+func (t *Tokenizer) encodeWord(w string) []uint32 {
+	ids := t.bpe(w)
+	size := len(w) + 4*len(ids)
+	if size > wordCacheBytes/16 {
+		return ids
+	}
 	t.cacheMu.Lock()
-	if len(t.cache) >= wordCacheLimit {
+	if len(t.cache) >= wordCacheLimit || t.cacheBytes+size > wordCacheBytes {
 		clear(t.cache)
+		t.cacheBytes = 0
 	}
 	// w is a slice of the caller's text: a key that aliased it would keep
 	// the whole prompt alive for as long as the word stays cached.
 	t.cache[strings.Clone(w)] = ids
+	t.cacheBytes += size
 	t.cacheMu.Unlock()
-	return append(dst, ids...)
+	return ids
 }
 
 func (t *Tokenizer) bpe(w string) []uint32 {

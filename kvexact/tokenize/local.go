@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -46,9 +47,11 @@ type LocalOptions struct {
 // Tokenizers load lazily on first use; a failed load is remembered and
 // warned about once. Safe for concurrent use; shared by every rule.
 type Local struct {
-	opts   LocalOptions
-	mu     sync.Mutex
-	loaded map[string]*localModel // by path
+	opts LocalOptions
+	// loaded has one entry per configured path, made by NewLocal and
+	// read-only afterwards, so a request finds its model without a lock;
+	// each entry loads on first use (localModel.once).
+	loaded map[string]*localModel
 }
 
 type localModel struct {
@@ -71,7 +74,14 @@ func NewLocal(o LocalOptions) *Local {
 		l.SetOutput(io.Discard)
 		o.Logger = l
 	}
-	return &Local{opts: o, loaded: map[string]*localModel{}}
+	o.Models = maps.Clone(o.Models) // a caller's later edit cannot name an unloaded path
+	loaded := make(map[string]*localModel, len(o.Models))
+	for _, path := range o.Models {
+		if loaded[path] == nil {
+			loaded[path] = &localModel{path: path}
+		}
+	}
+	return &Local{opts: o, loaded: loaded}
 }
 
 // Preload loads every configured tokenizer now (daemon start) and returns
@@ -97,13 +107,7 @@ func (l *Local) model(name string) *localModel {
 			return nil
 		}
 	}
-	l.mu.Lock()
 	m := l.loaded[path]
-	if m == nil {
-		m = &localModel{path: path}
-		l.loaded[path] = m
-	}
-	l.mu.Unlock()
 	m.once.Do(func() { m.load(l.opts.Logger) })
 	return m
 }
