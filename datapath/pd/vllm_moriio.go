@@ -329,18 +329,13 @@ func runMoRIIO(q *seq) {
 		_, _, err := moriPair(p, q.pair.Decode, req.Rule)
 		return err
 	})
-	suffix := idSuffix(req.RequestID)
 	// A plain request id: the connector reads peers from vLLM's
 	// ___prefill_addr_ markers before the explicit fields.
-	leg := func(ep spec.Endpoint, body []byte) upstream.Leg {
-		h := legHeader(req.Header)
-		h.Set(headerRequestID, suffix)
-		return upstream.Leg{Endpoint: ep, Path: req.Path, Header: h, Body: body}
-	}
+	suffix := idSuffix(req.RequestID)
 	var tid string
 	build := func(prefill spec.Endpoint) upstream.Leg {
 		tid = newTransferID()
-		return leg(prefill, vllmPrefillBodyWith(&q.obj, req.Path, moriPrefillParams(tid, ds)))
+		return q.vllmLeg(prefill, suffix, vllmPrefillBodyWith(&q.obj, req.Path, moriPrefillParams(tid, ds)))
 	}
 	r, prefill, ok, done := q.prefillWithFailover(build, prefillWords{leg: "prefill", fallback: "the request fails (a MoRI-IO decode never recomputes)"})
 	if done {
@@ -374,8 +369,7 @@ func runMoRIIO(q *seq) {
 			return err
 		})
 	}
-	body := vllmDecodeBody(&q.obj, params)
-	q.serveDecode(func(d spec.Endpoint) upstream.Leg { return leg(d, body) })
+	q.vllmDecode(params, suffix)
 }
 
 // moriAlternates keeps the endpoints ok accepts (a failover must pair too).
