@@ -101,11 +101,11 @@ func checkVLLMParams(params []byte) error {
 		var problem string
 		switch {
 		case strings.HasSuffix(name, suffixHost):
-			if s, isStr := jsonStringValue(v); !isStr || s == "" || strings.IndexFunc(s, unicode.IsSpace) >= 0 {
+			if s, isStr := jsonStringValue(v); !isStr || !isHost(s) {
 				problem = "must be a host name or address without whitespace"
 			}
 		case strings.HasSuffix(name, suffixPort):
-			if n, ok := jsonInt(v); !ok || n < 1 || n > 65535 {
+			if n, ok := jsonInt(v); !ok || !isPort(n) {
 				problem = "must be a port number in 1..65535"
 			}
 		case strings.HasSuffix(name, suffixCount):
@@ -149,6 +149,13 @@ func checkBlockIDs(v []byte) error {
 	}
 	return nil
 }
+
+// isHost: a host name or address as a handoff field or a MoRI-IO label
+// names one: non-empty, without whitespace.
+func isHost(s string) bool { return s != "" && strings.IndexFunc(s, unicode.IsSpace) < 0 }
+
+// isPort: a TCP port, 1..65535.
+func isPort(n int64) bool { return n >= 1 && n <= 65535 }
 
 // jsonInt parses a JSON number written as an integer (no fraction, no
 // exponent): what the engines emit for ids, ports and counts.

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"unicode"
 
 	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
@@ -96,7 +95,7 @@ func moriSideOf(ep spec.Endpoint) (moriSide, error) {
 		return s, fmt.Errorf("%s: %s %q is not read or write", ep.ID, labelMoRIIOMode, l[labelMoRIIOMode])
 	}
 	if h, ok := l[labelMoRIIOHost]; ok {
-		if h == "" || strings.IndexFunc(h, unicode.IsSpace) >= 0 {
+		if !isHost(h) {
 			return s, fmt.Errorf("%s: %s %q is not a host", ep.ID, labelMoRIIOHost, h)
 		}
 		s.host = h
@@ -107,7 +106,7 @@ func moriSideOf(ep spec.Endpoint) (moriSide, error) {
 	}{{labelMoRIIOHandshakePort, &s.handshake}, {labelMoRIIONotifyPort, &s.notify}} {
 		if v, ok := l[p.label]; ok {
 			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > 65535 {
+			if err != nil || !isPort(int64(n)) {
 				return s, fmt.Errorf("%s: %s %q is not a port", ep.ID, p.label, v)
 			}
 			*p.into = n
@@ -265,12 +264,12 @@ func checkMoRIIOParams(params []byte, tid string) error {
 		return err
 	}
 	host, ok := po.lookup(fieldRemoteHost)
-	if s, isStr := jsonStringValue(host); !ok || !isStr || s == "" || strings.IndexFunc(s, unicode.IsSpace) >= 0 {
+	if s, isStr := jsonStringValue(host); !ok || !isStr || !isHost(s) {
 		return handoffErr("."+fieldRemoteHost, "must be a host name or address without whitespace")
 	}
 	for _, f := range []string{fieldRemoteHandshakePort, fieldRemoteNotifyPort} {
 		v, ok := po.lookup(f)
-		if n, isInt := intOrDecimal(v); !ok || !isInt || n < 1 || n > 65535 {
+		if n, isInt := intOrDecimal(v); !ok || !isInt || !isPort(n) {
 			return handoffErr("."+f, "must be a port number in 1..65535")
 		}
 	}
