@@ -99,13 +99,12 @@ func compileValid(r *Rule) *spec.Rule {
 		a, _ := ParseIPLiteral(ep.EndpointIP)
 		ap := netip.AddrPortFrom(a, uint16(ep.TargetPort))
 		se := spec.Endpoint{
-			ID:     ap.String(),
-			Addr:   ap,
-			Weight: ep.Weight,
-			Role:   spec.Role(ep.EPRole),
-			Backup: ep.Backup,
-			Window: ep.AdmissionWindow,
-
+			ID:          ap.String(),
+			Addr:        ap,
+			Weight:      ep.Weight,
+			Role:        spec.Role(ep.EPRole),
+			Backup:      ep.Backup,
+			Window:      ep.AdmissionWindow,
 			MaxModelLen: ep.MaxModelLen,
 		}
 		if eng == spec.EngineVLLM {
