@@ -222,7 +222,7 @@ func normalize(r Rule) Rule {
 	eps := make([]Endpoint, len(r.Endpoints))
 	for i, ep := range r.Endpoints {
 		ep.EndpointIP = stripBrackets(ep.EndpointIP)
-		ep.State, ep.Counter, ep.EngineLoad = "", "", ""
+		ep.clearOutput() // output.go
 		eps[i] = ep
 	}
 	r.Endpoints = eps
