@@ -112,21 +112,21 @@ func moriSideOf(ep spec.Endpoint) (moriSide, error) {
 			*p.into = n
 		}
 	}
-	if v, ok := l[labelTPSize]; ok {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return s, fmt.Errorf("%s: %s %q is not a positive integer", ep.ID, labelTPSize, v)
+	dp := 1
+	for _, c := range []struct {
+		label string
+		into  *int
+	}{{labelTPSize, &s.tp}, {labelDPSize, &dp}} {
+		if v, ok := l[c.label]; ok {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return s, fmt.Errorf("%s: %s %q is not a positive integer", ep.ID, c.label, v)
+			}
+			*c.into = n
 		}
-		s.tp = n
 	}
-	if v, ok := l[labelDPSize]; ok {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return s, fmt.Errorf("%s: %s %q is not a positive integer", ep.ID, labelDPSize, v)
-		}
-		if n > 1 {
-			return s, fmt.Errorf("%s: %s %d: MoRI-IO pairs need data-parallel size 1", ep.ID, labelDPSize, n)
-		}
+	if dp > 1 {
+		return s, fmt.Errorf("%s: %s %d: MoRI-IO pairs need data-parallel size 1", ep.ID, labelDPSize, dp)
 	}
 	switch d := l[labelMoRIIOWriteDispatch]; d {
 	case "", moriDispatchSequential:
