@@ -80,18 +80,7 @@ func checkVLLMParams(params []byte) error {
 	if err != nil {
 		return handoffErr("", "is not a JSON object")
 	}
-	id, ok := po.lookup(fieldRemoteEngineID)
-	if !ok {
-		return handoffErr("."+fieldRemoteEngineID, "missing")
-	}
-	if s, isStr := jsonStringValue(id); !isStr || s == "" {
-		return handoffErr("."+fieldRemoteEngineID, "must be a non-empty string")
-	}
-	blocks, ok := po.lookup(fieldRemoteBlockIDs)
-	if !ok {
-		return handoffErr("."+fieldRemoteBlockIDs, "missing")
-	}
-	if err := checkBlockIDs(blocks); err != nil {
+	if err := checkPrefillKV(&po); err != nil {
 		return err
 	}
 	for i := range po.members {
@@ -118,6 +107,24 @@ func checkVLLMParams(params []byte) error {
 		}
 	}
 	return nil
+}
+
+// checkPrefillKV is the part of the handoff every vLLM connector that
+// returns one shares: remote_engine_id a non-empty string, remote_block_ids
+// as checkBlockIDs takes them.
+func checkPrefillKV(po *object) error {
+	id, ok := po.lookup(fieldRemoteEngineID)
+	if !ok {
+		return handoffErr("."+fieldRemoteEngineID, "missing")
+	}
+	if s, isStr := jsonStringValue(id); !isStr || s == "" {
+		return handoffErr("."+fieldRemoteEngineID, "must be a non-empty string")
+	}
+	blocks, ok := po.lookup(fieldRemoteBlockIDs)
+	if !ok {
+		return handoffErr("."+fieldRemoteBlockIDs, "missing")
+	}
+	return checkBlockIDs(blocks)
 }
 
 // checkBlockIDs accepts a flat list of block ids or a list of per-group

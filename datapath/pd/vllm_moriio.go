@@ -233,8 +233,8 @@ func moriHandoff(body []byte, tid string) ([]byte, error) {
 
 // checkMoRIIOParams is the MoRI-IO handoff rule (what the decode engine's
 // scheduler parses without guarding): transfer_id is the one minted for
-// this request; remote_engine_id a non-empty string; remote_block_ids as
-// for NIXL; remote_host a non-empty string without whitespace;
+// this request; remote_engine_id and remote_block_ids as for NIXL
+// (checkPrefillKV); remote_host a non-empty string without whitespace;
 // remote_handshake_port and remote_notify_port ports in 1..65535, as a
 // number or a decimal string; the counts (remote_dp_size,
 // remote_dp_size_local, remote_dp_rank, tp_size, remote_tp_size), when
@@ -252,15 +252,7 @@ func checkMoRIIOParams(params []byte, tid string) error {
 	if s, isStr := jsonStringValue(got); !isStr || s != tid {
 		return handoffErr("."+fieldTransferID, "is not the transfer this request started")
 	}
-	id, ok := po.lookup(fieldRemoteEngineID)
-	if s, isStr := jsonStringValue(id); !ok || !isStr || s == "" {
-		return handoffErr("."+fieldRemoteEngineID, "must be a non-empty string")
-	}
-	blocks, ok := po.lookup(fieldRemoteBlockIDs)
-	if !ok {
-		return handoffErr("."+fieldRemoteBlockIDs, "missing")
-	}
-	if err := checkBlockIDs(blocks); err != nil {
+	if err := checkPrefillKV(&po); err != nil {
 		return err
 	}
 	host, ok := po.lookup(fieldRemoteHost)
