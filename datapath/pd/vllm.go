@@ -51,16 +51,12 @@ func (*vllm) Split(path string) Split {
 
 // runVLLM is the sequence: prefill (with one failover), then decode with
 // the prefill's params, or decode alone for shapes one transfer cannot
-// serve.
+// serve. The pair's connector chooses the sequence (NIXL's below).
 func runVLLM(q *seq) {
 	conn := vllmConnector(q.pair)
 	q.o.Connector = conn.String()
-	switch conn {
-	case connMooncake:
-		runMooncake(q)
-		return
-	case connMoRIIO:
-		runMoRIIO(q)
+	if conn == connMoRIIO {
+		runMoRIIO(q) // refuses what it cannot hand off: its decode never recomputes
 		return
 	}
 	req, o := q.req, q.o
@@ -70,6 +66,10 @@ func runVLLM(q *seq) {
 		// cannot share one prefill's blocks. Decode computes the prompt.
 		o.PrefillSkipped = shape
 		q.vllmDecode(nil, suffix)
+		return
+	}
+	if conn == connMooncake {
+		runMooncake(q, suffix)
 		return
 	}
 	prefillBody := vllmPrefillBody(&q.obj, req.Path)

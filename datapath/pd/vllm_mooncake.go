@@ -82,14 +82,10 @@ func newTransferID() string { return "xfer-" + hex32() }
 // the client's request to decode with the minted handoff. A prefill that
 // failed twice, or one whose engine id is unknown, leaves the decode to
 // compute the prompt (Mooncake's decode recomputes without params).
-func runMooncake(q *seq) {
+// runVLLM has already sent shapes one transfer cannot serve to a decode
+// alone; suffix is the request id both legs carry.
+func runMooncake(q *seq, suffix string) {
 	req, o := q.req, q.o
-	suffix := idSuffix(req.RequestID)
-	if shape := multiShape(&q.obj, req.Path); shape != "" {
-		o.PrefillSkipped = shape
-		q.vllmDecode(nil, suffix)
-		return
-	}
 	if mooncakeEngineID(q.pair.Prefill) == "" {
 		// Without the engine id no decode can name the KV: a prefill leg
 		// would only hold blocks until Mooncake's abort timeout.
