@@ -99,13 +99,12 @@ func compileValid(r *Rule) *spec.Rule {
 		a, _ := ParseIPLiteral(ep.EndpointIP)
 		ap := netip.AddrPortFrom(a, uint16(ep.TargetPort))
 		se := spec.Endpoint{
-			ID:     ap.String(),
-			Addr:   ap,
-			Weight: ep.Weight,
-			Role:   spec.Role(ep.EPRole),
-			Backup: ep.Backup,
-			Window: ep.AdmissionWindow,
-
+			ID:          ap.String(),
+			Addr:        ap,
+			Weight:      ep.Weight,
+			Role:        spec.Role(ep.EPRole),
+			Backup:      ep.Backup,
+			Window:      ep.AdmissionWindow,
 			MaxModelLen: ep.MaxModelLen,
 		}
 		if eng == spec.EngineVLLM {
@@ -223,7 +222,7 @@ func normalize(r Rule) Rule {
 	eps := make([]Endpoint, len(r.Endpoints))
 	for i, ep := range r.Endpoints {
 		ep.EndpointIP = stripBrackets(ep.EndpointIP)
-		ep.State, ep.Counter, ep.EngineLoad = "", "", ""
+		ep.clearOutput() // output.go
 		eps[i] = ep
 	}
 	r.Endpoints = eps

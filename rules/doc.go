@@ -13,7 +13,8 @@
 //     LoxiLB fields infergate does not serve are 400 unsupported saying why
 //     (loxilb_fields.go); wrong JSON types and duplicate keys are 400
 //     malformed_json naming the field; output-only keys (status, state,
-//     counter, health) are accepted and dropped so a GET body can be re-POSTed. The
+//     counter, health, engineLoad) are accepted and dropped so a GET body can
+//     be re-POSTed (SpecOnly clears them from a decoded rule). The
 //     walk fills the struct itself (one pass; a differential fuzz test keeps
 //     it equal to encoding/json on every accepted body).
 //   - Validate runs the field pass (go-playground/validator map rules kept in

@@ -218,7 +218,8 @@ type Endpoint struct {
 	KVCacheDtype    string `json:"kv_cache_dtype,omitempty" yaml:"kv_cache_dtype,omitempty"`
 	PairingProtocol string `json:"pairing_protocol,omitempty" yaml:"pairing_protocol,omitempty"`
 	// BootstrapPort is an SGLang prefill's own bootstrap port (0: the
-	// rule's pdBootstrapPort).
+	// rule's pdBootstrapPort), or a vLLM MooncakeConnector prefill's
+	// (0: vLLM's default).
 	BootstrapPort int `json:"bootstrap_port,omitempty" yaml:"bootstrap_port,omitempty"`
 	// AdmissionWindow overrides the rule's admission_window for this
 	// endpoint (0: the rule's; an engine's max_num_seqs or

@@ -170,26 +170,22 @@ func PairFacts(ep *Endpoint) map[string]string {
 	return facts
 }
 
-func isFactName(s string) bool {
-	if s == "" || len(s) > maxFactLen {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+// isFactName: 1..maxFactLen letters, digits, '.', '_' or '-'.
+func isFactName(s string) bool { return len(s) <= maxFactLen && isWord(s, "") }
 
-func isLabelKey(s string) bool {
+// isLabelKey: a fact name's characters, and '/' (a label key may carry a
+// prefix, as "example.com/zone").
+func isLabelKey(s string) bool { return isWord(s, "/") }
+
+// isWord reports a non-empty s of ASCII letters, digits, '.', '_', '-'
+// and the bytes in extra.
+func isWord(s, extra string) bool {
 	if s == "" {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' || c == '/') {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' || strings.IndexByte(extra, c) >= 0) {
 			return false
 		}
 	}

@@ -80,7 +80,7 @@ var (
 		// P/D pairing facts (pairing.go checks their spelling).
 		"KVBlockSize":   "min=0,max=4096",
 		"BootstrapPort": "min=0,max=65535",
-		// Admission window (admission.go).
+		// Admission window (the datapath's flow gate).
 		"AdmissionWindow": "min=0,max=65536",
 		// Context window (datapath's context-length check).
 		"MaxModelLen": "min=0,max=16777216",

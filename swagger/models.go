@@ -146,8 +146,13 @@ func fieldNotes() map[string]FieldNote {
 		ep("kv_cache_dtype"):   {Description: "P/D: the engine's KV cache dtype (auto, fp8, …); a pair must match when both declare it."},
 		ep("pairing_protocol"): {Description: "P/D: an explicit transfer protocol name; a pair must match when both declare it."},
 		ep("admission_window"): {Description: "This endpoint's admission window, overriding the rule's (0 = the rule's); the engine's max_num_seqs / max_running_requests is the natural value.", Min: ptrFloat(0), Max: ptrFloat(65536)},
-		ep("bootstrap_port"):   {Description: "SGLang prefill: this engine's bootstrap server port (0 = the rule's pdBootstrapPort).", Min: ptrFloat(0), Max: ptrFloat(65535)},
-		ep("labels"):           {Description: "Free-form labels (at most 16; keys of letters, digits, . _ - /; values up to 256 characters), stored and shown."},
+		ep("bootstrap_port"): {Description: "SGLang prefill: this engine's bootstrap server port (0 = the rule's pdBootstrapPort); " +
+			"vLLM MooncakeConnector prefill: its VLLM_MOONCAKE_BOOTSTRAP_PORT (0 = 8998).", Min: ptrFloat(0), Max: ptrFloat(65535)},
+		ep("labels"): {Description: "Free-form labels (at most 16; keys of 1..63 letters, digits, . _ - /; values up to 256 bytes), stored and shown."},
+		sa("max_model_len"): {Description: "infergate extension: the engines' context window in tokens (vLLM's --max-model-len; 0 = unknown). " +
+			"P/D rules whose KV-exact tier tokenised the prompt answer 400 context_length_exceeded, before any leg, to a prompt that does not fit the chosen pair's window.",
+			Min: ptrFloat(0), Max: ptrFloat(16777216)},
+		ep("max_model_len"): {Description: "This endpoint's context window in tokens, overriding the rule's max_model_len (0 = the rule's).", Min: ptrFloat(0), Max: ptrFloat(16777216)},
 		ep("health"): {Description: "Output only: infergate's finer endpoint state.",
 			Enum: enum("probing", "active", "down", "draining", "breaker-open"), ReadOnly: true},
 

@@ -33,7 +33,7 @@ func (w *workflow) drain(ctx context.Context, res *StepResult) {
 		res.Status, res.Summary = Skip, "no per-endpoint request family ("+fam+") to attribute traffic"
 		return
 	}
-	orig := cleanRule(*w.rule)
+	orig := rules.SpecOnly(*w.rule)
 	res.Status = Pass
 	drained, restoreFailed := 0, false
 	for i, e := range orig.Endpoints {
@@ -84,7 +84,7 @@ func (w *workflow) drain(ctx context.Context, res *StepResult) {
 // drainOne drains endpoint i of orig, probes, restores (always), probes.
 func (w *workflow) drainOne(ctx context.Context, orig rules.Rule, i int, fam string, sel Labels) (ev []string, st Status, restoredOK bool) {
 	id := fmt.Sprintf("%s:%d", orig.Endpoints[i].EndpointIP, orig.Endpoints[i].TargetPort)
-	drainedRule := cleanRule(orig)
+	drainedRule := rules.SpecOnly(orig)
 	drainedRule.Endpoints = append([]rules.Endpoint(nil), orig.Endpoints...)
 	drainedRule.Endpoints[i].Weight = 0
 	restored := false
@@ -164,16 +164,6 @@ func (w *workflow) probeDelta(ctx context.Context, fam string, sel Labels) map[s
 		return nil
 	}
 	return deltaBy(before, after, fam, labelEndpoint, sel)
-}
-
-// cleanRule drops output-only fields so the rule can be re-applied as is.
-func cleanRule(r rules.Rule) rules.Rule {
-	r.Status = nil
-	r.Endpoints = append([]rules.Endpoint(nil), r.Endpoints...)
-	for i := range r.Endpoints {
-		r.Endpoints[i].State, r.Endpoints[i].Counter, r.Endpoints[i].Health, r.Endpoints[i].EngineLoad = "", "", "", ""
-	}
-	return r
 }
 
 func roleOf(epRole int) string {

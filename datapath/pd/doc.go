@@ -22,7 +22,14 @@
 //     the prefill's params verbatim to decode. Both legs carry the NIXL
 //     X-Request-Id "___prefill_addr_<ip:nixl>___decode_addr_<ip:nixl>_<32hex>".
 //     Prefill 4xx is relayed; 5xx or a transport failure is retried once on
-//     Pair.AltPrefill, then decode recomputes without params.
+//     Pair.AltPrefill, then decode recomputes without params. Params that
+//     are present but malformed (handoff.go) end the request with a 502 and
+//     no decode leg. That is the NIXL sequence; a pair whose decode (else
+//     prefill) declares another kv_connector (connector.go) runs that
+//     connector's: Mooncake (vllm_mooncake.go: the gateway mints the
+//     transfer id and bootstrap address, plain request ids) or MoRI-IO
+//     (vllm_moriio.go: a checked handoff or the request fails; its decode
+//     never recomputes).
 //   - SGLang (sglang.go), concurrent: both legs get the body plus the
 //     bootstrap triple and are dispatched together (a real prefill blocks
 //     until its decode joins the room). A prefill connection death before any

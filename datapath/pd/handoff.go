@@ -80,18 +80,7 @@ func checkVLLMParams(params []byte) error {
 	if err != nil {
 		return handoffErr("", "is not a JSON object")
 	}
-	id, ok := po.lookup(fieldRemoteEngineID)
-	if !ok {
-		return handoffErr("."+fieldRemoteEngineID, "missing")
-	}
-	if s, isStr := jsonStringValue(id); !isStr || s == "" {
-		return handoffErr("."+fieldRemoteEngineID, "must be a non-empty string")
-	}
-	blocks, ok := po.lookup(fieldRemoteBlockIDs)
-	if !ok {
-		return handoffErr("."+fieldRemoteBlockIDs, "missing")
-	}
-	if err := checkBlockIDs(blocks); err != nil {
+	if err := checkPrefillKV(&po); err != nil {
 		return err
 	}
 	for i := range po.members {
@@ -101,11 +90,11 @@ func checkVLLMParams(params []byte) error {
 		var problem string
 		switch {
 		case strings.HasSuffix(name, suffixHost):
-			if s, isStr := jsonStringValue(v); !isStr || s == "" || strings.IndexFunc(s, unicode.IsSpace) >= 0 {
+			if s, isStr := jsonStringValue(v); !isStr || !isHost(s) {
 				problem = "must be a host name or address without whitespace"
 			}
 		case strings.HasSuffix(name, suffixPort):
-			if n, ok := jsonInt(v); !ok || n < 1 || n > 65535 {
+			if n, ok := jsonInt(v); !ok || !isPort(n) {
 				problem = "must be a port number in 1..65535"
 			}
 		case strings.HasSuffix(name, suffixCount):
@@ -118,6 +107,24 @@ func checkVLLMParams(params []byte) error {
 		}
 	}
 	return nil
+}
+
+// checkPrefillKV is the part of the handoff every vLLM connector that
+// returns one shares: remote_engine_id a non-empty string, remote_block_ids
+// as checkBlockIDs takes them.
+func checkPrefillKV(po *object) error {
+	id, ok := po.lookup(fieldRemoteEngineID)
+	if !ok {
+		return handoffErr("."+fieldRemoteEngineID, "missing")
+	}
+	if s, isStr := jsonStringValue(id); !isStr || s == "" {
+		return handoffErr("."+fieldRemoteEngineID, "must be a non-empty string")
+	}
+	blocks, ok := po.lookup(fieldRemoteBlockIDs)
+	if !ok {
+		return handoffErr("."+fieldRemoteBlockIDs, "missing")
+	}
+	return checkBlockIDs(blocks)
 }
 
 // checkBlockIDs accepts a flat list of block ids or a list of per-group
@@ -149,6 +156,13 @@ func checkBlockIDs(v []byte) error {
 	}
 	return nil
 }
+
+// isHost: a host name or address as a handoff field or a MoRI-IO label
+// names one: non-empty, without whitespace.
+func isHost(s string) bool { return s != "" && strings.IndexFunc(s, unicode.IsSpace) < 0 }
+
+// isPort: a TCP port, 1..65535.
+func isPort(n int64) bool { return n >= 1 && n <= 65535 }
 
 // jsonInt parses a JSON number written as an integer (no fraction, no
 // exponent): what the engines emit for ids, ports and counts.

@@ -41,7 +41,7 @@ func Record(m *metrics.PD, rule *spec.Rule, model string, o Outcome) {
 	if o.HandoffInvalid {
 		m.HandoffInvalid.WithLabelValues(name).Inc()
 	}
-	if o.Connector != "" && m.KVConnector != nil {
+	if o.Connector != "" {
 		m.KVConnector.WithLabelValues(name, o.Connector).Inc()
 	}
 	if o.PrefillFailover {

@@ -21,6 +21,7 @@ func TestOutcomeLabels(t *testing.T) {
 		{"success", Outcome{Status: 200}, "complete", "success"},
 		{"prefill timeout", Outcome{Status: 504, Code: CodePrefillTimeout, FailedPhase: PhasePrefill}, "prefill", "timeout"},
 		{"decode timeout", Outcome{Status: 504, Code: CodeDecodeTimeout, FailedPhase: PhaseDecode}, "decode", "timeout"},
+		{"pool timeout", Outcome{Status: 504, Code: CodePoolTimeout, FailedPhase: PhasePrefill}, "prefill", "timeout"},
 		{"decode died", Outcome{Status: 502, Code: CodeDecodeDied, FailedPhase: PhaseDecode}, "decode", "error"},
 		{"sglang prefill failed", Outcome{Status: 502, Code: CodeSGPrefillFailed, FailedPhase: PhasePrefill}, "prefill", "error"},
 		{"prefill 400 relayed", Outcome{Status: 400, Relayed: true, FailedPhase: PhasePrefill}, "prefill", "relayed"},

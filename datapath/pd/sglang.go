@@ -320,14 +320,10 @@ wait:
 	return retry
 }
 
-// sglangBody injects the bootstrap triple into a client body; nothing else
-// changes (SGLang's prefill keeps stream and max_tokens).
-func sglangBody(o *object, host string, port uint16, room uint64) []byte {
-	return sglangBodyWith(o, host, port, room)
-}
-
-// sglangBodyWith is sglangBody with further edits (the prefill's DP rank).
-func sglangBodyWith(o *object, host string, port uint16, room uint64, more ...edit) []byte {
+// sglangBody injects the bootstrap triple, and any further edits (the
+// prefill's DP rank), into a client body; nothing else changes (SGLang's
+// prefill keeps stream and max_tokens).
+func sglangBody(o *object, host string, port uint16, room uint64, more ...edit) []byte {
 	var hb [64]byte
 	h := strconv.AppendQuote(hb[:0], host)
 	var pb, rb [24]byte

@@ -54,5 +54,5 @@ func (q sgSeq) legBodies(prefill spec.Endpoint) (pbody, dbody []byte) {
 		return dbody, dbody
 	}
 	var rb [24]byte
-	return sglangBodyWith(&q.obj, host, port, room, edit{fieldDataParallelRank, strconv.AppendInt(rb[:0], int64(rank), 10)}), dbody
+	return sglangBody(&q.obj, host, port, room, edit{fieldDataParallelRank, strconv.AppendInt(rb[:0], int64(rank), 10)}), dbody
 }

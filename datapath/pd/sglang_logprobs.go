@@ -50,23 +50,11 @@ func wantsLogprobs(o *object) bool {
 // meta_info.input_token_logprobs prepended to its own; ok is false (and
 // decode should be sent as it is) when either body lacks the array.
 func mergeInputLogprobs(prefill, decode []byte) ([]byte, bool) {
-	pa, ok := inputLogprobs(prefill)
+	_, _, pa, ok := inputLogprobs(prefill)
 	if !ok {
 		return nil, false
 	}
-	dobj, err := parseObject(decode)
-	if err != nil {
-		return nil, false
-	}
-	meta, ok := dobj.lookup(fieldMetaInfo)
-	if !ok {
-		return nil, false
-	}
-	mobj, err := parseObject(meta)
-	if err != nil {
-		return nil, false
-	}
-	da, ok := mobj.lookup(fieldInputTokenLogprobs)
+	dobj, meta, da, ok := inputLogprobs(decode)
 	if !ok {
 		return nil, false
 	}
@@ -83,26 +71,26 @@ func mergeInputLogprobs(prefill, decode []byte) ([]byte, bool) {
 	}
 	merged = append(merged, de...)
 	merged = append(merged, ']')
-	newMeta := mobj.apply([]edit{{fieldInputTokenLogprobs, merged}})
+	newMeta := meta.apply([]edit{{fieldInputTokenLogprobs, merged}})
 	return dobj.apply([]edit{{fieldMetaInfo, newMeta}}), true
 }
 
-// inputLogprobs is body's meta_info.input_token_logprobs array.
-func inputLogprobs(body []byte) ([]byte, bool) {
+// inputLogprobs finds body's meta_info.input_token_logprobs array; obj and
+// meta are the parsed body and meta_info, to rewrite it in place.
+func inputLogprobs(body []byte) (obj, meta object, a []byte, ok bool) {
 	obj, err := parseObject(body)
 	if err != nil {
-		return nil, false
+		return obj, meta, nil, false
 	}
-	meta, ok := obj.lookup(fieldMetaInfo)
+	m, ok := obj.lookup(fieldMetaInfo)
 	if !ok {
-		return nil, false
+		return obj, meta, nil, false
 	}
-	mobj, err := parseObject(meta)
-	if err != nil {
-		return nil, false
+	if meta, err = parseObject(m); err != nil {
+		return obj, meta, nil, false
 	}
-	a, ok := mobj.lookup(fieldInputTokenLogprobs)
-	return a, ok && len(a) > 0 && a[0] == '['
+	a, ok = meta.lookup(fieldInputTokenLogprobs)
+	return obj, meta, a, ok && len(a) > 0 && a[0] == '['
 }
 
 // arrayElems is the inside of a JSON array (between the brackets, trimmed).

@@ -51,16 +51,12 @@ func (*vllm) Split(path string) Split {
 
 // runVLLM is the sequence: prefill (with one failover), then decode with
 // the prefill's params, or decode alone for shapes one transfer cannot
-// serve.
+// serve. The pair's connector chooses the sequence (NIXL's below).
 func runVLLM(q *seq) {
 	conn := vllmConnector(q.pair)
 	q.o.Connector = conn.String()
-	switch conn {
-	case connMooncake:
-		runMooncake(q)
-		return
-	case connMoRIIO:
-		runMoRIIO(q)
+	if conn == connMoRIIO {
+		runMoRIIO(q) // refuses what it cannot hand off: its decode never recomputes
 		return
 	}
 	req, o := q.req, q.o
@@ -69,19 +65,16 @@ func runVLLM(q *seq) {
 		// vLLM's transfer is single-consumer: several samples or prompts
 		// cannot share one prefill's blocks. Decode computes the prompt.
 		o.PrefillSkipped = shape
-		body := vllmDecodeBody(&q.obj, nil)
-		q.serveDecode(func(decode spec.Endpoint) upstream.Leg {
-			h := legHeader(req.Header)
-			h.Set(headerRequestID, suffix)
-			return upstream.Leg{Endpoint: decode, Path: req.Path, Header: h, Body: body}
-		})
+		q.vllmDecode(nil, suffix)
+		return
+	}
+	if conn == connMooncake {
+		runMooncake(q, suffix)
 		return
 	}
 	prefillBody := vllmPrefillBody(&q.obj, req.Path)
 	build := func(prefill spec.Endpoint) upstream.Leg {
-		h := legHeader(req.Header)
-		h.Set(headerRequestID, vllmRequestID(prefill, q.pair.Decode, suffix))
-		return upstream.Leg{Endpoint: prefill, Path: req.Path, Header: h, Body: prefillBody}
+		return q.vllmLeg(prefill, vllmRequestID(prefill, q.pair.Decode, suffix), prefillBody)
 	}
 	r, prefill, ok, done := q.prefillWithFailover(build, prefillWords{leg: "prefill", fallback: "decode recomputes"})
 	if done {
@@ -101,10 +94,25 @@ func runVLLM(q *seq) {
 	// The prefill's params name the prefill's blocks, so any decode can
 	// pull them; the id names the decode actually sent to.
 	q.serveDecode(func(decode spec.Endpoint) upstream.Leg {
-		h := legHeader(req.Header)
-		h.Set(headerRequestID, vllmRequestID(prefill, decode, suffix))
-		return upstream.Leg{Endpoint: decode, Path: req.Path, Header: h, Body: body}
+		return q.vllmLeg(decode, vllmRequestID(prefill, decode, suffix), body)
 	})
+}
+
+// vllmLeg is one vLLM leg: the client's header with X-Request-Id id, on the
+// client's path. Every connector's legs are built here; they differ only in
+// the id (NIXL's names both peers) and the body.
+func (q *seq) vllmLeg(ep spec.Endpoint, id string, body []byte) upstream.Leg {
+	h := legHeader(q.req.Header)
+	h.Set(headerRequestID, id)
+	return upstream.Leg{Endpoint: ep, Path: q.req.Path, Header: h, Body: body}
+}
+
+// vllmDecode serves the decode leg (with decode failover) under one request
+// id for every decode: the client's body with kv_transfer_params set to
+// params, or removed when params is nil (the decode computes the prompt).
+func (q *seq) vllmDecode(params []byte, id string) {
+	body := vllmDecodeBody(&q.obj, params)
+	q.serveDecode(func(d spec.Endpoint) upstream.Leg { return q.vllmLeg(d, id, body) })
 }
 
 // vllmPrefillBody rewrites a client body into a vLLM NIXL prefill request:

@@ -7,7 +7,6 @@ import (
 
 	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
-	"github.com/sirupsen/logrus"
 )
 
 // vLLM's MooncakeConnector: the prefill pushes its KV to the decode that
@@ -83,33 +82,22 @@ func newTransferID() string { return "xfer-" + hex32() }
 // the client's request to decode with the minted handoff. A prefill that
 // failed twice, or one whose engine id is unknown, leaves the decode to
 // compute the prompt (Mooncake's decode recomputes without params).
-func runMooncake(q *seq) {
+// runVLLM has already sent shapes one transfer cannot serve to a decode
+// alone; suffix is the request id both legs carry.
+func runMooncake(q *seq, suffix string) {
 	req, o := q.req, q.o
-	suffix := idSuffix(req.RequestID)
-	leg := func(ep spec.Endpoint, body []byte) upstream.Leg {
-		h := legHeader(req.Header)
-		h.Set(headerRequestID, suffix)
-		return upstream.Leg{Endpoint: ep, Path: req.Path, Header: h, Body: body}
-	}
-	if shape := multiShape(&q.obj, req.Path); shape != "" {
-		o.PrefillSkipped = shape
-		body := vllmDecodeBody(&q.obj, nil)
-		q.serveDecode(func(d spec.Endpoint) upstream.Leg { return leg(d, body) })
-		return
-	}
 	if mooncakeEngineID(q.pair.Prefill) == "" {
 		// Without the engine id no decode can name the KV: a prefill leg
 		// would only hold blocks until Mooncake's abort timeout.
-		q.log.WithField("endpoint", q.pair.Prefill.ID).Warn("pd: mooncake prefill has no kv_engine_id label; decode computes the prompt")
+		q.warnNoEngineID(q.pair.Prefill)
 		o.PrefillSkipped, o.KVTransferFailed = SkipNoEngineID, true
-		body := vllmDecodeBody(&q.obj, nil)
-		q.serveDecode(func(d spec.Endpoint) upstream.Leg { return leg(d, body) })
+		q.vllmDecode(nil, suffix)
 		return
 	}
 	var tid string
 	build := func(prefill spec.Endpoint) upstream.Leg {
 		tid = newTransferID()
-		return leg(prefill, vllmPrefillBodyWith(&q.obj, req.Path, mooncakePrefillParams(tid)))
+		return q.vllmLeg(prefill, suffix, vllmPrefillBodyWith(&q.obj, req.Path, mooncakePrefillParams(tid)))
 	}
 	_, prefill, ok, done := q.prefillWithFailover(build, prefillWords{leg: "prefill", fallback: "decode recomputes"})
 	if done {
@@ -120,11 +108,15 @@ func runMooncake(q *seq) {
 	case !ok:
 	case mooncakeEngineID(prefill) == "":
 		// The failover prefill has no engine id to name.
-		q.log.WithFields(logrus.Fields{"endpoint": prefill.ID}).Warn("pd: mooncake prefill has no kv_engine_id label; decode computes the prompt")
+		q.warnNoEngineID(prefill)
 		o.KVTransferFailed = true
 	default:
 		params = mooncakeDecodeParams(tid, prefill)
 	}
-	body := vllmDecodeBody(&q.obj, params)
-	q.serveDecode(func(d spec.Endpoint) upstream.Leg { return leg(d, body) })
+	q.vllmDecode(params, suffix)
+}
+
+// warnNoEngineID logs a Mooncake prefill that cannot be named to a decode.
+func (q *seq) warnNoEngineID(prefill spec.Endpoint) {
+	q.log.WithField("endpoint", prefill.ID).Warn("pd: mooncake prefill has no kv_engine_id label; decode computes the prompt")
 }

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"unicode"
 
 	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
@@ -96,7 +95,7 @@ func moriSideOf(ep spec.Endpoint) (moriSide, error) {
 		return s, fmt.Errorf("%s: %s %q is not read or write", ep.ID, labelMoRIIOMode, l[labelMoRIIOMode])
 	}
 	if h, ok := l[labelMoRIIOHost]; ok {
-		if h == "" || strings.IndexFunc(h, unicode.IsSpace) >= 0 {
+		if !isHost(h) {
 			return s, fmt.Errorf("%s: %s %q is not a host", ep.ID, labelMoRIIOHost, h)
 		}
 		s.host = h
@@ -107,27 +106,27 @@ func moriSideOf(ep spec.Endpoint) (moriSide, error) {
 	}{{labelMoRIIOHandshakePort, &s.handshake}, {labelMoRIIONotifyPort, &s.notify}} {
 		if v, ok := l[p.label]; ok {
 			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > 65535 {
+			if err != nil || !isPort(int64(n)) {
 				return s, fmt.Errorf("%s: %s %q is not a port", ep.ID, p.label, v)
 			}
 			*p.into = n
 		}
 	}
-	if v, ok := l[labelTPSize]; ok {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return s, fmt.Errorf("%s: %s %q is not a positive integer", ep.ID, labelTPSize, v)
+	dp := 1
+	for _, c := range []struct {
+		label string
+		into  *int
+	}{{labelTPSize, &s.tp}, {labelDPSize, &dp}} {
+		if v, ok := l[c.label]; ok {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return s, fmt.Errorf("%s: %s %q is not a positive integer", ep.ID, c.label, v)
+			}
+			*c.into = n
 		}
-		s.tp = n
 	}
-	if v, ok := l[labelDPSize]; ok {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return s, fmt.Errorf("%s: %s %q is not a positive integer", ep.ID, labelDPSize, v)
-		}
-		if n > 1 {
-			return s, fmt.Errorf("%s: %s %d: MoRI-IO pairs need data-parallel size 1", ep.ID, labelDPSize, n)
-		}
+	if dp > 1 {
+		return s, fmt.Errorf("%s: %s %d: MoRI-IO pairs need data-parallel size 1", ep.ID, labelDPSize, dp)
 	}
 	switch d := l[labelMoRIIOWriteDispatch]; d {
 	case "", moriDispatchSequential:
@@ -234,8 +233,8 @@ func moriHandoff(body []byte, tid string) ([]byte, error) {
 
 // checkMoRIIOParams is the MoRI-IO handoff rule (what the decode engine's
 // scheduler parses without guarding): transfer_id is the one minted for
-// this request; remote_engine_id a non-empty string; remote_block_ids as
-// for NIXL; remote_host a non-empty string without whitespace;
+// this request; remote_engine_id and remote_block_ids as for NIXL
+// (checkPrefillKV); remote_host a non-empty string without whitespace;
 // remote_handshake_port and remote_notify_port ports in 1..65535, as a
 // number or a decimal string; the counts (remote_dp_size,
 // remote_dp_size_local, remote_dp_rank, tp_size, remote_tp_size), when
@@ -253,24 +252,16 @@ func checkMoRIIOParams(params []byte, tid string) error {
 	if s, isStr := jsonStringValue(got); !isStr || s != tid {
 		return handoffErr("."+fieldTransferID, "is not the transfer this request started")
 	}
-	id, ok := po.lookup(fieldRemoteEngineID)
-	if s, isStr := jsonStringValue(id); !ok || !isStr || s == "" {
-		return handoffErr("."+fieldRemoteEngineID, "must be a non-empty string")
-	}
-	blocks, ok := po.lookup(fieldRemoteBlockIDs)
-	if !ok {
-		return handoffErr("."+fieldRemoteBlockIDs, "missing")
-	}
-	if err := checkBlockIDs(blocks); err != nil {
+	if err := checkPrefillKV(&po); err != nil {
 		return err
 	}
 	host, ok := po.lookup(fieldRemoteHost)
-	if s, isStr := jsonStringValue(host); !ok || !isStr || s == "" || strings.IndexFunc(s, unicode.IsSpace) >= 0 {
+	if s, isStr := jsonStringValue(host); !ok || !isStr || !isHost(s) {
 		return handoffErr("."+fieldRemoteHost, "must be a host name or address without whitespace")
 	}
 	for _, f := range []string{fieldRemoteHandshakePort, fieldRemoteNotifyPort} {
 		v, ok := po.lookup(f)
-		if n, isInt := intOrDecimal(v); !ok || !isInt || n < 1 || n > 65535 {
+		if n, isInt := intOrDecimal(v); !ok || !isInt || !isPort(n) {
 			return handoffErr("."+f, "must be a port number in 1..65535")
 		}
 	}
@@ -329,18 +320,13 @@ func runMoRIIO(q *seq) {
 		_, _, err := moriPair(p, q.pair.Decode, req.Rule)
 		return err
 	})
-	suffix := idSuffix(req.RequestID)
 	// A plain request id: the connector reads peers from vLLM's
 	// ___prefill_addr_ markers before the explicit fields.
-	leg := func(ep spec.Endpoint, body []byte) upstream.Leg {
-		h := legHeader(req.Header)
-		h.Set(headerRequestID, suffix)
-		return upstream.Leg{Endpoint: ep, Path: req.Path, Header: h, Body: body}
-	}
+	suffix := idSuffix(req.RequestID)
 	var tid string
 	build := func(prefill spec.Endpoint) upstream.Leg {
 		tid = newTransferID()
-		return leg(prefill, vllmPrefillBodyWith(&q.obj, req.Path, moriPrefillParams(tid, ds)))
+		return q.vllmLeg(prefill, suffix, vllmPrefillBodyWith(&q.obj, req.Path, moriPrefillParams(tid, ds)))
 	}
 	r, prefill, ok, done := q.prefillWithFailover(build, prefillWords{leg: "prefill", fallback: "the request fails (a MoRI-IO decode never recomputes)"})
 	if done {
@@ -374,8 +360,7 @@ func runMoRIIO(q *seq) {
 			return err
 		})
 	}
-	body := vllmDecodeBody(&q.obj, params)
-	q.serveDecode(func(d spec.Endpoint) upstream.Leg { return leg(d, body) })
+	q.vllmDecode(params, suffix)
 }
 
 // moriAlternates keeps the endpoints ok accepts (a failover must pair too).

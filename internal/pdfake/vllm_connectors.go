@@ -49,17 +49,14 @@ const (
 )
 
 // connectorKV is the subset of the Mooncake and MoRI-IO params the fake
-// checks.
+// checks: NIXL's fields and the connectors' own.
 type connectorKV struct {
-	DoRemoteDecode      *bool           `json:"do_remote_decode"`
-	DoRemotePrefill     *bool           `json:"do_remote_prefill"`
+	vllmKV
 	TransferID          string          `json:"transfer_id"`
-	RemoteEngineID      string          `json:"remote_engine_id"`
 	RemoteBootstrapAddr string          `json:"remote_bootstrap_addr"`
 	RemoteHost          string          `json:"remote_host"`
 	RemoteHandshakePort json.RawMessage `json:"remote_handshake_port"`
 	RemoteNotifyPort    json.RawMessage `json:"remote_notify_port"`
-	RemoteBlockIDs      json.RawMessage `json:"remote_block_ids"`
 }
 
 // vllmConnector serves a vLLM leg of a Mooncake or MoRI-IO engine; false:
