@@ -80,14 +80,8 @@ func tightenMode(path string, want fs.FileMode) error {
 // removeStaleTemps deletes temp files a crash left mid-write; the rename
 // never happened, so they hold nothing that was acknowledged.
 func removeStaleTemps(dir string, log logrus.FieldLogger) {
-	matches, err := filepath.Glob(filepath.Join(dir, "."+stateFileName+".tmp-*"))
-	if err != nil {
-		return
-	}
-	for _, m := range matches {
-		if err := os.Remove(m); err != nil {
-			log.WithFields(logrus.Fields{"path": m, "error": err}).Warn("cannot remove stale temp file")
-		}
+	if _, err := atomicfile.RemoveTemps(filepath.Join(dir, stateFileName)); err != nil {
+		log.WithError(err).Warn("cannot remove stale temp file")
 	}
 }
 
