@@ -142,11 +142,7 @@ func (l *Logger) logrusLine(e *Entry) {
 	put("tier", e.Tier)
 	put("endpoint", e.Endpoint)
 	put("prefill", e.Prefill)
-	model := e.Model
-	if len(model) > maxModel {
-		model = model[:maxModel]
-	}
-	put("model", model)
+	put("model", e.modelText())
 	if e.TTFT > 0 {
 		f["ttft_ms"] = ms(e.TTFT)
 	}
@@ -158,6 +154,14 @@ func (l *Logger) logrusLine(e *Entry) {
 		f["completion_tokens"] = e.CompletionTokens
 	}
 	l.log.WithFields(f).WithTime(e.Start).Info(Message)
+}
+
+// modelText is the model name as written: cut to maxModel bytes.
+func (e *Entry) modelText() string {
+	if len(e.Model) > maxModel {
+		return e.Model[:maxModel]
+	}
+	return e.Model
 }
 
 // ms is d in milliseconds, to the microsecond.

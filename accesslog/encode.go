@@ -312,24 +312,8 @@ func (enc *encoder) line(b []byte, lb *lineBuf, e *Entry) []byte {
 // duration and size always, the rest only when known.
 func present(id fieldID, e *Entry) bool {
 	switch id {
-	case fTraceID:
-		return e.TraceID != ""
-	case fRule:
-		return e.Rule != ""
-	case fVIP:
-		return e.VIP != ""
-	case fModel:
-		return e.Model != ""
-	case fClient:
-		return e.Client != ""
-	case fError:
-		return e.Code != ""
-	case fTier:
-		return e.Tier != ""
-	case fEndpoint:
-		return e.Endpoint != ""
-	case fPrefill:
-		return e.Prefill != ""
+	case fTraceID, fRule, fVIP, fModel, fClient, fError, fTier, fEndpoint, fPrefill:
+		return e.text(id) != ""
 	case fLegs:
 		return len(e.Legs) > 0
 	case fTTFT:
@@ -338,6 +322,39 @@ func present(id fieldID, e *Entry) bool {
 		return e.Metered
 	}
 	return true
+}
+
+// text is the value of a string field of the line ("" for any other id):
+// one accessor for present and value, so a field's presence and what is
+// written for it come from the same place.
+func (e *Entry) text(id fieldID) string {
+	switch id {
+	case fRequestID:
+		return e.RequestID
+	case fTraceID:
+		return e.TraceID
+	case fRule:
+		return e.Rule
+	case fVIP:
+		return e.VIP
+	case fMethod:
+		return e.Method
+	case fPath:
+		return e.Path
+	case fModel:
+		return e.modelText()
+	case fClient:
+		return e.Client
+	case fError:
+		return e.Code
+	case fTier:
+		return e.Tier
+	case fEndpoint:
+		return e.Endpoint
+	case fPrefill:
+		return e.Prefill
+	}
+	return ""
 }
 
 // value appends the value of slot s.
@@ -356,36 +373,10 @@ func (enc *encoder) value(b []byte, lb *lineBuf, s *slot, e *Entry) []byte {
 		return enc.str(b, "info")
 	case fMsg:
 		return enc.str(b, Message)
-	case fRequestID:
-		return enc.str(b, e.RequestID)
-	case fTraceID:
-		return enc.str(b, e.TraceID)
-	case fRule:
-		return enc.str(b, e.Rule)
-	case fVIP:
-		return enc.str(b, e.VIP)
-	case fMethod:
-		return enc.str(b, e.Method)
-	case fPath:
-		return enc.str(b, e.Path)
-	case fModel:
-		m := e.Model
-		if len(m) > maxModel {
-			m = m[:maxModel]
-		}
-		return enc.str(b, m)
-	case fClient:
-		return enc.str(b, e.Client)
+	case fRequestID, fTraceID, fRule, fVIP, fMethod, fPath, fModel, fClient, fError, fTier, fEndpoint, fPrefill:
+		return enc.str(b, e.text(s.id))
 	case fStatus:
 		return enc.int(b, int64(e.Status))
-	case fError:
-		return enc.str(b, e.Code)
-	case fTier:
-		return enc.str(b, e.Tier)
-	case fEndpoint:
-		return enc.str(b, e.Endpoint)
-	case fPrefill:
-		return enc.str(b, e.Prefill)
 	case fLegs:
 		if enc.json {
 			return appendJSONLegs(b, e.Legs, enc.html)

@@ -221,17 +221,8 @@ func refuse(c net.Conn) {
 	_ = c.Close()
 }
 
-func remoteIP(c net.Conn) netip.Addr {
-	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		if a, ok := netip.AddrFromSlice(ta.IP); ok {
-			return a.Unmap()
-		}
-	}
-	if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
-		return ap.Addr().Unmap()
-	}
-	return netip.Addr{} // unknown addresses share one bucket
-}
+// remoteIP is c's client address; unknown addresses share one bucket.
+func remoteIP(c net.Conn) netip.Addr { return AddrIP(c.RemoteAddr()) }
 
 // admitted finds the gate's conn under layers that wrap it and expose
 // NetConn (crypto/tls does), or nil.

@@ -4,15 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/infergate/infergate/api"
-	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/rules/store"
 	"github.com/infergate/infergate/tenant"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 func newKeysHarness(t *testing.T) (*harness, string) {
@@ -29,17 +26,9 @@ func newKeysHarness(t *testing.T) (*harness, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := prometheus.NewRegistry()
-	m := &metrics.Metrics{Registry: reg, API: metrics.NewAPI(reg)}
 	opts := api.DefaultOptions()
-	opts.Store, opts.Metrics, opts.Log, opts.Keys = rs, m, quietLog(), keys
-	srv, err := api.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(ts.Close)
-	return &harness{srv: srv, ts: ts, metrics: m}, dir
+	opts.Store, opts.Keys = rs, keys
+	return serveOptions(t, opts), dir
 }
 
 func TestAPIKeyLifecycleOverREST(t *testing.T) {

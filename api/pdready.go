@@ -26,7 +26,7 @@ type PDReadinessView struct {
 // anonymous, so it names no rule; …/status says which and why. A rule with
 // adminStateUp false is deliberately not serving and is not counted.
 func (s *Server) readyzPD(c *gin.Context) {
-	if !s.store.Ready() || (s.boot != nil && !s.boot()) {
+	if !s.booted() {
 		writeError(c, s.log, notReady())
 		return
 	}

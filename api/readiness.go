@@ -2,10 +2,18 @@ package api
 
 import "strings"
 
+// storeHealth is implemented by rule stores shared between replicas: why
+// the shared store cannot be reached, nil when it can.
+type storeHealth interface{ StoreHealth() error }
+
 // keyStoreHealth is implemented by key stores shared between replicas
 // (tenant.Registry): why the shared key document is not in force, "" when
 // it is.
 type keyStoreHealth interface{ SharedProblem() string }
+
+// booted reports whether boot (replay, then rule files) has finished; both
+// readiness probes answer 503 before.
+func (s *Server) booted() bool { return s.store.Ready() && (s.boot == nil || s.boot()) }
 
 // degradation says what a ready daemon serves in a degraded way: each part
 // a short name for the status line, with the full reasons beside it. A
@@ -16,17 +24,13 @@ type degradation struct {
 	reasons []string
 }
 
-func (d degradation) status() string {
-	if len(d.parts) == 0 {
-		return "ready"
-	}
-	return "degraded: " + strings.Join(d.parts, ", ")
-}
+// status is the /readyz status line of a degraded daemon.
+func (d degradation) status() string { return "degraded: " + strings.Join(d.parts, ", ") }
 
 // degraded collects what is degraded now.
 func (s *Server) degraded() degradation {
 	var d degradation
-	if h, ok := s.store.(interface{ StoreHealth() error }); ok {
+	if h, ok := s.store.(storeHealth); ok {
 		if err := h.StoreHealth(); err != nil {
 			d.parts = append(d.parts, "store unreachable")
 			d.reasons = append(d.reasons, "rule store: "+err.Error())

@@ -4,14 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/infergate/infergate/api"
-	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/rules/store"
 	"github.com/infergate/infergate/tenant"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // problemKeys is a key store whose shared document is unreadable.
@@ -46,17 +43,9 @@ func TestReadyzReportsKeyStoreProblem(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			preg := prometheus.NewRegistry()
 			opts := api.DefaultOptions()
-			opts.Store, opts.Log, opts.Keys = rs, quietLog(), problemKeys{reg, tc.problem}
-			opts.Metrics = &metrics.Metrics{Registry: preg, API: metrics.NewAPI(preg)}
-			srv, err := api.NewServer(opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ts := httptest.NewServer(srv.Handler())
-			t.Cleanup(ts.Close)
-			h := &harness{srv: srv, ts: ts}
+			opts.Store, opts.Keys = rs, problemKeys{reg, tc.problem}
+			h := serveOptions(t, opts)
 			r := h.do(t, http.MethodGet, "/readyz", nil)
 			var got struct {
 				Status  string   `json:"status"`

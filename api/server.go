@@ -243,7 +243,7 @@ func (s *Server) healthz(c *gin.Context) {
 // readyz is 200 once boot (replay, then rule files) has finished; load
 // balancers in front of the API should route writes only to ready daemons.
 func (s *Server) readyz(c *gin.Context) {
-	if !s.store.Ready() || (s.boot != nil && !s.boot()) {
+	if !s.booted() {
 		writeError(c, s.log, notReady())
 		return
 	}

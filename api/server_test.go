@@ -60,16 +60,22 @@ func serve(t testing.TB, rs api.RuleStore, status api.StatusSource) *harness {
 
 func serveWith(t testing.TB, rs api.RuleStore, status api.StatusSource, bootDone func() bool) *harness {
 	t.Helper()
-	// Only the API family: these tests must not depend on other areas'
-	// metric registrations.
-	reg := prometheus.NewRegistry()
-	m := &metrics.Metrics{Registry: reg, API: metrics.NewAPI(reg)}
 	opts := api.DefaultOptions()
 	opts.Store = rs
 	opts.Status = status
+	opts.BootDone = bootDone
+	return serveOptions(t, opts)
+}
+
+// serveOptions starts the API server of opts on loopback, with only the API
+// metric family (these tests must not depend on other areas' metric
+// registrations) and a quiet log.
+func serveOptions(t testing.TB, opts api.Options) *harness {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m := &metrics.Metrics{Registry: reg, API: metrics.NewAPI(reg)}
 	opts.Metrics = m
 	opts.Log = quietLog()
-	opts.BootDone = bootDone
 	srv, err := api.NewServer(opts)
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)
@@ -77,7 +83,7 @@ func serveWith(t testing.TB, rs api.RuleStore, status api.StatusSource, bootDone
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	h := &harness{srv: srv, ts: ts, metrics: m}
-	if s, ok := rs.(*store.Store); ok {
+	if s, ok := opts.Store.(*store.Store); ok {
 		h.store = s
 	}
 	return h

@@ -47,6 +47,9 @@ func newServeCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := opts.Tracing.Validate(); err != nil {
+				return usagef("--%v", err)
+			}
 			// Cancelling ctx is the daemon's graceful shutdown: drain, then exit.
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()

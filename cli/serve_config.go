@@ -99,8 +99,5 @@ func newServeLogger(opts daemon.Options, w io.Writer) (*logrus.Logger, error) {
 	default:
 		return nil, usagef("--log-format %q: want text or json", opts.LogFormat)
 	}
-	if err := opts.Tracing.Validate(); err != nil {
-		return nil, usagef("--%v", err)
-	}
 	return log, nil
 }

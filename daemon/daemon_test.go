@@ -120,15 +120,11 @@ func restRule(port int) string {
  "endpoints":[{"endpointIP":"127.0.0.71","targetPort":8000,"weight":1}]}`
 }
 
-// TestRestartKeepsRules: a rule created over the API survives a restart on
-// the same state dir (write-through + boot replay).
-func TestRestartKeepsRules(t *testing.T) {
-	log, _ := testLogger()
-	opts := DefaultOptions()
-	opts.StateDir = filepath.Join(t.TempDir(), "state") // Run must create it
-
-	d := start(t, opts, log)
-	resp, err := http.Post(d.base+"/netlox/v1/config/loadbalancer", "application/json", strings.NewReader(restRule(freePort(t, "127.0.0.61"))))
+// createPersisted creates restRule's rule "persisted" through the API at
+// base and fails the test unless it is answered 200.
+func createPersisted(t *testing.T, base string) {
+	t.Helper()
+	resp, err := http.Post(base+"/netlox/v1/config/loadbalancer", "application/json", strings.NewReader(restRule(freePort(t, "127.0.0.61"))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,6 +133,17 @@ func TestRestartKeepsRules(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("create: %d %s", resp.StatusCode, body)
 	}
+}
+
+// TestRestartKeepsRules: a rule created over the API survives a restart on
+// the same state dir (write-through + boot replay).
+func TestRestartKeepsRules(t *testing.T) {
+	log, _ := testLogger()
+	opts := DefaultOptions()
+	opts.StateDir = filepath.Join(t.TempDir(), "state") // Run must create it
+
+	d := start(t, opts, log)
+	createPersisted(t, d.base)
 	if err := d.stop(); err != nil {
 		t.Fatalf("first run: %v", err)
 	}

@@ -93,18 +93,12 @@ func TestEPPDaemon(t *testing.T) {
 	}
 	waitHealth(healthpb.HealthCheckResponse_NOT_SERVING) // no rule "persisted" yet
 
-	resp, err := http.Post(d.base+"/netlox/v1/config/loadbalancer", "application/json", strings.NewReader(restRule(freePort(t, "127.0.0.61"))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("create rule: %d", resp.StatusCode)
-	}
+	createPersisted(t, d.base)
 	waitHealth(healthpb.HealthCheckResponse_SERVING)
 
 	req, _ := http.NewRequest(http.MethodDelete, d.base+"/netlox/v1/config/loadbalancer/name/persisted", nil)
-	if resp, err = http.DefaultClient.Do(req); err != nil {
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()

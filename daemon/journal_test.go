@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,15 +18,7 @@ func TestRestartKeepsRulesWithJournal(t *testing.T) {
 	journal := filepath.Join(opts.StateDir, "rules.journal")
 
 	d := start(t, opts, log)
-	resp, err := http.Post(d.base+"/netlox/v1/config/loadbalancer", "application/json", strings.NewReader(restRule(freePort(t, "127.0.0.61"))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("create: %d %s", resp.StatusCode, body)
-	}
+	createPersisted(t, d.base)
 	if fi, err := os.Stat(journal); err != nil || fi.Size() == 0 {
 		t.Fatalf("the write is not in %s: %v", journal, err)
 	}

@@ -45,6 +45,18 @@ func serveParses(t *testing.T, args []string) daemon.Options {
 	return *got
 }
 
+// configMapRules loads the rule file a ConfigMap carries under key as the
+// daemon's --rules would.
+func configMapRules(t *testing.T, docs map[string]map[string]any, key string) ([]rules.Document, error) {
+	t.Helper()
+	data, _ := get(docs["ConfigMap"], "data", key).(string)
+	path := filepath.Join(t.TempDir(), key)
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return rules.LoadFiles(path)
+}
+
 // kustomizedDocs decodes every document of every resource dir's
 // kustomization lists, by kind, and checks no manifest in dir is left out.
 func kustomizedDocs(t *testing.T, dir string) map[string]map[string]any {
@@ -119,12 +131,7 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 
 	// The ConfigMap's rules load and validate as a POST would.
-	rulesYAML, _ := get(docs["ConfigMap"], "data", "rules.yaml").(string)
-	f := filepath.Join(t.TempDir(), "rules.yaml")
-	if err := os.WriteFile(f, []byte(rulesYAML), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	rs, err := rules.LoadFiles(f)
+	rs, err := configMapRules(t, docs, "rules.yaml")
 	if err != nil || len(rs) == 0 {
 		t.Fatalf("ConfigMap rules.yaml: %d documents, %v", len(rs), err)
 	}

@@ -1,17 +1,7 @@
 package deploy_test
 
 import (
-	"bytes"
-	"context"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
-
-	"github.com/infergate/infergate/cli"
-	"github.com/infergate/infergate/daemon"
-	"github.com/infergate/infergate/rules"
-	"github.com/sirupsen/logrus"
 )
 
 const eppKubeDir = "kubernetes/epp"
@@ -29,12 +19,7 @@ func TestEPPManifests(t *testing.T) {
 		}
 	}
 
-	pool, _ := get(docs["ConfigMap"], "data", "pool.yaml").(string)
-	path := filepath.Join(t.TempDir(), "pool.yaml")
-	if err := os.WriteFile(path, []byte(pool), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	loaded, err := rules.LoadFiles(path)
+	loaded, err := configMapRules(t, docs, "pool.yaml")
 	if err != nil || len(loaded) != 1 || !loaded[0].IsRule() {
 		t.Fatalf("ConfigMap rule: %d documents, %v", len(loaded), err)
 	}
@@ -45,13 +30,7 @@ func TestEPPManifests(t *testing.T) {
 	for _, a := range get(c, "args").([]any) {
 		args = append(args, a.(string))
 	}
-	var got *daemon.Options
-	var out, errb bytes.Buffer
-	env := cli.Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" },
-		Serve: func(_ context.Context, o daemon.Options, _ *logrus.Logger) error { got = &o; return nil }}
-	if code := cli.Main(context.Background(), args, env); code != cli.ExitOK || got == nil {
-		t.Fatalf("infergate %s: exit %d\n%s", strings.Join(args, " "), code, errb.String())
-	}
+	got := serveParses(t, args)
 	if got.EPP.Addr != ":9002" || got.EPP.HealthAddr != ":9003" || got.EPPRule != ruleName {
 		t.Errorf("serve options: epp-addr %q, epp-health-addr %q, epp-rule %q; want :9002, :9003, %q", got.EPP.Addr, got.EPP.HealthAddr, got.EPPRule, ruleName)
 	}

@@ -48,9 +48,9 @@ func New() *Metrics {
 	m.Datapath = NewDatapath(reg)
 	m.Radix = NewRadix(reg)
 	m.Tenant = NewTenant(reg)
-	m.Edge = NewEdge(reg) // edge hardening
+	m.Edge = NewEdge(reg)
 	m.Store = NewStore(reg)
-	m.TLS = NewTLS(reg) // TLS
+	m.TLS = NewTLS(reg)
 	m.BuildInfo = NewBuildInfo(reg, buildinfo.Get())
 	m.Engine = NewEngine(reg)
 	m.Flow = NewFlow(reg)

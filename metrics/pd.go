@@ -111,26 +111,23 @@ func newPD(reg prometheus.Registerer) *PD {
 			"Client attempts to set engine transfer state on a P/D rule, by action (request_id_rejected, field_stripped).", "rule", "action"),
 		DecodeFailovers: counter("infergate_pd_decode_failovers_total",
 			"P/D decode legs re-sent to another decode after a connect failure (the engine never got the request).", "rule"),
+
+		Unsplit: counter("infergate_pd_unsplit_requests_total",
+			"Requests a P/D rule served on one endpoint without the P/D sequence, by path and reason.", "rule", "path", "reason"),
+		HandoffInvalid: counter("infergate_pd_handoff_invalid_total",
+			"Prefill answers whose KV transfer parameters were malformed; answered 502 pd_handoff_invalid without a decode leg.", "rule"),
+		ClientTTFT: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "infergate_pd_client_ttft_seconds",
+			Help:    "P/D time to first token as the client sees it: request arrival to the first body byte of a 2xx answer.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14), // 5 ms … 41 s
+		}, []string{"rule", "model"}),
+		KVConnector: counter("infergate_pd_kv_connector_total",
+			"vLLM P/D requests by the KV connector sequence they ran (nixl, mooncake, moriio).", "rule", "connector"),
 	}
-	p.Unsplit = counter("infergate_pd_unsplit_requests_total",
-		"Requests a P/D rule served on one endpoint without the P/D sequence, by path and reason.", "rule", "path", "reason")
-	reg.MustRegister(p.Unsplit)
-	p.HandoffInvalid = counter("infergate_pd_handoff_invalid_total",
-		"Prefill answers whose KV transfer parameters were malformed; answered 502 pd_handoff_invalid without a decode leg.", "rule")
-	reg.MustRegister(p.HandoffInvalid)
-	p.ClientTTFT = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "infergate_pd_client_ttft_seconds",
-		Help:    "P/D time to first token as the client sees it: request arrival to the first body byte of a 2xx answer.",
-		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14), // 5 ms … 41 s
-	}, []string{"rule", "model"})
-	reg.MustRegister(p.ClientTTFT)
-	p.KVConnector = counter("infergate_pd_kv_connector_total",
-		"vLLM P/D requests by the KV connector sequence they ran (nixl, mooncake, moriio).", "rule", "connector")
-	reg.MustRegister(p.KVConnector)
 	reg.MustRegister(p.Requests, p.RoomRetries, p.TRTEarlyExits, p.KVTransferFailures,
 		p.PrefillDeaths, p.DecodeDeaths, p.Failovers, p.PrefillDuration, p.DecodeTTFB, p.Duration,
 		p.LegRequests, p.LadderDecisions, p.SessionHits, p.FallbackToNormal,
-		p.ClientTransferState, p.DecodeFailovers)
+		p.ClientTransferState, p.DecodeFailovers, p.Unsplit, p.HandoffInvalid, p.ClientTTFT, p.KVConnector)
 	return p
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/infergate/infergate/admission"
 )
 
 // ipLimiterSize bounds how many client addresses' failure buckets are kept;
@@ -43,26 +44,20 @@ func (l *ipLimiter) fail(ip string, now time.Time) {
 	b.take(0, 1, now)
 }
 
-// ipv6SourceBits is the prefix an IPv6 client is limited by: a /64 is what
-// one subscriber is given, so a client rotating through its own /64 is
-// still one source.
-const ipv6SourceBits = 64
-
-// failureSource is the key failures from ip are counted under: the address
-// itself for IPv4 (and IPv4-mapped IPv6), its /64 for IPv6, ip unchanged
-// when it does not parse.
+// failureSource is the key failures from ip are counted under (the client
+// source of admission.Source): the address itself for IPv4 (and
+// IPv4-mapped IPv6), its /64 for IPv6, ip unchanged when it does not parse.
 func failureSource(ip string) string {
 	a, err := netip.ParseAddr(ip)
 	if err != nil {
 		return ip
 	}
-	a = a.Unmap()
-	if a.Is4() {
-		return a.String()
-	}
-	p, err := a.WithZone("").Prefix(ipv6SourceBits)
-	if err != nil {
+	p, ok := admission.Source(a)
+	switch {
+	case !ok:
 		return ip
+	case p.Addr().Is4():
+		return p.Addr().String()
 	}
 	return p.String()
 }

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-
-	"github.com/infergate/infergate/atomicfile"
 )
 
 // Why a last-good copy: with a shared key store, a replica's keys live in
@@ -40,11 +38,7 @@ func (r *Registry) saveLastGood(data []byte) {
 		}
 		return
 	}
-	if err := os.MkdirAll(r.opts.StateDir, 0o700); err != nil {
-		r.log.WithError(err).Warn("tenant: cannot keep a last-good copy of the shared key store")
-		return
-	}
-	if err := atomicfile.Write(r.lastGoodPath(), data, 0o600); err != nil {
+	if err := r.writePrivate(r.lastGoodPath(), data); err != nil {
 		r.log.WithError(err).Warn("tenant: cannot keep a last-good copy of the shared key store")
 	}
 }

@@ -328,10 +328,17 @@ func (r *Registry) persist(s *snapshot) error {
 		r.saveLastGood(data)
 		return nil
 	}
+	return r.writePrivate(r.path(), data)
+}
+
+// writePrivate durably replaces path, a file of the state directory, with
+// data, readable by the daemon's user only (the key documents hold salted
+// key hashes).
+func (r *Registry) writePrivate(path string, data []byte) error {
 	if err := os.MkdirAll(r.opts.StateDir, 0o700); err != nil {
 		return fmt.Errorf("tenant: create state dir: %w", err)
 	}
-	return atomicfile.Write(r.path(), data, 0o600)
+	return atomicfile.Write(path, data, 0o600)
 }
 
 // commit persists next and publishes it; on failure nothing changes.

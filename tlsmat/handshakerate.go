@@ -8,11 +8,12 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/infergate/infergate/admission"
 )
 
 // Why a handshake rate per source: a full TLS handshake costs the server
 // about 0.7 ms of CPU (ECDSA P-256; RSA 2048 several times more), so about
-// 1,500 handshakes a second fill a core, and one client opening
+// 1,400 handshakes a second fill a core, and one client opening
 // connections in a loop can take the VIPs' CPU from everyone without ever
 // sending a request. The connection caps bound how many connections are
 // open, not how fast they are opened. Each source address therefore has a
@@ -23,10 +24,6 @@ import (
 // handshakeSources bounds how many sources' buckets are kept; the least
 // recently seen are forgotten first (a forgotten source starts full).
 const handshakeSources = 65536
-
-// ipv6SourceBits is the prefix an IPv6 client is limited by: a /64 is what
-// one subscriber is given, so rotating through it is still one source.
-const ipv6SourceBits = 64
 
 // errHandshakeRateLimited fails a handshake over its source's rate.
 var errHandshakeRateLimited = errors.New("tls: handshake rate from this address exceeded")
@@ -94,28 +91,5 @@ func (l *HandshakeLimiter) Allow(addr net.Addr) bool {
 
 // handshakeSource is the bucket key of a client address.
 func handshakeSource(addr net.Addr) (netip.Prefix, bool) {
-	var ip netip.Addr
-	switch a := addr.(type) {
-	case *net.TCPAddr:
-		ip, _ = netip.AddrFromSlice(a.IP)
-	default:
-		if addr == nil {
-			return netip.Prefix{}, false
-		}
-		ap, err := netip.ParseAddrPort(addr.String())
-		if err != nil {
-			return netip.Prefix{}, false
-		}
-		ip = ap.Addr()
-	}
-	if !ip.IsValid() {
-		return netip.Prefix{}, false
-	}
-	ip = ip.Unmap().WithZone("")
-	bits := 32
-	if ip.Is6() {
-		bits = ipv6SourceBits
-	}
-	p, err := ip.Prefix(bits)
-	return p, err == nil
+	return admission.Source(admission.AddrIP(addr))
 }

@@ -221,12 +221,7 @@ func (b *FileBackend) Commit(ctx context.Context, c Change) (int64, error) {
 		return b.commitJournal(c)
 	}
 	vals := maps.Clone(b.vals)
-	for _, p := range c.Puts {
-		vals[p.Key] = p.Value
-	}
-	for _, d := range c.Deletes {
-		delete(vals, d.Key)
-	}
+	applyChange(vals, c)
 	if err := b.writeSnapshot(vals); err != nil {
 		return 0, err
 	}
@@ -248,12 +243,7 @@ func (b *FileBackend) commitJournal(c Change) (int64, error) {
 		return 0, err
 	}
 	b.seq = rec.Seq
-	for _, p := range c.Puts {
-		b.vals[p.Key] = p.Value
-	}
-	for _, d := range c.Deletes {
-		delete(b.vals, d.Key)
-	}
+	applyChange(b.vals, c)
 	rev := b.committed(c)
 	if b.needsCompaction() {
 		// The change is durable in the journal already: a failed
@@ -264,6 +254,16 @@ func (b *FileBackend) commitJournal(c Change) (int64, error) {
 		}
 	}
 	return rev, nil
+}
+
+// applyChange applies c's puts and deletes to vals.
+func applyChange(vals map[string][]byte, c Change) {
+	for _, p := range c.Puts {
+		vals[p.Key] = p.Value
+	}
+	for _, d := range c.Deletes {
+		delete(vals, d.Key)
+	}
 }
 
 // committed advances the revision and records it for c's keys.
@@ -289,7 +289,7 @@ func (b *FileBackend) writeSnapshot(vals map[string][]byte) error {
 	for i, k := range keys {
 		wires[i] = vals[k]
 	}
-	return writeFileAtomic(b.statePath(), encodeDocSeq(wires, b.seq))
+	return writeFileAtomic(b.statePath(), encodeDoc(wires, b.seq))
 }
 
 // keepRejected saves values that failed replay to a rules.json.rejected-<ts>

@@ -163,7 +163,7 @@ func (b *FileBackend) readJournal(base uint64) ([]journalRecord, error) {
 	}
 	l := b.log.WithFields(logrus.Fields{"path": path, "reason": bad, "kept_bytes": good, "dropped_bytes": len(data) - good})
 	if !torn {
-		dst, qerr := b.sideFileOf(journalFileName, corruptSuffix)
+		dst, qerr := b.sideFile(journalFileName, corruptSuffix)
 		if qerr == nil {
 			qerr = atomicfile.Write(dst, data, stateFileMode)
 		}
@@ -189,12 +189,18 @@ func isTornTail(tail []byte) bool {
 	return n <= journalMaxRecord && len(tail)-journalHeaderSize <= n
 }
 
+// truncateSync durably cuts the file at path to size bytes.
 func truncateSync(path string, size int64) error {
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	return truncateFile(f, size)
+}
+
+// truncateFile durably cuts f to size bytes.
+func truncateFile(f *os.File, size int64) error {
 	if err := f.Truncate(size); err != nil {
 		return err
 	}
@@ -281,16 +287,15 @@ func (b *FileBackend) compact(vals map[string][]byte) error {
 	if b.stopAt == stepAfterSnapshot {
 		return errStopped
 	}
+	// Truncated, not removed: a writer that still has it open goes on
+	// appending to the file the next boot reads.
+	var err error
 	if b.jf != nil {
-		if err := b.jf.Truncate(0); err != nil {
-			return fmt.Errorf("truncate %s: %w", b.journalPath(), err)
-		}
-		if err := b.jf.Sync(); err != nil {
-			return fmt.Errorf("sync %s: %w", b.journalPath(), err)
-		}
-	} else if err := truncateSync(b.journalPath(), 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		// Truncated, not removed: a writer that still has it open goes
-		// on appending to the file the next boot reads.
+		err = truncateFile(b.jf, 0)
+	} else if err = truncateSync(b.journalPath(), 0); errors.Is(err, fs.ErrNotExist) {
+		err = nil
+	}
+	if err != nil {
 		return fmt.Errorf("truncate %s: %w", b.journalPath(), err)
 	}
 	b.jsize, b.jrecs = 0, 0

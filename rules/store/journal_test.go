@@ -328,7 +328,7 @@ func TestJournalWriteLeavesSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raws, seq, reason := decodeStateSeq(data)
+	raws, seq, reason := decodeState(data)
 	if reason != "" || seq != 3 || len(raws) != len(want) {
 		t.Fatalf("snapshot: %d rules, journal_seq %d, %q; want %d rules, seq 3", len(raws), seq, reason, len(want))
 	}

@@ -68,7 +68,15 @@ func (s *Store) retryPendingOnce() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur := s.snap.Load()
-	var entries []*Entry
+	var entries []*Entry // cur's entries, cloned at the first change
+	setError := func(i int, msg string) {
+		if entries == nil {
+			entries = slices.Clone(cur.entries)
+		}
+		ne := *cur.entries[i] // published entries are immutable: copy, then change
+		ne.InstallError = msg
+		entries[i] = &ne
+	}
 	left := 0
 	for i, e := range cur.entries {
 		if e.InstallError == "" {
@@ -77,21 +85,11 @@ func (s *Store) retryPendingOnce() int {
 		if err := s.rt.Install(nil, e.Compiled); err != nil {
 			left++
 			if msg := installError(err, e.Compiled.Key).Error(); msg != e.InstallError {
-				if entries == nil {
-					entries = slices.Clone(cur.entries)
-				}
-				ne := *e // published entries are immutable: copy, then change
-				ne.InstallError = msg
-				entries[i] = &ne
+				setError(i, msg)
 			}
 			continue
 		}
-		if entries == nil {
-			entries = slices.Clone(cur.entries)
-		}
-		ne := *e
-		ne.InstallError = ""
-		entries[i] = &ne
+		setError(i, "")
 		s.log.WithField("rule", e.Compiled.Key.String()).Info("pending rule installed; now served")
 	}
 	if entries != nil {

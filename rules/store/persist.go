@@ -80,14 +80,8 @@ func tightenMode(path string, want fs.FileMode) error {
 // removeStaleTemps deletes temp files a crash left mid-write; the rename
 // never happened, so they hold nothing that was acknowledged.
 func removeStaleTemps(dir string, log logrus.FieldLogger) {
-	matches, err := filepath.Glob(filepath.Join(dir, "."+stateFileName+".tmp-*"))
-	if err != nil {
-		return
-	}
-	for _, m := range matches {
-		if err := os.Remove(m); err != nil {
-			log.WithFields(logrus.Fields{"path": m, "error": err}).Warn("cannot remove stale temp file")
-		}
+	if _, err := atomicfile.RemoveTemps(filepath.Join(dir, stateFileName)); err != nil {
+		log.WithError(err).Warn("cannot remove stale temp file")
 	}
 }
 
@@ -103,16 +97,14 @@ func encodeState(entries []Entry) ([]byte, error) {
 		}
 		wires[i] = b
 	}
-	return encodeDoc(wires), nil
+	return encodeDoc(wires, 0), nil
 }
 
 // encodeDoc assembles the state document around the compact rules array;
-// the checksum covers exactly the bytes written as "rules".
-func encodeDoc(wires [][]byte) []byte { return encodeDocSeq(wires, 0) }
-
-// encodeDocSeq is encodeDoc stamped with the last journal sequence it holds
-// (left out when 0, so a store that never journaled writes today's bytes).
-func encodeDocSeq(wires [][]byte, seq uint64) []byte {
+// the checksum covers exactly the bytes written as "rules". seq is the last
+// journal sequence it holds (left out when 0, so a store that never
+// journaled writes today's bytes).
+func encodeDoc(wires [][]byte, seq uint64) []byte {
 	n := 190
 	for _, w := range wires {
 		n += len(w) + 1
@@ -162,12 +154,12 @@ func (b *FileBackend) loadState() ([]json.RawMessage, error) {
 	if err := tightenMode(path, stateFileMode); err != nil {
 		return nil, fmt.Errorf("rules: %w", err)
 	}
-	raws, seq, reason := decodeStateSeq(data)
+	raws, seq, reason := decodeState(data)
 	if reason == "" {
 		b.seq = seq
 		return raws, nil
 	}
-	dst, qerr := b.sideFile(corruptSuffix)
+	dst, qerr := b.sideFile(stateFileName, corruptSuffix)
 	if qerr == nil {
 		qerr = os.Rename(path, dst)
 	}
@@ -182,52 +174,36 @@ func (b *FileBackend) loadState() ([]json.RawMessage, error) {
 	return nil, nil
 }
 
-// decodeState parses a state document; reason is "" when it is sound.
-func decodeState(data []byte) ([]json.RawMessage, string) {
-	raws, _, reason := decodeStateSeq(data)
-	return raws, reason
-}
-
-// decodeStateSeq is decodeState with the document's journal sequence.
-func decodeStateSeq(data []byte) ([]json.RawMessage, uint64, string) {
+// decodeState parses a state document and returns its rules and journal
+// sequence; reason is "" when it is sound.
+func decodeState(data []byte) (raws []json.RawMessage, seq uint64, reason string) {
 	var doc stateFile
 	if err := json.Unmarshal(data, &doc); err != nil {
 		return nil, 0, "not a valid state document: " + err.Error()
 	}
-	raws, reason := decodeDoc(doc)
-	return raws, doc.JournalSeq, reason
-}
-
-func decodeDoc(doc stateFile) ([]json.RawMessage, string) {
 	if doc.SchemaVersion != stateSchemaVersion {
-		return nil, "unsupported " + fieldSchemaVersion + " " + strconv.Itoa(doc.SchemaVersion)
+		return nil, 0, "unsupported " + fieldSchemaVersion + " " + strconv.Itoa(doc.SchemaVersion)
 	}
 	if len(doc.Rules) == 0 {
-		return nil, "missing " + fieldRules
+		return nil, 0, "missing " + fieldRules
 	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, doc.Rules); err != nil {
-		return nil, "rules are not valid JSON: " + err.Error()
+		return nil, 0, "rules are not valid JSON: " + err.Error()
 	}
 	sum := sha256.Sum256(compact.Bytes())
 	if want := checksumPrefix + hex.EncodeToString(sum[:]); doc.Checksum != want {
-		return nil, fmt.Sprintf("%s mismatch: file says %q, content hashes to %q", fieldChecksum, doc.Checksum, want)
+		return nil, 0, fmt.Sprintf("%s mismatch: file says %q, content hashes to %q", fieldChecksum, doc.Checksum, want)
 	}
-	var raws []json.RawMessage
 	if err := json.Unmarshal(doc.Rules, &raws); err != nil {
-		return nil, "rules is not an array: " + err.Error()
+		return nil, 0, "rules is not an array: " + err.Error()
 	}
-	return raws, ""
+	return raws, doc.JournalSeq, ""
 }
 
-// sideFile picks rules.json<suffix><unix ts>, adding .N if that name exists.
-func (b *FileBackend) sideFile(suffix string) (string, error) {
-	return b.sideFileOf(stateFileName, suffix)
-}
-
-// sideFileOf picks <name><suffix><unix ts> in the state dir, adding .N if
-// that name exists.
-func (b *FileBackend) sideFileOf(file, suffix string) (string, error) {
+// sideFile picks <file><suffix><unix ts> in the state dir (file is
+// rules.json or rules.journal), adding .N if that name exists.
+func (b *FileBackend) sideFile(file, suffix string) (string, error) {
 	base := filepath.Join(b.dir, file) + suffix + strconv.FormatInt(b.now().Unix(), 10)
 	name := base
 	for n := 1; n < 1000; n++ {
@@ -244,7 +220,7 @@ func (b *FileBackend) writeRejected(rejected []rejectedRule) error {
 	if err != nil {
 		return fmt.Errorf("encode rejected rules: %w", err)
 	}
-	path, err := b.sideFile(rejectedSuffix)
+	path, err := b.sideFile(stateFileName, rejectedSuffix)
 	if err != nil {
 		return err
 	}

@@ -314,9 +314,15 @@ func (s *Store) List() []Entry {
 	entries := s.snap.Load().entries
 	out := make([]Entry, len(entries))
 	for i, e := range entries {
-		out[i] = Entry{Rule: rules.Redacted(e.Rule), Compiled: e.Compiled, InstallError: e.InstallError}
+		out[i] = e.view()
 	}
 	return out
+}
+
+// view is the copy of e that List and Get hand out: the rule redacted and
+// the caller's to modify, no revision.
+func (e *Entry) view() Entry {
+	return Entry{Rule: rules.Redacted(e.Rule), Compiled: e.Compiled, InstallError: e.InstallError}
 }
 
 // Get returns the first rule on vip:port/proto (LoxiLB's lookup by key).
@@ -328,7 +334,7 @@ func (s *Store) Get(vip string, port int, proto string) (Entry, error) {
 	for _, e := range s.snap.Load().entries {
 		k := e.Compiled.Key
 		if k.VIP == a && int(k.Port) == port && strings.EqualFold(k.Protocol, proto) {
-			return Entry{Rule: rules.Redacted(e.Rule), Compiled: e.Compiled, InstallError: e.InstallError}, nil
+			return e.view(), nil
 		}
 	}
 	return Entry{}, notFound(fmt.Sprintf("no rule on %s/%s", netip.AddrPortFrom(a, uint16(port)), proto))

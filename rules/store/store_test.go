@@ -111,7 +111,7 @@ func persistedRules(t *testing.T, dir string) []rules.Rule {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raws, reason := decodeState(data)
+	raws, _, reason := decodeState(data)
 	if reason != "" {
 		t.Fatalf("state file unsound: %s", reason)
 	}
