@@ -93,14 +93,8 @@ func (b *bench) busyPhase(ctx context.Context, t timing, logf io.Writer) error {
 	for range 16 { // past the main arms' and the P/D arms' VIPs
 		vip = vip.Next()
 	}
-	rule := armRule(armKV, vip.String(), b.cfg.vipPort, b.engines, b.cfg.zmqPort, nil)
-	rule["serviceArguments"].(map[string]any)["name"] = "bench-" + armKVLegacy
-	if err := legacy.apply(rule); err != nil {
-		return fmt.Errorf("arm %s: %w", armKVLegacy, err)
-	}
-	b.vips[armKVLegacy] = fmt.Sprintf("http://%s:%d", vip, b.cfg.vipPort)
-	if err := waitServing(ctx, b.scrapeC, b.vips[armKVLegacy], b.cfg.model, 20*time.Second); err != nil {
-		return fmt.Errorf("arm %s: %w", armKVLegacy, err)
+	if err := b.serveArm(ctx, legacy, armKVLegacy, vip, nil); err != nil {
+		return err
 	}
 	main := b.gw
 	b.gw = legacy
