@@ -9,13 +9,11 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -52,7 +50,7 @@ func TestH2StreamFloodKeepsGatewayServing(t *testing.T) {
 	slow, fast := dpAddr(t), dpAddr(t)
 	dpStart(t, slow, engineBin, "-addr", slow, "-no-log", "-latency", h2FloodLatency.String())
 	dpStart(t, fast, engineBin, "-addr", fast, "-no-log")
-	tlsVIP, otherVIP, api := dpAddr(t), dpAddr(t), fmt.Sprintf("127.0.0.1:%d", cliFreePort(t))
+	tlsVIP, otherVIP := dpAddr(t), dpAddr(t)
 
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, "flood-root")
@@ -72,33 +70,9 @@ spec:
 	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), []byte(rulesDoc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("sh", "-c", `ulimit -n `+strconv.Itoa(h2FloodNofile)+` && exec "$0" "$@"`, bin, "serve",
-		"--api-addr", api, "--state-dir", filepath.Join(dir, "state"), "--rules", filepath.Join(dir, "rules.yaml"),
-		"--cert-root", root, "--log-level", "error")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var out cliSyncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-		if t.Failed() {
-			t.Logf("daemon log:\n%s", out.String())
-		}
-	})
+	daemon := cliStartDaemonNofile(t, bin, filepath.Join(dir, "state"), h2FloodNofile,
+		"--rules", filepath.Join(dir, "rules.yaml"), "--cert-root", root, "--log-level", "error")
 	apiClient := &http.Client{Timeout: 5 * time.Second}
-	eventually(t, 30*time.Second, "the daemon to be ready", func() bool {
-		resp, err := apiClient.Get("http://" + api + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
 
 	// The attack, and what it gets back.
 	var answered, refused, served, conns atomic.Int64
@@ -129,9 +103,9 @@ spec:
 	pollUntil := time.Now().Add(h2FloodLatency * 6)
 	for time.Now().Before(pollUntil) {
 		peakEngine = max(peakEngine, establishedTo(t, edgePort(slow)))
-		peakFDs = max(peakFDs, openFDs(cmd.Process.Pid))
+		peakFDs = max(peakFDs, openFDs(daemon.cmd.Process.Pid))
 		start := time.Now()
-		resp, err := apiClient.Get("http://" + api + "/netlox/v1/config/loadbalancer/all")
+		resp, err := apiClient.Get(daemon.URL + "/netlox/v1/config/loadbalancer/all")
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("management API under the flood: %v %v", err, resp)
 		}
@@ -151,7 +125,7 @@ spec:
 	wg.Wait()
 
 	metrics := func() string {
-		resp, err := apiClient.Get("http://" + api + "/metrics")
+		resp, err := apiClient.Get(daemon.URL + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
