@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/infergate/infergate/test/bench/proccpu"
+
 	"github.com/infergate/infergate/test/enginesim"
 )
 
@@ -161,7 +163,7 @@ func (g *gateway) metrics(ctx context.Context, c *http.Client) (series, error) {
 }
 
 func (g *gateway) cpu() time.Duration {
-	d, _ := procCPU(g.p.pid())
+	d, _ := proccpu.Of(g.p.pid())
 	return d
 }
 
