@@ -454,8 +454,9 @@ func (s *suite) testCapacity(t *testing.T) {
 	s.settled(t)
 }
 
-// holdPick sends a whole request and reads its request-phase answers,
-// leaving the stream open (the request in flight) for the caller to end.
+// holdPick sends a whole request and reads its request-phase answers (the
+// pick, then the chunks up to end_of_stream), leaving the stream open (the
+// request in flight) for the caller to end.
 func (s *suite) holdPick(ctx context.Context, r request) (*stream, pick, error) {
 	st, err := open(ctx, s.cc)
 	if err != nil {
@@ -534,29 +535,8 @@ func (s *suite) testAffinity(t *testing.T) {
 }
 
 func (s *suite) testServed(t *testing.T) {
-	ctx := s.ctx(t)
-	st, err := open(ctx, s.cc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := request{body: chatBody("served", 40_000)}
-	st.sendAsync(r.messages(), false)
 	// The request phase: the pick, then the chunks up to end_of_stream.
-	var reqPhase []*extprocv3.ProcessingResponse
-	for {
-		a, err := st.recv()
-		if err != nil {
-			t.Fatalf("request phase: %v after %s", err, describe(reqPhase))
-		}
-		reqPhase = append(reqPhase, a)
-		if a.GetRequestBody().GetResponse().GetBodyMutation().GetStreamedResponse().GetEndOfStream() || a.GetImmediateResponse() != nil {
-			break
-		}
-	}
-	if err := st.sendDone(); err != nil {
-		t.Fatal(err)
-	}
-	p, err := checkRequestPhase(reqPhase, r, s.tg.Pool)
+	st, p, err := s.holdPick(s.ctx(t), request{body: chatBody("served", 40_000)})
 	if err != nil {
 		t.Fatal(err)
 	}
