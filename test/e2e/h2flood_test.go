@@ -42,8 +42,12 @@ const (
 // 4,062 engine sockets and exhausted the descriptors: the API and the other
 // VIPs timed out, and no refusal was counted). Now: engine sockets stay
 // within the per-endpoint cap, the management API and another VIP answer
-// promptly throughout, streams over the caps are refused and counted, and
-// every stream gets an answer.
+// promptly throughout, streams over the per-address cap are refused and
+// counted, and some attack streams are served. How many streams were
+// answered is logged, not asserted: the attack is cut after six engine
+// latencies, and the streams the caps admit are served 256 at a time (one
+// run on a shared 2-core box answered all 5,000, 1,024 with 200, in that
+// window).
 func TestH2StreamFloodKeepsGatewayServing(t *testing.T) {
 	bin := cliBuild(t)
 	engineBin, _ := dpBuild(t)
@@ -75,7 +79,7 @@ spec:
 	apiClient := &http.Client{Timeout: 5 * time.Second}
 
 	// The attack, and what it gets back.
-	var answered, refused, served, conns atomic.Int64
+	var refused, served, conns atomic.Int64
 	var wg sync.WaitGroup
 	attackDone := make(chan struct{})
 	for range h2FloodConns {
@@ -86,7 +90,6 @@ spec:
 			if ok {
 				conns.Add(1)
 			}
-			answered.Add(int64(ref + okStatus))
 			refused.Add(int64(ref))
 			served.Add(int64(okStatus))
 		}()
@@ -136,7 +139,7 @@ spec:
 	refusedPerIP := metricSum(metrics, `infergate_edge_requests_refused_total{reason="per_ip"}`)
 	refusedAll := metricSum(metrics, `infergate_edge_requests_refused_total{`)
 	t.Logf("attack: %d/%d TLS h2 connections, %d streams each; answered %d (%d 200, %d refused: 429/503 or RST_STREAM)",
-		conns.Load(), h2FloodConns, h2FloodStreams, answered.Load(), served.Load(), refused.Load())
+		conns.Load(), h2FloodConns, h2FloodStreams, served.Load()+refused.Load(), served.Load(), refused.Load())
 	t.Logf("peak engine sockets %d (cap %d), peak gateway descriptors %d of %d", peakEngine, 256, peakFDs, h2FloodNofile)
 	t.Logf("slowest management API answer %v, slowest other-VIP answer %v", worstAPI, worstOther)
 	t.Logf("refusal counters: infergate_edge_requests_refused_total per_ip %v, all reasons %v", refusedPerIP, refusedAll)
