@@ -28,8 +28,6 @@ const (
 	defaultMaxBodyForTest = 4 << 20
 )
 
-var dial = extprocclient.Dial
-
 // request describes one HTTP request as Envoy would present it.
 type request struct {
 	headers  map[string]string
@@ -77,7 +75,7 @@ func (r request) messages() []*extprocv3.ProcessingRequest {
 		return msgs
 	}
 	for _, c := range chunks(r.body, r.chunk) {
-		msgs = append(msgs, bodyMsg(c, false))
+		msgs = append(msgs, extprocclient.RequestBodyMessage(c, false))
 	}
 	if r.trailers {
 		msgs = append(msgs, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestTrailers{
@@ -88,8 +86,6 @@ func (r request) messages() []*extprocv3.ProcessingRequest {
 	}
 	return msgs
 }
-
-var bodyMsg = extprocclient.RequestBodyMessage
 
 // chunks slices b like a proxy would; an empty body is one empty chunk
 // (the end of a body that ends in trailers).
