@@ -15,8 +15,7 @@ import (
 
 	"github.com/infergate/infergate/epp"
 	"github.com/infergate/infergate/test/eppconformance"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"github.com/infergate/infergate/test/extprocclient"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
@@ -74,7 +73,7 @@ spec:
 
 	// A gateway sends nothing before the EPP reports ready; neither does
 	// the suite.
-	hc, err := grpc.NewClient(healthAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	hc, err := extprocclient.Dial(healthAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
