@@ -96,11 +96,7 @@ func (b *bench) busyPhase(ctx context.Context, t timing, logf io.Writer) error {
 	if err := b.serveArm(ctx, legacy, armKVLegacy, vip, nil); err != nil {
 		return err
 	}
-	main := b.gw
-	b.gw = legacy
-	err = b.waitSubscribedN(ctx, len(b.engines), 20*time.Second)
-	b.gw = main
-	if err != nil {
+	if err := b.on(legacy, func() error { return b.waitSubscribedN(ctx, len(b.engines), 20*time.Second) }); err != nil {
 		return fmt.Errorf("legacy gateway: %w", err)
 	}
 	gws := map[string]*gateway{armKVLegacy: legacy}
@@ -135,10 +131,7 @@ func (b *bench) busyPhase(ctx context.Context, t timing, logf io.Writer) error {
 	var shares []string
 	name := "busy-engine"
 	for _, arm := range arms {
-		g := b.gw
-		if gw := gws[arm]; gw != nil {
-			g = gw
-		}
+		g := b.gatewayOf(gws, arm)
 		before, _ := scrape(ctx, b.scrapeC, g.api+"/metrics", isRequestsMetric)
 		wb := w
 		wb.name = name
@@ -215,13 +208,29 @@ func (b *bench) firstSight(rows []*runSummary, t timing) {
 
 // measureOn is measure with the arm's own gateway (the legacy arm's) as
 // the one whose counters and CPU are read.
-func (b *bench) measureOn(ctx context.Context, gws map[string]*gateway, w workload, arm string, frac, rate float64, t timing) (*runSummary, error) {
+func (b *bench) measureOn(ctx context.Context, gws map[string]*gateway, w workload, arm string, frac, rate float64, t timing) (s *runSummary, err error) {
+	err = b.on(b.gatewayOf(gws, arm), func() error {
+		s, err = b.measure(ctx, w, arm, frac, rate, t)
+		return err
+	})
+	return s, err
+}
+
+// gatewayOf is the gateway serving arm: its own in gws, else the main one.
+func (b *bench) gatewayOf(gws map[string]*gateway, arm string) *gateway {
 	if g := gws[arm]; g != nil {
-		main := b.gw
-		b.gw = g
-		defer func() { b.gw = main }()
+		return g
 	}
-	return b.measure(ctx, w, arm, frac, rate, t)
+	return b.gw
+}
+
+// on runs f with g as the gateway whose counters and CPU are read (b.gw),
+// then puts the main one back.
+func (b *bench) on(g *gateway, f func() error) error {
+	main := b.gw
+	b.gw = g
+	defer func() { b.gw = main }()
+	return f()
 }
 
 // compareLegacy prints the cost arm's TTFT against the legacy guard's.
