@@ -9,10 +9,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/infergate/infergate/test/extprocclient"
-
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/infergate/infergate/test/extprocclient"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/structpb"
 )

@@ -25,7 +25,6 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/datapath/upstream"
-
 	"github.com/infergate/infergate/test/extprocclient"
 	"google.golang.org/grpc"
 )

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/test/bench/proccpu"
-
 	"github.com/infergate/infergate/test/extprocclient"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"

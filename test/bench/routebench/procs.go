@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/test/bench/proccpu"
-
 	"github.com/infergate/infergate/test/enginesim"
 )
 
