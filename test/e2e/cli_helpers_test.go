@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -116,9 +117,16 @@ func cliFreePort(t *testing.T) int {
 // when the test ends.
 func cliStartDaemon(t *testing.T, bin, stateDir string, extra ...string) *cliDaemon {
 	t.Helper()
+	return cliStartDaemonNofile(t, bin, stateDir, 0, extra...)
+}
+
+// cliStartDaemonNofile is cliStartDaemon with the daemon's descriptor
+// limit set to nofile (0: inherited), for tests that exhaust descriptors.
+func cliStartDaemonNofile(t *testing.T, bin, stateDir string, nofile int, extra ...string) *cliDaemon {
+	t.Helper()
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		d, err := cliTryStart(t, bin, stateDir, cliFreePort(t), extra...)
+		d, err := cliLaunch(t, bin, stateDir, cliFreePort(t), nil, nofile, extra...)
 		if err == nil {
 			return d
 		}
@@ -137,6 +145,14 @@ func cliTryStart(t *testing.T, bin, stateDir string, port int, extra ...string) 
 // cliTryStartTLS is cliTryStart for a daemon whose API serves HTTPS
 // (--api-tls-cert in extra) when hc is set: readiness is polled with hc.
 func cliTryStartTLS(t *testing.T, bin, stateDir string, port int, hc *http.Client, extra ...string) (*cliDaemon, error) {
+	return cliLaunch(t, bin, stateDir, port, hc, 0, extra...)
+}
+
+// cliLaunch starts the daemon and waits for /readyz. With nofile > 0 it
+// runs under `ulimit -n nofile`: dash and bash set both the soft and the
+// hard limit, so the Go runtime cannot raise it back, and the shell execs
+// the binary, so the process signalled and inspected is the daemon.
+func cliLaunch(t *testing.T, bin, stateDir string, port int, hc *http.Client, nofile int, extra ...string) (*cliDaemon, error) {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	d := &cliDaemon{URL: "http://" + addr, log: &cliSyncBuffer{}, done: make(chan struct{}), hc: hc}
 	if hc != nil {
@@ -144,6 +160,9 @@ func cliTryStartTLS(t *testing.T, bin, stateDir string, port int, hc *http.Clien
 	}
 	args := append([]string{"serve", "--api-addr", addr, "--state-dir", stateDir, "--log-level", "info"}, extra...)
 	d.cmd = exec.Command(bin, args...)
+	if nofile > 0 {
+		d.cmd = exec.Command("sh", append([]string{"-c", `ulimit -n ` + strconv.Itoa(nofile) + ` && exec "$0" "$@"`, bin}, args...)...)
+	}
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	if err := d.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start daemon: %w", err)

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -23,7 +22,7 @@ import (
 func TestEdgeFloodKeepsAPIAndProbes(t *testing.T) {
 	bin := cliBuild(t)
 	engineBin, _ := dpBuild(t)
-	engine, vip, api := dpAddr(t), dpAddr(t), fmt.Sprintf("127.0.0.1:%d", cliFreePort(t))
+	engine, vip := dpAddr(t), dpAddr(t)
 	eng := dpStart(t, engine, engineBin, "-addr", engine, "-no-log")
 
 	dir := t.TempDir()
@@ -38,29 +37,11 @@ spec:
 	if err := os.WriteFile(filepath.Join(dir, "rule.yaml"), []byte(rule), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// dash and bash set both the soft and the hard limit, so the Go
-	// runtime cannot raise it back.
-	cmd := exec.Command("sh", "-c", `ulimit -n 256 && exec "$0" "$@"`, bin, "serve",
-		"--api-addr", api, "--state-dir", filepath.Join(dir, "state"), "--rules", filepath.Join(dir, "rule.yaml"),
-		"--evict-idle-after", "10ms", "--log-level", "warn")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var out cliSyncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-		if t.Failed() {
-			t.Logf("daemon log:\n%s", out.String())
-		}
-	})
+	daemon := cliStartDaemonNofile(t, bin, filepath.Join(dir, "state"), 256,
+		"--rules", filepath.Join(dir, "rule.yaml"), "--evict-idle-after", "10ms", "--log-level", "warn")
 	apiClient := &http.Client{Timeout: 5 * time.Second}
 	metricsHas := func(line string) bool {
-		resp, err := apiClient.Get("http://" + api + "/metrics")
+		resp, err := apiClient.Get(daemon.URL + "/metrics")
 		if err != nil {
 			return false
 		}
@@ -96,7 +77,7 @@ spec:
 		}
 	}
 	for i := range 10 {
-		resp, err := apiClient.Get("http://" + api + "/netlox/v1/config/loadbalancer/all")
+		resp, err := apiClient.Get(daemon.URL + "/netlox/v1/config/loadbalancer/all")
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("management API call %d under the flood: %v %v", i, err, resp)
 		}

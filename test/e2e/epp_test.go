@@ -15,8 +15,7 @@ import (
 
 	"github.com/infergate/infergate/epp"
 	"github.com/infergate/infergate/test/eppconformance"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"github.com/infergate/infergate/test/extprocclient"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
@@ -68,13 +67,19 @@ spec:
 	// Probes make the engines usable shortly after boot; the suite's first
 	// pick must not race them.
 	eventually(t, 10*time.Second, "the rule's endpoints to pass their probes", func() bool {
-		n, err := scrapeMetric(d.URL+"/metrics", `infergate_datapath_endpoint_health_state{`)
-		return err == nil && n == 3
+		states, err := scrapeSamples(d.URL+"/metrics", `infergate_datapath_endpoint_health_state{`)
+		healthy := 0
+		for _, v := range states {
+			if v == 1 { // metrics.HealthActive
+				healthy++
+			}
+		}
+		return err == nil && healthy == 3
 	})
 
 	// A gateway sends nothing before the EPP reports ready; neither does
 	// the suite.
-	hc, err := grpc.NewClient(healthAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	hc, err := extprocclient.Dial(healthAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,19 +111,35 @@ spec:
 	}
 }
 
-// scrapeMetric sums the samples on url whose line starts with prefix (a
-// gauge of active endpoints counts each sample equal to 1).
+// scrapeMetric sums the samples on url whose line starts with prefix; no
+// such sample is an error.
 func scrapeMetric(url, prefix string) (float64, error) {
-	resp, err := http.Get(url)
+	vs, err := scrapeSamples(url, prefix)
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("GET %s: %s", url, resp.Status)
+	if len(vs) == 0 {
+		return 0, fmt.Errorf("%s: no sample %q", url, prefix)
 	}
 	var sum float64
-	found := false
+	for _, v := range vs {
+		sum += v
+	}
+	return sum, nil
+}
+
+// scrapeSamples returns the values of the samples on url whose line starts
+// with prefix.
+func scrapeSamples(url, prefix string) ([]float64, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	var vs []float64
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -128,19 +149,9 @@ func scrapeMetric(url, prefix string) (float64, error) {
 		}
 		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		if strings.HasPrefix(prefix, "infergate_datapath_endpoint_health_state") {
-			if v == 1 { // metrics.HealthActive
-				sum++
-			}
-			continue
-		}
-		sum += v
-		found = true
+		vs = append(vs, v)
 	}
-	if !found && !strings.HasPrefix(prefix, "infergate_datapath_endpoint_health_state") {
-		return 0, fmt.Errorf("%s: no sample %q", url, prefix)
-	}
-	return sum, sc.Err()
+	return vs, sc.Err()
 }

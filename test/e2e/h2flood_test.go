@@ -9,13 +9,11 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -44,15 +42,19 @@ const (
 // 4,062 engine sockets and exhausted the descriptors: the API and the other
 // VIPs timed out, and no refusal was counted). Now: engine sockets stay
 // within the per-endpoint cap, the management API and another VIP answer
-// promptly throughout, streams over the caps are refused and counted, and
-// every stream gets an answer.
+// promptly throughout, streams over the per-address cap are refused and
+// counted, and some attack streams are served. How many streams were
+// answered is logged, not asserted: the attack is cut after six engine
+// latencies, and the streams the caps admit are served 256 at a time (one
+// run on a shared 2-core box answered all 5,000, 1,024 with 200, in that
+// window).
 func TestH2StreamFloodKeepsGatewayServing(t *testing.T) {
 	bin := cliBuild(t)
 	engineBin, _ := dpBuild(t)
 	slow, fast := dpAddr(t), dpAddr(t)
 	dpStart(t, slow, engineBin, "-addr", slow, "-no-log", "-latency", h2FloodLatency.String())
 	dpStart(t, fast, engineBin, "-addr", fast, "-no-log")
-	tlsVIP, otherVIP, api := dpAddr(t), dpAddr(t), fmt.Sprintf("127.0.0.1:%d", cliFreePort(t))
+	tlsVIP, otherVIP := dpAddr(t), dpAddr(t)
 
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, "flood-root")
@@ -72,36 +74,12 @@ spec:
 	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), []byte(rulesDoc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("sh", "-c", `ulimit -n `+strconv.Itoa(h2FloodNofile)+` && exec "$0" "$@"`, bin, "serve",
-		"--api-addr", api, "--state-dir", filepath.Join(dir, "state"), "--rules", filepath.Join(dir, "rules.yaml"),
-		"--cert-root", root, "--log-level", "error")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var out cliSyncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-		if t.Failed() {
-			t.Logf("daemon log:\n%s", out.String())
-		}
-	})
+	daemon := cliStartDaemonNofile(t, bin, filepath.Join(dir, "state"), h2FloodNofile,
+		"--rules", filepath.Join(dir, "rules.yaml"), "--cert-root", root, "--log-level", "error")
 	apiClient := &http.Client{Timeout: 5 * time.Second}
-	eventually(t, 30*time.Second, "the daemon to be ready", func() bool {
-		resp, err := apiClient.Get("http://" + api + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
 
 	// The attack, and what it gets back.
-	var answered, refused, served, conns atomic.Int64
+	var refused, served, conns atomic.Int64
 	var wg sync.WaitGroup
 	attackDone := make(chan struct{})
 	for range h2FloodConns {
@@ -112,7 +90,6 @@ spec:
 			if ok {
 				conns.Add(1)
 			}
-			answered.Add(int64(ref + okStatus))
 			refused.Add(int64(ref))
 			served.Add(int64(okStatus))
 		}()
@@ -129,9 +106,9 @@ spec:
 	pollUntil := time.Now().Add(h2FloodLatency * 6)
 	for time.Now().Before(pollUntil) {
 		peakEngine = max(peakEngine, establishedTo(t, edgePort(slow)))
-		peakFDs = max(peakFDs, openFDs(cmd.Process.Pid))
+		peakFDs = max(peakFDs, openFDs(daemon.cmd.Process.Pid))
 		start := time.Now()
-		resp, err := apiClient.Get("http://" + api + "/netlox/v1/config/loadbalancer/all")
+		resp, err := apiClient.Get(daemon.URL + "/netlox/v1/config/loadbalancer/all")
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("management API under the flood: %v %v", err, resp)
 		}
@@ -151,7 +128,7 @@ spec:
 	wg.Wait()
 
 	metrics := func() string {
-		resp, err := apiClient.Get("http://" + api + "/metrics")
+		resp, err := apiClient.Get(daemon.URL + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +139,7 @@ spec:
 	refusedPerIP := metricSum(metrics, `infergate_edge_requests_refused_total{reason="per_ip"}`)
 	refusedAll := metricSum(metrics, `infergate_edge_requests_refused_total{`)
 	t.Logf("attack: %d/%d TLS h2 connections, %d streams each; answered %d (%d 200, %d refused: 429/503 or RST_STREAM)",
-		conns.Load(), h2FloodConns, h2FloodStreams, answered.Load(), served.Load(), refused.Load())
+		conns.Load(), h2FloodConns, h2FloodStreams, served.Load()+refused.Load(), served.Load(), refused.Load())
 	t.Logf("peak engine sockets %d (cap %d), peak gateway descriptors %d of %d", peakEngine, 256, peakFDs, h2FloodNofile)
 	t.Logf("slowest management API answer %v, slowest other-VIP answer %v", worstAPI, worstOther)
 	t.Logf("refusal counters: infergate_edge_requests_refused_total per_ip %v, all reasons %v", refusedPerIP, refusedAll)

@@ -10,45 +10,40 @@ import (
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/infergate/infergate/test/extprocclient"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
-// Names the suite puts on or expects from the wire (GIE proposal 004).
+// Names the suite puts on or expects from the wire (GIE proposal 004);
+// the ones a proxy sends are extprocclient's.
 const (
-	headerDestination     = "x-gateway-destination-endpoint"
+	headerDestination     = extprocclient.HeaderDestination
 	keySubset             = "x-gateway-destination-endpoint-subset"
-	keyServed             = "x-gateway-destination-endpoint-served"
-	namespaceDestination  = "envoy.lb"
+	namespaceDestination  = extprocclient.NamespaceDestination
 	namespaceSubsetHint   = "envoy.lb.subset_hint"
-	chunkSizeLikeEnvoy    = 16 << 10 // Envoy hands bodies over in buffer-sized slices
 	defaultConcurrency    = 1000
 	defaultMaxBodyForTest = 4 << 20
 )
-
-func dial(addr string) (*grpc.ClientConn, error) {
-	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-}
 
 // request describes one HTTP request as Envoy would present it.
 type request struct {
 	headers  map[string]string
 	body     []byte
-	chunk    int       // body chunk size; 0 = chunkSizeLikeEnvoy
+	chunk    int       // body chunk size; 0 = extprocclient.DefaultChunk
 	subset   *[]string // nil: no hint
 	trailers bool      // end the body with trailers instead of end_of_stream
 	badHint  bool      // send the subset hint as a string instead of a list
 }
 
-func headerMap(kv map[string]string) *corev3.HeaderMap {
-	m := &corev3.HeaderMap{}
+// headerList is kv as a header list (in map order: the EPP must not care).
+func headerList(kv map[string]string) []extprocclient.Header {
+	hs := make([]extprocclient.Header, 0, len(kv))
 	for k, v := range kv {
-		m.Headers = append(m.Headers, &corev3.HeaderValue{Key: k, RawValue: []byte(v)})
+		hs = append(hs, extprocclient.Header{Key: k, Value: v})
 	}
-	return m
+	return hs
 }
 
 // messages renders the request-phase messages, protocol_config on the first
@@ -59,15 +54,7 @@ func (r request) messages() []*extprocv3.ProcessingRequest {
 		hs[k] = v
 	}
 	noBody := len(r.body) == 0 && !r.trailers
-	first := &extprocv3.ProcessingRequest{
-		Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{
-			Headers: headerMap(hs), EndOfStream: noBody,
-		}},
-		ProtocolConfig: &extprocv3.ProtocolConfiguration{
-			RequestBodyMode:  extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED,
-			ResponseBodyMode: extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED,
-		},
-	}
+	first := extprocclient.RequestHeadersMessage(headerList(hs), noBody)
 	switch {
 	case r.badHint:
 		first.MetadataContext = &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
@@ -87,11 +74,11 @@ func (r request) messages() []*extprocv3.ProcessingRequest {
 		return msgs
 	}
 	for _, c := range chunks(r.body, r.chunk) {
-		msgs = append(msgs, bodyMsg(c, false))
+		msgs = append(msgs, extprocclient.RequestBodyMessage(c, false))
 	}
 	if r.trailers {
 		msgs = append(msgs, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestTrailers{
-			RequestTrailers: &extprocv3.HttpTrailers{Trailers: headerMap(map[string]string{"x-trailer": "1"})},
+			RequestTrailers: &extprocv3.HttpTrailers{Trailers: extprocclient.HeaderMap(extprocclient.Headers("x-trailer", "1"))},
 		}})
 	} else {
 		msgs[len(msgs)-1].GetRequestBody().EndOfStream = true
@@ -99,46 +86,22 @@ func (r request) messages() []*extprocv3.ProcessingRequest {
 	return msgs
 }
 
-func bodyMsg(b []byte, eos bool) *extprocv3.ProcessingRequest {
-	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
-		RequestBody: &extprocv3.HttpBody{Body: b, EndOfStream: eos},
-	}}
-}
-
-// chunks slices b like a proxy would; an empty body is one empty chunk.
+// chunks slices b like a proxy would; an empty body is one empty chunk
+// (the end of a body that ends in trailers).
 func chunks(b []byte, size int) [][]byte {
-	if size <= 0 {
-		size = chunkSizeLikeEnvoy
-	}
 	if len(b) == 0 {
 		return [][]byte{{}}
 	}
-	var out [][]byte
-	for len(b) > 0 {
-		n := min(size, len(b))
-		out = append(out, b[:n])
-		b = b[n:]
-	}
-	return out
+	return extprocclient.Chunks(b, size)
 }
 
 // responseMessages renders the response path: headers carrying the served
 // endpoint in metadata (and, when served is empty, nothing), then the body.
 func responseMessages(served string, status int, body [][]byte) []*extprocv3.ProcessingRequest {
-	h := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{ResponseHeaders: &extprocv3.HttpHeaders{
-		Headers:     headerMap(map[string]string{":status": strconv.Itoa(status), "content-type": "text/event-stream"}),
-		EndOfStream: len(body) == 0,
-	}}}
-	if served != "" {
-		h.MetadataContext = &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
-			namespaceDestination: {Fields: map[string]*structpb.Value{keyServed: structpb.NewStringValue(served)}},
-		}}
-	}
-	msgs := []*extprocv3.ProcessingRequest{h}
+	msgs := []*extprocv3.ProcessingRequest{extprocclient.ResponseHeadersMessage(status, served, len(body) == 0,
+		extprocclient.Header{Key: "content-type", Value: "text/event-stream"})}
 	for i, b := range body {
-		msgs = append(msgs, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
-			ResponseBody: &extprocv3.HttpBody{Body: b, EndOfStream: i == len(body)-1},
-		}})
+		msgs = append(msgs, extprocclient.ResponseBodyMessage(b, i == len(body)-1))
 	}
 	return msgs
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/infergate/infergate/test/extprocclient"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -75,7 +76,7 @@ func Run(t *testing.T, tg Target) {
 	if tg.MaxBody == 0 {
 		tg.MaxBody = defaultMaxBodyForTest
 	}
-	cc, err := dial(tg.Addr)
+	cc, err := extprocclient.Dial(tg.Addr)
 	if err != nil {
 		t.Fatalf("dial %s: %v", tg.Addr, err)
 	}
@@ -296,7 +297,7 @@ func (s *suite) testHealth(t *testing.T) {
 	if s.tg.HealthAddr == "" {
 		t.Skip("no health address")
 	}
-	hc, err := dial(s.tg.HealthAddr)
+	hc, err := extprocclient.Dial(s.tg.HealthAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,8 +455,9 @@ func (s *suite) testCapacity(t *testing.T) {
 	s.settled(t)
 }
 
-// holdPick sends a whole request and reads its request-phase answers,
-// leaving the stream open (the request in flight) for the caller to end.
+// holdPick sends a whole request and reads its request-phase answers (the
+// pick, then the chunks up to end_of_stream), leaving the stream open (the
+// request in flight) for the caller to end.
 func (s *suite) holdPick(ctx context.Context, r request) (*stream, pick, error) {
 	st, err := open(ctx, s.cc)
 	if err != nil {
@@ -534,29 +536,8 @@ func (s *suite) testAffinity(t *testing.T) {
 }
 
 func (s *suite) testServed(t *testing.T) {
-	ctx := s.ctx(t)
-	st, err := open(ctx, s.cc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := request{body: chatBody("served", 40_000)}
-	st.sendAsync(r.messages(), false)
 	// The request phase: the pick, then the chunks up to end_of_stream.
-	var reqPhase []*extprocv3.ProcessingResponse
-	for {
-		a, err := st.recv()
-		if err != nil {
-			t.Fatalf("request phase: %v after %s", err, describe(reqPhase))
-		}
-		reqPhase = append(reqPhase, a)
-		if a.GetRequestBody().GetResponse().GetBodyMutation().GetStreamedResponse().GetEndOfStream() || a.GetImmediateResponse() != nil {
-			break
-		}
-	}
-	if err := st.sendDone(); err != nil {
-		t.Fatal(err)
-	}
-	p, err := checkRequestPhase(reqPhase, r, s.tg.Pool)
+	st, p, err := s.holdPick(s.ctx(t), request{body: chatBody("served", 40_000)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -609,7 +590,7 @@ func (s *suite) testConcurrency(t *testing.T) {
 	}
 	defer closeAll()
 	for i := range ccs {
-		cc, err := dial(s.tg.Addr)
+		cc, err := extprocclient.Dial(s.tg.Addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -720,13 +701,13 @@ func (s *suite) testMalformed(t *testing.T) {
 		// an OK end without answers is also clean.
 		mayEndOK bool
 	}{
-		{name: "body before headers", msgs: []*extprocv3.ProcessingRequest{bodyMsg([]byte("{}"), true)}},
+		{name: "body before headers", msgs: []*extprocv3.ProcessingRequest{extprocclient.RequestBodyMessage([]byte("{}"), true)}},
 		{name: "headers twice", msgs: []*extprocv3.ProcessingRequest{hdrs, hdrs}},
 		{name: "response headers before the request ended", msgs: []*extprocv3.ProcessingRequest{hdrs, respHdrs}},
 		{name: "empty message", msgs: []*extprocv3.ProcessingRequest{{}}},
 		{name: "subset hint not a list", r: &request{body: []byte("{}"), badHint: true}},
 		{name: "trailers after a bodiless request", msgs: []*extprocv3.ProcessingRequest{hdrsEOS, trailers}, pickFirst: true},
-		{name: "closed mid-body", msgs: []*extprocv3.ProcessingRequest{hdrs, bodyMsg([]byte("{"), false)}, mayEndOK: true},
+		{name: "closed mid-body", msgs: []*extprocv3.ProcessingRequest{hdrs, extprocclient.RequestBodyMessage([]byte("{"), false)}, mayEndOK: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -17,15 +17,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // Names on the wire (GIE endpoint-picker protocol v1).
@@ -100,37 +96,16 @@ func Start(ctx context.Context, cc grpc.ClientConnInterface, r Request) (*Exchan
 		return nil, fmt.Errorf("open stream: %w", err)
 	}
 	x := &Exchange{s: s, cancel: cancel}
-	hm := &corev3.HeaderMap{Headers: make([]*corev3.HeaderValue, len(r.Headers))}
-	for i, h := range r.Headers {
-		hm.Headers[i] = &corev3.HeaderValue{Key: h.Key, RawValue: []byte(h.Value)}
-	}
-	first := &extprocv3.ProcessingRequest{
-		Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{
-			Headers: hm, EndOfStream: len(r.Body) == 0,
-		}},
-		ProtocolConfig: &extprocv3.ProtocolConfiguration{
-			RequestBodyMode:  extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED,
-			ResponseBodyMode: extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED,
-		},
-	}
-	if err := s.Send(first); err != nil {
+	if err := s.Send(RequestHeadersMessage(r.Headers, len(r.Body) == 0)); err != nil {
 		x.Close()
 		return nil, fmt.Errorf("send headers: %w", err)
 	}
-	size := r.Chunk
-	if size <= 0 {
-		size = DefaultChunk
-	}
-	for b := r.Body; len(b) > 0; {
-		n := min(size, len(b))
-		msg := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
-			RequestBody: &extprocv3.HttpBody{Body: b[:n], EndOfStream: n == len(b)},
-		}}
-		if err := s.Send(msg); err != nil {
+	cs := Chunks(r.Body, r.Chunk)
+	for i, c := range cs {
+		if err := s.Send(RequestBodyMessage(c, i == len(cs)-1)); err != nil {
 			x.Close()
 			return nil, fmt.Errorf("send body: %w", err)
 		}
-		b = b[n:]
 		x.chunks++
 	}
 	return x, nil
@@ -206,17 +181,7 @@ func (x *Exchange) Respond(status int, served string, body ...[]byte) error {
 // the endpoint that served it ("" for none). more says a body follows
 // (ResponseBody), else the headers end the response.
 func (x *Exchange) ResponseHeaders(status int, served string, more bool) error {
-	h := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{ResponseHeaders: &extprocv3.HttpHeaders{
-		Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{
-			{Key: ":status", RawValue: []byte(strconv.Itoa(status))},
-		}},
-		EndOfStream: !more,
-	}}}
-	if served != "" {
-		h.MetadataContext = &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
-			NamespaceDestination: {Fields: map[string]*structpb.Value{KeyServed: structpb.NewStringValue(served)}},
-		}}
-	}
+	h := ResponseHeadersMessage(status, served, !more)
 	if err := x.roundTrip(h); err != nil {
 		return fmt.Errorf("response headers: %w", err)
 	}
@@ -227,9 +192,7 @@ func (x *Exchange) ResponseHeaders(status int, served string, more bool) error {
 // data plane that does not mirror the body may send just an empty final
 // chunk, so the EPP learns when the response ended.
 func (x *Exchange) ResponseBody(b []byte, eos bool) error {
-	msg := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
-		ResponseBody: &extprocv3.HttpBody{Body: b, EndOfStream: eos},
-	}}
+	msg := ResponseBodyMessage(b, eos)
 	if err := x.roundTrip(msg); err != nil {
 		return fmt.Errorf("response body: %w", err)
 	}

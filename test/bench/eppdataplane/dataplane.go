@@ -16,15 +16,15 @@ package eppdataplane
 
 import (
 	"bytes"
-	"errors"
+	"context"
 	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/test/extprocclient"
 	"google.golang.org/grpc"
 )
@@ -44,8 +44,17 @@ func New(eppAddr string) (*DataPlane, error) {
 	if err != nil {
 		return nil, err
 	}
+	dialer := &net.Dialer{Timeout: 2 * time.Second}
 	tr := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+		// A failed dial is marked as the datapath marks it, so the fallback
+		// to the next picked endpoint keys off the same type.
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, &upstream.DialError{Endpoint: addr, Err: err}
+			}
+			return c, nil
+		},
 		MaxIdleConns:        1024,
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
@@ -106,7 +115,7 @@ func (d *DataPlane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for i, ep := range p.Endpoints {
 		resp, err := d.send(r, ep, body, p.Headers)
 		if err != nil {
-			if neverReached(err) && i+1 < len(p.Endpoints) {
+			if upstream.NotSent(err) && i+1 < len(p.Endpoints) {
 				continue // the fallback list is for exactly this
 			}
 			_ = x.ResponseHeaders(http.StatusBadGateway, ep, false)
@@ -168,12 +177,4 @@ func (d *DataPlane) relay(w http.ResponseWriter, resp *http.Response, x *extproc
 	}
 	_ = x.ResponseBody(nil, true)
 	_ = x.Finish()
-}
-
-// neverReached reports a connection the engine refused or that could not be
-// made: the request provably did not start, so the next endpoint may take
-// it.
-func neverReached(err error) bool {
-	var op *net.OpError
-	return errors.Is(err, syscall.ECONNREFUSED) || (errors.As(err, &op) && op.Op == "dial")
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/infergate/infergate/test/bench/proccpu"
 	"github.com/infergate/infergate/test/extprocclient"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -298,14 +298,14 @@ func (c *config) run(ctx context.Context) (*report, error) {
 	before, haveStats := c.stats(true)
 	finished0 := finished.Load()
 	rep := &report{LoadAvg: loadavg(), Concurrency: c.concurrency, Conns: c.conns, BodyBytes: c.bodyBytes}
-	srv0, _ := procCPU(c.pid)
+	srv0, _ := proccpu.Of(c.pid)
 	cli0 := selfCPU()
 	start := time.Now()
 	measure.Store(true)
 	time.Sleep(c.duration)
 	measure.Store(false)
 	rep.Wall = time.Since(start)
-	srv1, srvErr := procCPU(c.pid)
+	srv1, srvErr := proccpu.Of(c.pid)
 	cli1 := selfCPU()
 	stop.Store(true)
 	wg.Wait()
@@ -381,27 +381,6 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "  EPP allocations %.0f per pick, %.1f KB per pick; live heap after GC %.1f MB → %.1f MB\n",
 			r.AllocsPerPick, r.BytesPerPick/1024, float64(r.HeapBefore)/(1<<20), float64(r.HeapAfter)/(1<<20))
 	}
-}
-
-// procCPU is a process's user+system CPU time from /proc/<pid>/stat.
-func procCPU(pid int) (time.Duration, error) {
-	if pid <= 0 {
-		return 0, errors.New("no pid")
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the command name, which is in parentheses and may hold spaces.
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("short /proc/%d/stat", pid)
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	const ticks = 100 // USER_HZ on Linux
-	return time.Duration(ut+st) * time.Second / ticks, nil
 }
 
 func selfCPU() time.Duration {

@@ -2,7 +2,7 @@
 // plane does — one ext_proc stream per request over loopback gRPC: request
 // headers, the body in FULL_DUPLEX_STREAMED slices, the pick, the re-emitted
 // body, then the response path with the served endpoint — and reports what
-// the targets are stated in: picks per second per core of the EPP
+// the EPP's performance targets are stated in: picks per second per core of the EPP
 // process (its user+system CPU time from /proc), pick latency percentiles
 // (headers sent → pick received), and, for an EPP it started itself, heap
 // allocations per pick and the live heap after GC before and after the run.

@@ -441,12 +441,8 @@ func (b *bench) pdPhase(ctx context.Context, ws []workload, t timing, logf io.Wr
 	}
 	b.baseArm = armPDLeast
 	for _, arm := range []string{armPDLeast, armPDPrefix, armPDKV} {
-		if err := b.gw.apply(armRule(arm, vip.String(), cfg.vipPort, b.engines, cfg.zmqPort, roles)); err != nil {
-			return fmt.Errorf("arm %s: %w", arm, err)
-		}
-		b.vips[arm] = fmt.Sprintf("http://%s:%d", vip, cfg.vipPort)
-		if err := waitServing(ctx, b.scrapeC, b.vips[arm], cfg.model, 20*time.Second); err != nil {
-			return fmt.Errorf("arm %s: %w", arm, err)
+		if err := b.serveArm(ctx, b.gw, arm, vip, roles); err != nil {
+			return err
 		}
 		vip = vip.Next()
 	}

@@ -93,20 +93,10 @@ func (b *bench) busyPhase(ctx context.Context, t timing, logf io.Writer) error {
 	for range 16 { // past the main arms' and the P/D arms' VIPs
 		vip = vip.Next()
 	}
-	rule := armRule(armKV, vip.String(), b.cfg.vipPort, b.engines, b.cfg.zmqPort, nil)
-	rule["serviceArguments"].(map[string]any)["name"] = "bench-" + armKVLegacy
-	if err := legacy.apply(rule); err != nil {
-		return fmt.Errorf("arm %s: %w", armKVLegacy, err)
+	if err := b.serveArm(ctx, legacy, armKVLegacy, vip, nil); err != nil {
+		return err
 	}
-	b.vips[armKVLegacy] = fmt.Sprintf("http://%s:%d", vip, b.cfg.vipPort)
-	if err := waitServing(ctx, b.scrapeC, b.vips[armKVLegacy], b.cfg.model, 20*time.Second); err != nil {
-		return fmt.Errorf("arm %s: %w", armKVLegacy, err)
-	}
-	main := b.gw
-	b.gw = legacy
-	err = b.waitSubscribedN(ctx, len(b.engines), 20*time.Second)
-	b.gw = main
-	if err != nil {
+	if err := b.on(legacy, func() error { return b.waitSubscribedN(ctx, len(b.engines), 20*time.Second) }); err != nil {
 		return fmt.Errorf("legacy gateway: %w", err)
 	}
 	gws := map[string]*gateway{armKVLegacy: legacy}
@@ -141,10 +131,7 @@ func (b *bench) busyPhase(ctx context.Context, t timing, logf io.Writer) error {
 	var shares []string
 	name := "busy-engine"
 	for _, arm := range arms {
-		g := b.gw
-		if gw := gws[arm]; gw != nil {
-			g = gw
-		}
+		g := b.gatewayOf(gws, arm)
 		before, _ := scrape(ctx, b.scrapeC, g.api+"/metrics", isRequestsMetric)
 		wb := w
 		wb.name = name
@@ -221,13 +208,29 @@ func (b *bench) firstSight(rows []*runSummary, t timing) {
 
 // measureOn is measure with the arm's own gateway (the legacy arm's) as
 // the one whose counters and CPU are read.
-func (b *bench) measureOn(ctx context.Context, gws map[string]*gateway, w workload, arm string, frac, rate float64, t timing) (*runSummary, error) {
+func (b *bench) measureOn(ctx context.Context, gws map[string]*gateway, w workload, arm string, frac, rate float64, t timing) (s *runSummary, err error) {
+	err = b.on(b.gatewayOf(gws, arm), func() error {
+		s, err = b.measure(ctx, w, arm, frac, rate, t)
+		return err
+	})
+	return s, err
+}
+
+// gatewayOf is the gateway serving arm: its own in gws, else the main one.
+func (b *bench) gatewayOf(gws map[string]*gateway, arm string) *gateway {
 	if g := gws[arm]; g != nil {
-		main := b.gw
-		b.gw = g
-		defer func() { b.gw = main }()
+		return g
 	}
-	return b.measure(ctx, w, arm, frac, rate, t)
+	return b.gw
+}
+
+// on runs f with g as the gateway whose counters and CPU are read (b.gw),
+// then puts the main one back.
+func (b *bench) on(g *gateway, f func() error) error {
+	main := b.gw
+	b.gw = g
+	defer func() { b.gw = main }()
+	return f()
 }
 
 // compareLegacy prints the cost arm's TTFT against the legacy guard's.

@@ -98,15 +98,7 @@ func (b *bench) flowScenarios(ctx context.Context, vip netip.Addr) (ran bool, er
 		return false, nil
 	}
 	eo := enginesim.DefaultOptions()
-	rule := armRule(armRR, vip.String(), b.cfg.vipPort, b.engines, b.cfg.zmqPort, nil)
-	rule["serviceArguments"].(map[string]any)["name"] = "bench-" + armWindowed
-	rule["serviceArguments"].(map[string]any)["sel"] = 4 // least connections among those with room
-	rule["serviceArguments"].(map[string]any)["admission_window"] = eo.MaxNumSeqs
-	if err := b.gw.apply(rule); err != nil {
-		return true, fmt.Errorf("arm %s: %w", armWindowed, err)
-	}
-	b.vips[armWindowed] = fmt.Sprintf("http://%s:%d", vip, b.cfg.vipPort)
-	if err := waitServing(ctx, b.scrapeC, b.vips[armWindowed], b.cfg.model, 20*time.Second); err != nil {
+	if err := b.serveArm(ctx, b.gw, armWindowed, vip, nil); err != nil {
 		return true, err
 	}
 	// The modelled capacity (as the ramp's first guess): engine time per

@@ -10,11 +10,15 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/infergate/infergate/test/bench/proccpu"
+	"github.com/infergate/infergate/test/enginesim"
 )
 
 // proc is a child process in its own process group, so stopping it stops
@@ -158,7 +162,7 @@ func (g *gateway) metrics(ctx context.Context, c *http.Client) (series, error) {
 }
 
 func (g *gateway) cpu() time.Duration {
-	d, _ := procCPU(g.p.pid())
+	d, _ := proccpu.Of(g.p.pid())
 	return d
 }
 
@@ -175,8 +179,12 @@ func armRule(arm, vipIP string, port int, engines []string, zmqPort int, roles [
 	case armPrefix:
 		// configs/single-pool-chwbl.yaml's knobs.
 		sa["sel"], sa["chwbl_prefix_hash_level"], sa["chwbl_mean_load_factor"], sa["chwbl_replication"] = 8, 2, 150, 100
-	case armKV:
+	case armKV, armKVLegacy: // the legacy arm: the same rule on a gateway with the old guard
 		sa["sel"], sa["kvExactMode"], sa["kvEngineType"], sa["kvZmqPort"], sa["kvBlockSize"] = 4, 3, "vllm", zmqPort, 16
+	case armWindowed:
+		// Least connections among the endpoints with room, each admitting
+		// as many as the simulated engine batches.
+		sa["sel"], sa["admission_window"] = 4, enginesim.DefaultOptions().MaxNumSeqs
 	case armPDLeast, armPDPrefix, armPDKV:
 		sa["sel"], sa["pd_disagg_mode"] = 0, true
 		if arm == armPDPrefix {
@@ -198,6 +206,19 @@ func armRule(arm, vipIP string, port int, engines []string, zmqPort int, roles [
 		}
 	}
 	return map[string]any{"serviceArguments": sa, "endpoints": eps}
+}
+
+// serveArm applies arm's rule on g at vip (the run's VIP port) and waits
+// until the VIP serves.
+func (b *bench) serveArm(ctx context.Context, g *gateway, arm string, vip netip.Addr, roles []int) error {
+	if err := g.apply(armRule(arm, vip.String(), b.cfg.vipPort, b.engines, b.cfg.zmqPort, roles)); err != nil {
+		return fmt.Errorf("arm %s: %w", arm, err)
+	}
+	b.vips[arm] = fmt.Sprintf("http://%s:%d", vip, b.cfg.vipPort)
+	if err := waitServing(ctx, b.scrapeC, b.vips[arm], b.cfg.model, 20*time.Second); err != nil {
+		return fmt.Errorf("arm %s: %w", arm, err)
+	}
+	return nil
 }
 
 // waitServing sends tiny requests to url until one succeeds.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -153,28 +152,4 @@ func sampleLoad(ctx context.Context, c *http.Client, engines []string, every tim
 		}
 		s.samples++
 	}
-}
-
-// procCPU is a process's user+system CPU time (Linux /proc).
-func procCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("proc stat of %d: no command", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("proc stat of %d: %d fields", pid, len(f))
-	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("proc stat of %d: bad times", pid)
-	}
-	const clkTck = 100 // USER_HZ on Linux
-	return time.Duration(ut+st) * time.Second / clkTck, nil
 }
