@@ -5,7 +5,7 @@ BIN   := bin
 export PATH := /usr/local/go/bin:$(PATH)
 
 # Packages whose tests share state across goroutines run under the race detector.
-TEST_FLAGS ?= -race -count=1 -timeout 15m
+TEST_FLAGS ?= -race -count=1 -timeout 25m
 
 # The version stamped into the binary (infergate version, GET /version,
 # infergate_build_info). Without git (a source tarball) the binary falls back
