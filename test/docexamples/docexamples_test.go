@@ -237,6 +237,10 @@ func TestDocExamples(t *testing.T) {
 	}
 	for _, ex := range exs {
 		t.Run(ex.name(), func(t *testing.T) {
+			// Each example has its own namespaces and mostly waits on its
+			// daemons: running them side by side (up to -parallel) shortens
+			// the suite without changing what one sees.
+			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), exampleTimeout)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, "unshare", "--user", "--map-root-user", "--net", "--mount", "--pid", "--fork",
