@@ -11,7 +11,8 @@
 // docs' addresses and the API's 127.0.0.1:11111 collide with nothing on the
 // machine), empty /var/lib and /tmp, /etc writable without touching the
 // machine's (an overlay), HOME a fresh directory, infergate (and bin/infergate)
-// the binary just built, configs/ a copy of the repository's (both staged
+// the binary just built, bin/otlp-sink (a stand-in OTLP trace receiver,
+// ./otlpsink), configs/ a copy of the repository's (all staged
 // on a fresh /mnt first: the checkout may itself live under /tmp). When the block ends its
 // background processes (daemons, fake engines) die with the namespace. The
 // output must hold every expected TEXT.

@@ -196,6 +196,7 @@ ip route add local 10.0.0.0/8 dev lo
 mount -t tmpfs tmpfs /mnt
 mkdir -p /mnt/.docbin /mnt/.etc/upper /mnt/.etc/work
 cp "$DOCBIN" /mnt/.docbin/infergate
+cp "$DOCSINK" /mnt/.docbin/otlp-sink
 cp -r "$DOCREPO/configs" /mnt/.docconfigs
 # /etc stays the machine's for reading; what an example writes there
 # (/etc/infergate/tokens, /etc/loxilb/) lands on the tmpfs.
@@ -205,6 +206,7 @@ mount -t tmpfs tmpfs /tmp
 export HOME=/tmp/home PATH=/mnt/.docbin:$PATH
 mkdir -p "$HOME/bin" && cd "$HOME"
 ln -s /mnt/.docbin/infergate bin/infergate
+ln -s /mnt/.docbin/otlp-sink bin/otlp-sink
 ln -s /mnt/.docconfigs configs
 `
 
@@ -227,13 +229,17 @@ func TestDocExamples(t *testing.T) {
 	if len(exs) == 0 {
 		t.Fatal("no marked examples in README.md and docs/*.md")
 	}
-	bin := filepath.Join(t.TempDir(), "infergate")
+	dir := t.TempDir()
+	bin, sink := filepath.Join(dir, "infergate"), filepath.Join(dir, "otlp-sink")
 	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
 	defer cancel()
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/infergate")
+	build := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", "./cmd/infergate", "./test/docexamples/otlpsink")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	if err := os.Rename(filepath.Join(dir, "otlpsink"), sink); err != nil {
+		t.Fatal(err)
 	}
 	for _, ex := range exs {
 		t.Run(ex.name(), func(t *testing.T) {
@@ -245,7 +251,7 @@ func TestDocExamples(t *testing.T) {
 			defer cancel()
 			cmd := exec.CommandContext(ctx, "unshare", "--user", "--map-root-user", "--net", "--mount", "--pid", "--fork",
 				"--kill-child", "--mount-proc", "bash", "-c", prelude+ex.script)
-			cmd.Env = append(os.Environ(), "DOCBIN="+bin, "DOCREPO="+root)
+			cmd.Env = append(os.Environ(), "DOCBIN="+bin, "DOCSINK="+sink, "DOCREPO="+root)
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Fatalf("%s:%d failed: %v\n%s", ex.file, ex.line, err, tail(out))
