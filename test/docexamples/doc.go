@@ -21,4 +21,11 @@
 // (<!-- example: loopback; session: NAME; … -->) run in order in one
 // namespace, as a reader following the document in one shell would: the
 // first can start a daemon that the next ones use.
+//
+// A ```sh block that cannot run here (it needs a checkout and minutes of
+// benchmarks, a cluster, …) says so instead, on the line before it:
+//
+//	<!-- example: none; needs: WHAT IT NEEDS -->
+//
+// and the test fails on a shell block that does neither.
 package docexamples

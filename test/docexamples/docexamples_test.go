@@ -16,6 +16,7 @@ import (
 
 const (
 	marker         = "<!-- example: loopback"
+	notRunMarker   = "<!-- example: none; needs:"
 	exampleTimeout = 90 * time.Second
 	buildTimeout   = 5 * time.Minute
 )
@@ -102,6 +103,63 @@ func joinSessions(exs []example) []example {
 	return out
 }
 
+// unclassified returns the lines of the ```sh fences of a document that
+// carry neither an example marker nor a "none; needs: WHY" marker: every
+// shell block a reader may paste either runs here or says what it needs.
+func unclassified(text string) []int {
+	var out []int
+	lines := strings.Split(text, "\n")
+	inFence := false
+	for i, l := range lines {
+		t := strings.TrimSpace(l)
+		if !strings.HasPrefix(t, "```") {
+			continue
+		}
+		if inFence {
+			inFence = false
+			continue
+		}
+		inFence = true
+		if t != "```sh" {
+			continue
+		}
+		prev := ""
+		if i > 0 {
+			prev = strings.TrimSpace(lines[i-1])
+		}
+		if !strings.HasPrefix(prev, marker) && !strings.HasPrefix(prev, notRunMarker) {
+			out = append(out, i+1)
+		}
+	}
+	return out
+}
+
+func TestUnclassified(t *testing.T) {
+	doc := "<!-- example: loopback -->\n```sh\na\n```\n" +
+		"<!-- example: none; needs: a GPU -->\n```sh\nb\n```\n" +
+		"```sh\nc\n```\n```yaml\nd: 1\n```\n"
+	if got := unclassified(doc); len(got) != 1 || got[0] != 9 {
+		t.Fatalf("unclassified = %v, want [9]", got)
+	}
+}
+
+// TestEveryShellBlockClassified: README.md and docs/*.md have no shell
+// block that is neither run nor explained.
+func TestEveryShellBlockClassified(t *testing.T) {
+	root := repoRoot(t)
+	for _, f := range docFiles(t, root) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range unclassified(string(b)) {
+			rel, _ := filepath.Rel(root, f)
+			t.Errorf("%s:%d: a ```sh block without <!-- example: loopback; … --> (run it) or %s WHY --> (say what it needs)",
+				rel, line, notRunMarker)
+		}
+	}
+}
+
 type parseError struct {
 	file string
 	line int
@@ -161,16 +219,21 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// allExamples collects the examples of README.md and docs/*.md.
-func allExamples(t *testing.T, root string) []example {
+// docFiles are README.md and docs/*.md.
+func docFiles(t *testing.T, root string) []string {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	files = append([]string{filepath.Join(root, "README.md")}, files...)
+	return append([]string{filepath.Join(root, "README.md")}, files...)
+}
+
+// allExamples collects the examples of README.md and docs/*.md.
+func allExamples(t *testing.T, root string) []example {
+	t.Helper()
 	var out []example
-	for _, f := range files {
+	for _, f := range docFiles(t, root) {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
