@@ -1,5 +1,5 @@
-// Package docexamples runs the copy-paste shell examples of README.md and
-// docs/*.md, as written, so they stay true.
+// Package docexamples runs the copy-paste shell examples of README.md,
+// docs/*.md and deploy/*/README.md, as written, so they stay true.
 //
 // A fenced ```sh block is an example when the line before it is
 //

@@ -143,8 +143,8 @@ func TestUnclassified(t *testing.T) {
 	}
 }
 
-// TestEveryShellBlockClassified: README.md and docs/*.md have no shell
-// block that is neither run nor explained.
+// TestEveryShellBlockClassified: the documents have no shell block that is
+// neither run nor explained.
 func TestEveryShellBlockClassified(t *testing.T) {
 	root := repoRoot(t)
 	for _, f := range docFiles(t, root) {
@@ -219,17 +219,21 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// docFiles are README.md and docs/*.md.
+// docFiles are README.md, docs/*.md and the deployment recipes' READMEs.
 func docFiles(t *testing.T, root string) []string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
+	files := []string{filepath.Join(root, "README.md")}
+	for _, pat := range []string{"docs/*.md", "deploy/*/README.md"} {
+		m, err := filepath.Glob(filepath.Join(root, pat))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, m...)
 	}
-	return append([]string{filepath.Join(root, "README.md")}, files...)
+	return files
 }
 
-// allExamples collects the examples of README.md and docs/*.md.
+// allExamples collects the examples of the documents docFiles lists.
 func allExamples(t *testing.T, root string) []example {
 	t.Helper()
 	var out []example
