@@ -37,8 +37,10 @@ type FileBackend struct {
 	jf    *os.File // open for appending once the first record is written
 	jsize int64    // bytes in the journal
 	jrecs int      // records in the journal
-	// ageTimer runs the MaxAge compaction while the journal holds records.
+	// ageTimer runs the MaxAge compaction while the journal holds records;
+	// ageGen tells a callback that fired late that it was cancelled.
 	ageTimer *time.Timer
+	ageGen   uint64
 	seq      uint64 // sequence of the last record applied (snapshot or journal)
 	broken   error  // set when a failed append could not be undone
 	// replayedRecords counts journal records applied by the last load.
@@ -331,10 +333,7 @@ func (b *FileBackend) keepRejected(rejected []rejectedRule, accepted []string) e
 func (b *FileBackend) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.ageTimer != nil {
-		b.ageTimer.Stop()
-		b.ageTimer = nil
-	}
+	b.stopAgeCompaction()
 	if b.jf == nil {
 		return nil
 	}

@@ -312,10 +312,7 @@ func (b *FileBackend) compact(vals map[string][]byte) error {
 		return fmt.Errorf("truncate %s: %w", b.journalPath(), err)
 	}
 	b.jsize, b.jrecs = 0, 0
-	if b.ageTimer != nil {
-		b.ageTimer.Stop()
-		b.ageTimer = nil
-	}
+	b.stopAgeCompaction()
 	return nil
 }
 
@@ -328,16 +325,33 @@ func (b *FileBackend) needsCompaction() bool {
 // scheduled already: the first record rules.json lacks starts the clock.
 // Caller holds b.mu.
 func (b *FileBackend) armAgeCompaction() {
-	if b.ageTimer == nil && b.jsize > 0 {
-		b.ageTimer = time.AfterFunc(b.jopts.MaxAge, b.compactAged)
+	if b.ageTimer != nil || b.jsize == 0 {
+		return
 	}
+	gen := b.ageGen
+	b.ageTimer = time.AfterFunc(b.jopts.MaxAge, func() { b.compactAged(gen) })
 }
 
-// compactAged is the MaxAge compaction. A backend closed (or compacted)
-// meanwhile has nothing to do; a failure is retried MaxAge later.
-func (b *FileBackend) compactAged() {
+// stopAgeCompaction cancels the scheduled compaction; a callback already
+// waiting for b.mu sees the generation moved and does nothing. Caller
+// holds b.mu.
+func (b *FileBackend) stopAgeCompaction() {
+	if b.ageTimer != nil {
+		b.ageTimer.Stop()
+		b.ageTimer = nil
+	}
+	b.ageGen++
+}
+
+// compactAged is the MaxAge compaction armed at generation gen. A backend
+// closed or compacted since has nothing to do; a failure is retried MaxAge
+// later.
+func (b *FileBackend) compactAged(gen uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if gen != b.ageGen {
+		return
+	}
 	b.ageTimer = nil
 	if b.jf == nil || b.jsize == 0 || b.broken != nil {
 		return
