@@ -20,9 +20,9 @@ import (
 // <StateDir>/rules.journal, and rules.json (the snapshot) is rewritten only
 // when the journal passes a bound (records, bytes, or the age of its oldest
 // record), at boot after a replay and at Close. So rules.json, the file
-// operators and tools read, never lags an acknowledged write by more than
-// MaxRecords writes, MaxBytes of journal or MaxAge, and holds every write
-// after a clean stop.
+// operators and tools read, lacks an acknowledged write for at most MaxAge
+// (less when MaxRecords or MaxBytes come first; a compaction that fails is
+// logged and retried), and holds every write after a clean stop.
 //
 // A record is an 8-byte header — payload length and CRC-32C of the payload,
 // both little-endian uint32 — then the payload, the JSON of journalRecord.
