@@ -51,7 +51,7 @@ type Options struct {
 	Store     string            `yaml:"store"`      // "" = rules.json in StateDir; etcd://h1:2379,h2:2379/prefix (etcds:// for TLS)
 	Etcd      etcdstore.Options `yaml:",inline"`    // etcd client TLS, auth and timeouts; endpoints and prefix come from Store
 	ReplicaID string            `yaml:"replica-id"` // name in `get replicas` ("" = <hostname>/<API address>)
-	// RulesJournal is the file store's write journal (off by default).
+	// RulesJournal is the file store's write journal (on by default).
 	RulesJournal store.JournalOptions `yaml:",inline"`
 
 	// EPP is the ext_proc endpoint picker (docs/epp.md): off while its

@@ -8,7 +8,8 @@ import (
 )
 
 // TestFileBackendConformance runs the backend suite against the file store
-// (the etcd store runs the same suite in rules/store/etcdstore).
+// with its defaults (the write journal on; the etcd store runs the same
+// suite in rules/store/etcdstore).
 func TestFileBackendConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Location {
 		dir := t.TempDir()
@@ -29,6 +30,21 @@ func TestFileBackendJournalConformance(t *testing.T) {
 		dir := t.TempDir()
 		return storetest.Location{Open: func(t *testing.T) store.Backend {
 			b, err := store.OpenFileBackendJournal(dir, nil, nil, store.JournalOptions{Enabled: true, MaxRecords: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}}
+	})
+}
+
+// TestFileBackendRewriteConformance runs it with the journal off: every
+// write rewrites rules.json.
+func TestFileBackendRewriteConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storetest.Location {
+		dir := t.TempDir()
+		return storetest.Location{Open: func(t *testing.T) store.Backend {
+			b, err := store.OpenFileBackendJournal(dir, nil, nil, store.JournalOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

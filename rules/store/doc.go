@@ -15,10 +15,10 @@
 // wait on a mutation: they see an immutable snapshot published after each
 // commit.
 //
-// The whole rule set is written after every change to <StateDir>/rules.json
-// ({"schema_version":1,"rules":[…],"checksum":"sha256:…"}, mode 0600) via a
-// temp file, fsync, rename and directory fsync, so an acknowledged change
-// survives a crash. Replay feeds each persisted rule through the same
+// The rule set is kept in <StateDir>/rules.json
+// ({"schema_version":1,"rules":[…],"checksum":"sha256:…"}, mode 0600),
+// always written whole via a temp file, fsync, rename and directory fsync.
+// Replay feeds each persisted rule through the same
 // decode/validate/compile/Install path; until it finishes every write is 503
 // not_ready. A corrupt file is renamed rules.json.corrupt-<ts> and boot
 // continues empty; rules that no longer validate are skipped, saved to
@@ -29,9 +29,12 @@
 // the watch alike. Stale temp files from a crash mid-write are removed at
 // open.
 //
-// With Options.Journal.Enabled a write instead appends one fsynced,
-// checksummed record to <StateDir>/rules.journal and rules.json is rewritten
-// only when the journal passes a bound, after a boot that replayed records
+// With Options.Journal.Enabled (the default) a write appends one fsynced,
+// checksummed record to <StateDir>/rules.journal, and rules.json is
+// rewritten only when the journal passes a bound (1000 records, 4 MiB, or
+// 5 s after the first write it lacks), after a boot that replayed records
 // and at Close (journal.go states the crash-safety argument), so a write
-// costs the size of the change rather than of the rule set.
+// costs the size of the change rather than of the rule set. With the
+// journal off every change rewrites rules.json. Either way an acknowledged
+// change survives a crash.
 package store

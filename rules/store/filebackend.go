@@ -14,9 +14,11 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// FileBackend keeps the rule set in <dir>/rules.json (format in persist.go),
-// rewritten atomically on every change; with dir "" it keeps it in memory
-// only. It is the single-replica default: one process writes it, so
+// FileBackend keeps the rule set in <dir>/rules.json (format in persist.go):
+// each change is appended to <dir>/rules.journal and folded into rules.json
+// at the journal's bounds (journal.go), or, with the journal off, rules.json
+// is rewritten atomically on every change; with dir "" it keeps the set in
+// memory only. It is the single-replica default: one process writes it, so
 // revisions are a counter that restarts with the process, enough to give
 // Commit the same compare-and-swap contract as the etcd backend.
 type FileBackend struct {
@@ -31,12 +33,16 @@ type FileBackend struct {
 	revs   map[string]int64  // BackendKey → revision of its last write
 
 	// The write journal (journal.go).
-	jopts  JournalOptions
-	jf     *os.File // open for appending once the first record is written
-	jsize  int64    // bytes in the journal
-	jrecs  int      // records in the journal
-	seq    uint64   // sequence of the last record applied (snapshot or journal)
-	broken error    // set when a failed append could not be undone
+	jopts JournalOptions
+	jf    *os.File // open for appending once the first record is written
+	jsize int64    // bytes in the journal
+	jrecs int      // records in the journal
+	// ageTimer runs the MaxAge compaction while the journal holds records;
+	// ageGen tells a callback that fired late that it was cancelled.
+	ageTimer *time.Timer
+	ageGen   uint64
+	seq      uint64 // sequence of the last record applied (snapshot or journal)
+	broken   error  // set when a failed append could not be undone
 	// replayedRecords counts journal records applied by the last load.
 	replayedRecords int
 	stopAt          compactStep // tests: stop a compaction at this step
@@ -247,12 +253,13 @@ func (b *FileBackend) commitJournal(c Change) (int64, error) {
 	rev := b.committed(c)
 	if b.needsCompaction() {
 		// The change is durable in the journal already: a failed
-		// compaction is retried after the next write.
+		// compaction is retried after the next write (or at MaxAge).
 		if err := b.compact(b.vals); err != nil {
 			b.log.WithFields(logrus.Fields{"path": b.journalPath(), "error": err}).
 				Warn("could not compact the rule journal; will retry")
 		}
 	}
+	b.armAgeCompaction()
 	return rev, nil
 }
 
@@ -326,6 +333,7 @@ func (b *FileBackend) keepRejected(rejected []rejectedRule, accepted []string) e
 func (b *FileBackend) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.stopAgeCompaction()
 	if b.jf == nil {
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/infergate/infergate/atomicfile"
 	"github.com/sirupsen/logrus"
@@ -17,7 +18,11 @@ import (
 // The journal lets a rule write cost the size of the change instead of the
 // size of the rule set: each Commit appends one fsynced record to
 // <StateDir>/rules.journal, and rules.json (the snapshot) is rewritten only
-// when the journal passes a bound, at boot after a replay and at Close.
+// when the journal passes a bound (records, bytes, or the age of its oldest
+// record), at boot after a replay and at Close. So rules.json, the file
+// operators and tools read, lacks an acknowledged write for at most MaxAge
+// (less when MaxRecords or MaxBytes come first; a compaction that fails is
+// logged and retried), and holds every write after a clean stop.
 //
 // A record is an 8-byte header — payload length and CRC-32C of the payload,
 // both little-endian uint32 — then the payload, the JSON of journalRecord.
@@ -40,6 +45,7 @@ const (
 	fieldJournalSeq    = "journal_seq"
 	defaultJournalSize = 4 << 20
 	defaultJournalRecs = 1000
+	defaultJournalAge  = 5 * time.Second
 )
 
 var journalCRC = crc32.MakeTable(crc32.Castagnoli)
@@ -47,19 +53,23 @@ var journalCRC = crc32.MakeTable(crc32.Castagnoli)
 // JournalOptions configures the file backend's write journal.
 type JournalOptions struct {
 	// Enabled appends each write to rules.journal instead of rewriting
-	// rules.json. Off, an existing journal is still replayed at load and
-	// folded into rules.json, so turning it off never loses a write.
+	// rules.json (the default). Off, every write rewrites rules.json whole;
+	// an existing journal is still replayed at load and folded into
+	// rules.json, so turning it off never loses a write.
 	Enabled bool `yaml:"rules-journal"`
 	// MaxBytes compacts the journal into rules.json once it grows past
 	// this size (0 = 4 MiB).
 	MaxBytes int64 `yaml:"rules-journal-max-bytes"`
 	// MaxRecords compacts it after this many records (0 = 1000).
 	MaxRecords int `yaml:"rules-journal-max-records"`
+	// MaxAge compacts it this long after the first record rules.json does
+	// not hold yet (0 = 5 s): a quiet store's rules.json is current.
+	MaxAge time.Duration `yaml:"rules-journal-max-age"`
 }
 
-// DefaultJournalOptions is the journal off, with its default bounds.
+// DefaultJournalOptions is the journal on, with its default bounds.
 func DefaultJournalOptions() JournalOptions {
-	return JournalOptions{MaxBytes: defaultJournalSize, MaxRecords: defaultJournalRecs}
+	return JournalOptions{Enabled: true, MaxBytes: defaultJournalSize, MaxRecords: defaultJournalRecs, MaxAge: defaultJournalAge}
 }
 
 func (o JournalOptions) withDefaults() JournalOptions {
@@ -68,6 +78,9 @@ func (o JournalOptions) withDefaults() JournalOptions {
 	}
 	if o.MaxRecords <= 0 {
 		o.MaxRecords = defaultJournalRecs
+	}
+	if o.MaxAge <= 0 {
+		o.MaxAge = defaultJournalAge
 	}
 	return o
 }
@@ -299,10 +312,53 @@ func (b *FileBackend) compact(vals map[string][]byte) error {
 		return fmt.Errorf("truncate %s: %w", b.journalPath(), err)
 	}
 	b.jsize, b.jrecs = 0, 0
+	b.stopAgeCompaction()
 	return nil
 }
 
-// needsCompaction says whether the journal has passed a bound.
+// needsCompaction says whether the journal has passed a size bound.
 func (b *FileBackend) needsCompaction() bool {
 	return b.jsize > b.jopts.MaxBytes || b.jrecs >= b.jopts.MaxRecords
+}
+
+// armAgeCompaction schedules a compaction MaxAge from now unless one is
+// scheduled already: the first record rules.json lacks starts the clock.
+// Caller holds b.mu.
+func (b *FileBackend) armAgeCompaction() {
+	if b.ageTimer != nil || b.jsize == 0 {
+		return
+	}
+	gen := b.ageGen
+	b.ageTimer = time.AfterFunc(b.jopts.MaxAge, func() { b.compactAged(gen) })
+}
+
+// stopAgeCompaction cancels the scheduled compaction; a callback already
+// waiting for b.mu sees the generation moved and does nothing. Caller
+// holds b.mu.
+func (b *FileBackend) stopAgeCompaction() {
+	if b.ageTimer != nil {
+		b.ageTimer.Stop()
+		b.ageTimer = nil
+	}
+	b.ageGen++
+}
+
+// compactAged is the MaxAge compaction armed at generation gen. A backend
+// closed or compacted since has nothing to do; a failure is retried MaxAge
+// later.
+func (b *FileBackend) compactAged(gen uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if gen != b.ageGen {
+		return
+	}
+	b.ageTimer = nil
+	if b.jf == nil || b.jsize == 0 || b.broken != nil {
+		return
+	}
+	if err := b.compact(b.vals); err != nil {
+		b.log.WithFields(logrus.Fields{"path": b.journalPath(), "error": err}).
+			Warn("could not compact the rule journal; will retry")
+		b.armAgeCompaction()
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/infergate/infergate/apierror"
 	"github.com/infergate/infergate/rules"
@@ -386,5 +387,67 @@ func TestJournalFailedAppend(t *testing.T) {
 	b.jf = nil
 	if got := loadedSet(t, openJournalBackend(t, dir, journalOn(100), nil)); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after reopen:\n got %v\nwant %v", keysOf(got), keysOf(want))
+	}
+}
+
+// TestJournalMaxAgeCompacts: with no size bound reached, a write reaches
+// rules.json within MaxAge of being acknowledged, and the next write starts
+// the clock again.
+func TestJournalMaxAgeCompacts(t *testing.T) {
+	dir := t.TempDir()
+	b := openJournalBackend(t, dir, JournalOptions{Enabled: true, MaxRecords: 100, MaxAge: 20 * time.Millisecond}, nil)
+	defer b.Close()
+	want := map[string]string{}
+	for _, steps := range [][]journalStep{journalScript[:3], journalScript[3:]} {
+		commitSteps(t, b, want, steps)
+		waitSnapshot(t, dir, want)
+		b.mu.Lock()
+		recs, armed := b.jrecs, b.ageTimer != nil
+		b.mu.Unlock()
+		if recs != 0 || armed {
+			t.Fatalf("after the age compaction: %d records in the journal, timer armed %v", recs, armed)
+		}
+	}
+}
+
+// waitSnapshot waits (up to 5 s) for rules.json to hold exactly want.
+func waitSnapshot(t *testing.T, dir string, want map[string]string) {
+	t.Helper()
+	var got map[string]string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		data, err := os.ReadFile(filepath.Join(dir, stateFileName))
+		if err != nil {
+			continue
+		}
+		raws, _, reason := decodeState(data)
+		if reason != "" {
+			t.Fatalf("rules.json unsound: %s", reason)
+		}
+		got = map[string]string{}
+		for _, raw := range raws {
+			got[keyOfValue(raw)] = string(raw)
+		}
+		if reflect.DeepEqual(got, want) {
+			return
+		}
+	}
+	t.Fatalf("rules.json not compacted within 5 s of a 20 ms bound:\n got %v\nwant %v", keysOf(got), keysOf(want))
+}
+
+// TestJournalIsTheDefault: a file backend opened with the defaults
+// journals a write instead of rewriting rules.json.
+func TestJournalIsTheDefault(t *testing.T) {
+	dir := t.TempDir()
+	b, err := OpenFileBackend(dir, quietLog(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	commitSteps(t, b, map[string]string{}, journalScript[:1])
+	if fi, err := os.Stat(filepath.Join(dir, journalFileName)); err != nil || fi.Size() == 0 {
+		t.Fatalf("the write is not in the journal: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, stateFileName)); !os.IsNotExist(err) {
+		t.Fatalf("rules.json rewritten by a journaled write: %v", err)
 	}
 }

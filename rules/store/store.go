@@ -109,8 +109,9 @@ type Options struct {
 	// MaxInstallRetryDelay caps the backoff of those later tries (0 = 30 s).
 	MaxInstallRetryDelay time.Duration
 
-	// Journal configures the FileBackend's write journal (off by default:
-	// every write rewrites rules.json). Unused with another Backend.
+	// Journal configures the FileBackend's write journal. DefaultOptions
+	// (and the daemon) turn it on; the zero value is off, every write
+	// rewriting rules.json. Unused with another Backend.
 	Journal JournalOptions
 	// Backend keeps the rules; nil = a FileBackend in StateDir. A backend
 	// that is also a Watcher (etcd) is followed after Replay.

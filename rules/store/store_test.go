@@ -8,10 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -87,9 +90,20 @@ func quietLog() *logrus.Logger {
 	return l
 }
 
+// fileOptions are a store's options in dir as the daemon sets them: the
+// file backend with the write journal on (its default).
+func fileOptions(dir string, rt Runtime) Options {
+	return Options{StateDir: dir, Runtime: rt, Log: quietLog(), Journal: DefaultJournalOptions()}
+}
+
 func openReady(t *testing.T, dir string, rt Runtime) *Store {
 	t.Helper()
-	s, err := Open(Options{StateDir: dir, Runtime: rt, Log: quietLog()})
+	return openReadyWith(t, fileOptions(dir, rt))
+}
+
+func openReadyWith(t *testing.T, opts Options) *Store {
+	t.Helper()
+	s, err := Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,8 +118,70 @@ func withPort(r rules.Rule, port int) rules.Rule {
 	return r
 }
 
-// persistedRules reads rules.json back through the same checks replay uses.
+// persistedRules is the rule set on disk as the next boot would see it:
+// rules.json, through the checks replay uses, with the journal's records
+// over it, in rules.json's order (by key), which is what a compaction would
+// write. The journal is read first: a compaction running meanwhile replaces
+// rules.json before it truncates the journal, so either order of events
+// gives the same set.
 func persistedRules(t *testing.T, dir string) []rules.Rule {
+	t.Helper()
+	journal, jerr := os.ReadFile(filepath.Join(dir, journalFileName))
+	if jerr != nil && !errors.Is(jerr, fs.ErrNotExist) {
+		t.Fatal(jerr)
+	}
+	vals := map[string][]byte{}
+	var seq uint64
+	switch data, err := os.ReadFile(filepath.Join(dir, stateFileName)); {
+	case err == nil:
+		raws, s, reason := decodeState(data)
+		if reason != "" {
+			t.Fatalf("state file unsound: %s", reason)
+		}
+		for _, raw := range raws {
+			k := keyOfValue(raw)
+			if _, dup := vals[k]; k == "" || dup {
+				t.Fatalf("state file holds an invalid or repeated rule: %s", raw)
+			}
+			vals[k] = raw
+		}
+		seq = s
+	case errors.Is(err, fs.ErrNotExist) && jerr == nil:
+	default:
+		t.Fatalf("nothing persisted: %v, %v", err, jerr)
+	}
+	recs, _, _, bad := decodeJournal(journal)
+	if bad != "" {
+		t.Fatalf("journal unsound: %s", bad)
+	}
+	for _, r := range recs {
+		if r.Seq <= seq {
+			continue
+		}
+		if r.Seq != seq+1 {
+			t.Fatalf("journal record %d follows %d", r.Seq, seq)
+		}
+		for _, p := range r.Puts {
+			vals[p.Key] = p.Value
+		}
+		for _, k := range r.Deletes {
+			delete(vals, k)
+		}
+		seq = r.Seq
+	}
+	out := make([]rules.Rule, 0, len(vals))
+	for _, k := range slices.Sorted(maps.Keys(vals)) {
+		r, err := rules.DecodeJSON(vals[k])
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// snapshotRules reads rules.json alone back through the checks replay uses.
+func snapshotRules(t *testing.T, dir string) []rules.Rule {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(dir, stateFileName))
 	if err != nil {
@@ -124,6 +200,27 @@ func persistedRules(t *testing.T, dir string) []rules.Rule {
 	return out
 }
 
+// checkStateModes fails unless every state file the store wrote (rules.json,
+// rules.journal; at least one) is mode 0600.
+func checkStateModes(t *testing.T, dir string) {
+	t.Helper()
+	found := 0
+	for _, name := range []string{stateFileName, journalFileName} {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s mode: %v %v", name, fi, err)
+			continue
+		}
+		found++
+	}
+	if found == 0 {
+		t.Error("no state file written")
+	}
+}
+
 func listRules(s *Store) []rules.Rule {
 	var out []rules.Rule
 	for _, e := range s.List() {
@@ -133,7 +230,7 @@ func listRules(s *Store) []rules.Rule {
 }
 
 func TestStoreNotReadyBeforeReplay(t *testing.T) {
-	s, err := Open(Options{StateDir: t.TempDir(), Log: quietLog()})
+	s, err := Open(Options{StateDir: t.TempDir(), Log: quietLog(), Journal: DefaultJournalOptions()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,9 +353,7 @@ func TestStoreUpsert(t *testing.T) {
 	if !reflect.DeepEqual(persistedRules(t, dir), listRules(s)) {
 		t.Error("persisted rule set differs from List")
 	}
-	if fi, err := os.Stat(filepath.Join(dir, stateFileName)); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Errorf("state file mode: %v %v", fi.Mode(), err)
-	}
+	checkStateModes(t, dir)
 }
 
 func TestStoreInstallFailureLeavesNothing(t *testing.T) {
@@ -308,23 +403,51 @@ func TestStoreInstallFailureLeavesNothing(t *testing.T) {
 	}
 }
 
-// breakPersist makes the next rename onto rules.json fail (a directory is in
-// the way), which fails even for root.
-func breakPersist(t *testing.T, dir string) {
+// breakPersist makes s's next durable write fail, even for root: a
+// directory takes the place of rules.json (the rename of a rewrite fails)
+// and of rules.journal, whose open descriptor is dropped first (the
+// journal's reopen for the next append fails).
+func breakPersist(t *testing.T, s *Store, dir string) {
 	t.Helper()
-	p := filepath.Join(dir, stateFileName)
-	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-		t.Fatal(err)
+	b := s.backend.(*FileBackend)
+	b.mu.Lock()
+	if b.jf != nil {
+		b.jf.Close()
+		b.jf = nil
 	}
-	if err := os.Mkdir(p, 0o700); err != nil {
-		t.Fatal(err)
+	b.mu.Unlock()
+	for _, name := range []string{stateFileName, journalFileName} {
+		p := filepath.Join(dir, name)
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
+// TestStorePersistFailureRollsBack: a write that cannot be made durable
+// fails with 500 persist_failed and leaves the store and the runtime as
+// they were, with the journal (the default) and with every write
+// rewriting rules.json.
 func TestStorePersistFailureRollsBack(t *testing.T) {
-	rt := newFakeRuntime()
-	dir := t.TempDir()
-	s := openReady(t, dir, rt)
+	for _, mode := range []struct {
+		name    string
+		journal JournalOptions
+	}{{"journal", DefaultJournalOptions()}, {"rewrite", JournalOptions{}}} {
+		t.Run(mode.name, func(t *testing.T) {
+			rt := newFakeRuntime()
+			dir := t.TempDir()
+			opts := fileOptions(dir, rt)
+			opts.Journal = mode.journal
+			s := openReadyWith(t, opts)
+			persistFailureRollsBack(t, s, rt, dir)
+		})
+	}
+}
+
+func persistFailureRollsBack(t *testing.T, s *Store, rt *fakeRuntime, dir string) {
 	if _, _, err := s.Apply(withPort(plainRule(), 80)); err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +456,7 @@ func TestStorePersistFailureRollsBack(t *testing.T) {
 	}
 	before := listRules(s)
 	servedBefore := rt.served()
-	breakPersist(t, dir)
+	breakPersist(t, s, dir)
 
 	upd := withPort(plainRule(), 80)
 	upd.Endpoints[0].Weight = 7
@@ -522,7 +645,7 @@ func TestStoreReplayQuarantinesCorruptFile(t *testing.T) {
 			log.SetOutput(&logBuf)
 			log.SetFormatter(&logrus.JSONFormatter{})
 			now := time.Unix(1700000000, 0)
-			s, err := Open(Options{StateDir: dir, Log: log, Now: func() time.Time { return now }})
+			s, err := Open(Options{StateDir: dir, Journal: DefaultJournalOptions(), Log: log, Now: func() time.Time { return now }})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -571,7 +694,7 @@ func TestStoreReplaySkipsRulesThatNoLongerValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Unix(1700000001, 0)
-	s, err := Open(Options{StateDir: dir, Runtime: newFakeRuntime(), Log: quietLog(), Now: func() time.Time { return now }})
+	s, err := Open(Options{StateDir: dir, Journal: DefaultJournalOptions(), Runtime: newFakeRuntime(), Log: quietLog(), Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -608,7 +731,7 @@ func TestStoreReplayCancelled(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt := newFakeRuntime()
-	s2, err := Open(Options{StateDir: dir, Runtime: rt, Log: quietLog()})
+	s2, err := Open(Options{StateDir: dir, Journal: DefaultJournalOptions(), Runtime: rt, Log: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -700,16 +823,36 @@ func TestStoreConcurrentMutations(t *testing.T) {
 	rt.checkCoherent(t)
 }
 
-const crashDirEnv = "INFERGATE_RULES_CRASH_DIR"
+const (
+	crashDirEnv  = "INFERGATE_RULES_CRASH_DIR"
+	crashModeEnv = "INFERGATE_RULES_CRASH_MODE"
+)
 
-// TestCrashHelper is the child of TestStoreCrashSafety: it applies rules and
-// acknowledges each one on stdout until it is SIGKILLed.
+// crashModes are the file backend's ways of persisting a write that
+// TestStoreCrashSafety kills mid-stream: the journal with its default
+// bounds (the kill lands between an append and the compaction), the
+// journal compacting every 5 records (kills land mid-compaction too), and
+// the journal off (every write rewrites rules.json).
+var crashModes = map[string]JournalOptions{
+	"journal":            DefaultJournalOptions(),
+	"journal-compacting": {Enabled: true, MaxRecords: 5},
+	"rewrite":            {},
+}
+
+// TestCrashHelper is the child of TestStoreCrashSafety: it creates rules,
+// deleting every other one right after the next is created, and
+// acknowledges each write on stdout ("ack <port>", "del <port>") until it
+// is SIGKILLed.
 func TestCrashHelper(t *testing.T) {
 	dir := os.Getenv(crashDirEnv)
 	if dir == "" {
 		t.Skip("helper process for TestStoreCrashSafety")
 	}
-	s, err := Open(Options{StateDir: dir, Log: quietLog()})
+	j, ok := crashModes[os.Getenv(crashModeEnv)]
+	if !ok {
+		t.Fatalf("unknown crash mode %q", os.Getenv(crashModeEnv))
+	}
+	s, err := Open(Options{StateDir: dir, Journal: j, Log: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -717,23 +860,43 @@ func TestCrashHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2000; i++ {
-		if _, _, err := s.Apply(withPort(pdRuleN(8), 10000+i)); err != nil {
+		port := 10000 + i
+		if _, _, err := s.Apply(withPort(pdRuleN(8), port)); err != nil {
 			t.Fatal(err)
 		}
-		fmt.Printf("ack %d\n", 10000+i)
+		fmt.Printf("ack %d\n", port)
+		if i%2 == 1 {
+			k, err := rules.KeyOf(withPort(pdRuleN(8), port-1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Delete(k); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Printf("del %d\n", port-1)
+		}
 	}
 	time.Sleep(30 * time.Second) // the parent kills us long before
 }
 
+// TestStoreCrashSafety SIGKILLs a process writing rules and reopens its
+// state dir: every acknowledged create is served unless its delete was
+// acknowledged too, and no acknowledged delete comes back.
 func TestStoreCrashSafety(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns a subprocess")
 	}
+	for _, mode := range slices.Sorted(maps.Keys(crashModes)) {
+		t.Run(mode, func(t *testing.T) { crashAndReopen(t, mode) })
+	}
+}
+
+func crashAndReopen(t *testing.T, mode string) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestCrashHelper$")
-	cmd.Env = append(os.Environ(), crashDirEnv+"="+dir)
+	cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, crashModeEnv+"="+mode)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -742,21 +905,35 @@ func TestStoreCrashSafety(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	acked := map[int]bool{}
-	sc := bufio.NewScanner(out)
-	for sc.Scan() && len(acked) < 40 {
-		if p, ok := strings.CutPrefix(sc.Text(), "ack "); ok {
+	acked, deleted := map[int]bool{}, map[int]bool{}
+	last := 0 // the last acknowledged create
+	record := func(line string) {
+		if p, ok := strings.CutPrefix(line, "ack "); ok {
+			last, _ = strconv.Atoi(p)
+			acked[last] = true
+		} else if p, ok := strings.CutPrefix(line, "del "); ok {
 			n, _ := strconv.Atoi(p)
-			acked[n] = true
+			deleted[n] = true
+		}
+	}
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		record(sc.Text())
+		if len(acked) >= 40 {
+			break
 		}
 	}
 	if err := cmd.Process.Kill(); err != nil { // SIGKILL mid-stream
 		t.Fatal(err)
 	}
+	// What the child wrote before it died was acknowledged too.
+	for sc.Scan() {
+		record(sc.Text())
+	}
 	_, _ = io.Copy(io.Discard, out)
 	_ = cmd.Wait()
-	if len(acked) < 40 {
-		t.Fatalf("helper acknowledged only %d rules", len(acked))
+	if len(acked) < 40 || len(deleted) < 19 {
+		t.Fatalf("helper acknowledged only %d creates and %d deletes", len(acked), len(deleted))
 	}
 	s := openReady(t, dir, newFakeRuntime())
 	if tmps, _ := filepath.Glob(filepath.Join(dir, ".*tmp*")); len(tmps) != 0 {
@@ -766,9 +943,19 @@ func TestStoreCrashSafety(t *testing.T) {
 	for _, e := range s.List() {
 		have[e.Rule.ServiceArguments.Port] = true
 	}
+	// The delete of last-1 may have been under way at the kill.
+	inFlight := 0
+	if (last-10000)%2 == 1 && !deleted[last-1] {
+		inFlight = last - 1
+	}
 	for p := range acked {
-		if !have[p] {
+		if !have[p] && !deleted[p] && p != inFlight {
 			t.Errorf("acknowledged rule on port %d lost after SIGKILL", p)
+		}
+	}
+	for p := range deleted {
+		if have[p] {
+			t.Errorf("rule on port %d, whose delete was acknowledged, is back after SIGKILL", p)
 		}
 	}
 }
@@ -874,7 +1061,7 @@ func TestStoreReplayRetriesInstall(t *testing.T) {
 		return nil
 	}
 	now := time.Unix(1700000002, 0)
-	s2, err := Open(Options{StateDir: dir, Runtime: rt, Log: quietLog(), Now: func() time.Time { return now },
+	s2, err := Open(Options{StateDir: dir, Journal: DefaultJournalOptions(), Runtime: rt, Log: quietLog(), Now: func() time.Time { return now },
 		ReplayInstallAttempts: 3, ReplayRetryDelay: time.Millisecond, MaxInstallRetryDelay: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
