@@ -101,12 +101,22 @@ type kvSetup struct {
 	decodes  []ladder.Candidate
 }
 
+// kvPlaneOptions are the plane's defaults with a /tokenize bound a loaded
+// test machine meets: the production 50 ms bounds a request's wait, and
+// these tests check what the plane concludes from the engine's answer (a
+// late answer turned a watchdog miss into tokenize_failed at load 24).
+func kvPlaneOptions() kvplane.Options {
+	o := kvplane.DefaultOptions()
+	o.TokenizeTimeout = 10 * time.Second
+	return o
+}
+
 // kvStart builds a vLLM P/D rule with kvExactMode 1 over two publishing
 // prefill fakes and one decode, installed on a real Plane with real ZMQ.
 func kvStart(t *testing.T, bind bool) *kvSetup {
 	t.Helper()
 	s := &kvSetup{m: metrics.New()}
-	opts := kvplane.DefaultOptions()
+	opts := kvPlaneOptions()
 	port := kvFreePort(t)
 	kv := pdfake.KVConfig{ZMQPort: int(port), BlockSize: kvBlock}
 	if bind {
@@ -285,7 +295,7 @@ func TestKVExactPlaneReplay(t *testing.T) {
 	a := kvFake(t, "127.0.0.205", pdfake.Prefill, pdfake.KVConfig{ZMQPort: int(port), ReplayPort: int(port) + offset, BlockSize: kvBlock})
 	kvPrefill(t, a, kvPromptA) // before anyone subscribes: only replay can deliver it
 	d := kvFake(t, "127.0.0.206", pdfake.Decode, pdfake.KVConfig{})
-	opts := kvplane.DefaultOptions()
+	opts := kvPlaneOptions()
 	opts.ReplayPortOffset = offset
 	plane := kvplane.New(opts, metrics.New().KV, kvQuietLog())
 	defer plane.Close()
@@ -327,7 +337,7 @@ func TestKVExactPlaneZeroHitWatchdog(t *testing.T) {
 	hook := &kvWarnHook{}
 	log.AddHook(hook)
 	m := metrics.New()
-	opts := kvplane.DefaultOptions()
+	opts := kvPlaneOptions()
 	opts.WatchdogN = n
 	plane := kvplane.New(opts, m.KV, log)
 	defer plane.Close()

@@ -16,9 +16,8 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/internal/pdfake"
-	"github.com/infergate/infergate/rules/store/etcdstore/etcdtest"
-
 	"github.com/infergate/infergate/internal/testtool"
+	"github.com/infergate/infergate/rules/store/etcdstore/etcdtest"
 )
 
 // Three gateway replicas, each in its own network namespace as separate
@@ -61,6 +60,8 @@ func rnTopology(t *testing.T) []string {
 		testtool.Missing(t, "cannot create a network namespace here: %v %s", err, out)
 	}
 	_ = exec.Command("ip", "netns", "del", probe).Run()
+	rnLockTopology(t)
+	rnRemoveStale()
 	var names []string
 	for i := 1; i <= rnReplicas; i++ {
 		ns, host, peer := fmt.Sprintf("ig15r%d-%s", i, tag), fmt.Sprintf("ig%sh%d", tag, i), fmt.Sprintf("ig%sn%d", tag, i)
@@ -92,6 +93,65 @@ func rnTopology(t *testing.T) []string {
 		names = append(names, ns)
 	}
 	return names
+}
+
+// rnLockFile serialises the topology between test processes on one host:
+// its addresses, routing tables and rules are fixed, so two runs at once
+// (two checkouts' suites) would take each other's routes.
+const rnLockFile = "/tmp/infergate-e2e-netns.lock"
+
+// rnLockTopology holds rnLockFile until the test ends, waiting at most five
+// minutes for another process's run. The lock dies with its holder, so a
+// run killed mid-test (a suite timeout) leaves no lock behind.
+func rnLockTopology(t *testing.T) {
+	t.Helper()
+	f, err := os.OpenFile(rnLockFile, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatalf("netns topology lock: %v", err)
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			f.Close()
+			t.Fatalf("netns topology lock held by another run for 5 minutes: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Cleanup(func() { f.Close() }) // closing releases the lock
+}
+
+// rnRemoveStale removes what a killed run left: while the lock is held no
+// live run owns any of it (namespaces named ig15r*, links holding an
+// address of rnNet, the policy rules and tables of the replicas).
+func rnRemoveStale() {
+	if out, err := exec.Command("ip", "netns", "list").Output(); err == nil {
+		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], "ig15r") {
+				_ = exec.Command("ip", "netns", "del", f[0]).Run()
+			}
+		}
+	}
+	if out, err := exec.Command("ip", "-o", "addr", "show", "to", rnNet+".0.0/16").Output(); err == nil {
+		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(line); len(f) > 1 {
+				link, _, _ := strings.Cut(f[1], "@")
+				_ = exec.Command("ip", "link", "del", link).Run()
+			}
+		}
+	}
+	for i := 1; i <= rnReplicas; i++ {
+		table := fmt.Sprintf("%d", 21300+i)
+		for range 10 { // one rule per killed run; bounded
+			if exec.Command("ip", "rule", "del", "from", rnHostIP(i), "table", table).Run() != nil {
+				break
+			}
+		}
+		_ = exec.Command("ip", "route", "flush", "table", table).Run()
+	}
 }
 
 // rnReplica is one `infergate serve` inside a namespace.
