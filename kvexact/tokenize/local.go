@@ -200,11 +200,11 @@ func (m *localModel) chatTokens(ov overlay) ([]uint32, error) {
 	if err != nil {
 		return nil, err
 	}
-	text, err := m.tmpl.Render(msgs, addGen)
+	ids, err := m.tok.EncodeChat(m.tmpl, msgs, addGen)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
 	}
-	return m.tok.Encode(text, false), nil
+	return ids, nil
 }
 
 // plainMessages decodes messages that carry only a role and a string
@@ -213,7 +213,7 @@ func (m *localModel) chatTokens(ov overlay) ([]uint32, error) {
 // encoding/json validates it) and decodes each string once: a long prompt
 // is neither copied into per-message maps nor scanned three times.
 func plainMessages(raw json.RawMessage) ([]bpe.Message, error) {
-	notList := unsupported("messages are not a list of objects")
+	notList := func() error { return unsupported("messages are not a list of objects") } // built only when refused
 	it := jsonscan.ArrayElements(raw, jsonscan.SkipSpace(raw, 0), jsonscan.Strict)
 	var out []bpe.Message
 	for it.Next() {
@@ -225,7 +225,7 @@ func plainMessages(raw json.RawMessage) ([]bpe.Message, error) {
 		case 'n': // null decodes to an empty map, which has no content
 			return nil, unsupported("messages[%d].content is not a string", i)
 		default:
-			return nil, notList
+			return nil, notList()
 		}
 		members := jsonscan.ObjectMembers(raw, el.Start, jsonscan.Loose) // validated by the strict array walk
 		for members.Next() {
@@ -264,7 +264,7 @@ func plainMessages(raw json.RawMessage) ([]bpe.Message, error) {
 		out = append(out, msg)
 	}
 	if it.Err() != nil || jsonscan.SkipSpace(raw, it.End()) != len(raw) {
-		return nil, notList
+		return nil, notList()
 	}
 	if out == nil {
 		out = []bpe.Message{}
