@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/infergate/infergate/daemon"
+	"github.com/infergate/infergate/epp"
 	"github.com/sirupsen/logrus"
 )
 
@@ -54,6 +55,7 @@ func serveCmd(args []string) error {
 	tok := fs.String("tokenizer", "kvexact/bpe/testdata/qwen3", "tokenizer directory for KV-exact")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile here until exit")
 	memprofile := fs.String("memprofile", "", "write an allocation profile here at exit")
+	workers := fs.Int("stream-workers", epp.DefaultStreamWorkers, "long-lived goroutines serving streams (0: one per stream)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -81,6 +83,7 @@ func serveCmd(args []string) error {
 	opts.RulesPath = rules
 	opts.LogLevel = "warn"
 	opts.EPP.Addr, opts.EPP.HealthAddr = *addr, *haddr
+	opts.EPP.StreamWorkers = *workers
 	opts.EPPRule = "epp-bench"
 	if *kv {
 		opts.KV.Tokenizers = map[string]string{"": *tok}
