@@ -30,17 +30,17 @@ func endpointIP(i int) string { return "127.0.0." + strconv.Itoa(2+i) }
 // second each engine publishes its blocks again, as a busy engine keeps
 // publishing, so the work sent to it never reads as a stale feed.
 type kvFeed struct {
-	pubs    []*kvfake.Publisher
-	batches [][]kvfake.Batch // per endpoint
-	stop    chan struct{}
-	done    chan struct{}
+	pubs     []*kvfake.Publisher
+	payloads [][][]byte // per endpoint: its batches, encoded once
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 // startKVFeed binds one publisher per endpoint on port and computes what
 // each holds: the full blocks of a request on each of the workload's
 // prefixes, tokenised as the EPP does (tokenizer dir tok).
 func startKVFeed(n, port int, w *workload, tok string) (*kvFeed, error) {
-	f := &kvFeed{stop: make(chan struct{}), done: make(chan struct{}), batches: make([][]kvfake.Batch, n)}
+	f := &kvFeed{stop: make(chan struct{}), done: make(chan struct{}), payloads: make([][][]byte, n)}
 	t, err := bpe.LoadFile(filepath.Join(tok, tokenize.FileTokenizerGz))
 	if err != nil {
 		return nil, err
@@ -64,11 +64,16 @@ func startKVFeed(n, port int, w *workload, tok string) (*kvFeed, error) {
 		for b := range len(ev.TokenIDs) / kvBlockSize {
 			ev.BlockHashes = append(ev.BlockHashes, uint64(j+1)<<32|uint64(b))
 		}
-		f.batches[j%n] = append(f.batches[j%n], kvfake.Batch{TS: 1, Events: []any{ev}})
+		raw, err := kvfake.Encode(kvfake.Batch{TS: 1, Events: []any{ev}}, kvfake.Encoding{})
+		if err != nil {
+			return nil, err
+		}
+		f.payloads[j%n] = append(f.payloads[j%n], raw)
 	}
 	for i := range n {
 		o := kvfake.DefaultOptions()
 		o.PubAddr = "tcp://" + endpointIP(i) + ":" + strconv.Itoa(port)
+		o.ReplayBuffer = 1 // no replay socket: keep no history in the EPP's heap
 		p, err := kvfake.Start(o)
 		if err != nil {
 			f.close()
@@ -80,7 +85,8 @@ func startKVFeed(n, port int, w *workload, tok string) (*kvFeed, error) {
 }
 
 // run publishes every endpoint's blocks once subscribed, then again every
-// second until close.
+// second until close. The payloads are encoded once: the fake engines share
+// the EPP's process, and their garbage would count as the EPP's.
 func (f *kvFeed) run() {
 	defer close(f.done)
 	for _, p := range f.pubs {
@@ -90,10 +96,12 @@ func (f *kvFeed) run() {
 	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	seqs := make([]uint64, len(f.pubs)) // each engine numbers its own batches
 	for {
 		for i, p := range f.pubs {
-			for _, b := range f.batches[i] {
-				_, _ = p.Publish(b)
+			for _, raw := range f.payloads[i] {
+				_ = p.PublishRaw(seqs[i], raw)
+				seqs[i]++
 			}
 		}
 		select {
