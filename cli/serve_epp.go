@@ -16,4 +16,5 @@ func addEPPFlags(fl *pflag.FlagSet, opts *daemon.Options) {
 	fl.StringVar(&opts.EPP.SubsetNamespace, "epp-subset-namespace", opts.EPP.SubsetNamespace, "filter-metadata namespace of the proxy's subset hint")
 	fl.StringVar(&opts.EPP.RefusalReasonHeader, "epp-refusal-reason-header", opts.EPP.RefusalReasonHeader, "response header carrying the reason of a 429/503/413 the endpoint picker answers itself")
 	fl.DurationVar(&opts.EPP.DrainTimeout, "epp-drain-timeout", opts.EPP.DrainTimeout, "on shutdown, how long open ext_proc streams may finish before they are cut")
+	fl.IntVar(&opts.EPP.StreamWorkers, "epp-stream-workers", opts.EPP.StreamWorkers, "long-lived goroutines serving ext_proc streams, so a pick's deep stack is grown once, not per stream (0: a goroutine per stream)")
 }

@@ -133,9 +133,10 @@ func (rt *Runtime) pickKV(c *compiled, r *http.Request, body []byte, excl uint64
 // kvCandidates is the snapshot the KV-exact picker chooses from on a single
 // pool: the usable primaries outside excl with their load now.
 func (c *compiled) kvCandidates(excl uint64, now *int64) []pick.Candidate {
-	var cands []pick.Candidate
+	all := c.pool.Candidates()
+	cands := make([]pick.Candidate, 0, len(all)) // one allocation, not one per doubling
 	var wall time.Time
-	for i, cand := range c.pool.Candidates() {
+	for i, cand := range all {
 		if !cand.Backup && c.usable(i, excl, now) {
 			cand.Load = int(cand.Live.InFlight.Load())
 			cand.Engine = c.eps[i].engineLoad(&wall)

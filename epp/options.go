@@ -34,6 +34,12 @@ type Options struct {
 	// DrainTimeout bounds graceful shutdown: in-flight streams get this long to
 	// finish before they are cut.
 	DrainTimeout time.Duration `yaml:"epp-drain-timeout"`
+	// StreamWorkers is how many long-lived goroutines serve streams (0: a new
+	// goroutine per stream). A pick runs deep (the ladder, the tokenizer):
+	// on a fresh goroutine its stack is grown and copied on every stream,
+	// on a worker once. A stream arriving while every worker is busy gets a
+	// goroutine of its own, as with 0.
+	StreamWorkers int `yaml:"epp-stream-workers"`
 }
 
 // Defaults. The body cap leaves room for agentic prompts (hundreds of KB) and
@@ -46,6 +52,7 @@ const (
 	DefaultSubsetNamespace      = "envoy.lb.subset_hint"
 	DefaultRefusalReasonHeader  = "x-infergate-request-dropped-reason"
 	DefaultDrainTimeout         = 10 * time.Second
+	DefaultStreamWorkers        = 64
 )
 
 // DefaultOptions returns the options a GIE-conformant deployment expects.
@@ -58,6 +65,7 @@ func DefaultOptions() Options {
 		SubsetNamespace:      DefaultSubsetNamespace,
 		RefusalReasonHeader:  DefaultRefusalReasonHeader,
 		DrainTimeout:         DefaultDrainTimeout,
+		StreamWorkers:        DefaultStreamWorkers,
 	}
 }
 
@@ -82,6 +90,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("epp: max_endpoints: %d must not be negative", o.MaxEndpoints)
 	case o.DrainTimeout < 0:
 		return fmt.Errorf("epp: drain_timeout: %s must not be negative", o.DrainTimeout)
+	case o.StreamWorkers < 0:
+		return fmt.Errorf("epp: stream_workers: %d must not be negative", o.StreamWorkers)
 	}
 	return nil
 }

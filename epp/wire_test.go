@@ -112,6 +112,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"upper-case header", func(o *Options) { o.RefusalReasonHeader = "X-Reason" }, "epp: refusal_reason_header"},
 		{"negative max endpoints", func(o *Options) { o.MaxEndpoints = -1 }, "epp: max_endpoints"},
 		{"negative drain", func(o *Options) { o.DrainTimeout = -1 }, "epp: drain_timeout"},
+		{"negative stream workers", func(o *Options) { o.StreamWorkers = -1 }, "epp: stream_workers"},
 	}
 	for _, tc := range cases {
 		o := DefaultOptions()

@@ -36,6 +36,15 @@ func String(raw []byte) (string, error) {
 	return string(b), err
 }
 
+// AppendString appends to dst what String decodes raw to, for a caller
+// that decodes many strings into one buffer of its own.
+func AppendString(dst, raw []byte) ([]byte, error) {
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		return append(dst, raw...), nil
+	}
+	return appendDecoded(dst, raw, true)
+}
+
 // Equal reports whether the string body raw decodes (as String does) to
 // name, which must be valid UTF-8 without U+FFFD, as field names are. A key
 // without a backslash costs one byte comparison; an escaped one is decoded

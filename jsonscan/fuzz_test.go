@@ -102,6 +102,9 @@ func checkString(t *testing.T, lit []byte) {
 	if got, err := String(raw); err != nil || got != want {
 		t.Fatalf("String(%q) = %q, %v; want %q", raw, got, err, want)
 	}
+	if got, err := AppendString([]byte("pre"), raw); err != nil || string(got) != "pre"+want {
+		t.Fatalf("AppendString(%q) = %q, %v; want %q", raw, got, err, want)
+	}
 	if utf8.Valid(raw) {
 		if got, err := AppendUnescaped([]byte("pre"), raw); err != nil || string(got) != "pre"+want {
 			t.Fatalf("AppendUnescaped(%q) = %q, %v; want %q", raw, got, err, want)

@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"unicode"
+	"unsafe"
 )
 
 // ErrUnsupportedChat marks a chat request (or template) the built-in
@@ -36,7 +39,7 @@ const (
 // Any other template is unsupported, so the tier falls back to /tokenize.
 type Template struct {
 	Name   string
-	render func(msgs []Message, addGenerationPrompt bool, bos string) (string, error)
+	render func(dst []byte, msgs []Message, addGenerationPrompt bool, bos string) []byte
 	bos    string
 }
 
@@ -100,21 +103,58 @@ func tokenText(raw json.RawMessage) string {
 
 // Render renders msgs as the engine's template would.
 func (t Template) Render(msgs []Message, addGenerationPrompt bool) (string, error) {
+	b, err := t.AppendRender(nil, msgs, addGenerationPrompt)
+	return string(b), err
+}
+
+// AppendRender appends the rendering of msgs to dst (grown once, to fit).
+func (t Template) AppendRender(dst []byte, msgs []Message, addGenerationPrompt bool) ([]byte, error) {
 	if t.render == nil {
-		return "", ErrUnsupportedChat
+		return dst, ErrUnsupportedChat
 	}
 	if len(msgs) == 0 {
-		return "", fmt.Errorf("%w: no messages", ErrUnsupportedChat)
+		return dst, fmt.Errorf("%w: no messages", ErrUnsupportedChat)
 	}
+	n := 64 // the markup of each turn, and the generation prompt
 	for i, m := range msgs {
 		switch m.Role {
 		case RoleSystem, RoleUser, RoleAssistant:
 		default:
-			return "", fmt.Errorf("%w: messages[%d] role %q", ErrUnsupportedChat, i, m.Role)
+			return dst, fmt.Errorf("%w: messages[%d] role %q", ErrUnsupportedChat, i, m.Role)
 		}
+		n += len(m.Content) + 64
 	}
-	return t.render(msgs, addGenerationPrompt, t.bos)
+	return t.render(slices.Grow(dst, n), msgs, addGenerationPrompt, t.bos), nil
 }
+
+// EncodeChat returns the ids of msgs rendered by tmpl, as Encode of
+// Render's text without special tokens (what vLLM does for a chat). The
+// rendering goes to a reused buffer, not a string per request: Encode keeps
+// no reference to its text (its caches hold copies).
+func (t *Tokenizer) EncodeChat(tmpl Template, msgs []Message, addGenerationPrompt bool) ([]uint32, error) {
+	bp, _ := renderBufs.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	text, err := tmpl.AppendRender((*bp)[:0], msgs, addGenerationPrompt)
+	if err != nil {
+		renderBufs.Put(bp)
+		return nil, err
+	}
+	ids := t.Encode(unsafe.String(unsafe.SliceData(text), len(text)), false)
+	if cap(text) <= renderBufMax {
+		*bp = text
+		renderBufs.Put(bp)
+	}
+	return ids, nil
+}
+
+// renderBufs holds rendering buffers between requests; one larger than
+// renderBufMax (a long-context prompt) is left to the collector rather
+// than kept.
+var renderBufs sync.Pool
+
+const renderBufMax = 256 << 10
 
 const (
 	imStart = "<|im_start|>"
@@ -125,10 +165,9 @@ const (
 // ChatML turns, and assistant turns stripped of <think> reasoning unless
 // they follow the last user query (then the reasoning is re-emitted in
 // <think> tags).
-func renderQwen3(msgs []Message, addGen bool, _ string) (string, error) {
-	var b strings.Builder
+func renderQwen3(b []byte, msgs []Message, addGen bool, _ string) []byte {
 	if msgs[0].Role == RoleSystem {
-		b.WriteString(imStart + "system\n" + msgs[0].Content + imEnd + "\n")
+		b = write(b, imStart, "system\n", msgs[0].Content, imEnd, "\n")
 	}
 	lastQuery := len(msgs) - 1
 	for i := len(msgs) - 1; i >= 0; i-- {
@@ -141,7 +180,7 @@ func renderQwen3(msgs []Message, addGen bool, _ string) (string, error) {
 	for i, m := range msgs {
 		switch {
 		case m.Role == RoleUser || (m.Role == RoleSystem && i > 0):
-			b.WriteString(imStart + m.Role + "\n" + m.Content + imEnd + "\n")
+			b = write(b, imStart, m.Role, "\n", m.Content, imEnd, "\n")
 		case m.Role == RoleAssistant:
 			content, reasoning := m.Content, ""
 			if strings.Contains(content, "</think>") {
@@ -152,32 +191,39 @@ func renderQwen3(msgs []Message, addGen bool, _ string) (string, error) {
 				reasoning = strings.TrimLeft(hp[len(hp)-1], "\n")
 			}
 			if i > lastQuery && (i == len(msgs)-1 || reasoning != "") {
-				b.WriteString(imStart + "assistant\n<think>\n" + strings.Trim(reasoning, "\n") + "\n</think>\n\n" + strings.TrimLeft(content, "\n"))
+				b = write(b, imStart, "assistant\n<think>\n", strings.Trim(reasoning, "\n"), "\n</think>\n\n", strings.TrimLeft(content, "\n"))
 			} else {
-				b.WriteString(imStart + "assistant\n" + content)
+				b = write(b, imStart, "assistant\n", content)
 			}
-			b.WriteString(imEnd + "\n")
+			b = write(b, imEnd, "\n")
 		}
 	}
 	if addGen {
-		b.WriteString(imStart + "assistant\n")
+		b = write(b, imStart, "assistant\n")
 	}
-	return b.String(), nil
+	return b
 }
 
 // renderLlama3 is Meta-Llama-3-Instruct's original template: BOS, header
 // turns with trimmed content, and always the assistant header (the
 // template ignores add_generation_prompt).
-func renderLlama3(msgs []Message, _ bool, bos string) (string, error) {
-	var b strings.Builder
+func renderLlama3(b []byte, msgs []Message, _ bool, bos string) []byte {
 	for i, m := range msgs {
 		if i == 0 {
-			b.WriteString(bos)
+			b = append(b, bos...)
 		}
-		b.WriteString("<|start_header_id|>" + m.Role + "<|end_header_id|>\n\n" + pyStrip(m.Content) + "<|eot_id|>")
+		b = write(b, "<|start_header_id|>", m.Role, "<|end_header_id|>\n\n", pyStrip(m.Content), "<|eot_id|>")
 	}
-	b.WriteString("<|start_header_id|>assistant<|end_header_id|>\n\n")
-	return b.String(), nil
+	return append(b, "<|start_header_id|>assistant<|end_header_id|>\n\n"...)
+}
+
+// write appends parts to b one after another: concatenating them first
+// would copy each message's content once more.
+func write(b []byte, parts ...string) []byte {
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	return b
 }
 
 // pyStrip is Jinja's trim filter (Python str.strip()): Python's whitespace

@@ -110,6 +110,16 @@ func checkChatParity(t *testing.T, tok *Tokenizer, tmpl Template, e expected) {
 			t.Errorf("chat %d ids differ at %d", i, firstDiff(ids, c.IDs))
 		}
 	}
+	// EncodeChat renders into a reused buffer: twice over every chat, so
+	// the second pass meets caches filled from buffers since rewritten.
+	for pass := range 2 {
+		for i, c := range e.Chats {
+			ids, err := tok.EncodeChat(tmpl, c.Messages, c.AddGenerationPrompt)
+			if err != nil || !slices.Equal(ids, c.IDs) {
+				t.Errorf("EncodeChat, pass %d, chat %d: %v, ids differ at %d", pass+1, i, err, firstDiff(ids, c.IDs))
+			}
+		}
+	}
 }
 
 // TestParityExtra checks another tokenizer at development time: set

@@ -32,6 +32,36 @@ func scannerFor(pattern string) (scanner, bool) {
 }
 
 func isL(r rune) bool { return unicode.IsLetter(r) }
+
+// asciiLetter is isL of every ASCII byte, so a run of letters (most of a
+// prompt's words) is scanned without decoding or a Unicode table per byte.
+var asciiLetter = func() (t [utf8.RuneSelf]bool) {
+	for c := range t {
+		t[c] = isL(rune(c))
+	}
+	return t
+}()
+
+// letters returns the byte length of the longest prefix of s whose runes
+// are letters: sc.run(s, isL), with ASCII looked up in asciiLetter.
+func letters(s string) int {
+	n := 0
+	for n < len(s) {
+		if c := s[n]; c < utf8.RuneSelf {
+			if !asciiLetter[c] {
+				break
+			}
+			n++
+			continue
+		}
+		r, w := utf8.DecodeRuneInString(s[n:])
+		if !isL(r) {
+			break
+		}
+		n += w
+	}
+	return n
+}
 func isN(r rune) bool { return unicode.IsNumber(r) }
 func isS(r rune) bool { return unicode.IsSpace(r) }
 
@@ -77,11 +107,11 @@ func (sc scanner) match(s string) int {
 	}
 	// [^\r\n\p{L}\p{N}]?\p{L}+
 	if isL(r0) {
-		return w0 + sc.run(s[w0:], isL)
+		return w0 + letters(s[w0:])
 	}
 	if r0 != '\r' && r0 != '\n' && !isN(r0) {
 		if r1, _ := at(s, w0); isL(r1) {
-			return w0 + sc.run(s[w0:], isL)
+			return w0 + letters(s[w0:])
 		}
 	}
 	// \p{N}{1,k}

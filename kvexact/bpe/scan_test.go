@@ -74,3 +74,20 @@ func BenchmarkPreTokenize(b *testing.B) {
 		}
 	})
 }
+
+// letters is run(isL) with an ASCII table: the same length on the corpus,
+// on every ASCII byte, and on invalid UTF-8.
+func TestLettersMatchesRun(t *testing.T) {
+	cases := scanCorpus(t)
+	for c := range 128 {
+		cases = append(cases, string(rune(c))+"ab", "ab"+string(rune(c)))
+	}
+	cases = append(cases, "ab\xffcd", "\xc3", "é\xc3", "abc")
+	for _, s := range cases {
+		for i := range len(s) {
+			if got, want := letters(s[i:]), (scanner{}).run(s[i:], isL); got != want {
+				t.Fatalf("letters(%q) = %d, run(isL) = %d", s[i:], got, want)
+			}
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package bpe
 
 import (
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -55,4 +56,53 @@ func TestWordCacheBytes(t *testing.T) {
 	if held == 0 || tok.cacheBytes != held {
 		t.Fatalf("cacheBytes %d, cache holds %d bytes", tok.cacheBytes, held)
 	}
+}
+
+// EncodeChat renders each request into a buffer the next one reuses: what
+// the caches keep must be copies, or a segment cached from one request
+// would read as the next one's text and hand out the wrong ids. Two chats
+// of the same length, each cached, then encoded again, agree with a
+// tokenizer that never saw the other.
+func TestEncodeChatKeepsNoText(t *testing.T) {
+	tmpl, err := LoadTemplate(filepath.Join("testdata", "qwen3", "tokenizer_config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := loadQwen3(t)
+	fresh, err := LoadFile(filepath.Join("testdata", "qwen3", "tokenizer.json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chat := func(word string) []Message {
+		return []Message{{Role: RoleSystem, Content: strings.Repeat(word+" routes the cache; ", 24)}, {Role: RoleUser, Content: word}}
+	}
+	a, b := chat("alpha"), chat("omega") // equal lengths: the same buffer bytes
+	for round := range 3 {
+		for _, msgs := range [][]Message{a, b} {
+			got, err := tok.EncodeChat(tmpl, msgs, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text, _ := tmpl.Render(msgs, true)
+			if want := fresh.encodeSegmentsUncached(text); !slices.Equal(got, want) {
+				t.Fatalf("round %d, %q: ids differ at %d from an uncached encoding", round, msgs[1].Content, firstDiff(got, want))
+			}
+		}
+	}
+}
+
+// encodeSegmentsUncached is AppendEncode with the segment cache bypassed,
+// on a tokenizer used for nothing else.
+func (t *Tokenizer) encodeSegmentsUncached(text string) []uint32 {
+	var out []uint32
+	start := 0
+	for i := 0; i < len(text); i++ {
+		if a, ok := t.matchAdded(text[i:], t.addedFirst[text[i]]); ok {
+			out = t.encodeSegment(out, text[start:i])
+			out = append(out, a.id)
+			i += len(a.text) - 1
+			start = i + 1
+		}
+	}
+	return t.encodeSegment(out, text[start:])
 }

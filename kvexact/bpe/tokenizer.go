@@ -59,6 +59,7 @@ type Tokenizer struct {
 	ignoreMerges bool
 	added        []addedToken
 	addedFirst   [256][]int // added token indices by first byte, longest first
+	addedLead    string     // the distinct first bytes of the added tokens
 	addedByText  map[string]uint32
 	nfc          bool
 	steps        []preStep
@@ -217,6 +218,9 @@ func Load(raw []byte) (*Tokenizer, error) {
 	for b := range t.addedFirst {
 		l := t.addedFirst[b]
 		sort.SliceStable(l, func(i, j int) bool { return len(t.added[l[i]].text) > len(t.added[l[j]].text) })
+		if len(l) > 0 {
+			t.addedLead += string([]byte{byte(b)})
+		}
 	}
 	var err error
 	if t.nfc, err = parseNormalizer(f.Normalizer); err != nil {
@@ -405,7 +409,8 @@ func (t *Tokenizer) TokenID(text string) (uint32, bool) {
 // Encode returns the token ids of text. addSpecial adds the
 // post-processor's special tokens (the BOS of Llama 3 style files), as
 // vLLM does for completions (add_special_tokens, default true) and not for
-// rendered chats.
+// rendered chats. It keeps no reference to text (its caches hold copies),
+// so text may be a reused buffer's bytes (EncodeChat).
 func (t *Tokenizer) Encode(text string, addSpecial bool) []uint32 {
 	out := make([]uint32, 0, len(text)/3+len(t.prefix)+len(t.suffix)+1)
 	if addSpecial {
@@ -421,19 +426,34 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) []uint32 {
 // AppendEncode appends the ids of text (no special tokens added) to dst.
 func (t *Tokenizer) AppendEncode(dst []uint32, text string) []uint32 {
 	start := 0
-	for i := 0; i < len(text); {
-		if cands := t.addedFirst[text[i]]; len(cands) > 0 {
-			if a, ok := t.matchAdded(text[i:], cands); ok {
-				dst = t.appendSegment(dst, text[start:i])
-				dst = append(dst, a.id)
-				i += len(a.text)
-				start = i
-				continue
-			}
+	for i := t.nextAdded(text, 0); i < len(text); i = t.nextAdded(text, i) {
+		if a, ok := t.matchAdded(text[i:], t.addedFirst[text[i]]); ok {
+			dst = t.appendSegment(dst, text[start:i])
+			dst = append(dst, a.id)
+			i += len(a.text)
+			start = i
+			continue
 		}
 		i++
 	}
 	return t.appendSegment(dst, text[start:])
+}
+
+// nextAdded is the offset of the first byte of text at or after i that
+// starts some added token (len(text) when none does). Added tokens usually
+// share one first byte ('<'): then the search is strings.IndexByte's
+// vectorised scan, not a table lookup per byte of a long prompt.
+func (t *Tokenizer) nextAdded(text string, i int) int {
+	if len(t.addedLead) == 1 {
+		if j := strings.IndexByte(text[i:], t.addedLead[0]); j >= 0 {
+			return i + j
+		}
+		return len(text)
+	}
+	for i < len(text) && len(t.addedFirst[text[i]]) == 0 {
+		i++
+	}
+	return i
 }
 
 func (t *Tokenizer) matchAdded(s string, cands []int) (addedToken, bool) {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
@@ -196,24 +197,56 @@ func (m *localModel) chatTokens(ov overlay) ([]uint32, error) {
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := plainMessages(ov.Messages)
+	text, _ := messageTexts.Get().(*[]byte)
+	if text == nil {
+		text = new([]byte)
+	}
+	defer func() {
+		if cap(*text) <= messageTextsMax {
+			messageTexts.Put(text)
+		}
+	}()
+	msgs, err := plainMessages(ov.Messages, text)
 	if err != nil {
 		return nil, err
 	}
-	text, err := m.tmpl.Render(msgs, addGen)
+	ids, err := m.tok.EncodeChat(m.tmpl, msgs, addGen)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
 	}
-	return m.tok.Encode(text, false), nil
+	return ids, nil
 }
+
+// messageTexts holds the buffers plainMessages decodes message texts into,
+// between requests; one grown past messageTextsMax (a long-context prompt)
+// is left to the collector.
+var messageTexts sync.Pool
+
+const messageTextsMax = 256 << 10
 
 // plainMessages decodes messages that carry only a role and a string
 // content; anything else (multimodal parts, tool calls, names) is not
 // reproduced in process. It walks the list in place (one strict pass, as
 // encoding/json validates it) and decodes each string once: a long prompt
-// is neither copied into per-message maps nor scanned three times.
-func plainMessages(raw json.RawMessage) ([]bpe.Message, error) {
-	notList := unsupported("messages are not a list of objects")
+// is neither copied into per-message maps nor scanned three times. The
+// roles and contents are decoded into *text (reset first, grown as needed)
+// and the messages' strings view it: they are valid until the caller
+// reuses *text, so they must not outlive the request.
+func plainMessages(raw json.RawMessage, text *[]byte) ([]bpe.Message, error) {
+	*text = (*text)[:0]
+	// view decodes a string body into *text and returns it as a string over
+	// those bytes. A later append may move *text: the strings already made
+	// keep the old array alive, and nothing writes to it again.
+	view := func(body []byte) (string, error) {
+		start := len(*text)
+		b, err := jsonscan.AppendString(*text, body)
+		if err != nil {
+			return "", err
+		}
+		*text = b
+		return unsafe.String(unsafe.SliceData(b[start:]), len(b)-start), nil
+	}
+	notList := func() error { return unsupported("messages are not a list of objects") } // built only when refused
 	it := jsonscan.ArrayElements(raw, jsonscan.SkipSpace(raw, 0), jsonscan.Strict)
 	var out []bpe.Message
 	for it.Next() {
@@ -225,7 +258,7 @@ func plainMessages(raw json.RawMessage) ([]bpe.Message, error) {
 		case 'n': // null decodes to an empty map, which has no content
 			return nil, unsupported("messages[%d].content is not a string", i)
 		default:
-			return nil, notList
+			return nil, notList()
 		}
 		members := jsonscan.ObjectMembers(raw, el.Start, jsonscan.Loose) // validated by the strict array walk
 		for members.Next() {
@@ -247,7 +280,7 @@ func plainMessages(raw json.RawMessage) ([]bpe.Message, error) {
 		msg := bpe.Message{}
 		switch {
 		case len(role) > 0 && role[0] == '"':
-			r, err := jsonscan.String(role[1 : len(role)-1])
+			r, err := view(role[1 : len(role)-1])
 			if err != nil {
 				return nil, unsupported("messages[%d].role", i)
 			}
@@ -256,7 +289,7 @@ func plainMessages(raw json.RawMessage) ([]bpe.Message, error) {
 		default:
 			return nil, unsupported("messages[%d].role", i)
 		}
-		c, err := jsonscan.String(content[1 : len(content)-1])
+		c, err := view(content[1 : len(content)-1])
 		if err != nil {
 			return nil, unsupported("messages[%d].content", i)
 		}
@@ -264,7 +297,7 @@ func plainMessages(raw json.RawMessage) ([]bpe.Message, error) {
 		out = append(out, msg)
 	}
 	if it.Err() != nil || jsonscan.SkipSpace(raw, it.End()) != len(raw) {
-		return nil, notList
+		return nil, notList()
 	}
 	if out == nil {
 		out = []bpe.Message{}

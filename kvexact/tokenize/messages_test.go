@@ -62,7 +62,8 @@ func TestPlainMessagesMatchesEncodingJSON(t *testing.T) {
 		``,
 		"[{\"role\":\"user\",\"content\":\"invalid \xff utf8\"}]",
 	} {
-		got, err := plainMessages(json.RawMessage(raw))
+		var text []byte
+		got, err := plainMessages(json.RawMessage(raw), &text)
 		want, ok := decodeMessagesReference([]byte(raw))
 		switch {
 		case ok != (err == nil):

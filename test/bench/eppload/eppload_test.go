@@ -14,7 +14,7 @@ import (
 func TestPoolRuleValidates(t *testing.T) {
 	for _, kv := range []bool{true, false} {
 		path := filepath.Join(t.TempDir(), "pool.yaml")
-		if err := os.WriteFile(path, []byte(poolRule("epp-bench", 18080, 16, 20001, kv)), 0o600); err != nil {
+		if err := os.WriteFile(path, []byte(poolRule("epp-bench", 18080, 16, 20001, kv, 15999)), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		docs, err := rules.LoadFiles(path)

@@ -91,7 +91,8 @@ func (c *config) startServer() (func(), error) {
 	}
 	c.addr, c.healthAddr, c.statsAddr = "127.0.0.1:19002", "127.0.0.1:19003", "127.0.0.1:19004"
 	args := []string{"serve", "-epp-addr", c.addr, "-epp-health-addr", c.healthAddr, "-stats-addr", c.statsAddr,
-		"-endpoints", strconv.Itoa(c.endpoints), "-kv=" + strconv.FormatBool(c.kv)}
+		"-endpoints", strconv.Itoa(c.endpoints), "-kv=" + strconv.FormatBool(c.kv),
+		"-prefixes", strconv.Itoa(c.prefixes), "-body-bytes", strconv.Itoa(c.bodyBytes)}
 	args = append(args, strings.Fields(c.serveArgs)...)
 	cmd := exec.Command(self, args...)
 	cmd.Stderr = os.Stderr

@@ -7,7 +7,7 @@
 // (headers sent → pick received), and, for an EPP it started itself, heap
 // allocations per pick and the live heap after GC before and after the run.
 //
-//	eppload                                   # starts `eppload serve` (16 endpoints, KV-exact) and drives it
+//	eppload                                   # starts `eppload serve` (16 endpoints, KV-exact fed by fake engines' KV events) and drives it
 //	eppload -concurrency 64 -duration 30s -json out.json
 //	eppload -addr 127.0.0.1:9002 -pid 1234    # an EPP someone else runs (CPU from its pid)
 //	eppload serve -cpuprofile cpu.out         # the served EPP alone, for profiling

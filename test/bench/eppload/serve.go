@@ -15,32 +15,38 @@ import (
 	"runtime/pprof"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/infergate/infergate/daemon"
+	"github.com/infergate/infergate/epp"
 	"github.com/sirupsen/logrus"
 )
 
 // poolRule is the rule the served EPP picks from: n endpoints on loopback
-// ports nothing listens on (a pick never contacts an engine), no probes (so
-// all are usable), and with kv KV-exact mode 3 (tokenize the prompt in
-// process, hash its blocks, score every endpoint's inventory) before least
-// connections.
-func poolRule(name string, vipPort, n, firstPort int, kv bool) string {
+// addresses (endpointIP) and ports nothing listens on (a pick never
+// contacts an engine), no probes (so all are usable), and with kv KV-exact
+// mode 3 (tokenize the prompt in process, hash its blocks, score every
+// endpoint's inventory, fed by the engines' KV events on zmqPort) before
+// least connections.
+func poolRule(name string, vipPort, n, firstPort int, kv bool, zmqPort int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "apiVersion: infergate/v1\nkind: Loadbalancer\nmetadata:\n  name: %s\nspec:\n  serviceArguments:\n", name)
 	fmt.Fprintf(&b, "    externalIP: 127.0.0.1\n    port: %d\n    protocol: tcp\n    mode: 4\n    sel: 4\n", vipPort)
 	if kv {
-		b.WriteString("    kvExactMode: 3\n    kvEngineType: vllm\n    kvZmqPort: 15999\n    kvBlockSize: 16\n")
+		fmt.Fprintf(&b, "    kvExactMode: 3\n    kvEngineType: vllm\n    kvZmqPort: %d\n    kvBlockSize: %d\n", zmqPort, kvBlockSize)
 	}
 	b.WriteString("  endpoints:\n")
 	for i := range n {
-		fmt.Fprintf(&b, "    - {endpointIP: 127.0.0.1, targetPort: %d, weight: 1}\n", firstPort+i)
+		fmt.Fprintf(&b, "    - {endpointIP: %s, targetPort: %d, weight: 1}\n", endpointIP(i), firstPort+i)
 	}
 	return b.String()
 }
 
 // serveCmd runs the daemon as an EPP over poolRule, in its own process so
-// the driver can read its CPU time alone. It prints "ready" once listening,
+// the driver can read its CPU time alone. With KV events, fake engines
+// publish what each endpoint holds of the driver's workload (kvFeed, same
+// -prefixes and -body-bytes as the driver's) and serving waits until every
+// inventory is trusted. It prints "ready" once listening,
 // and serves its own runtime counters on --stats-addr (GET /stats, with
 // ?gc=1 after a forced collection): allocations and the live heap, which the
 // daemon's /metrics does not expose.
@@ -51,9 +57,13 @@ func serveCmd(args []string) error {
 	stats := fs.String("stats-addr", "127.0.0.1:19004", "runtime counters (GET /stats)")
 	n := fs.Int("endpoints", 16, "endpoints in the pool")
 	kv := fs.Bool("kv", true, "KV-exact mode 3 (in-process tokenizer)")
+	kvEvents := fs.Bool("kv-events", true, "with -kv: fake engines publish KV events, so the inventories hold the workload's prefixes")
+	prefixes := fs.Int("prefixes", 64, "the driver's -prefixes (what the fake engines hold)")
+	bodyBytes := fs.Int("body-bytes", 8<<10, "the driver's -body-bytes")
 	tok := fs.String("tokenizer", "kvexact/bpe/testdata/qwen3", "tokenizer directory for KV-exact")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile here until exit")
 	memprofile := fs.String("memprofile", "", "write an allocation profile here at exit")
+	workers := fs.Int("stream-workers", epp.DefaultStreamWorkers, "long-lived goroutines serving streams (0: one per stream)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -67,7 +77,19 @@ func serveCmd(args []string) error {
 		return err
 	}
 	rules := filepath.Join(dir, "pool.yaml")
-	if err := os.WriteFile(rules, []byte(poolRule("epp-bench", vip, *n, 20001, *kv)), 0o600); err != nil {
+	zmqPort := 15999
+	var feed *kvFeed
+	if *kv && *kvEvents {
+		if zmqPort, err = freePort(); err != nil {
+			return err
+		}
+		if feed, err = startKVFeed(*n, zmqPort, newWorkload(*prefixes, *bodyBytes), *tok); err != nil {
+			return err
+		}
+		defer feed.close()
+		go feed.run()
+	}
+	if err := os.WriteFile(rules, []byte(poolRule("epp-bench", vip, *n, 20001, *kv, zmqPort)), 0o600); err != nil {
 		return err
 	}
 	api, err := net.Listen("tcp", "127.0.0.1:0")
@@ -81,6 +103,7 @@ func serveCmd(args []string) error {
 	opts.RulesPath = rules
 	opts.LogLevel = "warn"
 	opts.EPP.Addr, opts.EPP.HealthAddr = *addr, *haddr
+	opts.EPP.StreamWorkers = *workers
 	opts.EPPRule = "epp-bench"
 	if *kv {
 		opts.KV.Tokenizers = map[string]string{"": *tok}
@@ -106,8 +129,18 @@ func serveCmd(args []string) error {
 	defer stop()
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
+	done := make(chan error, 1)
+	go func() { done <- daemon.Run(ctx, opts, log) }()
+	if feed != nil {
+		if err := waitKVTrusted(opts.APIAddr, *n, 60*time.Second); err != nil {
+			stop()
+			<-done
+			return err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "eppload serve: API and /metrics on %s\n", opts.APIAddr)
 	fmt.Println("ready")
-	err = daemon.Run(ctx, opts, log)
+	err = <-done
 	if *memprofile != "" {
 		if f, ferr := os.Create(*memprofile); ferr == nil {
 			_ = pprof.Lookup("allocs").WriteTo(f, 0)
