@@ -348,7 +348,7 @@ func (p *EPPPicker) Served(o epp.Outcome) {
 	}
 	t.release()
 	t.settleFlow(o)
-	t.placed.Done(0) // a pick whose first chunk never came still books its prefill (nil-safe, once)
+	t.placed.Done(0) // release the booking if no first chunk did (nil-safe, once)
 	c := t.c
 	for _, i := range t.charged {
 		c.eps[i].active.Add(-1)

@@ -112,8 +112,8 @@ type Outcome struct {
 	// Incremental reports that the first body chunk came before the body's
 	// end, in a mode that passes chunks on as they arrive (STREAMED or
 	// FULL_DUPLEX_STREAMED): its time is when the engine began to answer,
-	// not when it finished. A buffered body, or an empty closing chunk from
-	// a proxy that does not mirror bodies, is not.
+	// not when it finished. A buffered body, or an empty chunk (such as the
+	// closing one of a proxy that does not mirror bodies), is not.
 	Incremental bool
 	// Complete reports that the response reached its end on the stream.
 	Complete bool

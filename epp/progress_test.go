@@ -55,6 +55,9 @@ func TestFirstChunkProgress(t *testing.T) {
 		{"response headers skipped", 0, []*extprocv3.ProcessingRequest{
 			respBody("data: a\n\n", false), respBody("", true),
 		}, 1, false, true},
+		{"empty first chunk", 0, []*extprocv3.ProcessingRequest{
+			withContentType(respHeaders("200", "", false), sse), respBody("", false), respBody("data: a\n\n", true),
+		}, 1, true, false},
 		{"no body", 0, []*extprocv3.ProcessingRequest{respHeaders("204", "", true)}, 0, false, false},
 	}
 	for _, tc := range tests {

@@ -336,7 +336,7 @@ func (st *stream) responseBody(msg *extprocv3.ProcessingRequest, b *extprocv3.Ht
 	st.noteServed(msg, nil)
 	if st.outcome.FirstBodyChunk == 0 {
 		st.outcome.FirstBodyChunk = time.Since(st.pickedAt)
-		st.outcome.Incremental = !b.GetEndOfStream() && !st.respBuffered
+		st.outcome.Incremental = len(b.GetBody()) > 0 && !b.GetEndOfStream() && !st.respBuffered
 		if p, ok := st.s.picker.(Progress); ok {
 			p.FirstChunk(st.outcome)
 		}
