@@ -35,6 +35,7 @@ func fillEndpointState(ep *rules.Endpoint, es spec.EndpointStatus, adminDown boo
 	}
 	ep.Counter = strconv.FormatUint(es.Requests, 10) + ":" + strconv.FormatUint(es.Bytes, 10)
 	ep.EngineLoad = es.Engine.Summary()
+	ep.WindowLoad = es.Window.Summary()
 }
 
 // loxilbView fills what LoxiLB's GET always shows: adminStateUp, the

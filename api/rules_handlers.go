@@ -334,7 +334,7 @@ func (s *Server) decorate(e store.Entry) rules.Rule {
 		r.Status = &rules.RuleStatus{Ready: false, Reason: "not installed (retrying): " + e.InstallError}
 	}
 	if ok {
-		r.Status = &rules.RuleStatus{Ready: st.Ready, Reason: st.Reason}
+		r.Status = &rules.RuleStatus{Ready: st.Ready, Reason: st.Reason, Queue: st.Queue.Summary()}
 		for i := range r.Endpoints {
 			// Compiled endpoints are the wire endpoints in the same order.
 			if es, found := st.Endpoints[e.Compiled.Endpoints[i].ID]; found {

@@ -104,6 +104,10 @@ type StatusView struct {
 	// RefusedRegistrations: an endpointSelector rule's registrations it
 	// cannot use, "ip:port" → reason.
 	RefusedRegistrations map[string]string `json:"refused_registrations,omitempty"`
+	// Queue is the rule's gateway queue (length, by class, oldest wait,
+	// sheds since it was made); absent when the rule sets no admission
+	// window.
+	Queue *spec.QueueStatus `json:"queue,omitempty"`
 }
 
 // TLSStatusView is the certificate a TLS rule serves, with its expiry.
@@ -130,6 +134,9 @@ type EndpointStatusView struct {
 	// batch, KV usage, last-scrape age, latest scrape result); absent when
 	// the endpoint is not scraped or no scrape finished yet.
 	Engine *spec.EngineStatus `json:"engine,omitempty"`
+	// Window is the endpoint's admission window against the requests
+	// holding its slots now; absent when the rule sets no window.
+	Window *spec.WindowStatus `json:"window,omitempty"`
 }
 
 // reasonNoRuntime is reported when no datapath status is available, so a
@@ -223,8 +230,9 @@ func statusViewOf(st spec.RuleStatus, ok bool) StatusView {
 	}
 	v.Ready, v.Reason = st.Ready, st.Reason
 	v.RefusedRegistrations = st.Refused
+	v.Queue = st.Queue
 	for id, es := range st.Endpoints {
-		v.Endpoints[id] = EndpointStatusView{State: es.State, Breaker: es.Breaker, PairingKey: es.PairingKey, Engine: es.Engine}
+		v.Endpoints[id] = EndpointStatusView{State: es.State, Breaker: es.Breaker, PairingKey: es.PairingKey, Engine: es.Engine, Window: es.Window}
 	}
 	return v
 }

@@ -318,9 +318,9 @@ func seedRules() []rules.Rule {
 			Endpoints: []rules.Endpoint{
 				{EndpointIP: "127.0.0.31", TargetPort: 8100, Weight: 1, EPRole: 1, NixlPort: 5600, State: "active", Counter: "1:2",
 					KVConnector: "NixlConnector", KVBlockSize: 16,
-					EngineLoad: "waiting=3,running=12,kv=41%,age=0.2s"},
+					EngineLoad: "waiting=3,running=12,kv=41%,age=0.2s", WindowLoad: "16/16,full"},
 				{EndpointIP: "127.0.0.32", TargetPort: 8200, Weight: 1, EPRole: 2, Backup: true}},
-			Status: &rules.RuleStatus{Ready: true}},
+			Status: &rules.RuleStatus{Ready: true, Queue: "queued=2,oldest=1.5s,shed=7"}},
 		{ServiceArguments: rules.ServiceArguments{ExternalIP: "127.0.0.9", Port: 8080, Protocol: "tcp", Mode: 4, Name: "rr", Block: 3},
 			Endpoints: []rules.Endpoint{{EndpointIP: "127.0.0.21", TargetPort: 8000, Weight: 2}}},
 	}
@@ -349,10 +349,10 @@ func TestGetOutputs(t *testing.T) {
 	res = runCLI(t, fake, "get", "lb", "-o", "wide")
 	wide := strings.Split(strings.TrimSpace(res.stdout), "\n")
 	wantWide := [][]string{
-		{"EXT", "IP", "PORT", "PROTO", "NAME", "MARK", "SEL", "MODE", "ENGINE", "P/D", "HOST", "MODEL", "ENDPOINT", "EPORT", "WEIGHT", "ROLE", "NIXL", "PORT", "PAIRING", "STATE", "HEALTH", "COUNTER", "ENGINE", "LOAD"},
-		{"127.0.0.9", "8080", "tcp", "rr", "3", "rr", "fullproxy", "-", "-", "-", "-", "127.0.0.21", "8000", "2", "normal", "-", "-", "-", "-", "-", "-"},
-		{"127.0.0.11", "8080", "tcp", "pd", "0", "lc", "fullproxy", "vllm", "pd,cache-aware,kv1", "-", "-", "127.0.0.31", "8100", "1", "prefill", "5600", "block_size=16,kv_connector=NixlConnector", "active", "-", "1:2", "waiting=3,running=12,kv=41%,age=0.2s"},
-		{"127.0.0.32", "8200", "1", "decode,backup", "-", "-", "-", "-", "-", "-"}, // one row per endpoint, rule cells blank
+		{"EXT", "IP", "PORT", "PROTO", "NAME", "MARK", "SEL", "MODE", "ENGINE", "P/D", "HOST", "MODEL", "QUEUE", "ENDPOINT", "EPORT", "WEIGHT", "ROLE", "NIXL", "PORT", "PAIRING", "WINDOW", "STATE", "HEALTH", "COUNTER", "ENGINE", "LOAD"},
+		{"127.0.0.9", "8080", "tcp", "rr", "3", "rr", "fullproxy", "-", "-", "-", "-", "-", "127.0.0.21", "8000", "2", "normal", "-", "-", "-", "-", "-", "-", "-"},
+		{"127.0.0.11", "8080", "tcp", "pd", "0", "lc", "fullproxy", "vllm", "pd,cache-aware,kv1", "-", "-", "queued=2,oldest=1.5s,shed=7", "127.0.0.31", "8100", "1", "prefill", "5600", "block_size=16,kv_connector=NixlConnector", "16/16,full", "active", "-", "1:2", "waiting=3,running=12,kv=41%,age=0.2s"},
+		{"127.0.0.32", "8200", "1", "decode,backup", "-", "-", "-", "-", "-", "-", "-"}, // one row per endpoint, rule cells blank
 	}
 	if len(wide) != len(wantWide) {
 		t.Fatalf("wide: %d lines, want %d:\n%s", len(wide), len(wantWide), res.stdout)
@@ -397,7 +397,8 @@ func TestYAMLRoundTrip(t *testing.T) {
 	for i := range seeded { // what a real server stores: no output-only fields
 		seeded[i].Status = nil
 		for j := range seeded[i].Endpoints {
-			seeded[i].Endpoints[j].State, seeded[i].Endpoints[j].Counter, seeded[i].Endpoints[j].EngineLoad = "", "", ""
+			ep := &seeded[i].Endpoints[j]
+			ep.State, ep.Counter, ep.EngineLoad, ep.WindowLoad = "", "", "", ""
 		}
 	}
 	// Values YAML would misread unquoted: a bool-like name, a float-like

@@ -240,6 +240,15 @@ func dash(s string) string {
 	return s
 }
 
+// queueCell is the rule's gateway queue summary ("-" without windows or
+// runtime status).
+func queueCell(st *rules.RuleStatus) string {
+	if st == nil {
+		return "-"
+	}
+	return dash(st.Queue)
+}
+
 // pdCell summarises the P/D and KV-exact settings of a rule.
 func pdCell(sa rules.ServiceArguments) string {
 	var parts []string
@@ -259,7 +268,7 @@ func writeTable(w io.Writer, rs []rules.Rule, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	head := "EXT IP\tPORT\tPROTO\tNAME\tMARK\tSEL\tMODE\tENDPOINTS\tENGINE\tP/D"
 	if wide {
-		head = "EXT IP\tPORT\tPROTO\tNAME\tMARK\tSEL\tMODE\tENGINE\tP/D\tHOST\tMODEL\tENDPOINT\tEPORT\tWEIGHT\tROLE\tNIXL PORT\tPAIRING\tSTATE\tHEALTH\tCOUNTER\tENGINE LOAD"
+		head = "EXT IP\tPORT\tPROTO\tNAME\tMARK\tSEL\tMODE\tENGINE\tP/D\tHOST\tMODEL\tQUEUE\tENDPOINT\tEPORT\tWEIGHT\tROLE\tNIXL PORT\tPAIRING\tWINDOW\tSTATE\tHEALTH\tCOUNTER\tENGINE LOAD"
 	}
 	fmt.Fprintln(tw, head)
 	for _, r := range rs {
@@ -275,10 +284,10 @@ func writeTable(w io.Writer, rs []rules.Rule, wide bool) error {
 			fmt.Fprintln(tw, strings.Join(cells, "\t"))
 			continue
 		}
-		cells = append(cells, engineCell(sa), pdCell(sa), dash(sa.Host), dash(sa.ModelName))
+		cells = append(cells, engineCell(sa), pdCell(sa), dash(sa.Host), dash(sa.ModelName), queueCell(r.Status))
 		blank := make([]string, len(cells))
 		if len(r.Endpoints) == 0 {
-			fmt.Fprintln(tw, strings.Join(append(cells, "-", "-", "-", "-", "-", "-", "-", "-", "-"), "\t"))
+			fmt.Fprintln(tw, strings.Join(append(cells, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-"), "\t"))
 		}
 		for i, ep := range r.Endpoints {
 			row := blank
@@ -294,7 +303,7 @@ func writeTable(w io.Writer, rs []rules.Rule, wide bool) error {
 				role += ",backup"
 			}
 			row = append(append([]string(nil), row...), ep.EndpointIP, strconv.Itoa(ep.TargetPort),
-				strconv.Itoa(ep.Weight), role, nixl, dash(spec.PairingKey(rules.PairFacts(&ep))), stateCell(ep), dash(ep.Health), dash(ep.Counter), dash(ep.EngineLoad))
+				strconv.Itoa(ep.Weight), role, nixl, dash(spec.PairingKey(rules.PairFacts(&ep))), dash(ep.WindowLoad), stateCell(ep), dash(ep.Health), dash(ep.Counter), dash(ep.EngineLoad))
 			fmt.Fprintln(tw, strings.Join(row, "\t"))
 		}
 	}
@@ -327,17 +336,9 @@ func writeYAML(w io.Writer, rs []rules.Rule) error {
 	return enc.Close()
 }
 
-// specOnly strips output-only fields.
-func specOnly(r rules.Rule) rules.Rule {
-	r.Status = nil
-	eps := make([]rules.Endpoint, len(r.Endpoints))
-	for i, ep := range r.Endpoints {
-		ep.State, ep.Counter, ep.Health, ep.EngineLoad = "", "", "", ""
-		eps[i] = ep
-	}
-	r.Endpoints = eps
-	return r
-}
+// specOnly strips output-only fields (rules.SpecOnly: the one list of
+// them).
+func specOnly(r rules.Rule) rules.Rule { return rules.SpecOnly(r) }
 
 // ruleRef is "<vip>:<port>/<proto>" for messages.
 func ruleRef(r rules.Rule) string {

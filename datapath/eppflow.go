@@ -32,17 +32,19 @@ type eppGate struct {
 // eppChooseAdmitted is eppPickSingle's choose, under the rule's windows
 // when it has them (windowChoice through the rule's queue), as
 // chooseAdmitted is the proxy's. A shed is a 429 refusal; a stream that
-// ends while queued returns its context's error.
-func (rt *Runtime) eppChooseAdmitted(g *eppGate, c *compiled, f *pick.PoolFacts, r *http.Request, body []byte, excl uint64) (int, uint64, error) {
+// ends while queued returns its context's error. placed is the cost
+// model's booking of the choice (nil when the cost model did not place
+// it), for the ticket to settle (epplearn.go).
+func (rt *Runtime) eppChooseAdmitted(g *eppGate, c *compiled, f *pick.PoolFacts, r *http.Request, body []byte, excl uint64) (int, uint64, *pick.Placed, error) {
 	if c.win == nil {
-		i, excl, _, _ := rt.choose(c, f, r, body, excl, true)
-		return i, excl, nil
+		i, excl, placed, _ := rt.choose(c, f, r, body, excl, true)
+		return i, excl, placed, nil
 	}
 	wc := windowChoice{rt: rt, c: c, f: f, r: r, body: body, excl: excl, first: true, held: &g.held, i: -1}
 	if err := rt.eppAdmitFlow(g, c, r, wc.try); err != nil {
-		return -1, wc.excl, err
+		return -1, wc.excl, nil, err
 	}
-	return wc.i, wc.excl, nil
+	return wc.i, wc.excl, wc.placed, nil
 }
 
 // eppChoosePairAdmitted is eppPickPD's choosePair, under the rule's

@@ -117,9 +117,10 @@ type eppTicket struct {
 	prefill int   // the prefill named in HeaderPrefillerHostPort; -1 for none
 	charged []int // endpoints whose in-flight count this pick raised
 	start   time.Time
-	bytes   uint64    // request body size, for the endpoint byte counter
-	release func()    // gives the admission's slot back (SetAdmission)
-	held    heldSlots // the admission window slots taken (eppflow.go)
+	bytes   uint64       // request body size, for the endpoint byte counter
+	release func()       // gives the admission's slot back (SetAdmission)
+	held    heldSlots    // the admission window slots taken (eppflow.go)
+	placed  *pick.Placed // the cost model's booking (epplearn.go); nil when it did not place the pick
 }
 
 // Pick runs the rule's selection for the request and returns the chosen
@@ -188,7 +189,7 @@ func (p *EPPPicker) admission(ctx context.Context, req *epp.Request) (func(), er
 // selector), with the other usable endpoints outside excl as fallbacks.
 func (rt *Runtime) eppPickSingle(c *compiled, r *http.Request, body []byte, excl uint64, subset bool, g *eppGate) (epp.Result, error) {
 	f := c.poolFacts(r, body)
-	i, excl, err := rt.eppChooseAdmitted(g, c, &f, r, body, excl)
+	i, excl, placed, err := rt.eppChooseAdmitted(g, c, &f, r, body, excl)
 	if err != nil {
 		return epp.Result{}, err
 	}
@@ -196,7 +197,9 @@ func (rt *Runtime) eppPickSingle(c *compiled, r *http.Request, body []byte, excl
 		return epp.Result{}, epp.Unavailable(unavailableReason(subset, CodeNoHealthyBackend))
 	}
 	eps := append([]string{c.rule.Endpoints[i].Addr.String()}, c.fallbacks(excl|bit(i))...)
-	return epp.Result{Endpoints: eps, State: c.charge(i, -1, len(body))}, nil
+	t := c.charge(i, -1, len(body))
+	t.placed = placed
+	return epp.Result{Endpoints: eps, State: t}, nil
 }
 
 // eppPickPD is servePD's choice without the P/D sequence: the ladder picks a
@@ -235,10 +238,12 @@ func (rt *Runtime) eppPickPD(c *compiled, r *http.Request, body []byte, excl uin
 		for _, e := range c.alternates(pc.decodes, di) {
 			eps = append(eps, e.Addr.String())
 		}
+		t := c.charge(di, pi, len(body))
+		t.placed = pc.tr.Placed
 		return epp.Result{
 			Endpoints: eps,
 			Headers:   map[string]string{HeaderPrefillerHostPort: c.rule.Endpoints[pi].Addr.String()},
-			State:     c.charge(di, pi, len(body)),
+			State:     t,
 		}, nil
 	}
 	role0 := excl | c.roleMask(spec.RoleAny)
@@ -343,6 +348,7 @@ func (p *EPPPicker) Served(o epp.Outcome) {
 	}
 	t.release()
 	t.settleFlow(o)
+	t.placed.Done(0) // release the booking if no first chunk did (nil-safe, once)
 	c := t.c
 	for _, i := range t.charged {
 		c.eps[i].active.Add(-1)

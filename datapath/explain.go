@@ -36,8 +36,10 @@ func (rt *Runtime) Explain(ctx context.Context, k spec.Key, path string, header 
 			ID: se.ID, Role: se.Role.String(), Weight: se.Weight,
 			Health: healthName(ep.health.Load()), Breaker: breakerName(ep.br.state.Load()),
 			Load: ep.active.Load(), Usable: c.usable(i, 0, &now), Engine: ep.engineStatus(wall).Summary(),
+			Window: c.windowStatus(i).Summary(),
 		})
 	}
+	e.Queue = c.queueStatus(wall)
 	f := pick.Facts{Ctx: ctx, Path: path, Body: body, Now: time.Now()}
 	top := ladder.ScanBody(body)
 	f.Model, f.SessionKey = requestIdentity(header, top)

@@ -255,10 +255,10 @@ const reasonAdminDown = "administratively down (adminStateUp is false)"
 
 // healthStatus is status from the endpoints' health alone.
 func (c *compiled) healthStatus() spec.RuleStatus {
-	st := spec.RuleStatus{Endpoints: make(map[string]spec.EndpointStatus, len(c.eps))}
+	now := time.Now()
+	st := spec.RuleStatus{Endpoints: make(map[string]spec.EndpointStatus, len(c.eps)), Queue: c.queueStatus(now)}
 	usable := 0
 	probing := 0
-	now := time.Now()
 	for i, ep := range c.eps {
 		h := ep.health.Load()
 		state := healthName(h)
@@ -267,7 +267,8 @@ func (c *compiled) healthStatus() spec.RuleStatus {
 		}
 		b := ep.br.state.Load()
 		st.Endpoints[ep.id] = spec.EndpointStatus{State: state, Breaker: breakerName(b),
-			Requests: ep.requests.Load(), Bytes: ep.bytes.Load(), PairingKey: pairingKey(&c.rule.Endpoints[i]), Engine: ep.engineStatus(now)}
+			Requests: ep.requests.Load(), Bytes: ep.bytes.Load(), PairingKey: pairingKey(&c.rule.Endpoints[i]), Engine: ep.engineStatus(now),
+			Window: c.windowStatus(i)}
 		if h == healthProbing {
 			probing++
 		}

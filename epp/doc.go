@@ -52,8 +52,11 @@
 // endpoint for a sidecar), and opaque State handed back in Outcome. Shed and
 // Unavailable build the typed refusals. Served is called exactly once for
 // every Pick that returned a Result, when its stream ends, so in-flight
-// counts and breakers can be settled. The server enforces the subset itself,
-// so a picker that ignores Request.Subset still never routes outside it.
+// counts and breakers can be settled. A Picker that also implements Progress
+// hears of the first response body chunk as it arrives (the nearest the EPP
+// gets to a streamed completion's first token), before Served. The server
+// enforces the subset itself, so a picker that ignores Request.Subset still
+// never routes outside it.
 //
 // # Health and metrics
 //

@@ -105,11 +105,34 @@ type Outcome struct {
 	// (for a streamed completion, about the time to first token); 0 when the
 	// proxy does not stream response bodies to the EPP.
 	FirstBodyChunk time.Duration
+	// EventStream reports that the response's Content-Type is
+	// text/event-stream (a streamed completion); false when it is not or
+	// the proxy skipped the response headers.
+	EventStream bool
+	// Incremental reports that the first body chunk came before the body's
+	// end, in a mode that passes chunks on as they arrive (STREAMED or
+	// FULL_DUPLEX_STREAMED): its time is when the engine began to answer,
+	// not when it finished. A buffered body, or an empty chunk (such as the
+	// closing one of a proxy that does not mirror bodies), is not.
+	Incremental bool
 	// Complete reports that the response reached its end on the stream.
 	Complete bool
 	// Err says why the stream ended before the response completed (client
 	// cancel, malformed stream); nil for a clean end.
 	Err error
+}
+
+// Progress is implemented by a Picker that wants to hear, while the
+// response still streams, that its first body chunk reached the EPP — the
+// moment a proxy would see a streamed completion's first token, which
+// Served (at the stream's end) reports too late to act on.
+type Progress interface {
+	// FirstChunk is called at most once per picked stream, on the
+	// stream's goroutine, when the first response body chunk arrives and
+	// before it is passed back to the proxy (keep it short), always before
+	// Served. o is the outcome so far: Result, Endpoint, Status,
+	// ResponseHeaders, FirstBodyChunk, EventStream and Incremental are set.
+	FirstChunk(o Outcome)
 }
 
 // Refusal is a pick answered to the client with an HTTP status instead of an

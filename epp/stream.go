@@ -49,6 +49,7 @@ type stream struct {
 	phase         phase
 	noRequestBody bool // the proxy sends no request body (request_body_mode NONE)
 	respStreamed  bool // response body chunks must be re-emitted (FULL_DUPLEX_STREAMED)
+	respBuffered  bool // the proxy buffers response bodies (BUFFERED, BUFFERED_PARTIAL)
 
 	req      Request
 	declared int64  // the request's content-length, 0 when absent or invalid
@@ -164,7 +165,9 @@ func (st *stream) configure(pc *extprocv3.ProtocolConfiguration) error {
 	default:
 		return st.malformed(codes.FailedPrecondition, fmt.Sprintf("request_body_mode %s is not supported: configure FULL_DUPLEX_STREAMED", m))
 	}
-	st.respStreamed = pc.GetResponseBodyMode() == extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED
+	rm := pc.GetResponseBodyMode()
+	st.respStreamed = rm == extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED
+	st.respBuffered = rm == extprocfilterv3.ProcessingMode_BUFFERED || rm == extprocfilterv3.ProcessingMode_BUFFERED_PARTIAL
 	return nil
 }
 
@@ -313,6 +316,7 @@ func (st *stream) responseHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3
 	hs := decodeHeaders(h.GetHeaders())
 	st.noteServed(msg, hs)
 	st.outcome.Status, _ = strconv.Atoi(hs.Get(headerStatus))
+	st.outcome.EventStream = isEventStream(hs.Get(headerContentType))
 	st.outcome.ResponseHeaders = time.Since(st.pickedAt)
 	if err := st.send(responseHeadersOK()); err != nil {
 		return err
@@ -332,6 +336,10 @@ func (st *stream) responseBody(msg *extprocv3.ProcessingRequest, b *extprocv3.Ht
 	st.noteServed(msg, nil)
 	if st.outcome.FirstBodyChunk == 0 {
 		st.outcome.FirstBodyChunk = time.Since(st.pickedAt)
+		st.outcome.Incremental = len(b.GetBody()) > 0 && !b.GetEndOfStream() && !st.respBuffered
+		if p, ok := st.s.picker.(Progress); ok {
+			p.FirstChunk(st.outcome)
+		}
 	}
 	if err := st.send(responseChunk(b.GetBody(), b.GetEndOfStream(), st.respStreamed)); err != nil {
 		return err

@@ -34,7 +34,17 @@ const (
 	headerContentLength = "content-length"
 	headerRetryAfter    = "retry-after" // on a Refusal with RetryAfter
 	headerStatus        = ":status"
+	headerContentType   = "content-type"
+	// mediaEventStream is a streamed completion's media type (SSE).
+	mediaEventStream = "text/event-stream"
 )
+
+// isEventStream reports whether a Content-Type value names an event
+// stream (parameters and letter case aside).
+func isEventStream(ct string) bool {
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), mediaEventStream)
+}
 
 // headerValue returns a header's value bytes: Envoy fills raw_value, older
 // data planes and hand-written clients fill value.

@@ -102,7 +102,7 @@ var (
 )
 
 // outputOnly are the GET-only keys a re-POSTed body may carry.
-var outputOnly = map[string]bool{fieldStatus: true, fieldState: true, fieldCounter: true, fieldHealth: true, fieldEngineLoad: true}
+var outputOnly = map[string]bool{fieldStatus: true, fieldState: true, fieldCounter: true, fieldHealth: true, fieldEngineLoad: true, fieldWindowLoad: true}
 
 // maxObjectFields bounds the duplicate-key bitmap (two words).
 const maxObjectFields = 128

@@ -54,7 +54,7 @@ func TestDecodeJSONOutputOnlyKeysAccepted(t *testing.T) {
 	if err != nil {
 		t.Fatalf("DecodeJSON of a GET body: %v", err)
 	}
-	if r.Status != nil || r.Endpoints[0].State != "" || r.Endpoints[0].Counter != "" {
+	if r.Status != nil || r.Endpoints[0].State != "" || r.Endpoints[0].Counter != "" || r.Endpoints[0].WindowLoad != "" {
 		t.Errorf("output-only fields not cleared: %+v %+v", r.Status, r.Endpoints[0])
 	}
 }
@@ -197,7 +197,7 @@ func decodeLikeEncodingJSON(body []byte) (Rule, error) {
 	}
 	r.Status = nil
 	for i := range r.Endpoints {
-		r.Endpoints[i].State, r.Endpoints[i].Counter, r.Endpoints[i].Health = "", "", ""
+		r.Endpoints[i].clearOutput() // every output-only key (outputOnly) is dropped
 	}
 	return r, nil
 }

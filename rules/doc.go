@@ -13,7 +13,7 @@
 //     LoxiLB fields infergate does not serve are 400 unsupported saying why
 //     (loxilb_fields.go); wrong JSON types and duplicate keys are 400
 //     malformed_json naming the field; output-only keys (status, state,
-//     counter, health, engineLoad) are accepted and dropped so a GET body can
+//     counter, health, engineLoad, windowLoad) are accepted and dropped so a GET body can
 //     be re-POSTed (SpecOnly clears them from a decoded rule). The
 //     walk fills the struct itself (one pass; a differential fuzz test keeps
 //     it equal to encoding/json on every accepted body).

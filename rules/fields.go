@@ -54,8 +54,9 @@ const (
 	fieldEndpointIP = "endpointIP"
 	fieldTargetPort = "targetPort"
 	fieldNixlPort   = "nixl_port"
-	fieldState      = "state"   // output only
-	fieldCounter    = "counter" // output only
+	fieldState      = "state"      // output only
+	fieldCounter    = "counter"    // output only
+	fieldWindowLoad = "windowLoad" // output only
 
 	fieldSecondaryIP = "secondaryIP"
 	fieldPrefix      = "prefix"

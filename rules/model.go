@@ -235,6 +235,11 @@ type Endpoint struct {
 	// batch, KV usage and last-scrape age from its metrics, on one line
 	// (spec.EngineStatus.Summary); empty when not scraped.
 	EngineLoad string `json:"engineLoad,omitempty" yaml:"engineLoad,omitempty"`
+	// WindowLoad is output only (GET): the endpoint's admission window
+	// against the requests holding its slots, "in flight/limit" with
+	// ",full" at the window (spec.WindowStatus.Summary); empty without a
+	// window.
+	WindowLoad string `json:"windowLoad,omitempty" yaml:"windowLoad,omitempty"`
 }
 
 // SecondaryIP is LoxiLB's SCTP multi-homing address (accepted, never served).
@@ -259,6 +264,9 @@ type AllowedSource struct {
 type RuleStatus struct {
 	Ready  bool   `json:"ready"`
 	Reason string `json:"reason,omitempty"`
+	// Queue is the rule's gateway queue on one line
+	// (spec.QueueStatus.Summary); empty without admission windows.
+	Queue string `json:"queue,omitempty"`
 }
 
 // RuleList is the GET /config/loadbalancer/all envelope.

@@ -3,7 +3,7 @@ package rules
 import "slices"
 
 // SpecOnly is r without its output-only fields (status, and each
-// endpoint's state, counter, health and engineLoad): the form in which a
+// endpoint's state, counter, health, engineLoad and windowLoad): the form in which a
 // rule read back from the API is applied again. The endpoints are copied,
 // so r is not changed.
 func SpecOnly(r Rule) Rule {
@@ -18,5 +18,5 @@ func SpecOnly(r Rule) Rule {
 // clearOutput clears the endpoint's output-only fields (decode.go's
 // outputOnly keys).
 func (ep *Endpoint) clearOutput() {
-	ep.State, ep.Counter, ep.Health, ep.EngineLoad = "", "", "", ""
+	ep.State, ep.Counter, ep.Health, ep.EngineLoad, ep.WindowLoad = "", "", "", "", ""
 }

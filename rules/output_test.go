@@ -8,12 +8,13 @@ func TestSpecOnly(t *testing.T) {
 	in := Rule{
 		Status: &RuleStatus{Ready: true},
 		Endpoints: []Endpoint{{EndpointIP: "10.1.0.1", TargetPort: 8000, Weight: 1,
-			State: "active", Counter: "3:120", Health: "active", EngineLoad: "queue 0"}},
+			State: "active", Counter: "3:120", Health: "active", EngineLoad: "queue 0", WindowLoad: "3/16"}},
 	}
 	got := SpecOnly(in)
 	want := Endpoint{EndpointIP: "10.1.0.1", TargetPort: 8000, Weight: 1}
 	if got.Status != nil || len(got.Endpoints) != 1 || got.Endpoints[0].EndpointIP != want.EndpointIP ||
-		got.Endpoints[0].State != "" || got.Endpoints[0].Counter != "" || got.Endpoints[0].Health != "" || got.Endpoints[0].EngineLoad != "" {
+		got.Endpoints[0].State != "" || got.Endpoints[0].Counter != "" || got.Endpoints[0].Health != "" || got.Endpoints[0].EngineLoad != "" ||
+		got.Endpoints[0].WindowLoad != "" {
 		t.Fatalf("SpecOnly = %+v, want status nil and endpoints %+v", got, want)
 	}
 	if in.Status == nil || in.Endpoints[0].State != "active" || in.Endpoints[0].EngineLoad != "queue 0" {

@@ -43,7 +43,10 @@ type Explanation struct {
 	// KVScores carries the cache-aware estimates). Empty without a cost
 	// model (--kv-legacy-load-guard).
 	Estimates []CandidateEstimate `json:"estimates,omitempty"`
-	Note      string              `json:"note,omitempty"`
+	// Queue is the rule's gateway queue now (a request finding every
+	// endpoint at its window waits there); nil without windows.
+	Queue *QueueStatus `json:"queue,omitempty"`
+	Note  string       `json:"note,omitempty"`
 }
 
 // ExplainStep is one tier's verdict.
@@ -66,6 +69,10 @@ type ExplainEntry struct {
 	// Engine summarises the engine's own load (scraped; EngineStatus.Summary);
 	// empty when the endpoint is not scraped.
 	Engine string `json:"engine,omitempty"`
+	// Window is the endpoint's admission window occupancy
+	// (WindowStatus.Summary: "in flight/limit", ",full" at the window);
+	// empty when the rule sets no window.
+	Window string `json:"window,omitempty"`
 }
 
 // PrefixExplain is Tier 1's (prefix affinity) view of one request: what

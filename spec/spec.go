@@ -383,6 +383,9 @@ type EndpointStatus struct {
 	// Engine is the engine's own load from its metrics; nil when the
 	// endpoint is not scraped or no scrape finished yet.
 	Engine *EngineStatus
+	// Window is the endpoint's admission window and its occupancy; nil
+	// when the rule sets no window.
+	Window *WindowStatus
 }
 
 // EngineStatus is an endpoint's engine-reported load as of its last good
@@ -438,6 +441,9 @@ type RuleStatus struct {
 	// Refused lists, for an endpointSelector rule, each registration the
 	// rule cannot use ("ip:port" → reason).
 	Refused map[string]string
+	// Queue is the rule's gateway queue; nil when the rule sets no
+	// admission window.
+	Queue *QueueStatus
 }
 
 // --- LoxiLB compatibility ---

@@ -67,7 +67,8 @@ type waiter struct {
 	seq   uint64
 	ch    chan struct{} // one signal per stay in the queue: granted or displaced
 	state int
-	tag   float64 // its tenant's finish tag when it was granted
+	tag   float64   // its tenant's finish tag when it was granted
+	since time.Time // when it arrived (Stats' oldest wait)
 }
 
 // tenantQueue is one tenant's requests within one class.
@@ -109,11 +110,14 @@ type Queue struct {
 	// byte (ObserveLead): a request must leave the queue that long
 	// before its deadline to make it.
 	lead time.Duration
+	// sheds counts the requests shed since the queue was made, by
+	// reason (Stats).
+	sheds map[string]uint64
 }
 
 // New returns an empty queue. gauge may be nil.
 func New(o Options, gauge func(Class, int)) *Queue {
-	q := &Queue{o: o, gauge: gauge, recheck: defaultRecheck}
+	q := &Queue{o: o, gauge: gauge, recheck: defaultRecheck, sheds: map[string]uint64{}}
 	for c := range q.classes {
 		q.classes[c].tenants = map[string]*tenantQueue{}
 	}
@@ -253,6 +257,7 @@ func (q *Queue) shed(reason string, waited time.Duration) *ShedError {
 }
 
 func (q *Queue) shedLocked(reason string, waited time.Duration) *ShedError {
+	q.sheds[reason]++
 	d := time.Duration(q.n+1) * q.interval
 	d = min(max(d, time.Second), max(q.o.MaxWait, time.Second))
 	d = (d + time.Second - 1).Truncate(time.Second)
@@ -302,7 +307,7 @@ func (q *Queue) enqueueLocked(t Ticket, now time.Time) (*waiter, error) {
 		v.ch <- struct{}{}
 	}
 	q.seq++
-	w := &waiter{t: t, seq: q.seq, ch: make(chan struct{}, 1)}
+	w := &waiter{t: t, seq: q.seq, ch: make(chan struct{}, 1), since: now}
 	if tq == nil {
 		tq = &tenantQueue{}
 		cq.tenants[t.Tenant] = tq

@@ -177,11 +177,12 @@ func (x *Exchange) Respond(status int, served string, body ...[]byte) error {
 	return nil
 }
 
-// ResponseHeaders reports the upstream's response headers: its status and
-// the endpoint that served it ("" for none). more says a body follows
-// (ResponseBody), else the headers end the response.
-func (x *Exchange) ResponseHeaders(status int, served string, more bool) error {
-	h := ResponseHeadersMessage(status, served, !more)
+// ResponseHeaders reports the upstream's response headers: its status (then
+// extra, such as its content-type) and the endpoint that served it (""
+// for none). more says a body follows (ResponseBody), else the headers end
+// the response.
+func (x *Exchange) ResponseHeaders(status int, served string, more bool, extra ...Header) error {
+	h := ResponseHeadersMessage(status, served, !more, extra...)
 	if err := x.roundTrip(h); err != nil {
 		return fmt.Errorf("response headers: %w", err)
 	}
