@@ -110,7 +110,7 @@ func TestServeConfigExample(t *testing.T) {
 // found after a marker line and ending at a closing line.
 var docConfigs = []struct{ doc, start, end string }{
 	{"../README.md", "cat > infergate.yaml <<'EOF'", "EOF"},
-	{"../docs/operations.md", "A minimal file:", "```"},
+	{"../docs/operations.md", "cat > /etc/infergate/infergate.yaml <<'EOF'", "EOF"},
 }
 
 // TestServeConfigDocExamples: the config files the README and
