@@ -3,6 +3,7 @@ package datapath
 import (
 	"bufio"
 	"bytes"
+	"flag"
 	"io"
 	"net/http"
 	"strings"
@@ -16,6 +17,11 @@ import (
 // sseBenchTokens is the events per streamed completion in BenchmarkProxySSE.
 const sseBenchTokens = 32
 
+// sseBenchDelay is the fake engine's delay between events: raise it under
+// callgrind (which slows the process tens of times), or events written
+// apart are read together and the per-event cost is not measured.
+var sseBenchDelay = flag.Duration("sse-bench-token-delay", 200*time.Microsecond, "BenchmarkProxySSE: delay between a stream's events")
+
 // BenchmarkProxySSE streams completions of sseBenchTokens events, each
 // event written on its own (a token delay apart), straight from the fake
 // engine ("direct") and through the datapath ("proxied"), in parallel on
@@ -23,7 +29,7 @@ const sseBenchTokens = 32
 // direct difference (allocations, or instructions under callgrind) by
 // sseBenchTokens+1 (the [DONE] line) for the cost per relayed event.
 func BenchmarkProxySSE(b *testing.B) {
-	e, err := fakeengine.Start(fakeengine.Options{Name: "bench", NoLog: true, Tokens: sseBenchTokens, TokenDelay: 200 * time.Microsecond})
+	e, err := fakeengine.Start(fakeengine.Options{Name: "bench", NoLog: true, Tokens: sseBenchTokens, TokenDelay: *sseBenchDelay})
 	if err != nil {
 		b.Fatal(err)
 	}
