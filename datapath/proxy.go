@@ -70,12 +70,21 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rt.hookServe(r)
 	}
 
-	rid := r.Header.Get(HeaderRequestID)
+	// Both front ends store canonical keys: the id is read and set without
+	// Header.Get/Set canonicalising the name again, and a minted id's two
+	// one-value slices (request and response) share one allocation.
+	var rid string
+	if v := r.Header[HeaderRequestID]; len(v) > 0 {
+		rid = v[0]
+	}
 	if rid == "" || len(rid) > maxClientRequestID {
 		rid = newRequestID()
-		r.Header.Set(HeaderRequestID, rid)
+		ids := &[2]string{rid, rid}
+		r.Header[HeaderRequestID] = ids[0:1:1]
+		w.Header()[HeaderRequestID] = ids[1:2:2]
+	} else {
+		w.Header()[HeaderRequestID] = []string{rid}
 	}
-	w.Header()[HeaderRequestID] = []string{rid}
 	x.requestID = rid
 	ln.setHSTS(w, r) // TLS listeners only
 
@@ -103,7 +112,10 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	model := r.Header.Get(HeaderModel)
+	var model string
+	if v := r.Header[HeaderModel]; len(v) > 0 {
+		model = v[0]
+	}
 	if model == "" && len(body) > 0 {
 		m, err := bodyModel(body)
 		if err != nil {
@@ -201,49 +213,54 @@ func (rt *Runtime) clientStream(x *exchange, body []byte) (*upstream.BodyStream,
 		x.w.Header().Set(headerConnection, "close")
 		return nil, false
 	}
-	s := &upstream.BodyStream{R: r.Body, N: r.ContentLength, Max: max, Idle: rt.opts.BodyStallTimeout}
+	b := &streamedBody{}
+	b.s = upstream.BodyStream{R: r.Body, N: r.ContentLength, Max: max, Idle: rt.opts.BodyStallTimeout}
 	if d := rt.opts.BodyReadTimeout; d > 0 {
-		rc := http.NewResponseController(x.w)
-		var end time.Time // zero: no bound on the whole body
+		b.r, b.rc, b.per = r.Body, *http.NewResponseController(x.w), d
 		if t := rt.opts.StreamedBodyTimeout; t > 0 {
-			end = x.start.Add(t)
+			b.end = x.start.Add(t) // zero: no bound on the whole body
 		}
-		// The read deadline bounds the client's delivery only: once the
-		// body has ended it is lifted before the engine is waited on. Left
-		// in place it would race the first-byte bound, and net/http's
-		// background read, timing out, cancels the request as if the client
-		// had gone: the client got a 200 with an empty body instead of 504.
-		done := &bodyEnd{r: r.Body, lift: func() { _ = rc.SetReadDeadline(time.Time{}) }}
-		s.R = done
-		s.Progress = func() {
-			if done.ended {
-				return // lifted for good; do not set it again
-			}
-			dl := time.Now().Add(d)
-			if !end.IsZero() && end.Before(dl) {
-				dl = end
-			}
-			_ = rc.SetReadDeadline(dl)
-		}
+		b.s.R = b
+		b.s.Progress = b.progress
 	}
-	return s, true
+	return &b.s, true
 }
 
-// bodyEnd passes a streamed client body through and runs lift once, when
-// the body has been read to its end (io.EOF).
-type bodyEnd struct {
-	r     io.Reader
-	lift  func()
-	ended bool
+// streamedBody is a client body streamed to the engine under the client
+// read deadline, in one allocation (with its Progress method value). The
+// read deadline bounds the client's delivery only: once the body has ended
+// (io.EOF) it is lifted before the engine is waited on. Left in place it
+// would race the first-byte bound, and net/http's background read, timing
+// out, cancels the request as if the client had gone: the client got a 200
+// with an empty body instead of 504.
+type streamedBody struct {
+	s     upstream.BodyStream
+	r     io.Reader // the client's body
+	rc    http.ResponseController
+	per   time.Duration // the deadline moves this far past each chunk
+	end   time.Time     // cap on the whole body; zero: none
+	ended bool          // the deadline is lifted for good
 }
 
-func (b *bodyEnd) Read(p []byte) (int, error) {
+func (b *streamedBody) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
 	if err == io.EOF && !b.ended {
 		b.ended = true
-		b.lift()
+		_ = b.rc.SetReadDeadline(time.Time{})
 	}
 	return n, err
+}
+
+// progress moves the read deadline past a chunk read (BodyStream.Progress).
+func (b *streamedBody) progress() {
+	if b.ended {
+		return // lifted for good; do not set it again
+	}
+	dl := time.Now().Add(b.per)
+	if !b.end.IsZero() && b.end.Before(dl) {
+		dl = b.end
+	}
+	_ = b.rc.SetReadDeadline(dl)
 }
 
 // fail answers a gateway error and counts it (c nil: no rule matched).
@@ -515,7 +532,11 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 		c.recordBreaker(i, c.eps[i].br.onResponse(&c.cb, resp.StatusCode))
 	}
 	ub, _ := resp.Body.(upstream.BoundedBody)
-	sse := strings.HasPrefix(resp.Header.Get(headerContentType), contentTypeSSE)
+	var ct string // the Sender's header keys are canonical: no Header.Get
+	if v := resp.Header[headerContentType]; len(v) > 0 {
+		ct = v[0]
+	}
+	sse := strings.HasPrefix(ct, contentTypeSSE)
 	var capAt time.Time // zero: no cap
 	idle := quiet.bodyStall
 	if sse {

@@ -59,7 +59,8 @@ type conn struct {
 	busySince atomic.Int64 // UnixNano when the running request started; 0 between requests
 	watched   bool         // registered with the watcher (under its mu)
 
-	readDL     time.Time // the read deadline last set
+	readDL     time.Time // the read deadline asked for (deadline.go)
+	armedDL    time.Time // the read deadline set on the socket
 	closeAfter bool      // this response is the connection's last
 	reqClose   bool      // the client asked for that
 	cur        *response // the response in progress (for 100 Continue)
@@ -76,7 +77,7 @@ type reqState struct {
 
 func (c *conn) serve() {
 	s := c.srv
-	c.br = s.getReader(c.nc)
+	c.br = s.getReader(c)
 	defer c.close()
 	s.setState(c.nc, http.StateNew)
 	for first := true; ; first = false {
@@ -93,7 +94,7 @@ func (c *conn) serve() {
 			_ = c.setReadDeadline(time.Time{})
 		}
 		if c.br == nil {
-			c.br = s.getReader(c.nc) // lent out while the last response streamed
+			c.br = s.getReader(c) // lent out while the last response streamed
 		}
 		if _, err := c.br.Peek(1); err != nil {
 			return
@@ -242,14 +243,6 @@ func (c *conn) writeContinue() {
 	bw := c.writer()
 	bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
 	_ = bw.Flush()
-}
-
-func (c *conn) setReadDeadline(t time.Time) error {
-	if t.Equal(c.readDL) {
-		return nil
-	}
-	c.readDL = t
-	return c.nc.SetReadDeadline(t)
 }
 
 // releaseReader returns the read buffer to the server's pool once a

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -223,12 +224,12 @@ func (s *Server) setState(nc net.Conn, st http.ConnState) {
 	}
 }
 
-func (s *Server) getReader(nc net.Conn) *bufio.Reader {
+func (s *Server) getReader(src io.Reader) *bufio.Reader {
 	if br, ok := s.readers.Get().(*bufio.Reader); ok {
-		br.Reset(nc)
+		br.Reset(src)
 		return br
 	}
-	return bufio.NewReaderSize(nc, readBufSize)
+	return bufio.NewReaderSize(src, readBufSize)
 }
 
 func (s *Server) getWriter(nc net.Conn) *bufio.Writer {

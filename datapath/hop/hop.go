@@ -31,9 +31,30 @@ func Strip(h http.Header) {
 			}
 		}
 	}
-	for _, k := range Headers {
-		delete(h, k)
+	if len(h) >= len(Headers) {
+		for _, k := range Headers {
+			delete(h, k)
+		}
+		return
 	}
+	// The usual header holds fewer fields than the set: visiting them is
+	// cheaper than ten deletes of absent keys (deleting while ranging over
+	// a map is allowed).
+	for k := range h {
+		if isHeader(k) {
+			delete(h, k)
+		}
+	}
+}
+
+// isHeader reports whether k is one of Headers.
+func isHeader(k string) bool {
+	switch k {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Expect",
+		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
+		return true
+	}
+	return false
 }
 
 // HasToken reports whether a comma-separated header (Connection, for one)

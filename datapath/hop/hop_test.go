@@ -34,3 +34,17 @@ func BenchmarkStrip(b *testing.B) {
 		Strip(h)
 	}
 }
+
+// TestIsHeader keeps isHeader's switch and the Headers list the same set.
+func TestIsHeader(t *testing.T) {
+	for _, k := range Headers {
+		if !isHeader(k) {
+			t.Errorf("isHeader(%q) = false for a listed header", k)
+		}
+	}
+	for _, k := range []string{"Content-Type", "X-Request-Id", "connection", "Te2", ""} {
+		if isHeader(k) {
+			t.Errorf("isHeader(%q) = true for an end-to-end field", k)
+		}
+	}
+}

@@ -81,6 +81,23 @@ type conn struct {
 	peekFn   func(fd uintptr) bool
 	peekLive bool
 	peekBuf  [1]byte
+	// abortFn is abort, bound once: Send registers it with the request's
+	// context on every exchange.
+	abortFn func()
+	aborted atomic.Bool
+
+	// Deadlines (deadline.go): the read bound asked for and the ones set
+	// on the socket. Only the exchange's goroutine touches them.
+	wantRD, armedRD, armedWD time.Time
+}
+
+// abort unblocks the exchange in progress (the request's context ended):
+// its reads and writes fail at once and the connection is discarded. It
+// runs on another goroutine: the flag keeps the owner's lazy deadline
+// handling (deadline.go) from reviving the connection.
+func (pc *conn) abort() {
+	pc.aborted.Store(true)
+	_ = pc.nc.SetDeadline(aLongTimeAgo)
 }
 
 // TLS is one rule's TLS configuration toward its engines (security 2).
@@ -154,8 +171,9 @@ func (c *Client) dial(ctx context.Context, addr string, tc *TLS) (*conn, error) 
 		}
 		nc = tconn
 	}
-	pc := &conn{addr: addr, tlsID: tlsID(tc), nc: nc, raw: raw, tls: tc != nil, br: bufio.NewReaderSize(nc, bufSize)}
-	pc.peekFn = pc.peek
+	pc := &conn{addr: addr, tlsID: tlsID(tc), nc: nc, raw: raw, tls: tc != nil}
+	pc.br = bufio.NewReaderSize(pc, bufSize) // through Read: lazy read deadlines
+	pc.peekFn, pc.abortFn = pc.peek, pc.abort
 	return pc, nil
 }
 
@@ -243,9 +261,11 @@ func (pc *conn) peek(fd uintptr) bool {
 // means nothing but control records was pending (alive); data, EOF or an
 // alert (close_notify) mean the connection cannot carry a new request.
 func (pc *conn) aliveTLS() bool {
-	_ = pc.nc.SetReadDeadline(aLongTimeAgo)
+	pc.wantRD = aLongTimeAgo
+	pc.armRead(aLongTimeAgo)
 	_, err := pc.br.Peek(1)
-	_ = pc.nc.SetReadDeadline(time.Time{})
+	pc.wantRD = time.Time{}
+	pc.armRead(time.Time{})
 	var ne net.Error
 	return err != nil && errors.As(err, &ne) && ne.Timeout()
 }
@@ -279,8 +299,8 @@ func (c *Client) Send(ctx context.Context, leg Leg) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	_ = pc.nc.SetDeadline(dl) // also bounds writing the request to a stuck engine
-	stop := context.AfterFunc(ctx, func() { _ = pc.nc.SetDeadline(aLongTimeAgo) })
+	pc.setDeadline(dl) // also bounds writing the request to a stuck engine
+	stop := context.AfterFunc(ctx, pc.abortFn)
 	into := leg.Into
 	var rid []string
 	if into != nil {
@@ -438,7 +458,7 @@ func (b *body) Buffered() bool {
 }
 
 // SetReadDeadline bounds the next reads of the body (idle timeouts).
-func (b *body) SetReadDeadline(t time.Time) { _ = b.pc.nc.SetReadDeadline(t) }
+func (b *body) SetReadDeadline(t time.Time) { b.pc.setReadDeadline(t) }
 
 func (b *body) Close() error {
 	if !b.done {

@@ -72,9 +72,13 @@ func readResponseInto(ur *response, br *bufio.Reader, method string, h http.Head
 	var scratch [512]byte
 	buf := append(scratch[:0], line...)
 	statusEnd := len(buf)
+	// A name not interned is cut from the head string too (keyStart <
+	// keyEnd) and canonicalised once the head is a string, which allocates
+	// nothing when the engine already spelled it canonically.
 	type field struct {
-		key        string
-		start, end int
+		key              string
+		keyStart, keyEnd int
+		start, end       int
 	}
 	var fa [16]field
 	fields := fa[:0]
@@ -90,18 +94,35 @@ func readResponseInto(ur *response, br *bufio.Reader, method string, h http.Head
 		if i <= 0 || !validHeaderKey(l[:i]) {
 			return nil, fmt.Errorf("%w: header line %q", errBadResponse, l)
 		}
-		key, ok := commonHeaders[string(l[:i])]
-		if !ok {
-			key = textproto.CanonicalMIMEHeaderKey(string(l[:i]))
-		}
-		if h != nil && key == headerRequestID {
-			continue // into the client's map: the client's id stays, alone
+		f := field{}
+		if key, ok := commonHeaders[string(l[:i])]; ok {
+			if h != nil && key == headerRequestID {
+				continue // into the client's map: the client's id stays, alone
+			}
+			f.key = key
+		} else {
+			f.keyStart = len(buf)
+			buf = append(buf, l[:i]...)
+			f.keyEnd = len(buf)
 		}
 		v := trimOWS(l[i+1:])
-		fields = append(fields, field{key, len(buf), len(buf) + len(v)})
+		f.start, f.end = len(buf), len(buf)+len(v)
+		fields = append(fields, f)
 		buf = append(buf, v...)
 	}
 	head := string(buf)
+	n := 0
+	for _, f := range fields {
+		if f.keyEnd > f.keyStart {
+			f.key = textproto.CanonicalMIMEHeaderKey(head[f.keyStart:f.keyEnd])
+			if h != nil && f.key == headerRequestID {
+				continue // a spelling the table does not hold
+			}
+		}
+		fields[n] = f
+		n++
+	}
+	fields = fields[:n]
 
 	proto, status, ok := strings.Cut(head[:statusEnd], " ")
 	major, minor, vok := http.ParseHTTPVersion(proto)

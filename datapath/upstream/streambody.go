@@ -152,7 +152,7 @@ func writeStreamed(ctx context.Context, pc *conn, w *bufio.Writer, addr, method 
 				return ctx.Err()
 			}
 			if s.Idle > 0 {
-				_ = pc.nc.SetWriteDeadline(time.Now().Add(s.Idle))
+				pc.setWriteDeadline(time.Now().Add(s.Idle))
 			}
 			if _, err := dst.Write(buf[:n]); err != nil {
 				return err
@@ -184,6 +184,6 @@ func writeStreamed(ctx context.Context, pc *conn, w *bufio.Writer, addr, method 
 	if leg.HeaderWait > 0 {
 		dl = time.Now().Add(leg.HeaderWait)
 	}
-	_ = pc.nc.SetDeadline(dl)
+	pc.setDeadline(dl)
 	return nil
 }

@@ -1,0 +1,81 @@
+package h1
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestLazyReadDeadlines checks the connection's read bounds as the lazy
+// deadlines implement them: a bound asked for after a nearer one was armed
+// (the idle wait after a body's ReadTimeout, a body read after the handler
+// lifted the deadline) holds for its whole length, and the bound asked for
+// last still ends the connection.
+func TestLazyReadDeadlines(t *testing.T) {
+	const readTimeout, idle = 150 * time.Millisecond, 600 * time.Millisecond
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: readTimeout, IdleTimeout: idle,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/lift" {
+				_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+			}
+			b, _ := io.ReadAll(r.Body)
+			_, _ = w.Write(b)
+		})}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Serve(l) }()
+	t.Cleanup(func() { _ = s.Close(); <-done })
+
+	nc, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	br := bufio.NewReader(nc)
+	send := func(path, body string) {
+		t.Helper()
+		_, err := io.WriteString(nc, "POST "+path+" HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n"+body)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	answer := func(want string) {
+		t.Helper()
+		_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("answer: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || string(b) != want {
+			t.Fatalf("answer %d %q, want 200 %q", resp.StatusCode, b, want)
+		}
+	}
+
+	// A body under ReadTimeout arms its deadline; the idle wait that
+	// follows is longer and must not end at the body's.
+	send("/echo", "ab")
+	answer("ab")
+	time.Sleep(3 * readTimeout)
+	// The handler lifts the deadline, then the body comes past ReadTimeout.
+	_, _ = io.WriteString(nc, "POST /lift HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n")
+	time.Sleep(2 * readTimeout)
+	_, _ = io.WriteString(nc, "cd")
+	answer("cd")
+	// Idle past IdleTimeout: the server closes the connection.
+	start := time.Now()
+	_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := br.Read(make([]byte, 1)); n != 0 || err == nil || strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("idle connection: read %d, %v; want the server's close", n, err)
+	}
+	if d := time.Since(start); d < idle-50*time.Millisecond {
+		t.Fatalf("closed after %v idle, want %v", d, idle)
+	}
+}
