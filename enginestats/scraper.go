@@ -33,8 +33,10 @@ type Target struct {
 	Cell *Cell
 }
 
-// Scraper scrapes every target of every owner (a rule), one goroutine per
-// target. It is safe for concurrent use; no method waits on the network.
+// Scraper scrapes every target of every owner (a rule): one scheduler
+// goroutine starts the scrapes in bursts (schedule.go), one goroutine per
+// target runs its own scrape. It is safe for concurrent use; no method
+// waits on the network.
 type Scraper struct {
 	opts   Options
 	m      *metrics.Engine
@@ -45,6 +47,7 @@ type Scraper struct {
 	owners map[string]map[string]*worker // owner → endpoint ID → worker
 	closed bool
 	wg     sync.WaitGroup
+	sched  schedule // guarded by mu
 }
 
 // New builds a Scraper; zero option fields take defaults. m and log may be
@@ -70,6 +73,7 @@ func New(opts Options, m *metrics.Engine, log logrus.FieldLogger) *Scraper {
 		log:    log,
 		client: &http.Client{Transport: tr, CheckRedirect: noRedirect},
 		owners: map[string]map[string]*worker{},
+		sched:  schedule{stop: make(chan struct{})},
 	}
 }
 
@@ -108,16 +112,19 @@ func (s *Scraper) Set(owner string, ts []Target) {
 		if next[t.Endpoint] != nil {
 			continue // listed twice: one scrape serves both
 		}
-		w := &worker{s: s}
+		w := &worker{s: s, kick: make(chan struct{}, 1)}
 		w.cfg.Store(&t)
 		w.ctx, w.cancel = context.WithCancel(context.Background())
 		next[t.Endpoint] = w
 		s.wg.Add(1)
 		go w.run()
+		s.sched.add(w)
 	}
 	for _, w := range cur {
 		s.stopLocked(w)
 	}
+	s.sched.compact()
+	s.startLocked()
 	if len(next) == 0 {
 		delete(s.owners, owner)
 		return
@@ -132,6 +139,7 @@ func (s *Scraper) Drop(owner string) {
 	for _, w := range s.owners[owner] {
 		s.stopLocked(w)
 	}
+	s.sched.compact()
 	delete(s.owners, owner)
 }
 
@@ -139,6 +147,7 @@ func (s *Scraper) Drop(owner string) {
 // under the same name keeps the ones it registers next.
 func (s *Scraper) stopLocked(w *worker) {
 	w.cancel()
+	w.gone = true
 	if g := w.lean.Load(); g != nil {
 		g.close() // a scrape blocked on it returns now
 	}
@@ -170,6 +179,8 @@ func (s *Scraper) Close() {
 		}
 		delete(s.owners, o)
 	}
+	s.sched.compact()
+	s.sched.stopLocked()
 	s.mu.Unlock()
 	s.wg.Wait()
 	s.client.CloseIdleConnections()
@@ -181,13 +192,20 @@ func (s *Scraper) wait() time.Duration {
 	return time.Duration(float64(s.opts.Interval) * (1 + j))
 }
 
-// worker scrapes one target until cancelled. Everything but cfg is touched
-// by its goroutine only.
+// worker scrapes one target each time the scheduler kicks it, until
+// cancelled. Everything but cfg, kick, busy and gone is touched by its
+// goroutine only.
 type worker struct {
 	s      *Scraper
 	cfg    atomic.Pointer[Target]
 	ctx    context.Context
 	cancel context.CancelFunc
+	// kick starts one scrape; busy is set by the scheduler when it kicks
+	// and cleared when the scrape is over, so a slow scrape is skipped
+	// by the bursts that come while it runs, never queued behind itself.
+	kick chan struct{}
+	busy atomic.Bool
+	gone bool // stopped; guarded by Scraper.mu
 
 	buf    []byte
 	url    string  // t.URL with the dialect's name[] filter
@@ -207,18 +225,14 @@ func (w *worker) run() {
 			g.close()
 		}
 	}()
-	// The first scrape lands anywhere in the first interval, so targets
-	// installed together do not scrape in lock step.
-	timer := time.NewTimer(time.Duration(rand.Int64N(int64(w.s.opts.Interval))))
-	defer timer.Stop()
 	for {
 		select {
 		case <-w.ctx.Done():
 			return
-		case <-timer.C:
+		case <-w.kick:
 		}
 		w.scrapeOnce()
-		timer.Reset(w.s.wait())
+		w.busy.Store(false)
 	}
 }
 
