@@ -58,43 +58,91 @@ var (
 	errFraming  = errors.New("malformed HTTP response")
 )
 
-// get fetches the body into buf (grown up to limit). Any failure closes
-// the connection; the next scrape dials again.
-func (g *getter) get(deadline time.Time, limit int64, buf []byte) ([]byte, error) {
+// send writes the request, dialing first when there is no connection.
+// reused says the request went on a connection an earlier scrape left
+// open (the engine may have closed it meanwhile: the answer then fails
+// and get retries once on a fresh one).
+func (g *getter) send(deadline time.Time) (reused bool, err error) {
+	g.mu.Lock()
+	c := g.c
+	g.mu.Unlock()
+	if c == nil {
+		if c, err = (&net.Dialer{Deadline: deadline}).Dial("tcp", g.addr); err != nil {
+			return false, err
+		}
+		g.mu.Lock()
+		g.c, g.br = c, bufio.NewReaderSize(c, 16<<10)
+		g.mu.Unlock()
+	} else {
+		reused = true
+	}
+	return reused, g.write(c, deadline)
+}
+
+// presend writes the request on the open connection, if there is one, so
+// the answer is on its way before the worker runs (the scheduler sends a
+// whole burst this way). false: nothing was sent; the worker's get does
+// it all, dial included. It never dials: a getter closed meanwhile stays
+// closed.
+func (g *getter) presend(deadline time.Time) bool {
+	g.mu.Lock()
+	c := g.c
+	g.mu.Unlock()
+	return c != nil && g.write(c, deadline) == nil
+}
+
+// write sets the scrape's deadline on c and writes the request; a failure
+// closes the connection.
+func (g *getter) write(c net.Conn, deadline time.Time) error {
+	err := c.SetDeadline(deadline)
+	if err == nil {
+		_, err = c.Write(g.req)
+	}
+	if err != nil {
+		g.close()
+	}
+	return err
+}
+
+// get fetches the body into buf (grown up to limit); sent says presend
+// already wrote the request. Any failure closes the connection; the next
+// scrape dials again.
+func (g *getter) get(deadline time.Time, limit int64, buf []byte, sent bool) ([]byte, error) {
+	reused := sent
+	if !sent {
+		var err error
+		if reused, err = g.send(deadline); err != nil {
+			if reused && time.Now().Before(deadline) {
+				return g.get(deadline, limit, buf, false) // a fresh connection, once
+			}
+			return buf, err
+		}
+	}
 	g.mu.Lock()
 	c, br := g.c, g.br
 	g.mu.Unlock()
-	reused := c != nil
 	if c == nil {
-		var err error
-		if c, err = (&net.Dialer{Deadline: deadline}).Dial("tcp", g.addr); err != nil {
-			return buf, err
-		}
-		br = bufio.NewReaderSize(c, 16<<10)
-		g.mu.Lock()
-		g.c, g.br = c, br
-		g.mu.Unlock()
+		return buf, net.ErrClosed // stopped meanwhile
 	}
-	body, keep, err := g.roundTrip(c, br, deadline, limit, buf)
+	body, keep, err := g.receive(br, limit, buf)
 	if err != nil && reused && !errors.Is(err, errTooLarge) && !errors.Is(err, errStatus) && time.Now().Before(deadline) {
 		// The engine closed the idle connection: one fresh try.
 		g.close()
-		return g.get(deadline, limit, body[:0])
+		return g.get(deadline, limit, body[:0], false)
 	}
 	if err != nil || !keep {
 		g.close()
+		return body, err
 	}
-	return body, err
+	// Clear the deadline: its timer would otherwise stay in the runtime's
+	// heap at the time it was first set and wake the process there for
+	// nothing, every scrape. A cleared one is dropped at the next check.
+	_ = c.SetDeadline(time.Time{})
+	return body, nil
 }
 
-// roundTrip writes the request and reads one response on c.
-func (g *getter) roundTrip(c net.Conn, br *bufio.Reader, deadline time.Time, limit int64, buf []byte) (body []byte, keep bool, err error) {
-	if err := c.SetDeadline(deadline); err != nil {
-		return buf, false, err
-	}
-	if _, err := c.Write(g.req); err != nil {
-		return buf, false, err
-	}
+// receive reads one response from br (the connection's deadline is set).
+func (g *getter) receive(br *bufio.Reader, limit int64, buf []byte) (body []byte, keep bool, err error) {
 	line, err := br.ReadSlice('\n')
 	if err != nil {
 		return buf, false, err

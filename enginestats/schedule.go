@@ -22,6 +22,13 @@ import (
 // millisecond.
 const burst = 64
 
+// kick is what the scheduler hands a worker: when its scrape started (the
+// timeout runs from there) and whether the request is already written.
+type kick struct {
+	start time.Time
+	sent  bool
+}
+
 // schedule is the state of the Scraper's one timer loop. Every field is
 // guarded by Scraper.mu.
 type schedule struct {
@@ -29,6 +36,8 @@ type schedule struct {
 	next    int       // index in order of the next worker to kick
 	running bool      // the loop's goroutine is up
 	stop    chan struct{}
+	due     []*worker // the burst being started; reused
+	kicks   []kick    // due's kicks; the loop's only
 }
 
 // add appends a new worker; it is kicked by the next burst that reaches it.
@@ -42,10 +51,11 @@ func (sc *schedule) compact() {
 	}
 }
 
-// kickLocked starts the next burst and returns the pause before the one
-// after it (interval over the number of bursts per interval); false when
-// there is nothing left to scrape.
-func (sc *schedule) kickLocked(interval time.Duration) (time.Duration, bool) {
+// nextLocked picks the next burst into sc.due and returns the pause
+// before the one after it (interval over the number of bursts per
+// interval); false when there is nothing left to scrape.
+func (sc *schedule) nextLocked(interval time.Duration) (time.Duration, bool) {
+	sc.due = sc.due[:0]
 	n := len(sc.order)
 	if n == 0 {
 		return 0, false
@@ -55,18 +65,43 @@ func (sc *schedule) kickLocked(interval time.Duration) (time.Duration, bool) {
 		if sc.next >= n {
 			sc.next = 0
 		}
-		w := sc.order[sc.next]
+		sc.due = append(sc.due, sc.order[sc.next])
 		sc.next++
-		// A worker still busy with its last scrape (a slow engine) sits
-		// this burst out; busy also keeps the send below from blocking.
-		if w.busy.CompareAndSwap(false, true) {
-			select {
-			case w.kick <- struct{}{}:
-			default:
-			}
-		}
 	}
 	return interval / time.Duration(bursts), true
+}
+
+// start starts the scrapes of one burst. The requests on open plaintext
+// connections are all written here first, and only then are the workers
+// woken: they wake to answers that are mostly there already, and none of
+// them is runnable while this goroutine sits in a write (a runnable
+// goroutine queued behind a syscall makes the runtime hand the processor
+// to another thread and its monitor poll every 20 µs).
+func (s *Scraper) start(due []*worker) {
+	ks := s.sched.kicks[:0]
+	for _, w := range due {
+		// A worker still busy with its last scrape (a slow engine) sits
+		// this burst out; busy also keeps the send below from blocking.
+		if !w.busy.CompareAndSwap(false, true) {
+			ks = append(ks, kick{})
+			continue
+		}
+		k := kick{start: time.Now()}
+		if g := w.lean.Load(); g != nil && w.ctx.Err() == nil {
+			k.sent = g.presend(k.start.Add(s.opts.Timeout))
+		}
+		ks = append(ks, k)
+	}
+	for i, w := range due {
+		if ks[i].start.IsZero() {
+			continue
+		}
+		select {
+		case w.kick <- ks[i]:
+		default:
+		}
+	}
+	s.sched.kicks = ks
 }
 
 // startLocked runs the loop if there are targets and it is not running.
@@ -93,12 +128,14 @@ func (s *Scraper) runSchedule(stop <-chan struct{}) {
 		case <-t.C:
 		}
 		s.mu.Lock()
-		pause, more := s.sched.kickLocked(s.wait())
+		pause, more := s.sched.nextLocked(s.wait())
 		s.sched.running = more
+		due := s.sched.due
 		s.mu.Unlock()
 		if !more {
 			return
 		}
+		s.start(due)
 		t.Reset(pause)
 	}
 }

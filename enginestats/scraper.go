@@ -112,7 +112,7 @@ func (s *Scraper) Set(owner string, ts []Target) {
 		if next[t.Endpoint] != nil {
 			continue // listed twice: one scrape serves both
 		}
-		w := &worker{s: s, kick: make(chan struct{}, 1)}
+		w := &worker{s: s, kick: make(chan kick, 1)}
 		w.cfg.Store(&t)
 		w.ctx, w.cancel = context.WithCancel(context.Background())
 		next[t.Endpoint] = w
@@ -203,7 +203,7 @@ type worker struct {
 	// kick starts one scrape; busy is set by the scheduler when it kicks
 	// and cleared when the scrape is over, so a slow scrape is skipped
 	// by the bursts that come while it runs, never queued behind itself.
-	kick chan struct{}
+	kick chan kick
 	busy atomic.Bool
 	gone bool // stopped; guarded by Scraper.mu
 
@@ -229,19 +229,18 @@ func (w *worker) run() {
 		select {
 		case <-w.ctx.Done():
 			return
-		case <-w.kick:
+		case k := <-w.kick:
+			w.scrapeOnce(k)
 		}
-		w.scrapeOnce()
 		w.busy.Store(false)
 	}
 }
 
 // scrapeOnce fetches, parses and publishes one snapshot.
-func (w *worker) scrapeOnce() {
+func (w *worker) scrapeOnce(k kick) {
 	t := w.cfg.Load()
 	d := DialectFor(t.Engine)
-	start := time.Now()
-	sample, reason := w.fetch(t, d)
+	sample, reason := w.fetch(t, d, k)
 	if w.ctx.Err() != nil {
 		return // stopped mid-scrape: publish nothing, touch no series
 	}
@@ -262,7 +261,7 @@ func (w *worker) scrapeOnce() {
 		snap.Sample, snap.At, snap.Expires = sample, now, now.Add(w.s.opts.StaleAfter)
 	}
 	// Export before publishing: whoever sees the new snapshot also sees its gauges.
-	w.record(t, snap, now.Sub(start))
+	w.record(t, snap, now.Sub(k.start))
 	t.Cell.store(snap)
 }
 
@@ -292,10 +291,9 @@ func (w *worker) record(t *Target, snap *Snapshot, took time.Duration) {
 }
 
 // fetch runs one HTTP scrape and parses the body.
-func (w *worker) fetch(t *Target, d *Dialect) (Sample, string) {
-	ctx, cancel := context.WithTimeout(w.ctx, w.s.opts.Timeout)
-	defer cancel()
+func (w *worker) fetch(t *Target, d *Dialect, k kick) (Sample, string) {
 	if w.urlFor != t {
+		k.sent = false // on a getter this target no longer uses
 		w.url, w.urlFor = t.URL+d.query(), t
 		var g *getter
 		if t.Client == nil {
@@ -306,8 +304,10 @@ func (w *worker) fetch(t *Target, d *Dialect) (Sample, string) {
 		}
 	}
 	if g := w.lean.Load(); g != nil {
-		return w.fetchLean(g, d)
+		return w.fetchLean(g, d, k)
 	}
+	ctx, cancel := context.WithDeadline(w.ctx, k.start.Add(w.s.opts.Timeout))
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.url, nil)
 	if err != nil {
 		return Sample{}, ReasonConnect
@@ -341,9 +341,9 @@ func (w *worker) fetch(t *Target, d *Dialect) (Sample, string) {
 }
 
 // fetchLean is fetch over the worker's own connection.
-func (w *worker) fetchLean(g *getter, d *Dialect) (Sample, string) {
-	deadline := time.Now().Add(w.s.opts.Timeout)
-	body, err := g.get(deadline, w.s.opts.MaxBytes, w.buf[:0])
+func (w *worker) fetchLean(g *getter, d *Dialect, k kick) (Sample, string) {
+	deadline := k.start.Add(w.s.opts.Timeout)
+	body, err := g.get(deadline, w.s.opts.MaxBytes, w.buf[:0], k.sent)
 	w.keep(body)
 	var ne net.Error
 	switch {
