@@ -24,7 +24,8 @@ type getter struct {
 
 	mu sync.Mutex // guards c against close from Scraper.Drop
 	c  net.Conn
-	br *bufio.Reader
+	br *bufio.Reader // reads cr
+	cr *connReader
 }
 
 // newGetter prepares GETs of rawURL+query; nil when rawURL is not plain
@@ -64,39 +65,48 @@ var (
 // and get retries once on a fresh one).
 func (g *getter) send(deadline time.Time) (reused bool, err error) {
 	g.mu.Lock()
-	c := g.c
+	c, cr := g.c, g.cr
 	g.mu.Unlock()
 	if c == nil {
 		if c, err = (&net.Dialer{Deadline: deadline}).Dial("tcp", g.addr); err != nil {
 			return false, err
 		}
+		cr = newConnReader(c)
 		g.mu.Lock()
-		g.c, g.br = c, bufio.NewReaderSize(c, 16<<10)
+		g.c, g.br, g.cr = c, bufio.NewReaderSize(cr, 16<<10), cr
 		g.mu.Unlock()
 	} else {
 		reused = true
 	}
-	return reused, g.write(c, deadline)
+	return reused, g.write(c, cr, deadline)
 }
 
 // presend writes the request on the open connection, if there is one, so
 // the answer is on its way before the worker runs (the scheduler sends a
-// whole burst this way). false: nothing was sent; the worker's get does
-// it all, dial included. It never dials: a getter closed meanwhile stays
-// closed.
-func (g *getter) presend(deadline time.Time) bool {
+// whole burst this way). It never waits and never dials, and it sets no
+// deadline: nothing waits until get, which sets it. false: nothing was
+// sent (a request cut short closes the connection); the worker's get does
+// it all, dial included.
+func (g *getter) presend() bool {
 	g.mu.Lock()
-	c := g.c
+	c, cr := g.c, g.cr
 	g.mu.Unlock()
-	return c != nil && g.write(c, deadline) == nil
+	if c == nil {
+		return false
+	}
+	if err := cr.tryWrite(g.req); err != nil {
+		g.close()
+		return false
+	}
+	return true
 }
 
 // write sets the scrape's deadline on c and writes the request; a failure
 // closes the connection.
-func (g *getter) write(c net.Conn, deadline time.Time) error {
+func (g *getter) write(c net.Conn, cr *connReader, deadline time.Time) error {
 	err := c.SetDeadline(deadline)
 	if err == nil {
-		_, err = c.Write(g.req)
+		err = cr.write(g.req)
 	}
 	if err != nil {
 		g.close()
@@ -123,6 +133,12 @@ func (g *getter) get(deadline time.Time, limit int64, buf []byte, sent bool) ([]
 	g.mu.Unlock()
 	if c == nil {
 		return buf, net.ErrClosed // stopped meanwhile
+	}
+	if sent {
+		if err := c.SetDeadline(deadline); err != nil {
+			g.close()
+			return buf, err
+		}
 	}
 	body, keep, err := g.receive(br, limit, buf)
 	if err != nil && reused && !errors.Is(err, errTooLarge) && !errors.Is(err, errStatus) && time.Now().Before(deadline) {
@@ -229,6 +245,6 @@ func (g *getter) close() {
 	defer g.mu.Unlock()
 	if g.c != nil {
 		_ = g.c.Close()
-		g.c, g.br = nil, nil
+		g.c, g.br, g.cr = nil, nil, nil
 	}
 }

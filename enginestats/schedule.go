@@ -72,11 +72,13 @@ func (sc *schedule) nextLocked(interval time.Duration) (time.Duration, bool) {
 }
 
 // start starts the scrapes of one burst. The requests on open plaintext
-// connections are all written here first, and only then are the workers
-// woken: they wake to answers that are mostly there already, and none of
-// them is runnable while this goroutine sits in a write (a runnable
-// goroutine queued behind a syscall makes the runtime hand the processor
-// to another thread and its monitor poll every 20 µs).
+// connections are all written here first; then every answer that has
+// already arrived whole is read and published here too, and only the
+// others (and targets to dial, TLS targets, slow engines) wake their
+// worker. The common scrape thus costs one write and one read on this
+// goroutine and no thread hand-off; the runtime never sees a goroutine
+// runnable behind a write (it would hand the processor to another thread
+// and its monitor would poll every 20 µs).
 func (s *Scraper) start(due []*worker) {
 	ks := s.sched.kicks[:0]
 	for _, w := range due {
@@ -88,12 +90,16 @@ func (s *Scraper) start(due []*worker) {
 		}
 		k := kick{start: time.Now()}
 		if g := w.lean.Load(); g != nil && w.ctx.Err() == nil {
-			k.sent = g.presend(k.start.Add(s.opts.Timeout))
+			k.sent = g.presend()
 		}
 		ks = append(ks, k)
 	}
 	for i, w := range due {
 		if ks[i].start.IsZero() {
+			continue
+		}
+		if ks[i].sent && w.tryInline(ks[i]) {
+			w.busy.Store(false)
 			continue
 		}
 		select {

@@ -241,6 +241,31 @@ func (w *worker) scrapeOnce(k kick) {
 	t := w.cfg.Load()
 	d := DialectFor(t.Engine)
 	sample, reason := w.fetch(t, d, k)
+	w.publish(t, d, sample, reason, k.start)
+}
+
+// tryInline finishes a scrape whose request presend wrote, on the
+// scheduler's goroutine, when the whole answer has already arrived; false
+// leaves it to the worker. The scheduler holds busy, so the worker's
+// state is its alone meanwhile.
+func (w *worker) tryInline(k kick) bool {
+	t := w.cfg.Load()
+	g := w.lean.Load()
+	if w.urlFor != t || g == nil {
+		return false
+	}
+	body, done, err := g.tryReceive(w.s.opts.MaxBytes, w.buf[:0])
+	if !done {
+		return false
+	}
+	d := DialectFor(t.Engine)
+	sample, reason := w.leanOutcome(body, err, k.start.Add(w.s.opts.Timeout), d)
+	w.publish(t, d, sample, reason, k.start)
+	return true
+}
+
+// publish turns one scrape's outcome into the target's next snapshot.
+func (w *worker) publish(t *Target, d *Dialect, sample Sample, reason string, start time.Time) {
 	if w.ctx.Err() != nil {
 		return // stopped mid-scrape: publish nothing, touch no series
 	}
@@ -261,7 +286,7 @@ func (w *worker) scrapeOnce(k kick) {
 		snap.Sample, snap.At, snap.Expires = sample, now, now.Add(w.s.opts.StaleAfter)
 	}
 	// Export before publishing: whoever sees the new snapshot also sees its gauges.
-	w.record(t, snap, now.Sub(k.start))
+	w.record(t, snap, now.Sub(start))
 	t.Cell.store(snap)
 }
 
@@ -344,6 +369,11 @@ func (w *worker) fetch(t *Target, d *Dialect, k kick) (Sample, string) {
 func (w *worker) fetchLean(g *getter, d *Dialect, k kick) (Sample, string) {
 	deadline := k.start.Add(w.s.opts.Timeout)
 	body, err := g.get(deadline, w.s.opts.MaxBytes, w.buf[:0], k.sent)
+	return w.leanOutcome(body, err, deadline, d)
+}
+
+// leanOutcome keeps the body's buffer and names a lean scrape's outcome.
+func (w *worker) leanOutcome(body []byte, err error, deadline time.Time, d *Dialect) (Sample, string) {
 	w.keep(body)
 	var ne net.Error
 	switch {
