@@ -24,8 +24,9 @@ type getter struct {
 
 	mu sync.Mutex // guards c against close from Scraper.Drop
 	c  net.Conn
-	br *bufio.Reader // reads cr
-	cr *connReader
+	br *bufio.Reader // reads so
+	so *socket
+	lr io.LimitedReader // a Content-Length body; reused
 }
 
 // newGetter prepares GETs of rawURL+query; nil when rawURL is not plain
@@ -65,20 +66,20 @@ var (
 // and get retries once on a fresh one).
 func (g *getter) send(deadline time.Time) (reused bool, err error) {
 	g.mu.Lock()
-	c, cr := g.c, g.cr
+	c, so := g.c, g.so
 	g.mu.Unlock()
 	if c == nil {
 		if c, err = (&net.Dialer{Deadline: deadline}).Dial("tcp", g.addr); err != nil {
 			return false, err
 		}
-		cr = newConnReader(c)
+		so = newSocket(c)
 		g.mu.Lock()
-		g.c, g.br, g.cr = c, bufio.NewReaderSize(cr, 16<<10), cr
+		g.c, g.br, g.so = c, bufio.NewReaderSize(so, 16<<10), so
 		g.mu.Unlock()
 	} else {
 		reused = true
 	}
-	return reused, g.write(c, cr, deadline)
+	return reused, g.write(c, so, deadline)
 }
 
 // presend writes the request on the open connection, if there is one, so
@@ -89,12 +90,12 @@ func (g *getter) send(deadline time.Time) (reused bool, err error) {
 // it all, dial included.
 func (g *getter) presend() bool {
 	g.mu.Lock()
-	c, cr := g.c, g.cr
+	c, so := g.c, g.so
 	g.mu.Unlock()
 	if c == nil {
 		return false
 	}
-	if err := cr.tryWrite(g.req); err != nil {
+	if err := so.write(g.req, false); err != nil {
 		g.close()
 		return false
 	}
@@ -103,10 +104,10 @@ func (g *getter) presend() bool {
 
 // write sets the scrape's deadline on c and writes the request; a failure
 // closes the connection.
-func (g *getter) write(c net.Conn, cr *connReader, deadline time.Time) error {
+func (g *getter) write(c net.Conn, so *socket, deadline time.Time) error {
 	err := c.SetDeadline(deadline)
 	if err == nil {
-		err = cr.write(g.req)
+		err = so.write(g.req, true)
 	}
 	if err != nil {
 		g.close()
@@ -211,7 +212,8 @@ func (g *getter) receive(br *bufio.Reader, limit int64, buf []byte) (body []byte
 		if length > limit {
 			return buf, false, errTooLarge
 		}
-		r = io.LimitReader(br, length)
+		g.lr = io.LimitedReader{R: br, N: length}
+		r = &g.lr
 	default:
 		r, keep = br, false // read to close
 	}
@@ -245,6 +247,6 @@ func (g *getter) close() {
 	defer g.mu.Unlock()
 	if g.c != nil {
 		_ = g.c.Close()
-		g.c, g.br, g.cr = nil, nil, nil
+		g.c, g.br, g.so = nil, nil, nil
 	}
 }

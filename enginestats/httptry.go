@@ -13,102 +13,104 @@ import (
 // errWouldBlock: a try read found nothing to read yet.
 var errWouldBlock = errors.New("no data yet")
 
-// connReader is what a getter's bufio.Reader reads: the connection's
-// socket through rawRead (waiting for data on the runtime's poller like
-// net.Conn.Read does, deadline included), or, while try is set, one read
-// attempt that never waits (errWouldBlock). The scheduler reads answers
-// that have already arrived this way and leaves the others to their
-// worker, so it never waits on an engine.
-type connReader struct {
+// socket is a getter's connection as its bufio.Reader reads it and its
+// requests are written: through rawRead and rawWrite, waiting on the
+// runtime's poller like net.Conn does (deadline included), or, while try
+// is set, with read attempts that never wait (errWouldBlock). The
+// scheduler reads answers that have already arrived this way and leaves
+// the others to their worker, so it never waits on an engine. One
+// goroutine at a time uses it (the scheduler or the worker, in turn).
+type socket struct {
 	c   net.Conn
 	rc  syscall.RawConn // nil: net.Conn's own Read and Write; no try reads
 	try bool
+
+	// The raw callbacks, built once, and their arguments and results: a
+	// closure per call would cost three allocations per read or write.
+	readFn, writeFn func(fd uintptr) bool
+	p               []byte
+	n               int
+	errno           error
+	wait            bool // writeFn waits for room
 }
 
-func newConnReader(c net.Conn) *connReader {
-	cr := &connReader{c: c}
+func newSocket(c net.Conn) *socket {
+	so := &socket{c: c}
 	if sc, ok := c.(syscall.Conn); ok && rawIO {
-		cr.rc, _ = sc.SyscallConn()
+		so.rc, _ = sc.SyscallConn()
 	}
-	return cr
+	so.readFn, so.writeFn = so.readOnce, so.writeAll
+	return so
 }
 
-func (cr *connReader) Read(p []byte) (int, error) {
-	if cr.rc == nil {
-		if cr.try {
+func (so *socket) readOnce(fd uintptr) bool {
+	so.n, so.errno = rawRead(fd, so.p)
+	return so.errno != syscall.EAGAIN || so.try // false: wait until readable
+}
+
+func (so *socket) writeAll(fd uintptr) bool {
+	for len(so.p) > 0 {
+		n, e := rawWrite(fd, so.p)
+		if e == syscall.EAGAIN {
+			return !so.wait // false: wait for room
+		}
+		if e != nil {
+			so.errno = e
+			return true
+		}
+		so.p = so.p[n:]
+	}
+	return true
+}
+
+func (so *socket) Read(p []byte) (int, error) {
+	if so.rc == nil {
+		if so.try {
 			return 0, errWouldBlock
 		}
-		return cr.c.Read(p)
+		return so.c.Read(p)
 	}
-	var n int
-	var rerr error
-	err := cr.rc.Read(func(fd uintptr) bool {
-		n, rerr = rawRead(fd, p)
-		return rerr != syscall.EAGAIN || cr.try // false: wait until readable
-	})
+	so.p = p
+	err := so.rc.Read(so.readFn)
+	n, errno := so.n, so.errno
+	so.p = nil
 	switch {
 	case err != nil:
 		return 0, err // deadline or closed
-	case rerr == syscall.EAGAIN:
+	case errno == syscall.EAGAIN:
 		return 0, errWouldBlock
-	case rerr != nil:
-		return 0, rerr
+	case errno != nil:
+		return 0, errno
 	case n == 0 && len(p) > 0:
 		return 0, io.EOF
 	}
 	return n, nil
 }
 
-// tryWrite writes all of p without waiting: errWouldBlock if the socket
-// cannot take it at once (the request may then be cut short).
-func (cr *connReader) tryWrite(p []byte) error {
-	if cr.rc == nil {
-		return errWouldBlock
-	}
-	var werr error
-	err := cr.rc.Write(func(fd uintptr) bool {
-		for len(p) > 0 && werr == nil {
-			var n int
-			n, werr = rawWrite(fd, p)
-			p = p[n:]
+// write writes all of p. With wait false it never waits for room in the
+// socket's buffer (errWouldBlock; the request may then be cut short); one
+// small request on an idle connection always fits.
+func (so *socket) write(p []byte, wait bool) error {
+	if so.rc == nil {
+		if !wait {
+			return errWouldBlock
 		}
-		return true // one attempt: never wait for room
-	})
+		_, err := so.c.Write(p)
+		return err
+	}
+	so.p, so.wait, so.errno = p, wait, nil
+	err := so.rc.Write(so.writeFn)
+	left, errno := len(so.p), so.errno
+	so.p = nil
 	switch {
 	case err != nil:
 		return err
-	case werr == syscall.EAGAIN:
+	case errno != nil:
+		return errno
+	case left > 0:
 		return errWouldBlock
 	}
-	return werr
-}
-
-// write writes all of p, waiting for room on the poller if the socket's
-// buffer is full (it never is for one small request).
-func (cr *connReader) write(p []byte) error {
-	if cr.rc == nil {
-		_, err := cr.c.Write(p)
-		return err
-	}
-	var werr error
-	err := cr.rc.Write(func(fd uintptr) bool {
-		for len(p) > 0 {
-			n, e := rawWrite(fd, p)
-			if e == syscall.EAGAIN {
-				return false
-			}
-			if e != nil {
-				werr = e
-				return true
-			}
-			p = p[n:]
-		}
-		return true
-	})
-	if err != nil {
-		return err
-	}
-	return werr
+	return nil
 }
 
 // tryReceive reads the answer to presend's request if the whole of it has
@@ -117,13 +119,13 @@ func (cr *connReader) write(p []byte) error {
 // and nothing is consumed, so the worker's get reads it from the start.
 func (g *getter) tryReceive(limit int64, buf []byte) (body []byte, done bool, err error) {
 	g.mu.Lock()
-	c, br, cr := g.c, g.br, g.cr
+	c, br, so := g.c, g.br, g.so
 	g.mu.Unlock()
 	if c == nil {
 		return buf, false, nil
 	}
-	cr.try = true
-	defer func() { cr.try = false }()
+	so.try = true
+	defer func() { so.try = false }()
 	if _, err := br.Peek(1); err != nil {
 		if !errors.Is(err, errWouldBlock) {
 			g.close() // the engine closed the idle connection: redial
@@ -166,7 +168,9 @@ func answered(b []byte) bool {
 		return true // receive reads no body of a non-200
 	}
 	length, chunked := -1, false
-	for _, line := range bytes.Split(head[i+1:], []byte("\r\n")) {
+	for rest := head[i+1:]; len(rest) > 0; {
+		var line []byte
+		line, rest, _ = bytes.Cut(rest, []byte("\r\n"))
 		k, v, ok := bytes.Cut(line, []byte(":"))
 		if !ok {
 			continue

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 
 	"github.com/infergate/infergate/metrics"
@@ -193,8 +194,9 @@ func (s *Scraper) wait() time.Duration {
 }
 
 // worker scrapes one target each time the scheduler kicks it, until
-// cancelled. Everything but cfg, kick, busy and gone is touched by its
-// goroutine only.
+// cancelled. Everything but cfg, kick, busy and gone belongs to whoever
+// holds busy: the scheduler while it finishes a scrape itself
+// (tryInline), else the worker's goroutine.
 type worker struct {
 	s      *Scraper
 	cfg    atomic.Pointer[Target]
@@ -216,6 +218,17 @@ type worker struct {
 	completed  float64 // last FieldCompleted seen
 	seenCount  bool
 	lastReason string
+	ser        series
+}
+
+// series are a target's exported series, each looked up on first use for
+// one target configuration and kept (a lookup hashes the labels under the
+// vector's lock, every scrape otherwise). A series is created when it is
+// first set, as before: a target that never answers exports no gauges.
+type series struct {
+	of                         *Target
+	ok                         prometheus.Counter
+	waiting, running, kv, last prometheus.Gauge
 }
 
 func (w *worker) run() {
@@ -294,14 +307,33 @@ func (w *worker) publish(t *Target, d *Dialect, sample Sample, reason string, st
 func (w *worker) record(t *Target, snap *Snapshot, took time.Duration) {
 	if m := w.s.m; m != nil {
 		m.Duration.Observe(took.Seconds())
-		m.Scrapes.WithLabelValues(t.Rule, t.Endpoint, snap.Reason).Inc()
-		if snap.At.Equal(snap.Tried) {
-			m.Waiting.WithLabelValues(t.Rule, t.Endpoint).Set(snap.Sample.Waiting)
-			m.Running.WithLabelValues(t.Rule, t.Endpoint).Set(snap.Sample.Running)
-			if snap.Sample.Has(FieldKVUsage) {
-				m.KVUsage.WithLabelValues(t.Rule, t.Endpoint).Set(snap.Sample.KVUsage)
+		if w.ser.of != t {
+			w.ser = series{of: t}
+		}
+		ser := &w.ser
+		if snap.Reason == ReasonOK {
+			if ser.ok == nil {
+				ser.ok = m.Scrapes.WithLabelValues(t.Rule, t.Endpoint, ReasonOK)
 			}
-			m.LastScrape.WithLabelValues(t.Rule, t.Endpoint).Set(float64(snap.At.UnixNano()) / 1e9)
+			ser.ok.Inc()
+		} else {
+			m.Scrapes.WithLabelValues(t.Rule, t.Endpoint, snap.Reason).Inc()
+		}
+		if snap.At.Equal(snap.Tried) {
+			if ser.waiting == nil {
+				ser.waiting = m.Waiting.WithLabelValues(t.Rule, t.Endpoint)
+				ser.running = m.Running.WithLabelValues(t.Rule, t.Endpoint)
+				ser.last = m.LastScrape.WithLabelValues(t.Rule, t.Endpoint)
+			}
+			ser.waiting.Set(snap.Sample.Waiting)
+			ser.running.Set(snap.Sample.Running)
+			if snap.Sample.Has(FieldKVUsage) {
+				if ser.kv == nil {
+					ser.kv = m.KVUsage.WithLabelValues(t.Rule, t.Endpoint)
+				}
+				ser.kv.Set(snap.Sample.KVUsage)
+			}
+			ser.last.Set(float64(snap.At.UnixNano()) / 1e9)
 		}
 	}
 	if snap.Reason != w.lastReason {
@@ -375,14 +407,13 @@ func (w *worker) fetchLean(g *getter, d *Dialect, k kick) (Sample, string) {
 // leanOutcome keeps the body's buffer and names a lean scrape's outcome.
 func (w *worker) leanOutcome(body []byte, err error, deadline time.Time, d *Dialect) (Sample, string) {
 	w.keep(body)
-	var ne net.Error
 	switch {
 	case err == nil:
 	case errors.Is(err, errTooLarge):
 		return Sample{}, ReasonTooLarge
 	case errors.Is(err, errStatus):
 		return Sample{}, ReasonStatus
-	case (errors.As(err, &ne) && ne.Timeout()) || !time.Now().Before(deadline):
+	case isTimeout(err) || !time.Now().Before(deadline):
 		return Sample{}, ReasonTimeout
 	default:
 		return Sample{}, ReasonConnect
@@ -440,9 +471,14 @@ func readCapped(r io.Reader, buf []byte, limit int64) ([]byte, string) {
 
 // transportReason classifies a failed round trip.
 func transportReason(err error) string {
-	var ne net.Error
-	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
 		return ReasonTimeout
 	}
 	return ReasonConnect
+}
+
+// isTimeout reports whether err is a network timeout (a deadline passed).
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
