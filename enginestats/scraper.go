@@ -251,6 +251,11 @@ func (w *worker) run() {
 
 // scrapeOnce fetches, parses and publishes one snapshot.
 func (w *worker) scrapeOnce(k kick) {
+	if !k.sent {
+		// Nothing on the wire yet: the timeout runs from now, not from
+		// the burst (a busy host may run this goroutine late).
+		k.start = time.Now()
+	}
 	t := w.cfg.Load()
 	d := DialectFor(t.Engine)
 	sample, reason := w.fetch(t, d, k)
