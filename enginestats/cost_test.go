@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -66,9 +67,12 @@ func TestScrapeCost(t *testing.T) {
 	s.Set("cost", ts)
 	time.Sleep(time.Second) // connections up, buffers grown
 	const window = 10 * time.Second
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
 	cpu0, wall0 := cpuTime(t), time.Now()
 	time.Sleep(window)
 	cpu, wall := cpuTime(t)-cpu0, time.Since(wall0)
+	runtime.ReadMemStats(&ms1)
 	s.Close()
 	for i := range cells {
 		if snap := cells[i].Load(); snap == nil || snap.Reason != ReasonOK {
@@ -77,7 +81,9 @@ func TestScrapeCost(t *testing.T) {
 	}
 	pct := 100 * cpu.Seconds() / wall.Seconds()
 	scrapes := float64(costEndpoints) * wall.Seconds() / DefaultInterval.Seconds()
-	t.Logf("scraper CPU: %.2f %% of one core for %d endpoints at %v (%.0f µs per scrape)", pct, costEndpoints, DefaultInterval, cpu.Seconds()*1e6/scrapes)
+	t.Logf("scraper CPU: %.2f %% of one core for %d endpoints at %v (%.0f µs per scrape); %.1f allocations, %.0f bytes per scrape",
+		pct, costEndpoints, DefaultInterval, cpu.Seconds()*1e6/scrapes,
+		float64(ms1.Mallocs-ms0.Mallocs)/scrapes, float64(ms1.TotalAlloc-ms0.TotalAlloc)/scrapes)
 
 	// The floor on this machine: the same number of bare keep-alive GETs
 	// (net/http client, body discarded) from one goroutine, same servers.

@@ -19,11 +19,20 @@
 // none of the known families give no signal (reason no_signal): routing
 // behaves as it did without this package.
 //
-// Cost: one goroutine per target (bounded by the rules' endpoints), a
-// reusable body buffer per target, a hand parser that looks only at the
-// handful of families in the engine's table (expfmt would build every
-// family, histograms included, on every scrape). See BenchmarkParse and
-// TestScrapeCost for the measured figures.
+// Cost: one scheduler goroutine starts every target's scrape in bursts
+// (up to 64 targets once per interval, more in bursts spread over it) and
+// one goroutine per target handles what cannot be done at once. On a
+// plaintext keep-alive connection the scheduler writes the request and,
+// when the whole answer is already there, reads and publishes it itself:
+// one write and one read, no timer, no thread hand-off, one allocation
+// (the snapshot). Dials, TLS targets (net/http), partial answers and slow
+// engines go to the target's goroutine, which waits on the poller with
+// the scrape's deadline. The parser looks only at the handful of
+// families in the engine's table (expfmt would build every family,
+// histograms included, on every scrape), and the request asks the
+// engine for those only (name[]). TestScrapeCost measures it: about 1 %
+// of one core for 64 endpoints at 250 ms on a loaded 2-core host, where
+// a timer and a round trip per target cost 6–9 % (docs/performance.md).
 //
 // The package is pure of the datapath: it knows targets (URL, engine, metric
 // labels, the Cell to publish into); the datapath decides which endpoints are

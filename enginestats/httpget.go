@@ -24,7 +24,9 @@ type getter struct {
 
 	mu sync.Mutex // guards c against close from Scraper.Drop
 	c  net.Conn
-	br *bufio.Reader
+	br *bufio.Reader // reads so
+	so *socket
+	lr io.LimitedReader // a Content-Length body; reused
 }
 
 // newGetter prepares GETs of rawURL+query; nil when rawURL is not plain
@@ -58,43 +60,106 @@ var (
 	errFraming  = errors.New("malformed HTTP response")
 )
 
-// get fetches the body into buf (grown up to limit). Any failure closes
-// the connection; the next scrape dials again.
-func (g *getter) get(deadline time.Time, limit int64, buf []byte) ([]byte, error) {
+// send writes the request, dialing first when there is no connection.
+// reused says the request went on a connection an earlier scrape left
+// open (the engine may have closed it meanwhile: the answer then fails
+// and get retries once on a fresh one).
+func (g *getter) send(deadline time.Time) (reused bool, err error) {
+	g.mu.Lock()
+	c, so := g.c, g.so
+	g.mu.Unlock()
+	if c == nil {
+		if c, err = (&net.Dialer{Deadline: deadline}).Dial("tcp", g.addr); err != nil {
+			return false, err
+		}
+		so = newSocket(c)
+		g.mu.Lock()
+		g.c, g.br, g.so = c, bufio.NewReaderSize(so, 16<<10), so
+		g.mu.Unlock()
+	} else {
+		reused = true
+	}
+	return reused, g.write(c, so, deadline)
+}
+
+// presend writes the request on the open connection, if there is one, so
+// the answer is on its way before the worker runs (the scheduler sends a
+// whole burst this way). It never waits and never dials, and it sets no
+// deadline: nothing waits until get, which sets it. false: nothing was
+// sent (a request cut short closes the connection); the worker's get does
+// it all, dial included.
+func (g *getter) presend() bool {
+	g.mu.Lock()
+	c, so := g.c, g.so
+	g.mu.Unlock()
+	if c == nil {
+		return false
+	}
+	if err := so.write(g.req, false); err != nil {
+		g.close()
+		return false
+	}
+	return true
+}
+
+// write sets the scrape's deadline on c and writes the request; a failure
+// closes the connection.
+func (g *getter) write(c net.Conn, so *socket, deadline time.Time) error {
+	err := c.SetDeadline(deadline)
+	if err == nil {
+		err = so.write(g.req, true)
+	}
+	if err != nil {
+		g.close()
+	}
+	return err
+}
+
+// get fetches the body into buf (grown up to limit); sent says presend
+// already wrote the request. Any failure closes the connection; the next
+// scrape dials again.
+func (g *getter) get(deadline time.Time, limit int64, buf []byte, sent bool) ([]byte, error) {
+	reused := sent
+	if !sent {
+		var err error
+		if reused, err = g.send(deadline); err != nil {
+			if reused && time.Now().Before(deadline) {
+				return g.get(deadline, limit, buf, false) // a fresh connection, once
+			}
+			return buf, err
+		}
+	}
 	g.mu.Lock()
 	c, br := g.c, g.br
 	g.mu.Unlock()
-	reused := c != nil
 	if c == nil {
-		var err error
-		if c, err = (&net.Dialer{Deadline: deadline}).Dial("tcp", g.addr); err != nil {
+		return buf, net.ErrClosed // stopped meanwhile
+	}
+	if sent {
+		if err := c.SetDeadline(deadline); err != nil {
+			g.close()
 			return buf, err
 		}
-		br = bufio.NewReaderSize(c, 16<<10)
-		g.mu.Lock()
-		g.c, g.br = c, br
-		g.mu.Unlock()
 	}
-	body, keep, err := g.roundTrip(c, br, deadline, limit, buf)
+	body, keep, err := g.receive(br, limit, buf)
 	if err != nil && reused && !errors.Is(err, errTooLarge) && !errors.Is(err, errStatus) && time.Now().Before(deadline) {
 		// The engine closed the idle connection: one fresh try.
 		g.close()
-		return g.get(deadline, limit, body[:0])
+		return g.get(deadline, limit, body[:0], false)
 	}
 	if err != nil || !keep {
 		g.close()
+		return body, err
 	}
-	return body, err
+	// Clear the deadline: its timer would otherwise stay in the runtime's
+	// heap at the time it was first set and wake the process there for
+	// nothing, every scrape. A cleared one is dropped at the next check.
+	_ = c.SetDeadline(time.Time{})
+	return body, nil
 }
 
-// roundTrip writes the request and reads one response on c.
-func (g *getter) roundTrip(c net.Conn, br *bufio.Reader, deadline time.Time, limit int64, buf []byte) (body []byte, keep bool, err error) {
-	if err := c.SetDeadline(deadline); err != nil {
-		return buf, false, err
-	}
-	if _, err := c.Write(g.req); err != nil {
-		return buf, false, err
-	}
+// receive reads one response from br (the connection's deadline is set).
+func (g *getter) receive(br *bufio.Reader, limit int64, buf []byte) (body []byte, keep bool, err error) {
 	line, err := br.ReadSlice('\n')
 	if err != nil {
 		return buf, false, err
@@ -147,7 +212,8 @@ func (g *getter) roundTrip(c net.Conn, br *bufio.Reader, deadline time.Time, lim
 		if length > limit {
 			return buf, false, errTooLarge
 		}
-		r = io.LimitReader(br, length)
+		g.lr = io.LimitedReader{R: br, N: length}
+		r = &g.lr
 	default:
 		r, keep = br, false // read to close
 	}
@@ -181,6 +247,6 @@ func (g *getter) close() {
 	defer g.mu.Unlock()
 	if g.c != nil {
 		_ = g.c.Close()
-		g.c, g.br = nil, nil
+		g.c, g.br, g.so = nil, nil, nil
 	}
 }

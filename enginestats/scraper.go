@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 
 	"github.com/infergate/infergate/metrics"
@@ -33,8 +34,10 @@ type Target struct {
 	Cell *Cell
 }
 
-// Scraper scrapes every target of every owner (a rule), one goroutine per
-// target. It is safe for concurrent use; no method waits on the network.
+// Scraper scrapes every target of every owner (a rule): one scheduler
+// goroutine starts the scrapes in bursts (schedule.go), one goroutine per
+// target runs its own scrape. It is safe for concurrent use; no method
+// waits on the network.
 type Scraper struct {
 	opts   Options
 	m      *metrics.Engine
@@ -45,6 +48,7 @@ type Scraper struct {
 	owners map[string]map[string]*worker // owner → endpoint ID → worker
 	closed bool
 	wg     sync.WaitGroup
+	sched  schedule // guarded by mu
 }
 
 // New builds a Scraper; zero option fields take defaults. m and log may be
@@ -70,6 +74,7 @@ func New(opts Options, m *metrics.Engine, log logrus.FieldLogger) *Scraper {
 		log:    log,
 		client: &http.Client{Transport: tr, CheckRedirect: noRedirect},
 		owners: map[string]map[string]*worker{},
+		sched:  schedule{stop: make(chan struct{})},
 	}
 }
 
@@ -108,16 +113,19 @@ func (s *Scraper) Set(owner string, ts []Target) {
 		if next[t.Endpoint] != nil {
 			continue // listed twice: one scrape serves both
 		}
-		w := &worker{s: s}
+		w := &worker{s: s, kick: make(chan kick, 1)}
 		w.cfg.Store(&t)
 		w.ctx, w.cancel = context.WithCancel(context.Background())
 		next[t.Endpoint] = w
 		s.wg.Add(1)
 		go w.run()
+		s.sched.add(w)
 	}
 	for _, w := range cur {
 		s.stopLocked(w)
 	}
+	s.sched.compact()
+	s.startLocked()
 	if len(next) == 0 {
 		delete(s.owners, owner)
 		return
@@ -132,6 +140,7 @@ func (s *Scraper) Drop(owner string) {
 	for _, w := range s.owners[owner] {
 		s.stopLocked(w)
 	}
+	s.sched.compact()
 	delete(s.owners, owner)
 }
 
@@ -139,6 +148,7 @@ func (s *Scraper) Drop(owner string) {
 // under the same name keeps the ones it registers next.
 func (s *Scraper) stopLocked(w *worker) {
 	w.cancel()
+	w.gone = true
 	if g := w.lean.Load(); g != nil {
 		g.close() // a scrape blocked on it returns now
 	}
@@ -170,6 +180,8 @@ func (s *Scraper) Close() {
 		}
 		delete(s.owners, o)
 	}
+	s.sched.compact()
+	s.sched.stopLocked()
 	s.mu.Unlock()
 	s.wg.Wait()
 	s.client.CloseIdleConnections()
@@ -181,13 +193,21 @@ func (s *Scraper) wait() time.Duration {
 	return time.Duration(float64(s.opts.Interval) * (1 + j))
 }
 
-// worker scrapes one target until cancelled. Everything but cfg is touched
-// by its goroutine only.
+// worker scrapes one target each time the scheduler kicks it, until
+// cancelled. Everything but cfg, kick, busy and gone belongs to whoever
+// holds busy: the scheduler while it finishes a scrape itself
+// (tryInline), else the worker's goroutine.
 type worker struct {
 	s      *Scraper
 	cfg    atomic.Pointer[Target]
 	ctx    context.Context
 	cancel context.CancelFunc
+	// kick starts one scrape; busy is set by the scheduler when it kicks
+	// and cleared when the scrape is over, so a slow scrape is skipped
+	// by the bursts that come while it runs, never queued behind itself.
+	kick chan kick
+	busy atomic.Bool
+	gone bool // stopped; guarded by Scraper.mu
 
 	buf    []byte
 	url    string  // t.URL with the dialect's name[] filter
@@ -198,6 +218,17 @@ type worker struct {
 	completed  float64 // last FieldCompleted seen
 	seenCount  bool
 	lastReason string
+	ser        series
+}
+
+// series are a target's exported series, each looked up on first use for
+// one target configuration and kept (a lookup hashes the labels under the
+// vector's lock, every scrape otherwise). A series is created when it is
+// first set, as before: a target that never answers exports no gauges.
+type series struct {
+	of                         *Target
+	ok                         prometheus.Counter
+	waiting, running, kv, last prometheus.Gauge
 }
 
 func (w *worker) run() {
@@ -207,27 +238,52 @@ func (w *worker) run() {
 			g.close()
 		}
 	}()
-	// The first scrape lands anywhere in the first interval, so targets
-	// installed together do not scrape in lock step.
-	timer := time.NewTimer(time.Duration(rand.Int64N(int64(w.s.opts.Interval))))
-	defer timer.Stop()
 	for {
 		select {
 		case <-w.ctx.Done():
 			return
-		case <-timer.C:
+		case k := <-w.kick:
+			w.scrapeOnce(k)
 		}
-		w.scrapeOnce()
-		timer.Reset(w.s.wait())
+		w.busy.Store(false)
 	}
 }
 
 // scrapeOnce fetches, parses and publishes one snapshot.
-func (w *worker) scrapeOnce() {
+func (w *worker) scrapeOnce(k kick) {
+	if !k.sent {
+		// Nothing on the wire yet: the timeout runs from now, not from
+		// the burst (a busy host may run this goroutine late).
+		k.start = time.Now()
+	}
 	t := w.cfg.Load()
 	d := DialectFor(t.Engine)
-	start := time.Now()
-	sample, reason := w.fetch(t, d)
+	sample, reason := w.fetch(t, d, k)
+	w.publish(t, d, sample, reason, k.start)
+}
+
+// tryInline finishes a scrape whose request presend wrote, on the
+// scheduler's goroutine, when the whole answer has already arrived; false
+// leaves it to the worker. The scheduler holds busy, so the worker's
+// state is its alone meanwhile.
+func (w *worker) tryInline(k kick) bool {
+	t := w.cfg.Load()
+	g := w.lean.Load()
+	if w.urlFor != t || g == nil {
+		return false
+	}
+	body, done, err := g.tryReceive(w.s.opts.MaxBytes, w.buf[:0])
+	if !done {
+		return false
+	}
+	d := DialectFor(t.Engine)
+	sample, reason := w.leanOutcome(body, err, k.start.Add(w.s.opts.Timeout), d)
+	w.publish(t, d, sample, reason, k.start)
+	return true
+}
+
+// publish turns one scrape's outcome into the target's next snapshot.
+func (w *worker) publish(t *Target, d *Dialect, sample Sample, reason string, start time.Time) {
 	if w.ctx.Err() != nil {
 		return // stopped mid-scrape: publish nothing, touch no series
 	}
@@ -256,14 +312,33 @@ func (w *worker) scrapeOnce() {
 func (w *worker) record(t *Target, snap *Snapshot, took time.Duration) {
 	if m := w.s.m; m != nil {
 		m.Duration.Observe(took.Seconds())
-		m.Scrapes.WithLabelValues(t.Rule, t.Endpoint, snap.Reason).Inc()
-		if snap.At.Equal(snap.Tried) {
-			m.Waiting.WithLabelValues(t.Rule, t.Endpoint).Set(snap.Sample.Waiting)
-			m.Running.WithLabelValues(t.Rule, t.Endpoint).Set(snap.Sample.Running)
-			if snap.Sample.Has(FieldKVUsage) {
-				m.KVUsage.WithLabelValues(t.Rule, t.Endpoint).Set(snap.Sample.KVUsage)
+		if w.ser.of != t {
+			w.ser = series{of: t}
+		}
+		ser := &w.ser
+		if snap.Reason == ReasonOK {
+			if ser.ok == nil {
+				ser.ok = m.Scrapes.WithLabelValues(t.Rule, t.Endpoint, ReasonOK)
 			}
-			m.LastScrape.WithLabelValues(t.Rule, t.Endpoint).Set(float64(snap.At.UnixNano()) / 1e9)
+			ser.ok.Inc()
+		} else {
+			m.Scrapes.WithLabelValues(t.Rule, t.Endpoint, snap.Reason).Inc()
+		}
+		if snap.At.Equal(snap.Tried) {
+			if ser.waiting == nil {
+				ser.waiting = m.Waiting.WithLabelValues(t.Rule, t.Endpoint)
+				ser.running = m.Running.WithLabelValues(t.Rule, t.Endpoint)
+				ser.last = m.LastScrape.WithLabelValues(t.Rule, t.Endpoint)
+			}
+			ser.waiting.Set(snap.Sample.Waiting)
+			ser.running.Set(snap.Sample.Running)
+			if snap.Sample.Has(FieldKVUsage) {
+				if ser.kv == nil {
+					ser.kv = m.KVUsage.WithLabelValues(t.Rule, t.Endpoint)
+				}
+				ser.kv.Set(snap.Sample.KVUsage)
+			}
+			ser.last.Set(float64(snap.At.UnixNano()) / 1e9)
 		}
 	}
 	if snap.Reason != w.lastReason {
@@ -278,10 +353,9 @@ func (w *worker) record(t *Target, snap *Snapshot, took time.Duration) {
 }
 
 // fetch runs one HTTP scrape and parses the body.
-func (w *worker) fetch(t *Target, d *Dialect) (Sample, string) {
-	ctx, cancel := context.WithTimeout(w.ctx, w.s.opts.Timeout)
-	defer cancel()
+func (w *worker) fetch(t *Target, d *Dialect, k kick) (Sample, string) {
 	if w.urlFor != t {
+		k.sent = false // on a getter this target no longer uses
 		w.url, w.urlFor = t.URL+d.query(), t
 		var g *getter
 		if t.Client == nil {
@@ -292,8 +366,10 @@ func (w *worker) fetch(t *Target, d *Dialect) (Sample, string) {
 		}
 	}
 	if g := w.lean.Load(); g != nil {
-		return w.fetchLean(g, d)
+		return w.fetchLean(g, d, k)
 	}
+	ctx, cancel := context.WithDeadline(w.ctx, k.start.Add(w.s.opts.Timeout))
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.url, nil)
 	if err != nil {
 		return Sample{}, ReasonConnect
@@ -327,18 +403,22 @@ func (w *worker) fetch(t *Target, d *Dialect) (Sample, string) {
 }
 
 // fetchLean is fetch over the worker's own connection.
-func (w *worker) fetchLean(g *getter, d *Dialect) (Sample, string) {
-	deadline := time.Now().Add(w.s.opts.Timeout)
-	body, err := g.get(deadline, w.s.opts.MaxBytes, w.buf[:0])
+func (w *worker) fetchLean(g *getter, d *Dialect, k kick) (Sample, string) {
+	deadline := k.start.Add(w.s.opts.Timeout)
+	body, err := g.get(deadline, w.s.opts.MaxBytes, w.buf[:0], k.sent)
+	return w.leanOutcome(body, err, deadline, d)
+}
+
+// leanOutcome keeps the body's buffer and names a lean scrape's outcome.
+func (w *worker) leanOutcome(body []byte, err error, deadline time.Time, d *Dialect) (Sample, string) {
 	w.keep(body)
-	var ne net.Error
 	switch {
 	case err == nil:
 	case errors.Is(err, errTooLarge):
 		return Sample{}, ReasonTooLarge
 	case errors.Is(err, errStatus):
 		return Sample{}, ReasonStatus
-	case (errors.As(err, &ne) && ne.Timeout()) || !time.Now().Before(deadline):
+	case isTimeout(err) || !time.Now().Before(deadline):
 		return Sample{}, ReasonTimeout
 	default:
 		return Sample{}, ReasonConnect
@@ -396,9 +476,14 @@ func readCapped(r io.Reader, buf []byte, limit int64) ([]byte, string) {
 
 // transportReason classifies a failed round trip.
 func transportReason(err error) string {
-	var ne net.Error
-	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
 		return ReasonTimeout
 	}
 	return ReasonConnect
+}
+
+// isTimeout reports whether err is a network timeout (a deadline passed).
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

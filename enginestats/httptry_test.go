@@ -1,0 +1,126 @@
+package enginestats
+
+import (
+	"bufio"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestAnswered: the scheduler finishes a scrape itself only when the
+// buffered bytes hold a whole response; anything partial or unsure is
+// left to the worker's blocking reads.
+func TestAnswered(t *testing.T) {
+	const ok = "HTTP/1.1 200 OK\r\n"
+	tests := []struct {
+		name, resp string
+		want       bool
+	}{
+		{"content-length whole", ok + "Content-Length: 5\r\n\r\nhello", true},
+		{"content-length short", ok + "Content-Length: 5\r\n\r\nhel", false},
+		{"content-length lower case", ok + "content-length: 2\r\n\r\nhi", true},
+		{"headers cut", ok + "Content-Length: 5\r\n", false},
+		{"status line only", "HTTP/1.1 200", false},
+		{"chunked whole", ok + "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", true},
+		{"chunked with extension and trailer", ok + "Transfer-Encoding: chunked\r\n\r\n5;x=y\r\nhello\r\n0\r\nX-T: 1\r\n\r\n", true},
+		{"chunked without last chunk", ok + "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n", false},
+		{"chunked cut in data", ok + "Transfer-Encoding: chunked\r\n\r\na\r\nhello", false},
+		{"chunked without final blank line", ok + "Transfer-Encoding: chunked\r\n\r\n0\r\n", false},
+		{"chunked bad size", ok + "Transfer-Encoding: chunked\r\n\r\nzz\r\n", false},
+		{"read to close", ok + "Content-Type: text/plain\r\n\r\nbody", false},
+		{"bad length", ok + "Content-Length: x\r\n\r\n", false},
+		{"404 headers are enough", "HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\n", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := answered([]byte(tt.resp)); got != tt.want {
+				t.Errorf("answered(%q) = %v, want %v", tt.resp, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestTryReceive: an answer that has arrived whole is read without
+// waiting; one that has not is left unread (the worker's get reads it
+// from its first byte); a connection the engine closed is dropped.
+func TestTryReceive(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	answers := make(chan string)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for a := range answers {
+			for { // one request: read to its blank line
+				line, err := br.ReadString('\n')
+				if err != nil {
+					return
+				}
+				if line == "\r\n" {
+					break
+				}
+			}
+			for i, part := range strings.Split(a, "|") {
+				if i > 0 {
+					time.Sleep(50 * time.Millisecond)
+				}
+				_, _ = c.Write([]byte(part))
+			}
+		}
+	}()
+	g := newGetter("http://"+ln.Addr().String()+"/metrics", "")
+	deadline := func() time.Time { return time.Now().Add(2 * time.Second) }
+	if _, err := g.send(deadline()); err != nil {
+		t.Fatal(err)
+	}
+	const body = "vllm:num_requests_running 1\n"
+	answers <- "HTTP/1.1 200 OK\r\nContent-Length: 28\r\n\r\n" + body
+	time.Sleep(30 * time.Millisecond) // arrived, nothing more to come
+	got, done, err := g.tryReceive(1<<20, nil)
+	if !done || err != nil || string(got) != body {
+		t.Fatalf("whole answer: %q, done %v, err %v", got, done, err)
+	}
+
+	// In two pieces: the first try sees half and leaves it; get reads it all.
+	if !g.presend() {
+		t.Fatal("presend on the open connection failed")
+	}
+	answers <- "HTTP/1.1 200 OK\r\nContent-Length: 28\r\n\r\nvllm:num_|requests_running 1\n"
+	time.Sleep(30 * time.Millisecond)
+	if _, done, _ := g.tryReceive(1<<20, nil); done {
+		t.Fatal("half an answer was taken")
+	}
+	got, err = g.get(deadline(), 1<<20, nil, true)
+	if err != nil || string(got) != body {
+		t.Fatalf("get after a try: %q, %v", got, err)
+	}
+
+	// Nothing yet: not done, and the connection stays.
+	if !g.presend() {
+		t.Fatal("presend failed")
+	}
+	if _, done, _ := g.tryReceive(1<<20, nil); done {
+		t.Fatal("an answer not sent yet was taken")
+	}
+	close(answers) // the engine closes the connection
+	waitFor(t, "the closed connection to be dropped", func() bool {
+		if _, done, _ := g.tryReceive(1<<20, nil); done {
+			t.Fatal("a closed connection gave an answer")
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.c == nil
+	})
+	if g.presend() {
+		t.Error("presend wrote on a connection the engine closed")
+	}
+	g.close()
+}

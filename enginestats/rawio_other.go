@@ -1,0 +1,12 @@
+//go:build !linux
+
+package enginestats
+
+import "errors"
+
+// rawIO is off outside Linux: a getter reads and writes through net.Conn
+// and the scheduler never finishes a scrape itself (see rawio_linux.go).
+const rawIO = false
+
+func rawRead(uintptr, []byte) (int, error)  { return 0, errors.ErrUnsupported }
+func rawWrite(uintptr, []byte) (int, error) { return 0, errors.ErrUnsupported }
