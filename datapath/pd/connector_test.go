@@ -363,3 +363,46 @@ func TestSGLangLogprobsMerge(t *testing.T) {
 		t.Errorf("plain request: %d %s", plain.status, plain.body)
 	}
 }
+
+// TestSGLangStreamedLogprobsMerge: a streamed request with return_logprob
+// waits for the prefill's body and every decode event carrying
+// meta_info.input_token_logprobs gets the prefill's prepended, as SGLang's
+// router does; the stream still ends with [DONE], and without the flag the
+// events are relayed untouched.
+func TestSGLangStreamedLogprobsMerge(t *testing.T) {
+	f := startFleet(t, spec.EngineSGLang)
+	d := mustDialect(t, spec.EngineSGLang)
+	pair := pd.Pair{Prefill: f.prefill.Endpoint(), Decode: f.dec.Endpoint()}
+	res := f.do(t, d, pathCompletions, `{"model":"m","prompt":"p","max_tokens":4,"stream":true,"return_logprob":true}`, pair, 0)
+	if res.status != 200 || !strings.HasPrefix(res.header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("client got %d %s: %s", res.status, res.header.Get("Content-Type"), res.body)
+	}
+	events, merged := 0, 0
+	for _, line := range strings.Split(res.body, "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		events++
+		var ev struct {
+			Meta struct {
+				LP json.RawMessage `json:"input_token_logprobs"`
+			} `json:"meta_info"`
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatalf("event %q: %v", data, err)
+		}
+		if string(ev.Meta.LP) != `[[null,1,null],[-1.5,2,null],[-0.25,3,null]]` {
+			t.Errorf("event input_token_logprobs = %s, want the prefill's two then the decode's one", ev.Meta.LP)
+			continue
+		}
+		merged++
+	}
+	if events == 0 || merged != events || !strings.HasSuffix(res.body, "data: [DONE]\n\n") {
+		t.Errorf("%d of %d events merged; body:\n%s", merged, events, res.body)
+	}
+	plain := f.do(t, d, pathCompletions, `{"model":"m","prompt":"p","max_tokens":4,"stream":true}`, pair, 0)
+	if plain.status != 200 || strings.Contains(plain.body, "meta_info") || !strings.Contains(plain.body, "data: [DONE]") {
+		t.Errorf("plain stream: %d %s", plain.status, plain.body)
+	}
+}
