@@ -37,7 +37,8 @@ func (v validateJSON) step(name string) (status string, hints []string) {
 
 // TestValidateOnDemo runs `infergate validate` against the demo: the 1P1D
 // rule passes; the cache-aware KV-exact rule passes with --disruptive
-// (Tier 1 and Tier 1.5 hits, each endpoint drained and restored); and with
+// (Tier 1 and Tier 1.5 hits, each endpoint drained and restored, each
+// failed and restored with its breaker opening); and with
 // the 1P1D prefill engine killed the readiness step fails with the
 // client-hangs hint and the command exits 1.
 func TestValidateOnDemo(t *testing.T) {
@@ -66,7 +67,7 @@ func TestValidateOnDemo(t *testing.T) {
 		if err := json.Unmarshal([]byte(res.Stdout), &v); err != nil {
 			t.Fatalf("-o json: %v\n%s", err, res.Stdout)
 		}
-		for _, step := range []string{"rule shape", "endpoint readiness", "non-streaming request", "SSE request", "role traffic (metrics)", "cache-aware probe", "drain and restore"} {
+		for _, step := range []string{"rule shape", "endpoint readiness", "non-streaming request", "SSE request", "role traffic (metrics)", "cache-aware probe", "drain and restore", "fail and recover"} {
 			if st, _ := v.step(step); st != "PASS" {
 				t.Errorf("%s = %q, want PASS\n%s", step, st, res.Stdout)
 			}
