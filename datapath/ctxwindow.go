@@ -20,8 +20,12 @@ import (
 // last learned value in place (an engine that is briefly unreachable has
 // not changed its window); a configured window always wins.
 
-// windowFetchTimeout bounds one /v1/models read.
+// windowFetchTimeout bounds one /v1/models (or Mooncake /query) read.
 const windowFetchTimeout = 2 * time.Second
+
+// learnsFacts reports whether rule r needs a reader: windows or engine ids
+// to learn.
+func learnsFacts(r *spec.Rule) bool { return learnsWindows(r) || learnsEngineIDs(r) }
 
 // learnsWindows reports whether rule r needs windows read from its
 // engines: a P/D rule whose KV-exact tier tokenises prompts, with an
@@ -51,7 +55,7 @@ func (c *compiled) windowOf(i int) int {
 // generation needs one and none runs (rt.mu held).
 func (rt *Runtime) followWindowsLocked(rs *ruleState) {
 	every, on := rt.opts.Engine.ModelsEvery()
-	if !on || rs.learning || !learnsWindows(rs.cur.Load().rule) {
+	if !on || rs.learning || !learnsFacts(rs.cur.Load().rule) {
 		return
 	}
 	rs.learning = true
@@ -81,11 +85,18 @@ func (rt *Runtime) learnWindows(rs *ruleState, every time.Duration) {
 		case <-t.C:
 		}
 		c := rs.cur.Load()
-		if !learnsWindows(c.rule) && rt.learnerIdle(rs) {
+		if !learnsFacts(c.rule) && rt.learnerIdle(rs) {
 			return
 		}
-		rt.readWindows(ctx, c)
-		t.Reset(every)
+		if learnsWindows(c.rule) {
+			rt.readWindows(ctx, c)
+		}
+		next := every
+		if learnsEngineIDs(c.rule) {
+			rt.readEngineIDs(ctx, c)
+			next = min(next, engineIDRefresh)
+		}
+		t.Reset(next)
 	}
 }
 
@@ -123,7 +134,7 @@ func (rt *Runtime) readWindows(ctx context.Context, c *compiled) {
 func (rt *Runtime) learnerIdle(rs *ruleState) bool {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if learnsWindows(rs.cur.Load().rule) {
+	if learnsFacts(rs.cur.Load().rule) {
 		return false
 	}
 	rs.learning = false
