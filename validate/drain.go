@@ -16,21 +16,8 @@ const restoreTimeout = 15 * time.Second
 // drain sets one endpoint at a time to weight 0, checks it gets no traffic
 // while the others do, restores the rule and checks traffic returns.
 func (w *workflow) drain(ctx context.Context, res *StepResult) {
-	if !w.opts.Disruptive {
-		res.Status, res.Summary = Skip, "not disruptive (pass --disruptive to drain each endpoint in turn)"
-		return
-	}
-	fam, sel := famDPRequests, Labels{labelRule: w.label}
-	if w.compiled.isPD() {
-		fam = famLegRequests
-	}
-	snap, err := w.scrape(ctx)
-	if err != nil {
-		res.Status, res.Summary = Fail, err.Error()
-		return
-	}
-	if !snap.Has(fam) {
-		res.Status, res.Summary = Skip, "no per-endpoint request family ("+fam+") to attribute traffic"
+	fam, sel, ok := w.disruptiveFamily(ctx, res, "drain")
+	if !ok {
 		return
 	}
 	orig := rules.SpecOnly(*w.rule)
@@ -79,6 +66,31 @@ func (w *workflow) drain(ctx context.Context, res *StepResult) {
 		res.Summary = "traffic did not move as expected on drain/restore"
 		res.Hints = []Hint{HintRoleOverloaded, HintBreaker}
 	}
+}
+
+// disruptiveFamily is the per-endpoint request family (and its rule
+// selector) a disruptive step attributes traffic with; ok is false, with
+// res filled, when the run is not disruptive or the gateway exports no
+// such family. verb names the step's action in the skip message.
+func (w *workflow) disruptiveFamily(ctx context.Context, res *StepResult, verb string) (fam string, sel Labels, ok bool) {
+	if !w.opts.Disruptive {
+		res.Status, res.Summary = Skip, "not disruptive (pass --disruptive to "+verb+" each endpoint in turn)"
+		return "", nil, false
+	}
+	fam, sel = famDPRequests, Labels{labelRule: w.label}
+	if w.compiled.isPD() {
+		fam = famLegRequests
+	}
+	snap, err := w.scrape(ctx)
+	if err != nil {
+		res.Status, res.Summary = Fail, err.Error()
+		return "", nil, false
+	}
+	if !snap.Has(fam) {
+		res.Status, res.Summary = Skip, "no per-endpoint request family ("+fam+") to attribute traffic"
+		return "", nil, false
+	}
+	return fam, sel, true
 }
 
 // drainOne drains endpoint i of orig, probes, restores (always), probes.

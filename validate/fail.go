@@ -70,21 +70,8 @@ func refusedPort(ctx context.Context, host string, candidates []int, used map[in
 // restores the rule and checks the real endpoint serves again with its
 // breaker closed.
 func (w *workflow) failEach(ctx context.Context, res *StepResult) {
-	if !w.opts.Disruptive {
-		res.Status, res.Summary = Skip, "not disruptive (pass --disruptive to fail each endpoint in turn)"
-		return
-	}
-	fam, sel := famDPRequests, Labels{labelRule: w.label}
-	if w.compiled.isPD() {
-		fam = famLegRequests
-	}
-	snap, err := w.scrape(ctx)
-	if err != nil {
-		res.Status, res.Summary = Fail, err.Error()
-		return
-	}
-	if !snap.Has(fam) {
-		res.Status, res.Summary = Skip, "no per-endpoint request family ("+fam+") to attribute traffic"
+	fam, sel, ok := w.disruptiveFamily(ctx, res, "fail")
+	if !ok {
 		return
 	}
 	orig := rules.SpecOnly(*w.rule)
