@@ -29,7 +29,9 @@ non-streaming and an SSE request through the VIP, metric deltas proving each
 P/D role handled them, the cache-aware tiers and the KV-exact feed. Each step
 ends PASS, WARN, FAIL or SKIP (precondition absent) with its evidence; a FAIL
 names the likely causes. --disruptive also drains each endpoint in turn
-(weight 0) and always restores the rule, even on Ctrl-C.
+(weight 0), then fails each in turn (its port replaced by one that refuses
+connections: peers must serve and its breaker open), and always restores the
+rule, even on Ctrl-C.
 Exit code 0 when nothing FAILed, 1 otherwise.`,
 		Args: exactArgs(1, "rule name or VIP:port"),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
@@ -83,7 +85,7 @@ Exit code 0 when nothing FAILed, 1 otherwise.`,
 		}),
 	}
 	fl := cmd.Flags()
-	fl.BoolVar(&opts.Disruptive, "disruptive", false, "drain each endpoint in turn (weight 0), then restore it")
+	fl.BoolVar(&opts.Disruptive, "disruptive", false, "drain, then fail, each endpoint in turn, restoring the rule after each")
 	fl.StringVar(&opts.Model, "model", "", "model sent in probes (default: the rule's model_name, else the engines' first model)")
 	fl.StringVar(&opts.Path, "path", opts.Path, "request path of the probes on the VIP")
 	fl.IntVar(&opts.Probes, "probes", opts.Probes, "requests per cache-aware and drain probe")

@@ -23,9 +23,10 @@ func contextTooLong(tokens, window int) bool {
 
 // pairWindow is the smaller known context window of prefill pi and decode
 // di (0: neither known): the prompt is computed on one and held on the
-// other, so it must fit both.
+// other, so it must fit both. A window is configured, else learned from
+// the engine (windowOf).
 func (c *compiled) pairWindow(pi, di int) int {
-	p, d := c.rule.MaxModelLenOf(pi), c.rule.MaxModelLenOf(di)
+	p, d := c.windowOf(pi), c.windowOf(di)
 	switch {
 	case p == 0:
 		return d

@@ -280,7 +280,7 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 		ctx, cancel = context.WithTimeout(ctx, capD)
 		defer cancel()
 	}
-	req := &pd.Request{Path: r.URL.Path, Header: r.Header, Body: body, RequestID: x.requestID, Rule: c.rule}
+	req := &pd.Request{Path: r.URL.Path, Header: r.Header, Body: body, RequestID: x.requestID, Rule: c.rule, EngineIDs: c}
 	x.wroteHeader = true // the dialect answers the client, success or error
 	o := c.pd.dialect.Serve(ctx, &idWriter{ResponseWriter: x.w, id: x.requestID}, req, pair, c.pd.sender)
 	if o.Code == "" { // release its cost backlog; a good prefill's time is learned

@@ -64,6 +64,12 @@ type endpoint struct {
 	// win is the endpoint's admission window, kept across generations
 	// while its size is unchanged (flowgate.go; control plane only).
 	win *window.Window
+	// window is the engine's context window read from its /v1/models
+	// (ctxwindow.go; 0: unknown); survives rule updates with the endpoint.
+	window atomic.Int64
+	// kvEngineID is a Mooncake prefill's KV engine id read from its
+	// bootstrap server (ctxwindow.go; nil: unknown).
+	kvEngineID atomic.Pointer[string]
 }
 
 // live points selection at the endpoint's live facts.

@@ -64,6 +64,7 @@ type Runtime struct {
 	rules     map[spec.Key]*ruleState
 	closed    bool
 	drains    sync.WaitGroup // listeners shutting down
+	learners  sync.WaitGroup // context-window readers (ctxwindow.go)
 
 	// TLS (tls.go): the SNI certificate store shared by every TLS listener
 	// and the TLS metrics.
@@ -105,6 +106,7 @@ type ruleState struct {
 	stop       chan struct{}
 	proberDone chan struct{} // closed when no prober runs (prober.go; rt.mu)
 	probing    bool          // a prober runs for this rule (prober.go; rt.mu)
+	learning   bool          // a context-window reader runs (ctxwindow.go; rt.mu)
 }
 
 // New builds a Runtime. m may be nil (a private registry is used); the P/D,
@@ -211,6 +213,7 @@ func (rt *Runtime) Install(prev, next *spec.Rule) error {
 		}
 		rt.swapLocked(rs, next, nt)
 		rt.startProberLocked(rs) // the new generation may probe where the old did not
+		rt.followWindowsLocked(rs)
 		rt.moveListenersLocked(rs, lns, created)
 		if prev != nil && prev.Key != next.Key {
 			rt.removeLocked(prev.Key)
@@ -239,6 +242,7 @@ func (rt *Runtime) Install(prev, next *spec.Rule) error {
 	rt.rules[next.Key] = rs
 	rt.moveListenersLocked(rs, lns, created)
 	rt.startProberLocked(rs) // none for a rule without probes
+	rt.followWindowsLocked(rs)
 	if prev != nil && prev.Key != next.Key {
 		rt.removeLocked(prev.Key)
 	}
@@ -487,6 +491,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	for _, d := range stops {
 		<-d
 	}
+	rt.learners.Wait() // every rule's stop is closed: each reader returns
 	done := make(chan struct{})
 	go func() { rt.drains.Wait(); close(done) }()
 	select {

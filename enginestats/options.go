@@ -21,6 +21,10 @@ const (
 	// DefaultStaleAfter: a signal older than this is ignored (four missed
 	// scrapes at the default interval).
 	DefaultStaleAfter = time.Second
+	// DefaultModelsRefresh is the pause between two reads of an endpoint's
+	// /v1/models for its context window: a window changes only when the
+	// engine restarts with another --max-model-len.
+	DefaultModelsRefresh = 5 * time.Minute
 )
 
 // Options tune engine scraping. The daemon embeds them in datapath.Options;
@@ -39,6 +43,11 @@ type Options struct {
 	// StaleAfter is how long after its last good scrape a signal is still
 	// trusted.
 	StaleAfter time.Duration `yaml:"engine-signal-stale-after"`
+	// ModelsRefresh is the pause between two reads of an endpoint's
+	// /v1/models for its max_model_len (models.go), on P/D rules that
+	// tokenise prompts and do not configure the window; negative turns
+	// the reads off.
+	ModelsRefresh time.Duration `yaml:"engine-models-refresh"`
 }
 
 // DefaultOptions returns the documented defaults.
@@ -49,6 +58,8 @@ func DefaultOptions() Options {
 		Jitter:     DefaultJitter,
 		MaxBytes:   DefaultMaxBytes,
 		StaleAfter: DefaultStaleAfter,
+
+		ModelsRefresh: DefaultModelsRefresh,
 	}
 }
 
@@ -70,7 +81,17 @@ func (o Options) withDefaults() Options {
 	if o.StaleAfter <= 0 {
 		o.StaleAfter = d.StaleAfter
 	}
+	if o.ModelsRefresh == 0 {
+		o.ModelsRefresh = d.ModelsRefresh
+	}
 	return o
+}
+
+// ModelsEvery is the pause between two /v1/models reads of an endpoint;
+// on is false when the reads are turned off.
+func (o Options) ModelsEvery() (every time.Duration, on bool) {
+	o = o.withDefaults()
+	return o.ModelsRefresh, o.ModelsRefresh > 0
 }
 
 // Off reports whether scraping is turned off.

@@ -12,7 +12,9 @@
 //
 // The workflow talks to the management API (rule, /compiled, /status,
 // /metrics, the KV inventory), to each endpoint directly (readiness) and to
-// the VIP (probes). The disruptive step drains one endpoint at a time by
-// re-applying the rule with weight 0 and always restores the original rule
-// on the way out, with a context that outlives the caller's cancellation.
+// the VIP (probes). The disruptive steps drain one endpoint at a time by
+// re-applying the rule with weight 0, then fail one at a time by
+// re-applying it with the endpoint's port replaced by one that refuses
+// connections (fail.go says why), and always restore the original rule on
+// the way out, with a context that outlives the caller's cancellation.
 package validate

@@ -16,21 +16,8 @@ const restoreTimeout = 15 * time.Second
 // drain sets one endpoint at a time to weight 0, checks it gets no traffic
 // while the others do, restores the rule and checks traffic returns.
 func (w *workflow) drain(ctx context.Context, res *StepResult) {
-	if !w.opts.Disruptive {
-		res.Status, res.Summary = Skip, "not disruptive (pass --disruptive to drain each endpoint in turn)"
-		return
-	}
-	fam, sel := famDPRequests, Labels{labelRule: w.label}
-	if w.compiled.isPD() {
-		fam = famLegRequests
-	}
-	snap, err := w.scrape(ctx)
-	if err != nil {
-		res.Status, res.Summary = Fail, err.Error()
-		return
-	}
-	if !snap.Has(fam) {
-		res.Status, res.Summary = Skip, "no per-endpoint request family ("+fam+") to attribute traffic"
+	fam, sel, ok := w.disruptiveFamily(ctx, res, "drain")
+	if !ok {
 		return
 	}
 	orig := rules.SpecOnly(*w.rule)
@@ -81,6 +68,31 @@ func (w *workflow) drain(ctx context.Context, res *StepResult) {
 	}
 }
 
+// disruptiveFamily is the per-endpoint request family (and its rule
+// selector) a disruptive step attributes traffic with; ok is false, with
+// res filled, when the run is not disruptive or the gateway exports no
+// such family. verb names the step's action in the skip message.
+func (w *workflow) disruptiveFamily(ctx context.Context, res *StepResult, verb string) (fam string, sel Labels, ok bool) {
+	if !w.opts.Disruptive {
+		res.Status, res.Summary = Skip, "not disruptive (pass --disruptive to "+verb+" each endpoint in turn)"
+		return "", nil, false
+	}
+	fam, sel = famDPRequests, Labels{labelRule: w.label}
+	if w.compiled.isPD() {
+		fam = famLegRequests
+	}
+	snap, err := w.scrape(ctx)
+	if err != nil {
+		res.Status, res.Summary = Fail, err.Error()
+		return "", nil, false
+	}
+	if !snap.Has(fam) {
+		res.Status, res.Summary = Skip, "no per-endpoint request family ("+fam+") to attribute traffic"
+		return "", nil, false
+	}
+	return fam, sel, true
+}
+
 // drainOne drains endpoint i of orig, probes, restores (always), probes.
 func (w *workflow) drainOne(ctx context.Context, orig rules.Rule, i int, fam string, sel Labels) (ev []string, st Status, restoredOK bool) {
 	id := fmt.Sprintf("%s:%d", orig.Endpoints[i].EndpointIP, orig.Endpoints[i].TargetPort)
@@ -93,9 +105,7 @@ func (w *workflow) drainOne(ctx context.Context, orig rules.Rule, i int, fam str
 			return
 		}
 		restored = true
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restoreTimeout)
-		defer cancel()
-		if _, err := w.api.Apply(rctx, orig); err != nil {
+		if err := w.restoreRule(ctx, orig); err != nil {
 			ev = append(ev, fmt.Sprintf("%s: RESTORE FAILED: %v — re-apply the rule by hand", id, err))
 			st = Fail
 			w.opts.Log.WithError(err).WithField("endpoint", id).Error("validate: restore after drain failed")
@@ -127,43 +137,83 @@ func (w *workflow) drainOne(ctx context.Context, orig rules.Rule, i int, fam str
 	case others == 0:
 		return append(ev, id+": FAIL, no peer took the traffic while it was drained"), Fail, true
 	}
-	// Back in rotation is what the runtime reports; whether one of a few
-	// sequential probes lands on it depends on affinity and load ties.
-	var sv statusView
-	if found, err := getJSON(ctx, w.apiHC, strings.TrimRight(w.opts.Server, "/")+keyPath(orig)+suffixStatus, &sv); err == nil && found {
-		state := sv.Endpoints[id].State
+	more, st := w.backInRotation(ctx, orig, id, after)
+	return append(ev, more...), st, true
+}
+
+// restoreRule re-applies orig on a context detached from the caller's, so
+// Ctrl-C never leaves a drained or failed endpoint behind.
+func (w *workflow) restoreRule(ctx context.Context, orig rules.Rule) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restoreTimeout)
+	defer cancel()
+	_, err := w.api.Apply(rctx, orig)
+	return err
+}
+
+// backInRotation checks endpoint id after orig was restored; after is the
+// restore probes' per-endpoint deltas. Back in rotation is what the
+// runtime reports; whether one of a few sequential probes lands on it
+// depends on affinity and load ties.
+func (w *workflow) backInRotation(ctx context.Context, orig rules.Rule, id string, after map[string]float64) ([]string, Status) {
+	var ev []string
+	if es, found := w.endpointStatus(ctx, orig, id); found {
+		state := es.State
 		if state == "draining" || state == "" {
-			return append(ev, fmt.Sprintf("%s: FAIL, runtime state %q after the restore", id, state)), Fail, true
+			return append(ev, fmt.Sprintf("%s: FAIL, runtime state %q after the restore", id, state)), Fail
 		}
 		if after[id] == 0 {
 			ev = append(ev, fmt.Sprintf("%s: back in rotation (state %s); no restore probe landed on it (affinity or load ties)", id, state))
 		}
-		return ev, Pass, true
+		return ev, Pass
 	}
 	if after[id] == 0 {
-		return append(ev, id+": WARN, restored but no probe came back to it and no runtime status to confirm"), Warn, true
+		return append(ev, id+": WARN, restored but no probe came back to it and no runtime status to confirm"), Warn
 	}
-	return ev, Pass, true
+	return ev, Pass
+}
+
+// endpointStatus is endpoint id's entry in the rule's runtime status;
+// found is false when the status could not be read (an entry the runtime
+// does not list reads as found with an empty state).
+func (w *workflow) endpointStatus(ctx context.Context, r rules.Rule, id string) (es endpointState, found bool) {
+	var sv statusView
+	found, err := getJSON(ctx, w.apiHC, strings.TrimRight(w.opts.Server, "/")+keyPath(r)+suffixStatus, &sv)
+	if err != nil || !found {
+		return es, false
+	}
+	return sv.Endpoints[id], true
 }
 
 // probeDelta sends Probes requests and returns the per-endpoint counter deltas.
 func (w *workflow) probeDelta(ctx context.Context, fam string, sel Labels) map[string]float64 {
+	d, _ := w.probeDeltaChecked(ctx, fam, sel)
+	return d
+}
+
+// probeDeltaChecked is probeDelta that also counts the probes not answered
+// with a 2xx.
+func (w *workflow) probeDeltaChecked(ctx context.Context, fam string, sel Labels) (d map[string]float64, bad int) {
 	before, err := w.scrape(ctx)
 	if err != nil {
-		return nil
+		return nil, 0
 	}
-	// Prompts differ from their first byte, so no prefix or KV affinity
-	// pins them: they spread by load.
-	nonce := time.Now().UnixNano()
 	for i := 0; i < w.opts.Probes; i++ {
-		w.send(ctx, fmt.Sprintf("%x-%d: infergate validate drain probe", nonce+int64(i)*7919, i), false)
+		if r := w.send(ctx, spreadPrompt(i), false); r.err != nil || r.status/100 != 2 {
+			bad++
+		}
 	}
 	want := float64(w.opts.Probes)
 	after, err := w.awaitScrape(ctx, func(s *Snapshot) bool { return s.Sum(fam, sel)-before.Sum(fam, sel) >= want })
 	if err != nil {
-		return nil
+		return nil, bad
 	}
-	return deltaBy(before, after, fam, labelEndpoint, sel)
+	return deltaBy(before, after, fam, labelEndpoint, sel), bad
+}
+
+// spreadPrompt is probe i's prompt. Prompts differ from their first byte,
+// so no prefix or KV affinity pins them: they spread by load.
+func spreadPrompt(i int) string {
+	return fmt.Sprintf("%x-%d: infergate validate drain probe", time.Now().UnixNano()+int64(i)*7919, i)
 }
 
 func roleOf(epRole int) string {

@@ -43,7 +43,10 @@ type compiledView struct {
 	} `json:"key"`
 	SSE    bool   `json:"sse"`
 	Engine string `json:"engine"`
-	Probe  struct {
+	// CircuitBreaker: the rule's endpoints have breakers (cb_enable; always
+	// on P/D rules).
+	CircuitBreaker bool `json:"circuit_breaker"`
+	Probe          struct {
 		Type    string `json:"type"`
 		Request string `json:"request"`
 	} `json:"probe"`
@@ -71,12 +74,15 @@ type compiledEndpoint struct {
 
 // statusView is GET …/status.
 type statusView struct {
-	Ready     bool   `json:"ready"`
-	Reason    string `json:"reason"`
-	Endpoints map[string]struct {
-		State   string `json:"state"`
-		Breaker string `json:"breaker"`
-	} `json:"endpoints"`
+	Ready     bool                     `json:"ready"`
+	Reason    string                   `json:"reason"`
+	Endpoints map[string]endpointState `json:"endpoints"`
+}
+
+// endpointState is one endpoint's entry in GET …/status.
+type endpointState struct {
+	State   string `json:"state"`
+	Breaker string `json:"breaker"`
 }
 
 func (c *compiledView) isPD() bool    { return c.PD != nil }

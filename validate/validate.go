@@ -36,6 +36,7 @@ const (
 	StepCacheAware = "cache-aware probe"
 	StepKVExact    = "KV-exact"
 	StepDrain      = "drain and restore"
+	StepFail       = "fail and recover"
 	StepAPIKeys    = "API-key enforcement" // runs after StepStatus, before the probes
 )
 
@@ -48,7 +49,9 @@ type Options struct {
 	APIClient *http.Client
 	// Target is a rule name or VIP:port[/protocol].
 	Target string
-	// Disruptive drains each endpoint in turn (weight 0), then restores it.
+	// Disruptive drains each endpoint in turn (weight 0), then restores it;
+	// then fails each in turn (its port replaced by one that refuses
+	// connections, fail.go) and checks the breaker and the peers take over.
 	Disruptive bool
 	// Model is sent in probes; "" uses the rule's model_name, else the first
 	// model an endpoint lists, else DefaultModel.
@@ -200,6 +203,7 @@ func (w *workflow) run(ctx context.Context) {
 		{StepCacheAware, w.cacheAware},
 		{StepKVExact, w.kvExact},
 		{StepDrain, w.drain},
+		{StepFail, w.failEach},
 		{StepReplicas, w.replicas},
 	}
 	for i, s := range steps {

@@ -3,7 +3,9 @@ package pd_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -139,6 +141,66 @@ func TestMooncakeWithoutEngineID(t *testing.T) {
 	}
 	if kv := kvParams(t, waitLegs(t, f.dec, 1)[0].Body); kv != nil {
 		t.Errorf("decode got params %v", kv)
+	}
+}
+
+// learnedIDs is an EngineIDSource over a fixed map.
+type learnedIDs map[string]string
+
+func (m learnedIDs) KVEngineID(id string) string { return m[id] }
+
+// TestMooncakeLearnedEngineID: a prefill without a kv_engine_id label
+// whose engine id was read from its bootstrap server's /query (the fake
+// serves it, as vLLM's does) gets its leg, and the decode names that id;
+// a label still wins over a learned id.
+func TestMooncakeLearnedEngineID(t *testing.T) {
+	f := connectorFleet(t, pdfake.ConnectorMooncake, "")
+	p := f.prefill.Endpoint()
+	label := p.Labels["kv_engine_id"]
+	p.Labels = nil
+	resp, err := http.Get(pd.MooncakeQueryURL(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	id, ok := pd.ParseMooncakeQuery(body)
+	if !ok || id != label {
+		t.Fatalf("/query %s gave %q %v, want the engine's id %q", body, id, ok, label)
+	}
+	f.ids = learnedIDs{p.ID: id}
+	d := mustDialect(t, spec.EngineVLLM)
+	res := f.do(t, d, pathCompletions, clientBody(pathCompletions, false), pd.Pair{Prefill: p, Decode: f.dec.Endpoint()}, 0)
+	if res.status != 200 || res.out.PrefillSkipped != "" || res.out.KVTransferFailed {
+		t.Fatalf("client got %d, outcome %+v: %s", res.status, res.out, res.body)
+	}
+	if got := string(kvParams(t, waitLegs(t, f.dec, 1)[0].Body)["remote_engine_id"]); got != `"`+label+`"` {
+		t.Errorf("remote_engine_id = %s, want the learned %q", got, label)
+	}
+	noViolations(t, f.prefill, f.dec)
+
+	f.ids = learnedIDs{p.ID: "stale-id"}
+	res = f.do(t, d, pathCompletions, clientBody(pathCompletions, false), pd.Pair{Prefill: f.prefill.Endpoint(), Decode: f.dec.Endpoint()}, 0)
+	if got := string(kvParams(t, waitLegs(t, f.dec, 2)[1].Body)["remote_engine_id"]); res.status != 200 || got != `"`+label+`"` {
+		t.Errorf("with a label: %d, remote_engine_id = %s, want the label's %q", res.status, got, label)
+	}
+}
+
+func TestParseMooncakeQuery(t *testing.T) {
+	tests := map[string]string{ // body → id ("" = none)
+		`{"0":{"engine_id":"prefill-engine-1"}}`:                 "prefill-engine-1",
+		`{"0":{"engine_id":"a"},"1":{"engine_id":"b"}}`:          "a",
+		`{"1":{"engine_id":"b"}}`:                                "",
+		`{"0":{"engine_id":""}}`:                                 "",
+		`{"0":{"engine_id":"two words"}}`:                        "",
+		`{"0":{"engine_id":"` + strings.Repeat("x", 257) + `"}}`: "",
+		`{"0":{"engine_id":7}}`:                                  "",
+		`not json`:                                               "",
+	}
+	for body, want := range tests {
+		if got, ok := pd.ParseMooncakeQuery([]byte(body)); got != want || ok != (want != "") {
+			t.Errorf("%.60s: %q %v, want %q", body, got, ok, want)
+		}
 	}
 }
 
@@ -361,5 +423,48 @@ func TestSGLangLogprobsMerge(t *testing.T) {
 	plain := f.do(t, d, pathCompletions, `{"model":"m","prompt":"p","max_tokens":4}`, pair, 0)
 	if plain.status != 200 || strings.Contains(plain.body, "meta_info") {
 		t.Errorf("plain request: %d %s", plain.status, plain.body)
+	}
+}
+
+// TestSGLangStreamedLogprobsMerge: a streamed request with return_logprob
+// waits for the prefill's body and every decode event carrying
+// meta_info.input_token_logprobs gets the prefill's prepended, as SGLang's
+// router does; the stream still ends with [DONE], and without the flag the
+// events are relayed untouched.
+func TestSGLangStreamedLogprobsMerge(t *testing.T) {
+	f := startFleet(t, spec.EngineSGLang)
+	d := mustDialect(t, spec.EngineSGLang)
+	pair := pd.Pair{Prefill: f.prefill.Endpoint(), Decode: f.dec.Endpoint()}
+	res := f.do(t, d, pathCompletions, `{"model":"m","prompt":"p","max_tokens":4,"stream":true,"return_logprob":true}`, pair, 0)
+	if res.status != 200 || !strings.HasPrefix(res.header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("client got %d %s: %s", res.status, res.header.Get("Content-Type"), res.body)
+	}
+	events, merged := 0, 0
+	for _, line := range strings.Split(res.body, "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		events++
+		var ev struct {
+			Meta struct {
+				LP json.RawMessage `json:"input_token_logprobs"`
+			} `json:"meta_info"`
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatalf("event %q: %v", data, err)
+		}
+		if string(ev.Meta.LP) != `[[null,1,null],[-1.5,2,null],[-0.25,3,null]]` {
+			t.Errorf("event input_token_logprobs = %s, want the prefill's two then the decode's one", ev.Meta.LP)
+			continue
+		}
+		merged++
+	}
+	if events == 0 || merged != events || !strings.HasSuffix(res.body, "data: [DONE]\n\n") {
+		t.Errorf("%d of %d events merged; body:\n%s", merged, events, res.body)
+	}
+	plain := f.do(t, d, pathCompletions, `{"model":"m","prompt":"p","max_tokens":4,"stream":true}`, pair, 0)
+	if plain.status != 200 || strings.Contains(plain.body, "meta_info") || !strings.Contains(plain.body, "data: [DONE]") {
+		t.Errorf("plain stream: %d %s", plain.status, plain.body)
 	}
 }

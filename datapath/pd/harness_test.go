@@ -48,6 +48,7 @@ type fleet struct {
 	engine            spec.Engine
 	prefill, alt, dec *pdfake.Engine
 	rule              *spec.Rule
+	ids               pd.EngineIDSource // learned engine ids handed to Serve (nil: none)
 }
 
 func fakeDialect(e spec.Engine) pdfake.Dialect {
@@ -126,7 +127,7 @@ func (f *fleet) do(t *testing.T, d pd.Dialect, path, body string, pair pd.Pair, 
 	outc := make(chan pd.Outcome, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
-		req := &pd.Request{Path: r.URL.Path, Header: r.Header, Body: b, RequestID: "0123456789abcdef0123456789abcdef", Rule: f.rule}
+		req := &pd.Request{Path: r.URL.Path, Header: r.Header, Body: b, RequestID: "0123456789abcdef0123456789abcdef", Rule: f.rule, EngineIDs: f.ids}
 		outc <- d.Serve(r.Context(), w, req, pair, sender)
 	}))
 	defer srv.Close()

@@ -18,6 +18,16 @@ type Request struct {
 	Body      []byte
 	RequestID string // the datapath's id for this request (client's or generated)
 	Rule      *spec.Rule
+	// EngineIDs gives the KV engine ids the datapath learned from the
+	// engines (a Mooncake prefill's bootstrap /query); nil: none learned.
+	EngineIDs EngineIDSource
+}
+
+// EngineIDSource is where learned KV engine ids are looked up.
+type EngineIDSource interface {
+	// KVEngineID is the learned KV engine id of the endpoint with ID id
+	// ("" unknown).
+	KVEngineID(id string) string
 }
 
 // Pair is the endpoint choice the ladder made. AltPrefill is consulted only

@@ -255,10 +255,13 @@ wait:
 			decodeBytes = true
 			window.Stop()
 			o.Status, o.Relayed = p.resp.StatusCode, p.resp.StatusCode >= 400
-			if p.resp.StatusCode == http.StatusOK && !q.obj.isTrue(fieldStream) && wantsLogprobs(&q.obj) {
-				pres, rr = q.mergeDecode(ctx, p, pres, prefCh) // sglang_logprobs.go
-			} else {
+			switch {
+			case p.resp.StatusCode != http.StatusOK || !wantsLogprobs(&q.obj):
 				rr = q.relay(p, buf, cancelD)
+			case q.obj.isTrue(fieldStream):
+				pres, rr = q.mergeStream(ctx, p, pres, prefCh, buf, cancelD) // sglang_logprobs_stream.go
+			default:
+				pres, rr = q.mergeDecode(ctx, p, pres, prefCh) // sglang_logprobs.go
 			}
 			cancelPrefill() // the prefill is moot once decode has finished
 			break wait

@@ -12,10 +12,12 @@ import (
 // request that asks for logprobs, for the prefill's body as well as the
 // decode's and answers the decode's with the prefill's
 // meta_info.input_token_logprobs prepended to its own. infergate does the
-// same for non-streaming answers (a streamed decode is relayed as it
-// comes: holding it for the prefill would only delay the first token). A
-// prefill that failed, or bodies without the arrays, leave the decode's
-// body as it is.
+// same: a non-streamed decode body is merged whole (mergeDecode); a
+// streamed decode waits for the prefill's body before its first byte is
+// relayed, then every event carrying the array gets the prefill's
+// prepended (sglang_logprobs_stream.go). The prefill finishes as soon as
+// its decode has joined the room, so the wait is short. A prefill that
+// failed, or bodies without the arrays, leave the decode's answer as it is.
 
 // Wire names of the logprob fields.
 const (
@@ -54,13 +56,23 @@ func mergeInputLogprobs(prefill, decode []byte) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
+	pe, ok := arrayElems(pa)
+	if !ok {
+		return nil, false
+	}
+	return prependInputLogprobs(pe, decode)
+}
+
+// prependInputLogprobs returns decode with the array elements pe prepended
+// to its meta_info.input_token_logprobs; ok is false when decode lacks the
+// array.
+func prependInputLogprobs(pe, decode []byte) ([]byte, bool) {
 	dobj, meta, da, ok := inputLogprobs(decode)
 	if !ok {
 		return nil, false
 	}
-	pe, pok := arrayElems(pa)
 	de, dok := arrayElems(da)
-	if !pok || !dok {
+	if !dok {
 		return nil, false
 	}
 	merged := make([]byte, 0, len(pe)+len(de)+3)
@@ -121,16 +133,9 @@ func (q sgSeq) mergeDecode(ctx context.Context, p peek, pres *sgPrefill, prefCh 
 		return pres, relayResult{cut: true}
 	}
 	body := append(append(make([]byte, 0, len(p.first)+len(rest)), p.first...), rest...)
-	if pres == nil {
-		t := time.NewTimer(q.opts.PrefillTimeout)
-		defer t.Stop()
-		select {
-		case r := <-prefCh:
-			pres = &r
-		case <-t.C:
-		case <-ctx.Done():
-			return pres, relayResult{clientGone: true}
-		}
+	pres, gone := q.awaitPrefill(ctx, pres, prefCh)
+	if gone {
+		return pres, relayResult{clientGone: true}
 	}
 	out := body
 	if pres != nil && pres.err == nil && pres.status == http.StatusOK {
@@ -146,4 +151,23 @@ func (q sgSeq) mergeDecode(ctx context.Context, p peek, pres *sgPrefill, prefCh 
 		return pres, relayResult{clientGone: true}
 	}
 	return pres, relayResult{}
+}
+
+// awaitPrefill is the prefill's result for a merge: pres when already
+// known, else what arrives on prefCh within PrefillTimeout (nil when it
+// does not). gone reports that the client left while waiting.
+func (q sgSeq) awaitPrefill(ctx context.Context, pres *sgPrefill, prefCh <-chan sgPrefill) (_ *sgPrefill, gone bool) {
+	if pres != nil {
+		return pres, false
+	}
+	t := time.NewTimer(q.opts.PrefillTimeout)
+	defer t.Stop()
+	select {
+	case r := <-prefCh:
+		return &r, false
+	case <-t.C:
+		return nil, false
+	case <-ctx.Done():
+		return nil, true
+	}
 }

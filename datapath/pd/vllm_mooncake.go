@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net"
 	"strconv"
+	"strings"
 
 	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
@@ -34,9 +35,18 @@ const SkipNoEngineID = "mooncake_engine_id_unknown"
 // default.
 const defaultMooncakeBootstrapPort = 8998
 
-// mooncakeEngineID is a prefill's KV engine id: its kv_engine_id label
-// (vLLM's HTTP server does not report it).
-func mooncakeEngineID(ep spec.Endpoint) string { return ep.Labels[labelKVEngineID] }
+// mooncakeEngineID is a prefill's KV engine id: its kv_engine_id label,
+// else the one the datapath learned from the prefill's bootstrap server
+// (vLLM's HTTP server does not report it; MooncakeQueryURL).
+func (q *seq) mooncakeEngineID(ep spec.Endpoint) string {
+	if id := ep.Labels[labelKVEngineID]; id != "" {
+		return id
+	}
+	if q.req.EngineIDs != nil {
+		return q.req.EngineIDs.KVEngineID(ep.ID)
+	}
+	return ""
+}
 
 // mooncakeBootstrapAddr is the URL of a prefill's Mooncake bootstrap
 // server: its own bootstrap_port, else the default.
@@ -61,14 +71,14 @@ func mooncakePrefillParams(tid string) []byte {
 
 // mooncakeDecodeParams tell a decode where to claim transfer tid: the
 // prefill's engine id and bootstrap server.
-func mooncakeDecodeParams(tid string, prefill spec.Endpoint) []byte {
+func mooncakeDecodeParams(tid, engineID string, prefill spec.Endpoint) []byte {
 	b, _ := json.Marshal(struct {
 		DoRemoteDecode      bool   `json:"do_remote_decode"`
 		DoRemotePrefill     bool   `json:"do_remote_prefill"`
 		TransferID          string `json:"transfer_id"`
 		RemoteEngineID      string `json:"remote_engine_id"`
 		RemoteBootstrapAddr string `json:"remote_bootstrap_addr"`
-	}{false, true, tid, mooncakeEngineID(prefill), mooncakeBootstrapAddr(prefill)})
+	}{false, true, tid, engineID, mooncakeBootstrapAddr(prefill)})
 	return b
 }
 
@@ -86,7 +96,7 @@ func newTransferID() string { return "xfer-" + hex32() }
 // alone; suffix is the request id both legs carry.
 func runMooncake(q *seq, suffix string) {
 	req, o := q.req, q.o
-	if mooncakeEngineID(q.pair.Prefill) == "" {
+	if q.mooncakeEngineID(q.pair.Prefill) == "" {
 		// Without the engine id no decode can name the KV: a prefill leg
 		// would only hold blocks until Mooncake's abort timeout.
 		q.warnNoEngineID(q.pair.Prefill)
@@ -104,19 +114,77 @@ func runMooncake(q *seq, suffix string) {
 		return
 	}
 	var params []byte
-	switch {
+	switch id := q.mooncakeEngineID(prefill); {
 	case !ok:
-	case mooncakeEngineID(prefill) == "":
+	case id == "":
 		// The failover prefill has no engine id to name.
 		q.warnNoEngineID(prefill)
 		o.KVTransferFailed = true
 	default:
-		params = mooncakeDecodeParams(tid, prefill)
+		params = mooncakeDecodeParams(tid, id, prefill)
 	}
 	q.vllmDecode(params, suffix)
 }
 
 // warnNoEngineID logs a Mooncake prefill that cannot be named to a decode.
 func (q *seq) warnNoEngineID(prefill spec.Endpoint) {
-	q.log.WithField("endpoint", prefill.ID).Warn("pd: mooncake prefill has no kv_engine_id label; decode computes the prompt")
+	q.log.WithField("endpoint", prefill.ID).Warn("pd: mooncake prefill has no kv_engine_id label and none was learned from its bootstrap server; decode computes the prompt")
+}
+
+// A Mooncake prefill's bootstrap server answers GET /query with its KV
+// engine id per data-parallel rank ({"0": {"engine_id": …}, …}); the
+// datapath reads it, off the request path, for prefills without a
+// kv_engine_id label (LearnsMooncakeEngineID) and hands it back through
+// Request.EngineIDs.
+
+// pathMooncakeQuery is the bootstrap server's engine-id route.
+const pathMooncakeQuery = "/query"
+
+// maxEngineIDLen bounds an engine id taken from the wire.
+const maxEngineIDLen = 256
+
+// LearnsMooncakeEngineID reports whether endpoint i of r is a vLLM
+// Mooncake prefill (its own kv_connector, or any decode's on the rule)
+// whose engine id is not configured, so it must be read from its
+// bootstrap server.
+func LearnsMooncakeEngineID(r *spec.Rule, i int) bool {
+	ep := r.Endpoints[i]
+	if r.PD == nil || r.Engine != spec.EngineVLLM || ep.Role != spec.RolePrefill || ep.Labels[labelKVEngineID] != "" {
+		return false
+	}
+	if strings.EqualFold(connectorName(ep), connectorMooncake) {
+		return true
+	}
+	for _, e := range r.Endpoints {
+		if e.Role == spec.RoleDecode && strings.EqualFold(connectorName(e), connectorMooncake) {
+			return true
+		}
+	}
+	return false
+}
+
+// MooncakeQueryURL is the URL of prefill ep's engine-id route.
+func MooncakeQueryURL(ep spec.Endpoint) string { return mooncakeBootstrapAddr(ep) + pathMooncakeQuery }
+
+// ParseMooncakeQuery is the engine id a /query body gives for DP rank 0
+// (the rank the gateway's Mooncake legs use); ok is false when it names
+// none, or one that is empty, too long or holds whitespace or control
+// bytes (a decode would send it back to the prefill's workers verbatim).
+func ParseMooncakeQuery(body []byte) (id string, ok bool) {
+	var ranks map[string]struct {
+		EngineID string `json:"engine_id"`
+	}
+	if json.Unmarshal(body, &ranks) != nil {
+		return "", false
+	}
+	id = ranks["0"].EngineID
+	if id == "" || len(id) > maxEngineIDLen {
+		return "", false
+	}
+	for _, c := range []byte(id) {
+		if c <= ' ' || c == 0x7f {
+			return "", false
+		}
+	}
+	return id, true
 }

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/infergate/infergate/spec"
@@ -85,6 +86,10 @@ type Config struct {
 	HonorMaxTokens bool
 	// Model is reported in responses.
 	Model string
+	// MaxModelLen, when set, is the context window GET /v1/models reports
+	// on the model's card as max_model_len (vLLM's and SGLang's cards carry
+	// it; TRT-LLM's do not). SetMaxModelLen changes it while serving.
+	MaxModelLen int
 	// AdvertiseHost is the host the engine expects as bootstrap_host
 	// (SGLang) and reports as remote_host (vLLM). Empty: the listen IP, or
 	// no SGLang host check when listening on an unspecified address.
@@ -143,7 +148,8 @@ type Engine struct {
 	wg       sync.WaitGroup
 	stop     chan struct{} // closed by Close: releases hangs and rendezvous waits
 	stopOnce sync.Once
-	kvOnce   sync.Once // closeKV: Close may be called twice (a test's kill and its cleanup)
+	kvOnce   sync.Once    // closeKV: Close may be called twice (a test's kill and its cleanup)
+	window   atomic.Int64 // max_model_len on the /v1/models card (0: none)
 
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced on every record change
@@ -195,6 +201,7 @@ func Start(cfg Config) (*Engine, error) {
 	}
 	e.addr = netip.AddrPortFrom(e.addr.Addr().Unmap(), e.addr.Port())
 	e.engineID = fmt.Sprintf("%s-engine-%s", cfg.Role, strings.ReplaceAll(e.addr.String(), ":", "-"))
+	e.window.Store(int64(cfg.MaxModelLen))
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -204,7 +211,8 @@ func Start(cfg Config) (*Engine, error) {
 	// asks /v1/models (not just /health) and probes with the listed model.
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(modelList{Object: "list", Data: []modelCard{{ID: cfg.Model, Object: "model", OwnedBy: string(cfg.Dialect)}}})
+		_ = json.NewEncoder(w).Encode(modelList{Object: "list", Data: []modelCard{{ID: cfg.Model, Object: "model", OwnedBy: string(cfg.Dialect),
+			MaxModelLen: int(e.window.Load())}}})
 	})
 	mux.HandleFunc("POST /admin/inject", e.serveInject)
 	mux.HandleFunc("POST /admin/finish-reason", e.serveFinishReason)
@@ -254,10 +262,15 @@ type modelList struct {
 }
 
 type modelCard struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	OwnedBy string `json:"owned_by"`
+	ID          string `json:"id"`
+	Object      string `json:"object"`
+	OwnedBy     string `json:"owned_by"`
+	MaxModelLen int    `json:"max_model_len,omitempty"`
 }
+
+// SetMaxModelLen changes the context window /v1/models reports (0: none),
+// as an engine restarted with another --max-model-len would.
+func (e *Engine) SetMaxModelLen(n int) { e.window.Store(int64(n)) }
 
 // Close stops the engine, releasing every parked request, and waits for its
 // goroutines.

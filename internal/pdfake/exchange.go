@@ -194,7 +194,11 @@ func (x *exchange) answer(text, finish string, top, choiceExtra map[string]any) 
 		} else {
 			choice["text"] = tok
 		}
-		b, _ := json.Marshal(map[string]any{"id": id, "object": obj, "model": x.e.cfg.Model, "choices": []any{choice}})
+		ev := map[string]any{"id": id, "object": obj, "model": x.e.cfg.Model, "choices": []any{choice}}
+		for k, v := range top { // SGLang's meta_info rides on every streamed event
+			ev[k] = v
+		}
+		b, _ := json.Marshal(ev)
 		if _, err := fmt.Fprintf(x.w, "data: %s\n\n", b); err != nil {
 			return false
 		}

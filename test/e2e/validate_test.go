@@ -37,7 +37,8 @@ func (v validateJSON) step(name string) (status string, hints []string) {
 
 // TestValidateOnDemo runs `infergate validate` against the demo: the 1P1D
 // rule passes; the cache-aware KV-exact rule passes with --disruptive
-// (Tier 1 and Tier 1.5 hits, each endpoint drained and restored); and with
+// (Tier 1 and Tier 1.5 hits, each endpoint drained and restored, each
+// failed and restored with its breaker opening); and with
 // the 1P1D prefill engine killed the readiness step fails with the
 // client-hangs hint and the command exits 1.
 func TestValidateOnDemo(t *testing.T) {
@@ -66,7 +67,7 @@ func TestValidateOnDemo(t *testing.T) {
 		if err := json.Unmarshal([]byte(res.Stdout), &v); err != nil {
 			t.Fatalf("-o json: %v\n%s", err, res.Stdout)
 		}
-		for _, step := range []string{"rule shape", "endpoint readiness", "non-streaming request", "SSE request", "role traffic (metrics)", "cache-aware probe", "drain and restore"} {
+		for _, step := range []string{"rule shape", "endpoint readiness", "non-streaming request", "SSE request", "role traffic (metrics)", "cache-aware probe", "drain and restore", "fail and recover"} {
 			if st, _ := v.step(step); st != "PASS" {
 				t.Errorf("%s = %q, want PASS\n%s", step, st, res.Stdout)
 			}
@@ -200,42 +201,58 @@ func TestValidateKVParityOnDemo(t *testing.T) {
 // TestValidateSinglePoolDisruptive runs the whole workflow, --disruptive
 // included, against the real daemon serving a round-robin rule over two
 // fake engines: every applicable step passes, each endpoint is drained and
-// restored, and the stored rule ends exactly as it started.
+// restored, each is failed (its port replaced by a refusing one) and
+// restored, and the stored rule ends exactly as it started. With cb_enable
+// the failed endpoint's breaker opens (PASS); without breakers its peers
+// still serve every request, but the dead endpoint stays in rotation (WARN).
 func TestValidateSinglePoolDisruptive(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs processes")
 	}
 	bin := cliBuild(t)
-	d := cliStartDaemon(t, bin, t.TempDir())
-	validatePoolRule(t, bin, d.URL, 0)
-	before := configOnly(t, cliMust(t, bin, d.URL, "get", "lb", "-o", "json"))
+	for _, tc := range []struct {
+		name     string
+		breakers bool
+		fail     string
+	}{
+		{"without breakers", false, "WARN"},
+		{"cb_enable", true, "PASS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := cliStartDaemon(t, bin, t.TempDir())
+			validatePoolRule(t, bin, d.URL, 0, tc.breakers)
+			before := configOnly(t, cliMust(t, bin, d.URL, "get", "lb", "-o", "json"))
 
-	res := cliRun(t, bin, d.URL, "validate", "pool", "--disruptive", "-o", "json")
-	var v validateJSON
-	if err := json.Unmarshal([]byte(res.Stdout), &v); err != nil {
-		t.Fatalf("-o json: %v\n%s\n%s", err, res.Stdout, res.Stderr)
-	}
-	want := map[string]string{
-		"rule shape": "PASS", "endpoint readiness": "PASS", "runtime status": "PASS",
-		"non-streaming request": "PASS", "SSE request": "PASS", "role traffic (metrics)": "PASS",
-		"cache-aware probe": "SKIP", "KV-exact": "SKIP", "drain and restore": "PASS",
-	}
-	for step, st := range want {
-		if got, _ := v.step(step); got != st {
-			t.Errorf("%s = %q, want %s", step, got, st)
-		}
-	}
-	if res.Code != 0 || !v.Passed {
-		t.Errorf("exit %d, passed %v\n%s", res.Code, v.Passed, res.Stdout)
-	}
-	if after := configOnly(t, cliMust(t, bin, d.URL, "get", "lb", "-o", "json")); after != before {
-		t.Errorf("rule not restored exactly:\nbefore %s\nafter  %s", before, after)
+			res := cliRun(t, bin, d.URL, "validate", "pool", "--disruptive", "-o", "json")
+			var v validateJSON
+			if err := json.Unmarshal([]byte(res.Stdout), &v); err != nil {
+				t.Fatalf("-o json: %v\n%s\n%s", err, res.Stdout, res.Stderr)
+			}
+			want := map[string]string{
+				"rule shape": "PASS", "endpoint readiness": "PASS", "runtime status": "PASS",
+				"non-streaming request": "PASS", "SSE request": "PASS", "role traffic (metrics)": "PASS",
+				"cache-aware probe": "SKIP", "KV-exact": "SKIP", "drain and restore": "PASS",
+				"fail and recover": tc.fail,
+			}
+			for step, st := range want {
+				if got, _ := v.step(step); got != st {
+					t.Errorf("%s = %q, want %s\n%s", step, got, st, res.Stdout)
+				}
+			}
+			if res.Code != 0 || !v.Passed {
+				t.Errorf("exit %d, passed %v\n%s", res.Code, v.Passed, res.Stdout)
+			}
+			if after := configOnly(t, cliMust(t, bin, d.URL, "get", "lb", "-o", "json")); after != before {
+				t.Errorf("rule not restored exactly:\nbefore %s\nafter  %s", before, after)
+			}
+		})
 	}
 }
 
 // validatePoolRule applies rule "pool": round robin over two fake engines
-// on 127.0.0.1 answering after latency.
-func validatePoolRule(t *testing.T, bin, api string, latency time.Duration) {
+// on 127.0.0.1 answering after latency, with circuit breakers when
+// breakers is set.
+func validatePoolRule(t *testing.T, bin, api string, latency time.Duration, breakers bool) {
 	t.Helper()
 	var eps []string
 	for _, name := range []string{"a", "b"} {
@@ -252,10 +269,10 @@ kind: Loadbalancer
 metadata:
   name: pool
 spec:
-  serviceArguments: {externalIP: 127.0.0.1, port: %d, protocol: tcp, sel: 0, mode: 4, sse_mode: true}
+  serviceArguments: {externalIP: 127.0.0.1, port: %d, protocol: tcp, sel: 0, mode: 4, sse_mode: true, cb_enable: %t}
   endpoints:
 %s
-`, vipPort, strings.Join(eps, "\n"))
+`, vipPort, breakers, strings.Join(eps, "\n"))
 	file := filepath.Join(t.TempDir(), "pool.yaml")
 	if err := os.WriteFile(file, []byte(rule), 0o600); err != nil {
 		t.Fatal(err)
@@ -299,7 +316,7 @@ func TestValidateInterruptRestores(t *testing.T) {
 	}
 	bin := cliBuild(t)
 	d := cliStartDaemon(t, bin, t.TempDir())
-	validatePoolRule(t, bin, d.URL, 500*time.Millisecond) // slow answers keep the drain open
+	validatePoolRule(t, bin, d.URL, 500*time.Millisecond, false) // slow answers keep the drain open
 	before := configOnly(t, cliMust(t, bin, d.URL, "get", "lb", "-o", "json"))
 
 	cmd := exec.Command(bin, "--server", d.URL, "validate", "pool", "--disruptive", "--request-timeout", "20s")
