@@ -99,20 +99,7 @@ func (w *workflow) drainOne(ctx context.Context, orig rules.Rule, i int, fam str
 	drainedRule := rules.SpecOnly(orig)
 	drainedRule.Endpoints = append([]rules.Endpoint(nil), orig.Endpoints...)
 	drainedRule.Endpoints[i].Weight = 0
-	restored := false
-	restore := func() {
-		if restored {
-			return
-		}
-		restored = true
-		if err := w.restoreRule(ctx, orig); err != nil {
-			ev = append(ev, fmt.Sprintf("%s: RESTORE FAILED: %v — re-apply the rule by hand", id, err))
-			st = Fail
-			w.opts.Log.WithError(err).WithField("endpoint", id).Error("validate: restore after drain failed")
-			return
-		}
-		restoredOK = true
-	}
+	restore := w.restoreOnce(ctx, orig, id, "drain", &ev, &st, &restoredOK)
 	defer restore()
 	if _, err := w.api.Apply(ctx, drainedRule); err != nil {
 		restore() // the drain may have been applied before the error
@@ -234,4 +221,24 @@ func countRole(r rules.Rule, epRole int) int {
 		}
 	}
 	return n
+}
+
+// restoreOnce returns a function that re-applies orig the first time it is
+// called: a disruptive step defers it and may call it early. A failed
+// restore is added to *ev and makes *st Fail; *ok reports one that worked.
+func (w *workflow) restoreOnce(ctx context.Context, orig rules.Rule, id, after string, ev *[]string, st *Status, ok *bool) func() {
+	done := false
+	return func() {
+		if done {
+			return
+		}
+		done = true
+		if err := w.restoreRule(ctx, orig); err != nil {
+			*ev = append(*ev, fmt.Sprintf("%s: RESTORE FAILED: %v — re-apply the rule by hand", id, err))
+			*st = Fail
+			w.opts.Log.WithError(err).WithField("endpoint", id).Error("validate: restore after " + after + " failed")
+			return
+		}
+		*ok = true
+	}
 }

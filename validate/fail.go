@@ -136,20 +136,7 @@ func (w *workflow) failOne(ctx context.Context, orig rules.Rule, i, port int, fa
 	failedRule := rules.SpecOnly(orig)
 	failedRule.Endpoints = append([]rules.Endpoint(nil), orig.Endpoints...)
 	failedRule.Endpoints[i].TargetPort = port
-	restored := false
-	restore := func() {
-		if restored {
-			return
-		}
-		restored = true
-		if err := w.restoreRule(ctx, orig); err != nil {
-			ev = append(ev, fmt.Sprintf("%s: RESTORE FAILED: %v — re-apply the rule by hand", id, err))
-			st = Fail
-			w.opts.Log.WithError(err).WithField("endpoint", id).Error("validate: restore after failing an endpoint failed")
-			return
-		}
-		restoredOK = true
-	}
+	restore := w.restoreOnce(ctx, orig, id, "failing an endpoint", &ev, &st, &restoredOK)
 	defer restore()
 	if _, err := w.api.Apply(ctx, failedRule); err != nil {
 		restore()
