@@ -39,25 +39,7 @@ func TestScrapeCost(t *testing.T) {
 	if os.Getenv(costEnv) == "" {
 		t.Skip("set " + costEnv + "=1 to measure the scrape cost")
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestScrapeCostServer$")
-	cmd.Env = append(os.Environ(), costServerEnv+"=1")
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { stdin.Close(); _ = cmd.Wait() }()
-	sc := bufio.NewScanner(stdout)
-	var urls []string
-	for len(urls) < costEndpoints && sc.Scan() {
-		if u, ok := strings.CutPrefix(sc.Text(), "ADDR "); ok {
-			urls = append(urls, "http://"+u+"/metrics")
-		}
-	}
-	if len(urls) != costEndpoints {
-		t.Fatalf("child served %d endpoints", len(urls))
-	}
+	urls := costServers(t)
 	s := New(DefaultOptions(), metrics.NewEngine(prometheus.NewRegistry()), nil)
 	cells := make([]Cell, costEndpoints)
 	ts := make([]Target, costEndpoints)
@@ -101,6 +83,33 @@ func TestScrapeCost(t *testing.T) {
 	floor := cpuTime(t) - cpu0
 	t.Logf("for scale, a hot loop of bare keep-alive GETs (net/http, body discarded) on this host: %.0f µs CPU per request (%d requests)",
 		floor.Seconds()*1e6/float64(n), n)
+}
+
+// costServers starts TestScrapeCostServer in a child process (the
+// engines' CPU is not the scraper's) and returns its endpoints' URLs; the
+// child ends with the test.
+func costServers(t *testing.T) []string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestScrapeCostServer$")
+	cmd.Env = append(os.Environ(), costServerEnv+"=1")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
+	sc := bufio.NewScanner(stdout)
+	var urls []string
+	for len(urls) < costEndpoints && sc.Scan() {
+		if u, ok := strings.CutPrefix(sc.Text(), "ADDR "); ok {
+			urls = append(urls, "http://"+u+"/metrics")
+		}
+	}
+	if len(urls) != costEndpoints {
+		t.Fatalf("child served %d endpoints", len(urls))
+	}
+	return urls
 }
 
 // TestScrapeCostServer is the child of TestScrapeCost: 64 listeners, each
