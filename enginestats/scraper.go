@@ -109,16 +109,20 @@ func (s *Scraper) Set(owner string, ts []Target) {
 		key := keyOf(&t)
 		if sb := cur[t.Endpoint]; sb != nil {
 			delete(cur, t.Endpoint)
-			old := sb.cfg.Load()
-			if old.Rule != t.Rule && s.m != nil {
-				s.m.ForgetEndpoint(old.Rule, old.Endpoint)
-			}
-			if sb.w.key == key {
+			relabel := sb.cfg.Load().Rule != t.Rule
+			if sb.w.key != key {
+				s.leaveLocked(sb, relabel) // moves; same labels keep their series
+			} else {
+				sb.w.pubMu.Lock()
+				if relabel && s.m != nil {
+					old := sb.cfg.Load()
+					s.m.ForgetEndpoint(old.Rule, old.Endpoint)
+				}
 				sb.cfg.Store(&t)
+				sb.w.pubMu.Unlock()
 				next[t.Endpoint] = sb
 				continue
 			}
-			s.leaveLocked(sb, false) // moves: the series (forgotten above if relabelled) go on
 		}
 		sb := &sub{}
 		sb.cfg.Store(&t)
@@ -190,8 +194,12 @@ type worker struct {
 	key     scrapeKey
 	dialect *Dialect
 	subs    atomic.Pointer[[]*sub] // replaced, never changed, under Scraper.mu
-	ctx     context.Context
-	cancel  context.CancelFunc
+	// pubMu is held while a scrape is published and while a sub leaves,
+	// so a leaving target's series, once forgotten, are never set again.
+	// Only the control plane waits on it, for one publish at most.
+	pubMu  sync.Mutex
+	ctx    context.Context
+	cancel context.CancelFunc
 	// kick starts one scrape; busy is set by the scheduler when it kicks
 	// and cleared when the scrape is over, so a slow scrape is skipped
 	// by the bursts that come while it runs, never queued behind itself.
@@ -271,6 +279,8 @@ func (w *worker) publish(sample Sample, reason string, start time.Time) {
 		}
 		w.completed, w.seenCount = sample.Completed, true
 	}
+	w.pubMu.Lock()
+	defer w.pubMu.Unlock()
 	prev := w.last
 	snap := w.nextSnapshot(prev, sample, reason, now)
 	w.last = snap

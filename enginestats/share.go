@@ -86,12 +86,14 @@ func (s *Scraper) joinLocked(key scrapeKey, sb *sub) {
 // rule and endpoint go on under another key and keep them). The last sub
 // to leave stops the worker.
 func (s *Scraper) leaveLocked(sb *sub, forget bool) {
+	w := sb.w
+	w.pubMu.Lock()
 	sb.gone.Store(true)
 	if forget && s.m != nil {
 		t := sb.cfg.Load()
 		s.m.ForgetEndpoint(t.Rule, t.Endpoint)
 	}
-	w := sb.w
+	w.pubMu.Unlock()
 	subs := w.subs.Load()
 	next := slices.DeleteFunc(slices.Clone(*subs), func(x *sub) bool { return x == sb })
 	if len(next) > 0 {

@@ -100,6 +100,9 @@ func TestScrapeShared(t *testing.T) {
 			if n := scrapesIn(hits, 100*time.Millisecond); n != 0 {
 				t.Errorf("%d requests after the last rule left", n)
 			}
+			if c := seriesCount(m.Scrapes) + seriesCount(m.Running); c != 0 {
+				t.Errorf("%d series came back after every rule left", c)
+			}
 		})
 	}
 }
@@ -171,5 +174,27 @@ func TestScrapeSharedMoves(t *testing.T) {
 				t.Errorf("distinct scrapes after moving back = %d, want 1", n)
 			}
 		})
+	}
+}
+
+// TestScrapeSharedRelabel: a target whose rule label changes on the same
+// scrape loses the old label's series and exports under the new one.
+func TestScrapeSharedRelabel(t *testing.T) {
+	srv, _ := countingEngine(t, 4)
+	m := metrics.NewEngine(prometheus.NewRegistry())
+	s := New(fastOptions(), m, nil)
+	defer s.Close()
+	var a, b Cell
+	s.Set("owner-a", []Target{{Rule: "a", Endpoint: "e", URL: srv.URL, Cell: &a}})
+	s.Set("owner-b", []Target{{Rule: "b", Endpoint: "e", URL: srv.URL, Cell: &b}})
+	waitFor(t, "both rules' series", func() bool { return seriesCount(m.Running) == 2 })
+	s.Set("owner-a", []Target{{Rule: "a2", Endpoint: "e", URL: srv.URL, Cell: &a}})
+	waitFor(t, "the new label's series", func() bool { return value(m.Running.WithLabelValues("a2", "e")) == 4 })
+	time.Sleep(30 * time.Millisecond) // scrapes after the relabel
+	if c := seriesCount(m.Running); c != 2 {
+		t.Errorf("running series = %d, want 2 (b and a2; a forgotten)", c)
+	}
+	if s.Targets() != 1 {
+		t.Errorf("distinct scrapes = %d, want 1", s.Targets())
 	}
 }
