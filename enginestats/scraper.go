@@ -293,7 +293,7 @@ func (w *worker) publish(sample Sample, reason string, start time.Time) {
 		}
 		t := sb.cfg.Load()
 		s := snap
-		if had := t.Cell.Load(); had != prev {
+		if had := t.Cell.Load(); had != prev && !converges(had, prev, reason) {
 			s = w.nextSnapshot(had, sample, reason, now)
 		}
 		// Export before publishing: whoever sees the new snapshot also sees its gauges.
@@ -301,6 +301,23 @@ func (w *worker) publish(sample Sample, reason string, start time.Time) {
 		t.Cell.store(s)
 	}
 	w.logOutcome(reason)
+}
+
+// converges reports whether the snapshot after had equals the one after
+// prev: a good scrape replaces all they carry but the restart count. A
+// target that joined a running scrape thus shares its snapshots (one
+// allocation per scrape) from its first good scrape on.
+func converges(had, prev *Snapshot, reason string) bool {
+	if reason != ReasonOK && reason != ReasonCounterReset {
+		return false
+	}
+	restarts := func(s *Snapshot) uint64 {
+		if s == nil {
+			return 0
+		}
+		return s.Restarts
+	}
+	return restarts(had) == restarts(prev)
 }
 
 // nextSnapshot is the snapshot after prev for one scrape's outcome: a

@@ -65,6 +65,17 @@ func TestScrapeShared(t *testing.T) {
 					t.Fatalf("rule %d: running %v, want 7", i, got)
 				}
 			}
+			// From the next good scrape on, every Cell holds the same
+			// snapshot: one allocation per scrape, not one per rule.
+			waitFor(t, "every rule's cell to share the snapshot", func() bool {
+				first := cells[0].Load()
+				for i := range cells {
+					if cells[i].Load() != first {
+						return false
+					}
+				}
+				return true
+			})
 			// One scrape per interval (jitter ±10 %), never one per rule: a
 			// loaded host only makes fewer.
 			const window = 200 * time.Millisecond
