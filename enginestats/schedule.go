@@ -11,7 +11,7 @@ import (
 // of one burst (about 3 ms for 64 targets: 64 times the ~40 µs a scrape
 // costs in TestScrapeCost) never delays the request path by more.
 // A shared scrape also publishes to every rule naming it: 2,000 rules on
-// one scrape took 0.4–0.5 % of a core (TestScrapeCostShared), about 1 ms
+// one scrape took 0.38–0.54 % of a core (TestScrapeCostShared), about 1 ms
 // per interval, most of it in that one publish.
 //
 // Why bursts and not a timer per target: on the hosts measured, waking
