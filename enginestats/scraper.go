@@ -21,13 +21,15 @@ import (
 // inflating costs more CPU than the bytes on loopback or a LAN.
 const acceptHeader = "text/plain;version=0.0.4;q=1,application/openmetrics-text;q=0.5,*/*;q=0.1"
 
-// Target is one endpoint to scrape.
+// Target is one endpoint to scrape for one owner. Targets asking the same
+// URL of the same engine with the same Client share one scrape (share.go).
 type Target struct {
 	Rule     string // metric label "rule"
 	Endpoint string // endpoint ID ("ip:port"), metric label "endpoint"; unique per Set
 	URL      string // the exposition, e.g. http://10.0.0.5:8000/metrics
 	Engine   string // dialect (kvEngineType; "" is vLLM)
 	// Client scrapes this target (a TLS engine's trust); nil: the scraper's.
+	// Targets share a scrape only with the same Client pointer.
 	Client *http.Client
 	// Cell receives every snapshot; the datapath's pickers read it.
 	Cell *Cell

@@ -209,3 +209,45 @@ func TestScrapeSharedRelabel(t *testing.T) {
 		t.Errorf("distinct scrapes = %d, want 1", s.Targets())
 	}
 }
+
+// TestScrapeSharedChurn: owners joining, moving, relabelling and leaving
+// shared scrapes from many goroutines while they run (for -race); at the
+// end no scrape and no series is left.
+func TestScrapeSharedChurn(t *testing.T) {
+	a, _ := countingEngine(t, 1)
+	b, _ := countingEngine(t, 2)
+	m := metrics.NewEngine(prometheus.NewRegistry())
+	s := New(Options{Interval: time.Millisecond, Timeout: 100 * time.Millisecond}, m, nil)
+	defer s.Close()
+	urls := []string{a.URL, b.URL}
+	done := make(chan struct{})
+	for g := range 8 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			owner := fmt.Sprint("owner", g)
+			var cell Cell
+			for i := range 200 {
+				switch i % 4 {
+				case 3:
+					s.Drop(owner)
+				default:
+					s.Set(owner, []Target{{Rule: fmt.Sprint("r", g, "-", i%3), Endpoint: "e", URL: urls[(i/2)%2], Cell: &cell}})
+				}
+				if i%20 == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			s.Drop(owner)
+		}()
+	}
+	for range 8 {
+		<-done
+	}
+	if n := s.Targets(); n != 0 {
+		t.Fatalf("distinct scrapes after every owner left = %d", n)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if c := seriesCount(m.Scrapes) + seriesCount(m.Running); c != 0 {
+		t.Errorf("%d series left after every owner left", c)
+	}
+}
