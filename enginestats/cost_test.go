@@ -39,25 +39,7 @@ func TestScrapeCost(t *testing.T) {
 	if os.Getenv(costEnv) == "" {
 		t.Skip("set " + costEnv + "=1 to measure the scrape cost")
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestScrapeCostServer$")
-	cmd.Env = append(os.Environ(), costServerEnv+"=1")
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { stdin.Close(); _ = cmd.Wait() }()
-	sc := bufio.NewScanner(stdout)
-	var urls []string
-	for len(urls) < costEndpoints && sc.Scan() {
-		if u, ok := strings.CutPrefix(sc.Text(), "ADDR "); ok {
-			urls = append(urls, "http://"+u+"/metrics")
-		}
-	}
-	if len(urls) != costEndpoints {
-		t.Fatalf("child served %d endpoints", len(urls))
-	}
+	urls := costServers(t)
 	s := New(DefaultOptions(), metrics.NewEngine(prometheus.NewRegistry()), nil)
 	cells := make([]Cell, costEndpoints)
 	ts := make([]Target, costEndpoints)
@@ -101,6 +83,33 @@ func TestScrapeCost(t *testing.T) {
 	floor := cpuTime(t) - cpu0
 	t.Logf("for scale, a hot loop of bare keep-alive GETs (net/http, body discarded) on this host: %.0f µs CPU per request (%d requests)",
 		floor.Seconds()*1e6/float64(n), n)
+}
+
+// costServers starts TestScrapeCostServer in a child process (the
+// engines' CPU is not the scraper's) and returns its endpoints' URLs; the
+// child ends with the test.
+func costServers(t *testing.T) []string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestScrapeCostServer$")
+	cmd.Env = append(os.Environ(), costServerEnv+"=1")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
+	sc := bufio.NewScanner(stdout)
+	var urls []string
+	for len(urls) < costEndpoints && sc.Scan() {
+		if u, ok := strings.CutPrefix(sc.Text(), "ADDR "); ok {
+			urls = append(urls, "http://"+u+"/metrics")
+		}
+	}
+	if len(urls) != costEndpoints {
+		t.Fatalf("child served %d endpoints", len(urls))
+	}
+	return urls
 }
 
 // TestScrapeCostServer is the child of TestScrapeCost: 64 listeners, each
@@ -148,4 +157,47 @@ func cpuTime(t *testing.T) time.Duration {
 		t.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestScrapeCostShared measures the scraper's CPU for costRules rules
+// naming one endpoint, in two arms of one run: every rule on its own URL
+// (a path per rule: one scrape per rule and interval, which is what the
+// scraper did for rules sharing an endpoint before scrapes were shared)
+// and every rule on the same URL (one shared scrape).
+//
+//	ENGINESTATS_COST=1 go test -run 'TestScrapeCostShared$' -v ./enginestats/
+func TestScrapeCostShared(t *testing.T) {
+	if os.Getenv(costEnv) == "" {
+		t.Skip("set " + costEnv + "=1 to measure the scrape cost")
+	}
+	const costRules = 2000
+	url := costServers(t)[0]
+	arms := []struct {
+		name string
+		url  func(i int) string
+	}{
+		{"a scrape per rule", func(i int) string { return fmt.Sprint(url, "/", i) }},
+		{"one shared scrape", func(int) string { return url }},
+	}
+	for _, arm := range arms {
+		s := New(DefaultOptions(), metrics.NewEngine(prometheus.NewRegistry()), nil)
+		cells := make([]Cell, costRules)
+		for i := range cells {
+			s.Set(fmt.Sprint("rule", i), []Target{{Rule: fmt.Sprint("rule", i), Endpoint: "e", URL: arm.url(i), Cell: &cells[i]}})
+		}
+		time.Sleep(2 * time.Second) // connections up, buffers grown
+		const window = 5 * time.Second
+		cpu0, wall0 := cpuTime(t), time.Now()
+		time.Sleep(window)
+		cpu, wall := cpuTime(t)-cpu0, time.Since(wall0)
+		scrapes := s.Targets()
+		s.Close()
+		for i := range cells {
+			if snap := cells[i].Load(); snap == nil || snap.Reason != ReasonOK {
+				t.Fatalf("%s: rule %d: %+v", arm.name, i, snap)
+			}
+		}
+		t.Logf("%s: %d rules on one endpoint, %d distinct scrapes: scraper CPU %.2f %% of one core at %v",
+			arm.name, costRules, scrapes, 100*cpu.Seconds()/wall.Seconds(), DefaultInterval)
+	}
 }

@@ -19,14 +19,17 @@
 // none of the known families give no signal (reason no_signal): routing
 // behaves as it did without this package.
 //
-// Cost: one scheduler goroutine starts every target's scrape in bursts
-// (up to 64 targets once per interval, more in bursts spread over it) and
-// one goroutine per target handles what cannot be done at once. On a
+// Cost: targets that ask the same URL of the same dialect with the same
+// client share one scrape, published to each of them (thousands of rules
+// naming one engine cost one scrape per interval, not one per rule). One
+// scheduler goroutine starts every distinct scrape in bursts (up to 64
+// once per interval, more in bursts spread over it) and one goroutine per
+// distinct scrape handles what cannot be done at once. On a
 // plaintext keep-alive connection the scheduler writes the request and,
 // when the whole answer is already there, reads and publishes it itself:
 // one write and one read, no timer, no thread hand-off, one allocation
 // (the snapshot). Dials, TLS targets (net/http), partial answers and slow
-// engines go to the target's goroutine, which waits on the poller with
+// engines go to the scrape's goroutine, which waits on the poller with
 // the scrape's deadline. The parser looks only at the handful of
 // families in the engine's table (expfmt would build every family,
 // histograms included, on every scrape), and the request asks the

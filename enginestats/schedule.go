@@ -6,10 +6,13 @@ import (
 )
 
 // burst is the most scrapes one wake-up of the scheduler starts. Up to
-// burst targets are all scraped together once per interval; more are
+// burst distinct scrapes (share.go) all run together once per interval; more are
 // split into ceil(n/burst) bursts spread over the interval, so the CPU
 // of one burst (about 3 ms for 64 targets: 64 times the ~40 µs a scrape
 // costs in TestScrapeCost) never delays the request path by more.
+// A shared scrape also publishes to every rule naming it: 2,000 rules on
+// one scrape took 0.38–0.54 % of a core (TestScrapeCostShared), about 1 ms
+// per interval, most of it in that one publish.
 //
 // Why bursts and not a timer per target: on the hosts measured, waking
 // an idle Go process costs as much CPU as several scrapes (the runtime

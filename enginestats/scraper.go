@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 
 	"github.com/infergate/infergate/metrics"
@@ -22,33 +21,37 @@ import (
 // inflating costs more CPU than the bytes on loopback or a LAN.
 const acceptHeader = "text/plain;version=0.0.4;q=1,application/openmetrics-text;q=0.5,*/*;q=0.1"
 
-// Target is one endpoint to scrape.
+// Target is one endpoint to scrape for one owner. Targets asking the same
+// URL of the same engine with the same Client share one scrape (share.go).
 type Target struct {
 	Rule     string // metric label "rule"
 	Endpoint string // endpoint ID ("ip:port"), metric label "endpoint"; unique per Set
 	URL      string // the exposition, e.g. http://10.0.0.5:8000/metrics
 	Engine   string // dialect (kvEngineType; "" is vLLM)
 	// Client scrapes this target (a TLS engine's trust); nil: the scraper's.
+	// Targets share a scrape only with the same Client pointer.
 	Client *http.Client
 	// Cell receives every snapshot; the datapath's pickers read it.
 	Cell *Cell
 }
 
-// Scraper scrapes every target of every owner (a rule): one scheduler
-// goroutine starts the scrapes in bursts (schedule.go), one goroutine per
-// target runs its own scrape. It is safe for concurrent use; no method
-// waits on the network.
+// Scraper scrapes every distinct target of every owner (a rule): one
+// scheduler goroutine starts the scrapes in bursts (schedule.go), one
+// goroutine per distinct scrape (share.go) runs it and publishes to every
+// target naming it. It is safe for concurrent use; no method waits on the
+// network.
 type Scraper struct {
 	opts   Options
 	m      *metrics.Engine
 	log    logrus.FieldLogger
 	client *http.Client
 
-	mu     sync.Mutex
-	owners map[string]map[string]*worker // owner → endpoint ID → worker
-	closed bool
-	wg     sync.WaitGroup
-	sched  schedule // guarded by mu
+	mu      sync.Mutex
+	owners  map[string]map[string]*sub // owner → endpoint ID → its target
+	scrapes map[scrapeKey]*worker      // one per distinct scrape
+	closed  bool
+	wg      sync.WaitGroup
+	sched   schedule // guarded by mu
 }
 
 // New builds a Scraper; zero option fields take defaults. m and log may be
@@ -69,12 +72,13 @@ func New(opts Options, m *metrics.Engine, log logrus.FieldLogger) *Scraper {
 		IdleConnTimeout: max(90*time.Second, 4*opts.Interval),
 	}
 	return &Scraper{
-		opts:   opts,
-		m:      m,
-		log:    log,
-		client: &http.Client{Transport: tr, CheckRedirect: noRedirect},
-		owners: map[string]map[string]*worker{},
-		sched:  schedule{stop: make(chan struct{})},
+		opts:    opts,
+		m:       m,
+		log:     log,
+		client:  &http.Client{Transport: tr, CheckRedirect: noRedirect},
+		owners:  map[string]map[string]*sub{},
+		scrapes: map[scrapeKey]*worker{},
+		sched:   schedule{stop: make(chan struct{})},
 	}
 }
 
@@ -84,10 +88,13 @@ func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastRe
 // Options returns the effective options.
 func (s *Scraper) Options() Options { return s.opts }
 
-// Set makes owner's targets exactly ts: a target already scraped keeps its
-// goroutine, buffer and last snapshot (its URL, engine or labels may
-// change), new ones start, missing ones stop and lose their series. With
-// scraping off, or after Close, it does nothing.
+// Set makes owner's targets exactly ts. A target whose scrape key (URL,
+// engine, client) is unchanged stays on its shared scrape, keeping its
+// series (its labels or Cell may change); one whose key changed moves to
+// the scrape of its new key; new ones join (or start) the scrape of their
+// key; missing ones leave and lose their series. A scrape no target
+// names any more stops. With scraping off, or after Close, it does
+// nothing.
 func (s *Scraper) Set(owner string, ts []Target) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -95,34 +102,37 @@ func (s *Scraper) Set(owner string, ts []Target) {
 		return
 	}
 	cur := s.owners[owner]
-	next := make(map[string]*worker, len(ts))
+	next := make(map[string]*sub, len(ts))
 	for i := range ts {
 		t := ts[i]
-		if t.Cell == nil {
-			continue
+		if t.Cell == nil || next[t.Endpoint] != nil {
+			continue // listed twice: one target serves both
 		}
-		if w := cur[t.Endpoint]; w != nil {
-			if old := w.cfg.Load(); old.Rule != t.Rule && s.m != nil {
-				s.m.ForgetEndpoint(old.Rule, old.Endpoint)
-			}
-			w.cfg.Store(&t)
-			next[t.Endpoint] = w
+		key := keyOf(&t)
+		if sb := cur[t.Endpoint]; sb != nil {
 			delete(cur, t.Endpoint)
-			continue
+			relabel := sb.cfg.Load().Rule != t.Rule
+			if sb.w.key != key {
+				s.leaveLocked(sb, relabel) // moves; same labels keep their series
+			} else {
+				sb.w.pubMu.Lock()
+				if relabel && s.m != nil {
+					old := sb.cfg.Load()
+					s.m.ForgetEndpoint(old.Rule, old.Endpoint)
+				}
+				sb.cfg.Store(&t)
+				sb.w.pubMu.Unlock()
+				next[t.Endpoint] = sb
+				continue
+			}
 		}
-		if next[t.Endpoint] != nil {
-			continue // listed twice: one scrape serves both
-		}
-		w := &worker{s: s, kick: make(chan kick, 1)}
-		w.cfg.Store(&t)
-		w.ctx, w.cancel = context.WithCancel(context.Background())
-		next[t.Endpoint] = w
-		s.wg.Add(1)
-		go w.run()
-		s.sched.add(w)
+		sb := &sub{}
+		sb.cfg.Store(&t)
+		s.joinLocked(key, sb)
+		next[t.Endpoint] = sb
 	}
-	for _, w := range cur {
-		s.stopLocked(w)
+	for _, sb := range cur {
+		s.leaveLocked(sb, true)
 	}
 	s.sched.compact()
 	s.startLocked()
@@ -137,36 +147,19 @@ func (s *Scraper) Set(owner string, ts []Target) {
 func (s *Scraper) Drop(owner string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, w := range s.owners[owner] {
-		s.stopLocked(w)
+	for _, sb := range s.owners[owner] {
+		s.leaveLocked(sb, true)
 	}
 	s.sched.compact()
 	delete(s.owners, owner)
 }
 
-// stopLocked cancels w; its series go now, so a rule re-created at once
-// under the same name keeps the ones it registers next.
-func (s *Scraper) stopLocked(w *worker) {
-	w.cancel()
-	w.gone = true
-	if g := w.lean.Load(); g != nil {
-		g.close() // a scrape blocked on it returns now
-	}
-	if s.m != nil {
-		t := w.cfg.Load()
-		s.m.ForgetEndpoint(t.Rule, t.Endpoint)
-	}
-}
-
-// Targets is the number of endpoints being scraped.
+// Targets is the number of distinct scrapes running: targets of any
+// owners that share a URL, engine and client count once.
 func (s *Scraper) Targets() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
-	for _, ws := range s.owners {
-		n += len(ws)
-	}
-	return n
+	return len(s.scrapes)
 }
 
 // Close stops every target and waits for their goroutines (a scrape in
@@ -174,9 +167,9 @@ func (s *Scraper) Targets() int {
 func (s *Scraper) Close() {
 	s.mu.Lock()
 	s.closed = true
-	for o, ws := range s.owners {
-		for _, w := range ws {
-			s.stopLocked(w)
+	for o, sbs := range s.owners {
+		for _, sb := range sbs {
+			s.leaveLocked(sb, true)
 		}
 		delete(s.owners, o)
 	}
@@ -193,13 +186,20 @@ func (s *Scraper) wait() time.Duration {
 	return time.Duration(float64(s.opts.Interval) * (1 + j))
 }
 
-// worker scrapes one target each time the scheduler kicks it, until
-// cancelled. Everything but cfg, kick, busy and gone belongs to whoever
-// holds busy: the scheduler while it finishes a scrape itself
-// (tryInline), else the worker's goroutine.
+// worker runs one distinct scrape each time the scheduler kicks it, until
+// cancelled, and publishes it to every sub. key, dialect and the getter
+// are fixed at creation. Everything but subs, kick, busy, lean and gone
+// belongs to whoever holds busy: the scheduler while it finishes a scrape
+// itself (tryInline), else the worker's goroutine.
 type worker struct {
-	s      *Scraper
-	cfg    atomic.Pointer[Target]
+	s       *Scraper
+	key     scrapeKey
+	dialect *Dialect
+	subs    atomic.Pointer[[]*sub] // replaced, never changed, under Scraper.mu
+	// pubMu is held while a scrape is published and while a sub leaves,
+	// so a leaving target's series, once forgotten, are never set again.
+	// Only the control plane waits on it, for one publish at most.
+	pubMu  sync.Mutex
 	ctx    context.Context
 	cancel context.CancelFunc
 	// kick starts one scrape; busy is set by the scheduler when it kicks
@@ -209,26 +209,14 @@ type worker struct {
 	busy atomic.Bool
 	gone bool // stopped; guarded by Scraper.mu
 
-	buf    []byte
-	url    string  // t.URL with the dialect's name[] filter
-	urlFor *Target // the cfg url and lean were built for
+	buf []byte
 	// lean is the plaintext fast path (nil: net/http); atomic because
-	// Scraper.stopLocked closes its connection to end a blocked scrape.
+	// Scraper.leaveLocked closes its connection to end a blocked scrape.
 	lean       atomic.Pointer[getter]
-	completed  float64 // last FieldCompleted seen
+	last       *Snapshot // the snapshot the last scrape published
+	completed  float64   // last FieldCompleted seen
 	seenCount  bool
 	lastReason string
-	ser        series
-}
-
-// series are a target's exported series, each looked up on first use for
-// one target configuration and kept (a lookup hashes the labels under the
-// vector's lock, every scrape otherwise). A series is created when it is
-// first set, as before: a target that never answers exports no gauges.
-type series struct {
-	of                         *Target
-	ok                         prometheus.Counter
-	waiting, running, kv, last prometheus.Gauge
 }
 
 func (w *worker) run() {
@@ -256,10 +244,8 @@ func (w *worker) scrapeOnce(k kick) {
 		// the burst (a busy host may run this goroutine late).
 		k.start = time.Now()
 	}
-	t := w.cfg.Load()
-	d := DialectFor(t.Engine)
-	sample, reason := w.fetch(t, d, k)
-	w.publish(t, d, sample, reason, k.start)
+	sample, reason := w.fetch(k)
+	w.publish(sample, reason, k.start)
 }
 
 // tryInline finishes a scrape whose request presend wrote, on the
@@ -267,115 +253,160 @@ func (w *worker) scrapeOnce(k kick) {
 // leaves it to the worker. The scheduler holds busy, so the worker's
 // state is its alone meanwhile.
 func (w *worker) tryInline(k kick) bool {
-	t := w.cfg.Load()
 	g := w.lean.Load()
-	if w.urlFor != t || g == nil {
+	if g == nil {
 		return false
 	}
 	body, done, err := g.tryReceive(w.s.opts.MaxBytes, w.buf[:0])
 	if !done {
 		return false
 	}
-	d := DialectFor(t.Engine)
-	sample, reason := w.leanOutcome(body, err, k.start.Add(w.s.opts.Timeout), d)
-	w.publish(t, d, sample, reason, k.start)
+	sample, reason := w.leanOutcome(body, err, k.start.Add(w.s.opts.Timeout))
+	w.publish(sample, reason, k.start)
 	return true
 }
 
-// publish turns one scrape's outcome into the target's next snapshot.
-func (w *worker) publish(t *Target, d *Dialect, sample Sample, reason string, start time.Time) {
+// publish turns one scrape's outcome into the next snapshot of every
+// target on the worker. One snapshot serves every Cell the last one was
+// published into; a Cell holding another (a target that just joined or
+// moved here) gets its own, built on what it held.
+func (w *worker) publish(sample Sample, reason string, start time.Time) {
 	if w.ctx.Err() != nil {
 		return // stopped mid-scrape: publish nothing, touch no series
 	}
 	now := time.Now()
-	prev := t.Cell.Load()
-	snap := &Snapshot{Engine: d.Engine, Reason: reason, Tried: now}
+	if reason == ReasonOK && sample.Has(FieldCompleted) {
+		if w.seenCount && sample.Completed < w.completed {
+			reason = ReasonCounterReset
+		}
+		w.completed, w.seenCount = sample.Completed, true
+	}
+	w.pubMu.Lock()
+	defer w.pubMu.Unlock()
+	prev := w.last
+	snap := w.nextSnapshot(prev, sample, reason, now)
+	w.last = snap
+	if m := w.s.m; m != nil {
+		m.Duration.Observe(now.Sub(start).Seconds())
+	}
+	for _, sb := range *w.subs.Load() {
+		if sb.gone.Load() {
+			continue
+		}
+		t := sb.cfg.Load()
+		s := snap
+		if had := t.Cell.Load(); had != prev && !converges(had, prev, reason) {
+			s = w.nextSnapshot(had, sample, reason, now)
+		}
+		// Export before publishing: whoever sees the new snapshot also sees its gauges.
+		w.record(sb, t, s)
+		t.Cell.store(s)
+	}
+	w.logOutcome(reason)
+}
+
+// converges reports whether the snapshot after had equals the one after
+// prev: a good scrape replaces all they carry but the restart count. A
+// target that joined a running scrape thus shares its snapshots (one
+// allocation per scrape) from its first good scrape on.
+func converges(had, prev *Snapshot, reason string) bool {
+	if reason != ReasonOK && reason != ReasonCounterReset {
+		return false
+	}
+	restarts := func(s *Snapshot) uint64 {
+		if s == nil {
+			return 0
+		}
+		return s.Restarts
+	}
+	return restarts(had) == restarts(prev)
+}
+
+// nextSnapshot is the snapshot after prev for one scrape's outcome: a
+// failure keeps prev's values, a good scrape replaces them.
+func (w *worker) nextSnapshot(prev *Snapshot, sample Sample, reason string, now time.Time) *Snapshot {
+	snap := &Snapshot{Engine: w.dialect.Engine, Reason: reason, Tried: now}
 	if prev != nil {
 		snap.Sample, snap.At, snap.Expires, snap.Restarts = prev.Sample, prev.At, prev.Expires, prev.Restarts
 	}
-	if reason == ReasonOK && sample.Has(FieldCompleted) {
-		if w.seenCount && sample.Completed < w.completed {
-			reason, snap.Reason = ReasonCounterReset, ReasonCounterReset
-			snap.Restarts++
-		}
-		w.completed, w.seenCount = sample.Completed, true
+	if reason == ReasonCounterReset {
+		snap.Restarts++
 	}
 	if reason == ReasonOK || reason == ReasonCounterReset {
 		snap.Sample, snap.At, snap.Expires = sample, now, now.Add(w.s.opts.StaleAfter)
 	}
-	// Export before publishing: whoever sees the new snapshot also sees its gauges.
-	w.record(t, snap, now.Sub(start))
-	t.Cell.store(snap)
+	return snap
 }
 
-// record exports one scrape and logs a change of outcome.
-func (w *worker) record(t *Target, snap *Snapshot, took time.Duration) {
-	if m := w.s.m; m != nil {
-		m.Duration.Observe(took.Seconds())
-		if w.ser.of != t {
-			w.ser = series{of: t}
-		}
-		ser := &w.ser
-		if snap.Reason == ReasonOK {
-			if ser.ok == nil {
-				ser.ok = m.Scrapes.WithLabelValues(t.Rule, t.Endpoint, ReasonOK)
-			}
-			ser.ok.Inc()
-		} else {
-			m.Scrapes.WithLabelValues(t.Rule, t.Endpoint, snap.Reason).Inc()
-		}
-		if snap.At.Equal(snap.Tried) {
-			if ser.waiting == nil {
-				ser.waiting = m.Waiting.WithLabelValues(t.Rule, t.Endpoint)
-				ser.running = m.Running.WithLabelValues(t.Rule, t.Endpoint)
-				ser.last = m.LastScrape.WithLabelValues(t.Rule, t.Endpoint)
-			}
-			ser.waiting.Set(snap.Sample.Waiting)
-			ser.running.Set(snap.Sample.Running)
-			if snap.Sample.Has(FieldKVUsage) {
-				if ser.kv == nil {
-					ser.kv = m.KVUsage.WithLabelValues(t.Rule, t.Endpoint)
-				}
-				ser.kv.Set(snap.Sample.KVUsage)
-			}
-			ser.last.Set(float64(snap.At.UnixNano()) / 1e9)
-		}
+// record exports one scrape for one target.
+func (w *worker) record(sb *sub, t *Target, snap *Snapshot) {
+	m := w.s.m
+	if m == nil {
+		return
 	}
-	if snap.Reason != w.lastReason {
-		l := w.s.log.WithFields(logrus.Fields{"rule": t.Rule, "endpoint": t.Endpoint, "url": t.URL, "result": snap.Reason})
-		if snap.Reason == ReasonOK {
-			l.Info("engine metrics: scraping")
-		} else {
-			l.Info("engine metrics: scrape not taken; the endpoint's signal is ignored once stale")
+	if sb.ser.of != t {
+		sb.ser = series{of: t}
+	}
+	ser := &sb.ser
+	if snap.Reason == ReasonOK {
+		if ser.ok == nil {
+			ser.ok = m.Scrapes.WithLabelValues(t.Rule, t.Endpoint, ReasonOK)
 		}
-		w.lastReason = snap.Reason
+		ser.ok.Inc()
+	} else {
+		m.Scrapes.WithLabelValues(t.Rule, t.Endpoint, snap.Reason).Inc()
+	}
+	if snap.At.Equal(snap.Tried) {
+		if ser.waiting == nil {
+			ser.waiting = m.Waiting.WithLabelValues(t.Rule, t.Endpoint)
+			ser.running = m.Running.WithLabelValues(t.Rule, t.Endpoint)
+			ser.last = m.LastScrape.WithLabelValues(t.Rule, t.Endpoint)
+		}
+		ser.waiting.Set(snap.Sample.Waiting)
+		ser.running.Set(snap.Sample.Running)
+		if snap.Sample.Has(FieldKVUsage) {
+			if ser.kv == nil {
+				ser.kv = m.KVUsage.WithLabelValues(t.Rule, t.Endpoint)
+			}
+			ser.kv.Set(snap.Sample.KVUsage)
+		}
+		ser.last.Set(float64(snap.At.UnixNano()) / 1e9)
+	}
+}
+
+// logOutcome logs a change of the scrape's outcome, once for every target
+// sharing it.
+func (w *worker) logOutcome(reason string) {
+	if reason == w.lastReason {
+		return
+	}
+	w.lastReason = reason
+	fields := logrus.Fields{"url": w.key.url, "result": reason, "targets": len(*w.subs.Load())}
+	if subs := *w.subs.Load(); len(subs) > 0 {
+		t := subs[0].cfg.Load()
+		fields["rule"], fields["endpoint"] = t.Rule, t.Endpoint
+	}
+	l := w.s.log.WithFields(fields)
+	if reason == ReasonOK {
+		l.Info("engine metrics: scraping")
+	} else {
+		l.Info("engine metrics: scrape not taken; the endpoint's signal is ignored once stale")
 	}
 }
 
 // fetch runs one HTTP scrape and parses the body.
-func (w *worker) fetch(t *Target, d *Dialect, k kick) (Sample, string) {
-	if w.urlFor != t {
-		k.sent = false // on a getter this target no longer uses
-		w.url, w.urlFor = t.URL+d.query(), t
-		var g *getter
-		if t.Client == nil {
-			g = newGetter(t.URL, d.query())
-		}
-		if old := w.lean.Swap(g); old != nil {
-			old.close()
-		}
-	}
+func (w *worker) fetch(k kick) (Sample, string) {
 	if g := w.lean.Load(); g != nil {
-		return w.fetchLean(g, d, k)
+		return w.fetchLean(g, k)
 	}
 	ctx, cancel := context.WithDeadline(w.ctx, k.start.Add(w.s.opts.Timeout))
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.key.url, nil)
 	if err != nil {
 		return Sample{}, ReasonConnect
 	}
 	req.Header.Set("Accept", acceptHeader)
-	c := t.Client
+	c := w.key.client
 	if c == nil {
 		c = w.s.client
 	}
@@ -399,18 +430,18 @@ func (w *worker) fetch(t *Target, d *Dialect, k kick) (Sample, string) {
 		}
 		return Sample{}, reason
 	}
-	return parseReason(body, d)
+	return parseReason(body, w.dialect)
 }
 
 // fetchLean is fetch over the worker's own connection.
-func (w *worker) fetchLean(g *getter, d *Dialect, k kick) (Sample, string) {
+func (w *worker) fetchLean(g *getter, k kick) (Sample, string) {
 	deadline := k.start.Add(w.s.opts.Timeout)
 	body, err := g.get(deadline, w.s.opts.MaxBytes, w.buf[:0], k.sent)
-	return w.leanOutcome(body, err, deadline, d)
+	return w.leanOutcome(body, err, deadline)
 }
 
 // leanOutcome keeps the body's buffer and names a lean scrape's outcome.
-func (w *worker) leanOutcome(body []byte, err error, deadline time.Time, d *Dialect) (Sample, string) {
+func (w *worker) leanOutcome(body []byte, err error, deadline time.Time) (Sample, string) {
 	w.keep(body)
 	switch {
 	case err == nil:
@@ -423,7 +454,7 @@ func (w *worker) leanOutcome(body []byte, err error, deadline time.Time, d *Dial
 	default:
 		return Sample{}, ReasonConnect
 	}
-	return parseReason(body, d)
+	return parseReason(body, w.dialect)
 }
 
 // keep keeps a scrape's grown buffer for the next scrape, unless it grew
