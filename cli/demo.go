@@ -376,7 +376,7 @@ func kvPublisherIPs() []string {
 // banner; kvPort > 0 makes it serve /tokenize and publish KV events there.
 func startDemoEngine(ctx context.Context, exe string, spec demoEngineSpec, kvPort int, stderr io.Writer) (*demoEngine, error) {
 	args := []string{fakeEngineCmdName, "--dialect", demoEngineDialect, "--role", spec.role,
-		"--addr", net.JoinHostPort(spec.ip, "0"), "--model", demoModel, "--honor-max-tokens"}
+		"--addr", net.JoinHostPort(spec.ip, "0"), "--model", demoModel, "--honor-max-tokens", "--export-metrics"}
 	if kvPort > 0 {
 		args = append(args, "--kv-zmq-port", strconv.Itoa(kvPort), "--block-size", strconv.Itoa(demoKVBlockSize))
 	}

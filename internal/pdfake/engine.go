@@ -84,6 +84,14 @@ type Config struct {
 	// as engines do. Off by default: tests count StreamChunks events
 	// whatever the request asks; the demo turns it on.
 	HonorMaxTokens bool
+	// ExportMetrics serves GET /metrics with the engine's own load families
+	// (vLLM: vllm:num_requests_running, …_waiting, kv_cache_usage_perc,
+	// request_success_total; SGLang: sglang:num_running_reqs, num_queue_reqs,
+	// token_usage, num_requests_total), running being the requests in
+	// flight. Off by default: tests decide by the gateway's own in-flight
+	// counts unless they ask; the demo turns it on so its views show engine
+	// load. TRT-LLM's iteration stats are not served.
+	ExportMetrics bool
 	// Model is reported in responses.
 	Model string
 	// MaxModelLen, when set, is the context window GET /v1/models reports
@@ -150,6 +158,8 @@ type Engine struct {
 	stopOnce sync.Once
 	kvOnce   sync.Once    // closeKV: Close may be called twice (a test's kill and its cleanup)
 	window   atomic.Int64 // max_model_len on the /v1/models card (0: none)
+	running  atomic.Int64 // inference requests in flight (ExportMetrics)
+	finished atomic.Int64 // inference requests answered (ExportMetrics)
 
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced on every record change
@@ -214,6 +224,9 @@ func Start(cfg Config) (*Engine, error) {
 		_ = json.NewEncoder(w).Encode(modelList{Object: "list", Data: []modelCard{{ID: cfg.Model, Object: "model", OwnedBy: string(cfg.Dialect),
 			MaxModelLen: int(e.window.Load())}}})
 	})
+	if cfg.ExportMetrics && cfg.Dialect != TRTLLM {
+		mux.HandleFunc("GET /metrics", e.serveMetrics)
+	}
 	mux.HandleFunc("POST /admin/inject", e.serveInject)
 	mux.HandleFunc("POST /admin/finish-reason", e.serveFinishReason)
 	mux.HandleFunc("GET /admin/records", e.serveRecords)
@@ -436,6 +449,11 @@ func (e *Engine) nextFault() Fault {
 // serveInference records the request, applies any fault and hands the
 // request to the dialect.
 func (e *Engine) serveInference(w http.ResponseWriter, r *http.Request) {
+	e.running.Add(1)
+	defer func() {
+		e.running.Add(-1)
+		e.finished.Add(1)
+	}()
 	body, err := io.ReadAll(r.Body)
 	rec := &Record{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
 	e.update(func() { e.records = append(e.records, rec) })
