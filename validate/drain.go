@@ -3,6 +3,8 @@ package validate
 import (
 	"context"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,37 +23,11 @@ func (w *workflow) drain(ctx context.Context, res *StepResult) {
 		return
 	}
 	orig := rules.SpecOnly(*w.rule)
-	res.Status = Pass
-	drained, restoreFailed := 0, false
-	for i, e := range orig.Endpoints {
-		if e.Weight == 0 {
-			continue
-		}
-		role := roleOf(e.EPRole)
-		if peers := countRole(orig, e.EPRole); peers < 2 {
-			res.Evidence = append(res.Evidence, fmt.Sprintf("%s:%d: only %s endpoint, not drained", e.EndpointIP, e.TargetPort, role))
-			continue
-		}
+	drained, interrupted := w.disruptEach(ctx, res, orig, "drained", func(i int, _ string) ([]string, Status, bool, bool) {
 		ev, st, restoredOK := w.drainOne(ctx, orig, i, fam, sel)
-		res.Evidence = append(res.Evidence, ev...)
-		drained++
-		if !restoredOK {
-			restoreFailed = true
-		}
-		if rank(st) > rank(res.Status) {
-			res.Status = st
-		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	switch {
-	case ctx.Err() != nil && restoreFailed:
-		res.Status, res.Summary = Fail, "interrupted, and restoring the rule FAILED: re-apply it by hand"
-		res.Hints = nil
-		return
-	case ctx.Err() != nil:
-		res.Status, res.Summary, res.Hints = Skip, "interrupted; every drained endpoint was restored", nil
+		return ev, st, restoredOK, true
+	})
+	if interrupted {
 		return
 	}
 	switch {
@@ -241,4 +217,48 @@ func (w *workflow) restoreOnce(ctx context.Context, orig rules.Rule, id, after s
 		}
 		*ok = true
 	}
+}
+
+// disruptEach runs a disruptive step's action on each serving endpoint that
+// has a peer in its role, one at a time, folding the outcomes into res
+// (the worst status wins). act returns the action's evidence, status,
+// whether the rule was restored, and acted=false when it left the endpoint
+// alone (its evidence says why). It stops at an interrupt and then writes
+// the verdict itself (interrupted=true); past names the action ("drained").
+func (w *workflow) disruptEach(ctx context.Context, res *StepResult, orig rules.Rule, past string,
+	act func(i int, id string) (ev []string, st Status, restoredOK, acted bool)) (n int, interrupted bool) {
+	res.Status = Pass
+	restoreFailed := false
+	for i, e := range orig.Endpoints {
+		if e.Weight == 0 {
+			continue
+		}
+		id := net.JoinHostPort(e.EndpointIP, strconv.Itoa(e.TargetPort))
+		if countRole(orig, e.EPRole) < 2 {
+			res.Evidence = append(res.Evidence, fmt.Sprintf("%s: only %s endpoint, not %s", id, roleOf(e.EPRole), past))
+			continue
+		}
+		ev, st, restoredOK, acted := act(i, id)
+		res.Evidence = append(res.Evidence, ev...)
+		if !acted {
+			continue
+		}
+		n++
+		restoreFailed = restoreFailed || !restoredOK
+		if rank(st) > rank(res.Status) {
+			res.Status = st
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	switch {
+	case ctx.Err() != nil && restoreFailed:
+		res.Status, res.Summary, res.Hints = Fail, "interrupted, and restoring the rule FAILED: re-apply it by hand", nil
+	case ctx.Err() != nil:
+		res.Status, res.Summary, res.Hints = Skip, "interrupted; every "+past+" endpoint was restored", nil
+	default:
+		return n, false
+	}
+	return n, true
 }

@@ -79,40 +79,18 @@ func (w *workflow) failEach(ctx context.Context, res *StepResult) {
 	for _, e := range orig.Endpoints {
 		used[e.TargetPort] = true
 	}
-	res.Status = Pass
-	failed, restoreFailed := 0, false
-	for i, e := range orig.Endpoints {
-		if e.Weight == 0 {
-			continue
-		}
-		id := net.JoinHostPort(e.EndpointIP, strconv.Itoa(e.TargetPort))
-		if countRole(orig, e.EPRole) < 2 {
-			res.Evidence = append(res.Evidence, fmt.Sprintf("%s: only %s endpoint, not failed", id, roleOf(e.EPRole)))
-			continue
-		}
-		port, err := refusedPort(ctx, e.EndpointIP, deadPortCandidates, used)
+	failed, interrupted := w.disruptEach(ctx, res, orig, "failed", func(i int, id string) ([]string, Status, bool, bool) {
+		port, err := refusedPort(ctx, orig.Endpoints[i].EndpointIP, deadPortCandidates, used)
 		if err != nil {
-			res.Evidence = append(res.Evidence, fmt.Sprintf("%s: not failed: %v", id, err))
-			continue
+			return []string{fmt.Sprintf("%s: not failed: %v", id, err)}, Pass, true, false
 		}
 		ev, st, restoredOK := w.failOne(ctx, orig, i, port, fam, sel)
-		res.Evidence = append(res.Evidence, ev...)
-		failed++
-		if !restoredOK {
-			restoreFailed = true
-		}
-		if rank(st) > rank(res.Status) {
-			res.Status = st
-		}
-		if ctx.Err() != nil {
-			break
-		}
+		return ev, st, restoredOK, true
+	})
+	if interrupted {
+		return
 	}
 	switch {
-	case ctx.Err() != nil && restoreFailed:
-		res.Status, res.Summary, res.Hints = Fail, "interrupted, and restoring the rule FAILED: re-apply it by hand", nil
-	case ctx.Err() != nil:
-		res.Status, res.Summary, res.Hints = Skip, "interrupted; every failed endpoint was restored", nil
 	case failed == 0:
 		res.Status, res.Summary = Skip, "no endpoint can be failed without emptying its role (or no refusing port was found)"
 	case res.Status == Pass:
