@@ -51,8 +51,9 @@ func (c *compiled) windowOf(i int) int {
 	return int(c.eps[i].window.Load())
 }
 
-// followWindowsLocked starts rs's window reader when its current
-// generation needs one and none runs (rt.mu held).
+// followWindowsLocked starts rs's reader (windows, and Mooncake engine
+// ids: mooncakeid.go) when its current generation needs one and none runs
+// (rt.mu held).
 func (rt *Runtime) followWindowsLocked(rs *ruleState) {
 	every, on := rt.opts.Engine.ModelsEvery()
 	if !on || rs.learning || !learnsFacts(rs.cur.Load().rule) {
@@ -63,8 +64,9 @@ func (rt *Runtime) followWindowsLocked(rs *ruleState) {
 	go rt.learnWindows(rs, every)
 }
 
-// learnWindows reads the windows of rs's endpoints now and every period
-// until the rule is removed or no longer needs them.
+// learnWindows reads the windows of rs's endpoints now and every period,
+// and its Mooncake prefills' engine ids at least every engineIDRefresh,
+// until the rule is removed or needs neither.
 func (rt *Runtime) learnWindows(rs *ruleState, every time.Duration) {
 	defer rt.learners.Done()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -127,8 +129,8 @@ func (rt *Runtime) readWindows(ctx context.Context, c *compiled) {
 	}
 }
 
-// learnerIdle reports whether rs's window reader may stop: its current
-// generation needs none. Decided under rt.mu, where generations are
+// learnerIdle reports whether rs's reader may stop: its current
+// generation needs neither windows nor engine ids. Decided under rt.mu, where generations are
 // swapped and followWindowsLocked runs, so an update that needs windows
 // again either sees this reader still running or starts a new one.
 func (rt *Runtime) learnerIdle(rs *ruleState) bool {

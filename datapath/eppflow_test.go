@@ -26,10 +26,7 @@ import (
 // does the sending.
 func eppFlowRule(t *testing.T, o Options, win, n int) (*Runtime, *spec.Rule, *metrics.Metrics, *grpc.ClientConn) {
 	t.Helper()
-	var eps []spec.Endpoint
-	for i := range n {
-		eps = append(eps, epFor(t, startEngine(t, fmt.Sprintf("w%d", i)).Addr(), 1))
-	}
+	eps := fakeEndpoints(t, "w", n)
 	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, eps...)
 	r.Name = "epp-flow"
 	r.AdmissionWindow = win
@@ -338,10 +335,7 @@ func TestEPPConformanceWindowed(t *testing.T) {
 	o := testOptions()
 	o.Flow.MaxWait = 2 * time.Second // the saturation test's extra pick waits this long, then is shed
 	rt, _ := newTestRuntime(t, o)
-	var eps []spec.Endpoint
-	for i := range endpoints {
-		eps = append(eps, epFor(t, startEngine(t, fmt.Sprintf("c%d", i)).Addr(), 1))
-	}
+	eps := fakeEndpoints(t, "c", endpoints)
 	r := newRule("127.0.0.1", freePort(t), spec.SelCHWBL, eps...)
 	r.Name = "epp-windowed"
 	r.CHWBL = &spec.CHWBL{PrefixHashLevel: 1, MeanLoadFactor: 175, Replication: 100}

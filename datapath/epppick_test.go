@@ -71,13 +71,21 @@ func serveEPP(t *testing.T, p epp.Picker, ready bool) (*epp.Server, string, stri
 	return srv, lis.Addr().String(), hlis.Addr().String()
 }
 
+// fakeEndpoints starts n fake engines named prefix0… and returns them as
+// endpoints of weight 1.
+func fakeEndpoints(t *testing.T, prefix string, n int) []spec.Endpoint {
+	t.Helper()
+	eps := make([]spec.Endpoint, 0, n)
+	for i := range n {
+		eps = append(eps, epFor(t, startEngine(t, fmt.Sprintf("%s%d", prefix, i)).Addr(), 1))
+	}
+	return eps
+}
+
 // chwblRule installs a CHWBL single pool over n fake engines.
 func chwblRule(t *testing.T, rt *Runtime, n int) *spec.Rule {
 	t.Helper()
-	var eps []spec.Endpoint
-	for i := range n {
-		eps = append(eps, epFor(t, startEngine(t, fmt.Sprintf("e%d", i)).Addr(), 1))
-	}
+	eps := fakeEndpoints(t, "e", n)
 	r := newRule("127.0.0.1", freePort(t), spec.SelCHWBL, eps...)
 	r.Name = "epp-pool"
 	r.CircuitBreaker = true

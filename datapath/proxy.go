@@ -73,10 +73,7 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Both front ends store canonical keys: the id is read and set without
 	// Header.Get/Set canonicalising the name again, and a minted id's two
 	// one-value slices (request and response) share one allocation.
-	var rid string
-	if v := r.Header[HeaderRequestID]; len(v) > 0 {
-		rid = v[0]
-	}
+	rid := canonicalGet(r.Header, HeaderRequestID)
 	if rid == "" || len(rid) > maxClientRequestID {
 		rid = newRequestID()
 		ids := &[2]string{rid, rid}
@@ -112,10 +109,7 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	var model string
-	if v := r.Header[HeaderModel]; len(v) > 0 {
-		model = v[0]
-	}
+	model := canonicalGet(r.Header, HeaderModel)
 	if model == "" && len(body) > 0 {
 		m, err := bodyModel(body)
 		if err != nil {
@@ -532,11 +526,8 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 		c.recordBreaker(i, c.eps[i].br.onResponse(&c.cb, resp.StatusCode))
 	}
 	ub, _ := resp.Body.(upstream.BoundedBody)
-	var ct string // the Sender's header keys are canonical: no Header.Get
-	if v := resp.Header[headerContentType]; len(v) > 0 {
-		ct = v[0]
-	}
-	sse := strings.HasPrefix(ct, contentTypeSSE)
+	// The Sender's header keys are canonical: no Header.Get.
+	sse := strings.HasPrefix(canonicalGet(resp.Header, headerContentType), contentTypeSSE)
 	var capAt time.Time // zero: no cap
 	idle := quiet.bodyStall
 	if sse {
@@ -667,9 +658,7 @@ func (c *compiled) sessionKey(r *http.Request, client string) string {
 	s := c.rule.Session
 	switch s.Source {
 	case spec.SessionFromHeader:
-		if v := r.Header[c.sessionHeader]; len(v) > 0 {
-			return v[0]
-		}
+		return canonicalGet(r.Header, c.sessionHeader)
 	case spec.SessionFromCookie:
 		if ck, err := r.Cookie(s.Name); err == nil {
 			return ck.Value
@@ -718,4 +707,14 @@ func requestBytes(body []byte, s *upstream.BodyStream) uint64 {
 		return uint64(s.Sent())
 	}
 	return uint64(len(body))
+}
+
+// canonicalGet is h's first value for key, which must already be in
+// canonical form: Header.Get would canonicalise it again on every call,
+// and both front ends and the Sender store canonical keys.
+func canonicalGet(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }

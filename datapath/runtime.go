@@ -64,7 +64,7 @@ type Runtime struct {
 	rules     map[spec.Key]*ruleState
 	closed    bool
 	drains    sync.WaitGroup // listeners shutting down
-	learners  sync.WaitGroup // context-window readers (ctxwindow.go)
+	learners  sync.WaitGroup // engine-fact readers: context windows, Mooncake engine ids (ctxwindow.go)
 
 	// TLS (tls.go): the SNI certificate store shared by every TLS listener
 	// and the TLS metrics.
@@ -106,7 +106,7 @@ type ruleState struct {
 	stop       chan struct{}
 	proberDone chan struct{} // closed when no prober runs (prober.go; rt.mu)
 	probing    bool          // a prober runs for this rule (prober.go; rt.mu)
-	learning   bool          // a context-window reader runs (ctxwindow.go; rt.mu)
+	learning   bool          // an engine-fact reader runs (ctxwindow.go; rt.mu)
 }
 
 // New builds a Runtime. m may be nil (a private registry is used); the P/D,
