@@ -133,6 +133,11 @@ func (g *getter) get(deadline time.Time, limit int64, buf []byte, sent bool) ([]
 	c, br := g.c, g.br
 	g.mu.Unlock()
 	if c == nil {
+		if sent && time.Now().Before(deadline) {
+			// tryReceive dropped a connection the engine had closed, and
+			// presend's request with it: ask again on a fresh one.
+			return g.get(deadline, limit, buf, false)
+		}
 		return buf, net.ErrClosed // stopped meanwhile
 	}
 	if sent {

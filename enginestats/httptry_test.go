@@ -124,3 +124,51 @@ func TestTryReceive(t *testing.T) {
 	}
 	g.close()
 }
+
+// TestGetAfterTryDroppedClosed: when the engine closed the kept
+// connection, presend's request is lost and tryReceive drops the
+// connection; the worker's get then asks again on a fresh one, as get
+// does for any request on a connection the engine closed.
+func TestGetAfterTryDroppedClosed(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	const body = "vllm:num_requests_running 1\n"
+	go func() {
+		for i := 0; ; i++ {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			br := bufio.NewReader(c)
+			for { // one request: read to its blank line
+				line, err := br.ReadString('\n')
+				if err != nil || line == "\r\n" {
+					break
+				}
+			}
+			_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 28\r\n\r\n" + body))
+			if i == 0 {
+				_ = c.Close() // the engine restarts: the kept connection goes
+			}
+		}
+	}()
+	g := newGetter("http://"+ln.Addr().String()+"/metrics", "")
+	defer g.close()
+	deadline := func() time.Time { return time.Now().Add(2 * time.Second) }
+	if got, err := g.get(deadline(), 1<<20, nil, false); err != nil || string(got) != body {
+		t.Fatalf("first get: %q, %v", got, err)
+	}
+	time.Sleep(30 * time.Millisecond) // the close has arrived
+	sent := g.presend()
+	_, done, _ := g.tryReceive(1<<20, nil)
+	if done {
+		t.Fatal("a closed connection gave an answer")
+	}
+	got, err := g.get(deadline(), 1<<20, nil, sent)
+	if err != nil || string(got) != body {
+		t.Fatalf("get after the engine closed the kept connection (presend %v): %q, %v", sent, got, err)
+	}
+}

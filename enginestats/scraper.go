@@ -381,8 +381,9 @@ func (w *worker) logOutcome(reason string) {
 		return
 	}
 	w.lastReason = reason
-	fields := logrus.Fields{"url": w.key.url, "result": reason, "targets": len(*w.subs.Load())}
-	if subs := *w.subs.Load(); len(subs) > 0 {
+	subs := *w.subs.Load()
+	fields := logrus.Fields{"url": w.key.url, "result": reason, "targets": len(subs)}
+	if len(subs) > 0 {
 		t := subs[0].cfg.Load()
 		fields["rule"], fields["endpoint"] = t.Rule, t.Endpoint
 	}

@@ -96,11 +96,10 @@ func (s *Scraper) leaveLocked(sb *sub, forget bool) {
 	w.pubMu.Unlock()
 	subs := w.subs.Load()
 	next := slices.DeleteFunc(slices.Clone(*subs), func(x *sub) bool { return x == sb })
+	w.subs.Store(&next)
 	if len(next) > 0 {
-		w.subs.Store(&next)
 		return
 	}
-	w.subs.Store(&next)
 	delete(s.scrapes, w.key)
 	w.cancel()
 	w.gone = true
