@@ -3,9 +3,9 @@ package rules
 import "slices"
 
 // SpecOnly is r without its output-only fields (status, and each
-// endpoint's state, counter, health, engineLoad and windowLoad): the form in which a
-// rule read back from the API is applied again. The endpoints are copied,
-// so r is not changed.
+// endpoint's state, counter, health, engineLoad and windowLoad): the form
+// in which a rule read back from the API is applied again. The endpoints
+// are copied, so r is not changed.
 func SpecOnly(r Rule) Rule {
 	r.Status = nil
 	r.Endpoints = slices.Clone(r.Endpoints)

@@ -32,6 +32,8 @@ func scannerFor(pattern string) (scanner, bool) {
 }
 
 func isL(r rune) bool { return unicode.IsLetter(r) }
+func isN(r rune) bool { return unicode.IsNumber(r) }
+func isS(r rune) bool { return unicode.IsSpace(r) }
 
 // asciiLetter is isL of every ASCII byte, so a run of letters (most of a
 // prompt's words) is scanned without decoding or a Unicode table per byte.
@@ -62,8 +64,6 @@ func letters(s string) int {
 	}
 	return n
 }
-func isN(r rune) bool { return unicode.IsNumber(r) }
-func isS(r rune) bool { return unicode.IsSpace(r) }
 
 // split appends the Isolated pieces of s (the pattern matches every
 // character, so there are no gaps).

@@ -16,11 +16,11 @@
 // commit.
 //
 // The rule set is kept in <StateDir>/rules.json
-// ({"schema_version":1,"rules":[…],"checksum":"sha256:…"}, mode 0600),
-// always written whole via a temp file, fsync, rename and directory fsync.
-// Replay feeds each persisted rule through the same
-// decode/validate/compile/Install path; until it finishes every write is 503
-// not_ready. A corrupt file is renamed rules.json.corrupt-<ts> and boot
+// ({"schema_version":1,"rules":[…],"checksum":"sha256:…"}, plus
+// "journal_seq" once a journal record is folded in; mode 0600), always
+// written whole via a temp file, fsync, rename and directory fsync. Replay
+// feeds each persisted rule through the same decode/validate/compile/Install
+// path; until it finishes every write is 503 not_ready. A corrupt file is renamed rules.json.corrupt-<ts> and boot
 // continues empty; rules that no longer validate are skipped, saved to
 // rules.json.rejected-<ts> with the reason, and the set is rewritten without
 // them. A valid rule the datapath refuses (a certificate not there yet, a VIP

@@ -138,8 +138,10 @@ func (b *FileBackend) loadLocked() (Loaded, error) {
 		}
 		out.Values = append(out.Values, StoredValue{Key: key, Value: raw, Revision: b.rev})
 	}
+	// A snapshot value the journal replaced is returned as its latest
+	// value; one the journal deleted is not returned.
 	for _, sl := range slots {
-		if sl.key == "" || len(recs) == 0 {
+		if sl.key == "" {
 			add(sl.key, sl.raw)
 			continue
 		}

@@ -250,7 +250,7 @@ func TestJournalOffFoldsAnExistingJournal(t *testing.T) {
 func TestJournalRandomWritesReopen(t *testing.T) {
 	dir := t.TempDir()
 	opts := Options{StateDir: dir, Log: quietLog(), Journal: journalOn(17)}
-	s := openWith(t, opts)
+	s := openReadyWith(t, opts)
 	rng := rand.New(rand.NewPCG(7, 24))
 	for i := 0; i < 300; i++ {
 		id := rng.IntN(25)
@@ -287,7 +287,7 @@ func TestJournalRandomWritesReopen(t *testing.T) {
 	s.follow.Wait()
 	crash(s.backend.(*FileBackend))
 
-	s2 := openWith(t, opts)
+	s2 := openReadyWith(t, opts)
 	if got := listRules(s2); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after crash and reopen: %d rules, want %d (sets differ)", len(got), len(want))
 	}
@@ -301,7 +301,7 @@ func TestJournalRandomWritesReopen(t *testing.T) {
 	if !reflect.DeepEqual(byName(persistedRules(t, dir)), byName(want)) {
 		t.Error("rules.json after a clean close differs from the served set")
 	}
-	s3 := openWith(t, opts)
+	s3 := openReadyWith(t, opts)
 	defer s3.Close()
 	if got := listRules(s3); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after close and reopen: %d rules, want %d (sets differ)", len(got), len(want))
@@ -335,26 +335,7 @@ func TestJournalWriteLeavesSnapshot(t *testing.T) {
 	}
 }
 
-func openWith(t *testing.T, opts Options) *Store {
-	t.Helper()
-	s, err := Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Replay(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-func keysOf(m map[string]string) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
+func keysOf(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
 
 // byName indexes rules by name (rules.json is in key-string order, List in
 // address order).

@@ -89,10 +89,8 @@ func startKVFeed(n, port int, w *workload, tok string) (*kvFeed, error) {
 // the EPP's process, and their garbage would count as the EPP's.
 func (f *kvFeed) run() {
 	defer close(f.done)
-	for _, p := range f.pubs {
-		if err := p.WaitSubscribers(1, 30*time.Second); err != nil {
-			return
-		}
+	if !f.waitSubscribed(30 * time.Second) {
+		return
 	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -110,6 +108,25 @@ func (f *kvFeed) run() {
 		case <-tick.C:
 		}
 	}
+}
+
+// waitSubscribed waits up to d for each publisher's subscriber, in short
+// steps so that close (a daemon that failed to start) does not wait out d.
+func (f *kvFeed) waitSubscribed(d time.Duration) bool {
+	for _, p := range f.pubs {
+		deadline := time.Now().Add(d)
+		for p.WaitSubscribers(1, 100*time.Millisecond) != nil {
+			select {
+			case <-f.stop:
+				return false
+			default:
+			}
+			if time.Now().After(deadline) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func (f *kvFeed) close() {
