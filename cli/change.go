@@ -76,8 +76,8 @@ func changeAgainst(all []rules.Rule, r rules.Rule) ruleChange {
 // the new one, both with defaults resolved (rules.Effective), so "0 means
 // the default" is not reported as a change and an endpoint reorder is none.
 func diffRules(stored, next rules.Rule) []fieldChange {
-	a := flatten(effectiveJSON(specOnly(stored)))
-	b := flatten(effectiveJSON(specOnly(next)))
+	a := flatten(effectiveJSON(rules.SpecOnly(stored)))
+	b := flatten(effectiveJSON(rules.SpecOnly(next)))
 	paths := map[string]bool{}
 	for p := range a {
 		paths[p] = true

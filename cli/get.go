@@ -325,7 +325,7 @@ func writeYAML(w io.Writer, rs []rules.Rule) error {
 	enc := yaml.NewEncoder(w)
 	enc.SetIndent(2)
 	for _, r := range rs {
-		doc := yamlDoc{APIVersion: yamlAPIVersion, Kind: yamlKind, Spec: specOnly(r)}
+		doc := yamlDoc{APIVersion: yamlAPIVersion, Kind: yamlKind, Spec: rules.SpecOnly(r)}
 		if r.ServiceArguments.Name != "" {
 			doc.Metadata = map[string]any{"name": r.ServiceArguments.Name}
 		}
@@ -335,10 +335,6 @@ func writeYAML(w io.Writer, rs []rules.Rule) error {
 	}
 	return enc.Close()
 }
-
-// specOnly strips output-only fields (rules.SpecOnly: the one list of
-// them).
-func specOnly(r rules.Rule) rules.Rule { return rules.SpecOnly(r) }
 
 // ruleRef is "<vip>:<port>/<proto>" for messages.
 func ruleRef(r rules.Rule) string {

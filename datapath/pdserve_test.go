@@ -672,10 +672,7 @@ func TestCHWBLSingle(t *testing.T) {
 		defer cancel()
 		_ = rt.Close(ctx)
 	})
-	var eps []spec.Endpoint
-	for i := range 3 {
-		eps = append(eps, epFor(t, startEngine(t, fmt.Sprintf("e%d", i)).Addr(), 1))
-	}
+	eps := fakeEndpoints(t, "e", 3)
 	r := newRule("127.0.0.1", freePort(t), spec.SelCHWBL, eps...)
 	r.CHWBL = &spec.CHWBL{PrefixHashLevel: 1, MeanLoadFactor: 175, Replication: 100}
 	if err := rt.Install(nil, r); err != nil {
