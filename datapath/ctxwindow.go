@@ -69,15 +69,8 @@ func (rt *Runtime) followWindowsLocked(rs *ruleState) {
 // until the rule is removed or needs neither.
 func (rt *Runtime) learnWindows(rs *ruleState, every time.Duration) {
 	defer rt.learners.Done()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := rs.untilStopped()
 	defer cancel()
-	go func() {
-		select {
-		case <-rs.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {

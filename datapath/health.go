@@ -142,15 +142,8 @@ func applyProbe(ep *endpoint, ok bool, retries, rise int) int32 {
 // current generation no longer probes (prober.go); then it closes done.
 func (rt *Runtime) runProber(rs *ruleState, done chan struct{}) {
 	defer close(done)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := rs.untilStopped()
 	defer cancel()
-	go func() {
-		select {
-		case <-rs.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	t := time.NewTicker(rt.opts.ProbeInterval)
 	defer t.Stop()
 	for {
@@ -232,4 +225,19 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// untilStopped is a context that ends when the rule stops (rs.stop closes)
+// or cancel is called: the rule's background loops (prober, learners) hand
+// it to their engine reads so a removal cuts a read in flight.
+func (rs *ruleState) untilStopped() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-rs.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
