@@ -67,7 +67,7 @@ func (s *Server) limitBody(c *gin.Context) {
 // so a client cannot race boot and have its change overwritten by replay.
 func (s *Server) bootGate(c *gin.Context) {
 	if !s.store.Ready() {
-		writeError(c, s.log, notReady())
+		writeError(c, s.log, s.notBooted())
 		return
 	}
 	c.Next()

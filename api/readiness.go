@@ -1,6 +1,10 @@
 package api
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/infergate/infergate/apierror"
+)
 
 // storeHealth is implemented by rule stores shared between replicas: why
 // the shared store cannot be reached, nil when it can.
@@ -43,4 +47,17 @@ func (s *Server) degraded() degradation {
 		}
 	}
 	return d
+}
+
+// notBooted is the boot gate's 503 not_ready (on /readyz and on writes).
+// While a shared rule store holds boot up (not reached yet, login refused)
+// the message says so, so the operator sees why the replica is not ready.
+func (s *Server) notBooted() *apierror.Error {
+	e := notReady()
+	if h, ok := s.store.(storeHealth); ok {
+		if err := h.StoreHealth(); err != nil {
+			e.Message += "; rule store: " + err.Error()
+		}
+	}
+	return e
 }

@@ -244,7 +244,7 @@ func (s *Server) healthz(c *gin.Context) {
 // balancers in front of the API should route writes only to ready daemons.
 func (s *Server) readyz(c *gin.Context) {
 	if !s.booted() {
-		writeError(c, s.log, notReady())
+		writeError(c, s.log, s.notBooted())
 		return
 	}
 	// A replica whose shared store is unreachable still serves its last

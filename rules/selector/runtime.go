@@ -23,7 +23,7 @@ type StatusSource interface {
 type Options struct {
 	Inner  store.Runtime    // the datapath (required)
 	Status StatusSource     // the datapath's status, decorated with refusals (optional)
-	Client *clientv3.Client // the registry's etcd client (required)
+	Client etcdstore.Client // the registry's etcd client (required)
 	Prefix string           // the store's prefix: a selector without prefix reads <Prefix>/engines/
 	// OnRefused is called once each time a registration becomes refused
 	// for a rule, with the Reason… class (the metric).

@@ -2,6 +2,7 @@ package etcdstore
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,24 +15,26 @@ import (
 	"github.com/sirupsen/logrus"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
 // Backend is the etcd store.Backend. Build it with Open; it does not wait
-// for etcd, so a replica starting during an outage comes up (not ready).
+// for etcd (nor for the login, with a user), so a replica starting during an
+// outage comes up (not ready).
 type Backend struct {
-	opts   Options
-	cli    *clientv3.Client
-	rules  string // <prefix>/rules/
-	log    logrus.FieldLogger
-	m      *metrics.Store // nil: not counted
-	health atomic.Pointer[healthState]
-	seen   atomic.Int64    // highest etcd revision seen in any response
-	done   context.Context // ends at Close
-	stop   context.CancelFunc
-	wg     sync.WaitGroup
+	opts      Options
+	tls       *tls.Config
+	conn      atomic.Pointer[clientv3.Client] // nil until connect made it
+	connected chan struct{}                   // closed once conn is set
+	rules     string                          // <prefix>/rules/
+	log       logrus.FieldLogger
+	m         *metrics.Store // nil: not counted
+	health    atomic.Pointer[healthState]
+	seen      atomic.Int64    // highest etcd revision seen in any response
+	done      context.Context // ends at Close
+	stop      context.CancelFunc
+	wg        sync.WaitGroup
 }
 
 type healthState struct{ err error }
@@ -39,7 +42,9 @@ type healthState struct{ err error }
 // errNotYetReached is the health of a backend whose first probe is pending.
 var errNotYetReached = errors.New("etcd not reached yet")
 
-// Open builds the client and starts the health probe.
+// Open checks the options and starts making the client in the background
+// (connect.go); the health probe starts once it exists. A setting that can
+// never work (no endpoints, unreadable TLS or password files) fails here.
 func Open(o Options, log logrus.FieldLogger, m *metrics.Store) (*Backend, error) {
 	o = o.withDefaults()
 	if len(o.Endpoints) == 0 {
@@ -52,45 +57,37 @@ func Open(o Options, log logrus.FieldLogger, m *metrics.Store) (*Backend, error)
 	if err != nil {
 		return nil, fmt.Errorf("etcdstore: %w", err)
 	}
-	pw, err := o.password()
-	if err != nil {
+	if _, err := o.password(); err != nil {
 		return nil, fmt.Errorf("etcdstore: %w", err)
 	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:            o.Endpoints,
-		DialTimeout:          o.DialTimeout,
-		DialKeepAliveTime:    2 * time.Second,
-		DialKeepAliveTimeout: 2 * time.Second,
-		TLS:                  tlsCfg,
-		Username:             o.Username,
-		Password:             pw,
-		Logger:               zap.NewNop(), // failures surface through our own log lines and metrics
-	})
-	if err != nil {
-		return nil, fmt.Errorf("etcdstore: client for %s: %w", strings.Join(o.Endpoints, ","), err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &Backend{opts: o, cli: cli, rules: o.Prefix + "/rules/", log: log.WithField("component", "etcdstore"), m: m, done: ctx, stop: cancel}
+	b := &Backend{opts: o, tls: tlsCfg, connected: make(chan struct{}), rules: o.Prefix + "/rules/",
+		log: log.WithField("component", "etcdstore"), m: m, done: ctx, stop: cancel}
 	b.health.Store(&healthState{err: errNotYetReached})
 	b.wg.Add(1)
-	go b.probe(ctx)
+	go b.connect()
 	return b, nil
 }
 
-// Client is the underlying etcd client (replica registry, registrations).
-func (b *Backend) Client() *clientv3.Client { return b.cli }
+// Client reads the registry (replicas, engines) through this backend's
+// connection, waiting for it within each call's context.
+func (b *Backend) Client() Client { return backendClient{b} }
 
 // Prefix is the key prefix every key of this gateway lives under.
 func (b *Backend) Prefix() string { return b.opts.Prefix }
 
-// Close stops the probe and closes the client.
+// Close stops connecting and probing and closes the client.
 func (b *Backend) Close() error {
 	b.stop()
 	b.wg.Wait()
-	return b.cli.Close()
+	if cli := b.conn.Load(); cli != nil {
+		return cli.Close()
+	}
+	return nil
 }
 
-// Health is nil while a quorum answered the last probe.
+// Health is nil while a quorum answered the last probe; before the client
+// exists it says why (not reached yet, or ErrAuthFailed).
 func (b *Backend) Health() error { return b.health.Load().err }
 
 // SeenRevision is the newest etcd revision this replica has heard of.
@@ -125,13 +122,15 @@ func (b *Backend) setHealth(err error) {
 
 // probe does a linearizable read every HealthInterval: it succeeds only
 // when the cluster has a quorum, which is exactly when writes can commit.
+// connect starts it once the client exists.
 func (b *Backend) probe(ctx context.Context) {
 	defer b.wg.Done()
+	cli := b.conn.Load()
 	t := time.NewTicker(b.opts.HealthInterval)
 	defer t.Stop()
 	for {
 		pctx, cancel := context.WithTimeout(ctx, b.opts.RequestTimeout)
-		resp, err := b.cli.Get(pctx, b.opts.Prefix+"/health", clientv3.WithCountOnly())
+		resp, err := cli.Get(pctx, b.opts.Prefix+"/health", clientv3.WithCountOnly())
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -152,7 +151,11 @@ func (b *Backend) probe(ctx context.Context) {
 func (b *Backend) Load(ctx context.Context) (store.Loaded, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.opts.RequestTimeout)
 	defer cancel()
-	resp, err := b.cli.Get(ctx, b.rules, clientv3.WithPrefix())
+	cli, err := b.client(ctx)
+	if err != nil {
+		return store.Loaded{}, store.Unavailable(fmt.Errorf("etcd: load %s: %w", b.rules, err))
+	}
+	resp, err := cli.Get(ctx, b.rules, clientv3.WithPrefix())
 	if err != nil {
 		b.setHealth(err)
 		return store.Loaded{}, store.Unavailable(fmt.Errorf("etcd: load %s: %w", b.rules, err))
@@ -182,14 +185,17 @@ func (b *Backend) Commit(ctx context.Context, c store.Change) (int64, error) {
 		conds = append(conds, clientv3.Compare(clientv3.ModRevision(k), "=", d.Expect))
 		ops = append(ops, clientv3.OpDelete(k))
 	}
+	cli, err := b.client(ctx)
+	if err != nil {
+		return 0, store.Unavailable(fmt.Errorf("etcd: commit: %w", err))
+	}
 	var resp *clientv3.TxnResponse
-	var err error
 	retried := false
 	for {
 		// Each attempt is bounded on its own: a proposal caught in a leader
 		// change can hang until the member's own timeout, far past ours.
 		actx, cancel := context.WithTimeout(ctx, commitAttemptTimeout)
-		resp, err = b.cli.Txn(actx).If(conds...).Then(ops...).Commit()
+		resp, err = cli.Txn(actx).If(conds...).Then(ops...).Commit()
 		cancel()
 		if err == nil || ctx.Err() != nil || !(transient(err) || errors.Is(err, context.DeadlineExceeded)) {
 			break
@@ -212,7 +218,7 @@ func (b *Backend) Commit(ctx context.Context, c store.Change) (int64, error) {
 	}
 	b.noteRevision(resp.Header.Revision)
 	if !resp.Succeeded && retried {
-		if rev, ok := b.alreadyCommitted(ctx, c); ok {
+		if rev, ok := b.alreadyCommitted(ctx, cli, c); ok {
 			return rev, nil
 		}
 	}
@@ -244,17 +250,17 @@ func transient(err error) bool {
 
 // alreadyCommitted reports whether the store already holds exactly what c
 // writes (its first, ambiguous attempt committed) and at which revision.
-func (b *Backend) alreadyCommitted(ctx context.Context, c store.Change) (int64, bool) {
+func (b *Backend) alreadyCommitted(ctx context.Context, cli *clientv3.Client, c store.Change) (int64, bool) {
 	var rev int64
 	for _, p := range c.Puts {
-		resp, err := b.cli.Get(ctx, b.rules+p.Key)
+		resp, err := cli.Get(ctx, b.rules+p.Key)
 		if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != string(p.Value) {
 			return 0, false
 		}
 		rev = max(rev, resp.Kvs[0].ModRevision)
 	}
 	for _, d := range c.Deletes {
-		resp, err := b.cli.Get(ctx, b.rules+d.Key, clientv3.WithCountOnly())
+		resp, err := cli.Get(ctx, b.rules+d.Key, clientv3.WithCountOnly())
 		if err != nil || resp.Count != 0 {
 			return 0, false
 		}
@@ -305,9 +311,13 @@ func (b *Backend) Watch(ctx context.Context, after int64) <-chan store.Update {
 // watchOnce runs one watch stream until it ends; it returns the last
 // revision delivered and whether the stream ended because of compaction.
 func (b *Backend) watchOnce(ctx context.Context, rev int64, out chan<- store.Update) (int64, bool) {
+	cli, err := b.client(ctx)
+	if err != nil {
+		return rev, false
+	}
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	wch := b.cli.Watch(wctx, b.rules, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithProgressNotify())
+	wch := cli.Watch(wctx, b.rules, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithProgressNotify())
 	// Revisions are global to etcd: writes elsewhere advance them without an
 	// event here. Asking for progress keeps the applied revision (and so
 	// the lag metric) honest when the rules are idle.
@@ -319,7 +329,7 @@ func (b *Backend) watchOnce(ctx context.Context, rev int64, out chan<- store.Upd
 			case <-wctx.Done():
 				return
 			case <-t.C:
-				_ = b.cli.RequestProgress(wctx)
+				_ = cli.RequestProgress(wctx)
 			}
 		}
 	}()

@@ -154,19 +154,23 @@ func (b *Backend) Register(ctx context.Context, r Registration, ttl time.Duratio
 	addr, _ := r.Addr()
 	val, _ := json.Marshal(r)
 	secs := max(int64(ttl/time.Second), 1)
+	cli, err := b.waitClient(ctx)
+	if err != nil {
+		return nil // stopped before etcd was reached
+	}
 	var lease clientv3.LeaseID
 	var alive <-chan *clientv3.LeaseKeepAliveResponse
 	for {
 		if lease == 0 {
 			rctx, cancel := context.WithTimeout(ctx, b.opts.RequestTimeout)
-			g, err := b.cli.Grant(rctx, secs)
+			g, err := cli.Grant(rctx, secs)
 			if err == nil {
-				_, err = b.cli.Put(rctx, b.engineKey(addr), string(val), clientv3.WithLease(g.ID))
+				_, err = cli.Put(rctx, b.engineKey(addr), string(val), clientv3.WithLease(g.ID))
 			}
 			cancel()
 			if err == nil {
 				lease = g.ID
-				if alive, err = b.cli.KeepAlive(ctx, lease); err != nil {
+				if alive, err = cli.KeepAlive(ctx, lease); err != nil {
 					lease = 0
 				} else if registered != nil {
 					registered()
@@ -184,7 +188,7 @@ func (b *Backend) Register(ctx context.Context, r Registration, ttl time.Duratio
 		select {
 		case <-ctx.Done():
 			rctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, _ = b.cli.Revoke(rctx, lease)
+			_, _ = cli.Revoke(rctx, lease)
 			cancel()
 			return nil
 		case _, ok := <-alive:
@@ -204,7 +208,7 @@ type EngineEntry struct {
 
 // Engines lists every registration under prefix, validating each the way
 // Register does (a value written by anything else is checked too).
-func Engines(ctx context.Context, cli *clientv3.Client, prefix string) ([]EngineEntry, error) {
+func Engines(ctx context.Context, cli Client, prefix string) ([]EngineEntry, error) {
 	p := "/" + strings.Trim(prefix, "/") + "/engines/"
 	resp, err := cli.Get(ctx, p, clientv3.WithPrefix())
 	if err != nil {
@@ -233,9 +237,13 @@ func (b *Backend) WatchEngines(onChange func(change string)) {
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
+		cli, err := b.waitClient(b.done)
+		if err != nil {
+			return
+		}
 		p := b.opts.Prefix + "/engines/"
 		for b.done.Err() == nil {
-			for resp := range b.cli.Watch(clientv3.WithRequireLeader(b.done), p, clientv3.WithPrefix()) {
+			for resp := range cli.Watch(clientv3.WithRequireLeader(b.done), p, clientv3.WithPrefix()) {
 				for _, ev := range resp.Events {
 					switch {
 					case ev.Type == clientv3.EventTypeDelete:

@@ -89,7 +89,7 @@ func TestRegisterLease(t *testing.T) {
 	defer cancel2()
 	go func() { _ = b2.Register(ctx2, reg, 2*time.Second, nil) }()
 	eventually(t, 5*time.Second, "the second registration", func() bool { return len(list()) == 1 })
-	b2.Client().Close()
+	etcdstore.KillClient(b2)
 	eventually(t, 10*time.Second, "the dead engine's lease to expire", func() bool { return len(list()) == 0 })
 
 	bad := reg

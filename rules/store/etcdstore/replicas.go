@@ -34,17 +34,21 @@ func (b *Backend) Announce(id string, info func() ReplicaInfo) {
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
+		cli, err := b.waitClient(ctx)
+		if err != nil {
+			return // closed before etcd was reached
+		}
 		var lease clientv3.LeaseID
 		var last []byte
 		t := time.NewTicker(b.opts.HealthInterval)
 		defer t.Stop()
 		for {
-			lease, last = b.announceOnce(ctx, id, info, lease, last)
+			lease, last = b.announceOnce(ctx, cli, id, info, lease, last)
 			select {
 			case <-ctx.Done():
 				if lease != 0 { // leave at once on a clean stop
 					rctx, c := context.WithTimeout(context.Background(), time.Second)
-					_, _ = b.cli.Revoke(rctx, lease)
+					_, _ = cli.Revoke(rctx, lease)
 					c()
 				}
 				return
@@ -58,16 +62,16 @@ func (b *Backend) Announce(id string, info func() ReplicaInfo) {
 // set changed (not on every revision: revisions are global, and rewriting
 // on each would make replicas bump each other's forever).
 // On any error the lease is dropped and re-granted next time.
-func (b *Backend) announceOnce(ctx context.Context, id string, info func() ReplicaInfo, lease clientv3.LeaseID, last []byte) (clientv3.LeaseID, []byte) {
+func (b *Backend) announceOnce(ctx context.Context, cli *clientv3.Client, id string, info func() ReplicaInfo, lease clientv3.LeaseID, last []byte) (clientv3.LeaseID, []byte) {
 	ctx, cancel := context.WithTimeout(ctx, b.opts.RequestTimeout)
 	defer cancel()
 	if lease == 0 {
-		g, err := b.cli.Grant(ctx, replicaTTL)
+		g, err := cli.Grant(ctx, replicaTTL)
 		if err != nil {
 			return 0, nil
 		}
 		lease, last = g.ID, nil
-	} else if _, err := b.cli.KeepAliveOnce(ctx, lease); err != nil {
+	} else if _, err := cli.KeepAliveOnce(ctx, lease); err != nil {
 		return 0, nil
 	}
 	ri := info()
@@ -78,14 +82,14 @@ func (b *Backend) announceOnce(ctx context.Context, id string, info func() Repli
 	}
 	ri.Updated = time.Now().UTC()
 	val, _ := json.Marshal(ri)
-	if _, err := b.cli.Put(ctx, b.replicaKey(id), string(val), clientv3.WithLease(lease)); err != nil {
+	if _, err := cli.Put(ctx, b.replicaKey(id), string(val), clientv3.WithLease(lease)); err != nil {
 		return 0, nil
 	}
 	return lease, cmp
 }
 
 // Replicas lists every live replica and the current store revision.
-func Replicas(ctx context.Context, cli *clientv3.Client, prefix string) ([]ReplicaInfo, int64, error) {
+func Replicas(ctx context.Context, cli Client, prefix string) ([]ReplicaInfo, int64, error) {
 	p := "/" + strings.Trim(prefix, "/") + "/replicas/"
 	resp, err := cli.Get(ctx, p, clientv3.WithPrefix())
 	if err != nil {

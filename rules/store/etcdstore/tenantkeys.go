@@ -28,7 +28,11 @@ func (b *Backend) Blob(name string) *Blob { return &Blob{b: b, key: b.opts.Prefi
 func (x *Blob) Load(ctx context.Context) ([]byte, int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, x.b.opts.RequestTimeout)
 	defer cancel()
-	resp, err := x.b.cli.Get(ctx, x.key)
+	cli, err := x.b.client(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("etcd: read %s: %w", x.key, err)
+	}
+	resp, err := cli.Get(ctx, x.key)
 	if err != nil {
 		return nil, 0, fmt.Errorf("etcd: read %s: %w", x.key, err)
 	}
@@ -43,7 +47,11 @@ func (x *Blob) Load(ctx context.Context) ([]byte, int64, error) {
 func (x *Blob) Save(ctx context.Context, data []byte, rev int64) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, x.b.opts.RequestTimeout)
 	defer cancel()
-	resp, err := x.b.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(x.key), "=", rev)).
+	cli, err := x.b.client(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("etcd: write %s: %w", x.key, err)
+	}
+	resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(x.key), "=", rev)).
 		Then(clientv3.OpPut(x.key, string(data))).Commit()
 	if err != nil {
 		return 0, fmt.Errorf("etcd: write %s: %w", x.key, err)
@@ -61,6 +69,10 @@ func (x *Blob) Watch(fn func(data []byte, rev int64)) {
 	x.b.wg.Add(1)
 	go func() {
 		defer x.b.wg.Done()
+		cli, err := x.b.waitClient(ctx)
+		if err != nil {
+			return
+		}
 		for ctx.Err() == nil {
 			data, rev, err := x.Load(ctx)
 			if err != nil {
@@ -70,7 +82,7 @@ func (x *Blob) Watch(fn func(data []byte, rev int64)) {
 			if rev > 0 {
 				fn(data, rev)
 			}
-			wch := x.b.cli.Watch(clientv3.WithRequireLeader(ctx), x.key, clientv3.WithRev(max(rev, 1)+1))
+			wch := cli.Watch(clientv3.WithRequireLeader(ctx), x.key, clientv3.WithRev(max(rev, 1)+1))
 			for resp := range wch {
 				if resp.Err() != nil {
 					break
