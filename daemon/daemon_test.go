@@ -36,6 +36,29 @@ type running struct {
 // if the daemon does not become ready in time.
 func start(t *testing.T, opts Options, log *logrus.Logger) running {
 	t.Helper()
+	d, exited := launch(t, opts, log)
+	// Bounded poll: at most 400 × 25 ms.
+	for i := 0; i < 400; i++ {
+		if err, ok := exited(); ok {
+			t.Fatalf("daemon exited during boot: %v", err)
+		}
+		if resp, err := http.Get(d.base + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return d
+			}
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatal("daemon not ready within 10s")
+	return running{}
+}
+
+// launch runs the daemon until the returned stop is called, without waiting
+// for it to become ready; exited reports whether Run has returned by itself
+// (and its error).
+func launch(t *testing.T, opts Options, log *logrus.Logger) (running, func() (error, bool)) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -59,25 +82,17 @@ func start(t *testing.T, opts Options, log *logrus.Logger) running {
 		}
 	}
 	t.Cleanup(func() { _ = stop() })
-	base := "http://" + ln.Addr().String()
-	// Bounded poll: at most 400 × 25 ms.
-	for i := 0; i < 400; i++ {
+	exited := func() (error, bool) {
 		select {
 		case err := <-errc:
 			stopped = true
-			t.Fatalf("daemon exited during boot: %v", err)
+			cancel()
+			return err, true
 		default:
+			return nil, false
 		}
-		if resp, err := http.Get(base + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return running{base: base, stop: stop}
-			}
-		}
-		time.Sleep(25 * time.Millisecond)
 	}
-	t.Fatal("daemon not ready within 10s")
-	return running{}
+	return running{base: "http://" + ln.Addr().String(), stop: stop}, exited
 }
 
 func listRules(t *testing.T, base string) rules.RuleList {

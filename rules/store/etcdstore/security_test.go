@@ -113,22 +113,9 @@ func TestMutualTLS(t *testing.T) {
 // file; a wrong password is refused.
 func TestAuth(t *testing.T) {
 	c := etcdtest.Start(t, 1)
-	cli := c.Client(t)
+	pw := c.EnableAuth(t, "root", "s3cret")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := cli.UserAdd(ctx, "root", "s3cret"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.UserGrantRole(ctx, "root", "root"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.AuthEnable(ctx); err != nil {
-		t.Fatal(err)
-	}
-	pw := filepath.Join(t.TempDir(), "pw")
-	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	open := func(password string) (*etcdstore.Backend, error) {
 		o := etcdstore.DefaultOptions()
 		o.Endpoints, o.Prefix, o.Username, o.PasswordFile = c.Endpoints(), "/auth", "root", password
