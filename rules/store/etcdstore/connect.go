@@ -26,19 +26,23 @@ var ErrAuthFailed = errors.New("etcd authentication failed")
 
 // Connect backoff: the first pause is Options.RetryDelay, doubling up to
 // these caps. A refused login is not going to change by itself, so it is
-// retried (and logged) far less often than an unreachable cluster.
+// retried (and logged) far less often than an unreachable cluster. The
+// first login may take Options.DialTimeout; each one that times out gives
+// the next twice as long, up to loginTimeoutMax, so a slow etcd (password
+// checks are bcrypt) is waited for rather than given up on every time.
 const (
 	connectRetryMax     = 2 * time.Second
 	authFailureRetryMax = 30 * time.Second
+	loginTimeoutMax     = 16 * time.Second
 )
 
 // connect makes the client, retrying with backoff until it succeeds or the
 // backend closes, then starts the health probe.
 func (b *Backend) connect() {
 	defer b.wg.Done()
-	delay := b.opts.RetryDelay
+	delay, loginTimeout := b.opts.RetryDelay, b.opts.DialTimeout
 	for attempt := 1; ; attempt++ {
-		cli, err := b.newClient()
+		cli, err := b.newClient(loginTimeout)
 		if b.done.Err() != nil {
 			if cli != nil {
 				_ = cli.Close()
@@ -55,12 +59,15 @@ func (b *Backend) connect() {
 		}
 		b.setHealth(err)
 		maxDelay := connectRetryMax
-		switch l := b.log.WithField("attempt", attempt).WithError(err); {
-		case errors.Is(err, ErrAuthFailed):
+		l := b.log.WithField("attempt", attempt).WithError(err)
+		if errors.Is(err, ErrAuthFailed) {
 			maxDelay = authFailureRetryMax
 			l.Error("etcd refused the login: not ready until the user or password file is corrected (retrying)")
-		case attempt == 1:
-			l.Warn("etcd not reachable yet: not ready, connecting in the background")
+		} else {
+			loginTimeout = min(2*loginTimeout, max(loginTimeoutMax, b.opts.DialTimeout))
+			if attempt == 1 {
+				l.Warn("etcd not reachable yet: not ready, connecting in the background")
+			}
 		}
 		select {
 		case <-b.done.Done():
@@ -71,9 +78,9 @@ func (b *Backend) connect() {
 	}
 }
 
-// newClient makes one client and, with a user, logs it in (bounded by the
-// dial timeout). Its errors never contain the password.
-func (b *Backend) newClient() (*clientv3.Client, error) {
+// newClient makes one client and, with a user, logs it in within
+// loginTimeout. Its errors never contain the password.
+func (b *Backend) newClient(loginTimeout time.Duration) (*clientv3.Client, error) {
 	o := b.opts
 	pw, err := o.password()
 	if err != nil {
@@ -81,7 +88,7 @@ func (b *Backend) newClient() (*clientv3.Client, error) {
 	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:            o.Endpoints,
-		DialTimeout:          o.DialTimeout,
+		DialTimeout:          loginTimeout, // with the dial itself non-blocking, it bounds only the login
 		DialKeepAliveTime:    2 * time.Second,
 		DialKeepAliveTimeout: 2 * time.Second,
 		TLS:                  b.tls,
@@ -94,11 +101,11 @@ func (b *Backend) newClient() (*clientv3.Client, error) {
 	case err == nil:
 		return cli, nil
 	case errors.Is(err, rpctypes.ErrAuthFailed):
-		return nil, fmt.Errorf("%w for user %q at %s: %v", ErrAuthFailed, o.Username, strings.Join(o.Endpoints, ","), err)
+		return nil, fmt.Errorf("%w for user %q at %s: %w", ErrAuthFailed, o.Username, strings.Join(o.Endpoints, ","), err)
 	case o.Username != "":
-		return nil, fmt.Errorf("%w: logging in as %q at %s: %v", errNotYetReached, o.Username, strings.Join(o.Endpoints, ","), err)
+		return nil, fmt.Errorf("%w: logging in as %q at %s: %w", errNotYetReached, o.Username, strings.Join(o.Endpoints, ","), err)
 	default:
-		return nil, fmt.Errorf("%w: client for %s: %v", errNotYetReached, strings.Join(o.Endpoints, ","), err)
+		return nil, fmt.Errorf("%w: client for %s: %w", errNotYetReached, strings.Join(o.Endpoints, ","), err)
 	}
 }
 
