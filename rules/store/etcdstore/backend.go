@@ -39,7 +39,8 @@ type Backend struct {
 
 type healthState struct{ err error }
 
-// errNotYetReached is the health of a backend whose first probe is pending.
+// errNotYetReached is the health of a backend whose client is not made (or
+// logged in) yet, or whose first probe is pending.
 var errNotYetReached = errors.New("etcd not reached yet")
 
 // Open checks the options and starts making the client in the background

@@ -156,7 +156,10 @@ func (b *Backend) Register(ctx context.Context, r Registration, ttl time.Duratio
 	secs := max(int64(ttl/time.Second), 1)
 	cli, err := b.waitClient(ctx)
 	if err != nil {
-		return nil // stopped before etcd was reached
+		if ctx.Err() != nil {
+			return nil // stopped before etcd was reached
+		}
+		return err
 	}
 	var lease clientv3.LeaseID
 	var alive <-chan *clientv3.LeaseKeepAliveResponse

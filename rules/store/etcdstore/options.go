@@ -16,7 +16,7 @@ type Options struct {
 	Endpoints []string `yaml:"-"` // host:port of each member
 	Prefix    string   `yaml:"-"` // key prefix, default /infergate
 
-	DialTimeout    time.Duration `yaml:"etcd-dial-timeout"`    // per member connect, default 2 s
+	DialTimeout    time.Duration `yaml:"etcd-dial-timeout"`    // first login with a user (later ones double, up to 16 s), default 2 s
 	RequestTimeout time.Duration `yaml:"etcd-request-timeout"` // Load and health probes, default 2 s
 	HealthInterval time.Duration `yaml:"-"`                    // how often reachability is probed, default 500 ms
 	RetryDelay     time.Duration `yaml:"-"`                    // first pause before re-opening a failed watch, default 100 ms
