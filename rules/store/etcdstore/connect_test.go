@@ -16,6 +16,7 @@ import (
 	"github.com/infergate/infergate/rules/store/storetest"
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // userOptions are the options of a backend on c logging in as root with the
@@ -64,6 +65,9 @@ func TestOpenWithUserDuringOutage(t *testing.T) {
 	if r.store.Ready() {
 		t.Fatal("the store is ready before it could load anything")
 	}
+	// A registry reader started now (the selector's watch) waits for the
+	// login instead of failing.
+	engines := b.Client().Watch(ctx, "/login/engines/", clientv3.WithPrefix())
 	if err := c.Members[0].Restart(); err != nil {
 		t.Fatal(err)
 	}
@@ -78,6 +82,19 @@ func TestOpenWithUserDuringOutage(t *testing.T) {
 	eventually(t, 10*time.Second, "the store to report etcd reachable", func() bool { return b.Health() == nil })
 	if _, err := b.Commit(ctx, store.Change{Puts: []store.Put{{Key: storetest.Key(80), Value: storetest.Value(t, 80)}}}); err != nil {
 		t.Fatalf("commit once logged in: %v", err)
+	}
+	rctx, stopRegistering := context.WithCancel(ctx)
+	defer stopRegistering()
+	go func() {
+		_ = b.Register(rctx, etcdstore.Registration{URL: "http://10.0.0.5:8000", Role: "decode", Engine: "vllm", Model: "m"}, 5*time.Second, nil)
+	}()
+	select {
+	case resp, ok := <-engines:
+		if !ok || len(resp.Events) != 1 || string(resp.Events[0].Kv.Key) != "/login/engines/10.0.0.5:8000" {
+			t.Fatalf("watch opened during the outage delivered %+v (open %v), want the registration", resp.Events, ok)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch opened during the outage saw no registration within 10s")
 	}
 }
 
