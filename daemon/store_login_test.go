@@ -3,8 +3,6 @@ package daemon
 import (
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -93,10 +91,7 @@ func TestEtcdLoginRefused(t *testing.T) {
 	const wrong = "wrong-Pa55-7f3e"
 	c := etcdtest.Start(t, 1)
 	c.EnableAuth(t, "root", "s3cret")
-	pw := filepath.Join(t.TempDir(), "pw")
-	if err := os.WriteFile(pw, []byte(wrong+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	pw := etcdtest.PasswordFile(t, wrong)
 	d, exited, buf := launchWithEtcdUser(t, c, pw)
 	waitNotReady(t, d, exited, "rule store: etcd authentication failed for user")
 	if err := d.stop(); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -66,8 +65,9 @@ func TestOpenWithUserDuringOutage(t *testing.T) {
 		t.Fatal("the store is ready before it could load anything")
 	}
 	// A registry reader started now (the selector's watch) waits for the
-	// login instead of failing.
-	engines := b.Client().Watch(ctx, "/login/engines/", clientv3.WithPrefix())
+	// login instead of failing. (From revision 1: when the watch reaches the
+	// server is not ordered with the registration below.)
+	engines := b.Client().Watch(ctx, "/login/engines/", clientv3.WithPrefix(), clientv3.WithRev(1))
 	if err := c.Members[0].Restart(); err != nil {
 		t.Fatal(err)
 	}
@@ -106,10 +106,7 @@ func TestLoginRefused(t *testing.T) {
 	const wrong = "wrong-Pa55-7f3e"
 	c := etcdtest.Start(t, 1)
 	c.EnableAuth(t, "root", "s3cret")
-	pw := filepath.Join(t.TempDir(), "pw")
-	if err := os.WriteFile(pw, []byte(wrong+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	pw := etcdtest.PasswordFile(t, wrong)
 	log, hook := logtest.NewNullLogger()
 	o := userOptions(c, pw)
 	o.RequestTimeout = 5 * time.Second

@@ -216,6 +216,13 @@ func (c *Cluster) EnableAuth(t testing.TB, user, password string) string {
 	if _, err := cli.AuthEnable(ctx); err != nil {
 		t.Fatalf("etcd auth enable: %v", err)
 	}
+	return PasswordFile(t, password)
+}
+
+// PasswordFile writes password to a new file, as --etcd-password-file
+// reads it, and returns its path.
+func PasswordFile(t testing.TB, password string) string {
+	t.Helper()
 	pw := filepath.Join(t.TempDir(), "etcd-password")
 	if err := os.WriteFile(pw, []byte(password+"\n"), 0o600); err != nil {
 		t.Fatal(err)
