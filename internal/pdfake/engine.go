@@ -108,6 +108,10 @@ type Config struct {
 	// MoRIIOMode is a MoRI-IO fake's mode, read or write (its moriio_mode
 	// label in Endpoint).
 	MoRIIOMode string
+	// MoRIIOFabric, when set, links WRITE-mode MoRI-IO fakes' side
+	// channels: decodes notify prefills and wait for their push
+	// (moriio_write.go). Nil: no push is modelled.
+	MoRIIOFabric *MoRIIOFabric
 	// KV makes a vLLM fake serve /tokenize and publish KV events (kv_publish.go).
 	KV KVConfig
 	// TLS, when set, serves the inference API over HTTPS (security 2 legs).

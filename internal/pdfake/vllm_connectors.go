@@ -160,6 +160,9 @@ func (x *exchange) moriio(kv *connectorKV) {
 		tid := ""
 		if kv != nil {
 			tid = kv.TransferID
+			if x.moriWrite() && !x.moriWritePrefill(kv) { // moriio_write.go
+				return
+			}
 		}
 		host := x.e.remoteHost()
 		x.answer("", "length", map[string]any{fieldKVTransferParams: map[string]any{
@@ -176,10 +179,20 @@ func (x *exchange) moriio(kv *connectorKV) {
 		}}, nil)
 		return
 	}
-	if kv == nil || kv.DoRemotePrefill == nil || !*kv.DoRemotePrefill || kv.TransferID == "" || kv.RemoteEngineID == "" || len(kv.RemoteBlockIDs) == 0 {
+	switch {
+	case x.moriWrite():
+		if !x.moriWriteDecode(kv) { // moriio_write.go: waits for the push
+			return
+		}
+	case kv == nil || kv.DoRemotePrefill == nil || !*kv.DoRemotePrefill || kv.TransferID == "" || kv.RemoteEngineID == "" || len(kv.RemoteBlockIDs) == 0:
 		x.setViolation("moriio decode without a prefill handoff (it never recomputes)")
 	}
 	x.answer("Hello from the fake vLLM MoRI-IO decode, the answer is 42.", "stop", nil, nil)
+}
+
+// moriWrite: a WRITE-mode MoRI-IO leg on a side-channel fabric.
+func (x *exchange) moriWrite() bool {
+	return x.e.cfg.MoRIIOFabric != nil && x.e.cfg.MoRIIOMode == "write"
 }
 
 // connectorLabels are the endpoint labels a gateway needs for this engine's
