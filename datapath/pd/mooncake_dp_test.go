@@ -34,14 +34,7 @@ func (m rankIDs) KVEngineRanks(id string) pd.MooncakeRanks { return m[id] }
 func dpFleet(t *testing.T, dp int) (*fleet, spec.Endpoint) {
 	t.Helper()
 	start := func(addr string, role pdfake.Role) *pdfake.Engine {
-		cfg := pdfake.DefaultConfig(pdfake.VLLM, role)
-		cfg.Addr, cfg.Connector, cfg.DPSize = addr, pdfake.ConnectorMooncake, dp
-		e, err := pdfake.Start(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = e.Close() })
-		return e
+		return startVLLMFake(t, addr, role, func(c *pdfake.Config) { c.Connector, c.DPSize = pdfake.ConnectorMooncake, dp })
 	}
 	f := &fleet{engine: spec.EngineVLLM}
 	f.prefill = start("127.0.0.2:0", pdfake.Prefill)

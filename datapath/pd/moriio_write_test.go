@@ -24,15 +24,9 @@ import (
 func writeFleet(t *testing.T, fab *pdfake.MoRIIOFabric) (*fleet, spec.Endpoint) {
 	t.Helper()
 	start := func(addr string, role pdfake.Role) *pdfake.Engine {
-		cfg := pdfake.DefaultConfig(pdfake.VLLM, role)
-		cfg.Addr, cfg.Connector, cfg.MoRIIOMode, cfg.MoRIIOFabric = addr, pdfake.ConnectorMoRIIO, "write", fab
-		cfg.RendezvousTimeout = 3 * time.Second
-		e, err := pdfake.Start(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = e.Close() })
-		return e
+		return startVLLMFake(t, addr, role, func(c *pdfake.Config) {
+			c.Connector, c.MoRIIOMode, c.MoRIIOFabric, c.RendezvousTimeout = pdfake.ConnectorMoRIIO, "write", fab, 3*time.Second
+		})
 	}
 	f := &fleet{engine: spec.EngineVLLM}
 	f.prefill = start("127.0.0.2:0", pdfake.Prefill)
@@ -266,4 +260,19 @@ func refusingDecode(t *testing.T, before func(*http.Request)) spec.Endpoint {
 	return spec.Endpoint{ID: ap.String(), Addr: ap, Weight: 1, Role: spec.RoleDecode,
 		PairFacts: map[string]string{spec.FactKVConnector: pdfake.ConnectorMoRIIO},
 		Labels:    map[string]string{"moriio_mode": "write", "moriio_write_dispatch": "concurrent", "moriio_host": "127.0.0.9"}}
+}
+
+// startVLLMFake starts a vLLM fake on addr for role, set up by with, and
+// closes it when the test ends.
+func startVLLMFake(t *testing.T, addr string, role pdfake.Role, with func(*pdfake.Config)) *pdfake.Engine {
+	t.Helper()
+	cfg := pdfake.DefaultConfig(pdfake.VLLM, role)
+	cfg.Addr = addr
+	with(&cfg)
+	e, err := pdfake.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	return e
 }
