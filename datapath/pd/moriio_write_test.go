@@ -178,7 +178,7 @@ func TestMoRIIOConcurrentWriteHoldsDecode(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var legs atomic.Int32
 			f := &fleet{engine: spec.EngineVLLM, rule: &spec.Rule{Name: "r", Engine: spec.EngineVLLM, Key: spec.Key{ModelName: "m"}, PD: &spec.PD{}}}
-			pair := pd.Pair{Prefill: slowPrefill(t, 150*time.Millisecond, tc.status, tc.params), Decode: quickDecode(t, &legs)}
+			pair := pd.Pair{Prefill: slowPrefill(t, 300*time.Millisecond, tc.status, tc.params), Decode: quickDecode(t, &legs)}
 			res := f.do(t, mustDialect(t, spec.EngineVLLM), pathCompletions, clientBody(pathCompletions, false), pair, 0)
 			if res.status != tc.want || res.header.Get("X-Infergate-Error") != tc.code {
 				t.Fatalf("client got %d %q, want %d %q: %s", res.status, res.header.Get("X-Infergate-Error"), tc.want, tc.code, res.body)
