@@ -61,7 +61,7 @@ func (rt *Runtime) readEngineIDs(ctx context.Context, c *compiled) {
 			continue
 		}
 		fctx, cancel := context.WithTimeout(ctx, windowFetchTimeout)
-		id, err := fetchEngineID(fctx, rt.probeClient, pd.MooncakeQueryURL(se))
+		id, ranks, err := fetchEngineID(fctx, rt.probeClient, pd.MooncakeQueryURL(se))
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -70,6 +70,7 @@ func (rt *Runtime) readEngineIDs(ctx context.Context, c *compiled) {
 			rt.log.WithFields(logrus.Fields{"rule": c.label, "endpoint": se.ID, "error": err.Error()}).Debug("mooncake engine id not read; keeping the last one")
 			continue
 		}
+		c.eps[i].kvEngineRanks.Store(&ranks) // nil when a rank is unusable: no DP pinning
 		if old := c.eps[i].kvEngineID.Swap(&id); old == nil || *old != id {
 			rt.log.WithFields(logrus.Fields{"rule": c.label, "endpoint": se.ID, "kv_engine_id": id}).Info("mooncake engine id learned from the prefill's bootstrap server")
 		}
@@ -77,28 +78,30 @@ func (rt *Runtime) readEngineIDs(ctx context.Context, c *compiled) {
 }
 
 // fetchEngineID GETs a Mooncake bootstrap server's /query and parses rank
-// 0's engine id. The bootstrap server is plain HTTP (the engines' side
+// 0's engine id, and every rank's (pd.ParseMooncakeRanks; nil when one is
+// unusable). The bootstrap server is plain HTTP (the engines' side
 // channel), whatever the rule's engine TLS.
-func fetchEngineID(ctx context.Context, hc *http.Client, url string) (string, error) {
+func fetchEngineID(ctx context.Context, hc *http.Client, url string) (string, pd.MooncakeRanks, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return "", fmt.Errorf("query %s: %w", url, err)
+		return "", nil, fmt.Errorf("query %s: %w", url, err)
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("query %s: %w", url, err)
+		return "", nil, fmt.Errorf("query %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("query %s: status %d", url, resp.StatusCode)
+		return "", nil, fmt.Errorf("query %s: status %d", url, resp.StatusCode)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxQueryBody+1))
 	if err != nil {
-		return "", fmt.Errorf("query %s: %w", url, err)
+		return "", nil, fmt.Errorf("query %s: %w", url, err)
 	}
 	id, ok := pd.ParseMooncakeQuery(body)
 	if !ok || len(body) > maxQueryBody {
-		return "", fmt.Errorf("query %s: no usable engine id", url)
+		return "", nil, fmt.Errorf("query %s: no usable engine id", url)
 	}
-	return id, nil
+	ranks, _ := pd.ParseMooncakeRanks(body)
+	return id, ranks, nil
 }

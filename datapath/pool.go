@@ -70,6 +70,9 @@ type endpoint struct {
 	// kvEngineID is a Mooncake prefill's KV engine id read from its
 	// bootstrap server (ctxwindow.go; nil: unknown).
 	kvEngineID atomic.Pointer[string]
+	// kvEngineRanks are its engines per DP rank, from the same read
+	// (mooncakeranks.go; nil: unknown).
+	kvEngineRanks atomic.Pointer[pd.MooncakeRanks]
 }
 
 // live points selection at the endpoint's live facts.

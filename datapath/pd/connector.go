@@ -80,8 +80,9 @@ const (
 	// handshake_port and notify_port.
 	labelMoRIIOHandshakePort = "moriio_handshake_port"
 	labelMoRIIONotifyPort    = "moriio_notify_port"
-	// labelMoRIIOWriteDispatch is sequential (the one dispatch infergate
-	// runs) or concurrent (not supported: refused rather than ignored).
+	// labelMoRIIOWriteDispatch is sequential (the default) or concurrent
+	// (WRITE pairs only; read on the decode): whether the two legs go one
+	// after the other or at once.
 	labelMoRIIOWriteDispatch = "moriio_write_dispatch"
 	// labelTPSize is an engine's tensor-parallel size; a decode's is sent
 	// to the prefill as remote_tp_size.

@@ -195,6 +195,12 @@ func (q *seq) handoffInvalid(prefillID string, err error) {
 // handoffInvalidCode is handoffInvalid with the connector's own code
 // (MoRI-IO answers moriio_handoff_invalid, as SMG does).
 func (q *seq) handoffInvalidCode(prefillID, code string, err error) {
+	q.refuseHandoff(prefillID, code, err, "no decode leg was sent")
+}
+
+// refuseHandoff is handoffInvalidCode saying what became of the decode
+// leg (concurrent MoRI-IO dispatch drops one already in flight).
+func (q *seq) refuseHandoff(prefillID, code string, err error, decodeFate string) {
 	q.o.HandoffInvalid = true
 	var he *HandoffError
 	field := ""
@@ -202,7 +208,7 @@ func (q *seq) handoffInvalidCode(prefillID, code string, err error) {
 		field = he.Field
 	}
 	// The field name only: transfer objects are never logged.
-	q.log.WithField("endpoint", prefillID).WithField("field", field).Warn("pd: prefill returned an invalid KV handoff; no decode leg sent")
+	q.log.WithField("endpoint", prefillID).WithField("field", field).Warn("pd: prefill returned an invalid KV handoff; " + decodeFate)
 	q.fail(PhasePrefill, http.StatusBadGateway, code,
-		fmt.Sprintf("prefill %s returned an unusable KV handoff (%v); no decode leg was sent", prefillID, err))
+		fmt.Sprintf("prefill %s returned an unusable KV handoff (%v); %s", prefillID, err, decodeFate))
 }

@@ -200,10 +200,25 @@ func (q *seq) serveDecode(build func(decode spec.Endpoint) upstream.Leg) {
 // the engine got the request and haveAlt allows another decode; nothing
 // was written to the client.
 func (q *seq) decodeOnce(leg upstream.Leg, haveAlt bool) (retry bool) {
-	o := q.o
-	dctx, cancel := context.WithCancel(q.ctx)
-	defer cancel()
-	var timedOut atomic.Bool
+	return q.answerDecode(q.peekDecode(q.ctx, leg), haveAlt)
+}
+
+// decodePeek is a decode leg sent and read up to its first body byte
+// (peekDecode), not yet answered to the client (answerDecode).
+type decodePeek struct {
+	leg      upstream.Leg
+	p        peek
+	buf      []byte
+	timedOut *atomic.Bool // DecodeTimeout passed before the first byte
+	cancel   context.CancelFunc
+}
+
+// peekDecode sends a decode leg under ctx (q.ctx, or a context the caller
+// may cancel to drop the leg) and waits for its first body byte, at most
+// DecodeTimeout. The leg stays open until answerDecode or cancel.
+func (q *seq) peekDecode(ctx context.Context, leg upstream.Leg) decodePeek {
+	dctx, cancel := context.WithCancel(ctx)
+	timedOut := new(atomic.Bool)
 	t := time.AfterFunc(q.opts.DecodeTimeout, func() { timedOut.Store(true); cancel() })
 	buf := make([]byte, 32<<10)
 	p := sendAndPeek(dctx, q.s, leg, buf)
@@ -211,6 +226,14 @@ func (q *seq) decodeOnce(leg upstream.Leg, haveAlt bool) (retry bool) {
 		p.resp.Body.Close()
 		p.err = context.DeadlineExceeded
 	}
+	return decodePeek{leg: leg, p: p, buf: buf, timedOut: timedOut, cancel: cancel}
+}
+
+// answerDecode answers the client from a peeked decode leg: its failure
+// mapped to a code, or its response relayed. retry as for decodeOnce.
+func (q *seq) answerDecode(d decodePeek, haveAlt bool) (retry bool) {
+	o, leg, p, buf, cancel, timedOut := q.o, d.leg, d.p, d.buf, d.cancel, d.timedOut
+	defer cancel()
 	o.DecodeTTFB = p.ttfb
 	status := 0
 	if p.resp != nil && p.err == nil {

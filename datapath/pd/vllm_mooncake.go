@@ -96,7 +96,8 @@ func newTransferID() string { return "xfer-" + hex32() }
 // alone; suffix is the request id both legs carry.
 func runMooncake(q *seq, suffix string) {
 	req, o := q.req, q.o
-	if q.mooncakeEngineID(q.pair.Prefill) == "" {
+	first := q.mooncakeTargetFor(q.pair.Prefill, q.pair.PrefillDPRank, q.pair.HasPrefillDPRank)
+	if first.id == "" {
 		// Without the engine id no decode can name the KV: a prefill leg
 		// would only hold blocks until Mooncake's abort timeout.
 		q.warnNoEngineID(q.pair.Prefill)
@@ -105,23 +106,32 @@ func runMooncake(q *seq, suffix string) {
 		return
 	}
 	var tid string
+	target, attempt := first, 0
 	build := func(prefill spec.Endpoint) upstream.Leg {
 		tid = newTransferID()
-		return q.vllmLeg(prefill, suffix, vllmPrefillBodyWith(&q.obj, req.Path, mooncakePrefillParams(tid)))
+		if attempt++; attempt > 1 {
+			target = q.mooncakeTargetFor(prefill, 0, false) // alternates have no KV-exact rank
+		}
+		leg := q.vllmLeg(prefill, suffix, vllmPrefillBodyWith(&q.obj, req.Path, mooncakePrefillParams(tid)))
+		if target.pinned {
+			// The decode will name this rank's engine (vllm_mooncake_dp.go).
+			leg.Header.Set(headerDPRank, strconv.Itoa(target.rank))
+		}
+		return leg
 	}
 	_, prefill, ok, done := q.prefillWithFailover(build, prefillWords{leg: "prefill", fallback: "decode recomputes"})
 	if done {
 		return
 	}
 	var params []byte
-	switch id := q.mooncakeEngineID(prefill); {
+	switch {
 	case !ok:
-	case id == "":
+	case target.id == "":
 		// The failover prefill has no engine id to name.
 		q.warnNoEngineID(prefill)
 		o.KVTransferFailed = true
 	default:
-		params = mooncakeDecodeParams(tid, id, prefill)
+		params = mooncakeDecodeParams(tid, target.id, prefill)
 	}
 	q.vllmDecode(params, suffix)
 }
@@ -145,11 +155,13 @@ const maxEngineIDLen = 256
 
 // LearnsMooncakeEngineID reports whether endpoint i of r is a vLLM
 // Mooncake prefill (its own kv_connector, or any decode's on the rule)
-// whose engine id is not configured, so it must be read from its
-// bootstrap server.
+// whose engine id is not configured, or which declares several DP ranks,
+// so it must be read from its bootstrap server.
 func LearnsMooncakeEngineID(r *spec.Rule, i int) bool {
 	ep := r.Endpoints[i]
-	if r.PD == nil || r.Engine != spec.EngineVLLM || ep.Role != spec.RolePrefill || ep.Labels[labelKVEngineID] != "" {
+	// A label names one engine: a prefill labelled dp_size > 1 still has
+	// its per-rank engines read (vllm_mooncake_dp.go).
+	if r.PD == nil || r.Engine != spec.EngineVLLM || ep.Role != spec.RolePrefill || (ep.Labels[labelKVEngineID] != "" && labelledDPSize(ep) <= 1) {
 		return false
 	}
 	if strings.EqualFold(connectorName(ep), connectorMooncake) {
@@ -178,13 +190,8 @@ func ParseMooncakeQuery(body []byte) (id string, ok bool) {
 		return "", false
 	}
 	id = ranks["0"].EngineID
-	if id == "" || len(id) > maxEngineIDLen {
+	if !validEngineID(id) {
 		return "", false
-	}
-	for _, c := range []byte(id) {
-		if c <= ' ' || c == 0x7f {
-			return "", false
-		}
 	}
 	return id, true
 }

@@ -20,9 +20,8 @@ import (
 // for a push that never comes (WRITE). So, unlike NIXL and Mooncake, every
 // problem fails the request, and nothing reaches a decode without a
 // checked handoff. SMG's codes and semantics are matched (its HTTP router
-// is the reference); its concurrent WRITE dispatch is not built: a decode
-// labelled moriio_write_dispatch concurrent is refused, not silently run
-// sequentially.
+// is the reference), its opt-in concurrent WRITE dispatch included
+// (moriio_write.go).
 
 // MoRI-IO client codes (SMG's).
 const (
@@ -77,7 +76,8 @@ type moriSide struct {
 	mode              string
 	host              string // side channel host: moriio_host, else the endpoint's IP
 	handshake, notify int
-	tp                int // 0: not declared
+	tp                int  // 0: not declared
+	concurrent        bool // moriio_write_dispatch concurrent
 }
 
 // moriSideOf reads ep's MoRI-IO labels; an error names the bad one.
@@ -131,9 +131,14 @@ func moriSideOf(ep spec.Endpoint) (moriSide, error) {
 	switch d := l[labelMoRIIOWriteDispatch]; d {
 	case "", moriDispatchSequential:
 	case moriDispatchConcurrent:
-		return s, fmt.Errorf("%s: %s concurrent is not supported (infergate dispatches MoRI-IO legs sequentially)", ep.ID, labelMoRIIOWriteDispatch)
+		if s.mode != moriWrite {
+			// READ's decode pulls blocks the prefill names in its answer:
+			// it cannot start first. Refused rather than run sequentially.
+			return s, fmt.Errorf("%s: %s concurrent needs write mode (a read decode pulls after the prefill answers)", ep.ID, labelMoRIIOWriteDispatch)
+		}
+		s.concurrent = true
 	default:
-		return s, fmt.Errorf("%s: %s %q is not sequential", ep.ID, labelMoRIIOWriteDispatch, d)
+		return s, fmt.Errorf("%s: %s %q is not sequential or concurrent", ep.ID, labelMoRIIOWriteDispatch, d)
 	}
 	return s, nil
 }
@@ -145,7 +150,9 @@ func moriSideOf(ep spec.Endpoint) (moriSide, error) {
 // rule's kvDpRankCount), and in WRITE mode a decode side channel the
 // prefill can reach: not loopback or unspecified unless the prefill's is
 // too (a loopback address names the prefill's own host), and not the
-// prefill's own side channel.
+// prefill's own side channel. Under concurrent dispatch (the decode's
+// label) the decode also dials the prefill's labelled side channel, so the
+// same rule holds the other way round.
 func moriPair(p, d spec.Endpoint, rule *spec.Rule) (ps, ds moriSide, err error) {
 	if ps, err = moriSideOf(p); err != nil {
 		return ps, ds, err
@@ -165,6 +172,9 @@ func moriPair(p, d spec.Endpoint, rule *spec.Rule) (ps, ds moriSide, err error) 
 		}
 		if ds.host == ps.host && ds.handshake == ps.handshake {
 			return ps, ds, fmt.Errorf("write mode: decode %s side channel %s:%d is prefill %s's own", d.ID, ds.host, ds.handshake, p.ID)
+		}
+		if ds.concurrent && localHost(ps.host) && !localHost(ds.host) {
+			return ps, ds, fmt.Errorf("concurrent write: prefill %s side channel %s is loopback or unspecified while decode %s's (%s) is not: the decode would notify itself", p.ID, ps.host, d.ID, ds.host)
 		}
 	}
 	return ps, ds, nil
@@ -304,7 +314,7 @@ func runMoRIIO(q *seq) {
 			"MoRI-IO prefill/decode serves /v1/completions and /v1/chat/completions only, not "+req.Path)
 		return
 	}
-	_, ds, err := moriPair(q.pair.Prefill, q.pair.Decode, req.Rule)
+	ps, ds, err := moriPair(q.pair.Prefill, q.pair.Decode, req.Rule)
 	if err != nil {
 		q.log.WithField("reason", err.Error()).Warn("pd: MoRI-IO pair misconfigured; no leg sent")
 		q.fail(PhasePrefill, http.StatusServiceUnavailable, CodeMoRIIOPairMisconfigured,
@@ -323,6 +333,10 @@ func runMoRIIO(q *seq) {
 	// A plain request id: the connector reads peers from vLLM's
 	// ___prefill_addr_ markers before the explicit fields.
 	suffix := idSuffix(req.RequestID)
+	if ds.concurrent {
+		runMoRIIOConcurrent(q, ps, ds, suffix)
+		return
+	}
 	var tid string
 	build := func(prefill spec.Endpoint) upstream.Leg {
 		tid = newTransferID()

@@ -108,6 +108,13 @@ type Config struct {
 	// MoRIIOMode is a MoRI-IO fake's mode, read or write (its moriio_mode
 	// label in Endpoint).
 	MoRIIOMode string
+	// MoRIIOFabric, when set, links WRITE-mode MoRI-IO fakes' side
+	// channels: decodes notify prefills and wait for their push
+	// (moriio_write.go). Nil: no push is modelled.
+	MoRIIOFabric *MoRIIOFabric
+	// DPSize is a Mooncake prefill's data-parallel size: its bootstrap
+	// server lists one engine per rank (mooncake_dp.go). 0 or 1: one.
+	DPSize int
 	// KV makes a vLLM fake serve /tokenize and publish KV events (kv_publish.go).
 	KV KVConfig
 	// TLS, when set, serves the inference API over HTTPS (security 2 legs).
@@ -172,6 +179,7 @@ type Engine struct {
 	engineID string
 	client   *http.Client // SGLang decode → prefill bootstrap joins
 	kv       *kvState     // vLLM KV-event publishing; nil when off
+	dp       mooncakeDP   // Mooncake transfers per DP rank (mooncake_dp.go)
 }
 
 // Start runs a fake engine until Close.
@@ -250,6 +258,7 @@ func Start(cfg Config) (*Engine, error) {
 		bmux := http.NewServeMux()
 		bmux.HandleFunc("POST /join", e.serveJoin)
 		bmux.HandleFunc("GET /query", e.serveMooncakeQuery)
+		bmux.HandleFunc("GET /worker/{rank}", e.serveMooncakeWorker)
 		e.boot = &http.Server{Handler: bmux, ReadHeaderTimeout: 5 * time.Second}
 		e.serve(e.boot, bln)
 	}

@@ -1,14 +1,10 @@
 package pdfake
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 )
 
 // vLLM's KV connectors as the engines speak them on the HTTP legs:
@@ -92,6 +88,9 @@ func (x *exchange) mooncake(kv *connectorKV) {
 			x.setViolation("mooncake prefill without do_remote_decode and a transfer_id")
 		} else if string(x.req[fieldMaxTokens]) != "1" && string(x.req[fieldMaxCompletionTokens]) != "1" {
 			x.setViolation("prefill cap is not 1")
+		} else if !x.mooncakePlace(kv.TransferID) { // mooncake_dp.go
+			x.reject(http.StatusBadRequest, "X-data-parallel-rank names no rank of this engine")
+			return
 		}
 		x.answer("", "length", map[string]any{fieldKVTransferParams: nil}, nil)
 		return
@@ -101,7 +100,7 @@ func (x *exchange) mooncake(kv *connectorKV) {
 			x.reject(http.StatusBadRequest, "mooncake decode params lack do_remote_prefill, transfer_id, remote_engine_id or remote_bootstrap_addr")
 			return
 		}
-		if err := x.e.mooncakeQuery(x.r.Context(), kv.RemoteBootstrapAddr, kv.RemoteEngineID); err != nil {
+		if err := x.e.mooncakePull(x.r.Context(), kv.RemoteBootstrapAddr, kv.RemoteEngineID, kv.TransferID); err != nil {
 			// The engine's pull fails: vLLM's default failure policy
 			// recomputes, which the fake records as a violation.
 			x.setViolation("mooncake pull: " + err.Error())
@@ -110,37 +109,11 @@ func (x *exchange) mooncake(kv *connectorKV) {
 	x.answer("Hello from the fake vLLM Mooncake decode, the answer is 42.", "stop", nil, nil)
 }
 
-// mooncakeQuery asks a prefill's bootstrap server for its engines, as a
-// Mooncake decode does before it pulls, and checks id is one of them.
-func (e *Engine) mooncakeQuery(ctx context.Context, addr, id string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(addr, "/")+"/query", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := e.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("bootstrap %s: %w", addr, err)
-	}
-	defer resp.Body.Close()
-	var ranks map[string]struct {
-		EngineID string `json:"engine_id"`
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&ranks); err != nil {
-		return fmt.Errorf("bootstrap %s: %w", addr, err)
-	}
-	for _, r := range ranks {
-		if r.EngineID == id {
-			return nil
-		}
-	}
-	return fmt.Errorf("bootstrap %s has no engine %q", addr, id)
-}
-
 // serveMooncakeQuery is the prefill bootstrap server's GET /query: the
-// engine id per DP rank (one rank).
+// engine id per DP rank (mooncakeQueryBody).
 func (e *Engine) serveMooncakeQuery(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"0": map[string]any{"engine_id": e.engineID}})
+	_ = json.NewEncoder(w).Encode(e.mooncakeQueryBody())
 }
 
 // moriio: the prefill needs do_remote_decode and a transfer_id (WRITE: the
@@ -160,6 +133,9 @@ func (x *exchange) moriio(kv *connectorKV) {
 		tid := ""
 		if kv != nil {
 			tid = kv.TransferID
+			if x.moriWrite() && !x.moriWritePrefill(kv) { // moriio_write.go
+				return
+			}
 		}
 		host := x.e.remoteHost()
 		x.answer("", "length", map[string]any{fieldKVTransferParams: map[string]any{
@@ -176,10 +152,20 @@ func (x *exchange) moriio(kv *connectorKV) {
 		}}, nil)
 		return
 	}
-	if kv == nil || kv.DoRemotePrefill == nil || !*kv.DoRemotePrefill || kv.TransferID == "" || kv.RemoteEngineID == "" || len(kv.RemoteBlockIDs) == 0 {
+	switch {
+	case x.moriWrite():
+		if !x.moriWriteDecode(kv) { // moriio_write.go: waits for the push
+			return
+		}
+	case kv == nil || kv.DoRemotePrefill == nil || !*kv.DoRemotePrefill || kv.TransferID == "" || kv.RemoteEngineID == "" || len(kv.RemoteBlockIDs) == 0:
 		x.setViolation("moriio decode without a prefill handoff (it never recomputes)")
 	}
 	x.answer("Hello from the fake vLLM MoRI-IO decode, the answer is 42.", "stop", nil, nil)
+}
+
+// moriWrite: a WRITE-mode MoRI-IO leg on a side-channel fabric.
+func (x *exchange) moriWrite() bool {
+	return x.e.cfg.MoRIIOFabric != nil && x.e.cfg.MoRIIOMode == "write"
 }
 
 // connectorLabels are the endpoint labels a gateway needs for this engine's
