@@ -118,7 +118,11 @@ func TestFetchBatchLimit(t *testing.T) {
 				w.Write([]byte(body))
 			}))
 			defer srv.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			bound := 5 * time.Second // a loaded host, under -race, reads a MiB slowly
+			if tc.slow {
+				bound = 300 * time.Millisecond
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), bound)
 			defer cancel()
 			got, err := FetchBatchLimit(ctx, srv.Client(), srv.URL)
 			if got != tc.want {
