@@ -255,3 +255,19 @@ func TestResizeUnderContention(t *testing.T) {
 		t.Fatalf("peak %d (largest limit %d), in flight %d, waiting %d at the end", peak, maxLimit, w.InFlight(), w.Waiting())
 	}
 }
+
+// BenchmarkAcquireRelease is the per-request cost of a window with room
+// (what every request of a windowed rule pays), under parallel callers.
+func BenchmarkAcquireRelease(b *testing.B) {
+	w := New(1 << 16)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			release, _, err := w.Acquire(context.Background(), 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_ = w.Full()
+			release()
+		}
+	})
+}
