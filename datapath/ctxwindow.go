@@ -68,8 +68,7 @@ func (rt *Runtime) followWindowsLocked(rs *ruleState) {
 
 // learnWindows reads the context windows and batch limits of rs's
 // endpoints now and every period, and its Mooncake prefills' engine ids at
-// least every engineIDRefresh,
-// until the rule is removed or needs neither.
+// least every engineIDRefresh, until the rule is removed or needs none.
 func (rt *Runtime) learnWindows(rs *ruleState, every time.Duration) {
 	defer rt.learners.Done()
 	ctx, cancel := rs.untilStopped()

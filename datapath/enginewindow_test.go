@@ -110,43 +110,9 @@ func TestLearnedDecodeWindow(t *testing.T) {
 				t.Fatalf("decode window %q (engine limit %d)", got, ws[1].EngineLimit)
 			}
 
-			rt.mu.Lock()
-			c := rt.rules[r.Key].cur.Load()
-			rt.mu.Unlock()
-			var peak atomic.Int64
-			stop := make(chan struct{})
-			var sampler sync.WaitGroup
-			sampler.Go(func() {
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					for i := 1; i <= 2; i++ {
-						if n := c.eps[i].active.Load(); n > peak.Load() {
-							peak.Store(n)
-						}
-					}
-					time.Sleep(time.Millisecond)
-				}
-			})
-			client := testClient()
-			var wg sync.WaitGroup
-			var ok atomic.Int32
-			for i := range 6 {
-				wg.Go(func() {
-					res := post(t, client, ruleURL(r)+"/v1/completions", pdBody("/v1/completions", true, fmt.Sprintf(`,"user":"u%d"`, i)))
-					if res.status == http.StatusOK {
-						ok.Add(1)
-					}
-				})
-			}
-			wg.Wait()
-			close(stop)
-			sampler.Wait()
-			if ok.Load() != 6 || peak.Load() > 1 {
-				t.Fatalf("%d of 6 served; a decode held %d at once, learned window 1", ok.Load(), peak.Load())
+			ok, peak := servePDPeak(t, rt, r, 6)
+			if ok != 6 || peak > 1 {
+				t.Fatalf("%d of 6 served; a decode held %d at once, learned window 1", ok, peak)
 			}
 			if q := metricValue(t, m.Flow.Requests.WithLabelValues(r.Name, "standard", flowQueued)); q == 0 {
 				t.Fatal("no request waited: the learned windows were not in the way")
@@ -215,4 +181,47 @@ func TestLearnedWindowRules(t *testing.T) {
 			}
 		})
 	}
+}
+
+// servePDPeak sends n streamed completions at once through P/D rule r (one
+// prefill, then decodes) and returns how many were answered 200 and the
+// most requests any decode held at once meanwhile.
+func servePDPeak(t *testing.T, rt *Runtime, r *spec.Rule, n int) (ok int32, peak int64) {
+	t.Helper()
+	rt.mu.Lock()
+	c := rt.rules[r.Key].cur.Load()
+	rt.mu.Unlock()
+	var top atomic.Int64
+	stop := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for i := 1; i < len(c.eps); i++ { // the decodes
+				if n := c.eps[i].active.Load(); n > top.Load() {
+					top.Store(n)
+				}
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+	client := testClient()
+	var wg sync.WaitGroup
+	var served atomic.Int32
+	for i := range n {
+		wg.Go(func() {
+			res := post(t, client, ruleURL(r)+"/v1/completions", pdBody("/v1/completions", true, fmt.Sprintf(`,"user":"u%d"`, i)))
+			if res.status == http.StatusOK {
+				served.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	sampler.Wait()
+	return served.Load(), top.Load()
 }
