@@ -134,3 +134,43 @@ func TestFetchBatchLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestShareOf: a replica's window is its share of the engine's limit,
+// rounded up, never 0 for a known limit; a share out of (0, 1] is the
+// default (the whole limit).
+func TestShareOf(t *testing.T) {
+	tests := []struct {
+		share float64
+		n     int
+		want  int
+	}{
+		{1, 128, 128},
+		{0.25, 256, 64},
+		{0.25, 5, 2},    // 1.25 rounds up
+		{1.0 / 3, 9, 3}, // no float dust: 3, not 4
+		{0.01, 5, 1},
+		{0, 16, 16},   // unset: the default share
+		{1.5, 16, 16}, // out of range: the default share
+		{-1, 16, 16},
+		{0.5, 0, 0}, // nothing learned
+	}
+	for _, tc := range tests {
+		o := DefaultOptions()
+		o.WindowShare = tc.share
+		if got := o.ShareOf(tc.n); got != tc.want {
+			t.Errorf("share %v of %d = %d, want %d", tc.share, tc.n, got, tc.want)
+		}
+	}
+	o := DefaultOptions()
+	if o.LearnsWindows() {
+		t.Error("windows learned by default")
+	}
+	o.LearnWindows = true
+	if !o.LearnsWindows() {
+		t.Error("LearnWindows on, not learned")
+	}
+	o.ModelsRefresh = -1
+	if o.LearnsWindows() {
+		t.Error("learned with the engine-fact reads turned off")
+	}
+}
