@@ -23,9 +23,11 @@ import (
 // windowFetchTimeout bounds one /v1/models (or Mooncake /query) read.
 const windowFetchTimeout = 2 * time.Second
 
-// learnsFacts reports whether rule r needs a reader: windows or engine ids
-// to learn.
-func learnsFacts(r *spec.Rule) bool { return learnsWindows(r) || learnsEngineIDs(r) }
+// learnsFacts reports whether rule r needs a reader: context windows,
+// engine ids or admission windows (enginewindow.go) to learn.
+func (rt *Runtime) learnsFacts(r *spec.Rule) bool {
+	return learnsWindows(r) || learnsEngineIDs(r) || rt.learnsAdmission(r)
+}
 
 // learnsWindows reports whether rule r needs windows read from its
 // engines: a P/D rule whose KV-exact tier tokenises prompts, with an
@@ -56,7 +58,7 @@ func (c *compiled) windowOf(i int) int {
 // (rt.mu held).
 func (rt *Runtime) followWindowsLocked(rs *ruleState) {
 	every, on := rt.opts.Engine.ModelsEvery()
-	if !on || rs.learning || !learnsFacts(rs.cur.Load().rule) {
+	if !on || rs.learning || !rt.learnsFacts(rs.cur.Load().rule) {
 		return
 	}
 	rs.learning = true
@@ -64,9 +66,9 @@ func (rt *Runtime) followWindowsLocked(rs *ruleState) {
 	go rt.learnWindows(rs, every)
 }
 
-// learnWindows reads the windows of rs's endpoints now and every period,
-// and its Mooncake prefills' engine ids at least every engineIDRefresh,
-// until the rule is removed or needs neither.
+// learnWindows reads the context windows and batch limits of rs's
+// endpoints now and every period, and its Mooncake prefills' engine ids at
+// least every engineIDRefresh, until the rule is removed or needs none.
 func (rt *Runtime) learnWindows(rs *ruleState, every time.Duration) {
 	defer rt.learners.Done()
 	ctx, cancel := rs.untilStopped()
@@ -80,11 +82,14 @@ func (rt *Runtime) learnWindows(rs *ruleState, every time.Duration) {
 		case <-t.C:
 		}
 		c := rs.cur.Load()
-		if !learnsFacts(c.rule) && rt.learnerIdle(rs) {
+		if !rt.learnsFacts(c.rule) && rt.learnerIdle(rs) {
 			return
 		}
 		if learnsWindows(c.rule) {
 			rt.readWindows(ctx, c)
+		}
+		if rt.learnsAdmission(c.rule) {
+			rt.readBatchLimits(ctx, rs, c)
 		}
 		next := every
 		if learnsEngineIDs(c.rule) {
@@ -129,7 +134,7 @@ func (rt *Runtime) readWindows(ctx context.Context, c *compiled) {
 func (rt *Runtime) learnerIdle(rs *ruleState) bool {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if learnsFacts(rs.cur.Load().rule) {
+	if rt.learnsFacts(rs.cur.Load().rule) {
 		return false
 	}
 	rs.learning = false

@@ -55,13 +55,14 @@ const (
 
 // attachFlow gives a new generation its windows and queue. The queue is
 // the rule key's (it outlives generations, like the endpoints); a window
-// is the endpoint's and is kept while its size is unchanged, so requests
-// in flight on the previous generation still count against it. A rule
-// without windows gets neither. Control plane only (rt.mu).
+// is the endpoint's and is resized in place, so requests in flight on the
+// previous generation still count against it. A window is configured, or
+// learned from the engine (enginewindow.go). A rule without windows gets
+// neither. Control plane only (rt.mu).
 func (rt *Runtime) attachFlow(rs *ruleState, c *compiled) {
 	windowed := false
 	for i := range c.rule.Endpoints {
-		windowed = windowed || c.rule.WindowOf(i) > 0
+		windowed = windowed || c.rule.WindowOf(i) > 0 || rt.learnsWindowOf(c.rule, i)
 	}
 	if !windowed {
 		for _, ep := range c.eps {
@@ -78,8 +79,14 @@ func (rt *Runtime) attachFlow(rs *ruleState, c *compiled) {
 	c.fq = rs.flow
 	c.win = make([]*window.Window, len(c.eps))
 	for i, ep := range c.eps {
-		if n := c.rule.WindowOf(i); ep.win.Limit() != n {
-			ep.win = window.New(n)
+		n, learned := rt.admissionOf(c, i)
+		switch {
+		case n == 0 && !learned:
+			ep.win = nil
+		case ep.win == nil:
+			ep.win = window.NewResizable(n)
+		default:
+			ep.win.SetLimit(n)
 		}
 		c.win[i] = ep.win
 	}
@@ -100,7 +107,7 @@ func (rt *Runtime) flowGauge(rs *ruleState) func(flow.Class, int) {
 func (c *compiled) windowFull() uint64 {
 	var m uint64
 	for i, w := range c.win {
-		if w != nil && w.InFlight() >= w.Limit() {
+		if w.Full() {
 			m |= bit(i)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -495,46 +494,12 @@ func TestPDDecodeWindow(t *testing.T) {
 	o := pdTestOptions()
 	o.Flow.MaxWait = 20 * time.Second
 	rt, m := installWithMetrics(t, o, r)
-	rt.mu.Lock()
-	c := rt.rules[r.Key].cur.Load()
-	rt.mu.Unlock()
-	var peak atomic.Int64
-	stop := make(chan struct{})
-	var sampler sync.WaitGroup
-	sampler.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			for i := 1; i <= 2; i++ { // the decodes
-				if n := c.eps[i].active.Load(); n > peak.Load() {
-					peak.Store(n)
-				}
-			}
-			time.Sleep(time.Millisecond)
-		}
-	})
-	client := testClient()
-	var wg sync.WaitGroup
-	var ok atomic.Int32
-	for i := range 8 {
-		wg.Go(func() {
-			res := post(t, client, ruleURL(r)+"/v1/completions", pdBody("/v1/completions", true, fmt.Sprintf(`,"user":"u%d"`, i)))
-			if res.status == http.StatusOK {
-				ok.Add(1)
-			}
-		})
+	ok, peak := servePDPeak(t, rt, r, 8)
+	if ok != 8 {
+		t.Fatalf("%d of 8 served", ok)
 	}
-	wg.Wait()
-	close(stop)
-	sampler.Wait()
-	if ok.Load() != 8 {
-		t.Fatalf("%d of 8 served", ok.Load())
-	}
-	if peak.Load() > 1 {
-		t.Fatalf("a decode held %d requests at once, window 1", peak.Load())
+	if peak > 1 {
+		t.Fatalf("a decode held %d requests at once, window 1", peak)
 	}
 	if q := metricValue(t, m.Flow.Requests.WithLabelValues(r.Name, "standard", flowQueued)); q == 0 {
 		t.Fatal("no request waited: the windows were not in the way")

@@ -20,7 +20,13 @@ func (c *compiled) windowStatus(i int) *spec.WindowStatus {
 	}
 	w := c.win[i]
 	n, limit := w.InFlight(), w.Limit()
-	return &spec.WindowStatus{Limit: limit, InFlight: n, Full: n >= limit}
+	v := &spec.WindowStatus{Limit: limit, InFlight: n, Full: w.Full()}
+	if c.rule.WindowOf(i) == 0 { // learned from the engine (enginewindow.go)
+		if l := c.eps[i].batch.Load(); l != nil {
+			v.Source, v.EngineLimit, v.LearnError = l.source, l.n, l.reason
+		}
+	}
+	return v
 }
 
 // queueStatus is the rule's gateway queue view at now; nil when the rule

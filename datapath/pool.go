@@ -62,8 +62,13 @@ type endpoint struct {
 	// (enginesig.go); survives rule updates with the endpoint.
 	sig enginestats.Cell
 	// win is the endpoint's admission window, kept across generations
-	// while its size is unchanged (flowgate.go; control plane only).
+	// and resized in place, so requests in flight keep counting against
+	// it (flowgate.go; control plane only).
 	win *window.Window
+	// batch is the engine's batch limit read from the engine
+	// (enginewindow.go; nil: never read); survives rule updates with the
+	// endpoint.
+	batch atomic.Pointer[learnedLimit]
 	// window is the engine's context window read from its /v1/models
 	// (ctxwindow.go; 0: unknown); survives rule updates with the endpoint.
 	window atomic.Int64

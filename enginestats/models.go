@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 )
 
@@ -61,24 +60,9 @@ func ParseMaxModelLen(body []byte, model string) (n int, ok bool) {
 // FetchMaxModelLen GETs url (an endpoint's /v1/models) with hc and parses
 // the window for model (ParseMaxModelLen). hc's timeout and ctx bound it.
 func FetchMaxModelLen(ctx context.Context, hc *http.Client, url, model string) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	body, err := getCapped(ctx, hc, url, maxModelsBody)
 	if err != nil {
-		return 0, fmt.Errorf("models %s: %w", url, err)
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("models %s: %w", url, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("models %s: %w (%d)", url, errStatus, resp.StatusCode)
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxModelsBody+1))
-	if err != nil {
-		return 0, fmt.Errorf("models %s: %w", url, err)
-	}
-	if len(body) > maxModelsBody {
-		return 0, fmt.Errorf("models %s: %w", url, errTooLarge)
+		return 0, fmt.Errorf("models %w", err)
 	}
 	n, ok := ParseMaxModelLen(body, model)
 	if !ok {

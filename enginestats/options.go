@@ -1,6 +1,9 @@
 package enginestats
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Defaults of Options.
 const (
@@ -25,6 +28,9 @@ const (
 	// /v1/models for its context window: a window changes only when the
 	// engine restarts with another --max-model-len.
 	DefaultModelsRefresh = 5 * time.Minute
+	// DefaultWindowShare: a lone gateway takes the whole of an engine's
+	// batch limit as its admission window.
+	DefaultWindowShare = 1.0
 )
 
 // Options tune engine scraping. The daemon embeds them in datapath.Options;
@@ -48,6 +54,17 @@ type Options struct {
 	// tokenise prompts and do not configure the window; negative turns
 	// the reads off.
 	ModelsRefresh time.Duration `yaml:"engine-models-refresh"`
+	// LearnWindows sizes the admission window of every endpoint that has
+	// none configured (no admission_window on the rule or the endpoint;
+	// never a P/D prefill) from the engine's own batch limit
+	// (batchlimit.go), read with the context windows every ModelsRefresh.
+	// Off: only configured windows exist, as before.
+	LearnWindows bool `yaml:"engine-learn-windows"`
+	// WindowShare is the fraction of a learned batch limit this gateway
+	// takes as its window (0 < share <= 1, rounded up, at least 1): with
+	// R gateway replicas in front of the same engines, 1/R keeps their sum
+	// near the engine's limit.
+	WindowShare float64 `yaml:"engine-window-share"`
 }
 
 // DefaultOptions returns the documented defaults.
@@ -60,6 +77,7 @@ func DefaultOptions() Options {
 		StaleAfter: DefaultStaleAfter,
 
 		ModelsRefresh: DefaultModelsRefresh,
+		WindowShare:   DefaultWindowShare,
 	}
 }
 
@@ -84,7 +102,27 @@ func (o Options) withDefaults() Options {
 	if o.ModelsRefresh == 0 {
 		o.ModelsRefresh = d.ModelsRefresh
 	}
+	if !(o.WindowShare > 0 && o.WindowShare <= 1) {
+		o.WindowShare = d.WindowShare
+	}
 	return o
+}
+
+// LearnsWindows reports whether admission windows are learned from the
+// engines (LearnWindows, and the reads are not turned off).
+func (o Options) LearnsWindows() bool {
+	_, on := o.ModelsEvery()
+	return o.LearnWindows && on
+}
+
+// ShareOf is this gateway's window for an engine whose batch limit is n:
+// n × WindowShare rounded up, at least 1 (0 for n <= 0: nothing learned).
+func (o Options) ShareOf(n int) int {
+	if n <= 0 {
+		return 0
+	}
+	o = o.withDefaults()
+	return max(1, int(math.Ceil(float64(n)*o.WindowShare-1e-9)))
 }
 
 // ModelsEvery is the pause between two /v1/models reads of an endpoint;

@@ -98,6 +98,11 @@ type Config struct {
 	// on the model's card as max_model_len (vLLM's and SGLang's cards carry
 	// it; TRT-LLM's do not). SetMaxModelLen changes it while serving.
 	MaxModelLen int
+	// MaxRunningRequests, when set, is the batch limit the engine reports
+	// where its kind does (serverinfo.go): SGLang's GET /server_info and
+	// /get_server_info, vLLM's dev-mode GET /server_info. SetMaxRunningRequests
+	// changes it while serving (an engine restarted with another limit).
+	MaxRunningRequests int
 	// AdvertiseHost is the host the engine expects as bootstrap_host
 	// (SGLang) and reports as remote_host (vLLM). Empty: the listen IP, or
 	// no SGLang host check when listening on an unspecified address.
@@ -165,6 +170,7 @@ type Engine struct {
 	stopOnce sync.Once
 	kvOnce   sync.Once    // closeKV: Close may be called twice (a test's kill and its cleanup)
 	window   atomic.Int64 // max_model_len on the /v1/models card (0: none)
+	batch    atomic.Int64 // batch limit /server_info reports (0: none)
 	running  atomic.Int64 // inference requests in flight (ExportMetrics)
 	finished atomic.Int64 // inference requests answered (ExportMetrics)
 
@@ -220,6 +226,7 @@ func Start(cfg Config) (*Engine, error) {
 	e.addr = netip.AddrPortFrom(e.addr.Addr().Unmap(), e.addr.Port())
 	e.engineID = fmt.Sprintf("%s-engine-%s", cfg.Role, strings.ReplaceAll(e.addr.String(), ":", "-"))
 	e.window.Store(int64(cfg.MaxModelLen))
+	e.batch.Store(int64(cfg.MaxRunningRequests))
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -241,6 +248,7 @@ func Start(cfg Config) (*Engine, error) {
 	mux.HandleFunc("POST /v1/completions", e.serveInference)
 	mux.HandleFunc("POST /v1/chat/completions", e.serveInference)
 	e.registerSurface(mux)
+	e.registerServerInfo(mux)
 	e.srv = &http.Server{Handler: e.recordSide(mux), ReadHeaderTimeout: 5 * time.Second}
 	if err := e.startKV(mux); err != nil {
 		ln.Close()
