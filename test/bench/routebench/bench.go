@@ -41,9 +41,10 @@ type loadArms struct {
 // timing is one mode's durations.
 type timing struct {
 	// warm precedes every measured window (the same arrivals, not
-	// counted), at least a workload's settle time.
-	warm, run, drain, rampWarm, rampStep, rampDrain time.Duration
-	rampSteps                                       []float64
+	// counted), at least a workload's settle time; warmMax bounds the
+	// longer warm-up a workload with groups takes to send each once.
+	warm, warmMax, run, drain, rampWarm, rampStep, rampDrain time.Duration
+	rampSteps                                                []float64
 }
 
 func (c *config) timing() timing {
@@ -60,11 +61,11 @@ func (c *config) modeTiming() timing {
 		// at 1.4× in the recorded short runs; when it does not, the
 		// fallback (0.7 of the first step, 0.98× the guess) is about what
 		// a 1.0× step would have found.
-		return timing{warm: 4 * time.Second, run: 6 * time.Second, drain: 4 * time.Second, rampWarm: 2 * time.Second, rampStep: 3 * time.Second,
-			rampDrain: 5 * time.Second, rampSteps: []float64{1.4, 2.0}}
+		return timing{warm: 4 * time.Second, warmMax: 12 * time.Second, run: 6 * time.Second, drain: 4 * time.Second, rampWarm: 2 * time.Second,
+			rampStep: 3 * time.Second, rampDrain: 5 * time.Second, rampSteps: []float64{1.4, 2.0}}
 	}
-	return timing{warm: 4 * time.Second, run: 8 * time.Second, drain: 6 * time.Second, rampWarm: 2 * time.Second, rampStep: 3 * time.Second,
-		rampDrain: 5 * time.Second, rampSteps: []float64{0.9, 1.25, 1.7, 2.3}}
+	return timing{warm: 4 * time.Second, warmMax: 12 * time.Second, run: 8 * time.Second, drain: 6 * time.Second, rampWarm: 2 * time.Second,
+		rampStep: 3 * time.Second, rampDrain: 5 * time.Second, rampSteps: []float64{0.9, 1.25, 1.7, 2.3}}
 }
 
 func (c *config) planFor(w string) plan {
@@ -139,6 +140,34 @@ type workload struct {
 	// settle is how long arrivals take to reach their steady rate (a
 	// conversation's later turns follow its first).
 	settle time.Duration
+	// groups is how many keys (flow.Key 0…groups−1) a warm fleet has seen:
+	// the warm-up lasts until each has been sent once (0: no such set;
+	// every conversation is new, a trace's order is its own).
+	groups int
+}
+
+// schedule is one measured run's flows and the start of its window: after
+// the warm-up (t.warm, at least the workload's settle time) and, for a
+// workload with groups, not before every group has been sent once and that
+// request has had time to be answered (two cold requests' modelled engine
+// time), bounded by t.warmMax. It depends on the rate only, so every arm
+// at a load gets the same arrivals and the same window; covered is false
+// when the bound cut the warm-up short of a group.
+func (w workload) schedule(rate float64, t timing, run string) (warm time.Duration, flows []flow, covered bool) {
+	warm = max(t.warm, w.settle)
+	if w.groups == 0 {
+		return warm, w.flows(rate, warm+t.run, run), true
+	}
+	limit := max(warm, t.warmMax)
+	flows = w.flows(rate, limit+t.run, run)
+	at, ok := coveredAt(flows, w.groups)
+	if ok {
+		warm = max(warm, at+2*w.perRequest)
+	}
+	if !ok || warm > limit {
+		warm = limit
+	}
+	return warm, startingBefore(flows, warm+t.run), ok && at < warm
 }
 
 func (b *bench) workloads() ([]workload, error) {
@@ -158,7 +187,7 @@ func (b *bench) workloads() ([]workload, error) {
 	}
 	seed := b.cfg.seed
 	all := map[string]workload{
-		"shared-prefix": {name: "shared-prefix", perRequest: cost(sp.System+sp.Question, sp.Output),
+		"shared-prefix": {name: "shared-prefix", perRequest: cost(sp.System+sp.Question, sp.Output), groups: sp.Groups,
 			flows: func(r float64, d time.Duration, _ string) []flow { return sp.flows(prompts, r, d, seed) }},
 		"multi-turn": {name: "multi-turn", perRequest: cost(mt.System+2*mt.User+mt.Output, mt.Output), settle: mt.settle(),
 			flows: func(r float64, d time.Duration, run string) []flow { return mt.flows(b.text, r, d, seed, run) }},
@@ -528,7 +557,14 @@ func (b *bench) ramp(ctx context.Context, w workload, t timing) (float64, error)
 		warm := max(t.rampWarm, w.settle)
 		flows := w.flows(rate, warm+t.rampStep, fmt.Sprintf("ramp-%s-%.1f", w.name, rate))
 		rctx, cancel := context.WithTimeout(ctx, warm+t.rampStep+t.rampDrain)
-		rn := &runner{client: b.client, model: b.cfg.model}
+		// The step ends once its verdict is known: its requests are done,
+		// or too many waited past the SLO for any p90 to pass.
+		maxIn := 0
+		for _, f := range startingBefore(flows, warm+t.rampStep) {
+			maxIn += f.requests()
+		}
+		rn := &runner{client: b.client, model: b.cfg.model,
+			cut: cutRule{From: warm.Seconds(), Until: (warm + t.rampStep).Seconds(), SLO: b.cfg.ttftSLO.Seconds(), MaxIn: maxIn}}
 		all := rn.run(rctx, target{Arm: b.baseArm, VIP: b.vips[b.baseArm]}, flows)
 		cancel()
 		// Judge the requests sent inside the step, after the warm-up:
@@ -536,7 +572,7 @@ func (b *bench) ramp(ctx context.Context, w workload, t timing) (float64, error)
 		// without any overload.
 		var res []*result
 		for _, r := range all {
-			if r.Start >= warm.Seconds() && r.Start <= (warm+t.rampStep).Seconds() {
+			if r.Start >= warm.Seconds() && r.Start < (warm+t.rampStep).Seconds() {
 				res = append(res, r)
 			}
 		}
@@ -583,10 +619,13 @@ func (b *bench) measure(ctx context.Context, w workload, arm string, frac, rate 
 	if arm == armIdeal {
 		tgt.Engines = b.engines
 	}
-	t.warm = max(t.warm, w.settle)
-	flows := w.flows(rate, t.warm+t.run, fmt.Sprintf("%s-%.1f-%s", w.name, frac, arm))
+	warm, flows, covered := w.schedule(rate, t, fmt.Sprintf("%s-%.1f-%s", w.name, frac, arm))
+	t.warm = warm
 	b.ideal.blocks = map[uint64]struct{}{}
-	rn := &runner{client: b.client, model: b.cfg.model, ideal: b.ideal}
+	// The run ends when the window's requests are done: a conversation's
+	// turns after the window are not measured.
+	rn := &runner{client: b.client, model: b.cfg.model, ideal: b.ideal,
+		cut: cutRule{From: t.warm.Seconds(), Until: (t.warm + t.run).Seconds()}}
 	rctx, cancel := context.WithTimeout(ctx, t.warm+t.run+t.drain)
 	defer cancel()
 	sctx, stopSampling := context.WithCancel(ctx)
@@ -623,6 +662,8 @@ func (b *bench) measure(ctx context.Context, w workload, arm string, frac, rate 
 	}
 	s := summarise(res, t.run, b.cfg)
 	s.Workload, s.Arm, s.Load, s.Rate, s.Elapsed = w.name, arm, frac, rate, elapsed.Seconds()
+	s.Warm, s.Window, s.Covered = t.warm.Seconds(), t.run.Seconds(), covered
+	s.Tail = tailNotes(all, res)
 	var q, h float64
 	for i := range b.engines {
 		d := delta(before.engines[i], after.engines[i])
