@@ -277,6 +277,24 @@ func runBench(ctx context.Context, cfg config) error {
 	defer reportF.Close()
 	b := &bench{cfg: cfg, dir: dir, client: newHTTPClient(), scrapeC: &http.Client{Timeout: 2 * time.Second},
 		vips: map[string]string{}, report: io.MultiWriter(os.Stdout, reportF), baseArm: armRR}
+	// The gateway starts first: it loads its tokenizer while this process
+	// and the fleet load theirs.
+	stateDir, err := os.MkdirTemp("", "routebench-state-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(stateDir)
+	var gwArgs []string
+	var eppAddr string
+	if cfg.epp {
+		if gwArgs, eppAddr, err = eppGatewayArgs(); err != nil {
+			return err
+		}
+	}
+	if b.gw, err = launchGateway(cfg.gatewayBin, stateDir, cfg.tokenizer, logf, gwArgs); err != nil {
+		return err
+	}
+	defer b.gw.p.stop(5 * time.Second)
 	tok, tmpl, err := enginesim.LoadTokenizer(cfg.tokenizer)
 	if err != nil {
 		return err
@@ -311,23 +329,10 @@ func runBench(ctx context.Context, cfg config) error {
 		}
 	}
 
-	// The gateway, one rule per arm on its own VIP.
-	stateDir, err := os.MkdirTemp("", "routebench-state-")
-	if err != nil {
+	// One rule per arm on its own VIP.
+	if err := b.gw.waitAPI(); err != nil {
 		return err
 	}
-	defer os.RemoveAll(stateDir)
-	var gwArgs []string
-	var eppAddr string
-	if cfg.epp {
-		if gwArgs, eppAddr, err = eppGatewayArgs(); err != nil {
-			return err
-		}
-	}
-	if b.gw, err = startGateway(cfg.gatewayBin, stateDir, cfg.tokenizer, logf, gwArgs); err != nil {
-		return err
-	}
-	defer b.gw.p.stop(5 * time.Second)
 	vip := netip.MustParseAddr(cfg.vipBase)
 	for _, arm := range []string{armRR, armLeast, armPrefix, armKV} {
 		if err := b.gw.apply(armRule(arm, vip.String(), cfg.vipPort, b.engines, cfg.zmqPort, nil)); err != nil {
@@ -368,8 +373,9 @@ func runBench(ctx context.Context, cfg config) error {
 		return err
 	}
 	t := cfg.timing()
-	fmt.Fprintf(b.report, "routebench: %d engines (%s), gateway %s (idle CPU %.1f ms/s), results in %s, mode %s\n",
-		len(b.engines), strings.Join(b.engines, " "), b.gw.api, b.idleCPU*1000, dir, map[bool]string{true: "short", false: "full"}[cfg.short])
+	fmt.Fprintf(b.report, "routebench: %d engines (%s), gateway %s (idle CPU %.1f ms/s), results in %s, mode %s, set up in %v\n",
+		len(b.engines), strings.Join(b.engines, " "), b.gw.api, b.idleCPU*1000, dir, map[bool]string{true: "short", false: "full"}[cfg.short],
+		time.Since(began).Round(100*time.Millisecond))
 	if err := b.phase(ctx, ws, t, ""); err != nil {
 		return err
 	}
@@ -385,6 +391,7 @@ func runBench(ctx context.Context, cfg config) error {
 		return err
 	}
 	fmt.Fprintf(b.report, "\nroutebench: done in %v; raw results in %s\n", time.Since(began).Round(time.Second), dir)
+	stopAll(5*time.Second, sim, b.gw.p)
 	return ctx.Err()
 }
 
@@ -551,6 +558,7 @@ func (b *bench) ramp(ctx context.Context, w workload, t timing) (float64, error)
 	capacity := 0.0
 	for _, f := range t.rampSteps {
 		rate := guess * f
+		began := time.Now()
 		if err := b.resetFleet(ctx); err != nil {
 			return 0, err
 		}
@@ -578,8 +586,8 @@ func (b *bench) ramp(ctx context.Context, w workload, t timing) (float64, error)
 		}
 		st := summarise(res, t.rampStep, b.cfg)
 		pass := st.N > 0 && float64(st.OK) >= 0.95*float64(st.N) && st.TTFT.P90 <= b.cfg.ttftSLO.Seconds()
-		fmt.Fprintf(b.report, "  ramp %-16s %6.2f req/s: %3d sent, %3d ok, TTFT p90 %6.3fs → %s\n", w.name, rate, st.N, st.OK, st.TTFT.P90,
-			map[bool]string{true: "ok", false: "over"}[pass])
+		fmt.Fprintf(b.report, "  ramp %-16s %6.2f req/s: %3d sent, %3d ok, TTFT p90 %6.3fs → %s  %.0fs\n", w.name, rate, st.N, st.OK, st.TTFT.P90,
+			map[bool]string{true: "ok", false: "over"}[pass], time.Since(began).Seconds())
 		if !pass {
 			break
 		}
