@@ -295,14 +295,13 @@ func runBench(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer b.gw.p.stop(5 * time.Second)
-	tok, tmpl, err := enginesim.LoadTokenizer(cfg.tokenizer)
-	if err != nil {
-		return err
-	}
-	if b.text, err = newTextGen(tok); err != nil {
-		return err
-	}
-	b.ideal = &idealCache{tok: tok, tmpl: tmpl}
+	// This process loads its tokenizer while the fleet starts.
+	loaded := make(chan error, 1)
+	go func() {
+		var err error
+		b.text, b.ideal, err = loadTexts(cfg.tokenizer)
+		loaded <- err
+	}()
 
 	// The fleet.
 	var sim *proc
@@ -327,6 +326,10 @@ func runBench(ctx context.Context, cfg config) error {
 			b.engines = append(b.engines, fmt.Sprintf("http://%s:%d", ip, cfg.port))
 			ip = ip.Next()
 		}
+	}
+
+	if err := <-loaded; err != nil {
+		return err
 	}
 
 	// One rule per arm on its own VIP.
@@ -393,6 +396,20 @@ func runBench(ctx context.Context, cfg config) error {
 	fmt.Fprintf(b.report, "\nroutebench: done in %v; raw results in %s\n", time.Since(began).Round(time.Second), dir)
 	stopAll(5*time.Second, sim, b.gw.p)
 	return ctx.Err()
+}
+
+// loadTexts loads the tokenizer the generated texts and the computed ideal
+// cache use.
+func loadTexts(dir string) (*textGen, *idealCache, error) {
+	tok, tmpl, err := enginesim.LoadTokenizer(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	text, err := newTextGen(tok)
+	if err != nil {
+		return nil, nil, err
+	}
+	return text, &idealCache{tok: tok, tmpl: tmpl}, nil
 }
 
 // phase runs every workload's plan on the current fleet; prefix names
