@@ -1,6 +1,15 @@
 package main
 
-import "testing"
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+)
 
 func TestCutRule(t *testing.T) {
 	// A window [2, 5) s; a ramp step judges 10 requests at most (a p90
@@ -31,5 +40,63 @@ func TestCutRule(t *testing.T) {
 		if got := c.rule.done(c.now, c.reqs); got != c.want {
 			t.Errorf("%s: done %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// sseEngine answers every completion with three streamed tokens after
+// firstDelay, counting the requests it got.
+func sseEngine(t *testing.T, firstDelay time.Duration, got *atomic.Int32) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body) // then a client that leaves ends r's context
+		select {
+		case <-time.After(firstDelay):
+		case <-r.Context().Done():
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for range 3 {
+			fmt.Fprintf(w, "data: {\"choices\":[{\"text\":\" a\"}]}\n\n")
+			w.(http.Flusher).Flush()
+			time.Sleep(20 * time.Millisecond)
+		}
+		fmt.Fprintf(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestRunnerCuts: a run stops once its window's requests are done (a
+// conversation's turn after the window is never sent), and a ramp step
+// stops once its verdict is certain, without waiting for the engine.
+func TestRunnerCuts(t *testing.T) {
+	var got atomic.Int32
+	srv := sseEngine(t, 0, &got)
+	one := func(at time.Duration) flow { return flow{At: at, Turns: []turn{{Prompt: " hi", MaxTokens: 3}}} }
+	conv := one(50 * time.Millisecond)
+	conv.Turns = append(conv.Turns, turn{Prompt: " again", MaxTokens: 3, Think: 10 * time.Second})
+	rn := &runner{client: newHTTPClient(), model: "m", cut: cutRule{Until: 0.3}}
+	began := time.Now()
+	res := rn.run(context.Background(), target{VIP: srv.URL}, []flow{one(0), conv})
+	if d := time.Since(began); d > 5*time.Second {
+		t.Fatalf("the run took %v: it waited for the turn after the window", d)
+	}
+	if len(res) != 2 || !res[0].ok() || !res[1].ok() || got.Load() != 2 {
+		t.Fatalf("%d results (%+v), %d requests sent; want the two in the window, answered", len(res), res, got.Load())
+	}
+
+	// Every request waits 30 s for its first token: with an SLO of 0.1 s
+	// the step has failed as soon as two of at most two have waited longer.
+	var slowGot atomic.Int32
+	slow := sseEngine(t, 30*time.Second, &slowGot)
+	rn = &runner{client: newHTTPClient(), model: "m", cut: cutRule{Until: 0.2, SLO: 0.1, MaxIn: 2}}
+	began = time.Now()
+	res = rn.run(context.Background(), target{VIP: slow.URL}, []flow{one(0), one(50 * time.Millisecond)})
+	if d := time.Since(began); d > 10*time.Second {
+		t.Fatalf("the failed step took %v", d)
+	}
+	if len(res) != 2 || res[0].TTFT >= 0 || res[1].TTFT >= 0 {
+		t.Fatalf("results %+v, want two requests cut before their first token", res)
 	}
 }
