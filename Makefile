@@ -66,9 +66,8 @@ bench:
 ## 8-engine fleet behind the built gateway; < 10 min, BENCH_SHORT=1 ≈ 2 min.
 ## Tables on stdout, raw results in test/bench/results/ (docs/performance.md).
 bench-routing: deps
-	$(GO) build -o $(BIN)/infergate ./cmd/infergate
-	$(GO) build -o $(BIN)/enginesim ./test/enginesim/cmd/enginesim
-	$(GO) build -o $(BIN)/routebench ./test/bench/routebench
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ ./cmd/infergate ./test/enginesim/cmd/enginesim ./test/bench/routebench
 	$(BIN)/routebench --gateway $(BIN)/infergate --enginesim $(BIN)/enginesim $(ROUTEBENCH_ARGS)
 
 fmt:

@@ -259,6 +259,17 @@ func TestHTTPSurface(t *testing.T) {
 	if n, _ := stream(pathChatCompletions, chat); n != 5 { // the role chunk and four tokens
 		t.Fatalf("chat: %d chunks, want 5", n)
 	}
+	// Every answer names the engine, so a client behind a router can tell
+	// which one served it.
+	named, err := http.Post(base+pathCompletions, "application/json", strings.NewReader(`{"model":"m","prompt":"hi","max_tokens":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, named.Body)
+	named.Body.Close()
+	if got := named.Header.Get(headerEngine); got != e.Addr() {
+		t.Errorf("%s: %q, want %q", headerEngine, got, e.Addr())
+	}
 
 	resp, err := http.Get(base + pathMetrics)
 	if err != nil {

@@ -41,9 +41,10 @@ type loadArms struct {
 // timing is one mode's durations.
 type timing struct {
 	// warm precedes every measured window (the same arrivals, not
-	// counted), at least a workload's settle time.
-	warm, run, drain, rampWarm, rampStep, rampDrain time.Duration
-	rampSteps                                       []float64
+	// counted), at least a workload's settle time; warmMax bounds the
+	// longer warm-up a workload with groups takes to send each once.
+	warm, warmMax, run, drain, rampWarm, rampStep, rampDrain time.Duration
+	rampSteps                                                []float64
 }
 
 func (c *config) timing() timing {
@@ -60,11 +61,11 @@ func (c *config) modeTiming() timing {
 		// at 1.4× in the recorded short runs; when it does not, the
 		// fallback (0.7 of the first step, 0.98× the guess) is about what
 		// a 1.0× step would have found.
-		return timing{warm: 4 * time.Second, run: 6 * time.Second, drain: 4 * time.Second, rampWarm: 2 * time.Second, rampStep: 3 * time.Second,
-			rampDrain: 5 * time.Second, rampSteps: []float64{1.4, 2.0}}
+		return timing{warm: 4 * time.Second, warmMax: 12 * time.Second, run: 6 * time.Second, drain: 4 * time.Second, rampWarm: 2 * time.Second,
+			rampStep: 3 * time.Second, rampDrain: 5 * time.Second, rampSteps: []float64{1.4, 2.0}}
 	}
-	return timing{warm: 4 * time.Second, run: 8 * time.Second, drain: 6 * time.Second, rampWarm: 2 * time.Second, rampStep: 3 * time.Second,
-		rampDrain: 5 * time.Second, rampSteps: []float64{0.9, 1.25, 1.7, 2.3}}
+	return timing{warm: 4 * time.Second, warmMax: 12 * time.Second, run: 8 * time.Second, drain: 6 * time.Second, rampWarm: 2 * time.Second,
+		rampStep: 3 * time.Second, rampDrain: 5 * time.Second, rampSteps: []float64{0.9, 1.25, 1.7, 2.3}}
 }
 
 func (c *config) planFor(w string) plan {
@@ -139,6 +140,34 @@ type workload struct {
 	// settle is how long arrivals take to reach their steady rate (a
 	// conversation's later turns follow its first).
 	settle time.Duration
+	// groups is how many keys (flow.Key 0…groups−1) a warm fleet has seen:
+	// the warm-up lasts until each has been sent once (0: no such set;
+	// every conversation is new, a trace's order is its own).
+	groups int
+}
+
+// schedule is one measured run's flows and the start of its window: after
+// the warm-up (t.warm, at least the workload's settle time) and, for a
+// workload with groups, not before every group has been sent once and that
+// request has had time to be answered (two cold requests' modelled engine
+// time), bounded by t.warmMax. It depends on the rate only, so every arm
+// at a load gets the same arrivals and the same window; covered is false
+// when the bound cut the warm-up short of a group.
+func (w workload) schedule(rate float64, t timing, run string) (warm time.Duration, flows []flow, covered bool) {
+	warm = max(t.warm, w.settle)
+	if w.groups == 0 {
+		return warm, w.flows(rate, warm+t.run, run), true
+	}
+	limit := max(warm, t.warmMax)
+	flows = w.flows(rate, limit+t.run, run)
+	at, ok := coveredAt(flows, w.groups)
+	if ok {
+		warm = max(warm, at+2*w.perRequest)
+	}
+	if !ok || warm > limit {
+		warm = limit
+	}
+	return warm, startingBefore(flows, warm+t.run), ok && at < warm
 }
 
 func (b *bench) workloads() ([]workload, error) {
@@ -158,7 +187,7 @@ func (b *bench) workloads() ([]workload, error) {
 	}
 	seed := b.cfg.seed
 	all := map[string]workload{
-		"shared-prefix": {name: "shared-prefix", perRequest: cost(sp.System+sp.Question, sp.Output),
+		"shared-prefix": {name: "shared-prefix", perRequest: cost(sp.System+sp.Question, sp.Output), groups: sp.Groups,
 			flows: func(r float64, d time.Duration, _ string) []flow { return sp.flows(prompts, r, d, seed) }},
 		"multi-turn": {name: "multi-turn", perRequest: cost(mt.System+2*mt.User+mt.Output, mt.Output), settle: mt.settle(),
 			flows: func(r float64, d time.Duration, run string) []flow { return mt.flows(b.text, r, d, seed, run) }},
@@ -248,14 +277,31 @@ func runBench(ctx context.Context, cfg config) error {
 	defer reportF.Close()
 	b := &bench{cfg: cfg, dir: dir, client: newHTTPClient(), scrapeC: &http.Client{Timeout: 2 * time.Second},
 		vips: map[string]string{}, report: io.MultiWriter(os.Stdout, reportF), baseArm: armRR}
-	tok, tmpl, err := enginesim.LoadTokenizer(cfg.tokenizer)
+	// The gateway starts first: it loads its tokenizer while this process
+	// and the fleet load theirs.
+	stateDir, err := os.MkdirTemp("", "routebench-state-")
 	if err != nil {
 		return err
 	}
-	if b.text, err = newTextGen(tok); err != nil {
+	defer os.RemoveAll(stateDir)
+	var gwArgs []string
+	var eppAddr string
+	if cfg.epp {
+		if gwArgs, eppAddr, err = eppGatewayArgs(); err != nil {
+			return err
+		}
+	}
+	if b.gw, err = launchGateway(cfg.gatewayBin, stateDir, cfg.tokenizer, logf, gwArgs); err != nil {
 		return err
 	}
-	b.ideal = &idealCache{tok: tok, tmpl: tmpl}
+	defer b.gw.p.stop(5 * time.Second)
+	// This process loads its tokenizer while the fleet starts.
+	loaded := make(chan error, 1)
+	go func() {
+		var err error
+		b.text, b.ideal, err = loadTexts(cfg.tokenizer)
+		loaded <- err
+	}()
 
 	// The fleet.
 	var sim *proc
@@ -282,23 +328,16 @@ func runBench(ctx context.Context, cfg config) error {
 		}
 	}
 
-	// The gateway, one rule per arm on its own VIP.
-	stateDir, err := os.MkdirTemp("", "routebench-state-")
-	if err != nil {
+	if err := <-loaded; err != nil {
 		return err
 	}
-	defer os.RemoveAll(stateDir)
-	var gwArgs []string
-	var eppAddr string
-	if cfg.epp {
-		if gwArgs, eppAddr, err = eppGatewayArgs(); err != nil {
-			return err
-		}
-	}
-	if b.gw, err = startGateway(cfg.gatewayBin, stateDir, cfg.tokenizer, logf, gwArgs); err != nil {
+	marks := setupMarks{began: began}
+	marks.add("fleet and tokenizer")
+
+	// One rule per arm on its own VIP.
+	if err := b.gw.waitAPI(); err != nil {
 		return err
 	}
-	defer b.gw.p.stop(5 * time.Second)
 	vip := netip.MustParseAddr(cfg.vipBase)
 	for _, arm := range []string{armRR, armLeast, armPrefix, armKV} {
 		if err := b.gw.apply(armRule(arm, vip.String(), cfg.vipPort, b.engines, cfg.zmqPort, nil)); err != nil {
@@ -318,18 +357,22 @@ func runBench(ctx context.Context, cfg config) error {
 		}
 		defer stopEPP()
 	}
+	marks.add("gateway API and rules")
 	for arm, u := range b.vips {
 		if err := waitServing(ctx, b.scrapeC, u, cfg.model, 20*time.Second); err != nil {
 			return fmt.Errorf("arm %s: %w", arm, err)
 		}
 	}
+	marks.add("arms serving")
 	if err := b.waitSubscribed(ctx, 20*time.Second); err != nil {
 		return err
 	}
+	marks.add("KV subscriptions")
 
 	idleFrom := b.gw.cpu()
 	time.Sleep(3 * time.Second)
 	b.idleCPU = (b.gw.cpu() - idleFrom).Seconds() / 3
+	marks.add("idle CPU")
 
 	if ran, err := b.flowScenarios(ctx, vip); ran { // flowctl.go: overload-classes, tenant-fairness
 		return err
@@ -339,8 +382,8 @@ func runBench(ctx context.Context, cfg config) error {
 		return err
 	}
 	t := cfg.timing()
-	fmt.Fprintf(b.report, "routebench: %d engines (%s), gateway %s (idle CPU %.1f ms/s), results in %s, mode %s\n",
-		len(b.engines), strings.Join(b.engines, " "), b.gw.api, b.idleCPU*1000, dir, map[bool]string{true: "short", false: "full"}[cfg.short])
+	fmt.Fprintf(b.report, "routebench: %d engines (%s), gateway %s (idle CPU %.1f ms/s), results in %s, mode %s, set up in %s\n",
+		len(b.engines), strings.Join(b.engines, " "), b.gw.api, b.idleCPU*1000, dir, map[bool]string{true: "short", false: "full"}[cfg.short], marks)
 	if err := b.phase(ctx, ws, t, ""); err != nil {
 		return err
 	}
@@ -356,7 +399,42 @@ func runBench(ctx context.Context, cfg config) error {
 		return err
 	}
 	fmt.Fprintf(b.report, "\nroutebench: done in %v; raw results in %s\n", time.Since(began).Round(time.Second), dir)
+	stopAll(5*time.Second, sim, b.gw.p)
 	return ctx.Err()
+}
+
+// setupMarks times the set-up's phases, for the report: on a busy box
+// they, not the measured runs, are what grows.
+type setupMarks struct {
+	began, last time.Time
+	parts       []string
+}
+
+func (m *setupMarks) add(phase string) {
+	from := m.last
+	if from.IsZero() {
+		from = m.began
+	}
+	m.last = time.Now()
+	m.parts = append(m.parts, fmt.Sprintf("%s %.1f s", phase, m.last.Sub(from).Seconds()))
+}
+
+func (m setupMarks) String() string {
+	return fmt.Sprintf("%.1f s (%s)", m.last.Sub(m.began).Seconds(), strings.Join(m.parts, ", "))
+}
+
+// loadTexts loads the tokenizer the generated texts and the computed ideal
+// cache use.
+func loadTexts(dir string) (*textGen, *idealCache, error) {
+	tok, tmpl, err := enginesim.LoadTokenizer(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	text, err := newTextGen(tok)
+	if err != nil {
+		return nil, nil, err
+	}
+	return text, &idealCache{tok: tok, tmpl: tmpl}, nil
 }
 
 // phase runs every workload's plan on the current fleet; prefix names
@@ -522,13 +600,21 @@ func (b *bench) ramp(ctx context.Context, w workload, t timing) (float64, error)
 	capacity := 0.0
 	for _, f := range t.rampSteps {
 		rate := guess * f
+		began := time.Now()
 		if err := b.resetFleet(ctx); err != nil {
 			return 0, err
 		}
 		warm := max(t.rampWarm, w.settle)
 		flows := w.flows(rate, warm+t.rampStep, fmt.Sprintf("ramp-%s-%.1f", w.name, rate))
 		rctx, cancel := context.WithTimeout(ctx, warm+t.rampStep+t.rampDrain)
-		rn := &runner{client: b.client, model: b.cfg.model}
+		// The step ends once its verdict is known: its requests are done,
+		// or too many waited past the SLO for any p90 to pass.
+		maxIn := 0
+		for _, f := range startingBefore(flows, warm+t.rampStep) {
+			maxIn += f.requests()
+		}
+		rn := &runner{client: b.client, model: b.cfg.model,
+			cut: cutRule{From: warm.Seconds(), Until: (warm + t.rampStep).Seconds(), SLO: b.cfg.ttftSLO.Seconds(), MaxIn: maxIn}}
 		all := rn.run(rctx, target{Arm: b.baseArm, VIP: b.vips[b.baseArm]}, flows)
 		cancel()
 		// Judge the requests sent inside the step, after the warm-up:
@@ -536,14 +622,14 @@ func (b *bench) ramp(ctx context.Context, w workload, t timing) (float64, error)
 		// without any overload.
 		var res []*result
 		for _, r := range all {
-			if r.Start >= warm.Seconds() && r.Start <= (warm+t.rampStep).Seconds() {
+			if r.Start >= warm.Seconds() && r.Start < (warm+t.rampStep).Seconds() {
 				res = append(res, r)
 			}
 		}
 		st := summarise(res, t.rampStep, b.cfg)
 		pass := st.N > 0 && float64(st.OK) >= 0.95*float64(st.N) && st.TTFT.P90 <= b.cfg.ttftSLO.Seconds()
-		fmt.Fprintf(b.report, "  ramp %-16s %6.2f req/s: %3d sent, %3d ok, TTFT p90 %6.3fs → %s\n", w.name, rate, st.N, st.OK, st.TTFT.P90,
-			map[bool]string{true: "ok", false: "over"}[pass])
+		fmt.Fprintf(b.report, "  ramp %-16s %6.2f req/s: %3d sent, %3d ok, TTFT p90 %6.3fs → %s  %.0fs\n", w.name, rate, st.N, st.OK, st.TTFT.P90,
+			map[bool]string{true: "ok", false: "over"}[pass], time.Since(began).Seconds())
 		if !pass {
 			break
 		}
@@ -583,10 +669,13 @@ func (b *bench) measure(ctx context.Context, w workload, arm string, frac, rate 
 	if arm == armIdeal {
 		tgt.Engines = b.engines
 	}
-	t.warm = max(t.warm, w.settle)
-	flows := w.flows(rate, t.warm+t.run, fmt.Sprintf("%s-%.1f-%s", w.name, frac, arm))
+	warm, flows, covered := w.schedule(rate, t, fmt.Sprintf("%s-%.1f-%s", w.name, frac, arm))
+	t.warm = warm
 	b.ideal.blocks = map[uint64]struct{}{}
-	rn := &runner{client: b.client, model: b.cfg.model, ideal: b.ideal}
+	// The run ends when the window's requests are done: a conversation's
+	// turns after the window are not measured.
+	rn := &runner{client: b.client, model: b.cfg.model, ideal: b.ideal,
+		cut: cutRule{From: t.warm.Seconds(), Until: (t.warm + t.run).Seconds()}}
 	rctx, cancel := context.WithTimeout(ctx, t.warm+t.run+t.drain)
 	defer cancel()
 	sctx, stopSampling := context.WithCancel(ctx)
@@ -623,6 +712,8 @@ func (b *bench) measure(ctx context.Context, w workload, arm string, frac, rate 
 	}
 	s := summarise(res, t.run, b.cfg)
 	s.Workload, s.Arm, s.Load, s.Rate, s.Elapsed = w.name, arm, frac, rate, elapsed.Seconds()
+	s.Warm, s.Window, s.Covered = t.warm.Seconds(), t.run.Seconds(), covered
+	s.Tail = tailNotes(all, res)
 	var q, h float64
 	for i := range b.engines {
 		d := delta(before.engines[i], after.engines[i])

@@ -112,7 +112,6 @@ func (b *bench) busyPhase(ctx context.Context, t timing, logf io.Writer) error {
 	}
 	b.table(w.name+" (cost vs legacy guard)", capacity, rows)
 	b.compareLegacy(rows)
-	b.firstSight(rows, t)
 
 	busyURL := b.engines[busyEngineIx]
 	busy := strings.TrimPrefix(busyURL, "http://")
@@ -150,60 +149,7 @@ func (b *bench) busyPhase(ctx context.Context, t timing, logf io.Writer) error {
 	for _, l := range shares {
 		fmt.Fprintln(b.report, l)
 	}
-	b.firstSight(rows, t)
 	return nil
-}
-
-// firstSight splits each run's measured requests into first sight (no
-// earlier request of the run shared a block of its prompt: the computed
-// ideal cache held nothing, so every router computes it all) and the rest,
-// and prints the TTFT p99 of the rest against the base arm's: the tail a
-// router is answerable for. A short window holds a few first-sight
-// requests, and each costs a full prefill (≈ 0.6 s for 2,200 tokens).
-func (b *bench) firstSight(rows []*runSummary, t timing) {
-	type split struct {
-		seen  pcts
-		nSeen int
-		first []float64
-	}
-	sp := map[string]split{}
-	for _, r := range rows {
-		f, err := os.Open(fmt.Sprintf("%s/requests-%s-%.0f-%s.jsonl", b.dir, r.Workload, r.Load*100, r.Arm))
-		if err != nil {
-			continue
-		}
-		var seen []float64
-		var x split
-		dec := json.NewDecoder(f)
-		for {
-			var q result
-			if dec.Decode(&q) != nil {
-				break
-			}
-			if q.Start < t.warm.Seconds() || q.Start >= (t.warm+t.run).Seconds() || q.TTFT < 0 {
-				continue
-			}
-			if q.IdealHit == 0 {
-				x.first = append(x.first, q.TTFT)
-			} else {
-				seen = append(seen, q.TTFT)
-			}
-		}
-		f.Close()
-		x.nSeen, x.seen = len(seen), percentiles(seen)
-		sp[r.Arm] = x
-	}
-	base := sp[b.baseArm]
-	fmt.Fprintln(b.report, "  TTFT of requests whose prefix was seen before (first-sight requests apart):")
-	for _, r := range rows {
-		x := sp[r.Arm]
-		worst := 0.0
-		for _, v := range x.first {
-			worst = max(worst, v)
-		}
-		fmt.Fprintf(b.report, "  %-9s seen n=%-3d p50 %.3f p99 %.3f (%s of %s's) | first sight n=%d, worst %.3f s\n",
-			r.Arm, x.nSeen, x.seen.P50, x.seen.P99, ratio(x.seen.P99, base.seen.P99), b.baseArm, len(x.first), worst)
-	}
 }
 
 // measureOn is measure with the arm's own gateway (the legacy arm's) as

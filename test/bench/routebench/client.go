@@ -23,6 +23,7 @@ const (
 	pathCompletions     = "/v1/completions"
 	pathChatCompletions = "/v1/chat/completions"
 	headerConversation  = "X-Conversation-Id"
+	headerEngine        = "X-Enginesim-Engine" // the simulator's address on its answers
 	sseData             = "data: "
 	sseDone             = "[DONE]"
 )
@@ -57,10 +58,11 @@ type result struct {
 	E2E        float64
 	Tokens     int
 	ITLMean    float64
-	Prompt     int // prompt tokens (engine's usage)
-	Cached     int // cached prompt tokens (engine's usage)
-	IdealHit   int // tokens an ample pinned cache would have held (computed)
-	IdealOf    int // prompt tokens as the replayer tokenised them
+	Prompt     int    // prompt tokens (engine's usage)
+	Cached     int    // cached prompt tokens (engine's usage)
+	IdealHit   int    // tokens an ample pinned cache would have held (computed)
+	IdealOf    int    // prompt tokens as the replayer tokenised them
+	Engine     string `json:",omitempty"` // the engine that answered, if it says (enginesim does)
 	itl        []float64
 }
 
@@ -114,6 +116,10 @@ type runner struct {
 	client *http.Client
 	model  string
 	ideal  *idealCache
+	// cut, when set, stops the run as soon as nothing measured can change
+	// any more (cutRule); prog is the run's progress it reads.
+	cut  cutRule
+	prog *progress
 }
 
 func newHTTPClient() *http.Client {
@@ -134,7 +140,15 @@ func (rn *runner) run(ctx context.Context, t target, flows []flow) []*result {
 	var mu sync.Mutex
 	var out []*result
 	var wg sync.WaitGroup
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	start := time.Now()
+	if rn.cut.Until > 0 {
+		rn.prog = &progress{}
+		stop := make(chan struct{})
+		defer close(stop)
+		go rn.prog.watch(stop, start, rn.cut, cancel)
+	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for i := range flows {
@@ -234,14 +248,18 @@ func (rn *runner) send(ctx context.Context, url string, f *flow, body map[string
 	t0 := time.Now()
 	r.Start = t0.Sub(start).Seconds()
 	r.TTFT = -1
-	defer func() { r.E2E = time.Since(t0).Seconds() }()
+	pi := rn.prog.begin(r.Start)
+	defer func() {
+		r.E2E = time.Since(t0).Seconds()
+		rn.prog.end(pi, r.Start+r.E2E)
+	}()
 	resp, err := rn.client.Do(req)
 	if err != nil {
 		r.Err = err.Error()
 		return ""
 	}
 	defer resp.Body.Close()
-	r.Status = resp.StatusCode
+	r.Status, r.Engine = resp.StatusCode, resp.Header.Get(headerEngine)
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		r.Err = fmt.Sprintf("status %d: %s", resp.StatusCode, strings.TrimSpace(string(msg)))
@@ -285,6 +303,7 @@ func (rn *runner) send(ctx context.Context, url string, f *flow, body map[string
 			now := time.Now()
 			if r.Tokens == 0 {
 				r.TTFT = now.Sub(t0).Seconds()
+				rn.prog.first(pi, r.TTFT)
 			} else {
 				r.itl = append(r.itl, now.Sub(last).Seconds())
 			}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -109,6 +110,20 @@ type gateway struct {
 }
 
 func startGateway(bin, stateDir, tokenizer string, log io.Writer, extra []string) (*gateway, error) {
+	g, err := launchGateway(bin, stateDir, tokenizer, log, extra)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.waitAPI(); err != nil {
+		g.p.stop(3 * time.Second)
+		return nil, err
+	}
+	return g, nil
+}
+
+// launchGateway starts infergate without waiting for it: it loads its
+// tokenizer while the caller starts the fleet; waitAPI waits for it.
+func launchGateway(bin, stateDir, tokenizer string, log io.Writer, extra []string) (*gateway, error) {
 	port, err := freePort("127.0.0.1")
 	if err != nil {
 		return nil, err
@@ -121,7 +136,11 @@ func startGateway(bin, stateDir, tokenizer string, log io.Writer, extra []string
 		return nil, err
 	}
 	go func() { _, _ = io.Copy(io.Discard, out) }()
-	g := &gateway{p: p, api: "http://" + api}
+	return &gateway{p: p, api: "http://" + api}, nil
+}
+
+// waitAPI waits until the management API answers.
+func (g *gateway) waitAPI() error {
 	c := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
@@ -129,17 +148,27 @@ func startGateway(bin, stateDir, tokenizer string, log io.Writer, extra []string
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return g, nil
+				return nil
 			}
 		}
 		select {
-		case <-p.done:
-			return nil, errors.New("infergate exited during start (see its log)")
+		case <-g.p.done:
+			return errors.New("infergate exited during start (see its log)")
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	p.stop(3 * time.Second)
-	return nil, errors.New("infergate API not ready within 20s")
+	return errors.New("infergate API not ready within 20s")
+}
+
+// stopAll stops processes at once rather than one after the other (each
+// takes a second or two to exit); nil ones are skipped, stopped ones
+// return at once, so deferred stops may follow.
+func stopAll(grace time.Duration, ps ...*proc) {
+	var wg sync.WaitGroup
+	for _, p := range ps {
+		wg.Go(func() { p.stop(grace) })
+	}
+	wg.Wait()
 }
 
 // apply creates one rule through the management API.

@@ -15,6 +15,11 @@ type runSummary struct {
 	Workload, Arm string
 	Load, Rate    float64 // fraction of capacity, requests/s offered
 	Elapsed       float64
+	// Warm and Window are the measured window, [Warm, Warm+Window) seconds
+	// from the run's start; Covered says every group of the workload was
+	// sent during the warm-up (always true for workloads without groups).
+	Warm, Window  float64
+	Covered       bool
 	N, OK, Errors int
 	// Unanswered counts requests without a first token when the run was
 	// cut; their TTFT enters the percentiles as the time they waited (a
@@ -27,8 +32,19 @@ type runSummary struct {
 	LostTTFT float64
 	// FollowTTFT is the TTFT of a conversation's later turns (multi-turn):
 	// the first turns are misses in every arm and blur the overall p50.
-	FollowTTFT       pcts
-	Follow           int
+	FollowTTFT pcts
+	Follow     int
+	// FirstSight counts answered requests no earlier request of the run
+	// shared a block with (the computed ideal cache held nothing: every
+	// router computes the whole prompt); FirstSightWorst is their longest
+	// TTFT and SeenTTFT the TTFT of the other answered requests, the tail
+	// a router is answerable for.
+	FirstSight      int
+	FirstSightWorst float64
+	SeenTTFT        pcts
+	Seen            int
+	// Tail explains the requests at or above the TTFT p99 (tailNotes).
+	Tail             []string `json:",omitempty"`
 	TTFT             pcts
 	ITL              pcts
 	E2E              pcts
@@ -63,10 +79,18 @@ func summarise(res []*result, window time.Duration, cfg config) *runSummary {
 	var ttft, itl, e2e []float64
 	var prompt, cached, ideal, idealOf float64
 	good := 0
-	var lost, follow []float64
+	var lost, follow, seen []float64
 	for _, r := range res {
 		if r.Turn > 0 && r.TTFT >= 0 {
 			follow = append(follow, r.TTFT)
+		}
+		switch {
+		case r.TTFT < 0:
+		case r.IdealHit == 0 && r.IdealOf > 0:
+			s.FirstSight++
+			s.FirstSightWorst = max(s.FirstSightWorst, r.TTFT)
+		default:
+			seen = append(seen, r.TTFT)
 		}
 		if r.ok() && r.Cached+16 <= r.IdealHit {
 			lost = append(lost, r.TTFT)
@@ -105,6 +129,7 @@ func summarise(res []*result, window time.Duration, cfg config) *runSummary {
 	s.TTFT, s.ITL, s.E2E = percentiles(ttft), percentiles(itl), percentiles(e2e)
 	s.Lost, s.LostTTFT = len(lost), percentiles(lost).P50
 	s.Follow, s.FollowTTFT = len(follow), percentiles(follow)
+	s.Seen, s.SeenTTFT = len(seen), percentiles(seen)
 	s.Goodput = float64(good) / window.Seconds()
 	if prompt > 0 {
 		s.ClientHit = cached / prompt
@@ -180,6 +205,7 @@ func (b *bench) table(name string, capacity float64, rows []*runSummary) {
 				r.Load*100, r.Arm, r.Follow, r.FollowTTFT.P50, r.FollowTTFT.P90, r.FollowTTFT.P99, ratio(r.FollowTTFT.P50, base), b.baseArm)
 		}
 	}
+	b.firstSight(rows)
 	for _, r := range rows {
 		if r.Lost > 0 {
 			fmt.Fprintf(w, "  affinity %4.0f%% %-9s %d of %d answered requests found ≥ 1 block less cached than a pinned ample cache would hold (their TTFT p50 %.3fs)\n",
@@ -197,6 +223,35 @@ func (b *bench) table(name string, capacity float64, rows []*runSummary) {
 	fmt.Fprintln(w, "  (TTFT/ITL in s/ms; hit = engines' Σhits/Σqueries over the window; c.hit = cached/prompt tokens of the measured requests (usage);"+
 		" ideal = computed for the same requests, one ample pinned cache; hit/idl = c.hit/ideal; imbal = busiest engine's mean queue / fleet mean;"+
 		" cpu/rq = gateway CPU per request net of its idle burn)")
+}
+
+// firstSight prints each run's window and splits its measured requests
+// into first sight and the rest (runSummary.FirstSight): a short window
+// holds few requests, so one first-sight prefill (≈ 0.6 s for 2,200
+// tokens) is its p99, and the seen requests' p99 is the tail a router is
+// answerable for.
+func (b *bench) firstSight(rows []*runSummary) {
+	base := map[float64]pcts{}
+	for _, r := range rows {
+		if r.Arm == b.baseArm {
+			base[r.Load] = r.SeenTTFT
+		}
+	}
+	fmt.Fprintln(b.report, "  TTFT of requests whose prefix was seen before in the run (first-sight requests apart):")
+	for _, r := range rows {
+		cover := ""
+		if !r.Covered {
+			cover = ", warm-up cut at its bound before every group was sent"
+		}
+		fmt.Fprintf(b.report, "  %4.0f%% %-9s window %.1f–%.1f s%s | seen n=%-3d p50 %.3f p99 %.3f (%s of %s's) | first sight n=%d, worst %.3f s\n",
+			r.Load*100, r.Arm, r.Warm, r.Warm+r.Window, cover, r.Seen, r.SeenTTFT.P50, r.SeenTTFT.P99, ratio(r.SeenTTFT.P99, base[r.Load].P99), b.baseArm,
+			r.FirstSight, r.FirstSightWorst)
+	}
+	for _, r := range rows {
+		for _, t := range r.Tail {
+			fmt.Fprintf(b.report, "  tail %4.0f%% %-9s %s\n", r.Load*100, r.Arm, t)
+		}
+	}
 }
 
 // gatewayDiag condenses the routing metrics of one run: ladder outcomes by

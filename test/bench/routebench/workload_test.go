@@ -170,3 +170,90 @@ func TestSummarise(t *testing.T) {
 		t.Fatalf("ttft %+v client hit %v ideal %v", s.TTFT, s.ClientHit, s.IdealHitRate)
 	}
 }
+
+// TestWarmupCoversGroups: the shared-prefix flows send every group once
+// before any repeats, a shorter run's flows are a prefix of a longer one's,
+// and the warm-up lasts until every group was sent and answered (bounded).
+func TestWarmupCoversGroups(t *testing.T) {
+	g := testText(t)
+	sp := sharedPrefix{Groups: 8, Prompts: 2, System: 32, Question: 4, Output: 2}
+	p := sp.build(g, 1)
+	long := sp.flows(p, 20, 10*time.Second, 1)
+	short := sp.flows(p, 20, 4*time.Second, 1)
+	if len(short) == 0 || !reflect.DeepEqual(short, long[:len(short)]) {
+		t.Fatal("the flows over 4 s are not a prefix of the flows over 10 s")
+	}
+	first := map[int]bool{}
+	for _, f := range long[:sp.Groups] {
+		first[f.Key] = true
+	}
+	if len(first) != sp.Groups {
+		t.Fatalf("the first %d arrivals sent %d groups", sp.Groups, len(first))
+	}
+	if at, ok := coveredAt(long, sp.Groups); !ok || at != long[sp.Groups-1].At {
+		t.Fatalf("covered at %v (%v), want the %dth arrival's %v", at, ok, sp.Groups, long[sp.Groups-1].At)
+	}
+
+	w := workload{groups: sp.Groups, perRequest: 100 * time.Millisecond,
+		flows: func(r float64, d time.Duration, _ string) []flow { return sp.flows(p, r, d, 1) }}
+	tm := timing{warm: time.Second, warmMax: 3 * time.Second, run: 2 * time.Second}
+	for _, c := range []struct {
+		name        string
+		rate        float64
+		w           workload
+		wantCovered bool
+		want        func(flows []flow) time.Duration // the window's start
+	}{
+		// 8 arrivals at 1,000/s take ~8 ms: the 1 s minimum stands.
+		{"fast", 1000, w, true, func([]flow) time.Duration { return time.Second }},
+		// At 4/s the 8th arrival comes at ~2 s: the window opens two
+		// modelled requests after it.
+		{"slow", 4, w, true, func(f []flow) time.Duration { return f[7].At + 200*time.Millisecond }},
+		// At 0.2/s the 5 s of flows hold about one arrival: the bound.
+		{"too slow", 0.2, w, false, func([]flow) time.Duration { return 3 * time.Second }},
+		{"no groups", 4, workload{flows: w.flows, settle: 1500 * time.Millisecond}, true, func([]flow) time.Duration { return 1500 * time.Millisecond }},
+	} {
+		warm, flows, covered := c.w.schedule(c.rate, tm, "")
+		again, _, _ := c.w.schedule(c.rate, tm, "")
+		if covered != c.wantCovered || warm != c.want(flows) {
+			t.Errorf("%s: warm-up %v covered %v, want %v %v", c.name, warm, covered, c.want(flows), c.wantCovered)
+		}
+		if warm != again {
+			t.Errorf("%s: two arms got warm-ups of %v and %v", c.name, warm, again)
+		}
+		if n := len(flows); n > 0 && flows[n-1].At >= warm+tm.run {
+			t.Errorf("%s: a flow starts at %v, after the window's end %v", c.name, flows[n-1].At, warm+tm.run)
+		}
+	}
+}
+
+// TestFirstSightAndTail: first-sight requests (nothing of the prompt seen
+// before) are counted apart, and the tail notes say what the slowest
+// request was and what its engine was busy with.
+func TestFirstSightAndTail(t *testing.T) {
+	long := &result{Start: 0.5, Status: 200, TTFT: 0.6, E2E: 2, Tokens: 5, Prompt: 2200, Cached: 0, IdealHit: 0, IdealOf: 2200, Engine: "e1"}
+	hit := &result{Start: 0.9, Status: 200, TTFT: 0.4, E2E: 1, Tokens: 5, Prompt: 2200, Cached: 2000, IdealHit: 2000, IdealOf: 2200, Engine: "e1"}
+	other := &result{Start: 0.7, Status: 200, TTFT: 0.1, E2E: 1, Tokens: 5, Prompt: 2200, Cached: 2000, IdealHit: 2000, IdealOf: 2200, Engine: "e2"}
+	lost := &result{Start: 1.2, Status: 200, TTFT: 0.3, E2E: 1, Tokens: 5, Prompt: 2200, Cached: 0, IdealHit: 2000, IdealOf: 2200, Engine: "e2"}
+	measured := []*result{hit, other, lost}
+	s := summarise(measured, time.Second, defaultConfig())
+	if s.FirstSight != 0 || s.Seen != 3 || s.SeenTTFT.P99 != 0.4 {
+		t.Fatalf("first sight %d, seen %d p99 %v", s.FirstSight, s.Seen, s.SeenTTFT.P99)
+	}
+	s = summarise([]*result{long, hit, other, lost}, time.Second, defaultConfig())
+	if s.FirstSight != 1 || s.FirstSightWorst != 0.6 || s.Seen != 3 {
+		t.Fatalf("first sight %d (worst %v), seen %d", s.FirstSight, s.FirstSightWorst, s.Seen)
+	}
+
+	// The warm-up's long prefill (started 0.5 s, first token at 1.1 s) is
+	// still computing on e1 when the hit arrives at 0.9 s.
+	notes := tailNotes([]*result{long, other, hit, lost}, measured)
+	want := []string{"TTFT 0.400 s at 0.90 s, hit (2000 of 2200 prompt tokens cached, ideal 2000); e1 had 1 in flight, 1 of them before their first token with ≥ 1000 uncached tokens"}
+	if !reflect.DeepEqual(notes, want) {
+		t.Fatalf("tail notes\n%q\nwant\n%q", notes, want)
+	}
+	lost.TTFT = 0.9
+	if notes := tailNotes([]*result{long, other, hit, lost}, measured); len(notes) != 1 || !strings.Contains(notes[0], "lost affinity") || !strings.Contains(notes[0], "e2 had 1 in flight, 0 of them") {
+		t.Fatalf("tail notes %q, want the lost request on e2 beside one decoding hit", notes)
+	}
+}
