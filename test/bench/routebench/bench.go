@@ -295,7 +295,8 @@ func runBench(ctx context.Context, cfg config) error {
 			return err
 		}
 	}
-	if b.gw, err = startGateway(cfg.gatewayBin, stateDir, cfg.tokenizer, logf, gwArgs); err != nil {
+	gwArgs = append(gwArgs, cfg.gatewayArgs()...)
+	if b.gw, err = startGateway(cfg.gatewayBin, stateDir, cfg.gatewayTokenizer(), logf, gwArgs); err != nil {
 		return err
 	}
 	defer b.gw.p.stop(5 * time.Second)
@@ -458,6 +459,12 @@ func (b *bench) pdPhase(ctx context.Context, ws []workload, t timing, logf io.Wr
 // waitSubscribed waits until the KV-exact rule's subscribers are connected
 // to every engine.
 func (b *bench) waitSubscribed(ctx context.Context, timeout time.Duration) error {
+	if b.cfg.foreign.bindAddr != "" { // foreign.go
+		if err := b.primeEngines(ctx); err != nil {
+			return err
+		}
+		return b.waitPublished(ctx, b.gw, len(b.engines), timeout)
+	}
 	return b.waitSubscribedN(ctx, len(b.engines), timeout)
 }
 
@@ -477,6 +484,7 @@ func (b *bench) waitSubscribedN(ctx context.Context, want int, timeout time.Dura
 // inventory, through AllBlocksCleared) so that each arm starts cold.
 func (b *bench) resetFleet(ctx context.Context) error {
 	deadline := time.Now().Add(20 * time.Second)
+	slept := false
 	for _, e := range b.engines {
 		for {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e+"/reset_prefix_cache", nil)
@@ -487,8 +495,13 @@ func (b *bench) resetFleet(ctx context.Context) error {
 					break
 				}
 				if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
-					// An engine without vLLM's dev endpoint: arms then share
-					// warm caches; the report says so.
+					// An engine without vLLM's dev endpoint: try its sleep
+					// mode (foreign.go), else arms share warm caches and the
+					// report says so.
+					if err := b.sleepReset(ctx, e); err == nil {
+						slept = true
+						break
+					}
 					if !b.noReset {
 						fmt.Fprintf(b.report, "  warning: %s has no POST /reset_prefix_cache; caches are not reset between arms\n", e)
 					}
@@ -503,6 +516,9 @@ func (b *bench) resetFleet(ctx context.Context) error {
 		}
 	}
 	time.Sleep(300 * time.Millisecond) // AllBlocksCleared reaches the gateway
+	if slept {
+		time.Sleep(sleepResetFlush)
+	}
 	return nil
 }
 
