@@ -61,54 +61,69 @@ func (c *config) gatewayArgs() []string {
 // word-level or BPE tokenizer, so that every engine publishes a BlockStored.
 const primeWords = 96
 
-// primeEngines sends one prompt straight to every engine (bind topology:
-// an engine is seen only once it publishes). Each engine gets its own
-// prompt, so no block is a hit that publishes nothing.
-func (b *bench) primeEngines(ctx context.Context) error {
-	for i, e := range b.engines {
-		words := make([]string, primeWords)
-		for j := range words {
-			words[j] = fmt.Sprintf("prime%d word%d", i, j)
+// primeEngines waits until the gateway indexes blocks of every engine
+// (loxilb_pd_kv_blocks > 0: the bind topology's "subscribed"), sending
+// one prompt straight to each engine not seen yet, again every
+// primeEvery: a publisher that dials drops what it publishes before its
+// connection is up (and retries its dial only once a second). Each prompt
+// is new, so no block is a hit that publishes nothing.
+func (b *bench) primeEngines(ctx context.Context, g *gateway, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var seen map[string]bool
+	for attempt := 0; ; attempt++ {
+		for i, e := range b.engines {
+			if !seen[strings.TrimPrefix(e, "http://")] {
+				if err := b.prime(ctx, e, fmt.Sprintf("prime%d try%d", i, attempt)); err != nil {
+					return err
+				}
+			}
 		}
-		body, _ := json.Marshal(map[string]any{"model": b.cfg.model, "prompt": strings.Join(words, " "), "max_tokens": 1})
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, e+pathCompletions, strings.NewReader(string(body)))
-		if err != nil {
-			return err
+		for wait := time.Now().Add(primeEvery); time.Now().Before(wait); time.Sleep(250 * time.Millisecond) {
+			m, err := scrape(ctx, b.scrapeC, g.api+"/metrics", func(n string) bool { return n == "loxilb_pd_kv_blocks" })
+			if err != nil {
+				continue
+			}
+			if seen = publishingEndpoints(m); len(seen) >= len(b.engines) {
+				return nil
+			}
 		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := b.client.Do(req)
-		if err != nil {
-			return fmt.Errorf("prime %s: %w", e, err)
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("KV events of %d of %d engines reached the gateway's bound socket (is each engine's publisher pointed at --kv-bind-addr, with its own ip:port in the topic?)", len(seen), len(b.engines))
 		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("prime %s: status %d", e, resp.StatusCode)
-		}
+	}
+}
+
+// primeEvery is how long a prime waits for its blocks before it is sent
+// again: a second for the publisher's batch flush, a second for its dial.
+const primeEvery = 2500 * time.Millisecond
+
+// prime sends one prompt of primeWords words, all tagged, straight to e.
+func (b *bench) prime(ctx context.Context, e, tag string) error {
+	words := make([]string, primeWords)
+	for j := range words {
+		words[j] = fmt.Sprintf("%s word%d", tag, j)
+	}
+	body, _ := json.Marshal(map[string]any{"model": b.cfg.model, "prompt": strings.Join(words, " "), "max_tokens": 1})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e+pathCompletions, strings.NewReader(string(body)))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := b.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("prime %s: %w", e, err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("prime %s: status %d", e, resp.StatusCode)
 	}
 	return nil
 }
 
-// waitPublished waits until the gateway indexes blocks of want engines
-// (loxilb_pd_kv_blocks > 0): the bind topology's "subscribed".
-func (b *bench) waitPublished(ctx context.Context, g *gateway, want int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	got := 0
-	for time.Now().Before(deadline) {
-		m, err := scrape(ctx, b.scrapeC, g.api+"/metrics", func(n string) bool { return n == "loxilb_pd_kv_blocks" })
-		if err == nil {
-			if got = publishingEndpoints(m); got >= want {
-				return nil
-			}
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	return fmt.Errorf("KV events of %d of %d engines reached the gateway's bound socket (is each engine's publisher pointed at --kv-bind-addr, with its own ip:port in the topic?)", got, want)
-}
-
-// publishingEndpoints counts the distinct endpoint labels of the
+// publishingEndpoints is the set of endpoint labels of the
 // loxilb_pd_kv_blocks series holding blocks.
-func publishingEndpoints(m series) int {
+func publishingEndpoints(m series) map[string]bool {
 	seen := map[string]bool{}
 	for k, v := range m {
 		if v <= 0 {
@@ -120,7 +135,7 @@ func publishingEndpoints(m series) int {
 			}
 		}
 	}
-	return len(seen)
+	return seen
 }
 
 // errNoSleep: the engine answered /sleep but is not asleep (vLLM and the

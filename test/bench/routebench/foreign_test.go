@@ -28,7 +28,7 @@ func TestPublishingEndpoints(t *testing.T) {
 			`loxilb_pd_kv_blocks{endpoint="127.0.0.23:8000",rule="bench-kv"}`: 0,
 		}, 2},
 	} {
-		if got := publishingEndpoints(tc.m); got != tc.want {
+		if got := len(publishingEndpoints(tc.m)); got != tc.want {
 			t.Errorf("%s: %d endpoints, want %d", tc.name, got, tc.want)
 		}
 	}
