@@ -291,7 +291,8 @@ func runBench(ctx context.Context, cfg config) error {
 			return err
 		}
 	}
-	if b.gw, err = launchGateway(cfg.gatewayBin, stateDir, cfg.tokenizer, logf, gwArgs); err != nil {
+	gwArgs = append(gwArgs, cfg.gatewayArgs()...)
+	if b.gw, err = launchGateway(cfg.gatewayBin, stateDir, cfg.gatewayTokenizer(), logf, gwArgs); err != nil {
 		return err
 	}
 	defer b.gw.p.stop(5 * time.Second)
@@ -536,6 +537,9 @@ func (b *bench) pdPhase(ctx context.Context, ws []workload, t timing, logf io.Wr
 // waitSubscribed waits until the KV-exact rule's subscribers are connected
 // to every engine.
 func (b *bench) waitSubscribed(ctx context.Context, timeout time.Duration) error {
+	if b.cfg.foreign.bindAddr != "" { // foreign.go
+		return b.primeEngines(ctx, b.gw, timeout)
+	}
 	return b.waitSubscribedN(ctx, len(b.engines), timeout)
 }
 
@@ -555,6 +559,7 @@ func (b *bench) waitSubscribedN(ctx context.Context, want int, timeout time.Dura
 // inventory, through AllBlocksCleared) so that each arm starts cold.
 func (b *bench) resetFleet(ctx context.Context) error {
 	deadline := time.Now().Add(20 * time.Second)
+	slept := false
 	for _, e := range b.engines {
 		for {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e+"/reset_prefix_cache", nil)
@@ -565,8 +570,13 @@ func (b *bench) resetFleet(ctx context.Context) error {
 					break
 				}
 				if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
-					// An engine without vLLM's dev endpoint: arms then share
-					// warm caches; the report says so.
+					// An engine without vLLM's dev endpoint: try its sleep
+					// mode (foreign.go), else arms share warm caches and the
+					// report says so.
+					if err := b.sleepReset(ctx, e); err == nil {
+						slept = true
+						break
+					}
 					if !b.noReset {
 						fmt.Fprintf(b.report, "  warning: %s has no POST /reset_prefix_cache; caches are not reset between arms\n", e)
 					}
@@ -581,6 +591,9 @@ func (b *bench) resetFleet(ctx context.Context) error {
 		}
 	}
 	time.Sleep(300 * time.Millisecond) // AllBlocksCleared reaches the gateway
+	if slept {
+		time.Sleep(sleepResetFlush)
+	}
 	return nil
 }
 

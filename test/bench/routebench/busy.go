@@ -78,30 +78,20 @@ func (b *bench) busyPhase(ctx context.Context, t timing, logf io.Writer) error {
 		}
 	}
 
-	// The legacy arm: the same KV rule on a gateway with the old guard.
-	stateDir, err := os.MkdirTemp("", "routebench-legacy-")
-	if err != nil {
-		return err
+	arms := []string{armRR, armKV}
+	gws := map[string]*gateway{}
+	if b.cfg.foreign.bindAddr != "" {
+		// Engines that dial one subscriber cannot feed a second gateway.
+		fmt.Fprintln(b.report, "\n  (no kv-legacy arm: the engines publish to the main gateway's bound socket only)")
+	} else {
+		legacy, stopLegacy, err := b.startLegacy(ctx, logf)
+		if err != nil {
+			return err
+		}
+		defer stopLegacy()
+		gws[armKVLegacy] = legacy
+		arms = append(arms, armKVLegacy)
 	}
-	defer os.RemoveAll(stateDir)
-	legacy, err := startGateway(b.cfg.gatewayBin, stateDir, b.cfg.tokenizer, logf, []string{"--kv-legacy-load-guard"})
-	if err != nil {
-		return fmt.Errorf("legacy gateway: %w", err)
-	}
-	defer legacy.p.stop(5 * time.Second)
-	vip := netip.MustParseAddr(b.cfg.vipBase)
-	for range 16 { // past the main arms' and the P/D arms' VIPs
-		vip = vip.Next()
-	}
-	if err := b.serveArm(ctx, legacy, armKVLegacy, vip, nil); err != nil {
-		return err
-	}
-	if err := b.on(legacy, func() error { return b.waitSubscribedN(ctx, len(b.engines), 20*time.Second) }); err != nil {
-		return fmt.Errorf("legacy gateway: %w", err)
-	}
-	gws := map[string]*gateway{armKVLegacy: legacy}
-
-	arms := []string{armRR, armKV, armKVLegacy}
 	var rows []*runSummary
 	for _, arm := range arms {
 		s, err := b.measureOn(ctx, gws, w, arm, 0.7, 0.7*capacity, t)
@@ -150,6 +140,36 @@ func (b *bench) busyPhase(ctx context.Context, t timing, logf io.Writer) error {
 		fmt.Fprintln(b.report, l)
 	}
 	return nil
+}
+
+// startLegacy starts the legacy arm: the same KV rule on a gateway with the
+// old guard. stop ends it and removes its state.
+func (b *bench) startLegacy(ctx context.Context, logf io.Writer) (legacy *gateway, stop func(), err error) {
+	stateDir, err := os.MkdirTemp("", "routebench-legacy-")
+	if err != nil {
+		return nil, nil, err
+	}
+	legacy, err = startGateway(b.cfg.gatewayBin, stateDir, b.cfg.gatewayTokenizer(), logf, []string{"--kv-legacy-load-guard"})
+	if err != nil {
+		os.RemoveAll(stateDir)
+		return nil, nil, fmt.Errorf("legacy gateway: %w", err)
+	}
+	stop = func() {
+		legacy.p.stop(5 * time.Second)
+		os.RemoveAll(stateDir)
+	}
+	vip := netip.MustParseAddr(b.cfg.vipBase)
+	for range 16 { // past the main arms' and the P/D arms' VIPs
+		vip = vip.Next()
+	}
+	if err := b.serveArm(ctx, legacy, armKVLegacy, vip, nil); err == nil {
+		err = b.on(legacy, func() error { return b.waitSubscribedN(ctx, len(b.engines), 20*time.Second) })
+	}
+	if err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("legacy gateway: %w", err)
+	}
+	return legacy, stop, nil
 }
 
 // measureOn is measure with the arm's own gateway (the legacy arm's) as

@@ -78,6 +78,7 @@ type config struct {
 	firstIP, pdFirstIP, vipBase               string
 	port, zmqPort, vipPort                    int
 	enginesAt                                 string
+	foreign                                   foreignConfig // foreign.go: engines someone else runs
 	traceFile                                 string
 	workloads                                 string
 	short                                     bool
@@ -130,6 +131,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.arms, "arms", c.arms, "comma-separated arms to run (default: each workload's plan)")
 	fs.BoolVar(&c.epp, "epp", c.epp, "add the epp-kv arm: the kv arm's rule asked over ext_proc (the gateway as endpoint picker) by an Envoy-like data plane in this process; run at every load of the single-pool workloads (not in the short mode's fixed plan)")
 	c.busy.flags(fs)
+	c.foreign.flags(fs)
 	fs.Var(&c.externalArms, "external-arm", "NAME=http://ip:port: an extra arm served by someone else's router in front of the same engines (e.g. another endpoint picker behind its proxy); repeatable, run at every load of the single-pool workloads")
 }
 

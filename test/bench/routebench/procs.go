@@ -129,8 +129,11 @@ func launchGateway(bin, stateDir, tokenizer string, log io.Writer, extra []strin
 		return nil, err
 	}
 	api := fmt.Sprintf("127.0.0.1:%d", port)
-	args := append([]string{"serve", "--state-dir", stateDir, "--api-addr", api, "--log-level", "warn",
-		"--kv-tokenizer", tokenizer}, extra...)
+	args := []string{"serve", "--state-dir", stateDir, "--api-addr", api, "--log-level", "warn"}
+	if tokenizer != "" {
+		args = append(args, "--kv-tokenizer", tokenizer)
+	}
+	args = append(args, extra...)
 	p, out, err := startProc("infergate", log, bin, args...)
 	if err != nil {
 		return nil, err

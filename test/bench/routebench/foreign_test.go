@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestPublishingEndpoints(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		m    series
+		want int
+	}{
+		{"none", series{}, 0},
+		{"empty endpoint counts nothing", series{`loxilb_pd_kv_blocks{endpoint="127.0.0.21:8000",rule="bench-kv"}`: 0}, 0},
+		{"two rules, one endpoint", series{
+			`loxilb_pd_kv_blocks{endpoint="127.0.0.21:8000",rule="bench-kv"}`: 6,
+			`loxilb_pd_kv_blocks{endpoint="127.0.0.21:8000",rule="other"}`:    6,
+		}, 1},
+		{"two endpoints", series{
+			`loxilb_pd_kv_blocks{endpoint="127.0.0.21:8000",rule="bench-kv"}`: 6,
+			`loxilb_pd_kv_blocks{endpoint="127.0.0.22:8000",rule="bench-kv"}`: 1,
+			`loxilb_pd_kv_blocks{endpoint="127.0.0.23:8000",rule="bench-kv"}`: 0,
+		}, 2},
+	} {
+		if got := len(publishingEndpoints(tc.m)); got != tc.want {
+			t.Errorf("%s: %d endpoints, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// sleepEngine answers vLLM's sleep-mode endpoints as vLLM and llm-d's
+// simulator do: /sleep is 200 even when sleep mode is off, and only
+// /is_sleeping tells whether the engine (and its prefix cache) went down.
+func sleepEngine(t *testing.T, sleeps bool) (*httptest.Server, *atomic.Int32) {
+	var woken atomic.Int32
+	var asleep atomic.Bool
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /sleep", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("level") != "1" {
+			t.Errorf("sleep level %q, want 1", r.URL.Query().Get("level"))
+		}
+		asleep.Store(sleeps)
+	})
+	mux.HandleFunc("GET /is_sleeping", func(w http.ResponseWriter, r *http.Request) {
+		if asleep.Load() {
+			_, _ = w.Write([]byte(`{"is_sleeping":true}`))
+		} else {
+			_, _ = w.Write([]byte(`{"is_sleeping":false}`))
+		}
+	})
+	mux.HandleFunc("POST /wake_up", func(w http.ResponseWriter, r *http.Request) {
+		asleep.Store(false)
+		woken.Add(1)
+	})
+	s := httptest.NewServer(mux)
+	t.Cleanup(s.Close)
+	return s, &woken
+}
+
+func TestSleepReset(t *testing.T) {
+	b := &bench{scrapeC: &http.Client{Timeout: 2 * time.Second}}
+	ctx := context.Background()
+
+	s, woken := sleepEngine(t, true)
+	if err := b.sleepReset(ctx, s.URL); err != nil {
+		t.Fatalf("sleeping engine: %v", err)
+	}
+	if woken.Load() != 1 {
+		t.Fatalf("woken %d times, want 1", woken.Load())
+	}
+
+	s, woken = sleepEngine(t, false)
+	if err := b.sleepReset(ctx, s.URL); !errors.Is(err, errNoSleep) {
+		t.Fatalf("engine without sleep mode: %v, want errNoSleep", err)
+	}
+	if woken.Load() != 0 {
+		t.Fatalf("an engine that never slept was woken")
+	}
+}
