@@ -105,7 +105,8 @@ func (s *Server) Serve(ctx context.Context, lis, hlis net.Listener) error {
 		// frames a loopback or in-cluster proxy never needs. The windows
 		// are the largest the probing would have reached, so a stream may
 		// not buffer more than it could before.
-		grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(connWindow))
+		grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(connWindow),
+		grpc.ForceServerCodecV2(newCodec()))
 	s.Register(g)
 	hg := grpc.NewServer()
 	s.RegisterHealth(hg)
