@@ -99,13 +99,6 @@ func (s *Server) Serve(ctx context.Context, lis, hlis net.Listener) error {
 	g := grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 		MinTime: 10 * time.Second, PermitWithoutStream: true,
 	}), grpc.NumStreamWorkers(uint32(s.opts.StreamWorkers)),
-		// Static flow-control windows: with grpc-go's default (64 KB,
-		// grown by bandwidth-delay probing) every connection answers
-		// incoming bodies with BDP pings and frequent WINDOW_UPDATEs,
-		// frames a loopback or in-cluster proxy never needs. The windows
-		// are the largest the probing would have reached, so a stream may
-		// not buffer more than it could before.
-		grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(connWindow),
 		grpc.ForceServerCodecV2(newCodec()))
 	s.Register(g)
 	hg := grpc.NewServer()
@@ -132,14 +125,6 @@ func (s *Server) Serve(ctx context.Context, lis, hlis net.Listener) error {
 	}
 	return first
 }
-
-// Flow-control windows of the ext_proc server: the 16 MB cap grpc-go's
-// bandwidth-delay probing grows a window to, for the connection, and 4 MB
-// per stream (an 8 KB chat body never waits for a WINDOW_UPDATE).
-const (
-	connWindow   = 16 << 20
-	streamWindow = 4 << 20
-)
 
 func serveErr(what string, err error) error {
 	if err == nil || errors.Is(err, grpc.ErrServerStopped) {
