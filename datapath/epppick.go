@@ -196,7 +196,7 @@ func (rt *Runtime) eppPickSingle(c *compiled, r *http.Request, body []byte, excl
 	if i < 0 {
 		return epp.Result{}, epp.Unavailable(unavailableReason(subset, CodeNoHealthyBackend))
 	}
-	eps := append([]string{c.rule.Endpoints[i].Addr.String()}, c.fallbacks(excl|bit(i))...)
+	eps := c.fallbacks(i, excl|bit(i))
 	t := c.charge(i, -1, len(body))
 	t.placed = placed
 	return epp.Result{Endpoints: eps, State: t}, nil
@@ -234,7 +234,7 @@ func (rt *Runtime) eppPickPD(c *compiled, r *http.Request, body []byte, excl uin
 	if ok {
 		rt.countLadder(c, pc.tr.Steps)
 		pi, di := pc.tr.Prefill.Index, pc.tr.Decode.Index
-		eps := []string{c.rule.Endpoints[di].Addr.String()}
+		eps := []string{c.eppAddr(di)}
 		for _, e := range c.alternates(pc.decodes, di) {
 			eps = append(eps, e.Addr.String())
 		}
@@ -242,7 +242,7 @@ func (rt *Runtime) eppPickPD(c *compiled, r *http.Request, body []byte, excl uin
 		t.placed = pc.tr.Placed
 		return epp.Result{
 			Endpoints: eps,
-			Headers:   map[string]string{HeaderPrefillerHostPort: c.rule.Endpoints[pi].Addr.String()},
+			Headers:   map[string]string{HeaderPrefillerHostPort: c.eppAddr(pi)},
 			State:     t,
 		}, nil
 	}
@@ -268,17 +268,18 @@ func unavailableReason(subset bool, code string) string {
 	return code
 }
 
-// fallbacks are the usable endpoints outside excl a proxy may retry on, in
-// the order the pool would prefer them: primaries before backups, least
-// loaded first.
-func (c *compiled) fallbacks(excl uint64) []string {
+// fallbacks is the pick's endpoint list: the chosen endpoint first, then
+// the usable endpoints outside excl a proxy may retry on, in the order the
+// pool would prefer them: primaries before backups, least loaded first.
+func (c *compiled) fallbacks(chosen int, excl uint64) []string {
 	var now int64
 	type fb struct {
 		i      int
 		backup bool
 		load   int64
 	}
-	var l []fb
+	var buf [64]fb // a rule masks at most 64 endpoints: no allocation per pick
+	l := buf[:0]
 	for i := range c.eps {
 		if c.usable(i, excl, &now) && c.firstIndex(c.eps[i]) == i {
 			l = append(l, fb{i, c.slots[i].backup, c.eps[i].active.Load()})
@@ -293,11 +294,23 @@ func (c *compiled) fallbacks(excl uint64) []string {
 		}
 		return int(a.load - b.load)
 	})
-	out := make([]string, len(l))
-	for k, e := range l {
-		out[k] = c.rule.Endpoints[e.i].Addr.String()
+	out := make([]string, 1, 1+len(l))
+	out[0] = c.eppAddr(chosen)
+	for _, e := range l {
+		out = append(out, c.eppAddr(e.i))
 	}
 	return out
+}
+
+// eppAddr is endpoint i's "ip:port", the form the EPP names endpoints in:
+// the rule's endpoint ID, which compiling a rule sets to exactly that, so
+// naming the pick's endpoints allocates no strings. A rule built without
+// IDs (by hand, in tests) gets the address formatted.
+func (c *compiled) eppAddr(i int) string {
+	if id := c.rule.Endpoints[i].ID; id != "" {
+		return id
+	}
+	return c.rule.Endpoints[i].Addr.String()
 }
 
 // outsideSubset is the exclusion mask of every endpoint whose address is
@@ -308,8 +321,8 @@ func (c *compiled) outsideSubset(subset []string) uint64 {
 		return 0
 	}
 	var m uint64
-	for i, e := range c.rule.Endpoints {
-		if !slices.Contains(subset, e.Addr.String()) {
+	for i := range c.rule.Endpoints {
+		if !slices.Contains(subset, c.eppAddr(i)) {
 			m |= bit(i)
 		}
 	}
@@ -395,8 +408,8 @@ func (p *EPPPicker) Served(o epp.Outcome) {
 // indexOfAddr is the index of the endpoint with address addr ("ip:port"),
 // -1 when none has it.
 func (c *compiled) indexOfAddr(addr string) int {
-	for i, e := range c.rule.Endpoints {
-		if e.Addr.String() == addr {
+	for i := range c.rule.Endpoints {
+		if c.eppAddr(i) == addr {
 			return i
 		}
 	}

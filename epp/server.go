@@ -98,7 +98,8 @@ func (s *Server) Serve(ctx context.Context, lis, hlis net.Listener) error {
 	// with GOAWAY.
 	g := grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 		MinTime: 10 * time.Second, PermitWithoutStream: true,
-	}), grpc.NumStreamWorkers(uint32(s.opts.StreamWorkers)))
+	}), grpc.NumStreamWorkers(uint32(s.opts.StreamWorkers)),
+		grpc.ForceServerCodecV2(newCodec()))
 	s.Register(g)
 	hg := grpc.NewServer()
 	s.RegisterHealth(hg)

@@ -245,11 +245,13 @@ func NewInventory(opts Options) *Inventory {
 	return inv
 }
 
-func (inv *Inventory) shardOf(key uint64) *shard {
+func (inv *Inventory) shardOf(key uint64) *shard { return &inv.shards[inv.shardIndex(key)] }
+
+func (inv *Inventory) shardIndex(key uint64) int {
 	if len(inv.shards) == 1 {
-		return &inv.shards[0]
+		return 0
 	}
-	return &inv.shards[key>>inv.shift]
+	return int(key >> inv.shift)
 }
 
 // BlockSize is the block size own keys are computed with: learned from the
@@ -768,8 +770,8 @@ func (inv *Inventory) ScoreTokens(tokens []uint32, candidates []string) []Score 
 }
 
 // Score returns, per candidate (same order), how many consecutive blocks of
-// blockKeys from block 0 it holds, on any of its ranks. It takes one shard
-// read lock per probed block and stops once no candidate is still matching.
+// blockKeys from block 0 it holds, on any of its ranks. It looks blocks up
+// a window at a time (lookup) and stops once no candidate is still matching.
 // Trust is not checked here: callers gate on Trusted. Only the first 64
 // candidates are scored (a rule has at most 64 endpoint ranks anyway).
 func (inv *Inventory) Score(blockKeys []uint64, candidates []string) []Score {
@@ -796,31 +798,13 @@ func (inv *Inventory) Score(blockKeys []uint64, candidates []string) []Score {
 	// runs[c]: the slots of candidate c that hold every block so far,
 	// narrowed only while some still does (the longest run's ranks).
 	runs := append(runBuf[:0], masks...)
-	for _, k := range blockKeys {
-		if alive == 0 {
-			break
-		}
-		sh := inv.shardOf(k)
-		sh.mu.RLock()
-		gpu, cpu := sh.get(k)
-		sh.mu.RUnlock()
-		held := gpu | cpu
-		for a := alive; a != 0; a &= a - 1 {
-			c := bits.TrailingZeros64(a)
-			m := masks[c]
-			if r := runs[c] & held; r != 0 {
-				runs[c] = r
-			}
-			switch {
-			case gpu&m != 0:
-				out[c].Blocks++
-				out[c].GPUBlocks++
-			case held&m != 0:
-				out[c].Blocks++
-				out[c].CPUBlocks++
-			default:
-				alive &^= 1 << c
-			}
+	var gpus, cpus [scoreWindow]uint64
+	// Block 0 alone first: a prompt nobody holds costs one lookup.
+	for lo, n := 0, 1; lo < len(blockKeys) && alive != 0; lo, n = lo+n, scoreWindow {
+		n = min(n, len(blockKeys)-lo)
+		inv.lookup(blockKeys[lo:lo+n], gpus[:n], cpus[:n])
+		for j := 0; j < n && alive != 0; j++ {
+			alive = scoreBlock(out, masks, runs, alive, gpus[j], cpus[j])
 		}
 	}
 	for c := range out {
@@ -829,6 +813,69 @@ func (inv *Inventory) Score(blockKeys []uint64, candidates []string) []Score {
 		}
 	}
 	return out
+}
+
+// scoreWindow is how many blocks Score looks up under one round of shard
+// read locks. Taking a read lock is an atomic read-modify-write, which on
+// common CPUs waits for every earlier load: locking around each lookup
+// made the lookups' cache misses queue one behind the other. Under one
+// round of locks a window's lookups are independent loads the CPU
+// overlaps; a window costs at most scoreWindow-1 lookups past the end of
+// the longest run.
+const scoreWindow = 16
+
+// lookup reads the tiers holding each of keys (at most scoreWindow) into
+// gpus and cpus. The shards involved are read-locked together, in
+// ascending order, so two lookups never wait on each other's locks in a
+// cycle (writers take one shard at a time).
+func (inv *Inventory) lookup(keys, gpus, cpus []uint64) {
+	if len(inv.shards) > 64 { // more shards than a mask holds: one lock per block
+		for j, k := range keys {
+			sh := inv.shardOf(k)
+			sh.mu.RLock()
+			gpus[j], cpus[j] = sh.get(k)
+			sh.mu.RUnlock()
+		}
+		return
+	}
+	var locked uint64
+	for _, k := range keys {
+		locked |= 1 << inv.shardIndex(k)
+	}
+	for m := locked; m != 0; m &= m - 1 {
+		inv.shards[bits.TrailingZeros64(m)].mu.RLock()
+	}
+	for j, k := range keys {
+		gpus[j], cpus[j] = inv.shardOf(k).get(k)
+	}
+	for m := locked; m != 0; m &= m - 1 {
+		inv.shards[bits.TrailingZeros64(m)].mu.RUnlock()
+	}
+}
+
+// scoreBlock adds one block, held on the slots gpu and cpu, to the scores
+// of the candidates still matching (alive), narrows their runs, and
+// returns the candidates that still match after it.
+func scoreBlock(out []Score, masks, runs []uint64, alive, gpu, cpu uint64) uint64 {
+	held := gpu | cpu
+	for a := alive; a != 0; a &= a - 1 {
+		c := bits.TrailingZeros64(a)
+		m := masks[c]
+		if r := runs[c] & held; r != 0 {
+			runs[c] = r
+		}
+		switch {
+		case gpu&m != 0:
+			out[c].Blocks++
+			out[c].GPUBlocks++
+		case held&m != 0:
+			out[c].Blocks++
+			out[c].CPUBlocks++
+		default:
+			alive &^= 1 << c
+		}
+	}
+	return alive
 }
 
 // slotRank maps a slot's bit to its DP rank, copied out under slotsMu so

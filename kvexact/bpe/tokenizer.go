@@ -411,17 +411,38 @@ func (t *Tokenizer) TokenID(text string) (uint32, bool) {
 // vLLM does for completions (add_special_tokens, default true) and not for
 // rendered chats. It keeps no reference to text (its caches hold copies),
 // so text may be a reused buffer's bytes (EncodeChat).
+//
+// The ids are collected in a reused buffer and returned in a slice of
+// their exact length: a guess from the text's length is either too large
+// (English runs about four bytes a token: a third of the length wasted a
+// quarter of every request's ids) or too small (CJK text, a token per
+// three bytes or fewer, would double the slice and copy it).
 func (t *Tokenizer) Encode(text string, addSpecial bool) []uint32 {
-	out := make([]uint32, 0, len(text)/3+len(t.prefix)+len(t.suffix)+1)
-	if addSpecial {
-		out = append(out, t.prefix...)
+	bp, _ := idBufs.Get().(*[]uint32)
+	if bp == nil {
+		bp = new([]uint32)
 	}
-	out = t.AppendEncode(out, text)
+	ids := (*bp)[:0]
 	if addSpecial {
-		out = append(out, t.suffix...)
+		ids = append(ids, t.prefix...)
+	}
+	ids = t.AppendEncode(ids, text)
+	if addSpecial {
+		ids = append(ids, t.suffix...)
+	}
+	out := append(make([]uint32, 0, len(ids)), ids...)
+	if cap(ids) <= idBufMax {
+		*bp = ids
+		idBufs.Put(bp)
 	}
 	return out
 }
+
+// idBufs holds Encode's id buffers between calls; one grown past idBufMax
+// ids (a long-context prompt) is left to the collector rather than kept.
+var idBufs sync.Pool
+
+const idBufMax = 64 << 10
 
 // AppendEncode appends the ids of text (no special tokens added) to dst.
 func (t *Tokenizer) AppendEncode(dst []uint32, text string) []uint32 {

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -89,7 +90,17 @@ func (c *config) startServer() (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	c.addr, c.healthAddr, c.statsAddr = "127.0.0.1:19002", "127.0.0.1:19003", "127.0.0.1:19004"
+	// Free ports rather than fixed ones, so two runs (a tree and the one it
+	// is compared with) can be measured side by side under the same load.
+	var addrs [3]string
+	for i := range addrs {
+		p, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		addrs[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
+	}
+	c.addr, c.healthAddr, c.statsAddr = addrs[0], addrs[1], addrs[2]
 	args := []string{"serve", "-epp-addr", c.addr, "-epp-health-addr", c.healthAddr, "-stats-addr", c.statsAddr,
 		"-endpoints", strconv.Itoa(c.endpoints), "-kv=" + strconv.FormatBool(c.kv),
 		"-prefixes", strconv.Itoa(c.prefixes), "-body-bytes", strconv.Itoa(c.bodyBytes)}

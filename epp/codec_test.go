@@ -1,0 +1,93 @@
+package epp
+
+import (
+	"bytes"
+	"strconv"
+	"testing"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// TestCodecMatchesProto: every answer the server sends, marshalled by the
+// codec, decodes to the message itself, and a message without generated
+// marshalling (a request) goes through gRPC's proto codec unchanged.
+func TestCodecMatchesProto(t *testing.T) {
+	big := bytes.Repeat([]byte("x"), 64<<10) // above gRPC's pooling threshold
+	cases := []struct {
+		name string
+		msg  proto.Message
+	}{
+		{"pick", pickResponse(DefaultDestinationNamespace, Result{Endpoints: []string{"10.0.0.1:8000", "10.0.0.2:8000"}, Headers: map[string]string{"X-Prefiller-Host-Port": "10.0.0.3:8000"}}, 8192)},
+		{"pick in trailers", pickResponse("ns", Result{Endpoints: []string{"10.0.0.1:8000"}}, -1)},
+		{"request chunk", requestChunk([]byte(`{"model":"m"}`), true)},
+		{"large request chunk", requestChunk(big, false)},
+		{"response chunk streamed", responseChunk([]byte("data: x\n\n"), false, true)},
+		{"response chunk buffered", responseChunk(nil, true, false)},
+		{"request trailers", requestTrailersOK()},
+		{"response headers", responseHeadersOK()},
+		{"response trailers", responseTrailersOK()},
+		{"refusal", refusalResponse(DefaultRefusalReasonHeader, &Refusal{Status: 429, Reason: "shed"})},
+		{"a request", &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{Body: big, EndOfStream: true}}}},
+		{"not ext_proc", &structpb.Value{Kind: &structpb.Value_StringValue{StringValue: "v"}}},
+	}
+	c := newCodec()
+	if c.Name() != grpcproto.Name {
+		t.Fatalf("codec name %q, want %q", c.Name(), grpcproto.Name)
+	}
+	std := encoding.GetCodecV2(grpcproto.Name)
+	for _, tc := range cases {
+		data, err := c.Marshal(tc.msg)
+		if err != nil {
+			t.Fatalf("%s: marshal: %v", tc.name, err)
+		}
+		got := tc.msg.ProtoReflect().New().Interface()
+		if err := std.Unmarshal(data, got); err != nil {
+			t.Fatalf("%s: the proto codec cannot read the codec's bytes: %v", tc.name, err)
+		}
+		if !proto.Equal(got, tc.msg) {
+			t.Errorf("%s: decoded %v, want %v", tc.name, got, tc.msg)
+		}
+		back := tc.msg.ProtoReflect().New().Interface()
+		if err := c.Unmarshal(data, back); err != nil || !proto.Equal(back, tc.msg) {
+			t.Errorf("%s: codec round trip = %v, %v", tc.name, back, err)
+		}
+		data.Free()
+	}
+}
+
+// BenchmarkMarshal: the four answers of one stream (the pick with 16
+// endpoints, an 8 KB body re-emitted, the response headers and the last
+// response chunk), by gRPC's proto codec and by the server's.
+func BenchmarkMarshal(b *testing.B) {
+	eps := make([]string, 16)
+	for i := range eps {
+		eps[i] = "127.0.0." + strconv.Itoa(i+2) + ":" + strconv.Itoa(20001+i)
+	}
+	msgs := []proto.Message{
+		pickResponse(DefaultDestinationNamespace, Result{Endpoints: eps}, 8192),
+		requestChunk(bytes.Repeat([]byte("x"), 8192), true),
+		responseHeadersOK(),
+		responseChunk([]byte("data: [DONE]\n\n"), true, true),
+	}
+	for _, c := range []struct {
+		name  string
+		codec encoding.CodecV2
+	}{{"proto", encoding.GetCodecV2(grpcproto.Name)}, {"server", newCodec()}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				for _, m := range msgs {
+					data, err := c.codec.Marshal(m)
+					if err != nil {
+						b.Fatal(err)
+					}
+					data.Free()
+				}
+			}
+		})
+	}
+}
