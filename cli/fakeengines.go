@@ -58,6 +58,7 @@ func newFakeEngineCmd(g *globals) *cobra.Command {
 	fl.DurationVar(&cfg.ChunkDelay, "chunk-delay", 20*time.Millisecond, "pause between streamed events")
 	fl.BoolVar(&cfg.HonorMaxTokens, "honor-max-tokens", false, "stop at the request's max_tokens (finish_reason length), as engines do")
 	fl.BoolVar(&cfg.ExportMetrics, "export-metrics", false, "serve GET /metrics with the engine's load families (requests running, waiting, KV use)")
+	fl.IntVar(&cfg.MaxRunningRequests, "max-running-requests", 0, "batch limit the engine reports (SGLang GET /server_info, vLLM dev-mode GET /server_info), which serve --engine-learn-windows reads (0: not reported)")
 	fl.StringVar(&cfg.Model, "model", cfg.Model, "model name reported in answers")
 	fl.StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM), for security 2 rules")
 	fl.StringVar(&tlsKey, "tls-key", "", "private key (PEM) of --tls-cert")
