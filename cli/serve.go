@@ -113,7 +113,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.DurationVar(&opts.Engine.StaleAfter, "engine-signal-stale-after", opts.Engine.StaleAfter, "an engine signal older than this (since its last good scrape) is ignored")
 	fl.DurationVar(&opts.Engine.ModelsRefresh, "engine-models-refresh", opts.Engine.ModelsRefresh, "pause between reads of each endpoint's /v1/models max_model_len, on P/D rules that tokenise prompts without a configured max_model_len; negative turns the reads off")
 	// Flow control: the gateway queue of rules with an admission_window (docs/flow-control.md).
-	fl.IntVar(&opts.Flow.QueueLength, "flow-queue-length", opts.Flow.QueueLength, "requests that may wait in one rule's gateway queue when every endpoint is at its admission_window; more are shed (503 overload_shed, Retry-After) lowest class first (0: never queue)")
+	fl.IntVar(&opts.Flow.QueueLength, "flow-queue-length", opts.Flow.QueueLength, "requests that may wait in one rule's gateway queue when every endpoint is at its admission_window; more are shed (503 worker_overload_protection_shed, Retry-After) lowest class first (0: never queue)")
 	fl.DurationVar(&opts.Flow.MaxWait, "flow-max-wait", opts.Flow.MaxWait, "longest a request waits in the gateway queue before it is shed (0: never queue)")
 	fl.Float64Var(&opts.Flow.MinShare, "flow-min-share", opts.Flow.MinShare, "fraction of dispatches each priority class below the top is guaranteed while it has requests queued (0..0.5), so no class starves")
 	fl.DurationVar(&opts.Flow.MaxDeadline, "flow-max-slo-ttft", opts.Flow.MaxDeadline, "cap on a request's x-slo-ttft-ms deadline (larger values are taken as this; 0 ignores the header)")

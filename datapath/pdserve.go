@@ -299,7 +299,7 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	if o.PrefillSkipped != "" && rt.pdm.Unsplit != nil {
 		rt.pdm.Unsplit.WithLabelValues(c.label, unsplitPathLabel(r.URL.Path), o.PrefillSkipped).Inc()
 	}
-	if o.Code == CodeRequestIDReserved { // a body request_id with peer markers
+	if pd.IsRequestIDReserved(o.Code) { // a body request_id with peer markers
 		rt.pdm.ClientTransferState.WithLabelValues(c.label, actionRequestIDRejected).Inc()
 	}
 	if o.ClientTransferFields > 0 {
