@@ -70,6 +70,7 @@ type endpoint struct {
 	// kvEngineID is a Mooncake prefill's KV engine id read from its
 	// bootstrap server (ctxwindow.go; nil: unknown).
 	kvEngineID atomic.Pointer[string]
+	kvIDCheck  engineIDCheck // failure-driven re-reads of kvEngineID (mooncakeid.go)
 }
 
 // live points selection at the endpoint's live facts.
