@@ -52,7 +52,8 @@ func TestReadyzPD(t *testing.T) {
 		return r.status, v
 	}
 	status[keys[0]] = spec.RuleStatus{Ready: true, Endpoints: map[string]spec.EndpointStatus{
-		"10.1.0.1:8000": {State: "active", Breaker: "closed", PairingKey: "kv_connector=NixlConnector"}}}
+		"10.1.0.1:8000": {State: "active", Breaker: "closed", PairingKey: "kv_connector=NixlConnector",
+			BootstrapPort: 8999, Labels: map[string]string{"zone": "a"}}}}
 	status[keys[1]] = spec.RuleStatus{Ready: false, Reason: "no compatible prefill/decode pair among the usable endpoints: …"}
 	if code, v := get(); code != http.StatusServiceUnavailable || v.Status != "not ready" || v.PDRules != 2 || v.Unpaired != 1 {
 		t.Fatalf("one unpaired rule: %d %+v, want 503 with 1 of 2 unpaired", code, v)
@@ -69,5 +70,10 @@ func TestReadyzPD(t *testing.T) {
 	}
 	if k := sv.Endpoints["10.1.0.1:8000"].PairingKey; k != "kv_connector=NixlConnector" {
 		t.Fatalf("status pairing_key = %q: %s", k, r.body)
+	}
+	// An endpoint's own bootstrap port and labels (a registered one's come
+	// from its registration) are shown with it.
+	if ev := sv.Endpoints["10.1.0.1:8000"]; ev.BootstrapPort != 8999 || ev.Labels["zone"] != "a" {
+		t.Fatalf("status lacks the endpoint's bootstrap_port and labels: %s", r.body)
 	}
 }

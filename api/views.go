@@ -130,6 +130,10 @@ type EndpointStatusView struct {
 	// PairingKey is the endpoint's P/D pairing facts, "k=v,…" (omitted
 	// when it states none).
 	PairingKey string `json:"pairing_key,omitempty"`
+	// BootstrapPort and Labels are the endpoint's own (a registered
+	// endpoint's from its registration); omitted when unset.
+	BootstrapPort uint16            `json:"bootstrap_port,omitempty"`
+	Labels        map[string]string `json:"labels,omitempty"`
 	// Engine is the engine's own load from its metrics (queue, running
 	// batch, KV usage, last-scrape age, latest scrape result); absent when
 	// the endpoint is not scraped or no scrape finished yet.
@@ -232,7 +236,8 @@ func statusViewOf(st spec.RuleStatus, ok bool) StatusView {
 	v.RefusedRegistrations = st.Refused
 	v.Queue = st.Queue
 	for id, es := range st.Endpoints {
-		v.Endpoints[id] = EndpointStatusView{State: es.State, Breaker: es.Breaker, PairingKey: es.PairingKey, Engine: es.Engine, Window: es.Window}
+		v.Endpoints[id] = EndpointStatusView{State: es.State, Breaker: es.Breaker, PairingKey: es.PairingKey, Engine: es.Engine, Window: es.Window,
+			BootstrapPort: es.BootstrapPort, Labels: es.Labels}
 	}
 	return v
 }

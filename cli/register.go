@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -53,11 +54,12 @@ registration (e.g. an SGLang prefill without --bootstrap-port) is refused.`,
 	fl.StringVar(&reg.Engine, "engine", "vllm", "vllm, sglang or trtllm")
 	fl.StringVar(&reg.Model, "model", "", "model the engine serves")
 	fl.IntVar(&reg.NixlPort, "nixl-port", 0, "vLLM NIXL side-channel port")
-	fl.IntVar(&reg.BootstrapPort, "bootstrap-port", 0, "SGLang prefill bootstrap port")
+	fl.IntVar(&reg.BootstrapPort, "bootstrap-port", 0, "bootstrap server port of an SGLang prefill, or of a vLLM prefill with --kv-connector MooncakeConnector")
 	fl.IntVar(&reg.KVZmqPort, "kv-zmq-port", 0, "KV-events publisher port")
 	fl.IntVar(&reg.DPRanks, "dp-ranks", 0, "data-parallel ranks (0 = 1)")
 	fl.IntVar(&reg.BlockSize, "block-size", 0, "KV cache block size in tokens (must match across a prefill/decode pair)")
 	fl.StringVar(&reg.KVConnector, "kv-connector", "", "KV connector, e.g. NixlConnector (must match across a prefill/decode pair)")
+	fl.StringToStringVar(&reg.Labels, "label", nil, "free-form label key=value, as a static endpoint's labels (repeat or comma-separate; e.g. kv_engine_id, moriio_mode)")
 	fl.DurationVar(&ttl, "ttl", ttl, "lease: how long after this process dies the registration disappears")
 	etcdClientFlags(fl, &eo)
 	return cmd
@@ -94,11 +96,11 @@ func newGetEnginesCmd(g *globals) *cobra.Command {
 }
 
 // writeEngines prints the registrations as `get engines` shows them, with
-// each one's pairing key (the facts a prefill/decode pair must share; "-"
-// for none).
+// each one's pairing key (the facts a prefill/decode pair must share),
+// bootstrap port and labels ("-" for none).
 func writeEngines(out io.Writer, list []etcdstore.EngineEntry) error {
 	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ENGINE\tROLE\tKIND\tMODEL\tPAIRING\tSTATE")
+	fmt.Fprintln(w, "ENGINE\tROLE\tKIND\tMODEL\tPAIRING\tBOOTSTRAP\tLABELS\tSTATE")
 	for _, e := range list {
 		state := "ok"
 		if e.Refused != "" {
@@ -109,7 +111,15 @@ func writeEngines(out io.Writer, list []etcdstore.EngineEntry) error {
 		if pairing == "" {
 			pairing = "-"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Key, r.Role, r.Engine, r.Model, pairing, state)
+		boot := "-"
+		if r.BootstrapPort != 0 {
+			boot = strconv.Itoa(r.BootstrapPort)
+		}
+		labels := spec.PairingKey(r.Labels) // the same stable "k=v,…" form
+		if labels == "" {
+			labels = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Key, r.Role, r.Engine, r.Model, pairing, boot, labels, state)
 	}
 	return w.Flush()
 }

@@ -7,11 +7,13 @@ import (
 	"github.com/infergate/infergate/rules/store/etcdstore"
 )
 
-// TestWriteEngines: every registration's pairing key is shown, "-" when it
-// advertises no transfer facts.
+// TestWriteEngines: every registration's pairing key, bootstrap port and
+// labels are shown, "-" when it advertises none.
 func TestWriteEngines(t *testing.T) {
 	list := []etcdstore.EngineEntry{
 		{Key: "10.0.0.1:8000", Registration: etcdstore.Registration{Role: "prefill", Engine: "vllm", Model: "m", BlockSize: 16, KVConnector: "NixlConnector"}},
+		{Key: "10.0.0.4:8000", Registration: etcdstore.Registration{Role: "prefill", Engine: "vllm", Model: "m", KVConnector: "MooncakeConnector",
+			BootstrapPort: 8999, Labels: map[string]string{"zone": "a", "kv_engine_id": "e-1"}}},
 		{Key: "10.0.0.2:8000", Registration: etcdstore.Registration{Role: "decode", Engine: "vllm", Model: "m", PairingProtocol: "p1", KVCacheDtype: "fp8"}},
 		{Key: "10.0.0.3:8000", Registration: etcdstore.Registration{Role: "decode", Engine: "vllm", Model: "m"}, Refused: "model: missing"},
 	}
@@ -21,10 +23,11 @@ func TestWriteEngines(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
 	want := [][]string{
-		{"ENGINE", "ROLE", "KIND", "MODEL", "PAIRING", "STATE"},
-		{"10.0.0.1:8000", "prefill", "vllm", "m", "block_size=16,kv_connector=NixlConnector", "ok"},
-		{"10.0.0.2:8000", "decode", "vllm", "m", "kv_cache_dtype=fp8,pairing_protocol=p1", "ok"},
-		{"10.0.0.3:8000", "decode", "vllm", "m", "-", "refused:", "model:", "missing"},
+		{"ENGINE", "ROLE", "KIND", "MODEL", "PAIRING", "BOOTSTRAP", "LABELS", "STATE"},
+		{"10.0.0.1:8000", "prefill", "vllm", "m", "block_size=16,kv_connector=NixlConnector", "-", "-", "ok"},
+		{"10.0.0.4:8000", "prefill", "vllm", "m", "kv_connector=MooncakeConnector", "8999", "kv_engine_id=e-1,zone=a", "ok"},
+		{"10.0.0.2:8000", "decode", "vllm", "m", "kv_cache_dtype=fp8,pairing_protocol=p1", "-", "-", "ok"},
+		{"10.0.0.3:8000", "decode", "vllm", "m", "-", "-", "-", "refused:", "model:", "missing"},
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("output:\n%s", b.String())

@@ -18,8 +18,8 @@ import (
 // at most its window of requests at a time; an endpoint at its window is
 // not picked while another has room, and when every usable one is full the
 // request waits in the queue (by class, fair between tenants, by deadline)
-// or is answered 503 overload_shed with Retry-After. Rules without windows
-// take none of these paths.
+// or is answered 503 worker_overload_protection_shed with Retry-After.
+// Rules without windows take none of these paths.
 
 // Wire names of the request hints flow control reads.
 const (
@@ -36,8 +36,11 @@ const (
 	// HeaderSLOTTFT is the time-to-first-token deadline in milliseconds.
 	HeaderSLOTTFT = "X-Slo-Ttft-Ms"
 	// CodeOverloadShed is the 503 (with Retry-After) of a request the
-	// gateway queue would not or could no longer hold.
-	CodeOverloadShed = "overload_shed"
+	// gateway queue would not or could no longer hold: every endpoint is at
+	// its admission window. SMG answers the same situation (every worker
+	// over its ceiling, a P/D decode that could not admit within its wait)
+	// with this code, so clients and dashboards keyed on it carry over.
+	CodeOverloadShed = "worker_overload_protection_shed"
 	// maxFairnessID bounds a client-chosen fairness id (longer ones are
 	// cut: the id is a map key held while the request waits).
 	maxFairnessID = 128

@@ -199,8 +199,10 @@ func TestWindowSkipsFullEndpoint(t *testing.T) {
 }
 
 // TestShedAnswers: over the queue's length requests are shed at once, and
-// queued ones at the wait bound; every shed is a 503 overload_shed with a
-// Retry-After, within its bound; nothing shed reaches an engine.
+// queued ones at the wait bound; every shed is a 503
+// worker_overload_protection_shed (SMG's code, spelled out here because it
+// is the wire contract) with a Retry-After, within its bound; nothing shed
+// reaches an engine.
 func TestShedAnswers(t *testing.T) {
 	g := startGatedEngine(t)
 	o := testOptions()
@@ -219,7 +221,7 @@ func TestShedAnswers(t *testing.T) {
 		if res.status != http.StatusServiceUnavailable || res.header.Get(HeaderError) != CodeOverloadShed {
 			t.Fatalf("status %d %q: %s", res.status, res.header.Get(HeaderError), res.body)
 		}
-		if errorCode(t, res.body) != CodeOverloadShed {
+		if errorCode(t, res.body) != "worker_overload_protection_shed" {
 			t.Fatalf("body code: %s", res.body)
 		}
 		if ra, err := strconv.Atoi(res.header.Get(headerRetryAfter)); err != nil || ra < 1 {

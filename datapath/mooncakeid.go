@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/infergate/infergate/datapath/pd"
@@ -18,11 +19,22 @@ import (
 // label (pd.LearnsMooncakeEngineID). An engine mints a new id when it
 // restarts, so those reads repeat at least every engineIDRefresh; until
 // the first read a request runs on its decode alone
-// (mooncake_engine_id_unknown), as without a label.
+// (mooncake_engine_id_unknown), as without a label. A failed handoff
+// through a prefill (handoffFailed) also has its id read again before the
+// prefill's next request (recheckEngineID), so a restart's new id is
+// picked up at the first failure rather than at the next periodic read.
 
 // engineIDRefresh is the longest pause between two reads of a Mooncake
 // prefill's engine id.
 const engineIDRefresh = 10 * time.Second
+
+// engineIDRecheckEvery bounds the failure-driven re-reads: at most one per
+// prefill per interval, however many requests fail meanwhile.
+const engineIDRecheckEvery = time.Second
+
+// engineIDRecheckTimeout bounds the re-read a request waits for (a
+// restarting prefill's bootstrap server usually refuses at once).
+const engineIDRecheckTimeout = 500 * time.Millisecond
 
 // maxQueryBody caps a bootstrap /query answer (one small object per DP
 // rank).
@@ -56,25 +68,97 @@ func (c *compiled) KVEngineID(id string) string {
 // readEngineIDs reads the engine id of each Mooncake prefill of c that
 // has no label; a failed read keeps the last id.
 func (rt *Runtime) readEngineIDs(ctx context.Context, c *compiled) {
-	for i, se := range c.rule.Endpoints {
+	for i := range c.rule.Endpoints {
 		if !pd.LearnsMooncakeEngineID(c.rule, i) {
 			continue
 		}
 		fctx, cancel := context.WithTimeout(ctx, windowFetchTimeout)
-		id, ranks, err := fetchEngineID(fctx, rt.probeClient, pd.MooncakeQueryURL(se))
+		rt.readEngineID(fctx, c, i)
 		cancel()
 		if ctx.Err() != nil {
 			return
 		}
-		if err != nil {
-			rt.log.WithFields(logrus.Fields{"rule": c.label, "endpoint": se.ID, "error": err.Error()}).Debug("mooncake engine id not read; keeping the last one")
+	}
+}
+
+// readEngineID reads endpoint i's engine id from its bootstrap server; a
+// failed read keeps the last id.
+func (rt *Runtime) readEngineID(ctx context.Context, c *compiled, i int) {
+	se := c.rule.Endpoints[i]
+	id, ranks, err := fetchEngineID(ctx, rt.probeClient, pd.MooncakeQueryURL(se))
+	if err != nil {
+		rt.log.WithFields(logrus.Fields{"rule": c.label, "endpoint": se.ID, "error": err.Error()}).Debug("mooncake engine id not read; keeping the last one")
+		return
+	}
+	c.eps[i].kvEngineRanks.Store(&ranks) // nil when a rank is unusable: no DP pinning
+	if old := c.eps[i].kvEngineID.Swap(&id); old == nil || *old != id {
+		rt.log.WithFields(logrus.Fields{"rule": c.label, "endpoint": se.ID, "kv_engine_id": id}).Info("mooncake engine id learned from the prefill's bootstrap server")
+	}
+}
+
+// engineIDCheck is an endpoint's request for a re-read of its learned
+// engine id before its next request.
+type engineIDCheck struct {
+	due  atomic.Bool  // a handoff through this prefill failed since the last re-read
+	last atomic.Int64 // when the last failure-driven re-read started (unix ns)
+}
+
+// handoffFailed is the rule for when a Mooncake request asks for its
+// prefills' engine ids to be read again: the transfer was lost, or a leg
+// failed in transport or answered 5xx (a restarting prefill refuses or
+// dies; a decode that cannot find the named engine fails its pull when
+// vLLM's kv_load_failure_policy is fail — under the default, recompute, it
+// answers 200 and nothing on the wire tells). Legs infergate cancelled
+// (other than timeouts) or that never left the pool queue do not count.
+func handoffFailed(o *pd.Outcome) bool {
+	if o.KVTransferFailed {
+		return true
+	}
+	for _, l := range o.Legs {
+		if l.PoolWait || l.Cancelled && !l.TimedOut {
 			continue
 		}
-		c.eps[i].kvEngineRanks.Store(&ranks) // nil when a rank is unusable: no DP pinning
-		if old := c.eps[i].kvEngineID.Swap(&id); old == nil || *old != id {
-			rt.log.WithFields(logrus.Fields{"rule": c.label, "endpoint": se.ID, "kv_engine_id": id}).Info("mooncake engine id learned from the prefill's bootstrap server")
+		if l.Err != nil || l.Status >= 500 {
+			return true
 		}
 	}
+	return false
+}
+
+// noteMooncakeOutcome marks each learning prefill a failed Mooncake
+// request went through for a re-read (recheckEngineID).
+func (c *compiled) noteMooncakeOutcome(o *pd.Outcome) {
+	if o.Connector != pd.ConnectorMooncake || !handoffFailed(o) {
+		return
+	}
+	for _, l := range o.Legs {
+		if l.Phase != pd.PhasePrefill {
+			continue
+		}
+		if i := c.indexOf(l.Endpoint.ID); i >= 0 && pd.LearnsMooncakeEngineID(c.rule, i) {
+			c.eps[i].kvIDCheck.due.Store(true)
+		}
+	}
+}
+
+// recheckEngineID re-reads prefill i's engine id before a request uses it
+// when a handoff through it failed since the last re-read, at most once per
+// engineIDRecheckEvery (one request reads; others meanwhile use the last
+// id). Without it a restarted prefill's new id would be named only after
+// the next periodic read. Nothing failed: one atomic load.
+func (rt *Runtime) recheckEngineID(ctx context.Context, c *compiled, i int) {
+	chk := &c.eps[i].kvIDCheck
+	if !chk.due.Load() {
+		return
+	}
+	now, last := time.Now().UnixNano(), chk.last.Load()
+	if now-last < int64(engineIDRecheckEvery) || !chk.last.CompareAndSwap(last, now) {
+		return
+	}
+	chk.due.Store(false)
+	fctx, cancel := context.WithTimeout(ctx, engineIDRecheckTimeout)
+	defer cancel()
+	rt.readEngineID(fctx, c, i)
 }
 
 // fetchEngineID GETs a Mooncake bootstrap server's /query and parses rank

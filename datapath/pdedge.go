@@ -20,10 +20,15 @@ const (
 )
 
 // CodeRequestIDReserved is the 400 for a client X-Request-Id carrying
-// vLLM's peer-address markers.
-const CodeRequestIDReserved = pd.CodeRequestIDReserved
+// vLLM's peer-address markers; a rule with a MoRI-IO endpoint answers
+// SMG's CodeMoRIIORequestIDReserved instead (pd.RequestIDReservedCode).
+const (
+	CodeRequestIDReserved       = pd.CodeRequestIDReserved
+	CodeMoRIIORequestIDReserved = pd.CodeMoRIIORequestIDReserved
+)
 
-// guardPDRequest answers 400 request_id_reserved when any X-Request-Id the
+// guardPDRequest answers 400 request_id_reserved (moriio_request_id_reserved
+// on a MoRI-IO rule) when any X-Request-Id the
 // client sent carries vLLM's ___prefill_addr_/___decode_addr_ markers, and
 // otherwise leaves exactly one id (the datapath's) on the request, so no
 // second header value can reach an engine. It reports whether to go on.
@@ -35,7 +40,7 @@ func (rt *Runtime) guardPDRequest(x *exchange, c *compiled) bool {
 	for _, id := range x.r.Header.Values(HeaderRequestID) {
 		if pd.ReservedRequestID(id) {
 			rt.pdm.ClientTransferState.WithLabelValues(c.label, actionRequestIDRejected).Inc()
-			rt.fail(x, c, -1, http.StatusBadRequest, CodeRequestIDReserved,
+			rt.fail(x, c, -1, http.StatusBadRequest, pd.RequestIDReservedCode(c.rule),
 				"X-Request-Id must not contain ___prefill_addr_ or ___decode_addr_: the gateway sets P/D peer addresses")
 			return false
 		}
@@ -56,7 +61,7 @@ func (rt *Runtime) stripClientTransferState(x *exchange, c *compiled, body []byt
 	switch {
 	case errors.Is(err, pd.ErrRequestIDReserved):
 		rt.pdm.ClientTransferState.WithLabelValues(c.label, actionRequestIDRejected).Inc()
-		rt.fail(x, c, -1, http.StatusBadRequest, CodeRequestIDReserved, err.Error())
+		rt.fail(x, c, -1, http.StatusBadRequest, pd.RequestIDReservedCode(c.rule), err.Error())
 		return nil, false
 	case err != nil:
 		rt.fail(x, c, -1, http.StatusBadRequest, pd.CodeInvalidBody, "request body must be a JSON object")

@@ -260,3 +260,41 @@ func TestPDRelayTransferState(t *testing.T) {
 		}
 	}
 }
+
+// TestPDRequestIDReservedCode: a marker request id (header or body) is
+// refused before any leg on every P/D rule; a rule with a MoRI-IO endpoint
+// answers SMG's code for it, others infergate's (the codes are spelled out:
+// they are the wire contract).
+func TestPDRequestIDReservedCode(t *testing.T) {
+	moriio := func(r *spec.Rule) {
+		for i := range r.Endpoints {
+			r.Endpoints[i].PairFacts = map[string]string{spec.FactKVConnector: "MoRIIOConnector"}
+			r.Endpoints[i].Labels = map[string]string{"moriio_mode": "read"}
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		mod  []func(*spec.Rule)
+		want string
+	}{
+		{"nixl", nil, "request_id_reserved"},
+		{"moriio", []func(*spec.Rule){moriio}, "moriio_request_id_reserved"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newPDFleet(t, pdTestOptions(), spec.EngineVLLM, 1, 1, tc.mod...)
+			c := testClient()
+			for _, res := range []result{
+				post(t, c, f.url(pathCompletions), pdBody(pathCompletions, false, ""), HeaderRequestID, markerID),
+				post(t, c, f.url(pathCompletions), pdBody(pathCompletions, false, `,"request_id":"`+markerID+`"`)),
+			} {
+				if res.status != http.StatusBadRequest || errorCode(t, res.body) != tc.want || res.header.Get(HeaderError) != tc.want {
+					t.Fatalf("got %d %q %s, want 400 %s", res.status, res.header.Get(HeaderError), res.body, tc.want)
+				}
+			}
+			if n := len(f.prefills[0].Records()) + len(f.decodes[0].Records()); n != 0 {
+				t.Fatalf("a refused request reached the engines (%d legs)", n)
+			}
+			waitCounter(t, f.reg, "infergate_pd_client_transfer_state_total", map[string]string{"action": actionRequestIDRejected}, 2)
+		})
+	}
+}

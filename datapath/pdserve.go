@@ -280,6 +280,7 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 		ctx, cancel = context.WithTimeout(ctx, capD)
 		defer cancel()
 	}
+	rt.recheckEngineID(ctx, c, pi) // mooncakeid.go: after a failed handoff
 	req := &pd.Request{Path: r.URL.Path, Header: r.Header, Body: body, RequestID: x.requestID, Rule: c.rule, EngineIDs: c}
 	x.wroteHeader = true // the dialect answers the client, success or error
 	o := c.pd.dialect.Serve(ctx, &idWriter{ResponseWriter: x.w, id: x.requestID}, req, pair, c.pd.sender)
@@ -299,13 +300,14 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	if o.PrefillSkipped != "" && rt.pdm.Unsplit != nil {
 		rt.pdm.Unsplit.WithLabelValues(c.label, unsplitPathLabel(r.URL.Path), o.PrefillSkipped).Inc()
 	}
-	if o.Code == CodeRequestIDReserved { // a body request_id with peer markers
+	if pd.IsRequestIDReserved(o.Code) { // a body request_id with peer markers
 		rt.pdm.ClientTransferState.WithLabelValues(c.label, actionRequestIDRejected).Inc()
 	}
 	if o.ClientTransferFields > 0 {
 		rt.pdm.ClientTransferState.WithLabelValues(c.label, actionFieldStripped).Add(float64(o.ClientTransferFields))
 	}
 	rt.feedLegs(c, &o, pi, di)
+	c.noteMooncakeOutcome(&o) // mooncakeid.go
 	served := c.servedDecode(&o, di)
 	x.obs.pdServed(c, tr, &o, model, served)
 	// Charged to the decode that served: after a decode failover the first

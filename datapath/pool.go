@@ -78,6 +78,7 @@ type endpoint struct {
 	// kvEngineRanks are its engines per DP rank, from the same read
 	// (mooncakeranks.go; nil: unknown).
 	kvEngineRanks atomic.Pointer[pd.MooncakeRanks]
+	kvIDCheck     engineIDCheck // failure-driven re-reads of kvEngineID (mooncakeid.go)
 }
 
 // live points selection at the endpoint's live facts.
@@ -282,7 +283,7 @@ func (c *compiled) healthStatus() spec.RuleStatus {
 		b := ep.br.state.Load()
 		st.Endpoints[ep.id] = spec.EndpointStatus{State: state, Breaker: breakerName(b),
 			Requests: ep.requests.Load(), Bytes: ep.bytes.Load(), PairingKey: pairingKey(&c.rule.Endpoints[i]), Engine: ep.engineStatus(now),
-			Window: c.windowStatus(i)}
+			Window: c.windowStatus(i), BootstrapPort: c.rule.Endpoints[i].BootstrapPort, Labels: c.rule.Endpoints[i].Labels}
 		if h == healthProbing {
 			probing++
 		}

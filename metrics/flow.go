@@ -19,11 +19,11 @@ func NewFlow(reg prometheus.Registerer) *Flow {
 	f := &Flow{
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "infergate_flow_requests_total",
-			Help: "Requests on rules with an admission window, by granted class and result: direct (an endpoint had room), queued (dispatched after waiting), shed (503 overload_shed), client_gone (left while queued).",
+			Help: "Requests on rules with an admission window, by granted class and result: direct (an endpoint had room), queued (dispatched after waiting), shed (503 worker_overload_protection_shed), client_gone (left while queued).",
 		}, []string{"rule", "class", "result"}),
 		Shed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "infergate_flow_shed_total",
-			Help: "Requests answered 503 overload_shed with Retry-After, by class and reason: queue_full, wait_exceeded, deadline, displaced.",
+			Help: "Requests answered 503 worker_overload_protection_shed with Retry-After, by class and reason: queue_full, wait_exceeded, deadline, displaced.",
 		}, []string{"rule", "class", "reason"}),
 		Wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "infergate_flow_queue_wait_seconds",

@@ -66,7 +66,7 @@ func checkPairing(r *Rule) *apierror.Error {
 			msg := "kv_connector, kv_block_size, kv_cache_dtype and pairing_protocol are prefill/decode pairing facts; the rule has no pd_disagg_mode"
 			return invalidCombo(epPath(i, pairingFieldSet(ep)), msg, msg)
 		}
-		if ep.BootstrapPort != 0 && !bootstrapPortAllowed(sa, ep) {
+		if ep.BootstrapPort != 0 && !(sa.PDDisaggMode && BootstrapPortAllowed(engineOf(sa), spec.Role(ep.EPRole), ep.KVConnector)) {
 			msg := "bootstrap_port is the bootstrap server port of an SGLang prefill or a vLLM MooncakeConnector prefill (pd_disagg_mode, ep_role 1)"
 			return invalidCombo(epPath(i, fieldBootstrapPortEP), msg, msg)
 		}
@@ -77,18 +77,20 @@ func checkPairing(r *Rule) *apierror.Error {
 	return nil
 }
 
-// bootstrapPortAllowed: a prefill runs a bootstrap server on SGLang and on
-// vLLM with the MooncakeConnector (VLLM_MOONCAKE_BOOTSTRAP_PORT); a decode
-// or another connector has none for the port to name.
-func bootstrapPortAllowed(sa *ServiceArguments, ep *Endpoint) bool {
-	if !sa.PDDisaggMode || ep.EPRole != int(spec.RolePrefill) {
+// BootstrapPortAllowed reports whether an endpoint of engine and role with
+// kvConnector may name its own bootstrap_port: a prefill runs a bootstrap
+// server on SGLang and on vLLM with the MooncakeConnector
+// (VLLM_MOONCAKE_BOOTSTRAP_PORT); a decode or another connector has none
+// for the port to name. Static endpoints and registrations share it.
+func BootstrapPortAllowed(engine spec.Engine, role spec.Role, kvConnector string) bool {
+	if role != spec.RolePrefill {
 		return false
 	}
-	switch engineOf(sa) {
+	switch engine {
 	case spec.EngineSGLang:
 		return true
 	case spec.EngineVLLM:
-		return strings.EqualFold(ep.KVConnector, "MooncakeConnector")
+		return strings.EqualFold(kvConnector, "MooncakeConnector")
 	}
 	return false
 }
@@ -107,22 +109,35 @@ func pairingFieldSet(ep *Endpoint) string {
 }
 
 func checkLabels(i int, labels map[string]string) *apierror.Error {
+	if key, msg := CheckLabels(labels); msg != "" {
+		path := epPath(i, fieldLabels)
+		if key != "" {
+			path += "." + key
+		}
+		return invalidField(path, msg, msg)
+	}
+	return nil
+}
+
+// CheckLabels checks free-form endpoint labels against the limits static
+// endpoints and registrations share: at most 16, keys of 1..63 letters,
+// digits, '.', '_', '-' or '/', values of at most 256 characters without
+// control characters. msg is "" when they are fine; key names the
+// offending label ("" when the count is the problem).
+func CheckLabels(labels map[string]string) (key, msg string) {
 	if len(labels) > maxLabels {
-		msg := fmt.Sprintf("at most %d labels per endpoint (got %d)", maxLabels, len(labels))
-		return invalidField(epPath(i, fieldLabels), msg, msg)
+		return "", fmt.Sprintf("at most %d labels per endpoint (got %d)", maxLabels, len(labels))
 	}
 	for _, k := range slices.Sorted(maps.Keys(labels)) {
 		v := labels[k]
 		if len(k) > maxLabelKey || !isLabelKey(k) {
-			msg := fmt.Sprintf("label key %q must be 1..%d letters, digits, '.', '_', '-' or '/'", k, maxLabelKey)
-			return invalidField(epPath(i, fieldLabels)+"."+k, msg, msg)
+			return k, fmt.Sprintf("label key %q must be 1..%d letters, digits, '.', '_', '-' or '/'", k, maxLabelKey)
 		}
 		if len(v) > maxLabelValue || hasControl(v) {
-			msg := fmt.Sprintf("label %s: the value must be at most %d characters without control characters", k, maxLabelValue)
-			return invalidField(epPath(i, fieldLabels)+"."+k, msg, msg)
+			return k, fmt.Sprintf("label %s: the value must be at most %d characters without control characters", k, maxLabelValue)
 		}
 	}
-	return nil
+	return "", ""
 }
 
 // checkUnspecifiedEndpoints refuses 0.0.0.0 and :: as an endpoint: it is a

@@ -380,6 +380,11 @@ type EndpointStatus struct {
 	// PairingKey is the endpoint's P/D pairing facts as "k=v,…" (sorted;
 	// "" when it states none).
 	PairingKey string
+	// BootstrapPort and Labels are the endpoint's own (Endpoint's), so an
+	// endpointSelector rule's registered endpoints show theirs; shared with
+	// the compiled rule, never written.
+	BootstrapPort uint16
+	Labels        map[string]string
 	// Engine is the engine's own load from its metrics; nil when the
 	// endpoint is not scraped or no scrape finished yet.
 	Engine *EngineStatus

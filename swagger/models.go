@@ -90,7 +90,7 @@ func fieldNotes() map[string]FieldNote {
 		sa("engine_metrics_path"): {Description: "infergate extension: where each endpoint's Prometheus text is scraped for its queue, " +
 			"running batch and KV usage (an absolute path; \"none\" = not scraped; empty = /metrics, TensorRT-LLM /prometheus/metrics)."},
 		sa("admission_window"): {Description: "infergate extension: requests each endpoint may have in flight from this gateway (0 = no window); " +
-			"when every endpoint is at its window requests wait in the gateway queue (priority classes, fair between tenants), then 503 overload_shed with Retry-After. " +
+			"when every endpoint is at its window requests wait in the gateway queue (priority classes, fair between tenants), then 503 worker_overload_protection_shed with Retry-After. " +
 			"P/D rules: decodes and role-0 endpoints (a prefill only through its own admission_window).", Min: ptrFloat(0), Max: ptrFloat(65536)},
 		sa("allow_admin_paths"): {Description: "infergate extension: forward the engine's admin APIs (/sleep, /collective_rpc, /flush_cache, " +
 			"/update_weights_from_disk, /kv_cache_events, ...: the list of kvEngineType, every engine's when it is absent). " +

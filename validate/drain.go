@@ -23,7 +23,7 @@ func (w *workflow) drain(ctx context.Context, res *StepResult) {
 		return
 	}
 	orig := rules.SpecOnly(*w.rule)
-	drained, interrupted := w.disruptEach(ctx, res, orig, "drained", func(i int, _ string) ([]string, Status, bool, bool) {
+	drained, interrupted := w.disruptEach(ctx, res, orig, "drained", nil, func(i int, _ string) ([]string, Status, bool, bool) {
 		ev, st, restoredOK := w.drainOne(ctx, orig, i, fam, sel)
 		return ev, st, restoredOK, true
 	})
@@ -219,13 +219,18 @@ func (w *workflow) restoreOnce(ctx context.Context, orig rules.Rule, id, after s
 	}
 }
 
+// loneRule decides whether a step may act on endpoint i of r although it
+// is the only usable one of its role: why is "" to act, else the reason it
+// is left alone (appended to the evidence), with the status that earns.
+type loneRule func(r rules.Rule, i int) (why string, st Status)
+
 // disruptEach runs a disruptive step's action on each serving endpoint that
-// has a peer in its role, one at a time, folding the outcomes into res
-// (the worst status wins). act returns the action's evidence, status,
+// has a peer in its role (or that lone allows; nil: none), one at a time,
+// folding the outcomes into res (the worst status wins). act returns the action's evidence, status,
 // whether the rule was restored, and acted=false when it left the endpoint
 // alone (its evidence says why). It stops at an interrupt and then writes
 // the verdict itself (interrupted=true); past names the action ("drained").
-func (w *workflow) disruptEach(ctx context.Context, res *StepResult, orig rules.Rule, past string,
+func (w *workflow) disruptEach(ctx context.Context, res *StepResult, orig rules.Rule, past string, lone loneRule,
 	act func(i int, id string) (ev []string, st Status, restoredOK, acted bool)) (n int, interrupted bool) {
 	res.Status = Pass
 	restoreFailed := false
@@ -235,8 +240,17 @@ func (w *workflow) disruptEach(ctx context.Context, res *StepResult, orig rules.
 		}
 		id := net.JoinHostPort(e.EndpointIP, strconv.Itoa(e.TargetPort))
 		if countRole(orig, e.EPRole) < 2 {
-			res.Evidence = append(res.Evidence, fmt.Sprintf("%s: only %s endpoint, not %s", id, roleOf(e.EPRole), past))
-			continue
+			why, st := "", Pass
+			if lone != nil {
+				why, st = lone(orig, i)
+			}
+			if why != "" || lone == nil {
+				res.Evidence = append(res.Evidence, fmt.Sprintf("%s: only %s endpoint, not %s%s", id, roleOf(e.EPRole), past, why))
+				if rank(st) > rank(res.Status) {
+					res.Status = st
+				}
+				continue
+			}
 		}
 		ev, st, restoredOK, acted := act(i, id)
 		res.Evidence = append(res.Evidence, ev...)

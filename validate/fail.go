@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/infergate/infergate/rules"
+	"github.com/infergate/infergate/spec"
 )
 
 // Why a failure is a dead port in the endpoint's place: validate runs
@@ -79,7 +81,7 @@ func (w *workflow) failEach(ctx context.Context, res *StepResult) {
 	for _, e := range orig.Endpoints {
 		used[e.TargetPort] = true
 	}
-	failed, interrupted := w.disruptEach(ctx, res, orig, "failed", func(i int, id string) ([]string, Status, bool, bool) {
+	failed, interrupted := w.disruptEach(ctx, res, orig, "failed", loneFailable, func(i int, id string) ([]string, Status, bool, bool) {
 		port, err := refusedPort(ctx, orig.Endpoints[i].EndpointIP, deadPortCandidates, used)
 		if err != nil {
 			return []string{fmt.Sprintf("%s: not failed: %v", id, err)}, Pass, true, false
@@ -91,6 +93,8 @@ func (w *workflow) failEach(ctx context.Context, res *StepResult) {
 		return
 	}
 	switch {
+	case failed == 0 && res.Status == Warn:
+		res.Summary = "no endpoint could be failed: the only endpoint of a role on a connector whose decode never recomputes has no fallback"
 	case failed == 0:
 		res.Status, res.Summary = Skip, "no endpoint can be failed without emptying its role (or no refusing port was found)"
 	case res.Status == Pass:
@@ -209,3 +213,41 @@ func failVerdict(es endpointState, sent, bad int, breaker bool) (string, Status)
 	}
 	return fmt.Sprintf("FAIL, breaker still %s after %d requests (every one served by a peer)", es.Breaker, sent), Fail
 }
+
+// loneFailable is the fail step's rule for the only usable endpoint of
+// its role on a P/D rule. Every request must still be served while it
+// refuses connections, and once its breaker opens no pair remains, so:
+//   - a role-0 endpoint must serve what no pair can (the no-pair
+//     fallback); without one the endpoint is left alone, as drain leaves it;
+//   - until the breaker opens the dialect must serve without it: a request
+//     whose decodes are all unreachable goes to the role-0 endpoint
+//     (datapath/pdfallback.go), and a vLLM decode recomputes the prompt
+//     when its prefill fails (NIXL, Mooncake); SGLang and TensorRT-LLM
+//     need their prefill, so a lone one is left alone;
+//   - a rule with a MoRIIOConnector endpoint is left alone with a WARN:
+//     that decode never recomputes, so failing a lone endpoint fails
+//     requests by design, not by fault.
+func loneFailable(r rules.Rule, i int) (why string, st Status) {
+	if !r.ServiceArguments.PDDisaggMode {
+		return " (no peer serves in its place)", Pass
+	}
+	if r.Endpoints[i].EPRole == 0 {
+		return " (the role-0 fallback gets requests only when no pair serves, so it would never be seen failing)", Pass
+	}
+	for _, e := range r.Endpoints {
+		if strings.EqualFold(e.KVConnector, connectorMoRIIO) {
+			return " (WARN: MoRI-IO's decode never recomputes, so without it requests fail by design; not tested)", Warn
+		}
+	}
+	if countRole(r, 0) == 0 {
+		return " (no role-0 endpoint to serve once its breaker opens)", Pass
+	}
+	engine := r.ServiceArguments.KVEngineType
+	if r.Endpoints[i].EPRole == 1 && engine != "" && engine != string(spec.EngineVLLM) {
+		return fmt.Sprintf(" (%s needs its prefill: no decode recomputes)", engine), Pass
+	}
+	return "", Pass
+}
+
+// connectorMoRIIO is vLLM's kv_connector name for MoRI-IO.
+const connectorMoRIIO = "MoRIIOConnector"

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net"
 	"testing"
+
+	"github.com/infergate/infergate/rules"
 )
 
 func TestFailVerdict(t *testing.T) {
@@ -60,5 +62,40 @@ func TestRefusedPort(t *testing.T) {
 	}
 	if got, err := refusedPort(ctx, "127.0.0.1", []int{listening}, nil); err == nil {
 		t.Errorf("refusedPort over a listening port = %d, want an error", got)
+	}
+}
+
+// TestLoneFailable: the only endpoint of its role is failed only where the
+// gateway still serves every request without it (a role-0 fallback, and a
+// vLLM decode that recomputes for a lone prefill); MoRI-IO is left alone
+// with a WARN, since its decode never recomputes.
+func TestLoneFailable(t *testing.T) {
+	ep := func(role int, conn string) rules.Endpoint {
+		return rules.Endpoint{EndpointIP: "10.0.0.1", TargetPort: 8000, Weight: 1, EPRole: role, KVConnector: conn}
+	}
+	rule := func(engine string, eps ...rules.Endpoint) rules.Rule {
+		return rules.Rule{ServiceArguments: rules.ServiceArguments{PDDisaggMode: true, KVEngineType: engine}, Endpoints: eps}
+	}
+	for _, tc := range []struct {
+		name   string
+		r      rules.Rule
+		i      int
+		fail   bool
+		status Status
+	}{
+		{"vLLM prefill with a role-0 fallback", rule("", ep(1, ""), ep(2, ""), ep(2, ""), ep(0, "")), 0, true, Pass},
+		{"vLLM Mooncake prefill with a role-0 fallback", rule("vllm", ep(1, "MooncakeConnector"), ep(2, "MooncakeConnector"), ep(0, "")), 0, true, Pass},
+		{"SGLang decode with a role-0 fallback", rule("sglang", ep(1, ""), ep(1, ""), ep(2, ""), ep(0, "")), 2, true, Pass},
+		{"vLLM prefill without a role-0 endpoint", rule("", ep(1, ""), ep(2, "")), 0, false, Pass},
+		{"SGLang prefill: no decode recomputes", rule("sglang", ep(1, ""), ep(2, ""), ep(0, "")), 0, false, Pass},
+		{"TensorRT-LLM context: no decode recomputes", rule("trtllm", ep(1, ""), ep(2, ""), ep(0, "")), 0, false, Pass},
+		{"the role-0 endpoint itself", rule("", ep(1, ""), ep(2, ""), ep(0, "")), 2, false, Pass},
+		{"MoRI-IO", rule("", ep(1, "MoRIIOConnector"), ep(2, "MoRIIOConnector"), ep(0, "")), 0, false, Warn},
+		{"single pool", rules.Rule{Endpoints: []rules.Endpoint{ep(0, "")}}, 0, false, Pass},
+	} {
+		why, st := loneFailable(tc.r, tc.i)
+		if (why == "") != tc.fail || st != tc.status {
+			t.Errorf("%s: why %q status %s, want failed=%v status %s", tc.name, why, st, tc.fail, tc.status)
+		}
 	}
 }

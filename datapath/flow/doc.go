@@ -32,6 +32,7 @@
 // arriving request itself.
 //
 // The package knows nothing of HTTP or endpoints; the datapath counts its
-// results and answers sheds with Retry-After: 503 overload_shed on the
-// proxy, 429 with the reason on the EPP's gRPC pick.
+// results and answers sheds with Retry-After: 503
+// worker_overload_protection_shed on the proxy, 429 with the reason on the
+// EPP's gRPC pick.
 package flow

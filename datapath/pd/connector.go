@@ -29,7 +29,7 @@ const (
 func (c connector) String() string {
 	switch c {
 	case connMooncake:
-		return "mooncake"
+		return ConnectorMooncake
 	case connMoRIIO:
 		return "moriio"
 	}

@@ -77,9 +77,12 @@ type Outcome struct {
 	// set; nothing was written, the datapath answers.
 	DecodeUnreachable bool
 	// Connector names the vLLM connector sequence the request ran (nixl,
-	// mooncake, moriio); "" for other engines.
+	// ConnectorMooncake, moriio); "" for other engines.
 	Connector string
 }
+
+// ConnectorMooncake is Outcome.Connector of the Mooncake sequence.
+const ConnectorMooncake = "mooncake"
 
 func (o *Outcome) leg(r LegResult) { o.Legs = append(o.Legs, r) }
 

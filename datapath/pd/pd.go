@@ -213,7 +213,8 @@ func logFields(e spec.Engine, req *Request) logrus.Fields {
 // clientObject parses the client body every dialect rewrites into q.obj; a
 // body that is not a JSON object is answered 400 pd_invalid_body naming the
 // path, an n that is not a positive integer 400 pd_invalid_n, and one whose
-// request_id carries vLLM's peer markers 400 request_id_reserved, before
+// request_id carries vLLM's peer markers 400 request_id_reserved (SMG's
+// moriio_request_id_reserved on a MoRI-IO rule), before
 // any leg is sent.
 func (q *seq) clientObject() bool {
 	obj, err := parseObject(q.req.Body)
@@ -227,7 +228,7 @@ func (q *seq) clientObject() bool {
 		return false
 	}
 	if obj.reservedRequestID() {
-		q.fail(PhasePrefill, http.StatusBadRequest, CodeRequestIDReserved, msgRequestIDReserved)
+		q.fail(PhasePrefill, http.StatusBadRequest, RequestIDReservedCode(q.req.Rule), msgRequestIDReserved)
 		return false
 	}
 	q.o.ClientTransferFields = obj.countTransferFields()

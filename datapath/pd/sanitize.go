@@ -18,6 +18,35 @@ import (
 // carries vLLM's peer-address markers.
 const CodeRequestIDReserved = "request_id_reserved"
 
+// CodeMoRIIORequestIDReserved is SMG's code for the same refusal: SMG
+// checks request ids on MoRI-IO pairs only (that connector reads its peer
+// from the markers), infergate on every P/D rule because vLLM's P2P
+// connectors read them too. A rule with a MoRIIOConnector endpoint answers
+// SMG's code, so a client moved from SMG sees the code it knows; other
+// rules answer CodeRequestIDReserved (RequestIDReservedCode).
+const CodeMoRIIORequestIDReserved = "moriio_request_id_reserved"
+
+// RequestIDReservedCode is the code of a marker request id refused on rule
+// r: SMG's MoRI-IO code when any endpoint declares MoRIIOConnector, else
+// CodeRequestIDReserved. Only refusals ask, so the scan costs nothing on
+// the request path.
+func RequestIDReservedCode(r *spec.Rule) string {
+	if r != nil {
+		for _, ep := range r.Endpoints {
+			if strings.EqualFold(connectorName(ep), connectorMoRIIO) {
+				return CodeMoRIIORequestIDReserved
+			}
+		}
+	}
+	return CodeRequestIDReserved
+}
+
+// IsRequestIDReserved reports whether code is a marker request id refusal
+// (either spelling of RequestIDReservedCode).
+func IsRequestIDReserved(code string) bool {
+	return code == CodeRequestIDReserved || code == CodeMoRIIORequestIDReserved
+}
+
 // msgRequestIDReserved is the message of every request_id_reserved answer.
 const msgRequestIDReserved = "request ids must not contain ___prefill_addr_ or ___decode_addr_: the gateway sets P/D peer addresses"
 

@@ -2,6 +2,7 @@ package selector
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"sort"
 
@@ -14,12 +15,11 @@ const MaxEndpoints = 32
 
 // Refusal reason classes (the metric's reason label).
 const (
-	ReasonInvalid   = "invalid"        // the registration fails its own validation
-	ReasonEngine    = "engine"         // another engine than the rule's kvEngineType
-	ReasonRole      = "role"           // a role the rule cannot use
-	ReasonBootstrap = "bootstrap_port" // SGLang prefill bootstrap port the rule does not use
-	ReasonKV        = "kv"             // kvZmqPort, block_size or dp_ranks contradicting the rule's KV settings
-	ReasonLimit     = "limit"          // beyond MaxEndpoints
+	ReasonInvalid = "invalid" // the registration fails its own validation
+	ReasonEngine  = "engine"  // another engine than the rule's kvEngineType
+	ReasonRole    = "role"    // a role the rule cannot use
+	ReasonKV      = "kv"      // kvZmqPort, block_size or dp_ranks contradicting the rule's KV settings
+	ReasonLimit   = "limit"   // beyond MaxEndpoints
 )
 
 // Refusal is why one registration cannot serve one rule.
@@ -74,19 +74,9 @@ func endpointFor(r *spec.Rule, e etcdstore.EngineEntry) (spec.Endpoint, *Refusal
 	if spec.Engine(g.Engine) != r.Engine {
 		return refuse(ReasonEngine, "engine: registered as %s but the rule's kvEngineType is %s", g.Engine, r.Engine)
 	}
-	role := spec.RoleAny
-	switch g.Role {
-	case etcdstore.RolePrefill:
-		role = spec.RolePrefill
-	case etcdstore.RoleDecode:
-		role = spec.RoleDecode
-	}
+	role := g.SpecRole()
 	if r.PD == nil && role != spec.RoleAny {
 		return refuse(ReasonRole, "role: a %s engine cannot serve a rule without pd_disagg_mode (only role any)", g.Role)
-	}
-	if r.PD != nil && r.Engine == spec.EngineSGLang && role == spec.RolePrefill && g.BootstrapPort != int(r.PD.BootstrapPort) {
-		return refuse(ReasonBootstrap, "bootstrap_port: %d differs from the rule's pdBootstrapPort %d (decode peers are sent the rule's port)",
-			g.BootstrapPort, r.PD.BootstrapPort)
 	}
 	if k := r.KV; k != nil {
 		switch {
@@ -110,6 +100,15 @@ func endpointFor(r *spec.Rule, e etcdstore.EngineEntry) (spec.Endpoint, *Refusal
 		}
 	}
 	ep.PairFacts = g.PairFacts()
+	if role == spec.RolePrefill {
+		// As a static endpoint's: the prefill's own bootstrap server (an
+		// SGLang prefill's decodes join it there; 0 would mean the rule's
+		// pdBootstrapPort), Validate has refused it where none runs.
+		ep.BootstrapPort = uint16(g.BootstrapPort)
+	}
+	if len(g.Labels) > 0 {
+		ep.Labels = maps.Clone(g.Labels)
+	}
 	return ep, nil
 }
 
@@ -120,13 +119,9 @@ func sameEndpoints(a, b []spec.Endpoint) bool {
 	}
 	for i := range a {
 		x, y := a[i], b[i]
-		if x.ID != y.ID || x.Role != y.Role || x.NixlPort != y.NixlPort || x.Weight != y.Weight || len(x.PairFacts) != len(y.PairFacts) {
+		if x.ID != y.ID || x.Role != y.Role || x.NixlPort != y.NixlPort || x.Weight != y.Weight || x.BootstrapPort != y.BootstrapPort ||
+			!maps.Equal(x.PairFacts, y.PairFacts) || !maps.Equal(x.Labels, y.Labels) {
 			return false
-		}
-		for k, v := range x.PairFacts {
-			if y.PairFacts[k] != v {
-				return false
-			}
 		}
 	}
 	return true

@@ -64,7 +64,9 @@ func TestResolve(t *testing.T) {
 		{"other model is not selected", pd, func() etcdstore.Registration { g := decode; g.Model = "other"; return g }(), "skip", ""},
 		{"foreign engine", pd, func() etcdstore.Registration { g := decode; g.Engine = "trtllm"; return g }(), selector.ReasonEngine, "kvEngineType is sglang"},
 		{"prefill without bootstrap", pd, func() etcdstore.Registration { g := prefill; g.BootstrapPort = 0; return g }(), selector.ReasonInvalid, "bootstrap_port"},
-		{"prefill on another bootstrap port", pd, func() etcdstore.Registration { g := prefill; g.BootstrapPort = 9000; return g }(), selector.ReasonBootstrap, "pdBootstrapPort 8998"},
+		{"prefill on its own bootstrap port", pd, func() etcdstore.Registration { g := prefill; g.BootstrapPort = 9000; return g }(), "", ""},
+		{"bad label", pd, func() etcdstore.Registration { g := decode; g.Labels = map[string]string{"a b": "x"}; return g }(), selector.ReasonInvalid, "labels.a b"},
+		{"bootstrap on a vLLM NIXL prefill", kv, etcdstore.Registration{URL: "http://127.0.0.4:8000", Role: "prefill", Engine: "vllm", Model: "m", BootstrapPort: 8999}, selector.ReasonInvalid, "bootstrap_port"},
 		{"prefill on a plain rule", plain, prefill, selector.ReasonRole, "pd_disagg_mode"},
 		{"block size the KV rule contradicts", kv, etcdstore.Registration{URL: "http://127.0.0.4:8000", Role: "decode", Engine: "vllm", Model: "m", BlockSize: 32}, selector.ReasonKV, "kvBlockSize 16"},
 		{"foreign ZMQ port", kv, etcdstore.Registration{URL: "http://127.0.0.4:8000", Role: "decode", Engine: "vllm", Model: "m", KVZmqPort: 6000}, selector.ReasonKV, "kvZmqPort"},
@@ -93,6 +95,27 @@ func TestResolve(t *testing.T) {
 	got, _ := selector.Resolve(pd, []etcdstore.EngineEntry{entry("127.0.0.3:8000", decode)})
 	if f := got.Endpoints[0].PairFacts; f[selector.FactBlockSize] != "32" || f[selector.FactKVConnector] != "mooncake" {
 		t.Fatalf("pair facts %v", f)
+	}
+
+	// A registration carries a static endpoint's bootstrap_port and labels:
+	// an SGLang prefill's own port, a vLLM Mooncake prefill's, free labels.
+	own := prefill
+	own.BootstrapPort, own.Labels = 9000, map[string]string{"zone": "a"}
+	mooncake := etcdstore.Registration{URL: "http://127.0.0.5:8000", Role: "prefill", Engine: "vllm", Model: "m",
+		KVConnector: "MooncakeConnector", BootstrapPort: 8999, Labels: map[string]string{"kv_engine_id": "e-1"}}
+	for _, tc := range []struct {
+		rule *spec.Rule
+		reg  etcdstore.Registration
+	}{{pd, own}, {kv, mooncake}} {
+		addr, _ := tc.reg.Addr()
+		got, refused := selector.Resolve(tc.rule, []etcdstore.EngineEntry{entry(addr.String(), tc.reg)})
+		if len(got.Endpoints) != 1 || len(refused) != 0 {
+			t.Fatalf("%s: endpoints %+v refused %v", addr, got.Endpoints, refused)
+		}
+		ep := got.Endpoints[0]
+		if int(ep.BootstrapPort) != tc.reg.BootstrapPort || len(ep.Labels) != 1 || ep.Labels["zone"]+ep.Labels["kv_engine_id"] == "" {
+			t.Errorf("%s: bootstrap_port %d labels %v, want %d and %v", addr, ep.BootstrapPort, ep.Labels, tc.reg.BootstrapPort, tc.reg.Labels)
+		}
 	}
 }
 

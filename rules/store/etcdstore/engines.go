@@ -14,6 +14,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/infergate/infergate/rules"
 	"github.com/infergate/infergate/spec"
 )
 
@@ -30,7 +31,7 @@ type Registration struct {
 	Engine        string `json:"engine"` // vllm, sglang or trtllm
 	Model         string `json:"model"`
 	NixlPort      int    `json:"nixl_port,omitempty"`      // vLLM NIXL side channel
-	BootstrapPort int    `json:"bootstrap_port,omitempty"` // SGLang prefill bootstrap server
+	BootstrapPort int    `json:"bootstrap_port,omitempty"` // SGLang or vLLM Mooncake prefill bootstrap server
 	KVZmqPort     int    `json:"kvZmqPort,omitempty"`      // KV-events publisher
 	DPRanks       int    `json:"dp_ranks,omitempty"`       // data-parallel ranks (0 = 1)
 	// Facts a prefill/decode pair must share, when advertised.
@@ -38,6 +39,10 @@ type Registration struct {
 	KVConnector     string `json:"kv_connector,omitempty"`     // e.g. NixlConnector, mooncake
 	KVCacheDtype    string `json:"kv_cache_dtype,omitempty"`   // e.g. auto, fp8
 	PairingProtocol string `json:"pairing_protocol,omitempty"` // an explicit transfer protocol name
+	// Labels are free-form key/value labels with a static endpoint's
+	// limits (rules.CheckLabels); the vLLM connector sequences read some
+	// (kv_engine_id, moriio_mode, tp_size, …) as they do a static one's.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // PairFacts are the transfer facts r advertises, keyed as
@@ -113,8 +118,11 @@ func (r Registration) Validate() error {
 		return errors.New("bootstrap_port: required for an SGLang prefill (its decode peers connect to it)")
 	case r.Engine != "vllm" && r.NixlPort != 0:
 		return fmt.Errorf("nixl_port: engine %q does not use a NIXL side channel", r.Engine)
-	case r.Engine != "sglang" && r.BootstrapPort != 0:
-		return fmt.Errorf("bootstrap_port: engine %q has no bootstrap server", r.Engine)
+	case r.BootstrapPort != 0 && r.Engine != "sglang" && !rules.BootstrapPortAllowed(spec.Engine(r.Engine), r.SpecRole(), r.KVConnector):
+		// SGLang keeps accepting the port on any role (a registrar may pass
+		// it uniformly; only a prefill's is used); vLLM follows the static
+		// endpoint's rule: a MooncakeConnector prefill's bootstrap server.
+		return fmt.Errorf("bootstrap_port: engine %q has no bootstrap server here (vLLM: a prefill with kv_connector MooncakeConnector)", r.Engine)
 	case r.DPRanks < 0:
 		return fmt.Errorf("dp_ranks: %d is negative", r.DPRanks)
 	case r.BlockSize < 0 || r.BlockSize > 1024:
@@ -126,7 +134,24 @@ func (r Registration) Validate() error {
 	case len(r.PairingProtocol) > 64:
 		return errors.New("pairing_protocol: longer than 64 characters")
 	}
+	if key, msg := rules.CheckLabels(r.Labels); msg != "" {
+		if key != "" {
+			return fmt.Errorf("labels.%s: %s", key, msg)
+		}
+		return fmt.Errorf("labels: %s", msg)
+	}
 	return nil
+}
+
+// SpecRole is r's role as a rule endpoint's (any: spec.RoleAny).
+func (r Registration) SpecRole() spec.Role {
+	switch r.Role {
+	case RolePrefill:
+		return spec.RolePrefill
+	case RoleDecode:
+		return spec.RoleDecode
+	}
+	return spec.RoleAny
 }
 
 func contains(list []string, s string) bool {

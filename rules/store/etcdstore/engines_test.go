@@ -2,6 +2,7 @@ package etcdstore_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,21 @@ func TestRegistrationValidate(t *testing.T) {
 		{"unspecified IPv4", func(r *etcdstore.Registration) { r.URL = "http://0.0.0.0:8000" }, "url"},
 		{"unspecified IPv6", func(r *etcdstore.Registration) { r.URL = "http://[::]:8000" }, "url"},
 		{"pairing facts", func(r *etcdstore.Registration) { r.KVCacheDtype, r.PairingProtocol = "fp8", "nixl" }, ""},
+		{"bootstrap on a vLLM Mooncake prefill", func(r *etcdstore.Registration) { r.KVConnector, r.BootstrapPort = "MooncakeConnector", 8998 }, ""},
+		{"bootstrap on a vLLM Mooncake decode", func(r *etcdstore.Registration) {
+			r.Role, r.KVConnector, r.BootstrapPort = "decode", "MooncakeConnector", 8998
+		}, "bootstrap_port"},
+		{"labels", func(r *etcdstore.Registration) {
+			r.Labels = map[string]string{"example.com/zone": "a", "kv_engine_id": "e-1"}
+		}, ""},
+		{"label key with a space", func(r *etcdstore.Registration) { r.Labels = map[string]string{"my zone": "a"} }, "labels.my zone"},
+		{"label value with a newline", func(r *etcdstore.Registration) { r.Labels = map[string]string{"zone": "a\nb"} }, "labels.zone"},
+		{"too many labels", func(r *etcdstore.Registration) {
+			r.Labels = map[string]string{}
+			for i := range 17 {
+				r.Labels[fmt.Sprint("k", i)] = "v"
+			}
+		}, "labels"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
