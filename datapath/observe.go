@@ -171,7 +171,7 @@ func (rt *Runtime) observeEnd(x *exchange) {
 	if c != nil && rt.llm != nil {
 		rt.observeLLM(x, status, ttft, total, completion, metered)
 	}
-	code := o.clock.Header().Get(HeaderError)
+	code := canonicalGet(o.clock.Header(), HeaderError)
 	if status == statusClientClosed {
 		code = codeClientClosed
 	}

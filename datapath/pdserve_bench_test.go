@@ -19,8 +19,10 @@ import (
 // prefix index are on the path) for prompts of 1 KB to 1 MB: each iteration
 // sends one request through the gateway and, as the baseline, the same two
 // legs straight to the engines (the bodies the gateway sent, taken from the
-// fakes' records). Reported per size: p50 of both, the p50 added latency in
-// µs, plus the ratio of the medians, all from the same run.
+// fakes' records). Reported per size: p50 of both, the added latency at
+// p50 and p99 in µs, the ratio of the medians, and the process CPU per
+// request of both ways (client and fake engines included, so their
+// difference is the gateway's), all from the same run.
 func BenchmarkPDAddedLatency(b *testing.B) {
 	start := func(role pdfake.Role, addr string) *pdfake.Engine {
 		cfg := pdfake.DefaultConfig(pdfake.VLLM, role)
@@ -69,7 +71,7 @@ func BenchmarkPDAddedLatency(b *testing.B) {
 	for _, size := range []struct {
 		name  string
 		bytes int
-	}{{"prompt=1KB", 1 << 10}, {"prompt=32KB", 32 << 10}, {"prompt=256KB", 256 << 10}, {"prompt=1MB", 1 << 20}} {
+	}{{"prompt=1KB", 1 << 10}, {"prompt=32KB", 32 << 10}, {"prompt=256KB", 256 << 10}, {"prompt=400KB", 400 << 10}, {"prompt=1MB", 1 << 20}} {
 		b.Run(size.name, func(b *testing.B) {
 			client := completionWithPrompt(size.bytes)
 			pre.ForgetRecords()
@@ -84,14 +86,17 @@ func BenchmarkPDAddedLatency(b *testing.B) {
 
 			via := make([]time.Duration, 0, b.N)
 			base := make([]time.Duration, 0, b.N)
+			var viaCPU, baseCPU time.Duration
 			b.SetBytes(int64(len(client)))
 			b.ResetTimer()
 			for range b.N {
-				t0 := time.Now()
+				c0, t0 := processCPU(), time.Now()
 				send(b, gw, client, nil)
-				t1 := time.Now()
+				c1, t1 := processCPU(), time.Now()
 				direct()
-				t2 := time.Now()
+				c2, t2 := processCPU(), time.Now()
+				viaCPU += c1 - c0
+				baseCPU += c2 - c1
 				via = append(via, t1.Sub(t0))
 				base = append(base, t2.Sub(t1))
 				if len(via)%256 == 0 { // the fakes keep every record; bound memory
@@ -100,12 +105,17 @@ func BenchmarkPDAddedLatency(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			p50 := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
-			gv, gb := p50(via), p50(base)
+			slices.Sort(via)
+			slices.Sort(base)
+			at := func(d []time.Duration, q float64) time.Duration { return d[min(int(q*float64(len(d))), len(d)-1)] }
+			gv, gb := at(via, 0.5), at(base, 0.5)
 			b.ReportMetric(float64(gv.Microseconds()), "gateway-p50-µs")
 			b.ReportMetric(float64(gb.Microseconds()), "direct-p50-µs")
 			b.ReportMetric(float64((gv - gb).Microseconds()), "added-p50-µs")
+			b.ReportMetric(float64((at(via, 0.99) - at(base, 0.99)).Microseconds()), "added-p99-µs")
 			b.ReportMetric(float64(gv)/float64(gb), "ratio")
+			b.ReportMetric(float64(viaCPU.Microseconds())/float64(b.N), "gateway-cpu-µs/op")
+			b.ReportMetric(float64(baseCPU.Microseconds())/float64(b.N), "direct-cpu-µs/op")
 		})
 	}
 }

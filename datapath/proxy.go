@@ -56,6 +56,11 @@ type exchange struct {
 	// placed is the cost model's record of this request's placement; the
 	// relay reports a streamed answer's first token to it (learning).
 	placed *pick.Placed
+	// Backing arrays of the one-value header slices the gateway sets (the
+	// request id on the request and the response, X-Forwarded-For): the
+	// exchange is allocated anyway, so they cost no allocation of their own.
+	ids [2]string
+	xff [1]string
 }
 
 // ServeHTTP is the entry of every data request on the listener: request id,
@@ -71,17 +76,16 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	// Both front ends store canonical keys: the id is read and set without
-	// Header.Get/Set canonicalising the name again, and a minted id's two
-	// one-value slices (request and response) share one allocation.
+	// Header.Get/Set canonicalising the name again, and its one-value
+	// slices (request and response) live in the exchange.
 	rid := canonicalGet(r.Header, HeaderRequestID)
 	if rid == "" || len(rid) > maxClientRequestID {
 		rid = newRequestID()
-		ids := &[2]string{rid, rid}
-		r.Header[HeaderRequestID] = ids[0:1:1]
-		w.Header()[HeaderRequestID] = ids[1:2:2]
-	} else {
-		w.Header()[HeaderRequestID] = []string{rid}
+		x.ids[0] = rid
+		r.Header[HeaderRequestID] = x.ids[0:1:1]
 	}
+	x.ids[1] = rid
+	w.Header()[HeaderRequestID] = x.ids[1:2:2]
 	x.requestID = rid
 	ln.setHSTS(w, r) // TLS listeners only
 
@@ -215,13 +219,13 @@ func (rt *Runtime) clientStream(x *exchange, body []byte) (*upstream.BodyStream,
 			b.end = x.start.Add(t) // zero: no bound on the whole body
 		}
 		b.s.R = b
-		b.s.Progress = b.progress
+		b.s.Progress = b
 	}
 	return &b.s, true
 }
 
 // streamedBody is a client body streamed to the engine under the client
-// read deadline, in one allocation (with its Progress method value). The
+// read deadline, in one allocation (it is its own Progress too). The
 // read deadline bounds the client's delivery only: once the body has ended
 // (io.EOF) it is lifted before the engine is waited on. Left in place it
 // would race the first-byte bound, and net/http's background read, timing
@@ -245,8 +249,8 @@ func (b *streamedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// progress moves the read deadline past a chunk read (BodyStream.Progress).
-func (b *streamedBody) progress() {
+// ChunkRead moves the read deadline past a chunk read (BodyStream.Progress).
+func (b *streamedBody) ChunkRead() {
 	if b.ended {
 		return // lifted for good; do not set it again
 	}
@@ -370,7 +374,7 @@ func (rt *Runtime) serveSingle(x *exchange, c *compiled, body []byte) {
 func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl uint64) {
 	r := x.r
 	f := c.poolFacts(r, body)
-	prepareOutboundHeader(r.Header, f.ClientIP, rt.opts.TrustForwardedFor)
+	prepareOutboundHeaderIn(r.Header, f.ClientIP, rt.opts.TrustForwardedFor, &x.xff)
 
 	// Timeouts are read deadlines on the engine connection (no per-request
 	// timer or derived context); the client's context still aborts the
@@ -402,7 +406,7 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 		var i int
 		var shed bool
 		x.placed.Done(0) // a failed attempt's booking (nil-safe)
-		if i, excl, x.placed, shed = rt.chooseAdmitted(x, c, &f, body, excl, attempts == 0, &held); shed {
+		if i, excl, x.placed, shed = rt.chooseSingle(x, c, &f, body, excl, attempts == 0, &held); shed {
 			return
 		}
 		if i < 0 {
@@ -471,6 +475,26 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 	}
 	rt.fail(x, c, -1, http.StatusBadGateway, CodeBackendUnreachable,
 		"no healthy backend endpoint accepted the connection")
+}
+
+// chooseSingle is chooseAdmitted for serveSingleExcl, whose facts and held
+// slots stay on its stack: chooseAdmitted's window path hands both to the
+// queue's callback, which would move them to the heap on every request, so
+// here only a rule with windows pays for a heap copy (the callback runs only
+// while chooseAdmitted waits, so copying back after it is safe).
+func (rt *Runtime) chooseSingle(x *exchange, c *compiled, f *pick.PoolFacts, body []byte, excl uint64, first bool, held *heldSlots) (int, uint64, *pick.Placed, bool) {
+	if c.win == nil {
+		i, excl, placed, by := rt.choose(c, f, x.r, body, excl, first)
+		x.obs.picker = by
+		return i, excl, placed, false
+	}
+	box := &struct {
+		f    pick.PoolFacts
+		held heldSlots
+	}{*f, *held}
+	i, excl, placed, shed := rt.chooseAdmitted(x, c, &box.f, body, excl, first, &box.held)
+	*f, *held = box.f, box.held
+	return i, excl, placed, shed
 }
 
 // clientBodyFailed answers a streamed body the client did not deliver
@@ -561,7 +585,7 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 	// kept the client's and dropped the engine's, unless the engine named
 	// it in Connection).
 	if !parsedInto || len(h[HeaderRequestID]) == 0 {
-		h[HeaderRequestID] = []string{x.requestID}
+		h[HeaderRequestID] = x.ids[1:2:2]
 	}
 	x.wroteHeader = true
 	x.w.WriteHeader(resp.StatusCode)
@@ -639,6 +663,13 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 // address in engine logs and per-client limits). It edits the inbound
 // header in place: the handler owns it and it is reused by retries.
 func prepareOutboundHeader(h http.Header, client string, trustForwarded bool) {
+	prepareOutboundHeaderIn(h, client, trustForwarded, new([1]string))
+}
+
+// prepareOutboundHeaderIn is prepareOutboundHeader with the X-Forwarded-For
+// value's backing array supplied by the caller (one that is allocated
+// anyway, as the exchange).
+func prepareOutboundHeaderIn(h http.Header, client string, trustForwarded bool, xff *[1]string) {
 	hop.Strip(h)
 	if !trustForwarded {
 		delete(h, headerForwardedFor)
@@ -647,10 +678,11 @@ func prepareOutboundHeader(h http.Header, client string, trustForwarded bool) {
 		return
 	}
 	if prior := h[headerForwardedFor]; len(prior) > 0 {
-		h[headerForwardedFor] = []string{strings.Join(prior, ", ") + ", " + client}
+		xff[0] = strings.Join(prior, ", ") + ", " + client
 	} else {
-		h[headerForwardedFor] = []string{client}
+		xff[0] = client
 	}
+	h[headerForwardedFor] = xff[:]
 }
 
 // sessionKey extracts the sel-3 persistence key; "" when the request has none.

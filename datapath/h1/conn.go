@@ -3,7 +3,6 @@ package h1
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -48,8 +47,7 @@ type conn struct {
 	id     uint64 // in srv.conns
 	wid    uint64 // in the watcher's set
 	remote string
-	ctx    context.Context // every request's context: cancelled when the client goes
-	cancel context.CancelFunc
+	ctx    *connCtx // every request's context: ended when the client goes
 
 	br   *bufio.Reader
 	bw   *bufio.Writer
@@ -298,7 +296,7 @@ func (c *conn) putPendingBuf(b []byte) {
 func (c *conn) close() {
 	s := c.srv
 	c.state.Store(stateClosing)
-	c.cancel()
+	c.ctx.end()
 	_ = c.nc.Close()
 	s.removeConn(c)
 	s.setState(c.nc, http.StateClosed)

@@ -201,7 +201,7 @@ func (s *Server) newConn(nc net.Conn) *conn {
 	s.nextID++
 	c := &conn{srv: s, nc: nc, id: s.nextID, remote: nc.RemoteAddr().String()}
 	// As net/http: handlers may ask which local address (the VIP) served them.
-	c.ctx, c.cancel = context.WithCancel(context.WithValue(context.Background(), http.LocalAddrContextKey, newLocalAddr(nc.LocalAddr())))
+	c.ctx = newConnCtx(context.WithValue(context.Background(), http.LocalAddrContextKey, newLocalAddr(nc.LocalAddr())))
 	if s.conns == nil {
 		s.conns = map[uint64]*conn{}
 	}

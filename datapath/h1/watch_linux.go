@@ -98,7 +98,7 @@ func (w *Watcher) run() {
 			c := w.conns[id]
 			w.mu.Unlock()
 			if c != nil {
-				c.cancel() // the client is gone: its request's context ends
+				c.ctx.end() // the client is gone: its request's context ends
 			}
 		}
 		due = w.due(due[:0])

@@ -57,16 +57,24 @@ const contentTypeSSE = "text/event-stream"
 func (w *Writer) WriteHeader(code int) {
 	if w.status == 0 && code >= 200 {
 		w.status = code
-		w.sse = strings.HasPrefix(w.ResponseWriter.Header().Get("Content-Type"), contentTypeSSE)
+		w.sse = w.eventStream()
 	}
 	w.ResponseWriter.WriteHeader(code)
+}
+
+// eventStream reports a Content-Type of text/event-stream. The key is
+// indexed as spelled: it is canonical, so Header.Get would find the same
+// value after canonicalising it again on every response.
+func (w *Writer) eventStream() bool {
+	v := w.ResponseWriter.Header()["Content-Type"]
+	return len(v) > 0 && strings.HasPrefix(v[0], contentTypeSSE)
 }
 
 // Write times the bytes as they go to the client.
 func (w *Writer) Write(b []byte) (int, error) {
 	if w.status == 0 { // net/http's implicit 200
 		w.status = http.StatusOK
-		w.sse = strings.HasPrefix(w.ResponseWriter.Header().Get("Content-Type"), contentTypeSSE)
+		w.sse = w.eventStream()
 	}
 	n, err := w.ResponseWriter.Write(b)
 	if n == 0 {

@@ -300,7 +300,7 @@ func (c *Client) Send(ctx context.Context, leg Leg) (*http.Response, error) {
 		return nil, err
 	}
 	pc.setDeadline(dl) // also bounds writing the request to a stuck engine
-	stop := context.AfterFunc(ctx, pc.abortFn)
+	stop := afterDone(ctx, pc.abortFn)
 	into := leg.Into
 	var rid []string
 	if into != nil {
@@ -475,4 +475,21 @@ func (b *body) finish(complete bool) {
 		return
 	}
 	b.c.discard(b.pc)
+}
+
+// afterDoner is a context that runs a function once it ends at less cost
+// than context.AfterFunc (the lean front end's connection context), with
+// a stop that may be called at most once.
+type afterDoner interface {
+	AfterDone(f func()) (stop func() bool)
+}
+
+// afterDone is context.AfterFunc(ctx, f), through ctx's own AfterDone when
+// it has one. Send calls the returned stop exactly once (fail or the body's
+// finish).
+func afterDone(ctx context.Context, f func()) (stop func() bool) {
+	if a, ok := ctx.(afterDoner); ok {
+		return a.AfterDone(f)
+	}
+	return context.AfterFunc(ctx, f)
 }

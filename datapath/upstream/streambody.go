@@ -42,9 +42,11 @@ type BodyStream struct {
 	// Idle bounds each write to the engine (the deadline moves forward per
 	// chunk, so a long upload is bounded by silence, not by its size).
 	Idle time.Duration
-	// Progress runs after each chunk read from the client (the listener
-	// moves the client's read deadline forward); may be nil.
-	Progress func()
+	// Progress is told after each chunk read from the client (the listener
+	// moves the client's read deadline forward); may be nil. An interface
+	// rather than a func, so the caller's own body state can implement it
+	// without a method value allocated per request.
+	Progress ChunkReader
 
 	sent   int64
 	primed bool   // the first read ran (prime)
@@ -53,6 +55,10 @@ type BodyStream struct {
 	headBuf *[]byte
 	eof     bool // and the body ended there
 }
+
+// ChunkReader is told each time a chunk of a streamed body was read from
+// the client (BodyStream.Progress).
+type ChunkReader interface{ ChunkRead() }
 
 // primeChunk is the size of the read prime makes before dialing: small,
 // since streams waiting for their first bytes hold it.
@@ -146,7 +152,7 @@ func writeStreamed(ctx context.Context, pc *conn, w *bufio.Writer, addr, method 
 				return &ClientBodyError{TooLarge: true, Err: errStreamTooLarge}
 			}
 			if s.Progress != nil {
-				s.Progress()
+				s.Progress.ChunkRead()
 			}
 			if ctx.Err() != nil {
 				return ctx.Err()
