@@ -54,11 +54,11 @@ func TestWorkloads(t *testing.T) {
 	g := testText(t)
 	sp := sharedPrefix{Groups: 4, Prompts: 3, System: 64, Question: 8, Output: 5}
 	p := sp.build(g, 1)
-	flows := sp.flows(p, 20, 10*time.Second, 1)
+	flows := sp.flows(p, 20, 20, 10*time.Second, 1)
 	if n := len(flows); n < 120 || n > 280 {
 		t.Fatalf("Poisson at 20/s over 10s gave %d arrivals", n)
 	}
-	if again := sp.flows(sp.build(g, 1), 20, 10*time.Second, 1); !reflect.DeepEqual(flows, again) {
+	if again := sp.flows(sp.build(g, 1), 20, 20, 10*time.Second, 1); !reflect.DeepEqual(flows, again) {
 		t.Fatal("shared-prefix flows are not deterministic for a seed")
 	}
 	for _, f := range flows {
@@ -178,8 +178,8 @@ func TestWarmupCoversGroups(t *testing.T) {
 	g := testText(t)
 	sp := sharedPrefix{Groups: 8, Prompts: 2, System: 32, Question: 4, Output: 2}
 	p := sp.build(g, 1)
-	long := sp.flows(p, 20, 10*time.Second, 1)
-	short := sp.flows(p, 20, 4*time.Second, 1)
+	long := sp.flows(p, 20, 20, 10*time.Second, 1)
+	short := sp.flows(p, 20, 20, 4*time.Second, 1)
 	if len(short) == 0 || !reflect.DeepEqual(short, long[:len(short)]) {
 		t.Fatal("the flows over 4 s are not a prefix of the flows over 10 s")
 	}
@@ -195,7 +195,7 @@ func TestWarmupCoversGroups(t *testing.T) {
 	}
 
 	w := workload{groups: sp.Groups, perRequest: 100 * time.Millisecond,
-		flows: func(r float64, d time.Duration, _ string) []flow { return sp.flows(p, r, d, 1) }}
+		flows: func(r, first float64, d time.Duration, _ string) []flow { return sp.flows(p, r, first, d, 1) }}
 	tm := timing{warm: time.Second, warmMax: 3 * time.Second, run: 2 * time.Second}
 	for _, c := range []struct {
 		name        string
@@ -213,8 +213,8 @@ func TestWarmupCoversGroups(t *testing.T) {
 		{"too slow", 0.2, w, false, func([]flow) time.Duration { return 3 * time.Second }},
 		{"no groups", 4, workload{flows: w.flows, settle: 1500 * time.Millisecond}, true, func([]flow) time.Duration { return 1500 * time.Millisecond }},
 	} {
-		warm, flows, covered := c.w.schedule(c.rate, tm, "")
-		again, _, _ := c.w.schedule(c.rate, tm, "")
+		warm, flows, covered := c.w.schedule(c.rate, 2*c.rate, tm, "")
+		again, _, _ := c.w.schedule(c.rate, 2*c.rate, tm, "")
 		if covered != c.wantCovered || warm != c.want(flows) {
 			t.Errorf("%s: warm-up %v covered %v, want %v %v", c.name, warm, covered, c.want(flows), c.wantCovered)
 		}
@@ -255,5 +255,79 @@ func TestFirstSightAndTail(t *testing.T) {
 	lost.TTFT = 0.9
 	if notes := tailNotes([]*result{long, other, hit, lost}, measured); len(notes) != 1 || !strings.Contains(notes[0], "lost affinity") || !strings.Contains(notes[0], "e2 had 1 in flight, 0 of them") {
 		t.Fatalf("tail notes %q, want the lost request on e2 beside one decoding hit", notes)
+	}
+}
+
+// TestFirstSightsPaced: with first sights paced below the arrival rate the
+// arrivals stay those of the target rate, every group is still sent once,
+// in order, and only sent groups repeat before that, and the last first
+// sight comes about G/firstRate into the run instead of G/rate.
+func TestFirstSightsPaced(t *testing.T) {
+	g := testText(t)
+	sp := sharedPrefix{Groups: 64, Prompts: 2, System: 16, Question: 4, Output: 2}
+	p := sp.build(g, 1)
+	const rate, firstRate = 30.0, 10.0
+	d := 20 * time.Second
+	for seed := uint64(1); seed <= 5; seed++ {
+		paced := sp.flows(p, rate, firstRate, d, seed)
+		unpaced := sp.flows(p, rate, rate, d, seed)
+		if len(paced) != len(unpaced) {
+			t.Fatalf("seed %d: %d paced arrivals, %d unpaced", seed, len(paced), len(unpaced))
+		}
+		for i := range paced {
+			if paced[i].At != unpaced[i].At {
+				t.Fatalf("seed %d: arrival %d at %v paced, %v unpaced", seed, i, paced[i].At, unpaced[i].At)
+			}
+		}
+		short := sp.flows(p, rate, firstRate, 5*time.Second, seed)
+		if !reflect.DeepEqual(short, paced[:len(short)]) {
+			t.Fatalf("seed %d: the paced flows over 5 s are not a prefix of those over 20 s", seed)
+		}
+		sent := map[int]bool{}
+		var order []int
+		for _, f := range paced {
+			if len(sent) == sp.Groups {
+				break
+			}
+			if !sent[f.Key] {
+				sent[f.Key] = true
+				order = append(order, f.Key)
+			}
+		}
+		// The first sights come in the unpaced run's order: its first G
+		// arrivals.
+		for i, k := range order {
+			if k != unpaced[i].Key {
+				t.Fatalf("seed %d: first sight %d is group %d, the seeded order has %d", seed, i, k, unpaced[i].Key)
+			}
+		}
+		at, ok := coveredAt(paced, sp.Groups)
+		want := time.Duration(float64(sp.Groups) / firstRate * float64(time.Second))
+		if !ok || at < want*6/10 || at > want*15/10 {
+			t.Fatalf("seed %d: every group sent by %v (%v), want about %v (unpaced %v)", seed, at, ok, want, unpaced[sp.Groups-1].At)
+		}
+	}
+
+	for _, c := range []struct{ rate, capacity, want float64 }{
+		{10, 20, 10}, // 50 %: unpaced
+		{14, 20, 14}, // 70 %: unpaced
+		{30, 20, 14}, // 150 %: the 70 % load's rate
+		{30, 0, 30},  // capacity unknown: unpaced
+	} {
+		if got := firstSightRate(c.rate, c.capacity); got != c.want {
+			t.Errorf("firstSightRate(%v, %v) = %v, want %v", c.rate, c.capacity, got, c.want)
+		}
+	}
+
+	// At 150 % of capacity the schedule paces the first sights at 70 % of
+	// it and opens the window two modelled requests after the last one.
+	w := workload{groups: sp.Groups, perRequest: 100 * time.Millisecond,
+		flows: func(r, first float64, d time.Duration, _ string) []flow { return sp.flows(p, r, first, d, 1) }}
+	tm := timing{warm: time.Second, warmMax: 12 * time.Second, run: 2 * time.Second}
+	warm, flows, covered := w.schedule(30, 20, tm, "")
+	paced := sp.flows(p, 30, 14, 14*time.Second, 1)
+	at, _ := coveredAt(paced, sp.Groups)
+	if !covered || warm != at+200*time.Millisecond || !reflect.DeepEqual(flows, startingBefore(paced, warm+tm.run)) {
+		t.Fatalf("warm-up %v (covered %v), want the paced flows with the window at %v", warm, covered, at+200*time.Millisecond)
 	}
 }
