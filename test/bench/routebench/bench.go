@@ -154,10 +154,11 @@ type workload struct {
 // workload with groups, not before every group has been sent once and that
 // request has had time to be answered (two cold requests' modelled engine
 // time), bounded by t.warmMax. Above firstSightLoad of capacity the groups'
-// first sights are paced at that load's rate inside arrivals at the target
-// rate, so the warm-up is not a burst of cold prefills the fleet is still
-// clearing when the window opens (firstSightRate). It depends on the rate
-// and capacity only, so every arm at a load gets the same arrivals and the
+// first sights come at that load's rate (firstSightRate) and the warm-up's
+// t.warm of the target rate follows them, so the window holds neither a
+// first sight nor the backlog of a burst of them, and the target rate has
+// run as long before it as at lower loads. It depends on the rate and
+// capacity only, so every arm at a load gets the same arrivals and the
 // same window; covered is false when the bound cut the warm-up short of a
 // group.
 func (w workload) schedule(rate, capacity float64, t timing, run string) (warm time.Duration, flows []flow, covered bool) {
@@ -166,9 +167,13 @@ func (w workload) schedule(rate, capacity float64, t timing, run string) (warm t
 		return warm, w.flows(rate, rate, warm+t.run, run), true
 	}
 	limit := max(warm, t.warmMax)
-	flows = w.flows(rate, firstSightRate(rate, capacity), limit+t.run, run)
+	first := firstSightRate(rate, capacity)
+	flows = w.flows(rate, first, limit+t.run, run)
 	at, ok := coveredAt(flows, w.groups)
 	if ok {
+		if first < rate {
+			warm += at // the target rate starts after the last first sight
+		}
 		warm = max(warm, at+2*w.perRequest)
 	}
 	if !ok || warm > limit {
@@ -179,7 +184,7 @@ func (w workload) schedule(rate, capacity float64, t timing, run string) (warm t
 
 // firstSightLoad is the share of capacity at which the warm-up's first
 // sights arrive at most: at 70 % load, sending the groups as the first
-// arrivals left no first-sight or backlog in the window, while at 150 %
+// arrivals left no first sight or backlog in the window, while at 150 %
 // the same 32 cold prefills in 1.4 s were sometimes still queued when it
 // opened.
 const firstSightLoad = 0.7

@@ -48,12 +48,11 @@ func poisson(rng *rand.Rand, rate float64, d time.Duration) []time.Duration {
 
 // sharedPrefix is inference-perf's shape: G groups of P prompts; a group's
 // prompts share a system prompt of S tokens and add a unique question of Q
-// tokens; every request draws one of the G×P prompts. Until every group has
-// been sent once, an arrival either sends the next group of a seeded order
-// (its first sight) or repeats a group already sent; after that, arrivals
-// draw their group uniformly. A warm-up that sends every group has shown
-// every system prompt to the fleet, as a fleet in service has seen them,
-// where uniform draws leave e^−1.2 ≈ 30 % of the groups unseen after 1.2×G
+// tokens; every request draws one of the G×P prompts. The first G arrivals
+// take the groups in a seeded random order, each once, and every later one
+// draws its group uniformly: a warm-up of G arrivals has shown every
+// system prompt to the fleet, as a fleet in service has seen them, where
+// uniform draws leave e^−1.2 ≈ 30 % of the groups unseen after 1.2×G
 // arrivals (the short mode's 4 s warm-up at 70 % load) and put their
 // first-sight prefills into the measured window (bench.go, measure).
 type sharedPrefix struct {
@@ -78,31 +77,34 @@ func (w sharedPrefix) build(g *textGen, seed uint64) sharedPrompts {
 
 // flows draws arrivals and prompts from separate generators, so the flows
 // over a shorter d are a prefix of those over a longer one. Arrivals are a
-// Poisson process of rate. While groups remain unsent, the first arrival
-// and then each with probability firstRate/rate is a first sight, the
-// others repeat a group already sent: thinning a Poisson process, so first
-// sights arrive at firstRate (each a full prefill) while the offered load
-// is rate from the start. firstRate ≥ rate sends the G groups as the first
-// G arrivals.
+// Poisson process of rate; with firstRate below rate the G first sights
+// come first as a Poisson process of firstRate (the same arrivals as a run
+// at that rate begins with) and the process of rate starts after the last
+// of them, so an overloaded run does not begin with G cold prefills in a
+// burst, each group's repeats piling up behind its first prefill.
 func (w sharedPrefix) flows(p sharedPrompts, rate, firstRate float64, d time.Duration, seed uint64) []flow {
 	rng := seeded(seed, 0x5eed)
 	order := rng.Perm(w.Groups)
-	arrivals := poisson(seeded(seed, 0xa441), rate, d)
-	// A generator of its own: with firstRate ≥ rate nothing is drawn from
-	// it and the flows are those of an unpaced run.
-	thin := seeded(seed, 0xf125)
-	sent := 0
+	var arrivals []time.Duration
+	if firstRate >= rate {
+		arrivals = poisson(seeded(seed, 0xa441), rate, d)
+	} else {
+		arrivals = poisson(seeded(seed, 0xa441), firstRate, d)
+		if len(arrivals) >= w.Groups {
+			arrivals = arrivals[:w.Groups]
+			from := arrivals[w.Groups-1]
+			for _, at := range poisson(seeded(seed, 0xa442), rate, d-from) {
+				arrivals = append(arrivals, from+at)
+			}
+		}
+	}
 	out := make([]flow, 0, len(arrivals))
-	for _, at := range arrivals {
-		var gi int
-		switch {
-		case sent == len(order):
+	for i, at := range arrivals {
+		gi := 0
+		if i < len(order) {
+			gi = order[i]
+		} else {
 			gi = rng.IntN(w.Groups)
-		case sent == 0 || firstRate >= rate || thin.Float64() < firstRate/rate:
-			gi = order[sent]
-			sent++
-		default:
-			gi = order[rng.IntN(sent)]
 		}
 		pi := rng.IntN(w.Prompts)
 		out = append(out, flow{At: at, Key: gi, Turns: []turn{{Prompt: p.prompts[gi][pi], MaxTokens: w.Output}}})

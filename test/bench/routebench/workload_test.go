@@ -259,9 +259,9 @@ func TestFirstSightAndTail(t *testing.T) {
 }
 
 // TestFirstSightsPaced: with first sights paced below the arrival rate the
-// arrivals stay those of the target rate, every group is still sent once,
-// in order, and only sent groups repeat before that, and the last first
-// sight comes about G/firstRate into the run instead of G/rate.
+// run begins as a run at the paced rate does (the same G arrivals, every
+// group once), then arrivals come at the full rate; the window opens the
+// warm-up's minimum after the last first sight.
 func TestFirstSightsPaced(t *testing.T) {
 	g := testText(t)
 	sp := sharedPrefix{Groups: 64, Prompts: 2, System: 16, Question: 4, Output: 2}
@@ -270,42 +270,26 @@ func TestFirstSightsPaced(t *testing.T) {
 	d := 20 * time.Second
 	for seed := uint64(1); seed <= 5; seed++ {
 		paced := sp.flows(p, rate, firstRate, d, seed)
-		unpaced := sp.flows(p, rate, rate, d, seed)
-		if len(paced) != len(unpaced) {
-			t.Fatalf("seed %d: %d paced arrivals, %d unpaced", seed, len(paced), len(unpaced))
+		slow := sp.flows(p, firstRate, firstRate, d, seed)
+		if !reflect.DeepEqual(paced[:sp.Groups], slow[:sp.Groups]) {
+			t.Fatalf("seed %d: the first %d paced arrivals are not those of a run at %v/s", seed, sp.Groups, firstRate)
 		}
-		for i := range paced {
-			if paced[i].At != unpaced[i].At {
-				t.Fatalf("seed %d: arrival %d at %v paced, %v unpaced", seed, i, paced[i].At, unpaced[i].At)
-			}
-		}
-		short := sp.flows(p, rate, firstRate, 5*time.Second, seed)
+		short := sp.flows(p, rate, firstRate, 8*time.Second, seed)
 		if !reflect.DeepEqual(short, paced[:len(short)]) {
-			t.Fatalf("seed %d: the paced flows over 5 s are not a prefix of those over 20 s", seed)
-		}
-		sent := map[int]bool{}
-		var order []int
-		for _, f := range paced {
-			if len(sent) == sp.Groups {
-				break
-			}
-			if !sent[f.Key] {
-				sent[f.Key] = true
-				order = append(order, f.Key)
-			}
-		}
-		// The first sights come in the unpaced run's order: its first G
-		// arrivals.
-		for i, k := range order {
-			if k != unpaced[i].Key {
-				t.Fatalf("seed %d: first sight %d is group %d, the seeded order has %d", seed, i, k, unpaced[i].Key)
-			}
+			t.Fatalf("seed %d: the paced flows over 8 s are not a prefix of those over 20 s", seed)
 		}
 		at, ok := coveredAt(paced, sp.Groups)
-		want := time.Duration(float64(sp.Groups) / firstRate * float64(time.Second))
-		if !ok || at < want*6/10 || at > want*15/10 {
-			t.Fatalf("seed %d: every group sent by %v (%v), want about %v (unpaced %v)", seed, at, ok, want, unpaced[sp.Groups-1].At)
+		if !ok || at != paced[sp.Groups-1].At {
+			t.Fatalf("seed %d: every group sent by %v (%v), want the %dth arrival's %v", seed, at, ok, sp.Groups, paced[sp.Groups-1].At)
 		}
+		// After the first sights: Poisson at 30/s over ≈ 14 s, ≈ 420 ± 20.
+		after := len(paced) - sp.Groups
+		if want := rate * (d - at).Seconds(); float64(after) < 0.8*want || float64(after) > 1.2*want {
+			t.Fatalf("seed %d: %d arrivals in the %v after the first sights, want about %.0f", seed, after, d-at, want)
+		}
+	}
+	if n := len(sp.flows(p, rate, firstRate, 2*time.Second, 1)); n >= sp.Groups {
+		t.Fatalf("%d arrivals in 2 s, want only first sights (fewer than %d at %v/s)", n, sp.Groups, firstRate)
 	}
 
 	for _, c := range []struct{ rate, capacity, want float64 }{
@@ -320,14 +304,14 @@ func TestFirstSightsPaced(t *testing.T) {
 	}
 
 	// At 150 % of capacity the schedule paces the first sights at 70 % of
-	// it and opens the window two modelled requests after the last one.
+	// it and opens the window the warm-up's 1 s after the last one.
 	w := workload{groups: sp.Groups, perRequest: 100 * time.Millisecond,
 		flows: func(r, first float64, d time.Duration, _ string) []flow { return sp.flows(p, r, first, d, 1) }}
 	tm := timing{warm: time.Second, warmMax: 12 * time.Second, run: 2 * time.Second}
 	warm, flows, covered := w.schedule(30, 20, tm, "")
 	paced := sp.flows(p, 30, 14, 14*time.Second, 1)
 	at, _ := coveredAt(paced, sp.Groups)
-	if !covered || warm != at+200*time.Millisecond || !reflect.DeepEqual(flows, startingBefore(paced, warm+tm.run)) {
-		t.Fatalf("warm-up %v (covered %v), want the paced flows with the window at %v", warm, covered, at+200*time.Millisecond)
+	if !covered || warm != at+time.Second || !reflect.DeepEqual(flows, startingBefore(paced, warm+tm.run)) {
+		t.Fatalf("warm-up %v (covered %v), want the paced flows with the window at %v", warm, covered, at+time.Second)
 	}
 }
