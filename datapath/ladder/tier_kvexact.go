@@ -327,9 +327,10 @@ func (t *KVExact) costPick(f *Facts, tokens, blocks int, ws []float64, cands []C
 		pf = &c
 	}
 	prices := t.o.Costs.Price(pf, cands, tokens, cached)
-	est := make([]time.Duration, len(prices))
+	var eBuf [16]time.Duration // a pool's candidates fit without a heap allocation
+	est := eBuf[:0]
 	for i := range prices {
-		est[i] = prices[i].Total()
+		est = append(est, prices[i].Total())
 		if scores != nil {
 			scores[i].EstimateMs = ms(est[i])
 			scores[i].QueueMs, scores[i].BacklogMs = ms(prices[i].Queue), ms(prices[i].Backlog)
