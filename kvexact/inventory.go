@@ -263,6 +263,13 @@ func (inv *Inventory) RequestKeys(tokens []uint32) []uint64 {
 	return KeysForTokens(tokens, inv.BlockSize())
 }
 
+// AppendRequestKeys is RequestKeys appended to dst, for a caller that
+// reuses one slice across requests instead of allocating the keys of every
+// prompt.
+func (inv *Inventory) AppendRequestKeys(dst []uint64, tokens []uint32) []uint64 {
+	return AppendOwnKeys(dst, RootKey, tokens, inv.BlockSize())
+}
+
 // slotFor returns (creating) the slot of (endpoint, rank).
 func (inv *Inventory) slotFor(endpoint string, rank int) (*slot, error) {
 	k := slotKey{endpoint, rank}

@@ -2,6 +2,7 @@ package kvexact
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -270,6 +271,10 @@ func TestInventoryBlockSize(t *testing.T) {
 	}
 	if got := inv.RequestKeys(toks(1000, 40)); len(got) != 2 || got[1] != prompt[1] {
 		t.Errorf("RequestKeys = %v, want the first 2 prompt keys", got)
+	}
+	// A reused buffer is overwritten, not appended to past its length.
+	if got := inv.AppendRequestKeys([]uint64{7, 7, 7}[:0], toks(1000, 40)); !slices.Equal(got, prompt[:2]) {
+		t.Errorf("AppendRequestKeys = %v, want the first 2 prompt keys %v", got, prompt[:2])
 	}
 	if got := inv.ScoreTokens(toks(1000, 40), []string{"a"}); got[0].Blocks != 2 {
 		t.Errorf("ScoreTokens = %+v, want 2 blocks", got)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -74,6 +75,30 @@ type KVExactOptions struct {
 type KVExact struct {
 	o    KVExactOptions
 	hits prometheus.Counter // nil without metrics
+	keys sync.Pool          // *[]uint64 block-key buffers, one per decision in flight
+}
+
+// keyAppender is an index that appends a request's block keys to a
+// caller's slice (kvexact.Inventory.AppendRequestKeys), so a decision's
+// keys, dead once it is made, need not be allocated per request.
+type keyAppender interface {
+	AppendRequestKeys(dst []uint64, tokens []uint32) []uint64
+}
+
+// requestKeys returns the block keys of ids and, when they live in one of
+// the tier's reused buffers, that buffer, to be put back once the
+// decision no longer reads the keys.
+func (t *KVExact) requestKeys(ids []uint32) ([]uint64, *[]uint64) {
+	a, ok := t.o.Index.(keyAppender)
+	if !ok {
+		return t.o.Index.RequestKeys(ids), nil
+	}
+	buf, _ := t.keys.Get().(*[]uint64)
+	if buf == nil {
+		buf = new([]uint64)
+	}
+	*buf = a.AppendRequestKeys((*buf)[:0], ids)
+	return *buf, buf
 }
 
 // NewKVExact builds the tier.
@@ -220,7 +245,12 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 	if reason != "" {
 		return -1, reason, false, nil
 	}
-	keys := t.o.Index.RequestKeys(ids)
+	keys, buf := t.requestKeys(ids)
+	if buf != nil {
+		// Nothing keeps the keys past the decision: Score reads them,
+		// f keeps only their count.
+		defer t.keys.Put(buf)
+	}
 	if len(keys) == 0 {
 		return -1, ReasonShortPrompt, false, nil
 	}
