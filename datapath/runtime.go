@@ -52,6 +52,7 @@ type Runtime struct {
 	handshakes  *tlsmat.HandshakeLimiter // TLS handshakes per client source; nil: no limit
 	probeClient *http.Client
 	bufs        sync.Pool       // *[]byte relay buffers
+	cands       sync.Pool       // *[]pick.Candidate KV-exact snapshots (select.go)
 	gate        *admission.Gate // client connection caps shared by every listener
 	bodies      *reqbody.Reader // request bodies against one memory budget
 	watch       *h1.Watcher     // client departures on every lean listener (frontend.go; rt.mu)

@@ -108,7 +108,16 @@ func (rt *Runtime) pickKV(c *compiled, r *http.Request, body []byte, excl uint64
 		return -1, nil, ""
 	}
 	var now int64
-	cands := c.kvCandidates(excl, &now)
+	// The snapshot is 128 bytes per candidate and dead once the pick is
+	// made (nothing below keeps cands: prices and the placement copy the
+	// IDs), so it is reused across picks; each pick holds its own.
+	cp, _ := rt.cands.Get().(*[]pick.Candidate)
+	if cp == nil {
+		cp = new([]pick.Candidate)
+	}
+	defer rt.cands.Put(cp)
+	cands := c.appendKVCandidates((*cp)[:0], excl, &now)
+	*cp = cands
 	if len(cands) == 0 {
 		return -1, nil, ""
 	}
@@ -133,8 +142,12 @@ func (rt *Runtime) pickKV(c *compiled, r *http.Request, body []byte, excl uint64
 // kvCandidates is the snapshot the KV-exact picker chooses from on a single
 // pool: the usable primaries outside excl with their load now.
 func (c *compiled) kvCandidates(excl uint64, now *int64) []pick.Candidate {
+	return c.appendKVCandidates(make([]pick.Candidate, 0, len(c.pool.Candidates())), excl, now)
+}
+
+// appendKVCandidates is kvCandidates appended to cands.
+func (c *compiled) appendKVCandidates(cands []pick.Candidate, excl uint64, now *int64) []pick.Candidate {
 	all := c.pool.Candidates()
-	cands := make([]pick.Candidate, 0, len(all)) // one allocation, not one per doubling
 	var wall time.Time
 	for i, cand := range all {
 		if !cand.Backup && c.usable(i, excl, now) {

@@ -2,6 +2,7 @@ package kvexact
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -271,6 +272,10 @@ func TestInventoryBlockSize(t *testing.T) {
 	if got := inv.RequestKeys(toks(1000, 40)); len(got) != 2 || got[1] != prompt[1] {
 		t.Errorf("RequestKeys = %v, want the first 2 prompt keys", got)
 	}
+	// A reused buffer is overwritten, not appended to past its length.
+	if got := inv.AppendRequestKeys([]uint64{7, 7, 7}[:0], toks(1000, 40)); !slices.Equal(got, prompt[:2]) {
+		t.Errorf("AppendRequestKeys = %v, want the first 2 prompt keys %v", got, prompt[:2])
+	}
 	if got := inv.ScoreTokens(toks(1000, 40), []string{"a"}); got[0].Blocks != 2 {
 		t.Errorf("ScoreTokens = %+v, want 2 blocks", got)
 	}
@@ -386,4 +391,41 @@ func metricValue(t *testing.T, c prometheus.Metric) float64 {
 		return m.Counter.GetValue()
 	}
 	return m.Gauge.GetValue()
+}
+
+// TrustedMask must agree with Trusted for every candidate, in order, and
+// leave candidates past the 64th (which it cannot represent) unset.
+func TestInventoryTrustedMask(t *testing.T) {
+	inv, clk, _ := newTestInv(t, nil)
+	must(t, inv.SetConnected("old", 0, true))
+	must(t, inv.SetConnected("two-ranks", 0, true))
+	must(t, inv.SetConnected("two-ranks", 1, true))
+	clk.Advance(time.Minute)
+	must(t, inv.SetConnected("two-ranks-half", 0, true)) // one rank warm, one not
+	clk.Advance(time.Minute)
+	must(t, inv.SetConnected("two-ranks-half", 1, true))
+	must(t, inv.SetConnected("new", 0, true)) // in warm-up
+	tests := []struct {
+		name string
+		eps  []string
+		want uint64
+	}{
+		{"none", nil, 0},
+		{"trusted and not", []string{"old", "new", "unknown", "two-ranks", "two-ranks-half"}, 0b01001},
+		{"repeated", []string{"new", "old", "old"}, 0b110},
+		{"past 64", append(make([]string, 64), "old"), 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := inv.TrustedMask(tt.eps)
+			if got != tt.want {
+				t.Errorf("TrustedMask = %b, want %b", got, tt.want)
+			}
+			for i, ep := range tt.eps[:min(len(tt.eps), 64)] {
+				if ok, _ := inv.Trusted(ep); ok != (got&(1<<i) != 0) {
+					t.Errorf("candidate %d %q: Trusted = %v, mask bit %v", i, ep, ok, got&(1<<i) != 0)
+				}
+			}
+		})
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,6 +34,10 @@ type KVIndex interface {
 	RequestKeys(tokens []uint32) []uint64
 	Score(blockKeys []uint64, candidates []string) []kvexact.Score
 	Trusted(endpoint string) (bool, string)
+	// TrustedMask is Trusted for every candidate of one decision at once
+	// (bit i: endpoints[i], the first 64), so a pick takes the index's
+	// locks and reads the clock once instead of once per candidate.
+	TrustedMask(endpoints []string) uint64
 }
 
 // DefaultCPUWeight weighs a CPU-tier (offloaded) block against a GPU one:
@@ -70,6 +75,30 @@ type KVExactOptions struct {
 type KVExact struct {
 	o    KVExactOptions
 	hits prometheus.Counter // nil without metrics
+	keys sync.Pool          // *[]uint64 block-key buffers, one per decision in flight
+}
+
+// keyAppender is an index that appends a request's block keys to a
+// caller's slice (kvexact.Inventory.AppendRequestKeys), so a decision's
+// keys, dead once it is made, need not be allocated per request.
+type keyAppender interface {
+	AppendRequestKeys(dst []uint64, tokens []uint32) []uint64
+}
+
+// requestKeys returns the block keys of ids and, when they live in one of
+// the tier's reused buffers, that buffer, to be put back once the
+// decision no longer reads the keys.
+func (t *KVExact) requestKeys(ids []uint32) ([]uint64, *[]uint64) {
+	a, ok := t.o.Index.(keyAppender)
+	if !ok {
+		return t.o.Index.RequestKeys(ids), nil
+	}
+	buf, _ := t.keys.Get().(*[]uint64)
+	if buf == nil {
+		buf = new([]uint64)
+	}
+	*buf = a.AppendRequestKeys((*buf)[:0], ids)
+	return *buf, buf
 }
 
 // NewKVExact builds the tier.
@@ -216,7 +245,12 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 	if reason != "" {
 		return -1, reason, false, nil
 	}
-	keys := t.o.Index.RequestKeys(ids)
+	keys, buf := t.requestKeys(ids)
+	if buf != nil {
+		// Nothing keeps the keys past the decision: Score reads them,
+		// f keeps only their count.
+		defer t.keys.Put(buf)
+	}
 	if len(keys) == 0 {
 		return -1, ReasonShortPrompt, false, nil
 	}
@@ -240,8 +274,18 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 	if !explain {
 		f.KVBlocks, f.KVHeld = len(keys), raw
 	}
+	var trust uint64
+	if !explain {
+		trust = t.o.Index.TrustedMask(names)
+	}
 	for i, s := range raw {
-		trusted, why := t.o.Index.Trusted(cands[i].ID)
+		var trusted bool
+		var why string
+		if explain || i >= 64 { // the reason is only shown when explaining
+			trusted, why = t.o.Index.Trusted(cands[i].ID)
+		} else {
+			trusted = trust&(1<<i) != 0
+		}
 		anyTrusted = anyTrusted || trusted
 		w := 0.0
 		if trusted && s.Blocks > 0 {
@@ -313,9 +357,10 @@ func (t *KVExact) costPick(f *Facts, tokens, blocks int, ws []float64, cands []C
 		pf = &c
 	}
 	prices := t.o.Costs.Price(pf, cands, tokens, cached)
-	est := make([]time.Duration, len(prices))
+	var eBuf [16]time.Duration // a pool's candidates fit without a heap allocation
+	est := eBuf[:0]
 	for i := range prices {
-		est[i] = prices[i].Total()
+		est = append(est, prices[i].Total())
 		if scores != nil {
 			scores[i].EstimateMs = ms(est[i])
 			scores[i].QueueMs, scores[i].BacklogMs = ms(prices[i].Queue), ms(prices[i].Backlog)

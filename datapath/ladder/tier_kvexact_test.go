@@ -47,6 +47,16 @@ func (f *fakeIndex) Trusted(ep string) (bool, string) {
 	return why == "", why
 }
 
+func (f *fakeIndex) TrustedMask(eps []string) uint64 {
+	var m uint64
+	for i, ep := range eps[:min(len(eps), 64)] {
+		if ok, _ := f.Trusted(ep); ok {
+			m |= 1 << i
+		}
+	}
+	return m
+}
+
 type fixedTokenizer struct {
 	ids []uint32
 	err error
