@@ -72,7 +72,8 @@ func runVLLM(q *seq) {
 		runMooncake(q, suffix)
 		return
 	}
-	prefillBody := vllmPrefillBody(&q.obj, req.Path)
+	// Room for the decode body, which reuses this buffer (below).
+	prefillBody := vllmPrefillBodyInto(make([]byte, 0, decodeRoom(len(q.obj.raw))), &q.obj, req.Path, vllmPrefillParams)
 	build := func(prefill spec.Endpoint) upstream.Leg {
 		return q.vllmLeg(prefill, vllmRequestID(prefill, q.pair.Decode, suffix), prefillBody)
 	}
@@ -90,7 +91,9 @@ func runVLLM(q *seq) {
 		o.KVTransferFailed = params == nil
 	}
 
-	body := vllmDecodeBody(&q.obj, params)
+	// Every prefill send has returned, so the decode body takes over the
+	// prefill body's buffer rather than allocating a second prompt-sized one.
+	body := vllmDecodeBodyInto(prefillBody, &q.obj, params)
 	// The prefill's params name the prefill's blocks, so any decode can
 	// pull them; the id names the decode actually sent to.
 	q.serveDecode(func(decode spec.Endpoint) upstream.Leg {
@@ -132,8 +135,14 @@ func vllmPrefillBody(o *object, path string) []byte {
 // vllmPrefillBodyWith is vllmPrefillBody with the connector's own prefill
 // kv_transfer_params (Mooncake and MoRI-IO add a transfer id and peers).
 func vllmPrefillBodyWith(o *object, path string, params []byte) []byte {
+	return vllmPrefillBodyInto(nil, o, path, params)
+}
+
+// vllmPrefillBodyInto is vllmPrefillBodyWith written into buf's memory when
+// it fits (applyOwnInto).
+func vllmPrefillBodyInto(buf []byte, o *object, path string, params []byte) []byte {
 	if isResponses(path) {
-		return vllmResponsesPrefillBody(o, params)
+		return vllmResponsesPrefillBody(buf, o, params)
 	}
 	var e [12]edit
 	edits := e[:0]
@@ -161,7 +170,7 @@ func vllmPrefillBodyWith(o *object, path string, params []byte) []byte {
 		edit{fieldIncludeStopStrInOutput, nil},
 		edit{fieldKVTransferParams, params},
 	)
-	return o.applyOwn(edits)
+	return o.applyOwnInto(buf, edits)
 }
 
 // vllmResponsesPrefillBody is vllmPrefillBody for the Responses API: the
@@ -169,8 +178,8 @@ func vllmPrefillBodyWith(o *object, path string, params []byte) []byte {
 // prefill's one-token answer is neither stored nor run in the background
 // (a background prefill would answer "queued" without transfer params).
 // Client transfer fields are dropped as on every other leg (applyOwn).
-func vllmResponsesPrefillBody(o *object, params []byte) []byte {
-	return o.applyOwn([]edit{
+func vllmResponsesPrefillBody(buf []byte, o *object, params []byte) []byte {
+	return o.applyOwnInto(buf, []edit{
 		{fieldMaxOutputTokens, jsonOne},
 		{fieldStreamOptions, nil},
 		{fieldStream, jsonFalse},
@@ -185,5 +194,20 @@ func vllmResponsesPrefillBody(o *object, params []byte) []byte {
 // a client-supplied do_remote_prefill would make decode pull blocks that do
 // not exist).
 func vllmDecodeBody(o *object, params []byte) []byte {
-	return o.applyOwn([]edit{{fieldKVTransferParams, params}})
+	return vllmDecodeBodyInto(nil, o, params)
 }
+
+// vllmDecodeBodyInto is vllmDecodeBody written into buf's memory when it
+// fits (applyOwnInto): buf must be a leg body no send still reads.
+func vllmDecodeBodyInto(buf []byte, o *object, params []byte) []byte {
+	return o.applyOwnInto(buf, []edit{{fieldKVTransferParams, params}})
+}
+
+// decodeRoom is the capacity a NIXL prefill body is allocated with so that
+// the decode body, which takes over its buffer, fits too: the client body
+// plus the prefill's kv_transfer_params. Those grow with the prompt (one
+// block id of a few digits per KV block, a block holding 16 or more tokens
+// of about four bytes each), so an eighth of the body plus 1 KiB for the
+// fixed fields covers them; a larger reply only costs the allocation the
+// reuse would have saved.
+func decodeRoom(body int) int { return body + body/8 + 1<<10 }
