@@ -11,10 +11,13 @@ import (
 // vllm is the vLLM NIXL sequence: a one-token prefill that keeps its KV
 // blocks, then the client's original request to decode with the prefill's
 // kv_transfer_params so decode pulls the blocks instead of recomputing.
-type vllm struct{ opts Options }
+type vllm struct {
+	opts   Options
+	bodies bodyPool // the NIXL legs' shared body buffer, between requests
+}
 
 func (d *vllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request, pair Pair, s upstream.Sender) Outcome {
-	return serve(&seq{ctx: ctx, w: w, req: req, pair: pair, s: s, opts: d.opts}, spec.EngineVLLM, runVLLM)
+	return serve(&seq{ctx: ctx, w: w, req: req, pair: pair, s: s, opts: d.opts, bodies: &d.bodies}, spec.EngineVLLM, runVLLM)
 }
 
 // vllmTransferFields is vLLM's client transfer state (read-only).
@@ -72,8 +75,11 @@ func runVLLM(q *seq) {
 		runMooncake(q, suffix)
 		return
 	}
-	// Room for the decode body, which reuses this buffer (below).
-	prefillBody := vllmPrefillBodyInto(make([]byte, 0, decodeRoom(len(q.obj.raw))), &q.obj, req.Path, vllmPrefillParams)
+	// Room for the decode body, which reuses this buffer (below). Both legs'
+	// sends have returned when runVLLM does, so the buffer goes back then.
+	prefillBody := vllmPrefillBodyInto(q.bodies.get(decodeRoom(len(q.obj.raw))), &q.obj, req.Path, vllmPrefillParams)
+	last := prefillBody
+	defer func() { q.bodies.put(last) }()
 	build := func(prefill spec.Endpoint) upstream.Leg {
 		return q.vllmLeg(prefill, vllmRequestID(prefill, q.pair.Decode, suffix), prefillBody)
 	}
@@ -94,6 +100,7 @@ func runVLLM(q *seq) {
 	// Every prefill send has returned, so the decode body takes over the
 	// prefill body's buffer rather than allocating a second prompt-sized one.
 	body := vllmDecodeBodyInto(prefillBody, &q.obj, params)
+	last = body
 	// The prefill's params name the prefill's blocks, so any decode can
 	// pull them; the id names the decode actually sent to.
 	q.serveDecode(func(decode spec.Endpoint) upstream.Leg {
