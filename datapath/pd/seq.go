@@ -28,6 +28,8 @@ type seq struct {
 	log  logrus.FieldLogger
 	obj  object      // the client body, parsed once (clientObject)
 	head http.Header // the legs' header, for dialects that share one
+	// bodies recycles leg-body buffers (nil: the dialect does not).
+	bodies *bodyPool
 }
 
 // serve is every dialect's Serve: it times the request, parses the client

@@ -11,10 +11,13 @@ import (
 // vllm is the vLLM NIXL sequence: a one-token prefill that keeps its KV
 // blocks, then the client's original request to decode with the prefill's
 // kv_transfer_params so decode pulls the blocks instead of recomputing.
-type vllm struct{ opts Options }
+type vllm struct {
+	opts   Options
+	bodies bodyPool // the NIXL legs' shared body buffer, between requests
+}
 
 func (d *vllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request, pair Pair, s upstream.Sender) Outcome {
-	return serve(&seq{ctx: ctx, w: w, req: req, pair: pair, s: s, opts: d.opts}, spec.EngineVLLM, runVLLM)
+	return serve(&seq{ctx: ctx, w: w, req: req, pair: pair, s: s, opts: d.opts, bodies: &d.bodies}, spec.EngineVLLM, runVLLM)
 }
 
 // vllmTransferFields is vLLM's client transfer state (read-only).
@@ -72,7 +75,11 @@ func runVLLM(q *seq) {
 		runMooncake(q, suffix)
 		return
 	}
-	prefillBody := vllmPrefillBody(&q.obj, req.Path)
+	// Room for the decode body, which reuses this buffer (below). Both legs'
+	// sends have returned when runVLLM does, so the buffer goes back then.
+	prefillBody := vllmPrefillBodyInto(q.bodies.get(decodeRoom(len(q.obj.raw))), &q.obj, req.Path, vllmPrefillParams)
+	last := prefillBody
+	defer func() { q.bodies.put(last) }()
 	build := func(prefill spec.Endpoint) upstream.Leg {
 		return q.vllmLeg(prefill, vllmRequestID(prefill, q.pair.Decode, suffix), prefillBody)
 	}
@@ -90,7 +97,10 @@ func runVLLM(q *seq) {
 		o.KVTransferFailed = params == nil
 	}
 
-	body := vllmDecodeBody(&q.obj, params)
+	// Every prefill send has returned, so the decode body takes over the
+	// prefill body's buffer rather than allocating a second prompt-sized one.
+	body := vllmDecodeBodyInto(prefillBody, &q.obj, params)
+	last = body
 	// The prefill's params name the prefill's blocks, so any decode can
 	// pull them; the id names the decode actually sent to.
 	q.serveDecode(func(decode spec.Endpoint) upstream.Leg {
@@ -132,8 +142,14 @@ func vllmPrefillBody(o *object, path string) []byte {
 // vllmPrefillBodyWith is vllmPrefillBody with the connector's own prefill
 // kv_transfer_params (Mooncake and MoRI-IO add a transfer id and peers).
 func vllmPrefillBodyWith(o *object, path string, params []byte) []byte {
+	return vllmPrefillBodyInto(nil, o, path, params)
+}
+
+// vllmPrefillBodyInto is vllmPrefillBodyWith written into buf's memory when
+// it fits (applyOwnInto).
+func vllmPrefillBodyInto(buf []byte, o *object, path string, params []byte) []byte {
 	if isResponses(path) {
-		return vllmResponsesPrefillBody(o, params)
+		return vllmResponsesPrefillBody(buf, o, params)
 	}
 	var e [12]edit
 	edits := e[:0]
@@ -161,7 +177,7 @@ func vllmPrefillBodyWith(o *object, path string, params []byte) []byte {
 		edit{fieldIncludeStopStrInOutput, nil},
 		edit{fieldKVTransferParams, params},
 	)
-	return o.applyOwn(edits)
+	return o.applyOwnInto(buf, edits)
 }
 
 // vllmResponsesPrefillBody is vllmPrefillBody for the Responses API: the
@@ -169,8 +185,8 @@ func vllmPrefillBodyWith(o *object, path string, params []byte) []byte {
 // prefill's one-token answer is neither stored nor run in the background
 // (a background prefill would answer "queued" without transfer params).
 // Client transfer fields are dropped as on every other leg (applyOwn).
-func vllmResponsesPrefillBody(o *object, params []byte) []byte {
-	return o.applyOwn([]edit{
+func vllmResponsesPrefillBody(buf []byte, o *object, params []byte) []byte {
+	return o.applyOwnInto(buf, []edit{
 		{fieldMaxOutputTokens, jsonOne},
 		{fieldStreamOptions, nil},
 		{fieldStream, jsonFalse},
@@ -185,5 +201,20 @@ func vllmResponsesPrefillBody(o *object, params []byte) []byte {
 // a client-supplied do_remote_prefill would make decode pull blocks that do
 // not exist).
 func vllmDecodeBody(o *object, params []byte) []byte {
-	return o.applyOwn([]edit{{fieldKVTransferParams, params}})
+	return vllmDecodeBodyInto(nil, o, params)
 }
+
+// vllmDecodeBodyInto is vllmDecodeBody written into buf's memory when it
+// fits (applyOwnInto): buf must be a leg body no send still reads.
+func vllmDecodeBodyInto(buf []byte, o *object, params []byte) []byte {
+	return o.applyOwnInto(buf, []edit{{fieldKVTransferParams, params}})
+}
+
+// decodeRoom is the capacity a NIXL prefill body is allocated with so that
+// the decode body, which takes over its buffer, fits too: the client body
+// plus the prefill's kv_transfer_params. Those grow with the prompt (one
+// block id of a few digits per KV block, a block holding 16 or more tokens
+// of about four bytes each), so an eighth of the body plus 1 KiB for the
+// fixed fields covers them; a larger reply only costs the allocation the
+// reuse would have saved.
+func decodeRoom(body int) int { return body + body/8 + 1<<10 }
