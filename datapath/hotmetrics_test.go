@@ -169,3 +169,25 @@ func seriesCount(c prometheus.Collector) int {
 	}
 	return n
 }
+
+// BenchmarkObserveLLM is one successful request's LLM observations
+// (endpoint serve latency, duration, TTFT) on a rule's installed
+// generation: the cached children.
+func BenchmarkObserveLLM(b *testing.B) {
+	rt := New(DefaultOptions(), nil, nil)
+	defer func() { _ = rt.Close(b.Context()) }()
+	r := newRule("127.0.0.1", freePortB(b), spec.SelRoundRobin, spec.Endpoint{ID: "10.0.0.1:8000", Addr: mustAddrPort("10.0.0.1:8000"), Weight: 1})
+	if err := rt.Install(nil, r); err != nil {
+		b.Fatal(err)
+	}
+	cl := rt.rules[r.Key].cur.Load()
+	rec := httptest.NewRecorder()
+	b.ReportAllocs()
+	for b.Loop() {
+		x := exchange{}
+		x.obs.c, x.obs.model, x.obs.endpoint = cl, "fake-model", 0
+		x.obs.clock.Reset(rec)
+		x.obs.clock.WriteHeader(http.StatusOK)
+		rt.observeLLM(&x, http.StatusOK, time.Millisecond, 2*time.Millisecond, 0, false)
+	}
+}
