@@ -79,3 +79,53 @@ type pdCounters struct {
 	ladder counterCache // LadderDecisions{rule, tier, outcome, reason}
 	legs   counterCache // LegRequests{rule, endpoint, phase, status}
 }
+
+// lazyObserver is lazyCounter for a histogram child.
+type lazyObserver struct {
+	p atomic.Pointer[prometheus.Observer]
+}
+
+func (l *lazyObserver) get(v *prometheus.HistogramVec, labels ...string) prometheus.Observer {
+	if o := l.p.Load(); o != nil {
+		return *o
+	}
+	o := v.WithLabelValues(labels...)
+	l.p.Store(&o) // a racing first use stores the same child
+	return o
+}
+
+// modelSeries are one model label's children of the {rule, model} LLM
+// families, each made on first use like a lazyCounter.
+type modelSeries struct {
+	duration, ttft, tpot, itl lazyObserver
+}
+
+// llmSeries caches a rule's {rule, model} LLM children by model label.
+// The key is the bounded label (compiled.llmModels: the pinned model, a
+// model learned up to the rule's cap, or "other"), never the client's model
+// name, so the map holds at most as many entries as the families have
+// series for the rule, whatever names clients send.
+type llmSeries struct {
+	mu     sync.RWMutex
+	models map[string]*modelSeries
+}
+
+// model returns the children of a bounded model label.
+func (ls *llmSeries) model(label string) *modelSeries {
+	ls.mu.RLock()
+	ms := ls.models[label]
+	ls.mu.RUnlock()
+	if ms != nil {
+		return ms
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ms = ls.models[label]; ms == nil {
+		if ls.models == nil {
+			ls.models = make(map[string]*modelSeries)
+		}
+		ms = &modelSeries{}
+		ls.models[label] = ms
+	}
+	return ms
+}

@@ -1,10 +1,16 @@
 package datapath
 
 import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/infergate/infergate/datapath/chwbl"
+	"github.com/infergate/infergate/datapath/pd"
 	"github.com/infergate/infergate/metrics"
+	"github.com/infergate/infergate/spec"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -94,4 +100,94 @@ func BenchmarkCountLeg(b *testing.B) {
 			cc.get(pdm.LegRequests, "127.0.0.1:8080/tcp", [3]string{"10.0.0.1:8000", "prefill", "200"}).Inc()
 		}
 	})
+}
+
+// TestLLMSeriesCached: the LLM families count through the rule's cached
+// children exactly as the per-request WithLabelValues lookup did (the
+// labeller replayed on the same model sequence says which label each
+// request gets), and a flood of distinct client model names keeps both the
+// series and the rule's cache within the label cap.
+func TestLLMSeriesCached(t *testing.T) {
+	rt, _ := newTestRuntime(t, testOptions())
+	e := startEngine(t, "e1")
+	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, epFor(t, e.Addr(), 1))
+	if err := rt.Install(nil, r); err != nil {
+		t.Fatal(err)
+	}
+	const proxied = 3
+	c := testClient()
+	for range proxied {
+		if res := post(t, c, ruleURL(r)+"/v1/completions", completionBody); res.status != 200 {
+			t.Fatalf("status %d %s", res.status, res.body)
+		}
+	}
+	// The engine names its model in the answer; a client-chosen name
+	// reaches the label when the gateway reads the request, which here is
+	// played on the installed generation directly.
+	cl := rt.rules[r.Key].cur.Load()
+	const flood = pd.DefaultMaxModelLabels + 24
+	replay := pd.NewModelLabels("", 0)
+	want := map[string]uint64{replay.Label("fake-model", true): proxied}
+	for i := range flood {
+		model := fmt.Sprintf("flood-%d", i)
+		if i%4 == 0 {
+			model = "fake-model" // a repeated name keeps its label
+		}
+		x := &exchange{}
+		x.obs.c, x.obs.model, x.obs.endpoint = cl, model, 0
+		x.obs.clock.Reset(httptest.NewRecorder())
+		x.obs.clock.WriteHeader(http.StatusOK)
+		rt.observeLLM(x, http.StatusOK, time.Millisecond, 2*time.Millisecond, 0, false)
+		want[replay.Label(model, true)]++
+	}
+	for label, w := range want {
+		if got, _ := histCount(t, rt.llm.Duration, r.Name, label); got != w {
+			t.Errorf("duration{model=%s} = %d observations, want %d", label, got, w)
+		}
+	}
+	if got, _ := histCount(t, rt.llm.Endpoint, r.Name, e.Addr(), metrics.EndpointPhaseServe); got != proxied+flood {
+		t.Errorf("endpoint serve observations %d, want %d", got, proxied+flood)
+	}
+	if got, bound := seriesCount(rt.llm.Duration), pd.DefaultMaxModelLabels+1; got != len(want) || got > bound {
+		t.Errorf("%d duration series, want %d (at most %d)", got, len(want), bound)
+	}
+	cl.llm.mu.RLock()
+	cached := len(cl.llm.models)
+	cl.llm.mu.RUnlock()
+	if cached != len(want) {
+		t.Errorf("rule caches %d model labels, want %d", cached, len(want))
+	}
+}
+
+// seriesCount is how many series c exports now.
+func seriesCount(c prometheus.Collector) int {
+	ch := make(chan prometheus.Metric)
+	go func() { c.Collect(ch); close(ch) }()
+	n := 0
+	for range ch {
+		n++
+	}
+	return n
+}
+
+// BenchmarkObserveLLM is one successful request's LLM observations
+// (endpoint serve latency, duration, TTFT) on a rule's installed
+// generation: the cached children.
+func BenchmarkObserveLLM(b *testing.B) {
+	rt := New(DefaultOptions(), nil, nil)
+	defer func() { _ = rt.Close(b.Context()) }()
+	r := newRule("127.0.0.1", freePortB(b), spec.SelRoundRobin, spec.Endpoint{ID: "10.0.0.1:8000", Addr: mustAddrPort("10.0.0.1:8000"), Weight: 1})
+	if err := rt.Install(nil, r); err != nil {
+		b.Fatal(err)
+	}
+	cl := rt.rules[r.Key].cur.Load()
+	rec := httptest.NewRecorder()
+	b.ReportAllocs()
+	for b.Loop() {
+		x := exchange{}
+		x.obs.c, x.obs.model, x.obs.endpoint = cl, "fake-model", 0
+		x.obs.clock.Reset(rec)
+		x.obs.clock.WriteHeader(http.StatusOK)
+		rt.observeLLM(&x, http.StatusOK, time.Millisecond, 2*time.Millisecond, 0, false)
+	}
 }

@@ -43,6 +43,7 @@ type reqObs struct {
 
 	labelled bool // modelLabel resolved
 	label    string
+	ms       *modelSeries        // the rule's children under label; resolved by series
 	itl      prometheus.Observer // resolved at the first gap
 	llm      *metrics.LLM
 }
@@ -135,13 +136,23 @@ func (o *reqObs) modelLabel() string {
 	return o.label
 }
 
+// series is the rule's cached LLM children under this request's model
+// label (hotmetrics.go), so a request looks its histograms up once per
+// rule generation and label rather than by label values each time.
+func (o *reqObs) series() *modelSeries {
+	if o.ms == nil {
+		o.ms = o.c.llm.model(o.modelLabel())
+	}
+	return o.ms
+}
+
 // Gap observes one inter-token gap of a stream (respclock.Gaps).
 func (o *reqObs) Gap(d time.Duration) {
 	if o.c == nil || o.llm == nil {
 		return
 	}
 	if o.itl == nil {
-		o.itl = o.llm.ITL.WithLabelValues(o.c.label, o.modelLabel())
+		o.itl = o.series().itl.get(o.llm.ITL, o.c.label, o.modelLabel())
 	}
 	o.itl.Observe(d.Seconds())
 }
@@ -209,7 +220,7 @@ func (rt *Runtime) observeLLM(x *exchange, status int, ttft, total time.Duration
 	o := &x.obs
 	c := o.c
 	if o.endpoint >= 0 && o.endpoint < len(c.eps) {
-		rt.llm.Endpoint.WithLabelValues(c.label, c.eps[o.endpoint].id, metrics.EndpointPhaseServe).Observe(total.Seconds())
+		c.epm[o.endpoint].serve.get(rt.llm.Endpoint, c.label, c.eps[o.endpoint].id, metrics.EndpointPhaseServe).Observe(total.Seconds())
 	}
 	for _, l := range o.pdLegs {
 		if l.Phase == pd.PhasePrefill && l.Status > 0 {
@@ -219,10 +230,10 @@ func (rt *Runtime) observeLLM(x *exchange, status int, ttft, total time.Duration
 	if status < 200 || status >= 300 {
 		return
 	}
-	model := o.modelLabel()
-	rt.llm.Duration.WithLabelValues(c.label, model).Observe(total.Seconds())
+	model, ms := o.modelLabel(), o.series()
+	ms.duration.get(rt.llm.Duration, c.label, model).Observe(total.Seconds())
 	if ttft > 0 {
-		rt.llm.TTFT.WithLabelValues(c.label, model).Observe(ttft.Seconds())
+		ms.ttft.get(rt.llm.TTFT, c.label, model).Observe(ttft.Seconds())
 	}
 	if !o.clock.Streamed() {
 		return
@@ -232,7 +243,7 @@ func (rt *Runtime) observeLLM(x *exchange, status int, ttft, total time.Duration
 		tokens = completion
 	}
 	if span := o.clock.EventSpan(); tokens > 1 && span > 0 {
-		rt.llm.TPOT.WithLabelValues(c.label, model).Observe(span.Seconds() / float64(tokens-1))
+		ms.tpot.get(rt.llm.TPOT, c.label, model).Observe(span.Seconds() / float64(tokens-1))
 	}
 }
 

@@ -93,6 +93,7 @@ type epMetrics struct {
 	ok      prometheus.Counter // requests_total{code="200",error=""}
 	health  prometheus.Gauge
 	breaker prometheus.Gauge
+	serve   lazyObserver // LLM endpoint latency, phase serve (hotmetrics.go)
 }
 
 // compiled is one immutable generation of a served rule: the spec plus the
@@ -126,6 +127,7 @@ type compiled struct {
 	// Per-request counter children made on first use (hotmetrics.go).
 	chwblm chwblMetrics
 	pdc    pdCounters
+	llm    llmSeries
 	// pairWarned is the last no_compatible_pd_pair difference logged
 	// (warnNoPair, pdpair.go).
 	pairWarned atomic.Pointer[string]

@@ -21,6 +21,10 @@ type Window struct {
 	limit    int        // 0: admit all (a window whose size is not known yet)
 	inFlight int        // slots held
 	waiters  *list.List // of chan struct{}: FIFO; a slot is handed over by closing it
+	// done is release bound once: Acquire hands it out, and a method value
+	// made per call would allocate on every admitted request. SetLimit
+	// never replaces the window, so one binding serves every limit.
+	done func()
 }
 
 // New returns a window of limit slots; limit <= 0 returns nil (no window).
@@ -34,7 +38,9 @@ func New(limit int) *Window {
 // NewResizable returns a window of limit slots whose limit SetLimit may
 // change later; limit <= 0 admits every request until a limit is set.
 func NewResizable(limit int) *Window {
-	return &Window{limit: max(limit, 0), waiters: list.New()}
+	w := &Window{limit: max(limit, 0), waiters: list.New()}
+	w.done = w.release
+	return w
 }
 
 // Result says how Acquire admitted a request, for the caller's counters.
@@ -55,7 +61,7 @@ func (w *Window) Acquire(ctx context.Context, wait time.Duration) (release func(
 	if w.roomLocked() && w.waiters.Len() == 0 {
 		w.inFlight++
 		w.mu.Unlock()
-		return w.release, r, nil
+		return w.done, r, nil
 	}
 	r.Waited = true
 	if wait <= 0 {
@@ -72,7 +78,7 @@ func (w *Window) Acquire(ctx context.Context, wait time.Duration) (release func(
 	select {
 	case <-ready:
 		r.Wait = time.Since(start)
-		return w.release, r, nil
+		return w.done, r, nil
 	case <-t.C:
 		err = ErrShed
 	case <-ctx.Done():
