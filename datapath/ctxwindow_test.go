@@ -17,31 +17,13 @@ import (
 // /query; once read, requests run both legs and the decode names the id
 // (before, the decode ran alone: mooncake_engine_id_unknown).
 func TestMooncakeEngineIDLearned(t *testing.T) {
-	start := func(addr string, role pdfake.Role) *pdfake.Engine {
-		cfg := pdfake.DefaultConfig(pdfake.VLLM, role)
-		cfg.Addr, cfg.Connector = addr, pdfake.ConnectorMooncake
-		e, err := pdfake.Start(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = e.Close() })
-		return e
-	}
-	pre, dec := start("127.0.0.20:0", pdfake.Prefill), start("127.0.0.30:0", pdfake.Decode)
+	pre, dec := startMooncakeFake(t, "127.0.0.20:0", pdfake.Prefill, 0), startMooncakeFake(t, "127.0.0.30:0", pdfake.Decode, 0)
 	pe := pre.Endpoint()
 	wantID := pe.Labels["kv_engine_id"]
 	pe.Labels = nil // the operator did not configure it
 	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, pe, dec.Endpoint())
 	r.Name, r.Engine, r.PD = "pd-mooncake", spec.EngineVLLM, &spec.PD{SessionTTL: time.Minute}
-	rt := NewWithMetrics(pdTestOptions(), metrics.New(), nil)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := rt.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		assertNoDatapathGoroutines(t)
-	})
+	rt := newPDTestRuntime(t)
 	if err := rt.Install(nil, r); err != nil {
 		t.Fatal(err)
 	}
@@ -75,4 +57,35 @@ func TestMooncakeEngineIDLearned(t *testing.T) {
 			}
 		}
 	}
+}
+
+// startMooncakeFake starts a vLLM Mooncake fake engine (dpSize > 1: that
+// many data-parallel ranks), closed when the test ends.
+func startMooncakeFake(t *testing.T, addr string, role pdfake.Role, dpSize int) *pdfake.Engine {
+	t.Helper()
+	cfg := pdfake.DefaultConfig(pdfake.VLLM, role)
+	cfg.Addr, cfg.Connector, cfg.DPSize = addr, pdfake.ConnectorMooncake, dpSize
+	e, err := pdfake.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+// newPDTestRuntime is a runtime with the P/D test options, closed when the
+// test ends and checked to leave no goroutine behind (cleanups run
+// last-first: made before the engines, its check runs after they closed).
+func newPDTestRuntime(t *testing.T) *Runtime {
+	t.Helper()
+	rt := NewWithMetrics(pdTestOptions(), metrics.New(), nil)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := rt.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		assertNoDatapathGoroutines(t)
+	})
+	return rt
 }

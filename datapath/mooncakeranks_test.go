@@ -1,13 +1,11 @@
 package datapath
 
 import (
-	"context"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/infergate/infergate/internal/pdfake"
-	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/spec"
 )
 
@@ -18,30 +16,12 @@ import (
 // the ranks the prefill's own balancer spreads the legs and the decode,
 // naming rank 0, misses most).
 func TestMooncakeDPRanksLearned(t *testing.T) {
-	start := func(addr string, role pdfake.Role) *pdfake.Engine {
-		cfg := pdfake.DefaultConfig(pdfake.VLLM, role)
-		cfg.Addr, cfg.Connector, cfg.DPSize = addr, pdfake.ConnectorMooncake, 4
-		e, err := pdfake.Start(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = e.Close() })
-		return e
-	}
-	pre, dec := start("127.0.0.21:0", pdfake.Prefill), start("127.0.0.31:0", pdfake.Decode)
+	pre, dec := startMooncakeFake(t, "127.0.0.21:0", pdfake.Prefill, 4), startMooncakeFake(t, "127.0.0.31:0", pdfake.Decode, 4)
 	pe := pre.Endpoint()
 	pe.Labels = nil
 	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, pe, dec.Endpoint())
 	r.Name, r.Engine, r.PD = "pd-mooncake-dp", spec.EngineVLLM, &spec.PD{SessionTTL: time.Minute}
-	rt := NewWithMetrics(pdTestOptions(), metrics.New(), nil)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := rt.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		assertNoDatapathGoroutines(t)
-	})
+	rt := newPDTestRuntime(t)
 	if err := rt.Install(nil, r); err != nil {
 		t.Fatal(err)
 	}
