@@ -1,7 +1,6 @@
 package datapath
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/infergate/infergate/datapath/pd"
 	"github.com/infergate/infergate/internal/pdfake"
-	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/spec"
 )
 
@@ -29,26 +27,8 @@ func TestMooncakeEngineIDRecheckedAfterFailure(t *testing.T) {
 	}{{"prefill leg fails", pdfake.Prefill}, {"decode leg fails", pdfake.Decode}} {
 		t.Run(tc.name, func(t *testing.T) {
 			// First: its goroutine check runs after the servers below close.
-			rt := NewWithMetrics(pdTestOptions(), metrics.New(), nil)
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				if err := rt.Close(ctx); err != nil {
-					t.Errorf("Close: %v", err)
-				}
-				assertNoDatapathGoroutines(t)
-			})
-			start := func(addr string, role pdfake.Role) *pdfake.Engine {
-				cfg := pdfake.DefaultConfig(pdfake.VLLM, role)
-				cfg.Addr, cfg.Connector = addr, pdfake.ConnectorMooncake
-				e, err := pdfake.Start(cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = e.Close() })
-				return e
-			}
-			pre, dec := start("127.0.0.20:0", pdfake.Prefill), start("127.0.0.30:0", pdfake.Decode)
+			rt := newPDTestRuntime(t)
+			pre, dec := startMooncakeFake(t, "127.0.0.20:0", pdfake.Prefill, 0), startMooncakeFake(t, "127.0.0.30:0", pdfake.Decode, 0)
 			// The prefill's bootstrap server, whose id the test changes as a
 			// restart would; the fake decode checks the id it is given here.
 			var engineID atomic.Value
@@ -119,6 +99,10 @@ func TestMooncakeEngineIDRecheckedAfterFailure(t *testing.T) {
 			}
 			map[pdfake.Role]*pdfake.Engine{pdfake.Prefill: pre, pdfake.Decode: dec}[tc.leg].Inject(pdfake.Fault500, 1)
 			send()
+			// The failure is noted when the handler returns, which can be
+			// just after this client has read its answer.
+			c := rt.rules[r.Key].cur.Load()
+			waitFor(t, 5*time.Second, "the failed handoff to be noted", func() bool { return c.eps[0].kvIDCheck.due.Load() })
 			send()
 			if got := named(); got != "engine-after-restart" {
 				t.Fatalf("after a failed handoff the next request named %q, want the restarted engine's id", got)
