@@ -381,15 +381,12 @@ func (inv *Inventory) Apply(endpoint string, rank int, seq uint64, batch Batch) 
 		} else {
 			res.Restart, reason = true, ReasonRestart
 		}
-		inv.resetSlot(s, reason)
+		// A restart seen from its stream's start is fully observed: the
+		// rank is rebuilt (trusted) in the same step that clears it.
+		inv.resetSlotTo(s, reason, res.Restart && streamStart(seq))
 		inv.opts.Logger.WithFields(logrus.Fields{
 			"rule": inv.opts.Rule, "endpoint": endpoint, "rank": rank, "seq": seq, "expected": res.Expected, "reason": reason,
 		}).Info("kvexact: KV event stream discontinuity, inventory cleared")
-	}
-	if res.Restart && streamStart(seq) {
-		s.stateMu.Lock()
-		s.rebuilt, s.reason = true, ""
-		s.stateMu.Unlock()
 	}
 	if inv.opts.Passive {
 		inv.heard(s)
@@ -439,16 +436,27 @@ func (inv *Inventory) drainEvictions() {
 
 // resetSlot clears the slot's blocks and engine map; reason "" keeps trust
 // (AllBlocksCleared is a legitimate, fully observed engine state).
-func (inv *Inventory) resetSlot(s *slot, reason string) {
-	inv.clearMask(s.bit)
-	s.engine.reset()
+func (inv *Inventory) resetSlot(s *slot, reason string) { inv.resetSlotTo(s, reason, false) }
+
+// resetSlotTo is resetSlot that leaves the rank rebuilt (trusted; the
+// reason is still counted) when rebuilt is set. The trust state changes
+// before the blocks are cleared: a rank losing trust is untrusted before
+// its blocks go, and a rebuilt one never shows a passing untrusted state.
+func (inv *Inventory) resetSlotTo(s *slot, reason string, rebuilt bool) {
 	if reason == "" {
+		inv.clearMask(s.bit)
+		s.engine.reset()
 		return
 	}
 	s.otherGroups = 0 // a restarted engine may serve another model
 	s.stateMu.Lock()
 	s.reason, s.rebuilt, s.since = reason, false, inv.opts.Clock.Now()
+	if rebuilt {
+		s.reason, s.rebuilt = "", true
+	}
 	s.stateMu.Unlock()
+	inv.clearMask(s.bit)
+	s.engine.reset()
 	if m := inv.opts.Metrics; m != nil {
 		switch reason {
 		case ReasonSeqGap:
