@@ -68,6 +68,15 @@ type result struct {
 
 func (r *result) ok() bool { return r.Status == http.StatusOK && r.Err == "" && r.Tokens > 0 }
 
+// firstSight: the computed ideal cache held nothing of r's prompt (no
+// earlier request shared a block), so every router computes all of it.
+// Without a computed ideal (IdealOf 0) nothing is a first sight.
+func (r *result) firstSight() bool { return r.IdealHit == 0 && r.IdealOf > 0 }
+
+// lostAffinity: r found at least one block (16 tokens) less cached than
+// the computed ideal holds.
+func (r *result) lostAffinity() bool { return r.Cached+16 <= r.IdealHit }
+
 // idealCache is the computed upper bound: one unbounded prefix cache (as if
 // every group were pinned to an engine with ample room), matched block by
 // block like vLLM (the last prompt token is always computed).

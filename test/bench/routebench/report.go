@@ -86,13 +86,13 @@ func summarise(res []*result, window time.Duration, cfg config) *runSummary {
 		}
 		switch {
 		case r.TTFT < 0:
-		case r.IdealHit == 0 && r.IdealOf > 0:
+		case r.firstSight():
 			s.FirstSight++
 			s.FirstSightWorst = max(s.FirstSightWorst, r.TTFT)
 		default:
 			seen = append(seen, r.TTFT)
 		}
-		if r.ok() && r.Cached+16 <= r.IdealHit {
+		if r.ok() && r.lostAffinity() {
 			lost = append(lost, r.TTFT)
 		}
 		switch {

@@ -36,9 +36,9 @@ func tailNotes(all, measured []*result) []string {
 	for _, r := range answered[:k] {
 		kind := "hit"
 		switch {
-		case r.IdealHit == 0:
+		case r.firstSight():
 			kind = "first sight"
-		case r.Cached+16 <= r.IdealHit:
+		case r.lostAffinity():
 			kind = "lost affinity"
 		}
 		note := fmt.Sprintf("TTFT %.3f s at %.2f s, %s (%d of %d prompt tokens cached, ideal %d)", r.TTFT, r.Start, kind, r.Cached, r.Prompt, r.IdealHit)
