@@ -119,7 +119,7 @@ func (r reqProgress) waited(now float64) float64 {
 	}
 }
 
-// watch asks c every tick until ctx ends and calls cut when the run can
+// watch asks c every tick until done closes and calls cut when the run can
 // stop.
 func (p *progress) watch(done <-chan struct{}, start time.Time, c cutRule, cut func()) {
 	if c.Until <= 0 {
