@@ -267,8 +267,8 @@ func TestHTTPSurface(t *testing.T) {
 	}
 	_, _ = io.Copy(io.Discard, named.Body)
 	named.Body.Close()
-	if got := named.Header.Get(headerEngine); got != e.Addr() {
-		t.Errorf("%s: %q, want %q", headerEngine, got, e.Addr())
+	if got := named.Header.Get(HeaderEngine); got != e.Addr() {
+		t.Errorf("%s: %q, want %q", HeaderEngine, got, e.Addr())
 	}
 
 	resp, err := http.Get(base + pathMetrics)

@@ -23,10 +23,10 @@ const (
 	pathResetCache      = "/reset_prefix_cache"
 
 	headerRequestID = "X-Request-Id"
-	// headerEngine names the engine (its listening address) on every
+	// HeaderEngine names the engine (its listening address) on every
 	// generate response, so a benchmark behind a router can tell which
 	// engine served a request; vLLM sends no such header.
-	headerEngine = "X-Enginesim-Engine"
+	HeaderEngine = "X-Enginesim-Engine"
 
 	kvDoRemoteDecode  = "do_remote_decode"
 	kvDoRemotePrefill = "do_remote_prefill"
@@ -166,7 +166,7 @@ func (e *Engine) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 		id = strconv.FormatUint(e.ids.Add(1), 10)
 	}
 	s := e.submit(req)
-	w.Header().Set(headerEngine, e.Addr())
+	w.Header().Set(HeaderEngine, e.Addr())
 	out := &responder{e: e, w: w, chat: chat, model: g.Model, id: id, created: time.Now().Unix(), seed: wordSeed(id)}
 	if out.model == "" {
 		out.model = e.cfg.Model

@@ -16,6 +16,7 @@ import (
 
 	"github.com/infergate/infergate/kvexact"
 	"github.com/infergate/infergate/kvexact/bpe"
+	"github.com/infergate/infergate/test/enginesim"
 )
 
 // Wire names the client writes and reads.
@@ -23,7 +24,6 @@ const (
 	pathCompletions     = "/v1/completions"
 	pathChatCompletions = "/v1/chat/completions"
 	headerConversation  = "X-Conversation-Id"
-	headerEngine        = "X-Enginesim-Engine" // the simulator's address on its answers
 	sseData             = "data: "
 	sseDone             = "[DONE]"
 )
@@ -268,7 +268,7 @@ func (rn *runner) send(ctx context.Context, url string, f *flow, body map[string
 		return ""
 	}
 	defer resp.Body.Close()
-	r.Status, r.Engine = resp.StatusCode, resp.Header.Get(headerEngine)
+	r.Status, r.Engine = resp.StatusCode, resp.Header.Get(enginesim.HeaderEngine)
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		r.Err = fmt.Sprintf("status %d: %s", resp.StatusCode, strings.TrimSpace(string(msg)))
