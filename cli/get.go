@@ -287,7 +287,10 @@ func writeTable(w io.Writer, rs []rules.Rule, wide bool) error {
 		cells = append(cells, engineCell(sa), pdCell(sa), dash(sa.Host), dash(sa.ModelName), queueCell(r.Status))
 		blank := make([]string, len(cells))
 		if len(r.Endpoints) == 0 {
-			fmt.Fprintln(tw, strings.Join(append(cells, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-"), "\t"))
+			// One "-" per endpoint column, counted from the header so a
+			// new column cannot leave this row short.
+			noEndpoint := strings.Repeat("\t-", strings.Count(head, "\t")+1-len(cells))
+			fmt.Fprintln(tw, strings.Join(cells, "\t")+noEndpoint)
 		}
 		for i, ep := range r.Endpoints {
 			row := blank

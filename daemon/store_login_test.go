@@ -60,7 +60,7 @@ func waitNotReady(t *testing.T, d running, exited func() (error, bool), reason s
 // reached yet, and it becomes ready once etcd is back.
 func TestEtcdLoginWaitsForEtcd(t *testing.T) {
 	c := etcdtest.Start(t, 1)
-	pw := c.EnableAuth(t, "root", "s3cret")
+	pw := c.EnableAuth(t, "s3cret")
 	c.Members[0].Kill()
 	d, exited, _ := launchWithEtcdUser(t, c, pw)
 	waitNotReady(t, d, exited, "rule store: etcd not reached yet")
@@ -90,7 +90,7 @@ func TestEtcdLoginWaitsForEtcd(t *testing.T) {
 func TestEtcdLoginRefused(t *testing.T) {
 	const wrong = "wrong-Pa55-7f3e"
 	c := etcdtest.Start(t, 1)
-	c.EnableAuth(t, "root", "s3cret")
+	c.EnableAuth(t, "s3cret")
 	pw := etcdtest.PasswordFile(t, wrong)
 	d, exited, buf := launchWithEtcdUser(t, c, pw)
 	waitNotReady(t, d, exited, "rule store: etcd authentication failed for user")

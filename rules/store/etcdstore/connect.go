@@ -27,9 +27,10 @@ var ErrAuthFailed = errors.New("etcd authentication failed")
 // Connect backoff: the first pause is Options.RetryDelay, doubling up to
 // these caps. A refused login is not going to change by itself, so it is
 // retried (and logged) far less often than an unreachable cluster. The
-// first login may take Options.DialTimeout; each one that times out gives
-// the next twice as long, up to loginTimeoutMax, so a slow etcd (password
-// checks are bcrypt) is waited for rather than given up on every time.
+// first login may take Options.DialTimeout; each failed attempt other
+// than a refusal (a timed-out login among them) gives the next twice as
+// long, up to loginTimeoutMax, so a slow etcd (password checks are bcrypt)
+// is waited for rather than given up on every time.
 const (
 	connectRetryMax     = 2 * time.Second
 	authFailureRetryMax = 30 * time.Second

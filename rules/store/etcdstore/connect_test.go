@@ -44,7 +44,7 @@ func wantUnavailable(t *testing.T, what string, err error, mentions string) {
 // is back.
 func TestOpenWithUserDuringOutage(t *testing.T) {
 	c := etcdtest.Start(t, 1)
-	pw := c.EnableAuth(t, "root", "s3cret")
+	pw := c.EnableAuth(t, "s3cret")
 	c.Members[0].Kill()
 	b, err := etcdstore.Open(userOptions(c, pw), quietLog(), nil)
 	if err != nil {
@@ -105,7 +105,7 @@ func TestOpenWithUserDuringOutage(t *testing.T) {
 func TestLoginRefused(t *testing.T) {
 	const wrong = "wrong-Pa55-7f3e"
 	c := etcdtest.Start(t, 1)
-	c.EnableAuth(t, "root", "s3cret")
+	c.EnableAuth(t, "s3cret")
 	pw := etcdtest.PasswordFile(t, wrong)
 	log, hook := logtest.NewNullLogger()
 	o := userOptions(c, pw)

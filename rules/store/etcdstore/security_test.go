@@ -113,7 +113,7 @@ func TestMutualTLS(t *testing.T) {
 // file; a wrong password is refused.
 func TestAuth(t *testing.T) {
 	c := etcdtest.Start(t, 1)
-	pw := c.EnableAuth(t, "root", "s3cret")
+	pw := c.EnableAuth(t, "s3cret")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	open := func(password string) (*etcdstore.Backend, error) {

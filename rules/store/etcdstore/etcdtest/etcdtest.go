@@ -191,27 +191,19 @@ func (c *Cluster) Client(t testing.TB) *clientv3.Client {
 	return cli
 }
 
-// EnableAuth turns etcd's authentication on with user as a root user
-// (the root role may read and write every key) whose password is written to
-// a file, as --etcd-password-file takes it; it returns that file.
-func (c *Cluster) EnableAuth(t testing.TB, user, password string) string {
+// EnableAuth turns etcd's authentication on with a root user (the root
+// role may read and write every key) whose password is written to a file,
+// as --etcd-password-file takes it; it returns that file.
+func (c *Cluster) EnableAuth(t testing.TB, password string) string {
 	t.Helper()
 	cli := c.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := cli.UserAdd(ctx, user, password); err != nil {
-		t.Fatalf("etcd user add: %v", err)
+	if _, err := cli.UserAdd(ctx, "root", password); err != nil {
+		t.Fatalf("etcd user add root: %v", err)
 	}
-	if user != "root" {
-		if _, err := cli.UserAdd(ctx, "root", password); err != nil {
-			t.Fatalf("etcd user add root: %v", err)
-		}
-		if _, err := cli.UserGrantRole(ctx, "root", "root"); err != nil {
-			t.Fatalf("etcd grant root: %v", err)
-		}
-	}
-	if _, err := cli.UserGrantRole(ctx, user, "root"); err != nil {
-		t.Fatalf("etcd grant root to %s: %v", user, err)
+	if _, err := cli.UserGrantRole(ctx, "root", "root"); err != nil {
+		t.Fatalf("etcd grant root: %v", err)
 	}
 	if _, err := cli.AuthEnable(ctx); err != nil {
 		t.Fatalf("etcd auth enable: %v", err)
