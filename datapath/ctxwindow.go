@@ -100,12 +100,18 @@ func (rt *Runtime) learnWindows(rs *ruleState, every time.Duration) {
 	}
 }
 
+// engineScheme is the URL scheme that reaches generation c's engines:
+// https when they speak TLS (c.probe then trusts them as the rule says).
+func (c *compiled) engineScheme() string {
+	if c.probe != nil {
+		return "https://"
+	}
+	return "http://"
+}
+
 // readWindows reads each unconfigured endpoint's window of generation c.
 func (rt *Runtime) readWindows(ctx context.Context, c *compiled) {
-	scheme := "http://"
-	if c.probe != nil { // the engines speak TLS, trusted as the rule says
-		scheme = "https://"
-	}
+	scheme := c.engineScheme()
 	hc := c.probeClient(rt)
 	for i, se := range c.rule.Endpoints {
 		if c.rule.MaxModelLenOf(i) > 0 {
@@ -128,9 +134,10 @@ func (rt *Runtime) readWindows(ctx context.Context, c *compiled) {
 }
 
 // learnerIdle reports whether rs's reader may stop: its current
-// generation needs neither windows nor engine ids. Decided under rt.mu, where generations are
-// swapped and followWindowsLocked runs, so an update that needs windows
-// again either sees this reader still running or starts a new one.
+// generation has no engine fact to learn (learnsFacts). Decided under
+// rt.mu, where generations are swapped and followWindowsLocked runs, so an
+// update that needs facts again either sees this reader still running or
+// starts a new one.
 func (rt *Runtime) learnerIdle(rs *ruleState) bool {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()

@@ -33,10 +33,7 @@ func (rt *Runtime) followEngines(c *compiled) {
 		rt.es.Drop(owner)
 		return
 	}
-	scheme := "http://"
-	if c.probe != nil { // security 2: the engines speak TLS, trusted as the rule says
-		scheme = "https://"
-	}
+	scheme := c.engineScheme()
 	ts := make([]enginestats.Target, 0, len(r.Endpoints))
 	for i, se := range r.Endpoints {
 		ts = append(ts, enginestats.Target{

@@ -69,10 +69,7 @@ func (rt *Runtime) admissionOf(c *compiled, i int) (n int, learned bool) {
 // readBatchLimits reads the batch limit of each endpoint of generation c
 // that learns its window, then resizes the current generation's windows.
 func (rt *Runtime) readBatchLimits(ctx context.Context, rs *ruleState, c *compiled) {
-	scheme := "http://"
-	if c.probe != nil { // the engines speak TLS, trusted as the rule says
-		scheme = "https://"
-	}
+	scheme := c.engineScheme()
 	hc := c.probeClient(rt)
 	for i, se := range c.rule.Endpoints {
 		if !rt.learnsWindowOf(c.rule, i) {

@@ -40,8 +40,10 @@ import (
 // rule's own admission_window has: a larger one is not a real batch.
 const MaxBatchLimit = 1 << 16
 
-// maxInfoBody caps a server-info answer: SGLang's is ~12 KiB per
-// data-parallel rank, vLLM's with its environment some tens of KiB.
+// maxInfoBody caps a server-info answer, which holds the server's
+// arguments (SGLang repeats its state per data-parallel rank; vLLM's adds
+// its environment). The cap bounds what a wrong port can make the reader
+// hold; the answers of real engines were not measured against it.
 const maxInfoBody = 1 << 20
 
 // Where a batch limit was learned (shown with the window it sizes).

@@ -8,6 +8,20 @@ import (
 	"time"
 )
 
+// hold takes n slots of w without waiting and returns their releases.
+func hold(t *testing.T, w *Window, n int) []func() {
+	t.Helper()
+	rel := make([]func(), 0, n)
+	for range n {
+		r, _, err := w.Acquire(context.Background(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel = append(rel, r)
+	}
+	return rel
+}
+
 func TestNilWindowAdmitsAll(t *testing.T) {
 	var w *Window = New(0)
 	for range 100 {
@@ -43,14 +57,7 @@ func TestAcquire(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			w := New(tc.limit)
-			var rel []func()
-			for range tc.held {
-				r, _, err := w.Acquire(context.Background(), 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				rel = append(rel, r)
-			}
+			rel := hold(t, w, tc.held)
 			if tc.freeIn > 0 {
 				time.AfterFunc(tc.freeIn, rel[0])
 			}
@@ -139,14 +146,7 @@ func TestSetLimit(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			w := NewResizable(tc.from)
-			var rel []func()
-			for range tc.held {
-				r, _, err := w.Acquire(context.Background(), 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				rel = append(rel, r)
-			}
+			rel := hold(t, w, tc.held)
 			w.SetLimit(tc.to)
 			for i := range tc.releases {
 				rel[i]()
