@@ -49,5 +49,5 @@ func (p *EPPPicker) FirstChunk(o epp.Outcome) {
 func (t *eppTicket) teachesFirstToken(o epp.Outcome) bool {
 	return t.placed != nil && t.prefill < 0 &&
 		o.Status >= 200 && o.Status < 300 && o.EventStream && o.Incremental &&
-		(o.Endpoint == "" || o.Endpoint == t.c.rule.Endpoints[t.primary].Addr.String())
+		(o.Endpoint == "" || o.Endpoint == t.c.eppAddr(t.primary))
 }

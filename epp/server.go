@@ -28,10 +28,11 @@ const (
 type Server struct {
 	extprocv3.UnimplementedExternalProcessorServer
 
-	opts    Options
-	picker  Picker
-	metrics *Metrics
-	health  *health.Server
+	opts     Options
+	picker   Picker
+	progress Progress // picker when it implements Progress, else nil
+	metrics  *Metrics
+	health   *health.Server
 }
 
 // New builds a server. m may be nil (metrics kept but not registered).
@@ -49,7 +50,8 @@ func New(opts Options, p Picker, m *Metrics) (*Server, error) {
 	h.SetServingStatus(HealthLiveness, healthpb.HealthCheckResponse_SERVING)
 	h.SetServingStatus(HealthReadiness, healthpb.HealthCheckResponse_NOT_SERVING)
 	h.SetServingStatus(HealthExtProc, healthpb.HealthCheckResponse_NOT_SERVING)
-	return &Server{opts: opts, picker: p, metrics: m, health: h}, nil
+	progress, _ := p.(Progress)
+	return &Server{opts: opts, picker: p, progress: progress, metrics: m, health: h}, nil
 }
 
 // Options returns the options the server runs with.

@@ -337,8 +337,8 @@ func (st *stream) responseBody(msg *extprocv3.ProcessingRequest, b *extprocv3.Ht
 	if st.outcome.FirstBodyChunk == 0 {
 		st.outcome.FirstBodyChunk = time.Since(st.pickedAt)
 		st.outcome.Incremental = len(b.GetBody()) > 0 && !b.GetEndOfStream() && !st.respBuffered
-		if p, ok := st.s.picker.(Progress); ok {
-			p.FirstChunk(st.outcome)
+		if st.s.progress != nil {
+			st.s.progress.FirstChunk(st.outcome)
 		}
 	}
 	if err := st.send(responseChunk(b.GetBody(), b.GetEndOfStream(), st.respStreamed)); err != nil {

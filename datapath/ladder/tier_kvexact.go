@@ -31,7 +31,10 @@ const (
 // KVIndex is the inventory surface Tier 1.5 reads; *kvexact.Inventory
 // implements it.
 type KVIndex interface {
-	RequestKeys(tokens []uint32) []uint64
+	// AppendRequestKeys appends a prompt's block keys to dst, so the tier
+	// reuses one buffer per decision in flight instead of allocating the
+	// keys of every prompt.
+	AppendRequestKeys(dst []uint64, tokens []uint32) []uint64
 	Score(blockKeys []uint64, candidates []string) []kvexact.Score
 	Trusted(endpoint string) (bool, string)
 	// TrustedMask is Trusted for every candidate of one decision at once
@@ -78,26 +81,14 @@ type KVExact struct {
 	keys sync.Pool          // *[]uint64 block-key buffers, one per decision in flight
 }
 
-// keyAppender is an index that appends a request's block keys to a
-// caller's slice (kvexact.Inventory.AppendRequestKeys), so a decision's
-// keys, dead once it is made, need not be allocated per request.
-type keyAppender interface {
-	AppendRequestKeys(dst []uint64, tokens []uint32) []uint64
-}
-
-// requestKeys returns the block keys of ids and, when they live in one of
-// the tier's reused buffers, that buffer, to be put back once the
-// decision no longer reads the keys.
+// requestKeys returns the block keys of ids in one of the tier's reused
+// buffers, to be put back once the decision no longer reads the keys.
 func (t *KVExact) requestKeys(ids []uint32) ([]uint64, *[]uint64) {
-	a, ok := t.o.Index.(keyAppender)
-	if !ok {
-		return t.o.Index.RequestKeys(ids), nil
-	}
 	buf, _ := t.keys.Get().(*[]uint64)
 	if buf == nil {
 		buf = new([]uint64)
 	}
-	*buf = a.AppendRequestKeys((*buf)[:0], ids)
+	*buf = t.o.Index.AppendRequestKeys((*buf)[:0], ids)
 	return *buf, buf
 }
 
@@ -246,11 +237,9 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 		return -1, reason, false, nil
 	}
 	keys, buf := t.requestKeys(ids)
-	if buf != nil {
-		// Nothing keeps the keys past the decision: Score reads them,
-		// f keeps only their count.
-		defer t.keys.Put(buf)
-	}
+	// Nothing keeps the keys past the decision: Score reads them, f keeps
+	// only their count.
+	defer t.keys.Put(buf)
 	if len(keys) == 0 {
 		return -1, ReasonShortPrompt, false, nil
 	}

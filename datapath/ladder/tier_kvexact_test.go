@@ -27,7 +27,9 @@ type fakeIndex struct {
 	trusted map[string]string // endpoint → untrust reason ("" trusted); absent: unknown
 }
 
-func (f *fakeIndex) RequestKeys(tokens []uint32) []uint64 { return make([]uint64, len(tokens)/4) }
+func (f *fakeIndex) AppendRequestKeys(dst []uint64, tokens []uint32) []uint64 {
+	return append(dst, make([]uint64, len(tokens)/4)...)
+}
 
 func (f *fakeIndex) Score(keys []uint64, cands []string) []kvexact.Score {
 	out := make([]kvexact.Score, len(cands))
