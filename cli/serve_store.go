@@ -12,6 +12,6 @@ func addStoreFlags(fl *pflag.FlagSet, opts *daemon.Options) {
 	fl.StringVar(&opts.ReplicaID, "replica-id", opts.ReplicaID, "this replica's name in 'infergate get replicas' (default <hostname>/<API address>)")
 	etcdClientFlags(fl, e)
 	fl.StringVar(&e.TLS.ServerName, "etcd-server-name", e.TLS.ServerName, "name checked in the etcd members' certificates (default: the host dialled)")
-	fl.DurationVar(&e.DialTimeout, "etcd-dial-timeout", e.DialTimeout, "etcd member connect timeout; with --etcd-user, the first login's bound (each login that times out doubles it, up to 16s)")
+	fl.DurationVar(&e.DialTimeout, "etcd-dial-timeout", e.DialTimeout, "etcd member connect timeout; with --etcd-user, the first login's bound (each failed attempt doubles it, up to 16s)")
 	fl.DurationVar(&e.RequestTimeout, "etcd-request-timeout", e.RequestTimeout, "bound on etcd reads and health probes")
 }
