@@ -170,14 +170,26 @@ func (h *heldSlots) release() {
 // endpoint is at its window the request waits in the queue. shed true:
 // the client has been answered (shed, or gone). What chose the endpoint
 // goes to the request's observation (x.obs.picker).
+//
+// f and held stay on the caller's stack: the queue's callback gets heap
+// copies, made only for a rule with windows and copied back once the
+// queue is done with them (the callback runs only while admitFlow waits).
+// Handing the callback f and held themselves would move both to the heap
+// on every request, windows or not.
 func (rt *Runtime) chooseAdmitted(x *exchange, c *compiled, f *pick.PoolFacts, body []byte, excl uint64, first bool, held *heldSlots) (int, uint64, *pick.Placed, bool) {
 	if c.win == nil {
 		i, excl, placed, by := rt.choose(c, f, x.r, body, excl, first)
 		x.obs.picker = by
 		return i, excl, placed, false
 	}
-	wc := windowChoice{rt: rt, c: c, f: f, r: x.r, body: body, excl: excl, first: first, held: held, i: -1}
-	if !rt.admitFlow(x, c, wc.try) {
+	box := &struct {
+		f    pick.PoolFacts
+		held heldSlots
+	}{*f, *held}
+	wc := windowChoice{rt: rt, c: c, f: &box.f, r: x.r, body: body, excl: excl, first: first, held: &box.held, i: -1}
+	admitted := rt.admitFlow(x, c, wc.try)
+	*f, *held = box.f, box.held
+	if !admitted {
 		return -1, wc.excl, nil, true
 	}
 	x.obs.picker = wc.by

@@ -80,7 +80,11 @@ type pdCounters struct {
 	legs   counterCache // LegRequests{rule, endpoint, phase, status}
 }
 
-// lazyObserver is lazyCounter for a histogram child.
+// lazyObserver is lazyCounter for a histogram child. It is a copy, not
+// one generic helper over both vector types: calling WithLabelValues
+// through a type parameter or an interface makes the variadic labels
+// escape, so every call, the cached one included, would allocate them
+// (go build -gcflags=-m reports "... argument escapes to heap").
 type lazyObserver struct {
 	p atomic.Pointer[prometheus.Observer]
 }

@@ -406,7 +406,7 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 		var i int
 		var shed bool
 		x.placed.Done(0) // a failed attempt's booking (nil-safe)
-		if i, excl, x.placed, shed = rt.chooseSingle(x, c, &f, body, excl, attempts == 0, &held); shed {
+		if i, excl, x.placed, shed = rt.chooseAdmitted(x, c, &f, body, excl, attempts == 0, &held); shed {
 			return
 		}
 		if i < 0 {
@@ -475,26 +475,6 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 	}
 	rt.fail(x, c, -1, http.StatusBadGateway, CodeBackendUnreachable,
 		"no healthy backend endpoint accepted the connection")
-}
-
-// chooseSingle is chooseAdmitted for serveSingleExcl, whose facts and held
-// slots stay on its stack: chooseAdmitted's window path hands both to the
-// queue's callback, which would move them to the heap on every request, so
-// here only a rule with windows pays for a heap copy (the callback runs only
-// while chooseAdmitted waits, so copying back after it is safe).
-func (rt *Runtime) chooseSingle(x *exchange, c *compiled, f *pick.PoolFacts, body []byte, excl uint64, first bool, held *heldSlots) (int, uint64, *pick.Placed, bool) {
-	if c.win == nil {
-		i, excl, placed, by := rt.choose(c, f, x.r, body, excl, first)
-		x.obs.picker = by
-		return i, excl, placed, false
-	}
-	box := &struct {
-		f    pick.PoolFacts
-		held heldSlots
-	}{*f, *held}
-	i, excl, placed, shed := rt.chooseAdmitted(x, c, &box.f, body, excl, first, &box.held)
-	*f, *held = box.f, box.held
-	return i, excl, placed, shed
 }
 
 // clientBodyFailed answers a streamed body the client did not deliver

@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -18,24 +19,35 @@ import (
 // ("proxied"), in parallel on keep-alive connections. Report the ratio of
 // the two ns/op, measured in the same run.
 func BenchmarkProxy(b *testing.B) {
-	e, err := fakeengine.Start(fakeengine.Options{Name: "bench", NoLog: true})
+	for _, tc := range benchTargets(b, fakeengine.Options{Name: "bench", NoLog: true}) {
+		b.Run(tc.name, func(b *testing.B) {
+			postParallel(b, tc.url)
+		})
+	}
+}
+
+// benchTarget is one of benchTargets' completion URLs.
+type benchTarget struct{ name, url string }
+
+// benchTargets starts a fake engine with o and a round-robin rule in front
+// of it, both stopped when b ends, and returns the engine's completion URL
+// ("direct", the baseline) and the rule's ("proxied").
+func benchTargets(b *testing.B, o fakeengine.Options) []benchTarget {
+	b.Helper()
+	e, err := fakeengine.Start(o)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer e.Close()
+	b.Cleanup(e.Close)
 	rt := New(DefaultOptions(), nil, nil)
-	defer func() { _ = rt.Close(b.Context()) }()
+	b.Cleanup(func() { _ = rt.Close(context.Background()) })
 	r := newRule("127.0.0.1", freePortB(b), spec.SelRoundRobin, spec.Endpoint{ID: e.Addr(), Addr: mustAddrPort(e.Addr()), Weight: 1})
 	if err := rt.Install(nil, r); err != nil {
 		b.Fatal(err)
 	}
-	for _, tc := range []struct{ name, url string }{
+	return []benchTarget{
 		{"direct", "http://" + e.Addr() + "/v1/completions"},
 		{"proxied", ruleURL(r) + "/v1/completions"},
-	} {
-		b.Run(tc.name, func(b *testing.B) {
-			postParallel(b, tc.url)
-		})
 	}
 }
 

@@ -6,12 +6,12 @@ import (
 	"flag"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/infergate/infergate/internal/fakeengine"
-	"github.com/infergate/infergate/spec"
 )
 
 // sseBenchTokens is the events per streamed completion in BenchmarkProxySSE.
@@ -29,22 +29,8 @@ var sseBenchDelay = flag.Duration("sse-bench-token-delay", 200*time.Microsecond,
 // direct difference (allocations, or instructions under callgrind) by
 // sseBenchTokens+1 (the [DONE] line) for the cost per relayed event.
 func BenchmarkProxySSE(b *testing.B) {
-	e, err := fakeengine.Start(fakeengine.Options{Name: "bench", NoLog: true, Tokens: sseBenchTokens, TokenDelay: *sseBenchDelay})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer e.Close()
-	rt := New(DefaultOptions(), nil, nil)
-	defer func() { _ = rt.Close(b.Context()) }()
-	r := newRule("127.0.0.1", freePortB(b), spec.SelRoundRobin, spec.Endpoint{ID: e.Addr(), Addr: mustAddrPort(e.Addr()), Weight: 1})
-	if err := rt.Install(nil, r); err != nil {
-		b.Fatal(err)
-	}
-	body := `{"model":"fake-model","prompt":"hello","max_tokens":` + "32" + `,"stream":true}`
-	for _, tc := range []struct{ name, url string }{
-		{"direct", "http://" + e.Addr() + "/v1/completions"},
-		{"proxied", ruleURL(r) + "/v1/completions"},
-	} {
+	body := `{"model":"fake-model","prompt":"hello","max_tokens":` + strconv.Itoa(sseBenchTokens) + `,"stream":true}`
+	for _, tc := range benchTargets(b, fakeengine.Options{Name: "bench", NoLog: true, Tokens: sseBenchTokens, TokenDelay: *sseBenchDelay}) {
 		b.Run(tc.name, func(b *testing.B) {
 			c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 			defer c.CloseIdleConnections()
