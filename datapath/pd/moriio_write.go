@@ -32,19 +32,9 @@ import (
 // tid from the prefill whose side channel is ps (its DP size 1, its TP
 // when labelled).
 func moriConcurrentDecodeParams(tid string, ps moriSide) []byte {
-	b, _ := json.Marshal(struct {
-		DoRemoteDecode      bool   `json:"do_remote_decode"`
-		DoRemotePrefill     bool   `json:"do_remote_prefill"`
-		TransferID          string `json:"transfer_id"`
-		RemoteDPSize        int    `json:"remote_dp_size"`
-		RemoteTPSize        int    `json:"remote_tp_size,omitempty"`
-		RemoteHost          string `json:"remote_host"`
-		RemoteHandshakePort int    `json:"remote_handshake_port"`
-		RemoteNotifyPort    int    `json:"remote_notify_port"`
-	}{
-		DoRemotePrefill: true, TransferID: tid, RemoteDPSize: 1, RemoteTPSize: ps.tp,
-		RemoteHost: ps.host, RemoteHandshakePort: ps.handshake, RemoteNotifyPort: ps.notify,
-	})
+	v := moriParamsTo(tid, ps, true)
+	v.DoRemotePrefill = true
+	b, _ := json.Marshal(v)
 	return b
 }
 
