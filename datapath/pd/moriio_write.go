@@ -71,9 +71,9 @@ func moriConcurrentHandoff(body []byte, tid string, ps moriSide) error {
 // are dispatched at once under one request id; the decode is answered
 // only after the prefill's handoff passed.
 func runMoRIIOConcurrent(q *seq, ps, ds moriSide, suffix string) {
-	o, req := q.o, q.req
+	o := q.o
 	tid := newTransferID()
-	pleg := q.vllmLeg(q.pair.Prefill, suffix, vllmPrefillBodyWith(&q.obj, req.Path, moriPrefillParams(tid, ds)))
+	pleg := q.moriPrefillLeg(q.pair.Prefill, suffix, tid, ds)
 	dleg := q.vllmLeg(q.pair.Decode, suffix, vllmDecodeBody(&q.obj, moriConcurrentDecodeParams(tid, ps)))
 
 	pctx, dropPrefill := context.WithCancel(q.ctx)

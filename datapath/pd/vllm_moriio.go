@@ -355,7 +355,7 @@ func runMoRIIO(q *seq) {
 	var tid string
 	build := func(prefill spec.Endpoint) upstream.Leg {
 		tid = newTransferID()
-		return q.vllmLeg(prefill, suffix, vllmPrefillBodyWith(&q.obj, req.Path, moriPrefillParams(tid, ds)))
+		return q.moriPrefillLeg(prefill, suffix, tid, ds)
 	}
 	r, prefill, ok, done := q.prefillWithFailover(build, prefillWords{leg: "prefill", fallback: "the request fails (a MoRI-IO decode never recomputes)"})
 	if done {
@@ -390,6 +390,12 @@ func runMoRIIO(q *seq) {
 		})
 	}
 	q.vllmDecode(params, suffix)
+}
+
+// moriPrefillLeg is a MoRI-IO prefill leg to prefill for transfer tid,
+// told the decode side channel ds (sequential and concurrent dispatch).
+func (q *seq) moriPrefillLeg(prefill spec.Endpoint, suffix, tid string, ds moriSide) upstream.Leg {
+	return q.vllmLeg(prefill, suffix, vllmPrefillBodyWith(&q.obj, q.req.Path, moriPrefillParams(tid, ds)))
 }
 
 // moriAlternates keeps the endpoints ok accepts (a failover must pair too).
