@@ -54,16 +54,28 @@ func learnsEngineIDs(r *spec.Rule) bool {
 // KVEngineID is the engine id learned for the endpoint with ID id ("":
 // none); the P/D dialects read it through pd.Request.EngineIDs.
 func (c *compiled) KVEngineID(id string) string {
-	for _, ep := range c.eps {
-		if ep.id == id {
-			if p := ep.kvEngineID.Load(); p != nil {
-				return *p
-			}
-			return ""
+	if i := c.indexOf(id); i >= 0 {
+		if p := c.eps[i].kvEngineID.Load(); p != nil {
+			return *p
 		}
 	}
 	return ""
 }
+
+// KVEngineRanks are the engines per DP rank the endpoint with ID id listed
+// on its Mooncake bootstrap /query, from the same read as its KVEngineID
+// (nil: not read, or a rank was unusable); the vLLM dialect pins a
+// multi-rank prefill's leg to one of them (pd.EngineRankSource).
+func (c *compiled) KVEngineRanks(id string) pd.MooncakeRanks {
+	if i := c.indexOf(id); i >= 0 {
+		if p := c.eps[i].kvEngineRanks.Load(); p != nil {
+			return *p
+		}
+	}
+	return nil
+}
+
+var _ pd.EngineRankSource = (*compiled)(nil)
 
 // readEngineIDs reads the engine id of each Mooncake prefill of c that
 // has no label; a failed read keeps the last id.

@@ -32,19 +32,9 @@ import (
 // tid from the prefill whose side channel is ps (its DP size 1, its TP
 // when labelled).
 func moriConcurrentDecodeParams(tid string, ps moriSide) []byte {
-	b, _ := json.Marshal(struct {
-		DoRemoteDecode      bool   `json:"do_remote_decode"`
-		DoRemotePrefill     bool   `json:"do_remote_prefill"`
-		TransferID          string `json:"transfer_id"`
-		RemoteDPSize        int    `json:"remote_dp_size"`
-		RemoteTPSize        int    `json:"remote_tp_size,omitempty"`
-		RemoteHost          string `json:"remote_host"`
-		RemoteHandshakePort int    `json:"remote_handshake_port"`
-		RemoteNotifyPort    int    `json:"remote_notify_port"`
-	}{
-		DoRemotePrefill: true, TransferID: tid, RemoteDPSize: 1, RemoteTPSize: ps.tp,
-		RemoteHost: ps.host, RemoteHandshakePort: ps.handshake, RemoteNotifyPort: ps.notify,
-	})
+	v := moriParamsTo(tid, ps, true)
+	v.DoRemotePrefill = true
+	b, _ := json.Marshal(v)
 	return b
 }
 
@@ -81,9 +71,9 @@ func moriConcurrentHandoff(body []byte, tid string, ps moriSide) error {
 // are dispatched at once under one request id; the decode is answered
 // only after the prefill's handoff passed.
 func runMoRIIOConcurrent(q *seq, ps, ds moriSide, suffix string) {
-	o, req := q.o, q.req
+	o := q.o
 	tid := newTransferID()
-	pleg := q.vllmLeg(q.pair.Prefill, suffix, vllmPrefillBodyWith(&q.obj, req.Path, moriPrefillParams(tid, ds)))
+	pleg := q.moriPrefillLeg(q.pair.Prefill, suffix, tid, ds)
 	dleg := q.vllmLeg(q.pair.Decode, suffix, vllmDecodeBody(&q.obj, moriConcurrentDecodeParams(tid, ps)))
 
 	pctx, dropPrefill := context.WithCancel(q.ctx)

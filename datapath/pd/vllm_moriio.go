@@ -202,23 +202,38 @@ func moriFanout(o *object, path string) string {
 	return ""
 }
 
+// moriParams is a MoRI-IO leg's kv_transfer_params as the gateway mints
+// them: a prefill's (do_remote_decode) or a concurrent WRITE decode's
+// (do_remote_prefill), with the peer's side channel when the leg is told
+// one.
+type moriParams struct {
+	DoRemoteDecode      bool   `json:"do_remote_decode"`
+	DoRemotePrefill     bool   `json:"do_remote_prefill"`
+	TransferID          string `json:"transfer_id"`
+	RemoteDPSize        int    `json:"remote_dp_size"`
+	RemoteTPSize        int    `json:"remote_tp_size,omitempty"`
+	RemoteHost          string `json:"remote_host,omitempty"`
+	RemoteHandshakePort int    `json:"remote_handshake_port,omitempty"`
+	RemoteNotifyPort    int    `json:"remote_notify_port,omitempty"`
+}
+
+// moriParamsTo is moriParams for transfer tid naming peer side channel p
+// (its DP size 1, its TP when labelled); withChannel adds p's host and
+// ports.
+func moriParamsTo(tid string, p moriSide, withChannel bool) moriParams {
+	v := moriParams{TransferID: tid, RemoteDPSize: 1, RemoteTPSize: p.tp}
+	if withChannel {
+		v.RemoteHost, v.RemoteHandshakePort, v.RemoteNotifyPort = p.host, p.handshake, p.notify
+	}
+	return v
+}
+
 // moriPrefillParams tags a MoRI-IO prefill leg: keep the KV for a remote
 // decode under transfer id tid, the decode's DP (1) and TP; in WRITE mode
 // also the decode side channel to push to.
 func moriPrefillParams(tid string, ds moriSide) []byte {
-	v := struct {
-		DoRemoteDecode      bool   `json:"do_remote_decode"`
-		DoRemotePrefill     bool   `json:"do_remote_prefill"`
-		TransferID          string `json:"transfer_id"`
-		RemoteDPSize        int    `json:"remote_dp_size"`
-		RemoteTPSize        int    `json:"remote_tp_size,omitempty"`
-		RemoteHost          string `json:"remote_host,omitempty"`
-		RemoteHandshakePort int    `json:"remote_handshake_port,omitempty"`
-		RemoteNotifyPort    int    `json:"remote_notify_port,omitempty"`
-	}{DoRemoteDecode: true, TransferID: tid, RemoteDPSize: 1, RemoteTPSize: ds.tp}
-	if ds.mode == moriWrite {
-		v.RemoteHost, v.RemoteHandshakePort, v.RemoteNotifyPort = ds.host, ds.handshake, ds.notify
-	}
+	v := moriParamsTo(tid, ds, ds.mode == moriWrite)
+	v.DoRemoteDecode = true
 	b, _ := json.Marshal(v)
 	return b
 }
@@ -340,7 +355,7 @@ func runMoRIIO(q *seq) {
 	var tid string
 	build := func(prefill spec.Endpoint) upstream.Leg {
 		tid = newTransferID()
-		return q.vllmLeg(prefill, suffix, vllmPrefillBodyWith(&q.obj, req.Path, moriPrefillParams(tid, ds)))
+		return q.moriPrefillLeg(prefill, suffix, tid, ds)
 	}
 	r, prefill, ok, done := q.prefillWithFailover(build, prefillWords{leg: "prefill", fallback: "the request fails (a MoRI-IO decode never recomputes)"})
 	if done {
@@ -375,6 +390,12 @@ func runMoRIIO(q *seq) {
 		})
 	}
 	q.vllmDecode(params, suffix)
+}
+
+// moriPrefillLeg is a MoRI-IO prefill leg to prefill for transfer tid,
+// told the decode side channel ds (sequential and concurrent dispatch).
+func (q *seq) moriPrefillLeg(prefill spec.Endpoint, suffix, tid string, ds moriSide) upstream.Leg {
+	return q.vllmLeg(prefill, suffix, vllmPrefillBodyWith(&q.obj, q.req.Path, moriPrefillParams(tid, ds)))
 }
 
 // moriAlternates keeps the endpoints ok accepts (a failover must pair too).
