@@ -286,8 +286,9 @@ type stringWriter interface {
 // writeFieldValue writes v with CR, LF and NUL replaced by spaces, as
 // net/http does: a value can never start a new field or response.
 func writeFieldValue(w stringWriter, v string) {
-	// Three vectorised scans cost less than one byte loop testing three
-	// values: every field of every response head goes through here.
+	// Three IndexByte scans (assembly in the runtime) instead of one byte
+	// loop testing three values; not measured apart from the commit that
+	// brought it. Every field of every response head goes through here.
 	if strings.IndexByte(v, '\r') < 0 && strings.IndexByte(v, '\n') < 0 && strings.IndexByte(v, 0) < 0 {
 		_, _ = w.WriteString(v)
 		return
