@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -168,7 +169,7 @@ func (x *exchange) moriWriteDecode(kv *connectorKV) bool {
 		x.e.update(func() { x.rec.Cancelled = true })
 	case <-x.e.stop:
 	case <-time.After(x.e.cfg.RendezvousTimeout):
-		x.reject(504, fmt.Sprintf("moriio write decode: no KV push for transfer %s from %s", kv.TransferID, peerChannel(kv)))
+		x.reject(http.StatusGatewayTimeout, fmt.Sprintf("moriio write decode: no KV push for transfer %s from %s", kv.TransferID, peerChannel(kv)))
 	}
 	return false
 }
