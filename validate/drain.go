@@ -71,7 +71,7 @@ func (w *workflow) disruptiveFamily(ctx context.Context, res *StepResult, verb s
 
 // drainOne drains endpoint i of orig, probes, restores (always), probes.
 func (w *workflow) drainOne(ctx context.Context, orig rules.Rule, i int, fam string, sel Labels) (ev []string, st Status, restoredOK bool) {
-	id := fmt.Sprintf("%s:%d", orig.Endpoints[i].EndpointIP, orig.Endpoints[i].TargetPort)
+	id := net.JoinHostPort(orig.Endpoints[i].EndpointIP, strconv.Itoa(orig.Endpoints[i].TargetPort))
 	drainedRule := rules.SpecOnly(orig)
 	drainedRule.Endpoints = append([]rules.Endpoint(nil), orig.Endpoints...)
 	drainedRule.Endpoints[i].Weight = 0
