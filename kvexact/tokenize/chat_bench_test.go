@@ -2,34 +2,20 @@ package tokenize
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/infergate/infergate/internal/chatload"
 )
 
 // eppChatBodies are chat requests shaped like test/bench/eppload's: a
 // system prompt that is one of prefixes shared ones (about 7/8 of size)
 // and a user turn unique to the request, padded to size bytes.
 func eppChatBodies(first, n, prefixes, size int) (bodies [][]byte, messages [][]byte) {
-	words := []string{"cache", "route", "token", "engine", "prefix", "decode", "batch", "queue", "model", "gateway", "stream", "block"}
-	sys := make([]string, prefixes)
-	for i := range sys {
-		var b strings.Builder
-		for j := 0; b.Len() < size*7/8; j++ {
-			b.WriteString(words[(i*7+j*j+j/3)%len(words)])
-			b.WriteByte(' ')
-			if j%11 == 0 {
-				b.WriteString(strconv.Itoa(i*1000 + j))
-				b.WriteByte(' ')
-			}
-		}
-		sys[i] = b.String()
-	}
+	sys := chatload.SystemPrompts(prefixes, size)
 	for k := first; k < first+n; k++ {
-		head := fmt.Sprintf(`{"model":"Qwen/Qwen3-0.6B","stream":true,"messages":[{"role":"system","content":%q},{"role":"user","content":"question %d `, sys[k%prefixes], k)
-		b := []byte(head + strings.Repeat("x", max(0, size-len(head)-4)) + `"}]}`)
+		b := chatload.Body("Qwen/Qwen3-0.6B", sys[k%prefixes], uint64(k), size)
 		bodies = append(bodies, b)
 		i := strings.Index(string(b), `[{"role"`)
 		messages = append(messages, b[i:len(b)-1])

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/infergate/infergate/internal/chatload"
 	"github.com/infergate/infergate/test/bench/proccpu"
 	"github.com/infergate/infergate/test/extprocclient"
 	"google.golang.org/grpc"
@@ -167,28 +168,11 @@ type workload struct {
 }
 
 func newWorkload(n, size int) *workload {
-	w := &workload{size: size}
-	words := []string{"cache", "route", "token", "engine", "prefix", "decode", "batch", "queue", "model", "gateway", "stream", "block"}
-	for i := range n {
-		var b strings.Builder
-		for j := 0; b.Len() < size*7/8; j++ {
-			b.WriteString(words[(i*7+j*j+j/3)%len(words)])
-			b.WriteByte(' ')
-			if j%11 == 0 {
-				b.WriteString(strconv.Itoa(i*1000 + j))
-				b.WriteByte(' ')
-			}
-		}
-		w.prefixes = append(w.prefixes, b.String())
-	}
-	return w
+	return &workload{prefixes: chatload.SystemPrompts(n, size), size: size}
 }
 
 func (w *workload) body(seq uint64) []byte {
-	p := w.prefixes[seq%uint64(len(w.prefixes))]
-	head := fmt.Sprintf(`{"model":"sim-8b","stream":true,"messages":[{"role":"system","content":%q},{"role":"user","content":"question %d `, p, seq)
-	pad := max(0, w.size-len(head)-4)
-	return []byte(head + strings.Repeat("x", pad) + `"}]}`)
+	return chatload.Body("sim-8b", w.prefixes[seq%uint64(len(w.prefixes))], seq, w.size)
 }
 
 func (w *workload) request(seq uint64, chunk int) extprocclient.Request {
