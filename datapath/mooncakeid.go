@@ -55,8 +55,8 @@ func learnsEngineIDs(r *spec.Rule) bool {
 // none); the P/D dialects read it through pd.Request.EngineIDs.
 func (c *compiled) KVEngineID(id string) string {
 	if i := c.indexOf(id); i >= 0 {
-		if p := c.eps[i].kvEngineID.Load(); p != nil {
-			return *p
+		if p := c.eps[i].kvEngine.Load(); p != nil {
+			return p.id
 		}
 	}
 	return ""
@@ -68,14 +68,22 @@ func (c *compiled) KVEngineID(id string) string {
 // multi-rank prefill's leg to one of them (pd.EngineRankSource).
 func (c *compiled) KVEngineRanks(id string) pd.MooncakeRanks {
 	if i := c.indexOf(id); i >= 0 {
-		if p := c.eps[i].kvEngineRanks.Load(); p != nil {
-			return *p
+		if p := c.eps[i].kvEngine.Load(); p != nil {
+			return p.ranks
 		}
 	}
 	return nil
 }
 
 var _ pd.EngineRankSource = (*compiled)(nil)
+
+// mooncakeEngines is one read of a Mooncake prefill's bootstrap /query:
+// its engine id and its engines per DP rank, stored as one value so the
+// two are never from different reads.
+type mooncakeEngines struct {
+	id    string
+	ranks pd.MooncakeRanks
+}
 
 // readEngineIDs reads the engine id of each Mooncake prefill of c that
 // has no label; a failed read keeps the last id.
@@ -102,8 +110,8 @@ func (rt *Runtime) readEngineID(ctx context.Context, c *compiled, i int) {
 		rt.log.WithFields(logrus.Fields{"rule": c.label, "endpoint": se.ID, "error": err.Error()}).Debug("mooncake engine id not read; keeping the last one")
 		return
 	}
-	c.eps[i].kvEngineRanks.Store(&ranks) // nil when a rank is unusable: no DP pinning
-	if old := c.eps[i].kvEngineID.Swap(&id); old == nil || *old != id {
+	// ranks nil when a rank is unusable: no DP pinning.
+	if old := c.eps[i].kvEngine.Swap(&mooncakeEngines{id: id, ranks: ranks}); old == nil || old.id != id {
 		rt.log.WithFields(logrus.Fields{"rule": c.label, "endpoint": se.ID, "kv_engine_id": id}).Info("mooncake engine id learned from the prefill's bootstrap server")
 	}
 }

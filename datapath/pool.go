@@ -72,13 +72,11 @@ type endpoint struct {
 	// window is the engine's context window read from its /v1/models
 	// (ctxwindow.go; 0: unknown); survives rule updates with the endpoint.
 	window atomic.Int64
-	// kvEngineID is a Mooncake prefill's KV engine id read from its
-	// bootstrap server (ctxwindow.go; nil: unknown).
-	kvEngineID atomic.Pointer[string]
-	// kvEngineRanks are its engines per DP rank, from the same read
-	// (mooncakeranks.go; nil: unknown).
-	kvEngineRanks atomic.Pointer[pd.MooncakeRanks]
-	kvIDCheck     engineIDCheck // failure-driven re-reads of kvEngineID (mooncakeid.go)
+	// kvEngine is a Mooncake prefill's KV engine id and its engines per DP
+	// rank, read together from its bootstrap server (mooncakeid.go; nil:
+	// unknown).
+	kvEngine  atomic.Pointer[mooncakeEngines]
+	kvIDCheck engineIDCheck // failure-driven re-reads of kvEngine (mooncakeid.go)
 }
 
 // live points selection at the endpoint's live facts.
