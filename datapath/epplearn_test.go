@@ -76,14 +76,7 @@ func TestEPPLearnsFirstToken(t *testing.T) {
 			r := newRule("127.0.0.1", freePort(t), spec.SelLeastConn, epFor(t, startEngine(t, "a").Addr(), 1), epFor(t, startEngine(t, "b").Addr(), 1))
 			r.Name, r.Engine = "epp-learn", spec.EngineVLLM
 			r.KV = &spec.KV{Mode: 3, ZMQPort: freePort(t), BlockSize: 16, DPRanks: 1, Warmup: time.Millisecond}
-			if err := rt.Install(nil, r); err != nil {
-				t.Fatal(err)
-			}
-			for _, ep := range r.Endpoints {
-				if err := ks.sink(t, ep.ID).SetConnected(ep.ID, 0, true); err != nil {
-					t.Fatal(err)
-				}
-			}
+			ks.installConnected(t, rt, r)
 			waitFor(t, 5*time.Second, "a trusted inventory", func() bool {
 				for _, row := range rt.KVPlane().KVInventory() {
 					if !row.Trusted {

@@ -45,6 +45,20 @@ func (k *kvSinks) sink(t *testing.T, endpoint string) zmqsub.Sink {
 	return s
 }
 
+// installConnected installs r and marks each endpoint's event feed
+// connected, as a subscriber that reached its engine would.
+func (k *kvSinks) installConnected(t *testing.T, rt *Runtime, r *spec.Rule) {
+	t.Helper()
+	if err := rt.Install(nil, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, ep := range r.Endpoints {
+		if err := k.sink(t, ep.ID).SetConnected(ep.ID, 0, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // idsPrompt is a completion body whose prompt is token ids (KV-exact keys
 // them without a /tokenize round trip).
 func idsPrompt(ids []uint32) string {
@@ -96,14 +110,7 @@ func TestAccessLogKVExactTier(t *testing.T) {
 			r := newRule("127.0.0.1", freePort(t), tt.sel, epFor(t, e1.Addr(), 1), epFor(t, e2.Addr(), 1))
 			r.Engine = spec.EngineVLLM
 			r.KV = &spec.KV{Mode: 3, ZMQPort: freePort(t), BlockSize: 16, DPRanks: 1, Warmup: time.Millisecond}
-			if err := rt.Install(nil, r); err != nil {
-				t.Fatal(err)
-			}
-			for _, ep := range r.Endpoints {
-				if err := ks.sink(t, ep.ID).SetConnected(ep.ID, 0, true); err != nil {
-					t.Fatal(err)
-				}
-			}
+			ks.installConnected(t, rt, r)
 			holder := r.Endpoints[1].ID
 			ev := kvexact.Event{Kind: kvexact.EventBlockStored, BlockSize: 16, TokenIDs: held, BlockHashes: []uint64{11, 12}}
 			ks.sink(t, holder).Apply(holder, 0, 1, kvexact.Batch{Events: []kvexact.Event{ev}})
