@@ -74,6 +74,10 @@ type Pick struct {
 	// (Status 0 otherwise). Reason is the body's first line.
 	Status int
 	Reason string
+	// Body is the request body as the EPP streamed it back (what Envoy
+	// forwards in FULL_DUPLEX_STREAMED mode), nil when its answers carried
+	// no streamed body.
+	Body []byte
 }
 
 // Exchange is one ext_proc stream: one request and its response. It is used
@@ -133,19 +137,40 @@ func (x *Exchange) Pick() (Pick, error) {
 		p.Endpoints = strings.Split(d, ",")
 	}
 	p.Metadata = r.GetDynamicMetadata().GetFields()[NamespaceDestination].GetStructValue().GetFields()[HeaderDestination].GetStringValue()
-	for ; x.chunks > 0; x.chunks-- {
-		r, err := x.s.Recv()
-		if err != nil {
-			return Pick{}, fmt.Errorf("receive body chunk: %w", err)
-		}
-		if r.GetRequestBody() == nil {
-			return Pick{}, fmt.Errorf("body chunk answered with %T", r.GetResponse())
-		}
+	if err := x.readBody(&p); err != nil {
+		return Pick{}, err
 	}
 	if len(p.Endpoints) == 0 {
 		return Pick{}, errors.New("pick without a destination header")
 	}
 	return p, nil
+}
+
+// readBody reads the EPP's answers to the request body. A streamed answer
+// need not mirror the chunks sent: an EPP that buffers the body re-chunks it
+// in slices of its own size (the GIE EPPs in 62,000-byte slices), so once
+// an answer carries a streamed body, answers are read until one ends the
+// stream; answers without one are counted against the chunks sent.
+func (x *Exchange) readBody(p *Pick) error {
+	for pending := x.chunks > 0; pending; {
+		r, err := x.s.Recv()
+		if err != nil {
+			return fmt.Errorf("receive body chunk: %w", err)
+		}
+		rb := r.GetRequestBody()
+		if rb == nil {
+			return fmt.Errorf("body chunk answered with %T", r.GetResponse())
+		}
+		x.chunks--
+		if sr := rb.GetResponse().GetBodyMutation().GetStreamedResponse(); sr != nil {
+			p.Body = append(p.Body, sr.GetBody()...)
+			pending = !sr.GetEndOfStream()
+		} else {
+			pending = x.chunks > 0
+		}
+	}
+	x.chunks = 0
+	return nil
 }
 
 // setHeaders are the headers a mutation sets, by name.

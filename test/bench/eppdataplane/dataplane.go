@@ -112,6 +112,9 @@ func (d *DataPlane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = x.Finish()
 		return
 	}
+	if p.Body != nil {
+		body = p.Body // Envoy forwards the body the EPP streamed back
+	}
 	for i, ep := range p.Endpoints {
 		resp, err := d.send(r, ep, body, p.Headers)
 		if err != nil {
