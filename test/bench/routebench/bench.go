@@ -387,6 +387,11 @@ func runBench(ctx context.Context, cfg config) error {
 		}
 		defer stopEPP()
 	}
+	stopExt, err := b.startExternalEPPs()
+	if err != nil {
+		return err
+	}
+	defer stopExt()
 	marks.add("gateway API and rules")
 	for arm, u := range b.vips {
 		if err := waitServing(ctx, b.scrapeC, u, cfg.model, 20*time.Second); err != nil {

@@ -35,6 +35,13 @@ func eppGatewayArgs() ([]string, string, error) {
 // startEPPArm serves the data plane in front of the EPP at eppAddr and
 // registers it as the epp-kv arm (run wherever the plan runs external arms).
 func (b *bench) startEPPArm(eppAddr string) (stop func(), err error) {
+	return b.startDataPlaneArm(armEPPKV, eppAddr)
+}
+
+// startDataPlaneArm serves an Envoy-like data plane (package eppdataplane)
+// in front of the ext_proc EPP at eppAddr on a free loopback port and
+// registers it as arm name, run wherever the plan runs external arms.
+func (b *bench) startDataPlaneArm(name, eppAddr string) (stop func(), err error) {
 	dp, err := eppdataplane.New(eppAddr)
 	if err != nil {
 		return nil, err
@@ -49,12 +56,12 @@ func (b *bench) startEPPArm(eppAddr string) (stop func(), err error) {
 	go func() {
 		defer close(done)
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			fmt.Fprintln(b.report, "routebench: epp data plane:", err)
+			fmt.Fprintf(b.report, "routebench: %s data plane: %v\n", name, err)
 		}
 	}()
 	u := "http://" + lis.Addr().String()
-	b.vips[armEPPKV] = u
-	b.cfg.externalArms = append(b.cfg.externalArms, armEPPKV+"="+u)
+	b.vips[name] = u
+	b.cfg.externalArms = append(b.cfg.externalArms, name+"="+u)
 	return func() {
 		srv.Close()
 		<-done

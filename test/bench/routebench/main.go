@@ -86,6 +86,7 @@ type config struct {
 	ttftSLO, itlSLO                           time.Duration
 	simArgs                                   string
 	externalArms                              stringList
+	externalEPPs                              stringList // externalepp.go
 	window                                    time.Duration
 	arms                                      string
 	epp                                       bool
@@ -132,6 +133,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.epp, "epp", c.epp, "add the epp-kv arm: the kv arm's rule asked over ext_proc (the gateway as endpoint picker) by an Envoy-like data plane in this process; run at every load of the single-pool workloads (not in the short mode's fixed plan)")
 	c.busy.flags(fs)
 	c.foreign.flags(fs)
+	fs.Var(&c.externalEPPs, "external-epp", "NAME=host:port: an extra arm routed by someone else's ext_proc endpoint picker over the same engines, through an Envoy-like data plane in this process; repeatable, run where external arms run")
 	fs.Var(&c.externalArms, "external-arm", "NAME=http://ip:port: an extra arm served by someone else's router in front of the same engines (e.g. another endpoint picker behind its proxy); repeatable, run at every load of the single-pool workloads")
 }
 
