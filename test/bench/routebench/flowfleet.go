@@ -53,7 +53,7 @@ func (b *bench) fcFleetOf(ctx context.Context) (fcFleet, error) {
 	if err != nil {
 		return fcFleet{}, err
 	}
-	return fcFleet{capacity: capacity, window: window, how: "measured closed-loop, window-deep"}, nil
+	return fcFleet{capacity: capacity, window: window, how: "measured: requests in flight at the batch limit over their mean time"}, nil
 }
 
 // fcBatchLimit is the smallest batch limit the engines report in
@@ -83,15 +83,18 @@ func (b *bench) fcBatchLimit(ctx context.Context) (int, error) {
 }
 
 // fcMeasureCapacity keeps window requests of the scenarios' shape in
-// flight on every engine, straight (no gateway), and counts the answers
-// completed in the measured span after warm: the fleet's throughput with
-// every batch full and nothing queued, which is 100 % load.
+// flight on every engine, straight (no gateway), and times those that
+// finish in the measured span after warm. The fleet's throughput with every
+// batch full and nothing queued (100 % load) is then, by Little's law, the
+// requests in flight over their mean time: counting completions instead
+// would alias with the batches, which start together and finish in waves.
 func (b *bench) fcMeasureCapacity(ctx context.Context, window int, warm, span time.Duration) (float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, warm+span)
 	defer cancel()
-	start := time.Now()
-	from, until := start.Add(warm), start.Add(warm+span)
-	var done, failed atomic.Int64
+	from := time.Now().Add(warm)
+	var mu sync.Mutex
+	var took time.Duration
+	var done, failed int
 	var seq atomic.Uint64
 	var wg sync.WaitGroup
 	for _, e := range b.engines {
@@ -99,27 +102,33 @@ func (b *bench) fcMeasureCapacity(ctx context.Context, window int, warm, span ti
 			wg.Go(func() {
 				for ctx.Err() == nil {
 					rng := seeded(b.cfg.seed+11, seq.Add(1))
-					ok := b.fcDirect(ctx, e, b.text.text(rng, fcPrompt))
-					now := time.Now()
+					prompt := b.text.text(rng, fcPrompt)
+					t0 := time.Now()
+					ok := b.fcDirect(ctx, e, prompt)
+					d := time.Since(t0)
+					mu.Lock()
 					switch {
 					case !ok && ctx.Err() == nil:
-						failed.Add(1)
-					case ok && now.After(from) && now.Before(until):
-						done.Add(1)
+						failed++
+					case ok && t0.After(from):
+						done++
+						took += d
 					}
+					mu.Unlock()
 				}
 			})
 		}
 	}
 	wg.Wait()
-	if failed.Load() > 0 || done.Load() == 0 {
-		return 0, fmt.Errorf("capacity probe: %d answered in %v, %d failed", done.Load(), span, failed.Load())
+	if failed > 0 || done == 0 {
+		return 0, fmt.Errorf("capacity probe: %d answered in %v, %d failed", done, span, failed)
 	}
 	// Requests cut at the end leave the engines' queues: wait them out.
 	if err := b.fcDrain(context.WithoutCancel(ctx), 30*time.Second); err != nil {
 		return 0, err
 	}
-	return float64(done.Load()) / span.Seconds(), nil
+	mean := took / time.Duration(done)
+	return float64(len(b.engines)*window) / mean.Seconds(), nil
 }
 
 // fcDirect sends one unstreamed request of the scenarios' shape to engine
