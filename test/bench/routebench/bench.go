@@ -286,6 +286,9 @@ type bench struct {
 	hitMask []bool  // engines counted in the hit rate (nil: all)
 	baseArm string  // the arm ratios are against, and the ramp runs on
 	noReset bool    // an engine cannot reset its prefix cache
+
+	// relay lets engines that dial feed two gateways (kvrelay.go).
+	relay *kvRelay
 }
 
 func runBench(ctx context.Context, cfg config) error {
@@ -321,6 +324,10 @@ func runBench(ctx context.Context, cfg config) error {
 		}
 	}
 	gwArgs = append(gwArgs, cfg.gatewayArgs()...)
+	if gwArgs, err = b.withKVRelay(gwArgs); err != nil { // kvrelay.go
+		return err
+	}
+	defer b.relay.stop()
 	if b.gw, err = launchGateway(cfg.gatewayBin, stateDir, cfg.gatewayTokenizer(), logf, gwArgs); err != nil {
 		return err
 	}

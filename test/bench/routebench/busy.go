@@ -80,18 +80,13 @@ func (b *bench) busyPhase(ctx context.Context, t timing, logf io.Writer) error {
 
 	arms := []string{armRR, armKV}
 	gws := map[string]*gateway{}
-	if b.cfg.foreign.bindAddr != "" {
-		// Engines that dial one subscriber cannot feed a second gateway.
-		fmt.Fprintln(b.report, "\n  (no kv-legacy arm: the engines publish to the main gateway's bound socket only)")
-	} else {
-		legacy, stopLegacy, err := b.startLegacy(ctx, logf)
-		if err != nil {
-			return err
-		}
-		defer stopLegacy()
-		gws[armKVLegacy] = legacy
-		arms = append(arms, armKVLegacy)
+	legacy, stopLegacy, err := b.startLegacy(ctx, logf)
+	if err != nil {
+		return err
 	}
+	defer stopLegacy()
+	gws[armKVLegacy] = legacy
+	arms = append(arms, armKVLegacy)
 	var rows []*runSummary
 	for _, arm := range arms {
 		s, err := b.measureOn(ctx, gws, w, arm, 0.7, 0.7*capacity, t)
@@ -149,7 +144,11 @@ func (b *bench) startLegacy(ctx context.Context, logf io.Writer) (legacy *gatewa
 	if err != nil {
 		return nil, nil, err
 	}
-	legacy, err = startGateway(b.cfg.gatewayBin, stateDir, b.cfg.gatewayTokenizer(), logf, []string{"--kv-legacy-load-guard"})
+	args := []string{"--kv-legacy-load-guard"}
+	if b.relay != nil { // engines that dial reach it through the relay (kvrelay.go)
+		args = append(args, "--kv-bind-addr", b.relay.addr(1))
+	}
+	legacy, err = startGateway(b.cfg.gatewayBin, stateDir, b.cfg.gatewayTokenizer(), logf, args)
 	if err != nil {
 		os.RemoveAll(stateDir)
 		return nil, nil, fmt.Errorf("legacy gateway: %w", err)
@@ -163,7 +162,7 @@ func (b *bench) startLegacy(ctx context.Context, logf io.Writer) (legacy *gatewa
 		vip = vip.Next()
 	}
 	if err := b.serveArm(ctx, legacy, armKVLegacy, vip, nil); err == nil {
-		err = b.on(legacy, func() error { return b.waitSubscribedN(ctx, len(b.engines), 20*time.Second) })
+		err = b.on(legacy, func() error { return b.waitSubscribed(ctx, 20*time.Second) })
 	}
 	if err != nil {
 		stop()

@@ -15,15 +15,13 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/infergate/infergate/test/enginesim"
 )
 
 // Flow-control scenarios (--workloads overload-classes,tenant-fairness):
 // the fleet past its capacity, with and without admission windows and the
 // gateway queue. Named here, they run instead of the routing workloads.
 //
-//   - overload-classes: 150 % of the modelled capacity, 20 % of requests
+//   - overload-classes: 150 % of the fleet's capacity, 20 % of requests
 //     high class and 80 % low, against round robin (no window) and against
 //     the same engines behind a rule with admission_window = the engines'
 //     max-num-seqs. It reports the high class's TTFT p99 and sheds, goodput
@@ -34,7 +32,8 @@ import (
 //     150 % in total: the small tenant's success rate (200 with TTFT within
 //     the SLO) on each arm.
 //
-// Every request carries x-slo-ttft-ms = --ttft-slo: the deadline goodput
+// With --engines-at the capacity is measured and the window learned from
+// the engines (flowfleet.go). Every request carries x-slo-ttft-ms = --ttft-slo: the deadline goodput
 // counts, so the queue sheds what can no longer make it instead of serving
 // it late. Tenants are told apart by x-gateway-inference-fairness-id (the
 // rule has no API keys).
@@ -97,22 +96,29 @@ func (b *bench) flowScenarios(ctx context.Context, vip netip.Addr) (ran bool, er
 	if len(names) == 0 {
 		return false, nil
 	}
-	eo := enginesim.DefaultOptions()
-	if err := b.serveArm(ctx, b.gw, armWindowed, vip, nil); err != nil {
+	fleet, err := b.fcFleetOf(ctx) // flowfleet.go
+	if err != nil {
 		return true, err
 	}
-	// The modelled capacity (as the ramp's first guess): engine time per
-	// request is its prefill plus its share of a full batch's decode steps.
-	per := eo.PrefillOverhead + fcPrompt*eo.PrefillPerToken +
-		time.Duration(fcOutput)*time.Duration(float64(eo.DecodeStep)*eo.LoadFactor)/time.Duration(eo.MaxNumSeqs)
-	capacity := float64(len(b.engines)) / per.Seconds()
-	rate := 1.5 * capacity
+	if b.cfg.enginesAt == "" {
+		err = b.serveArm(ctx, b.gw, armWindowed, vip, nil)
+	} else {
+		var stop func()
+		stop, err = b.fcServeLearned(ctx, fleet.window)
+		if stop != nil {
+			defer stop()
+		}
+	}
+	if err != nil {
+		return true, err
+	}
+	rate := 1.5 * fleet.capacity
 	run, warm := 20*time.Second, 4*time.Second
 	if b.cfg.short {
 		run = 12 * time.Second
 	}
-	fmt.Fprintf(b.report, "\nroutebench: flow control, %d engines, modelled capacity %.1f req/s, offered %.1f req/s (150 %%), window %d (max-num-seqs), measured %v after %v\n",
-		len(b.engines), capacity, rate, eo.MaxNumSeqs, run, warm)
+	fmt.Fprintf(b.report, "\nroutebench: flow control, %d engines, capacity %.1f req/s (%s), offered %.1f req/s (150 %%), window %d (max-num-seqs), measured %v after %v\n",
+		len(b.engines), fleet.capacity, fleet.how, rate, fleet.window, run, warm)
 	var out []*fcSummary
 	for _, sc := range names {
 		arrivals := fcArrivals(sc, rate, warm+run, b.cfg.seed)
@@ -120,10 +126,13 @@ func (b *bench) flowScenarios(ctx context.Context, vip netip.Addr) (ran bool, er
 			if ctx.Err() != nil {
 				return true, ctx.Err()
 			}
+			if err := b.fcDrain(ctx, 60*time.Second); err != nil {
+				return true, err
+			}
 			if err := b.resetFleet(ctx); err != nil {
 				return true, err
 			}
-			s, err := b.fcRun(ctx, sc, arm, arrivals, rate, warm, run, eo.MaxNumSeqs)
+			s, err := b.fcRun(ctx, sc, arm, arrivals, rate, warm, run, fleet.window)
 			if err != nil {
 				return true, err
 			}
@@ -239,7 +248,7 @@ func (b *bench) fcRun(ctx context.Context, sc, arm string, arrivals []fcRequest,
 // and deadline headers, and records what came back.
 func (b *bench) fcSend(ctx context.Context, vip string, a fcRequest, prompt string, start time.Time) *fcResult {
 	r := &fcResult{Class: a.class, Tenant: a.tenant, TTFT: -1}
-	body, _ := json.Marshal(map[string]any{"model": b.cfg.model, "prompt": prompt, "max_tokens": fcOutput, "stream": true})
+	body, _ := json.Marshal(fcBody(b.cfg.model, prompt, true))
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, vip+pathCompletions, bytes.NewReader(body))
 	if err != nil {
 		r.Err = err.Error()
