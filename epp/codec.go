@@ -1,6 +1,7 @@
 package epp
 
 import (
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
@@ -15,9 +16,9 @@ type vtMarshaler interface {
 }
 
 // codec is the ext_proc server's gRPC codec: every answer the EPP sends is
-// marshalled by its generated code; anything else, and every receive, goes
-// through gRPC's own proto codec. The wire bytes decode to the same message
-// (TestCodecMatchesProto).
+// marshalled by its generated code, and a proxy's usual ProcessingRequest is
+// decoded by decodeRequest; anything else goes through gRPC's own proto
+// codec. The wire bytes decode to the same message (TestCodecMatchesProto).
 type codec struct{ proto encoding.CodecV2 }
 
 func newCodec() codec { return codec{proto: encoding.GetCodecV2(proto.Name)} }
@@ -25,7 +26,25 @@ func newCodec() codec { return codec{proto: encoding.GetCodecV2(proto.Name)} }
 // Name is the proto codec's: the content-subtype proxies send.
 func (codec) Name() string { return proto.Name }
 
-func (c codec) Unmarshal(data mem.BufferSlice, v any) error { return c.proto.Unmarshal(data, v) }
+// Unmarshal decodes a ProcessingRequest by hand when it can (decodeRequest
+// copies what it keeps, so the receive buffer is released at once), else
+// with the proto codec.
+func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if m, ok := v.(*extprocv3.ProcessingRequest); ok {
+		var done bool
+		if len(data) == 1 {
+			done = decodeRequest(data[0].ReadOnlyData(), m)
+		} else {
+			buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+			done = decodeRequest(buf.ReadOnlyData(), m)
+			buf.Free()
+		}
+		if done {
+			return nil
+		}
+	}
+	return c.proto.Unmarshal(data, v)
+}
 
 // Marshal writes v into one buffer of its exact size, taken from gRPC's
 // buffer pool above the size gRPC pools at (as its proto codec does).

@@ -227,7 +227,7 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) error {
 func (st *stream) appendBody(p []byte) {
 	switch len(st.chunks) {
 	case 0:
-		st.body = p // gRPC's proto codec copies bytes fields out of its receive buffer: p is ours to keep
+		st.body = p // the codec copies bytes fields out of its receive buffer: p is ours to keep
 	case 1:
 		size := max(int64(len(st.body)+len(p)), min(st.declared, st.s.opts.MaxBodyBytes, presizeLimit))
 		buf := make([]byte, 0, size)
