@@ -77,6 +77,9 @@ type endpoint struct {
 	// unknown).
 	kvEngine  atomic.Pointer[mooncakeEngines]
 	kvIDCheck engineIDCheck // failure-driven re-reads of kvEngine (mooncakeid.go)
+	// ranks counts the prefill legs in flight per DP rank the P/D dialects
+	// pinned to this endpoint (rankload.go).
+	ranks pd.RankLoad
 }
 
 // live points selection at the endpoint's live facts.

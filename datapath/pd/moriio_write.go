@@ -84,8 +84,11 @@ func runMoRIIOConcurrent(q *seq, ps, ds moriSide, suffix string) {
 	decCh := make(chan decodePeek, 1)
 	pq := *q
 	pq.ctx = pctx // sendPrefill reports a dropped leg as Cancelled
+	// The decode's first-byte bound starts once the prefill's handoff
+	// passed, as a sequential decode's starts at its dispatch.
+	armed := make(chan struct{})
 	go func() { prefCh <- pq.sendPrefill(pleg) }()
-	go func() { decCh <- q.peekDecode(dctx, dleg) }()
+	go func() { decCh <- q.peekDecodeArmed(dctx, dleg, armed) }()
 
 	var held *decodePeek // a decode answer waiting for the prefill's handoff
 	var r prefillResult
@@ -119,6 +122,7 @@ func runMoRIIOConcurrent(q *seq, ps, ds moriSide, suffix string) {
 		q.dropDecodeLeg(*held)
 		return
 	}
+	close(armed)
 	if held == nil {
 		d := <-decCh
 		held = &d
@@ -128,9 +132,11 @@ func runMoRIIOConcurrent(q *seq, ps, ds moriSide, suffix string) {
 
 // moriConcurrentPrefill judges a concurrent prefill's result; false: the
 // request failed and the client has been answered (the caller drops the
-// decode). The codes are the sequential sequence's: a cancel is the
-// client's, a timeout 504, an engine status relayed, a transport failure
-// 502 pd_prefill_failed, an unusable handoff 502 moriio_handoff_invalid.
+// decode). What ends any prefill (prefillEnded: the client leaving, the
+// pool wait, a timeout, a 4xx relayed) is judged as in the sequential
+// sequence; then a response over the size cap or a handoff that fails
+// the check is 502 moriio_handoff_invalid, a 5xx is relayed, and a
+// transport failure or another status 502 pd_prefill_failed.
 func (q *seq) moriConcurrentPrefill(r prefillResult, tid string, ps moriSide) bool {
 	o, l := q.o, r.leg
 	fail := func(err error) bool {
@@ -139,14 +145,10 @@ func (q *seq) moriConcurrentPrefill(r prefillResult, tid string, ps moriSide) bo
 		return false
 	}
 	switch {
-	case l.Cancelled:
-		clientGone(o, PhasePrefill)
-		return false
-	case l.PoolWait:
-		q.failPoolWait(PhasePrefill)
-		return fail(l.Err)
-	case l.TimedOut:
-		q.fail(PhasePrefill, http.StatusGatewayTimeout, CodePrefillTimeout, "prefill did not complete in time")
+	case q.prefillEnded(r, "prefill"):
+		if l.Cancelled {
+			return false
+		}
 		return fail(l.Err)
 	case r.overflow:
 		q.refuseHandoff(l.Endpoint.ID, CodeMoRIIOHandoffInvalid, handoffErr("", "unreadable: the prefill response is over the size cap"), "the decode leg in flight was dropped")
@@ -155,7 +157,7 @@ func (q *seq) moriConcurrentPrefill(r prefillResult, tid string, ps moriSide) bo
 		q.fail(PhasePrefill, http.StatusBadGateway, CodePrefillFailed,
 			"prefill failed; the MoRI-IO decode waiting for its push was dropped")
 		return fail(l.Err)
-	case l.Status >= 400:
+	case l.Status >= 500:
 		writeBuffered(q.w, l.Status, r.header, r.body)
 		o.Status, o.Relayed, o.FailedPhase = l.Status, true, PhasePrefill
 		return fail(nil)

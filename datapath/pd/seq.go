@@ -3,7 +3,9 @@ package pd
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -128,18 +130,7 @@ func (q *seq) prefillWithFailover(build func(prefill spec.Endpoint) upstream.Leg
 		o.leg(r.leg)
 		o.Prefill = r.leg.Duration
 		switch {
-		case r.leg.Cancelled:
-			clientGone(o, PhasePrefill)
-			return r, prefill, false, true
-		case r.leg.PoolWait:
-			q.failPoolWait(PhasePrefill)
-			return r, prefill, false, true
-		case r.leg.TimedOut:
-			q.fail(PhasePrefill, http.StatusGatewayTimeout, CodePrefillTimeout, words.leg+" did not complete in time")
-			return r, prefill, false, true
-		case r.leg.Err == nil && r.leg.Status >= 400 && r.leg.Status < 500:
-			writeBuffered(q.w, r.leg.Status, r.header, r.body)
-			o.Status, o.Relayed, o.FailedPhase = r.leg.Status, true, PhasePrefill
+		case q.prefillEnded(r, words.leg):
 			return r, prefill, false, true
 		case r.overflow:
 			o.KVTransferFailed = true
@@ -158,6 +149,34 @@ func (q *seq) prefillWithFailover(build func(prefill spec.Endpoint) upstream.Leg
 			return r, prefill, false, false
 		}
 	}
+}
+
+// prefillEnded answers the client when prefill result r ends the request
+// whatever the sequence (sequential with failover, or MoRI-IO's concurrent
+// WRITE): the client left (nothing to answer), the connection pool's wait
+// bound passed, the leg (named leg in the message) timed out (504: the
+// engine may still be working, so it is not retried), or the engine
+// refused the request with a 4xx, relayed with its status because the
+// decode would refuse it too. A 4xx whose body is over MaxPrefillResponse
+// is still the engine's verdict on the client's request: its status is
+// relayed with an empty body, never turned into a gateway error. true:
+// the client has been answered.
+func (q *seq) prefillEnded(r prefillResult, leg string) bool {
+	o, l := q.o, r.leg
+	switch {
+	case l.Cancelled:
+		clientGone(o, PhasePrefill)
+	case l.PoolWait:
+		q.failPoolWait(PhasePrefill)
+	case l.TimedOut:
+		q.fail(PhasePrefill, http.StatusGatewayTimeout, CodePrefillTimeout, leg+" did not complete in time")
+	case l.Err == nil && l.Status >= 400 && l.Status < 500:
+		writeBuffered(q.w, l.Status, r.header, r.body)
+		o.Status, o.Relayed, o.FailedPhase = l.Status, true, PhasePrefill
+	default:
+		return false
+	}
+	return true
 }
 
 // shouldRetryPrefill is the retry rule for a sequential prefill leg: retry
@@ -219,12 +238,44 @@ type decodePeek struct {
 // may cancel to drop the leg) and waits for its first body byte, at most
 // DecodeTimeout. The leg stays open until answerDecode or cancel.
 func (q *seq) peekDecode(ctx context.Context, leg upstream.Leg) decodePeek {
+	return q.peekDecodeArmed(ctx, leg, nil)
+}
+
+// peekDecodeArmed is peekDecode whose DecodeTimeout starts when armed is
+// closed (nil: at dispatch). A decode dispatched before its prefill
+// answered (MoRI-IO's concurrent WRITE) cannot send a first byte before
+// the prefill's push, so its bound starts when the prefill's handoff has
+// passed; until then the prefill's own timeout bounds the request.
+func (q *seq) peekDecodeArmed(ctx context.Context, leg upstream.Leg, armed <-chan struct{}) decodePeek {
 	dctx, cancel := context.WithCancel(ctx)
 	timedOut := new(atomic.Bool)
-	t := time.AfterFunc(q.opts.DecodeTimeout, func() { timedOut.Store(true); cancel() })
+	expire := func() { timedOut.Store(true); cancel() }
+	var t *time.Timer
+	var mu sync.Mutex // orders the arming with the stop below
+	stopped := false
+	if armed == nil {
+		t = time.AfterFunc(q.opts.DecodeTimeout, expire)
+	} else {
+		t = time.AfterFunc(time.Duration(math.MaxInt64), expire) // not before armed
+		go func() {
+			select {
+			case <-armed:
+				mu.Lock()
+				if !stopped {
+					t.Reset(q.opts.DecodeTimeout)
+				}
+				mu.Unlock()
+			case <-dctx.Done():
+			}
+		}()
+	}
 	buf := make([]byte, 32<<10)
 	p := sendAndPeek(dctx, q.s, leg, buf)
-	if !t.Stop() && p.err == nil {
+	mu.Lock()
+	stopped = true
+	fired := !t.Stop()
+	mu.Unlock()
+	if fired && p.err == nil {
 		p.resp.Body.Close()
 		p.err = context.DeadlineExceeded
 	}

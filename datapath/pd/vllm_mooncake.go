@@ -107,8 +107,10 @@ func runMooncake(q *seq, suffix string) {
 	}
 	var tid string
 	target, attempt := first, 0
+	release := func() {} // the pinned rank's in-flight count (rankload.go)
 	build := func(prefill spec.Endpoint) upstream.Leg {
 		tid = newTransferID()
+		release()
 		if attempt++; attempt > 1 {
 			target = q.mooncakeTargetFor(prefill, 0, false) // alternates have no KV-exact rank
 		}
@@ -116,10 +118,12 @@ func runMooncake(q *seq, suffix string) {
 		if target.pinned {
 			// The decode will name this rank's engine (vllm_mooncake_dp.go).
 			leg.Header.Set(headerDPRank, strconv.Itoa(target.rank))
+			release = q.rankLoad(prefill.ID).Hold(target.rank)
 		}
 		return leg
 	}
 	_, prefill, ok, done := q.prefillWithFailover(build, prefillWords{leg: "prefill", fallback: "decode recomputes"})
+	release()
 	if done {
 		return
 	}

@@ -2,7 +2,6 @@ package pd
 
 import (
 	"encoding/json"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 
@@ -20,9 +19,9 @@ import (
 // header, and the decode leg names that rank's engine id.
 //
 // The rank is the one the KV-exact tier found holding the prompt's blocks
-// (Pair.PrefillDPRank) when the bootstrap server lists it; otherwise one of
-// the listed ranks at random: the gateway sees no per-rank load, and a
-// uniform spread is what the engine's own balancer gives an idle fleet.
+// (Pair.PrefillDPRank) when the bootstrap server lists it; otherwise the
+// listed rank with the fewest of the gateway's prefill legs in flight
+// (rankload.go).
 
 // headerDPRank is vLLM's per-request data-parallel rank header.
 const headerDPRank = "X-data-parallel-rank"
@@ -94,7 +93,7 @@ type mooncakeTarget struct {
 
 // mooncakeTargetFor is prefill ep's engine for one transfer: with several
 // ranks listed on its bootstrap server, the KV-exact rank (has, rank) when
-// listed, else a random listed one, pinned; with a declared dp_size > 1
+// listed, else the least loaded listed one, pinned; with a declared dp_size > 1
 // but no ranks read yet, unknown; else the single engine
 // (mooncakeEngineID: label, else the learned rank-0 id).
 func (q *seq) mooncakeTargetFor(ep spec.Endpoint, rank int, has bool) mooncakeTarget {
@@ -105,7 +104,7 @@ func (q *seq) mooncakeTargetFor(ep spec.Endpoint, rank int, has bool) mooncakeTa
 	if len(ranks) > 1 {
 		i := slices.IndexFunc(ranks, func(r MooncakeRank) bool { return r.Rank == rank })
 		if !has || i < 0 {
-			i = rand.IntN(len(ranks))
+			i = q.rankLoad(ep.ID).leastLoaded(len(ranks), func(i int) int { return ranks[i].Rank })
 		}
 		return mooncakeTarget{id: ranks[i].EngineID, rank: ranks[i].Rank, pinned: true}
 	}

@@ -30,6 +30,10 @@ type MoRIIOFabric struct {
 	// at once, since a sequential dispatch sends the decode only after the
 	// prefill answered.
 	HoldPrefill bool
+	// PrefillDelay is a WRITE prefill's forward pass: the leg waits this
+	// long before it computes (and pushes) its transfer, so a decode
+	// waiting for the push sends its first byte no sooner.
+	PrefillDelay time.Duration
 
 	mu     sync.Mutex
 	xfers  map[string]*moriXfer
@@ -135,6 +139,16 @@ func unquote(v json.RawMessage) json.RawMessage {
 // client went away first (recorded as Cancelled; nothing to answer).
 func (x *exchange) moriWritePrefill(kv *connectorKV) bool {
 	f := x.e.cfg.MoRIIOFabric
+	if f.PrefillDelay > 0 {
+		select {
+		case <-time.After(f.PrefillDelay):
+		case <-x.r.Context().Done():
+			x.e.update(func() { x.rec.Cancelled = true })
+			return false
+		case <-x.e.stop:
+			return false
+		}
+	}
 	notified := f.prefillRan(kv.TransferID, x.e.moriSideChannel(), peerChannel(kv))
 	if !f.HoldPrefill {
 		return true
