@@ -125,8 +125,11 @@ func (rt *Runtime) explainSingle(c *compiled, f *pick.Facts, e *spec.Explanation
 		e.Note = "no prompt or session key: CHWBL would round-robin"
 		return
 	}
-	h, src := c.ring.Key(key, level, f.Model, f.SessionKey) // keyed: no cursor moves
-	i, ok := c.pool.RingChoice(c.ring, h)
+	var pf pick.PoolFacts
+	pf.RingKey, pf.RingSrc = c.ring.Key(key, level, f.Model, f.SessionKey) // keyed: no cursor moves
+	pf.RingShared = ringShared(pf.RingSrc, key)
+	i, ok := c.pool.RingChoice(c.ring, &pf)
+	src := pf.RingSrc
 	step := spec.ExplainStep{Tier: "chwbl_" + src.String(), Hit: ok}
 	if ok {
 		step.Choice = c.rule.Endpoints[i].ID

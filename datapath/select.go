@@ -95,6 +95,16 @@ func (c *compiled) chwblKey(f *pick.PoolFacts, r *http.Request, body []byte) {
 	model, session := requestIdentity(r.Header, top)
 	key := top.AppendPromptKey(nil, r.URL.Path, chwbl.PrefixLevelBytes(level))
 	f.RingKey, f.RingSrc = c.ring.Key(key, level, model, session)
+	f.RingShared = ringShared(f.RingSrc, key)
+}
+
+// ringShared is PoolFacts.RingShared: the tokens of prompt head a prefix
+// ring key hashed (0 for other keys).
+func ringShared(src chwbl.Source, key []byte) int {
+	if src != chwbl.SourcePrefix {
+		return 0
+	}
+	return len(key) / ladder.BytesPerToken
 }
 
 // pickKV is kvExactMode 3's first choice for a single pool: the endpoint

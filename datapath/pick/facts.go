@@ -45,6 +45,10 @@ type PoolFacts struct {
 	Session  string       // persistence key (sel 3); "" falls back to round-robin
 	RingKey  uint64       // CHWBL routing key (chwbl.Ring.Key), sel 8/10
 	RingSrc  chwbl.Source // which key RingKey is
+	// RingShared is the prompt head a prefix RingKey hashed, in tokens:
+	// what every request of the key shares, and its ring home may keep
+	// despite the load bound (ringhome.go).
+	RingShared int
 }
 
 // Clock is the request's time: f.Now, or the wall clock when the caller

@@ -215,20 +215,16 @@ func (p *Pool) pickLeastConn(excl uint64, backup bool, now *int64) int {
 
 // RingChoice is the primary CHWBL would choose for key now, without side
 // effects (no metric, no cursor): what the routing explanation predicts.
-func (p *Pool) RingChoice(ring *chwbl.Ring, key uint64) (int, bool) {
+func (p *Pool) RingChoice(ring *chwbl.Ring, f *PoolFacts) (int, bool) {
 	var now int64
-	i, _, ok := ring.PickDetail(key,
-		func(i int) int { return int(p.cands[i].Live.InFlight.Load()) },
-		func(i int) bool { return p.Eligible(i, 0, false, &now) })
+	i, _, ok := p.ringPick(ring, f, func(i int) bool { return p.Eligible(i, 0, false, &now) })
 	return i, ok
 }
 
 // pickCHWBL walks the ring from the request's key to the first eligible
 // candidate within the load bound.
 func (p *Pool) pickCHWBL(ring *chwbl.Ring, f *PoolFacts, excl uint64, backup bool, now *int64) int {
-	i, skipped, ok := ring.PickDetail(f.RingKey,
-		func(i int) int { return int(p.cands[i].Live.InFlight.Load()) },
-		func(i int) bool { return p.Eligible(i, excl, backup, now) })
+	i, skipped, ok := p.ringPick(ring, f, func(i int) bool { return p.Eligible(i, excl, backup, now) })
 	if !ok {
 		return -1
 	}
