@@ -295,7 +295,7 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	}
 
 	modelLabel := c.pd.models.Label(model, o.Status >= 200 && o.Status < 300)
-	pd.Record(rt.pdm, c.rule, modelLabel, o)
+	pd.Record(rt.pdm, c.label, modelLabel, o)
 	rt.observeClientTTFT(c, modelLabel, x)
 	if o.PrefillSkipped != "" && rt.pdm.Unsplit != nil {
 		rt.pdm.Unsplit.WithLabelValues(c.label, unsplitPathLabel(r.URL.Path), o.PrefillSkipped).Inc()

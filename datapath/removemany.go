@@ -29,6 +29,11 @@ func (rt *Runtime) ruleVecs() []ruleVec {
 		rt.pdm.LegRequests, rt.pdm.LadderDecisions, rt.pdm.SessionHits, rt.pdm.FallbackToNormal,
 		rt.rx.CHWBLPicks, rt.rx.CHWBLBoundSkips, rt.rx.MatchRate,
 		rt.pdm.ClientTTFT, rt.pdm.KVConnector,
+		// pd.Record's families and the P/D counters pdserve.go updates
+		rt.pdm.Requests, rt.pdm.RoomRetries, rt.pdm.TRTEarlyExits, rt.pdm.KVTransferFailures,
+		rt.pdm.PrefillDeaths, rt.pdm.DecodeDeaths, rt.pdm.Failovers, rt.pdm.DecodeFailovers,
+		rt.pdm.HandoffInvalid, rt.pdm.PrefillDuration, rt.pdm.DecodeTTFB, rt.pdm.Duration,
+		rt.pdm.Unsplit, rt.pdm.ClientTransferState,
 		rt.llm.TTFT, rt.llm.TPOT, rt.llm.ITL, rt.llm.Duration, rt.llm.Endpoint,
 		rt.fm.Requests, rt.fm.Shed, rt.fm.Wait, rt.fm.Queued, rt.fm.Downgrades,
 	}

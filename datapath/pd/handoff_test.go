@@ -93,8 +93,8 @@ func TestRecordHandoffInvalid(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := metrics.NewPD(reg)
 	rule := &spec.Rule{Name: "r1"}
-	Record(m, rule, "m", Outcome{Status: 502, Code: CodeHandoffInvalid, FailedPhase: PhasePrefill, HandoffInvalid: true})
-	Record(m, rule, "m", Outcome{Status: 200})
+	Record(m, rule.Name, "m", Outcome{Status: 502, Code: CodeHandoffInvalid, FailedPhase: PhasePrefill, HandoffInvalid: true})
+	Record(m, rule.Name, "m", Outcome{Status: 200})
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

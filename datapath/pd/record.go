@@ -2,7 +2,6 @@ package pd
 
 import (
 	"github.com/infergate/infergate/metrics"
-	"github.com/infergate/infergate/spec"
 )
 
 // Values of the phase and status labels of loxilb_ai_pd_requests_total.
@@ -18,14 +17,12 @@ const (
 // Record updates the P/D metrics from one Outcome. Dialects never touch
 // metrics themselves so Serve stays a pure function of its inputs; the
 // datapath calls Record once per request with the request's bounded model
-// label (ModelLabels). m may be nil.
-func Record(m *metrics.PD, rule *spec.Rule, model string, o Outcome) {
+// label (ModelLabels) and the rule's metrics label (its name, else its key,
+// as on every other family: an unnamed rule must not share the empty label
+// with every other unnamed rule). m may be nil.
+func Record(m *metrics.PD, name, model string, o Outcome) {
 	if m == nil {
 		return
-	}
-	name := ""
-	if rule != nil {
-		name = rule.Name
 	}
 	phase, status := outcomeLabels(o)
 	m.Requests.WithLabelValues(name, model, phase, status).Inc()

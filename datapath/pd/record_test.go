@@ -41,12 +41,12 @@ func TestRecordExposition(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := metrics.NewPD(reg)
 	rule := &spec.Rule{Name: "r1", Key: spec.Key{ModelName: "m"}}
-	Record(m, rule, rule.Key.ModelName, Outcome{Status: 200, RoomRetry: true, Prefill: time.Millisecond, DecodeTTFB: time.Millisecond,
+	Record(m, rule.Name, rule.Key.ModelName, Outcome{Status: 200, RoomRetry: true, Prefill: time.Millisecond, DecodeTTFB: time.Millisecond,
 		Legs: []LegResult{{Phase: PhasePrefill, Err: errors.New("x"), Died: true}, {Phase: PhasePrefill, Status: 200}, {Phase: PhaseDecode, Status: 200}}})
-	Record(m, rule, rule.Key.ModelName, Outcome{Status: 200, EarlyExit: true, Legs: []LegResult{{Phase: PhasePrefill, Status: 200}}})
-	Record(m, rule, rule.Key.ModelName, Outcome{Status: 502, Code: CodeDecodeDied, FailedPhase: PhaseDecode, KVTransferFailed: true, PrefillFailover: true,
+	Record(m, rule.Name, rule.Key.ModelName, Outcome{Status: 200, EarlyExit: true, Legs: []LegResult{{Phase: PhasePrefill, Status: 200}}})
+	Record(m, rule.Name, rule.Key.ModelName, Outcome{Status: 502, Code: CodeDecodeDied, FailedPhase: PhaseDecode, KVTransferFailed: true, PrefillFailover: true,
 		Legs: []LegResult{{Phase: PhasePrefill, Status: 500}, {Phase: PhaseDecode, Err: errors.New("x"), Died: true}}})
-	Record(nil, rule, "", Outcome{}) // nil metrics are a no-op
+	Record(nil, rule.Name, "", Outcome{}) // nil metrics are a no-op
 	want := `
 # HELP loxilb_ai_pd_requests_total P/D requests by rule, model, the phase that decided the outcome and status.
 # TYPE loxilb_ai_pd_requests_total counter
@@ -118,7 +118,7 @@ func TestRecordConnector(t *testing.T) {
 	m := metrics.NewPD(reg)
 	rule := &spec.Rule{Name: "r1"}
 	for _, c := range []string{"nixl", "mooncake", "moriio", "moriio", ""} {
-		Record(m, rule, "m", Outcome{Status: 200, Connector: c})
+		Record(m, rule.Name, "m", Outcome{Status: 200, Connector: c})
 	}
 	want := `
 # HELP infergate_pd_kv_connector_total vLLM P/D requests by the KV connector sequence they ran (nixl, mooncake, moriio).
