@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -245,15 +247,17 @@ func (b *bench) waitLearned(ctx context.Context, g *gateway, vip netip.Addr, wan
 			err = json.NewDecoder(resp.Body).Decode(&st)
 			resp.Body.Close()
 		}
-		learned := 0
+		learned, sources := 0, map[string]bool{}
 		for ep, s := range st.Endpoints {
 			if s.Window != nil && s.Window.Limit == want && s.Window.Source != "" {
 				learned++
+				sources[s.Window.Source] = true
 			} else if s.Window != nil {
 				last = fmt.Sprintf("%s window %d (%s)", ep, s.Window.Limit, s.Window.Source)
 			}
 		}
 		if err == nil && learned == len(b.engines) {
+			fmt.Fprintf(b.report, "  windowed arm: every endpoint's window learned by the gateway: %d from %v\n", want, slices.Sorted(maps.Keys(sources)))
 			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
