@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/infergate/infergate/datapath/pd"
@@ -26,10 +27,19 @@ type adminGate struct {
 // when the rule names none), except those r opens: all of them with
 // allow_admin_paths, or one that allowed_paths names exactly (an operator
 // who lists "/v1/load_lora_adapter" by name means it; a "prefix/*" entry
-// never opens an admin path).
+// never opens an admin path). The engine's sealed paths
+// (pd.SealedAdminPaths) stay closed either way.
 func newAdminGate(r *spec.Rule) *adminGate {
+	sealed := pd.SealedAdminPaths(r.Admin.Engine)
 	if r.Admin.Open {
-		return nil
+		if len(sealed) == 0 {
+			return nil
+		}
+		g := &adminGate{exact: make(map[string]struct{}, len(sealed))}
+		for _, p := range sealed {
+			g.exact[p] = struct{}{}
+		}
+		return g
 	}
 	named := make(map[string]struct{}, len(r.AllowedPaths))
 	for _, a := range r.AllowedPaths {
@@ -43,7 +53,7 @@ func newAdminGate(r *spec.Rule) *adminGate {
 			g.prefixes = append(g.prefixes, base)
 			continue
 		}
-		if _, open := named[p]; !open {
+		if _, open := named[p]; !open || slices.Contains(sealed, p) {
 			g.exact[p] = struct{}{}
 		}
 	}

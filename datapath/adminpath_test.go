@@ -102,6 +102,23 @@ func TestAdminPathsClosedByDefault(t *testing.T) {
 		{"allow_admin_paths", func(r *spec.Rule) { r.Admin = spec.AdminSurface{Engine: spec.EngineVLLM, Open: true} }, []rcase{
 			{"POST", "/sleep", false}, {"POST", "/v1/load_lora_adapter", false},
 		}},
+		{"trtllm allow_admin_paths: the event drain stays closed", func(r *spec.Rule) {
+			r.Engine, r.Admin = spec.EngineTRTLLM, spec.AdminSurface{Engine: spec.EngineTRTLLM, Open: true}
+		}, []rcase{
+			{"POST", "/kv_cache_events", true}, {"GET", "/kv_cache_events", true}, {"POST", "//kv_cache_events/", true},
+			{"POST", "/kv%5Fcache_events", true}, {"POST", "/perf_metrics", false},
+		}},
+		{"trtllm allowed_paths names the drain", func(r *spec.Rule) {
+			r.Engine, r.Admin.Engine = spec.EngineTRTLLM, spec.EngineTRTLLM
+			r.AllowedPaths = []string{"/kv_cache_events", "/perf_metrics", "/v1/*"}
+		}, []rcase{
+			{"POST", "/kv_cache_events", true}, {"POST", "/perf_metrics", false}, {"POST", "/v1/completions", false},
+		}},
+		{"no engine named, allow_admin_paths: every engine's drain stays closed", func(r *spec.Rule) {
+			r.Engine, r.Admin = spec.EngineVLLM, spec.AdminSurface{Open: true}
+		}, []rcase{
+			{"POST", "/kv_cache_events", true}, {"POST", "/sleep", false},
+		}},
 		{"allowed_paths names one", func(r *spec.Rule) {
 			r.Admin.Engine = spec.EngineVLLM
 			r.AllowedPaths = []string{"/v1/load_lora_adapter", "/v1/*", "/sleep/*"}

@@ -127,7 +127,9 @@ func (rt *Runtime) servePD(x *exchange, c *compiled, body []byte) {
 			"a prefill/decode rule serves the generation APIs and their side paths only; "+strconvQuote(x.r.URL.Path)+" is not one of them")
 		return
 	case pdOne:
-		rt.servePDOne(x, c, body, route)
+		if !rt.refuseMoRIIOUnsplit(x, c, route) { // pdmoriio.go
+			rt.servePDOne(x, c, body, route)
+		}
 		return
 	}
 	if len(body) == 0 {

@@ -23,17 +23,30 @@ var adminPaths = map[spec.Engine][]string{
 	spec.EngineLlamaCpp: llamacppAdminPaths,
 }
 
+// sealedPaths are the admin paths no rule setting opens (allow_admin_paths,
+// allowed_paths): destructive reads another reader depends on. Read-only.
+var sealedPaths = map[spec.Engine][]string{
+	spec.EngineTRTLLM: trtSealedPaths,
+}
+
 // AdminPaths returns the admin paths of engine, sorted, in a new slice. An
 // engine that is not known ("" when the rule did not say) gets the union of
 // every known engine's: an unnamed engine may be any of them.
-func AdminPaths(engine spec.Engine) []string {
-	if l, ok := adminPaths[engine]; ok {
-		out := slices.Clone(l)
+func AdminPaths(engine spec.Engine) []string { return pathsOf(adminPaths, engine) }
+
+// SealedAdminPaths returns the admin paths of engine that stay closed
+// whatever the rule opens, as AdminPaths does (an unknown engine gets every
+// engine's).
+func SealedAdminPaths(engine spec.Engine) []string { return pathsOf(sealedPaths, engine) }
+
+func pathsOf(reg map[spec.Engine][]string, engine spec.Engine) []string {
+	if _, known := adminPaths[engine]; known {
+		out := slices.Clone(reg[engine])
 		slices.Sort(out)
 		return slices.Compact(out)
 	}
 	var out []string
-	for _, l := range adminPaths {
+	for _, l := range reg {
 		out = append(out, l...)
 	}
 	slices.Sort(out)

@@ -31,12 +31,8 @@ const CodeMoRIIORequestIDReserved = "moriio_request_id_reserved"
 // CodeRequestIDReserved. Only refusals ask, so the scan costs nothing on
 // the request path.
 func RequestIDReservedCode(r *spec.Rule) string {
-	if r != nil {
-		for _, ep := range r.Endpoints {
-			if strings.EqualFold(connectorName(ep), connectorMoRIIO) {
-				return CodeMoRIIORequestIDReserved
-			}
-		}
+	if HasMoRIIOEndpoint(r) {
+		return CodeMoRIIORequestIDReserved
 	}
 	return CodeRequestIDReserved
 }

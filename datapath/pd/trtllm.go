@@ -50,6 +50,12 @@ func (*trtllm) TransferFields() []string { return trtTransferFields }
 // clock sync (read-only).
 var trtAdminPaths = []string{"/kv_cache_events", "/perf_metrics", "/steady_clock_offset"}
 
+// trtSealedPaths stay closed even on rules that open admin paths:
+// POST /kv_cache_events drains the engine's event queue, so a client's call
+// takes events from whoever else reads it (the KV-exact poller's inventory
+// silently loses blocks) — not an operator API to hand out (read-only).
+var trtSealedPaths = []string{"/kv_cache_events"}
+
 // Split: the disaggregated server splits completions and chat; anything
 // else (its disaggregated server has no Responses route) goes to a
 // generation server, which serves it standalone without
