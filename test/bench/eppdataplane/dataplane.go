@@ -143,7 +143,9 @@ func (d *DataPlane) send(r *http.Request, ep string, body []byte, set map[string
 		}
 	}
 	for k, v := range set {
-		if k != "content-length" {
+		// The length and the pseudo-headers (a GIE EPP echoes every request
+		// header, ":path" included) are the proxy's own, not the picker's.
+		if !strings.EqualFold(k, "content-length") && !strings.HasPrefix(k, ":") {
 			req.Header.Set(k, v)
 		}
 	}

@@ -16,7 +16,8 @@ import (
 )
 
 // bufferingEPP answers as the GIE-derived pickers do: it buffers the whole
-// request body, then sends the pick and the (rewritten) body back in one
+// request body, then sends the pick (echoing request headers, pseudo-headers
+// included) and the (rewritten) body back in one
 // streamed slice however many chunks it was handed, acknowledges the
 // response path one answer per message, and ends the stream when the data
 // plane half-closes.
@@ -45,7 +46,12 @@ func (e *bufferingEPP) Process(s extprocv3.ExternalProcessor_ProcessServer) erro
 			}
 			out = append(out, &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
 				RequestHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
-					SetHeaders: []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "x-gateway-destination-endpoint", RawValue: []byte(e.dest)}}},
+					SetHeaders: []*corev3.HeaderValueOption{
+						{Header: &corev3.HeaderValue{Key: "x-gateway-destination-endpoint", RawValue: []byte(e.dest)}},
+						// It echoes the request's headers, pseudo-headers included.
+						{Header: &corev3.HeaderValue{Key: ":path", RawValue: []byte("/v1/completions")}},
+						{Header: &corev3.HeaderValue{Key: "Content-Length", RawValue: []byte("1")}},
+					},
 				}}},
 			}}, &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
 				RequestBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{
@@ -68,8 +74,9 @@ func (e *bufferingEPP) Process(s extprocv3.ExternalProcessor_ProcessServer) erro
 }
 
 // A picker that answers a body sent in several chunks with one streamed
-// slice is followed (no wait for answers it never sends), and the engine
-// gets the body the picker streamed back, as Envoy would forward it.
+// slice is followed (no wait for answers it never sends), its echoed
+// pseudo-headers are not sent on as headers, and the engine gets the body
+// the picker streamed back, as Envoy would forward it.
 func TestDataPlaneFollowsARechunkingPicker(t *testing.T) {
 	var got []byte
 	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -32,10 +32,12 @@ import (
 type foreignConfig struct {
 	bindAddr  string
 	tokenizer string
+	extra     stringList // more serve flags, e.g. a tokenize budget for slow engines
 }
 
 func (c *foreignConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.bindAddr, "kv-bind-addr", "", "start the gateway with --kv-bind-addr ADDR (e.g. tcp://127.0.0.1:5557): engines dial in and publish with topic kv@<ip:port>@<model>; empty: the gateway dials every engine's --zmq-port")
+	fs.Var(&c.extra, "gateway-arg", "one more serve flag for the gateway (repeatable), e.g. --gateway-arg=--kv-tokenize-timeout=500ms for engines whose /tokenize answers slower than the default budget")
 	fs.StringVar(&c.tokenizer, "gateway-tokenizer", "", "with --engines-at: the engines' own tokenizer directory for the gateway's in-process tokenisation (empty: the gateway asks the engines' /tokenize)")
 }
 
@@ -49,12 +51,14 @@ func (c *config) gatewayTokenizer() string {
 	return c.foreign.tokenizer
 }
 
-// gatewayArgs are the serve flags the fleet's KV-event topology needs.
+// gatewayArgs are the serve flags the fleet's KV-event topology needs, then
+// those given with --gateway-arg.
 func (c *config) gatewayArgs() []string {
-	if c.foreign.bindAddr == "" {
-		return nil
+	var args []string
+	if c.foreign.bindAddr != "" {
+		args = append(args, "--kv-bind-addr", c.foreign.bindAddr)
 	}
-	return []string{"--kv-bind-addr", c.foreign.bindAddr}
+	return append(args, c.foreign.extra...)
 }
 
 // primeWords is a prompt long enough for several 16-token blocks under any

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -81,5 +82,23 @@ func TestSleepReset(t *testing.T) {
 	}
 	if woken.Load() != 0 {
 		t.Fatalf("an engine that never slept was woken")
+	}
+}
+
+func TestGatewayArgs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		f    foreignConfig
+		want string
+	}{
+		{"none", foreignConfig{}, ""},
+		{"bind only", foreignConfig{bindAddr: "tcp://127.0.0.1:5557"}, "--kv-bind-addr tcp://127.0.0.1:5557"},
+		{"extra only", foreignConfig{extra: stringList{"--kv-tokenize-timeout=500ms"}}, "--kv-tokenize-timeout=500ms"},
+		{"bind then extra", foreignConfig{bindAddr: "tcp://127.0.0.1:5557", extra: stringList{"--a=1", "--b=2"}}, "--kv-bind-addr tcp://127.0.0.1:5557 --a=1 --b=2"},
+	} {
+		c := config{foreign: tc.f}
+		if got := strings.Join(c.gatewayArgs(), " "); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }
