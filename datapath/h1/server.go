@@ -200,6 +200,7 @@ func (s *Server) newConn(nc net.Conn) *conn {
 	}
 	s.nextID++
 	c := &conn{srv: s, nc: nc, id: s.nextID, remote: nc.RemoteAddr().String()}
+	c.sock.Reset(nc)
 	// As net/http: handlers may ask which local address (the VIP) served them.
 	c.ctx = newConnCtx(context.WithValue(context.Background(), http.LocalAddrContextKey, newLocalAddr(nc.LocalAddr())))
 	if s.conns == nil {
@@ -232,7 +233,7 @@ func (s *Server) getReader(src io.Reader) *bufio.Reader {
 	return bufio.NewReaderSize(src, readBufSize)
 }
 
-func (s *Server) getWriter(nc net.Conn) *bufio.Writer {
+func (s *Server) getWriter(nc io.Writer) *bufio.Writer {
 	if bw, ok := s.writers.Get().(*bufio.Writer); ok {
 		bw.Reset(nc)
 		return bw
