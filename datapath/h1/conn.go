@@ -49,7 +49,8 @@ type conn struct {
 	id     uint64 // in srv.conns
 	wid    uint64 // in the watcher's set
 	remote string
-	ctx    *connCtx // every request's context: ended when the client goes
+	ctx    *connCtx      // every request's context: ended when the client goes
+	proto  *http.Request // a zero request with ctx: each request starts as a copy
 
 	br   *bufio.Reader
 	bw   *bufio.Writer
@@ -68,6 +69,7 @@ type conn struct {
 // reqState is what one request needs on the heap besides its
 // http.Request, in one allocation.
 type reqState struct {
+	req  http.Request
 	url  url.URL
 	body body
 	w    response
@@ -129,9 +131,10 @@ func (c *conn) serveOne(first bool) bool {
 		}
 		return false
 	}
-	rs := &reqState{}
-	tmpl := http.Request{URL: &rs.url, RemoteAddr: c.remote, Body: http.NoBody}
-	p, err := parseRequest(head, &tmpl, rs.vals[:])
+	rs := &reqState{req: *c.proto} // carries c.ctx: no WithContext copy
+	tmpl := &rs.req
+	tmpl.URL, tmpl.RemoteAddr, tmpl.Body = &rs.url, c.remote, http.NoBody
+	p, err := parseRequest(head, tmpl, rs.vals[:])
 	if err != nil {
 		var re *requestError
 		if errors.As(err, &re) {
@@ -146,7 +149,7 @@ func (c *conn) serveOne(first bool) bool {
 			_ = c.sock.SetReadDeadline(start.Add(d))
 		}
 	}
-	r := tmpl.WithContext(c.ctx)
+	r := tmpl
 	c.reqClose = p.close
 	c.closeAfter = false
 	rs.w = response{c: c, req: r, status: http.StatusOK, cl: -1}

@@ -203,6 +203,7 @@ func (s *Server) newConn(nc net.Conn) *conn {
 	c.sock.Reset(nc)
 	// As net/http: handlers may ask which local address (the VIP) served them.
 	c.ctx = newConnCtx(context.WithValue(context.Background(), http.LocalAddrContextKey, newLocalAddr(nc.LocalAddr())))
+	c.proto = (&http.Request{}).WithContext(c.ctx)
 	if s.conns == nil {
 		s.conns = map[uint64]*conn{}
 	}
