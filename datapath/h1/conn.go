@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/infergate/infergate/datapath/sockio"
 )
 
 // Connection states (conn.state): Shutdown closes only idle connections,
@@ -47,7 +49,8 @@ type conn struct {
 	id     uint64 // in srv.conns
 	wid    uint64 // in the watcher's set
 	remote string
-	ctx    *connCtx // every request's context: ended when the client goes
+	ctx    *connCtx      // every request's context: ended when the client goes
+	proto  *http.Request // a zero request with ctx: each request starts as a copy
 
 	br   *bufio.Reader
 	bw   *bufio.Writer
@@ -57,16 +60,16 @@ type conn struct {
 	busySince atomic.Int64 // UnixNano when the running request started; 0 between requests
 	watched   bool         // registered with the watcher (under its mu)
 
-	readDL     time.Time // the read deadline asked for (deadline.go)
-	armedDL    time.Time // the read deadline set on the socket
-	closeAfter bool      // this response is the connection's last
-	reqClose   bool      // the client asked for that
-	cur        *response // the response in progress (for 100 Continue)
+	sock       sockio.Conn // nc's reads, writes and lazy read deadline
+	closeAfter bool        // this response is the connection's last
+	reqClose   bool        // the client asked for that
+	cur        *response   // the response in progress (for 100 Continue)
 }
 
 // reqState is what one request needs on the heap besides its
 // http.Request, in one allocation.
 type reqState struct {
+	req  http.Request
 	url  url.URL
 	body body
 	w    response
@@ -75,7 +78,7 @@ type reqState struct {
 
 func (c *conn) serve() {
 	s := c.srv
-	c.br = s.getReader(c)
+	c.br = s.getReader(&c.sock)
 	defer c.close()
 	s.setState(c.nc, http.StateNew)
 	for first := true; ; first = false {
@@ -87,12 +90,12 @@ func (c *conn) serve() {
 			wait = s.ReadHeaderTimeout
 		}
 		if wait > 0 {
-			_ = c.setReadDeadline(time.Now().Add(wait))
+			_ = c.sock.SetReadDeadline(time.Now().Add(wait))
 		} else {
-			_ = c.setReadDeadline(time.Time{})
+			_ = c.sock.SetReadDeadline(time.Time{})
 		}
 		if c.br == nil {
-			c.br = s.getReader(c) // lent out while the last response streamed
+			c.br = s.getReader(&c.sock) // lent out while the last response streamed
 		}
 		if _, err := c.br.Peek(1); err != nil {
 			return
@@ -118,7 +121,7 @@ func (c *conn) serveOne(first bool) bool {
 	s := c.srv
 	start := time.Now()
 	if d := s.ReadHeaderTimeout; d > 0 && !first && !c.headBuffered() {
-		_ = c.setReadDeadline(start.Add(d))
+		_ = c.sock.SetReadDeadline(start.Add(d))
 	}
 	head, err := c.readHead()
 	if err != nil {
@@ -128,9 +131,10 @@ func (c *conn) serveOne(first bool) bool {
 		}
 		return false
 	}
-	rs := &reqState{}
-	tmpl := http.Request{URL: &rs.url, RemoteAddr: c.remote, Body: http.NoBody}
-	p, err := parseRequest(head, &tmpl, rs.vals[:])
+	rs := &reqState{req: *c.proto} // carries c.ctx: no WithContext copy
+	tmpl := &rs.req
+	tmpl.URL, tmpl.RemoteAddr, tmpl.Body = &rs.url, c.remote, http.NoBody
+	p, err := parseRequest(head, tmpl, rs.vals[:])
 	if err != nil {
 		var re *requestError
 		if errors.As(err, &re) {
@@ -142,10 +146,10 @@ func (c *conn) serveOne(first bool) bool {
 		rs.body = body{c: c, chunked: p.chunked, n: max(tmpl.ContentLength, 0), continue100: p.expectContinue}
 		tmpl.Body = &rs.body
 		if d := s.ReadTimeout; d > 0 {
-			_ = c.setReadDeadline(start.Add(d))
+			_ = c.sock.SetReadDeadline(start.Add(d))
 		}
 	}
-	r := tmpl.WithContext(c.ctx)
+	r := tmpl
 	c.reqClose = p.close
 	c.closeAfter = false
 	rs.w = response{c: c, req: r, status: http.StatusOK, cl: -1}
@@ -222,7 +226,7 @@ func (c *conn) refuse(re *requestError) {
 // connection under the answer the client has not read yet.
 func (c *conn) linger() {
 	type closeWriter interface{ CloseWrite() error }
-	nc := unwrap(c.nc)
+	nc := sockio.Unwrap(c.nc)
 	cw, ok := nc.(closeWriter)
 	if !ok {
 		return
@@ -260,7 +264,7 @@ func (c *conn) releaseReader() {
 // pool when the connection holds none.
 func (c *conn) writer() *bufio.Writer {
 	if c.bw == nil {
-		c.bw = c.srv.getWriter(c.nc)
+		c.bw = c.srv.getWriter(&c.sock)
 	}
 	return c.bw
 }
@@ -311,22 +315,10 @@ func (c *conn) close() {
 // rawConn is the socket under nc (through wrappers that expose NetConn, as
 // the admission layer's does), or nil.
 func rawConn(nc net.Conn) syscall.RawConn {
-	if sc, ok := unwrap(nc).(syscall.Conn); ok {
+	if sc, ok := sockio.Unwrap(nc).(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			return raw
 		}
 	}
 	return nil
-}
-
-// unwrap follows NetConn() to the innermost connection.
-func unwrap(nc net.Conn) net.Conn {
-	for range 8 {
-		u, ok := nc.(interface{ NetConn() net.Conn })
-		if !ok {
-			break
-		}
-		nc = u.NetConn()
-	}
-	return nc
 }

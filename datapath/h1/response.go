@@ -213,7 +213,7 @@ func (w *response) FlushError() error {
 }
 
 // SetReadDeadline bounds reads of the request body (http.ResponseController).
-func (w *response) SetReadDeadline(t time.Time) error { return w.c.setReadDeadline(t) }
+func (w *response) SetReadDeadline(t time.Time) error { return w.c.sock.SetReadDeadline(t) }
 
 // SetWriteDeadline bounds writes of the response (http.ResponseController).
 func (w *response) SetWriteDeadline(t time.Time) error { return w.c.nc.SetWriteDeadline(t) }

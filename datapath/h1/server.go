@@ -200,8 +200,10 @@ func (s *Server) newConn(nc net.Conn) *conn {
 	}
 	s.nextID++
 	c := &conn{srv: s, nc: nc, id: s.nextID, remote: nc.RemoteAddr().String()}
+	c.sock.Reset(nc)
 	// As net/http: handlers may ask which local address (the VIP) served them.
 	c.ctx = newConnCtx(context.WithValue(context.Background(), http.LocalAddrContextKey, newLocalAddr(nc.LocalAddr())))
+	c.proto = (&http.Request{}).WithContext(c.ctx)
 	if s.conns == nil {
 		s.conns = map[uint64]*conn{}
 	}
@@ -232,7 +234,7 @@ func (s *Server) getReader(src io.Reader) *bufio.Reader {
 	return bufio.NewReaderSize(src, readBufSize)
 }
 
-func (s *Server) getWriter(nc net.Conn) *bufio.Writer {
+func (s *Server) getWriter(nc io.Writer) *bufio.Writer {
 	if bw, ok := s.writers.Get().(*bufio.Writer); ok {
 		bw.Reset(nc)
 		return bw

@@ -12,9 +12,9 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/infergate/infergate/datapath/sockio"
 	"github.com/infergate/infergate/metrics"
 )
 
@@ -69,35 +69,20 @@ type conn struct {
 	addr  string // endpoint address (its slot in Client.eps)
 	tlsID string // TLS identity ("" plaintext): reused only by the same one
 	nc    net.Conn
-	raw   syscall.RawConn // nil when nc has no file descriptor; for alive()
 	br    *bufio.Reader
 	tls   bool // nc is a *tls.Conn (alive() must not peek under the records)
 	// idleSince is when the connection was last pooled (reap.go).
 	idleSince time.Time
 
-	// alive()'s peek: the callback is bound once per connection and writes
-	// its verdict here, so the check on every reuse allocates nothing (a
-	// fresh closure per call cost three allocations per request).
-	peekFn   func(fd uintptr) bool
-	peekLive bool
-	peekBuf  [1]byte
-	// abortFn is abort, bound once: Send registers it with the request's
-	// context on every exchange.
+	// abortFn is sock.Abort, bound once: Send registers it with the
+	// request's context on every exchange.
 	abortFn func()
-	aborted atomic.Bool
 
-	// Deadlines (deadline.go): the read bound asked for and the ones set
-	// on the socket. Only the exchange's goroutine touches them.
-	wantRD, armedRD, armedWD time.Time
-}
-
-// abort unblocks the exchange in progress (the request's context ended):
-// its reads and writes fail at once and the connection is discarded. It
-// runs on another goroutine: the flag keeps the owner's lazy deadline
-// handling (deadline.go) from reviving the connection.
-func (pc *conn) abort() {
-	pc.aborted.Store(true)
-	_ = pc.nc.SetDeadline(aLongTimeAgo)
+	// sock reads and writes nc (raw socket calls when plaintext) with the
+	// lazy read deadline the relay's per-read idle bound relies on. Only
+	// the exchange's goroutine reads, writes and sets deadlines; Abort
+	// (the request's context ended) runs on another.
+	sock sockio.Conn
 }
 
 // TLS is one rule's TLS configuration toward its engines (security 2).
@@ -160,10 +145,6 @@ func (c *Client) dial(ctx context.Context, addr string, tc *TLS) (*conn, error) 
 	if err != nil {
 		return nil, &DialError{Endpoint: addr, Err: err}
 	}
-	var raw syscall.RawConn
-	if sc, ok := nc.(syscall.Conn); ok {
-		raw, _ = sc.SyscallConn() // resolved once: alive() runs on every reuse
-	}
 	if tc != nil {
 		tconn, err := c.handshake(ctx, nc, addr, tc)
 		if err != nil {
@@ -171,9 +152,10 @@ func (c *Client) dial(ctx context.Context, addr string, tc *TLS) (*conn, error) 
 		}
 		nc = tconn
 	}
-	pc := &conn{addr: addr, tlsID: tlsID(tc), nc: nc, raw: raw, tls: tc != nil}
-	pc.br = bufio.NewReaderSize(pc, bufSize) // through Read: lazy read deadlines
-	pc.peekFn, pc.abortFn = pc.peek, pc.abort
+	pc := &conn{addr: addr, tlsID: tlsID(tc), nc: nc, tls: tc != nil}
+	pc.sock.Reset(nc)
+	pc.br = bufio.NewReaderSize(&pc.sock, bufSize) // lazy read deadlines
+	pc.abortFn = pc.sock.Abort
 	return pc, nil
 }
 
@@ -240,19 +222,7 @@ func (pc *conn) alive() bool {
 	if pc.tls {
 		return pc.aliveTLS()
 	}
-	if pc.raw == nil {
-		return true
-	}
-	pc.peekLive = false
-	err := pc.raw.Read(pc.peekFn)
-	return err == nil && pc.peekLive
-}
-
-// peek is alive()'s RawConn.Read callback.
-func (pc *conn) peek(fd uintptr) bool {
-	_, _, err := syscall.Recvfrom(int(fd), pc.peekBuf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-	pc.peekLive = errors.Is(err, syscall.EAGAIN)
-	return true // never wait for readiness
+	return pc.sock.Quiet()
 }
 
 // aliveTLS checks a pooled TLS connection: bytes on the socket may be
@@ -261,11 +231,9 @@ func (pc *conn) peek(fd uintptr) bool {
 // means nothing but control records was pending (alive); data, EOF or an
 // alert (close_notify) mean the connection cannot carry a new request.
 func (pc *conn) aliveTLS() bool {
-	pc.wantRD = aLongTimeAgo
-	pc.armRead(aLongTimeAgo)
+	_ = pc.sock.SetReadDeadline(aLongTimeAgo) // nearer than any: set at once
 	_, err := pc.br.Peek(1)
-	pc.wantRD = time.Time{}
-	pc.armRead(time.Time{})
+	_ = pc.sock.SetReadDeadline(time.Time{}) // the next read re-arms it
 	var ne net.Error
 	return err != nil && errors.As(err, &ne) && ne.Timeout()
 }
@@ -322,7 +290,7 @@ func (c *Client) Send(ctx context.Context, leg Leg) (*http.Response, error) {
 		return nil, err
 	}
 	method := leg.method()
-	bw := c.writer(pc.nc)
+	bw := c.writer(&pc.sock)
 	if leg.Stream != nil {
 		err = writeStreamed(ctx, pc, bw, addr, method, leg, leg.Stream)
 	} else {
@@ -363,12 +331,12 @@ type response struct {
 }
 
 // writer borrows a request writer for nc (Client.writers).
-func (c *Client) writer(nc net.Conn) *bufio.Writer {
+func (c *Client) writer(w io.Writer) *bufio.Writer {
 	bw, _ := c.writers.Get().(*bufio.Writer)
 	if bw == nil {
-		return bufio.NewWriterSize(nc, bufSize)
+		return bufio.NewWriterSize(w, bufSize)
 	}
-	bw.Reset(nc)
+	bw.Reset(w)
 	return bw
 }
 
@@ -458,7 +426,7 @@ func (b *body) Buffered() bool {
 }
 
 // SetReadDeadline bounds the next reads of the body (idle timeouts).
-func (b *body) SetReadDeadline(t time.Time) { b.pc.setReadDeadline(t) }
+func (b *body) SetReadDeadline(t time.Time) { _ = b.pc.sock.SetReadDeadline(t) }
 
 func (b *body) Close() error {
 	if !b.done {

@@ -158,7 +158,7 @@ func writeStreamed(ctx context.Context, pc *conn, w *bufio.Writer, addr, method 
 				return ctx.Err()
 			}
 			if s.Idle > 0 {
-				pc.setWriteDeadline(time.Now().Add(s.Idle))
+				_ = pc.sock.SetWriteDeadline(time.Now().Add(s.Idle))
 			}
 			if _, err := dst.Write(buf[:n]); err != nil {
 				return err

@@ -1,0 +1,303 @@
+package sockio
+
+import (
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// aLongTimeAgo is a deadline in the past: it unblocks pending I/O at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// Conn reads and writes nc. Read, Write and the deadline setters belong to
+// the connection's owner (one goroutine at a time); Abort may run on any
+// goroutine.
+type Conn struct {
+	nc  net.Conn
+	raw syscall.RawConn // the plaintext TCP socket under nc, or nil
+
+	// The read and the write in progress on the raw socket, and the
+	// callbacks bound once (a closure per call would allocate).
+	rd, wr       rawOp
+	readFn, wrFn func(fd uintptr) bool
+	peekFn       func(fd uintptr) bool // Quiet's
+	peekBuf      [1]byte
+	aborted      atomic.Bool
+	want, armed  time.Time // read deadline asked for, and set on the socket
+	// The write deadline asked for and set on the socket: lazy like the
+	// read one on the raw socket (a write there resumes where it stopped);
+	// set as asked through nc (a TLS write that timed out cannot resume).
+	wantWrite, armedWrite time.Time
+}
+
+// rawOp is one read(2) or write(2) loop on the raw socket.
+type rawOp struct {
+	p     []byte
+	n     int
+	errno syscall.Errno
+}
+
+// New returns a Conn over nc. Raw socket calls are used when nc, followed
+// through NetConn(), is a *net.TCPConn (on Linux, outside the race
+// detector) and no layer on the way is a *tls.Conn (other wrappers that
+// expose NetConn must not change what Read and Write do); anything else
+// (TLS, pipes) is read and written through nc.
+func New(nc net.Conn) *Conn {
+	c := &Conn{}
+	c.Reset(nc)
+	return c
+}
+
+// Reset makes c a Conn over nc (in place, for a struct embedding one).
+func (c *Conn) Reset(nc net.Conn) {
+	*c = Conn{nc: nc}
+	c.raw = plainTCP(nc)
+	c.readFn, c.wrFn, c.peekFn = c.readRaw, c.writeRaw, c.peekRaw
+}
+
+// NetConn is the connection c reads and writes.
+func (c *Conn) NetConn() net.Conn { return c.nc }
+
+// plainTCP is the raw socket under nc when nothing on the way to it
+// encrypts, or nil.
+func plainTCP(nc net.Conn) syscall.RawConn {
+	for range 8 {
+		switch x := nc.(type) {
+		case *tls.Conn:
+			return nil
+		case *net.TCPConn:
+			if raw, err := x.SyscallConn(); err == nil {
+				return raw
+			}
+			return nil
+		case interface{ NetConn() net.Conn }:
+			nc = x.NetConn()
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// Unwrap follows NetConn() to the innermost connection.
+func Unwrap(nc net.Conn) net.Conn {
+	for range 8 {
+		u, ok := nc.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		nc = u.NetConn()
+	}
+	return nc
+}
+
+// Abort unblocks the connection's reads and writes at once and for good:
+// the lazy read deadline never revives it. It may run on any goroutine.
+func (c *Conn) Abort() {
+	c.aborted.Store(true)
+	_ = c.nc.SetDeadline(aLongTimeAgo)
+}
+
+// Aborted reports whether Abort ran.
+func (c *Conn) Aborted() bool { return c.aborted.Load() }
+
+// SetReadDeadline bounds the next reads by t (zero: none), lazily: the
+// socket keeps an armed deadline that passes first, and Read re-arms t
+// when it does.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	c.want = t
+	if !c.armed.IsZero() && (t.IsZero() || !t.Before(c.armed)) {
+		return nil // the armed deadline fires first; Read re-arms t then
+	}
+	return c.arm(t)
+}
+
+// SetWriteDeadline bounds the next writes by t (zero: none): lazily on
+// the raw socket, as Read's; through nc a deadline equal to the armed one
+// costs nothing.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	c.wantWrite = t
+	if rawIO && c.raw != nil && !c.armedWrite.IsZero() && (t.IsZero() || !t.Before(c.armedWrite)) {
+		return nil // the armed deadline fires first; Write re-arms t then
+	}
+	if t.Equal(c.armedWrite) {
+		return nil
+	}
+	return c.armWrite(t)
+}
+
+// armWrite sets the socket's write deadline; an abort that raced with it
+// wins.
+func (c *Conn) armWrite(t time.Time) error {
+	c.armedWrite = t
+	err := c.nc.SetWriteDeadline(t)
+	if c.aborted.Load() {
+		_ = c.nc.SetWriteDeadline(aLongTimeAgo) // an abort in between wins
+	}
+	return err
+}
+
+// arm sets the socket's read deadline. An abort that raced with it wins:
+// its past deadline is put back.
+func (c *Conn) arm(t time.Time) error {
+	c.armed = t
+	err := c.nc.SetReadDeadline(t)
+	if c.aborted.Load() {
+		_ = c.nc.SetReadDeadline(aLongTimeAgo)
+	}
+	return err
+}
+
+// Read reads from the connection, reading on past an armed deadline
+// earlier than the one asked for.
+func (c *Conn) Read(p []byte) (int, error) {
+	for {
+		n, err := c.read(p)
+		if n > 0 || err == nil || !c.early(err) {
+			return n, err
+		}
+		if err := c.arm(c.want); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// early reports whether err is the armed read deadline passing while the
+// one asked for has not (and the connection was not aborted).
+func (c *Conn) early(err error) bool { return c.earlyFor(err, c.want) }
+
+// earlyFor reports whether err is an armed deadline passing before want.
+func (c *Conn) earlyFor(err error, want time.Time) bool {
+	if !errors.Is(err, os.ErrDeadlineExceeded) || c.aborted.Load() {
+		return false
+	}
+	return want.IsZero() || time.Now().Before(want)
+}
+
+func (c *Conn) read(p []byte) (int, error) {
+	if !rawIO || c.raw == nil {
+		return c.nc.Read(p)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.rd = rawOp{p: p}
+	err := c.raw.Read(c.readFn)
+	n, errno := c.rd.n, c.rd.errno
+	c.rd = rawOp{}
+	switch {
+	case err != nil:
+		return 0, err // a deadline or Close, as net.Conn reports them
+	case errno != 0:
+		return 0, c.opError("read", errno)
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// readRaw is read's RawConn callback: false waits for readiness.
+func (c *Conn) readRaw(fd uintptr) bool {
+	for {
+		n, errno := rawRead(fd, c.rd.p)
+		switch errno {
+		case 0:
+			c.rd.n = n
+			return true
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		}
+		c.rd.errno = errno
+		return true
+	}
+}
+
+// Write writes p to the connection.
+func (c *Conn) Write(p []byte) (int, error) {
+	if !rawIO || c.raw == nil {
+		return c.nc.Write(p)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.wr = rawOp{p: p}
+	err := c.raw.Write(c.wrFn)
+	for err != nil && c.earlyFor(err, c.wantWrite) {
+		if err = c.armWrite(c.wantWrite); err == nil {
+			err = c.raw.Write(c.wrFn) // on from where the armed deadline stopped it
+		}
+	}
+	n, errno := c.wr.n, c.wr.errno
+	c.wr = rawOp{}
+	switch {
+	case err != nil:
+		return n, err
+	case errno != 0:
+		return n, c.opError("write", errno)
+	}
+	return n, nil
+}
+
+// writeRaw is Write's RawConn callback: it writes until p is out, false
+// waits for room.
+func (c *Conn) writeRaw(fd uintptr) bool {
+	for c.wr.n < len(c.wr.p) {
+		n, errno := rawWrite(fd, c.wr.p[c.wr.n:])
+		switch errno {
+		case 0:
+			c.wr.n += n
+			continue
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		}
+		c.wr.errno = errno
+		return true
+	}
+	return true
+}
+
+// Quiet reports whether nothing is pending on an idle connection: no bytes
+// and no end of stream (a pooled engine connection the engine has not
+// closed). It never blocks; it is true when c cannot tell (no plaintext
+// TCP socket under nc).
+func (c *Conn) Quiet() bool {
+	if c.raw == nil {
+		return true
+	}
+	for {
+		c.rd = rawOp{}
+		err := c.raw.Read(c.peekFn)
+		quiet := c.rd.errno == syscall.EAGAIN
+		c.rd = rawOp{}
+		if err == nil {
+			return quiet
+		}
+		// A read deadline left armed by the last exchange has passed
+		// while the connection sat idle: that says nothing about it.
+		if !c.early(err) || c.arm(c.want) != nil {
+			return false
+		}
+	}
+}
+
+// peekRaw is Quiet's RawConn callback: one non-blocking peek, never a
+// wait.
+func (c *Conn) peekRaw(fd uintptr) bool {
+	c.rd.errno = rawPeek(fd, c.peekBuf[:])
+	return true
+}
+
+// opError wraps a failed read(2) or write(2) as net.Conn's methods do.
+func (c *Conn) opError(op string, errno syscall.Errno) error {
+	return &net.OpError{Op: op, Net: "tcp", Source: c.nc.LocalAddr(), Addr: c.nc.RemoteAddr(),
+		Err: os.NewSyscallError(op, errno)}
+}

@@ -1,0 +1,175 @@
+package sockio
+
+import (
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"testing"
+	"time"
+)
+
+// pair returns a connected loopback TCP pair: ours wrapped in a Conn.
+func pair(t *testing.T) (*Conn, net.Conn) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	acc := make(chan net.Conn, 1)
+	go func() {
+		nc, _ := l.Accept()
+		acc <- nc
+	}()
+	nc, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := <-acc
+	if peer == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { _ = nc.Close(); _ = peer.Close() })
+	return New(nc), peer
+}
+
+// wrapped is a connection wrapper that exposes what it wraps (as the
+// admission layer's does).
+type wrapped struct{ net.Conn }
+
+func (w wrapped) NetConn() net.Conn { return w.Conn }
+
+func TestRawOnlyForPlainTCP(t *testing.T) {
+	c, peer := pair(t)
+	tcp := c.NetConn()
+	for _, tc := range []struct {
+		name string
+		nc   net.Conn
+		raw  bool
+	}{
+		{"tcp", tcp, true},
+		{"wrapped tcp", wrapped{tcp}, true},
+		{"tls over tcp", tls.Client(tcp, &tls.Config{}), false},
+		{"wrapped tls", wrapped{tls.Client(tcp, &tls.Config{})}, false},
+		{"accepted tcp", peer.(*net.TCPConn), true},
+	} {
+		if got := New(tc.nc).raw != nil; got != tc.raw {
+			t.Errorf("%s: raw socket %v, want %v", tc.name, got, tc.raw)
+		}
+	}
+	p1, p2 := net.Pipe()
+	defer p1.Close()
+	defer p2.Close()
+	if New(p1).raw != nil {
+		t.Error("pipe: a raw socket on a connection without one")
+	}
+}
+
+func TestReadWriteEOF(t *testing.T) {
+	c, peer := pair(t)
+	if n, err := c.Write([]byte("hello")); n != 5 || err != nil {
+		t.Fatalf("Write = %d, %v", n, err)
+	}
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(peer, buf); err != nil || string(buf) != "hello" {
+		t.Fatalf("peer read %q, %v", buf, err)
+	}
+	if _, err := peer.Write([]byte("back")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := io.ReadFull(c, buf[:4]); n != 4 || err != nil || string(buf[:4]) != "back" {
+		t.Fatalf("Read = %q, %v", buf[:n], err)
+	}
+	_ = peer.Close()
+	if n, err := c.Read(buf); n != 0 || err != io.EOF {
+		t.Fatalf("Read after the peer closed = %d, %v, want 0, EOF", n, err)
+	}
+}
+
+// TestLazyDeadlines checks that a later deadline asked for over an armed
+// earlier one holds for its whole length (reads and writes go on past the
+// armed one), that a nearer one takes effect at once, and that Abort ends
+// a read under a far deadline for good.
+func TestLazyDeadlines(t *testing.T) {
+	t.Run("read past the armed deadline", func(t *testing.T) {
+		c, peer := pair(t)
+		_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second)) // later: not set on the socket
+		time.AfterFunc(200*time.Millisecond, func() { _, _ = peer.Write([]byte("x")) })
+		buf := make([]byte, 1)
+		if n, err := c.Read(buf); n != 1 || err != nil {
+			t.Fatalf("Read = %d, %v; want the byte sent after the armed deadline", n, err)
+		}
+	})
+	t.Run("nearer read deadline", func(t *testing.T) {
+		c, _ := pair(t)
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		start := time.Now()
+		_, err := c.Read(make([]byte, 1))
+		if !errors.Is(err, os.ErrDeadlineExceeded) || time.Since(start) > 2*time.Second {
+			t.Fatalf("Read = %v after %v, want a timeout at 50ms", err, time.Since(start))
+		}
+	})
+	t.Run("write past the armed deadline", func(t *testing.T) {
+		c, peer := pair(t)
+		_ = c.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
+		_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		big := make([]byte, 32<<20) // more than the socket buffers hold
+		got := make(chan int64, 1)
+		go func() {
+			time.Sleep(200 * time.Millisecond) // the armed deadline passes mid-write
+			n, _ := io.Copy(io.Discard, io.LimitReader(peer, int64(len(big))))
+			got <- n
+		}()
+		if n, err := c.Write(big); n != len(big) || err != nil {
+			t.Fatalf("Write = %d, %v; want all of it", n, err)
+		}
+		if n := <-got; n != int64(len(big)) {
+			t.Fatalf("peer read %d bytes, want %d", n, len(big))
+		}
+	})
+	t.Run("abort under a far deadline", func(t *testing.T) {
+		c, _ := pair(t)
+		_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		time.AfterFunc(100*time.Millisecond, c.Abort)
+		start := time.Now()
+		_, err := c.Read(make([]byte, 1))
+		if err == nil || time.Since(start) > 2*time.Second {
+			t.Fatalf("Read = %v after %v, want the abort's error at once", err, time.Since(start))
+		}
+		if _, err := c.Read(make([]byte, 1)); err == nil {
+			t.Fatal("Read after Abort succeeded")
+		}
+	})
+}
+
+func TestQuiet(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		peer  func(net.Conn)
+		armed time.Duration // > 0: an earlier exchange's read deadline, passed while idle
+		quiet bool
+	}{
+		{"idle", func(net.Conn) {}, 0, true},
+		{"idle past an armed deadline", func(net.Conn) {}, 20 * time.Millisecond, true},
+		{"bytes pending", func(p net.Conn) { _, _ = p.Write([]byte("x")) }, 0, false},
+		{"closed by the peer", func(p net.Conn) { _ = p.Close() }, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, peer := pair(t)
+			if tc.armed > 0 {
+				_ = c.SetReadDeadline(time.Now().Add(tc.armed))
+				_ = c.SetReadDeadline(time.Time{}) // the next exchange: lazily none
+			}
+			tc.peer(peer)
+			time.Sleep(tc.armed + 50*time.Millisecond)
+			if got := c.Quiet(); got != tc.quiet {
+				t.Fatalf("Quiet = %v, want %v", got, tc.quiet)
+			}
+		})
+	}
+}
