@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bufio"
 	"errors"
 	"syscall"
 )
@@ -58,6 +59,8 @@ func (b *body) WaitReadable() {
 	if b.wait.fn == nil {
 		b.wait.fn = b.wait.ready
 	}
+	b.c.parkReader(pc)
+	defer b.c.unparkReader(pc)
 	for {
 		b.wait.woken = false
 		err := pc.raw.Read(b.wait.fn)
@@ -66,4 +69,38 @@ func (b *body) WaitReadable() {
 		}
 		pc.armRead(pc.wantRD)
 	}
+}
+
+// parkReader lends pc's empty read buffer to the Client's pool for the
+// length of a wait (a silent stream would otherwise pin a touched page
+// of it). pc.br stays the same *bufio.Reader (the body's chunked decoder
+// holds it) but holds no buffer until unparkReader: a wait touches
+// nothing else of it. The buffer moves by copying the bufio.Reader value
+// into a holder; the holder pc leaves in exchange is kept as pc.spare.
+// A read error the reader held back (its buffer being empty) is dropped
+// with it: the socket reports it again (an end, a reset, a past deadline
+// or an abort are all sticky on the socket).
+func (c *Client) parkReader(pc *conn) {
+	h := pc.spare
+	if h == nil {
+		h = new(bufio.Reader)
+	}
+	*h = *pc.br
+	h.Reset(nil) // the pool must not keep pc reachable
+	*pc.br = bufio.Reader{}
+	pc.spare = nil
+	c.readers.Put(h)
+}
+
+// unparkReader gives pc a pooled read buffer back (the same size as a
+// dialled one), empty and reading from pc.
+func (c *Client) unparkReader(pc *conn) {
+	h, _ := c.readers.Get().(*bufio.Reader)
+	if h == nil {
+		h = bufio.NewReaderSize(pc, bufSize)
+	}
+	*pc.br = *h
+	pc.br.Reset(pc)
+	*h = bufio.Reader{}
+	pc.spare = h
 }
