@@ -576,12 +576,15 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 	if flush && fl != nil {
 		fl.Flush()
 	}
-	bp := rt.bufs.Get().(*[]byte)
-	defer rt.bufs.Put(bp)
-	buf := *bp
+	rb := relayBuf{pool: &rt.bufs}
+	if sse { // idle between events: no buffer held (relaybuf.go)
+		rb.wait, _ = resp.Body.(upstream.ReadWaiter)
+	}
+	defer rb.release()
 	var relayed uint64 // the endpoint counter's bytes, added once at the end
 	defer func() { c.eps[i].bytes.Add(relayed) }()
 	for {
+		buf := rb.get()
 		n, rerr := resp.Body.Read(buf)
 		if n > 0 && x.placed != nil {
 			if sse {
@@ -602,6 +605,9 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 			}
 			if flush && fl != nil {
 				fl.Flush()
+			}
+			if rerr == nil {
+				rb.idle()
 			}
 		}
 		if rerr == io.EOF {

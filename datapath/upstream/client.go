@@ -41,6 +41,9 @@ type Client struct {
 	// is written: a connection holds none while it waits for a response,
 	// relays a stream or sits idle (16 KiB less per open SSE stream).
 	writers sync.Pool // *bufio.Writer
+	// readers hold the read buffers of streams waiting for their engine's
+	// next bytes (waitread.go).
+	readers sync.Pool // *bufio.Reader
 
 	mu     sync.Mutex
 	eps    map[string]*endpointConns // by endpoint address
@@ -70,7 +73,8 @@ type conn struct {
 	tlsID string // TLS identity ("" plaintext): reused only by the same one
 	nc    net.Conn
 	br    *bufio.Reader
-	tls   bool // nc is a *tls.Conn (alive() must not peek under the records)
+	spare *bufio.Reader // an empty holder, after a wait (waitread.go)
+	tls   bool          // nc is a *tls.Conn (alive() must not peek under the records)
 	// idleSince is when the connection was last pooled (reap.go).
 	idleSince time.Time
 
@@ -399,6 +403,7 @@ type body struct {
 	stop  func() bool
 	reuse bool
 	done  bool
+	wait  readyWait // WaitReadable's (waitread.go)
 }
 
 func (b *body) Read(p []byte) (int, error) {

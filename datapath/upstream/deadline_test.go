@@ -72,14 +72,7 @@ func streamEngine(t *testing.T, gaps []time.Duration) spec.Endpoint {
 func TestLazyReadDeadline(t *testing.T) {
 	const bound = 150 * time.Millisecond
 	gap := 40 * time.Millisecond
-	for _, tc := range []struct {
-		name   string
-		gaps   []time.Duration
-		per    func(read int) time.Duration // the bound set before each read
-		cancel time.Duration                // > 0: cancel the request this long after the head
-		want   error                        // nil: the stream ends cleanly
-		within [2]time.Duration             // the read error arrives this long after the last bytes
-	}{
+	for _, tc := range []lazyReadCase{
 		{name: "events keep coming", gaps: []time.Duration{gap, gap, gap, gap, gap, gap, gap},
 			per: func(int) time.Duration { return bound }},
 		{name: "silent past the bound", gaps: []time.Duration{gap, -1},
@@ -94,53 +87,75 @@ func TestLazyReadDeadline(t *testing.T) {
 		{name: "cancelled under a far bound", gaps: []time.Duration{-1},
 			per: func(int) time.Duration { return 10 * time.Second }, cancel: 100 * time.Millisecond, want: context.Canceled, within: [2]time.Duration{50 * time.Millisecond, 2 * time.Second}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ep := streamEngine(t, tc.gaps)
-			c := New(time.Second, 4, nil)
-			defer c.CloseIdle()
-			ctx, cancel := context.WithCancel(t.Context())
-			defer cancel()
-			resp, err := c.Send(ctx, Leg{Endpoint: ep, Method: "GET", Path: "/v1/stream"})
+		for _, wait := range []bool{false, true} {
+			name := tc.name
+			if wait {
+				name += ", waiting for readiness" // the relay's way for SSE (waitread.go)
+			}
+			t.Run(name, func(t *testing.T) { tc.run(t, wait) })
+		}
+	}
+}
+
+// lazyReadCase is one TestLazyReadDeadline case.
+type lazyReadCase struct {
+	name   string
+	gaps   []time.Duration
+	per    func(read int) time.Duration // the bound set before each read
+	cancel time.Duration                // > 0: cancel the request this long after the head
+	want   error                        // nil: the stream ends cleanly
+	within [2]time.Duration             // the read error arrives this long after the last bytes
+}
+
+// run runs the case; wait calls WaitReadable before every read.
+func (tc lazyReadCase) run(t *testing.T, wait bool) {
+	ep := streamEngine(t, tc.gaps)
+	c := New(time.Second, 4, nil)
+	defer c.CloseIdle()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	resp, err := c.Send(ctx, Leg{Endpoint: ep, Method: "GET", Path: "/v1/stream"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if tc.cancel > 0 {
+		time.AfterFunc(tc.cancel, cancel)
+	}
+	bb := resp.Body.(BoundedBody)
+	buf := make([]byte, 256)
+	last := time.Now()
+	for read := 0; ; read++ {
+		bb.SetReadDeadline(time.Now().Add(tc.per(read)))
+		if wait {
+			resp.Body.(ReadWaiter).WaitReadable()
+		}
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			last = time.Now()
+		}
+		if err == nil {
+			continue
+		}
+		if err == io.EOF {
+			err = nil
+		}
+		if tc.want == nil {
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("read %d: %v", read, err)
 			}
-			defer resp.Body.Close()
-			if tc.cancel > 0 {
-				time.AfterFunc(tc.cancel, cancel)
+			return
+		}
+		if tc.want == context.Canceled {
+			if ctx.Err() == nil {
+				t.Fatalf("read %d ended (%v) before the cancel", read, err)
 			}
-			bb := resp.Body.(BoundedBody)
-			buf := make([]byte, 256)
-			last := time.Now()
-			for read := 0; ; read++ {
-				bb.SetReadDeadline(time.Now().Add(tc.per(read)))
-				n, err := resp.Body.Read(buf)
-				if n > 0 {
-					last = time.Now()
-				}
-				if err == nil {
-					continue
-				}
-				if err == io.EOF {
-					err = nil
-				}
-				if tc.want == nil {
-					if err != nil {
-						t.Fatalf("read %d: %v", read, err)
-					}
-					return
-				}
-				if tc.want == context.Canceled {
-					if ctx.Err() == nil {
-						t.Fatalf("read %d ended (%v) before the cancel", read, err)
-					}
-				} else if !errors.Is(err, tc.want) {
-					t.Fatalf("read %d: %v, want %v", read, err, tc.want)
-				}
-				if d := time.Since(last); d < tc.within[0] || d > tc.within[1] {
-					t.Fatalf("read %d failed %v after the last bytes, want within %v", read, d, tc.within)
-				}
-				return
-			}
-		})
+		} else if !errors.Is(err, tc.want) {
+			t.Fatalf("read %d: %v, want %v", read, err, tc.want)
+		}
+		if d := time.Since(last); d < tc.within[0] || d > tc.within[1] {
+			t.Fatalf("read %d failed %v after the last bytes, want within %v", read, d, tc.within)
+		}
+		return
 	}
 }

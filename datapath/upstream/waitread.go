@@ -1,0 +1,106 @@
+package upstream
+
+import (
+	"bufio"
+	"errors"
+	"syscall"
+)
+
+// Why wait before reading: a relay that reads an engine stream into its
+// own buffer holds that buffer for as long as the engine is silent, which
+// for an open SSE stream is nearly all of its life. Waiting for the socket
+// to become readable first (no buffer needed) lets the relay borrow a
+// buffer only while an event is in hand, so idle streams share a few
+// buffers instead of each pinning one.
+
+// ReadWaiter is implemented by response bodies that can wait until a read
+// would not block without the caller holding a read buffer.
+type ReadWaiter interface {
+	// WaitReadable returns once the next Read has bytes (or an end, an
+	// error, an expired deadline or an abort) to report, or at once when
+	// it cannot tell; the Read that follows reports what happened.
+	WaitReadable()
+}
+
+var _ ReadWaiter = (*body)(nil)
+
+// readyWait is WaitReadable's RawConn.Read callback and its state: bound
+// once per body on first use (only streams wait).
+type readyWait struct {
+	fn    func(fd uintptr) bool
+	woken bool
+	buf   [1]byte // the peek's (a local would escape through the syscall)
+}
+
+// ready reports whether a read of the socket would not block. Its first
+// call looks (a non-blocking peek, the same one syscall as the read that
+// would have found the socket empty); a later call follows a readiness
+// wake-up and trusts it: the read after WaitReadable finds out, and an
+// empty wake-up costs that read an ordinary wait.
+func (w *readyWait) ready(fd uintptr) bool {
+	if w.woken {
+		return true
+	}
+	w.woken = true
+	_, _, err := syscall.Recvfrom(int(fd), w.buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	return !errors.Is(err, syscall.EAGAIN) // data, EOF or an error: the read reports it
+}
+
+// WaitReadable waits until the engine's socket has bytes when none are
+// buffered. A TLS connection (records under the socket's bytes) or one
+// without a descriptor returns at once. The socket's read deadline and an
+// abort end the wait as they end a read; an armed deadline earlier than the
+// one asked for (deadline.go) is re-armed and the wait goes on.
+func (b *body) WaitReadable() {
+	pc := b.pc
+	if b.done || pc.tls || pc.raw == nil || pc.br.Buffered() > 0 || b.Buffered() {
+		return
+	}
+	if b.wait.fn == nil {
+		b.wait.fn = b.wait.ready
+	}
+	b.c.parkReader(pc)
+	defer b.c.unparkReader(pc)
+	for {
+		b.wait.woken = false
+		err := pc.raw.Read(b.wait.fn)
+		if err == nil || !pc.early(err) {
+			return
+		}
+		pc.armRead(pc.wantRD)
+	}
+}
+
+// parkReader lends pc's empty read buffer to the Client's pool for the
+// length of a wait (a silent stream would otherwise pin a touched page
+// of it). pc.br stays the same *bufio.Reader (the body's chunked decoder
+// holds it) but holds no buffer until unparkReader: a wait touches
+// nothing else of it. The buffer moves by copying the bufio.Reader value
+// into a holder; the holder pc leaves in exchange is kept as pc.spare.
+// A read error the reader held back (its buffer being empty) is dropped
+// with it: the socket reports it again (an end, a reset, a past deadline
+// or an abort are all sticky on the socket).
+func (c *Client) parkReader(pc *conn) {
+	h := pc.spare
+	if h == nil {
+		h = new(bufio.Reader)
+	}
+	*h = *pc.br
+	h.Reset(nil) // the pool must not keep pc reachable
+	*pc.br = bufio.Reader{}
+	pc.spare = nil
+	c.readers.Put(h)
+}
+
+// unparkReader gives pc a pooled read buffer back (the same size as a
+// dialled one), empty and reading from pc.
+func (c *Client) unparkReader(pc *conn) {
+	h, _ := c.readers.Get().(*bufio.Reader)
+	if h == nil {
+		h = bufio.NewReaderSize(pc, bufSize)
+	}
+	*pc.br = *h
+	pc.br.Reset(pc)
+	*h = bufio.Reader{}
+	pc.spare = h
+}
