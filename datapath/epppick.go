@@ -234,9 +234,13 @@ func (rt *Runtime) eppPickPD(c *compiled, r *http.Request, body []byte, excl uin
 	if ok {
 		rt.countLadder(c, pc.tr.Steps)
 		pi, di := pc.tr.Prefill.Index, pc.tr.Decode.Index
-		eps := []string{c.eppAddr(di)}
-		for _, e := range c.alternates(pc.decodes, di) {
-			eps = append(eps, e.Addr.String())
+		// The other decodes in the order a dialect fails over to them
+		// (alternates), named without formatting an address each.
+		alt := othersByLoad(pc.decodes, di)
+		eps := make([]string, 1, 1+len(alt))
+		eps[0] = c.eppAddr(di)
+		for _, k := range alt {
+			eps = append(eps, c.eppAddr(k.Index))
 		}
 		t := c.charge(di, pi, len(body))
 		t.placed = pc.tr.Placed

@@ -341,13 +341,19 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 // alternates are the candidates other than the chosen index, least loaded
 // first: the endpoints a dialect may fail over to.
 func (c *compiled) alternates(cands []ladder.Candidate, chosen int) []spec.Endpoint {
-	alt := slices.DeleteFunc(slices.Clone(cands), func(k ladder.Candidate) bool { return k.Index == chosen })
-	slices.SortStableFunc(alt, func(a, b ladder.Candidate) int { return a.Load - b.Load })
 	var out []spec.Endpoint
-	for _, k := range alt {
+	for _, k := range othersByLoad(cands, chosen) {
 		out = append(out, c.rule.Endpoints[k.Index])
 	}
 	return out
+}
+
+// othersByLoad is a copy of cands without the chosen index, least loaded
+// first (ties in their order).
+func othersByLoad(cands []ladder.Candidate, chosen int) []ladder.Candidate {
+	alt := slices.DeleteFunc(slices.Clone(cands), func(k ladder.Candidate) bool { return k.Index == chosen })
+	slices.SortStableFunc(alt, func(a, b ladder.Candidate) int { return a.Load - b.Load })
+	return alt
 }
 
 // servedDecode is the index of the decode the request ended on: the last

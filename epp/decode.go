@@ -1,12 +1,14 @@
 package epp
 
 import (
+	"math"
 	"unicode/utf8"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // Field numbers of the ProcessingRequest parts decodeRequest reads.
@@ -101,13 +103,9 @@ func decodeRequest(b []byte, m *extprocv3.ProcessingRequest) bool {
 				m.Request = &extprocv3.ProcessingRequest_ResponseTrailers{ResponseTrailers: t}
 			}
 		case fieldMetadataContext:
-			// Nested structs, rare beyond a subset hint or a served report:
-			// the proto package decodes them.
-			md := new(corev3.Metadata)
-			if proto.Unmarshal(v, md) != nil {
+			if m.MetadataContext = decodeMetadata(v); m.MetadataContext == nil {
 				return false
 			}
-			m.MetadataContext = md
 		case fieldProtocolConfig:
 			pc := new(extprocv3.ProtocolConfiguration)
 			if proto.Unmarshal(v, pc) != nil {
@@ -289,4 +287,162 @@ func decodeHeaderMap(b []byte) *corev3.HeaderMap {
 		}
 	}
 	return m
+}
+
+// maxStructDepth bounds the nesting decodeStruct follows; deeper metadata
+// is left to the proto package.
+const maxStructDepth = 8
+
+// decodeMetadata decodes a Metadata holding only filter_metadata (the
+// subset hint, the served report), or returns nil.
+func decodeMetadata(b []byte) *corev3.Metadata {
+	md := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{}}
+	for len(b) > 0 {
+		key, val, n := consumeMapEntry(b, 1)
+		if n < 0 {
+			return nil
+		}
+		b = b[n:]
+		s := decodeStruct(val, 0)
+		if s == nil {
+			return nil
+		}
+		md.FilterMetadata[key] = s
+	}
+	return md
+}
+
+// consumeMapEntry reads one entry of the map field num at the start of b:
+// a UTF-8 string key (field 1) then a message value (field 2), each once
+// and in that order, as every encoder writes them. n < 0: anything else.
+func consumeMapEntry(b []byte, num protowire.Number) (key string, val []byte, n int) {
+	got, typ, k := protowire.ConsumeTag(b)
+	if k < 0 || got != num || typ != protowire.BytesType {
+		return "", nil, -1
+	}
+	entry, l := protowire.ConsumeBytes(b[k:])
+	if l < 0 {
+		return "", nil, -1
+	}
+	n = k + l
+	f, typ, k := protowire.ConsumeTag(entry)
+	if k < 0 || f != 1 || typ != protowire.BytesType {
+		return "", nil, -1
+	}
+	kb, l := protowire.ConsumeBytes(entry[k:])
+	if l < 0 {
+		return "", nil, -1
+	}
+	entry = entry[k+l:]
+	f, typ, k = protowire.ConsumeTag(entry)
+	if k < 0 || f != 2 || typ != protowire.BytesType {
+		return "", nil, -1
+	}
+	val, l = protowire.ConsumeBytes(entry[k:])
+	if l < 0 || k+l != len(entry) || !utf8.Valid(kb) {
+		return "", nil, -1
+	}
+	return string(kb), val, n
+}
+
+// decodeStruct decodes a Struct, or returns nil.
+func decodeStruct(b []byte, depth int) *structpb.Struct {
+	if depth > maxStructDepth {
+		return nil
+	}
+	s := &structpb.Struct{Fields: map[string]*structpb.Value{}}
+	for len(b) > 0 {
+		key, val, n := consumeMapEntry(b, 1)
+		if n < 0 {
+			return nil
+		}
+		b = b[n:]
+		v := decodeValue(val, depth)
+		if v == nil {
+			return nil
+		}
+		s.Fields[key] = v
+	}
+	return s
+}
+
+// decodeValue decodes a Value with exactly one kind set, or returns nil.
+func decodeValue(b []byte, depth int) *structpb.Value {
+	num, typ, k := protowire.ConsumeTag(b)
+	if k < 0 {
+		return nil
+	}
+	b = b[k:]
+	var v structpb.Value
+	var n int
+	switch {
+	case num == 1 && typ == protowire.VarintType:
+		var x uint64
+		x, n = protowire.ConsumeVarint(b)
+		v.Kind = &structpb.Value_NullValue{NullValue: structpb.NullValue(int32(x))}
+	case num == 2 && typ == protowire.Fixed64Type:
+		var x uint64
+		x, n = protowire.ConsumeFixed64(b)
+		v.Kind = &structpb.Value_NumberValue{NumberValue: math.Float64frombits(x)}
+	case num == 3 && typ == protowire.BytesType:
+		var x []byte
+		x, n = protowire.ConsumeBytes(b)
+		if n >= 0 && !utf8.Valid(x) {
+			return nil
+		}
+		v.Kind = &structpb.Value_StringValue{StringValue: string(x)}
+	case num == 4 && typ == protowire.VarintType:
+		var x uint64
+		x, n = protowire.ConsumeVarint(b)
+		v.Kind = &structpb.Value_BoolValue{BoolValue: x != 0}
+	case num == 5 && typ == protowire.BytesType:
+		var x []byte
+		if x, n = protowire.ConsumeBytes(b); n >= 0 {
+			s := decodeStruct(x, depth+1)
+			if s == nil {
+				return nil
+			}
+			v.Kind = &structpb.Value_StructValue{StructValue: s}
+		}
+	case num == 6 && typ == protowire.BytesType:
+		var x []byte
+		if x, n = protowire.ConsumeBytes(b); n >= 0 {
+			l := decodeList(x, depth+1)
+			if l == nil {
+				return nil
+			}
+			v.Kind = &structpb.Value_ListValue{ListValue: l}
+		}
+	default:
+		return nil
+	}
+	if n < 0 || n != len(b) {
+		return nil
+	}
+	return &v
+}
+
+// decodeList decodes a ListValue, or returns nil.
+func decodeList(b []byte, depth int) *structpb.ListValue {
+	if depth > maxStructDepth {
+		return nil
+	}
+	l := &structpb.ListValue{}
+	for len(b) > 0 {
+		num, typ, k := protowire.ConsumeTag(b)
+		if k < 0 || num != 1 || typ != protowire.BytesType {
+			return nil
+		}
+		x, n := protowire.ConsumeBytes(b[k:])
+		if n < 0 {
+			return nil
+		}
+		b = b[k+n:]
+		v := decodeValue(x, depth)
+		if v == nil {
+			return nil
+		}
+		l.Values = append(l.Values, v)
+	}
+	return l
 }

@@ -76,20 +76,36 @@ type KVExactOptions struct {
 // longest prefix of the request's KV blocks, as reported by the engines' own
 // KV events. It never fails a request: every problem is a fall-through.
 type KVExact struct {
-	o    KVExactOptions
-	hits prometheus.Counter // nil without metrics
-	keys sync.Pool          // *[]uint64 block-key buffers, one per decision in flight
+	o       KVExactOptions
+	hits    prometheus.Counter // nil without metrics
+	scratch sync.Pool          // *decideScratch, one per decision in flight
+}
+
+// decideScratch is a decision's reused buffers: the prompt's block keys and
+// the candidates' IDs. Both go to the index through its interface, so on
+// the stack they would escape to the heap on every decision.
+type decideScratch struct {
+	keys  []uint64
+	names []string
 }
 
 // requestKeys returns the block keys of ids in one of the tier's reused
-// buffers, to be put back once the decision no longer reads the keys.
-func (t *KVExact) requestKeys(ids []uint32) ([]uint64, *[]uint64) {
-	buf, _ := t.keys.Get().(*[]uint64)
-	if buf == nil {
-		buf = new([]uint64)
+// buffers, to be put back (putScratch) once the decision no longer reads
+// the keys or the names.
+func (t *KVExact) requestKeys(ids []uint32) ([]uint64, *decideScratch) {
+	s, _ := t.scratch.Get().(*decideScratch)
+	if s == nil {
+		s = new(decideScratch)
 	}
-	*buf = t.o.Index.AppendRequestKeys((*buf)[:0], ids)
-	return *buf, buf
+	s.keys = t.o.Index.AppendRequestKeys(s.keys[:0], ids)
+	return s.keys, s
+}
+
+// putScratch returns s to the pool, letting go of the names it held.
+func (t *KVExact) putScratch(s *decideScratch) {
+	clear(s.names)
+	s.names = s.names[:0]
+	t.scratch.Put(s)
 }
 
 // NewKVExact builds the tier.
@@ -236,16 +252,15 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 	if reason != "" {
 		return -1, reason, false, nil
 	}
-	keys, buf := t.requestKeys(ids)
-	// Nothing keeps the keys past the decision: Score reads them, f keeps
-	// only their count.
-	defer t.keys.Put(buf)
+	keys, sc := t.requestKeys(ids)
+	// Nothing keeps the keys or the names past the decision: Score and
+	// TrustedMask read them, f keeps only the keys' count.
+	defer t.putScratch(sc)
 	if len(keys) == 0 {
 		return -1, ReasonShortPrompt, false, nil
 	}
-	var idBuf [16]string
 	var wBuf [16]float64
-	names, ws := idBuf[:0], wBuf[:0]
+	names, ws := sc.names[:0], wBuf[:0]
 	minLoad := cands[0].Load
 	for i := range cands {
 		c := &cands[i]
@@ -253,6 +268,7 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 		ws = append(ws, 0)
 		minLoad = min(minLoad, c.Load)
 	}
+	sc.names = names
 	var scores []spec.CandidateScore
 	if explain {
 		scores = make([]spec.CandidateScore, len(cands))
