@@ -87,6 +87,7 @@ const (
 	// labelTPSize is an engine's tensor-parallel size; a decode's is sent
 	// to the prefill as remote_tp_size.
 	labelTPSize = "tp_size"
-	// labelDPSize is an engine's data-parallel size; MoRI-IO pairs need 1.
+	// labelDPSize is an engine's data-parallel size (moriio_dp.go,
+	// vllm_mooncake_dp.go).
 	labelDPSize = "dp_size"
 )

@@ -263,7 +263,12 @@ func TestMoRIIORefusals(t *testing.T) {
 			p.PairFacts = map[string]string{spec.FactKVConnector: "NixlConnector"}
 			return p
 		}, status: 503, code: pd.CodeMoRIIOPairMisconfigured},
-		{name: "DP 2", decode: withLabels(func(f *fleet) spec.Endpoint { return f.dec.Endpoint() }, "dp_size", "2"), status: 503, code: pd.CodeMoRIIOPairMisconfigured},
+		{name: "DP not a number", decode: withLabels(func(f *fleet) spec.Endpoint { return f.dec.Endpoint() }, "dp_size", "two"), status: 503, code: pd.CodeMoRIIOPairMisconfigured},
+		{name: "rank outside the reported DP size", prefill: func(f *fleet) spec.Endpoint {
+			p := moriBad(t, strings.Replace(good, `"transfer_id"`, `"remote_dp_size":2,"remote_dp_rank":5,"transfer_id"`, 1))
+			p.Labels["dp_size"] = "2"
+			return p
+		}, status: 502, code: pd.CodeMoRIIOHandoffInvalid, prefills: -1},
 		{name: "bad port label", decode: withLabels(func(f *fleet) spec.Endpoint { return f.dec.Endpoint() }, "moriio_notify_port", "0"), status: 503, code: pd.CodeMoRIIOPairMisconfigured},
 		{name: "concurrent dispatch", decode: withLabels(func(f *fleet) spec.Endpoint { return f.dec.Endpoint() }, "moriio_write_dispatch", "concurrent"), status: 503, code: pd.CodeMoRIIOPairMisconfigured},
 		{name: "no handoff", prefill: func(f *fleet) spec.Endpoint { return moriBad(t, "null") }, status: 502, code: pd.CodeMoRIIOHandoffInvalid, prefills: -1},

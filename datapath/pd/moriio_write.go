@@ -29,11 +29,14 @@ import (
 
 // moriConcurrentDecodeParams are a concurrent WRITE decode leg's
 // kv_transfer_params, minted before the prefill answers: claim transfer
-// tid from the prefill whose side channel is ps (its DP size 1, its TP
-// when labelled).
-func moriConcurrentDecodeParams(tid string, ps moriSide) []byte {
+// tid from the prefill whose side channel is ps (its DP size, its TP when
+// labelled), on rank r when pinned (moriio_dp.go).
+func moriConcurrentDecodeParams(tid string, ps moriSide, r moriRank) []byte {
 	v := moriParamsTo(tid, ps, true)
 	v.DoRemotePrefill = true
+	if r.pinned {
+		v.RemoteDPRank = &r.rank
+	}
 	b, _ := json.Marshal(v)
 	return b
 }
@@ -41,10 +44,11 @@ func moriConcurrentDecodeParams(tid string, ps moriSide) []byte {
 // moriConcurrentHandoff checks a concurrent prefill's answer: the MoRI-IO
 // handoff rule (moriHandoff), and the handshake and notify ports it
 // reports are the ones the decode was told (ps, from the prefill's
-// labels): otherwise the decode notified a side channel the engine does
-// not listen on and waits for a push that never comes. remote_host is
-// not compared (a name or another interface of the same engine is fine).
-func moriConcurrentHandoff(body []byte, tid string, ps moriSide) error {
+// labels), and so is its remote_dp_rank when it reports one (r):
+// otherwise the decode notified a side channel the engine does not listen
+// on and waits for a push that never comes. remote_host is not compared
+// (a name or another interface of the same engine is fine).
+func moriConcurrentHandoff(body []byte, tid string, ps moriSide, r moriRank) error {
 	params, err := moriHandoff(body, tid)
 	if err != nil {
 		return err
@@ -62,6 +66,11 @@ func moriConcurrentHandoff(body []byte, tid string, ps moriSide) error {
 			return handoffErr("."+c.field, fmt.Sprintf("is not the port the decode was told (%d, the prefill's label)", c.told))
 		}
 	}
+	if v, ok := po.lookup(fieldRemoteDPRank); ok && string(v) != "null" && r.pinned {
+		if n, _ := intOrDecimal(v); n != int64(r.rank) {
+			return handoffErr("."+fieldRemoteDPRank, fmt.Sprintf("is not the rank the decode was told (%d)", r.rank))
+		}
+	}
 	return nil
 }
 
@@ -73,8 +82,11 @@ func moriConcurrentHandoff(body []byte, tid string, ps moriSide) error {
 func runMoRIIOConcurrent(q *seq, ps, ds moriSide, suffix string) {
 	o := q.o
 	tid := newTransferID()
+	rank := q.moriRankFor(q.pair.Prefill, ps) // moriio_dp.go
+	defer rank.release()
 	pleg := q.moriPrefillLeg(q.pair.Prefill, suffix, tid, ds)
-	dleg := q.vllmLeg(q.pair.Decode, suffix, vllmDecodeBody(&q.obj, moriConcurrentDecodeParams(tid, ps)))
+	rank.pin(pleg.Header)
+	dleg := q.vllmLeg(q.pair.Decode, suffix, vllmDecodeBody(&q.obj, moriConcurrentDecodeParams(tid, ps, rank)))
 
 	pctx, dropPrefill := context.WithCancel(q.ctx)
 	defer dropPrefill()
@@ -113,7 +125,8 @@ func runMoRIIOConcurrent(q *seq, ps, ds moriSide, suffix string) {
 	}
 	o.leg(r.leg)
 	o.Prefill = r.leg.Duration
-	if !q.moriConcurrentPrefill(r, tid, ps) {
+	rank.release() // the prefill leg is over
+	if !q.moriConcurrentPrefill(r, tid, ps, rank) {
 		dropDecode()
 		if held == nil {
 			d := <-decCh
@@ -137,7 +150,7 @@ func runMoRIIOConcurrent(q *seq, ps, ds moriSide, suffix string) {
 // sequence; then a response over the size cap or a handoff that fails
 // the check is 502 moriio_handoff_invalid, a 5xx is relayed, and a
 // transport failure or another status 502 pd_prefill_failed.
-func (q *seq) moriConcurrentPrefill(r prefillResult, tid string, ps moriSide) bool {
+func (q *seq) moriConcurrentPrefill(r prefillResult, tid string, ps moriSide, rank moriRank) bool {
 	o, l := q.o, r.leg
 	fail := func(err error) bool {
 		q.log.WithFields(logrus.Fields{"endpoint": l.Endpoint.ID, "status": l.Status, "error": err}).
@@ -166,7 +179,7 @@ func (q *seq) moriConcurrentPrefill(r prefillResult, tid string, ps moriSide) bo
 			"prefill failed; the MoRI-IO decode waiting for its push was dropped")
 		return fail(nil)
 	}
-	if err := moriConcurrentHandoff(r.body, tid, ps); err != nil {
+	if err := moriConcurrentHandoff(r.body, tid, ps, rank); err != nil {
 		q.refuseHandoff(l.Endpoint.ID, CodeMoRIIOHandoffInvalid, err, "the decode leg in flight was dropped")
 		return false
 	}

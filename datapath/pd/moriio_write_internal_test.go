@@ -62,10 +62,12 @@ func TestMoRIConcurrentHandoff(t *testing.T) {
 		{"another handshake port", head + `"remote_handshake_port":6302,"remote_notify_port":61005}}`, "remote_handshake_port"},
 		{"another notify port", head + `"remote_handshake_port":6301,"remote_notify_port":61006}}`, "remote_notify_port"},
 		{"another transfer", `{"kv_transfer_params":{"transfer_id":"xfer-2"}}`, "transfer_id"},
+		{"the rank told", head + `"remote_handshake_port":6301,"remote_notify_port":61005,"remote_dp_rank":3}}`, ""},
+		{"another rank", head + `"remote_handshake_port":6301,"remote_notify_port":61005,"remote_dp_rank":1}}`, "remote_dp_rank"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := moriConcurrentHandoff([]byte(tc.body), "xfer-1", ps)
+			err := moriConcurrentHandoff([]byte(tc.body), "xfer-1", ps, moriRank{rank: 3, pinned: true})
 			var he *HandoffError
 			switch {
 			case tc.field == "" && err != nil:

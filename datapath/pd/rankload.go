@@ -9,10 +9,11 @@ import (
 // API server. When the gateway pins a leg to a rank (Mooncake and MoRI-IO
 // prefills, whose decode must name the rank) and the KV-exact tier has no
 // preference, it sends the leg to the rank with the fewest of the
-// gateway's own prefill legs in flight: vLLM reports no per-rank load on
-// its HTTP surface, and the gateway is the one placing these legs. Ties
-// are broken at random, so an idle fleet still spreads as vLLM's own
-// balancer would.
+// gateway's own prefill legs in flight: the gateway is the one placing
+// these legs, and the engine signals it scrapes (enginestats) are one
+// value per endpoint, not per rank (vLLM's /metrics does label its load
+// per engine, which a per-rank scrape could use later). Ties are broken
+// at random, so an idle fleet still spreads as vLLM's own balancer would.
 
 // maxCountedRank bounds the ranks RankLoad counts: a rank at or above it
 // reads as idle (vLLM's DP sizes are far smaller).

@@ -26,8 +26,8 @@ import (
 // MoRI-IO client codes (SMG's).
 const (
 	// CodeMoRIIOPairMisconfigured (503): the chosen pair cannot run MoRI-IO
-	// (a leg not MoRIIOConnector, modes differ, DP > 1, a bad label, a
-	// WRITE decode side channel the prefill cannot reach). The reason is
+	// (a leg not MoRIIOConnector, modes differ, a bad label, a WRITE
+	// decode side channel the prefill cannot reach). The reason is
 	// logged, not sent: it names internal addresses.
 	CodeMoRIIOPairMisconfigured = "moriio_pair_misconfigured"
 	// CodeMoRIIOFanoutUnsupported (400): n > 1, best_of > 1, beam search, a
@@ -77,11 +77,13 @@ type moriSide struct {
 	host              string // side channel host: moriio_host, else the endpoint's IP
 	handshake, notify int
 	tp                int  // 0: not declared
+	dp                int  // data-parallel size (moriDPSize)
 	concurrent        bool // moriio_write_dispatch concurrent
 }
 
-// moriSideOf reads ep's MoRI-IO labels; an error names the bad one.
-func moriSideOf(ep spec.Endpoint) (moriSide, error) {
+// moriSideOf reads ep's MoRI-IO labels (the DP size defaulting to rule's
+// kvDpRankCount); an error names the bad one.
+func moriSideOf(ep spec.Endpoint, rule *spec.Rule) (moriSide, error) {
 	s := moriSide{host: ep.Addr.Addr().String(), handshake: defaultMoRIIOHandshakePort, notify: defaultMoRIIONotifyPort}
 	if !strings.EqualFold(connectorName(ep), connectorMoRIIO) {
 		return s, fmt.Errorf("%s is not a %s endpoint (kv_connector %q)", ep.ID, connectorMoRIIO, connectorName(ep))
@@ -112,21 +114,16 @@ func moriSideOf(ep spec.Endpoint) (moriSide, error) {
 			*p.into = n
 		}
 	}
-	dp := 1
-	for _, c := range []struct {
-		label string
-		into  *int
-	}{{labelTPSize, &s.tp}, {labelDPSize, &dp}} {
-		if v, ok := l[c.label]; ok {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				return s, fmt.Errorf("%s: %s %q is not a positive integer", ep.ID, c.label, v)
-			}
-			*c.into = n
+	if v, ok := l[labelTPSize]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return s, fmt.Errorf("%s: %s %q is not a positive integer", ep.ID, labelTPSize, v)
 		}
+		s.tp = n
 	}
-	if dp > 1 {
-		return s, fmt.Errorf("%s: %s %d: MoRI-IO pairs need data-parallel size 1", ep.ID, labelDPSize, dp)
+	var err error
+	if s.dp, err = moriDPSize(ep, rule); err != nil {
+		return s, err
 	}
 	switch d := l[labelMoRIIOWriteDispatch]; d {
 	case "", moriDispatchSequential:
@@ -146,31 +143,28 @@ func moriSideOf(ep spec.Endpoint) (moriSide, error) {
 // moriPair checks that prefill p and decode d can run MoRI-IO together
 // and returns both sides; an error is the reason (logged, 503
 // moriio_pair_misconfigured). The rule: both legs MoRIIOConnector with
-// valid labels, the same mode, data-parallel size 1 (labels and the
-// rule's kvDpRankCount), and in WRITE mode a decode side channel the
-// prefill can reach: not loopback or unspecified unless the prefill's is
-// too (a loopback address names the prefill's own host), and not the
-// prefill's own side channel. Under concurrent dispatch (the decode's
+// valid labels, the same mode, and in WRITE mode a decode side channel
+// the prefill can reach: not loopback or unspecified unless the
+// prefill's is too (a loopback address names the prefill's own host), and
+// not the prefill's own side channel (on one host, their per-rank
+// handshake port ranges must not meet). Under concurrent dispatch (the decode's
 // label) the decode also dials the prefill's labelled side channel, so the
 // same rule holds the other way round.
 func moriPair(p, d spec.Endpoint, rule *spec.Rule) (ps, ds moriSide, err error) {
-	if ps, err = moriSideOf(p); err != nil {
+	if ps, err = moriSideOf(p, rule); err != nil {
 		return ps, ds, err
 	}
-	if ds, err = moriSideOf(d); err != nil {
+	if ds, err = moriSideOf(d, rule); err != nil {
 		return ps, ds, err
 	}
 	if ps.mode != ds.mode {
 		return ps, ds, fmt.Errorf("prefill %s is in %s mode, decode %s in %s mode", p.ID, ps.mode, d.ID, ds.mode)
 	}
-	if rule != nil && rule.KV != nil && rule.KV.DPRanks > 1 {
-		return ps, ds, fmt.Errorf("kvDpRankCount %d: MoRI-IO pairs need data-parallel size 1", rule.KV.DPRanks)
-	}
 	if ds.mode == moriWrite {
 		if localHost(ds.host) && !localHost(ps.host) {
 			return ps, ds, fmt.Errorf("write mode: decode %s side channel %s is loopback or unspecified while prefill %s's (%s) is not: the prefill would push to itself", d.ID, ds.host, p.ID, ps.host)
 		}
-		if ds.host == ps.host && ds.handshake == ps.handshake {
+		if ds.host == ps.host && ds.handshake < ps.handshake+ps.ports() && ps.handshake < ds.handshake+ds.ports() {
 			return ps, ds, fmt.Errorf("write mode: decode %s side channel %s:%d is prefill %s's own", d.ID, ds.host, ds.handshake, p.ID)
 		}
 		if ds.concurrent && localHost(ps.host) && !localHost(ds.host) {
@@ -179,6 +173,10 @@ func moriPair(p, d spec.Endpoint, rule *spec.Rule) (ps, ds moriSide, err error) 
 	}
 	return ps, ds, nil
 }
+
+// ports is how many side-channel ports from each base port s's ranks
+// listen on (one per DP rank and TP rank).
+func (s moriSide) ports() int { return s.dp * max(s.tp, 1) }
 
 // localHost reports a host only its own machine can reach.
 func localHost(h string) bool {
@@ -211,6 +209,7 @@ type moriParams struct {
 	DoRemotePrefill     bool   `json:"do_remote_prefill"`
 	TransferID          string `json:"transfer_id"`
 	RemoteDPSize        int    `json:"remote_dp_size"`
+	RemoteDPRank        *int   `json:"remote_dp_rank,omitempty"`
 	RemoteTPSize        int    `json:"remote_tp_size,omitempty"`
 	RemoteHost          string `json:"remote_host,omitempty"`
 	RemoteHandshakePort int    `json:"remote_handshake_port,omitempty"`
@@ -218,10 +217,10 @@ type moriParams struct {
 }
 
 // moriParamsTo is moriParams for transfer tid naming peer side channel p
-// (its DP size 1, its TP when labelled); withChannel adds p's host and
+// (its DP size, its TP when labelled); withChannel adds p's host and
 // ports.
 func moriParamsTo(tid string, p moriSide, withChannel bool) moriParams {
-	v := moriParams{TransferID: tid, RemoteDPSize: 1, RemoteTPSize: p.tp}
+	v := moriParams{TransferID: tid, RemoteDPSize: p.dp, RemoteTPSize: p.tp}
 	if withChannel {
 		v.RemoteHost, v.RemoteHandshakePort, v.RemoteNotifyPort = p.host, p.handshake, p.notify
 	}
@@ -229,7 +228,7 @@ func moriParamsTo(tid string, p moriSide, withChannel bool) moriParams {
 }
 
 // moriPrefillParams tags a MoRI-IO prefill leg: keep the KV for a remote
-// decode under transfer id tid, the decode's DP (1) and TP; in WRITE mode
+// decode under transfer id tid, the decode's DP and TP; in WRITE mode
 // also the decode side channel to push to.
 func moriPrefillParams(tid string, ds moriSide) []byte {
 	v := moriParamsTo(tid, ds, ds.mode == moriWrite)
@@ -353,11 +352,21 @@ func runMoRIIO(q *seq) {
 		return
 	}
 	var tid string
+	rank := moriRank{release: func() {}}
 	build := func(prefill spec.Endpoint) upstream.Leg {
 		tid = newTransferID()
-		return q.moriPrefillLeg(prefill, suffix, tid, ds)
+		rank.release()
+		if prefill.ID != q.pair.Prefill.ID {
+			// An alternate passed moriPair above: its side is valid.
+			ps, _, _ = moriPair(prefill, q.pair.Decode, req.Rule)
+		}
+		rank = q.moriRankFor(prefill, ps) // moriio_dp.go
+		leg := q.moriPrefillLeg(prefill, suffix, tid, ds)
+		rank.pin(leg.Header)
+		return leg
 	}
 	r, prefill, ok, done := q.prefillWithFailover(build, prefillWords{leg: "prefill", fallback: "the request fails (a MoRI-IO decode never recomputes)"})
+	rank.release()
 	if done {
 		return
 	}
@@ -375,7 +384,9 @@ func runMoRIIO(q *seq) {
 			"prefill failed and a MoRI-IO decode cannot compute the prompt without its handoff")
 		return
 	default:
-		params, err = moriHandoff(r.body, tid)
+		if params, err = moriHandoff(r.body, tid); err == nil {
+			params, err = moriHandoffRank(params, rank)
+		}
 	}
 	if err != nil {
 		q.handoffInvalidCode(prefill.ID, CodeMoRIIOHandoffInvalid, err)

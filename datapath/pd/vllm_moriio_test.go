@@ -73,7 +73,11 @@ func TestMoRIPair(t *testing.T) {
 		{"write, the prefill's own channel", ep("p", "10.0.0.1", "moriio_mode", "write"), ep("d", "10.0.0.2", "moriio_mode", "write", "moriio_host", "10.0.0.1"), nil, "own"},
 		{"read, loopback decode", ep("p", "10.0.0.1", "moriio_mode", "read"), ep("d", "127.0.0.1", "moriio_mode", "read"), nil, ""},
 		{"modes differ", ep("p", "10.0.0.1", "moriio_mode", "read"), ep("d", "10.0.0.2", "moriio_mode", "write"), nil, "mode"},
-		{"rule DP 2", ep("p", "10.0.0.1", "moriio_mode", "read"), ep("d", "10.0.0.2", "moriio_mode", "read"), dp2, "kvDpRankCount"},
+		{"rule DP 2", ep("p", "10.0.0.1", "moriio_mode", "read"), ep("d", "10.0.0.2", "moriio_mode", "read"), dp2, ""},
+		{"dp not a number", ep("p", "10.0.0.1", "moriio_mode", "read", "dp_size", "x"), ep("d", "10.0.0.2", "moriio_mode", "read"), nil, "dp_size"},
+		{"dp 0", ep("p", "10.0.0.1", "moriio_mode", "read"), ep("d", "10.0.0.2", "moriio_mode", "read", "dp_size", "0"), nil, "dp_size"},
+		{"write, one host, rank ports meet", ep("p", "10.0.0.1", "moriio_mode", "write", "dp_size", "4"), ep("d", "10.0.0.2", "moriio_mode", "write", "moriio_host", "10.0.0.1", "moriio_handshake_port", "6304"), nil, "own"},
+		{"write, one host, rank ports apart", ep("p", "10.0.0.1", "moriio_mode", "write", "dp_size", "4"), ep("d", "10.0.0.2", "moriio_mode", "write", "moriio_host", "10.0.0.1", "moriio_handshake_port", "6305"), nil, ""},
 		{"tp not a number", ep("p", "10.0.0.1", "moriio_mode", "read"), ep("d", "10.0.0.2", "moriio_mode", "read", "tp_size", "x"), nil, "tp_size"},
 		{"unknown dispatch", ep("p", "10.0.0.1", "moriio_mode", "read"), ep("d", "10.0.0.2", "moriio_mode", "read", "moriio_write_dispatch", "eager"), nil, "moriio_write_dispatch"},
 	}

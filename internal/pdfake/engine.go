@@ -117,8 +117,12 @@ type Config struct {
 	// channels: decodes notify prefills and wait for their push
 	// (moriio_write.go). Nil: no push is modelled.
 	MoRIIOFabric *MoRIIOFabric
-	// DPSize is a Mooncake prefill's data-parallel size: its bootstrap
-	// server lists one engine per rank (mooncake_dp.go). 0 or 1: one.
+	// DPSize is a vLLM engine's data-parallel size. A Mooncake prefill's
+	// bootstrap server lists one engine per rank (mooncake_dp.go); a
+	// MoRI-IO prefill places each leg on a rank the same way, reports the
+	// size in its handoff and listens per rank on the side-channel fabric;
+	// a MoRI-IO decode runs each leg on a rank of its own balancer's. 0 or
+	// 1: one.
 	DPSize int
 	// KV makes a vLLM fake serve /tokenize and publish KV events (kv_publish.go).
 	KV KVConfig

@@ -40,10 +40,13 @@ type MoRIIOFabric struct {
 	events []string
 }
 
-// moriXfer is one transfer id's state on the fabric.
+// moriXfer is one transfer id's state on the fabric. A side channel is
+// host:port#dp<rank>: each DP rank of an engine listens on its own ports.
 type moriXfer struct {
-	prefillFrom, prefillTo string // the prefill's side channel, and the decode's it was told
-	decodeAt, decodeNotify string // the decode's side channel, and the prefill's it notified
+	prefillFrom, prefillTo string // the prefill rank's side channel, and the decode's it was told
+	toldDPSize             int    // the decode DP size the prefill was told (it handshakes that many ranks)
+	decodeAt, decodeNotify string // the decode's side channel, and the prefill rank's it notified
+	decodeRank             int    // the decode rank that notified
 	notified, pushed       chan struct{}
 	prefilled, notifiedSet bool
 	pushedSet              bool
@@ -74,7 +77,7 @@ func (f *MoRIIOFabric) xfer(tid string) *moriXfer {
 // maybePush pushes tid's KV once the prefill ran and the decode notified,
 // when each named the other; f.mu is held.
 func (f *MoRIIOFabric) maybePush(tid string, x *moriXfer) {
-	if x.pushedSet || !x.prefilled || !x.notifiedSet || x.prefillTo != x.decodeAt || x.decodeNotify != x.prefillFrom {
+	if x.pushedSet || !x.prefilled || !x.notifiedSet || x.prefillTo != x.decodeAt || x.decodeNotify != x.prefillFrom || x.decodeRank >= x.toldDPSize {
 		return
 	}
 	x.pushedSet = true
@@ -83,20 +86,22 @@ func (f *MoRIIOFabric) maybePush(tid string, x *moriXfer) {
 }
 
 // prefillRan records a prefill leg for tid from side channel from, told to
-// push to the decode side channel to; it returns tid's notify signal.
-func (f *MoRIIOFabric) prefillRan(tid, from, to string) <-chan struct{} {
+// push to the decode side channel to, which runs dpSize ranks; it returns
+// tid's notify signal.
+func (f *MoRIIOFabric) prefillRan(tid, from, to string, dpSize int) <-chan struct{} {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	x := f.xfer(tid)
-	x.prefilled, x.prefillFrom, x.prefillTo = true, from, to
+	x.prefilled, x.prefillFrom, x.prefillTo, x.toldDPSize = true, from, to, dpSize
 	f.events = append(f.events, "prefill "+tid)
 	f.maybePush(tid, x)
 	return x.notified
 }
 
-// decodeNotified records a decode at side channel at that notified the
-// prefill side channel prefill for tid; it returns tid's push signal.
-func (f *MoRIIOFabric) decodeNotified(tid, at, prefill string) <-chan struct{} {
+// decodeNotified records rank rank of a decode at side channel at that
+// notified the prefill side channel prefill for tid; it returns tid's push
+// signal.
+func (f *MoRIIOFabric) decodeNotified(tid, at, prefill string, rank int) <-chan struct{} {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	x := f.xfer(tid)
@@ -104,7 +109,7 @@ func (f *MoRIIOFabric) decodeNotified(tid, at, prefill string) <-chan struct{} {
 		x.notifiedSet = true
 		close(x.notified)
 	}
-	x.decodeAt, x.decodeNotify = at, prefill
+	x.decodeAt, x.decodeNotify, x.decodeRank = at, prefill, rank
 	f.events = append(f.events, "notify "+tid)
 	f.maybePush(tid, x)
 	return x.pushed
@@ -125,6 +130,23 @@ func peerChannel(kv *connectorKV) string {
 	return net.JoinHostPort(kv.RemoteHost, port.String())
 }
 
+// rankChannel is rank's side channel at channel.
+func rankChannel(channel string, rank int) string { return channel + "#dp" + strconv.Itoa(rank) }
+
+// kvInt is an integer field of the params (a number or a decimal string),
+// def when absent or null.
+func kvInt(v json.RawMessage, def int) int {
+	var n json.Number
+	if len(v) == 0 || string(v) == "null" || json.Unmarshal(unquote(v), &n) != nil {
+		return def
+	}
+	i, err := n.Int64()
+	if err != nil {
+		return def
+	}
+	return int(i)
+}
+
 // unquote strips the quotes of a decimal string port.
 func unquote(v json.RawMessage) json.RawMessage {
 	if len(v) >= 2 && v[0] == '"' {
@@ -137,7 +159,7 @@ func unquote(v json.RawMessage) json.RawMessage {
 // computed for the transfer, told to push to the decode its params name,
 // and (HoldPrefill) answers once that decode has notified. false: the
 // client went away first (recorded as Cancelled; nothing to answer).
-func (x *exchange) moriWritePrefill(kv *connectorKV) bool {
+func (x *exchange) moriWritePrefill(kv *connectorKV, rank int) bool {
 	f := x.e.cfg.MoRIIOFabric
 	if f.PrefillDelay > 0 {
 		select {
@@ -149,7 +171,7 @@ func (x *exchange) moriWritePrefill(kv *connectorKV) bool {
 			return false
 		}
 	}
-	notified := f.prefillRan(kv.TransferID, x.e.moriSideChannel(), peerChannel(kv))
+	notified := f.prefillRan(kv.TransferID, rankChannel(x.e.moriSideChannel(), rank), peerChannel(kv), kvInt(kv.RemoteDPSize, 1))
 	if !f.HoldPrefill {
 		return true
 	}
@@ -175,7 +197,7 @@ func (x *exchange) moriWriteDecode(kv *connectorKV) bool {
 		x.setViolation("moriio write decode without do_remote_prefill, a transfer_id and the prefill's side channel (it never recomputes)")
 		return true
 	}
-	pushed := x.e.cfg.MoRIIOFabric.decodeNotified(kv.TransferID, x.e.moriSideChannel(), peerChannel(kv))
+	pushed := x.e.cfg.MoRIIOFabric.decodeNotified(kv.TransferID, x.e.moriSideChannel(), rankChannel(peerChannel(kv), kvInt(kv.RemoteDPRank, 0)), x.e.decodeRank())
 	select {
 	case <-pushed:
 		return true
@@ -186,4 +208,17 @@ func (x *exchange) moriWriteDecode(kv *connectorKV) bool {
 		x.reject(http.StatusGatewayTimeout, fmt.Sprintf("moriio write decode: no KV push for transfer %s from %s", kv.TransferID, peerChannel(kv)))
 	}
 	return false
+}
+
+// decodeRank is the rank a decode's API server runs a request on: its own
+// balancer's (round robin) under DP, else 0.
+func (e *Engine) decodeRank() int {
+	if e.cfg.DPSize <= 1 {
+		return 0
+	}
+	e.dp.mu.Lock()
+	defer e.dp.mu.Unlock()
+	r := e.dp.next % e.cfg.DPSize
+	e.dp.next++
+	return r
 }

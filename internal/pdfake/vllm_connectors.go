@@ -53,6 +53,8 @@ type connectorKV struct {
 	RemoteHost          string          `json:"remote_host"`
 	RemoteHandshakePort json.RawMessage `json:"remote_handshake_port"`
 	RemoteNotifyPort    json.RawMessage `json:"remote_notify_port"`
+	RemoteDPSize        json.RawMessage `json:"remote_dp_size"`
+	RemoteDPRank        json.RawMessage `json:"remote_dp_rank"`
 }
 
 // vllmConnector serves a vLLM leg of a Mooncake or MoRI-IO engine; false:
@@ -130,10 +132,19 @@ func (x *exchange) moriio(kv *connectorKV) {
 		case string(x.req[fieldIgnoreEOS]) != "true":
 			x.setViolation("moriio prefill without ignore_eos")
 		}
-		tid := ""
+		tid, rank := "", 0
 		if kv != nil {
 			tid = kv.TransferID
-			if x.moriWrite() && !x.moriWritePrefill(kv) { // moriio_write.go
+			if x.e.cfg.DPSize > 1 {
+				// Ranks are placed as a Mooncake DP prefill's are
+				// (mooncake_dp.go): the header's, else the balancer's.
+				if !x.mooncakePlace(tid) {
+					x.reject(http.StatusBadRequest, "X-data-parallel-rank names no rank of this engine")
+					return
+				}
+				rank = x.e.TransferRank(tid)
+			}
+			if x.moriWrite() && !x.moriWritePrefill(kv, rank) { // moriio_write.go
 				return
 			}
 		}
@@ -146,7 +157,7 @@ func (x *exchange) moriio(kv *connectorKV) {
 			kvRemoteHost:          host,
 			kvRemoteHandshakePort: moriHandshakePort,
 			kvRemoteNotifyPort:    moriNotifyPort,
-			kvRemoteDPSize:        1,
+			kvRemoteDPSize:        max(x.e.cfg.DPSize, 1),
 			kvTPSize:              1,
 			kvTransferID:          tid,
 		}}, nil)
@@ -175,7 +186,11 @@ func (e *Engine) connectorLabels() map[string]string {
 	case e.cfg.Connector == ConnectorMooncake && e.cfg.Role == Prefill:
 		return map[string]string{"kv_engine_id": e.engineID}
 	case e.cfg.Connector == ConnectorMoRIIO && e.cfg.MoRIIOMode != "":
-		return map[string]string{"moriio_mode": e.cfg.MoRIIOMode}
+		l := map[string]string{"moriio_mode": e.cfg.MoRIIOMode}
+		if e.cfg.DPSize > 1 {
+			l["dp_size"] = strconv.Itoa(e.cfg.DPSize)
+		}
+		return l
 	}
 	return nil
 }
