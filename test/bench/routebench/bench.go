@@ -575,6 +575,19 @@ func (b *bench) pdPhase(ctx context.Context, ws []workload, t timing, logf io.Wr
 	return b.phase(ctx, ws, t, "pd-")
 }
 
+// readsNoInventory reports whether arm's choice reads nothing of the
+// gateway's KV-event inventory (its cache resets need not reach the
+// gateway before the run): round robin, least connections, CHWBL, the
+// radix-index P/D tier and the pinned ideal. Other arms, external ones
+// included, wait.
+func readsNoInventory(arm string) bool {
+	switch arm {
+	case armRR, armLeast, armPrefix, armIdeal, armPDLeast, armPDPrefix:
+		return true
+	}
+	return false
+}
+
 // waitSubscribed waits until the KV-exact rule's subscribers are connected
 // to every engine.
 func (b *bench) waitSubscribed(ctx context.Context, timeout time.Duration) error {
@@ -598,7 +611,12 @@ func (b *bench) waitSubscribedN(ctx context.Context, want int, timeout time.Dura
 
 // resetFleet empties every engine's prefix cache (and so the KV-exact
 // inventory, through AllBlocksCleared) so that each arm starts cold.
-func (b *bench) resetFleet(ctx context.Context) error {
+func (b *bench) resetFleet(ctx context.Context) error { return b.resetCaches(ctx, true) }
+
+// resetCaches is resetFleet; without inventory it does not wait for
+// AllBlocksCleared to reach the gateway, for an arm that reads no KV
+// inventory (readsNoInventory).
+func (b *bench) resetCaches(ctx context.Context, inventory bool) error {
 	deadline := time.Now().Add(20 * time.Second)
 	slept := false
 	for _, e := range b.engines {
@@ -631,7 +649,9 @@ func (b *bench) resetFleet(ctx context.Context) error {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-	time.Sleep(300 * time.Millisecond) // AllBlocksCleared reaches the gateway
+	if inventory {
+		time.Sleep(300 * time.Millisecond) // AllBlocksCleared reaches the gateway
+	}
 	if slept {
 		time.Sleep(sleepResetFlush)
 	}
@@ -655,7 +675,7 @@ func (b *bench) ramp(ctx context.Context, w workload, t timing) (float64, error)
 	for _, f := range t.rampSteps {
 		rate := guess * f
 		began := time.Now()
-		if err := b.resetFleet(ctx); err != nil {
+		if err := b.resetCaches(ctx, !readsNoInventory(b.baseArm)); err != nil {
 			return 0, err
 		}
 		warm := max(t.rampWarm, w.settle)
@@ -716,7 +736,7 @@ func (b *bench) snapshot(ctx context.Context) snapshot {
 // not counted) so that caches reach their steady state, then the measured
 // window, then a bounded drain.
 func (b *bench) measure(ctx context.Context, w workload, arm string, frac, rate float64, t timing) (*runSummary, error) {
-	if err := b.resetFleet(ctx); err != nil {
+	if err := b.resetCaches(ctx, !readsNoInventory(arm)); err != nil {
 		return nil, err
 	}
 	tgt := target{Arm: arm, VIP: b.vips[arm]}

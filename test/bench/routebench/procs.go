@@ -142,12 +142,14 @@ func launchGateway(bin, stateDir, tokenizer string, log io.Writer, extra []strin
 	return &gateway{p: p, api: "http://" + api}, nil
 }
 
-// waitAPI waits until the management API answers.
+// waitAPI waits until the management API accepts rule writes.
 func (g *gateway) waitAPI() error {
 	c := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		resp, err := c.Get(g.api + "/netlox/v1/config/loadbalancer/all")
+		// /readyz, not a read: reads answer during the boot replay, while
+		// rule writes are still refused (503 not_ready).
+		resp, err := c.Get(g.api + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
