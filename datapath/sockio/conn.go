@@ -27,6 +27,8 @@ type Conn struct {
 	readFn, wrFn func(fd uintptr) bool
 	peekFn       func(fd uintptr) bool // Quiet's
 	peekBuf      [1]byte
+	waitFn       func(fd uintptr) bool // WaitReadable's, bound on first use
+	woken        bool                  // WaitReadable's callback was woken once
 	aborted      atomic.Bool
 	want, armed  time.Time // read deadline asked for, and set on the socket
 	// The write deadline asked for and set on the socket: lazy like the
@@ -287,6 +289,41 @@ func (c *Conn) Quiet() bool {
 			return false
 		}
 	}
+}
+
+// WaitReadable returns once a read would not block (bytes, an end of
+// stream or an error to report), holding no read buffer while it waits:
+// a caller can borrow one only when there is something to read. It returns
+// at once when c cannot tell (no plaintext TCP socket under nc); the
+// read deadline and Abort end the wait as they end a read, and an armed
+// deadline earlier than the one asked for is re-armed and the wait goes
+// on.
+func (c *Conn) WaitReadable() {
+	if c.raw == nil {
+		return
+	}
+	if c.waitFn == nil {
+		c.waitFn = c.waitRaw
+	}
+	for {
+		c.woken = false
+		err := c.raw.Read(c.waitFn)
+		if err == nil || !c.early(err) || c.arm(c.want) != nil {
+			return
+		}
+	}
+}
+
+// waitRaw is WaitReadable's RawConn callback. Its first call looks (one
+// non-blocking peek, the syscall the read would have made to find the
+// socket empty); a call after a readiness wake-up trusts it: the read that
+// follows finds out, and an empty wake-up costs that read an ordinary wait.
+func (c *Conn) waitRaw(fd uintptr) bool {
+	if c.woken {
+		return true
+	}
+	c.woken = true
+	return rawPeek(fd, c.peekBuf[:]) != syscall.EAGAIN
 }
 
 // peekRaw is Quiet's RawConn callback: one non-blocking peek, never a

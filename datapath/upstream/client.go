@@ -403,7 +403,6 @@ type body struct {
 	stop  func() bool
 	reuse bool
 	done  bool
-	wait  readyWait // WaitReadable's (waitread.go)
 }
 
 func (b *body) Read(p []byte) (int, error) {

@@ -1,10 +1,6 @@
 package upstream
 
-import (
-	"bufio"
-	"errors"
-	"syscall"
-)
+import "bufio"
 
 // Why wait before reading: a relay that reads an engine stream into its
 // own buffer holds that buffer for as long as the engine is silent, which
@@ -24,51 +20,18 @@ type ReadWaiter interface {
 
 var _ ReadWaiter = (*body)(nil)
 
-// readyWait is WaitReadable's RawConn.Read callback and its state: bound
-// once per body on first use (only streams wait).
-type readyWait struct {
-	fn    func(fd uintptr) bool
-	woken bool
-	buf   [1]byte // the peek's (a local would escape through the syscall)
-}
-
-// ready reports whether a read of the socket would not block. Its first
-// call looks (a non-blocking peek, the same one syscall as the read that
-// would have found the socket empty); a later call follows a readiness
-// wake-up and trusts it: the read after WaitReadable finds out, and an
-// empty wake-up costs that read an ordinary wait.
-func (w *readyWait) ready(fd uintptr) bool {
-	if w.woken {
-		return true
-	}
-	w.woken = true
-	_, _, err := syscall.Recvfrom(int(fd), w.buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-	return !errors.Is(err, syscall.EAGAIN) // data, EOF or an error: the read reports it
-}
-
 // WaitReadable waits until the engine's socket has bytes when none are
-// buffered. A TLS connection (records under the socket's bytes) or one
-// without a descriptor returns at once. The socket's read deadline and an
-// abort end the wait as they end a read; an armed deadline earlier than the
-// one asked for (deadline.go) is re-armed and the wait goes on.
+// buffered (sockio.Conn.WaitReadable: at once on TLS, where records sit
+// under the socket's bytes), with pc's read buffer lent to the Client's
+// pool for the length of the wait.
 func (b *body) WaitReadable() {
 	pc := b.pc
-	if b.done || pc.tls || pc.raw == nil || pc.br.Buffered() > 0 || b.Buffered() {
+	if b.done || pc.tls || pc.br.Buffered() > 0 || b.Buffered() {
 		return
-	}
-	if b.wait.fn == nil {
-		b.wait.fn = b.wait.ready
 	}
 	b.c.parkReader(pc)
 	defer b.c.unparkReader(pc)
-	for {
-		b.wait.woken = false
-		err := pc.raw.Read(b.wait.fn)
-		if err == nil || !pc.early(err) {
-			return
-		}
-		pc.armRead(pc.wantRD)
-	}
+	pc.sock.WaitReadable()
 }
 
 // parkReader lends pc's empty read buffer to the Client's pool for the
@@ -97,10 +60,10 @@ func (c *Client) parkReader(pc *conn) {
 func (c *Client) unparkReader(pc *conn) {
 	h, _ := c.readers.Get().(*bufio.Reader)
 	if h == nil {
-		h = bufio.NewReaderSize(pc, bufSize)
+		h = bufio.NewReaderSize(&pc.sock, bufSize)
 	}
 	*pc.br = *h
-	pc.br.Reset(pc)
+	pc.br.Reset(&pc.sock)
 	*h = bufio.Reader{}
 	pc.spare = h
 }
