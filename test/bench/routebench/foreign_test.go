@@ -102,3 +102,35 @@ func TestGatewayArgs(t *testing.T) {
 		}
 	}
 }
+
+// A metrics endpoint that fails a scrape and answers the next is read; one
+// that keeps failing is an error after the tries.
+func TestScrapeRetry(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		fails   int32
+		wantErr bool
+	}{
+		{"answers at once", 0, false},
+		{"fails twice then answers", 2, false},
+		{"fails every try", 3, true},
+	} {
+		var n atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if n.Add(1) <= tc.fails {
+				http.Error(w, "gather", http.StatusInternalServerError)
+				return
+			}
+			w.Write([]byte("vllm:prefix_cache_hits_total 7\n"))
+		}))
+		s, err := scrapeRetry(context.Background(), srv.Client(), srv.URL+"/metrics", vllmMetric, 3, time.Millisecond)
+		srv.Close()
+		if (err != nil) != tc.wantErr {
+			t.Errorf("%s: err %v, want error %v", tc.name, err, tc.wantErr)
+			continue
+		}
+		if !tc.wantErr && s.sum("vllm:prefix_cache_hits_total") != 7 {
+			t.Errorf("%s: read %v", tc.name, s)
+		}
+	}
+}

@@ -110,7 +110,7 @@ func fleetScrape(ctx context.Context, c *http.Client, engines []string) ([]serie
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i], errs[i] = scrape(ctx, c, e+"/metrics", vllmMetric)
+			out[i], errs[i] = scrapeRetry(ctx, c, e+"/metrics", vllmMetric, fleetScrapeTries, fleetScrapePause)
 		}()
 	}
 	wg.Wait()
@@ -120,6 +120,35 @@ func fleetScrape(ctx context.Context, c *http.Client, engines []string) ([]serie
 		}
 	}
 	return out, nil
+}
+
+// An engine's metrics endpoint may fail one scrape and answer the next
+// (llm-d's simulator answered 500 now and then on a loaded machine, which
+// ended the whole bench): the counters are cumulative, so a scrape a moment
+// later reads the same window.
+const (
+	fleetScrapeTries = 3
+	fleetScrapePause = 250 * time.Millisecond
+)
+
+// scrapeRetry is scrape, tried up to tries times pause apart; the last error
+// is returned.
+func scrapeRetry(ctx context.Context, c *http.Client, url string, keep func(name string) bool, tries int, pause time.Duration) (series, error) {
+	var err error
+	for i := 0; i < tries; i++ {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, err
+			case <-time.After(pause):
+			}
+		}
+		var s series
+		if s, err = scrape(ctx, c, url, keep); err == nil {
+			return s, nil
+		}
+	}
+	return nil, err
 }
 
 // loadSampler samples every engine's running and waiting requests while a
