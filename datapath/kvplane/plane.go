@@ -51,8 +51,11 @@ type Options struct {
 	// ReplayPortOffset: 0 = no replay; else the engine's replay ROUTER is
 	// at kvZmqPort+offset (rank r at +r).
 	ReplayPortOffset int `yaml:"kv-replay-port-offset"`
-	// TokenizeTimeout bounds one /tokenize round trip.
-	TokenizeTimeout   time.Duration `yaml:"kv-tokenize-timeout"`
+	// TokenizeTimeout bounds one /tokenize round trip of a short prompt;
+	// a long prompt may wait up to the prefill a cache hit would save it
+	// (Cost.PerToken per estimated token), at most TokenizeMaxWait.
+	TokenizeTimeout time.Duration `yaml:"kv-tokenize-timeout"`
+	TokenizeMaxWait time.Duration `yaml:"kv-tokenize-max-wait"`
 	TokenizeCacheSize int           `yaml:"-"`
 	// WatchdogN is the zero-hit streak that warns; WatchdogWindow is how
 	// recent the last applied event must be for lookups to count.
@@ -101,6 +104,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		TokenizeTimeout:   tokenize.DefaultTimeout,
+		TokenizeMaxWait:   tokenize.DefaultMaxWait,
 		TokenizeCacheSize: tokenize.DefaultCacheSize,
 		WatchdogN:         ladder.DefaultWatchdogN,
 		WatchdogWindow:    DefaultWatchdogWindow,
@@ -375,6 +379,8 @@ func (p *Plane) newState(r *spec.Rule) (*ruleState, error) {
 		Rule:      name,
 		Endpoints: st.tokenizeEndpoints,
 		Timeout:   p.opts.TokenizeTimeout,
+		PerToken:  p.opts.Cost.PerToken,
+		MaxWait:   p.opts.TokenizeMaxWait,
 		CacheSize: p.opts.TokenizeCacheSize,
 		Metrics:   p.routing(),
 		Logger:    p.log,

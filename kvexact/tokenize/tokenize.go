@@ -87,6 +87,7 @@ type Tokenizer interface {
 // Defaults of Options.
 const (
 	DefaultTimeout   = 50 * time.Millisecond
+	DefaultMaxWait   = time.Second
 	DefaultCacheSize = 4096
 	DefaultMaxBody   = 16 << 20
 )
@@ -97,8 +98,20 @@ type Options struct {
 	// Endpoints returns the host:port of the endpoints that may be asked
 	// (healthy ones); they are tried round robin, one per request.
 	Endpoints func() []string
-	// Timeout bounds one engine round trip; a request waits at most this.
+	// Timeout bounds one engine round trip; a request waits at most this
+	// (a long prompt longer when PerToken is set).
 	Timeout time.Duration
+	// PerToken, when set, lets a long prompt wait for its ids beyond
+	// Timeout: up to the prefill a cache hit would save it (its bytes /
+	// bytesPerToken × PerToken), at most MaxWait. Giving up costs the
+	// request its cache affinity, that is the whole prefill when its
+	// prefix is cached somewhere, so a wait shorter than that prefill is
+	// worth it; an engine whose /tokenize slows under load (its API server
+	// is busy with the same requests) otherwise sheds exactly the long
+	// prompts affinity helps most.
+	PerToken time.Duration
+	// MaxWait caps the size-scaled wait (0: DefaultMaxWait).
+	MaxWait time.Duration
 	// CacheSize is the number of prompts whose ids are kept (LRU).
 	CacheSize int
 	// MaxResponse caps the /tokenize response body.
@@ -110,7 +123,21 @@ type Options struct {
 
 // DefaultOptions returns the defaults for rule.
 func DefaultOptions(rule string) Options {
-	return Options{Rule: rule, Timeout: DefaultTimeout, CacheSize: DefaultCacheSize, MaxResponse: DefaultMaxBody}
+	return Options{Rule: rule, Timeout: DefaultTimeout, MaxWait: DefaultMaxWait, CacheSize: DefaultCacheSize, MaxResponse: DefaultMaxBody}
+}
+
+// bytesPerToken estimates a prompt's tokens from its bytes before it is
+// tokenised (BPE tokenizers average about four bytes of English per
+// token); it only sizes the wait.
+const bytesPerToken = 4
+
+// wait is how long a prompt of n bytes may wait for its ids.
+func (e *Engine) wait(n int) time.Duration {
+	w := e.opts.Timeout
+	if e.opts.PerToken > 0 {
+		w = max(w, min(time.Duration(n/bytesPerToken)*e.opts.PerToken, e.opts.MaxWait))
+	}
+	return w
 }
 
 // Engine asks an engine's /tokenize, with an LRU cache and coalescing.
@@ -126,6 +153,9 @@ func NewEngine(opts Options) (*Engine, error) {
 	d := DefaultOptions(opts.Rule)
 	if opts.Timeout <= 0 {
 		opts.Timeout = d.Timeout
+	}
+	if opts.MaxWait <= 0 {
+		opts.MaxWait = d.MaxWait
 	}
 	if opts.CacheSize <= 0 {
 		opts.CacheSize = d.CacheSize
@@ -235,7 +265,7 @@ func (e *Engine) Tokens(ctx context.Context, req Request) ([]uint32, error) {
 		e.count(metrics.ResultHit)
 		return ids, nil
 	}
-	return e.flight.do(ctx, key, e.opts.Timeout, func(shared bool) {
+	return e.flight.do(ctx, key, e.wait(len(raw)), func(shared bool) {
 		if shared {
 			e.count(metrics.ResultShared)
 		} else {

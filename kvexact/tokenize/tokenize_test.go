@@ -505,3 +505,57 @@ func inflight(g *group) int {
 	defer g.mu.Unlock()
 	return len(g.calls)
 }
+
+func TestWaitScalesWithPrompt(t *testing.T) {
+	tests := []struct {
+		name     string
+		perToken time.Duration
+		bytes    int
+		want     time.Duration
+	}{
+		{"fixed budget without a per-token cost", 0, 400 << 10, 50 * time.Millisecond},
+		{"short prompt keeps the floor", 250 * time.Microsecond, 100, 50 * time.Millisecond},
+		{"2,200-token prompt waits its prefill", 250 * time.Microsecond, 8800, 550 * time.Millisecond},
+		{"agent-sized prompt capped", 250 * time.Microsecond, 400 << 10, time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := NewEngine(Options{Rule: "r", Endpoints: func() []string { return nil }, Timeout: 50 * time.Millisecond, PerToken: tc.perToken})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			if got := e.wait(tc.bytes); got != tc.want {
+				t.Fatalf("wait(%d) = %v, want %v", tc.bytes, got, tc.want)
+			}
+		})
+	}
+}
+
+// A slow /tokenize loses a short prompt (its floor is short: little to
+// save) but not a long one, whose wait covers the prefill it may save.
+func TestLongPromptWaitsForSlowTokenize(t *testing.T) {
+	f := newFakeEngine(t)
+	rel := make(chan struct{})
+	f.release = rel
+	m := metrics.NewKVRouting(prometheus.NewRegistry())
+	e, err := NewEngine(Options{Rule: "r", Endpoints: func() []string { return []string{f.hostPort()} },
+		Timeout: 20 * time.Millisecond, PerToken: 250 * time.Microsecond, MaxWait: 30 * time.Second, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if _, err := e.Tokens(context.Background(), Request{Path: "/v1/completions", Body: []byte(`{"model":"m","prompt":"x"}`)}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("short prompt: err = %v, want a timeout", err)
+	}
+	long := strings.Repeat("word ", 20000) // 100 KB: a 25 s wait, capped at 30 s
+	body, _ := json.Marshal(map[string]string{"model": "m", "prompt": long})
+	time.AfterFunc(100*time.Millisecond, func() { close(rel) })
+	ids, err := e.Tokens(context.Background(), Request{Path: "/v1/completions", Body: body})
+	if err != nil {
+		t.Fatalf("long prompt: %v", err)
+	}
+	if len(ids) != len(long) {
+		t.Fatalf("long prompt: %d ids, want %d", len(ids), len(long))
+	}
+}
