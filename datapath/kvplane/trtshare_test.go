@@ -79,6 +79,21 @@ func TestTRTDrainSharedByRules(t *testing.T) {
 		}
 	}
 
+	// Events drained before a rule's first drain are not its: send once
+	// both are fed.
+	fed := func(inv *kvexact.Inventory, want string) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+			if _, why := inv.Trusted(engine.ID); why == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("inventory never fed (want trust reason %q)", want)
+			}
+		}
+	}
+	fed(a.Inventory(), "")
+	fed(b.Inventory(), "")
 	send(0, 6)
 	seesAll("a", a.Inventory(), 0, 6, 7)
 	seesAll("b", b.Inventory(), 0, 6, 7)
@@ -99,6 +114,7 @@ func TestTRTDrainSharedByRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	fed(c.Inventory(), kvexact.ReasonWarmup)
 	send(6, 9)
 	seesAll("a", a2.Inventory(), 0, 9, 10)
 	seesAll("b", b.Inventory(), 0, 9, 10)

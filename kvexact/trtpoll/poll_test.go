@@ -251,7 +251,7 @@ func TestAdmission(t *testing.T) {
 // disconnected); the last leaving stops the drain. A subscriber whose
 // kvBlockSize the engine does not report is refused alone.
 func TestHubSharesDrain(t *testing.T) {
-	d := newDrainServer(t, captureDrains()[:4])
+	d := newDrainServer(t, nil)
 	d.info = `{"tokens_per_block":32}`
 	newInv := func(rule string) *kvexact.Inventory {
 		return kvexact.NewInventory(kvexact.Options{Rule: rule, BlockSize: 32, Warmup: time.Nanosecond})
@@ -263,7 +263,14 @@ func TestHubSharesDrain(t *testing.T) {
 	pb := h.Start(target, b, Options{Rule: "b", Interval: time.Millisecond, BlockSize: 32})
 	pw := h.Start(target, wrong, Options{Rule: "wrong", Interval: time.Millisecond, BlockSize: 64, RecheckInterval: time.Millisecond})
 	defer pw.Close()
-	waitFor(t, "four drains", func() bool { return d.servedAtLeast(5) })
+	// Events come once both are fed (a joiner sees what is drained after
+	// it is admitted).
+	waitFor(t, "a and b connected", func() bool { okA, _ := a.Trusted("ep"); okB, _ := b.Trusted("ep"); return okA && okB })
+	d.mu.Lock()
+	d.drains = captureDrains()[:4]
+	served := d.served
+	d.mu.Unlock()
+	waitFor(t, "four drains", func() bool { return d.servedAtLeast(served + 5) })
 	for name, inv := range map[string]*kvexact.Inventory{"a": a, "b": b} {
 		if next, ok := inv.NextSeq("ep", 0); !ok || next != 8 || inv.Blocks("ep") != 1 {
 			t.Fatalf("%s: next seq %d %v, %d blocks; want 8 and 1 (every event)", name, next, ok, inv.Blocks("ep"))
@@ -290,7 +297,7 @@ func TestHubSharesDrain(t *testing.T) {
 	}
 	_ = pw.Close()
 	d.mu.Lock()
-	served := d.served
+	served = d.served
 	d.mu.Unlock()
 	time.Sleep(20 * time.Millisecond)
 	if d.servedAtLeast(served + 1) {
