@@ -73,7 +73,8 @@
 // same inventory through the same methods (one synthetic batch per engine
 // event, seq = event_id). The drain is destructive: infergate must be the
 // only consumer of each TensorRT-LLM endpoint — a second router, Dynamo or
-// an operator's curl steals events and leaves the inventory with gaps.
+// an operator's curl steals events and leaves the inventory with gaps — and
+// drains each engine once, feeding every rule's inventory that indexes it.
 //
 // The request side (token ids from the engine's /tokenize, Tier 1.5) lives
 // in kvexact/tokenize and datapath/ladder; the per-rule lifecycle of

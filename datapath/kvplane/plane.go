@@ -96,7 +96,7 @@ type Options struct {
 
 	StartSub  StartSubFunc  `yaml:"-"` // nil: zmqsub.Start
 	StartBind StartBindFunc `yaml:"-"` // nil: zmqsub.StartBind
-	StartTRT  StartTRTFunc  `yaml:"-"` // nil: trtpoll.Start
+	StartTRT  StartTRTFunc  `yaml:"-"` // nil: a trtpoll.Hub shared by the plane's rules
 	Clock     kvexact.Clock `yaml:"-"` // nil: wall clock
 }
 
@@ -184,8 +184,11 @@ func New(opts Options, m *metrics.KV, log logrus.FieldLogger) *Plane {
 		}
 	}
 	if opts.StartTRT == nil {
+		// A drain is destructive: rules naming one TensorRT-LLM engine share
+		// its drain, each inventory fed every event.
+		hub := trtpoll.NewHub()
 		opts.StartTRT = func(t trtpoll.Target, s trtpoll.Sink, o trtpoll.Options) (io.Closer, error) {
-			return trtpoll.Start(t, s, o), nil
+			return hub.Start(t, s, o), nil
 		}
 	}
 	if opts.Clock == nil {

@@ -20,8 +20,13 @@
 // as rejected, logged once, asked again every RecheckInterval); engines that
 // do not report it are admitted.
 //
-// One goroutine per endpoint keeps one drain outstanding at a time, sleeping
-// Options.Interval between drains; a successful drain marks the endpoint
-// connected (trust then follows the inventory's warm-up), a failed one
-// disconnected. Close stops the goroutine and waits for it.
+// One goroutine per engine URL keeps one drain outstanding at a time,
+// sleeping Options.Interval between drains, and applies every drained event
+// to each sink subscribed to that engine through the same Hub (several rules
+// may name one engine; separate drains would split its events between their
+// inventories). A successful drain marks each sink's endpoint connected
+// (trust then follows the inventory's warm-up), a failed one disconnected;
+// a sink joining a running drain starts from its next drain, untrusted until
+// its warm-up. Admission is per sink (its kvBlockSize). Close unsubscribes a
+// sink; the last Close stops the goroutine and waits for it.
 package trtpoll

@@ -245,3 +245,64 @@ func TestAdmission(t *testing.T) {
 		})
 	}
 }
+
+// TestHubSharesDrain: sinks naming one engine share its destructive drain:
+// each sees every event; one leaving stops only its feed (marked
+// disconnected); the last leaving stops the drain. A subscriber whose
+// kvBlockSize the engine does not report is refused alone.
+func TestHubSharesDrain(t *testing.T) {
+	d := newDrainServer(t, nil)
+	d.info = `{"tokens_per_block":32}`
+	newInv := func(rule string) *kvexact.Inventory {
+		return kvexact.NewInventory(kvexact.Options{Rule: rule, BlockSize: 32, Warmup: time.Nanosecond})
+	}
+	a, b, wrong := newInv("a"), newInv("b"), newInv("wrong")
+	h := NewHub()
+	target := Target{Endpoint: "ep", URL: d.srv.URL}
+	pa := h.Start(target, a, Options{Rule: "a", Interval: time.Millisecond, BlockSize: 32})
+	pb := h.Start(target, b, Options{Rule: "b", Interval: time.Millisecond, BlockSize: 32})
+	pw := h.Start(target, wrong, Options{Rule: "wrong", Interval: time.Millisecond, BlockSize: 64, RecheckInterval: time.Millisecond})
+	defer pw.Close()
+	// Events come once both are fed (a joiner sees what is drained after
+	// it is admitted).
+	waitFor(t, "a and b connected", func() bool { okA, _ := a.Trusted("ep"); okB, _ := b.Trusted("ep"); return okA && okB })
+	d.mu.Lock()
+	d.drains = captureDrains()[:4]
+	served := d.served
+	d.mu.Unlock()
+	waitFor(t, "four drains", func() bool { return d.servedAtLeast(served + 5) })
+	for name, inv := range map[string]*kvexact.Inventory{"a": a, "b": b} {
+		if next, ok := inv.NextSeq("ep", 0); !ok || next != 8 || inv.Blocks("ep") != 1 {
+			t.Fatalf("%s: next seq %d %v, %d blocks; want 8 and 1 (every event)", name, next, ok, inv.Blocks("ep"))
+		}
+	}
+	if _, ok := wrong.NextSeq("ep", 0); ok {
+		t.Fatal("a subscriber with another block size was fed")
+	}
+	if err := pa.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, why := a.Trusted("ep"); why != kvexact.ReasonDisconnected {
+		t.Fatalf("a closed subscriber reads %q, want disconnected", why)
+	}
+	d.mu.Lock()
+	d.drains = append(d.drains, captureDrains()[4]) // a restart: event_id 0
+	d.mu.Unlock()
+	waitFor(t, "the restart reaches b", func() bool { n, _ := b.NextSeq("ep", 0); return n == 1 })
+	if n, _ := a.NextSeq("ep", 0); n != 8 {
+		t.Fatalf("a closed subscriber was fed: next seq %d", n)
+	}
+	if err := pb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_ = pw.Close()
+	// A drain cancelled by Close may still reach the server's handler.
+	time.Sleep(10 * time.Millisecond)
+	d.mu.Lock()
+	served = d.served
+	d.mu.Unlock()
+	time.Sleep(20 * time.Millisecond)
+	if d.servedAtLeast(served + 1) {
+		t.Fatal("the drain went on after its last subscriber left")
+	}
+}
