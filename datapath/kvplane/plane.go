@@ -54,8 +54,8 @@ type Options struct {
 	// TokenizeTimeout bounds one /tokenize round trip of a short prompt;
 	// a long prompt may wait up to the prefill a cache hit would save it
 	// (Cost.PerToken per estimated token), at most TokenizeMaxWait.
-	TokenizeTimeout time.Duration `yaml:"kv-tokenize-timeout"`
-	TokenizeMaxWait time.Duration `yaml:"kv-tokenize-max-wait"`
+	TokenizeTimeout   time.Duration `yaml:"kv-tokenize-timeout"`
+	TokenizeMaxWait   time.Duration `yaml:"kv-tokenize-max-wait"`
 	TokenizeCacheSize int           `yaml:"-"`
 	// WatchdogN is the zero-hit streak that warns; WatchdogWindow is how
 	// recent the last applied event must be for lookups to count.
