@@ -1,7 +1,6 @@
 package datapath
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"testing"
@@ -79,13 +78,6 @@ func startMooncakeFake(t *testing.T, addr string, role pdfake.Role, dpSize int) 
 func newPDTestRuntime(t *testing.T) *Runtime {
 	t.Helper()
 	rt := NewWithMetrics(pdTestOptions(), metrics.New(), nil)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := rt.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		assertNoDatapathGoroutines(t)
-	})
+	closeAtEnd(t, rt)
 	return rt
 }

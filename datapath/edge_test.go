@@ -79,14 +79,7 @@ func newEdgeRuntime(t *testing.T, o Options) edgeRuntime {
 	t.Helper()
 	m := metrics.New()
 	rt := NewWithMetrics(o, m, nil)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := rt.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		assertNoDatapathGoroutines(t)
-	})
+	closeAtEnd(t, rt)
 	return edgeRuntime{rt, m}
 }
 

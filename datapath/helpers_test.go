@@ -30,11 +30,11 @@ func testOptions() Options {
 	return o
 }
 
-// newTestRuntime starts a runtime that is closed when the test ends.
-func newTestRuntime(t *testing.T, o Options) (*Runtime, *metrics.Datapath) {
+// closeAtEnd closes rt when the test ends and checks it left no datapath
+// goroutine behind. Registered before the test's engines, it runs after
+// their cleanups (last-first), so the check sees them closed too.
+func closeAtEnd(t *testing.T, rt *Runtime) {
 	t.Helper()
-	m := metrics.NewDatapath(prometheus.NewRegistry())
-	rt := New(withTestFrontEnd(o), m, nil)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -43,6 +43,14 @@ func newTestRuntime(t *testing.T, o Options) (*Runtime, *metrics.Datapath) {
 		}
 		assertNoDatapathGoroutines(t)
 	})
+}
+
+// newTestRuntime starts a runtime that is closed when the test ends.
+func newTestRuntime(t *testing.T, o Options) (*Runtime, *metrics.Datapath) {
+	t.Helper()
+	m := metrics.NewDatapath(prometheus.NewRegistry())
+	rt := New(withTestFrontEnd(o), m, nil)
+	closeAtEnd(t, rt)
 	return rt, m
 }
 
