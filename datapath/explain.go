@@ -116,21 +116,16 @@ func (rt *Runtime) explainSingle(c *compiled, f *pick.Facts, e *spec.Explanation
 		e.Note = "selector " + c.rule.Selector.String() + " rotates a shared cursor; its choice is not predicted"
 		return
 	}
-	level := 1
-	if c.rule.CHWBL != nil && c.rule.CHWBL.PrefixHashLevel > 0 {
-		level = c.rule.CHWBL.PrefixHashLevel
-	}
+	level := c.chwblLevel()
 	key := ladder.AppendPromptKey(nil, f.Path, f.Body, chwbl.PrefixLevelBytes(level))
 	if len(key) == 0 && f.SessionKey == "" {
 		e.Note = "no prompt or session key: CHWBL would round-robin"
 		return
 	}
 	var pf pick.PoolFacts
-	pf.RingKey, pf.RingSrc = c.ring.Key(key, level, f.Model, f.SessionKey) // keyed: no cursor moves
-	pf.RingShared = ringShared(pf.RingSrc, key)
+	c.ringFacts(&pf, key, level, f.Model, f.SessionKey) // keyed: no cursor moves
 	i, ok := c.pool.RingChoice(c.ring, &pf)
-	src := pf.RingSrc
-	step := spec.ExplainStep{Tier: "chwbl_" + src.String(), Hit: ok}
+	step := spec.ExplainStep{Tier: "chwbl_" + pf.RingSrc.String(), Hit: ok}
 	if ok {
 		step.Choice = c.rule.Endpoints[i].ID
 		e.Endpoint = step.Choice

@@ -87,24 +87,30 @@ func (c *compiled) chwblKey(f *pick.PoolFacts, r *http.Request, body []byte) {
 	if c.ring == nil {
 		return
 	}
-	level := 1
-	if c.rule.CHWBL != nil && c.rule.CHWBL.PrefixHashLevel > 0 {
-		level = c.rule.CHWBL.PrefixHashLevel
-	}
+	level := c.chwblLevel()
 	top := ladder.ScanBody(body)
 	model, session := requestIdentity(r.Header, top)
-	key := top.AppendPromptKey(nil, r.URL.Path, chwbl.PrefixLevelBytes(level))
-	f.RingKey, f.RingSrc = c.ring.Key(key, level, model, session)
-	f.RingShared = ringShared(f.RingSrc, key)
+	c.ringFacts(f, top.AppendPromptKey(nil, r.URL.Path, chwbl.PrefixLevelBytes(level)), level, model, session)
 }
 
-// ringShared is PoolFacts.RingShared: the tokens of prompt head a prefix
-// ring key hashed (0 for other keys).
-func ringShared(src chwbl.Source, key []byte) int {
-	if src != chwbl.SourcePrefix {
-		return 0
+// chwblLevel is the rule's chwbl_prefix_hash_level (1 when unset).
+func (c *compiled) chwblLevel() int {
+	if c.rule.CHWBL != nil && c.rule.CHWBL.PrefixHashLevel > 0 {
+		return c.rule.CHWBL.PrefixHashLevel
 	}
-	return len(key) / ladder.BytesPerToken
+	return 1
+}
+
+// ringFacts sets f's ring key from the prompt key cut at level, the model
+// and the session key, with RingShared: the tokens of prompt head a prefix
+// key hashed (0 for other keys). The request path and the explanation
+// both use it, so the explanation predicts the pick.
+func (c *compiled) ringFacts(f *pick.PoolFacts, key []byte, level int, model, session string) {
+	f.RingKey, f.RingSrc = c.ring.Key(key, level, model, session)
+	f.RingShared = 0
+	if f.RingSrc == chwbl.SourcePrefix {
+		f.RingShared = len(key) / ladder.BytesPerToken
+	}
 }
 
 // pickKV is kvExactMode 3's first choice for a single pool: the endpoint
