@@ -210,16 +210,11 @@ func (b *bench) fcServeLearned(ctx context.Context, want int) (stop func(), err 
 	}
 	rule := armRule(armLeast, vip.String(), b.cfg.vipPort, b.engines, b.cfg.zmqPort, nil)
 	rule["serviceArguments"].(map[string]any)["name"] = "bench-" + armWindowed
-	if err := g.apply(rule); err != nil {
+	if err := b.serveRule(ctx, g, armWindowed, vip, rule); err != nil {
 		stop()
-		return nil, fmt.Errorf("arm %s: %w", armWindowed, err)
+		return nil, err
 	}
-	b.vips[armWindowed] = fmt.Sprintf("http://%s:%d", vip, b.cfg.vipPort)
-	err = waitServing(ctx, b.scrapeC, b.vips[armWindowed], b.cfg.model, 20*time.Second)
-	if err == nil {
-		err = b.waitLearned(ctx, g, vip, want, 20*time.Second)
-	}
-	if err != nil {
+	if err := b.waitLearned(ctx, g, vip, want, 20*time.Second); err != nil {
 		stop()
 		return nil, fmt.Errorf("arm %s: %w", armWindowed, err)
 	}

@@ -245,7 +245,13 @@ func armRule(arm, vipIP string, port int, engines []string, zmqPort int, roles [
 // serveArm applies arm's rule on g at vip (the run's VIP port) and waits
 // until the VIP serves.
 func (b *bench) serveArm(ctx context.Context, g *gateway, arm string, vip netip.Addr, roles []int) error {
-	if err := g.apply(armRule(arm, vip.String(), b.cfg.vipPort, b.engines, b.cfg.zmqPort, roles)); err != nil {
+	return b.serveRule(ctx, g, arm, vip, armRule(arm, vip.String(), b.cfg.vipPort, b.engines, b.cfg.zmqPort, roles))
+}
+
+// serveRule applies rule on g as arm, served at vip, and waits until the
+// VIP serves.
+func (b *bench) serveRule(ctx context.Context, g *gateway, arm string, vip netip.Addr, rule map[string]any) error {
+	if err := g.apply(rule); err != nil {
 		return fmt.Errorf("arm %s: %w", arm, err)
 	}
 	b.vips[arm] = fmt.Sprintf("http://%s:%d", vip, b.cfg.vipPort)
