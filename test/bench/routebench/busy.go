@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -157,10 +156,7 @@ func (b *bench) startLegacy(ctx context.Context, logf io.Writer) (legacy *gatewa
 		legacy.p.stop(5 * time.Second)
 		os.RemoveAll(stateDir)
 	}
-	vip := netip.MustParseAddr(b.cfg.vipBase)
-	for range 16 { // past the main arms' and the P/D arms' VIPs
-		vip = vip.Next()
-	}
+	vip := b.vipAt(vipOffsetLegacy)
 	if err := b.serveArm(ctx, legacy, armKVLegacy, vip, nil); err == nil {
 		err = b.on(legacy, func() error { return b.waitSubscribed(ctx, 20*time.Second) })
 	}

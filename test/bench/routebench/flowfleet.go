@@ -204,10 +204,7 @@ func (b *bench) fcServeLearned(ctx context.Context, want int) (stop func(), err 
 		logf.Close()
 		os.RemoveAll(stateDir)
 	}
-	vip := netip.MustParseAddr(b.cfg.vipBase)
-	for range 17 { // past the main arms', the P/D arms' and the legacy arm's VIPs
-		vip = vip.Next()
-	}
+	vip := b.vipAt(vipOffsetLearned)
 	rule := armRule(armLeast, vip.String(), b.cfg.vipPort, b.engines, b.cfg.zmqPort, nil)
 	rule["serviceArguments"].(map[string]any)["name"] = "bench-" + armWindowed
 	if err := b.serveRule(ctx, g, armWindowed, vip, rule); err != nil {

@@ -242,6 +242,22 @@ func armRule(arm, vipIP string, port int, engines []string, zmqPort int, roles [
 	return map[string]any{"serviceArguments": sa, "endpoints": eps}
 }
 
+// The second gateways' VIPs, as offsets from --vip-base: past the main
+// gateway's single-pool arms and its P/D arms.
+const (
+	vipOffsetLegacy  = 16 // the legacy-guard arm (busy.go)
+	vipOffsetLearned = 17 // the learned-window arm (flowfleet.go)
+)
+
+// vipAt is the address n after --vip-base.
+func (b *bench) vipAt(n int) netip.Addr {
+	vip := netip.MustParseAddr(b.cfg.vipBase)
+	for range n {
+		vip = vip.Next()
+	}
+	return vip
+}
+
 // serveArm applies arm's rule on g at vip (the run's VIP port) and waits
 // until the VIP serves.
 func (b *bench) serveArm(ctx context.Context, g *gateway, arm string, vip netip.Addr, roles []int) error {
