@@ -249,6 +249,25 @@ const (
 	vipOffsetLearned = 17 // the learned-window arm (flowfleet.go)
 )
 
+// startSideGateway starts a second gateway (the legacy-guard or the
+// learned-window arm's) with a state directory of its own; stop ends it and
+// removes the directory.
+func (b *bench) startSideGateway(name string, logf io.Writer, args []string) (g *gateway, stop func(), err error) {
+	stateDir, err := os.MkdirTemp("", "routebench-"+name+"-")
+	if err != nil {
+		return nil, nil, err
+	}
+	g, err = startGateway(b.cfg.gatewayBin, stateDir, b.cfg.gatewayTokenizer(), logf, args)
+	if err != nil {
+		os.RemoveAll(stateDir)
+		return nil, nil, fmt.Errorf("%s gateway: %w", name, err)
+	}
+	return g, func() {
+		g.p.stop(5 * time.Second)
+		os.RemoveAll(stateDir)
+	}, nil
+}
+
 // vipAt is the address n after --vip-base.
 func (b *bench) vipAt(n int) netip.Addr {
 	vip := netip.MustParseAddr(b.cfg.vipBase)
