@@ -146,7 +146,7 @@ func (b *bench) startLegacy(ctx context.Context, logf io.Writer) (legacy *gatewa
 		return nil, nil, err
 	}
 	vip := b.vipAt(vipOffsetLegacy)
-	if err := b.serveArm(ctx, legacy, armKVLegacy, vip, nil); err == nil {
+	if err = b.serveArm(ctx, legacy, armKVLegacy, vip, nil); err == nil {
 		err = b.on(legacy, func() error { return b.waitSubscribed(ctx, 20*time.Second) })
 	}
 	if err != nil {
