@@ -59,6 +59,18 @@ func TestCodecMatchesProto(t *testing.T) {
 	}
 }
 
+// benchCodecs are the two codecs the codec benchmarks compare: gRPC's
+// proto codec and the server's.
+func benchCodecs() []struct {
+	name  string
+	codec encoding.CodecV2
+} {
+	return []struct {
+		name  string
+		codec encoding.CodecV2
+	}{{"proto", encoding.GetCodecV2(grpcproto.Name)}, {"server", newCodec()}}
+}
+
 // BenchmarkMarshal: the four answers of one stream (the pick with 16
 // endpoints, an 8 KB body re-emitted, the response headers and the last
 // response chunk), by gRPC's proto codec and by the server's.
@@ -73,10 +85,7 @@ func BenchmarkMarshal(b *testing.B) {
 		responseHeadersOK(),
 		responseChunk([]byte("data: [DONE]\n\n"), true, true),
 	}
-	for _, c := range []struct {
-		name  string
-		codec encoding.CodecV2
-	}{{"proto", encoding.GetCodecV2(grpcproto.Name)}, {"server", newCodec()}} {
+	for _, c := range benchCodecs() {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for range b.N {

@@ -7,8 +7,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	"google.golang.org/grpc/encoding"
-	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -192,10 +190,7 @@ func BenchmarkUnmarshal(b *testing.B) {
 		}
 		wires = append(wires, w)
 	}
-	for _, c := range []struct {
-		name  string
-		codec encoding.CodecV2
-	}{{"proto", encoding.GetCodecV2(grpcproto.Name)}, {"server", newCodec()}} {
+	for _, c := range benchCodecs() {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			start := cpuTime()

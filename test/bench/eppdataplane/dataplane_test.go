@@ -46,6 +46,20 @@ func serveEPP(t *testing.T, p epp.Picker) string {
 	return lis.Addr().String()
 }
 
+// serveFront serves a data plane in front of the EPP at eppAddr for the
+// test's length and returns its URL.
+func serveFront(t *testing.T, eppAddr string) string {
+	t.Helper()
+	dp, err := New(eppAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dp.Close() })
+	front := httptest.NewServer(dp)
+	t.Cleanup(front.Close)
+	return front.URL
+}
+
 // A request goes to the first picked endpoint that takes the connection,
 // with the picker's headers, body unchanged; the response streams back and
 // the EPP hears the status, the endpoint that served and the end.
@@ -66,15 +80,9 @@ func TestDataPlaneFollowsThePick(t *testing.T) {
 
 	engineAddr := strings.TrimPrefix(engine.URL, "http://")
 	p := &fixedPicker{res: epp.Result{Endpoints: []string{deadAddr, engineAddr}, Headers: map[string]string{"x-prefiller-host-port": "10.0.0.9:8000"}}}
-	dp, err := New(serveEPP(t, p))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dp.Close()
-	front := httptest.NewServer(dp)
-	defer front.Close()
+	front := serveFront(t, serveEPP(t, p))
 
-	resp, err := http.Post(front.URL+"/v1/completions?x=1", "application/json", strings.NewReader(`{"prompt":"hi"}`))
+	resp, err := http.Post(front+"/v1/completions?x=1", "application/json", strings.NewReader(`{"prompt":"hi"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,14 +116,8 @@ func TestDataPlaneFollowsThePick(t *testing.T) {
 
 // The EPP's refusal reaches the client with its status and reason.
 func TestDataPlaneRelaysRefusal(t *testing.T) {
-	dp, err := New(serveEPP(t, &fixedPicker{err: epp.Shed("queue_full")}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dp.Close()
-	front := httptest.NewServer(dp)
-	defer front.Close()
-	resp, err := http.Post(front.URL+"/v1/completions", "application/json", strings.NewReader(`{}`))
+	front := serveFront(t, serveEPP(t, &fixedPicker{err: epp.Shed("queue_full")}))
+	resp, err := http.Post(front+"/v1/completions", "application/json", strings.NewReader(`{}`))
 	if err != nil {
 		t.Fatal(err)
 	}

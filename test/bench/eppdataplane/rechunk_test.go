@@ -94,18 +94,11 @@ func TestDataPlaneFollowsARechunkingPicker(t *testing.T) {
 		rewrite: func(b []byte) []byte { return bytes.Replace(b, []byte(`"m"`), []byte(`"target"`), 1) },
 	})
 	go gs.Serve(lis)
-	defer gs.Stop()
-
-	dp, err := New(lis.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dp.Close()
-	front := httptest.NewServer(dp)
-	defer front.Close()
+	t.Cleanup(gs.Stop)
+	front := serveFront(t, lis.Addr().String())
 
 	prompt := strings.Repeat("word ", 10_000) // 50 kB: four chunks sent, one answered
-	resp, err := http.Post(front.URL+"/v1/completions", "application/json", strings.NewReader(`{"model":"m","prompt":"`+prompt+`"}`))
+	resp, err := http.Post(front+"/v1/completions", "application/json", strings.NewReader(`{"model":"m","prompt":"`+prompt+`"}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/netip"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -140,28 +138,15 @@ func (b *bench) busyPhase(ctx context.Context, t timing, logf io.Writer) error {
 // startLegacy starts the legacy arm: the same KV rule on a gateway with the
 // old guard. stop ends it and removes its state.
 func (b *bench) startLegacy(ctx context.Context, logf io.Writer) (legacy *gateway, stop func(), err error) {
-	stateDir, err := os.MkdirTemp("", "routebench-legacy-")
-	if err != nil {
-		return nil, nil, err
-	}
 	args := []string{"--kv-legacy-load-guard"}
 	if b.relay != nil { // engines that dial reach it through the relay (kvrelay.go)
 		args = append(args, "--kv-bind-addr", b.relay.addr(1))
 	}
-	legacy, err = startGateway(b.cfg.gatewayBin, stateDir, b.cfg.gatewayTokenizer(), logf, args)
-	if err != nil {
-		os.RemoveAll(stateDir)
-		return nil, nil, fmt.Errorf("legacy gateway: %w", err)
+	if legacy, stop, err = b.startSideGateway("legacy", logf, args); err != nil {
+		return nil, nil, err
 	}
-	stop = func() {
-		legacy.p.stop(5 * time.Second)
-		os.RemoveAll(stateDir)
-	}
-	vip := netip.MustParseAddr(b.cfg.vipBase)
-	for range 16 { // past the main arms' and the P/D arms' VIPs
-		vip = vip.Next()
-	}
-	if err := b.serveArm(ctx, legacy, armKVLegacy, vip, nil); err == nil {
+	vip := b.vipAt(vipOffsetLegacy)
+	if err = b.serveArm(ctx, legacy, armKVLegacy, vip, nil); err == nil {
 		err = b.on(legacy, func() error { return b.waitSubscribed(ctx, 20*time.Second) })
 	}
 	if err != nil {

@@ -184,42 +184,27 @@ func (b *bench) fcDrain(ctx context.Context, timeout time.Duration) error {
 // endpoint's window read from its engine. It waits until every endpoint's
 // learned window is want; stop ends the gateway.
 func (b *bench) fcServeLearned(ctx context.Context, want int) (stop func(), err error) {
-	stateDir, err := os.MkdirTemp("", "routebench-learned-")
-	if err != nil {
-		return nil, err
-	}
 	logf, err := os.Create(filepath.Join(b.dir, "gateway-learned.log"))
 	if err != nil {
-		os.RemoveAll(stateDir)
 		return nil, err
 	}
-	g, err := startGateway(b.cfg.gatewayBin, stateDir, b.cfg.gatewayTokenizer(), logf, []string{"--engine-learn-windows"})
+	g, stopGateway, err := b.startSideGateway("learned-window", logf, []string{"--engine-learn-windows"})
 	if err != nil {
 		logf.Close()
-		os.RemoveAll(stateDir)
-		return nil, fmt.Errorf("learned-window gateway: %w", err)
+		return nil, err
 	}
 	stop = func() {
-		g.p.stop(5 * time.Second)
+		stopGateway()
 		logf.Close()
-		os.RemoveAll(stateDir)
 	}
-	vip := netip.MustParseAddr(b.cfg.vipBase)
-	for range 17 { // past the main arms', the P/D arms' and the legacy arm's VIPs
-		vip = vip.Next()
-	}
+	vip := b.vipAt(vipOffsetLearned)
 	rule := armRule(armLeast, vip.String(), b.cfg.vipPort, b.engines, b.cfg.zmqPort, nil)
 	rule["serviceArguments"].(map[string]any)["name"] = "bench-" + armWindowed
-	if err := g.apply(rule); err != nil {
+	if err := b.serveRule(ctx, g, armWindowed, vip, rule); err != nil {
 		stop()
-		return nil, fmt.Errorf("arm %s: %w", armWindowed, err)
+		return nil, err
 	}
-	b.vips[armWindowed] = fmt.Sprintf("http://%s:%d", vip, b.cfg.vipPort)
-	err = waitServing(ctx, b.scrapeC, b.vips[armWindowed], b.cfg.model, 20*time.Second)
-	if err == nil {
-		err = b.waitLearned(ctx, g, vip, want, 20*time.Second)
-	}
-	if err != nil {
+	if err := b.waitLearned(ctx, g, vip, want, 20*time.Second); err != nil {
 		stop()
 		return nil, fmt.Errorf("arm %s: %w", armWindowed, err)
 	}

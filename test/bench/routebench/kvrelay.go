@@ -26,7 +26,6 @@ type kvRelay struct {
 	ctx      *zmq.Context
 	in, out  *zmq.Socket
 	dir      string
-	outs     int
 	stopping atomic.Bool
 	wg       sync.WaitGroup
 }
@@ -41,7 +40,7 @@ func startKVRelay(bindAddr string) (*kvRelay, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &kvRelay{dir: dir, outs: kvRelayOuts}
+	r := &kvRelay{dir: dir}
 	if r.ctx, err = zmq.NewContext(); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("kv relay: %w", err)
@@ -68,7 +67,7 @@ func startKVRelay(bindAddr string) (*kvRelay, error) {
 	if err := r.out.SetLinger(0); err != nil {
 		return fail(err)
 	}
-	for i := range r.outs {
+	for i := range kvRelayOuts {
 		if err := r.out.Connect(r.addr(i)); err != nil { // retried by ZMQ until the gateway binds
 			return fail(fmt.Errorf("connect %s: %w", r.addr(i), err))
 		}

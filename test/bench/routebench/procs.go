@@ -242,10 +242,51 @@ func armRule(arm, vipIP string, port int, engines []string, zmqPort int, roles [
 	return map[string]any{"serviceArguments": sa, "endpoints": eps}
 }
 
+// The second gateways' VIPs, as offsets from --vip-base: past the main
+// gateway's single-pool arms and its P/D arms.
+const (
+	vipOffsetLegacy  = 16 // the legacy-guard arm (busy.go)
+	vipOffsetLearned = 17 // the learned-window arm (flowfleet.go)
+)
+
+// startSideGateway starts a second gateway (the legacy-guard or the
+// learned-window arm's) with a state directory of its own; stop ends it and
+// removes the directory.
+func (b *bench) startSideGateway(name string, logf io.Writer, args []string) (g *gateway, stop func(), err error) {
+	stateDir, err := os.MkdirTemp("", "routebench-"+name+"-")
+	if err != nil {
+		return nil, nil, err
+	}
+	g, err = startGateway(b.cfg.gatewayBin, stateDir, b.cfg.gatewayTokenizer(), logf, args)
+	if err != nil {
+		os.RemoveAll(stateDir)
+		return nil, nil, fmt.Errorf("%s gateway: %w", name, err)
+	}
+	return g, func() {
+		g.p.stop(5 * time.Second)
+		os.RemoveAll(stateDir)
+	}, nil
+}
+
+// vipAt is the address n after --vip-base.
+func (b *bench) vipAt(n int) netip.Addr {
+	vip := netip.MustParseAddr(b.cfg.vipBase)
+	for range n {
+		vip = vip.Next()
+	}
+	return vip
+}
+
 // serveArm applies arm's rule on g at vip (the run's VIP port) and waits
 // until the VIP serves.
 func (b *bench) serveArm(ctx context.Context, g *gateway, arm string, vip netip.Addr, roles []int) error {
-	if err := g.apply(armRule(arm, vip.String(), b.cfg.vipPort, b.engines, b.cfg.zmqPort, roles)); err != nil {
+	return b.serveRule(ctx, g, arm, vip, armRule(arm, vip.String(), b.cfg.vipPort, b.engines, b.cfg.zmqPort, roles))
+}
+
+// serveRule applies rule on g as arm, served at vip, and waits until the
+// VIP serves.
+func (b *bench) serveRule(ctx context.Context, g *gateway, arm string, vip netip.Addr, rule map[string]any) error {
+	if err := g.apply(rule); err != nil {
 		return fmt.Errorf("arm %s: %w", arm, err)
 	}
 	b.vips[arm] = fmt.Sprintf("http://%s:%d", vip, b.cfg.vipPort)
