@@ -16,7 +16,8 @@ var aLongTimeAgo = time.Unix(1, 0)
 
 // Conn reads and writes nc. Read, Write and the deadline setters belong to
 // the connection's owner (one goroutine at a time); Abort may run on any
-// goroutine.
+// goroutine. Deadlines for what goes through c are set through c: one set
+// on nc directly is taken for an early lazy one when it passes, and lifted.
 type Conn struct {
 	nc  net.Conn
 	raw syscall.RawConn // the plaintext TCP socket under nc, or nil
