@@ -79,3 +79,40 @@ func TestLazyReadDeadlines(t *testing.T) {
 		t.Fatalf("closed after %v idle, want %v", d, idle)
 	}
 }
+
+// TestWriteDeadline checks that a write deadline set through
+// http.ResponseController ends a response the client does not read: the
+// socket's writes must not take it for an early lazy deadline and write on
+// unbounded.
+func TestWriteDeadline(t *testing.T) {
+	const bound = 200 * time.Millisecond
+	failed := make(chan error, 1)
+	_, addr := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(bound))
+		chunk := make([]byte, 64<<10)
+		for range 4096 { // 256 MiB: far past what the socket buffers hold
+			if _, err := w.Write(chunk); err != nil {
+				failed <- err
+				return
+			}
+		}
+		failed <- nil
+	}))
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := io.WriteString(nc, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	// The client reads nothing.
+	select {
+	case err := <-failed:
+		if err == nil {
+			t.Fatal("the response was written in full to a client that reads nothing")
+		}
+	case <-time.After(10 * bound):
+		t.Fatalf("a write still blocked %v after its %v deadline", 10*bound, bound)
+	}
+}

@@ -216,7 +216,7 @@ func (w *response) FlushError() error {
 func (w *response) SetReadDeadline(t time.Time) error { return w.c.sock.SetReadDeadline(t) }
 
 // SetWriteDeadline bounds writes of the response (http.ResponseController).
-func (w *response) SetWriteDeadline(t time.Time) error { return w.c.nc.SetWriteDeadline(t) }
+func (w *response) SetWriteDeadline(t time.Time) error { return w.c.sock.SetWriteDeadline(t) }
 
 // finish completes the response after the handler returned: the head if
 // none went out, the last chunk, and the flush.

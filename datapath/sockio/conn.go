@@ -16,7 +16,8 @@ var aLongTimeAgo = time.Unix(1, 0)
 
 // Conn reads and writes nc. Read, Write and the deadline setters belong to
 // the connection's owner (one goroutine at a time); Abort may run on any
-// goroutine.
+// goroutine. Deadlines for what goes through c are set through c: one set
+// on nc directly is taken for an early lazy one when it passes, and lifted.
 type Conn struct {
 	nc  net.Conn
 	raw syscall.RawConn // the plaintext TCP socket under nc, or nil
@@ -26,9 +27,9 @@ type Conn struct {
 	rd, wr       rawOp
 	readFn, wrFn func(fd uintptr) bool
 	peekFn       func(fd uintptr) bool // Quiet's
+	waitFn       func(fd uintptr) bool // WaitReadable's
 	peekBuf      [1]byte
-	waitFn       func(fd uintptr) bool // WaitReadable's, bound on first use
-	woken        bool                  // WaitReadable's callback was woken once
+	waitPeeked   bool // waitRaw has peeked: its next call follows a wake-up
 	aborted      atomic.Bool
 	want, armed  time.Time // read deadline asked for, and set on the socket
 	// The write deadline asked for and set on the socket: lazy like the
@@ -59,7 +60,7 @@ func New(nc net.Conn) *Conn {
 func (c *Conn) Reset(nc net.Conn) {
 	*c = Conn{nc: nc}
 	c.raw = plainTCP(nc)
-	c.readFn, c.wrFn, c.peekFn = c.readRaw, c.writeRaw, c.peekRaw
+	c.readFn, c.wrFn, c.peekFn, c.waitFn = c.readRaw, c.writeRaw, c.peekRaw, c.waitRaw
 }
 
 // NetConn is the connection c reads and writes.
@@ -302,11 +303,8 @@ func (c *Conn) WaitReadable() {
 	if c.raw == nil {
 		return
 	}
-	if c.waitFn == nil {
-		c.waitFn = c.waitRaw
-	}
 	for {
-		c.woken = false
+		c.waitPeeked = false
 		err := c.raw.Read(c.waitFn)
 		if err == nil || !c.early(err) || c.arm(c.want) != nil {
 			return
@@ -319,10 +317,10 @@ func (c *Conn) WaitReadable() {
 // socket empty); a call after a readiness wake-up trusts it: the read that
 // follows finds out, and an empty wake-up costs that read an ordinary wait.
 func (c *Conn) waitRaw(fd uintptr) bool {
-	if c.woken {
+	if c.waitPeeked {
 		return true
 	}
-	c.woken = true
+	c.waitPeeked = true
 	return rawPeek(fd, c.peekBuf[:]) != syscall.EAGAIN
 }
 

@@ -173,3 +173,53 @@ func TestQuiet(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitReadable checks what ends a wait: the peer's bytes (not an armed
+// deadline earlier than the one asked for, which is re-armed), the deadline
+// asked for, or Abort; the Read that follows reports which.
+func TestWaitReadable(t *testing.T) {
+	const step = 100 * time.Millisecond
+	for _, tc := range []struct {
+		name        string
+		setup       func(c *Conn, peer net.Conn) // before the wait
+		minWait     time.Duration
+		wantData    bool
+		wantErr     error
+		wantAborted bool
+	}{
+		{name: "peer sends", minWait: step, wantData: true, setup: func(c *Conn, peer net.Conn) {
+			time.AfterFunc(step, func() { _, _ = peer.Write([]byte("x")) })
+		}},
+		{name: "peer sends past an earlier armed deadline", minWait: 2 * step, wantData: true, setup: func(c *Conn, peer net.Conn) {
+			_ = c.SetReadDeadline(time.Now().Add(step / 2))
+			_ = c.SetReadDeadline(time.Now().Add(10 * step)) // lazy: the earlier one stays armed
+			time.AfterFunc(2*step, func() { _, _ = peer.Write([]byte("x")) })
+		}},
+		{name: "deadline passes", minWait: step, wantErr: os.ErrDeadlineExceeded, setup: func(c *Conn, _ net.Conn) {
+			_ = c.SetReadDeadline(time.Now().Add(step))
+		}},
+		{name: "abort", minWait: step, wantErr: os.ErrDeadlineExceeded, wantAborted: true, setup: func(c *Conn, _ net.Conn) {
+			time.AfterFunc(step, c.Abort)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, peer := pair(t)
+			tc.setup(c, peer)
+			start := time.Now()
+			c.WaitReadable()
+			if d := time.Since(start); d < tc.minWait-step/5 || d > tc.minWait+20*step {
+				t.Fatalf("waited %v, want about %v", d, tc.minWait)
+			}
+			n, err := c.Read(make([]byte, 8))
+			if tc.wantData && (n != 1 || err != nil) {
+				t.Fatalf("read after the wait: %d, %v; want the peer's byte", n, err)
+			}
+			if !tc.wantData && !errors.Is(err, tc.wantErr) {
+				t.Fatalf("read after the wait: %d, %v; want %v", n, err, tc.wantErr)
+			}
+			if c.Aborted() != tc.wantAborted {
+				t.Fatalf("aborted %v, want %v", c.Aborted(), tc.wantAborted)
+			}
+		})
+	}
+}

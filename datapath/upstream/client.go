@@ -189,6 +189,10 @@ func (c *Client) handshake(ctx context.Context, nc net.Conn, addr string, tc *TL
 // put returns a connection whose last response was read completely, and
 // wakes a request waiting for one.
 func (c *Client) put(pc *conn) {
+	// The exchange's read bound is over: left asked for, it would pass while
+	// the connection idles and make alive()'s peek fail. Lifting it is lazy
+	// (no socket call); the armed one, if it passes, is re-armed by the peek.
+	_ = pc.sock.SetReadDeadline(time.Time{})
 	c.mu.Lock()
 	if ep := c.eps[pc.addr]; ep != nil && !c.closed && len(ep.idle) < c.maxIdle {
 		pc.idleSince = time.Now()

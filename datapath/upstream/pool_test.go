@@ -204,3 +204,27 @@ func TestStreamDialsAfterFirstBytes(t *testing.T) {
 		t.Fatalf("engine got body %q", b)
 	}
 }
+
+// TestReuseAfterPassedDeadline checks that a pooled connection whose last
+// exchange's read bound passed while it sat idle is reused: the bound
+// belonged to that exchange and says nothing about the connection.
+func TestReuseAfterPassedDeadline(t *testing.T) {
+	const bound = 100 * time.Millisecond
+	eng := startHoldEngine(t)
+	close(eng.release)
+	u := New(time.Second, 4, nil)
+	t.Cleanup(u.CloseIdle)
+	leg := Leg{Endpoint: endpoint(eng.ln.Addr().String()), Path: "/", Body: []byte("{}"), HeaderWait: bound}
+	for i := range 2 {
+		resp, err := u.Send(t.Context(), leg)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		time.Sleep(2 * bound) // idle past the exchange's bound
+	}
+	if n := eng.accepted.Load(); n != 1 {
+		t.Fatalf("engine accepted %d connections, want 1 (reused)", n)
+	}
+}
