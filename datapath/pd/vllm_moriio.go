@@ -358,7 +358,7 @@ func runMoRIIO(q *seq) {
 		rank.release()
 		if prefill.ID != q.pair.Prefill.ID {
 			// An alternate passed moriPair above: its side is valid.
-			ps, _, _ = moriPair(prefill, q.pair.Decode, req.Rule)
+			ps, _ = moriSideOf(prefill, req.Rule)
 		}
 		rank = q.moriRankFor(prefill, ps) // moriio_dp.go
 		leg := q.moriPrefillLeg(prefill, suffix, tid, ds)
