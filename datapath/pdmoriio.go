@@ -18,7 +18,6 @@ func (rt *Runtime) refuseMoRIIOUnsplit(x *exchange, c *compiled, route pdRoute) 
 	if route.reason != reasonNoTransfer || c.rule.Engine != spec.EngineVLLM || !pd.HasMoRIIOEndpoint(c.rule) {
 		return false
 	}
-	rt.fail(x, c, -1, http.StatusNotImplemented, pd.CodeMoRIIORouteUnsupported,
-		"MoRI-IO prefill/decode serves /v1/completions and /v1/chat/completions only, not "+x.r.URL.Path)
+	rt.fail(x, c, -1, http.StatusNotImplemented, pd.CodeMoRIIORouteUnsupported, pd.MoRIIORouteMessage(x.r.URL.Path))
 	return true
 }

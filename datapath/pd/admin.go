@@ -39,6 +39,10 @@ func AdminPaths(engine spec.Engine) []string { return pathsOf(adminPaths, engine
 // engine's).
 func SealedAdminPaths(engine spec.Engine) []string { return pathsOf(sealedPaths, engine) }
 
+// pathsOf is engine's paths in reg, sorted and deduplicated in a new slice.
+// Whether engine is known is asked of adminPaths, the registry of every
+// engine: a known engine with no entry in reg has none, and an unknown one
+// gets the union of reg.
 func pathsOf(reg map[spec.Engine][]string, engine spec.Engine) []string {
 	if _, known := adminPaths[engine]; known {
 		out := slices.Clone(reg[engine])

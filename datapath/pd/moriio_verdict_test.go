@@ -26,7 +26,9 @@ func TestMoRIIOConcurrentPrefillVerdicts(t *testing.T) {
 		t.Fatal("no vLLM dialect")
 	}
 	f, dec := writeFleet(t, pdfake.NewMoRIIOFabric())
-	p := oversizedRefusal(t, 4<<10)
+	// The refusal waits for the decode leg to arrive: answered first, the
+	// prefill's 400 could drop the decode before it reached the engine.
+	p := oversizedRefusal(t, 4<<10, func(r *http.Request) { _ = f.dec.WaitReceived(r.Context(), 1) })
 	res := f.do(t, d, pathCompletions, clientBody(pathCompletions, false), pd.Pair{Prefill: p, Decode: dec}, 0)
 	if res.status != http.StatusBadRequest || res.out.HandoffInvalid || !res.out.Relayed || res.out.FailedPhase != pd.PhasePrefill {
 		t.Fatalf("client got %d %q (outcome %+v), want the prefill's 400 relayed", res.status, res.header.Get("X-Infergate-Error"), res.out)
@@ -73,10 +75,11 @@ func TestMoRIIOConcurrentDecodeTimeout(t *testing.T) {
 }
 
 // oversizedRefusal is a MoRI-IO WRITE prefill that refuses every request
-// with a 400 whose body is n bytes.
-func oversizedRefusal(t *testing.T, n int) spec.Endpoint {
+// with a 400 whose body is n bytes, once before(r) has returned.
+func oversizedRefusal(t *testing.T, n int, before func(*http.Request)) spec.Endpoint {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		before(r)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
 		_, _ = w.Write([]byte(`{"object":"error","message":"` + strings.Repeat("x", n) + `","code":400}`))

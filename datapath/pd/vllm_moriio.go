@@ -314,6 +314,13 @@ func intOrDecimal(v []byte) (int64, bool) {
 	return jsonInt(v)
 }
 
+// MoRIIORouteMessage is the client message of 501
+// CodeMoRIIORouteUnsupported for path, whether the dialect refuses it (a
+// path it would split) or the datapath does (one it would send unsplit).
+func MoRIIORouteMessage(path string) string {
+	return "MoRI-IO prefill/decode serves /v1/completions and /v1/chat/completions only, not " + path
+}
+
 // runMoRIIO is the MoRI-IO sequence. Before any leg: the route (501), the
 // pair (503) and the request shape (400). Then a one-token prefill tagged
 // with a fresh transfer id (one failover, on a prefill that pairs with the
@@ -324,8 +331,7 @@ func intOrDecimal(v []byte) (int64, bool) {
 func runMoRIIO(q *seq) {
 	req, o := q.req, q.o
 	if !isCompletions(req.Path) && !isChat(req.Path) {
-		q.fail(PhasePrefill, http.StatusNotImplemented, CodeMoRIIORouteUnsupported,
-			"MoRI-IO prefill/decode serves /v1/completions and /v1/chat/completions only, not "+req.Path)
+		q.fail(PhasePrefill, http.StatusNotImplemented, CodeMoRIIORouteUnsupported, MoRIIORouteMessage(req.Path))
 		return
 	}
 	ps, ds, err := moriPair(q.pair.Prefill, q.pair.Decode, req.Rule)
@@ -358,7 +364,7 @@ func runMoRIIO(q *seq) {
 		rank.release()
 		if prefill.ID != q.pair.Prefill.ID {
 			// An alternate passed moriPair above: its side is valid.
-			ps, _, _ = moriPair(prefill, q.pair.Decode, req.Rule)
+			ps, _ = moriSideOf(prefill, req.Rule)
 		}
 		rank = q.moriRankFor(prefill, ps) // moriio_dp.go
 		leg := q.moriPrefillLeg(prefill, suffix, tid, ds)
