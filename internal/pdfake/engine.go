@@ -468,8 +468,9 @@ func (e *Engine) nextFault() Fault {
 }
 
 // readBody reads r's body into one buffer of its declared length (io.ReadAll
-// grows one by doubling: for a 400 KB prompt about 1 MB of garbage per leg,
-// which the large-prompt benchmark's samples then pay for in GC).
+// grows one step by step, leaving the earlier buffers — together more than
+// the prompt itself — as garbage per leg, which the large-prompt
+// benchmark's samples then pay for in GC).
 func readBody(r *http.Request) ([]byte, error) {
 	n := r.ContentLength
 	if n <= 0 || n > 64<<20 {
