@@ -134,14 +134,7 @@ func newPDFleet(t *testing.T, o Options, engine spec.Engine, np, nd int, mod ...
 	m := metrics.New()
 	f.reg = m.Registry
 	f.rt = NewWithMetrics(o, m, nil)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := f.rt.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		assertNoDatapathGoroutines(t)
-	})
+	closeAtEnd(t, f.rt)
 	if err := f.rt.Install(nil, r); err != nil {
 		t.Fatal(err)
 	}
