@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/infergate/infergate/datapath/pd"
-	"github.com/infergate/infergate/spec"
 )
 
 // refuseMoRIIOUnsplit answers 501 moriio_route_unsupported, before anything
@@ -15,7 +14,7 @@ import (
 // (tokenize, models, …) generate nothing and are not refused. It reports
 // whether the client was answered.
 func (rt *Runtime) refuseMoRIIOUnsplit(x *exchange, c *compiled, route pdRoute) bool {
-	if route.reason != reasonNoTransfer || c.rule.Engine != spec.EngineVLLM || !pd.HasMoRIIOEndpoint(c.rule) {
+	if route.reason != reasonNoTransfer || !c.pd.moriio {
 		return false
 	}
 	rt.fail(x, c, -1, http.StatusNotImplemented, pd.CodeMoRIIORouteUnsupported, pd.MoRIIORouteMessage(x.r.URL.Path))

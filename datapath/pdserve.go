@@ -310,7 +310,7 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	}
 	rt.feedLegs(c, &o, pi, di)
 	c.noteMooncakeOutcome(&o) // mooncakeid.go
-	served := c.servedDecode(&o, di)
+	served := c.chargedEndpoint(&o, di)
 	x.obs.pdServed(c, tr, &o, model, served)
 	// Charged to the decode that served: after a decode failover the first
 	// choice never got the request.
@@ -356,15 +356,23 @@ func othersByLoad(cands []ladder.Candidate, chosen int) []ladder.Candidate {
 	return alt
 }
 
-// servedDecode is the index of the decode the request ended on: the last
-// decode leg's endpoint (a decode failover moves it), else di.
-func (c *compiled) servedDecode(o *pd.Outcome, di int) int {
+// chargedEndpoint is the index of the endpoint the request is charged to
+// (its requests_total series, bytes, the access log's endpoint): the last
+// decode leg's (a decode failover moves it); with no decode leg — a handoff
+// refused, a prefill that failed, a TensorRT-LLM early exit — the last
+// leg's, the engine that decided the answer; with no leg at all, di.
+func (c *compiled) chargedEndpoint(o *pd.Outcome, di int) int {
 	for k := len(o.Legs) - 1; k >= 0; k-- {
 		if o.Legs[k].Phase == pd.PhaseDecode {
 			if i := c.indexOf(o.Legs[k].Endpoint.ID); i >= 0 {
 				return i
 			}
-			break
+			return di
+		}
+	}
+	if n := len(o.Legs); n > 0 {
+		if i := c.indexOf(o.Legs[n-1].Endpoint.ID); i >= 0 {
+			return i
 		}
 	}
 	return di

@@ -134,14 +134,7 @@ func newPDFleet(t *testing.T, o Options, engine spec.Engine, np, nd int, mod ...
 	m := metrics.New()
 	f.reg = m.Registry
 	f.rt = NewWithMetrics(o, m, nil)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := f.rt.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		assertNoDatapathGoroutines(t)
-	})
+	closeAtEnd(t, f.rt)
 	if err := f.rt.Install(nil, r); err != nil {
 		t.Fatal(err)
 	}
@@ -901,5 +894,33 @@ func TestPDRequestsModelLabel(t *testing.T) {
 	}
 	if labels[""] || !labels[pd.ModelOther] || len(labels) != pd.DefaultMaxModelLabels+1 {
 		t.Fatalf("model labels %v: want the %d learned models and %q, never empty", labels, pd.DefaultMaxModelLabels, pd.ModelOther)
+	}
+}
+
+// TestChargedEndpoint: a P/D request is charged to the decode that
+// answered; when no decode leg ran (a refused handoff, a failed prefill, a
+// TensorRT-LLM early exit) to the engine that decided the answer, not to the
+// decode the ladder chose and never sent to.
+func TestChargedEndpoint(t *testing.T) {
+	c := &compiled{eps: []*endpoint{{id: "p1"}, {id: "p2"}, {id: "d1"}, {id: "d2"}}}
+	leg := func(p pd.Phase, id string) pd.LegResult {
+		return pd.LegResult{Phase: p, Endpoint: spec.Endpoint{ID: id}}
+	}
+	const chosen = 2 // d1
+	for _, tc := range []struct {
+		name string
+		legs []pd.LegResult
+		want int
+	}{
+		{"both legs", []pd.LegResult{leg(pd.PhasePrefill, "p1"), leg(pd.PhaseDecode, "d1")}, 2},
+		{"decode failover", []pd.LegResult{leg(pd.PhasePrefill, "p1"), leg(pd.PhaseDecode, "d1"), leg(pd.PhaseDecode, "d2")}, 3},
+		{"handoff refused", []pd.LegResult{leg(pd.PhasePrefill, "p1")}, 0},
+		{"prefill retried elsewhere, then refused", []pd.LegResult{leg(pd.PhasePrefill, "p1"), leg(pd.PhasePrefill, "p2")}, 1},
+		{"no leg", nil, chosen},
+		{"decode unknown to the rule", []pd.LegResult{leg(pd.PhasePrefill, "p1"), leg(pd.PhaseDecode, "gone")}, chosen},
+	} {
+		if got := c.chargedEndpoint(&pd.Outcome{Legs: tc.legs}, chosen); got != tc.want {
+			t.Errorf("%s: charged %d, want %d", tc.name, got, tc.want)
+		}
 	}
 }

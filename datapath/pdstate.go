@@ -24,7 +24,10 @@ type pdView struct {
 	prefix   *ladder.PrefixTier // nil unless pd_cache_aware_mode
 	kvTier   *ladder.KVExact    // nil unless kvExactMode 1
 	hasRole0 bool
-	models   *pd.ModelLabels // model label of loxilb_ai_pd_requests_total
+	// moriio: a vLLM rule with a MoRI-IO endpoint (refuseMoRIIOUnsplit),
+	// decided once here rather than by a scan of the endpoints per request.
+	moriio bool
+	models *pd.ModelLabels // model label of loxilb_ai_pd_requests_total
 }
 
 // prefixState is a rule's Tier 1 index, kept across updates while the rule
@@ -87,6 +90,7 @@ func (rt *Runtime) attachLocked(rs *ruleState, c *compiled, prevRule *spec.Rule)
 			p.hasRole0 = true
 		}
 	}
+	p.moriio = r.Engine == spec.EngineVLLM && pd.HasMoRIIOEndpoint(r)
 	ttl := r.PD.SessionTTL
 	if ttl <= 0 {
 		ttl = defaultSessionTTL

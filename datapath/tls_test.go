@@ -55,14 +55,7 @@ func newTLSEnv(t *testing.T, hosts ...string) *tlsEnv {
 	m := metrics.New()
 	e.reg = m.Registry
 	e.rt = NewWithMetrics(o, m, nil)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := e.rt.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		assertNoDatapathGoroutines(t)
-	})
+	closeAtEnd(t, e.rt)
 	return e
 }
 

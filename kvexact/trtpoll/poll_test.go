@@ -114,7 +114,7 @@ func TestPollerCapture(t *testing.T) {
 	inv := kvexact.NewInventory(kvexact.Options{Rule: "r", BlockSize: 32, Warmup: time.Nanosecond})
 	p := Start(Target{Endpoint: "ep", URL: d.srv.URL}, inv, Options{Rule: "r", Interval: time.Millisecond, BlockSize: 32})
 	defer p.Close()
-	waitFor(t, "four drains", func() bool { return d.servedAtLeast(5) })
+	waitFor(t, "the four drains and one poll after them", func() bool { return d.servedAtLeast(5) })
 	if got := inv.Blocks("ep"); got != 1 {
 		t.Fatalf("blocks = %d, want 1 (the partial block is skipped)", got)
 	}
@@ -270,7 +270,7 @@ func TestHubSharesDrain(t *testing.T) {
 	d.drains = captureDrains()[:4]
 	served := d.served
 	d.mu.Unlock()
-	waitFor(t, "four drains", func() bool { return d.servedAtLeast(served + 5) })
+	waitFor(t, "the four drains and one poll after them", func() bool { return d.servedAtLeast(served + 5) })
 	for name, inv := range map[string]*kvexact.Inventory{"a": a, "b": b} {
 		if next, ok := inv.NextSeq("ep", 0); !ok || next != 8 || inv.Blocks("ep") != 1 {
 			t.Fatalf("%s: next seq %d %v, %d blocks; want 8 and 1 (every event)", name, next, ok, inv.Blocks("ep"))
