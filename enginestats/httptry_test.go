@@ -117,7 +117,7 @@ func TestTryReceive(t *testing.T) {
 		}
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		return g.c == nil
+		return g.so == nil
 	})
 	if g.presend() {
 		t.Error("presend wrote on a connection the engine closed")

@@ -249,9 +249,9 @@ func (w *worker) scrapeOnce(k kick) {
 }
 
 // tryInline finishes a scrape whose request presend wrote, on the
-// scheduler's goroutine, when the whole answer has already arrived; false
-// leaves it to the worker. The scheduler holds busy, so the worker's
-// state is its alone meanwhile.
+// scheduler's goroutine, when the whole answer has already arrived, and
+// frees the worker; false leaves the scrape pending. The scheduler holds
+// busy, so the worker's state is its alone meanwhile.
 func (w *worker) tryInline(k kick) bool {
 	g := w.lean.Load()
 	if g == nil {
@@ -263,6 +263,7 @@ func (w *worker) tryInline(k kick) bool {
 	}
 	sample, reason := w.leanOutcome(body, err, k.start.Add(w.s.opts.Timeout))
 	w.publish(sample, reason, k.start)
+	w.busy.Store(false)
 	return true
 }
 
