@@ -81,14 +81,14 @@ func (sc *schedule) nextLocked(interval time.Duration) (time.Duration, bool) {
 // scheduler reads every answer that has arrived whole, then sleeps
 // pollFirst and reads again, doubling the pause, for as long as
 // pollBudget allows; only what is still unanswered then goes to its
-// worker. A worker costs a wake-up of its own and a park on the poller
-// (about as much as the scrape), where one more pass of the scheduler
-// costs one timer wake-up for the whole burst and a read that finds
-// nothing per answer still missing. Engines take from a fraction of a
-// millisecond (the cost test's servers) to several (Python's
-// prometheus_client building the exposition), so the passes are spaced
-// to catch both; an engine slower than the budget is left to its worker,
-// which waits on the poller until the scrape's deadline.
+// worker. A worker costs a wake-up of its own and sleeps of its own
+// (its socket is off the runtime's poller: httptry.go), where one more
+// pass of the scheduler costs one timer wake-up for the whole burst and
+// a read that finds nothing per answer still missing. Engines take from
+// a fraction of a millisecond (the cost test's servers) to several
+// (Python's prometheus_client building the exposition), so the passes
+// are spaced to catch both; an engine slower than the budget is left to
+// its worker, which polls until the scrape's deadline.
 const (
 	pollFirst  = 500 * time.Microsecond
 	pollBudget = 32 * time.Millisecond // at most; never over half the pause between bursts

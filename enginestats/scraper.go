@@ -211,7 +211,7 @@ type worker struct {
 
 	buf []byte
 	// lean is the plaintext fast path (nil: net/http); atomic because
-	// Scraper.leaveLocked closes its connection to end a blocked scrape.
+	// Scraper.leaveLocked closes its connection to end a waiting scrape.
 	lean       atomic.Pointer[getter]
 	last       *Snapshot // the snapshot the last scrape published
 	completed  float64   // last FieldCompleted seen
