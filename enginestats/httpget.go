@@ -22,10 +22,9 @@ type getter struct {
 	addr string // host:port to dial
 	req  []byte // the whole request, built once
 
-	mu sync.Mutex // guards c against close from Scraper.Drop
-	c  net.Conn
-	br *bufio.Reader // reads so
-	so *socket
+	mu sync.Mutex       // guards so and br against close from Scraper.Drop
+	so *socket          // the connection; nil: none open
+	br *bufio.Reader    // reads so
 	lr io.LimitedReader // a Content-Length body; reused
 }
 
@@ -66,20 +65,21 @@ var (
 // and get retries once on a fresh one).
 func (g *getter) send(deadline time.Time) (reused bool, err error) {
 	g.mu.Lock()
-	c, so := g.c, g.so
+	so := g.so
 	g.mu.Unlock()
-	if c == nil {
-		if c, err = (&net.Dialer{Deadline: deadline}).Dial("tcp", g.addr); err != nil {
+	if so == nil {
+		c, err := (&net.Dialer{Deadline: deadline}).Dial("tcp", g.addr)
+		if err != nil {
 			return false, err
 		}
 		so = newSocket(c)
 		g.mu.Lock()
-		g.c, g.br, g.so = c, bufio.NewReaderSize(so, 16<<10), so
+		g.so, g.br = so, bufio.NewReaderSize(so, 16<<10)
 		g.mu.Unlock()
 	} else {
 		reused = true
 	}
-	return reused, g.write(c, so, deadline)
+	return reused, g.write(so, deadline)
 }
 
 // presend writes the request on the open connection, if there is one, so
@@ -90,10 +90,10 @@ func (g *getter) send(deadline time.Time) (reused bool, err error) {
 // it all, dial included.
 func (g *getter) presend() bool {
 	g.mu.Lock()
-	c, so := g.c, g.so
+	so := g.so
 	g.mu.Unlock()
-	if c == nil {
-		return false
+	if so == nil || !so.raw {
+		return false // net.Conn has no write that never waits
 	}
 	if err := so.write(g.req, false); err != nil {
 		g.close()
@@ -102,10 +102,10 @@ func (g *getter) presend() bool {
 	return true
 }
 
-// write sets the scrape's deadline on c and writes the request; a failure
+// write sets the scrape's deadline on so and writes the request; a failure
 // closes the connection.
-func (g *getter) write(c net.Conn, so *socket, deadline time.Time) error {
-	err := c.SetDeadline(deadline)
+func (g *getter) write(so *socket, deadline time.Time) error {
+	err := so.setDeadline(deadline)
 	if err == nil {
 		err = so.write(g.req, true)
 	}
@@ -130,9 +130,9 @@ func (g *getter) get(deadline time.Time, limit int64, buf []byte, sent bool) ([]
 		}
 	}
 	g.mu.Lock()
-	c, br := g.c, g.br
+	so, br := g.so, g.br
 	g.mu.Unlock()
-	if c == nil {
+	if so == nil {
 		if sent && time.Now().Before(deadline) {
 			// tryReceive dropped a connection the engine had closed, and
 			// presend's request with it: ask again on a fresh one.
@@ -141,7 +141,7 @@ func (g *getter) get(deadline time.Time, limit int64, buf []byte, sent bool) ([]
 		return buf, net.ErrClosed // stopped meanwhile
 	}
 	if sent {
-		if err := c.SetDeadline(deadline); err != nil {
+		if err := so.setDeadline(deadline); err != nil {
 			g.close()
 			return buf, err
 		}
@@ -156,10 +156,11 @@ func (g *getter) get(deadline time.Time, limit int64, buf []byte, sent bool) ([]
 		g.close()
 		return body, err
 	}
-	// Clear the deadline: its timer would otherwise stay in the runtime's
-	// heap at the time it was first set and wake the process there for
-	// nothing, every scrape. A cleared one is dropped at the next check.
-	_ = c.SetDeadline(time.Time{})
+	// Clear the deadline: on a connection the runtime polls, its timer
+	// would otherwise stay in the runtime's heap at the time it was first
+	// set and wake the process there for nothing, every scrape. A cleared
+	// one is dropped at the next check.
+	_ = so.setDeadline(time.Time{})
 	return body, nil
 }
 
@@ -250,8 +251,8 @@ func (g *getter) receive(br *bufio.Reader, limit int64, buf []byte) (body []byte
 func (g *getter) close() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.c != nil {
-		_ = g.c.Close()
-		g.c, g.br, g.so = nil, nil, nil
+	if g.so != nil {
+		g.so.close()
+		g.so, g.br = nil, nil
 	}
 }

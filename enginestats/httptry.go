@@ -6,109 +6,168 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"strconv"
+	"sync"
 	"syscall"
+	"time"
 )
 
 // errWouldBlock: a try read found nothing to read yet.
 var errWouldBlock = errors.New("no data yet")
 
+// Pauses of a read or write on a detached socket that has to wait: the
+// first, doubling up to the longest (which bounds how late a wait sees its
+// deadline or a close).
+const (
+	rawPollFirst = time.Millisecond
+	rawPollMax   = 32 * time.Millisecond
+)
+
 // socket is a getter's connection as its bufio.Reader reads it and its
-// requests are written: through rawRead and rawWrite, waiting on the
-// runtime's poller like net.Conn does (deadline included), or, while try
-// is set, with read attempts that never wait (errWouldBlock). The
-// scheduler reads answers that have already arrived this way and leaves
-// the others to their worker, so it never waits on an engine. One
-// goroutine at a time uses it (the scheduler or the worker, in turn).
+// requests are written. On Linux it is detached: its descriptor is taken
+// off the runtime's poller (detach) and read and written with rawRead and
+// rawWrite, which never block. The poller would wake a thread for every
+// answer that arrives on a socket it watches, whether or not anything
+// waits for it (strace of TestScrapeCost: one epoll_pwait return per
+// answer, most of them while the scheduler is still writing the burst);
+// the scheduler reads the answers itself, so those wake-ups were pure
+// cost. Detached, nothing wakes when an answer arrives: a reader that
+// must wait (a worker with a slow engine) sleeps rawPollFirst, doubling
+// up to rawPollMax, and tries again until its deadline. With try set a
+// read never waits (errWouldBlock): the scheduler reads answers that have
+// already arrived this way and leaves the others. Elsewhere it reads and
+// writes through net.Conn and has no try reads. One goroutine at a time
+// reads or writes it (the scheduler or the worker, in turn); close may
+// come from any goroutine.
 type socket struct {
-	c   net.Conn
-	rc  syscall.RawConn // nil: net.Conn's own Read and Write; no try reads
-	try bool
+	c   net.Conn // not detached: the connection
+	raw bool     // detached: fd below
 
-	// The raw callbacks, built once, and their arguments and results: a
-	// closure per call would cost three allocations per read or write.
-	readFn, writeFn func(fd uintptr) bool
-	p               []byte
-	n               int
-	errno           error
-	wait            bool // writeFn waits for room
+	// mu is held over every system call on fd and by close, so fd is
+	// never used once closed (its number may belong to another file by
+	// then).
+	mu       sync.Mutex
+	fd       int // -1 once closed
+	deadline time.Time
+	try      bool
 }
 
+// newSocket takes over c: detached when this platform can (c is then
+// closed; the socket holds a duplicate of its descriptor), else as is.
 func newSocket(c net.Conn) *socket {
-	so := &socket{c: c}
-	if sc, ok := c.(syscall.Conn); ok && rawIO {
-		so.rc, _ = sc.SyscallConn()
+	if rawIO {
+		if fd, err := detach(c); err == nil {
+			_ = c.Close()
+			return &socket{raw: true, fd: fd}
+		}
 	}
-	so.readFn, so.writeFn = so.readOnce, so.writeAll
-	return so
+	return &socket{c: c, fd: -1}
 }
 
-func (so *socket) readOnce(fd uintptr) bool {
-	so.n, so.errno = rawRead(fd, so.p)
-	return so.errno != syscall.EAGAIN || so.try // false: wait until readable
+// setDeadline bounds the reads and writes that wait (zero: none).
+func (so *socket) setDeadline(t time.Time) error {
+	if !so.raw {
+		return so.c.SetDeadline(t)
+	}
+	so.deadline = t
+	return nil
 }
 
-func (so *socket) writeAll(fd uintptr) bool {
-	for len(so.p) > 0 {
-		n, e := rawWrite(fd, so.p)
-		if e == syscall.EAGAIN {
-			return !so.wait // false: wait for room
-		}
-		if e != nil {
-			so.errno = e
-			return true
-		}
-		so.p = so.p[n:]
+// close closes the connection; a read or write waiting on it returns
+// within rawPollMax (net.ErrClosed).
+func (so *socket) close() {
+	if !so.raw {
+		_ = so.c.Close()
+		return
 	}
-	return true
+	so.mu.Lock()
+	defer so.mu.Unlock()
+	if so.fd >= 0 {
+		_ = syscall.Close(so.fd)
+		so.fd = -1
+	}
+}
+
+// rawOp runs op once on the descriptor, never after close.
+func (so *socket) rawOp(op func(uintptr, []byte) (int, error), p []byte) (int, error) {
+	so.mu.Lock()
+	defer so.mu.Unlock()
+	if so.fd < 0 {
+		return 0, net.ErrClosed
+	}
+	return op(uintptr(so.fd), p)
+}
+
+// pause waits before the next try of a detached read or write: d, or
+// what is left before the deadline; os.ErrDeadlineExceeded (a net.Error
+// timeout) once it has passed.
+func (so *socket) pause(d time.Duration) error {
+	if !so.deadline.IsZero() {
+		left := time.Until(so.deadline)
+		if left <= 0 {
+			return os.ErrDeadlineExceeded
+		}
+		d = min(d, left)
+	}
+	time.Sleep(d)
+	return nil
 }
 
 func (so *socket) Read(p []byte) (int, error) {
-	if so.rc == nil {
+	if !so.raw {
 		if so.try {
 			return 0, errWouldBlock
 		}
 		return so.c.Read(p)
 	}
-	so.p = p
-	err := so.rc.Read(so.readFn)
-	n, errno := so.n, so.errno
-	so.p = nil
-	switch {
-	case err != nil:
-		return 0, err // deadline or closed
-	case errno == syscall.EAGAIN:
-		return 0, errWouldBlock
-	case errno != nil:
-		return 0, errno
-	case n == 0 && len(p) > 0:
-		return 0, io.EOF
+	for wait := rawPollFirst; ; wait = min(2*wait, rawPollMax) {
+		n, err := so.rawOp(rawRead, p)
+		switch {
+		case err == syscall.EAGAIN:
+		case err != nil:
+			return 0, err
+		case n == 0 && len(p) > 0:
+			return 0, io.EOF
+		default:
+			return n, nil
+		}
+		if so.try {
+			return 0, errWouldBlock
+		}
+		if err := so.pause(wait); err != nil {
+			return 0, err
+		}
 	}
-	return n, nil
 }
 
 // write writes all of p. With wait false it never waits for room in the
 // socket's buffer (errWouldBlock; the request may then be cut short); one
 // small request on an idle connection always fits.
 func (so *socket) write(p []byte, wait bool) error {
-	if so.rc == nil {
+	if !so.raw {
 		if !wait {
 			return errWouldBlock
 		}
 		_, err := so.c.Write(p)
 		return err
 	}
-	so.p, so.wait, so.errno = p, wait, nil
-	err := so.rc.Write(so.writeFn)
-	left, errno := len(so.p), so.errno
-	so.p = nil
-	switch {
-	case err != nil:
-		return err
-	case errno != nil:
-		return errno
-	case left > 0:
-		return errWouldBlock
+	for pause := rawPollFirst; len(p) > 0; {
+		n, err := so.rawOp(rawWrite, p)
+		switch {
+		case err == syscall.EAGAIN:
+			if !wait {
+				return errWouldBlock
+			}
+			if err := so.pause(pause); err != nil {
+				return err
+			}
+			pause = min(2*pause, rawPollMax)
+		case err != nil:
+			return err
+		default:
+			p = p[n:]
+		}
 	}
 	return nil
 }
@@ -119,21 +178,22 @@ func (so *socket) write(p []byte, wait bool) error {
 // and nothing is consumed, so the worker's get reads it from the start.
 func (g *getter) tryReceive(limit int64, buf []byte) (body []byte, done bool, err error) {
 	g.mu.Lock()
-	c, br, so := g.c, g.br, g.so
+	br, so := g.br, g.so
 	g.mu.Unlock()
-	if c == nil {
+	if so == nil {
 		return buf, false, nil
 	}
 	so.try = true
 	defer func() { so.try = false }()
-	if _, err := br.Peek(1); err != nil {
-		if !errors.Is(err, errWouldBlock) {
-			g.close() // the engine closed the idle connection: redial
+	// Read what has arrived on top of what an earlier try left buffered,
+	// until the answer is whole or nothing more is there.
+	for n := 1; !answered(peekBuffered(br)); n = br.Buffered() + 1 {
+		if _, err := br.Peek(n); err != nil {
+			if !errors.Is(err, errWouldBlock) && !errors.Is(err, bufio.ErrBufferFull) {
+				g.close() // the engine closed the idle connection: redial
+			}
+			return buf, false, nil
 		}
-		return buf, false, nil
-	}
-	if !answered(peekBuffered(br)) {
-		return buf, false, nil
 	}
 	body, keep, err := g.receive(br, limit, buf)
 	if errors.Is(err, errWouldBlock) {

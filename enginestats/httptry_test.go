@@ -103,6 +103,22 @@ func TestTryReceive(t *testing.T) {
 		t.Fatalf("get after a try: %q, %v", got, err)
 	}
 
+	// In two pieces again: a later try reads the rest on top of what the
+	// first one left buffered, without the worker.
+	if !g.presend() {
+		t.Fatal("presend failed")
+	}
+	answers <- "HTTP/1.1 200 OK\r\nContent-Length: 28\r\n\r\nvllm:num_|requests_running 1\n"
+	time.Sleep(30 * time.Millisecond)
+	if _, done, _ := g.tryReceive(1<<20, nil); done {
+		t.Fatal("half an answer was taken")
+	}
+	time.Sleep(60 * time.Millisecond) // the rest has arrived
+	got, done, err = g.tryReceive(1<<20, nil)
+	if !done || err != nil || string(got) != body {
+		t.Fatalf("second try after the rest arrived: %q, done %v, err %v", got, done, err)
+	}
+
 	// Nothing yet: not done, and the connection stays.
 	if !g.presend() {
 		t.Fatal("presend failed")
@@ -117,7 +133,7 @@ func TestTryReceive(t *testing.T) {
 		}
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		return g.c == nil
+		return g.so == nil
 	})
 	if g.presend() {
 		t.Error("presend wrote on a connection the engine closed")

@@ -9,8 +9,8 @@ import (
 const (
 	// DefaultInterval is the pause between two scrapes of one endpoint:
 	// short enough that a queue built in a second is seen. Its cost: 64
-	// endpoints took 1.0–1.3 % of one core of a loaded 2-core host
-	// (TestScrapeCost, ENGINESTATS_COST=1).
+	// endpoints took 0.8–1.1 % of one core of a loaded 2-core host
+	// (TestScrapeCost, ENGINESTATS_COST=1; docs/performance.md).
 	DefaultInterval = 250 * time.Millisecond
 	// DefaultTimeout bounds one scrape (connect to last byte); a port that
 	// hangs costs one goroutine waiting, never a request.

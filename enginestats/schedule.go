@@ -42,6 +42,8 @@ type schedule struct {
 	stop    chan struct{}
 	due     []*worker // the burst being started; reused
 	kicks   []kick    // due's kicks; the loop's only
+	pend    []int     // indices in due of answers not read yet; the loop's only
+	poll    *time.Timer
 }
 
 // add appends a new worker; it is kicked by the next burst that reaches it.
@@ -75,19 +77,38 @@ func (sc *schedule) nextLocked(interval time.Duration) (time.Duration, bool) {
 	return interval / time.Duration(bursts), true
 }
 
-// start starts the scrapes of one burst. The requests on open plaintext
-// connections are all written here first; then every answer that has
-// already arrived whole is read and published here too, and only the
-// others (and targets to dial, TLS targets, slow engines) wake their
-// worker. The common scrape thus costs one write and one read on this
-// goroutine and no thread hand-off; the runtime never sees a goroutine
-// runnable behind a write (it would hand the processor to another thread
-// and its monitor would poll every 20 µs).
-func (s *Scraper) start(due []*worker) {
+// Waiting for a burst's answers. After writing a burst's requests the
+// scheduler reads every answer that has arrived whole, then sleeps
+// pollFirst and reads again, doubling the pause, for as long as
+// pollBudget allows; only what is still unanswered then goes to its
+// worker. A worker costs a wake-up of its own and sleeps of its own
+// (its socket is off the runtime's poller: httptry.go), where one more
+// pass of the scheduler costs one timer wake-up for the whole burst and
+// a read that finds nothing per answer still missing. Engines take from
+// a fraction of a millisecond (the cost test's servers) to several
+// (Python's prometheus_client building the exposition), so the passes
+// are spaced to catch both; an engine slower than the budget is left to
+// its worker, which polls until the scrape's deadline.
+const (
+	pollFirst  = 500 * time.Microsecond
+	pollBudget = 32 * time.Millisecond // at most; never over half the pause between bursts
+)
+
+// start starts the scrapes of one burst and returns when each has been
+// published or handed to its worker, within budget. The requests on open
+// plaintext connections are all written here first; the answers that
+// arrive whole within the budget are read and published here (see
+// pollFirst), and only the others (and targets to dial, TLS targets,
+// slow engines) wake their worker. The common scrape thus costs one
+// write and one read on this goroutine and no thread hand-off; the
+// runtime never sees a goroutine runnable behind a write (it would hand
+// the processor to another thread and its monitor would poll every
+// 20 µs). It returns false when the scraper stopped meanwhile.
+func (s *Scraper) start(due []*worker, budget time.Duration) bool {
 	ks := s.sched.kicks[:0]
 	for _, w := range due {
 		// A worker still busy with its last scrape (a slow engine) sits
-		// this burst out; busy also keeps the send below from blocking.
+		// this burst out; busy also keeps the hand-over from blocking.
 		if !w.busy.CompareAndSwap(false, true) {
 			ks = append(ks, kick{})
 			continue
@@ -98,20 +119,62 @@ func (s *Scraper) start(due []*worker) {
 		}
 		ks = append(ks, k)
 	}
+	s.sched.kicks = ks
+	pend := s.sched.pend[:0]
 	for i, w := range due {
-		if ks[i].start.IsZero() {
-			continue
-		}
-		if ks[i].sent && w.tryInline(ks[i]) {
-			w.busy.Store(false)
-			continue
-		}
-		select {
-		case w.kick <- ks[i]:
+		switch {
+		case ks[i].start.IsZero():
+		case ks[i].sent:
+			pend = append(pend, i)
 		default:
+			w.handOver(ks[i]) // nothing written: the worker dials or uses net/http
 		}
 	}
-	s.sched.kicks = ks
+	stopped := false
+	deadline := time.Now().Add(budget)
+	for pause := pollFirst; ; pause *= 2 {
+		pend = slices.DeleteFunc(pend, func(i int) bool {
+			return due[i].ctx.Err() != nil || due[i].tryInline(ks[i]) // stopped: nothing to publish
+		})
+		if len(pend) == 0 || !time.Now().Add(pause).Before(deadline) {
+			break
+		}
+		if !s.sched.sleep(pause) {
+			stopped = true
+			break
+		}
+	}
+	for _, i := range pend {
+		due[i].handOver(ks[i])
+	}
+	s.sched.pend = pend
+	return !stopped
+}
+
+// handOver gives a scrape the scheduler started to the worker's
+// goroutine. The worker is idle (the scheduler set busy), so the kick
+// never waits.
+func (w *worker) handOver(k kick) {
+	select {
+	case w.kick <- k:
+	default:
+	}
+}
+
+// sleep pauses the scheduler for d; false when the scraper stopped.
+func (sc *schedule) sleep(d time.Duration) bool {
+	if sc.poll == nil {
+		sc.poll = time.NewTimer(d)
+	} else {
+		sc.poll.Reset(d)
+	}
+	select {
+	case <-sc.stop:
+		sc.poll.Stop()
+		return false
+	case <-sc.poll.C:
+		return true
+	}
 }
 
 // startLocked runs the loop if there are targets and it is not running.
@@ -145,8 +208,11 @@ func (s *Scraper) runSchedule(stop <-chan struct{}) {
 		if !more {
 			return
 		}
-		s.start(due)
-		t.Reset(pause)
+		next := time.Now().Add(pause)
+		if !s.start(due, min(pause/2, pollBudget)) {
+			return
+		}
+		t.Reset(time.Until(next))
 	}
 }
 

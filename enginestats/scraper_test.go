@@ -366,3 +366,29 @@ func TestScrapeTLS(t *testing.T) {
 	}
 	waitFor(t, "the untrusted scrape to fail", func() bool { return untrusted.Load() != nil && untrusted.Load().Reason == ReasonConnect })
 }
+
+// TestSnapshotsStayPut: a published snapshot keeps its values while the
+// worker publishes many more (they come from shared slabs).
+func TestSnapshotsStayPut(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		n := hits.Add(1)
+		fmt.Fprintf(w, "vllm:num_requests_waiting %d\nvllm:num_requests_running 1\n", n)
+	}))
+	defer srv.Close()
+	s := New(fastOptions(), nil, nil)
+	defer s.Close()
+	var cell Cell
+	s.Set("rule", []Target{{Rule: "r", Endpoint: "e1", URL: srv.URL + "/metrics", Cell: &cell}})
+	waitFor(t, "a good scrape", func() bool { return cell.Load() != nil && cell.Load().Reason == ReasonOK })
+	first := cell.Load()
+	kept := *first
+	start := hits.Load()
+	waitFor(t, "three slabs of scrapes", func() bool { return hits.Load() >= start+3*snapshotSlab })
+	if *first != kept {
+		t.Errorf("a published snapshot changed: %+v, was %+v", *first, kept)
+	}
+	if last := cell.Load(); last == first || last.Sample.Waiting <= kept.Sample.Waiting {
+		t.Errorf("no newer snapshot: %+v after %+v", last, kept)
+	}
+}
