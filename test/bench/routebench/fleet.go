@@ -4,6 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"runtime"
 	"time"
 
 	"github.com/infergate/infergate/kvexact/bpe"
@@ -48,10 +50,22 @@ func (f *simFleet) ready(name string, args []string, tok *bpe.Tokenizer, tmpl bp
 		return err
 	}
 	o.Tokenizer, o.Template = tok, tmpl
+	shareProcs()
 	if f.inproc, err = enginesim.StartFleet(o); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil
+}
+
+// shareProcs gives this process the Ps the load generator and a separate
+// fleet process had together (GOMAXPROCS defaults to the core count in
+// each), unless GOMAXPROCS is set: on a box shared with other work the
+// kernel shares the cores by runnable thread, and moving the fleet into
+// this process should not shrink the bench's share of a busy box.
+func shareProcs() {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(2 * runtime.NumCPU())
+	}
 }
 
 // fleetOptions parses enginesim flags as the enginesim command does.
