@@ -112,6 +112,61 @@ func BenchmarkRoutePick(b *testing.B) {
 	})
 }
 
+// BenchmarkRoutePickChat is the kv arm's routing work on the multi-turn
+// workload's requests (chat bodies, 3 turns resending the history, each
+// conversation with a system prompt of its own): a conversation's first
+// turn meets its system prompt for the first time and its second turn
+// again (the tokenizer caches a segment on its second sighting), so unlike
+// the shared-prefix requests most turns tokenise text afresh. No engine
+// holds the conversations (every pick falls through), which costs the
+// tier the same tokenising and hashing as a hit.
+func BenchmarkRoutePickChat(b *testing.B) {
+	tok, _, err := enginesim.LoadTokenizer(pickTokenizer)
+	if err != nil {
+		b.Fatal(err)
+	}
+	text, err := newTextGen(tok)
+	if err != nil {
+		b.Fatal(err)
+	}
+	local := tokenize.NewLocal(tokenize.LocalOptions{Models: map[string]string{tokenize.AnyModel: pickTokenizer}})
+	inv := kvexact.NewInventory(kvexact.Options{Rule: "bench-kv", BlockSize: 16})
+	cands := make([]dppick.Candidate, 8)
+	for i := range cands {
+		cands[i] = dppick.Candidate{ID: fmt.Sprintf("e%d", i), Index: i, Load: i % 3}
+	}
+	tier := ladder.NewKVExact(ladder.KVExactOptions{Rule: "bench-kv", Index: inv, Tokenizer: local, LoadGuard: 3})
+	mt := multiTurn{Turns: 3, System: 1500, User: 200, Output: 100}
+	// bodies returns the first n turns of fresh conversations, in the
+	// order a conversation sends them.
+	conv := uint64(0)
+	bodies := func(n int) [][]byte {
+		var out [][]byte
+		for len(out) < n {
+			conv++
+			history := []map[string]string{{"role": "system", "content": text.text(seeded(7, conv), mt.System)}}
+			for t := range mt.Turns {
+				history = append(history, map[string]string{"role": "user", "content": text.text(seeded(8, conv*100+uint64(t)), mt.User)})
+				body, _ := json.Marshal(map[string]any{"model": "sim-8b", "messages": history, "max_tokens": mt.Output, "stream": true})
+				out = append(out, body)
+				history = append(history, map[string]string{"role": "assistant", "content": text.text(seeded(9, conv*100+uint64(t)), mt.Output)})
+			}
+		}
+		return out[:n]
+	}
+	b.ReportAllocs()
+	reqs := bodies(b.N)
+	b.ResetTimer()
+	defer reportCPU(b)()
+	for i := 0; i < b.N; i++ {
+		f := &dppick.Facts{Ctx: context.Background(), Path: pathChatCompletions, Model: "sim-8b", Body: reqs[i]}
+		tier.Pick(f, cands)
+		if len(f.Tokens) == 0 {
+			b.Fatalf("turn %d was not tokenised", i)
+		}
+	}
+}
+
 // reportCPU adds cpu-ns/op: this process's user+system CPU (garbage
 // collection included) over the loop, per iteration. Unlike ns/op it does
 // not count the time the benchmark waited for a core, which on a shared box
