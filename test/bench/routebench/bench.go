@@ -343,13 +343,12 @@ func runBench(ctx context.Context, cfg config) error {
 	// gateway loads its own (a --enginesim process loads a third).
 	var sim *simFleet
 	defer func() { sim.stop(5 * time.Second) }()
-	var simArgs []string
 	if cfg.enginesAt != "" {
 		for _, a := range strings.Split(cfg.enginesAt, ",") {
 			b.engines = append(b.engines, "http://"+strings.TrimSpace(a))
 		}
 	} else {
-		simArgs = append([]string{"--engines", fmt.Sprint(cfg.engines), "--first-ip", cfg.firstIP, "--port", fmt.Sprint(cfg.port),
+		simArgs := append([]string{"--engines", fmt.Sprint(cfg.engines), "--first-ip", cfg.firstIP, "--port", fmt.Sprint(cfg.port),
 			"--zmq-port", fmt.Sprint(cfg.zmqPort), "--tokenizer", cfg.tokenizer, "--model", cfg.model}, strings.Fields(cfg.simArgs)...)
 		if sim, err = launchSimFleet("enginesim", cfg.simBin, logf, simArgs); err != nil {
 			return err
@@ -365,7 +364,7 @@ func runBench(ctx context.Context, cfg config) error {
 	b.ideal = &idealCache{tok: b.tok, tmpl: b.tmpl}
 	marks.add("tokenizer")
 	if sim != nil {
-		if err := sim.ready("enginesim", simArgs, b.tok, b.tmpl); err != nil {
+		if err := sim.ready(b.tok, b.tmpl); err != nil {
 			return err
 		}
 		ip := netip.MustParseAddr(cfg.firstIP)
@@ -540,7 +539,7 @@ func (b *bench) pdPhase(ctx context.Context, ws []workload, t timing, logf io.Wr
 		return err
 	}
 	defer sim.stop(5 * time.Second)
-	if err := sim.ready("enginesim-pd", args, b.tok, b.tmpl); err != nil {
+	if err := sim.ready(b.tok, b.tmpl); err != nil {
 		return err
 	}
 	b.engines, b.hitMask = nil, nil

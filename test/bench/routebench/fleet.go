@@ -18,6 +18,8 @@ import (
 // binary in a process of its own. Either way the gateway is a separate
 // process, so its CPU read from /proc stays its own.
 type simFleet struct {
+	name   string
+	args   []string // enginesim flags
 	inproc *enginesim.Fleet
 	p      *proc
 	out    io.Reader // the process's stdout, until ready
@@ -26,33 +28,34 @@ type simFleet struct {
 // launchSimFleet starts a fleet from enginesim flags. A process fleet loads
 // its tokenizer while the caller loads its own; ready waits for it.
 func launchSimFleet(name, bin string, logf io.Writer, args []string) (*simFleet, error) {
+	f := &simFleet{name: name, args: args}
 	if bin == "" {
-		return &simFleet{}, nil // started by ready, with the caller's tokenizer
+		return f, nil // started by ready, with the caller's tokenizer
 	}
-	p, out, err := startProc(name, logf, bin, args...)
-	if err != nil {
+	var err error
+	if f.p, f.out, err = startProc(name, logf, bin, args...); err != nil {
 		return nil, err
 	}
-	return &simFleet{p: p, out: out}, nil
+	return f, nil
 }
 
-// ready waits for a process fleet, or starts the in-process one from args
-// with tok and tmpl.
-func (f *simFleet) ready(name string, args []string, tok *bpe.Tokenizer, tmpl bpe.Template) error {
+// ready waits for a process fleet, or starts the in-process one with tok
+// and tmpl.
+func (f *simFleet) ready(tok *bpe.Tokenizer, tmpl bpe.Template) error {
 	if f.p != nil {
 		if err := waitLine(f.out, "ready", 60*time.Second); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+			return fmt.Errorf("%s: %w", f.name, err)
 		}
 		return nil
 	}
-	o, err := fleetOptions(name, args)
+	o, err := fleetOptions(f.name, f.args)
 	if err != nil {
 		return err
 	}
 	o.Tokenizer, o.Template = tok, tmpl
 	shareProcs()
 	if f.inproc, err = enginesim.StartFleet(o); err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+		return fmt.Errorf("%s: %w", f.name, err)
 	}
 	return nil
 }

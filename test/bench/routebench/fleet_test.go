@@ -2,9 +2,16 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/infergate/infergate/test/enginesim"
 )
 
 // The in-process fleet takes the enginesim command's flags.
@@ -81,3 +88,38 @@ func TestCPUPairs(t *testing.T) {
 }
 
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+
+// An in-process fleet serves on the addresses its flags name, with the
+// tokenizer the caller loaded, and stops.
+func TestInProcessFleet(t *testing.T) {
+	tok, tmpl, err := enginesim.LoadTokenizer(pickTokenizer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := freePort("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := launchSimFleet("enginesim", "", io.Discard, []string{"--engines", "1", "--first-ip", "127.0.0.1", "--port", fmt.Sprint(port), "--zmq-port", "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.stop(time.Second)
+	if err := f.ready(tok, tmpl); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/tokenize", port), "application/json", strings.NewReader(`{"model":"sim-8b","prompt":" hello world"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got struct {
+		Tokens []uint32 `json:"tokens"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("tokenize: %d %v", resp.StatusCode, err)
+	}
+	if want := tok.Encode(" hello world", false); !slices.Equal(got.Tokens, want) {
+		t.Errorf("engine tokens %v, the caller's tokenizer %v", got.Tokens, want)
+	}
+}
