@@ -26,6 +26,12 @@ type FleetOptions struct {
 	NixlPort int
 	// TokenizerDir holds tokenizer.json[.gz] and tokenizer_config.json.
 	TokenizerDir string
+	// Tokenizer, when set, is used instead of loading TokenizerDir: a
+	// process that already holds the tokenizer (the routing benchmark's
+	// load generator) shares it rather than parsing the vocabulary again.
+	// A Tokenizer is safe for concurrent use.
+	Tokenizer *bpe.Tokenizer
+	Template  bpe.Template
 }
 
 // LoadTokenizer loads a Hugging Face tokenizer directory (tokenizer.json or
@@ -52,9 +58,12 @@ type Fleet struct {
 
 // StartFleet starts every engine, or none.
 func StartFleet(o FleetOptions) (*Fleet, error) {
-	tok, tmpl, err := LoadTokenizer(o.TokenizerDir)
-	if err != nil {
-		return nil, err
+	tok, tmpl := o.Tokenizer, o.Template
+	if tok == nil {
+		var err error
+		if tok, tmpl, err = LoadTokenizer(o.TokenizerDir); err != nil {
+			return nil, err
+		}
 	}
 	f := &Fleet{}
 	ip := o.FirstIP

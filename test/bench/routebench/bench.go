@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/infergate/infergate/kvexact/bpe"
 	"github.com/infergate/infergate/test/enginesim"
 )
 
@@ -99,12 +100,15 @@ func (c *config) modePlan(w string) plan {
 		}
 		return plan{} // the P/D variant runs shared prefix only (time)
 	}
-	all := []string{armRR, armLeast, armPrefix, armKV, armIdeal}
-	over := []string{armRR, armPrefix, armKV}
+	// kv runs right after rr at every load: the gateway's CPU per request
+	// of the two is compared, and on a shared box adjacent runs see the
+	// most similar contention (cpuratio.go).
+	all := []string{armRR, armKV, armLeast, armPrefix, armIdeal}
+	over := []string{armRR, armKV, armPrefix}
 	if w != "shared-prefix" {
 		// Time: least connections and the overloaded prefix arm are
 		// measured on the shared-prefix workload only.
-		all, over = []string{armRR, armPrefix, armKV, armIdeal}, []string{armRR, armKV}
+		all, over = []string{armRR, armKV, armPrefix, armIdeal}, []string{armRR, armKV}
 	}
 	for _, ext := range c.externalArms {
 		name, _, _ := strings.Cut(ext, "=")
@@ -113,7 +117,7 @@ func (c *config) modePlan(w string) plan {
 	if c.short {
 		switch w {
 		case "shared-prefix":
-			return plan{[]loadArms{{0.7, []string{armRR, armPrefix, armKV, armIdeal}}, {1.5, []string{armRR, armKV}}}}
+			return plan{[]loadArms{{0.7, []string{armRR, armKV, armPrefix, armIdeal}}, {1.5, []string{armRR, armKV}}}}
 		default:
 			// Against a capacity scaled from the shared-prefix ramp, which
 			// overestimates it (rr hits more there): half of it is about
@@ -125,7 +129,7 @@ func (c *config) modePlan(w string) plan {
 	case "multi-turn-noid":
 		// The header only matters where a tier reads it (CHWBL's fallback
 		// key, P/D sessions): run the arms that could differ.
-		return plan{[]loadArms{{0.7, []string{armRR, armPrefix, armKV}}}}
+		return plan{[]loadArms{{0.7, []string{armRR, armKV, armPrefix}}}}
 	}
 	return plan{[]loadArms{{0.7, all}, {1.5, over}}}
 }
@@ -273,6 +277,8 @@ func (b *bench) trace() ([]traceRecord, error) {
 type bench struct {
 	cfg     config
 	dir     string
+	tok     *bpe.Tokenizer // shared by the generated texts, the ideal cache and an in-process fleet
+	tmpl    bpe.Template
 	text    *textGen
 	ideal   *idealCache
 	client  *http.Client
@@ -332,31 +338,34 @@ func runBench(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer b.gw.p.stop(5 * time.Second)
-	// This process loads its tokenizer while the fleet starts.
-	loaded := make(chan error, 1)
-	go func() {
-		var err error
-		b.text, b.ideal, err = loadTexts(cfg.tokenizer)
-		loaded <- err
-	}()
 
-	// The fleet.
-	var sim *proc
+	// The fleet, with this process's tokenizer: loaded once here while the
+	// gateway loads its own (a --enginesim process loads a third).
+	var sim *simFleet
 	defer func() { sim.stop(5 * time.Second) }()
 	if cfg.enginesAt != "" {
 		for _, a := range strings.Split(cfg.enginesAt, ",") {
 			b.engines = append(b.engines, "http://"+strings.TrimSpace(a))
 		}
 	} else {
-		args := []string{"--engines", fmt.Sprint(cfg.engines), "--first-ip", cfg.firstIP, "--port", fmt.Sprint(cfg.port),
-			"--zmq-port", fmt.Sprint(cfg.zmqPort), "--tokenizer", cfg.tokenizer, "--model", cfg.model}
-		args = append(args, strings.Fields(cfg.simArgs)...)
-		var out io.Reader
-		if sim, out, err = startProc("enginesim", logf, cfg.simBin, args...); err != nil {
+		simArgs := append([]string{"--engines", fmt.Sprint(cfg.engines), "--first-ip", cfg.firstIP, "--port", fmt.Sprint(cfg.port),
+			"--zmq-port", fmt.Sprint(cfg.zmqPort), "--tokenizer", cfg.tokenizer, "--model", cfg.model}, strings.Fields(cfg.simArgs)...)
+		if sim, err = launchSimFleet("enginesim", cfg.simBin, logf, simArgs); err != nil {
 			return err
 		}
-		if err := waitLine(out, "ready", 60*time.Second); err != nil {
-			return fmt.Errorf("enginesim: %w", err)
+	}
+	marks := setupMarks{began: began}
+	if b.tok, b.tmpl, err = enginesim.LoadTokenizer(cfg.tokenizer); err != nil {
+		return err
+	}
+	if b.text, err = newTextGen(b.tok); err != nil {
+		return err
+	}
+	b.ideal = &idealCache{tok: b.tok, tmpl: b.tmpl}
+	marks.add("tokenizer")
+	if sim != nil {
+		if err := sim.ready(b.tok, b.tmpl); err != nil {
+			return err
 		}
 		ip := netip.MustParseAddr(cfg.firstIP)
 		for range cfg.engines {
@@ -364,17 +373,13 @@ func runBench(ctx context.Context, cfg config) error {
 			ip = ip.Next()
 		}
 	}
-
-	if err := <-loaded; err != nil {
-		return err
-	}
-	marks := setupMarks{began: began}
-	marks.add("fleet and tokenizer")
+	marks.add("fleet")
 
 	// One rule per arm on its own VIP.
 	if err := b.gw.waitAPI(); err != nil {
 		return err
 	}
+	marks.add("gateway ready")
 	vip := netip.MustParseAddr(cfg.vipBase)
 	for _, arm := range []string{armRR, armLeast, armPrefix, armKV} {
 		if err := b.gw.apply(armRule(arm, vip.String(), cfg.vipPort, b.engines, cfg.zmqPort, nil)); err != nil {
@@ -399,7 +404,7 @@ func runBench(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer stopExt()
-	marks.add("gateway API and rules")
+	marks.add("rules")
 	for arm, u := range b.vips {
 		if err := waitServing(ctx, b.scrapeC, u, cfg.model, 20*time.Second); err != nil {
 			return fmt.Errorf("arm %s: %w", arm, err)
@@ -437,6 +442,7 @@ func runBench(ctx context.Context, cfg config) error {
 			return err
 		}
 	}
+	writeCPUPairs(b.report, cpuPairs(b.runs, armRR), b.idleCPU*1000) // cpuratio.go
 	if err := writeFile(filepath.Join(dir, "summary.json"), b.runs); err != nil {
 		return err
 	}
@@ -463,20 +469,6 @@ func (m *setupMarks) add(phase string) {
 
 func (m setupMarks) String() string {
 	return fmt.Sprintf("%.1f s (%s)", m.last.Sub(m.began).Seconds(), strings.Join(m.parts, ", "))
-}
-
-// loadTexts loads the tokenizer the generated texts and the computed ideal
-// cache use.
-func loadTexts(dir string) (*textGen, *idealCache, error) {
-	tok, tmpl, err := enginesim.LoadTokenizer(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	text, err := newTextGen(tok)
-	if err != nil {
-		return nil, nil, err
-	}
-	return text, &idealCache{tok: tok, tmpl: tmpl}, nil
 }
 
 // phase runs every workload's plan on the current fleet; prefix names
@@ -542,13 +534,13 @@ func (b *bench) pdPhase(ctx context.Context, ws []workload, t timing, logf io.Wr
 	args := []string{"--engines", "0", "--prefill", fmt.Sprint(n), "--decode", fmt.Sprint(n), "--first-ip", first.String(),
 		"--port", fmt.Sprint(cfg.port), "--zmq-port", fmt.Sprint(cfg.zmqPort), "--tokenizer", cfg.tokenizer, "--model", cfg.model}
 	args = append(args, strings.Fields(cfg.simArgs)...)
-	sim, out, err := startProc("enginesim-pd", logf, cfg.simBin, args...)
+	sim, err := launchSimFleet("enginesim-pd", cfg.simBin, logf, args)
 	if err != nil {
 		return err
 	}
 	defer sim.stop(5 * time.Second)
-	if err := waitLine(out, "ready", 60*time.Second); err != nil {
-		return fmt.Errorf("enginesim (P/D): %w", err)
+	if err := sim.ready(b.tok, b.tmpl); err != nil {
+		return err
 	}
 	b.engines, b.hitMask = nil, nil
 	var roles []int
@@ -806,9 +798,14 @@ func (b *bench) measure(ctx context.Context, w workload, arm string, frac, rate 
 		// same time: the CPU the requests cost.
 		gross := (after.cpu - before.cpu).Seconds()
 		idle := b.idleCPU * after.at.Sub(before.at).Seconds()
-		s.CPUGrossPerReqMs = gross * 1000 / float64(s.N)
-		s.CPUPerReqMs = max(0, gross-idle) * 1000 / float64(s.N)
 		s.Gateway = delta(before.gw, after.gw)
+		s.GatewayAnswered = int(s.Gateway.sum(gatewayRequests))
+		per := float64(s.N)
+		if s.GatewayAnswered > 0 { // cpuratio.go: the same interval as the CPU read
+			per = float64(s.GatewayAnswered)
+		}
+		s.CPUGrossPerReqMs = gross * 1000 / per
+		s.CPUPerReqMs = max(0, gross-idle) * 1000 / per
 	}
 	b.runs = append(b.runs, s)
 	if err := b.saveRequests(s, all); err != nil {

@@ -165,10 +165,13 @@ func (g *gateway) waitAPI() error {
 	return errors.New("infergate API not ready within 20s")
 }
 
-// stopAll stops processes at once rather than one after the other (each
-// takes a second or two to exit); nil ones are skipped, stopped ones
-// return at once, so deferred stops may follow.
-func stopAll(grace time.Duration, ps ...*proc) {
+// stopper is a process or fleet that a deferred stop may also end.
+type stopper interface{ stop(grace time.Duration) }
+
+// stopAll stops processes (and fleets) at once rather than one after the
+// other (each takes a second or two to exit); nil ones are skipped, stopped
+// ones return at once, so deferred stops may follow.
+func stopAll(grace time.Duration, ps ...stopper) {
 	var wg sync.WaitGroup
 	for _, p := range ps {
 		wg.Go(func() { p.stop(grace) })

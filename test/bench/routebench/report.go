@@ -56,8 +56,9 @@ type runSummary struct {
 	RunningMean      []float64 // per engine, time-averaged
 	Imbalance        float64   // max / mean of (running + waiting)
 	MaxWaiting       float64
-	CPUPerReqMs      float64 // gateway CPU per request, net of its idle burn
+	CPUPerReqMs      float64 // gateway CPU per request it answered, net of its idle burn
 	CPUGrossPerReqMs float64
+	GatewayAnswered  int    // requests the gateway answered over the CPU read (cpuratio.go)
 	Gateway          series `json:",omitempty"`
 	FirstErr         string `json:",omitempty"`
 }
@@ -222,7 +223,7 @@ func (b *bench) table(name string, capacity float64, rows []*runSummary) {
 	}
 	fmt.Fprintln(w, "  (TTFT/ITL in s/ms; hit = engines' Σhits/Σqueries over the window; c.hit = cached/prompt tokens of the measured requests (usage);"+
 		" ideal = computed for the same requests, one ample pinned cache; hit/idl = c.hit/ideal; imbal = busiest engine's mean queue / fleet mean;"+
-		" cpu/rq = gateway CPU per request net of its idle burn)")
+		" cpu/rq = gateway CPU per request it answered over the window and drain, net of its idle burn)")
 }
 
 // firstSight prints each run's window and splits its measured requests

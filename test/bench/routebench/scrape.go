@@ -93,7 +93,8 @@ func vllmMetric(name string) bool {
 func gatewayMetric(name string) bool {
 	for _, p := range []string{"infergate_ladder_decisions_total", "infergate_chwbl_", "loxilb_kv_local_tokenize_total",
 		"loxilb_pd_kv_tokenize_cache_total", "loxilb_pd_kv_zero_hit_watchdog_total", "loxilb_kv_subscriber_connected",
-		"loxilb_kv_events_applied_total", "loxilb_pd_kv_tier15_", "loxilb_kv_seq_gaps_total", "loxilb_kv_skipped_blocks_total", "loxilb_ai_pd_session_hits_total"} {
+		"loxilb_kv_events_applied_total", "loxilb_pd_kv_tier15_", "loxilb_kv_seq_gaps_total", "loxilb_kv_skipped_blocks_total", "loxilb_ai_pd_session_hits_total",
+		gatewayRequests} {
 		if strings.HasPrefix(name, p) {
 			return true
 		}
