@@ -50,7 +50,10 @@ func TestTryReceive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	answers := make(chan string)
+	// An answer's parts ("|" between them) are written one at a time: each
+	// after the test says so on more, so no machine's pace decides what a
+	// try sees.
+	answers, more := make(chan string), make(chan struct{})
 	go func() {
 		c, err := ln.Accept()
 		if err != nil {
@@ -70,7 +73,7 @@ func TestTryReceive(t *testing.T) {
 			}
 			for i, part := range strings.Split(a, "|") {
 				if i > 0 {
-					time.Sleep(50 * time.Millisecond)
+					<-more // the test has looked at what came before
 				}
 				_, _ = c.Write([]byte(part))
 			}
@@ -83,21 +86,26 @@ func TestTryReceive(t *testing.T) {
 	}
 	const body = "vllm:num_requests_running 1\n"
 	answers <- "HTTP/1.1 200 OK\r\nContent-Length: 28\r\n\r\n" + body
-	time.Sleep(30 * time.Millisecond) // arrived, nothing more to come
-	got, done, err := g.tryReceive(1<<20, nil)
-	if !done || err != nil || string(got) != body {
-		t.Fatalf("whole answer: %q, done %v, err %v", got, done, err)
-	}
+	var got []byte
+	waitFor(t, "the whole answer to be taken", func() bool {
+		var done bool
+		got, done, err = g.tryReceive(1<<20, nil)
+		if done && (err != nil || string(got) != body) {
+			t.Fatalf("whole answer: %q, err %v", got, err)
+		}
+		return done
+	})
 
 	// In two pieces: the first try sees half and leaves it; get reads it all.
 	if !g.presend() {
 		t.Fatal("presend on the open connection failed")
 	}
 	answers <- "HTTP/1.1 200 OK\r\nContent-Length: 28\r\n\r\nvllm:num_|requests_running 1\n"
-	time.Sleep(30 * time.Millisecond)
+	time.Sleep(30 * time.Millisecond) // the first part has (most likely) arrived
 	if _, done, _ := g.tryReceive(1<<20, nil); done {
 		t.Fatal("half an answer was taken")
 	}
+	more <- struct{}{}
 	got, err = g.get(deadline(), 1<<20, nil, true)
 	if err != nil || string(got) != body {
 		t.Fatalf("get after a try: %q, %v", got, err)
@@ -113,11 +121,15 @@ func TestTryReceive(t *testing.T) {
 	if _, done, _ := g.tryReceive(1<<20, nil); done {
 		t.Fatal("half an answer was taken")
 	}
-	time.Sleep(60 * time.Millisecond) // the rest has arrived
-	got, done, err = g.tryReceive(1<<20, nil)
-	if !done || err != nil || string(got) != body {
-		t.Fatalf("second try after the rest arrived: %q, done %v, err %v", got, done, err)
-	}
+	more <- struct{}{}
+	waitFor(t, "the rest to be taken", func() bool {
+		var done bool
+		got, done, err = g.tryReceive(1<<20, nil)
+		if done && (err != nil || string(got) != body) {
+			t.Fatalf("second try after the rest arrived: %q, err %v", got, err)
+		}
+		return done
+	})
 
 	// Nothing yet: not done, and the connection stays.
 	if !g.presend() {
