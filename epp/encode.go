@@ -199,7 +199,7 @@ func encodeChunk(h *heads, field protowire.Number, body []byte, eos bool) wireAn
 	mutation := sizeField(streamed)
 	common := sizeField(mutation)
 	resp := sizeField(common)
-	b := h.take(sizeField(resp) + 2 + protowire.SizeBytes(len(body)))
+	b := h.take(sizeField(resp) - len(body)) // the body is the tail, not copied
 	b = appendField(b, field, resp)
 	b = appendField(b, fieldHeadersOrBodyResponse, common)
 	b = appendField(b, fieldCommonBodyMutation, mutation)

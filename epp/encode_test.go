@@ -116,10 +116,12 @@ func TestHeadsNeverOverwritten(t *testing.T) {
 	var h heads
 	var answers []wireAnswer
 	var copies [][]byte
+	body := bytes.Repeat([]byte("b"), 300)
 	for i := range 200 {
 		a := encodePick(&h, DefaultDestinationNamespace, Result{Endpoints: sixteenEndpoints()[:1+i%16]}, i)
-		answers = append(answers, a)
-		copies = append(copies, bytes.Clone(a.head))
+		c := encodeChunk(&h, fieldRespRequestBody, body[:i], i%2 == 0)
+		answers = append(answers, a, c)
+		copies = append(copies, bytes.Clone(a.head), bytes.Clone(c.head))
 	}
 	for i, a := range answers {
 		if !bytes.Equal(a.head, copies[i]) {
