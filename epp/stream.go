@@ -345,9 +345,11 @@ func (st *stream) responseBody(msg *extprocv3.ProcessingRequest, b *extprocv3.Ht
 			st.s.progress.FirstChunk(st.outcome)
 		}
 	}
-	answer := encodeEmpty(&st.heads, fieldRespResponseBody, true) // buffered modes: acknowledged, not re-emitted
+	var answer wireAnswer
 	if st.respStreamed {
 		answer = encodeChunk(&st.heads, fieldRespResponseBody, b.GetBody(), b.GetEndOfStream())
+	} else {
+		answer = encodeEmpty(&st.heads, fieldRespResponseBody, true) // buffered modes: acknowledged, not re-emitted
 	}
 	if err := st.sendWire(answer); err != nil {
 		return err
