@@ -36,6 +36,10 @@ func (s *scriptedStream) Send(*extprocv3.ProcessingResponse) error {
 	s.sent++
 	return nil
 }
+func (s *scriptedStream) SendMsg(any) error {
+	s.sent++
+	return nil
+}
 func (s *scriptedStream) Recv() (*extprocv3.ProcessingRequest, error) {
 	if s.i == len(s.msgs) {
 		return nil, io.EOF

@@ -51,6 +51,10 @@ func (s *scriptStream) Send(*extprocv3.ProcessingResponse) error {
 	s.sent++
 	return nil
 }
+func (s *scriptStream) SendMsg(any) error {
+	s.sent++
+	return nil
+}
 func (s *scriptStream) Recv() (*extprocv3.ProcessingRequest, error) {
 	if s.i == len(s.msgs) {
 		return nil, io.EOF

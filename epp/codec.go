@@ -7,18 +7,12 @@ import (
 	"google.golang.org/grpc/mem"
 )
 
-// vtMarshaler is the generated marshalling code Envoy's published Go protos
-// carry (vtprotobuf): straight-line field writes, where the proto package
-// walks each message's reflection tables to size it and again to write it.
-type vtMarshaler interface {
-	SizeVT() int
-	MarshalToSizedBufferVTStrict(dAtA []byte) (int, error)
-}
-
-// codec is the ext_proc server's gRPC codec: every answer the EPP sends is
-// marshalled by its generated code, and a proxy's usual ProcessingRequest is
-// decoded by decodeRequest; anything else goes through gRPC's own proto
-// codec. The wire bytes decode to the same message (TestCodecMatchesProto).
+// codec is the ext_proc server's gRPC codec: the answers a stream encodes by
+// hand (wireAnswer) go out as they are, and a proxy's usual
+// ProcessingRequest is decoded by decodeRequest; anything else (a refusal,
+// a request decodeRequest leaves) goes through gRPC's own proto codec. The
+// wire bytes decode to the same message (TestCodecMatchesProto,
+// TestWireAnswersMatchProto).
 type codec struct{ proto encoding.CodecV2 }
 
 func newCodec() codec { return codec{proto: encoding.GetCodecV2(proto.Name)} }
@@ -46,26 +40,16 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	return c.proto.Unmarshal(data, v)
 }
 
-// Marshal writes v into one buffer of its exact size, taken from gRPC's
-// buffer pool above the size gRPC pools at (as its proto codec does).
+// Marshal hands a wireAnswer's bytes to gRPC without copying them (they
+// are never written again: see heads) and marshals anything else with the
+// proto codec.
 func (c codec) Marshal(v any) (mem.BufferSlice, error) {
-	m, ok := v.(vtMarshaler)
+	a, ok := v.(*wireAnswer)
 	if !ok {
 		return c.proto.Marshal(v)
 	}
-	size := m.SizeVT()
-	if mem.IsBelowBufferPoolingThreshold(size) {
-		buf := make([]byte, size)
-		if _, err := m.MarshalToSizedBufferVTStrict(buf); err != nil {
-			return nil, err
-		}
-		return mem.BufferSlice{mem.SliceBuffer(buf)}, nil
+	if len(a.tail) == 0 {
+		return mem.BufferSlice{mem.SliceBuffer(a.head)}, nil
 	}
-	pool := mem.DefaultBufferPool()
-	buf := pool.Get(size)
-	if _, err := m.MarshalToSizedBufferVTStrict((*buf)[:size]); err != nil {
-		pool.Put(buf)
-		return nil, err
-	}
-	return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
+	return mem.BufferSlice{mem.SliceBuffer(a.head), mem.SliceBuffer(a.tail)}, nil
 }

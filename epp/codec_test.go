@@ -2,7 +2,6 @@ package epp
 
 import (
 	"bytes"
-	"strconv"
 	"testing"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -73,30 +72,47 @@ func benchCodecs() []struct {
 
 // BenchmarkMarshal: the four answers of one stream (the pick with 16
 // endpoints, an 8 KB body re-emitted, the response headers and the last
-// response chunk), by gRPC's proto codec and by the server's.
+// response chunk): built as messages and marshalled by gRPC's proto codec,
+// and encoded by hand and handed over by the server's codec.
 func BenchmarkMarshal(b *testing.B) {
-	eps := make([]string, 16)
-	for i := range eps {
-		eps[i] = "127.0.0." + strconv.Itoa(i+2) + ":" + strconv.Itoa(20001+i)
-	}
-	msgs := []proto.Message{
-		pickResponse(DefaultDestinationNamespace, Result{Endpoints: eps}, 8192),
-		requestChunk(bytes.Repeat([]byte("x"), 8192), true),
-		responseHeadersOK(),
-		responseChunk([]byte("data: [DONE]\n\n"), true, true),
-	}
-	for _, c := range benchCodecs() {
-		b.Run(c.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for range b.N {
-				for _, m := range msgs {
-					data, err := c.codec.Marshal(m)
-					if err != nil {
-						b.Fatal(err)
-					}
-					data.Free()
+	eps := sixteenEndpoints()
+	body := bytes.Repeat([]byte("x"), 8192)
+	last := []byte("data: [DONE]\n\n")
+	b.Run("proto", func(b *testing.B) {
+		b.ReportAllocs()
+		c := encoding.GetCodecV2(grpcproto.Name)
+		for range b.N {
+			for _, m := range []proto.Message{
+				pickResponse(DefaultDestinationNamespace, Result{Endpoints: eps}, 8192),
+				requestChunk(body, true),
+				responseHeadersOK(),
+				responseChunk(last, true, true),
+			} {
+				data, err := c.Marshal(m)
+				if err != nil {
+					b.Fatal(err)
 				}
+				data.Free()
 			}
-		})
-	}
+		}
+	})
+	b.Run("server", func(b *testing.B) {
+		b.ReportAllocs()
+		c := newCodec()
+		for range b.N {
+			var h heads
+			for _, a := range []wireAnswer{
+				encodePick(&h, DefaultDestinationNamespace, Result{Endpoints: eps}, 8192),
+				encodeChunk(&h, fieldRespRequestBody, body, true),
+				encodeEmpty(&h, fieldRespResponseHeaders, false),
+				encodeChunk(&h, fieldRespResponseBody, last, true),
+			} {
+				data, err := c.Marshal(&a)
+				if err != nil {
+					b.Fatal(err)
+				}
+				data.Free()
+			}
+		}
+	})
 }

@@ -2,6 +2,7 @@ package epp
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -48,6 +50,20 @@ func (f *fakeStream) Send(r *extprocv3.ProcessingResponse) error {
 	defer f.mu.Unlock()
 	f.out = append(f.out, r)
 	return nil
+}
+
+// SendMsg takes the answers the stream encodes by hand, decoded back into
+// messages, so every test reads what the proxy would.
+func (f *fakeStream) SendMsg(m any) error {
+	a, ok := m.(*wireAnswer)
+	if !ok {
+		return fmt.Errorf("SendMsg(%T): only hand-encoded answers are sent this way", m)
+	}
+	r := &extprocv3.ProcessingResponse{}
+	if err := proto.Unmarshal(append(append([]byte(nil), a.head...), a.tail...), r); err != nil {
+		return fmt.Errorf("a hand-encoded answer does not decode: %w", err)
+	}
+	return f.Send(r)
 }
 
 func (f *fakeStream) sent() []*extprocv3.ProcessingResponse {

@@ -69,8 +69,14 @@ func (s *Server) SetReady(ready bool) {
 }
 
 // Register adds the ext_proc service to g, for callers that run their own
-// gRPC server.
+// gRPC server. g must be built with ServerCodec(): the answers are encoded
+// by hand and only that codec sends them.
 func (s *Server) Register(g *grpc.Server) { extprocv3.RegisterExternalProcessorServer(g, s) }
+
+// ServerCodec is the gRPC server option the ext_proc service needs: the
+// codec that sends the streams' hand-encoded answers as they are and
+// decodes a proxy's usual messages without the proto package's reflection.
+func ServerCodec() grpc.ServerOption { return grpc.ForceServerCodecV2(newCodec()) }
 
 // RegisterHealth adds the health service to g.
 func (s *Server) RegisterHealth(g *grpc.Server) { healthpb.RegisterHealthServer(g, s.health) }
@@ -101,7 +107,7 @@ func (s *Server) Serve(ctx context.Context, lis, hlis net.Listener) error {
 	g := grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 		MinTime: 10 * time.Second, PermitWithoutStream: true,
 	}), grpc.NumStreamWorkers(uint32(s.opts.StreamWorkers)),
-		grpc.ForceServerCodecV2(newCodec()))
+		ServerCodec())
 	s.Register(g)
 	hg := grpc.NewServer()
 	s.RegisterHealth(hg)

@@ -62,6 +62,9 @@ type stream struct {
 	pickedAt time.Time
 	outcome  Outcome
 	result   string // infergate_epp_streams_total{result}
+
+	heads heads      // the encoded answers' bytes
+	wire  wireAnswer // the answer being sent (gRPC's codec reads it before SendMsg returns)
 }
 
 // Process serves one ext_proc stream: one HTTP request and its response.
@@ -285,7 +288,7 @@ func (st *stream) pick() error {
 	if !st.trailers && len(st.body) > 0 {
 		bodyLen = len(st.body)
 	}
-	if err := st.send(pickResponse(st.s.opts.DestinationNamespace, res, bodyLen)); err != nil {
+	if err := st.sendWire(encodePick(&st.heads, st.s.opts.DestinationNamespace, res, bodyLen)); err != nil {
 		return err
 	}
 	st.sent = true
@@ -294,14 +297,15 @@ func (st *stream) pick() error {
 	st.result = ResultPicked
 	off := 0
 	for i, n := range st.chunks {
-		if err := st.send(requestChunk(st.body[off:off+n:off+n], i == len(st.chunks)-1 && !st.trailers)); err != nil {
+		eos := i == len(st.chunks)-1 && !st.trailers
+		if err := st.sendWire(encodeChunk(&st.heads, fieldRespRequestBody, st.body[off:off+n:off+n], eos)); err != nil {
 			return err
 		}
 		off += n
 	}
 	st.body, st.chunks, st.req.Body = nil, nil, nil
 	if st.trailers {
-		if err := st.send(requestTrailersOK()); err != nil {
+		if err := st.sendWire(encodeEmpty(&st.heads, fieldRespRequestTrailers, false)); err != nil {
 			return err
 		}
 	}
@@ -318,7 +322,7 @@ func (st *stream) responseHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3
 	st.outcome.Status, _ = strconv.Atoi(hs.Get(headerStatus))
 	st.outcome.EventStream = isEventStream(hs.Get(headerContentType))
 	st.outcome.ResponseHeaders = time.Since(st.pickedAt)
-	if err := st.send(responseHeadersOK()); err != nil {
+	if err := st.sendWire(encodeEmpty(&st.heads, fieldRespResponseHeaders, false)); err != nil {
 		return err
 	}
 	if h.GetEndOfStream() {
@@ -341,7 +345,13 @@ func (st *stream) responseBody(msg *extprocv3.ProcessingRequest, b *extprocv3.Ht
 			st.s.progress.FirstChunk(st.outcome)
 		}
 	}
-	if err := st.send(responseChunk(b.GetBody(), b.GetEndOfStream(), st.respStreamed)); err != nil {
+	var answer wireAnswer
+	if st.respStreamed {
+		answer = encodeChunk(&st.heads, fieldRespResponseBody, b.GetBody(), b.GetEndOfStream())
+	} else {
+		answer = encodeEmpty(&st.heads, fieldRespResponseBody, true) // buffered modes: acknowledged, not re-emitted
+	}
+	if err := st.sendWire(answer); err != nil {
 		return err
 	}
 	if b.GetEndOfStream() {
@@ -357,7 +367,7 @@ func (st *stream) responseTrailers(msg *extprocv3.ProcessingRequest) error {
 		return st.outOfOrder("response trailers")
 	}
 	st.noteServed(msg, nil)
-	if err := st.send(responseTrailersOK()); err != nil {
+	if err := st.sendWire(encodeEmpty(&st.heads, fieldRespResponseTrailers, false)); err != nil {
 		return err
 	}
 	st.done()
@@ -378,7 +388,21 @@ func (st *stream) done() {
 }
 
 func (st *stream) send(resp *extprocv3.ProcessingResponse) error {
-	if err := st.srv.Send(resp); err != nil {
+	return st.settleSend(st.srv.Send(resp))
+}
+
+// sendWire sends an answer encoded by hand; only the server's codec
+// (ServerCodec) knows how to write it.
+func (st *stream) sendWire(a wireAnswer) error {
+	st.wire = a
+	err := st.srv.SendMsg(&st.wire)
+	st.wire = wireAnswer{}
+	return st.settleSend(err)
+}
+
+// settleSend settles a send's error: the stream is over when the proxy is gone.
+func (st *stream) settleSend(err error) error {
+	if err != nil {
 		if !st.sent {
 			st.result = ResultCanceled
 		}
