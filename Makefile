@@ -67,8 +67,8 @@ bench:
 ## Tables on stdout, raw results in test/bench/results/ (docs/performance.md).
 bench-routing: deps
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ ./cmd/infergate ./test/bench/routebench
-	$(BIN)/routebench --gateway $(BIN)/infergate $(ROUTEBENCH_ARGS)
+	$(GO) build -o $(BIN)/ ./cmd/infergate ./test/enginesim/cmd/enginesim ./test/bench/routebench
+	$(BIN)/routebench --gateway $(BIN)/infergate --enginesim $(BIN)/enginesim $(ROUTEBENCH_ARGS)
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -9,7 +9,7 @@
 // ratios against round robin in the same run. An "ideal" arm pins every
 // group or conversation to one engine, bypassing the gateway.
 //
-//	routebench --gateway bin/infergate                                  # full, < 10 min
+//	routebench --gateway bin/infergate --enginesim bin/enginesim        # full, < 10 min
 //	BENCH_SHORT=1 routebench ...                                        # ≈ 2 min
 //	routebench gen-trace -n 500 > trace.jsonl                           # a Mooncake-style trace
 //	routebench --engines-at 127.0.0.21:8000,... --zmq-port 5557         # engines someone else runs
@@ -100,7 +100,7 @@ func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 func defaultConfig() config {
-	return config{gatewayBin: "bin/infergate", tokenizer: "kvexact/bpe/testdata/qwen3",
+	return config{gatewayBin: "bin/infergate", simBin: "bin/enginesim", tokenizer: "kvexact/bpe/testdata/qwen3",
 		out: "test/bench/results", model: "sim-8b", engines: 8, pd: true, firstIP: "127.0.0.101", pdFirstIP: "127.0.0.111", vipBase: "127.0.0.201",
 		port: 18000, zmqPort: 15557, vipPort: 18080, seed: 1, ttftSLO: 2 * time.Second, itlSLO: 50 * time.Millisecond,
 		workloads: "shared-prefix,multi-turn,multi-turn-noid,trace"}
@@ -108,7 +108,7 @@ func defaultConfig() config {
 
 func (c *config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.gatewayBin, "gateway", c.gatewayBin, "infergate binary")
-	fs.StringVar(&c.simBin, "enginesim", c.simBin, "run the simulated fleet as this enginesim binary, a process of its own (default: in this process, sharing its loaded tokenizer)")
+	fs.StringVar(&c.simBin, "enginesim", c.simBin, "enginesim binary: the simulated fleet runs as a process of its own; \"\": in this process on its loaded tokenizer (one tokenizer load fewer, but on a busy 2-core box the client and the fleet then share one process's CPU and the kv arm backed up at 150 %)")
 	fs.StringVar(&c.tokenizer, "tokenizer", c.tokenizer, "tokenizer directory shared by engines, gateway and text generator")
 	fs.StringVar(&c.out, "out", c.out, "results directory (a timestamped run directory is made inside)")
 	fs.StringVar(&c.model, "model", c.model, "model name sent in requests")
