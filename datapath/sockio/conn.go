@@ -28,8 +28,11 @@ type Conn struct {
 	readFn, wrFn func(fd uintptr) bool
 	peekFn       func(fd uintptr) bool // Quiet's
 	waitFn       func(fd uintptr) bool // WaitReadable's
+	replyFn      func(fd uintptr) bool // writeAwaitReply's
 	peekBuf      [1]byte
 	waitPeeked   bool // waitRaw has peeked: its next call follows a wake-up
+	awaitReply   bool // AwaitReply: Write waits for the socket to be readable
+	replyWrote   bool // replyRaw has written: its next call follows a wake-up
 	aborted      atomic.Bool
 	want, armed  time.Time // read deadline asked for, and set on the socket
 	// The write deadline asked for and set on the socket: lazy like the
@@ -61,6 +64,7 @@ func (c *Conn) Reset(nc net.Conn) {
 	*c = Conn{nc: nc}
 	c.raw = plainTCP(nc)
 	c.readFn, c.wrFn, c.peekFn, c.waitFn = c.readRaw, c.writeRaw, c.peekRaw, c.waitRaw
+	c.replyFn = c.replyRaw
 }
 
 // NetConn is the connection c reads and writes.
@@ -222,13 +226,17 @@ func (c *Conn) readRaw(fd uintptr) bool {
 	}
 }
 
-// Write writes p to the connection.
+// Write writes p to the connection (and, with AwaitReply on, waits for
+// the peer's reply to it).
 func (c *Conn) Write(p []byte) (int, error) {
 	if !rawIO || c.raw == nil {
 		return c.nc.Write(p)
 	}
 	if len(p) == 0 {
 		return 0, nil
+	}
+	if c.awaitReply {
+		return c.writeAwaitReply(p)
 	}
 	c.wr = rawOp{p: p}
 	err := c.raw.Write(c.wrFn)
@@ -266,6 +274,58 @@ func (c *Conn) writeRaw(fd uintptr) bool {
 		return true
 	}
 	return true
+}
+
+// AwaitReply turns on (or off) waiting for a reply after each Write: once
+// p is out, Write returns only when a read would not block (bytes, an end
+// of stream, or an error, an expired deadline or an abort for the read to
+// report). It does nothing when c has no plaintext TCP socket under it.
+//
+// Why: a request written and then read at once finds the socket empty
+// nearly every time (the peer has not run yet), so that read is a wasted
+// read(2) and a wait follows anyway. Writing from inside the read-side
+// poll wait (syscall.RawConn.Read arms readiness before it calls back)
+// leaves out the empty read without missing a reply that comes back
+// before the wait begins. The caller turns it on only for the last write
+// of a request on a connection whose peer has nothing to send before it
+// (a pooled engine connection that Quiet found silent): bytes that came
+// in before the write would not wake the wait, which then lasts until
+// the read deadline or an abort.
+func (c *Conn) AwaitReply(on bool) { c.awaitReply = on }
+
+// writeAwaitReply is Write with AwaitReply on: p written from a read-side
+// callback, then the wait. What the callback could not write (a full
+// send buffer, or no call at all because the read side had failed
+// already) is written as Write does, without the wait.
+func (c *Conn) writeAwaitReply(p []byte) (int, error) {
+	c.wr = rawOp{p: p}
+	c.replyWrote = false
+	_ = c.raw.Read(c.replyFn) // the wait's end is the next read's to report
+	n, errno := c.wr.n, c.wr.errno
+	c.wr = rawOp{}
+	if errno != 0 {
+		return n, c.opError("write", errno)
+	}
+	if n < len(p) {
+		c.awaitReply = false
+		m, err := c.Write(p[n:])
+		c.awaitReply = true
+		return n + m, err
+	}
+	return n, nil
+}
+
+// replyRaw is writeAwaitReply's RawConn callback: its first call writes
+// (false, the wait, once all is out); a call after a readiness wake-up
+// ends the wait.
+func (c *Conn) replyRaw(fd uintptr) bool {
+	if c.replyWrote {
+		return true
+	}
+	c.replyWrote = true
+	c.writeRaw(fd)
+	// All out: wait. A failed or partial write returns to writeAwaitReply.
+	return c.wr.errno != 0 || c.wr.n < len(c.wr.p)
 }
 
 // Quiet reports whether nothing is pending on an idle connection: no bytes

@@ -223,3 +223,77 @@ func TestWaitReadable(t *testing.T) {
 		})
 	}
 }
+
+func TestAwaitReply(t *testing.T) {
+	const step = 100 * time.Millisecond
+	small := []byte("hello")
+	large := make([]byte, 8<<20) // past the socket buffers: the write cannot finish in one go
+	for _, tc := range []struct {
+		name        string
+		req         []byte
+		setup       func(c *Conn)
+		peer        func(peer net.Conn) // after reading the request
+		minWait     time.Duration       // Write's, on the raw socket
+		wantData    bool
+		wantErr     error
+		wantAborted bool
+	}{
+		{name: "peer answers", req: small, minWait: step, wantData: true, peer: func(peer net.Conn) {
+			time.Sleep(step)
+			_, _ = peer.Write([]byte("x"))
+		}},
+		{name: "large request", req: large, wantData: true, peer: func(peer net.Conn) {
+			_, _ = peer.Write([]byte("x"))
+		}},
+		{name: "peer closes", req: small, minWait: step, wantErr: io.EOF, peer: func(peer net.Conn) {
+			time.Sleep(step)
+			_ = peer.Close()
+		}},
+		{name: "deadline passes", req: small, minWait: step, wantErr: os.ErrDeadlineExceeded, setup: func(c *Conn) {
+			_ = c.SetReadDeadline(time.Now().Add(step))
+		}},
+		{name: "abort", req: small, minWait: step, wantErr: os.ErrDeadlineExceeded, wantAborted: true, setup: func(c *Conn) {
+			time.AfterFunc(step, c.Abort)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, peer := pair(t)
+			if tc.setup != nil {
+				tc.setup(c)
+			}
+			got := make(chan error, 1)
+			go func() {
+				buf := make([]byte, len(tc.req))
+				_, err := io.ReadFull(peer, buf)
+				if err == nil && tc.peer != nil {
+					tc.peer(peer)
+				}
+				got <- err
+			}()
+			c.AwaitReply(true)
+			start := time.Now()
+			n, err := c.Write(tc.req)
+			waited := time.Since(start)
+			c.AwaitReply(false)
+			if n != len(tc.req) || err != nil {
+				t.Fatalf("Write = %d, %v; want %d, nil", n, err, len(tc.req))
+			}
+			if rawIO && (waited < tc.minWait-step/5 || waited > tc.minWait+20*step) {
+				t.Fatalf("Write returned after %v, want about %v", waited, tc.minWait)
+			}
+			if err := <-got; err != nil {
+				t.Fatalf("peer read the request: %v", err)
+			}
+			n, err = c.Read(make([]byte, 8))
+			if tc.wantData && (n != 1 || err != nil) {
+				t.Fatalf("read after the wait: %d, %v; want the peer's byte", n, err)
+			}
+			if !tc.wantData && !errors.Is(err, tc.wantErr) {
+				t.Fatalf("read after the wait: %d, %v; want %v", n, err, tc.wantErr)
+			}
+			if c.Aborted() != tc.wantAborted {
+				t.Fatalf("aborted %v, want %v", c.Aborted(), tc.wantAborted)
+			}
+		})
+	}
+}

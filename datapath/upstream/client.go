@@ -302,7 +302,7 @@ func (c *Client) Send(ctx context.Context, leg Leg) (*http.Response, error) {
 	if leg.Stream != nil {
 		err = writeStreamed(ctx, pc, bw, addr, method, leg, leg.Stream)
 	} else {
-		err = writeRequest(bw, addr, method, leg)
+		err = writeRequest(bw, pc, addr, method, leg)
 	}
 	c.putWriter(bw)
 	if err != nil {
@@ -357,7 +357,7 @@ func (c *Client) putWriter(bw *bufio.Writer) {
 
 // writeRequest writes an HTTP/1.1 request head and leg.Body. Header values
 // come from net/http's parser (or our own code), so they carry no CR/LF.
-func writeRequest(w *bufio.Writer, addr, method string, leg Leg) error {
+func writeRequest(w *bufio.Writer, pc *conn, addr, method string, leg Leg) error {
 	writeHead(w, addr, method, leg)
 	if leg.Body != nil || method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch {
 		w.WriteString(headerContentLength + ": ")
@@ -366,7 +366,18 @@ func writeRequest(w *bufio.Writer, addr, method string, leg Leg) error {
 	}
 	w.WriteString("\r\n")
 	w.Write(leg.Body)
-	return w.Flush()
+	return flushAwait(w, pc)
+}
+
+// flushAwait flushes the end of a request to pc and waits there for the
+// engine's answer to be readable (sockio.Conn.AwaitReply: no read that
+// finds the socket empty). pc came out of get(): dialled, or pooled and
+// found quiet, so nothing of the engine's is pending before the request.
+func flushAwait(w *bufio.Writer, pc *conn) error {
+	pc.sock.AwaitReply(true)
+	err := w.Flush()
+	pc.sock.AwaitReply(false)
+	return err
 }
 
 // writeHead writes the request line, Host and the leg's end-to-end headers

@@ -30,6 +30,7 @@ func main() {
 	memprofile := flag.String("memprofile", "", "write an allocation profile here at exit")
 	heapAfter := flag.Duration("heap-after", 0, "with -heapprofile: when to write it (e.g. while streams are open)")
 	heapprofile := flag.String("heapprofile", "", "write a heap profile and memory classes here after -heap-after")
+	accessLog := flag.Bool("access-log", true, "write the access log (to nowhere: its cost only); `infergate serve --log-level warn`, as proxy.sh runs it, writes none")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -63,7 +64,9 @@ func main() {
 		IdleTimeout:    20 * time.Second,
 		Endpoints:      eps,
 	}
-	rt := datapath.New(datapath.DefaultOptions(), nil, nil)
+	opts := datapath.DefaultOptions()
+	opts.AccessLog.Enabled = *accessLog
+	rt := datapath.New(opts, nil, nil)
 	if err := rt.Install(nil, r); err != nil {
 		fail(err)
 	}
