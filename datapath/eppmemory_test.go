@@ -90,7 +90,7 @@ func liveHeap() uint64 {
 // leak of one small object per pick is 16 bytes or more). The full-size
 // run of a million picks per pool is
 //
-//	go test ./datapath -run TestEPPMemoryFlat -epp-memory-picks 1000000 -v -timeout 30m
+//	go test -run TestEPPMemoryFlat -v -timeout 30m ./datapath -args -epp-memory-picks=1000000
 func TestEPPMemoryFlat(t *testing.T) {
 	const conversations = 512
 	pools := []struct {
