@@ -180,18 +180,15 @@ func writeStreamed(ctx context.Context, pc *conn, w *bufio.Writer, addr, method 
 		}
 		w.WriteString("\r\n") // no trailers
 	}
-	// The response head's bound starts at the body's end, before the last
-	// flush waits for the answer (flushAwait).
-	var dl time.Time
-	if leg.HeaderWait > 0 {
-		dl = time.Now().Add(leg.HeaderWait)
-	}
-	_ = pc.sock.SetReadDeadline(dl)
-	if err := flushAwait(w, pc); err != nil {
+	if err := w.Flush(); err != nil {
 		return err
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	var dl time.Time
+	if leg.HeaderWait > 0 {
+		dl = time.Now().Add(leg.HeaderWait)
 	}
 	pc.setDeadline(dl)
 	return nil
