@@ -51,6 +51,7 @@ func TestTryReceive(t *testing.T) {
 	}
 	defer ln.Close()
 	answers := make(chan string)
+	next := make(chan struct{}) // releases the next piece of an answer split with "|"
 	go func() {
 		c, err := ln.Accept()
 		if err != nil {
@@ -70,7 +71,7 @@ func TestTryReceive(t *testing.T) {
 			}
 			for i, part := range strings.Split(a, "|") {
 				if i > 0 {
-					time.Sleep(50 * time.Millisecond)
+					<-next
 				}
 				_, _ = c.Write([]byte(part))
 			}
@@ -98,6 +99,7 @@ func TestTryReceive(t *testing.T) {
 	if _, done, _ := g.tryReceive(1<<20, nil); done {
 		t.Fatal("half an answer was taken")
 	}
+	next <- struct{}{}
 	got, err = g.get(deadline(), 1<<20, nil, true)
 	if err != nil || string(got) != body {
 		t.Fatalf("get after a try: %q, %v", got, err)
@@ -113,10 +115,13 @@ func TestTryReceive(t *testing.T) {
 	if _, done, _ := g.tryReceive(1<<20, nil); done {
 		t.Fatal("half an answer was taken")
 	}
-	time.Sleep(60 * time.Millisecond) // the rest has arrived
-	got, done, err = g.tryReceive(1<<20, nil)
-	if !done || err != nil || string(got) != body {
-		t.Fatalf("second try after the rest arrived: %q, done %v, err %v", got, done, err)
+	next <- struct{}{}
+	waitFor(t, "a try to take the whole answer", func() bool {
+		got, done, err = g.tryReceive(1<<20, nil)
+		return done
+	})
+	if err != nil || string(got) != body {
+		t.Fatalf("a try after the rest arrived: %q, %v", got, err)
 	}
 
 	// Nothing yet: not done, and the connection stays.
