@@ -22,10 +22,11 @@ type getter struct {
 	addr string // host:port to dial
 	req  []byte // the whole request, built once
 
-	mu sync.Mutex       // guards so and br against close from Scraper.Drop
-	so *socket          // the connection; nil: none open
-	br *bufio.Reader    // reads so
-	lr io.LimitedReader // a Content-Length body; reused
+	mu      sync.Mutex       // guards so, br and stopped against close from Scraper.Drop
+	so      *socket          // the connection; nil: none open
+	br      *bufio.Reader    // reads so
+	stopped bool             // stop was called: never dial again
+	lr      io.LimitedReader // a Content-Length body; reused
 }
 
 // newGetter prepares GETs of rawURL+query; nil when rawURL is not plain
@@ -65,8 +66,11 @@ var (
 // and get retries once on a fresh one).
 func (g *getter) send(deadline time.Time) (reused bool, err error) {
 	g.mu.Lock()
-	so := g.so
+	so, stopped := g.so, g.stopped
 	g.mu.Unlock()
+	if stopped {
+		return false, net.ErrClosed
+	}
 	if so == nil {
 		c, err := (&net.Dialer{Deadline: deadline}).Dial("tcp", g.addr)
 		if err != nil {
@@ -74,6 +78,11 @@ func (g *getter) send(deadline time.Time) (reused bool, err error) {
 		}
 		so = newSocket(c)
 		g.mu.Lock()
+		if g.stopped { // stopped while dialing
+			g.mu.Unlock()
+			so.close()
+			return false, net.ErrClosed
+		}
 		g.so, g.br = so, bufio.NewReaderSize(so, 16<<10)
 		g.mu.Unlock()
 	} else {
@@ -247,7 +256,17 @@ func (g *getter) receive(br *bufio.Reader, limit int64, buf []byte) (body []byte
 	return body, keep, nil
 }
 
-// close drops the connection (a scrape blocked on it returns at once).
+// stop closes the connection for good: a scrape waiting on it returns,
+// and no retry dials again (the target is gone; a request after that
+// would reach an engine nobody scrapes any more).
+func (g *getter) stop() {
+	g.mu.Lock()
+	g.stopped = true
+	g.mu.Unlock()
+	g.close()
+}
+
+// close drops the connection (a scrape waiting on it returns).
 func (g *getter) close() {
 	g.mu.Lock()
 	defer g.mu.Unlock()

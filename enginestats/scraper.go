@@ -224,7 +224,7 @@ func (w *worker) run() {
 	defer w.s.wg.Done()
 	defer func() {
 		if g := w.lean.Load(); g != nil {
-			g.close()
+			g.stop()
 		}
 	}()
 	for {

@@ -104,6 +104,6 @@ func (s *Scraper) leaveLocked(sb *sub, forget bool) {
 	w.cancel()
 	w.gone = true
 	if g := w.lean.Load(); g != nil {
-		g.close() // a scrape blocked on it returns now
+		g.stop() // a scrape waiting on it returns now, and none dials again
 	}
 }
