@@ -141,22 +141,25 @@ func Step(b []byte, i, n int, closing byte) (pos int, done, ok bool) {
 func ScanString(b []byte, i int) (end int, escaped, ok bool) {
 	i++
 	for {
-		// Four words per test while none holds a special byte: one branch
-		// per 32 bytes instead of four.
-		for i+32 <= len(b) {
-			w := b[i : i+32]
-			if specials(binary.LittleEndian.Uint64(w))|specials(binary.LittleEndian.Uint64(w[8:]))|
-				specials(binary.LittleEndian.Uint64(w[16:]))|specials(binary.LittleEndian.Uint64(w[24:])) != 0 {
-				break
-			}
-			i += 32
-		}
+	words:
 		for i+8 <= len(b) {
 			if m := specials(binary.LittleEndian.Uint64(b[i:])); m != 0 {
 				i += bits.TrailingZeros64(m) >> 3
-				break
+				break words
 			}
 			i += 8
+			// A plain word: four words per test while none holds a special
+			// byte, one branch per 32 bytes. Only after a plain word, so
+			// text dense with escapes does not pay for a wide test that
+			// fails.
+			for i+32 <= len(b) {
+				w := b[i : i+32]
+				if specials(binary.LittleEndian.Uint64(w))|specials(binary.LittleEndian.Uint64(w[8:]))|
+					specials(binary.LittleEndian.Uint64(w[16:]))|specials(binary.LittleEndian.Uint64(w[24:])) != 0 {
+					break
+				}
+				i += 32
+			}
 		}
 		if i >= len(b) {
 			return 0, false, false
