@@ -22,15 +22,21 @@ const (
 	// DefaultMaxBuffer bounds one kept buffer: a rare body of many MB is
 	// left to the collector rather than pinned.
 	DefaultMaxBuffer = 4 << 20
+	// DefaultMinBuffer is the smallest buffer kept: a small one costs
+	// little to allocate, and a list of thousands of them would make Get's
+	// search the expensive part.
+	DefaultMinBuffer = 16 << 10
+	// maxHeld bounds the buffers kept, whatever their sizes.
+	maxHeld = 64
 )
 
 // Pool is a bounded free list of byte buffers. The zero value is ready
 // with the default bounds; a nil *Pool allocates on every Get and keeps
 // nothing. Safe for concurrent use.
 type Pool struct {
-	// MaxBytes and MaxBuffer override the defaults when positive. Set them
-	// before first use.
-	MaxBytes, MaxBuffer int
+	// MaxBytes, MaxBuffer and MinBuffer override the defaults when
+	// positive. Set them before first use.
+	MaxBytes, MaxBuffer, MinBuffer int
 
 	mu    sync.Mutex
 	free  [][]byte // oldest first
@@ -56,16 +62,18 @@ func (p *Pool) Get(n int) []byte {
 }
 
 // Put gives b back for a later Get. Only a buffer nothing reads any more
-// may be put. When the pool would exceed MaxBytes the oldest buffers go to
-// the collector first, so a pool follows a workload whose prompts grow.
+// may be put. A buffer smaller than MinBuffer or larger than MaxBuffer is
+// left to the collector. When the pool would exceed MaxBytes (or hold more
+// than 64 buffers) the oldest buffers go first, so a pool follows a
+// workload whose prompts grow.
 func (p *Pool) Put(b []byte) {
-	if p == nil || cap(b) == 0 || cap(b) > p.maxBuffer() {
+	if p == nil || cap(b) < p.minBuffer() || cap(b) > p.maxBuffer() {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	max := p.maxBytes()
-	for len(p.free) > 0 && p.bytes+cap(b) > max {
+	for len(p.free) > 0 && (p.bytes+cap(b) > max || len(p.free) >= maxHeld) {
 		p.bytes -= cap(p.free[0])
 		n := copy(p.free, p.free[1:])
 		p.free[n] = nil
@@ -90,6 +98,13 @@ func (p *Pool) maxBytes() int {
 		return p.MaxBytes
 	}
 	return DefaultMaxBytes
+}
+
+func (p *Pool) minBuffer() int {
+	if p.MinBuffer > 0 {
+		return p.MinBuffer
+	}
+	return DefaultMinBuffer
 }
 
 func (p *Pool) maxBuffer() int {

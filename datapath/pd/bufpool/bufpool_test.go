@@ -18,9 +18,10 @@ func TestPoolGet(t *testing.T) {
 		reuse bool // Get must return the buffer put back
 	}{
 		{"empty pool allocates", 0, 100, false},
-		{"large enough is reused", 1 << 10, 100, true},
-		{"exactly large enough is reused", 100, 100, true},
-		{"too small is never returned", 64, 100, false},
+		{"large enough is reused", 1 << 20, 100, true},
+		{"exactly large enough is reused", 64 << 10, 64 << 10, true},
+		{"too small is never returned", 32 << 10, 64 << 10, false},
+		{"under the minimum is not kept", DefaultMinBuffer - 1, 100, false},
 		{"oversized is not kept", DefaultMaxBuffer + 1, 100, false},
 	}
 	for _, tc := range tests {
@@ -48,7 +49,7 @@ func TestPoolGet(t *testing.T) {
 // TestPoolBudget: the pool never holds more than MaxBytes, evicting the
 // oldest buffers first, and a buffer over MaxBuffer is never kept.
 func TestPoolBudget(t *testing.T) {
-	p := Pool{MaxBytes: 300, MaxBuffer: 200}
+	p := Pool{MaxBytes: 300, MaxBuffer: 200, MinBuffer: 1}
 	a, b, c := make([]byte, 0, 100), make([]byte, 0, 100), make([]byte, 0, 150)
 	p.Put(a)
 	p.Put(b)
@@ -68,5 +69,22 @@ func TestPoolBudget(t *testing.T) {
 	p.Put(make([]byte, 0, 201))
 	if p.Held() != 0 {
 		t.Errorf("a buffer over MaxBuffer was kept: held %d", p.Held())
+	}
+}
+
+// TestPoolCount: however small the buffers, the pool keeps at most 64, the
+// newest.
+func TestPoolCount(t *testing.T) {
+	p := Pool{MinBuffer: 1}
+	var last []byte
+	for range 100 {
+		last = make([]byte, 0, 10)
+		p.Put(last)
+	}
+	if p.Held() != 64*10 {
+		t.Fatalf("held %d bytes after 100 puts of 10, want %d", p.Held(), 64*10)
+	}
+	if got := p.Get(10); &got[:1][0] != &last[:1][0] {
+		t.Errorf("Get did not return the newest buffer")
 	}
 }
