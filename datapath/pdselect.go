@@ -19,9 +19,29 @@ func (rt *Runtime) pdFacts(c *compiled, r *http.Request, body []byte) ladder.Fac
 	top := ladder.ScanBody(body)
 	f.Model, f.SessionKey = requestIdentity(r.Header, top)
 	if c.pd.prefix != nil {
-		f.PromptKey = top.AppendPromptKey(nil, f.Path, rt.opts.PrefixIndex.MaxKeyBytes)
+		limit := rt.opts.PrefixIndex.MaxKeyBytes
+		f.PromptKey = top.AppendPromptKey(c.pd.keys.Get(promptKeyRoom(top, limit)), f.Path, limit)
 	}
 	return f
+}
+
+// promptKeyRoom is the capacity a prompt key is built in: the raw prompt's
+// length, escapes included (the key is never longer than the text it
+// decodes), capped at limit (≤ 0: none).
+func promptKeyRoom(top ladder.BodyFields, limit int) int {
+	n := len(top.Prompt) + len(top.Messages)
+	if limit > 0 {
+		n = min(n, limit)
+	}
+	return n
+}
+
+// releaseFacts gives f's prompt key back to the generation's pool once the
+// request is served: the prefix index keeps only hashes of it, and nothing
+// else outlives the request with it.
+func (c *compiled) releaseFacts(f *ladder.Facts) {
+	c.pd.keys.Put(f.PromptKey)
+	f.PromptKey = nil
 }
 
 // pairChoice is a chosen (prefill, decode) pair whose breaker slots are

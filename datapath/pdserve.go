@@ -139,6 +139,7 @@ func (rt *Runtime) servePD(x *exchange, c *compiled, body []byte) {
 	}
 	// Client transfer state in body is removed by the dialect's own rewrite.
 	f := rt.pdFacts(c, x.r, body)
+	defer c.releaseFacts(&f)
 	var held heldSlots // admission window slots (flowgate.go)
 	defer held.release()
 	pc, pairDiff, ok, shed := rt.choosePairAdmitted(x, c, &f, &held)

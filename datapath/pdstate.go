@@ -6,6 +6,7 @@ import (
 	"github.com/infergate/infergate/datapath/chwbl"
 	"github.com/infergate/infergate/datapath/ladder"
 	"github.com/infergate/infergate/datapath/pd"
+	"github.com/infergate/infergate/datapath/pd/bufpool"
 	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/radix"
@@ -28,6 +29,9 @@ type pdView struct {
 	// decided once here rather than by a scan of the endpoints per request.
 	moriio bool
 	models *pd.ModelLabels // model label of loxilb_ai_pd_requests_total
+	// keys recycles the prompt keys Tier 1 is matched on: up to 256 KiB
+	// of an agent's prompt each (pdselect.go).
+	keys bufpool.Pool
 }
 
 // prefixState is a rule's Tier 1 index, kept across updates while the rule

@@ -2,6 +2,7 @@ package jsonscan
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -37,6 +38,44 @@ func BenchmarkWalk(b *testing.B) {
 				}
 				if it.Err() != nil || !stream {
 					b.Fatal("walk failed")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkLongString validates and decodes the prompt of a 400 KB request
+// three ways: plain words, code with an escape every dozen bytes or so
+// (code and JSON pasted into an agent's prompt), and text dense with
+// escapes.
+func BenchmarkLongString(b *testing.B) {
+	var plain strings.Builder
+	for i := 0; plain.Len() < 400<<10; i++ {
+		plain.WriteString("word")
+		plain.WriteString(strconv.Itoa(i))
+		plain.WriteByte(' ')
+	}
+	for _, tc := range []struct{ name, text string }{
+		{"plain", plain.String()},
+		{"code", strings.Repeat(`\tif err != nil {\n\t\treturn fmt.Errorf(\"read %s: %w\", name, err)\n\t}\n`, 400<<10/70)},
+		{"dense", strings.Repeat(`if (x) {\n\treturn \"caf\u00e9\";\n}\n`, 400<<10/40)},
+	} {
+		s := []byte(`"` + tc.text + `"`)
+		b.Run("scan/"+tc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(s)))
+			for b.Loop() {
+				if _, _, ok := ScanString(s, 0); !ok {
+					b.Fatal("invalid")
+				}
+			}
+		})
+		buf := make([]byte, 0, len(s))
+		b.Run("unescape/"+tc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(s)))
+			for b.Loop() {
+				var err error
+				if buf, err = AppendUnescaped(buf[:0], s[1:len(s)-1]); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})

@@ -65,22 +65,18 @@ func Equal(raw []byte, name string) bool {
 
 // appendDecoded decodes the escapes of raw onto dst; repair replaces
 // invalid UTF-8 bytes with U+FFFD as encoding/json does.
+// The text between escapes is copied a run at a time (a prompt's escapes
+// are dozens of bytes apart); only a run that is not valid UTF-8, under
+// repair, is walked rune by rune.
 func appendDecoded(dst, raw []byte, repair bool) ([]byte, error) {
 	for i := 0; i < len(raw); {
-		c := raw[i]
-		if c != '\\' {
-			if c < utf8.RuneSelf || !repair {
-				dst = append(dst, c)
-				i++
-				continue
+		if raw[i] != '\\' {
+			j := bytes.IndexByte(raw[i:], '\\')
+			if j < 0 {
+				j = len(raw) - i
 			}
-			r, size := utf8.DecodeRune(raw[i:])
-			if r == utf8.RuneError && size == 1 {
-				dst = utf8.AppendRune(dst, utf8.RuneError)
-			} else {
-				dst = append(dst, raw[i:i+size]...)
-			}
-			i += size
+			dst = appendRun(dst, raw[i:i+j], repair)
+			i += j
 			continue
 		}
 		if i+1 >= len(raw) {
@@ -121,6 +117,30 @@ func appendDecoded(dst, raw []byte, repair bool) ([]byte, error) {
 		}
 	}
 	return dst, nil
+}
+
+// appendRun appends run, which holds no backslash; repair replaces its
+// invalid UTF-8 bytes with U+FFFD.
+func appendRun(dst, run []byte, repair bool) []byte {
+	if !repair || utf8.Valid(run) {
+		return append(dst, run...)
+	}
+	for i := 0; i < len(run); {
+		c := run[i]
+		if c < utf8.RuneSelf {
+			dst = append(dst, c)
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(run[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = utf8.AppendRune(dst, utf8.RuneError)
+		} else {
+			dst = append(dst, run[i:i+size]...)
+		}
+		i += size
+	}
+	return dst
 }
 
 // ParseInt reads a JSON number literal as an int64 the way encoding/json

@@ -1,6 +1,9 @@
 package jsonscan
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // MaxDepth is encoding/json's nesting limit: a document may nest this many
 // containers, and the strict scanners refuse one more.
@@ -131,12 +134,32 @@ func Step(b []byte, i, n int, closing byte) (pos int, done, ok bool) {
 
 // ScanString validates the string starting at b[i] (a quote) and returns the
 // index just past its closing quote and whether it holds a backslash escape.
-// The hot loop tests 8 bytes at a time: prompts are long runs of plain text.
+// The hot loop tests 8 bytes at a time (32 while they are plain): prompts
+// are long runs of plain text. A word holding a special byte jumps straight
+// to it, so an escape every few dozen bytes (\n, \" in code and JSON
+// pasted into agent prompts) costs no byte-by-byte walk up to it.
 func ScanString(b []byte, i int) (end int, escaped, ok bool) {
 	i++
 	for {
-		for i+8 <= len(b) && !hasSpecial(binary.LittleEndian.Uint64(b[i:])) {
+	words:
+		for i+8 <= len(b) {
+			if m := specials(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break words
+			}
 			i += 8
+			// A plain word: four words per test while none holds a special
+			// byte, one branch per 32 bytes. Only after a plain word, so
+			// text dense with escapes does not pay for a wide test that
+			// fails.
+			for i+32 <= len(b) {
+				w := b[i : i+32]
+				if specials(binary.LittleEndian.Uint64(w))|specials(binary.LittleEndian.Uint64(w[8:]))|
+					specials(binary.LittleEndian.Uint64(w[16:]))|specials(binary.LittleEndian.Uint64(w[24:])) != 0 {
+					break
+				}
+				i += 32
+			}
 		}
 		if i >= len(b) {
 			return 0, false, false
@@ -165,20 +188,26 @@ func ScanString(b []byte, i int) (end int, escaped, ok bool) {
 		case c < 0x20:
 			return 0, false, false
 		default:
-			i++
+			i++ // the last few bytes, fewer than a word
 		}
 	}
 }
 
 // hasSpecial reports whether any byte of the little-endian word x is '"',
 // '\\' or a control character (< 0x20): the bytes a string scan must stop
-// at. Classic SWAR zero-byte tests; a false positive only costs a byte-wise
-// look at that word, and there are no false negatives.
-func hasSpecial(x uint64) bool {
+// at. Classic SWAR zero-byte tests: a byte above a special one may be
+// flagged too, but never one below it and never when there is none, so
+// the lowest flag is exactly the first special byte.
+func hasSpecial(x uint64) bool { return specials(x) != 0 }
+
+// specials is hasSpecial's test as a mask with bit 8k+7 set for flagged
+// byte k, so several words can be tested with one branch and the first
+// special byte found by its trailing zeros.
+func specials(x uint64) uint64 {
 	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	q := x ^ (lo * '"')
 	bs := x ^ (lo * '\\')
-	return ((q-lo)&^q|(bs-lo)&^bs|(x-lo*0x20)&^x)&hi != 0
+	return ((q-lo)&^q | (bs-lo)&^bs | (x-lo*0x20)&^x) & hi
 }
 
 func scanLiteral(b []byte, i int, lit string) (int, bool) {

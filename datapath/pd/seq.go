@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/infergate/infergate/datapath/pd/bufpool"
 	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
 	"github.com/sirupsen/logrus"
@@ -31,7 +32,7 @@ type seq struct {
 	obj  object      // the client body, parsed once (clientObject)
 	head http.Header // the legs' header, for dialects that share one
 	// bodies recycles leg-body buffers (nil: the dialect does not).
-	bodies *bodyPool
+	bodies *bufpool.Pool
 }
 
 // serve is every dialect's Serve: it times the request, parses the client

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/infergate/infergate/datapath/pd/bufpool"
 	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
 	"github.com/sirupsen/logrus"
@@ -23,10 +24,13 @@ const defaultBootstrapPort = 8998
 // dispatched together, because the prefill blocks until its decode joins
 // the room on the prefill's bootstrap server. The client gets the decode
 // response; the prefill response is drained and discarded.
-type sglang struct{ opts Options }
+type sglang struct {
+	opts   Options
+	bodies bufpool.Pool // the legs' shared body buffer, between requests
+}
 
 func (d *sglang) Serve(ctx context.Context, w http.ResponseWriter, req *Request, pair Pair, s upstream.Sender) Outcome {
-	return serve(&seq{ctx: ctx, w: w, req: req, pair: pair, s: s, opts: d.opts}, spec.EngineSGLang, runSGLang)
+	return serve(&seq{ctx: ctx, w: w, req: req, pair: pair, s: s, opts: d.opts, bodies: &d.bodies}, spec.EngineSGLang, runSGLang)
 }
 
 // sglangTransferFields is SGLang's client transfer state: the bootstrap
@@ -98,10 +102,16 @@ func (q sgSeq) serveOne() {
 	prefill := q.pair.Prefill
 	decodes := q.pair.decodes()
 	roomRetried := false
+	// The shared leg body's memory: an attempt returns only once both of
+	// its sends have, so a retry may overwrite it and the pool may have it
+	// back at the end.
+	buf := q.bodies.Get(len(q.obj.raw) + sgBodyRoom)
+	defer func() { q.bodies.Put(buf) }()
 	for {
 		// A fresh room per attempt: the old room died with its prefill (or
 		// lost its decode) and must never be matched again.
-		pbody, dbody := q.legBodies(prefill) // sglang_dp.go
+		pbody, dbody := q.legBodies(buf, prefill) // sglang_dp.go
+		buf = dbody
 		switch q.attempt(pbody, dbody, prefill, decodes, !roomRetried) {
 		case retryNone:
 			return
@@ -327,10 +337,20 @@ wait:
 // prefill's DP rank), into a client body; nothing else changes (SGLang's
 // prefill keeps stream and max_tokens).
 func sglangBody(o *object, host string, port uint16, room uint64, more ...edit) []byte {
+	return sglangBodyInto(nil, o, host, port, room, more...)
+}
+
+// sgBodyRoom is what the bootstrap triple adds to a client body at most:
+// three keys, a quoted host (an IPv6 address at most) and two numbers.
+const sgBodyRoom = 256
+
+// sglangBodyInto is sglangBody written into buf's memory when it fits
+// (applyOwnInto): buf must be a leg body no send still reads.
+func sglangBodyInto(buf []byte, o *object, host string, port uint16, room uint64, more ...edit) []byte {
 	var hb [64]byte
 	h := strconv.AppendQuote(hb[:0], host)
 	var pb, rb [24]byte
-	return o.applyOwn(append([]edit{
+	return o.applyOwnInto(buf, append([]edit{
 		{fieldBootstrapHost, h},
 		{fieldBootstrapPort, strconv.AppendUint(pb[:0], uint64(port), 10)},
 		{fieldBootstrapRoom, strconv.AppendUint(rb[:0], room, 10)},

@@ -41,15 +41,17 @@ func alignRoom(room uint64, rank, ranks int) uint64 {
 }
 
 // legBodies are one dispatch's prefill and decode bodies: the bootstrap
-// triple on both, and on the prefill leg its DP rank when known.
-func (q sgSeq) legBodies(prefill spec.Endpoint) (pbody, dbody []byte) {
+// triple on both, and on the prefill leg its DP rank when known. The
+// decode body (also the prefill's without a rank) is written into buf's
+// memory when it fits.
+func (q sgSeq) legBodies(buf []byte, prefill spec.Endpoint) (pbody, dbody []byte) {
 	room := randUint63()
 	rank, ranks, ok := q.prefillRank(prefill)
 	if ok {
 		room = alignRoom(room, rank, ranks)
 	}
 	host, port := prefill.Addr.Addr().String(), q.bootstrapPort(prefill)
-	dbody = sglangBody(&q.obj, host, port, room)
+	dbody = sglangBodyInto(buf, &q.obj, host, port, room)
 	if !ok {
 		return dbody, dbody
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/infergate/infergate/datapath/pd/bufpool"
 	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
 )
@@ -16,7 +17,10 @@ import (
 // to the context server, then the client's request to the generation server
 // with the context's disaggregated_params (request_type → generation_only).
 // The engine rejects unknown fields, so nothing else is ever added.
-type trtllm struct{ opts Options }
+type trtllm struct {
+	opts   Options
+	bodies bufpool.Pool // the two legs' shared body buffer, between requests
+}
 
 // Finish reasons that mean "the context step did not finish the request".
 const (
@@ -36,7 +40,7 @@ type trtContextResponse struct {
 }
 
 func (d *trtllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request, pair Pair, s upstream.Sender) Outcome {
-	return serve(&seq{ctx: ctx, w: w, req: req, pair: pair, s: s, opts: d.opts}, spec.EngineTRTLLM, runTRTLLM)
+	return serve(&seq{ctx: ctx, w: w, req: req, pair: pair, s: s, opts: d.opts, bodies: &d.bodies}, spec.EngineTRTLLM, runTRTLLM)
 }
 
 // trtTransferFields is TensorRT-LLM's client transfer state (read-only).
@@ -81,8 +85,13 @@ func runTRTLLM(q *seq) {
 
 	// A fresh disagg id per dispatch: a retried context must not collide
 	// with a half-finished one on the same engine.
+	// One buffer serves every context attempt and then the generation
+	// body: each leg's send has returned before the next body is written.
+	buf := q.bodies.Get(decodeRoom(len(q.obj.raw)))
+	defer func() { q.bodies.Put(buf) }()
 	build := func(prefill spec.Endpoint) upstream.Leg {
-		return upstream.Leg{Endpoint: prefill, Path: req.Path, Header: header, Body: trtContextBody(&q.obj, randUint63())}
+		buf = trtContextBodyInto(buf, &q.obj, randUint63())
+		return upstream.Leg{Endpoint: prefill, Path: req.Path, Header: header, Body: buf}
 	}
 	r, _, ok, done := q.prefillWithFailover(build, prefillWords{leg: "context", fallback: "generation serves standalone"})
 	if done {
@@ -106,12 +115,13 @@ func runTRTLLM(q *seq) {
 		}
 	}
 
-	body, err := trtGenerationBody(&q.obj, params)
+	body, err := trtGenerationBodyInto(buf, &q.obj, params)
 	if err != nil {
 		// Malformed params: serve standalone rather than fail the client.
 		o.KVTransferFailed = true
-		body, _ = trtGenerationBody(&q.obj, nil)
+		body, _ = trtGenerationBodyInto(buf, &q.obj, nil)
 	}
+	buf = body
 	q.serveDecode(func(gen spec.Endpoint) upstream.Leg {
 		return upstream.Leg{Endpoint: gen, Path: req.Path, Header: header, Body: body}
 	})
@@ -157,11 +167,17 @@ func writeEarlyExit(w http.ResponseWriter, header http.Header, body []byte, stre
 // request. Nothing may be added besides disaggregated_params: the engine
 // rejects unknown fields (extra="forbid"), so no cap or n rewrite.
 func trtContextBody(o *object, disaggID uint64) []byte {
+	return trtContextBodyInto(nil, o, disaggID)
+}
+
+// trtContextBodyInto is trtContextBody written into buf's memory when it
+// fits (applyOwnInto).
+func trtContextBodyInto(buf []byte, o *object, disaggID uint64) []byte {
 	var b [96]byte
 	p := append(b[:0], `{"`+fieldRequestType+`":"`+trtContextOnly+`","`+fieldDisaggRequestID+`":`...)
 	p = strconv.AppendUint(p, disaggID, 10)
 	p = append(p, '}')
-	return o.applyOwn([]edit{
+	return o.applyOwnInto(buf, []edit{
 		{fieldStream, jsonFalse},
 		{fieldStreamOptions, nil},
 		{fieldDisaggParams, p},
@@ -173,13 +189,19 @@ func trtContextBody(o *object, disaggID uint64) []byte {
 // other engine field (ctx_request_id, opaque state, first tokens) is
 // relayed verbatim. params nil: the generation leg serves standalone.
 func trtGenerationBody(o *object, params []byte) ([]byte, error) {
+	return trtGenerationBodyInto(nil, o, params)
+}
+
+// trtGenerationBodyInto is trtGenerationBody written into buf's memory
+// when it fits (applyOwnInto): buf must be a leg body no send still reads.
+func trtGenerationBodyInto(buf []byte, o *object, params []byte) ([]byte, error) {
 	if params == nil {
-		return o.applyOwn([]edit{{fieldDisaggParams, nil}}), nil
+		return o.applyOwnInto(buf, []edit{{fieldDisaggParams, nil}}), nil
 	}
 	po, err := parseObject(params)
 	if err != nil {
 		return nil, fmt.Errorf("context disaggregated_params: %w", err)
 	}
 	gp := po.apply([]edit{{fieldRequestType, []byte(`"` + trtGenerationOnly + `"`)}})
-	return o.applyOwn([]edit{{fieldDisaggParams, gp}}), nil
+	return o.applyOwnInto(buf, []edit{{fieldDisaggParams, gp}}), nil
 }

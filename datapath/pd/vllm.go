@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/infergate/infergate/datapath/pd/bufpool"
 	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
 )
@@ -13,7 +14,7 @@ import (
 // kv_transfer_params so decode pulls the blocks instead of recomputing.
 type vllm struct {
 	opts   Options
-	bodies bodyPool // the NIXL legs' shared body buffer, between requests
+	bodies bufpool.Pool // the NIXL legs' shared body buffer, between requests
 }
 
 func (d *vllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request, pair Pair, s upstream.Sender) Outcome {
@@ -77,9 +78,9 @@ func runVLLM(q *seq) {
 	}
 	// Room for the decode body, which reuses this buffer (below). Both legs'
 	// sends have returned when runVLLM does, so the buffer goes back then.
-	prefillBody := vllmPrefillBodyInto(q.bodies.get(decodeRoom(len(q.obj.raw))), &q.obj, req.Path, vllmPrefillParams)
+	prefillBody := vllmPrefillBodyInto(q.bodies.Get(decodeRoom(len(q.obj.raw))), &q.obj, req.Path, vllmPrefillParams)
 	last := prefillBody
-	defer func() { q.bodies.put(last) }()
+	defer func() { q.bodies.Put(last) }()
 	build := func(prefill spec.Endpoint) upstream.Leg {
 		return q.vllmLeg(prefill, vllmRequestID(prefill, q.pair.Decode, suffix), prefillBody)
 	}

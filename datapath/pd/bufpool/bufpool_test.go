@@ -1,0 +1,90 @@
+package bufpool
+
+import "testing"
+
+func TestPoolNil(t *testing.T) {
+	var p *Pool
+	if b := p.Get(10); len(b) != 0 || cap(b) < 10 {
+		t.Errorf("nil pool Get(10): len %d cap %d", len(b), cap(b))
+	}
+	p.Put(make([]byte, 10)) // must not panic
+}
+
+func TestPoolGet(t *testing.T) {
+	tests := []struct {
+		name  string
+		put   int // capacity put back (0: nothing)
+		get   int
+		reuse bool // Get must return the buffer put back
+	}{
+		{"empty pool allocates", 0, 100, false},
+		{"large enough is reused", 1 << 20, 100, true},
+		{"exactly large enough is reused", 64 << 10, 64 << 10, true},
+		{"too small is never returned", 32 << 10, 64 << 10, false},
+		{"under the minimum is not kept", DefaultMinBuffer - 1, 100, false},
+		{"oversized is not kept", DefaultMaxBuffer + 1, 100, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var p Pool
+			var put []byte
+			if tc.put > 0 {
+				put = make([]byte, 7, tc.put)
+				p.Put(put)
+			}
+			got := p.Get(tc.get)
+			if len(got) != 0 || cap(got) < tc.get {
+				t.Fatalf("Get(%d): len %d cap %d", tc.get, len(got), cap(got))
+			}
+			if same := put != nil && &got[:1][0] == &put[:1][0]; same != tc.reuse {
+				t.Errorf("Get(%d) returned the buffer of capacity %d put back: %v, want %v", tc.get, tc.put, same, tc.reuse)
+			}
+			if tc.reuse && p.Held() != 0 {
+				t.Errorf("after the reuse the pool still holds %d bytes", p.Held())
+			}
+		})
+	}
+}
+
+// TestPoolBudget: the pool never holds more than MaxBytes, evicting the
+// oldest buffers first, and a buffer over MaxBuffer is never kept.
+func TestPoolBudget(t *testing.T) {
+	p := Pool{MaxBytes: 300, MaxBuffer: 200, MinBuffer: 1}
+	a, b, c := make([]byte, 0, 100), make([]byte, 0, 100), make([]byte, 0, 150)
+	p.Put(a)
+	p.Put(b)
+	if p.Held() != 200 {
+		t.Fatalf("held %d after two 100-byte buffers, want 200", p.Held())
+	}
+	p.Put(c) // 350 > 300: a, the oldest, goes
+	if p.Held() != 250 {
+		t.Fatalf("held %d after the third buffer, want 250", p.Held())
+	}
+	if got := p.Get(120); &got[:1][0] != &c[:1][0] {
+		t.Errorf("Get(120) did not return the only buffer large enough")
+	}
+	if got := p.Get(100); &got[:1][0] != &b[:1][0] {
+		t.Errorf("Get(100) did not return the remaining buffer (the evicted one must be gone)")
+	}
+	p.Put(make([]byte, 0, 201))
+	if p.Held() != 0 {
+		t.Errorf("a buffer over MaxBuffer was kept: held %d", p.Held())
+	}
+}
+
+// TestPoolCount: however small the buffers, the pool keeps at most 64, the
+// newest.
+func TestPoolCount(t *testing.T) {
+	p := Pool{MinBuffer: 1}
+	var last []byte
+	for range 100 {
+		last = make([]byte, 0, 10)
+		p.Put(last)
+	}
+	if p.Held() != 64*10 {
+		t.Fatalf("held %d bytes after 100 puts of 10, want %d", p.Held(), 64*10)
+	}
+	if got := p.Get(10); &got[:1][0] != &last[:1][0] {
+		t.Errorf("Get did not return the newest buffer")
+	}
+}
