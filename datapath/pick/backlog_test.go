@@ -1,0 +1,80 @@
+package pick
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// The backlog share follows what requests placed behind a charged backlog
+// really waited: all of it on an engine that computes prefills one after
+// another, none on one that prices each prefill on its own tokens, and the
+// queue term's part is not the backlog's. Samples without a charged
+// backlog, saturated ones and a gateway that does not learn leave it at the
+// prior; a backlog sample teaches the per-token and per-request costs
+// nothing.
+func TestBacklogShareLearn(t *testing.T) {
+	ms := time.Millisecond
+	// A 100-token uncached tail (55 ms with the overhead) placed behind
+	// 500 ms of charged prefill, with a 20 ms queue term.
+	est := Estimate{Queue: 20 * ms, Prefill: 55 * ms, Charged: 500 * ms, Backlog: 500 * ms, Uncached: 100, QueueUnits: 0.2}
+	for _, tc := range []struct {
+		name string
+		m    CostModel
+		est  Estimate
+		ttft time.Duration
+		want float64
+	}{
+		{"one after another keeps the prior", DefaultCostModel(), est, 575 * ms, 1},
+		{"side by side learns none", DefaultCostModel(), est, 55 * ms, 0},
+		{"the queue term explains the wait", DefaultCostModel(), est, 75 * ms, 0},
+		{"half of it", DefaultCostModel(), est, 325 * ms, 0.5},
+		{"longer than the whole backlog clamps", DefaultCostModel(), est, 3 * time.Second, 1},
+		{"nothing charged teaches no share", DefaultCostModel(), Estimate{Prefill: 55 * ms, Uncached: 100}, 55 * ms, 1},
+		{"saturated teaches nothing", DefaultCostModel(), Estimate{Prefill: 55 * ms, Charged: 500 * ms, Backlog: 500 * ms, Saturation: ms}, 55 * ms, 1},
+		{"learning off", CostModel{LearnRate: -1}, est, 55 * ms, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewCosts(tc.m)
+			for range 200 {
+				s.Observe("a", tc.est, tc.ttft)
+			}
+			if got := s.BacklogShare("a"); math.Abs(got-tc.want) > 0.01 {
+				t.Fatalf("backlog share %.3f, want %.3f", got, tc.want)
+			}
+			if tok, req, _ := s.Learned("a"); tc.est.Charged > 0 && (tok != s.m.PerToken || req != s.m.PerRequest) {
+				t.Fatalf("a backlog sample taught per token %v, per request %v", tok, req)
+			}
+			if got := s.BacklogShare("b"); got != DefaultBacklogShare {
+				t.Fatalf("another endpoint's share %.3f", got)
+			}
+		})
+	}
+}
+
+// The estimate prices the charged backlog at the endpoint's learned share
+// and keeps the clock's own reading beside it.
+func TestEstimateBacklogShare(t *testing.T) {
+	ms := time.Millisecond
+	t0 := time.Unix(1000, 0)
+	for _, tc := range []struct {
+		name        string
+		share       float64 // learned first from one sample at this share (rate 1)
+		wantBacklog time.Duration
+		wantTotal   time.Duration // a cold 400-token prompt: 130 ms of prefill
+	}{
+		{"prior", 1, 530 * ms, 660 * ms},
+		{"half", 0.5, 265 * ms, 395 * ms},
+		{"none", 0, 0, 130 * ms},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewCosts(CostModel{LearnRate: 1})
+			s.Observe("a", Estimate{Prefill: 10 * ms, Charged: time.Second}, 10*ms+time.Duration(tc.share*float64(time.Second)))
+			s.Charge("a", t0, 2000)
+			e := s.Estimate(&Candidate{ID: "a"}, t0, 400, 0)
+			if e.Charged != 530*ms || e.Backlog != tc.wantBacklog || e.Total() != tc.wantTotal {
+				t.Fatalf("charged %v backlog %v total %v, want 530ms %v %v", e.Charged, e.Backlog, e.Total(), tc.wantBacklog, tc.wantTotal)
+			}
+		})
+	}
+}
