@@ -19,35 +19,63 @@ import (
 //
 // Which engine the fleet runs is not configured anywhere, so the share of
 // the charged backlog a newcomer really waits behind is learned per
-// endpoint from the requests placed while a backlog was charged: the part
-// of the observed time to first token that the request's own prefill and
-// the queue term do not explain, as a share of the backlog, folded in as
-// an exponentially weighted average at the model's LearnRate and kept
-// within [0, 1]. The prior is 1 (one after another), so a gateway that
-// has seen nothing, or does not learn, prices the backlog as it always did.
+// endpoint from the requests placed while a backlog was charged. Each one
+// waited some part of it: what its observed time to first token holds
+// beyond its own prefill and the queue term, within [0, charged]. The share
+// is the ratio of the waits to the backlogs, both summed with older samples
+// discounted by the model's LearnRate each (a least-squares fit of wait =
+// share × backlog that forgets), so a sample behind a long backlog says
+// more than one behind a few milliseconds of it, whose wait is mostly
+// noise. The prior, 1 (one after another), enters as one sample behind
+// backlogPriorWeight of backlog: a gateway that has seen nothing, or does
+// not learn, prices the backlog as it always did, and a handful of
+// answers outweighs the guess.
 
 // DefaultBacklogShare is the prior share of the charged backlog a
 // newcomer waits behind: all of it, as on a compute-bound engine.
 const DefaultBacklogShare = 1.0
 
-// backlogSample is the share of the charged backlog that one observed
-// time to first token implies: what the request waited beyond its own
-// prefill and the queue term, over the backlog it was placed behind,
-// within [0, 1]. ok is false when nothing was charged ahead of it.
-func backlogSample(est Estimate, ttft time.Duration) (share float64, ok bool) {
+// backlogPriorWeight is the backlog the prior counts as having seen: about
+// one cold 1,000-token prefill at the default costs.
+const backlogPriorWeight = 250 * time.Millisecond
+
+// backlogFit is an endpoint's discounted sums of the waits and the
+// backlogs of the requests placed behind a charged backlog (nanoseconds),
+// guarded by endpointCost.mu.
+type backlogFit struct{ waited, charged float64 }
+
+func newBacklogFit() backlogFit {
+	w := float64(backlogPriorWeight)
+	return backlogFit{waited: DefaultBacklogShare * w, charged: w}
+}
+
+// add folds in one request placed behind charged of backlog that waited
+// waited of it, discounting the earlier samples by rate, and returns the
+// share.
+func (b *backlogFit) add(waited, charged time.Duration, rate float64) float64 {
+	w := min(max(waited, 0), charged)
+	b.waited = (1-rate)*b.waited + float64(w)
+	b.charged = (1-rate)*b.charged + float64(charged)
+	return b.waited / b.charged
+}
+
+// backlogWaited is what an observed time to first token says the request
+// waited behind the backlog it was placed with: the part its own prefill
+// and the queue term do not explain. ok is false when nothing was charged
+// ahead of it.
+func backlogWaited(est Estimate, ttft time.Duration) (waited time.Duration, ok bool) {
 	if est.Charged <= 0 {
 		return 0, false
 	}
-	beyond := float64(ttft - est.Prefill - est.Queue)
-	return min(max(beyond/float64(est.Charged), 0), 1), true
+	return ttft - est.Prefill - est.Queue, true
 }
 
-// learnBacklogShare folds one sample into e's share at rate.
-func (e *endpointCost) learnBacklogShare(sample, rate float64) {
+// learnBacklogShare folds one request that waited waited of a charged
+// backlog into e's share at rate.
+func (e *endpointCost) learnBacklogShare(waited, charged time.Duration, rate float64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	cur := e.backlogShareNow()
-	e.backlogShare.Store(math.Float64bits(cur + rate*(sample-cur)))
+	e.backlogShare.Store(math.Float64bits(e.backlog.add(waited, charged, rate)))
 }
 
 // backlogShareNow is the endpoint's learned share.

@@ -59,7 +59,7 @@ func TestEstimateBacklogShare(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	for _, tc := range []struct {
 		name        string
-		share       float64 // learned first from one sample at this share (rate 1)
+		share       float64 // learned first from one answer at this share (rate 1: it outweighs the prior)
 		wantBacklog time.Duration
 		wantTotal   time.Duration // a cold 400-token prompt: 130 ms of prefill
 	}{
@@ -74,6 +74,39 @@ func TestEstimateBacklogShare(t *testing.T) {
 			e := s.Estimate(&Candidate{ID: "a"}, t0, 400, 0)
 			if e.Charged != 530*ms || e.Backlog != tc.wantBacklog || e.Total() != tc.wantTotal {
 				t.Fatalf("charged %v backlog %v total %v, want 530ms %v %v", e.Charged, e.Backlog, e.Total(), tc.wantBacklog, tc.wantTotal)
+			}
+		})
+	}
+}
+
+// The share weighs each answer by the backlog it was placed behind: a few
+// answers behind long backlogs outweigh the prior, and an answer behind a
+// few milliseconds of backlog (its wait mostly noise) barely moves it.
+func TestBacklogShareWeighsByBacklog(t *testing.T) {
+	ms := time.Millisecond
+	behind := func(charged time.Duration) Estimate {
+		return Estimate{Prefill: 55 * ms, Charged: charged, Backlog: charged}
+	}
+	for _, tc := range []struct {
+		name     string
+		samples  []Estimate
+		waits    []time.Duration // each sample's wait beyond its prefill
+		min, max float64
+	}{
+		{"three side-by-side answers outweigh the prior", []Estimate{behind(500 * ms), behind(500 * ms), behind(500 * ms)},
+			[]time.Duration{0, 0, 0}, 0, 0.2},
+		{"three answers that waited it all keep it", []Estimate{behind(500 * ms), behind(500 * ms), behind(500 * ms)},
+			[]time.Duration{500 * ms, 500 * ms, 500 * ms}, 0.99, 1},
+		{"a tiny backlog's full wait barely counts", []Estimate{behind(500 * ms), behind(500 * ms), behind(500 * ms), behind(5 * ms)},
+			[]time.Duration{0, 0, 0, 5 * ms}, 0, 0.2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewCosts(DefaultCostModel())
+			for i, e := range tc.samples {
+				s.Observe("a", e, e.Prefill+tc.waits[i])
+			}
+			if got := s.BacklogShare("a"); got < tc.min || got > tc.max {
+				t.Fatalf("backlog share %.3f, want within [%.2f, %.2f]", got, tc.min, tc.max)
 			}
 		})
 	}

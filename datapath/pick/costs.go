@@ -54,6 +54,7 @@ type endpointCost struct {
 	// backlogShare is the learned share of the charged backlog a newcomer
 	// waits behind (float64 bits; backlog.go).
 	backlogShare atomic.Uint64
+	backlog      backlogFit // what the share is fitted from
 	mu           sync.Mutex // serialises learning updates (read-modify-write of the learned costs)
 }
 
@@ -80,6 +81,7 @@ func (s *Costs) endpoint(id string) *endpointCost {
 		e.perToken.Store(int64(s.m.PerToken))
 		e.perRequest.Store(int64(s.m.PerRequest))
 		e.backlogShare.Store(math.Float64bits(DefaultBacklogShare))
+		e.backlog = newBacklogFit()
 		s.eps[id] = e
 	}
 	return e
@@ -202,8 +204,8 @@ func (s *Costs) Observe(id string, est Estimate, ttft time.Duration) {
 	if ttft <= 0 || rate <= 0 || est.Saturation > 0 {
 		return
 	}
-	if share, ok := backlogSample(est, ttft); ok {
-		s.endpoint(id).learnBacklogShare(share, rate)
+	if waited, ok := backlogWaited(est, ttft); ok {
+		s.endpoint(id).learnBacklogShare(waited, est.Charged, rate)
 		return
 	}
 	if est.Backlog > 0 {
