@@ -2,6 +2,7 @@ package pick
 
 import (
 	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -107,6 +108,35 @@ func TestBacklogShareWeighsByBacklog(t *testing.T) {
 			}
 			if got := s.BacklogShare("a"); got < tc.min || got > tc.max {
 				t.Fatalf("backlog share %.3f, want within [%.2f, %.2f]", got, tc.min, tc.max)
+			}
+		})
+	}
+}
+
+// A request no candidate holds is placed by the whole charged backlog,
+// whatever share was learned: an engine just sent a cold prefill is passed
+// over for an idle one even where that prefill delays no newcomer.
+func TestCheapestRotatingSpreadsByChargedBacklog(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	for _, tc := range []struct {
+		name  string
+		share float64
+	}{
+		{"prior", 1},
+		{"learned side by side", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewCosts(CostModel{LearnRate: 1})
+			s.Observe("a", Estimate{Prefill: 10 * time.Millisecond, Charged: time.Second}, 10*time.Millisecond+time.Duration(tc.share*float64(time.Second)))
+			s.Charge("a", t0, 1710)
+			cands := []Candidate{{ID: "a"}, {ID: "b", Index: 1}}
+			f := &Facts{Now: t0}
+			prices := s.Price(f, cands, 1710, nil)
+			var cur atomic.Uint64
+			for range 4 {
+				if i := CheapestRotating(prices, cands, 0, &cur); cands[i].ID != "b" {
+					t.Fatalf("placed on %s (%+v), want the idle b", cands[i].ID, prices)
+				}
 			}
 		})
 	}
