@@ -1,6 +1,7 @@
 package pick
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,7 +20,9 @@ import (
 //     the unexpired part is the backlog term of the estimate. Without it
 //     two requests that miss every cache, sent a few milliseconds apart,
 //     look equally cheap on the same idle engine and queue one behind the
-//     other, which is where a cache-aware router's tail comes from.
+//     other, which is where a cache-aware router's tail comes from. How
+//     much of the clock a newcomer really waits behind depends on how the
+//     engine schedules prefills; it is learned per endpoint (backlog.go).
 //   - The engine's actual speed. PerToken and PerRequest start at the
 //     priors and follow observed times to first token (Observe), per
 //     endpoint, as exponentially weighted averages: a slower GPU, a longer
@@ -48,7 +51,11 @@ type endpointCost struct {
 	perToken   atomic.Int64 // learned per-token prefill cost (ns)
 	perRequest atomic.Int64 // learned per-queued-request wait (ns)
 	samples    atomic.Int64 // observations folded in
-	mu         sync.Mutex   // serialises learning updates (read-modify-write of both costs)
+	// backlogShare is the learned share of the charged backlog a newcomer
+	// waits behind (float64 bits; backlog.go).
+	backlogShare atomic.Uint64
+	backlog      backlogFit // what the share is fitted from
+	mu           sync.Mutex // serialises learning updates (read-modify-write of the learned costs)
 }
 
 // NewCosts returns the shared cost state for model m (zero fields take the
@@ -73,6 +80,8 @@ func (s *Costs) endpoint(id string) *endpointCost {
 		e = &endpointCost{}
 		e.perToken.Store(int64(s.m.PerToken))
 		e.perRequest.Store(int64(s.m.PerRequest))
+		e.backlogShare.Store(math.Float64bits(DefaultBacklogShare))
+		e.backlog = newBacklogFit()
 		s.eps[id] = e
 	}
 	return e
@@ -92,8 +101,11 @@ func (s *Costs) modelOf(e *endpointCost) CostModel {
 // Estimate is one candidate's estimated time to first token, by term, as
 // the routing explanation shows it.
 type Estimate struct {
-	Queue      time.Duration // behind the engine's running batch and queue
-	Backlog    time.Duration // prefill this gateway sent that is not done yet
+	Queue time.Duration // behind the engine's running batch and queue
+	// Backlog is the wait the prefill this gateway sent that is not done
+	// yet (Charged) adds: Charged × the endpoint's learned backlog share.
+	Backlog    time.Duration
+	Charged    time.Duration // the backlog clock's unexpired prefill
 	Prefill    time.Duration // this request's own uncached prefill (with the start overhead)
 	Saturation time.Duration // KV cache pressure
 	// QueueUnits and Uncached are the inputs Observe learns from: the
@@ -128,7 +140,8 @@ func (s *Costs) Estimate(c *Candidate, now time.Time, tokens, cached int) Estima
 		Uncached:   uncached,
 	}
 	if left := e.busyUntil.Load() - now.UnixNano(); left > 0 {
-		est.Backlog = time.Duration(left)
+		est.Charged = time.Duration(left)
+		est.Backlog = e.backlogWait(est.Charged)
 	}
 	return est
 }
@@ -174,8 +187,10 @@ func (s *Costs) release(id string, end, now int64) {
 }
 
 // Observe folds one observed time to first token on endpoint id into its
-// learned costs; est is the estimate the request was placed with. Only
-// clean samples teach: placed with no backlog ahead (else the error is
+// learned costs; est is the estimate the request was placed with. A
+// request placed behind a charged backlog teaches the endpoint's backlog
+// share (backlog.go) and nothing else. Only clean samples teach the
+// per-token and per-request costs: placed with no backlog ahead (else the error is
 // mostly the backlog model's, and learning from it fed back — an engine
 // that answered sooner than a pessimistic backlog looked cheaper, drew
 // more work, and looked cheaper still) and without saturation. The error
@@ -186,7 +201,14 @@ func (s *Costs) release(id string, end, now int64) {
 // within LearnBound of the prior. Non-positive observations are ignored.
 func (s *Costs) Observe(id string, est Estimate, ttft time.Duration) {
 	rate := s.m.LearnRate
-	if ttft <= 0 || rate <= 0 || est.Backlog > 0 || est.Saturation > 0 {
+	if ttft <= 0 || rate <= 0 || est.Saturation > 0 {
+		return
+	}
+	if waited, ok := backlogWaited(est, ttft); ok {
+		s.endpoint(id).learnBacklogShare(waited, est.Charged, rate)
+		return
+	}
+	if est.Backlog > 0 {
 		return
 	}
 	e := s.endpoint(id)
@@ -316,10 +338,11 @@ func (p *Placed) Done(prefill time.Duration) {
 	p.costs.release(p.id, p.end, at.UnixNano())
 }
 
-// CheapestRotating returns the index of the least total among prices (one
-// per candidate, not empty); exact ties rotate through cursor, or go to
-// key's rendezvous winner among them when key is not 0, so idle engines
-// share cold work instead of the first one taking all of it.
+// CheapestRotating returns the index of the least placement cost among
+// prices (one per candidate, not empty; Estimate.PlacementTotal); exact
+// ties rotate through cursor, or go to key's rendezvous winner among them
+// when key is not 0, so idle engines share cold work instead of the first
+// one taking all of it.
 func CheapestRotating(prices []Priced, cands []Candidate, key uint64, cursor *atomic.Uint64) int {
-	return leastOf(cands, func(i int) time.Duration { return prices[i].Total() }, key, cursor)
+	return leastOf(cands, func(i int) time.Duration { return prices[i].PlacementTotal() }, key, cursor)
 }
