@@ -115,10 +115,15 @@ type CandidateScore struct {
 // CandidateEstimate is one candidate's estimated time to first token and
 // its terms (see CandidateScore).
 type CandidateEstimate struct {
-	ID           string  `json:"id"`
-	EstimateMs   float64 `json:"estimate_ms"`
-	QueueMs      float64 `json:"queue_ms"`
-	BacklogMs    float64 `json:"backlog_ms"`
+	ID         string  `json:"id"`
+	EstimateMs float64 `json:"estimate_ms"`
+	QueueMs    float64 `json:"queue_ms"`
+	BacklogMs  float64 `json:"backlog_ms"`
+	// ChargedMs is the prefill this gateway sent the candidate that is not
+	// done yet, whole; BacklogMs is the share of it a newcomer is learned
+	// to wait behind. Placing a request no candidate holds compares
+	// EstimateMs with the whole charge (new prefixes spread by it).
+	ChargedMs    float64 `json:"charged_ms"`
 	PrefillMs    float64 `json:"prefill_ms"`
 	SaturationMs float64 `json:"saturation_ms"`
 }

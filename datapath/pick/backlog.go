@@ -102,8 +102,9 @@ func (s *Costs) BacklogShare(id string) float64 { return s.endpoint(id).backlogS
 // prefix on 15 and 19 of 144 requests (main's build in the same hour: 1
 // and 1), while in the run that logged its decisions every KV decision
 // took the best holder and the busiest engine ran further above the mean:
-// the cold groups' homes, not the picks, were uneven. Cache-affinity choices (a holder against a cold engine) compare
-// Total, the wait the request itself expects.
+// the cold groups' homes, not the picks, were uneven. Cache-affinity
+// choices (a holder against a cold engine) compare Total, the wait the
+// request itself expects.
 func (e Estimate) PlacementTotal() time.Duration {
 	return max(e.Queue, e.Charged, e.Backlog) + e.Prefill + e.Saturation
 }
