@@ -11,9 +11,11 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
-// TestCodecMatchesProto: every answer the server sends, marshalled by the
-// codec, decodes to the message itself, and a message without generated
-// marshalling (a request) goes through gRPC's proto codec unchanged.
+// TestCodecMatchesProto: a message (a refusal, a request, the reference
+// answers) marshalled by the codec decodes to the message itself, and an
+// answer the stream encodes by hand goes through the codec as it is — head
+// then tail, the body not copied — and decodes to the message the
+// generated types build for it.
 func TestCodecMatchesProto(t *testing.T) {
 	big := bytes.Repeat([]byte("x"), 64<<10) // above gRPC's pooling threshold
 	cases := []struct {
@@ -53,6 +55,35 @@ func TestCodecMatchesProto(t *testing.T) {
 		back := tc.msg.ProtoReflect().New().Interface()
 		if err := c.Unmarshal(data, back); err != nil || !proto.Equal(back, tc.msg) {
 			t.Errorf("%s: codec round trip = %v, %v", tc.name, back, err)
+		}
+		data.Free()
+	}
+
+	var h heads
+	wires := []struct {
+		name string
+		a    wireAnswer
+		want proto.Message
+	}{
+		{"hand-encoded pick", encodePick(&h, DefaultDestinationNamespace, Result{Endpoints: []string{"10.0.0.1:8000", "10.0.0.2:8000"}, Headers: map[string]string{"X-Prefiller-Host-Port": "10.0.0.3:8000"}}, 8192),
+			pickResponse(DefaultDestinationNamespace, Result{Endpoints: []string{"10.0.0.1:8000", "10.0.0.2:8000"}, Headers: map[string]string{"X-Prefiller-Host-Port": "10.0.0.3:8000"}}, 8192)},
+		{"hand-encoded large request chunk", encodeChunk(&h, fieldRespRequestBody, big, false), requestChunk(big, false)},
+		{"hand-encoded response trailers", encodeEmpty(&h, fieldRespResponseTrailers, false), responseTrailersOK()},
+	}
+	for _, tc := range wires {
+		data, err := c.Marshal(&tc.a)
+		if err != nil {
+			t.Fatalf("%s: marshal: %v", tc.name, err)
+		}
+		if len(tc.a.tail) > 0 && (len(data) != 2 || &data[1].ReadOnlyData()[0] != &tc.a.tail[0]) {
+			t.Errorf("%s: the body was copied or moved: %d buffers", tc.name, len(data))
+		}
+		got := &extprocv3.ProcessingResponse{}
+		if err := std.Unmarshal(data, got); err != nil {
+			t.Fatalf("%s: the proto codec cannot read the codec's bytes: %v", tc.name, err)
+		}
+		if !proto.Equal(got, tc.want) {
+			t.Errorf("%s: decoded %v, want %v", tc.name, got, tc.want)
 		}
 		data.Free()
 	}

@@ -43,8 +43,15 @@ const (
 // a re-emitted body chunk's bytes, sent from where they lie instead of
 // being copied into a marshal buffer. The server's codec hands both to gRPC
 // as they are; the bytes decode to the message the proto package would
-// write for the same answer (TestWireAnswersMatchProto), and a server
-// registered without that codec decodes them back into the message.
+// write for the same answer (TestWireAnswersMatchProto). A gRPC server
+// built without that codec cannot send one: its proto codec refuses a
+// wireAnswer, and every stream fails at its first answer.
+//
+// gRPC keeps both slices after SendMsg returns, until its writer goroutine
+// has written the frame, so neither may be written again: a head's slab
+// only moves on (heads), and a tail is a body the stream lets go once it is
+// sent — a received chunk's bytes (copied out of gRPC's receive buffer when
+// decoded) or the request body held for the pick.
 type wireAnswer struct{ head, tail []byte }
 
 // heads hands out the encoded heads of one stream's answers from a shared

@@ -140,7 +140,10 @@ func FuzzEncodePick(f *testing.F) {
 	f.Add("a", "", -1, "", "")
 	f.Fuzz(func(t *testing.T, eps, namespace string, bodyLen int, key, value string) {
 		if !utf8.ValidString(eps) || !utf8.ValidString(namespace) || !utf8.ValidString(key) || !utf8.ValidString(value) {
-			t.Skip("strings in protobuf are UTF-8: neither side encodes these")
+			// The proto package refuses to write or read a string field
+			// that is not UTF-8, so there is no reference to compare with;
+			// the hand encoder writes such bytes as they are.
+			t.Skip("strings in protobuf are UTF-8: the proto package refuses these")
 		}
 		res := Result{Endpoints: strings.Split(eps, ",")}
 		if key != "" {
@@ -153,4 +156,42 @@ func FuzzEncodePick(f *testing.F) {
 			t.Fatalf("decoded %v\nwant %v", got, want)
 		}
 	})
+}
+
+// TestWireAnswersAtLengthBoundaries: every length prefix the encoder
+// writes (the body's and each enclosing message's) is a varint that grows
+// a byte at 128, 16384 and 2097152. Sweeping the body or the destination
+// across each boundary makes every nesting level cross it in turn; a size
+// computed a byte off would not decode, or leave the reserved room unused.
+func TestWireAnswersAtLengthBoundaries(t *testing.T) {
+	var h heads // one slab for the whole sweep: answers larger than it and slab changes included
+	check := func(name string, a wireAnswer, want *extprocv3.ProcessingResponse) {
+		t.Helper()
+		if len(a.head) != cap(a.head) {
+			t.Fatalf("%s: head of %d bytes in %d reserved", name, len(a.head), cap(a.head))
+		}
+		if got := decodeWire(t, a); !proto.Equal(got, want) {
+			t.Fatalf("%s: the decoded answer differs from the proto package's", name)
+		}
+	}
+	bodies := bytes.Repeat([]byte("b"), 1<<21+2)
+	for _, boundary := range []int{1 << 7, 1 << 14, 1 << 21} {
+		for n := boundary - 24; n <= boundary+2; n++ {
+			body := bodies[:n]
+			for _, eos := range []bool{false, true} {
+				name := "chunk of " + strconv.Itoa(n) + " bytes, eos " + strconv.FormatBool(eos)
+				check(name, encodeChunk(&h, fieldRespRequestBody, body, eos), requestChunk(body, eos))
+				check(name, encodeChunk(&h, fieldRespResponseBody, body, eos), responseChunk(body, eos, true))
+			}
+		}
+	}
+	// The pick nests the destination five levels deep in the metadata, each
+	// level adding under 64 bytes around it.
+	for _, boundary := range []int{1 << 7, 1 << 14} {
+		for n := max(1, boundary-320); n <= boundary+2; n++ {
+			res := Result{Endpoints: []string{strings.Repeat("e", n)}}
+			name := "pick to a " + strconv.Itoa(n) + "-byte destination"
+			check(name, encodePick(&h, DefaultDestinationNamespace, res, n), pickResponse(DefaultDestinationNamespace, res, n))
+		}
+	}
 }
