@@ -2,8 +2,10 @@ package enginestats
 
 import (
 	"bufio"
+	"errors"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -191,5 +193,73 @@ func TestGetAfterTryDroppedClosed(t *testing.T) {
 	got, err := g.get(deadline(), 1<<20, nil, sent)
 	if err != nil || string(got) != body {
 		t.Fatalf("get after the engine closed the kept connection (presend %v): %q, %v", sent, got, err)
+	}
+}
+
+// TestStoppedGetterNeverDials: once stopped (its target is gone), a getter
+// dials no new connection, whether it had one open or not, and whether
+// the scrape had its request written already or not: a request after
+// that would reach an engine nobody scrapes any more.
+func TestStoppedGetterNeverDials(t *testing.T) {
+	tests := []struct {
+		name        string
+		scrapeFirst bool // one good get before stop: a connection is open
+		sent        bool // get is told presend wrote the request
+	}{
+		{"never dialed", false, false},
+		{"open connection", true, false},
+		{"open connection, request presend", true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			var accepted atomic.Int32
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					accepted.Add(1)
+					go func() {
+						defer c.Close()
+						br := bufio.NewReader(c)
+						for {
+							line, err := br.ReadString('\n')
+							if err != nil {
+								return
+							}
+							if line == "\r\n" {
+								_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nx\n"))
+							}
+						}
+					}()
+				}
+			}()
+			g := newGetter("http://"+ln.Addr().String()+"/metrics", "")
+			deadline := time.Now().Add(2 * time.Second)
+			want := int32(0)
+			if tt.scrapeFirst {
+				if _, err := g.get(deadline, 1<<20, nil, false); err != nil {
+					t.Fatalf("get before stop: %v", err)
+				}
+				want = 1
+			}
+			g.stop()
+			if g.presend() {
+				t.Error("presend wrote on a stopped getter")
+			}
+			if _, err := g.get(deadline, 1<<20, nil, tt.sent); !errors.Is(err, net.ErrClosed) {
+				t.Errorf("get after stop: %v, want net.ErrClosed", err)
+			}
+			time.Sleep(30 * time.Millisecond) // a dial, had there been one, is accepted by now
+			if n := accepted.Load(); n != want {
+				t.Errorf("connections accepted = %d, want %d", n, want)
+			}
+		})
 	}
 }

@@ -12,9 +12,14 @@ import (
 const rawIO = true
 
 // detach takes c's socket off the runtime's poller: it returns a
-// close-on-exec duplicate of its descriptor (non-blocking, as the runtime
-// made it); the caller then closes c, which removes the original from the
-// poller while the socket stays open through the duplicate.
+// close-on-exec, non-blocking duplicate of its descriptor; the caller then
+// closes c, which removes the original from the poller while the socket
+// stays open through the duplicate. The duplicate shares the original's
+// file status flags, so it is non-blocking already (the runtime made it
+// so); detach sets the flag anyway, because a blocking descriptor would
+// turn rawRead into a read that holds its thread, its processor and the
+// socket's mutex until the engine answers, stopping the scheduler and any
+// stop-the-world pause of the whole process with it.
 func detach(c net.Conn) (int, error) {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
@@ -35,7 +40,14 @@ func detach(c net.Conn) (int, error) {
 	}); err != nil {
 		return -1, err
 	}
-	return fd, derr
+	if derr != nil {
+		return -1, derr
+	}
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		_ = syscall.Close(fd)
+		return -1, err
+	}
+	return fd, nil
 }
 
 // rawRead and rawWrite are read(2) and write(2) on a non-blocking socket
