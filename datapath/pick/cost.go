@@ -62,7 +62,8 @@ type CostModel struct {
 	Saturation time.Duration `yaml:"kv-cost-saturation"`  // penalty of a full KV cache (none up to SaturationFrom in use)
 	// LearnRate is how far one observed time to first token moves an
 	// endpoint's learned per-token and per-request costs toward what it
-	// implies (Costs.Observe); negative disables learning.
+	// implies (Costs.Observe), and the discount of older samples in its
+	// learned backlog share (backlog.go); negative disables both.
 	LearnRate float64 `yaml:"kv-cost-learn-rate"`
 }
 

@@ -201,7 +201,10 @@ func (s *Costs) release(id string, end, now int64) {
 // within LearnBound of the prior. Non-positive observations are ignored.
 func (s *Costs) Observe(id string, est Estimate, ttft time.Duration) {
 	rate := s.m.LearnRate
-	if ttft <= 0 || rate <= 0 || est.Saturation > 0 {
+	// !(rate > 0), not rate <= 0: a NaN rate (--kv-cost-learn-rate=NaN
+	// parses) disables learning instead of turning every learned cost
+	// and the backlog share into NaN.
+	if ttft <= 0 || !(rate > 0) || est.Saturation > 0 {
 		return
 	}
 	if waited, ok := backlogWaited(est, ttft); ok {

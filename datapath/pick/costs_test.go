@@ -1,6 +1,7 @@
 package pick
 
 import (
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -152,13 +153,17 @@ func TestCostsPlace(t *testing.T) {
 	}
 }
 
+// A negative learn rate disables learning, and so does a NaN one (the
+// flag parses "NaN"), which would otherwise make every learned cost NaN.
 func TestCostsLearnDisabled(t *testing.T) {
-	m := DefaultCostModel()
-	m.LearnRate = -1
-	s := NewCosts(m)
-	s.Observe("a", Estimate{Uncached: 2000}, time.Minute)
-	if tok, _, n := s.Learned("a"); tok != DefaultCostPerToken || n != 0 {
-		t.Fatalf("learned %v after %d with learning off", tok, n)
+	for _, rate := range []float64{-1, math.NaN()} {
+		m := DefaultCostModel()
+		m.LearnRate = rate
+		s := NewCosts(m)
+		s.Observe("a", Estimate{Uncached: 2000}, time.Minute)
+		if tok, _, n := s.Learned("a"); tok != DefaultCostPerToken || n != 0 {
+			t.Fatalf("rate %v: learned %v after %d with learning off", rate, tok, n)
+		}
 	}
 }
 

@@ -24,21 +24,27 @@ type cpuPair struct {
 	rrLost, kvLost int     // requests without an answer (unanswered or failed)
 }
 
-// cpuPairs pairs every kv run with the base arm's run of the same
-// workload and load (the plans run them one after the other).
+// cpuPairs pairs every kv run with the nearest base-arm run of the same
+// workload and load before it (the plans run base then kv). The nearest,
+// not every such run: --busy-engine runs shared prefix at 70 % again after
+// the main plan, and its rr run is not the main kv run's neighbour.
 func cpuPairs(runs []*runSummary, base string) []cpuPair {
 	var out []cpuPair
-	for _, kv := range runs {
+	for j, kv := range runs {
 		if kv.Arm != armKV {
 			continue
 		}
-		for _, rr := range runs {
-			if rr.Arm != base || rr.Workload != kv.Workload || rr.Load != kv.Load || rr.CPUPerReqMs <= 0 || rr.CPUGrossPerReqMs <= 0 {
+		for i := j - 1; i >= 0; i-- {
+			rr := runs[i]
+			if rr.Arm != base || rr.Workload != kv.Workload || rr.Load != kv.Load {
 				continue
 			}
-			out = append(out, cpuPair{name: fmt.Sprintf("%s %.0f%%", kv.Workload, kv.Load*100),
-				net: kv.CPUPerReqMs / rr.CPUPerReqMs, gross: kv.CPUGrossPerReqMs / rr.CPUGrossPerReqMs,
-				rrLost: rr.Errors + rr.Unanswered, kvLost: kv.Errors + kv.Unanswered})
+			if rr.CPUPerReqMs > 0 && rr.CPUGrossPerReqMs > 0 {
+				out = append(out, cpuPair{name: fmt.Sprintf("%s %.0f%%", kv.Workload, kv.Load*100),
+					net: kv.CPUPerReqMs / rr.CPUPerReqMs, gross: kv.CPUGrossPerReqMs / rr.CPUGrossPerReqMs,
+					rrLost: rr.Errors + rr.Unanswered, kvLost: kv.Errors + kv.Unanswered})
+			}
+			break
 		}
 	}
 	return out

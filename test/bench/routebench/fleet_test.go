@@ -78,6 +78,14 @@ func TestCPUPairs(t *testing.T) {
 			t.Errorf("pair %d = %+v, want %+v", i, p, w)
 		}
 	}
+	// A workload and load run again later (--busy-engine's shared prefix
+	// at 70 %): each kv run pairs with its own neighbour only.
+	again := append(runs[:len(runs):len(runs)],
+		&runSummary{Workload: "shared-prefix", Arm: armRR, Load: 0.7, CPUPerReqMs: 5, CPUGrossPerReqMs: 10},
+		&runSummary{Workload: "shared-prefix", Arm: armKV, Load: 0.7, CPUPerReqMs: 10, CPUGrossPerReqMs: 30})
+	if got := cpuPairs(again, armRR); len(got) != 4 || !near(got[0].net, 1.2) || !near(got[3].net, 2) || !near(got[3].gross, 3) {
+		t.Errorf("with shared prefix at 70%% run twice: %+v, want the first run's pair 1.2× and the second's 2×", got)
+	}
 	var out bytes.Buffer
 	writeCPUPairs(&out, pairs, 25)
 	for _, s := range []string{"median 1.20×, range 0.75–1.50× over 3 pairs", "(unanswered: rr 5, kv 0)", "idle 25.0 ms/s"} {

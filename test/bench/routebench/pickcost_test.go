@@ -25,8 +25,8 @@ const pickTokenizer = "../../../kvexact/bpe/testdata/qwen3"
 // + 200-token question, completions bodies): the KV-exact tier in-process
 // tokenises the body (with the tokenizer's segment cache warm, as in a
 // run), hashes its blocks and scores 8 engines whose inventory holds the
-// groups' system prompts, against the least-loaded pick the kv arm falls
-// back to and a round-robin cursor. A CPU-time figure that, unlike the
+// groups' system prompts and prices each with the cost model, against a
+// least-loaded pick (the legacy guard's fallback) and a round-robin cursor. A CPU-time figure that, unlike the
 // gateway's /proc CPU in a run, does not depend on what else the box runs:
 // the gateway's extra CPU per request on kv is about the kv row minus the
 // rr row.
@@ -74,7 +74,7 @@ func BenchmarkRoutePick(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	tier := ladder.NewKVExact(ladder.KVExactOptions{Rule: "bench-kv", Index: inv, Tokenizer: local, LoadGuard: 3})
+	tier := ladder.NewKVExact(ladder.KVExactOptions{Rule: "bench-kv", Index: inv, Tokenizer: local, LoadGuard: 3, Costs: pickCosts()})
 	kvPick := func(i int) bool {
 		f := &dppick.Facts{Ctx: context.Background(), Path: pathCompletions, Model: "sim-8b", Body: reqs[i%len(reqs)].body}
 		_, _, ok := tier.Pick(f, cands)
@@ -135,7 +135,7 @@ func BenchmarkRoutePickChat(b *testing.B) {
 	for i := range cands {
 		cands[i] = dppick.Candidate{ID: fmt.Sprintf("e%d", i), Index: i, Load: i % 3}
 	}
-	tier := ladder.NewKVExact(ladder.KVExactOptions{Rule: "bench-kv", Index: inv, Tokenizer: local, LoadGuard: 3})
+	tier := ladder.NewKVExact(ladder.KVExactOptions{Rule: "bench-kv", Index: inv, Tokenizer: local, LoadGuard: 3, Costs: pickCosts()})
 	mt := multiTurn{Turns: 3, System: 1500, User: 200, Output: 100}
 	// bodies returns the first n turns of fresh conversations, in the
 	// order a conversation sends them.
@@ -166,6 +166,11 @@ func BenchmarkRoutePickChat(b *testing.B) {
 		}
 	}
 }
+
+// pickCosts is the cost state the gateway's kv arm prices with (on by
+// default; nil only under --kv-legacy-load-guard): the tier prices every
+// candidate with it on every pick, so the benchmarks do too.
+func pickCosts() *dppick.Costs { return dppick.NewCosts(dppick.DefaultCostModel()) }
 
 // reportCPU adds cpu-ns/op: this process's user+system CPU (garbage
 // collection included) over the loop, per iteration. Unlike ns/op it does
