@@ -287,7 +287,7 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	req := &pd.Request{Path: r.URL.Path, Header: r.Header, Body: body, RequestID: x.requestID, Rule: c.rule, EngineIDs: c}
 	x.wroteHeader = true // the dialect answers the client, success or error
 	o := c.pd.dialect.Serve(ctx, &idWriter{ResponseWriter: x.w, id: x.requestID}, req, pair, c.pd.sender)
-	if o.Code == "" { // release its cost backlog; a good prefill's time is learned
+	if prefillTeaches(&o) { // release its cost backlog; a good prefill's time is learned
 		tr.Placed.Prefilled(o.Prefill)
 	} else {
 		tr.Placed.Done(0)
@@ -355,6 +355,18 @@ func othersByLoad(cands []ladder.Candidate, chosen int) []ladder.Candidate {
 	alt := slices.DeleteFunc(slices.Clone(cands), func(k ladder.Candidate) bool { return k.Index == chosen })
 	slices.SortStableFunc(alt, func(a, b ladder.Candidate) int { return a.Load - b.Load })
 	return alt
+}
+
+// prefillTeaches reports whether o's prefill time is what the cost model
+// learns from (per-token cost, backlog share): the booked prefill's own
+// answer to the whole prompt. Not an instant refusal relayed from an
+// engine, not the alternate's time after a prefill failover (credited to
+// the booked endpoint), not a leg whose transfer failed, not a request
+// whose prefill leg was skipped — each would teach a time that means
+// something else and drag the learned costs towards it.
+func prefillTeaches(o *pd.Outcome) bool {
+	return o.Code == "" && o.Status >= 200 && o.Status < 300 && o.Prefill > 0 &&
+		!o.Relayed && !o.PrefillFailover && !o.KVTransferFailed && o.PrefillSkipped == ""
 }
 
 // chargedEndpoint is the index of the endpoint the request is charged to

@@ -924,3 +924,28 @@ func TestChargedEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefillTeaches: only a clean prefill's time teaches the cost model.
+func TestPrefillTeaches(t *testing.T) {
+	ok := pd.Outcome{Status: 200, Prefill: 80 * time.Millisecond}
+	for _, tc := range []struct {
+		name string
+		mod  func(*pd.Outcome)
+		want bool
+	}{
+		{"clean", func(*pd.Outcome) {}, true},
+		{"gateway error", func(o *pd.Outcome) { o.Code, o.Status = pd.CodeHandoffInvalid, 502 }, false},
+		{"engine refusal relayed", func(o *pd.Outcome) { o.Status, o.Relayed = 400, true }, false},
+		{"relayed with 200", func(o *pd.Outcome) { o.Relayed = true }, false},
+		{"prefill failover", func(o *pd.Outcome) { o.PrefillFailover = true }, false},
+		{"transfer failed", func(o *pd.Outcome) { o.KVTransferFailed = true }, false},
+		{"prefill skipped", func(o *pd.Outcome) { o.PrefillSkipped, o.Prefill = "n_gt_1", 0 }, false},
+		{"no prefill time", func(o *pd.Outcome) { o.Prefill = 0 }, false},
+	} {
+		o := ok
+		tc.mod(&o)
+		if got := prefillTeaches(&o); got != tc.want {
+			t.Errorf("%s: prefillTeaches = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
