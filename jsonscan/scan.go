@@ -193,16 +193,13 @@ func ScanString(b []byte, i int) (end int, escaped, ok bool) {
 	}
 }
 
-// hasSpecial reports whether any byte of the little-endian word x is '"',
+// specials flags the bytes of the little-endian word x that are '"',
 // '\\' or a control character (< 0x20): the bytes a string scan must stop
-// at. Classic SWAR zero-byte tests: a byte above a special one may be
-// flagged too, but never one below it and never when there is none, so
-// the lowest flag is exactly the first special byte.
-func hasSpecial(x uint64) bool { return specials(x) != 0 }
-
-// specials is hasSpecial's test as a mask with bit 8k+7 set for flagged
-// byte k, so several words can be tested with one branch and the first
-// special byte found by its trailing zeros.
+// at. Bit 8k+7 is set for flagged byte k, so several words can be tested
+// with one branch and the first special byte found by its trailing zeros.
+// Classic SWAR zero-byte tests: a byte above a special one may be flagged
+// too, but never one below it and never when there is none, so the lowest
+// flag is exactly the first special byte.
 func specials(x uint64) uint64 {
 	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	q := x ^ (lo * '"')

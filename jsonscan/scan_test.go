@@ -2,6 +2,7 @@ package jsonscan
 
 import (
 	"errors"
+	"math/bits"
 	"strings"
 	"testing"
 )
@@ -211,9 +212,20 @@ func TestZeroAlloc(t *testing.T) {
 	}
 }
 
-// TestHasSpecial checks the SWAR test against the byte-wise rule for every
+// word packs w little-endian, as ScanString loads it.
+func word(w [8]byte) uint64 {
+	x := uint64(0)
+	for i := 7; i >= 0; i-- {
+		x = x<<8 | uint64(w[i])
+	}
+	return x
+}
+
+func special(c byte) bool { return c == '"' || c == '\\' || c < 0x20 }
+
+// TestSpecials checks the SWAR test against the byte-wise rule for every
 // byte value in every lane.
-func TestHasSpecial(t *testing.T) {
+func TestSpecials(t *testing.T) {
 	for lane := 0; lane < 8; lane++ {
 		for c := 0; c < 256; c++ {
 			var w [8]byte
@@ -221,13 +233,39 @@ func TestHasSpecial(t *testing.T) {
 				w[i] = 'a'
 			}
 			w[lane] = byte(c)
-			x := uint64(0)
-			for i := 7; i >= 0; i-- {
-				x = x<<8 | uint64(w[i])
+			want := special(byte(c))
+			if got := specials(word(w)) != 0; got != want {
+				t.Fatalf("specials(byte %#x in lane %d) != 0 is %v, want %v", c, lane, got, want)
 			}
-			want := c == '"' || c == '\\' || c < 0x20
-			if got := hasSpecial(x); got != want {
-				t.Fatalf("hasSpecial(byte %#x in lane %d) = %v, want %v", c, lane, got, want)
+		}
+	}
+}
+
+// TestSpecialsFirst: ScanString jumps to the lowest flagged lane, so it
+// must be the first special byte whatever the bytes around it (a borrow
+// flags bytes above a special one, never below).
+func TestSpecialsFirst(t *testing.T) {
+	for lane := 0; lane < 8; lane++ {
+		for s := 0; s < 256; s++ {
+			if !special(byte(s)) {
+				continue
+			}
+			for c := 0; c < 256; c++ {
+				var w [8]byte
+				for i := range w {
+					switch {
+					case i > lane:
+						w[i] = byte(c)
+					case i < lane && !special(byte(c)):
+						w[i] = byte(c)
+					case i < lane:
+						w[i] = 'a'
+					}
+				}
+				w[lane] = byte(s)
+				if got := bits.TrailingZeros64(specials(word(w))) >> 3; got != lane {
+					t.Fatalf("first flagged lane of % x is %d, want %d", w, got, lane)
+				}
 			}
 		}
 	}

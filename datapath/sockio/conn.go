@@ -33,8 +33,11 @@ type Conn struct {
 	waitPeeked   bool // waitRaw has peeked: its next call follows a wake-up
 	awaitReply   bool // AwaitReply: Write waits for the socket to be readable
 	replyWrote   bool // replyRaw has written: its next call follows a wake-up
-	aborted      atomic.Bool
-	want, armed  time.Time // read deadline asked for, and set on the socket
+	// unanswered: a Write since the last read or Quiet. The peer may have
+	// answered it already, and a reply in before a wait does not wake it.
+	unanswered  bool
+	aborted     atomic.Bool
+	want, armed time.Time // read deadline asked for, and set on the socket
 	// The write deadline asked for and set on the socket: lazy like the
 	// read one on the raw socket (a write there resumes where it stopped);
 	// set as asked through nc (a TLS write that timed out cannot resume).
@@ -194,6 +197,7 @@ func (c *Conn) read(p []byte) (int, error) {
 		return 0, nil
 	}
 	c.rd = rawOp{p: p}
+	c.unanswered = false
 	err := c.raw.Read(c.readFn)
 	n, errno := c.rd.n, c.rd.errno
 	c.rd = rawOp{}
@@ -235,9 +239,10 @@ func (c *Conn) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	if c.awaitReply {
+	if c.awaitReply && !c.unanswered {
 		return c.writeAwaitReply(p)
 	}
+	c.unanswered = true
 	c.wr = rawOp{p: p}
 	err := c.raw.Write(c.wrFn)
 	for err != nil && c.earlyFor(err, c.wantWrite) {
@@ -290,7 +295,9 @@ func (c *Conn) writeRaw(fd uintptr) bool {
 // of a request on a connection whose peer has nothing to send before it
 // (a pooled engine connection that Quiet found silent): bytes that came
 // in before the write would not wake the wait, which then lasts until
-// the read deadline or an abort.
+// the read deadline or an abort. For the same reason Write does not wait
+// after an earlier Write since the last read or Quiet (a request head
+// flushed before its body's end): the peer may have answered it already.
 func (c *Conn) AwaitReply(on bool) { c.awaitReply = on }
 
 // writeAwaitReply is Write with AwaitReply on: p written from a read-side
@@ -298,6 +305,7 @@ func (c *Conn) AwaitReply(on bool) { c.awaitReply = on }
 // send buffer, or no call at all because the read side had failed
 // already) is written as Write does, without the wait.
 func (c *Conn) writeAwaitReply(p []byte) (int, error) {
+	c.unanswered = true
 	c.wr = rawOp{p: p}
 	c.replyWrote = false
 	_ = c.raw.Read(c.replyFn) // the wait's end is the next read's to report
@@ -336,6 +344,7 @@ func (c *Conn) Quiet() bool {
 	if c.raw == nil {
 		return true
 	}
+	c.unanswered = false
 	for {
 		c.rd = rawOp{}
 		err := c.raw.Read(c.peekFn)

@@ -297,3 +297,38 @@ func TestAwaitReply(t *testing.T) {
 		})
 	}
 }
+
+// TestAwaitReplyAfterEarlierWrite: a reply to an earlier write of the same
+// request (an engine answering on the head, before the body's last bytes)
+// may be in before the awaited write; the wait must not miss it and last
+// until the read deadline.
+func TestAwaitReplyAfterEarlierWrite(t *testing.T) {
+	c, peer := pair(t)
+	if _, err := c.Write([]byte("head")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(peer, buf); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := peer.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the early reply is in
+	const deadline = 2 * time.Second
+	_ = c.SetReadDeadline(time.Now().Add(deadline))
+	c.AwaitReply(true)
+	start := time.Now()
+	n, err := c.Write([]byte("body"))
+	waited := time.Since(start)
+	c.AwaitReply(false)
+	if n != 4 || err != nil {
+		t.Fatalf("Write = %d, %v; want 4, nil", n, err)
+	}
+	if waited > deadline/2 {
+		t.Fatalf("Write waited %v for a reply already in", waited)
+	}
+	if n, err := c.Read(make([]byte, 8)); n != 1 || err != nil {
+		t.Fatalf("read after the write: %d, %v; want the peer's byte", n, err)
+	}
+}

@@ -373,6 +373,9 @@ func writeRequest(w *bufio.Writer, pc *conn, addr, method string, leg Leg) error
 // engine's answer to be readable (sockio.Conn.AwaitReply: no read that
 // finds the socket empty). pc came out of get(): dialled, or pooled and
 // found quiet, so nothing of the engine's is pending before the request.
+// A request past the writer's buffer has had its head flushed already,
+// and an engine may answer that before the body ends: sockio then skips
+// the wait (it waits only on a first write since the last read).
 // Streamed bodies keep a plain flush: an engine may answer before a slow
 // client's body ends, and bytes that arrived before the wait would not
 // wake it.
