@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -142,6 +143,8 @@ func TestH2StreamsHeldToCaps(t *testing.T) {
 		attackers = append(attackers, c)
 	}
 	statuses := make(chan int, attackStream)
+	var codesMu sync.Mutex
+	codes := map[string]int{} // gateway error codes of the refusals, for the failure message
 	var wg sync.WaitGroup
 	for i := range attackStream {
 		wg.Add(1)
@@ -158,6 +161,11 @@ func TestH2StreamsHeldToCaps(t *testing.T) {
 			if resp.ProtoMajor != 2 {
 				statuses <- -2
 				return
+			}
+			if code := resp.Header.Get(HeaderError); code != "" {
+				codesMu.Lock()
+				codes[strconv.Itoa(resp.StatusCode)+" "+code]++
+				codesMu.Unlock()
 			}
 			statuses <- resp.StatusCode
 		}()
@@ -191,7 +199,7 @@ func TestH2StreamsHeldToCaps(t *testing.T) {
 	}
 	refused := counterSum(t, m.Registry, "infergate_edge_requests_refused_total", map[string]string{"reason": metrics.RefusedPerIP})
 	if count[200] < perIPCap || count[200]+count[429] != attackStream || float64(count[429]) != refused {
-		t.Fatalf("attacker statuses %v (refusals counted %v): want ≥ %d × 200, the rest 429, each refusal counted", count, refused, perIPCap)
+		t.Fatalf("attacker statuses %v, error codes %v (refusals counted %v): want ≥ %d × 200, the rest 429, each refusal counted", count, codes, refused, perIPCap)
 	}
 	if n := hot.maxOpen.Load(); n > engineCap {
 		t.Fatalf("the engine held %d connections at once, cap %d", n, engineCap)
