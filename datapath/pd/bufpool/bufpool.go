@@ -10,7 +10,10 @@
 // most that much.
 package bufpool
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // Default bounds of a zero Pool.
 const (
@@ -50,7 +53,9 @@ func (p *Pool) Get(n int) []byte {
 		p.mu.Lock()
 		for i := len(p.free) - 1; i >= 0; i-- {
 			if b := p.free[i]; cap(b) >= n {
-				p.free = append(p.free[:i], p.free[i+1:]...)
+				// slices.Delete clears the vacated slot: the backing
+				// array must not keep b reachable once its user drops it.
+				p.free = slices.Delete(p.free, i, i+1)
 				p.bytes -= cap(b)
 				p.mu.Unlock()
 				return b[:0]
