@@ -110,3 +110,14 @@ func TestPoolGetForgets(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolOverBudget: a buffer larger than MaxBytes (possible when
+// MaxBuffer is set above it) is refused without evicting what is kept.
+func TestPoolOverBudget(t *testing.T) {
+	p := Pool{MaxBytes: 100, MaxBuffer: 200, MinBuffer: 1}
+	p.Put(make([]byte, 0, 50))
+	p.Put(make([]byte, 0, 150))
+	if p.Held() != 50 {
+		t.Errorf("held %d after a 150-byte buffer over a 100-byte budget, want the 50 kept before", p.Held())
+	}
+}
