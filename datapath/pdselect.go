@@ -20,7 +20,12 @@ func (rt *Runtime) pdFacts(c *compiled, r *http.Request, body []byte) ladder.Fac
 	f.Model, f.SessionKey = requestIdentity(r.Header, top)
 	if c.pd.prefix != nil {
 		limit := rt.opts.PrefixIndex.MaxKeyBytes
-		f.PromptKey = top.AppendPromptKey(c.pd.keys.Get(promptKeyRoom(top, limit)), f.Path, limit)
+		buf := c.pd.keys.Get(promptKeyRoom(top, limit))
+		if f.PromptKey = top.AppendPromptKey(buf, f.Path, limit); f.PromptKey == nil {
+			// No key (no prompt for this path, or one the index cannot
+			// key): nothing will release the buffer, so it goes back now.
+			c.pd.keys.Put(buf)
+		}
 	}
 	return f
 }

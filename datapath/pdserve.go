@@ -313,8 +313,8 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 	c.noteMooncakeOutcome(&o) // mooncakeid.go
 	served := c.chargedEndpoint(&o, di)
 	x.obs.pdServed(c, tr, &o, model, served)
-	// Charged to the decode that served: after a decode failover the first
-	// choice never got the request.
+	// Charged to the engine that answered (chargedEndpoint): after a decode
+	// failover the first choice never got the request.
 	c.eps[served].bytes.Add(uint64(len(body)) + uint64(x.obs.clock.Bytes()))
 	switch {
 	case o.ClientGone:

@@ -10,7 +10,10 @@
 // most that much.
 package bufpool
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // Default bounds of a zero Pool.
 const (
@@ -50,7 +53,9 @@ func (p *Pool) Get(n int) []byte {
 		p.mu.Lock()
 		for i := len(p.free) - 1; i >= 0; i-- {
 			if b := p.free[i]; cap(b) >= n {
-				p.free = append(p.free[:i], p.free[i+1:]...)
+				// slices.Delete clears the vacated slot: the backing
+				// array must not keep b reachable once its user drops it.
+				p.free = slices.Delete(p.free, i, i+1)
 				p.bytes -= cap(b)
 				p.mu.Unlock()
 				return b[:0]
@@ -67,20 +72,22 @@ func (p *Pool) Get(n int) []byte {
 // than 64 buffers) the oldest buffers go first, so a pool follows a
 // workload whose prompts grow.
 func (p *Pool) Put(b []byte) {
-	if p == nil || cap(b) < p.minBuffer() || cap(b) > p.maxBuffer() {
+	if p == nil {
+		return
+	}
+	// A buffer over MaxBytes could never be kept: refused before the
+	// eviction below, which must not empty the pool for nothing.
+	max := p.maxBytes()
+	if cap(b) < p.minBuffer() || cap(b) > min(p.maxBuffer(), max) {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	max := p.maxBytes()
 	for len(p.free) > 0 && (p.bytes+cap(b) > max || len(p.free) >= maxHeld) {
 		p.bytes -= cap(p.free[0])
 		n := copy(p.free, p.free[1:])
 		p.free[n] = nil
 		p.free = p.free[:n]
-	}
-	if cap(b) > max {
-		return
 	}
 	p.free = append(p.free, b[:0])
 	p.bytes += cap(b)

@@ -88,3 +88,36 @@ func TestPoolCount(t *testing.T) {
 		t.Errorf("Get did not return the newest buffer")
 	}
 }
+
+// TestPoolGetForgets: a buffer Get hands out is no longer referenced by
+// the free list's backing array, so a user that drops it (a body that
+// outgrew it, say) leaves it to the collector instead of pinning it.
+func TestPoolGetForgets(t *testing.T) {
+	for _, take := range []int{0, 1, 2} { // which of three is taken: oldest, middle, newest
+		p := Pool{MinBuffer: 1}
+		bufs := [][]byte{make([]byte, 0, 30), make([]byte, 0, 20), make([]byte, 0, 10)}
+		for _, b := range bufs {
+			p.Put(b)
+		}
+		got := p.Get(cap(bufs[take]))
+		if &got[:1][0] != &bufs[take][:1][0] {
+			t.Fatalf("Get(%d) did not take buffer %d", cap(bufs[take]), take)
+		}
+		for _, b := range p.free[:cap(p.free)] {
+			if cap(b) > 0 && &b[:1][0] == &got[:1][0] {
+				t.Errorf("taking buffer %d: the free list's backing array still holds it", take)
+			}
+		}
+	}
+}
+
+// TestPoolOverBudget: a buffer larger than MaxBytes (possible when
+// MaxBuffer is set above it) is refused without evicting what is kept.
+func TestPoolOverBudget(t *testing.T) {
+	p := Pool{MaxBytes: 100, MaxBuffer: 200, MinBuffer: 1}
+	p.Put(make([]byte, 0, 50))
+	p.Put(make([]byte, 0, 150))
+	if p.Held() != 50 {
+		t.Errorf("held %d after a 150-byte buffer over a 100-byte budget, want the 50 kept before", p.Held())
+	}
+}
