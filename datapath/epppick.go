@@ -225,6 +225,7 @@ func (rt *Runtime) eppPickPD(c *compiled, r *http.Request, body []byte, excl uin
 		return epp.Result{}, &epp.Refusal{Status: http.StatusBadRequest, Reason: pd.CodeInvalidBody}
 	}
 	f := rt.pdFacts(c, r, body)
+	defer c.releaseFacts(&f) // the pick keeps hashes of the key, never the key
 	// The subset hint names destinations: it restricts the decode, while
 	// the prefill, which the proxy never addresses, is the ladder's choice.
 	pc, pairDiff, ok, err := rt.eppChoosePairAdmitted(g, c, &f, r, excl&c.roleMask(spec.RolePrefill))
