@@ -101,6 +101,10 @@ func TestSelectorRegistrationsThroughDaemon(t *testing.T) {
 	defer cancel()
 	var sent, failed atomic.Int64
 	var lastFail atomic.Value
+	// done counts each worker's finished requests: a request in flight when
+	// d1 left may still send its decode leg to d1 on the generation it
+	// started on; the check below waits for those to finish.
+	var done [2]atomic.Int64
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for w := range 2 {
@@ -119,6 +123,7 @@ func TestSelectorRegistrationsThroughDaemon(t *testing.T) {
 					failed.Add(1)
 					lastFail.Store(fmt.Sprintf("%d %s", st, b))
 				}
+				done[w].Add(1)
 			}
 		}()
 	}
@@ -127,6 +132,15 @@ func TestSelectorRegistrationsThroughDaemon(t *testing.T) {
 	eventually(t, 15*time.Second, "d1 to leave the rule", func() bool {
 		_, b := rnGet(api, statusURL)
 		return !strings.Contains(b, `"127.0.0.152:`)
+	})
+	// Every request started from here runs on a generation without d1;
+	// once each worker has finished two more, none started before is left.
+	var mark [2]int64
+	for w := range done {
+		mark[w] = done[w].Load()
+	}
+	eventually(t, 15*time.Second, "the requests in flight when d1 left to finish", func() bool {
+		return done[0].Load() >= mark[0]+2 && done[1].Load() >= mark[1]+2
 	})
 	before := len(d1.Records())
 	time.Sleep(500 * time.Millisecond)
