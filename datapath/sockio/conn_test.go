@@ -210,17 +210,24 @@ func TestWaitReadable(t *testing.T) {
 			if d := time.Since(start); d < tc.minWait-step/5 || d > tc.minWait+20*step {
 				t.Fatalf("waited %v, want about %v", d, tc.minWait)
 			}
-			n, err := c.Read(make([]byte, 8))
-			if tc.wantData && (n != 1 || err != nil) {
-				t.Fatalf("read after the wait: %d, %v; want the peer's byte", n, err)
-			}
-			if !tc.wantData && !errors.Is(err, tc.wantErr) {
-				t.Fatalf("read after the wait: %d, %v; want %v", n, err, tc.wantErr)
-			}
-			if c.Aborted() != tc.wantAborted {
-				t.Fatalf("aborted %v, want %v", c.Aborted(), tc.wantAborted)
-			}
+			checkAfterWait(t, c, tc.wantData, tc.wantErr, tc.wantAborted)
 		})
+	}
+}
+
+// checkAfterWait reads once after a wait ended: the peer's one byte when
+// wantData, else wantErr; and c aborted or not as wantAborted.
+func checkAfterWait(t *testing.T, c *Conn, wantData bool, wantErr error, wantAborted bool) {
+	t.Helper()
+	n, err := c.Read(make([]byte, 8))
+	if wantData && (n != 1 || err != nil) {
+		t.Fatalf("read after the wait: %d, %v; want the peer's byte", n, err)
+	}
+	if !wantData && !errors.Is(err, wantErr) {
+		t.Fatalf("read after the wait: %d, %v; want %v", n, err, wantErr)
+	}
+	if c.Aborted() != wantAborted {
+		t.Fatalf("aborted %v, want %v", c.Aborted(), wantAborted)
 	}
 }
 
@@ -284,16 +291,7 @@ func TestAwaitReply(t *testing.T) {
 			if err := <-got; err != nil {
 				t.Fatalf("peer read the request: %v", err)
 			}
-			n, err = c.Read(make([]byte, 8))
-			if tc.wantData && (n != 1 || err != nil) {
-				t.Fatalf("read after the wait: %d, %v; want the peer's byte", n, err)
-			}
-			if !tc.wantData && !errors.Is(err, tc.wantErr) {
-				t.Fatalf("read after the wait: %d, %v; want %v", n, err, tc.wantErr)
-			}
-			if c.Aborted() != tc.wantAborted {
-				t.Fatalf("aborted %v, want %v", c.Aborted(), tc.wantAborted)
-			}
+			checkAfterWait(t, c, tc.wantData, tc.wantErr, tc.wantAborted)
 		})
 	}
 }
