@@ -19,18 +19,9 @@ import (
 // pickTokenizer is the bench's tokenizer, relative to this package.
 const pickTokenizer = "../../../kvexact/bpe/testdata/qwen3"
 
-// BenchmarkRoutePick is the routing work per request of the bench's kv arm
-// against its rr arm on the same candidates and the bench's own
-// shared-prefix requests (32 groups × 5 prompts, 2,000-token system prompt
-// + 200-token question, completions bodies): the KV-exact tier in-process
-// tokenises the body (with the tokenizer's segment cache warm, as in a
-// run), hashes its blocks and scores 8 engines whose inventory holds the
-// groups' system prompts and prices each with the cost model, against a
-// least-loaded pick (the legacy guard's fallback) and a round-robin cursor. A CPU-time figure that, unlike the
-// gateway's /proc CPU in a run, does not depend on what else the box runs:
-// the gateway's extra CPU per request on kv is about the kv row minus the
-// rr row.
-func BenchmarkRoutePick(b *testing.B) {
+// pickText is the bench's prompt text generator on the gateway's tokenizer.
+func pickText(b *testing.B) *textGen {
+	b.Helper()
 	tok, _, err := enginesim.LoadTokenizer(pickTokenizer)
 	if err != nil {
 		b.Fatal(err)
@@ -39,6 +30,23 @@ func BenchmarkRoutePick(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return text
+}
+
+// BenchmarkRoutePick is the routing work per request of the bench's kv arm
+// against its rr arm on the same candidates and the bench's own
+// shared-prefix requests (32 groups × 5 prompts, 2,000-token system prompt
+// + 200-token question, completions bodies): the KV-exact tier in-process
+// tokenises the body (with the tokenizer's segment cache warm, as in a
+// run), hashes its blocks and scores 8 engines whose inventory holds the
+// groups' system prompts and prices each with the cost model, against a
+// least-loaded pick (the legacy guard's fallback) and a round-robin
+// cursor. A CPU-time figure that, unlike the gateway's /proc CPU in a run,
+// does not depend on what else the box runs:
+// the gateway's extra CPU per request on kv is about the kv row minus the
+// rr row.
+func BenchmarkRoutePick(b *testing.B) {
+	text := pickText(b)
 	sp := sharedPrefix{Groups: 32, Prompts: 5, System: 2000, Question: 200, Output: 100}
 	prompts := sp.build(text, 1)
 	local := tokenize.NewLocal(tokenize.LocalOptions{Models: map[string]string{tokenize.AnyModel: pickTokenizer}})
@@ -121,14 +129,7 @@ func BenchmarkRoutePick(b *testing.B) {
 // holds the conversations (every pick falls through), which costs the
 // tier the same tokenising and hashing as a hit.
 func BenchmarkRoutePickChat(b *testing.B) {
-	tok, _, err := enginesim.LoadTokenizer(pickTokenizer)
-	if err != nil {
-		b.Fatal(err)
-	}
-	text, err := newTextGen(tok)
-	if err != nil {
-		b.Fatal(err)
-	}
+	text := pickText(b)
 	local := tokenize.NewLocal(tokenize.LocalOptions{Models: map[string]string{tokenize.AnyModel: pickTokenizer}})
 	inv := kvexact.NewInventory(kvexact.Options{Rule: "bench-kv", BlockSize: 16})
 	cands := make([]dppick.Candidate, 8)
