@@ -449,6 +449,10 @@ func parsePostProcessor(raw json.RawMessage) (prefix, suffix []uint32, err error
 	return nil, nil, fmt.Errorf("bpe: post_processor %q is not supported", c.Type)
 }
 
+// Options returns the cache bounds the tokenizer was loaded with (zero
+// fields filled with their defaults).
+func (t *Tokenizer) Options() Options { return t.opts }
+
 // SHA256 is the hex SHA-256 of the tokenizer.json bytes: pin it to the
 // engine's revision (a different file shifts ids).
 func (t *Tokenizer) SHA256() string { return t.sum }

@@ -134,7 +134,8 @@ func (m *localModel) load(cache bpe.Options, log logrus.FieldLogger) {
 	if m.tmpl, m.chat = bpe.LoadTemplate(cfg); m.chat != nil {
 		log.WithError(m.chat).WithField("path", m.path).Warn("tokenize: no built-in chat template for this tokenizer; chat requests ask the engine's /tokenize")
 	}
-	log.WithFields(logrus.Fields{"path": file, "sha256": m.tok.SHA256(), "chat_template": m.tmpl.Name}).Info("tokenize: in-process tokenizer loaded")
+	log.WithFields(logrus.Fields{"path": file, "sha256": m.tok.SHA256(), "chat_template": m.tmpl.Name,
+		"segment_cache_bytes": m.tok.Options().SegmentCacheBytes, "segment_trial_bytes": m.tok.Options().SegmentTrialBytes}).Info("tokenize: in-process tokenizer loaded")
 }
 
 // unsupported wraps why a request is not tokenised locally.
