@@ -57,7 +57,8 @@ type Options struct {
 	// prompt must not flush everyone's.
 	SegmentCacheBytes int
 	// SegmentTrialBytes bounds the segments seen once, kept until their
-	// second sighting (or until the area fills and is cleared).
+	// second sighting (or until the area fills and is cleared). Every
+	// segment passes through it, so one larger than it is never cached.
 	SegmentTrialBytes int
 }
 
