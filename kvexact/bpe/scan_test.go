@@ -91,3 +91,31 @@ func TestLettersMatchesRun(t *testing.T) {
 		}
 	}
 }
+
+// isASCII agrees with a byte-by-byte check at every length around its
+// eight-byte steps and with a non-ASCII byte at every position.
+func TestIsASCII(t *testing.T) {
+	slow := func(s string) bool {
+		for i := 0; i < len(s); i++ {
+			if s[i] >= 0x80 {
+				return false
+			}
+		}
+		return true
+	}
+	cases := []string{"", "a", "\x7f", "\x80", "é", "ascii only", "exactly8", "exactly16bytes!!", "café au lait, seventeen+", strings.Repeat("x", 64) + "中"}
+	base := strings.Repeat("abcdefgh", 3)
+	for n := 0; n <= len(base); n++ {
+		cases = append(cases, base[:n])
+		for i := 0; i < n; i++ {
+			b := []byte(base[:n])
+			b[i] = 0xc3
+			cases = append(cases, string(b))
+		}
+	}
+	for _, s := range cases {
+		if got, want := isASCII(s), slow(s); got != want {
+			t.Errorf("isASCII(%q) = %v, want %v", s, got, want)
+		}
+	}
+}

@@ -8,14 +8,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"io"
 	"os"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/dlclark/regexp2"
 	"golang.org/x/text/unicode/norm"
@@ -39,16 +38,55 @@ const (
 // segments — a shared system prompt, a conversation's history resent every
 // turn — and a segment's ids depend on nothing but its text, so a repeated
 // one costs a hash lookup instead of its pre-tokenization and merges.
-// Segments shorter than segmentCacheMin are left to the word cache; the
-// text and ids held are bounded by segmentCacheBytes (cleared when full,
-// like the word cache). A segment is cached on its second sighting (its
-// first leaves only a hash among at most segmentSeenLimit): a user's one-off
-// question never takes a repeated system prompt's place.
+// Segments shorter than segmentCacheMin are left to the word cache.
+//
+// A segment seen once waits in a trial area of its own (Options.
+// SegmentTrialBytes) and moves to the segment cache proper
+// (Options.SegmentCacheBytes) on its second sighting; each area is cleared
+// when full, like the word cache. So a user's one-off questions only ever
+// flush each other, never a repeated system prompt, while a conversation's
+// turn is encoded once: the next turn, which resends it, finds its ids in
+// the trial area instead of encoding it a second time.
+const segmentCacheMin = 256
+
+// Options bounds the memory a Tokenizer's caches hold (text and ids). A
+// zero field takes its DefaultOptions value.
+type Options struct {
+	// SegmentCacheBytes bounds the segments seen at least twice. One
+	// segment larger than a sixteenth of it is never cached: one huge
+	// prompt must not flush everyone's.
+	SegmentCacheBytes int
+	// SegmentTrialBytes bounds the segments seen once, kept until their
+	// second sighting (or until the area fills and is cleared). Every
+	// segment passes through it, so one larger than it is never cached.
+	SegmentTrialBytes int
+}
+
+// Defaults of Options: 16 MiB holds about a thousand 4,000-token system
+// prompts; 4 MiB of segments seen once covers the turns of the
+// conversations active in the last few seconds at hundreds of requests
+// per second (a turn and its reply are a few KB).
 const (
-	segmentCacheMin   = 256
-	segmentCacheBytes = 16 << 20
-	segmentSeenLimit  = 1 << 16
+	DefaultSegmentCacheBytes = 16 << 20
+	DefaultSegmentTrialBytes = 4 << 20
 )
+
+// DefaultOptions returns the cache bounds a Tokenizer loads with.
+func DefaultOptions() Options {
+	return Options{SegmentCacheBytes: DefaultSegmentCacheBytes, SegmentTrialBytes: DefaultSegmentTrialBytes}
+}
+
+// withDefaults fills the zero fields of o.
+func (o Options) withDefaults() Options {
+	d := DefaultOptions()
+	if o.SegmentCacheBytes <= 0 {
+		o.SegmentCacheBytes = d.SegmentCacheBytes
+	}
+	if o.SegmentTrialBytes <= 0 {
+		o.SegmentTrialBytes = d.SegmentTrialBytes
+	}
+	return o
+}
 
 // Tokenizer is one loaded tokenizer.json. It is immutable after Load and
 // safe for concurrent use.
@@ -72,11 +110,19 @@ type Tokenizer struct {
 	cache      map[string][]uint32
 	cacheBytes int // text and ids held in cache
 
-	segMu    sync.RWMutex
-	segs     map[string][]uint32
-	segBytes int                 // text and ids held in segs
-	segSeen  map[uint64]struct{} // hashes of segments seen once
-	segSeed  maphash.Seed
+	opts       Options
+	segMu      sync.RWMutex
+	segs       map[string][]uint32 // segments seen at least twice
+	segBytes   int                 // text and ids held in segs
+	trial      map[string]trialSegment
+	trialBytes int // text and ids held in trial
+}
+
+// trialSegment is a segment seen once: its ids, and the key's own copy of
+// the text, so the promotion to the segment cache does not copy it again.
+type trialSegment struct {
+	text string
+	ids  []uint32
 }
 
 type merge struct {
@@ -142,8 +188,12 @@ type component struct {
 	} `json:"special_tokens"`
 }
 
-// LoadFile reads a tokenizer.json, or a gzipped one (name ending in .gz).
-func LoadFile(path string) (*Tokenizer, error) {
+// LoadFile reads a tokenizer.json, or a gzipped one (name ending in .gz),
+// with the default cache bounds.
+func LoadFile(path string) (*Tokenizer, error) { return LoadFileWith(path, DefaultOptions()) }
+
+// LoadFileWith is LoadFile with the cache bounds of o.
+func LoadFileWith(path string, o Options) (*Tokenizer, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("bpe: %w", err)
@@ -157,15 +207,18 @@ func LoadFile(path string) (*Tokenizer, error) {
 			return nil, fmt.Errorf("bpe: %s: %w", path, err)
 		}
 	}
-	t, err := Load(raw)
+	t, err := LoadWith(raw, o)
 	if err != nil {
 		return nil, fmt.Errorf("%w (%s)", err, path)
 	}
 	return t, nil
 }
 
-// Load parses tokenizer.json bytes.
-func Load(raw []byte) (*Tokenizer, error) {
+// Load parses tokenizer.json bytes, with the default cache bounds.
+func Load(raw []byte) (*Tokenizer, error) { return LoadWith(raw, DefaultOptions()) }
+
+// LoadWith is Load with the cache bounds of o.
+func LoadWith(raw []byte, o Options) (*Tokenizer, error) {
 	var f fileJSON
 	if err := json.Unmarshal(raw, &f); err != nil {
 		return nil, fmt.Errorf("bpe: tokenizer.json: %w", err)
@@ -181,7 +234,8 @@ func Load(raw []byte) (*Tokenizer, error) {
 	}
 	sum := sha256.Sum256(raw)
 	t := &Tokenizer{vocab: m.Vocab, ignoreMerges: m.IgnoreMerges, merges: make(map[uint64]merge, len(m.Merges)),
-		addedByText: map[string]uint32{}, cache: map[string][]uint32{}, segs: map[string][]uint32{}, segSeen: map[uint64]struct{}{}, segSeed: maphash.MakeSeed(), sum: hex.EncodeToString(sum[:])}
+		addedByText: map[string]uint32{}, cache: map[string][]uint32{}, opts: o.withDefaults(), segs: map[string][]uint32{},
+		trial: map[string]trialSegment{}, sum: hex.EncodeToString(sum[:])}
 	for b := 0; b < 256; b++ {
 		id, ok := m.Vocab[string(byteLevel[b])]
 		if !ok {
@@ -396,6 +450,10 @@ func parsePostProcessor(raw json.RawMessage) (prefix, suffix []uint32, err error
 	return nil, nil, fmt.Errorf("bpe: post_processor %q is not supported", c.Type)
 }
 
+// Options returns the cache bounds the tokenizer was loaded with (zero
+// fields filled with their defaults).
+func (t *Tokenizer) Options() Options { return t.opts }
+
 // SHA256 is the hex SHA-256 of the tokenizer.json bytes: pin it to the
 // engine's revision (a different file shifts ids).
 func (t *Tokenizer) SHA256() string { return t.sum }
@@ -487,44 +545,92 @@ func (t *Tokenizer) matchAdded(s string, cands []int) (addedToken, bool) {
 }
 
 // appendSegment tokenises text between added tokens, from the segment
-// cache when it has been seen.
+// cache or its trial area when it has been seen.
 func (t *Tokenizer) appendSegment(dst []uint32, seg string) []uint32 {
 	if len(seg) < segmentCacheMin {
 		return t.encodeSegment(dst, seg)
 	}
 	t.segMu.RLock()
-	ids, ok := t.segs[seg]
+	ids, cached := t.segs[seg]
+	var tried trialSegment
+	var seen bool
+	if !cached {
+		tried, seen = t.trial[seg]
+	}
 	t.segMu.RUnlock()
-	if ok {
+	// Cached ids are never written once stored, so they are read outside
+	// the lock.
+	switch {
+	case cached:
 		return append(dst, ids...)
+	case seen:
+		t.promote(tried)
+		return append(dst, tried.ids...)
 	}
 	n := len(dst)
 	dst = t.encodeSegment(dst, seg)
-	h := maphash.String(t.segSeed, seg)
+	t.admit(seg, dst[n:])
+	return dst
+}
+
+// segmentSize is what a cached segment holds: its text and its ids.
+func segmentSize(text string, ids []uint32) int { return len(text) + 4*len(ids) }
+
+// admit keeps the ids of a segment seen for the first time in the trial
+// area (copies of both: seg is a slice of the caller's text, ids of its
+// buffer), clearing the area first when it is full.
+func (t *Tokenizer) admit(seg string, ids []uint32) {
+	size := segmentSize(seg, ids)
+	if size > t.opts.SegmentCacheBytes/16 || size > t.opts.SegmentTrialBytes {
+		return // one huge prompt must not flush everyone's segments
+	}
+	e := cloneSegment(seg, ids)
 	t.segMu.Lock()
 	defer t.segMu.Unlock()
-	if _, again := t.segSeen[h]; !again {
-		if len(t.segSeen) >= segmentSeenLimit {
-			clear(t.segSeen)
-		}
-		t.segSeen[h] = struct{}{}
-		return dst
+	if _, held := t.segs[seg]; held {
+		return // another request encoded it meanwhile
 	}
-	delete(t.segSeen, h)
-	ids = slices.Clone(dst[n:])
-	size := len(seg) + 4*len(ids)
-	if size > segmentCacheBytes/16 {
-		return dst // one huge prompt must not flush everyone's segments
+	if _, held := t.trial[seg]; held {
+		return
 	}
-	if t.segBytes+size > segmentCacheBytes {
+	if t.trialBytes+size > t.opts.SegmentTrialBytes {
+		clear(t.trial)
+		t.trialBytes = 0
+	}
+	t.trial[e.text] = e
+	t.trialBytes += size
+}
+
+// cloneSegment copies a segment's text and ids into one allocation (the
+// ids, then the text's bytes): a segment seen once is the common case —
+// every request's new turn — so its copy costs one allocation, not two.
+// The text is a string over the tail of the ids' array, which nothing
+// writes once it is cached.
+func cloneSegment(seg string, ids []uint32) trialSegment {
+	buf := make([]uint32, len(ids)+(len(seg)+3)/4)
+	copy(buf, ids)
+	text := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf[len(ids):]))), len(seg))
+	copy(text, seg)
+	return trialSegment{text: unsafe.String(unsafe.SliceData(text), len(seg)), ids: buf[:len(ids):len(ids)]}
+}
+
+// promote moves a segment seen again from the trial area to the segment
+// cache, clearing the cache first when it is full.
+func (t *Tokenizer) promote(e trialSegment) {
+	size := segmentSize(e.text, e.ids)
+	t.segMu.Lock()
+	defer t.segMu.Unlock()
+	if _, held := t.trial[e.text]; !held {
+		return // promoted by another request, or cleared
+	}
+	delete(t.trial, e.text)
+	t.trialBytes -= size
+	if t.segBytes+size > t.opts.SegmentCacheBytes {
 		clear(t.segs)
 		t.segBytes = 0
 	}
-	// seg is a slice of the caller's text: the key is a copy, so the cache
-	// never keeps a whole prompt alive.
-	t.segs[strings.Clone(seg)] = ids
+	t.segs[e.text] = e.ids
 	t.segBytes += size
-	return dst
 }
 
 // encodeSegment tokenises text between added tokens: normalise,
@@ -533,7 +639,7 @@ func (t *Tokenizer) encodeSegment(dst []uint32, seg string) []uint32 {
 	if seg == "" {
 		return dst
 	}
-	if t.nfc && !norm.NFC.IsNormalString(seg) {
+	if t.nfc && !isASCII(seg) && !norm.NFC.IsNormalString(seg) {
 		seg = norm.NFC.String(seg)
 	}
 	pieces := []string{seg}
@@ -588,6 +694,26 @@ func (t *Tokenizer) encodeSegment(dst []uint32, seg string) []uint32 {
 		dst = t.appendWord(dst, p)
 	}
 	return dst
+}
+
+// isASCII reports whether s is all ASCII, eight bytes at a time. ASCII
+// text is in NFC (no ASCII character decomposes or composes), and most
+// prompts are ASCII: norm's own check walks them a byte at a time, which
+// was a fifth of encoding an uncached English segment.
+func isASCII(s string) bool {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		// An unaligned 8-byte load; the bytes' order does not matter.
+		if *(*uint64)(unsafe.Pointer(unsafe.StringData(s[i:])))&0x8080808080808080 != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // inert reports whether steps change no piece (a ByteLevel step without

@@ -37,6 +37,9 @@ type LocalOptions struct {
 	// tokenizer_config.json for chat) or to a tokenizer.json file.
 	// AnyModel serves every other model.
 	Models map[string]string
+	// Cache bounds each loaded tokenizer's caches (zero fields: bpe's
+	// defaults).
+	Cache  bpe.Options
 	Logger logrus.FieldLogger
 }
 
@@ -109,11 +112,11 @@ func (l *Local) model(name string) *localModel {
 		}
 	}
 	m := l.loaded[path]
-	m.once.Do(func() { m.load(l.opts.Logger) })
+	m.once.Do(func() { m.load(l.opts.Cache, l.opts.Logger) })
 	return m
 }
 
-func (m *localModel) load(log logrus.FieldLogger) {
+func (m *localModel) load(cache bpe.Options, log logrus.FieldLogger) {
 	file, cfg := m.path, ""
 	if st, err := os.Stat(m.path); err == nil && st.IsDir() {
 		file = filepath.Join(m.path, FileTokenizer)
@@ -124,14 +127,15 @@ func (m *localModel) load(log logrus.FieldLogger) {
 	} else {
 		cfg = filepath.Join(filepath.Dir(m.path), FileTokenizerConfig)
 	}
-	if m.tok, m.err = bpe.LoadFile(file); m.err != nil {
+	if m.tok, m.err = bpe.LoadFileWith(file, cache); m.err != nil {
 		log.WithError(m.err).WithField("path", m.path).Warn("tokenize: in-process tokenizer not loaded; KV-exact asks the engine's /tokenize for this model")
 		return
 	}
 	if m.tmpl, m.chat = bpe.LoadTemplate(cfg); m.chat != nil {
 		log.WithError(m.chat).WithField("path", m.path).Warn("tokenize: no built-in chat template for this tokenizer; chat requests ask the engine's /tokenize")
 	}
-	log.WithFields(logrus.Fields{"path": file, "sha256": m.tok.SHA256(), "chat_template": m.tmpl.Name}).Info("tokenize: in-process tokenizer loaded")
+	log.WithFields(logrus.Fields{"path": file, "sha256": m.tok.SHA256(), "chat_template": m.tmpl.Name,
+		"segment_cache_bytes": m.tok.Options().SegmentCacheBytes, "segment_trial_bytes": m.tok.Options().SegmentTrialBytes}).Info("tokenize: in-process tokenizer loaded")
 }
 
 // unsupported wraps why a request is not tokenised locally.

@@ -227,3 +227,28 @@ func BenchmarkTokenize(b *testing.B) {
 		})
 	}
 }
+
+// LocalOptions.Cache reaches every tokenizer Local loads; a zero field
+// keeps bpe's default.
+func TestLocalCacheOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cache bpe.Options
+		want  bpe.Options
+	}{
+		{"zero: the defaults", bpe.Options{}, bpe.DefaultOptions()},
+		{"trial area set", bpe.Options{SegmentTrialBytes: 1 << 20}, bpe.Options{SegmentCacheBytes: bpe.DefaultSegmentCacheBytes, SegmentTrialBytes: 1 << 20}},
+		{"both set", bpe.Options{SegmentCacheBytes: 2 << 20, SegmentTrialBytes: 512 << 10}, bpe.Options{SegmentCacheBytes: 2 << 20, SegmentTrialBytes: 512 << 10}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := NewLocal(LocalOptions{Models: map[string]string{AnyModel: qwen3Dir}, Cache: tc.cache})
+			m := l.model("any")
+			if m.err != nil {
+				t.Fatal(m.err)
+			}
+			if got := m.tok.Options(); got != tc.want {
+				t.Errorf("tokenizer loaded with %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
