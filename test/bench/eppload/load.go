@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -37,6 +36,8 @@ type config struct {
 	kv                          bool
 	jsonOut                     string
 	serveArgs                   string
+	ip                          string
+	portBase                    int
 }
 
 func runCmd(args []string) error {
@@ -55,6 +56,8 @@ func runCmd(args []string) error {
 	fs.IntVar(&c.endpoints, "endpoints", 16, "started EPP: endpoints in the pool")
 	fs.BoolVar(&c.kv, "kv", true, "started EPP: KV-exact mode 3")
 	fs.StringVar(&c.serveArgs, "serve-args", "", "started EPP: extra `eppload serve` flags (space-separated, e.g. -cpuprofile cpu.out)")
+	fs.StringVar(&c.ip, "ip", "127.0.0.1", "started EPP: its loopback IP (the pool's endpoints take the next 16)")
+	fs.IntVar(&c.portBase, "port-base", 0, "started EPP: first of 64 ports it and its pool listen on (0: free ports)")
 	fs.StringVar(&c.jsonOut, "json", "", "also write the report as JSON here")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -91,18 +94,22 @@ func (c *config) startServer() (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	// Free ports rather than fixed ones, so two runs (a tree and the one it
-	// is compared with) can be measured side by side under the same load.
+	// Free ports by default rather than fixed ones, so two runs (a tree and
+	// the one it is compared with) can be measured side by side under the
+	// same load; -port-base keeps a run inside a given range.
+	plan, err := newNetPlan(c.ip, c.portBase)
+	if err != nil {
+		return nil, err
+	}
 	var addrs [3]string
 	for i := range addrs {
-		p, err := freePort()
-		if err != nil {
+		if addrs[i], err = plan.addr(); err != nil {
 			return nil, err
 		}
-		addrs[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
 	}
 	c.addr, c.healthAddr, c.statsAddr = addrs[0], addrs[1], addrs[2]
 	args := []string{"serve", "-epp-addr", c.addr, "-epp-health-addr", c.healthAddr, "-stats-addr", c.statsAddr,
+		"-ip", c.ip, "-port-base", strconv.Itoa(plan.rest()),
 		"-endpoints", strconv.Itoa(c.endpoints), "-kv=" + strconv.FormatBool(c.kv),
 		"-prefixes", strconv.Itoa(c.prefixes), "-body-bytes", strconv.Itoa(c.bodyBytes)}
 	args = append(args, strings.Fields(c.serveArgs)...)

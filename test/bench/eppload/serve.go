@@ -28,16 +28,16 @@ import (
 // mode 3 (tokenize the prompt in process, hash its blocks, score every
 // endpoint's inventory, fed by the engines' KV events on zmqPort) before
 // least connections.
-func poolRule(name string, vipPort, n, firstPort int, kv bool, zmqPort int) string {
+func poolRule(name string, net *netPlan, vipPort, n, firstPort int, kv bool, zmqPort int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "apiVersion: infergate/v1\nkind: Loadbalancer\nmetadata:\n  name: %s\nspec:\n  serviceArguments:\n", name)
-	fmt.Fprintf(&b, "    externalIP: 127.0.0.1\n    port: %d\n    protocol: tcp\n    mode: 4\n    sel: 4\n", vipPort)
+	fmt.Fprintf(&b, "    externalIP: %s\n    port: %d\n    protocol: tcp\n    mode: 4\n    sel: 4\n", net.host(), vipPort)
 	if kv {
 		fmt.Fprintf(&b, "    kvExactMode: 3\n    kvEngineType: vllm\n    kvZmqPort: %d\n    kvBlockSize: %d\n", zmqPort, kvBlockSize)
 	}
 	b.WriteString("  endpoints:\n")
 	for i := range n {
-		fmt.Fprintf(&b, "    - {endpointIP: %s, targetPort: %d, weight: 1}\n", endpointIP(i), firstPort+i)
+		fmt.Fprintf(&b, "    - {endpointIP: %s, targetPort: %d, weight: 1}\n", net.endpointIP(i), firstPort+i)
 	}
 	return b.String()
 }
@@ -64,7 +64,13 @@ func serveCmd(args []string) error {
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile here until exit")
 	memprofile := fs.String("memprofile", "", "write an allocation profile here at exit")
 	workers := fs.Int("stream-workers", epp.DefaultStreamWorkers, "long-lived goroutines serving streams (0: one per stream)")
+	ip := fs.String("ip", "127.0.0.1", "loopback IP of the API and the rule's VIP; the endpoints take the next ones")
+	portBase := fs.Int("port-base", 0, "first of the ports to take for the VIP, the KV events, the API and the endpoints (0: free ports)")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	plan, err := newNetPlan(*ip, *portBase)
+	if err != nil {
 		return err
 	}
 	dir, err := os.MkdirTemp("", "eppload-")
@@ -72,7 +78,7 @@ func serveCmd(args []string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	vip, err := freePort()
+	vip, err := plan.port()
 	if err != nil {
 		return err
 	}
@@ -80,21 +86,29 @@ func serveCmd(args []string) error {
 	zmqPort := 15999
 	var feed *kvFeed
 	if *kv && *kvEvents {
-		if zmqPort, err = freePort(); err != nil {
+		if zmqPort, err = plan.port(); err != nil {
 			return err
 		}
-		if feed, err = startKVFeed(*n, zmqPort, newWorkload(*prefixes, *bodyBytes), *tok); err != nil {
+		if feed, err = startKVFeed(plan, *n, zmqPort, newWorkload(*prefixes, *bodyBytes), *tok); err != nil {
 			return err
 		}
 		defer feed.close()
 		go feed.run()
 	}
-	if err := os.WriteFile(rules, []byte(poolRule("epp-bench", vip, *n, 20001, *kv, zmqPort)), 0o600); err != nil {
+	firstPort := 20001 // nothing listens there: a pick never contacts an engine
+	if *portBase > 0 {
+		firstPort = *portBase + 16 // after the VIP, KV and API ports, inside the range
+	}
+	if err := os.WriteFile(rules, []byte(poolRule("epp-bench", plan, vip, *n, firstPort, *kv, zmqPort)), 0o600); err != nil {
 		return err
 	}
-	api, err := net.Listen("tcp", "127.0.0.1:0")
+	apiAddr, err := plan.addr()
 	if err != nil {
 		return err
+	}
+	api, err := net.Listen("tcp", apiAddr)
+	if err != nil {
+		return fmt.Errorf("API listener: %w", err)
 	}
 	opts := daemon.DefaultOptions()
 	opts.StateDir = filepath.Join(dir, "state")
@@ -176,13 +190,4 @@ func readRuntimeStats() runtimeStats {
 	metrics.Read(s)
 	return runtimeStats{AllocObjects: s[0].Value.Uint64(), AllocBytes: s[1].Value.Uint64(),
 		HeapLive: s[2].Value.Uint64(), GCCycles: s[3].Value.Uint64(), Goroutines: runtime.NumGoroutine()}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
