@@ -65,7 +65,7 @@ func TestCodecMatchesProto(t *testing.T) {
 		a    wireAnswer
 		want proto.Message
 	}{
-		{"hand-encoded pick", encodePick(&h, DefaultDestinationNamespace, Result{Endpoints: []string{"10.0.0.1:8000", "10.0.0.2:8000"}, Headers: map[string]string{"X-Prefiller-Host-Port": "10.0.0.3:8000"}}, 8192),
+		{"hand-encoded pick", mustPick(&h, DefaultDestinationNamespace, Result{Endpoints: []string{"10.0.0.1:8000", "10.0.0.2:8000"}, Headers: map[string]string{"X-Prefiller-Host-Port": "10.0.0.3:8000"}}, 8192),
 			pickResponse(DefaultDestinationNamespace, Result{Endpoints: []string{"10.0.0.1:8000", "10.0.0.2:8000"}, Headers: map[string]string{"X-Prefiller-Host-Port": "10.0.0.3:8000"}}, 8192)},
 		{"hand-encoded large request chunk", encodeChunk(&h, fieldRespRequestBody, big, false), requestChunk(big, false)},
 		{"hand-encoded response trailers", encodeEmpty(&h, fieldRespResponseTrailers, false), responseTrailersOK()},
@@ -133,7 +133,7 @@ func BenchmarkMarshal(b *testing.B) {
 		for range b.N {
 			var h heads
 			for _, a := range []wireAnswer{
-				encodePick(&h, DefaultDestinationNamespace, Result{Endpoints: eps}, 8192),
+				mustPick(&h, DefaultDestinationNamespace, Result{Endpoints: eps}, 8192),
 				encodeChunk(&h, fieldRespRequestBody, body, true),
 				encodeEmpty(&h, fieldRespResponseHeaders, false),
 				encodeChunk(&h, fieldRespResponseBody, last, true),

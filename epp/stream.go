@@ -288,7 +288,16 @@ func (st *stream) pick() error {
 	if !st.trailers && len(st.body) > 0 {
 		bodyLen = len(st.body)
 	}
-	if err := st.sendWire(encodePick(&st.heads, st.s.opts.DestinationNamespace, res, bodyLen)); err != nil {
+	answer, err := encodePick(&st.heads, st.s.opts.DestinationNamespace, res, bodyLen)
+	if err != nil {
+		// What gRPC's proto codec answers a message it cannot marshal:
+		// Internal, so the gateway's failure mode decides, never bytes the
+		// proxy cannot parse.
+		st.result = ResultError
+		st.outcome.Err = err
+		return status.Errorf(codes.Internal, "pick answer: %v", err)
+	}
+	if err := st.sendWire(answer); err != nil {
 		return err
 	}
 	st.sent = true
