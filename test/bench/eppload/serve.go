@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -58,12 +59,19 @@ func serveCmd(args []string) error {
 	n := fs.Int("endpoints", 16, "endpoints in the pool")
 	kv := fs.Bool("kv", true, "KV-exact mode 3 (in-process tokenizer)")
 	kvEvents := fs.Bool("kv-events", true, "with -kv: fake engines publish KV events, so the inventories hold the workload's prefixes")
+	kvZmqPort := fs.Int("kv-zmq-port", 0, "with -kv-events: the port where another process (the driver) runs the fake engines' publishers; 0: run them in this process")
 	prefixes := fs.Int("prefixes", 64, "the driver's -prefixes (what the fake engines hold)")
 	bodyBytes := fs.Int("body-bytes", 8<<10, "the driver's -body-bytes")
 	tok := fs.String("tokenizer", "kvexact/bpe/testdata/qwen3", "tokenizer directory for KV-exact")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile here until exit")
 	memprofile := fs.String("memprofile", "", "write an allocation profile here at exit")
 	workers := fs.Int("stream-workers", epp.DefaultStreamWorkers, "long-lived goroutines serving streams (0: one per stream)")
+	tr := epp.DefaultOptions().Transport
+	fs.Func("epp-stream-window", "the EPP's --epp-stream-window", int32Flag(&tr.StreamWindow))
+	fs.Func("epp-conn-window", "the EPP's --epp-conn-window", int32Flag(&tr.ConnWindow))
+	fs.IntVar(&tr.WriteBuffer, "epp-write-buffer", tr.WriteBuffer, "the EPP's --epp-write-buffer")
+	fs.IntVar(&tr.ReadBuffer, "epp-read-buffer", tr.ReadBuffer, "the EPP's --epp-read-buffer")
+	fs.Func("epp-max-concurrent-streams", "the EPP's --epp-max-concurrent-streams", uint32Flag(&tr.MaxConcurrentStreams))
 	ip := fs.String("ip", "127.0.0.1", "loopback IP of the API and the rule's VIP; the endpoints take the next ones")
 	portBase := fs.Int("port-base", 0, "first of the ports to take for the VIP, the KV events, the API and the endpoints (0: free ports)")
 	if err := fs.Parse(args); err != nil {
@@ -85,7 +93,11 @@ func serveCmd(args []string) error {
 	rules := filepath.Join(dir, "pool.yaml")
 	zmqPort := 15999
 	var feed *kvFeed
-	if *kv && *kvEvents {
+	fed := *kv && *kvEvents // the inventories are fed: wait until they are trusted
+	switch {
+	case fed && *kvZmqPort > 0:
+		zmqPort = *kvZmqPort
+	case fed:
 		if zmqPort, err = plan.port(); err != nil {
 			return err
 		}
@@ -118,6 +130,7 @@ func serveCmd(args []string) error {
 	opts.LogLevel = "warn"
 	opts.EPP.Addr, opts.EPP.HealthAddr = *addr, *haddr
 	opts.EPP.StreamWorkers = *workers
+	opts.EPP.Transport = tr
 	opts.EPPRule = "epp-bench"
 	if *kv {
 		opts.KV.Tokenizers = map[string]string{"": *tok}
@@ -145,7 +158,7 @@ func serveCmd(args []string) error {
 	log.SetLevel(logrus.WarnLevel)
 	done := make(chan error, 1)
 	go func() { done <- daemon.Run(ctx, opts, log) }()
-	if feed != nil {
+	if fed {
 		if err := waitKVTrusted(opts.APIAddr, *n, 60*time.Second); err != nil {
 			stop()
 			<-done
@@ -162,6 +175,22 @@ func serveCmd(args []string) error {
 		}
 	}
 	return err
+}
+
+func int32Flag(p *int32) func(string) error {
+	return func(s string) error {
+		n, err := strconv.ParseInt(s, 0, 32)
+		*p = int32(n)
+		return err
+	}
+}
+
+func uint32Flag(p *uint32) func(string) error {
+	return func(s string) error {
+		n, err := strconv.ParseUint(s, 0, 32)
+		*p = uint32(n)
+		return err
+	}
 }
 
 // runtimeStats are the served process's own counters.
