@@ -54,7 +54,10 @@ const (
 // only moves on (heads), and a tail is a body the stream lets go once it is
 // sent — a received chunk's bytes (copied out of gRPC's receive buffer when
 // decoded) or the request body held for the pick.
-type wireAnswer struct{ head, tail []byte }
+type wireAnswer struct {
+	head, tail []byte
+	slots      *sendSlots // the stream's, set as it sends; nil: the codec allocates the list
+}
 
 // heads hands out the encoded heads of one stream's answers from a shared
 // slab. gRPC keeps each head until it is written, so a head is never

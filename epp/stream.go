@@ -65,6 +65,7 @@ type stream struct {
 
 	heads heads      // the encoded answers' bytes
 	wire  wireAnswer // the answer being sent (gRPC's codec reads it before SendMsg returns)
+	slots sendSlots  // where the codec lists the answers' bytes for gRPC
 }
 
 // Process serves one ext_proc stream: one HTTP request and its response.
@@ -404,6 +405,7 @@ func (st *stream) send(resp *extprocv3.ProcessingResponse) error {
 // (ServerCodec) knows how to write it.
 func (st *stream) sendWire(a wireAnswer) error {
 	st.wire = a
+	st.wire.slots = &st.slots
 	err := st.srv.SendMsg(&st.wire)
 	st.wire = wireAnswer{}
 	return st.settleSend(err)
