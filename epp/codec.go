@@ -48,8 +48,51 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	if !ok {
 		return c.proto.Marshal(v)
 	}
+	if s := a.slots.take(a.head, a.tail); s != nil {
+		return s, nil
+	}
 	if len(a.tail) == 0 {
 		return mem.BufferSlice{mem.SliceBuffer(a.head)}, nil
 	}
 	return mem.BufferSlice{mem.SliceBuffer(a.head), mem.SliceBuffer(a.tail)}, nil
+}
+
+// sendSlots is a stream's storage for the buffer lists its answers are
+// handed to gRPC in. A list built per answer costs an allocation for its
+// array and one per buffer (a slice converted to the mem.Buffer
+// interface): ten per stream. Here the slices live in the stream and the
+// list holds pointers to them, which convert for free. gRPC keeps a list
+// until its frame is written, so a slot is used once per stream, never
+// again; a stream that outruns them (many body chunks) allocates as
+// before.
+type sendSlots struct {
+	used  int
+	bytes [sendSlotCount]mem.SliceBuffer
+	list  [sendSlotCount]mem.Buffer
+}
+
+// sendSlotCount fits the answers of a one-chunk exchange: the pick, the
+// body chunk (head and tail), the response headers' acknowledgement and a
+// response chunk (head and tail). Each slot is 40 bytes of the stream.
+const sendSlotCount = 6
+
+// take returns head and tail (when not empty) as a buffer list in unused
+// slots, or nil when s is nil or too few are left.
+func (s *sendSlots) take(head, tail []byte) mem.BufferSlice {
+	n := 1
+	if len(tail) > 0 {
+		n = 2
+	}
+	if s == nil || s.used+n > sendSlotCount {
+		return nil
+	}
+	at := s.used
+	s.used += n
+	s.bytes[at] = head
+	s.list[at] = &s.bytes[at]
+	if n == 2 {
+		s.bytes[at+1] = tail
+		s.list[at+1] = &s.bytes[at+1]
+	}
+	return s.list[at:s.used:s.used]
 }

@@ -7,6 +7,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc/encoding"
 	grpcproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -65,12 +66,16 @@ func TestCodecMatchesProto(t *testing.T) {
 		a    wireAnswer
 		want proto.Message
 	}{
-		{"hand-encoded pick", encodePick(&h, DefaultDestinationNamespace, Result{Endpoints: []string{"10.0.0.1:8000", "10.0.0.2:8000"}, Headers: map[string]string{"X-Prefiller-Host-Port": "10.0.0.3:8000"}}, 8192),
+		{"hand-encoded pick", mustPick(&h, DefaultDestinationNamespace, Result{Endpoints: []string{"10.0.0.1:8000", "10.0.0.2:8000"}, Headers: map[string]string{"X-Prefiller-Host-Port": "10.0.0.3:8000"}}, 8192),
 			pickResponse(DefaultDestinationNamespace, Result{Endpoints: []string{"10.0.0.1:8000", "10.0.0.2:8000"}, Headers: map[string]string{"X-Prefiller-Host-Port": "10.0.0.3:8000"}}, 8192)},
 		{"hand-encoded large request chunk", encodeChunk(&h, fieldRespRequestBody, big, false), requestChunk(big, false)},
 		{"hand-encoded response trailers", encodeEmpty(&h, fieldRespResponseTrailers, false), responseTrailersOK()},
 	}
-	for _, tc := range wires {
+	var slots sendSlots // the second round lists the bytes in a stream's slots, as Process does
+	for round, tc := range append(wires, wires...) {
+		if round >= len(wires) {
+			tc.a.slots = &slots
+		}
 		data, err := c.Marshal(&tc.a)
 		if err != nil {
 			t.Fatalf("%s: marshal: %v", tc.name, err)
@@ -86,6 +91,60 @@ func TestCodecMatchesProto(t *testing.T) {
 			t.Errorf("%s: decoded %v, want %v", tc.name, got, tc.want)
 		}
 		data.Free()
+	}
+	if slots.used == 0 {
+		t.Error("the answers with slots did not use them")
+	}
+}
+
+// TestSendSlots: a stream's answers are listed for gRPC in its own slots,
+// without allocating; gRPC may still hold an earlier list while the next
+// is built, so none is written over; once the slots run out the codec
+// allocates lists as before.
+func TestSendSlots(t *testing.T) {
+	c := newCodec()
+	var h heads
+	var slots sendSlots
+	type sent struct {
+		list       mem.BufferSlice
+		head, tail []byte
+	}
+	var lists []sent
+	for i := 0; ; i++ {
+		body := bytes.Repeat([]byte{byte('a' + i)}, i%3*100) // empty, 100 and 200 bytes: lists of one and two
+		a := encodeChunk(&h, fieldRespRequestBody, body, false)
+		a.slots = &slots
+		before := slots.used
+		data, err := c.Marshal(&a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slots.used == before { // out of slots: the codec's own list
+			if before+len(data) <= sendSlotCount {
+				t.Fatalf("answer %d: %d slots free for %d buffers, yet none taken", i, sendSlotCount-before, len(data))
+			}
+			break
+		}
+		lists = append(lists, sent{data, a.head, a.tail})
+		if i > 2*sendSlotCount {
+			t.Fatal("the slots never ran out")
+		}
+	}
+	for i, l := range lists {
+		if !bytes.Equal(l.list[0].ReadOnlyData(), l.head) || (len(l.tail) > 0) != (len(l.list) == 2) ||
+			len(l.tail) > 0 && &l.list[1].ReadOnlyData()[0] != &l.tail[0] {
+			t.Errorf("list %d was written over or copies its body", i)
+		}
+	}
+	a := encodeEmpty(&h, fieldRespResponseHeaders, false)
+	if n := testing.AllocsPerRun(100, func() {
+		slots.used = 0
+		a.slots = &slots
+		if _, err := c.Marshal(&a); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("listing an answer in the slots allocates %.0f times, want 0", n)
 	}
 }
 
@@ -133,7 +192,7 @@ func BenchmarkMarshal(b *testing.B) {
 		for range b.N {
 			var h heads
 			for _, a := range []wireAnswer{
-				encodePick(&h, DefaultDestinationNamespace, Result{Endpoints: eps}, 8192),
+				mustPick(&h, DefaultDestinationNamespace, Result{Endpoints: eps}, 8192),
 				encodeChunk(&h, fieldRespRequestBody, body, true),
 				encodeEmpty(&h, fieldRespResponseHeaders, false),
 				encodeChunk(&h, fieldRespResponseBody, last, true),

@@ -1,8 +1,10 @@
 package epp
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -52,7 +54,10 @@ const (
 // only moves on (heads), and a tail is a body the stream lets go once it is
 // sent — a received chunk's bytes (copied out of gRPC's receive buffer when
 // decoded) or the request body held for the pick.
-type wireAnswer struct{ head, tail []byte }
+type wireAnswer struct {
+	head, tail []byte
+	slots      *sendSlots // the stream's, set as it sends; nil: the codec allocates the list
+}
 
 // heads hands out the encoded heads of one stream's answers from a shared
 // slab. gRPC keeps each head until it is written, so a head is never
@@ -117,14 +122,39 @@ func sizeEntry(key string, valueSize int) int {
 	return sizeField(len(key)) + sizeField(valueSize)
 }
 
+// notUTF8Error reports a proto3 string field the answer would carry whose
+// bytes are not UTF-8. The proto package refuses to marshal such a message,
+// and a peer that validates strings (Envoy's C++ protobuf parser) refuses
+// to parse it, so the hand encoder refuses too rather than send bytes the
+// proxy cannot read.
+type notUTF8Error struct{ field string }
+
+func (e *notUTF8Error) Error() string {
+	return fmt.Sprintf("%s is not valid UTF-8: protobuf string fields must be", e.field)
+}
+
 // encodePick writes the request-headers answer carrying the pick: the
 // destination and content-length headers, the picker's extra headers
 // (keys lower-cased), clear_route_cache, and the dynamic metadata
 // {namespace: {x-gateway-destination-endpoint: dest}} — the message
 // pickResponse builds, without building it. bodyLen < 0 leaves
 // content-length out.
-func encodePick(h *heads, namespace string, res Result, bodyLen int) wireAnswer {
+//
+// Header values travel in HeaderValue.raw_value, a bytes field Envoy
+// defines for values that need not be UTF-8 (HTTP allows obs-text), so any
+// value goes out as it is. The destination also travels as a metadata
+// string (google.protobuf.Value.string_value), and the namespace and the
+// header keys are strings: when one of those is not UTF-8, encodePick
+// returns a *notUTF8Error and no answer, where proto.Marshal would fail on
+// the same message.
+func encodePick(h *heads, namespace string, res Result, bodyLen int) (wireAnswer, error) {
+	if !utf8.ValidString(namespace) {
+		return wireAnswer{}, &notUTF8Error{field: "the metadata namespace"}
+	}
 	dest := joinEndpoints(h, res.Endpoints)
+	if !utf8.Valid(dest) {
+		return wireAnswer{}, &notUTF8Error{field: "the picked endpoint list (metadata " + HeaderDestination + ")"}
+	}
 	var lenBuf [20]byte
 	var contentLength []byte
 	if bodyLen >= 0 {
@@ -134,7 +164,11 @@ func encodePick(h *heads, namespace string, res Result, bodyLen int) wireAnswer 
 	var extraBuf [2]header // the picker's headers (keys lower-cased), on the stack for the usual one
 	extra := extraBuf[:0]
 	for k, v := range res.Headers {
-		extra = append(extra, header{strings.ToLower(k), v})
+		k = strings.ToLower(k) // turns bytes that are not UTF-8 into U+FFFD, as pickResponse does
+		if !utf8.ValidString(k) {
+			return wireAnswer{}, &notUTF8Error{field: "a picker header's key"}
+		}
+		extra = append(extra, header{k, v})
 	}
 	mutation := sizeField(sizeOption(len(HeaderDestination), len(dest)))
 	if bodyLen >= 0 {
@@ -172,7 +206,7 @@ func encodePick(h *heads, namespace string, res Result, bodyLen int) wireAnswer 
 	b = appendString(b, fieldMapKey, HeaderDestination)
 	b = appendField(b, fieldMapValue, destValue)
 	b = append(appendField(b, fieldValueString, len(dest)), dest...)
-	return wireAnswer{head: b}
+	return wireAnswer{head: b}, nil
 }
 
 // joinEndpoints is strings.Join(eps, ",") written into the stream's slab:

@@ -2,11 +2,11 @@ package epp
 
 import (
 	"bytes"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -57,20 +57,20 @@ func TestWireAnswersMatchProto(t *testing.T) {
 	}{
 		{"pick, one endpoint",
 			func(h *heads) wireAnswer {
-				return encodePick(h, DefaultDestinationNamespace, Result{Endpoints: []string{"10.0.0.1:8000"}}, 8192)
+				return mustPick(h, DefaultDestinationNamespace, Result{Endpoints: []string{"10.0.0.1:8000"}}, 8192)
 			},
 			pickResponse(DefaultDestinationNamespace, Result{Endpoints: []string{"10.0.0.1:8000"}}, 8192)},
 		{"pick, sixteen endpoints",
 			func(h *heads) wireAnswer {
-				return encodePick(h, DefaultDestinationNamespace, Result{Endpoints: sixteenEndpoints()}, 0)
+				return mustPick(h, DefaultDestinationNamespace, Result{Endpoints: sixteenEndpoints()}, 0)
 			},
 			pickResponse(DefaultDestinationNamespace, Result{Endpoints: sixteenEndpoints()}, 0)},
 		{"pick in trailers, other namespace",
-			func(h *heads) wireAnswer { return encodePick(h, "ns", Result{Endpoints: []string{"[::1]:80"}}, -1) },
+			func(h *heads) wireAnswer { return mustPick(h, "ns", Result{Endpoints: []string{"[::1]:80"}}, -1) },
 			pickResponse("ns", Result{Endpoints: []string{"[::1]:80"}}, -1)},
 		{"pick with the picker's headers",
 			func(h *heads) wireAnswer {
-				return encodePick(h, DefaultDestinationNamespace, Result{Endpoints: []string{"10.0.0.1:8000", "10.0.0.2:8000"},
+				return mustPick(h, DefaultDestinationNamespace, Result{Endpoints: []string{"10.0.0.1:8000", "10.0.0.2:8000"},
 					Headers: map[string]string{"X-Prefiller-Host-Port": "10.0.0.3:8000", "x-b": "", "X-C": strings.Repeat("v", 300)}}, 1<<20)
 			},
 			pickResponse(DefaultDestinationNamespace, Result{Endpoints: []string{"10.0.0.1:8000", "10.0.0.2:8000"},
@@ -118,7 +118,7 @@ func TestHeadsNeverOverwritten(t *testing.T) {
 	var copies [][]byte
 	body := bytes.Repeat([]byte("b"), 300)
 	for i := range 200 {
-		a := encodePick(&h, DefaultDestinationNamespace, Result{Endpoints: sixteenEndpoints()[:1+i%16]}, i)
+		a := mustPick(&h, DefaultDestinationNamespace, Result{Endpoints: sixteenEndpoints()[:1+i%16]}, i)
 		c := encodeChunk(&h, fieldRespRequestBody, body[:i], i%2 == 0)
 		answers = append(answers, a, c)
 		copies = append(copies, bytes.Clone(a.head), bytes.Clone(c.head))
@@ -133,28 +133,96 @@ func TestHeadsNeverOverwritten(t *testing.T) {
 	}
 }
 
+// mustPick is encodePick for inputs that are UTF-8 wherever protobuf
+// wants strings: it cannot fail, and a test that sees it fail is wrong.
+func mustPick(h *heads, namespace string, res Result, bodyLen int) wireAnswer {
+	a, err := encodePick(h, namespace, res, bodyLen)
+	if err != nil {
+		panic("encodePick refused a valid pick: " + err.Error())
+	}
+	return a
+}
+
+// checkPickParity encodes one pick by hand and with the proto package:
+// both must refuse it (a string field that is not UTF-8) or both write
+// it, and what the hand encoder writes must decode to pickResponse's
+// message.
+func checkPickParity(t *testing.T, name, namespace string, res Result, bodyLen int) {
+	t.Helper()
+	want := pickResponse(namespace, res, bodyLen)
+	_, protoErr := proto.Marshal(want)
+	var h heads
+	got, err := encodePick(&h, namespace, res, bodyLen)
+	switch {
+	case protoErr != nil && err == nil:
+		t.Errorf("%s: proto.Marshal refuses (%v), the hand encoder wrote %d bytes", name, protoErr, len(got.head)+len(got.tail))
+	case protoErr == nil && err != nil:
+		t.Errorf("%s: proto.Marshal writes it, the hand encoder refused: %v", name, err)
+	case err != nil:
+		var nu *notUTF8Error
+		if !errors.As(err, &nu) || got.head != nil || got.tail != nil {
+			t.Errorf("%s: refused with %T %v and an answer; want a *notUTF8Error and none", name, err, err)
+		}
+	default:
+		if d := decodeWire(t, got); !proto.Equal(sortedSetHeaders(d), sortedSetHeaders(want)) {
+			t.Errorf("%s: decoded %v\nwant %v", name, d, want)
+		}
+	}
+}
+
+func sortedSetHeaders(m *extprocv3.ProcessingResponse) *extprocv3.ProcessingResponse {
+	sortSetHeaders(m)
+	return m
+}
+
+// TestEncodePickUTF8: the hand encoder refuses exactly what proto.Marshal
+// refuses. Header values go in raw_value (bytes), so a value that is not
+// UTF-8 — a client header the picker passed on — is sent as it is; the
+// destination's metadata copy and the namespace are strings, and bytes
+// that are not UTF-8 there are refused. A header key is lower-cased first,
+// which turns such bytes into U+FFFD, so it is always sent.
+func TestEncodePickUTF8(t *testing.T) {
+	const bad = "\xff\xfe"
+	eps := []string{"10.0.0.1:8000"}
+	cases := []struct {
+		name      string
+		namespace string
+		res       Result
+		refused   bool
+	}{
+		{"ASCII", DefaultDestinationNamespace, Result{Endpoints: eps}, false},
+		{"multi-byte UTF-8 everywhere", "ns.ünïcode", Result{Endpoints: []string{"host-é:80"}, Headers: map[string]string{"x-ключ": "значение"}}, false},
+		{"header value not UTF-8", DefaultDestinationNamespace, Result{Endpoints: eps, Headers: map[string]string{"x-client-hint": "a" + bad}}, false},
+		{"header value a lone continuation byte", DefaultDestinationNamespace, Result{Endpoints: eps, Headers: map[string]string{"x-h": "\x80"}}, false},
+		{"header key not UTF-8 (lower-cased to U+FFFD)", DefaultDestinationNamespace, Result{Endpoints: eps, Headers: map[string]string{"x-" + bad: "v"}}, false},
+		{"endpoint not UTF-8", DefaultDestinationNamespace, Result{Endpoints: []string{"10.0.0.1:80" + bad}}, true},
+		{"second endpoint not UTF-8", DefaultDestinationNamespace, Result{Endpoints: []string{"10.0.0.1:80", bad}}, true},
+		{"endpoint a truncated sequence", DefaultDestinationNamespace, Result{Endpoints: []string{"h\xe2\x82"}}, true},
+		{"endpoint a surrogate half", DefaultDestinationNamespace, Result{Endpoints: []string{"h\xed\xa0\x80"}}, true},
+		{"namespace not UTF-8", "envoy.lb" + bad, Result{Endpoints: eps}, true},
+	}
+	for _, tc := range cases {
+		_, protoErr := proto.Marshal(pickResponse(tc.namespace, tc.res, 8192))
+		if (protoErr != nil) != tc.refused {
+			t.Fatalf("%s: the case is wrong: proto.Marshal error %v, want refused %v", tc.name, protoErr, tc.refused)
+		}
+		checkPickParity(t, tc.name, tc.namespace, tc.res, 8192)
+	}
+}
+
 // FuzzEncodePick: whatever the endpoints, namespace, body length and extra
-// header, the hand-encoded pick decodes to pickResponse's message.
+// header, the hand encoder refuses the pick exactly when proto.Marshal
+// does, and what it writes decodes to pickResponse's message.
 func FuzzEncodePick(f *testing.F) {
 	f.Add("10.0.0.1:8000,10.0.0.2:8000", "envoy.lb", 8192, "x-prefiller-host-port", "10.0.0.3:8000")
 	f.Add("a", "", -1, "", "")
+	f.Add("10.0.0.1:80\xff", "envoy.lb", 1, "x-\xfe", "v\xff")
 	f.Fuzz(func(t *testing.T, eps, namespace string, bodyLen int, key, value string) {
-		if !utf8.ValidString(eps) || !utf8.ValidString(namespace) || !utf8.ValidString(key) || !utf8.ValidString(value) {
-			// The proto package refuses to write or read a string field
-			// that is not UTF-8, so there is no reference to compare with;
-			// the hand encoder writes such bytes as they are.
-			t.Skip("strings in protobuf are UTF-8: the proto package refuses these")
-		}
 		res := Result{Endpoints: strings.Split(eps, ",")}
 		if key != "" {
 			res.Headers = map[string]string{key: value}
 		}
-		var h heads
-		got := decodeWire(t, encodePick(&h, namespace, res, bodyLen))
-		want := pickResponse(namespace, res, bodyLen)
-		if !proto.Equal(got, want) {
-			t.Fatalf("decoded %v\nwant %v", got, want)
-		}
+		checkPickParity(t, "fuzz", namespace, res, bodyLen)
 	})
 }
 
@@ -191,7 +259,7 @@ func TestWireAnswersAtLengthBoundaries(t *testing.T) {
 		for n := max(1, boundary-320); n <= boundary+2; n++ {
 			res := Result{Endpoints: []string{strings.Repeat("e", n)}}
 			name := "pick to a " + strconv.Itoa(n) + "-byte destination"
-			check(name, encodePick(&h, DefaultDestinationNamespace, res, n), pickResponse(DefaultDestinationNamespace, res, n))
+			check(name, mustPick(&h, DefaultDestinationNamespace, res, n), pickResponse(DefaultDestinationNamespace, res, n))
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -45,7 +46,13 @@ func (f *fakeStream) Recv() (*extprocv3.ProcessingRequest, error) {
 	}
 }
 
+// Send fails, as gRPC's proto codec would, on a message proto cannot
+// marshal (a string field that is not UTF-8), so no test passes on an
+// answer the real server could not send.
 func (f *fakeStream) Send(r *extprocv3.ProcessingResponse) error {
+	if _, err := proto.Marshal(r); err != nil {
+		return status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.out = append(f.out, r)

@@ -104,10 +104,11 @@ func (s *Server) Serve(ctx context.Context, lis, hlis net.Listener) error {
 	// Proxies hold ext_proc connections for a long time and may ping them to
 	// keep them alive; grpc-go's default policy would answer frequent pings
 	// with GOAWAY.
-	g := grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
-		MinTime: 10 * time.Second, PermitWithoutStream: true,
-	}), grpc.NumStreamWorkers(uint32(s.opts.StreamWorkers)),
-		ServerCodec())
+	g := grpc.NewServer(append(s.opts.Transport.serverOptions(),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime: 10 * time.Second, PermitWithoutStream: true,
+		}), grpc.NumStreamWorkers(uint32(s.opts.StreamWorkers)),
+		ServerCodec())...)
 	s.Register(g)
 	hg := grpc.NewServer()
 	s.RegisterHealth(hg)

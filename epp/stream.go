@@ -65,6 +65,7 @@ type stream struct {
 
 	heads heads      // the encoded answers' bytes
 	wire  wireAnswer // the answer being sent (gRPC's codec reads it before SendMsg returns)
+	slots sendSlots  // where the codec lists the answers' bytes for gRPC
 }
 
 // Process serves one ext_proc stream: one HTTP request and its response.
@@ -288,7 +289,16 @@ func (st *stream) pick() error {
 	if !st.trailers && len(st.body) > 0 {
 		bodyLen = len(st.body)
 	}
-	if err := st.sendWire(encodePick(&st.heads, st.s.opts.DestinationNamespace, res, bodyLen)); err != nil {
+	answer, err := encodePick(&st.heads, st.s.opts.DestinationNamespace, res, bodyLen)
+	if err != nil {
+		// What gRPC's proto codec answers a message it cannot marshal:
+		// Internal, so the gateway's failure mode decides, never bytes the
+		// proxy cannot parse.
+		st.result = ResultError
+		st.outcome.Err = err
+		return status.Errorf(codes.Internal, "pick answer: %v", err)
+	}
+	if err := st.sendWire(answer); err != nil {
 		return err
 	}
 	st.sent = true
@@ -395,6 +405,7 @@ func (st *stream) send(resp *extprocv3.ProcessingResponse) error {
 // (ServerCodec) knows how to write it.
 func (st *stream) sendWire(a wireAnswer) error {
 	st.wire = a
+	st.wire.slots = &st.slots
 	err := st.srv.SendMsg(&st.wire)
 	st.wire = wireAnswer{}
 	return st.settleSend(err)

@@ -230,6 +230,8 @@ func TestStreamFailures(t *testing.T) {
 		{name: "no ready endpoint", picker: &recordingPicker{err: Unavailable("no_ready_endpoint")}, msgs: msgs(reqHeaders(nil, true)), noClose: true, wantStatus: 503, wantResult: ResultUnavailable},
 		{name: "empty pick", picker: &recordingPicker{}, msgs: msgs(reqHeaders(nil, true)), noClose: true, wantStatus: 503, wantResult: ResultUnavailable, wantServed: 1},
 		{name: "picker error", picker: &recordingPicker{err: genericErr}, msgs: msgs(reqHeaders(nil, true)), noClose: true, wantCode: codes.Internal, wantResult: ResultError},
+		{name: "picked endpoint not UTF-8", picker: &recordingPicker{result: Result{Endpoints: []string{"10.0.0.1:8000\xff"}}}, msgs: msgs(reqHeaders(nil, true)), noClose: true, wantCode: codes.Internal, wantResult: ResultError, wantServed: 1},
+		{name: "picker header value not UTF-8 (raw_value bytes)", picker: &recordingPicker{result: Result{Endpoints: []string{"10.0.0.1:8000"}, Headers: map[string]string{"x-hint": "caf\xe9"}}}, msgs: msgs(reqHeaders(nil, true)), wantResult: ResultPicked, wantServed: 1, wantDest: "10.0.0.1:8000"},
 		{name: "bad ttft hint", msgs: msgs(reqHeaders(map[string]string{HeaderSLOTTFT: "soon"}, true)), noClose: true, wantStatus: 400, wantResult: ResultRefused},
 		{name: "body over the limit", opts: func(o *Options) { o.MaxBodyBytes = 4 }, msgs: msgs(reqHeaders(nil, false), reqBody("abc", false), reqBody("de", false)), noClose: true, wantStatus: 413, wantResult: ResultRefused},
 		{name: "body at the limit", opts: func(o *Options) { o.MaxBodyBytes = 4 }, msgs: msgs(reqHeaders(nil, false), reqBody("abcd", true)), wantResult: ResultPicked, wantServed: 1},
@@ -372,6 +374,7 @@ func TestShedderAnswered429(t *testing.T) {
 		{"own type", "sheddable_saturated", flowShed{"sheddable_saturated"}},
 		{"wrapped", "queue_wait_expired", fmt.Errorf("admit critical: %w", flowShed{"queue_wait_expired"})},
 		{"empty reason", "shed", flowShed{""}},
+		{"reason not UTF-8 (header and body are bytes)", "caf\xe9", flowShed{"caf\xe9"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -200,7 +200,11 @@ func refusalResponse(reasonHeader string, r *Refusal) *extprocv3.ProcessingRespo
 			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(r.Status)},
 			Headers: &extprocv3.HeaderMutation{SetHeaders: hs},
 			Body:    []byte(r.Reason + "\n"),
-			Details: "epp_" + strings.Join(strings.Fields(r.Reason), "_"),
+			// details is a string field: bytes that are not UTF-8 (a reason
+			// built from a client's header) would make the whole answer
+			// unmarshalable and the client would get no status at all. The
+			// header and the body are bytes and carry the reason as it is.
+			Details: "epp_" + strings.ToValidUTF8(strings.Join(strings.Fields(r.Reason), "_"), "\uFFFD"),
 		}},
 	}
 }

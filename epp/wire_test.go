@@ -113,6 +113,10 @@ func TestOptionsValidate(t *testing.T) {
 		{"negative max endpoints", func(o *Options) { o.MaxEndpoints = -1 }, "epp: max_endpoints"},
 		{"negative drain", func(o *Options) { o.DrainTimeout = -1 }, "epp: drain_timeout"},
 		{"negative stream workers", func(o *Options) { o.StreamWorkers = -1 }, "epp: stream_workers"},
+		{"destination namespace not UTF-8", func(o *Options) { o.DestinationNamespace = "envoy.lb\xff" }, "epp: destination_namespace"},
+		{"subset namespace not UTF-8", func(o *Options) { o.SubsetNamespace = "\xff" }, "epp: subset_namespace"},
+		{"stream window below HTTP/2's", func(o *Options) { o.Transport.StreamWindow = 1024 }, "epp: stream_window"},
+		{"connection window below HTTP/2's", func(o *Options) { o.Transport.ConnWindow = 65534 }, "epp: conn_window"},
 	}
 	for _, tc := range cases {
 		o := DefaultOptions()

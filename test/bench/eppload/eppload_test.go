@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,7 +15,7 @@ import (
 func TestPoolRuleValidates(t *testing.T) {
 	for _, kv := range []bool{true, false} {
 		path := filepath.Join(t.TempDir(), "pool.yaml")
-		if err := os.WriteFile(path, []byte(poolRule("epp-bench", 18080, 16, 20001, kv, 15999)), 0o600); err != nil {
+		if err := os.WriteFile(path, []byte(poolRule("epp-bench", &netPlan{ip: net.IPv4(127, 0, 0, 1).To4()}, 18080, 16, 20001, kv, 15999)), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		docs, err := rules.LoadFiles(path)

@@ -18,11 +18,6 @@ import (
 // kvBlockSize is the pool's kvBlockSize (poolRule).
 const kvBlockSize = 16
 
-// endpointIP is the loopback address of the pool's endpoint i: each has
-// its own, so each fake engine binds its KV-event socket on its endpoint's
-// address and the port the rule names, as a real engine does.
-func endpointIP(i int) string { return "127.0.0." + strconv.Itoa(2+i) }
-
 // kvFeed is the fake engines' KV-event publishers. Endpoint i holds the
 // KV blocks of the prompts whose shared prefix the workload homes on it
 // (prefix j on endpoint j mod n), so KV-exact scores populated inventories
@@ -36,10 +31,13 @@ type kvFeed struct {
 	done     chan struct{}
 }
 
-// startKVFeed binds one publisher per endpoint on port and computes what
+// startKVFeed binds one publisher per endpoint on port (each endpoint has
+// a loopback address of its own, plan.endpointIP, so each fake engine binds
+// its KV-event socket on its endpoint's address and the port the rule names,
+// as a real engine does) and computes what
 // each holds: the full blocks of a request on each of the workload's
 // prefixes, tokenised as the EPP does (tokenizer dir tok).
-func startKVFeed(n, port int, w *workload, tok string) (*kvFeed, error) {
+func startKVFeed(plan *netPlan, n, port int, w *workload, tok string) (*kvFeed, error) {
 	f := &kvFeed{stop: make(chan struct{}), done: make(chan struct{}), payloads: make([][][]byte, n)}
 	t, err := bpe.LoadFile(filepath.Join(tok, tokenize.FileTokenizerGz))
 	if err != nil {
@@ -72,7 +70,7 @@ func startKVFeed(n, port int, w *workload, tok string) (*kvFeed, error) {
 	}
 	for i := range n {
 		o := kvfake.DefaultOptions()
-		o.PubAddr = "tcp://" + endpointIP(i) + ":" + strconv.Itoa(port)
+		o.PubAddr = "tcp://" + plan.endpointIP(i) + ":" + strconv.Itoa(port)
 		o.ReplayBuffer = 1 // no replay socket: keep no history in the EPP's heap
 		p, err := kvfake.Start(o)
 		if err != nil {

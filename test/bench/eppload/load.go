@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,6 +22,7 @@ import (
 	"github.com/infergate/infergate/test/bench/proccpu"
 	"github.com/infergate/infergate/test/extprocclient"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
@@ -37,6 +37,30 @@ type config struct {
 	kv                          bool
 	jsonOut                     string
 	serveArgs                   string
+	ip                          string
+	portBase                    int
+	proxyWindow                 int
+	kvEvents                    bool
+	tokenizer                   string
+}
+
+// dial opens one of the driver's connections. With proxyWindow > 0 it
+// announces fixed receive windows of that size, as Envoy's HTTP/2 codec
+// does (its initial stream and connection windows default to 256 MiB):
+// gRPC-Go's own dynamic windows would probe the connection with a ping per
+// round trip that a proxy never sends, and the EPP would spend a write
+// acknowledging each.
+func (c *config) dial() (*grpc.ClientConn, error) {
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if c.proxyWindow > 0 {
+		w := int32(min(c.proxyWindow, 1<<31-1))
+		opts = append(opts, grpc.WithInitialWindowSize(w), grpc.WithInitialConnWindowSize(w))
+	}
+	cc, err := grpc.NewClient(c.addr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", c.addr, err)
+	}
+	return cc, nil
 }
 
 func runCmd(args []string) error {
@@ -55,6 +79,11 @@ func runCmd(args []string) error {
 	fs.IntVar(&c.endpoints, "endpoints", 16, "started EPP: endpoints in the pool")
 	fs.BoolVar(&c.kv, "kv", true, "started EPP: KV-exact mode 3")
 	fs.StringVar(&c.serveArgs, "serve-args", "", "started EPP: extra `eppload serve` flags (space-separated, e.g. -cpuprofile cpu.out)")
+	fs.StringVar(&c.ip, "ip", "127.0.0.1", "started EPP: its loopback IP (the pool's endpoints take the next 16)")
+	fs.IntVar(&c.portBase, "port-base", 0, "started EPP: first of 64 ports it and its pool listen on (0: free ports)")
+	fs.BoolVar(&c.kvEvents, "kv-events", true, "started EPP with -kv: fake engines (in this process, so their CPU is not the EPP's) publish KV events holding the workload's prefixes")
+	fs.StringVar(&c.tokenizer, "tokenizer", "kvexact/bpe/testdata/qwen3", "tokenizer directory of the started EPP and of the fake engines")
+	fs.IntVar(&c.proxyWindow, "proxy-window", 256<<20, "receive window the driver announces per stream and connection, fixed as Envoy's (0: gRPC-Go's dynamic windows and their pings)")
 	fs.StringVar(&c.jsonOut, "json", "", "also write the report as JSON here")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -91,32 +120,59 @@ func (c *config) startServer() (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	// Free ports rather than fixed ones, so two runs (a tree and the one it
-	// is compared with) can be measured side by side under the same load.
+	// Free ports by default rather than fixed ones, so two runs (a tree and
+	// the one it is compared with) can be measured side by side under the
+	// same load; -port-base keeps a run inside a given range.
+	plan, err := newNetPlan(c.ip, c.portBase)
+	if err != nil {
+		return nil, err
+	}
 	var addrs [3]string
 	for i := range addrs {
-		p, err := freePort()
+		if addrs[i], err = plan.addr(); err != nil {
+			return nil, err
+		}
+	}
+	c.addr, c.healthAddr, c.statsAddr = addrs[0], addrs[1], addrs[2]
+	// The fake engines publish from this process: a real engine's
+	// publishing is not the EPP's work (its subscribing is, and stays).
+	var feed *kvFeed
+	kvArgs := []string{"-kv-events=" + strconv.FormatBool(c.kvEvents), "-tokenizer", c.tokenizer}
+	if c.kv && c.kvEvents {
+		zmqPort, err := plan.port()
 		if err != nil {
 			return nil, err
 		}
-		addrs[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
+		if feed, err = startKVFeed(plan, c.endpoints, zmqPort, newWorkload(c.prefixes, c.bodyBytes), c.tokenizer); err != nil {
+			return nil, err
+		}
+		go feed.run()
+		kvArgs = append(kvArgs, "-kv-zmq-port", strconv.Itoa(zmqPort))
 	}
-	c.addr, c.healthAddr, c.statsAddr = addrs[0], addrs[1], addrs[2]
 	args := []string{"serve", "-epp-addr", c.addr, "-epp-health-addr", c.healthAddr, "-stats-addr", c.statsAddr,
+		"-ip", c.ip, "-port-base", strconv.Itoa(plan.rest()),
 		"-endpoints", strconv.Itoa(c.endpoints), "-kv=" + strconv.FormatBool(c.kv),
 		"-prefixes", strconv.Itoa(c.prefixes), "-body-bytes", strconv.Itoa(c.bodyBytes)}
-	args = append(args, strings.Fields(c.serveArgs)...)
+	args = append(append(args, kvArgs...), strings.Fields(c.serveArgs)...)
+	closeFeed := func() {
+		if feed != nil {
+			feed.close()
+		}
+	}
 	cmd := exec.Command(self, args...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
+		closeFeed()
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, err
+		closeFeed()
+		return nil, fmt.Errorf("start eppload serve: %w", err)
 	}
 	c.pid = cmd.Process.Pid
 	stop := func() {
+		defer closeFeed()
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(done) }()
@@ -227,6 +283,8 @@ type report struct {
 	P50, P90, P99 time.Duration `json:"-"`
 	P999, Max     time.Duration `json:"-"`
 	Percentiles   map[string]float64
+	ReadsPerPick  float64 `json:"server_read_syscalls_per_pick,omitempty"`
+	WritesPerPick float64 `json:"server_write_syscalls_per_pick,omitempty"`
 	AllocsPerPick float64 `json:"server_allocs_per_pick,omitempty"`
 	BytesPerPick  float64 `json:"server_alloc_bytes_per_pick,omitempty"`
 	HeapBefore    uint64  `json:"heap_live_before,omitempty"`
@@ -241,7 +299,7 @@ func (c *config) run(ctx context.Context) (*report, error) {
 	w := newWorkload(c.prefixes, c.bodyBytes)
 	conns := make([]*grpc.ClientConn, c.conns)
 	for i := range conns {
-		cc, err := extprocclient.Dial(c.addr)
+		cc, err := c.dial()
 		if err != nil {
 			return nil, err
 		}
@@ -295,6 +353,7 @@ func (c *config) run(ctx context.Context) (*report, error) {
 	finished0 := finished.Load()
 	rep := &report{LoadAvg: loadavg(), Concurrency: c.concurrency, Conns: c.conns, BodyBytes: c.bodyBytes}
 	srv0, _ := proccpu.Of(c.pid)
+	io0, io0Err := readProcIO(c.pid)
 	cli0 := selfCPU()
 	start := time.Now()
 	measure.Store(true)
@@ -302,6 +361,7 @@ func (c *config) run(ctx context.Context) (*report, error) {
 	measure.Store(false)
 	rep.Wall = time.Since(start)
 	srv1, srvErr := proccpu.Of(c.pid)
+	io1, io1Err := readProcIO(c.pid)
 	cli1 := selfCPU()
 	stop.Store(true)
 	wg.Wait()
@@ -319,6 +379,13 @@ func (c *config) run(ctx context.Context) (*report, error) {
 		rep.ServerCPU = srv1 - srv0
 		rep.CPUPerPick = rep.ServerCPU / time.Duration(rep.Picks+rep.Refused)
 		rep.PicksPerCore = float64(rep.Picks+rep.Refused) / rep.ServerCPU.Seconds()
+	}
+	if c.pid > 0 && io0Err == nil && io1Err == nil {
+		// Read at the window's edges, as the CPU time: the streams in
+		// flight at either edge blur it by less than the concurrency.
+		n := float64(rep.Picks + rep.Refused)
+		rep.ReadsPerPick = float64(io1.reads-io0.reads) / n
+		rep.WritesPerPick = float64(io1.writes-io0.writes) / n
 	}
 	rep.ClientCPU = cli1 - cli0
 	slices.Sort(lats)
@@ -370,6 +437,9 @@ func (r *report) print(w io.Writer) {
 	if r.ServerCPU > 0 {
 		fmt.Fprintf(w, "  EPP CPU %.2f s = %.1f µs per pick = %.0f picks/s per core   (driver CPU %.2f s)\n",
 			r.ServerCPU.Seconds(), us(r.CPUPerPick), r.PicksPerCore, r.ClientCPU.Seconds())
+	}
+	if r.WritesPerPick > 0 {
+		fmt.Fprintf(w, "  EPP system calls per pick: %.2f reads, %.2f writes\n", r.ReadsPerPick, r.WritesPerPick)
 	}
 	fmt.Fprintf(w, "  pick latency (headers sent → pick received): p50 %v  p90 %v  p99 %v  p99.9 %v  max %v\n",
 		r.P50.Round(time.Microsecond), r.P90.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.P999.Round(time.Microsecond), r.Max.Round(time.Microsecond))

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -28,16 +29,16 @@ import (
 // mode 3 (tokenize the prompt in process, hash its blocks, score every
 // endpoint's inventory, fed by the engines' KV events on zmqPort) before
 // least connections.
-func poolRule(name string, vipPort, n, firstPort int, kv bool, zmqPort int) string {
+func poolRule(name string, net *netPlan, vipPort, n, firstPort int, kv bool, zmqPort int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "apiVersion: infergate/v1\nkind: Loadbalancer\nmetadata:\n  name: %s\nspec:\n  serviceArguments:\n", name)
-	fmt.Fprintf(&b, "    externalIP: 127.0.0.1\n    port: %d\n    protocol: tcp\n    mode: 4\n    sel: 4\n", vipPort)
+	fmt.Fprintf(&b, "    externalIP: %s\n    port: %d\n    protocol: tcp\n    mode: 4\n    sel: 4\n", net.host(), vipPort)
 	if kv {
 		fmt.Fprintf(&b, "    kvExactMode: 3\n    kvEngineType: vllm\n    kvZmqPort: %d\n    kvBlockSize: %d\n", zmqPort, kvBlockSize)
 	}
 	b.WriteString("  endpoints:\n")
 	for i := range n {
-		fmt.Fprintf(&b, "    - {endpointIP: %s, targetPort: %d, weight: 1}\n", endpointIP(i), firstPort+i)
+		fmt.Fprintf(&b, "    - {endpointIP: %s, targetPort: %d, weight: 1}\n", net.endpointIP(i), firstPort+i)
 	}
 	return b.String()
 }
@@ -58,13 +59,26 @@ func serveCmd(args []string) error {
 	n := fs.Int("endpoints", 16, "endpoints in the pool")
 	kv := fs.Bool("kv", true, "KV-exact mode 3 (in-process tokenizer)")
 	kvEvents := fs.Bool("kv-events", true, "with -kv: fake engines publish KV events, so the inventories hold the workload's prefixes")
+	kvZmqPort := fs.Int("kv-zmq-port", 0, "with -kv-events: the port where another process (the driver) runs the fake engines' publishers; 0: run them in this process")
 	prefixes := fs.Int("prefixes", 64, "the driver's -prefixes (what the fake engines hold)")
 	bodyBytes := fs.Int("body-bytes", 8<<10, "the driver's -body-bytes")
 	tok := fs.String("tokenizer", "kvexact/bpe/testdata/qwen3", "tokenizer directory for KV-exact")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile here until exit")
 	memprofile := fs.String("memprofile", "", "write an allocation profile here at exit")
 	workers := fs.Int("stream-workers", epp.DefaultStreamWorkers, "long-lived goroutines serving streams (0: one per stream)")
+	tr := epp.DefaultOptions().Transport
+	fs.Func("epp-stream-window", "the EPP's --epp-stream-window", int32Flag(&tr.StreamWindow))
+	fs.Func("epp-conn-window", "the EPP's --epp-conn-window", int32Flag(&tr.ConnWindow))
+	fs.IntVar(&tr.WriteBuffer, "epp-write-buffer", tr.WriteBuffer, "the EPP's --epp-write-buffer")
+	fs.IntVar(&tr.ReadBuffer, "epp-read-buffer", tr.ReadBuffer, "the EPP's --epp-read-buffer")
+	fs.Func("epp-max-concurrent-streams", "the EPP's --epp-max-concurrent-streams", uint32Flag(&tr.MaxConcurrentStreams))
+	ip := fs.String("ip", "127.0.0.1", "loopback IP of the API and the rule's VIP; the endpoints take the next ones")
+	portBase := fs.Int("port-base", 0, "first of the ports to take for the VIP, the KV events, the API and the endpoints (0: free ports)")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	plan, err := newNetPlan(*ip, *portBase)
+	if err != nil {
 		return err
 	}
 	dir, err := os.MkdirTemp("", "eppload-")
@@ -72,29 +86,41 @@ func serveCmd(args []string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	vip, err := freePort()
+	vip, err := plan.port()
 	if err != nil {
 		return err
 	}
 	rules := filepath.Join(dir, "pool.yaml")
 	zmqPort := 15999
 	var feed *kvFeed
-	if *kv && *kvEvents {
-		if zmqPort, err = freePort(); err != nil {
+	fed := *kv && *kvEvents // the inventories are fed: wait until they are trusted
+	switch {
+	case fed && *kvZmqPort > 0:
+		zmqPort = *kvZmqPort
+	case fed:
+		if zmqPort, err = plan.port(); err != nil {
 			return err
 		}
-		if feed, err = startKVFeed(*n, zmqPort, newWorkload(*prefixes, *bodyBytes), *tok); err != nil {
+		if feed, err = startKVFeed(plan, *n, zmqPort, newWorkload(*prefixes, *bodyBytes), *tok); err != nil {
 			return err
 		}
 		defer feed.close()
 		go feed.run()
 	}
-	if err := os.WriteFile(rules, []byte(poolRule("epp-bench", vip, *n, 20001, *kv, zmqPort)), 0o600); err != nil {
+	firstPort := 20001 // nothing listens there: a pick never contacts an engine
+	if *portBase > 0 {
+		firstPort = *portBase + 16 // after the VIP, KV and API ports, inside the range
+	}
+	if err := os.WriteFile(rules, []byte(poolRule("epp-bench", plan, vip, *n, firstPort, *kv, zmqPort)), 0o600); err != nil {
 		return err
 	}
-	api, err := net.Listen("tcp", "127.0.0.1:0")
+	apiAddr, err := plan.addr()
 	if err != nil {
 		return err
+	}
+	api, err := net.Listen("tcp", apiAddr)
+	if err != nil {
+		return fmt.Errorf("API listener: %w", err)
 	}
 	opts := daemon.DefaultOptions()
 	opts.StateDir = filepath.Join(dir, "state")
@@ -104,6 +130,7 @@ func serveCmd(args []string) error {
 	opts.LogLevel = "warn"
 	opts.EPP.Addr, opts.EPP.HealthAddr = *addr, *haddr
 	opts.EPP.StreamWorkers = *workers
+	opts.EPP.Transport = tr
 	opts.EPPRule = "epp-bench"
 	if *kv {
 		opts.KV.Tokenizers = map[string]string{"": *tok}
@@ -131,7 +158,7 @@ func serveCmd(args []string) error {
 	log.SetLevel(logrus.WarnLevel)
 	done := make(chan error, 1)
 	go func() { done <- daemon.Run(ctx, opts, log) }()
-	if feed != nil {
+	if fed {
 		if err := waitKVTrusted(opts.APIAddr, *n, 60*time.Second); err != nil {
 			stop()
 			<-done
@@ -148,6 +175,22 @@ func serveCmd(args []string) error {
 		}
 	}
 	return err
+}
+
+func int32Flag(p *int32) func(string) error {
+	return func(s string) error {
+		n, err := strconv.ParseInt(s, 0, 32)
+		*p = int32(n)
+		return err
+	}
+}
+
+func uint32Flag(p *uint32) func(string) error {
+	return func(s string) error {
+		n, err := strconv.ParseUint(s, 0, 32)
+		*p = uint32(n)
+		return err
+	}
 }
 
 // runtimeStats are the served process's own counters.
@@ -176,13 +219,4 @@ func readRuntimeStats() runtimeStats {
 	metrics.Read(s)
 	return runtimeStats{AllocObjects: s[0].Value.Uint64(), AllocBytes: s[1].Value.Uint64(),
 		HeapLive: s[2].Value.Uint64(), GCCycles: s[3].Value.Uint64(), Goroutines: runtime.NumGoroutine()}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
