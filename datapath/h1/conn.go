@@ -173,7 +173,7 @@ func (c *conn) step() bool {
 			c.br = s.getReader(&c.sock)
 		}
 		if c.br.Buffered() > 0 {
-			if !c.headBuffered() {
+			if !c.headWhole() {
 				return false // the ordinary path reads it line by line
 			}
 			if !c.state.CompareAndSwap(stateIdle, stateActive) {
@@ -314,6 +314,18 @@ func (c *conn) handle(w http.ResponseWriter, r *http.Request) (ok bool) {
 // read buffer (no header deadline needed: nothing can block).
 func (c *conn) headBuffered() bool {
 	b, _ := c.br.Peek(c.br.Buffered())
+	return bytes.Contains(b, []byte("\r\n\r\n"))
+}
+
+// headWhole reports whether reading the next request head from the read
+// buffer makes no socket read: its end (an empty line) is there, past the
+// empty lines that may precede a request line. (headBuffered, which only
+// decides whether a header deadline is needed, may count those.)
+func (c *conn) headWhole() bool {
+	b, _ := c.br.Peek(c.br.Buffered())
+	for bytes.HasPrefix(b, []byte("\r\n")) {
+		b = b[2:]
+	}
 	return bytes.Contains(b, []byte("\r\n\r\n"))
 }
 

@@ -23,6 +23,9 @@ func TestRequestsAroundTheWait(t *testing.T) {
 		await   bool   // wait until /hold's handler runs
 		release bool   // let /hold's handler return
 		read    string // the body of the next response
+		// pause lets the server read what was sent before the next send
+		// (a server slower than that tests less here, never fails).
+		pause bool
 	}
 	get := func(path string) string { return "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n" }
 	tests := []struct {
@@ -36,11 +39,13 @@ func TestRequestsAroundTheWait(t *testing.T) {
 		{"next head cut by the wait", []action{
 			{send: get("/hold")}, {await: true}, {send: "GET /b HTTP/1.1\r\nHo"}, {release: true}, {read: "/hold:"},
 			{send: "st: x\r\n\r\n"}, {read: "/b:"}}},
+		{"empty lines before a head cut by the wait", []action{
+			{send: "\r\n\r\nGET /a HTTP/1.1\r\nHo"}, {pause: true}, {send: "st: x\r\n\r\n"}, {read: "/a:"}}},
 		{"three while the handler runs", []action{
 			{send: get("/hold")}, {await: true}, {send: get("/b") + get("/c")}, {send: get("/d")}, {release: true},
 			{read: "/hold:"}, {read: "/b:"}, {read: "/c:"}, {read: "/d:"}}},
 		{"body split across the wait", []action{
-			{send: "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n12345"}, {send: "67890"}, {read: "/a:1234567890"},
+			{send: "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n12345"}, {pause: true}, {send: "67890"}, {read: "/a:1234567890"},
 			{send: get("/b")}, {read: "/b:"}}},
 		{"chunked body", []action{
 			{send: "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n" + get("/b")},
@@ -91,6 +96,8 @@ func TestRequestsAroundTheWait(t *testing.T) {
 					}
 				case a.release:
 					close(gate)
+				case a.pause:
+					time.Sleep(50 * time.Millisecond)
 				default:
 					resp, err := http.ReadResponse(br, nil)
 					if err != nil {
