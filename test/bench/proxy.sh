@@ -231,7 +231,9 @@ start_caddy() {
   local f=$RESULTS/Caddyfile ph
   printf '{\n  admin off\n  auto_https off\n}\n' >"$f"
   for ph in 0 1 2; do
-    printf 'http://%s {\n  reverse_proxy %s {\n    flush_interval -1\n  }\n}\n' "$(addr caddy $ph)" "$(upstream $ph)" >>"$f"
+    # bind: only the site's own address (Caddy listens on every address
+    # of the port otherwise, which collides with other tenants' sockets).
+    printf 'http://%s {\n  bind %s\n  reverse_proxy %s {\n    flush_interval -1\n  }\n}\n' "$(addr caddy $ph)" "$BIND" "$(upstream $ph)" >>"$f"
   done
   HOME=$TMP XDG_DATA_HOME=$TMP/caddy XDG_CONFIG_HOME=$TMP/caddy \
     caddy run --config "$f" --adapter caddyfile >"$TMP/caddy.log" 2>&1 &
