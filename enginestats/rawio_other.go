@@ -11,6 +11,4 @@ import (
 // and the scheduler never finishes a scrape itself (see rawio_linux.go).
 const rawIO = false
 
-func detach(net.Conn) (int, error)          { return -1, errors.ErrUnsupported }
-func rawRead(uintptr, []byte) (int, error)  { return 0, errors.ErrUnsupported }
-func rawWrite(uintptr, []byte) (int, error) { return 0, errors.ErrUnsupported }
+func detach(net.Conn) (int, error) { return -1, errors.ErrUnsupported }

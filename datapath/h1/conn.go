@@ -64,16 +64,24 @@ type conn struct {
 	closeAfter bool        // this response is the connection's last
 	reqClose   bool        // the client asked for that
 	cur        *response   // the response in progress (for 100 Continue)
+
+	// Serving inside the socket's read wait (step; nil without raw calls).
+	stepFn      func() bool
+	first       bool      // the next request is the connection's first
+	next        *reqState // parsed in the wait; its body needs reads of its own
+	closing     bool      // the step ended the connection
+	lingerAfter bool      // a linger asked for in the wait, run after it
 }
 
 // reqState is what one request needs on the heap besides its
 // http.Request, in one allocation.
 type reqState struct {
-	req  http.Request
-	url  url.URL
-	body body
-	w    response
-	vals [16]string // backing array for single-valued header fields
+	start time.Time // the head's first read
+	req   http.Request
+	url   url.URL
+	body  body
+	w     response
+	vals  [16]string // backing array for single-valued header fields
 }
 
 func (c *conn) serve() {
@@ -81,21 +89,39 @@ func (c *conn) serve() {
 	c.br = s.getReader(&c.sock)
 	defer c.close()
 	s.setState(c.nc, http.StateNew)
+	if c.sock.CanHold() {
+		c.stepFn = c.step
+	}
 	for first := true; ; first = false {
-		wait := s.IdleTimeout
-		if wait <= 0 {
-			wait = s.ReadTimeout
-		}
-		if first {
-			wait = s.ReadHeaderTimeout
-		}
-		if wait > 0 {
-			_ = c.sock.SetReadDeadline(time.Now().Add(wait))
-		} else {
-			_ = c.sock.SetReadDeadline(time.Time{})
-		}
+		c.armIdle(first)
 		if c.br == nil {
 			c.br = s.getReader(&c.sock) // lent out while the last response streamed
+		}
+		if c.stepFn != nil {
+			// Requests that arrive whole are served inside the socket's
+			// read wait (step); the hold ends at one that needs reads of
+			// its own, served below as on any other connection.
+			c.first, c.next, c.closing = first, nil, false
+			err := c.sock.Hold(c.stepFn)
+			if c.lingerAfter {
+				c.linger()
+				return
+			}
+			if err != nil || c.closing {
+				return
+			}
+			first = c.first
+			if c.next != nil {
+				if !c.finishRequest(c.next) || s.shuttingDown() {
+					return
+				}
+				c.state.Store(stateIdle)
+				s.setState(c.nc, http.StateIdle)
+				continue
+			}
+			if c.br == nil {
+				c.br = s.getReader(&c.sock)
+			}
 		}
 		if _, err := c.br.Peek(1); err != nil {
 			return
@@ -115,9 +141,88 @@ func (c *conn) serve() {
 	}
 }
 
+// armIdle sets the read deadline of the wait for the next request: the
+// header bound for a connection's first, the idle bound after.
+func (c *conn) armIdle(first bool) {
+	s := c.srv
+	wait := s.IdleTimeout
+	if wait <= 0 {
+		wait = s.ReadTimeout
+	}
+	if first {
+		wait = s.ReadHeaderTimeout
+	}
+	if wait > 0 {
+		_ = c.sock.SetReadDeadline(time.Now().Add(wait))
+	} else {
+		_ = c.sock.SetReadDeadline(time.Time{})
+	}
+}
+
+// step is one turn of the connection inside the socket's read wait
+// (sockio.Conn.Hold): it serves every request that is whole in the read
+// buffer, reads while the socket may hold more, and waits (true) only
+// once a read found it empty. It ends the hold (false) on a request that
+// needs reads of its own (a head not yet whole or past the buffer, a body
+// not all in it; c.next, or nothing when the head is not parsed yet), or
+// when the connection must close (c.closing).
+func (c *conn) step() bool {
+	s := c.srv
+	for {
+		if c.br == nil {
+			c.br = s.getReader(&c.sock)
+		}
+		if c.br.Buffered() > 0 {
+			if !c.headWhole() {
+				return false // the ordinary path reads it line by line
+			}
+			if !c.state.CompareAndSwap(stateIdle, stateActive) {
+				c.closing = true // closed as idle by Shutdown
+				return false
+			}
+			s.setState(c.nc, http.StateActive)
+			rs, ok := c.readRequest(c.first)
+			c.first = false
+			if !ok {
+				c.closing = true
+				return false
+			}
+			if rs.req.ContentLength != 0 && !rs.body.buffered() {
+				c.next = rs // its body needs reads that may wait
+				return false
+			}
+			if !c.finishRequest(rs) || s.shuttingDown() {
+				c.closing = true
+				return false
+			}
+			c.state.Store(stateIdle)
+			s.setState(c.nc, http.StateIdle)
+			c.armIdle(false)
+			continue
+		}
+		if c.sock.Drained() {
+			return true // nothing can be pending that the wait would not report
+		}
+		if _, err := c.br.Peek(1); err != nil {
+			if errors.Is(err, sockio.ErrWouldBlock) {
+				return true
+			}
+			c.closing = true // the client went away (or the read failed)
+			return false
+		}
+	}
+}
+
 // serveOne reads, handles and answers one request; false means the
 // connection must close.
 func (c *conn) serveOne(first bool) bool {
+	rs, ok := c.readRequest(first)
+	return ok && c.finishRequest(rs)
+}
+
+// readRequest reads and parses a request head; false means the connection
+// must close (a refused head has been answered).
+func (c *conn) readRequest(first bool) (*reqState, bool) {
 	s := c.srv
 	start := time.Now()
 	if d := s.ReadHeaderTimeout; d > 0 && !first && !c.headBuffered() {
@@ -129,9 +234,9 @@ func (c *conn) serveOne(first bool) bool {
 		if errors.As(err, &re) {
 			c.refuse(re)
 		}
-		return false
+		return nil, false
 	}
-	rs := &reqState{req: *c.proto} // carries c.ctx: no WithContext copy
+	rs := &reqState{req: *c.proto, start: start} // carries c.ctx: no WithContext copy
 	tmpl := &rs.req
 	tmpl.URL, tmpl.RemoteAddr, tmpl.Body = &rs.url, c.remote, http.NoBody
 	p, err := parseRequest(head, tmpl, rs.vals[:])
@@ -140,7 +245,7 @@ func (c *conn) serveOne(first bool) bool {
 		if errors.As(err, &re) {
 			c.refuse(re)
 		}
-		return false
+		return nil, false
 	}
 	if tmpl.ContentLength != 0 {
 		rs.body = body{c: c, chunked: p.chunked, n: max(tmpl.ContentLength, 0), continue100: p.expectContinue}
@@ -149,14 +254,20 @@ func (c *conn) serveOne(first bool) bool {
 			_ = c.sock.SetReadDeadline(start.Add(d))
 		}
 	}
-	r := tmpl
 	c.reqClose = p.close
+	return rs, true
+}
+
+// finishRequest handles and answers a parsed request; false means the
+// connection must close.
+func (c *conn) finishRequest(rs *reqState) bool {
+	r := &rs.req
 	c.closeAfter = false
 	rs.w = response{c: c, req: r, status: http.StatusOK, cl: -1}
 	w := &rs.w
 	c.cur = w
 
-	c.busySince.Store(start.UnixNano())
+	c.busySince.Store(rs.start.UnixNano())
 	ok := c.handle(w, r)
 	c.busySince.Store(0)
 	c.cur = nil
@@ -167,14 +278,14 @@ func (c *conn) serveOne(first bool) bool {
 	if w.err == nil {
 		c.releaseWriter() // flushed: idle until the next request
 	}
-	if tmpl.ContentLength != 0 && !rs.body.drainBuffered() {
+	if r.ContentLength != 0 && !rs.body.drainBuffered() {
 		c.closeAfter = true
 	}
 	if w.err != nil {
 		return false
 	}
 	if c.closeAfter || c.reqClose || c.ctx.Err() != nil {
-		if tmpl.ContentLength != 0 && !rs.body.done {
+		if r.ContentLength != 0 && !rs.body.done {
 			c.linger()
 		}
 		return false
@@ -206,6 +317,18 @@ func (c *conn) headBuffered() bool {
 	return bytes.Contains(b, []byte("\r\n\r\n"))
 }
 
+// headWhole reports whether reading the next request head from the read
+// buffer makes no socket read: its end (an empty line) is there, past the
+// empty lines that may precede a request line. (headBuffered, which only
+// decides whether a header deadline is needed, may count those.)
+func (c *conn) headWhole() bool {
+	b, _ := c.br.Peek(c.br.Buffered())
+	for bytes.HasPrefix(b, []byte("\r\n")) {
+		b = b[2:]
+	}
+	return bytes.Contains(b, []byte("\r\n\r\n"))
+}
+
 // refuse answers a request head that cannot be served and lets the
 // connection close: nothing after it is parsed.
 func (c *conn) refuse(re *requestError) {
@@ -225,6 +348,11 @@ func (c *conn) refuse(re *requestError) {
 // sends for a short while, so closing with unread bytes does not reset the
 // connection under the answer the client has not read yet.
 func (c *conn) linger() {
+	if c.sock.InStep() {
+		c.lingerAfter = true // reads of c.nc would wait for the hold's read lock
+		return
+	}
+	c.lingerAfter = false
 	type closeWriter interface{ CloseWrite() error }
 	nc := sockio.Unwrap(c.nc)
 	cw, ok := nc.(closeWriter)
@@ -310,6 +438,21 @@ func (c *conn) close() {
 	}
 	c.releaseWriter()
 	c.br = nil
+}
+
+// cut closes c from another goroutine without waiting for it. A request
+// served inside the socket's read wait (step) holds the descriptor's read
+// lock, and net.Conn's Close waits for that: so cut ends the request's
+// context, unblocks the connection's reads and writes, shuts the socket
+// down (the client sees the close now) and leaves the Close to a
+// goroutine of its own.
+func (c *conn) cut() {
+	c.ctx.end()
+	c.sock.Abort()
+	if raw := rawConn(c.nc); raw != nil {
+		_ = raw.Control(func(fd uintptr) { _ = syscall.Shutdown(int(fd), syscall.SHUT_RDWR) })
+	}
+	go func() { _ = c.nc.Close() }()
 }
 
 // rawConn is the socket under nc (through wrappers that expose NetConn, as

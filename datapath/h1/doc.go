@@ -34,6 +34,17 @@
 //   - A panic of http.ErrAbortHandler cuts the connection (a truncated
 //     response never looks complete); other panics are logged and do the
 //     same.
+//   - On a plaintext TCP socket with raw calls (Linux, outside -race) the
+//     connection's loop runs inside the socket's read wait
+//     (sockio.Conn.Hold): a request whose head and body are whole in the
+//     read buffer is handled and answered there, and the wait for the next
+//     one starts without a read that finds the socket empty, while
+//     readiness that came in during the handler (a pipelined request) is
+//     kept. A request that needs reads of its own (a head not yet whole, a
+//     body not all buffered, chunked coding) ends the wait and is served
+//     as elsewhere. The descriptor's read lock is held meanwhile, so Close
+//     shuts such a connection down and ends its context instead of waiting
+//     for its handler.
 //   - TLS and HTTP/2 are not served here: they stay on crypto/tls and
 //     net/http.
 package h1

@@ -157,13 +157,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
-// Close stops accepting and closes every connection at once.
+// Close stops accepting and closes every connection at once: the client
+// sees the close and a request's context ends before Close returns; the
+// descriptor itself is released once the request in progress returns.
 func (s *Server) Close() error {
 	s.inShutdown.Store(true)
 	s.closeListeners()
 	s.mu.Lock()
 	for _, c := range s.conns {
-		_ = c.nc.Close()
+		c.cut()
 	}
 	s.mu.Unlock()
 	s.stopWatch()

@@ -14,6 +14,10 @@ import (
 // aLongTimeAgo is a deadline in the past: it unblocks pending I/O at once.
 var aLongTimeAgo = time.Unix(1, 0)
 
+// ErrWouldBlock is what Read reports inside Hold's step when the socket is
+// empty: the step then returns true to wait for it.
+var ErrWouldBlock = errors.New("sockio: read would block")
+
 // Conn reads and writes nc. Read, Write and the deadline setters belong to
 // the connection's owner (one goroutine at a time); Abort may run on any
 // goroutine. Deadlines for what goes through c are set through c: one set
@@ -29,6 +33,11 @@ type Conn struct {
 	peekFn       func(fd uintptr) bool // Quiet's
 	waitFn       func(fd uintptr) bool // WaitReadable's
 	replyFn      func(fd uintptr) bool // writeAwaitReply's
+	holdFn       func(fd uintptr) bool // Hold's
+	holdStep     func() bool           // Hold's caller's step
+	holdFD       uintptr               // the socket, while a step runs
+	holding      bool                  // a step runs: Read reads in place, never waits
+	drained      bool                  // a read in this step left the socket empty
 	peekBuf      [1]byte
 	waitPeeked   bool // waitRaw has peeked: its next call follows a wake-up
 	awaitReply   bool // AwaitReply: Write waits for the socket to be readable
@@ -67,7 +76,7 @@ func (c *Conn) Reset(nc net.Conn) {
 	*c = Conn{nc: nc}
 	c.raw = plainTCP(nc)
 	c.readFn, c.wrFn, c.peekFn, c.waitFn = c.readRaw, c.writeRaw, c.peekRaw, c.waitRaw
-	c.replyFn = c.replyRaw
+	c.replyFn, c.holdFn = c.replyRaw, c.holdRaw
 }
 
 // NetConn is the connection c reads and writes.
@@ -196,6 +205,9 @@ func (c *Conn) read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	if c.holding {
+		return c.readInStep(p)
+	}
 	c.rd = rawOp{p: p}
 	c.unanswered = false
 	err := c.raw.Read(c.readFn)
@@ -227,6 +239,86 @@ func (c *Conn) readRaw(fd uintptr) bool {
 		}
 		c.rd.errno = errno
 		return true
+	}
+}
+
+// CanHold reports whether Hold runs its step (a plaintext TCP socket read
+// with raw calls); when false, Hold returns at once and the caller reads
+// as usual.
+func (c *Conn) CanHold() bool { return rawIO && c.raw != nil }
+
+// Hold runs step inside one syscall.RawConn.Read until step returns false
+// (or the read side fails: a deadline, Abort, Close). Within step, Read
+// reads in place and never waits: ErrWouldBlock when the socket is empty.
+// A step that returns true waits for readiness and runs again; it may do
+// so only when Drained (else bytes may be pending that no wake-up will
+// report).
+//
+// Why: the runtime forgets a socket's readiness when a read call begins,
+// so a connection read, then answered, then read again finds the socket
+// empty once per exchange and waits after that (a read(2) that returns
+// EAGAIN). Inside one call readiness is kept from the call's start: a
+// step that read until the socket was empty, served what it read
+// (writes go through the write side, which has its own lock) and then
+// waits misses nothing that came in since, and needs no read to find
+// out — nginx's shape. The cost is that the descriptor's read lock is
+// held for the whole hold: no other Read of c (nor of the net.Conn under
+// it) may run in it, and a Close of that net.Conn from another goroutine
+// waits for step to return. An armed read deadline earlier than the one
+// asked for is re-armed and the hold goes on with a fresh step.
+func (c *Conn) Hold(step func() bool) error {
+	if !c.CanHold() {
+		return nil
+	}
+	c.holdStep = step
+	defer func() { c.holdStep = nil }()
+	for {
+		err := c.raw.Read(c.holdFn)
+		if err == nil || !c.early(err) {
+			return err
+		}
+		if err := c.arm(c.want); err != nil {
+			return err
+		}
+	}
+}
+
+// holdRaw is Hold's RawConn callback: one step; true ends the hold.
+func (c *Conn) holdRaw(fd uintptr) bool {
+	c.holding, c.holdFD, c.drained = true, fd, false
+	c.unanswered = false
+	wait := c.holdStep()
+	c.holding = false
+	return !wait
+}
+
+// InStep reports whether Hold's step is running (on the caller's
+// goroutine: only the owner asks).
+func (c *Conn) InStep() bool { return c.holding }
+
+// Drained reports whether, within the running step of Hold, the last read
+// left the socket empty (a short read, or none to read), so that a wait
+// started now cannot miss bytes.
+func (c *Conn) Drained() bool { return c.holding && c.drained }
+
+// readInStep is Read within Hold's step: read(2) once, never a wait.
+func (c *Conn) readInStep(p []byte) (int, error) {
+	for {
+		n, errno := rawRead(c.holdFD, p)
+		switch errno {
+		case 0:
+			c.drained = n < len(p)
+			if n == 0 {
+				return 0, io.EOF
+			}
+			return n, nil
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			c.drained = true
+			return 0, ErrWouldBlock
+		}
+		return 0, c.opError("read", errno)
 	}
 }
 

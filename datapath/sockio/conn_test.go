@@ -330,3 +330,85 @@ func TestAwaitReplyAfterEarlierWrite(t *testing.T) {
 		t.Fatalf("read after the write: %d, %v; want the peer's byte", n, err)
 	}
 }
+
+// TestHold runs a step inside one read wait the way the lean front end
+// does (read until the socket is empty, answer, wait only once Drained)
+// with the peer's bytes arriving before the hold, while the step is busy
+// answering (after its last read, before the wait is armed), and after the
+// answer: every byte must be seen without a read deadline passing.
+func TestHold(t *testing.T) {
+	if !rawIO {
+		t.Skip("Hold runs no step without raw calls (-race, non-Linux)")
+	}
+	tests := []struct {
+		name  string
+		early string // sent before Hold starts
+		busy  string // sent by the step after its last read
+		late  string // sent once the answer was read
+	}{
+		{name: "before the hold", early: "ab"},
+		{name: "while the step is busy", early: "a", busy: "b"},
+		{name: "after the answer", early: "a", late: "b"},
+		{name: "all three", early: "a", busy: "b", late: "c"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, peer := pair(t)
+			_ = peer.SetDeadline(time.Now().Add(5 * time.Second))
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, err := io.WriteString(peer, tc.early); err != nil {
+				t.Fatal(err)
+			}
+			lateSent := make(chan error, 1)
+			go func() {
+				ok := make([]byte, 2)
+				_, err := io.ReadFull(peer, ok)
+				if err == nil && tc.late != "" {
+					_, err = io.WriteString(peer, tc.late)
+				}
+				lateSent <- err
+			}()
+			want := tc.early + tc.busy + tc.late
+			var got []byte
+			var readErr error
+			answered := false
+			buf := make([]byte, 64)
+			err := c.Hold(func() bool {
+				for {
+					n, err := c.Read(buf)
+					got = append(got, buf[:n]...)
+					if err != nil && !errors.Is(err, ErrWouldBlock) {
+						readErr = err
+						return false
+					}
+					if len(got) == len(want) {
+						if !answered {
+							_, _ = c.Write([]byte("ok"))
+						}
+						return false
+					}
+					if !c.Drained() {
+						continue
+					}
+					if !answered {
+						answered = true
+						if tc.busy != "" {
+							_, _ = io.WriteString(peer, tc.busy) // not read before the wait
+						}
+						_, _ = c.Write([]byte("ok"))
+					}
+					return true
+				}
+			})
+			if err != nil || readErr != nil {
+				t.Fatalf("Hold: %v, read: %v (got %q of %q)", err, readErr, got, want)
+			}
+			if string(got) != want {
+				t.Fatalf("got %q, want %q", got, want)
+			}
+			if err := <-lateSent; err != nil {
+				t.Fatalf("peer: %v", err)
+			}
+		})
+	}
+}

@@ -1,6 +1,6 @@
 // Package sockio reads and writes one connection of the datapath's
 // plaintext HTTP/1.1 legs (the lean front end's client connections and the
-// engine-side client's connections) with the two things both need below
+// engine-side client's connections) with what both need below
 // a bufio buffer:
 //
 //   - Lazy read deadlines. A kept-alive connection asks for a new read
@@ -22,4 +22,11 @@
 //     woken by it, hands a processor that stays there past its 20 µs tick
 //     to another thread. Deadlines, Close and the poller behave as with
 //     net.Conn's own Read and Write.
+//
+//   - Serving inside the read wait (Hold). A connection that is read,
+//     answered and read again finds its socket empty at the start of every
+//     wait, because the runtime forgets readiness when a read call begins.
+//     Hold keeps one syscall.RawConn.Read open across a caller's turns, so
+//     a wait after a read that emptied the socket needs no read to start
+//     and misses nothing that arrived since (nginx's edge-triggered shape).
 package sockio

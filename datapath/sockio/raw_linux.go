@@ -4,7 +4,8 @@ package sockio
 
 import (
 	"syscall"
-	"unsafe"
+
+	"github.com/infergate/infergate/internal/rawsock"
 )
 
 // rawIO: plaintext TCP sockets are read and written with rawRead and
@@ -14,22 +15,10 @@ import (
 // races that are none.
 const rawIO = true
 
-// rawRead and rawWrite are read(2) and write(2) on a non-blocking socket
-// without the runtime's syscall bookkeeping (see the package doc).
-func rawRead(fd uintptr, p []byte) (int, syscall.Errno) {
-	n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
-	return int(n), e
-}
-
-func rawWrite(fd uintptr, p []byte) (int, syscall.Errno) {
-	n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
-	return int(n), e
-}
-
-// rawPeek is a non-blocking recv(2) with MSG_PEEK: EAGAIN when nothing is
-// pending, 0 when bytes or the end of stream are.
-func rawPeek(fd uintptr, p []byte) syscall.Errno {
-	_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)),
-		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
-	return e
-}
+// rawRead, rawWrite and rawPeek are read(2), write(2) and a non-blocking
+// MSG_PEEK recv(2) without the runtime's syscall bookkeeping (see the
+// package doc); rawPeek is EAGAIN when nothing is pending, 0 when bytes or
+// the end of stream are.
+func rawRead(fd uintptr, p []byte) (int, syscall.Errno)  { return rawsock.Read(fd, p) }
+func rawWrite(fd uintptr, p []byte) (int, syscall.Errno) { return rawsock.Write(fd, p) }
+func rawPeek(fd uintptr, p []byte) syscall.Errno         { return rawsock.Peek(fd, p) }
