@@ -136,8 +136,8 @@ func (g *Gate) takeGlobal() bool {
 	}
 }
 
-// evictIdle closes the connection idle longest, if it has been idle for
-// EvictIdleAfter; its Close frees its slots before this returns.
+// evictIdle ends the connection idle longest, if it has been idle for
+// EvictIdleAfter; its slots are free before this returns (conn.evict).
 func (g *Gate) evictIdle() bool {
 	if g.opts.EvictIdleAfter <= 0 {
 		return false
@@ -153,7 +153,7 @@ func (g *Gate) evictIdle() bool {
 	if g.m != nil {
 		g.m.Evicted.Inc()
 	}
-	_ = c.Close()
+	c.evict()
 	return true
 }
 
@@ -255,11 +255,31 @@ type conn struct {
 
 func (c *conn) Close() error {
 	err := c.Conn.Close()
+	c.releaseOnce()
+	return err
+}
+
+// releaseOnce gives back c's slots and takes it off the idle list, once.
+func (c *conn) releaseOnce() {
 	if c.closed.CompareAndSwap(false, true) {
 		c.l.g.MarkBusy(c) // leave the idle list
 		c.l.release(c.ip)
 	}
-	return err
+}
+
+// evict ends c for a newcomer at the global cap without waiting for it:
+// the slots are free and the client sees the connection end (shutdown)
+// before evict returns; the descriptor is closed on another goroutine. A
+// request may start on c in the instant it is chosen, and the HTTP layer
+// serves requests inside the socket's read wait (datapath/h1), where a
+// Close waits until that request returns — the accept path must not.
+func (c *conn) evict() {
+	c.releaseOnce()
+	if tc, ok := c.Conn.(*net.TCPConn); ok {
+		_ = tc.CloseRead()
+		_ = tc.CloseWrite()
+	}
+	go func() { _ = c.Conn.Close() }()
 }
 
 // idleList is an intrusive doubly linked list of conns (no allocation per

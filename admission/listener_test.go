@@ -269,3 +269,42 @@ func closedByPeer(t *testing.T, c net.Conn) bool {
 	}
 	return err != nil
 }
+
+// A request that starts on the chosen connection in the instant it is
+// evicted holds the socket's read side while it is served (h1 serves
+// inside the read wait, where a Close waits for it): the eviction must
+// neither wait for that request nor delay the newcomer.
+func TestEvictDoesNotWaitForHeldRead(t *testing.T) {
+	g := New(Options{MaxConns: 2, EvictIdleAfter: time.Nanosecond}, nil)
+	s := serve(t, g)
+	first := dialConn(t, s, "127.0.0.2")
+	dialConn(t, s, "127.0.0.3")
+	s.mu.Lock()
+	a := s.conns[0]
+	s.mu.Unlock()
+	g.MarkIdle(a)
+
+	rc, err := a.(*conn).Conn.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	release, held, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = rc.Read(func(uintptr) bool {
+			close(held)
+			<-release // a request served inside the read wait
+			return true
+		})
+	}()
+	t.Cleanup(func() { close(release); <-done })
+	<-held
+
+	if !dial(t, s, "127.0.0.4") { // fails after 5 s if the accept path waits
+		t.Fatal("at the cap with an idle connection, a newcomer was refused")
+	}
+	if !closedByPeer(t, first) {
+		t.Fatal("the evicted connection's client did not see it end")
+	}
+}
+
