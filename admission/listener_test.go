@@ -307,4 +307,3 @@ func TestEvictDoesNotWaitForHeldRead(t *testing.T) {
 		t.Fatal("the evicted connection's client did not see it end")
 	}
 }
-
