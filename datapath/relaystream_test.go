@@ -132,7 +132,7 @@ func TestSSEFramingSplitAcrossReads(t *testing.T) {
 				_, _ = io.WriteString(nc, head)
 				return writeApart(nc, 15*time.Millisecond, tc.pieces...)
 			})
-					c := testClient()
+			c := testClient()
 			var first string
 			for k := range 2 {
 				res := post(t, c, url, `{"stream":true}`)
@@ -173,7 +173,7 @@ func TestSSEEngineClosesMidEvent(t *testing.T) {
 				writeApart(nc, 10*time.Millisecond, sseChunk("data: {\"tok\":0}\n\n"), tc.tail)
 				return false
 			})
-					resp, err := testClient().Post(url, "application/json", strings.NewReader(`{"stream":true}`))
+			resp, err := testClient().Post(url, "application/json", strings.NewReader(`{"stream":true}`))
 			if err != nil {
 				t.Fatal(err)
 			}
