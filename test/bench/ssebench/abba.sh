@@ -8,6 +8,9 @@
 #
 # Usage: abba.sh NEW_BIN BASE_BIN [ROUNDS]
 # Env: IP (127.0.0.1) PORT0 (19000) STREAMS (1000) TOKENS (100) DELAY (20ms)
+#      WARM=1 runs each gateway's streams once unmeasured first (as
+#      test/bench/proxy.sh measures after its wrk phase: the heap has grown
+#      once, so RSS per stream counts less of the runtime's own growth).
 #      STRACE=1 also counts the gateways' system calls per event (one
 #      run each, strace -c -f; slows them, so no CPU figure from it).
 set -euo pipefail
@@ -95,6 +98,9 @@ declare -A CPU RSS N
 run() { # NAME
   start "$1"
   local out
+  if [[ ${WARM:-0} == 1 ]]; then
+    "$TMP/ssebench" -label warm -url "http://$(addr "$1")/v1/completions" -streams "$STREAMS" -timeout 2m >/dev/null 2>&1 || true
+  fi
   out=$("$TMP/ssebench" -label "$1" -url "http://$(addr "$1")/v1/completions" -streams "$STREAMS" -pid "$SPID" -timeout 2m 2>&1 || true)
   stop "$SPID"
   echo "  load $(cut -d' ' -f1-3 /proc/loadavg)  $out"
