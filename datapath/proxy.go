@@ -519,7 +519,9 @@ func (rt *Runtime) sendFailed(x *exchange, c *compiled, i int, err error) {
 // response of unknown length) so events are never buffered. Engine silence
 // is bounded by a read deadline moved forward on every read: the body stall
 // bound for plain bodies, the stream idle bound inside SSE, capped by the
-// stream's end time.
+// stream's end time. An SSE body on a plaintext engine connection relays
+// itself from inside the engine socket's read wait (relaystream.go: no
+// empty read before each wait); everything else goes through copyBody.
 func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *http.Response, parsedInto bool) {
 	defer func() {
 		c.eps[i].active.Add(-1)
