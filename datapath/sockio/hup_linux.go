@@ -18,6 +18,10 @@ import (
 // (EPOLLRDHUP, edge-triggered: bytes do not wake it); it wakes the loop
 // the way Abort does, and the loop reads to the end.
 
+// epollET is EPOLLET as a uint32 (package syscall's constant is negative
+// on some architectures and positive on others).
+const epollET = 1 << 31
+
 // hupTick bounds the watcher's wait, so its goroutine notices that no
 // loop is left and exits.
 const hupTick = 250 * time.Millisecond
@@ -54,7 +58,7 @@ func (w *HupWatcher) watch(op *eachOp, fd uintptr) bool {
 	epfd := w.epfd
 	w.mu.Unlock()
 	op.hupID = id
-	ev := syscall.EpollEvent{Events: syscall.EPOLLRDHUP | -syscall.EPOLLET, Fd: int32(uint32(id)), Pad: int32(uint32(id >> 32))}
+	ev := syscall.EpollEvent{Events: syscall.EPOLLRDHUP | epollET, Fd: int32(uint32(id)), Pad: int32(uint32(id >> 32))}
 	err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, int(fd), &ev)
 	if err == syscall.EEXIST { // an earlier stream on this connection
 		err = syscall.EpollCtl(epfd, syscall.EPOLL_CTL_MOD, int(fd), &ev)
