@@ -519,7 +519,9 @@ func (rt *Runtime) sendFailed(x *exchange, c *compiled, i int, err error) {
 // response of unknown length) so events are never buffered. Engine silence
 // is bounded by a read deadline moved forward on every read: the body stall
 // bound for plain bodies, the stream idle bound inside SSE, capped by the
-// stream's end time.
+// stream's end time. An SSE body on a plaintext engine connection relays
+// itself from inside the engine socket's read wait (relaystream.go: no
+// empty read before each wait); everything else goes through copyBody.
 func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *http.Response, parsedInto bool) {
 	defer func() {
 		c.eps[i].active.Add(-1)
@@ -576,16 +578,66 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 	if flush && fl != nil {
 		fl.Flush()
 	}
+	var relayed uint64 // the endpoint counter's bytes, added once at the end
+	defer func() { c.eps[i].bytes.Add(relayed) }()
+	var rerr error // nil: the body ended
+	var gone bool  // the client went away
+	handled := false
+	if st, ok := resp.Body.(upstream.Streamer); ok && sse {
+		s := &sseStream{x: x, fl: fl, ub: ub, idle: idle, capAt: capAt}
+		s.rb.pool = &rt.bufs
+		handled, rerr = st.Stream(s)
+		relayed, gone = s.relayed, s.werr != nil
+	}
+	if !handled {
+		relayed, rerr, gone = rt.copyBody(x, resp, sse, flush, fl, extend)
+	}
+	if gone {
+		c.countRequest(i, statusClientClosed, codeClientClosed)
+		return // client gone; closing the body closes the engine connection
+	}
+	if rerr == nil {
+		c.countRequest(i, resp.StatusCode, "")
+		c.latency.Observe(time.Since(x.start).Seconds())
+		return
+	}
+	timedOut := errors.Is(rerr, os.ErrDeadlineExceeded)
+	switch {
+	case x.r.Context().Err() != nil:
+		c.countRequest(i, statusClientClosed, codeClientClosed)
+		return
+	case sse && timedOut && !time.Now().Before(capAt):
+		_, _ = io.WriteString(x.w, sseStreamCappedLine)
+		if fl != nil {
+			fl.Flush()
+		}
+		c.countRequest(i, resp.StatusCode, CodeStreamCapped)
+		c.latency.Observe(time.Since(x.start).Seconds())
+		return
+	}
+	code := CodeUpstreamError
+	if timedOut {
+		code = CodeUpstreamTimeout
+	}
+	c.countRequest(i, resp.StatusCode, code)
+	rt.log.WithFields(logrus.Fields{"rule": c.label, "endpoint": c.eps[i].id, "error": rerr.Error()}).Warn("engine response cut")
+	// A clean end would make a truncated body look complete.
+	panic(http.ErrAbortHandler)
+}
+
+// copyBody is the relay's read-write loop for bodies Stream does not take
+// (not SSE, TLS engine connections, other Senders): it returns the bytes
+// relayed, the read error that ended it (nil at the body's end) and
+// whether the client went away.
+func (rt *Runtime) copyBody(x *exchange, resp *http.Response, sse, flush bool, fl http.Flusher, extend func()) (relayed uint64, rerr error, gone bool) {
 	rb := relayBuf{pool: &rt.bufs}
 	if sse { // idle between events: no buffer held (relaybuf.go)
 		rb.wait, _ = resp.Body.(upstream.ReadWaiter)
 	}
 	defer rb.release()
-	var relayed uint64 // the endpoint counter's bytes, added once at the end
-	defer func() { c.eps[i].bytes.Add(relayed) }()
 	for {
 		buf := rb.get()
-		n, rerr := resp.Body.Read(buf)
+		n, err := resp.Body.Read(buf)
 		if n > 0 && x.placed != nil {
 			if sse {
 				x.placed.FirstToken(time.Now())
@@ -595,51 +647,27 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 			x.placed = nil
 		}
 		if n > 0 {
-			if rerr == nil {
+			if err == nil {
 				extend()
 			}
 			relayed += uint64(n)
 			if _, werr := x.w.Write(buf[:n]); werr != nil {
-				c.countRequest(i, statusClientClosed, codeClientClosed)
-				return // client gone; closing the body closes the engine connection
+				return relayed, nil, true
 			}
 			if flush && fl != nil {
 				fl.Flush()
 			}
-			if rerr == nil {
+			if err == nil {
 				rb.idle()
 			}
 		}
-		if rerr == io.EOF {
-			break
+		if err == io.EOF {
+			return relayed, nil, false
 		}
-		if rerr != nil {
-			timedOut := errors.Is(rerr, os.ErrDeadlineExceeded)
-			switch {
-			case x.r.Context().Err() != nil:
-				c.countRequest(i, statusClientClosed, codeClientClosed)
-				return
-			case sse && timedOut && !time.Now().Before(capAt):
-				_, _ = io.WriteString(x.w, sseStreamCappedLine)
-				if fl != nil {
-					fl.Flush()
-				}
-				c.countRequest(i, resp.StatusCode, CodeStreamCapped)
-				c.latency.Observe(time.Since(x.start).Seconds())
-				return
-			}
-			code := CodeUpstreamError
-			if timedOut {
-				code = CodeUpstreamTimeout
-			}
-			c.countRequest(i, resp.StatusCode, code)
-			rt.log.WithFields(logrus.Fields{"rule": c.label, "endpoint": c.eps[i].id, "error": rerr.Error()}).Warn("engine response cut")
-			// A clean end would make a truncated body look complete.
-			panic(http.ErrAbortHandler)
+		if err != nil {
+			return relayed, err, false
 		}
 	}
-	c.countRequest(i, resp.StatusCode, "")
-	c.latency.Observe(time.Since(x.start).Seconds())
 }
 
 // prepareOutboundHeader strips hop-by-hop headers (and those named in

@@ -220,3 +220,12 @@ type boundedSpanBody struct {
 
 func (b boundedSpanBody) Buffered() bool              { return b.bb.Buffered() }
 func (b boundedSpanBody) SetReadDeadline(t time.Time) { b.bb.SetReadDeadline(t) }
+
+// Stream keeps the transport's in-wait relay reachable through the
+// wrapper (relaystream.go); false when the body has none.
+func (b boundedSpanBody) Stream(s upstream.StreamSink) (bool, error) {
+	if st, ok := b.bb.(upstream.Streamer); ok {
+		return st.Stream(s)
+	}
+	return false, nil
+}

@@ -44,6 +44,9 @@ type Client struct {
 	// readers hold the read buffers of streams waiting for their engine's
 	// next bytes (waitread.go).
 	readers sync.Pool // *bufio.Reader
+	// hup wakes streams whose engine hung up with its last bytes
+	// (stream.go); its goroutine runs only while streams do.
+	hup sockio.HupWatcher
 
 	mu     sync.Mutex
 	eps    map[string]*endpointConns // by endpoint address

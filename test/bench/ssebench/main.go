@@ -46,15 +46,15 @@ func main() {
 		fail(err)
 	}
 	// One line, key=value, for proxy.sh to parse.
-	fmt.Printf("%s streams=%d ok=%d errors=%d events=%d cpu_us_per_event=%.2f rss_idle_kb=%d rss_open_kb=%d rss_kb_per_stream=%.1f plateau=%v first_error=%q\n",
-		*label, *n, res.ok, res.errors, res.events, res.cpuPerEvent(), res.rssIdle, res.rssOpen, res.rssPerStream(*n), res.plateau, res.firstErr)
+	fmt.Printf("%s streams=%d ok=%d errors=%d events=%d cpu_us_per_event=%.2f rss_idle_kb=%d rss_open_kb=%d rss_kb_per_stream=%.1f anon_kb_per_stream=%.1f plateau=%v first_error=%q\n",
+		*label, *n, res.ok, res.errors, res.events, res.cpuPerEvent(), res.rssIdle.total, res.rssOpen.total, res.rssPerStream(*n), res.anonPerStream(*n), res.plateau, res.firstErr)
 }
 
 type result struct {
 	ok, errors, events int64
 	cpuTicks           int64
-	rssIdle, rssOpen   int64 // KiB
-	plateau            bool  // every stream delivered an event while all were open
+	rssIdle, rssOpen   rss
+	plateau            bool // every stream delivered an event while all were open
 	firstErr           string
 }
 
@@ -65,7 +65,15 @@ func (r result) cpuPerEvent() float64 {
 	return float64(r.cpuTicks) * 1e6 / float64(clkTck) / float64(r.events)
 }
 
-func (r result) rssPerStream(n int) float64 { return float64(r.rssOpen-r.rssIdle) / float64(n) }
+func (r result) rssPerStream(n int) float64 {
+	return float64(r.rssOpen.total-r.rssIdle.total) / float64(n)
+}
+
+// anonPerStream leaves out file-backed pages (the binary's text, whose
+// resident share follows the page cache, not the streams).
+func (r result) anonPerStream(n int) float64 {
+	return float64(r.rssOpen.anon-r.rssIdle.anon) / float64(n)
+}
 
 const clkTck = 100 // USER_HZ on Linux
 
@@ -217,22 +225,32 @@ func treeTicks(pid int) int64 {
 	return t
 }
 
-// treeRSS is the summed VmRSS of the tree in KiB.
-func treeRSS(pid int) int64 {
-	var kb int64
+// rss is a tree's resident memory in KiB: all of it (VmRSS) and the
+// anonymous part (RssAnon).
+type rss struct{ total, anon int64 }
+
+// treeRSS sums VmRSS and RssAnon over the tree.
+func treeRSS(pid int) rss {
+	var r rss
 	for _, p := range tree(pid) {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p))
 		if err != nil {
 			continue
 		}
 		for _, l := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-				n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-				kb += n
+			k, v, ok := strings.Cut(l, ":")
+			if !ok || (k != "VmRSS" && k != "RssAnon") {
+				continue
+			}
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if k == "VmRSS" {
+				r.total += n
+			} else {
+				r.anon += n
 			}
 		}
 	}
-	return kb
+	return r
 }
 
 func raiseNoFile() {

@@ -1,0 +1,53 @@
+package datapath
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/infergate/infergate/datapath/upstream"
+)
+
+// sseStream is the SSE relay run from inside the engine socket's read
+// wait (upstream.Streamer): each read's events are written and flushed to
+// the client there, and the wait that follows needs no read to start it.
+// A client write that blocks holds the engine's reads back (the engine's
+// socket fills and TCP pushes back on it) with one relay buffer in hand;
+// between events the stream holds none (relayBuf, borrowed per read).
+type sseStream struct {
+	x       *exchange
+	fl      http.Flusher
+	ub      upstream.BoundedBody // nil: no read deadlines
+	idle    time.Duration        // the stream idle bound
+	capAt   time.Time            // the stream's end (max stream duration)
+	rb      relayBuf
+	relayed uint64
+	werr    error // the client write that failed
+}
+
+func (s *sseStream) Buffer() []byte { return s.rb.get() }
+func (s *sseStream) Idle()          { s.rb.release() }
+
+// Emit writes p to the client and moves the engine's idle bound past it.
+func (s *sseStream) Emit(p []byte) error {
+	now := time.Now()
+	if s.x.placed != nil {
+		s.x.placed.FirstToken(now)
+		s.x.placed = nil
+	}
+	if s.ub != nil {
+		d := now.Add(s.idle)
+		if !s.capAt.IsZero() && s.capAt.Before(d) {
+			d = s.capAt
+		}
+		s.ub.SetReadDeadline(d)
+	}
+	s.relayed += uint64(len(p))
+	if _, err := s.x.w.Write(p); err != nil {
+		s.werr = err
+		return err
+	}
+	if s.fl != nil {
+		s.fl.Flush()
+	}
+	return nil
+}

@@ -1,0 +1,109 @@
+//go:build linux
+
+package sockio
+
+import (
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Why a hang-up watcher: ReadEach waits after a short read without reading
+// again, trusting the next readiness. A peer's FIN (or RST) that lands
+// together with its last bytes is reported by the same readiness as those
+// bytes, so no later one comes, and the stream would sit until its read
+// deadline. nginx learns of it from the event itself (EPOLLRDHUP); Go's
+// poller does not pass that on. So the sockets of running ReadEach loops
+// are also in an epoll set of this watcher's, for the hang-up alone
+// (EPOLLRDHUP, edge-triggered: bytes do not wake it); it wakes the loop
+// the way Abort does, and the loop reads to the end.
+
+// epollET is EPOLLET as a uint32 (package syscall's constant is negative
+// on some architectures and positive on others).
+const epollET = 1 << 31
+
+// hupTick bounds the watcher's wait, so its goroutine notices that no
+// loop is left and exits.
+const hupTick = 250 * time.Millisecond
+
+// HupWatcher wakes ReadEach loops whose peer hung up. The zero value is
+// ready; its goroutine runs only while loops are registered.
+type HupWatcher struct {
+	mu      sync.Mutex
+	epfd    int // valid while running
+	running bool
+	next    uint64
+	ops     map[uint64]*eachOp
+}
+
+// watch registers op's socket fd; false when it could not (op then reads
+// on to EAGAIN after each read, as if woken by a hang-up).
+func (w *HupWatcher) watch(op *eachOp, fd uintptr) bool {
+	w.mu.Lock()
+	if !w.running {
+		epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+		if err != nil {
+			w.mu.Unlock()
+			return false
+		}
+		w.epfd, w.running = epfd, true
+		if w.ops == nil {
+			w.ops = map[uint64]*eachOp{}
+		}
+		go w.run(epfd)
+	}
+	w.next++
+	id := w.next
+	w.ops[id] = op
+	epfd := w.epfd
+	w.mu.Unlock()
+	op.hupID = id
+	ev := syscall.EpollEvent{Events: syscall.EPOLLRDHUP | epollET, Fd: int32(uint32(id)), Pad: int32(uint32(id >> 32))}
+	err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, int(fd), &ev)
+	if err == syscall.EEXIST { // an earlier stream on this connection
+		err = syscall.EpollCtl(epfd, syscall.EPOLL_CTL_MOD, int(fd), &ev)
+	}
+	if err != nil {
+		w.unwatch(op)
+		return false
+	}
+	return true
+}
+
+// unwatch forgets op. Its socket stays in the set (a hang-up later finds
+// no loop); closing the socket takes it out.
+func (w *HupWatcher) unwatch(op *eachOp) {
+	w.mu.Lock()
+	delete(w.ops, op.hupID)
+	w.mu.Unlock()
+}
+
+func (w *HupWatcher) run(epfd int) {
+	var events [32]syscall.EpollEvent
+	for {
+		n, err := syscall.EpollWait(epfd, events[:], int(hupTick/time.Millisecond))
+		if err != nil && err != syscall.EINTR {
+			n = 0
+		}
+		w.mu.Lock()
+		for _, ev := range events[:max(n, 0)] {
+			if op := w.ops[uint64(uint32(ev.Fd))|uint64(uint32(ev.Pad))<<32]; op != nil {
+				op.hangUp()
+			}
+		}
+		if len(w.ops) == 0 || err != nil && err != syscall.EINTR {
+			w.running = false
+			w.mu.Unlock()
+			_ = syscall.Close(epfd)
+			return
+		}
+		w.mu.Unlock()
+	}
+}
+
+// hangUp marks op's peer as gone and ends its wait (a past read deadline,
+// as Abort's; the loop re-arms the one asked for).
+func (op *eachOp) hangUp() {
+	op.hup.Store(true)
+	_ = op.c.nc.SetReadDeadline(aLongTimeAgo)
+}

@@ -1,0 +1,20 @@
+package sockio
+
+import "errors"
+
+// errNoSocket is ReadEach's answer when c has no plaintext TCP socket
+// under it (CanReadEach is false).
+var errNoSocket = errors.New("sockio: ReadEach needs a plaintext TCP socket")
+
+// ReadHandler receives what ReadEach reads.
+type ReadHandler interface {
+	// Buffer returns the buffer for the next read: the one lent since the
+	// last Idle, or a new one.
+	Buffer() []byte
+	// Handle takes the bytes of one read (a prefix of Buffer's buffer).
+	// false stops ReadEach, which then returns err.
+	Handle(p []byte) (more bool, err error)
+	// Idle says the buffer is not needed until the next Buffer: ReadEach
+	// is about to wait for readiness, or to return.
+	Idle()
+}

@@ -1,0 +1,153 @@
+//go:build linux
+
+package sockio
+
+import (
+	"io"
+	"sync/atomic"
+	"syscall"
+)
+
+// Why read inside one wait: Go's poller forgets a socket's readiness each
+// time a read starts (syscall.RawConn.Read clears it before it calls
+// back), so a relay that returns from its read and reads again later must
+// start every wait with a read that finds the socket empty: one wasted
+// syscall per relayed event. Staying inside one RawConn.Read for the
+// whole stream keeps the readiness the poller records while the callback
+// works, so the callback can read, hand the bytes on and wait again
+// without looking first: nginx's shape (read until a short read, then the
+// next edge).
+
+// CanReadEach reports whether ReadEach can run on c: a plaintext TCP
+// socket under it.
+func (c *Conn) CanReadEach() bool { return c.raw != nil }
+
+// ReadEach reads c until h stops it, the peer ends the stream (io.EOF) or
+// a read fails, handing every read's bytes to h from inside one poll wait:
+// after a read shorter than the buffer (the socket drained) it waits for
+// the next readiness without reading again, so no wait but the first
+// starts with a read that finds nothing. A hang-up that came with the last
+// bytes is learnt from w (nil, or a watcher that cannot take the socket:
+// every read is followed by reads to EAGAIN). h.Handle may block (on a
+// write elsewhere, which is the relay's backpressure): the socket is not
+// read meanwhile. The read deadline and Abort end a wait as they end a
+// Read (an armed deadline earlier than the one asked for is re-armed and
+// the reads go on); Abort also stops the reads between waits. An error
+// from h.Handle is returned as is; h.Idle has run before ReadEach returns.
+func (c *Conn) ReadEach(h ReadHandler, w *HupWatcher) error {
+	if c.raw == nil {
+		return errNoSocket
+	}
+	op := &eachOp{c: c, h: h, drain: w == nil}
+	defer h.Idle()
+	if w != nil {
+		_ = c.raw.Control(func(fd uintptr) { op.drain = !w.watch(op, fd) })
+		if !op.drain {
+			defer w.unwatch(op)
+		}
+	}
+	fn := op.run // bound once per stream
+	woke := false
+	for {
+		c.unanswered = false
+		err := c.raw.Read(fn)
+		if err == nil {
+			break
+		}
+		if op.hup.Load() && !woke {
+			// The watcher's past deadline woke the wait: read to the end.
+			woke, op.drain = true, true
+			if err := c.arm(c.want); err != nil {
+				return err
+			}
+			continue
+		}
+		if !c.early(err) {
+			return err // a deadline, Abort or Close, as Read reports them
+		}
+		if err := c.arm(c.want); err != nil {
+			return err
+		}
+	}
+	if op.hup.Load() && !woke {
+		_ = c.arm(c.want) // the watcher's past deadline must not outlive the loop
+	}
+	switch {
+	case op.errno != 0:
+		return c.opError("read", op.errno)
+	case op.eof:
+		return io.EOF
+	}
+	return op.err
+}
+
+// eachOp is one ReadEach's state, shared with its RawConn callback.
+type eachOp struct {
+	c     *Conn
+	h     ReadHandler
+	errno syscall.Errno
+	eof   bool
+	err   error // h.Handle's
+	// drain: read on to EAGAIN after a short read (no watcher, or the
+	// peer hung up); hup: the watcher saw the hang-up.
+	drain bool
+	hup   atomic.Bool
+	hupID uint64
+}
+
+// run is ReadEach's RawConn callback: read, hand on, and return false (the
+// wait) after a short read or EAGAIN; true ends the RawConn.Read.
+func (op *eachOp) run(fd uintptr) bool {
+	for {
+		if op.c.aborted.Load() {
+			// Abort's past deadline ends the wait at once (or as soon as
+			// Abort sets it): the error is the wait's to report.
+			op.h.Idle()
+			return false
+		}
+		p := op.h.Buffer()
+		n, errno := relayRead(fd, p)
+		switch errno {
+		case 0:
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			op.h.Idle()
+			return false
+		default:
+			op.errno = errno
+			return true
+		}
+		if n == 0 {
+			op.eof = true
+			return true
+		}
+		more, err := op.h.Handle(p[:n])
+		if !more {
+			op.err = err
+			return true
+		}
+		if n < len(p) && !op.drain && !op.hup.Load() {
+			// Drained: bytes that come after this read mark the socket
+			// ready again (the wait below returns at once).
+			op.h.Idle()
+			return false
+		}
+	}
+}
+
+// relayRead is read(2): raw where rawIO allows it, else through package
+// syscall (which tells the race detector about the socket's bytes).
+func relayRead(fd uintptr, p []byte) (int, syscall.Errno) {
+	if rawIO {
+		return rawRead(fd, p)
+	}
+	n, err := syscall.Read(int(fd), p)
+	if err != nil {
+		if errno, ok := err.(syscall.Errno); ok { //nolint:errorlint // syscall.Read returns a bare Errno
+			return 0, errno
+		}
+		return 0, syscall.EIO
+	}
+	return n, 0
+}

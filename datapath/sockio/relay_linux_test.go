@@ -1,0 +1,128 @@
+//go:build linux
+
+package sockio
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"testing"
+	"time"
+)
+
+// gather is a ReadHandler that keeps what it reads, checks the lending
+// contract, and stops after stopAfter reads (0: never) with stopErr.
+type gather struct {
+	t         *testing.T
+	buf       []byte
+	lent      bool
+	got       []byte
+	reads     int
+	stopAfter int
+	stopErr   error
+	onRead    func()
+}
+
+func (g *gather) Buffer() []byte {
+	g.lent = true
+	return g.buf
+}
+
+func (g *gather) Idle() { g.lent = false }
+
+func (g *gather) Handle(p []byte) (bool, error) {
+	if !g.lent {
+		g.t.Error("Handle with no buffer lent")
+	}
+	g.got = append(g.got, p...)
+	g.reads++
+	if g.onRead != nil {
+		g.onRead()
+	}
+	if g.stopAfter > 0 && g.reads >= g.stopAfter {
+		return false, g.stopErr
+	}
+	return true, nil
+}
+
+// TestReadEach runs ReadEach against a peer that writes pieces with
+// pauses and then closes, stays silent, or aborts, with and without the
+// hang-up watcher, and checks what it read and how it ended.
+func TestReadEach(t *testing.T) {
+	errStop := errors.New("stop")
+	for _, tc := range []struct {
+		name    string
+		pieces  []string // written before ReadEach starts (first) and then apart
+		end     string   // "close" after the pieces, "silent" (deadline), "abort" (from Handle)
+		stop    int
+		bufSize int
+		want    string
+		wantErr error
+	}{
+		{"bytes and FIN already queued", []string{"hello"}, "close", 0, 64, "hello", io.EOF},
+		{"FIN after a pause", []string{"a", "b", "c"}, "close", 0, 64, "abc", io.EOF},
+		{"reads larger than the buffer", []string{"0123456789abcdef0123"}, "close", 0, 8, "0123456789abcdef0123", io.EOF},
+		{"handler stops", []string{"a", "b", "c"}, "silent", 2, 64, "ab", errStop},
+		{"silent past the deadline", []string{"a"}, "silent", 0, 64, "a", os.ErrDeadlineExceeded},
+		{"aborted while reading", []string{"a", "b"}, "abort", 0, 64, "a", os.ErrDeadlineExceeded},
+	} {
+		for _, watched := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/watched=%v", tc.name, watched), func(t *testing.T) {
+				c, peer := pair(t)
+				var w *HupWatcher
+				if watched {
+					w = new(HupWatcher)
+				}
+				g := &gather{t: t, buf: make([]byte, tc.bufSize), stopAfter: tc.stop, stopErr: errStop}
+				if tc.end == "abort" {
+					g.onRead = c.Abort
+				}
+				_, _ = io.WriteString(peer, tc.pieces[0])
+				if tc.end == "close" && len(tc.pieces) == 1 {
+					_ = peer.Close()
+				}
+				go func() {
+					for _, p := range tc.pieces[1:] {
+						time.Sleep(30 * time.Millisecond)
+						if _, err := io.WriteString(peer, p); err != nil {
+							return
+						}
+					}
+					if tc.end == "close" {
+						_ = peer.Close()
+					}
+				}()
+				// A bound that ends the test when no FIN, stop or abort does.
+				bound := 10 * time.Second
+				if tc.end == "silent" && tc.stop == 0 {
+					bound = 100 * time.Millisecond
+				}
+				_ = c.SetReadDeadline(time.Now().Add(bound))
+				err := c.ReadEach(g, w)
+				if string(g.got) != tc.want || !errors.Is(err, tc.wantErr) {
+					t.Fatalf("watched=%v: read %q, %v; want %q, %v", watched, g.got, err, tc.want, tc.wantErr)
+				}
+				if g.lent {
+					t.Fatal("the buffer is still lent after ReadEach returned")
+				}
+			})
+		}
+	}
+}
+
+// TestReadEachNoSocket checks that a connection without a plaintext TCP
+// socket under it refuses ReadEach.
+func TestReadEachNoSocket(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	c := New(a)
+	if c.CanReadEach() {
+		t.Fatal("a pipe claims a socket")
+	}
+	if err := c.ReadEach(&gather{t: t, buf: make([]byte, 8)}, nil); err == nil {
+		t.Fatal("ReadEach ran without a socket")
+	}
+}

@@ -1,0 +1,190 @@
+package upstream
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Why a second body decoder: Stream (stream.go) is handed the socket's
+// bytes as they arrive, from inside the poll wait, and may not block to
+// read more; httputil's chunked reader pulls from a bufio.Reader. This one
+// is pushed bytes, keeps its place between pushes (a chunk's size line,
+// data or CRLF split across reads) and decodes in place. It accepts what
+// the chunked reader and readHeadLine accept (size lines of hex digits,
+// optional extension after ';', trailing whitespace, CRLF and no other CR;
+// data followed by exactly CRLF; trailers, ending in LF or CRLF, dropped up
+// to the empty line).
+
+// errBadChunk marks chunked framing that does not decode.
+var errBadChunk = errors.New("malformed chunked encoding")
+
+// Bounds on the lines of the chunked framing: a size line as httputil's
+// (4 KiB), a trailer line as a head line (the connection's buffer).
+const (
+	maxChunkLine   = 4 << 10
+	maxTrailerLine = bufSize
+)
+
+type frameKind uint8
+
+const (
+	frameChunked frameKind = iota
+	frameLength            // Content-Length: left bytes
+	frameClose             // until the engine closes
+)
+
+type chunkState uint8
+
+const (
+	csSize        chunkState = iota // the size's hex digits
+	csSizeRest                      // after the digits: whitespace or extension, to LF
+	csData                          // left bytes of chunk data
+	csDataCR                        // the CR after the data
+	csDataLF                        // the LF after the data
+	csTrailer                       // the start of a trailer line (after the last chunk)
+	csTrailerCR                     // a CR at the start of a trailer line
+	csTrailerLine                   // inside a trailer line, to LF
+	csDone
+)
+
+// frameDecoder decodes one body's framing from bytes pushed to it.
+type frameDecoder struct {
+	kind   frameKind
+	state  chunkState
+	left   uint64 // frameLength: body bytes left; chunked: the chunk's
+	digits int    // hex digits of the size read so far
+	line   int    // bytes of the size or trailer line so far
+	ext    bool   // in a chunk extension
+	ws     bool   // whitespace after the size's digits
+	cr     bool   // the size line's CR: its LF must follow
+}
+
+// decode decodes p in place: data is the body bytes of p, moved to its
+// front; done reports that the body ended, extra how many bytes of p
+// followed its end (bytes the engine sent past its answer).
+func (d *frameDecoder) decode(p []byte) (data []byte, done bool, extra int, err error) {
+	switch d.kind {
+	case frameClose:
+		return p, false, 0, nil
+	case frameLength:
+		n := uint64(len(p))
+		if n >= d.left {
+			n, done = d.left, true
+		}
+		d.left -= n
+		return p[:n], done, len(p) - int(n), nil
+	}
+	out, i := 0, 0
+	for i < len(p) {
+		b := p[i]
+		switch d.state {
+		case csSize:
+			if v, ok := hexDigit(b); ok {
+				if d.digits == 16 {
+					return nil, false, 0, fmt.Errorf("%w: chunk length too large", errBadChunk)
+				}
+				d.left = d.left<<4 | v
+				d.digits++
+				d.line++
+				i++
+				continue
+			}
+			if d.digits == 0 {
+				return nil, false, 0, fmt.Errorf("%w: invalid byte %q in chunk length", errBadChunk, b)
+			}
+			d.state = csSizeRest // b is looked at there
+		case csSizeRest:
+			i++
+			d.line++
+			if d.line > maxChunkLine {
+				return nil, false, 0, fmt.Errorf("%w: chunk size line too long", errBadChunk)
+			}
+			switch {
+			case d.cr:
+				if b != '\n' {
+					return nil, false, 0, fmt.Errorf("%w: CR inside a chunk size line", errBadChunk)
+				}
+				d.state = csData
+				if d.left == 0 {
+					d.state = csTrailer
+				}
+				d.digits, d.line, d.ext, d.ws, d.cr = 0, 0, false, false, false
+			case b == '\r':
+				d.cr = true
+			case b == '\n':
+				return nil, false, 0, fmt.Errorf("%w: chunk size line ends with a bare LF", errBadChunk)
+			case d.ext:
+			case b == ';' && !d.ws:
+				d.ext = true
+			case b == ' ' || b == '\t':
+				d.ws = true
+			default:
+				return nil, false, 0, fmt.Errorf("%w: invalid byte %q after chunk length", errBadChunk, b)
+			}
+		case csData:
+			n := len(p) - i
+			if uint64(n) > d.left {
+				n = int(d.left)
+			}
+			if out != i {
+				copy(p[out:], p[i:i+n])
+			}
+			out += n
+			i += n
+			d.left -= uint64(n)
+			if d.left == 0 {
+				d.state = csDataCR
+			}
+		case csDataCR, csDataLF:
+			want, next := byte('\r'), csDataLF
+			if d.state == csDataLF {
+				want, next = '\n', csSize
+			}
+			if b != want {
+				return nil, false, 0, fmt.Errorf("%w: no CRLF after chunk data", errBadChunk)
+			}
+			d.state = next
+			i++
+		case csTrailer, csTrailerCR:
+			i++
+			switch {
+			case b == '\n':
+				d.state = csDone
+				return p[:out], true, len(p) - i, nil
+			case b == '\r' && d.state == csTrailer:
+				d.state = csTrailerCR
+			default:
+				d.state, d.line = csTrailerLine, 1
+			}
+		case csTrailerLine:
+			i++
+			d.line++
+			if d.line > maxTrailerLine {
+				return nil, false, 0, fmt.Errorf("%w: trailer line too long", errBadChunk)
+			}
+			if b == '\n' {
+				d.state = csTrailer
+			}
+		case csDone:
+			return p[:out], true, len(p) - i, nil
+		}
+	}
+	return p[:out], false, 0, nil
+}
+
+// complete reports whether the body may end where the engine closed: only
+// a body framed by the close itself.
+func (d *frameDecoder) complete() bool { return d.kind == frameClose }
+
+// hexDigit is b's value as a hex digit.
+func hexDigit(b byte) (uint64, bool) {
+	switch {
+	case '0' <= b && b <= '9':
+		return uint64(b - '0'), true
+	case 'a' <= b && b <= 'f':
+		return uint64(b-'a') + 10, true
+	case 'A' <= b && b <= 'F':
+		return uint64(b-'A') + 10, true
+	}
+	return 0, false
+}
