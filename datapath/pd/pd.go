@@ -2,6 +2,7 @@ package pd
 
 import (
 	"context"
+	"github.com/infergate/infergate/datapath/pd/bufpool"
 	"net/http"
 	"time"
 
@@ -139,7 +140,11 @@ type Options struct {
 	// MaxPrefillResponse caps the buffered prefill/context response; a larger
 	// one is treated as a KV-transfer failure (decode recomputes).
 	MaxPrefillResponse int64
-	Log                logrus.FieldLogger
+	// Buffers recycles the legs' prompt-sized body buffers between
+	// requests: the process's one pool, shared by every rule (nil: each
+	// request allocates its own).
+	Buffers *bufpool.Pool
+	Log     logrus.FieldLogger
 }
 
 // DefaultOptions are DefaultTimeouts with no rule cap, and a 1 MiB prefill
