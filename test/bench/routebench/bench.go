@@ -45,7 +45,28 @@ type timing struct {
 	// counted), at least a workload's settle time; warmMax bounds the
 	// longer warm-up a workload with groups takes to send each once.
 	warm, warmMax, run, drain, rampWarm, rampStep, rampDrain time.Duration
-	rampSteps                                                []float64
+	// rampSteps are the ramp's rates as multiples of the modelled guess,
+	// tried upwards while they pass; rampBelow (0: none) is tried once
+	// when the first fails, so that a first step set high to save time
+	// still ends on a measured rate (rampNext).
+	rampSteps []float64
+	rampBelow float64
+}
+
+// rampNext is the ramp's next step given the verdicts of the steps run so
+// far (in order): up through steps while they pass; when the first fails,
+// below once (when set and lower); more is false when the ramp is over.
+func rampNext(steps []float64, below float64, passed []bool) (next float64, more bool) {
+	n := len(passed)
+	switch {
+	case n == 0:
+		return steps[0], true
+	case !passed[0]: // down once, then over whatever it found
+		return below, n == 1 && below > 0 && below < steps[0]
+	case passed[n-1] && n < len(steps):
+		return steps[n], true
+	}
+	return 0, false
 }
 
 func (c *config) timing() timing {
@@ -77,10 +98,11 @@ func (c *config) modeTiming() timing {
 	}
 	// The ramp starts at 1.25× the modelled guess: 0.9× passed on every
 	// workload (shared prefix, multi-turn, trace, P/D) in the recorded full
-	// runs, and when 1.25× fails (multi-turn did once) the fallback, 0.7 of
-	// it, is 0.875× the guess, what the 0.9× step would have found.
+	// runs. When 1.25× fails (multi-turn did; on a loaded box others do)
+	// the 0.9× step is run then, so the capacity is what the old ramp
+	// would have measured, and its time is spent only when needed.
 	return timing{warm: 4 * time.Second, warmMax: 12 * time.Second, run: 7 * time.Second, drain: 6 * time.Second, rampWarm: 2 * time.Second,
-		rampStep: 3 * time.Second, rampDrain: 5 * time.Second, rampSteps: []float64{1.25, 1.7, 2.3}}
+		rampStep: 3 * time.Second, rampDrain: 5 * time.Second, rampSteps: []float64{1.25, 1.7, 2.3}, rampBelow: 0.9}
 }
 
 func (c *config) planFor(w string) plan {
@@ -723,8 +745,14 @@ func (b *bench) ramp(ctx context.Context, w workload, t timing) (float64, error)
 		}
 	}
 	guess := float64(computing) / w.perRequest.Seconds()
-	capacity := 0.0
-	for _, f := range t.rampSteps {
+	capacity, lowest := 0.0, t.rampSteps[0]
+	var passed []bool
+	for {
+		f, more := rampNext(t.rampSteps, t.rampBelow, passed)
+		if !more {
+			break
+		}
+		lowest = min(lowest, f)
 		rate := guess * f
 		began := time.Now()
 		if err := b.resetCaches(ctx, !readsNoInventory(b.baseArm)); err != nil {
@@ -756,13 +784,13 @@ func (b *bench) ramp(ctx context.Context, w workload, t timing) (float64, error)
 		pass := st.N > 0 && float64(st.OK) >= 0.95*float64(st.N) && st.TTFT.P90 <= b.cfg.ttftSLO.Seconds()
 		fmt.Fprintf(b.report, "  ramp %-16s %6.2f req/s: %3d sent, %3d ok, TTFT p90 %6.3fs → %s  %.0fs\n", w.name, rate, st.N, st.OK, st.TTFT.P90,
 			map[bool]string{true: "ok", false: "over"}[pass], time.Since(began).Seconds())
-		if !pass {
-			break
+		passed = append(passed, pass)
+		if pass {
+			capacity = max(capacity, rate)
 		}
-		capacity = rate
 	}
 	if capacity == 0 {
-		capacity = guess * t.rampSteps[0] * 0.7
+		capacity = guess * lowest * 0.7
 	}
 	return capacity, nil
 }

@@ -100,3 +100,35 @@ func TestPlans(t *testing.T) {
 		}
 	}
 }
+
+// TestRampNext: the ramp climbs while its steps pass and stops at the first
+// failure, except that a failing first step is followed once by the step
+// below it, so a high first step still ends on a measured rate.
+func TestRampNext(t *testing.T) {
+	full := []float64{1.25, 1.7, 2.3}
+	for _, tc := range []struct {
+		name   string
+		steps  []float64
+		below  float64
+		passed []bool
+		next   float64
+		more   bool
+	}{
+		{"first", full, 0.9, nil, 1.25, true},
+		{"climbs", full, 0.9, []bool{true}, 1.7, true},
+		{"climbs again", full, 0.9, []bool{true, true}, 2.3, true},
+		{"all passed", full, 0.9, []bool{true, true, true}, 0, false},
+		{"stops at a failure", full, 0.9, []bool{true, false}, 0, false},
+		{"first failed: below", full, 0.9, []bool{false}, 0.9, true},
+		{"below passed: over", full, 0.9, []bool{false, true}, 0, false},
+		{"below failed: over", full, 0.9, []bool{false, false}, 0, false},
+		{"first failed, no below", []float64{1.4}, 0, []bool{false}, 0, false},
+		{"below not lower", full, 1.5, []bool{false}, 0, false},
+		{"one step passed", []float64{1.4}, 0, []bool{true}, 0, false},
+	} {
+		next, more := rampNext(tc.steps, tc.below, tc.passed)
+		if more != tc.more || (more && next != tc.next) {
+			t.Errorf("%s: (%v, %v), want (%v, %v)", tc.name, next, more, tc.next, tc.more)
+		}
+	}
+}
