@@ -1,7 +1,6 @@
 package datapath
 
 import (
-	"github.com/infergate/infergate/datapath/pd/bufpool"
 	"net/netip"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/datapath/ladder"
 	"github.com/infergate/infergate/datapath/pd"
+	"github.com/infergate/infergate/datapath/pd/bufpool"
 	"github.com/infergate/infergate/datapath/reqbody"
 	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/enginestats"

@@ -2,10 +2,10 @@ package pd
 
 import (
 	"context"
-	"github.com/infergate/infergate/datapath/pd/bufpool"
 	"net/http"
 	"time"
 
+	"github.com/infergate/infergate/datapath/pd/bufpool"
 	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
 	"github.com/sirupsen/logrus"
@@ -141,8 +141,9 @@ type Options struct {
 	// one is treated as a KV-transfer failure (decode recomputes).
 	MaxPrefillResponse int64
 	// Buffers recycles the legs' prompt-sized body buffers between
-	// requests: the process's one pool, shared by every rule (nil: each
-	// request allocates its own).
+	// requests: the process's one pool, which the datapath shares among
+	// all its rules. nil: the dialect gets a pool of its own (New), for
+	// standalone use such as tests and benchmarks.
 	Buffers *bufpool.Pool
 	Log     logrus.FieldLogger
 }
@@ -180,6 +181,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Log == nil {
 		o.Log = d.Log
+	}
+	if o.Buffers == nil {
+		o.Buffers = bufpool.New(bufpool.DefaultOptions())
 	}
 	return o
 }
