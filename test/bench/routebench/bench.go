@@ -84,7 +84,7 @@ func (c *config) timing() timing {
 // windows are as short as keeps every percentile's meaning: percentiles
 // are nearest-rank, so below 100 measured requests a p99 is the slowest
 // request and from 101 to 200 the second slowest, in an 8 s window as in
-// a 7 s one (shared prefix at 70 %: 88 → 77 requests; 150 %: 157 → 137)
+// a 7 s one (shared prefix at 70 %: 88 → 79 requests; 150 %: 157 → 140)
 // and in a 6 s as in a 5 s one.
 func (c *config) modeTiming() timing {
 	if c.short {
