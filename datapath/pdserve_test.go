@@ -957,3 +957,21 @@ func TestPrefillTeaches(t *testing.T) {
 		}
 	}
 }
+
+// TestPDSGLangRefusalCharged: SGLang sends both legs at once; when the
+// prefill refuses (a 4xx the gateway relays) the decode, still waiting in
+// its bootstrap room, is cancelled without an answer. The request is
+// charged to the prefill that decided it, not to that decode.
+func TestPDSGLangRefusalCharged(t *testing.T) {
+	f := newPDFleet(t, pdTestOptions(), spec.EngineSGLang, 1, 1)
+	f.prefills[0].Inject(pdfake.Fault400, 1)
+	res := post(t, testClient(), f.url(pathCompletions), pdBody(pathCompletions, false, ""))
+	if res.status != http.StatusBadRequest {
+		t.Fatalf("status %d %s, want the prefill's 400 relayed", res.status, res.body)
+	}
+	name := "infergate_datapath_requests_total"
+	waitCounter(t, f.reg, name, map[string]string{"endpoint": f.prefills[0].Endpoint().ID, "code": "400"}, 1)
+	if got := counterSum(t, f.reg, name, map[string]string{"endpoint": f.decodes[0].Endpoint().ID}); got != 0 {
+		t.Errorf("%s{endpoint=decode} = %v: the cancelled decode was charged", name, got)
+	}
+}
