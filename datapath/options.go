@@ -10,6 +10,7 @@ import (
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/datapath/ladder"
 	"github.com/infergate/infergate/datapath/pd"
+	"github.com/infergate/infergate/datapath/pd/bufpool"
 	"github.com/infergate/infergate/datapath/reqbody"
 	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/enginestats"
@@ -101,6 +102,9 @@ type Options struct {
 	Admission admission.Options `yaml:",inline"`
 	// Bodies bounds the memory of request bodies in flight.
 	Bodies reqbody.Options `yaml:",inline"`
+	// PDBuffers bounds the prompt-sized buffers (P/D leg bodies, prompt
+	// keys) the process keeps between requests, all rules together.
+	PDBuffers bufpool.Options `yaml:",inline"`
 	// AllowUnspecifiedVIP lets a rule's externalIP be 0.0.0.0 or :: (listen
 	// on every interface); without it such rules are refused at Install.
 	AllowUnspecifiedVIP bool `yaml:"allow-unspecified-vip"`
@@ -165,6 +169,7 @@ func DefaultOptions() Options {
 		KV:                       kvplane.DefaultOptions(),
 		Admission:                admission.DefaultOptions(),
 		Bodies:                   reqbody.DefaultOptions(),
+		PDBuffers:                bufpool.DefaultOptions(),
 		TLS:                      tlsmat.DefaultOptions(),
 		Engine:                   enginestats.DefaultOptions(),
 		AccessLog:                accesslog.DefaultOptions(),

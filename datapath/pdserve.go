@@ -371,24 +371,39 @@ func prefillTeaches(o *pd.Outcome) bool {
 
 // chargedEndpoint is the index of the endpoint the request is charged to
 // (its requests_total series, bytes, the access log's endpoint): the last
-// decode leg's (a decode failover moves it); with no decode leg — a handoff
-// refused, a prefill that failed, a TensorRT-LLM early exit — the last
-// leg's, the engine that decided the answer; with no leg at all, di.
+// decode leg's that answers for the request (a decode failover moves it);
+// with none — a handoff refused, a prefill that failed, a TensorRT-LLM
+// early exit, an SGLang decode cancelled when its prefill failed — the
+// last other leg's, the engine that decided the answer; with no leg at
+// all, di.
 func (c *compiled) chargedEndpoint(o *pd.Outcome, di int) int {
 	for k := len(o.Legs) - 1; k >= 0; k-- {
-		if o.Legs[k].Phase == pd.PhaseDecode {
+		if o.Legs[k].Phase == pd.PhaseDecode && !cancelledBySibling(o, &o.Legs[k]) {
 			if i := c.indexOf(o.Legs[k].Endpoint.ID); i >= 0 {
 				return i
 			}
 			return di
 		}
 	}
-	if n := len(o.Legs); n > 0 {
-		if i := c.indexOf(o.Legs[n-1].Endpoint.ID); i >= 0 {
-			return i
+	for k := len(o.Legs) - 1; k >= 0; k-- {
+		if !cancelledBySibling(o, &o.Legs[k]) {
+			if i := c.indexOf(o.Legs[k].Endpoint.ID); i >= 0 {
+				return i
+			}
+			break
 		}
 	}
 	return di
+}
+
+// cancelledBySibling reports whether decode leg l did not answer for the
+// request: the gateway cancelled it before it produced a status, and the
+// failure that decided the answer was the prefill's. SGLang sends both
+// legs at once, so a prefill that refuses (4xx relayed) or fails cancels a
+// decode that was already in flight; charging that decode would bill an
+// engine for an answer it never gave.
+func cancelledBySibling(o *pd.Outcome, l *pd.LegResult) bool {
+	return l.Cancelled && l.Status == 0 && o.FailedPhase == pd.PhasePrefill
 }
 
 // feedLegs counts every leg and feeds the endpoint breakers: a connect

@@ -898,28 +898,36 @@ func TestPDRequestsModelLabel(t *testing.T) {
 }
 
 // TestChargedEndpoint: a P/D request is charged to the decode that
-// answered; when no decode leg ran (a refused handoff, a failed prefill, a
-// TensorRT-LLM early exit) to the engine that decided the answer, not to the
-// decode the ladder chose and never sent to.
+// answered; when no decode leg answered for it (a refused handoff, a failed
+// prefill, a TensorRT-LLM early exit, an SGLang decode cancelled because
+// its prefill failed) to the engine that decided the answer, not to the
+// decode the ladder chose.
 func TestChargedEndpoint(t *testing.T) {
 	c := &compiled{eps: []*endpoint{{id: "p1"}, {id: "p2"}, {id: "d1"}, {id: "d2"}}}
 	leg := func(p pd.Phase, id string) pd.LegResult {
 		return pd.LegResult{Phase: p, Endpoint: spec.Endpoint{ID: id}}
 	}
+	refused := pd.LegResult{Phase: pd.PhasePrefill, Endpoint: spec.Endpoint{ID: "p1"}, Status: 400}
+	cancelled := pd.LegResult{Phase: pd.PhaseDecode, Endpoint: spec.Endpoint{ID: "d1"}, Cancelled: true}
 	const chosen = 2 // d1
 	for _, tc := range []struct {
-		name string
-		legs []pd.LegResult
-		want int
+		name   string
+		legs   []pd.LegResult
+		failed pd.Phase
+		want   int
 	}{
-		{"both legs", []pd.LegResult{leg(pd.PhasePrefill, "p1"), leg(pd.PhaseDecode, "d1")}, 2},
-		{"decode failover", []pd.LegResult{leg(pd.PhasePrefill, "p1"), leg(pd.PhaseDecode, "d1"), leg(pd.PhaseDecode, "d2")}, 3},
-		{"handoff refused", []pd.LegResult{leg(pd.PhasePrefill, "p1")}, 0},
-		{"prefill retried elsewhere, then refused", []pd.LegResult{leg(pd.PhasePrefill, "p1"), leg(pd.PhasePrefill, "p2")}, 1},
-		{"no leg", nil, chosen},
-		{"decode unknown to the rule", []pd.LegResult{leg(pd.PhasePrefill, "p1"), leg(pd.PhaseDecode, "gone")}, chosen},
+		{"both legs", []pd.LegResult{leg(pd.PhasePrefill, "p1"), leg(pd.PhaseDecode, "d1")}, "", 2},
+		{"decode failover", []pd.LegResult{leg(pd.PhasePrefill, "p1"), leg(pd.PhaseDecode, "d1"), leg(pd.PhaseDecode, "d2")}, "", 3},
+		{"handoff refused", []pd.LegResult{leg(pd.PhasePrefill, "p1")}, pd.PhasePrefill, 0},
+		{"prefill retried elsewhere, then refused", []pd.LegResult{leg(pd.PhasePrefill, "p1"), leg(pd.PhasePrefill, "p2")}, pd.PhasePrefill, 1},
+		{"sglang prefill refused, decode cancelled", []pd.LegResult{refused, cancelled}, pd.PhasePrefill, 0},
+		{"sglang pair retried, second prefill failed", []pd.LegResult{leg(pd.PhasePrefill, "p1"), cancelled, leg(pd.PhasePrefill, "p2"), cancelled}, pd.PhasePrefill, 1},
+		{"sglang prefill refused after the decode answered", []pd.LegResult{refused, leg(pd.PhaseDecode, "d1")}, pd.PhasePrefill, 2},
+		{"decode cancelled with the client gone", []pd.LegResult{leg(pd.PhasePrefill, "p1"), cancelled}, pd.PhaseDecode, 2},
+		{"no leg", nil, "", chosen},
+		{"decode unknown to the rule", []pd.LegResult{leg(pd.PhasePrefill, "p1"), leg(pd.PhaseDecode, "gone")}, "", chosen},
 	} {
-		if got := c.chargedEndpoint(&pd.Outcome{Legs: tc.legs}, chosen); got != tc.want {
+		if got := c.chargedEndpoint(&pd.Outcome{Legs: tc.legs, FailedPhase: tc.failed}, chosen); got != tc.want {
 			t.Errorf("%s: charged %d, want %d", tc.name, got, tc.want)
 		}
 	}
@@ -947,5 +955,23 @@ func TestPrefillTeaches(t *testing.T) {
 		if got := prefillTeaches(&o); got != tc.want {
 			t.Errorf("%s: prefillTeaches = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestPDSGLangRefusalCharged: SGLang sends both legs at once; when the
+// prefill refuses (a 4xx the gateway relays) the decode, still waiting in
+// its bootstrap room, is cancelled without an answer. The request is
+// charged to the prefill that decided it, not to that decode.
+func TestPDSGLangRefusalCharged(t *testing.T) {
+	f := newPDFleet(t, pdTestOptions(), spec.EngineSGLang, 1, 1)
+	f.prefills[0].Inject(pdfake.Fault400, 1)
+	res := post(t, testClient(), f.url(pathCompletions), pdBody(pathCompletions, false, ""))
+	if res.status != http.StatusBadRequest {
+		t.Fatalf("status %d %s, want the prefill's 400 relayed", res.status, res.body)
+	}
+	name := "infergate_datapath_requests_total"
+	waitCounter(t, f.reg, name, map[string]string{"endpoint": f.prefills[0].Endpoint().ID, "code": "400"}, 1)
+	if got := counterSum(t, f.reg, name, map[string]string{"endpoint": f.decodes[0].Endpoint().ID}); got != 0 {
+		t.Errorf("%s{endpoint=decode} = %v: the cancelled decode was charged", name, got)
 	}
 }

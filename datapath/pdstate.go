@@ -30,8 +30,9 @@ type pdView struct {
 	moriio bool
 	models *pd.ModelLabels // model label of loxilb_ai_pd_requests_total
 	// keys recycles the prompt keys Tier 1 is matched on: up to 256 KiB
-	// of an agent's prompt each (pdselect.go).
-	keys bufpool.Pool
+	// of an agent's prompt each (pdselect.go). The runtime's one pool,
+	// shared with every rule and the dialects' leg bodies (nil: none).
+	keys *bufpool.Pool
 }
 
 // prefixState is a rule's Tier 1 index, kept across updates while the rule
@@ -78,13 +79,14 @@ func (rt *Runtime) attachLocked(rs *ruleState, c *compiled, prevRule *spec.Rule)
 		rs.dropPrefix(rt)
 		return
 	}
-	p := &pdView{models: pd.NewModelLabels(r.Key.ModelName, 0), sender: upstream.WithTLS(rt.sender, c.up)}
+	p := &pdView{models: pd.NewModelLabels(r.Key.ModelName, 0), sender: upstream.WithTLS(rt.sender, c.up), keys: rt.pdBuffers}
 	quiet := rt.silenceFor(r)
 	if d, ok := pd.New(r.Engine, pd.Options{
 		PrefillTimeout:    rt.opts.PrefillTimeout,
 		DecodeTimeout:     capBy(rt.opts.DecodeFirstByteTimeout, r.IdleTimeout),
 		StreamIdleTimeout: quiet.streamIdle,
 		BodyIdleTimeout:   quiet.bodyStall,
+		Buffers:           rt.pdBuffers,
 		Log:               rt.log,
 	}); ok {
 		p.dialect = d

@@ -23,6 +23,7 @@ import (
 	"github.com/infergate/infergate/datapath/h1"
 	"github.com/infergate/infergate/datapath/kvplane"
 	"github.com/infergate/infergate/datapath/ladder"
+	"github.com/infergate/infergate/datapath/pd/bufpool"
 	"github.com/infergate/infergate/datapath/reqbody"
 	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/enginestats"
@@ -55,7 +56,11 @@ type Runtime struct {
 	cands       sync.Pool       // *[]pick.Candidate KV-exact snapshots (select.go)
 	gate        *admission.Gate // client connection caps shared by every listener
 	bodies      *reqbody.Reader // request bodies against one memory budget
-	watch       *h1.Watcher     // client departures on every lean listener (frontend.go; rt.mu)
+	// pdBuffers is the one pool of prompt-sized buffers (P/D leg bodies,
+	// prompt keys) every rule and generation shares, so that what an idle
+	// gateway pins does not grow with its rules (Options.PDBuffers).
+	pdBuffers *bufpool.Pool
+	watch     *h1.Watcher // client departures on every lean listener (frontend.go; rt.mu)
 
 	// es scrapes the engines' own load, per endpoint (enginesig.go).
 	es *enginestats.Scraper
@@ -171,6 +176,7 @@ func newRuntime(opts Options, m *metrics.Datapath, pdm *metrics.PD, rx *metrics.
 		rules:       make(map[spec.Key]*ruleState),
 		gate:        admission.New(opts.Admission, edge),
 		bodies:      reqbody.New(opts.Bodies, edge),
+		pdBuffers:   bufpool.New(opts.PDBuffers),
 	}
 	rt.up = upstream.NewWithOptions(opts.DialTimeout, opts.MaxIdleConnsPerHost, opts.Upstream, tlsm)
 	rt.up.ReapIdle(opts.UpstreamIdleTimeout) // until Close's CloseIdle

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 
 	"github.com/infergate/infergate/jsonscan"
 )
@@ -548,13 +549,45 @@ func appendEscaped(out, text []byte) []byte {
 	return out
 }
 
-// indexMarker finds the first byte in [partOther, roleEnd]. Control bytes are
-// rare in prompts, so this is a plain loop the compiler keeps tight.
+// indexMarker finds the first byte in [partOther, roleEnd]. An agent's
+// prompt runs to hundreds of KiB with no marker in it, so the scan tests
+// 32 bytes per branch (four words, each byte checked for the range at once)
+// and finds the byte in the word that flagged it by its trailing zeros;
+// only a tail shorter than a word goes byte by byte.
 func indexMarker(b []byte) int {
-	for i, c := range b {
-		if c >= partOther && c <= roleEnd {
+	i := 0
+	for ; len(b)-i >= 32; i += 32 {
+		w := b[i : i+32]
+		if markers(binary.LittleEndian.Uint64(w))|markers(binary.LittleEndian.Uint64(w[8:]))|
+			markers(binary.LittleEndian.Uint64(w[16:]))|markers(binary.LittleEndian.Uint64(w[24:])) != 0 {
+			break
+		}
+	}
+	for ; len(b)-i >= 8; i += 8 {
+		if m := markers(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	for ; i < len(b); i++ {
+		if c := b[i]; c >= partOther && c <= roleEnd {
 			return i
 		}
 	}
 	return -1
+}
+
+// markers sets bit 8k+7 of its result exactly when byte k of the
+// little-endian word x is a marker byte. Each byte is masked to 7 bits
+// first, so no subtraction borrows and no addition carries into its
+// neighbour: a masked byte y is in the range when (127+roleEnd+1) − y and
+// y + 127 − (partOther−1) both have their top bit set, and ^x drops the
+// bytes that had the top bit set before masking.
+func markers(x uint64) uint64 {
+	const (
+		ones  uint64 = 0x0101010101010101
+		below        = (127 + uint64(roleEnd) + 1) * ones
+		above        = (127 - (uint64(partOther) - 1)) * ones
+	)
+	y := x & (0x7f * ones)
+	return (below - y) & (y + above) &^ x & (0x80 * ones)
 }

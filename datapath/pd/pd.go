@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/infergate/infergate/datapath/pd/bufpool"
 	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
 	"github.com/sirupsen/logrus"
@@ -139,7 +140,12 @@ type Options struct {
 	// MaxPrefillResponse caps the buffered prefill/context response; a larger
 	// one is treated as a KV-transfer failure (decode recomputes).
 	MaxPrefillResponse int64
-	Log                logrus.FieldLogger
+	// Buffers recycles the legs' prompt-sized body buffers between
+	// requests: the process's one pool, which the datapath shares among
+	// all its rules. nil: the dialect gets a pool of its own (New), for
+	// standalone use such as tests and benchmarks.
+	Buffers *bufpool.Pool
+	Log     logrus.FieldLogger
 }
 
 // DefaultOptions are DefaultTimeouts with no rule cap, and a 1 MiB prefill
@@ -175,6 +181,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Log == nil {
 		o.Log = d.Log
+	}
+	if o.Buffers == nil {
+		o.Buffers = bufpool.New(bufpool.DefaultOptions())
 	}
 	return o
 }

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/infergate/infergate/datapath/pd/bufpool"
 	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
 	"github.com/sirupsen/logrus"
@@ -25,12 +24,11 @@ const defaultBootstrapPort = 8998
 // the room on the prefill's bootstrap server. The client gets the decode
 // response; the prefill response is drained and discarded.
 type sglang struct {
-	opts   Options
-	bodies bufpool.Pool // the legs' shared body buffer, between requests
+	opts Options
 }
 
 func (d *sglang) Serve(ctx context.Context, w http.ResponseWriter, req *Request, pair Pair, s upstream.Sender) Outcome {
-	return serve(&seq{ctx: ctx, w: w, req: req, pair: pair, s: s, opts: d.opts, bodies: &d.bodies}, spec.EngineSGLang, runSGLang)
+	return serve(&seq{ctx: ctx, w: w, req: req, pair: pair, s: s, opts: d.opts, bodies: d.opts.Buffers}, spec.EngineSGLang, runSGLang)
 }
 
 // sglangTransferFields is SGLang's client transfer state: the bootstrap

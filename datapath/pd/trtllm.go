@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/infergate/infergate/datapath/pd/bufpool"
 	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
 )
@@ -18,8 +17,7 @@ import (
 // with the context's disaggregated_params (request_type → generation_only).
 // The engine rejects unknown fields, so nothing else is ever added.
 type trtllm struct {
-	opts   Options
-	bodies bufpool.Pool // the two legs' shared body buffer, between requests
+	opts Options
 }
 
 // Finish reasons that mean "the context step did not finish the request".
@@ -40,7 +38,7 @@ type trtContextResponse struct {
 }
 
 func (d *trtllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request, pair Pair, s upstream.Sender) Outcome {
-	return serve(&seq{ctx: ctx, w: w, req: req, pair: pair, s: s, opts: d.opts, bodies: &d.bodies}, spec.EngineTRTLLM, runTRTLLM)
+	return serve(&seq{ctx: ctx, w: w, req: req, pair: pair, s: s, opts: d.opts, bodies: d.opts.Buffers}, spec.EngineTRTLLM, runTRTLLM)
 }
 
 // trtTransferFields is TensorRT-LLM's client transfer state (read-only).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/infergate/infergate/datapath/pd/bufpool"
 	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
 )
@@ -13,12 +12,11 @@ import (
 // blocks, then the client's original request to decode with the prefill's
 // kv_transfer_params so decode pulls the blocks instead of recomputing.
 type vllm struct {
-	opts   Options
-	bodies bufpool.Pool // the NIXL legs' shared body buffer, between requests
+	opts Options
 }
 
 func (d *vllm) Serve(ctx context.Context, w http.ResponseWriter, req *Request, pair Pair, s upstream.Sender) Outcome {
-	return serve(&seq{ctx: ctx, w: w, req: req, pair: pair, s: s, opts: d.opts, bodies: &d.bodies}, spec.EngineVLLM, runVLLM)
+	return serve(&seq{ctx: ctx, w: w, req: req, pair: pair, s: s, opts: d.opts, bodies: d.opts.Buffers}, spec.EngineVLLM, runVLLM)
 }
 
 // vllmTransferFields is vLLM's client transfer state (read-only).

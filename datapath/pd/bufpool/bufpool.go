@@ -8,6 +8,11 @@
 // missed on about half of them. A Pool here is a short free list that the
 // collector leaves alone, bounded in bytes so that an idle gateway pins at
 // most that much.
+//
+// A gateway process keeps one Pool for all its P/D rules (New, from the
+// daemon's options, handed down by the datapath): a pool per rule, or per
+// compiled generation of a rule, would let the idle memory grow with the
+// number of rules and their updates.
 package bufpool
 
 import (
@@ -17,11 +22,11 @@ import (
 
 // Default bounds of a zero Pool.
 const (
-	// DefaultMaxBytes bounds the bytes a Pool holds between requests:
-	// about eighteen leg bodies of a 400 KB prompt (450 KB each, room for
-	// the decode's transfer params included), or 32 prompt keys of the
-	// prefix index's default 256 KiB.
-	DefaultMaxBytes = 8 << 20
+	// DefaultMaxBytes bounds the bytes a Pool holds between requests, all
+	// the rules that share it together: about 70 leg bodies of a 400 KB
+	// prompt (450 KB each, room for the decode's transfer params
+	// included), or 128 prompt keys of the prefix index's default 256 KiB.
+	DefaultMaxBytes = 32 << 20
 	// DefaultMaxBuffer bounds one kept buffer: a rare body of many MB is
 	// left to the collector rather than pinned.
 	DefaultMaxBuffer = 4 << 20
@@ -29,9 +34,24 @@ const (
 	// little to allocate, and a list of thousands of them would make Get's
 	// search the expensive part.
 	DefaultMinBuffer = 16 << 10
-	// maxHeld bounds the buffers kept, whatever their sizes.
-	maxHeld = 64
+	// maxHeld bounds the buffers kept, whatever their sizes (and so Get's
+	// search).
+	maxHeld = 128
 )
+
+// Options bound the one Pool a gateway process shares among its P/D rules.
+type Options struct {
+	// MaxBytes bounds the bytes of prompt-sized buffers (leg bodies,
+	// prompt keys) kept between requests by all rules together; 0 or
+	// negative: DefaultMaxBytes.
+	MaxBytes int `yaml:"pd-buffer-pool-bytes"`
+}
+
+// DefaultOptions returns the documented defaults.
+func DefaultOptions() Options { return Options{MaxBytes: DefaultMaxBytes} }
+
+// New returns a Pool bounded by o, for every rule of a process to share.
+func New(o Options) *Pool { return &Pool{MaxBytes: o.MaxBytes} }
 
 // Pool is a bounded free list of byte buffers. The zero value is ready
 // with the default bounds; a nil *Pool allocates on every Get and keeps
@@ -69,7 +89,7 @@ func (p *Pool) Get(n int) []byte {
 // Put gives b back for a later Get. Only a buffer nothing reads any more
 // may be put. A buffer smaller than MinBuffer or larger than MaxBuffer is
 // left to the collector. When the pool would exceed MaxBytes (or hold more
-// than 64 buffers) the oldest buffers go first, so a pool follows a
+// than 128 buffers) the oldest buffers go first, so a pool follows a
 // workload whose prompts grow.
 func (p *Pool) Put(b []byte) {
 	if p == nil {
@@ -93,8 +113,11 @@ func (p *Pool) Put(b []byte) {
 	p.bytes += cap(b)
 }
 
-// Held is the bytes the pool keeps between requests.
+// Held is the bytes the pool keeps between requests (0 for a nil Pool).
 func (p *Pool) Held() int {
+	if p == nil {
+		return 0
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.bytes

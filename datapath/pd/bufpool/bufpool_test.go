@@ -1,6 +1,10 @@
 package bufpool
 
-import "testing"
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+)
 
 func TestPoolNil(t *testing.T) {
 	var p *Pool
@@ -72,8 +76,8 @@ func TestPoolBudget(t *testing.T) {
 	}
 }
 
-// TestPoolCount: however small the buffers, the pool keeps at most 64, the
-// newest.
+// TestPoolCount: however small the buffers, the pool keeps at most
+// maxHeld, the newest.
 func TestPoolCount(t *testing.T) {
 	p := Pool{MinBuffer: 1}
 	var last []byte
@@ -81,8 +85,12 @@ func TestPoolCount(t *testing.T) {
 		last = make([]byte, 0, 10)
 		p.Put(last)
 	}
-	if p.Held() != 64*10 {
-		t.Fatalf("held %d bytes after 100 puts of 10, want %d", p.Held(), 64*10)
+	for range maxHeld {
+		last = make([]byte, 0, 10)
+		p.Put(last)
+	}
+	if p.Held() != maxHeld*10 {
+		t.Fatalf("held %d bytes after %d puts of 10, want %d", p.Held(), 100+maxHeld, maxHeld*10)
 	}
 	if got := p.Get(10); &got[:1][0] != &last[:1][0] {
 		t.Errorf("Get did not return the newest buffer")
@@ -119,5 +127,54 @@ func TestPoolOverBudget(t *testing.T) {
 	p.Put(make([]byte, 0, 150))
 	if p.Held() != 50 {
 		t.Errorf("held %d after a 150-byte buffer over a 100-byte budget, want the 50 kept before", p.Held())
+	}
+}
+
+// TestPoolShared: the rules of a process share one Pool (New), so what
+// they keep between requests is bounded by its one MaxBytes however many
+// rules run at once. Rules here are goroutines that each take and give
+// back buffers of their own size; run with -race.
+func TestPoolShared(t *testing.T) {
+	const rules, rounds, limit = 8, 200, 1 << 20
+	p := New(Options{MaxBytes: limit})
+	var wg sync.WaitGroup
+	var over atomic.Int64
+	for r := range rules {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			size := (100 + 50*r) << 10 // 100–450 KiB: a rule's prompt size
+			for range rounds {
+				a, b := p.Get(size), p.Get(size)
+				p.Put(a[:size])
+				p.Put(b[:size])
+				if h := p.Held(); h > limit {
+					over.Store(int64(h))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if h := over.Load(); h != 0 {
+		t.Errorf("the shared pool held %d bytes, over its %d", h, limit)
+	}
+	if h := p.Held(); h == 0 || h > limit {
+		t.Errorf("held %d bytes after the rules ran, want some and at most %d", h, limit)
+	}
+}
+
+// TestNewDefaults: a zero Options takes the default bound; a nil Pool
+// keeps nothing and reports nothing held.
+func TestNewDefaults(t *testing.T) {
+	if got := New(Options{}).maxBytes(); got != DefaultMaxBytes {
+		t.Errorf("zero options: bound %d, want %d", got, DefaultMaxBytes)
+	}
+	if got := New(DefaultOptions()).maxBytes(); got != DefaultMaxBytes {
+		t.Errorf("default options: bound %d, want %d", got, DefaultMaxBytes)
+	}
+	var p *Pool
+	p.Put(make([]byte, 0, 64<<10))
+	if p.Held() != 0 {
+		t.Errorf("a nil pool holds %d", p.Held())
 	}
 }

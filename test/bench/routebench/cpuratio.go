@@ -39,6 +39,9 @@ func cpuPairs(runs []*runSummary, base string) []cpuPair {
 			if rr.Arm != base || rr.Workload != kv.Workload || rr.Load != kv.Load {
 				continue
 			}
+			if rr.SameAs != "" {
+				break // measured beside another workload's runs, not this kv run
+			}
 			if rr.CPUPerReqMs > 0 && rr.CPUGrossPerReqMs > 0 {
 				out = append(out, cpuPair{name: fmt.Sprintf("%s %.0f%%", kv.Workload, kv.Load*100),
 					net: kv.CPUPerReqMs / rr.CPUPerReqMs, gross: kv.CPUGrossPerReqMs / rr.CPUGrossPerReqMs,

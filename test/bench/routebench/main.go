@@ -128,7 +128,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ttftSLO, "ttft-slo", c.ttftSLO, "goodput: TTFT bound")
 	fs.DurationVar(&c.itlSLO, "itl-slo", c.itlSLO, "goodput: mean inter-token latency bound")
 	fs.StringVar(&c.simArgs, "enginesim-args", c.simArgs, "extra enginesim flags (space-separated)")
-	fs.DurationVar(&c.window, "window", c.window, "measured window of every run (0: 8s, short 6s); longer windows steady the p99s beyond the 10-minute budget")
+	fs.DurationVar(&c.window, "window", c.window, "measured window of every run (0: 7s, short 5s); longer windows steady the p99s beyond the 10-minute budget (below 100 measured requests a p99 is the slowest one)")
 	fs.StringVar(&c.arms, "arms", c.arms, "comma-separated arms to run (default: each workload's plan)")
 	fs.BoolVar(&c.epp, "epp", c.epp, "add the epp-kv arm: the kv arm's rule asked over ext_proc (the gateway as endpoint picker) by an Envoy-like data plane in this process; run at every load of the single-pool workloads (not in the short mode's fixed plan)")
 	c.busy.flags(fs)

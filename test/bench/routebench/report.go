@@ -18,8 +18,11 @@ type runSummary struct {
 	// Warm and Window are the measured window, [Warm, Warm+Window) seconds
 	// from the run's start; Covered says every group of the workload was
 	// sent during the warm-up (always true for workloads without groups).
-	Warm, Window  float64
-	Covered       bool
+	Warm, Window float64
+	Covered      bool
+	// SameAs names the workload whose run this is (bench.sameRun): the
+	// same arrivals, and an arm that reads no header telling them apart.
+	SameAs        string `json:",omitempty"`
 	N, OK, Errors int
 	// Unanswered counts requests without a first token when the run was
 	// cut; their TTFT enters the percentiles as the time they waited (a
