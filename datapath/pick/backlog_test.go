@@ -114,29 +114,33 @@ func TestBacklogShareWeighsByBacklog(t *testing.T) {
 	}
 }
 
-// A request no candidate holds is placed by the whole charged backlog,
-// whatever share was learned: an engine just sent a cold prefill is passed
-// over for an idle one even where that prefill delays no newcomer.
-func TestCheapestRotatingSpreadsByChargedBacklog(t *testing.T) {
+// A request no candidate holds goes where it waits least. Engine a was
+// just sent a cold prefill (charged, one in flight); engine b runs four
+// requests. Where the backlog delays a newcomer (the prior share) a is
+// passed over; where prefills run side by side (a learned share of 0) the
+// prefill a is computing delays nothing, and b's larger batch, which
+// stretches a long prefill, makes b the dearer one.
+func TestCheapestRotatingPlacesByWait(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	for _, tc := range []struct {
 		name  string
 		share float64
+		want  string
 	}{
-		{"prior", 1},
-		{"learned side by side", 0},
+		{"prior", 1, "b"},
+		{"learned side by side", 0, "a"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := NewCosts(CostModel{LearnRate: 1})
 			s.Observe("a", Estimate{Prefill: 10 * time.Millisecond, Charged: time.Second}, 10*time.Millisecond+time.Duration(tc.share*float64(time.Second)))
 			s.Charge("a", t0, 1710)
-			cands := []Candidate{{ID: "a"}, {ID: "b", Index: 1}}
+			cands := []Candidate{{ID: "a", Load: 1}, {ID: "b", Index: 1, Engine: EngineLoad{Valid: true, Running: 4}}}
 			f := &Facts{Now: t0}
 			prices := s.Price(f, cands, 1710, nil)
 			var cur atomic.Uint64
 			for range 4 {
-				if i := CheapestRotating(prices, cands, 0, &cur); cands[i].ID != "b" {
-					t.Fatalf("placed on %s (%+v), want the idle b", cands[i].ID, prices)
+				if i := CheapestRotating(prices, cands, 0, &cur); cands[i].ID != tc.want {
+					t.Fatalf("placed on %s (%+v), want %s", cands[i].ID, prices, tc.want)
 				}
 			}
 		})
