@@ -134,8 +134,9 @@ func (rt *Runtime) explainSingle(c *compiled, f *pick.Facts, e *spec.Explanation
 }
 
 // explainEstimates prices every candidate cold with the gateway's cost
-// model (nil without one): what the load rung compares for a request no
-// candidate holds.
+// model (nil without one): what the load rung compares, which for a
+// request no candidate holds is the placement total (the whole charged
+// backlog, pick.Estimate.PlacementTotal).
 func explainEstimates(costs *pick.Costs, f *pick.Facts, cands []pick.Candidate) []spec.CandidateEstimate {
 	if costs == nil {
 		return nil
@@ -145,7 +146,7 @@ func explainEstimates(costs *pick.Costs, f *pick.Facts, cands []pick.Candidate) 
 	out := make([]spec.CandidateEstimate, len(cands))
 	for i := range cands {
 		e := costs.Estimate(&cands[i], f.Now, tokens, 0)
-		out[i] = spec.CandidateEstimate{ID: cands[i].ID, EstimateMs: ms(e.Total()), QueueMs: ms(e.Queue),
+		out[i] = spec.CandidateEstimate{ID: cands[i].ID, EstimateMs: ms(e.PlacementTotal()), QueueMs: ms(e.Queue),
 			BacklogMs: ms(e.Backlog), ChargedMs: ms(e.Charged), PrefillMs: ms(e.Prefill), SaturationMs: ms(e.Saturation)}
 	}
 	return out

@@ -91,3 +91,20 @@ func (e *endpointCost) backlogWait(charged time.Duration) time.Duration {
 // BacklogShare reports endpoint id's learned backlog share
 // (DefaultBacklogShare before any sample).
 func (s *Costs) BacklogShare(id string) float64 { return s.endpoint(id).backlogShareNow() }
+
+// PlacementTotal is the estimate with the whole charged backlog in place
+// of its learned share: the cost the load rung compares when it places a
+// request that no candidate holds. Where such a request goes decides where
+// its prefix will be cached, so new prefixes are spread by the prefill
+// each engine was just sent even on an engine where that prefill delays
+// no newcomer: placed by the learned share alone on side-by-side engines
+// (llm-d-inference-sim), the shared-prefix warm-up's cold groups landed
+// unevenly and a run at 150 % lost part of its prefix on 21 of 144
+// requests (main's build next to it: 0; before, 15 and 19 against 1 and
+// 1). The prefill term keeps its batch slowdown, so between engines whose
+// charges are close the smaller batch wins. Cache-affinity choices (a
+// holder against a cold engine) compare Total, the wait the request
+// itself expects.
+func (e Estimate) PlacementTotal() time.Duration {
+	return max(e.Queue, e.Charged, e.Backlog) + e.Prefill + e.Saturation
+}

@@ -114,27 +114,34 @@ func TestBacklogShareWeighsByBacklog(t *testing.T) {
 	}
 }
 
-// A request no candidate holds goes where it waits least. Engine a was
-// just sent a cold prefill (charged, one in flight); engine b runs four
-// requests. Where the backlog delays a newcomer (the prior share) a is
-// passed over; where prefills run side by side (a learned share of 0) the
-// prefill a is computing delays nothing, and b's larger batch, which
-// stretches a long prefill, makes b the dearer one.
-func TestCheapestRotatingPlacesByWait(t *testing.T) {
+// A request no candidate holds is placed by the whole charged backlog,
+// whatever share was learned: an engine just sent a cold prefill is passed
+// over for an idle one even where that prefill delays no newcomer. Between
+// engines charged alike, the smaller batch wins: it stretches the prefill
+// less.
+func TestCheapestRotatingPlacement(t *testing.T) {
 	t0 := time.Unix(1000, 0)
+	run := func(n int) EngineLoad { return EngineLoad{Valid: true, Running: n} }
 	for _, tc := range []struct {
-		name  string
-		share float64
-		want  string
+		name    string
+		share   float64
+		chargeA bool
+		a, b    EngineLoad
+		want    string
 	}{
-		{"prior", 1, "b"},
-		{"learned side by side", 0, "a"},
+		{"prior", 1, true, EngineLoad{}, EngineLoad{}, "b"},
+		{"learned side by side", 0, true, EngineLoad{}, EngineLoad{}, "b"},
+		{"learned side by side, b's batch larger", 0, true, EngineLoad{}, run(4), "b"},
+		{"no charges: the smaller batch", 0, false, run(8), run(2), "b"},
+		{"no charges: the smaller batch, reversed", 0, false, run(2), run(8), "a"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := NewCosts(CostModel{LearnRate: 1})
 			s.Observe("a", Estimate{Prefill: 10 * time.Millisecond, Charged: time.Second}, 10*time.Millisecond+time.Duration(tc.share*float64(time.Second)))
-			s.Charge("a", t0, 1710)
-			cands := []Candidate{{ID: "a", Load: 1}, {ID: "b", Index: 1, Engine: EngineLoad{Valid: true, Running: 4}}}
+			if tc.chargeA {
+				s.Charge("a", t0, 1710)
+			}
+			cands := []Candidate{{ID: "a", Engine: tc.a}, {ID: "b", Index: 1, Engine: tc.b}}
 			f := &Facts{Now: t0}
 			prices := s.Price(f, cands, 1710, nil)
 			var cur atomic.Uint64
