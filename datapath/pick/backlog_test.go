@@ -114,11 +114,12 @@ func TestBacklogShareWeighsByBacklog(t *testing.T) {
 	}
 }
 
-// A request no candidate holds is placed by the whole charged backlog,
-// whatever share was learned: an engine just sent a cold prefill is passed
-// over for an idle one even where that prefill delays no newcomer. Between
-// engines charged alike, the smaller batch wins: it stretches the prefill
-// less.
+// A request no candidate holds is placed by at least half the charged
+// backlog, whatever share was learned: an engine just sent a cold prefill
+// is passed over for an idle one, or for one running a few more requests,
+// even where that prefill delays no newcomer; a batch larger by more than
+// half that prefill is worth loses to it. Between engines charged alike,
+// the smaller batch wins: it stretches the prefill less.
 func TestCheapestRotatingPlacement(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	run := func(n int) EngineLoad { return EngineLoad{Valid: true, Running: n} }
@@ -131,7 +132,9 @@ func TestCheapestRotatingPlacement(t *testing.T) {
 	}{
 		{"prior", 1, true, EngineLoad{}, EngineLoad{}, "b"},
 		{"learned side by side", 0, true, EngineLoad{}, EngineLoad{}, "b"},
-		{"learned side by side, b's batch larger", 0, true, EngineLoad{}, run(4), "b"},
+		{"learned side by side, b's batch a little larger", 0, true, EngineLoad{}, run(4), "b"},
+		{"learned side by side, b's batch much larger", 0, true, EngineLoad{}, run(12), "a"},
+		{"prior, b's batch much larger", 1, true, EngineLoad{}, run(12), "b"},
 		{"no charges: the smaller batch", 0, false, run(8), run(2), "b"},
 		{"no charges: the smaller batch, reversed", 0, false, run(2), run(8), "a"},
 	} {
