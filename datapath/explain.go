@@ -135,8 +135,8 @@ func (rt *Runtime) explainSingle(c *compiled, f *pick.Facts, e *spec.Explanation
 
 // explainEstimates prices every candidate cold with the gateway's cost
 // model (nil without one): what the load rung compares, which for a
-// request no candidate holds is the placement total (the whole charged
-// backlog, pick.Estimate.PlacementTotal).
+// request no candidate holds is the placement total (at least half the
+// charged backlog, pick.Estimate.PlacementTotal).
 func explainEstimates(costs *pick.Costs, f *pick.Facts, cands []pick.Candidate) []spec.CandidateEstimate {
 	if costs == nil {
 		return nil

@@ -18,8 +18,10 @@ import (
 // diversion goes to the cheapest candidate, not the least loaded.
 func TestKVExactCostPick(t *testing.T) {
 	// 64 tokens = 16 blocks of 4 (fakeIndex); 10 ms per uncached token, no
-	// overhead; a batch of 2, 100 ms per queued request (50 ms per running).
-	cost := &pick.CostModel{PerToken: 10 * time.Millisecond, Overhead: -1, PerRequest: 100 * time.Millisecond, Window: 2}
+	// overhead; a batch of 2, 100 ms per queued request (50 ms per running);
+	// no batch slowdown, so the figures below are the trade alone (the
+	// slowdown's own table is pick's).
+	cost := &pick.CostModel{PerToken: 10 * time.Millisecond, Overhead: -1, PerRequest: 100 * time.Millisecond, Window: 2, BatchSlowdown: -1}
 	all := map[string]string{"a": "", "b": "", "c": ""}
 	tokens := make([]uint32, 64)
 	for _, tc := range []struct {

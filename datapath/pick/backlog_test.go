@@ -114,29 +114,43 @@ func TestBacklogShareWeighsByBacklog(t *testing.T) {
 	}
 }
 
-// A request no candidate holds is placed by the whole charged backlog,
-// whatever share was learned: an engine just sent a cold prefill is passed
-// over for an idle one even where that prefill delays no newcomer.
-func TestCheapestRotatingSpreadsByChargedBacklog(t *testing.T) {
+// A request no candidate holds is placed by at least half the charged
+// backlog, whatever share was learned: an engine just sent a cold prefill
+// is passed over for an idle one, or for one running a few more requests,
+// even where that prefill delays no newcomer; a batch larger by more than
+// half that prefill is worth loses to it. Between engines charged alike,
+// the smaller batch wins: it stretches the prefill less.
+func TestCheapestRotatingPlacement(t *testing.T) {
 	t0 := time.Unix(1000, 0)
+	run := func(n int) EngineLoad { return EngineLoad{Valid: true, Running: n} }
 	for _, tc := range []struct {
-		name  string
-		share float64
+		name    string
+		share   float64
+		chargeA bool
+		a, b    EngineLoad
+		want    string
 	}{
-		{"prior", 1},
-		{"learned side by side", 0},
+		{"prior", 1, true, EngineLoad{}, EngineLoad{}, "b"},
+		{"learned side by side", 0, true, EngineLoad{}, EngineLoad{}, "b"},
+		{"learned side by side, b's batch a little larger", 0, true, EngineLoad{}, run(4), "b"},
+		{"learned side by side, b's batch much larger", 0, true, EngineLoad{}, run(12), "a"},
+		{"prior, b's batch much larger", 1, true, EngineLoad{}, run(12), "b"},
+		{"no charges: the smaller batch", 0, false, run(8), run(2), "b"},
+		{"no charges: the smaller batch, reversed", 0, false, run(2), run(8), "a"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := NewCosts(CostModel{LearnRate: 1})
 			s.Observe("a", Estimate{Prefill: 10 * time.Millisecond, Charged: time.Second}, 10*time.Millisecond+time.Duration(tc.share*float64(time.Second)))
-			s.Charge("a", t0, 1710)
-			cands := []Candidate{{ID: "a"}, {ID: "b", Index: 1}}
+			if tc.chargeA {
+				s.Charge("a", t0, 1710)
+			}
+			cands := []Candidate{{ID: "a", Engine: tc.a}, {ID: "b", Index: 1, Engine: tc.b}}
 			f := &Facts{Now: t0}
 			prices := s.Price(f, cands, 1710, nil)
 			var cur atomic.Uint64
 			for range 4 {
-				if i := CheapestRotating(prices, cands, 0, &cur); cands[i].ID != "b" {
-					t.Fatalf("placed on %s (%+v), want the idle b", cands[i].ID, prices)
+				if i := CheapestRotating(prices, cands, 0, &cur); cands[i].ID != tc.want {
+					t.Fatalf("placed on %s (%+v), want %s", cands[i].ID, prices, tc.want)
 				}
 			}
 		})

@@ -19,7 +19,7 @@ import (
 // The estimate of candidate c for a prompt of P tokens of which c holds H:
 //
 //	queue(c)   = Running × PerRequest / Window + Waiting × PerRequest
-//	prefill(c) = Overhead + (P − H) × PerToken
+//	prefill(c) = (Overhead + (P − H) × PerToken) × (1 + BatchSlowdown × Running / Window)
 //	estimate   = queue(c) + prefill(c)
 //
 // Costs adds the per-endpoint terms only a running gateway knows (the
@@ -30,7 +30,14 @@ import (
 // gateway's in-flight count: the first Window requests run in the engine's
 // batch, the rest wait. A running request costs a newcomer a share of each
 // step (PerRequest/Window); a waiting one holds it back by about the time a
-// batch slot takes to free (PerRequest).
+// batch slot takes to free (PerRequest). The running batch also slows the
+// request's own prefill: every step of it is shared with the running
+// sequences, so a long prefill beside a full batch takes up to
+// 1 + BatchSlowdown times as long (llm-d-inference-sim and test/enginesim
+// both model this as their time factor under load). That term grows with
+// the prompt, which the queue term does not: a cold 1,700-token prompt
+// beside 15 running requests waits about 0.4 s more than beside 3, while a
+// follow-up turn that hits its cache barely notices the batch.
 
 // Defaults of CostModel: priors from the engine profile the simulator
 // models (llm-d-inference-sim's "8B on H100, balanced", test/enginesim's
@@ -47,6 +54,9 @@ const (
 	// prefill of a 4,000-token prompt, so a nearly full engine keeps a long
 	// cache hit but loses short and cold requests to engines with room.
 	DefaultCostSaturation = time.Second
+	// DefaultCostBatchSlowdown is the prefill slowdown beside a full batch:
+	// the profile's time factor 2.0 under full load, less one.
+	DefaultCostBatchSlowdown = 1.0
 	// DefaultCostLearnRate weighs each observation a tenth: an endpoint's
 	// costs follow a change over a few dozen requests.
 	DefaultCostLearnRate = 0.1
@@ -60,6 +70,10 @@ type CostModel struct {
 	PerRequest time.Duration `yaml:"kv-cost-per-request"` // wait behind one queued request
 	Window     int           `yaml:"kv-cost-window"`      // requests an engine runs at once (its batch)
 	Saturation time.Duration `yaml:"kv-cost-saturation"`  // penalty of a full KV cache (none up to SaturationFrom in use)
+	// BatchSlowdown is how much longer a prefill takes beside a full
+	// running batch than on an idle engine (0.5: half again as long),
+	// linear in the batch in between; negative: none.
+	BatchSlowdown float64 `yaml:"kv-cost-batch-slowdown"`
 	// LearnRate is how far one observed time to first token moves an
 	// endpoint's learned per-token and per-request costs toward what it
 	// implies (Costs.Observe), and the discount of older samples in its
@@ -71,11 +85,11 @@ type CostModel struct {
 func DefaultCostModel() CostModel {
 	return CostModel{PerToken: DefaultCostPerToken, Overhead: DefaultCostOverhead,
 		PerRequest: DefaultCostPerRequest, Window: DefaultCostWindow, Saturation: DefaultCostSaturation,
-		LearnRate: DefaultCostLearnRate}
+		BatchSlowdown: DefaultCostBatchSlowdown, LearnRate: DefaultCostLearnRate}
 }
 
 // withDefaults fills zero fields. It is idempotent: a negative Overhead,
-// Saturation or LearnRate ("none") stays negative, and the terms read it
+// Saturation, BatchSlowdown or LearnRate ("none") stays negative, and the terms read it
 // as zero, so a filled model can be filled again (every method fills its
 // receiver) without "none" turning into the default.
 func (m CostModel) withDefaults() CostModel {
@@ -94,6 +108,9 @@ func (m CostModel) withDefaults() CostModel {
 	}
 	if m.Saturation == 0 {
 		m.Saturation = d.Saturation
+	}
+	if m.BatchSlowdown == 0 {
+		m.BatchSlowdown = d.BatchSlowdown
 	}
 	if m.LearnRate == 0 {
 		m.LearnRate = d.LearnRate
@@ -184,10 +201,27 @@ func (m CostModel) Prefill(tokens, cached int) time.Duration {
 	return max(m.Overhead, 0) + time.Duration(max(tokens-min(cached, tokens), 0))*m.PerToken
 }
 
+// Slowdown is the factor the running batch of q stretches a prefill by:
+// 1 + BatchSlowdown × running / Window, the running batch capped at the
+// window (NaN or negative BatchSlowdown: 1).
+func (m CostModel) Slowdown(q QueueState) float64 {
+	m = m.withDefaults()
+	running, _ := m.split(q)
+	if !(m.BatchSlowdown > 0) {
+		return 1
+	}
+	return 1 + m.BatchSlowdown*float64(min(running, m.Window))/float64(m.Window)
+}
+
+// stretch is d × f, rounded.
+func stretch(d time.Duration, f float64) time.Duration {
+	return time.Duration(math.Round(float64(d) * f))
+}
+
 // Estimate is the estimated time to first token on a candidate with queue
 // q holding cached of the prompt's tokens.
 func (m CostModel) Estimate(q QueueState, tokens, cached int) time.Duration {
-	return m.Queue(q) + m.Prefill(tokens, cached)
+	return m.Queue(q) + stretch(m.Prefill(tokens, cached), m.Slowdown(q))
 }
 
 // Cheapest returns the index of the least estimate in est (not empty); ties

@@ -8,6 +8,8 @@ import (
 func TestCostModelEstimate(t *testing.T) {
 	ms := time.Millisecond
 	m := DefaultCostModel()
+	// slow is a prefill of d beside running of the default window's 16.
+	slow := func(d time.Duration, running int) time.Duration { return d * time.Duration(16+running) / 16 }
 	for _, tc := range []struct {
 		name           string
 		m              CostModel
@@ -18,17 +20,19 @@ func TestCostModelEstimate(t *testing.T) {
 		{"idle cold", m, QueueState{}, 2200, 0, 30*ms + 2200*250*time.Microsecond},
 		{"idle full hit but last block", m, QueueState{}, 2200, 2192, 30*ms + 8*250*time.Microsecond},
 		{"cached beyond prompt clamps", m, QueueState{}, 100, 500, 30 * ms},
-		{"running in the batch cost a share", m, QueueState{InFlight: 8}, 0, 0, 30*ms + 8*100*ms/16},
-		{"window full", m, QueueState{InFlight: 16}, 0, 0, 30*ms + 100*ms},
-		{"queued beyond the window cost a slot each", m, QueueState{InFlight: 20}, 0, 0, 30*ms + 100*ms + 4*100*ms},
-		{"engine counts replace in-flight when they see more", m, QueueState{InFlight: 2, EngineValid: true, Running: 4, Waiting: 1}, 0, 0, 30*ms + 4*100*ms/16 + 100*ms},
-		{"engine queue built by others counts in full", m, QueueState{InFlight: 0, EngineValid: true, Running: 16, Waiting: 30}, 0, 0, 30*ms + 100*ms + 30*100*ms},
-		{"requests sent since the scrape join a batch with room", m, QueueState{InFlight: 6, EngineValid: true, Running: 2}, 0, 0, 30*ms + 6*100*ms/16},
-		{"requests sent since the scrape overflow the window into the queue", m, QueueState{InFlight: 20, EngineValid: true, Running: 14}, 0, 0, 30*ms + 100*ms + 4*100*ms},
-		{"requests sent since the scrape queue behind an engine queue", m, QueueState{InFlight: 40, EngineValid: true, Running: 4, Waiting: 1}, 0, 0, 30*ms + 4*100*ms/16 + 36*100*ms},
-		{"zero model takes the defaults", CostModel{}, QueueState{InFlight: 20}, 1000, 200, 30*ms + 100*ms + 4*100*ms + 800*250*time.Microsecond},
+		{"running in the batch cost a share and stretch the prefill", m, QueueState{InFlight: 8}, 0, 0, slow(30*ms, 8) + 8*100*ms/16},
+		{"window full", m, QueueState{InFlight: 16}, 0, 0, 2*30*ms + 100*ms},
+		{"a long prefill beside a full batch takes twice as long", m, QueueState{InFlight: 16}, 1710, 0, 2*(30*ms+1710*250*time.Microsecond) + 100*ms},
+		{"queued beyond the window cost a slot each", m, QueueState{InFlight: 20}, 0, 0, 2*30*ms + 100*ms + 4*100*ms},
+		{"engine counts replace in-flight when they see more", m, QueueState{InFlight: 2, EngineValid: true, Running: 4, Waiting: 1}, 0, 0, slow(30*ms, 4) + 4*100*ms/16 + 100*ms},
+		{"engine queue built by others counts in full", m, QueueState{InFlight: 0, EngineValid: true, Running: 16, Waiting: 30}, 0, 0, 2*30*ms + 100*ms + 30*100*ms},
+		{"requests sent since the scrape join a batch with room", m, QueueState{InFlight: 6, EngineValid: true, Running: 2}, 0, 0, slow(30*ms, 6) + 6*100*ms/16},
+		{"requests sent since the scrape overflow the window into the queue", m, QueueState{InFlight: 20, EngineValid: true, Running: 14}, 0, 0, 2*30*ms + 100*ms + 4*100*ms},
+		{"requests sent since the scrape queue behind an engine queue", m, QueueState{InFlight: 40, EngineValid: true, Running: 4, Waiting: 1}, 0, 0, slow(30*ms, 4) + 4*100*ms/16 + 36*100*ms},
+		{"zero model takes the defaults", CostModel{}, QueueState{InFlight: 20}, 1000, 200, 100*ms + 4*100*ms + 2*(30*ms+800*250*time.Microsecond)},
 		{"negative overhead is none", CostModel{Overhead: -1}, QueueState{}, 4, 0, time.Millisecond},
-		{"custom window and per-request", CostModel{PerRequest: 50 * ms, Window: 2, PerToken: time.Millisecond}, QueueState{InFlight: 3}, 10, 4, 30*ms + 50*ms + 50*ms + 6*ms},
+		{"negative batch slowdown is none", CostModel{BatchSlowdown: -1}, QueueState{InFlight: 16}, 1710, 0, 30*ms + 1710*250*time.Microsecond + 100*ms},
+		{"custom window and per-request", CostModel{PerRequest: 50 * ms, Window: 2, PerToken: time.Millisecond, BatchSlowdown: 0.5}, QueueState{InFlight: 3}, 10, 4, 50*ms + 50*ms + (30*ms+6*ms)*3/2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.m.Estimate(tc.q, tc.tokens, tc.cached); got != tc.want {

@@ -106,12 +106,15 @@ type Estimate struct {
 	// yet (Charged) adds: Charged × the endpoint's learned backlog share.
 	Backlog    time.Duration
 	Charged    time.Duration // the backlog clock's unexpired prefill
-	Prefill    time.Duration // this request's own uncached prefill (with the start overhead)
+	Prefill    time.Duration // this request's own uncached prefill (with the start overhead), stretched by the running batch
 	Saturation time.Duration // KV cache pressure
 	// QueueUnits and Uncached are the inputs Observe learns from: the
 	// queue in PerRequest units and the prompt tokens not cached.
 	QueueUnits float64
 	Uncached   int
+	// Slowdown is the factor Prefill carries for the running batch
+	// (CostModel.Slowdown; 0 in a hand-made estimate reads as 1).
+	Slowdown float64
 }
 
 // Total is the estimate: the wait ahead (the larger of the queue and the
@@ -126,18 +129,21 @@ func (e Estimate) Total() time.Duration { return max(e.Queue, e.Backlog) + e.Pre
 // Estimate prices candidate c at now for a prompt of tokens tokens of
 // which cached are in c's cache: queue (QueueOf: the engine's counts when
 // fresh, else in flight) + the prefill backlog this gateway charged to c +
-// the uncached prefill + the KV saturation penalty.
+// the uncached prefill, stretched by c's running batch + the KV saturation
+// penalty.
 func (s *Costs) Estimate(c *Candidate, now time.Time, tokens, cached int) Estimate {
 	e := s.endpoint(c.ID)
 	m := s.modelOf(e)
 	q := QueueOf(c)
 	uncached := max(tokens-min(cached, tokens), 0)
+	slow := m.Slowdown(q)
 	est := Estimate{
 		Queue:      m.Queue(q),
-		Prefill:    m.Prefill(tokens, cached),
+		Prefill:    stretch(m.Prefill(tokens, cached), slow),
 		Saturation: m.SaturationPenalty(c.Engine),
 		QueueUnits: m.queueUnits(q),
 		Uncached:   uncached,
+		Slowdown:   slow,
 	}
 	if left := e.busyUntil.Load() - now.UnixNano(); left > 0 {
 		est.Charged = time.Duration(left)
@@ -211,19 +217,20 @@ func (s *Costs) Observe(id string, est Estimate, ttft time.Duration) {
 		s.endpoint(id).learnBacklogShare(waited, est.Charged, rate)
 		return
 	}
-	if est.Backlog > 0 {
-		return
-	}
 	e := s.endpoint(id)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	a, p := float64(e.perToken.Load()), float64(e.perRequest.Load())
-	u, q := float64(est.Uncached), est.QueueUnits
+	slow := est.Slowdown
+	if !(slow >= 1) {
+		slow = 1
+	}
+	u, q := float64(est.Uncached)*slow, est.QueueUnits
 	pre, que := u*a, q*p
 	if pre+que <= 0 {
 		return // nothing learnable: a full hit on an idle engine
 	}
-	err := float64(ttft) - float64(max(s.m.Overhead, 0)) - pre - que
+	err := float64(ttft) - float64(max(s.m.Overhead, 0))*slow - pre - que
 	if u > 0 {
 		a = bounded(a+rate*err*(pre/(pre+que))/u, float64(s.m.PerToken))
 		e.perToken.Store(int64(a))

@@ -89,7 +89,11 @@ func TestCostsLearn(t *testing.T) {
 		{"bounded above", Estimate{Uncached: 100}, time.Minute, 200, LearnBound * m.PerToken, m.PerRequest, 0, 0},
 		{"bounded below", Estimate{Uncached: 2000}, time.Millisecond, 200, m.PerToken / LearnBound, m.PerRequest, 0, 0},
 		{"nothing learnable", Estimate{}, time.Second, 10, m.PerToken, m.PerRequest, 0, 0},
-		{"a backlog ahead teaches nothing", Estimate{Uncached: 2000, Backlog: time.Millisecond}, time.Second, 10, m.PerToken, m.PerRequest, 0, 0},
+		{"a charged backlog ahead teaches only its share", Estimate{Uncached: 2000, Charged: time.Millisecond, Backlog: time.Millisecond}, time.Second, 10, m.PerToken, m.PerRequest, 0, 0},
+		// A cold 2,000-token prompt beside a full batch that takes twice
+		// the idle prefill, as the slowdown predicted: the per-token cost
+		// stays.
+		{"a prefill stretched as predicted", Estimate{Uncached: 2000, Slowdown: 2}, 2 * (30*time.Millisecond + 500*time.Millisecond), 200, m.PerToken, m.PerRequest, time.Microsecond, 0},
 		{"saturated teaches nothing", Estimate{Uncached: 2000, Saturation: time.Millisecond}, time.Second, 10, m.PerToken, m.PerRequest, 0, 0},
 		{"no observation", Estimate{Uncached: 2000}, 0, 10, m.PerToken, m.PerRequest, 0, 0},
 	} {
