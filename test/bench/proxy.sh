@@ -57,6 +57,8 @@ HOLD_STREAMS=${HOLD_STREAMS:-10000}
 HOLD_TOKENS=${HOLD_TOKENS:-20}
 HOLD_DELAY=${HOLD_DELAY:-1s}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=nginxconf.sh
+. "$ROOT/test/bench/nginxconf.sh"
 RESULTS=${RESULTS:-$ROOT/test/bench/results/$(date -u +%Y%m%dT%H%M%SZ)}
 export PATH=/usr/local/go/bin:/usr/sbin:$PATH
 
@@ -169,25 +171,7 @@ YAML
 start_nginx() {
   mkdir -p "$TMP/nginx/logs"
   local f=$RESULTS/nginx.conf ph
-  cat >"$f" <<CONF
-worker_processes auto;
-worker_rlimit_nofile $NOFILE;
-pid $TMP/nginx/nginx.pid;
-error_log $TMP/nginx/logs/error.log warn;
-daemon off;
-events { worker_connections 32768; }
-http {
-  access_log off;
-  client_body_temp_path $TMP/nginx/body;
-  proxy_temp_path $TMP/nginx/proxy;
-  fastcgi_temp_path $TMP/nginx/fastcgi;
-  uwsgi_temp_path $TMP/nginx/uwsgi;
-  scgi_temp_path $TMP/nginx/scgi;
-  proxy_http_version 1.1;
-  proxy_set_header Connection "";
-  proxy_buffering off;
-  proxy_read_timeout 120s;
-CONF
+  nginx_conf_head "$TMP" "$NOFILE" >"$f"
   for ph in 0 1 2; do
     cat >>"$f" <<CONF
   upstream engine$ph { server $(upstream $ph); keepalive 128; }

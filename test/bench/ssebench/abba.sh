@@ -18,6 +18,8 @@ NEW=$1 BASE=$2 ROUNDS=${3:-2}
 IP=${IP:-127.0.0.1} PORT0=${PORT0:-19000}
 STREAMS=${STREAMS:-1000} TOKENS=${TOKENS:-100} DELAY=${DELAY:-20ms}
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
+# shellcheck source=../nginxconf.sh
+. "$ROOT/test/bench/nginxconf.sh"
 TMP=$(mktemp -d)
 PIDS=()
 cleanup() {
@@ -48,28 +50,13 @@ start() { # NAME → pid in SPID
   local a; a=$(addr "$1")
   if [[ $1 == nginx ]]; then
     mkdir -p "$TMP/nginx/logs"
-    cat >"$TMP/nginx.conf" <<CONF
-worker_processes auto;
-worker_rlimit_nofile 65536;
-pid $TMP/nginx/nginx.pid;
-error_log $TMP/nginx/logs/error.log warn;
-daemon off;
-events { worker_connections 32768; }
-http {
-  access_log off;
-  client_body_temp_path $TMP/nginx/body;
-  proxy_temp_path $TMP/nginx/proxy;
-  fastcgi_temp_path $TMP/nginx/fastcgi;
-  uwsgi_temp_path $TMP/nginx/uwsgi;
-  scgi_temp_path $TMP/nginx/scgi;
-  proxy_http_version 1.1;
-  proxy_set_header Connection "";
-  proxy_buffering off;
-  proxy_read_timeout 120s;
+    { nginx_conf_head "$TMP" 65536
+      cat <<CONF
   upstream engine { server $ENGINE; keepalive 128; }
   server { listen $a; location / { proxy_pass http://engine; } }
 }
 CONF
+    } >"$TMP/nginx.conf"
     nginx -c "$TMP/nginx.conf" -p "$TMP/nginx" >"$TMP/nginx.log" 2>&1 &
   else
     cat >"$TMP/$1.yaml" <<YAML
