@@ -909,6 +909,8 @@ func TestChargedEndpoint(t *testing.T) {
 	}
 	refused := pd.LegResult{Phase: pd.PhasePrefill, Endpoint: spec.Endpoint{ID: "p1"}, Status: 400}
 	cancelled := pd.LegResult{Phase: pd.PhaseDecode, Endpoint: spec.Endpoint{ID: "d1"}, Cancelled: true}
+	prefillGone := pd.LegResult{Phase: pd.PhasePrefill, Endpoint: spec.Endpoint{ID: "p1"}, Cancelled: true}
+	prefillGone2 := pd.LegResult{Phase: pd.PhasePrefill, Endpoint: spec.Endpoint{ID: "p2"}, Cancelled: true}
 	const chosen = 2 // d1
 	for _, tc := range []struct {
 		name   string
@@ -924,6 +926,11 @@ func TestChargedEndpoint(t *testing.T) {
 		{"sglang pair retried, second prefill failed", []pd.LegResult{leg(pd.PhasePrefill, "p1"), cancelled, leg(pd.PhasePrefill, "p2"), cancelled}, pd.PhasePrefill, 1},
 		{"sglang prefill refused after the decode answered", []pd.LegResult{refused, leg(pd.PhaseDecode, "d1")}, pd.PhasePrefill, 2},
 		{"decode cancelled with the client gone", []pd.LegResult{leg(pd.PhasePrefill, "p1"), cancelled}, pd.PhaseDecode, 2},
+		// vLLM and TensorRT-LLM send no decode before their prefill ends:
+		// a client that leaves during the prefill cancels only the prefill,
+		// which is the engine the request reached.
+		{"prefill cancelled with the client gone", []pd.LegResult{prefillGone}, pd.PhasePrefill, 0},
+		{"prefill retried elsewhere, then the client left", []pd.LegResult{leg(pd.PhasePrefill, "p1"), prefillGone2}, pd.PhasePrefill, 1},
 		{"no leg", nil, "", chosen},
 		{"decode unknown to the rule", []pd.LegResult{leg(pd.PhasePrefill, "p1"), leg(pd.PhaseDecode, "gone")}, "", chosen},
 	} {
