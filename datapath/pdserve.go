@@ -396,14 +396,18 @@ func (c *compiled) chargedEndpoint(o *pd.Outcome, di int) int {
 	return di
 }
 
-// cancelledBySibling reports whether decode leg l did not answer for the
-// request: the gateway cancelled it before it produced a status, and the
-// failure that decided the answer was the prefill's. SGLang sends both
-// legs at once, so a prefill that refuses (4xx relayed) or fails cancels a
-// decode that was already in flight; charging that decode would bill an
-// engine for an answer it never gave.
+// cancelledBySibling reports whether l is a decode leg that did not answer
+// for the request: the gateway cancelled it before it produced a status,
+// and the failure that decided the answer was the prefill's. SGLang sends
+// both legs at once, so a prefill that refuses (4xx relayed) or fails
+// cancels a decode that was already in flight; charging that decode would
+// bill an engine for an answer it never gave. A leg the client's leaving
+// cancelled was not cancelled by its sibling (MoRI-IO's decode, sent beside
+// its prefill, is charged as before), and a prefill leg is never skipped:
+// one cancelled because the client left (vLLM, TensorRT-LLM: no decode
+// sent yet) is the engine the request reached.
 func cancelledBySibling(o *pd.Outcome, l *pd.LegResult) bool {
-	return l.Cancelled && l.Status == 0 && o.FailedPhase == pd.PhasePrefill
+	return l.Phase == pd.PhaseDecode && l.Cancelled && l.Status == 0 && o.FailedPhase == pd.PhasePrefill && !o.ClientGone
 }
 
 // feedLegs counts every leg and feeds the endpoint breakers: a connect

@@ -909,25 +909,38 @@ func TestChargedEndpoint(t *testing.T) {
 	}
 	refused := pd.LegResult{Phase: pd.PhasePrefill, Endpoint: spec.Endpoint{ID: "p1"}, Status: 400}
 	cancelled := pd.LegResult{Phase: pd.PhaseDecode, Endpoint: spec.Endpoint{ID: "d1"}, Cancelled: true}
+	prefillGone := pd.LegResult{Phase: pd.PhasePrefill, Endpoint: spec.Endpoint{ID: "p1"}, Cancelled: true}
+	prefillGone2 := pd.LegResult{Phase: pd.PhasePrefill, Endpoint: spec.Endpoint{ID: "p2"}, Cancelled: true}
 	const chosen = 2 // d1
 	for _, tc := range []struct {
 		name   string
 		legs   []pd.LegResult
 		failed pd.Phase
 		want   int
+		gone   bool // the client left (clientGone)
 	}{
-		{"both legs", []pd.LegResult{leg(pd.PhasePrefill, "p1"), leg(pd.PhaseDecode, "d1")}, "", 2},
-		{"decode failover", []pd.LegResult{leg(pd.PhasePrefill, "p1"), leg(pd.PhaseDecode, "d1"), leg(pd.PhaseDecode, "d2")}, "", 3},
-		{"handoff refused", []pd.LegResult{leg(pd.PhasePrefill, "p1")}, pd.PhasePrefill, 0},
-		{"prefill retried elsewhere, then refused", []pd.LegResult{leg(pd.PhasePrefill, "p1"), leg(pd.PhasePrefill, "p2")}, pd.PhasePrefill, 1},
-		{"sglang prefill refused, decode cancelled", []pd.LegResult{refused, cancelled}, pd.PhasePrefill, 0},
-		{"sglang pair retried, second prefill failed", []pd.LegResult{leg(pd.PhasePrefill, "p1"), cancelled, leg(pd.PhasePrefill, "p2"), cancelled}, pd.PhasePrefill, 1},
-		{"sglang prefill refused after the decode answered", []pd.LegResult{refused, leg(pd.PhaseDecode, "d1")}, pd.PhasePrefill, 2},
-		{"decode cancelled with the client gone", []pd.LegResult{leg(pd.PhasePrefill, "p1"), cancelled}, pd.PhaseDecode, 2},
-		{"no leg", nil, "", chosen},
-		{"decode unknown to the rule", []pd.LegResult{leg(pd.PhasePrefill, "p1"), leg(pd.PhaseDecode, "gone")}, "", chosen},
+		{"both legs", []pd.LegResult{leg(pd.PhasePrefill, "p1"), leg(pd.PhaseDecode, "d1")}, "", 2, false},
+		{"decode failover", []pd.LegResult{leg(pd.PhasePrefill, "p1"), leg(pd.PhaseDecode, "d1"), leg(pd.PhaseDecode, "d2")}, "", 3, false},
+		{"handoff refused", []pd.LegResult{leg(pd.PhasePrefill, "p1")}, pd.PhasePrefill, 0, false},
+		{"prefill retried elsewhere, then refused", []pd.LegResult{leg(pd.PhasePrefill, "p1"), leg(pd.PhasePrefill, "p2")}, pd.PhasePrefill, 1, false},
+		{"sglang prefill refused, decode cancelled", []pd.LegResult{refused, cancelled}, pd.PhasePrefill, 0, false},
+		{"sglang pair retried, second prefill failed", []pd.LegResult{leg(pd.PhasePrefill, "p1"), cancelled, leg(pd.PhasePrefill, "p2"), cancelled}, pd.PhasePrefill, 1, false},
+		{"sglang prefill refused after the decode answered", []pd.LegResult{refused, leg(pd.PhaseDecode, "d1")}, pd.PhasePrefill, 2, false},
+		{"decode cancelled with the client gone", []pd.LegResult{leg(pd.PhasePrefill, "p1"), cancelled}, pd.PhaseDecode, 2, true},
+		// vLLM and TensorRT-LLM send no decode before their prefill ends:
+		// a client that leaves during the prefill cancels only the prefill,
+		// which is the engine the request reached.
+		{"prefill cancelled with the client gone", []pd.LegResult{prefillGone}, pd.PhasePrefill, 0, true},
+		{"prefill retried elsewhere, then the client left", []pd.LegResult{leg(pd.PhasePrefill, "p1"), prefillGone2}, pd.PhasePrefill, 1, true},
+		// MoRI-IO sends its decode beside the prefill: a client that leaves
+		// during the prefill cancels both, and the decode it reached is
+		// charged as before; its sibling did not cancel it.
+		{"moriio: the client left during the concurrent prefill", []pd.LegResult{prefillGone, cancelled}, pd.PhasePrefill, 2, true},
+		{"no leg", nil, "", chosen, false},
+		{"decode unknown to the rule", []pd.LegResult{leg(pd.PhasePrefill, "p1"), leg(pd.PhaseDecode, "gone")}, "", chosen, false},
 	} {
-		if got := c.chargedEndpoint(&pd.Outcome{Legs: tc.legs, FailedPhase: tc.failed}, chosen); got != tc.want {
+		o := pd.Outcome{Legs: tc.legs, FailedPhase: tc.failed, ClientGone: tc.gone}
+		if got := c.chargedEndpoint(&o, chosen); got != tc.want {
 			t.Errorf("%s: charged %d, want %d", tc.name, got, tc.want)
 		}
 	}

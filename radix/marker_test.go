@@ -16,10 +16,12 @@ func indexMarkerBytes(b []byte) int {
 	return -1
 }
 
-// TestIndexMarker: every byte value at every position of a word and of the
-// tail, on plain text and on the bytes next to the marker range (0x19,
-// 0x20, and the same values with the top bit set, which UTF-8 text is full
-// of), agrees with the byte loop.
+// TestIndexMarker: every byte value at every position of a 32-byte block,
+// of a word and of the tail, on plain text and on the bytes next to the
+// marker range (0x19, 0x20, and the same values with the top bit set,
+// which UTF-8 text is full of), agrees with the byte loop. Lengths run past
+// two blocks and a word, so each of the scan's three loops, and the hand
+// over from one to the next, sees every byte value at every offset.
 func TestIndexMarker(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -32,15 +34,16 @@ func TestIndexMarker(t *testing.T) {
 		{"all ones", 0xff},
 		{"nul", 0},
 	} {
-		for n := 0; n <= 19; n++ {
+		for n := 0; n <= 2*32+8+7; n++ {
+			b := bytes.Repeat([]byte{tc.fill}, n)
 			for at := 0; at < n; at++ {
 				for c := 0; c < 256; c++ {
-					b := bytes.Repeat([]byte{tc.fill}, n)
 					b[at] = byte(c)
 					if got, want := indexMarker(b), indexMarkerBytes(b); got != want {
 						t.Fatalf("%s: len %d, byte %#x at %d: got %d, want %d", tc.name, n, c, at, got, want)
 					}
 				}
+				b[at] = tc.fill
 			}
 		}
 	}

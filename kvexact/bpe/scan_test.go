@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // scanCorpus is the parity corpus plus generated strings that stress the
@@ -116,6 +118,34 @@ func TestIsASCII(t *testing.T) {
 	for _, s := range cases {
 		if got, want := isASCII(s), slow(s); got != want {
 			t.Errorf("isASCII(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+// TestASCIIIsNFC holds the ASCII fast path's premise against the
+// normaliser in use: every ASCII byte, control characters included, alone
+// and next to every other (NFC composes pairs), is already in NFC, and
+// isASCII tells every byte value apart at every offset of its eight-byte
+// step and of the tail.
+func TestASCIIIsNFC(t *testing.T) {
+	for a := range 0x80 {
+		for b := range 0x80 {
+			s := string([]byte{byte(a), byte(b)})
+			if !norm.NFC.IsNormalString(s) || norm.NFC.String(s) != s {
+				t.Fatalf("%q is ASCII but not in NFC", s)
+			}
+		}
+	}
+	for n := 1; n <= 19; n++ {
+		b := []byte(strings.Repeat("a", n))
+		for at := range n {
+			for c := range 256 {
+				b[at] = byte(c)
+				if got, want := isASCII(string(b)), c < 0x80; got != want {
+					t.Fatalf("isASCII with %#x at %d of %d = %v, want %v", c, at, n, got, want)
+				}
+			}
+			b[at] = 'a'
 		}
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -130,5 +131,37 @@ func TestRampNext(t *testing.T) {
 		if more != tc.more || (more && next != tc.next) {
 			t.Errorf("%s: (%v, %v), want (%v, %v)", tc.name, next, more, tc.next, tc.more)
 		}
+	}
+}
+
+// TestTableSameRun: in a workload's table a reused round-robin row says so,
+// and the kv row's cpu/base is not computed against it: the CPU ratio
+// compares adjacent runs (cpuPairs), and the reused one ran beside another
+// workload's. Its TTFT ratios stay: every arm of a load runs in turn anyway.
+func TestTableSameRun(t *testing.T) {
+	var out strings.Builder
+	b := &bench{report: &out, baseArm: armRR}
+	rows := []*runSummary{
+		{Workload: "multi-turn-noid", Arm: armRR, Load: 0.7, N: 50, TTFT: pcts{1, 1, 1}, CPUPerReqMs: 1, SameAs: "multi-turn"},
+		{Workload: "multi-turn-noid", Arm: armKV, Load: 0.7, N: 50, TTFT: pcts{2, 2, 2}, CPUPerReqMs: 3},
+	}
+	b.table("multi-turn-noid", 10, rows)
+	var kv string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if strings.Contains(l, " "+armKV+" ") && strings.Contains(l, "|") && kv == "" {
+			kv = l // the table's row, not the first-sight line after it
+		}
+	}
+	if kv == "" {
+		t.Fatalf("no kv row in\n%s", out.String())
+	}
+	if !strings.HasSuffix(strings.TrimSpace(kv), "—") || strings.Contains(kv, "3.00×") {
+		t.Errorf("kv row's cpu/base against the reused rr row: %q", kv)
+	}
+	if !strings.Contains(kv, "2.00×") {
+		t.Errorf("kv row lost its TTFT ratio: %q", kv)
+	}
+	if !strings.Contains(out.String(), "the multi-turn run") {
+		t.Errorf("the reused rr row is not labelled:\n%s", out.String())
 	}
 }
