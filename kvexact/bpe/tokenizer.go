@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -701,10 +702,13 @@ func (t *Tokenizer) encodeSegment(dst []uint32, seg string) []uint32 {
 // prompts are ASCII: norm's own check walks them a byte at a time, which
 // was a fifth of encoding an uncached English segment.
 func isASCII(s string) bool {
+	// Eight bytes per step, as radix and jsonscan scan: binary.LittleEndian
+	// compiles to one load where unaligned loads are allowed and to byte
+	// loads where they are not (the bytes' order does not matter here).
+	b := unsafe.Slice(unsafe.StringData(s), len(s))
 	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		// An unaligned 8-byte load; the bytes' order does not matter.
-		if *(*uint64)(unsafe.Pointer(unsafe.StringData(s[i:])))&0x8080808080808080 != 0 {
+	for ; i+8 <= len(b); i += 8 {
+		if binary.LittleEndian.Uint64(b[i:])&0x8080808080808080 != 0 {
 			return false
 		}
 	}
