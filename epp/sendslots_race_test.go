@@ -41,33 +41,11 @@ func TestSendSlotsConcurrentStreams(t *testing.T) {
 		reqChunks = 3
 		rspChunks = 5 // with the request's, more answers than sendSlotCount
 	)
-	s, err := New(DefaultOptions(), streamIDPicker{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hlis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ctx, lis, hlis) }()
-	defer func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
-
+	addr, ctx := serveLoopback(t, DefaultOptions(), streamIDPicker{})
 	var wg sync.WaitGroup
 	errs := make(chan error, conns*streams)
 	for c := range conns {
-		cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,6 +69,35 @@ func TestSendSlotsConcurrentStreams(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+}
+
+// serveLoopback serves s's ext_proc on a loopback port until the test
+// ends, and returns the address and a context that ends with the test
+// (bounded, so a stuck stream fails instead of hanging).
+func serveLoopback(t *testing.T, opts Options, p Picker) (string, context.Context) {
+	t.Helper()
+	s, err := New(opts, p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hlis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, lis, hlis) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return lis.Addr().String(), ctx
 }
 
 // distinctExchange runs one request and response whose every chunk names
