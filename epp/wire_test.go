@@ -38,6 +38,12 @@ func TestDecodeHints(t *testing.T) {
 		{"ttft not a number", Headers{HeaderSLOTTFT: {"fast"}}, Hints{}, true},
 		{"ttft negative", Headers{HeaderSLOTTFT: {"-1"}}, Hints{}, true},
 		{"tpot absurd", Headers{HeaderSLOTTFT: {"1e300"}}, Hints{}, true},
+		// ParseFloat takes these; NaN compares false both ways and would
+		// become a large negative duration.
+		{"ttft NaN", Headers{HeaderSLOTTFT: {"NaN"}}, Hints{}, true},
+		{"tpot nan", Headers{HeaderSLOTPOT: {"nan"}}, Hints{}, true},
+		{"ttft infinite", Headers{HeaderSLOTTFT: {"+Inf"}}, Hints{}, true},
+		{"ttft hex float", Headers{HeaderSLOTTFT: {"0x1p4"}}, Hints{TTFT: 16 * time.Millisecond}, false},
 	}
 	for _, tc := range cases {
 		got, err := decodeHints(tc.h)
