@@ -17,8 +17,8 @@ func addEPPFlags(fl *pflag.FlagSet, opts *daemon.Options) {
 	fl.StringVar(&opts.EPP.RefusalReasonHeader, "epp-refusal-reason-header", opts.EPP.RefusalReasonHeader, "response header carrying the reason of a 429/503/413 the endpoint picker answers itself")
 	fl.DurationVar(&opts.EPP.DrainTimeout, "epp-drain-timeout", opts.EPP.DrainTimeout, "on shutdown, how long open ext_proc streams may finish before they are cut")
 	t := &opts.EPP.Transport
-	fl.Int32Var(&t.StreamWindow, "epp-stream-window", t.StreamWindow, "ext_proc gRPC per-stream receive window in bytes; with --epp-conn-window, fixes the windows (0 for both: gRPC's dynamic windows, probed by a ping per round trip)")
-	fl.Int32Var(&t.ConnWindow, "epp-conn-window", t.ConnWindow, "ext_proc gRPC per-connection receive window in bytes (see --epp-stream-window)")
+	fl.Int32Var(&t.StreamWindow, "epp-stream-window", t.StreamWindow, "ext_proc gRPC per-stream receive window in bytes, at least 65536; set with --epp-conn-window, they fix the windows (0 for both: gRPC's dynamic windows, probed by a ping per round trip; one alone is refused)")
+	fl.Int32Var(&t.ConnWindow, "epp-conn-window", t.ConnWindow, "ext_proc gRPC per-connection receive window in bytes, at least 65536 (see --epp-stream-window)")
 	fl.IntVar(&t.WriteBuffer, "epp-write-buffer", t.WriteBuffer, "ext_proc gRPC connection write buffer in bytes (0: gRPC's 32 KiB; negative: none)")
 	fl.IntVar(&t.ReadBuffer, "epp-read-buffer", t.ReadBuffer, "ext_proc gRPC connection read buffer in bytes (0: gRPC's 32 KiB; negative: none)")
 	fl.Uint32Var(&t.MaxConcurrentStreams, "epp-max-concurrent-streams", t.MaxConcurrentStreams, "streams one proxy connection may have open at once (0: no cap)")

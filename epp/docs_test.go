@@ -8,6 +8,7 @@ import (
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	headermutationv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/header_mutation/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
@@ -52,9 +53,34 @@ func TestDocsEnvoyConfig(t *testing.T) {
 	if err := bs.GetStaticResources().GetListeners()[0].GetFilterChains()[0].GetFilters()[0].GetTypedConfig().UnmarshalTo(&hcm); err != nil {
 		t.Fatal(err)
 	}
+	// A client's own copy of the destination header must be gone before
+	// ext_proc: when the EPP gives no pick (fail-open) it would otherwise
+	// match the picked route and steer the ORIGINAL_DST cluster to any
+	// address the client names.
 	var ep extprocfilterv3.ExternalProcessor
-	if err := hcm.GetHttpFilters()[0].GetTypedConfig().UnmarshalTo(&ep); err != nil {
-		t.Fatal(err)
+	stripped := false
+	for _, f := range hcm.GetHttpFilters() {
+		if f.GetTypedConfig().MessageIs(&ep) {
+			if err := f.GetTypedConfig().UnmarshalTo(&ep); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		var hm headermutationv3.HeaderMutation
+		if f.GetTypedConfig().MessageIs(&hm) {
+			if err := f.GetTypedConfig().UnmarshalTo(&hm); err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range hm.GetMutations().GetRequestMutations() {
+				stripped = stripped || m.GetRemove() == HeaderDestination
+			}
+		}
+	}
+	if ep.GetGrpcService() == nil {
+		t.Fatal("no ext_proc filter")
+	}
+	if !stripped {
+		t.Errorf("no filter before ext_proc removes a client's own %s", HeaderDestination)
 	}
 	for name, v := range map[string]interface{ ValidateAll() error }{"http_connection_manager": &hcm, "ext_proc": &ep} {
 		if err := v.ValidateAll(); err != nil {

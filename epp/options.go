@@ -56,10 +56,11 @@ type Options struct {
 // idle connections. Measured in docs/epp.md ("Transport").
 type Transport struct {
 	// StreamWindow is each stream's inbound flow-control window in bytes;
-	// ConnWindow is the connection's. Setting either fixes both (gRPC's
-	// dynamic windows, which grow by bandwidth-delay pings, are then off);
-	// 0 for both keeps the dynamic windows. gRPC ignores values below
-	// 64 KiB.
+	// ConnWindow is the connection's. Set both (gRPC's dynamic windows,
+	// which grow by bandwidth-delay pings, are then off) or neither (0 for
+	// both keeps the dynamic windows): gRPC fixes both when either is set,
+	// the other at 64 KiB, so Validate refuses one alone. gRPC ignores
+	// values below 64 KiB, and Validate refuses them.
 	StreamWindow int32 `yaml:"epp-stream-window"`
 	ConnWindow   int32 `yaml:"epp-conn-window"`
 	// WriteBuffer and ReadBuffer are the connection's buffers in bytes
@@ -152,6 +153,12 @@ func (t Transport) validate() error {
 		return fmt.Errorf("epp: stream_window: %d is below HTTP/2's %d (0: dynamic)", t.StreamWindow, minWindow)
 	case t.ConnWindow != 0 && t.ConnWindow < minWindow:
 		return fmt.Errorf("epp: conn_window: %d is below HTTP/2's %d (0: dynamic)", t.ConnWindow, minWindow)
+	// gRPC fixes both windows when either is set, leaving the other at
+	// 64 KiB: a 1 MiB stream window behind a 64 KiB connection window.
+	case t.StreamWindow != 0 && t.ConnWindow == 0:
+		return fmt.Errorf("epp: conn_window: 0 (dynamic) with stream_window %d would be fixed at 64 KiB: set both or neither", t.StreamWindow)
+	case t.ConnWindow != 0 && t.StreamWindow == 0:
+		return fmt.Errorf("epp: stream_window: 0 (dynamic) with conn_window %d would be fixed at 64 KiB: set both or neither", t.ConnWindow)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"time"
 
@@ -96,6 +97,16 @@ func (s *Server) Run(ctx context.Context) error {
 	return s.Serve(ctx, lis, hlis)
 }
 
+// maxRecvMsgSize lets one message carry a whole body of up to
+// maxBody bytes plus its framing: a proxy may send a body in one chunk, and
+// the EPP's answer to a body past its cap is a 413, not gRPC's
+// ResourceExhausted at its 4 MiB default (never lowered below that, so
+// large header maps still fit). gRPC reads a message as its frames arrive,
+// so the cap allocates nothing up front.
+func maxRecvMsgSize(maxBody int64) int {
+	return int(max(min(maxBody, math.MaxInt32-1<<20)+1<<20, 4<<20))
+}
+
 // Serve serves ext_proc on lis and health on hlis until ctx ends or either
 // server fails, then drains: health turns NOT_SERVING first so the gateway
 // stops routing here, open streams get DrainTimeout to finish, and both
@@ -108,6 +119,7 @@ func (s *Server) Serve(ctx context.Context, lis, hlis net.Listener) error {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime: 10 * time.Second, PermitWithoutStream: true,
 		}), grpc.NumStreamWorkers(uint32(s.opts.StreamWorkers)),
+		grpc.MaxRecvMsgSize(maxRecvMsgSize(s.opts.MaxBodyBytes)),
 		ServerCodec())...)
 	s.Register(g)
 	hg := grpc.NewServer()

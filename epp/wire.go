@@ -117,7 +117,9 @@ func decodeMillis(h Headers, name string) (time.Duration, error) {
 		return 0, nil
 	}
 	ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-	if err != nil || ms < 0 || ms > float64(24*time.Hour/time.Millisecond) {
+	// Written so NaN (which ParseFloat accepts and which compares false
+	// either way) is refused too: converted, it is a huge negative duration.
+	if err != nil || !(ms >= 0 && ms <= float64(24*time.Hour/time.Millisecond)) {
 		return 0, &Refusal{Status: 400, Reason: "invalid_" + strings.ReplaceAll(name, "-", "_")}
 	}
 	return time.Duration(ms * float64(time.Millisecond)), nil

@@ -38,6 +38,12 @@ func TestDecodeHints(t *testing.T) {
 		{"ttft not a number", Headers{HeaderSLOTTFT: {"fast"}}, Hints{}, true},
 		{"ttft negative", Headers{HeaderSLOTTFT: {"-1"}}, Hints{}, true},
 		{"tpot absurd", Headers{HeaderSLOTTFT: {"1e300"}}, Hints{}, true},
+		// ParseFloat takes these; NaN compares false both ways and would
+		// become a large negative duration.
+		{"ttft NaN", Headers{HeaderSLOTTFT: {"NaN"}}, Hints{}, true},
+		{"tpot nan", Headers{HeaderSLOTPOT: {"nan"}}, Hints{}, true},
+		{"ttft infinite", Headers{HeaderSLOTTFT: {"+Inf"}}, Hints{}, true},
+		{"ttft hex float", Headers{HeaderSLOTTFT: {"0x1p4"}}, Hints{TTFT: 16 * time.Millisecond}, false},
 	}
 	for _, tc := range cases {
 		got, err := decodeHints(tc.h)
@@ -117,6 +123,10 @@ func TestOptionsValidate(t *testing.T) {
 		{"subset namespace not UTF-8", func(o *Options) { o.SubsetNamespace = "\xff" }, "epp: subset_namespace"},
 		{"stream window below HTTP/2's", func(o *Options) { o.Transport.StreamWindow = 1024 }, "epp: stream_window"},
 		{"connection window below HTTP/2's", func(o *Options) { o.Transport.ConnWindow = 65534 }, "epp: conn_window"},
+		// gRPC fixes both windows when either is set, the unset one at 64 KiB.
+		{"only the stream window", func(o *Options) { o.Transport.ConnWindow = 0 }, "epp: conn_window"},
+		{"only the connection window", func(o *Options) { o.Transport.StreamWindow = 0 }, "epp: stream_window"},
+		{"both windows dynamic", func(o *Options) { o.Transport.StreamWindow, o.Transport.ConnWindow = 0, 0 }, ""},
 	}
 	for _, tc := range cases {
 		o := DefaultOptions()

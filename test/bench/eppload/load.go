@@ -85,7 +85,7 @@ func runCmd(args []string) error {
 	fs.StringVar(&c.tokenizer, "tokenizer", "kvexact/bpe/testdata/qwen3", "tokenizer directory of the started EPP and of the fake engines")
 	fs.IntVar(&c.proxyWindow, "proxy-window", 256<<20, "receive window the driver announces per stream and connection, fixed as Envoy's (0: gRPC-Go's dynamic windows and their pings)")
 	fs.StringVar(&c.jsonOut, "json", "", "also write the report as JSON here")
-	if err := fs.Parse(args); err != nil {
+	if err := parseAll(fs, args); err != nil {
 		return err
 	}
 	ctx := context.Background()
@@ -123,7 +123,7 @@ func (c *config) startServer() (func(), error) {
 	// Free ports by default rather than fixed ones, so two runs (a tree and
 	// the one it is compared with) can be measured side by side under the
 	// same load; -port-base keeps a run inside a given range.
-	plan, err := newNetPlan(c.ip, c.portBase)
+	plan, err := newNetPlan(c.ip, c.portBase, c.endpoints)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"net"
 	"strconv"
@@ -17,10 +18,16 @@ type netPlan struct {
 	next int
 }
 
-func newNetPlan(ip string, base int) (*netPlan, error) {
+// newNetPlan plans for endpoints pool endpoints, whose IPs must stay
+// inside ip's /24 (past .254 they would wrap onto .255, .0 and the block's
+// low addresses, the EPP's own among them).
+func newNetPlan(ip string, base, endpoints int) (*netPlan, error) {
 	p := net.ParseIP(ip).To4()
 	if p == nil || !p.IsLoopback() {
 		return nil, fmt.Errorf("-ip %q: want an IPv4 loopback address", ip)
+	}
+	if last := int(p[3]) + endpoints; last > 254 {
+		return nil, fmt.Errorf("-ip %s: its %d endpoints would run past .254 of the block (to .%d)", ip, endpoints, last)
 	}
 	if base < 0 || base > 65535-64 {
 		return nil, fmt.Errorf("-port-base %d: want 0 or a port below %d", base, 65535-64)
@@ -74,4 +81,18 @@ func freePort(host string) (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// parseAll parses args and refuses a word left over: flag parsing stops
+// at the first word that is not a flag, so the flags after it (an -ip, a
+// -port-base) would otherwise be dropped and the run would start at the
+// defaults, outside the block it was asked to keep to.
+func parseAll(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (flags only; the flags after it were not read)", fs.Arg(0))
+	}
+	return nil
 }

@@ -74,10 +74,10 @@ func serveCmd(args []string) error {
 	fs.Func("epp-max-concurrent-streams", "the EPP's --epp-max-concurrent-streams", uint32Flag(&tr.MaxConcurrentStreams))
 	ip := fs.String("ip", "127.0.0.1", "loopback IP of the API and the rule's VIP; the endpoints take the next ones")
 	portBase := fs.Int("port-base", 0, "first of the ports to take for the VIP, the KV events, the API and the endpoints (0: free ports)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseAll(fs, args); err != nil {
 		return err
 	}
-	plan, err := newNetPlan(*ip, *portBase)
+	plan, err := newNetPlan(*ip, *portBase, *n)
 	if err != nil {
 		return err
 	}
