@@ -63,3 +63,21 @@ func TestFrameDecoderDifferential(t *testing.T) {
 		}
 	}
 }
+
+// TestFrameDecoderDataBeforeError: the body bytes before bad framing in
+// the same push are handed on with the error, as the Read path hands them
+// on before it fails.
+func TestFrameDecoderDataBeforeError(t *testing.T) {
+	for _, tc := range []struct{ raw, want string }{
+		{"3\r\nabc\r\n10000000000000000\r\n", "abc"},
+		{"3\r\nabc\r\n3\r\nxyzw\r\n", "abcxyz"}, // the chunk's data, then its missing CRLF
+		{"3\r\nabc\r\nzz\r\n", "abc"},
+	} {
+		pulled, perr, _ := pullChunked(tc.raw)
+		d := frameDecoder{kind: frameChunked}
+		data, done, _, err := d.decode([]byte(tc.raw))
+		if err == nil || done || string(data) != tc.want || perr == nil || pulled != tc.want {
+			t.Errorf("%q: data %q done=%v err %v (Read path: %q, %v); want %q and an error", tc.raw, data, done, err, pulled, perr, tc.want)
+		}
+	}
+}
