@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -84,7 +86,9 @@ func TestSSEBytesPastTheEnd(t *testing.T) {
 // TestSSEHostileFraming: chunked framing a broken or hostile engine sends
 // (a size past 64 bits, leading zeros past 16 digits, a bare LF or a wrong
 // byte after the data, a size line without end) cuts the client's stream
-// after the events before it, never a clean end.
+// after the events before it, never a clean end; the events before it are
+// relayed even when the bad framing comes in the same read (as the Read
+// path relays them).
 func TestSSEHostileFraming(t *testing.T) {
 	first := sseChunk("data: {\"tok\":0}\n\n")
 	for _, tc := range []struct{ name, tail string }{
@@ -95,26 +99,32 @@ func TestSSEHostileFraming(t *testing.T) {
 		{"bare LF size line", "3\nabc\r\n0\r\n\r\n"},
 		{"huge size, few bytes", "ffffffffffffffff\r\nabc"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			url, _ := rawRoute(t, func(nc net.Conn) bool {
-				_, _ = io.WriteString(nc, rawSSEHead)
-				writeApart(nc, 10*time.Millisecond, first, tc.tail)
-				time.Sleep(50 * time.Millisecond)
-				return false
+		for _, apart := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/apart=%v", tc.name, apart), func(t *testing.T) {
+				url, _ := rawRoute(t, func(nc net.Conn) bool {
+					_, _ = io.WriteString(nc, rawSSEHead)
+					if apart {
+						writeApart(nc, 10*time.Millisecond, first, tc.tail)
+					} else { // the good event and the bad framing in one read
+						writeApart(nc, 10*time.Millisecond, first+tc.tail)
+					}
+					time.Sleep(50 * time.Millisecond)
+					return false
+				})
+				resp, err := testClient().Post(url, "application/json", strings.NewReader(`{"stream":true}`))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				got, err := io.ReadAll(resp.Body)
+				if err == nil {
+					t.Fatalf("the client saw a clean end after %q", got)
+				}
+				if !strings.HasPrefix(string(got), "data: {\"tok\":0}\n\n") {
+					t.Fatalf("the client got %q before the cut", got)
+				}
 			})
-			resp, err := testClient().Post(url, "application/json", strings.NewReader(`{"stream":true}`))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			got, err := io.ReadAll(resp.Body)
-			if err == nil {
-				t.Fatalf("the client saw a clean end after %q", got)
-			}
-			if !strings.HasPrefix(string(got), "data: {\"tok\":0}\n\n") {
-				t.Fatalf("the client got %q before the cut", got)
-			}
-		})
+		}
 	}
 }
 
@@ -225,5 +235,74 @@ func TestSSEHeldStreamsEndOnRemoveAndClose(t *testing.T) {
 	}
 	if n != 0 {
 		t.Fatalf("%d module goroutines left, e.g.:\n%s", n, last)
+	}
+}
+
+// TestSSEStalledClientEndsAtStreamCap: a client that keeps its connection
+// open but reads nothing (its window shut) must not hold the stream, the
+// engine's connection and a relay buffer past the rule's stream cap: the
+// relay is blocked in a client write then, where the cap, a read deadline
+// on the engine, never fires.
+func TestSSEStalledClientEndsAtStreamCap(t *testing.T) {
+	engineDone := make(chan struct{})
+	rt, _ := newTestRuntime(t, testOptions())
+	event := sseChunk("data: " + strings.Repeat("x", 1000) + "\n\n")
+	e := startRawEngine(t, func(nc net.Conn) bool {
+		defer close(engineDone)
+		_, _ = io.WriteString(nc, rawSSEHead)
+		for range 100_000 { // 100 MB at most
+			_ = nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+			if _, err := io.WriteString(nc, event); err != nil {
+				return false
+			}
+		}
+		return false
+	})
+	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, epFor(t, e.addr, 1))
+	r.MaxStreamDuration = 500 * time.Millisecond
+	if err := rt.Install(nil, r); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := net.Dial("tcp", ruleURL(r)[len("http://"):])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	_ = cl.(*net.TCPConn).SetReadBuffer(4 << 10)
+	body := `{"stream":true}`
+	if _, err := io.WriteString(cl, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "+
+		strconv.Itoa(len(body))+"\r\n\r\n"+body); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	select {
+	case <-engineDone:
+		t.Logf("the engine's connection ended %v after the request (cap 500ms)", time.Since(start))
+	case <-time.After(15 * time.Second):
+		t.Fatal("a client that reads nothing held the stream 15 s past a 500 ms stream cap")
+	}
+}
+
+// TestSSEWriteBoundClearedForNextRequest: the client write bound a stream
+// sets must not outlive it: the next request on the same keep-alive
+// connection, after the first stream's cap has passed, is answered.
+func TestSSEWriteBoundClearedForNextRequest(t *testing.T) {
+	rt, _ := newTestRuntime(t, testOptions())
+	e := startRawEngine(t, func(nc net.Conn) bool {
+		_, err := io.WriteString(nc, rawSSEHead+sseChunk("data: [DONE]\n\n")+"0\r\n\r\n")
+		return err == nil
+	})
+	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, epFor(t, e.addr, 1))
+	r.MaxStreamDuration = 200 * time.Millisecond
+	if err := rt.Install(nil, r); err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	for k := range 2 {
+		res := post(t, c, ruleURL(r)+"/v1/completions", `{"stream":true}`)
+		if res.status != http.StatusOK || res.body != "data: [DONE]\n\n" {
+			t.Fatalf("request %d: %d %q", k, res.status, res.body)
+		}
+		time.Sleep(400 * time.Millisecond) // past the first stream's cap
 	}
 }
