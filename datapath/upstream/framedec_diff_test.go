@@ -59,6 +59,9 @@ func TestFrameDecoderDifferential(t *testing.T) {
 				if err == nil && done {
 					t.Fatalf("#%d %q cuts %v: ended cleanly with %q; reader: %v", i, raw, cuts, data, wantErr)
 				}
+				if err != nil && data != wantData { // what came before the bad framing is relayed, as the Read path does
+					t.Fatalf("#%d %q cuts %v: %q before %v; reader: %q before %v", i, raw, cuts, data, err, wantData, wantErr)
+				}
 			}
 		}
 	}
