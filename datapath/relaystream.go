@@ -16,9 +16,10 @@ import (
 type sseStream struct {
 	x       *exchange
 	fl      http.Flusher
-	ub      upstream.BoundedBody // nil: no read deadlines
-	idle    time.Duration        // the stream idle bound
-	capAt   time.Time            // the stream's end (max stream duration)
+	ub      upstream.BoundedBody  // nil: no read deadlines
+	wdl     func(time.Time) error // the client's write deadline; nil: none
+	idle    time.Duration         // the stream idle bound
+	capAt   time.Time             // the stream's end (max stream duration)
 	rb      relayBuf
 	relayed uint64
 	werr    error // the client write that failed
@@ -27,19 +28,25 @@ type sseStream struct {
 func (s *sseStream) Buffer() []byte { return s.rb.get() }
 func (s *sseStream) Idle()          { s.rb.release() }
 
-// Emit writes p to the client and moves the engine's idle bound past it.
+// Emit writes p to the client and moves the engine's idle bound, and the
+// client write's, past it.
 func (s *sseStream) Emit(p []byte) error {
 	now := time.Now()
 	if s.x.placed != nil {
 		s.x.placed.FirstToken(now)
 		s.x.placed = nil
 	}
-	if s.ub != nil {
+	if s.ub != nil || s.wdl != nil {
 		d := now.Add(s.idle)
 		if !s.capAt.IsZero() && s.capAt.Before(d) {
 			d = s.capAt
 		}
-		s.ub.SetReadDeadline(d)
+		if s.wdl != nil {
+			_ = s.wdl(d)
+		}
+		if s.ub != nil {
+			s.ub.SetReadDeadline(d)
+		}
 	}
 	s.relayed += uint64(len(p))
 	if _, err := s.x.w.Write(p); err != nil {

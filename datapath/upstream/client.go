@@ -51,6 +51,8 @@ type Client struct {
 	mu     sync.Mutex
 	eps    map[string]*endpointConns // by endpoint address
 	closed bool
+	// reapStop ends ReapIdle's goroutine at CloseIdle (nil: none started).
+	reapStop chan struct{}
 }
 
 // New returns a Client whose dials give up after dialTimeout and which keeps
@@ -218,6 +220,10 @@ func (c *Client) CloseIdle() {
 		ep.idle = nil
 	}
 	c.closed = true
+	if c.reapStop != nil {
+		close(c.reapStop)
+		c.reapStop = nil
+	}
 	c.mu.Unlock()
 	for _, pc := range idle {
 		c.discard(pc)

@@ -61,7 +61,9 @@ type frameDecoder struct {
 
 // decode decodes p in place: data is the body bytes of p, moved to its
 // front; done reports that the body ended, extra how many bytes of p
-// followed its end (bytes the engine sent past its answer).
+// followed its end (bytes the engine sent past its answer). With an error,
+// data is what p held before the bad framing (the Read path hands it on
+// too, before it fails).
 func (d *frameDecoder) decode(p []byte) (data []byte, done bool, extra int, err error) {
 	switch d.kind {
 	case frameClose:
@@ -81,7 +83,7 @@ func (d *frameDecoder) decode(p []byte) (data []byte, done bool, extra int, err 
 		case csSize:
 			if v, ok := hexDigit(b); ok {
 				if d.digits == 16 {
-					return nil, false, 0, fmt.Errorf("%w: chunk length too large", errBadChunk)
+					return p[:out], false, 0, fmt.Errorf("%w: chunk length too large", errBadChunk)
 				}
 				d.left = d.left<<4 | v
 				d.digits++
@@ -90,19 +92,19 @@ func (d *frameDecoder) decode(p []byte) (data []byte, done bool, extra int, err 
 				continue
 			}
 			if d.digits == 0 {
-				return nil, false, 0, fmt.Errorf("%w: invalid byte %q in chunk length", errBadChunk, b)
+				return p[:out], false, 0, fmt.Errorf("%w: invalid byte %q in chunk length", errBadChunk, b)
 			}
 			d.state = csSizeRest // b is looked at there
 		case csSizeRest:
 			i++
 			d.line++
 			if d.line > maxChunkLine {
-				return nil, false, 0, fmt.Errorf("%w: chunk size line too long", errBadChunk)
+				return p[:out], false, 0, fmt.Errorf("%w: chunk size line too long", errBadChunk)
 			}
 			switch {
 			case d.cr:
 				if b != '\n' {
-					return nil, false, 0, fmt.Errorf("%w: CR inside a chunk size line", errBadChunk)
+					return p[:out], false, 0, fmt.Errorf("%w: CR inside a chunk size line", errBadChunk)
 				}
 				d.state = csData
 				if d.left == 0 {
@@ -112,14 +114,14 @@ func (d *frameDecoder) decode(p []byte) (data []byte, done bool, extra int, err 
 			case b == '\r':
 				d.cr = true
 			case b == '\n':
-				return nil, false, 0, fmt.Errorf("%w: chunk size line ends with a bare LF", errBadChunk)
+				return p[:out], false, 0, fmt.Errorf("%w: chunk size line ends with a bare LF", errBadChunk)
 			case d.ext:
 			case b == ';' && !d.ws:
 				d.ext = true
 			case b == ' ' || b == '\t':
 				d.ws = true
 			default:
-				return nil, false, 0, fmt.Errorf("%w: invalid byte %q after chunk length", errBadChunk, b)
+				return p[:out], false, 0, fmt.Errorf("%w: invalid byte %q after chunk length", errBadChunk, b)
 			}
 		case csData:
 			n := len(p) - i
@@ -141,7 +143,7 @@ func (d *frameDecoder) decode(p []byte) (data []byte, done bool, extra int, err 
 				want, next = '\n', csSize
 			}
 			if b != want {
-				return nil, false, 0, fmt.Errorf("%w: no CRLF after chunk data", errBadChunk)
+				return p[:out], false, 0, fmt.Errorf("%w: no CRLF after chunk data", errBadChunk)
 			}
 			d.state = next
 			i++
@@ -160,7 +162,7 @@ func (d *frameDecoder) decode(p []byte) (data []byte, done bool, extra int, err 
 			i++
 			d.line++
 			if d.line > maxTrailerLine {
-				return nil, false, 0, fmt.Errorf("%w: trailer line too long", errBadChunk)
+				return p[:out], false, 0, fmt.Errorf("%w: trailer line too long", errBadChunk)
 			}
 			if b == '\n' {
 				d.state = csTrailer

@@ -25,17 +25,31 @@ func (c *Client) CloseEndpoint(addr string) {
 }
 
 // ReapIdle starts closing connections that stayed idle longer than after
-// (≤ 0: never), checking every after/2, until CloseIdle.
+// (≤ 0: never), checking every after/2, until CloseIdle (which ends the
+// goroutine at once: a tick is minutes with the defaults).
 func (c *Client) ReapIdle(after time.Duration) {
 	if after <= 0 {
 		return
 	}
+	c.mu.Lock()
+	if c.closed || c.reapStop != nil {
+		c.mu.Unlock()
+		return
+	}
+	stop := make(chan struct{})
+	c.reapStop = stop
+	c.mu.Unlock()
 	go func() {
 		t := time.NewTicker(after / 2)
 		defer t.Stop()
-		for now := range t.C {
-			if !c.reap(now.Add(-after)) {
+		for {
+			select {
+			case <-stop:
 				return
+			case now := <-t.C:
+				if !c.reap(now.Add(-after)) {
+					return
+				}
 			}
 		}
 	}()

@@ -1,9 +1,11 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
+	"runtime"
 	"testing"
 	"time"
 
@@ -83,4 +85,27 @@ func TestIdleConnectionsAreReaped(t *testing.T) {
 			t.Fatalf("ReapIdle left %d idle connections", c.idleCount())
 		}
 	}
+}
+
+// TestReapIdleStopsAtCloseIdle checks that the reaper's goroutine ends with
+// CloseIdle, not at its next tick (half the idle timeout: minutes with the
+// defaults), so a closed runtime leaves none behind.
+func TestReapIdleStopsAtCloseIdle(t *testing.T) {
+	c := New(time.Second, 4, nil)
+	c.ReapIdle(time.Hour)
+	c.CloseIdle()
+	for range 500 { // ≤ 5 s
+		if !reaperRunning() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("the reaper's goroutine outlived CloseIdle")
+}
+
+// reaperRunning reports whether a ReapIdle goroutine runs.
+func reaperRunning() bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	return bytes.Contains(buf, []byte("upstream.(*Client).ReapIdle.func"))
 }

@@ -106,13 +106,13 @@ func (st *bodyStream) Idle()          { st.s.Idle() }
 // error), on a framing error or when Emit fails.
 func (st *bodyStream) Handle(p []byte) (bool, error) {
 	data, done, extra, err := st.d.decode(p)
-	if err != nil {
-		return false, err
-	}
-	if len(data) > 0 {
+	if len(data) > 0 { // before a framing error too: the events before it are whole
 		if err := st.s.Emit(data); err != nil {
 			return false, err
 		}
+	}
+	if err != nil {
+		return false, err
 	}
 	if done {
 		st.ended, st.extra = true, extra

@@ -435,3 +435,43 @@ func TestStreamDeadlineAndAbort(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamSinkPanics: a sink that panics inside the engine socket's read
+// wait (a handler bug) unwinds through it: the lent buffer is returned,
+// the connection is discarded at Close (the socket's read lock let go, or
+// Close would block), and the client goes on serving.
+func TestStreamSinkPanics(t *testing.T) {
+	e := startScriptEngine(t, sseHead, []string{"c\r\ndata: tok0\n\n\r\n", "0\r\n\r\n"}, 20*time.Millisecond, "keep")
+	c := New(time.Second, 4, nil)
+	defer c.CloseIdle()
+	ep := endpoint(e.addr)
+	resp, err := c.Send(t.Context(), Leg{Endpoint: ep, Method: "GET", Path: "/v1/stream"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &collect{onEmit: func() { panic("sink bug") }}
+	func() {
+		defer func() {
+			if v := recover(); v != "sink bug" {
+				t.Fatalf("recovered %v", v)
+			}
+		}()
+		_, _ = resp.Body.(Streamer).Stream(s)
+	}()
+	if s.lent {
+		t.Fatal("the buffer is still lent after the panic")
+	}
+	resp.Body.Close()
+	resp, err = c.Send(t.Context(), Leg{Endpoint: ep, Method: "GET", Path: "/v1/stream"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || string(got) != "data: tok0\n\n" {
+		t.Fatalf("after the panic: %q, %v", got, err)
+	}
+	if n := e.accepted.Load(); n != 2 {
+		t.Fatalf("the engine accepted %d connections: the panicked stream's was reused", n)
+	}
+}

@@ -1,0 +1,110 @@
+//go:build linux
+
+package sockio
+
+import (
+	"io"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// sockFD is nc's descriptor number.
+func sockFD(t *testing.T, nc net.Conn) int {
+	t.Helper()
+	rc, err := nc.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := -1
+	_ = rc.Control(func(u uintptr) { fd = int(u) })
+	return fd
+}
+
+// TestHupWatcherFDReused: a stream's socket stays in the watcher's set
+// after the stream (unwatch does not remove it), and is closed; a new
+// connection that gets the same descriptor number while the watcher runs
+// (another stream keeps it alive) must be watched afresh: its FIN queued
+// with its last bytes ends its stream at once, not at its read deadline.
+// Then, with no stream left, the watcher's goroutine stops.
+func TestHupWatcherFDReused(t *testing.T) {
+	w := new(HupWatcher)
+	// A stream that keeps the watcher running throughout.
+	keep, keepPeer := pair(t)
+	_ = keep.SetReadDeadline(time.Now().Add(30 * time.Second))
+	kept := make(chan error, 1)
+	go func() { kept <- keep.ReadEach(&gather{t: t, buf: make([]byte, 64)}, w) }()
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	dial := func() (*Conn, net.Conn) {
+		nc, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		peer, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = nc.Close(); _ = peer.Close() })
+		return New(nc), peer
+	}
+	reused := false
+	for range 20 {
+		a, aPeer := dial()
+		fd := sockFD(t, a.NetConn())
+		_, _ = io.WriteString(aPeer, "x")
+		_ = a.SetReadDeadline(time.Now().Add(10 * time.Second))
+		// One read, then the handler stops: a's socket stays in the set.
+		if err := a.ReadEach(&gather{t: t, buf: make([]byte, 64), stopAfter: 1}, w); err != nil {
+			t.Fatal(err)
+		}
+		_ = a.NetConn().Close()
+		_ = aPeer.Close()
+		b, bPeer := dial()
+		if sockFD(t, b.NetConn()) != fd {
+			continue // the number went elsewhere: try again
+		}
+		reused = true
+		// The reused number registers (else ReadEach would fall back to
+		// reading to EAGAIN, and pass below without the watcher).
+		probe := &eachOp{c: b}
+		if !w.watch(probe, uintptr(fd)) {
+			t.Fatal("the watcher refused the reused descriptor")
+		}
+		w.unwatch(probe)
+		_, _ = io.WriteString(bPeer, "hello")
+		_ = bPeer.Close() // FIN queued behind the bytes
+		g := &gather{t: t, buf: make([]byte, 64)}
+		// The bytes alone may wake the first wait; let the FIN land too.
+		time.Sleep(20 * time.Millisecond)
+		_ = b.SetReadDeadline(time.Now().Add(10 * time.Second))
+		start := time.Now()
+		err := b.ReadEach(g, w)
+		if string(g.got) != "hello" || err != io.EOF {
+			t.Fatalf("on the reused descriptor: read %q, %v after %v", g.got, err, time.Since(start))
+		}
+		break
+	}
+	if !reused {
+		t.Fatal("no descriptor number was reused in 20 tries")
+	}
+	_ = keepPeer.Close()
+	if err := <-kept; err != io.EOF {
+		t.Fatalf("the keeping stream ended with %v", err)
+	}
+	for range 500 { // ≤ 5 s; the watcher's tick is 250 ms
+		w.mu.Lock()
+		running := w.running
+		w.mu.Unlock()
+		if !running {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("the watcher's goroutine runs with no stream")
+}

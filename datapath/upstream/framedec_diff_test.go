@@ -1,0 +1,86 @@
+package upstream
+
+import (
+	"errors"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// framePieces are the bits hostile or broken engines send in chunked
+// framing: sizes with leading zeros and at the 16-digit bound, extensions,
+// stray CR and LF, trailers and bytes past the end.
+var framePieces = []string{
+	"0", "1", "3", "a", "F", "00", "0000000000000003", "00000000000000003",
+	"ffffffffffffffff", "1ffffffffffffffff", "\r\n", "\n", "\r", ";", ";x=1",
+	" ", "\t", "abc", "data: t\n\n", "X-T: 1\r\n", "HTTP/1.1 200 OK\r\n", "g",
+}
+
+// TestFrameDecoderDifferential builds bodies from framePieces (seeded, so a
+// failure repeats) and checks the pushed decoder against the pulled reader
+// over random splits: whatever the pulled reader decodes completely the
+// decoder decodes the same, with the same bytes left over; whatever it
+// rejects the decoder does not end cleanly.
+func TestFrameDecoderDifferential(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	valid := []string{"3\r\nabc\r\n", "1;e\r\nx\r\n", "a\r\n0123456789\r\n"}
+	for i := range 20000 {
+		var sb strings.Builder
+		for range 1 + rng.IntN(3) {
+			sb.WriteString(valid[rng.IntN(len(valid))])
+		}
+		for range rng.IntN(8) {
+			sb.WriteString(framePieces[rng.IntN(len(framePieces))])
+		}
+		if rng.IntN(2) == 0 {
+			sb.WriteString("0\r\n\r\n")
+		}
+		raw := sb.String()
+		wantData, wantErr, wantRest := pullChunked(raw)
+		for range 4 {
+			var cuts []int
+			for k := 1; k < len(raw); k++ {
+				if rng.IntN(4) == 0 {
+					cuts = append(cuts, k)
+				}
+			}
+			data, done, extra, err := decodeAll(frameChunked, 0, raw, cuts)
+			switch {
+			case wantErr == nil:
+				if err != nil || !done || data != wantData || extra != wantRest {
+					t.Fatalf("#%d %q cuts %v: done=%v data %q extra %d err %v; reader: %q rest %d", i, raw, cuts, done, data, extra, err, wantData, wantRest)
+				}
+			case errors.Is(wantErr, io.ErrUnexpectedEOF):
+				if done { // an error is fine: the decoder may reject a prefix early
+					t.Fatalf("#%d %q cuts %v: ended with %q; reader wants more (%v)", i, raw, cuts, data, wantErr)
+				}
+			default:
+				if err == nil && done {
+					t.Fatalf("#%d %q cuts %v: ended cleanly with %q; reader: %v", i, raw, cuts, data, wantErr)
+				}
+				if err != nil && data != wantData { // what came before the bad framing is relayed, as the Read path does
+					t.Fatalf("#%d %q cuts %v: %q before %v; reader: %q before %v", i, raw, cuts, data, err, wantData, wantErr)
+				}
+			}
+		}
+	}
+}
+
+// TestFrameDecoderDataBeforeError: the body bytes before bad framing in
+// the same push are handed on with the error, as the Read path hands them
+// on before it fails.
+func TestFrameDecoderDataBeforeError(t *testing.T) {
+	for _, tc := range []struct{ raw, want string }{
+		{"3\r\nabc\r\n10000000000000000\r\n", "abc"},
+		{"3\r\nabc\r\n3\r\nxyzw\r\n", "abcxyz"}, // the chunk's data, then its missing CRLF
+		{"3\r\nabc\r\nzz\r\n", "abc"},
+	} {
+		pulled, perr, _ := pullChunked(tc.raw)
+		d := frameDecoder{kind: frameChunked}
+		data, done, _, err := d.decode([]byte(tc.raw))
+		if err == nil || done || string(data) != tc.want || perr == nil || pulled != tc.want {
+			t.Errorf("%q: data %q done=%v err %v (Read path: %q, %v); want %q and an error", tc.raw, data, done, err, pulled, perr, tc.want)
+		}
+	}
+}
