@@ -90,6 +90,7 @@ func (c *conn) serve() {
 	defer c.close()
 	s.setState(c.nc, http.StateNew)
 	if c.sock.CanHold() {
+		c.sock.WatchHangUp(&s.hup) // a FIN that came with the last request
 		c.stepFn = c.step
 	}
 	for first := true; ; first = false {
@@ -429,6 +430,7 @@ func (c *conn) close() {
 	s := c.srv
 	c.state.Store(stateClosing)
 	c.ctx.end()
+	c.sock.StopWatchingHangUp()
 	_ = c.nc.Close()
 	s.removeConn(c)
 	s.setState(c.nc, http.StateClosed)
