@@ -307,7 +307,6 @@ func (c *Conn) Hold(step func() bool) error {
 
 // holdRaw is Hold's RawConn callback: one step; true ends the hold.
 func (c *Conn) holdRaw(fd uintptr) bool {
-	c.watchHold(fd)
 	c.holding, c.holdFD, c.drained = true, fd, false
 	c.unanswered = false
 	wait := c.holdStep()
@@ -324,9 +323,18 @@ func (c *Conn) InStep() bool { return c.holding }
 // started now cannot miss bytes. A short read counts only while a
 // hang-up watcher (WatchHangUp) has the socket and saw no hang-up: the
 // peer's FIN queued with the bytes read is reported by their readiness,
-// and no later one would come.
+// and no later one would come. The socket joins the watcher's set here,
+// the first time a short read is to be trusted (a hang-up already in is
+// reported when it joins).
 func (c *Conn) Drained() bool {
-	return c.holding && c.drained && (c.drainedBy == drainEAGAIN || c.hupState == hupWatched && !c.hupSeen.Load())
+	if !c.holding || !c.drained {
+		return false
+	}
+	if c.drainedBy == drainEAGAIN {
+		return true
+	}
+	c.watchHold(c.holdFD)
+	return c.hupState == hupWatched && !c.hupSeen.Load()
 }
 
 // WatchHangUp lets Hold learn from w of a peer's FIN that came with the

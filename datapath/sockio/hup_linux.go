@@ -121,7 +121,8 @@ func (c *Conn) hangUp() {
 }
 
 // watchHold registers c's socket with the hang-up watcher Hold was given,
-// once, from Hold's callback.
+// once, from Hold's step (Drained). EPOLL_CTL_ADD reports a hang-up that
+// came before it.
 func (c *Conn) watchHold(fd uintptr) {
 	if c.hupW == nil || c.hupState != hupNone {
 		return
