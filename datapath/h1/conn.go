@@ -354,6 +354,10 @@ func (c *conn) linger() {
 		return
 	}
 	c.lingerAfter = false
+	// The hang-up watcher's wake-up (a past read deadline) would end the
+	// drain at the client's FIN with bytes still unread: the reset that
+	// lingering is there to avoid. The connection closes after this.
+	c.sock.StopWatchingHangUp()
 	type closeWriter interface{ CloseWrite() error }
 	nc := sockio.Unwrap(c.nc)
 	cw, ok := nc.(closeWriter)
