@@ -252,16 +252,16 @@ func unhex(c byte) int {
 	return -1
 }
 
-// drainBuffered consumes the rest of an unread body when it is already in
-// the connection's buffer (a small body the handler answered without
-// reading), so the connection can carry the next request; false means it
-// cannot be reused.
 // buffered reports whether the whole body is in the connection's read
 // buffer (a Content-Length body): reading it never touches the socket.
 func (b *body) buffered() bool {
 	return !b.chunked && b.err == nil && b.n <= int64(b.c.br.Buffered())
 }
 
+// drainBuffered consumes the rest of an unread body when it is already in
+// the connection's buffer (a small body the handler answered without
+// reading), so the connection can carry the next request; false means it
+// cannot be reused.
 func (b *body) drainBuffered() bool {
 	if b.done {
 		return true

@@ -90,6 +90,7 @@ func (c *conn) serve() {
 	defer c.close()
 	s.setState(c.nc, http.StateNew)
 	if c.sock.CanHold() {
+		c.sock.WatchHangUp(&s.hup) // a FIN that came with the last request
 		c.stepFn = c.step
 	}
 	for first := true; ; first = false {
@@ -353,6 +354,10 @@ func (c *conn) linger() {
 		return
 	}
 	c.lingerAfter = false
+	// The hang-up watcher's wake-up (a past read deadline) would end the
+	// drain at the client's FIN with bytes still unread: the reset that
+	// lingering is there to avoid. The connection closes after this.
+	c.sock.StopWatchingHangUp()
 	type closeWriter interface{ CloseWrite() error }
 	nc := sockio.Unwrap(c.nc)
 	cw, ok := nc.(closeWriter)
@@ -429,6 +434,7 @@ func (c *conn) close() {
 	s := c.srv
 	c.state.Store(stateClosing)
 	c.ctx.end()
+	c.sock.StopWatchingHangUp()
 	_ = c.nc.Close()
 	s.removeConn(c)
 	s.setState(c.nc, http.StateClosed)

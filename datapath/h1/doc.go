@@ -40,7 +40,10 @@
 //     read buffer is handled and answered there, and the wait for the next
 //     one starts without a read that finds the socket empty, while
 //     readiness that came in during the handler (a pipelined request) is
-//     kept. A request that needs reads of its own (a head not yet whole, a
+//     kept; a client's FIN that came with its last request is learnt
+//     from the server's hang-up watcher (EPOLLRDHUP), since the readiness
+//     that reported the request reported it too. A request that needs
+//     reads of its own (a head not yet whole, a
 //     body not all buffered, chunked coding) ends the wait and is served
 //     as elsewhere. The descriptor's read lock is held meanwhile, so Close
 //     shuts such a connection down and ends its context instead of waiting

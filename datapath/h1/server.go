@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/infergate/infergate/datapath/sockio"
 )
 
 // Server serves HTTP/1.1 on plaintext connections. Its zero value is not
@@ -45,11 +47,14 @@ type Server struct {
 	inShutdown atomic.Bool
 	watchOnce  sync.Once
 	watch      *Watcher // Watcher, or the server's own (ownWatch); nil where the platform has none
-	ownWatch   bool
-	readers    sync.Pool // *bufio.Reader
-	writers    sync.Pool // *bufio.Writer
-	pending    sync.Pool // *[]byte, smallBody held-back response bodies
-	dateNow    atomic.Pointer[dateEntry]
+	// hup tells connections served inside their read wait of a client's FIN
+	// that came with its last request (sockio.Conn.WatchHangUp).
+	hup      sockio.HupWatcher
+	ownWatch bool
+	readers  sync.Pool // *bufio.Reader
+	writers  sync.Pool // *bufio.Writer
+	pending  sync.Pool // *[]byte, smallBody held-back response bodies
+	dateNow  atomic.Pointer[dateEntry]
 }
 
 // Connection buffer sizes: a request head longer than the reader's buffer

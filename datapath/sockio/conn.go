@@ -11,6 +11,19 @@ import (
 	"time"
 )
 
+// Hold's hang-up watch states.
+const (
+	hupNone    uint8 = iota // not registered yet
+	hupWatched              // in the watcher's set
+	hupFailed               // none, or it could not take the socket
+)
+
+// How a read in Hold's step showed the socket empty.
+const (
+	drainShort  uint8 = iota // fewer bytes than asked for
+	drainEAGAIN              // none at all
+)
+
 // aLongTimeAgo is a deadline in the past: it unblocks pending I/O at once.
 var aLongTimeAgo = time.Unix(1, 0)
 
@@ -38,10 +51,19 @@ type Conn struct {
 	holdFD       uintptr               // the socket, while a step runs
 	holding      bool                  // a step runs: Read reads in place, never waits
 	drained      bool                  // a read in this step left the socket empty
-	peekBuf      [1]byte
-	waitPeeked   bool // waitRaw has peeked: its next call follows a wake-up
-	awaitReply   bool // AwaitReply: Write waits for the socket to be readable
-	replyWrote   bool // replyRaw has written: its next call follows a wake-up
+	// Hold's hang-up watch (WatchHangUp): a FIN queued with the last bytes
+	// read is reported by their readiness alone, so a short read proves
+	// the socket empty only while the watcher would report a FIN.
+	hupW     *HupWatcher
+	hupID    uint64
+	hupState uint8 // hupNone, hupWatched, hupFailed
+	hupSeen  atomic.Bool
+	// drainedBy: how the last read in the step showed the socket empty.
+	drainedBy  uint8 // drainShort, drainEAGAIN
+	peekBuf    [1]byte
+	waitPeeked bool // waitRaw has peeked: its next call follows a wake-up
+	awaitReply bool // AwaitReply: Write waits for the socket to be readable
+	replyWrote bool // replyRaw has written: its next call follows a wake-up
 	// unanswered: a Write since the last read or Quiet. The peer may have
 	// answered it already, and a reply in before a wait does not wake it.
 	unanswered  bool
@@ -298,8 +320,28 @@ func (c *Conn) InStep() bool { return c.holding }
 
 // Drained reports whether, within the running step of Hold, the last read
 // left the socket empty (a short read, or none to read), so that a wait
-// started now cannot miss bytes.
-func (c *Conn) Drained() bool { return c.holding && c.drained }
+// started now cannot miss bytes. A short read counts only while a
+// hang-up watcher (WatchHangUp) has the socket and saw no hang-up: the
+// peer's FIN queued with the bytes read is reported by their readiness,
+// and no later one would come. The socket joins the watcher's set here,
+// the first time a short read is to be trusted (a hang-up already in is
+// reported when it joins).
+func (c *Conn) Drained() bool {
+	if !c.holding || !c.drained {
+		return false
+	}
+	if c.drainedBy == drainEAGAIN {
+		return true
+	}
+	c.watchHold(c.holdFD)
+	return c.hupState == hupWatched && !c.hupSeen.Load()
+}
+
+// WatchHangUp lets Hold learn from w of a peer's FIN that came with the
+// last bytes read (its socket joins w's set at the first wait); without
+// it, Hold's step reads on to EAGAIN after a short read. The owner calls
+// StopWatchingHangUp before closing c.
+func (c *Conn) WatchHangUp(w *HupWatcher) { c.hupW = w }
 
 // readInStep is Read within Hold's step: read(2) once, never a wait.
 func (c *Conn) readInStep(p []byte) (int, error) {
@@ -307,7 +349,7 @@ func (c *Conn) readInStep(p []byte) (int, error) {
 		n, errno := rawRead(c.holdFD, p)
 		switch errno {
 		case 0:
-			c.drained = n < len(p)
+			c.drained, c.drainedBy = n < len(p), drainShort
 			if n == 0 {
 				return 0, io.EOF
 			}
@@ -315,7 +357,7 @@ func (c *Conn) readInStep(p []byte) (int, error) {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
-			c.drained = true
+			c.drained, c.drainedBy = true, drainEAGAIN
 			return 0, ErrWouldBlock
 		}
 		return 0, c.opError("read", errno)

@@ -33,22 +33,27 @@ type HupWatcher struct {
 	epfd    int // valid while running
 	running bool
 	next    uint64
-	ops     map[uint64]*eachOp
+	ops     map[uint64]hangUpper
 }
 
-// watch registers op's socket fd; false when it could not (op then reads
-// on to EAGAIN after each read, as if woken by a hang-up).
-func (w *HupWatcher) watch(op *eachOp, fd uintptr) bool {
+// hangUpper is what the watcher wakes: a ReadEach loop (eachOp) or a
+// connection in Hold (Conn).
+type hangUpper interface{ hangUp() }
+
+// watch registers op's socket fd under the id it returns; false when it
+// could not (op then reads on to EAGAIN after each read, as if woken by a
+// hang-up).
+func (w *HupWatcher) watch(op hangUpper, fd uintptr) (uint64, bool) {
 	w.mu.Lock()
 	if !w.running {
 		epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
 		if err != nil {
 			w.mu.Unlock()
-			return false
+			return 0, false
 		}
 		w.epfd, w.running = epfd, true
 		if w.ops == nil {
-			w.ops = map[uint64]*eachOp{}
+			w.ops = map[uint64]hangUpper{}
 		}
 		go w.run(epfd)
 	}
@@ -57,24 +62,23 @@ func (w *HupWatcher) watch(op *eachOp, fd uintptr) bool {
 	w.ops[id] = op
 	epfd := w.epfd
 	w.mu.Unlock()
-	op.hupID = id
 	ev := syscall.EpollEvent{Events: syscall.EPOLLRDHUP | epollET, Fd: int32(uint32(id)), Pad: int32(uint32(id >> 32))}
 	err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, int(fd), &ev)
 	if err == syscall.EEXIST { // an earlier stream on this connection
 		err = syscall.EpollCtl(epfd, syscall.EPOLL_CTL_MOD, int(fd), &ev)
 	}
 	if err != nil {
-		w.unwatch(op)
-		return false
+		w.unwatch(id)
+		return 0, false
 	}
-	return true
+	return id, true
 }
 
-// unwatch forgets op. Its socket stays in the set (a hang-up later finds
-// no loop); closing the socket takes it out.
-func (w *HupWatcher) unwatch(op *eachOp) {
+// unwatch forgets what watch registered under id. Its socket stays in the
+// set (a hang-up later finds no one); closing the socket takes it out.
+func (w *HupWatcher) unwatch(id uint64) {
 	w.mu.Lock()
-	delete(w.ops, op.hupID)
+	delete(w.ops, id)
 	w.mu.Unlock()
 }
 
@@ -106,4 +110,34 @@ func (w *HupWatcher) run(epfd int) {
 func (op *eachOp) hangUp() {
 	op.hup.Store(true)
 	_ = op.c.nc.SetReadDeadline(aLongTimeAgo)
+}
+
+// hangUp marks c's peer as gone and ends Hold's wait (a past read
+// deadline, as Abort's; Hold re-arms the one asked for, and its step reads
+// to the end).
+func (c *Conn) hangUp() {
+	c.hupSeen.Store(true)
+	_ = c.nc.SetReadDeadline(aLongTimeAgo)
+}
+
+// watchHold registers c's socket with the hang-up watcher Hold was given,
+// once, from Hold's step (Drained). EPOLL_CTL_ADD reports a hang-up that
+// came before it.
+func (c *Conn) watchHold(fd uintptr) {
+	if c.hupW == nil || c.hupState != hupNone {
+		return
+	}
+	c.hupState = hupFailed
+	if id, ok := c.hupW.watch(c, fd); ok {
+		c.hupID, c.hupState = id, hupWatched
+	}
+}
+
+// StopWatchingHangUp takes c off the hang-up watcher WatchHangUp gave it
+// (the connection's owner, before it closes c).
+func (c *Conn) StopWatchingHangUp() {
+	if c.hupState == hupWatched {
+		c.hupW.unwatch(c.hupID)
+	}
+	c.hupState = hupFailed
 }

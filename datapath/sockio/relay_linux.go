@@ -41,9 +41,13 @@ func (c *Conn) ReadEach(h ReadHandler, w *HupWatcher) error {
 	op := &eachOp{c: c, h: h, drain: w == nil}
 	defer h.Idle()
 	if w != nil {
-		_ = c.raw.Control(func(fd uintptr) { op.drain = !w.watch(op, fd) })
+		_ = c.raw.Control(func(fd uintptr) {
+			var ok bool
+			op.hupID, ok = w.watch(op, fd)
+			op.drain = !ok
+		})
 		if !op.drain {
-			defer w.unwatch(op)
+			defer w.unwatch(op.hupID)
 		}
 	}
 	fn := op.run // bound once per stream

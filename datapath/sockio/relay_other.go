@@ -10,3 +10,8 @@ func (c *Conn) ReadEach(ReadHandler, *HupWatcher) error { return errNoSocket }
 
 // HupWatcher is ReadEach's hang-up watcher (relay_linux.go); unused here.
 type HupWatcher struct{}
+
+func (c *Conn) watchHold(uintptr) {}
+
+// StopWatchingHangUp does nothing off Linux (Hold does not run its step).
+func (c *Conn) StopWatchingHangUp() {}
