@@ -73,10 +73,11 @@ func TestHupWatcherFDReused(t *testing.T) {
 		// The reused number registers (else ReadEach would fall back to
 		// reading to EAGAIN, and pass below without the watcher).
 		probe := &eachOp{c: b}
-		if !w.watch(probe, uintptr(fd)) {
+		id, ok := w.watch(probe, uintptr(fd))
+		if !ok {
 			t.Fatal("the watcher refused the reused descriptor")
 		}
-		w.unwatch(probe)
+		w.unwatch(id)
 		_, _ = io.WriteString(bPeer, "hello")
 		_ = bPeer.Close() // FIN queued behind the bytes
 		g := &gather{t: t, buf: make([]byte, 64)}
