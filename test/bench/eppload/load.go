@@ -454,6 +454,7 @@ func (c *config) run(ctx context.Context) (*report, error) {
 			t.GCCPUFraction = (after.GCCPU - before.GCCPU) / cpu
 		}
 		t.AssistCPUPerPick = 1e6 * (after.AssistCPU - before.AssistCPU) / n
+		t.MutexWaitPerPick = 1e6 * (after.MutexWait - before.MutexWait) / n
 		rep.Tail = &t
 	}
 	if tw := waits.Load(); tw != nil {

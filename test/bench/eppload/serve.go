@@ -252,6 +252,7 @@ type runtimeStats struct {
 	GCCPU        float64   `json:"gc_cpu_seconds"`
 	AssistCPU    float64   `json:"gc_assist_cpu_seconds"`
 	TotalCPU     float64   `json:"total_cpu_seconds"`
+	MutexWait    float64   `json:"mutex_wait_seconds"` // goroutines blocked on sync.Mutex/RWMutex, summed
 	GCs          []gcCycle `json:"gcs,omitempty"`
 }
 
@@ -274,11 +275,12 @@ func readRuntimeStats() runtimeStats {
 		{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/cycles/total:gc-cycles"},
 		{Name: "/sched/latencies:seconds"}, {Name: "/sched/pauses/total/gc:seconds"},
 		{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/cpu/classes/gc/mark/assist:cpu-seconds"},
-		{Name: "/cpu/classes/total:cpu-seconds"},
+		{Name: "/cpu/classes/total:cpu-seconds"}, {Name: "/sync/mutex/wait/total:seconds"},
 	}
 	metrics.Read(s)
 	return runtimeStats{AllocObjects: s[0].Value.Uint64(), AllocBytes: s[1].Value.Uint64(),
 		HeapLive: s[2].Value.Uint64(), GCCycles: s[3].Value.Uint64(), Goroutines: runtime.NumGoroutine(),
 		SchedLatency: toHist(s[4].Value.Float64Histogram()), GCPauses: toHist(s[5].Value.Float64Histogram()),
-		GCCPU: s[6].Value.Float64(), AssistCPU: s[7].Value.Float64(), TotalCPU: s[8].Value.Float64()}
+		GCCPU: s[6].Value.Float64(), AssistCPU: s[7].Value.Float64(), TotalCPU: s[8].Value.Float64(),
+		MutexWait: s[9].Value.Float64()}
 }

@@ -218,6 +218,7 @@ type tailReport struct {
 	GCPauseP99       float64 `json:"epp_gc_stw_pause_p99_us"`
 	GCCPUFraction    float64 `json:"epp_gc_cpu_fraction"`
 	AssistCPUPerPick float64 `json:"epp_gc_assist_cpu_us_per_pick"`
+	MutexWaitPerPick float64 `json:"epp_mutex_wait_us_per_pick"`
 }
 
 // analyse relates the measured picks to the EPP's collections.
@@ -278,8 +279,8 @@ func (t *tailReport) print(w io.Writer) {
 		t.SlowPicks, t.GCCycles, 100*t.GCBusy, 100*t.PicksInGC, 100*t.SlowestInGC)
 	fmt.Fprintf(w, "  tail: p99 of picks clear of GC %.0f µs, of picks overlapping GC %.0f µs; GC STW pause p99 %.0f µs; GC %.1f %% of the EPP's CPU, assists %.1f µs per pick\n",
 		t.P99NoGC, t.P99InGC, t.GCPauseP99, 100*t.GCCPUFraction, t.AssistCPUPerPick)
-	fmt.Fprintf(w, "  tail: run-queue wait per pick (kernel schedstat): EPP %.0f µs over %.1f time slices, driver %.0f µs; EPP goroutines waiting for a P: p99 %.0f µs, p99.9 %.0f µs, %d waits ≥ 1 ms\n",
-		t.EPPRunWait, t.EPPSlices, t.DriverRunWait, t.SchedP99, t.SchedP999, t.SchedOver1ms)
+	fmt.Fprintf(w, "  tail: run-queue wait per pick (kernel schedstat): EPP %.0f µs over %.1f time slices, driver %.0f µs; EPP goroutines waiting for a P: p99 %.0f µs, p99.9 %.0f µs, %d waits ≥ 1 ms; blocked on mutexes %.1f µs per pick\n",
+		t.EPPRunWait, t.EPPSlices, t.DriverRunWait, t.SchedP99, t.SchedP999, t.SchedOver1ms, t.MutexWaitPerPick)
 }
 
 // threadWaits reads, per pick, how long the EPP's and the driver's threads
