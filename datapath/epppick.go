@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,6 +57,7 @@ type EPPPicker struct {
 	name  string
 	rs    atomic.Pointer[ruleState] // last resolved; re-resolved once stopped or renamed
 	admit pick.Admission            // flow control before the pick; nil admits everything
+	names eppHeaderNames            // canonical header names seen so far
 }
 
 // SetAdmission puts flow control in front of every pick: a request the
@@ -137,7 +139,7 @@ func (p *EPPPicker) Pick(ctx context.Context, req *epp.Request) (epp.Result, err
 	if c.rule.AdminDown {
 		return epp.Result{}, epp.Unavailable(CodeAdminDown)
 	}
-	r := eppHTTPRequest(ctx, req)
+	r := eppHTTPRequest(ctx, req, &p.names)
 	if !pathAllowed(c.rule.AllowedPaths, r.URL.Path) {
 		return epp.Result{}, &epp.Refusal{Status: http.StatusNotFound, Reason: CodePathNotAllowed}
 	}
@@ -426,13 +428,13 @@ func (c *compiled) indexOfAddr(addr string) int {
 // (canonical names, pseudo-headers dropped) and the client address (Envoy's
 // x-envoy-external-address, else the first X-Forwarded-For hop), bound to
 // the stream's context so a cancelled stream stops any tier's work.
-func eppHTTPRequest(ctx context.Context, req *epp.Request) *http.Request {
+func eppHTTPRequest(ctx context.Context, req *epp.Request, names *eppHeaderNames) *http.Request {
 	h := make(http.Header, len(req.Headers))
 	for k, vv := range req.Headers {
 		if strings.HasPrefix(k, ":") {
 			continue
 		}
-		h[textproto.CanonicalMIMEHeaderKey(k)] = vv
+		h[names.canonical(k)] = vv
 	}
 	method := req.Headers.Get(":method")
 	if method == "" {
@@ -456,4 +458,47 @@ func eppHTTPRequest(ctx context.Context, req *epp.Request) *http.Request {
 		Host: req.Headers.Get(":authority"), RemoteAddr: net.JoinHostPort(client, "0"),
 	}
 	return r.WithContext(ctx)
+}
+
+// eppHeaderNamesMax bounds the names eppHeaderNames remembers: a proxy
+// sends a few dozen distinct ones; a client inventing names past the bound
+// only costs their canonicalisation again.
+const eppHeaderNamesMax = 256
+
+// eppHeaderNames remembers the canonical form of the header names the proxy
+// sends, so rebuilding a request's header does not allocate a string for
+// every name net/textproto does not intern itself (x-request-id, the
+// x-gateway-* hints, Envoy's x-envoy-*): two to eight allocations a pick.
+// Copy-on-write, so a pick reads it with one atomic load and a map lookup.
+type eppHeaderNames struct {
+	m  atomic.Pointer[map[string]string]
+	mu sync.Mutex // serialises additions
+}
+
+// canonical returns textproto.CanonicalMIMEHeaderKey(k).
+func (n *eppHeaderNames) canonical(k string) string {
+	if m := n.m.Load(); m != nil {
+		if c, ok := (*m)[k]; ok {
+			return c
+		}
+	}
+	c := textproto.CanonicalMIMEHeaderKey(k)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var old map[string]string
+	if p := n.m.Load(); p != nil {
+		old = *p
+	}
+	if _, ok := old[k]; ok || len(old) >= eppHeaderNamesMax {
+		return c
+	}
+	next := make(map[string]string, len(old)+1)
+	for key, v := range old {
+		next[key] = v
+	}
+	// The name may be a slice of the stream's receive buffer: copy it so
+	// the table keeps no request alive.
+	next[strings.Clone(k)] = strings.Clone(c)
+	n.m.Store(&next)
+	return c
 }

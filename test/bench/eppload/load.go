@@ -42,6 +42,9 @@ type config struct {
 	proxyWindow                 int
 	kvEvents                    bool
 	tokenizer                   string
+	tail, waits                 bool
+	serveEnv                    string
+	gct                         *gcTrace
 }
 
 // dial opens one of the driver's connections. With proxyWindow > 0 it
@@ -84,6 +87,9 @@ func runCmd(args []string) error {
 	fs.BoolVar(&c.kvEvents, "kv-events", true, "started EPP with -kv: fake engines (in this process, so their CPU is not the EPP's) publish KV events holding the workload's prefixes")
 	fs.StringVar(&c.tokenizer, "tokenizer", "kvexact/bpe/testdata/qwen3", "tokenizer directory of the started EPP and of the fake engines")
 	fs.IntVar(&c.proxyWindow, "proxy-window", 256<<20, "receive window the driver announces per stream and connection, fixed as Envoy's (0: gRPC-Go's dynamic windows and their pings)")
+	fs.StringVar(&c.serveEnv, "serve-env", "", "started EPP: extra environment (space-separated, e.g. \"GOGC=200 GOMAXPROCS=1\")")
+	fs.BoolVar(&c.tail, "tail", false, "started EPP: relate the slow picks to the EPP's GC cycles (GODEBUG=gctrace=1), run-queue waits (schedstat) and Go scheduler latency")
+	fs.BoolVar(&c.waits, "waits", false, "with -concurrency 1: read the EPP's and the driver's threads' run-queue waits (schedstat) around every pick (costs the driver ~20 file reads a pick)")
 	fs.StringVar(&c.jsonOut, "json", "", "also write the report as JSON here")
 	if err := parseAll(fs, args); err != nil {
 		return err
@@ -161,6 +167,19 @@ func (c *config) startServer() (func(), error) {
 	}
 	cmd := exec.Command(self, args...)
 	cmd.Stderr = os.Stderr
+	cmd.Env = append(os.Environ(), strings.Fields(c.serveEnv)...)
+	if c.tail {
+		c.gct = &gcTrace{}
+		cmd.Env = append(cmd.Env, "GODEBUG=gctrace=1")
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			closeFeed()
+			return nil, err
+		}
+		cmd.Stderr = pw
+		go c.gct.read(pr, os.Stderr)
+		defer pw.Close() // the child holds its own copy
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		closeFeed()
@@ -282,6 +301,8 @@ type report struct {
 	PicksPerCore  float64       `json:"picks_per_server_cpu_second"`
 	P50, P90, P99 time.Duration `json:"-"`
 	P999, Max     time.Duration `json:"-"`
+	Waits         *waitReport   `json:"waits,omitempty"`
+	Tail          *tailReport   `json:"tail,omitempty"`
 	Percentiles   map[string]float64
 	ReadsPerPick  float64 `json:"server_read_syscalls_per_pick,omitempty"`
 	WritesPerPick float64 `json:"server_write_syscalls_per_pick,omitempty"`
@@ -316,17 +337,33 @@ func (c *config) run(ctx context.Context) (*report, error) {
 		errs     atomic.Int64
 		firstErr atomic.Value
 		mu       sync.Mutex
-		lats     []time.Duration
+		recs     []pickRec
+		waits    atomic.Pointer[threadWaits]
 		wg       sync.WaitGroup
 	)
 	for i := range c.concurrency {
 		wg.Add(1)
 		go func(cc grpc.ClientConnInterface) {
 			defer wg.Done()
-			local := make([]time.Duration, 0, 1<<14)
+			local := make([]pickRec, 0, 1<<14)
+			var w0, w1 []int64
 			for !stop.Load() {
 				n := seq.Add(1)
-				lat, refusedWith, err := exchange(ctx, cc, w.request(n, c.chunk))
+				req := w.request(n, c.chunk)
+				tw := waits.Load()
+				if tw != nil {
+					if len(w0) != len(tw.files) {
+						w0, w1 = make([]int64, len(tw.files)), make([]int64, len(tw.files))
+					}
+					tw.read(w0)
+				}
+				t0 := time.Now().UnixNano()
+				lat, refusedWith, err := exchange(ctx, cc, req)
+				var wait int64
+				if tw != nil {
+					tw.read(w1)
+					wait = longest(w0, w1)
+				}
 				finished.Add(1)
 				if !measure.Load() {
 					continue
@@ -340,32 +377,45 @@ func (c *config) run(ctx context.Context) (*report, error) {
 					refused.Add(1)
 				default:
 					picks.Add(1)
-					local = append(local, lat)
+					local = append(local, pickRec{start: t0, lat: lat, wait: wait})
 				}
 			}
 			mu.Lock()
-			lats = append(lats, local...)
+			recs = append(recs, local...)
 			mu.Unlock()
 		}(conns[i%len(conns)])
 	}
 	time.Sleep(c.warmup)
-	before, haveStats := c.stats(true)
+	if c.waits && c.pid > 0 {
+		tw, err := openThreadWaits(c.pid, os.Getpid())
+		if err != nil {
+			return nil, err
+		}
+		defer tw.close()
+		waits.Store(tw)
+	}
+	before, haveStats := c.stats("?gc=1")
 	finished0 := finished.Load()
 	rep := &report{LoadAvg: loadavg(), Concurrency: c.concurrency, Conns: c.conns, BodyBytes: c.bodyBytes}
 	srv0, _ := proccpu.Of(c.pid)
 	io0, io0Err := readProcIO(c.pid)
 	cli0 := selfCPU()
+	wait0, slices0, _ := runDelay(c.pid)
+	dwait0, _, _ := runDelay(os.Getpid())
 	start := time.Now()
 	measure.Store(true)
 	time.Sleep(c.duration)
 	measure.Store(false)
 	rep.Wall = time.Since(start)
+	end := time.Now()
+	wait1, slices1, _ := runDelay(c.pid)
+	dwait1, _, _ := runDelay(os.Getpid())
 	srv1, srvErr := proccpu.Of(c.pid)
 	io1, io1Err := readProcIO(c.pid)
 	cli1 := selfCPU()
 	stop.Store(true)
 	wg.Wait()
-	after, _ := c.stats(true)
+	after, _ := c.stats("?gc=1&gcs=1")
 
 	rep.Picks, rep.Refused, rep.Errors = picks.Load(), refused.Load(), errs.Load()
 	if v, ok := firstErr.Load().(string); ok {
@@ -388,6 +438,33 @@ func (c *config) run(ctx context.Context) (*report, error) {
 		rep.WritesPerPick = float64(io1.writes-io0.writes) / n
 	}
 	rep.ClientCPU = cli1 - cli0
+	if c.tail && haveStats && c.gct != nil {
+		t := analyseTail(slices.Clone(recs), c.gct.spans(after.GCs), start.UnixNano(), end.UnixNano())
+		n := float64(rep.Picks + rep.Refused)
+		t.EPPRunWait = us(wait1-wait0) / n
+		t.EPPSlices = float64(slices1-slices0) / n
+		t.DriverRunWait = us(dwait1-dwait0) / n
+		// The histograms and CPU classes span the forced GCs at the edges
+		// too (a few cycles against the window's tens).
+		t.SchedP99 = 1e6 * after.SchedLatency.quantile(before.SchedLatency, 0.99)
+		t.SchedP999 = 1e6 * after.SchedLatency.quantile(before.SchedLatency, 0.999)
+		t.SchedOver1ms = after.SchedLatency.countAbove(before.SchedLatency, 1e-3)
+		t.GCPauseP99 = 1e6 * after.GCPauses.quantile(before.GCPauses, 0.99)
+		if cpu := after.TotalCPU - before.TotalCPU; cpu > 0 {
+			t.GCCPUFraction = (after.GCCPU - before.GCCPU) / cpu
+		}
+		t.AssistCPUPerPick = 1e6 * (after.AssistCPU - before.AssistCPU) / n
+		t.MutexWaitPerPick = 1e6 * (after.MutexWait - before.MutexWait) / n
+		rep.Tail = &t
+	}
+	if tw := waits.Load(); tw != nil {
+		wr := analyseWaits(slices.Clone(recs), len(tw.files))
+		rep.Waits = &wr
+	}
+	lats := make([]time.Duration, len(recs))
+	for i, r := range recs {
+		lats[i] = r.lat
+	}
 	slices.Sort(lats)
 	q := func(f float64) time.Duration { return lats[min(len(lats)-1, int(f*float64(len(lats))))] }
 	rep.P50, rep.P90, rep.P99, rep.P999, rep.Max = q(0.5), q(0.9), q(0.99), q(0.999), lats[len(lats)-1]
@@ -407,14 +484,11 @@ func (c *config) run(ctx context.Context) (*report, error) {
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 // stats reads the started EPP's runtime counters (after a forced GC).
-func (c *config) stats(gc bool) (runtimeStats, bool) {
+func (c *config) stats(query string) (runtimeStats, bool) {
 	if c.statsAddr == "" {
 		return runtimeStats{}, false
 	}
-	u := "http://" + c.statsAddr + "/stats"
-	if gc {
-		u += "?gc=1"
-	}
+	u := "http://" + c.statsAddr + "/stats" + query
 	resp, err := http.Get(u)
 	if err != nil {
 		return runtimeStats{}, false
@@ -446,6 +520,12 @@ func (r *report) print(w io.Writer) {
 	if r.AllocsPerPick > 0 {
 		fmt.Fprintf(w, "  EPP allocations %.0f per pick, %.1f KB per pick; live heap after GC %.1f MB → %.1f MB\n",
 			r.AllocsPerPick, r.BytesPerPick/1024, float64(r.HeapBefore)/(1<<20), float64(r.HeapAfter)/(1<<20))
+	}
+	if r.Tail != nil {
+		r.Tail.print(w)
+	}
+	if r.Waits != nil {
+		r.Waits.print(w)
 	}
 }
 

@@ -74,8 +74,16 @@ func serveCmd(args []string) error {
 	fs.Func("epp-max-concurrent-streams", "the EPP's --epp-max-concurrent-streams", uint32Flag(&tr.MaxConcurrentStreams))
 	ip := fs.String("ip", "127.0.0.1", "loopback IP of the API and the rule's VIP; the endpoints take the next ones")
 	portBase := fs.Int("port-base", 0, "first of the ports to take for the VIP, the KV events, the API and the endpoints (0: free ports)")
+	picker := fs.String("picker", "rule", "rule: the daemon picking from the pool rule; trivial: the ext_proc server alone with a picker that returns one fixed endpoint (a baseline of gRPC, the protocol and the machine, without the pick)")
 	if err := parseAll(fs, args); err != nil {
 		return err
+	}
+	if *picker == "trivial" {
+		o := epp.DefaultOptions()
+		o.Addr, o.HealthAddr, o.StreamWorkers, o.Transport = *addr, *haddr, *workers, tr
+		return serveTrivial(o, *stats)
+	} else if *picker != "rule" {
+		return fmt.Errorf("-picker %q: want rule or trivial", *picker)
 	}
 	plan, err := newNetPlan(*ip, *portBase, *n)
 	if err != nil {
@@ -177,6 +185,42 @@ func serveCmd(args []string) error {
 	return err
 }
 
+// fixedPicker answers every pick with one endpoint and does nothing else.
+type fixedPicker struct{ res epp.Result }
+
+func (p fixedPicker) Pick(context.Context, *epp.Request) (epp.Result, error) { return p.res, nil }
+func (fixedPicker) Served(epp.Outcome)                                       {}
+
+// serveTrivial serves ext_proc with fixedPicker until SIGTERM.
+func serveTrivial(o epp.Options, statsAddr string) error {
+	s, err := epp.New(o, fixedPicker{epp.Result{Endpoints: []string{"127.0.0.2:20001", "127.0.0.3:20002"}}}, nil)
+	if err != nil {
+		return err
+	}
+	lis, err := net.Listen("tcp", o.Addr)
+	if err != nil {
+		return fmt.Errorf("ext_proc listener: %w", err)
+	}
+	hlis, err := net.Listen("tcp", o.HealthAddr)
+	if err != nil {
+		lis.Close()
+		return fmt.Errorf("health listener: %w", err)
+	}
+	sl, err := net.Listen("tcp", statsAddr)
+	if err != nil {
+		lis.Close()
+		hlis.Close()
+		return fmt.Errorf("stats listener: %w", err)
+	}
+	go func() { _ = http.Serve(sl, http.HandlerFunc(serveStats)) }()
+	defer sl.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	s.SetReady(true)
+	fmt.Println("ready")
+	return s.Serve(ctx, lis, hlis)
+}
+
 func int32Flag(p *int32) func(string) error {
 	return func(s string) error {
 		n, err := strconv.ParseInt(s, 0, 32)
@@ -200,6 +244,16 @@ type runtimeStats struct {
 	HeapLive     uint64 `json:"heap_live"` // live heap bytes (after the forced GC with ?gc=1)
 	GCCycles     uint64 `json:"gc_cycles"`
 	Goroutines   int    `json:"goroutines"`
+	// For -tail: how long goroutines waited for a P, the collector's
+	// stop-the-world pauses, its CPU and its assists, and (with ?gcs=1)
+	// when each remembered cycle ended.
+	SchedLatency hist      `json:"sched_latency"`
+	GCPauses     hist      `json:"gc_pauses"`
+	GCCPU        float64   `json:"gc_cpu_seconds"`
+	AssistCPU    float64   `json:"gc_assist_cpu_seconds"`
+	TotalCPU     float64   `json:"total_cpu_seconds"`
+	MutexWait    float64   `json:"mutex_wait_seconds"` // goroutines blocked on sync.Mutex/RWMutex, summed
+	GCs          []gcCycle `json:"gcs,omitempty"`
 }
 
 func serveStats(w http.ResponseWriter, r *http.Request) {
@@ -208,15 +262,25 @@ func serveStats(w http.ResponseWriter, r *http.Request) {
 		runtime.GC() // a second cycle frees what the first one's finalizers released
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(readRuntimeStats())
+	st := readRuntimeStats()
+	if r.URL.Query().Get("gcs") == "1" {
+		st.GCs = gcCycles()
+	}
+	_ = json.NewEncoder(w).Encode(st)
 }
 
 func readRuntimeStats() runtimeStats {
 	s := []metrics.Sample{
 		{Name: "/gc/heap/allocs:objects"}, {Name: "/gc/heap/allocs:bytes"},
 		{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/cycles/total:gc-cycles"},
+		{Name: "/sched/latencies:seconds"}, {Name: "/sched/pauses/total/gc:seconds"},
+		{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/cpu/classes/gc/mark/assist:cpu-seconds"},
+		{Name: "/cpu/classes/total:cpu-seconds"}, {Name: "/sync/mutex/wait/total:seconds"},
 	}
 	metrics.Read(s)
 	return runtimeStats{AllocObjects: s[0].Value.Uint64(), AllocBytes: s[1].Value.Uint64(),
-		HeapLive: s[2].Value.Uint64(), GCCycles: s[3].Value.Uint64(), Goroutines: runtime.NumGoroutine()}
+		HeapLive: s[2].Value.Uint64(), GCCycles: s[3].Value.Uint64(), Goroutines: runtime.NumGoroutine(),
+		SchedLatency: toHist(s[4].Value.Float64Histogram()), GCPauses: toHist(s[5].Value.Float64Histogram()),
+		GCCPU: s[6].Value.Float64(), AssistCPU: s[7].Value.Float64(), TotalCPU: s[8].Value.Float64(),
+		MutexWait: s[9].Value.Float64()}
 }
