@@ -173,18 +173,7 @@ func TestSSEEngineClosesMidEvent(t *testing.T) {
 				writeApart(nc, 10*time.Millisecond, sseChunk("data: {\"tok\":0}\n\n"), tc.tail)
 				return false
 			})
-			resp, err := testClient().Post(url, "application/json", strings.NewReader(`{"stream":true}`))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			got, err := io.ReadAll(resp.Body)
-			if err == nil {
-				t.Fatalf("the client saw a clean end after %q", got)
-			}
-			if !strings.HasPrefix(string(got), "data: {\"tok\":0}\n\n") {
-				t.Fatalf("the client got %q before the cut", got)
-			}
+			expectCutAfterFirstEvent(t, url)
 		})
 	}
 }
@@ -270,5 +259,24 @@ func TestSSEClientGoneWhileEventsFlow(t *testing.T) {
 		t.Logf("the engine's writes failed %v after the client left", at.Sub(gone))
 	case <-time.After(20 * time.Second):
 		t.Fatal("the engine's connection stayed open after the client left")
+	}
+}
+
+// expectCutAfterFirstEvent streams from url and wants the first event
+// relayed whole, then a cut (never a clean end): what a client must see
+// when the engine's framing breaks after one good event.
+func expectCutAfterFirstEvent(t *testing.T, url string) {
+	t.Helper()
+	resp, err := testClient().Post(url, "application/json", strings.NewReader(`{"stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	if err == nil {
+		t.Fatalf("the client saw a clean end after %q", got)
+	}
+	if !strings.HasPrefix(string(got), "data: {\"tok\":0}\n\n") {
+		t.Fatalf("the client got %q before the cut", got)
 	}
 }
