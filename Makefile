@@ -48,14 +48,15 @@ run: build
 	$(BIN)/infergate demo --state-dir .state
 
 ## test: the full suite (unit, race, fuzz seeds, end-to-end incl. headless Chromium).
+# make test runs the suite under -race, then the datapath's socket packages
+# once more without it: race builds keep net.Conn's path (sockio's raw socket
+# calls are off under -race), so the raw paths the daemon runs — serving inside
+# the client's read wait, the SSE relay inside the engine's — are tested too.
 test:
 	@.ci/ensure-packages test
 	$(GO) vet ./...
 	$(GO) test $(TEST_FLAGS) ./...
 	$(GO) test $(TEST_FLAGS) ./datapath -args -frontend=net/http
-	# Race builds keep net.Conn's path (sockio's raw socket calls are off under
-	# -race), so the raw paths the daemon runs — serving inside the client's
-	# read wait, the SSE relay inside the engine's — are tested once more without it.
 	$(GO) test -count=1 -timeout 15m ./datapath ./datapath/h1 ./datapath/sockio ./datapath/upstream ./internal/rawsock ./enginestats
 
 ## bench: Go benchmarks for the hot paths, then the proxy load comparison.
