@@ -177,6 +177,35 @@ func (q *seq) relay(p peek, buf []byte, cancel context.CancelFunc) relayResult {
 	copyResponseHeader(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
+	// An SSE stream's client writes are bounded as the engine's silence
+	// and the stream cap (q.ctx's deadline) are: a client that takes
+	// nothing for the idle bound, or past the cap, ends the stream. Else
+	// the relay, blocked in a write, holds the decode leg and its buffer
+	// with no bound (neither the idle timer nor the cap unblocks a write).
+	// Cleared at the end for the connection's next request.
+	var wdl func(time.Time) error
+	capAt, _ := ctx.Deadline()
+	if sse && rc.SetWriteDeadline(time.Time{}) == nil {
+		wdl = rc.SetWriteDeadline
+		defer func() { _ = wdl(time.Time{}) }()
+	}
+	bound := func() { // moves the write bound past one more event
+		if wdl == nil {
+			return
+		}
+		d := time.Now().Add(idle)
+		if !capAt.IsZero() && capAt.Before(d) {
+			d = capAt
+		}
+		_ = wdl(d)
+	}
+	notice := func(b []byte) { // the end notice gets the idle bound, past the cap too
+		if wdl != nil {
+			_ = wdl(time.Now().Add(idle))
+		}
+		_, _ = w.Write(b)
+		_ = rc.Flush()
+	}
 	var res relayResult
 	var tail [endTail]byte // end of the previous chunk, for a terminator split across reads
 	tailN := 0
@@ -198,6 +227,7 @@ func (q *seq) relay(p peek, buf []byte, cancel context.CancelFunc) relayResult {
 		_ = rc.Flush()
 		return true
 	}
+	bound()
 	if len(p.first) > 0 && !write(p.first) {
 		res.clientGone = true
 		return res
@@ -212,6 +242,7 @@ func (q *seq) relay(p peek, buf []byte, cancel context.CancelFunc) relayResult {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
 			timer.Reset(idle)
+			bound()
 			if !write(buf[:n]) {
 				res.clientGone = true
 				return res
@@ -231,8 +262,7 @@ func (q *seq) relay(p peek, buf []byte, cancel context.CancelFunc) relayResult {
 				if p.responses {
 					end = responsesIdleEvent
 				}
-				_, _ = w.Write(end)
-				_ = rc.Flush()
+				notice(end)
 			}
 			log.WithField("error", err).Warn("pd: decode stream idle, relay ended")
 		case ctx.Err() != nil:
@@ -246,8 +276,7 @@ func (q *seq) relay(p peek, buf []byte, cancel context.CancelFunc) relayResult {
 				if p.responses {
 					cut = responsesCutEvent
 				}
-				_, _ = w.Write(cut)
-				_ = rc.Flush()
+				notice(cut)
 			}
 			log.WithField("error", err).Warn("pd: decode died mid-stream")
 		}
