@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -70,14 +71,33 @@ func startEngine(t *testing.T, name string, mod ...func(*fakeengine.Options)) *f
 }
 
 // freePort returns a port currently free on 127.0.0.1.
+// freePort is a port free on every loopback address the tests' rules
+// bind (127.0.0.1–3): a port free on 127.0.0.1 alone may be, on 127.0.0.3,
+// the ephemeral source port of a client in a package tested in parallel.
 func freePort(t *testing.T) uint16 {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		free := true
+		for _, ip := range []string{"127.0.0.2", "127.0.0.3"} {
+			o, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+			if err != nil {
+				free = false
+				break
+			}
+			_ = o.Close()
+		}
+		_ = l.Close()
+		if free {
+			return uint16(port)
+		}
 	}
-	defer l.Close()
-	return uint16(l.Addr().(*net.TCPAddr).Port)
+	t.Fatal("no port free on 127.0.0.1–3 in 50 tries")
+	return 0
 }
 
 func epFor(t *testing.T, addr string, weight int) spec.Endpoint {
