@@ -100,6 +100,19 @@ func freePort(t *testing.T) uint16 {
 	return 0
 }
 
+// freeWildcardPort is a port free on every address, for the one test that
+// binds the wildcard (BindAnyVIP): the kernel picks it for a wildcard
+// listener, which no address may share.
+func freeWildcardPort(t *testing.T) uint16 {
+	t.Helper()
+	l, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return uint16(l.Addr().(*net.TCPAddr).Port)
+}
+
 func epFor(t *testing.T, addr string, weight int) spec.Endpoint {
 	t.Helper()
 	ap := netip.MustParseAddrPort(addr)
