@@ -18,6 +18,7 @@ import (
 	"github.com/infergate/infergate/datapath/hop"
 	"github.com/infergate/infergate/datapath/pick"
 	"github.com/infergate/infergate/datapath/reqbody"
+	"github.com/infergate/infergate/datapath/streambound"
 	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
 	"github.com/sirupsen/logrus"
@@ -534,41 +535,25 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 	ub, _ := resp.Body.(upstream.BoundedBody)
 	// The Sender's header keys are canonical: no Header.Get.
 	sse := strings.HasPrefix(canonicalGet(resp.Header, headerContentType), contentTypeSSE)
-	var capAt time.Time // zero: no cap
-	idle := quiet.bodyStall
+	bound := streambound.Bound{Idle: quiet.bodyStall} // End zero: no cap
 	if sse {
-		idle = quiet.streamIdle
+		bound.Idle = quiet.streamIdle
 		capD := c.rule.MaxStreamDuration
 		if capD <= 0 {
 			capD = rt.opts.MaxStreamDuration
 		}
-		capAt = x.start.Add(capD)
-	}
-	// A stream's client writes are bounded as its engine reads are: a
-	// client that takes nothing for the idle bound (its window shut), or
-	// past the cap, ends the stream. Else the relay, blocked in the
-	// write, holds the engine's connection and a buffer with no bound (the
-	// cap is a read deadline, and no read runs then). Cleared at the end
-	// for the connection's next request.
-	var wdl func(time.Time) error
-	if sse {
-		if wdl = clientWriteDeadline(x.w); wdl != nil {
-			defer func() { _ = wdl(time.Time{}) }()
-		}
+		bound.End = x.start.Add(capD)
+		// A stream's client writes are bounded as its engine reads are
+		// (streambound); cleared at the end for the connection's next
+		// request.
+		defer bound.BindClient(x.w)()
 	}
 	extend := func() {
 		readBound := ub != nil && !ub.Buffered() // else no read can block: the rest of the body is in memory
-		if !readBound && wdl == nil {
+		if !readBound && !bound.BindsClient() {
 			return
 		}
-		d := time.Now().Add(idle)
-		if !capAt.IsZero() && capAt.Before(d) {
-			d = capAt
-		}
-		if wdl != nil {
-			_ = wdl(d)
-		}
-		if readBound {
+		if d := bound.Next(time.Now()); readBound {
 			ub.SetReadDeadline(d)
 		}
 	}
@@ -602,7 +587,7 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 	var gone bool  // the client went away
 	handled := false
 	if st, ok := resp.Body.(upstream.Streamer); ok && sse {
-		s := &sseStream{x: x, fl: fl, ub: ub, wdl: wdl, idle: idle, capAt: capAt}
+		s := &sseStream{x: x, fl: fl, ub: ub, bound: &bound}
 		s.rb.pool = &rt.bufs
 		handled, rerr = st.Stream(s)
 		relayed, gone = s.relayed, s.werr != nil
@@ -624,10 +609,8 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 	case x.r.Context().Err() != nil:
 		c.countRequest(i, statusClientClosed, codeClientClosed)
 		return
-	case sse && timedOut && !time.Now().Before(capAt):
-		if wdl != nil { // the cap has passed the write bound too: the notice gets the idle bound
-			_ = wdl(time.Now().Add(idle))
-		}
+	case sse && timedOut && !time.Now().Before(bound.End):
+		bound.Notice()
 		_, _ = io.WriteString(x.w, sseStreamCappedLine)
 		if fl != nil {
 			fl.Flush()
@@ -644,19 +627,6 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 	rt.log.WithFields(logrus.Fields{"rule": c.label, "endpoint": c.eps[i].id, "error": rerr.Error()}).Warn("engine response cut")
 	// A clean end would make a truncated body look complete.
 	panic(http.ErrAbortHandler)
-}
-
-// clientWriteDeadline is w's write deadline setter (the front end's
-// response, or through http.ResponseController); nil when w has none.
-func clientWriteDeadline(w http.ResponseWriter) func(time.Time) error {
-	if d, ok := w.(interface{ SetWriteDeadline(time.Time) error }); ok {
-		return d.SetWriteDeadline
-	}
-	rc := http.NewResponseController(w)
-	if rc.SetWriteDeadline(time.Time{}) != nil {
-		return nil // not supported
-	}
-	return rc.SetWriteDeadline
 }
 
 // copyBody is the relay's read-write loop for bodies Stream does not take

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/infergate/infergate/datapath/streambound"
 	"github.com/infergate/infergate/datapath/upstream"
 )
 
@@ -16,10 +17,8 @@ import (
 type sseStream struct {
 	x       *exchange
 	fl      http.Flusher
-	ub      upstream.BoundedBody  // nil: no read deadlines
-	wdl     func(time.Time) error // the client's write deadline; nil: none
-	idle    time.Duration         // the stream idle bound
-	capAt   time.Time             // the stream's end (max stream duration)
+	ub      upstream.BoundedBody // nil: no read deadlines
+	bound   *streambound.Bound   // the idle bound and cap, engine reads and client writes alike
 	rb      relayBuf
 	relayed uint64
 	werr    error // the client write that failed
@@ -36,15 +35,8 @@ func (s *sseStream) Emit(p []byte) error {
 		s.x.placed.FirstToken(now)
 		s.x.placed = nil
 	}
-	if s.ub != nil || s.wdl != nil {
-		d := now.Add(s.idle)
-		if !s.capAt.IsZero() && s.capAt.Before(d) {
-			d = s.capAt
-		}
-		if s.wdl != nil {
-			_ = s.wdl(d)
-		}
-		if s.ub != nil {
+	if s.ub != nil || s.bound.BindsClient() {
+		if d := s.bound.Next(now); s.ub != nil {
 			s.ub.SetReadDeadline(d)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/infergate/infergate/datapath/clienterr"
 	"github.com/infergate/infergate/datapath/hop"
+	"github.com/infergate/infergate/datapath/streambound"
 	"github.com/infergate/infergate/datapath/upstream"
 )
 
@@ -178,31 +179,15 @@ func (q *seq) relay(p peek, buf []byte, cancel context.CancelFunc) relayResult {
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
 	// An SSE stream's client writes are bounded as the engine's silence
-	// and the stream cap (q.ctx's deadline) are: a client that takes
-	// nothing for the idle bound, or past the cap, ends the stream. Else
-	// the relay, blocked in a write, holds the decode leg and its buffer
-	// with no bound (neither the idle timer nor the cap unblocks a write).
-	// Cleared at the end for the connection's next request.
-	var wdl func(time.Time) error
-	capAt, _ := ctx.Deadline()
-	if sse && rc.SetWriteDeadline(time.Time{}) == nil {
-		wdl = rc.SetWriteDeadline
-		defer func() { _ = wdl(time.Time{}) }()
-	}
-	bound := func() { // moves the write bound past one more event
-		if wdl == nil {
-			return
-		}
-		d := time.Now().Add(idle)
-		if !capAt.IsZero() && capAt.Before(d) {
-			d = capAt
-		}
-		_ = wdl(d)
+	// and the stream cap (ctx's deadline) are (streambound); cleared at
+	// the end for the connection's next request.
+	bound := streambound.Bound{Idle: idle}
+	bound.End, _ = ctx.Deadline()
+	if sse {
+		defer bound.BindClient(w)()
 	}
 	notice := func(b []byte) { // the end notice gets the idle bound, past the cap too
-		if wdl != nil {
-			_ = wdl(time.Now().Add(idle))
-		}
+		bound.Notice()
 		_, _ = w.Write(b)
 		_ = rc.Flush()
 	}
@@ -227,7 +212,7 @@ func (q *seq) relay(p peek, buf []byte, cancel context.CancelFunc) relayResult {
 		_ = rc.Flush()
 		return true
 	}
-	bound()
+	bound.Next(time.Now())
 	if len(p.first) > 0 && !write(p.first) {
 		res.clientGone = true
 		return res
@@ -242,7 +227,7 @@ func (q *seq) relay(p peek, buf []byte, cancel context.CancelFunc) relayResult {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
 			timer.Reset(idle)
-			bound()
+			bound.Next(time.Now())
 			if !write(buf[:n]) {
 				res.clientGone = true
 				return res
