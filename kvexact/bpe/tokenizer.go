@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 	"unsafe"
 
@@ -42,13 +43,28 @@ const (
 // Segments shorter than segmentCacheMin are left to the word cache.
 //
 // A segment seen once waits in a trial area of its own (Options.
-// SegmentTrialBytes) and moves to the segment cache proper
-// (Options.SegmentCacheBytes) on its second sighting; each area is cleared
-// when full, like the word cache. So a user's one-off questions only ever
-// flush each other, never a repeated system prompt, while a conversation's
+// SegmentTrialBytes, cleared when full) and moves to the segment cache
+// proper (Options.SegmentCacheBytes) on its second sighting. So a user's
+// one-off questions only ever flush each other, while a conversation's
 // turn is encoded once: the next turn, which resends it, finds its ids in
 // the trial area instead of encoding it a second time.
+//
+// The segment cache evicts, it is never cleared: a client can get any
+// segment promoted by sending it twice, and a cache cleared when full let
+// a flood of such segments flush every tenant's system prompts. Eviction
+// is a CLOCK over the promotion order (as S3-FIFO's main queue): each hit
+// raises a segment's use count, at most segmentUsesMax; the hand takes the
+// oldest segment, evicts it if its count is zero, else lowers the count
+// and puts it back at the end. A promoted segment starts at zero, so a
+// flood's segments go before any segment still in use: one used once per
+// turn of the cache (its size in segments, promotions) stays, however many
+// segments the flood promotes.
 const segmentCacheMin = 256
+
+// segmentUsesMax caps a cached segment's use count: a segment hit a
+// million times survives as many turns of the clock without a hit as one
+// hit thrice, so a prompt that stops being used leaves in bounded time.
+const segmentUsesMax = 3
 
 // Options bounds the memory a Tokenizer's caches hold (text and ids). A
 // zero field takes its DefaultOptions value.
@@ -113,10 +129,55 @@ type Tokenizer struct {
 
 	opts       Options
 	segMu      sync.RWMutex
-	segs       map[string][]uint32 // segments seen at least twice
-	segBytes   int                 // text and ids held in segs
+	segs       map[string]*cachedSegment // segments seen at least twice
+	segClock   segmentRing               // segs in promotion order: the eviction clock
+	segBytes   int                       // text and ids held in segs
 	trial      map[string]trialSegment
 	trialBytes int // text and ids held in trial
+}
+
+// cachedSegment is a segment in the segment cache. uses counts hits since
+// the clock last passed it (at most segmentUsesMax); hits raise it under
+// the read lock, so it is atomic; the clock lowers it under the write lock.
+type cachedSegment struct {
+	trialSegment
+	uses atomic.Uint32
+}
+
+// hit records a use of a cached segment. The hot prompts every request
+// shares are already at the cap: they are only read, so the cores serving
+// them do not pass one cache line back and forth.
+func (c *cachedSegment) hit() {
+	if u := c.uses.Load(); u < segmentUsesMax {
+		c.uses.CompareAndSwap(u, u+1)
+	}
+}
+
+// segmentRing is a FIFO of cached segments in a ring buffer that grows by
+// doubling. The segment cache's byte bound bounds its length (a segment
+// holds at least segmentCacheMin bytes), so it never shrinks.
+type segmentRing struct {
+	buf        []*cachedSegment
+	head, size int
+}
+
+func (r *segmentRing) push(c *cachedSegment) {
+	if r.size == len(r.buf) {
+		grown := make([]*cachedSegment, max(64, 2*len(r.buf)))
+		n := copy(grown, r.buf[r.head:])
+		copy(grown[n:], r.buf[:r.head])
+		r.buf, r.head = grown, 0
+	}
+	r.buf[(r.head+r.size)%len(r.buf)] = c
+	r.size++
+}
+
+func (r *segmentRing) pop() *cachedSegment {
+	c := r.buf[r.head]
+	r.buf[r.head] = nil // an evicted segment's memory is not held here
+	r.head = (r.head + 1) % len(r.buf)
+	r.size--
+	return c
 }
 
 // trialSegment is a segment seen once: its ids, and the key's own copy of
@@ -235,7 +296,7 @@ func LoadWith(raw []byte, o Options) (*Tokenizer, error) {
 	}
 	sum := sha256.Sum256(raw)
 	t := &Tokenizer{vocab: m.Vocab, ignoreMerges: m.IgnoreMerges, merges: make(map[uint64]merge, len(m.Merges)),
-		addedByText: map[string]uint32{}, cache: map[string][]uint32{}, opts: o.withDefaults(), segs: map[string][]uint32{},
+		addedByText: map[string]uint32{}, cache: map[string][]uint32{}, opts: o.withDefaults(), segs: map[string]*cachedSegment{},
 		trial: map[string]trialSegment{}, sum: hex.EncodeToString(sum[:])}
 	for b := 0; b < 256; b++ {
 		id, ok := m.Vocab[string(byteLevel[b])]
@@ -552,18 +613,20 @@ func (t *Tokenizer) appendSegment(dst []uint32, seg string) []uint32 {
 		return t.encodeSegment(dst, seg)
 	}
 	t.segMu.RLock()
-	ids, cached := t.segs[seg]
+	c, cached := t.segs[seg]
 	var tried trialSegment
 	var seen bool
-	if !cached {
+	if cached {
+		c.hit()
+	} else {
 		tried, seen = t.trial[seg]
 	}
 	t.segMu.RUnlock()
 	// Cached ids are never written once stored, so they are read outside
-	// the lock.
+	// the lock (an evicted segment's ids stay valid for who holds them).
 	switch {
 	case cached:
-		return append(dst, ids...)
+		return append(dst, c.ids...)
 	case seen:
 		t.promote(tried)
 		return append(dst, tried.ids...)
@@ -616,9 +679,10 @@ func cloneSegment(seg string, ids []uint32) trialSegment {
 }
 
 // promote moves a segment seen again from the trial area to the segment
-// cache, clearing the cache first when it is full.
+// cache, evicting what the clock picks until it fits.
 func (t *Tokenizer) promote(e trialSegment) {
 	size := segmentSize(e.text, e.ids)
+	c := &cachedSegment{trialSegment: e}
 	t.segMu.Lock()
 	defer t.segMu.Unlock()
 	if _, held := t.trial[e.text]; !held {
@@ -626,12 +690,28 @@ func (t *Tokenizer) promote(e trialSegment) {
 	}
 	delete(t.trial, e.text)
 	t.trialBytes -= size
-	if t.segBytes+size > t.opts.SegmentCacheBytes {
-		clear(t.segs)
-		t.segBytes = 0
-	}
-	t.segs[e.text] = e.ids
+	t.evictSegments(t.opts.SegmentCacheBytes - size)
+	t.segs[e.text] = c
+	t.segClock.push(c)
 	t.segBytes += size
+}
+
+// evictSegments turns the clock until the segment cache holds at most
+// limit bytes: the oldest segment goes if it has not been used since the
+// clock last passed it, else it loses a use and goes to the back. Each
+// turn evicts a segment or takes a use away, so the loop ends within
+// (segmentUsesMax+1) × the number of segments. Called with segMu held.
+func (t *Tokenizer) evictSegments(limit int) {
+	for t.segBytes > limit && t.segClock.size > 0 {
+		c := t.segClock.pop()
+		if u := c.uses.Load(); u > 0 {
+			c.uses.Store(u - 1)
+			t.segClock.push(c)
+			continue
+		}
+		delete(t.segs, c.text)
+		t.segBytes -= segmentSize(c.text, c.ids)
+	}
 }
 
 // encodeSegment tokenises text between added tokens: normalise,
