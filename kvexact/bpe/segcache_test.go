@@ -239,14 +239,14 @@ func checkSegmentBytes(t *testing.T, tok *Tokenizer) {
 		held += segmentSize(s, c.ids)
 	}
 	// The clock holds every cached segment once and nothing else.
-	inClock := map[*cachedSegment]bool{}
+	inClock := map[string]bool{}
 	r := tok.segClock
 	for i := range r.size {
-		c := r.buf[(r.head+i)%len(r.buf)]
-		if inClock[c] || tok.segs[c.text] != c {
-			t.Errorf("the clock's segment %d (%d bytes of text) is a duplicate or not in the cache", i, len(c.text))
+		key := r.buf[(r.head+i)%len(r.buf)]
+		if _, held := tok.segs[key]; inClock[key] || !held {
+			t.Errorf("the clock's segment %d (%d bytes of text) is a duplicate or not in the cache", i, len(key))
 		}
-		inClock[c] = true
+		inClock[key] = true
 	}
 	if len(inClock) != len(tok.segs) {
 		t.Errorf("the clock holds %d segments, the cache %d", len(inClock), len(tok.segs))

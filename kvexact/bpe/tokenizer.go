@@ -129,62 +129,59 @@ type Tokenizer struct {
 
 	opts       Options
 	segMu      sync.RWMutex
-	segs       map[string]*cachedSegment // segments seen at least twice
-	segClock   segmentRing               // segs in promotion order: the eviction clock
-	segBytes   int                       // text and ids held in segs
-	trial      map[string]trialSegment
-	trialBytes int // text and ids held in trial
+	segs       map[string]segment // segments seen at least twice
+	segClock   segmentRing        // segs' keys in promotion order: the eviction clock
+	segBytes   int                // text and ids held in segs
+	trial      map[string]segment // segments seen once
+	trialBytes int                // text and ids held in trial
 }
 
-// cachedSegment is a segment in the segment cache. uses counts hits since
-// the clock last passed it (at most segmentUsesMax); hits raise it under
-// the read lock, so it is atomic; the clock lowers it under the write lock.
-type cachedSegment struct {
-	trialSegment
-	uses atomic.Uint32
+// segment is a cached segment's ids, the key's own copy of its text (so
+// the promotion to the segment cache does not copy it again) and, once
+// promoted, the hits since the eviction clock last passed it (at most
+// segmentUsesMax). Hits raise uses under the read lock, so it is atomic;
+// the clock lowers it under the write lock. All three share one
+// allocation (cloneSegment).
+type segment struct {
+	text string
+	ids  []uint32
+	uses *atomic.Uint32
 }
 
 // hit records a use of a cached segment. The hot prompts every request
 // shares are already at the cap: they are only read, so the cores serving
 // them do not pass one cache line back and forth.
-func (c *cachedSegment) hit() {
-	if u := c.uses.Load(); u < segmentUsesMax {
-		c.uses.CompareAndSwap(u, u+1)
+func (e segment) hit() {
+	if u := e.uses.Load(); u < segmentUsesMax {
+		e.uses.CompareAndSwap(u, u+1)
 	}
 }
 
-// segmentRing is a FIFO of cached segments in a ring buffer that grows by
-// doubling. The segment cache's byte bound bounds its length (a segment
-// holds at least segmentCacheMin bytes), so it never shrinks.
+// segmentRing is a FIFO of cached segments' keys in a ring buffer that
+// grows by doubling. The segment cache's byte bound bounds its length (a
+// segment holds at least segmentCacheMin bytes), so it never shrinks.
 type segmentRing struct {
-	buf        []*cachedSegment
+	buf        []string
 	head, size int
 }
 
-func (r *segmentRing) push(c *cachedSegment) {
+func (r *segmentRing) push(key string) {
 	if r.size == len(r.buf) {
-		grown := make([]*cachedSegment, max(64, 2*len(r.buf)))
+		grown := make([]string, max(64, 2*len(r.buf)))
 		n := copy(grown, r.buf[r.head:])
 		copy(grown[n:], r.buf[:r.head])
 		r.buf, r.head = grown, 0
 	}
-	r.buf[(r.head+r.size)%len(r.buf)] = c
+	r.buf[(r.head+r.size)%len(r.buf)] = key
 	r.size++
 }
 
-func (r *segmentRing) pop() *cachedSegment {
-	c := r.buf[r.head]
-	r.buf[r.head] = nil // an evicted segment's memory is not held here
+func (r *segmentRing) pop() string {
+	key := r.buf[r.head]
+	r.buf[r.head] = "" // an evicted segment's memory is not held here
 	r.head = (r.head + 1) % len(r.buf)
 	r.size--
-	return c
-}
-
-// trialSegment is a segment seen once: its ids, and the key's own copy of
-// the text, so the promotion to the segment cache does not copy it again.
-type trialSegment struct {
-	text string
-	ids  []uint32
+	return key
 }
 
 type merge struct {
@@ -296,8 +293,8 @@ func LoadWith(raw []byte, o Options) (*Tokenizer, error) {
 	}
 	sum := sha256.Sum256(raw)
 	t := &Tokenizer{vocab: m.Vocab, ignoreMerges: m.IgnoreMerges, merges: make(map[uint64]merge, len(m.Merges)),
-		addedByText: map[string]uint32{}, cache: map[string][]uint32{}, opts: o.withDefaults(), segs: map[string]*cachedSegment{},
-		trial: map[string]trialSegment{}, sum: hex.EncodeToString(sum[:])}
+		addedByText: map[string]uint32{}, cache: map[string][]uint32{}, opts: o.withDefaults(), segs: map[string]segment{},
+		trial: map[string]segment{}, sum: hex.EncodeToString(sum[:])}
 	for b := 0; b < 256; b++ {
 		id, ok := m.Vocab[string(byteLevel[b])]
 		if !ok {
@@ -614,7 +611,7 @@ func (t *Tokenizer) appendSegment(dst []uint32, seg string) []uint32 {
 	}
 	t.segMu.RLock()
 	c, cached := t.segs[seg]
-	var tried trialSegment
+	var tried segment
 	var seen bool
 	if cached {
 		c.hit()
@@ -637,8 +634,9 @@ func (t *Tokenizer) appendSegment(dst []uint32, seg string) []uint32 {
 	return dst
 }
 
-// segmentSize is what a cached segment holds: its text and its ids.
-func segmentSize(text string, ids []uint32) int { return len(text) + 4*len(ids) }
+// segmentSize is what a cached segment holds: its text, its ids and its
+// use count.
+func segmentSize(text string, ids []uint32) int { return len(text) + 4*len(ids) + 4 }
 
 // admit keeps the ids of a segment seen for the first time in the trial
 // area (copies of both: seg is a slice of the caller's text, ids of its
@@ -666,23 +664,26 @@ func (t *Tokenizer) admit(seg string, ids []uint32) {
 }
 
 // cloneSegment copies a segment's text and ids into one allocation (the
-// ids, then the text's bytes): a segment seen once is the common case —
-// every request's new turn — so its copy costs one allocation, not two.
-// The text is a string over the tail of the ids' array, which nothing
-// writes once it is cached.
-func cloneSegment(seg string, ids []uint32) trialSegment {
-	buf := make([]uint32, len(ids)+(len(seg)+3)/4)
-	copy(buf, ids)
-	text := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf[len(ids):]))), len(seg))
+// use count, the ids, then the text's bytes): a segment seen once is the
+// common case — every request's new turn — so its copy costs one
+// allocation, not two, and its promotion none. The text is a string over
+// the tail of the array, which nothing writes once it is cached.
+func cloneSegment(seg string, ids []uint32) segment {
+	buf := make([]uint32, 1+len(ids)+(len(seg)+3)/4)
+	copy(buf[1:], ids)
+	text := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf[1+len(ids):]))), len(seg))
 	copy(text, seg)
-	return trialSegment{text: unsafe.String(unsafe.SliceData(text), len(seg)), ids: buf[:len(ids):len(ids)]}
+	return segment{
+		text: unsafe.String(unsafe.SliceData(text), len(seg)),
+		ids:  buf[1 : 1+len(ids) : 1+len(ids)],
+		uses: (*atomic.Uint32)(unsafe.Pointer(&buf[0])),
+	}
 }
 
 // promote moves a segment seen again from the trial area to the segment
 // cache, evicting what the clock picks until it fits.
-func (t *Tokenizer) promote(e trialSegment) {
+func (t *Tokenizer) promote(e segment) {
 	size := segmentSize(e.text, e.ids)
-	c := &cachedSegment{trialSegment: e}
 	t.segMu.Lock()
 	defer t.segMu.Unlock()
 	if _, held := t.trial[e.text]; !held {
@@ -691,8 +692,8 @@ func (t *Tokenizer) promote(e trialSegment) {
 	delete(t.trial, e.text)
 	t.trialBytes -= size
 	t.evictSegments(t.opts.SegmentCacheBytes - size)
-	t.segs[e.text] = c
-	t.segClock.push(c)
+	t.segs[e.text] = e
+	t.segClock.push(e.text)
 	t.segBytes += size
 }
 
@@ -703,14 +704,15 @@ func (t *Tokenizer) promote(e trialSegment) {
 // (segmentUsesMax+1) × the number of segments. Called with segMu held.
 func (t *Tokenizer) evictSegments(limit int) {
 	for t.segBytes > limit && t.segClock.size > 0 {
-		c := t.segClock.pop()
-		if u := c.uses.Load(); u > 0 {
-			c.uses.Store(u - 1)
-			t.segClock.push(c)
+		key := t.segClock.pop()
+		e := t.segs[key]
+		if u := e.uses.Load(); u > 0 {
+			e.uses.Store(u - 1)
+			t.segClock.push(key)
 			continue
 		}
-		delete(t.segs, c.text)
-		t.segBytes -= segmentSize(c.text, c.ids)
+		delete(t.segs, key)
+		t.segBytes -= segmentSize(e.text, e.ids)
 	}
 }
 
