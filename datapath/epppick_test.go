@@ -352,7 +352,7 @@ func chwblBenchRule(b *testing.B) (*Runtime, *spec.Rule) {
 		a := fmt.Sprintf("10.0.0.%d:8000", i+1)
 		eps = append(eps, spec.Endpoint{ID: a, Addr: mustAddrPort(a), Weight: 1})
 	}
-	r := newRule("127.0.0.1", freePortB(b), spec.SelCHWBL, eps...)
+	r := newRule("127.0.0.1", freePort(b), spec.SelCHWBL, eps...)
 	r.Name, r.CircuitBreaker = "bench", true
 	r.CHWBL = &spec.CHWBL{PrefixHashLevel: 2, MeanLoadFactor: 175, Replication: 100}
 	if err := rt.Install(nil, r); err != nil {

@@ -23,7 +23,7 @@ func BenchmarkFrontEnd(b *testing.B) {
 			o.HTTPFrontEnd = fe
 			rt := New(o, nil, nil)
 			defer func() { _ = rt.Close(b.Context()) }()
-			r := newRule("127.0.0.1", freePortB(b), spec.SelRoundRobin, spec.Endpoint{ID: e.Addr(), Addr: mustAddrPort(e.Addr()), Weight: 1})
+			r := newRule("127.0.0.1", freePort(b), spec.SelRoundRobin, spec.Endpoint{ID: e.Addr(), Addr: mustAddrPort(e.Addr()), Weight: 1})
 			if err := rt.Install(nil, r); err != nil {
 				b.Fatal(err)
 			}

@@ -5,11 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -68,49 +66,6 @@ func startEngine(t *testing.T, name string, mod ...func(*fakeengine.Options)) *f
 	}
 	t.Cleanup(s.Close)
 	return s
-}
-
-// freePort returns a port currently free on 127.0.0.1.
-// freePort is a port free on every loopback address the tests' rules
-// bind (127.0.0.1–3): a port free on 127.0.0.1 alone may be, on 127.0.0.3,
-// the ephemeral source port of a client in a package tested in parallel.
-func freePort(t *testing.T) uint16 {
-	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		free := true
-		for _, ip := range []string{"127.0.0.2", "127.0.0.3"} {
-			o, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
-			if err != nil {
-				free = false
-				break
-			}
-			_ = o.Close()
-		}
-		_ = l.Close()
-		if free {
-			return uint16(port)
-		}
-	}
-	t.Fatal("no port free on 127.0.0.1–3 in 50 tries")
-	return 0
-}
-
-// freeWildcardPort is a port free on every address, for the one test that
-// binds the wildcard (BindAnyVIP): the kernel picks it for a wildcard
-// listener, which no address may share.
-func freeWildcardPort(t *testing.T) uint16 {
-	t.Helper()
-	l, err := net.Listen("tcp", "0.0.0.0:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return uint16(l.Addr().(*net.TCPAddr).Port)
 }
 
 func epFor(t *testing.T, addr string, weight int) spec.Endpoint {

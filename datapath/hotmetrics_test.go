@@ -176,7 +176,7 @@ func seriesCount(c prometheus.Collector) int {
 func BenchmarkObserveLLM(b *testing.B) {
 	rt := New(DefaultOptions(), nil, nil)
 	defer func() { _ = rt.Close(b.Context()) }()
-	r := newRule("127.0.0.1", freePortB(b), spec.SelRoundRobin, spec.Endpoint{ID: "10.0.0.1:8000", Addr: mustAddrPort("10.0.0.1:8000"), Weight: 1})
+	r := newRule("127.0.0.1", freePort(b), spec.SelRoundRobin, spec.Endpoint{ID: "10.0.0.1:8000", Addr: mustAddrPort("10.0.0.1:8000"), Weight: 1})
 	if err := rt.Install(nil, r); err != nil {
 		b.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func BenchmarkPDAddedLatency(b *testing.B) {
 	o := DefaultOptions()
 	rt := New(o, nil, nil)
 	b.Cleanup(func() { _ = rt.Close(b.Context()) })
-	r := newRule("127.0.0.1", freePortB(b), spec.SelRoundRobin, pre.Endpoint(), dec.Endpoint())
+	r := newRule("127.0.0.1", freePort(b), spec.SelRoundRobin, pre.Endpoint(), dec.Endpoint())
 	r.Engine, r.PD = spec.EngineVLLM, &spec.PD{SessionTTL: time.Minute, CacheAware: true}
 	if err := rt.Install(nil, r); err != nil {
 		b.Fatal(err)

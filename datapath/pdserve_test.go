@@ -439,7 +439,7 @@ func TestPDBreakerDeadPrefill(t *testing.T) {
 	o := pdTestOptions()
 	o.BreakerOpenFor = 300 * time.Millisecond
 	f := newPDFleet(t, o, spec.EngineVLLM, 1, 1)
-	deadAddr := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.29"), freePortOn(t, "127.0.0.29"))
+	deadAddr := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.29"), freePort(t))
 	dead := spec.Endpoint{ID: deadAddr.String(), Addr: deadAddr, Weight: 1, Role: spec.RolePrefill, NixlPort: deadAddr.Port()}
 	next := *f.rule
 	next.Generation++
@@ -485,20 +485,6 @@ func TestPDBreakerDeadPrefill(t *testing.T) {
 	if len(back.Records()) == 0 {
 		t.Error("recovered prefill served nothing")
 	}
-}
-
-// freePortOn returns a port currently free on ip.
-func freePortOn(t *testing.T, ip string) uint16 {
-	t.Helper()
-	cfg := pdfake.DefaultConfig(pdfake.VLLM, pdfake.Prefill)
-	cfg.Addr = ip + ":0"
-	e, err := pdfake.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := e.AddrPort().Port()
-	_ = e.Close()
-	return p
 }
 
 // TestPDRole0FallbackAndReadiness: draining the only prefill makes the rule

@@ -3,7 +3,6 @@ package datapath
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -41,7 +40,7 @@ func benchTargets(b *testing.B, o fakeengine.Options) []benchTarget {
 	b.Cleanup(e.Close)
 	rt := New(DefaultOptions(), nil, nil)
 	b.Cleanup(func() { _ = rt.Close(context.Background()) })
-	r := newRule("127.0.0.1", freePortB(b), spec.SelRoundRobin, spec.Endpoint{ID: e.Addr(), Addr: mustAddrPort(e.Addr()), Weight: 1})
+	r := newRule("127.0.0.1", freePort(b), spec.SelRoundRobin, spec.Endpoint{ID: e.Addr(), Addr: mustAddrPort(e.Addr()), Weight: 1})
 	if err := rt.Install(nil, r); err != nil {
 		b.Fatal(err)
 	}
@@ -75,16 +74,6 @@ func postParallel(b *testing.B, url string) {
 	})
 }
 
-func freePortB(b *testing.B) uint16 {
-	b.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	return uint16(l.Addr().(*net.TCPAddr).Port)
-}
-
 // BenchmarkSurface measures the latency one request adds on the
 // pass-through path (the body streams to the engine unread: a rule nothing
 // routes on) against the routed path (the body is read whole and its model
@@ -99,9 +88,9 @@ func BenchmarkSurface(b *testing.B) {
 	rt := New(DefaultOptions(), nil, nil)
 	defer func() { _ = rt.Close(b.Context()) }()
 	ep := spec.Endpoint{ID: e.Addr(), Addr: mustAddrPort(e.Addr()), Weight: 1}
-	routed := newRule("127.0.0.1", freePortB(b), spec.SelRoundRobin, ep)
+	routed := newRule("127.0.0.1", freePort(b), spec.SelRoundRobin, ep)
 	routed.Key.ModelName = "fake-model"
-	pass := newRule("127.0.0.1", freePortB(b), spec.SelRoundRobin, ep)
+	pass := newRule("127.0.0.1", freePort(b), spec.SelRoundRobin, ep)
 	for _, r := range []*spec.Rule{routed, pass} {
 		if err := rt.Install(nil, r); err != nil {
 			b.Fatal(err)

@@ -208,7 +208,7 @@ func TestBindAnyVIP(t *testing.T) {
 	o.BindAnyVIP = true
 	rt, _ := newTestRuntime(t, o)
 	e := startEngine(t, "e1")
-	port := freeWildcardPort(t)
+	port := freePort(t)
 	r := newRule("192.0.2.10", port, spec.SelRoundRobin, epFor(t, e.Addr(), 1))
 	if err := rt.Install(nil, r); err != nil {
 		t.Fatalf("Install with BindAnyVIP: %v", err)

@@ -15,8 +15,16 @@ import (
 // (the idle wait after a body's ReadTimeout, a body read after the handler
 // lifted the deadline) holds for its whole length, and the bound asked for
 // last still ends the connection.
+//
+// Sleeps only ever run long, so each wait past a bound (2 × readTimeout)
+// proves the bound passed however loaded the box is; what a stall can break
+// is the other side, a wait that must end before IdleTimeout. So the idle
+// bound is 20 × readTimeout: the client would have to stall 1.8 s between
+// two lines to lose the connection legitimately (at 4 × it failed about
+// once in 90 runs at load 20, where 150 ms stalls are common), and each
+// failure says how long the wait really was.
 func TestLazyReadDeadlines(t *testing.T) {
-	const readTimeout, idle = 150 * time.Millisecond, 600 * time.Millisecond
+	const readTimeout, idle = 100 * time.Millisecond, 2 * time.Second
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -46,12 +54,14 @@ func TestLazyReadDeadlines(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	answer := func(want string) {
+	// since is when the wait before the request began: an answer lost
+	// after more than idle is a stalled box, not the server's bug.
+	answer := func(want string, since time.Time) {
 		t.Helper()
 		_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
-			t.Fatalf("answer: %v", err)
+			t.Fatalf("answer: %v, %v after the wait began (IdleTimeout %v)", err, time.Since(since), idle)
 		}
 		b, _ := io.ReadAll(resp.Body)
 		if resp.StatusCode != 200 || string(b) != want {
@@ -61,17 +71,21 @@ func TestLazyReadDeadlines(t *testing.T) {
 
 	// A body under ReadTimeout arms its deadline; the idle wait that
 	// follows is longer and must not end at the body's.
+	sent := time.Now()
 	send("/echo", "ab")
-	answer("ab")
-	time.Sleep(3 * readTimeout)
+	answer("ab", sent)
+	idleFrom := time.Now()
+	time.Sleep(2 * readTimeout)
 	// The handler lifts the deadline, then the body comes past ReadTimeout.
 	_, _ = io.WriteString(nc, "POST /lift HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n")
 	time.Sleep(2 * readTimeout)
-	_, _ = io.WriteString(nc, "cd")
-	answer("cd")
-	// Idle past IdleTimeout: the server closes the connection.
+	// The server arms the idle bound once it has answered this body, so
+	// after start: its close cannot come sooner than idle after start.
 	start := time.Now()
-	_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, _ = io.WriteString(nc, "cd")
+	answer("cd", idleFrom)
+	// Idle past IdleTimeout: the server closes the connection.
+	_ = nc.SetReadDeadline(time.Now().Add(4 * idle))
 	if n, err := br.Read(make([]byte, 1)); n != 0 || err == nil || strings.Contains(err.Error(), "timeout") {
 		t.Fatalf("idle connection: read %d, %v; want the server's close", n, err)
 	}

@@ -225,14 +225,31 @@ func TestSegmentCacheParity(t *testing.T) {
 }
 
 // checkSegmentBytes checks that the segment areas' counts are what they
-// hold, within their bounds.
+// hold, within their bounds, and that the eviction clock holds exactly the
+// cached segments.
 func checkSegmentBytes(t *testing.T, tok *Tokenizer) {
 	t.Helper()
 	tok.segMu.RLock()
 	defer tok.segMu.RUnlock()
 	held, tried := 0, 0
-	for s, ids := range tok.segs {
-		held += segmentSize(s, ids)
+	for s, c := range tok.segs {
+		if s != c.text {
+			t.Errorf("cached segment keyed %q holds the text %q", s, c.text)
+		}
+		held += segmentSize(s, c.ids)
+	}
+	// The clock holds every cached segment once and nothing else.
+	inClock := map[string]bool{}
+	r := tok.segClock
+	for i := range r.size {
+		key := r.buf[(r.head+i)%len(r.buf)]
+		if _, held := tok.segs[key]; inClock[key] || !held {
+			t.Errorf("the clock's segment %d (%d bytes of text) is a duplicate or not in the cache", i, len(key))
+		}
+		inClock[key] = true
+	}
+	if len(inClock) != len(tok.segs) {
+		t.Errorf("the clock holds %d segments, the cache %d", len(inClock), len(tok.segs))
 	}
 	for s, e := range tok.trial {
 		if s != e.text {

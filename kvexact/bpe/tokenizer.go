@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 	"unsafe"
 
@@ -42,13 +43,28 @@ const (
 // Segments shorter than segmentCacheMin are left to the word cache.
 //
 // A segment seen once waits in a trial area of its own (Options.
-// SegmentTrialBytes) and moves to the segment cache proper
-// (Options.SegmentCacheBytes) on its second sighting; each area is cleared
-// when full, like the word cache. So a user's one-off questions only ever
-// flush each other, never a repeated system prompt, while a conversation's
+// SegmentTrialBytes, cleared when full) and moves to the segment cache
+// proper (Options.SegmentCacheBytes) on its second sighting. So a user's
+// one-off questions only ever flush each other, while a conversation's
 // turn is encoded once: the next turn, which resends it, finds its ids in
 // the trial area instead of encoding it a second time.
+//
+// The segment cache evicts, it is never cleared: a client can get any
+// segment promoted by sending it twice, and a cache cleared when full let
+// a flood of such segments flush every tenant's system prompts. Eviction
+// is a CLOCK over the promotion order (as S3-FIFO's main queue): each hit
+// raises a segment's use count, at most segmentUsesMax; the hand takes the
+// oldest segment, evicts it if its count is zero, else lowers the count
+// and puts it back at the end. A promoted segment starts at zero, so a
+// flood's segments go before any segment still in use: one used once per
+// turn of the cache (its size in segments, promotions) stays, however many
+// segments the flood promotes.
 const segmentCacheMin = 256
+
+// segmentUsesMax caps a cached segment's use count: a segment hit a
+// million times survives as many turns of the clock without a hit as one
+// hit thrice, so a prompt that stops being used leaves in bounded time.
+const segmentUsesMax = 3
 
 // Options bounds the memory a Tokenizer's caches hold (text and ids). A
 // zero field takes its DefaultOptions value.
@@ -113,17 +129,59 @@ type Tokenizer struct {
 
 	opts       Options
 	segMu      sync.RWMutex
-	segs       map[string][]uint32 // segments seen at least twice
-	segBytes   int                 // text and ids held in segs
-	trial      map[string]trialSegment
-	trialBytes int // text and ids held in trial
+	segs       map[string]segment // segments seen at least twice
+	segClock   segmentRing        // segs' keys in promotion order: the eviction clock
+	segBytes   int                // text and ids held in segs
+	trial      map[string]segment // segments seen once
+	trialBytes int                // text and ids held in trial
 }
 
-// trialSegment is a segment seen once: its ids, and the key's own copy of
-// the text, so the promotion to the segment cache does not copy it again.
-type trialSegment struct {
+// segment is a cached segment's ids, the key's own copy of its text (so
+// the promotion to the segment cache does not copy it again) and, once
+// promoted, the hits since the eviction clock last passed it (at most
+// segmentUsesMax). Hits raise uses under the read lock, so it is atomic;
+// the clock lowers it under the write lock. All three share one
+// allocation (cloneSegment).
+type segment struct {
 	text string
 	ids  []uint32
+	uses *atomic.Uint32
+}
+
+// hit records a use of a cached segment. The hot prompts every request
+// shares are already at the cap: they are only read, so the cores serving
+// them do not pass one cache line back and forth.
+func (e segment) hit() {
+	if u := e.uses.Load(); u < segmentUsesMax {
+		e.uses.CompareAndSwap(u, u+1)
+	}
+}
+
+// segmentRing is a FIFO of cached segments' keys in a ring buffer that
+// grows by doubling. The segment cache's byte bound bounds its length (a
+// segment holds at least segmentCacheMin bytes), so it never shrinks.
+type segmentRing struct {
+	buf        []string
+	head, size int
+}
+
+func (r *segmentRing) push(key string) {
+	if r.size == len(r.buf) {
+		grown := make([]string, max(64, 2*len(r.buf)))
+		n := copy(grown, r.buf[r.head:])
+		copy(grown[n:], r.buf[:r.head])
+		r.buf, r.head = grown, 0
+	}
+	r.buf[(r.head+r.size)%len(r.buf)] = key
+	r.size++
+}
+
+func (r *segmentRing) pop() string {
+	key := r.buf[r.head]
+	r.buf[r.head] = "" // an evicted segment's memory is not held here
+	r.head = (r.head + 1) % len(r.buf)
+	r.size--
+	return key
 }
 
 type merge struct {
@@ -235,8 +293,8 @@ func LoadWith(raw []byte, o Options) (*Tokenizer, error) {
 	}
 	sum := sha256.Sum256(raw)
 	t := &Tokenizer{vocab: m.Vocab, ignoreMerges: m.IgnoreMerges, merges: make(map[uint64]merge, len(m.Merges)),
-		addedByText: map[string]uint32{}, cache: map[string][]uint32{}, opts: o.withDefaults(), segs: map[string][]uint32{},
-		trial: map[string]trialSegment{}, sum: hex.EncodeToString(sum[:])}
+		addedByText: map[string]uint32{}, cache: map[string][]uint32{}, opts: o.withDefaults(), segs: map[string]segment{},
+		trial: map[string]segment{}, sum: hex.EncodeToString(sum[:])}
 	for b := 0; b < 256; b++ {
 		id, ok := m.Vocab[string(byteLevel[b])]
 		if !ok {
@@ -552,18 +610,20 @@ func (t *Tokenizer) appendSegment(dst []uint32, seg string) []uint32 {
 		return t.encodeSegment(dst, seg)
 	}
 	t.segMu.RLock()
-	ids, cached := t.segs[seg]
-	var tried trialSegment
+	c, cached := t.segs[seg]
+	var tried segment
 	var seen bool
-	if !cached {
+	if cached {
+		c.hit()
+	} else {
 		tried, seen = t.trial[seg]
 	}
 	t.segMu.RUnlock()
 	// Cached ids are never written once stored, so they are read outside
-	// the lock.
+	// the lock (an evicted segment's ids stay valid for who holds them).
 	switch {
 	case cached:
-		return append(dst, ids...)
+		return append(dst, c.ids...)
 	case seen:
 		t.promote(tried)
 		return append(dst, tried.ids...)
@@ -574,8 +634,9 @@ func (t *Tokenizer) appendSegment(dst []uint32, seg string) []uint32 {
 	return dst
 }
 
-// segmentSize is what a cached segment holds: its text and its ids.
-func segmentSize(text string, ids []uint32) int { return len(text) + 4*len(ids) }
+// segmentSize is what a cached segment holds: its text, its ids and its
+// use count.
+func segmentSize(text string, ids []uint32) int { return len(text) + 4*len(ids) + 4 }
 
 // admit keeps the ids of a segment seen for the first time in the trial
 // area (copies of both: seg is a slice of the caller's text, ids of its
@@ -603,21 +664,25 @@ func (t *Tokenizer) admit(seg string, ids []uint32) {
 }
 
 // cloneSegment copies a segment's text and ids into one allocation (the
-// ids, then the text's bytes): a segment seen once is the common case —
-// every request's new turn — so its copy costs one allocation, not two.
-// The text is a string over the tail of the ids' array, which nothing
-// writes once it is cached.
-func cloneSegment(seg string, ids []uint32) trialSegment {
-	buf := make([]uint32, len(ids)+(len(seg)+3)/4)
-	copy(buf, ids)
-	text := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf[len(ids):]))), len(seg))
+// use count, the ids, then the text's bytes): a segment seen once is the
+// common case — every request's new turn — so its copy costs one
+// allocation, not two, and its promotion none. The text is a string over
+// the tail of the array, which nothing writes once it is cached.
+func cloneSegment(seg string, ids []uint32) segment {
+	buf := make([]uint32, 1+len(ids)+(len(seg)+3)/4)
+	copy(buf[1:], ids)
+	text := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf[1+len(ids):]))), len(seg))
 	copy(text, seg)
-	return trialSegment{text: unsafe.String(unsafe.SliceData(text), len(seg)), ids: buf[:len(ids):len(ids)]}
+	return segment{
+		text: unsafe.String(unsafe.SliceData(text), len(seg)),
+		ids:  buf[1 : 1+len(ids) : 1+len(ids)],
+		uses: (*atomic.Uint32)(unsafe.Pointer(&buf[0])),
+	}
 }
 
 // promote moves a segment seen again from the trial area to the segment
-// cache, clearing the cache first when it is full.
-func (t *Tokenizer) promote(e trialSegment) {
+// cache, evicting what the clock picks until it fits.
+func (t *Tokenizer) promote(e segment) {
 	size := segmentSize(e.text, e.ids)
 	t.segMu.Lock()
 	defer t.segMu.Unlock()
@@ -626,12 +691,29 @@ func (t *Tokenizer) promote(e trialSegment) {
 	}
 	delete(t.trial, e.text)
 	t.trialBytes -= size
-	if t.segBytes+size > t.opts.SegmentCacheBytes {
-		clear(t.segs)
-		t.segBytes = 0
-	}
-	t.segs[e.text] = e.ids
+	t.evictSegments(t.opts.SegmentCacheBytes - size)
+	t.segs[e.text] = e
+	t.segClock.push(e.text)
 	t.segBytes += size
+}
+
+// evictSegments turns the clock until the segment cache holds at most
+// limit bytes: the oldest segment goes if it has not been used since the
+// clock last passed it, else it loses a use and goes to the back. Each
+// turn evicts a segment or takes a use away, so the loop ends within
+// (segmentUsesMax+1) × the number of segments. Called with segMu held.
+func (t *Tokenizer) evictSegments(limit int) {
+	for t.segBytes > limit && t.segClock.size > 0 {
+		key := t.segClock.pop()
+		e := t.segs[key]
+		if u := e.uses.Load(); u > 0 {
+			e.uses.Store(u - 1)
+			t.segClock.push(key)
+			continue
+		}
+		delete(t.segs, key)
+		t.segBytes -= segmentSize(e.text, e.ids)
+	}
 }
 
 // encodeSegment tokenises text between added tokens: normalise,
