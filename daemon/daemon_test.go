@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/infergate/infergate/internal/testport"
 	"io"
 	"net"
 	"net/http"
@@ -117,19 +118,8 @@ func names(l rules.RuleList) []string {
 	return out
 }
 
-// freePort returns a currently free TCP port on ip. Rule VIPs are loopback
-// addresses on free ports so the tests keep passing once newRuntime returns
-// the real datapath, which binds them.
-func freePort(t *testing.T, ip string) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
+// restRule is a rule whose VIP is a loopback address on port (a
+// testport.Free port: the real datapath binds it).
 func restRule(port int) string {
 	return `{"serviceArguments":{"externalIP":"127.0.0.61","port":` + strconv.Itoa(port) + `,"protocol":"tcp","mode":4,"name":"persisted"},
  "endpoints":[{"endpointIP":"127.0.0.71","targetPort":8000,"weight":1}]}`
@@ -139,7 +129,7 @@ func restRule(port int) string {
 // base and fails the test unless it is answered 200.
 func createPersisted(t *testing.T, base string) {
 	t.Helper()
-	resp, err := http.Post(base+"/netlox/v1/config/loadbalancer", "application/json", strings.NewReader(restRule(freePort(t, "127.0.0.61"))))
+	resp, err := http.Post(base+"/netlox/v1/config/loadbalancer", "application/json", strings.NewReader(restRule(testport.Free(t))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,8 +199,8 @@ spec:
 func TestRuleFiles(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rules.yaml")
-	ruleFile := strings.NewReplacer("PORT1", strconv.Itoa(freePort(t, "127.0.0.62")),
-		"PORT2", strconv.Itoa(freePort(t, "127.0.0.63"))).Replace(ruleFileTemplate)
+	ruleFile := strings.NewReplacer("PORT1", strconv.Itoa(testport.Free(t)),
+		"PORT2", strconv.Itoa(testport.Free(t))).Replace(ruleFileTemplate)
 	if err := os.WriteFile(path, []byte(ruleFile), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"github.com/infergate/infergate/internal/testport"
 	"io"
 	"net/http"
 	"strings"
@@ -68,7 +69,7 @@ func TestEtcdLoginWaitsForEtcd(t *testing.T) {
 	if err, ok := exited(); ok {
 		t.Fatalf("daemon exited while etcd was down: %v", err)
 	}
-	st, h, body := answer(http.MethodPost, d.base+"/netlox/v1/config/loadbalancer", restRule(freePort(t, "127.0.0.62")))
+	st, h, body := answer(http.MethodPost, d.base+"/netlox/v1/config/loadbalancer", restRule(testport.Free(t)))
 	if st != http.StatusServiceUnavailable || !strings.Contains(body, `"not_ready"`) || !strings.Contains(body, "rule store:") || h.Get("Retry-After") == "" {
 		t.Fatalf("write while etcd is down: %d %s Retry-After=%q", st, body, h.Get("Retry-After"))
 	}
@@ -79,7 +80,7 @@ func TestEtcdLoginWaitsForEtcd(t *testing.T) {
 		st, _, _ := answer(http.MethodGet, d.base+"/readyz", "")
 		return st == http.StatusOK
 	})
-	if st, _, body := answer(http.MethodPost, d.base+"/netlox/v1/config/loadbalancer", restRule(freePort(t, "127.0.0.62"))); st != http.StatusOK {
+	if st, _, body := answer(http.MethodPost, d.base+"/netlox/v1/config/loadbalancer", restRule(testport.Free(t))); st != http.StatusOK {
 		t.Fatalf("write once ready: %d %s", st, body)
 	}
 }

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"github.com/infergate/infergate/internal/testport"
 	"io"
 	"net/http"
 	"strings"
@@ -80,7 +81,7 @@ func TestEtcdStoreDaemon(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, resp.Header, string(b)
 	}
-	if st, _, b := post(a.base, restRule(freePort(t, "127.0.0.61"))); st != 200 {
+	if st, _, b := post(a.base, restRule(testport.Free(t))); st != 200 {
 		t.Fatalf("POST: %d %s", st, b)
 	}
 	// A second replica on the same etcd sees the rule. Both run in one
@@ -102,7 +103,7 @@ func TestEtcdStoreDaemon(t *testing.T) {
 		st, body := get(t, a.base+"/readyz")
 		return st == 200 && strings.Contains(body, "degraded: store unreachable")
 	})
-	st, h, body := post(a.base, restRule(freePort(t, "127.0.0.61")))
+	st, h, body := post(a.base, restRule(testport.Free(t)))
 	if st != 503 || !strings.Contains(body, "store_unavailable") || h.Get("Retry-After") == "" {
 		t.Fatalf("write during the outage: %d %s Retry-After=%q", st, body, h.Get("Retry-After"))
 	}
@@ -116,7 +117,7 @@ func TestEtcdStoreDaemon(t *testing.T) {
 		_, body := get(t, a.base+"/readyz")
 		return strings.Contains(body, `"ready"`)
 	})
-	if st, _, b := post(a.base, restRule(freePort(t, "127.0.0.61"))); st != 200 {
+	if st, _, b := post(a.base, restRule(testport.Free(t))); st != 200 {
 		t.Fatalf("write after recovery: %d %s", st, b)
 	}
 }
