@@ -44,6 +44,7 @@ type config struct {
 	tokenizer                   string
 	tail, waits                 bool
 	driver                      string
+	perf                        bool
 	serveEnv                    string
 	gct                         *gcTrace
 }
@@ -92,6 +93,7 @@ func runCmd(args []string) error {
 	fs.BoolVar(&c.tail, "tail", false, "started EPP: relate the slow picks to the EPP's GC cycles (GODEBUG=gctrace=1), run-queue waits (schedstat) and Go scheduler latency")
 	fs.BoolVar(&c.waits, "waits", false, "with -concurrency 1: read the EPP's and the driver's threads' run-queue waits (schedstat) around every pick (costs the driver ~20 file reads a pick)")
 	fs.StringVar(&c.driver, "driver", driverGRPC, "grpc: streams over grpc-go clients (extprocclient; -conns connections shared by the streams); lean: one goroutine per stream in flight speaking HTTP/2 frames on its own connection, as an event-driven proxy (-conns ignored)")
+	fs.BoolVar(&c.perf, "perf", false, "count the EPP's and the driver's context switches, futex calls, poller waits, reads and writes per pick over the window (perf stat; needs perf and the right to trace the EPP)")
 	fs.StringVar(&c.jsonOut, "json", "", "also write the report as JSON here")
 	if err := parseAll(fs, args); err != nil {
 		return err
@@ -360,18 +362,20 @@ type report struct {
 	Waits            *waitReport   `json:"waits,omitempty"`
 	Tail             *tailReport   `json:"tail,omitempty"`
 	Percentiles      map[string]float64
-	ReadsPerPick     float64       `json:"server_read_syscalls_per_pick,omitempty"`
-	WritesPerPick    float64       `json:"server_write_syscalls_per_pick,omitempty"`
-	AllocsPerPick    float64       `json:"server_allocs_per_pick,omitempty"`
-	BytesPerPick     float64       `json:"server_alloc_bytes_per_pick,omitempty"`
-	HeapBefore       uint64        `json:"heap_live_before,omitempty"`
-	HeapAfter        uint64        `json:"heap_live_after,omitempty"`
-	ClientCPUPerPick time.Duration `json:"driver_cpu_per_pick_ns"`
-	Driver           string        `json:"driver"`
-	LoadAvg          string        `json:"loadavg"`
-	Concurrency      int           `json:"concurrency"`
-	Conns            int           `json:"conns"`
-	BodyBytes        int           `json:"body_bytes"`
+	ReadsPerPick     float64            `json:"server_read_syscalls_per_pick,omitempty"`
+	WritesPerPick    float64            `json:"server_write_syscalls_per_pick,omitempty"`
+	AllocsPerPick    float64            `json:"server_allocs_per_pick,omitempty"`
+	BytesPerPick     float64            `json:"server_alloc_bytes_per_pick,omitempty"`
+	HeapBefore       uint64             `json:"heap_live_before,omitempty"`
+	HeapAfter        uint64             `json:"heap_live_after,omitempty"`
+	ClientCPUPerPick time.Duration      `json:"driver_cpu_per_pick_ns"`
+	Driver           string             `json:"driver"`
+	EPPPerf          map[string]float64 `json:"epp_perf_per_pick,omitempty"`
+	DriverPerf       map[string]float64 `json:"driver_perf_per_pick,omitempty"`
+	LoadAvg          string             `json:"loadavg"`
+	Concurrency      int                `json:"concurrency"`
+	Conns            int                `json:"conns"`
+	BodyBytes        int                `json:"body_bytes"`
 }
 
 func (c *config) run(ctx context.Context) (*report, error) {
@@ -456,6 +460,20 @@ func (c *config) run(ctx context.Context) (*report, error) {
 	cli0 := selfCPU()
 	wait0, slices0, _ := runDelay(c.pid)
 	dwait0, _, _ := runDelay(os.Getpid())
+	// perf counts from the streams that ended since it started to those
+	// ended when it is stopped: its span, not the window's (it attaches
+	// and stops within milliseconds: at worst a stream or two of skew).
+	var eppPerf, drvPerf *perfRun
+	var perfFrom, perfStreams int64
+	if c.perf {
+		if eppPerf, err = startPerf(c.pid); err != nil {
+			return nil, err
+		}
+		if drvPerf, err = startPerf(os.Getpid()); err != nil {
+			return nil, err
+		}
+		perfFrom = finished.Load()
+	}
 	start := time.Now()
 	measure.Store(true)
 	time.Sleep(c.duration)
@@ -467,6 +485,16 @@ func (c *config) run(ctx context.Context) (*report, error) {
 	srv1, srvErr := proccpu.Of(c.pid)
 	io1, io1Err := readProcIO(c.pid)
 	cli1 := selfCPU()
+	var eppCounts, drvCounts map[string]float64
+	if c.perf {
+		perfStreams = finished.Load() - perfFrom
+		if eppCounts, err = eppPerf.stop(); err != nil {
+			return nil, err
+		}
+		if drvCounts, err = drvPerf.stop(); err != nil {
+			return nil, err
+		}
+	}
 	stop.Store(true)
 	wg.Wait()
 	after, _ := c.stats("?gc=1&gcs=1")
@@ -493,6 +521,9 @@ func (c *config) run(ctx context.Context) (*report, error) {
 	}
 	rep.ClientCPU = cli1 - cli0
 	rep.ClientCPUPerPick = rep.ClientCPU / time.Duration(rep.Picks+rep.Refused)
+	if c.perf {
+		rep.EPPPerf, rep.DriverPerf = perPick(eppCounts, perfStreams), perPick(drvCounts, perfStreams)
+	}
 	if c.tail && haveStats && c.gct != nil {
 		t := analyseTail(slices.Clone(recs), c.gct.spans(after.GCs), start.UnixNano(), end.UnixNano())
 		n := float64(rep.Picks + rep.Refused)
@@ -572,6 +603,8 @@ func (r *report) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  pick latency (headers sent → pick received): p50 %v  p90 %v  p99 %v  p99.9 %v  max %v\n",
 		r.P50.Round(time.Microsecond), r.P90.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.P999.Round(time.Microsecond), r.Max.Round(time.Microsecond))
+	printPerf(w, "EPP", r.EPPPerf)
+	printPerf(w, "driver", r.DriverPerf)
 	if r.AllocsPerPick > 0 {
 		fmt.Fprintf(w, "  EPP allocations %.0f per pick, %.1f KB per pick; live heap after GC %.1f MB → %.1f MB\n",
 			r.AllocsPerPick, r.BytesPerPick/1024, float64(r.HeapBefore)/(1<<20), float64(r.HeapAfter)/(1<<20))
