@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"testing"
 	"time"
@@ -239,14 +240,15 @@ func waitInUse(t *testing.T, b *budget, want int64) {
 	}
 }
 
-// heapAfterGC is the live heap: two collections, so what sync.Pools (gRPC's
-// buffer pool among them) kept through the first is gone too.
+// heapAfterGC is the heap the last of two collections found live (the
+// runtime's own figure): the second one drops what sync.Pools, gRPC's
+// buffer pool among them, kept through the first.
 func heapAfterGC() uint64 {
 	runtime.GC()
 	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live)
+	return live[0].Value.Uint64()
 }
 
 // Many streams with large bodies, all held by slow picks (a queue, a
