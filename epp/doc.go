@@ -24,7 +24,10 @@
 // one that leaves no eligible endpoint is answered with ImmediateResponse
 // 503. Shedding is answered with 429, no ready endpoint with 503, a body over
 // Options.MaxBodyBytes with 413 and a malformed SLO hint with 400; each
-// carries the reason in Options.RefusalReasonHeader. The response path is
+// carries the reason in Options.RefusalReasonHeader. Two process-wide
+// bounds are answered 429 too: the bodies all streams hold
+// (Options.BodyBudgetBytes, reason body_memory_exhausted) and the streams
+// open (Options.MaxStreams, too_many_streams). The response path is
 // passed through (headers acknowledged, body chunks re-emitted) and its
 // served-endpoint report (metadata envoy.lb /
 // x-gateway-destination-endpoint-served, or the response header of that name)

@@ -13,6 +13,12 @@ const (
 	ResultError       = "error"       // the picker failed; gRPC Internal
 )
 
+// Process-wide bounds, the values of infergate_epp_bound_refusals_total{bound}.
+const (
+	BoundBodyMemory = "body_memory" // Options.BodyBudgetBytes
+	BoundStreams    = "streams"     // Options.MaxStreams
+)
+
 // Served-report matches, the values of infergate_epp_served_total{match}.
 const (
 	ServedPrimary    = "primary"    // the first endpoint of the pick served
@@ -28,6 +34,7 @@ type Metrics struct {
 	Active  prometheus.Gauge       // infergate_epp_active_streams
 	Pick    prometheus.Histogram   // infergate_epp_pick_duration_seconds
 	Served  *prometheus.CounterVec // infergate_epp_served_total{match}
+	Bounded *prometheus.CounterVec // infergate_epp_bound_refusals_total{bound}
 }
 
 // NewMetrics creates the families and registers them on reg (nil: unregistered,
@@ -51,9 +58,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "infergate_epp_served_total",
 			Help: "Served-endpoint reports from the proxy by match against the pick (primary, fallback, other, unreported). Rising other means the proxy ignores the pick.",
 		}, []string{"match"}),
+		Bounded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "infergate_epp_bound_refusals_total",
+			Help: "Streams answered 429 by a process-wide bound: body_memory (the request bodies held would pass --epp-body-budget-bytes) or streams (--epp-max-streams open already). Also counted in infergate_epp_streams_total{result=\"shed\"}. Rising: raise the bound if the process has the memory, or add replicas.",
+		}, []string{"bound"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Streams, m.Active, m.Pick, m.Served)
+		reg.MustRegister(m.Streams, m.Active, m.Pick, m.Served, m.Bounded)
 	}
 	return m
 }

@@ -21,6 +21,18 @@ type Options struct {
 	// MaxBodyBytes caps the request body the EPP buffers to pick; a larger body
 	// is refused with 413 before it is all read.
 	MaxBodyBytes int64 `yaml:"epp-max-body-bytes"`
+	// BodyBudgetBytes bounds the request bodies all streams hold at once
+	// (MaxBodyBytes bounds one): a stream whose body would take the sum
+	// past it is answered 429 (body_memory_exhausted) and its body
+	// dropped. A body counts from its first byte until the proxy's first
+	// response-path message is answered or the stream ends. At least
+	// MaxBodyBytes.
+	BodyBudgetBytes int64 `yaml:"epp-body-budget-bytes"`
+	// MaxStreams caps the ext_proc streams open at once over all
+	// connections (0: no cap). A stream beyond it is answered 429
+	// (too_many_streams) as soon as it opens, before anything of it is
+	// read, so it costs no body and no pick.
+	MaxStreams int `yaml:"epp-max-streams"`
 	// DestinationNamespace is the dynamic-metadata namespace of the pick and of
 	// the served-endpoint report (GIE default envoy.lb).
 	DestinationNamespace string `yaml:"epp-destination-namespace"`
@@ -77,9 +89,18 @@ type Transport struct {
 // Defaults. The body cap leaves room for agentic prompts (hundreds of KB) and
 // long-context requests while bounding what one stream can pin in memory.
 const (
-	DefaultAddr                 = ":9002"
-	DefaultHealthAddr           = ":9003"
-	DefaultMaxBodyBytes         = 32 << 20
+	DefaultAddr         = ":9002"
+	DefaultHealthAddr   = ":9003"
+	DefaultMaxBodyBytes = 32 << 20
+	// DefaultBodyBudgetBytes is sixteen bodies at DefaultMaxBodyBytes, or
+	// about five thousand 100 KB agentic prompts being picked at once.
+	DefaultBodyBudgetBytes = 512 << 20
+	// DefaultMaxStreams allows a gateway's in-flight requests (a stream
+	// stays open through its response) for a pool of tens of engines of a
+	// few hundred concurrent sequences each, while bounding what streams
+	// cost beyond their bodies (goroutines, gRPC's per-stream buffers and
+	// unread window) to a few hundred MB.
+	DefaultMaxStreams           = 4096
 	DefaultDestinationNamespace = "envoy.lb"
 	DefaultSubsetNamespace      = "envoy.lb.subset_hint"
 	DefaultRefusalReasonHeader  = "x-infergate-request-dropped-reason"
@@ -105,6 +126,8 @@ func DefaultOptions() Options {
 		Addr:                 DefaultAddr,
 		HealthAddr:           DefaultHealthAddr,
 		MaxBodyBytes:         DefaultMaxBodyBytes,
+		BodyBudgetBytes:      DefaultBodyBudgetBytes,
+		MaxStreams:           DefaultMaxStreams,
 		DestinationNamespace: DefaultDestinationNamespace,
 		SubsetNamespace:      DefaultSubsetNamespace,
 		RefusalReasonHeader:  DefaultRefusalReasonHeader,
@@ -128,6 +151,10 @@ func (o Options) Validate() error {
 		return fmt.Errorf("epp: health_addr: %q is also the ext_proc address", o.HealthAddr)
 	case o.MaxBodyBytes <= 0:
 		return fmt.Errorf("epp: max_body_bytes: %d must be positive", o.MaxBodyBytes)
+	case o.BodyBudgetBytes < o.MaxBodyBytes:
+		return fmt.Errorf("epp: body_budget_bytes: %d is below max_body_bytes %d: a body at the limit could never be taken", o.BodyBudgetBytes, o.MaxBodyBytes)
+	case o.MaxStreams < 0:
+		return fmt.Errorf("epp: max_streams: %d must not be negative (0: no cap)", o.MaxStreams)
 	case o.DestinationNamespace == "" || !utf8.ValidString(o.DestinationNamespace):
 		return fmt.Errorf("epp: destination_namespace: %q must be non-empty UTF-8 (a protobuf string)", o.DestinationNamespace)
 	case o.SubsetNamespace == "" || !utf8.ValidString(o.SubsetNamespace):

@@ -80,6 +80,12 @@ func serveLoopback(t *testing.T, opts Options, p Picker) (string, context.Contex
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveServer(t, s)
+}
+
+// serveServer serves s on loopback until the test ends.
+func serveServer(t *testing.T, s *Server) (string, context.Context) {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -34,6 +34,11 @@ type Server struct {
 	progress Progress // picker when it implements Progress, else nil
 	metrics  *Metrics
 	health   *health.Server
+
+	// The process-wide bounds every stream shares (Options.BodyBudgetBytes,
+	// Options.MaxStreams).
+	bodies  budget
+	streams budget
 }
 
 // New builds a server. m may be nil (metrics kept but not registered).
@@ -52,7 +57,9 @@ func New(opts Options, p Picker, m *Metrics) (*Server, error) {
 	h.SetServingStatus(HealthReadiness, healthpb.HealthCheckResponse_NOT_SERVING)
 	h.SetServingStatus(HealthExtProc, healthpb.HealthCheckResponse_NOT_SERVING)
 	progress, _ := p.(Progress)
-	return &Server{opts: opts, picker: p, progress: progress, metrics: m, health: h}, nil
+	s := &Server{opts: opts, picker: p, progress: progress, metrics: m, health: h}
+	s.bodies.limit, s.streams.limit = opts.BodyBudgetBytes, int64(opts.MaxStreams)
+	return s, nil
 }
 
 // Options returns the options the server runs with.

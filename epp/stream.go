@@ -55,6 +55,7 @@ type stream struct {
 	declared int64  // the request's content-length, 0 when absent or invalid
 	body     []byte // the request body so far, contiguous (what the picker sees)
 	chunks   []int  // the length of each body chunk as it arrived, to re-emit them as they came
+	held     int64  // bytes of Server.bodies this stream has taken for its body (its capacity)
 	trailers bool   // the request body ended with trailers rather than end_of_stream
 
 	picked   bool // Pick returned a Result: Served is owed
@@ -72,10 +73,30 @@ type stream struct {
 func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	st := &stream{s: s, srv: srv, ctx: srv.Context(), respStreamed: true}
 	s.metrics.Active.Inc()
-	err := st.run()
-	st.finish(err)
+	var err error
+	if s.streams.take(1) {
+		err = st.run()
+		st.releaseBody()
+		st.finish(err)
+		s.streams.give(1)
+	} else {
+		err = st.refuseOverCap()
+		st.finish(err)
+	}
 	s.metrics.Active.Dec()
 	return err
+}
+
+// refuseOverCap answers a stream beyond Options.MaxStreams at once, with
+// nothing read: Envoy sends the request headers as it opens the stream,
+// so the answer is the one to them. Reading first would let streams that
+// never send anything hold goroutines past the cap.
+func (st *stream) refuseOverCap() error {
+	st.s.metrics.Bounded.WithLabelValues(BoundStreams).Inc()
+	if err := st.answer(tooManyStreamsRefusal()); !errors.Is(err, errAnswered) {
+		return err
+	}
+	return nil
 }
 
 func (st *stream) run() error {
@@ -215,31 +236,66 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) error {
 		st.body, st.chunks = nil, nil
 		return st.answer(&Refusal{Status: 413, Reason: "request_body_too_large"})
 	}
-	st.appendBody(b.GetBody())
+	if !st.appendBody(b.GetBody()) {
+		st.body, st.chunks = nil, nil
+		st.s.metrics.Bounded.WithLabelValues(BoundBodyMemory).Inc()
+		return st.answer(bodyMemoryRefusal())
+	}
 	if b.GetEndOfStream() {
 		return st.pick()
 	}
 	return nil
 }
 
-// appendBody adds a chunk. A body that arrives in one chunk (most requests)
-// is used where gRPC decoded it, never copied. From the second chunk on, the
-// body moves to one buffer sized from the declared length — at most
-// presizeLimit, so a client cannot make us reserve memory it never sends —
-// and grows with the bytes that actually arrive: a large body costs its size
-// once, not once per chunk plus a join.
-func (st *stream) appendBody(p []byte) {
-	switch len(st.chunks) {
-	case 0:
-		st.body = p // the codec copies bytes fields out of its receive buffer: p is ours to keep
-	case 1:
-		size := max(int64(len(st.body)+len(p)), min(st.declared, st.s.opts.MaxBodyBytes, presizeLimit))
-		buf := make([]byte, 0, size)
-		st.body = append(append(buf, st.body...), p...)
-	default:
-		st.body = append(st.body, p...)
+// appendBody adds a chunk, or reports false when the process's body budget
+// (Options.BodyBudgetBytes) cannot take it. A body that arrives in one
+// chunk (most requests) is used where gRPC decoded it, never copied. From
+// the second chunk on, the body moves to one buffer sized from the
+// declared length — at most presizeLimit, so a client cannot make us
+// reserve memory it never sends — and grows with the bytes that actually
+// arrive: a large body costs its size once, not once per chunk plus a
+// join. Every byte of the body's capacity is taken from the budget before
+// it is allocated.
+func (st *stream) appendBody(p []byte) bool {
+	if len(st.chunks) == 0 {
+		// The codec copies bytes fields out of its receive buffer: p is
+		// ours to keep, and already on the heap.
+		if !st.s.bodies.take(int64(cap(p))) {
+			return false
+		}
+		st.held, st.body = int64(cap(p)), p
+		st.chunks = append(st.chunks, len(p))
+		return true
 	}
+	if len(st.body)+len(p) > cap(st.body) {
+		want := 0
+		if len(st.chunks) == 1 {
+			want = int(min(st.declared, presizeLimit))
+		}
+		buf := growBody(&st.s.bodies, st.body, len(p), want, int(st.s.opts.MaxBodyBytes))
+		if buf == nil {
+			return false
+		}
+		st.held += int64(cap(buf) - cap(st.body))
+		st.body = buf
+	}
+	st.body = append(st.body, p...)
 	st.chunks = append(st.chunks, len(p))
+	return true
+}
+
+// releaseBody gives the body's bytes back to the process's budget. That
+// is not when the stream lets go of the body (after re-emitting it) but
+// once the proxy's first response-path message has been answered, or the
+// stream ends: gRPC holds re-emitted bytes until they are written, and it
+// takes a stream's next answer only when no more than its per-stream
+// write quota (64 KiB) of earlier ones is still unwritten — a proxy that
+// does not read what it is sent keeps the body counted.
+func (st *stream) releaseBody() {
+	if st.held != 0 {
+		st.s.bodies.give(st.held)
+		st.held = 0
+	}
 }
 
 func (st *stream) requestTrailers() error {
@@ -335,6 +391,7 @@ func (st *stream) responseHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3
 	if err := st.sendWire(encodeEmpty(&st.heads, fieldRespResponseHeaders, false)); err != nil {
 		return err
 	}
+	st.releaseBody()
 	if h.GetEndOfStream() {
 		st.done()
 	} else {
@@ -364,6 +421,7 @@ func (st *stream) responseBody(msg *extprocv3.ProcessingRequest, b *extprocv3.Ht
 	if err := st.sendWire(answer); err != nil {
 		return err
 	}
+	st.releaseBody()
 	if b.GetEndOfStream() {
 		st.done()
 	} else {
@@ -380,6 +438,7 @@ func (st *stream) responseTrailers(msg *extprocv3.ProcessingRequest) error {
 	if err := st.sendWire(encodeEmpty(&st.heads, fieldRespResponseTrailers, false)); err != nil {
 		return err
 	}
+	st.releaseBody()
 	st.done()
 	return nil
 }

@@ -43,6 +43,8 @@ type config struct {
 	kvEvents                    bool
 	tokenizer                   string
 	tail, waits                 bool
+	driver                      string
+	perf                        bool
 	serveEnv                    string
 	gct                         *gcTrace
 }
@@ -90,9 +92,17 @@ func runCmd(args []string) error {
 	fs.StringVar(&c.serveEnv, "serve-env", "", "started EPP: extra environment (space-separated, e.g. \"GOGC=200 GOMAXPROCS=1\")")
 	fs.BoolVar(&c.tail, "tail", false, "started EPP: relate the slow picks to the EPP's GC cycles (GODEBUG=gctrace=1), run-queue waits (schedstat) and Go scheduler latency")
 	fs.BoolVar(&c.waits, "waits", false, "with -concurrency 1: read the EPP's and the driver's threads' run-queue waits (schedstat) around every pick (costs the driver ~20 file reads a pick)")
+	fs.StringVar(&c.driver, "driver", driverGRPC, "grpc: streams over grpc-go clients (extprocclient; -conns connections shared by the streams); lean: one goroutine per stream in flight speaking HTTP/2 frames on its own connection, as an event-driven proxy (-conns ignored)")
+	fs.BoolVar(&c.perf, "perf", false, "count the EPP's and the driver's context switches, futex calls, poller waits, reads and writes per pick over the window (perf stat; needs perf and the right to trace the EPP)")
 	fs.StringVar(&c.jsonOut, "json", "", "also write the report as JSON here")
 	if err := parseAll(fs, args); err != nil {
 		return err
+	}
+	if c.driver != driverGRPC && c.driver != driverLean {
+		return fmt.Errorf("-driver %q: want %s or %s", c.driver, driverGRPC, driverLean)
+	}
+	if c.driver == driverLean {
+		c.conns = c.concurrency
 	}
 	ctx := context.Background()
 	if c.addr == "" {
@@ -287,46 +297,94 @@ func exchange(ctx context.Context, cc grpc.ClientConnInterface, r extprocclient.
 	return lat, 0, x.Finish()
 }
 
-// report is one run's figures.
-type report struct {
-	Picks         int64         `json:"picks"`
-	Refused       int64         `json:"refused"`
-	Errors        int64         `json:"errors"`
-	FirstError    string        `json:"first_error,omitempty"`
-	Wall          time.Duration `json:"wall_ns"`
-	PicksPerSec   float64       `json:"picks_per_sec"`
-	ServerCPU     time.Duration `json:"server_cpu_ns"`
-	ClientCPU     time.Duration `json:"client_cpu_ns"`
-	CPUPerPick    time.Duration `json:"server_cpu_per_pick_ns"`
-	PicksPerCore  float64       `json:"picks_per_server_cpu_second"`
-	P50, P90, P99 time.Duration `json:"-"`
-	P999, Max     time.Duration `json:"-"`
-	Waits         *waitReport   `json:"waits,omitempty"`
-	Tail          *tailReport   `json:"tail,omitempty"`
-	Percentiles   map[string]float64
-	ReadsPerPick  float64 `json:"server_read_syscalls_per_pick,omitempty"`
-	WritesPerPick float64 `json:"server_write_syscalls_per_pick,omitempty"`
-	AllocsPerPick float64 `json:"server_allocs_per_pick,omitempty"`
-	BytesPerPick  float64 `json:"server_alloc_bytes_per_pick,omitempty"`
-	HeapBefore    uint64  `json:"heap_live_before,omitempty"`
-	HeapAfter     uint64  `json:"heap_live_after,omitempty"`
-	LoadAvg       string  `json:"loadavg"`
-	Concurrency   int     `json:"concurrency"`
-	Conns         int     `json:"conns"`
-	BodyBytes     int     `json:"body_bytes"`
-}
+// The drivers (-driver).
+const (
+	driverGRPC = "grpc"
+	driverLean = "lean"
+)
 
-func (c *config) run(ctx context.Context) (*report, error) {
-	w := newWorkload(c.prefixes, c.bodyBytes)
+// exchanger runs one whole stream on a driver's connection.
+type exchanger func(extprocclient.Request) (time.Duration, int, error)
+
+// exchangers opens one exchanger per stream in flight and returns them with
+// a function closing their connections.
+func (c *config) exchangers(ctx context.Context) ([]exchanger, func(), error) {
+	out := make([]exchanger, c.concurrency)
+	var closers []func() error
+	closeAll := func() {
+		for _, f := range closers {
+			_ = f()
+		}
+	}
+	if c.driver == driverLean {
+		for i := range out {
+			l, err := dialLean(c.addr, c.proxyWindow)
+			if err != nil {
+				closeAll()
+				return nil, nil, err
+			}
+			closers = append(closers, l.close)
+			out[i] = l.exchange
+		}
+		return out, closeAll, nil
+	}
 	conns := make([]*grpc.ClientConn, c.conns)
 	for i := range conns {
 		cc, err := c.dial()
 		if err != nil {
-			return nil, err
+			closeAll()
+			return nil, nil, err
 		}
-		defer cc.Close()
+		closers = append(closers, cc.Close)
 		conns[i] = cc
 	}
+	for i := range out {
+		cc := conns[i%len(conns)]
+		out[i] = func(r extprocclient.Request) (time.Duration, int, error) { return exchange(ctx, cc, r) }
+	}
+	return out, closeAll, nil
+}
+
+// report is one run's figures.
+type report struct {
+	Picks            int64         `json:"picks"`
+	Refused          int64         `json:"refused"`
+	Errors           int64         `json:"errors"`
+	FirstError       string        `json:"first_error,omitempty"`
+	Wall             time.Duration `json:"wall_ns"`
+	PicksPerSec      float64       `json:"picks_per_sec"`
+	ServerCPU        time.Duration `json:"server_cpu_ns"`
+	ClientCPU        time.Duration `json:"client_cpu_ns"`
+	CPUPerPick       time.Duration `json:"server_cpu_per_pick_ns"`
+	PicksPerCore     float64       `json:"picks_per_server_cpu_second"`
+	P50, P90, P99    time.Duration `json:"-"`
+	P999, Max        time.Duration `json:"-"`
+	Waits            *waitReport   `json:"waits,omitempty"`
+	Tail             *tailReport   `json:"tail,omitempty"`
+	Percentiles      map[string]float64
+	ReadsPerPick     float64            `json:"server_read_syscalls_per_pick,omitempty"`
+	WritesPerPick    float64            `json:"server_write_syscalls_per_pick,omitempty"`
+	AllocsPerPick    float64            `json:"server_allocs_per_pick,omitempty"`
+	BytesPerPick     float64            `json:"server_alloc_bytes_per_pick,omitempty"`
+	HeapBefore       uint64             `json:"heap_live_before,omitempty"`
+	HeapAfter        uint64             `json:"heap_live_after,omitempty"`
+	ClientCPUPerPick time.Duration      `json:"driver_cpu_per_pick_ns"`
+	Driver           string             `json:"driver"`
+	EPPPerf          map[string]float64 `json:"epp_perf_per_pick,omitempty"`
+	DriverPerf       map[string]float64 `json:"driver_perf_per_pick,omitempty"`
+	LoadAvg          string             `json:"loadavg"`
+	Concurrency      int                `json:"concurrency"`
+	Conns            int                `json:"conns"`
+	BodyBytes        int                `json:"body_bytes"`
+}
+
+func (c *config) run(ctx context.Context) (*report, error) {
+	w := newWorkload(c.prefixes, c.bodyBytes)
+	exs, closeAll, err := c.exchangers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer closeAll()
 	var (
 		seq      atomic.Uint64
 		measure  atomic.Bool
@@ -343,7 +401,7 @@ func (c *config) run(ctx context.Context) (*report, error) {
 	)
 	for i := range c.concurrency {
 		wg.Add(1)
-		go func(cc grpc.ClientConnInterface) {
+		go func(ex exchanger) {
 			defer wg.Done()
 			local := make([]pickRec, 0, 1<<14)
 			var w0, w1 []int64
@@ -358,7 +416,7 @@ func (c *config) run(ctx context.Context) (*report, error) {
 					tw.read(w0)
 				}
 				t0 := time.Now().UnixNano()
-				lat, refusedWith, err := exchange(ctx, cc, req)
+				lat, refusedWith, err := ex(req)
 				var wait int64
 				if tw != nil {
 					tw.read(w1)
@@ -383,7 +441,7 @@ func (c *config) run(ctx context.Context) (*report, error) {
 			mu.Lock()
 			recs = append(recs, local...)
 			mu.Unlock()
-		}(conns[i%len(conns)])
+		}(exs[i])
 	}
 	time.Sleep(c.warmup)
 	if c.waits && c.pid > 0 {
@@ -396,12 +454,26 @@ func (c *config) run(ctx context.Context) (*report, error) {
 	}
 	before, haveStats := c.stats("?gc=1")
 	finished0 := finished.Load()
-	rep := &report{LoadAvg: loadavg(), Concurrency: c.concurrency, Conns: c.conns, BodyBytes: c.bodyBytes}
+	rep := &report{LoadAvg: loadavg(), Concurrency: c.concurrency, Conns: c.conns, BodyBytes: c.bodyBytes, Driver: c.driver}
 	srv0, _ := proccpu.Of(c.pid)
 	io0, io0Err := readProcIO(c.pid)
 	cli0 := selfCPU()
 	wait0, slices0, _ := runDelay(c.pid)
 	dwait0, _, _ := runDelay(os.Getpid())
+	// perf counts from the streams that ended since it started to those
+	// ended when it is stopped: its span, not the window's (it attaches
+	// and stops within milliseconds: at worst a stream or two of skew).
+	var eppPerf, drvPerf *perfRun
+	var perfFrom, perfStreams int64
+	if c.perf {
+		if eppPerf, err = startPerf(c.pid); err != nil {
+			return nil, err
+		}
+		if drvPerf, err = startPerf(os.Getpid()); err != nil {
+			return nil, err
+		}
+		perfFrom = finished.Load()
+	}
 	start := time.Now()
 	measure.Store(true)
 	time.Sleep(c.duration)
@@ -413,6 +485,16 @@ func (c *config) run(ctx context.Context) (*report, error) {
 	srv1, srvErr := proccpu.Of(c.pid)
 	io1, io1Err := readProcIO(c.pid)
 	cli1 := selfCPU()
+	var eppCounts, drvCounts map[string]float64
+	if c.perf {
+		perfStreams = finished.Load() - perfFrom
+		if eppCounts, err = eppPerf.stop(); err != nil {
+			return nil, err
+		}
+		if drvCounts, err = drvPerf.stop(); err != nil {
+			return nil, err
+		}
+	}
 	stop.Store(true)
 	wg.Wait()
 	after, _ := c.stats("?gc=1&gcs=1")
@@ -438,6 +520,10 @@ func (c *config) run(ctx context.Context) (*report, error) {
 		rep.WritesPerPick = float64(io1.writes-io0.writes) / n
 	}
 	rep.ClientCPU = cli1 - cli0
+	rep.ClientCPUPerPick = rep.ClientCPU / time.Duration(rep.Picks+rep.Refused)
+	if c.perf {
+		rep.EPPPerf, rep.DriverPerf = perPick(eppCounts, perfStreams), perPick(drvCounts, perfStreams)
+	}
 	if c.tail && haveStats && c.gct != nil {
 		t := analyseTail(slices.Clone(recs), c.gct.spans(after.GCs), start.UnixNano(), end.UnixNano())
 		n := float64(rep.Picks + rep.Refused)
@@ -502,21 +588,23 @@ func (c *config) stats(query string) (runtimeStats, bool) {
 }
 
 func (r *report) print(w io.Writer) {
-	fmt.Fprintf(w, "eppload: %d streams in flight over %d connections, %d B bodies, %v window, load average %s\n",
-		r.Concurrency, r.Conns, r.BodyBytes, r.Wall.Round(time.Millisecond), r.LoadAvg)
+	fmt.Fprintf(w, "eppload: %s driver, %d streams in flight over %d connections, %d B bodies, %v window, load average %s\n",
+		r.Driver, r.Concurrency, r.Conns, r.BodyBytes, r.Wall.Round(time.Millisecond), r.LoadAvg)
 	fmt.Fprintf(w, "  picks %d (refused %d, errors %d)  %.0f picks/s wall\n", r.Picks, r.Refused, r.Errors, r.PicksPerSec)
 	if r.FirstError != "" {
 		fmt.Fprintf(w, "  first error: %s\n", r.FirstError)
 	}
 	if r.ServerCPU > 0 {
-		fmt.Fprintf(w, "  EPP CPU %.2f s = %.1f µs per pick = %.0f picks/s per core   (driver CPU %.2f s)\n",
-			r.ServerCPU.Seconds(), us(r.CPUPerPick), r.PicksPerCore, r.ClientCPU.Seconds())
+		fmt.Fprintf(w, "  EPP CPU %.2f s = %.1f µs per pick = %.0f picks/s per core   (driver CPU %.2f s = %.1f µs per pick)\n",
+			r.ServerCPU.Seconds(), us(r.CPUPerPick), r.PicksPerCore, r.ClientCPU.Seconds(), us(r.ClientCPUPerPick))
 	}
 	if r.WritesPerPick > 0 {
 		fmt.Fprintf(w, "  EPP system calls per pick: %.2f reads, %.2f writes\n", r.ReadsPerPick, r.WritesPerPick)
 	}
 	fmt.Fprintf(w, "  pick latency (headers sent → pick received): p50 %v  p90 %v  p99 %v  p99.9 %v  max %v\n",
 		r.P50.Round(time.Microsecond), r.P90.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.P999.Round(time.Microsecond), r.Max.Round(time.Microsecond))
+	printPerf(w, "EPP", r.EPPPerf)
+	printPerf(w, "driver", r.DriverPerf)
 	if r.AllocsPerPick > 0 {
 		fmt.Fprintf(w, "  EPP allocations %.0f per pick, %.1f KB per pick; live heap after GC %.1f MB → %.1f MB\n",
 			r.AllocsPerPick, r.BytesPerPick/1024, float64(r.HeapBefore)/(1<<20), float64(r.HeapAfter)/(1<<20))

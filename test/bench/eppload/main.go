@@ -9,6 +9,7 @@
 //
 //	eppload                                   # starts `eppload serve` (16 endpoints, KV-exact fed by fake engines' KV events) and drives it
 //	eppload -concurrency 64 -duration 30s -json out.json
+//	eppload -concurrency 1 -driver lean -perf # HTTP/2 frames on one goroutine (no gRPC client); wake-ups per pick
 //	eppload -addr 127.0.0.1:9002 -pid 1234    # an EPP someone else runs (CPU from its pid)
 //	eppload serve -cpuprofile cpu.out         # the served EPP alone, for profiling
 //
