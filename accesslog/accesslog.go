@@ -106,6 +106,13 @@ func fnv64a(s string) uint64 {
 	return h
 }
 
+// Writing reports whether l writes lines at all now (it exists and its
+// logger admits info), so a caller can skip gathering an entry that Log
+// would drop: a daemon run at --log-level warn builds none.
+func (l *Logger) Writing() bool {
+	return l != nil && infoEnabled(l.log)
+}
+
 // Log writes e when it is sampled and the logger admits info.
 func (l *Logger) Log(e *Entry) {
 	if !l.Sampled(e) || !infoEnabled(l.log) {

@@ -164,3 +164,35 @@ func BenchmarkLog(b *testing.B) {
 		})
 	}
 }
+
+// TestWriting: the datapath gathers an entry only when a line can come of
+// it: a logger that exists and admits info, whatever the sampling.
+func TestWriting(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		enabled bool
+		level   logrus.Level
+		rate    float64
+		want    bool
+	}{
+		{"info", true, logrus.InfoLevel, 1, true},
+		{"debug", true, logrus.DebugLevel, 1, true},
+		{"warn", true, logrus.WarnLevel, 1, false},
+		{"disabled", false, logrus.InfoLevel, 1, false},
+		{"sampled at info", true, logrus.InfoLevel, 0.1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, buf := jsonLogger(tc.level)
+			o := DefaultOptions()
+			o.Enabled, o.SampleRate = tc.enabled, tc.rate
+			al := New(o, l)
+			if got := al.Writing(); got != tc.want {
+				t.Fatalf("Writing() = %v, want %v", got, tc.want)
+			}
+			al.Log(&Entry{RequestID: "rid", Status: 500, Method: "POST", Path: "/v1/completions"})
+			if wrote := buf.Len() > 0; wrote != tc.want {
+				t.Fatalf("a failed request's line written = %v, want %v (Writing must agree with Log)", wrote, tc.want)
+			}
+		})
+	}
+}

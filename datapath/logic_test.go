@@ -113,7 +113,11 @@ func TestPrepareOutboundHeader(t *testing.T) {
 func TestAddressHelpers(t *testing.T) {
 	for in, want := range map[string]string{
 		"127.0.0.1:5555": "127.0.0.1", "[::1]:80": "::1", "noport": "noport",
+		"[fe80::1%eth0]:80": "fe80::1%eth0", "[[::1]]:80": "::1", "[::1:80": "::1", "]:1": "", ":80": "",
 	} {
+		if want != strings.Trim(in[:max(strings.LastIndexByte(in, ':'), 0)], "[]") && strings.Contains(in, ":") {
+			t.Fatalf("case %q: want %q is not what strings.Trim gives", in, want)
+		}
 		if got := clientIP(in); got != want {
 			t.Errorf("clientIP(%q) = %q, want %q", in, got, want)
 		}

@@ -187,7 +187,7 @@ func (rt *Runtime) observeEnd(x *exchange) {
 		code = codeClientClosed
 	}
 	rt.traceEnd(x, &traceFacts{end: end, status: status, code: code, ttft: ttft, metered: metered, prompt: prompt, completion: completion})
-	if rt.access == nil {
+	if !rt.access.Writing() {
 		return
 	}
 	e := accesslog.Entry{

@@ -62,16 +62,32 @@ type exchange struct {
 	// exchange is allocated anyway, so they cost no allocation of their own.
 	ids [2]string
 	xff [1]string
+	// The streamed client body (clientStream) and the relay's stream bound
+	// live here for the same reason: each was an allocation of its own.
+	streamed streamedBody
+	bound    streambound.Bound
 }
 
 // ServeHTTP is the entry of every data request on the listener: request id,
-// API check, body, rule match, then the rule's handler.
+// API check, body, rule match, then the rule's handler (serve). Its
+// deferred calls are here, in a function with one return, so the compiler
+// inlines them (open-coded defers); among serve's many returns they were
+// pushed on the defer chain and walked at each return.
 func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt := ln.rt
 	x := &exchange{w: w, r: r, start: time.Now()}
 	rt.observeBegin(x)
 	defer rt.observeEnd(x) // after recoverPanic: a panic's 500 is logged
 	defer rt.recoverPanic(x)
+	defer func() { x.body.Release() }() // a body read for routing returns its budget
+	ln.serve(x, w)
+}
+
+// serve is ServeHTTP's request: checks, rule match, gates, then the rule's
+// handler. w is the client's ResponseWriter as the server gave it (x.w is
+// the timing wrapper around it).
+func (ln *listener) serve(x *exchange, w http.ResponseWriter) {
+	rt, r := ln.rt, x.r
 	if rt.hookServe != nil {
 		rt.hookServe(r)
 	}
@@ -106,7 +122,6 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"protocol upgrades ("+strconvQuote(r.Header.Get(headerUpgrade))+") are not proxied; use the engine's HTTP APIs")
 		return
 	}
-	defer func() { x.body.Release() }() // a body read for routing returns its budget
 	t := ln.table.Load()
 	var body []byte
 	if bodyForMatch(t, r) {
@@ -158,13 +173,27 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if c.keys {
-		k, b, ok := rt.admitKey(x, c, body)
-		if !ok {
-			return
-		}
-		defer rt.finishKey(k)
-		body, x.key = b, k
+		rt.serveKeyed(x, c, body)
+		return
 	}
+	rt.dispatch(x, c, body)
+}
+
+// serveKeyed admits a request on a rule with API keys (401/403/429 before
+// any engine is contacted), dispatches it, and settles the key's
+// reservation when it ends.
+func (rt *Runtime) serveKeyed(x *exchange, c *compiled, body []byte) {
+	k, b, ok := rt.admitKey(x, c, body)
+	if !ok {
+		return
+	}
+	defer rt.finishKey(k)
+	x.key = k
+	rt.dispatch(x, c, b)
+}
+
+// dispatch hands a matched, admitted request to its rule's handler.
+func (rt *Runtime) dispatch(x *exchange, c *compiled, body []byte) {
 	if body == nil {
 		rt.liftReadDeadlineIfNoBody(x)
 	}
@@ -212,7 +241,7 @@ func (rt *Runtime) clientStream(x *exchange, body []byte) (*upstream.BodyStream,
 		x.w.Header().Set(headerConnection, "close")
 		return nil, false
 	}
-	b := &streamedBody{}
+	b := &x.streamed
 	b.s = upstream.BodyStream{R: r.Body, N: r.ContentLength, Max: max, Idle: rt.opts.BodyStallTimeout}
 	if d := rt.opts.BodyReadTimeout; d > 0 {
 		b.r, b.rc, b.per = r.Body, *http.NewResponseController(x.w), d
@@ -535,7 +564,8 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 	ub, _ := resp.Body.(upstream.BoundedBody)
 	// The Sender's header keys are canonical: no Header.Get.
 	sse := strings.HasPrefix(canonicalGet(resp.Header, headerContentType), contentTypeSSE)
-	bound := streambound.Bound{Idle: quiet.bodyStall} // End zero: no cap
+	bound := &x.bound
+	*bound = streambound.Bound{Idle: quiet.bodyStall} // End zero: no cap
 	if sse {
 		bound.Idle = quiet.streamIdle
 		capD := c.rule.MaxStreamDuration
@@ -587,7 +617,7 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 	var gone bool  // the client went away
 	handled := false
 	if st, ok := resp.Body.(upstream.Streamer); ok && sse {
-		s := &sseStream{x: x, fl: fl, ub: ub, bound: &bound}
+		s := &sseStream{x: x, fl: fl, ub: ub, bound: bound}
 		s.rb.pool = &rt.bufs
 		handled, rerr = st.Stream(s)
 		relayed, gone = s.relayed, s.werr != nil
@@ -721,13 +751,23 @@ func (c *compiled) sessionKey(r *http.Request, client string) string {
 	return ""
 }
 
-// clientIP returns the host part of a RemoteAddr ("ip:port" or "[v6]:port").
+// clientIP returns the host part of a RemoteAddr ("ip:port" or "[v6]:port"),
+// with leading '[' and trailing ']' removed as strings.Trim(host, "[]")
+// would, without building its cutset on each of the two or three calls a
+// request makes.
 func clientIP(remote string) string {
 	i := strings.LastIndexByte(remote, ':')
 	if i < 0 {
 		return remote
 	}
-	return strings.Trim(remote[:i], "[]")
+	host := remote[:i]
+	for len(host) > 0 && host[0] == '[' {
+		host = host[1:]
+	}
+	for len(host) > 0 && host[len(host)-1] == ']' {
+		host = host[:len(host)-1]
+	}
+	return host
 }
 
 // newRequestID mints a request id: 32 lowercase hex digits (128 random bits).

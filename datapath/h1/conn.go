@@ -64,6 +64,10 @@ type conn struct {
 	closeAfter bool        // this response is the connection's last
 	reqClose   bool        // the client asked for that
 	cur        *response   // the response in progress (for 100 Continue)
+	// spareHeader is the last response's header map, emptied and handed to
+	// the next response (nil: none kept): a map and its slots are then
+	// made once per connection instead of once per request.
+	spareHeader http.Header
 
 	// Serving inside the socket's read wait (step; nil without raw calls).
 	stepFn      func() bool
@@ -276,6 +280,7 @@ func (c *conn) finishRequest(rs *reqState) bool {
 		return false // the handler aborted: a cut response must not look complete
 	}
 	w.finish()
+	c.keepHeader(w.h)
 	if w.err == nil {
 		c.releaseWriter() // flushed: idle until the next request
 	}
@@ -292,6 +297,32 @@ func (c *conn) finishRequest(rs *reqState) bool {
 		return false
 	}
 	return true
+}
+
+// maxSpareFields bounds the header maps kept for the next response: a map
+// that held more has grown past the runtime's small-map slots, and
+// emptying it for every later request would cost more than a new one.
+const maxSpareFields = 8
+
+// keepHeader keeps h, a finished response's header map, for the next
+// response (newHeader). The handler has returned and the head is written:
+// nothing reads h any more.
+func (c *conn) keepHeader(h http.Header) {
+	if h != nil && len(h) <= maxSpareFields {
+		c.spareHeader = h
+	}
+}
+
+// newHeader is an empty header map for a response: the connection's spare
+// one, emptied, or a new one.
+func (c *conn) newHeader() http.Header {
+	h := c.spareHeader
+	if h == nil {
+		return make(http.Header, 4)
+	}
+	c.spareHeader = nil
+	clear(h)
+	return h
 }
 
 // handle runs the handler; false means it panicked (http.ErrAbortHandler

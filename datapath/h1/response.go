@@ -38,7 +38,7 @@ var (
 
 func (w *response) Header() http.Header {
 	if w.h == nil {
-		w.h = make(http.Header, 4)
+		w.h = w.c.newHeader()
 	}
 	return w.h
 }

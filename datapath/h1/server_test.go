@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -221,5 +222,73 @@ func TestServerShutdown(t *testing.T) {
 	}
 	if err := <-shut; err != nil {
 		t.Errorf("Shutdown: %v", err)
+	}
+}
+
+// TestHeaderMapPerResponse: a connection reuses its last response's
+// header map for the next response, emptied: every handler starts with no
+// fields, and a field one response set never reaches a later one (small
+// maps, which are kept, and large ones, which are not), whether the
+// requests come one at a time or in one write.
+func TestHeaderMapPerResponse(t *testing.T) {
+	_, addr := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fields := len(w.Header())
+		n := 0
+		switch r.URL.Path {
+		case "/few":
+			n = 2
+		case "/many":
+			n = 3 * maxSpareFields
+		}
+		for i := range n {
+			w.Header().Set("X-Set-"+strconv.Itoa(i), "v")
+		}
+		_, _ = io.WriteString(w, "fields at start: "+strconv.Itoa(fields))
+	}))
+	paths := []string{"/few", "/none", "/many", "/none", "/few", "/few", "/none"}
+	for _, pipelined := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one at a time", true: "one write"}[pipelined], func(t *testing.T) {
+			nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+			br := bufio.NewReader(nc)
+			send := func(path string) {
+				if _, err := io.WriteString(nc, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if pipelined {
+				for _, p := range paths {
+					send(p)
+				}
+			}
+			for _, p := range paths {
+				if !pipelined {
+					send(p)
+				}
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("%s: %v", p, err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if string(body) != "fields at start: 0" {
+					t.Errorf("%s: handler saw %q, want an empty header map", p, body)
+				}
+				want := map[string]int{"/few": 2, "/many": 3 * maxSpareFields}[p]
+				got := 0
+				for k := range resp.Header {
+					if strings.HasPrefix(k, "X-Set-") {
+						got++
+					}
+				}
+				if got != want {
+					t.Errorf("%s: %d X-Set- fields, want %d (a field left from an earlier response?)", p, got, want)
+				}
+			}
+		})
 	}
 }
