@@ -2,10 +2,12 @@ package h1
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -121,4 +123,69 @@ func TestGateBackgroundRead(t *testing.T) {
 	if got := strings.Join(seen(), "|"); got != "GET /slow |GET /b " || len(codes) != 2 {
 		t.Errorf("handler ran %q, answers %v", got, codes)
 	}
+}
+
+// readerConn is a net.Conn whose reads come from r (the gate's fuzz input).
+type readerConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c readerConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// FuzzGate: whatever bytes come in, net/http reading what the gate passes
+// on finds no request the lean parser would not find in the input, in the
+// same order with the same body.
+func FuzzGate(f *testing.F) {
+	for _, s := range []string{
+		"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}GET /b HTTP/1.1\r\nHost: x\r\n\r\n",
+		"POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2;e\r\n{}\r\n0\r\nT: v\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n",
+		"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /s HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET /a HTTP/1.1\nHost: x\r\n\r\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		g := &gateConn{Conn: readerConn{r: bytes.NewReader(raw)}}
+		g.br = bufio.NewReaderSize(g.Conn, readBufSize)
+		out, _ := io.ReadAll(g)
+
+		var lean []string
+		c := &conn{srv: &Server{}, br: bufio.NewReaderSize(bytes.NewReader(raw), readBufSize)}
+		for {
+			head, err := c.readHead()
+			if err != nil {
+				break
+			}
+			r := &http.Request{URL: &url.URL{}}
+			var vals [16]string
+			p, err := parseRequest(head, r, vals[:])
+			if err != nil {
+				break
+			}
+			var b []byte
+			if r.ContentLength != 0 {
+				if b, err = io.ReadAll(&body{c: c, chunked: p.chunked, n: max(r.ContentLength, 0)}); err != nil {
+					break
+				}
+			}
+			lean = append(lean, r.Method+" "+r.RequestURI+" "+string(b))
+		}
+
+		br := bufio.NewReader(bytes.NewReader(out))
+		for i := 0; ; i++ {
+			r, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			b, err := io.ReadAll(r.Body)
+			if err != nil {
+				return
+			}
+			got := r.Method + " " + r.RequestURI + " " + string(b)
+			if i >= len(lean) || lean[i] != got {
+				t.Fatalf("net/http read request %d as %q; the lean parser read %q\ninput %q\ngate passed %q", i, got, lean, raw, out)
+			}
+		}
+	})
 }
