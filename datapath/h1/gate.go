@@ -188,6 +188,7 @@ func (g *gateConn) readHead() error {
 			g.state = gateChunkSize
 		case r.ContentLength > 0:
 			g.state, g.n = gateLength, r.ContentLength
+			g.takeBuffered()
 		}
 		return nil
 	}
@@ -199,4 +200,21 @@ func (g *gateConn) refuse() error {
 	g.head = g.head[:0]
 	g.err = io.EOF
 	return nil
+}
+
+// takeBuffered queues the part of a Content-Length body already read in
+// behind its head, so the reader gets them in one read as it would from
+// the socket (net/http, and the proxy above it, treat a body already in
+// the buffer as whole).
+func (g *gateConn) takeBuffered() {
+	k := min(g.n, int64(g.br.Buffered()))
+	if k == 0 {
+		return
+	}
+	b, _ := g.br.Peek(int(k))
+	g.out = append(g.out, b...)
+	_, _ = g.br.Discard(int(k))
+	if g.n -= k; g.n == 0 {
+		g.state = gateHead
+	}
 }
