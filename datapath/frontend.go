@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 
 	"github.com/infergate/infergate/datapath/h1"
 )
@@ -45,8 +46,11 @@ type frontServer interface {
 // choose HTTP/2) and when configured, else the lean HTTP/1.1 server with
 // the same handler, timeouts and connection-state reports.
 func (ln *listener) frontServer() frontServer {
-	if ln.fe != nil || ln.rt.opts.HTTPFrontEnd == FrontEndNetHTTP {
+	if ln.fe != nil {
 		return ln.srv
+	}
+	if ln.rt.opts.HTTPFrontEnd == FrontEndNetHTTP {
+		return gatedServer{ln.srv}
 	}
 	if ln.rt.watch == nil { // rt.mu: listeners are built under it
 		ln.rt.watch = h1.NewWatcher()
@@ -61,3 +65,10 @@ func (ln *listener) frontServer() frontServer {
 		ErrorLog:          ln.srv.ErrorLog,
 	}
 }
+
+// gatedServer is net/http's server on a plaintext listener behind the lean
+// parser's framing check (h1.GateListener), so both front ends refuse the
+// same ambiguous heads.
+type gatedServer struct{ *http.Server }
+
+func (s gatedServer) Serve(l net.Listener) error { return s.Server.Serve(h1.GateListener(l)) }

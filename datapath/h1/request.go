@@ -142,9 +142,14 @@ func parseRequest(head string, r *http.Request, vals []string) (parsed, error) {
 		return p, badRequest("malformed request line")
 	}
 	for i := 0; i < len(method); i++ {
-		if !tokenChar[method[i]] {
-			return p, badRequest("request method is not a token")
+		if !methodChar[method[i]] {
+			return p, badRequest("request method is not upper-case letters")
 		}
+	}
+	if target == "*" {
+		// asterisk-form asks about the server itself (OPTIONS *): nothing
+		// for an engine, and nginx refuses it too.
+		return p, badRequest("asterisk-form request target")
 	}
 	for i := 0; i < len(target); i++ {
 		if b := target[i]; b <= ' ' || b == 0x7f {
@@ -252,6 +257,8 @@ func parseRequest(head string, r *http.Request, vals []string) (parsed, error) {
 		return p, badRequest("duplicate Host")
 	case nHost == 0 && r.ProtoMinor == 1:
 		return p, badRequest("missing Host")
+	case nHost == 1 && host == "":
+		return p, badRequest("empty Host") // nginx refuses it too
 	case !httpguts.ValidHostHeader(host):
 		return p, badRequest("invalid Host")
 	}
@@ -276,11 +283,9 @@ func parseRequest(head string, r *http.Request, vals []string) (parsed, error) {
 	if r.Host == "" {
 		r.Host = host
 	}
-	if r.ProtoMinor == 0 {
-		p.close = !hasToken(conn, "keep-alive")
-	} else {
-		p.close = hasToken(conn, "close")
-	}
+	// "close" ends the connection whatever the version (RFC 9112 §9.6);
+	// HTTP/1.0 persists only when it asks to.
+	p.close = hasToken(conn, "close") || (r.ProtoMinor == 0 && !hasToken(conn, "keep-alive"))
 	r.Close = p.close
 	if expect != "" {
 		if !strings.EqualFold(expect, "100-continue") {
@@ -355,6 +360,19 @@ func trimOWS(v string) string {
 	}
 	return v
 }
+
+// methodChar marks the bytes a request method may hold here: upper-case
+// letters, '_' and '-'. RFC 9110 allows any token, but every method an
+// inference API uses is upper case, and nginx refuses the rest too, so a
+// lower-case "post" is not a request one front end runs and another drops.
+// Read-only after package initialisation.
+var methodChar = func() (t [256]bool) {
+	for b := 'A'; b <= 'Z'; b++ {
+		t[b] = true
+	}
+	t['_'], t['-'] = true, true
+	return t
+}()
 
 // tokenChar marks the bytes of an RFC 9110 token. Read-only after package
 // initialisation.

@@ -46,7 +46,7 @@ func FuzzParseRequest(f *testing.F) {
 			t.Fatalf("framing fields left ambiguous: %q", raw)
 		}
 		for i := 0; i < len(r.Method); i++ {
-			if !tokenChar[r.Method[i]] {
+			if !methodChar[r.Method[i]] {
 				t.Fatalf("method %q accepted", r.Method)
 			}
 		}

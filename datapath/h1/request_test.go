@@ -57,6 +57,11 @@ func TestParseRequestRefuses(t *testing.T) {
 		{"two Hosts", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400},
 		{"bad Host", "GET / HTTP/1.1\r\nHost: a b\r\n\r\n", 400},
 		{"method not token", "G(T / HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+		{"method lower case", "post / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", 400},
+		{"method with a digit", "P0ST / HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+		{"empty Host", "GET / HTTP/1.1\r\nHost:\r\n\r\n", 400},
+		{"empty Host on 1.0", "GET / HTTP/1.0\r\nHost: \r\n\r\n", 400},
+		{"asterisk-form", "OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", 400},
 		{"double space", "GET  / HTTP/1.1\r\nHost: x\r\n\r\n", 400},
 		{"tab in target", "GET /a\tb HTTP/1.1\r\nHost: x\r\n\r\n", 400},
 		{"no version", "GET /\r\nHost: x\r\n\r\n", 400},
@@ -117,6 +122,18 @@ func TestParseRequestAccepts(t *testing.T) {
 		{"1.0 closes", "GET / HTTP/1.0\r\n\r\n", func(r *http.Request, p parsed) string {
 			if !p.close || !r.Close || r.ProtoMinor != 0 {
 				return "close"
+			}
+			return ""
+		}},
+		{"1.0 keep-alive and close", "GET / HTTP/1.0\r\nConnection: keep-alive\r\nConnection: close\r\n\r\n", func(r *http.Request, p parsed) string {
+			if !p.close || !r.Close {
+				return "close"
+			}
+			return ""
+		}},
+		{"method with _ and -", "M-SEARCH_X / HTTP/1.1\r\nHost: x\r\n\r\n", func(r *http.Request, p parsed) string {
+			if r.Method != "M-SEARCH_X" {
+				return "method " + r.Method
 			}
 			return ""
 		}},

@@ -1,0 +1,220 @@
+package h1
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// GateListener wraps l so that every connection it accepts shows its
+// reader (net/http's server) only requests whose framing this package's
+// parser accepts: each request head is read and checked whole before any
+// of it is passed on, bodies pass by their Content-Length or as chunked
+// coding re-framed in canonical form (extensions and trailers dropped),
+// and a refused head is replaced by a request line net/http itself
+// answers 400 and closes on, so nothing after it is ever read as a
+// request. net/http on its own lets Transfer-Encoding win over
+// Content-Length, unfolds obs-fold and takes a lone LF as a line end;
+// behind a proxy that reads the same bytes differently that is a desync
+// (test/framingdiff shows the shapes).
+//
+// The gate is for plaintext HTTP/1.1 only: it does not know TLS or HTTP/2.
+func GateListener(l net.Listener) net.Listener { return gateListener{l} }
+
+type gateListener struct{ net.Listener }
+
+func (l gateListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &gateConn{Conn: c, br: bufio.NewReaderSize(c, readBufSize)}, nil
+}
+
+// What a gate reads next.
+const (
+	gateHead      = iota // a request head
+	gateLength           // n bytes of a Content-Length body
+	gateChunkSize        // a chunk-size line (or the last chunk and trailers)
+	gateChunkData        // n bytes of chunk data
+	gateChunkEnd         // the CRLF after chunk data
+)
+
+// gateRefused is what the reader is given instead of a refused head: a
+// method that is no token, which net/http answers 400 and closes on.
+const gateRefused = "\x00 / HTTP/1.1\r\n\r\n"
+
+// gateConn is one gated connection. Read is called by one goroutine at a
+// time (net/http's connection reader), as on any net.Conn.
+type gateConn struct {
+	net.Conn
+	br    *bufio.Reader
+	state int
+	n     int64 // bytes left in a Content-Length body or a chunk
+
+	head      []byte // the head read so far (kept across a read deadline)
+	lineStart int
+	leading   int // empty lines before the request line
+
+	out    []byte // checked bytes the reader has yet to take
+	outOff int
+	err    error // sticky: returned once out is drained
+}
+
+// NetConn is the connection under the gate (the admission layer finds its
+// own connection through it).
+func (g *gateConn) NetConn() net.Conn { return g.Conn }
+
+func (g *gateConn) Read(p []byte) (int, error) {
+	for {
+		if g.outOff < len(g.out) {
+			n := copy(p, g.out[g.outOff:])
+			g.outOff += n
+			return n, nil
+		}
+		if g.err != nil {
+			return 0, g.err
+		}
+		if len(p) == 0 {
+			return 0, nil
+		}
+		g.out, g.outOff = g.out[:0], 0
+		switch g.state {
+		case gateHead:
+			if err := g.readHead(); err != nil {
+				return 0, err
+			}
+		case gateLength, gateChunkData:
+			q := p
+			if int64(len(q)) > g.n {
+				q = q[:g.n]
+			}
+			n, err := g.br.Read(q)
+			g.n -= int64(n)
+			if g.n == 0 && g.state == gateLength {
+				g.state = gateHead
+			} else if g.n == 0 {
+				g.state = gateChunkEnd
+			}
+			if n > 0 {
+				return n, nil
+			}
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			g.err = err
+		case gateChunkSize:
+			size, err := readChunkSize(g.br)
+			switch {
+			case err != nil:
+				g.err = err
+			case size == 0:
+				if err := skipTrailers(g.br); err != nil {
+					g.err = err
+					continue
+				}
+				g.out = append(g.out, "0\r\n\r\n"...)
+				g.state = gateHead
+			default:
+				g.out = strconv.AppendInt(g.out, size, 16)
+				g.out = append(g.out, "\r\n"...)
+				g.n, g.state = size, gateChunkData
+			}
+		case gateChunkEnd:
+			if err := expectCRLF(g.br); err != nil {
+				g.err = err
+				continue
+			}
+			g.out = append(g.out, "\r\n"...)
+			g.state = gateChunkSize
+		}
+	}
+}
+
+// readHead reads one request head, as readHead does for the lean server,
+// and queues it for the reader once parseRequest accepts it. A read
+// deadline (net/http aborts its background read with one) leaves the
+// partial head for the next call.
+func (g *gateConn) readHead() error {
+	for {
+		frag, err := g.br.ReadSlice('\n')
+		if len(g.head)+len(frag) > DefaultMaxHeaderByte {
+			return g.refuse()
+		}
+		g.head = append(g.head, frag...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			if len(g.head)-g.lineStart > MaxLine {
+				return g.refuse()
+			}
+			continue
+		}
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return err
+			}
+			g.err = err // the head was cut short: nothing of it is passed
+			return nil
+		}
+		line := g.head[g.lineStart:]
+		if len(line)-2 > MaxLine || len(line) < 2 || line[len(line)-2] != '\r' {
+			return g.refuse()
+		}
+		if len(line) > 2 {
+			g.lineStart = len(g.head)
+			continue
+		}
+		if g.lineStart == 0 {
+			if g.leading++; g.leading > maxLeadingCRLF {
+				return g.refuse()
+			}
+			g.head = g.head[:0]
+			continue
+		}
+		r := http.Request{URL: &url.URL{}}
+		var vals [16]string
+		p, err := parseRequest(string(g.head), &r, vals[:])
+		if err != nil {
+			return g.refuse()
+		}
+		g.out = append(g.out, g.head...)
+		g.head, g.lineStart, g.leading = g.head[:0], 0, 0
+		switch {
+		case p.chunked:
+			g.state = gateChunkSize
+		case r.ContentLength > 0:
+			g.state, g.n = gateLength, r.ContentLength
+			g.takeBuffered()
+		}
+		return nil
+	}
+}
+
+// refuse hands the reader a request it refuses, then the end of input.
+func (g *gateConn) refuse() error {
+	g.out = append(g.out[:0], gateRefused...)
+	g.head = g.head[:0]
+	g.err = io.EOF
+	return nil
+}
+
+// takeBuffered queues the part of a Content-Length body already read in
+// behind its head, so the reader gets them in one read as it would from
+// the socket (handed over in a second read, requests through net/http
+// took 1.5–3× longer in BenchmarkFrontEnd, waiting rather than working).
+func (g *gateConn) takeBuffered() {
+	k := min(g.n, int64(g.br.Buffered()))
+	if k == 0 {
+		return
+	}
+	b, _ := g.br.Peek(int(k))
+	g.out = append(g.out, b...)
+	_, _ = g.br.Discard(int(k))
+	if g.n -= k; g.n == 0 {
+		g.state = gateHead
+	}
+}
