@@ -384,10 +384,12 @@ func writeRequest(w *bufio.Writer, pc *conn, addr, method string, leg Leg) error
 // found quiet, so nothing of the engine's is pending before the request.
 // A request past the writer's buffer has had its head flushed already,
 // and an engine may answer that before the body ends: sockio then skips
-// the wait (it waits only on a first write since the last read).
-// Streamed bodies keep a plain flush: an engine may answer before a slow
-// client's body ends, and bytes that arrived before the wait would not
-// wake it.
+// the wait (it waits only on a first write since the last read). That
+// covers streamed bodies too: one that fits the buffer (the usual small
+// POST on a rule that does not route on its body) reaches the engine in
+// this one flush, after the client's body ended, so the engine cannot
+// have answered before it; a longer one was flushed in part already, and
+// its last flush does not wait.
 func flushAwait(w *bufio.Writer, pc *conn) error {
 	pc.sock.AwaitReply(true)
 	err := w.Flush()

@@ -180,15 +180,18 @@ func writeStreamed(ctx context.Context, pc *conn, w *bufio.Writer, addr, method 
 		}
 		w.WriteString("\r\n") // no trailers
 	}
-	if err := w.Flush(); err != nil {
+	// The body has ended: the engine's first byte is due within HeaderWait
+	// from now, and the flush below may wait for it (flushAwait).
+	var dl time.Time
+	if leg.HeaderWait > 0 {
+		dl = time.Now().Add(leg.HeaderWait)
+	}
+	_ = pc.sock.SetReadDeadline(dl)
+	if err := flushAwait(w, pc); err != nil {
 		return err
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
-	}
-	var dl time.Time
-	if leg.HeaderWait > 0 {
-		dl = time.Now().Add(leg.HeaderWait)
 	}
 	pc.setDeadline(dl)
 	return nil
