@@ -58,6 +58,9 @@ type Conn struct {
 	hupID    uint64
 	hupState uint8 // hupNone, hupWatched, hupFailed
 	hupSeen  atomic.Bool
+	// peer is the connection's hang-up watch for its whole life
+	// (WatchPeer: pooled engine connections).
+	peer peerWatch
 	// drainedBy: how the last read in the step showed the socket empty.
 	drainedBy  uint8 // drainShort, drainEAGAIN
 	peekBuf    [1]byte

@@ -27,9 +27,9 @@ import (
 // connection and hands every request to them over channels, which on a small
 // box costs more than the proxying itself. Here the caller's goroutine writes
 // the request and reads the response directly. A pooled connection is
-// checked with a non-blocking peek before reuse, so a connection the engine
-// closed while idle (uvicorn drops them after 5 s) is discarded instead of
-// failing a request that cannot be replayed.
+// checked before reuse (alive), so a connection the engine closed while
+// idle (uvicorn drops them after 5 s) is discarded instead of failing a
+// request that cannot be replayed.
 type Client struct {
 	dialer   net.Dialer
 	maxIdle  int          // idle connections kept per endpoint
@@ -47,6 +47,11 @@ type Client struct {
 	// hup wakes streams whose engine hung up with its last bytes
 	// (stream.go); its goroutine runs only while streams do.
 	hup sockio.HupWatcher
+	// pooledHup records the hang-ups of pooled plaintext connections for
+	// alive(), from their first return to the pool until they close; its
+	// goroutine runs while any is open. A set of its own: a stream's
+	// registration of the same socket in hup replaces the entry's id.
+	pooledHup sockio.HupWatcher
 
 	mu     sync.Mutex
 	eps    map[string]*endpointConns // by endpoint address
@@ -82,6 +87,12 @@ type conn struct {
 	tls   bool          // nc is a *tls.Conn (alive() must not peek under the records)
 	// idleSince is when the connection was last pooled (reap.go).
 	idleSince time.Time
+	// usedAt is when its last exchange took it, before the request was
+	// written: the engine's keep-alive timer started after that.
+	usedAt time.Time
+	// watched: pooledHup has the socket (sockio.Conn.WatchPeer);
+	// watchTried: put() asked once.
+	watched, watchTried bool
 
 	// abortFn is sock.Abort, bound once: Send registers it with the
 	// request's context on every exchange.
@@ -125,7 +136,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 // when tc is set), within the endpoint's connection cap (pool.go). A dial or
 // handshake failure is a *DialError, a wait given up a *PoolWaitError:
 // nothing was sent either way.
-func (c *Client) get(ctx context.Context, addr string, tc *TLS, waitUntil time.Time) (*conn, error) {
+func (c *Client) get(ctx context.Context, addr string, tc *TLS, now, waitUntil time.Time) (*conn, error) {
 	id := tlsID(tc)
 	for {
 		pc, err := c.acquire(ctx, addr, id, waitUntil)
@@ -135,7 +146,8 @@ func (c *Client) get(ctx context.Context, addr string, tc *TLS, waitUntil time.T
 		if pc == nil {
 			break // a slot is ours: dial
 		}
-		if pc.alive() {
+		if pc.alive(now) {
+			pc.usedAt = now
 			return pc, nil
 		}
 		c.discard(pc)
@@ -145,6 +157,7 @@ func (c *Client) get(ctx context.Context, addr string, tc *TLS, waitUntil time.T
 		c.release(addr)
 		return nil, err
 	}
+	pc.usedAt = now
 	return pc, nil
 }
 
@@ -198,6 +211,17 @@ func (c *Client) put(pc *conn) {
 	// the connection idles and make alive()'s peek fail. Lifting it is lazy
 	// (no socket call); the armed one, if it passes, is re-armed by the peek.
 	_ = pc.sock.SetReadDeadline(time.Time{})
+	if !pc.watchTried && !pc.tls {
+		// Once per connection, when it is first kept (an engine that
+		// closes after every answer never gets here): a hang-up that
+		// came before is reported as it joins.
+		pc.watchTried = true
+		pc.watched = pc.sock.WatchPeer(&c.pooledHup)
+	}
+	if pc.sock.PeerGone() {
+		c.discard(pc) // the engine hung up as it answered
+		return
+	}
 	c.mu.Lock()
 	if ep := c.eps[pc.addr]; ep != nil && !c.closed && len(ep.idle) < c.maxIdle {
 		pc.idleSince = time.Now()
@@ -230,14 +254,39 @@ func (c *Client) CloseIdle() {
 	}
 }
 
-// alive peeks at an idle connection without blocking: no bytes and no EOF
-// means the engine still holds it open.
-func (pc *conn) alive() bool {
+// peekAfter is how long after an exchange took a watched connection its
+// next one still trusts the hang-up watcher alone, without a peek: well
+// under any engine's keep-alive timeout (uvicorn's 5 s, gunicorn's 2 s),
+// whose timer starts only once the engine has the request, so no idle
+// close can have come sooner; and long enough for back-to-back requests
+// of a loaded gateway (milliseconds apart) to skip the peek.
+const peekAfter = 100 * time.Millisecond
+
+// alive reports whether an idle connection can carry a request: nothing
+// buffered, and no bytes or EOF pending on the socket, which a
+// non-blocking peek (one recv(2)) finds out. A plaintext connection in
+// pooledHup whose last exchange took it less than peekAfter before now
+// skips the peek: a hang-up since (an engine closing idle connections,
+// or closing after an answer without saying so) is the watcher's to
+// report, and an engine's idle close cannot have come yet. Left to a
+// window of that length: the watcher's own delay in reporting a hang-up
+// (the engine then gets a request on a connection it closed: a failed
+// exchange, as a close right after a peek gives), and bytes an engine
+// sends unasked after its answer in a later segment (which the peek
+// catches only when they came before it; with the answer they are
+// buffered and caught here).
+func (pc *conn) alive(now time.Time) bool {
 	if pc.br.Buffered() > 0 {
 		return false // unsolicited bytes: the stream is out of sync
 	}
 	if pc.tls {
 		return pc.aliveTLS()
+	}
+	if pc.sock.PeerGone() {
+		return false
+	}
+	if pc.watched && now.Sub(pc.usedAt) < peekAfter {
+		return true
 	}
 	return pc.sock.Quiet()
 }
@@ -276,11 +325,12 @@ func (c *Client) Send(ctx context.Context, leg Leg) (*http.Response, error) {
 	}
 	// HeaderWait counts from here: a wait for a free connection at the
 	// endpoint's cap spends the same budget as the engine's silence.
+	now := time.Now()
 	var dl time.Time // zero clears a deadline left by the connection's previous use
 	if leg.HeaderWait > 0 {
-		dl = time.Now().Add(leg.HeaderWait)
+		dl = now.Add(leg.HeaderWait)
 	}
-	pc, err := c.get(ctx, addr, leg.TLS, dl)
+	pc, err := c.get(ctx, addr, leg.TLS, now, dl)
 	if err != nil {
 		return nil, err
 	}
