@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Why a hang-up watcher: ReadEach waits after a short read without reading
@@ -190,4 +192,26 @@ func (c *Conn) StopWatchingPeer() {
 		c.peer.w.unwatch(c.peer.id)
 		c.peer.on = false
 	}
+}
+
+// PeerAcked reports how many bytes written to c the peer's TCP has
+// acknowledged (tcp_info's bytes_acked, Linux 4.2 on); false when c has no
+// TCP socket to ask. Compared with Written, it tells a request that
+// never reached the engine's socket: an engine that closed first answers
+// the bytes with a reset, never an acknowledgement, while one that read
+// them acknowledges them (with its answer, its FIN, or on its own).
+// A system call: for a failed exchange, not each one.
+func (c *Conn) PeerAcked() (uint64, bool) {
+	if c.raw == nil {
+		return 0, false
+	}
+	var acked uint64
+	var err error
+	cerr := c.raw.Control(func(fd uintptr) {
+		var ti *unix.TCPInfo
+		if ti, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
+			acked = ti.Bytes_acked
+		}
+	})
+	return acked, cerr == nil && err == nil
 }

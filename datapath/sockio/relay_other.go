@@ -27,3 +27,6 @@ func (c *Conn) PeerGone() bool { return false }
 
 // StopWatchingPeer does nothing off Linux.
 func (c *Conn) StopWatchingPeer() {}
+
+// PeerAcked is unknown off Linux.
+func (c *Conn) PeerAcked() (uint64, bool) { return 0, false }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/infergate/infergate/datapath/sockio"
@@ -91,8 +92,9 @@ type conn struct {
 	// written: the engine's keep-alive timer started after that.
 	usedAt time.Time
 	// watched: pooledHup has the socket (sockio.Conn.WatchPeer);
-	// watchTried: put() asked once.
-	watched, watchTried bool
+	// watchTried: put() asked once; trusted: get() reused it without a
+	// peek, on the watcher's word.
+	watched, watchTried, trusted bool
 
 	// abortFn is sock.Abort, bound once: Send registers it with the
 	// request's context on every exchange.
@@ -136,7 +138,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 // when tc is set), within the endpoint's connection cap (pool.go). A dial or
 // handshake failure is a *DialError, a wait given up a *PoolWaitError:
 // nothing was sent either way.
-func (c *Client) get(ctx context.Context, addr string, tc *TLS, now, waitUntil time.Time) (*conn, error) {
+func (c *Client) get(ctx context.Context, addr string, tc *TLS, now, waitUntil time.Time, mayTrust bool) (*conn, error) {
 	id := tlsID(tc)
 	for {
 		pc, err := c.acquire(ctx, addr, id, waitUntil)
@@ -146,7 +148,7 @@ func (c *Client) get(ctx context.Context, addr string, tc *TLS, now, waitUntil t
 		if pc == nil {
 			break // a slot is ours: dial
 		}
-		if pc.alive(now) {
+		if pc.alive(now, mayTrust) {
 			pc.usedAt = now
 			return pc, nil
 		}
@@ -157,7 +159,7 @@ func (c *Client) get(ctx context.Context, addr string, tc *TLS, now, waitUntil t
 		c.release(addr)
 		return nil, err
 	}
-	pc.usedAt = now
+	pc.usedAt, pc.trusted = now, false
 	return pc, nil
 }
 
@@ -264,18 +266,20 @@ const peekAfter = 100 * time.Millisecond
 
 // alive reports whether an idle connection can carry a request: nothing
 // buffered, and no bytes or EOF pending on the socket, which a
-// non-blocking peek (one recv(2)) finds out. A plaintext connection in
-// pooledHup whose last exchange took it less than peekAfter before now
-// skips the peek: a hang-up since (an engine closing idle connections,
-// or closing after an answer without saying so) is the watcher's to
-// report, and an engine's idle close cannot have come yet. Left to a
-// window of that length: the watcher's own delay in reporting a hang-up
-// (the engine then gets a request on a connection it closed: a failed
-// exchange, as a close right after a peek gives), and bytes an engine
-// sends unasked after its answer in a later segment (which the peek
-// catches only when they came before it; with the answer they are
-// buffered and caught here).
-func (pc *conn) alive(now time.Time) bool {
+// non-blocking peek (one recv(2)) finds out. When mayTrust (the request
+// can be written again), a plaintext connection in pooledHup whose last
+// exchange took it less than peekAfter before now skips the peek
+// (trusted): a hang-up since (an engine closing idle connections, or
+// closing after an answer without saying so) is the watcher's to report,
+// and an engine's idle close cannot have come yet. The watcher reports
+// a moment late: a request may go out on a connection the engine closed
+// just before, which fails without the engine's TCP acknowledging a byte
+// of it, and Send then sends it again (exchange). Bytes an engine sends
+// unasked after its answer are caught when they came with it (buffered);
+// in a later segment within the window they are read as the next
+// answer, as with the peek those that come just after it.
+func (pc *conn) alive(now time.Time, mayTrust bool) bool {
+	pc.trusted = false
 	if pc.br.Buffered() > 0 {
 		return false // unsolicited bytes: the stream is out of sync
 	}
@@ -285,7 +289,8 @@ func (pc *conn) alive(now time.Time) bool {
 	if pc.sock.PeerGone() {
 		return false
 	}
-	if pc.watched && now.Sub(pc.usedAt) < peekAfter {
+	if mayTrust && pc.watched && now.Sub(pc.usedAt) < peekAfter {
+		pc.trusted = true
 		return true
 	}
 	return pc.sock.Quiet()
@@ -316,11 +321,20 @@ func (pc *conn) aliveTLS() bool {
 // leg.HeaderWait set, an error matching os.ErrDeadlineExceeded when the
 // engine was silent past it; anything else may have reached the engine.
 func (c *Client) Send(ctx context.Context, leg Leg) (*http.Response, error) {
-	addr := leg.Endpoint.ID
-	if leg.Stream != nil {
+	s := leg.Stream
+	if s != nil {
 		// Not before the request is worth sending (streambody.go).
-		if err := leg.Stream.prime(); err != nil {
+		if err := s.prime(); err != nil {
 			return nil, err
+		}
+		// A body whose first read brought all of it goes out as a buffered
+		// one: it can be written again, on another connection (below).
+		b, ok, err := s.whole()
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			leg.Body, leg.Stream = b, nil
 		}
 	}
 	// HeaderWait counts from here: a wait for a free connection at the
@@ -330,9 +344,29 @@ func (c *Client) Send(ctx context.Context, leg Leg) (*http.Response, error) {
 	if leg.HeaderWait > 0 {
 		dl = now.Add(leg.HeaderWait)
 	}
-	pc, err := c.get(ctx, addr, leg.TLS, now, dl)
+	resp, err, again := c.exchange(ctx, leg, now, dl, leg.Stream == nil)
+	if again {
+		// The connection reused without a peek had been closed by the
+		// engine before the request reached it: once more, peeked or new.
+		resp, err, _ = c.exchange(ctx, leg, now, dl, false)
+	}
+	if s != nil && leg.Stream == nil && !NotSent(err) {
+		s.releaseHead() // written: a retry after a failed dial needs it, nothing else
+	}
+	return resp, err
+}
+
+// exchange is one try of Send on a connection from get (which may trust
+// the hang-up watcher instead of peeking when replayable: leg carries no
+// streamed body). again: the try failed on a connection reused without a
+// peek, and the engine's TCP acknowledged no byte of the request, so the
+// engine never had it (it had closed the connection before: a reset
+// answers the bytes) and it may go out again.
+func (c *Client) exchange(ctx context.Context, leg Leg, now, dl time.Time, replayable bool) (_ *http.Response, _ error, again bool) {
+	addr := leg.Endpoint.ID
+	pc, err := c.get(ctx, addr, leg.TLS, now, dl, replayable)
 	if err != nil {
-		return nil, err
+		return nil, err, false
 	}
 	pc.setDeadline(dl) // also bounds writing the request to a stuck engine
 	stop := afterDone(ctx, pc.abortFn)
@@ -347,14 +381,16 @@ func (c *Client) Send(ctx context.Context, leg Leg) (*http.Response, error) {
 			into[headerRequestID] = rid
 		}
 	}
-	fail := func(err error) (*http.Response, error) {
+	base := pc.sock.Written()
+	fail := func(err error) (*http.Response, error, bool) {
 		resetInto()
 		stop()
+		again := pc.trusted && ctx.Err() == nil && closedBefore(err) && pc.noneAcked(base)
 		c.discard(pc)
 		if cerr := context.Cause(ctx); cerr != nil {
 			err = fmt.Errorf("%w (%w)", err, cerr)
 		}
-		return nil, err
+		return nil, err, again
 	}
 	method := leg.method()
 	bw := c.writer(&pc.sock)
@@ -385,7 +421,24 @@ func (c *Client) Send(ctx context.Context, leg Leg) (*http.Response, error) {
 		resetInto()
 	}
 	ur.resp.Body = &ur.body
-	return &ur.resp, nil
+	return &ur.resp, nil, false
+}
+
+// closedBefore reports whether err is what a request sent on a connection
+// the engine had closed ends with: the end of stream, or a reset (on the
+// read, or on the write when it came first).
+func closedBefore(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// noneAcked reports whether the engine's TCP acknowledged none of the
+// bytes written to pc after the first base (false when it cannot tell).
+// Linux counts the SYN among the bytes acknowledged (one, for the side
+// that dialled: a fresh connection reports 1).
+func (pc *conn) noneAcked(base uint64) bool {
+	acked, ok := pc.sock.PeerAcked()
+	return ok && acked <= base+1
 }
 
 // response is everything one engine response needs on the heap, in one

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -59,6 +60,9 @@ func (e *afterEngine) serve(nc net.Conn) {
 			continue
 		}
 		keep := e.after(nc)
+		if !keep {
+			_ = nc.Close() // before the test hears of it
+		}
 		e.done <- struct{}{}
 		if !keep {
 			return
@@ -81,37 +85,44 @@ func pooledPeerGone(u *Client) bool {
 
 // TestPooledConnCheckedBeforeReuse: a pooled connection the engine closed
 // (right after its answer without saying so, or while idle) or sent bytes
-// on after its answer is not reused: the next request goes out on a new
-// connection and gets its own answer. Within peekAfter of the last
-// exchange the hang-up watcher alone tells (the test waits until it has
-// seen the hang-up: how soon it does is the window alive() documents);
-// later the peek does. A connection the engine keeps is reused either way.
+// on after its answer is not reused: the next request gets its own answer
+// on a new connection. Within peekAfter of the last exchange the hang-up
+// watcher tells when it has seen the hang-up; when it has not yet, the
+// request goes out on the closed connection, the engine's TCP acknowledges
+// none of it and it is sent again. Past the window, or for a body that
+// cannot be sent again (streamed, of unknown length), the peek tells. A
+// connection the engine keeps is reused either way.
 func TestPooledConnCheckedBeforeReuse(t *testing.T) {
 	stray := func(nc net.Conn) bool {
 		_, _ = io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nSTRAY")
 		return true
 	}
+	closeNow := func(net.Conn) bool { return false }
 	for _, tc := range []struct {
 		name         string
 		after        func(net.Conn) bool
 		late         bool // the second request comes past peekAfter
 		waitWatcher  bool // wait until the watcher saw the hang-up
 		wantAccepted int64
+		body         string // "", "sized" or "chunked": a streamed body
 	}{
-		{"kept, at once", func(net.Conn) bool { return true }, false, false, 1},
-		{"kept, later", func(net.Conn) bool { return true }, true, false, 1},
-		{"closed after the answer, at once", func(net.Conn) bool { return false }, false, true, 2},
-		{"closed after the answer, later", func(net.Conn) bool { return false }, true, false, 2},
-		{"closed while idle, at once", func(net.Conn) bool { time.Sleep(20 * time.Millisecond); return false }, false, true, 2},
-		{"closed while idle, later", func(net.Conn) bool { time.Sleep(20 * time.Millisecond); return false }, true, false, 2},
+		{"closed after the answer, before the watcher", closeNow, false, false, 2, ""},
+		{"closed after the answer, before the watcher, sized stream", closeNow, false, false, 2, "sized"},
+		{"closed after the answer, before the watcher, chunked stream", closeNow, false, false, 2, "chunked"},
+		{"kept, at once", func(net.Conn) bool { return true }, false, false, 1, ""},
+		{"kept, later", func(net.Conn) bool { return true }, true, false, 1, ""},
+		{"closed after the answer, at once", func(net.Conn) bool { return false }, false, true, 2, ""},
+		{"closed after the answer, later", func(net.Conn) bool { return false }, true, false, 2, ""},
+		{"closed while idle, at once", func(net.Conn) bool { time.Sleep(20 * time.Millisecond); return false }, false, true, 2, ""},
+		{"closed while idle, later", func(net.Conn) bool { time.Sleep(20 * time.Millisecond); return false }, true, false, 2, ""},
 		{"reset while idle, at once", func(nc net.Conn) bool {
 			_ = nc.(*net.TCPConn).SetLinger(0)
 			return false
-		}, false, true, 2},
+		}, false, true, 2, ""},
 		{"bytes after the answer, later", func(nc net.Conn) bool {
 			time.Sleep(20 * time.Millisecond)
 			return stray(nc)
-		}, true, false, 2},
+		}, true, false, 2, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := startAfterEngine(t, tc.after)
@@ -119,6 +130,12 @@ func TestPooledConnCheckedBeforeReuse(t *testing.T) {
 			t.Cleanup(u.CloseIdle)
 			leg := Leg{Endpoint: endpoint(e.ln.Addr().String()), Path: "/", Body: []byte("{}"), HeaderWait: 10 * time.Second}
 			send := func(i int) string {
+				switch tc.body {
+				case "sized":
+					leg.Stream = &BodyStream{R: strings.NewReader("{}"), N: 2}
+				case "chunked":
+					leg.Stream = &BodyStream{R: strings.NewReader("{}"), N: -1}
+				}
 				resp, err := u.Send(t.Context(), leg)
 				if err != nil {
 					t.Fatalf("request %d: %v", i, err)

@@ -95,6 +95,41 @@ func (s *BodyStream) prime() error {
 	}
 }
 
+// whole returns the body when prime's read brought all of it (a sized
+// body: the usual small POST on a rule that does not route on its body),
+// after reading its end, so the client's side sees the body end as the
+// copy loop would have shown it. Send then writes it as a buffered body,
+// which may be written again; the head stays held until releaseHead.
+func (s *BodyStream) whole() ([]byte, bool, error) {
+	if s.N < 0 || int64(len(s.head)) != s.N || s.headBuf == nil {
+		return nil, false, nil
+	}
+	if s.Max > 0 && s.N > s.Max {
+		return nil, false, &ClientBodyError{TooLarge: true, Err: errStreamTooLarge}
+	}
+	if !s.eof {
+		if s.Progress != nil {
+			s.Progress.ChunkRead()
+		}
+		var one [1]byte
+		for {
+			n, err := s.R.Read(one[:])
+			if n > 0 {
+				return nil, false, &ClientBodyError{Err: fmt.Errorf("body longer than its %d bytes", s.N)}
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return nil, false, &ClientBodyError{Err: err}
+			}
+		}
+		s.eof = true
+	}
+	s.sent = s.N
+	return s.head, true, nil
+}
+
 // releaseHead returns the prime buffer once its bytes are copied out (a
 // later attempt never reads head again: the body has moved on).
 func (s *BodyStream) releaseHead() {
