@@ -98,16 +98,18 @@ func TestHupWatcherFDReused(t *testing.T) {
 	if err := <-kept; err != io.EOF {
 		t.Fatalf("the keeping stream ended with %v", err)
 	}
-	for range 500 { // ≤ 5 s; the watcher's tick is 250 ms
+	waitWatcherStopped(t, w)
+}
+
+// waitWatcherStopped waits up to 5 s (the watcher's tick is 250 ms) for
+// w's goroutine to end, with nothing left in its set.
+func waitWatcherStopped(t *testing.T, w *HupWatcher) {
+	t.Helper()
+	waitFor(t, func() bool {
 		w.mu.Lock()
-		running := w.running
-		w.mu.Unlock()
-		if !running {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("the watcher's goroutine runs with no stream")
+		defer w.mu.Unlock()
+		return !w.running
+	}, 5*time.Second)
 }
 
 // TestWatchPeer: a watched connection's peer hanging up (a FIN, a reset,
@@ -151,31 +153,22 @@ func TestWatchPeer(t *testing.T) {
 				}
 				time.Sleep(20 * time.Millisecond)
 				_ = dPeer.Close()
-				waitFor(t, d.PeerGone)
+				waitFor(t, d.PeerGone, 10*time.Second)
 				if c.PeerGone() {
 					t.Fatal("PeerGone after bytes alone")
 				}
 				return
 			}
-			waitFor(t, c.PeerGone)
+			waitFor(t, c.PeerGone, 10*time.Second)
 		})
 	}
-	for range 500 { // ≤ 5 s; the watcher's tick is 250 ms
-		w.mu.Lock()
-		running := w.running
-		w.mu.Unlock()
-		if !running {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("the watcher's goroutine runs with nothing watched")
+	waitWatcherStopped(t, w)
 }
 
-// waitFor polls cond for up to 10 s.
-func waitFor(t *testing.T, cond func() bool) {
+// waitFor polls cond for up to bound.
+func waitFor(t *testing.T, cond func() bool, bound time.Duration) {
 	t.Helper()
-	for end := time.Now().Add(10 * time.Second); !cond(); {
+	for end := time.Now().Add(bound); !cond(); {
 		if time.Now().After(end) {
 			t.Fatal("timed out")
 		}

@@ -24,12 +24,22 @@ type afterEngine struct {
 }
 
 func startAfterEngine(t *testing.T, after func(net.Conn) bool) *afterEngine {
+	e := &afterEngine{after: after, done: make(chan struct{}, 16)}
+	e.ln = serveEach(t, func(nc net.Conn) {
+		e.accepted.Add(1)
+		e.serve(nc)
+	})
+	return e
+}
+
+// serveEach listens on loopback and runs serve for each connection on a
+// goroutine of its own, until the test ends.
+func serveEach(t *testing.T, serve func(net.Conn)) net.Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &afterEngine{ln: ln, after: after, done: make(chan struct{}, 16)}
 	t.Cleanup(func() { _ = ln.Close() })
 	go func() {
 		for {
@@ -37,11 +47,10 @@ func startAfterEngine(t *testing.T, after func(net.Conn) bool) *afterEngine {
 			if err != nil {
 				return
 			}
-			e.accepted.Add(1)
-			go e.serve(nc)
+			go serve(nc)
 		}
 	}()
-	return e
+	return ln
 }
 
 func (e *afterEngine) serve(nc net.Conn) {
@@ -176,34 +185,21 @@ func TestPooledConnCheckedBeforeReuse(t *testing.T) {
 // write as its answer are in the read buffer when the answer ends, so the
 // connection is dropped even when the next request comes at once.
 func TestBytesWithTheAnswerNotReused(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
 	var accepted atomic.Int64
-	go func() {
+	ln := serveEach(t, func(nc net.Conn) {
+		defer nc.Close()
+		n := accepted.Add(1)
+		_ = nc.SetDeadline(time.Now().Add(20 * time.Second))
+		br := bufio.NewReader(nc)
 		for {
-			nc, err := ln.Accept()
-			if err != nil {
+			if _, err := http.ReadRequest(br); err != nil {
 				return
 			}
-			n := accepted.Add(1)
-			go func() {
-				defer nc.Close()
-				_ = nc.SetDeadline(time.Now().Add(20 * time.Second))
-				br := bufio.NewReader(nc)
-				for {
-					if _, err := http.ReadRequest(br); err != nil {
-						return
-					}
-					body := "ok" + strconv.FormatInt(n, 10)
-					_, _ = io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n"+body+
-						"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nSTRAY")
-				}
-			}()
+			body := "ok" + strconv.FormatInt(n, 10)
+			_, _ = io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n"+body+
+				"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nSTRAY")
 		}
-	}()
+	})
 	u := New(time.Second, 4, nil)
 	t.Cleanup(u.CloseIdle)
 	leg := Leg{Endpoint: endpoint(ln.Addr().String()), Path: "/", Body: []byte("{}")}
