@@ -350,7 +350,7 @@ func (c *Client) Send(ctx context.Context, leg Leg) (*http.Response, error) {
 		// engine before the request reached it: once more, peeked or new.
 		resp, err, _ = c.exchange(ctx, leg, now, dl, false)
 	}
-	if s != nil && leg.Stream == nil && !NotSent(err) {
+	if s != nil && leg.Stream == nil && (err == nil || !NotSent(err)) { // NotSent allocates
 		s.releaseHead() // written: a retry after a failed dial needs it, nothing else
 	}
 	return resp, err

@@ -54,6 +54,9 @@ type BodyStream struct {
 	// headBuf backs head; back to primeBufs once head is copied out.
 	headBuf *[]byte
 	eof     bool // and the body ended there
+	// probe is whole's read of the body's end (a field: a local array
+	// handed to R.Read would be allocated per request).
+	probe [1]byte
 }
 
 // ChunkReader is told each time a chunk of a streamed body was read from
@@ -111,18 +114,21 @@ func (s *BodyStream) whole() ([]byte, bool, error) {
 		if s.Progress != nil {
 			s.Progress.ChunkRead()
 		}
-		var one [1]byte
-		for {
-			n, err := s.R.Read(one[:])
+		for tries := 0; ; tries++ {
+			n, err := s.R.Read(s.probe[:])
 			if n > 0 {
 				return nil, false, &ClientBodyError{Err: fmt.Errorf("body longer than its %d bytes", s.N)}
 			}
 			if err == io.EOF {
 				break
 			}
-			if err != nil {
-				return nil, false, &ClientBodyError{Err: err}
+			if err == nil && tries < 100 {
+				continue // a reader may return nothing before the end
 			}
+			if err == nil {
+				err = io.ErrNoProgress
+			}
+			return nil, false, &ClientBodyError{Err: err}
 		}
 		s.eof = true
 	}
