@@ -58,6 +58,9 @@ type Conn struct {
 	hupID    uint64
 	hupState uint8 // hupNone, hupWatched, hupFailed
 	hupSeen  atomic.Bool
+	// peer is the connection's hang-up watch for its whole life
+	// (WatchPeer: pooled engine connections).
+	peer peerWatch
 	// drainedBy: how the last read in the step showed the socket empty.
 	drainedBy  uint8 // drainShort, drainEAGAIN
 	peekBuf    [1]byte
@@ -66,7 +69,10 @@ type Conn struct {
 	replyWrote bool // replyRaw has written: its next call follows a wake-up
 	// unanswered: a Write since the last read or Quiet. The peer may have
 	// answered it already, and a reply in before a wait does not wake it.
-	unanswered  bool
+	unanswered bool
+	// written counts the bytes the socket took from Write (PeerAcked's
+	// reference).
+	written     uint64
 	aborted     atomic.Bool
 	want, armed time.Time // read deadline asked for, and set on the socket
 	// The write deadline asked for and set on the socket: lazy like the
@@ -367,6 +373,15 @@ func (c *Conn) readInStep(p []byte) (int, error) {
 // Write writes p to the connection (and, with AwaitReply on, waits for
 // the peer's reply to it).
 func (c *Conn) Write(p []byte) (int, error) {
+	n, err := c.write(p)
+	c.written += uint64(n)
+	return n, err
+}
+
+// Written is how many bytes Write has handed to the socket.
+func (c *Conn) Written() uint64 { return c.written }
+
+func (c *Conn) write(p []byte) (int, error) {
 	if !rawIO || c.raw == nil {
 		return c.nc.Write(p)
 	}
@@ -450,7 +465,7 @@ func (c *Conn) writeAwaitReply(p []byte) (int, error) {
 	}
 	if n < len(p) {
 		c.awaitReply = false
-		m, err := c.Write(p[n:])
+		m, err := c.write(p[n:])
 		c.awaitReply = true
 		return n + m, err
 	}

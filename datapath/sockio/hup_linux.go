@@ -4,8 +4,11 @@ package sockio
 
 import (
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Why a hang-up watcher: ReadEach waits after a short read without reading
@@ -140,4 +143,75 @@ func (c *Conn) StopWatchingHangUp() {
 		c.hupW.unwatch(c.hupID)
 	}
 	c.hupState = hupFailed
+}
+
+// peerWatch is a Conn's place in a HupWatcher's set for as long as its
+// socket is open (WatchPeer).
+type peerWatch struct {
+	w    *HupWatcher
+	id   uint64
+	on   bool
+	gone atomic.Bool
+}
+
+// hangUp records that the peer hung up; nothing waits on it.
+func (p *peerWatch) hangUp() { p.gone.Store(true) }
+
+// WatchPeer puts c's socket in w's set until StopWatchingPeer (or its
+// close): PeerGone then reports a FIN or reset from the peer that came at
+// any time since, with no system call. One epoll_ctl, once per
+// connection. False when c has no plaintext TCP socket or w could not
+// take it.
+//
+// Why: a pooled engine connection used to be peeked at before each reuse
+// (Quiet, one recv(2) per request) to catch an engine that closed it
+// while idle. nginx learns that from the event loop it already runs; Go's
+// poller does not pass it on, so a watcher of ours does, woken only by
+// hang-ups (bytes do not wake it: EPOLLRDHUP, edge-triggered).
+func (c *Conn) WatchPeer(w *HupWatcher) bool {
+	if c.raw == nil || c.peer.on {
+		return c.peer.on
+	}
+	_ = c.raw.Control(func(fd uintptr) {
+		c.peer.id, c.peer.on = w.watch(&c.peer, fd)
+	})
+	if c.peer.on {
+		c.peer.w = w
+	}
+	return c.peer.on
+}
+
+// PeerGone reports whether the watcher WatchPeer gave c saw the peer hang
+// up. False when c is not watched: the caller then cannot tell.
+func (c *Conn) PeerGone() bool { return c.peer.on && c.peer.gone.Load() }
+
+// StopWatchingPeer takes c off the watcher WatchPeer gave it (its owner,
+// when it closes c: the watcher's goroutine ends once nothing is watched).
+func (c *Conn) StopWatchingPeer() {
+	if c.peer.on {
+		c.peer.w.unwatch(c.peer.id)
+		c.peer.on = false
+	}
+}
+
+// PeerAcked reports how many bytes written to c the peer's TCP has
+// acknowledged (tcp_info's bytes_acked, Linux 4.2 on); false when c has no
+// TCP socket to ask. Compared with Written, it tells a request that
+// never reached the engine's socket: an engine that closed first answers
+// the bytes with a reset, never an acknowledgement, while one that read
+// them acknowledges them (with its answer, its FIN, or on its own).
+// A system call: for a failed exchange, not each one.
+func (c *Conn) PeerAcked() (uint64, bool) {
+	if c.raw == nil {
+		return 0, false
+	}
+	var acked uint64
+	var err error
+	cerr := c.raw.Control(func(fd uintptr) {
+		var ti *unix.TCPInfo
+		if ti, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
+			acked = ti.Bytes_acked
+		}
+	})
+	return acked, cerr == nil && err == nil
 }

@@ -98,14 +98,80 @@ func TestHupWatcherFDReused(t *testing.T) {
 	if err := <-kept; err != io.EOF {
 		t.Fatalf("the keeping stream ended with %v", err)
 	}
-	for range 500 { // ≤ 5 s; the watcher's tick is 250 ms
+	waitWatcherStopped(t, w)
+}
+
+// waitWatcherStopped waits up to 5 s (the watcher's tick is 250 ms) for
+// w's goroutine to end, with nothing left in its set.
+func waitWatcherStopped(t *testing.T, w *HupWatcher) {
+	t.Helper()
+	waitFor(t, func() bool {
 		w.mu.Lock()
-		running := w.running
-		w.mu.Unlock()
-		if !running {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+		defer w.mu.Unlock()
+		return !w.running
+	}, 5*time.Second)
+}
+
+// TestWatchPeer: a watched connection's peer hanging up (a FIN, a reset,
+// or a FIN that came before the socket joined) is reported by PeerGone;
+// bytes alone are not. Once every connection stops being watched, the
+// watcher's goroutine ends.
+func TestWatchPeer(t *testing.T) {
+	w := new(HupWatcher)
+	for _, tc := range []struct {
+		name     string
+		before   func(peer net.Conn) // before the socket joins
+		after    func(peer net.Conn)
+		wantGone bool
+	}{
+		{"bytes", nil, func(p net.Conn) { _, _ = io.WriteString(p, "x") }, false},
+		{"FIN", nil, func(p net.Conn) { _ = p.Close() }, true},
+		{"reset", nil, func(p net.Conn) { _ = p.(*net.TCPConn).SetLinger(0); _ = p.Close() }, true},
+		{"FIN before joining", func(p net.Conn) { _ = p.Close() }, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, peer := pair(t)
+			defer c.StopWatchingPeer()
+			if tc.before != nil {
+				tc.before(peer)
+				time.Sleep(20 * time.Millisecond) // the FIN lands
+			}
+			if !c.WatchPeer(w) {
+				t.Fatal("WatchPeer refused a plaintext TCP socket")
+			}
+			if tc.after != nil {
+				tc.after(peer)
+			}
+			if !tc.wantGone {
+				// Bytes, then a FIN from a second connection kept in the
+				// same set: once that one is reported, this one's bytes
+				// had their chance to be (wrongly) too.
+				d, dPeer := pair(t)
+				defer d.StopWatchingPeer()
+				if !d.WatchPeer(w) {
+					t.Fatal("WatchPeer refused the second socket")
+				}
+				time.Sleep(20 * time.Millisecond)
+				_ = dPeer.Close()
+				waitFor(t, d.PeerGone, 10*time.Second)
+				if c.PeerGone() {
+					t.Fatal("PeerGone after bytes alone")
+				}
+				return
+			}
+			waitFor(t, c.PeerGone, 10*time.Second)
+		})
 	}
-	t.Fatal("the watcher's goroutine runs with no stream")
+	waitWatcherStopped(t, w)
+}
+
+// waitFor polls cond for up to bound.
+func waitFor(t *testing.T, cond func() bool, bound time.Duration) {
+	t.Helper()
+	for end := time.Now().Add(bound); !cond(); {
+		if time.Now().After(end) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }

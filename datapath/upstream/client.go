@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/infergate/infergate/datapath/sockio"
@@ -27,9 +28,9 @@ import (
 // connection and hands every request to them over channels, which on a small
 // box costs more than the proxying itself. Here the caller's goroutine writes
 // the request and reads the response directly. A pooled connection is
-// checked with a non-blocking peek before reuse, so a connection the engine
-// closed while idle (uvicorn drops them after 5 s) is discarded instead of
-// failing a request that cannot be replayed.
+// checked before reuse (alive), so a connection the engine closed while
+// idle (uvicorn drops them after 5 s) is discarded instead of failing a
+// request that cannot be replayed.
 type Client struct {
 	dialer   net.Dialer
 	maxIdle  int          // idle connections kept per endpoint
@@ -47,6 +48,11 @@ type Client struct {
 	// hup wakes streams whose engine hung up with its last bytes
 	// (stream.go); its goroutine runs only while streams do.
 	hup sockio.HupWatcher
+	// pooledHup records the hang-ups of pooled plaintext connections for
+	// alive(), from their first return to the pool until they close; its
+	// goroutine runs while any is open. A set of its own: a stream's
+	// registration of the same socket in hup replaces the entry's id.
+	pooledHup sockio.HupWatcher
 
 	mu     sync.Mutex
 	eps    map[string]*endpointConns // by endpoint address
@@ -82,6 +88,13 @@ type conn struct {
 	tls   bool          // nc is a *tls.Conn (alive() must not peek under the records)
 	// idleSince is when the connection was last pooled (reap.go).
 	idleSince time.Time
+	// usedAt is when its last exchange took it, before the request was
+	// written: the engine's keep-alive timer started after that.
+	usedAt time.Time
+	// watched: pooledHup has the socket (sockio.Conn.WatchPeer);
+	// watchTried: put() asked once; trusted: get() reused it without a
+	// peek, on the watcher's word.
+	watched, watchTried, trusted bool
 
 	// abortFn is sock.Abort, bound once: Send registers it with the
 	// request's context on every exchange.
@@ -125,7 +138,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 // when tc is set), within the endpoint's connection cap (pool.go). A dial or
 // handshake failure is a *DialError, a wait given up a *PoolWaitError:
 // nothing was sent either way.
-func (c *Client) get(ctx context.Context, addr string, tc *TLS, waitUntil time.Time) (*conn, error) {
+func (c *Client) get(ctx context.Context, addr string, tc *TLS, now, waitUntil time.Time, mayTrust bool) (*conn, error) {
 	id := tlsID(tc)
 	for {
 		pc, err := c.acquire(ctx, addr, id, waitUntil)
@@ -135,7 +148,8 @@ func (c *Client) get(ctx context.Context, addr string, tc *TLS, waitUntil time.T
 		if pc == nil {
 			break // a slot is ours: dial
 		}
-		if pc.alive() {
+		if pc.alive(now, mayTrust) {
+			pc.usedAt = now
 			return pc, nil
 		}
 		c.discard(pc)
@@ -145,6 +159,7 @@ func (c *Client) get(ctx context.Context, addr string, tc *TLS, waitUntil time.T
 		c.release(addr)
 		return nil, err
 	}
+	pc.usedAt, pc.trusted = now, false
 	return pc, nil
 }
 
@@ -198,6 +213,17 @@ func (c *Client) put(pc *conn) {
 	// the connection idles and make alive()'s peek fail. Lifting it is lazy
 	// (no socket call); the armed one, if it passes, is re-armed by the peek.
 	_ = pc.sock.SetReadDeadline(time.Time{})
+	if !pc.watchTried && !pc.tls {
+		// Once per connection, when it is first kept (an engine that
+		// closes after every answer never gets here): a hang-up that
+		// came before is reported as it joins.
+		pc.watchTried = true
+		pc.watched = pc.sock.WatchPeer(&c.pooledHup)
+	}
+	if pc.sock.PeerGone() {
+		c.discard(pc) // the engine hung up as it answered
+		return
+	}
 	c.mu.Lock()
 	if ep := c.eps[pc.addr]; ep != nil && !c.closed && len(ep.idle) < c.maxIdle {
 		pc.idleSince = time.Now()
@@ -230,14 +256,42 @@ func (c *Client) CloseIdle() {
 	}
 }
 
-// alive peeks at an idle connection without blocking: no bytes and no EOF
-// means the engine still holds it open.
-func (pc *conn) alive() bool {
+// peekAfter is how long after an exchange took a watched connection its
+// next one still trusts the hang-up watcher alone, without a peek: well
+// under any engine's keep-alive timeout (uvicorn's 5 s, gunicorn's 2 s),
+// whose timer starts only once the engine has the request, so no idle
+// close can have come sooner; and long enough for back-to-back requests
+// of a loaded gateway (milliseconds apart) to skip the peek.
+const peekAfter = 100 * time.Millisecond
+
+// alive reports whether an idle connection can carry a request: nothing
+// buffered, and no bytes or EOF pending on the socket, which a
+// non-blocking peek (one recv(2)) finds out. When mayTrust (the request
+// can be written again), a plaintext connection in pooledHup whose last
+// exchange took it less than peekAfter before now skips the peek
+// (trusted): a hang-up since (an engine closing idle connections, or
+// closing after an answer without saying so) is the watcher's to report,
+// and an engine's idle close cannot have come yet. The watcher reports
+// a moment late: a request may go out on a connection the engine closed
+// just before, which fails without the engine's TCP acknowledging a byte
+// of it, and Send then sends it again (exchange). Bytes an engine sends
+// unasked after its answer are caught when they came with it (buffered);
+// in a later segment within the window they are read as the next
+// answer, as with the peek those that come just after it.
+func (pc *conn) alive(now time.Time, mayTrust bool) bool {
+	pc.trusted = false
 	if pc.br.Buffered() > 0 {
 		return false // unsolicited bytes: the stream is out of sync
 	}
 	if pc.tls {
 		return pc.aliveTLS()
+	}
+	if pc.sock.PeerGone() {
+		return false
+	}
+	if mayTrust && pc.watched && now.Sub(pc.usedAt) < peekAfter {
+		pc.trusted = true
+		return true
 	}
 	return pc.sock.Quiet()
 }
@@ -267,22 +321,52 @@ func (pc *conn) aliveTLS() bool {
 // leg.HeaderWait set, an error matching os.ErrDeadlineExceeded when the
 // engine was silent past it; anything else may have reached the engine.
 func (c *Client) Send(ctx context.Context, leg Leg) (*http.Response, error) {
-	addr := leg.Endpoint.ID
-	if leg.Stream != nil {
+	s := leg.Stream
+	if s != nil {
 		// Not before the request is worth sending (streambody.go).
-		if err := leg.Stream.prime(); err != nil {
+		if err := s.prime(); err != nil {
 			return nil, err
+		}
+		// A body whose first read brought all of it goes out as a buffered
+		// one: it can be written again, on another connection (below).
+		b, ok, err := s.whole()
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			leg.Body, leg.Stream = b, nil
 		}
 	}
 	// HeaderWait counts from here: a wait for a free connection at the
 	// endpoint's cap spends the same budget as the engine's silence.
+	now := time.Now()
 	var dl time.Time // zero clears a deadline left by the connection's previous use
 	if leg.HeaderWait > 0 {
-		dl = time.Now().Add(leg.HeaderWait)
+		dl = now.Add(leg.HeaderWait)
 	}
-	pc, err := c.get(ctx, addr, leg.TLS, dl)
+	resp, err, again := c.exchange(ctx, leg, now, dl, leg.Stream == nil)
+	if again {
+		// The connection reused without a peek had been closed by the
+		// engine before the request reached it: once more, peeked or new.
+		resp, err, _ = c.exchange(ctx, leg, now, dl, false)
+	}
+	if s != nil && leg.Stream == nil && (err == nil || !NotSent(err)) { // NotSent allocates
+		s.releaseHead() // written: a retry after a failed dial needs it, nothing else
+	}
+	return resp, err
+}
+
+// exchange is one try of Send on a connection from get (which may trust
+// the hang-up watcher instead of peeking when replayable: leg carries no
+// streamed body). again: the try failed on a connection reused without a
+// peek, and the engine's TCP acknowledged no byte of the request, so the
+// engine never had it (it had closed the connection before: a reset
+// answers the bytes) and it may go out again.
+func (c *Client) exchange(ctx context.Context, leg Leg, now, dl time.Time, replayable bool) (_ *http.Response, _ error, again bool) {
+	addr := leg.Endpoint.ID
+	pc, err := c.get(ctx, addr, leg.TLS, now, dl, replayable)
 	if err != nil {
-		return nil, err
+		return nil, err, false
 	}
 	pc.setDeadline(dl) // also bounds writing the request to a stuck engine
 	stop := afterDone(ctx, pc.abortFn)
@@ -297,14 +381,16 @@ func (c *Client) Send(ctx context.Context, leg Leg) (*http.Response, error) {
 			into[headerRequestID] = rid
 		}
 	}
-	fail := func(err error) (*http.Response, error) {
+	base := pc.sock.Written()
+	fail := func(err error) (*http.Response, error, bool) {
 		resetInto()
 		stop()
+		again := pc.trusted && ctx.Err() == nil && closedBefore(err) && pc.noneAcked(base)
 		c.discard(pc)
 		if cerr := context.Cause(ctx); cerr != nil {
 			err = fmt.Errorf("%w (%w)", err, cerr)
 		}
-		return nil, err
+		return nil, err, again
 	}
 	method := leg.method()
 	bw := c.writer(&pc.sock)
@@ -335,7 +421,24 @@ func (c *Client) Send(ctx context.Context, leg Leg) (*http.Response, error) {
 		resetInto()
 	}
 	ur.resp.Body = &ur.body
-	return &ur.resp, nil
+	return &ur.resp, nil, false
+}
+
+// closedBefore reports whether err is what a request sent on a connection
+// the engine had closed ends with: the end of stream, or a reset (on the
+// read, or on the write when it came first).
+func closedBefore(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// noneAcked reports whether the engine's TCP acknowledged none of the
+// bytes written to pc after the first base (false when it cannot tell).
+// Linux counts the SYN among the bytes acknowledged (one, for the side
+// that dialled: a fresh connection reports 1).
+func (pc *conn) noneAcked(base uint64) bool {
+	acked, ok := pc.sock.PeerAcked()
+	return ok && acked <= base+1
 }
 
 // response is everything one engine response needs on the heap, in one
@@ -384,10 +487,12 @@ func writeRequest(w *bufio.Writer, pc *conn, addr, method string, leg Leg) error
 // found quiet, so nothing of the engine's is pending before the request.
 // A request past the writer's buffer has had its head flushed already,
 // and an engine may answer that before the body ends: sockio then skips
-// the wait (it waits only on a first write since the last read).
-// Streamed bodies keep a plain flush: an engine may answer before a slow
-// client's body ends, and bytes that arrived before the wait would not
-// wake it.
+// the wait (it waits only on a first write since the last read). That
+// covers streamed bodies too: one that fits the buffer (the usual small
+// POST on a rule that does not route on its body) reaches the engine in
+// this one flush, after the client's body ended, so the engine cannot
+// have answered before it; a longer one was flushed in part already, and
+// its last flush does not wait.
 func flushAwait(w *bufio.Writer, pc *conn) error {
 	pc.sock.AwaitReply(true)
 	err := w.Flush()

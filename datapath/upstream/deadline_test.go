@@ -20,45 +20,32 @@ import (
 // stops sending without ending the stream (the engine goes silent).
 func streamEngine(t *testing.T, gaps []time.Duration) spec.Endpoint {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	go func() {
-		for {
-			nc, err := l.Accept()
+	l := serveEach(t, func(nc net.Conn) {
+		defer nc.Close()
+		br := bufio.NewReader(nc)
+		for { // the request head; the test sends no body
+			line, err := br.ReadString('\n')
 			if err != nil {
 				return
 			}
-			go func() {
-				defer nc.Close()
-				br := bufio.NewReader(nc)
-				for { // the request head; the test sends no body
-					line, err := br.ReadString('\n')
-					if err != nil {
-						return
-					}
-					if line == "\r\n" {
-						break
-					}
-				}
-				event := func(k int) string { d := fmt.Sprintf("data: %d\n\n", k); return fmt.Sprintf("%x\r\n%s\r\n", len(d), d) }
-				_, _ = io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"+event(0))
-				for k, g := range gaps {
-					if g < 0 {
-						_, _ = io.Copy(io.Discard, nc) // silent until the client goes
-						return
-					}
-					time.Sleep(g)
-					if _, err := io.WriteString(nc, event(k+1)); err != nil {
-						return
-					}
-				}
-				_, _ = io.WriteString(nc, "0\r\n\r\n")
-			}()
+			if line == "\r\n" {
+				break
+			}
 		}
-	}()
+		event := func(k int) string { d := fmt.Sprintf("data: %d\n\n", k); return fmt.Sprintf("%x\r\n%s\r\n", len(d), d) }
+		_, _ = io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"+event(0))
+		for k, g := range gaps {
+			if g < 0 {
+				_, _ = io.Copy(io.Discard, nc) // silent until the client goes
+				return
+			}
+			time.Sleep(g)
+			if _, err := io.WriteString(nc, event(k+1)); err != nil {
+				return
+			}
+		}
+		_, _ = io.WriteString(nc, "0\r\n\r\n")
+	})
 	ap := netip.MustParseAddrPort(l.Addr().String())
 	return spec.Endpoint{ID: ap.String(), Addr: ap, Weight: 1}
 }

@@ -93,7 +93,7 @@ func (c *Client) acquire(ctx context.Context, addr, id string, deadline time.Tim
 			old := ep.idle[0]
 			ep.idle = ep.idle[1:]
 			c.mu.Unlock()
-			_ = old.nc.Close()
+			old.close()
 			return nil, nil
 		}
 		if !deadline.IsZero() && timer == nil {
@@ -140,8 +140,14 @@ func (c *Client) release(addr string) {
 
 // discard closes a connection that cannot be reused and frees its slot.
 func (c *Client) discard(pc *conn) {
-	_ = pc.nc.Close()
+	pc.close()
 	c.release(pc.addr)
+}
+
+// close closes the connection (its slot is the caller's to free).
+func (pc *conn) close() {
+	pc.sock.StopWatchingPeer()
+	_ = pc.nc.Close()
 }
 
 // forget drops an endpoint's entry once nothing refers to it, so addresses

@@ -153,22 +153,11 @@ type scriptEngine struct {
 
 func startScriptEngine(t *testing.T, head string, script []string, pause time.Duration, end string) *scriptEngine {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &scriptEngine{addr: l.Addr().String(), gone: make(chan struct{}, 16)}
-	t.Cleanup(func() { _ = l.Close() })
-	go func() {
-		for {
-			nc, err := l.Accept()
-			if err != nil {
-				return
-			}
-			e.accepted.Add(1)
-			go e.serve(nc, head, script, pause, end)
-		}
-	}()
+	e := &scriptEngine{gone: make(chan struct{}, 16)}
+	e.addr = serveEach(t, func(nc net.Conn) {
+		e.accepted.Add(1)
+		e.serve(nc, head, script, pause, end)
+	}).Addr().String()
 	return e
 }
 

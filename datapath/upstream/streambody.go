@@ -54,6 +54,9 @@ type BodyStream struct {
 	// headBuf backs head; back to primeBufs once head is copied out.
 	headBuf *[]byte
 	eof     bool // and the body ended there
+	// probe is whole's read of the body's end (a field: a local array
+	// handed to R.Read would be allocated per request).
+	probe [1]byte
 }
 
 // ChunkReader is told each time a chunk of a streamed body was read from
@@ -93,6 +96,44 @@ func (s *BodyStream) prime() error {
 			return nil
 		}
 	}
+}
+
+// whole returns the body when prime's read brought all of it (a sized
+// body: the usual small POST on a rule that does not route on its body),
+// after reading its end, so the client's side sees the body end as the
+// copy loop would have shown it. Send then writes it as a buffered body,
+// which may be written again; the head stays held until releaseHead.
+func (s *BodyStream) whole() ([]byte, bool, error) {
+	if s.N < 0 || int64(len(s.head)) != s.N || s.headBuf == nil {
+		return nil, false, nil
+	}
+	if s.Max > 0 && s.N > s.Max {
+		return nil, false, &ClientBodyError{TooLarge: true, Err: errStreamTooLarge}
+	}
+	if !s.eof {
+		if s.Progress != nil {
+			s.Progress.ChunkRead()
+		}
+		for tries := 0; ; tries++ {
+			n, err := s.R.Read(s.probe[:])
+			if n > 0 {
+				return nil, false, &ClientBodyError{Err: fmt.Errorf("body longer than its %d bytes", s.N)}
+			}
+			if err == io.EOF {
+				break
+			}
+			if err == nil && tries < 100 {
+				continue // a reader may return nothing before the end
+			}
+			if err == nil {
+				err = io.ErrNoProgress
+			}
+			return nil, false, &ClientBodyError{Err: err}
+		}
+		s.eof = true
+	}
+	s.sent = s.N
+	return s.head, true, nil
 }
 
 // releaseHead returns the prime buffer once its bytes are copied out (a
@@ -180,15 +221,18 @@ func writeStreamed(ctx context.Context, pc *conn, w *bufio.Writer, addr, method 
 		}
 		w.WriteString("\r\n") // no trailers
 	}
-	if err := w.Flush(); err != nil {
+	// The body has ended: the engine's first byte is due within HeaderWait
+	// from now, and the flush below may wait for it (flushAwait).
+	var dl time.Time
+	if leg.HeaderWait > 0 {
+		dl = time.Now().Add(leg.HeaderWait)
+	}
+	_ = pc.sock.SetReadDeadline(dl)
+	if err := flushAwait(w, pc); err != nil {
 		return err
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
-	}
-	var dl time.Time
-	if leg.HeaderWait > 0 {
-		dl = time.Now().Add(leg.HeaderWait)
 	}
 	pc.setDeadline(dl)
 	return nil

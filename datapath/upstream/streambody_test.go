@@ -1,0 +1,100 @@
+package upstream
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestStreamedBodyAnswered: a streamed body's last flush waits in the
+// poll for the engine's answer (flushAwait) only when nothing of the
+// request went out before it. An engine that answers on the head, before
+// a long body has ended, has its answer in before that flush: the flush
+// must not wait for a readiness that already came (it would sit until
+// HeaderWait). Small bodies, sized and chunked, are answered after their
+// end as usual. (On TCP the ACK of the last flush also reports the socket
+// readable, so a wrong wait may end early here anyway; sockio's
+// TestAwaitReplyAfterEarlierWrite checks the rule itself.)
+func TestStreamedBodyAnswered(t *testing.T) {
+	long := strings.Repeat("x", 3*bufSize) // past the request writer: flushed before it ends
+	for _, tc := range []struct {
+		name  string
+		body  string
+		n     int64 // BodyStream.N
+		early bool  // the engine answers once it has the head
+	}{
+		{"small, sized", `{"prompt":"hi"}`, 15, false},
+		{"small, chunked", `{"prompt":"hi"}`, -1, false},
+		{"long, sized, answered after its end", long, int64(len(long)), false},
+		{"long, sized, answered on the head", long, int64(len(long)), true},
+		{"long, chunked, answered on the head", long, -1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = ln.Close() })
+			answered := make(chan struct{})
+			engineErr := make(chan error, 1)
+			go func() {
+				nc, err := ln.Accept()
+				if err != nil {
+					engineErr <- err
+					return
+				}
+				defer nc.Close()
+				_ = nc.SetDeadline(time.Now().Add(20 * time.Second))
+				req, err := http.ReadRequest(bufio.NewReader(nc))
+				if err != nil {
+					engineErr <- err
+					return
+				}
+				const answer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+				if tc.early {
+					_, _ = io.WriteString(nc, answer)
+					close(answered)
+				}
+				b, err := io.ReadAll(req.Body)
+				if err == nil && string(b) != tc.body {
+					err = io.ErrUnexpectedEOF
+				}
+				if !tc.early {
+					_, _ = io.WriteString(nc, answer)
+				}
+				engineErr <- err
+			}()
+			// The client's body: the first part, then (early) the rest only
+			// once the engine has answered.
+			pr, pw := io.Pipe()
+			go func() {
+				cut := min(len(tc.body), 2*bufSize)
+				_, _ = io.WriteString(pw, tc.body[:cut])
+				if tc.early {
+					<-answered
+				}
+				_, _ = io.WriteString(pw, tc.body[cut:])
+				_ = pw.Close()
+			}()
+			u := New(time.Second, 4, nil)
+			t.Cleanup(u.CloseIdle)
+			resp, err := u.Send(t.Context(), Leg{Endpoint: endpoint(ln.Addr().String()), Path: "/v1/audio",
+				Stream: &BodyStream{R: pr, N: tc.n}, HeaderWait: 10 * time.Second})
+			if err != nil {
+				t.Fatalf("Send: %v", err)
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || string(b) != "ok" {
+				t.Fatalf("answer %q, %v; want \"ok\"", b, err)
+			}
+			if err := <-engineErr; err != nil {
+				t.Fatalf("engine: %v", err)
+			}
+		})
+	}
+}
