@@ -543,11 +543,13 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 			capD = rt.opts.MaxStreamDuration
 		}
 		bound.End = x.start.Add(capD)
-		// A stream's client writes are bounded as its engine reads are
-		// (streambound); cleared at the end for the connection's next
-		// request.
-		defer bound.BindClient(x.w)()
 	}
+	// The client's writes are bounded as the engine's reads are
+	// (streambound): a client that stops reading, its connection open,
+	// holds a body no longer than a silent engine would, SSE or not.
+	// Cleared at the end for the connection's next request.
+	bound.BindClient(x.w)
+	defer bound.Clear()
 	extend := func() {
 		readBound := ub != nil && !ub.Buffered() // else no read can block: the rest of the body is in memory
 		if !readBound && !bound.BindsClient() {

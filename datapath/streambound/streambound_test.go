@@ -32,11 +32,11 @@ func TestNext(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &deadlineWriter{ResponseWriter: httptest.NewRecorder()}
 			b := Bound{Idle: time.Second, End: tc.end}
-			clear := b.BindClient(w)
+			b.BindClient(w)
 			if got := b.Next(now); !got.Equal(tc.want) {
 				t.Fatalf("Next = %v, want %v", got, tc.want)
 			}
-			clear()
+			b.Clear()
 			if len(w.set) != 2 || !w.set[0].Equal(tc.want) || !w.set[1].IsZero() {
 				t.Fatalf("write deadlines %v, want [%v, zero]", w.set, tc.want)
 			}
@@ -46,7 +46,8 @@ func TestNext(t *testing.T) {
 
 func TestNoClientDeadline(t *testing.T) {
 	b := Bound{Idle: time.Second}
-	b.BindClient(httptest.NewRecorder())() // a recorder has no write deadline
+	b.BindClient(httptest.NewRecorder()) // a recorder has no write deadline
+	b.Clear()
 	if b.BindsClient() {
 		t.Fatal("bound a writer without a write deadline")
 	}
@@ -60,5 +61,34 @@ func TestNoticePastTheCap(t *testing.T) {
 	b.Notice()
 	if len(w.set) != 1 || !w.set[0].After(time.Now().Add(30*time.Minute)) {
 		t.Fatalf("notice deadline %v, want the idle bound past the cap", w.set)
+	}
+}
+
+// wrapper hides its writer's deadline behind Unwrap, as the datapath's
+// response clock does.
+type wrapper struct{ http.ResponseWriter }
+
+func (w wrapper) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func TestBindThroughUnwrap(t *testing.T) {
+	w := &deadlineWriter{ResponseWriter: httptest.NewRecorder()}
+	var b Bound
+	b.Idle = time.Second
+	b.BindClient(wrapper{wrapper{w}})
+	if !b.BindsClient() {
+		t.Fatal("no write deadline found through Unwrap")
+	}
+	b.Next(time.Unix(1000, 0))
+	b.Clear()
+	if len(w.set) != 2 || !w.set[1].IsZero() {
+		t.Fatalf("write deadlines %v, want [set, zero]", w.set)
+	}
+}
+
+func TestBindAllocatesNothing(t *testing.T) {
+	var w http.ResponseWriter = wrapper{&deadlineWriter{ResponseWriter: httptest.NewRecorder()}}
+	var b Bound
+	if n := testing.AllocsPerRun(100, func() { b.BindClient(w) }); n != 0 {
+		t.Fatalf("BindClient: %v allocs, want 0", n)
 	}
 }

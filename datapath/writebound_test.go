@@ -1,0 +1,139 @@
+package datapath
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/infergate/infergate/spec"
+)
+
+// TestStalledClientEndsAtBodyStall: a client that keeps its connection
+// open but reads nothing must not hold a streamed body that is not SSE
+// (and with it the engine's connection and a relay buffer) past the body
+// stall bound: the relay is blocked in a client write then, where the
+// bound, a read deadline on the engine, never fires.
+func TestStalledClientEndsAtBodyStall(t *testing.T) {
+	const chunk = 1000
+	for _, tc := range []struct {
+		name  string
+		head  string
+		frame func(p string) string
+	}{
+		{"chunked", "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n", sseChunk},
+		{"content-length", "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: " +
+			strconv.Itoa(100_000*chunk) + "\r\n\r\n", func(p string) string { return p }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := testOptions()
+			o.BodyStallTimeout = 300 * time.Millisecond
+			rt, _ := newTestRuntime(t, o)
+			engineDone := make(chan struct{})
+			piece := tc.frame(strings.Repeat("x", chunk))
+			e := startRawEngine(t, func(nc net.Conn) bool {
+				defer close(engineDone)
+				_, _ = io.WriteString(nc, tc.head)
+				for range 100_000 { // 100 MB at most
+					_ = nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+					if _, err := io.WriteString(nc, piece); err != nil {
+						return false
+					}
+				}
+				return false
+			})
+			r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, epFor(t, e.addr, 1))
+			if err := rt.Install(nil, r); err != nil {
+				t.Fatal(err)
+			}
+			cl, err := net.Dial("tcp", ruleURL(r)[len("http://"):])
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			_ = cl.(*net.TCPConn).SetReadBuffer(4 << 10)
+			if _, err := io.WriteString(cl, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			select {
+			case <-engineDone:
+				t.Logf("the engine's connection ended %v after the request (body stall bound 300ms)", time.Since(start))
+			case <-time.After(15 * time.Second):
+				t.Fatal("a client that reads nothing held a streamed body 15 s past a 300 ms body stall bound")
+			}
+		})
+	}
+}
+
+// refusedPath is a path outside the rules' allowed_paths in the write
+// bound tests: the gateway answers it itself, setting no write bound.
+const refusedPath = "/refused"
+
+// writeBoundLeftBehind sends first on one keep-alive connection to addr
+// and reads its answer, waits past wait (the first answer's write bound),
+// then pipelines n requests the gateway refuses itself, reading nothing
+// for a while so its writes block, and returns how many answers came back.
+// A write bound the first answer left on the connection fails the first
+// blocked write (the lean front end consults a deadline only then), so
+// fewer than n come back.
+func writeBoundLeftBehind(t *testing.T, addr, first string, wait time.Duration, n int) int {
+	t.Helper()
+	cl, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	_ = cl.SetDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(cl)
+	if _, err := io.WriteString(cl, first); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != http.StatusOK || res.Close {
+		t.Fatalf("first answer: %d close=%v %q %v", res.StatusCode, res.Close, body, err)
+	}
+	time.Sleep(wait)
+	req := "POST " + refusedPath + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+	wrote := make(chan error, 1)
+	go func() {
+		w := bufio.NewWriterSize(cl, 64<<10)
+		for range n {
+			if _, err := io.WriteString(w, req); err != nil {
+				wrote <- err
+				return
+			}
+		}
+		wrote <- w.Flush()
+	}()
+	time.Sleep(300 * time.Millisecond) // the gateway's writes fill the sockets and block
+	got := 0
+	for ; got < n; got++ {
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Logf("answer %d: %v", got, err)
+			break
+		}
+		if _, err := io.Copy(io.Discard, res.Body); err != nil || res.StatusCode != http.StatusNotFound {
+			t.Logf("answer %d: %d %v", got, res.StatusCode, err)
+			break
+		}
+	}
+	_ = cl.Close()
+	<-wrote
+	return got
+}
+
+// sseRequest is a streamed completion request as a raw client sends it.
+func sseRequest(path, body string) string {
+	return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, len(body), body)
+}
