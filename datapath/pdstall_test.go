@@ -69,7 +69,7 @@ func TestPDSSEWriteBoundClearedForNextRequest(t *testing.T) {
 		r.MaxStreamDuration = 300 * time.Millisecond
 		r.AllowedPaths = []string{pathCompletions}
 	})
-	const n = 20_000
+	const n = 4000
 	if got := writeBoundLeftBehind(t, ruleURL(f.rule)[len("http://"):], sseRequest(pathCompletions, pdBody(pathCompletions, true, "")), 500*time.Millisecond, n); got != n {
 		t.Fatalf("%d of %d answers after the P/D stream came back", got, n)
 	}

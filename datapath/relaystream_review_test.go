@@ -289,7 +289,7 @@ func TestSSEWriteBoundClearedForNextRequest(t *testing.T) {
 	if err := rt.Install(nil, r); err != nil {
 		t.Fatal(err)
 	}
-	const n = 20_000
+	const n = 4000
 	if got := writeBoundLeftBehind(t, ruleURL(r)[len("http://"):], sseRequest("/v1/completions", `{"stream":true}`), 400*time.Millisecond, n); got != n {
 		t.Fatalf("%d of %d answers after the stream came back", got, n)
 	}

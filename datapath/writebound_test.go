@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -84,7 +85,12 @@ const refusedPath = "/refused"
 // fewer than n come back.
 func writeBoundLeftBehind(t *testing.T, addr, first string, wait time.Duration, n int) int {
 	t.Helper()
-	cl, err := net.Dial("tcp", addr)
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		// A small receive window before the handshake: the gateway's
+		// writes block after a few answers.
+		return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<10) })
+	}}
+	cl, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
