@@ -555,7 +555,10 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 		if !readBound && !bound.BindsClient() {
 			return
 		}
-		if d := bound.Next(time.Now()); readBound {
+		// readBound only turns false (the rest of the body came into
+		// memory), so a deadline Next leaves in place is already on the
+		// engine's reads.
+		if d, moved := bound.Next(time.Now()); moved && readBound {
 			ub.SetReadDeadline(d)
 		}
 	}

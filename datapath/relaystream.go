@@ -28,17 +28,16 @@ func (s *sseStream) Buffer() []byte { return s.rb.get() }
 func (s *sseStream) Idle()          { s.rb.release() }
 
 // Emit writes p to the client and moves the engine's idle bound, and the
-// client write's, past it.
+// client write's, past it (when they would end sooner than the idle bound
+// from now: streambound's slack).
 func (s *sseStream) Emit(p []byte) error {
 	now := time.Now()
 	if s.x.placed != nil {
 		s.x.placed.FirstToken(now)
 		s.x.placed = nil
 	}
-	if s.ub != nil || s.bound.BindsClient() {
-		if d := s.bound.Next(now); s.ub != nil {
-			s.ub.SetReadDeadline(d)
-		}
+	if d, moved := s.bound.Next(now); moved && s.ub != nil {
+		s.ub.SetReadDeadline(d)
 	}
 	s.relayed += uint64(len(p))
 	if _, err := s.x.w.Write(p); err != nil {

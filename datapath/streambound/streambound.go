@@ -17,7 +17,18 @@ type Bound struct {
 	Idle time.Duration
 	End  time.Time // the stream's cap; zero: none
 	dl   writeDeadliner
+	last time.Time // the deadline in force (Next's last move); zero: none yet
 }
+
+// slackDiv: a deadline that moves goes Idle/slackDiv past now + Idle, so
+// the events that follow within that slack leave both deadlines where they
+// are. An SSE stream sends tens of events a second; moving two deadlines
+// for each (two calls through the connections' wrappers, cold lines of
+// each) is per-event work nginx does not do: its timer moves on a read
+// only when the new expiry differs from the old by more than a
+// millisecond-scale threshold. Silence still ends a stream no sooner than
+// Idle after its last event, and at most Idle/64 later.
+const slackDiv = 64
 
 // writeDeadliner is a client connection's write deadline: the lean front
 // end's response, or an http.ResponseController. Kept as an interface, not
@@ -45,6 +56,7 @@ func (b *Bound) BindClient(w http.ResponseWriter) {
 
 // Clear lifts the client write deadline BindClient bound, if any.
 func (b *Bound) Clear() {
+	b.last = time.Time{}
 	if b.dl != nil {
 		_ = b.dl.SetWriteDeadline(time.Time{})
 	}
@@ -53,23 +65,31 @@ func (b *Bound) Clear() {
 // BindsClient reports whether Next moves a client write deadline.
 func (b *Bound) BindsClient() bool { return b.dl != nil }
 
-// Next is now + Idle, capped at End; the client's write deadline moves
-// there. The caller sets the engine read's deadline to it.
-func (b *Bound) Next(now time.Time) time.Time {
-	d := now.Add(b.Idle)
+// Next makes sure the deadlines end no sooner than now + Idle (capped at
+// End): when the one in force ends sooner it moves them to now + Idle +
+// Idle/slackDiv, capped at End, the client's write deadline with it, and
+// reports moved; the caller then sets the engine read's deadline to d.
+// Otherwise d is the deadline in force and nothing is set.
+func (b *Bound) Next(now time.Time) (d time.Time, moved bool) {
+	if !b.last.IsZero() && (b.last.Equal(b.End) || !now.Add(b.Idle).After(b.last)) {
+		return b.last, false
+	}
+	d = now.Add(b.Idle + b.Idle/slackDiv)
 	if !b.End.IsZero() && b.End.Before(d) {
 		d = b.End
 	}
+	b.last = d
 	if b.dl != nil {
 		_ = b.dl.SetWriteDeadline(d)
 	}
-	return d
+	return d, true
 }
 
 // Notice gives one last client write (an end-of-stream notice) the idle
 // bound, past the cap too: the cap has already ended the stream.
 func (b *Bound) Notice() {
+	b.last = time.Now().Add(b.Idle)
 	if b.dl != nil {
-		_ = b.dl.SetWriteDeadline(time.Now().Add(b.Idle))
+		_ = b.dl.SetWriteDeadline(b.last)
 	}
 }
