@@ -592,9 +592,12 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 	var gone bool  // the client went away
 	handled := false
 	if st, ok := resp.Body.(upstream.Streamer); ok && sse {
-		s := &sseStream{x: x, fl: fl, ub: ub, bound: &bound}
+		// The bound travels in the stream (its lines are the stream's) and
+		// comes back; by value, it stays off the heap for other bodies.
+		s := &sseStream{x: x, w: x.w, placed: x.placed, fl: fl, ub: ub, bound: bound}
 		s.rb.pool = &rt.bufs
 		handled, rerr = st.Stream(s)
+		bound = s.bound
 		relayed, gone = s.relayed, s.werr != nil
 	}
 	if !handled {
