@@ -23,52 +23,76 @@ import (
 func TestStalledClientEndsAtBodyStall(t *testing.T) {
 	const chunk = 1000
 	for _, tc := range []struct {
-		name  string
-		head  string
-		frame func(p string) string
+		name, head, piece string
 	}{
-		{"chunked", "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n", sseChunk},
+		{"chunked", "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n", sseChunk(strings.Repeat("x", chunk))},
 		{"content-length", "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: " +
-			strconv.Itoa(100_000*chunk) + "\r\n\r\n", func(p string) string { return p }},
+			strconv.Itoa(floodPieces*chunk) + "\r\n\r\n", strings.Repeat("x", chunk)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := testOptions()
 			o.BodyStallTimeout = 300 * time.Millisecond
 			rt, _ := newTestRuntime(t, o)
-			engineDone := make(chan struct{})
-			piece := tc.frame(strings.Repeat("x", chunk))
-			e := startRawEngine(t, func(nc net.Conn) bool {
-				defer close(engineDone)
-				_, _ = io.WriteString(nc, tc.head)
-				for range 100_000 { // 100 MB at most
-					_ = nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
-					if _, err := io.WriteString(nc, piece); err != nil {
-						return false
-					}
-				}
-				return false
-			})
+			e, engineDone := startFloodingEngine(t, tc.head, tc.piece)
 			r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, epFor(t, e.addr, 1))
 			if err := rt.Install(nil, r); err != nil {
 				t.Fatal(err)
 			}
-			cl, err := net.Dial("tcp", ruleURL(r)[len("http://"):])
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cl.Close()
-			_ = cl.(*net.TCPConn).SetReadBuffer(4 << 10)
-			if _, err := io.WriteString(cl, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"); err != nil {
-				t.Fatal(err)
-			}
-			start := time.Now()
-			select {
-			case <-engineDone:
-				t.Logf("the engine's connection ended %v after the request (body stall bound 300ms)", time.Since(start))
-			case <-time.After(15 * time.Second):
-				t.Fatal("a client that reads nothing held a streamed body 15 s past a 300 ms body stall bound")
-			}
+			sendStalled(t, ruleURL(r), sseRequest("/v1/completions", "{}"))
+			waitEngineDone(t, engineDone, 15*time.Second, "body stall bound 300ms")
 		})
+	}
+}
+
+// floodPieces bounds a flooding engine's answer: 100 MB of 1 KB pieces.
+const floodPieces = 100_000
+
+// startFloodingEngine answers every request with head, then piece over and
+// over (floodPieces times at most) until a write fails; done is closed when
+// its answer ends, which a gateway that gave up on the client causes.
+func startFloodingEngine(t *testing.T, head, piece string) (e *rawEngine, done <-chan struct{}) {
+	t.Helper()
+	ended := make(chan struct{})
+	e = startRawEngine(t, func(nc net.Conn) bool {
+		defer close(ended)
+		_, _ = io.WriteString(nc, head)
+		for range floodPieces {
+			_ = nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+			if _, err := io.WriteString(nc, piece); err != nil {
+				return false
+			}
+		}
+		return false
+	})
+	return e, ended
+}
+
+// sendStalled sends req to the rule at url from a client that keeps its
+// connection open (until the test ends) and reads nothing, its receive
+// buffer small: the gateway's writes to it soon block.
+func sendStalled(t *testing.T, url, req string) {
+	t.Helper()
+	cl, err := net.Dial("tcp", url[len("http://"):])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	_ = cl.(*net.TCPConn).SetReadBuffer(4 << 10)
+	if _, err := io.WriteString(cl, req); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitEngineDone fails the test unless done closes within d; bound names
+// the bound that should have closed it.
+func waitEngineDone(t *testing.T, done <-chan struct{}, d time.Duration, bound string) {
+	t.Helper()
+	start := time.Now()
+	select {
+	case <-done:
+		t.Logf("the engine's connection ended %v after the request (%s)", time.Since(start), bound)
+	case <-time.After(d):
+		t.Fatalf("a client that reads nothing held the answer %v past its bound (%s)", d, bound)
 	}
 }
 
