@@ -20,14 +20,16 @@ type Bound struct {
 	last time.Time // the deadline in force (Next's last move); zero: none yet
 }
 
-// slackDiv: a deadline that moves goes Idle/slackDiv past now + Idle, so
-// the events that follow within that slack leave both deadlines where they
-// are. An SSE stream sends tens of events a second; moving two deadlines
-// for each (two calls through the connections' wrappers, cold lines of
-// each) is per-event work nginx does not do: its timer moves on a read
-// only when the new expiry differs from the old by more than a
-// millisecond-scale threshold. Silence still ends a stream no sooner than
-// Idle after its last event, and at most Idle/64 later.
+// slackDiv: the deadlines stay where they are while they end no sooner
+// than now + Idle - Idle/slackDiv, so the events that follow within that
+// slack move nothing. An SSE stream sends tens of events a second; moving
+// two deadlines for each (two calls through the connections' wrappers,
+// cold lines of each) is per-event work nginx does not do: its timers keep
+// an earlier expiry within a fixed lazy delay of the new one. As there,
+// silence ends a stream no later than Idle after its last event, and at
+// most Idle/slackDiv sooner (never later: a request waiting for one of
+// the engine's connections, bounded by an equal first-byte wait, still
+// gets the one a silent stream frees).
 const slackDiv = 64
 
 // writeDeadliner is a client connection's write deadline: the lean front
@@ -65,18 +67,18 @@ func (b *Bound) Clear() {
 // BindsClient reports whether Next moves a client write deadline.
 func (b *Bound) BindsClient() bool { return b.dl != nil }
 
-// Next makes sure the deadlines end no sooner than now + Idle (capped at
-// End): when the one in force ends sooner it moves them to now + Idle +
-// Idle/slackDiv, capped at End, the client's write deadline with it, and
-// reports moved; the caller then sets the engine read's deadline to d.
-// Otherwise d is the deadline in force and nothing is set.
+// Next moves the deadlines to now + Idle (capped at End), the client's
+// write deadline with it, unless the one in force ends within
+// Idle/slackDiv of that or is the cap; moved reports a move, and the
+// caller then sets the engine read's deadline to d. Otherwise d is the
+// deadline in force and nothing is set.
 func (b *Bound) Next(now time.Time) (d time.Time, moved bool) {
-	if !b.last.IsZero() && (b.last.Equal(b.End) || !now.Add(b.Idle).After(b.last)) {
-		return b.last, false
-	}
-	d = now.Add(b.Idle + b.Idle/slackDiv)
+	d = now.Add(b.Idle)
 	if !b.End.IsZero() && b.End.Before(d) {
 		d = b.End
+	}
+	if !b.last.IsZero() && (b.last.Equal(b.End) || d.Sub(b.last) <= b.Idle/slackDiv) {
+		return b.last, false
 	}
 	b.last = d
 	if b.dl != nil {

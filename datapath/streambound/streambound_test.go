@@ -20,7 +20,7 @@ func (w *deadlineWriter) SetWriteDeadline(t time.Time) error {
 
 func TestNext(t *testing.T) {
 	now := time.Unix(1000, 0)
-	moved := now.Add(time.Second + time.Second/slackDiv)
+	moved := now.Add(time.Second)
 	for _, tc := range []struct {
 		name string
 		end  time.Time
@@ -57,8 +57,8 @@ func TestNextSlack(t *testing.T) {
 		wantMoved bool
 		want      time.Time
 	}{
-		{"within the slack", time.Time{}, slack, false, t0.Add(time.Second + slack)},
-		{"past the slack", time.Time{}, slack + time.Nanosecond, true, t0.Add(time.Second + 2*slack + time.Nanosecond)},
+		{"within the slack", time.Time{}, slack, false, t0.Add(time.Second)},
+		{"past the slack", time.Time{}, slack + time.Nanosecond, true, t0.Add(time.Second + slack + time.Nanosecond)},
 		{"at the cap", t0.Add(time.Second / 2), time.Hour, false, t0.Add(time.Second / 2)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
