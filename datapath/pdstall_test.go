@@ -1,12 +1,6 @@
 package datapath
 
 import (
-	"context"
-	"io"
-	"net"
-	"net/http"
-	"net/http/httptrace"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,19 +18,7 @@ import (
 func TestPDSSEStalledClientEndsAtStreamCap(t *testing.T) {
 	pre := startPDFake(t, pdfake.VLLM, pdfake.Prefill, "127.0.0.20:0", 0)
 	rt, _ := newTestRuntime(t, pdTestOptions()) // before the engine: its goroutine check runs after the engine closes
-	engineDone := make(chan struct{})
-	event := sseChunk("data: " + strings.Repeat("x", 1000) + "\n\n")
-	dec := startRawEngine(t, func(nc net.Conn) bool {
-		defer close(engineDone)
-		_, _ = io.WriteString(nc, rawSSEHead)
-		for range 100_000 { // 100 MB at most
-			_ = nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
-			if _, err := io.WriteString(nc, event); err != nil {
-				return false
-			}
-		}
-		return false
-	})
+	dec, engineDone := startFloodingEngine(t, rawSSEHead, sseChunk("data: "+strings.Repeat("x", 1000)+"\n\n"))
 	dep := epFor(t, dec.addr, 1)
 	dep.Role = spec.RoleDecode
 	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, pre.Endpoint(), dep)
@@ -45,48 +27,19 @@ func TestPDSSEStalledClientEndsAtStreamCap(t *testing.T) {
 	if err := rt.Install(nil, r); err != nil {
 		t.Fatal(err)
 	}
-	cl, err := net.Dial("tcp", ruleURL(r)[len("http://"):])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	_ = cl.(*net.TCPConn).SetReadBuffer(4 << 10)
-	body := pdBody(pathCompletions, true, "")
-	if _, err := io.WriteString(cl, "POST "+pathCompletions+" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "+
-		strconv.Itoa(len(body))+"\r\n\r\n"+body); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	select {
-	case <-engineDone:
-		t.Logf("the decode engine's connection ended %v after the request (cap 500ms)", time.Since(start))
-	case <-time.After(10 * time.Second):
-		t.Fatal("a client that reads nothing held the P/D stream 10 s past a 500 ms stream cap")
-	}
+	sendStalled(t, ruleURL(r), sseRequest(pathCompletions, pdBody(pathCompletions, true, "")))
+	waitEngineDone(t, engineDone, 10*time.Second, "stream cap 500ms")
 }
 
-// TestPDSSEWriteBoundClearedForNextRequest: the client write bound a P/D
-// stream sets must not outlive it: the next request on the same keep-alive
-// connection, after the first stream's cap has passed, is answered.
+// TestPDSSEWriteBoundClearedForNextRequest: as
+// TestSSEWriteBoundClearedForNextRequest, after a P/D stream.
 func TestPDSSEWriteBoundClearedForNextRequest(t *testing.T) {
-	f := newPDFleet(t, pdTestOptions(), spec.EngineVLLM, 1, 1, func(r *spec.Rule) { r.MaxStreamDuration = 300 * time.Millisecond })
-	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
-	defer c.CloseIdleConnections()
-	for k := range 2 {
-		reused := false
-		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }})
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.url(pathCompletions), strings.NewReader(pdBody(pathCompletions, true, "")))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		res := do(t, c, req)
-		if res.status != http.StatusOK || !strings.Contains(res.body, "data: [DONE]") {
-			t.Fatalf("request %d: %d %q", k, res.status, res.body)
-		}
-		if k == 1 && !reused {
-			t.Fatal("the second request did not reuse the first's connection")
-		}
-		time.Sleep(500 * time.Millisecond) // past the first stream's cap
+	f := newPDFleet(t, pdTestOptions(), spec.EngineVLLM, 1, 1, func(r *spec.Rule) {
+		r.MaxStreamDuration = 300 * time.Millisecond
+		r.AllowedPaths = []string{pathCompletions}
+	})
+	const n = 4000
+	if got := writeBoundLeftBehind(t, ruleURL(f.rule)[len("http://"):], sseRequest(pathCompletions, pdBody(pathCompletions, true, "")), 500*time.Millisecond, n); got != n {
+		t.Fatalf("%d of %d answers after the P/D stream came back", got, n)
 	}
 }

@@ -573,17 +573,22 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 			capD = rt.opts.MaxStreamDuration
 		}
 		bound.End = x.start.Add(capD)
-		// A stream's client writes are bounded as its engine reads are
-		// (streambound); cleared at the end for the connection's next
-		// request.
-		defer bound.BindClient(x.w)()
 	}
+	// The client's writes are bounded as the engine's reads are
+	// (streambound): a client that stops reading, its connection open,
+	// holds a body no longer than a silent engine would, SSE or not.
+	// Cleared at the end for the connection's next request.
+	bound.BindClient(x.w)
+	defer bound.Clear()
 	extend := func() {
 		readBound := ub != nil && !ub.Buffered() // else no read can block: the rest of the body is in memory
 		if !readBound && !bound.BindsClient() {
 			return
 		}
-		if d := bound.Next(time.Now()); readBound {
+		// readBound only turns false (the rest of the body came into
+		// memory), so a deadline Next leaves in place is already on the
+		// engine's reads.
+		if d, moved := bound.Next(time.Now()); moved && readBound {
 			ub.SetReadDeadline(d)
 		}
 	}
@@ -617,9 +622,12 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 	var gone bool  // the client went away
 	handled := false
 	if st, ok := resp.Body.(upstream.Streamer); ok && sse {
-		s := &sseStream{x: x, fl: fl, ub: ub, bound: bound}
+		// The bound travels in the stream by value (its lines are the
+		// stream's) and comes back into the exchange.
+		s := &sseStream{x: x, w: x.w, placed: x.placed, fl: fl, ub: ub, bound: *bound}
 		s.rb.pool = &rt.bufs
 		handled, rerr = st.Stream(s)
+		*bound = s.bound
 		relayed, gone = s.relayed, s.werr != nil
 	}
 	if !handled {

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -233,48 +232,22 @@ func TestSSEHeldStreamsEndOnRemoveAndClose(t *testing.T) {
 // relay is blocked in a client write then, where the cap, a read deadline
 // on the engine, never fires.
 func TestSSEStalledClientEndsAtStreamCap(t *testing.T) {
-	engineDone := make(chan struct{})
 	rt, _ := newTestRuntime(t, testOptions())
-	event := sseChunk("data: " + strings.Repeat("x", 1000) + "\n\n")
-	e := startRawEngine(t, func(nc net.Conn) bool {
-		defer close(engineDone)
-		_, _ = io.WriteString(nc, rawSSEHead)
-		for range 100_000 { // 100 MB at most
-			_ = nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
-			if _, err := io.WriteString(nc, event); err != nil {
-				return false
-			}
-		}
-		return false
-	})
+	e, engineDone := startFloodingEngine(t, rawSSEHead, sseChunk("data: "+strings.Repeat("x", 1000)+"\n\n"))
 	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, epFor(t, e.addr, 1))
 	r.MaxStreamDuration = 500 * time.Millisecond
 	if err := rt.Install(nil, r); err != nil {
 		t.Fatal(err)
 	}
-	cl, err := net.Dial("tcp", ruleURL(r)[len("http://"):])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	_ = cl.(*net.TCPConn).SetReadBuffer(4 << 10)
-	body := `{"stream":true}`
-	if _, err := io.WriteString(cl, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "+
-		strconv.Itoa(len(body))+"\r\n\r\n"+body); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	select {
-	case <-engineDone:
-		t.Logf("the engine's connection ended %v after the request (cap 500ms)", time.Since(start))
-	case <-time.After(15 * time.Second):
-		t.Fatal("a client that reads nothing held the stream 15 s past a 500 ms stream cap")
-	}
+	sendStalled(t, ruleURL(r), sseRequest("/v1/completions", `{"stream":true}`))
+	waitEngineDone(t, engineDone, 15*time.Second, "stream cap 500ms")
 }
 
 // TestSSEWriteBoundClearedForNextRequest: the client write bound a stream
-// sets must not outlive it: the next request on the same keep-alive
-// connection, after the first stream's cap has passed, is answered.
+// sets must not outlive it: answers on the same keep-alive connection
+// after the first stream's cap has passed, big enough in all to block the
+// gateway's writes, all arrive (a bound left behind cut the connection at
+// the first blocked write).
 func TestSSEWriteBoundClearedForNextRequest(t *testing.T) {
 	rt, _ := newTestRuntime(t, testOptions())
 	e := startRawEngine(t, func(nc net.Conn) bool {
@@ -283,15 +256,12 @@ func TestSSEWriteBoundClearedForNextRequest(t *testing.T) {
 	})
 	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, epFor(t, e.addr, 1))
 	r.MaxStreamDuration = 200 * time.Millisecond
+	r.AllowedPaths = []string{"/v1/completions"}
 	if err := rt.Install(nil, r); err != nil {
 		t.Fatal(err)
 	}
-	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
-	for k := range 2 {
-		res := post(t, c, ruleURL(r)+"/v1/completions", `{"stream":true}`)
-		if res.status != http.StatusOK || res.body != "data: [DONE]\n\n" {
-			t.Fatalf("request %d: %d %q", k, res.status, res.body)
-		}
-		time.Sleep(400 * time.Millisecond) // past the first stream's cap
+	const n = 4000
+	if got := writeBoundLeftBehind(t, ruleURL(r)[len("http://"):], sseRequest("/v1/completions", `{"stream":true}`), 400*time.Millisecond, n); got != n {
+		t.Fatalf("%d of %d answers after the stream came back", got, n)
 	}
 }

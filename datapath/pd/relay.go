@@ -178,14 +178,13 @@ func (q *seq) relay(p peek, buf []byte, cancel context.CancelFunc) relayResult {
 	copyResponseHeader(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
-	// An SSE stream's client writes are bounded as the engine's silence
-	// and the stream cap (ctx's deadline) are (streambound); cleared at
-	// the end for the connection's next request.
+	// The client's writes are bounded as the engine's silence and the
+	// stream cap (ctx's deadline) are (streambound), SSE or not; cleared
+	// at the end for the connection's next request.
 	bound := streambound.Bound{Idle: idle}
 	bound.End, _ = ctx.Deadline()
-	if sse {
-		defer bound.BindClient(w)()
-	}
+	bound.BindClient(w)
+	defer bound.Clear()
 	notice := func(b []byte) { // the end notice gets the idle bound, past the cap too
 		bound.Notice()
 		_, _ = w.Write(b)

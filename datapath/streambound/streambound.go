@@ -14,45 +14,84 @@ import (
 // Bound is one stream's idle bound and cap, and the client write deadline
 // it moves (none until BindClient finds one).
 type Bound struct {
-	Idle  time.Duration
-	End   time.Time // the stream's cap; zero: none
-	write func(time.Time) error
+	Idle time.Duration
+	End  time.Time // the stream's cap; zero: none
+	dl   writeDeadliner
+	last time.Time // the deadline in force (Next's last move); zero: none yet
 }
 
-// BindClient makes Next move w's write deadline too, when w has one (the
-// lean front end's response, or through http.ResponseController); the
-// returned func clears it for the connection's next request.
-func (b *Bound) BindClient(w http.ResponseWriter) (clear func()) {
-	if d, ok := w.(interface{ SetWriteDeadline(time.Time) error }); ok {
-		b.write = d.SetWriteDeadline
-	} else if rc := http.NewResponseController(w); rc.SetWriteDeadline(time.Time{}) == nil {
-		b.write = rc.SetWriteDeadline
-	} else {
-		return func() {}
+// slackDiv: the deadlines stay where they are while they end no sooner
+// than now + Idle - Idle/slackDiv, so the events that follow within that
+// slack move nothing. An SSE stream sends tens of events a second; moving
+// two deadlines for each (two calls through the connections' wrappers,
+// cold lines of each) is per-event work nginx does not do: its timers keep
+// an earlier expiry within a fixed lazy delay of the new one. As there,
+// silence ends a stream no later than Idle after its last event, and at
+// most Idle/slackDiv sooner (never later: a request waiting for one of
+// the engine's connections, bounded by an equal first-byte wait, still
+// gets the one a silent stream frees).
+const slackDiv = 64
+
+// writeDeadliner is a client connection's write deadline: the lean front
+// end's response, or an http.ResponseController. Kept as an interface, not
+// a method value, so binding every relayed body allocates nothing.
+type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
+
+// BindClient makes Next move w's write deadline too, when w or a writer
+// it wraps (Unwrap, as http.ResponseController follows) has one; Clear
+// lifts it for the connection's next request. The writer is found once
+// here, not per event, and no controller is allocated for it.
+func (b *Bound) BindClient(w http.ResponseWriter) {
+	for range 8 {
+		if d, ok := w.(writeDeadliner); ok {
+			b.dl = d
+			return
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			break
+		}
+		w = u.Unwrap()
 	}
-	return func() { _ = b.write(time.Time{}) }
+	b.dl = nil
+}
+
+// Clear lifts the client write deadline BindClient bound, if any.
+func (b *Bound) Clear() {
+	b.last = time.Time{}
+	if b.dl != nil {
+		_ = b.dl.SetWriteDeadline(time.Time{})
+	}
 }
 
 // BindsClient reports whether Next moves a client write deadline.
-func (b *Bound) BindsClient() bool { return b.write != nil }
+func (b *Bound) BindsClient() bool { return b.dl != nil }
 
-// Next is now + Idle, capped at End; the client's write deadline moves
-// there. The caller sets the engine read's deadline to it.
-func (b *Bound) Next(now time.Time) time.Time {
-	d := now.Add(b.Idle)
+// Next moves the deadlines to now + Idle (capped at End), the client's
+// write deadline with it, unless the one in force ends within
+// Idle/slackDiv of that or is the cap; moved reports a move, and the
+// caller then sets the engine read's deadline to d. Otherwise d is the
+// deadline in force and nothing is set.
+func (b *Bound) Next(now time.Time) (d time.Time, moved bool) {
+	d = now.Add(b.Idle)
 	if !b.End.IsZero() && b.End.Before(d) {
 		d = b.End
 	}
-	if b.write != nil {
-		_ = b.write(d)
+	if !b.last.IsZero() && (b.last.Equal(b.End) || d.Sub(b.last) <= b.Idle/slackDiv) {
+		return b.last, false
 	}
-	return d
+	b.last = d
+	if b.dl != nil {
+		_ = b.dl.SetWriteDeadline(d)
+	}
+	return d, true
 }
 
 // Notice gives one last client write (an end-of-stream notice) the idle
 // bound, past the cap too: the cap has already ended the stream.
 func (b *Bound) Notice() {
-	if b.write != nil {
-		_ = b.write(time.Now().Add(b.Idle))
+	b.last = time.Now().Add(b.Idle)
+	if b.dl != nil {
+		_ = b.dl.SetWriteDeadline(b.last)
 	}
 }
