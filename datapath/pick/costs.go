@@ -358,10 +358,10 @@ func (p *Placed) Done(prefill time.Duration) {
 }
 
 // CheapestRotating returns the index of the least placement cost among
-// prices (one per candidate, not empty; Estimate.PlacementTotal); exact
+// prices (one per candidate, not empty; Estimate.Total); exact
 // ties rotate through cursor, or go to key's rendezvous winner among them
 // when key is not 0, so idle engines share cold work instead of the first
 // one taking all of it.
 func CheapestRotating(prices []Priced, cands []Candidate, key uint64, cursor *atomic.Uint64) int {
-	return leastOf(cands, func(i int) time.Duration { return prices[i].PlacementTotal() }, key, cursor)
+	return leastOf(cands, func(i int) time.Duration { return prices[i].Total() }, key, cursor)
 }
