@@ -134,9 +134,8 @@ func (rt *Runtime) explainSingle(c *compiled, f *pick.Facts, e *spec.Explanation
 }
 
 // explainEstimates prices every candidate cold with the gateway's cost
-// model (nil without one): what the load rung compares, which for a
-// request no candidate holds is the placement total (at least half the
-// charged backlog, pick.Estimate.PlacementTotal).
+// model (nil without one): what the load rung compares for a request no
+// candidate holds (pick.Estimate.Total).
 func explainEstimates(costs *pick.Costs, f *pick.Facts, cands []pick.Candidate) []spec.CandidateEstimate {
 	if costs == nil {
 		return nil
@@ -146,7 +145,7 @@ func explainEstimates(costs *pick.Costs, f *pick.Facts, cands []pick.Candidate) 
 	out := make([]spec.CandidateEstimate, len(cands))
 	for i := range cands {
 		e := costs.Estimate(&cands[i], f.Now, tokens, 0)
-		out[i] = spec.CandidateEstimate{ID: cands[i].ID, EstimateMs: ms(e.PlacementTotal()), QueueMs: ms(e.Queue),
+		out[i] = spec.CandidateEstimate{ID: cands[i].ID, EstimateMs: ms(e.Total()), QueueMs: ms(e.Queue),
 			BacklogMs: ms(e.Backlog), ChargedMs: ms(e.Charged), PrefillMs: ms(e.Prefill), SaturationMs: ms(e.Saturation)}
 	}
 	return out

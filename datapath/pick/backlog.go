@@ -91,28 +91,3 @@ func (e *endpointCost) backlogWait(charged time.Duration) time.Duration {
 // BacklogShare reports endpoint id's learned backlog share
 // (DefaultBacklogShare before any sample).
 func (s *Costs) BacklogShare(id string) float64 { return s.endpoint(id).backlogShareNow() }
-
-// PlacementChargeShare is the least share of the charged backlog a
-// placement counts (PlacementTotal).
-const PlacementChargeShare = 0.5
-
-// PlacementTotal is the cost the load rung compares when it places a
-// request that no candidate holds: the estimate with at least half the
-// charged backlog in place of its learned share. Where such a request goes
-// decides where its prefix will be cached, so new prefixes are spread by
-// the prefill each engine was just sent even on an engine where that
-// prefill delays no newcomer: placed by the learned share alone on
-// side-by-side engines (llm-d-inference-sim) the shared-prefix warm-up's
-// cold groups landed unevenly and a run at 150 % lost part of its prefix
-// on 21 of 144 requests (main next to it: 0; earlier 15 and 19 against 1
-// and 1). Placed by the whole charge, a cold multi-turn first turn went to
-// the engine with the fewest cold prefills in flight however large its
-// batch, and waited out the batch's slowdown of its prefill. Half the
-// charge keeps a cold prefill just sent (about 0.46 s for 1,700 tokens)
-// worth several running requests, and lets a batch larger by more than
-// that win. Cache-affinity choices (a holder against a cold engine)
-// compare Total, the wait the request itself expects.
-func (e Estimate) PlacementTotal() time.Duration {
-	half := time.Duration(math.Round(float64(e.Charged) * PlacementChargeShare))
-	return max(e.Queue, e.Backlog, half) + e.Prefill + e.Saturation
-}

@@ -114,12 +114,15 @@ func TestBacklogShareWeighsByBacklog(t *testing.T) {
 	}
 }
 
-// A request no candidate holds is placed by at least half the charged
-// backlog, whatever share was learned: an engine just sent a cold prefill
-// is passed over for an idle one, or for one running a few more requests,
-// even where that prefill delays no newcomer; a batch larger by more than
-// half that prefill is worth loses to it. Between engines charged alike,
-// the smaller batch wins: it stretches the prefill less.
+// A request no candidate holds is placed by the same estimate as every
+// other choice (Total): the charged backlog counts at the share the engine
+// was learned to make a newcomer wait. On an engine that computes prefills
+// in turn (the prior, share 1) a cold prefill just sent is passed over for
+// an idle engine or one running a few more requests; on one that prefills
+// side by side (share 0) it delays no newcomer, and the smaller batch wins
+// because it stretches the prefill less — the request just sent is one
+// more in the batch (its in-flight count), so between idle engines the
+// other one still wins.
 func TestCheapestRotatingPlacement(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	run := func(n int) EngineLoad { return EngineLoad{Valid: true, Running: n} }
@@ -131,8 +134,10 @@ func TestCheapestRotatingPlacement(t *testing.T) {
 		want    string
 	}{
 		{"prior", 1, true, EngineLoad{}, EngineLoad{}, "b"},
+		{"prior, b's batch a little larger", 1, true, EngineLoad{}, run(4), "b"},
 		{"learned side by side", 0, true, EngineLoad{}, EngineLoad{}, "b"},
-		{"learned side by side, b's batch a little larger", 0, true, EngineLoad{}, run(4), "b"},
+		{"learned side by side, b's batch a little larger", 0, true, EngineLoad{}, run(4), "a"},
+		{"learned side by side, b's batch one larger", 0, true, EngineLoad{}, run(2), "a"},
 		{"learned side by side, b's batch much larger", 0, true, EngineLoad{}, run(12), "a"},
 		{"prior, b's batch much larger", 1, true, EngineLoad{}, run(12), "b"},
 		{"no charges: the smaller batch", 0, false, run(8), run(2), "b"},
@@ -145,6 +150,9 @@ func TestCheapestRotatingPlacement(t *testing.T) {
 				s.Charge("a", t0, 1710)
 			}
 			cands := []Candidate{{ID: "a", Engine: tc.a}, {ID: "b", Index: 1, Engine: tc.b}}
+			if tc.chargeA {
+				cands[0].Load = 1 // the request charged is in flight
+			}
 			f := &Facts{Now: t0}
 			prices := s.Price(f, cands, 1710, nil)
 			var cur atomic.Uint64

@@ -25,17 +25,19 @@ import (
 //     engine schedules prefills; it is learned per endpoint (backlog.go).
 //   - The engine's actual speed. PerToken and PerRequest start at the
 //     priors and follow observed times to first token (Observe), per
-//     endpoint, as exponentially weighted averages: a slower GPU, a longer
-//     model or a busier host is priced as it behaves.
+//     endpoint and pooled over the fleet, as exponentially weighted
+//     averages: a slower GPU, a longer model or a busier host is priced as
+//     it behaves, and identical engines are priced alike (pooled.go).
 //
 // A Costs is safe for concurrent use; the per-endpoint state is created on
 // first use and lives as long as the Costs (one per gateway process): a
 // few dozen bytes per endpoint ID ever routed to, kept so an endpoint that
 // leaves and returns keeps what was learned about it.
 type Costs struct {
-	m   CostModel // the priors, defaults filled
-	mu  sync.RWMutex
-	eps map[string]*endpointCost
+	m    CostModel // the priors, defaults filled
+	pool costPool  // the fleet's pooled learned costs
+	mu   sync.RWMutex
+	eps  map[string]*endpointCost
 }
 
 // LearnBound bounds learning: learned costs stay within this factor of
@@ -48,8 +50,8 @@ const LearnBound = 2
 // lock.
 type endpointCost struct {
 	busyUntil  atomic.Int64 // unix nanos at which the charged prefill is done
-	perToken   atomic.Int64 // learned per-token prefill cost (ns)
-	perRequest atomic.Int64 // learned per-queued-request wait (ns)
+	perToken   learnedCost  // learned per-token prefill cost (ns)
+	perRequest learnedCost  // learned per-queued-request wait (ns)
 	samples    atomic.Int64 // observations folded in
 	// backlogShare is the learned share of the charged backlog a newcomer
 	// waits behind (float64 bits; backlog.go).
@@ -61,7 +63,10 @@ type endpointCost struct {
 // NewCosts returns the shared cost state for model m (zero fields take the
 // defaults).
 func NewCosts(m CostModel) *Costs {
-	return &Costs{m: m.withDefaults(), eps: map[string]*endpointCost{}}
+	s := &Costs{m: m.withDefaults(), eps: map[string]*endpointCost{}}
+	s.pool.tok.Store(int64(s.m.PerToken))
+	s.pool.req.Store(int64(s.m.PerRequest))
+	return s
 }
 
 // Model is the prior model (defaults filled).
@@ -78,8 +83,8 @@ func (s *Costs) endpoint(id string) *endpointCost {
 	defer s.mu.Unlock()
 	if e = s.eps[id]; e == nil {
 		e = &endpointCost{}
-		e.perToken.Store(int64(s.m.PerToken))
-		e.perRequest.Store(int64(s.m.PerRequest))
+		e.perToken.init(s.m.PerToken)
+		e.perRequest.init(s.m.PerRequest)
 		e.backlogShare.Store(math.Float64bits(DefaultBacklogShare))
 		e.backlog = newBacklogFit()
 		s.eps[id] = e
@@ -88,13 +93,16 @@ func (s *Costs) endpoint(id string) *endpointCost {
 }
 
 // ModelFor is the model as it applies to endpoint id now: the priors with
-// the endpoint's learned per-token and per-request costs.
+// the per-token and per-request costs learned for it (pooledCost: the
+// fleet's, plus what the endpoint's own samples show beyond their noise).
 func (s *Costs) ModelFor(id string) CostModel { return s.modelOf(s.endpoint(id)) }
 
 // modelOf is ModelFor over an endpoint already looked up.
 func (s *Costs) modelOf(e *endpointCost) CostModel {
 	m := s.m
-	m.PerToken, m.PerRequest = time.Duration(e.perToken.Load()), time.Duration(e.perRequest.Load())
+	n := e.samples.Load()
+	m.PerToken = pooledCost(&e.perToken, &s.pool.tok, n, s.m.LearnRate)
+	m.PerRequest = pooledCost(&e.perRequest, &s.pool.req, n, s.m.LearnRate)
 	return m
 }
 
@@ -204,7 +212,8 @@ func (s *Costs) release(id string, end, now int64) {
 // and the queue term in proportion to what each predicted, and each
 // learned cost moves the model's LearnRate of the way to the value its
 // share implies (an EWMA of per-token and per-request samples), bounded
-// within LearnBound of the prior. Non-positive observations are ignored.
+// within LearnBound of the prior; the fleet's pooled costs learn from the
+// same sample (pooled.go). Non-positive observations are ignored.
 func (s *Costs) Observe(id string, est Estimate, ttft time.Duration) {
 	rate := s.m.LearnRate
 	// !(rate > 0), not rate <= 0: a NaN rate (--kv-cost-learn-rate=NaN
@@ -219,34 +228,34 @@ func (s *Costs) Observe(id string, est Estimate, ttft time.Duration) {
 	}
 	e := s.endpoint(id)
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	a, p := float64(e.perToken.Load()), float64(e.perRequest.Load())
-	slow := est.Slowdown
-	if !(slow >= 1) {
-		slow = 1
-	}
-	u, q := float64(est.Uncached)*slow, est.QueueUnits
-	pre, que := u*a, q*p
-	if pre+que <= 0 {
+	sa, sp, hasA, hasP, ok := s.m.learnStep(float64(e.perToken.mean.Load()), float64(e.perRequest.mean.Load()), est, ttft)
+	if !ok {
+		e.mu.Unlock()
 		return // nothing learnable: a full hit on an idle engine
 	}
-	err := float64(ttft) - float64(max(s.m.Overhead, 0))*slow - pre - que
-	if u > 0 {
-		a = bounded(a+rate*err*(pre/(pre+que))/u, float64(s.m.PerToken))
-		e.perToken.Store(int64(a))
+	if hasA {
+		e.perToken.fold(sa, rate, s.m.PerToken)
 	}
-	if q > 0 {
-		p = bounded(p+rate*err*(que/(pre+que))/q, float64(s.m.PerRequest))
-		e.perRequest.Store(int64(p))
+	if hasP {
+		e.perRequest.fold(sp, rate, s.m.PerRequest)
 	}
 	e.samples.Add(1)
+	e.mu.Unlock()
+	s.repool()
 }
 
-// Learned reports endpoint id's learned costs and how many observations
-// they fold in (the priors and 0 before any).
+// Learned reports endpoint id's own learned costs (its samples alone, not
+// the pooled price ModelFor gives it) and how many observations they fold
+// in (the priors and 0 before any).
 func (s *Costs) Learned(id string) (perToken, perRequest time.Duration, samples int64) {
 	e := s.endpoint(id)
-	return time.Duration(e.perToken.Load()), time.Duration(e.perRequest.Load()), e.samples.Load()
+	return time.Duration(e.perToken.mean.Load()), time.Duration(e.perRequest.mean.Load()), e.samples.Load()
+}
+
+// Pooled reports the fleet's pooled learned costs (the priors before any
+// sample).
+func (s *Costs) Pooled() (perToken, perRequest time.Duration) {
+	return time.Duration(s.pool.tok.Load()), time.Duration(s.pool.req.Load())
 }
 
 func bounded(v, prior float64) float64 {
@@ -349,10 +358,10 @@ func (p *Placed) Done(prefill time.Duration) {
 }
 
 // CheapestRotating returns the index of the least placement cost among
-// prices (one per candidate, not empty; Estimate.PlacementTotal); exact
+// prices (one per candidate, not empty; Estimate.Total); exact
 // ties rotate through cursor, or go to key's rendezvous winner among them
 // when key is not 0, so idle engines share cold work instead of the first
 // one taking all of it.
 func CheapestRotating(prices []Priced, cands []Candidate, key uint64, cursor *atomic.Uint64) int {
-	return leastOf(cands, func(i int) time.Duration { return prices[i].PlacementTotal() }, key, cursor)
+	return leastOf(cands, func(i int) time.Duration { return prices[i].Total() }, key, cursor)
 }

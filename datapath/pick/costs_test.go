@@ -136,16 +136,22 @@ func TestCostsPlace(t *testing.T) {
 	if e := s.Estimate(&cands[0], t0.Add(10*time.Millisecond), 0, 0); e.Backlog != 0 {
 		t.Fatalf("backlog after the first token = %v, want 0", e.Backlog)
 	}
+	// b has no sample of its own: it is priced at the pool, which a's one
+	// fast answer moved (pooled.go).
+	cold := s.ModelFor("b").Prefill(400, 0)
+	if tok, _ := s.Pooled(); cold != 30*time.Millisecond+400*tok {
+		t.Fatalf("b's cold prefill %v, want the pooled %v per token", cold, tok)
+	}
 	g := &Facts{Now: t0, PromptTokens: 400}
 	s.Place(g, cands[1]) // unpriced: priced alone, cold
-	if e := s.Estimate(&cands[1], t0, 0, 0); e.Backlog != 130*time.Millisecond {
-		t.Fatalf("backlog of an unpriced placement = %v, want 130ms", e.Backlog)
+	if e := s.Estimate(&cands[1], t0, 0, 0); e.Backlog != cold {
+		t.Fatalf("backlog of an unpriced placement = %v, want %v", e.Backlog, cold)
 	}
 	h := &Facts{Now: t0, PromptTokens: 400}
-	s.Place(h, cands[1]) // booked behind g: the clock ends at t0+260ms
+	s.Place(h, cands[1]) // booked behind g: the clock ends at t0+2×cold
 	g.Placed.Done(50 * time.Millisecond)
-	if e := s.Estimate(&cands[1], t0, 0, 0); e.Backlog != 180*time.Millisecond {
-		t.Fatalf("backlog after the first prefill ended early = %v, want 180ms (h's 130 from t0+50ms)", e.Backlog)
+	if e := s.Estimate(&cands[1], t0, 0, 0); e.Backlog != 50*time.Millisecond+cold {
+		t.Fatalf("backlog after the first prefill ended early = %v, want %v (h's from t0+50ms)", e.Backlog, 50*time.Millisecond+cold)
 	}
 	h.Placed.Prefilled(50 * time.Millisecond)
 	h.Placed.Done(0) // a second report changes nothing

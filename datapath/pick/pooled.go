@@ -1,0 +1,136 @@
+package pick
+
+import (
+	"math"
+	"slices"
+	"sync/atomic"
+	"time"
+)
+
+// Pooled learning. Every endpoint learns its own per-token and per-request
+// costs (Costs.Observe), but one endpoint's samples are few and noisy: a
+// time to first token carries the decode steps it landed between, the
+// scrape's age, the host's stalls. Four identical llm-d-inference-sim
+// engines learned per-token costs 250–330 µs apart in one run, which prices
+// a cold 1,700-token prompt up to 140 ms dearer on one of them (as much as
+// four or five more running requests) and sends cold work to the engine
+// whose noise ran low.
+//
+// So an endpoint is priced at the fleet's pooled cost — the median of the
+// endpoints' own learned costs, which one slower engine does not drag along
+// — unless its own estimate stands off the pool by more than its noise: the
+// part of the difference beyond PoolZ standard errors of the endpoint's
+// EWMA (the spread of its samples, from an EWMA of their squared steps,
+// times √(rate / (2 − rate))) is kept, the rest is dropped (a soft
+// threshold). Identical engines share one price; an engine that is really
+// slower (a smaller GPU, a busier host) keeps the difference its samples
+// show beyond their scatter. An endpoint with no samples of its own starts
+// at the pool, not the prior.
+
+// PoolZ is how many standard errors of its own EWMA an endpoint's learned
+// cost must stand off the pooled cost before the excess is priced.
+const PoolZ = 2
+
+// learnedCost is one learned cost (nanoseconds) with the EWMA of its
+// samples' squared steps (float64 bits, ns²), which says how far apart its
+// samples scatter. The prior's scatter is the prior itself (a coefficient
+// of variation of 1): with nothing seen, nothing stands off the pool.
+type learnedCost struct {
+	mean atomic.Int64
+	dev2 atomic.Uint64
+}
+
+func (c *learnedCost) init(prior time.Duration) {
+	c.mean.Store(int64(prior))
+	c.dev2.Store(math.Float64bits(float64(prior) * float64(prior)))
+}
+
+// fold moves the cost rate of the way by step (the gap between what one
+// sample implies and the cost), bounded within LearnBound of prior, and
+// folds step² into the scatter. The caller serialises folds.
+func (c *learnedCost) fold(step, rate float64, prior time.Duration) {
+	c.mean.Store(int64(bounded(float64(c.mean.Load())+rate*step, float64(prior))))
+	d := math.Float64frombits(c.dev2.Load())
+	c.dev2.Store(math.Float64bits((1-rate)*d + rate*step*step))
+}
+
+// learnStep is what one observed time to first token says about the costs
+// (a, p) (per token, per queued request; ns): the error of the estimate
+// est would have had with them, shared between the prefill and the queue
+// term in proportion to what each predicted, as steps per token (stepA,
+// for u > 0) and per queued request (stepP, for q > 0). ok is false when
+// nothing is learnable (a full hit on an idle engine).
+func (m CostModel) learnStep(a, p float64, est Estimate, ttft time.Duration) (stepA, stepP float64, hasA, hasP, ok bool) {
+	slow := est.Slowdown
+	if !(slow >= 1) {
+		slow = 1
+	}
+	u, q := float64(est.Uncached)*slow, est.QueueUnits
+	pre, que := u*a, q*p
+	if pre+que <= 0 {
+		return 0, 0, false, false, false
+	}
+	err := float64(ttft) - float64(max(m.Overhead, 0))*slow - pre - que
+	if u > 0 {
+		stepA, hasA = err*(pre/(pre+que))/u, true
+	}
+	if q > 0 {
+		stepP, hasP = err*(que/(pre+que))/q, true
+	}
+	return stepA, stepP, hasA, hasP, true
+}
+
+// costPool is the fleet's pooled per-token and per-request costs (ns): the
+// medians of the endpoints' own learned costs, recomputed after each
+// observation (Costs.repool).
+type costPool struct {
+	tok, req atomic.Int64
+}
+
+// median is the median of v (not empty; v is reordered).
+func median(v []int64) int64 {
+	slices.Sort(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return v[n/2-1] + (v[n/2]-v[n/2-1])/2
+}
+
+// repool recomputes the pool over the endpoints that have learned from at
+// least one sample (the priors while none has).
+func (s *Costs) repool() {
+	var tb, rb [64]int64 // a pool's endpoints fit without a heap allocation
+	tok, req := tb[:0], rb[:0]
+	s.mu.RLock()
+	for _, e := range s.eps {
+		if e.samples.Load() > 0 {
+			tok, req = append(tok, e.perToken.mean.Load()), append(req, e.perRequest.mean.Load())
+		}
+	}
+	s.mu.RUnlock()
+	if len(tok) == 0 {
+		return
+	}
+	s.pool.tok.Store(median(tok))
+	s.pool.req.Store(median(req))
+}
+
+// pooledCost is the cost an endpoint is priced at: the pool, plus the part
+// of the endpoint's own difference from it beyond PoolZ standard errors of
+// its EWMA at rate; the pool alone before the endpoint's first sample.
+func pooledCost(own *learnedCost, pool *atomic.Int64, samples int64, rate float64) time.Duration {
+	p := float64(pool.Load())
+	if samples == 0 || !(rate > 0) {
+		return time.Duration(p)
+	}
+	se := math.Sqrt(math.Float64frombits(own.dev2.Load()) * rate / (2 - rate))
+	d, t := float64(own.mean.Load())-p, PoolZ*se
+	switch {
+	case d > t:
+		p += d - t
+	case d < -t:
+		p += d + t
+	}
+	return time.Duration(math.Round(p))
+}

@@ -1,0 +1,95 @@
+package pick
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// Identical engines whose answers scatter are priced alike (the pool), an
+// engine that is really slower keeps a difference, and an endpoint with no
+// sample of its own starts at the pool. Samples: cold 1,700-token prefills
+// on idle engines whose per-token time scatters 40 % (a fixed seed),
+// interleaved across the endpoints.
+func TestPooledCosts(t *testing.T) {
+	const n = 300
+	us := time.Microsecond
+	for _, tc := range []struct {
+		name   string
+		truth  map[string]time.Duration // per-token time of each endpoint's answers
+		fresh  string                   // an endpoint that never answers
+		within map[string][2]time.Duration
+		spread []string // these are priced within 5 µs of each other
+		dearer string   // priced at least 100 µs above every other
+	}{
+		{"identical engines share one price",
+			map[string]time.Duration{"a": 250 * us, "b": 250 * us, "c": 250 * us, "d": 250 * us}, "e",
+			map[string][2]time.Duration{"a": {225 * us, 275 * us}, "e": {225 * us, 275 * us}},
+			[]string{"a", "b", "c", "d", "e"}, ""},
+		{"a slower engine keeps a difference",
+			map[string]time.Duration{"a": 250 * us, "b": 250 * us, "c": 250 * us, "slow": 500 * us}, "",
+			map[string][2]time.Duration{"slow": {380 * us, 520 * us}, "a": {200 * us, 320 * us}},
+			nil, "slow"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewCosts(DefaultCostModel())
+			rng := rand.New(rand.NewPCG(1, 2))
+			ids := make([]string, 0, len(tc.truth))
+			for id := range tc.truth {
+				ids = append(ids, id)
+			}
+			for range n {
+				for _, id := range ids {
+					per := float64(tc.truth[id]) * (1 + 0.4*rng.NormFloat64())
+					ttft := DefaultCostOverhead + time.Duration(1700*max(per, 0))
+					s.Observe(id, Estimate{Uncached: 1700, Slowdown: 1}, ttft)
+				}
+			}
+			priced := func(id string) time.Duration { return s.ModelFor(id).PerToken }
+			for id, r := range tc.within {
+				if p := priced(id); p < r[0] || p > r[1] {
+					own, _, k := s.Learned(id)
+					t.Errorf("%s priced %v per token, want within %v (own %v after %d)", id, p, r, own, k)
+				}
+			}
+			if len(tc.spread) > 0 {
+				lo, hi := priced(tc.spread[0]), priced(tc.spread[0])
+				for _, id := range tc.spread {
+					lo, hi = min(lo, priced(id)), max(hi, priced(id))
+				}
+				if hi-lo > 5*us {
+					t.Errorf("%v priced %v–%v per token, want within 5µs", tc.spread, lo, hi)
+				}
+			}
+			for _, id := range ids {
+				if tc.dearer != "" && id != tc.dearer && priced(tc.dearer)-priced(id) < 100*us {
+					t.Errorf("%s priced %v, only %v below %s's %v", id, priced(id), priced(tc.dearer)-priced(id), tc.dearer, priced(tc.dearer))
+				}
+			}
+			if tc.fresh != "" {
+				if p, pool := priced(tc.fresh), pooledTok(s); p != pool {
+					t.Errorf("fresh endpoint %v, want the pool %v", p, pool)
+				}
+			}
+		})
+	}
+}
+
+func pooledTok(s *Costs) time.Duration { tok, _ := s.Pooled(); return tok }
+
+// Observing an answer re-pools the fleet's costs on the request path: it
+// allocates nothing for a pool of up to 64 endpoints.
+func TestObserveAllocatesNothing(t *testing.T) {
+	s := NewCosts(DefaultCostModel())
+	ids := []string{"a", "b", "c", "d"}
+	for _, id := range ids {
+		s.Observe(id, Estimate{Uncached: 1700, Slowdown: 1}, 500*time.Millisecond)
+	}
+	i := 0
+	if n := testing.AllocsPerRun(100, func() {
+		s.Observe(ids[i%len(ids)], Estimate{Uncached: 1700, Slowdown: 1}, 500*time.Millisecond)
+		i++
+	}); n != 0 {
+		t.Fatalf("%v allocations per observation, want 0", n)
+	}
+}
