@@ -71,4 +71,6 @@ func (ln *listener) frontServer() frontServer {
 // same ambiguous heads.
 type gatedServer struct{ *http.Server }
 
-func (s gatedServer) Serve(l net.Listener) error { return s.Server.Serve(h1.GateListener(l)) }
+func (s gatedServer) Serve(l net.Listener) error {
+	return s.Server.Serve(h1.GateListener(l, s.ReadHeaderTimeout))
+}

@@ -3,11 +3,14 @@ package h1
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
+	"time"
 )
 
 // GateListener wraps l so that every connection it accepts shows its
@@ -22,17 +25,28 @@ import (
 // behind a proxy that reads the same bytes differently that is a desync
 // (test/framingdiff shows the shapes).
 //
+// headerTimeout (the server's ReadHeaderTimeout; 0: none) bounds each
+// head from its first byte, as net/http bounds it from readRequest: net/http
+// waits for a keep-alive request by a Peek that, through the gate, returns
+// only once the whole head is in, so without the gate's own clock a head
+// after the first would be bounded by the idle timeout alone (or nothing).
+//
 // The gate is for plaintext HTTP/1.1 only: it does not know TLS or HTTP/2.
-func GateListener(l net.Listener) net.Listener { return gateListener{l} }
+func GateListener(l net.Listener, headerTimeout time.Duration) net.Listener {
+	return gateListener{l, headerTimeout}
+}
 
-type gateListener struct{ net.Listener }
+type gateListener struct {
+	net.Listener
+	headerTimeout time.Duration
+}
 
 func (l gateListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	return &gateConn{Conn: c, br: bufio.NewReaderSize(c, readBufSize)}, nil
+	return &gateConn{Conn: c, br: bufio.NewReaderSize(c, readBufSize), hdrTimeout: l.headerTimeout}, nil
 }
 
 // What a gate reads next.
@@ -63,6 +77,46 @@ type gateConn struct {
 	out    []byte // checked bytes the reader has yet to take
 	outOff int
 	err    error // sticky: returned once out is drained
+
+	hdrTimeout time.Duration
+	// mu guards rd and headEnd: net/http sets read deadlines from another
+	// goroutine while its background read is in Read.
+	mu      sync.Mutex
+	rd      time.Time // the read deadline the reader set
+	headEnd time.Time // the head clock's end (zero: not running)
+}
+
+// SetReadDeadline records the reader's deadline; the connection's is the
+// sooner of it and the head clock's.
+func (g *gateConn) SetReadDeadline(t time.Time) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.rd = t
+	return g.Conn.SetReadDeadline(g.readDeadline())
+}
+
+// SetDeadline is SetReadDeadline and the write deadline.
+func (g *gateConn) SetDeadline(t time.Time) error {
+	if err := g.Conn.SetWriteDeadline(t); err != nil {
+		return err
+	}
+	return g.SetReadDeadline(t)
+}
+
+// readDeadline is the sooner of rd and headEnd (g.mu held).
+func (g *gateConn) readDeadline() time.Time {
+	if g.headEnd.IsZero() || (!g.rd.IsZero() && g.rd.Before(g.headEnd)) {
+		return g.rd
+	}
+	return g.headEnd
+}
+
+// setHeadEnd starts (t non-zero) or stops the head clock.
+func (g *gateConn) setHeadEnd(t time.Time) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.headEnd = t
+	return g.Conn.SetReadDeadline(g.readDeadline())
 }
 
 // NetConn is the connection under the gate (the admission layer finds its
@@ -85,7 +139,10 @@ func (g *gateConn) Read(p []byte) (int, error) {
 		g.out, g.outOff = g.out[:0], 0
 		switch g.state {
 		case gateHead:
-			if err := g.readHead(); err != nil {
+			// A one-byte read is net/http's background read while a
+			// handler runs: net/http would time the head it starts from
+			// its next readRequest, so the clock waits for that read.
+			if err := g.readHead(len(p) > 1); err != nil {
 				return 0, err
 			}
 		case gateLength, gateChunkData:
@@ -138,8 +195,19 @@ func (g *gateConn) Read(p []byte) (int, error) {
 // readHead reads one request head, as readHead does for the lean server,
 // and queues it for the reader once parseRequest accepts it. A read
 // deadline (net/http aborts its background read with one) leaves the
-// partial head for the next call.
-func (g *gateConn) readHead() error {
+// partial head for the next call. timed starts the head clock, at the
+// head's first byte, if it is not running.
+func (g *gateConn) readHead(timed bool) error {
+	if timed && g.hdrTimeout > 0 && g.headEnd.IsZero() {
+		if len(g.head) == 0 && g.leading == 0 {
+			if _, err := g.br.Peek(1); err != nil {
+				return g.headErr(err)
+			}
+		}
+		if err := g.setHeadEnd(time.Now().Add(g.hdrTimeout)); err != nil {
+			return fmt.Errorf("h1: gate: head deadline: %w", err)
+		}
+	}
 	for {
 		frag, err := g.br.ReadSlice('\n')
 		if len(g.head)+len(frag) > DefaultMaxHeaderByte {
@@ -153,12 +221,7 @@ func (g *gateConn) readHead() error {
 			continue
 		}
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				return err
-			}
-			g.err = err // the head was cut short: nothing of it is passed
-			return nil
+			return g.headErr(err)
 		}
 		line := g.head[g.lineStart:]
 		if len(line)-2 > MaxLine || len(line) < 2 || line[len(line)-2] != '\r' {
@@ -183,6 +246,9 @@ func (g *gateConn) readHead() error {
 		}
 		g.out = append(g.out, g.head...)
 		g.head, g.lineStart, g.leading = g.head[:0], 0, 0
+		if err := g.stopHeadClock(); err != nil {
+			return err
+		}
 		switch {
 		case p.chunked:
 			g.state = gateChunkSize
@@ -194,12 +260,39 @@ func (g *gateConn) readHead() error {
 	}
 }
 
+// headErr handles a read error inside a head. The reader's own deadline
+// (an aborted background read) leaves the partial head for the next call;
+// the head clock's end, or any other error, ends the connection with
+// nothing of the head passed on.
+func (g *gateConn) headErr(err error) error {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		if end := g.headEnd; !end.IsZero() && !time.Now().Before(end) {
+			g.err = err
+		}
+		return err
+	}
+	g.err = err // the head was cut short: nothing of it is passed
+	return nil
+}
+
+// stopHeadClock puts the reader's own read deadline back.
+func (g *gateConn) stopHeadClock() error {
+	if g.headEnd.IsZero() {
+		return nil
+	}
+	if err := g.setHeadEnd(time.Time{}); err != nil {
+		return fmt.Errorf("h1: gate: head deadline: %w", err)
+	}
+	return nil
+}
+
 // refuse hands the reader a request it refuses, then the end of input.
 func (g *gateConn) refuse() error {
 	g.out = append(g.out[:0], gateRefused...)
 	g.head = g.head[:0]
 	g.err = io.EOF
-	return nil
+	return g.stopHeadClock()
 }
 
 // takeBuffered queues the part of a Content-Length body already read in

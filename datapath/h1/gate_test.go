@@ -18,6 +18,13 @@ import (
 // its handler records "METHOD path body" for each request it runs.
 func gatedNetHTTP(t *testing.T, handle func(w http.ResponseWriter, r *http.Request)) (string, func() []string) {
 	t.Helper()
+	return gatedNetHTTPTimeout(t, 5*time.Second, handle)
+}
+
+// gatedNetHTTPTimeout is gatedNetHTTP with the server's (and the gate's)
+// ReadHeaderTimeout set to hdr, and no idle or read timeout.
+func gatedNetHTTPTimeout(t *testing.T, hdr time.Duration, handle func(w http.ResponseWriter, r *http.Request)) (string, func() []string) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -36,8 +43,8 @@ func gatedNetHTTP(t *testing.T, handle func(w http.ResponseWriter, r *http.Reque
 		if handle != nil {
 			handle(w, r)
 		}
-	}), ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(GateListener(l)) }()
+	}), ReadHeaderTimeout: hdr}
+	go func() { _ = srv.Serve(GateListener(l, hdr)) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return l.Addr().String(), func() []string {
 		mu.Lock()
@@ -121,6 +128,41 @@ func TestGateBackgroundRead(t *testing.T) {
 	})
 	codes := exchangeRaw(t, addr, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET /b HT", "TP/1.1\r\nHo", "st: x\r\n\r\n")
 	if got := strings.Join(seen(), "|"); got != "GET /slow |GET /b " || len(codes) != 2 {
+		t.Errorf("handler ran %q, answers %v", got, codes)
+	}
+}
+
+// TestGateKeepAliveHeadTimeout: a head after the first on a connection is
+// bounded by the header timeout too. net/http waits for a keep-alive
+// request by Peek under the idle deadline (none here) and starts the
+// header timeout once bytes come; through the gate that Peek returns only
+// when the whole head is in, so a head dripped a line at a time must be
+// cut by the gate's own clock, not served.
+func TestGateKeepAliveHeadTimeout(t *testing.T) {
+	addr, seen := gatedNetHTTPTimeout(t, 100*time.Millisecond, nil)
+	parts := []string{"GET /a HTTP/1.1\r\nHost: x\r\n\r\n", "GET /b HTTP/1.1\r\n"}
+	for i := range 12 { // 12 pauses of 50 ms: 6x the header timeout
+		parts = append(parts, fmt.Sprintf("X-%d: v\r\n", i))
+	}
+	parts = append(parts, "Host: x\r\n\r\n")
+	codes := exchangeRaw(t, addr, parts...)
+	if got := strings.Join(seen(), "|"); got != "GET /a " || fmt.Sprint(codes) != "[200]" {
+		t.Errorf("handler ran %q, answers %v; want only GET /a answered", got, codes)
+	}
+}
+
+// TestGateHeadClockWaitsForHandler: a pipelined head that comes in while
+// a handler runs (net/http's background read) is timed from when the
+// handler ends, as net/http times it, so a slow response does not cut it.
+func TestGateHeadClockWaitsForHandler(t *testing.T) {
+	addr, seen := gatedNetHTTPTimeout(t, 100*time.Millisecond, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			time.Sleep(450 * time.Millisecond)
+		}
+	})
+	// 4 pauses of 50 ms: twice the header timeout, within the handler's sleep.
+	codes := exchangeRaw(t, addr, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET /b HT", "TP/1.1\r\n", "X-1: v\r\n", "X-2: v\r\n", "Host: x\r\n\r\n")
+	if got := strings.Join(seen(), "|"); got != "GET /slow |GET /b " || fmt.Sprint(codes) != "[200 200]" {
 		t.Errorf("handler ran %q, answers %v", got, codes)
 	}
 }

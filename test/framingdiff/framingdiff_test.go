@@ -198,6 +198,22 @@ func TestFramingDiff(t *testing.T) {
 			t.Logf("nginx itself forwarded %q as %v (client sent %v)", s.name, outs[0].complete, s.want)
 		}
 	}
+	controls := 0
+	for i := range sent {
+		s := shapes[i]
+		if !s.control {
+			continue
+		}
+		controls++
+		for k, sd := range sides {
+			if got := results[i][k].complete; fmt.Sprint(got) != fmt.Sprint(s.want) {
+				t.Errorf("%s did not forward control shape %d %q as sent (a run that forwards nothing proves nothing): %v, want %v", sd.name, i+1, s.name, results[i][k], s.want)
+			}
+		}
+	}
+	if controls == 0 {
+		t.Errorf("no control shape was sent: nothing shows the front ends forward at all")
+	}
 	names := make([]string, 0, len(stricter))
 	for n := range stricter {
 		names = append(names, n)

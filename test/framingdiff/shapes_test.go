@@ -31,6 +31,10 @@ type shape struct {
 	raw       string
 	want      []wantReq // the requests, in order; nil when ambiguous
 	ambiguous bool
+	// control: plain requests every reader forwards exactly as sent. The
+	// run holds nginx and both front ends to them, so a run in which
+	// nothing reaches an engine (every shape "refused" alike) fails.
+	control bool
 }
 
 // chunk is one chunk of a chunked body as written on the wire.
