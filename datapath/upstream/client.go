@@ -425,11 +425,19 @@ func (c *Client) exchange(ctx context.Context, leg Leg, now, dl time.Time, repla
 }
 
 // closedBefore reports whether err is what a request sent on a connection
-// the engine had closed ends with: the end of stream, or a reset (on the
-// read, or on the write when it came first).
+// the engine had closed ends with: the engine's FIN, read as the end of
+// stream (or, on a write, EPIPE: Linux's error for a reset that followed
+// the FIN). Not a reset without a FIN first (ECONNRESET): an engine that
+// read the request and then closed abortively (a crash with bytes unread,
+// SO_LINGER 0) sends one, and it acknowledges nothing, so bytes_acked
+// cannot tell that engine from one that never had the request: its TCP
+// may not have acknowledged them yet (a delayed ACK waiting for the
+// answer, usual once a connection has had an exchange). A FIN does
+// acknowledge every byte the engine's TCP had, and the engine can read no
+// other, so a FIN with none acknowledged is proof.
 func closedBefore(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+		errors.Is(err, syscall.EPIPE)
 }
 
 // noneAcked reports whether the engine's TCP acknowledged none of the
