@@ -58,3 +58,51 @@ func TestReadRequestNotSentAgain(t *testing.T) {
 		t.Fatal("the second request succeeded: it was sent again after the engine read it")
 	}
 }
+
+// TestResetBeforeWriteSentAgain: an engine that resets a pooled connection
+// right after its answer (SO_LINGER 0) may beat the hang-up watcher to the
+// next request on it. When the reset is in before the request is, the
+// write takes no byte of it: nothing reached the engine, and the request
+// goes out again on another connection. (The watcher is taken off the
+// connection once it has seen the reset, to stand for the moment before
+// it reports.)
+func TestResetBeforeWriteSentAgain(t *testing.T) {
+	e := startAfterEngine(t, func(nc net.Conn) bool {
+		_ = nc.(*net.TCPConn).SetLinger(0)
+		return false
+	})
+	u := New(time.Second, 4, nil)
+	t.Cleanup(u.CloseIdle)
+	leg := Leg{Endpoint: endpoint(e.ln.Addr().String()), Path: "/", Body: []byte("{}"), HeaderWait: 10 * time.Second}
+	send := func(i int) string {
+		resp, err := u.Send(t.Context(), leg)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("request %d: body: %v", i, err)
+		}
+		return string(b)
+	}
+	first := time.Now()
+	if got := send(1); got != "ok1" {
+		t.Fatalf("first answer %q", got)
+	}
+	<-e.done
+	waitUntil(t, "the watcher to see the reset", func() bool { return pooledPeerGone(u) })
+	u.mu.Lock()
+	for _, ep := range u.eps {
+		for _, pc := range ep.idle {
+			pc.sock.StopWatchingPeer() // PeerGone false from here: not seen yet
+		}
+	}
+	u.mu.Unlock()
+	if time.Since(first) >= peekAfter {
+		t.Skip("the box was too slow to reach the request within peekAfter: the peek path ran")
+	}
+	if got := send(2); got != "ok2" {
+		t.Fatalf("second answer %q, want ok2", got)
+	}
+}
