@@ -359,9 +359,10 @@ func (c *Client) Send(ctx context.Context, leg Leg) (*http.Response, error) {
 // exchange is one try of Send on a connection from get (which may trust
 // the hang-up watcher instead of peeking when replayable: leg carries no
 // streamed body). again: the try failed on a connection reused without a
-// peek, and the engine's TCP acknowledged no byte of the request, so the
-// engine never had it (it had closed the connection before: a reset
-// answers the bytes) and it may go out again.
+// peek, and the engine never had the request, so it may go out again: the
+// socket took none of it (a reset had come in first), or the exchange
+// ended at the engine's FIN with no byte of it acknowledged (it had closed
+// the connection before: a reset answers the bytes).
 func (c *Client) exchange(ctx context.Context, leg Leg, now, dl time.Time, replayable bool) (_ *http.Response, _ error, again bool) {
 	addr := leg.Endpoint.ID
 	pc, err := c.get(ctx, addr, leg.TLS, now, dl, replayable)
@@ -385,7 +386,11 @@ func (c *Client) exchange(ctx context.Context, leg Leg, now, dl time.Time, repla
 	fail := func(err error) (*http.Response, error, bool) {
 		resetInto()
 		stop()
-		again := pc.trusted && ctx.Err() == nil && closedBefore(err) && pc.noneAcked(base)
+		// Nothing of the request handed to the socket (a reset in before
+		// it: the write fails whole), or the engine's FIN with none of it
+		// acknowledged: either way the engine cannot have read it.
+		again := pc.trusted && ctx.Err() == nil &&
+			(pc.sock.Written() == base || closedBefore(err) && pc.noneAcked(base))
 		c.discard(pc)
 		if cerr := context.Cause(ctx); cerr != nil {
 			err = fmt.Errorf("%w (%w)", err, cerr)
@@ -425,11 +430,19 @@ func (c *Client) exchange(ctx context.Context, leg Leg, now, dl time.Time, repla
 }
 
 // closedBefore reports whether err is what a request sent on a connection
-// the engine had closed ends with: the end of stream, or a reset (on the
-// read, or on the write when it came first).
+// the engine had closed ends with: the engine's FIN, read as the end of
+// stream (or, on a write, EPIPE: Linux's error for a reset that followed
+// the FIN). Not a reset without a FIN first (ECONNRESET): an engine that
+// read the request and then closed abortively (a crash with bytes unread,
+// SO_LINGER 0) sends one, and it acknowledges nothing, so bytes_acked
+// cannot tell that engine from one that never had the request: its TCP
+// may not have acknowledged them yet (a delayed ACK waiting for the
+// answer, usual once a connection has had an exchange). A FIN does
+// acknowledge every byte the engine's TCP had, and the engine can read no
+// other, so a FIN with none acknowledged is proof.
 func closedBefore(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+		errors.Is(err, syscall.EPIPE)
 }
 
 // noneAcked reports whether the engine's TCP acknowledged none of the

@@ -1,0 +1,108 @@
+package upstream
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestReadRequestNotSentAgain: an engine that reads a request whole and
+// then resets the connection (an abortive close: a crash, or SO_LINGER 0
+// on an error path) may have acted on it; its reset acknowledges nothing,
+// and its TCP may not have acknowledged the request yet (a delayed ACK,
+// usual once a connection has had an exchange). Such a request must fail,
+// not go out a second time, even on a connection reused without a peek.
+func TestReadRequestNotSentAgain(t *testing.T) {
+	var got atomic.Int64 // requests the engine read whole
+	ln := serveEach(t, func(nc net.Conn) {
+		defer nc.Close()
+		_ = nc.SetDeadline(time.Now().Add(20 * time.Second))
+		br := bufio.NewReader(nc)
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, req.Body)
+			if n := got.Add(1); n == 2 {
+				_ = nc.(*net.TCPConn).SetLinger(0)
+				return // the second request was read: reset, no answer
+			}
+			body := "ok" + strconv.FormatInt(got.Load(), 10)
+			_, _ = io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
+		}
+	})
+	u := New(time.Second, 4, nil)
+	t.Cleanup(u.CloseIdle)
+	leg := Leg{Endpoint: endpoint(ln.Addr().String()), Method: http.MethodPost, Path: "/v1/completions", Body: []byte(`{"prompt":"x"}`), HeaderWait: 10 * time.Second}
+	resp, err := u.Send(t.Context(), leg)
+	if err != nil {
+		t.Fatalf("first request: %v", err)
+	}
+	_, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	resp, err = u.Send(t.Context(), leg) // at once: within peekAfter
+	if err == nil {
+		_, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	if n := got.Load(); n != 2 {
+		t.Fatalf("the engine read %d requests, want 2 (the second was sent again after the engine read it)", n)
+	}
+	if err == nil {
+		t.Fatal("the second request succeeded: it was sent again after the engine read it")
+	}
+}
+
+// TestResetBeforeWriteSentAgain: an engine that resets a pooled connection
+// right after its answer (SO_LINGER 0) may beat the hang-up watcher to the
+// next request on it. When the reset is in before the request is, the
+// write takes no byte of it: nothing reached the engine, and the request
+// goes out again on another connection. (The watcher is taken off the
+// connection once it has seen the reset, to stand for the moment before
+// it reports.)
+func TestResetBeforeWriteSentAgain(t *testing.T) {
+	e := startAfterEngine(t, func(nc net.Conn) bool {
+		_ = nc.(*net.TCPConn).SetLinger(0)
+		return false
+	})
+	u := New(time.Second, 4, nil)
+	t.Cleanup(u.CloseIdle)
+	leg := Leg{Endpoint: endpoint(e.ln.Addr().String()), Path: "/", Body: []byte("{}"), HeaderWait: 10 * time.Second}
+	send := func(i int) string {
+		resp, err := u.Send(t.Context(), leg)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("request %d: body: %v", i, err)
+		}
+		return string(b)
+	}
+	first := time.Now()
+	if got := send(1); got != "ok1" {
+		t.Fatalf("first answer %q", got)
+	}
+	<-e.done
+	waitUntil(t, "the watcher to see the reset", func() bool { return pooledPeerGone(u) })
+	u.mu.Lock()
+	for _, ep := range u.eps {
+		for _, pc := range ep.idle {
+			pc.sock.StopWatchingPeer() // PeerGone false from here: not seen yet
+		}
+	}
+	u.mu.Unlock()
+	if time.Since(first) >= peekAfter {
+		t.Skip("the box was too slow to reach the request within peekAfter: the peek path ran")
+	}
+	if got := send(2); got != "ok2" {
+		t.Fatalf("second answer %q, want ok2", got)
+	}
+}
