@@ -38,20 +38,32 @@ const PoolZ = 2
 type learnedCost struct {
 	mean atomic.Int64
 	dev2 atomic.Uint64
+	// raw is the EWMA of the implied samples without the LearnBound clamp
+	// (ns; only fold touches it, under the endpoint's lock). The scatter is
+	// measured around it, not around mean: an engine more than LearnBound
+	// slower keeps mean at the bound, and its samples' distance from the
+	// bound is bias, not noise — counted as scatter it would hide the very
+	// difference it measures (a 5× slower engine priced at the pool).
+	raw float64
 }
 
 func (c *learnedCost) init(prior time.Duration) {
 	c.mean.Store(int64(prior))
+	c.raw = float64(prior)
 	c.dev2.Store(math.Float64bits(float64(prior) * float64(prior)))
 }
 
 // fold moves the cost rate of the way by step (the gap between what one
 // sample implies and the cost), bounded within LearnBound of prior, and
-// folds step² into the scatter. The caller serialises folds.
+// folds the sample's squared distance from the unclamped EWMA into the
+// scatter. The caller serialises folds.
 func (c *learnedCost) fold(step, rate float64, prior time.Duration) {
-	c.mean.Store(int64(bounded(float64(c.mean.Load())+rate*step, float64(prior))))
+	mean := float64(c.mean.Load())
+	c.mean.Store(int64(bounded(mean+rate*step, float64(prior))))
+	dev := mean + step - c.raw // the sample's distance from the unclamped EWMA
+	c.raw += rate * dev
 	d := math.Float64frombits(c.dev2.Load())
-	c.dev2.Store(math.Float64bits((1-rate)*d + rate*step*step))
+	c.dev2.Store(math.Float64bits((1-rate)*d + rate*dev*dev))
 }
 
 // learnStep is what one observed time to first token says about the costs
