@@ -3,6 +3,7 @@ package pick
 import (
 	"math"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -97,6 +98,13 @@ func (m CostModel) learnStep(a, p float64, est Estimate, ttft time.Duration) (st
 // observation (Costs.repool).
 type costPool struct {
 	tok, req atomic.Int64
+
+	// mu serialises repools over scratch slices they reuse: the endpoints
+	// ever routed to are never forgotten (a rollout's new pod addresses
+	// add to them), so a pool past a few dozen would otherwise allocate
+	// two slices on every observation.
+	mu             sync.Mutex
+	tokBuf, reqBuf []int64
 }
 
 // median is the median of v (not empty; v is reordered).
@@ -112,8 +120,9 @@ func median(v []int64) int64 {
 // repool recomputes the pool over the endpoints that have learned from at
 // least one sample (the priors while none has).
 func (s *Costs) repool() {
-	var tb, rb [64]int64 // a pool's endpoints fit without a heap allocation
-	tok, req := tb[:0], rb[:0]
+	s.pool.mu.Lock()
+	defer s.pool.mu.Unlock()
+	tok, req := s.pool.tokBuf[:0], s.pool.reqBuf[:0]
 	s.mu.RLock()
 	for _, e := range s.eps {
 		if e.samples.Load() > 0 {
@@ -121,6 +130,7 @@ func (s *Costs) repool() {
 		}
 	}
 	s.mu.RUnlock()
+	s.pool.tokBuf, s.pool.reqBuf = tok, req
 	if len(tok) == 0 {
 		return
 	}
