@@ -34,6 +34,11 @@ func (p phase) String() string {
 // presizeLimit bounds the body buffer reserved on a declared content-length.
 const presizeLimit = 1 << 20
 
+// presizeAhead bounds that buffer, too, to this many times the bytes that
+// have arrived: a stream pins (and takes from Options.BodyBudgetBytes) at
+// most four times what it has sent.
+const presizeAhead = 4
+
 // errAnswered ends a stream that has been answered with an ImmediateResponse:
 // the exchange is over and the RPC ends with OK.
 var errAnswered = errors.New("epp: answered with an immediate response")
@@ -251,8 +256,9 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) error {
 // (Options.BodyBudgetBytes) cannot take it. A body that arrives in one
 // chunk (most requests) is used where gRPC decoded it, never copied. From
 // the second chunk on, the body moves to one buffer sized from the
-// declared length — at most presizeLimit, so a client cannot make us
-// reserve memory it never sends — and grows with the bytes that actually
+// declared length — at most presizeLimit and presizeAhead times the
+// bytes arrived, so a client cannot make us reserve memory it never
+// sends — and grows with the bytes that actually
 // arrive: a large body costs its size once, not once per chunk plus a
 // join. Every byte of the body's capacity is taken from the budget before
 // it is allocated.
@@ -270,7 +276,12 @@ func (st *stream) appendBody(p []byte) bool {
 	if len(st.body)+len(p) > cap(st.body) {
 		want := 0
 		if len(st.chunks) == 1 {
-			want = int(min(st.declared, presizeLimit))
+			// Presized from the declared length, but never past
+			// presizeAhead times what has arrived: a declared length
+			// is the client's word, and the buffer is taken from the
+			// process's budget, so streams that declare large bodies
+			// and send a few bytes would otherwise take all of it.
+			want = int(min(st.declared, presizeLimit, presizeAhead*int64(len(st.body)+len(p))))
 		}
 		buf := growBody(&st.s.bodies, st.body, len(p), want, int(st.s.opts.MaxBodyBytes))
 		if buf == nil {

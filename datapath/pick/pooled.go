@@ -3,6 +3,7 @@ package pick
 import (
 	"math"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -38,20 +39,32 @@ const PoolZ = 2
 type learnedCost struct {
 	mean atomic.Int64
 	dev2 atomic.Uint64
+	// raw is the EWMA of the implied samples without the LearnBound clamp
+	// (ns; only fold touches it, under the endpoint's lock). The scatter is
+	// measured around it, not around mean: an engine more than LearnBound
+	// slower keeps mean at the bound, and its samples' distance from the
+	// bound is bias, not noise — counted as scatter it would hide the very
+	// difference it measures (a 5× slower engine priced at the pool).
+	raw float64
 }
 
 func (c *learnedCost) init(prior time.Duration) {
 	c.mean.Store(int64(prior))
+	c.raw = float64(prior)
 	c.dev2.Store(math.Float64bits(float64(prior) * float64(prior)))
 }
 
 // fold moves the cost rate of the way by step (the gap between what one
 // sample implies and the cost), bounded within LearnBound of prior, and
-// folds step² into the scatter. The caller serialises folds.
+// folds the sample's squared distance from the unclamped EWMA into the
+// scatter. The caller serialises folds.
 func (c *learnedCost) fold(step, rate float64, prior time.Duration) {
-	c.mean.Store(int64(bounded(float64(c.mean.Load())+rate*step, float64(prior))))
+	mean := float64(c.mean.Load())
+	c.mean.Store(int64(bounded(mean+rate*step, float64(prior))))
+	dev := mean + step - c.raw // the sample's distance from the unclamped EWMA
+	c.raw += rate * dev
 	d := math.Float64frombits(c.dev2.Load())
-	c.dev2.Store(math.Float64bits((1-rate)*d + rate*step*step))
+	c.dev2.Store(math.Float64bits((1-rate)*d + rate*dev*dev))
 }
 
 // learnStep is what one observed time to first token says about the costs
@@ -85,6 +98,13 @@ func (m CostModel) learnStep(a, p float64, est Estimate, ttft time.Duration) (st
 // observation (Costs.repool).
 type costPool struct {
 	tok, req atomic.Int64
+
+	// mu serialises repools over scratch slices they reuse: the endpoints
+	// ever routed to are never forgotten (a rollout's new pod addresses
+	// add to them), so a pool past a few dozen would otherwise allocate
+	// two slices on every observation.
+	mu             sync.Mutex
+	tokBuf, reqBuf []int64
 }
 
 // median is the median of v (not empty; v is reordered).
@@ -100,8 +120,9 @@ func median(v []int64) int64 {
 // repool recomputes the pool over the endpoints that have learned from at
 // least one sample (the priors while none has).
 func (s *Costs) repool() {
-	var tb, rb [64]int64 // a pool's endpoints fit without a heap allocation
-	tok, req := tb[:0], rb[:0]
+	s.pool.mu.Lock()
+	defer s.pool.mu.Unlock()
+	tok, req := s.pool.tokBuf[:0], s.pool.reqBuf[:0]
 	s.mu.RLock()
 	for _, e := range s.eps {
 		if e.samples.Load() > 0 {
@@ -109,6 +130,7 @@ func (s *Costs) repool() {
 		}
 	}
 	s.mu.RUnlock()
+	s.pool.tokBuf, s.pool.reqBuf = tok, req
 	if len(tok) == 0 {
 		return
 	}

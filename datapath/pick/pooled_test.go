@@ -2,6 +2,7 @@ package pick
 
 import (
 	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -78,18 +79,60 @@ func TestPooledCosts(t *testing.T) {
 func pooledTok(s *Costs) time.Duration { tok, _ := s.Pooled(); return tok }
 
 // Observing an answer re-pools the fleet's costs on the request path: it
-// allocates nothing for a pool of up to 64 endpoints.
+// allocates nothing, however many endpoints were ever routed to (they are
+// never forgotten: each rollout's new pod addresses add to them).
 func TestObserveAllocatesNothing(t *testing.T) {
-	s := NewCosts(DefaultCostModel())
-	ids := []string{"a", "b", "c", "d"}
-	for _, id := range ids {
-		s.Observe(id, Estimate{Uncached: 1700, Slowdown: 1}, 500*time.Millisecond)
+	for _, endpoints := range []int{4, 64, 300} {
+		s := NewCosts(DefaultCostModel())
+		ids := make([]string, endpoints)
+		for i := range ids {
+			ids[i] = "ep" + strconv.Itoa(i)
+			s.Observe(ids[i], Estimate{Uncached: 1700, Slowdown: 1}, 500*time.Millisecond)
+		}
+		i := 0
+		if n := testing.AllocsPerRun(100, func() {
+			s.Observe(ids[i%len(ids)], Estimate{Uncached: 1700, Slowdown: 1}, 500*time.Millisecond)
+			i++
+		}); n != 0 {
+			t.Errorf("%d endpoints: %v allocations per observation, want 0", endpoints, n)
+		}
 	}
-	i := 0
-	if n := testing.AllocsPerRun(100, func() {
-		s.Observe(ids[i%len(ids)], Estimate{Uncached: 1700, Slowdown: 1}, 500*time.Millisecond)
-		i++
-	}); n != 0 {
-		t.Fatalf("%v allocations per observation, want 0", n)
+}
+
+// An engine several times slower than the rest is priced dearer within a
+// few dozen answers, however much slower: its own cost stops at
+// LearnBound of the prior, and what its answers show beyond that bound is
+// a difference, not scatter that would hide it behind the pool. Answers
+// are noiseless (the scatter is the engine's own bias alone) and
+// interleaved across three identical engines and the slow one.
+func TestPooledCostsFarSlower(t *testing.T) {
+	const answers = 30
+	for _, tc := range []struct {
+		name   string
+		factor float64 // the slow engine's per-token time over the others'
+	}{
+		{"twice as slow", 2},
+		{"three times as slow", 3},
+		{"five times as slow", 5},
+		{"eight times as slow", 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewCosts(DefaultCostModel())
+			prior := float64(s.Model().PerToken)
+			for range answers {
+				for _, id := range []string{"a", "b", "c", "slow"} {
+					per := prior
+					if id == "slow" {
+						per *= tc.factor
+					}
+					s.Observe(id, Estimate{Uncached: 1700, Slowdown: 1}, DefaultCostOverhead+time.Duration(1700*per))
+				}
+			}
+			slow, fast := s.ModelFor("slow").PerToken, s.ModelFor("a").PerToken
+			if want := fast + time.Duration(prior/4); slow < want {
+				own, _, k := s.Learned("slow")
+				t.Errorf("slow engine priced %v per token, fast %v: want at least %v (own %v after %d)", slow, fast, want, own, k)
+			}
+		})
 	}
 }
