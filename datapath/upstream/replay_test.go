@@ -75,16 +75,7 @@ func TestResetBeforeWriteSentAgain(t *testing.T) {
 	t.Cleanup(u.CloseIdle)
 	leg := Leg{Endpoint: endpoint(e.ln.Addr().String()), Path: "/", Body: []byte("{}"), HeaderWait: 10 * time.Second}
 	send := func(i int) string {
-		resp, err := u.Send(t.Context(), leg)
-		if err != nil {
-			t.Fatalf("request %d: %v", i, err)
-		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatalf("request %d: body: %v", i, err)
-		}
-		return string(b)
+		return sendText(t, u, leg, i)
 	}
 	first := time.Now()
 	if got := send(1); got != "ok1" {
@@ -105,4 +96,20 @@ func TestResetBeforeWriteSentAgain(t *testing.T) {
 	if got := send(2); got != "ok2" {
 		t.Fatalf("second answer %q, want ok2", got)
 	}
+}
+
+// sendText sends leg on u and returns the engine's answer body; request
+// i names it in a failure.
+func sendText(t *testing.T, u *Client, leg Leg, i int) string {
+	t.Helper()
+	resp, err := u.Send(t.Context(), leg)
+	if err != nil {
+		t.Fatalf("request %d: %v", i, err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("request %d: body: %v", i, err)
+	}
+	return string(b)
 }

@@ -145,16 +145,7 @@ func TestPooledConnCheckedBeforeReuse(t *testing.T) {
 				case "chunked":
 					leg.Stream = &BodyStream{R: strings.NewReader("{}"), N: -1}
 				}
-				resp, err := u.Send(t.Context(), leg)
-				if err != nil {
-					t.Fatalf("request %d: %v", i, err)
-				}
-				b, err := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if err != nil {
-					t.Fatalf("request %d: body: %v", i, err)
-				}
-				return string(b)
+				return sendText(t, u, leg, i)
 			}
 			first := time.Now()
 			if got := send(1); got != "ok1" {
