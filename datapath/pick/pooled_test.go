@@ -188,3 +188,28 @@ func TestPooledCostsFarSlower(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkObserve is one learned answer (fold and repool) on a gateway
+// that has seen 300 endpoints (rollouts' old pods among them), through the
+// unscoped Costs (the median of all 300) and through a rule's view of 4.
+func BenchmarkObserve(b *testing.B) {
+	s := NewCosts(DefaultCostModel())
+	ids := make([]string, 300)
+	for i := range ids {
+		ids[i] = "ep" + strconv.Itoa(i)
+		s.Observe(ids[i], Estimate{Uncached: 1700, Slowdown: 1}, 500*time.Millisecond)
+	}
+	for _, bc := range []struct {
+		name string
+		s    *Costs
+	}{{"unscoped_300", s}, {"scoped_4_of_300", s.Scoped(ids[:4])}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				bc.s.Observe(ids[i%4], Estimate{Uncached: 1700, Slowdown: 1}, 500*time.Millisecond)
+				i++
+			}
+		})
+	}
+}
