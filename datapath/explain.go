@@ -71,7 +71,7 @@ func (rt *Runtime) Explain(ctx context.Context, k spec.Key, path string, header 
 			e.Outcome, e.Prefill, e.Decode = spec.ExplainPair, tr.Prefill.ID, tr.Decode.ID
 		}
 		if len(prefills) > 0 {
-			e.Estimates = explainEstimates(rt.kv.Costs(), &f, prefills)
+			e.Estimates = explainEstimates(p.costs, &f, prefills)
 			if p.prefix != nil {
 				px := p.prefix.Explain(&f, prefills)
 				e.Prefix = &px

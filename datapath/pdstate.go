@@ -7,6 +7,7 @@ import (
 	"github.com/infergate/infergate/datapath/ladder"
 	"github.com/infergate/infergate/datapath/pd"
 	"github.com/infergate/infergate/datapath/pd/bufpool"
+	"github.com/infergate/infergate/datapath/pick"
 	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/radix"
@@ -24,6 +25,10 @@ type pdView struct {
 	sessions *ladder.Sessions
 	prefix   *ladder.PrefixTier // nil unless pd_cache_aware_mode
 	kvTier   *ladder.KVExact    // nil unless kvExactMode 1
+	// costs is the cost state the rule prices with, pooled over its own
+	// endpoints (the KV view's when it has one, so one rule has one pool);
+	// nil with the legacy in-flight guards.
+	costs    *pick.Costs
 	hasRole0 bool
 	// moriio: a vLLM rule with a MoRI-IO endpoint (refuseMoRIIOUnsplit),
 	// decided once here rather than by a scan of the endpoints per request.
@@ -80,6 +85,11 @@ func (rt *Runtime) attachLocked(rs *ruleState, c *compiled, prevRule *spec.Rule)
 		return
 	}
 	p := &pdView{models: pd.NewModelLabels(r.Key.ModelName, 0), sender: upstream.WithTLS(rt.sender, c.up), keys: rt.pdBuffers}
+	if c.kv != nil {
+		p.costs = c.kv.Costs()
+	} else {
+		p.costs = rt.kv.CostsFor(r)
+	}
 	quiet := rt.silenceFor(r)
 	if d, ok := pd.New(r.Engine, pd.Options{
 		PrefillTimeout:    rt.opts.PrefillTimeout,
@@ -114,7 +124,7 @@ func (rt *Runtime) attachLocked(rs *ruleState, c *compiled, prevRule *spec.Rule)
 				Index:      px.index,
 				Threshold:  r.PD.CacheThreshold,
 				BalanceAbs: r.PD.BalanceAbsThreshold,
-				Costs:      rt.kv.Costs(),
+				Costs:      p.costs,
 				OnLookup:   func(rate float64) { mr.Observe(rate) },
 				Endpoints:  prefillIDs(r),
 			})
@@ -129,7 +139,7 @@ func (rt *Runtime) attachLocked(rs *ruleState, c *compiled, prevRule *spec.Rule)
 			tiers = append(tiers, t)
 		}
 	}
-	p.ladder = ladder.New(p.sessions, tiers...).WithPolicies(r.PD.PrefillPolicy, r.PD.DecodePolicy).WithCosts(rt.kv.Costs())
+	p.ladder = ladder.New(p.sessions, tiers...).WithPolicies(r.PD.PrefillPolicy, r.PD.DecodePolicy).WithCosts(p.costs)
 	if rt.opts.ReplicaConsistent {
 		p.ladder.Replicated()
 	}

@@ -134,8 +134,10 @@ type Plane struct {
 
 	local *tokenize.Local // in-process tokenizer shared by every rule; nil without Tokenizers
 
-	// costs is the one cost state every rule's tiers price with (learned
-	// per endpoint, so shared across rules); nil with LegacyLoadGuard.
+	// costs is the per-endpoint cost state every rule learns into (an
+	// engine is the same engine in every rule); each rule prices with a
+	// view of it pooled over its own endpoints (CostsFor); nil with
+	// LegacyLoadGuard.
 	costs *pick.Costs
 
 	// byEndpoint routes bind-topology messages: endpoint → rule states;
@@ -211,14 +213,34 @@ func New(opts Options, m *metrics.KV, log logrus.FieldLogger) *Plane {
 }
 
 // Costs is the gateway's cost state (pick.Costs: priors, per-endpoint
-// prefill backlog and learned costs) that every tier prices with; nil when
-// the legacy in-flight guards are selected (Options.LegacyLoadGuard) or p
-// is nil.
+// prefill backlog and learned costs) that every rule's view shares; nil
+// when the legacy in-flight guards are selected (Options.LegacyLoadGuard)
+// or p is nil. Its own pool spans every endpoint ever routed to: price
+// with CostsFor.
 func (p *Plane) Costs() *pick.Costs {
 	if p == nil {
 		return nil
 	}
 	return p.costs
+}
+
+// CostsFor is the cost state rule r's tiers price with: the shared
+// per-endpoint state, pooled over r's endpoints alone (pick.Costs.Scoped).
+// The pool is scoped per rule, not per pick, because a rule's endpoints are
+// exactly the candidates its picks compare, it is fixed until the rule is
+// recompiled, and the view is built once per compile rather than sorted
+// per pick; a rollout recompiles the rule, so departed pods leave its
+// median. nil like Costs.
+func (p *Plane) CostsFor(r *spec.Rule) *pick.Costs {
+	c := p.Costs()
+	if c == nil || r == nil {
+		return c
+	}
+	ids := make([]string, len(r.Endpoints))
+	for i := range r.Endpoints {
+		ids[i] = r.Endpoints[i].ID
+	}
+	return c.Scoped(ids)
 }
 
 func (p *Plane) routing() *metrics.KVRouting {
@@ -299,8 +321,9 @@ func (p *Plane) Install(prev, next *spec.Rule) (*RuleKV, error) {
 	p.rules[next.Key] = st
 	rk := st.view(next)
 	rk.plane = p
+	rk.costs = p.CostsFor(next)
 	rk.single = rk.tier(nil, p.opts.SingleLoadGuard)
-	if c := p.Costs(); c != nil && next.Selector == spec.SelLeastConn {
+	if c := rk.costs; c != nil && next.Selector == spec.SelLeastConn {
 		rk.cold = ladder.NewCostLoad(c)
 	}
 	return rk, p.syncLocked(st, eligible(next))

@@ -20,6 +20,9 @@ type RuleKV struct {
 	guard  int
 	single *ladder.KVExact
 	plane  *Plane
+	// costs is the cost state the rule prices with (Plane.CostsFor); nil
+	// with the legacy in-flight guards.
+	costs *pick.Costs
 	// cold chooses a mode-3 request the KV tier passed on (a miss, an
 	// untrusted inventory) by the cost estimate when the rule's own mode
 	// is least connections; nil keeps the rule's mode.
@@ -70,7 +73,7 @@ func (r *RuleKV) tier(tok tokenize.Tokenizer, guard int) *ladder.KVExact {
 		Index:     r.st.inv,
 		Tokenizer: tok,
 		LoadGuard: guard,
-		Costs:     r.costs(),
+		Costs:     r.costs,
 		Watchdog:  r.st.watchdog,
 		Logger:    r.st.log,
 	}
@@ -80,9 +83,10 @@ func (r *RuleKV) tier(tok tokenize.Tokenizer, guard int) *ladder.KVExact {
 	return ladder.NewKVExact(o)
 }
 
-// costs is the gateway's cost state; nil when the legacy in-flight guard
-// is selected (Options.LegacyLoadGuard).
-func (r *RuleKV) costs() *pick.Costs { return r.plane.Costs() }
+// Costs is the cost state the rule prices with: the gateway's, pooled over
+// the rule's endpoints (Plane.CostsFor); nil with the legacy in-flight
+// guards (Options.LegacyLoadGuard).
+func (r *RuleKV) Costs() *pick.Costs { return r.costs }
 
 // PickSingle is the same decision (the KV-exact pick.Picker) for a mode-3
 // single pool, over a snapshot of its usable primaries: ok=false (with
@@ -113,7 +117,7 @@ func (r *RuleKV) PickSingle(f *pick.Facts, cands []pick.Candidate) (idx int, by 
 // the endpoint's prefill backlog, f.Placed for the first-token report).
 func (r *RuleKV) NoteWork(f *pick.Facts, chosen pick.Candidate) {
 	r.single.Observe(f, chosen)
-	if c := r.costs(); c != nil {
+	if c := r.costs; c != nil {
 		c.Place(f, chosen)
 	}
 }

@@ -32,12 +32,21 @@ import (
 // A Costs is safe for concurrent use; the per-endpoint state is created on
 // first use and lives as long as the Costs (one per gateway process): a
 // few dozen bytes per endpoint ID ever routed to, kept so an endpoint that
-// leaves and returns keeps what was learned about it.
+// leaves and returns keeps what was learned about it. Scoped views of it
+// (Scoped) share that state and pool over one rule's endpoints.
 type Costs struct {
-	m    CostModel // the priors, defaults filled
-	pool costPool  // the fleet's pooled learned costs
-	mu   sync.RWMutex
-	eps  map[string]*endpointCost
+	m    CostModel  // the priors, defaults filled
+	pool *costPool  // the pooled learned costs of the endpoints this view compares
+	eps  *endpoints // per-endpoint state, shared by every scoped view
+	// members are the endpoints the pool is the median of (Scoped);
+	// nil pools over every endpoint that has learned. Immutable.
+	members []*endpointCost
+}
+
+// endpoints is the per-endpoint state by endpoint ID.
+type endpoints struct {
+	mu  sync.RWMutex
+	eps map[string]*endpointCost
 }
 
 // LearnBound bounds learning: learned costs stay within this factor of
@@ -63,7 +72,7 @@ type endpointCost struct {
 // NewCosts returns the shared cost state for model m (zero fields take the
 // defaults).
 func NewCosts(m CostModel) *Costs {
-	s := &Costs{m: m.withDefaults(), eps: map[string]*endpointCost{}}
+	s := &Costs{m: m.withDefaults(), pool: &costPool{}, eps: &endpoints{eps: map[string]*endpointCost{}}}
 	s.pool.tok.Store(int64(s.m.PerToken))
 	s.pool.req.Store(int64(s.m.PerRequest))
 	return s
@@ -73,21 +82,21 @@ func NewCosts(m CostModel) *Costs {
 func (s *Costs) Model() CostModel { return s.m }
 
 func (s *Costs) endpoint(id string) *endpointCost {
-	s.mu.RLock()
-	e := s.eps[id]
-	s.mu.RUnlock()
+	s.eps.mu.RLock()
+	e := s.eps.eps[id]
+	s.eps.mu.RUnlock()
 	if e != nil {
 		return e
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if e = s.eps[id]; e == nil {
+	s.eps.mu.Lock()
+	defer s.eps.mu.Unlock()
+	if e = s.eps.eps[id]; e == nil {
 		e = &endpointCost{}
 		e.perToken.init(s.m.PerToken)
 		e.perRequest.init(s.m.PerRequest)
 		e.backlogShare.Store(math.Float64bits(DefaultBacklogShare))
 		e.backlog = newBacklogFit()
-		s.eps[id] = e
+		s.eps.eps[id] = e
 	}
 	return e
 }
@@ -252,8 +261,8 @@ func (s *Costs) Learned(id string) (perToken, perRequest time.Duration, samples 
 	return time.Duration(e.perToken.mean.Load()), time.Duration(e.perRequest.mean.Load()), e.samples.Load()
 }
 
-// Pooled reports the fleet's pooled learned costs (the priors before any
-// sample).
+// Pooled reports the pooled learned costs of the endpoints s compares (the
+// priors before any sample).
 func (s *Costs) Pooled() (perToken, perRequest time.Duration) {
 	return time.Duration(s.pool.tok.Load()), time.Duration(s.pool.req.Load())
 }

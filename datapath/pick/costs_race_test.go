@@ -6,17 +6,20 @@ import (
 	"time"
 )
 
-// Pricing, placing and learning run on every request concurrently; the
+// Pricing, placing and learning run on every request concurrently, through
+// the rules' scoped views of one Costs as well as the Costs itself; the
 // backlog clock must account every charge exactly once.
 func TestCostsConcurrent(t *testing.T) {
 	s := NewCosts(DefaultCostModel())
 	t0 := time.Unix(1000, 0)
 	cands := []Candidate{{ID: "a"}, {ID: "b"}}
+	views := []*Costs{s, s.Scoped([]string{"a", "b"}), s.Scoped([]string{"b", "a", "c"})}
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			s := views[g%len(views)]
 			for range 100 {
 				f := &Facts{Now: t0}
 				s.Price(f, cands, 400, nil)

@@ -93,18 +93,43 @@ func (m CostModel) learnStep(a, p float64, est Estimate, ttft time.Duration) (st
 	return stepA, stepP, hasA, hasP, true
 }
 
-// costPool is the fleet's pooled per-token and per-request costs (ns): the
-// medians of the endpoints' own learned costs, recomputed after each
-// observation (Costs.repool).
+// costPool is the pooled per-token and per-request costs (ns) of the
+// endpoints one view compares: the medians of their own learned costs,
+// recomputed after each observation made through that view (Costs.repool).
 type costPool struct {
 	tok, req atomic.Int64
 
-	// mu serialises repools over scratch slices they reuse: the endpoints
-	// ever routed to are never forgotten (a rollout's new pod addresses
-	// add to them), so a pool past a few dozen would otherwise allocate
-	// two slices on every observation.
+	// mu serialises repools over scratch slices they reuse, so a pool
+	// past a few dozen endpoints does not allocate two slices on every
+	// observation.
 	mu             sync.Mutex
 	tokBuf, reqBuf []int64
+}
+
+// Scoped returns a view of s that prices with the same per-endpoint state
+// (learning, backlog clocks) but pools over the endpoints ids alone: the
+// candidates one rule compares. One gateway serves rules of different
+// models (an 8B pool and a 70B pool), and a median over all of them would
+// price each pool partly at the other's speed; and a rollout's departed
+// pod addresses, whose learned costs stay in s, drop out of the median
+// with the rule that named them. The pool starts at the median of what
+// the members already learned, so recompiling a rule keeps its prices.
+// An endpoint in two rules learns once; the other rule's pool takes it in
+// at its own next observation.
+func (s *Costs) Scoped(ids []string) *Costs {
+	v := &Costs{m: s.m, pool: &costPool{}, eps: s.eps, members: make([]*endpointCost, 0, len(ids))}
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			v.members = append(v.members, s.endpoint(id))
+		}
+	}
+	v.pool.tokBuf, v.pool.reqBuf = make([]int64, 0, len(v.members)), make([]int64, 0, len(v.members))
+	v.pool.tok.Store(int64(s.m.PerToken))
+	v.pool.req.Store(int64(s.m.PerRequest))
+	v.repool()
+	return v
 }
 
 // median is the median of v (not empty; v is reordered).
@@ -117,19 +142,29 @@ func median(v []int64) int64 {
 	return v[n/2-1] + (v[n/2]-v[n/2-1])/2
 }
 
-// repool recomputes the pool over the endpoints that have learned from at
-// least one sample (the priors while none has).
+// repool recomputes the pool over the members (every endpoint when s is
+// not scoped) that have learned from at least one sample (the priors
+// while none has).
 func (s *Costs) repool() {
 	s.pool.mu.Lock()
 	defer s.pool.mu.Unlock()
 	tok, req := s.pool.tokBuf[:0], s.pool.reqBuf[:0]
-	s.mu.RLock()
-	for _, e := range s.eps {
+	add := func(e *endpointCost) {
 		if e.samples.Load() > 0 {
 			tok, req = append(tok, e.perToken.mean.Load()), append(req, e.perRequest.mean.Load())
 		}
 	}
-	s.mu.RUnlock()
+	if s.members != nil {
+		for _, e := range s.members {
+			add(e)
+		}
+	} else {
+		s.eps.mu.RLock()
+		for _, e := range s.eps.eps {
+			add(e)
+		}
+		s.eps.mu.RUnlock()
+	}
 	s.pool.tokBuf, s.pool.reqBuf = tok, req
 	if len(tok) == 0 {
 		return

@@ -78,24 +78,76 @@ func TestPooledCosts(t *testing.T) {
 
 func pooledTok(s *Costs) time.Duration { tok, _ := s.Pooled(); return tok }
 
-// Observing an answer re-pools the fleet's costs on the request path: it
+// Observing an answer re-pools the costs on the request path: it
 // allocates nothing, however many endpoints were ever routed to (they are
-// never forgotten: each rollout's new pod addresses add to them).
+// never forgotten: each rollout's new pod addresses add to them), through
+// the unscoped Costs or a rule's scoped view of it.
 func TestObserveAllocatesNothing(t *testing.T) {
 	for _, endpoints := range []int{4, 64, 300} {
-		s := NewCosts(DefaultCostModel())
-		ids := make([]string, endpoints)
-		for i := range ids {
-			ids[i] = "ep" + strconv.Itoa(i)
-			s.Observe(ids[i], Estimate{Uncached: 1700, Slowdown: 1}, 500*time.Millisecond)
+		for _, scoped := range []bool{false, true} {
+			s := NewCosts(DefaultCostModel())
+			ids := make([]string, endpoints)
+			for i := range ids {
+				ids[i] = "ep" + strconv.Itoa(i)
+				s.Observe(ids[i], Estimate{Uncached: 1700, Slowdown: 1}, 500*time.Millisecond)
+			}
+			if scoped {
+				s = s.Scoped(ids[:max(endpoints/2, 1)])
+			}
+			i := 0
+			if n := testing.AllocsPerRun(100, func() {
+				s.Observe(ids[i%len(ids)], Estimate{Uncached: 1700, Slowdown: 1}, 500*time.Millisecond)
+				i++
+			}); n != 0 {
+				t.Errorf("%d endpoints, scoped %v: %v allocations per observation, want 0", endpoints, scoped, n)
+			}
 		}
-		i := 0
-		if n := testing.AllocsPerRun(100, func() {
-			s.Observe(ids[i%len(ids)], Estimate{Uncached: 1700, Slowdown: 1}, 500*time.Millisecond)
-			i++
-		}); n != 0 {
-			t.Errorf("%d endpoints: %v allocations per observation, want 0", endpoints, n)
-		}
+	}
+}
+
+// A scoped view pools over its members alone (one rule's endpoints), from
+// what they learned before it was made, while every view learns into the
+// same per-endpoint state. The fleet: three engines answering at 0.6× the
+// prior per token ("a…"), three at 1.8× ("b…"), noiselessly; "fresh" never
+// answered and is priced at the pool it is compared in.
+func TestScopedPools(t *testing.T) {
+	fast, slow := []string{"a1", "a2", "a3"}, []string{"b1", "b2", "b3"}
+	for _, tc := range []struct {
+		name    string
+		members []string // nil: the unscoped Costs
+		want    float64  // fresh's per-token price over the prior
+	}{
+		{"unscoped pools every endpoint", nil, 1.2},
+		{"the slow engines' rule", append([]string{"fresh"}, slow...), 1.8},
+		{"the fast engines' rule", append([]string{"fresh"}, fast...), 0.6},
+		{"a rule with a departed pod's address gone", []string{"fresh", "a1", "a2", "b3"}, 0.6},
+		{"a rule of fresh endpoints only", []string{"fresh", "new"}, 1},
+		{"repeated IDs count once", []string{"fresh", "b1", "b1", "b1", "a1", "a2"}, 0.6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewCosts(DefaultCostModel())
+			prior := float64(s.Model().PerToken)
+			for range 40 {
+				for _, g := range []struct {
+					ids    []string
+					factor float64
+				}{{fast, 0.6}, {slow, 1.8}} {
+					for _, id := range g.ids {
+						s.Observe(id, Estimate{Uncached: 1700, Slowdown: 1}, DefaultCostOverhead+time.Duration(1700*prior*g.factor))
+					}
+				}
+			}
+			v := s
+			if tc.members != nil {
+				v = s.Scoped(tc.members)
+			}
+			if got := float64(v.ModelFor("fresh").PerToken) / prior; got < 0.95*tc.want || got > 1.05*tc.want {
+				t.Errorf("fresh priced at %.2f× the prior, want %.2f×", got, tc.want)
+			}
+			if own, _, n := v.Learned("b1"); n != 40 || float64(own)/prior < 1.7 {
+				t.Errorf("b1 learned %v after %d answers through the view, want its own 1.8× after 40", own, n)
+			}
+		})
 	}
 }
 
@@ -132,6 +184,31 @@ func TestPooledCostsFarSlower(t *testing.T) {
 			if want := fast + time.Duration(prior/4); slow < want {
 				own, _, k := s.Learned("slow")
 				t.Errorf("slow engine priced %v per token, fast %v: want at least %v (own %v after %d)", slow, fast, want, own, k)
+			}
+		})
+	}
+}
+
+// BenchmarkObserve is one learned answer (fold and repool) on a gateway
+// that has seen 300 endpoints (rollouts' old pods among them), through the
+// unscoped Costs (the median of all 300) and through a rule's view of 4.
+func BenchmarkObserve(b *testing.B) {
+	s := NewCosts(DefaultCostModel())
+	ids := make([]string, 300)
+	for i := range ids {
+		ids[i] = "ep" + strconv.Itoa(i)
+		s.Observe(ids[i], Estimate{Uncached: 1700, Slowdown: 1}, 500*time.Millisecond)
+	}
+	for _, bc := range []struct {
+		name string
+		s    *Costs
+	}{{"unscoped_300", s}, {"scoped_4_of_300", s.Scoped(ids[:4])}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				bc.s.Observe(ids[i%4], Estimate{Uncached: 1700, Slowdown: 1}, 500*time.Millisecond)
+				i++
 			}
 		})
 	}
