@@ -45,13 +45,15 @@ func TestRefusedPort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	closed := closedLn.Addr().(*net.TCPAddr).Port
-	closedLn.Close()
+	// Both held until both are chosen: a port closed at once can be the
+	// kernel's next choice (closed and closed2 came out equal once).
 	closed2Ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	closed := closedLn.Addr().(*net.TCPAddr).Port
 	closed2 := closed2Ln.Addr().(*net.TCPAddr).Port
+	closedLn.Close()
 	closed2Ln.Close()
 	listening := open.Addr().(*net.TCPAddr).Port
 
