@@ -163,36 +163,8 @@ func (c *Client) get(ctx context.Context, addr string, tc *TLS, now, waitUntil t
 	return pc, nil
 }
 
-// dialed is what a dial's goroutine hands back.
-type dialed struct {
-	pc  *conn
-	err error
-}
-
-// dial opens a new connection to addr (its slot already taken) on a
-// goroutine of its own and waits for it (open honours ctx).
-//
-// Why: the caller is a stream's goroutine, already ~4 KB deep here (h1's
-// hold step, the handler, Send, exchange), and net's dial path runs ~3.5
-// KB deeper (a TLS handshake more): deep enough that now and then (a
-// slow allocation at the bottom) the 8 KiB stack grows to 16 KiB, which
-// the stream then keeps while it is open (the GC shrinks only a stack
-// less than a quarter used) and whose old 8 KiB stays behind in the
-// runtime's stack pool. A goroutine that ends after the dial gives its
-// depth back at once; beside the dial's own syscalls and allocations,
-// one more goroutine and channel cost little.
+// dial opens a new connection to addr (its slot already taken).
 func (c *Client) dial(ctx context.Context, addr string, tc *TLS) (*conn, error) {
-	done := make(chan dialed, 1)
-	go func() {
-		pc, err := c.open(ctx, addr, tc)
-		done <- dialed{pc: pc, err: err}
-	}()
-	d := <-done
-	return d.pc, d.err
-}
-
-// open dials addr (and runs the TLS handshake when tc is set).
-func (c *Client) open(ctx context.Context, addr string, tc *TLS) (*conn, error) {
 	nc, err := c.dialer.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, &DialError{Endpoint: addr, Err: err}
