@@ -51,13 +51,14 @@ run: build
 # make test runs the suite under -race, then the datapath's socket packages
 # once more without it: race builds keep net.Conn's path (sockio's raw socket
 # calls are off under -race), so the raw paths the daemon runs — serving inside
-# the client's read wait, the SSE relay inside the engine's — are tested too.
+# the client's read wait, the SSE relay inside the engine's — are tested too,
+# and the framing differential against nginx runs on the path the daemon serves.
 test:
 	@.ci/ensure-packages test
 	$(GO) vet ./...
 	$(GO) test $(TEST_FLAGS) ./...
 	$(GO) test $(TEST_FLAGS) ./datapath -args -frontend=net/http
-	$(GO) test -count=1 -timeout 15m ./datapath ./datapath/h1 ./datapath/sockio ./datapath/upstream ./internal/rawsock ./enginestats
+	$(GO) test -count=1 -timeout 15m ./datapath ./datapath/h1 ./datapath/sockio ./datapath/upstream ./internal/rawsock ./enginestats ./test/framingdiff
 
 ## bench: Go benchmarks for the hot paths, then the proxy load comparison.
 bench:
