@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -286,15 +287,27 @@ func exchange(ctx context.Context, cc grpc.ClientConnInterface, r extprocclient.
 	if p.Status != 0 {
 		return lat, p.Status, x.Finish()
 	}
-	if p.Metadata != strings.Join(p.Endpoints, ",") {
+	if err := checkPick(p); err != nil {
 		x.Close()
-		return 0, 0, fmt.Errorf("header %v and metadata %q disagree", p.Endpoints, p.Metadata)
+		return 0, 0, err
 	}
 	if err := x.Respond(http.StatusOK, p.Endpoints[0], []byte("data: [DONE]\n\n")); err != nil {
 		x.Close()
 		return 0, 0, err
 	}
 	return lat, 0, x.Finish()
+}
+
+// checkPick is what both drivers check of a pick: a destination, and the
+// header and the metadata carrying the same one.
+func checkPick(p extprocclient.Pick) error {
+	if len(p.Endpoints) == 0 {
+		return errors.New("pick without a destination header")
+	}
+	if p.Metadata != strings.Join(p.Endpoints, ",") {
+		return fmt.Errorf("header %v and metadata %q disagree", p.Endpoints, p.Metadata)
+	}
+	return nil
 }
 
 // The drivers (-driver).
