@@ -30,9 +30,7 @@ func (failPicker) Served(Outcome) {}
 type hostile func(ctx context.Context, st extprocv3.ExternalProcessor_ProcessClient, cancel context.CancelFunc)
 
 func sendBody(st extprocv3.ExternalProcessor_ProcessClient, body []byte, eos bool) {
-	_ = st.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
-		RequestBody: &extprocv3.HttpBody{Body: body, EndOfStream: eos},
-	}})
+	_ = st.Send(reqBody(string(body), eos))
 }
 
 func sendHeaders(st extprocv3.ExternalProcessor_ProcessClient, size int) {
@@ -97,7 +95,7 @@ func TestBoundsReturnAfterHostileStreams(t *testing.T) {
 			sendHeaders(st, 2*len(chunk))
 			sendBody(st, chunk, false)
 			sendBody(st, chunk, false)
-			_ = st.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestTrailers{RequestTrailers: &extprocv3.HttpTrailers{}}})
+			_ = st.Send(reqTrailers())
 			_, _ = st.Recv()
 			cancel()
 		}},

@@ -142,9 +142,7 @@ func openRequest(ctx context.Context, t *testing.T, cc *grpc.ClientConn, size, c
 			// A refused stream may be ended by the EPP while the rest
 			// of its body is on the way: the send then fails, the
 			// answer is still the refusal.
-			if err := st.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
-				RequestBody: &extprocv3.HttpBody{Body: piece[:n], EndOfStream: sent+n == size},
-			}}); err != nil {
+			if err := st.Send(reqBody(string(piece[:n]), sent+n == size)); err != nil {
 				break
 			}
 		}
