@@ -34,8 +34,14 @@ func sendBody(st extprocv3.ExternalProcessor_ProcessClient, body []byte, eos boo
 }
 
 func sendHeaders(st extprocv3.ExternalProcessor_ProcessClient, size int) {
-	_ = st.Send(withConfig(reqHeaders(map[string]string{":path": "/v1/completions", "content-length": strconv.Itoa(size)}, false),
-		extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED, extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED))
+	_ = st.Send(headersDeclaring(size))
+}
+
+// headersDeclaring is a streamed request's headers declaring a body of
+// size bytes.
+func headersDeclaring(size int) *extprocv3.ProcessingRequest {
+	return withConfig(reqHeaders(map[string]string{":path": "/v1/completions", "content-length": strconv.Itoa(size)}, false),
+		extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED, extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED)
 }
 
 // Every way a stream can end before or after its pick gives back the body
@@ -170,8 +176,7 @@ func TestDeclaredLengthDoesNotStarveBudget(t *testing.T) {
 		e := make(chan struct{})
 		ended = append(ended, e)
 		go func() { _ = s.Process(f); close(e) }()
-		f.in <- withConfig(reqHeaders(map[string]string{":path": "/v1/completions", "content-length": strconv.Itoa(maxBody)}, false),
-			extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED, extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED)
+		f.in <- headersDeclaring(maxBody)
 		for _, b := range []string{"a", "b"} {
 			f.in <- &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{Body: []byte(b)[:1:1]}}} // as decoded: no spare capacity
 		}
