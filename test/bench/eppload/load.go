@@ -92,7 +92,7 @@ func runCmd(args []string) error {
 	fs.IntVar(&c.proxyWindow, "proxy-window", 256<<20, "receive window the driver announces per stream and connection, fixed as Envoy's (0: gRPC-Go's dynamic windows and their pings)")
 	fs.StringVar(&c.serveEnv, "serve-env", "", "started EPP: extra environment (space-separated, e.g. \"GOGC=200 GOMAXPROCS=1\")")
 	fs.BoolVar(&c.tail, "tail", false, "started EPP: relate the slow picks to the EPP's GC cycles (GODEBUG=gctrace=1), run-queue waits (schedstat) and Go scheduler latency")
-	fs.BoolVar(&c.waits, "waits", false, "with -concurrency 1: read the EPP's and the driver's threads' run-queue waits (schedstat) around every pick (costs the driver ~20 file reads a pick)")
+	fs.BoolVar(&c.waits, "waits", false, "with -concurrency 1: read the EPP's and the driver's threads' run-queue waits (schedstat) around every pick (costs the driver two file reads per thread of both processes a pick: ~190 with the started EPP, whose report prints the thread count)")
 	fs.StringVar(&c.driver, "driver", driverGRPC, "grpc: streams over grpc-go clients (extprocclient; -conns connections shared by the streams); lean: one goroutine per stream in flight speaking HTTP/2 frames on its own connection, as an event-driven proxy (-conns ignored)")
 	fs.BoolVar(&c.perf, "perf", false, "count the EPP's and the driver's context switches, futex calls, poller waits, reads and writes per pick over the window (perf stat; needs perf and the right to trace the EPP)")
 	fs.StringVar(&c.jsonOut, "json", "", "also write the report as JSON here")
