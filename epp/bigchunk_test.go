@@ -57,8 +57,7 @@ func oneBigChunk(ctx context.Context, cc *grpc.ClientConn, size, wantStatus int)
 		extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED, extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED)); err != nil {
 		return err
 	}
-	if err := st.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
-		RequestBody: &extprocv3.HttpBody{Body: body, EndOfStream: true}}}); err != nil {
+	if err := st.Send(reqBody(string(body), true)); err != nil {
 		return err
 	}
 	first, err := st.Recv()

@@ -30,14 +30,18 @@ func (failPicker) Served(Outcome) {}
 type hostile func(ctx context.Context, st extprocv3.ExternalProcessor_ProcessClient, cancel context.CancelFunc)
 
 func sendBody(st extprocv3.ExternalProcessor_ProcessClient, body []byte, eos bool) {
-	_ = st.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
-		RequestBody: &extprocv3.HttpBody{Body: body, EndOfStream: eos},
-	}})
+	_ = st.Send(reqBody(string(body), eos))
 }
 
 func sendHeaders(st extprocv3.ExternalProcessor_ProcessClient, size int) {
-	_ = st.Send(withConfig(reqHeaders(map[string]string{":path": "/v1/completions", "content-length": strconv.Itoa(size)}, false),
-		extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED, extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED))
+	_ = st.Send(headersDeclaring(size))
+}
+
+// headersDeclaring is a streamed request's headers declaring a body of
+// size bytes.
+func headersDeclaring(size int) *extprocv3.ProcessingRequest {
+	return withConfig(reqHeaders(map[string]string{":path": "/v1/completions", "content-length": strconv.Itoa(size)}, false),
+		extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED, extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED)
 }
 
 // Every way a stream can end before or after its pick gives back the body
@@ -97,7 +101,7 @@ func TestBoundsReturnAfterHostileStreams(t *testing.T) {
 			sendHeaders(st, 2*len(chunk))
 			sendBody(st, chunk, false)
 			sendBody(st, chunk, false)
-			_ = st.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestTrailers{RequestTrailers: &extprocv3.HttpTrailers{}}})
+			_ = st.Send(reqTrailers())
 			_, _ = st.Recv()
 			cancel()
 		}},
@@ -172,8 +176,7 @@ func TestDeclaredLengthDoesNotStarveBudget(t *testing.T) {
 		e := make(chan struct{})
 		ended = append(ended, e)
 		go func() { _ = s.Process(f); close(e) }()
-		f.in <- withConfig(reqHeaders(map[string]string{":path": "/v1/completions", "content-length": strconv.Itoa(maxBody)}, false),
-			extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED, extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED)
+		f.in <- headersDeclaring(maxBody)
 		for _, b := range []string{"a", "b"} {
 			f.in <- &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{Body: []byte(b)[:1:1]}}} // as decoded: no spare capacity
 		}

@@ -8,11 +8,9 @@ import (
 	"io"
 	"runtime"
 	"runtime/metrics"
-	"strconv"
 	"testing"
 	"time"
 
-	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -132,8 +130,7 @@ func openRequest(ctx context.Context, t *testing.T, cc *grpc.ClientConn, size, c
 	bs := &boundsStream{st: st, cancel: cancel, first: make(chan firstAnswer, 1)}
 	t.Cleanup(cancel)
 	if send {
-		if err := st.Send(withConfig(reqHeaders(map[string]string{":path": "/v1/completions", "content-length": strconv.Itoa(size)}, false),
-			extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED, extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED)); err != nil {
+		if err := st.Send(headersDeclaring(size)); err != nil {
 			t.Fatal(err)
 		}
 		piece := bytes.Repeat([]byte("0123456789abcdef"), chunk/16+1)[:chunk]
@@ -142,9 +139,7 @@ func openRequest(ctx context.Context, t *testing.T, cc *grpc.ClientConn, size, c
 			// A refused stream may be ended by the EPP while the rest
 			// of its body is on the way: the send then fails, the
 			// answer is still the refusal.
-			if err := st.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
-				RequestBody: &extprocv3.HttpBody{Body: piece[:n], EndOfStream: sent+n == size},
-			}}); err != nil {
+			if err := st.Send(reqBody(string(piece[:n]), sent+n == size)); err != nil {
 				break
 			}
 		}

@@ -71,9 +71,10 @@ func tooManyStreamsRefusal() *Refusal {
 // capacity is all reserved already) and returns the new buffer, its
 // contents copied, or nil when the budget refuses the growth. The
 // capacity grows by half (a body arriving in many chunks is copied
-// O(log n) times, and at most a third of what it reserves is slack),
-// never below want nor past limit; every byte of capacity is reserved
-// before it is allocated, so the budget counts what the heap holds.
+// O(log n) times, and growing by half leaves at most a third of what it
+// reserves as slack; a presize to want may leave more), never below want
+// nor past limit; every byte of capacity is reserved before it is
+// allocated, so the budget counts what the heap holds.
 func growBody(b *budget, buf []byte, n, want, limit int) []byte {
 	need := len(buf) + n
 	size := max(min(max(cap(buf)+cap(buf)/2, want), limit), need)

@@ -97,9 +97,11 @@ const (
 	DefaultBodyBudgetBytes = 512 << 20
 	// DefaultMaxStreams allows a gateway's in-flight requests (a stream
 	// stays open through its response) for a pool of tens of engines of a
-	// few hundred concurrent sequences each, while bounding what streams
-	// cost beyond their bodies (goroutines, gRPC's per-stream buffers and
-	// unread window) to a few hundred MB.
+	// few hundred concurrent sequences each, while bounding in number what
+	// streams cost beyond their bodies: a goroutine, gRPC's per-stream
+	// buffers and what gRPC has received and not handed over (up to a
+	// stream window, or the message being read; docs/epp.md, "Memory and
+	// stream bounds"). What that comes to in bytes has not been measured.
 	DefaultMaxStreams           = 4096
 	DefaultDestinationNamespace = "envoy.lb"
 	DefaultSubsetNamespace      = "envoy.lb.subset_hint"

@@ -134,10 +134,14 @@ func distinctExchange(ctx context.Context, cc *grpc.ClientConn, id string, reqCh
 		return fmt.Errorf("pick: %w", err)
 	}
 	want := "10.9.9.9:" + id
+	header := ""
 	for _, o := range pick.GetRequestHeaders().GetResponse().GetHeaderMutation().GetSetHeaders() {
-		if o.GetHeader().GetKey() == HeaderDestination && string(o.GetHeader().GetRawValue()) != want {
-			return fmt.Errorf("pick header %q, want %q", o.GetHeader().GetRawValue(), want)
+		if o.GetHeader().GetKey() == HeaderDestination {
+			header = string(o.GetHeader().GetRawValue())
 		}
+	}
+	if header != want {
+		return fmt.Errorf("pick header %q, want %q", header, want)
 	}
 	md := pick.GetDynamicMetadata().GetFields()[DefaultDestinationNamespace].GetStructValue().GetFields()[HeaderDestination].GetStringValue()
 	if md != want {

@@ -123,8 +123,30 @@ func (x *Exchange) Pick() (Pick, error) {
 	if err != nil {
 		return Pick{}, fmt.Errorf("receive pick: %w", err)
 	}
-	if ir := r.GetImmediateResponse(); ir != nil {
+	p, err := FirstAnswer(r)
+	if err != nil {
+		return Pick{}, err
+	}
+	if r.GetImmediateResponse() != nil {
 		x.closed = true
+		return p, nil
+	}
+	if err := x.readBody(&p); err != nil {
+		return Pick{}, err
+	}
+	if len(p.Endpoints) == 0 {
+		return Pick{}, errors.New("pick without a destination header")
+	}
+	return p, nil
+}
+
+// FirstAnswer reads the EPP's first answer to the request phase: the pick
+// (destination, metadata and the headers set; Body is left to the answers
+// that follow) or an immediate response. Exchange.Pick and a driver that
+// speaks the transport itself (test/bench/eppload's lean driver) read it
+// alike.
+func FirstAnswer(r *extprocv3.ProcessingResponse) (Pick, error) {
+	if ir := r.GetImmediateResponse(); ir != nil {
 		reason, _, _ := strings.Cut(string(ir.GetBody()), "\n")
 		return Pick{Status: int(ir.GetStatus().GetCode()), Reason: reason, Headers: setHeaders(ir.GetHeaders())}, nil
 	}
@@ -137,12 +159,6 @@ func (x *Exchange) Pick() (Pick, error) {
 		p.Endpoints = strings.Split(d, ",")
 	}
 	p.Metadata = r.GetDynamicMetadata().GetFields()[NamespaceDestination].GetStructValue().GetFields()[HeaderDestination].GetStringValue()
-	if err := x.readBody(&p); err != nil {
-		return Pick{}, err
-	}
-	if len(p.Endpoints) == 0 {
-		return Pick{}, errors.New("pick without a destination header")
-	}
 	return p, nil
 }
 

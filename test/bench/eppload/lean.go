@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -146,13 +145,16 @@ func (l *leanConn) exchange(r extprocclient.Request) (time.Duration, int, error)
 	if err != nil {
 		return 0, 0, fmt.Errorf("receive pick: %w", err)
 	}
-	if ir := first.GetImmediateResponse(); ir != nil {
-		return lat, int(ir.GetStatus().GetCode()), l.finish()
-	}
-	if err := checkPick(first); err != nil {
+	p, err := extprocclient.FirstAnswer(first)
+	if err != nil {
 		return 0, 0, err
 	}
-	served, _, _ := strings.Cut(pickedHeader(first), ",")
+	if first.GetImmediateResponse() != nil {
+		return lat, p.Status, l.finish()
+	}
+	if err := checkPick(p); err != nil {
+		return 0, 0, err
+	}
 	for pending := len(chunks) > 0; pending; {
 		a, err := l.recv()
 		if err != nil {
@@ -165,7 +167,7 @@ func (l *leanConn) exchange(r extprocclient.Request) (time.Duration, int, error)
 		pending = !sr.GetEndOfStream()
 	}
 	for _, m := range []*extprocv3.ProcessingRequest{
-		extprocclient.ResponseHeadersMessage(http.StatusOK, served, false),
+		extprocclient.ResponseHeadersMessage(http.StatusOK, p.Endpoints[0], false),
 		extprocclient.ResponseBodyMessage([]byte("data: [DONE]\n\n"), true),
 	} {
 		if err := l.send(m, true); err != nil {
@@ -392,34 +394,4 @@ func (l *leanConn) giveBack(n int64) error {
 	}
 	l.recvUsed = 0
 	return l.bw.Flush()
-}
-
-// checkPick checks the pick's header and metadata agree, as the grpc-go
-// driver does.
-func checkPick(r *extprocv3.ProcessingResponse) error {
-	if r.GetRequestHeaders() == nil {
-		return fmt.Errorf("first answer is %T, not the request headers", r.GetResponse())
-	}
-	dest := pickedHeader(r)
-	if dest == "" {
-		return errors.New("pick without a destination header")
-	}
-	md := r.GetDynamicMetadata().GetFields()[extprocclient.NamespaceDestination].GetStructValue().GetFields()[extprocclient.HeaderDestination].GetStringValue()
-	if md != dest {
-		return fmt.Errorf("header %q and metadata %q disagree", dest, md)
-	}
-	return nil
-}
-
-// pickedHeader is the destination header the pick sets.
-func pickedHeader(r *extprocv3.ProcessingResponse) string {
-	for _, h := range r.GetRequestHeaders().GetResponse().GetHeaderMutation().GetSetHeaders() {
-		if h.GetHeader().GetKey() == extprocclient.HeaderDestination {
-			if v := h.GetHeader().GetRawValue(); len(v) > 0 {
-				return string(v)
-			}
-			return h.GetHeader().GetValue()
-		}
-	}
-	return ""
 }

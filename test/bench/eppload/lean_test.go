@@ -114,3 +114,22 @@ func leanRequest(i, size int) extprocclient.Request {
 		":method", "POST", ":path", "/v1/completions", ":authority", "gw.example",
 		"content-length", strconv.Itoa(size), "x-request-id", fmt.Sprint(i))}
 }
+
+// Both drivers refuse a pick without a destination or whose header and
+// metadata name different endpoints.
+func TestCheckPick(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    extprocclient.Pick
+		ok   bool
+	}{
+		{"agree", extprocclient.Pick{Endpoints: []string{"10.0.0.1:8000", "10.0.0.2:8000"}, Metadata: "10.0.0.1:8000,10.0.0.2:8000"}, true},
+		{"no destination", extprocclient.Pick{}, false},
+		{"metadata names another", extprocclient.Pick{Endpoints: []string{"10.0.0.1:8000"}, Metadata: "10.0.0.2:8000"}, false},
+		{"metadata missing", extprocclient.Pick{Endpoints: []string{"10.0.0.1:8000"}}, false},
+	} {
+		if err := checkPick(tc.p); (err == nil) != tc.ok {
+			t.Errorf("%s: checkPick = %v, want ok %v", tc.name, err, tc.ok)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -91,7 +92,7 @@ func runCmd(args []string) error {
 	fs.IntVar(&c.proxyWindow, "proxy-window", 256<<20, "receive window the driver announces per stream and connection, fixed as Envoy's (0: gRPC-Go's dynamic windows and their pings)")
 	fs.StringVar(&c.serveEnv, "serve-env", "", "started EPP: extra environment (space-separated, e.g. \"GOGC=200 GOMAXPROCS=1\")")
 	fs.BoolVar(&c.tail, "tail", false, "started EPP: relate the slow picks to the EPP's GC cycles (GODEBUG=gctrace=1), run-queue waits (schedstat) and Go scheduler latency")
-	fs.BoolVar(&c.waits, "waits", false, "with -concurrency 1: read the EPP's and the driver's threads' run-queue waits (schedstat) around every pick (costs the driver ~20 file reads a pick)")
+	fs.BoolVar(&c.waits, "waits", false, "with -concurrency 1: read the EPP's and the driver's threads' run-queue waits (schedstat) around every pick (costs the driver two file reads per thread of both processes a pick: ~190 with the started EPP, whose report prints the thread count)")
 	fs.StringVar(&c.driver, "driver", driverGRPC, "grpc: streams over grpc-go clients (extprocclient; -conns connections shared by the streams); lean: one goroutine per stream in flight speaking HTTP/2 frames on its own connection, as an event-driven proxy (-conns ignored)")
 	fs.BoolVar(&c.perf, "perf", false, "count the EPP's and the driver's context switches, futex calls, poller waits, reads and writes per pick over the window (perf stat; needs perf and the right to trace the EPP)")
 	fs.StringVar(&c.jsonOut, "json", "", "also write the report as JSON here")
@@ -286,15 +287,27 @@ func exchange(ctx context.Context, cc grpc.ClientConnInterface, r extprocclient.
 	if p.Status != 0 {
 		return lat, p.Status, x.Finish()
 	}
-	if p.Metadata != strings.Join(p.Endpoints, ",") {
+	if err := checkPick(p); err != nil {
 		x.Close()
-		return 0, 0, fmt.Errorf("header %v and metadata %q disagree", p.Endpoints, p.Metadata)
+		return 0, 0, err
 	}
 	if err := x.Respond(http.StatusOK, p.Endpoints[0], []byte("data: [DONE]\n\n")); err != nil {
 		x.Close()
 		return 0, 0, err
 	}
 	return lat, 0, x.Finish()
+}
+
+// checkPick is what both drivers check of a pick: a destination, and the
+// header and the metadata carrying the same one.
+func checkPick(p extprocclient.Pick) error {
+	if len(p.Endpoints) == 0 {
+		return errors.New("pick without a destination header")
+	}
+	if p.Metadata != strings.Join(p.Endpoints, ",") {
+		return fmt.Errorf("header %v and metadata %q disagree", p.Endpoints, p.Metadata)
+	}
+	return nil
 }
 
 // The drivers (-driver).
