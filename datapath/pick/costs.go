@@ -73,10 +73,8 @@ type endpointCost struct {
 // NewCosts returns the shared cost state for model m (zero fields take the
 // defaults).
 func NewCosts(m CostModel) *Costs {
-	s := &Costs{m: m.withDefaults(), pool: &costPool{}, eps: &endpoints{eps: map[string]*endpointCost{}}}
-	s.pool.tok.Store(int64(s.m.PerToken))
-	s.pool.req.Store(int64(s.m.PerRequest))
-	return s
+	m = m.withDefaults()
+	return &Costs{m: m, pool: newCostPool(m, 0), eps: &endpoints{eps: map[string]*endpointCost{}}}
 }
 
 // Model is the prior model (defaults filled).
