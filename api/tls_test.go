@@ -3,7 +3,6 @@ package api_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/infergate/infergate/api"
 	"github.com/infergate/infergate/datapath"
+	"github.com/infergate/infergate/internal/testport"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/rules/store"
 	"github.com/infergate/infergate/tlsmat/tlstest"
@@ -53,16 +53,6 @@ func tlsHarness(t *testing.T) (*harness, *tlstest.CA, string) {
 	return &harness{srv: srv, ts: ts, store: rs, metrics: m}, ca, root
 }
 
-func freeLoopbackPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func tlsRuleBody(port int, host, extra string) []byte {
 	return []byte(fmt.Sprintf(`{"serviceArguments":{"externalIP":"127.0.0.1","port":%d,"protocol":"tcp","mode":4,"security":1,"host":%q%s},
 	  "endpoints":[{"endpointIP":"127.0.0.1","targetPort":9,"weight":1}]}`, port, host, extra))
@@ -93,7 +83,7 @@ func TestSNICertificatesAPI(t *testing.T) {
 	wantStatus(h.do(t, "GET", sni, nil), 200, `"hostname":"other.example.com"`, `"refCount":0`, `"notAfter"`)
 
 	// A rule naming a host takes a reference; the store refuses to drop it.
-	port := freeLoopbackPort(t)
+	port := testport.Free(t)
 	wantStatus(h.do(t, "POST", "/netlox/v1/config/loadbalancer", tlsRuleBody(port, "other.example.com", "")), 200)
 	wantStatus(h.do(t, "GET", sni, nil), 200, `"refCount":1`)
 	wantStatus(h.do(t, "DELETE", sni, []byte(`{"hostname":"other.example.com"}`)), 409)
@@ -106,7 +96,7 @@ func TestSNICertificatesAPI(t *testing.T) {
 
 func TestTLSRuleRefusedWithNothingLeftBehind(t *testing.T) {
 	h, _, _ := tlsHarness(t)
-	port := freeLoopbackPort(t)
+	port := testport.Free(t)
 	r := h.do(t, "POST", "/netlox/v1/config/loadbalancer", tlsRuleBody(port, "nope.example.com", ""))
 	if r.status != 400 || !strings.Contains(string(r.body), `"field":"serviceArguments.host"`) ||
 		!strings.Contains(string(r.body), "nope.example.com/server.crt") {
@@ -133,7 +123,7 @@ func TestGETNeverShowsKeyMaterial(t *testing.T) {
 	leaf := ca.Issue(t, tlstest.LeafOptions{CommonName: "gw", Client: true})
 	q := func(s []byte) string { return strings.ReplaceAll(strings.TrimSpace(string(s)), "\n", `\n`) }
 	extra := fmt.Sprintf(`,"mtls_backend":{"client_cert_data":"%s","client_key_data":"%s"}`, q(leaf.CertPEM), q(leaf.KeyPEM))
-	body := strings.Replace(string(tlsRuleBody(freeLoopbackPort(t), "api.example.com", extra)), `"security":1`, `"security":2`, 1)
+	body := strings.Replace(string(tlsRuleBody(testport.Free(t), "api.example.com", extra)), `"security":1`, `"security":2`, 1)
 	if r := h.do(t, "POST", "/netlox/v1/config/loadbalancer", []byte(body)); r.status != 200 {
 		t.Fatalf("%d %s", r.status, r.body)
 	}

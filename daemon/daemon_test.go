@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/infergate/infergate/internal/testport"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infergate/infergate/internal/testport"
 	"github.com/infergate/infergate/rules"
 	"github.com/sirupsen/logrus"
 )

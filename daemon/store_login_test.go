@@ -1,13 +1,13 @@
 package daemon
 
 import (
-	"github.com/infergate/infergate/internal/testport"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/infergate/infergate/internal/testport"
 	"github.com/infergate/infergate/rules/store/etcdstore/etcdtest"
 )
 

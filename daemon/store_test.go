@@ -2,13 +2,13 @@ package daemon
 
 import (
 	"context"
-	"github.com/infergate/infergate/internal/testport"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/infergate/infergate/internal/testport"
 	"github.com/infergate/infergate/rules/store/etcdstore"
 	"github.com/infergate/infergate/rules/store/etcdstore/etcdtest"
 )

@@ -468,7 +468,8 @@ const eppHeaderNamesMax = 256
 // eppHeaderNames remembers the canonical form of the header names the proxy
 // sends, so rebuilding a request's header does not allocate a string for
 // every name net/textproto does not intern itself (x-request-id, the
-// x-gateway-* hints, Envoy's x-envoy-*): two to eight allocations a pick.
+// x-gateway-* hints, Envoy's x-envoy-*): one allocation a pick for each
+// such name (BenchmarkEPPHTTPRequest, eppload's headers: 9 → 7).
 // Copy-on-write, so a pick reads it with one atomic load and a map lookup.
 type eppHeaderNames struct {
 	m  atomic.Pointer[map[string]string]

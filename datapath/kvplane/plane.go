@@ -215,8 +215,9 @@ func New(opts Options, m *metrics.KV, log logrus.FieldLogger) *Plane {
 // Costs is the gateway's cost state (pick.Costs: priors, per-endpoint
 // prefill backlog and learned costs) that every rule's view shares; nil
 // when the legacy in-flight guards are selected (Options.LegacyLoadGuard)
-// or p is nil. Its own pool spans every endpoint ever routed to: price
-// with CostsFor.
+// or p is nil. Price with CostsFor: this Costs's own pool would span every
+// endpoint ever routed to, and as nothing observes through it, it stays at
+// the priors.
 func (p *Plane) Costs() *pick.Costs {
 	if p == nil {
 		return nil

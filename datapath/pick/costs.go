@@ -25,9 +25,10 @@ import (
 //     engine schedules prefills; it is learned per endpoint (backlog.go).
 //   - The engine's actual speed. PerToken and PerRequest start at the
 //     priors and follow observed times to first token (Observe), per
-//     endpoint and pooled over the fleet, as exponentially weighted
-//     averages: a slower GPU, a longer model or a busier host is priced as
-//     it behaves, and identical engines are priced alike (pooled.go).
+//     endpoint and pooled over the endpoints a rule compares, as
+//     exponentially weighted averages: a slower GPU, a longer model or a
+//     busier host is priced as it behaves, and identical engines are
+//     priced alike (pooled.go).
 //
 // A Costs is safe for concurrent use; the per-endpoint state is created on
 // first use and lives as long as the Costs (one per gateway process): a
@@ -72,10 +73,8 @@ type endpointCost struct {
 // NewCosts returns the shared cost state for model m (zero fields take the
 // defaults).
 func NewCosts(m CostModel) *Costs {
-	s := &Costs{m: m.withDefaults(), pool: &costPool{}, eps: &endpoints{eps: map[string]*endpointCost{}}}
-	s.pool.tok.Store(int64(s.m.PerToken))
-	s.pool.req.Store(int64(s.m.PerRequest))
-	return s
+	m = m.withDefaults()
+	return &Costs{m: m, pool: newCostPool(m, 0), eps: &endpoints{eps: map[string]*endpointCost{}}}
 }
 
 // Model is the prior model (defaults filled).
@@ -102,8 +101,8 @@ func (s *Costs) endpoint(id string) *endpointCost {
 }
 
 // ModelFor is the model as it applies to endpoint id now: the priors with
-// the per-token and per-request costs learned for it (pooledCost: the
-// fleet's, plus what the endpoint's own samples show beyond their noise).
+// the per-token and per-request costs learned for it (pooledCost: s's
+// pool, plus what the endpoint's own samples show beyond their noise).
 func (s *Costs) ModelFor(id string) CostModel { return s.modelOf(s.endpoint(id)) }
 
 // modelOf is ModelFor over an endpoint already looked up.
@@ -221,8 +220,9 @@ func (s *Costs) release(id string, end, now int64) {
 // and the queue term in proportion to what each predicted, and each
 // learned cost moves the model's LearnRate of the way to the value its
 // share implies (an EWMA of per-token and per-request samples), bounded
-// within LearnBound of the prior; the fleet's pooled costs learn from the
-// same sample (pooled.go). Non-positive observations are ignored.
+// within LearnBound of the prior; then s's pool is recomputed (pooled.go:
+// only s's, so another view holding the endpoint takes the sample in at
+// its own next observation). Non-positive observations are ignored.
 func (s *Costs) Observe(id string, est Estimate, ttft time.Duration) {
 	rate := s.m.LearnRate
 	// !(rate > 0), not rate <= 0: a NaN rate (--kv-cost-learn-rate=NaN

@@ -117,7 +117,7 @@ type costPool struct {
 // An endpoint in two rules learns once; the other rule's pool takes it in
 // at its own next observation.
 func (s *Costs) Scoped(ids []string) *Costs {
-	v := &Costs{m: s.m, pool: &costPool{}, eps: s.eps, members: make([]*endpointCost, 0, len(ids))}
+	v := &Costs{m: s.m, eps: s.eps, members: make([]*endpointCost, 0, len(ids))}
 	seen := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		if !seen[id] {
@@ -125,11 +125,18 @@ func (s *Costs) Scoped(ids []string) *Costs {
 			v.members = append(v.members, s.endpoint(id))
 		}
 	}
-	v.pool.tokBuf, v.pool.reqBuf = make([]int64, 0, len(v.members)), make([]int64, 0, len(v.members))
-	v.pool.tok.Store(int64(s.m.PerToken))
-	v.pool.req.Store(int64(s.m.PerRequest))
+	v.pool = newCostPool(s.m, len(v.members))
 	v.repool()
 	return v
+}
+
+// newCostPool is a pool at m's priors (until a member has learned), with
+// scratch for n members.
+func newCostPool(m CostModel, n int) *costPool {
+	p := &costPool{tokBuf: make([]int64, 0, n), reqBuf: make([]int64, 0, n)}
+	p.tok.Store(int64(m.PerToken))
+	p.req.Store(int64(m.PerRequest))
+	return p
 }
 
 // median is the median of v (not empty; v is reordered).

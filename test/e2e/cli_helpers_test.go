@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/infergate/infergate/internal/testport"
 )
 
 // Bounds of the CLI end-to-end helpers. Every wait is bounded so a broken
@@ -87,9 +88,6 @@ type cliDaemon struct {
 	hc     *http.Client // readiness client (HTTPS daemons); nil: plain
 }
 
-// cliFreePort returns a loopback port that was free a moment ago. The
-// daemon binds it by address; a lost race shows up as an early exit and
-// cliStartDaemon retries with another port.
 // eventually polls cond until it holds, failing t after within.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -102,14 +100,13 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 	}
 }
 
+// cliFreePort returns a port that was free a moment ago, outside the
+// kernel's ephemeral range (testport.Free). The daemon binds it by
+// address; a lost race shows up as an early exit and cliStartDaemon
+// retries with another port.
 func cliFreePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return testport.Free(t)
 }
 
 // cliStartDaemon starts `infergate serve` on a free loopback port with
