@@ -52,9 +52,9 @@ type conn struct {
 	ctx    *connCtx      // every request's context: ended when the client goes
 	proto  *http.Request // a zero request with ctx: each request starts as a copy
 
-	br   *bufio.Reader
-	bw   *bufio.Writer
-	head []byte
+	br *bufio.Reader
+	bw *bufio.Writer
+	hs headScan // the request head being read
 
 	state     atomic.Int32
 	busySince atomic.Int64 // UnixNano when the running request started; 0 between requests
