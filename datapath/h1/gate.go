@@ -70,7 +70,8 @@ type gateConn struct {
 	state int
 	n     int64 // bytes left in a Content-Length body or a chunk
 
-	hs headScan // the head read so far (kept across a read deadline)
+	hs   headScan   // the head read so far (kept across a read deadline)
+	vals [16]string // backs the checked head's values (a local escapes: one allocation per head)
 
 	out    []byte // checked bytes the reader has yet to take
 	outOff int
@@ -214,8 +215,7 @@ func (g *gateConn) readHead(timed bool) error {
 		return g.headErr(err)
 	}
 	r := http.Request{URL: &url.URL{}}
-	var vals [16]string
-	p, err := parseRequest(string(g.hs.head), &r, vals[:])
+	p, err := parseRequest(string(g.hs.head), &r, g.vals[:])
 	if err != nil {
 		return g.refuse()
 	}
