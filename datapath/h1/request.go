@@ -293,7 +293,8 @@ func parseRequest(head string, r *http.Request, vals []string) (parsed, error) {
 
 	// Room for the two fields the gateway adds (X-Forwarded-For and
 	// X-Request-Id): a map sized for the client's fields alone grows when
-	// they go in, 2–3 allocations at 7–14 fields.
+	// they go in, one allocation more at 7–8 fields and two at 13–14
+	// (testing.AllocsPerRun, Go 1.26; none at 9–12).
 	h := make(http.Header, len(fields)+2)
 	if len(fields) > len(vals) {
 		vals = make([]string, len(fields))
