@@ -52,9 +52,9 @@ type conn struct {
 	ctx    *connCtx      // every request's context: ended when the client goes
 	proto  *http.Request // a zero request with ctx: each request starts as a copy
 
-	br   *bufio.Reader
-	bw   *bufio.Writer
-	head []byte
+	br *bufio.Reader
+	bw *bufio.Writer
+	hs headScan // the request head being read
 
 	state     atomic.Int32
 	busySince atomic.Int64 // UnixNano when the running request started; 0 between requests
@@ -300,8 +300,10 @@ func (c *conn) finishRequest(rs *reqState) bool {
 }
 
 // maxSpareFields bounds the header maps kept for the next response: a map
-// that held more has grown past the runtime's small-map slots, and
-// emptying it for every later request would cost more than a new one.
+// that held more has grown past the runtime's small-map slots, and is let
+// go rather than held by the connection while it idles. (Not for speed:
+// emptying a kept map that had held 200 fields still took under half the
+// time of a new map given three, Go 1.26 microbenchmark.)
 const maxSpareFields = 8
 
 // keepHeader keeps h, a finished response's header map, for the next

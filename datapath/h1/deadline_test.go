@@ -25,10 +25,6 @@ import (
 // failure says how long the wait really was.
 func TestLazyReadDeadlines(t *testing.T) {
 	const readTimeout, idle = 100 * time.Millisecond, 2 * time.Second
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := &Server{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: readTimeout, IdleTimeout: idle,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/lift" {
@@ -37,11 +33,7 @@ func TestLazyReadDeadlines(t *testing.T) {
 			b, _ := io.ReadAll(r.Body)
 			_, _ = w.Write(b)
 		})}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = s.Serve(l) }()
-	t.Cleanup(func() { _ = s.Close(); <-done })
-
-	nc, err := net.Dial("tcp", l.Addr().String())
+	nc, err := net.Dial("tcp", serveOn(t, s))
 	if err != nil {
 		t.Fatal(err)
 	}

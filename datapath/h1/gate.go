@@ -70,9 +70,8 @@ type gateConn struct {
 	state int
 	n     int64 // bytes left in a Content-Length body or a chunk
 
-	head      []byte // the head read so far (kept across a read deadline)
-	lineStart int
-	leading   int // empty lines before the request line
+	hs   headScan   // the head read so far (kept across a read deadline)
+	vals [16]string // backs the checked head's values (a local escapes: one allocation per head)
 
 	out    []byte // checked bytes the reader has yet to take
 	outOff int
@@ -192,14 +191,14 @@ func (g *gateConn) Read(p []byte) (int, error) {
 	}
 }
 
-// readHead reads one request head, as readHead does for the lean server,
-// and queues it for the reader once parseRequest accepts it. A read
+// readHead reads one request head with the lean server's headScan and
+// queues it for the reader once parseRequest accepts it. A read
 // deadline (net/http aborts its background read with one) leaves the
 // partial head for the next call. timed starts the head clock, at the
 // head's first byte, if it is not running.
 func (g *gateConn) readHead(timed bool) error {
 	if timed && g.hdrTimeout > 0 && g.headEnd.IsZero() {
-		if len(g.head) == 0 && g.leading == 0 {
+		if len(g.hs.head) == 0 && g.hs.leading == 0 {
 			if _, err := g.br.Peek(1); err != nil {
 				return g.headErr(err)
 			}
@@ -208,56 +207,31 @@ func (g *gateConn) readHead(timed bool) error {
 			return fmt.Errorf("h1: gate: head deadline: %w", err)
 		}
 	}
-	for {
-		frag, err := g.br.ReadSlice('\n')
-		if len(g.head)+len(frag) > DefaultMaxHeaderByte {
-			return g.refuse()
-		}
-		g.head = append(g.head, frag...)
-		if errors.Is(err, bufio.ErrBufferFull) {
-			if len(g.head)-g.lineStart > MaxLine {
-				return g.refuse()
-			}
-			continue
-		}
-		if err != nil {
-			return g.headErr(err)
-		}
-		line := g.head[g.lineStart:]
-		if len(line)-2 > MaxLine || len(line) < 2 || line[len(line)-2] != '\r' {
-			return g.refuse()
-		}
-		if len(line) > 2 {
-			g.lineStart = len(g.head)
-			continue
-		}
-		if g.lineStart == 0 {
-			if g.leading++; g.leading > maxLeadingCRLF {
-				return g.refuse()
-			}
-			g.head = g.head[:0]
-			continue
-		}
-		r := http.Request{URL: &url.URL{}}
-		var vals [16]string
-		p, err := parseRequest(string(g.head), &r, vals[:])
-		if err != nil {
-			return g.refuse()
-		}
-		g.out = append(g.out, g.head...)
-		g.head, g.lineStart, g.leading = g.head[:0], 0, 0
-		if err := g.stopHeadClock(); err != nil {
-			return err
-		}
-		switch {
-		case p.chunked:
-			g.state = gateChunkSize
-		case r.ContentLength > 0:
-			g.state, g.n = gateLength, r.ContentLength
-			g.takeBuffered()
-		}
-		return nil
+	err := g.hs.scan(g.br, DefaultMaxHeaderByte)
+	if isRefusal(err) {
+		return g.refuse()
 	}
+	if err != nil {
+		return g.headErr(err)
+	}
+	r := http.Request{URL: &url.URL{}}
+	p, err := parseRequest(string(g.hs.head), &r, g.vals[:])
+	if err != nil {
+		return g.refuse()
+	}
+	g.out = append(g.out, g.hs.head...)
+	g.hs.reset()
+	if err := g.stopHeadClock(); err != nil {
+		return err
+	}
+	switch {
+	case p.chunked:
+		g.state = gateChunkSize
+	case r.ContentLength > 0:
+		g.state, g.n = gateLength, r.ContentLength
+		g.takeBuffered()
+	}
+	return nil
 }
 
 // headErr handles a read error inside a head. The reader's own deadline
@@ -290,7 +264,7 @@ func (g *gateConn) stopHeadClock() error {
 // refuse hands the reader a request it refuses, then the end of input.
 func (g *gateConn) refuse() error {
 	g.out = append(g.out[:0], gateRefused...)
-	g.head = g.head[:0]
+	g.hs.reset()
 	g.err = io.EOF
 	return g.stopHeadClock()
 }

@@ -44,8 +44,9 @@ func gatedNetHTTPTimeout(t *testing.T, hdr time.Duration, handle func(w http.Res
 			handle(w, r)
 		}
 	}), ReadHeaderTimeout: hdr}
-	go func() { _ = srv.Serve(GateListener(l, hdr)) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(GateListener(l, hdr)) }()
+	t.Cleanup(func() { _ = srv.Close(); <-done })
 	return l.Addr().String(), func() []string {
 		mu.Lock()
 		defer mu.Unlock()

@@ -33,10 +33,6 @@ func TestHalfCloseAfterRequests(t *testing.T) {
 				_, _ = io.WriteString(w, r.URL.Path)
 			})
 			sent := make(chan struct{})
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
 			s := &Server{Handler: h, ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute,
 				ConnState: func(_ net.Conn, st http.ConnState) {
 					if st == http.StateNew {
@@ -50,10 +46,7 @@ func TestHalfCloseAfterRequests(t *testing.T) {
 						time.Sleep(50 * time.Millisecond)
 					}
 				}}
-			done := make(chan struct{})
-			go func() { defer close(done); _ = s.Serve(l) }()
-			t.Cleanup(func() { _ = s.Close(); <-done })
-			nc, err := net.Dial("tcp", l.Addr().String())
+			nc, err := net.Dial("tcp", serveOn(t, s))
 			if err != nil {
 				t.Fatal(err)
 			}

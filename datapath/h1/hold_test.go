@@ -67,15 +67,8 @@ func TestRequestsAroundTheWait(t *testing.T) {
 				b, _ := io.ReadAll(r.Body)
 				_, _ = io.WriteString(w, r.URL.Path+":"+string(b))
 			})
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
 			s := &Server{Handler: h, ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute}
-			done := make(chan struct{})
-			go func() { defer close(done); _ = s.Serve(l) }()
-			t.Cleanup(func() { _ = s.Close(); <-done })
-			nc, err := net.Dial("tcp", l.Addr().String())
+			nc, err := net.Dial("tcp", serveOn(t, s))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,15 +15,22 @@ import (
 // startServer serves h on a loopback port until the test ends.
 func startServer(t *testing.T, h http.Handler) (*Server, string) {
 	t.Helper()
+	s := &Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second}
+	return s, serveOn(t, s)
+}
+
+// serveOn serves s on a loopback port, closed when the test ends, and
+// returns its address.
+func serveOn(t *testing.T, s *Server) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = s.Serve(l) }()
 	t.Cleanup(func() { _ = s.Close(); <-done })
-	return s, l.Addr().String()
+	return l.Addr().String()
 }
 
 func TestServerResponses(t *testing.T) {

@@ -19,35 +19,20 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/datapath"
+	"github.com/infergate/infergate/internal/testport"
 	"github.com/infergate/infergate/internal/testtool"
 	"github.com/infergate/infergate/spec"
 )
 
-// The test's loopback addresses and port range (one block, so it never
-// meets another package's listeners).
+// The test's loopback addresses (one block, so it never meets another
+// package's listeners).
 const (
 	ipNginx    = "127.0.6.2"
 	ipLean     = "127.0.6.3"
 	ipNetHTTP  = "127.0.6.4"
 	ipEngines  = "127.0.6.10"
-	portFirst  = 36000
-	portLast   = 36999
 	nginxStart = 10 * time.Second
 )
-
-// freePort returns a port of the block that nothing listens on at ip now.
-func freePort(t *testing.T, ip string) int {
-	t.Helper()
-	for p := portFirst; p <= portLast; p++ {
-		ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(p)))
-		if err == nil {
-			_ = ln.Close()
-			return p
-		}
-	}
-	t.Fatalf("no free port in %d–%d on %s", portFirst, portLast, ip)
-	return 0
-}
 
 // nginxPath finds the nginx binary (Debian puts it in /usr/sbin, which a
 // user's PATH may lack).
@@ -70,7 +55,7 @@ func startNginx(t *testing.T, engine string) string {
 	t.Helper()
 	bin := nginxPath(t)
 	dir := t.TempDir()
-	port := freePort(t, ipNginx)
+	port := testport.Free(t)
 	user := ""
 	if os.Geteuid() == 0 {
 		user = "user root;" // workers read the temp directory this test owns
@@ -160,7 +145,7 @@ func startInfergate(t *testing.T, frontEnd, ip, engine string) string {
 			t.Errorf("close %s runtime: %v", frontEnd, err)
 		}
 	})
-	port := freePort(t, ip)
+	port := testport.Free(t)
 	ap := netip.MustParseAddrPort(engine)
 	r := &spec.Rule{
 		Key:         spec.Key{VIP: netip.MustParseAddr(ip), Port: uint16(port), Protocol: "tcp"},
