@@ -62,10 +62,9 @@ type exchange struct {
 	// exchange is allocated anyway, so they cost no allocation of their own.
 	ids [2]string
 	xff [1]string
-	// The streamed client body (clientStream) and the relay's stream bound
-	// live here for the same reason: each was an allocation of its own.
+	// The streamed client body (clientStream) lives here for the same
+	// reason: it was an allocation of its own.
 	streamed streamedBody
-	bound    streambound.Bound
 }
 
 // ServeHTTP is the entry of every data request on the listener: request id,
@@ -564,8 +563,7 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 	ub, _ := resp.Body.(upstream.BoundedBody)
 	// The Sender's header keys are canonical: no Header.Get.
 	sse := strings.HasPrefix(canonicalGet(resp.Header, headerContentType), contentTypeSSE)
-	bound := &x.bound
-	*bound = streambound.Bound{Idle: quiet.bodyStall} // End zero: no cap
+	bound := streambound.Bound{Idle: quiet.bodyStall} // End zero: no cap
 	if sse {
 		bound.Idle = quiet.streamIdle
 		capD := c.rule.MaxStreamDuration
@@ -623,11 +621,11 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 	handled := false
 	if st, ok := resp.Body.(upstream.Streamer); ok && sse {
 		// The bound travels in the stream by value (its lines are the
-		// stream's) and comes back into the exchange.
-		s := &sseStream{x: x, w: x.w, placed: x.placed, fl: fl, ub: ub, bound: *bound}
+		// stream's) and comes back; a value, it stays on relay's stack.
+		s := &sseStream{x: x, w: x.w, placed: x.placed, fl: fl, ub: ub, bound: bound}
 		s.rb.pool = &rt.bufs
 		handled, rerr = st.Stream(s)
-		*bound = s.bound
+		bound = s.bound
 		relayed, gone = s.relayed, s.werr != nil
 	}
 	if !handled {

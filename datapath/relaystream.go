@@ -36,8 +36,8 @@ func (s *sseStream) Buffer() []byte { return s.rb.get() }
 func (s *sseStream) Idle()          { s.rb.release() }
 
 // Emit writes p to the client and moves the engine's idle bound, and the
-// client write's, past it (when they would end sooner than the idle bound
-// from now: streambound's slack).
+// client write's, past it (when the ones in force end more than Idle/64
+// before the idle bound from now: streambound's slack).
 func (s *sseStream) Emit(p []byte) error {
 	now := time.Now()
 	if s.placed != nil {

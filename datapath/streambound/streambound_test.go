@@ -46,7 +46,8 @@ func TestNext(t *testing.T) {
 }
 
 // TestNextSlack: the deadlines move only when the one in force would end
-// sooner than the idle bound from now, and never again once at the cap.
+// more than Idle/slackDiv before the idle bound from now, and never again
+// once at the cap.
 func TestNextSlack(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	slack := time.Second / slackDiv
