@@ -90,8 +90,13 @@ func TestResetBeforeWriteSentAgain(t *testing.T) {
 		}
 	}
 	u.mu.Unlock()
-	if time.Since(first) >= peekAfter {
+	now := time.Now()
+	trusted := pooledTrusted(u, now)
+	if now.Sub(first) >= peekAfter {
 		t.Skip("the box was too slow to reach the request within peekAfter: the peek path ran")
+	}
+	if !trusted {
+		t.Fatal("the pooled connection would be peeked before reuse: the resend under test would not run")
 	}
 	if got := send(2); got != "ok2" {
 		t.Fatalf("second answer %q, want ok2", got)

@@ -92,6 +92,21 @@ func pooledPeerGone(u *Client) bool {
 	return false
 }
 
+// pooledTrusted reports whether the one pooled connection would be
+// reused at now without a peek (alive, for a request that can be sent
+// again). Where it would not be, alive has peeked at it.
+func pooledTrusted(u *Client, now time.Time) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, ep := range u.eps {
+		for _, pc := range ep.idle {
+			_, trusted := pc.alive(now, true)
+			return trusted
+		}
+	}
+	return false
+}
+
 // TestPooledConnCheckedBeforeReuse: a pooled connection the engine closed
 // (right after its answer without saying so, or while idle) or sent bytes
 // on after its answer is not reused: the next request gets its own answer
