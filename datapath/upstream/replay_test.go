@@ -65,9 +65,20 @@ func TestReadRequestNotSentAgain(t *testing.T) {
 // write takes no byte of it: nothing reached the engine, and the request
 // goes out again on another connection. (The watcher is taken off the
 // connection once it has seen the reset, to stand for the moment before
-// it reports.)
+// it reports. The engine resets only once the connection is pooled: one
+// reset as the answer goes out can be seen at put, which drops the
+// connection, and no request would go out on it.)
 func TestResetBeforeWriteSentAgain(t *testing.T) {
+	pooled := make(chan struct{})
+	t.Cleanup(func() { // the engine's goroutine, when the test failed before
+		select {
+		case <-pooled:
+		default:
+			close(pooled)
+		}
+	})
 	e := startAfterEngine(t, func(nc net.Conn) bool {
+		<-pooled
 		_ = nc.(*net.TCPConn).SetLinger(0)
 		return false
 	})
@@ -81,8 +92,12 @@ func TestResetBeforeWriteSentAgain(t *testing.T) {
 	if got := send(1); got != "ok1" {
 		t.Fatalf("first answer %q", got)
 	}
+	close(pooled) // sendText has closed the body: the connection is pooled
 	<-e.done
-	waitUntil(t, "the watcher to see the reset", func() bool { return pooledPeerGone(u) })
+	waitUntil(t, "the watcher to see the reset", func() bool {
+		seen, _ := pooledPeerGone(u)
+		return seen
+	})
 	u.mu.Lock()
 	for _, ep := range u.eps {
 		for _, pc := range ep.idle {
