@@ -11,11 +11,11 @@ import (
 	"time"
 )
 
-// Hold's hang-up watch states.
+// A Conn's hang-up watch states (hupWatch).
 const (
 	hupNone    uint8 = iota // not registered yet
 	hupWatched              // in the watcher's set
-	hupFailed               // none, or it could not take the socket
+	hupFailed               // none, or it could not take the socket, or stopped
 )
 
 // How a read in Hold's step showed the socket empty.
@@ -51,16 +51,12 @@ type Conn struct {
 	holdFD       uintptr               // the socket, while a step runs
 	holding      bool                  // a step runs: Read reads in place, never waits
 	drained      bool                  // a read in this step left the socket empty
-	// Hold's hang-up watch (WatchHangUp): a FIN queued with the last bytes
-	// read is reported by their readiness alone, so a short read proves
-	// the socket empty only while the watcher would report a FIN.
-	hupW     *HupWatcher
-	hupID    uint64
-	hupState uint8 // hupNone, hupWatched, hupFailed
-	hupSeen  atomic.Bool
-	// peer is the connection's hang-up watch for its whole life
-	// (WatchPeer: pooled engine connections).
-	peer peerWatch
+	// hup is the connection's place in a hang-up watcher's set, for one
+	// use or the other: Hold's (WatchHangUp: a FIN queued with the last
+	// bytes read is reported by their readiness alone, so a short read
+	// proves the socket empty only while the watcher would report a FIN),
+	// or a pooled engine connection's for its whole life (WatchPeer).
+	hup hupWatch
 	// drainedBy: how the last read in the step showed the socket empty.
 	drainedBy  uint8 // drainShort, drainEAGAIN
 	peekBuf    [1]byte
@@ -339,15 +335,14 @@ func (c *Conn) Drained() bool {
 	if c.drainedBy == drainEAGAIN {
 		return true
 	}
-	c.watchHold(c.holdFD)
-	return c.hupState == hupWatched && !c.hupSeen.Load()
+	return c.hup.joinHold(c.holdFD)
 }
 
 // WatchHangUp lets Hold learn from w of a peer's FIN that came with the
 // last bytes read (its socket joins w's set at the first wait); without
 // it, Hold's step reads on to EAGAIN after a short read. The owner calls
 // StopWatchingHangUp before closing c.
-func (c *Conn) WatchHangUp(w *HupWatcher) { c.hupW = w }
+func (c *Conn) WatchHangUp(w *HupWatcher) { c.hup.w, c.hup.wake = w, c.nc }
 
 // readInStep is Read within Hold's step: read(2) once, never a wait.
 func (c *Conn) readInStep(p []byte) (int, error) {
