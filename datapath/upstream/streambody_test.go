@@ -98,3 +98,39 @@ func TestStreamedBodyAnswered(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamedBodyHeaderWaitFromItsEnd: HeaderWait bounds the engine's
+// silence from the streamed body's end, not from Send: a client whose body
+// takes longer than HeaderWait still gets the engine's prompt answer.
+func TestStreamedBodyHeaderWaitFromItsEnd(t *testing.T) {
+	const headerWait = time.Second
+	ln := serveEach(t, func(nc net.Conn) {
+		defer nc.Close()
+		_ = nc.SetDeadline(time.Now().Add(20 * time.Second))
+		req, err := http.ReadRequest(bufio.NewReader(nc))
+		if err != nil {
+			return
+		}
+		_, _ = io.Copy(io.Discard, req.Body)
+		_, _ = io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	})
+	pr, pw := io.Pipe()
+	go func() {
+		_, _ = io.WriteString(pw, `{"prompt":`)
+		time.Sleep(headerWait * 3 / 2) // the client is slow: past HeaderWait from Send
+		_, _ = io.WriteString(pw, `"hi"}`)
+		_ = pw.Close()
+	}()
+	u := New(time.Second, 4, nil)
+	t.Cleanup(u.CloseIdle)
+	resp, err := u.Send(t.Context(), Leg{Endpoint: endpoint(ln.Addr().String()), Path: "/v1/completions",
+		Stream: &BodyStream{R: pr, N: -1, Idle: 10 * time.Second}, HeaderWait: headerWait})
+	if err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || string(b) != "ok" {
+		t.Fatalf("answer %q, %v; want \"ok\"", b, err)
+	}
+}
