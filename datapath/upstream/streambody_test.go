@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -132,5 +133,60 @@ func TestStreamedBodyHeaderWaitFromItsEnd(t *testing.T) {
 	resp.Body.Close()
 	if err != nil || string(b) != "ok" {
 		t.Fatalf("answer %q, %v; want \"ok\"", b, err)
+	}
+}
+
+// emptyReads returns its body, then (0, nil) for good: a reader that
+// never reports the end.
+type emptyReads struct{ body string }
+
+func (r *emptyReads) Read(p []byte) (int, error) {
+	n := copy(p, r.body)
+	r.body = r.body[n:]
+	return n, nil
+}
+
+// TestBodyStreamWhole: a streamed body that prime's read brought whole
+// goes out as a buffered one; one whose reader has more past its length,
+// never ends, or is over the limit fails as the client's; the rest stay
+// streamed.
+func TestBodyStreamWhole(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		r         io.Reader
+		n, max    int64
+		wantWhole bool
+		wantErr   string // "" none, "client", "too large"
+	}{
+		{"sized, whole", strings.NewReader("{}"), 2, 0, true, ""},
+		{"sized, in pieces", io.MultiReader(strings.NewReader("{"), strings.NewReader("}")), 2, 0, false, ""},
+		{"chunked", strings.NewReader("{}"), -1, 0, false, ""},
+		{"longer than its length", io.MultiReader(strings.NewReader("{}"), strings.NewReader("x")), 2, 0, false, "client"},
+		{"never ends", &emptyReads{body: "{}"}, 2, 0, false, "client"},
+		{"over the limit", strings.NewReader("{}"), 2, 1, false, "too large"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &BodyStream{R: tc.r, N: tc.n, Max: tc.max}
+			if err := s.prime(); err != nil {
+				t.Fatalf("prime: %v", err)
+			}
+			defer s.releaseHead()
+			b, whole, err := s.whole()
+			var cbe *ClientBodyError
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("whole: %v", err)
+			case tc.wantErr != "" && !errors.As(err, &cbe):
+				t.Fatalf("whole: %v, want a *ClientBodyError", err)
+			case tc.wantErr != "" && cbe.TooLarge != (tc.wantErr == "too large"):
+				t.Fatalf("whole: %v (TooLarge %v), want %s", err, cbe.TooLarge, tc.wantErr)
+			}
+			if whole != tc.wantWhole || whole && string(b) != "{}" {
+				t.Fatalf("whole %v, body %q; want %v", whole, b, tc.wantWhole)
+			}
+			if whole && s.Sent() != tc.n {
+				t.Fatalf("Sent %d, want %d", s.Sent(), tc.n)
+			}
+		})
 	}
 }
