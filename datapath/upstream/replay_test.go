@@ -2,11 +2,15 @@ package upstream
 
 import (
 	"bufio"
+	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -132,4 +136,32 @@ func sendText(t *testing.T, u *Client, leg Leg, i int) string {
 		t.Fatalf("request %d: body: %v", i, err)
 	}
 	return string(b)
+}
+
+// TestClosedBefore: the errors that let a request reused without a peek
+// go out again (with none of it acknowledged) are the engine's FIN, read
+// as the end of stream, and EPIPE on a write after it; not a reset alone,
+// a timeout or a cancelled context.
+func TestClosedBefore(t *testing.T) {
+	opErr := func(op string, errno syscall.Errno) error {
+		return &net.OpError{Op: op, Net: "tcp", Err: os.NewSyscallError(op, errno)}
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"EOF", io.EOF, true},
+		{"EOF in a head", io.ErrUnexpectedEOF, true},
+		{"EOF, wrapped", fmt.Errorf("reading response from x: %w", io.EOF), true},
+		{"EPIPE", opErr("write", syscall.EPIPE), true},
+		{"ECONNRESET on a read", opErr("read", syscall.ECONNRESET), false},
+		{"ECONNRESET on a write", opErr("write", syscall.ECONNRESET), false},
+		{"timeout", os.ErrDeadlineExceeded, false},
+		{"cancelled", context.Canceled, false},
+	} {
+		if got := closedBefore(tc.err); got != tc.want {
+			t.Errorf("%s: closedBefore(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		}
+	}
 }
