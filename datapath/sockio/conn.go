@@ -437,9 +437,10 @@ func (c *Conn) writeRaw(fd uintptr) bool {
 // leaves out the empty read without missing a reply that comes back
 // before the wait begins. The caller turns it on only for the last write
 // of a request on a connection whose peer has nothing to send before it
-// (a pooled engine connection that Quiet found silent): bytes that came
-// in before the write would not wake the wait, which then lasts until
-// the read deadline or an abort. For the same reason Write does not wait
+// (a pooled engine connection that Quiet, or a hang-up watcher moments
+// after its last exchange, found silent): bytes that came in before the
+// write would not wake the wait, which then lasts until the read
+// deadline or an abort. For the same reason Write does not wait
 // after an earlier Write since the last read or Quiet (a request head
 // flushed before its body's end): the peer may have answered it already.
 func (c *Conn) AwaitReply(on bool) { c.awaitReply = on }

@@ -495,7 +495,9 @@ func writeRequest(w *bufio.Writer, pc *conn, addr, method string, leg Leg) error
 // flushAwait flushes the end of a request to pc and waits there for the
 // engine's answer to be readable (sockio.Conn.AwaitReply: no read that
 // finds the socket empty). pc came out of get(): dialled, or pooled and
-// found quiet, so nothing of the engine's is pending before the request.
+// found quiet (by the peek, or within peekAfter by the hang-up watcher:
+// alive, which says what that misses), so nothing of the engine's is
+// pending before the request.
 // A request past the writer's buffer has had its head flushed already,
 // and an engine may answer that before the body ends: sockio then skips
 // the wait (it waits only on a first write since the last read). That
