@@ -18,9 +18,10 @@ const (
 	hupFailed               // none, or it could not take the socket, or stopped
 )
 
-// How a read in Hold's step showed the socket empty.
+// Whether and how the last read in Hold's step showed the socket empty.
 const (
-	drainShort  uint8 = iota // fewer bytes than asked for
+	drainNone   uint8 = iota // it did not: a full read, or none yet
+	drainShort               // fewer bytes than asked for
 	drainEAGAIN              // none at all
 )
 
@@ -50,15 +51,13 @@ type Conn struct {
 	holdStep     func() bool           // Hold's caller's step
 	holdFD       uintptr               // the socket, while a step runs
 	holding      bool                  // a step runs: Read reads in place, never waits
-	drained      bool                  // a read in this step left the socket empty
+	drained      uint8                 // drainNone, drainShort, drainEAGAIN
 	// hup is the connection's place in a hang-up watcher's set, for one
 	// use or the other: Hold's (WatchHangUp: a FIN queued with the last
 	// bytes read is reported by their readiness alone, so a short read
 	// proves the socket empty only while the watcher would report a FIN),
 	// or a pooled engine connection's for its whole life (WatchPeer).
-	hup hupWatch
-	// drainedBy: how the last read in the step showed the socket empty.
-	drainedBy  uint8 // drainShort, drainEAGAIN
+	hup        hupWatch
 	peekBuf    [1]byte
 	waitPeeked bool // waitRaw has peeked: its next call follows a wake-up
 	awaitReply bool // AwaitReply: Write waits for the socket to be readable
@@ -309,7 +308,7 @@ func (c *Conn) Hold(step func() bool) error {
 
 // holdRaw is Hold's RawConn callback: one step; true ends the hold.
 func (c *Conn) holdRaw(fd uintptr) bool {
-	c.holding, c.holdFD, c.drained = true, fd, false
+	c.holding, c.holdFD, c.drained = true, fd, drainNone
 	c.unanswered = false
 	wait := c.holdStep()
 	c.holding = false
@@ -329,10 +328,10 @@ func (c *Conn) InStep() bool { return c.holding }
 // the first time a short read is to be trusted (a hang-up already in is
 // reported when it joins).
 func (c *Conn) Drained() bool {
-	if !c.holding || !c.drained {
+	if !c.holding || c.drained == drainNone {
 		return false
 	}
-	if c.drainedBy == drainEAGAIN {
+	if c.drained == drainEAGAIN {
 		return true
 	}
 	return c.hup.joinHold(c.holdFD)
@@ -350,7 +349,10 @@ func (c *Conn) readInStep(p []byte) (int, error) {
 		n, errno := rawRead(c.holdFD, p)
 		switch errno {
 		case 0:
-			c.drained, c.drainedBy = n < len(p), drainShort
+			c.drained = drainNone
+			if n < len(p) {
+				c.drained = drainShort
+			}
 			if n == 0 {
 				return 0, io.EOF
 			}
@@ -358,7 +360,7 @@ func (c *Conn) readInStep(p []byte) (int, error) {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
-			c.drained, c.drainedBy = true, drainEAGAIN
+			c.drained = drainEAGAIN
 			return 0, ErrWouldBlock
 		}
 		return 0, c.opError("read", errno)
