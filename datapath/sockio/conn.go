@@ -11,16 +11,17 @@ import (
 	"time"
 )
 
-// Hold's hang-up watch states.
+// A Conn's hang-up watch states (hupWatch).
 const (
 	hupNone    uint8 = iota // not registered yet
 	hupWatched              // in the watcher's set
-	hupFailed               // none, or it could not take the socket
+	hupFailed               // none, or it could not take the socket, or stopped
 )
 
-// How a read in Hold's step showed the socket empty.
+// Whether and how the last read in Hold's step showed the socket empty.
 const (
-	drainShort  uint8 = iota // fewer bytes than asked for
+	drainNone   uint8 = iota // it did not: a full read, or none yet
+	drainShort               // fewer bytes than asked for
 	drainEAGAIN              // none at all
 )
 
@@ -50,19 +51,13 @@ type Conn struct {
 	holdStep     func() bool           // Hold's caller's step
 	holdFD       uintptr               // the socket, while a step runs
 	holding      bool                  // a step runs: Read reads in place, never waits
-	drained      bool                  // a read in this step left the socket empty
-	// Hold's hang-up watch (WatchHangUp): a FIN queued with the last bytes
-	// read is reported by their readiness alone, so a short read proves
-	// the socket empty only while the watcher would report a FIN.
-	hupW     *HupWatcher
-	hupID    uint64
-	hupState uint8 // hupNone, hupWatched, hupFailed
-	hupSeen  atomic.Bool
-	// peer is the connection's hang-up watch for its whole life
-	// (WatchPeer: pooled engine connections).
-	peer peerWatch
-	// drainedBy: how the last read in the step showed the socket empty.
-	drainedBy  uint8 // drainShort, drainEAGAIN
+	drained      uint8                 // drainNone, drainShort, drainEAGAIN
+	// hup is the connection's place in a hang-up watcher's set, for one
+	// use or the other: Hold's (WatchHangUp: a FIN queued with the last
+	// bytes read is reported by their readiness alone, so a short read
+	// proves the socket empty only while the watcher would report a FIN),
+	// or a pooled engine connection's for its whole life (WatchPeer).
+	hup        hupWatch
 	peekBuf    [1]byte
 	waitPeeked bool // waitRaw has peeked: its next call follows a wake-up
 	awaitReply bool // AwaitReply: Write waits for the socket to be readable
@@ -313,7 +308,7 @@ func (c *Conn) Hold(step func() bool) error {
 
 // holdRaw is Hold's RawConn callback: one step; true ends the hold.
 func (c *Conn) holdRaw(fd uintptr) bool {
-	c.holding, c.holdFD, c.drained = true, fd, false
+	c.holding, c.holdFD, c.drained = true, fd, drainNone
 	c.unanswered = false
 	wait := c.holdStep()
 	c.holding = false
@@ -333,21 +328,20 @@ func (c *Conn) InStep() bool { return c.holding }
 // the first time a short read is to be trusted (a hang-up already in is
 // reported when it joins).
 func (c *Conn) Drained() bool {
-	if !c.holding || !c.drained {
+	if !c.holding || c.drained == drainNone {
 		return false
 	}
-	if c.drainedBy == drainEAGAIN {
+	if c.drained == drainEAGAIN {
 		return true
 	}
-	c.watchHold(c.holdFD)
-	return c.hupState == hupWatched && !c.hupSeen.Load()
+	return c.hup.joinHold(c.holdFD)
 }
 
 // WatchHangUp lets Hold learn from w of a peer's FIN that came with the
 // last bytes read (its socket joins w's set at the first wait); without
 // it, Hold's step reads on to EAGAIN after a short read. The owner calls
 // StopWatchingHangUp before closing c.
-func (c *Conn) WatchHangUp(w *HupWatcher) { c.hupW = w }
+func (c *Conn) WatchHangUp(w *HupWatcher) { c.hup.w, c.hup.wake = w, c.nc }
 
 // readInStep is Read within Hold's step: read(2) once, never a wait.
 func (c *Conn) readInStep(p []byte) (int, error) {
@@ -355,7 +349,10 @@ func (c *Conn) readInStep(p []byte) (int, error) {
 		n, errno := rawRead(c.holdFD, p)
 		switch errno {
 		case 0:
-			c.drained, c.drainedBy = n < len(p), drainShort
+			c.drained = drainNone
+			if n < len(p) {
+				c.drained = drainShort
+			}
 			if n == 0 {
 				return 0, io.EOF
 			}
@@ -363,7 +360,7 @@ func (c *Conn) readInStep(p []byte) (int, error) {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
-			c.drained, c.drainedBy = true, drainEAGAIN
+			c.drained = drainEAGAIN
 			return 0, ErrWouldBlock
 		}
 		return 0, c.opError("read", errno)
@@ -442,9 +439,10 @@ func (c *Conn) writeRaw(fd uintptr) bool {
 // leaves out the empty read without missing a reply that comes back
 // before the wait begins. The caller turns it on only for the last write
 // of a request on a connection whose peer has nothing to send before it
-// (a pooled engine connection that Quiet found silent): bytes that came
-// in before the write would not wake the wait, which then lasts until
-// the read deadline or an abort. For the same reason Write does not wait
+// (a pooled engine connection that Quiet, or a hang-up watcher moments
+// after its last exchange, found silent): bytes that came in before the
+// write would not wake the wait, which then lasts until the read
+// deadline or an abort. For the same reason Write does not wait
 // after an earlier Write since the last read or Quiet (a request head
 // flushed before its body's end): the peer may have answered it already.
 func (c *Conn) AwaitReply(on bool) { c.awaitReply = on }

@@ -3,6 +3,7 @@
 package sockio
 
 import (
+	"net"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -115,53 +116,64 @@ func (op *eachOp) hangUp() {
 	_ = op.c.nc.SetReadDeadline(aLongTimeAgo)
 }
 
-// hangUp marks c's peer as gone and ends Hold's wait (a past read
-// deadline, as Abort's; Hold re-arms the one asked for, and its step reads
-// to the end).
-func (c *Conn) hangUp() {
-	c.hupSeen.Store(true)
-	_ = c.nc.SetReadDeadline(aLongTimeAgo)
+// hupWatch is a Conn's place in a HupWatcher's set: Hold's (WatchHangUp)
+// or a pooled connection's (WatchPeer). Only the Conn's owner changes
+// it; the watcher's goroutine sets gone.
+type hupWatch struct {
+	w     *HupWatcher
+	id    uint64
+	state uint8 // hupNone, hupWatched, hupFailed
+	gone  atomic.Bool
+	// wake, when set (Hold's), has its read wait ended by a hang-up too.
+	wake net.Conn
 }
 
-// watchHold registers c's socket with the hang-up watcher Hold was given,
-// once, from Hold's step (Drained). EPOLL_CTL_ADD reports a hang-up that
-// came before it.
-func (c *Conn) watchHold(fd uintptr) {
-	if c.hupW == nil || c.hupState != hupNone {
+// hangUp marks the peer as gone and, for Hold, ends its wait (a past read
+// deadline, as Abort's; Hold re-arms the one asked for, and its step
+// reads to the end).
+func (h *hupWatch) hangUp() {
+	h.gone.Store(true)
+	if h.wake != nil {
+		_ = h.wake.SetReadDeadline(aLongTimeAgo)
+	}
+}
+
+// join registers fd with the watcher, once; EPOLL_CTL_ADD reports a
+// hang-up that came before it.
+func (h *hupWatch) join(fd uintptr) {
+	if h.w == nil || h.state != hupNone {
 		return
 	}
-	c.hupState = hupFailed
-	if id, ok := c.hupW.watch(c, fd); ok {
-		c.hupID, c.hupState = id, hupWatched
+	h.state = hupFailed
+	if id, ok := h.w.watch(h, fd); ok {
+		h.id, h.state = id, hupWatched
 	}
+}
+
+// joinHold joins from Hold's step (Drained) and reports whether a short
+// read can be trusted: the watcher has the socket and saw no hang-up.
+func (h *hupWatch) joinHold(fd uintptr) bool {
+	h.join(fd)
+	return h.state == hupWatched && !h.gone.Load()
+}
+
+// stop takes the socket off the watcher for good.
+func (h *hupWatch) stop() {
+	if h.state == hupWatched {
+		h.w.unwatch(h.id)
+	}
+	h.state = hupFailed
 }
 
 // StopWatchingHangUp takes c off the hang-up watcher WatchHangUp gave it
 // (the connection's owner, before it closes c).
-func (c *Conn) StopWatchingHangUp() {
-	if c.hupState == hupWatched {
-		c.hupW.unwatch(c.hupID)
-	}
-	c.hupState = hupFailed
-}
-
-// peerWatch is a Conn's place in a HupWatcher's set for as long as its
-// socket is open (WatchPeer).
-type peerWatch struct {
-	w    *HupWatcher
-	id   uint64
-	on   bool
-	gone atomic.Bool
-}
-
-// hangUp records that the peer hung up; nothing waits on it.
-func (p *peerWatch) hangUp() { p.gone.Store(true) }
+func (c *Conn) StopWatchingHangUp() { c.hup.stop() }
 
 // WatchPeer puts c's socket in w's set until StopWatchingPeer (or its
 // close): PeerGone then reports a FIN or reset from the peer that came at
 // any time since, with no system call. One epoll_ctl, once per
-// connection. False when c has no plaintext TCP socket or w could not
-// take it.
+// connection: a later call reports the first's answer. False when c has
+// no plaintext TCP socket or w could not take it.
 //
 // Why: a pooled engine connection used to be peeked at before each reuse
 // (Quiet, one recv(2) per request) to catch an engine that closed it
@@ -169,30 +181,20 @@ func (p *peerWatch) hangUp() { p.gone.Store(true) }
 // poller does not pass it on, so a watcher of ours does, woken only by
 // hang-ups (bytes do not wake it: EPOLLRDHUP, edge-triggered).
 func (c *Conn) WatchPeer(w *HupWatcher) bool {
-	if c.raw == nil || c.peer.on {
-		return c.peer.on
+	if c.raw != nil && c.hup.state == hupNone {
+		c.hup.w = w
+		_ = c.raw.Control(c.hup.join)
 	}
-	_ = c.raw.Control(func(fd uintptr) {
-		c.peer.id, c.peer.on = w.watch(&c.peer, fd)
-	})
-	if c.peer.on {
-		c.peer.w = w
-	}
-	return c.peer.on
+	return c.hup.state == hupWatched
 }
 
 // PeerGone reports whether the watcher WatchPeer gave c saw the peer hang
 // up. False when c is not watched: the caller then cannot tell.
-func (c *Conn) PeerGone() bool { return c.peer.on && c.peer.gone.Load() }
+func (c *Conn) PeerGone() bool { return c.hup.state == hupWatched && c.hup.gone.Load() }
 
 // StopWatchingPeer takes c off the watcher WatchPeer gave it (its owner,
 // when it closes c: the watcher's goroutine ends once nothing is watched).
-func (c *Conn) StopWatchingPeer() {
-	if c.peer.on {
-		c.peer.w.unwatch(c.peer.id)
-		c.peer.on = false
-	}
-}
+func (c *Conn) StopWatchingPeer() { c.hup.stop() }
 
 // PeerAcked reports how many bytes written to c the peer's TCP has
 // acknowledged (tcp_info's bytes_acked, Linux 4.2 on); false when c has no

@@ -2,6 +2,8 @@
 
 package sockio
 
+import "net"
+
 // CanReadEach is false off Linux: callers read through Read.
 func (c *Conn) CanReadEach() bool { return false }
 
@@ -11,13 +13,17 @@ func (c *Conn) ReadEach(ReadHandler, *HupWatcher) error { return errNoSocket }
 // HupWatcher is ReadEach's hang-up watcher (relay_linux.go); unused here.
 type HupWatcher struct{}
 
-func (c *Conn) watchHold(uintptr) {}
+// hupWatch is a Conn's hang-up watch (hup_linux.go); unused here.
+type hupWatch struct {
+	w    *HupWatcher
+	wake net.Conn
+}
+
+// joinHold is false off Linux: Hold's step reads on to EAGAIN.
+func (h *hupWatch) joinHold(uintptr) bool { return false }
 
 // StopWatchingHangUp does nothing off Linux (Hold does not run its step).
 func (c *Conn) StopWatchingHangUp() {}
-
-// peerWatch is WatchPeer's state (hup_linux.go); unused here.
-type peerWatch struct{}
 
 // WatchPeer is false off Linux: the caller peeks (Quiet) instead.
 func (c *Conn) WatchPeer(*HupWatcher) bool { return false }

@@ -92,9 +92,8 @@ type conn struct {
 	// written: the engine's keep-alive timer started after that.
 	usedAt time.Time
 	// watched: pooledHup has the socket (sockio.Conn.WatchPeer);
-	// watchTried: put() asked once; trusted: get() reused it without a
-	// peek, on the watcher's word.
-	watched, watchTried, trusted bool
+	// watchTried: put() asked once.
+	watched, watchTried bool
 
 	// abortFn is sock.Abort, bound once: Send registers it with the
 	// request's context on every exchange.
@@ -137,30 +136,31 @@ var aLongTimeAgo = time.Unix(1, 0)
 // get returns a live pooled connection to addr or dials a new one (over TLS
 // when tc is set), within the endpoint's connection cap (pool.go). A dial or
 // handshake failure is a *DialError, a wait given up a *PoolWaitError:
-// nothing was sent either way.
-func (c *Client) get(ctx context.Context, addr string, tc *TLS, now, waitUntil time.Time, mayTrust bool) (*conn, error) {
+// nothing was sent either way. trusted: a pooled connection reused
+// without a peek, on the hang-up watcher's word (alive).
+func (c *Client) get(ctx context.Context, addr string, tc *TLS, now, waitUntil time.Time, mayTrust bool) (_ *conn, trusted bool, _ error) {
 	id := tlsID(tc)
 	for {
 		pc, err := c.acquire(ctx, addr, id, waitUntil)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if pc == nil {
 			break // a slot is ours: dial
 		}
-		if pc.alive(now, mayTrust) {
+		if ok, trusted := pc.alive(now, mayTrust); ok {
 			pc.usedAt = now
-			return pc, nil
+			return pc, trusted, nil
 		}
 		c.discard(pc)
 	}
 	pc, err := c.dial(ctx, addr, tc)
 	if err != nil {
 		c.release(addr)
-		return nil, err
+		return nil, false, err
 	}
-	pc.usedAt, pc.trusted = now, false
-	return pc, nil
+	pc.usedAt = now
+	return pc, false, nil
 }
 
 // dial opens a new connection to addr (its slot already taken).
@@ -278,22 +278,20 @@ const peekAfter = 100 * time.Millisecond
 // unasked after its answer are caught when they came with it (buffered);
 // in a later segment within the window they are read as the next
 // answer, as with the peek those that come just after it.
-func (pc *conn) alive(now time.Time, mayTrust bool) bool {
-	pc.trusted = false
+func (pc *conn) alive(now time.Time, mayTrust bool) (ok, trusted bool) {
 	if pc.br.Buffered() > 0 {
-		return false // unsolicited bytes: the stream is out of sync
+		return false, false // unsolicited bytes: the stream is out of sync
 	}
 	if pc.tls {
-		return pc.aliveTLS()
+		return pc.aliveTLS(), false
 	}
 	if pc.sock.PeerGone() {
-		return false
+		return false, false
 	}
 	if mayTrust && pc.watched && now.Sub(pc.usedAt) < peekAfter {
-		pc.trusted = true
-		return true
+		return true, true
 	}
-	return pc.sock.Quiet()
+	return pc.sock.Quiet(), false
 }
 
 // aliveTLS checks a pooled TLS connection: bytes on the socket may be
@@ -365,7 +363,7 @@ func (c *Client) Send(ctx context.Context, leg Leg) (*http.Response, error) {
 // the connection before: a reset answers the bytes).
 func (c *Client) exchange(ctx context.Context, leg Leg, now, dl time.Time, replayable bool) (_ *http.Response, _ error, again bool) {
 	addr := leg.Endpoint.ID
-	pc, err := c.get(ctx, addr, leg.TLS, now, dl, replayable)
+	pc, trusted, err := c.get(ctx, addr, leg.TLS, now, dl, replayable)
 	if err != nil {
 		return nil, err, false
 	}
@@ -389,7 +387,7 @@ func (c *Client) exchange(ctx context.Context, leg Leg, now, dl time.Time, repla
 		// Nothing of the request handed to the socket (a reset in before
 		// it: the write fails whole), or the engine's FIN with none of it
 		// acknowledged: either way the engine cannot have read it.
-		again := pc.trusted && ctx.Err() == nil &&
+		again := trusted && ctx.Err() == nil &&
 			(pc.sock.Written() == base || closedBefore(err) && pc.noneAcked(base))
 		c.discard(pc)
 		if cerr := context.Cause(ctx); cerr != nil {
@@ -497,7 +495,9 @@ func writeRequest(w *bufio.Writer, pc *conn, addr, method string, leg Leg) error
 // flushAwait flushes the end of a request to pc and waits there for the
 // engine's answer to be readable (sockio.Conn.AwaitReply: no read that
 // finds the socket empty). pc came out of get(): dialled, or pooled and
-// found quiet, so nothing of the engine's is pending before the request.
+// found quiet (by the peek, or within peekAfter by the hang-up watcher:
+// alive, which says what that misses), so nothing of the engine's is
+// pending before the request.
 // A request past the writer's buffer has had its head flushed already,
 // and an engine may answer that before the body ends: sockio then skips
 // the wait (it waits only on a first write since the last read). That

@@ -93,6 +93,9 @@ func TestIdleConnectionsAreReaped(t *testing.T) {
 func TestReapIdleStopsAtCloseIdle(t *testing.T) {
 	c := New(time.Second, 4, nil)
 	c.ReapIdle(time.Hour)
+	if !reaperRunning() {
+		t.Fatal("no reaper goroutine found: the wait below would pass whatever CloseIdle does")
+	}
 	c.CloseIdle()
 	for range 500 { // ≤ 5 s
 		if !reaperRunning() {

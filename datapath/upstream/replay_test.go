@@ -2,11 +2,15 @@ package upstream
 
 import (
 	"bufio"
+	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -65,9 +69,20 @@ func TestReadRequestNotSentAgain(t *testing.T) {
 // write takes no byte of it: nothing reached the engine, and the request
 // goes out again on another connection. (The watcher is taken off the
 // connection once it has seen the reset, to stand for the moment before
-// it reports.)
+// it reports. The engine resets only once the connection is pooled: one
+// reset as the answer goes out can be seen at put, which drops the
+// connection, and no request would go out on it.)
 func TestResetBeforeWriteSentAgain(t *testing.T) {
+	pooled := make(chan struct{})
+	t.Cleanup(func() { // the engine's goroutine, when the test failed before
+		select {
+		case <-pooled:
+		default:
+			close(pooled)
+		}
+	})
 	e := startAfterEngine(t, func(nc net.Conn) bool {
+		<-pooled
 		_ = nc.(*net.TCPConn).SetLinger(0)
 		return false
 	})
@@ -81,8 +96,12 @@ func TestResetBeforeWriteSentAgain(t *testing.T) {
 	if got := send(1); got != "ok1" {
 		t.Fatalf("first answer %q", got)
 	}
+	close(pooled) // sendText has closed the body: the connection is pooled
 	<-e.done
-	waitUntil(t, "the watcher to see the reset", func() bool { return pooledPeerGone(u) })
+	waitUntil(t, "the watcher to see the reset", func() bool {
+		seen, _ := pooledPeerGone(u)
+		return seen
+	})
 	u.mu.Lock()
 	for _, ep := range u.eps {
 		for _, pc := range ep.idle {
@@ -90,8 +109,13 @@ func TestResetBeforeWriteSentAgain(t *testing.T) {
 		}
 	}
 	u.mu.Unlock()
-	if time.Since(first) >= peekAfter {
+	now := time.Now()
+	trusted := pooledTrusted(u, now)
+	if now.Sub(first) >= peekAfter {
 		t.Skip("the box was too slow to reach the request within peekAfter: the peek path ran")
+	}
+	if !trusted {
+		t.Fatal("the pooled connection would be peeked before reuse: the resend under test would not run")
 	}
 	if got := send(2); got != "ok2" {
 		t.Fatalf("second answer %q, want ok2", got)
@@ -112,4 +136,32 @@ func sendText(t *testing.T, u *Client, leg Leg, i int) string {
 		t.Fatalf("request %d: body: %v", i, err)
 	}
 	return string(b)
+}
+
+// TestClosedBefore: the errors that let a request reused without a peek
+// go out again (with none of it acknowledged) are the engine's FIN, read
+// as the end of stream, and EPIPE on a write after it; not a reset alone,
+// a timeout or a cancelled context.
+func TestClosedBefore(t *testing.T) {
+	opErr := func(op string, errno syscall.Errno) error {
+		return &net.OpError{Op: op, Net: "tcp", Err: os.NewSyscallError(op, errno)}
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"EOF", io.EOF, true},
+		{"EOF in a head", io.ErrUnexpectedEOF, true},
+		{"EOF, wrapped", fmt.Errorf("reading response from x: %w", io.EOF), true},
+		{"EPIPE", opErr("write", syscall.EPIPE), true},
+		{"ECONNRESET on a read", opErr("read", syscall.ECONNRESET), false},
+		{"ECONNRESET on a write", opErr("write", syscall.ECONNRESET), false},
+		{"timeout", os.ErrDeadlineExceeded, false},
+		{"cancelled", context.Canceled, false},
+	} {
+		if got := closedBefore(tc.err); got != tc.want {
+			t.Errorf("%s: closedBefore(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		}
+	}
 }

@@ -80,13 +80,29 @@ func (e *afterEngine) serve(nc net.Conn) {
 }
 
 // pooledPeerGone reports whether the one pooled connection's hang-up
-// watcher saw its engine hang up.
-func pooledPeerGone(u *Client) bool {
+// watcher saw its engine hang up (seen), and whether a connection is
+// pooled at all: put drops one whose hang-up the watcher saw first.
+func pooledPeerGone(u *Client) (seen, pooled bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	for _, ep := range u.eps {
 		for _, pc := range ep.idle {
-			return pc.sock.PeerGone()
+			return pc.sock.PeerGone(), true
+		}
+	}
+	return false, false
+}
+
+// pooledTrusted reports whether the one pooled connection would be
+// reused at now without a peek (alive, for a request that can be sent
+// again). Where it would not be, alive has peeked at it.
+func pooledTrusted(u *Client, now time.Time) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, ep := range u.eps {
+		for _, pc := range ep.idle {
+			_, trusted := pc.alive(now, true)
+			return trusted
 		}
 	}
 	return false
@@ -157,7 +173,12 @@ func TestPooledConnCheckedBeforeReuse(t *testing.T) {
 				t.Fatal("the engine did not finish its script")
 			}
 			if tc.waitWatcher {
-				waitUntil(t, "the watcher to see the hang-up", func() bool { return pooledPeerGone(u) })
+				// Seen while pooled, or already at put (an engine that
+				// closes as it answers can beat the pooling).
+				waitUntil(t, "the watcher to see the hang-up", func() bool {
+					seen, pooled := pooledPeerGone(u)
+					return seen || !pooled
+				})
 			}
 			if tc.late {
 				time.Sleep(time.Until(first.Add(peekAfter + 20*time.Millisecond)))
@@ -204,5 +225,76 @@ func TestBytesWithTheAnswerNotReused(t *testing.T) {
 		if want := "ok" + strconv.Itoa(i); string(b) != want {
 			t.Fatalf("request %d: answer %q, want %q", i, b, want)
 		}
+	}
+}
+
+// TestPooledHangUpSeenAfterAStream: a stream puts its engine socket in the
+// client's stream watcher (hup) while it runs, and the same socket is in
+// the pool's (pooledHup) from its first pooling on. An epoll set holds one
+// registration per socket, so were the two one set the stream's would
+// replace the pool's, and an engine closing the connection once idle
+// again would go unseen (the next request would go out on it unpeeked).
+func TestPooledHangUpSeenAfterAStream(t *testing.T) {
+	long := strings.Repeat("x", 64<<10) // past the read buffer: Stream waits in ReadEach
+	var accepted atomic.Int64
+	closeIt := make(chan struct{})
+	t.Cleanup(func() { // the engine's goroutine, when the test failed before
+		select {
+		case <-closeIt:
+		default:
+			close(closeIt)
+		}
+	})
+	ln := serveEach(t, func(nc net.Conn) {
+		defer nc.Close()
+		accepted.Add(1)
+		_ = nc.SetDeadline(time.Now().Add(20 * time.Second))
+		br := bufio.NewReader(nc)
+		for n := 1; n <= 2; n++ {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, req.Body)
+			body := "ok1"
+			if n == 2 {
+				body = long
+			}
+			_, _ = io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
+		}
+		<-closeIt // the second answer's connection is pooled again
+	})
+	u := New(time.Second, 4, nil)
+	t.Cleanup(u.CloseIdle)
+	leg := Leg{Endpoint: endpoint(ln.Addr().String()), Path: "/", Body: []byte("{}"), HeaderWait: 10 * time.Second}
+	if got := sendText(t, u, leg, 1); got != "ok1" { // pooled: in pooledHup
+		t.Fatalf("first answer %q", got)
+	}
+	resp, err := u.Send(t.Context(), leg)
+	if err != nil {
+		t.Fatalf("request 2: %v", err)
+	}
+	s := &collect{}
+	ok, err := resp.Body.(Streamer).Stream(s) // in hup while it runs
+	resp.Body.Close()
+	if !ok {
+		if rawStreamable() {
+			t.Skip("no plaintext socket calls here")
+		}
+		t.Fatal("Stream refused a plaintext engine connection")
+	}
+	if err != nil || string(s.got) != long {
+		t.Fatalf("second answer: %d bytes, %v; want %d", len(s.got), err, len(long))
+	}
+	if seen, pooled := pooledPeerGone(u); seen || !pooled {
+		t.Fatalf("before the engine closed: seen %v, pooled %v; want a live pooled connection", seen, pooled)
+	}
+	close(closeIt)
+	waitUntil(t, "the pool's watcher to see the engine close the idle connection", func() bool {
+		seen, _ := pooledPeerGone(u)
+		return seen
+	})
+	if n := accepted.Load(); n != 1 {
+		t.Fatalf("the engine accepted %d connections, want 1 (both requests on one)", n)
 	}
 }

@@ -234,6 +234,6 @@ func writeStreamed(ctx context.Context, pc *conn, w *bufio.Writer, addr, method 
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	pc.setDeadline(dl)
+	_ = pc.sock.SetWriteDeadline(dl) // the read side has dl from before the flush
 	return nil
 }

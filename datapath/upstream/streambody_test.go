@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -94,6 +95,97 @@ func TestStreamedBodyAnswered(t *testing.T) {
 			}
 			if err := <-engineErr; err != nil {
 				t.Fatalf("engine: %v", err)
+			}
+		})
+	}
+}
+
+// TestStreamedBodyHeaderWaitFromItsEnd: HeaderWait bounds the engine's
+// silence from the streamed body's end, not from Send: a client whose body
+// takes longer than HeaderWait still gets the engine's prompt answer.
+func TestStreamedBodyHeaderWaitFromItsEnd(t *testing.T) {
+	const headerWait = time.Second
+	ln := serveEach(t, func(nc net.Conn) {
+		defer nc.Close()
+		_ = nc.SetDeadline(time.Now().Add(20 * time.Second))
+		req, err := http.ReadRequest(bufio.NewReader(nc))
+		if err != nil {
+			return
+		}
+		_, _ = io.Copy(io.Discard, req.Body)
+		_, _ = io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	})
+	pr, pw := io.Pipe()
+	go func() {
+		_, _ = io.WriteString(pw, `{"prompt":`)
+		time.Sleep(headerWait * 3 / 2) // the client is slow: past HeaderWait from Send
+		_, _ = io.WriteString(pw, `"hi"}`)
+		_ = pw.Close()
+	}()
+	u := New(time.Second, 4, nil)
+	t.Cleanup(u.CloseIdle)
+	resp, err := u.Send(t.Context(), Leg{Endpoint: endpoint(ln.Addr().String()), Path: "/v1/completions",
+		Stream: &BodyStream{R: pr, N: -1, Idle: 10 * time.Second}, HeaderWait: headerWait})
+	if err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || string(b) != "ok" {
+		t.Fatalf("answer %q, %v; want \"ok\"", b, err)
+	}
+}
+
+// emptyReads returns its body, then (0, nil) for good: a reader that
+// never reports the end.
+type emptyReads struct{ body string }
+
+func (r *emptyReads) Read(p []byte) (int, error) {
+	n := copy(p, r.body)
+	r.body = r.body[n:]
+	return n, nil
+}
+
+// TestBodyStreamWhole: a streamed body that prime's read brought whole
+// goes out as a buffered one; one whose reader has more past its length,
+// never ends, or is over the limit fails as the client's; the rest stay
+// streamed.
+func TestBodyStreamWhole(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		r         io.Reader
+		n, max    int64
+		wantWhole bool
+		wantErr   string // "" none, "client", "too large"
+	}{
+		{"sized, whole", strings.NewReader("{}"), 2, 0, true, ""},
+		{"sized, in pieces", io.MultiReader(strings.NewReader("{"), strings.NewReader("}")), 2, 0, false, ""},
+		{"chunked", strings.NewReader("{}"), -1, 0, false, ""},
+		{"longer than its length", io.MultiReader(strings.NewReader("{}"), strings.NewReader("x")), 2, 0, false, "client"},
+		{"never ends", &emptyReads{body: "{}"}, 2, 0, false, "client"},
+		{"over the limit", strings.NewReader("{}"), 2, 1, false, "too large"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &BodyStream{R: tc.r, N: tc.n, Max: tc.max}
+			if err := s.prime(); err != nil {
+				t.Fatalf("prime: %v", err)
+			}
+			defer s.releaseHead()
+			b, whole, err := s.whole()
+			var cbe *ClientBodyError
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("whole: %v", err)
+			case tc.wantErr != "" && !errors.As(err, &cbe):
+				t.Fatalf("whole: %v, want a *ClientBodyError", err)
+			case tc.wantErr != "" && cbe.TooLarge != (tc.wantErr == "too large"):
+				t.Fatalf("whole: %v (TooLarge %v), want %s", err, cbe.TooLarge, tc.wantErr)
+			}
+			if whole != tc.wantWhole || whole && string(b) != "{}" {
+				t.Fatalf("whole %v, body %q; want %v", whole, b, tc.wantWhole)
+			}
+			if whole && s.Sent() != tc.n {
+				t.Fatalf("Sent %d, want %d", s.Sent(), tc.n)
 			}
 		})
 	}
