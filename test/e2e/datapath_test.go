@@ -9,12 +9,15 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/infergate/infergate/internal/testport"
 )
 
 // Bounds of the datapath end-to-end test.
@@ -73,15 +76,12 @@ func dpStart(t *testing.T, addr, bin string, args ...string) *exec.Cmd {
 	}
 }
 
-// dpAddr returns a loopback address that is free right now.
+// dpAddr returns a loopback address that is free right now, on a port
+// outside the ephemeral range (testport.Free), so no client's source port
+// takes it before the engine or rule binds it.
 func dpAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(testport.Free(t)))
 }
 
 // dpRepoRoot is the module root, two levels above this package.
