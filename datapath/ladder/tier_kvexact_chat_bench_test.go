@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"syscall"
 	"testing"
 
 	"github.com/infergate/infergate/datapath/pick"
@@ -13,6 +12,7 @@ import (
 	"github.com/infergate/infergate/kvexact"
 	"github.com/infergate/infergate/kvexact/bpe"
 	"github.com/infergate/infergate/kvexact/tokenize"
+	"github.com/infergate/infergate/test/bench/proccpu"
 )
 
 // chatBenchTokenizer is the Qwen3 tokenizer eppload's EPP loads.
@@ -103,7 +103,7 @@ func BenchmarkKVExactChat(b *testing.B) {
 		facts = append(facts, p.facts(200_000+i))
 	}
 	b.ReportAllocs()
-	cpu0 := processCPU()
+	cpu0 := proccpu.Self()
 	i := 0
 	for b.Loop() {
 		f := facts[i%len(facts)]
@@ -113,17 +113,7 @@ func BenchmarkKVExactChat(b *testing.B) {
 			b.Fatalf("pick missed: %s", reason)
 		}
 	}
-	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
-}
-
-// processCPU is the process's user and system CPU time in nanoseconds,
-// which varies less than wall time on a shared machine.
-func processCPU() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
+	b.ReportMetric(float64(proccpu.Self()-cpu0)/float64(b.N), "cpu-ns/op")
 }
 
 // TestKVExactScannedBody: facts whose caller already scanned the body
