@@ -138,7 +138,9 @@ func (rt *Runtime) pickKV(c *compiled, r *http.Request, body []byte, excl uint64
 		return -1, nil, ""
 	}
 	f := pick.Facts{Ctx: r.Context(), Path: r.URL.Path, Body: body, Now: time.Now()}
-	f.Model, _ = requestIdentity(r.Header, ladder.ScanBody(body))
+	top := ladder.ScanBody(body)
+	f.Model, _ = requestIdentity(r.Header, top)
+	f.Prompt, f.Messages, f.BodyScanned = top.Prompt, top.Messages, true
 	k, name, _, ok := c.kv.PickSingle(&f, cands)
 	if !ok || k < 0 || k >= len(cands) {
 		return -1, nil, ""

@@ -216,9 +216,13 @@ func (t *KVExact) tokens(f *Facts) ([]uint32, string) {
 	req := tokenize.Request{Model: f.Model, Path: f.Path, Body: f.Body}
 	if f.Model != "" {
 		// One scan for the prompt field instead of a JSON decode of the
-		// whole body (the same scanner Tier 1 uses).
-		b := ScanBody(f.Body)
-		prompt, messages := b.Prompt, b.Messages
+		// whole body (the same scanner Tier 1 uses), none when the caller
+		// scanned the body already.
+		prompt, messages := f.Prompt, f.Messages
+		if !f.BodyScanned {
+			b := ScanBody(f.Body)
+			prompt, messages = b.Prompt, b.Messages
+		}
 		if strings.HasSuffix(f.Path, chatPathSuffix) {
 			prompt = nil
 		} else if f.Path != "" {

@@ -90,7 +90,7 @@ func DefaultCostModel() CostModel {
 
 // withDefaults fills zero fields. It is idempotent: a negative Overhead,
 // Saturation, BatchSlowdown or LearnRate ("none") stays negative, and the terms read it
-// as zero, so a filled model can be filled again (every method fills its
+// as zero, so a filled model can be filled again (every exported method fills its
 // receiver) without "none" turning into the default.
 func (m CostModel) withDefaults() CostModel {
 	d := DefaultCostModel()
@@ -141,15 +141,18 @@ func QueueOf(c *Candidate) QueueState {
 }
 
 // Queue is the queue term of the estimate.
-func (m CostModel) Queue(q QueueState) time.Duration {
-	m = m.withDefaults()
+func (m CostModel) Queue(q QueueState) time.Duration { return m.withDefaults().queue(q) }
+
+// queue is Queue of a filled model (withDefaults): the terms below are
+// each filled once per estimate, not once per term.
+func (m CostModel) queue(q QueueState) time.Duration {
 	running, waiting := m.split(q)
 	return time.Duration(running)*m.PerRequest/time.Duration(m.Window) + time.Duration(waiting)*m.PerRequest
 }
 
 // queueUnits is the queue term in PerRequest units (what learning scales).
+// m is filled (withDefaults).
 func (m CostModel) queueUnits(q QueueState) float64 {
-	m = m.withDefaults()
 	running, waiting := m.split(q)
 	return float64(running)/float64(m.Window) + float64(waiting)
 }
@@ -186,7 +189,11 @@ const SaturationFrom = 0.8
 // count), rising linearly to Saturation at a full cache. Engines that do
 // not report usage, or whose scrape is stale, pay none.
 func (m CostModel) SaturationPenalty(e EngineLoad) time.Duration {
-	m = m.withDefaults()
+	return m.withDefaults().saturation(e)
+}
+
+// saturation is SaturationPenalty of a filled model.
+func (m CostModel) saturation(e EngineLoad) time.Duration {
 	if !e.Valid || e.KVUsage <= SaturationFrom || m.Saturation < 0 {
 		return 0
 	}
@@ -197,15 +204,21 @@ func (m CostModel) SaturationPenalty(e EngineLoad) time.Duration {
 // Prefill is the prefill term for a prompt of tokens tokens of which
 // cached are already in the candidate's cache (clamped to the prompt).
 func (m CostModel) Prefill(tokens, cached int) time.Duration {
-	m = m.withDefaults()
+	return m.withDefaults().prefill(tokens, cached)
+}
+
+// prefill is Prefill of a filled model.
+func (m CostModel) prefill(tokens, cached int) time.Duration {
 	return max(m.Overhead, 0) + time.Duration(max(tokens-min(cached, tokens), 0))*m.PerToken
 }
 
 // Slowdown is the factor the running batch of q stretches a prefill by:
 // 1 + BatchSlowdown × running / Window, the running batch capped at the
 // window (NaN or negative BatchSlowdown: 1).
-func (m CostModel) Slowdown(q QueueState) float64 {
-	m = m.withDefaults()
+func (m CostModel) Slowdown(q QueueState) float64 { return m.withDefaults().slowdown(q) }
+
+// slowdown is Slowdown of a filled model.
+func (m CostModel) slowdown(q QueueState) float64 {
 	running, _ := m.split(q)
 	if !(m.BatchSlowdown > 0) {
 		return 1
@@ -221,7 +234,8 @@ func stretch(d time.Duration, f float64) time.Duration {
 // Estimate is the estimated time to first token on a candidate with queue
 // q holding cached of the prompt's tokens.
 func (m CostModel) Estimate(q QueueState, tokens, cached int) time.Duration {
-	return m.Queue(q) + stretch(m.Prefill(tokens, cached), m.Slowdown(q))
+	m = m.withDefaults()
+	return m.queue(q) + stretch(m.prefill(tokens, cached), m.slowdown(q))
 }
 
 // Cheapest returns the index of the least estimate in est (not empty); ties

@@ -149,14 +149,14 @@ func (e Estimate) Total() time.Duration { return max(e.Queue, e.Backlog) + e.Pre
 // penalty.
 func (s *Costs) Estimate(c *Candidate, now time.Time, tokens, cached int) Estimate {
 	e := s.endpoint(c.ID)
-	m := s.modelOf(e)
+	m := s.modelOf(e).withDefaults() // once for every term below
 	q := QueueOf(c)
 	uncached := max(tokens-min(cached, tokens), 0)
-	slow := m.Slowdown(q)
+	slow := m.slowdown(q)
 	est := Estimate{
-		Queue:      m.Queue(q),
-		Prefill:    stretch(m.Prefill(tokens, cached), slow),
-		Saturation: m.SaturationPenalty(c.Engine),
+		Queue:      m.queue(q),
+		Prefill:    stretch(m.prefill(tokens, cached), slow),
+		Saturation: m.saturation(c.Engine),
 		QueueUnits: m.queueUnits(q),
 		Uncached:   uncached,
 		Slowdown:   slow,

@@ -21,6 +21,13 @@ type Facts struct {
 	Tokens     []uint32        // prompt token ids once known (KV-exact tokenised the prompt)
 	Now        time.Time
 
+	// Prompt and Messages are the body's "prompt" and "messages" members
+	// (raw JSON, nil when absent) when BodyScanned: a caller that already
+	// walked the body for the model hands them on, so a picker that
+	// tokenises does not walk 8 KB of prompt again to find them.
+	Prompt, Messages []byte
+	BodyScanned      bool
+
 	// KVBlocks and KVHeld are the KV-exact picker's finding, kept for its
 	// stale-feed guard (Observe): the request's full blocks and how many
 	// each candidate already held. KVHeld is nil when it did not score.

@@ -3,10 +3,10 @@ package tokenize
 import (
 	"context"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/infergate/infergate/internal/chatload"
+	"github.com/infergate/infergate/test/bench/proccpu"
 )
 
 // eppChatBodies are chat requests shaped like test/bench/eppload's: a
@@ -48,20 +48,9 @@ func BenchmarkTokenizeChat(b *testing.B) {
 	bodies, msgs := eppChatBodies(200_000, b.N, 64, 8<<10)
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := proccpu.Self()
 	for i := range b.N {
 		tokens(bodies, msgs, i)
 	}
-	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
-}
-
-// processCPU is the process's user and system CPU time in nanoseconds: on a
-// machine shared with other work, CPU per operation (garbage collection
-// included) varies far less than wall time per operation.
-func processCPU() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
+	b.ReportMetric(float64(proccpu.Self()-cpu0)/float64(b.N), "cpu-ns/op")
 }

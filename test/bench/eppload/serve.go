@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"syscall"
@@ -65,6 +66,7 @@ func serveCmd(args []string) error {
 	tok := fs.String("tokenizer", "kvexact/bpe/testdata/qwen3", "tokenizer directory for KV-exact")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile here until exit")
 	memprofile := fs.String("memprofile", "", "write an allocation profile here at exit")
+	traceOut := fs.String("trace", "", "write a runtime execution trace here until exit (go tool trace: each pick's hand-offs between gRPC's reader, the stream and gRPC's writer)")
 	workers := fs.Int("stream-workers", epp.DefaultStreamWorkers, "long-lived goroutines serving streams (0: one per stream)")
 	tr := epp.DefaultOptions().Transport
 	fs.Func("epp-stream-window", "the EPP's --epp-stream-window", int32Flag(&tr.StreamWindow))
@@ -142,6 +144,17 @@ func serveCmd(args []string) error {
 	opts.EPPRule = "epp-bench"
 	if *kv {
 		opts.KV.Tokenizers = map[string]string{"": *tok}
+	}
+	if *traceOut != "" {
+		f, err := os.Create(*traceOut)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return err
+		}
+		defer trace.Stop()
 	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
