@@ -178,7 +178,7 @@ func (c *Client) dial(ctx context.Context, addr string, tc *TLS) (*conn, error) 
 	}
 	pc := &conn{addr: addr, tlsID: tlsID(tc), nc: nc, tls: tc != nil}
 	pc.sock.Reset(nc)
-	pc.br = c.newReader(&pc.sock) // lazy read deadlines
+	pc.br = bufio.NewReaderSize(&pc.sock, bufSize) // lazy read deadlines
 	pc.abortFn = pc.sock.Abort
 	return pc, nil
 }

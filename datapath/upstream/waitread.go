@@ -1,10 +1,6 @@
 package upstream
 
-import (
-	"bufio"
-
-	"github.com/infergate/infergate/datapath/sockio"
-)
+import "bufio"
 
 // Why wait before reading: a relay that reads an engine stream into its
 // own buffer holds that buffer for as long as the engine is silent, which
@@ -62,21 +58,12 @@ func (c *Client) parkReader(pc *conn) {
 // unparkReader gives pc a pooled read buffer back (the same size as a
 // dialled one), empty and reading from pc.
 func (c *Client) unparkReader(pc *conn) {
-	h := c.newReader(&pc.sock)
-	*pc.br = *h
-	*h = bufio.Reader{}
-	pc.spare = h
-}
-
-// newReader returns a read buffer reading from sock: one a waiting stream
-// lent to the pool when there is one. A new connection takes it too: the
-// streams that open together (a burst of SSE requests) dial before many
-// have parked theirs, and each buffer made fresh is a page touched.
-func (c *Client) newReader(sock *sockio.Conn) *bufio.Reader {
 	h, _ := c.readers.Get().(*bufio.Reader)
 	if h == nil {
-		return bufio.NewReaderSize(sock, bufSize)
+		h = bufio.NewReaderSize(&pc.sock, bufSize)
 	}
-	h.Reset(sock)
-	return h
+	*pc.br = *h
+	pc.br.Reset(&pc.sock)
+	*h = bufio.Reader{}
+	pc.spare = h
 }
