@@ -88,3 +88,35 @@ func TestPlainBody(t *testing.T) {
 		t.Fatalf("flush through the wrapper: %v", err)
 	}
 }
+
+// TestWriteAtTimes: WriteAt records the first byte, the events and the
+// gaps at the caller's clock readings, exactly, and an event split across
+// writes is timed by the write that completes it.
+func TestWriteAtTimes(t *testing.T) {
+	rec := httptest.NewRecorder()
+	rec.Header().Set("Content-Type", "text/event-stream")
+	var gaps gapRec
+	w := &Writer{Gaps: &gaps}
+	w.Reset(rec)
+	w.WriteHeader(200)
+	t0 := time.Unix(1000, 0)
+	for _, wr := range []struct {
+		s  string
+		at time.Duration
+	}{
+		{"data: 1\n\n", 0},
+		{"data: 2\n", 7 * time.Millisecond},
+		{"\n", 9 * time.Millisecond},
+		{"data: 3\n\n", 30 * time.Millisecond},
+	} {
+		if _, err := w.WriteAt([]byte(wr.s), t0.Add(wr.at)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !w.First().Equal(t0) || w.Events() != 3 || w.EventSpan() != 30*time.Millisecond {
+		t.Fatalf("first %v events %d span %v; want %v, 3, 30ms", w.First(), w.Events(), w.EventSpan(), t0)
+	}
+	if want := (gapRec{9 * time.Millisecond, 21 * time.Millisecond}); len(gaps) != 2 || gaps[0] != want[0] || gaps[1] != want[1] {
+		t.Fatalf("gaps %v, want %v", gaps, want)
+	}
+}
