@@ -18,6 +18,7 @@ import (
 	"github.com/infergate/infergate/datapath/hop"
 	"github.com/infergate/infergate/datapath/pick"
 	"github.com/infergate/infergate/datapath/reqbody"
+	"github.com/infergate/infergate/datapath/respclock"
 	"github.com/infergate/infergate/datapath/streambound"
 	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
@@ -623,6 +624,11 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 		// The bound travels in the stream by value (its lines are the
 		// stream's) and comes back; a value, it stays on relay's stack.
 		s := &sseStream{x: x, w: x.w, placed: x.placed, fl: fl, ub: ub, bound: bound}
+		if s.clk, _ = x.w.(*respclock.Writer); s.clk != nil {
+			if f, ok := s.clk.Unwrap().(http.Flusher); ok {
+				s.fl = f // respclock's Flush only passes it on
+			}
+		}
 		s.rb.pool = &rt.bufs
 		handled, rerr = st.Stream(s)
 		bound = s.bound

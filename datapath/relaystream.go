@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/datapath/pick"
+	"github.com/infergate/infergate/datapath/respclock"
 	"github.com/infergate/infergate/datapath/streambound"
 	"github.com/infergate/infergate/datapath/upstream"
 )
@@ -23,6 +24,7 @@ import (
 type sseStream struct {
 	x       *exchange
 	w       http.ResponseWriter // x.w
+	clk     *respclock.Writer   // x.w when it is the timing wrapper itself: written with Emit's clock reading
 	placed  *pick.Placed        // x.placed until the first event
 	fl      http.Flusher
 	ub      upstream.BoundedBody // nil: no read deadlines
@@ -48,7 +50,13 @@ func (s *sseStream) Emit(p []byte) error {
 		s.ub.SetReadDeadline(d)
 	}
 	s.relayed += uint64(len(p))
-	if _, err := s.w.Write(p); err != nil {
+	var err error
+	if s.clk != nil {
+		_, err = s.clk.WriteAt(p, now)
+	} else {
+		_, err = s.w.Write(p)
+	}
+	if err != nil {
 		s.werr = err
 		return err
 	}

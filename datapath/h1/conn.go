@@ -58,7 +58,6 @@ type conn struct {
 
 	state     atomic.Int32
 	busySince atomic.Int64 // UnixNano when the running request started; 0 between requests
-	watched   bool         // registered with the watcher (under its mu)
 
 	sock       sockio.Conn // nc's reads, writes and lazy read deadline
 	closeAfter bool        // this response is the connection's last

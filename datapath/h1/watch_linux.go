@@ -23,13 +23,19 @@ const epollOneShot = 1 << 30
 // Watcher cancels the requests of clients that went away, for the
 // connections of every Server that uses it.
 type Watcher struct {
-	epfd     int
-	mu       sync.Mutex
-	conns    map[uint64]*conn // every open connection, by watcher id
-	nextID   uint64
-	done     chan struct{}
-	exited   chan struct{}
-	stopOnce sync.Once
+	epfd  int
+	mu    sync.Mutex
+	conns map[uint64]*conn // every open connection, by watcher id
+	// unwatched is the connections of conns not registered yet, the ones
+	// due looks at: a registered connection stays so while open, and
+	// scanning every stream's connection each tick touched a cold line
+	// of each (50 per second per stream; 1.9 % of the gateway's user time
+	// relaying 1,000 SSE streams).
+	unwatched map[uint64]*conn
+	nextID    uint64
+	done      chan struct{}
+	exited    chan struct{}
+	stopOnce  sync.Once
 }
 
 // NewWatcher starts a watcher; nil when epoll is unavailable (a client's
@@ -39,7 +45,7 @@ func NewWatcher() *Watcher {
 	if err != nil {
 		return nil
 	}
-	w := &Watcher{epfd: epfd, conns: map[uint64]*conn{}, done: make(chan struct{}), exited: make(chan struct{})}
+	w := &Watcher{epfd: epfd, conns: map[uint64]*conn{}, unwatched: map[uint64]*conn{}, done: make(chan struct{}), exited: make(chan struct{})}
 	go w.run()
 	return w
 }
@@ -65,6 +71,7 @@ func (w *Watcher) add(c *conn) {
 	w.nextID++
 	c.wid = w.nextID
 	w.conns[c.wid] = c
+	w.unwatched[c.wid] = c
 	w.mu.Unlock()
 }
 
@@ -74,6 +81,7 @@ func (w *Watcher) remove(c *conn) {
 	}
 	w.mu.Lock()
 	delete(w.conns, c.wid)
+	delete(w.unwatched, c.wid)
 	w.mu.Unlock()
 }
 
@@ -115,12 +123,9 @@ func (w *Watcher) due(out []*conn) []*conn {
 	limit := time.Now().Add(-watchAfter).UnixNano()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, c := range w.conns {
-		if c.watched {
-			continue
-		}
+	for id, c := range w.unwatched {
 		if t := c.busySince.Load(); t != 0 && t <= limit {
-			c.watched = true
+			delete(w.unwatched, id)
 			out = append(out, c)
 		}
 	}

@@ -71,7 +71,13 @@ func (w *Writer) eventStream() bool {
 }
 
 // Write times the bytes as they go to the client.
-func (w *Writer) Write(b []byte) (int, error) {
+func (w *Writer) Write(b []byte) (int, error) { return w.WriteAt(b, time.Time{}) }
+
+// WriteAt is Write timed at now, a clock reading the caller took just
+// before (zero: read the clock when needed). Why: the SSE relay reads the
+// clock per event already, and a second read here was one more
+// clock_gettime per relayed event.
+func (w *Writer) WriteAt(b []byte, now time.Time) (int, error) {
 	if w.status == 0 { // net/http's implicit 200
 		w.status = http.StatusOK
 		w.sse = w.eventStream()
@@ -81,9 +87,10 @@ func (w *Writer) Write(b []byte) (int, error) {
 		return n, err
 	}
 	w.bytes += int64(n)
-	now := time.Time{}
 	if w.first.IsZero() {
-		now = time.Now()
+		if now.IsZero() {
+			now = time.Now()
+		}
 		w.first = now
 		if w.Head != nil {
 			w.Head.FirstBytes(b[:n])

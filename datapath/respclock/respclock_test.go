@@ -35,15 +35,22 @@ type gapRec []time.Duration
 
 func (g *gapRec) Gap(d time.Duration) { *g = append(*g, d) }
 
+// eventStream is a Writer over a recorder that answered 200 with content
+// type ct, recording its gaps.
+func eventStream(ct string) (*httptest.ResponseRecorder, *Writer, *gapRec) {
+	rec := httptest.NewRecorder()
+	rec.Header().Set("Content-Type", ct)
+	gaps := &gapRec{}
+	w := &Writer{Gaps: gaps}
+	w.Reset(rec)
+	w.WriteHeader(200)
+	return rec, w, gaps
+}
+
 // TestStreamTiming: a stream's first byte, events and gaps are recorded as
 // written, with the engine's chunking (an event split across writes).
 func TestStreamTiming(t *testing.T) {
-	rec := httptest.NewRecorder()
-	rec.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
-	var gaps gapRec
-	w := &Writer{Gaps: &gaps}
-	w.Reset(rec)
-	w.WriteHeader(200)
+	rec, w, gp := eventStream("text/event-stream; charset=utf-8")
 	writes := []string{"data: {\"a\":1}\n", "\n", "data: {\"a\":2}\n\ndata: [DONE]", "\n\n"}
 	for _, s := range writes {
 		time.Sleep(5 * time.Millisecond)
@@ -51,6 +58,7 @@ func TestStreamTiming(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	gaps := *gp
 	if w.Status() != 200 || !w.Streamed() || w.Events() != 3 || w.Bytes() != int64(len(strings.Join(writes, ""))) {
 		t.Fatalf("status %d streamed %v events %d bytes %d", w.Status(), w.Streamed(), w.Events(), w.Bytes())
 	}
@@ -86,5 +94,33 @@ func TestPlainBody(t *testing.T) {
 	rc := http.NewResponseController(&w)
 	if err := rc.Flush(); err != nil {
 		t.Fatalf("flush through the wrapper: %v", err)
+	}
+}
+
+// TestWriteAtTimes: WriteAt records the first byte, the events and the
+// gaps at the caller's clock readings, exactly, and an event split across
+// writes is timed by the write that completes it.
+func TestWriteAtTimes(t *testing.T) {
+	_, w, gp := eventStream("text/event-stream")
+	t0 := time.Unix(1000, 0)
+	for _, wr := range []struct {
+		s  string
+		at time.Duration
+	}{
+		{"data: 1\n\n", 0},
+		{"data: 2\n", 7 * time.Millisecond},
+		{"\n", 9 * time.Millisecond},
+		{"data: 3\n\n", 30 * time.Millisecond},
+	} {
+		if _, err := w.WriteAt([]byte(wr.s), t0.Add(wr.at)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !w.First().Equal(t0) || w.Events() != 3 || w.EventSpan() != 30*time.Millisecond {
+		t.Fatalf("first %v events %d span %v; want %v, 3, 30ms", w.First(), w.Events(), w.EventSpan(), t0)
+	}
+	gaps := *gp
+	if want := (gapRec{9 * time.Millisecond, 21 * time.Millisecond}); len(gaps) != 2 || gaps[0] != want[0] || gaps[1] != want[1] {
+		t.Fatalf("gaps %v, want %v", gaps, want)
 	}
 }

@@ -342,11 +342,22 @@ func (c *Client) Send(ctx context.Context, leg Leg) (*http.Response, error) {
 	if leg.HeaderWait > 0 {
 		dl = now.Add(leg.HeaderWait)
 	}
-	resp, err, again := c.exchange(ctx, leg, now, dl, leg.Stream == nil)
+	// get runs here, not in exchange: a dial under exchange's frame as well
+	// ran deep enough to grow some stream goroutines' stacks to 16 KiB,
+	// kept while their streams are open (docs/performance.md).
+	addr := leg.Endpoint.ID
+	pc, trusted, err := c.get(ctx, addr, leg.TLS, now, dl, leg.Stream == nil)
+	var resp *http.Response
+	again := false
+	if err == nil {
+		resp, err, again = c.exchange(ctx, pc, trusted, leg, dl)
+	}
 	if again {
 		// The connection reused without a peek had been closed by the
 		// engine before the request reached it: once more, peeked or new.
-		resp, err, _ = c.exchange(ctx, leg, now, dl, false)
+		if pc, _, err = c.get(ctx, addr, leg.TLS, now, dl, false); err == nil {
+			resp, err, _ = c.exchange(ctx, pc, false, leg, dl)
+		}
 	}
 	if s != nil && leg.Stream == nil && (err == nil || !NotSent(err)) { // NotSent allocates
 		s.releaseHead() // written: a retry after a failed dial needs it, nothing else
@@ -354,19 +365,15 @@ func (c *Client) Send(ctx context.Context, leg Leg) (*http.Response, error) {
 	return resp, err
 }
 
-// exchange is one try of Send on a connection from get (which may trust
-// the hang-up watcher instead of peeking when replayable: leg carries no
-// streamed body). again: the try failed on a connection reused without a
-// peek, and the engine never had the request, so it may go out again: the
-// socket took none of it (a reset had come in first), or the exchange
-// ended at the engine's FIN with no byte of it acknowledged (it had closed
-// the connection before: a reset answers the bytes).
-func (c *Client) exchange(ctx context.Context, leg Leg, now, dl time.Time, replayable bool) (_ *http.Response, _ error, again bool) {
+// exchange is one try of Send on pc, a connection from get (trusted: reused
+// on the hang-up watcher's word, without a peek). again: the try failed on
+// a trusted connection, and the engine never had the request, so it may go
+// out again: the socket took none of it (a reset had come in first), or the
+// exchange ended at the engine's FIN with no byte of it acknowledged (it
+// had closed the connection before: a reset answers the bytes).
+func (c *Client) exchange(ctx context.Context, pc *conn, trusted bool, leg Leg, dl time.Time) (_ *http.Response, _ error, again bool) {
 	addr := leg.Endpoint.ID
-	pc, trusted, err := c.get(ctx, addr, leg.TLS, now, dl, replayable)
-	if err != nil {
-		return nil, err, false
-	}
+	var err error
 	pc.setDeadline(dl) // also bounds writing the request to a stuck engine
 	stop := afterDone(ctx, pc.abortFn)
 	into := leg.Into

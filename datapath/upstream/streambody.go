@@ -72,6 +72,32 @@ const primeChunk = 4 << 10
 // its head is copied out for the engine.
 var primeBufs = sync.Pool{New: func() any { b := make([]byte, primeChunk); return &b }}
 
+// primeSmall is the prime buffer of a body whose Content-Length fits it (a
+// short JSON request, such as most streamed completions): it holds the
+// whole body until the engine's answer begins, so streams opened together
+// (a burst of SSE requests) hold one each at once, and a quarter of a page
+// each is 3 KB less per stream than a page.
+const primeSmall = 1 << 10
+
+var primeSmallBufs = sync.Pool{New: func() any { b := make([]byte, primeSmall); return &b }}
+
+// primeBuf takes a prime buffer for a body of n bytes (-1: unknown).
+func primeBuf(n int64) *[]byte {
+	if n >= 0 && n <= primeSmall {
+		return primeSmallBufs.Get().(*[]byte)
+	}
+	return primeBufs.Get().(*[]byte)
+}
+
+// putPrimeBuf returns a buffer primeBuf gave to its pool.
+func putPrimeBuf(b *[]byte) {
+	if cap(*b) == primeSmall {
+		primeSmallBufs.Put(b)
+		return
+	}
+	primeBufs.Put(b)
+}
+
 // prime reads the body's first bytes (or its end) before the engine is
 // dialed; a retry after a failed dial reuses them. A read failure is a
 // *ClientBodyError.
@@ -80,7 +106,7 @@ func (s *BodyStream) prime() error {
 		return nil
 	}
 	s.primed = true
-	s.headBuf = primeBufs.Get().(*[]byte)
+	s.headBuf = primeBuf(s.N)
 	buf := *s.headBuf
 	for {
 		n, err := s.R.Read(buf)
@@ -140,7 +166,7 @@ func (s *BodyStream) whole() ([]byte, bool, error) {
 // later attempt never reads head again: the body has moved on).
 func (s *BodyStream) releaseHead() {
 	if s.headBuf != nil {
-		primeBufs.Put(s.headBuf)
+		putPrimeBuf(s.headBuf)
 		s.headBuf, s.head = nil, nil
 	}
 }

@@ -190,3 +190,42 @@ func TestBodyStreamWhole(t *testing.T) {
 		})
 	}
 }
+
+// TestPrimeBufClass: a body whose Content-Length fits primeSmall is
+// primed into the small buffer and still found whole at the class's edge;
+// a longer one, or one of unknown length, gets primeChunk.
+func TestPrimeBufClass(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		size, n int64 // bytes sent, Content-Length (-1 chunked)
+		wantCap int
+	}{
+		{"empty", 0, 0, primeSmall},
+		{"short", 71, 71, primeSmall},
+		{"at the edge", primeSmall, primeSmall, primeSmall},
+		{"past the edge", primeSmall + 1, primeSmall + 1, primeChunk},
+		{"chunked, short", 71, -1, primeChunk},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := strings.Repeat("x", int(tc.size))
+			s := &BodyStream{R: strings.NewReader(body), N: tc.n}
+			if err := s.prime(); err != nil {
+				t.Fatalf("prime: %v", err)
+			}
+			if got := cap(*s.headBuf); got != tc.wantCap {
+				t.Fatalf("prime buffer of %d bytes, want %d", got, tc.wantCap)
+			}
+			b, whole, err := s.whole()
+			if err != nil {
+				t.Fatalf("whole: %v", err)
+			}
+			if wantWhole := tc.n >= 0; whole != wantWhole || whole && string(b) != body {
+				t.Fatalf("whole %v (%d bytes); want %v", whole, len(b), wantWhole)
+			}
+			s.releaseHead()
+			if s.headBuf != nil {
+				t.Fatal("the prime buffer is still held after releaseHead")
+			}
+		})
+	}
+}

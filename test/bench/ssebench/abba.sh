@@ -81,7 +81,7 @@ YAML
 stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 
 wait_port "$ENGINE"
-declare -A CPU RSS ANON
+declare -A CPU USR RSS ANON
 run() { # NAME
   start "$1"
   local out
@@ -91,11 +91,12 @@ run() { # NAME
   out=$("$TMP/ssebench" -label "$1" -url "http://$(addr "$1")/v1/completions" -streams "$STREAMS" -pid "$SPID" -timeout 2m 2>&1 || true)
   stop "$SPID"
   echo "  load $(cut -d' ' -f1-3 /proc/loadavg)  $out"
-  local c r a
+  local c u r a
   c=$(grep -o 'cpu_us_per_event=[0-9.]*' <<<"$out" | cut -d= -f2 || true)
+  u=$(grep -o 'user_us_per_event=[0-9.]*' <<<"$out" | cut -d= -f2 || true)
   r=$(grep -o 'rss_kb_per_stream=[-0-9.]*' <<<"$out" | cut -d= -f2 || true)
   a=$(grep -o 'anon_kb_per_stream=[-0-9.]*' <<<"$out" | cut -d= -f2 || true)
-  CPU[$1]="${CPU[$1]:-} $c" RSS[$1]="${RSS[$1]:-} $r" ANON[$1]="${ANON[$1]:-} $a"
+  CPU[$1]="${CPU[$1]:-} $c" USR[$1]="${USR[$1]:-} $u" RSS[$1]="${RSS[$1]:-} $r" ANON[$1]="${ANON[$1]:-} $a"
 }
 
 for ((k = 1; k <= ROUNDS; k++)); do
@@ -107,11 +108,13 @@ done
 mean() { awk '{s=0; for(i=1;i<=NF;i++) s+=$i; printf "%.2f", (NF ? s/NF : 0)}' <<<"$1"; }
 echo
 for t in new base nginx; do
-  printf "%-6s cpu/event us:%s (mean %s)  rss KB/stream:%s (mean %s)  anon KB/stream:%s (mean %s)\n" "$t" "${CPU[$t]}" "$(mean "${CPU[$t]}")" \
+  printf "%-6s cpu/event us:%s (mean %s)  user:%s (mean %s)  rss KB/stream:%s (mean %s)  anon KB/stream:%s (mean %s)\n" "$t" "${CPU[$t]}" "$(mean "${CPU[$t]}")" "${USR[$t]}" "$(mean "${USR[$t]}")" \
     "${RSS[$t]}" "$(mean "${RSS[$t]}")" "${ANON[$t]}" "$(mean "${ANON[$t]}")"
 done
 awk -v n="$(mean "${CPU[new]}")" -v b="$(mean "${CPU[base]}")" -v x="$(mean "${CPU[nginx]}")" \
   'BEGIN { printf "cpu per event: new/nginx %.2fx, base/nginx %.2fx, new/base %.2fx\n", n/x, b/x, n/b }'
+awk -v n="$(mean "${USR[new]}")" -v b="$(mean "${USR[base]}")" -v x="$(mean "${USR[nginx]}")" \
+  'BEGIN { if (x > 0 && b > 0) printf "user cpu per event: new/nginx %.2fx, base/nginx %.2fx, new/base %.2fx\n", n/x, b/x, n/b }'
 
 if [[ ${STRACE:-0} == 1 ]]; then
   echo

@@ -46,23 +46,24 @@ func main() {
 		fail(err)
 	}
 	// One line, key=value, for proxy.sh to parse.
-	fmt.Printf("%s streams=%d ok=%d errors=%d events=%d cpu_us_per_event=%.2f rss_idle_kb=%d rss_open_kb=%d rss_kb_per_stream=%.1f anon_kb_per_stream=%.1f plateau=%v first_error=%q\n",
-		*label, *n, res.ok, res.errors, res.events, res.cpuPerEvent(), res.rssIdle.total, res.rssOpen.total, res.rssPerStream(*n), res.anonPerStream(*n), res.plateau, res.firstErr)
+	fmt.Printf("%s streams=%d ok=%d errors=%d events=%d cpu_us_per_event=%.2f user_us_per_event=%.2f rss_idle_kb=%d rss_open_kb=%d rss_kb_per_stream=%.1f anon_kb_per_stream=%.1f plateau=%v first_error=%q\n",
+		*label, *n, res.ok, res.errors, res.events, res.perEvent(res.cpuTicks.user+res.cpuTicks.sys), res.perEvent(res.cpuTicks.user), res.rssIdle.total, res.rssOpen.total, res.rssPerStream(*n), res.anonPerStream(*n), res.plateau, res.firstErr)
 }
 
 type result struct {
 	ok, errors, events int64
-	cpuTicks           int64
+	cpuTicks           ticks
 	rssIdle, rssOpen   rss
 	plateau            bool // every stream delivered an event while all were open
 	firstErr           string
 }
 
-func (r result) cpuPerEvent() float64 {
+// perEvent is t clock ticks in µs per event relayed.
+func (r result) perEvent(t int64) float64 {
 	if r.events == 0 {
 		return 0
 	}
-	return float64(r.cpuTicks) * 1e6 / float64(clkTck) / float64(r.events)
+	return float64(t) * 1e6 / float64(clkTck) / float64(r.events)
 }
 
 func (r result) rssPerStream(n int) float64 {
@@ -132,7 +133,8 @@ func run(url string, n, batch int, gap time.Duration, pid int, timeout time.Dura
 	}
 	close(release)
 	wg.Wait()
-	res.cpuTicks = treeTicks(pid) - t0
+	t1 := treeTicks(pid)
+	res.cpuTicks = ticks{user: t1.user - t0.user, sys: t1.sys - t0.sys}
 	res.ok, res.errors, res.events = ok.Load(), errs.Load(), events.Load()
 	return res, nil
 }
@@ -205,12 +207,17 @@ func tree(pid int) []int {
 	return out
 }
 
-// treeTicks is user+system clock ticks of the tree.
-func treeTicks(pid int) int64 {
+// ticks is CPU time in clock ticks, user and system apart: the system
+// time (the reads and writes) is much the same for every proxy, the user
+// time is where they differ.
+type ticks struct{ user, sys int64 }
+
+// treeTicks is the clock ticks of the tree.
+func treeTicks(pid int) ticks {
+	var t ticks
 	if pid <= 0 {
-		return 0
+		return t
 	}
-	var t int64
 	for _, p := range tree(pid) {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
 		if err != nil {
@@ -220,7 +227,8 @@ func treeTicks(pid int) int64 {
 		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:]) // fields from 3 (state) on
 		u, _ := strconv.ParseInt(f[11], 10, 64)                  // 14 utime
 		k, _ := strconv.ParseInt(f[12], 10, 64)                  // 15 stime
-		t += u + k
+		t.user += u
+		t.sys += k
 	}
 	return t
 }
