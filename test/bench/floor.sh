@@ -7,11 +7,13 @@
 #
 #   floorgo    goroutine per connection, raw socket calls, no empty reads
 #   floornet   the same on net.Conn as it comes
-#   floorloop  one edge-triggered epoll loop per CPU
+#   floorloop  one edge-triggered epoll loop per CPU, Go's netpoller waiting
+#              on each loop's epoll set
+#   floorblock the same loops blocking in epoll_wait
 #
 # Env: as proxy.sh (ROUNDS, DURATION, BIND, BASE_PORT, ...); TARGETS
 # defaults to the five above; the SSE and hold tests are off.
 set -euo pipefail
-export TARGETS=${TARGETS:-infergate nginx floorgo floornet floorloop}
+export TARGETS=${TARGETS:-infergate nginx floorgo floornet floorloop floorblock}
 export SSE_STREAMS=0 HOLD_STREAMS=0
 exec "$(dirname "$0")/proxy.sh" "$@"

@@ -26,9 +26,11 @@
 # Env: DURATION (10s, per run) ROUNDS (4) CONNS (64) THREADS (2)
 #      BASE_PORT (18000) BIND (127.0.0.1: the address every listener uses)
 #      TARGETS ("infergate nginx haproxy caddy"; "direct" always runs;
-#      also floorgo, floornet, floorloop: test/bench/floor's least proxies,
-#      goroutine per connection on raw calls, the same on net.Conn, and an
-#      epoll loop per CPU; floor.sh runs them beside nginx and infergate)
+#      also floorgo, floornet, floorloop, floorblock: test/bench/floor's
+#      least proxies, goroutine per connection on raw calls, the same on
+#      net.Conn, an epoll loop per CPU waited on by Go's netpoller, the same
+#      loops blocking in epoll_wait; floor.sh runs them beside nginx and
+#      infergate)
 #      WRK (1; 0 skips the small-request table, e.g. to rerun only streams)
 #      SSE_STREAMS (1000; 0 skips the SSE figure) SSE_TOKENS (100)
 #      SSE_DELAY (20ms) SSE_TARGETS ("infergate nginx") SSE_ROUNDS (1; 2 or
@@ -69,8 +71,8 @@ export PATH=/usr/local/go/bin:/usr/sbin:$PATH
 ENGINE=$BIND:$BASE_PORT
 SSE_ENGINE=$BIND:$((BASE_PORT + 1))
 HOLD_ENGINE=$BIND:$((BASE_PORT + 2))
-declare -A PORT=([infergate]=10 [nginx]=20 [haproxy]=30 [caddy]=40 [baseline]=50 [floorgo]=60 [floornet]=70 [floorloop]=80)
-declare -A FLOOR_MODE=([floorgo]=goroutine [floornet]=goroutine-net [floorloop]=loop)
+declare -A PORT=([infergate]=10 [nginx]=20 [haproxy]=30 [caddy]=40 [baseline]=50 [floorgo]=60 [floornet]=70 [floorloop]=80 [floorblock]=90)
+declare -A FLOOR_MODE=([floorgo]=goroutine [floornet]=goroutine-net [floorloop]=loop [floorblock]=loop-block)
 
 for bin in wrk go; do
   command -v "$bin" >/dev/null || { echo "proxy.sh: $bin not found" >&2; exit 1; }
@@ -78,7 +80,7 @@ done
 for t in $TARGETS; do
   case $t in
     nginx|haproxy|caddy) command -v "$t" >/dev/null || { echo "proxy.sh: $t not found (make bench installs it)" >&2; exit 1; } ;;
-    infergate|floorgo|floornet|floorloop) ;;
+    infergate|floorgo|floornet|floorloop|floorblock) ;;
     *) echo "proxy.sh: unknown target $t" >&2; exit 2 ;;
   esac
 done
@@ -240,7 +242,7 @@ start_floor() {
 
 for t in $TARGETS; do
   case $t in
-    floorgo|floornet|floorloop) start_floor "$t" ;;
+    floorgo|floornet|floorloop|floorblock) start_floor "$t" ;;
     infergate) start_gateway infergate "$TMP" ;;
     baseline) start_gateway baseline "$TMP/base" ;;
     nginx) start_nginx ;;

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"sync"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,8 +29,10 @@ type loopProxy struct {
 }
 
 // startLoops listens on listen (port 0: one the kernel picks, shared by
-// every loop) and runs n loops proxying to engine.
-func startLoops(listen, engine string, n, bufLen int) (*loopProxy, error) {
+// every loop) and runs n loops proxying to engine. netpoll: Go's netpoller
+// waits on each loop's epoll set (runNetpoll), else the loop blocks in
+// epoll_wait.
+func startLoops(listen, engine string, n, bufLen int, netpoll bool) (*loopProxy, error) {
 	lsa, err := sockaddr(listen)
 	if err != nil {
 		return nil, err
@@ -41,7 +45,7 @@ func startLoops(listen, engine string, n, bufLen int) (*loopProxy, error) {
 			p.stop()
 			return nil, err
 		}
-		l, err := newLoop(lsa, esa, bufLen)
+		l, err := newLoop(lsa, esa, bufLen, netpoll)
 		if err != nil {
 			p.stop()
 			return nil, err
@@ -90,6 +94,7 @@ func (p *loopProxy) stop() error {
 // loop owns one epoll set and every connection accepted on its listener.
 type loop struct {
 	epfd, lfd, wake int
+	epf             *os.File // epfd, when Go's netpoller waits on it (it closes epfd)
 	engine          unix.Sockaddr
 	bufLen          int
 	byFD            []*lconn // a connection under its client's and its engine socket's descriptors
@@ -108,11 +113,19 @@ type lconn struct {
 	req, resp                    *pipe
 }
 
-func newLoop(lsa, esa unix.Sockaddr, bufLen int) (*loop, error) {
+func newLoop(lsa, esa unix.Sockaddr, bufLen int, netpoll bool) (*loop, error) {
 	l := &loop{epfd: -1, lfd: -1, wake: -1, engine: esa, bufLen: bufLen}
 	var err error
 	if l.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("floor: epoll_create: %w", err)
+	}
+	if netpoll {
+		// Non-blocking, so os.NewFile registers it with the netpoller.
+		if err := unix.SetNonblock(l.epfd, true); err != nil {
+			l.closeAll()
+			return nil, fmt.Errorf("floor: epoll set non-blocking: %w", err)
+		}
+		l.epf = os.NewFile(uintptr(l.epfd), "epoll")
 	}
 	if l.wake, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
 		l.closeAll()
@@ -156,6 +169,9 @@ func listenReusePort(sa unix.Sockaddr) (int, error) {
 // run waits and dispatches until stop wakes it (stop closes the sockets
 // once every loop has returned).
 func (l *loop) run() error {
+	if l.epf != nil {
+		return l.runNetpoll()
+	}
 	for {
 		n, err := unix.EpollWait(l.epfd, l.events[:], -1)
 		if err != nil {
@@ -164,19 +180,67 @@ func (l *loop) run() error {
 			}
 			return fmt.Errorf("floor: epoll_wait: %w", err)
 		}
-		for i := 0; i < n; i++ {
-			ev := l.events[i]
-			fd := int(ev.Fd)
-			switch {
-			case fd == l.wake:
-				return nil
-			case fd == l.lfd:
-				l.accept()
-			case fd < len(l.byFD) && l.byFD[fd] != nil:
-				l.ready(l.byFD[fd], fd, ev.Events)
-			}
+		if l.dispatch(n) {
+			return nil
 		}
 	}
+}
+
+// runNetpoll is run with Go's netpoller doing the waiting: the loop's
+// epoll set is itself a descriptor Go polls, so when the set is empty the
+// loop's goroutine parks (once per batch, not per connection) and no
+// thread sits in epoll_wait. A thread blocked in a system call keeps the
+// runtime's monitor thread waking every 20 µs to hand its processor on;
+// this way there is none.
+func (l *loop) runNetpoll() error {
+	rc, err := l.epf.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("floor: epoll raw conn: %w", err)
+	}
+	var failed error
+	err = rc.Read(func(uintptr) bool {
+		for {
+			// epoll_pwait with no wait: the readiness wait is the netpoller's.
+			r, _, errno := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(l.epfd),
+				uintptr(unsafe.Pointer(&l.events[0])), uintptr(len(l.events)), 0, 0, 0)
+			switch {
+			case errno == unix.EINTR:
+				continue
+			case errno != 0:
+				failed = fmt.Errorf("floor: epoll_wait: %w", errno)
+				return true
+			case r == 0:
+				return false
+			}
+			if l.dispatch(int(r)) {
+				return true
+			}
+			if int(r) < len(l.events) {
+				return false // the set's next edge ends the wait
+			}
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("floor: epoll wait: %w", err)
+	}
+	return failed
+}
+
+// dispatch handles the first n events; true: stop woke the loop.
+func (l *loop) dispatch(n int) bool {
+	for i := 0; i < n; i++ {
+		ev := l.events[i]
+		fd := int(ev.Fd)
+		switch {
+		case fd == l.wake:
+			return true
+		case fd == l.lfd:
+			l.accept()
+		case fd < len(l.byFD) && l.byFD[fd] != nil:
+			l.ready(l.byFD[fd], fd, ev.Events)
+		}
+	}
+	return false
 }
 
 const edge = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET
@@ -375,10 +439,15 @@ func (l *loop) closeAll() {
 			l.drop(c)
 		}
 	}
-	for _, fd := range []int{l.lfd, l.wake, l.epfd} {
+	for _, fd := range []int{l.lfd, l.wake} {
 		if fd >= 0 {
 			_ = unix.Close(fd)
 		}
+	}
+	if l.epf != nil {
+		_ = l.epf.Close()
+	} else if l.epfd >= 0 {
+		_ = unix.Close(l.epfd)
 	}
 }
 

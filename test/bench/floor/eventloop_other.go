@@ -6,7 +6,7 @@ import "errors"
 
 type loopProxy struct{ addr string }
 
-func startLoops(string, string, int, int) (*loopProxy, error) {
+func startLoops(string, string, int, int, bool) (*loopProxy, error) {
 	return nil, errors.New("floor: the epoll loop needs Linux")
 }
 

@@ -117,7 +117,7 @@ func TestProxySmoke(t *testing.T) {
 	t.Cleanup(eng.Close)
 	modes := []string{"goroutine", "goroutine-net"}
 	if runtime.GOOS == "linux" {
-		modes = append(modes, "loop")
+		modes = append(modes, "loop", "loop-block")
 	}
 	for _, mode := range modes {
 		t.Run(mode, func(t *testing.T) {
