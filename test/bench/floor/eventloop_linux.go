@@ -18,8 +18,9 @@ import (
 // engine connection per client connection as goProxy, driven by one epoll
 // loop per CPU, each with its own listening socket (SO_REUSEPORT) and its
 // connections' client and engine sockets. Sockets are non-blocking and
-// registered once, edge-triggered, as nginx registers them; a goroutine
-// parks only in epoll_wait, when its loop has nothing to do.
+// registered once, edge-triggered, as nginx registers them; a loop's
+// goroutine waits only when its loop has nothing to do (on the netpoller,
+// or in epoll_wait for loop-block).
 type loopProxy struct {
 	loops  []*loop
 	addr   string
@@ -290,8 +291,9 @@ func (l *loop) step(c *lconn) {
 	}
 }
 
-// pump is goProxy.conn's loop, turned inside out: each wait there is a
-// return here, resumed by the next edge.
+// pump is goProxy.netConn's loop turned inside out: each wait there is a
+// return here, resumed by the next edge. A stale edge (one for a socket a
+// step already drained) costs one read that finds nothing.
 func (l *loop) pump(c *lconn) error {
 	for {
 		if !c.inResp {
