@@ -25,7 +25,12 @@
 #
 # Env: DURATION (10s, per run) ROUNDS (4) CONNS (64) THREADS (2)
 #      BASE_PORT (18000) BIND (127.0.0.1: the address every listener uses)
-#      TARGETS ("infergate nginx haproxy caddy"; "direct" always runs)
+#      TARGETS ("infergate nginx haproxy caddy"; "direct" always runs;
+#      also floorgo, floornet, floorloop, floorblock: test/bench/floor's
+#      least proxies, goroutine per connection on raw calls, the same on
+#      net.Conn, an epoll loop per CPU waited on by Go's netpoller, the same
+#      loops blocking in epoll_wait; floor.sh runs them beside nginx and
+#      infergate)
 #      WRK (1; 0 skips the small-request table, e.g. to rerun only streams)
 #      SSE_STREAMS (1000; 0 skips the SSE figure) SSE_TOKENS (100)
 #      SSE_DELAY (20ms) SSE_TARGETS ("infergate nginx") SSE_ROUNDS (1; 2 or
@@ -66,7 +71,8 @@ export PATH=/usr/local/go/bin:/usr/sbin:$PATH
 ENGINE=$BIND:$BASE_PORT
 SSE_ENGINE=$BIND:$((BASE_PORT + 1))
 HOLD_ENGINE=$BIND:$((BASE_PORT + 2))
-declare -A PORT=([infergate]=10 [nginx]=20 [haproxy]=30 [caddy]=40 [baseline]=50)
+declare -A PORT=([infergate]=10 [nginx]=20 [haproxy]=30 [caddy]=40 [baseline]=50 [floorgo]=60 [floornet]=70 [floorloop]=80 [floorblock]=90)
+declare -A FLOOR_MODE=([floorgo]=goroutine [floornet]=goroutine-net [floorloop]=loop [floorblock]=loop-block)
 
 for bin in wrk go; do
   command -v "$bin" >/dev/null || { echo "proxy.sh: $bin not found" >&2; exit 1; }
@@ -74,7 +80,7 @@ done
 for t in $TARGETS; do
   case $t in
     nginx|haproxy|caddy) command -v "$t" >/dev/null || { echo "proxy.sh: $t not found (make bench installs it)" >&2; exit 1; } ;;
-    infergate) ;;
+    infergate|floorgo|floornet|floorloop|floorblock) ;;
     *) echo "proxy.sh: unknown target $t" >&2; exit 2 ;;
   esac
 done
@@ -107,9 +113,10 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-echo "building fake engine, infergate and ssebench... (results in $RESULTS)"
+echo "building fake engine, infergate, floor and ssebench... (results in $RESULTS)"
 (cd "$ROOT" && go build -o "$TMP/fakeengine" ./internal/fakeengine/cmd/fakeengine \
   && go build -o "$TMP/dpserve" ./test/bench/dpserve \
+  && go build -o "$TMP/floor" ./test/bench/floor \
   && go build -o "$TMP/ssebench" ./test/bench/ssebench \
   && go build -o "$TMP/infergate" ./cmd/infergate)
 if [[ -n ${BASELINE_ROOT:-} ]]; then
@@ -225,8 +232,17 @@ start_caddy() {
   TPID[caddy]=$!
 }
 
+# start_floor NAME: test/bench/floor in NAME's mode, in front of the
+# small-request engine only (it takes no part in the SSE and hold tests).
+start_floor() {
+  "$TMP/floor" -mode "${FLOOR_MODE[$1]}" -listen "$(addr "$1" 0)" -engine "$ENGINE" >"$TMP/$1.log" 2>&1 &
+  PIDS+=($!)
+  TPID[$1]=$!
+}
+
 for t in $TARGETS; do
   case $t in
+    floorgo|floornet|floorloop|floorblock) start_floor "$t" ;;
     infergate) start_gateway infergate "$TMP" ;;
     baseline) start_gateway baseline "$TMP/base" ;;
     nginx) start_nginx ;;
@@ -263,15 +279,31 @@ cputicks() {
   echo "$u $sy"
 }
 
+# ctxsw PID → the context switches (voluntary and not) of every thread of
+# the process and its children: a count the box's load moves less than
+# time, and the cost of each park and wake-up a proxy's waits take.
+ctxsw() {
+  local p
+  for p in "$1" $(pgrep -P "$1" 2>/dev/null || true); do
+    cat /proc/"$p"/task/*/status 2>/dev/null || true
+  done | awk '/^(non)?voluntary_ctxt_switches:/ { n += $2 } END { print n + 0 }'
+}
+
 # run NAME ADDR PID FILE → "rps p50_us p99_us non2xx errors cpu_us_per_req
-# user_us_per_req sys_us_per_req"
+# user_us_per_req sys_us_per_req cs_per_req engine_cpu_us_per_req": the
+# engine's CPU says whether a proxy moved cost onto it (smaller batches of
+# reads per wake-up), which CPU per request of the proxy alone hides.
 run() {
   wrk -c"$CONNS" -t"$THREADS" -d1s -s "$TMP/post.lua" "http://$2/v1/completions" >/dev/null # warm-up
-  local u0 s0 u1 s1
+  local u0 s0 u1 s1 c0 c1 eu0 es0 eu1 es1
+  c0=$(ctxsw "$3")
   read -r u0 s0 < <(cputicks "$3")
+  read -r eu0 es0 < <(cputicks "$ENGINE_PID")
   wrk -c"$CONNS" -t"$THREADS" -d"$DURATION" --latency -s "$TMP/post.lua" "http://$2/v1/completions" >"$4"
+  read -r eu1 es1 < <(cputicks "$ENGINE_PID")
   read -r u1 s1 < <(cputicks "$3")
-  awk -v ut=$((u1 - u0)) -v st=$((s1 - s0)) -v hz="$(getconf CLK_TCK)" '
+  c1=$(ctxsw "$3")
+  awk -v ut=$((u1 - u0)) -v st=$((s1 - s0)) -v cs=$((c1 - c0)) -v et=$((eu1 + es1 - eu0 - es0)) -v hz="$(getconf CLK_TCK)" '
     function us(v) { if (v ~ /us$/) return v+0; if (v ~ /ms$/) return v*1000; if (v ~ /s$/) return v*1000000; return v }
     /Requests\/sec:/ { rps=$2 }
     / requests in / { n=$1 }
@@ -280,7 +312,7 @@ run() {
     /Non-2xx/ { bad=$NF }
     /Socket errors/ { gsub(/,/, ""); err=$4+$6+$8+$10 }
     END { k = (n>0 ? 1000000/hz/n : 0)
-      printf "%s %s %s %s %s %.1f %.1f %.1f\n", rps, p50, p99, (bad==""?0:bad), (err==""?0:err), (ut+st)*k, ut*k, st*k }' "$4"
+      printf "%s %s %s %s %s %.1f %.1f %.1f %.2f %.1f\n", rps, p50, p99, (bad==""?0:bad), (err==""?0:err), (ut+st)*k, ut*k, st*k, (n>0 ? cs/n : 0), et*k }' "$4"
 }
 
 # order ROUND → the targets in that round's order: the list rotated by
@@ -298,7 +330,7 @@ if [[ ${WRK:-1} != 0 ]]; then
 # bare Go net/http server): the floor any net/http-based proxy pays once
 # per side.
 ROUNDS_FILE=$RESULTS/rounds.txt
-echo "round pos target load1 rps p50_us p99_us non2xx errors cpu_us user_us sys_us" >"$ROUNDS_FILE"
+echo "round pos target load1 rps p50_us p99_us non2xx errors cpu_us user_us sys_us cs_per_req engine_cpu_us" >"$ROUNDS_FILE"
 for ((r = 0; r < ROUNDS; r++)); do
   pos=0
   for t in $(order $r); do
@@ -316,7 +348,7 @@ done
   awk -v targets="direct $TARGETS" -v baseline="${BASELINE_ROOT:-}" '
     NR == 1 { next }
     { k = $1 SUBSEP $3; rps[k] = $5; p50[k] = $6; p99[k] = $7; bad[$3] += $8; err[$3] += $9
-      cpu[k] = $10; usr[k] = $11; sys[k] = $12; if ($1 + 1 > R) R = $1 + 1 }
+      cpu[k] = $10; usr[k] = $11; sys[k] = $12; cs[k] = $13; ecpu[k] = $14; if ($1 + 1 > R) R = $1 + 1 }
     function stat(a, t, fmt,   r, v, s, lo, hi) {
       s = 0; lo = ""; hi = ""
       for (r = 0; r < R; r++) { v = a[r, t]; s += v; if (lo == "" || v < lo) lo = v; if (hi == "" || v > hi) hi = v }
@@ -331,13 +363,13 @@ done
     function mean(a, t,   r, s) { s = 0; for (r = 0; r < R; r++) s += a[r, t]; return s / R }
     END {
       n = split(targets, T, " ")
-      printf "%-10s %-22s %-20s %8s %9s %-24s %-17s %-21s %-21s %9s\n", "target", "req/s", "p50(us)", "p99(us)", "non2xx/err", "cpu/req(us)", "user+sys(us)", "rps/nginx", "cpu/nginx", "+p50(us)"
+      printf "%-10s %-22s %-20s %8s %9s %-24s %-17s %-21s %-21s %9s %7s %10s\n", "target", "req/s", "p50(us)", "p99(us)", "non2xx/err", "cpu/req(us)", "user+sys(us)", "rps/nginx", "cpu/nginx", "+p50(us)", "cs/req", "engine(us)"
       for (i = 1; i <= n; i++) {
         t = T[i]
         add = (t == "direct" ? "-" : sprintf("%+.0f", mean(p50, t) - mean(p50, "direct")))
-        printf "%-10s %-22s %-20s %8.0f %9s %-24s %-17s %-21s %-21s %9s\n", t, stat(rps, t, "%.0f"), stat(p50, t, "%.0f"), mean(p99, t),
+        printf "%-10s %-22s %-20s %8.0f %9s %-24s %-17s %-21s %-21s %9s %7.2f %10.1f\n", t, stat(rps, t, "%.0f"), stat(p50, t, "%.0f"), mean(p99, t),
           bad[t] "/" err[t], stat(cpu, t, "%.1f") (t == "direct" ? "*" : ""), sprintf("%.1f+%.1f", mean(usr, t), mean(sys, t)),
-          (t == "nginx" ? "-" : ratio(rps, t, "nginx")), (t == "nginx" || t == "direct" ? "-" : ratio(cpu, t, "nginx")), add
+          (t == "nginx" ? "-" : ratio(rps, t, "nginx")), (t == "nginx" || t == "direct" ? "-" : ratio(cpu, t, "nginx")), add, mean(cs, t), mean(ecpu, t)
       }
       print "* direct: the fake engine'"'"'s own CPU"
       if ((0, "nginx") in cpu && (0, "infergate") in cpu) {
