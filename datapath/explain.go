@@ -41,7 +41,7 @@ func (rt *Runtime) Explain(ctx context.Context, k spec.Key, path string, header 
 	}
 	e.Queue = c.queueStatus(wall)
 	f := pick.Facts{Ctx: ctx, Path: path, Body: body, Now: time.Now()}
-	top := ladder.ScanBody(body)
+	top := ladder.ScanFacts(&f)
 	f.Model, f.SessionKey = requestIdentity(header, top)
 	e.HasSessionKey = f.SessionKey != ""
 	if c.rule.PD == nil {

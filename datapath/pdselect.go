@@ -16,7 +16,7 @@ import (
 // session key (requestIdentity) and, when Tier 1 is on, the prompt key.
 func (rt *Runtime) pdFacts(c *compiled, r *http.Request, body []byte) ladder.Facts {
 	f := ladder.Facts{Ctx: r.Context(), Path: r.URL.Path, Body: body, Now: time.Now()}
-	top := ladder.ScanBody(body)
+	top := ladder.ScanFacts(&f)
 	f.Model, f.SessionKey = requestIdentity(r.Header, top)
 	if c.pd.prefix != nil {
 		limit := rt.opts.PrefixIndex.MaxKeyBytes

@@ -13,6 +13,7 @@ import (
 
 	"github.com/infergate/infergate/internal/pdfake"
 	"github.com/infergate/infergate/spec"
+	"github.com/infergate/infergate/test/bench/proccpu"
 )
 
 // BenchmarkPDAddedLatency measures what the datapath adds to a vLLM P/D
@@ -100,11 +101,11 @@ func BenchmarkPDAddedLatency(b *testing.B) {
 				if i%2 == 1 {
 					first, second = direct, first
 				}
-				c0, t0 := processCPU(), time.Now()
+				c0, t0 := proccpu.Self(), time.Now()
 				first()
-				c1, t1 := processCPU(), time.Now()
+				c1, t1 := proccpu.Self(), time.Now()
 				second()
-				c2, t2 := processCPU(), time.Now()
+				c2, t2 := proccpu.Self(), time.Now()
 				g, d, gc, dc := t1.Sub(t0), t2.Sub(t1), c1-c0, c2-c1
 				if i%2 == 1 {
 					g, d, gc, dc = d, g, dc, gc

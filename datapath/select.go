@@ -138,9 +138,7 @@ func (rt *Runtime) pickKV(c *compiled, r *http.Request, body []byte, excl uint64
 		return -1, nil, ""
 	}
 	f := pick.Facts{Ctx: r.Context(), Path: r.URL.Path, Body: body, Now: time.Now()}
-	top := ladder.ScanBody(body)
-	f.Model, _ = requestIdentity(r.Header, top)
-	f.Prompt, f.Messages, f.BodyScanned = top.Prompt, top.Messages, true
+	f.Model, _ = requestIdentity(r.Header, ladder.ScanFacts(&f))
 	k, name, _, ok := c.kv.PickSingle(&f, cands)
 	if !ok || k < 0 || k >= len(cands) {
 		return -1, nil, ""

@@ -3,13 +3,13 @@ package datapath
 import (
 	"fmt"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/infergate/infergate/datapath/pick"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/spec"
+	"github.com/infergate/infergate/test/bench/proccpu"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -183,18 +183,10 @@ func BenchmarkScan32Baseline(b *testing.B) {
 // overloaded box wall ns/op mostly measures waiting for a core.
 type cpuClock struct{ start time.Duration }
 
-func startCPU() cpuClock { return cpuClock{start: processCPU()} }
+func startCPU() cpuClock { return cpuClock{start: proccpu.Self()} }
 
 func (c cpuClock) report(b *testing.B) {
-	b.ReportMetric(float64(processCPU()-c.start)/float64(b.N), "cpu-ns/op")
-}
-
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64(proccpu.Self()-c.start)/float64(b.N), "cpu-ns/op")
 }
 
 func make32Weights() []int {

@@ -85,6 +85,17 @@ func (b BodyFields) AppendPromptKey(dst []byte, path string, limit int) []byte {
 	return key
 }
 
+// ScanFacts is ScanBody of f.Body that also hands the prompt members on in
+// f (Prompt, Messages, BodyScanned), so a tier that tokenises the prompt
+// (KV-exact) does not walk the body again to find them. Every caller that
+// builds Facts from a scanned body goes through it: the single pool's
+// pick, the P/D pair's and the routing explanation.
+func ScanFacts(f *Facts) BodyFields {
+	b := ScanBody(f.Body)
+	f.Prompt, f.Messages, f.BodyScanned = b.Prompt, b.Messages, true
+	return b
+}
+
 // ScanBody walks an object body's top level once and returns the members
 // routing reads (all nil when the body is not a well-formed object). The
 // walk is loose (jsonscan.Loose): values are skipped by structure, the

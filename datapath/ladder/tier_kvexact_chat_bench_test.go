@@ -1,6 +1,7 @@
 package ladder
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -117,35 +118,43 @@ func BenchmarkKVExactChat(b *testing.B) {
 }
 
 // TestKVExactScannedBody: facts whose caller already scanned the body
-// (BodyScanned) are tokenised from the members it found, with the same
-// ids and pick as the tier's own scan; with neither member handed on the
-// tokenizer decodes the body itself, as after a scan that found neither.
+// (ScanFacts) are tokenised from the members it found, with the same ids
+// and pick as the tier's own scan; the tier tokenises the member handed on,
+// not the body's (a member of another body moves the pick); with neither
+// member handed on the tokenizer decodes the body itself, as after a scan
+// that found neither.
 func TestKVExactScannedBody(t *testing.T) {
 	p := newChatBenchPick(t)
 	body := p.facts(7).Body
-	top := ScanBody(body)
+	other := ScanBody(p.facts(8).Body).Messages // shared prompt 8's chat
+	if f := (&Facts{Body: body}); ScanFacts(f).Messages == nil || !f.BodyScanned || !bytes.Equal(f.Messages, ScanBody(body).Messages) {
+		t.Fatalf("ScanFacts handed on messages %.20q (scanned %v), want the body's", f.Messages, f.BodyScanned)
+	}
 	tests := []struct {
-		name     string
-		scanned  bool
-		messages []byte
+		name    string
+		hand    func(f *Facts)
+		want    string // the endpoint holding the tokenised shared prompt
+		sameIDs bool   // the ids of the tier's own scan
 	}{
-		{"tier scans the body", false, nil},
-		{"caller scanned it", true, top.Messages},
-		{"caller handed on neither member", true, nil},
+		{"tier scans the body", func(*Facts) {}, "ep7", true},
+		{"caller scanned it", func(f *Facts) { ScanFacts(f) }, "ep7", true},
+		{"caller handed on neither member", func(f *Facts) { f.BodyScanned = true }, "ep7", true},
+		{"caller handed on another body's messages", func(f *Facts) { f.Messages, f.BodyScanned = other, true }, "ep8", false},
 	}
 	var want []uint32
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &Facts{Ctx: context.Background(), Path: "/v1/chat/completions", Model: "m", Body: body,
-				Messages: tc.messages, BodyScanned: tc.scanned}
+			f := &Facts{Ctx: context.Background(), Path: "/v1/chat/completions", Model: "m", Body: body}
+			tc.hand(f)
 			idx, reason, ok := p.tier.Pick(f, p.cands)
-			if !ok || p.cands[idx].ID != "ep7" {
-				t.Fatalf("pick %d %q %v, want ep7 (holds shared prompt 7)", idx, reason, ok)
+			if !ok || p.cands[idx].ID != tc.want {
+				t.Fatalf("pick %d %q %v, want %s (holds the shared prompt tokenised)", idx, reason, ok, tc.want)
 			}
-			if want == nil {
+			switch {
+			case want == nil:
 				want = f.Tokens
-			} else if !slices.Equal(f.Tokens, want) {
-				t.Fatalf("%d tokens differ from the tier's own scan (%d)", len(f.Tokens), len(want))
+			case tc.sameIDs != slices.Equal(f.Tokens, want):
+				t.Fatalf("%d tokens, the tier's own scan %d: same %v, want same %v", len(f.Tokens), len(want), !tc.sameIDs, tc.sameIDs)
 			}
 		})
 	}

@@ -23,8 +23,9 @@ type Facts struct {
 
 	// Prompt and Messages are the body's "prompt" and "messages" members
 	// (raw JSON, nil when absent) when BodyScanned: a caller that already
-	// walked the body for the model hands them on, so a picker that
-	// tokenises does not walk 8 KB of prompt again to find them.
+	// walked the body for the model hands them on (ladder.ScanFacts), so
+	// a picker that tokenises does not walk 8 KB of prompt again to find
+	// them.
 	Prompt, Messages []byte
 	BodyScanned      bool
 

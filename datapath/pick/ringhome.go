@@ -43,7 +43,7 @@ func keepRingHome(m CostModel, home, alt QueueState, sharedTokens int) bool {
 		return false
 	}
 	m = m.withDefaults()
-	return m.Queue(home)-m.Queue(alt) < time.Duration(sharedTokens)*m.PerToken
+	return m.queue(home)-m.queue(alt) < time.Duration(sharedTokens)*m.PerToken
 }
 
 // queueNow is candidate i's queue as the cost model reads it now.

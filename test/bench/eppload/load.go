@@ -470,7 +470,7 @@ func (c *config) run(ctx context.Context) (*report, error) {
 	rep := &report{LoadAvg: loadavg(), Concurrency: c.concurrency, Conns: c.conns, BodyBytes: c.bodyBytes, Driver: c.driver}
 	srv0, _ := proccpu.Of(c.pid)
 	io0, io0Err := readProcIO(c.pid)
-	cli0 := selfCPU()
+	cli0 := proccpu.Self()
 	wait0, slices0, _ := runDelay(c.pid)
 	dwait0, _, _ := runDelay(os.Getpid())
 	// perf counts from the streams that ended since it started to those
@@ -497,7 +497,7 @@ func (c *config) run(ctx context.Context) (*report, error) {
 	dwait1, _, _ := runDelay(os.Getpid())
 	srv1, srvErr := proccpu.Of(c.pid)
 	io1, io1Err := readProcIO(c.pid)
-	cli1 := selfCPU()
+	cli1 := proccpu.Self()
 	var eppCounts, drvCounts map[string]float64
 	if c.perf {
 		perfStreams = finished.Load() - perfFrom
@@ -628,14 +628,6 @@ func (r *report) print(w io.Writer) {
 	if r.Waits != nil {
 		r.Waits.print(w)
 	}
-}
-
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func loadavg() string {

@@ -5,14 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync/atomic"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/infergate/infergate/datapath/ladder"
 	dppick "github.com/infergate/infergate/datapath/pick"
 	"github.com/infergate/infergate/kvexact"
 	"github.com/infergate/infergate/kvexact/tokenize"
+	"github.com/infergate/infergate/test/bench/proccpu"
 	"github.com/infergate/infergate/test/enginesim"
 )
 
@@ -192,18 +191,10 @@ func pickCosts() *dppick.Costs { return dppick.NewCosts(dppick.DefaultCostModel(
 // not count the time the benchmark waited for a core, which on a shared box
 // is most of the spread.
 func reportCPU(b *testing.B) func() {
-	from := processCPU(b)
+	from := proccpu.Self()
 	return func() {
 		if b.N > 0 {
-			b.ReportMetric(float64(processCPU(b)-from)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(proccpu.Self()-from)/float64(b.N), "cpu-ns/op")
 		}
 	}
-}
-
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
