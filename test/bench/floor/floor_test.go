@@ -60,10 +60,12 @@ func TestFramer(t *testing.T) {
 			} else if err != nil || !done || n != len(tc.msg) {
 				t.Fatalf("whole: n %d done %v err %v; want %d, done", n, done, err, len(tc.msg))
 			}
-			// The same bytes as reads of one byte, through a pipe.
+			// The same bytes as reads of one byte, through a pipe: the
+			// message must end as its last byte arrives, and be walked whole.
 			q := newPipe(256, tc.response)
 			q.f.noBody = tc.noBody
-			for _, b := range stream {
+			walked := 0
+			for i, b := range stream {
 				sp, err := q.space()
 				if err != nil {
 					t.Fatal(err)
@@ -77,10 +79,14 @@ func TestFramer(t *testing.T) {
 					}
 					return
 				}
+				walked += len(q.out())
 				q.wrote(len(q.out()))
 				if done {
 					if tc.err {
 						t.Fatal("bytewise: done; want an error")
+					}
+					if i+1 != len(tc.msg) || walked != len(tc.msg) {
+						t.Fatalf("bytewise: done after %d bytes read, %d walked; want %d", i+1, walked, len(tc.msg))
 					}
 					return
 				}
