@@ -1,8 +1,9 @@
 // Command floor is a measuring instrument, not a product path: the least
-// an HTTP/1.1 keep-alive proxy has to do for a small request, built two
-// ways, so proxy.sh can put each beside nginx and infergate in one run and
-// say how much of the gateway's CPU per request is Go's goroutine model,
-// how much is infergate's own code, and what an event loop would buy.
+// an HTTP/1.1 keep-alive proxy has to do for a small request, in two
+// designs and four modes, so proxy.sh can put each beside nginx and
+// infergate in one run and say how much of the gateway's CPU per request
+// is Go's goroutine model, how much is infergate's own code, and what an
+// event loop would buy.
 //
 //   - -mode goroutine: one goroutine per client connection, its own
 //     kept-alive engine connection, raw socket calls that wait for
@@ -18,7 +19,7 @@
 //     workers do (in Go, the runtime's monitor thread then wakes every
 //     20 µs while a loop waits).
 //
-// All three forward heads byte for byte to one fixed engine address: no
+// All four forward heads byte for byte to one fixed engine address: no
 // routing, no header rewriting, no admission, ids, metrics or timeouts,
 // and only the framing a keep-alive proxy cannot do without
 // (Content-Length, chunked, HEAD, 1xx, 204/304, Connection: close). That
