@@ -346,17 +346,14 @@ func (l *loop) pump(c *lconn) error {
 			continue
 		}
 		if done {
-			if c.resp.pending() {
-				return errTrailing
-			}
-			if c.resp.f.close {
+			closeEngine, err := answered(c.req, c.resp)
+			if closeEngine {
 				l.closeEngine(c)
 			}
-			if c.req.f.close {
-				return errClosed
+			if err != nil {
+				return err
 			}
 			c.inResp = false
-			c.req.f.next(false)
 			continue
 		}
 		if !c.eRead {

@@ -111,6 +111,47 @@ func TestPipeTooLong(t *testing.T) {
 	}
 }
 
+// TestAnswered: the keep-alive rule every design applies once an answer
+// has ended.
+func TestAnswered(t *testing.T) {
+	tests := []struct {
+		name      string
+		req, resp string // the exchange, walked whole
+		stray     string // engine bytes past the answer
+		wantClose bool
+		wantErr   error
+	}{
+		{name: "kept alive", req: "GET / HTTP/1.1\r\n\r\n", resp: "HTTP/1.1 204 No Content\r\n\r\n"},
+		{name: "engine closes", req: "GET / HTTP/1.1\r\n\r\n", resp: "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n", wantClose: true},
+		{name: "client closes", req: "GET / HTTP/1.1\r\nConnection: close\r\n\r\n", resp: "HTTP/1.1 204 No Content\r\n\r\n", wantErr: errClosed},
+		{name: "both close", req: "GET / HTTP/1.1\r\nConnection: close\r\n\r\n", resp: "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n", wantClose: true, wantErr: errClosed},
+		{name: "stray engine bytes", req: "GET / HTTP/1.1\r\n\r\n", resp: "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n", stray: "x", wantErr: errTrailing},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req, resp := newPipe(256, false), newPipe(256, true)
+			for _, x := range []struct {
+				q *pipe
+				b string
+			}{{req, tc.req}, {resp, tc.resp + tc.stray}} {
+				sp, _ := x.q.space()
+				x.q.filled(copy(sp, x.b))
+				if done, err := x.q.walk(); !done || err != nil {
+					t.Fatalf("walk %q: done %v err %v", x.b, done, err)
+				}
+				x.q.wrote(len(x.q.out()))
+			}
+			closeEngine, err := answered(req, resp)
+			if closeEngine != tc.wantClose || !errors.Is(err, tc.wantErr) {
+				t.Fatalf("answered: close engine %v, err %v; want %v, %v", closeEngine, err, tc.wantClose, tc.wantErr)
+			}
+			if err == nil && (req.f.st != inHead || req.f.close) {
+				t.Fatalf("the request framer was not readied for the next request: %+v", req.f)
+			}
+		})
+	}
+}
+
 // TestProxySmoke runs each design briefly on loopback in front of the
 // fake engine: plain and streamed completions, a chunked request body, a
 // HEAD, on one kept-alive client connection, then two pipelined requests;
