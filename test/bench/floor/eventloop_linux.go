@@ -191,8 +191,8 @@ func (l *loop) run() error {
 // epoll set is itself a descriptor Go polls, so when the set is empty the
 // loop's goroutine parks (once per batch, not per connection) and no
 // thread sits in epoll_wait. A thread blocked in a system call keeps the
-// runtime's monitor thread waking every 20 µs to hand its processor on;
-// this way there is none.
+// runtime's monitor thread waking (its sleep starts at 20 µs) to hand its
+// processor on; this way there is none.
 func (l *loop) runNetpoll() error {
 	rc, err := l.epf.SyscallConn()
 	if err != nil {

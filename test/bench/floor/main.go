@@ -16,8 +16,9 @@
 //     set is waited on by Go's netpoller (the loop's goroutine parks once
 //     per batch of events, and no thread blocks in epoll_wait).
 //   - -mode loop-block: the same loops blocking in epoll_wait, as nginx's
-//     workers do (in Go, the runtime's monitor thread then wakes every
-//     20 µs while a loop waits).
+//     workers do (in Go, the runtime's monitor thread then keeps waking
+//     to hand a blocked loop's processor on: 0.22–0.24 nanosleep calls per
+//     request under wrk -c64, against none in -mode loop).
 //
 // All four forward heads byte for byte to one fixed engine address: no
 // routing, no header rewriting, no admission, ids, metrics or timeouts,
