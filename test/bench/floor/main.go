@@ -81,6 +81,10 @@ func Run(ctx context.Context, o Options, ready func(addr string)) error {
 	}
 	switch o.Mode {
 	case "goroutine", "goroutine-net":
+		if o.Mode == "goroutine" && runtime.GOOS != "linux" {
+			// internal/rawsock's calls are ENOSYS elsewhere: every read would fail.
+			return errors.New("floor: -mode goroutine needs Linux (raw socket calls)")
+		}
 		ln, err := net.Listen("tcp", o.Listen)
 		if err != nil {
 			return fmt.Errorf("floor: listen: %w", err)
