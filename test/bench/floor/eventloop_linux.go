@@ -191,8 +191,8 @@ func (l *loop) run() error {
 // epoll set is itself a descriptor Go polls, so when the set is empty the
 // loop's goroutine parks (once per batch, not per connection) and no
 // thread sits in epoll_wait. A thread blocked in a system call keeps the
-// runtime's monitor thread waking every 20 µs to hand its processor on;
-// this way there is none.
+// runtime's monitor thread waking (its sleep starts at 20 µs) to hand its
+// processor on; this way there is none.
 func (l *loop) runNetpoll() error {
 	rc, err := l.epf.SyscallConn()
 	if err != nil {
@@ -346,17 +346,14 @@ func (l *loop) pump(c *lconn) error {
 			continue
 		}
 		if done {
-			if c.resp.pending() {
-				return errTrailing
-			}
-			if c.resp.f.close {
+			closeEngine, err := answered(c.req, c.resp)
+			if closeEngine {
 				l.closeEngine(c)
 			}
-			if c.req.f.close {
-				return errClosed
+			if err != nil {
+				return err
 			}
 			c.inResp = false
-			c.req.f.next(false)
 			continue
 		}
 		if !c.eRead {

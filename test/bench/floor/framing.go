@@ -228,6 +228,22 @@ func decimal(b []byte) (int64, bool) {
 	return v, true
 }
 
+// answered is what every design does once an answer has ended: bytes the
+// engine sent past it end the connection (errTrailing), the request's
+// Connection: close ends it (errClosed), and otherwise the request side is
+// readied for the next request. closeEngine: the answer asked to close the
+// engine connection (the next request dials anew).
+func answered(req, resp *pipe) (closeEngine bool, err error) {
+	if resp.pending() {
+		return false, errTrailing
+	}
+	if req.f.close {
+		return resp.f.close, errClosed
+	}
+	req.f.next(false)
+	return resp.f.close, nil
+}
+
 // pipe is one direction of a proxied connection: bytes read into buf,
 // walked by the framer up to p, written on up to r.
 //

@@ -90,17 +90,14 @@ func (g *goProxy) netConn(c net.Conn) {
 				break
 			}
 		}
-		if resp.pending() { // errTrailing
-			return
-		}
-		if resp.f.close {
+		closeEngine, err := answered(req, resp)
+		if closeEngine {
 			_ = eng.Close()
 			eng = nil
 		}
-		if req.f.close {
+		if err != nil {
 			return
 		}
-		req.f.next(false)
 	}
 }
 
@@ -266,17 +263,11 @@ func (x *rawExchange) forward() (bool, error) {
 		return false, x.err
 	}
 	x.req.wrote(len(out))
-	if x.resp.pending() {
-		return false, errTrailing
-	}
-	if x.resp.f.close {
+	closeEngine, err := answered(x.req, x.resp)
+	if closeEngine {
 		x.closeEngine()
 	}
-	if x.req.f.close {
-		return false, errClosed
-	}
-	x.req.f.next(false)
-	return true, nil
+	return err == nil, err
 }
 
 // onEngine is an exchange's engine callback: its first call writes the
