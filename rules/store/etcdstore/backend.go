@@ -241,12 +241,19 @@ const commitAttemptTimeout = time.Second
 
 // transient is an error after which the same request may succeed on
 // another member (the one asked went away), as opposed to a deadline.
+// The member's own proposal timeouts count: "request timed out" is what a
+// write caught in a leader election gets when the election outlasts the
+// member's timeout (seen with the leader killed on a loaded box), and the
+// write may have committed, which the retry's compare and alreadyCommitted
+// sort out. The client hands these back as rpctypes.EtcdError, whose gRPC
+// code status.Code cannot read, so they are named.
 func transient(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return false
 	}
 	return status.Code(err) == codes.Unavailable || errors.Is(err, rpctypes.ErrLeaderChanged) ||
-		errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail)
+		errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail) ||
+		errors.Is(err, rpctypes.ErrTimeout) || errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost)
 }
 
 // alreadyCommitted reports whether the store already holds exactly what c
