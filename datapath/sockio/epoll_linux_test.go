@@ -13,11 +13,11 @@ import (
 // the id it was registered with, Close ends a wait in progress, and the
 // closed set refuses Ctl.
 func TestEpoll(t *testing.T) {
+	var events [4]syscall.EpollEvent
 	ep, err := NewEpoll()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("NewEpoll: %v", err)
 	}
-	var events [4]syscall.EpollEvent
 
 	if n, err := ep.Wait(events[:], 10*time.Millisecond); n != 0 || err != nil {
 		t.Fatalf("empty set: Wait = %d, %v; want 0, nil", n, err)
