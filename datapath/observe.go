@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/infergate/infergate/accesslog"
@@ -95,31 +96,51 @@ func (o *reqObs) pdServed(c *compiled, tr *ladder.Trace, out *pd.Outcome, model 
 // when the gateway did not read the request's (respclock.FirstBytes).
 func (o *reqObs) FirstBytes(b []byte) {
 	if o.model == "" && o.c != nil {
-		o.model = answerModel(b)
+		o.model = o.c.answerModels.string(answerModel(b))
 		o.answerModel = o.model != ""
 	}
 }
 
 // answerModel is the first "model" string in the head of an engine's
 // answer (OpenAI objects and chunks carry it at the top level, Anthropic's
-// message_start one level down), "" when none is there or it is not a
-// plain string of at most maxAnswerModel bytes.
-func answerModel(b []byte) string {
+// message_start one level down), nil when none is there or it is not a
+// plain string of at most maxAnswerModel bytes. The bytes are b's.
+func answerModel(b []byte) []byte {
 	const key = `"model":`
 	i := bytes.Index(b, []byte(key))
 	if i < 0 {
-		return ""
+		return nil
 	}
 	rest := bytes.TrimLeft(b[i+len(key):], " ")
 	if len(rest) == 0 || rest[0] != '"' {
-		return ""
+		return nil
 	}
 	rest = rest[1:]
 	end := bytes.IndexByte(rest, '"')
 	if end <= 0 || end > maxAnswerModel || bytes.IndexByte(rest[:end], '\\') >= 0 {
+		return nil
+	}
+	return rest[:end]
+}
+
+// lastModel is a rule's last model name read from an answer. Why: the
+// name was copied into a new string for every request whose body the
+// gateway did not read (0.65 of the proxy's 8.7 allocations per small
+// request), while a rule's engines nearly always name the same model; one
+// atomic load and a compare reuse the previous copy.
+type lastModel struct{ p atomic.Pointer[string] }
+
+// string returns b as a string, the previous one when b spells it.
+func (l *lastModel) string(b []byte) string {
+	if len(b) == 0 {
 		return ""
 	}
-	return string(rest[:end])
+	if last := l.p.Load(); last != nil && *last == string(b) {
+		return *last
+	}
+	s := string(b)
+	l.p.Store(&s)
+	return s
 }
 
 // maxAnswerModel bounds a model name read from an answer.

@@ -252,9 +252,30 @@ func TestAnswerModel(t *testing.T) {
 		{`{"model":"unterminated`, ""},
 		{`{"object":"list"}`, ""},
 	}
+	var last lastModel
 	for _, tt := range tests {
-		if got := answerModel([]byte(tt.in)); got != tt.want {
+		if got := last.string(answerModel([]byte(tt.in))); got != tt.want {
 			t.Errorf("answerModel(%.60q) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestLastModelReuses checks the per-rule copy of an answer's model name:
+// the same name costs no allocation, a new one replaces it.
+func TestLastModelReuses(t *testing.T) {
+	var last lastModel
+	first := last.string([]byte("qwen3-8b"))
+	again := []byte("qwen3-8b")
+	if n := testing.AllocsPerRun(100, func() { _ = last.string(again) }); n != 0 {
+		t.Errorf("allocations for a repeated model %.1f, want 0", n)
+	}
+	if got := last.string(again); got != first {
+		t.Errorf("repeated model %q, want %q", got, first)
+	}
+	if got := last.string([]byte("llama")); got != "llama" {
+		t.Errorf("new model %q, want llama", got)
+	}
+	if got := last.string(nil); got != "" {
+		t.Errorf("no model %q, want empty", got)
 	}
 }

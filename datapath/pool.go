@@ -138,6 +138,8 @@ type compiled struct {
 	admin *adminGate
 	// llmModels bounds the model label of the LLM latency families.
 	llmModels *pd.ModelLabels
+	// answerModels keeps the last model an answer named (reqObs.FirstBytes).
+	answerModels lastModel
 
 	// Flow control (flowgate.go): each endpoint's admission window and the
 	// rule's queue; win is nil when the rule has no window.

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/infergate/infergate/datapath/sockio"
 )
 
 // Why a watcher: a client that goes away must cancel its request (the
@@ -23,7 +25,9 @@ const epollOneShot = 1 << 30
 // Watcher cancels the requests of clients that went away, for the
 // connections of every Server that uses it.
 type Watcher struct {
-	epfd  int
+	// ep is waited on through the netpoller (sockio.Epoll): a thread
+	// blocked in epoll_wait kept the runtime's monitor thread waking.
+	ep    *sockio.Epoll
 	mu    sync.Mutex
 	conns map[uint64]*conn // every open connection, by watcher id
 	// unwatched is the connections of conns not registered yet, the ones
@@ -41,11 +45,11 @@ type Watcher struct {
 // NewWatcher starts a watcher; nil when epoll is unavailable (a client's
 // departure is then seen on the next write). Close stops it.
 func NewWatcher() *Watcher {
-	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	ep, err := sockio.NewEpoll()
 	if err != nil {
 		return nil
 	}
-	w := &Watcher{epfd: epfd, conns: map[uint64]*conn{}, unwatched: map[uint64]*conn{}, done: make(chan struct{}), exited: make(chan struct{})}
+	w := &Watcher{ep: ep, conns: map[uint64]*conn{}, unwatched: map[uint64]*conn{}, done: make(chan struct{}), exited: make(chan struct{})}
 	go w.run()
 	return w
 }
@@ -57,8 +61,8 @@ func (w *Watcher) Close() {
 	}
 	w.stopOnce.Do(func() {
 		close(w.done)
+		_ = w.ep.Close() // ends run's wait at once
 		<-w.exited
-		_ = syscall.Close(w.epfd)
 	})
 }
 
@@ -89,14 +93,13 @@ func (w *Watcher) run() {
 	defer close(w.exited)
 	var events [64]syscall.EpollEvent
 	var due []*conn
-	tick := int(watchAfter / time.Millisecond)
 	for {
 		select {
 		case <-w.done:
 			return
 		default:
 		}
-		n, err := syscall.EpollWait(w.epfd, events[:], tick)
+		n, err := w.ep.Wait(events[:], watchAfter)
 		if err != nil && err != syscall.EINTR {
 			return
 		}
@@ -146,6 +149,6 @@ func (w *Watcher) register(c *conn) {
 		Pad:    int32(uint32(c.wid >> 32)),
 	}
 	_ = raw.Control(func(fd uintptr) {
-		_ = syscall.EpollCtl(w.epfd, syscall.EPOLL_CTL_ADD, int(fd), &ev)
+		_ = w.ep.Ctl(syscall.EPOLL_CTL_ADD, int(fd), &ev)
 	})
 }

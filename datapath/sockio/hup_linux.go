@@ -34,7 +34,7 @@ const hupTick = 250 * time.Millisecond
 // ready; its goroutine runs only while loops are registered.
 type HupWatcher struct {
 	mu      sync.Mutex
-	epfd    int // valid while running
+	ep      *Epoll // valid while running
 	running bool
 	next    uint64
 	ops     map[uint64]hangUpper
@@ -50,26 +50,26 @@ type hangUpper interface{ hangUp() }
 func (w *HupWatcher) watch(op hangUpper, fd uintptr) (uint64, bool) {
 	w.mu.Lock()
 	if !w.running {
-		epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+		ep, err := NewEpoll()
 		if err != nil {
 			w.mu.Unlock()
 			return 0, false
 		}
-		w.epfd, w.running = epfd, true
+		w.ep, w.running = ep, true
 		if w.ops == nil {
 			w.ops = map[uint64]hangUpper{}
 		}
-		go w.run(epfd)
+		go w.run(ep)
 	}
 	w.next++
 	id := w.next
 	w.ops[id] = op
-	epfd := w.epfd
+	ep := w.ep
 	w.mu.Unlock()
 	ev := syscall.EpollEvent{Events: syscall.EPOLLRDHUP | epollET, Fd: int32(uint32(id)), Pad: int32(uint32(id >> 32))}
-	err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, int(fd), &ev)
+	err := ep.Ctl(syscall.EPOLL_CTL_ADD, int(fd), &ev)
 	if err == syscall.EEXIST { // an earlier stream on this connection
-		err = syscall.EpollCtl(epfd, syscall.EPOLL_CTL_MOD, int(fd), &ev)
+		err = ep.Ctl(syscall.EPOLL_CTL_MOD, int(fd), &ev)
 	}
 	if err != nil {
 		w.unwatch(id)
@@ -86,10 +86,12 @@ func (w *HupWatcher) unwatch(id uint64) {
 	w.mu.Unlock()
 }
 
-func (w *HupWatcher) run(epfd int) {
+// run waits on ep through the netpoller (Epoll), not in a blocking
+// epoll_wait: a thread blocked there kept the runtime's monitor waking.
+func (w *HupWatcher) run(ep *Epoll) {
 	var events [32]syscall.EpollEvent
 	for {
-		n, err := syscall.EpollWait(epfd, events[:], int(hupTick/time.Millisecond))
+		n, err := ep.Wait(events[:], hupTick)
 		if err != nil && err != syscall.EINTR {
 			n = 0
 		}
@@ -102,7 +104,7 @@ func (w *HupWatcher) run(epfd int) {
 		if len(w.ops) == 0 || err != nil && err != syscall.EINTR {
 			w.running = false
 			w.mu.Unlock()
-			_ = syscall.Close(epfd)
+			_ = ep.Close()
 			return
 		}
 		w.mu.Unlock()

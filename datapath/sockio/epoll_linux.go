@@ -1,0 +1,89 @@
+//go:build linux
+
+package sockio
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// Epoll is an epoll set whose waits park on Go's netpoller instead of
+// blocking a thread in epoll_wait(2). Why: while any thread blocks in a
+// system call, the runtime's monitor thread (sysmon) keeps waking to hand
+// that thread's processor on, and every wake-up is a context switch: the
+// two watchers (HupWatcher and h1's departure watcher) cost the gateway
+// about 0.12 nanosleeps per small request that way. An epoll descriptor
+// is itself pollable, so the netpoller reports when the set has events and
+// Wait then collects them with a zero-timeout epoll_pwait(2).
+//
+// The *os.File owns the descriptor: Close closes it once, ending a Wait
+// in progress, and Ctl runs under the file's reference count, so a closed
+// set's number can never be mistaken for a descriptor opened since.
+type Epoll struct {
+	f  *os.File
+	rc syscall.RawConn
+}
+
+// NewEpoll creates an empty set (close-on-exec, non-blocking).
+func NewEpoll() (*Epoll, error) {
+	fd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("epoll_create1: %w", err)
+	}
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		_ = syscall.Close(fd)
+		return nil, fmt.Errorf("epoll set non-blocking: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "epoll")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("epoll raw conn: %w", err)
+	}
+	return &Epoll{f: f, rc: rc}, nil
+}
+
+// Ctl is epoll_ctl(2) on the set for fd.
+func (e *Epoll) Ctl(op, fd int, ev *syscall.EpollEvent) error {
+	var err error
+	if cerr := e.rc.Control(func(efd uintptr) { err = syscall.EpollCtl(int(efd), op, fd, ev) }); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// Wait fills events with the set's ready events, waiting at most d for
+// the first; 0 and no error when d passed with none. Once Close has
+// begun it returns an error.
+func (e *Epoll) Wait(events []syscall.EpollEvent, d time.Duration) (int, error) {
+	if err := e.f.SetReadDeadline(time.Now().Add(d)); err != nil {
+		return 0, err
+	}
+	var n int
+	var errno syscall.Errno
+	err := e.rc.Read(func(efd uintptr) bool {
+		r, _, en := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, efd,
+			uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
+		if en == syscall.EINTR || en == syscall.EAGAIN || en == 0 && r == 0 {
+			return false // nothing ready: park on the netpoller
+		}
+		n, errno = int(r), en
+		return true
+	})
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	case errno != 0:
+		return 0, errno
+	}
+	return n, nil
+}
+
+// Close closes the set; a Wait in progress returns.
+func (e *Epoll) Close() error { return e.f.Close() }
