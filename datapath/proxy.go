@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/infergate/infergate/datapath/clienterr"
 	"github.com/infergate/infergate/datapath/hop"
@@ -64,9 +63,6 @@ type exchange struct {
 	// exchange is allocated anyway, so they cost no allocation of their own.
 	ids [2]string
 	xff [1]string
-	// idText holds a request id the gateway minted (newRequestID): its
-	// string points here instead of a 32-byte allocation of its own.
-	idText [requestIDLen]byte
 	// The streamed client body (clientStream) lives here for the same
 	// reason: it was an allocation of its own.
 	streamed streamedBody
@@ -101,7 +97,7 @@ func (ln *listener) serve(x *exchange, w http.ResponseWriter) {
 	// slices (request and response) live in the exchange.
 	rid := canonicalGet(r.Header, HeaderRequestID)
 	if rid == "" || len(rid) > maxClientRequestID {
-		rid = newRequestID(&x.idText)
+		rid = newRequestID()
 		x.ids[0] = rid
 		r.Header[HeaderRequestID] = x.ids[0:1:1]
 	}
@@ -786,24 +782,21 @@ func clientIP(remote string) string {
 	return host
 }
 
-// requestIDLen is the length of a minted request id.
-const requestIDLen = 32
-
-// newRequestID mints a request id, 32 lowercase hex digits (128 random
-// bits), into out and returns it as a string over out. Why over out: the
-// caller's storage is the request's exchange, allocated anyway, and a
-// string of its own was one of the proxy's 8.7 allocations per request.
-// out must not change afterwards (the string shares it; the exchange
-// writes it once and is never reused).
-func newRequestID(out *[requestIDLen]byte) string {
-	var raw [requestIDLen / 2]byte
+// newRequestID mints a request id: 32 lowercase hex digits (128 random bits).
+// It is a string of its own, not one over the exchange's memory: an id
+// outlives its request in traces, logs and P/D bookkeeping, and a string
+// into the exchange would keep the exchange (and the request it points to)
+// alive with it.
+func newRequestID() string {
+	var raw [16]byte
 	a, b := rand.Uint64(), rand.Uint64()
 	for k := range 8 {
 		raw[k] = byte(a >> (8 * k))
 		raw[8+k] = byte(b >> (8 * k))
 	}
+	var out [32]byte
 	hex.Encode(out[:], raw[:])
-	return unsafe.String(&out[0], len(out))
+	return string(out[:])
 }
 
 func strconvQuote(s string) string {
