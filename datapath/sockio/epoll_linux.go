@@ -58,7 +58,7 @@ func (e *Epoll) Ctl(op, fd int, ev *syscall.EpollEvent) error {
 
 // Wait fills events with the set's ready events, waiting at most d for
 // the first; 0 and no error when d passed with none. Once Close has
-// begun it returns an error.
+// begun it returns an error (with 0 events), never EINTR.
 func (e *Epoll) Wait(events []syscall.EpollEvent, d time.Duration) (int, error) {
 	if err := e.f.SetReadDeadline(time.Now().Add(d)); err != nil {
 		return 0, err
@@ -66,13 +66,18 @@ func (e *Epoll) Wait(events []syscall.EpollEvent, d time.Duration) (int, error) 
 	var n int
 	var errno syscall.Errno
 	err := e.rc.Read(func(efd uintptr) bool {
-		r, _, en := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, efd,
-			uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
-		if en == syscall.EINTR || en == syscall.EAGAIN || en == 0 && r == 0 {
-			return false // nothing ready: park on the netpoller
+		for {
+			r, _, en := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, efd,
+				uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
+			switch {
+			case en == syscall.EINTR:
+				continue // not an answer: parking now could sleep past ready events
+			case en == 0 && r == 0:
+				return false // nothing ready: park on the netpoller
+			}
+			n, errno = int(r), en
+			return true
 		}
-		n, errno = int(r), en
-		return true
 	})
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
