@@ -37,7 +37,6 @@ type Watcher struct {
 	// relaying 1,000 SSE streams).
 	unwatched map[uint64]*conn
 	nextID    uint64
-	done      chan struct{}
 	exited    chan struct{}
 	stopOnce  sync.Once
 }
@@ -49,7 +48,7 @@ func NewWatcher() *Watcher {
 	if err != nil {
 		return nil
 	}
-	w := &Watcher{ep: ep, conns: map[uint64]*conn{}, unwatched: map[uint64]*conn{}, done: make(chan struct{}), exited: make(chan struct{})}
+	w := &Watcher{ep: ep, conns: map[uint64]*conn{}, unwatched: map[uint64]*conn{}, exited: make(chan struct{})}
 	go w.run()
 	return w
 }
@@ -60,8 +59,7 @@ func (w *Watcher) Close() {
 		return
 	}
 	w.stopOnce.Do(func() {
-		close(w.done)
-		_ = w.ep.Close() // ends run's wait at once
+		_ = w.ep.Close() // run's wait, this one or the next, fails at once
 		<-w.exited
 	})
 }
@@ -94,13 +92,10 @@ func (w *Watcher) run() {
 	var events [64]syscall.EpollEvent
 	var due []*conn
 	for {
-		select {
-		case <-w.done:
-			return
-		default:
-		}
+		// Wait fails once Close has closed the set (a deadline passed
+		// is 0 events, no error): that is run's stop.
 		n, err := w.ep.Wait(events[:], watchAfter)
-		if err != nil && err != syscall.EINTR {
+		if err != nil {
 			return
 		}
 		for i := 0; i < n; i++ {

@@ -45,3 +45,26 @@ func TestWatcherDueOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestWatcherClose: Close ends the watcher's goroutine (Close waits for
+// it) whether its wait is parked or not begun yet, and a second Close
+// returns too.
+func TestWatcherClose(t *testing.T) {
+	for range 20 {
+		w := NewWatcher()
+		if w == nil {
+			t.Skip("no epoll")
+		}
+		closed := make(chan struct{})
+		go func() {
+			defer close(closed)
+			w.Close()
+			w.Close()
+		}()
+		select {
+		case <-closed:
+		case <-time.After(10 * time.Second):
+			t.Fatal("Close did not end the watcher's goroutine")
+		}
+	}
+}

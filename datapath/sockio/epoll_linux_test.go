@@ -64,3 +64,36 @@ func TestEpoll(t *testing.T) {
 		t.Error("Ctl on a closed set succeeded")
 	}
 }
+
+// TestEpollMoreReadyThanBuffer: hang-ups ready together, more than Wait's
+// buffer holds, all come out, one per Wait. The set's edge reaches the
+// netpoller once; the ones left over must be collected by the next Wait's
+// own epoll_pwait, not waited for.
+func TestEpollMoreReadyThanBuffer(t *testing.T) {
+	ep, err := NewEpoll()
+	if err != nil {
+		t.Fatalf("NewEpoll: %v", err)
+	}
+	defer ep.Close()
+	const socks = 3
+	for id := 1; id <= socks; id++ {
+		c, peer := pair(t)
+		ev := syscall.EpollEvent{Events: syscall.EPOLLRDHUP | epollET, Fd: int32(id)}
+		if err := ep.Ctl(syscall.EPOLL_CTL_ADD, sockFD(t, c.NetConn()), &ev); err != nil {
+			t.Fatalf("Ctl ADD id %d: %v", id, err)
+		}
+		_ = peer.Close()
+	}
+	seen := map[int32]bool{}
+	var one [1]syscall.EpollEvent
+	for range socks {
+		n, err := ep.Wait(one[:], 10*time.Second)
+		if err != nil || n != 1 || seen[one[0].Fd] {
+			t.Fatalf("Wait = %d, %v, id %d (seen %v); want one new hang-up", n, err, one[0].Fd, seen)
+		}
+		seen[one[0].Fd] = true
+	}
+	if n, err := ep.Wait(one[:], 10*time.Millisecond); n != 0 || err != nil {
+		t.Fatalf("after every hang-up: Wait = %d, %v; want 0, nil", n, err)
+	}
+}

@@ -91,17 +91,14 @@ func (w *HupWatcher) unwatch(id uint64) {
 func (w *HupWatcher) run(ep *Epoll) {
 	var events [32]syscall.EpollEvent
 	for {
-		n, err := ep.Wait(events[:], hupTick)
-		if err != nil && err != syscall.EINTR {
-			n = 0
-		}
+		n, err := ep.Wait(events[:], hupTick) // n is 0 with an error
 		w.mu.Lock()
-		for _, ev := range events[:max(n, 0)] {
+		for _, ev := range events[:n] {
 			if op := w.ops[uint64(uint32(ev.Fd))|uint64(uint32(ev.Pad))<<32]; op != nil {
 				op.hangUp()
 			}
 		}
-		if len(w.ops) == 0 || err != nil && err != syscall.EINTR {
+		if len(w.ops) == 0 || err != nil {
 			w.running = false
 			w.mu.Unlock()
 			_ = ep.Close()
