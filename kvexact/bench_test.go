@@ -197,13 +197,7 @@ func BenchmarkScore256Blocks(b *testing.B) {
 	b.Run("score", func(b *testing.B) {
 		lat := make([]time.Duration, 0, min(b.N, 1_000_000))
 		b.ReportAllocs()
-		cpuLoop(b, 0, func(int) {
-			t0 := time.Now()
-			inv.Score(keys, eps)
-			if len(lat) < cap(lat) {
-				lat = append(lat, time.Since(t0))
-			}
-		})
+		cpuLoop(b, 0, func(int) { timeInto(&lat, func() { inv.Score(keys, eps) }) })
 		slices.Sort(lat)
 		b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
 		b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
@@ -221,11 +215,7 @@ func BenchmarkScore256Blocks(b *testing.B) {
 				evict[i] += uint64(i)
 			}
 			b.StartTimer()
-			t0 := time.Now()
-			inv.Score(keys, eps)
-			if len(lat) < cap(lat) {
-				lat = append(lat, time.Since(t0))
-			}
+			timeInto(&lat, func() { inv.Score(keys, eps) })
 		}
 		slices.Sort(lat)
 		b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
@@ -285,4 +275,14 @@ func BenchmarkBytesPerBlock(b *testing.B) {
 			runtime.KeepAlive(inv)
 		}
 	})
+}
+
+// timeInto runs f and records how long it took in lat while lat has room
+// (its capacity bounds the samples kept).
+func timeInto(lat *[]time.Duration, f func()) {
+	t0 := time.Now()
+	f()
+	if len(*lat) < cap(*lat) {
+		*lat = append(*lat, time.Since(t0))
+	}
 }
