@@ -80,8 +80,8 @@ done
 for t in $TARGETS; do
   case $t in
     nginx|haproxy|caddy) command -v "$t" >/dev/null || { echo "proxy.sh: $t not found (make bench installs it)" >&2; exit 1; } ;;
-    infergate|floorgo|floornet|floorloop|floorblock) ;;
-    *) echo "proxy.sh: unknown target $t" >&2; exit 2 ;;
+    infergate) ;;
+    *) [[ -n ${FLOOR_MODE[$t]:-} ]] || { echo "proxy.sh: unknown target $t" >&2; exit 2; } ;;
   esac
 done
 [[ -n ${BASELINE_ROOT:-} ]] && TARGETS="$TARGETS baseline"
@@ -242,7 +242,7 @@ start_floor() {
 
 for t in $TARGETS; do
   case $t in
-    floorgo|floornet|floorloop|floorblock) start_floor "$t" ;;
+    floor*) start_floor "$t" ;; # a FLOOR_MODE key, checked above
     infergate) start_gateway infergate "$TMP" ;;
     baseline) start_gateway baseline "$TMP/base" ;;
     nginx) start_nginx ;;

@@ -296,70 +296,52 @@ func (l *loop) step(c *lconn) {
 // step already drained) costs one read that finds nothing.
 func (l *loop) pump(c *lconn) error {
 	for {
-		if !c.inResp {
-			done, err := c.req.walk()
-			if err != nil {
-				return err
-			}
-			if out := c.req.out(); len(out) > 0 {
-				if c.efd < 0 {
-					if err := l.dial(c); err != nil {
-						return err
-					}
-				}
-				if c.connecting || !c.eWrite {
-					return nil
-				}
-				n, err := sockWrite(c.efd, out, &c.eWrite)
-				if err != nil {
-					return err
-				}
-				c.req.wrote(n)
-				continue
-			}
-			if done {
-				c.inResp = true
-				c.resp.f.next(c.req.f.isHead)
-				continue
-			}
-			if !c.cRead {
-				return nil
-			}
-			if err := sockRead(c.cfd, c.req, &c.cRead); err != nil {
-				return err
-			}
-			continue
+		// The request goes client → engine, its answer engine → client;
+		// one pass moves whichever is under way.
+		q, src, dst, canRead, canWrite := c.req, c.cfd, c.efd, &c.cRead, &c.eWrite
+		if c.inResp {
+			q, src, dst, canRead, canWrite = c.resp, c.efd, c.cfd, &c.eRead, &c.cWrite
 		}
-		done, err := c.resp.walk()
+		done, err := q.walk()
 		if err != nil {
 			return err
 		}
-		if out := c.resp.out(); len(out) > 0 {
-			if !c.cWrite {
+		if out := q.out(); len(out) > 0 {
+			if dst < 0 { // the engine, before a request's first bytes
+				if err := l.dial(c); err != nil {
+					return err
+				}
+				dst = c.efd
+			}
+			if c.connecting || !*canWrite {
 				return nil
 			}
-			n, err := sockWrite(c.cfd, out, &c.cWrite)
+			n, err := sockWrite(dst, out, canWrite)
 			if err != nil {
 				return err
 			}
-			c.resp.wrote(n)
+			q.wrote(n)
 			continue
 		}
 		if done {
-			closeEngine, err := answered(c.req, c.resp)
-			if closeEngine {
-				l.closeEngine(c)
+			if !c.inResp {
+				c.resp.f.next(c.req.f.isHead)
+			} else {
+				closeEngine, err := answered(c.req, c.resp)
+				if closeEngine {
+					l.closeEngine(c)
+				}
+				if err != nil {
+					return err
+				}
 			}
-			if err != nil {
-				return err
-			}
-			c.inResp = false
+			c.inResp = !c.inResp
 			continue
 		}
-		if !c.eRead {
+		if !*canRead {
 			return nil
 		}
-		if err := sockRead(c.efd, c.resp, &c.eRead); err != nil {
+		if err := sockRead(src, q, canRead); err != nil {
 			return err
 		}
 	}
