@@ -59,6 +59,13 @@ func TestBoundsReturnAfterHostileStreams(t *testing.T) {
 	opts.MaxBodyBytes, opts.BodyBudgetBytes, opts.MaxStreams = maxBody, maxBody, 4
 	s, _, cc, ctx := boundedServer(t, opts, failPicker{})
 
+	// open sends headers declaring a body of declared bytes, first and
+	// then chunk, the stream's last body message when last.
+	open := func(st extprocv3.ExternalProcessor_ProcessClient, declared int, first []byte, last bool) {
+		sendHeaders(st, declared)
+		sendBody(st, first, false)
+		sendBody(st, chunk, last)
+	}
 	recvAll := func(st extprocv3.ExternalProcessor_ProcessClient) {
 		for range 100 {
 			if _, err := st.Recv(); err != nil {
@@ -71,15 +78,11 @@ func TestBoundsReturnAfterHostileStreams(t *testing.T) {
 		run  hostile
 	}{
 		{"cancelled mid-body", func(_ context.Context, st extprocv3.ExternalProcessor_ProcessClient, cancel context.CancelFunc) {
-			sendHeaders(st, 3*len(chunk))
-			sendBody(st, chunk, false)
-			sendBody(st, chunk, false)
+			open(st, 3*len(chunk), chunk, false)
 			cancel()
 		}},
 		{"half-closed mid-body", func(_ context.Context, st extprocv3.ExternalProcessor_ProcessClient, _ context.CancelFunc) {
-			sendHeaders(st, 3*len(chunk))
-			sendBody(st, chunk, false)
-			sendBody(st, chunk, false)
+			open(st, 3*len(chunk), chunk, false)
 			_ = st.CloseSend()
 			recvAll(st)
 		}},
@@ -91,37 +94,27 @@ func TestBoundsReturnAfterHostileStreams(t *testing.T) {
 			recvAll(st)
 		}},
 		{"malformed mid-body", func(_ context.Context, st extprocv3.ExternalProcessor_ProcessClient, _ context.CancelFunc) {
-			sendHeaders(st, 3*len(chunk))
-			sendBody(st, chunk, false)
-			sendBody(st, chunk, false)
+			open(st, 3*len(chunk), chunk, false)
 			_ = st.Send(respHeaders("200", "", false))
 			recvAll(st)
 		}},
 		{"trailers, then cancelled", func(_ context.Context, st extprocv3.ExternalProcessor_ProcessClient, cancel context.CancelFunc) {
-			sendHeaders(st, 2*len(chunk))
-			sendBody(st, chunk, false)
-			sendBody(st, chunk, false)
+			open(st, 2*len(chunk), chunk, false)
 			_ = st.Send(reqTrailers())
 			_, _ = st.Recv()
 			cancel()
 		}},
 		{"pick fails", func(_ context.Context, st extprocv3.ExternalProcessor_ProcessClient, _ context.CancelFunc) {
-			sendHeaders(st, 2*len(fail))
-			sendBody(st, fail, false)
-			sendBody(st, chunk, true)
+			open(st, 2*len(fail), fail, true)
 			recvAll(st)
 		}},
 		{"picked, then cancelled", func(_ context.Context, st extprocv3.ExternalProcessor_ProcessClient, cancel context.CancelFunc) {
-			sendHeaders(st, 2*len(chunk))
-			sendBody(st, chunk, false)
-			sendBody(st, chunk, true)
+			open(st, 2*len(chunk), chunk, true)
 			_, _ = st.Recv()
 			cancel()
 		}},
 		{"picked, half-closed before the response", func(_ context.Context, st extprocv3.ExternalProcessor_ProcessClient, _ context.CancelFunc) {
-			sendHeaders(st, 2*len(chunk))
-			sendBody(st, chunk, false)
-			sendBody(st, chunk, true)
+			open(st, 2*len(chunk), chunk, true)
 			_ = st.CloseSend()
 			recvAll(st)
 		}},

@@ -258,7 +258,8 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) error {
 // the second chunk on, the body moves to one buffer sized from the
 // declared length — at most presizeLimit and presizeAhead times the
 // bytes arrived, so a client cannot make us reserve memory it never
-// sends — and grows with the bytes that actually
+// sends, and streams that declare large bodies and send a few bytes
+// cannot take the whole budget — and grows with the bytes that actually
 // arrive: a large body costs its size once, not once per chunk plus a
 // join. Every byte of the body's capacity is taken from the budget before
 // it is allocated.
@@ -276,11 +277,6 @@ func (st *stream) appendBody(p []byte) bool {
 	if len(st.body)+len(p) > cap(st.body) {
 		want := 0
 		if len(st.chunks) == 1 {
-			// Presized from the declared length, but never past
-			// presizeAhead times what has arrived: a declared length
-			// is the client's word, and the buffer is taken from the
-			// process's budget, so streams that declare large bodies
-			// and send a few bytes would otherwise take all of it.
 			want = int(min(st.declared, presizeLimit, presizeAhead*int64(len(st.body)+len(p))))
 		}
 		buf := growBody(&st.s.bodies, st.body, len(p), want, int(st.s.opts.MaxBodyBytes))
