@@ -73,14 +73,7 @@ func TestReadRequestNotSentAgain(t *testing.T) {
 // reset as the answer goes out can be seen at put, which drops the
 // connection, and no request would go out on it.)
 func TestResetBeforeWriteSentAgain(t *testing.T) {
-	pooled := make(chan struct{})
-	t.Cleanup(func() { // the engine's goroutine, when the test failed before
-		select {
-		case <-pooled:
-		default:
-			close(pooled)
-		}
-	})
+	pooled := releaseGate(t)
 	e := startAfterEngine(t, func(nc net.Conn) bool {
 		<-pooled
 		_ = nc.(*net.TCPConn).SetLinger(0)
