@@ -124,15 +124,8 @@ func TestCloseDoesNotWaitForHandler(t *testing.T) {
 		}
 		<-release // a handler that ignores its context past that point
 	})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := &Server{Handler: h, IdleTimeout: time.Minute}
-	served := make(chan struct{})
-	go func() { defer close(served); _ = s.Serve(l) }()
-	defer func() { <-served }()
-	nc, err := net.Dial("tcp", l.Addr().String())
+	nc, err := net.Dial("tcp", serveOn(t, s)) // the test closes s; cleanup again, harmless
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,13 +44,10 @@ func TestReadRequestNotSentAgain(t *testing.T) {
 	u := New(time.Second, 4, nil)
 	t.Cleanup(u.CloseIdle)
 	leg := Leg{Endpoint: endpoint(ln.Addr().String()), Method: http.MethodPost, Path: "/v1/completions", Body: []byte(`{"prompt":"x"}`), HeaderWait: 10 * time.Second}
-	resp, err := u.Send(t.Context(), leg)
-	if err != nil {
-		t.Fatalf("first request: %v", err)
+	if got := sendText(t, u, leg, 1); got != "ok1" {
+		t.Fatalf("first answer %q, want ok1", got)
 	}
-	_, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	resp, err = u.Send(t.Context(), leg) // at once: within peekAfter
+	resp, err := u.Send(t.Context(), leg) // at once: within peekAfter
 	if err == nil {
 		_, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -73,14 +70,7 @@ func TestReadRequestNotSentAgain(t *testing.T) {
 // reset as the answer goes out can be seen at put, which drops the
 // connection, and no request would go out on it.)
 func TestResetBeforeWriteSentAgain(t *testing.T) {
-	pooled := make(chan struct{})
-	t.Cleanup(func() { // the engine's goroutine, when the test failed before
-		select {
-		case <-pooled:
-		default:
-			close(pooled)
-		}
-	})
+	pooled := releaseGate(t)
 	e := startAfterEngine(t, func(nc net.Conn) bool {
 		<-pooled
 		_ = nc.(*net.TCPConn).SetLinger(0)
@@ -89,11 +79,8 @@ func TestResetBeforeWriteSentAgain(t *testing.T) {
 	u := New(time.Second, 4, nil)
 	t.Cleanup(u.CloseIdle)
 	leg := Leg{Endpoint: endpoint(e.ln.Addr().String()), Path: "/", Body: []byte("{}"), HeaderWait: 10 * time.Second}
-	send := func(i int) string {
-		return sendText(t, u, leg, i)
-	}
 	first := time.Now()
-	if got := send(1); got != "ok1" {
+	if got := sendText(t, u, leg, 1); got != "ok1" {
 		t.Fatalf("first answer %q", got)
 	}
 	close(pooled) // sendText has closed the body: the connection is pooled
@@ -117,7 +104,7 @@ func TestResetBeforeWriteSentAgain(t *testing.T) {
 	if !trusted {
 		t.Fatal("the pooled connection would be peeked before reuse: the resend under test would not run")
 	}
-	if got := send(2); got != "ok2" {
+	if got := sendText(t, u, leg, 2); got != "ok2" {
 		t.Fatalf("second answer %q, want ok2", got)
 	}
 }

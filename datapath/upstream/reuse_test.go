@@ -53,6 +53,21 @@ func serveEach(t *testing.T, serve func(net.Conn)) net.Listener {
 	return ln
 }
 
+// releaseGate returns a channel the test closes to let its engine go on;
+// cleanup closes it when the test ended before that, so the engine's
+// goroutine does not outlive the test.
+func releaseGate(t *testing.T) chan struct{} {
+	gate := make(chan struct{})
+	t.Cleanup(func() {
+		select {
+		case <-gate:
+		default:
+			close(gate)
+		}
+	})
+	return gate
+}
+
 func (e *afterEngine) serve(nc net.Conn) {
 	defer nc.Close()
 	_ = nc.SetDeadline(time.Now().Add(20 * time.Second))
@@ -237,14 +252,7 @@ func TestBytesWithTheAnswerNotReused(t *testing.T) {
 func TestPooledHangUpSeenAfterAStream(t *testing.T) {
 	long := strings.Repeat("x", 64<<10) // past the read buffer: Stream waits in ReadEach
 	var accepted atomic.Int64
-	closeIt := make(chan struct{})
-	t.Cleanup(func() { // the engine's goroutine, when the test failed before
-		select {
-		case <-closeIt:
-		default:
-			close(closeIt)
-		}
-	})
+	closeIt := releaseGate(t)
 	ln := serveEach(t, func(nc net.Conn) {
 		defer nc.Close()
 		accepted.Add(1)

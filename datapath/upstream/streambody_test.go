@@ -83,15 +83,10 @@ func TestStreamedBodyAnswered(t *testing.T) {
 			}()
 			u := New(time.Second, 4, nil)
 			t.Cleanup(u.CloseIdle)
-			resp, err := u.Send(t.Context(), Leg{Endpoint: endpoint(ln.Addr().String()), Path: "/v1/audio",
-				Stream: &BodyStream{R: pr, N: tc.n}, HeaderWait: 10 * time.Second})
-			if err != nil {
-				t.Fatalf("Send: %v", err)
-			}
-			b, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if err != nil || string(b) != "ok" {
-				t.Fatalf("answer %q, %v; want \"ok\"", b, err)
+			leg := Leg{Endpoint: endpoint(ln.Addr().String()), Path: "/v1/audio",
+				Stream: &BodyStream{R: pr, N: tc.n}, HeaderWait: 10 * time.Second}
+			if got := sendText(t, u, leg, 1); got != "ok" {
+				t.Fatalf("answer %q, want \"ok\"", got)
 			}
 			if err := <-engineErr; err != nil {
 				t.Fatalf("engine: %v", err)
@@ -124,15 +119,10 @@ func TestStreamedBodyHeaderWaitFromItsEnd(t *testing.T) {
 	}()
 	u := New(time.Second, 4, nil)
 	t.Cleanup(u.CloseIdle)
-	resp, err := u.Send(t.Context(), Leg{Endpoint: endpoint(ln.Addr().String()), Path: "/v1/completions",
-		Stream: &BodyStream{R: pr, N: -1, Idle: 10 * time.Second}, HeaderWait: headerWait})
-	if err != nil {
-		t.Fatalf("Send: %v", err)
-	}
-	b, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil || string(b) != "ok" {
-		t.Fatalf("answer %q, %v; want \"ok\"", b, err)
+	leg := Leg{Endpoint: endpoint(ln.Addr().String()), Path: "/v1/completions",
+		Stream: &BodyStream{R: pr, N: -1, Idle: 10 * time.Second}, HeaderWait: headerWait}
+	if got := sendText(t, u, leg, 1); got != "ok" {
+		t.Fatalf("answer %q, want \"ok\"", got)
 	}
 }
 
