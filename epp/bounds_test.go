@@ -301,7 +301,7 @@ func TestBodyBudgetBoundsHeap(t *testing.T) {
 
 	// A small request fits in what is left (once the refused streams have
 	// ended and given back what they took before they were refused).
-	waitInUse(t, &s.bodies, int64(len(held))*bodySize)
+	waitInUse(t, &s.bodies, int64(len(held))*(bodySize+headCost(headersDeclaring(bodySize))))
 	sm := openRequest(ctx, t, cc, small, small, true)
 	if err := sm.finishPicked(ctx, small); err != nil {
 		t.Fatalf("small request beside the held ones: %v", err)
