@@ -100,11 +100,18 @@ func decodeHeaders(m *corev3.HeaderMap) Headers {
 // would: ASCII byte by byte, anything else through ToLower itself (no
 // proxy sends such names; HTTP names are tokens).
 func writeLowerName(b *strings.Builder, k string) {
+	lower := true
 	for i := 0; i < len(k); i++ {
-		if k[i] >= utf8.RuneSelf {
+		c := k[i]
+		if c >= utf8.RuneSelf {
 			b.WriteString(strings.ToLower(k))
 			return
 		}
+		lower = lower && !('A' <= c && c <= 'Z')
+	}
+	if lower { // what Envoy sends: HTTP/2 names are lower case
+		b.WriteString(k)
+		return
 	}
 	for i := 0; i < len(k); i++ {
 		c := k[i]
