@@ -142,16 +142,27 @@ func (st *stream) closed() error {
 func (st *stream) lost(err error) error {
 	st.outcome.Err = err
 	ctxErr := st.ctx.Err()
+	undecodable := isUndecodable(err)
 	if !st.sent { // after the pick, the stream still counts as picked
 		st.result = ResultCanceled
-		if ctxErr == nil && status.Code(err) != codes.Canceled {
+		if undecodable || ctxErr == nil && status.Code(err) != codes.Canceled {
 			st.result = ResultMalformed
 		}
 	}
-	if ctxErr != nil {
+	if ctxErr != nil && !undecodable {
 		return status.FromContextError(ctxErr).Err()
 	}
 	return err
+}
+
+// isUndecodable reports whether a receive error is gRPC refusing the
+// proxy's next message — bytes that do not decode (Internal), or one past
+// the largest message (ResourceExhausted) — rather than the stream going
+// away. gRPC ends such a stream itself, so its context is already done
+// when the error arrives; it is still the peer's malformed stream.
+func isUndecodable(err error) bool {
+	c := status.Code(err)
+	return c == codes.Internal || c == codes.ResourceExhausted
 }
 
 func (st *stream) handle(msg *extprocv3.ProcessingRequest) error {
