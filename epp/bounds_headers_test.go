@@ -93,15 +93,7 @@ func TestHeadersCountAgainstBodyBudget(t *testing.T) {
 			}
 			var streams []*boundsStream
 			for i := range held {
-				bs := open()
-				select {
-				case <-p.entered:
-					streams = append(streams, bs)
-				case a := <-bs.first:
-					t.Fatalf("stream %d within the budget answered %v, %v", i, a.r, a.err)
-				case <-time.After(30 * time.Second):
-					t.Fatalf("stream %d within the budget never picked", i)
-				}
+				streams = append(streams, awaitHeld(t, p, open(), fmt.Sprintf("stream %d within the budget", i)))
 			}
 			over := open()
 			select {
@@ -122,13 +114,7 @@ func TestHeadersCountAgainstBodyBudget(t *testing.T) {
 			if err := sm.finishPicked(ctx, small); err != nil {
 				t.Fatalf("small request beside the held ones: %v", err)
 			}
-			close(p.release)
-			for i, bs := range streams {
-				if err := bs.finishPicked(ctx, body); err != nil {
-					t.Fatalf("held stream %d: %v", i, err)
-				}
-			}
-			waitInUse(t, &s.bodies, 0)
+			releaseHeld(ctx, t, p, streams, body, &s.bodies)
 		})
 	}
 }
