@@ -152,6 +152,9 @@ func (p *EPPPicker) Pick(ctx context.Context, req *epp.Request) (epp.Result, err
 	var res epp.Result
 	if c.rule.PD != nil {
 		res, err = p.rt.eppPickPD(c, r, req.Body, excl, req.Subset != nil, g)
+		if err == nil && res.Headers == nil {
+			res.Headers = noPrefill()
+		}
 	} else {
 		res, err = p.rt.eppPickSingle(c, r, req.Body, excl, req.Subset != nil, g)
 	}
@@ -164,6 +167,13 @@ func (p *EPPPicker) Pick(ctx context.Context, req *epp.Request) (epp.Result, err
 	t.release, t.held = release, g.held
 	return res, nil
 }
+
+// noPrefill is the header answer of a P/D pick that names no prefill (a
+// side path, a request a role-0 endpoint takes unsplit): an empty
+// HeaderPrefillerHostPort overwrites one the client sent, as llm-d's EPP
+// clears it, so the decode's sidecar never runs a prefill at an address
+// the client chose.
+func noPrefill() map[string]string { return map[string]string{HeaderPrefillerHostPort: ""} }
 
 // admitted is the release of a request no admission holds anything for.
 func admitted() {}

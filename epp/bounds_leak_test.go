@@ -46,8 +46,9 @@ func headersDeclaring(size int) *extprocv3.ProcessingRequest {
 
 // Every way a stream can end before or after its pick gives back the body
 // budget and the stream slot it took, exactly once: after many hostile
-// streams nothing is taken, and a body as large as the whole budget still
-// gets its pick (one leaked byte would refuse it 429).
+// streams nothing is taken, and a body as large as the whole budget (less
+// what its headers hold) still gets its pick (one leaked byte would refuse
+// it 429).
 func TestBoundsReturnAfterHostileStreams(t *testing.T) {
 	const (
 		maxBody = 64 << 10
@@ -56,7 +57,7 @@ func TestBoundsReturnAfterHostileStreams(t *testing.T) {
 	chunk := bytes.Repeat([]byte("x"), 16<<10)
 	fail := append([]byte("FAIL"), chunk[4:]...)
 	opts := DefaultOptions()
-	opts.MaxBodyBytes, opts.BodyBudgetBytes, opts.MaxStreams = maxBody, maxBody, 4
+	opts.MaxBodyBytes, opts.BodyBudgetBytes, opts.MaxStreams = maxBody, maxBody+headCost(headersDeclaring(maxBody)), 4
 	s, _, cc, ctx := boundedServer(t, opts, failPicker{})
 
 	// open sends headers declaring a body of declared bytes, first and

@@ -223,6 +223,35 @@ func boundedServer(t *testing.T, opts Options, p Picker) (*Server, *Metrics, *gr
 	return s, m, cc, ctx
 }
 
+// awaitHeld waits until the picker holds bs's pick and returns bs; the
+// stream answered first, or not held within 30 s, fails the test.
+func awaitHeld(t *testing.T, p *gatePicker, bs *boundsStream, what string) *boundsStream {
+	t.Helper()
+	select {
+	case <-p.entered:
+		return bs
+	case a := <-bs.first:
+		t.Fatalf("%s answered %v, %v", what, a.r, a.err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s never picked", what)
+	}
+	return nil
+}
+
+// releaseHeld lets the picker answer the streams it holds, finishes each
+// (their bodies of size bytes) and waits until they have given back all
+// they took from b.
+func releaseHeld(ctx context.Context, t *testing.T, p *gatePicker, held []*boundsStream, size int, b *budget) {
+	t.Helper()
+	close(p.release)
+	for i, bs := range held {
+		if err := bs.finishPicked(ctx, size); err != nil {
+			t.Fatalf("held stream %d: %v", i, err)
+		}
+	}
+	waitInUse(t, b, 0)
+}
+
 // waitInUse waits until b has exactly want taken (streams give back what
 // they took as their handlers return, just after their last answer).
 func waitInUse(t *testing.T, b *budget, want int64) {
@@ -301,19 +330,13 @@ func TestBodyBudgetBoundsHeap(t *testing.T) {
 
 	// A small request fits in what is left (once the refused streams have
 	// ended and given back what they took before they were refused).
-	waitInUse(t, &s.bodies, int64(len(held))*bodySize)
+	waitInUse(t, &s.bodies, int64(len(held))*(bodySize+headCost(headersDeclaring(bodySize))))
 	sm := openRequest(ctx, t, cc, small, small, true)
 	if err := sm.finishPicked(ctx, small); err != nil {
 		t.Fatalf("small request beside the held ones: %v", err)
 	}
 
-	close(p.release)
-	for i, bs := range held {
-		if err := bs.finishPicked(ctx, bodySize); err != nil {
-			t.Fatalf("held stream %d: %v", i, err)
-		}
-	}
-	waitInUse(t, &s.bodies, 0)
+	releaseHeld(ctx, t, p, held, bodySize, &s.bodies)
 	// Once they are gone a large body fits again.
 	again := openRequest(ctx, t, cc, bodySize, chunk, true)
 	if err := again.finishPicked(ctx, bodySize); err != nil {
@@ -332,15 +355,7 @@ func TestMaxStreams(t *testing.T) {
 
 	var held []*boundsStream
 	for i := range capStreams {
-		bs := openRequest(ctx, t, cc, 100, 100, true)
-		select {
-		case <-p.entered:
-			held = append(held, bs)
-		case a := <-bs.first:
-			t.Fatalf("stream %d within the cap answered %v, %v", i, a.r, a.err)
-		case <-time.After(30 * time.Second):
-			t.Fatalf("stream %d within the cap never picked", i)
-		}
+		held = append(held, awaitHeld(t, p, openRequest(ctx, t, cc, 100, 100, true), fmt.Sprintf("stream %d within the cap", i)))
 	}
 	for _, send := range []bool{true, false} {
 		over := openRequest(ctx, t, cc, 100, 100, send)

@@ -25,8 +25,8 @@
 // 503. Shedding is answered with 429, no ready endpoint with 503, a body over
 // Options.MaxBodyBytes with 413 and a malformed SLO hint with 400; each
 // carries the reason in Options.RefusalReasonHeader. Two process-wide
-// bounds are answered 429 too: the bodies all streams hold
-// (Options.BodyBudgetBytes, reason body_memory_exhausted) and the streams
+// bounds are answered 429 too: the bodies (and request headers) all
+// streams hold (Options.BodyBudgetBytes, reason body_memory_exhausted) and the streams
 // open (Options.MaxStreams, too_many_streams). The response path is
 // passed through (headers acknowledged, body chunks re-emitted) and its
 // served-endpoint report (metadata envoy.lb /

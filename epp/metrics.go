@@ -60,7 +60,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"match"}),
 		Bounded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "infergate_epp_bound_refusals_total",
-			Help: "Streams answered 429 by a process-wide bound: body_memory (the request bodies held would pass --epp-body-budget-bytes) or streams (--epp-max-streams open already). Also counted in infergate_epp_streams_total{result=\"shed\"}. Rising: raise the bound if the process has the memory, or add replicas.",
+			Help: "Streams answered 429 by a process-wide bound: body_memory (the request bodies and headers held would pass --epp-body-budget-bytes) or streams (--epp-max-streams open already). Also counted in infergate_epp_streams_total{result=\"shed\"}. Rising: raise the bound if the process has the memory, or add replicas.",
 		}, []string{"bound"}),
 	}
 	if reg != nil {

@@ -22,11 +22,12 @@ type Options struct {
 	// is refused with 413 before it is all read.
 	MaxBodyBytes int64 `yaml:"epp-max-body-bytes"`
 	// BodyBudgetBytes bounds the request bodies all streams hold at once
-	// (MaxBodyBytes bounds one): a stream whose body would take the sum
-	// past it is answered 429 (body_memory_exhausted) and its body
-	// dropped. A body counts from its first byte until the proxy's first
-	// response-path message is answered or the stream ends. At least
-	// MaxBodyBytes.
+	// (MaxBodyBytes bounds one), and their request headers and subset
+	// hints: a stream whose body or headers would take the sum past it is
+	// answered 429 (body_memory_exhausted) and what it sent dropped. A
+	// body counts from its first byte until the proxy's first
+	// response-path message is answered or the stream ends; headers and
+	// hint until the stream ends. At least MaxBodyBytes.
 	BodyBudgetBytes int64 `yaml:"epp-body-budget-bytes"`
 	// MaxStreams caps the ext_proc streams open at once over all
 	// connections (0: no cap). A stream beyond it is answered 429

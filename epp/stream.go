@@ -61,6 +61,7 @@ type stream struct {
 	body     []byte // the request body so far, contiguous (what the picker sees)
 	chunks   []int  // the length of each body chunk as it arrived, to re-emit them as they came
 	held     int64  // bytes of Server.bodies this stream has taken for its body (its capacity)
+	heldHead int64  // bytes of Server.bodies taken for its request headers and subset hint, until it ends
 	trailers bool   // the request body ended with trailers rather than end_of_stream
 
 	picked   bool // Pick returned a Result: Served is owed
@@ -82,6 +83,7 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	if s.streams.take(1) {
 		err = st.run()
 		st.releaseBody()
+		st.s.bodies.give(st.heldHead)
 		st.finish(err)
 		s.streams.give(1)
 	} else {
@@ -140,16 +142,27 @@ func (st *stream) closed() error {
 func (st *stream) lost(err error) error {
 	st.outcome.Err = err
 	ctxErr := st.ctx.Err()
+	undecodable := isUndecodable(err)
 	if !st.sent { // after the pick, the stream still counts as picked
 		st.result = ResultCanceled
-		if ctxErr == nil && status.Code(err) != codes.Canceled {
+		if undecodable || ctxErr == nil && status.Code(err) != codes.Canceled {
 			st.result = ResultMalformed
 		}
 	}
-	if ctxErr != nil {
+	if ctxErr != nil && !undecodable {
 		return status.FromContextError(ctxErr).Err()
 	}
 	return err
+}
+
+// isUndecodable reports whether a receive error is gRPC refusing the
+// proxy's next message — bytes that do not decode (Internal), or one past
+// the largest message (ResourceExhausted) — rather than the stream going
+// away. gRPC ends such a stream itself, so its context is already done
+// when the error arrives; it is still the peer's malformed stream.
+func isUndecodable(err error) bool {
+	c := status.Code(err)
+	return c == codes.Internal || c == codes.ResourceExhausted
 }
 
 func (st *stream) handle(msg *extprocv3.ProcessingRequest) error {
@@ -217,6 +230,17 @@ func (st *stream) requestHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3.
 	if err != nil {
 		return st.malformed(codes.InvalidArgument, err.Error())
 	}
+	// The headers and the hint stay with the stream to its end (the
+	// picker and Served read them), so they count against the body budget
+	// as the body does: otherwise streams that send large headers and no
+	// body would pin memory no bound covers.
+	head := heldHeaderBytes(h.GetHeaders()) + heldSubsetBytes(subset)
+	if !st.s.bodies.take(head) {
+		st.req = Request{}
+		st.s.metrics.Bounded.WithLabelValues(BoundBodyMemory).Inc()
+		return st.answer(bodyMemoryRefusal())
+	}
+	st.heldHead = head
 	if hinted {
 		if len(subset) == 0 {
 			return st.answer(&Refusal{Status: 503, Reason: "empty_endpoint_subset"})

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -55,21 +56,25 @@ func headerValue(h *corev3.HeaderValue) []byte {
 	return []byte(h.GetValue())
 }
 
-// decodeHeaders turns an ext_proc header map into Headers. The values are
-// slices of one string holding them all: a request's dozen headers cost
-// one string allocation, not one each.
+// decodeHeaders turns an ext_proc header map into Headers. The names and
+// values are slices of one string holding them all: a request's dozen
+// headers cost one string allocation, not one each, and what the stream
+// keeps is that string, never the received message (so
+// heldHeaderBytes is what it holds).
 func decodeHeaders(m *corev3.HeaderMap) Headers {
 	hs := m.GetHeaders()
 	out := make(Headers, len(hs))
 	n := 0
 	for _, h := range hs {
-		n += len(h.GetRawValue()) + len(h.GetValue())
+		n += len(h.GetKey()) + len(h.GetRawValue()) + len(h.GetValue())
 	}
 	var b strings.Builder
 	b.Grow(n)
-	var endsBuf [32]int // on the stack for any usual request
+	var endsBuf [64]int // on the stack for any usual request: a name's end, then its value's
 	ends := endsBuf[:0]
 	for _, h := range hs {
+		writeLowerName(&b, h.GetKey())
+		ends = append(ends, b.Len())
 		b.Write(headerValue(h))
 		ends = append(ends, b.Len())
 	}
@@ -78,10 +83,10 @@ func decodeHeaders(m *corev3.HeaderMap) Headers {
 	// header's append copies out of it (capacity is capped at one).
 	vals := make([]string, len(hs))
 	start := 0
-	for i, h := range hs {
-		k := strings.ToLower(h.GetKey())
-		vals[i] = all[start:ends[i]]
-		start = ends[i]
+	for i := range hs {
+		k := all[start:ends[2*i]]
+		vals[i] = all[ends[2*i]:ends[2*i+1]]
+		start = ends[2*i+1]
 		if prev, ok := out[k]; ok {
 			out[k] = append(prev, vals[i])
 			continue
@@ -89,6 +94,58 @@ func decodeHeaders(m *corev3.HeaderMap) Headers {
 		out[k] = vals[i : i+1 : i+1]
 	}
 	return out
+}
+
+// writeLowerName writes a header name lower-cased, as strings.ToLower
+// would: ASCII byte by byte, anything else through ToLower itself (no
+// proxy sends such names; HTTP names are tokens).
+func writeLowerName(b *strings.Builder, k string) {
+	lower := true
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if c >= utf8.RuneSelf {
+			b.WriteString(strings.ToLower(k))
+			return
+		}
+		lower = lower && !('A' <= c && c <= 'Z')
+	}
+	if lower { // what Envoy sends: HTTP/2 names are lower case
+		b.WriteString(k)
+		return
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		b.WriteByte(c)
+	}
+}
+
+// headerEntryBytes is what Headers spend on one entry beside its name and
+// value bytes: the map slot, the value slice and its string header.
+const headerEntryBytes = 64
+
+// heldHeaderBytes is what a stream holds for its request headers once
+// decodeHeaders has copied them (the received message is dropped), taken
+// from the body budget so that streams which send large headers and
+// nothing else cannot pin memory past it.
+func heldHeaderBytes(m *corev3.HeaderMap) int64 {
+	var n int64
+	for _, h := range m.GetHeaders() {
+		n += int64(len(h.GetKey())+len(h.GetRawValue())+len(h.GetValue())) + headerEntryBytes
+	}
+	return n
+}
+
+// heldSubsetBytes is what a stream holds for its subset hint: each
+// address is its own string (the metadata it came in is dropped).
+func heldSubsetBytes(subset []string) int64 {
+	var n int64
+	for _, e := range subset {
+		n += int64(len(e)) + 16
+	}
+	return n
 }
 
 // decodeHints reads the steering hints. A malformed SLO is the client's error

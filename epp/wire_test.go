@@ -147,11 +147,11 @@ func TestOptionsValidate(t *testing.T) {
 
 func TestDecodeHeadersRepeated(t *testing.T) {
 	hm := reqHeaders(nil, false).GetRequestHeaders().GetHeaders()
-	for _, kv := range [][2]string{{"Accept", "a"}, {"x-one", "1"}, {"accept", "b"}, {"x-two", "2"}} {
+	for _, kv := range [][2]string{{"Accept", "a"}, {"x-one", "1"}, {"accept", "b"}, {"x-two", "2"}, {"X-Été", "3"}} {
 		hm.Headers = append(hm.Headers, &corev3.HeaderValue{Key: kv[0], Value: kv[1]})
 	}
 	got := decodeHeaders(hm)
-	want := Headers{"accept": {"a", "b"}, "x-one": {"1"}, "x-two": {"2"}}
+	want := Headers{"accept": {"a", "b"}, "x-one": {"1"}, "x-two": {"2"}, "x-été": {"3"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("decodeHeaders = %v, want %v", got, want)
 	}

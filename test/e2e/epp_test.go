@@ -97,12 +97,11 @@ spec:
 		Pool:                pool,
 		RefusalReasonHeader: epp.DefaultRefusalReasonHeader,
 		Affinity:            true,
-		// The daemon's registry has no Go collector: the open-stream gauge
-		// stands in, so "flat after cancelled and malformed streams" is
-		// checked as "every stream closed" out of process (the in-process
-		// run in datapath checks the goroutine count itself).
+		// The daemon's own goroutine count (its registry carries the Go
+		// collector), so "flat after cancelled and malformed streams" is
+		// checked out of process as in the in-process run in datapath.
 		Goroutines: func() (int, error) {
-			n, err := scrapeMetric(d.URL+"/metrics", "infergate_epp_active_streams ")
+			n, err := scrapeMetric(d.URL+"/metrics", "go_goroutines ")
 			return int(n), err
 		},
 	})
