@@ -389,6 +389,29 @@ func (c *Conn) write(p []byte) (int, error) {
 		return c.writeAwaitReply(p)
 	}
 	c.unanswered = true
+	var done int
+	if c.holding && !c.aborted.Load() {
+		// Inside Hold's step the descriptor is held (its read lock, taken
+		// by the RawConn.Read the step runs in): a Close elsewhere cannot
+		// release its number for reuse until the step returns, so a write
+		// straight to it needs no RawConn.Write of its own. Why: that call
+		// takes the write lock and resets the poller's write state (a
+		// timer check and a runtime call) before a write(2) that nearly
+		// always takes every byte at once — per relayed SSE event, about a
+		// tenth of the relay's user time. Only what the socket does not
+		// take at once waits through RawConn.Write (and its deadline): a
+		// write deadline bounds a write that waits, as on the raw path
+		// below a write resumes where the armed deadline stopped it.
+		n, errno := writeAll(c.holdFD, p)
+		switch errno {
+		case 0:
+			return n, nil
+		case syscall.EAGAIN:
+			done, p = n, p[n:]
+		default:
+			return n, c.opError("write", errno)
+		}
+	}
 	c.wr = rawOp{p: p}
 	err := c.raw.Write(c.wrFn)
 	for err != nil && c.earlyFor(err, c.wantWrite) {
@@ -396,7 +419,7 @@ func (c *Conn) write(p []byte) (int, error) {
 			err = c.raw.Write(c.wrFn) // on from where the armed deadline stopped it
 		}
 	}
-	n, errno := c.wr.n, c.wr.errno
+	n, errno := done+c.wr.n, c.wr.errno
 	c.wr = rawOp{}
 	switch {
 	case err != nil:
@@ -410,21 +433,32 @@ func (c *Conn) write(p []byte) (int, error) {
 // writeRaw is Write's RawConn callback: it writes until p is out, false
 // waits for room.
 func (c *Conn) writeRaw(fd uintptr) bool {
-	for c.wr.n < len(c.wr.p) {
-		n, errno := rawWrite(fd, c.wr.p[c.wr.n:])
+	n, errno := writeAll(fd, c.wr.p[c.wr.n:])
+	c.wr.n += n
+	switch errno {
+	case 0:
+		return true
+	case syscall.EAGAIN:
+		return false
+	}
+	c.wr.errno = errno
+	return true
+}
+
+// writeAll writes p to fd until it is out (0), the socket is full
+// (EAGAIN) or a write fails; n is what the socket took.
+func writeAll(fd uintptr, p []byte) (n int, errno syscall.Errno) {
+	for n < len(p) {
+		m, errno := rawWrite(fd, p[n:])
 		switch errno {
 		case 0:
-			c.wr.n += n
-			continue
+			n += m
 		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			return false
+		default:
+			return n, errno
 		}
-		c.wr.errno = errno
-		return true
 	}
-	return true
+	return n, 0
 }
 
 // AwaitReply turns on (or off) waiting for a reply after each Write: once
