@@ -34,11 +34,17 @@ func (c *Conn) CanReadEach() bool { return c.raw != nil }
 // Read (an armed deadline earlier than the one asked for is re-armed and
 // the reads go on); Abort also stops the reads between waits. An error
 // from h.Handle is returned as is; h.Idle has run before ReadEach returns.
-func (c *Conn) ReadEach(h ReadHandler, w *HupWatcher) error {
+// st holds the loop's state (nil: ReadEach allocates it); it must not be
+// in use by another ReadEach.
+func (c *Conn) ReadEach(h ReadHandler, w *HupWatcher, st *EachState) error {
 	if c.raw == nil {
 		return errNoSocket
 	}
-	op := &eachOp{c: c, h: h, drain: w == nil}
+	if st == nil {
+		st = new(EachState)
+	}
+	op := &st.op
+	*op = eachOp{c: c, h: h, drain: w == nil}
 	defer h.Idle()
 	if w != nil {
 		_ = c.raw.Control(func(fd uintptr) {
@@ -85,17 +91,18 @@ func (c *Conn) ReadEach(h ReadHandler, w *HupWatcher) error {
 	return op.err
 }
 
-// eachOp is one ReadEach's state, shared with its RawConn callback.
+// eachOp is one ReadEach's state, shared with its RawConn callback; what
+// a wake-up reads comes first.
 type eachOp struct {
-	c     *Conn
-	h     ReadHandler
-	errno syscall.Errno
-	eof   bool
-	err   error // h.Handle's
+	h ReadHandler
 	// drain: read on to EAGAIN after a short read (no watcher, or the
 	// peer hung up); hup: the watcher saw the hang-up.
 	drain bool
 	hup   atomic.Bool
+	eof   bool
+	c     *Conn
+	errno syscall.Errno
+	err   error // h.Handle's
 	hupID uint64
 }
 
