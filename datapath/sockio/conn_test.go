@@ -8,6 +8,7 @@ import (
 	"os"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // pair returns a connected loopback TCP pair: ours wrapped in a Conn.
@@ -502,5 +503,28 @@ func TestWriteInStep(t *testing.T) {
 				t.Fatalf("wrote %d of %d bytes, peer received %d, equal %v", n, len(tc.p), len(got), string(got) == string(tc.p))
 			}
 		})
+	}
+}
+
+// TestConnWriteFieldsFirst holds what a Write inside Hold's step reads in
+// the Conn's first 40 bytes, which h1's connection places on one cache
+// line with its write buffer's pointer (h1's TestConnLayout).
+func TestConnWriteFieldsFirst(t *testing.T) {
+	var c Conn
+	for _, f := range []struct {
+		name string
+		end  uintptr
+	}{
+		{"raw", unsafe.Offsetof(c.raw) + unsafe.Sizeof(c.raw)},
+		{"written", unsafe.Offsetof(c.written) + unsafe.Sizeof(c.written)},
+		{"holdFD", unsafe.Offsetof(c.holdFD) + unsafe.Sizeof(c.holdFD)},
+		{"aborted", unsafe.Offsetof(c.aborted) + unsafe.Sizeof(c.aborted)},
+		{"holding", unsafe.Offsetof(c.holding) + 1},
+		{"unanswered", unsafe.Offsetof(c.unanswered) + 1},
+		{"awaitReply", unsafe.Offsetof(c.awaitReply) + 1},
+	} {
+		if f.end > 40 {
+			t.Errorf("%s ends at byte %d, want it in the first 40", f.name, f.end)
+		}
 	}
 }
