@@ -21,17 +21,24 @@ import (
 // read instead (the client's writer, the first-token hook) sit on lines no
 // other per-event work touches, and with 1,000 streams each was a cache
 // miss per event (perf: most of Emit's own time was the load of x.placed).
+// For the same reason the fields an event reads fill the struct's first
+// two cache lines (Buffer, Idle and Emit's own; then the count and the
+// bound's part Next reads), and the rest pads it to 256 bytes: a size
+// class whose objects start on a line (at 200 bytes, in the 208 class, the
+// same fields spanned three or four lines). TestSSEStreamLayout holds it.
 type sseStream struct {
-	x       *exchange
-	w       http.ResponseWriter // x.w
-	clk     *respclock.Writer   // x.w when it is the timing wrapper itself: written with Emit's clock reading
-	placed  *pick.Placed        // x.placed until the first event
-	fl      http.Flusher
-	ub      upstream.BoundedBody // nil: no read deadlines
-	bound   streambound.Bound    // the idle bound and cap, engine reads and client writes alike (the relay's, copied in and back)
 	rb      relayBuf
+	placed  *pick.Placed      // x.placed until the first event
+	clk     *respclock.Writer // x.w when it is the timing wrapper itself: written with Emit's clock reading
+	fl      http.Flusher
 	relayed uint64
-	werr    error // the client write that failed
+	bound   streambound.Bound // the idle bound and cap, engine reads and client writes alike (the relay's, copied in and back)
+
+	x    *exchange
+	w    http.ResponseWriter  // x.w
+	ub   upstream.BoundedBody // nil: no read deadlines
+	werr error                // the client write that failed
+	_    [56]byte
 }
 
 func (s *sseStream) Buffer() []byte { return s.rb.get() }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/infergate/infergate/spec"
 )
@@ -278,5 +279,33 @@ func expectCutAfterFirstEvent(t *testing.T, url string) {
 	}
 	if !strings.HasPrefix(string(got), "data: {\"tok\":0}\n\n") {
 		t.Fatalf("the client got %q before the cut", got)
+	}
+}
+
+// TestSSEStreamLayout holds sseStream's layout (relaystream.go): 256 bytes
+// (a size class whose objects start on a cache line), what Buffer, Idle
+// and Emit read in the first line, the relayed count and the part of the
+// bound Next reads (its first 56 bytes) in the second.
+func TestSSEStreamLayout(t *testing.T) {
+	var s sseStream
+	if got := unsafe.Sizeof(s); got != 256 {
+		t.Errorf("sseStream is %d bytes, want 256", got)
+	}
+	for _, f := range []struct {
+		name string
+		off  uintptr
+		size uintptr
+		line uintptr // 0: the first 64 bytes
+	}{
+		{"rb", unsafe.Offsetof(s.rb), unsafe.Sizeof(s.rb), 0},
+		{"placed", unsafe.Offsetof(s.placed), unsafe.Sizeof(s.placed), 0},
+		{"clk", unsafe.Offsetof(s.clk), unsafe.Sizeof(s.clk), 0},
+		{"fl", unsafe.Offsetof(s.fl), unsafe.Sizeof(s.fl), 0},
+		{"relayed", unsafe.Offsetof(s.relayed), unsafe.Sizeof(s.relayed), 1},
+		{"bound, Next's part", unsafe.Offsetof(s.bound), 56, 1},
+	} {
+		if f.off < 64*f.line || f.off+f.size > 64*(f.line+1) {
+			t.Errorf("%s: bytes %d–%d, want them in bytes %d–%d", f.name, f.off, f.off+f.size, 64*f.line, 64*(f.line+1))
+		}
 	}
 }

@@ -37,8 +37,22 @@ var ErrWouldBlock = errors.New("sockio: read would block")
 // goroutine. Deadlines for what goes through c are set through c: one set
 // on nc directly is taken for an early lazy one when it passes, and lifted.
 type Conn struct {
-	nc  net.Conn
+	// What a Write inside Hold's step touches comes first, on one line
+	// where the embedding struct allows (a relayed SSE event's client
+	// write: with 1,000 streams each line is a cache miss per event).
 	raw syscall.RawConn // the plaintext TCP socket under nc, or nil
+	// written counts the bytes the socket took from Write (PeerAcked's
+	// reference).
+	written uint64
+	holdFD  uintptr // the socket, while a step runs
+	aborted atomic.Bool
+	holding bool // a step runs: Read reads in place, never waits
+	// unanswered: a Write since the last read or Quiet. The peer may have
+	// answered it already, and a reply in before a wait does not wake it.
+	unanswered bool
+	awaitReply bool // AwaitReply: Write waits for the socket to be readable
+
+	nc net.Conn
 
 	// The read and the write in progress on the raw socket, and the
 	// callbacks bound once (a closure per call would allocate).
@@ -49,26 +63,16 @@ type Conn struct {
 	replyFn      func(fd uintptr) bool // writeAwaitReply's
 	holdFn       func(fd uintptr) bool // Hold's
 	holdStep     func() bool           // Hold's caller's step
-	holdFD       uintptr               // the socket, while a step runs
-	holding      bool                  // a step runs: Read reads in place, never waits
 	drained      uint8                 // drainNone, drainShort, drainEAGAIN
 	// hup is the connection's place in a hang-up watcher's set, for one
 	// use or the other: Hold's (WatchHangUp: a FIN queued with the last
 	// bytes read is reported by their readiness alone, so a short read
 	// proves the socket empty only while the watcher would report a FIN),
 	// or a pooled engine connection's for its whole life (WatchPeer).
-	hup        hupWatch
-	peekBuf    [1]byte
-	waitPeeked bool // waitRaw has peeked: its next call follows a wake-up
-	awaitReply bool // AwaitReply: Write waits for the socket to be readable
-	replyWrote bool // replyRaw has written: its next call follows a wake-up
-	// unanswered: a Write since the last read or Quiet. The peer may have
-	// answered it already, and a reply in before a wait does not wake it.
-	unanswered bool
-	// written counts the bytes the socket took from Write (PeerAcked's
-	// reference).
-	written     uint64
-	aborted     atomic.Bool
+	hup         hupWatch
+	peekBuf     [1]byte
+	waitPeeked  bool      // waitRaw has peeked: its next call follows a wake-up
+	replyWrote  bool      // replyRaw has written: its next call follows a wake-up
 	want, armed time.Time // read deadline asked for, and set on the socket
 	// The write deadline asked for and set on the socket: lazy like the
 	// read one on the raw socket (a write there resumes where it stopped);
@@ -389,6 +393,29 @@ func (c *Conn) write(p []byte) (int, error) {
 		return c.writeAwaitReply(p)
 	}
 	c.unanswered = true
+	var done int
+	if c.holding && !c.aborted.Load() {
+		// Inside Hold's step the descriptor is held (its read lock, taken
+		// by the RawConn.Read the step runs in): a Close elsewhere cannot
+		// release its number for reuse until the step returns, so a write
+		// straight to it needs no RawConn.Write of its own. Why: that call
+		// takes the write lock and resets the poller's write state (a
+		// timer check and a runtime call) before a write(2) that nearly
+		// always takes every byte at once — per relayed SSE event, about a
+		// tenth of the relay's user time. Only what the socket does not
+		// take at once waits through RawConn.Write (and its deadline): a
+		// write deadline bounds a write that waits, as on the raw path
+		// below a write resumes where the armed deadline stopped it.
+		n, errno := writeAll(c.holdFD, p)
+		switch errno {
+		case 0:
+			return n, nil
+		case syscall.EAGAIN:
+			done, p = n, p[n:]
+		default:
+			return n, c.opError("write", errno)
+		}
+	}
 	c.wr = rawOp{p: p}
 	err := c.raw.Write(c.wrFn)
 	for err != nil && c.earlyFor(err, c.wantWrite) {
@@ -396,7 +423,7 @@ func (c *Conn) write(p []byte) (int, error) {
 			err = c.raw.Write(c.wrFn) // on from where the armed deadline stopped it
 		}
 	}
-	n, errno := c.wr.n, c.wr.errno
+	n, errno := done+c.wr.n, c.wr.errno
 	c.wr = rawOp{}
 	switch {
 	case err != nil:
@@ -410,21 +437,32 @@ func (c *Conn) write(p []byte) (int, error) {
 // writeRaw is Write's RawConn callback: it writes until p is out, false
 // waits for room.
 func (c *Conn) writeRaw(fd uintptr) bool {
-	for c.wr.n < len(c.wr.p) {
-		n, errno := rawWrite(fd, c.wr.p[c.wr.n:])
+	n, errno := writeAll(fd, c.wr.p[c.wr.n:])
+	c.wr.n += n
+	switch errno {
+	case 0:
+		return true
+	case syscall.EAGAIN:
+		return false
+	}
+	c.wr.errno = errno
+	return true
+}
+
+// writeAll writes p to fd until it is out (0), the socket is full
+// (EAGAIN) or a write fails; n is what the socket took.
+func writeAll(fd uintptr, p []byte) (n int, errno syscall.Errno) {
+	for n < len(p) {
+		m, errno := rawWrite(fd, p[n:])
 		switch errno {
 		case 0:
-			c.wr.n += n
-			continue
+			n += m
 		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			return false
+		default:
+			return n, errno
 		}
-		c.wr.errno = errno
-		return true
 	}
-	return true
+	return n, 0
 }
 
 // AwaitReply turns on (or off) waiting for a reply after each Write: once

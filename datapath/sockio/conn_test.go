@@ -8,6 +8,7 @@ import (
 	"os"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // pair returns a connected loopback TCP pair: ours wrapped in a Conn.
@@ -410,5 +411,120 @@ func TestHold(t *testing.T) {
 				t.Fatalf("peer: %v", err)
 			}
 		})
+	}
+}
+
+// TestWriteInStep checks Write inside Hold's step, which writes straight
+// to the held descriptor and waits through the RawConn only for what the
+// socket does not take at once: every byte arrives in order and is counted
+// once, a write that must wait past its deadline stops with the deadline's
+// error, and an aborted connection writes nothing.
+func TestWriteInStep(t *testing.T) {
+	if !rawIO {
+		t.Skip("Hold runs no step without raw calls (-race, non-Linux)")
+	}
+	big := make([]byte, 16<<20) // past both sockets' buffers: the rest waits for room
+	for i := range big {
+		big[i] = byte(i % 251)
+	}
+	tests := []struct {
+		name     string
+		p        []byte
+		peerRead bool          // the peer reads (else it never does)
+		deadline time.Duration // the write deadline from now (0: none)
+		abort    bool
+		wantErr  error // nil, os.ErrDeadlineExceeded
+		wantAll  bool  // every byte written and received
+	}{
+		{name: "small", p: []byte("data: x\n\n"), peerRead: true, wantAll: true},
+		{name: "past the socket buffers", p: big, peerRead: true, deadline: 10 * time.Second, wantAll: true},
+		{name: "a peer that never reads", p: big, deadline: 200 * time.Millisecond, wantErr: os.ErrDeadlineExceeded},
+		{name: "aborted", p: []byte("data: x\n\n"), peerRead: true, abort: true, wantErr: os.ErrDeadlineExceeded},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, peer := pair(t)
+			_ = peer.SetDeadline(time.Now().Add(10 * time.Second))
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if tc.deadline > 0 {
+				_ = c.SetWriteDeadline(time.Now().Add(tc.deadline))
+			}
+			if _, err := io.WriteString(peer, "go"); err != nil { // wakes the hold
+				t.Fatal(err)
+			}
+			received := make(chan []byte, 1)
+			if tc.peerRead {
+				go func() {
+					got, _ := io.ReadAll(peer)
+					received <- got
+				}()
+			}
+			var n int
+			var werr error
+			buf := make([]byte, 8)
+			err := c.Hold(func() bool {
+				if _, err := c.Read(buf); err != nil {
+					werr = err
+					return false
+				}
+				if !c.InStep() {
+					t.Error("not in the step")
+				}
+				if tc.abort {
+					c.Abort()
+				}
+				n, werr = c.Write(tc.p)
+				return false
+			})
+			if err != nil {
+				t.Fatalf("Hold: %v", err)
+			}
+			switch {
+			case tc.wantErr == nil && werr != nil:
+				t.Fatalf("Write: %d bytes, %v", n, werr)
+			case tc.wantErr != nil && !errors.Is(werr, tc.wantErr):
+				t.Fatalf("Write: %d bytes, %v; want %v", n, werr, tc.wantErr)
+			}
+			if got := c.Written(); got != uint64(n) {
+				t.Errorf("Written %d, Write returned %d", got, n)
+			}
+			if tc.abort && n != 0 {
+				t.Errorf("aborted: %d bytes written", n)
+			}
+			if !tc.wantAll {
+				if n >= len(tc.p) {
+					t.Errorf("%d of %d bytes written to a peer that never reads", n, len(tc.p))
+				}
+				return
+			}
+			_ = c.NetConn().Close()
+			got := <-received
+			if n != len(tc.p) || string(got) != string(tc.p) {
+				t.Fatalf("wrote %d of %d bytes, peer received %d, equal %v", n, len(tc.p), len(got), string(got) == string(tc.p))
+			}
+		})
+	}
+}
+
+// TestConnWriteFieldsFirst holds what a Write inside Hold's step reads in
+// the Conn's first 40 bytes, which h1's connection places on one cache
+// line with its write buffer's pointer (h1's TestConnLayout).
+func TestConnWriteFieldsFirst(t *testing.T) {
+	var c Conn
+	for _, f := range []struct {
+		name string
+		end  uintptr
+	}{
+		{"raw", unsafe.Offsetof(c.raw) + unsafe.Sizeof(c.raw)},
+		{"written", unsafe.Offsetof(c.written) + unsafe.Sizeof(c.written)},
+		{"holdFD", unsafe.Offsetof(c.holdFD) + unsafe.Sizeof(c.holdFD)},
+		{"aborted", unsafe.Offsetof(c.aborted) + unsafe.Sizeof(c.aborted)},
+		{"holding", unsafe.Offsetof(c.holding) + 1},
+		{"unanswered", unsafe.Offsetof(c.unanswered) + 1},
+		{"awaitReply", unsafe.Offsetof(c.awaitReply) + 1},
+	} {
+		if f.end > 40 {
+			t.Errorf("%s ends at byte %d, want it in the first 40", f.name, f.end)
+		}
 	}
 }

@@ -34,7 +34,7 @@ func TestHupWatcherFDReused(t *testing.T) {
 	keep, keepPeer := pair(t)
 	_ = keep.SetReadDeadline(time.Now().Add(30 * time.Second))
 	kept := make(chan error, 1)
-	go func() { kept <- keep.ReadEach(&gather{t: t, buf: make([]byte, 64)}, w) }()
+	go func() { kept <- keep.ReadEach(&gather{t: t, buf: make([]byte, 64)}, w, nil) }()
 
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -60,7 +60,7 @@ func TestHupWatcherFDReused(t *testing.T) {
 		_, _ = io.WriteString(aPeer, "x")
 		_ = a.SetReadDeadline(time.Now().Add(10 * time.Second))
 		// One read, then the handler stops: a's socket stays in the set.
-		if err := a.ReadEach(&gather{t: t, buf: make([]byte, 64), stopAfter: 1}, w); err != nil {
+		if err := a.ReadEach(&gather{t: t, buf: make([]byte, 64), stopAfter: 1}, w, nil); err != nil {
 			t.Fatal(err)
 		}
 		_ = a.NetConn().Close()
@@ -85,7 +85,7 @@ func TestHupWatcherFDReused(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		_ = b.SetReadDeadline(time.Now().Add(10 * time.Second))
 		start := time.Now()
-		err := b.ReadEach(g, w)
+		err := b.ReadEach(g, w, nil)
 		if string(g.got) != "hello" || err != io.EOF {
 			t.Fatalf("on the reused descriptor: read %q, %v after %v", g.got, err, time.Since(start))
 		}

@@ -100,7 +100,7 @@ func TestReadEach(t *testing.T) {
 					bound = 100 * time.Millisecond
 				}
 				_ = c.SetReadDeadline(time.Now().Add(bound))
-				err := c.ReadEach(g, w)
+				err := c.ReadEach(g, w, new(EachState)) // held by the caller, as upstream does
 				if string(g.got) != tc.want || !errors.Is(err, tc.wantErr) {
 					t.Fatalf("watched=%v: read %q, %v; want %q, %v", watched, g.got, err, tc.want, tc.wantErr)
 				}
@@ -122,7 +122,7 @@ func TestReadEachNoSocket(t *testing.T) {
 	if c.CanReadEach() {
 		t.Fatal("a pipe claims a socket")
 	}
-	if err := c.ReadEach(&gather{t: t, buf: make([]byte, 8)}, nil); err == nil {
+	if err := c.ReadEach(&gather{t: t, buf: make([]byte, 8)}, nil, nil); err == nil {
 		t.Fatal("ReadEach ran without a socket")
 	}
 }

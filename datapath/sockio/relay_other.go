@@ -8,7 +8,10 @@ import "net"
 func (c *Conn) CanReadEach() bool { return false }
 
 // ReadEach is not available off Linux.
-func (c *Conn) ReadEach(ReadHandler, *HupWatcher) error { return errNoSocket }
+func (c *Conn) ReadEach(ReadHandler, *HupWatcher, *EachState) error { return errNoSocket }
+
+// eachOp is ReadEach's state (relay_linux.go); unused here.
+type eachOp struct{}
 
 // HupWatcher is ReadEach's hang-up watcher (relay_linux.go); unused here.
 type HupWatcher struct{}

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"errors"
 	"io"
+
+	"github.com/infergate/infergate/datapath/sockio"
 )
 
 // Why: an SSE relay that reads the body, writes the event and comes back
@@ -72,7 +74,7 @@ func (b *body) Stream(s StreamSink) (bool, error) {
 	if !st.ended {
 		// The read buffer is empty and not used until the body ends.
 		b.c.parkReader(pc)
-		err = pc.sock.ReadEach(&st, &b.c.hup)
+		err = pc.sock.ReadEach(&st, &b.c.hup, &st.each)
 		b.c.unparkReader(pc)
 	}
 	switch {
@@ -93,6 +95,7 @@ func (b *body) Stream(s StreamSink) (bool, error) {
 // bodyStream is Stream's sockio.ReadHandler: it decodes the framing and
 // emits the body bytes.
 type bodyStream struct {
+	each  sockio.EachState // ReadEach's, first: a wake-up reads it, then s and d
 	s     StreamSink
 	d     frameDecoder
 	ended bool // the body's end was decoded

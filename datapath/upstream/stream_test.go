@@ -464,3 +464,32 @@ func TestStreamSinkPanics(t *testing.T) {
 		t.Fatalf("the engine accepted %d connections: the panicked stream's was reused", n)
 	}
 }
+
+// TestFrameDecoderLeavesOneRun checks where decode leaves the body bytes:
+// one run (a read of one chunk, the usual SSE event) stays where it lies in
+// p, uncopied; several runs are gathered at the first one's place.
+func TestFrameDecoderLeavesOneRun(t *testing.T) {
+	for _, tc := range []struct {
+		name, raw, want string
+		at              int // where data must start in p
+	}{
+		{"one chunk", "c\r\ndata: tok0\n\n\r\n", "data: tok0\n\n", 3},
+		{"two chunks", "3\r\nabc\r\n4\r\ndefg\r\n", "abcdefg", 3},
+		{"data first", "efg\r\n2\r\nhi\r\n", "efghi", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := frameDecoder{kind: frameChunked}
+			p := []byte(tc.raw)
+			if tc.at == 0 { // a chunk of 3 whose size line came in an earlier read
+				d.state, d.left = csData, 3
+			}
+			data, _, _, err := d.decode(p)
+			if err != nil || string(data) != tc.want {
+				t.Fatalf("decode: %q, %v; want %q", data, err, tc.want)
+			}
+			if &data[0] != &p[tc.at] {
+				t.Errorf("data starts at byte %d of p, want %d", cap(p)-cap(data), tc.at)
+			}
+		})
+	}
+}
