@@ -192,6 +192,9 @@ func ExpectsNewBlocks(blocks, held int) bool { return blocks > held }
 func (t *KVExact) Pick(f *Facts, cands []Candidate) (int, string, bool) {
 	idx, reason, ok, _ := t.decide(f, cands, false)
 	t.record(reason, ok)
+	if ok && t.o.Metrics != nil && f.KVPending {
+		t.o.Metrics.Tier15Pending.WithLabelValues(t.o.Rule).Inc()
+	}
 	return idx, reason, ok
 }
 
@@ -284,7 +287,8 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 		return -1, ReasonShortPrompt, false, nil
 	}
 	var wBuf [16]float64
-	names, ws := sc.names[:0], wBuf[:0]
+	var pBuf [16]int
+	names, ws, pend := sc.names[:0], wBuf[:0], pBuf[:0]
 	minLoad := cands[0].Load
 	for i := range cands {
 		c := &cands[i]
@@ -321,6 +325,7 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 		if trusted && t.o.Pending != nil {
 			pending = t.o.Pending.Held(cands[i].ID, keys, now)
 		}
+		pend = append(pend, pending)
 		if trusted && (s.Blocks > 0 || pending > 0) {
 			// A block just sent counts as a GPU block: the engine is
 			// computing it, and its event is on the way.
@@ -348,6 +353,9 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 		if c := t.costPick(f, len(ids), len(keys), ws, cands, scores, explain); anyHit && anyTrusted {
 			best = c
 		}
+	}
+	if !explain {
+		f.KVPending = best >= 0 && anyHit && pend[best] > raw[best].Blocks
 	}
 	if t.o.Watchdog != nil && anyTrusted && !explain {
 		if t.o.Watchdog.Observe(anyHit) {

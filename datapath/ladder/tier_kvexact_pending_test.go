@@ -81,8 +81,9 @@ func TestKVExactPending(t *testing.T) {
 			if !tc.off {
 				pending = kvexact.NewPending(ttl)
 			}
+			m := metrics.NewKVRouting(prometheus.NewRegistry())
 			tier := NewKVExact(KVExactOptions{Rule: "r", Index: &chainIndex{fakeIndex{scores: tc.scores, trusted: tc.trusted}},
-				LoadGuard: 3, Cost: cost, Pending: pending, Metrics: metrics.NewKVRouting(prometheus.NewRegistry())})
+				LoadGuard: 3, Cost: cost, Pending: pending, Metrics: m})
 			cands := []Candidate{{ID: "a"}, {ID: "b", Index: 1}, {ID: "c", Index: 2}}
 			for _, p := range tc.placements {
 				f := &Facts{Ctx: context.Background(), Tokens: groupPrompt(p.group, p.blocks), Now: t0.Add(p.at)}
@@ -102,6 +103,13 @@ func TestKVExactPending(t *testing.T) {
 			}
 			if got != tc.want || reason != tc.wantReason {
 				t.Fatalf("pick = %q reason %q, want %q reason %q", got, reason, tc.want, tc.wantReason)
+			}
+			wantPending := 0.0
+			if got != "" && tc.scores[got].Blocks == 0 {
+				wantPending = 1
+			}
+			if v := cval(m.Tier15Pending.WithLabelValues("r")); v != wantPending {
+				t.Errorf("pending hits = %v, want %v", v, wantPending)
 			}
 			_, _, _, scores := tier.Explain(f, cands)
 			for _, s := range scores {
