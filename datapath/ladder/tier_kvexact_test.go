@@ -288,6 +288,20 @@ func BenchmarkKVExactPick(b *testing.B) {
 			}
 		}
 	})
+	// The same with a pending table holding this prompt on one endpoint:
+	// the read path every decision pays (a binary search per candidate).
+	b.Run("kvexact_cached_tokens_pending", func(b *testing.B) {
+		pending := kvexact.NewPending(time.Hour)
+		pending.Note("ep2", inv.RequestKeys(tokens), time.Now())
+		tier := NewKVExact(KVExactOptions{Rule: "r", Index: inv, Tokenizer: cachedTokenizer{tokens}, LoadGuard: 3,
+			Pending: pending, Metrics: metrics.NewKVRouting(prometheus.NewRegistry())})
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if _, _, ok := tier.Pick(f, cands); !ok {
+				b.Fatal("miss")
+			}
+		}
+	})
 	// The engine tokenizer on a cache hit: the body is parsed for its
 	// prompt and hashed, no HTTP.
 	b.Run("kvexact_engine_tokenizer_cache_hit", func(b *testing.B) {
