@@ -11,8 +11,8 @@ import (
 // after the prefill), so for up to a second after a prompt group is placed
 // on an engine the inventory says nobody holds it. A second request of the
 // group arriving in that gap was treated as a miss and placed again by
-// load — usually elsewhere, since the first engine now carries the group's
-// prefill — so the group ended up cached on two engines, each engine's
+// load — usually elsewhere, since the first engine now runs the group's
+// first request — so the group ended up cached on two engines, each engine's
 // working set grew by a group, and under overload the extra copies evicted
 // other groups' prefixes. Pending lets the KV-exact tier count those
 // blocks as held by the endpoint they were sent to, for a short TTL, until
