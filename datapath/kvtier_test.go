@@ -86,19 +86,26 @@ func tokenRun(from uint32, n int) []uint32 {
 // line's tier names the picker that chose: the KV-exact tier when it sent
 // the request to the engine holding the prompt, the rule's sel mode when
 // the tier missed and the mode chose, and the cost model's load rung when
-// it placed a least-connections rule's miss.
+// it placed a least-connections rule's miss. A prompt the cost model just
+// placed is pending on its engine (kvexact.Pending), so its repeats,
+// sent before any event, follow it through the KV-exact tier.
 func TestAccessLogKVExactTier(t *testing.T) {
 	held := tokenRun(0, 32) // two blocks of 16, cached on the second engine
+	fresh := func(i int) []uint32 { return tokenRun(uint32(5000+100*i), 32) }
+	same := func(int) []uint32 { return tokenRun(5000, 32) }
 	tests := []struct {
 		name     string
 		sel      spec.Selector
-		prompt   []uint32
+		prompt   func(i int) []uint32 // request i's prompt
 		wantTier string
-		holder   bool // every request must reach the holder
+		thenTier string // requests after the first ("": wantTier)
+		holder   bool   // every request must reach the holder
+		oneEP    bool   // every request must reach the first one's engine
 	}{
-		{"KV-exact picks", spec.SelRoundRobin, held, ladder.TierKVExact, true},
-		{"miss falls back to the sel mode", spec.SelRoundRobin, tokenRun(5000, 32), "rr", false},
-		{"lc miss placed by the cost model", spec.SelLeastConn, tokenRun(5000, 32), ladder.TierLoad, false},
+		{"KV-exact picks", spec.SelRoundRobin, func(int) []uint32 { return held }, ladder.TierKVExact, "", true, false},
+		{"miss falls back to the sel mode", spec.SelRoundRobin, fresh, "rr", "", false, false},
+		{"lc miss placed by the cost model", spec.SelLeastConn, fresh, ladder.TierLoad, "", false, false},
+		{"a placed prompt's repeats follow it", spec.SelLeastConn, same, ladder.TierLoad, ladder.TierKVExact, false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,22 +131,34 @@ func TestAccessLogKVExactTier(t *testing.T) {
 			})
 
 			const n = 4
+			first := ""
 			for i := range n {
-				res := post(t, testClient(), ruleURL(r)+pathCompletions, idsPrompt(tt.prompt))
+				res := post(t, testClient(), ruleURL(r)+pathCompletions, idsPrompt(tt.prompt(i)))
 				if res.status != http.StatusOK {
 					t.Fatalf("request %d: %d %s", i, res.status, res.body)
 				}
-				if got := res.header.Get(fakeengine.HeaderEngine); tt.holder && got != "k2" {
+				got := res.header.Get(fakeengine.HeaderEngine)
+				if tt.holder && got != "k2" {
 					t.Fatalf("request %d served by %s, want the holder k2", i, got)
+				}
+				if first == "" {
+					first = got
+				}
+				if tt.oneEP && got != first {
+					t.Fatalf("request %d served by %s, want %s, where the first one went", i, got, first)
 				}
 			}
 			lines := logs.waitAccessLines(t, n)
 			if len(lines) != n {
 				t.Fatalf("%d access lines, want %d:\n%s", len(lines), n, logs.String())
 			}
-			for _, l := range lines {
-				if l["tier"] != tt.wantTier {
-					t.Errorf("access line tier %v (endpoint %v), want %s", l["tier"], l["endpoint"], tt.wantTier)
+			for i, l := range lines {
+				want := tt.wantTier
+				if i > 0 && tt.thenTier != "" {
+					want = tt.thenTier
+				}
+				if l["tier"] != want {
+					t.Errorf("access line %d tier %v (endpoint %v), want %s", i, l["tier"], l["endpoint"], want)
 				}
 			}
 		})

@@ -11,6 +11,7 @@ type KVRouting struct {
 	TokenizeCache    *prometheus.CounterVec   // loxilb_pd_kv_tokenize_cache_total{rule,result}
 	Tier15Hits       *prometheus.CounterVec   // loxilb_pd_kv_tier15_hits_total{rule}
 	Tier15Misses     *prometheus.CounterVec   // loxilb_pd_kv_tier15_misses_total{rule,reason}
+	Tier15Pending    *prometheus.CounterVec   // loxilb_pd_kv_tier15_pending_hits_total{rule}
 	ZeroHitWatchdog  *prometheus.CounterVec   // loxilb_pd_kv_zero_hit_watchdog_total{rule}
 	TRTPolls         *prometheus.CounterVec   // loxilb_pd_kv_trt_polls_total{rule,endpoint,result}
 }
@@ -45,6 +46,10 @@ func NewKVRouting(reg prometheus.Registerer) *KVRouting {
 			Name: "loxilb_pd_kv_tier15_misses_total",
 			Help: "Requests the KV-exact tier let fall through, by reason.",
 		}, []string{"rule", "reason"}),
+		Tier15Pending: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loxilb_pd_kv_tier15_pending_hits_total",
+			Help: "KV-exact tier hits on an endpoint whose events had not yet shown the blocks this gateway just sent it (--kv-pending-ttl).",
+		}, []string{"rule"}),
 		ZeroHitWatchdog: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "loxilb_pd_kv_zero_hit_watchdog_total",
 			Help: "Times a rule saw N consecutive zero-hit lookups while KV events were flowing (parity problem).",
@@ -54,7 +59,7 @@ func NewKVRouting(reg prometheus.Registerer) *KVRouting {
 			Help: "TensorRT-LLM POST /kv_cache_events drains, by result (ok, error).",
 		}, []string{"rule", "endpoint", "result"}),
 	}
-	reg.MustRegister(r.TokenizeDuration, r.TokenizeCache, r.Tier15Hits, r.Tier15Misses, r.ZeroHitWatchdog, r.TRTPolls)
+	reg.MustRegister(r.TokenizeDuration, r.TokenizeCache, r.Tier15Hits, r.Tier15Misses, r.Tier15Pending, r.ZeroHitWatchdog, r.TRTPolls)
 	return r
 }
 
@@ -65,6 +70,7 @@ func (r *KVRouting) ForgetRule(rule string) {
 	r.TokenizeCache.DeletePartialMatch(l)
 	r.Tier15Hits.DeletePartialMatch(l)
 	r.Tier15Misses.DeletePartialMatch(l)
+	r.Tier15Pending.DeletePartialMatch(l)
 	r.ZeroHitWatchdog.DeletePartialMatch(l)
 	r.TRTPolls.DeletePartialMatch(l)
 }

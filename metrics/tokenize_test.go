@@ -15,6 +15,7 @@ func TestKVRoutingExposition(t *testing.T) {
 	r := NewKVRouting(reg)
 	r.Tier15Hits.WithLabelValues("r1").Add(2)
 	r.Tier15Misses.WithLabelValues("r1", "untrusted").Inc()
+	r.Tier15Pending.WithLabelValues("r1").Inc()
 	r.ZeroHitWatchdog.WithLabelValues("r1").Inc()
 	r.TokenizeCache.WithLabelValues("r1", ResultHit).Add(3)
 	r.TokenizeDuration.WithLabelValues("r1", ResultOK).Observe(0.002)
@@ -26,6 +27,8 @@ func TestKVRoutingExposition(t *testing.T) {
 		`loxilb_pd_kv_tier15_hits_total{rule="r1"} 2`,
 		"# TYPE loxilb_pd_kv_tier15_misses_total counter",
 		`loxilb_pd_kv_tier15_misses_total{reason="untrusted",rule="r1"} 1`,
+		"# TYPE loxilb_pd_kv_tier15_pending_hits_total counter",
+		`loxilb_pd_kv_tier15_pending_hits_total{rule="r1"} 1`,
 		"# TYPE loxilb_pd_kv_zero_hit_watchdog_total counter",
 		`loxilb_pd_kv_zero_hit_watchdog_total{rule="r1"} 1`,
 		"# TYPE loxilb_pd_kv_tokenize_cache_total counter",

@@ -92,14 +92,18 @@ type PrefixExplain struct {
 
 // CandidateScore is one candidate's Tier 1.5 (KV-exact) view.
 type CandidateScore struct {
-	ID        string  `json:"id"`
-	Load      int     `json:"load"`
-	Blocks    int     `json:"blocks"`
-	GPUBlocks int     `json:"gpu_blocks"`
-	CPUBlocks int     `json:"cpu_blocks"`
-	Score     float64 `json:"score"`
-	Trusted   bool    `json:"trusted"`
-	Untrusted string  `json:"untrusted_reason,omitempty"`
+	ID        string `json:"id"`
+	Load      int    `json:"load"`
+	Blocks    int    `json:"blocks"`
+	GPUBlocks int    `json:"gpu_blocks"`
+	CPUBlocks int    `json:"cpu_blocks"`
+	// PendingBlocks are the leading blocks this gateway sent the candidate
+	// within the pending TTL (--kv-pending-ttl) that its events have not
+	// shown yet; they score like published blocks.
+	PendingBlocks int     `json:"pending_blocks,omitempty"`
+	Score         float64 `json:"score"`
+	Trusted       bool    `json:"trusted"`
+	Untrusted     string  `json:"untrusted_reason,omitempty"`
 	// EstimateMs is the cost model's estimated time to first token on
 	// this candidate (queue + uncached prefill); 0 without a cost model.
 	EstimateMs float64 `json:"estimate_ms,omitempty"`

@@ -81,6 +81,10 @@ type Options struct {
 	// disables), so a feed that stops with its socket up is not trusted
 	// forever.
 	StaleAfter time.Duration `yaml:"kv-stale-after"`
+	// PendingTTL is how long the blocks a placement sent an endpoint count
+	// as held by it before its events show them (kvexact.Pending; 0:
+	// kvexact.DefaultPendingTTL; negative: only published blocks count).
+	PendingTTL time.Duration `yaml:"kv-pending-ttl"`
 	// BindLiveWindow: in the bind topology an endpoint rank is reported
 	// connected while its last event is this recent (0:
 	// kvexact.DefaultLiveWindow). Trust does not depend on it.
@@ -112,6 +116,7 @@ func DefaultOptions() Options {
 		SingleLoadGuard:   DefaultSingleLoadGuard,
 		Cost:              pick.DefaultCostModel(),
 		StaleAfter:        kvexact.DefaultStaleAfter,
+		PendingTTL:        kvexact.DefaultPendingTTL,
 		BindLiveWindow:    kvexact.DefaultLiveWindow,
 		Subscriber:        zmqsub.DefaultOptions(""),
 	}
@@ -399,6 +404,9 @@ func (p *Plane) newState(r *spec.Rule) (*ruleState, error) {
 		subs:  map[string]*endpointSub{},
 		last:  map[string]*atomic.Int64{},
 		log:   p.log.WithField("rule", name),
+	}
+	if p.opts.PendingTTL >= 0 {
+		st.pending = kvexact.NewPending(p.opts.PendingTTL)
 	}
 	st.watchdog = ladder.NewWatchdog(p.opts.WatchdogN,
 		ladder.EventsFlowing(&st.lastEvent, p.opts.WatchdogWindow, p.opts.Clock.Now))
@@ -718,6 +726,7 @@ type ruleState struct {
 	clock    kvexact.Clock
 	rule     *spec.Rule // latest installed; guarded by Plane.mu
 	inv      *kvexact.Inventory
+	pending  *kvexact.Pending        // nil: PendingTTL negative
 	subs     map[string]*endpointSub // guarded by Plane.mu
 	tok      *tokenize.Engine
 	chain    tokenize.Chain // in process first, then tok

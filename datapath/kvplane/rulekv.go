@@ -74,6 +74,7 @@ func (r *RuleKV) tier(tok tokenize.Tokenizer, guard int) *ladder.KVExact {
 		Tokenizer: tok,
 		LoadGuard: guard,
 		Costs:     r.costs,
+		Pending:   r.st.pending,
 		Watchdog:  r.st.watchdog,
 		Logger:    r.st.log,
 	}

@@ -66,7 +66,13 @@ type KVExactOptions struct {
 	Cost *pick.CostModel
 	// Costs is the gateway's shared cost state (backlog, learned costs);
 	// nil with Cost set: the tier keeps its own, built from Cost.
-	Costs    *pick.Costs
+	Costs *pick.Costs
+	// Pending counts the blocks a placement just sent an endpoint as held
+	// by it until the engine's own events arrive (kvexact.Pending): the
+	// tier notes every placement that should make the engine store blocks
+	// (Observe) and scores a noted prefix like a published one. nil: only
+	// published blocks count.
+	Pending  *kvexact.Pending
 	Watchdog *Watchdog // nil: no zero-hit watchdog
 	Metrics  *metrics.KVRouting
 	Logger   logrus.FieldLogger
@@ -144,9 +150,13 @@ type workNoter interface{ NoteWork(endpoint string) }
 // (ExpectsNewBlocks). An engine serving only full prefix hits stores no
 // block and publishes nothing; counting that as work would untrust the
 // hottest holder after --kv-stale-after.
+//
+// The same placements are noted as pending on the chosen endpoint
+// (KVExactOptions.Pending) unless a note already covers the whole prompt:
+// a note counts from the first placement of a prompt, so a holder that
+// never publishes stops counting after one TTL however often it is chosen.
 func (t *KVExact) Observe(f *Facts, chosen Candidate) {
-	w, ok := t.o.Index.(workNoter)
-	if !ok || f == nil || f.KVHeld == nil {
+	if f == nil || f.KVHeld == nil {
 		return // the tier did not score this request: nothing is known
 	}
 	held := 0
@@ -156,8 +166,18 @@ func (t *KVExact) Observe(f *Facts, chosen Candidate) {
 			break
 		}
 	}
-	if ExpectsNewBlocks(f.KVBlocks, held) {
+	if !ExpectsNewBlocks(f.KVBlocks, held) {
+		return
+	}
+	if w, ok := t.o.Index.(workNoter); ok {
 		w.NoteWork(chosen.ID)
+	}
+	if t.o.Pending != nil && f.Tokens != nil {
+		keys, sc := t.requestKeys(f.Tokens)
+		if now := f.Clock(); t.o.Pending.Held(chosen.ID, keys, now) < len(keys) {
+			t.o.Pending.Note(chosen.ID, keys, now)
+		}
+		t.putScratch(sc)
 	}
 }
 
@@ -172,6 +192,9 @@ func ExpectsNewBlocks(blocks, held int) bool { return blocks > held }
 func (t *KVExact) Pick(f *Facts, cands []Candidate) (int, string, bool) {
 	idx, reason, ok, _ := t.decide(f, cands, false)
 	t.record(reason, ok)
+	if ok && t.o.Metrics != nil && f.KVPending {
+		t.o.Metrics.Tier15Pending.WithLabelValues(t.o.Rule).Inc()
+	}
 	return idx, reason, ok
 }
 
@@ -264,7 +287,8 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 		return -1, ReasonShortPrompt, false, nil
 	}
 	var wBuf [16]float64
-	names, ws := sc.names[:0], wBuf[:0]
+	var pBuf [16]int
+	names, ws, pend := sc.names[:0], wBuf[:0], pBuf[:0]
 	minLoad := cands[0].Load
 	for i := range cands {
 		c := &cands[i]
@@ -287,6 +311,7 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 	if !explain {
 		trust = t.o.Index.TrustedMask(names)
 	}
+	now := f.Clock()
 	for i, s := range raw {
 		var trusted bool
 		var why string
@@ -296,9 +321,15 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 			trusted = trust&(1<<i) != 0
 		}
 		anyTrusted = anyTrusted || trusted
-		w := 0.0
-		if trusted && s.Blocks > 0 {
-			w = s.Weighted(t.o.CPUWeight)
+		w, pending := 0.0, 0
+		if trusted && t.o.Pending != nil {
+			pending = t.o.Pending.Held(cands[i].ID, keys, now)
+		}
+		pend = append(pend, pending)
+		if trusted && (s.Blocks > 0 || pending > 0) {
+			// A block just sent counts as a GPU block: the engine is
+			// computing it, and its event is on the way.
+			w = max(s.Weighted(t.o.CPUWeight), float64(pending))
 			anyHit = true
 			ws[i] = w
 			// The load guard keeps a cache-rich endpoint from being piled
@@ -313,7 +344,7 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 		}
 		if explain {
 			scores[i] = spec.CandidateScore{ID: cands[i].ID, Load: cands[i].Load, Blocks: s.Blocks, GPUBlocks: s.GPUBlocks,
-				CPUBlocks: s.CPUBlocks, Score: w, Trusted: trusted, Untrusted: why}
+				CPUBlocks: s.CPUBlocks, PendingBlocks: pending, Score: w, Trusted: trusted, Untrusted: why}
 		}
 	}
 	if t.o.Costs != nil {
@@ -322,6 +353,9 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 		if c := t.costPick(f, len(ids), len(keys), ws, cands, scores, explain); anyHit && anyTrusted {
 			best = c
 		}
+	}
+	if !explain {
+		f.KVPending = best >= 0 && anyHit && pend[best] > raw[best].Blocks
 	}
 	if t.o.Watchdog != nil && anyTrusted && !explain {
 		if t.o.Watchdog.Observe(anyHit) {

@@ -57,10 +57,7 @@ func TestKVExactCostPick(t *testing.T) {
 			cands := []Candidate{{ID: "a", Load: tc.loads[0]}, {ID: "b", Index: 1, Load: tc.loads[1]}, {ID: "c", Index: 2, Load: tc.loads[2]}}
 			f := &Facts{Ctx: context.Background(), Tokens: tokens}
 			idx, reason, ok := tier.Pick(f, cands)
-			got := ""
-			if ok {
-				got = cands[idx].ID
-			}
+			got := chosenID(cands, idx, ok)
 			if got != tc.want || reason != tc.wantReason {
 				t.Fatalf("pick = %q reason %q, want %q reason %q", got, reason, tc.want, tc.wantReason)
 			}

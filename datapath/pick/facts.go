@@ -34,6 +34,10 @@ type Facts struct {
 	// each candidate already held. KVHeld is nil when it did not score.
 	KVBlocks int
 	KVHeld   []kvexact.Score
+	// KVPending is set when the KV-exact picker's choice held more of the
+	// prompt in blocks this gateway just sent it than in blocks its
+	// events have shown (kvexact.Pending).
+	KVPending bool
 
 	// PromptTokens and Priced are the cost model's view of the request
 	// (Costs.Price): the prompt's length in tokens (0: unknown) and every
