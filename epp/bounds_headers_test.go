@@ -17,7 +17,8 @@ import (
 // headers (and subset hint) of m.
 func headCost(m *extprocv3.ProcessingRequest) int64 {
 	subset, _, _ := decodeSubset(m.GetMetadataContext(), DefaultSubsetNamespace)
-	return heldHeaderBytes(m.GetRequestHeaders().GetHeaders()) + heldSubsetBytes(subset)
+	_, held := decodeHeaders(m.GetRequestHeaders().GetHeaders())
+	return held + heldSubsetBytes(subset)
 }
 
 // bigHeaders is a streamed request's headers with n extra headers of
