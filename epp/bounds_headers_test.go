@@ -1,7 +1,6 @@
 package epp
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -74,24 +73,7 @@ func TestHeadersCountAgainstBodyBudget(t *testing.T) {
 			p := newGatePicker(body, held+1)
 			s, m, cc, ctx := boundedServer(t, opts, p)
 
-			open := func() *boundsStream {
-				bctx, cancel := context.WithCancel(ctx)
-				st, err := extprocv3.NewExternalProcessorClient(cc).Process(bctx)
-				if err != nil {
-					cancel()
-					t.Fatal(err)
-				}
-				t.Cleanup(cancel)
-				bs := &boundsStream{st: st, cancel: cancel, first: make(chan firstAnswer, 1)}
-				// The EPP may end a refused stream before the body arrives.
-				_ = st.Send(tc.headers)
-				_ = st.Send(reqBody(strings.Repeat("b", body), true))
-				go func() {
-					r, err := st.Recv()
-					bs.first <- firstAnswer{r, err}
-				}()
-				return bs
-			}
+			open := func() *boundsStream { return openWithHeaders(ctx, t, cc, tc.headers, body, body) }
 			var streams []*boundsStream
 			for i := range held {
 				streams = append(streams, awaitHeld(t, p, open(), fmt.Sprintf("stream %d within the budget", i)))
