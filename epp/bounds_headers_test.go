@@ -1,7 +1,6 @@
 package epp
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -17,7 +16,8 @@ import (
 // headers (and subset hint) of m.
 func headCost(m *extprocv3.ProcessingRequest) int64 {
 	subset, _, _ := decodeSubset(m.GetMetadataContext(), DefaultSubsetNamespace)
-	return heldHeaderBytes(m.GetRequestHeaders().GetHeaders()) + heldSubsetBytes(subset)
+	_, held := decodeHeaders(m.GetRequestHeaders().GetHeaders())
+	return held + heldSubsetBytes(subset)
 }
 
 // bigHeaders is a streamed request's headers with n extra headers of
@@ -73,24 +73,7 @@ func TestHeadersCountAgainstBodyBudget(t *testing.T) {
 			p := newGatePicker(body, held+1)
 			s, m, cc, ctx := boundedServer(t, opts, p)
 
-			open := func() *boundsStream {
-				bctx, cancel := context.WithCancel(ctx)
-				st, err := extprocv3.NewExternalProcessorClient(cc).Process(bctx)
-				if err != nil {
-					cancel()
-					t.Fatal(err)
-				}
-				t.Cleanup(cancel)
-				bs := &boundsStream{st: st, cancel: cancel, first: make(chan firstAnswer, 1)}
-				// The EPP may end a refused stream before the body arrives.
-				_ = st.Send(tc.headers)
-				_ = st.Send(reqBody(strings.Repeat("b", body), true))
-				go func() {
-					r, err := st.Recv()
-					bs.first <- firstAnswer{r, err}
-				}()
-				return bs
-			}
+			open := func() *boundsStream { return openWithHeaders(ctx, t, cc, tc.headers, body, body) }
 			var streams []*boundsStream
 			for i := range held {
 				streams = append(streams, awaitHeld(t, p, open(), fmt.Sprintf("stream %d within the budget", i)))

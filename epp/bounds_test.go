@@ -121,6 +121,17 @@ type firstAnswer struct {
 // of at most chunk (none when size is 0 and send is false).
 func openRequest(ctx context.Context, t *testing.T, cc *grpc.ClientConn, size, chunk int, send bool) *boundsStream {
 	t.Helper()
+	var headers *extprocv3.ProcessingRequest
+	if send {
+		headers = headersDeclaring(size)
+	}
+	return openWithHeaders(ctx, t, cc, headers, size, chunk)
+}
+
+// openWithHeaders is openRequest sending headers (request headers, hints,
+// processing modes) ahead of the body; nil headers send nothing.
+func openWithHeaders(ctx context.Context, t *testing.T, cc *grpc.ClientConn, headers *extprocv3.ProcessingRequest, size, chunk int) *boundsStream {
+	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
 	st, err := extprocv3.NewExternalProcessorClient(cc).Process(ctx)
 	if err != nil {
@@ -129,11 +140,11 @@ func openRequest(ctx context.Context, t *testing.T, cc *grpc.ClientConn, size, c
 	}
 	bs := &boundsStream{st: st, cancel: cancel, first: make(chan firstAnswer, 1)}
 	t.Cleanup(cancel)
-	if send {
+	if headers != nil {
 		// A stream over the stream cap is refused and ended as it opens,
 		// so even its headers may find it gone: Send then returns io.EOF
 		// and the answer (Recv) is still the refusal.
-		err := st.Send(headersDeclaring(size))
+		err := st.Send(headers)
 		if err != nil && !errors.Is(err, io.EOF) {
 			t.Fatal(err)
 		}

@@ -218,7 +218,8 @@ func (st *stream) requestHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3.
 	if st.phase != phaseRequestHeaders {
 		return st.outOfOrder("request headers")
 	}
-	st.req.Headers = decodeHeaders(h.GetHeaders())
+	var headBytes int64
+	st.req.Headers, headBytes = decodeHeaders(h.GetHeaders())
 	hints, err := decodeHints(st.req.Headers)
 	if err != nil {
 		r := &Refusal{Status: 400, Reason: "invalid_hint"}
@@ -234,7 +235,7 @@ func (st *stream) requestHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3.
 	// picker and Served read them), so they count against the body budget
 	// as the body does: otherwise streams that send large headers and no
 	// body would pin memory no bound covers.
-	head := heldHeaderBytes(h.GetHeaders()) + heldSubsetBytes(subset)
+	head := headBytes + heldSubsetBytes(subset)
 	if !st.s.bodies.take(head) {
 		st.req = Request{}
 		st.s.metrics.Bounded.WithLabelValues(BoundBodyMemory).Inc()
@@ -414,7 +415,7 @@ func (st *stream) responseHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3
 	if st.phase != phaseResponse {
 		return st.outOfOrder("response headers")
 	}
-	hs := decodeHeaders(h.GetHeaders())
+	hs, _ := decodeHeaders(h.GetHeaders())
 	st.noteServed(msg, hs)
 	st.outcome.Status, _ = strconv.Atoi(hs.Get(headerStatus))
 	st.outcome.EventStream = isEventStream(hs.Get(headerContentType))

@@ -60,9 +60,19 @@ func TestUndecodableMessageCountedMalformed(t *testing.T) {
 			if status.Code(err) != tc.want {
 				t.Fatalf("stream ended with %v, want %v", err, tc.want)
 			}
-			// The stream is counted before its status is sent.
-			if n := counterValue(m.Streams.WithLabelValues(ResultMalformed)); n != float64(i+1) {
-				t.Errorf("malformed streams %v, want %d (canceled %v)", n, i+1, counterValue(m.Streams.WithLabelValues(ResultCanceled)))
+			// gRPC sends the status itself as the receive fails, before
+			// the handler returns and counts the stream: wait until it is
+			// counted under some result, then ask which.
+			counted := func() float64 {
+				return streamsCount(m, ResultMalformed) + streamsCount(m, ResultCanceled)
+			}
+			for deadline := time.Now().Add(30 * time.Second); counted() < float64(i+1); time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("stream %d not counted within 30 s", i+1)
+				}
+			}
+			if n := streamsCount(m, ResultMalformed); n != float64(i+1) {
+				t.Errorf("malformed streams %v, want %d (canceled %v)", n, i+1, streamsCount(m, ResultCanceled))
 			}
 		})
 	}

@@ -56,12 +56,15 @@ func headerValue(h *corev3.HeaderValue) []byte {
 	return []byte(h.GetValue())
 }
 
-// decodeHeaders turns an ext_proc header map into Headers. The names and
-// values are slices of one string holding them all: a request's dozen
-// headers cost one string allocation, not one each, and what the stream
-// keeps is that string, never the received message (so
-// heldHeaderBytes is what it holds).
-func decodeHeaders(m *corev3.HeaderMap) Headers {
+// decodeHeaders turns an ext_proc header map into Headers and reports the
+// bytes they hold, what a stream that keeps them takes from the body
+// budget. The names and values are slices of one string holding them
+// all: a request's dozen headers cost one string allocation, not one
+// each, and what the stream keeps is that string, never the received
+// message. The bytes held are that string's capacity (a name that
+// lower-cases longer, such as U+023A, grows it past the bytes received)
+// plus headerEntryBytes an entry.
+func decodeHeaders(m *corev3.HeaderMap) (Headers, int64) {
 	hs := m.GetHeaders()
 	out := make(Headers, len(hs))
 	n := 0
@@ -93,7 +96,7 @@ func decodeHeaders(m *corev3.HeaderMap) Headers {
 		}
 		out[k] = vals[i : i+1 : i+1]
 	}
-	return out
+	return out, int64(b.Cap()) + headerEntryBytes*int64(len(hs))
 }
 
 // writeLowerName writes a header name lower-cased, as strings.ToLower
@@ -125,18 +128,6 @@ func writeLowerName(b *strings.Builder, k string) {
 // headerEntryBytes is what Headers spend on one entry beside its name and
 // value bytes: the map slot, the value slice and its string header.
 const headerEntryBytes = 64
-
-// heldHeaderBytes is what a stream holds for its request headers once
-// decodeHeaders has copied them (the received message is dropped), taken
-// from the body budget so that streams which send large headers and
-// nothing else cannot pin memory past it.
-func heldHeaderBytes(m *corev3.HeaderMap) int64 {
-	var n int64
-	for _, h := range m.GetHeaders() {
-		n += int64(len(h.GetKey())+len(h.GetRawValue())+len(h.GetValue())) + headerEntryBytes
-	}
-	return n
-}
 
 // heldSubsetBytes is what a stream holds for its subset hint: each
 // address is its own string (the metadata it came in is dropped).

@@ -3,6 +3,7 @@ package epp
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,10 +151,35 @@ func TestDecodeHeadersRepeated(t *testing.T) {
 	for _, kv := range [][2]string{{"Accept", "a"}, {"x-one", "1"}, {"accept", "b"}, {"x-two", "2"}, {"X-Été", "3"}} {
 		hm.Headers = append(hm.Headers, &corev3.HeaderValue{Key: kv[0], Value: kv[1]})
 	}
-	got := decodeHeaders(hm)
+	got, _ := decodeHeaders(hm)
 	want := Headers{"accept": {"a", "b"}, "x-one": {"1"}, "x-two": {"2"}, "x-été": {"3"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("decodeHeaders = %v, want %v", got, want)
+	}
+}
+
+// decodeHeaders reports at least the names and values it holds (plus
+// headerEntryBytes an entry): a stream takes that from the body budget,
+// so a name that lower-cases longer than it came (U+023A: two bytes, its
+// lower case three) must count as it is held, not as it was received.
+func TestDecodeHeadersHeld(t *testing.T) {
+	cases := []struct{ name, key string }{
+		{"lower case", "x-filler"},
+		{"upper case", "X-Filler"},
+		{"lower case longer than received", strings.Repeat("\u023a", 4096)},
+	}
+	for _, tc := range cases {
+		hm := &corev3.HeaderMap{Headers: []*corev3.HeaderValue{{Key: tc.key, RawValue: []byte("v")}, {Key: tc.key, Value: "w"}}}
+		got, held := decodeHeaders(hm)
+		var want int64
+		for k, vv := range got {
+			for _, v := range vv {
+				want += int64(len(k)+len(v)) + headerEntryBytes
+			}
+		}
+		if held < want {
+			t.Errorf("%s: decodeHeaders reports %d B held, its names and values take %d B", tc.name, held, want)
+		}
 	}
 }
 
