@@ -11,7 +11,7 @@ func addEPPFlags(fl *pflag.FlagSet, opts *daemon.Options) {
 	fl.StringVar(&opts.EPP.HealthAddr, "epp-health-addr", opts.EPP.HealthAddr, "endpoint picker gRPC health listener (services liveness, readiness, envoy.service.ext_proc.v3.ExternalProcessor)")
 	fl.StringVar(&opts.EPPRule, "epp-rule", opts.EPPRule, "the rule (name, or key of an unnamed rule) whose endpoints and ladder the endpoint picker picks from; required with --epp-addr")
 	fl.Int64Var(&opts.EPP.MaxBodyBytes, "epp-max-body-bytes", opts.EPP.MaxBodyBytes, "largest request body the endpoint picker buffers to pick (413 above)")
-	fl.Int64Var(&opts.EPP.BodyBudgetBytes, "epp-body-budget-bytes", opts.EPP.BodyBudgetBytes, "request bodies and headers all ext_proc streams may hold at once, at least --epp-max-body-bytes (a stream past it: 429 body_memory_exhausted)")
+	fl.Int64Var(&opts.EPP.BodyBudgetBytes, "epp-body-budget-bytes", opts.EPP.BodyBudgetBytes, "request bodies and headers all ext_proc streams may hold at once, at least --epp-max-body-bytes + 1 MiB for headers (a stream past it: 429 body_memory_exhausted)")
 	fl.IntVar(&opts.EPP.MaxStreams, "epp-max-streams", opts.EPP.MaxStreams, "ext_proc streams open at once over all connections (a stream past it: 429 too_many_streams; 0: no cap)")
 	fl.IntVar(&opts.EPP.MaxEndpoints, "epp-max-endpoints", opts.EPP.MaxEndpoints, "cap on addresses per pick (0: primary and every fallback); 1 for an Envoy ORIGINAL_DST cluster")
 	fl.StringVar(&opts.EPP.DestinationNamespace, "epp-destination-namespace", opts.EPP.DestinationNamespace, "dynamic-metadata namespace of the pick and of the served-endpoint report")

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 )
@@ -46,8 +47,8 @@ func headersDeclaring(size int) *extprocv3.ProcessingRequest {
 
 // Every way a stream can end before or after its pick gives back the body
 // budget and the stream slot it took, exactly once: after many hostile
-// streams nothing is taken, and a body as large as the whole budget (less
-// what its headers hold) still gets its pick (one leaked byte would refuse
+// streams nothing is taken, and a body at the limit whose headers fill
+// the rest of the budget still gets its pick (one leaked byte would refuse
 // it 429).
 func TestBoundsReturnAfterHostileStreams(t *testing.T) {
 	const (
@@ -56,8 +57,13 @@ func TestBoundsReturnAfterHostileStreams(t *testing.T) {
 	)
 	chunk := bytes.Repeat([]byte("x"), 16<<10)
 	fail := append([]byte("FAIL"), chunk[4:]...)
+	// The last request's headers take the room the budget must keep
+	// beside a body at the limit (HeaderRoom), and a little more.
+	padded := headersDeclaring(maxBody)
+	hm := padded.GetRequestHeaders().GetHeaders()
+	hm.Headers = append(hm.Headers, &corev3.HeaderValue{Key: "x-filler", RawValue: bytes.Repeat([]byte("h"), HeaderRoom)})
 	opts := DefaultOptions()
-	opts.MaxBodyBytes, opts.BodyBudgetBytes, opts.MaxStreams = maxBody, maxBody+headCost(headersDeclaring(maxBody)), 4
+	opts.MaxBodyBytes, opts.BodyBudgetBytes, opts.MaxStreams = maxBody, maxBody+headCost(padded), 4
 	s, _, cc, ctx := boundedServer(t, opts, failPicker{})
 
 	// open sends headers declaring a body of declared bytes, first and
@@ -134,7 +140,7 @@ func TestBoundsReturnAfterHostileStreams(t *testing.T) {
 	}
 	waitInUse(t, &s.bodies, 0)
 	waitInUse(t, &s.streams, 0)
-	full := openRequest(ctx, t, cc, maxBody, len(chunk), true)
+	full := openWithHeaders(ctx, t, cc, padded, maxBody, len(chunk))
 	if err := full.finishPicked(ctx, maxBody); err != nil {
 		t.Fatalf("a body of the whole budget after %d hostile streams: %v", rounds*len(cases), err)
 	}
@@ -152,7 +158,7 @@ func TestDeclaredLengthDoesNotStarveBudget(t *testing.T) {
 		small   = 16 << 10
 	)
 	opts := DefaultOptions()
-	opts.MaxBodyBytes, opts.BodyBudgetBytes = maxBody, maxBody
+	opts.MaxBodyBytes, opts.BodyBudgetBytes = maxBody, maxBody+HeaderRoom
 	s, err := New(opts, failPicker{}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -27,7 +27,8 @@ type Options struct {
 	// answered 429 (body_memory_exhausted) and what it sent dropped. A
 	// body counts from its first byte until the proxy's first
 	// response-path message is answered or the stream ends; headers and
-	// hint until the stream ends. At least MaxBodyBytes.
+	// hint until the stream ends. At least MaxBodyBytes + HeaderRoom, so
+	// that a body at the limit and its headers fit on an idle server.
 	BodyBudgetBytes int64 `yaml:"epp-body-budget-bytes"`
 	// MaxStreams caps the ext_proc streams open at once over all
 	// connections (0: no cap). A stream beyond it is answered 429
@@ -93,6 +94,11 @@ const (
 	DefaultAddr         = ":9002"
 	DefaultHealthAddr   = ":9003"
 	DefaultMaxBodyBytes = 32 << 20
+	// HeaderRoom is what the body budget must hold beyond one body at
+	// MaxBodyBytes: the headers and subset hint charged beside it (Envoy
+	// sends 60 KiB of headers at most by default). Without it a body at
+	// the limit would be refused 429 on an idle server, every time.
+	HeaderRoom = 1 << 20
 	// DefaultBodyBudgetBytes is sixteen bodies at DefaultMaxBodyBytes, or
 	// about five thousand 100 KB agentic prompts being picked at once.
 	DefaultBodyBudgetBytes = 512 << 20
@@ -154,8 +160,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("epp: health_addr: %q is also the ext_proc address", o.HealthAddr)
 	case o.MaxBodyBytes <= 0:
 		return fmt.Errorf("epp: max_body_bytes: %d must be positive", o.MaxBodyBytes)
-	case o.BodyBudgetBytes < o.MaxBodyBytes:
-		return fmt.Errorf("epp: body_budget_bytes: %d is below max_body_bytes %d: a body at the limit could never be taken", o.BodyBudgetBytes, o.MaxBodyBytes)
+	case o.BodyBudgetBytes < o.MaxBodyBytes+HeaderRoom:
+		return fmt.Errorf("epp: body_budget_bytes: %d is below max_body_bytes %d + %d for its headers: a body at the limit could never be taken", o.BodyBudgetBytes, o.MaxBodyBytes, int64(HeaderRoom))
 	case o.MaxStreams < 0:
 		return fmt.Errorf("epp: max_streams: %d must not be negative (0: no cap)", o.MaxStreams)
 	case o.DestinationNamespace == "" || !utf8.ValidString(o.DestinationNamespace):
