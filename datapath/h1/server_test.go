@@ -299,3 +299,45 @@ func TestHeaderMapPerResponse(t *testing.T) {
 		})
 	}
 }
+
+// TestStarted: each request's ResponseWriter tells when its head began to
+// be read, a moment after the client sent it and before the handler ran,
+// and a new one for each request on a kept-alive connection.
+func TestStarted(t *testing.T) {
+	type seen struct{ started, inHandler time.Time }
+	got := make(chan seen, 4)
+	_, addr := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, ok := w.(interface{ Started() time.Time })
+		if !ok {
+			t.Error("the ResponseWriter has no Started")
+			return
+		}
+		got <- seen{s.Started(), time.Now()}
+	}))
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(nc)
+	var last time.Time
+	for i := range 3 {
+		sent := time.Now()
+		if _, err := io.WriteString(nc, "GET /"+strconv.Itoa(i)+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		s := <-got
+		if s.started.Before(sent) || s.started.After(s.inHandler) || !s.started.After(last) {
+			t.Errorf("request %d: started %v, want after the send (%v), after the previous request's (%v) and by the handler's run (%v)",
+				i, s.started, sent, last, s.inHandler)
+		}
+		last = s.started
+	}
+}
