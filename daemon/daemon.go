@@ -15,6 +15,7 @@ import (
 	"github.com/infergate/infergate/apierror"
 	"github.com/infergate/infergate/datapath"
 	"github.com/infergate/infergate/datapath/kvplane"
+	"github.com/infergate/infergate/gcfloor"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/rules"
 	"github.com/infergate/infergate/rules/store"
@@ -59,6 +60,9 @@ func Run(ctx context.Context, opts Options, log *logrus.Logger) error {
 	if err := opts.Flow.Check(); err != nil { // the datapath's queue classes
 		return fmt.Errorf("daemon: %w", err)
 	}
+	// The collector's heap floor: one per process, so a second daemon in
+	// the same process (tests) runs without one.
+	defer gcfloor.Start(opts.GC).Stop()
 	m := metrics.New()
 
 	if opts.StateDir != "" {

@@ -9,6 +9,7 @@ import (
 	"github.com/infergate/infergate/api/auth"
 	"github.com/infergate/infergate/datapath"
 	"github.com/infergate/infergate/epp"
+	"github.com/infergate/infergate/gcfloor"
 	"github.com/infergate/infergate/rules/store"
 	"github.com/infergate/infergate/rules/store/etcdstore"
 	"github.com/infergate/infergate/tenant"
@@ -61,6 +62,11 @@ type Options struct {
 	// for an unnamed rule). Required with EPP.Addr.
 	EPPRule string `yaml:"epp-rule"`
 
+	// GC is the garbage collector's heap floor (gcfloor): the least
+	// garbage the heap gathers between collections while its live part is
+	// small.
+	GC gcfloor.Options `yaml:",inline"`
+
 	// Management API over TLS (LoxiLB's --tls).
 	APITLSCert     string `yaml:"api-tls-cert"` // certificate (PEM); with APITLSKey the API serves HTTPS only
 	APITLSKey      string `yaml:"api-tls-key"`
@@ -96,6 +102,7 @@ func DefaultOptions() Options {
 		Etcd:            etcdstore.DefaultOptions(),
 		RulesJournal:    store.DefaultJournalOptions(),
 		EPP:             defaultEPPOptions(),
+		GC:              gcfloor.DefaultOptions(),
 	}
 }
 

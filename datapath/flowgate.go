@@ -300,7 +300,7 @@ func (rt *Runtime) admitFlow(x *exchange, c *compiled, try func() bool) bool {
 		return false
 	}
 	c.countRequest(-1, statusClientClosed, codeClientClosed)
-	c.latency.Observe(time.Since(x.start).Seconds())
+	c.latency.Observe(x.finished().Seconds())
 	return false
 }
 

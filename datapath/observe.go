@@ -184,7 +184,13 @@ func (o *reqObs) Gap(d time.Duration) {
 // the LLM histograms, then the access line.
 func (rt *Runtime) observeEnd(x *exchange) {
 	o := &x.obs
-	end := time.Now()
+	// The answer's end when the relay or fail marked it; a traced request
+	// reads the clock again, as its span must also hold the engine leg's,
+	// which ends when the engine's body is closed after that mark.
+	end := x.end
+	if end.IsZero() || o.span != nil {
+		end = time.Now()
+	}
 	total := end.Sub(x.start)
 	status := o.clock.Status()
 	if x.r.Context().Err() != nil && status != 0 && o.clock.Bytes() == 0 {

@@ -326,7 +326,7 @@ func (rt *Runtime) runPD(x *exchange, c *compiled, body []byte, tr *ladder.Trace
 		c.ttfb.Observe((o.Prefill + o.DecodeTTFB).Seconds())
 		c.noteLead(o.Prefill + o.DecodeTTFB) // flowgate.go
 	}
-	c.latency.Observe(time.Since(x.start).Seconds())
+	c.latency.Observe(x.finished().Seconds())
 	if o.Code != "" && !o.ClientGone {
 		rt.log.WithFields(logrus.Fields{
 			"rule": c.label, "request_id": x.requestID, "code": o.Code, "phase": string(o.FailedPhase),

@@ -46,6 +46,7 @@ type exchange struct {
 	w           http.ResponseWriter
 	r           *http.Request
 	start       time.Time
+	end         time.Time // when the answer was done (finished); zero: not yet
 	requestID   string
 	wroteHeader bool
 	// body is the request body when it was read for routing (reqbody:
@@ -75,12 +76,36 @@ type exchange struct {
 // pushed on the defer chain and walked at each return.
 func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt := ln.rt
-	x := &exchange{w: w, r: r, start: time.Now()}
+	x := &exchange{w: w, r: r, start: requestStart(w)}
 	rt.observeBegin(x)
 	defer rt.observeEnd(x) // after recoverPanic: a panic's 500 is logged
 	defer rt.recoverPanic(x)
 	defer func() { x.body.Release() }() // a body read for routing returns its budget
 	ln.serve(x, w)
+}
+
+// startedWriter is a front end's ResponseWriter that knows when its
+// request began (h1: the head's first read).
+type startedWriter interface{ Started() time.Time }
+
+// requestStart is the request's start: the front end's own clock reading
+// when it took one, else a new one. Why: at ~70 ns a reading on this kind
+// of host, the eleven readings of a small proxied request were ~3 % of the
+// gateway's CPU, and h1 had read the clock a microsecond before.
+func requestStart(w http.ResponseWriter) time.Time {
+	if s, ok := w.(startedWriter); ok {
+		if t := s.Started(); !t.IsZero() {
+			return t
+		}
+	}
+	return time.Now()
+}
+
+// finished marks the request's end (the access line and spans take it
+// too) and returns its latency.
+func (x *exchange) finished() time.Duration {
+	x.end = time.Now()
+	return x.end.Sub(x.start)
 }
 
 // serve is ServeHTTP's request: checks, rule match, gates, then the rule's
@@ -302,7 +327,7 @@ func (rt *Runtime) fail(x *exchange, c *compiled, ep, status int, code, msg stri
 		return
 	}
 	c.countRequest(ep, status, code)
-	c.latency.Observe(time.Since(x.start).Seconds())
+	c.latency.Observe(x.finished().Seconds())
 }
 
 // recoverPanic turns a handler panic into a counted 500 (or a cut
@@ -579,7 +604,7 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 	// Cleared at the end for the connection's next request.
 	bound.BindClient(x.w)
 	defer bound.Clear()
-	extend := func() {
+	extendAt := func(now time.Time) {
 		readBound := ub != nil && !ub.Buffered() // else no read can block: the rest of the body is in memory
 		if !readBound && !bound.BindsClient() {
 			return
@@ -587,11 +612,15 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 		// readBound only turns false (the rest of the body came into
 		// memory), so a deadline Next leaves in place is already on the
 		// engine's reads.
-		if d, moved := bound.Next(time.Now()); moved && readBound {
+		if d, moved := bound.Next(now); moved && readBound {
 			ub.SetReadDeadline(d)
 		}
 	}
-	extend()
+	extend := func() { extendAt(time.Now()) }
+	// One clock reading for the first bound and the time to first byte
+	// (the head below is only buffered, not yet written).
+	headAt := time.Now()
+	extendAt(headAt)
 
 	h := x.w.Header()
 	if !parsedInto { // else the engine's headers are already in h
@@ -608,7 +637,7 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 	}
 	x.wroteHeader = true
 	x.w.WriteHeader(resp.StatusCode)
-	c.ttfb.Observe(time.Since(x.start).Seconds())
+	c.ttfb.Observe(headAt.Sub(x.start).Seconds())
 
 	flush := sse || resp.ContentLength < 0
 	fl, _ := x.w.(http.Flusher)
@@ -643,7 +672,7 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 	}
 	if rerr == nil {
 		c.countRequest(i, resp.StatusCode, "")
-		c.latency.Observe(time.Since(x.start).Seconds())
+		c.latency.Observe(x.finished().Seconds())
 		return
 	}
 	timedOut := errors.Is(rerr, os.ErrDeadlineExceeded)
@@ -658,7 +687,7 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 			fl.Flush()
 		}
 		c.countRequest(i, resp.StatusCode, CodeStreamCapped)
-		c.latency.Observe(time.Since(x.start).Seconds())
+		c.latency.Observe(x.finished().Seconds())
 		return
 	}
 	code := CodeUpstreamError

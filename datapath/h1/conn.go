@@ -270,7 +270,7 @@ func (c *conn) readRequest(first bool) (*reqState, bool) {
 func (c *conn) finishRequest(rs *reqState) bool {
 	r := &rs.req
 	c.closeAfter = false
-	rs.w = response{c: c, req: r, status: http.StatusOK, cl: -1}
+	rs.w = response{c: c, req: r, status: http.StatusOK, cl: -1, start: &rs.start}
 	w := &rs.w
 	c.cur = w
 

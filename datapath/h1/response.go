@@ -29,6 +29,19 @@ type response struct {
 	err     error // sticky write failure
 	// pending holds the first bytes of a body of unknown length (smallBody).
 	pending []byte
+	// start is the request's reqState.start (Started).
+	start *time.Time
+}
+
+// Started is when the server began reading the request's head. The
+// handler takes it as its request's start instead of reading the clock
+// again a microsecond later: at ~70 ns a reading, the clock was ~3 % of
+// the gateway's CPU per small request (eleven readings).
+func (w *response) Started() time.Time {
+	if w.start == nil {
+		return time.Time{}
+	}
+	return *w.start
 }
 
 var (

@@ -237,6 +237,19 @@ func TestServerShutdown(t *testing.T) {
 // fields, and a field one response set never reaches a later one (small
 // maps, which are kept, and large ones, which are not), whether the
 // requests come one at a time or in one write.
+// dialServer connects to addr with a 10 s bound on the whole exchange,
+// closed when the test ends, and returns a reader of its answers.
+func dialServer(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	return nc, bufio.NewReader(nc)
+}
+
 func TestHeaderMapPerResponse(t *testing.T) {
 	_, addr := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fields := len(w.Header())
@@ -255,13 +268,7 @@ func TestHeaderMapPerResponse(t *testing.T) {
 	paths := []string{"/few", "/none", "/many", "/none", "/few", "/few", "/none"}
 	for _, pipelined := range []bool{false, true} {
 		t.Run(map[bool]string{false: "one at a time", true: "one write"}[pipelined], func(t *testing.T) {
-			nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer nc.Close()
-			_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
-			br := bufio.NewReader(nc)
+			nc, br := dialServer(t, addr)
 			send := func(path string) {
 				if _, err := io.WriteString(nc, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 					t.Fatal(err)
@@ -297,5 +304,41 @@ func TestHeaderMapPerResponse(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStarted: each request's ResponseWriter tells when its head began to
+// be read, a moment after the client sent it and before the handler ran,
+// and a new one for each request on a kept-alive connection.
+func TestStarted(t *testing.T) {
+	type seen struct{ started, inHandler time.Time }
+	got := make(chan seen, 4)
+	_, addr := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, ok := w.(interface{ Started() time.Time })
+		if !ok {
+			t.Error("the ResponseWriter has no Started")
+			return
+		}
+		got <- seen{s.Started(), time.Now()}
+	}))
+	nc, br := dialServer(t, addr)
+	var last time.Time
+	for i := range 3 {
+		sent := time.Now()
+		if _, err := io.WriteString(nc, "GET /"+strconv.Itoa(i)+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		s := <-got
+		if s.started.Before(sent) || s.started.After(s.inHandler) || !s.started.After(last) {
+			t.Errorf("request %d: started %v, want after the send (%v), after the previous request's (%v) and by the handler's run (%v)",
+				i, s.started, sent, last, s.inHandler)
+		}
+		last = s.started
 	}
 }
