@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -479,8 +480,33 @@ func (st *stream) responseTrailers(msg *extprocv3.ProcessingRequest) error {
 // message that carries it (response headers may be skipped by the proxy).
 func (st *stream) noteServed(msg *extprocv3.ProcessingRequest, h Headers) {
 	if st.outcome.Endpoint == "" {
-		st.outcome.Endpoint = decodeServed(msg.GetMetadataContext(), st.s.opts.DestinationNamespace, h)
+		st.outcome.Endpoint = keepServed(decodeServed(msg.GetMetadataContext(), st.s.opts.DestinationNamespace, h), st.outcome.Result.Endpoints)
 	}
+}
+
+// maxServedLen is the longest served report kept as sent: a host name
+// (253 bytes) and a port.
+const maxServedLen = 253 + len(":65535")
+
+// servedTooLong stands for a served report longer than any endpoint's
+// address: it names none, so it is counted as another endpoint.
+const servedTooLong = "(served report too long)"
+
+// keepServed is the served report s as the stream keeps it until it ends:
+// the pick's own string when s names a picked endpoint, else a copy, so
+// the report never pins the message it was read from (a response-header
+// message may be megabytes, and thousands of streams may wait on their
+// responses); a report longer than maxServedLen is kept as servedTooLong.
+func keepServed(s string, picked []string) string {
+	for _, e := range picked {
+		if e == s {
+			return e
+		}
+	}
+	if len(s) > maxServedLen {
+		return servedTooLong
+	}
+	return strings.Clone(s)
 }
 
 func (st *stream) done() {

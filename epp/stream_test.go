@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -404,5 +405,45 @@ func TestShedderAnswered429(t *testing.T) {
 				t.Errorf("Served called %d times for a shed request", len(p.outcomes))
 			}
 		})
+	}
+}
+
+// The served report is kept without pinning the message it came in: the
+// pick's own string when it names a picked endpoint, a copy of another
+// short one, and a placeholder for one longer than any address.
+func TestKeepServed(t *testing.T) {
+	picked := []string{"10.0.0.1:8000", "10.0.0.2:8000"}
+	// Reports as slices of a larger message, the way decodeHeaders hands them out.
+	msg := "x-other: 1\n" + picked[1] + "\n10.9.9.9:1\n" + strings.Repeat("h", 1<<20)
+	cases := []struct {
+		name     string
+		report   string
+		want     string
+		sameData string // the string whose bytes the kept report must share; "" for a fresh copy
+	}{
+		{"names a picked endpoint", msg[11 : 11+len(picked[1])], picked[1], picked[1]},
+		{"names another endpoint", msg[12+len(picked[1]) : 12+len(picked[1])+10], "10.9.9.9:1", ""},
+		{"longer than any address", msg[11:], servedTooLong, servedTooLong},
+		{"unreported", "", "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := keepServed(tc.report, picked)
+			if got != tc.want {
+				t.Fatalf("kept %.40q, want %q", got, tc.want)
+			}
+			if got == "" {
+				return
+			}
+			if tc.sameData != "" && unsafe.StringData(got) != unsafe.StringData(tc.sameData) {
+				t.Error("the kept report is not the pick's own string")
+			}
+			if unsafe.StringData(got) == unsafe.StringData(tc.report) {
+				t.Error("the kept report still points into the message it came in")
+			}
+		})
+	}
+	if got := servedMatch(Outcome{Result: Result{Endpoints: picked}, Endpoint: keepServed(msg[11:], picked)}); got != ServedOther {
+		t.Errorf("a report longer than any address is counted %q, want %q", got, ServedOther)
 	}
 }
