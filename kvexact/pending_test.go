@@ -105,7 +105,6 @@ func TestPendingConcurrent(t *testing.T) {
 	endpoint := func(w int) string { return fmt.Sprintf("ep%d", w) }
 
 	start := make(chan struct{})
-	errs := make(chan error, writers+readers)
 	var wg sync.WaitGroup
 	for w := range writers {
 		wg.Add(1)
@@ -129,14 +128,14 @@ func TestPendingConcurrent(t *testing.T) {
 				got := p.Held(endpoint(asked), keys, now())
 				switch {
 				case got > len(keys):
-					errs <- fmt.Errorf("Held = %d of a %d-block prompt", got, len(keys))
+					t.Errorf("Held = %d of a %d-block prompt", got, len(keys))
 					return
 				case asked != owner && got != 0:
-					errs <- fmt.Errorf("%s holds %d blocks of a prompt only %s was sent", endpoint(asked), got, endpoint(owner))
+					t.Errorf("%s holds %d blocks of a prompt only %s was sent", endpoint(asked), got, endpoint(owner))
 					return
 				}
 				if n := p.Len(); n > MaxPendingKeys {
-					errs <- fmt.Errorf("%d keys kept, bound %d", n, MaxPendingKeys)
+					t.Errorf("%d keys kept, bound %d", n, MaxPendingKeys)
 					return
 				}
 			}
@@ -144,10 +143,6 @@ func TestPendingConcurrent(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
 	// Quiet again: every endpoint's newest note is whole.
 	for w := range writers {
 		keys := prompt(w, rounds)

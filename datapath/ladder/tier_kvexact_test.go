@@ -483,7 +483,6 @@ func TestKVExactPendingConcurrent(t *testing.T) {
 	tier := NewKVExact(KVExactOptions{Rule: "r", Index: &chainIndex{fakeIndex{trusted: all}}, LoadGuard: 3,
 		Pending: kvexact.NewPending(time.Hour), Metrics: m})
 	start := make(chan struct{})
-	errs := make(chan error, workers)
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Add(1)
@@ -496,14 +495,14 @@ func TestKVExactPendingConcurrent(t *testing.T) {
 				placed := cands[(w+r)%len(cands)]
 				f := &Facts{Ctx: context.Background(), Tokens: groupPrompt(group, blocks), Now: t0}
 				if _, reason, ok := tier.Pick(f, cands); ok || reason != ReasonMiss {
-					errs <- fmt.Errorf("group %d's first request: ok %v reason %q, want a miss", group, ok, reason)
+					t.Errorf("group %d's first request: ok %v reason %q, want a miss", group, ok, reason)
 					return
 				}
 				tier.Observe(f, placed)
 				f = &Facts{Ctx: context.Background(), Tokens: groupPrompt(group, blocks), Now: t0.Add(time.Second)}
 				idx, reason, ok := tier.Pick(f, cands)
 				if got := chosenID(cands, idx, ok); got != placed.ID || !f.KVPending {
-					errs <- fmt.Errorf("group %d's repeat: %q (reason %q, pending %v), want %s, where it was placed",
+					t.Errorf("group %d's repeat: %q (reason %q, pending %v), want %s, where it was placed",
 						group, got, reason, f.KVPending, placed.ID)
 					return
 				}
@@ -512,10 +511,6 @@ func TestKVExactPendingConcurrent(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
 	if got := cval(m.Tier15Pending.WithLabelValues("r")); got != workers*rounds {
 		t.Errorf("pending hits = %v, want %d", got, workers*rounds)
 	}
