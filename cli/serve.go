@@ -105,7 +105,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.DurationVar(&opts.KV.TokenizeMaxWait, "kv-tokenize-max-wait", opts.KV.TokenizeMaxWait, "KV-exact: the longest a long prompt waits for an engine's /tokenize")
 	fl.IntVar(&opts.KV.WatchdogN, "kv-zero-hit-n", opts.KV.WatchdogN, "KV-exact: consecutive zero-hit lookups (while events flow) that log a parity warning")
 	fl.DurationVar(&opts.KV.TRTPollInterval, "kv-trt-poll-interval", opts.KV.TRTPollInterval, "KV-exact: pause between TensorRT-LLM /kv_cache_events drains")
-	fl.DurationVar(&opts.KV.PendingTTL, "kv-pending-ttl", opts.KV.PendingTTL, "KV-exact: the blocks a placement sends an endpoint count as held by it for this long, until its KV events show them (engines publish in batches, up to a second late); negative: only published blocks count")
+	fl.DurationVar(&opts.KV.PendingTTL, "kv-pending-ttl", opts.KV.PendingTTL, "KV-exact: the blocks a placement sends an endpoint count as held by it for this long, until its KV events show them (engines publish in batches: half a second late at the median, over a second under load); negative: only published blocks count")
 	fl.DurationVar(&opts.KV.StaleAfter, "kv-stale-after", opts.KV.StaleAfter, "KV-exact: an endpoint sent work this long ago that published no KV event since is untrusted until its next event (its feed stopped with the socket up; negative disables)")
 	// Engine signals: the engines' own queue and KV usage.
 	fl.DurationVar(&opts.Engine.Interval, "engine-scrape-interval", opts.Engine.Interval, "pause between scrapes of each endpoint's engine metrics (queue, running batch, KV usage); negative turns scraping off")

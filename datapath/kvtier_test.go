@@ -88,7 +88,8 @@ func tokenRun(from uint32, n int) []uint32 {
 // the tier missed and the mode chose, and the cost model's load rung when
 // it placed a least-connections rule's miss. A prompt the cost model just
 // placed is pending on its engine (kvexact.Pending), so its repeats,
-// sent before any event, follow it through the KV-exact tier.
+// sent before any event, follow it through the KV-exact tier; a prompt the
+// sel mode placed is not.
 func TestAccessLogKVExactTier(t *testing.T) {
 	held := tokenRun(0, 32) // two blocks of 16, cached on the second engine
 	fresh := func(i int) []uint32 { return tokenRun(uint32(5000+100*i), 32) }
@@ -103,7 +104,9 @@ func TestAccessLogKVExactTier(t *testing.T) {
 		oneEP    bool   // every request must reach the first one's engine
 	}{
 		{"KV-exact picks", spec.SelRoundRobin, func(int) []uint32 { return held }, ladder.TierKVExact, "", true, false},
-		{"miss falls back to the sel mode", spec.SelRoundRobin, fresh, "rr", "", false, false},
+		// The mode's own choice is no KV-exact placement, so nothing is
+		// noted and a repeat misses again.
+		{"miss falls back to the sel mode, repeats too", spec.SelRoundRobin, same, "rr", "", false, false},
 		{"lc miss placed by the cost model", spec.SelLeastConn, fresh, ladder.TierLoad, "", false, false},
 		{"a placed prompt's repeats follow it", spec.SelLeastConn, same, ladder.TierLoad, ladder.TierKVExact, false, true},
 	}

@@ -8,8 +8,9 @@ import (
 // Pending holds the prompt blocks the gateway has just sent to an endpoint
 // that the endpoint has not published yet. Engines publish BlockStored in
 // batches (llm-d-inference-sim every second, vLLM once per scheduler step
-// after the prefill), so for up to a second after a prompt group is placed
-// on an engine the inventory says nobody holds it. A second request of the
+// after the prefill), so for about half a second at the median, and over a
+// second on a loaded box, after a prompt group is placed on an engine the
+// inventory says nobody holds it. A second request of the
 // group arriving in that gap was treated as a miss and placed again by
 // load — usually elsewhere, since the first engine now runs the group's
 // first request — so the group ended up cached on two engines, each engine's
@@ -52,8 +53,10 @@ type pendingNote struct {
 // publish a long prompt on a loaded engine.
 const DefaultPendingTTL = 2 * time.Second
 
-// MaxPendingKeys bounds the notes kept: about 60 placements of
-// 2,000-token prompts per second over the default TTL at block size 16.
+// MaxPendingKeys bounds the notes kept, per table (one per rule, all its
+// endpoints together): about 130 placements of 2,000-token prompts per
+// second over the default TTL at block size 16, about 5 MiB. A prompt of
+// more blocks than this is not held (its own first keys go first).
 const MaxPendingKeys = 1 << 15
 
 // NewPending returns an empty table whose notes count for ttl (≤ 0:

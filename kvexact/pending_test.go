@@ -1,6 +1,9 @@
 package kvexact
 
 import (
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -70,5 +73,82 @@ func TestPendingBounded(t *testing.T) {
 	p.Note("b", []uint64{1}, t0.Add(2*time.Second))
 	if n := p.Len(); n != 1 {
 		t.Errorf("after the TTL: %d keys kept, want only the new note's 1", n)
+	}
+}
+
+// TestPendingConcurrent interleaves notes, lookups and pruning on one
+// table, as picks on many goroutines do (run with -race): notes come from
+// a shared clock that moves past the TTL many times over, and enough of
+// them are live at once to hit MaxPendingKeys. A lookup never finds a
+// prompt on an endpoint it was not sent to, never more blocks than asked,
+// and the table never outgrows its bound.
+func TestPendingConcurrent(t *testing.T) {
+	const (
+		writers, readers = 4, 4
+		rounds           = 300 // per goroutine
+		blocks           = 200 // keys per note: 4 writers × 50 live notes > MaxPendingKeys
+		ttl              = 50 * time.Millisecond
+	)
+	p := NewPending(ttl)
+	t0 := time.Unix(1000, 0)
+	var clock atomic.Int64 // milliseconds since t0, one per note
+	now := func() time.Time { return t0.Add(time.Duration(clock.Load()) * time.Millisecond) }
+	// prompt is writer w's round-r prompt: its keys name w, so a key of
+	// one writer's prompt is never noted on another's endpoint.
+	prompt := func(w, r int) []uint64 {
+		keys := make([]uint64, blocks)
+		for j := range keys {
+			keys[j] = uint64(w)<<48 | uint64(r%9)<<32 | uint64(j+1)
+		}
+		return keys
+	}
+	endpoint := func(w int) string { return fmt.Sprintf("ep%d", w) }
+
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for r := range rounds {
+				clock.Add(1)
+				p.Note(endpoint(w), prompt(w, r), now())
+			}
+		}()
+	}
+	for rd := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for r := range rounds {
+				owner, asked := r%writers, (r+rd)%writers
+				keys := prompt(owner, r)
+				got := p.Held(endpoint(asked), keys, now())
+				switch {
+				case got > len(keys):
+					t.Errorf("Held = %d of a %d-block prompt", got, len(keys))
+					return
+				case asked != owner && got != 0:
+					t.Errorf("%s holds %d blocks of a prompt only %s was sent", endpoint(asked), got, endpoint(owner))
+					return
+				}
+				if n := p.Len(); n > MaxPendingKeys {
+					t.Errorf("%d keys kept, bound %d", n, MaxPendingKeys)
+					return
+				}
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	// Quiet again: every endpoint's newest note is whole.
+	for w := range writers {
+		keys := prompt(w, rounds)
+		p.Note(endpoint(w), keys, now())
+		if got := p.Held(endpoint(w), keys, now()); got != blocks {
+			t.Errorf("%s after the run: Held = %d, want %d", endpoint(w), got, blocks)
+		}
 	}
 }

@@ -98,8 +98,9 @@ type CandidateScore struct {
 	GPUBlocks int    `json:"gpu_blocks"`
 	CPUBlocks int    `json:"cpu_blocks"`
 	// PendingBlocks are the leading blocks this gateway sent the candidate
-	// within the pending TTL (--kv-pending-ttl) that its events have not
-	// shown yet; they score like published blocks.
+	// within the pending TTL (--kv-pending-ttl), whether or not its events
+	// show them yet (0 on an untrusted candidate); the score counts the
+	// larger of these and the published blocks.
 	PendingBlocks int     `json:"pending_blocks,omitempty"`
 	Score         float64 `json:"score"`
 	Trusted       bool    `json:"trusted"`

@@ -387,3 +387,59 @@ func TestInventoryRowsBlockSize(t *testing.T) {
 		})
 	}
 }
+
+// TestPendingTable: --kv-pending-ttl gives each rule its table (0: the
+// default TTL, negative: none), and the table is rule state like the
+// inventory: an update that keeps the KV configuration keeps it, one that
+// changes it starts a new, empty one.
+func TestPendingTable(t *testing.T) {
+	tests := []struct {
+		name string
+		ttl  time.Duration
+		want time.Duration // the table's TTL; 0: no table
+	}{
+		{"the default", kvexact.DefaultPendingTTL, kvexact.DefaultPendingTTL},
+		{"zero: the default", 0, kvexact.DefaultPendingTTL},
+		{"set", 5 * time.Second, 5 * time.Second},
+		{"negative: off", -1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &recorder{}
+			o := rec.opts()
+			o.PendingTTL = tt.ttl
+			p := New(o, nil, nil)
+			defer p.Close()
+			r1 := pdRule(spec.KV{Mode: 1}, p1, d1)
+			rk, err := p.Install(nil, r1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			table := rk.st.pending
+			var got time.Duration
+			if table != nil {
+				got = table.TTL()
+			}
+			if got != tt.want {
+				t.Fatalf("table's TTL %v, want %v (0: no table)", got, tt.want)
+			}
+			if table == nil {
+				return
+			}
+			r2 := pdRule(spec.KV{Mode: 1}, p1, p2, d1) // an endpoint more
+			if rk, err = p.Install(r1, r2); err != nil {
+				t.Fatal(err)
+			}
+			if rk.st.pending != table {
+				t.Errorf("an update keeping the KV configuration replaced the table")
+			}
+			r3 := pdRule(spec.KV{Mode: 1, BlockSize: 32}, p1, p2, d1)
+			if rk, err = p.Install(r2, r3); err != nil {
+				t.Fatal(err)
+			}
+			if rk.st.pending == table || rk.st.pending == nil {
+				t.Errorf("an update changing the block size kept the old table (or none)")
+			}
+		})
+	}
+}

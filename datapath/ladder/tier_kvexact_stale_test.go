@@ -81,3 +81,65 @@ func TestKVExactObserveMarksWork(t *testing.T) {
 		t.Errorf("ep0 after Explain only: Trusted = false, %q; want trusted", why)
 	}
 }
+
+// TestKVExactPendingPD: on a P/D rule the ladder notes a cold prompt on
+// the prefill it chose, the engine that computes the blocks, not on the
+// decode; the prompt's next request, sent before any event, goes to that
+// prefill through the KV-exact tier even when it is now the busier one;
+// and Explain, a dry run, notes nothing.
+func TestKVExactPendingPD(t *testing.T) {
+	clk := &stepClock{t: time.Unix(1_800_000_000, 0)}
+	inv := kvexact.NewInventory(kvexact.Options{Rule: "r", BlockSize: 16, Clock: clk})
+	for _, ep := range []string{"p0", "p1"} {
+		if err := inv.SetConnected(ep, 0, true); err != nil {
+			t.Fatal(err)
+		}
+		if err := inv.MarkRebuilt(ep, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pending := kvexact.NewPending(time.Second)
+	l := New(nil, NewKVExact(KVExactOptions{Rule: "r", Index: inv, LoadGuard: 3, Pending: pending}))
+	tokens := make([]uint32, 64) // four blocks
+	for i := range tokens {
+		tokens[i] = uint32(9000 + i)
+	}
+	keys := inv.RequestKeys(tokens)
+	decodes := []Candidate{{ID: "d0", Index: 2}, {ID: "d1", Index: 3}}
+	facts := func() *Facts { return &Facts{Ctx: context.Background(), Tokens: tokens, Now: clk.Now()} }
+
+	if _, ok := l.Explain(facts(), []Candidate{{ID: "p0"}, {ID: "p1", Index: 1}}, decodes); !ok {
+		t.Fatal("Explain: no pair")
+	}
+	if n := pending.Len(); n != 0 {
+		t.Fatalf("Explain noted %d keys, want none", n)
+	}
+	first, ok := l.SelectPair(facts(), []Candidate{{ID: "p0"}, {ID: "p1", Index: 1}}, decodes)
+	if !ok {
+		t.Fatal("SelectPair: no pair")
+	}
+	for _, ep := range []Candidate{first.Prefill, first.Decode} {
+		want := 0
+		if ep.ID == first.Prefill.ID {
+			want = len(keys)
+		}
+		if got := pending.Held(ep.ID, keys, clk.Now()); got != want {
+			t.Errorf("%s holds %d of the prompt's %d blocks after the placement, want %d", ep.ID, got, len(keys), want)
+		}
+	}
+	clk.Advance(500 * time.Millisecond)
+	// The first prefill now runs the first request; the other is idle.
+	prefills := []Candidate{{ID: "p0"}, {ID: "p1", Index: 1}}
+	for i := range prefills {
+		if prefills[i].ID == first.Prefill.ID {
+			prefills[i].Load = 1
+		}
+	}
+	again, ok := l.SelectPair(facts(), prefills, decodes)
+	if !ok {
+		t.Fatal("SelectPair: no pair")
+	}
+	if again.Prefill.ID != first.Prefill.ID || len(again.Steps) == 0 || again.Steps[0].Tier != TierKVExact || !again.Steps[0].Hit {
+		t.Errorf("repeat: prefill %s, steps %+v; want %s by %s", again.Prefill.ID, again.Steps, first.Prefill.ID, TierKVExact)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -462,5 +463,55 @@ func TestKVExactPending(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestKVExactPendingConcurrent runs placements and picks on one tier from
+// many goroutines, as the ladder does (run with -race): the tier's pending
+// table, scratch pool and metrics are shared. Each goroutine places groups
+// of its own, so every group's next request must follow its placement
+// through the table however the goroutines interleave.
+func TestKVExactPendingConcurrent(t *testing.T) {
+	const (
+		workers = 8
+		rounds  = 100 // per worker: 8 × 100 × 16 keys stay under MaxPendingKeys
+		blocks  = 16
+	)
+	t0 := time.Unix(1000, 0)
+	all := map[string]string{"a": "", "b": "", "c": ""}
+	m := metrics.NewKVRouting(prometheus.NewRegistry())
+	tier := NewKVExact(KVExactOptions{Rule: "r", Index: &chainIndex{fakeIndex{trusted: all}}, LoadGuard: 3,
+		Pending: kvexact.NewPending(time.Hour), Metrics: m})
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cands := []Candidate{{ID: "a"}, {ID: "b", Index: 1}, {ID: "c", Index: 2}}
+			<-start
+			for r := range rounds {
+				group := uint32(1 + w*rounds + r)
+				placed := cands[(w+r)%len(cands)]
+				f := &Facts{Ctx: context.Background(), Tokens: groupPrompt(group, blocks), Now: t0}
+				if _, reason, ok := tier.Pick(f, cands); ok || reason != ReasonMiss {
+					t.Errorf("group %d's first request: ok %v reason %q, want a miss", group, ok, reason)
+					return
+				}
+				tier.Observe(f, placed)
+				f = &Facts{Ctx: context.Background(), Tokens: groupPrompt(group, blocks), Now: t0.Add(time.Second)}
+				idx, reason, ok := tier.Pick(f, cands)
+				if got := chosenID(cands, idx, ok); got != placed.ID || !f.KVPending {
+					t.Errorf("group %d's repeat: %q (reason %q, pending %v), want %s, where it was placed",
+						group, got, reason, f.KVPending, placed.ID)
+					return
+				}
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if got := cval(m.Tier15Pending.WithLabelValues("r")); got != workers*rounds {
+		t.Errorf("pending hits = %v, want %d", got, workers*rounds)
 	}
 }
