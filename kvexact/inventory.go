@@ -74,6 +74,12 @@ type Options struct {
 	Clock          Clock
 	Metrics        *metrics.KV // nil: no metrics
 	Logger         logrus.FieldLogger
+	// Pending is the rule's table of placements not yet published (nil:
+	// none): whenever the inventory drops an endpoint's blocks (its
+	// engine cleared its cache, restarted, lost events, went down, or left
+	// the rule) it drops that endpoint's notes too, so a prompt sent
+	// before the loss is not counted as held after it.
+	Pending *Pending
 }
 
 // DefaultOptions returns the defaults for rule.
@@ -316,6 +322,7 @@ func (inv *Inventory) RemoveEndpoint(endpoint string) {
 	}
 	inv.slotsMu.Unlock()
 	inv.clearMask(mask)
+	inv.opts.Pending.Forget(endpoint)
 	inv.slotsMu.Lock()
 	inv.used &^= mask // bits are reusable only once no entry carries them
 	inv.slotsMu.Unlock()
@@ -443,6 +450,7 @@ func (inv *Inventory) resetSlot(s *slot, reason string) { inv.resetSlotTo(s, rea
 // before the blocks are cleared: a rank losing trust is untrusted before
 // its blocks go, and a rebuilt one never shows a passing untrusted state.
 func (inv *Inventory) resetSlotTo(s *slot, reason string, rebuilt bool) {
+	inv.opts.Pending.Forget(s.endpoint)
 	if reason == "" {
 		inv.clearMask(s.bit)
 		s.engine.reset()

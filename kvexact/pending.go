@@ -119,6 +119,24 @@ func (p *Pending) Held(endpoint string, keys []uint64, now time.Time) int {
 	return lo
 }
 
+// Forget drops every note of endpoint: its engine lost what it held (a
+// cleared cache, a restart, lost events). A cleared cache is reported
+// with the engines' event delay, so a placement made between the loss and
+// its report is forgotten too; it is then placed again like any miss,
+// which is the behaviour without the table.
+func (p *Pending) Forget(endpoint string) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k := range p.until {
+		if k.endpoint == endpoint {
+			delete(p.until, k)
+		}
+	}
+}
+
 // Len is the number of keys noted and not yet pruned (for tests and
 // the bound).
 func (p *Pending) Len() int {

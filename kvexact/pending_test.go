@@ -152,3 +152,40 @@ func TestPendingConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestInventoryForgetsPending: whenever the inventory drops an endpoint's
+// blocks it drops that endpoint's pending notes too, and only its own, so
+// an engine that restarted or cleared its cache is not counted as holding
+// the prompts it was sent before.
+func TestInventoryForgetsPending(t *testing.T) {
+	tests := []struct {
+		name string
+		lose func(inv *Inventory)
+	}{
+		{"all blocks cleared", func(inv *Inventory) {
+			inv.Apply("a", 0, 1, batchOf(Event{Kind: EventAllBlocksCleared}))
+		}},
+		{"restart: the sequence went back", func(inv *Inventory) { inv.Apply("a", 0, 0, batchOf()) }},
+		{"events lost: the sequence jumped", func(inv *Inventory) { inv.Apply("a", 0, 9, batchOf()) }},
+		{"health went down", func(inv *Inventory) { inv.EndpointDown("a") }},
+		{"removed from the rule", func(inv *Inventory) { inv.RemoveEndpoint("a") }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pending := NewPending(DefaultPendingTTL)
+			inv, clk, _ := newTestInv(t, func(o *Options) { o.Pending = pending })
+			if r := inv.Apply("a", 0, 0, batchOf()); r.Err != nil { // "a" is known to the inventory
+				t.Fatalf("Apply: %+v", r)
+			}
+			pending.Note("a", prompt, clk.Now())
+			pending.Note("b", prompt, clk.Now())
+			tt.lose(inv)
+			if got := pending.Held("a", prompt, clk.Now()); got != 0 {
+				t.Errorf("a holds %d noted blocks after losing its cache, want 0", got)
+			}
+			if got := pending.Held("b", prompt, clk.Now()); got != len(prompt) {
+				t.Errorf("b holds %d noted blocks, want %d: another endpoint's loss took its notes", got, len(prompt))
+			}
+		})
+	}
+}

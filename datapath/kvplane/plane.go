@@ -396,17 +396,20 @@ func (p *Plane) newState(r *spec.Rule) (*ruleState, error) {
 	iopts.Clock = p.opts.Clock
 	iopts.Metrics = p.m
 	iopts.Logger = p.log
-	st := &ruleState{
-		name:  name,
-		clock: p.opts.Clock,
-		rule:  r,
-		inv:   kvexact.NewInventory(iopts),
-		subs:  map[string]*endpointSub{},
-		last:  map[string]*atomic.Int64{},
-		log:   p.log.WithField("rule", name),
-	}
+	var pending *kvexact.Pending // nil: only published blocks count
 	if p.opts.PendingTTL >= 0 {
-		st.pending = kvexact.NewPending(p.opts.PendingTTL)
+		pending = kvexact.NewPending(p.opts.PendingTTL)
+	}
+	iopts.Pending = pending
+	st := &ruleState{
+		name:    name,
+		clock:   p.opts.Clock,
+		rule:    r,
+		inv:     kvexact.NewInventory(iopts),
+		subs:    map[string]*endpointSub{},
+		last:    map[string]*atomic.Int64{},
+		log:     p.log.WithField("rule", name),
+		pending: pending,
 	}
 	st.watchdog = ladder.NewWatchdog(p.opts.WatchdogN,
 		ladder.EventsFlowing(&st.lastEvent, p.opts.WatchdogWindow, p.opts.Clock.Now))
