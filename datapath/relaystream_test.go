@@ -285,11 +285,25 @@ func expectCutAfterFirstEvent(t *testing.T, url string) {
 // TestSSEStreamLayout holds sseStream's layout (relaystream.go): 256 bytes
 // (a size class whose objects start on a cache line), what Buffer, Idle
 // and Emit read in the first line, the relayed count and the part of the
-// bound Next reads (its first 56 bytes) in the second.
+// bound Next reads (its first 56 bytes) in the second. The offsets say
+// where the lines fall only while each stream starts on one, so that is
+// checked on heap streams too: a runtime that put a header before them
+// (as it does before objects over 512 bytes with pointers) fails it.
 func TestSSEStreamLayout(t *testing.T) {
 	var s sseStream
 	if got := unsafe.Sizeof(s); got != 256 {
 		t.Errorf("sseStream is %d bytes, want 256", got)
+	}
+	const n = 16
+	heap := make(chan *sseStream, n) // a send moves each to the heap, as relay's are
+	for range n {
+		heap <- &sseStream{}
+	}
+	close(heap)
+	for p := range heap {
+		if at := uintptr(unsafe.Pointer(p)) % 64; at != 0 {
+			t.Fatalf("a heap sseStream starts at byte %d of a cache line, want 0", at)
+		}
 	}
 	for _, f := range []struct {
 		name string

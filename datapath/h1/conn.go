@@ -44,21 +44,23 @@ const lingerMaxBytes = 16 << 20
 
 // conn is one client connection, served on one goroutine.
 type conn struct {
-	srv    *Server
-	nc     net.Conn
-	id     uint64 // in srv.conns
-	wid    uint64 // in the watcher's set
-	remote string
-	ctx    *connCtx      // every request's context: ended when the client goes
-	proto  *http.Request // a zero request with ctx: each request starts as a copy
+	srv   *Server
+	nc    net.Conn
+	id    uint64        // in srv.conns
+	wid   uint64        // in the watcher's set
+	ctx   *connCtx      // every request's context: ended when the client goes
+	proto *http.Request // a zero request with ctx: each request starts as a copy
 
 	br *bufio.Reader
 	bw *bufio.Writer
 	// sock follows bw: a streamed response's flush touches both, and the
 	// fields of sock's that a write uses come first in it (one cache line
-	// per relayed event where there were two).
-	sock sockio.Conn // nc's reads, writes and lazy read deadline
-	hs   headScan    // the request head being read
+	// per relayed event where there were two). bw sits at byte 64, so the
+	// pair stays in one line with the malloc header the runtime puts
+	// before a conn (8 bytes) and without it (TestConnLayout).
+	sock   sockio.Conn // nc's reads, writes and lazy read deadline
+	hs     headScan    // the request head being read
+	remote string
 
 	state     atomic.Int32
 	busySince atomic.Int64 // UnixNano when the running request started; 0 between requests

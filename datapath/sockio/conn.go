@@ -285,14 +285,21 @@ func (c *Conn) CanHold() bool { return rawIO && c.raw != nil }
 // so a connection read, then answered, then read again finds the socket
 // empty once per exchange and waits after that (a read(2) that returns
 // EAGAIN). Inside one call readiness is kept from the call's start: a
-// step that read until the socket was empty, served what it read
-// (writes go through the write side, which has its own lock) and then
-// waits misses nothing that came in since, and needs no read to find
+// step that read until the socket was empty, served what it read and
+// then waits misses nothing that came in since, and needs no read to find
 // out — nginx's shape. The cost is that the descriptor's read lock is
 // held for the whole hold: no other Read of c (nor of the net.Conn under
 // it) may run in it, and a Close of that net.Conn from another goroutine
 // waits for step to return. An armed read deadline earlier than the one
 // asked for is re-armed and the hold goes on with a fresh step.
+//
+// A Write in the step is write(2) on the held descriptor; only what the
+// socket does not take at once goes through the write side (its lock and
+// its deadline). So, as a Read in the step, it does not look at the
+// deadline while the socket has room, and a Close from another goroutine
+// does not stop it (the descriptor stays open until the step returns):
+// Abort does. A caller that closes the connection under a running step
+// aborts it first (h1's cut does).
 func (c *Conn) Hold(step func() bool) error {
 	if !c.CanHold() {
 		return nil

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -418,7 +419,9 @@ func TestHold(t *testing.T) {
 // to the held descriptor and waits through the RawConn only for what the
 // socket does not take at once: every byte arrives in order and is counted
 // once, a write that must wait past its deadline stops with the deadline's
-// error, and an aborted connection writes nothing.
+// error, an aborted connection writes nothing, and a write to a socket shut
+// down under the step (h1's cut, racing with the write) fails with the
+// socket's error and counts nothing.
 func TestWriteInStep(t *testing.T) {
 	if !rawIO {
 		t.Skip("Hold runs no step without raw calls (-race, non-Linux)")
@@ -433,13 +436,15 @@ func TestWriteInStep(t *testing.T) {
 		peerRead bool          // the peer reads (else it never does)
 		deadline time.Duration // the write deadline from now (0: none)
 		abort    bool
-		wantErr  error // nil, os.ErrDeadlineExceeded
+		shut     bool  // the socket's write side shut down in the step, no Abort
+		wantErr  error // nil, os.ErrDeadlineExceeded, syscall.EPIPE
 		wantAll  bool  // every byte written and received
 	}{
 		{name: "small", p: []byte("data: x\n\n"), peerRead: true, wantAll: true},
 		{name: "past the socket buffers", p: big, peerRead: true, deadline: 10 * time.Second, wantAll: true},
 		{name: "a peer that never reads", p: big, deadline: 200 * time.Millisecond, wantErr: os.ErrDeadlineExceeded},
 		{name: "aborted", p: []byte("data: x\n\n"), peerRead: true, abort: true, wantErr: os.ErrDeadlineExceeded},
+		{name: "shut down", p: []byte("data: x\n\n"), peerRead: true, shut: true, wantErr: syscall.EPIPE},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -473,6 +478,11 @@ func TestWriteInStep(t *testing.T) {
 				if tc.abort {
 					c.Abort()
 				}
+				if tc.shut {
+					if err := syscall.Shutdown(int(c.holdFD), syscall.SHUT_WR); err != nil {
+						t.Error(err)
+					}
+				}
 				n, werr = c.Write(tc.p)
 				return false
 			})
@@ -488,8 +498,8 @@ func TestWriteInStep(t *testing.T) {
 			if got := c.Written(); got != uint64(n) {
 				t.Errorf("Written %d, Write returned %d", got, n)
 			}
-			if tc.abort && n != 0 {
-				t.Errorf("aborted: %d bytes written", n)
+			if (tc.abort || tc.shut) && n != 0 {
+				t.Errorf("%s: %d bytes written", tc.name, n)
 			}
 			if !tc.wantAll {
 				if n >= len(tc.p) {

@@ -29,4 +29,8 @@
 //     Hold keeps one syscall.RawConn.Read open across a caller's turns, so
 //     a wait after a read that emptied the socket needs no read to start
 //     and misses nothing that arrived since (nginx's edge-triggered shape).
+//     Reads and writes in a turn go straight to the held descriptor: they
+//     meet the deadlines only when they would wait, a Close elsewhere only
+//     once the turn ends (the descriptor stays open until then), and a
+//     Write after Abort writes nothing.
 package sockio

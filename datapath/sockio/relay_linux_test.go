@@ -49,7 +49,9 @@ func (g *gather) Handle(p []byte) (bool, error) {
 
 // TestReadEach runs ReadEach against a peer that writes pieces with
 // pauses and then closes, stays silent, or aborts, with and without the
-// hang-up watcher, and checks what it read and how it ended.
+// hang-up watcher, and checks what it read and how it ended (an abort
+// from Handle: no read after it, whether the loop would wait next or
+// read on).
 func TestReadEach(t *testing.T) {
 	errStop := errors.New("stop")
 	for _, tc := range []struct {
@@ -67,6 +69,9 @@ func TestReadEach(t *testing.T) {
 		{"handler stops", []string{"a", "b", "c"}, "silent", 2, 64, "ab", errStop},
 		{"silent past the deadline", []string{"a"}, "silent", 0, 64, "a", os.ErrDeadlineExceeded},
 		{"aborted while reading", []string{"a", "b"}, "abort", 0, 64, "a", os.ErrDeadlineExceeded},
+		// Full reads read on without a wait (no deadline check of the
+		// poller's between them): only the abort flag stops them.
+		{"aborted while reading on without a wait", []string{"0123456789abcdef0123"}, "abort", 0, 8, "01234567", os.ErrDeadlineExceeded},
 	} {
 		for _, watched := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/watched=%v", tc.name, watched), func(t *testing.T) {
