@@ -8,6 +8,12 @@ import (
 	"time"
 )
 
+// runtimeGoal is the heap goal the runtime sets at GC percentage p
+// (runtime/mgcpacer.go, gcControllerState.commit, without a memory limit).
+func runtimeGoal(p int, live, roots uint64) uint64 {
+	return max(live+(live+roots)*uint64(p)/100, heapMinimum*uint64(p)/100)
+}
+
 func TestPercent(t *testing.T) {
 	const mib = 1 << 20
 	for _, c := range []struct {
@@ -19,15 +25,32 @@ func TestPercent(t *testing.T) {
 	}{
 		{"small live heap raises it", 100, 16 * mib, 4 * mib, 0, 400},
 		{"roots count in the goal", 100, 16 * mib, 3 * mib, 1 * mib, 400},
-		{"rounded up, never under the floor", 100, 16 * mib, 3 * mib, 0, 534},
+		{"rounded up, never under the floor", 100, 16 * mib, 6 * mib, 0, 267},
+		{"live heap under 4 MiB: the runtime's heap minimum binds", 100, 16 * mib, 3 * mib, 0, 475},
+		{"tiny heap: the heap minimum binds", 100, 16 * mib, 1, 0, 401},
+		{"a daemon's start: only globals scanned", 100, 16 * mib, 0, 160 << 10, 400},
 		{"large live heap: GOGC's goal is higher", 100, 16 * mib, 64 * mib, 0, 100},
 		{"operator's GOGC above the floor's", 800, 16 * mib, 4 * mib, 0, 800},
 		{"off", 100, 0, 4 * mib, 0, 100},
 		{"nothing scanned yet", 100, 16 * mib, 0, 0, 100},
-		{"tiny heap: capped", 100, 16 * mib, 1, 0, maxPercent},
+		{"floor of gigabytes: capped", 100, 64 << 30, 4 * mib, 0, maxPercent},
 	} {
-		if got := percent(c.base, c.floor, c.live, c.roots); got != c.want {
+		got := percent(c.base, c.floor, c.live, c.roots)
+		if got != c.want {
 			t.Errorf("%s: percent(%d, %d, %d, %d) = %d, want %d", c.name, c.base, c.floor, c.live, c.roots, got, c.want)
+		}
+		// Where the floor raised it, the runtime's goal at got leaves the
+		// floor over the live heap, and at got-1 it does not: the least
+		// percentage, so the heap grows no more than the floor asks.
+		if got <= c.base || got == maxPercent {
+			continue
+		}
+		want := c.live + uint64(c.floor)
+		if g := runtimeGoal(got, c.live, c.roots); g < want {
+			t.Errorf("%s: goal %d at %d%%, want at least live + floor %d", c.name, g, got, want)
+		}
+		if g := runtimeGoal(got-1, c.live, c.roots); g >= want {
+			t.Errorf("%s: goal %d already at %d%%, so %d%% raises the heap past live + floor %d", c.name, g, got-1, got, want)
 		}
 	}
 }
@@ -64,6 +87,11 @@ func TestFloorRaisesGoal(t *testing.T) {
 	metrics.Read(s)
 	if !ok {
 		t.Fatalf("heap goal %d with %d live, want at least %d over it", s[0].Value.Uint64(), s[1].Value.Uint64(), floor)
+	}
+	// Nor much more: the floor, not the runtime's heap minimum scaled by
+	// a percentage computed for a small live heap, sets the goal.
+	if goal, live := s[0].Value.Uint64(), s[1].Value.Uint64(); goal > live+floor+1<<20 {
+		t.Errorf("heap goal %d with %d live, want at most %d over it", goal, live, floor+1<<20)
 	}
 
 	f.Stop()
