@@ -139,6 +139,10 @@ func (f *Floor) adjust() {
 // takes it as an int32; its heap minimum at this figure is 4 GiB).
 const maxPercent = 100_000
 
+// maxFloor is the largest floor percent computes with (1 PiB): a larger
+// one gets maxPercent all the same, and f × 100 must fit in 64 bits.
+const maxFloor = 1 << 50
+
 // heapMinimum is the runtime's least heap goal at GOGC=100 (its
 // unexported defaultHeapMinimum, 4 MiB). The runtime scales it with the
 // percentage: at percentage p no goal is under 4 MiB × p / 100. Why it
@@ -159,7 +163,8 @@ func percent(base int, floor int64, live, roots uint64) int {
 	if floor <= 0 || scanned == 0 {
 		return base
 	}
-	f := uint64(floor)
+	// × 100 below must not wrap.
+	f := min(uint64(floor), maxFloor)
 	byScan := (f*100 + scanned - 1) / scanned               // rounded up
 	byMin := ((live+f)*100 + heapMinimum - 1) / heapMinimum // rounded up
 	p := min(byScan, byMin, maxPercent)

@@ -1,6 +1,7 @@
 package gcfloor
 
 import (
+	"math"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -34,6 +35,8 @@ func TestPercent(t *testing.T) {
 		{"off", 100, 0, 4 * mib, 0, 100},
 		{"nothing scanned yet", 100, 16 * mib, 0, 0, 100},
 		{"floor of gigabytes: capped", 100, 64 << 30, 4 * mib, 0, maxPercent},
+		{"absurd floor: capped, not wrapped around", 100, 1 << 62, 4 * mib, 0, maxPercent},
+		{"largest floor: capped, not wrapped around", 100, math.MaxInt64, 1, 0, maxPercent},
 	} {
 		got := percent(c.base, c.floor, c.live, c.roots)
 		if got != c.want {
