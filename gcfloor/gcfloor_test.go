@@ -110,6 +110,33 @@ func TestFloorRaisesGoal(t *testing.T) {
 	}
 }
 
+// TestStopOnce: Stop puts the starting percentage back once. A cleanup
+// that passed its check just before Stop adjusts nothing after it, a
+// second Stop leaves alone what was set since the first, and the process
+// may start a floor again.
+func TestStopOnce(t *testing.T) {
+	base := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(base)
+	f := Start(Options{Bytes: 256 << 20})
+	if f == nil {
+		t.Fatal("Start returned nil with a floor set and GOGC on")
+	}
+	f.Stop()
+	f.adjust() // as the cleanup does when Stop comes between its check and this
+	if got := debug.SetGCPercent(150); got != 100 {
+		t.Errorf("an adjustment after Stop set the GC percentage to %d, want the starting 100", got)
+	}
+	f.Stop()
+	if got := debug.SetGCPercent(100); got != 150 {
+		t.Errorf("a second Stop set the GC percentage to %d, want the 150 set after the first left alone", got)
+	}
+	g := Start(Options{Bytes: 256 << 20})
+	if g == nil {
+		t.Fatal("Start after Stop returned nil: the process's floor was not freed")
+	}
+	g.Stop()
+}
+
 func TestStartOff(t *testing.T) {
 	base := debug.SetGCPercent(-1)
 	defer debug.SetGCPercent(base)
