@@ -232,11 +232,6 @@ func TestServerShutdown(t *testing.T) {
 	}
 }
 
-// TestHeaderMapPerResponse: a connection reuses its last response's
-// header map for the next response, emptied: every handler starts with no
-// fields, and a field one response set never reaches a later one (small
-// maps, which are kept, and large ones, which are not), whether the
-// requests come one at a time or in one write.
 // dialServer connects to addr with a 10 s bound on the whole exchange,
 // closed when the test ends, and returns a reader of its answers.
 func dialServer(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
@@ -250,6 +245,11 @@ func dialServer(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 	return nc, bufio.NewReader(nc)
 }
 
+// TestHeaderMapPerResponse: a connection reuses its last response's
+// header map for the next response, emptied: every handler starts with no
+// fields, and a field one response set never reaches a later one (small
+// maps, which are kept, and large ones, which are not), whether the
+// requests come one at a time or in one write.
 func TestHeaderMapPerResponse(t *testing.T) {
 	_, addr := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fields := len(w.Header())
