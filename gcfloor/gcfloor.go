@@ -48,10 +48,12 @@ var sampleNames = [...]string{
 	"/gc/scan/globals:bytes",
 }
 
-// active is set while a Floor runs. The GC percentage is the process's, so
-// this one flag is too: a second Start (several daemons in one test
-// binary) would read the first one's raised percentage as its base and
-// restore that on Stop.
+// active is set while a Floor runs. It is package state, which the house
+// otherwise keeps out, because what it guards is the process's own: the
+// runtime has one GC percentage, so a second Floor (several daemons in one
+// test binary) would read the first one's raised percentage as its base
+// and restore that on Stop, leaving GOGC raised for good. Start and Stop
+// are its only writers.
 var active atomic.Bool
 
 // Floor adjusts the runtime's GC percentage after every collection.
