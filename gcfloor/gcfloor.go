@@ -151,7 +151,9 @@ const maxFloor = 1 << 50
 // matters: with a live heap under ~4 MiB the percentage that leaves the
 // floor over the scanned bytes alone would make that minimum the goal, far
 // past live + floor (150 MiB at a daemon's start, before its first
-// collection, where the scanned bytes are only the globals).
+// collection, where the scanned bytes are only the globals). A runtime
+// built with GOEXPERIMENT=heapminimum512kib has 512 KiB there: below
+// ~4 MiB of live heap the floor then falls short instead of overshooting.
 const heapMinimum = 4 << 20
 
 // percent is the least GC percentage whose heap goal lets at least floor
