@@ -40,17 +40,20 @@ type Options struct {
 func DefaultOptions() Options { return Options{Bytes: 16 << 20} }
 
 // The runtime figures the percentage is computed from: the runtime sets
-// its goal at live + (live + stacks + globals) × GOGC / 100.
+// its goal at live + (live + stacks + globals) × GOGC / 100, and never
+// under heapMinimum × GOGC / 100.
 var sampleNames = [...]string{
 	"/gc/heap/live:bytes",
 	"/gc/scan/stack:bytes",
 	"/gc/scan/globals:bytes",
 }
 
-// active is set while a Floor runs. The GC percentage is the process's, so
-// this one flag is too: a second Start (several daemons in one test
-// binary) would read the first one's raised percentage as its base and
-// restore that on Stop.
+// active is set while a Floor runs. It is package state, which the house
+// otherwise keeps out, because what it guards is the process's own: the
+// runtime has one GC percentage, so a second Floor (several daemons in one
+// test binary) would read the first one's raised percentage as its base
+// and restore that on Stop, leaving GOGC raised for good. Start and Stop
+// are its only writers.
 var active atomic.Bool
 
 // Floor adjusts the runtime's GC percentage after every collection.
@@ -134,24 +137,40 @@ func (f *Floor) adjust() {
 	debug.SetGCPercent(percent(f.base, f.bytes, v[0], v[1]+v[2]))
 }
 
-// maxPercent bounds the percentage when the live heap is tiny (a process
-// that has just started): the floor still holds, the figure stays sane.
+// maxPercent bounds the percentage for floors of gigabytes (the runtime
+// takes it as an int32; its heap minimum at this figure is 4 GiB).
 const maxPercent = 100_000
 
-// percent is the GC percentage that lets at least floor bytes of garbage
-// gather over a live heap of live bytes with roots (stacks and globals)
-// of roots bytes, and never less than base.
+// maxFloor is the largest floor percent computes with (1 PiB): a larger
+// one gets maxPercent all the same, and f × 100 must fit in 64 bits.
+const maxFloor = 1 << 50
+
+// heapMinimum is the runtime's least heap goal at GOGC=100 (its
+// unexported defaultHeapMinimum, 4 MiB). The runtime scales it with the
+// percentage: at percentage p no goal is under 4 MiB × p / 100. Why it
+// matters: with a live heap under ~4 MiB the percentage that leaves the
+// floor over the scanned bytes alone would make that minimum the goal, far
+// past live + floor (150 MiB at a daemon's start, before its first
+// collection, where the scanned bytes are only the globals). A runtime
+// built with GOEXPERIMENT=heapminimum512kib has 512 KiB there: below
+// ~4 MiB of live heap the floor then falls short instead of overshooting.
+const heapMinimum = 4 << 20
+
+// percent is the least GC percentage whose heap goal lets at least floor
+// bytes of garbage gather over a live heap of live bytes with roots
+// (stacks and globals) of roots bytes, and never less than base. The
+// runtime's goal is the larger of live + (live + roots) × p / 100 and
+// heapMinimum × p / 100; both grow with p, so the least p is the smaller
+// of the two that each reach live + floor.
 func percent(base int, floor int64, live, roots uint64) int {
 	scanned := live + roots
 	if floor <= 0 || scanned == 0 {
 		return base
 	}
-	p := (uint64(floor)*100 + scanned - 1) / scanned // rounded up
-	if p > maxPercent {
-		p = maxPercent
-	}
-	if int(p) < base {
-		return base
-	}
-	return int(p)
+	// × 100 below must not wrap.
+	f := min(uint64(floor), maxFloor)
+	byScan := (f*100 + scanned - 1) / scanned               // rounded up
+	byMin := ((live+f)*100 + heapMinimum - 1) / heapMinimum // rounded up
+	p := min(byScan, byMin, maxPercent)
+	return max(int(p), base)
 }

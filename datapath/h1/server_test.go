@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // startServer serves h on a loopback port until the test ends.
@@ -232,11 +233,6 @@ func TestServerShutdown(t *testing.T) {
 	}
 }
 
-// TestHeaderMapPerResponse: a connection reuses its last response's
-// header map for the next response, emptied: every handler starts with no
-// fields, and a field one response set never reaches a later one (small
-// maps, which are kept, and large ones, which are not), whether the
-// requests come one at a time or in one write.
 // dialServer connects to addr with a 10 s bound on the whole exchange,
 // closed when the test ends, and returns a reader of its answers.
 func dialServer(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
@@ -250,6 +246,11 @@ func dialServer(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 	return nc, bufio.NewReader(nc)
 }
 
+// TestHeaderMapPerResponse: a connection reuses its last response's
+// header map for the next response, emptied: every handler starts with no
+// fields, and a field one response set never reaches a later one (small
+// maps, which are kept, and large ones, which are not), whether the
+// requests come one at a time or in one write.
 func TestHeaderMapPerResponse(t *testing.T) {
 	_, addr := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fields := len(w.Header())
@@ -340,5 +341,18 @@ func TestStarted(t *testing.T) {
 				i, s.started, sent, last, s.inHandler)
 		}
 		last = s.started
+	}
+}
+
+// TestReqStateSizeClass: a request's reqState (its http.Request, URL,
+// body, response and header values) is one allocation in the runtime's
+// 896 B size class (888 B since the response points at its start). A
+// field of more than 8 B moves it to 1,024 B: 128 B more garbage per
+// request of the ~2.7 KB the collections per request follow
+// (docs/performance.md, "Session 12: the collector's share, …"). Grow it
+// knowingly, then change this figure.
+func TestReqStateSizeClass(t *testing.T) {
+	if got := unsafe.Sizeof(reqState{}); got > 896 {
+		t.Errorf("reqState is %d B, past the 896 B size class", got)
 	}
 }
