@@ -41,10 +41,15 @@ func subsetPool(addrs ...string) *compiled {
 }
 
 // unknownAddrs are n addresses outside every test pool.
-func unknownAddrs(n int) []string {
+func unknownAddrs(n int) []string { return sameLengthAddrs(100, n) }
+
+// sameLengthAddrs are n distinct addresses from 10.<net>.100.100:8000 on,
+// every octet three digits (net from 100 up): all as long as each other,
+// so comparing two costs a byte comparison, not just a length check.
+func sameLengthAddrs(net, n int) []string {
 	out := make([]string, n)
 	for i := range out {
-		out[i] = fmt.Sprintf("10.%d.%d.%d:8000", 100+i>>16, i>>8&255, i&255)
+		out[i] = fmt.Sprintf("10.%d.%d.%d:8000", net+i/22500, 100+i/150%150, 100+i%150)
 	}
 	return out
 }
@@ -117,14 +122,12 @@ func TestEPPLongSubset(t *testing.T) {
 }
 
 // BenchmarkOutsideSubset: the exclusion mask of a 16-endpoint pool for a
-// short hint and a 100,000-address one (the pool's addresses last), by
+// short hint and a 100,000-address one (the pool's addresses last, every
+// entry as long as theirs: the loops' worst case), by
 // the nested loops ("loops", before) and by one pass over the hint
 // ("index", after). Run with -count so the two arms alternate.
 func BenchmarkOutsideSubset(b *testing.B) {
-	addrs := make([]string, 16)
-	for i := range addrs {
-		addrs[i] = fmt.Sprintf("10.0.0.%d:8000", i+1)
-	}
+	addrs := sameLengthAddrs(200, 16)
 	c := subsetPool(addrs...)
 	hints := []struct {
 		name string

@@ -2,7 +2,6 @@ package epp
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -224,8 +223,11 @@ func filterSubset(eps, subset []string) []string {
 	out := eps[:0:0]
 	if len(eps) <= shortPick || len(subset) <= shortHint {
 		for _, e := range eps {
-			if slices.Contains(subset, e) {
-				out = append(out, e)
+			for _, s := range subset {
+				if e == s {
+					out = append(out, e)
+					break
+				}
 			}
 		}
 		return out
