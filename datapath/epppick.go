@@ -333,15 +333,28 @@ func (c *compiled) eppAddr(i int) string {
 // outsideSubset is the exclusion mask of every endpoint whose address is
 // not in subset (nil: no restriction). Endpoints past the 64th cannot be
 // masked; the EPP server drops any such pick outside the hint itself.
+// Each hint entry costs one lookup whatever the pool's size: a hint may
+// hold a hundred thousand addresses, and comparing each with every
+// endpoint cost milliseconds a pick.
 func (c *compiled) outsideSubset(subset []string) uint64 {
 	if subset == nil {
 		return 0
 	}
-	var m uint64
+	var inside uint64
+	for _, a := range subset {
+		inside |= c.addrBits[a] // unknown addresses and repeats add nothing
+	}
+	n := min(len(c.rule.Endpoints), 64)
+	return (^uint64(0) >> (64 - n)) &^ inside
+}
+
+// eppAddrBits builds addrBits: an address listed twice (one engine
+// sharing state) gets both endpoints' bits, as a hint naming it lets both
+// be picked.
+func (c *compiled) eppAddrBits() map[string]uint64 {
+	m := make(map[string]uint64, len(c.rule.Endpoints))
 	for i := range c.rule.Endpoints {
-		if !slices.Contains(subset, c.eppAddr(i)) {
-			m |= bit(i)
-		}
+		m[c.eppAddr(i)] |= bit(i)
 	}
 	return m
 }

@@ -105,6 +105,10 @@ type compiled struct {
 	eps   []*endpoint
 	epm   []epMetrics
 	slots []slot // compact per-endpoint view usable() scans
+	// addrBits maps an endpoint's EPP address (eppAddr) to the mask bits of
+	// the endpoints listed with it, so a subset hint is matched in one pass
+	// over its entries (outsideSubset, epppick.go).
+	addrBits map[string]uint64
 	// pool is the rule's single-pool selection (every sel mode) over the
 	// same endpoints; P/D rules use it for their unsplit relays.
 	pool *pick.Pool
@@ -223,6 +227,7 @@ func newCompiled(r *spec.Rule, prev map[string]*endpoint, opts *Options, m *metr
 		c.epm[i].breaker.Set(float64(ep.br.state.Load()))
 	}
 	c.pool = c.newPool(cands)
+	c.addrBits = c.eppAddrBits()
 	c.latency = m.Latency.WithLabelValues(c.label)
 	c.ttfb = m.TTFB.WithLabelValues(c.label)
 	c.llmModels = pd.NewModelLabels(r.Key.ModelName, 0)

@@ -212,22 +212,50 @@ func decodeServed(md *corev3.Metadata, namespace string, h Headers) string {
 }
 
 // filterSubset keeps the endpoints inside the subset, in order. With no
-// subset it returns eps unchanged.
+// subset it returns eps unchanged. A hint may hold a hundred thousand
+// addresses: for a long hint and a long pick, the pick's endpoints go
+// into a set and the hint is read once, so the cost stays linear in the
+// hint; otherwise the plain loops are as cheap and allocate no set.
 func filterSubset(eps, subset []string) []string {
 	if subset == nil {
 		return eps
 	}
 	out := eps[:0:0]
-	for _, e := range eps {
-		for _, s := range subset {
-			if e == s {
-				out = append(out, e)
-				break
+	if len(eps) <= shortPick || len(subset) <= shortHint {
+		for _, e := range eps {
+			for _, s := range subset {
+				if e == s {
+					out = append(out, e)
+					break
+				}
 			}
+		}
+		return out
+	}
+	in := make(map[string]bool, len(eps)) // endpoint → named by the hint
+	for _, e := range eps {
+		in[e] = false
+	}
+	for _, s := range subset {
+		if _, ok := in[s]; ok {
+			in[s] = true
+		}
+	}
+	for _, e := range eps {
+		if in[e] {
+			out = append(out, e)
 		}
 	}
 	return out
 }
+
+// Up to these lengths filterSubset compares every endpoint with every hint
+// entry: at most shortPick comparisons per hint entry, or shortHint per
+// picked endpoint, each about the cost of a set lookup.
+const (
+	shortPick = 4
+	shortHint = 16
+)
 
 func setHeader(key, value string) *corev3.HeaderValueOption {
 	return &corev3.HeaderValueOption{

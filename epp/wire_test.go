@@ -2,7 +2,9 @@ package epp
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -58,32 +60,109 @@ func TestDecodeHints(t *testing.T) {
 	}
 }
 
+// filterSubsetLoops is filterSubset as it was, every picked endpoint
+// against every hint entry: the reference the set path must agree with,
+// and the "before" arm of BenchmarkFilterSubset.
+func filterSubsetLoops(eps, subset []string) []string {
+	if subset == nil {
+		return eps
+	}
+	out := eps[:0:0]
+	for _, e := range eps {
+		for _, s := range subset {
+			if e == s {
+				out = append(out, e)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// subsetAddrs are n distinct addresses from 10.<net>.100.100:8000 on,
+// every octet three digits (net from 100 up): all as long as each other,
+// so comparing two costs a byte comparison, not just a length check.
+func subsetAddrs(net, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("10.%d.%d.%d:8000", net+i/22500, 100+i/150%150, 100+i%150)
+	}
+	return out
+}
+
 func TestFilterSubset(t *testing.T) {
 	a, b, c := "10.0.0.1:1", "10.0.0.2:1", "10.0.0.3:1"
+	pick := subsetAddrs(200, 6) // longer than shortPick
+	unknown := subsetAddrs(100, 100_000)
+	long := append(slices.Clone(unknown), pick[4], pick[1], pick[4])
 	cases := []struct {
 		name        string
 		eps, subset []string
 		want        []string
 	}{
 		{"no hint keeps all", []string{a, b}, nil, []string{a, b}},
+		{"empty hint keeps none", []string{a, b}, []string{}, nil},
 		{"order of the pick kept", []string{c, a, b}, []string{b, c}, []string{c, b}},
-		{"none eligible", []string{a}, []string{c}, []string{}},
-		{"empty pick", nil, []string{a}, []string{}},
+		{"none eligible", []string{a}, []string{c}, nil},
+		{"empty pick", nil, []string{a}, nil},
+		{"repeats in the hint", []string{a, b}, []string{b, b, b}, []string{b}},
+		{"repeats in the pick kept", []string{a, b, a}, []string{a}, []string{a, a}},
+		{"unknown entries ignored", []string{a, b}, []string{"x", "10.9.9.9:1", a}, []string{a}},
+		{"long hint, short pick", []string{c, pick[1]}, long, []string{pick[1]}},
+		{"long hint, long pick", pick, long, []string{pick[1], pick[4]}},
+		{"long hint, long pick with repeats", append(slices.Clone(pick), pick[4], a), long, []string{pick[1], pick[4], pick[4]}},
+		{"long hint, nothing inside", pick, unknown, nil},
+		{"long hint naming the whole pick", pick, append(slices.Clone(unknown), pick...), pick},
+		{"long pick, empty hint", pick, []string{}, nil},
 	}
 	for _, tc := range cases {
-		got := filterSubset(tc.eps, tc.subset)
-		if len(got) == 0 && len(tc.want) == 0 {
-			continue
-		}
-		if !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		got, ref := filterSubset(tc.eps, tc.subset), filterSubsetLoops(tc.eps, tc.subset)
+		if !slices.Equal(got, tc.want) || !slices.Equal(got, ref) {
+			t.Errorf("%s: %q, want %q (nested loops: %q)", tc.name, got, tc.want, ref)
 		}
 	}
 	// Filtering must not write into the picker's slice.
-	eps := []string{a, b, c}
-	filterSubset(eps, []string{c})
-	if !reflect.DeepEqual(eps, []string{a, b, c}) {
-		t.Errorf("filterSubset modified its input: %q", eps)
+	for _, sub := range [][]string{{c}, append(slices.Clone(unknown), pick[2])} {
+		eps := append(slices.Clone(pick), a, b, c)
+		filterSubset(eps, sub)
+		if !slices.Equal(eps, append(slices.Clone(pick), a, b, c)) {
+			t.Errorf("filterSubset modified its input: %q", eps)
+		}
+	}
+}
+
+// BenchmarkFilterSubset: the server's subset check of a pick of one and of
+// sixteen endpoints against a short hint and a 100,000-address one (the
+// picked addresses last, every entry as long as theirs: the loops' worst
+// case), by the nested loops ("loops", before) and by
+// filterSubset ("set", after). Run with -count so the arms alternate.
+func BenchmarkFilterSubset(b *testing.B) {
+	pick := subsetAddrs(200, 16)
+	long := append(subsetAddrs(100, 100_000-len(pick)), pick...)
+	cases := []struct {
+		name        string
+		eps, subset []string
+	}{
+		{"hint=4/pick=1", pick[:1], []string{pick[3], pick[9], pick[0], pick[15]}},
+		{"hint=100000/pick=1", pick[:1], long},
+		{"hint=100000/pick=16", pick, long},
+	}
+	for _, tc := range cases {
+		for _, arm := range []struct {
+			name string
+			f    func(eps, subset []string) []string
+		}{{"loops", filterSubsetLoops}, {"set", filterSubset}} {
+			b.Run(tc.name+"/"+arm.name, func(b *testing.B) {
+				b.ReportAllocs()
+				n := 0
+				for b.Loop() {
+					n += len(arm.f(tc.eps, tc.subset))
+				}
+				if n == 0 {
+					b.Fatal("nothing kept: every picked endpoint is in the hint")
+				}
+			})
+		}
 	}
 }
 
