@@ -220,18 +220,10 @@ func filterSubset(eps, subset []string) []string {
 	if subset == nil {
 		return eps
 	}
-	out := eps[:0:0]
 	if len(eps) <= shortPick || len(subset) <= shortHint {
-		for _, e := range eps {
-			for _, s := range subset {
-				if e == s {
-					out = append(out, e)
-					break
-				}
-			}
-		}
-		return out
+		return filterSubsetLoops(eps, subset)
 	}
+	out := eps[:0:0]
 	in := make(map[string]bool, len(eps)) // endpoint → named by the hint
 	for _, e := range eps {
 		in[e] = false
@@ -244,6 +236,25 @@ func filterSubset(eps, subset []string) []string {
 	for _, e := range eps {
 		if in[e] {
 			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// filterSubsetLoops is filterSubset by comparing every picked endpoint
+// with every hint entry: no set to build, so the cheaper way when either
+// list is short.
+func filterSubsetLoops(eps, subset []string) []string {
+	if subset == nil {
+		return eps
+	}
+	out := eps[:0:0]
+	for _, e := range eps {
+		for _, s := range subset {
+			if e == s {
+				out = append(out, e)
+				break
+			}
 		}
 	}
 	return out

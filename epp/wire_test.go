@@ -60,25 +60,6 @@ func TestDecodeHints(t *testing.T) {
 	}
 }
 
-// filterSubsetLoops is filterSubset as it was, every picked endpoint
-// against every hint entry: the reference the set path must agree with,
-// and the "before" arm of BenchmarkFilterSubset.
-func filterSubsetLoops(eps, subset []string) []string {
-	if subset == nil {
-		return eps
-	}
-	out := eps[:0:0]
-	for _, e := range eps {
-		for _, s := range subset {
-			if e == s {
-				out = append(out, e)
-				break
-			}
-		}
-	}
-	return out
-}
-
 // subsetAddrs are n distinct addresses from 10.<net>.100.100:8000 on,
 // every octet three digits (net from 100 up): all as long as each other,
 // so comparing two costs a byte comparison, not just a length check.
