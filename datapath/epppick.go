@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"context"
+	"math/bits"
 	"net"
 	"net/http"
 	"net/textproto"
@@ -438,7 +439,10 @@ func (p *EPPPicker) Served(o epp.Outcome) {
 // indexOfAddr is the index of the endpoint with address addr ("ip:port"),
 // -1 when none has it.
 func (c *compiled) indexOfAddr(addr string) int {
-	for i := range c.rule.Endpoints {
+	if b := c.addrBits[addr]; b != 0 {
+		return bits.TrailingZeros64(b) // the first endpoint listed with it
+	}
+	for i := 64; i < len(c.rule.Endpoints); i++ { // past the 64th: no bit
 		if c.eppAddr(i) == addr {
 			return i
 		}

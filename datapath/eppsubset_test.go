@@ -154,3 +154,29 @@ func BenchmarkOutsideSubset(b *testing.B) {
 		}
 	}
 }
+
+// TestIndexOfAddr: the served report's endpoint is found through the
+// address index — the first endpoint listed with an address, one past the
+// 64th by its address alone, -1 for an address the pool lacks.
+func TestIndexOfAddr(t *testing.T) {
+	big := sameLengthAddrs(200, 70)
+	big[3] = big[1] // one engine listed twice
+	c := subsetPool(big...)
+	cases := []struct {
+		name string
+		addr string
+		want int
+	}{
+		{"the first endpoint", big[0], 0},
+		{"listed twice: the first of the two", big[1], 1},
+		{"the 64th", big[63], 63},
+		{"past the 64th", big[69], 69},
+		{"not in the pool", "10.9.9.9:1", -1},
+		{"empty", "", -1},
+	}
+	for _, tc := range cases {
+		if got := c.indexOfAddr(tc.addr); got != tc.want {
+			t.Errorf("%s: indexOfAddr(%q) = %d, want %d", tc.name, tc.addr, got, tc.want)
+		}
+	}
+}
