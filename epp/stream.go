@@ -107,6 +107,13 @@ func (st *stream) refuseOverCap() error {
 	return nil
 }
 
+// refuseBodyMemory answers 429 for a stream whose body, headers or hint
+// would take the body budget past its bound, and counts it.
+func (st *stream) refuseBodyMemory() error {
+	st.s.metrics.Bounded.WithLabelValues(BoundBodyMemory).Inc()
+	return st.answer(bodyMemoryRefusal())
+}
+
 func (st *stream) run() error {
 	for {
 		msg, err := st.srv.Recv()
@@ -239,8 +246,7 @@ func (st *stream) requestHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3.
 	head := headBytes + heldSubsetBytes(subset)
 	if !st.s.bodies.take(head) {
 		st.req = Request{}
-		st.s.metrics.Bounded.WithLabelValues(BoundBodyMemory).Inc()
-		return st.answer(bodyMemoryRefusal())
+		return st.refuseBodyMemory()
 	}
 	st.heldHead = head
 	if hinted {
@@ -269,8 +275,7 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) error {
 	}
 	if !st.appendBody(b.GetBody()) {
 		st.body, st.chunks = nil, nil
-		st.s.metrics.Bounded.WithLabelValues(BoundBodyMemory).Inc()
-		return st.answer(bodyMemoryRefusal())
+		return st.refuseBodyMemory()
 	}
 	if b.GetEndOfStream() {
 		return st.pick()
