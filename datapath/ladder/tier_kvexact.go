@@ -311,7 +311,10 @@ func (t *KVExact) decide(f *Facts, cands []Candidate, explain bool) (int, string
 	if !explain {
 		trust = t.o.Index.TrustedMask(names)
 	}
-	now := f.Clock()
+	var now time.Time // read only when there is a pending table to ask
+	if t.o.Pending != nil {
+		now = f.Clock()
+	}
 	for i, s := range raw {
 		var trusted bool
 		var why string
