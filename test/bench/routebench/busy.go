@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,15 +37,113 @@ const (
 	busyEngineIx = 0   // the engine kept busy
 )
 
+// The scenarios' names (--busy-scenarios).
+const (
+	scenarioCost = "cost-vs-legacy"
+	scenarioBusy = "busy-engine"
+)
+
 // busyConfig is the scenario's part of the configuration.
 type busyConfig struct {
 	enabled bool
 	window  time.Duration
+	// legacyGateway is the legacy arm's binary: "" runs the bench's own
+	// gateway with --kv-legacy-load-guard; a path runs another build (the
+	// ladder of an older commit), with that flag only if the build lists
+	// it, so "the ladder as it was" can be measured, not only the guard.
+	legacyGateway string
+	arms          string // the cost-vs-legacy scenario's arms; the busy-engine one runs them but ideal
+	scenarios     string
+}
+
+func defaultBusyConfig() busyConfig {
+	return busyConfig{arms: strings.Join([]string{armRR, armKV, armKVLegacy}, ","), scenarios: scenarioCost + "," + scenarioBusy}
 }
 
 func (c *busyConfig) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.enabled, "busy-engine", c.enabled, "also run the engine-aware scenarios: shared prefix with the KV arm against the legacy in-flight guard (a second gateway), and with one engine kept busy by a client that bypasses the gateway")
 	fs.DurationVar(&c.window, "busy-window", c.window, "measured window of the engine-aware scenarios (0: the run's window)")
+	fs.StringVar(&c.legacyGateway, "legacy-gateway", c.legacyGateway, "gateway binary of the kv-legacy arm, e.g. an older build's ladder; started with --kv-legacy-load-guard only if its `serve --help` lists that flag (empty: --gateway with the flag)")
+	fs.StringVar(&c.arms, "busy-arms", c.arms, "comma-separated arms of the engine-aware scenarios: rr, kv, kv-legacy, and ideal (the pinned arm, in the cost-vs-legacy scenario only: the floor of the TTFT a router can reach)")
+	fs.StringVar(&c.scenarios, "busy-scenarios", c.scenarios, "comma-separated engine-aware scenarios to run: "+scenarioCost+", "+scenarioBusy)
+}
+
+// armList is the scenario's arms in the order given, ideal kept only where
+// withIdeal (a pinned arm bypasses the gateway: it has no share of the busy
+// engine to report).
+func (c busyConfig) armList(withIdeal bool) ([]string, error) {
+	var arms []string
+	for _, a := range strings.Split(c.arms, ",") {
+		switch a = strings.TrimSpace(a); a {
+		case "":
+		case armRR, armKV, armKVLegacy:
+			arms = append(arms, a)
+		case armIdeal:
+			if withIdeal {
+				arms = append(arms, a)
+			}
+		default:
+			return nil, fmt.Errorf("--busy-arms: unknown arm %q (rr, kv, kv-legacy, ideal)", a)
+		}
+	}
+	return arms, nil
+}
+
+// runs reports whether scenario is among --busy-scenarios.
+func (c busyConfig) runs(scenario string) (bool, error) {
+	found := false
+	for _, s := range strings.Split(c.scenarios, ",") {
+		switch s = strings.TrimSpace(s); s {
+		case "":
+		case scenarioCost, scenarioBusy:
+			found = found || s == scenario
+		default:
+			return false, fmt.Errorf("--busy-scenarios: unknown scenario %q (%s, %s)", s, scenarioCost, scenarioBusy)
+		}
+	}
+	return found, nil
+}
+
+// check refuses unknown arms and scenarios before anything starts.
+func (c busyConfig) check() error {
+	if _, err := c.armList(true); err != nil {
+		return err
+	}
+	_, err := c.runs(scenarioCost)
+	return err
+}
+
+// legacyFlag is the serve flag that turns the bench's own gateway's ladder
+// back into the in-flight guard.
+const legacyFlag = "--kv-legacy-load-guard"
+
+// legacyLaunch is the legacy arm's binary and extra serve flags: own with
+// the legacy guard, or --legacy-gateway with the flag only when help (its
+// `serve --help`) lists it. An older build without the flag runs its ladder
+// as it was built, which is the point of naming one.
+func (c busyConfig) legacyLaunch(own string, help func(bin string) (string, error)) (bin string, args []string, err error) {
+	if c.legacyGateway == "" {
+		return own, []string{legacyFlag}, nil
+	}
+	h, err := help(c.legacyGateway)
+	if err != nil {
+		return "", nil, fmt.Errorf("--legacy-gateway %s: %w", c.legacyGateway, err)
+	}
+	if slices.Contains(strings.Fields(h), legacyFlag) {
+		args = []string{legacyFlag}
+	}
+	return c.legacyGateway, args, nil
+}
+
+// serveHelp is bin's `serve --help`.
+func serveHelp(bin string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "serve", "--help").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("serve --help: %w (%s)", err, bytes.TrimSpace(out))
+	}
+	return string(out), nil
 }
 
 // busyPhase runs the scenarios when enabled, after the main phase (whose
@@ -76,25 +176,43 @@ func (b *bench) busyPhase(ctx context.Context, t timing, logf io.Writer) error {
 		}
 	}
 
-	arms := []string{armRR, armKV}
-	gws := map[string]*gateway{}
-	legacy, stopLegacy, err := b.startLegacy(ctx, logf)
+	cost, err := b.cfg.busy.runs(scenarioCost)
 	if err != nil {
 		return err
 	}
-	defer stopLegacy()
-	gws[armKVLegacy] = legacy
-	arms = append(arms, armKVLegacy)
-	var rows []*runSummary
-	for _, arm := range arms {
-		s, err := b.measureOn(ctx, gws, w, arm, 0.7, 0.7*capacity, t)
+	busyToo, err := b.cfg.busy.runs(scenarioBusy)
+	if err != nil {
+		return err
+	}
+	costArms, err := b.cfg.busy.armList(true)
+	if err != nil {
+		return err
+	}
+	arms, _ := b.cfg.busy.armList(false)
+	gws := map[string]*gateway{}
+	if slices.Contains(costArms, armKVLegacy) {
+		legacy, stopLegacy, err := b.startLegacy(ctx, logf)
 		if err != nil {
 			return err
 		}
-		rows = append(rows, s)
+		defer stopLegacy()
+		gws[armKVLegacy] = legacy
 	}
-	b.table(w.name+" (cost vs legacy guard)", capacity, rows)
-	b.compareLegacy(rows)
+	var rows []*runSummary
+	if cost {
+		for _, arm := range costArms {
+			s, err := b.measureOn(ctx, gws, w, arm, 0.7, 0.7*capacity, t)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, s)
+		}
+		b.table(w.name+" (cost vs legacy guard)", capacity, rows)
+		b.compareLegacy(rows)
+	}
+	if !busyToo {
+		return nil
+	}
 
 	busyURL := b.engines[busyEngineIx]
 	busy := strings.TrimPrefix(busyURL, "http://")
@@ -138,11 +256,15 @@ func (b *bench) busyPhase(ctx context.Context, t timing, logf io.Writer) error {
 // startLegacy starts the legacy arm: the same KV rule on a gateway with the
 // old guard. stop ends it and removes its state.
 func (b *bench) startLegacy(ctx context.Context, logf io.Writer) (legacy *gateway, stop func(), err error) {
-	args := []string{"--kv-legacy-load-guard"}
+	bin, args, err := b.cfg.busy.legacyLaunch(b.cfg.gatewayBin, serveHelp)
+	if err != nil {
+		return nil, nil, err
+	}
+	fmt.Fprintf(b.report, "  kv-legacy arm: gateway %s, serve flags %q\n", bin, args)
 	if b.relay != nil { // engines that dial reach it through the relay (kvrelay.go)
 		args = append(args, "--kv-bind-addr", b.relay.addr(1))
 	}
-	if legacy, stop, err = b.startSideGateway("legacy", logf, args); err != nil {
+	if legacy, stop, err = b.startSideGateway("legacy", bin, logf, args); err != nil {
 		return nil, nil, err
 	}
 	vip := b.vipAt(vipOffsetLegacy)

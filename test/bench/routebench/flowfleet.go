@@ -188,7 +188,7 @@ func (b *bench) fcServeLearned(ctx context.Context, want int) (stop func(), err 
 	if err != nil {
 		return nil, err
 	}
-	g, stopGateway, err := b.startSideGateway("learned-window", logf, []string{"--engine-learn-windows"})
+	g, stopGateway, err := b.startSideGateway("learned-window", b.cfg.gatewayBin, logf, []string{"--engine-learn-windows"})
 	if err != nil {
 		logf.Close()
 		return nil, err

@@ -48,6 +48,10 @@ func main() {
 	if cfg.short && !set["pd"] {
 		cfg.pd = false
 	}
+	if err := cfg.busy.check(); err != nil {
+		fmt.Fprintln(os.Stderr, "routebench:", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := runBench(ctx, cfg); err != nil {
@@ -103,7 +107,7 @@ func defaultConfig() config {
 	return config{gatewayBin: "bin/infergate", simBin: "bin/enginesim", tokenizer: "kvexact/bpe/testdata/qwen3",
 		out: "test/bench/results", model: "sim-8b", engines: 8, pd: true, firstIP: "127.0.0.101", pdFirstIP: "127.0.0.111", vipBase: "127.0.0.201",
 		port: 18000, zmqPort: 15557, vipPort: 18080, seed: 1, ttftSLO: 2 * time.Second, itlSLO: 50 * time.Millisecond,
-		workloads: "shared-prefix,multi-turn,multi-turn-noid,trace"}
+		workloads: "shared-prefix,multi-turn,multi-turn-noid,trace", busy: defaultBusyConfig()}
 }
 
 func (c *config) flags(fs *flag.FlagSet) {

@@ -255,12 +255,12 @@ const (
 // startSideGateway starts a second gateway (the legacy-guard or the
 // learned-window arm's) with a state directory of its own; stop ends it and
 // removes the directory.
-func (b *bench) startSideGateway(name string, logf io.Writer, args []string) (g *gateway, stop func(), err error) {
+func (b *bench) startSideGateway(name, bin string, logf io.Writer, args []string) (g *gateway, stop func(), err error) {
 	stateDir, err := os.MkdirTemp("", "routebench-"+name+"-")
 	if err != nil {
 		return nil, nil, err
 	}
-	g, err = startGateway(b.cfg.gatewayBin, stateDir, b.cfg.gatewayTokenizer(), logf, args)
+	g, err = startGateway(bin, stateDir, b.cfg.gatewayTokenizer(), logf, args)
 	if err != nil {
 		os.RemoveAll(stateDir)
 		return nil, nil, fmt.Errorf("%s gateway: %w", name, err)

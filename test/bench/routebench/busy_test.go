@@ -1,0 +1,112 @@
+package main
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestLegacyGatewayFlag: --legacy-gateway reaches the legacy arm's launch
+// through the command line, and the legacy guard's flag is passed to that
+// binary only when its own `serve --help` (a real process) lists it.
+func TestLegacyGatewayFlag(t *testing.T) {
+	dir := t.TempDir()
+	// Fake gateways: shell scripts that print a serve help with and
+	// without the flag, and one that fails.
+	fake := func(name, script string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	knows := fake("knows", `[ "$1 $2" = "serve --help" ] && printf '      --kv-legacy-load-guard    KV-exact: the old in-flight guard\n      --kv-single-load-guard int\n'`)
+	older := fake("older", `[ "$1 $2" = "serve --help" ] && printf '      --kv-single-load-guard int   skip a cache winner loaded this much above the least loaded (default 3)\n'`)
+	broken := fake("broken", `echo "unknown command" >&2; exit 1`)
+	// A flag whose name only starts like the legacy one is not it.
+	lookalike := fake("lookalike", `printf '      --kv-legacy-load-guard-window duration\n'`)
+
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		wantBin  string
+		wantArgs []string
+		wantErr  string
+	}{
+		{"own gateway, flag", nil, "bin/infergate", []string{legacyFlag}, ""},
+		{"another build that knows the flag", []string{"--legacy-gateway", knows}, knows, []string{legacyFlag}, ""},
+		{"an older build without it", []string{"--legacy-gateway", older}, older, nil, ""},
+		{"a longer flag is not it", []string{"--legacy-gateway", lookalike}, lookalike, nil, ""},
+		{"help fails", []string{"--legacy-gateway", broken}, "", nil, "unknown command"},
+		{"missing binary", []string{"--legacy-gateway", filepath.Join(dir, "absent")}, "", nil, "absent"},
+	} {
+		cfg := defaultConfig()
+		fs := flag.NewFlagSet("routebench", flag.ContinueOnError)
+		cfg.flags(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		bin, args, err := cfg.busy.legacyLaunch(cfg.gatewayBin, serveHelp)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || bin != tc.wantBin || !slices.Equal(args, tc.wantArgs) {
+			t.Errorf("%s: %s %q, %v; want %s %q", tc.name, bin, args, err, tc.wantBin, tc.wantArgs)
+		}
+	}
+}
+
+// TestBusyArmsAndScenarios: the scenarios' arms and names as the flags give
+// them; ideal only where a pinned arm means something, unknown names
+// refused before the bench starts.
+func TestBusyArmsAndScenarios(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		args               []string
+		costArms, busyArms []string
+		runsCost, runsBusy bool
+		wantErr            string
+	}{
+		{"defaults", nil, []string{armRR, armKV, armKVLegacy}, []string{armRR, armKV, armKVLegacy}, true, true, ""},
+		{"ideal in the cost scenario only", []string{"--busy-arms", "kv, kv-legacy,ideal"},
+			[]string{armKV, armKVLegacy, armIdeal}, []string{armKV, armKVLegacy}, true, true, ""},
+		{"cost scenario alone", []string{"--busy-scenarios", "cost-vs-legacy"},
+			[]string{armRR, armKV, armKVLegacy}, []string{armRR, armKV, armKVLegacy}, true, false, ""},
+		{"busy engine alone", []string{"--busy-scenarios", "busy-engine,"},
+			[]string{armRR, armKV, armKVLegacy}, []string{armRR, armKV, armKVLegacy}, false, true, ""},
+		{"unknown arm", []string{"--busy-arms", "kv,prefix"}, nil, nil, false, false, `unknown arm "prefix"`},
+		{"unknown scenario", []string{"--busy-scenarios", "overload"}, nil, nil, false, false, `unknown scenario "overload"`},
+	} {
+		cfg := defaultConfig()
+		fs := flag.NewFlagSet("routebench", flag.ContinueOnError)
+		cfg.flags(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		err := cfg.busy.check()
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: check %v, want an error containing %q", tc.name, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: check %v", tc.name, err)
+			continue
+		}
+		cost, _ := cfg.busy.armList(true)
+		busy, _ := cfg.busy.armList(false)
+		rc, _ := cfg.busy.runs(scenarioCost)
+		rb, _ := cfg.busy.runs(scenarioBusy)
+		if !slices.Equal(cost, tc.costArms) || !slices.Equal(busy, tc.busyArms) || rc != tc.runsCost || rb != tc.runsBusy {
+			t.Errorf("%s: arms %v / %v, scenarios %v / %v; want %v / %v, %v / %v", tc.name, cost, busy, rc, rb,
+				tc.costArms, tc.busyArms, tc.runsCost, tc.runsBusy)
+		}
+	}
+}
