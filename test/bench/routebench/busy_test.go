@@ -43,21 +43,10 @@ func TestLegacyGatewayFlag(t *testing.T) {
 		{"help fails", []string{"--legacy-gateway", broken}, "", nil, "unknown command"},
 		{"missing binary", []string{"--legacy-gateway", filepath.Join(dir, "absent")}, "", nil, "absent"},
 	} {
-		cfg := defaultConfig()
-		fs := flag.NewFlagSet("routebench", flag.ContinueOnError)
-		cfg.flags(fs)
-		if err := fs.Parse(tc.args); err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
+		cfg := parsedConfig(t, tc.args)
 		bin, args, err := cfg.busy.legacyLaunch(cfg.gatewayBin, serveHelp)
-		if tc.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.wantErr)
-			}
-			continue
-		}
-		if err != nil || bin != tc.wantBin || !slices.Equal(args, tc.wantArgs) {
-			t.Errorf("%s: %s %q, %v; want %s %q", tc.name, bin, args, err, tc.wantBin, tc.wantArgs)
+		if !errorSays(err, tc.wantErr) || bin != tc.wantBin || !slices.Equal(args, tc.wantArgs) {
+			t.Errorf("%s: %s %q, %v; want %s %q, error %q", tc.name, bin, args, err, tc.wantBin, tc.wantArgs, tc.wantErr)
 		}
 	}
 }
@@ -83,21 +72,12 @@ func TestBusyArmsAndScenarios(t *testing.T) {
 		{"unknown arm", []string{"--busy-arms", "kv,prefix"}, nil, nil, false, false, `unknown arm "prefix"`},
 		{"unknown scenario", []string{"--busy-scenarios", "overload"}, nil, nil, false, false, `unknown scenario "overload"`},
 	} {
-		cfg := defaultConfig()
-		fs := flag.NewFlagSet("routebench", flag.ContinueOnError)
-		cfg.flags(fs)
-		if err := fs.Parse(tc.args); err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
+		cfg := parsedConfig(t, tc.args)
 		err := cfg.busy.check()
-		if tc.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("%s: check %v, want an error containing %q", tc.name, err, tc.wantErr)
-			}
-			continue
+		if !errorSays(err, tc.wantErr) {
+			t.Errorf("%s: check %v, want error %q", tc.name, err, tc.wantErr)
 		}
-		if err != nil {
-			t.Errorf("%s: check %v", tc.name, err)
+		if err != nil || tc.wantErr != "" {
 			continue
 		}
 		cost, _ := cfg.busy.armList(true)
@@ -109,4 +89,25 @@ func TestBusyArmsAndScenarios(t *testing.T) {
 				tc.costArms, tc.busyArms, tc.runsCost, tc.runsBusy)
 		}
 	}
+}
+
+// parsedConfig is the default configuration with args parsed as routebench
+// parses its command line.
+func parsedConfig(t *testing.T, args []string) config {
+	t.Helper()
+	cfg := defaultConfig()
+	fs := flag.NewFlagSet("routebench", flag.ContinueOnError)
+	cfg.flags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("parse %q: %v", args, err)
+	}
+	return cfg
+}
+
+// errorSays: no error when want is empty, else an error whose text holds want.
+func errorSays(err error, want string) bool {
+	if want == "" {
+		return err == nil
+	}
+	return err != nil && strings.Contains(err.Error(), want)
 }
