@@ -54,10 +54,14 @@ type busyConfig struct {
 	legacyGateway string
 	arms          string // the cost-vs-legacy scenario's arms; the busy-engine one runs them but ideal
 	scenarios     string
+	// rounds repeats the cost-vs-legacy scenario's arms, in reverse order
+	// every other round: on a shared box the minute a run lands in moves a
+	// p50 by more than the arms differ.
+	rounds int
 }
 
 func defaultBusyConfig() busyConfig {
-	return busyConfig{arms: strings.Join([]string{armRR, armKV, armKVLegacy}, ","), scenarios: scenarioCost + "," + scenarioBusy}
+	return busyConfig{arms: strings.Join([]string{armRR, armKV, armKVLegacy}, ","), scenarios: scenarioCost + "," + scenarioBusy, rounds: 1}
 }
 
 func (c *busyConfig) flags(fs *flag.FlagSet) {
@@ -65,6 +69,7 @@ func (c *busyConfig) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.window, "busy-window", c.window, "measured window of the engine-aware scenarios (0: the run's window)")
 	fs.StringVar(&c.legacyGateway, "legacy-gateway", c.legacyGateway, "gateway binary of the kv-legacy arm, e.g. an older build's ladder; started with --kv-legacy-load-guard only if its `serve --help` lists that flag (empty: --gateway with the flag)")
 	fs.StringVar(&c.arms, "busy-arms", c.arms, "comma-separated arms of the engine-aware scenarios: rr, kv, kv-legacy, and ideal (the pinned arm, in the cost-vs-legacy scenario only: the floor of the TTFT a router can reach)")
+	fs.IntVar(&c.rounds, "busy-rounds", c.rounds, "rounds of the cost-vs-legacy scenario, each arm once a round, the order reversed every other round (2: A B C C B A); each round has its own rows and requests files")
 	fs.StringVar(&c.scenarios, "busy-scenarios", c.scenarios, "comma-separated engine-aware scenarios to run: "+scenarioCost+", "+scenarioBusy)
 }
 
@@ -89,6 +94,19 @@ func (c busyConfig) armList(withIdeal bool) ([]string, error) {
 	return arms, nil
 }
 
+// roundOrder is the arms of the cost-vs-legacy scenario's round (from 0):
+// as given in even rounds, reversed in odd ones, so that over two rounds
+// every arm runs as often early as late (A B C C B A) and a box whose load
+// drifts favours none of them.
+func roundOrder(arms []string, round int) []string {
+	if round%2 == 0 {
+		return arms
+	}
+	r := slices.Clone(arms)
+	slices.Reverse(r)
+	return r
+}
+
 // runs reports whether scenario is among --busy-scenarios.
 func (c busyConfig) runs(scenario string) (bool, error) {
 	found := false
@@ -106,6 +124,9 @@ func (c busyConfig) runs(scenario string) (bool, error) {
 
 // check refuses unknown arms and scenarios before anything starts.
 func (c busyConfig) check() error {
+	if c.rounds < 1 {
+		return fmt.Errorf("--busy-rounds %d: at least 1", c.rounds)
+	}
 	if _, err := c.armList(true); err != nil {
 		return err
 	}
@@ -199,15 +220,24 @@ func (b *bench) busyPhase(ctx context.Context, t timing, logf io.Writer) error {
 		gws[armKVLegacy] = legacy
 	}
 	var rows []*runSummary
+	rounds := 0
 	if cost {
-		for _, arm := range costArms {
-			s, err := b.measureOn(ctx, gws, w, arm, 0.7, 0.7*capacity, t)
+		rounds = b.cfg.busy.rounds
+	}
+	for round := range rounds {
+		wr := w
+		if round > 0 { // its own requests files and rows; the same arrivals
+			wr.name = fmt.Sprintf("%s-r%d", w.name, round+1)
+		}
+		rows = rows[:0]
+		for _, arm := range roundOrder(costArms, round) {
+			s, err := b.measureOn(ctx, gws, wr, arm, 0.7, 0.7*capacity, t)
 			if err != nil {
 				return err
 			}
 			rows = append(rows, s)
 		}
-		b.table(w.name+" (cost vs legacy guard)", capacity, rows)
+		b.table(wr.name+" (cost vs legacy guard)", capacity, rows)
 		b.compareLegacy(rows)
 	}
 	if !busyToo {
@@ -307,13 +337,15 @@ func (b *bench) on(g *gateway, f func() error) error {
 
 // compareLegacy prints the cost arm's TTFT against the legacy guard's.
 func (b *bench) compareLegacy(rows []*runSummary) {
-	var kv, legacy *runSummary
+	var kv, legacy, ideal *runSummary
 	for _, r := range rows {
 		switch r.Arm {
 		case armKV:
 			kv = r
 		case armKVLegacy:
 			legacy = r
+		case armIdeal:
+			ideal = r
 		}
 	}
 	if kv == nil || legacy == nil {
@@ -322,6 +354,10 @@ func (b *bench) compareLegacy(rows []*runSummary) {
 	fmt.Fprintf(b.report, "  kv (estimate) against kv-legacy (in-flight guard), same run: TTFT p50 %.3f / %.3f s = %s (target ≤ 0.90), p99 %.3f / %.3f s = %s; lost affinity %d / %d against %d / %d\n",
 		kv.TTFT.P50, legacy.TTFT.P50, ratio(kv.TTFT.P50, legacy.TTFT.P50), kv.TTFT.P99, legacy.TTFT.P99, ratio(kv.TTFT.P99, legacy.TTFT.P99),
 		kv.Lost, kv.N, legacy.Lost, legacy.N)
+	if ideal != nil {
+		fmt.Fprintf(b.report, "  the pinned floor (ideal), same run: TTFT p50 %.3f s; kv %s of it, kv-legacy %s\n",
+			ideal.TTFT.P50, ratio(kv.TTFT.P50, ideal.TTFT.P50), ratio(legacy.TTFT.P50, ideal.TTFT.P50))
+	}
 }
 
 // keepBusy starts the direct client: busyWaiting + the engine's batch

@@ -71,6 +71,7 @@ func TestBusyArmsAndScenarios(t *testing.T) {
 			[]string{armRR, armKV, armKVLegacy}, []string{armRR, armKV, armKVLegacy}, false, true, ""},
 		{"unknown arm", []string{"--busy-arms", "kv,prefix"}, nil, nil, false, false, `unknown arm "prefix"`},
 		{"unknown scenario", []string{"--busy-scenarios", "overload"}, nil, nil, false, false, `unknown scenario "overload"`},
+		{"no round", []string{"--busy-rounds", "0"}, nil, nil, false, false, "--busy-rounds 0"},
 	} {
 		cfg := parsedConfig(t, tc.args)
 		err := cfg.busy.check()
@@ -110,4 +111,28 @@ func errorSays(err error, want string) bool {
 		return err == nil
 	}
 	return err != nil && strings.Contains(err.Error(), want)
+}
+
+// TestRoundOrder: over two rounds each arm runs once early and once late.
+func TestRoundOrder(t *testing.T) {
+	arms := []string{armKV, armKVLegacy, armIdeal}
+	for _, tc := range []struct {
+		round int
+		want  []string
+	}{
+		{0, []string{armKV, armKVLegacy, armIdeal}},
+		{1, []string{armIdeal, armKVLegacy, armKV}},
+		{2, []string{armKV, armKVLegacy, armIdeal}},
+		{3, []string{armIdeal, armKVLegacy, armKV}},
+	} {
+		if got := roundOrder(arms, tc.round); !slices.Equal(got, tc.want) {
+			t.Errorf("round %d: %v, want %v", tc.round, got, tc.want)
+		}
+	}
+	if !slices.Equal(arms, []string{armKV, armKVLegacy, armIdeal}) {
+		t.Errorf("the arms given were reordered: %v", arms)
+	}
+	if cfg := parsedConfig(t, []string{"--busy-rounds", "3"}); cfg.busy.rounds != 3 || cfg.busy.check() != nil {
+		t.Errorf("--busy-rounds 3: rounds %d, check %v", cfg.busy.rounds, cfg.busy.check())
+	}
 }
