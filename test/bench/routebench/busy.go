@@ -54,6 +54,11 @@ type busyConfig struct {
 	legacyGateway string
 	arms          string // the cost-vs-legacy scenario's arms; the busy-engine one runs them but ideal
 	scenarios     string
+	// capacity (req/s) is what the scenarios' loads are fractions of: 0
+	// ramps (or takes the main phase's ramp); a fixed one keeps runs on a
+	// shared box comparable, where a ramp step stalled by another process
+	// falls back to a lower rate.
+	capacity float64
 	// rounds repeats the cost-vs-legacy scenario's arms, in reverse order
 	// every other round: on a shared box the minute a run lands in moves a
 	// p50 by more than the arms differ.
@@ -69,6 +74,7 @@ func (c *busyConfig) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.window, "busy-window", c.window, "measured window of the engine-aware scenarios (0: the run's window)")
 	fs.StringVar(&c.legacyGateway, "legacy-gateway", c.legacyGateway, "gateway binary of the kv-legacy arm, e.g. an older build's ladder; started with --kv-legacy-load-guard only if its `serve --help` lists that flag (empty: --gateway with the flag)")
 	fs.StringVar(&c.arms, "busy-arms", c.arms, "comma-separated arms of the engine-aware scenarios: rr, kv, kv-legacy, and ideal (the pinned arm, in the cost-vs-legacy scenario only: the floor of the TTFT a router can reach)")
+	fs.Float64Var(&c.capacity, "busy-capacity", c.capacity, "capacity in req/s the engine-aware scenarios' loads are fractions of (0: the shared-prefix ramp's)")
 	fs.IntVar(&c.rounds, "busy-rounds", c.rounds, "rounds of the cost-vs-legacy scenario, each arm once a round, the order reversed every other round (2: A B C C B A); each round has its own rows and requests files")
 	fs.StringVar(&c.scenarios, "busy-scenarios", c.scenarios, "comma-separated engine-aware scenarios to run: "+scenarioCost+", "+scenarioBusy)
 }
@@ -124,6 +130,9 @@ func (c busyConfig) runs(scenario string) (bool, error) {
 
 // check refuses unknown arms and scenarios before anything starts.
 func (c busyConfig) check() error {
+	if c.capacity < 0 {
+		return fmt.Errorf("--busy-capacity %v: negative", c.capacity)
+	}
 	if c.rounds < 1 {
 		return fmt.Errorf("--busy-rounds %d: at least 1", c.rounds)
 	}
@@ -184,11 +193,10 @@ func (b *bench) busyPhase(ctx context.Context, t timing, logf io.Writer) error {
 		return err
 	}
 	w := ws[0]
-	capacity := 0.0
+	capacity := b.cfg.busy.capacity
 	for _, s := range b.runs {
-		if s.Workload == w.name && s.Load > 0 {
+		if capacity == 0 && s.Workload == w.name && s.Load > 0 {
 			capacity = s.Rate / s.Load
-			break
 		}
 	}
 	if capacity == 0 {

@@ -72,6 +72,7 @@ func TestBusyArmsAndScenarios(t *testing.T) {
 		{"unknown arm", []string{"--busy-arms", "kv,prefix"}, nil, nil, false, false, `unknown arm "prefix"`},
 		{"unknown scenario", []string{"--busy-scenarios", "overload"}, nil, nil, false, false, `unknown scenario "overload"`},
 		{"no round", []string{"--busy-rounds", "0"}, nil, nil, false, false, "--busy-rounds 0"},
+		{"negative capacity", []string{"--busy-capacity", "-1"}, nil, nil, false, false, "--busy-capacity -1"},
 	} {
 		cfg := parsedConfig(t, tc.args)
 		err := cfg.busy.check()
@@ -132,7 +133,7 @@ func TestRoundOrder(t *testing.T) {
 	if !slices.Equal(arms, []string{armKV, armKVLegacy, armIdeal}) {
 		t.Errorf("the arms given were reordered: %v", arms)
 	}
-	if cfg := parsedConfig(t, []string{"--busy-rounds", "3"}); cfg.busy.rounds != 3 || cfg.busy.check() != nil {
-		t.Errorf("--busy-rounds 3: rounds %d, check %v", cfg.busy.rounds, cfg.busy.check())
+	if cfg := parsedConfig(t, []string{"--busy-rounds", "3", "--busy-capacity", "15.3"}); cfg.busy.rounds != 3 || cfg.busy.capacity != 15.3 || cfg.busy.check() != nil {
+		t.Errorf("--busy-rounds 3 --busy-capacity 15.3: rounds %d, capacity %v, check %v", cfg.busy.rounds, cfg.busy.capacity, cfg.busy.check())
 	}
 }
