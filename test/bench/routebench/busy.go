@@ -362,6 +362,8 @@ func (b *bench) compareLegacy(rows []*runSummary) {
 	fmt.Fprintf(b.report, "  kv (estimate) against kv-legacy (in-flight guard), same run: TTFT p50 %.3f / %.3f s = %s (target ≤ 0.90), p99 %.3f / %.3f s = %s; lost affinity %d / %d against %d / %d\n",
 		kv.TTFT.P50, legacy.TTFT.P50, ratio(kv.TTFT.P50, legacy.TTFT.P50), kv.TTFT.P99, legacy.TTFT.P99, ratio(kv.TTFT.P99, legacy.TTFT.P99),
 		kv.Lost, kv.N, legacy.Lost, legacy.N)
+	fmt.Fprintf(b.report, "    mean TTFT %.3f / %.3f s = %s; p50 of the requests that kept affinity %.3f / %.3f s = %s\n",
+		kv.TTFTMean, legacy.TTFTMean, ratio(kv.TTFTMean, legacy.TTFTMean), kv.KeptTTFT.P50, legacy.KeptTTFT.P50, ratio(kv.KeptTTFT.P50, legacy.KeptTTFT.P50))
 	if ideal != nil {
 		fmt.Fprintf(b.report, "  the pinned floor (ideal), same run: TTFT p50 %.3f s; kv %s of it, kv-legacy %s\n",
 			ideal.TTFT.P50, ratio(kv.TTFT.P50, ideal.TTFT.P50), ratio(legacy.TTFT.P50, ideal.TTFT.P50))

@@ -33,6 +33,15 @@ type runSummary struct {
 	// lost to a guard, a pile-up or churn); LostTTFT is their TTFT p50.
 	Lost     int
 	LostTTFT float64
+	// Kept counts the other answered requests (their engine held what an
+	// ample pinned cache would) and KeptTTFT is their TTFT: arms that cache
+	// alike are compared on it, where a p50 over every request moves with
+	// how many an arm lost. TTFTMean is the mean over every request (as
+	// the percentiles): it weighs each lost request's prefill, which the
+	// p50 ignores while under half are lost.
+	Kept     int
+	KeptTTFT pcts
+	TTFTMean float64
 	// FollowTTFT is the TTFT of a conversation's later turns (multi-turn):
 	// the first turns are misses in every arm and blur the overall p50.
 	FollowTTFT pcts
@@ -83,7 +92,7 @@ func summarise(res []*result, window time.Duration, cfg config) *runSummary {
 	var ttft, itl, e2e []float64
 	var prompt, cached, ideal, idealOf float64
 	good := 0
-	var lost, follow, seen []float64
+	var lost, kept, follow, seen []float64
 	for _, r := range res {
 		if r.Turn > 0 && r.TTFT >= 0 {
 			follow = append(follow, r.TTFT)
@@ -98,6 +107,8 @@ func summarise(res []*result, window time.Duration, cfg config) *runSummary {
 		}
 		if r.ok() && r.lostAffinity() {
 			lost = append(lost, r.TTFT)
+		} else if r.ok() {
+			kept = append(kept, r.TTFT)
 		}
 		switch {
 		case r.ok():
@@ -130,8 +141,16 @@ func summarise(res []*result, window time.Duration, cfg config) *runSummary {
 		ideal += float64(r.IdealHit)
 		idealOf += float64(r.IdealOf)
 	}
+	if len(ttft) > 0 {
+		sum := 0.0
+		for _, v := range ttft {
+			sum += v
+		}
+		s.TTFTMean = sum / float64(len(ttft))
+	}
 	s.TTFT, s.ITL, s.E2E = percentiles(ttft), percentiles(itl), percentiles(e2e)
 	s.Lost, s.LostTTFT = len(lost), percentiles(lost).P50
+	s.Kept, s.KeptTTFT = len(kept), percentiles(kept)
 	s.Follow, s.FollowTTFT = len(follow), percentiles(follow)
 	s.Seen, s.SeenTTFT = len(seen), percentiles(seen)
 	s.Goodput = float64(good) / window.Seconds()

@@ -169,6 +169,11 @@ func TestSummarise(t *testing.T) {
 	if s.TTFT.P99 != 9 || s.ClientHit != 0.4 || s.IdealHitRate != 0.675 {
 		t.Fatalf("ttft %+v client hit %v ideal %v", s.TTFT, s.ClientHit, s.IdealHitRate)
 	}
+	// Kept: the first request only (the others lost affinity or failed);
+	// the mean counts every request as the percentiles do.
+	if s.Kept != 1 || s.KeptTTFT.P50 != 0.1 || math.Abs(s.TTFTMean-(0.1+3+0.01+9)/4) > 1e-9 {
+		t.Fatalf("kept %d (TTFT %+v), mean %v", s.Kept, s.KeptTTFT, s.TTFTMean)
+	}
 }
 
 // TestWarmupCoversGroups: the shared-prefix flows send every group once
