@@ -232,6 +232,13 @@ func (b *bench) busyPhase(ctx context.Context, t timing, logf io.Writer) error {
 	if cost {
 		rounds = b.cfg.busy.rounds
 	}
+	if rounds > 0 && slices.Contains(costArms, armKV) {
+		// Without a ramp first (--busy-capacity) the kv arm would open
+		// inside the inventory's warm-up after the subscriptions connected.
+		if err := waitTrusted(ctx, b.scrapeC, b.gw, len(b.engines), time.Minute); err != nil {
+			return err
+		}
+	}
 	for round := range rounds {
 		wr := w
 		if round > 0 { // its own requests files and rows; the same arrivals
@@ -309,11 +316,56 @@ func (b *bench) startLegacy(ctx context.Context, logf io.Writer) (legacy *gatewa
 	if err = b.serveArm(ctx, legacy, armKVLegacy, vip, nil); err == nil {
 		err = b.on(legacy, func() error { return b.waitSubscribed(ctx, 20*time.Second) })
 	}
+	if err == nil {
+		err = waitTrusted(ctx, b.scrapeC, legacy, len(b.engines), time.Minute)
+	}
 	if err != nil {
 		stop()
 		return nil, nil, fmt.Errorf("legacy gateway: %w", err)
 	}
 	return legacy, stop, nil
+}
+
+// kvInventoryPath is the management API's KV-exact inventory (one row per
+// rule, endpoint and rank, with its trust); builds since before routebench
+// serve it too.
+const kvInventoryPath = "/netlox/v1/config/ai/kv/inventory"
+
+// waitTrusted waits until g's KV-exact inventory trusts at least want rows:
+// an inventory distrusts an endpoint for its warm-up (10 s by default)
+// after its subscription connects, and the KV tier falls through to least
+// connections meanwhile, scattering the groups the window then measures
+// (18 of 339 requests lost affinity in a kv run started 3 s after the
+// subscriptions).
+func waitTrusted(ctx context.Context, c *http.Client, g *gateway, want int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	trusted := 0
+	for {
+		var inv struct {
+			Rows []struct {
+				Trusted bool `json:"trusted"`
+			} `json:"rows"`
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.api+kvInventoryPath, nil)
+		resp, err := c.Do(req)
+		if err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&inv)
+			resp.Body.Close()
+		}
+		trusted = 0
+		for _, r := range inv.Rows {
+			if r.Trusted {
+				trusted++
+			}
+		}
+		if err == nil && trusted >= want {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("KV-exact inventory of %s: %d of %d endpoints trusted after %v (%v)", g.api, trusted, want, timeout, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // measureOn is measure with the arm's own gateway (the legacy arm's) as
