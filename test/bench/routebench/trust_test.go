@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -32,7 +32,8 @@ func TestWaitTrusted(t *testing.T) {
 			}
 			n := asks.Add(1)
 			trusted := tc.trustFrom > 0 && int(n) >= tc.trustFrom
-			fmt.Fprintf(w, `{"rows":[{"endpoint":"a","trusted":%v},{"endpoint":"b","trusted":%v,"untrusted_reason":"warmup"}]}`, trusted, trusted)
+			_ = json.NewEncoder(w).Encode(map[string]any{"rows": []map[string]any{
+				{"endpoint": "a", "trusted": trusted}, {"endpoint": "b", "trusted": trusted, "untrusted_reason": "warmup"}}})
 		}))
 		err := waitTrusted(context.Background(), ts.Client(), &gateway{api: ts.URL}, 2, time.Second)
 		ts.Close()
