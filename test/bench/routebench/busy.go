@@ -232,7 +232,7 @@ func (b *bench) busyPhase(ctx context.Context, t timing, logf io.Writer) error {
 	if cost {
 		rounds = b.cfg.busy.rounds
 	}
-	if rounds > 0 && slices.Contains(costArms, armKV) {
+	if slices.Contains(costArms, armKV) {
 		// Without a ramp first (--busy-capacity) the kv arm would open
 		// inside the inventory's warm-up after the subscriptions connected.
 		if err := waitTrusted(ctx, b.scrapeC, b.gw, len(b.engines), time.Minute); err != nil {
