@@ -72,6 +72,9 @@ type conn struct {
 	// the next response (nil: none kept): a map and its slots are then
 	// made once per connection instead of once per request.
 	spareHeader http.Header
+	// spareReqHeader is the last request's header map, kept the same way
+	// for the next request's fields (takeRequestHeader).
+	spareReqHeader http.Header
 
 	// Serving inside the socket's read wait (step; nil without raw calls).
 	stepFn      func() bool
@@ -86,6 +89,7 @@ type conn struct {
 type reqState struct {
 	start time.Time // the head's first read
 	req   http.Request
+	hdr   http.Header // the header map parseRequest filled (req.Header, unless the handler swapped it)
 	url   url.URL
 	body  body
 	w     response
@@ -248,7 +252,8 @@ func (c *conn) readRequest(first bool) (*reqState, bool) {
 	rs := &reqState{req: *c.proto, start: start} // carries c.ctx: no WithContext copy
 	tmpl := &rs.req
 	tmpl.URL, tmpl.RemoteAddr, tmpl.Body = &rs.url, c.remote, http.NoBody
-	p, err := parseRequest(head, tmpl, rs.vals[:])
+	p, err := parseRequest(head, tmpl, rs.vals[:], c.takeRequestHeader())
+	rs.hdr = tmpl.Header
 	if err != nil {
 		var re *requestError
 		if errors.As(err, &re) {
@@ -285,6 +290,7 @@ func (c *conn) finishRequest(rs *reqState) bool {
 	}
 	w.finish()
 	c.keepHeader(w.h)
+	c.keepRequestHeader(rs.hdr)
 	if w.err == nil {
 		c.releaseWriter() // flushed: idle until the next request
 	}
@@ -327,6 +333,37 @@ func (c *conn) newHeader() http.Header {
 		return make(http.Header, 4)
 	}
 	c.spareHeader = nil
+	clear(h)
+	return h
+}
+
+// maxSpareRequestFields bounds the request header maps kept for the next
+// request. It is above maxSpareFields because clients send more fields
+// than engines answer with: the OpenAI SDKs send about sixteen (their
+// X-Stainless-* set, Authorization, Accept, ...), and the gateway adds two.
+// A map past it is let go, so an idle connection holds at most one map of
+// this size (about 1.5 KB).
+const maxSpareRequestFields = 24
+
+// keepRequestHeader keeps h, the header map of a request whose handler has
+// returned, for the next request's fields (takeRequestHeader). The
+// handler contract (doc.go) is net/http's: nothing uses the request after
+// the handler returns, so nothing reads h any more. Why: a map and its
+// slots made per request were two of a small request's allocations.
+func (c *conn) keepRequestHeader(h http.Header) {
+	if h != nil && len(h) <= maxSpareRequestFields {
+		c.spareReqHeader = h
+	}
+}
+
+// takeRequestHeader is the connection's spare request header map, emptied,
+// or nil (parseRequest then makes one).
+func (c *conn) takeRequestHeader() http.Header {
+	h := c.spareReqHeader
+	if h == nil {
+		return nil
+	}
+	c.spareReqHeader = nil
 	clear(h)
 	return h
 }

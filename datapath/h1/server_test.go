@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -302,6 +303,71 @@ func TestHeaderMapPerResponse(t *testing.T) {
 				}
 				if got != want {
 					t.Errorf("%s: %d X-Set- fields, want %d (a field left from an earlier response?)", p, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestHeaderMapPerRequest: a connection reuses its last request's header
+// map for the next request, emptied: every handler sees exactly the
+// fields its own request sent, never one an earlier request sent or a
+// handler added (small maps, which are kept, and large ones, which are
+// not), whether the requests come one at a time or in one write.
+func TestHeaderMapPerRequest(t *testing.T) {
+	_, addr := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		keys := make([]string, 0, len(r.Header))
+		for k := range r.Header {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		r.Header.Set("X-Handler-Added", "1") // must not reach the next request
+		_, _ = io.WriteString(w, strings.Join(keys, ","))
+	}))
+	// fieldsFor is each request's own fields (name i of n) beyond Host.
+	fieldsFor := map[string]int{"/few": 2, "/none": 0, "/many": 2 * maxSpareRequestFields, "/one": 1}
+	paths := []string{"/few", "/none", "/many", "/none", "/few", "/one", "/many", "/few"}
+	head := func(path string) string {
+		var b strings.Builder
+		b.WriteString("GET " + path + " HTTP/1.1\r\nHost: x\r\n")
+		for i := range fieldsFor[path] {
+			b.WriteString("X-" + strings.TrimPrefix(path, "/") + "-" + strconv.Itoa(i) + ": v\r\n")
+		}
+		return b.String() + "\r\n"
+	}
+	want := func(path string) string {
+		keys := []string{}
+		for i := range fieldsFor[path] {
+			keys = append(keys, http.CanonicalHeaderKey("X-"+strings.TrimPrefix(path, "/")+"-"+strconv.Itoa(i)))
+		}
+		sort.Strings(keys)
+		return strings.Join(keys, ",")
+	}
+	for _, pipelined := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one at a time", true: "one write"}[pipelined], func(t *testing.T) {
+			nc, br := dialServer(t, addr)
+			send := func(path string) {
+				if _, err := io.WriteString(nc, head(path)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if pipelined {
+				for _, p := range paths {
+					send(p)
+				}
+			}
+			for i, p := range paths {
+				if !pipelined {
+					send(p)
+				}
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("%d %s: %v", i, p, err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if got := string(body); got != want(p) {
+					t.Errorf("%d %s: handler saw fields %q, want %q", i, p, got, want(p))
 				}
 			}
 		})
