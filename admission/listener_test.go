@@ -241,6 +241,41 @@ func TestEvictIdleAtGlobalCap(t *testing.T) {
 	}
 }
 
+// TestEvictSkipsBusyListed: a connection marked busy stays on the idle
+// list (MarkBusy takes no lock), so eviction must pass over it even when
+// it is the longest listed, take the idle one behind it, and evict the
+// busy one only after it is marked idle again.
+func TestEvictSkipsBusyListed(t *testing.T) {
+	m := metrics.NewEdge(prometheus.NewRegistry())
+	g := New(Options{MaxConns: 2, EvictIdleAfter: time.Nanosecond}, m)
+	s := serve(t, g)
+	first := dialConn(t, s, "127.0.0.2")
+	second := dialConn(t, s, "127.0.0.3")
+	s.mu.Lock()
+	a, b := s.conns[0], s.conns[1]
+	s.mu.Unlock()
+	g.MarkIdle(a) // a is listed first: the longest idle
+	g.MarkIdle(b)
+	g.MarkBusy(a) // a starts a request, still listed at the front
+	if !dial(t, s, "127.0.0.4") {
+		t.Fatal("at the cap with an idle connection behind a busy one, a newcomer was refused")
+	}
+	if !closedByPeer(t, second) {
+		t.Fatal("the idle connection was not the one evicted")
+	}
+	// a (busy) and the newcomer (never marked idle) hold the cap.
+	if dial(t, s, "127.0.0.5") {
+		t.Fatal("a busy connection was evicted")
+	}
+	g.MarkIdle(a) // a's request ended: evictable again
+	if !dial(t, s, "127.0.0.6") {
+		t.Fatal("a connection idle again after its request was not evicted")
+	}
+	if !closedByPeer(t, first) {
+		t.Fatal("the connection idle again was not the one evicted")
+	}
+}
+
 // dialConn connects from src and waits for the greeting.
 func dialConn(t *testing.T, s *server, src string) net.Conn {
 	t.Helper()
