@@ -34,6 +34,9 @@ func New(opts Options, m *metrics.Edge) *Gate {
 	g := &Gate{opts: opts, m: m, perIP: make(map[netip.Addr]int)}
 	g.reqs.global, g.reqs.perIPCap = opts.requestCaps()
 	g.reqs.perIP = make(map[netip.Addr]int)
+	if m != nil {
+		m.CountRequestsFrom(g.InFlight)
+	}
 	return g
 }
 
