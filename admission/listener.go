@@ -167,12 +167,18 @@ func (g *Gate) evictIdle() bool {
 // MarkIdle records that c (a connection this gate admitted) has no request
 // in progress: it was just accepted or finished a keep-alive request. The
 // HTTP layer calls it from its connection-state hook.
-func (g *Gate) MarkIdle(nc net.Conn) {
+func (g *Gate) MarkIdle(nc net.Conn) { g.MarkIdleAt(nc, time.Time{}) }
+
+// MarkIdleAt is MarkIdle with the moment c went idle, a clock reading the
+// HTTP layer made anyway (zero: MarkIdle reads the clock).
+func (g *Gate) MarkIdleAt(nc net.Conn, now time.Time) {
 	c := admitted(nc)
 	if c == nil || g.opts.EvictIdleAfter <= 0 || g.opts.MaxConns <= 0 {
 		return
 	}
-	now := time.Now()
+	if now.IsZero() {
+		now = time.Now()
+	}
 	g.idleMu.Lock()
 	if c.closed.Load() {
 		g.idleMu.Unlock()

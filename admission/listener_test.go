@@ -276,6 +276,37 @@ func TestEvictSkipsBusyListed(t *testing.T) {
 	}
 }
 
+// TestMarkIdleAtMoment: the idle bound counts from the moment MarkIdleAt
+// is given (the HTTP layer's own reading), not from the call: a
+// connection marked idle a second before the bound is spared, one
+// marked before it is evicted.
+func TestMarkIdleAtMoment(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		idleFor time.Duration // before the call, as the moment given
+		evicted bool
+	}{
+		{"idle past the bound", 2 * time.Minute, true},
+		{"idle within the bound", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := New(Options{MaxConns: 1, EvictIdleAfter: time.Minute}, metrics.NewEdge(prometheus.NewRegistry()))
+			s := serve(t, g)
+			held := dialConn(t, s, "127.0.0.2")
+			s.mu.Lock()
+			a := s.conns[0]
+			s.mu.Unlock()
+			g.MarkIdleAt(a, time.Now().Add(-tc.idleFor))
+			if got := dial(t, s, "127.0.0.3"); got != tc.evicted {
+				t.Fatalf("newcomer admitted %v, want %v", got, tc.evicted)
+			}
+			if tc.evicted && !closedByPeer(t, held) {
+				t.Fatal("the idle connection was not closed")
+			}
+		})
+	}
+}
+
 // dialConn connects from src and waits for the greeting.
 func dialConn(t *testing.T, s *server, src string) net.Conn {
 	t.Helper()

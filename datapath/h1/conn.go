@@ -105,8 +105,9 @@ func (c *conn) serve() {
 		c.sock.WatchHangUp(&s.hup) // a FIN that came with the last request
 		c.stepFn = c.step
 	}
+	var idleAt time.Time // when the last request ended; zero: none yet
 	for first := true; ; first = false {
-		c.armIdle(first)
+		c.armIdle(first, idleAt)
 		if c.br == nil {
 			c.br = s.getReader(&c.sock) // lent out while the last response streamed
 		}
@@ -128,8 +129,7 @@ func (c *conn) serve() {
 				if !c.finishRequest(c.next) || s.shuttingDown() {
 					return
 				}
-				c.state.Store(stateIdle)
-				s.setState(c.nc, http.StateIdle)
+				idleAt = c.idle()
 				continue
 			}
 			if c.br == nil {
@@ -149,14 +149,23 @@ func (c *conn) serve() {
 		if s.shuttingDown() {
 			return
 		}
-		c.state.Store(stateIdle)
-		s.setState(c.nc, http.StateIdle)
+		idleAt = c.idle()
 	}
 }
 
+// idle marks the connection idle after a request and returns the moment
+// it did, which its idle deadline starts from (armIdle).
+func (c *conn) idle() time.Time {
+	now := time.Now()
+	c.state.Store(stateIdle)
+	c.srv.setIdle(c.nc, now)
+	return now
+}
+
 // armIdle sets the read deadline of the wait for the next request: the
-// header bound for a connection's first, the idle bound after.
-func (c *conn) armIdle(first bool) {
+// header bound for a connection's first, the idle bound after, from now
+// (zero: a clock reading of its own).
+func (c *conn) armIdle(first bool, now time.Time) {
 	s := c.srv
 	wait := s.IdleTimeout
 	if wait <= 0 {
@@ -166,7 +175,10 @@ func (c *conn) armIdle(first bool) {
 		wait = s.ReadHeaderTimeout
 	}
 	if wait > 0 {
-		_ = c.sock.SetReadDeadline(time.Now().Add(wait))
+		if now.IsZero() {
+			now = time.Now()
+		}
+		_ = c.sock.SetReadDeadline(now.Add(wait))
 	} else {
 		_ = c.sock.SetReadDeadline(time.Time{})
 	}
@@ -208,9 +220,7 @@ func (c *conn) step() bool {
 				c.closing = true
 				return false
 			}
-			c.state.Store(stateIdle)
-			s.setState(c.nc, http.StateIdle)
-			c.armIdle(false)
+			c.armIdle(false, c.idle())
 			continue
 		}
 		if c.sock.Drained() {

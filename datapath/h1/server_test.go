@@ -422,3 +422,76 @@ func TestReqStateSizeClass(t *testing.T) {
 		t.Errorf("reqState is %d B, past the 896 B size class", got)
 	}
 }
+
+// TestConnIdleReports: each request's end is reported once, through
+// ConnIdle with the moment the connection went idle when it is set (and
+// then not as ConnState's StateIdle), else as ConnState's StateIdle, on
+// every serving path: requests served inside the read wait, pipelined
+// ones, and a head that arrives in two writes (read on its own).
+func TestConnIdleReports(t *testing.T) {
+	type report struct {
+		state http.ConnState
+		at    time.Time // ConnIdle's moment; zero for ConnState
+	}
+	for _, withIdle := range []bool{true, false} {
+		reports := make(chan report, 64)
+		s := &Server{
+			Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}),
+			ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second,
+			ConnState: func(_ net.Conn, st http.ConnState) {
+				if st == http.StateIdle {
+					reports <- report{state: st}
+				}
+			},
+		}
+		if withIdle {
+			s.ConnIdle = func(_ net.Conn, at time.Time) { reports <- report{state: http.StateIdle, at: at} }
+		}
+		addr := serveOn(t, s)
+		for _, tc := range []struct {
+			name  string
+			parts []string // written one after another
+			n     int      // requests in them
+		}{
+			{"one request", []string{"GET / HTTP/1.1\r\nHost: x\r\n\r\n"}, 1},
+			{"pipelined", []string{"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n"}, 2},
+			{"head in two writes", []string{"GET / HTTP/1.1\r\nHo", "st: x\r\n\r\n"}, 1},
+		} {
+			t.Run(map[bool]string{true: "ConnIdle", false: "ConnState"}[withIdle]+"/"+tc.name, func(t *testing.T) {
+				nc, br := dialServer(t, addr)
+				sent := time.Now()
+				for _, p := range tc.parts {
+					if _, err := io.WriteString(nc, p); err != nil {
+						t.Fatal(err)
+					}
+					time.Sleep(10 * time.Millisecond) // apart: the second write finds the first read
+				}
+				for range tc.n {
+					resp, err := http.ReadResponse(br, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					resp.Body.Close()
+				}
+				for i := range tc.n {
+					select {
+					case r := <-reports:
+						if withIdle && (r.at.Before(sent) || r.at.After(time.Now())) {
+							t.Errorf("report %d: idle at %v, want between the send (%v) and now", i, r.at, sent)
+						}
+						if !withIdle && !r.at.IsZero() {
+							t.Errorf("report %d: a ConnIdle moment without ConnIdle", i)
+						}
+					case <-time.After(5 * time.Second):
+						t.Fatalf("%d idle reports of %d", i, tc.n)
+					}
+				}
+				select {
+				case r := <-reports:
+					t.Errorf("an extra idle report: %+v", r)
+				case <-time.After(20 * time.Millisecond):
+				}
+			})
+		}
+	}
+}
