@@ -268,35 +268,20 @@ func TestHeaderMapPerResponse(t *testing.T) {
 		_, _ = io.WriteString(w, "fields at start: "+strconv.Itoa(fields))
 	}))
 	paths := []string{"/few", "/none", "/many", "/none", "/few", "/few", "/none"}
+	heads := make([]string, len(paths))
+	for i, p := range paths {
+		heads[i] = "GET " + p + " HTTP/1.1\r\nHost: x\r\n\r\n"
+	}
 	for _, pipelined := range []bool{false, true} {
 		t.Run(map[bool]string{false: "one at a time", true: "one write"}[pipelined], func(t *testing.T) {
-			nc, br := dialServer(t, addr)
-			send := func(path string) {
-				if _, err := io.WriteString(nc, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if pipelined {
-				for _, p := range paths {
-					send(p)
-				}
-			}
-			for _, p := range paths {
-				if !pipelined {
-					send(p)
-				}
-				resp, err := http.ReadResponse(br, nil)
-				if err != nil {
-					t.Fatalf("%s: %v", p, err)
-				}
-				body, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if string(body) != "fields at start: 0" {
-					t.Errorf("%s: handler saw %q, want an empty header map", p, body)
+			for i, a := range roundTrips(t, addr, heads, pipelined) {
+				p := paths[i]
+				if a.body != "fields at start: 0" {
+					t.Errorf("%s: handler saw %q, want an empty header map", p, a.body)
 				}
 				want := map[string]int{"/few": 2, "/many": 3 * maxSpareFields}[p]
 				got := 0
-				for k := range resp.Header {
+				for k := range a.resp.Header {
 					if strings.HasPrefix(k, "X-Set-") {
 						got++
 					}
@@ -307,6 +292,41 @@ func TestHeaderMapPerResponse(t *testing.T) {
 			}
 		})
 	}
+}
+
+// answer is one response read by roundTrips, with its body.
+type answer struct {
+	resp *http.Response
+	body string
+}
+
+// roundTrips sends heads on one connection, each after the last answer or
+// all in one write (pipelined), and returns the answers in order.
+func roundTrips(t *testing.T, addr string, heads []string, pipelined bool) []answer {
+	t.Helper()
+	nc, br := dialServer(t, addr)
+	send := func(head string) {
+		if _, err := io.WriteString(nc, head); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if pipelined {
+		send(strings.Join(heads, ""))
+	}
+	out := make([]answer, len(heads))
+	for i, h := range heads {
+		if !pipelined {
+			send(h)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		out[i] = answer{resp, string(body)}
+	}
+	return out
 }
 
 // TestHeaderMapPerRequest: a connection reuses its last request's header
@@ -343,31 +363,15 @@ func TestHeaderMapPerRequest(t *testing.T) {
 		sort.Strings(keys)
 		return strings.Join(keys, ",")
 	}
+	heads := make([]string, len(paths))
+	for i, p := range paths {
+		heads[i] = head(p)
+	}
 	for _, pipelined := range []bool{false, true} {
 		t.Run(map[bool]string{false: "one at a time", true: "one write"}[pipelined], func(t *testing.T) {
-			nc, br := dialServer(t, addr)
-			send := func(path string) {
-				if _, err := io.WriteString(nc, head(path)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if pipelined {
-				for _, p := range paths {
-					send(p)
-				}
-			}
-			for i, p := range paths {
-				if !pipelined {
-					send(p)
-				}
-				resp, err := http.ReadResponse(br, nil)
-				if err != nil {
-					t.Fatalf("%d %s: %v", i, p, err)
-				}
-				body, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if got := string(body); got != want(p) {
-					t.Errorf("%d %s: handler saw fields %q, want %q", i, p, got, want(p))
+			for i, a := range roundTrips(t, addr, heads, pipelined) {
+				if p := paths[i]; a.body != want(p) {
+					t.Errorf("%d %s: handler saw fields %q, want %q", i, p, a.body, want(p))
 				}
 			}
 		})
@@ -492,6 +496,53 @@ func TestConnIdleReports(t *testing.T) {
 				case <-time.After(20 * time.Millisecond):
 				}
 			})
+		}
+	}
+}
+
+// TestEndedAtFeedsIdle: a handler that tells when its answer ended
+// (EndedAt) has the connection's idle report carry that moment; the next
+// request, whose handler tells nothing, gets a reading of the
+// connection's own, not the earlier moment again.
+func TestEndedAtFeedsIdle(t *testing.T) {
+	// Before every send below, so no reading of the connection's own can
+	// equal it; recent, so the idle deadline that starts from it is ahead.
+	ended := time.Now().Add(-time.Millisecond)
+	idles := make(chan time.Time, 4)
+	s := &Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/told" {
+				w.(interface{ EndedAt(time.Time) }).EndedAt(ended)
+			}
+		}),
+		ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second,
+		ConnIdle: func(_ net.Conn, at time.Time) { idles <- at },
+	}
+	addr := serveOn(t, s)
+	nc, br := dialServer(t, addr)
+	for _, tc := range []struct {
+		path string
+		told bool
+	}{{"/told", true}, {"/untold", false}} {
+		sent := time.Now()
+		if _, err := io.WriteString(nc, "GET "+tc.path+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		select {
+		case at := <-idles:
+			if tc.told && !at.Equal(ended) {
+				t.Errorf("%s: idle at %v, want the handler's %v", tc.path, at, ended)
+			}
+			if !tc.told && at.Before(sent) {
+				t.Errorf("%s: idle at %v, before the request was sent (%v): an earlier request's moment", tc.path, at, sent)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: no idle report", tc.path)
 		}
 	}
 }
