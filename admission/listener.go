@@ -34,6 +34,9 @@ func New(opts Options, m *metrics.Edge) *Gate {
 	g := &Gate{opts: opts, m: m, perIP: make(map[netip.Addr]int)}
 	g.reqs.global, g.reqs.perIPCap = opts.requestCaps()
 	g.reqs.perIP = make(map[netip.Addr]int)
+	if m != nil {
+		m.CountRequestsFrom(g.InFlight)
+	}
 	return g
 }
 
@@ -144,6 +147,10 @@ func (g *Gate) evictIdle() bool {
 	}
 	g.idleMu.Lock()
 	c := g.idle.front()
+	for c != nil && c.busy.Load() {
+		g.idle.remove(c) // busy since its idle mark (MarkBusy leaves it listed); its next MarkIdle lists it again
+		c = g.idle.front()
+	}
 	if c == nil || time.Since(c.idleSince) < g.opts.EvictIdleAfter {
 		g.idleMu.Unlock()
 		return false
@@ -160,12 +167,18 @@ func (g *Gate) evictIdle() bool {
 // MarkIdle records that c (a connection this gate admitted) has no request
 // in progress: it was just accepted or finished a keep-alive request. The
 // HTTP layer calls it from its connection-state hook.
-func (g *Gate) MarkIdle(nc net.Conn) {
+func (g *Gate) MarkIdle(nc net.Conn) { g.MarkIdleAt(nc, time.Time{}) }
+
+// MarkIdleAt is MarkIdle with the moment c went idle, a clock reading the
+// HTTP layer made anyway (zero: MarkIdle reads the clock).
+func (g *Gate) MarkIdleAt(nc net.Conn, now time.Time) {
 	c := admitted(nc)
 	if c == nil || g.opts.EvictIdleAfter <= 0 || g.opts.MaxConns <= 0 {
 		return
 	}
-	now := time.Now()
+	if now.IsZero() {
+		now = time.Now()
+	}
 	g.idleMu.Lock()
 	if c.closed.Load() {
 		g.idleMu.Unlock()
@@ -175,17 +188,25 @@ func (g *Gate) MarkIdle(nc net.Conn) {
 		g.idle.remove(c)
 	}
 	c.idleSince = now
+	c.busy.Store(false)
 	g.idle.pushBack(c)
 	g.idleMu.Unlock()
 }
 
-// MarkBusy records that c started a request (or is gone): it is not
-// evictable until MarkIdle.
+// MarkBusy records that c started a request: it is not evictable until
+// MarkIdle. It only sets c's busy flag, without the gate's lock: c stays
+// on the idle list, and the eviction that finds it there busy takes it
+// off (evictIdle). Why: every request marks its connection busy and then
+// idle, and this took the one lock all connections share a second time
+// per request.
 func (g *Gate) MarkBusy(nc net.Conn) {
-	c := admitted(nc)
-	if c == nil {
-		return
+	if c := admitted(nc); c != nil {
+		c.busy.Store(true)
 	}
+}
+
+// unlist takes c off the idle list for good (c is closing).
+func (g *Gate) unlist(c *conn) {
 	g.idleMu.Lock()
 	if c.inIdle {
 		g.idle.remove(c)
@@ -247,10 +268,12 @@ type conn struct {
 	ip     netip.Addr
 	closed atomic.Bool
 
-	// Idle list membership (Gate.idleMu).
+	// Idle list membership (Gate.idleMu). A listed conn may be busy
+	// (MarkBusy does not take the lock): eviction skips and unlists it.
 	prev, next *conn
 	inIdle     bool
 	idleSince  time.Time
+	busy       atomic.Bool
 }
 
 func (c *conn) Close() error {
@@ -262,7 +285,7 @@ func (c *conn) Close() error {
 // releaseOnce gives back c's slots and takes it off the idle list, once.
 func (c *conn) releaseOnce() {
 	if c.closed.CompareAndSwap(false, true) {
-		c.l.g.MarkBusy(c) // leave the idle list
+		c.l.g.unlist(c)
 		c.l.release(c.ip)
 	}
 }

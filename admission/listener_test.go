@@ -241,6 +241,72 @@ func TestEvictIdleAtGlobalCap(t *testing.T) {
 	}
 }
 
+// TestEvictSkipsBusyListed: a connection marked busy stays on the idle
+// list (MarkBusy takes no lock), so eviction must pass over it even when
+// it is the longest listed, take the idle one behind it, and evict the
+// busy one only after it is marked idle again.
+func TestEvictSkipsBusyListed(t *testing.T) {
+	m := metrics.NewEdge(prometheus.NewRegistry())
+	g := New(Options{MaxConns: 2, EvictIdleAfter: time.Nanosecond}, m)
+	s := serve(t, g)
+	first := dialConn(t, s, "127.0.0.2")
+	second := dialConn(t, s, "127.0.0.3")
+	s.mu.Lock()
+	a, b := s.conns[0], s.conns[1]
+	s.mu.Unlock()
+	g.MarkIdle(a) // a is listed first: the longest idle
+	g.MarkIdle(b)
+	g.MarkBusy(a) // a starts a request, still listed at the front
+	if !dial(t, s, "127.0.0.4") {
+		t.Fatal("at the cap with an idle connection behind a busy one, a newcomer was refused")
+	}
+	if !closedByPeer(t, second) {
+		t.Fatal("the idle connection was not the one evicted")
+	}
+	// a (busy) and the newcomer (never marked idle) hold the cap.
+	if dial(t, s, "127.0.0.5") {
+		t.Fatal("a busy connection was evicted")
+	}
+	g.MarkIdle(a) // a's request ended: evictable again
+	if !dial(t, s, "127.0.0.6") {
+		t.Fatal("a connection idle again after its request was not evicted")
+	}
+	if !closedByPeer(t, first) {
+		t.Fatal("the connection idle again was not the one evicted")
+	}
+}
+
+// TestMarkIdleAtMoment: the idle bound counts from the moment MarkIdleAt
+// is given (the HTTP layer's own reading), not from the call: a
+// connection marked idle a second before the bound is spared, one
+// marked before it is evicted.
+func TestMarkIdleAtMoment(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		idleFor time.Duration // before the call, as the moment given
+		evicted bool
+	}{
+		{"idle past the bound", 2 * time.Minute, true},
+		{"idle within the bound", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := New(Options{MaxConns: 1, EvictIdleAfter: time.Minute}, metrics.NewEdge(prometheus.NewRegistry()))
+			s := serve(t, g)
+			held := dialConn(t, s, "127.0.0.2")
+			s.mu.Lock()
+			a := s.conns[0]
+			s.mu.Unlock()
+			g.MarkIdleAt(a, time.Now().Add(-tc.idleFor))
+			if got := dial(t, s, "127.0.0.3"); got != tc.evicted {
+				t.Fatalf("newcomer admitted %v, want %v", got, tc.evicted)
+			}
+			if tc.evicted && !closedByPeer(t, held) {
+				t.Fatal("the idle connection was not closed")
+			}
+		})
+	}
+}
+
 // dialConn connects from src and waits for the greeting.
 func dialConn(t *testing.T, s *server, src string) net.Conn {
 	t.Helper()

@@ -50,9 +50,6 @@ func (l *Listener) EnterRequest(ip netip.Addr) string {
 		g.reqs.perIP[ip] = n + 1
 		g.reqMu.Unlock()
 	}
-	if g.m != nil {
-		g.m.RequestsInFlight.Inc()
-	}
 	return ""
 }
 
@@ -70,9 +67,6 @@ func (l *Listener) LeaveRequest(ip netip.Addr) {
 	}
 	l.reqOpen.Add(-1)
 	g.inflight.Add(-1)
-	if g.m != nil {
-		g.m.RequestsInFlight.Dec()
-	}
 }
 
 // InFlight is the number of requests admitted and not yet left.

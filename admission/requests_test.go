@@ -6,6 +6,7 @@ import (
 
 	"github.com/infergate/infergate/metrics"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 func TestRequestCaps(t *testing.T) {
@@ -42,8 +43,14 @@ func TestRequestCaps(t *testing.T) {
 			if g.InFlight() != len(admitted) {
 				t.Fatalf("in flight %d, want %d", g.InFlight(), len(admitted))
 			}
+			if got := inFlightGauge(t, m); got != float64(len(admitted)) {
+				t.Fatalf("infergate_edge_requests_in_flight %v, want %d (refused requests not counted)", got, len(admitted))
+			}
 			for _, ip := range admitted {
 				l.LeaveRequest(ip)
+			}
+			if got := inFlightGauge(t, m); got != 0 {
+				t.Fatalf("infergate_edge_requests_in_flight %v after leaving, want 0", got)
 			}
 			if g.InFlight() != 0 || l.reqOpen.Load() != 0 || len(g.reqs.perIP) != 0 {
 				t.Fatalf("after leaving: global %d listener %d per-ip %v", g.InFlight(), l.reqOpen.Load(), g.reqs.perIP)
@@ -67,4 +74,14 @@ func TestRemoteIP(t *testing.T) {
 			t.Errorf("RemoteIP(%q) = %s, want %s", in, got, want)
 		}
 	}
+}
+
+// inFlightGauge is what infergate_edge_requests_in_flight reads now.
+func inFlightGauge(t *testing.T, m *metrics.Edge) float64 {
+	t.Helper()
+	var d dto.Metric
+	if err := m.RequestsInFlight.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	return d.GetGauge().GetValue()
 }

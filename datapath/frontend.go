@@ -62,6 +62,7 @@ func (ln *listener) frontServer() frontServer {
 		ReadTimeout:       ln.srv.ReadTimeout,
 		IdleTimeout:       ln.srv.IdleTimeout,
 		ConnState:         ln.connState,
+		ConnIdle:          ln.connIdle,
 		ErrorLog:          ln.srv.ErrorLog,
 	}
 }

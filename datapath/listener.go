@@ -72,6 +72,12 @@ func (ln *listener) connState(c net.Conn, s http.ConnState) {
 	}
 }
 
+// connIdle is connState's report of a connection gone idle after a
+// request, with the moment it did (h1's reading for its idle deadline).
+func (ln *listener) connIdle(c net.Conn, at time.Time) {
+	ln.rt.gate.MarkIdleAt(c, at)
+}
+
 // applyConnectionLimit sets the VIP's connection cap from its rules'
 // connectionLimit: the smallest non-zero one wins, because a connection is
 // admitted before its first request says which rule it is for, and the

@@ -101,10 +101,18 @@ func requestStart(w http.ResponseWriter) time.Time {
 	return time.Now()
 }
 
-// finished marks the request's end (the access line and spans take it
-// too) and returns its latency.
+// endedWriter is a front end's ResponseWriter that takes the moment its
+// answer ended (h1: its idle mark and deadline then need no clock reading
+// of their own).
+type endedWriter interface{ EndedAt(time.Time) }
+
+// finished marks the request's end (the access line, spans and the front
+// end take it too) and returns its latency.
 func (x *exchange) finished() time.Duration {
 	x.end = time.Now()
+	if e, ok := x.obs.clock.Unwrap().(endedWriter); ok {
+		e.EndedAt(x.end)
+	}
 	return x.end.Sub(x.start)
 }
 

@@ -69,9 +69,12 @@ type conn struct {
 	reqClose   bool      // the client asked for that
 	cur        *response // the response in progress (for 100 Continue)
 	// spareHeader is the last response's header map, emptied and handed to
-	// the next response (nil: none kept): a map and its slots are then
+	// the next response (none kept: nil): a map and its slots are then
 	// made once per connection instead of once per request.
-	spareHeader http.Header
+	spareHeader spareMap
+	// spareReqHeader is the last request's header map, kept the same way
+	// for the next request's fields (takeRequestHeader).
+	spareReqHeader spareMap
 
 	// Serving inside the socket's read wait (step; nil without raw calls).
 	stepFn      func() bool
@@ -79,6 +82,10 @@ type conn struct {
 	next        *reqState // parsed in the wait; its body needs reads of its own
 	closing     bool      // the step ended the connection
 	lingerAfter bool      // a linger asked for in the wait, run after it
+
+	// endedAt is when the handler said its answer ended (EndedAt); zero:
+	// it did not. The idle mark after the request takes it (idle).
+	endedAt time.Time
 }
 
 // reqState is what one request needs on the heap besides its
@@ -86,6 +93,7 @@ type conn struct {
 type reqState struct {
 	start time.Time // the head's first read
 	req   http.Request
+	hdr   http.Header // the header map parseRequest filled (req.Header, unless the handler swapped it)
 	url   url.URL
 	body  body
 	w     response
@@ -101,8 +109,9 @@ func (c *conn) serve() {
 		c.sock.WatchHangUp(&s.hup) // a FIN that came with the last request
 		c.stepFn = c.step
 	}
+	var idleAt time.Time // when the last request ended; zero: none yet
 	for first := true; ; first = false {
-		c.armIdle(first)
+		c.armIdle(first, idleAt)
 		if c.br == nil {
 			c.br = s.getReader(&c.sock) // lent out while the last response streamed
 		}
@@ -124,8 +133,7 @@ func (c *conn) serve() {
 				if !c.finishRequest(c.next) || s.shuttingDown() {
 					return
 				}
-				c.state.Store(stateIdle)
-				s.setState(c.nc, http.StateIdle)
+				idleAt = c.idle()
 				continue
 			}
 			if c.br == nil {
@@ -145,14 +153,37 @@ func (c *conn) serve() {
 		if s.shuttingDown() {
 			return
 		}
-		c.state.Store(stateIdle)
-		s.setState(c.nc, http.StateIdle)
+		idleAt = c.idle()
 	}
 }
 
+// idle marks the connection idle after a request and returns the moment
+// it did, which its idle deadline starts from (armIdle): the handler's
+// reading of its answer's end when it gave one (EndedAt), else a new one.
+func (c *conn) idle() time.Time {
+	now := c.endedAt
+	c.endedAt = time.Time{}
+	if now.IsZero() {
+		now = time.Now()
+	}
+	c.state.Store(stateIdle)
+	c.srv.setIdle(c.nc, now)
+	return now
+}
+
+// EndedAt tells the connection when the handler's answer ended: a clock
+// reading the handler made anyway as it finished (the datapath's request
+// latency ends there). The idle mark and idle deadline that follow the
+// request start from it instead of a reading of their own, which would
+// come a few microseconds later (later still when the answer's last bytes
+// wait on a slow client: the idle bound then counts that wait too).
+// (Defined here, with the idle mark it feeds.)
+func (w *response) EndedAt(t time.Time) { w.c.endedAt = t }
+
 // armIdle sets the read deadline of the wait for the next request: the
-// header bound for a connection's first, the idle bound after.
-func (c *conn) armIdle(first bool) {
+// header bound for a connection's first, the idle bound after, from now
+// (zero: a clock reading of its own).
+func (c *conn) armIdle(first bool, now time.Time) {
 	s := c.srv
 	wait := s.IdleTimeout
 	if wait <= 0 {
@@ -162,7 +193,10 @@ func (c *conn) armIdle(first bool) {
 		wait = s.ReadHeaderTimeout
 	}
 	if wait > 0 {
-		_ = c.sock.SetReadDeadline(time.Now().Add(wait))
+		if now.IsZero() {
+			now = time.Now()
+		}
+		_ = c.sock.SetReadDeadline(now.Add(wait))
 	} else {
 		_ = c.sock.SetReadDeadline(time.Time{})
 	}
@@ -204,9 +238,7 @@ func (c *conn) step() bool {
 				c.closing = true
 				return false
 			}
-			c.state.Store(stateIdle)
-			s.setState(c.nc, http.StateIdle)
-			c.armIdle(false)
+			c.armIdle(false, c.idle())
 			continue
 		}
 		if c.sock.Drained() {
@@ -248,7 +280,8 @@ func (c *conn) readRequest(first bool) (*reqState, bool) {
 	rs := &reqState{req: *c.proto, start: start} // carries c.ctx: no WithContext copy
 	tmpl := &rs.req
 	tmpl.URL, tmpl.RemoteAddr, tmpl.Body = &rs.url, c.remote, http.NoBody
-	p, err := parseRequest(head, tmpl, rs.vals[:])
+	p, err := parseRequest(head, tmpl, rs.vals[:], c.takeRequestHeader())
+	rs.hdr = tmpl.Header
 	if err != nil {
 		var re *requestError
 		if errors.As(err, &re) {
@@ -285,6 +318,7 @@ func (c *conn) finishRequest(rs *reqState) bool {
 	}
 	w.finish()
 	c.keepHeader(w.h)
+	c.keepRequestHeader(rs.hdr)
 	if w.err == nil {
 		c.releaseWriter() // flushed: idle until the next request
 	}
@@ -313,21 +347,56 @@ const maxSpareFields = 8
 // keepHeader keeps h, a finished response's header map, for the next
 // response (newHeader). The handler has returned and the head is written:
 // nothing reads h any more.
-func (c *conn) keepHeader(h http.Header) {
-	if h != nil && len(h) <= maxSpareFields {
-		c.spareHeader = h
-	}
-}
+func (c *conn) keepHeader(h http.Header) { c.spareHeader.keep(h, maxSpareFields) }
 
 // newHeader is an empty header map for a response: the connection's spare
 // one, emptied, or a new one.
 func (c *conn) newHeader() http.Header {
-	h := c.spareHeader
-	if h == nil {
-		return make(http.Header, 4)
+	if h := c.spareHeader.take(); h != nil {
+		return h
 	}
-	c.spareHeader = nil
-	clear(h)
+	return make(http.Header, 4)
+}
+
+// maxSpareRequestFields bounds the request header maps kept for the next
+// request. It is above maxSpareFields because clients send more fields
+// than engines answer with: the OpenAI SDKs send about sixteen (their
+// X-Stainless-* set, Authorization, Accept, ...), and the gateway adds two.
+// A map past it is let go, so an idle connection holds at most one map of
+// this size (about 1.5 KB).
+const maxSpareRequestFields = 24
+
+// keepRequestHeader keeps h, the header map of a request whose handler has
+// returned, for the next request's fields (takeRequestHeader). The
+// handler contract (doc.go) is net/http's: nothing uses the request after
+// the handler returns, so nothing reads h any more. Why: a map and its
+// slots made per request were two of a small request's allocations.
+func (c *conn) keepRequestHeader(h http.Header) { c.spareReqHeader.keep(h, maxSpareRequestFields) }
+
+// takeRequestHeader is the connection's spare request header map, emptied,
+// or nil (parseRequest then makes one).
+func (c *conn) takeRequestHeader() http.Header { return c.spareReqHeader.take() }
+
+// spareMap is a header map a connection keeps from one request (or
+// response) for the next, so a map and its slots are made once per
+// connection instead of once per request.
+type spareMap struct{ h http.Header }
+
+// keep keeps h unless it held more than maxFields: a map grown that far is
+// let go rather than held by the connection while it idles.
+func (s *spareMap) keep(h http.Header, maxFields int) {
+	if h != nil && len(h) <= maxFields {
+		s.h = h
+	}
+}
+
+// take hands the kept map over, emptied (nil: none kept).
+func (s *spareMap) take() http.Header {
+	h := s.h
+	if h != nil {
+		s.h = nil
+		clear(h)
+	}
 	return h
 }
 

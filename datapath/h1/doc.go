@@ -23,6 +23,9 @@
 //     RequestURI and a Body. The ResponseWriter is an http.Flusher and
 //     answers http.ResponseController's SetReadDeadline, SetWriteDeadline
 //     and Flush. Expect: 100-continue is answered on the first body read.
+//   - As with net/http, nothing may use the request or the ResponseWriter
+//     once the handler has returned: the connection empties their header
+//     maps and hands them to its next request and response.
 //   - Client disconnects cancel the request's context without a second
 //     goroutine: a request running longer than a few tens of milliseconds
 //     has its socket registered, once per connection, with an epoll set

@@ -157,8 +157,10 @@ type parsed struct {
 }
 
 // parseRequest fills r from head (as readHead returned it). vals backs the
-// header values; r.URL must point to a zeroed url.URL.
-func parseRequest(head string, r *http.Request, vals []string) (parsed, error) {
+// header values; r.URL must point to a zeroed url.URL. h, when not nil, is
+// an empty map that becomes r.Header (a connection's spare: see
+// conn.takeRequestHeader); nil makes one.
+func parseRequest(head string, r *http.Request, vals []string, h http.Header) (parsed, error) {
 	var p parsed
 	eol := strings.Index(head, "\r\n")
 	reqLine := head[:eol]
@@ -295,7 +297,9 @@ func parseRequest(head string, r *http.Request, vals []string) (parsed, error) {
 	// X-Request-Id): a map sized for the client's fields alone grows when
 	// they go in, one allocation more at 7–8 fields and two at 13–14
 	// (testing.AllocsPerRun, Go 1.26; none at 9–12).
-	h := make(http.Header, len(fields)+2)
+	if h == nil {
+		h = make(http.Header, len(fields)+2)
+	}
 	if len(fields) > len(vals) {
 		vals = make([]string, len(fields))
 	}

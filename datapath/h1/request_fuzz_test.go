@@ -32,7 +32,7 @@ func FuzzParseRequest(f *testing.F) {
 		}
 		r := &http.Request{URL: &url.URL{}}
 		var vals [16]string
-		p, err := parseRequest(head, r, vals[:])
+		p, err := parseRequest(head, r, vals[:], nil)
 		if err != nil {
 			return
 		}

@@ -19,7 +19,7 @@ func parseRaw(raw string) (*http.Request, parsed, error) {
 	}
 	r := &http.Request{URL: &url.URL{}}
 	var vals [16]string
-	p, err := parseRequest(head, r, vals[:])
+	p, err := parseRequest(head, r, vals[:], nil)
 	return r, p, err
 }
 

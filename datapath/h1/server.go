@@ -33,6 +33,11 @@ type Server struct {
 	// ConnState, when set, is told of each connection's transitions (New,
 	// Active, Idle, Closed) as net/http.Server's is.
 	ConnState func(net.Conn, http.ConnState)
+	// ConnIdle, when set, is told in ConnState's place when a connection
+	// goes idle after a request, with the moment it did: the clock reading
+	// its idle deadline starts from, so the hook (the admission layer's
+	// idle mark) needs none of its own.
+	ConnIdle func(net.Conn, time.Time)
 	// ErrorLog receives handler panics; nil is the log package's default.
 	ErrorLog *log.Logger
 	// Watcher cancels the requests of clients that go away; several
@@ -231,6 +236,15 @@ func (s *Server) setState(nc net.Conn, st http.ConnState) {
 	if s.ConnState != nil {
 		s.ConnState(nc, st)
 	}
+}
+
+// setIdle reports that nc went idle after a request at now.
+func (s *Server) setIdle(nc net.Conn, now time.Time) {
+	if s.ConnIdle != nil {
+		s.ConnIdle(nc, now)
+		return
+	}
+	s.setState(nc, http.StateIdle)
 }
 
 func (s *Server) getReader(src io.Reader) *bufio.Reader {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -267,41 +268,110 @@ func TestHeaderMapPerResponse(t *testing.T) {
 		_, _ = io.WriteString(w, "fields at start: "+strconv.Itoa(fields))
 	}))
 	paths := []string{"/few", "/none", "/many", "/none", "/few", "/few", "/none"}
+	heads := make([]string, len(paths))
+	for i, p := range paths {
+		heads[i] = "GET " + p + " HTTP/1.1\r\nHost: x\r\n\r\n"
+	}
 	for _, pipelined := range []bool{false, true} {
 		t.Run(map[bool]string{false: "one at a time", true: "one write"}[pipelined], func(t *testing.T) {
-			nc, br := dialServer(t, addr)
-			send := func(path string) {
-				if _, err := io.WriteString(nc, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if pipelined {
-				for _, p := range paths {
-					send(p)
-				}
-			}
-			for _, p := range paths {
-				if !pipelined {
-					send(p)
-				}
-				resp, err := http.ReadResponse(br, nil)
-				if err != nil {
-					t.Fatalf("%s: %v", p, err)
-				}
-				body, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if string(body) != "fields at start: 0" {
-					t.Errorf("%s: handler saw %q, want an empty header map", p, body)
+			for i, a := range roundTrips(t, addr, heads, pipelined) {
+				p := paths[i]
+				if a.body != "fields at start: 0" {
+					t.Errorf("%s: handler saw %q, want an empty header map", p, a.body)
 				}
 				want := map[string]int{"/few": 2, "/many": 3 * maxSpareFields}[p]
 				got := 0
-				for k := range resp.Header {
+				for k := range a.resp.Header {
 					if strings.HasPrefix(k, "X-Set-") {
 						got++
 					}
 				}
 				if got != want {
 					t.Errorf("%s: %d X-Set- fields, want %d (a field left from an earlier response?)", p, got, want)
+				}
+			}
+		})
+	}
+}
+
+// answer is one response read by roundTrips, with its body.
+type answer struct {
+	resp *http.Response
+	body string
+}
+
+// roundTrips sends heads on one connection, each after the last answer or
+// all in one write (pipelined), and returns the answers in order.
+func roundTrips(t *testing.T, addr string, heads []string, pipelined bool) []answer {
+	t.Helper()
+	nc, br := dialServer(t, addr)
+	send := func(head string) {
+		if _, err := io.WriteString(nc, head); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if pipelined {
+		send(strings.Join(heads, ""))
+	}
+	out := make([]answer, len(heads))
+	for i, h := range heads {
+		if !pipelined {
+			send(h)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		out[i] = answer{resp, string(body)}
+	}
+	return out
+}
+
+// TestHeaderMapPerRequest: a connection reuses its last request's header
+// map for the next request, emptied: every handler sees exactly the
+// fields its own request sent, never one an earlier request sent or a
+// handler added (small maps, which are kept, and large ones, which are
+// not), whether the requests come one at a time or in one write.
+func TestHeaderMapPerRequest(t *testing.T) {
+	_, addr := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		keys := make([]string, 0, len(r.Header))
+		for k := range r.Header {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		r.Header.Set("X-Handler-Added", "1") // must not reach the next request
+		_, _ = io.WriteString(w, strings.Join(keys, ","))
+	}))
+	// fieldsFor is each request's own fields (name i of n) beyond Host.
+	fieldsFor := map[string]int{"/few": 2, "/none": 0, "/many": 2 * maxSpareRequestFields, "/one": 1}
+	paths := []string{"/few", "/none", "/many", "/none", "/few", "/one", "/many", "/few"}
+	head := func(path string) string {
+		var b strings.Builder
+		b.WriteString("GET " + path + " HTTP/1.1\r\nHost: x\r\n")
+		for i := range fieldsFor[path] {
+			b.WriteString("X-" + strings.TrimPrefix(path, "/") + "-" + strconv.Itoa(i) + ": v\r\n")
+		}
+		return b.String() + "\r\n"
+	}
+	want := func(path string) string {
+		keys := []string{}
+		for i := range fieldsFor[path] {
+			keys = append(keys, http.CanonicalHeaderKey("X-"+strings.TrimPrefix(path, "/")+"-"+strconv.Itoa(i)))
+		}
+		sort.Strings(keys)
+		return strings.Join(keys, ",")
+	}
+	heads := make([]string, len(paths))
+	for i, p := range paths {
+		heads[i] = head(p)
+	}
+	for _, pipelined := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one at a time", true: "one write"}[pipelined], func(t *testing.T) {
+			for i, a := range roundTrips(t, addr, heads, pipelined) {
+				if p := paths[i]; a.body != want(p) {
+					t.Errorf("%d %s: handler saw fields %q, want %q", i, p, a.body, want(p))
 				}
 			}
 		})
@@ -354,5 +424,125 @@ func TestStarted(t *testing.T) {
 func TestReqStateSizeClass(t *testing.T) {
 	if got := unsafe.Sizeof(reqState{}); got > 896 {
 		t.Errorf("reqState is %d B, past the 896 B size class", got)
+	}
+}
+
+// TestConnIdleReports: each request's end is reported once, through
+// ConnIdle with the moment the connection went idle when it is set (and
+// then not as ConnState's StateIdle), else as ConnState's StateIdle, on
+// every serving path: requests served inside the read wait, pipelined
+// ones, and a head that arrives in two writes (read on its own).
+func TestConnIdleReports(t *testing.T) {
+	type report struct {
+		state http.ConnState
+		at    time.Time // ConnIdle's moment; zero for ConnState
+	}
+	for _, withIdle := range []bool{true, false} {
+		reports := make(chan report, 64)
+		s := &Server{
+			Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}),
+			ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second,
+			ConnState: func(_ net.Conn, st http.ConnState) {
+				if st == http.StateIdle {
+					reports <- report{state: st}
+				}
+			},
+		}
+		if withIdle {
+			s.ConnIdle = func(_ net.Conn, at time.Time) { reports <- report{state: http.StateIdle, at: at} }
+		}
+		addr := serveOn(t, s)
+		for _, tc := range []struct {
+			name  string
+			parts []string // written one after another
+			n     int      // requests in them
+		}{
+			{"one request", []string{"GET / HTTP/1.1\r\nHost: x\r\n\r\n"}, 1},
+			{"pipelined", []string{"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n"}, 2},
+			{"head in two writes", []string{"GET / HTTP/1.1\r\nHo", "st: x\r\n\r\n"}, 1},
+		} {
+			t.Run(map[bool]string{true: "ConnIdle", false: "ConnState"}[withIdle]+"/"+tc.name, func(t *testing.T) {
+				nc, br := dialServer(t, addr)
+				sent := time.Now()
+				for _, p := range tc.parts {
+					if _, err := io.WriteString(nc, p); err != nil {
+						t.Fatal(err)
+					}
+					time.Sleep(10 * time.Millisecond) // apart: the second write finds the first read
+				}
+				for range tc.n {
+					resp, err := http.ReadResponse(br, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					resp.Body.Close()
+				}
+				for i := range tc.n {
+					select {
+					case r := <-reports:
+						if withIdle && (r.at.Before(sent) || r.at.After(time.Now())) {
+							t.Errorf("report %d: idle at %v, want between the send (%v) and now", i, r.at, sent)
+						}
+						if !withIdle && !r.at.IsZero() {
+							t.Errorf("report %d: a ConnIdle moment without ConnIdle", i)
+						}
+					case <-time.After(5 * time.Second):
+						t.Fatalf("%d idle reports of %d", i, tc.n)
+					}
+				}
+				select {
+				case r := <-reports:
+					t.Errorf("an extra idle report: %+v", r)
+				case <-time.After(20 * time.Millisecond):
+				}
+			})
+		}
+	}
+}
+
+// TestEndedAtFeedsIdle: a handler that tells when its answer ended
+// (EndedAt) has the connection's idle report carry that moment; the next
+// request, whose handler tells nothing, gets a reading of the
+// connection's own, not the earlier moment again.
+func TestEndedAtFeedsIdle(t *testing.T) {
+	// Before every send below, so no reading of the connection's own can
+	// equal it; recent, so the idle deadline that starts from it is ahead.
+	ended := time.Now().Add(-time.Millisecond)
+	idles := make(chan time.Time, 4)
+	s := &Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/told" {
+				w.(interface{ EndedAt(time.Time) }).EndedAt(ended)
+			}
+		}),
+		ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second,
+		ConnIdle: func(_ net.Conn, at time.Time) { idles <- at },
+	}
+	addr := serveOn(t, s)
+	nc, br := dialServer(t, addr)
+	for _, tc := range []struct {
+		path string
+		told bool
+	}{{"/told", true}, {"/untold", false}} {
+		sent := time.Now()
+		if _, err := io.WriteString(nc, "GET "+tc.path+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		select {
+		case at := <-idles:
+			if tc.told && !at.Equal(ended) {
+				t.Errorf("%s: idle at %v, want the handler's %v", tc.path, at, ended)
+			}
+			if !tc.told && at.Before(sent) {
+				t.Errorf("%s: idle at %v, before the request was sent (%v): an earlier request's moment", tc.path, at, sent)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: no idle report", tc.path)
+		}
 	}
 }
