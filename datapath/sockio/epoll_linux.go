@@ -92,5 +92,47 @@ func (e *Epoll) Wait(events []syscall.EpollEvent, d time.Duration) (int, error) 
 	return n, nil
 }
 
+// WaitEach hands every batch of ready events to handle from inside one
+// netpoller read wait, until d passes (nil) or the set fails. Why not
+// Wait in a loop: each Wait starts with an epoll_pwait, so a loop that
+// drained the set asks once more, finds nothing and parks (two calls a
+// batch); inside one wait the readiness the poller records while handle
+// works is kept, so after a batch shorter than events (the set drained)
+// it parks at once, and wakes at once if more came meanwhile.
+func (e *Epoll) WaitEach(events []syscall.EpollEvent, d time.Duration, handle func([]syscall.EpollEvent)) error {
+	if err := e.f.SetReadDeadline(time.Now().Add(d)); err != nil {
+		return err
+	}
+	var errno syscall.Errno
+	err := e.rc.Read(func(efd uintptr) bool {
+		for {
+			r, _, en := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, efd,
+				uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
+			switch {
+			case en == syscall.EINTR:
+				continue
+			case en != 0:
+				errno = en
+				return true
+			case r == 0:
+				return false // nothing ready: park on the netpoller
+			}
+			handle(events[:r])
+			if int(r) < len(events) {
+				return false // drained: the next readiness wakes the wait
+			}
+		}
+	})
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil
+	case err != nil:
+		return err
+	case errno != 0:
+		return errno
+	}
+	return nil
+}
+
 // Close closes the set; a Wait in progress returns.
 func (e *Epoll) Close() error { return e.f.Close() }

@@ -84,10 +84,9 @@ func (ls *Loops) register(fd uintptr, op *eachOp) (*loop, uint64) {
 // never runs for a stream that left (its id no longer matches).
 func (l *loop) run() {
 	var events [128]syscall.EpollEvent
-	for {
-		n, err := l.ep.Wait(events[:], hupTick) // n is 0 with an error
-		for i := range events[:n] {
-			ev := &events[i]
+	handle := func(evs []syscall.EpollEvent) {
+		for i := range evs {
+			ev := &evs[i]
 			id := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
 			l.mu.Lock()
 			op := l.ops[id]
@@ -96,9 +95,9 @@ func (l *loop) run() {
 				op.loopRun(l, id, ev.Events)
 			}
 		}
-		if n > 0 && err == nil {
-			continue
-		}
+	}
+	for {
+		err := l.ep.WaitEach(events[:], hupTick, handle)
 		l.mu.Lock()
 		if len(l.ops) == 0 || err != nil {
 			// Idle for a tick (or the set failed: its streams' own
