@@ -84,15 +84,19 @@ func (ls *Loops) register(fd uintptr, op *eachOp) (*loop, uint64) {
 // never runs for a stream that left (its id no longer matches).
 func (l *loop) run() {
 	var events [128]syscall.EpollEvent
+	var ops [len(events)]*eachOp
 	handle := func(evs []syscall.EpollEvent) {
+		// The batch's streams looked up together, under one lock: the
+		// lookups' cache misses overlap instead of one per callback.
+		l.mu.Lock()
 		for i := range evs {
-			ev := &evs[i]
-			id := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
-			l.mu.Lock()
-			op := l.ops[id]
-			l.mu.Unlock()
-			if op != nil {
-				op.loopRun(l, id, ev.Events)
+			ops[i] = l.ops[eventID(&evs[i])]
+		}
+		l.mu.Unlock()
+		for i := range evs {
+			if op := ops[i]; op != nil {
+				ops[i] = nil
+				op.loopRun(l, eventID(&evs[i]), evs[i].Events)
 			}
 		}
 	}
@@ -109,6 +113,11 @@ func (l *loop) run() {
 		}
 		l.mu.Unlock()
 	}
+}
+
+// eventID is the stream id register gave an event's socket.
+func eventID(ev *syscall.EpollEvent) uint64 {
+	return uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
 }
 
 // loopRun runs op's callback for one readiness; when the stream ends,

@@ -45,7 +45,7 @@ func (c *Conn) ReadEach(h ReadHandler, w *HupWatcher, st *EachState) error {
 		st = new(EachState)
 	}
 	op := &st.op
-	*op = eachOp{c: c, h: h, drain: w == nil, woken: op.woken, tail: op.tail[:0]}
+	op.eachRun = eachRun{c: c, h: h, drain: w == nil}
 	defer h.Idle()
 	if w != nil {
 		_ = c.raw.Control(func(fd uintptr) {
@@ -112,6 +112,12 @@ func (op *eachOp) outcome() error {
 // eachOp is one ReadEach's state, shared with its RawConn callback; what
 // a wake-up reads comes first.
 type eachOp struct {
+	eachRun
+	loopState
+}
+
+// eachRun is what each ReadEach starts afresh.
+type eachRun struct {
 	h ReadHandler
 	// drain: read on to EAGAIN after a short read (no watcher, or the
 	// peer hung up); hup: the watcher saw the hang-up.
@@ -122,9 +128,14 @@ type eachOp struct {
 	errno syscall.Errno
 	err   error // h.Handle's
 	hupID uint64
+}
 
-	// Run from a Loops set (loop_linux.go): loopMu orders the loop's
-	// callbacks and the stream's leaving; loopID is its entry (0: out).
+// loopState is a ReadEach's place in a Loops set (loop_linux.go), kept
+// from one ReadEach on the state to the next: a loop may hold the state
+// for a moment after its stream left (the id it checks under loopMu no
+// longer matches), so loopMu is never written over. loopMu orders the
+// loop's callbacks and the stream's leaving; loopID is its entry (0: out).
+type loopState struct {
 	loopMu  sync.Mutex
 	loopFD  uintptr
 	loopID  uint64
