@@ -66,6 +66,9 @@ func (c *Conn) ReadEach(h ReadHandler, w *HupWatcher, st *EachState) error {
 			return err
 		}
 		if ended {
+			if op.hup.Load() {
+				_ = c.arm(c.want) // the watcher's past deadline must not outlive the loop
+			}
 			return op.outcome()
 		}
 	}
