@@ -62,32 +62,13 @@ func (e *Epoll) Ctl(op, fd int, ev *syscall.EpollEvent) error {
 // the first; 0 and no error when d passed with none. Once Close has
 // begun it returns an error (with 0 events), never EINTR.
 func (e *Epoll) Wait(events []syscall.EpollEvent, d time.Duration) (int, error) {
-	if err := e.f.SetReadDeadline(time.Now().Add(d)); err != nil {
-		return 0, err
-	}
 	var n int
-	var errno syscall.Errno
-	err := e.rc.Read(func(efd uintptr) bool {
-		for {
-			r, _, en := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, efd,
-				uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
-			switch {
-			case en == syscall.EINTR:
-				continue // not an answer: parking now could sleep past ready events
-			case en == 0 && r == 0:
-				return false // nothing ready: park on the netpoller
-			}
-			n, errno = int(r), en
-			return true
-		}
+	err := e.wait(events, d, func(r int) bool {
+		n = r
+		return true
 	})
-	switch {
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		return 0, nil
-	case err != nil:
+	if err != nil {
 		return 0, err
-	case errno != 0:
-		return 0, errno
 	}
 	return n, nil
 }
@@ -100,6 +81,17 @@ func (e *Epoll) Wait(events []syscall.EpollEvent, d time.Duration) (int, error) 
 // works is kept, so after a batch shorter than events (the set drained)
 // it parks at once, and wakes at once if more came meanwhile.
 func (e *Epoll) WaitEach(events []syscall.EpollEvent, d time.Duration, handle func([]syscall.EpollEvent)) error {
+	return e.wait(events, d, func(r int) bool {
+		handle(events[:r])
+		return false
+	})
+}
+
+// wait runs epoll_pwait inside one netpoller read wait until got, given
+// each batch's size, returns true or d passes (nil). After a batch that
+// did not fill events the set is drained: the wait parks until the next
+// readiness without asking again.
+func (e *Epoll) wait(events []syscall.EpollEvent, d time.Duration, got func(n int) (stop bool)) error {
 	if err := e.f.SetReadDeadline(time.Now().Add(d)); err != nil {
 		return err
 	}
@@ -110,14 +102,16 @@ func (e *Epoll) WaitEach(events []syscall.EpollEvent, d time.Duration, handle fu
 				uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
 			switch {
 			case en == syscall.EINTR:
-				continue
+				continue // not an answer: parking now could sleep past ready events
 			case en != 0:
 				errno = en
 				return true
 			case r == 0:
 				return false // nothing ready: park on the netpoller
 			}
-			handle(events[:r])
+			if got(int(r)) {
+				return true
+			}
 			if int(r) < len(events) {
 				return false // drained: the next readiness wakes the wait
 			}
