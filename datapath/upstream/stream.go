@@ -84,7 +84,7 @@ func (b *body) Stream(s StreamSink) (bool, error) {
 	if !st.ended {
 		// The read buffer is empty and not used until the body ends.
 		b.c.parkReader(pc)
-		if cs, ok := s.(ClientSink); ok {
+		if cs, ok := s.(ClientSink); ok && b.c.useLoops {
 			if st.each.Client = cs.Client(); st.each.Client != nil {
 				st.each.Loops = &b.c.loops
 			}
