@@ -158,6 +158,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.Int64Var(&opts.GC.Bytes, "gc-heap-floor", opts.GC.Bytes, "least garbage (bytes) the heap may gather between two garbage collections while the live heap is small: fewer collections per request for a little more memory; never lowers GOGC, and GOMEMLIMIT still applies (0: GOGC alone)")
 	fl.BoolVar(&opts.AllowUnspecifiedVIP, "allow-unspecified-vip", opts.AllowUnspecifiedVIP, "accept rules whose externalIP is 0.0.0.0 or :: (listen on every interface)")
 	fl.BoolVar(&opts.TrustForwardedFor, "trust-forwarded-for", opts.TrustForwardedFor, "keep clients' X-Forwarded-For (append the client to it) instead of replacing it; only behind a proxy that sets it")
+	fl.BoolVar(&opts.Upstream.RelayLoops, "sse-relay-loops", opts.Upstream.RelayLoops, "relay SSE streams of the lean front end from an epoll loop per CPU (no wake-up of each stream's goroutine per event); false: each stream's goroutine waits for its engine")
 	fl.StringVar(&opts.HTTPFrontEnd, "http-frontend", opts.HTTPFrontEnd, "HTTP server of plaintext VIPs: lean (strict RFC 9112 HTTP/1.1, less CPU and memory per request) or net/http; TLS VIPs always use net/http (HTTP/2 by ALPN)")
 	// Engine silence bounds.
 	fl.DurationVar(&opts.FirstByteTimeout, "first-byte-timeout", opts.FirstByteTimeout, "single pools: longest wait for an engine's response headers (504 upstream_timeout); a rule's inactiveTimeOut only caps it")

@@ -669,7 +669,7 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 		s.rb.pool = &rt.bufs
 		handled, rerr = st.Stream(s)
 		bound = s.bound
-		relayed, gone = s.relayed, s.werr != nil
+		relayed, gone = s.relayed, s.gone(rerr)
 	}
 	if !handled {
 		relayed, rerr, gone = rt.copyBody(x, resp, sse, flush, fl, extend)

@@ -1,11 +1,13 @@
 package datapath
 
 import (
+	"errors"
 	"net/http"
 	"time"
 
 	"github.com/infergate/infergate/datapath/pick"
 	"github.com/infergate/infergate/datapath/respclock"
+	"github.com/infergate/infergate/datapath/sockio"
 	"github.com/infergate/infergate/datapath/streambound"
 	"github.com/infergate/infergate/datapath/upstream"
 )
@@ -39,6 +41,36 @@ type sseStream struct {
 	ub   upstream.BoundedBody // nil: no read deadlines
 	werr error                // the client write that failed
 	_    [56]byte
+}
+
+// clientConner is the lean front end's response: the client connection,
+// while the request is served inside its read wait.
+type clientConner interface{ Conn() *sockio.Conn }
+
+// Client implements upstream.ClientSink: the front end's connection when
+// every write of Emit goes to it in its read wait's step (the relay
+// buffer, the timing wrapper and the response's writer touch nothing
+// another goroutine uses), else nil.
+func (s *sseStream) Client() *sockio.Conn {
+	w := s.w
+	for range 8 {
+		if cc, ok := w.(clientConner); ok {
+			return cc.Conn()
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return nil
+		}
+		w = u.Unwrap()
+	}
+	return nil
+}
+
+// gone reports whether the stream ended because the client's side failed:
+// a write of Emit's, or one kept from a loop and written later.
+func (s *sseStream) gone(err error) bool {
+	var cw *sockio.ClientWriteError
+	return s.werr != nil || errors.As(err, &cw)
 }
 
 func (s *sseStream) Buffer() []byte { return s.rb.get() }

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/infergate/infergate/datapath/sockio"
 )
 
 // smallBody is how much of a response of unknown length is held back
@@ -227,6 +229,16 @@ func (w *response) FlushError() error {
 
 // SetReadDeadline bounds reads of the request body (http.ResponseController).
 func (w *response) SetReadDeadline(t time.Time) error { return w.c.sock.SetReadDeadline(t) }
+
+// Conn is the client connection the response is written to, when the
+// request is served inside its read wait (the write goes straight to the
+// socket there; see sockio.Conn.Hold); nil otherwise.
+func (w *response) Conn() *sockio.Conn {
+	if !w.c.sock.InStep() {
+		return nil
+	}
+	return &w.c.sock
+}
 
 // SetWriteDeadline bounds writes of the response (http.ResponseController).
 func (w *response) SetWriteDeadline(t time.Time) error { return w.c.sock.SetWriteDeadline(t) }

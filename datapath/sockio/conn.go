@@ -78,6 +78,12 @@ type Conn struct {
 	// read one on the raw socket (a write there resumes where it stopped);
 	// set as asked through nc (a TLS write that timed out cannot resume).
 	wantWrite, armedWrite time.Time
+
+	// A ReadEach run by a Loops set: loopOp on the connection it reads
+	// (Abort wakes its wait), stash on the one its handler writes (a
+	// write that would block is kept for the stream's goroutine).
+	loopOp atomic.Pointer[eachOp]
+	stash  *eachOp
 }
 
 // rawOp is one read(2) or write(2) loop on the raw socket.
@@ -147,6 +153,7 @@ func Unwrap(nc net.Conn) net.Conn {
 func (c *Conn) Abort() {
 	c.aborted.Store(true)
 	_ = c.nc.SetDeadline(aLongTimeAgo)
+	c.wakeLoop()
 }
 
 // Aborted reports whether Abort ran.
@@ -413,11 +420,17 @@ func (c *Conn) write(p []byte) (int, error) {
 		// take at once waits through RawConn.Write (and its deadline): a
 		// write deadline bounds a write that waits, as on the raw path
 		// below a write resumes where the armed deadline stopped it.
+		if c.stash != nil && c.stashWrite(p, false) {
+			return len(p), nil // an earlier write waits: keep the order
+		}
 		n, errno := writeAll(c.holdFD, p)
 		switch errno {
 		case 0:
 			return n, nil
 		case syscall.EAGAIN:
+			if c.stashWrite(p[n:], true) {
+				return n + len(p[n:]), nil
+			}
 			done, p = n, p[n:]
 		default:
 			return n, c.opError("write", errno)

@@ -62,10 +62,39 @@ func (e *Epoll) Ctl(op, fd int, ev *syscall.EpollEvent) error {
 // the first; 0 and no error when d passed with none. Once Close has
 // begun it returns an error (with 0 events), never EINTR.
 func (e *Epoll) Wait(events []syscall.EpollEvent, d time.Duration) (int, error) {
-	if err := e.f.SetReadDeadline(time.Now().Add(d)); err != nil {
+	var n int
+	err := e.wait(events, d, func(r int) bool {
+		n = r
+		return true
+	})
+	if err != nil {
 		return 0, err
 	}
-	var n int
+	return n, nil
+}
+
+// WaitEach hands every batch of ready events to handle from inside one
+// netpoller read wait, until d passes (nil) or the set fails. Why not
+// Wait in a loop: each Wait starts with an epoll_pwait, so a loop that
+// drained the set asks once more, finds nothing and parks (two calls a
+// batch); inside one wait the readiness the poller records while handle
+// works is kept, so after a batch shorter than events (the set drained)
+// it parks at once, and wakes at once if more came meanwhile.
+func (e *Epoll) WaitEach(events []syscall.EpollEvent, d time.Duration, handle func([]syscall.EpollEvent)) error {
+	return e.wait(events, d, func(r int) bool {
+		handle(events[:r])
+		return false
+	})
+}
+
+// wait runs epoll_pwait inside one netpoller read wait until got, given
+// each batch's size, returns true or d passes (nil). After a batch that
+// did not fill events the set is drained: the wait parks until the next
+// readiness without asking again.
+func (e *Epoll) wait(events []syscall.EpollEvent, d time.Duration, got func(n int) (stop bool)) error {
+	if err := e.f.SetReadDeadline(time.Now().Add(d)); err != nil {
+		return err
+	}
 	var errno syscall.Errno
 	err := e.rc.Read(func(efd uintptr) bool {
 		for {
@@ -74,22 +103,29 @@ func (e *Epoll) Wait(events []syscall.EpollEvent, d time.Duration) (int, error) 
 			switch {
 			case en == syscall.EINTR:
 				continue // not an answer: parking now could sleep past ready events
-			case en == 0 && r == 0:
+			case en != 0:
+				errno = en
+				return true
+			case r == 0:
 				return false // nothing ready: park on the netpoller
 			}
-			n, errno = int(r), en
-			return true
+			if got(int(r)) {
+				return true
+			}
+			if int(r) < len(events) {
+				return false // drained: the next readiness wakes the wait
+			}
 		}
 	})
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		return 0, nil
+		return nil
 	case err != nil:
-		return 0, err
+		return err
 	case errno != 0:
-		return 0, errno
+		return errno
 	}
-	return n, nil
+	return nil
 }
 
 // Close closes the set; a Wait in progress returns.

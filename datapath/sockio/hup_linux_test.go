@@ -72,7 +72,7 @@ func TestHupWatcherFDReused(t *testing.T) {
 		reused = true
 		// The reused number registers (else ReadEach would fall back to
 		// reading to EAGAIN, and pass below without the watcher).
-		probe := &eachOp{c: b}
+		probe := &eachOp{eachRun: eachRun{c: b}}
 		id, ok := w.watch(probe, uintptr(fd))
 		if !ok {
 			t.Fatal("the watcher refused the reused descriptor")

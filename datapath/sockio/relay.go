@@ -10,7 +10,24 @@ var errNoSocket = errors.New("sockio: ReadEach needs a plaintext TCP socket")
 // kept beside the handler's own fields (in one allocation), what a
 // wake-up touches of both shares cache lines; with 1,000 streams every
 // line of a stream is a cache miss per relayed event.
-type EachState struct{ op eachOp }
+type EachState struct {
+	op eachOp
+	// Loops, when set, runs the reads from its epoll loops (no wake-up
+	// of the caller's goroutine per read); nil: the caller's own waits.
+	Loops *Loops
+	// Client is the connection the handler writes to inside its Hold
+	// step (nil: none): from a loop, a write to it that would block is
+	// kept and written by ReadEach's caller, which the loop never waits
+	// for.
+	Client *Conn
+}
+
+// ClientWriteError is ReadEach's answer when a client write it kept from
+// a loop (EachState.Client) failed.
+type ClientWriteError struct{ Err error }
+
+func (e *ClientWriteError) Error() string { return "client write: " + e.Err.Error() }
+func (e *ClientWriteError) Unwrap() error { return e.Err }
 
 // ReadHandler receives what ReadEach reads.
 type ReadHandler interface {

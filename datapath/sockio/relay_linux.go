@@ -4,6 +4,7 @@ package sockio
 
 import (
 	"io"
+	"sync"
 	"sync/atomic"
 	"syscall"
 )
@@ -44,7 +45,7 @@ func (c *Conn) ReadEach(h ReadHandler, w *HupWatcher, st *EachState) error {
 		st = new(EachState)
 	}
 	op := &st.op
-	*op = eachOp{c: c, h: h, drain: w == nil}
+	op.eachRun = eachRun{c: c, h: h, drain: w == nil}
 	defer h.Idle()
 	if w != nil {
 		_ = c.raw.Control(func(fd uintptr) {
@@ -54,6 +55,21 @@ func (c *Conn) ReadEach(h ReadHandler, w *HupWatcher, st *EachState) error {
 		})
 		if !op.drain {
 			defer w.unwatch(op.hupID)
+		}
+	}
+	if st.Loops != nil && rawIO {
+		op.client = st.Client
+		ended := c.readEachInLoop(st.Loops, op)
+		err := op.flushStash()
+		op.stalled = false // on in this goroutine's waits
+		if err != nil {
+			return err
+		}
+		if ended {
+			if op.hup.Load() {
+				_ = c.arm(c.want) // the watcher's past deadline must not outlive the loop
+			}
+			return op.outcome()
 		}
 	}
 	fn := op.run // bound once per stream
@@ -82,9 +98,14 @@ func (c *Conn) ReadEach(h ReadHandler, w *HupWatcher, st *EachState) error {
 	if op.hup.Load() && !woke {
 		_ = c.arm(c.want) // the watcher's past deadline must not outlive the loop
 	}
+	return op.outcome()
+}
+
+// outcome is ReadEach's answer once op's callback ended the reads.
+func (op *eachOp) outcome() error {
 	switch {
 	case op.errno != 0:
-		return c.opError("read", op.errno)
+		return op.c.opError("read", op.errno)
 	case op.eof:
 		return io.EOF
 	}
@@ -94,6 +115,12 @@ func (c *Conn) ReadEach(h ReadHandler, w *HupWatcher, st *EachState) error {
 // eachOp is one ReadEach's state, shared with its RawConn callback; what
 // a wake-up reads comes first.
 type eachOp struct {
+	eachRun
+	loopState
+}
+
+// eachRun is what each ReadEach starts afresh.
+type eachRun struct {
 	h ReadHandler
 	// drain: read on to EAGAIN after a short read (no watcher, or the
 	// peer hung up); hup: the watcher saw the hang-up.
@@ -104,6 +131,22 @@ type eachOp struct {
 	errno syscall.Errno
 	err   error // h.Handle's
 	hupID uint64
+}
+
+// loopState is a ReadEach's place in a Loops set (loop_linux.go), kept
+// from one ReadEach on the state to the next: a loop may hold the state
+// for a moment after its stream left (the id it checks under loopMu no
+// longer matches), so loopMu is never written over. loopMu orders the
+// loop's callbacks and the stream's leaving; loopID is its entry (0: out).
+type loopState struct {
+	loopMu  sync.Mutex
+	loopFD  uintptr
+	loopID  uint64
+	ended   bool          // the callback ended the reads
+	stalled bool          // a client write was stashed: leave the loop
+	woken   chan struct{} // the stream's goroutine's wake-up
+	client  *Conn         // the connection the handler writes, its writes stashed
+	tail    []byte        // the stash
 }
 
 // run is ReadEach's RawConn callback: read, hand on, and return false (the
@@ -138,6 +181,10 @@ func (op *eachOp) run(fd uintptr) bool {
 		if !more {
 			op.err = err
 			return true
+		}
+		if op.stalled {
+			op.h.Idle() // a client write waits: the stream leaves the loop
+			return false
 		}
 		if n < len(p) && !op.drain && !op.hup.Load() {
 			// Drained: bytes that come after this read mark the socket

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"testing"
 	"time"
 )
@@ -15,6 +16,7 @@ import (
 // gather is a ReadHandler that keeps what it reads, checks the lending
 // contract, and stops after stopAfter reads (0: never) with stopErr.
 type gather struct {
+	mu        sync.Mutex // reads, for a test on another goroutine
 	t         *testing.T
 	buf       []byte
 	lent      bool
@@ -37,11 +39,13 @@ func (g *gather) Handle(p []byte) (bool, error) {
 		g.t.Error("Handle with no buffer lent")
 	}
 	g.got = append(g.got, p...)
+	g.mu.Lock()
 	g.reads++
+	g.mu.Unlock()
 	if g.onRead != nil {
 		g.onRead()
 	}
-	if g.stopAfter > 0 && g.reads >= g.stopAfter {
+	if g.stopAfter > 0 && g.readsSeen() >= g.stopAfter {
 		return false, g.stopErr
 	}
 	return true, nil
@@ -54,6 +58,7 @@ func (g *gather) Handle(p []byte) (bool, error) {
 // read on).
 func TestReadEach(t *testing.T) {
 	errStop := errors.New("stop")
+	loops := new(Loops) // shared by the looped cases, as by a process's streams
 	for _, tc := range []struct {
 		name    string
 		pieces  []string // written before ReadEach starts (first) and then apart
@@ -73,8 +78,9 @@ func TestReadEach(t *testing.T) {
 		// poller's between them): only the abort flag stops them.
 		{"aborted while reading on without a wait", []string{"0123456789abcdef0123"}, "abort", 0, 8, "01234567", os.ErrDeadlineExceeded},
 	} {
-		for _, watched := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/watched=%v", tc.name, watched), func(t *testing.T) {
+		for _, mode := range []struct{ watched, looped bool }{{false, false}, {true, false}, {true, true}} {
+			watched := mode.watched
+			t.Run(fmt.Sprintf("%s/watched=%v/looped=%v", tc.name, watched, mode.looped), func(t *testing.T) {
 				c, peer := pair(t)
 				var w *HupWatcher
 				if watched {
@@ -105,7 +111,14 @@ func TestReadEach(t *testing.T) {
 					bound = 100 * time.Millisecond
 				}
 				_ = c.SetReadDeadline(time.Now().Add(bound))
-				err := c.ReadEach(g, w, new(EachState)) // held by the caller, as upstream does
+				st := new(EachState) // held by the caller, as upstream does
+				if mode.looped {
+					st.Loops = loops
+				}
+				err := c.ReadEach(g, w, st)
+				if mode.looped && rawIO && !loops.started() { // -race: the goroutine's own waits
+					t.Fatal("no loop ran")
+				}
 				if string(g.got) != tc.want || !errors.Is(err, tc.wantErr) {
 					t.Fatalf("watched=%v: read %q, %v; want %q, %v", watched, g.got, err, tc.want, tc.wantErr)
 				}
@@ -130,4 +143,10 @@ func TestReadEachNoSocket(t *testing.T) {
 	if err := c.ReadEach(&gather{t: t, buf: make([]byte, 8)}, nil, nil); err == nil {
 		t.Fatal("ReadEach ran without a socket")
 	}
+}
+
+func (g *gather) readsSeen() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.reads
 }

@@ -39,3 +39,12 @@ func (c *Conn) StopWatchingPeer() {}
 
 // PeerAcked is unknown off Linux.
 func (c *Conn) PeerAcked() (uint64, bool) { return 0, false }
+
+// Loops runs ReadEach off the caller's goroutine on Linux; unused here.
+type Loops struct{}
+
+// stashWrite is Linux's (loop_linux.go); nothing is stashed here.
+func (c *Conn) stashWrite([]byte, bool) bool { return false }
+
+// wakeLoop is Linux's (loop_linux.go).
+func (c *Conn) wakeLoop() {}

@@ -53,6 +53,11 @@ type Client struct {
 	// goroutine runs while any is open. A set of its own: a stream's
 	// registration of the same socket in hup replaces the entry's id.
 	pooledHup sockio.HupWatcher
+	// loops relays the streams whose sink writes its client inside the
+	// front end's read wait (ClientSink) from epoll loops: no wake-up of
+	// the stream's goroutine per event.
+	loops    sockio.Loops
+	useLoops bool // Options.RelayLoops
 
 	mu     sync.Mutex
 	eps    map[string]*endpointConns // by endpoint address
@@ -74,6 +79,7 @@ func NewWithOptions(dialTimeout time.Duration, maxIdle int, o Options, tlsm *met
 		dialer:   net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second},
 		maxIdle:  maxIdle,
 		maxConns: o.MaxConnsPerEndpoint,
+		useLoops: o.RelayLoops,
 		tlsm:     tlsm,
 		eps:      make(map[string]*endpointConns),
 	}

@@ -28,11 +28,16 @@ type Options struct {
 	// requests over it wait for a free one (bounded by their context). 0:
 	// no cap.
 	MaxConnsPerEndpoint int `yaml:"max-engine-conns-per-endpoint"`
+	// RelayLoops relays SSE streams whose client is written inside the
+	// front end's read wait from epoll loops, one per P (ClientSink): no
+	// wake-up of the stream's goroutine per event. false: each stream's
+	// goroutine waits for its engine socket itself.
+	RelayLoops bool `yaml:"sse-relay-loops"`
 }
 
 // DefaultOptions returns the documented defaults.
 func DefaultOptions() Options {
-	return Options{MaxConnsPerEndpoint: DefaultMaxConnsPerEndpoint}
+	return Options{MaxConnsPerEndpoint: DefaultMaxConnsPerEndpoint, RelayLoops: true}
 }
 
 // endpointConns is the connections to one engine address (Client.mu).

@@ -27,6 +27,16 @@ type StreamSink interface {
 	Emit(p []byte) error
 }
 
+// ClientSink is a StreamSink whose Emit writes only to one client
+// connection, inside that connection's Hold step (Client; nil: not so).
+// Stream then reads from an epoll loop shared by many streams instead of
+// waking the caller per read; a client write that would block is kept
+// and finished by the caller, so the loop never waits on one client.
+type ClientSink interface {
+	StreamSink
+	Client() *sockio.Conn
+}
+
 // Streamer is implemented by response bodies that can hand their bytes to
 // a StreamSink from inside the engine socket's read wait.
 type Streamer interface {
@@ -74,6 +84,11 @@ func (b *body) Stream(s StreamSink) (bool, error) {
 	if !st.ended {
 		// The read buffer is empty and not used until the body ends.
 		b.c.parkReader(pc)
+		if cs, ok := s.(ClientSink); ok && b.c.useLoops {
+			if st.each.Client = cs.Client(); st.each.Client != nil {
+				st.each.Loops = &b.c.loops
+			}
+		}
 		err = pc.sock.ReadEach(&st, &b.c.hup, &st.each)
 		b.c.unparkReader(pc)
 	}

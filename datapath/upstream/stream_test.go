@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/infergate/infergate/datapath/sockio"
 	"io"
 	"net"
 	"net/http"
@@ -256,45 +257,89 @@ func TestStream(t *testing.T) {
 		{"until close", "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n",
 			[]string{"data: tok0\n\n", "data: tok1\n\n"}, "close", "data: tok0\n\ndata: tok1\n\n", nil, false},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			e := startScriptEngine(t, tc.head, tc.script, 20*time.Millisecond, tc.end)
-			c := New(time.Second, 4, nil)
-			defer c.CloseIdle()
-			ep := endpoint(e.addr)
-			resp, err := c.Send(t.Context(), Leg{Endpoint: ep, Method: "GET", Path: "/v1/stream"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := &collect{}
-			ok, err := resp.Body.(Streamer).Stream(s)
-			resp.Body.Close()
-			if !ok {
-				if rawStreamable() {
-					t.Skip("no plaintext socket calls here")
-				}
-				t.Fatal("Stream refused a plaintext engine connection")
-			}
-			if string(s.got) != tc.want || !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
-				t.Fatalf("got %q, %v; want %q, %v", s.got, err, tc.want, tc.wantErr)
-			}
-			if s.lent {
-				t.Fatal("the buffer is still lent after Stream returned")
-			}
-			if tc.end == "close" {
-				return
-			}
-			// A second request: on the same connection when it was reused.
-			resp, err = c.Send(t.Context(), Leg{Endpoint: ep, Method: "GET", Path: "/v1/stream"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if got := e.accepted.Load() == 1; got != tc.reused {
-				t.Fatalf("connections accepted %d; reuse wanted %v", e.accepted.Load(), tc.reused)
-			}
-		})
+		for _, mode := range []string{"own waits", "loops", "loops off"} {
+			t.Run(tc.name+"/"+mode, func(t *testing.T) {
+				testStreamCase(t, tc.head, tc.script, tc.end, tc.want, tc.wantErr, tc.reused, mode)
+			})
+		}
 	}
+}
+
+// testStreamCase is one TestStream case, its sink a plain one ("own
+// waits") or a ClientSink, with Options.RelayLoops on ("loops") or off.
+func testStreamCase(t *testing.T, head string, script []string, end, want string, wantErr error, reused bool, mode string) {
+	e := startScriptEngine(t, head, script, 20*time.Millisecond, end)
+	o := DefaultOptions()
+	o.RelayLoops = mode == "loops"
+	c := NewWithOptions(time.Second, 4, o, nil)
+	defer c.CloseIdle()
+	ep := endpoint(e.addr)
+	resp, err := c.Send(t.Context(), Leg{Endpoint: ep, Method: "GET", Path: "/v1/stream"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s *collect
+	var sink StreamSink
+	if mode == "own waits" {
+		s = &collect{}
+		sink = s
+	} else {
+		cs := &clientCollect{client: sockio.New(loopbackConn(t))}
+		s, sink = &cs.collect, cs
+	}
+	ok, err := resp.Body.(Streamer).Stream(sink)
+	resp.Body.Close()
+	if !ok {
+		if rawStreamable() {
+			t.Skip("no plaintext socket calls here")
+		}
+		t.Fatal("Stream refused a plaintext engine connection")
+	}
+	if string(s.got) != want || !errors.Is(err, wantErr) || (wantErr == nil) != (err == nil) {
+		t.Fatalf("got %q, %v; want %q, %v", s.got, err, want, wantErr)
+	}
+	if s.lent {
+		t.Fatal("the buffer is still lent after Stream returned")
+	}
+	if end == "close" {
+		return
+	}
+	// A second request: on the same connection when it was reused.
+	resp, err = c.Send(t.Context(), Leg{Endpoint: ep, Method: "GET", Path: "/v1/stream"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if got := e.accepted.Load() == 1; got != reused {
+		t.Fatalf("connections accepted %d; reuse wanted %v", e.accepted.Load(), reused)
+	}
+}
+
+// clientCollect is a collect that names a client connection
+// (ClientSink), so Stream may run it from the client's loops; it never
+// writes to it.
+type clientCollect struct {
+	collect
+	client *sockio.Conn
+}
+
+func (s *clientCollect) Client() *sockio.Conn { return s.client }
+
+// loopbackConn is one end of a loopback TCP connection whose peer reads
+// until it closes; closed with t.
+func loopbackConn(t *testing.T) net.Conn {
+	t.Helper()
+	ln := serveEach(t, func(nc net.Conn) {
+		defer nc.Close()
+		_, _ = io.Copy(io.Discard, nc)
+	})
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	return nc
 }
 
 // rawStreamable reports whether Stream can run on this platform.

@@ -1,0 +1,304 @@
+//go:build linux
+
+package sockio
+
+import (
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Why a loop: a ReadEach run by its own goroutine is woken by the
+// netpoller and parked again for every relayed event, and with many
+// streams each wake-up resumes a stack and a goroutine no other stream
+// touched since: about a third of an SSE relay's user time per event was
+// that wake and park. A Loops set instead waits on an epoll set of its
+// own (through the netpoller, as HupWatcher does) and runs each ready
+// stream's callback on its goroutine, one after the other, nginx's shape.
+// The stream's goroutine waits inside the socket's RawConn.Read (so the
+// descriptor's number stays its own) until the stream ends, its deadline
+// passes, Abort runs, or its handler's client write would block; in the
+// last three cases the stream leaves the loop and goes on in ReadEach's
+// own waits, as before.
+
+// Loops runs ReadEach callbacks from epoll loops, one per P. A loop
+// starts with the first stream it is given and ends after a tick
+// (hupTick) with none, as HupWatcher's goroutine does. The zero value is
+// ready.
+type Loops struct {
+	mu   sync.Mutex
+	set  []*loop
+	size int // loops; 0: GOMAXPROCS
+}
+
+// loop is one epoll set and the goroutine that waits on it.
+type loop struct {
+	ep     *Epoll
+	mu     sync.Mutex
+	next   uint64
+	ops    map[uint64]*eachOp
+	closed bool // run has returned: register starts another
+}
+
+// register enters op under a new id in the loop for fd, starting one
+// when none runs; nil when no epoll set can be made.
+func (ls *Loops) register(fd uintptr, op *eachOp) (*loop, uint64) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	n := ls.size
+	if n <= 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	if len(ls.set) != n {
+		ls.set = make([]*loop, n) // the running ones end on their own
+	}
+	i := int(fd) % n
+	l := ls.set[i]
+	if l != nil {
+		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			l = nil
+		}
+	}
+	if l == nil {
+		ep, err := NewEpoll()
+		if err != nil {
+			return nil, 0
+		}
+		l = &loop{ep: ep, ops: map[uint64]*eachOp{}}
+		ls.set[i] = l
+		l.mu.Lock()
+		go l.run()
+	}
+	l.next++
+	id := l.next
+	l.ops[id] = op
+	l.mu.Unlock()
+	return l, id
+}
+
+// run waits for the set's sockets and runs each ready stream's callback.
+// A stream's own goroutine takes it out under op.loopMu, so a callback
+// never runs for a stream that left (its id no longer matches).
+func (l *loop) run() {
+	var events [128]syscall.EpollEvent
+	var ops [len(events)]*eachOp
+	handle := func(evs []syscall.EpollEvent) {
+		// The batch's streams looked up together, under one lock: the
+		// lookups' cache misses overlap instead of one per callback.
+		l.mu.Lock()
+		for i := range evs {
+			ops[i] = l.ops[eventID(&evs[i])]
+		}
+		l.mu.Unlock()
+		for i := range evs {
+			if op := ops[i]; op != nil {
+				ops[i] = nil
+				op.loopRun(l, eventID(&evs[i]), evs[i].Events)
+			}
+		}
+	}
+	for {
+		err := l.ep.WaitEach(events[:], hupTick, handle)
+		l.mu.Lock()
+		if len(l.ops) == 0 || err != nil {
+			// Idle for a tick (or the set failed: its streams' own
+			// deadlines and Abort still end their waits).
+			l.closed = true
+			l.mu.Unlock()
+			_ = l.ep.Close()
+			return
+		}
+		l.mu.Unlock()
+	}
+}
+
+// eventID is the stream id register gave an event's socket.
+func eventID(ev *syscall.EpollEvent) uint64 {
+	return uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
+}
+
+// loopRun runs op's callback for one readiness; when the stream ends,
+// or its client write was stashed, it leaves the set and its goroutine
+// is woken.
+func (op *eachOp) loopRun(l *loop, id uint64, events uint32) {
+	op.loopMu.Lock()
+	defer op.loopMu.Unlock()
+	if op.loopID != id {
+		return
+	}
+	if events&(syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
+		op.drain = true // read on to EOF or the error
+	}
+	if op.run(op.loopFD) {
+		op.ended = true
+	} else if !op.stalled {
+		return
+	}
+	op.leave(l)
+	op.wake()
+}
+
+// leave takes op out of l's set; under op.loopMu.
+func (op *eachOp) leave(l *loop) {
+	if op.loopID == 0 {
+		return
+	}
+	l.mu.Lock()
+	delete(l.ops, op.loopID)
+	l.mu.Unlock()
+	op.loopID = 0
+	_ = l.ep.Ctl(syscall.EPOLL_CTL_DEL, int(op.loopFD), nil)
+}
+
+// wake ends the wait of op's goroutine (once per loop run: the channel
+// holds one).
+func (op *eachOp) wake() {
+	select {
+	case op.woken <- struct{}{}:
+	default:
+	}
+}
+
+// readEachInLoop runs op's reads from a loop of ls until the stream ends
+// (true: op holds the outcome) or it must go on in ReadEach's own waits
+// (false: a deadline, Abort, a stashed client write, or no loop).
+func (c *Conn) readEachInLoop(ls *Loops, op *eachOp) (ended bool) {
+	if op.woken == nil {
+		op.woken = make(chan struct{}, 1)
+	}
+	// Inside a RawConn.Read the descriptor is held: a Close elsewhere
+	// cannot free its number while the loop may still read it.
+	_ = c.raw.Read(func(fd uintptr) bool {
+		ended = c.waitInLoop(ls, op, fd)
+		return true
+	})
+	return ended
+}
+
+// waitInLoop registers op in l and waits; see readEachInLoop.
+func (c *Conn) waitInLoop(ls *Loops, op *eachOp, fd uintptr) bool {
+	op.loopMu.Lock() // before the loop can see op
+	l, id := ls.register(fd, op)
+	if l == nil {
+		op.loopMu.Unlock()
+		return false
+	}
+	op.loopFD, op.loopID, op.ended, op.stalled = fd, id, false, false
+	c.loopOp.Store(op)
+	if client := op.client; client != nil {
+		client.stash = op
+	}
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | epollET, Fd: int32(uint32(id)), Pad: int32(uint32(id >> 32))}
+	if err := l.ep.Ctl(syscall.EPOLL_CTL_ADD, int(fd), &ev); err != nil {
+		op.loopID = 0
+	}
+	registered := op.loopID != 0
+	op.loopMu.Unlock()
+	if !registered {
+		l.mu.Lock()
+		delete(l.ops, id)
+		l.mu.Unlock()
+		c.leftLoop(op)
+		return false
+	}
+	if c.aborted.Load() { // an Abort before loopOp was set woke no one
+		op.wake()
+	}
+	var timer *time.Timer
+	var tc <-chan time.Time
+	for {
+		op.loopMu.Lock()
+		want := c.want
+		op.loopMu.Unlock()
+		if !want.IsZero() {
+			d := time.Until(want)
+			if d <= 0 {
+				break
+			}
+			if timer == nil {
+				timer = time.NewTimer(d)
+				tc = timer.C
+			} else {
+				timer.Reset(d)
+			}
+		}
+		select {
+		case <-op.woken:
+		case <-tc:
+			continue // the deadline asked for may have moved on
+		}
+		break
+	}
+	if timer != nil {
+		timer.Stop()
+	}
+	op.loopMu.Lock()
+	op.leave(l)
+	ended := op.ended
+	op.loopMu.Unlock()
+	c.leftLoop(op)
+	return ended
+}
+
+// leftLoop undoes waitInLoop's marks once op is out of the set.
+func (c *Conn) leftLoop(op *eachOp) {
+	c.loopOp.Store(nil)
+	if client := op.client; client != nil {
+		client.stash = nil
+	}
+	select { // a wake-up from before the stream left
+	case <-op.woken:
+	default:
+	}
+}
+
+// wakeLoop ends the loop wait of a ReadEach on c, if one runs (Abort).
+func (c *Conn) wakeLoop() {
+	if op := c.loopOp.Load(); op != nil {
+		op.wake()
+	}
+}
+
+// stashWrite keeps p for the loop stream's goroutine to write (true) when
+// c is written from a loop's callback and a write would block (blocked),
+// or one did already (so the bytes stay in order): the loop must not wait
+// on one client. The stream leaves the loop after the
+// callback, and its goroutine writes the stash, waiting as Write waits.
+func (c *Conn) stashWrite(p []byte, blocked bool) bool {
+	op := c.stash
+	if op == nil || !blocked && !op.stalled {
+		return false
+	}
+	op.tail = append(op.tail, p...)
+	op.stalled = true
+	return true
+}
+
+// flushStash writes what stashWrite kept, as Write would have.
+func (op *eachOp) flushStash() error {
+	if len(op.tail) == 0 || op.client == nil {
+		return nil
+	}
+	_, err := op.client.write(op.tail) // Write counted it
+
+	op.tail = op.tail[:0]
+	if err != nil {
+		return &ClientWriteError{Err: err}
+	}
+	return nil
+}
+
+// started reports whether a loop of the set has run (tests).
+func (ls *Loops) started() bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	for _, l := range ls.set {
+		if l != nil {
+			return true
+		}
+	}
+	return false
+}

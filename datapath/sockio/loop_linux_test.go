@@ -1,0 +1,133 @@
+//go:build linux
+
+package sockio
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"testing"
+	"time"
+)
+
+// TestReadEachLoopAbort checks that Abort from another goroutine ends a
+// ReadEach waiting in a loop (its goroutine is not in the poller's wait
+// that Abort's past deadline ends) with the deadline error.
+func TestReadEachLoopAbort(t *testing.T) {
+	if !rawIO {
+		t.Skip("no loops without raw calls (-race, non-Linux)")
+	}
+	c, peer := pair(t)
+	ls := new(Loops)
+	g := &gather{t: t, buf: make([]byte, 64)}
+	_ = c.SetReadDeadline(time.Now().Add(time.Minute)) // far: only Abort ends it
+	done := make(chan error, 1)
+	go func() { done <- c.ReadEach(g, nil, &EachState{Loops: ls}) }()
+	if _, err := io.WriteString(peer, "a"); err != nil {
+		t.Fatal(err)
+	}
+	for range 500 { // the byte relayed from the loop
+		if ls.started() && g.readsSeen() > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.Abort()
+	select {
+	case err := <-done:
+		if !errors.Is(err, os.ErrDeadlineExceeded) || string(g.got) != "a" {
+			t.Fatalf("read %q, %v; want %q, the deadline error", g.got, err, "a")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Abort did not end the loop's wait")
+	}
+}
+
+// TestReadEachLoopStash relays, from one loop, a stream whose client
+// never reads until told to and a second stream: the first one's write
+// that would block is kept (the loop does not wait on that client), the
+// second ends meanwhile, and the first's client then gets every byte in
+// order.
+func TestReadEachLoopStash(t *testing.T) {
+	if !rawIO {
+		t.Skip("Hold runs no step without raw calls (-race, non-Linux)")
+	}
+	ls := &Loops{size: 1} // both streams on the one loop
+	big := make([]byte, 8<<20)
+	for i := range big {
+		big[i] = byte(i % 251)
+	}
+	eng, engPeer := pair(t)
+	cli, cliPeer := pair(t)
+	_ = cli.SetReadDeadline(time.Now().Add(30 * time.Second))
+	_ = cli.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	_ = eng.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(cliPeer, "go"); err != nil { // wakes the hold
+		t.Fatal(err)
+	}
+	go func() {
+		_, _ = engPeer.Write(big)
+		_ = engPeer.Close()
+	}()
+	first := make(chan error, 1)
+	go func() {
+		var rerr error
+		buf := make([]byte, 2)
+		err := cli.Hold(func() bool {
+			if _, err := cli.Read(buf); err != nil {
+				rerr = err
+				return false
+			}
+			w := &writeTo{c: cli, buf: make([]byte, 16<<10)}
+			rerr = eng.ReadEach(w, nil, &EachState{Loops: ls, Client: cli})
+			return false
+		})
+		if err != nil {
+			rerr = err
+		}
+		first <- rerr
+	}()
+	// The second stream, on the same loop, while the first client reads
+	// nothing.
+	eng2, eng2Peer := pair(t)
+	_ = eng2.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(eng2Peer, "second"); err != nil {
+		t.Fatal(err)
+	}
+	_ = eng2Peer.Close()
+	g := &gather{t: t, buf: make([]byte, 64)}
+	second := make(chan error, 1)
+	go func() { second <- eng2.ReadEach(g, nil, &EachState{Loops: ls}) }()
+	select {
+	case err := <-second:
+		if !errors.Is(err, io.EOF) || string(g.got) != "second" {
+			t.Fatalf("second stream: read %q, %v; want %q, EOF", g.got, err, "second")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the second stream did not end while the first one's client read nothing: the loop waited on it")
+	}
+	got, err := io.ReadAll(io.LimitReader(cliPeer, int64(len(big))))
+	if err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("first client: %d bytes (%v), want the %d written, in order", len(got), err, len(big))
+	}
+	if err := <-first; !errors.Is(err, io.EOF) {
+		t.Fatalf("first stream: %v, want EOF", err)
+	}
+}
+
+// writeTo is a ReadHandler that writes what it reads to c (the relay's
+// shape: Emit writes the client in its Hold step).
+type writeTo struct {
+	c   *Conn
+	buf []byte
+}
+
+func (w *writeTo) Buffer() []byte { return w.buf }
+func (w *writeTo) Idle()          {}
+func (w *writeTo) Handle(p []byte) (bool, error) {
+	if _, err := w.c.Write(p); err != nil {
+		return false, err
+	}
+	return true, nil
+}
