@@ -27,46 +27,62 @@ type requestState struct {
 // EnterRequest takes a request slot for a request from ip on l, or
 // returns the refusing level's reason (metrics.Refused*). Every admitted
 // request must be followed by exactly one LeaveRequest with the same ip.
+//
+// Each level's slot is an optimistic add, given back on refusal (no cap is
+// ever passed), taken narrowest first: the address's share, then the
+// listener's, then the gateway's. So a request refused at one level has
+// held, for that instant, only slots of levels narrower than it, never one
+// that requests from other addresses need. Taken widest first, the global
+// count held every request about to be refused per address: a flood of
+// HTTP/2 streams from one address, each queued on reqMu with a global
+// slot, met a full gateway (503) instead of its own share (429), and so
+// could requests from other addresses.
 func (l *Listener) EnterRequest(ip netip.Addr) string {
 	g := l.g
-	if lim := int64(g.reqs.global); g.inflight.Add(1) > lim && lim > 0 {
-		g.inflight.Add(-1)
-		return g.refuseRequest(metrics.RefusedGlobal)
-	}
-	if lim := l.limit.Load(); l.reqOpen.Add(1) > lim && lim > 0 {
-		l.reqOpen.Add(-1)
-		g.inflight.Add(-1)
-		return g.refuseRequest(metrics.RefusedListener)
-	}
 	if g.reqs.perIPCap > 0 {
 		g.reqMu.Lock()
 		n := g.reqs.perIP[ip]
 		if n >= g.reqs.perIPCap {
 			g.reqMu.Unlock()
-			l.reqOpen.Add(-1)
-			g.inflight.Add(-1)
 			return g.refuseRequest(metrics.RefusedPerIP)
 		}
 		g.reqs.perIP[ip] = n + 1
 		g.reqMu.Unlock()
+	}
+	if lim := l.limit.Load(); l.reqOpen.Add(1) > lim && lim > 0 {
+		l.reqOpen.Add(-1)
+		l.leavePerIP(ip)
+		return g.refuseRequest(metrics.RefusedListener)
+	}
+	if lim := int64(g.reqs.global); g.inflight.Add(1) > lim && lim > 0 {
+		g.inflight.Add(-1)
+		l.reqOpen.Add(-1)
+		l.leavePerIP(ip)
+		return g.refuseRequest(metrics.RefusedGlobal)
 	}
 	return ""
 }
 
 // LeaveRequest gives back the slot EnterRequest took.
 func (l *Listener) LeaveRequest(ip netip.Addr) {
-	g := l.g
-	if g.reqs.perIPCap > 0 {
-		g.reqMu.Lock()
-		if n := g.reqs.perIP[ip]; n <= 1 {
-			delete(g.reqs.perIP, ip)
-		} else {
-			g.reqs.perIP[ip] = n - 1
-		}
-		g.reqMu.Unlock()
-	}
+	l.g.inflight.Add(-1)
 	l.reqOpen.Add(-1)
-	g.inflight.Add(-1)
+	l.leavePerIP(ip)
+}
+
+// leavePerIP gives back ip's share of the per-address cap.
+func (l *Listener) leavePerIP(ip netip.Addr) {
+	g := l.g
+	if g.reqs.perIPCap <= 0 {
+		return
+	}
+	g.reqMu.Lock()
+	if n := g.reqs.perIP[ip]; n <= 1 {
+		delete(g.reqs.perIP, ip)
+	} else {
+		g.reqs.perIP[ip] = n - 1
+	}
+	g.reqMu.Unlock()
 }
 
 // InFlight is the number of requests admitted and not yet left.

@@ -2,6 +2,8 @@ package admission
 
 import (
 	"net/netip"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/infergate/infergate/metrics"
@@ -58,6 +60,73 @@ func TestRequestCaps(t *testing.T) {
 			// Every slot is free again: the first request is admitted.
 			if got := l.EnterRequest(tc.enters[0]); got != "" {
 				t.Fatalf("after leaving: %q", got)
+			}
+		})
+	}
+}
+
+// TestRefusedRequestHoldsNoSlot: a request a cap refuses never holds a
+// slot of another level, not even while it is being refused. A flood from
+// one address over its share, refused per address, runs beside a client
+// from another address on another listener whose requests fit every cap:
+// each of those must be admitted, and every flood request refused at its
+// own level. (With the levels taken widest first, each flood request held a
+// global slot while it waited for the per-address check: the flood met a
+// full gateway, 503, and so could the other client.)
+func TestRefusedRequestHoldsNoSlot(t *testing.T) {
+	const (
+		flooders = 8
+		floods   = 2000 // requests per flooder
+		goods    = 2000 // requests of the other client
+	)
+	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	for _, tc := range []struct {
+		name     string
+		opts     Options
+		listener int    // the flood's listener's SetLimit
+		want     string // what the flood meets
+	}{
+		{"per address", Options{MaxRequests: 2, MaxRequestsPerIP: 1}, 0, metrics.RefusedPerIP},
+		{"listener", Options{MaxRequests: 2, MaxRequestsPerIP: -1}, 1, metrics.RefusedListener},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := New(tc.opts, metrics.NewEdge(prometheus.NewRegistry()))
+			flood, other := g.Wrap(nil), g.Wrap(nil)
+			flood.SetLimit(tc.listener)
+			if got := flood.EnterRequest(a); got != "" { // the flood's one admitted request
+				t.Fatalf("first request from %v: %q", a, got)
+			}
+			var wg sync.WaitGroup
+			var wrong atomic.Int64 // flood requests admitted or refused by another level
+			for range flooders {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range floods {
+						if got := flood.EnterRequest(a); got != tc.want {
+							wrong.Add(1)
+							if got == "" {
+								flood.LeaveRequest(a)
+							}
+						}
+					}
+				}()
+			}
+			refused := map[string]int{}
+			for range goods {
+				if got := other.EnterRequest(b); got != "" {
+					refused[got]++
+					continue
+				}
+				other.LeaveRequest(b)
+			}
+			wg.Wait()
+			if len(refused) != 0 || wrong.Load() != 0 {
+				t.Fatalf("the other client refused %v of %d times; %d flood requests not refused %q", refused, goods, wrong.Load(), tc.want)
+			}
+			flood.LeaveRequest(a)
+			if g.InFlight() != 0 {
+				t.Fatalf("in flight %d after leaving", g.InFlight())
 			}
 		})
 	}

@@ -26,7 +26,7 @@ func testOptions() Options {
 	o.BreakerOpenFor = 200 * time.Millisecond
 	o.DrainGrace = 5 * time.Second
 	o.DialTimeout = time.Second
-	return o
+	return withTestRelayLoops(o)
 }
 
 // closeAtEnd closes rt when the test ends and checks it left no datapath

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -121,7 +122,12 @@ func TestSSEHostileFraming(t *testing.T) {
 // hang-up watcher, h1's, the pool's reaper).
 func countInfergateGoroutines() (int, string) {
 	buf := make([]byte, 8<<20)
-	buf = buf[:runtime.Stack(buf, true)]
+	n := runtime.Stack(buf, true)
+	for n == len(buf) { // cut short: a thousand held streams can fill 8 MiB
+		buf = make([]byte, 2*len(buf))
+		n = runtime.Stack(buf, true)
+	}
+	buf = buf[:n]
 	n, last := 0, ""
 	for _, g := range bytes.Split(buf, []byte("\n\n")) {
 		if bytes.Contains(g, []byte("infergate/infergate/")) && !bytes.Contains(g, []byte("testing.tRunner")) &&
@@ -136,30 +142,53 @@ func countInfergateGoroutines() (int, string) {
 // TestSSEHeldStreamsEndOnRemoveAndClose holds many streams on a silent
 // engine, removes the rule and closes the runtime: Close returns within its
 // context, every client's stream ends, and no goroutine of the module is
-// left (the hang-up watchers included).
+// left (the hang-up watchers and the relay loops included). With the relay
+// loops and without: a held stream waits in a loop's epoll set or in its
+// own goroutine's read wait.
 func TestSSEHeldStreamsEndOnRemoveAndClose(t *testing.T) {
+	for _, loops := range []bool{true, false} {
+		t.Run(fmt.Sprintf("loops=%v", loops), func(t *testing.T) {
+			heldStreamsEndOnRemoveAndClose(t, loops)
+		})
+	}
+}
+
+func heldStreamsEndOnRemoveAndClose(t *testing.T, loops bool) {
 	const streams = 1000
 	o := testOptions()
 	o.DrainGrace = time.Second
-	o.DialTimeout = 20 * time.Second // 1,000 dials at once on a shared box
+	o.DialTimeout = 20 * time.Second // waves of 100 dials on a loaded box
+	o.Upstream.RelayLoops = loops
+	// Every stream on its own engine connection: over the cap a request
+	// waits for a free one only until its first-byte bound, and no stream
+	// here frees one before Remove. (Under the default cap of 256 the
+	// streams past it were served only as the first ones ended at their
+	// idle bound, a race between two equal bounds that answered 504
+	// upstream_pool_timeout on a loaded box; never 1,000 held at once.)
+	o.Upstream.MaxConnsPerEndpoint = streams
 	rt, _ := newTestRuntime(t, o)
 	var engines sync.WaitGroup
+	var open atomic.Int64 // engine connections inside a held stream
 	e := startRawEngine(t, func(nc net.Conn) bool {
 		engines.Add(1)
 		defer engines.Done()
+		open.Add(1)
+		defer open.Add(-1)
 		_, _ = io.WriteString(nc, rawSSEHead+sseChunk("data: {\"tok\":0}\n\n"))
-		_ = nc.SetReadDeadline(time.Now().Add(60 * time.Second))
+		_ = nc.SetReadDeadline(time.Now().Add(2 * time.Minute))
 		_, _ = nc.Read(make([]byte, 1))
 		return false
 	})
 	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, epFor(t, e.addr, 1))
+	// The streams' idle bound (capped by the rule's) must outlast opening
+	// them all, however slow the box: they end at Remove, not on their own.
+	r.IdleTimeout = 2 * time.Minute
 	if err := rt.Install(nil, r); err != nil {
 		t.Fatal(err)
 	}
 	url := ruleURL(r) + "/v1/completions"
-	c := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxConnsPerHost: 0, DisableKeepAlives: true}}
+	c := &http.Client{Timeout: 3 * time.Minute, Transport: &http.Transport{MaxConnsPerHost: 0, DisableKeepAlives: true}}
 	var wg sync.WaitGroup
-	ended := make(chan error, streams)
 	started := make(chan struct{}, streams)
 	for k := range streams {
 		wg.Add(1)
@@ -167,18 +196,17 @@ func TestSSEHeldStreamsEndOnRemoveAndClose(t *testing.T) {
 			defer wg.Done()
 			resp, err := c.Post(url, "application/json", strings.NewReader(`{"stream":true}`))
 			if err != nil {
+				t.Errorf("stream %d: %v", k, err)
 				started <- struct{}{}
-				ended <- err
 				return
 			}
 			defer resp.Body.Close()
 			br := bufio.NewReader(resp.Body)
 			if _, err := br.ReadString('\n'); err != nil || resp.StatusCode != http.StatusOK {
-				t.Errorf("stream refused: %d %v", resp.StatusCode, err)
+				t.Errorf("stream refused: %d %s %v", resp.StatusCode, resp.Header.Get(HeaderError), err)
 			}
 			started <- struct{}{}
-			_, err = io.Copy(io.Discard, br)
-			ended <- err
+			_, _ = io.Copy(io.Discard, br)
 		}()
 		if k%100 == 99 { // in waves: the engine's accept backlog is short
 			for range 100 {
@@ -189,14 +217,18 @@ func TestSSEHeldStreamsEndOnRemoveAndClose(t *testing.T) {
 	for range streams % 100 {
 		<-started
 	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	// Every stream's first event came: each engine connection is held.
+	if n := open.Load(); n != streams {
+		t.Fatalf("%d of %d streams held at the engine before Remove", n, streams)
+	}
 	before, _ := countInfergateGoroutines()
 	t.Logf("%d streams held; %d module goroutines", streams, before)
 	rt.Remove(r)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	if t.Failed() {
-		t.FailNow()
-	}
 	t0 := time.Now()
 	if err := rt.Close(ctx); err != nil {
 		t.Logf("Close: %v", err)
@@ -215,7 +247,7 @@ func TestSSEHeldStreamsEndOnRemoveAndClose(t *testing.T) {
 	engines.Wait()
 	var n int
 	var last string
-	for range 300 { // ≤ 3 s: the watchers' tick is 250 ms
+	for range 300 { // ≤ 3 s: the watchers' and loops' idle tick is 250 ms
 		if n, last = countInfergateGoroutines(); n == 0 {
 			break
 		}
