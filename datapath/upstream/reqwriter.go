@@ -71,13 +71,18 @@ func (w *reqWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// WriteString is Write for a string.
+// WriteString is Write for a string, copied in as it fits (no conversion
+// to a byte slice: that would allocate for each request's first write,
+// which finds no buffer borrowed).
 func (w *reqWriter) WriteString(s string) {
-	if w.err == nil && len(s) <= cap(w.buf)-len(w.buf) {
-		w.buf = append(w.buf, s...)
-		return
+	for w.err == nil {
+		w.grab()
+		n := copy(w.buf[len(w.buf):cap(w.buf)], s)
+		w.buf, s = w.buf[:len(w.buf)+n], s[n:]
+		if len(s) == 0 || w.Flush() != nil {
+			return
+		}
 	}
-	_, _ = w.Write([]byte(s))
 }
 
 // WriteByte buffers one byte.
