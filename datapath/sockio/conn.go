@@ -61,6 +61,7 @@ type Conn struct {
 	peekFn       func(fd uintptr) bool // Quiet's
 	waitFn       func(fd uintptr) bool // WaitReadable's
 	replyFn      func(fd uintptr) bool // writeAwaitReply's
+	replyOut     func()                // ReleaseOnReplyWait's
 	holdFn       func(fd uintptr) bool // Hold's
 	holdStep     func() bool           // Hold's caller's step
 	drained      uint8                 // drainNone, drainShort, drainEAGAIN
@@ -505,6 +506,14 @@ func writeAll(fd uintptr, p []byte) (n int, errno syscall.Errno) {
 // flushed before its body's end): the peer may have answered it already.
 func (c *Conn) AwaitReply(on bool) { c.awaitReply = on }
 
+// ReleaseOnReplyWait sets f (nil: none) to run when a Write with
+// AwaitReply on has put all its bytes out and is about to wait: p is
+// not read again, so f may give its memory back. Why: the wait lasts the
+// peer's time to its first byte (an engine's, seconds for a long prompt),
+// and a request buffer held through it is held by every stream waiting
+// for its engine at once. f runs on the writing goroutine, inside Write.
+func (c *Conn) ReleaseOnReplyWait(f func()) { c.replyOut = f }
+
 // writeAwaitReply is Write with AwaitReply on: p written from a read-side
 // callback, then the wait. What the callback could not write (a full
 // send buffer, or no call at all because the read side had failed
@@ -538,7 +547,14 @@ func (c *Conn) replyRaw(fd uintptr) bool {
 	c.replyWrote = true
 	c.writeRaw(fd)
 	// All out: wait. A failed or partial write returns to writeAwaitReply.
-	return c.wr.errno != 0 || c.wr.n < len(c.wr.p)
+	if c.wr.errno != 0 || c.wr.n < len(c.wr.p) {
+		return true
+	}
+	c.wr.p = nil
+	if c.replyOut != nil {
+		c.replyOut()
+	}
+	return false
 }
 
 // Quiet reports whether nothing is pending on an idle connection: no bytes

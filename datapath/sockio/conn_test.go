@@ -1,6 +1,7 @@
 package sockio
 
 import (
+	"bytes"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -536,5 +537,79 @@ func TestConnWriteFieldsFirst(t *testing.T) {
 		if f.end > 40 {
 			t.Errorf("%s ends at byte %d, want it in the first 40", f.name, f.end)
 		}
+	}
+}
+
+// TestReleaseOnReplyWait: the release runs at most once, only when a
+// Write with AwaitReply on has put all its bytes out (it scribbles over
+// them: the peer must still receive them whole), and for a small request
+// before the wait (the peer answers only after it saw it run).
+func TestReleaseOnReplyWait(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		size        int
+		wantRelease bool // before the answer, on the raw socket
+	}{
+		{name: "small request", size: 5, wantRelease: true},
+		{name: "large request", size: 8 << 20}, // may or may not finish inside the wait
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, peer := pair(t)
+			req := make([]byte, tc.size)
+			for i := range req {
+				req[i] = byte('a' + i%26)
+			}
+			sent := append([]byte(nil), req...)
+			released := make(chan struct{}, 2)
+			c.ReleaseOnReplyWait(func() {
+				for i := range req {
+					req[i] = 0xff
+				}
+				released <- struct{}{}
+			})
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second)) // bounds a wait nothing ends
+			type seen struct {
+				got     []byte
+				release bool
+			}
+			peerSaw := make(chan seen, 1)
+			go func() {
+				var s seen
+				s.got = make([]byte, tc.size)
+				_, _ = io.ReadFull(peer, s.got)
+				if tc.wantRelease && rawIO {
+					select {
+					case <-released:
+						s.release = true
+					case <-time.After(5 * time.Second):
+					}
+				}
+				peerSaw <- s
+				_, _ = peer.Write([]byte("x"))
+			}()
+			c.AwaitReply(true)
+			n, err := c.Write(req)
+			c.AwaitReply(false)
+			if n != tc.size || err != nil {
+				t.Fatalf("Write = %d, %v; want %d, nil", n, err, tc.size)
+			}
+			s := <-peerSaw
+			if !bytes.Equal(s.got, sent) {
+				t.Fatal("the peer did not receive the request as written: bytes read after the release")
+			}
+			total := len(released)
+			if s.release {
+				total++
+			}
+			if total > 1 {
+				t.Fatalf("released %d times", total)
+			}
+			if want := tc.wantRelease && rawIO; s.release != want {
+				t.Fatalf("release seen before the answer: %v, want %v", s.release, want)
+			}
+			if !rawIO && total != 0 {
+				t.Fatal("released without a wait inside the write")
+			}
+		})
 	}
 }

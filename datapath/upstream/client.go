@@ -38,10 +38,11 @@ type Client struct {
 	tlsm     *metrics.TLS // engine TLS handshakes; may be nil
 	tlsSeq   atomic.Uint64
 
-	// writers are the request-head buffers, borrowed only while a request
-	// is written: a connection holds none while it waits for a response,
-	// relays a stream or sits idle (16 KiB less per open SSE stream).
-	writers sync.Pool // *bufio.Writer
+	// writers are the request buffers, borrowed only while a request is
+	// written: a connection holds none while it waits for a response
+	// (reqwriter.go), relays a stream or sits idle (16 KiB less per open
+	// SSE stream).
+	writers sync.Pool // *[]byte
 	// readers hold the read buffers of streams waiting for their engine's
 	// next bytes (waitread.go).
 	readers sync.Pool // *bufio.Reader
@@ -104,6 +105,9 @@ type conn struct {
 	// abortFn is sock.Abort, bound once: Send registers it with the
 	// request's context on every exchange.
 	abortFn func()
+
+	// rw writes requests to sock (reqwriter.go).
+	rw reqWriter
 
 	// sock reads and writes nc (raw socket calls when plaintext) with the
 	// lazy read deadline the relay's per-read idle bound relies on. Only
@@ -184,8 +188,13 @@ func (c *Client) dial(ctx context.Context, addr string, tc *TLS) (*conn, error) 
 	}
 	pc := &conn{addr: addr, tlsID: tlsID(tc), nc: nc, tls: tc != nil}
 	pc.sock.Reset(nc)
-	pc.br = bufio.NewReaderSize(&pc.sock, bufSize) // lazy read deadlines
+	pc.br = new(bufio.Reader)
+	if pc.tls {
+		c.unparkReader(pc) // aliveTLS reads through it
+	} // else borrowed once the first answer is readable (exchange)
 	pc.abortFn = pc.sock.Abort
+	pc.rw = reqWriter{pool: &c.writers, w: &pc.sock}
+	pc.sock.ReleaseOnReplyWait(pc.rw.release)
 	return pc, nil
 }
 
@@ -409,19 +418,26 @@ func (c *Client) exchange(ctx context.Context, pc *conn, trusted bool, leg Leg, 
 		return nil, err, again
 	}
 	method := leg.method()
-	bw := c.writer(&pc.sock)
+	bw := &pc.rw
+	bw.err = nil
 	if leg.Stream != nil {
 		err = writeStreamed(ctx, pc, bw, addr, method, leg, leg.Stream)
 	} else {
 		err = writeRequest(bw, pc, addr, method, leg)
 	}
-	c.putWriter(bw)
+	bw.release() // what an error left unwritten is dropped
 	if err != nil {
 		var cbe *ClientBodyError
 		if errors.As(err, &cbe) {
 			return fail(err)
 		}
 		return fail(fmt.Errorf("writing request to %s: %w", addr, err))
+	}
+	if pc.br.Size() == 0 {
+		// Borrowed only now that the answer is readable (flushAwait
+		// waited for it): a stream waiting for its engine's first byte
+		// holds no read buffer either.
+		c.unparkReader(pc)
 	}
 	var ur *response
 	for {
@@ -474,26 +490,9 @@ type response struct {
 	vals [8]string // backing array for up to 8 single-valued headers
 }
 
-// writer borrows a request writer for nc (Client.writers).
-func (c *Client) writer(w io.Writer) *bufio.Writer {
-	bw, _ := c.writers.Get().(*bufio.Writer)
-	if bw == nil {
-		return bufio.NewWriterSize(w, bufSize)
-	}
-	bw.Reset(w)
-	return bw
-}
-
-// putWriter returns a borrowed writer, dropping its connection (and any
-// bytes an error left unflushed).
-func (c *Client) putWriter(bw *bufio.Writer) {
-	bw.Reset(nil)
-	c.writers.Put(bw)
-}
-
 // writeRequest writes an HTTP/1.1 request head and leg.Body. Header values
 // come from net/http's parser (or our own code), so they carry no CR/LF.
-func writeRequest(w *bufio.Writer, pc *conn, addr, method string, leg Leg) error {
+func writeRequest(w *reqWriter, pc *conn, addr, method string, leg Leg) error {
 	writeHead(w, addr, method, leg)
 	if leg.Body != nil || method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch {
 		w.WriteString(headerContentLength + ": ")
@@ -519,7 +518,7 @@ func writeRequest(w *bufio.Writer, pc *conn, addr, method string, leg Leg) error
 // this one flush, after the client's body ended, so the engine cannot
 // have answered before it; a longer one was flushed in part already, and
 // its last flush does not wait.
-func flushAwait(w *bufio.Writer, pc *conn) error {
+func flushAwait(w *reqWriter, pc *conn) error {
 	pc.sock.AwaitReply(true)
 	err := w.Flush()
 	pc.sock.AwaitReply(false)
@@ -528,7 +527,7 @@ func flushAwait(w *bufio.Writer, pc *conn) error {
 
 // writeHead writes the request line, Host and the leg's end-to-end headers
 // (framing headers are the caller's).
-func writeHead(w *bufio.Writer, addr, method string, leg Leg) {
+func writeHead(w *reqWriter, addr, method string, leg Leg) {
 	target := leg.Path
 	if target == "" {
 		target = "/"

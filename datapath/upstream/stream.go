@@ -90,7 +90,7 @@ func (b *body) Stream(s StreamSink) (bool, error) {
 			}
 		}
 		err = pc.sock.ReadEach(&st, &b.c.hup, &st.each)
-		b.c.unparkReader(pc)
+		// pc goes on without a read buffer: its next exchange borrows one.
 	}
 	switch {
 	case st.ended:

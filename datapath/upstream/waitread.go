@@ -55,8 +55,9 @@ func (c *Client) parkReader(pc *conn) {
 	c.readers.Put(h)
 }
 
-// unparkReader gives pc a pooled read buffer back (the same size as a
-// dialled one), empty and reading from pc.
+// unparkReader gives pc a pooled read buffer (bufSize bytes), empty and
+// reading from pc: back after a wait, or at an exchange's answer on a
+// plaintext connection, which holds none before it (dial, Stream).
 func (c *Client) unparkReader(pc *conn) {
 	h, _ := c.readers.Get().(*bufio.Reader)
 	if h == nil {

@@ -30,8 +30,12 @@ func main() {
 	memprofile := flag.String("memprofile", "", "write an allocation profile here at exit")
 	heapAfter := flag.Duration("heap-after", 0, "with -heapprofile: when to write it (e.g. while streams are open)")
 	heapprofile := flag.String("heapprofile", "", "write a heap profile and memory classes here after -heap-after")
+	memRate := flag.Int("mem-profile-rate", 0, "runtime.MemProfileRate (1: every allocation, for an exact heap profile of open streams; 0: the runtime's default)")
 	accessLog := flag.Bool("access-log", true, "write the access log (to nowhere: its cost only); `infergate serve --log-level warn`, as proxy.sh runs it, writes none")
 	flag.Parse()
+	if *memRate > 0 {
+		runtime.MemProfileRate = *memRate
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -66,6 +70,8 @@ func main() {
 	}
 	opts := datapath.DefaultOptions()
 	opts.AccessLog.Enabled = *accessLog
+	opts.Upstream.MaxConnsPerEndpoint = 0 // as proxy.sh runs infergate: nginx has no such cap
+	opts.Admission.MaxConnsPerIP = 0
 	rt := datapath.New(opts, nil, nil)
 	if err := rt.Install(nil, r); err != nil {
 		fail(err)
@@ -102,6 +108,10 @@ func writeHeap(path string) {
 	}
 	_ = pprof.Lookup("heap").WriteTo(f, 0)
 	_ = f.Close()
+	if g, err := os.Create(path + ".goroutines"); err == nil {
+		_ = pprof.Lookup("goroutine").WriteTo(g, 1)
+		_ = g.Close()
+	}
 	var out strings.Builder
 	fmt.Fprintf(&out, "goroutines %d\n", runtime.NumGoroutine())
 	for _, d := range metrics.All() {

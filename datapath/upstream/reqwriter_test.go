@@ -1,0 +1,115 @@
+package upstream
+
+import (
+	"bytes"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// recWriter records each write it gets.
+type recWriter struct{ writes [][]byte }
+
+func (r *recWriter) Write(p []byte) (int, error) {
+	r.writes = append(r.writes, append([]byte(nil), p...))
+	return len(p), nil
+}
+
+// TestReqWriter: the bytes come out whole and in order, one socket write
+// per buffer-full (a part as long as the buffer or longer goes out as it
+// is), and release gives the buffer up.
+func TestReqWriter(t *testing.T) {
+	head := "POST / HTTP/1.1\r\n\r\n"
+	for _, tc := range []struct {
+		name   string
+		parts  []string
+		writes int // to the socket, with the Flush at the end
+	}{
+		{name: "small request", parts: []string{head, "{}"}, writes: 1},
+		{name: "fills the buffer", parts: []string{head, strings.Repeat("a", bufSize-len(head))}, writes: 1},
+		{name: "one byte past it", parts: []string{head, strings.Repeat("a", bufSize-len(head)+1)}, writes: 2},
+		{name: "body larger than the buffer", parts: []string{head, strings.Repeat("b", 3*bufSize)}, writes: 2},
+		{name: "many small parts", parts: strings.Split(strings.Repeat("hdr: v\r\n", 5000), "\n"), writes: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var pool sync.Pool
+			rec := &recWriter{}
+			w := reqWriter{pool: &pool, w: rec}
+			var want strings.Builder
+			for i, p := range tc.parts {
+				want.WriteString(p)
+				switch i % 3 {
+				case 0:
+					w.WriteString(p)
+				case 1:
+					if _, err := w.Write([]byte(p)); err != nil {
+						t.Fatal(err)
+					}
+				default:
+					for j := range len(p) {
+						if err := w.WriteByte(p[j]); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+			}
+			if err := w.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			got := bytes.Join(rec.writes, nil)
+			if string(got) != want.String() {
+				t.Fatalf("wrote %d bytes, want %d (or different bytes)", len(got), want.Len())
+			}
+			if len(rec.writes) != tc.writes {
+				t.Fatalf("%d writes to the socket, want %d", len(rec.writes), tc.writes)
+			}
+			if w.bp == nil {
+				t.Fatal("no buffer held after writes: grab did not borrow one")
+			}
+			w.release()
+			if w.bp != nil || w.buf != nil {
+				t.Fatal("release left the buffer with the writer")
+			}
+		})
+	}
+}
+
+// TestReqWriterAvailableBuffer: appending to AvailableBuffer and writing
+// it back (writeRequest's Content-Length) copies nothing and keeps order.
+func TestReqWriterAvailableBuffer(t *testing.T) {
+	var pool sync.Pool
+	rec := &recWriter{}
+	w := reqWriter{pool: &pool, w: rec}
+	w.WriteString("Content-Length: ")
+	if _, err := w.Write(append(w.AvailableBuffer(), "1234"...)); err != nil {
+		t.Fatal(err)
+	}
+	w.WriteString("\r\n")
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(bytes.Join(rec.writes, nil)); got != "Content-Length: 1234\r\n" {
+		t.Fatalf("wrote %q", got)
+	}
+}
+
+// TestReqWriterWriteStringNoAlloc: a string past the buffer's free space is
+// copied in pieces around a flush, never converted to a byte slice (which
+// allocated once per request: each one's first write finds no buffer).
+func TestReqWriterWriteStringNoAlloc(t *testing.T) {
+	var pool sync.Pool
+	w := reqWriter{pool: &pool, w: io.Discard}
+	w.grab()
+	s := strings.Repeat("x", 100)
+	allocs := testing.AllocsPerRun(50, func() {
+		w.buf = w.buf[:cap(w.buf)-10] // 10 bytes free: the string does not fit
+		w.WriteString(s)
+	})
+	if allocs != 0 {
+		t.Fatalf("WriteString allocated %.1f times per call", allocs)
+	}
+	if len(w.buf) != 90 {
+		t.Fatalf("%d bytes held after the flush, want the string's last 90", len(w.buf))
+	}
+}
