@@ -95,28 +95,32 @@ func (l *Listener) Accept() (net.Conn, error) {
 // admit takes a slot on every level or none, and returns the refusing
 // level's reason ("" when admitted). Counts are optimistic adds rolled back
 // on refusal, so concurrent accepts on different listeners never overshoot
-// a cap.
+// a cap. Taken narrowest first, as requests' are (EnterRequest): the
+// address's share, the listener's, then the gateway's, whose full cap
+// evicts an idle connection. So a client over its own share is refused
+// before it can evict another client's connection, and a refused
+// connection never held a slot other addresses need.
 func (l *Listener) admit(ip netip.Addr) string {
 	g := l.g
-	if !g.takeGlobal() {
-		return metrics.RefusedGlobal
-	}
-	if lim := l.limit.Load(); l.open.Add(1) > lim && lim > 0 {
-		l.open.Add(-1)
-		g.total.Add(-1)
-		return metrics.RefusedListener
-	}
 	if g.opts.MaxConnsPerIP > 0 {
 		g.mu.Lock()
 		n := g.perIP[ip]
 		if n >= g.opts.MaxConnsPerIP {
 			g.mu.Unlock()
-			l.open.Add(-1)
-			g.total.Add(-1)
 			return metrics.RefusedPerIP
 		}
 		g.perIP[ip] = n + 1
 		g.mu.Unlock()
+	}
+	if lim := l.limit.Load(); l.open.Add(1) > lim && lim > 0 {
+		l.open.Add(-1)
+		g.releasePerIP(ip)
+		return metrics.RefusedListener
+	}
+	if !g.takeGlobal() {
+		l.open.Add(-1)
+		g.releasePerIP(ip)
+		return metrics.RefusedGlobal
 	}
 	return ""
 }
@@ -217,20 +221,26 @@ func (g *Gate) unlist(c *conn) {
 // release gives back the slots admit took.
 func (l *Listener) release(ip netip.Addr) {
 	g := l.g
-	if g.opts.MaxConnsPerIP > 0 {
-		g.mu.Lock()
-		if n := g.perIP[ip]; n <= 1 {
-			delete(g.perIP, ip)
-		} else {
-			g.perIP[ip] = n - 1
-		}
-		g.mu.Unlock()
-	}
+	g.releasePerIP(ip)
 	l.open.Add(-1)
 	g.total.Add(-1)
 	if g.m != nil {
 		g.m.Connections.Dec()
 	}
+}
+
+// releasePerIP gives back ip's share of the per-address connection cap.
+func (g *Gate) releasePerIP(ip netip.Addr) {
+	if g.opts.MaxConnsPerIP <= 0 {
+		return
+	}
+	g.mu.Lock()
+	if n := g.perIP[ip]; n <= 1 {
+		delete(g.perIP, ip)
+	} else {
+		g.perIP[ip] = n - 1
+	}
+	g.mu.Unlock()
 }
 
 // refuse closes a connection as cheaply as possible: a reset frees the

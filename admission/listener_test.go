@@ -241,6 +241,39 @@ func TestEvictIdleAtGlobalCap(t *testing.T) {
 	}
 }
 
+// TestOverShareEvictsNobody: at the global cap with an idle connection
+// to evict, a client already at its per-address share is refused per
+// address and evicts nothing; the idle connection stays until a client
+// within its share needs the room.
+func TestOverShareEvictsNobody(t *testing.T) {
+	m := metrics.NewEdge(prometheus.NewRegistry())
+	g := New(Options{MaxConns: 2, MaxConnsPerIP: 1, EvictIdleAfter: time.Nanosecond}, m)
+	s := serve(t, g)
+	idle := dialConn(t, s, "127.0.0.2")
+	dialConn(t, s, "127.0.0.3")
+	s.mu.Lock()
+	a := s.conns[0]
+	s.mu.Unlock()
+	g.MarkIdle(a)
+	if dial(t, s, "127.0.0.3") {
+		t.Fatal("a second connection from an address at its share was admitted")
+	}
+	if n := refused(t, m, metrics.RefusedPerIP); n != 1 {
+		t.Fatalf("per-address refusals = %v, want 1", n)
+	}
+	var d dto.Metric
+	_ = m.Evicted.Write(&d)
+	if got := d.Counter.GetValue(); got != 0 {
+		t.Fatalf("evictions = %v after a per-address refusal, want 0", got)
+	}
+	if !dial(t, s, "127.0.0.4") {
+		t.Fatal("a newcomer within its share was refused at the cap with an idle connection")
+	}
+	if !closedByPeer(t, idle) {
+		t.Fatal("the idle connection was not the one evicted")
+	}
+}
+
 // TestEvictSkipsBusyListed: a connection marked busy stays on the idle
 // list (MarkBusy takes no lock), so eviction must pass over it even when
 // it is the longest listed, take the idle one behind it, and evict the
