@@ -16,8 +16,7 @@ type Gate struct {
 	m     *metrics.Edge // nil: not counted
 	total atomic.Int64
 
-	mu    sync.Mutex
-	perIP map[netip.Addr]int
+	conns addrShares // connections per source address
 
 	// Idle connections, longest idle first (evictable at the global cap).
 	idleMu sync.Mutex
@@ -25,15 +24,13 @@ type Gate struct {
 
 	// Requests in flight (requests.go).
 	inflight atomic.Int64
-	reqMu    sync.Mutex
 	reqs     requestState
 }
 
 // New builds a Gate. m may be nil.
 func New(opts Options, m *metrics.Edge) *Gate {
-	g := &Gate{opts: opts, m: m, perIP: make(map[netip.Addr]int)}
+	g := &Gate{opts: opts, m: m}
 	g.reqs.global, g.reqs.perIPCap = opts.requestCaps()
-	g.reqs.perIP = make(map[netip.Addr]int)
 	if m != nil {
 		m.CountRequestsFrom(g.InFlight)
 	}
@@ -102,15 +99,8 @@ func (l *Listener) Accept() (net.Conn, error) {
 // connection never held a slot other addresses need.
 func (l *Listener) admit(ip netip.Addr) string {
 	g := l.g
-	if g.opts.MaxConnsPerIP > 0 {
-		g.mu.Lock()
-		n := g.perIP[ip]
-		if n >= g.opts.MaxConnsPerIP {
-			g.mu.Unlock()
-			return metrics.RefusedPerIP
-		}
-		g.perIP[ip] = n + 1
-		g.mu.Unlock()
+	if g.opts.MaxConnsPerIP > 0 && !g.conns.take(ip, g.opts.MaxConnsPerIP) {
+		return metrics.RefusedPerIP
 	}
 	if lim := l.limit.Load(); l.open.Add(1) > lim && lim > 0 {
 		l.open.Add(-1)
@@ -231,16 +221,9 @@ func (l *Listener) release(ip netip.Addr) {
 
 // releasePerIP gives back ip's share of the per-address connection cap.
 func (g *Gate) releasePerIP(ip netip.Addr) {
-	if g.opts.MaxConnsPerIP <= 0 {
-		return
+	if g.opts.MaxConnsPerIP > 0 {
+		g.conns.give(ip)
 	}
-	g.mu.Lock()
-	if n := g.perIP[ip]; n <= 1 {
-		delete(g.perIP, ip)
-	} else {
-		g.perIP[ip] = n - 1
-	}
-	g.mu.Unlock()
 }
 
 // refuse closes a connection as cheaply as possible: a reset frees the

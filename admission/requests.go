@@ -20,8 +20,8 @@ import (
 
 // requestState is the gate's count of requests in flight.
 type requestState struct {
-	global, perIPCap int // resolved caps; 0: none
-	perIP            map[netip.Addr]int
+	global, perIPCap int        // resolved caps; 0: none
+	perIP            addrShares // requests per source address
 }
 
 // EnterRequest takes a request slot for a request from ip on l, or
@@ -34,20 +34,13 @@ type requestState struct {
 // held, for that instant, only slots of levels narrower than it, never one
 // that requests from other addresses need. Taken widest first, the global
 // count held every request about to be refused per address: a flood of
-// HTTP/2 streams from one address, each queued on reqMu with a global
+// HTTP/2 streams from one address, each queued on the per-address lock with a global
 // slot, met a full gateway (503) instead of its own share (429), and so
 // could requests from other addresses.
 func (l *Listener) EnterRequest(ip netip.Addr) string {
 	g := l.g
-	if g.reqs.perIPCap > 0 {
-		g.reqMu.Lock()
-		n := g.reqs.perIP[ip]
-		if n >= g.reqs.perIPCap {
-			g.reqMu.Unlock()
-			return g.refuseRequest(metrics.RefusedPerIP)
-		}
-		g.reqs.perIP[ip] = n + 1
-		g.reqMu.Unlock()
+	if g.reqs.perIPCap > 0 && !g.reqs.perIP.take(ip, g.reqs.perIPCap) {
+		return g.refuseRequest(metrics.RefusedPerIP)
 	}
 	if lim := l.limit.Load(); l.reqOpen.Add(1) > lim && lim > 0 {
 		l.reqOpen.Add(-1)
@@ -72,17 +65,9 @@ func (l *Listener) LeaveRequest(ip netip.Addr) {
 
 // leavePerIP gives back ip's share of the per-address cap.
 func (l *Listener) leavePerIP(ip netip.Addr) {
-	g := l.g
-	if g.reqs.perIPCap <= 0 {
-		return
+	if g := l.g; g.reqs.perIPCap > 0 {
+		g.reqs.perIP.give(ip)
 	}
-	g.reqMu.Lock()
-	if n := g.reqs.perIP[ip]; n <= 1 {
-		delete(g.reqs.perIP, ip)
-	} else {
-		g.reqs.perIP[ip] = n - 1
-	}
-	g.reqMu.Unlock()
 }
 
 // InFlight is the number of requests admitted and not yet left.

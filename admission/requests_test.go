@@ -54,8 +54,8 @@ func TestRequestCaps(t *testing.T) {
 			if got := inFlightGauge(t, m); got != 0 {
 				t.Fatalf("infergate_edge_requests_in_flight %v after leaving, want 0", got)
 			}
-			if g.InFlight() != 0 || l.reqOpen.Load() != 0 || len(g.reqs.perIP) != 0 {
-				t.Fatalf("after leaving: global %d listener %d per-ip %v", g.InFlight(), l.reqOpen.Load(), g.reqs.perIP)
+			if g.InFlight() != 0 || l.reqOpen.Load() != 0 || len(g.reqs.perIP.n) != 0 {
+				t.Fatalf("after leaving: global %d listener %d per-ip %v", g.InFlight(), l.reqOpen.Load(), g.reqs.perIP.n)
 			}
 			// Every slot is free again: the first request is admitted.
 			if got := l.EnterRequest(tc.enters[0]); got != "" {
