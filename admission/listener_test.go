@@ -212,12 +212,7 @@ func TestDefaultOptions(t *testing.T) {
 func TestEvictIdleAtGlobalCap(t *testing.T) {
 	m := metrics.NewEdge(prometheus.NewRegistry())
 	g := New(Options{MaxConns: 2, EvictIdleAfter: time.Nanosecond}, m)
-	s := serve(t, g)
-	first := dialConn(t, s, "127.0.0.2")
-	dialConn(t, s, "127.0.0.3")
-	s.mu.Lock()
-	a, b := s.conns[0], s.conns[1]
-	s.mu.Unlock()
+	s, first, _, a, b := twoConns(t, g)
 	g.MarkIdle(a)
 	g.MarkIdle(b)
 	g.MarkBusy(b) // b starts a request
@@ -248,12 +243,7 @@ func TestEvictIdleAtGlobalCap(t *testing.T) {
 func TestOverShareEvictsNobody(t *testing.T) {
 	m := metrics.NewEdge(prometheus.NewRegistry())
 	g := New(Options{MaxConns: 2, MaxConnsPerIP: 1, EvictIdleAfter: time.Nanosecond}, m)
-	s := serve(t, g)
-	idle := dialConn(t, s, "127.0.0.2")
-	dialConn(t, s, "127.0.0.3")
-	s.mu.Lock()
-	a := s.conns[0]
-	s.mu.Unlock()
+	s, idle, _, a, _ := twoConns(t, g)
 	g.MarkIdle(a)
 	if dial(t, s, "127.0.0.3") {
 		t.Fatal("a second connection from an address at its share was admitted")
@@ -281,12 +271,7 @@ func TestOverShareEvictsNobody(t *testing.T) {
 func TestEvictSkipsBusyListed(t *testing.T) {
 	m := metrics.NewEdge(prometheus.NewRegistry())
 	g := New(Options{MaxConns: 2, EvictIdleAfter: time.Nanosecond}, m)
-	s := serve(t, g)
-	first := dialConn(t, s, "127.0.0.2")
-	second := dialConn(t, s, "127.0.0.3")
-	s.mu.Lock()
-	a, b := s.conns[0], s.conns[1]
-	s.mu.Unlock()
+	s, first, second, a, b := twoConns(t, g)
 	g.MarkIdle(a) // a is listed first: the longest idle
 	g.MarkIdle(b)
 	g.MarkBusy(a) // a starts a request, still listed at the front
@@ -340,6 +325,18 @@ func TestMarkIdleAtMoment(t *testing.T) {
 	}
 }
 
+// twoConns serves g and admits a connection from 127.0.0.2, then one from
+// 127.0.0.3: the clients' ends and the gate's, in that order.
+func twoConns(t *testing.T, g *Gate) (s *server, first, second, a, b net.Conn) {
+	t.Helper()
+	s = serve(t, g)
+	first = dialConn(t, s, "127.0.0.2")
+	second = dialConn(t, s, "127.0.0.3")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s, first, second, s.conns[0], s.conns[1]
+}
+
 // dialConn connects from src and waits for the greeting.
 func dialConn(t *testing.T, s *server, src string) net.Conn {
 	t.Helper()
@@ -375,12 +372,7 @@ func closedByPeer(t *testing.T, c net.Conn) bool {
 // neither wait for that request nor delay the newcomer.
 func TestEvictDoesNotWaitForHeldRead(t *testing.T) {
 	g := New(Options{MaxConns: 2, EvictIdleAfter: time.Nanosecond}, nil)
-	s := serve(t, g)
-	first := dialConn(t, s, "127.0.0.2")
-	dialConn(t, s, "127.0.0.3")
-	s.mu.Lock()
-	a := s.conns[0]
-	s.mu.Unlock()
+	s, first, _, a, _ := twoConns(t, g)
 	g.MarkIdle(a)
 
 	rc, err := a.(*conn).Conn.(*net.TCPConn).SyscallConn()
