@@ -8,8 +8,8 @@ import (
 )
 
 // CodeUpstreamPoolTimeout (504): every connection to the chosen engine
-// stayed busy (at --max-engine-conns-per-endpoint) for the whole first-byte
-// timeout, so the request was never sent.
+// stayed busy (at --max-engine-conns-per-endpoint) until too little of the
+// first-byte timeout was left for the engine, so the request was never sent.
 const CodeUpstreamPoolTimeout = "upstream_pool_timeout"
 
 // poolWaitFailed answers a request that gave up waiting for a connection to
@@ -19,9 +19,9 @@ const CodeUpstreamPoolTimeout = "upstream_pool_timeout"
 // Why apart from sendFailed: nothing reached the engine, so the request is
 // not counted as sent and the breaker is not fed (a full pool is the
 // gateway's own bound, not an engine failure); and the client learns which
-// bound it met. The wait ends at the first-byte timeout (the Sender counts
-// HeaderWait from before the wait), so a saturated engine answers 504 on
-// the same schedule as a silent one, never later.
+// bound it met. The wait ends while the engine's share of the first-byte
+// timeout is still left (the Sender counts HeaderWait from before the
+// wait), so a saturated engine answers 504 no later than a silent one.
 func (rt *Runtime) poolWaitFailed(x *exchange, c *compiled, i int, err error) bool {
 	var pw *upstream.PoolWaitError
 	if !errors.As(err, &pw) || !pw.TimedOut {

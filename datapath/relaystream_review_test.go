@@ -165,7 +165,8 @@ func heldStreamsEndOnRemoveAndClose(t *testing.T, loops bool) {
 	// streams past it were served only as the first ones ended at their
 	// idle bound, a race between two equal bounds that answered 504
 	// upstream_timeout on a loaded box: a slot freed just before the
-	// waiter's bound left the engine no time; never 1,000 held at once.)
+	// waiter's bound left the engine no time — such a slot is now passed
+	// over, 504 upstream_pool_timeout; never 1,000 held at once.)
 	o.Upstream.MaxConnsPerEndpoint = streams
 	rt, _ := newTestRuntime(t, o)
 	var engines sync.WaitGroup

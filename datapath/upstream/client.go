@@ -329,7 +329,8 @@ func (pc *conn) aliveTLS() bool {
 //
 // Errors: a *DialError when the engine provably never got the request; a
 // *PoolWaitError when no connection to the endpoint came free (at its cap)
-// before ctx ended or leg.HeaderWait passed (TimedOut), nothing sent; a
+// before ctx ended or while the engine's share of leg.HeaderWait was left
+// (TimedOut; engineShare), nothing sent; a
 // *ClientBodyError when leg.Stream failed on the client's side; with
 // leg.HeaderWait set, an error matching os.ErrDeadlineExceeded when the
 // engine was silent past it; anything else may have reached the engine.
@@ -351,17 +352,19 @@ func (c *Client) Send(ctx context.Context, leg Leg) (*http.Response, error) {
 		}
 	}
 	// HeaderWait counts from here: a wait for a free connection at the
-	// endpoint's cap spends the same budget as the engine's silence.
+	// endpoint's cap spends the same budget as the engine's silence, and
+	// ends while the engine's share of it is still left (engineShare).
 	now := time.Now()
-	var dl time.Time // zero clears a deadline left by the connection's previous use
+	var dl, waitUntil time.Time // zero clears a deadline left by the connection's previous use
 	if leg.HeaderWait > 0 {
 		dl = now.Add(leg.HeaderWait)
+		waitUntil = dl.Add(-leg.HeaderWait / engineShare)
 	}
 	// get runs here, not in exchange: a dial under exchange's frame as well
 	// ran deep enough to grow some stream goroutines' stacks to 16 KiB,
 	// kept while their streams are open (docs/performance.md).
 	addr := leg.Endpoint.ID
-	pc, trusted, err := c.get(ctx, addr, leg.TLS, now, dl, leg.Stream == nil)
+	pc, trusted, err := c.get(ctx, addr, leg.TLS, now, waitUntil, leg.Stream == nil)
 	var resp *http.Response
 	again := false
 	if err == nil {
@@ -370,7 +373,7 @@ func (c *Client) Send(ctx context.Context, leg Leg) (*http.Response, error) {
 	if again {
 		// The connection reused without a peek had been closed by the
 		// engine before the request reached it: once more, peeked or new.
-		if pc, _, err = c.get(ctx, addr, leg.TLS, now, dl, false); err == nil {
+		if pc, _, err = c.get(ctx, addr, leg.TLS, now, waitUntil, false); err == nil {
 			resp, err, _ = c.exchange(ctx, pc, false, leg, dl)
 		}
 	}

@@ -47,10 +47,20 @@ type endpointConns struct {
 	wait []chan struct{} // requests waiting for a slot or an idle connection, oldest first
 }
 
+// engineShare: a request that waited for a connection is sent only while
+// at least 1/engineShare of its HeaderWait is left for the engine. Why:
+// one bound covers the pool wait and the engine's silence, so a slot that
+// came free just before the bound would send a request the engine could
+// not answer in time; it would then fail as the engine's timeout (feeding
+// its breaker), close a warm connection, and leave the engine work nobody
+// waits for. Such a request gives up at the pool instead, not sent.
+const engineShare = 4
+
 // PoolWaitError is a request that gave up waiting for a connection to a
-// saturated endpoint: its context ended, or (TimedOut) its leg's
-// HeaderWait passed, since a request whose first byte is due cannot wait
-// for a slot any longer than that. Nothing was sent either way.
+// saturated endpoint: its context ended, or (TimedOut) too little of its
+// leg's HeaderWait was left to send it (see engineShare), since a request
+// whose first byte is due cannot wait for a slot any longer than that.
+// Nothing was sent either way.
 type PoolWaitError struct {
 	Endpoint string
 	// TimedOut: the wait reached the leg's HeaderWait (Err is then
@@ -67,7 +77,8 @@ func (e *PoolWaitError) Unwrap() error { return e.Err }
 // acquire returns an idle connection of identity id to addr, or reserves a
 // slot for a new one (nil, nil: the caller dials and, on failure, calls
 // release). At the cap it waits until ctx ends or, when deadline is not
-// zero, until deadline.
+// zero, until deadline; a turn that comes at or after deadline is passed
+// on, since the timer and the turn can be ready together.
 func (c *Client) acquire(ctx context.Context, addr, id string, deadline time.Time) (*conn, error) {
 	var timer *time.Timer
 	var expired <-chan time.Time // nil (never fires) until the first wait
@@ -110,14 +121,16 @@ func (c *Client) acquire(ctx context.Context, addr, id string, deadline time.Tim
 		c.mu.Unlock()
 		select {
 		case <-ch:
-			continue
+			if deadline.IsZero() || time.Now().Before(deadline) {
+				continue
+			}
 		case <-ctx.Done():
 			c.giveUp(addr, ep, ch)
 			return nil, &PoolWaitError{Endpoint: addr, Err: context.Cause(ctx)}
 		case <-expired:
-			c.giveUp(addr, ep, ch)
-			return nil, &PoolWaitError{Endpoint: addr, TimedOut: true, Err: os.ErrDeadlineExceeded}
 		}
+		c.giveUp(addr, ep, ch)
+		return nil, &PoolWaitError{Endpoint: addr, TimedOut: true, Err: os.ErrDeadlineExceeded}
 	}
 }
 

@@ -22,6 +22,7 @@ type holdEngine struct {
 	ln       net.Listener
 	release  chan struct{}
 	accepted atomic.Int64
+	requests atomic.Int64 // requests the engine received
 	inFlight atomic.Int64
 	srv      *http.Server
 }
@@ -35,6 +36,7 @@ func startHoldEngine(t *testing.T) *holdEngine {
 	e := &holdEngine{ln: ln, release: make(chan struct{})}
 	e.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			e.requests.Add(1)
 			e.inFlight.Add(1)
 			defer e.inFlight.Add(-1)
 			_, _ = io.Copy(io.Discard, r.Body)
