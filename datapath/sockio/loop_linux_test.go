@@ -228,6 +228,18 @@ func TestReadEachLoopDetachReuse(t *testing.T) {
 			if n, err := io.ReadFull(c, buf[:6]); err != nil || string(buf[:n]) != "answer" {
 				t.Fatalf("read after the stream %q, %v; want %q", buf[:n], err, "answer")
 			}
+			// A second stream on the handed-back socket detaches it again.
+			first := c.NetConn()
+			g2 := &gather{t: t, buf: make([]byte, 64), stopAfter: 1, stopErr: errStop}
+			if _, err := io.WriteString(peer, "again"); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.ReadEach(g2, nil, &EachState{Loops: ls, Detach: true}); !errors.Is(err, errStop) || string(g2.got) != "again" {
+				t.Fatalf("second stream: read %q, %v; want %q, the handler's stop", g2.got, err, "again")
+			}
+			if c.NetConn() == first {
+				t.Fatal("the second stream's socket was not handed back anew")
+			}
 			_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
 			if _, err := c.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
 				t.Fatalf("read of a silent peer: %v, want the deadline asked for", err)
