@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -53,6 +54,10 @@ type Conn struct {
 	awaitReply bool // AwaitReply: Write waits for the socket to be readable
 
 	nc net.Conn
+	// ncMu orders a change of nc (a ReadEach from a loop moves the socket
+	// to a new net.Conn, detach_linux.go) with Abort, which may run on any
+	// goroutine; the owner reads nc without it.
+	ncMu sync.Mutex
 
 	// The read and the write in progress on the raw socket, and the
 	// callbacks bound once (a closure per call would allocate).
@@ -128,6 +133,11 @@ func plainTCP(nc net.Conn) syscall.RawConn {
 				return raw
 			}
 			return nil
+		case *fdConn:
+			if raw, err := x.SyscallConn(); err == nil {
+				return raw
+			}
+			return nil
 		case interface{ NetConn() net.Conn }:
 			nc = x.NetConn()
 		default:
@@ -136,6 +146,17 @@ func plainTCP(nc net.Conn) syscall.RawConn {
 	}
 	return nil
 }
+
+// fdConn is a TCP socket handed back to the poller after a loop owned it (detach_linux.go):
+// an *os.File (pollable: reads wait, deadlines and Close behave as a
+// net.Conn's) with the addresses of the connection it was.
+type fdConn struct {
+	*os.File
+	local, remote net.Addr
+}
+
+func (c *fdConn) LocalAddr() net.Addr  { return c.local }
+func (c *fdConn) RemoteAddr() net.Addr { return c.remote }
 
 // Unwrap follows NetConn() to the innermost connection.
 func Unwrap(nc net.Conn) net.Conn {
@@ -153,8 +174,17 @@ func Unwrap(nc net.Conn) net.Conn {
 // the lazy read deadline never revives it. It may run on any goroutine.
 func (c *Conn) Abort() {
 	c.aborted.Store(true)
-	_ = c.nc.SetDeadline(aLongTimeAgo)
+	_ = c.abortConn().SetDeadline(aLongTimeAgo)
 	c.wakeLoop()
+}
+
+// abortConn is the net.Conn Abort sets a past deadline on. If a change of
+// nc hides this one from Abort, the owner that changed it sees the abort
+// flag and sets the new one's.
+func (c *Conn) abortConn() net.Conn {
+	c.ncMu.Lock()
+	defer c.ncMu.Unlock()
+	return c.nc
 }
 
 // Aborted reports whether Abort ran.

@@ -164,10 +164,20 @@ func (op *eachOp) wake() {
 
 // readEachInLoop runs op's reads from a loop of ls until the stream ends
 // (true: op holds the outcome) or it must go on in ReadEach's own waits
-// (false: a deadline, Abort, a stashed client write, or no loop).
-func (c *Conn) readEachInLoop(ls *Loops, op *eachOp) (ended bool) {
+// (false: a deadline, Abort, a stashed client write, or no loop). With
+// detach, the socket is out of the runtime's poller meanwhile when it can
+// be (detach_linux.go); err is then the failure to hand it back.
+func (c *Conn) readEachInLoop(ls *Loops, op *eachOp, detach bool) (ended bool, err error) {
 	if op.woken == nil {
 		op.woken = make(chan struct{}, 1)
+	}
+	if detach {
+		// The descriptor is the stream's own until reattach: nothing
+		// else can close it while the loop may still read it.
+		if fd, ok := c.detach(); ok {
+			ended = c.waitInLoop(ls, op, fd)
+			return ended, c.reattach(fd)
+		}
 	}
 	// Inside a RawConn.Read the descriptor is held: a Close elsewhere
 	// cannot free its number while the loop may still read it.
@@ -175,7 +185,7 @@ func (c *Conn) readEachInLoop(ls *Loops, op *eachOp) (ended bool) {
 		ended = c.waitInLoop(ls, op, fd)
 		return true
 	})
-	return ended
+	return ended, nil
 }
 
 // waitInLoop registers op in l and waits; see readEachInLoop.

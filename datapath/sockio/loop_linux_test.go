@@ -5,6 +5,7 @@ package sockio
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"testing"
@@ -18,12 +19,19 @@ func TestReadEachLoopAbort(t *testing.T) {
 	if !rawIO {
 		t.Skip("no loops without raw calls (-race, non-Linux)")
 	}
+	for _, detach := range []bool{false, true} {
+		t.Run(fmt.Sprintf("detach=%v", detach), func(t *testing.T) { testReadEachLoopAbort(t, detach) })
+	}
+}
+
+func testReadEachLoopAbort(t *testing.T, detach bool) {
 	c, peer := pair(t)
+	t.Cleanup(func() { _ = c.NetConn().Close() }) // the socket's, after a detach
 	ls := new(Loops)
 	g := &gather{t: t, buf: make([]byte, 64)}
 	_ = c.SetReadDeadline(time.Now().Add(time.Minute)) // far: only Abort ends it
 	done := make(chan error, 1)
-	go func() { done <- c.ReadEach(g, nil, &EachState{Loops: ls}) }()
+	go func() { done <- c.ReadEach(g, nil, &EachState{Loops: ls, Detach: detach}) }()
 	if _, err := io.WriteString(peer, "a"); err != nil {
 		t.Fatal(err)
 	}
@@ -49,16 +57,24 @@ func TestReadEachLoopAbort(t *testing.T) {
 // that would block is kept (the loop does not wait on that client), the
 // second ends meanwhile, and the first's client then gets every byte in
 // order.
+// Both with the sockets detached from the runtime's poller and without.
 func TestReadEachLoopStash(t *testing.T) {
 	if !rawIO {
 		t.Skip("Hold runs no step without raw calls (-race, non-Linux)")
 	}
+	for _, detach := range []bool{false, true} {
+		t.Run(fmt.Sprintf("detach=%v", detach), func(t *testing.T) { testReadEachLoopStash(t, detach) })
+	}
+}
+
+func testReadEachLoopStash(t *testing.T, detach bool) {
 	ls := &Loops{size: 1} // both streams on the one loop
 	big := make([]byte, 8<<20)
 	for i := range big {
 		big[i] = byte(i % 251)
 	}
 	eng, engPeer := pair(t)
+	t.Cleanup(func() { _ = eng.NetConn().Close() }) // the socket's, after a detach
 	cli, cliPeer := pair(t)
 	_ = cli.SetReadDeadline(time.Now().Add(30 * time.Second))
 	_ = cli.SetWriteDeadline(time.Now().Add(30 * time.Second))
@@ -80,7 +96,7 @@ func TestReadEachLoopStash(t *testing.T) {
 				return false
 			}
 			w := &writeTo{c: cli, buf: make([]byte, 16<<10)}
-			rerr = eng.ReadEach(w, nil, &EachState{Loops: ls, Client: cli})
+			rerr = eng.ReadEach(w, nil, &EachState{Loops: ls, Client: cli, Detach: detach})
 			return false
 		})
 		if err != nil {
@@ -91,6 +107,7 @@ func TestReadEachLoopStash(t *testing.T) {
 	// The second stream, on the same loop, while the first client reads
 	// nothing.
 	eng2, eng2Peer := pair(t)
+	t.Cleanup(func() { _ = eng2.NetConn().Close() })
 	_ = eng2.SetReadDeadline(time.Now().Add(30 * time.Second))
 	if _, err := io.WriteString(eng2Peer, "second"); err != nil {
 		t.Fatal(err)
@@ -98,7 +115,7 @@ func TestReadEachLoopStash(t *testing.T) {
 	_ = eng2Peer.Close()
 	g := &gather{t: t, buf: make([]byte, 64)}
 	second := make(chan error, 1)
-	go func() { second <- eng2.ReadEach(g, nil, &EachState{Loops: ls}) }()
+	go func() { second <- eng2.ReadEach(g, nil, &EachState{Loops: ls, Detach: detach}) }()
 	select {
 	case err := <-second:
 		if !errors.Is(err, io.EOF) || string(g.got) != "second" {
@@ -130,4 +147,109 @@ func (w *writeTo) Handle(p []byte) (bool, error) {
 		return false, err
 	}
 	return true, nil
+}
+
+// TestReadEachLoopDetachReuse relays a stream from a loop with Detach
+// and then uses the connection again, as the pool does after a stream
+// that ended with its body: the socket, handed back under a new
+// net.Conn, still carries bytes both ways with the deadlines asked for,
+// the detach sent the peer no FIN, and closing the new net.Conn does
+// (no other descriptor keeps the socket open).
+func TestReadEachLoopDetachReuse(t *testing.T) {
+	if !rawIO {
+		t.Skip("no loops without raw calls (-race, non-Linux)")
+	}
+	errStop := errors.New("stop")
+	for _, tc := range []struct {
+		name  string
+		abort bool // Abort while the stream is in the loop: the reuse fails
+	}{
+		{"ended by its handler", false},
+		{"aborted in the loop", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, peer := pair(t)
+			t.Cleanup(func() { _ = c.NetConn().Close() })
+			ls := new(Loops)
+			g := &gather{t: t, buf: make([]byte, 64), stopAfter: 2, stopErr: errStop}
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+			done := make(chan error, 1)
+			go func() { done <- c.ReadEach(g, nil, &EachState{Loops: ls, Detach: true}) }()
+			if _, err := io.WriteString(peer, "a"); err != nil {
+				t.Fatal(err)
+			}
+			if tc.abort {
+				for range 500 { // the byte relayed from the loop
+					if g.readsSeen() > 0 {
+						break
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				c.Abort()
+			} else {
+				time.Sleep(20 * time.Millisecond)
+				if _, err := io.WriteString(peer, "b"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("ReadEach did not return")
+			}
+			if _, ok := c.NetConn().(*fdConn); !ok {
+				t.Fatalf("net.Conn after ReadEach: %T, want the socket handed back (*fdConn)", c.NetConn())
+			}
+			if tc.abort {
+				if !errors.Is(err, os.ErrDeadlineExceeded) || string(g.got) != "a" {
+					t.Fatalf("read %q, %v; want %q, the deadline error", g.got, err, "a")
+				}
+				if _, err := c.Write([]byte("x")); !errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Fatalf("write after Abort: %v, want the deadline error (Abort outlives the hand-back)", err)
+				}
+				return
+			}
+			if !errors.Is(err, errStop) || string(g.got) != "ab" {
+				t.Fatalf("read %q, %v; want %q, the handler's stop", g.got, err, "ab")
+			}
+			_ = peer.SetReadDeadline(time.Now().Add(10 * time.Second))
+			buf := make([]byte, 16)
+			if _, err := c.Write([]byte("next")); err != nil {
+				t.Fatalf("write after the stream: %v", err)
+			}
+			if n, err := io.ReadFull(peer, buf[:4]); err != nil || string(buf[:n]) != "next" {
+				t.Fatalf("peer read %q, %v; want %q (and no FIN from the detach)", buf[:n], err, "next")
+			}
+			if _, err := io.WriteString(peer, "answer"); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := io.ReadFull(c, buf[:6]); err != nil || string(buf[:n]) != "answer" {
+				t.Fatalf("read after the stream %q, %v; want %q", buf[:n], err, "answer")
+			}
+			// A second stream on the handed-back socket detaches it again.
+			first := c.NetConn()
+			g2 := &gather{t: t, buf: make([]byte, 64), stopAfter: 1, stopErr: errStop}
+			if _, err := io.WriteString(peer, "again"); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.ReadEach(g2, nil, &EachState{Loops: ls, Detach: true}); !errors.Is(err, errStop) || string(g2.got) != "again" {
+				t.Fatalf("second stream: read %q, %v; want %q, the handler's stop", g2.got, err, "again")
+			}
+			if c.NetConn() == first {
+				t.Fatal("the second stream's socket was not handed back anew")
+			}
+			_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+			if _, err := c.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("read of a silent peer: %v, want the deadline asked for", err)
+			}
+			if err := c.NetConn().Close(); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := peer.Read(buf); n != 0 || !errors.Is(err, io.EOF) {
+				t.Fatalf("peer after the close: %d bytes, %v; want EOF (no descriptor left open)", n, err)
+			}
+		})
+	}
 }

@@ -20,6 +20,12 @@ type EachState struct {
 	// kept and written by ReadEach's caller, which the loop never waits
 	// for.
 	Client *Conn
+	// Detach, with Loops, takes the socket out of the runtime's poller
+	// while a loop reads it (one readiness report per event instead of
+	// two) and hands it back under a new net.Conn: the caller closes the
+	// connection through the Conn's NetConn afterwards, never through
+	// the net.Conn it gave New or Reset.
+	Detach bool
 }
 
 // ClientWriteError is ReadEach's answer when a client write it kept from

@@ -29,7 +29,9 @@ func (c *Conn) CanReadEach() bool { return c.raw != nil }
 // the next readiness without reading again, so no wait but the first
 // starts with a read that finds nothing. A hang-up that came with the last
 // bytes is learnt from w (nil, or a watcher that cannot take the socket:
-// every read is followed by reads to EAGAIN). h.Handle may block (on a
+// every read is followed by reads to EAGAIN), or from a loop's own
+// registration while st.Loops reads (w takes the socket only if the
+// stream leaves the loop before its end). h.Handle may block (on a
 // write elsewhere, which is the relay's backpressure): the socket is not
 // read meanwhile. The read deadline and Abort end a wait as they end a
 // Read (an armed deadline earlier than the one asked for is re-armed and
@@ -45,9 +47,28 @@ func (c *Conn) ReadEach(h ReadHandler, w *HupWatcher, st *EachState) error {
 		st = new(EachState)
 	}
 	op := &st.op
-	op.eachRun = eachRun{c: c, h: h, drain: w == nil}
+	op.eachRun = eachRun{c: c, h: h}
 	defer h.Idle()
-	if w != nil {
+	if st.Loops != nil && rawIO {
+		// No hang-up watcher meanwhile: the loop's own registration
+		// reports a hang-up with the bytes it came with (loopRun).
+		op.client = st.Client
+		ended, rerr := c.readEachInLoop(st.Loops, op, st.Detach)
+		err := op.flushStash()
+		op.stalled = false // on in this goroutine's waits
+		if err != nil {
+			return err
+		}
+		if rerr != nil {
+			return rerr
+		}
+		if ended {
+			return op.outcome()
+		}
+	}
+	if w == nil {
+		op.drain = true
+	} else if !op.drain {
 		_ = c.raw.Control(func(fd uintptr) {
 			var ok bool
 			op.hupID, ok = w.watch(op, fd)
@@ -55,21 +76,6 @@ func (c *Conn) ReadEach(h ReadHandler, w *HupWatcher, st *EachState) error {
 		})
 		if !op.drain {
 			defer w.unwatch(op.hupID)
-		}
-	}
-	if st.Loops != nil && rawIO {
-		op.client = st.Client
-		ended := c.readEachInLoop(st.Loops, op)
-		err := op.flushStash()
-		op.stalled = false // on in this goroutine's waits
-		if err != nil {
-			return err
-		}
-		if ended {
-			if op.hup.Load() {
-				_ = c.arm(c.want) // the watcher's past deadline must not outlive the loop
-			}
-			return op.outcome()
 		}
 	}
 	fn := op.run // bound once per stream

@@ -78,10 +78,11 @@ func TestReadEach(t *testing.T) {
 		// poller's between them): only the abort flag stops them.
 		{"aborted while reading on without a wait", []string{"0123456789abcdef0123"}, "abort", 0, 8, "01234567", os.ErrDeadlineExceeded},
 	} {
-		for _, mode := range []struct{ watched, looped bool }{{false, false}, {true, false}, {true, true}} {
+		for _, mode := range []struct{ watched, looped, detach bool }{{false, false, false}, {true, false, false}, {true, true, false}, {true, true, true}} {
 			watched := mode.watched
-			t.Run(fmt.Sprintf("%s/watched=%v/looped=%v", tc.name, watched, mode.looped), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/watched=%v/looped=%v/detach=%v", tc.name, watched, mode.looped, mode.detach), func(t *testing.T) {
 				c, peer := pair(t)
+				t.Cleanup(func() { _ = c.NetConn().Close() }) // the socket's, after a detach
 				var w *HupWatcher
 				if watched {
 					w = new(HupWatcher)
@@ -113,11 +114,14 @@ func TestReadEach(t *testing.T) {
 				_ = c.SetReadDeadline(time.Now().Add(bound))
 				st := new(EachState) // held by the caller, as upstream does
 				if mode.looped {
-					st.Loops = loops
+					st.Loops, st.Detach = loops, mode.detach
 				}
 				err := c.ReadEach(g, w, st)
 				if mode.looped && rawIO && !loops.started() { // -race: the goroutine's own waits
 					t.Fatal("no loop ran")
+				}
+				if _, moved := c.NetConn().(*fdConn); moved != (mode.detach && rawIO) {
+					t.Fatalf("net.Conn after ReadEach: %T; detach=%v", c.NetConn(), mode.detach)
 				}
 				if string(g.got) != tc.want || !errors.Is(err, tc.wantErr) {
 					t.Fatalf("watched=%v: read %q, %v; want %q, %v", watched, g.got, err, tc.want, tc.wantErr)

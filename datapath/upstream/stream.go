@@ -87,9 +87,12 @@ func (b *body) Stream(s StreamSink) (bool, error) {
 		if cs, ok := s.(ClientSink); ok && b.c.useLoops {
 			if st.each.Client = cs.Client(); st.each.Client != nil {
 				st.each.Loops = &b.c.loops
+				// The loop's set alone has the socket meanwhile.
+				st.each.Detach = true
 			}
 		}
 		err = pc.sock.ReadEach(&st, &b.c.hup, &st.each)
+		pc.nc = pc.sock.NetConn() // a new one after a detach: the one to close
 		// pc goes on without a read buffer: its next exchange borrows one.
 	}
 	switch {
