@@ -9,7 +9,10 @@ import (
 // writer and the handler's scratch) is taken from the server's pool at
 // its head and given back once its response is finished (putState): a
 // small proxied request then allocates none of its ~900 bytes, nor the
-// handler's own per-request state that rides in Scratch.
+// handler's own per-request state that rides in Scratch. A pool, not a
+// state kept by each connection: an idle connection holds no request
+// memory (as it holds no read buffer), for a pool Get and Put per request
+// that cost ~0.3 % of the daemon's samples more than a kept state did.
 //
 // The rule that makes this safe is net/http's, which the package contract
 // states: nothing uses the request, its URL, header or body, or the
