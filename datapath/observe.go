@@ -193,7 +193,10 @@ func (rt *Runtime) observeEnd(x *exchange) {
 	}
 	total := end.Sub(x.start)
 	status := o.clock.Status()
-	if x.r.Context().Err() != nil && status != 0 && o.clock.Bytes() == 0 {
+	// The context last: an answer with bytes out needs no look at it (its
+	// Err, a load of the connection context's cold line, was 0.24 % of
+	// the daemon's samples).
+	if status != 0 && o.clock.Bytes() == 0 && x.r.Context().Err() != nil {
 		status = statusClientClosed
 	}
 	var ttft time.Duration
