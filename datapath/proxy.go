@@ -78,8 +78,8 @@ type exchange struct {
 // pushed on the defer chain and walked at each return.
 func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt := ln.rt
-	x := newExchange(w)
-	*x = exchange{w: w, r: r, start: requestStart(w)}
+	x := newExchange(w) // empty
+	x.w, x.r, x.start = w, r, requestStart(w)
 	rt.observeBegin(x)
 	defer rt.observeEnd(x) // after recoverPanic: a panic's 500 is logged
 	defer rt.recoverPanic(x)
@@ -92,7 +92,7 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // own request state, given back once the response is finished).
 type scratchWriter interface{ Scratch() *any }
 
-// newExchange returns the exchange to fill for the request w answers: the
+// newExchange returns an empty exchange for the request w answers: the
 // one an earlier request left in w's scratch slot, else a new one. Safe
 // because nothing holds an exchange once ServeHTTP has returned (the rule
 // and its audit: docs/datapath.md, "What a request leaves behind"), and
@@ -106,6 +106,7 @@ func newExchange(w http.ResponseWriter) *exchange {
 	}
 	p := sw.Scratch()
 	if x, ok := (*p).(*exchange); ok {
+		*x = exchange{} // in place (a literal with fields is built on the stack, then copied)
 		return x
 	}
 	x := new(exchange)

@@ -283,7 +283,11 @@ func (c *conn) readRequest(first bool) (*reqState, bool) {
 		return nil, false
 	}
 	rs := s.getState()
-	*rs = reqState{req: *c.proto, start: start, scratch: rs.scratch} // carries c.ctx: no WithContext copy
+	// Emptied in place, then filled: a composite literal assigned whole
+	// is built on the stack and copied over, twice the stores.
+	scratch := rs.scratch
+	*rs = reqState{}
+	rs.req, rs.start, rs.scratch = *c.proto, start, scratch // carries c.ctx: no WithContext copy
 	tmpl := &rs.req
 	tmpl.URL, tmpl.RemoteAddr, tmpl.Body = &rs.url, c.remote, http.NoBody
 	p, err := parseRequest(head, tmpl, rs.vals[:], c.takeRequestHeader())
