@@ -1,7 +1,9 @@
 package metrics
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -196,10 +198,7 @@ func (v *HistogramVec) Describe(ch chan<- *prometheus.Desc) { ch <- v.desc }
 // Collect sends every series' total.
 func (v *HistogramVec) Collect(ch chan<- prometheus.Metric) {
 	v.mu.RLock()
-	all := make([]*Histogram, 0, len(v.series))
-	for _, h := range v.series {
-		all = append(all, h)
-	}
+	all := slices.Collect(maps.Values(v.series)) // snapshot: observers are not held up by a scrape
 	v.mu.RUnlock()
 	for _, h := range all {
 		ch <- h.snapshot()
