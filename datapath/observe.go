@@ -58,6 +58,7 @@ func (rt *Runtime) observeBegin(x *exchange) {
 	o.clock.Gaps = o
 	o.clock.Head = o
 	o.clock.Reset(x.w)
+	o.clock.Start = &x.start
 	x.w = &o.clock
 	rt.traceBegin(x)
 }

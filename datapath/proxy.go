@@ -159,7 +159,7 @@ type endedWriter interface{ EndedAt(time.Time) }
 // finished marks the request's end (the access line, spans and the front
 // end take it too) and returns its latency.
 func (x *exchange) finished() time.Duration {
-	x.end = time.Now()
+	x.end = x.obs.clock.Now()
 	if e, ok := x.obs.clock.Unwrap().(endedWriter); ok {
 		e.EndedAt(x.end)
 	}
@@ -677,7 +677,7 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 	extend := func() { extendAt(time.Now()) }
 	// One clock reading for the first bound and the time to first byte
 	// (the head below is only buffered, not yet written).
-	headAt := time.Now()
+	headAt := x.obs.clock.Now()
 	extendAt(headAt)
 
 	h := x.w.Header()
