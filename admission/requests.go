@@ -70,6 +70,11 @@ func (l *Listener) leavePerIP(ip netip.Addr) {
 	}
 }
 
+// CountsPerIP reports whether requests are counted per source address
+// (a per-address request cap is set): without one, EnterRequest and
+// LeaveRequest ignore their address, which the caller need not parse.
+func (l *Listener) CountsPerIP() bool { return l.g.reqs.perIPCap > 0 }
+
 // InFlight is the number of requests admitted and not yet left.
 func (g *Gate) InFlight() int { return int(g.inflight.Load()) }
 

@@ -19,19 +19,23 @@ func TestRequestCaps(t *testing.T) {
 		listener int // SetLimit
 		enters   []netip.Addr
 		want     []string
+		perIP    bool // CountsPerIP: the caller must parse addresses
 	}{
-		{"global", Options{MaxRequests: 2}, 0, []netip.Addr{a, b, b}, []string{"", "", metrics.RefusedGlobal}},
-		{"global follows MaxConns", Options{MaxConns: 2}, 0, []netip.Addr{a, b, a}, []string{"", "", metrics.RefusedGlobal}},
-		{"negative is no cap", Options{MaxConns: 1, MaxRequests: -1}, 0, []netip.Addr{a, a, a}, []string{"", "", ""}},
-		{"per ip", Options{MaxRequestsPerIP: 2}, 0, []netip.Addr{a, a, a, b}, []string{"", "", metrics.RefusedPerIP, ""}},
-		{"per ip follows MaxConnsPerIP", Options{MaxConnsPerIP: 1}, 0, []netip.Addr{a, a, b}, []string{"", metrics.RefusedPerIP, ""}},
-		{"listener (connectionLimit)", Options{}, 2, []netip.Addr{a, b, b}, []string{"", "", metrics.RefusedListener}},
+		{"global", Options{MaxRequests: 2}, 0, []netip.Addr{a, b, b}, []string{"", "", metrics.RefusedGlobal}, false},
+		{"global follows MaxConns", Options{MaxConns: 2}, 0, []netip.Addr{a, b, a}, []string{"", "", metrics.RefusedGlobal}, false},
+		{"negative is no cap", Options{MaxConns: 1, MaxRequests: -1}, 0, []netip.Addr{a, a, a}, []string{"", "", ""}, false},
+		{"per ip", Options{MaxRequestsPerIP: 2}, 0, []netip.Addr{a, a, a, b}, []string{"", "", metrics.RefusedPerIP, ""}, true},
+		{"per ip follows MaxConnsPerIP", Options{MaxConnsPerIP: 1}, 0, []netip.Addr{a, a, b}, []string{"", metrics.RefusedPerIP, ""}, true},
+		{"listener (connectionLimit)", Options{}, 2, []netip.Addr{a, b, b}, []string{"", "", metrics.RefusedListener}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := metrics.NewEdge(prometheus.NewRegistry())
 			g := New(tc.opts, m)
 			l := g.Wrap(nil)
 			l.SetLimit(tc.listener)
+			if got := l.CountsPerIP(); got != tc.perIP {
+				t.Fatalf("CountsPerIP %v, want %v", got, tc.perIP)
+			}
 			var admitted []netip.Addr
 			for i, ip := range tc.enters {
 				got := l.EnterRequest(ip)

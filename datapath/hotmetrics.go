@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/infergate/infergate/datapath/chwbl"
+	"github.com/infergate/infergate/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -89,7 +90,7 @@ type lazyObserver struct {
 	p atomic.Pointer[prometheus.Observer]
 }
 
-func (l *lazyObserver) get(v *prometheus.HistogramVec, labels ...string) prometheus.Observer {
+func (l *lazyObserver) get(v *metrics.HistogramVec, labels ...string) prometheus.Observer {
 	if o := l.p.Load(); o != nil {
 		return *o
 	}

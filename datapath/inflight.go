@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"net/http"
+	"net/netip"
 	"strconv"
 
 	"github.com/infergate/infergate/admission"
@@ -21,7 +22,10 @@ const CodeTooManyRequests = "too_many_requests_in_flight"
 // engine.
 func (ln *listener) admitRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ip := admission.RemoteIP(r.RemoteAddr)
+		var ip netip.Addr // parsed only when counted: ~1 % of a small request's CPU
+		if ln.adm.CountsPerIP() {
+			ip = admission.RemoteIP(r.RemoteAddr)
+		}
 		if reason := ln.adm.EnterRequest(ip); reason != "" {
 			ln.refuseRequest(w, r, reason)
 			return

@@ -58,6 +58,7 @@ func (rt *Runtime) observeBegin(x *exchange) {
 	o.clock.Gaps = o
 	o.clock.Head = o
 	o.clock.Reset(x.w)
+	o.clock.Start = &x.start
 	x.w = &o.clock
 	rt.traceBegin(x)
 }
@@ -193,7 +194,10 @@ func (rt *Runtime) observeEnd(x *exchange) {
 	}
 	total := end.Sub(x.start)
 	status := o.clock.Status()
-	if x.r.Context().Err() != nil && status != 0 && o.clock.Bytes() == 0 {
+	// The context last: an answer with bytes out needs no look at it (its
+	// Err, a load of the connection context's cold line, was 0.24 % of
+	// the daemon's samples).
+	if status != 0 && o.clock.Bytes() == 0 && x.r.Context().Err() != nil {
 		status = statusClientClosed
 	}
 	var ttft time.Duration

@@ -12,6 +12,7 @@ import (
 
 	"github.com/infergate/infergate/accesslog"
 	"github.com/infergate/infergate/internal/fakeengine"
+	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/spec"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -81,7 +82,7 @@ func jsonLogRuntime(t *testing.T, o Options) (*Runtime, *lockedBuffer) {
 	return rt, buf
 }
 
-func histCount(t *testing.T, h *prometheus.HistogramVec, labels ...string) (uint64, float64) {
+func histCount(t *testing.T, h *metrics.HistogramVec, labels ...string) (uint64, float64) {
 	t.Helper()
 	var m dto.Metric
 	if err := h.WithLabelValues(labels...).(prometheus.Metric).Write(&m); err != nil {

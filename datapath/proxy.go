@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/datapath/clienterr"
+	"github.com/infergate/infergate/datapath/h1"
 	"github.com/infergate/infergate/datapath/hop"
 	"github.com/infergate/infergate/datapath/pick"
 	"github.com/infergate/infergate/datapath/reqbody"
@@ -76,13 +78,61 @@ type exchange struct {
 // pushed on the defer chain and walked at each return.
 func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt := ln.rt
-	x := &exchange{w: w, r: r, start: requestStart(w)}
+	x := newExchange(w) // empty
+	x.w, x.r, x.start = w, r, requestStart(w)
 	rt.observeBegin(x)
 	defer rt.observeEnd(x) // after recoverPanic: a panic's 500 is logged
 	defer rt.recoverPanic(x)
 	defer func() { x.body.Release() }() // a body read for routing returns its budget
 	ln.serve(x, w)
 }
+
+// scratchWriter is a front end's ResponseWriter that carries a slot for
+// the handler's per-request state from request to request (h1: with its
+// own request state, given back once the response is finished).
+type scratchWriter interface{ Scratch() *any }
+
+// newExchange returns an empty exchange for the request w answers: the
+// one an earlier request left in w's scratch slot, else a new one. Safe
+// because nothing holds an exchange once ServeHTTP has returned (the rule
+// and its audit: docs/datapath.md, "What a request leaves behind"), and
+// the slot is reused only after the front end finished the response, which
+// may still read header values whose backing arrays are in the exchange
+// (ids, xff).
+func newExchange(w http.ResponseWriter) *exchange {
+	sw, ok := w.(scratchWriter)
+	if !ok {
+		return new(exchange)
+	}
+	p := sw.Scratch()
+	if x, ok := (*p).(*exchange); ok {
+		*x = exchange{} // in place (a literal with fields is built on the stack, then copied)
+		return x
+	}
+	x := new(exchange)
+	*p = x
+	return x
+}
+
+// Poison makes a finished exchange unusable, for a front end that poisons
+// finished requests (h1 under -race): a late use of its writer panics,
+// and its fields read as nothing.
+func (x *exchange) Poison() {
+	*x = exchange{w: poisonedWriter{}, r: &http.Request{Method: h1.PoisonMethod, URL: &url.URL{}, Header: http.Header{}}}
+}
+
+// poisonedWriter is a finished exchange's ResponseWriter (Poison).
+type poisonedWriter struct{}
+
+func (poisonedWriter) Header() http.Header       { panic(errUsedAfterReturn) }
+func (poisonedWriter) Write([]byte) (int, error) { panic(errUsedAfterReturn) }
+func (poisonedWriter) WriteHeader(int)           { panic(errUsedAfterReturn) }
+
+var (
+	errUsedAfterReturn = errors.New("datapath: an exchange used after its handler returned")
+
+	_ h1.Poisoner = (*exchange)(nil)
+)
 
 // startedWriter is a front end's ResponseWriter that knows when its
 // request began (h1: the head's first read).
@@ -109,7 +159,7 @@ type endedWriter interface{ EndedAt(time.Time) }
 // finished marks the request's end (the access line, spans and the front
 // end take it too) and returns its latency.
 func (x *exchange) finished() time.Duration {
-	x.end = time.Now()
+	x.end = x.obs.clock.Now()
 	if e, ok := x.obs.clock.Unwrap().(endedWriter); ok {
 		e.EndedAt(x.end)
 	}
@@ -627,7 +677,7 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 	extend := func() { extendAt(time.Now()) }
 	// One clock reading for the first bound and the time to first byte
 	// (the head below is only buffered, not yet written).
-	headAt := time.Now()
+	headAt := x.obs.clock.Now()
 	extendAt(headAt)
 
 	h := x.w.Header()

@@ -18,18 +18,18 @@ const (
 // traffic, endpoint health and the circuit breaker. Label `rule` is the rule
 // name, or its key string when the rule has no name; `endpoint` is "ip:port".
 type Datapath struct {
-	Requests     *prometheus.CounterVec   // infergate_datapath_requests_total{rule,endpoint,code,error}
-	Active       *prometheus.GaugeVec     // infergate_datapath_active_requests{rule,endpoint}
-	Latency      *prometheus.HistogramVec // infergate_datapath_request_duration_seconds{rule}
-	TTFB         *prometheus.HistogramVec // infergate_datapath_time_to_first_byte_seconds{rule}
-	Health       *prometheus.GaugeVec     // infergate_datapath_endpoint_health_state{rule,endpoint}
-	Breaker      *prometheus.GaugeVec     // infergate_datapath_breaker_state{rule,endpoint}
-	BreakerTrans *prometheus.CounterVec   // infergate_datapath_breaker_transitions_total{rule,endpoint,to}
-	CBFlips      prometheus.Counter       // loxilb_pd_cb_flips_total (LoxiLB name, every transition)
-	Retries      *prometheus.CounterVec   // infergate_datapath_retries_total{rule}
-	Failover     *prometheus.CounterVec   // infergate_datapath_connect_failover_total{rule}
-	Panics       prometheus.Counter       // infergate_datapath_panics_total
-	Listeners    prometheus.Gauge         // infergate_datapath_listeners
+	Requests     *prometheus.CounterVec // infergate_datapath_requests_total{rule,endpoint,code,error}
+	Active       *prometheus.GaugeVec   // infergate_datapath_active_requests{rule,endpoint}
+	Latency      *HistogramVec          // infergate_datapath_request_duration_seconds{rule}
+	TTFB         *HistogramVec          // infergate_datapath_time_to_first_byte_seconds{rule}
+	Health       *prometheus.GaugeVec   // infergate_datapath_endpoint_health_state{rule,endpoint}
+	Breaker      *prometheus.GaugeVec   // infergate_datapath_breaker_state{rule,endpoint}
+	BreakerTrans *prometheus.CounterVec // infergate_datapath_breaker_transitions_total{rule,endpoint,to}
+	CBFlips      prometheus.Counter     // loxilb_pd_cb_flips_total (LoxiLB name, every transition)
+	Retries      *prometheus.CounterVec // infergate_datapath_retries_total{rule}
+	Failover     *prometheus.CounterVec // infergate_datapath_connect_failover_total{rule}
+	Panics       prometheus.Counter     // infergate_datapath_panics_total
+	Listeners    prometheus.Gauge       // infergate_datapath_listeners
 }
 
 // NewDatapath builds the datapath families and registers them on reg. Tests
@@ -44,12 +44,12 @@ func NewDatapath(reg prometheus.Registerer) *Datapath {
 			Name: "infergate_datapath_active_requests",
 			Help: "Requests currently in flight to an endpoint (the least-connections load).",
 		}, []string{"rule", "endpoint"}),
-		Latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Latency: NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "infergate_datapath_request_duration_seconds",
 			Help:    "Time from request arrival to the last response byte, by rule.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18),
 		}, []string{"rule"}),
-		TTFB: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		TTFB: NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "infergate_datapath_time_to_first_byte_seconds",
 			Help:    "Time from request arrival to the engine's response headers, by rule.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18),

@@ -24,37 +24,37 @@ const (
 // rule's pinned model, else models the engines served up to a cap, else
 // "other").
 type LLM struct {
-	TTFT     *prometheus.HistogramVec // infergate_llm_time_to_first_token_seconds{rule,model}
-	TPOT     *prometheus.HistogramVec // infergate_llm_time_per_output_token_seconds{rule,model}
-	ITL      *prometheus.HistogramVec // infergate_llm_inter_token_latency_seconds{rule,model}
-	Duration *prometheus.HistogramVec // infergate_llm_request_duration_seconds{rule,model}
-	Endpoint *prometheus.HistogramVec // infergate_endpoint_request_duration_seconds{rule,endpoint,phase}
+	TTFT     *HistogramVec // infergate_llm_time_to_first_token_seconds{rule,model}
+	TPOT     *HistogramVec // infergate_llm_time_per_output_token_seconds{rule,model}
+	ITL      *HistogramVec // infergate_llm_inter_token_latency_seconds{rule,model}
+	Duration *HistogramVec // infergate_llm_request_duration_seconds{rule,model}
+	Endpoint *HistogramVec // infergate_endpoint_request_duration_seconds{rule,endpoint,phase}
 }
 
 // NewLLM builds the LLM families and registers them on reg.
 func NewLLM(reg prometheus.Registerer) *LLM {
 	l := &LLM{
-		TTFT: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		TTFT: NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "infergate_llm_time_to_first_token_seconds",
 			Help:    "Client-side time to first token: request arrival to the first response body byte written to the client (the first event of a stream), by rule and model.",
 			Buckets: llmTTFTBuckets,
 		}, []string{"rule", "model"}),
-		TPOT: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		TPOT: NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "infergate_llm_time_per_output_token_seconds",
 			Help:    "Client-side time per output token of streamed answers: first to last event, over the output tokens after the first, by rule and model.",
 			Buckets: llmTokenBuckets,
 		}, []string{"rule", "model"}),
-		ITL: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		ITL: NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "infergate_llm_inter_token_latency_seconds",
 			Help:    "Client-side gaps between consecutive stream events written to the client, by rule and model.",
 			Buckets: llmTokenBuckets,
 		}, []string{"rule", "model"}),
-		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Duration: NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "infergate_llm_request_duration_seconds",
 			Help:    "Request arrival to the last response byte, with buckets up to 43 minutes, by rule and model.",
 			Buckets: llmDurationBuckets,
 		}, []string{"rule", "model"}),
-		Endpoint: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Endpoint: NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "infergate_endpoint_request_duration_seconds",
 			Help:    "Time an endpoint held a request: phase serve is arrival to the last byte for the endpoint that answered; phase prefill is a P/D prefill leg to its complete answer.",
 			Buckets: llmDurationBuckets,

@@ -20,11 +20,11 @@ const maxChunkLine = 4 << 10
 // not use it after ServeHTTP returned.
 type body struct {
 	c           *conn
-	chunked     bool
 	n           int64 // Content-Length: bytes left; chunked: bytes left in this chunk
-	started     bool  // chunked: the first size line was read
-	done        bool  // read to its end (the connection may carry the next request)
 	err         error // sticky failure
+	chunked     bool
+	started     bool // chunked: the first size line was read
+	done        bool // read to its end (the connection may carry the next request)
 	closed      bool
 	continue100 bool // answer "100 Continue" on the first read
 }

@@ -98,6 +98,11 @@ type reqState struct {
 	body  body
 	w     response
 	vals  [16]string // backing array for single-valued header fields
+	// scratch is the handler's, carried from request to request with the
+	// state (Scratch): what it holds lives exactly as long as the state,
+	// so until the response is finished, not only until the handler
+	// returns.
+	scratch any
 }
 
 func (c *conn) serve() {
@@ -277,7 +282,12 @@ func (c *conn) readRequest(first bool) (*reqState, bool) {
 		}
 		return nil, false
 	}
-	rs := &reqState{req: *c.proto, start: start} // carries c.ctx: no WithContext copy
+	rs := s.getState()
+	// Emptied in place, then filled: a composite literal assigned whole
+	// is built on the stack and copied over, twice the stores.
+	scratch := rs.scratch
+	*rs = reqState{}
+	rs.req, rs.start, rs.scratch = *c.proto, start, scratch // carries c.ctx: no WithContext copy
 	tmpl := &rs.req
 	tmpl.URL, tmpl.RemoteAddr, tmpl.Body = &rs.url, c.remote, http.NoBody
 	p, err := parseRequest(head, tmpl, rs.vals[:], c.takeRequestHeader())
@@ -305,7 +315,7 @@ func (c *conn) readRequest(first bool) (*reqState, bool) {
 func (c *conn) finishRequest(rs *reqState) bool {
 	r := &rs.req
 	c.closeAfter = false
-	rs.w = response{c: c, req: r, status: http.StatusOK, cl: -1, start: &rs.start}
+	rs.w = response{c: c, status: http.StatusOK, cl: -1, rs: rs}
 	w := &rs.w
 	c.cur = w
 
@@ -314,11 +324,15 @@ func (c *conn) finishRequest(rs *reqState) bool {
 	c.busySince.Store(0)
 	c.cur = nil
 	if !ok {
-		return false // the handler aborted: a cut response must not look complete
+		// The handler aborted: a cut response must not look complete. Its
+		// state is left to the collector, as whatever the panic
+		// interrupted may still hold it.
+		return false
 	}
 	w.finish()
 	c.keepHeader(w.h)
 	c.keepRequestHeader(rs.hdr)
+	defer c.srv.putState(rs) // after the body's drain below, the state's last use
 	if w.err == nil {
 		c.releaseWriter() // flushed: idle until the next request
 	}

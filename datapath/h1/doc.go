@@ -25,7 +25,10 @@
 //     and Flush. Expect: 100-continue is answered on the first body read.
 //   - As with net/http, nothing may use the request or the ResponseWriter
 //     once the handler has returned: the connection empties their header
-//     maps and hands them to its next request and response.
+//     maps and hands them to its next request and response, and the
+//     request's state (request, URL, body, writer and the handler's
+//     Scratch) goes back to a pool once the response is written (under
+//     -race it is poisoned instead, so a late use fails: recycle.go).
 //   - Client disconnects cancel the request's context without a second
 //     goroutine: a request running longer than a few tens of milliseconds
 //     has its socket registered, once per connection, with an epoll set

@@ -59,7 +59,11 @@ type Server struct {
 	readers  sync.Pool // *bufio.Reader
 	writers  sync.Pool // *bufio.Writer
 	pending  sync.Pool // *[]byte, smallBody held-back response bodies
-	dateNow  atomic.Pointer[dateEntry]
+	states   sync.Pool // *reqState, finished requests' (recycle.go)
+	// poison makes finished requests' states unusable instead of reusing
+	// them, as -race builds always do (recycle.go); for tests.
+	poison  bool
+	dateNow atomic.Pointer[dateEntry]
 }
 
 // Connection buffer sizes: a request head longer than the reader's buffer

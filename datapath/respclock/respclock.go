@@ -35,6 +35,13 @@ type Writer struct {
 	Gaps Gaps
 	// Head, when set, gets the first body bytes written.
 	Head FirstBytes
+	// Start, when set, is the request's start (with its monotonic
+	// reading): Now is then *Start plus the monotonic time since, one
+	// clock call instead of time.Now's two (wall and monotonic). A step
+	// of the wall clock during the request is not seen, which suits
+	// durations. (A pointer: the datapath's exchange, which holds this
+	// writer and the start, stays in its size class.)
+	Start *time.Time
 
 	status int
 	bytes  int64
@@ -45,10 +52,19 @@ type Writer struct {
 	nl     bool // the last byte written was '\n' (an event may end in the next write)
 }
 
-// Reset points w at rw and clears the timings; Gaps and Head are kept.
+// Reset points w at rw and clears the timings and Start; Gaps and Head
+// are kept.
 func (w *Writer) Reset(rw http.ResponseWriter) {
 	g, h := w.Gaps, w.Head
 	*w = Writer{ResponseWriter: rw, Gaps: g, Head: h}
+}
+
+// Now is a clock reading for the request's timings (see Start).
+func (w *Writer) Now() time.Time {
+	if w.Start == nil || w.Start.IsZero() {
+		return time.Now()
+	}
+	return w.Start.Add(time.Since(*w.Start))
 }
 
 const contentTypeSSE = "text/event-stream"
@@ -89,7 +105,7 @@ func (w *Writer) WriteAt(b []byte, now time.Time) (int, error) {
 	w.bytes += int64(n)
 	if w.first.IsZero() {
 		if now.IsZero() {
-			now = time.Now()
+			now = w.Now()
 		}
 		w.first = now
 		if w.Head != nil {
@@ -99,7 +115,7 @@ func (w *Writer) WriteAt(b []byte, now time.Time) (int, error) {
 	if w.sse {
 		if k := eventEnds(b[:n], w.nl); k > 0 {
 			if now.IsZero() {
-				now = time.Now()
+				now = w.Now()
 			}
 			if w.events > 0 && w.Gaps != nil {
 				w.Gaps.Gap(now.Sub(w.last))

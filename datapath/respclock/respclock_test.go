@@ -124,3 +124,33 @@ func TestWriteAtTimes(t *testing.T) {
 		t.Fatalf("gaps %v, want %v", gaps, want)
 	}
 }
+
+// TestNowFromStart: with Start set, a reading is Start plus the monotonic
+// time since, so it falls between two ordinary readings around it, and a
+// body's first byte is timed by it; without Start it is an ordinary
+// reading. Reset clears Start.
+func TestNowFromStart(t *testing.T) {
+	var w Writer
+	w.Reset(httptest.NewRecorder())
+	start := time.Now().Add(-time.Second) // a request that began a second ago
+	w.Start = &start
+	before := time.Now()
+	now := w.Now()
+	after := time.Now()
+	if now.Before(before) || now.After(after) {
+		t.Errorf("Now %v, want between %v and %v", now, before, after)
+	}
+	if _, err := w.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if f := w.First(); f.Before(after) || f.Sub(start) < time.Second {
+		t.Errorf("first byte at %v, want after %v and a second after Start", f, after)
+	}
+	w.Reset(httptest.NewRecorder())
+	if w.Start != nil {
+		t.Errorf("Start %v after Reset, want nil", *w.Start)
+	}
+	if n := w.Now(); n.Before(after) {
+		t.Errorf("Now without Start %v, want after %v", n, after)
+	}
+}
