@@ -8,9 +8,10 @@
 //     and the next stream reuses it;
 //   - client-gone: the client closes mid-stream; the engine must see its
 //     socket close soon after (the gap is reported);
-//   - client-stall: the client stops reading for a while (the gateway's
-//     client write would block, so a looped stream leaves its loop), then
-//     reads the rest;
+//   - client-stall: the engine sends, without pauses, more than the
+//     gateway's client socket takes while the client stops reading for a
+//     while (the gateway's client write would block, so a looped stream
+//     leaves its loop), then the client reads the rest;
 //   - engine-fin, engine-rst: the engine closes (FIN) or resets (SO_LINGER
 //     0) mid-stream;
 //   - engine-silent: the engine stops sending past the gateway's stream
@@ -381,13 +382,14 @@ func (e *engine) stream(c *net.TCPConn, br *bufio.Reader, s spec) bool {
 		if bw.Flush() != nil {
 			return false
 		}
-		if watch {
+		switch {
+		case watch:
 			select {
 			case <-gone:
 				return false
 			case <-time.After(e.gap):
 			}
-		} else {
+		case s.mode != modeClientStall:
 			time.Sleep(e.gap)
 		}
 	}
@@ -395,6 +397,11 @@ func (e *engine) stream(c *net.TCPConn, br *bufio.Reader, s spec) bool {
 	fmt.Fprintf(bw, "%x\r\n%s\r\n0\r\n\r\n", len(ev), ev)
 	return bw.Flush() == nil && !watch
 }
+
+// stallEventSize is a client-stall stream's event size: its events carry
+// 40 × 160 KiB, more than tcp_wmem's largest send buffer and the client's
+// receive buffer together.
+const stallEventSize = 160 << 10
 
 // soak drives the waves.
 type soak struct {
@@ -548,7 +555,11 @@ func (s *soak) one(r *report, goneAt map[int]time.Time, goneMu *sync.Mutex) {
 	}
 	sp := spec{id: id, mode: mode, at: 1 + rand.IntN(s.events-2), events: s.events}
 	if mode == modeClientStall {
-		sp.size = 16 << 10 // the client's socket fills while it does not read
+		// Sent without pauses, more than the gateway's client socket
+		// takes (its send buffer grows to tcp_wmem's 4 MiB on loopback)
+		// while the client does not read: the gateway's write would
+		// block, and a looped stream leaves its loop.
+		sp.size = stallEventSize
 	}
 	began := time.Now()
 	t, err := s.client(sp)
@@ -592,7 +603,7 @@ func (s *soak) client(sp spec) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("status %d", resp.StatusCode)
 	}
 	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 64<<10)
+	sc.Buffer(make([]byte, 64<<10), 2*stallEventSize)
 	seq := 0
 	done := false
 	for sc.Scan() {
