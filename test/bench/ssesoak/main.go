@@ -14,6 +14,9 @@
 //     leaves its loop), then the client reads the rest;
 //   - engine-fin, engine-rst: the engine closes (FIN) or resets (SO_LINGER
 //     0) mid-stream;
+//   - stall-fin: as client-stall, but the engine closes after its last
+//     event without ending the body: the FIN comes while the stream is
+//     out of its loop, behind bytes the gateway has not read;
 //   - engine-silent: the engine stops sending past the gateway's stream
 //     idle bound (start the gateway with a short --stream-idle-timeout).
 //
@@ -50,10 +53,11 @@ const (
 	modeEngineFIN
 	modeEngineRST
 	modeEngineSilent
+	modeStallFIN
 	numModes
 )
 
-var modeNames = [numModes]string{"normal", "client-gone", "client-stall", "engine-fin", "engine-rst", "engine-silent"}
+var modeNames = [numModes]string{"normal", "client-gone", "client-stall", "engine-fin", "engine-rst", "engine-silent", "stall-fin"}
 
 func main() {
 	gw := flag.String("gateway", "", "gateway VIP address (127.x.y.z:port)")
@@ -389,9 +393,12 @@ func (e *engine) stream(c *net.TCPConn, br *bufio.Reader, s spec) bool {
 				return false
 			case <-time.After(e.gap):
 			}
-		case s.mode != modeClientStall:
+		case s.mode != modeClientStall && s.mode != modeStallFIN:
 			time.Sleep(e.gap)
 		}
+	}
+	if s.mode == modeStallFIN {
+		return false // a FIN with the body unfinished
 	}
 	ev := "data: [DONE]\n\n"
 	fmt.Fprintf(bw, "%x\r\n%s\r\n0\r\n\r\n", len(ev), ev)
@@ -554,7 +561,7 @@ func (s *soak) one(r *report, goneAt map[int]time.Time, goneMu *sync.Mutex) {
 		mode = s.only
 	}
 	sp := spec{id: id, mode: mode, at: 1 + rand.IntN(s.events-2), events: s.events}
-	if mode == modeClientStall {
+	if mode == modeClientStall || mode == modeStallFIN {
 		// Sent without pauses, more than the gateway's client socket
 		// takes (its send buffer grows to tcp_wmem's 4 MiB on loopback)
 		// while the client does not read: the gateway's write would
@@ -631,7 +638,7 @@ func (s *soak) client(sp spec) (time.Time, error) {
 			t := time.Now()
 			_ = c.Close()
 			return t, nil
-		case sp.mode == modeClientStall && seq == 1:
+		case (sp.mode == modeClientStall || sp.mode == modeStallFIN) && seq == 1:
 			time.Sleep(s.stall)
 		}
 	}
@@ -647,6 +654,10 @@ func (s *soak) client(sp spec) (time.Time, error) {
 			return time.Time{}, fmt.Errorf("bytes after the response: %q", b)
 		} else if ne, ok := err.(net.Error); err != nil && err != io.EOF && !(ok && ne.Timeout()) {
 			return time.Time{}, fmt.Errorf("after the response: %w", err)
+		}
+	case modeStallFIN:
+		if done || seq != sp.events || err == nil {
+			return time.Time{}, fmt.Errorf("engine closed after %d events: the client got %d, done=%v, %v (want a cut body)", sp.events, seq, done, err)
 		}
 	default: // the engine ended it early: exactly the events before that
 		if done || seq != sp.at {
