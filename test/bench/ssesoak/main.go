@@ -17,6 +17,9 @@
 //   - stall-fin: as client-stall, but the engine closes after its last
 //     event without ending the body: the FIN comes while the stream is
 //     out of its loop, behind bytes the gateway has not read;
+//   - stall-gone: as client-stall, but the client closes instead of
+//     reading on: the gateway's blocked write fails, and the engine must
+//     see its socket close;
 //   - engine-silent: the engine stops sending past the gateway's stream
 //     idle bound (start the gateway with a short --stream-idle-timeout).
 //
@@ -54,10 +57,11 @@ const (
 	modeEngineRST
 	modeEngineSilent
 	modeStallFIN
+	modeStallGone
 	numModes
 )
 
-var modeNames = [numModes]string{"normal", "client-gone", "client-stall", "engine-fin", "engine-rst", "engine-silent", "stall-fin"}
+var modeNames = [numModes]string{"normal", "client-gone", "client-stall", "engine-fin", "engine-rst", "engine-silent", "stall-fin", "stall-gone"}
 
 func main() {
 	gw := flag.String("gateway", "", "gateway VIP address (127.x.y.z:port)")
@@ -351,7 +355,7 @@ func (e *engine) stream(c *net.TCPConn, br *bufio.Reader, s spec) bool {
 		return false
 	}
 	gone := make(chan struct{})
-	watch := s.mode == modeClientGone || s.mode == modeEngineSilent
+	watch := s.mode == modeClientGone || s.mode == modeEngineSilent || s.mode == modeStallGone
 	if watch {
 		// The gateway sends nothing more on this connection before the
 		// stream ends: a read returns only when it closes the socket.
@@ -387,6 +391,12 @@ func (e *engine) stream(c *net.TCPConn, br *bufio.Reader, s spec) bool {
 			return false
 		}
 		switch {
+		case s.mode == modeStallGone:
+			select {
+			case <-gone:
+				return false
+			default:
+			}
 		case watch:
 			select {
 			case <-gone:
@@ -561,7 +571,12 @@ func (s *soak) one(r *report, goneAt map[int]time.Time, goneMu *sync.Mutex) {
 		mode = s.only
 	}
 	sp := spec{id: id, mode: mode, at: 1 + rand.IntN(s.events-2), events: s.events}
-	if mode == modeClientStall || mode == modeStallFIN {
+	if mode == modeStallGone {
+		// More than every buffer on the way holds: the engine is still
+		// sending when the client goes.
+		sp.events = 1000
+	}
+	if mode == modeClientStall || mode == modeStallFIN || mode == modeStallGone {
 		// Sent without pauses, more than the gateway's client socket
 		// takes (its send buffer grows to tcp_wmem's 4 MiB on loopback)
 		// while the client does not read: the gateway's write would
@@ -577,7 +592,7 @@ func (s *soak) one(r *report, goneAt map[int]time.Time, goneMu *sync.Mutex) {
 	if err != nil {
 		r.failf("stream %d (%s at %d): %v", sp.id, modeNames[sp.mode], sp.at, err)
 	}
-	if mode == modeClientGone {
+	if mode == modeClientGone || mode == modeStallGone {
 		goneMu.Lock()
 		goneAt[sp.id] = t
 		goneMu.Unlock()
@@ -640,6 +655,11 @@ func (s *soak) client(sp spec) (time.Time, error) {
 			return t, nil
 		case (sp.mode == modeClientStall || sp.mode == modeStallFIN) && seq == 1:
 			time.Sleep(s.stall)
+		case sp.mode == modeStallGone && seq == 1:
+			time.Sleep(s.stall)
+			t := time.Now()
+			_ = c.Close()
+			return t, nil
 		}
 	}
 	err = sc.Err()
