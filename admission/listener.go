@@ -30,7 +30,8 @@ type Gate struct {
 // New builds a Gate. m may be nil.
 func New(opts Options, m *metrics.Edge) *Gate {
 	g := &Gate{opts: opts, m: m}
-	g.reqs.global, g.reqs.perIPCap = opts.requestCaps()
+	g.conns.limit = opts.MaxConnsPerIP
+	g.reqs.global, g.reqs.perIP.limit = opts.requestCaps()
 	if m != nil {
 		m.CountRequestsFrom(g.InFlight)
 	}
@@ -99,17 +100,17 @@ func (l *Listener) Accept() (net.Conn, error) {
 // connection never held a slot other addresses need.
 func (l *Listener) admit(ip netip.Addr) string {
 	g := l.g
-	if g.opts.MaxConnsPerIP > 0 && !g.conns.take(ip, g.opts.MaxConnsPerIP) {
+	if !g.conns.take(ip) {
 		return metrics.RefusedPerIP
 	}
 	if lim := l.limit.Load(); l.open.Add(1) > lim && lim > 0 {
 		l.open.Add(-1)
-		g.releasePerIP(ip)
+		g.conns.give(ip)
 		return metrics.RefusedListener
 	}
 	if !g.takeGlobal() {
 		l.open.Add(-1)
-		g.releasePerIP(ip)
+		g.conns.give(ip)
 		return metrics.RefusedGlobal
 	}
 	return ""
@@ -211,18 +212,11 @@ func (g *Gate) unlist(c *conn) {
 // release gives back the slots admit took.
 func (l *Listener) release(ip netip.Addr) {
 	g := l.g
-	g.releasePerIP(ip)
+	g.conns.give(ip)
 	l.open.Add(-1)
 	g.total.Add(-1)
 	if g.m != nil {
 		g.m.Connections.Dec()
-	}
-}
-
-// releasePerIP gives back ip's share of the per-address connection cap.
-func (g *Gate) releasePerIP(ip netip.Addr) {
-	if g.opts.MaxConnsPerIP > 0 {
-		g.conns.give(ip)
 	}
 }
 

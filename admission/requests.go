@@ -20,8 +20,8 @@ import (
 
 // requestState is the gate's count of requests in flight.
 type requestState struct {
-	global, perIPCap int        // resolved caps; 0: none
-	perIP            addrShares // requests per source address
+	global int        // resolved cap; 0: none
+	perIP  addrShares // requests per source address, under the resolved per-address cap
 }
 
 // EnterRequest takes a request slot for a request from ip on l, or
@@ -39,18 +39,18 @@ type requestState struct {
 // could requests from other addresses.
 func (l *Listener) EnterRequest(ip netip.Addr) string {
 	g := l.g
-	if g.reqs.perIPCap > 0 && !g.reqs.perIP.take(ip, g.reqs.perIPCap) {
+	if !g.reqs.perIP.take(ip) {
 		return g.refuseRequest(metrics.RefusedPerIP)
 	}
 	if lim := l.limit.Load(); l.reqOpen.Add(1) > lim && lim > 0 {
 		l.reqOpen.Add(-1)
-		l.leavePerIP(ip)
+		g.reqs.perIP.give(ip)
 		return g.refuseRequest(metrics.RefusedListener)
 	}
 	if lim := int64(g.reqs.global); g.inflight.Add(1) > lim && lim > 0 {
 		g.inflight.Add(-1)
 		l.reqOpen.Add(-1)
-		l.leavePerIP(ip)
+		g.reqs.perIP.give(ip)
 		return g.refuseRequest(metrics.RefusedGlobal)
 	}
 	return ""
@@ -60,20 +60,13 @@ func (l *Listener) EnterRequest(ip netip.Addr) string {
 func (l *Listener) LeaveRequest(ip netip.Addr) {
 	l.g.inflight.Add(-1)
 	l.reqOpen.Add(-1)
-	l.leavePerIP(ip)
-}
-
-// leavePerIP gives back ip's share of the per-address cap.
-func (l *Listener) leavePerIP(ip netip.Addr) {
-	if g := l.g; g.reqs.perIPCap > 0 {
-		g.reqs.perIP.give(ip)
-	}
+	l.g.reqs.perIP.give(ip)
 }
 
 // CountsPerIP reports whether requests are counted per source address
 // (a per-address request cap is set): without one, EnterRequest and
 // LeaveRequest ignore their address, which the caller need not parse.
-func (l *Listener) CountsPerIP() bool { return l.g.reqs.perIPCap > 0 }
+func (l *Listener) CountsPerIP() bool { return l.g.reqs.perIP.counts() }
 
 // InFlight is the number of requests admitted and not yet left.
 func (g *Gate) InFlight() int { return int(g.inflight.Load()) }
