@@ -118,7 +118,8 @@ func (c *Conn) Reset(nc net.Conn) {
 	c.replyFn, c.holdFn = c.replyRaw, c.holdRaw
 }
 
-// NetConn is the connection c reads and writes.
+// NetConn is the connection c reads and writes: after a stream relayed
+// from a loop with EachState.Detach, a new one (close that one).
 func (c *Conn) NetConn() net.Conn { return c.nc }
 
 // plainTCP is the raw socket under nc when nothing on the way to it

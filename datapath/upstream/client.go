@@ -89,10 +89,9 @@ func NewWithOptions(dialTimeout time.Duration, maxIdle int, o Options, tlsm *met
 type conn struct {
 	addr  string // endpoint address (its slot in Client.eps)
 	tlsID string // TLS identity ("" plaintext): reused only by the same one
-	nc    net.Conn
 	br    *bufio.Reader
 	spare *bufio.Reader // an empty holder, after a wait (waitread.go)
-	tls   bool          // nc is a *tls.Conn (alive() must not peek under the records)
+	tls   bool          // the socket is under a *tls.Conn (alive() must not peek under the records)
 	// idleSince is when the connection was last pooled (reap.go).
 	idleSince time.Time
 	// usedAt is when its last exchange took it, before the request was
@@ -109,7 +108,7 @@ type conn struct {
 	// rw writes requests to sock (reqwriter.go).
 	rw reqWriter
 
-	// sock reads and writes nc (raw socket calls when plaintext) with the
+	// sock reads and writes the socket (raw socket calls when plaintext) with the
 	// lazy read deadline the relay's per-read idle bound relies on. Only
 	// the exchange's goroutine reads, writes and sets deadlines; Abort
 	// (the request's context ended) runs on another.
@@ -186,7 +185,7 @@ func (c *Client) dial(ctx context.Context, addr string, tc *TLS) (*conn, error) 
 		}
 		nc = tconn
 	}
-	pc := &conn{addr: addr, tlsID: tlsID(tc), nc: nc, tls: tc != nil}
+	pc := &conn{addr: addr, tlsID: tlsID(tc), tls: tc != nil}
 	pc.sock.Reset(nc)
 	pc.br = new(bufio.Reader)
 	if pc.tls {

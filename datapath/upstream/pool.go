@@ -165,7 +165,7 @@ func (c *Client) discard(pc *conn) {
 // close closes the connection (its slot is the caller's to free).
 func (pc *conn) close() {
 	pc.sock.StopWatchingPeer()
-	_ = pc.nc.Close()
+	_ = pc.sock.NetConn().Close() // sock's: a stream relayed from a loop hands it a new one
 }
 
 // forget drops an endpoint's entry once nothing refers to it, so addresses

@@ -92,7 +92,6 @@ func (b *body) Stream(s StreamSink) (bool, error) {
 			}
 		}
 		err = pc.sock.ReadEach(&st, &b.c.hup, &st.each)
-		pc.nc = pc.sock.NetConn() // a new one after a detach: the one to close
 		// pc goes on without a read buffer: its next exchange borrows one.
 	}
 	switch {
