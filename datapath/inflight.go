@@ -22,7 +22,7 @@ const CodeTooManyRequests = "too_many_requests_in_flight"
 // engine.
 func (ln *listener) admitRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var ip netip.Addr // parsed only when counted: ~1 % of a small request's CPU
+		var ip netip.Addr // parsed only when counted: 0.3 % of the daemon's samples under small requests
 		if ln.adm.CountsPerIP() {
 			ip = admission.RemoteIP(r.RemoteAddr)
 		}
