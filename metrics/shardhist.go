@@ -234,12 +234,7 @@ func (v *HistogramVec) Delete(ls prometheus.Labels) bool {
 func (v *HistogramVec) DeletePartialMatch(ls prometheus.Labels) int {
 	idx := make(map[int]string, len(ls))
 	for name, val := range ls {
-		i := -1
-		for j, n := range v.labels {
-			if n == name {
-				i = j
-			}
-		}
+		i := slices.Index(v.labels, name)
 		if i < 0 {
 			return 0 // a label the family does not have matches nothing
 		}
