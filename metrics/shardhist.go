@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
@@ -123,6 +122,8 @@ func (v *HistogramVec) get(lvs []string) *Histogram {
 	return h
 }
 
+// appendKey appends the series key of lvs to b: the one spelling of a
+// key, for get and Delete.
 func appendKey(b []byte, lvs []string) []byte {
 	for i, s := range lvs {
 		if i > 0 {
@@ -219,7 +220,7 @@ func (v *HistogramVec) Delete(ls prometheus.Labels) bool {
 		}
 		lvs[i] = val
 	}
-	k := strings.Join(lvs, labelSep)
+	k := string(appendKey(nil, lvs))
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if _, ok := v.series[k]; !ok {
