@@ -52,10 +52,10 @@ const histShards = 4
 const labelSep = "\xff"
 
 // NewHistogramVec is prometheus.NewHistogramVec for a sharded family.
-// Buckets nil are prometheus.DefBuckets.
+// No buckets (nil or empty) are prometheus.DefBuckets, as there.
 func NewHistogramVec(opts prometheus.HistogramOpts, labels []string) *HistogramVec {
 	b := opts.Buckets
-	if b == nil {
+	if len(b) == 0 {
 		b = prometheus.DefBuckets
 	}
 	b = append([]float64(nil), b...)

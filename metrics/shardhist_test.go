@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -67,6 +68,21 @@ func TestHistogramVecExposition(t *testing.T) {
 			t.Errorf("%s: %d deleted, prometheus.HistogramVec %d", step.name, got, want)
 		}
 		sameExposition(t, step.name, exposition(t, regOurs, opts.Name), exposition(t, regTheirs, opts.Name))
+	}
+}
+
+// TestHistogramVecDefaultBuckets: options without buckets, nil or empty,
+// give prometheus.HistogramVec's default buckets.
+func TestHistogramVecDefaultBuckets(t *testing.T) {
+	for _, b := range [][]float64{nil, {}} {
+		opts := prometheus.HistogramOpts{Name: "infergate_test_seconds", Help: "h", Buckets: b}
+		ours, theirs := NewHistogramVec(opts, []string{"rule"}), prometheus.NewHistogramVec(opts, []string{"rule"})
+		regOurs, regTheirs := prometheus.NewRegistry(), prometheus.NewRegistry()
+		regOurs.MustRegister(ours)
+		regTheirs.MustRegister(theirs)
+		ours.WithLabelValues("r").Observe(0.3)
+		theirs.WithLabelValues("r").Observe(0.3)
+		sameExposition(t, fmt.Sprintf("buckets %#v", b), exposition(t, regOurs, opts.Name), exposition(t, regTheirs, opts.Name))
 	}
 }
 
