@@ -457,7 +457,7 @@ func (r *report) failf(format string, a ...any) {
 	}
 	r.badKinds[badKind(msg)]++
 	if len(r.badNotes) < 8 {
-		r.badNotes = append(r.badNotes, fmt.Sprintf(format, a...))
+		r.badNotes = append(r.badNotes, msg)
 	}
 }
 
