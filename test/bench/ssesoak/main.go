@@ -37,11 +37,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -92,12 +93,7 @@ func main() {
 		fail(err)
 	}
 	defer eng.ln.Close()
-	onlyMode := -1
-	for m, name := range modeNames {
-		if name == *only {
-			onlyMode = m
-		}
-	}
+	onlyMode := slices.Index(modeNames[:], *only)
 	if *only != "" && onlyMode < 0 {
 		fail(fmt.Errorf("-only %q: no such ending", *only))
 	}
@@ -472,18 +468,13 @@ func (r *report) String() string {
 		fmt.Fprintf(&b, " %s=%v", modeNames[m], d.Round(time.Millisecond))
 	}
 	if len(r.goneGaps) > 0 {
-		sort.Slice(r.goneGaps, func(i, j int) bool { return r.goneGaps[i] < r.goneGaps[j] })
+		slices.Sort(r.goneGaps)
 		q := func(p float64) time.Duration { return r.goneGaps[int(p*float64(len(r.goneGaps)-1))] }
 		fmt.Fprintf(&b, " client-gone→engine close: n=%d p50=%v p99=%v max=%v over100ms=%d",
 			len(r.goneGaps), q(0.5).Round(time.Microsecond), q(0.99).Round(time.Microsecond), q(1).Round(time.Microsecond), countOver(r.goneGaps, 100*time.Millisecond))
 	}
 	fmt.Fprintf(&b, " engine-never-saw-close=%d", r.missing)
-	kinds := make([]string, 0, len(r.badKinds))
-	for k := range r.badKinds {
-		kinds = append(kinds, k)
-	}
-	sort.Strings(kinds)
-	for _, k := range kinds {
+	for _, k := range slices.Sorted(maps.Keys(r.badKinds)) {
 		fmt.Fprintf(&b, "\n  bad %q: %d", k, r.badKinds[k])
 	}
 	for _, n := range r.badNotes {
