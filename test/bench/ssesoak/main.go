@@ -351,16 +351,21 @@ func (e *engine) stream(c *net.TCPConn, br *bufio.Reader, s spec) bool {
 		return false
 	}
 	gone := make(chan struct{})
+	var selfEnd atomic.Bool // the engine ends the stream itself: its own close follows
 	watch := s.mode == modeClientGone || s.mode == modeEngineSilent || s.mode == modeStallGone
 	if watch {
 		// The gateway sends nothing more on this connection before the
-		// stream ends: a read returns only when it closes the socket.
+		// stream ends: a read returns only when it closes the socket, or
+		// when the engine does after sending every event (not a close the
+		// gateway made: the stream then counts as never seen closing).
 		go func() {
 			var b [1]byte
 			_, _ = br.Read(b[:])
-			e.mu.Lock()
-			e.closedAt[s.id] = time.Now()
-			e.mu.Unlock()
+			if !selfEnd.Load() {
+				e.mu.Lock()
+				e.closedAt[s.id] = time.Now()
+				e.mu.Unlock()
+			}
 			close(gone)
 		}()
 	}
@@ -377,6 +382,7 @@ func (e *engine) stream(c *net.TCPConn, br *bufio.Reader, s spec) bool {
 				select {
 				case <-gone:
 				case <-time.After(time.Minute):
+					selfEnd.Store(true)
 				}
 				return false
 			}
@@ -406,6 +412,7 @@ func (e *engine) stream(c *net.TCPConn, br *bufio.Reader, s spec) bool {
 	if s.mode == modeStallFIN {
 		return false // a FIN with the body unfinished
 	}
+	selfEnd.Store(true)
 	ev := "data: [DONE]\n\n"
 	fmt.Fprintf(bw, "%x\r\n%s\r\n0\r\n\r\n", len(ev), ev)
 	return bw.Flush() == nil && !watch
