@@ -151,7 +151,7 @@ func (h *Histogram) Observe(x float64) {
 // bucketOf is the index of the first bound ≥ x (len(b): +Inf): a linear
 // scan for the usual short lists, as prometheus's own below 35 bounds.
 func bucketOf(b []float64, x float64) int {
-	if len(b) > 35 {
+	if len(b) >= 35 {
 		return sort.SearchFloat64s(b, x)
 	}
 	for i, u := range b {
