@@ -194,3 +194,23 @@ func BenchmarkHistogramObserve(b *testing.B) {
 		})
 	}
 }
+
+// TestBucketOf: the binary search over long bound lists finds the bucket
+// the linear scan finds (the exposition tests use short lists only).
+func TestBucketOf(t *testing.T) {
+	for _, n := range []int{1, 34, 35, 40} {
+		b := prometheus.LinearBuckets(1, 1, n) // 1, 2, ..., n
+		for _, x := range []float64{-1, 0, 1, 1.5, 2, float64(n) - 0.5, float64(n), float64(n) + 0.5, math.Inf(1)} {
+			want := n
+			for i, u := range b {
+				if x <= u {
+					want = i
+					break
+				}
+			}
+			if got := bucketOf(b, x); got != want {
+				t.Errorf("%d bounds, %g: bucket %d, want %d", n, x, got, want)
+			}
+		}
+	}
+}
