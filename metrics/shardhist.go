@@ -6,13 +6,11 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 )
 
 // HistogramVec is a histogram family for series that every request
@@ -53,10 +51,10 @@ const histShards = 4
 const labelSep = "\xff"
 
 // NewHistogramVec is prometheus.NewHistogramVec for a sharded family.
-// Buckets nil are prometheus.DefBuckets.
+// No buckets (nil or empty) are prometheus.DefBuckets, as there.
 func NewHistogramVec(opts prometheus.HistogramOpts, labels []string) *HistogramVec {
 	b := opts.Buckets
-	if b == nil {
+	if len(b) == 0 {
 		b = prometheus.DefBuckets
 	}
 	b = append([]float64(nil), b...)
@@ -79,8 +77,8 @@ func NewHistogramVec(opts prometheus.HistogramOpts, labels []string) *HistogramV
 	}
 }
 
-// Histogram is one series of a HistogramVec: a prometheus.Observer, and a
-// prometheus.Metric that reads as the shards' total.
+// Histogram is one series of a HistogramVec: a prometheus.Observer (its
+// reading is the family's Collect).
 type Histogram struct {
 	v      *HistogramVec
 	values []string
@@ -123,6 +121,8 @@ func (v *HistogramVec) get(lvs []string) *Histogram {
 	return h
 }
 
+// appendKey appends the series key of lvs to b: the one spelling of a
+// key, for get and Delete.
 func appendKey(b []byte, lvs []string) []byte {
 	for i, s := range lvs {
 		if i > 0 {
@@ -151,7 +151,7 @@ func (h *Histogram) Observe(x float64) {
 // bucketOf is the index of the first bound ≥ x (len(b): +Inf): a linear
 // scan for the usual short lists, as prometheus's own below 35 bounds.
 func bucketOf(b []float64, x float64) int {
-	if len(b) > 35 {
+	if len(b) >= 35 {
 		return sort.SearchFloat64s(b, x)
 	}
 	for i, u := range b {
@@ -161,13 +161,6 @@ func bucketOf(b []float64, x float64) int {
 	}
 	return len(b)
 }
-
-// Desc is the family's.
-func (h *Histogram) Desc() *prometheus.Desc { return h.v.desc }
-
-// Write writes the shards' total, as a prometheus.Histogram of the same
-// observations would.
-func (h *Histogram) Write(m *dto.Metric) error { return h.snapshot().Write(m) }
 
 // snapshot is the series as a constant histogram: each bucket's count
 // summed over the shards, cumulated; the count is the buckets' total.
@@ -219,7 +212,7 @@ func (v *HistogramVec) Delete(ls prometheus.Labels) bool {
 		}
 		lvs[i] = val
 	}
-	k := strings.Join(lvs, labelSep)
+	k := string(appendKey(nil, lvs))
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if _, ok := v.series[k]; !ok {
@@ -234,12 +227,7 @@ func (v *HistogramVec) Delete(ls prometheus.Labels) bool {
 func (v *HistogramVec) DeletePartialMatch(ls prometheus.Labels) int {
 	idx := make(map[int]string, len(ls))
 	for name, val := range ls {
-		i := -1
-		for j, n := range v.labels {
-			if n == name {
-				i = j
-			}
-		}
+		i := slices.Index(v.labels, name)
 		if i < 0 {
 			return 0 // a label the family does not have matches nothing
 		}

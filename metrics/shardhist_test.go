@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -70,6 +71,21 @@ func TestHistogramVecExposition(t *testing.T) {
 	}
 }
 
+// TestHistogramVecDefaultBuckets: options without buckets, nil or empty,
+// give prometheus.HistogramVec's default buckets.
+func TestHistogramVecDefaultBuckets(t *testing.T) {
+	for _, b := range [][]float64{nil, {}} {
+		opts := prometheus.HistogramOpts{Name: "infergate_test_seconds", Help: "h", Buckets: b}
+		ours, theirs := NewHistogramVec(opts, []string{"rule"}), prometheus.NewHistogramVec(opts, []string{"rule"})
+		regOurs, regTheirs := prometheus.NewRegistry(), prometheus.NewRegistry()
+		regOurs.MustRegister(ours)
+		regTheirs.MustRegister(theirs)
+		ours.WithLabelValues("r").Observe(0.3)
+		theirs.WithLabelValues("r").Observe(0.3)
+		sameExposition(t, fmt.Sprintf("buckets %#v", b), exposition(t, regOurs, opts.Name), exposition(t, regTheirs, opts.Name))
+	}
+}
+
 // sameExposition fails unless got and want have the same lines, but for
 // the _sum values, which may differ in their last bits: the shards' sums
 // are added in another order than one running sum.
@@ -127,8 +143,8 @@ func TestHistogramVecConcurrent(t *testing.T) {
 					}
 					last = b.GetCumulativeCount()
 				}
-				if last > h.GetSampleCount() {
-					t.Fatalf("a bucket holds more than the count: %v", h)
+				if last != h.GetSampleCount() { // every value is in the last bucket's range
+					t.Fatalf("the last bucket is not the count: %v", h)
 				}
 				count, sum = h.GetSampleCount(), h.GetSampleSum()
 			}
@@ -176,5 +192,25 @@ func BenchmarkHistogramObserve(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// TestBucketOf: the binary search over long bound lists finds the bucket
+// the linear scan finds (the exposition tests use short lists only).
+func TestBucketOf(t *testing.T) {
+	for _, n := range []int{1, 34, 35, 40} {
+		b := prometheus.LinearBuckets(1, 1, n) // 1, 2, ..., n
+		for _, x := range []float64{-1, 0, 1, 1.5, 2, float64(n) - 0.5, float64(n), float64(n) + 0.5, math.Inf(1)} {
+			want := n
+			for i, u := range b {
+				if x <= u {
+					want = i
+					break
+				}
+			}
+			if got := bucketOf(b, x); got != want {
+				t.Errorf("%d bounds, %g: bucket %d, want %d", n, x, got, want)
+			}
+		}
 	}
 }

@@ -37,11 +37,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -92,12 +93,7 @@ func main() {
 		fail(err)
 	}
 	defer eng.ln.Close()
-	onlyMode := -1
-	for m, name := range modeNames {
-		if name == *only {
-			onlyMode = m
-		}
-	}
+	onlyMode := slices.Index(modeNames[:], *only)
 	if *only != "" && onlyMode < 0 {
 		fail(fmt.Errorf("-only %q: no such ending", *only))
 	}
@@ -355,16 +351,21 @@ func (e *engine) stream(c *net.TCPConn, br *bufio.Reader, s spec) bool {
 		return false
 	}
 	gone := make(chan struct{})
+	var selfEnd atomic.Bool // the engine ends the stream itself: its own close follows
 	watch := s.mode == modeClientGone || s.mode == modeEngineSilent || s.mode == modeStallGone
 	if watch {
 		// The gateway sends nothing more on this connection before the
-		// stream ends: a read returns only when it closes the socket.
+		// stream ends: a read returns only when it closes the socket, or
+		// when the engine does after sending every event (not a close the
+		// gateway made: the stream then counts as never seen closing).
 		go func() {
 			var b [1]byte
 			_, _ = br.Read(b[:])
-			e.mu.Lock()
-			e.closedAt[s.id] = time.Now()
-			e.mu.Unlock()
+			if !selfEnd.Load() {
+				e.mu.Lock()
+				e.closedAt[s.id] = time.Now()
+				e.mu.Unlock()
+			}
 			close(gone)
 		}()
 	}
@@ -381,6 +382,7 @@ func (e *engine) stream(c *net.TCPConn, br *bufio.Reader, s spec) bool {
 				select {
 				case <-gone:
 				case <-time.After(time.Minute):
+					selfEnd.Store(true)
 				}
 				return false
 			}
@@ -410,6 +412,7 @@ func (e *engine) stream(c *net.TCPConn, br *bufio.Reader, s spec) bool {
 	if s.mode == modeStallFIN {
 		return false // a FIN with the body unfinished
 	}
+	selfEnd.Store(true)
 	ev := "data: [DONE]\n\n"
 	fmt.Fprintf(bw, "%x\r\n%s\r\n0\r\n\r\n", len(ev), ev)
 	return bw.Flush() == nil && !watch
@@ -457,7 +460,7 @@ func (r *report) failf(format string, a ...any) {
 	}
 	r.badKinds[badKind(msg)]++
 	if len(r.badNotes) < 8 {
-		r.badNotes = append(r.badNotes, fmt.Sprintf(format, a...))
+		r.badNotes = append(r.badNotes, msg)
 	}
 }
 
@@ -472,18 +475,13 @@ func (r *report) String() string {
 		fmt.Fprintf(&b, " %s=%v", modeNames[m], d.Round(time.Millisecond))
 	}
 	if len(r.goneGaps) > 0 {
-		sort.Slice(r.goneGaps, func(i, j int) bool { return r.goneGaps[i] < r.goneGaps[j] })
+		slices.Sort(r.goneGaps)
 		q := func(p float64) time.Duration { return r.goneGaps[int(p*float64(len(r.goneGaps)-1))] }
 		fmt.Fprintf(&b, " client-gone→engine close: n=%d p50=%v p99=%v max=%v over100ms=%d",
 			len(r.goneGaps), q(0.5).Round(time.Microsecond), q(0.99).Round(time.Microsecond), q(1).Round(time.Microsecond), countOver(r.goneGaps, 100*time.Millisecond))
 	}
 	fmt.Fprintf(&b, " engine-never-saw-close=%d", r.missing)
-	kinds := make([]string, 0, len(r.badKinds))
-	for k := range r.badKinds {
-		kinds = append(kinds, k)
-	}
-	sort.Strings(kinds)
-	for _, k := range kinds {
+	for _, k := range slices.Sorted(maps.Keys(r.badKinds)) {
 		fmt.Fprintf(&b, "\n  bad %q: %d", k, r.badKinds[k])
 	}
 	for _, n := range r.badNotes {
