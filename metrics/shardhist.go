@@ -17,7 +17,11 @@ import (
 // observes, from every core at once: the same exposition as a
 // prometheus.HistogramVec with the same options (names, help, labels,
 // buckets), with each series kept as histShards independent sets of
-// counters, each on cache lines of its own, that a scrape adds up.
+// counters, a whole number of cache lines apart, that a scrape adds up.
+// (Each shard then has lines of its own when the series' counters start a
+// line, which make does not promise: Go's allocator places these sizes,
+// multiples of 256 bytes, on 64-byte boundaries, 0 of 3,980 series
+// misaligned for 1 to 199 buckets.)
 //
 // Why: a prometheus.Histogram's observation is a few atomic adds on lines
 // every writer shares; with both cores observing the same series (a
@@ -65,6 +69,9 @@ func NewHistogramVec(opts prometheus.HistogramOpts, labels []string) *HistogramV
 		if b[i] <= b[i-1] {
 			panic("metrics: histogram buckets must be in increasing order: " + opts.Name)
 		}
+	}
+	if slices.Contains(labels, "le") {
+		panic(`metrics: "le" is a histogram's bucket label, not a variable label: ` + opts.Name) // prometheus refuses it at the first series; here at once
 	}
 	const line = 8 // uint64 counters per 64-byte cache line
 	name := prometheus.BuildFQName(opts.Namespace, opts.Subsystem, opts.Name)

@@ -214,3 +214,15 @@ func TestBucketOf(t *testing.T) {
 		}
 	}
 }
+
+// TestHistogramVecRefusesLeLabel: "le" names a histogram's buckets, so a
+// family with a variable label "le" is refused at once (prometheus
+// panics at its first series).
+func TestHistogramVecRefusesLeLabel(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal(`NewHistogramVec took a variable label "le"`)
+		}
+	}()
+	NewHistogramVec(prometheus.HistogramOpts{Name: "x_seconds", Help: "x"}, []string{"rule", "le"})
+}
