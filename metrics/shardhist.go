@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // HistogramVec is a histogram family for series that every request
@@ -84,8 +85,8 @@ func NewHistogramVec(opts prometheus.HistogramOpts, labels []string) *HistogramV
 	}
 }
 
-// Histogram is one series of a HistogramVec: a prometheus.Observer (its
-// reading is the family's Collect).
+// Histogram is one series of a HistogramVec: a prometheus.Observer, and a
+// prometheus.Metric that reads as the shards' total.
 type Histogram struct {
 	v      *HistogramVec
 	values []string
@@ -168,6 +169,13 @@ func bucketOf(b []float64, x float64) int {
 	}
 	return len(b)
 }
+
+// Desc is the family's.
+func (h *Histogram) Desc() *prometheus.Desc { return h.v.desc }
+
+// Write writes the shards' total, as a prometheus.Histogram of the same
+// observations would.
+func (h *Histogram) Write(m *dto.Metric) error { return h.snapshot().Write(m) }
 
 // snapshot is the series as a constant histogram: each bucket's count
 // summed over the shards, cumulated; the count is the buckets' total.
