@@ -162,6 +162,11 @@ func TestEPPWindowReleases(t *testing.T) {
 	defer cancel()
 
 	const streams, workers = 60, 6 // three times the windows' room at once
+	// Both windows held until a worker's stream queues: the queue is then
+	// used whatever the scheduler does (six workers alone once finished
+	// each stream before the next began, and nothing queued).
+	_, holdA := eppHold(t, ctx, cc)
+	_, holdB := eppHold(t, ctx, cc)
 	var wg sync.WaitGroup
 	errs := make(chan error, streams)
 	for w := range workers {
@@ -195,6 +200,9 @@ func TestEPPWindowReleases(t *testing.T) {
 			}
 		})
 	}
+	waitFor(t, 5*time.Second, "a stream to queue behind the held windows", func() bool { return rt.queueLen(r) > 0 })
+	holdA()
+	holdB()
 	wg.Wait()
 	close(errs)
 	for err := range errs {
