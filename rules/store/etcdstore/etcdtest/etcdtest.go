@@ -77,11 +77,12 @@ func StartWith(t testing.TB, n int, cfg Config) *Cluster {
 	dir := t.TempDir()
 	c := &Cluster{t: t}
 	var initial []string
+	taken := map[string]bool{}
 	for i := 0; i < n; i++ {
 		m := &Member{
 			Name:      fmt.Sprintf("m%d", i),
-			ClientURL: clientScheme + freeAddr(t, host),
-			PeerURL:   "http://" + freeAddr(t, host),
+			ClientURL: clientScheme + freeAddr(t, host, taken),
+			PeerURL:   "http://" + freeAddr(t, host, taken),
 			dataDir:   filepath.Join(dir, fmt.Sprintf("m%d", i)),
 			logPath:   filepath.Join(dir, fmt.Sprintf("m%d.log", i)),
 		}
@@ -116,14 +117,25 @@ func StartWith(t testing.TB, n int, cfg Config) *Cluster {
 	return c
 }
 
-func freeAddr(t testing.TB, host string) string {
+// freeAddr returns a free address on host that is not in taken, and
+// adds it: a port probed and closed may be handed out again at once (one
+// cluster once got the same port for two members).
+func freeAddr(t testing.TB, host string, taken map[string]bool) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatalf("free port: %v", err)
+	for range 100 {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			t.Fatalf("free port: %v", err)
+		}
+		addr := ln.Addr().String()
+		_ = ln.Close()
+		if !taken[addr] {
+			taken[addr] = true
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("free port: only ports already taken came back")
+	return ""
 }
 
 func (m *Member) start() error {
