@@ -303,7 +303,7 @@ func frameBody(br *bufio.Reader, method string, resp *http.Response, lb *lengthB
 	}
 	if seen&bitContentLength != 0 {
 		if cl := h[headerContentLength]; len(cl) > 0 {
-			n, err := strconv.ParseInt(cl[0], 10, 64)
+			n, err := parseLength(cl[0])
 			for _, v := range cl[1:] {
 				if v != cl[0] {
 					err = errors.New("conflicting values")
@@ -323,6 +323,24 @@ func frameBody(br *bufio.Reader, method string, resp *http.Response, lb *lengthB
 	resp.ContentLength = -1
 	resp.Close = true // the end of the body is the end of the connection
 	return br, nil
+}
+
+// parseLength is strconv.ParseInt(s, 10, 64) for a Content-Length: the
+// usual value, 1 to 18 digits (no overflow), in one loop; anything else
+// (a sign, other bytes, more digits) by ParseInt itself.
+func parseLength(s string) (int64, error) {
+	if len(s) == 0 || len(s) > 18 {
+		return strconv.ParseInt(s, 10, 64)
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		d := s[i] - '0'
+		if d > 9 {
+			return strconv.ParseInt(s, 10, 64)
+		}
+		n = n*10 + int64(d)
+	}
+	return n, nil
 }
 
 // readHeadLine returns one head line without its CRLF (valid until the next

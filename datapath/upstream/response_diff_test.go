@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -139,4 +140,19 @@ func sortedHeader(h http.Header) string {
 		fmt.Fprintf(&sb, "%q=%q ", k, h[k])
 	}
 	return sb.String()
+}
+
+// TestParseLength: parseLength reads every string as strconv.ParseInt
+// does, its own loop or not.
+func TestParseLength(t *testing.T) {
+	for _, s := range []string{
+		"0", "2", "212", "007", "999999999999999999", "1000000000000000000", "9223372036854775807",
+		"9223372036854775808", "", "+2", "-0", "-1", "2 ", " 2", "0x10", "1_000", "a", "2/", ":",
+	} {
+		n, err := parseLength(s)
+		wn, werr := strconv.ParseInt(s, 10, 64)
+		if n != wn || (err == nil) != (werr == nil) {
+			t.Errorf("parseLength(%q) = %d, %v; ParseInt: %d, %v", s, n, err, wn, werr)
+		}
+	}
 }
