@@ -65,6 +65,9 @@ type Client struct {
 	closed bool
 	// reapStop ends ReapIdle's goroutine at CloseIdle (nil: none started).
 	reapStop chan struct{}
+	// idleTick counts ReapIdle's ticks; a connection pooled records it
+	// instead of reading the clock (reap.go).
+	idleTick uint64
 }
 
 // New returns a Client whose dials give up after dialTimeout and which keeps
@@ -92,8 +95,9 @@ type conn struct {
 	br    *bufio.Reader
 	spare *bufio.Reader // an empty holder, after a wait (waitread.go)
 	tls   bool          // the socket is under a *tls.Conn (alive() must not peek under the records)
-	// idleSince is when the connection was last pooled (reap.go).
-	idleSince time.Time
+	// idleTick is Client.idleTick when the connection was last pooled
+	// (reap.go).
+	idleTick uint64
 	// usedAt is when its last exchange took it, before the request was
 	// written: the engine's keep-alive timer started after that.
 	usedAt time.Time
@@ -240,7 +244,7 @@ func (c *Client) put(pc *conn) {
 	}
 	c.mu.Lock()
 	if ep := c.eps[pc.addr]; ep != nil && !c.closed && len(ep.idle) < c.maxIdle {
-		pc.idleSince = time.Now()
+		pc.idleTick = c.idleTick
 		ep.idle = append(ep.idle, pc)
 		ep.wakeOne()
 		c.mu.Unlock()
@@ -367,13 +371,13 @@ func (c *Client) Send(ctx context.Context, leg Leg) (*http.Response, error) {
 	var resp *http.Response
 	again := false
 	if err == nil {
-		resp, err, again = c.exchange(ctx, pc, trusted, leg, dl)
+		resp, err, again = c.exchange(ctx, pc, trusted, &leg, dl)
 	}
 	if again {
 		// The connection reused without a peek had been closed by the
 		// engine before the request reached it: once more, peeked or new.
 		if pc, _, err = c.get(ctx, addr, leg.TLS, now, waitUntil, false); err == nil {
-			resp, err, _ = c.exchange(ctx, pc, false, leg, dl)
+			resp, err, _ = c.exchange(ctx, pc, false, &leg, dl)
 		}
 	}
 	if s != nil && leg.Stream == nil && (err == nil || !NotSent(err)) { // NotSent allocates
@@ -388,7 +392,10 @@ func (c *Client) Send(ctx context.Context, leg Leg) (*http.Response, error) {
 // out again: the socket took none of it (a reset had come in first), or the
 // exchange ended at the engine's FIN with no byte of it acknowledged (it
 // had closed the connection before: a reset answers the bytes).
-func (c *Client) exchange(ctx context.Context, pc *conn, trusted bool, leg Leg, dl time.Time) (_ *http.Response, _ error, again bool) {
+//
+// leg is Send's, by pointer: a Leg is some 200 bytes, which the exchange,
+// the request's writer and its head's writer each copied.
+func (c *Client) exchange(ctx context.Context, pc *conn, trusted bool, leg *Leg, dl time.Time) (_ *http.Response, _ error, again bool) {
 	addr := leg.Endpoint.ID
 	var err error
 	pc.setDeadline(dl) // also bounds writing the request to a stuck engine
@@ -494,7 +501,7 @@ type response struct {
 
 // writeRequest writes an HTTP/1.1 request head and leg.Body. Header values
 // come from net/http's parser (or our own code), so they carry no CR/LF.
-func writeRequest(w *reqWriter, pc *conn, addr, method string, leg Leg) error {
+func writeRequest(w *reqWriter, pc *conn, addr, method string, leg *Leg) error {
 	writeHead(w, addr, method, leg)
 	if leg.Body != nil || method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch {
 		w.WriteString(headerContentLength + ": ")
@@ -529,7 +536,7 @@ func flushAwait(w *reqWriter, pc *conn) error {
 
 // writeHead writes the request line, Host and the leg's end-to-end headers
 // (framing headers are the caller's).
-func writeHead(w *reqWriter, addr, method string, leg Leg) {
+func writeHead(w *reqWriter, addr, method string, leg *Leg) {
 	target := leg.Path
 	if target == "" {
 		target = "/"
@@ -537,18 +544,14 @@ func writeHead(w *reqWriter, addr, method string, leg Leg) {
 	w.WriteString(method)
 	w.WriteByte(' ')
 	w.WriteString(target)
-	w.WriteString(" HTTP/1.1\r\n" + headerHost + ": ")
-	w.WriteString(addr)
-	w.WriteString("\r\n")
+	w.WriteString(" HTTP/1.1\r\n")
+	w.writeField(headerHost, addr)
 	for k, vv := range leg.Header {
 		if k == headerHost || k == headerContentLength || k == headerTE {
 			continue
 		}
 		for _, v := range vv {
-			w.WriteString(k)
-			w.WriteString(": ")
-			w.WriteString(v)
-			w.WriteString("\r\n")
+			w.writeField(k, v)
 		}
 	}
 }

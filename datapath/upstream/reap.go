@@ -27,6 +27,14 @@ func (c *Client) CloseEndpoint(addr string) {
 // ReapIdle starts closing connections that stayed idle longer than after
 // (≤ 0: never), checking every after/2, until CloseIdle (which ends the
 // goroutine at once: a tick is minutes with the defaults).
+//
+// Why ticks, not times: a connection pooled records the count of ticks so
+// far (Client.idleTick) instead of reading the clock, once per request.
+// Ticks come every P = after/2; one pooled between ticks k and k+1 is
+// closed at tick k+reapTicks, having idled between (reapTicks-1)·P =
+// after and reapTicks·P = 1.5·after: the bounds of closing it at the
+// first tick at least after past the moment it was pooled. A late tick
+// only closes later.
 func (c *Client) ReapIdle(after time.Duration) {
 	if after <= 0 {
 		return
@@ -46,8 +54,8 @@ func (c *Client) ReapIdle(after time.Duration) {
 			select {
 			case <-stop:
 				return
-			case now := <-t.C:
-				if !c.reap(now.Add(-after)) {
+			case <-t.C:
+				if !c.reap() {
 					return
 				}
 			}
@@ -55,19 +63,25 @@ func (c *Client) ReapIdle(after time.Duration) {
 	}()
 }
 
-// reap closes the connections idle since before cutoff; it reports false
-// once the client is closed.
-func (c *Client) reap(cutoff time.Time) bool {
+// reapTicks is how many ticks of ReapIdle after its pooling a connection
+// still idle is closed at (ReapIdle).
+const reapTicks = 3
+
+// reap counts one tick of ReapIdle and closes the connections pooled
+// reapTicks ticks before or earlier; it reports false once the client is
+// closed.
+func (c *Client) reap() bool {
 	var gone []*conn
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return false
 	}
+	c.idleTick++
 	for _, ep := range c.eps {
 		// Idle lists are stacks: the oldest idle connections are first.
 		n := 0
-		for n < len(ep.idle) && ep.idle[n].idleSince.Before(cutoff) {
+		for n < len(ep.idle) && c.idleTick-ep.idle[n].idleTick >= reapTicks {
 			n++
 		}
 		if n == 0 {

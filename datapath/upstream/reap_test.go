@@ -54,17 +54,21 @@ func TestIdleConnectionsAreReaped(t *testing.T) {
 		t.Fatalf("after closing a's pool: %d idle, want b's 2", got)
 	}
 
+	// Pooled before the first tick: kept through reapTicks-1 ticks (under
+	// ReapIdle's after), closed at the next.
 	cases := []struct {
-		name   string
-		cutoff time.Time
-		left   int
+		name  string
+		ticks int
+		left  int
 	}{
-		{"fresh connections stay", time.Now().Add(-time.Hour), 2},
-		{"idle past the timeout go", time.Now().Add(time.Hour), 0},
+		{"fresh connections stay", reapTicks - 1, 2},
+		{"idle past the timeout go", 1, 0},
 	}
 	for _, tc := range cases {
-		if !c.reap(tc.cutoff) {
-			t.Fatalf("%s: reap reports the client closed", tc.name)
+		for range tc.ticks {
+			if !c.reap() {
+				t.Fatalf("%s: reap reports the client closed", tc.name)
+			}
 		}
 		if got := c.idleCount(); got != tc.left {
 			t.Fatalf("%s: %d idle, want %d", tc.name, got, tc.left)

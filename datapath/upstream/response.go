@@ -25,21 +25,66 @@ import (
 // errBadResponse marks an engine response head that does not parse.
 var errBadResponse = errors.New("malformed HTTP response")
 
-// commonHeaders interns the header names engines send (canonical and the
-// lowercase spelling uvicorn and other ASGI servers use), so parsing them
-// allocates no key strings. Read-only after package initialisation.
-var commonHeaders = func() map[string]string {
-	m := map[string]string{}
-	for _, k := range []string{
-		headerContentType, headerContentLength, headerTE, headerConnection, "Date", "Server",
-		"Keep-Alive", "Cache-Control", "Content-Encoding", "Vary", "Trailer", headerRequestID,
-		"X-Accel-Buffering",
-	} {
-		m[k] = k
-		m[strings.ToLower(k)] = k
+// internHeader returns the interned spelling of the header names engines
+// send (canonical, and the lowercase spelling uvicorn and other ASGI
+// servers use), so parsing them allocates no key strings, and the name's
+// bit (0: not one of them). Why a switch, not a map: the compiler turns it
+// into a jump on the length and a few comparisons, with no hash of the
+// name (a map lookup per field was the largest part of the head's parse).
+func internHeader(name string) (string, uint16) {
+	switch name {
+	case headerContentType, "content-type":
+		return headerContentType, bitContentType
+	case headerContentLength, "content-length":
+		return headerContentLength, bitContentLength
+	case headerTE, "transfer-encoding":
+		return headerTE, bitTE
+	case headerConnection, "connection":
+		return headerConnection, bitConnection
+	case "Date", "date":
+		return "Date", bitDate
+	case "Server", "server":
+		return "Server", bitServer
+	case "Keep-Alive", "keep-alive":
+		return "Keep-Alive", bitKeepAlive
+	case "Cache-Control", "cache-control":
+		return "Cache-Control", bitCacheControl
+	case "Content-Encoding", "content-encoding":
+		return "Content-Encoding", bitContentEncoding
+	case "Vary", "vary":
+		return "Vary", bitVary
+	case "Trailer", "trailer":
+		return "Trailer", bitTrailer
+	case headerRequestID, "x-request-id":
+		return headerRequestID, bitRequestID
+	case "X-Accel-Buffering", "x-accel-buffering":
+		return "X-Accel-Buffering", bitAccelBuffering
 	}
-	return m
-}()
+	return "", 0
+}
+
+// The bits of the interned header names (internHeader), one each: a head
+// records the names it held, so that a name's first field is stored
+// without looking for an earlier one, and frameBody looks up only the
+// framing fields that came.
+const (
+	bitContentType uint16 = 1 << iota
+	bitContentLength
+	bitTE
+	bitConnection
+	bitDate
+	bitServer
+	bitKeepAlive
+	bitCacheControl
+	bitContentEncoding
+	bitVary
+	bitTrailer
+	bitRequestID
+	bitAccelBuffering
+
+	// framingBits are the fields frameBody reads.
+	framingBits = bitContentLength | bitTE | bitConnection
+)
 
 // readResponse parses one response head from br and frames its body the way
 // net/http would: no body for 1xx/204/304 and HEAD, chunked, Content-Length,
@@ -58,146 +103,244 @@ func readResponse(br *bufio.Reader, method string, h http.Header) (*http.Respons
 	return &ur.resp, body, nil
 }
 
-// readResponseInto is readResponse into ur's storage: the response is
-// ur.resp, single header values share ur.vals and a Content-Length body is
-// framed by ur.lb, so one engine response is one allocation (plus its head
-// string).
+// readResponseInto is readResponse into ur's storage, which must be zero
+// (new): the response is ur.resp, single header values share ur.vals and
+// a Content-Length body is framed by ur.lb, so one engine response is one
+// allocation (plus its head string).
 func readResponseInto(ur *response, br *bufio.Reader, method string, h http.Header) (io.Reader, error) {
-	line, err := readHeadLine(br)
+	head, lines, err := readHead(br)
 	if err != nil {
 		return nil, err
 	}
-	// Every string of the head (status line, header values) is cut from one
-	// allocation; line is only valid until the next read, so copy it first.
-	var scratch [512]byte
-	buf := append(scratch[:0], line...)
-	statusEnd := len(buf)
-	// A name not interned is cut from the head string too (keyStart <
-	// keyEnd) and canonicalised once the head is a string, which allocates
-	// nothing when the engine already spelled it canonically.
-	type field struct {
-		key              string
-		keyStart, keyEnd int
-		start, end       int
-	}
-	var fa [16]field
-	fields := fa[:0]
-	for {
-		l, err := readHeadLine(br)
-		if err != nil {
-			return nil, err
+	return parseHead(ur, br, head, lines, method, h)
+}
+
+// readHead returns the response head, status line to the empty line that
+// ends it (line ends included), as one string: the status line and every
+// header value and name are cut from it. lines counts its lines, the empty
+// one included. The usual head is whole in br's buffer after one read, and
+// is then found by one scan of the buffer and copied once; one that is not
+// is read line by line.
+func readHead(br *bufio.Reader) (head string, lines int, err error) {
+	if br.Buffered() == 0 {
+		if _, err := br.Peek(1); err != nil {
+			return "", 0, err // as readHeadLine: nothing read, the error as is
 		}
-		if len(l) == 0 {
+	}
+	b, _ := br.Peek(br.Buffered())
+	if n, lines := headEnd(b); n > 0 {
+		head = string(b[:n])
+		_, _ = br.Discard(n)
+		return head, lines, nil
+	}
+	return readHeadLines(br)
+}
+
+// headEnd returns the length of the head at the start of b, through the
+// empty line (LF or CRLF) that ends it, and its number of lines; 0 when b
+// does not hold all of it. The first line is the status line, never the
+// end, whatever it holds.
+func headEnd(b []byte) (n, lines int) {
+	i := bytes.IndexByte(b, '\n')
+	for lines = 1; i >= 0; lines++ {
+		rest := b[i+1:]
+		switch {
+		case len(rest) > 0 && rest[0] == '\n':
+			return i + 2, lines + 1
+		case len(rest) > 1 && rest[0] == '\r' && rest[1] == '\n':
+			return i + 3, lines + 1
+		}
+		j := bytes.IndexByte(rest, '\n')
+		if j < 0 {
 			break
 		}
-		i := bytes.IndexByte(l, ':')
+		i += 1 + j
+	}
+	return 0, 0
+}
+
+// readHeadLines is readHead for a head that is not whole in the buffer:
+// line by line (readHeadLine's rules: a line longer than the buffer is an
+// error, an end of stream inside a line io.ErrUnexpectedEOF), copied into
+// one buffer. A header line without a valid name fails as it comes, as
+// parseHead would fail it, so a bad head reads the same error whether it
+// came in one read or in many.
+func readHeadLines(br *bufio.Reader) (string, int, error) {
+	var buf []byte
+	for lines := 1; ; lines++ {
+		raw, err := br.ReadSlice('\n')
+		if err != nil {
+			return "", 0, headLineErr(raw, err)
+		}
+		buf = append(buf, raw...)
+		if lines == 1 {
+			continue // the status line, checked once the head is read
+		}
+		l := raw[:len(raw)-1]
+		if n := len(l); n > 0 && l[n-1] == '\r' {
+			l = l[:n-1]
+		}
+		if len(l) == 0 {
+			return string(buf), lines, nil
+		}
+		if i := bytes.IndexByte(l, ':'); i <= 0 || !validHeaderKey(string(l[:i])) {
+			return "", 0, fmt.Errorf("%w: header line %q", errBadResponse, l)
+		}
+	}
+}
+
+// parseHead parses head (readHead's, of lines lines) into ur and frames
+// the body that follows it in br.
+func parseHead(ur *response, br *bufio.Reader, head string, lines int, method string, h http.Header) (io.Reader, error) {
+	statusLine, rest := cutLine(head)
+	into := h != nil
+	if !into {
+		h = make(http.Header, lines-2)
+	}
+	vals := ur.vals[:] // one backing array for the usual single values
+	if lines-2 > len(vals) {
+		vals = make([]string, lines-2)
+	}
+	nv := 0
+	var seen uint16
+	for {
+		var l string
+		l, rest = cutLine(rest)
+		if l == "" {
+			break
+		}
+		i := strings.IndexByte(l, ':')
 		if i <= 0 || !validHeaderKey(l[:i]) {
 			return nil, fmt.Errorf("%w: header line %q", errBadResponse, l)
 		}
-		f := field{}
-		if key, ok := commonHeaders[string(l[:i])]; ok {
-			if h != nil && key == headerRequestID {
-				continue // into the client's map: the client's id stays, alone
-			}
-			f.key = key
-		} else {
-			f.keyStart = len(buf)
-			buf = append(buf, l[:i]...)
-			f.keyEnd = len(buf)
+		key, bit := internHeader(l[:i])
+		if bit == 0 {
+			// Allocates nothing when the engine spelled it canonically;
+			// another spelling of an interned name gets its bit here.
+			key, bit = internOr(textproto.CanonicalMIMEHeaderKey(l[:i]))
+		}
+		if into && bit == bitRequestID {
+			continue // into the client's map: the client's id stays, alone
 		}
 		v := trimOWS(l[i+1:])
-		f.start, f.end = len(buf), len(buf)+len(v)
-		fields = append(fields, f)
-		buf = append(buf, v...)
-	}
-	head := string(buf)
-	n := 0
-	for _, f := range fields {
-		if f.keyEnd > f.keyStart {
-			f.key = textproto.CanonicalMIMEHeaderKey(head[f.keyStart:f.keyEnd])
-			if h != nil && f.key == headerRequestID {
-				continue // a spelling the table does not hold
-			}
+		if bit != 0 && seen&bit == 0 {
+			// The name's first field: h holds none of it (a new map, or
+			// Leg.Into, which holds only the request id), so no lookup.
+			seen |= bit
+		} else if prior, ok := h[key]; ok {
+			h[key] = append(prior, v)
+			continue
 		}
-		fields[n] = f
-		n++
+		vals[nv] = v
+		h[key] = vals[nv : nv+1 : nv+1]
+		nv++
 	}
-	fields = fields[:n]
 
-	proto, status, ok := strings.Cut(head[:statusEnd], " ")
+	proto, status, ok := strings.Cut(statusLine, " ")
 	major, minor, vok := http.ParseHTTPVersion(proto)
 	if !ok || !vok || len(status) < 3 || (len(status) > 3 && status[3] != ' ') {
-		return nil, fmt.Errorf("%w: status line %q", errBadResponse, head[:statusEnd])
+		return nil, fmt.Errorf("%w: status line %q", errBadResponse, statusLine)
 	}
 	code, err := strconv.Atoi(status[:3])
 	if err != nil || code < 100 {
-		return nil, fmt.Errorf("%w: status line %q", errBadResponse, head[:statusEnd])
+		return nil, fmt.Errorf("%w: status line %q", errBadResponse, statusLine)
 	}
-	resp := &ur.resp
-	*resp = http.Response{
-		Status: status, StatusCode: code, Proto: proto, ProtoMajor: major, ProtoMinor: minor,
-		Header: h,
+	resp := &ur.resp // zero: set field by field, not cleared again
+	resp.Status, resp.StatusCode = status, code
+	resp.Proto, resp.ProtoMajor, resp.ProtoMinor = proto, major, minor
+	resp.Header = h
+	return frameBody(br, method, resp, &ur.lb, seen)
+}
+
+// internOr is internHeader's spelling and bit for a canonical key, or the
+// key itself with no bit.
+func internOr(key string) (string, uint16) {
+	if k, bit := internHeader(key); bit != 0 {
+		return k, bit
 	}
-	if h == nil {
-		resp.Header = make(http.Header, len(fields))
+	return key, 0
+}
+
+// cutLine returns s's first line without its LF and one CR before it, and
+// what follows the LF (s holds one: readHead's head ends in one).
+func cutLine(s string) (line, rest string) {
+	i := strings.IndexByte(s, '\n')
+	line, rest = s[:i], s[i+1:]
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
 	}
-	vals := ur.vals[:] // one backing array for the usual single values
-	if len(fields) > len(vals) {
-		vals = make([]string, len(fields))
-	}
-	for k, f := range fields {
-		v := head[f.start:f.end]
-		if prior, ok := resp.Header[f.key]; ok {
-			resp.Header[f.key] = append(prior, v)
-			continue
-		}
-		vals[k] = v
-		resp.Header[f.key] = vals[k : k+1 : k+1]
-	}
-	return frameBody(br, method, resp, &ur.lb)
+	return line, rest
 }
 
 // frameBody sets ContentLength and Close and returns the body reader; a
-// Content-Length body is framed by lb (the caller's storage).
-func frameBody(br *bufio.Reader, method string, resp *http.Response, lb *lengthBody) (io.Reader, error) {
+// Content-Length body is framed by lb (the caller's storage). seen holds
+// the bits of the framing fields the head held: one whose bit is not set
+// is not looked up in resp.Header.
+func frameBody(br *bufio.Reader, method string, resp *http.Response, lb *lengthBody, seen uint16) (io.Reader, error) {
 	h := resp.Header
-	resp.Close = hop.HasToken(h[headerConnection], "close") ||
-		(resp.ProtoMajor == 1 && resp.ProtoMinor == 0 && !hop.HasToken(h[headerConnection], "keep-alive"))
+	var conn []string
+	if seen&bitConnection != 0 {
+		conn = h[headerConnection]
+	}
+	resp.Close = hop.HasToken(conn, "close") ||
+		(resp.ProtoMajor == 1 && resp.ProtoMinor == 0 && !hop.HasToken(conn, "keep-alive"))
 	code := resp.StatusCode
 	if code/100 == 1 || code == http.StatusNoContent || code == http.StatusNotModified ||
 		method == http.MethodHead {
 		return http.NoBody, nil
 	}
-	if te := h[headerTE]; len(te) > 0 {
-		if len(te) != 1 || !strings.EqualFold(te[0], "chunked") {
-			return nil, fmt.Errorf("%w: unsupported transfer encoding %q", errBadResponse, te)
-		}
-		delete(h, headerTE) // as net/http: the framing is ours, not the header's
-		delete(h, headerContentLength)
-		resp.TransferEncoding = []string{"chunked"}
-		resp.ContentLength = -1
-		return &chunkedBody{cr: httputil.NewChunkedReader(br), br: br}, nil
-	}
-	if cl := h[headerContentLength]; len(cl) > 0 {
-		n, err := strconv.ParseInt(cl[0], 10, 64)
-		for _, v := range cl[1:] {
-			if v != cl[0] {
-				err = errors.New("conflicting values")
+	if seen&bitTE != 0 {
+		if te := h[headerTE]; len(te) > 0 {
+			if len(te) != 1 || !strings.EqualFold(te[0], "chunked") {
+				return nil, fmt.Errorf("%w: unsupported transfer encoding %q", errBadResponse, te)
 			}
+			delete(h, headerTE) // as net/http: the framing is ours, not the header's
+			delete(h, headerContentLength)
+			resp.TransferEncoding = []string{"chunked"}
+			resp.ContentLength = -1
+			return &chunkedBody{cr: httputil.NewChunkedReader(br), br: br}, nil
 		}
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("%w: Content-Length %q", errBadResponse, cl)
+	}
+	if seen&bitContentLength != 0 {
+		if cl := h[headerContentLength]; len(cl) > 0 {
+			n, err := parseLength(cl[0])
+			for _, v := range cl[1:] {
+				if v != cl[0] {
+					err = errors.New("conflicting values")
+				}
+			}
+			if err != nil || n < 0 {
+				return nil, fmt.Errorf("%w: Content-Length %q", errBadResponse, cl)
+			}
+			resp.ContentLength = n
+			if n == 0 {
+				return http.NoBody, nil
+			}
+			*lb = lengthBody{r: br, n: n}
+			return lb, nil
 		}
-		resp.ContentLength = n
-		if n == 0 {
-			return http.NoBody, nil
-		}
-		*lb = lengthBody{r: br, n: n}
-		return lb, nil
 	}
 	resp.ContentLength = -1
 	resp.Close = true // the end of the body is the end of the connection
 	return br, nil
+}
+
+// parseLength is strconv.ParseInt(s, 10, 64) for a Content-Length: the
+// usual value, 1 to 18 digits (no overflow), in one loop; anything else
+// (a sign, other bytes, more digits) by ParseInt itself.
+func parseLength(s string) (int64, error) {
+	if len(s) == 0 || len(s) > 18 {
+		return strconv.ParseInt(s, 10, 64)
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		d := s[i] - '0'
+		if d > 9 {
+			return strconv.ParseInt(s, 10, 64)
+		}
+		n = n*10 + int64(d)
+	}
+	return n, nil
 }
 
 // readHeadLine returns one head line without its CRLF (valid until the next
@@ -205,13 +348,7 @@ func frameBody(br *bufio.Reader, method string, resp *http.Response, lb *lengthB
 func readHeadLine(br *bufio.Reader) ([]byte, error) {
 	l, err := br.ReadSlice('\n')
 	if err != nil {
-		if errors.Is(err, bufio.ErrBufferFull) {
-			return nil, fmt.Errorf("%w: header line too long", errBadResponse)
-		}
-		if errors.Is(err, io.EOF) && len(l) > 0 {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, err
+		return nil, headLineErr(l, err)
 	}
 	l = l[:len(l)-1]
 	if n := len(l); n > 0 && l[n-1] == '\r' {
@@ -220,9 +357,21 @@ func readHeadLine(br *bufio.Reader) ([]byte, error) {
 	return l, nil
 }
 
-// trimOWS strips the optional whitespace around a header value (bytes.Trim
-// builds its cutset on every call).
-func trimOWS(v []byte) []byte {
+// headLineErr is the error of a head line ReadSlice could not end: a line
+// longer than the buffer, or an end of stream inside a line (l) is
+// io.ErrUnexpectedEOF.
+func headLineErr(l []byte, err error) error {
+	if errors.Is(err, bufio.ErrBufferFull) {
+		return fmt.Errorf("%w: header line too long", errBadResponse)
+	}
+	if errors.Is(err, io.EOF) && len(l) > 0 {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// trimOWS strips the optional whitespace around a header value.
+func trimOWS(v string) string {
 	for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
 		v = v[1:]
 	}
@@ -242,9 +391,9 @@ var tokenChars = func() (t [256]bool) {
 }()
 
 // validHeaderKey reports whether k is a non-empty RFC 9110 token.
-func validHeaderKey(k []byte) bool {
-	for _, b := range k {
-		if !tokenChars[b] {
+func validHeaderKey(k string) bool {
+	for i := 0; i < len(k); i++ {
+		if !tokenChars[k[i]] {
 			return false
 		}
 	}
