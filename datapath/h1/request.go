@@ -2,6 +2,7 @@ package h1
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -47,23 +48,52 @@ func badRequest(msg string) error { return &requestError{status: http.StatusBadR
 // errNoRequest is a connection that ended (or idled out) between requests.
 var errNoRequest = errors.New("no request")
 
-// commonRequestHeaders interns the canonical names clients send (and their
-// lowercase spelling), so parsing them allocates no key. Read-only after
-// package initialisation.
-var commonRequestHeaders = func() map[string]string {
-	m := map[string]string{}
-	for _, k := range []string{
-		hdrHost, hdrContentLength, hdrTransferEncoding, hdrConnection, hdrExpect, hdrContentType,
-		"Accept", "Accept-Encoding", "Accept-Language", "Authorization", "User-Agent", "Cookie",
-		"X-Request-Id", "X-Forwarded-For", "X-Api-Key", "X-Conversation-Id", "X-Model",
-		"Cache-Control", "Origin", "Referer", "Upgrade", "Keep-Alive", "Te", "Trailer",
-		"Openai-Organization", "Openai-Project", "Anthropic-Version", "X-Stainless-Lang",
-	} {
-		m[k] = k
-		m[strings.ToLower(k)] = k
+// commonRequestHeaders are the canonical names clients send that the
+// parser interns (internKey), so parsing them allocates no key.
+var commonRequestHeaders = [...]string{
+	hdrHost, hdrContentLength, hdrTransferEncoding, hdrConnection, hdrExpect, hdrContentType,
+	"Accept", "Accept-Encoding", "Accept-Language", "Authorization", "User-Agent", "Cookie",
+	"X-Request-Id", "X-Forwarded-For", "X-Api-Key", "X-Conversation-Id", "X-Model",
+	"Cache-Control", "Origin", "Referer", "Upgrade", "Keep-Alive", "Te", "Trailer",
+	"Openai-Organization", "Openai-Project", "Anthropic-Version", "X-Stainless-Lang",
+}
+
+// internSlot is one name of commonRequestHeaders in its two spellings.
+type internSlot struct{ canon, lower string }
+
+// internTable holds commonRequestHeaders at internHash of their names: one
+// slot and two string compares per field name, where a map lookup hashed
+// the whole name (the lookup and its hash were ~10 % of parsing wrk's
+// request head). Names that would share a slot keep the first comer; the
+// others are canonicalised like any other name, which is only slower
+// (TestInternTable holds every listed name to a slot of its own).
+// Read-only after package initialisation.
+var internTable = func() (t [internSlots]internSlot) {
+	for _, k := range commonRequestHeaders {
+		if s := &t[internHash(k)]; s.canon == "" {
+			*s = internSlot{canon: k, lower: strings.ToLower(k)}
+		}
 	}
-	return m
+	return t
 }()
+
+const internSlots = 128 // a power of two
+
+// internHash mixes a name's length and its first and last bytes, folded to
+// lower case: collision-free over commonRequestHeaders.
+func internHash(name string) int {
+	return (len(name) + 4*int(name[0]|0x20) + int(name[len(name)-1]|0x20)) & (internSlots - 1)
+}
+
+// internKey returns name's canonical form when it is one of
+// commonRequestHeaders, spelled canonically or in lower case.
+func internKey(name string) (string, bool) {
+	s := &internTable[internHash(name)]
+	if name == s.canon || name == s.lower {
+		return s.canon, true
+	}
+	return "", false
+}
 
 // headScan reads one request head off a bufio.Reader (up to and including
 // its empty line), every line ending in CRLF and the empty lines before
@@ -123,6 +153,46 @@ func (s *headScan) scan(br *bufio.Reader, maxBytes int) error {
 func isRefusal(err error) bool {
 	_, ok := err.(*requestError)
 	return ok
+}
+
+// bufferedHead returns the length of the request head at the start of the
+// read buffer when all of it is there and it is one headScan.scan takes
+// without a second look: no empty lines before the request line, every
+// line ending in CRLF, none longer than MaxLine, the whole within the
+// server's MaxHeaderBytes. 0: not so, and readHead's scan decides (what it
+// reads, refuses or waits for is unchanged). Why: a small request's head
+// arrives whole, and one pass over the buffer here replaces the scan's
+// read and append per line and the two searches for the head's end that
+// the serving step made before it (headWhole, headBuffered).
+func (c *conn) bufferedHead() int {
+	b, _ := c.br.Peek(c.br.Buffered())
+	maxBytes := c.srv.maxHeaderBytes()
+	for n := 0; ; {
+		i := bytes.IndexByte(b[n:], '\n')
+		if i < 0 {
+			return 0 // not all here
+		}
+		end := n + i + 1 // past this line's LF
+		if i == 0 || b[end-2] != '\r' || i-1 > MaxLine || end > maxBytes {
+			return 0 // bare LF, too long: the scan refuses it
+		}
+		if i == 1 {
+			if n == 0 {
+				return 0 // an empty line before the request line
+			}
+			return end
+		}
+		n = end
+	}
+}
+
+// readBufferedHead takes the head bufferedHead measured (n bytes) off the
+// read buffer, as readHead would have read it.
+func (c *conn) readBufferedHead(n int) string {
+	b, _ := c.br.Peek(n)
+	head := string(b)
+	_, _ = c.br.Discard(n)
+	return head
 }
 
 // readHead reads one request head into c.hs and returns it as one string.
@@ -199,36 +269,43 @@ func parseRequest(head string, r *http.Request, vals []string, h http.Header) (p
 	}
 	r.Method, r.RequestURI, r.Proto = method, target, proto
 
-	// Fields: validated and counted first, so the map is sized once.
-	type field struct{ key, val string }
-	var fa [32]field
-	fields := fa[:0]
+	// Fields go into the map as they are read: a field refused later
+	// refuses the whole head, and the map is not r.Header until the end.
+	// Room for the two fields the gateway adds (X-Forwarded-For and
+	// X-Request-Id): a map sized for the client's fields alone grows when
+	// they go in, one allocation more at 7–8 fields and two at 13–14
+	// (testing.AllocsPerRun, Go 1.26; none at 9–12). A request carries a
+	// Host, which is no field of the map: the line count less one, plus two.
+	if h == nil {
+		h = make(http.Header, strings.Count(rest, "\n")+1)
+	}
 	var host, cl, te, conn, expect string
-	var nHost, nCL, nTE int
+	var nHost, nCL, nTE, nFields, nVals int
 	for len(rest) > 0 {
-		eol := strings.Index(rest, "\r\n")
-		line := rest[:eol]
-		rest = rest[eol+2:]
-		if line[0] == ' ' || line[0] == '\t' {
-			return p, badRequest("obsolete line folding")
+		// Every line ends in CRLF (headScan): its LF ends it.
+		eol := strings.IndexByte(rest, '\n')
+		if eol < 1 || rest[eol-1] != '\r' {
+			return p, badRequest("line not terminated by CRLF (bare LF)")
 		}
-		colon := strings.IndexByte(line, ':')
-		if colon <= 0 {
-			return p, badRequest("malformed header line")
+		line := rest[:eol-1]
+		rest = rest[eol+1:]
+		// The name, up to the first byte that is not a token's: a colon
+		// after at least one, or the line is refused (fieldLineError).
+		colon := 0
+		for colon < len(line) && tokenChar[line[colon]] {
+			colon++
+		}
+		if colon == 0 || colon == len(line) || line[colon] != ':' {
+			return p, fieldLineError(line)
 		}
 		name := line[:colon]
-		for i := 0; i < len(name); i++ {
-			if !tokenChar[name[i]] {
-				return p, badRequest("invalid header name")
-			}
-		}
 		v := trimOWS(line[colon+1:])
 		for i := 0; i < len(v); i++ {
-			if b := v[i]; (b < ' ' && b != '\t') || b == 0x7f {
+			if badValueByte[v[i]] {
 				return p, badRequest("invalid byte in header value")
 			}
 		}
-		key, ok := commonRequestHeaders[name]
+		key, ok := internKey(name)
 		if !ok {
 			key = textproto.CanonicalMIMEHeaderKey(name)
 		}
@@ -250,10 +327,20 @@ func parseRequest(head string, r *http.Request, vals []string, h http.Header) (p
 		case hdrExpect:
 			expect = v
 		}
-		if len(fields) == maxFields {
+		if nFields == maxFields {
 			return p, &requestError{status: http.StatusRequestHeaderFieldsTooLarge, msg: "too many header fields"}
 		}
-		fields = append(fields, field{key, v})
+		nFields++
+		if prior, ok := h[key]; ok {
+			h[key] = append(prior, v)
+			continue
+		}
+		if nVals == len(vals) {
+			vals, nVals = make([]string, strings.Count(rest, "\n")+1), 0
+		}
+		vals[nVals] = v
+		h[key] = vals[nVals : nVals+1 : nVals+1]
+		nVals++
 	}
 
 	// Framing (RFC 9112 §6): no guessing between two lengths.
@@ -293,24 +380,6 @@ func parseRequest(head string, r *http.Request, vals []string, h http.Header) (p
 		return p, badRequest("invalid Host")
 	}
 
-	// Room for the two fields the gateway adds (X-Forwarded-For and
-	// X-Request-Id): a map sized for the client's fields alone grows when
-	// they go in, one allocation more at 7–8 fields and two at 13–14
-	// (testing.AllocsPerRun, Go 1.26; none at 9–12).
-	if h == nil {
-		h = make(http.Header, len(fields)+2)
-	}
-	if len(fields) > len(vals) {
-		vals = make([]string, len(fields))
-	}
-	for k, f := range fields {
-		if prior, ok := h[f.key]; ok {
-			h[f.key] = append(prior, f.val)
-			continue
-		}
-		vals[k] = f.val
-		h[f.key] = vals[k : k+1 : k+1]
-	}
 	r.Header = h
 
 	if err := parseTarget(r, method, target); err != nil {
@@ -333,6 +402,18 @@ func parseRequest(head string, r *http.Request, vals []string, h http.Header) (p
 }
 
 var chunkedTE = []string{"chunked"}
+
+// fieldLineError is why a field line whose name does not end in a colon
+// is refused, checked in the order RFC 9112 §5 reads a field line.
+func fieldLineError(line string) error {
+	if line != "" && (line[0] == ' ' || line[0] == '\t') {
+		return badRequest("obsolete line folding")
+	}
+	if strings.IndexByte(line, ':') <= 0 {
+		return badRequest("malformed header line")
+	}
+	return badRequest("invalid header name")
+}
 
 // parseTarget fills r.URL (and r.Host for absolute-form). The usual
 // origin-form without escapes is cut in place; anything else goes through
@@ -407,6 +488,17 @@ var methodChar = func() (t [256]bool) {
 		t[b] = true
 	}
 	t['_'], t['-'] = true, true
+	return t
+}()
+
+// badValueByte marks the bytes a field value may not hold: controls other
+// than HTAB, and DEL (RFC 9110 §5.5). Read-only after package
+// initialisation.
+var badValueByte = func() (t [256]bool) {
+	for b := 0; b < ' '; b++ {
+		t[b] = b != '\t'
+	}
+	t[0x7f] = true
 	return t
 }()
 
