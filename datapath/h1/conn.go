@@ -350,7 +350,7 @@ func (c *conn) finishRequest(rs *reqState) bool {
 	if w.err != nil {
 		return false
 	}
-	if c.closeAfter || c.reqClose || c.ctx.Err() != nil {
+	if c.closeAfter || c.reqClose || c.ctx.isEnded() {
 		if r.ContentLength != 0 && !rs.body.done {
 			c.linger()
 		}

@@ -79,7 +79,7 @@ func (w *response) WriteHeader(code int) {
 			delete(w.h, hdrContentLength) // never send a length we cannot honour
 		}
 	}
-	if hasToken(strings.Join(w.h[hdrConnection], ","), "close") {
+	if vv := w.h[hdrConnection]; len(vv) > 0 && hasToken(strings.Join(vv, ","), "close") {
 		w.c.closeAfter = true
 	}
 }
