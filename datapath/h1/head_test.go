@@ -68,13 +68,13 @@ func TestBufferedHead(t *testing.T) {
 func TestInternTable(t *testing.T) {
 	for _, k := range commonRequestHeaders {
 		for _, name := range []string{k, strings.ToLower(k)} {
-			if got, ok := internKey(name); !ok || got != k {
+			if got, _, ok := internKey(name); !ok || got != k {
 				t.Errorf("internKey(%q) = %q, %v; want %q", name, got, ok, k)
 			}
 		}
 	}
-	for _, name := range []string{"content-Type", "HOST", "X-Other", "Hos", "Content-Lengthx", "x"} {
-		if got, ok := internKey(name); ok {
+	for _, name := range []string{"content-Type", "HOST", "X-Other", "Hos", "Content-Lengthx", "x", ""} {
+		if got, _, ok := internKey(name); ok {
 			t.Errorf("internKey(%q) = %q, want none", name, got)
 		}
 	}
@@ -166,5 +166,80 @@ func TestManyFields(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRepeatedFields: a name met again, in any spelling, adds a value to
+// the first one's field, whether it is a common name (kept in the
+// parser's set of slots) or not (looked up in the map).
+func TestRepeatedFields(t *testing.T) {
+	tests := []struct {
+		name   string
+		fields string
+		key    string
+		want   []string
+		n      int // fields in the map
+	}{
+		{"common, one spelling", "Accept: a\r\nAccept: b\r\n", "Accept", []string{"a", "b"}, 1},
+		{"common, three spellings", "Content-Type: a\r\ncontent-type: b\r\nCONTENT-TYPE: c\r\n", "Content-Type", []string{"a", "b", "c"}, 1},
+		{"common, odd spelling first", "aCCEPT: a\r\nAccept: b\r\n", "Accept", []string{"a", "b"}, 1},
+		{"other", "X-Other: a\r\nx-other: b\r\n", "X-Other", []string{"a", "b"}, 1},
+		{"common and other apart", "Accept: a\r\nX-Other: b\r\nAccept: c\r\n", "Accept", []string{"a", "c"}, 2},
+		{"slot neighbours apart", "Te: a\r\nTrailer: b\r\n", "Te", []string{"a"}, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &http.Request{URL: &url.URL{}}
+			var vals [16]string
+			_, err := parseRequest("GET / HTTP/1.1\r\nHost: x\r\n"+tc.fields+"\r\n", r, vals[:], nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := r.Header[tc.key]; strings.Join(got, "|") != strings.Join(tc.want, "|") || len(r.Header) != tc.n {
+				t.Errorf("%s = %q in %d fields, want %q in %d", tc.key, got, len(r.Header), tc.want, tc.n)
+			}
+		})
+	}
+}
+
+// TestWordChecks holds the eight-bytes-at-a-time checks (the request's
+// target and values, the response's values) to their byte loops: every byte value at every place of strings around the word
+// size, alone and after a HTAB (which the value check flags and then
+// allows).
+func TestWordChecks(t *testing.T) {
+	refValue := func(v string) bool {
+		for i := 0; i < len(v); i++ {
+			if b := v[i]; (b < ' ' && b != '\t') || b == 0x7f {
+				return false
+			}
+		}
+		return true
+	}
+	refTarget := func(s string) bool {
+		for i := 0; i < len(s); i++ {
+			if b := s[i]; b <= ' ' || b == 0x7f {
+				return false
+			}
+		}
+		return true
+	}
+	for _, n := range []int{1, 7, 8, 9, 15, 16, 17, 24} {
+		for _, prefix := range []string{"", "\t"} {
+			for at := 0; at < n; at++ {
+				for b := 0; b < 256; b++ {
+					s := []byte(prefix + strings.Repeat("a", n))
+					s[len(prefix)+at] = byte(b)
+					if got, want := validFieldValue(string(s)), refValue(string(s)); got != want {
+						t.Errorf("validFieldValue(%q) = %v, want %v", s, got, want)
+					}
+					if got, want := validTarget(string(s)), refTarget(string(s)); got != want {
+						t.Errorf("validTarget(%q) = %v, want %v", s, got, want)
+					}
+					if got, want := needsScrub(string(s)), strings.ContainsAny(string(s), "\r\n\x00"); got != want {
+						t.Errorf("needsScrub(%q) = %v, want %v", s, got, want)
+					}
+				}
+			}
+		}
 	}
 }

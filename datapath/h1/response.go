@@ -181,9 +181,11 @@ func (w *response) writeHead(final bool) {
 			hasType = true
 		case hdrConnection:
 			nConn = len(vv)
-		}
-		if !validFieldName(k) {
-			continue
+		default:
+			// A name the request parser interns is a token as it is.
+			if _, _, common := internKey(k); !common && !validFieldName(k) {
+				continue
+			}
 		}
 		for _, v := range vv {
 			hb.field(k, v)
@@ -363,10 +365,35 @@ func (hb *headBuf) field(k, v string) {
 	hb.b = append(hb.b, ": "...)
 	n := len(hb.b)
 	hb.b = append(hb.b, v...)
-	for i := n; i < len(hb.b); i++ {
-		if b := hb.b[i]; b <= '\r' && (b == '\r' || b == '\n' || b == 0) {
-			hb.b[i] = ' '
+	if needsScrub(v) {
+		for i := n; i < len(hb.b); i++ {
+			if b := hb.b[i]; b == '\r' || b == '\n' || b == 0 {
+				hb.b[i] = ' '
+			}
 		}
 	}
 	hb.b = append(hb.b, "\r\n"...)
+}
+
+// needsScrub reports whether v holds a CR, LF or NUL: eight bytes at a
+// time (validFieldValue's way), any byte up to CR flagging a word for a
+// closer look.
+func needsScrub(v string) bool {
+	if len(v) >= 8 {
+		i := 0
+		for ; i+8 < len(v); i += 8 {
+			if byteBelow(word8(v[i:i+8]), '\r'+1) {
+				break
+			}
+		}
+		if i+8 >= len(v) && !byteBelow(word8(v[len(v)-8:]), '\r'+1) {
+			return false
+		}
+	}
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; b == '\r' || b == '\n' || b == 0 {
+			return true
+		}
+	}
+	return false
 }
