@@ -182,8 +182,7 @@ func (w *response) writeHead(final bool) {
 		case hdrConnection:
 			nConn = len(vv)
 		default:
-			// A name the request parser interns is a token as it is.
-			if _, _, common := internKey(k); !common && !validFieldName(k) {
+			if !validFieldName(k) {
 				continue
 			}
 		}
