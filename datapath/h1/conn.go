@@ -221,7 +221,8 @@ func (c *conn) step() bool {
 			c.br = s.getReader(&c.sock)
 		}
 		if c.br.Buffered() > 0 {
-			if !c.headWhole() {
+			whole := c.bufferedHead()
+			if whole == 0 && !c.headWhole() {
 				return false // the ordinary path reads it line by line
 			}
 			if !c.state.CompareAndSwap(stateIdle, stateActive) {
@@ -229,7 +230,7 @@ func (c *conn) step() bool {
 				return false
 			}
 			s.setState(c.nc, http.StateActive)
-			rs, ok := c.readRequest(c.first)
+			rs, ok := c.readRequest(c.first, whole)
 			c.first = false
 			if !ok {
 				c.closing = true
@@ -262,19 +263,26 @@ func (c *conn) step() bool {
 // serveOne reads, handles and answers one request; false means the
 // connection must close.
 func (c *conn) serveOne(first bool) bool {
-	rs, ok := c.readRequest(first)
+	rs, ok := c.readRequest(first, c.bufferedHead())
 	return ok && c.finishRequest(rs)
 }
 
 // readRequest reads and parses a request head; false means the connection
-// must close (a refused head has been answered).
-func (c *conn) readRequest(first bool) (*reqState, bool) {
+// must close (a refused head has been answered). whole is bufferedHead's
+// measure of the head (0: read it with readHead).
+func (c *conn) readRequest(first bool, whole int) (*reqState, bool) {
 	s := c.srv
 	start := time.Now()
-	if d := s.ReadHeaderTimeout; d > 0 && !first && !c.headBuffered() {
-		_ = c.sock.SetReadDeadline(start.Add(d))
+	var head string
+	var err error
+	if whole > 0 {
+		head = c.readBufferedHead(whole) // all there: no header deadline needed
+	} else {
+		if d := s.ReadHeaderTimeout; d > 0 && !first && !c.headBuffered() {
+			_ = c.sock.SetReadDeadline(start.Add(d))
+		}
+		head, err = c.readHead()
 	}
-	head, err := c.readHead()
 	if err != nil {
 		var re *requestError
 		if errors.As(err, &re) {
@@ -342,7 +350,7 @@ func (c *conn) finishRequest(rs *reqState) bool {
 	if w.err != nil {
 		return false
 	}
-	if c.closeAfter || c.reqClose || c.ctx.Err() != nil {
+	if c.closeAfter || c.reqClose || c.ctx.isEnded() {
 		if r.ContentLength != 0 && !rs.body.done {
 			c.linger()
 		}

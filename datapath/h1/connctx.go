@@ -3,6 +3,7 @@ package h1
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 )
 
 // connCtx is a connection's context, shared by its requests: it ends when
@@ -15,6 +16,11 @@ import (
 type connCtx struct {
 	context.Context // the cancelCtx: Done, Err, Value and Deadline
 	cancel          context.CancelFunc
+
+	// gone is set as end starts: isEnded reads it where Err would go
+	// through the embedded interface to the cancelCtx, a line of its own
+	// the connection's goroutine touches for nothing else per request.
+	gone atomic.Bool
 
 	mu    sync.Mutex
 	ended bool // end ran: no slot is filled any more
@@ -74,8 +80,13 @@ func (s *afterDoneSlot) doStop() bool {
 	return true
 }
 
+// isEnded reports whether end has started: true whenever Err is not nil
+// (the context ends only through end), and from just before.
+func (x *connCtx) isEnded() bool { return x.gone.Load() }
+
 // end cancels the context, then starts every registered function.
 func (x *connCtx) end() {
+	x.gone.Store(true)
 	x.cancel()
 	x.mu.Lock()
 	if x.ended {

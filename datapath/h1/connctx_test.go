@@ -75,3 +75,25 @@ func TestConnCtxAfterDoneReusesSlots(t *testing.T) {
 	}
 	x.end()
 }
+
+// TestConnCtxIsEnded: the flag finishRequest reads follows the context's
+// error, end after end.
+func TestConnCtxIsEnded(t *testing.T) {
+	x := newConnCtx(context.Background())
+	for _, step := range []struct {
+		name string
+		end  bool
+		want bool
+	}{
+		{"open", false, false},
+		{"ended", true, true},
+		{"ended twice", true, true},
+	} {
+		if step.end {
+			x.end()
+		}
+		if got := x.isEnded(); got != step.want || got != (x.Err() != nil) {
+			t.Errorf("%s: isEnded %v, Err %v; want %v", step.name, got, x.Err(), step.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package h1
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -47,23 +48,67 @@ func badRequest(msg string) error { return &requestError{status: http.StatusBadR
 // errNoRequest is a connection that ended (or idled out) between requests.
 var errNoRequest = errors.New("no request")
 
-// commonRequestHeaders interns the canonical names clients send (and their
-// lowercase spelling), so parsing them allocates no key. Read-only after
-// package initialisation.
-var commonRequestHeaders = func() map[string]string {
-	m := map[string]string{}
-	for _, k := range []string{
-		hdrHost, hdrContentLength, hdrTransferEncoding, hdrConnection, hdrExpect, hdrContentType,
-		"Accept", "Accept-Encoding", "Accept-Language", "Authorization", "User-Agent", "Cookie",
-		"X-Request-Id", "X-Forwarded-For", "X-Api-Key", "X-Conversation-Id", "X-Model",
-		"Cache-Control", "Origin", "Referer", "Upgrade", "Keep-Alive", "Te", "Trailer",
-		"Openai-Organization", "Openai-Project", "Anthropic-Version", "X-Stainless-Lang",
-	} {
-		m[k] = k
-		m[strings.ToLower(k)] = k
+// commonRequestHeaders are the canonical names clients send that the
+// parser interns (internKey), so parsing them allocates no key.
+var commonRequestHeaders = [...]string{
+	hdrHost, hdrContentLength, hdrTransferEncoding, hdrConnection, hdrExpect, hdrContentType,
+	"Accept", "Accept-Encoding", "Accept-Language", "Authorization", "User-Agent", "Cookie",
+	"X-Request-Id", "X-Forwarded-For", "X-Api-Key", "X-Conversation-Id", "X-Model",
+	"Cache-Control", "Origin", "Referer", "Upgrade", "Keep-Alive", "Te", "Trailer",
+	"Openai-Organization", "Openai-Project", "Anthropic-Version", "X-Stainless-Lang",
+}
+
+// internSlot is one name of commonRequestHeaders in its two spellings.
+type internSlot struct{ canon, lower string }
+
+// internTable holds commonRequestHeaders at internHash of their names: one
+// slot and two string compares per field name, where a map lookup hashed
+// the whole name (the lookup and its hash were ~10 % of parsing wrk's
+// request head). Names that would share a slot keep the first comer; the
+// others are canonicalised like any other name, which is only slower
+// (TestInternTable holds every listed name to a slot of its own).
+// Read-only after package initialisation.
+var internTable = func() (t [internSlots]internSlot) {
+	for _, k := range commonRequestHeaders {
+		if s := &t[internHash(k)]; s.canon == "" {
+			*s = internSlot{canon: k, lower: strings.ToLower(k)}
+		}
 	}
-	return m
+	return t
 }()
+
+const internSlots = 128 // a power of two
+
+// internHash mixes a name's length and its first and last bytes, folded to
+// lower case: collision-free over commonRequestHeaders.
+func internHash(name string) int {
+	return (len(name) + 4*int(name[0]|0x20) + int(name[len(name)-1]|0x20)) & (internSlots - 1)
+}
+
+// internKey returns name's canonical form and its slot when it is one of
+// commonRequestHeaders, spelled canonically or in lower case.
+func internKey(name string) (string, int, bool) {
+	if name == "" {
+		return "", 0, false
+	}
+	i := internHash(name)
+	if s := &internTable[i]; name == s.canon || name == s.lower {
+		return s.canon, i, true
+	}
+	return "", 0, false
+}
+
+// internSet is a set of internTable slots: the common names a head has
+// carried so far.
+type internSet [internSlots / 64]uint64
+
+// add adds slot i and reports whether it was there already.
+func (s *internSet) add(i int) bool {
+	w, bit := &s[i>>6], uint64(1)<<(i&63)
+	had := *w&bit != 0
+	*w |= bit
+	return had
+}
 
 // headScan reads one request head off a bufio.Reader (up to and including
 // its empty line), every line ending in CRLF and the empty lines before
@@ -125,6 +170,46 @@ func isRefusal(err error) bool {
 	return ok
 }
 
+// bufferedHead returns the length of the request head at the start of the
+// read buffer when all of it is there and it is one headScan.scan takes
+// without a second look: no empty lines before the request line, every
+// line ending in CRLF, none longer than MaxLine, the whole within the
+// server's MaxHeaderBytes. 0: not so, and readHead's scan decides (what it
+// reads, refuses or waits for is unchanged). Why: a small request's head
+// arrives whole, and one pass over the buffer here replaces the scan's
+// read and append per line and the two searches for the head's end that
+// the serving step made before it (headWhole, headBuffered).
+func (c *conn) bufferedHead() int {
+	b, _ := c.br.Peek(c.br.Buffered())
+	maxBytes := c.srv.maxHeaderBytes()
+	for n := 0; ; {
+		i := bytes.IndexByte(b[n:], '\n')
+		if i < 0 {
+			return 0 // not all here
+		}
+		end := n + i + 1 // past this line's LF
+		if i == 0 || b[end-2] != '\r' || i-1 > MaxLine || end > maxBytes {
+			return 0 // bare LF, too long: the scan refuses it
+		}
+		if i == 1 {
+			if n == 0 {
+				return 0 // an empty line before the request line
+			}
+			return end
+		}
+		n = end
+	}
+}
+
+// readBufferedHead takes the head bufferedHead measured (n bytes) off the
+// read buffer, as readHead would have read it.
+func (c *conn) readBufferedHead(n int) string {
+	b, _ := c.br.Peek(n)
+	head := string(b)
+	_, _ = c.br.Discard(n)
+	return head
+}
+
 // readHead reads one request head into c.hs and returns it as one string.
 func (c *conn) readHead() (string, error) {
 	c.hs.reset()
@@ -181,10 +266,8 @@ func parseRequest(head string, r *http.Request, vals []string, h http.Header) (p
 		// for an engine, and nginx refuses it too.
 		return p, badRequest("asterisk-form request target")
 	}
-	for i := 0; i < len(target); i++ {
-		if b := target[i]; b <= ' ' || b == 0x7f {
-			return p, badRequest("request target contains whitespace or a control byte")
-		}
+	if !validTarget(target) {
+		return p, badRequest("request target contains whitespace or a control byte")
 	}
 	switch proto {
 	case "HTTP/1.1":
@@ -199,38 +282,46 @@ func parseRequest(head string, r *http.Request, vals []string, h http.Header) (p
 	}
 	r.Method, r.RequestURI, r.Proto = method, target, proto
 
-	// Fields: validated and counted first, so the map is sized once.
-	type field struct{ key, val string }
-	var fa [32]field
-	fields := fa[:0]
+	// Fields go into the map as they are read: a field refused later
+	// refuses the whole head, and the map is not r.Header until the end.
+	// Room for the two fields the gateway adds (X-Forwarded-For and
+	// X-Request-Id): a map sized for the client's fields alone grows when
+	// they go in, one allocation more at 7–8 fields and two at 13–14
+	// (testing.AllocsPerRun, Go 1.26; none at 9–12). A request carries a
+	// Host, which is no field of the map: the line count less one, plus two.
+	if h == nil {
+		h = make(http.Header, strings.Count(rest, "\n")+1)
+	}
 	var host, cl, te, conn, expect string
-	var nHost, nCL, nTE int
+	var nHost, nCL, nTE, nFields, nVals int
+	var seen internSet // the common names met
 	for len(rest) > 0 {
-		eol := strings.Index(rest, "\r\n")
-		line := rest[:eol]
-		rest = rest[eol+2:]
-		if line[0] == ' ' || line[0] == '\t' {
-			return p, badRequest("obsolete line folding")
+		// Every line ends in CRLF (headScan): its LF ends it.
+		eol := strings.IndexByte(rest, '\n')
+		if eol < 1 || rest[eol-1] != '\r' {
+			return p, badRequest("line not terminated by CRLF (bare LF)")
 		}
+		line := rest[:eol-1]
+		rest = rest[eol+1:]
+		// The name, up to the first colon: a common name is a token as it
+		// is; any other is checked byte by byte.
 		colon := strings.IndexByte(line, ':')
 		if colon <= 0 {
-			return p, badRequest("malformed header line")
+			return p, fieldLineError(line)
 		}
 		name := line[:colon]
-		for i := 0; i < len(name); i++ {
-			if !tokenChar[name[i]] {
-				return p, badRequest("invalid header name")
-			}
+		key, slot, common := internKey(name)
+		if !common && !validFieldName(name) {
+			return p, fieldLineError(line)
 		}
 		v := trimOWS(line[colon+1:])
-		for i := 0; i < len(v); i++ {
-			if b := v[i]; (b < ' ' && b != '\t') || b == 0x7f {
-				return p, badRequest("invalid byte in header value")
-			}
+		if !validFieldValue(v) {
+			return p, badRequest("invalid byte in header value")
 		}
-		key, ok := commonRequestHeaders[name]
-		if !ok {
+		if !common {
+			// Any other spelling of a common name canonicalises to it.
 			key = textproto.CanonicalMIMEHeaderKey(name)
+			_, slot, common = internKey(key)
 		}
 		switch key {
 		case hdrHost:
@@ -250,10 +341,23 @@ func parseRequest(head string, r *http.Request, vals []string, h http.Header) (p
 		case hdrExpect:
 			expect = v
 		}
-		if len(fields) == maxFields {
+		if nFields == maxFields {
 			return p, &requestError{status: http.StatusRequestHeaderFieldsTooLarge, msg: "too many header fields"}
 		}
-		fields = append(fields, field{key, v})
+		nFields++
+		// A repeated name adds a value. Common names are kept in a set of
+		// their slots (no other name equals one), so the map is asked only
+		// about the others.
+		if common && seen.add(slot) || !common && h[key] != nil {
+			h[key] = append(h[key], v)
+			continue
+		}
+		if nVals == len(vals) {
+			vals, nVals = make([]string, strings.Count(rest, "\n")+1), 0
+		}
+		vals[nVals] = v
+		h[key] = vals[nVals : nVals+1 : nVals+1]
+		nVals++
 	}
 
 	// Framing (RFC 9112 §6): no guessing between two lengths.
@@ -293,24 +397,6 @@ func parseRequest(head string, r *http.Request, vals []string, h http.Header) (p
 		return p, badRequest("invalid Host")
 	}
 
-	// Room for the two fields the gateway adds (X-Forwarded-For and
-	// X-Request-Id): a map sized for the client's fields alone grows when
-	// they go in, one allocation more at 7–8 fields and two at 13–14
-	// (testing.AllocsPerRun, Go 1.26; none at 9–12).
-	if h == nil {
-		h = make(http.Header, len(fields)+2)
-	}
-	if len(fields) > len(vals) {
-		vals = make([]string, len(fields))
-	}
-	for k, f := range fields {
-		if prior, ok := h[f.key]; ok {
-			h[f.key] = append(prior, f.val)
-			continue
-		}
-		vals[k] = f.val
-		h[f.key] = vals[k : k+1 : k+1]
-	}
 	r.Header = h
 
 	if err := parseTarget(r, method, target); err != nil {
@@ -333,6 +419,18 @@ func parseRequest(head string, r *http.Request, vals []string, h http.Header) (p
 }
 
 var chunkedTE = []string{"chunked"}
+
+// fieldLineError is why a field line without a colon after a token is
+// refused, checked in the order RFC 9112 §5 reads a field line.
+func fieldLineError(line string) error {
+	if line != "" && (line[0] == ' ' || line[0] == '\t') {
+		return badRequest("obsolete line folding")
+	}
+	if strings.IndexByte(line, ':') <= 0 {
+		return badRequest("malformed header line")
+	}
+	return badRequest("invalid header name")
+}
 
 // parseTarget fills r.URL (and r.Host for absolute-form). The usual
 // origin-form without escapes is cut in place; anything else goes through
@@ -407,6 +505,89 @@ var methodChar = func() (t [256]bool) {
 		t[b] = true
 	}
 	t['_'], t['-'] = true, true
+	return t
+}()
+
+// Eight bytes at a time (SWAR): the two checks below read a word and test
+// all its bytes with a few operations, then look byte by byte only at
+// what is left past the last whole word, or from a word the test flags.
+// The tests are exact as to whether some byte is flagged (no borrow
+// reaches the lowest flagged byte), so a flag only means "look closer".
+// Why: the byte loops over the request target and field values were
+// about a quarter of parsing wrk's head.
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// word8 is the eight bytes of s (len(s) == 8), little-endian: the
+// compiler makes it one load.
+func word8(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// byteBelow reports whether some byte of x is below n (n <= 128).
+func byteBelow(x uint64, n byte) bool { return (x-ones*uint64(n))&^x&highs != 0 }
+
+// byteIs reports whether some byte of x is b.
+func byteIs(x uint64, b byte) bool { return byteBelow(x^(ones*uint64(b)), 1) }
+
+// A string of eight bytes or more ends in a word that overlaps the one
+// before it, so no byte is left to a loop.
+
+// validFieldValue reports whether v holds no byte of badValueByte.
+func validFieldValue(v string) bool {
+	if len(v) >= 8 {
+		flagged := func(x uint64) bool { return byteBelow(x, ' ') || byteIs(x, 0x7f) }
+		i := 0
+		for ; i+8 < len(v); i += 8 {
+			if flagged(word8(v[i : i+8])) {
+				break
+			}
+		}
+		if i+8 >= len(v) && !flagged(word8(v[len(v)-8:])) {
+			return true
+		}
+		// A control byte, or a HTAB: byte by byte.
+	}
+	for i := 0; i < len(v); i++ {
+		if badValueByte[v[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+// validTarget reports whether a request target holds no whitespace, no
+// control byte and no DEL.
+func validTarget(t string) bool {
+	if len(t) >= 8 {
+		flagged := func(x uint64) bool { return byteBelow(x, ' '+1) || byteIs(x, 0x7f) }
+		for i := 0; i+8 < len(t); i += 8 {
+			if flagged(word8(t[i : i+8])) {
+				return false
+			}
+		}
+		return !flagged(word8(t[len(t)-8:]))
+	}
+	for i := 0; i < len(t); i++ {
+		if b := t[i]; b <= ' ' || b == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// badValueByte marks the bytes a field value may not hold: controls other
+// than HTAB, and DEL (RFC 9110 §5.5). Read-only after package
+// initialisation.
+var badValueByte = func() (t [256]bool) {
+	for b := 0; b < ' '; b++ {
+		t[b] = b != '\t'
+	}
+	t[0x7f] = true
 	return t
 }()
 

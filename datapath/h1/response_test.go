@@ -1,0 +1,110 @@
+package h1
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestResponseHead writes heads through the connection's writer and holds
+// each to the bytes the server sends: one handler field per case, so the
+// map's order does not matter, with the fields the server adds.
+func TestResponseHead(t *testing.T) {
+	const date = "Date: (the server's)\r\n"
+	serverDate := regexp.MustCompile(`Date: [A-Z][a-z]{2}, \d\d [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d GMT\r\n`)
+	long := strings.Repeat("v", 3000)  // two fit the free space apart, not together
+	huge := strings.Repeat("w", 5<<10) // past the whole buffer
+	tests := []struct {
+		name   string
+		minor  int
+		status int
+		h      http.Header
+		body   string
+		close  bool // the connection closes after this response
+		want   string
+	}{
+		{"length", 1, 200, http.Header{"Content-Length": {"2"}}, "{}", false,
+			"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n" + date + "\r\n{}"},
+		{"held back", 1, 200, http.Header{"Content-Type": {"application/json"}}, "{}", false,
+			"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" + date + "Content-Length: 2\r\n\r\n{}"},
+		{"sniffed type", 1, 200, http.Header{}, "hi", false,
+			"HTTP/1.1 200 OK\r\n" + date + "Content-Type: text/plain; charset=utf-8\r\nContent-Length: 2\r\n\r\nhi"},
+		{"value scrubbed", 1, 200, http.Header{"X-Bad": {"a\r\nInjected: 1\x00"}}, "", false,
+			"HTTP/1.1 200 OK\r\nX-Bad: a  Injected: 1 \r\n" + date + "Content-Length: 0\r\n\r\n"},
+		{"two values", 1, 200, http.Header{"X-Two": {"a", "b"}}, "", false,
+			"HTTP/1.1 200 OK\r\nX-Two: a\r\nX-Two: b\r\n" + date + "Content-Length: 0\r\n\r\n"},
+		{"invalid name dropped", 1, 200, http.Header{"X Bad": {"a"}}, "", false,
+			"HTTP/1.1 200 OK\r\n" + date + "Content-Length: 0\r\n\r\n"},
+		{"empty name dropped", 1, 200, http.Header{"": {"a"}}, "", false,
+			"HTTP/1.1 200 OK\r\n" + date + "Content-Length: 0\r\n\r\n"},
+		{"common name", 1, 200, http.Header{"X-Request-Id": {"r1"}}, "", false,
+			"HTTP/1.1 200 OK\r\nX-Request-Id: r1\r\n" + date + "Content-Length: 0\r\n\r\n"},
+		{"long value scrubbed", 1, 200, http.Header{"X-Bad": {"0123456789abcdef\n0123456789"}}, "", false,
+			"HTTP/1.1 200 OK\r\nX-Bad: 0123456789abcdef 0123456789\r\n" + date + "Content-Length: 0\r\n\r\n"},
+		{"transfer-encoding dropped", 1, 200, http.Header{"Transfer-Encoding": {"gzip"}}, "", false,
+			"HTTP/1.1 200 OK\r\n" + date + "Content-Length: 0\r\n\r\n"},
+		{"handler's date", 1, 200, http.Header{"Date": {"x"}}, "", false,
+			"HTTP/1.1 200 OK\r\nDate: x\r\nContent-Length: 0\r\n\r\n"},
+		{"nil date suppressed", 1, 200, http.Header{"Date": nil}, "", false,
+			"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"},
+		{"no content", 1, 204, http.Header{}, "", false,
+			"HTTP/1.1 204 No Content\r\n" + date + "\r\n"},
+		{"close", 1, 200, http.Header{"Content-Length": {"0"}}, "", true,
+			"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n" + date + "Connection: close\r\n\r\n"},
+		{"close named by the handler", 1, 200, http.Header{"Connection": {"close"}}, "", true,
+			"HTTP/1.1 200 OK\r\nConnection: close\r\n" + date + "Content-Length: 0\r\n\r\n"},
+		{"1.0 keep-alive", 0, 200, http.Header{"Content-Length": {"0"}}, "", false,
+			"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n" + date + "Connection: keep-alive\r\n\r\n"},
+		{"odd status", 1, 599, http.Header{"Content-Length": {"0"}}, "", false,
+			"HTTP/1.1 599 \r\nContent-Length: 0\r\n" + date + "\r\n"},
+		{"long value", 1, 200, http.Header{"X-Long": {long, long}}, "", false,
+			"HTTP/1.1 200 OK\r\nX-Long: " + long + "\r\nX-Long: " + long + "\r\n" + date + "Content-Length: 0\r\n\r\n"},
+		{"value past the buffer", 1, 200, http.Header{"X-Huge": {huge}}, "", false,
+			"HTTP/1.1 200 OK\r\nX-Huge: " + huge + "\r\n" + date + "Content-Length: 0\r\n\r\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			s := &Server{}
+			s.dateNow.Store(&dateEntry{sec: 1 << 62, s: "Thu, 03 Dec 2026 11:17:36 GMT"})
+			c := &conn{srv: s, bw: bufio.NewWriterSize(&out, writeBufSize), closeAfter: tc.close}
+			rs := &reqState{req: http.Request{Method: http.MethodGet, ProtoMajor: 1, ProtoMinor: tc.minor}}
+			rs.w = response{c: c, status: http.StatusOK, cl: -1, rs: rs, h: tc.h}
+			rs.w.WriteHeader(tc.status)
+			if tc.body != "" {
+				if _, err := rs.w.Write([]byte(tc.body)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rs.w.finish()
+			if got := serverDate.ReplaceAllString(out.String(), date); rs.w.err != nil || got != tc.want {
+				t.Errorf("wrote %.300q (%v)\nwant  %.300q", got, rs.w.err, tc.want)
+			}
+		})
+	}
+}
+
+// failWriter refuses every write.
+type failWriter struct{}
+
+var errWriteRefused = errors.New("write refused")
+
+func (failWriter) Write([]byte) (int, error) { return 0, errWriteRefused }
+
+// TestResponseHeadWriteFails: a head that must be flushed in pieces
+// reports the connection's write failure and closes after it.
+func TestResponseHeadWriteFails(t *testing.T) {
+	c := &conn{srv: &Server{}, bw: bufio.NewWriterSize(failWriter{}, writeBufSize)}
+	rs := &reqState{req: http.Request{Method: http.MethodGet, ProtoMajor: 1, ProtoMinor: 1}}
+	long := strings.Repeat("v", 3000)
+	rs.w = response{c: c, status: http.StatusOK, cl: -1, rs: rs, h: http.Header{"X-Long": {long, long}}}
+	rs.w.WriteHeader(http.StatusOK)
+	rs.w.finish()
+	if !errors.Is(rs.w.err, errWriteRefused) || !c.closeAfter {
+		t.Errorf("err %v, closeAfter %v; want the write's failure and a close", rs.w.err, c.closeAfter)
+	}
+}
