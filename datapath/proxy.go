@@ -572,7 +572,10 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 		if c.fq != nil && resp.StatusCode == http.StatusOK {
 			c.noteLead(time.Since(sent))
 		}
-		if stream != nil {
+		if stream != nil && !x.streamed.ended {
+			// A streamed body read to its end has lifted the deadline
+			// already (streamedBody.Read): a second lift was a type walk
+			// and a socket deadline update per request.
 			rt.liftReadDeadline(x.w)
 		}
 		if attempts > 1 {
