@@ -1,7 +1,10 @@
 package datapath
 
 import (
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -131,6 +134,28 @@ func TestAddressHelpers(t *testing.T) {
 	}
 }
 
+// TestHostOnlyFastPath holds hostOnly's bracket-free shortcut to what
+// net.SplitHostPort and the trims make of the same Host (the route match
+// keys on it).
+func TestHostOnlyFastPath(t *testing.T) {
+	reference := func(h string) string {
+		if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.HasSuffix(h, "]") {
+			if host, _, err := net.SplitHostPort(h); err == nil {
+				return strings.Trim(host, "[]")
+			}
+		}
+		return strings.Trim(h, "[]")
+	}
+	for _, in := range []string{
+		"", ":", "::", ":80", "a:", "a:b:c", "::1", "fe80::1:80", "host", "host:8080", "127.0.4.1:34000",
+		"10.0.0.1", "[::1]:80", "[::1]", "[::1", "::1]", "[a]:b:c", "a]:80", "[a:80", "x:y]", "[[::1]]:80", "]:1",
+	} {
+		if got, want := hostOnly(in), reference(in); got != want {
+			t.Errorf("hostOnly(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 func TestRequestIDFormat(t *testing.T) {
 	seen := map[string]bool{}
 	for range 100 {
@@ -142,6 +167,19 @@ func TestRequestIDFormat(t *testing.T) {
 	}
 	if strings.ToLower(newRequestID()) == "" {
 		t.Fatal("empty id")
+	}
+}
+
+// TestFormatRequestID: an id spells its 128 bits as hex.Encode spells
+// them, little-endian bytes of the first word, then of the second.
+func TestFormatRequestID(t *testing.T) {
+	for _, tc := range [][2]uint64{{0, 0}, {1, 2}, {0x0123456789abcdef, 0xfedcba9876543210}, {^uint64(0), 0x8000000000000001}} {
+		var raw [16]byte
+		binary.LittleEndian.PutUint64(raw[:8], tc[0])
+		binary.LittleEndian.PutUint64(raw[8:], tc[1])
+		if got, want := formatRequestID(tc[0], tc[1]), hex.EncodeToString(raw[:]); got != want {
+			t.Errorf("formatRequestID(%#x, %#x) = %q, want %q", tc[0], tc[1], got, want)
+		}
 	}
 }
 
