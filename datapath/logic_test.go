@@ -84,11 +84,14 @@ func TestSessionKey(t *testing.T) {
 
 func TestPrepareOutboundHeader(t *testing.T) {
 	for _, tc := range []struct {
-		trust bool
-		xff   string
+		trust  bool
+		client string
+		xff    string // "": none forwarded
 	}{
-		{true, "1.2.3.4, 127.0.0.9"},
-		{false, "127.0.0.9"}, // the client's own claim is dropped
+		{true, "127.0.0.9", "1.2.3.4, 127.0.0.9"},
+		{false, "127.0.0.9", "127.0.0.9"}, // the client's own claim is dropped
+		{true, "", "1.2.3.4"},             // no address known: the trusted claim passes as sent
+		{false, "", ""},                   // and an untrusted one is dropped
 	} {
 		h := http.Header{}
 		h.Set("Connection", "keep-alive, X-Secret")
@@ -98,7 +101,7 @@ func TestPrepareOutboundHeader(t *testing.T) {
 		h.Set("Expect", "100-continue")
 		h.Set("Authorization", "Bearer k")
 		h.Add("X-Forwarded-For", "1.2.3.4")
-		prepareOutboundHeader(h, "127.0.0.9", tc.trust)
+		prepareOutboundHeader(h, tc.client, tc.trust)
 		for _, k := range []string{"Connection", "X-Secret", "Keep-Alive", "Te", "Expect"} {
 			if _, ok := h[k]; ok {
 				t.Errorf("%s forwarded", k)
@@ -107,8 +110,8 @@ func TestPrepareOutboundHeader(t *testing.T) {
 		if h.Get("Authorization") != "Bearer k" {
 			t.Error("end-to-end header dropped")
 		}
-		if got := h.Values("X-Forwarded-For"); len(got) != 1 || got[0] != tc.xff {
-			t.Errorf("trust %v: X-Forwarded-For = %q, want %q", tc.trust, got, tc.xff)
+		if got := h.Values("X-Forwarded-For"); tc.xff == "" && len(got) != 0 || tc.xff != "" && (len(got) != 1 || got[0] != tc.xff) {
+			t.Errorf("trust %v, client %q: X-Forwarded-For = %q, want %q", tc.trust, tc.client, got, tc.xff)
 		}
 	}
 }

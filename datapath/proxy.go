@@ -645,19 +645,37 @@ func (rt *Runtime) sendFailed(x *exchange, c *compiled, i int, err error) {
 // stream's end time. An SSE body on a plaintext engine connection relays
 // itself from inside the engine socket's read wait (relaystream.go: no
 // empty read before each wait); everything else goes through copyBody.
+//
+// Its deferred calls are here, in a function with one return, so the
+// compiler open-codes them; among relayAnswer's returns they were pushed
+// on the defer chain and walked at the end of every request.
 func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *http.Response, parsedInto bool) {
 	defer func() {
 		c.eps[i].active.Add(-1)
 		c.epm[i].active.Dec()
 	}()
 	defer resp.Body.Close()
+	// The client's writes are bounded as the engine's reads are
+	// (streambound): a client that stops reading, its connection open,
+	// holds a body no longer than a silent engine would, SSE or not.
+	// Cleared at the end for the connection's next request.
+	var bound streambound.Bound
+	defer bound.Clear()
+	var relayed uint64 // the endpoint counter's bytes, added once at the end
+	defer func() { c.eps[i].bytes.Add(relayed) }()
+	rt.relayAnswer(x, c, i, quiet, resp, parsedInto, &bound, &relayed)
+}
+
+// relayAnswer is relay's work: bound and relayed are relay's, which
+// clears the one and counts the other when it returns.
+func (rt *Runtime) relayAnswer(x *exchange, c *compiled, i int, quiet silence, resp *http.Response, parsedInto bool, bound *streambound.Bound, relayed *uint64) {
 	if c.cb.enabled {
 		c.recordBreaker(i, c.eps[i].br.onResponse(&c.cb, resp.StatusCode))
 	}
 	ub, _ := resp.Body.(upstream.BoundedBody)
 	// The Sender's header keys are canonical: no Header.Get.
 	sse := strings.HasPrefix(canonicalGet(resp.Header, headerContentType), contentTypeSSE)
-	bound := streambound.Bound{Idle: quiet.bodyStall} // End zero: no cap
+	*bound = streambound.Bound{Idle: quiet.bodyStall} // End zero: no cap
 	if sse {
 		bound.Idle = quiet.streamIdle
 		capD := c.rule.MaxStreamDuration
@@ -666,12 +684,7 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 		}
 		bound.End = x.start.Add(capD)
 	}
-	// The client's writes are bounded as the engine's reads are
-	// (streambound): a client that stops reading, its connection open,
-	// holds a body no longer than a silent engine would, SSE or not.
-	// Cleared at the end for the connection's next request.
 	bound.BindClient(x.w)
-	defer bound.Clear()
 	extendAt := func(now time.Time) {
 		readBound := ub != nil && !ub.Buffered() // else no read can block: the rest of the body is in memory
 		if !readBound && !bound.BindsClient() {
@@ -712,8 +725,6 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 	if flush && fl != nil {
 		fl.Flush()
 	}
-	var relayed uint64 // the endpoint counter's bytes, added once at the end
-	defer func() { c.eps[i].bytes.Add(relayed) }()
 	var rerr error    // nil: the body ended
 	var gone bool     // the client went away
 	var end time.Time // the answer's end when copyBody read it; zero: read it now
@@ -721,7 +732,7 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 	if st, ok := resp.Body.(upstream.Streamer); ok && sse {
 		// The bound travels in the stream by value (its lines are the
 		// stream's) and comes back; a value, it stays on relay's stack.
-		s := &sseStream{x: x, w: x.w, placed: x.placed, fl: fl, ub: ub, bound: bound}
+		s := &sseStream{x: x, w: x.w, placed: x.placed, fl: fl, ub: ub, bound: *bound}
 		if s.clk, _ = x.w.(*respclock.Writer); s.clk != nil {
 			if f, ok := s.clk.Unwrap().(http.Flusher); ok {
 				s.fl = f // respclock's Flush only passes it on
@@ -729,8 +740,8 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 		}
 		s.rb.pool = &rt.bufs
 		handled, rerr = st.Stream(s)
-		bound = s.bound
-		relayed, gone = s.relayed, s.gone(rerr)
+		*bound = s.bound
+		*relayed, gone = s.relayed, s.gone(rerr)
 	}
 	if !handled {
 		// A small body that came whole with the head is written in one
@@ -740,7 +751,7 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 		if !sse && bodyInOneWrite(resp, ub) {
 			at = headAt
 		}
-		relayed, rerr, gone, end = rt.copyBody(x, resp, sse, flush, fl, extend, at)
+		*relayed, rerr, gone, end = rt.copyBody(x, resp, sse, flush, fl, extend, at)
 	}
 	if gone {
 		c.countRequest(i, statusClientClosed, codeClientClosed)
@@ -866,13 +877,15 @@ func prepareOutboundHeader(h http.Header, client string, trustForwarded bool) {
 // anyway, as the exchange).
 func prepareOutboundHeaderIn(h http.Header, client string, trustForwarded bool, xff *[1]string) {
 	hop.Strip(h)
-	if !trustForwarded {
-		delete(h, headerForwardedFor)
-	}
 	if client == "" {
+		if !trustForwarded {
+			delete(h, headerForwardedFor)
+		}
 		return
 	}
-	if prior := h[headerForwardedFor]; len(prior) > 0 {
+	// An untrusted claim is replaced below, not deleted first: one map
+	// operation fewer per request.
+	if prior := h[headerForwardedFor]; trustForwarded && len(prior) > 0 {
 		xff[0] = strings.Join(prior, ", ") + ", " + client
 	} else {
 		xff[0] = client
