@@ -1,8 +1,6 @@
 package datapath
 
 import (
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -170,19 +168,6 @@ func TestRequestIDFormat(t *testing.T) {
 	}
 	if strings.ToLower(newRequestID()) == "" {
 		t.Fatal("empty id")
-	}
-}
-
-// TestFormatRequestID: an id spells its 128 bits as hex.Encode spells
-// them, little-endian bytes of the first word, then of the second.
-func TestFormatRequestID(t *testing.T) {
-	for _, tc := range [][2]uint64{{0, 0}, {1, 2}, {0x0123456789abcdef, 0xfedcba9876543210}, {^uint64(0), 0x8000000000000001}} {
-		var raw [16]byte
-		binary.LittleEndian.PutUint64(raw[:8], tc[0])
-		binary.LittleEndian.PutUint64(raw[8:], tc[1])
-		if got, want := formatRequestID(tc[0], tc[1]), hex.EncodeToString(raw[:]); got != want {
-			t.Errorf("formatRequestID(%#x, %#x) = %q, want %q", tc[0], tc[1], got, want)
-		}
 	}
 }
 
