@@ -74,7 +74,7 @@ func (g *adminGate) denies(path string) bool {
 		return true
 	}
 	for _, base := range g.prefixes {
-		if p == base || strings.HasPrefix(p, base+"/") {
+		if strings.HasPrefix(p, base) && (len(p) == len(base) || p[len(base)] == '/') { // base or below it, no base+"/" built
 			_, open := g.named[p]
 			return !open
 		}

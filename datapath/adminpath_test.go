@@ -237,3 +237,22 @@ func TestCanonicalAdminPath(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminGatePrefix: a prefix entry closes its base and what lies below
+// it, not a longer name that only starts with it; allowed_paths opens an
+// exact path below it.
+func TestAdminGatePrefix(t *testing.T) {
+	g := &adminGate{exact: map[string]struct{}{}, prefixes: []string{"/slots", "/hicache"}, named: map[string]struct{}{"/slots/7": {}}}
+	for _, tc := range []struct {
+		path string
+		want bool
+	}{
+		{"/slots", true}, {"/slots/", true}, {"//slots", true}, {"/slots/0", true}, {"/slots//0/", true},
+		{"/slotsX", false}, {"/slots_x/0", false}, {"/slot", false}, {"/hicache/storage-backend", true},
+		{"/slots/7", false}, {"/slots/7/", false}, {"/v1/completions", false}, {"/", false}, {"", false},
+	} {
+		if got := g.denies(tc.path); got != tc.want {
+			t.Errorf("denies(%q) = %v, want %v", tc.path, got, tc.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -81,11 +82,14 @@ func TestSessionKey(t *testing.T) {
 
 func TestPrepareOutboundHeader(t *testing.T) {
 	for _, tc := range []struct {
-		trust bool
-		xff   string
+		trust  bool
+		client string
+		xff    string // "": none forwarded
 	}{
-		{true, "1.2.3.4, 127.0.0.9"},
-		{false, "127.0.0.9"}, // the client's own claim is dropped
+		{true, "127.0.0.9", "1.2.3.4, 127.0.0.9"},
+		{false, "127.0.0.9", "127.0.0.9"}, // the client's own claim is dropped
+		{true, "", "1.2.3.4"},             // no address known: the trusted claim passes as sent
+		{false, "", ""},                   // and an untrusted one is dropped
 	} {
 		h := http.Header{}
 		h.Set("Connection", "keep-alive, X-Secret")
@@ -95,7 +99,7 @@ func TestPrepareOutboundHeader(t *testing.T) {
 		h.Set("Expect", "100-continue")
 		h.Set("Authorization", "Bearer k")
 		h.Add("X-Forwarded-For", "1.2.3.4")
-		prepareOutboundHeader(h, "127.0.0.9", tc.trust)
+		prepareOutboundHeader(h, tc.client, tc.trust)
 		for _, k := range []string{"Connection", "X-Secret", "Keep-Alive", "Te", "Expect"} {
 			if _, ok := h[k]; ok {
 				t.Errorf("%s forwarded", k)
@@ -104,8 +108,8 @@ func TestPrepareOutboundHeader(t *testing.T) {
 		if h.Get("Authorization") != "Bearer k" {
 			t.Error("end-to-end header dropped")
 		}
-		if got := h.Values("X-Forwarded-For"); len(got) != 1 || got[0] != tc.xff {
-			t.Errorf("trust %v: X-Forwarded-For = %q, want %q", tc.trust, got, tc.xff)
+		if got := h.Values("X-Forwarded-For"); tc.xff == "" && len(got) != 0 || tc.xff != "" && (len(got) != 1 || got[0] != tc.xff) {
+			t.Errorf("trust %v, client %q: X-Forwarded-For = %q, want %q", tc.trust, tc.client, got, tc.xff)
 		}
 	}
 }
@@ -126,6 +130,28 @@ func TestAddressHelpers(t *testing.T) {
 		"api.example:8080": "api.example", "api.example": "api.example", "[::1]:80": "::1", "[::1]": "::1",
 	} {
 		if got := hostOnly(in); got != want {
+			t.Errorf("hostOnly(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestHostOnlyFastPath holds hostOnly's bracket-free shortcut to what
+// net.SplitHostPort and the trims make of the same Host (the route match
+// keys on it).
+func TestHostOnlyFastPath(t *testing.T) {
+	reference := func(h string) string {
+		if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.HasSuffix(h, "]") {
+			if host, _, err := net.SplitHostPort(h); err == nil {
+				return strings.Trim(host, "[]")
+			}
+		}
+		return strings.Trim(h, "[]")
+	}
+	for _, in := range []string{
+		"", ":", "::", ":80", "a:", "a:b:c", "::1", "fe80::1:80", "host", "host:8080", "127.0.4.1:34000",
+		"10.0.0.1", "[::1]:80", "[::1]", "[::1", "::1]", "[a]:b:c", "a]:80", "[a:80", "x:y]", "[[::1]]:80", "]:1",
+	} {
+		if got, want := hostOnly(in), reference(in); got != want {
 			t.Errorf("hostOnly(%q) = %q, want %q", in, got, want)
 		}
 	}

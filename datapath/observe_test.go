@@ -262,6 +262,19 @@ func TestAnswerModel(t *testing.T) {
 	}
 }
 
+// TestIndexModelKey holds the 'm'-first search to bytes.Index's answer.
+func TestIndexModelKey(t *testing.T) {
+	for _, in := range []string{
+		"", "m", `"m`, `"model"`, `"model":`, `model":`, `x"model":"a"`, `{"mm":1,"model":"a"}`,
+		`{"id":"chatcmpl-m","object":"chat.completion","model":"q"}`, `"modelx":1,"model":2`,
+		`{"a":"m\"model\":"}`, `mmmm"model":` + `"model":`, strings.Repeat("m", 100) + `"model":"z"`,
+	} {
+		if got, want := indexModelKey([]byte(in)), bytes.Index([]byte(in), []byte(`"model":`)); got != want {
+			t.Errorf("indexModelKey(%q) = %d, want %d", in, got, want)
+		}
+	}
+}
+
 // TestLastModelReuses checks the per-rule copy of an answer's model name:
 // the same name costs no allocation, a new one replaces it. The result is
 // kept (got) and its bytes compared with the first copy's: a discarded

@@ -41,6 +41,10 @@ const (
 	statusClientClosed   = 499 // metrics only: the client went away
 	codeClientClosed     = "client_closed"
 	sseStreamCappedLine  = "data: {\"error\":\"max_stream_duration_exceeded\"}\n\n"
+	// oneWriteBody bounds a body copyBody may time by the head's reading:
+	// one that the front ends buffer whole (h1's write buffer is 4 KiB,
+	// net/http's body buffer 2 KiB), so writing it waits on no socket.
+	oneWriteBody = 2 << 10
 )
 
 // exchange is one client request in flight.
@@ -158,8 +162,12 @@ type endedWriter interface{ EndedAt(time.Time) }
 
 // finished marks the request's end (the access line, spans and the front
 // end take it too) and returns its latency.
-func (x *exchange) finished() time.Duration {
-	x.end = x.obs.clock.Now()
+func (x *exchange) finished() time.Duration { return x.finishedAt(x.obs.clock.Now()) }
+
+// finishedAt is finished with the end read already (copyBody's shared
+// reading).
+func (x *exchange) finishedAt(end time.Time) time.Duration {
+	x.end = end
 	if e, ok := x.obs.clock.Unwrap().(endedWriter); ok {
 		e.EndedAt(x.end)
 	}
@@ -572,7 +580,10 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 		if c.fq != nil && resp.StatusCode == http.StatusOK {
 			c.noteLead(time.Since(sent))
 		}
-		if stream != nil {
+		if stream != nil && !x.streamed.ended {
+			// A streamed body read to its end has lifted the deadline
+			// already (streamedBody.Read): a second lift was a type walk
+			// and a socket deadline update per request.
 			rt.liftReadDeadline(x.w)
 		}
 		if attempts > 1 {
@@ -635,19 +646,37 @@ func (rt *Runtime) sendFailed(x *exchange, c *compiled, i int, err error) {
 // stream's end time. An SSE body on a plaintext engine connection relays
 // itself from inside the engine socket's read wait (relaystream.go: no
 // empty read before each wait); everything else goes through copyBody.
+//
+// Its deferred calls are here, in a function with one return, so the
+// compiler open-codes them; among relayAnswer's returns they were pushed
+// on the defer chain and walked at the end of every request.
 func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *http.Response, parsedInto bool) {
 	defer func() {
 		c.eps[i].active.Add(-1)
 		c.epm[i].active.Dec()
 	}()
 	defer resp.Body.Close()
+	// The client's writes are bounded as the engine's reads are
+	// (streambound): a client that stops reading, its connection open,
+	// holds a body no longer than a silent engine would, SSE or not.
+	// Cleared at the end for the connection's next request.
+	var bound streambound.Bound
+	defer bound.Clear()
+	var relayed uint64 // the endpoint counter's bytes, added once at the end
+	defer func() { c.eps[i].bytes.Add(relayed) }()
+	rt.relayAnswer(x, c, i, quiet, resp, parsedInto, &bound, &relayed)
+}
+
+// relayAnswer is relay's work: bound and relayed are relay's, which
+// clears the one and counts the other when it returns.
+func (rt *Runtime) relayAnswer(x *exchange, c *compiled, i int, quiet silence, resp *http.Response, parsedInto bool, bound *streambound.Bound, relayed *uint64) {
 	if c.cb.enabled {
 		c.recordBreaker(i, c.eps[i].br.onResponse(&c.cb, resp.StatusCode))
 	}
 	ub, _ := resp.Body.(upstream.BoundedBody)
 	// The Sender's header keys are canonical: no Header.Get.
 	sse := strings.HasPrefix(canonicalGet(resp.Header, headerContentType), contentTypeSSE)
-	bound := streambound.Bound{Idle: quiet.bodyStall} // End zero: no cap
+	*bound = streambound.Bound{Idle: quiet.bodyStall} // End zero: no cap
 	if sse {
 		bound.Idle = quiet.streamIdle
 		capD := c.rule.MaxStreamDuration
@@ -656,12 +685,7 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 		}
 		bound.End = x.start.Add(capD)
 	}
-	// The client's writes are bounded as the engine's reads are
-	// (streambound): a client that stops reading, its connection open,
-	// holds a body no longer than a silent engine would, SSE or not.
-	// Cleared at the end for the connection's next request.
 	bound.BindClient(x.w)
-	defer bound.Clear()
 	extendAt := func(now time.Time) {
 		readBound := ub != nil && !ub.Buffered() // else no read can block: the rest of the body is in memory
 		if !readBound && !bound.BindsClient() {
@@ -702,15 +726,14 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 	if flush && fl != nil {
 		fl.Flush()
 	}
-	var relayed uint64 // the endpoint counter's bytes, added once at the end
-	defer func() { c.eps[i].bytes.Add(relayed) }()
-	var rerr error // nil: the body ended
-	var gone bool  // the client went away
+	var rerr error    // nil: the body ended
+	var gone bool     // the client went away
+	var end time.Time // the answer's end when copyBody read it; zero: read it now
 	handled := false
 	if st, ok := resp.Body.(upstream.Streamer); ok && sse {
 		// The bound travels in the stream by value (its lines are the
 		// stream's) and comes back; a value, it stays on relay's stack.
-		s := &sseStream{x: x, w: x.w, placed: x.placed, fl: fl, ub: ub, bound: bound}
+		s := &sseStream{x: x, w: x.w, placed: x.placed, fl: fl, ub: ub, bound: *bound}
 		if s.clk, _ = x.w.(*respclock.Writer); s.clk != nil {
 			if f, ok := s.clk.Unwrap().(http.Flusher); ok {
 				s.fl = f // respclock's Flush only passes it on
@@ -718,11 +741,18 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 		}
 		s.rb.pool = &rt.bufs
 		handled, rerr = st.Stream(s)
-		bound = s.bound
-		relayed, gone = s.relayed, s.gone(rerr)
+		*bound = s.bound
+		*relayed, gone = s.relayed, s.gone(rerr)
 	}
 	if !handled {
-		relayed, rerr, gone = rt.copyBody(x, resp, sse, flush, fl, extend)
+		// A small body that came whole with the head is written in one
+		// buffered write: the head's reading stands for its first byte and
+		// its end too (copyBody), two clock readings fewer per request.
+		var at time.Time
+		if !sse && bodyInOneWrite(resp, ub) {
+			at = headAt
+		}
+		*relayed, rerr, gone, end = rt.copyBody(x, resp, sse, flush, fl, extend, at)
 	}
 	if gone {
 		c.countRequest(i, statusClientClosed, codeClientClosed)
@@ -730,7 +760,11 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 	}
 	if rerr == nil {
 		c.countRequest(i, resp.StatusCode, "")
-		c.latency.Observe(x.finished().Seconds())
+		if end.IsZero() {
+			c.latency.Observe(x.finished().Seconds())
+		} else {
+			c.latency.Observe(x.finishedAt(end).Seconds())
+		}
 		return
 	}
 	timedOut := errors.Is(rerr, os.ErrDeadlineExceeded)
@@ -758,11 +792,27 @@ func (rt *Runtime) relay(x *exchange, c *compiled, i int, quiet silence, resp *h
 	panic(http.ErrAbortHandler)
 }
 
+// bodyInOneWrite reports a body of known length up to oneWriteBody that
+// is all in memory (ub.Buffered): reading it waits on nothing and writing
+// it, once, fills only the front end's buffer.
+func bodyInOneWrite(resp *http.Response, ub upstream.BoundedBody) bool {
+	return ub != nil && resp.ContentLength >= 0 && resp.ContentLength <= oneWriteBody && ub.Buffered()
+}
+
 // copyBody is the relay's read-write loop for bodies Stream does not take
 // (not SSE, TLS engine connections, other Senders): it returns the bytes
 // relayed, the read error that ended it (nil at the body's end) and
 // whether the client went away.
-func (rt *Runtime) copyBody(x *exchange, resp *http.Response, sse, flush bool, fl http.Flusher, extend func()) (relayed uint64, rerr error, gone bool) {
+//
+// at, when set, is a clock reading taken at the head of a body that was
+// already in memory then and small enough for one buffered write
+// (oneWriteBody). If the first read brings the whole body, nothing
+// between the head and the end waits on a socket (the head and the body
+// are only buffered, as the first stream bound and the time to first
+// byte already share a reading for that reason), so at is the first
+// byte's time and the end returned; otherwise end is zero and the clock
+// is read as before.
+func (rt *Runtime) copyBody(x *exchange, resp *http.Response, sse, flush bool, fl http.Flusher, extend func(), at time.Time) (relayed uint64, rerr error, gone bool, end time.Time) {
 	rb := relayBuf{pool: &rt.bufs}
 	if sse { // idle between events: no buffer held (relaybuf.go)
 		rb.wait, _ = resp.Body.(upstream.ReadWaiter)
@@ -783,9 +833,19 @@ func (rt *Runtime) copyBody(x *exchange, resp *http.Response, sse, flush bool, f
 			if err == nil {
 				extend()
 			}
+			one := err == io.EOF && relayed == 0 && !at.IsZero() && x.w == http.ResponseWriter(&x.obs.clock)
 			relayed += uint64(n)
-			if _, werr := x.w.Write(buf[:n]); werr != nil {
-				return relayed, nil, true
+			var werr error
+			if one {
+				_, werr = x.obs.clock.WriteAt(buf[:n], at)
+			} else {
+				_, werr = x.w.Write(buf[:n])
+			}
+			if werr != nil {
+				return relayed, nil, true, time.Time{}
+			}
+			if one {
+				end = at
 			}
 			if flush && fl != nil {
 				fl.Flush()
@@ -795,10 +855,10 @@ func (rt *Runtime) copyBody(x *exchange, resp *http.Response, sse, flush bool, f
 			}
 		}
 		if err == io.EOF {
-			return relayed, nil, false
+			return relayed, nil, false, end
 		}
 		if err != nil {
-			return relayed, err, false
+			return relayed, err, false, time.Time{}
 		}
 	}
 }
@@ -818,13 +878,15 @@ func prepareOutboundHeader(h http.Header, client string, trustForwarded bool) {
 // anyway, as the exchange).
 func prepareOutboundHeaderIn(h http.Header, client string, trustForwarded bool, xff *[1]string) {
 	hop.Strip(h)
-	if !trustForwarded {
-		delete(h, headerForwardedFor)
-	}
 	if client == "" {
+		if !trustForwarded {
+			delete(h, headerForwardedFor)
+		}
 		return
 	}
-	if prior := h[headerForwardedFor]; len(prior) > 0 {
+	// An untrusted claim is replaced below, not deleted first: one map
+	// operation fewer per request.
+	if prior := h[headerForwardedFor]; trustForwarded && len(prior) > 0 {
 		xff[0] = strings.Join(prior, ", ") + ", " + client
 	} else {
 		xff[0] = client
