@@ -128,8 +128,11 @@ func TestAccessLogAndLLMLatency(t *testing.T) {
 	}
 	ttft, _ := l["ttft_ms"].(float64)
 	total, _ := l["duration_ms"].(float64)
-	if ttft <= 0 || total < ttft+float64((tokens-1)*gap/time.Millisecond)-1 {
-		t.Errorf("ttft_ms %v duration_ms %v: want 0 < ttft and the %d token gaps after it", ttft, total, tokens-1)
+	// The engine sleeps the gaps between its first and last token, all
+	// inside the request's duration; the first token's own relay may be
+	// late on a loaded box, so the gaps are not counted from it.
+	if ttft <= 0 || ttft >= total || total < float64((tokens-1)*gap/time.Millisecond) {
+		t.Errorf("ttft_ms %v duration_ms %v: want 0 < ttft < duration, and the %d token gaps in it", ttft, total, tokens-1)
 	}
 	for _, s := range []string{secret, "SECRET-QUERY", "SECRET-KEY"} {
 		if strings.Contains(logs.String(), s) {
