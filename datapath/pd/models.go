@@ -1,6 +1,9 @@
 package pd
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // ModelOther is the model label of requests outside a rule's known models.
 const ModelOther = "other"
@@ -18,8 +21,12 @@ const DefaultMaxModelLabels = 16
 type ModelLabels struct {
 	pinned string
 	max    int
-	mu     sync.RWMutex
-	known  map[string]struct{}
+	// known is an immutable set, replaced whole (under mu) when a model is
+	// learned. Why not a read lock around one map: Label runs on every
+	// request of the rule, and a read lock's counter is a cache line that
+	// every core writes; a model is learned at most max times.
+	known atomic.Pointer[map[string]struct{}]
+	mu    sync.Mutex // serialises learning
 }
 
 // NewModelLabels builds the labeller; max ≤ 0 uses DefaultMaxModelLabels.
@@ -27,7 +34,9 @@ func NewModelLabels(pinned string, max int) *ModelLabels {
 	if max <= 0 {
 		max = DefaultMaxModelLabels
 	}
-	return &ModelLabels{pinned: pinned, max: max, known: map[string]struct{}{}}
+	l := &ModelLabels{pinned: pinned, max: max}
+	l.known.Store(&map[string]struct{}{})
+	return l
 }
 
 // Label returns the label of a request for model; served says the engines
@@ -43,23 +52,27 @@ func (l *ModelLabels) Label(model string, served bool) string {
 	if model == "" {
 		return ModelOther
 	}
-	l.mu.RLock()
-	_, ok := l.known[model]
-	full := len(l.known) >= l.max
-	l.mu.RUnlock()
-	switch {
-	case ok:
+	known := *l.known.Load()
+	if _, ok := known[model]; ok {
 		return model
-	case !served || full:
+	}
+	if !served || len(known) >= l.max {
 		return ModelOther
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, ok := l.known[model]; !ok {
-		if len(l.known) >= l.max {
-			return ModelOther
-		}
-		l.known[model] = struct{}{}
+	known = *l.known.Load() // another request may have learned it
+	if _, ok := known[model]; ok {
+		return model
 	}
+	if len(known) >= l.max {
+		return ModelOther
+	}
+	next := make(map[string]struct{}, len(known)+1)
+	for k := range known {
+		next[k] = struct{}{}
+	}
+	next[model] = struct{}{}
+	l.known.Store(&next)
 	return model
 }

@@ -2,6 +2,7 @@ package pd
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 )
 
@@ -42,5 +43,33 @@ func TestModelLabelsInventedNamesStayBounded(t *testing.T) {
 	}
 	if len(seen) != 5 { // 4 learned + other
 		t.Fatalf("%d distinct labels, want 5", len(seen))
+	}
+}
+
+// TestModelLabelsConcurrentLearning races requests learning and reading
+// models: the cap holds, and every model learned answers as itself after.
+func TestModelLabelsConcurrentLearning(t *testing.T) {
+	const max, workers, names = 6, 8, 20
+	l := NewModelLabels("", max)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				l.Label(fmt.Sprintf("m%d", (i+w)%names), i%3 != 0)
+			}
+		}()
+	}
+	wg.Wait()
+	learned := 0
+	for i := range names {
+		m := fmt.Sprintf("m%d", i)
+		if l.Label(m, false) == m {
+			learned++
+		}
+	}
+	if learned != max {
+		t.Fatalf("%d models answer as themselves, want the cap %d", learned, max)
 	}
 }
