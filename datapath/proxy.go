@@ -55,6 +55,11 @@ type exchange struct {
 	end         time.Time // when the answer was done (finished); zero: not yet
 	requestID   string
 	wroteHeader bool
+	// reqHopFree: the front end's parser stored no hop-by-hop field in
+	// the request's header and the handler added none (serveSingle), so
+	// the outbound header needs no hop.Strip. False: strip. (Beside
+	// wroteHeader, in its padding: the exchange keeps its size class.)
+	reqHopFree bool
 	// body is the request body when it was read for routing (reqbody:
 	// charged to the in-flight budget until ServeHTTP returns).
 	body reqbody.Body
@@ -89,6 +94,18 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer rt.recoverPanic(x)
 	defer func() { x.body.Release() }() // a body read for routing returns its budget
 	ln.serve(x, w)
+}
+
+// hopFreeWriter is a front end's ResponseWriter whose parser tells
+// whether the request's header holds a hop-by-hop field (h1).
+type hopFreeWriter interface{ RequestHopFree() bool }
+
+// requestHopFree reports whether w's front end vouches that its request's
+// header, as parsed, holds no hop-by-hop field; false (strip) for any
+// other front end (net/http, HTTP/2, TLS).
+func requestHopFree(w http.ResponseWriter) bool {
+	hw, ok := w.(hopFreeWriter)
+	return ok && hw.RequestHopFree()
 }
 
 // scratchWriter is a front end's ResponseWriter that carries a slot for
@@ -487,6 +504,10 @@ func (rt *Runtime) serveSingle(x *exchange, c *compiled, body []byte) {
 		// rules refuse or replace every value in guardPDRequest.)
 		x.r.Header[HeaderRequestID] = v[:1]
 	}
+	// Only here, not on the P/D paths into serveSingleExcl: between the
+	// parse and this point the handler set nothing in r.Header but the
+	// request id, while a dialect may have handled the header since.
+	x.reqHopFree = requestHopFree(x.obs.clock.Unwrap())
 	rt.serveSingleExcl(x, c, body, 0)
 }
 
@@ -495,7 +516,7 @@ func (rt *Runtime) serveSingle(x *exchange, c *compiled, body []byte) {
 func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl uint64) {
 	r := x.r
 	f := c.poolFacts(r, body)
-	prepareOutboundHeaderIn(r.Header, f.ClientIP, rt.opts.TrustForwardedFor, &x.xff)
+	prepareOutboundHeaderIn(r.Header, !x.reqHopFree, f.ClientIP, rt.opts.TrustForwardedFor, &x.xff)
 
 	// Timeouts are read deadlines on the engine connection (no per-request
 	// timer or derived context); the client's context still aborts the
@@ -705,12 +726,18 @@ func (rt *Runtime) relayAnswer(x *exchange, c *compiled, i int, quiet silence, r
 	extendAt(headAt)
 
 	h := x.w.Header()
+	// No strip when the engine's head held no hop field and h held none
+	// before it: parsed into (h was the request id alone, serveSingleExcl)
+	// or copied onto the request id alone.
+	strip := !upstream.HopFree(resp) || !parsedInto && (len(h) != 1 || len(h[HeaderRequestID]) != 1)
 	if !parsedInto { // else the engine's headers are already in h
 		for k, vv := range resp.Header {
 			h[k] = vv
 		}
 	}
-	hop.Strip(h)
+	if strip {
+		hop.Strip(h)
+	}
 	// The client's id, even if the engine minted its own (a parsed-into h
 	// kept the client's and dropped the engine's, unless the engine named
 	// it in Connection).
@@ -870,14 +897,17 @@ func (rt *Runtime) copyBody(x *exchange, resp *http.Response, sse, flush bool, f
 // address in engine logs and per-client limits). It edits the inbound
 // header in place: the handler owns it and it is reused by retries.
 func prepareOutboundHeader(h http.Header, client string, trustForwarded bool) {
-	prepareOutboundHeaderIn(h, client, trustForwarded, new([1]string))
+	prepareOutboundHeaderIn(h, true, client, trustForwarded, new([1]string))
 }
 
 // prepareOutboundHeaderIn is prepareOutboundHeader with the X-Forwarded-For
 // value's backing array supplied by the caller (one that is allocated
-// anyway, as the exchange).
-func prepareOutboundHeaderIn(h http.Header, client string, trustForwarded bool, xff *[1]string) {
-	hop.Strip(h)
+// anyway, as the exchange), and strip false when h is known to hold no
+// hop-by-hop field (exchange.reqHopFree).
+func prepareOutboundHeaderIn(h http.Header, strip bool, client string, trustForwarded bool, xff *[1]string) {
+	if strip {
+		hop.Strip(h)
+	}
 	if client == "" {
 		if !trustForwarded {
 			delete(h, headerForwardedFor)

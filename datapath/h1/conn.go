@@ -103,6 +103,9 @@ type reqState struct {
 	// so until the response is finished, not only until the handler
 	// returns.
 	scratch any
+	// hopFree: parseRequest stored no hop-by-hop field in hdr
+	// (ResponseWriter.RequestHopFree).
+	hopFree bool
 }
 
 func (c *conn) serve() {
@@ -315,6 +318,7 @@ func (c *conn) readRequest(first bool, whole int) (*reqState, bool) {
 		}
 	}
 	c.reqClose = p.close
+	rs.hopFree = !p.hopField
 	return rs, true
 }
 

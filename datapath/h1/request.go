@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/infergate/infergate/datapath/hop"
 )
 
 // Limits of a request head. A request line or header line longer than
@@ -58,8 +60,12 @@ var commonRequestHeaders = [...]string{
 	"Openai-Organization", "Openai-Project", "Anthropic-Version", "X-Stainless-Lang",
 }
 
-// internSlot is one name of commonRequestHeaders in its two spellings.
-type internSlot struct{ canon, lower string }
+// internSlot is one name of commonRequestHeaders in its two spellings,
+// and whether it is a hop-by-hop name (hop.IsHeader).
+type internSlot struct {
+	canon, lower string
+	hop          bool
+}
 
 // internTable holds commonRequestHeaders at internHash of their names: one
 // slot and two string compares per field name, where a map lookup hashed
@@ -71,7 +77,7 @@ type internSlot struct{ canon, lower string }
 var internTable = func() (t [internSlots]internSlot) {
 	for _, k := range commonRequestHeaders {
 		if s := &t[internHash(k)]; s.canon == "" {
-			*s = internSlot{canon: k, lower: strings.ToLower(k)}
+			*s = internSlot{canon: k, lower: strings.ToLower(k), hop: hop.IsHeader(k)}
 		}
 	}
 	return t
@@ -239,6 +245,10 @@ type parsed struct {
 	chunked        bool
 	expectContinue bool
 	close          bool // the client asked to close after this request
+	// hopField: the head held a field named by hop.Headers (Connection
+	// among them, whose tokens name further fields), so the proxy must
+	// strip the header; false lets it skip hop.Strip's walk of the map.
+	hopField bool
 }
 
 // parseRequest fills r from head (as readHead returned it). vals backs the
@@ -322,6 +332,11 @@ func parseRequest(head string, r *http.Request, vals []string, h http.Header) (p
 			// Any other spelling of a common name canonicalises to it.
 			key = textproto.CanonicalMIMEHeaderKey(name)
 			_, slot, common = internKey(key)
+		}
+		// Before the cases below skip storing: a hop name in any spelling
+		// marks the head, stored or not.
+		if common && internTable[slot].hop || !common && hop.IsHeader(key) {
+			p.hopField = true
 		}
 		switch key {
 		case hdrHost:

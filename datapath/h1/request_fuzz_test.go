@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/infergate/infergate/datapath/hop"
 )
 
 // FuzzParseRequest feeds arbitrary bytes to the head reader, the parser
@@ -63,6 +65,9 @@ func FuzzParseRequest(f *testing.F) {
 		for k, vv := range r.Header {
 			if !validFieldName(k) {
 				t.Fatalf("field name %q accepted", k)
+			}
+			if hop.IsHeader(k) && !p.hopField {
+				t.Fatalf("hop-by-hop %s stored, the head called hop-free: %q", k, raw)
 			}
 			for _, v := range vv {
 				if strings.ContainsAny(v, "\r\n\x00") {

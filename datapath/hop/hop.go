@@ -47,6 +47,11 @@ func Strip(h http.Header) {
 	}
 }
 
+// IsHeader reports whether the canonical name k is one of Headers. The
+// front ends' parsers ask it of each name they store, so that a header
+// holding none (nor a Connection naming others) skips Strip.
+func IsHeader(k string) bool { return isHeader(k) }
+
 // isHeader reports whether k is one of Headers.
 func isHeader(k string) bool {
 	switch k {

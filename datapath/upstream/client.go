@@ -456,7 +456,7 @@ func (c *Client) exchange(ctx context.Context, pc *conn, trusted bool, leg *Leg,
 			return fail(fmt.Errorf("reading response from %s: %w", addr, err))
 		}
 		if ur.resp.StatusCode >= 200 || ur.resp.StatusCode == http.StatusSwitchingProtocols {
-			ur.body = body{c: c, pc: pc, r: rb, stop: stop, reuse: !ur.resp.Close}
+			ur.body = body{c: c, pc: pc, r: rb, stop: stop, reuse: !ur.resp.Close, hopFree: !ur.hopField}
 			break // skip 1xx interim responses
 		}
 		resetInto()
@@ -497,6 +497,8 @@ type response struct {
 	body body
 	lb   lengthBody
 	vals [8]string // backing array for up to 8 single-valued headers
+	// hopField: the head held a field named by hop.Headers (parseHead).
+	hopField bool
 }
 
 // writeRequest writes an HTTP/1.1 request head and leg.Body. Header values
@@ -568,6 +570,20 @@ type body struct {
 	stop  func() bool
 	reuse bool
 	done  bool
+	// hopFree: the head stored no hop-by-hop field (HopFree).
+	hopFree bool
+}
+
+// HopFree reports whether resp is a Client's answer whose head held no
+// field named by hop.Headers (so no Connection naming others either):
+// its header map then needs no hop.Strip, provided the map held no hop
+// field before the parse (Leg.Into) and nothing added one since. Any other
+// response (another Sender's, a wrapped body) reports false: strip it.
+// Why: hop.Strip walks the whole map per answer, and engines almost never
+// send a hop field.
+func HopFree(resp *http.Response) bool {
+	b, ok := resp.Body.(*body)
+	return ok && b.hopFree
 }
 
 func (b *body) Read(p []byte) (int, error) {

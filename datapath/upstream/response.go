@@ -84,6 +84,8 @@ const (
 
 	// framingBits are the fields frameBody reads.
 	framingBits = bitContentLength | bitTE | bitConnection
+	// hopBits are the interned names among hop.Headers.
+	hopBits = bitTE | bitConnection | bitKeepAlive | bitTrailer
 )
 
 // readResponse parses one response head from br and frames its body the way
@@ -218,6 +220,11 @@ func parseHead(ur *response, br *bufio.Reader, head string, lines int, method st
 			// Allocates nothing when the engine spelled it canonically;
 			// another spelling of an interned name gets its bit here.
 			key, bit = internOr(textproto.CanonicalMIMEHeaderKey(l[:i]))
+		}
+		// Before anything is skipped: a hop name in any spelling marks
+		// the head (HopFree).
+		if bit&hopBits != 0 || bit == 0 && hop.IsHeader(key) {
+			ur.hopField = true
 		}
 		if into && bit == bitRequestID {
 			continue // into the client's map: the client's id stays, alone
