@@ -41,19 +41,17 @@ func Strip(h http.Header) {
 	// cheaper than ten deletes of absent keys (deleting while ranging over
 	// a map is allowed).
 	for k := range h {
-		if isHeader(k) {
+		if IsHeader(k) {
 			delete(h, k)
 		}
 	}
 }
 
-// IsHeader reports whether the canonical name k is one of Headers. The
-// front ends' parsers ask it of each name they store, so that a header
-// holding none (nor a Connection naming others) skips Strip.
-func IsHeader(k string) bool { return isHeader(k) }
-
-// isHeader reports whether k is one of Headers.
-func isHeader(k string) bool {
+// IsHeader reports whether the canonical name k is one of Headers. Strip
+// asks it of each field; the front ends' parsers ask it of each name they
+// store, so that a header holding none (nor a Connection naming others)
+// skips Strip.
+func IsHeader(k string) bool {
 	switch k {
 	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Expect",
 		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade":

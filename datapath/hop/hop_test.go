@@ -35,16 +35,16 @@ func BenchmarkStrip(b *testing.B) {
 	}
 }
 
-// TestIsHeader keeps isHeader's switch and the Headers list the same set.
+// TestIsHeader keeps IsHeader's switch and the Headers list the same set.
 func TestIsHeader(t *testing.T) {
 	for _, k := range Headers {
-		if !isHeader(k) {
-			t.Errorf("isHeader(%q) = false for a listed header", k)
+		if !IsHeader(k) {
+			t.Errorf("IsHeader(%q) = false for a listed header", k)
 		}
 	}
 	for _, k := range []string{"Content-Type", "X-Request-Id", "connection", "Te2", ""} {
-		if isHeader(k) {
-			t.Errorf("isHeader(%q) = true for an end-to-end field", k)
+		if IsHeader(k) {
+			t.Errorf("IsHeader(%q) = true for an end-to-end field", k)
 		}
 	}
 }
