@@ -726,10 +726,10 @@ func (rt *Runtime) relayAnswer(x *exchange, c *compiled, i int, quiet silence, r
 	extendAt(headAt)
 
 	h := x.w.Header()
-	// No strip when the engine's head held no hop field and h held none
-	// before it: parsed into (h was the request id alone, serveSingleExcl)
-	// or copied onto the request id alone.
-	strip := !upstream.HopFree(resp) || !parsedInto && (len(h) != 1 || len(h[HeaderRequestID]) != 1)
+	// No strip only when the engine's head, parsed straight into h, held
+	// no hop field: h held the request id alone before it (serveSingleExcl
+	// passes h as Leg.Into only then), so nothing else in h needs one.
+	strip := !parsedInto || !upstream.HopFree(resp)
 	if !parsedInto { // else the engine's headers are already in h
 		for k, vv := range resp.Header {
 			h[k] = vv
