@@ -21,11 +21,13 @@ const DefaultMaxModelLabels = 16
 type ModelLabels struct {
 	pinned string
 	max    int
-	// known is an immutable set, replaced whole (under mu) when a model is
-	// learned. Why not a read lock around one map: Label runs on every
+	// known is an immutable list, replaced whole (under mu) when a model
+	// is learned. Why not a read lock around one map: Label runs on every
 	// request of the rule, and a read lock's counter is a cache line that
-	// every core writes; a model is learned at most max times.
-	known atomic.Pointer[map[string]struct{}]
+	// every core writes; a model is learned at most max times. Why a list:
+	// it holds at most max (16) names, and a scan of a few comparisons,
+	// most ending at the length, costs less than hashing the name.
+	known atomic.Pointer[[]string]
 	mu    sync.Mutex // serialises learning
 }
 
@@ -35,7 +37,7 @@ func NewModelLabels(pinned string, max int) *ModelLabels {
 		max = DefaultMaxModelLabels
 	}
 	l := &ModelLabels{pinned: pinned, max: max}
-	l.known.Store(&map[string]struct{}{})
+	l.known.Store(&[]string{})
 	return l
 }
 
@@ -53,7 +55,7 @@ func (l *ModelLabels) Label(model string, served bool) string {
 		return ModelOther
 	}
 	known := *l.known.Load()
-	if _, ok := known[model]; ok {
+	if knows(known, model) {
 		return model
 	}
 	if !served || len(known) >= l.max {
@@ -62,17 +64,25 @@ func (l *ModelLabels) Label(model string, served bool) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	known = *l.known.Load() // another request may have learned it
-	if _, ok := known[model]; ok {
+	if knows(known, model) {
 		return model
 	}
 	if len(known) >= l.max {
 		return ModelOther
 	}
-	next := make(map[string]struct{}, len(known)+1)
-	for k := range known {
-		next[k] = struct{}{}
-	}
-	next[model] = struct{}{}
+	next := make([]string, len(known), len(known)+1)
+	copy(next, known)
+	next = append(next, model)
 	l.known.Store(&next)
 	return model
+}
+
+// knows reports whether model is in known.
+func knows(known []string, model string) bool {
+	for _, k := range known {
+		if k == model {
+			return true
+		}
+	}
+	return false
 }

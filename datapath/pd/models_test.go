@@ -22,6 +22,7 @@ func TestModelLabels(t *testing.T) {
 		{"served model becomes known", "", 2, []call{{"qwen", false, ModelOther}, {"qwen", true, "qwen"}, {"qwen", false, "qwen"}}},
 		{"empty model is other", "", 2, []call{{"", true, ModelOther}}},
 		{"cap bounds cardinality", "", 2, []call{{"a", true, "a"}, {"b", true, "b"}, {"c", true, ModelOther}, {"a", false, "a"}}},
+		{"a name of a known one's length is not it", "", 4, []call{{"qwen-7b", true, "qwen-7b"}, {"qwen-8b", false, ModelOther}, {"qwen-7", false, ModelOther}, {"qwen-7b", false, "qwen-7b"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,5 +72,20 @@ func TestModelLabelsConcurrentLearning(t *testing.T) {
 	}
 	if learned != max {
 		t.Fatalf("%d models answer as themselves, want the cap %d", learned, max)
+	}
+}
+
+// BenchmarkModelLabelsKnown is the per-request call: a rule's one known
+// model, labelled as itself.
+func BenchmarkModelLabelsKnown(b *testing.B) {
+	l := NewModelLabels("", 0)
+	for _, m := range []string{"meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-7B-Instruct"} {
+		l.Label(m, true)
+	}
+	model := "Qwen/Qwen2.5-7B-Instruct"
+	for b.Loop() {
+		if l.Label(model, false) != model {
+			b.Fatal("known model not labelled as itself")
+		}
 	}
 }
