@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/textproto"
 	"reflect"
 	"strings"
 	"testing"
@@ -207,6 +208,30 @@ func TestValidHeaderKey(t *testing.T) {
 	} {
 		if got := validHeaderKey(tc.k); got != tc.ok {
 			t.Errorf("validHeaderKey(%q) = %v, want %v", tc.k, got, tc.ok)
+		}
+	}
+}
+
+func TestTokenCanonical(t *testing.T) {
+	for _, tc := range []struct {
+		k                string
+		valid, canonical bool
+	}{
+		{"X-Fake-Engine", true, true}, {"Content-Type", true, true}, {"H1", true, true},
+		{"X-Fake-engine", true, false}, {"x-fake-engine", true, false}, {"X-FAKE", true, false},
+		{"X--A", true, true}, {"-A", true, true}, {"-a", true, false}, {"A-", true, true},
+		{"X_odd", true, true}, {"X_Odd", true, false}, {"1a", true, true}, {"1A", true, false},
+		{"", false, true}, {"a b", false, false}, {"A:", false, false}, {"A\x80", false, false},
+	} {
+		valid, canonical := tokenCanonical(tc.k)
+		if valid != tc.valid || valid && canonical != tc.canonical {
+			t.Errorf("tokenCanonical(%q) = %v, %v; want %v, %v", tc.k, valid, canonical, tc.valid, tc.canonical)
+		}
+		if valid != validHeaderKey(tc.k) {
+			t.Errorf("tokenCanonical(%q) valid %v, validHeaderKey says otherwise", tc.k, valid)
+		}
+		if valid && canonical != (textproto.CanonicalMIMEHeaderKey(tc.k) == tc.k) {
+			t.Errorf("tokenCanonical(%q) canonical %v, CanonicalMIMEHeaderKey gives %q", tc.k, canonical, textproto.CanonicalMIMEHeaderKey(tc.k))
 		}
 	}
 }
