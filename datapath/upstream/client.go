@@ -505,7 +505,21 @@ type response struct {
 // come from net/http's parser (or our own code), so they carry no CR/LF.
 func writeRequest(w *reqWriter, pc *conn, addr, method string, leg *Leg) error {
 	writeHead(w, addr, method, leg)
-	if leg.Body != nil || method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch {
+	withCL := leg.Body != nil || method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch
+	if w.room(len(headerContentLength) + 2 + 20 + 4 + len(leg.Body)) {
+		// The usual small request: the rest appended at once, where the
+		// calls below check the room and the error five times.
+		b := w.buf
+		if withCL {
+			b = append(b, headerContentLength+": "...)
+			b = strconv.AppendInt(b, int64(len(leg.Body)), 10)
+			b = append(b, '\r', '\n')
+		}
+		b = append(b, '\r', '\n')
+		w.buf = append(b, leg.Body...)
+		return flushAwait(w, pc)
+	}
+	if withCL {
 		w.WriteString(headerContentLength + ": ")
 		w.Write(strconv.AppendInt(w.AvailableBuffer(), int64(len(leg.Body)), 10)) // no scratch to escape
 		w.WriteString("\r\n")
@@ -543,11 +557,20 @@ func writeHead(w *reqWriter, addr, method string, leg *Leg) {
 	if target == "" {
 		target = "/"
 	}
-	w.WriteString(method)
-	w.WriteByte(' ')
-	w.WriteString(target)
-	w.WriteString(" HTTP/1.1\r\n")
-	w.writeField(headerHost, addr)
+	if w.room(len(method) + len(target) + len(addr) + len(" HTTP/1.1\r\n"+headerHost+": \r\n") + 1) {
+		b := append(w.buf, method...) // fits: never reallocates
+		b = append(b, ' ')
+		b = append(b, target...)
+		b = append(b, " HTTP/1.1\r\n"+headerHost+": "...)
+		b = append(b, addr...)
+		w.buf = append(b, '\r', '\n')
+	} else {
+		w.WriteString(method)
+		w.WriteByte(' ')
+		w.WriteString(target)
+		w.WriteString(" HTTP/1.1\r\n")
+		w.writeField(headerHost, addr)
+	}
 	for k, vv := range leg.Header {
 		if k == headerHost || k == headerContentLength || k == headerTE {
 			continue

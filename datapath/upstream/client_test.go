@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -301,5 +302,72 @@ func TestSendLeg(t *testing.T) {
 	var de *DialError
 	if !errors.As(err, &de) || !de.NotSent() {
 		t.Fatalf("dead endpoint: %v, want *DialError", err)
+	}
+}
+
+// TestSendRequestBytes: the request reaches the engine the same whether
+// its line and its tail (Content-Length, body) were appended at once or,
+// not fitting the buffer, written piece by piece.
+func TestSendRequestBytes(t *testing.T) {
+	long := strings.Repeat("p", bufSize+10)
+	for _, tc := range []struct {
+		name, method, path string
+		body               []byte
+	}{
+		{"small POST", http.MethodPost, "/v1/completions", []byte(`{"prompt":"x"}`)},
+		{"GET without a body", http.MethodGet, "/v1/models", nil},
+		{"POST with an empty body", http.MethodPost, "/v1/completions", []byte{}},
+		{"body past the buffer", http.MethodPost, "/v1/completions", bytes.Repeat([]byte("b"), bufSize+7)},
+		{"body that fills the buffer's rest", http.MethodPost, "/v1/completions", bytes.Repeat([]byte("b"), bufSize-200)},
+		{"target past the buffer", http.MethodPost, "/" + long, []byte("{}")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			type seen struct {
+				req  *http.Request
+				body []byte
+				err  error
+			}
+			got := make(chan seen, 1)
+			go func() {
+				c, err := l.Accept()
+				if err != nil {
+					got <- seen{err: err}
+					return
+				}
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+				req, err := http.ReadRequest(bufio.NewReaderSize(c, 2*bufSize+100))
+				var s seen
+				if s.req, s.err = req, err; err == nil {
+					s.body, s.err = io.ReadAll(req.Body)
+				}
+				got <- s
+				_, _ = io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
+			}()
+			u := New(time.Second, 4, nil)
+			defer u.CloseIdle()
+			h := http.Header{"X-A": {"1"}, headerRequestID: {"rid"}}
+			resp, err := u.Send(t.Context(), Leg{Endpoint: endpoint(l.Addr().String()), Method: tc.method, Path: tc.path, Header: h, Body: tc.body, HeaderWait: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			s := <-got
+			if s.err != nil {
+				t.Fatal(s.err)
+			}
+			r := s.req
+			wantCL := int64(len(tc.body))
+			if r.Method != tc.method || r.RequestURI != tc.path || r.Host != l.Addr().String() ||
+				r.Header.Get("X-A") != "1" || r.Header.Get(headerRequestID) != "rid" ||
+				r.ContentLength != wantCL || !bytes.Equal(s.body, tc.body) && len(tc.body)+len(s.body) > 0 {
+				t.Fatalf("engine saw %s %.40q host %q header %v length %d body %d bytes", r.Method, r.RequestURI, r.Host, r.Header, r.ContentLength, len(s.body))
+			}
+		})
 	}
 }
