@@ -95,6 +95,9 @@ type conn struct {
 	br    *bufio.Reader
 	spare *bufio.Reader // an empty holder, after a wait (waitread.go)
 	tls   bool          // the socket is under a *tls.Conn (alive() must not peek under the records)
+	// ep is the connection's entry in Client.eps once put() has looked it
+	// up (Client.mu): it is not forgotten while the connection is open.
+	ep *endpointConns
 	// idleTick is Client.idleTick when the connection was last pooled
 	// (reap.go).
 	idleTick uint64
@@ -243,7 +246,14 @@ func (c *Client) put(pc *conn) {
 		return
 	}
 	c.mu.Lock()
-	if ep := c.eps[pc.addr]; ep != nil && !c.closed && len(ep.idle) < c.maxIdle {
+	ep := pc.ep
+	if ep == nil {
+		// Its first return: the entry stays in c.eps while the connection
+		// is open (it counts in ep.open), so it is looked up only once.
+		ep = c.eps[pc.addr]
+		pc.ep = ep
+	}
+	if ep != nil && !c.closed && len(ep.idle) < c.maxIdle {
 		pc.idleTick = c.idleTick
 		ep.idle = append(ep.idle, pc)
 		ep.wakeOne()
@@ -401,14 +411,14 @@ func (c *Client) exchange(ctx context.Context, pc *conn, trusted bool, leg *Leg,
 	pc.setDeadline(dl) // also bounds writing the request to a stuck engine
 	stop := afterDone(ctx, pc.abortFn)
 	into := leg.Into
-	var rid []string
-	if into != nil {
-		rid = into[headerRequestID]
-	}
+	// resetInto puts into back to its request id alone (Leg.Into): every
+	// other field goes, so the id needs no lookup before the exchange
+	// (the parse never stores the engine's).
 	resetInto := func() {
-		if into != nil {
-			clear(into)
-			into[headerRequestID] = rid
+		for k := range into {
+			if k != headerRequestID {
+				delete(into, k)
+			}
 		}
 	}
 	base := pc.sock.Written()
