@@ -112,6 +112,10 @@ type conn struct {
 	// request's context on every exchange.
 	abortFn func()
 
+	// replyErr is the error readReply's read of the answer met (nil:
+	// none, or no read there), for exchange to fail with.
+	replyErr error
+
 	// rw writes requests to sock (reqwriter.go).
 	rw reqWriter
 
@@ -201,7 +205,25 @@ func (c *Client) dial(ctx context.Context, addr string, tc *TLS) (*conn, error) 
 	pc.abortFn = pc.sock.Abort
 	pc.rw = reqWriter{pool: &c.writers, w: &pc.sock}
 	pc.sock.ReleaseOnReplyWait(pc.rw.release)
+	pc.sock.ReadOnReply(func() bool { return c.readReply(pc) })
 	return pc, nil
+}
+
+// readReply reads the engine's first bytes into pc's read buffer from
+// inside the request's wait for them (sockio.Conn.ReadOnReply), borrowing
+// the buffer only now that they are there. True: the wake-up found
+// nothing, wait on. A read error is kept for exchange (replyErr): the
+// buffer does not keep it, and the socket would not report a reset twice.
+func (c *Client) readReply(pc *conn) bool {
+	if pc.br.Size() == 0 {
+		c.unparkReader(pc)
+	}
+	_, err := pc.br.Peek(1)
+	if err == sockio.ErrWouldBlock {
+		return true
+	}
+	pc.replyErr = err
+	return false
 }
 
 // handshake runs the TLS handshake to an engine, verifying its certificate
@@ -452,10 +474,17 @@ func (c *Client) exchange(ctx context.Context, pc *conn, trusted bool, leg *Leg,
 		}
 		return fail(fmt.Errorf("writing request to %s: %w", addr, err))
 	}
+	if err := pc.replyErr; err != nil {
+		// readReply read the answer's first bytes inside flushAwait's
+		// wait and met this instead (readHead's first read would have).
+		pc.replyErr = nil
+		return fail(fmt.Errorf("reading response from %s: %w", addr, err))
+	}
 	if pc.br.Size() == 0 {
 		// Borrowed only now that the answer is readable (flushAwait
 		// waited for it): a stream waiting for its engine's first byte
-		// holds no read buffer either.
+		// holds no read buffer either. (readReply borrows it inside the
+		// wait when it can.)
 		c.unparkReader(pc)
 	}
 	var ur *response

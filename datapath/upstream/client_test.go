@@ -150,6 +150,9 @@ func TestSendInto(t *testing.T) {
 			http.Header{headerRequestID: {"rid"}, "Content-Length": {"0"}, "Vary": {"a", "b"}}},
 		{"bad head after some headers", "HTTP/1.1 200 OK\r\nX-Engine: e\r\nbad line\r\n\r\n", nil},
 		{"cut mid-head", "HTTP/1.1 200 OK\r\nX-Engine: e\r\n", nil},
+		{"closed without an answer", "", nil},
+		{"names without a bit, one repeated", "HTTP/1.1 200 OK\r\nX-Engine: e\r\nX-Other: o\r\nx-engine: f\r\nContent-Length: 2\r\n\r\nok",
+			http.Header{headerRequestID: {"rid"}, "Content-Length": {"2"}, "X-Engine": {"e", "f"}, "X-Other": {"o"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -181,6 +184,9 @@ func TestSendInto(t *testing.T) {
 				if err == nil {
 					resp.Body.Close()
 					t.Fatal("Send succeeded on a broken response")
+				}
+				if !strings.Contains(err.Error(), "reading response from") {
+					t.Fatalf("error %q, want a reading error", err)
 				}
 				tc.want = http.Header{headerRequestID: {"rid"}}
 			} else {
