@@ -67,6 +67,7 @@ type Conn struct {
 	waitFn       func(fd uintptr) bool // WaitReadable's
 	replyFn      func(fd uintptr) bool // writeAwaitReply's
 	replyOut     func()                // ReleaseOnReplyWait's
+	replyIn      func() bool           // ReadOnReply's
 	holdFn       func(fd uintptr) bool // Hold's
 	holdStep     func() bool           // Hold's caller's step
 	drained      uint8                 // drainNone, drainShort, drainEAGAIN
@@ -545,6 +546,17 @@ func (c *Conn) AwaitReply(on bool) { c.awaitReply = on }
 // for its engine at once. f runs on the writing goroutine, inside Write.
 func (c *Conn) ReleaseOnReplyWait(f func()) { c.replyOut = f }
 
+// ReadOnReply sets f (nil: none) to run when a Write with AwaitReply on
+// has waited and the socket is readable, before that Write returns: f
+// runs inside the wait as Hold's step does (Read reads in place and
+// never waits: ErrWouldBlock when the wake-up found the socket empty).
+// f returns true to wait on, which it may do only after ErrWouldBlock,
+// and false to end the wait. Why: without it the caller's first read of
+// the reply is a RawConn.Read of its own (the descriptor's read lock
+// taken and released again, the poller's state reset) right after the
+// wait's; from inside the wait it is read(2) alone.
+func (c *Conn) ReadOnReply(f func() bool) { c.replyIn = f }
+
 // writeAwaitReply is Write with AwaitReply on: p written from a read-side
 // callback, then the wait. What the callback could not write (a full
 // send buffer, or no call at all because the read side had failed
@@ -570,10 +582,18 @@ func (c *Conn) writeAwaitReply(p []byte) (int, error) {
 
 // replyRaw is writeAwaitReply's RawConn callback: its first call writes
 // (false, the wait, once all is out); a call after a readiness wake-up
-// ends the wait.
+// ends the wait, after ReadOnReply's f has read in place (which may wait
+// on).
 func (c *Conn) replyRaw(fd uintptr) bool {
 	if c.replyWrote {
-		return true
+		if c.replyIn == nil {
+			return true
+		}
+		c.holding, c.holdFD, c.drained = true, fd, drainNone
+		c.unanswered = false
+		wait := c.replyIn()
+		c.holding = false
+		return !wait
 	}
 	c.replyWrote = true
 	c.writeRaw(fd)

@@ -613,3 +613,89 @@ func TestReleaseOnReplyWait(t *testing.T) {
 		})
 	}
 }
+
+// TestReadOnReply: the reply is read inside the write's wait (on the raw
+// socket), in place; a step that finds the socket empty after reading
+// waits on for more, and a wait ended by the deadline runs no step and
+// leaves the deadline for the next read to report.
+func TestReadOnReply(t *testing.T) {
+	const step = 50 * time.Millisecond
+	for _, tc := range []struct {
+		name     string
+		peer     func(peer net.Conn) // after reading the request
+		deadline bool                // a read deadline ends the wait
+		want     string              // read inside the wait, on the raw socket
+		wantErr  error               // the step's last read's error
+		after    error               // the next Read's, when no step ran
+	}{
+		{name: "answer in one piece", want: "answer", peer: func(peer net.Conn) {
+			_, _ = peer.Write([]byte("answer"))
+		}},
+		{name: "answer in two pieces: waits on between them", want: "answer", peer: func(peer net.Conn) {
+			_, _ = peer.Write([]byte("ans"))
+			time.Sleep(step)
+			_, _ = peer.Write([]byte("wer"))
+		}},
+		{name: "peer closes", wantErr: io.EOF, peer: func(peer net.Conn) {
+			_ = peer.Close()
+		}},
+		{name: "deadline passes", deadline: true, after: os.ErrDeadlineExceeded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, peer := pair(t)
+			var got []byte
+			var lastErr error
+			steps := 0
+			c.ReadOnReply(func() bool {
+				steps++
+				if !c.InStep() {
+					t.Error("ReadOnReply's step runs outside a step")
+				}
+				for {
+					buf := make([]byte, 16)
+					n, err := c.Read(buf)
+					got = append(got, buf[:n]...)
+					if err == ErrWouldBlock {
+						return len(got) < len("answer") // more to come: wait on
+					}
+					if err != nil {
+						lastErr = err
+						return false
+					}
+				}
+			})
+			if tc.deadline {
+				_ = c.SetReadDeadline(time.Now().Add(step))
+			}
+			go func() {
+				_, _ = io.ReadFull(peer, make([]byte, 3))
+				if tc.peer != nil {
+					tc.peer(peer)
+				}
+			}()
+			c.AwaitReply(true)
+			n, err := c.Write([]byte("req"))
+			c.AwaitReply(false)
+			if n != 3 || err != nil {
+				t.Fatalf("Write = %d, %v", n, err)
+			}
+			if !rawIO || tc.deadline {
+				if steps != 0 {
+					t.Fatalf("%d steps ran, want none", steps)
+				}
+				if tc.after != nil {
+					if _, err := c.Read(make([]byte, 8)); !errors.Is(err, tc.after) {
+						t.Fatalf("read after the wait: %v, want %v", err, tc.after)
+					}
+				}
+				return
+			}
+			if string(got) != tc.want || !errors.Is(lastErr, tc.wantErr) && lastErr != tc.wantErr {
+				t.Fatalf("read in the wait %q, %v; want %q, %v", got, lastErr, tc.want, tc.wantErr)
+			}
+			if c.InStep() {
+				t.Fatal("still in a step after the write")
+			}
+		})
+	}
+}

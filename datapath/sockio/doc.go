@@ -33,4 +33,11 @@
 //     meet the deadlines only when they would wait, a Close elsewhere only
 //     once the turn ends (the descriptor stays open until then), and a
 //     Write after Abort writes nothing.
+//
+//   - A request written from inside the wait for its reply (AwaitReply).
+//     The last write of an engine request is made from a read-side
+//     callback, so its wait needs no read that finds the socket empty;
+//     the request buffer can be given back as the wait begins
+//     (ReleaseOnReplyWait), and the reply's first bytes read in place at
+//     its end (ReadOnReply), without a read call of their own.
 package sockio

@@ -95,6 +95,9 @@ type conn struct {
 	br    *bufio.Reader
 	spare *bufio.Reader // an empty holder, after a wait (waitread.go)
 	tls   bool          // the socket is under a *tls.Conn (alive() must not peek under the records)
+	// ep is the connection's entry in Client.eps once put() has looked it
+	// up (Client.mu): it is not forgotten while the connection is open.
+	ep *endpointConns
 	// idleTick is Client.idleTick when the connection was last pooled
 	// (reap.go).
 	idleTick uint64
@@ -108,6 +111,10 @@ type conn struct {
 	// abortFn is sock.Abort, bound once: Send registers it with the
 	// request's context on every exchange.
 	abortFn func()
+
+	// replyErr is the error readReply's read of the answer met (nil:
+	// none, or no read there), for exchange to fail with.
+	replyErr error
 
 	// rw writes requests to sock (reqwriter.go).
 	rw reqWriter
@@ -198,7 +205,25 @@ func (c *Client) dial(ctx context.Context, addr string, tc *TLS) (*conn, error) 
 	pc.abortFn = pc.sock.Abort
 	pc.rw = reqWriter{pool: &c.writers, w: &pc.sock}
 	pc.sock.ReleaseOnReplyWait(pc.rw.release)
+	pc.sock.ReadOnReply(func() bool { return c.readReply(pc) })
 	return pc, nil
+}
+
+// readReply reads the engine's first bytes into pc's read buffer from
+// inside the request's wait for them (sockio.Conn.ReadOnReply), borrowing
+// the buffer only now that they are there. True: the wake-up found
+// nothing, wait on. A read error is kept for exchange (replyErr): the
+// buffer does not keep it, and the socket would not report a reset twice.
+func (c *Client) readReply(pc *conn) bool {
+	if pc.br.Size() == 0 {
+		c.unparkReader(pc)
+	}
+	_, err := pc.br.Peek(1)
+	if err == sockio.ErrWouldBlock {
+		return true
+	}
+	pc.replyErr = err
+	return false
 }
 
 // handshake runs the TLS handshake to an engine, verifying its certificate
@@ -243,7 +268,14 @@ func (c *Client) put(pc *conn) {
 		return
 	}
 	c.mu.Lock()
-	if ep := c.eps[pc.addr]; ep != nil && !c.closed && len(ep.idle) < c.maxIdle {
+	ep := pc.ep
+	if ep == nil {
+		// Its first return: the entry stays in c.eps while the connection
+		// is open (it counts in ep.open), so it is looked up only once.
+		ep = c.eps[pc.addr]
+		pc.ep = ep
+	}
+	if ep != nil && !c.closed && len(ep.idle) < c.maxIdle {
 		pc.idleTick = c.idleTick
 		ep.idle = append(ep.idle, pc)
 		ep.wakeOne()
@@ -401,14 +433,14 @@ func (c *Client) exchange(ctx context.Context, pc *conn, trusted bool, leg *Leg,
 	pc.setDeadline(dl) // also bounds writing the request to a stuck engine
 	stop := afterDone(ctx, pc.abortFn)
 	into := leg.Into
-	var rid []string
-	if into != nil {
-		rid = into[headerRequestID]
-	}
+	// resetInto puts into back to its request id alone (Leg.Into): every
+	// other field goes, so the id needs no lookup before the exchange
+	// (the parse never stores the engine's).
 	resetInto := func() {
-		if into != nil {
-			clear(into)
-			into[headerRequestID] = rid
+		for k := range into {
+			if k != headerRequestID {
+				delete(into, k)
+			}
 		}
 	}
 	base := pc.sock.Written()
@@ -442,10 +474,17 @@ func (c *Client) exchange(ctx context.Context, pc *conn, trusted bool, leg *Leg,
 		}
 		return fail(fmt.Errorf("writing request to %s: %w", addr, err))
 	}
+	if err := pc.replyErr; err != nil {
+		// readReply read the answer's first bytes inside flushAwait's
+		// wait and met this instead (readHead's first read would have).
+		pc.replyErr = nil
+		return fail(fmt.Errorf("reading response from %s: %w", addr, err))
+	}
 	if pc.br.Size() == 0 {
 		// Borrowed only now that the answer is readable (flushAwait
 		// waited for it): a stream waiting for its engine's first byte
-		// holds no read buffer either.
+		// holds no read buffer either. (readReply borrows it inside the
+		// wait when it can.)
 		c.unparkReader(pc)
 	}
 	var ur *response
@@ -505,7 +544,21 @@ type response struct {
 // come from net/http's parser (or our own code), so they carry no CR/LF.
 func writeRequest(w *reqWriter, pc *conn, addr, method string, leg *Leg) error {
 	writeHead(w, addr, method, leg)
-	if leg.Body != nil || method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch {
+	withCL := leg.Body != nil || method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch
+	if w.room(len(headerContentLength) + 2 + 20 + 4 + len(leg.Body)) {
+		// The usual small request: the rest appended at once, where the
+		// calls below check the room and the error five times.
+		b := w.buf
+		if withCL {
+			b = append(b, headerContentLength+": "...)
+			b = strconv.AppendInt(b, int64(len(leg.Body)), 10)
+			b = append(b, '\r', '\n')
+		}
+		b = append(b, '\r', '\n')
+		w.buf = append(b, leg.Body...)
+		return flushAwait(w, pc)
+	}
+	if withCL {
 		w.WriteString(headerContentLength + ": ")
 		w.Write(strconv.AppendInt(w.AvailableBuffer(), int64(len(leg.Body)), 10)) // no scratch to escape
 		w.WriteString("\r\n")
@@ -543,11 +596,20 @@ func writeHead(w *reqWriter, addr, method string, leg *Leg) {
 	if target == "" {
 		target = "/"
 	}
-	w.WriteString(method)
-	w.WriteByte(' ')
-	w.WriteString(target)
-	w.WriteString(" HTTP/1.1\r\n")
-	w.writeField(headerHost, addr)
+	if w.room(len(method) + len(target) + len(addr) + len(" HTTP/1.1\r\n"+headerHost+": \r\n") + 1) {
+		b := append(w.buf, method...) // fits: never reallocates
+		b = append(b, ' ')
+		b = append(b, target...)
+		b = append(b, " HTTP/1.1\r\n"+headerHost+": "...)
+		b = append(b, addr...)
+		w.buf = append(b, '\r', '\n')
+	} else {
+		w.WriteString(method)
+		w.WriteByte(' ')
+		w.WriteString(target)
+		w.WriteString(" HTTP/1.1\r\n")
+		w.writeField(headerHost, addr)
+	}
 	for k, vv := range leg.Header {
 		if k == headerHost || k == headerContentLength || k == headerTE {
 			continue

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/textproto"
 	"reflect"
 	"strings"
 	"testing"
@@ -148,6 +150,9 @@ func TestSendInto(t *testing.T) {
 			http.Header{headerRequestID: {"rid"}, "Content-Length": {"0"}, "Vary": {"a", "b"}}},
 		{"bad head after some headers", "HTTP/1.1 200 OK\r\nX-Engine: e\r\nbad line\r\n\r\n", nil},
 		{"cut mid-head", "HTTP/1.1 200 OK\r\nX-Engine: e\r\n", nil},
+		{"closed without an answer", "", nil},
+		{"names without a bit, one repeated", "HTTP/1.1 200 OK\r\nX-Engine: e\r\nX-Other: o\r\nx-engine: f\r\nContent-Length: 2\r\n\r\nok",
+			http.Header{headerRequestID: {"rid"}, "Content-Length": {"2"}, "X-Engine": {"e", "f"}, "X-Other": {"o"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -180,6 +185,9 @@ func TestSendInto(t *testing.T) {
 					resp.Body.Close()
 					t.Fatal("Send succeeded on a broken response")
 				}
+				if !strings.Contains(err.Error(), "reading response from") {
+					t.Fatalf("error %q, want a reading error", err)
+				}
 				tc.want = http.Header{headerRequestID: {"rid"}}
 			} else {
 				if err != nil {
@@ -207,6 +215,30 @@ func TestValidHeaderKey(t *testing.T) {
 	} {
 		if got := validHeaderKey(tc.k); got != tc.ok {
 			t.Errorf("validHeaderKey(%q) = %v, want %v", tc.k, got, tc.ok)
+		}
+	}
+}
+
+func TestTokenCanonical(t *testing.T) {
+	for _, tc := range []struct {
+		k                string
+		valid, canonical bool
+	}{
+		{"X-Fake-Engine", true, true}, {"Content-Type", true, true}, {"H1", true, true},
+		{"X-Fake-engine", true, false}, {"x-fake-engine", true, false}, {"X-FAKE", true, false},
+		{"X--A", true, true}, {"-A", true, true}, {"-a", true, false}, {"A-", true, true},
+		{"X_odd", true, true}, {"X_Odd", true, false}, {"1a", true, true}, {"1A", true, false},
+		{"", false, true}, {"a b", false, false}, {"A:", false, false}, {"A\x80", false, false},
+	} {
+		valid, canonical := tokenCanonical(tc.k)
+		if valid != tc.valid || valid && canonical != tc.canonical {
+			t.Errorf("tokenCanonical(%q) = %v, %v; want %v, %v", tc.k, valid, canonical, tc.valid, tc.canonical)
+		}
+		if valid != validHeaderKey(tc.k) {
+			t.Errorf("tokenCanonical(%q) valid %v, validHeaderKey says otherwise", tc.k, valid)
+		}
+		if valid && canonical != (textproto.CanonicalMIMEHeaderKey(tc.k) == tc.k) {
+			t.Errorf("tokenCanonical(%q) canonical %v, CanonicalMIMEHeaderKey gives %q", tc.k, canonical, textproto.CanonicalMIMEHeaderKey(tc.k))
 		}
 	}
 }
@@ -276,5 +308,72 @@ func TestSendLeg(t *testing.T) {
 	var de *DialError
 	if !errors.As(err, &de) || !de.NotSent() {
 		t.Fatalf("dead endpoint: %v, want *DialError", err)
+	}
+}
+
+// TestSendRequestBytes: the request reaches the engine the same whether
+// its line and its tail (Content-Length, body) were appended at once or,
+// not fitting the buffer, written piece by piece.
+func TestSendRequestBytes(t *testing.T) {
+	long := strings.Repeat("p", bufSize+10)
+	for _, tc := range []struct {
+		name, method, path string
+		body               []byte
+	}{
+		{"small POST", http.MethodPost, "/v1/completions", []byte(`{"prompt":"x"}`)},
+		{"GET without a body", http.MethodGet, "/v1/models", nil},
+		{"POST with an empty body", http.MethodPost, "/v1/completions", []byte{}},
+		{"body past the buffer", http.MethodPost, "/v1/completions", bytes.Repeat([]byte("b"), bufSize+7)},
+		{"body that fills the buffer's rest", http.MethodPost, "/v1/completions", bytes.Repeat([]byte("b"), bufSize-200)},
+		{"target past the buffer", http.MethodPost, "/" + long, []byte("{}")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			type seen struct {
+				req  *http.Request
+				body []byte
+				err  error
+			}
+			got := make(chan seen, 1)
+			go func() {
+				c, err := l.Accept()
+				if err != nil {
+					got <- seen{err: err}
+					return
+				}
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+				req, err := http.ReadRequest(bufio.NewReaderSize(c, 2*bufSize+100))
+				var s seen
+				if s.req, s.err = req, err; err == nil {
+					s.body, s.err = io.ReadAll(req.Body)
+				}
+				got <- s
+				_, _ = io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
+			}()
+			u := New(time.Second, 4, nil)
+			defer u.CloseIdle()
+			h := http.Header{"X-A": {"1"}, headerRequestID: {"rid"}}
+			resp, err := u.Send(t.Context(), Leg{Endpoint: endpoint(l.Addr().String()), Method: tc.method, Path: tc.path, Header: h, Body: tc.body, HeaderWait: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			s := <-got
+			if s.err != nil {
+				t.Fatal(s.err)
+			}
+			r := s.req
+			wantCL := int64(len(tc.body))
+			if r.Method != tc.method || r.RequestURI != tc.path || r.Host != l.Addr().String() ||
+				r.Header.Get("X-A") != "1" || r.Header.Get(headerRequestID) != "rid" ||
+				r.ContentLength != wantCL || !bytes.Equal(s.body, tc.body) && len(tc.body)+len(s.body) > 0 {
+				t.Fatalf("engine saw %s %.40q host %q header %v length %d body %d bytes", r.Method, r.RequestURI, r.Host, r.Header, r.ContentLength, len(s.body))
+			}
+		})
 	}
 }

@@ -102,6 +102,17 @@ func (w *reqWriter) writeField(k, v string) {
 	w.WriteString("\r\n")
 }
 
+// room borrows a buffer and reports whether n more bytes fit in it and no
+// write has failed: the caller may then append up to n bytes to w.buf,
+// which does not reallocate (one check for a run of appends).
+func (w *reqWriter) room(n int) bool {
+	if w.err != nil {
+		return false
+	}
+	w.grab()
+	return n <= cap(w.buf)-len(w.buf)
+}
+
 // WriteByte buffers one byte.
 func (w *reqWriter) WriteByte(b byte) error {
 	if w.err == nil && len(w.buf) == cap(w.buf) {

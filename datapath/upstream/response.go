@@ -204,7 +204,9 @@ func parseHead(ur *response, br *bufio.Reader, head string, lines int, method st
 		vals = make([]string, lines-2)
 	}
 	nv := 0
-	var seen uint16
+	var seen, again uint16
+	other := false // a field of a name without a bit was stored
+	var cl string  // the first Content-Length value (frameBody)
 	for {
 		var l string
 		l, rest = cutLine(rest)
@@ -212,14 +214,26 @@ func parseHead(ur *response, br *bufio.Reader, head string, lines int, method st
 			break
 		}
 		i := strings.IndexByte(l, ':')
-		if i <= 0 || !validHeaderKey(l[:i]) {
+		if i <= 0 {
 			return nil, fmt.Errorf("%w: header line %q", errBadResponse, l)
 		}
+		// An interned name is one of internHeader's spellings, all
+		// tokens: only the others are checked byte by byte.
 		key, bit := internHeader(l[:i])
 		if bit == 0 {
-			// Allocates nothing when the engine spelled it canonically;
-			// another spelling of an interned name gets its bit here.
-			key, bit = internOr(textproto.CanonicalMIMEHeaderKey(l[:i]))
+			valid, canonical := tokenCanonical(l[:i])
+			if !valid {
+				return nil, fmt.Errorf("%w: header line %q", errBadResponse, l)
+			}
+			// A canonical spelling is its own key (what
+			// CanonicalMIMEHeaderKey would return, without its second
+			// walk), and has no bit: internHeader holds the canonical
+			// spelling of every interned name. Another spelling of an
+			// interned name gets its bit here.
+			key = l[:i]
+			if !canonical {
+				key, bit = internOr(textproto.CanonicalMIMEHeaderKey(key))
+			}
 		}
 		// Before anything is skipped: a hop name in any spelling marks
 		// the head (HopFree).
@@ -230,17 +244,33 @@ func parseHead(ur *response, br *bufio.Reader, head string, lines int, method st
 			continue // into the client's map: the client's id stays, alone
 		}
 		v := trimOWS(l[i+1:])
-		if bit != 0 && seen&bit == 0 {
-			// The name's first field: h holds none of it (a new map, or
-			// Leg.Into, which holds only the request id), so no lookup.
+		// The name's first field needs no lookup: h holds none of it (a
+		// new map, or Leg.Into, which holds only the request id). Each
+		// interned name has its bit; of the others only the first field
+		// stored is known to be new.
+		first := bit == 0 && !other || bit != 0 && seen&bit == 0
+		if bit == 0 {
+			other = true
+		} else if first {
 			seen |= bit
-		} else if prior, ok := h[key]; ok {
-			h[key] = append(prior, v)
-			continue
+			if bit == bitContentLength {
+				cl = v
+			}
+		} else {
+			again |= bit
+		}
+		if !first {
+			if prior, ok := h[key]; ok {
+				h[key] = append(prior, v)
+				continue
+			}
 		}
 		vals[nv] = v
 		h[key] = vals[nv : nv+1 : nv+1]
 		nv++
+	}
+	if again&bitContentLength != 0 {
+		cl = "" // more than one: frameBody compares them in h
 	}
 
 	proto, status, ok := strings.Cut(statusLine, " ")
@@ -256,7 +286,7 @@ func parseHead(ur *response, br *bufio.Reader, head string, lines int, method st
 	resp.Status, resp.StatusCode = status, code
 	resp.Proto, resp.ProtoMajor, resp.ProtoMinor = proto, major, minor
 	resp.Header = h
-	return frameBody(br, method, resp, &ur.lb, seen)
+	return frameBody(br, method, resp, &ur.lb, seen, cl)
 }
 
 // internOr is internHeader's spelling and bit for a canonical key, or the
@@ -282,8 +312,10 @@ func cutLine(s string) (line, rest string) {
 // frameBody sets ContentLength and Close and returns the body reader; a
 // Content-Length body is framed by lb (the caller's storage). seen holds
 // the bits of the framing fields the head held: one whose bit is not set
-// is not looked up in resp.Header.
-func frameBody(br *bufio.Reader, method string, resp *http.Response, lb *lengthBody, seen uint16) (io.Reader, error) {
+// is not looked up in resp.Header. cl, when not empty, is the value of
+// the head's only Content-Length field (parseHead saw it go in): no
+// lookup either.
+func frameBody(br *bufio.Reader, method string, resp *http.Response, lb *lengthBody, seen uint16, cl string) (io.Reader, error) {
 	h := resp.Header
 	var conn []string
 	if seen&bitConnection != 0 {
@@ -308,6 +340,13 @@ func frameBody(br *bufio.Reader, method string, resp *http.Response, lb *lengthB
 			return &chunkedBody{cr: httputil.NewChunkedReader(br), br: br}, nil
 		}
 	}
+	if cl != "" {
+		n, err := parseLength(cl)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%w: Content-Length %q", errBadResponse, []string{cl})
+		}
+		return lengthFramed(br, resp, lb, n), nil
+	}
 	if seen&bitContentLength != 0 {
 		if cl := h[headerContentLength]; len(cl) > 0 {
 			n, err := parseLength(cl[0])
@@ -319,17 +358,23 @@ func frameBody(br *bufio.Reader, method string, resp *http.Response, lb *lengthB
 			if err != nil || n < 0 {
 				return nil, fmt.Errorf("%w: Content-Length %q", errBadResponse, cl)
 			}
-			resp.ContentLength = n
-			if n == 0 {
-				return http.NoBody, nil
-			}
-			*lb = lengthBody{r: br, n: n}
-			return lb, nil
+			return lengthFramed(br, resp, lb, n), nil
 		}
 	}
 	resp.ContentLength = -1
 	resp.Close = true // the end of the body is the end of the connection
 	return br, nil
+}
+
+// lengthFramed sets resp's ContentLength to n and returns its body: n
+// bytes of br, framed by lb.
+func lengthFramed(br *bufio.Reader, resp *http.Response, lb *lengthBody, n int64) io.Reader {
+	resp.ContentLength = n
+	if n == 0 {
+		return http.NoBody
+	}
+	*lb = lengthBody{r: br, n: n}
+	return lb
 }
 
 // parseLength is strconv.ParseInt(s, 10, 64) for a Content-Length: the
@@ -396,6 +441,26 @@ var tokenChars = func() (t [256]bool) {
 	}
 	return t
 }()
+
+// tokenCanonical reports whether k is a non-empty RFC 9110 token (valid)
+// and, if so, whether it is spelled as textproto.CanonicalMIMEHeaderKey
+// spells it (canonical: then that function returns k itself). One walk
+// for both, where validHeaderKey and CanonicalMIMEHeaderKey took one each.
+func tokenCanonical(k string) (valid, canonical bool) {
+	canonical = true
+	upper := true // the first byte, and one after a hyphen
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !tokenChars[c] {
+			return false, false
+		}
+		if upper && 'a' <= c && c <= 'z' || !upper && 'A' <= c && c <= 'Z' {
+			canonical = false
+		}
+		upper = c == '-'
+	}
+	return len(k) > 0, canonical
+}
 
 // validHeaderKey reports whether k is a non-empty RFC 9110 token.
 func validHeaderKey(k string) bool {

@@ -100,7 +100,7 @@ func TestFrameDecoderMatchesChunkedReader(t *testing.T) {
 func pullChunked(raw string) (string, error, int) {
 	br := bufio.NewReader(strings.NewReader(raw))
 	resp := &http.Response{Header: http.Header{headerTE: {"chunked"}}, StatusCode: 200, ProtoMajor: 1, ProtoMinor: 1}
-	r, err := frameBody(br, http.MethodPost, resp, new(lengthBody), framingBits)
+	r, err := frameBody(br, http.MethodPost, resp, new(lengthBody), framingBits, "")
 	if err != nil {
 		return "", err, 0
 	}
