@@ -747,8 +747,8 @@ func (rt *Runtime) relayAnswer(x *exchange, c *compiled, i int, quiet silence, r
 	}
 	// The client's id, even if the engine minted its own (a parsed-into h
 	// kept the client's and dropped the engine's, unless the engine named
-	// it in Connection).
-	if !parsedInto || len(h[HeaderRequestID]) == 0 {
+	// it in Connection: only a stripped h can have lost it).
+	if !parsedInto || strip && len(h[HeaderRequestID]) == 0 {
 		h[HeaderRequestID] = x.ids[1:2:2]
 	}
 	x.wroteHeader = true
