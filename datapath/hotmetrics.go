@@ -103,6 +103,10 @@ func (l *lazyObserver) get(v *metrics.HistogramVec, labels ...string) prometheus
 // families, each made on first use like a lazyCounter.
 type modelSeries struct {
 	duration, ttft, tpot, itl lazyObserver
+	// named is the label with these children, made with them, for
+	// llmSeries.last: a rule whose answers alternate between models
+	// stores a pointer per switch, and allocates nothing.
+	named modelOf
 }
 
 // llmSeries caches a rule's {rule, model} LLM children by model label.
@@ -151,6 +155,7 @@ func (ls *llmSeries) model(label string) *modelSeries {
 		next[k] = v
 	}
 	ms := &modelSeries{}
+	ms.named = modelOf{model: label, ms: ms}
 	next[label] = ms
 	ls.models.Store(&next)
 	return ms
@@ -165,10 +170,10 @@ func (ls *llmSeries) known(model string) *modelSeries {
 	return nil
 }
 
-// remember makes model, whose label is model itself, the one known
+// remember makes ms, whose label is its request's model, the one known
 // answers; a store only when it changes.
-func (ls *llmSeries) remember(model string, ms *modelSeries) {
-	if l := ls.last.Load(); l == nil || l.model != model || l.ms != ms {
-		ls.last.Store(&modelOf{model: model, ms: ms})
+func (ls *llmSeries) remember(ms *modelSeries) {
+	if ls.last.Load() != &ms.named {
+		ls.last.Store(&ms.named)
 	}
 }

@@ -219,6 +219,37 @@ func TestSeriesKnownModel(t *testing.T) {
 	}
 }
 
+// TestSeriesAlternatingModelsAllocateNothing: a rule whose answers
+// alternate between learned models moves its latest model by a pointer
+// store, without an allocation per switch.
+func TestSeriesAlternatingModelsAllocateNothing(t *testing.T) {
+	c := &compiled{llmModels: pd.NewModelLabels("", 4)}
+	rec := httptest.NewRecorder()
+	models := []string{"a", "b", "c"}
+	for _, m := range models { // learned, and their children made
+		x := &exchange{}
+		x.obs.c, x.obs.model = c, m
+		x.obs.clock.Reset(rec)
+		x.obs.clock.WriteHeader(http.StatusOK)
+		x.obs.series()
+	}
+	var x exchange
+	i := 0
+	allocs := testing.AllocsPerRun(100, func() {
+		x.obs = reqObs{}
+		x.obs.c, x.obs.model = c, models[i%len(models)]
+		x.obs.clock.Reset(rec)
+		x.obs.clock.WriteHeader(http.StatusOK)
+		if ms := x.obs.series(); ms != c.llm.model(models[i%len(models)]) {
+			t.Fatalf("request %d: children of another label", i)
+		}
+		i++
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per request, want 0", allocs)
+	}
+}
+
 // seriesCount is how many series c exports now.
 func seriesCount(c prometheus.Collector) int {
 	ch := make(chan prometheus.Metric)

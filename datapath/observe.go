@@ -201,7 +201,7 @@ func (o *reqObs) series() *modelSeries {
 	}
 	o.ms = o.c.llm.model(o.modelLabel())
 	if o.label == o.model && o.model != "" {
-		o.c.llm.remember(o.model, o.ms)
+		o.c.llm.remember(o.ms)
 	}
 	return o.ms
 }
