@@ -82,8 +82,61 @@ func (g *Gate) refuseRequest(reason string) string {
 // the form the caps count it (IPv4-mapped addresses as IPv4); unknown
 // addresses share the zero Addr's bucket, as at accept.
 func RemoteIP(remoteAddr string) netip.Addr {
+	if ip, ok := parseIPv4Port(remoteAddr); ok {
+		return ip
+	}
 	if ap, err := netip.ParseAddrPort(remoteAddr); err == nil {
 		return ap.Addr().Unmap()
 	}
 	return netip.Addr{}
+}
+
+// parseIPv4Port reads "a.b.c.d:port", the usual RemoteAddr, in one pass:
+// four decimal fields of 0-255 without leading zeros, a colon and a port
+// of 1-5 digits up to 65535. It accepts only strings netip.ParseAddrPort
+// accepts, with the same address; ok false is anything else, which
+// RemoteIP then parses in full. Why: ParseAddrPort's general parse was
+// ~630 instructions of a small request (callgrind), this ~100.
+func parseIPv4Port(s string) (ip netip.Addr, ok bool) {
+	var a [4]byte
+	f, v, digits := 0, 0, 0 // the field, its value, its digits so far
+	i := 0
+	for ; i < len(s); i++ {
+		c := s[i]
+		if d := c - '0'; d <= 9 {
+			if digits > 0 && v == 0 { // a leading zero
+				return netip.Addr{}, false
+			}
+			v = v*10 + int(d)
+			if v > 255 {
+				return netip.Addr{}, false
+			}
+			digits++
+			continue
+		}
+		if digits == 0 || (c != '.' && c != ':') || (c == '.') == (f == 3) {
+			return netip.Addr{}, false
+		}
+		a[f&3] = byte(v)
+		f, v, digits = f+1, 0, 0
+		if c == ':' {
+			break
+		}
+	}
+	port := s[min(i+1, len(s)):]
+	if f != 4 || len(port) == 0 || len(port) > 5 {
+		return netip.Addr{}, false
+	}
+	p := 0
+	for k := 0; k < len(port); k++ {
+		d := port[k] - '0'
+		if d > 9 {
+			return netip.Addr{}, false
+		}
+		p = p*10 + int(d)
+	}
+	if p > 65535 {
+		return netip.Addr{}, false
+	}
+	return netip.AddrFrom4(a), true
 }

@@ -58,8 +58,13 @@ func TestRequestCaps(t *testing.T) {
 			if got := inFlightGauge(t, m); got != 0 {
 				t.Fatalf("infergate_edge_requests_in_flight %v after leaving, want 0", got)
 			}
-			if g.InFlight() != 0 || l.reqOpen.Load() != 0 || len(g.reqs.perIP.n) != 0 {
-				t.Fatalf("after leaving: global %d listener %d per-ip %v", g.InFlight(), l.reqOpen.Load(), g.reqs.perIP.n)
+			if g.InFlight() != 0 || l.reqOpen.Load() != 0 || g.reqs.perIP.held != 0 {
+				t.Fatalf("after leaving: global %d listener %d per-ip held %d", g.InFlight(), l.reqOpen.Load(), g.reqs.perIP.held)
+			}
+			for _, ip := range tc.enters {
+				if n := g.reqs.perIP.holding(ip); n != 0 {
+					t.Fatalf("after leaving: %v holds %d", ip, n)
+				}
 			}
 			// Every slot is free again: the first request is admitted.
 			if got := l.EnterRequest(tc.enters[0]); got != "" {
@@ -142,11 +147,51 @@ func TestRemoteIP(t *testing.T) {
 		"[::ffff:10.0.0.1]:5": "10.0.0.1",
 		"[2001:db8::1]:443":   "2001:db8::1",
 		"garbage":             "invalid IP",
+		// The IPv4 fast path (parseIPv4Port) and what it leaves to the
+		// full parse.
+		"127.0.0.1:54321":       "127.0.0.1",
+		"255.255.255.255:65535": "255.255.255.255",
+		"0.0.0.0:0":             "0.0.0.0",
+		"1.2.3.4:080":           "1.2.3.4", // ParseUint takes leading zeros
+		"1.2.3.4:000080":        "1.2.3.4", // six digits: the full parse's
+		"1.2.3.4:65536":         "invalid IP",
+		"1.2.3.4:":              "invalid IP",
+		"1.2.3.4":               "invalid IP",
+		"1.2.3.04:5":            "invalid IP",
+		"1.2.3.256:5":           "invalid IP",
+		"1.2.3.1000:5":          "invalid IP",
+		"1.2.3:5":               "invalid IP",
+		"1.2.3.4.5:6":           "invalid IP",
+		"1.2.3.4:+5":            "invalid IP",
+		"1.2.3.4:5x":            "invalid IP",
+		"[1.2.3.4]:5":           "invalid IP",
 	} {
 		if got := RemoteIP(in).String(); got != want {
 			t.Errorf("RemoteIP(%q) = %s, want %s", in, got, want)
 		}
 	}
+}
+
+// FuzzRemoteIP holds the IPv4 fast path to netip.ParseAddrPort: whatever
+// it accepts, the full parse accepts with the same address.
+func FuzzRemoteIP(f *testing.F) {
+	for _, s := range []string{"10.0.0.1:5", "127.0.0.1:54321", "1.2.3.04:5", "1.2.3.4:65536", "[::1]:80", "1.2.3.4:000080"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ip, ok := parseIPv4Port(s)
+		ap, err := netip.ParseAddrPort(s)
+		if ok && (err != nil || ap.Addr().Unmap() != ip) {
+			t.Fatalf("parseIPv4Port(%q) = %v; ParseAddrPort: %v, %v", s, ip, ap, err)
+		}
+		want := netip.Addr{}
+		if err == nil {
+			want = ap.Addr().Unmap()
+		}
+		if got := RemoteIP(s); got != want {
+			t.Fatalf("RemoteIP(%q) = %v, want %v", s, got, want)
+		}
+	})
 }
 
 // inFlightGauge is what infergate_edge_requests_in_flight reads now.
@@ -157,4 +202,10 @@ func inFlightGauge(t *testing.T, m *metrics.Edge) float64 {
 		t.Fatal(err)
 	}
 	return d.GetGauge().GetValue()
+}
+
+func BenchmarkRemoteIP(b *testing.B) {
+	for range b.N {
+		_ = RemoteIP("127.0.0.1:54321")
+	}
 }

@@ -103,6 +103,10 @@ func (l *lazyObserver) get(v *metrics.HistogramVec, labels ...string) prometheus
 // families, each made on first use like a lazyCounter.
 type modelSeries struct {
 	duration, ttft, tpot, itl lazyObserver
+	// named is the label with these children, made with them, for
+	// llmSeries.last: a rule whose answers alternate between models
+	// stores a pointer per switch, and allocates nothing.
+	named modelOf
 }
 
 // llmSeries caches a rule's {rule, model} LLM children by model label.
@@ -110,27 +114,66 @@ type modelSeries struct {
 // model learned up to the rule's cap, or "other"), never the client's model
 // name, so the map holds at most as many entries as the families have
 // series for the rule, whatever names clients send.
+//
+// The map is immutable once stored, replaced whole (under mu) when a label
+// is added, as pd.ModelLabels' set is: a read lock's counter is a line
+// every core writes, and labels are added at most the rule's cap plus one
+// times. last is the model of the latest request whose label was its own
+// model, with its label and children (reqObs.series).
 type llmSeries struct {
-	mu     sync.RWMutex
-	models map[string]*modelSeries
+	models atomic.Pointer[map[string]*modelSeries]
+	mu     sync.Mutex // serialises additions
+	last   atomic.Pointer[modelOf]
+}
+
+// modelOf is a model name whose label is fixed for the rule's life (the
+// name itself: pinned, or learned, and a learned model is never
+// forgotten), with its children.
+type modelOf struct {
+	model string
+	ms    *modelSeries
 }
 
 // model returns the children of a bounded model label.
 func (ls *llmSeries) model(label string) *modelSeries {
-	ls.mu.RLock()
-	ms := ls.models[label]
-	ls.mu.RUnlock()
-	if ms != nil {
-		return ms
+	if m := ls.models.Load(); m != nil {
+		if ms := (*m)[label]; ms != nil {
+			return ms
+		}
 	}
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if ms = ls.models[label]; ms == nil {
-		if ls.models == nil {
-			ls.models = make(map[string]*modelSeries)
+	var old map[string]*modelSeries
+	if m := ls.models.Load(); m != nil {
+		if ms := (*m)[label]; ms != nil {
+			return ms
 		}
-		ms = &modelSeries{}
-		ls.models[label] = ms
+		old = *m
 	}
+	next := make(map[string]*modelSeries, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	ms := &modelSeries{}
+	ms.named = modelOf{model: label, ms: ms}
+	next[label] = ms
+	ls.models.Store(&next)
 	return ms
+}
+
+// known returns the children of model when it is the latest model whose
+// label was itself; nil: not known here (ask model).
+func (ls *llmSeries) known(model string) *modelSeries {
+	if l := ls.last.Load(); l != nil && l.model == model {
+		return l.ms
+	}
+	return nil
+}
+
+// remember makes ms, whose label is its request's model, the one known
+// answers; a store only when it changes.
+func (ls *llmSeries) remember(ms *modelSeries) {
+	if ls.last.Load() != &ms.named {
+		ls.last.Store(&ms.named)
+	}
 }

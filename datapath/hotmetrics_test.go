@@ -151,11 +151,102 @@ func TestLLMSeriesCached(t *testing.T) {
 	if got, bound := seriesCount(rt.llm.Duration), pd.DefaultMaxModelLabels+1; got != len(want) || got > bound {
 		t.Errorf("%d duration series, want %d (at most %d)", got, len(want), bound)
 	}
-	cl.llm.mu.RLock()
-	cached := len(cl.llm.models)
-	cl.llm.mu.RUnlock()
+	cached := len(*cl.llm.models.Load())
 	if cached != len(want) {
 		t.Errorf("rule caches %d model labels, want %d", cached, len(want))
+	}
+}
+
+// TestSeriesKnownModel: a request's label and children are the labeller's
+// and the label map's whether they come from the rule's latest own-label
+// model (llmSeries.known) or from the lookups, and only a model whose label
+// is its own name is remembered.
+func TestSeriesKnownModel(t *testing.T) {
+	type req struct {
+		model     string
+		status    int
+		wantLabel string
+		remembers string // the rule's latest own-label model after it; "": none yet
+	}
+	for _, tc := range []struct {
+		name   string
+		pinned string
+		max    int
+		reqs   []req
+	}{
+		{"learned, then known", "", 2, []req{
+			{"a", 200, "a", "a"}, {"a", 200, "a", "a"}, {"a", 500, "a", "a"},
+		}},
+		{"unserved first: other, not remembered", "", 2, []req{
+			{"a", 404, pd.ModelOther, ""}, {"a", 200, "a", "a"}, {"a", 404, "a", "a"},
+		}},
+		{"alternating models", "", 2, []req{
+			{"a", 200, "a", "a"}, {"b", 200, "b", "b"}, {"a", 200, "a", "a"}, {"c", 200, pd.ModelOther, "a"}, {"b", 200, "b", "b"},
+		}},
+		{"cap reached: other for new names", "", 1, []req{
+			{"a", 200, "a", "a"}, {"b", 200, pd.ModelOther, "a"}, {"b", 200, pd.ModelOther, "a"},
+		}},
+		{"pinned", "p", 2, []req{
+			{"x", 200, "p", ""}, {"p", 200, "p", "p"}, {"x", 200, "p", "p"}, {"p", 404, "p", "p"},
+		}},
+		{"no model", "", 2, []req{
+			{"", 200, pd.ModelOther, ""}, {"a", 200, "a", "a"}, {"", 200, pd.ModelOther, "a"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &compiled{llmModels: pd.NewModelLabels(tc.pinned, tc.max)}
+			for i, r := range tc.reqs {
+				x := &exchange{}
+				x.obs.c, x.obs.model = c, r.model
+				x.obs.clock.Reset(httptest.NewRecorder())
+				x.obs.clock.WriteHeader(r.status)
+				ms := x.obs.series()
+				if got := x.obs.modelLabel(); got != r.wantLabel {
+					t.Fatalf("request %d (%q): label %q, want %q", i, r.model, got, r.wantLabel)
+				}
+				if want := c.llm.model(r.wantLabel); ms != want {
+					t.Fatalf("request %d (%q): children %p, want the label's %p", i, r.model, ms, want)
+				}
+				got := ""
+				if l := c.llm.last.Load(); l != nil {
+					got = l.model
+				}
+				if got != r.remembers {
+					t.Fatalf("request %d (%q): remembered %q, want %q", i, r.model, got, r.remembers)
+				}
+			}
+		})
+	}
+}
+
+// TestSeriesAlternatingModelsAllocateNothing: a rule whose answers
+// alternate between learned models moves its latest model by a pointer
+// store, without an allocation per switch.
+func TestSeriesAlternatingModelsAllocateNothing(t *testing.T) {
+	c := &compiled{llmModels: pd.NewModelLabels("", 4)}
+	rec := httptest.NewRecorder()
+	models := []string{"a", "b", "c"}
+	for _, m := range models { // learned, and their children made
+		x := &exchange{}
+		x.obs.c, x.obs.model = c, m
+		x.obs.clock.Reset(rec)
+		x.obs.clock.WriteHeader(http.StatusOK)
+		x.obs.series()
+	}
+	var x exchange
+	i := 0
+	allocs := testing.AllocsPerRun(100, func() {
+		x.obs = reqObs{}
+		x.obs.c, x.obs.model = c, models[i%len(models)]
+		x.obs.clock.Reset(rec)
+		x.obs.clock.WriteHeader(http.StatusOK)
+		if ms := x.obs.series(); ms != c.llm.model(models[i%len(models)]) {
+			t.Fatalf("request %d: children of another label", i)
+		}
+		i++
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per request, want 0", allocs)
 	}
 }
 

@@ -183,9 +183,25 @@ func (o *reqObs) modelLabel() string {
 // series is the rule's cached LLM children under this request's model
 // label (hotmetrics.go), so a request looks its histograms up once per
 // rule generation and label rather than by label values each time.
+//
+// A model whose label is its own name keeps it for the rule's life (a
+// pinned model, or a learned one: ModelLabels never forgets), so the
+// rule's latest such model (llmSeries.known) answers both lookups, the
+// label's and the children's, with one atomic load and a compare; the
+// name is usually the very string of the last request (lastModel).
 func (o *reqObs) series() *modelSeries {
-	if o.ms == nil {
-		o.ms = o.c.llm.model(o.modelLabel())
+	if o.ms != nil {
+		return o.ms
+	}
+	if !o.labelled && o.model != "" {
+		if ms := o.c.llm.known(o.model); ms != nil {
+			o.labelled, o.label, o.ms = true, o.model, ms
+			return ms
+		}
+	}
+	o.ms = o.c.llm.model(o.modelLabel())
+	if o.label == o.model && o.model != "" {
+		o.c.llm.remember(o.ms)
 	}
 	return o.ms
 }
@@ -283,7 +299,8 @@ func (rt *Runtime) observeLLM(x *exchange, status int, ttft, total time.Duration
 	if status < 200 || status >= 300 {
 		return
 	}
-	model, ms := o.modelLabel(), o.series()
+	ms := o.series() // first: it may settle the label too
+	model := o.modelLabel()
 	ms.duration.get(rt.llm.Duration, c.label, model).Observe(total.Seconds())
 	if ttft > 0 {
 		ms.ttft.get(rt.llm.TTFT, c.label, model).Observe(ttft.Seconds())

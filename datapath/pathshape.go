@@ -28,7 +28,14 @@ const (
 // plain.
 func checkPathShape(r *http.Request) (code, msg string) {
 	p := r.URL.Path
-	for i := 0; i < len(p); i++ {
+	// A path without a control byte, backslash or dot has nothing the loop
+	// below refuses: it is seen a word at a time (swar.go), and the loop
+	// skipped.
+	n := len(p)
+	if !pathMayRefuse(p) {
+		n = 0
+	}
+	for i := 0; i < n; i++ {
 		switch c := p[i]; {
 		case c < 0x20 || c == 0x7f || c == '\\':
 			return CodeInvalidPath, "path contains a control character or backslash"
@@ -68,13 +75,51 @@ func checkRequestLine(r *http.Request) (code, msg string) {
 			return CodeInvalidMethod, "the request method is not an HTTP token (RFC 9110 §5.6.2)"
 		}
 	}
-	t := r.RequestURI
-	for i := 0; i < len(t); i++ {
-		if c := t[i]; c <= ' ' || c == 0x7f {
-			return CodeInvalidTarget, "the request target contains whitespace or a control character"
-		}
+	if !targetPlain(r.RequestURI) {
+		return CodeInvalidTarget, "the request target contains whitespace or a control character"
 	}
 	return "", ""
+}
+
+// targetPlain reports whether t holds no byte ≤ ' ' and no DEL.
+func targetPlain(t string) bool {
+	if len(t) >= 8 {
+		flagged := func(x uint64) bool { return byteBelow(x, ' '+1) || byteIs(x, 0x7f) }
+		for i := 0; i+8 < len(t); i += 8 {
+			if flagged(word8(t[i : i+8])) {
+				return false
+			}
+		}
+		return !flagged(word8(t[len(t)-8:]))
+	}
+	for i := 0; i < len(t); i++ {
+		if c := t[i]; c <= ' ' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// pathMayRefuse reports whether p holds a byte checkPathShape's loop
+// looks at: a control byte, DEL, a backslash or a dot.
+func pathMayRefuse(p string) bool {
+	if len(p) >= 8 {
+		flagged := func(x uint64) bool {
+			return byteBelow(x, 0x20) || byteIs(x, 0x7f) || byteIs(x, '\\') || byteIs(x, '.')
+		}
+		for i := 0; i+8 < len(p); i += 8 {
+			if flagged(word8(p[i : i+8])) {
+				return true
+			}
+		}
+		return flagged(word8(p[len(p)-8:]))
+	}
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c < 0x20 || c == 0x7f || c == '\\' || c == '.' {
+			return true
+		}
+	}
+	return false
 }
 
 // isTokenChar reports an RFC 9110 tchar: "!#$%&'*+-.^_`|~", digits, letters.

@@ -706,7 +706,14 @@ func (rt *Runtime) relayAnswer(x *exchange, c *compiled, i int, quiet silence, r
 		}
 		bound.End = x.start.Add(capD)
 	}
-	bound.BindClient(x.w)
+	// The clock passes no deadline on: the writer it wraps is the one
+	// to bind, one step of BindClient's walk fewer.
+	clocked := x.w == http.ResponseWriter(&x.obs.clock)
+	if clocked {
+		bound.BindClient(x.obs.clock.ResponseWriter)
+	} else {
+		bound.BindClient(x.w)
+	}
 	extendAt := func(now time.Time) {
 		readBound := ub != nil && !ub.Buffered() // else no read can block: the rest of the body is in memory
 		if !readBound && !bound.BindsClient() {
@@ -740,12 +747,18 @@ func (rt *Runtime) relayAnswer(x *exchange, c *compiled, i int, quiet silence, r
 	}
 	// The client's id, even if the engine minted its own (a parsed-into h
 	// kept the client's and dropped the engine's, unless the engine named
-	// it in Connection).
-	if !parsedInto || len(h[HeaderRequestID]) == 0 {
+	// it in Connection: only a stripped h can have lost it).
+	if !parsedInto || strip && len(h[HeaderRequestID]) == 0 {
 		h[HeaderRequestID] = x.ids[1:2:2]
 	}
 	x.wroteHeader = true
-	x.w.WriteHeader(resp.StatusCode)
+	if parsedInto && clocked {
+		// h is resp.Header, whose Content-Type sse was read from and
+		// which nothing has set since: the clock need not look again.
+		x.obs.clock.WriteHeaderOf(resp.StatusCode, sse)
+	} else {
+		x.w.WriteHeader(resp.StatusCode)
+	}
 	c.ttfb.Observe(headAt.Sub(x.start).Seconds())
 
 	flush := sse || resp.ContentLength < 0

@@ -189,10 +189,48 @@ func TestCheckRequestLine(t *testing.T) {
 		{"GET", "/a b", CodeInvalidTarget},
 		{"GET", "/a\x00", CodeInvalidTarget},
 		{"GET", "/a\x7f", CodeInvalidTarget},
+		// Eight bytes and more: seen a word at a time (swar.go), a bad
+		// byte in the first word, in the last (overlapping) one, at the
+		// very end, and bytes above 0x7f, which are allowed.
+		{"POST", "/v1/completions", ""},
+		{"POST", "/v1/chat/completions?x=\x80\xff", ""},
+		{"POST", "/v1\tchat/completions", CodeInvalidTarget},
+		{"POST", "/v1/chat/completions ", CodeInvalidTarget},
+		{"POST", "/v1/chat/completion\x7fs", CodeInvalidTarget},
+		{"POST", "/v1/chat/com\x1fpletions", CodeInvalidTarget},
+		{"POST", "/12345678", ""},
+		{"POST", "/1234567 ", CodeInvalidTarget},
+		{"POST", " 12345678", CodeInvalidTarget},
 	} {
 		got, _ := checkRequestLine(&http.Request{Method: tc.method, RequestURI: tc.target})
 		if got != tc.want {
 			t.Errorf("checkRequestLine(%q, %q) = %q, want %q", tc.method, tc.target, got, tc.want)
 		}
 	}
+}
+
+// FuzzRequestLineWords holds the word-at-a-time scans (swar.go) to the
+// byte loops they stand for.
+func FuzzRequestLineWords(f *testing.F) {
+	for _, s := range []string{"/v1/completions", "/v1/models/../x", "/a\\b", "/12345678\x7f", "/\x00", "", "/a.b", "/\x80\xff.12345678"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		plain, may := true, false
+		for i := 0; i < len(s); i++ {
+			c := s[i]
+			if c <= ' ' || c == 0x7f {
+				plain = false
+			}
+			if c < 0x20 || c == 0x7f || c == '\\' || c == '.' {
+				may = true
+			}
+		}
+		if got := targetPlain(s); got != plain {
+			t.Fatalf("targetPlain(%q) = %v, want %v", s, got, plain)
+		}
+		if got := pathMayRefuse(s); got != may {
+			t.Fatalf("pathMayRefuse(%q) = %v, want %v", s, got, may)
+		}
+	})
 }

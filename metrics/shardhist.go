@@ -93,6 +93,10 @@ type Histogram struct {
 	// counts holds histShards runs of v.stride counters: per bucket, then
 	// +Inf, then the sum's float64 bits.
 	counts []atomic.Uint64
+	// bounds and stride are v's buckets and stride, here so that an
+	// observation reads them from the series it has loaded already.
+	bounds []float64
+	stride int
 }
 
 // WithLabelValues returns the series of the label values lvs (made on
@@ -123,7 +127,7 @@ func (v *HistogramVec) get(lvs []string) *Histogram {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if h = v.series[string(k)]; h == nil {
-		h = &Histogram{v: v, values: append([]string(nil), lvs...), counts: make([]atomic.Uint64, histShards*v.stride)}
+		h = &Histogram{v: v, values: append([]string(nil), lvs...), counts: make([]atomic.Uint64, histShards*v.stride), bounds: v.buckets, stride: v.stride}
 		v.series[string(k)] = h
 	}
 	return h
@@ -145,9 +149,18 @@ func appendKey(b []byte, lvs []string) []byte {
 // shard x's low bits choose.
 func (h *Histogram) Observe(x float64) {
 	bits := math.Float64bits(x)
-	s := h.counts[int((bits^bits>>17)&(histShards-1))*h.v.stride:][:h.v.stride]
-	s[bucketOf(h.v.buckets, x)].Add(1)
-	sum := &s[len(h.v.buckets)+1]
+	base := int((bits^bits>>17)&(histShards-1)) * h.stride
+	b := h.bounds
+	i := 0
+	if len(b) < 35 { // bucketOf's scan, here: a call was a third of the observation
+		for i < len(b) && !(x <= b[i]) {
+			i++
+		}
+	} else {
+		i = sort.SearchFloat64s(b, x)
+	}
+	h.counts[base+i].Add(1)
+	sum := &h.counts[base+len(b)+1]
 	for {
 		old := sum.Load()
 		if sum.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+x)) {
@@ -157,17 +170,18 @@ func (h *Histogram) Observe(x float64) {
 }
 
 // bucketOf is the index of the first bound ≥ x (len(b): +Inf): a linear
-// scan for the usual short lists, as prometheus's own below 35 bounds.
+// scan for the usual short lists, as prometheus's own below 35 bounds
+// (Observe has the scan inline); !(x <= u) puts NaN in +Inf, as the
+// search does.
 func bucketOf(b []float64, x float64) int {
 	if len(b) >= 35 {
 		return sort.SearchFloat64s(b, x)
 	}
-	for i, u := range b {
-		if x <= u {
-			return i
-		}
+	i := 0
+	for i < len(b) && !(x <= b[i]) {
+		i++
 	}
-	return len(b)
+	return i
 }
 
 // Desc is the family's.

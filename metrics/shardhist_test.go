@@ -226,3 +226,28 @@ func TestHistogramVecRefusesLeLabel(t *testing.T) {
 	}()
 	NewHistogramVec(prometheus.HistogramOpts{Name: "x_seconds", Help: "x"}, []string{"rule", "le"})
 }
+
+// TestObserveBucket: Observe's inlined scan counts each value in the
+// bucket bucketOf names, short and long bound lists, at the bounds, and
+// NaN and the infinities.
+func TestObserveBucket(t *testing.T) {
+	for _, n := range []int{1, 18, 34, 35, 40} {
+		b := prometheus.LinearBuckets(1, 1, n)
+		for _, x := range []float64{math.Inf(-1), -1, 0, 1, 1.5, 2, float64(n) - 0.5, float64(n), float64(n) + 0.5, math.Inf(1), math.NaN()} {
+			h := NewHistogramVec(prometheus.HistogramOpts{Name: "x_seconds", Help: "x", Buckets: b}, []string{"rule"}).get([]string{"r"})
+			h.Observe(x)
+			want := bucketOf(b, x)
+			got := -1
+			for s := range histShards {
+				for i := range n + 1 {
+					if h.counts[s*h.stride+i].Load() != 0 {
+						got = i
+					}
+				}
+			}
+			if got != want {
+				t.Errorf("%d bounds, %g: counted in bucket %d, want %d", n, x, got, want)
+			}
+		}
+	}
+}

@@ -154,3 +154,37 @@ func TestNowFromStart(t *testing.T) {
 		t.Errorf("Now without Start %v, want after %v", n, after)
 	}
 }
+
+// TestWriteHeaderOf: the caller's word on the Content-Type stands for
+// WriteHeader's own look, for the first final status only, and the status
+// reaches the client either way.
+func TestWriteHeaderOf(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		calls      []int // statuses, in order
+		sse        bool
+		wantStatus int
+		wantSSE    bool
+	}{
+		{"plain", []int{200}, false, 200, false},
+		{"event stream", []int{200}, true, 200, true},
+		{"interim first", []int{103, 200}, true, 200, true},
+		{"error page", []int{502}, false, 502, false},
+		{"second final ignored", []int{200, 500}, true, 200, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			var w Writer
+			w.Reset(rec)
+			for _, code := range tc.calls {
+				w.WriteHeaderOf(code, tc.sse)
+			}
+			if w.Status() != tc.wantStatus || w.Streamed() != tc.wantSSE {
+				t.Fatalf("status %d streamed %v, want %d %v", w.Status(), w.Streamed(), tc.wantStatus, tc.wantSSE)
+			}
+			if rec.Code != tc.calls[0] && rec.Code != tc.wantStatus {
+				t.Fatalf("client status %d", rec.Code)
+			}
+		})
+	}
+}
