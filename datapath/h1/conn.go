@@ -220,10 +220,10 @@ func (c *conn) armIdle(first bool, now time.Time) {
 func (c *conn) step() bool {
 	s := c.srv
 	for {
-		if c.br == nil {
-			c.br = s.getReader(&c.sock)
-		}
-		if c.br.Buffered() > 0 {
+		// A connection whose reader went back to the pool with its
+		// request's body (releaseReader) takes one only to read: it waits
+		// for its next request without one.
+		if c.br != nil && c.br.Buffered() > 0 {
 			whole := c.bufferedHead()
 			if whole == 0 && !c.headWhole() {
 				return false // the ordinary path reads it line by line
@@ -252,6 +252,9 @@ func (c *conn) step() bool {
 		}
 		if c.sock.Drained() {
 			return true // nothing can be pending that the wait would not report
+		}
+		if c.br == nil {
+			c.br = s.getReader(&c.sock)
 		}
 		if _, err := c.br.Peek(1); err != nil {
 			if errors.Is(err, sockio.ErrWouldBlock) {
