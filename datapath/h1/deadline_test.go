@@ -122,3 +122,37 @@ func TestWriteDeadline(t *testing.T) {
 		t.Fatalf("a write still blocked %v after its %v deadline", 10*bound, bound)
 	}
 }
+
+// TestBodyDeadline: a body's read deadline is ReadTimeout from the head's
+// first read, unless the body is already whole in the read buffer (read
+// without the socket) or there is no ReadTimeout.
+func TestBodyDeadline(t *testing.T) {
+	start := time.Unix(1000, 0)
+	tests := []struct {
+		name        string
+		readTimeout time.Duration
+		buffered    string // what the read buffer holds past the head
+		n           int64  // Content-Length
+		chunked     bool
+		want        bool
+	}{
+		{"whole in the buffer", time.Second, "0123456789", 10, false, false},
+		{"more than the body buffered", time.Second, "0123456789GET", 10, false, false},
+		{"part in the buffer", time.Second, "01234", 10, false, true},
+		{"none in the buffer", time.Second, "", 10, false, true},
+		{"chunked", time.Second, "2\r\nab\r\n0\r\n\r\n", 0, true, true},
+		{"no ReadTimeout", 0, "", 10, false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &conn{srv: &Server{ReadTimeout: tc.readTimeout}, br: bufio.NewReader(strings.NewReader(tc.buffered))}
+			_, _ = c.br.Peek(len(tc.buffered))
+			rs := &reqState{start: start}
+			rs.body = body{c: c, n: tc.n, chunked: tc.chunked}
+			dl, ok := c.bodyDeadline(rs)
+			if ok != tc.want || ok && !dl.Equal(start.Add(tc.readTimeout)) {
+				t.Errorf("deadline %v, %v; want one: %v", dl, ok, tc.want)
+			}
+		})
+	}
+}

@@ -257,15 +257,28 @@ type parsed struct {
 // conn.takeRequestHeader); nil makes one.
 func parseRequest(head string, r *http.Request, vals []string, h http.Header) (parsed, error) {
 	var p parsed
-	eol := strings.Index(head, "\r\n")
-	reqLine := head[:eol]
-	rest := head[eol+2 : len(head)-2] // the field lines, each ending in CRLF
+	// Every line ends in CRLF (headScan, bufferedHead): the first LF ends
+	// the request line, and its two spaces are found by byte, not by
+	// strings.Index and Cut, whose general searches were ~7 % of parsing
+	// wrk's head.
+	eol := strings.IndexByte(head, '\n')
+	if eol < 1 || head[eol-1] != '\r' || len(head) < eol+3 {
+		return p, badRequest("line not terminated by CRLF (bare LF)")
+	}
+	reqLine := head[:eol-1]
+	rest := head[eol+1 : len(head)-2] // the field lines, each ending in CRLF
 
-	method, rl, ok1 := strings.Cut(reqLine, " ")
-	target, proto, ok2 := strings.Cut(rl, " ")
-	if !ok1 || !ok2 || method == "" || target == "" {
+	sp1 := strings.IndexByte(reqLine, ' ')
+	sp2 := -1
+	if sp1 >= 0 {
+		if sp2 = strings.IndexByte(reqLine[sp1+1:], ' '); sp2 >= 0 {
+			sp2 += sp1 + 1
+		}
+	}
+	if sp1 <= 0 || sp2 <= sp1+1 {
 		return p, badRequest("malformed request line")
 	}
+	method, target, proto := reqLine[:sp1], reqLine[sp1+1:sp2], reqLine[sp2+1:]
 	for i := 0; i < len(method); i++ {
 		if !methodChar[method[i]] {
 			return p, badRequest("request method is not upper-case letters")

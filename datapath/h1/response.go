@@ -80,16 +80,12 @@ func (w *response) WriteHeader(code int) {
 	w.status = code
 	w.noBody = w.rs.req.Method == http.MethodHead || code == http.StatusNoContent || code == http.StatusNotModified
 	w.cl = -1
-	if v := w.h[hdrContentLength]; len(v) == 1 {
-		if n, ok := parseLength(v[0]); ok {
-			w.cl = n
-		} else {
-			delete(w.h, hdrContentLength) // never send a length we cannot honour
-		}
-	}
-	if vv := w.h[hdrConnection]; len(vv) > 0 && hasToken(strings.Join(vv, ","), "close") {
-		w.c.closeAfter = true
-	}
+	// The head is built now, in the one walk of the map that also reads
+	// the declared length and a "Connection: close" (two map lookups here
+	// were a tenth of writing a small answer's head). It is kept when the
+	// length is known; otherwise it is dropped, and the first write or
+	// finish writes it, as a held-back body may still give it its length.
+	w.writeHeadEarly()
 }
 
 func (w *response) Write(p []byte) (int, error) {
@@ -148,11 +144,25 @@ func (w *response) setErr(err error) {
 
 // writeHead writes the status line and fields. final means the handler has
 // returned: a held-back body then gets its exact Content-Length.
-func (w *response) writeHead(final bool) {
-	w.headOut = true
+func (w *response) writeHead(final bool) { w.buildHead(final, false) }
+
+// writeHeadEarly is WriteHeader's walk of the header: it reads the declared
+// Content-Length (one valid value: w.cl; a single invalid one is deleted,
+// never sent) and a Connection field naming "close", and builds the head
+// in the writer's free space without committing a byte. The head is
+// committed when the length is known and the whole head fit; otherwise it
+// is dropped (a writer taken for it alone is given back) and written later
+// by writeHead.
+func (w *response) writeHeadEarly() { w.buildHead(false, true) }
+
+// buildHead is writeHead (early false) and writeHeadEarly (early true).
+func (w *response) buildHead(final, early bool) {
 	c := w.c
 	h := w.h
-	if w.cl < 0 && !w.noBody {
+	if !early {
+		w.headOut = true
+	}
+	if !early && w.cl < 0 && !w.noBody {
 		switch {
 		case final:
 			w.cl = int64(len(w.pending)) // the whole body is held back: its exact length
@@ -170,7 +180,8 @@ func (w *response) writeHead(final bool) {
 	// are noted as the map is walked: four WriteString calls per field and
 	// four map lookups after the walk were ~40 % of writing a five-field
 	// head.
-	hb := headBuf{bw: c.writer()}
+	took := c.bw == nil
+	hb := headBuf{bw: c.writer(), tentative: early}
 	hb.b = hb.bw.AvailableBuffer()
 	hb.add(statusLine(w.rs.req.ProtoMinor, w.status))
 	var hasDate, hasType bool
@@ -180,7 +191,16 @@ func (w *response) writeHead(final bool) {
 		case hdrTransferEncoding:
 			continue
 		case hdrContentLength:
-			if nLength = len(vv); w.chunked {
+			if nLength = len(vv); nLength == 1 && early {
+				n, ok := parseLength(vv[0])
+				if !ok {
+					delete(h, hdrContentLength) // never send a length we cannot honour
+					nLength = 0
+					continue
+				}
+				w.cl = n
+			}
+			if w.chunked {
 				continue
 			}
 		case hdrDate:
@@ -188,7 +208,9 @@ func (w *response) writeHead(final bool) {
 		case hdrContentType:
 			hasType = true
 		case hdrConnection:
-			nConn = len(vv)
+			if nConn = len(vv); early && closes(vv) {
+				c.closeAfter = true
+			}
 		default:
 			if !validFieldName(k) {
 				continue
@@ -207,8 +229,7 @@ func (w *response) writeHead(final bool) {
 	switch {
 	case w.chunked:
 		hb.add("Transfer-Encoding: chunked\r\n")
-	case !w.noBody && w.cl >= 0 && nLength == 0:
-		hb.reserve(len("Content-Length: \r\n") + 20)
+	case !w.noBody && w.cl >= 0 && nLength == 0 && hb.reserve(len("Content-Length: \r\n")+20):
 		hb.b = append(hb.b, "Content-Length: "...)
 		hb.b = strconv.AppendInt(hb.b, w.cl, 10)
 		hb.b = append(hb.b, "\r\n"...)
@@ -221,6 +242,17 @@ func (w *response) writeHead(final bool) {
 		hb.add("Connection: keep-alive\r\n")
 	}
 	hb.add("\r\n")
+	if early {
+		// A "100 Continue" still owed goes out before the head, which
+		// must stay out of the buffer until then (writeContinue).
+		if w.cl < 0 || hb.over || w.rs.body.continue100 {
+			if took && c.bw.Buffered() == 0 {
+				c.releaseWriter() // taken for the dropped head alone
+			}
+			return
+		}
+		w.headOut = true
+	}
 	w.setErr(hb.commit())
 	if len(w.pending) > 0 {
 		p := w.pending
@@ -289,6 +321,14 @@ func (w *response) finish() {
 	}
 }
 
+// closes reports whether a Connection field's values name "close".
+func closes(vv []string) bool {
+	if len(vv) == 1 {
+		return hasToken(vv[0], "close")
+	}
+	return len(vv) > 0 && hasToken(strings.Join(vv, ","), "close")
+}
+
 // statusLine returns "HTTP/1.x code text\r\n" (precomputed for the usual
 // codes).
 func statusLine(minor, code int) string {
@@ -334,21 +374,31 @@ func validFieldName(k string) bool {
 type headBuf struct {
 	bw *bufio.Writer
 	b  []byte // bw's free space, filled so far
+	// tentative: nothing may be committed before the end (the head may be
+	// dropped); a piece that does not fit the free space sets over and is
+	// left out.
+	tentative, over bool
 }
 
 // reserve makes room for n more bytes: what is filled is committed and,
 // if n still does not fit, the writer flushed. A piece longer than the
 // whole buffer is appended anyway (a copy of the head on the heap, which
-// Write sends on).
-func (hb *headBuf) reserve(n int) {
+// Write sends on). false: a tentative head is over its free space, and
+// the piece must be left out.
+func (hb *headBuf) reserve(n int) bool {
 	if len(hb.b)+n <= cap(hb.b) {
-		return
+		return true
+	}
+	if hb.tentative {
+		hb.over = true
+		return false
 	}
 	_ = hb.commit()
 	if n > hb.bw.Available() {
 		_ = hb.bw.Flush() // a failure sticks in the writer: commit reports it
 	}
 	hb.b = hb.bw.AvailableBuffer()
+	return true
 }
 
 // commit writes what is filled (bytes already in place) and reports the
@@ -360,14 +410,17 @@ func (hb *headBuf) commit() error {
 }
 
 func (hb *headBuf) add(s string) {
-	hb.reserve(len(s))
-	hb.b = append(hb.b, s...)
+	if hb.reserve(len(s)) {
+		hb.b = append(hb.b, s...)
+	}
 }
 
 // field appends "k: v\r\n", v with CR, LF and NUL replaced by spaces, as
 // net/http does: a value can never start a new field or response.
 func (hb *headBuf) field(k, v string) {
-	hb.reserve(len(k) + len(v) + 4)
+	if !hb.reserve(len(k) + len(v) + 4) {
+		return
+	}
 	hb.b = append(hb.b, k...)
 	hb.b = append(hb.b, ": "...)
 	n := len(hb.b)

@@ -108,3 +108,52 @@ func TestResponseHeadWriteFails(t *testing.T) {
 		t.Errorf("err %v, closeAfter %v; want the write's failure and a close", rs.w.err, c.closeAfter)
 	}
 }
+
+// TestWriteHeaderEarlyHead: WriteHeader commits the head when the length
+// is known and the head fits the writer's free space; otherwise nothing
+// is in the writer (and a writer taken for the head alone is given back)
+// until a write or finish writes it.
+func TestWriteHeaderEarlyHead(t *testing.T) {
+	long := strings.Repeat("v", 3000)
+	tests := []struct {
+		name      string
+		h         http.Header
+		continue1 bool // a "100 Continue" is still owed
+		committed bool
+		cl        int64
+		close     bool // closeAfter set from the handler's Connection field
+		lengthOut bool // the handler's Content-Length is still in its map
+	}{
+		{"length", http.Header{"Content-Length": {"2"}}, false, true, 2, false, true},
+		{"no length", http.Header{"Content-Type": {"application/json"}}, false, false, -1, false, false},
+		{"nil header", nil, false, false, -1, false, false},
+		{"invalid length deleted", http.Header{"Content-Length": {"x"}}, false, false, -1, false, false},
+		{"two lengths", http.Header{"Content-Length": {"2", "2"}}, false, false, -1, false, true},
+		{"close named", http.Header{"Content-Length": {"0"}, "Connection": {"keep-alive, close"}}, false, true, 0, true, true},
+		{"close among values", http.Header{"Content-Length": {"0"}, "Connection": {"x", "Close"}}, false, true, 0, true, true},
+		{"continue owed", http.Header{"Content-Length": {"2"}}, true, false, 2, false, true},
+		{"past the free space", http.Header{"Content-Length": {"0"}, "X-Long": {long, long}}, false, false, 0, false, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Server{}
+			c := &conn{srv: s}
+			rs := &reqState{req: http.Request{Method: http.MethodGet, ProtoMajor: 1, ProtoMinor: 1}}
+			rs.body.continue100 = tc.continue1
+			rs.w = response{c: c, status: http.StatusOK, cl: -1, rs: rs, h: tc.h}
+			rs.w.WriteHeader(http.StatusOK)
+			w := &rs.w
+			buffered := c.bw != nil && c.bw.Buffered() > 0
+			if w.headOut != tc.committed || buffered != tc.committed || w.cl != tc.cl || c.closeAfter != tc.close {
+				t.Errorf("headOut %v, buffered %v, cl %d, closeAfter %v; want committed %v, cl %d, closeAfter %v",
+					w.headOut, buffered, w.cl, c.closeAfter, tc.committed, tc.cl, tc.close)
+			}
+			if !tc.committed && c.bw != nil {
+				t.Error("a writer is held for a dropped head")
+			}
+			if _, ok := w.h[hdrContentLength]; ok != tc.lengthOut {
+				t.Errorf("Content-Length in the map: %v, want %v", ok, tc.lengthOut)
+			}
+		})
+	}
+}

@@ -546,3 +546,54 @@ func TestEndedAtFeedsIdle(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleHoldsNoReader: a connection served in its read wait whose
+// request body handed the read buffer back waits for its next request
+// without taking one (it takes one only to read), and still serves it.
+func TestIdleHoldsNoReader(t *testing.T) {
+	if raceBuild {
+		t.Skip("raw socket calls (the read wait's serving) are off under -race")
+	}
+	s, addr := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		_, _ = w.Write(b)
+	}))
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	br := bufio.NewReader(nc)
+	for i := range 2 {
+		if _, err := io.WriteString(nc, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nab"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if string(b) != "ab" {
+			t.Fatalf("request %d: answer %q", i, b)
+		}
+		s.mu.Lock()
+		var c *conn
+		for _, c = range s.conns {
+		}
+		s.mu.Unlock()
+		if c == nil || !c.sock.CanHold() {
+			t.Skip("no raw socket calls here")
+		}
+		for deadline := time.Now().Add(5 * time.Second); c.state.Load() != stateIdle; {
+			if time.Now().After(deadline) {
+				t.Fatal("the connection did not go idle")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		// stateIdle is stored after the body's release, and nothing takes
+		// a reader until the socket is readable again.
+		if c.br != nil {
+			t.Fatalf("request %d: the idle connection holds a read buffer", i)
+		}
+	}
+}
