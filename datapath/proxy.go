@@ -60,6 +60,10 @@ type exchange struct {
 	// the outbound header needs no hop.Strip. False: strip. (Beside
 	// wroteHeader, in its padding: the exchange keeps its size class.)
 	reqHopFree bool
+	// arrivedWhole: the front end had the request's body whole when it
+	// took start (requestStart), so until the exchange goes out nothing
+	// but the handler's own work came between (serveSingle). Padding too.
+	arrivedWhole bool
 	// body is the request body when it was read for routing (reqbody:
 	// charged to the in-flight budget until ServeHTTP returns).
 	body reqbody.Body
@@ -88,7 +92,8 @@ type exchange struct {
 func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt := ln.rt
 	x := newExchange(w) // empty
-	x.w, x.r, x.start = w, r, requestStart(w)
+	x.w, x.r = w, r
+	x.start, x.arrivedWhole = requestStart(w)
 	rt.observeBegin(x)
 	defer rt.observeEnd(x) // after recoverPanic: a panic's 500 is logged
 	defer rt.recoverPanic(x)
@@ -159,17 +164,30 @@ var (
 // request began (h1: the head's first read).
 type startedWriter interface{ Started() time.Time }
 
+// arrivedWriter is a startedWriter that also knows whether the request's
+// body was all in its buffer then (h1.ResponseWriter.Arrived).
+type arrivedWriter interface {
+	Arrived() (start time.Time, whole bool)
+}
+
 // requestStart is the request's start: the front end's own clock reading
 // when it took one, else a new one. Why: at ~70 ns a reading on this kind
 // of host, the eleven readings of a small proxied request were ~3 % of the
-// gateway's CPU, and h1 had read the clock a microsecond before.
-func requestStart(w http.ResponseWriter) time.Time {
-	if s, ok := w.(startedWriter); ok {
+// gateway's CPU, and h1 had read the clock a microsecond before. whole:
+// the front end says the body waited on no client read after the start,
+// so the start also serves as the moment the request goes to its engine
+// (upstream.Leg.From) when nothing else waits in between.
+func requestStart(w http.ResponseWriter) (start time.Time, whole bool) {
+	if a, ok := w.(arrivedWriter); ok {
+		if t, whole := a.Arrived(); !t.IsZero() {
+			return t, whole
+		}
+	} else if s, ok := w.(startedWriter); ok {
 		if t := s.Started(); !t.IsZero() {
-			return t
+			return t, false
 		}
 	}
-	return time.Now()
+	return time.Now(), false
 }
 
 // endedWriter is a front end's ResponseWriter that takes the moment its
@@ -508,12 +526,26 @@ func (rt *Runtime) serveSingle(x *exchange, c *compiled, body []byte) {
 	// parse and this point the handler set nothing in r.Header but the
 	// request id, while a dialect may have handled the header since.
 	x.reqHopFree = requestHopFree(x.obs.clock.Unwrap())
-	rt.serveSingleExcl(x, c, body, 0)
+	rt.serveSingleExcl(x, c, body, 0, sentAtStart(x, c))
+}
+
+// sentAtStart reports whether a single-pool request's start stands for
+// the moment its first try goes out, for its engine's first-byte bound
+// (upstream.Leg.From): its body arrived whole (nothing to wait for from
+// the client) and no flow-control queue waits before the send (such a
+// rule reads the clock after its wait anyway). The bound then counts from
+// up to the handler's own time earlier, microseconds against a bound of
+// seconds. False: Send reads the clock (a body read from the client may
+// have taken any time since the start).
+func sentAtStart(x *exchange, c *compiled) bool {
+	return x.arrivedWhole && c.fq == nil
 }
 
 // serveSingleExcl is serveSingle over the endpoints outside excl (a P/D
 // rule's body-less relay and role-0 fallback restrict it to one role).
-func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl uint64) {
+// atStart: the first try's first-byte bound counts from the request's
+// start (sentAtStart; the P/D paths pass false: their legs took time).
+func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl uint64, atStart bool) {
 	r := x.r
 	f := c.poolFacts(r, body)
 	prepareOutboundHeaderIn(r.Header, !x.reqHopFree, f.ClientIP, rt.opts.TrustForwardedFor, &x.xff)
@@ -560,12 +592,17 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 		ep.active.Add(1)
 		c.epm[i].active.Inc()
 		var sent time.Time // flow control's dispatch → first byte (flowgate.go)
+		var from time.Time // zero: Send reads the clock
 		if c.fq != nil {
 			sent = time.Now()
+			from = sent
+		} else if atStart && attempts == 1 { // a retry follows a failed dial, which took its time
+			from = x.start
 		}
 		resp, err := rt.sender.Send(ctx, upstream.Leg{
 			Endpoint: c.rule.Endpoints[i], Method: r.Method, Path: target, Header: r.Header,
 			Body: body, Stream: stream, TLS: c.up, HeaderWait: quiet.firstByte, Into: into,
+			From: from,
 		})
 		if err != nil {
 			ep.active.Add(-1)

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/infergate/infergate/datapath/flow"
 )
 
 // startedRecorder is a ResponseWriter that knows its request's start, as
@@ -17,6 +19,14 @@ type startedRecorder struct {
 
 func (s startedRecorder) Started() time.Time { return s.at }
 
+// arrivedRecorder also says whether the body was whole at the start.
+type arrivedRecorder struct {
+	startedRecorder
+	whole bool
+}
+
+func (a arrivedRecorder) Arrived() (time.Time, bool) { return a.at, a.whole }
+
 func TestRequestStart(t *testing.T) {
 	earlier := time.Now().Add(-time.Second)
 	for _, c := range []struct {
@@ -24,19 +34,51 @@ func TestRequestStart(t *testing.T) {
 		w     http.ResponseWriter
 		clock bool // the clock is read: a time within the call
 		want  time.Time
+		whole bool
 	}{
-		{"front end's start", startedRecorder{httptest.NewRecorder(), earlier}, false, earlier},
-		{"front end without one", startedRecorder{httptest.NewRecorder(), time.Time{}}, true, time.Time{}},
-		{"net/http's writer", httptest.NewRecorder(), true, time.Time{}},
+		{"front end's start", startedRecorder{httptest.NewRecorder(), earlier}, false, earlier, false},
+		{"front end without one", startedRecorder{httptest.NewRecorder(), time.Time{}}, true, time.Time{}, false},
+		{"net/http's writer", httptest.NewRecorder(), true, time.Time{}, false},
+		{"arrived whole", arrivedRecorder{startedRecorder{httptest.NewRecorder(), earlier}, true}, false, earlier, true},
+		{"arrived, body to read", arrivedRecorder{startedRecorder{httptest.NewRecorder(), earlier}, false}, false, earlier, false},
+		{"arrived without a start", arrivedRecorder{startedRecorder{httptest.NewRecorder(), time.Time{}}, true}, true, time.Time{}, false},
 	} {
 		before := time.Now()
-		got := requestStart(c.w)
+		got, whole := requestStart(c.w)
 		after := time.Now()
+		if whole != c.whole {
+			t.Errorf("%s: whole %v, want %v", c.name, whole, c.whole)
+		}
 		switch {
 		case !c.clock && !got.Equal(c.want):
 			t.Errorf("%s: %v, want the writer's %v", c.name, got, c.want)
 		case c.clock && (got.Before(before) || got.After(after)):
 			t.Errorf("%s: %v, want a reading between %v and %v", c.name, got, before, after)
+		}
+	}
+}
+
+// TestSentAtStart: the request's start stands for the send only when the
+// body arrived whole and no flow-control queue waits before it.
+func TestSentAtStart(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		whole bool
+		fq    bool
+		want  bool
+	}{
+		{"whole, no queue", true, false, true},
+		{"body still to read", false, false, false},
+		{"whole, flow control", true, true, false},
+		{"neither", false, true, false},
+	} {
+		x := &exchange{arrivedWhole: c.whole}
+		cc := &compiled{}
+		if c.fq {
+			cc.fq = new(flow.Queue)
+		}
+		if got := sentAtStart(x, cc); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
 }

@@ -106,6 +106,9 @@ type reqState struct {
 	// hopFree: parseRequest stored no hop-by-hop field in hdr
 	// (ResponseWriter.RequestHopFree).
 	hopFree bool
+	// whole: the body (if any) was all in the read buffer when the head
+	// was parsed (ResponseWriter.Arrived).
+	whole bool
 }
 
 func (c *conn) serve() {
@@ -303,7 +306,7 @@ func (c *conn) readRequest(first bool, whole int) (*reqState, bool) {
 	// finishRequest and vals are written before they are read (~40 % of
 	// the state's bytes).
 	rs.req, rs.start = *c.proto, start // carries c.ctx: no WithContext copy
-	rs.url, rs.body, rs.hdr, rs.hopFree = url.URL{}, body{}, nil, false
+	rs.url, rs.body, rs.hdr, rs.hopFree, rs.whole = url.URL{}, body{}, nil, false, true
 	tmpl := &rs.req
 	tmpl.URL, tmpl.RemoteAddr, tmpl.Body = &rs.url, c.remote, http.NoBody
 	p, err := parseRequest(head, tmpl, rs.vals[:], c.takeRequestHeader())
@@ -318,6 +321,7 @@ func (c *conn) readRequest(first bool, whole int) (*reqState, bool) {
 	if tmpl.ContentLength != 0 {
 		rs.body = body{c: c, chunked: p.chunked, n: max(tmpl.ContentLength, 0), continue100: p.expectContinue}
 		tmpl.Body = &rs.body
+		rs.whole = rs.body.buffered()
 		if dl, ok := c.bodyDeadline(rs); ok {
 			_ = c.sock.SetReadDeadline(dl)
 		}
@@ -329,12 +333,13 @@ func (c *conn) readRequest(first bool, whole int) (*reqState, bool) {
 
 // bodyDeadline is the read deadline a request's body is read under,
 // ReadTimeout from the head's first read; ok is false when there is none
-// to set: no ReadTimeout, or a body already whole in the read buffer,
+// to set: no ReadTimeout, or a body already whole in the read buffer
+// (rs.whole, set from body.buffered as the head is parsed),
 // which is read without the socket (no deadline can bound it, and setting
 // one was two time computations per small request).
 func (c *conn) bodyDeadline(rs *reqState) (dl time.Time, ok bool) {
 	d := c.srv.ReadTimeout
-	if d <= 0 || rs.body.buffered() {
+	if d <= 0 || rs.whole {
 		return time.Time{}, false
 	}
 	return rs.start.Add(d), true

@@ -149,6 +149,7 @@ func TestBodyDeadline(t *testing.T) {
 			_, _ = c.br.Peek(len(tc.buffered))
 			rs := &reqState{start: start}
 			rs.body = body{c: c, n: tc.n, chunked: tc.chunked}
+			rs.whole = rs.body.buffered() // as readRequest sets it
 			dl, ok := c.bodyDeadline(rs)
 			if ok != tc.want || ok && !dl.Equal(start.Add(tc.readTimeout)) {
 				t.Errorf("deadline %v, %v; want one: %v", dl, ok, tc.want)

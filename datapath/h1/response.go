@@ -54,6 +54,18 @@ func (w *response) Started() time.Time {
 	return w.rs.start
 }
 
+// Arrived is Started, and whether the request's body (if any) was all in
+// the read buffer then: reading it waits on no client, so a handler can
+// take the start as "now" for a bound that counts from when it sends the
+// request on (upstream.Leg.From) up to its own CPU time. One call for
+// both: a handler asks a writer once per request.
+func (w *response) Arrived() (start time.Time, whole bool) {
+	if w.rs == nil {
+		return time.Time{}, false
+	}
+	return w.rs.start, w.rs.whole
+}
+
 var (
 	_ http.ResponseWriter = (*response)(nil)
 	_ http.Flusher        = (*response)(nil)

@@ -414,6 +414,58 @@ func TestStarted(t *testing.T) {
 	}
 }
 
+// TestArrived: Arrived's whole says whether the body was all in the read
+// buffer when the head was parsed: no body, or one sent with its head, is
+// whole; a body sent after the head was read, or chunked, is not.
+func TestArrived(t *testing.T) {
+	type seen struct {
+		whole, startOK bool
+	}
+	got := make(chan seen, 4)
+	_, addr := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a, ok := w.(interface{ Arrived() (time.Time, bool) })
+		if !ok {
+			t.Error("the ResponseWriter has no Arrived")
+			return
+		}
+		start, whole := a.Arrived()
+		got <- seen{whole, start.Equal(w.(interface{ Started() time.Time }).Started())}
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	nc, br := dialServer(t, addr)
+	for _, c := range []struct {
+		name  string
+		head  string
+		later string // written once the head has been read
+		whole bool
+	}{
+		{"no body", "GET / HTTP/1.1\r\nHost: x\r\n\r\n", "", true},
+		{"body with its head", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi", "", true},
+		{"body after its head", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n", "hi", false},
+		{"chunked", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n", "", false},
+	} {
+		if _, err := io.WriteString(nc, c.head); err != nil {
+			t.Fatal(err)
+		}
+		if c.later != "" {
+			time.Sleep(50 * time.Millisecond) // the head is parsed alone
+			if _, err := io.WriteString(nc, c.later); err != nil {
+				t.Fatal(err)
+			}
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		s := <-got
+		if s.whole != c.whole || !s.startOK {
+			t.Errorf("%s: whole %v (want %v), start is Started's: %v", c.name, s.whole, c.whole, s.startOK)
+		}
+	}
+}
+
 // TestReqStateSizeClass: a request's reqState (its http.Request, URL,
 // body, response, header values and the handler's scratch) fits the
 // runtime's 896 B size class (888 B with the scratch slot, since the body

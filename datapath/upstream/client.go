@@ -158,10 +158,10 @@ var aLongTimeAgo = time.Unix(1, 0)
 // handshake failure is a *DialError, a wait given up a *PoolWaitError:
 // nothing was sent either way. trusted: a pooled connection reused
 // without a peek, on the hang-up watcher's word (alive).
-func (c *Client) get(ctx context.Context, addr string, tc *TLS, now, waitUntil time.Time, mayTrust bool) (_ *conn, trusted bool, _ error) {
+func (c *Client) get(ctx context.Context, addr string, tc *TLS, now, dl time.Time, wait time.Duration, mayTrust bool) (_ *conn, trusted bool, _ error) {
 	id := tlsID(tc)
 	for {
-		pc, err := c.acquire(ctx, addr, id, waitUntil)
+		pc, err := c.acquire(ctx, addr, id, dl, wait)
 		if err != nil {
 			return nil, false, err
 		}
@@ -389,17 +389,19 @@ func (c *Client) Send(ctx context.Context, leg Leg) (*http.Response, error) {
 	// HeaderWait counts from here: a wait for a free connection at the
 	// endpoint's cap spends the same budget as the engine's silence, and
 	// ends while the engine's share of it is still left (engineShare).
-	now := time.Now()
-	var dl, waitUntil time.Time // zero clears a deadline left by the connection's previous use
+	now := leg.From
+	if now.IsZero() {
+		now = time.Now()
+	}
+	var dl time.Time // zero clears a deadline left by the connection's previous use
 	if leg.HeaderWait > 0 {
 		dl = now.Add(leg.HeaderWait)
-		waitUntil = dl.Add(-leg.HeaderWait / engineShare)
 	}
 	// get runs here, not in exchange: a dial under exchange's frame as well
 	// ran deep enough to grow some stream goroutines' stacks to 16 KiB,
 	// kept while their streams are open (docs/performance.md).
 	addr := leg.Endpoint.ID
-	pc, trusted, err := c.get(ctx, addr, leg.TLS, now, waitUntil, leg.Stream == nil)
+	pc, trusted, err := c.get(ctx, addr, leg.TLS, now, dl, leg.HeaderWait, leg.Stream == nil)
 	var resp *http.Response
 	again := false
 	if err == nil {
@@ -408,7 +410,7 @@ func (c *Client) Send(ctx context.Context, leg Leg) (*http.Response, error) {
 	if again {
 		// The connection reused without a peek had been closed by the
 		// engine before the request reached it: once more, peeked or new.
-		if pc, _, err = c.get(ctx, addr, leg.TLS, now, waitUntil, false); err == nil {
+		if pc, _, err = c.get(ctx, addr, leg.TLS, now, dl, leg.HeaderWait, false); err == nil {
 			resp, err, _ = c.exchange(ctx, pc, false, &leg, dl)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -228,5 +229,38 @@ func TestReuseAfterPassedDeadline(t *testing.T) {
 	}
 	if n := eng.accepted.Load(); n != 1 {
 		t.Fatalf("engine accepted %d connections, want 1 (reused)", n)
+	}
+}
+
+// TestHeaderWaitFrom: Leg.From is the moment HeaderWait counts from; zero
+// is Send's own clock reading.
+func TestHeaderWaitFrom(t *testing.T) {
+	const wait = 400 * time.Millisecond
+	eng := startHoldEngine(t) // silent until the test ends
+	t.Cleanup(func() { close(eng.release) })
+	for _, c := range []struct {
+		name    string
+		earlier time.Duration // From is this long before Send; 0: zero From
+		min     time.Duration // Send's error comes no sooner
+		max     time.Duration // nor later
+	}{
+		{"zero: Send's clock", 0, wait - 20*time.Millisecond, wait + 300*time.Millisecond},
+		{"an earlier reading", 300 * time.Millisecond, 0, wait - 150*time.Millisecond},
+	} {
+		u := New(time.Second, 4, nil)
+		leg := Leg{Endpoint: endpoint(eng.ln.Addr().String()), Path: "/", Body: []byte("{}"), HeaderWait: wait}
+		start := time.Now()
+		if c.earlier > 0 {
+			leg.From = start.Add(-c.earlier)
+		}
+		_, err := u.Send(t.Context(), leg)
+		took := time.Since(start)
+		u.CloseIdle()
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("%s: %v, want a deadline error", c.name, err)
+		}
+		if took < c.min || took > c.max {
+			t.Errorf("%s: failed after %v, want %v to %v", c.name, took, c.min, c.max)
+		}
 	}
 }

@@ -46,6 +46,12 @@ type Leg struct {
 	// request and waiting for the response head (every such error matches
 	// os.ErrDeadlineExceeded); 0 leaves it to ctx.
 	HeaderWait time.Duration
+	// From, when not zero, is the moment HeaderWait counts from, a clock
+	// reading the caller already took no longer before Send than its own
+	// CPU time (the datapath's request start for a request that arrived
+	// whole); zero: Send reads the clock. Why: one clock reading and its
+	// arithmetic were ~150 instructions of a small request's Send.
+	From time.Time
 	// Into, when not nil, receives the response headers and becomes
 	// resp.Header: the proxy passes the client's header map so the
 	// engine's headers are parsed straight into it instead of into a map
