@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/infergate/infergate/datapath/flow"
+	"github.com/infergate/infergate/datapath/h1"
 )
 
 // startedRecorder is a ResponseWriter that knows its request's start, as
@@ -25,7 +26,9 @@ type arrivedRecorder struct {
 	whole bool
 }
 
-func (a arrivedRecorder) Arrived() (time.Time, bool) { return a.at, a.whole }
+func (a arrivedRecorder) Arrived() h1.Arrival {
+	return h1.Arrival{Start: a.at, BodyWhole: a.whole, LineChecked: a.whole}
+}
 
 func TestRequestStart(t *testing.T) {
 	earlier := time.Now().Add(-time.Second)
@@ -44,10 +47,11 @@ func TestRequestStart(t *testing.T) {
 		{"arrived without a start", arrivedRecorder{startedRecorder{httptest.NewRecorder(), time.Time{}}, true}, true, time.Time{}, false},
 	} {
 		before := time.Now()
-		got, whole := requestStart(c.w)
+		arr := requestStart(c.w)
+		got, whole := arr.Start, arr.BodyWhole
 		after := time.Now()
-		if whole != c.whole {
-			t.Errorf("%s: whole %v, want %v", c.name, whole, c.whole)
+		if whole != c.whole || arr.LineChecked != c.whole {
+			t.Errorf("%s: %+v, want BodyWhole and LineChecked %v", c.name, arr, c.whole)
 		}
 		switch {
 		case !c.clock && !got.Equal(c.want):

@@ -54,16 +54,33 @@ func (w *response) Started() time.Time {
 	return w.rs.start
 }
 
-// Arrived is Started, and whether the request's body (if any) was all in
-// the read buffer then: reading it waits on no client, so a handler can
-// take the start as "now" for a bound that counts from when it sends the
-// request on (upstream.Leg.From) up to its own CPU time. One call for
-// both: a handler asks a writer once per request.
-func (w *response) Arrived() (start time.Time, whole bool) {
+// Arrival is what the server knew of a request when it handed it over
+// (ResponseWriter.Arrived): one call for all of it, as a handler asks a
+// writer once per request.
+type Arrival struct {
+	// Start is when the server began reading the head (Started).
+	Start time.Time
+	// BodyWhole: the body, if any, was all in the read buffer then, so
+	// reading it waits on no client: a handler can take Start as "now"
+	// for a bound that counts from when it passes the request on
+	// (upstream.Leg.From), up to its own CPU time.
+	BodyWhole bool
+	// LineChecked: the parser refused a request line whose method is not
+	// upper-case letters, '_' and '-' (a subset of RFC 9110's token), or
+	// whose target holds a byte <= ' ' or DEL; so a handler's own check
+	// of these (datapath's checkRequestLine, for front ends that hand
+	// them over as sent, such as HTTP/2's :method and :path) would pass.
+	// Always true from this server; a field so the handler names what it
+	// relies on, and a differential test (datapath) holds it to it.
+	LineChecked bool
+}
+
+// Arrived reports the request's Arrival.
+func (w *response) Arrived() Arrival {
 	if w.rs == nil {
-		return time.Time{}, false
+		return Arrival{}
 	}
-	return w.rs.start, w.rs.whole
+	return Arrival{Start: w.rs.start, BodyWhole: w.rs.whole, LineChecked: true}
 }
 
 var (

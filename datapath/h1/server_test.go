@@ -414,7 +414,7 @@ func TestStarted(t *testing.T) {
 	}
 }
 
-// TestArrived: Arrived's whole says whether the body was all in the read
+// TestArrived: Arrived's BodyWhole says whether the body was all in the read
 // buffer when the head was parsed: no body, or one sent with its head, is
 // whole; a body sent after the head was read, or chunked, is not.
 func TestArrived(t *testing.T) {
@@ -423,13 +423,16 @@ func TestArrived(t *testing.T) {
 	}
 	got := make(chan seen, 4)
 	_, addr := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a, ok := w.(interface{ Arrived() (time.Time, bool) })
+		a, ok := w.(interface{ Arrived() Arrival })
 		if !ok {
 			t.Error("the ResponseWriter has no Arrived")
 			return
 		}
-		start, whole := a.Arrived()
-		got <- seen{whole, start.Equal(w.(interface{ Started() time.Time }).Started())}
+		arr := a.Arrived()
+		if !arr.LineChecked {
+			t.Error("Arrived: LineChecked false; h1 checks every request line")
+		}
+		got <- seen{arr.BodyWhole, arr.Start.Equal(w.(interface{ Started() time.Time }).Started())}
 		_, _ = io.Copy(io.Discard, r.Body)
 	}))
 	nc, br := dialServer(t, addr)
