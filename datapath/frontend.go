@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/infergate/infergate/admission"
 	"github.com/infergate/infergate/datapath/h1"
 )
 
@@ -63,6 +64,7 @@ func (ln *listener) frontServer() frontServer {
 		IdleTimeout:       ln.srv.IdleTimeout,
 		ConnState:         ln.connState,
 		ConnIdle:          ln.connIdle,
+		RemoteIP:          admission.RemoteIP, // requestIP: once per connection
 		ErrorLog:          ln.srv.ErrorLog,
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"runtime"
 	"strconv"
@@ -61,6 +62,9 @@ type conn struct {
 	sock   sockio.Conn // nc's reads, writes and lazy read deadline
 	hs     headScan    // the request head being read
 	remote string
+	// ip is Server.RemoteIP(remote), when hasIP (ResponseWriter.RemoteIP).
+	ip    netip.Addr
+	hasIP bool
 
 	state     atomic.Int32
 	busySince atomic.Int64 // UnixNano when the running request started; 0 between requests
@@ -113,6 +117,9 @@ type reqState struct {
 
 func (c *conn) serve() {
 	s := c.srv
+	if s.RemoteIP != nil {
+		c.ip, c.hasIP = s.RemoteIP(c.remote), true
+	}
 	c.br = s.getReader(&c.sock)
 	defer c.close()
 	s.setState(c.nc, http.StateNew)
