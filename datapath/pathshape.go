@@ -1,6 +1,10 @@
 package datapath
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/infergate/infergate/internal/swar"
+)
 
 // Request-line codes (400): an HTTP/2 request's :method and :path are
 // free-form header values, and the engine leg writes them into an HTTP/1.1
@@ -81,38 +85,23 @@ func checkRequestLine(r *http.Request) (code, msg string) {
 	return "", ""
 }
 
-// targetPlain reports whether t holds no byte ≤ ' ' and no DEL.
-func targetPlain(t string) bool {
-	if len(t) >= 8 {
-		flagged := func(x uint64) bool { return byteBelow(x, ' '+1) || byteIs(x, 0x7f) }
-		for i := 0; i+8 < len(t); i += 8 {
-			if flagged(word8(t[i : i+8])) {
-				return false
-			}
-		}
-		return !flagged(word8(t[len(t)-8:]))
-	}
-	for i := 0; i < len(t); i++ {
-		if c := t[i]; c <= ' ' || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
+// targetPlain reports whether t holds no byte ≤ ' ' and no DEL (h1's
+// parser refuses a target by the same function).
+func targetPlain(t string) bool { return swar.Plain(t) }
 
 // pathMayRefuse reports whether p holds a byte checkPathShape's loop
 // looks at: a control byte, DEL, a backslash or a dot.
 func pathMayRefuse(p string) bool {
 	if len(p) >= 8 {
 		flagged := func(x uint64) bool {
-			return byteBelow(x, 0x20) || byteIs(x, 0x7f) || byteIs(x, '\\') || byteIs(x, '.')
+			return swar.ByteBelow(x, 0x20) || swar.ByteIs(x, 0x7f) || swar.ByteIs(x, '\\') || swar.ByteIs(x, '.')
 		}
 		for i := 0; i+8 < len(p); i += 8 {
-			if flagged(word8(p[i : i+8])) {
+			if flagged(swar.Word8(p[i : i+8])) {
 				return true
 			}
 		}
-		return flagged(word8(p[len(p)-8:]))
+		return flagged(swar.Word8(p[len(p)-8:]))
 	}
 	for i := 0; i < len(p); i++ {
 		if c := p[i]; c < 0x20 || c == 0x7f || c == '\\' || c == '.' {

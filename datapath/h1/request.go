@@ -13,6 +13,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/infergate/infergate/datapath/hop"
+	"github.com/infergate/infergate/internal/swar"
 )
 
 // Limits of a request head. A request line or header line longer than
@@ -536,46 +537,22 @@ var methodChar = func() (t [256]bool) {
 	return t
 }()
 
-// Eight bytes at a time (SWAR): the two checks below read a word and test
-// all its bytes with a few operations, then look byte by byte only at
-// what is left past the last whole word, or from a word the test flags.
-// The tests are exact as to whether some byte is flagged (no borrow
-// reaches the lowest flagged byte), so a flag only means "look closer".
-// Why: the byte loops over the request target and field values were
-// about a quarter of parsing wrk's head.
-const (
-	ones  = 0x0101010101010101
-	highs = 0x8080808080808080
-)
-
-// word8 is the eight bytes of s (len(s) == 8), little-endian: the
-// compiler makes it one load.
-func word8(s string) uint64 {
-	_ = s[7]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
-}
-
-// byteBelow reports whether some byte of x is below n (n <= 128).
-func byteBelow(x uint64, n byte) bool { return (x-ones*uint64(n))&^x&highs != 0 }
-
-// byteIs reports whether some byte of x is b.
-func byteIs(x uint64, b byte) bool { return byteBelow(x^(ones*uint64(b)), 1) }
-
-// A string of eight bytes or more ends in a word that overlaps the one
-// before it, so no byte is left to a loop.
+// The checks below test eight bytes at a time (internal/swar), then look
+// byte by byte only at what is left past the last whole word, or from a
+// word the test flags. Why: the byte loops over the request target and
+// field values were about a quarter of parsing wrk's head.
 
 // validFieldValue reports whether v holds no byte of badValueByte.
 func validFieldValue(v string) bool {
 	if len(v) >= 8 {
-		flagged := func(x uint64) bool { return byteBelow(x, ' ') || byteIs(x, 0x7f) }
+		flagged := func(x uint64) bool { return swar.ByteBelow(x, ' ') || swar.ByteIs(x, 0x7f) }
 		i := 0
 		for ; i+8 < len(v); i += 8 {
-			if flagged(word8(v[i : i+8])) {
+			if flagged(swar.Word8(v[i : i+8])) {
 				break
 			}
 		}
-		if i+8 >= len(v) && !flagged(word8(v[len(v)-8:])) {
+		if i+8 >= len(v) && !flagged(swar.Word8(v[len(v)-8:])) {
 			return true
 		}
 		// A control byte, or a HTAB: byte by byte.
@@ -589,24 +566,9 @@ func validFieldValue(v string) bool {
 }
 
 // validTarget reports whether a request target holds no whitespace, no
-// control byte and no DEL.
-func validTarget(t string) bool {
-	if len(t) >= 8 {
-		flagged := func(x uint64) bool { return byteBelow(x, ' '+1) || byteIs(x, 0x7f) }
-		for i := 0; i+8 < len(t); i += 8 {
-			if flagged(word8(t[i : i+8])) {
-				return false
-			}
-		}
-		return !flagged(word8(t[len(t)-8:]))
-	}
-	for i := 0; i < len(t); i++ {
-		if b := t[i]; b <= ' ' || b == 0x7f {
-			return false
-		}
-	}
-	return true
-}
+// control byte and no DEL (swar.Plain: the handler's check on the other
+// front ends is the same function).
+func validTarget(t string) bool { return swar.Plain(t) }
 
 // badValueByte marks the bytes a field value may not hold: controls other
 // than HTAB, and DEL (RFC 9110 §5.5). Read-only after package

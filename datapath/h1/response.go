@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/datapath/sockio"
+	"github.com/infergate/infergate/internal/swar"
 )
 
 // smallBody is how much of a response of unknown length is held back
@@ -471,11 +472,11 @@ func needsScrub(v string) bool {
 	if len(v) >= 8 {
 		i := 0
 		for ; i+8 < len(v); i += 8 {
-			if byteBelow(word8(v[i:i+8]), '\r'+1) {
+			if swar.ByteBelow(swar.Word8(v[i:i+8]), '\r'+1) {
 				break
 			}
 		}
-		if i+8 >= len(v) && !byteBelow(word8(v[len(v)-8:]), '\r'+1) {
+		if i+8 >= len(v) && !swar.ByteBelow(swar.Word8(v[len(v)-8:]), '\r'+1) {
 			return false
 		}
 	}
