@@ -1,7 +1,6 @@
 package h1
 
 import (
-	"io"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -40,15 +39,7 @@ func TestRemoteIP(t *testing.T) {
 			}
 			nc, br := dialServer(t, serveOn(t, s))
 			for i := range 3 {
-				if _, err := io.WriteString(nc, "GET /"+strconv.Itoa(i)+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-					t.Fatal(err)
-				}
-				resp, err := http.ReadResponse(br, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
+				sendAndDrain(t, nc, br, "GET /"+strconv.Itoa(i)+" HTTP/1.1\r\nHost: x\r\n\r\n")
 				g := <-got
 				switch {
 				case g.ok != c.parse:

@@ -247,6 +247,21 @@ func dialServer(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 	return nc, bufio.NewReader(nc)
 }
 
+// sendAndDrain writes a request's bytes on nc and reads its answer from
+// br to the end, failing the test if either fails.
+func sendAndDrain(t *testing.T, nc net.Conn, br *bufio.Reader, request string) {
+	t.Helper()
+	if _, err := io.WriteString(nc, request); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+}
+
 // TestHeaderMapPerResponse: a connection reuses its last response's
 // header map for the next response, emptied: every handler starts with no
 // fields, and a field one response set never reaches a later one (small
@@ -396,15 +411,7 @@ func TestStarted(t *testing.T) {
 	var last time.Time
 	for i := range 3 {
 		sent := time.Now()
-		if _, err := io.WriteString(nc, "GET /"+strconv.Itoa(i)+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		sendAndDrain(t, nc, br, "GET /"+strconv.Itoa(i)+" HTTP/1.1\r\nHost: x\r\n\r\n")
 		s := <-got
 		if s.started.Before(sent) || s.started.After(s.inHandler) || !s.started.After(last) {
 			t.Errorf("request %d: started %v, want after the send (%v), after the previous request's (%v) and by the handler's run (%v)",
@@ -452,16 +459,8 @@ func TestArrived(t *testing.T) {
 		}
 		if c.later != "" {
 			time.Sleep(50 * time.Millisecond) // the head is parsed alone
-			if _, err := io.WriteString(nc, c.later); err != nil {
-				t.Fatal(err)
-			}
 		}
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		sendAndDrain(t, nc, br, c.later)
 		s := <-got
 		if s.whole != c.whole || !s.startOK {
 			t.Errorf("%s: whole %v (want %v), start is Started's: %v", c.name, s.whole, c.whole, s.startOK)
