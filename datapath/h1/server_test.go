@@ -612,12 +612,7 @@ func TestIdleHoldsNoReader(t *testing.T) {
 		b, _ := io.ReadAll(r.Body)
 		_, _ = w.Write(b)
 	}))
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	br := bufio.NewReader(nc)
+	nc, br := dialServer(t, addr)
 	for i := range 2 {
 		if _, err := io.WriteString(nc, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nab"); err != nil {
 			t.Fatal(err)

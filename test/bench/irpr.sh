@@ -51,6 +51,8 @@ for tool in valgrind callgrind_control wrk curl; do
 done
 # shellcheck source=nginxconf.sh
 . "$ROOT/test/bench/nginxconf.sh"
+# shellcheck source=smallpost.sh
+. "$ROOT/test/bench/smallpost.sh"
 
 ENGINE=$BIND:$((BASE_PORT + 100))
 (cd "$ROOT" && go build -o "$TMP/fakeengine" ./internal/fakeengine/cmd/fakeengine)
@@ -65,11 +67,7 @@ for t in $TARGETS; do
     *) echo "irpr.sh: unknown target $t" >&2; exit 2 ;;
   esac
 done
-cat >"$TMP/post.lua" <<'LUA'
-wrk.method = "POST"
-wrk.body = '{"model":"fake-model","prompt":"hello","max_tokens":4}'
-wrk.headers["Content-Type"] = "application/json"
-LUA
+small_post_lua >"$TMP/post.lua"
 "$TMP/fakeengine" -addr "$ENGINE" -no-log >"$TMP/engine.log" 2>&1 &
 PIDS+=($!)
 
@@ -80,17 +78,7 @@ start() {
   local vg=(valgrind --tool=callgrind --callgrind-out-file="$cg")
   case $t in
     infergate | baseline)
-      cat >"$TMP/$t.yaml" <<YAML
----
-apiVersion: infergate/v1
-kind: Loadbalancer
-metadata:
-  name: irpr
-spec:
-  serviceArguments: {externalIP: $BIND, port: $port, protocol: tcp, sel: 0, mode: 4}
-  endpoints:
-    - {endpointIP: ${ENGINE%:*}, targetPort: ${ENGINE#*:}, weight: 1}
-YAML
+      one_rule_yaml irpr "$BIND:$port" "$ENGINE" >"$TMP/$t.yaml"
       rm -rf "$TMP/$t.state"
       GODEBUG=asyncpreemptoff=1 "${vg[@]}" "$TMP/$t" serve --api-addr "$BIND:$((port + 9))" \
         --state-dir "$TMP/$t.state" --rules "$TMP/$t.yaml" --log-level warn \

@@ -14,6 +14,8 @@
 # perf, wrk and python3; counters are not needed (cpu-clock sampling).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=smallpost.sh
+. "$ROOT/test/bench/smallpost.sh"
 BIND=${BIND:-127.0.0.1}
 BASE_PORT=${BASE_PORT:-18300}
 DURATION=${DURATION:-8s}
@@ -38,22 +40,8 @@ if [[ -z $BIN ]]; then
   BIN=$TMP/infergate
 fi
 ENGINE=$BIND:$((BASE_PORT + 100))
-cat >"$TMP/rules.yaml" <<YAML
----
-apiVersion: infergate/v1
-kind: Loadbalancer
-metadata:
-  name: perfuser
-spec:
-  serviceArguments: {externalIP: $BIND, port: $BASE_PORT, protocol: tcp, sel: 0, mode: 4}
-  endpoints:
-    - {endpointIP: ${ENGINE%:*}, targetPort: ${ENGINE#*:}, weight: 1}
-YAML
-cat >"$TMP/post.lua" <<'LUA'
-wrk.method = "POST"
-wrk.body = '{"model":"fake-model","prompt":"hello","max_tokens":4}'
-wrk.headers["Content-Type"] = "application/json"
-LUA
+one_rule_yaml perfuser "$BIND:$BASE_PORT" "$ENGINE" >"$TMP/rules.yaml"
+small_post_lua >"$TMP/post.lua"
 "$TMP/fakeengine" -addr "$ENGINE" -no-log >"$TMP/engine.log" 2>&1 &
 PIDS+=($!)
 "$BIN" serve --api-addr "$BIND:$((BASE_PORT + 9))" --state-dir "$TMP/state" --rules "$TMP/rules.yaml" \

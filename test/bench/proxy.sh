@@ -64,6 +64,8 @@ HOLD_DELAY=${HOLD_DELAY:-1s}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=nginxconf.sh
 . "$ROOT/test/bench/nginxconf.sh"
+# shellcheck source=smallpost.sh
+. "$ROOT/test/bench/smallpost.sh"
 RESULTS=${RESULTS:-$ROOT/test/bench/results/$(date -u +%Y%m%dT%H%M%SZ)}
 export PATH=/usr/local/go/bin:/usr/sbin:$PATH
 
@@ -151,17 +153,7 @@ start_gateway() { # NAME BINDIR
     for ph in 0 1 2; do
       local a u
       a=$(addr "$name" $ph) u=$(upstream $ph)
-      cat >>"$RESULTS/$name.yaml" <<YAML
----
-apiVersion: infergate/v1
-kind: Loadbalancer
-metadata:
-  name: bench$ph
-spec:
-  serviceArguments: {externalIP: ${a%:*}, port: ${a#*:}, protocol: tcp, sel: 0, mode: 4}
-  endpoints:
-    - {endpointIP: ${u%:*}, targetPort: ${u#*:}, weight: 1}
-YAML
+      one_rule_yaml "bench$ph" "$a" "$u" >>"$RESULTS/$name.yaml"
     done
     # Every load client is 127.0.0.1: the per-address cap (1,024 by
     # default) would refuse the hold test's streams, and the engine
@@ -261,11 +253,7 @@ wait_port() {
 wait_port "$ENGINE"; wait_port "$SSE_ENGINE"; wait_port "$HOLD_ENGINE"
 for t in $TARGETS; do wait_port "$(addr "$t" 0)"; done
 
-cat >"$TMP/post.lua" <<'LUA'
-wrk.method = "POST"
-wrk.body = '{"model":"fake-model","prompt":"hello","max_tokens":4}'
-wrk.headers["Content-Type"] = "application/json"
-LUA
+small_post_lua >"$TMP/post.lua"
 
 # cputicks PID → "user system" clock ticks of the process (all its
 # threads) and its children (nginx workers are children of the master).
