@@ -23,7 +23,9 @@
 # Env: TARGETS ("infergate nginx floorgo"; also "baseline": infergate built
 #      from BASELINE_ROOT, a source tree such as `git archive` of another
 #      commit) BIND (127.0.0.1) BASE_PORT (18700) DURATION (10s) WARM (3s)
-#      CONNS (64) THREADS (2) ROUNDS (1)
+#      CONNS (64) THREADS (2) ROUNDS (1) LOG_LEVEL (warn: the gateway's; info
+#      writes an access line per request, as the daemon does by default,
+#      where nginx here runs with access_log off)
 # Go binaries are built with GOAMD64=v1 (callgrind stops on newer
 # instructions) and run with GODEBUG=asyncpreemptoff=1 (callgrind asserts
 # on the preemption signal in a cgo binary); neither changes the code
@@ -36,6 +38,7 @@ BASE_PORT=${BASE_PORT:-18700}
 DURATION=${DURATION:-10s}
 WARM=${WARM:-3s}
 CONNS=${CONNS:-64}
+LOG_LEVEL=${LOG_LEVEL:-warn}
 THREADS=${THREADS:-2}
 ROUNDS=${ROUNDS:-1}
 TMP=$(mktemp -d)
@@ -81,7 +84,7 @@ start() {
       one_rule_yaml irpr "$BIND:$port" "$ENGINE" >"$TMP/$t.yaml"
       rm -rf "$TMP/$t.state"
       GODEBUG=asyncpreemptoff=1 "${vg[@]}" "$TMP/$t" serve --api-addr "$BIND:$((port + 9))" \
-        --state-dir "$TMP/$t.state" --rules "$TMP/$t.yaml" --log-level warn \
+        --state-dir "$TMP/$t.state" --rules "$TMP/$t.yaml" --log-level "$LOG_LEVEL" \
         --max-conns-per-ip 0 --max-engine-conns-per-endpoint 0 >"$TMP/$t.log" 2>&1 &
       ;;
     floorgo)
