@@ -151,11 +151,9 @@ func (h *Histogram) Observe(x float64) {
 	bits := math.Float64bits(x)
 	base := int((bits^bits>>17)&(histShards-1)) * h.stride
 	b := h.bounds
-	i := 0
-	if len(b) < 35 { // bucketOf's scan, here: a call was a third of the observation
-		for i < len(b) && !(x <= b[i]) {
-			i++
-		}
+	var i int
+	if len(b) < longBounds {
+		i = scanBucket(b, x) // inlined: a call here was a third of an observation
 	} else {
 		i = sort.SearchFloat64s(b, x)
 	}
@@ -169,14 +167,15 @@ func (h *Histogram) Observe(x float64) {
 	}
 }
 
-// bucketOf is the index of the first bound ≥ x (len(b): +Inf): a linear
-// scan for the usual short lists, as prometheus's own below 35 bounds
-// (Observe has the scan inline); !(x <= u) puts NaN in +Inf, as the
-// search does.
-func bucketOf(b []float64, x float64) int {
-	if len(b) >= 35 {
-		return sort.SearchFloat64s(b, x)
-	}
+// longBounds is the length from which Observe searches a bound list
+// instead of scanning it, as prometheus's own histograms do.
+const longBounds = 35
+
+// scanBucket is the index of the first bound ≥ x (len(b): +Inf) by a
+// linear scan, Observe's for the usual short lists; !(x <= u) puts NaN in
+// +Inf, as sort.SearchFloat64s does for the long ones. Small enough to be
+// inlined into Observe.
+func scanBucket(b []float64, x float64) int {
 	i := 0
 	for i < len(b) && !(x <= b[i]) {
 		i++

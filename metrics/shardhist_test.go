@@ -195,26 +195,6 @@ func BenchmarkHistogramObserve(b *testing.B) {
 	}
 }
 
-// TestBucketOf: the binary search over long bound lists finds the bucket
-// the linear scan finds (the exposition tests use short lists only).
-func TestBucketOf(t *testing.T) {
-	for _, n := range []int{1, 34, 35, 40} {
-		b := prometheus.LinearBuckets(1, 1, n) // 1, 2, ..., n
-		for _, x := range []float64{-1, 0, 1, 1.5, 2, float64(n) - 0.5, float64(n), float64(n) + 0.5, math.Inf(1)} {
-			want := n
-			for i, u := range b {
-				if x <= u {
-					want = i
-					break
-				}
-			}
-			if got := bucketOf(b, x); got != want {
-				t.Errorf("%d bounds, %g: bucket %d, want %d", n, x, got, want)
-			}
-		}
-	}
-}
-
 // TestHistogramVecRefusesLeLabel: "le" names a histogram's buckets, so a
 // family with a variable label "le" is refused at once (prometheus
 // panics at its first series).
@@ -227,16 +207,23 @@ func TestHistogramVecRefusesLeLabel(t *testing.T) {
 	NewHistogramVec(prometheus.HistogramOpts{Name: "x_seconds", Help: "x"}, []string{"rule", "le"})
 }
 
-// TestObserveBucket: Observe's inlined scan counts each value in the
-// bucket bucketOf names, short and long bound lists, at the bounds, and
-// NaN and the infinities.
+// TestObserveBucket: Observe counts each value in the first bucket whose
+// bound is ≥ it (+Inf for NaN), by its scan of short bound lists and its
+// binary search of long ones (35 and more), at the bounds, and NaN and
+// the infinities.
 func TestObserveBucket(t *testing.T) {
 	for _, n := range []int{1, 18, 34, 35, 40} {
 		b := prometheus.LinearBuckets(1, 1, n)
 		for _, x := range []float64{math.Inf(-1), -1, 0, 1, 1.5, 2, float64(n) - 0.5, float64(n), float64(n) + 0.5, math.Inf(1), math.NaN()} {
 			h := NewHistogramVec(prometheus.HistogramOpts{Name: "x_seconds", Help: "x", Buckets: b}, []string{"rule"}).get([]string{"r"})
 			h.Observe(x)
-			want := bucketOf(b, x)
+			want := n // +Inf, and NaN, which no bound is ≥
+			for i, u := range b {
+				if x <= u {
+					want = i
+					break
+				}
+			}
 			got := -1
 			for s := range histShards {
 				for i := range n + 1 {
