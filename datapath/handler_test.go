@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infergate/infergate/datapath/h1"
 	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
 	"github.com/sirupsen/logrus"
@@ -213,10 +214,10 @@ func (w *benchWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
-func (w *benchWriter) Flush()             {}
-func (w *benchWriter) Started() time.Time { return w.start }
-func (w *benchWriter) Scratch() *any      { return &w.scratch }
-func (w *benchWriter) EndedAt(time.Time)  {}
+func (w *benchWriter) Flush()              {}
+func (w *benchWriter) Arrived() h1.Arrival { return h1.Arrival{Start: w.start} }
+func (w *benchWriter) Scratch() *any       { return &w.scratch }
+func (w *benchWriter) EndedAt(time.Time)   {}
 func (w *benchWriter) SetReadDeadline(t time.Time) error {
 	if w.reads != nil {
 		*w.reads = append(*w.reads, t)

@@ -37,6 +37,6 @@ func (rt *Runtime) serveDecodeUnreachable(x *exchange, c *compiled, body []byte,
 	rt.pdm.FallbackToNormal.WithLabelValues(c.label).Inc()
 	rt.pdm.LadderDecisions.WithLabelValues(c.label, ladder.TierFallback, outcomeHit, reasonDecodeUnreachable).Inc()
 	if body, ok := rt.stripClientTransferState(x, c, body); ok {
-		rt.serveSingleExcl(x, c, body, role0, false)
+		rt.serveSingleExcl(x, c, body, role0, singleSend{})
 	}
 }

@@ -160,7 +160,7 @@ func (rt *Runtime) servePD(x *exchange, c *compiled, body []byte) {
 		rt.pdm.LadderDecisions.WithLabelValues(c.label, ladder.TierFallback, outcomeHit, reasonNoPair).Inc()
 		x.obs.tier = ladder.TierFallback
 		if body, ok := rt.stripClientTransferState(x, c, body); ok {
-			rt.serveSingleExcl(x, c, body, role0, false)
+			rt.serveSingleExcl(x, c, body, role0, singleSend{})
 		}
 		return
 	}
@@ -198,7 +198,7 @@ func (rt *Runtime) servePDOne(x *exchange, c *compiled, body []byte, route pdRou
 	if rt.pdm.Unsplit != nil {
 		rt.pdm.Unsplit.WithLabelValues(c.label, unsplitPathLabel(x.r.URL.Path), route.reason).Inc()
 	}
-	rt.serveSingleExcl(x, c, body, excl, false)
+	rt.serveSingleExcl(x, c, body, excl, singleSend{})
 }
 
 // unsplitPathLabel bounds the path label to the known API paths.

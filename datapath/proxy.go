@@ -55,14 +55,13 @@ type exchange struct {
 	end         time.Time // when the answer was done (finished); zero: not yet
 	requestID   string
 	wroteHeader bool
-	// reqHopFree: the front end's parser stored no hop-by-hop field in
-	// the request's header and the handler added none (serveSingle), so
-	// the outbound header needs no hop.Strip. False: strip. (Beside
-	// wroteHeader, in its padding: the exchange keeps its size class.)
-	reqHopFree bool
+	// parsedHopFree: the front end's parser stored no hop-by-hop field in
+	// the request's header (h1.Arrival.HopFree). (Beside wroteHeader, in
+	// its padding, as the flags below: the exchange keeps its size class.)
+	parsedHopFree bool
 	// arrivedWhole: the front end had the request's body whole when it
 	// took start (requestStart), so until the exchange goes out nothing
-	// but the handler's own work came between (serveSingle). Padding too.
+	// but the handler's own work came between (serveSingle).
 	arrivedWhole bool
 	// lineChecked: the front end refused every request line
 	// checkRequestLine refuses (h1.Arrival.LineChecked), so serve skips it.
@@ -97,24 +96,12 @@ func (ln *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x := newExchange(w) // empty
 	x.w, x.r = w, r
 	arr := requestStart(w)
-	x.start, x.arrivedWhole, x.lineChecked = arr.Start, arr.BodyWhole, arr.LineChecked
+	x.start, x.arrivedWhole, x.lineChecked, x.parsedHopFree = arr.Start, arr.BodyWhole, arr.LineChecked, arr.HopFree
 	rt.observeBegin(x)
 	defer rt.observeEnd(x) // after recoverPanic: a panic's 500 is logged
 	defer rt.recoverPanic(x)
 	defer func() { x.body.Release() }() // a body read for routing returns its budget
 	ln.serve(x, w)
-}
-
-// hopFreeWriter is a front end's ResponseWriter whose parser tells
-// whether the request's header holds a hop-by-hop field (h1).
-type hopFreeWriter interface{ RequestHopFree() bool }
-
-// requestHopFree reports whether w's front end vouches that its request's
-// header, as parsed, holds no hop-by-hop field; false (strip) for any
-// other front end (net/http, HTTP/2, TLS).
-func requestHopFree(w http.ResponseWriter) bool {
-	hw, ok := w.(hopFreeWriter)
-	return ok && hw.RequestHopFree()
 }
 
 // scratchWriter is a front end's ResponseWriter that carries a slot for
@@ -164,10 +151,6 @@ var (
 	_ h1.Poisoner = (*exchange)(nil)
 )
 
-// startedWriter is a front end's ResponseWriter that knows when its
-// request began (h1: the head's first read).
-type startedWriter interface{ Started() time.Time }
-
 // arrivedWriter is a front end's ResponseWriter that reports what it
 // knew of the request as it handed it over (h1.ResponseWriter.Arrived).
 type arrivedWriter interface{ Arrived() h1.Arrival }
@@ -177,15 +160,12 @@ type arrivedWriter interface{ Arrived() h1.Arrival }
 // took one, else a new one. Why: at ~70 ns a reading on this kind of
 // host, the eleven readings of a small proxied request were ~3 % of the
 // gateway's CPU, and h1 had read the clock a microsecond before. Its
-// BodyWhole and LineChecked are h1's (false for any other front end).
+// BodyWhole, LineChecked and HopFree are h1's (false for any other front
+// end).
 func requestStart(w http.ResponseWriter) h1.Arrival {
 	if a, ok := w.(arrivedWriter); ok {
 		if arr := a.Arrived(); !arr.Start.IsZero() {
 			return arr
-		}
-	} else if s, ok := w.(startedWriter); ok {
-		if t := s.Started(); !t.IsZero() {
-			return h1.Arrival{Start: t}
 		}
 	}
 	return h1.Arrival{Start: time.Now()}
@@ -525,11 +505,23 @@ func (rt *Runtime) serveSingle(x *exchange, c *compiled, body []byte) {
 		// rules refuse or replace every value in guardPDRequest.)
 		x.r.Header[HeaderRequestID] = v[:1]
 	}
-	// Only here, not on the P/D paths into serveSingleExcl: between the
-	// parse and this point the handler set nothing in r.Header but the
-	// request id, while a dialect may have handled the header since.
-	x.reqHopFree = requestHopFree(x.obs.clock.Unwrap())
-	rt.serveSingleExcl(x, c, body, 0, sentAtStart(x, c))
+	// The parse's hop-free mark holds only here, not on the P/D paths into
+	// serveSingleExcl: between the parse and this point the handler set
+	// nothing in r.Header but the request id, while a dialect may have
+	// handled the header since.
+	rt.serveSingleExcl(x, c, body, 0, singleSend{atStart: sentAtStart(x, c), hopFree: x.parsedHopFree})
+}
+
+// singleSend is what serveSingle knows of its request that the P/D paths
+// into serveSingleExcl do not (their zero value: neither holds).
+type singleSend struct {
+	// atStart: the first try's first-byte bound counts from the request's
+	// start (sentAtStart; the P/D legs took time).
+	atStart bool
+	// hopFree: the outbound header holds no hop-by-hop field, so it needs
+	// no hop.Strip (the front end's parse vouched for it, and the handler
+	// added only the request id since).
+	hopFree bool
 }
 
 // sentAtStart reports whether a single-pool request's start stands for
@@ -545,13 +537,12 @@ func sentAtStart(x *exchange, c *compiled) bool {
 }
 
 // serveSingleExcl is serveSingle over the endpoints outside excl (a P/D
-// rule's body-less relay and role-0 fallback restrict it to one role).
-// atStart: the first try's first-byte bound counts from the request's
-// start (sentAtStart; the P/D paths pass false: their legs took time).
-func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl uint64, atStart bool) {
+// rule's body-less relay and role-0 fallback restrict it to one role,
+// and pass a zero singleSend).
+func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl uint64, ss singleSend) {
 	r := x.r
 	f := c.poolFacts(r, body)
-	prepareOutboundHeaderIn(r.Header, !x.reqHopFree, f.ClientIP, rt.opts.TrustForwardedFor, &x.xff)
+	prepareOutboundHeaderIn(r.Header, !ss.hopFree, f.ClientIP, rt.opts.TrustForwardedFor, &x.xff)
 
 	// Timeouts are read deadlines on the engine connection (no per-request
 	// timer or derived context); the client's context still aborts the
@@ -599,7 +590,7 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 		if c.fq != nil {
 			sent = time.Now()
 			from = sent
-		} else if atStart && attempts == 1 { // a retry follows a failed dial, which took its time
+		} else if ss.atStart && attempts == 1 { // a retry follows a failed dial, which took its time
 			from = x.start
 		}
 		resp, err := rt.sender.Send(ctx, upstream.Leg{
@@ -956,7 +947,7 @@ func prepareOutboundHeader(h http.Header, client string, trustForwarded bool) {
 // prepareOutboundHeaderIn is prepareOutboundHeader with the X-Forwarded-For
 // value's backing array supplied by the caller (one that is allocated
 // anyway, as the exchange), and strip false when h is known to hold no
-// hop-by-hop field (exchange.reqHopFree).
+// hop-by-hop field (singleSend.hopFree).
 func prepareOutboundHeaderIn(h http.Header, strip bool, client string, trustForwarded bool, xff *[1]string) {
 	if strip {
 		hop.Strip(h)

@@ -11,23 +11,16 @@ import (
 	"github.com/infergate/infergate/datapath/h1"
 )
 
-// startedRecorder is a ResponseWriter that knows its request's start, as
-// h1's does.
-type startedRecorder struct {
-	*httptest.ResponseRecorder
-	at time.Time
-}
-
-func (s startedRecorder) Started() time.Time { return s.at }
-
-// arrivedRecorder also says whether the body was whole at the start.
+// arrivedRecorder is a ResponseWriter that knows its request's start and
+// whether the body was whole then, as h1's does.
 type arrivedRecorder struct {
-	startedRecorder
+	*httptest.ResponseRecorder
+	at    time.Time
 	whole bool
 }
 
 func (a arrivedRecorder) Arrived() h1.Arrival {
-	return h1.Arrival{Start: a.at, BodyWhole: a.whole, LineChecked: a.whole}
+	return h1.Arrival{Start: a.at, BodyWhole: a.whole, LineChecked: a.whole, HopFree: a.whole}
 }
 
 func TestRequestStart(t *testing.T) {
@@ -39,19 +32,17 @@ func TestRequestStart(t *testing.T) {
 		want  time.Time
 		whole bool
 	}{
-		{"front end's start", startedRecorder{httptest.NewRecorder(), earlier}, false, earlier, false},
-		{"front end without one", startedRecorder{httptest.NewRecorder(), time.Time{}}, true, time.Time{}, false},
 		{"net/http's writer", httptest.NewRecorder(), true, time.Time{}, false},
-		{"arrived whole", arrivedRecorder{startedRecorder{httptest.NewRecorder(), earlier}, true}, false, earlier, true},
-		{"arrived, body to read", arrivedRecorder{startedRecorder{httptest.NewRecorder(), earlier}, false}, false, earlier, false},
-		{"arrived without a start", arrivedRecorder{startedRecorder{httptest.NewRecorder(), time.Time{}}, true}, true, time.Time{}, false},
+		{"arrived whole", arrivedRecorder{httptest.NewRecorder(), earlier, true}, false, earlier, true},
+		{"arrived, body to read", arrivedRecorder{httptest.NewRecorder(), earlier, false}, false, earlier, false},
+		{"arrived without a start", arrivedRecorder{httptest.NewRecorder(), time.Time{}, true}, true, time.Time{}, false},
 	} {
 		before := time.Now()
 		arr := requestStart(c.w)
 		got, whole := arr.Start, arr.BodyWhole
 		after := time.Now()
-		if whole != c.whole || arr.LineChecked != c.whole {
-			t.Errorf("%s: %+v, want BodyWhole and LineChecked %v", c.name, arr, c.whole)
+		if whole != c.whole || arr.LineChecked != c.whole || arr.HopFree != c.whole {
+			t.Errorf("%s: %+v, want BodyWhole, LineChecked and HopFree %v", c.name, arr, c.whole)
 		}
 		switch {
 		case !c.clock && !got.Equal(c.want):

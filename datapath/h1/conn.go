@@ -108,7 +108,7 @@ type reqState struct {
 	// returns.
 	scratch any
 	// hopFree: parseRequest stored no hop-by-hop field in hdr
-	// (ResponseWriter.RequestHopFree).
+	// (Arrival.HopFree).
 	hopFree bool
 	// whole: the body (if any) was all in the read buffer when the head
 	// was parsed (ResponseWriter.Arrived).

@@ -68,9 +68,9 @@ func TestParseRequestHopField(t *testing.T) {
 	}
 }
 
-// TestRequestHopFree: the ResponseWriter reports the parse's mark, and
-// false without a request state.
-func TestRequestHopFree(t *testing.T) {
+// TestArrivedHopFree: the ResponseWriter's Arrival reports the parse's
+// mark, and false without a request state.
+func TestArrivedHopFree(t *testing.T) {
 	for _, tc := range []struct {
 		rs   *reqState
 		want bool
@@ -81,9 +81,9 @@ func TestRequestHopFree(t *testing.T) {
 	} {
 		w := &response{rs: tc.rs}
 		var rw http.ResponseWriter = w
-		hf, ok := rw.(interface{ RequestHopFree() bool })
-		if !ok || hf.RequestHopFree() != tc.want {
-			t.Errorf("RequestHopFree() with %+v = %v, want %v", tc.rs, ok && hf.RequestHopFree(), tc.want)
+		a, ok := rw.(interface{ Arrived() Arrival })
+		if !ok || a.Arrived().HopFree != tc.want {
+			t.Errorf("Arrived().HopFree with %+v = %v, want %v", tc.rs, ok && a.Arrived().HopFree, tc.want)
 		}
 	}
 }

@@ -32,34 +32,18 @@ type response struct {
 	err     error // sticky write failure
 	// pending holds the first bytes of a body of unknown length (smallBody).
 	pending []byte
-	// rs is the request's state: its request, start (Started) and Scratch.
+	// rs is the request's state: its request, start (Arrived) and Scratch.
 	rs *reqState
-}
-
-// Started is when the server began reading the request's head. The
-// handler takes it as its request's start instead of reading the clock
-// again a microsecond later: at ~70 ns a reading, the clock was ~3 % of
-// the gateway's CPU per small request (eleven readings).
-// RequestHopFree reports whether the request's header, as the parser
-// filled it, holds no field named by hop.Headers (so none that a
-// Connection field names either): a proxy may then skip hop.Strip on it.
-// It speaks only for the parsed fields: a handler that adds fields to the
-// header must strip them itself. Why: hop.Strip walks the whole map per
-// request, and almost no request carries a hop field.
-func (w *response) RequestHopFree() bool { return w.rs != nil && w.rs.hopFree }
-
-func (w *response) Started() time.Time {
-	if w.rs == nil {
-		return time.Time{}
-	}
-	return w.rs.start
 }
 
 // Arrival is what the server knew of a request when it handed it over
 // (ResponseWriter.Arrived): one call for all of it, as a handler asks a
 // writer once per request.
 type Arrival struct {
-	// Start is when the server began reading the head (Started).
+	// Start is when the server began reading the head. The handler takes
+	// it as its request's start instead of reading the clock again a
+	// microsecond later: at ~70 ns a reading, the clock was ~3 % of the
+	// gateway's CPU per small request (eleven readings).
 	Start time.Time
 	// BodyWhole: the body, if any, was all in the read buffer then, so
 	// reading it waits on no client: a handler can take Start as "now"
@@ -74,6 +58,13 @@ type Arrival struct {
 	// Always true from this server; a field so the handler names what it
 	// relies on, and a differential test (datapath) holds it to it.
 	LineChecked bool
+	// HopFree: the request's header, as the parser filled it, holds no
+	// field named by hop.Headers (so none that a Connection field names
+	// either): a proxy may skip hop.Strip on it. It speaks only for the
+	// parsed fields: a handler that adds fields to the header must strip
+	// them itself. Why: hop.Strip walks the whole map per request, and
+	// almost no request carries a hop field.
+	HopFree bool
 }
 
 // Arrived reports the request's Arrival.
@@ -81,7 +72,7 @@ func (w *response) Arrived() Arrival {
 	if w.rs == nil {
 		return Arrival{}
 	}
-	return Arrival{Start: w.rs.start, BodyWhole: w.rs.whole, LineChecked: true}
+	return Arrival{Start: w.rs.start, BodyWhole: w.rs.whole, LineChecked: true, HopFree: w.rs.hopFree}
 }
 
 var (

@@ -393,19 +393,20 @@ func TestHeaderMapPerRequest(t *testing.T) {
 	}
 }
 
-// TestStarted: each request's ResponseWriter tells when its head began to
-// be read, a moment after the client sent it and before the handler ran,
-// and a new one for each request on a kept-alive connection.
-func TestStarted(t *testing.T) {
+// TestArrivedStart: each request's ResponseWriter tells when its head
+// began to be read (Arrival.Start), a moment after the client sent it and
+// before the handler ran, and a new one for each request on a kept-alive
+// connection.
+func TestArrivedStart(t *testing.T) {
 	type seen struct{ started, inHandler time.Time }
 	got := make(chan seen, 4)
 	_, addr := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s, ok := w.(interface{ Started() time.Time })
+		a, ok := w.(interface{ Arrived() Arrival })
 		if !ok {
-			t.Error("the ResponseWriter has no Started")
+			t.Error("the ResponseWriter has no Arrived")
 			return
 		}
-		got <- seen{s.Started(), time.Now()}
+		got <- seen{a.Arrived().Start, time.Now()}
 	}))
 	nc, br := dialServer(t, addr)
 	var last time.Time
@@ -439,7 +440,7 @@ func TestArrived(t *testing.T) {
 		if !arr.LineChecked {
 			t.Error("Arrived: LineChecked false; h1 checks every request line")
 		}
-		got <- seen{arr.BodyWhole, arr.Start.Equal(w.(interface{ Started() time.Time }).Started())}
+		got <- seen{arr.BodyWhole, arr.Start.Equal(w.(*response).rs.start)}
 		_, _ = io.Copy(io.Discard, r.Body)
 	}))
 	nc, br := dialServer(t, addr)
@@ -463,7 +464,7 @@ func TestArrived(t *testing.T) {
 		sendAndDrain(t, nc, br, c.later)
 		s := <-got
 		if s.whole != c.whole || !s.startOK {
-			t.Errorf("%s: whole %v (want %v), start is Started's: %v", c.name, s.whole, c.whole, s.startOK)
+			t.Errorf("%s: whole %v (want %v), Start is the request state's: %v", c.name, s.whole, c.whole, s.startOK)
 		}
 	}
 }

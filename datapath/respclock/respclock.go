@@ -69,13 +69,10 @@ func (w *Writer) Now() time.Time {
 
 const contentTypeSSE = "text/event-stream"
 
-// WriteHeader records the status and whether the body is an event stream.
+// WriteHeader records the status and whether the body is an event stream
+// (its Content-Type, looked up only for the first final status).
 func (w *Writer) WriteHeader(code int) {
-	if w.status == 0 && code >= 200 {
-		w.status = code
-		w.sse = w.eventStream()
-	}
-	w.ResponseWriter.WriteHeader(code)
+	w.WriteHeaderOf(code, w.status == 0 && code >= 200 && w.eventStream())
 }
 
 // WriteHeaderOf is WriteHeader for a caller that has read the
