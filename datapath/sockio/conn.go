@@ -358,10 +358,16 @@ func (c *Conn) Hold(step func() bool) error {
 }
 
 // holdRaw is Hold's RawConn callback: one step; true ends the hold.
-func (c *Conn) holdRaw(fd uintptr) bool {
+func (c *Conn) holdRaw(fd uintptr) bool { return c.stepIn(fd, c.holdStep) }
+
+// stepIn runs step inside a readiness wait on fd (Hold's step, and
+// ReadOnReply's): its reads read in place and never wait, and Drained
+// tells what they left. It reports whether the wait ends (step returned
+// false).
+func (c *Conn) stepIn(fd uintptr, step func() bool) bool {
 	c.holding, c.holdFD, c.drained = true, fd, drainNone
 	c.unanswered = false
-	wait := c.holdStep()
+	wait := step()
 	c.holding = false
 	return !wait
 }
@@ -589,11 +595,7 @@ func (c *Conn) replyRaw(fd uintptr) bool {
 		if c.replyIn == nil {
 			return true
 		}
-		c.holding, c.holdFD, c.drained = true, fd, drainNone
-		c.unanswered = false
-		wait := c.replyIn()
-		c.holding = false
-		return !wait
+		return c.stepIn(fd, c.replyIn)
 	}
 	c.replyWrote = true
 	c.writeRaw(fd)
