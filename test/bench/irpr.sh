@@ -25,7 +25,11 @@
 #      commit) BIND (127.0.0.1) BASE_PORT (18700) DURATION (10s) WARM (3s)
 #      CONNS (64) THREADS (2) ROUNDS (1) LOG_LEVEL (warn: the gateway's; info
 #      writes an access line per request, as the daemon does by default,
-#      where nginx here runs with access_log off)
+#      where nginx here runs with access_log off) CACHE_SIM (0; 1 adds
+#      callgrind's cache simulation and prints each request's instruction-
+#      cache misses, I1mr, and data-cache misses, D1mr+D1mw, of a 32 KiB
+#      first level: how much code and data a request walks beyond the
+#      first-level caches, which an instruction count does not show)
 # Go binaries are built with GOAMD64=v1 (callgrind stops on newer
 # instructions) and run with GODEBUG=asyncpreemptoff=1 (callgrind asserts
 # on the preemption signal in a cgo binary); neither changes the code
@@ -39,6 +43,7 @@ DURATION=${DURATION:-10s}
 WARM=${WARM:-3s}
 CONNS=${CONNS:-64}
 LOG_LEVEL=${LOG_LEVEL:-warn}
+CACHE_SIM=${CACHE_SIM:-0}
 THREADS=${THREADS:-2}
 ROUNDS=${ROUNDS:-1}
 TMP=$(mktemp -d)
@@ -79,6 +84,7 @@ PIDS+=($!)
 start() {
   local t=$1 port=$2 cg=$TMP/$1.cg
   local vg=(valgrind --tool=callgrind --callgrind-out-file="$cg")
+  ((CACHE_SIM)) && vg+=(--cache-sim=yes)
   case $t in
     infergate | baseline)
       one_rule_yaml irpr "$BIND:$port" "$ENGINE" >"$TMP/$t.yaml"
@@ -105,8 +111,12 @@ start() {
   echo $!
 }
 
-printf '%-10s %5s %9s %14s %10s\n' target round requests instructions Ir/req
-declare -A SUM
+if ((CACHE_SIM)); then
+  printf '%-10s %5s %9s %14s %10s %9s %9s\n' target round requests instructions Ir/req I1mr/req D1m/req
+else
+  printf '%-10s %5s %9s %14s %10s\n' target round requests instructions Ir/req
+fi
+declare -A SUM SUMI1
 port=$BASE_PORT
 for ((r = 0; r < ROUNDS; r++)); do
   for t in $TARGETS; do
@@ -135,7 +145,14 @@ for ((r = 0; r < ROUNDS; r++)); do
     ir=$(awk '/^totals:/{print $2}' "$TMP/$t.cg".* | head -1)
     per=$((ir / n))
     SUM[$t]=$((${SUM[$t]:-0} + per))
-    printf '%-10s %5d %9d %14d %10d\n' "$t" "$r" "$n" "$ir" "$per"
+    if ((CACHE_SIM)); then
+      # events: Ir Dr Dw I1mr D1mr D1mw …, in that order on the totals line
+      read -r i1 d1 < <(awk -v n="$n" '/^totals:/{printf "%.0f %.0f\n", $5/n, ($6+$7)/n; exit}' "$TMP/$t.cg".*)
+      SUMI1[$t]=$((${SUMI1[$t]:-0} + i1))
+      printf '%-10s %5d %9d %14d %10d %9d %9d\n' "$t" "$r" "$n" "$ir" "$per" "$i1" "$d1"
+    else
+      printf '%-10s %5d %9d %14d %10d\n' "$t" "$r" "$n" "$ir" "$per"
+    fi
   done
 done
 echo
@@ -145,5 +162,6 @@ for t in $TARGETS; do
   vs=""
   [[ -n ${SUM[nginx]:-} ]] && vs=$(awk -v a="${SUM[$t]}" -v b="${SUM[nginx]}" 'BEGIN{printf "  %.2fx nginx", a/b}')
   [[ -n ${SUM[infergate]:-} && $t == baseline ]] && vs+=$(awk -v a="${SUM[infergate]}" -v b="${SUM[baseline]}" 'BEGIN{printf "  (infergate/baseline %.3fx)", a/b}')
+  ((CACHE_SIM)) && vs+=$(printf '  %d I1mr/req' $((SUMI1[$t] / ROUNDS)))
   printf '%-10s %8d Ir/req%s\n' "$t" "$mean" "$vs"
 done
