@@ -551,10 +551,14 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 	quiet := rt.silenceFor(c.rule)
 
 	// The engine's headers are parsed straight into the client's header map
-	// when it holds nothing but the request id (the usual case).
+	// when it holds nothing but the request id (the usual case), or, when
+	// the client's writer takes them so, kept as pairs for its head
+	// (takesFields, relayAnswer).
 	var into http.Header
+	var pairs bool
 	if h := x.w.Header(); len(h) == 1 && len(h[HeaderRequestID]) == 1 {
 		into = h
+		pairs = takesFields(x)
 	}
 
 	target := r.RequestURI // the client's request target, path and query as sent
@@ -596,7 +600,7 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 		resp, err := rt.sender.Send(ctx, upstream.Leg{
 			Endpoint: c.rule.Endpoints[i], Method: r.Method, Path: target, Header: r.Header,
 			Body: body, Stream: stream, TLS: c.up, HeaderWait: quiet.firstByte, Into: into,
-			From: from,
+			Fields: pairs, From: from,
 		})
 		if err != nil {
 			ep.active.Add(-1)
@@ -726,8 +730,22 @@ func (rt *Runtime) relayAnswer(x *exchange, c *compiled, i int, quiet silence, r
 		c.recordBreaker(i, c.eps[i].br.onResponse(&c.cb, resp.StatusCode))
 	}
 	ub, _ := resp.Body.(upstream.BoundedBody)
-	// The Sender's header keys are canonical: no Header.Get.
-	sse := strings.HasPrefix(canonicalGet(resp.Header, headerContentType), contentTypeSSE)
+	h := x.w.Header()
+	// The engine's fields as pairs (upstream.Leg.Fields, asked for only
+	// with parsedInto): they go to the client's writer as they are, or,
+	// holding a field the datapath reads back from h, into h.
+	var ct string
+	kv, pairs := upstream.Fields(resp)
+	if pairs {
+		if ct, pairs = pairsFit(kv); !pairs {
+			pairsIntoMap(h, kv)
+			ct = canonicalGet(h, headerContentType)
+		}
+	} else {
+		// The Sender's header keys are canonical: no Header.Get.
+		ct = canonicalGet(resp.Header, headerContentType)
+	}
+	sse := strings.HasPrefix(ct, contentTypeSSE)
 	*bound = streambound.Bound{Idle: quiet.bodyStall} // End zero: no cap
 	if sse {
 		bound.Idle = quiet.streamIdle
@@ -763,10 +781,10 @@ func (rt *Runtime) relayAnswer(x *exchange, c *compiled, i int, quiet silence, r
 	headAt := x.obs.clock.Now()
 	extendAt(headAt)
 
-	h := x.w.Header()
-	// No strip only when the engine's head, parsed straight into h, held
-	// no hop field: h held the request id alone before it (serveSingleExcl
-	// passes h as Leg.Into only then), so nothing else in h needs one.
+	// No strip only when the engine's head, parsed straight into h (or
+	// into pairs), held no hop field: h held the request id alone before
+	// it (serveSingleExcl passes h as Leg.Into only then), so nothing else
+	// in h needs one.
 	strip := !parsedInto || !upstream.HopFree(resp)
 	if !parsedInto { // else the engine's headers are already in h
 		for k, vv := range resp.Header {
@@ -783,7 +801,16 @@ func (rt *Runtime) relayAnswer(x *exchange, c *compiled, i int, quiet silence, r
 		h[HeaderRequestID] = x.ids[1:2:2]
 	}
 	x.wroteHeader = true
-	if parsedInto && clocked {
+	if pairs {
+		// The client's id goes with the pairs (the room for it is
+		// there), and h, which held it alone, is left empty: the head's
+		// walk of h, and emptying it for the next request, then cost
+		// nothing. Asked for only when the clock wraps a writer that
+		// takes pairs (serveSingleExcl, takesFields).
+		delete(h, HeaderRequestID)
+		kv = append(kv, HeaderRequestID, x.ids[1])
+		x.obs.clock.WriteHeaderFields(resp.StatusCode, sse, kv)
+	} else if parsedInto && clocked {
 		// h is resp.Header, whose Content-Type sse was read from and
 		// which nothing has set since: the clock need not look again.
 		x.obs.clock.WriteHeaderOf(resp.StatusCode, sse)

@@ -88,6 +88,32 @@ func (w *Writer) WriteHeaderOf(code int, sse bool) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// FieldsWriter is a ResponseWriter that takes more fields for the head
+// with its status, as name, value pairs written before its header map's
+// (h1's writer): a proxy relays a head it parsed without a map between.
+type FieldsWriter interface {
+	WriteHeaderFields(code int, kv []string)
+}
+
+// TakesFields reports whether the wrapped writer is a FieldsWriter, so
+// WriteHeaderFields may be called.
+func (w *Writer) TakesFields() bool {
+	_, ok := w.ResponseWriter.(FieldsWriter)
+	return ok
+}
+
+// WriteHeaderFields is WriteHeaderOf with the head's fields kv for the
+// wrapped writer, which must be a FieldsWriter (TakesFields); sse says
+// whether kv's Content-Type names an event stream (it is not in the
+// header map for WriteHeader to look up).
+func (w *Writer) WriteHeaderFields(code int, sse bool, kv []string) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+		w.sse = sse
+	}
+	w.ResponseWriter.(FieldsWriter).WriteHeaderFields(code, kv)
+}
+
 // eventStream reports a Content-Type of text/event-stream. The key is
 // indexed as spelled: it is canonical, so Header.Get would find the same
 // value after canonicalising it again on every response.

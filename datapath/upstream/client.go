@@ -492,12 +492,17 @@ func (c *Client) exchange(ctx context.Context, pc *conn, trusted bool, leg *Leg,
 	var ur *response
 	for {
 		ur = new(response)
-		rb, err := readResponseInto(ur, pc.br, method, into)
+		var rb io.Reader
+		if leg.Fields && into != nil {
+			rb, err = readResponseFields(ur, pc.br, method, into)
+		} else {
+			rb, err = readResponseInto(ur, pc.br, method, into)
+		}
 		if err != nil {
 			return fail(fmt.Errorf("reading response from %s: %w", addr, err))
 		}
 		if ur.resp.StatusCode >= 200 || ur.resp.StatusCode == http.StatusSwitchingProtocols {
-			ur.body = body{c: c, pc: pc, r: rb, stop: stop, reuse: !ur.resp.Close, hopFree: !ur.hopField}
+			ur.body = body{c: c, pc: pc, r: rb, stop: stop, reuse: !ur.resp.Close, hopFree: !ur.hopField, fields: ur.body.fields}
 			break // skip 1xx interim responses
 		}
 		resetInto()
@@ -537,7 +542,12 @@ type response struct {
 	resp http.Response
 	body body
 	lb   lengthBody
-	vals [8]string // backing array for up to 8 single-valued headers
+	// vals is the backing array for up to 10 single-valued headers, or
+	// (Leg.Fields) for up to 4 fields as name, value pairs (engines'
+	// usual small answer: uvicorn's date, server, content-length and
+	// content-type) and the two strings the datapath adds. Ten, not
+	// more: the response stays in the 416-byte size class.
+	vals [10]string
 	// hopField: the head held a field named by hop.Headers (parseHead).
 	hopField bool
 }
@@ -636,6 +646,9 @@ type body struct {
 	done  bool
 	// hopFree: the head stored no hop-by-hop field (HopFree).
 	hopFree bool
+	// fields are the head's fields as name, value pairs when they were
+	// parsed so (Leg.Fields), else nil (Fields).
+	fields []string
 }
 
 // HopFree reports whether resp is a Client's answer whose head held no
@@ -648,6 +661,22 @@ type body struct {
 func HopFree(resp *http.Response) bool {
 	b, ok := resp.Body.(*body)
 	return ok && b.hopFree
+}
+
+// Fields returns the fields of resp's head as name, value pairs (names
+// canonical or interned, as Leg.Into's keys; values trimmed; the
+// engine's X-Request-Id left out) and true when resp is a Client's answer
+// to a leg with Fields set whose head went to the pairs: then resp.Header
+// is the leg's Into map with nothing of the engine's in it, the head held
+// no hop-by-hop field (HopFree) and at most one Content-Length. The
+// pairs are in the head's order; the slice has room for two more strings.
+// False: the fields are in resp.Header, as without Leg.Fields.
+func Fields(resp *http.Response) ([]string, bool) {
+	b, ok := resp.Body.(*body)
+	if !ok || b.fields == nil {
+		return nil, false
+	}
+	return b.fields, true
 }
 
 func (b *body) Read(p []byte) (int, error) {

@@ -7,12 +7,15 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/http"
+	"net/textproto"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/infergate/infergate/datapath/hop"
 )
 
 // headPieces are the bits of engine response heads, good and hostile:
@@ -89,8 +92,8 @@ func compareReadResponse(t *testing.T, name, raw, method string) {
 	for _, into := range []bool{false, true} {
 		var want string
 		for k, r := range readers {
-			got := [2]string{}
-			for j, parse := range []func(*response, *bufio.Reader, string, http.Header) (io.Reader, error){oldReadResponseInto, readResponseInto} {
+			got := [3]string{}
+			for j, parse := range []func(*response, *bufio.Reader, string, http.Header) (io.Reader, error){oldReadResponseInto, readResponseInto, fieldsAsInto} {
 				var h http.Header
 				if into {
 					h = http.Header{headerRequestID: {"rid"}}
@@ -99,6 +102,10 @@ func compareReadResponse(t *testing.T, name, raw, method string) {
 			}
 			if got[0] != got[1] {
 				t.Errorf("%s, %s, into %v: %q\nold: %s\nnew: %s", name, r.name, into, raw, got[0], got[1])
+				return
+			}
+			if got[0] != got[2] {
+				t.Errorf("%s, %s, into %v: %q\nold: %s\nas pairs: %s", name, r.name, into, raw, got[0], got[2])
 				return
 			}
 			// The line path's buffer may end a head the whole buffer
@@ -111,6 +118,43 @@ func compareReadResponse(t *testing.T, name, raw, method string) {
 			}
 		}
 	}
+}
+
+// fieldsAsInto is readResponseFields (Leg.Fields) seen as readResponseInto:
+// when it gives pairs, they are added to h afterwards, so a head's
+// outcome must be the map parse's; and the pairs must keep Fields'
+// promises (h untouched, no engine id, no hop field, one Content-Length
+// at most, names valid and as the map's keys). Without h, as
+// readResponseInto (Fields needs Into).
+func fieldsAsInto(ur *response, br *bufio.Reader, method string, h http.Header) (io.Reader, error) {
+	if h == nil {
+		return readResponseInto(ur, br, method, h)
+	}
+	before := h.Clone()
+	body, err := readResponseFields(ur, br, method, h)
+	kv := ur.body.fields
+	if err != nil || kv == nil {
+		return body, err
+	}
+	if !reflect.DeepEqual(before, h) {
+		return nil, fmt.Errorf("pairs given, but the map changed: %v", h)
+	}
+	if len(kv)%2 != 0 || cap(kv)-len(kv) < 2 {
+		return nil, fmt.Errorf("pairs %q: odd, or no room for two more", kv)
+	}
+	lengths := 0
+	for i := 0; i < len(kv); i += 2 {
+		k := kv[i]
+		if k == headerContentLength {
+			lengths++
+		}
+		if k == headerRequestID || hop.IsHeader(k) || lengths > 1 || !validHeaderKey(k) ||
+			textproto.CanonicalMIMEHeaderKey(k) != k {
+			return nil, fmt.Errorf("pairs %q: field %q may not be among them", kv, k)
+		}
+		h[k] = append(h[k], kv[i+1])
+	}
+	return body, nil
 }
 
 // parseOutcome is everything a caller can see of one parse: the error, or

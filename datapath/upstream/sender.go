@@ -59,6 +59,14 @@ type Leg struct {
 	// engine's value never replaces; on error (and for each 1xx response)
 	// it is put back to exactly that.
 	Into http.Header
+	// Fields, with Into set, asks for the engine's fields as name, value
+	// pairs (Fields) instead of in Into, for a client writer that takes
+	// them so (the h1 front end's head fields): Into then stays the
+	// client's id alone. A head that needs the map (a hop-by-hop field,
+	// Content-Lengths to compare) still goes into Into. Why: the fields
+	// went into the map only to be walked back out of it for the
+	// client's head, and the map cleared for the next request.
+	Fields bool
 }
 
 func (l *Leg) method() string {
