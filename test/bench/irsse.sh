@@ -2,7 +2,7 @@
 # User-space instructions per relayed SSE event, each proxy in front of the
 # same ticking fake engine under the same ssebench load, counted by
 # valgrind's callgrind: the SSE counterpart of irpr.sh (docs/performance.md,
-# "Instructions per relayed SSE event").
+# "The SSE relay's instructions per event, session 18").
 #
 # CPU time per event on this shared VM moves with the neighbours; the
 # instructions a proxy executes per event do not. Each target runs alone
@@ -23,7 +23,8 @@
 #      DELAY (50ms: under callgrind a proxy runs ~50× slower, so the ticks
 #      are slower than proxy.sh's 20 ms) ROUNDS (1) STRACE (0; 1 also runs
 #      each target once outside valgrind under `strace -c -f` for the
-#      measured ssebench run and prints its system calls per event)
+#      measured ssebench run and prints its system calls per event; the same
+#      GOAMD64=v1 build and GODEBUG as under valgrind)
 #      CGDIR (unset; a directory: each round's callgrind file is kept there
 #      as TARGET.rROUND.cg, for callgrind_annotate)
 # Go binaries are built with GOAMD64=v1 and run with
