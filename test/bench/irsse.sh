@@ -19,25 +19,30 @@
 #
 # Env: TARGETS ("infergate nginx"; also "baseline": infergate built from
 #      BASELINE_ROOT, a source tree such as `git archive` of another commit)
-#      BIND (127.0.0.1) BASE_PORT (18800) STREAMS (200) TOKENS (100)
-#      DELAY (50ms: under callgrind a proxy runs ~50× slower, so the ticks
-#      are slower than proxy.sh's 20 ms) ROUNDS (1) STRACE (0; 1 also runs
+#      BIND (127.0.0.1) BASE_PORT (18800) STREAMS (100) TOKENS (100)
+#      DELAY (100ms: valgrind runs a proxy's threads one at a time, ~50×
+#      slower; a proxy that falls behind the engine reads two events at
+#      once and its count per event drops by a quarter, so the load is
+#      kept to ~1,000 events a second) ROUNDS (1) STRACE (0; 1 also runs
 #      each target once outside valgrind under `strace -c -f` for the
 #      measured ssebench run and prints its system calls per event; the same
 #      GOAMD64=v1 build and GODEBUG as under valgrind)
 #      CGDIR (unset; a directory: each round's callgrind file is kept there
 #      as TARGET.rROUND.cg, for callgrind_annotate)
 # Go binaries are built with GOAMD64=v1 and run with
-# GODEBUG=asyncpreemptoff=1, as in irpr.sh; nginx runs one worker with
-# master_process off, as there.
+# GODEBUG=asyncpreemptoff=1, as in irpr.sh, and adaptivestackstart=0: each
+# stream's connection goroutine then grows its stack from 2 KiB every time
+# (~700 instructions an event), where the runtime's own choice follows its
+# last collection's stacks and moved a run's count by that much; nginx
+# runs one worker with master_process off, as in irpr.sh.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 TARGETS=${TARGETS:-"infergate nginx"}
 BIND=${BIND:-127.0.0.1}
 BASE_PORT=${BASE_PORT:-18800}
-STREAMS=${STREAMS:-200}
+STREAMS=${STREAMS:-100}
 TOKENS=${TOKENS:-100}
-DELAY=${DELAY:-50ms}
+DELAY=${DELAY:-100ms}
 ROUNDS=${ROUNDS:-1}
 STRACE=${STRACE:-0}
 export PATH=/usr/local/go/bin:/usr/sbin:$PATH
@@ -85,7 +90,7 @@ start() {
     infergate | baseline)
       one_rule_yaml irsse "$BIND:$port" "$ENGINE" >"$TMP/$t.yaml"
       rm -rf "$TMP/$t.state"
-      GODEBUG=asyncpreemptoff=1 "$@" "$TMP/$t" serve --api-addr "$BIND:$((port + 9))" \
+      GODEBUG=asyncpreemptoff=1,adaptivestackstart=0 "$@" "$TMP/$t" serve --api-addr "$BIND:$((port + 9))" \
         --state-dir "$TMP/$t.state" --rules "$TMP/$t.yaml" --log-level warn \
         --max-conns-per-ip 0 --max-engine-conns-per-endpoint 0 >"$TMP/$t.log" 2>&1 &
       ;;
