@@ -61,12 +61,13 @@ test:
 	$(GO) test -count=1 -timeout 15m ./datapath ./datapath/h1 ./datapath/sockio ./datapath/upstream ./internal/rawsock ./enginestats ./test/framingdiff
 
 ## bench: Go benchmarks for the hot paths, then the proxy load comparison and
-## the instructions per request (irpr.sh).
+## the instructions per request (irpr.sh) and per relayed SSE event (irsse.sh).
 bench:
 	@.ci/ensure-packages bench
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	test/bench/proxy.sh
 	test/bench/irpr.sh
+	test/bench/irsse.sh
 	test/bench/upload_rss.sh
 	test/bench/tls.sh
 

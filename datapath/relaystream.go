@@ -40,7 +40,7 @@ type sseStream struct {
 	w    http.ResponseWriter  // x.w
 	ub   upstream.BoundedBody // nil: no read deadlines
 	werr error                // the client write that failed
-	_    [56]byte
+	_    [32]byte
 }
 
 // clientConner is the lean front end's response: the client connection,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -155,5 +156,58 @@ func TestWriteHeaderEarlyHead(t *testing.T) {
 				t.Errorf("Content-Length in the map: %v, want %v", ok, tc.lengthOut)
 			}
 		})
+	}
+}
+
+// TestChunkedBodyFrames: each write of a chunked body goes out as one
+// chunk whose size line is the write's length in hex, whether its frame
+// fits the writer's free room (built there whole) or not (size, data and
+// CRLF written apart, the data past the buffer written through).
+func TestChunkedBodyFrames(t *testing.T) {
+	tests := []struct {
+		name   string
+		writes []int // lengths, in order
+	}{
+		{"one small", []int{5}},
+		{"hex digits", []int{1, 15, 16, 255, 256, 4000 - 1000}},
+		{"frame just fits", []int{writeBufSize - chunkFrame - 200}},
+		{"second frame does not fit", []int{3000, 1000}},
+		{"past the buffer", []int{5 << 10}},
+		{"small after large", []int{9 << 10, 3}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			s := &Server{}
+			s.dateNow.Store(&dateEntry{sec: 1 << 62, s: "Thu, 03 Dec 2026 11:17:36 GMT"})
+			c := &conn{srv: s, bw: bufio.NewWriterSize(&out, writeBufSize)}
+			rs := &reqState{req: http.Request{Method: http.MethodGet, ProtoMajor: 1, ProtoMinor: 1}}
+			rs.w = response{c: c, status: http.StatusOK, cl: -1, rs: rs, h: http.Header{"Content-Type": {"text/event-stream"}}}
+			rs.w.WriteHeader(http.StatusOK)
+			rs.w.flushed = true // a streaming answer: nothing held back
+			var want strings.Builder
+			for i, n := range tc.writes {
+				p := bytes.Repeat([]byte{'a' + byte(i)}, n)
+				if _, err := rs.w.Write(p); err != nil {
+					t.Fatal(err)
+				}
+				want.WriteString(strconv.FormatInt(int64(n), 16) + "\r\n" + string(p) + "\r\n")
+			}
+			rs.w.finish()
+			want.WriteString("0\r\n\r\n")
+			_, body, ok := strings.Cut(out.String(), "\r\n\r\n")
+			if !ok || rs.w.err != nil || !rs.w.chunked || body != want.String() {
+				t.Errorf("body %.200q (%v, chunked %v)\nwant %.200q", body, rs.w.err, rs.w.chunked, want.String())
+			}
+		})
+	}
+}
+
+func TestAppendChunkSize(t *testing.T) {
+	for _, n := range []int{0, 1, 9, 10, 15, 16, 17, 255, 256, 4095, 4096, 32 << 10, 1<<31 - 1, 1<<62 + 5} {
+		got := string(appendChunkSize([]byte("x"), n))
+		if want := "x" + strconv.FormatInt(int64(n), 16) + "\r\n"; got != want {
+			t.Errorf("appendChunkSize(%d) = %q, want %q", n, got, want)
+		}
 	}
 }

@@ -126,3 +126,92 @@ func TestBindAllocatesNothing(t *testing.T) {
 		t.Fatalf("BindClient: %v allocs, want 0", n)
 	}
 }
+
+// refBound is Next as it was before hold: the whole test on every call.
+type refBound struct {
+	idle      time.Duration
+	end, last time.Time
+}
+
+func (b *refBound) next(now time.Time) (time.Time, bool) {
+	d := now.Add(b.idle)
+	if !b.end.IsZero() && b.end.Before(d) {
+		d = b.end
+	}
+	if !b.last.IsZero() && (b.last.Equal(b.end) || d.Sub(b.last) <= b.idle/slackDiv) {
+		return b.last, false
+	}
+	b.last = d
+	return d, true
+}
+
+// TestNextHold: Next with its hold answers as the whole test does, call
+// by call, for events closer and farther apart than the slack, around
+// the cap, and after Clear; the client's deadline is set exactly on the
+// moves.
+func TestNextHold(t *testing.T) {
+	t0 := time.Now() // with a monotonic reading, as the relay's
+	const idle = time.Second
+	slack := idle / slackDiv
+	for _, tc := range []struct {
+		name  string
+		end   time.Duration // after t0; 0: no cap
+		steps []time.Duration
+	}{
+		{"every event within the slack", 0, []time.Duration{0, 1, slack / 2, slack, slack}},
+		{"at the slack's edge", 0, []time.Duration{0, slack, 1, slack - 1, 2}},
+		{"past the slack", 0, []time.Duration{0, slack + 1, slack + 1, 3 * slack, 0}},
+		{"events 20 ms apart", 0, []time.Duration{0, 20e6, 20e6, 20e6, 20e6, 20e6, 20e6}},
+		{"a long silence", 0, []time.Duration{0, 1, 10 * idle, 1}},
+		{"cap far", time.Hour, []time.Duration{0, slack, slack, 1}},
+		{"cap reached", idle + slack/2, []time.Duration{0, slack / 4, slack / 4, slack, idle, time.Hour}},
+		{"cap within the slack", idle + slack/2, []time.Duration{0, slack / 2, slack/2 - 1, 1}},
+		{"cap before the idle bound", idle / 2, []time.Duration{0, 1, idle, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &deadlineWriter{ResponseWriter: httptest.NewRecorder()}
+			b := Bound{Idle: idle}
+			ref := refBound{idle: idle}
+			if tc.end > 0 {
+				b.End, ref.end = t0.Add(tc.end), t0.Add(tc.end)
+			}
+			b.BindClient(w)
+			now := t0
+			moves := 0
+			for round := range 2 { // the second after Clear
+				for i, step := range tc.steps {
+					now = now.Add(step)
+					got, moved := b.Next(now)
+					want, wantMoved := ref.next(now)
+					if !got.Equal(want) || moved != wantMoved {
+						t.Fatalf("round %d, call %d (+%v): Next = %v, %v; want %v, %v", round, i, now.Sub(t0), got.Sub(t0), moved, want.Sub(t0), wantMoved)
+					}
+					if moved {
+						moves++
+					}
+				}
+				b.Clear()
+				ref.last = time.Time{}
+				moves++ // Clear's zero deadline
+			}
+			if len(w.set) != moves {
+				t.Fatalf("%d write deadlines set, want %d", len(w.set), moves)
+			}
+		})
+	}
+}
+
+// TestNoticeResetsHold: after Notice a Next looks again (it does not
+// answer from a hold worked out before the notice).
+func TestNoticeResetsHold(t *testing.T) {
+	b := Bound{Idle: time.Hour}
+	now := time.Now()
+	b.Next(now)
+	b.Notice()
+	if b.hold != (time.Time{}) {
+		t.Fatalf("hold %v after Notice, want zero", b.hold)
+	}
+	if d, _ := b.Next(now); !d.Equal(b.last) {
+		t.Fatalf("Next after Notice = %v, want the notice's %v", d, b.last)
+	}
+}
