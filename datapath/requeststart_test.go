@@ -38,7 +38,7 @@ func TestRequestStart(t *testing.T) {
 		{"arrived without a start", arrivedRecorder{httptest.NewRecorder(), time.Time{}, true}, true, time.Time{}, false},
 	} {
 		before := time.Now()
-		arr := requestStart(c.w)
+		arr, _ := requestStart(c.w)
 		got, whole := arr.Start, arr.BodyWhole
 		after := time.Now()
 		if whole != c.whole || arr.LineChecked != c.whole || arr.HopFree != c.whole {
