@@ -3,9 +3,11 @@ package datapath
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
+	"github.com/infergate/infergate/datapath/pd"
 	"github.com/infergate/infergate/spec"
 	"github.com/infergate/infergate/tenant"
 )
@@ -253,6 +255,51 @@ func TestAdminGatePrefix(t *testing.T) {
 	} {
 		if got := g.denies(tc.path); got != tc.want {
 			t.Errorf("denies(%q) = %v, want %v", tc.path, got, tc.want)
+		}
+	}
+}
+
+// TestAdminGateHint: the length-and-letter filter in front of the exact
+// paths changes no answer: each gate (every engine, closed, open, with an
+// allowed path) answers every path as the same gate with a filter that
+// passes everything does, over the admin paths, their trailing-slash and
+// one-letter variants, and inference paths.
+func TestAdminGateHint(t *testing.T) {
+	paths := []string{"", "/", "/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/models",
+		"/health", "/metrics", "/v1/embeddings", "/x", "/v1/load_lora_adapter/"}
+	var rules []*spec.Rule
+	for _, e := range []spec.Engine{"", spec.EngineVLLM, spec.EngineSGLang, spec.EngineTRTLLM, spec.EngineLlamaCpp} {
+		for _, open := range []bool{false, true} {
+			r := &spec.Rule{}
+			r.Admin.Engine, r.Admin.Open = e, open
+			rules = append(rules, r)
+		}
+		r := &spec.Rule{AllowedPaths: []string{"/sleep", "/slots/*"}}
+		r.Admin.Engine = e
+		rules = append(rules, r)
+		for _, p := range pd.AdminPaths(e) {
+			p = strings.TrimSuffix(p, "/*")
+			paths = append(paths, p, p+"/", "/"+p, p[:len(p)-1]+"z", "/Z"+p[2:])
+		}
+	}
+	for _, r := range rules {
+		g := newAdminGate(r)
+		if g == nil {
+			continue
+		}
+		all := *g
+		for i := range all.hint {
+			all.hint[i] = ^uint32(0)
+		}
+		for _, p := range paths {
+			if got, want := g.denies(p), all.denies(p); got != want {
+				t.Errorf("engine %q open %v: denies(%q) = %v, unfiltered %v", r.Admin.Engine, r.Admin.Open, p, got, want)
+			}
+		}
+		for p := range g.exact {
+			if !g.denies(p) {
+				t.Errorf("engine %q: closed exact path %q not denied", r.Admin.Engine, p)
+			}
 		}
 	}
 }

@@ -1,7 +1,10 @@
 package datapath
 
 import (
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -168,6 +171,29 @@ func TestRequestIDFormat(t *testing.T) {
 	}
 	if strings.ToLower(newRequestID()) == "" {
 		t.Fatal("empty id")
+	}
+}
+
+// TestRequestIDOf: the word-at-a-time spelling is hex.EncodeToString of
+// the two words' big-endian bytes, for chosen edges and many random pairs.
+func TestRequestIDOf(t *testing.T) {
+	tests := [][2]uint64{
+		{0, 0},
+		{^uint64(0), ^uint64(0)},
+		{0x0123456789abcdef, 0xfedcba9876543210},
+		{0x0909090909090909, 0x0a0a0a0a0a0a0a0a}, // the 9/a edge in every byte
+		{0xf0f0f0f0f0f0f0f0, 0x0f0f0f0f0f0f0f0f},
+	}
+	for range 100000 {
+		tests = append(tests, [2]uint64{rand.Uint64(), rand.Uint64()})
+	}
+	for _, tc := range tests {
+		var raw [16]byte
+		binary.BigEndian.PutUint64(raw[:8], tc[0])
+		binary.BigEndian.PutUint64(raw[8:], tc[1])
+		if got, want := requestIDOf(tc[0], tc[1]), hex.EncodeToString(raw[:]); got != want {
+			t.Fatalf("requestIDOf(%#x, %#x) = %s, want %s", tc[0], tc[1], got, want)
+		}
 	}
 }
 

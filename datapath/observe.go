@@ -251,6 +251,11 @@ func (rt *Runtime) observeEnd(x *exchange) {
 	if c != nil && rt.llm != nil {
 		rt.observeLLM(x, status, ttft, total, completion, metered)
 	}
+	// The error code goes only to the span and the access line: without
+	// either, no lookup of it in the answer's header.
+	if o.span == nil && !rt.access.Writing() {
+		return
+	}
 	code := canonicalGet(o.clock.Header(), HeaderError)
 	if status == statusClientClosed {
 		code = codeClientClosed

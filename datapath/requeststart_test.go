@@ -23,6 +23,18 @@ func (a arrivedRecorder) Arrived() h1.Arrival {
 	return h1.Arrival{Start: a.at, BodyWhole: a.whole, LineChecked: a.whole, HopFree: a.whole}
 }
 
+// parsedRecorder is an arrivedRecorder that also reports its parser's
+// Fields, as h1's writer does.
+type parsedRecorder struct {
+	arrivedRecorder
+	asked *int
+}
+
+func (p parsedRecorder) Fields() h1.Fields {
+	*p.asked++
+	return h1.Fields{}
+}
+
 func TestRequestStart(t *testing.T) {
 	earlier := time.Now().Add(-time.Second)
 	for _, c := range []struct {
@@ -36,9 +48,15 @@ func TestRequestStart(t *testing.T) {
 		{"arrived whole", arrivedRecorder{httptest.NewRecorder(), earlier, true}, false, earlier, true},
 		{"arrived, body to read", arrivedRecorder{httptest.NewRecorder(), earlier, false}, false, earlier, false},
 		{"arrived without a start", arrivedRecorder{httptest.NewRecorder(), time.Time{}, true}, true, time.Time{}, false},
+		{"parsed whole", parsedRecorder{arrivedRecorder{httptest.NewRecorder(), earlier, true}, new(int)}, false, earlier, true},
+		{"parsed, body to read", parsedRecorder{arrivedRecorder{httptest.NewRecorder(), earlier, false}, new(int)}, false, earlier, false},
+		{"parsed without a start", parsedRecorder{arrivedRecorder{httptest.NewRecorder(), time.Time{}, true}, new(int)}, true, time.Time{}, false},
 	} {
 		before := time.Now()
-		arr := requestStart(c.w)
+		arr, _ := requestStart(c.w)
+		if p, ok := c.w.(parsedRecorder); ok && *p.asked != 1 {
+			t.Errorf("%s: Fields asked %d times, want once", c.name, *p.asked)
+		}
 		got, whole := arr.Start, arr.BodyWhole
 		after := time.Now()
 		if whole != c.whole || arr.LineChecked != c.whole || arr.HopFree != c.whole {

@@ -113,6 +113,9 @@ type reqState struct {
 	// whole: the body (if any) was all in the read buffer when the head
 	// was parsed (ResponseWriter.Arrived).
 	whole bool
+	// fields filters the common names parseRequest stored in hdr
+	// (response.Fields); beside the two flags, in the state's padding.
+	fields fieldFilter
 }
 
 func (c *conn) serve() {
@@ -334,7 +337,7 @@ func (c *conn) readRequest(first bool, whole int) (*reqState, bool) {
 		}
 	}
 	c.reqClose = p.close
-	rs.hopFree = !p.hopField
+	rs.hopFree, rs.fields = !p.hopField, p.stored
 	return rs, true
 }
 

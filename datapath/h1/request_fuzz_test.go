@@ -62,6 +62,11 @@ func FuzzParseRequest(f *testing.F) {
 				t.Fatalf("method %q accepted", r.Method)
 			}
 		}
+		for _, k := range commonRequestHeaders {
+			if (Fields{stored: p.stored, known: true}).Lacks(FieldOf(k)) && r.Header[k] != nil {
+				t.Fatalf("%s stored, the head said to lack it: %q", k, raw)
+			}
+		}
 		for k, vv := range r.Header {
 			if !validFieldName(k) {
 				t.Fatalf("field name %q accepted", k)
