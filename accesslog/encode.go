@@ -25,10 +25,12 @@ import (
 // (newEncoder); anything else — hooks, caller reports, renamed keys,
 // colours on a terminal, a custom formatter — keeps the logrus path.
 //
-// The line goes to the writer in one Write, as logrus does, under the
-// encoder's lock (logrus's is private): access lines never interleave, and
-// the writer must take a Write concurrent with logrus's own lines whole, as
-// an *os.File (the daemon's stderr, a log file) does, or be locked itself.
+// Unbuffered, the line goes to the writer in one Write, as logrus does,
+// under the encoder's lock (logrus's is private); buffered (Options.
+// BufferBytes), whole lines go in batches (buffer.go). Either way access
+// lines never interleave, and the writer must take a Write concurrent with
+// logrus's own lines whole, as an *os.File (the daemon's stderr, a log
+// file) does, or be locked itself.
 
 // fieldID names what a slot of the line holds.
 type fieldID uint8
@@ -87,8 +89,9 @@ type quoting struct {
 
 // encoder is one logger's line layout and its pooled buffers.
 type encoder struct {
-	mu      sync.Mutex // held across out.Write
+	mu      sync.Mutex // held across out.Write when unbuffered
 	out     io.Writer
+	buf     *bufWriter // batches lines to out (buffer.go); nil: a Write per line
 	json    bool
 	html    bool   // JSON: escape <, > and & as encoding/json does by default
 	timeFmt string // "": no time key
@@ -272,9 +275,13 @@ func (enc *encoder) write(e *Entry) {
 		lb = &lineBuf{b: make([]byte, 0, 1024), scratch: make([]byte, 0, 256)}
 	}
 	lb.b = enc.line(lb.b[:0], lb, e)
-	enc.mu.Lock()
-	_, _ = enc.out.Write(lb.b)
-	enc.mu.Unlock()
+	if enc.buf != nil {
+		enc.buf.writeLine(lb.b)
+	} else {
+		enc.mu.Lock()
+		_, _ = enc.out.Write(lb.b)
+		enc.mu.Unlock()
+	}
 	if cap(lb.b) <= maxPooled && cap(lb.scratch) <= maxPooled {
 		enc.bufs.Put(lb)
 	}

@@ -77,7 +77,7 @@ func twoLoggers(t *testing.T, f func() logrus.Formatter, base logrus.Fields) (di
 		if base != nil {
 			fl = l.WithFields(base)
 		}
-		return New(DefaultOptions(), fl), &buf
+		return New(unbuffered(), fl, nil), &buf
 	}
 	direct, db = mk(f())
 	viaLogrus, lb = mk(f())
@@ -179,7 +179,7 @@ func TestEncoderDeclines(t *testing.T) {
 			var buf bytes.Buffer
 			l := logrus.New()
 			l.SetOutput(&buf)
-			al := New(DefaultOptions(), tt.setup(l))
+			al := New(unbuffered(), tt.setup(l), nil)
 			if al.enc != nil {
 				t.Fatal("the encoder took a setup only logrus renders")
 			}
@@ -201,7 +201,7 @@ func TestEncoderAllocs(t *testing.T) {
 		l := logrus.New()
 		l.SetOutput(io.Discard)
 		l.SetFormatter(formatterCases()[fname]())
-		al := New(DefaultOptions(), l.WithField("component", "access"))
+		al := New(unbuffered(), l.WithField("component", "access"), nil)
 		e := encoderCases()[0]
 		if n := testing.AllocsPerRun(100, func() { al.Log(&e) }); n != 0 {
 			t.Errorf("%s: %v allocations a line, want 0", fname, n)
@@ -246,7 +246,7 @@ func TestEncoderConcurrent(t *testing.T) {
 	l := logrus.New()
 	l.SetOutput(w)
 	l.SetFormatter(&logrus.JSONFormatter{})
-	al := New(DefaultOptions(), l.WithField("component", "access"))
+	al := New(unbuffered(), l.WithField("component", "access"), nil)
 	if al.enc == nil {
 		t.Fatal("no encoder")
 	}
