@@ -204,3 +204,35 @@ func unbuffered() Options {
 	o.BufferBytes = 0
 	return o
 }
+
+// BenchmarkLogSingle is the line of a small single-pool request, as the
+// daemon writes one per request by default (text, the entry test/bench/
+// irpr.sh's requests make), unbuffered and buffered, to a discarding
+// writer.
+func BenchmarkLogSingle(b *testing.B) {
+	for _, f := range []struct {
+		name   string
+		f      logrus.Formatter
+		buffer int
+	}{
+		{"text", &logrus.TextFormatter{}, 0}, {"json", &logrus.JSONFormatter{}, 0},
+		{"text-buffered", &logrus.TextFormatter{}, DefaultOptions().BufferBytes},
+	} {
+		b.Run(f.name, func(b *testing.B) {
+			l := logrus.New()
+			l.SetOutput(io.Discard)
+			l.SetFormatter(f.f)
+			o := DefaultOptions()
+			o.BufferBytes = f.buffer
+			al := New(o, l.WithField("component", "access"), nil)
+			defer func() { _ = al.Close(b.Context()) }()
+			e := &Entry{Start: time.Now(), RequestID: "cbad8095490c4899ddcb9c3c6cf0decf", Rule: "irpr", VIP: "127.0.6.1:36710",
+				Method: "POST", Path: "/v1/completions", Model: "fake-model", Client: "127.0.6.1", Status: 200, Tier: "rr",
+				Endpoint: "127.0.6.1:36800", TTFT: 1234567, Total: 1345678, BytesOut: 312}
+			b.ReportAllocs()
+			for b.Loop() {
+				al.Log(e)
+			}
+		})
+	}
+}

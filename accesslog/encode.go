@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -59,6 +60,7 @@ const (
 	fBytesOut
 	fPromptTokens
 	fCompletionTokens
+	fEnd // the line's end: only its lead
 )
 
 // lineKeys are the keys of the fields an Entry fills, as the logrus path
@@ -82,6 +84,26 @@ type slot struct {
 	value []byte
 }
 
+// op is one step of writing a line, compiled from the slots (layout): lead
+// is written always — the separators, keys and values of the fields that
+// never change (the logger's own, level, msg) since the last field that
+// does, and the key of a field every line has — then key and the value of
+// field id when the entry has it.
+type op struct {
+	lead []byte
+	key  []byte // with the separator before it; nil when in lead
+	id   fieldID
+}
+
+// stamp is a time value as written, for every time of one second in one
+// location: the same text while the layout has no finer unit (RFC 3339,
+// logrus's default).
+type stamp struct {
+	sec  int64
+	loc  *time.Location
+	text []byte
+}
+
 // quoting is the TextFormatter's value quoting.
 type quoting struct {
 	force, disable, empty bool
@@ -96,8 +118,12 @@ type encoder struct {
 	html    bool   // JSON: escape <, > and & as encoding/json does by default
 	timeFmt string // "": no time key
 	quote   quoting
-	slots   []slot
+	ops     []op
 	bufs    sync.Pool // *lineBuf
+	// last is the latest second's time value, reused by the lines of the
+	// same second when timeFmt is RFC 3339 (nil otherwise).
+	last      atomic.Pointer[stamp]
+	perSecond bool
 }
 
 // lineBuf is a pooled line and the scratch space of values rendered before
@@ -229,8 +255,50 @@ func (enc *encoder) layout(base logrus.Fields) bool {
 			s.key = append(s.key, '=')
 		}
 	}
-	enc.slots = slots
+	enc.ops = enc.compile(slots)
+	enc.perSecond = enc.timeFmt == time.RFC3339
 	return true
+}
+
+// compile turns the ordered slots into ops. The first slot is always
+// written — text: time or level; JSON: a logger's field or bytes_out, the
+// first of the line's keys and one every line has — so every later key's
+// separator is fixed.
+func (enc *encoder) compile(slots []slot) []op {
+	var ops []op
+	var lead []byte
+	if enc.json {
+		lead = append(lead, '{')
+	}
+	for i, s := range slots {
+		var key []byte
+		if i > 0 {
+			key = append(key, ' ')
+			if enc.json {
+				key[0] = ','
+			}
+		}
+		key = append(key, s.key...)
+		switch s.id {
+		case fBase:
+			lead = append(append(lead, key...), s.value...)
+		case fLevel:
+			lead = enc.str(append(lead, key...), "info")
+		case fMsg:
+			lead = enc.str(append(lead, key...), Message)
+		case fTime, fRequestID, fMethod, fPath, fStatus, fDuration, fBytesOut:
+			// In every line: the key is part of the lead.
+			ops = append(ops, op{lead: append(lead, key...), id: s.id})
+			lead = nil
+		default:
+			ops = append(ops, op{lead: lead, key: key, id: s.id})
+			lead = nil
+		}
+	}
+	if enc.json {
+		lead = append(lead, '}')
+	}
+	return append(ops, op{lead: append(lead, '\n'), id: fEnd})
 }
 
 // baseValue renders a field of the logger's entry as its formatter would.
@@ -287,53 +355,59 @@ func (enc *encoder) write(e *Entry) {
 	}
 }
 
-// line appends e's line to b.
+// line appends e's line to b: each op's lead, then its field when e has
+// it — the request's identity, status, duration and size always, the rest
+// only when known.
 func (enc *encoder) line(b []byte, lb *lineBuf, e *Entry) []byte {
-	if enc.json {
-		b = append(b, '{')
-	}
-	first := true
-	for i := range enc.slots {
-		s := &enc.slots[i]
-		if !present(s.id, e) {
-			continue
+	for i := range enc.ops {
+		op := &enc.ops[i]
+		if len(op.lead) > 0 {
+			b = append(b, op.lead...)
 		}
-		switch {
-		case first:
-			first = false
-		case enc.json:
-			b = append(b, ',')
-		default:
-			b = append(b, ' ')
+		switch id := op.id; id {
+		case fRequestID, fMethod, fPath:
+			b = enc.str(b, e.text(id))
+		case fTraceID, fRule, fVIP, fModel, fClient, fError, fTier, fEndpoint, fPrefill:
+			if v := e.text(id); v != "" {
+				b = append(b, op.key...)
+				b = enc.str(b, v)
+			}
+		case fTime:
+			b = enc.time(b, lb, e.Start)
+		case fStatus:
+			b = enc.int(b, int64(e.Status))
+		case fDuration:
+			b = enc.ms(b, e.Total)
+		case fBytesOut:
+			b = enc.int(b, e.BytesOut)
+		case fTTFT:
+			if e.TTFT > 0 {
+				b = append(b, op.key...)
+				b = enc.ms(b, e.TTFT)
+			}
+		case fLegs:
+			if len(e.Legs) > 0 {
+				b = append(b, op.key...)
+				b = enc.legs(b, lb, e.Legs)
+			}
+		case fPromptTokens:
+			if e.Metered {
+				b = append(b, op.key...)
+				b = enc.int(b, int64(e.PromptTokens))
+			}
+		case fCompletionTokens:
+			if e.Metered {
+				b = append(b, op.key...)
+				b = enc.int(b, int64(e.CompletionTokens))
+			}
 		}
-		b = append(b, s.key...)
-		b = enc.value(b, lb, s, e)
 	}
-	if enc.json {
-		b = append(b, '}')
-	}
-	return append(b, '\n')
-}
-
-// present reports whether e has the field: the request's identity, status,
-// duration and size always, the rest only when known.
-func present(id fieldID, e *Entry) bool {
-	switch id {
-	case fTraceID, fRule, fVIP, fModel, fClient, fError, fTier, fEndpoint, fPrefill:
-		return e.text(id) != ""
-	case fLegs:
-		return len(e.Legs) > 0
-	case fTTFT:
-		return e.TTFT > 0
-	case fPromptTokens, fCompletionTokens:
-		return e.Metered
-	}
-	return true
+	return b
 }
 
 // text is the value of a string field of the line ("" for any other id):
-// one accessor for present and value, so a field's presence and what is
-// written for it come from the same place.
+// one accessor for whether line writes an optional field and what it
+// writes, so the two come from the same place.
 func (e *Entry) text(id fieldID) string {
 	switch id {
 	case fRequestID:
@@ -364,44 +438,34 @@ func (e *Entry) text(id fieldID) string {
 	return ""
 }
 
-// value appends the value of slot s.
-func (enc *encoder) value(b []byte, lb *lineBuf, s *slot, e *Entry) []byte {
-	switch s.id {
-	case fBase:
-		return append(b, s.value...)
-	case fTime:
-		t := e.Start
-		if t.IsZero() {
-			t = time.Now() // as logrus stamps an entry without a time
+// time appends the line's time: the arrival, or now for an entry without
+// one, as logrus stamps it. With an RFC 3339 layout the text is the same
+// for a whole second, so a line of the second before's reuses it.
+func (enc *encoder) time(b []byte, lb *lineBuf, t time.Time) []byte {
+	if t.IsZero() {
+		t = time.Now()
+	}
+	if enc.perSecond {
+		if st := enc.last.Load(); st != nil && st.sec == t.Unix() && st.loc == t.Location() {
+			return append(b, st.text...)
 		}
-		lb.scratch = t.AppendFormat(lb.scratch[:0], enc.timeFmt)
-		return enc.strBytes(b, lb.scratch)
-	case fLevel:
-		return enc.str(b, "info")
-	case fMsg:
-		return enc.str(b, Message)
-	case fRequestID, fTraceID, fRule, fVIP, fMethod, fPath, fModel, fClient, fError, fTier, fEndpoint, fPrefill:
-		return enc.str(b, e.text(s.id))
-	case fStatus:
-		return enc.int(b, int64(e.Status))
-	case fLegs:
-		if enc.json {
-			return appendJSONLegs(b, e.Legs, enc.html)
-		}
-		lb.scratch = e.Legs.appendText(lb.scratch[:0])
-		return enc.quote.appendBytes(b, lb.scratch)
-	case fTTFT:
-		return enc.float(b, ms(e.TTFT))
-	case fDuration:
-		return enc.float(b, ms(e.Total))
-	case fBytesOut:
-		return enc.int(b, e.BytesOut)
-	case fPromptTokens:
-		return enc.int(b, int64(e.PromptTokens))
-	case fCompletionTokens:
-		return enc.int(b, int64(e.CompletionTokens))
+	}
+	lb.scratch = t.AppendFormat(lb.scratch[:0], enc.timeFmt)
+	n := len(b)
+	b = enc.strBytes(b, lb.scratch)
+	if enc.perSecond {
+		enc.last.Store(&stamp{sec: t.Unix(), loc: t.Location(), text: bytes.Clone(b[n:])})
 	}
 	return b
+}
+
+// legs appends the P/D legs: objects in JSON, a quoted list in text.
+func (enc *encoder) legs(b []byte, lb *lineBuf, ls Legs) []byte {
+	if enc.json {
+		return appendJSONLegs(b, ls, enc.html)
+	}
+	lb.scratch = ls.appendText(lb.scratch[:0])
+	return enc.quote.appendBytes(b, lb.scratch)
 }
 
 func (enc *encoder) str(b []byte, s string) []byte {
@@ -426,6 +490,42 @@ func (enc *encoder) int(b []byte, n int64) []byte {
 	return enc.quote.appendNumber(b, strconv.AppendInt(raw[:0], n, 10))
 }
 
+// ms appends ms(d) as enc.float does, but in the range where that is
+// the decimal digits of d's whole microseconds — below 10^6 ms in text,
+// where %g turns to an exponent, and below 10^12 ms in JSON — from the
+// integer, without formatting a float. Every decimal of 15 significant
+// digits or fewer is the shortest form of the float64 nearest it, so the
+// digits are the same.
+func (enc *encoder) ms(b []byte, d time.Duration) []byte {
+	us := math.Round(float64(d) / 1e3) // as ms does, before its division
+	limit := 1e9
+	if enc.json {
+		limit = 1e15
+	}
+	if d < 0 || us >= limit || (!enc.json && enc.quote.force) {
+		return enc.float(b, us/1e3)
+	}
+	return appendMicros(b, int64(us))
+}
+
+// appendMicros appends us microseconds as milliseconds: the whole part,
+// then the fraction's digits without trailing zeros.
+func appendMicros(b []byte, us int64) []byte {
+	b = strconv.AppendInt(b, us/1000, 10)
+	frac := us % 1000
+	if frac == 0 {
+		return b
+	}
+	b = append(b, '.', byte('0'+frac/100))
+	if frac%100 != 0 {
+		b = append(b, byte('0'+frac/10%10))
+		if frac%10 != 0 {
+			b = append(b, byte('0'+frac%10))
+		}
+	}
+	return b
+}
+
 func (enc *encoder) float(b []byte, f float64) []byte {
 	if enc.json {
 		return appendJSONFloat(b, f)
@@ -434,33 +534,97 @@ func (enc *encoder) float(b []byte, f float64) []byte {
 	return enc.quote.appendNumber(b, strconv.AppendFloat(raw[:0], f, 'g', -1, 64))
 }
 
+// Byte classes: what one scan of a value (scan) learns about it, so that
+// the common values — ids, rule names, paths, addresses — are copied as
+// they are after a table lookup per byte, and only values with bytes to
+// escape take strconv's or encoding/json's rune-by-rune way.
+const (
+	// classQuote: logrus's TextFormatter quotes a value holding the byte
+	// (any byte outside [A-Za-z0-9-._/@^+]).
+	classQuote uint8 = 1 << iota
+	// classEscape: strconv.Quote writes the byte other than as itself
+	// (it is not printable ASCII, or it is '"' or '\').
+	classEscape
+	// classJSON: encoding/json may write the byte other than as itself: a
+	// control byte, '"', '\', or a byte of a multi-byte rune (invalid
+	// UTF-8, U+2028 and U+2029 are escaped).
+	classJSON
+	// classHTML: '<', '>' and '&', escaped by encoding/json's default
+	// HTML escaping.
+	classHTML
+)
+
+// byteClass is the classes of every byte value; computed once, never
+// written.
+var byteClass = func() (t [256]uint8) {
+	for i := range t {
+		c := byte(i)
+		if !safeTextByte(c) {
+			t[i] |= classQuote
+		}
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			t[i] |= classEscape
+		}
+		if c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
+			t[i] |= classJSON
+		}
+		if c == '<' || c == '>' || c == '&' {
+			t[i] |= classHTML
+		}
+	}
+	return t
+}()
+
+// scan is the union of the classes of s's bytes, eight at a time.
+func scan[S ~string | ~[]byte](s S) uint8 {
+	var acc uint8
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		_ = s[i+7]
+		acc |= byteClass[s[i]] | byteClass[s[i+1]] | byteClass[s[i+2]] | byteClass[s[i+3]] |
+			byteClass[s[i+4]] | byteClass[s[i+5]] | byteClass[s[i+6]] | byteClass[s[i+7]]
+	}
+	for ; i < len(s); i++ {
+		acc |= byteClass[s[i]]
+	}
+	return acc
+}
+
 // appendString appends s as logrus's TextFormatter writes a string value:
-// bare when every byte is safe, else Go-quoted.
+// bare when every byte is safe, else Go-quoted — between quotes as it is
+// when strconv would escape none of its bytes.
 func (q quoting) appendString(b []byte, s string) []byte {
+	c := scan(s)
 	switch {
-	case !quotes(q, s):
+	case !q.quotes(c, len(s)):
 		return append(b, s...)
-	case s == "":
-		return append(b, `""`...)
+	case c&classEscape == 0:
+		b = append(b, '"')
+		b = append(b, s...)
+		return append(b, '"')
 	}
 	return strconv.AppendQuote(b, s)
 }
 
 // appendBytes is appendString of raw without making it a string.
 func (q quoting) appendBytes(b, raw []byte) []byte {
+	c := scan(raw)
 	switch {
-	case !quotes(q, raw):
+	case !q.quotes(c, len(raw)):
 		return append(b, raw...)
-	case len(raw) == 0:
-		return append(b, `""`...)
+	case c&classEscape == 0:
+		b = append(b, '"')
+		b = append(b, raw...)
+		return append(b, '"')
 	}
 	return appendQuoteBytes(b, raw)
 }
 
-// quotes is logrus's choice: forced, an empty value when asked, else any
-// byte outside [A-Za-z0-9-._/@^+] unless quoting is disabled.
-func quotes[S ~string | ~[]byte](q quoting, s S) bool {
-	return q.force || (q.empty && len(s) == 0) || (!q.disable && needsQuoting(s))
+// quotes is logrus's choice for a value of n bytes whose classes are c:
+// forced, an empty value when asked, else any byte outside
+// [A-Za-z0-9-._/@^+] unless quoting is disabled.
+func (q quoting) quotes(c uint8, n int) bool {
+	return q.force || (q.empty && n == 0) || (!q.disable && c&classQuote != 0)
 }
 
 // appendNumber appends a rendered number: bare, or quoted under ForceQuote.
@@ -469,16 +633,6 @@ func (q quoting) appendNumber(b, num []byte) []byte {
 		return appendQuoteBytes(b, num)
 	}
 	return append(b, num...)
-}
-
-// needsQuoting is logrus's test: any byte outside [A-Za-z0-9-._/@^+].
-func needsQuoting[S ~string | ~[]byte](s S) bool {
-	for i := range len(s) {
-		if !safeTextByte(s[i]) {
-			return true
-		}
-	}
-	return false
 }
 
 func safeTextByte(c byte) bool {
@@ -588,6 +742,10 @@ func jsonSafe(c byte, html bool) bool {
 // UTF-8 as U+FFFD, U+2028 and U+2029 escaped.
 func appendJSONString[S ~string | ~[]byte](b []byte, src S, html bool) []byte {
 	b = append(b, '"')
+	if c := scan(src); c&classJSON == 0 && (!html || c&classHTML == 0) {
+		b = append(b, src...)
+		return append(b, '"')
+	}
 	start := 0
 	for i := 0; i < len(src); {
 		if c := src[i]; c < utf8.RuneSelf {
