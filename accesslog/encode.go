@@ -84,17 +84,6 @@ type slot struct {
 	value []byte
 }
 
-// op is one step of writing a line, compiled from the slots (layout): lead
-// is written always — the separators, keys and values of the fields that
-// never change (the logger's own, level, msg) since the last field that
-// does, and the key of a field every line has — then key and the value of
-// field id when the entry has it.
-type op struct {
-	lead []byte
-	key  []byte // with the separator before it; nil when in lead
-	id   fieldID
-}
-
 // stamp is a time value as written, for every time of one second in one
 // location: the same text while the layout has no finer unit (RFC 3339,
 // logrus's default).
@@ -118,8 +107,16 @@ type encoder struct {
 	html    bool   // JSON: escape <, > and & as encoding/json does by default
 	timeFmt string // "": no time key
 	quote   quoting
-	ops     []op
-	bufs    sync.Pool // *lineBuf
+	// leads[id] is written before field id whatever the entry holds: the
+	// separators, keys and values of the fields that never change (the
+	// logger's own, level, msg) since the field before, and id's key when
+	// every line has the field; keys[id] is the key of a field written only
+	// when known, with its separator. leads[fEnd] ends the line.
+	leads, keys [fEnd + 1][]byte
+	// time is first in text lines and among the sorted keys in JSON ones;
+	// neither when the formatter writes no time.
+	timeFirst, timeSorted bool
+	bufs                  sync.Pool // *lineBuf
 	// last is the latest second's time value, reused by the lines of the
 	// same second when timeFmt is RFC 3339 (nil otherwise).
 	last      atomic.Pointer[stamp]
@@ -255,17 +252,23 @@ func (enc *encoder) layout(base logrus.Fields) bool {
 			s.key = append(s.key, '=')
 		}
 	}
-	enc.ops = enc.compile(slots)
 	enc.perSecond = enc.timeFmt == time.RFC3339
-	return true
+	return enc.compile(slots)
 }
 
-// compile turns the ordered slots into ops. The first slot is always
-// written — text: time or level; JSON: a logger's field or bytes_out, the
-// first of the line's keys and one every line has — so every later key's
-// separator is fixed.
-func (enc *encoder) compile(slots []slot) []op {
-	var ops []op
+// lineOrder is the order line writes the fields an entry fills: their
+// keys' sorted order, time aside (text lines start with it, JSON lines
+// sort it in after tier).
+var lineOrder = [...]fieldID{fBytesOut, fClient, fCompletionTokens, fDuration, fEndpoint, fError, fLegs, fMethod,
+	fModel, fPath, fPrefill, fPromptTokens, fRequestID, fRule, fStatus, fTier, fTime, fTraceID, fTTFT, fVIP}
+
+// compile renders the ordered slots' constant parts into leads and keys,
+// and checks that the fields come in the order line writes them. The
+// first slot is always written — text: time or level; JSON: a logger's
+// field or bytes_out, the first of the line's keys and one every line has
+// — so every later key's separator is fixed.
+func (enc *encoder) compile(slots []slot) bool {
+	var order []fieldID
 	var lead []byte
 	if enc.json {
 		lead = append(lead, '{')
@@ -282,23 +285,35 @@ func (enc *encoder) compile(slots []slot) []op {
 		switch s.id {
 		case fBase:
 			lead = append(append(lead, key...), s.value...)
+			continue
 		case fLevel:
 			lead = enc.str(append(lead, key...), "info")
+			continue
 		case fMsg:
 			lead = enc.str(append(lead, key...), Message)
+			continue
 		case fTime, fRequestID, fMethod, fPath, fStatus, fDuration, fBytesOut:
 			// In every line: the key is part of the lead.
-			ops = append(ops, op{lead: append(lead, key...), id: s.id})
-			lead = nil
+			enc.leads[s.id] = append(lead, key...)
 		default:
-			ops = append(ops, op{lead: lead, key: key, id: s.id})
-			lead = nil
+			enc.leads[s.id], enc.keys[s.id] = lead, key
 		}
+		lead = nil
+		order = append(order, s.id)
 	}
 	if enc.json {
 		lead = append(lead, '}')
 	}
-	return append(ops, op{lead: append(lead, '\n'), id: fEnd})
+	enc.leads[fEnd] = append(lead, '\n')
+	if len(order) > 0 && order[0] == fTime && !enc.json {
+		enc.timeFirst = true
+		order = order[1:]
+	}
+	want := slices.DeleteFunc(slices.Clone(lineOrder[:]), func(id fieldID) bool { return id == fTime })
+	if enc.timeSorted = enc.json && enc.timeFmt != ""; enc.timeSorted {
+		want = lineOrder[:]
+	}
+	return slices.Equal(order, want)
 }
 
 // baseValue renders a field of the logger's entry as its formatter would.
@@ -317,15 +332,15 @@ func (enc *encoder) baseValue(v any) ([]byte, bool) {
 	}
 	switch x := v.(type) {
 	case string:
-		return enc.quote.appendString(nil, x), true
+		return enc.str(nil, x), true
 	case []byte:
 		return enc.quote.appendBytes(nil, x), true
 	case bool:
-		return enc.quote.appendString(nil, strconv.FormatBool(x)), true
+		return enc.str(nil, strconv.FormatBool(x)), true
 	case error:
-		return enc.quote.appendString(nil, x.Error()), true
+		return enc.str(nil, x.Error()), true
 	case fmt.Stringer:
-		return enc.quote.appendString(nil, x.String()), true
+		return enc.str(nil, x.String()), true
 	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, uintptr:
 		return enc.quote.appendNumber(nil, []byte(fmt.Sprint(x))), true
 	case float32:
@@ -333,7 +348,7 @@ func (enc *encoder) baseValue(v any) ([]byte, bool) {
 	case float64:
 		return enc.quote.appendNumber(nil, strconv.AppendFloat(nil, x, 'g', -1, 64)), true
 	}
-	return enc.quote.appendString(nil, fmt.Sprint(v)), true
+	return enc.str(nil, fmt.Sprint(v)), true
 }
 
 // write renders e and writes it in one Write.
@@ -355,87 +370,78 @@ func (enc *encoder) write(e *Entry) {
 	}
 }
 
-// line appends e's line to b: each op's lead, then its field when e has
-// it — the request's identity, status, duration and size always, the rest
-// only when known.
+// line appends e's line to b: the request's identity, status, duration
+// and size always, the rest only when known, in lineOrder.
 func (enc *encoder) line(b []byte, lb *lineBuf, e *Entry) []byte {
-	for i := range enc.ops {
-		op := &enc.ops[i]
-		if len(op.lead) > 0 {
-			b = append(b, op.lead...)
-		}
-		switch id := op.id; id {
-		case fRequestID, fMethod, fPath:
-			b = enc.str(b, e.text(id))
-		case fTraceID, fRule, fVIP, fModel, fClient, fError, fTier, fEndpoint, fPrefill:
-			if v := e.text(id); v != "" {
-				b = append(b, op.key...)
-				b = enc.str(b, v)
-			}
-		case fTime:
-			b = enc.time(b, lb, e.Start)
-		case fStatus:
-			b = enc.int(b, int64(e.Status))
-		case fDuration:
-			b = enc.ms(b, e.Total)
-		case fBytesOut:
-			b = enc.int(b, e.BytesOut)
-		case fTTFT:
-			if e.TTFT > 0 {
-				b = append(b, op.key...)
-				b = enc.ms(b, e.TTFT)
-			}
-		case fLegs:
-			if len(e.Legs) > 0 {
-				b = append(b, op.key...)
-				b = enc.legs(b, lb, e.Legs)
-			}
-		case fPromptTokens:
-			if e.Metered {
-				b = append(b, op.key...)
-				b = enc.int(b, int64(e.PromptTokens))
-			}
-		case fCompletionTokens:
-			if e.Metered {
-				b = append(b, op.key...)
-				b = enc.int(b, int64(e.CompletionTokens))
-			}
-		}
+	L, K := &enc.leads, &enc.keys
+	if enc.timeFirst {
+		b = append(b, L[fTime]...)
+		b = enc.time(b, lb, e.Start)
+	}
+	b = append(b, L[fBytesOut]...)
+	b = enc.int(b, e.BytesOut)
+	b = enc.opt(b, L[fClient], K[fClient], e.Client)
+	b = appendLead(b, L[fCompletionTokens])
+	if e.Metered {
+		b = append(b, K[fCompletionTokens]...)
+		b = enc.int(b, int64(e.CompletionTokens))
+	}
+	b = append(b, L[fDuration]...)
+	b = enc.ms(b, e.Total)
+	b = enc.opt(b, L[fEndpoint], K[fEndpoint], e.Endpoint)
+	b = enc.opt(b, L[fError], K[fError], e.Code)
+	b = appendLead(b, L[fLegs])
+	if len(e.Legs) > 0 {
+		b = append(b, K[fLegs]...)
+		b = enc.legs(b, lb, e.Legs)
+	}
+	b = append(b, L[fMethod]...)
+	b = enc.str(b, e.Method)
+	b = enc.opt(b, L[fModel], K[fModel], e.modelText())
+	b = append(b, L[fPath]...)
+	b = enc.str(b, e.Path)
+	b = enc.opt(b, L[fPrefill], K[fPrefill], e.Prefill)
+	b = appendLead(b, L[fPromptTokens])
+	if e.Metered {
+		b = append(b, K[fPromptTokens]...)
+		b = enc.int(b, int64(e.PromptTokens))
+	}
+	b = append(b, L[fRequestID]...)
+	b = enc.str(b, e.RequestID)
+	b = enc.opt(b, L[fRule], K[fRule], e.Rule)
+	b = append(b, L[fStatus]...)
+	b = enc.int(b, int64(e.Status))
+	b = enc.opt(b, L[fTier], K[fTier], e.Tier)
+	if enc.timeSorted {
+		b = append(b, L[fTime]...)
+		b = enc.time(b, lb, e.Start)
+	}
+	b = enc.opt(b, L[fTraceID], K[fTraceID], e.TraceID)
+	b = appendLead(b, L[fTTFT])
+	if e.TTFT > 0 {
+		b = append(b, K[fTTFT]...)
+		b = enc.ms(b, e.TTFT)
+	}
+	b = enc.opt(b, L[fVIP], K[fVIP], e.VIP)
+	return append(b, L[fEnd]...)
+}
+
+// appendLead appends a lead, most often empty.
+func appendLead(b, lead []byte) []byte {
+	if len(lead) > 0 {
+		b = append(b, lead...)
 	}
 	return b
 }
 
-// text is the value of a string field of the line ("" for any other id):
-// one accessor for whether line writes an optional field and what it
-// writes, so the two come from the same place.
-func (e *Entry) text(id fieldID) string {
-	switch id {
-	case fRequestID:
-		return e.RequestID
-	case fTraceID:
-		return e.TraceID
-	case fRule:
-		return e.Rule
-	case fVIP:
-		return e.VIP
-	case fMethod:
-		return e.Method
-	case fPath:
-		return e.Path
-	case fModel:
-		return e.modelText()
-	case fClient:
-		return e.Client
-	case fError:
-		return e.Code
-	case fTier:
-		return e.Tier
-	case fEndpoint:
-		return e.Endpoint
-	case fPrefill:
-		return e.Prefill
+// opt appends a string field written only when known: its lead always,
+// then its key and value when v is not empty.
+func (enc *encoder) opt(b, lead, key []byte, v string) []byte {
+	b = appendLead(b, lead)
+	if v == "" {
+		return b
 	}
-	return ""
+	return enc.str(append(b, key...), v)
 }
 
 // time appends the line's time: the arrival, or now for an entry without
@@ -468,11 +474,25 @@ func (enc *encoder) legs(b []byte, lb *lineBuf, ls Legs) []byte {
 	return enc.quote.appendBytes(b, lb.scratch)
 }
 
+// str appends a string value as the formatter writes it, after one scan:
+// a value with nothing to escape is copied whole — bare in text when every
+// byte is safe, else between quotes — and only the rest takes strconv's or
+// encoding/json's rune-by-rune way.
 func (enc *encoder) str(b []byte, s string) []byte {
-	if enc.json {
-		return appendJSONString(b, s, enc.html)
+	c := scan(s)
+	switch {
+	case enc.json:
+		if c&classJSON != 0 || (enc.html && c&classHTML != 0) {
+			return appendJSONString(b, s, enc.html)
+		}
+	case !enc.quote.quotes(c, len(s)):
+		return append(b, s...)
+	case c&classEscape != 0:
+		return strconv.AppendQuote(b, s)
 	}
-	return enc.quote.appendString(b, s)
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 func (enc *encoder) strBytes(b, raw []byte) []byte {
@@ -484,34 +504,54 @@ func (enc *encoder) strBytes(b, raw []byte) []byte {
 
 func (enc *encoder) int(b []byte, n int64) []byte {
 	if enc.json || !enc.quote.force {
+		if n >= 0 {
+			return appendUint(b, uint64(n))
+		}
 		return strconv.AppendInt(b, n, 10)
 	}
 	var raw [24]byte
 	return enc.quote.appendNumber(b, strconv.AppendInt(raw[:0], n, 10))
 }
 
-// ms appends ms(d) as enc.float does, but in the range where that is
-// the decimal digits of d's whole microseconds — below 10^6 ms in text,
-// where %g turns to an exponent, and below 10^12 ms in JSON — from the
-// integer, without formatting a float. Every decimal of 15 significant
-// digits or fewer is the shortest form of the float64 nearest it, so the
-// digits are the same.
+// appendUint appends n in decimal, as strconv.AppendUint does, without its
+// dispatch: a line's counts and sizes are a few digits each.
+func appendUint(b []byte, n uint64) []byte {
+	var buf [20]byte
+	i := len(buf) - 1
+	for n >= 10 {
+		buf[i] = byte('0' + n%10)
+		n /= 10
+		i--
+	}
+	buf[i] = byte('0' + n)
+	return append(b, buf[i:]...)
+}
+
+// exactNS bounds the durations whose milliseconds ms(d) computes exactly
+// (float64(d) is d, and d/1e3 rounds to the nearest microsecond as the
+// integer division does: no quotient's fraction is within float64's error
+// of a half).
+const exactNS = 1e15
+
+// ms appends ms(d) as enc.float does, but in the range where that is the
+// decimal digits of d's whole microseconds — below 10^6 ms in text, where
+// %g turns to an exponent; in JSON, all below exactNS — from the integer,
+// without formatting a float. Every decimal of 15 significant digits or
+// fewer is the shortest form of the float64 nearest it, so the digits are
+// the same.
 func (enc *encoder) ms(b []byte, d time.Duration) []byte {
-	us := math.Round(float64(d) / 1e3) // as ms does, before its division
-	limit := 1e9
-	if enc.json {
-		limit = 1e15
+	if d >= 0 && d < exactNS && (enc.json || !enc.quote.force) {
+		if us := (int64(d) + 500) / 1000; enc.json || us < 1e9 {
+			return appendMicros(b, us)
+		}
 	}
-	if d < 0 || us >= limit || (!enc.json && enc.quote.force) {
-		return enc.float(b, us/1e3)
-	}
-	return appendMicros(b, int64(us))
+	return enc.float(b, ms(d))
 }
 
 // appendMicros appends us microseconds as milliseconds: the whole part,
 // then the fraction's digits without trailing zeros.
 func appendMicros(b []byte, us int64) []byte {
-	b = strconv.AppendInt(b, us/1000, 10)
+	b = appendUint(b, uint64(us/1000))
 	frac := us % 1000
 	if frac == 0 {
 		return b
@@ -590,23 +630,7 @@ func scan[S ~string | ~[]byte](s S) uint8 {
 	return acc
 }
 
-// appendString appends s as logrus's TextFormatter writes a string value:
-// bare when every byte is safe, else Go-quoted — between quotes as it is
-// when strconv would escape none of its bytes.
-func (q quoting) appendString(b []byte, s string) []byte {
-	c := scan(s)
-	switch {
-	case !q.quotes(c, len(s)):
-		return append(b, s...)
-	case c&classEscape == 0:
-		b = append(b, '"')
-		b = append(b, s...)
-		return append(b, '"')
-	}
-	return strconv.AppendQuote(b, s)
-}
-
-// appendBytes is appendString of raw without making it a string.
+// appendBytes is encoder.str of raw (text only) without making it a string.
 func (q quoting) appendBytes(b, raw []byte) []byte {
 	c := scan(raw)
 	switch {

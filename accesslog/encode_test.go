@@ -6,6 +6,7 @@ import (
 	"errors"
 	"hash/fnv"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -157,6 +158,7 @@ func hostileCases() []struct {
 		{"text exponent edge", dur(999_999_999_499, 999_999_999_500)},
 		{"a million ms", dur(1_000_000*time.Millisecond, 1_000_001*time.Millisecond)},
 		{"json exponent edge", dur(999_999_999_999_999_000, time.Duration(1<<63-1))},
+		{"exact integer edge", dur(exactNS-1, exactNS)},
 		{"negative", dur(-1, -1_500_000)},
 		{"tiny negative", dur(-499, -1)},
 	}
@@ -370,5 +372,43 @@ func TestEncoderConcurrent(t *testing.T) {
 	wg.Wait()
 	if w.lines != workers*each || len(w.bad) > 0 {
 		t.Fatalf("%d lines of %d, broken: %q", w.lines, workers*each, w.bad)
+	}
+}
+
+// TestCompileOrder: the encoder takes only a layout whose fields come in
+// the order its line writes them; any other (a renamed key would make
+// one) leaves the line to logrus.
+func TestCompileOrder(t *testing.T) {
+	keyed := func(ids ...fieldID) []slot {
+		var slots []slot
+		for _, id := range ids {
+			slots = append(slots, slot{key: []byte("k="), id: id})
+		}
+		return slots
+	}
+	all := lineOrder[:]
+	noTime := slices.DeleteFunc(slices.Clone(all), func(id fieldID) bool { return id == fTime })
+	swapped := slices.Clone(noTime)
+	swapped[0], swapped[1] = swapped[1], swapped[0]
+	tests := []struct {
+		name  string
+		enc   *encoder
+		slots []slot
+		want  bool
+	}{
+		{"json, sorted", &encoder{json: true, timeFmt: time.RFC3339}, keyed(all...), true},
+		{"json without time", &encoder{json: true}, keyed(noTime...), true},
+		{"text, time first", &encoder{timeFmt: time.RFC3339}, keyed(append([]fieldID{fTime, fLevel, fMsg}, noTime...)...), true},
+		{"text without time", &encoder{}, keyed(append([]fieldID{fLevel, fMsg}, noTime...)...), true},
+		{"text, time sorted", &encoder{timeFmt: time.RFC3339}, keyed(all...), false},
+		{"two swapped", &encoder{}, keyed(swapped...), false},
+		{"one missing", &encoder{}, keyed(noTime[1:]...), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.enc.compile(tt.slots); got != tt.want {
+				t.Fatalf("compile = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
