@@ -615,16 +615,13 @@ var byteClass = func() (t [256]uint8) {
 	return t
 }()
 
-// scan is the union of the classes of s's bytes, eight at a time.
+// scan is the union of the classes of s's bytes: a plain loop the
+// compiler inlines and leaves without bounds checks (an eight-way unrolled
+// one kept them, and a SWAR test of whole words cost more; see
+// docs/performance.md).
 func scan[S ~string | ~[]byte](s S) uint8 {
 	var acc uint8
-	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		_ = s[i+7]
-		acc |= byteClass[s[i]] | byteClass[s[i+1]] | byteClass[s[i+2]] | byteClass[s[i+3]] |
-			byteClass[s[i+4]] | byteClass[s[i+5]] | byteClass[s[i+6]] | byteClass[s[i+7]]
-	}
-	for ; i < len(s); i++ {
+	for i := 0; i < len(s); i++ {
 		acc |= byteClass[s[i]]
 	}
 	return acc
