@@ -14,7 +14,7 @@ import (
 // for a write(2) of its own, which the connections' lines queued for, each
 // park and wake-up of a contended lock included. A full buffer, or one
 // whose oldest line is a flush interval old, goes to the output in one
-// Write from the writer's own goroutine.
+// Write, off the request: by a goroutine started for that write.
 //
 // Whole lines only: a buffer holds whole lines and is written in one
 // Write, which an *os.File (the daemon's stderr, a log file) takes whole
@@ -30,55 +30,36 @@ import (
 // Counter counts dropped lines; a prometheus.Counter is one.
 type Counter interface{ Inc() }
 
-// bufWriter batches whole lines to out.
+// bufWriter batches whole lines to out. It keeps no goroutine of its own:
+// a full or due buffer is written by a goroutine started for that write
+// (one per buffer, at most one at a time), and the interval by a timer
+// armed while lines wait, so an idle or unclosed writer holds nothing.
 type bufWriter struct {
 	out     io.Writer
 	size    int           // flush when the next line would not fit
 	every   time.Duration // flush a line at most this long after it was buffered
 	dropped Counter       // nil: not counted
 
-	mu       sync.Mutex
-	buf      []byte        // lines not yet handed to the writer goroutine
-	spare    []byte        // the other buffer, when the writer goroutine holds none
-	inflight bool          // a buffer is handed over and not yet written
-	armed    bool          // timer will flush buf
-	closed   bool          // Close began: lines go straight to out
-	timer    *time.Timer   // flush by time (runs tick)
-	full     chan []byte   // buffers to write, oldest first; closed by Close
-	done     chan struct{} // closed when the writer goroutine has written everything
+	mu     sync.Mutex
+	buf    []byte        // lines not yet handed to a write
+	spare  []byte        // the other buffer, when no write holds it
+	wrote  chan struct{} // closed when the write in flight ends; nil: none
+	armed  bool          // the timer will flush buf
+	closed bool          // Close began: lines go straight to out
+	last   chan struct{} // closed when Close's last write ended
+	timer  *time.Timer   // flush by time (runs tick)
 }
 
-// newBufWriter starts the writer goroutine of a size-byte buffer flushed
-// every interval; Close stops it.
+// newBufWriter returns a writer of size-byte buffers flushed every
+// interval; Close writes what is left.
 func newBufWriter(out io.Writer, size int, every time.Duration, dropped Counter) *bufWriter {
-	w := &bufWriter{
-		out:     out,
-		size:    size,
-		every:   every,
-		dropped: dropped,
-		// Room for the buffer being written and Close's last one: a
-		// hand-over never blocks (only one is in flight at a time).
-		full: make(chan []byte, 2),
-		done: make(chan struct{}),
-	}
+	w := &bufWriter{out: out, size: size, every: every, dropped: dropped}
 	w.timer = time.AfterFunc(time.Hour, w.tick)
 	w.timer.Stop()
-	go w.run()
 	return w
 }
 
-// run writes the buffers handed over, in order, until Close.
-func (w *bufWriter) run() {
-	defer close(w.done)
-	for p := range w.full {
-		_, _ = w.out.Write(p)
-		w.mu.Lock()
-		w.spare, w.inflight = p[:0], false
-		w.mu.Unlock()
-	}
-}
-
-// writeLine buffers one whole line; write it out straight once closed.
+// writeLine buffers one whole line; once closed, it writes it straight.
 // A line longer than the buffer is buffered alone.
 func (w *bufWriter) writeLine(line []byte) {
 	w.mu.Lock()
@@ -88,7 +69,7 @@ func (w *bufWriter) writeLine(line []byte) {
 		return
 	}
 	if len(w.buf) > 0 && len(w.buf)+len(line) > w.size {
-		if w.inflight {
+		if w.wrote != nil {
 			w.mu.Unlock()
 			w.drop()
 			return
@@ -106,12 +87,18 @@ func (w *bufWriter) writeLine(line []byte) {
 	w.mu.Unlock()
 }
 
-// handOverLocked gives buf to the writer goroutine and starts filling the
-// spare. Callers have checked that no buffer is in flight.
+// handOverLocked starts the write of buf and starts filling the spare.
+// Callers have checked that no write is in flight.
 func (w *bufWriter) handOverLocked() {
-	w.full <- w.buf
-	w.inflight = true
-	w.buf, w.spare = w.spare, nil
+	p, done := w.buf, make(chan struct{})
+	w.buf, w.spare, w.wrote = w.spare, nil, done
+	go func() {
+		defer close(done)
+		_, _ = w.out.Write(p)
+		w.mu.Lock()
+		w.spare, w.wrote = p[:0], nil
+		w.mu.Unlock()
+	}()
 }
 
 // tick flushes what the buffer holds when the interval passed; while a
@@ -122,7 +109,7 @@ func (w *bufWriter) tick() {
 	w.armed = false
 	switch {
 	case w.closed || len(w.buf) == 0:
-	case w.inflight:
+	case w.wrote != nil:
 		w.armed = true
 		w.timer.Reset(w.every)
 	default:
@@ -136,25 +123,31 @@ func (w *bufWriter) drop() {
 	}
 }
 
-// Close hands over what is buffered, stops the timer and the writer
-// goroutine, and waits, up to ctx, for the last lines to be written; after
-// it lines are written one Write each, as unbuffered. A second Close
-// waits the same way.
+// Close stops the timer and writes what is buffered after the write in
+// flight, waiting up to ctx; after it lines are written one Write each, as
+// unbuffered. A second Close waits for the same last write.
 func (w *bufWriter) Close(ctx context.Context) error {
 	w.mu.Lock()
 	if !w.closed {
 		w.closed = true
 		w.timer.Stop()
 		w.armed = false
-		if len(w.buf) > 0 {
-			w.full <- w.buf // room: at most one other is queued
-			w.buf = nil
-		}
-		close(w.full)
+		rest, inFlight, last := w.buf, w.wrote, make(chan struct{})
+		w.buf, w.last = nil, last
+		go func() {
+			defer close(last)
+			if inFlight != nil {
+				<-inFlight
+			}
+			if len(rest) > 0 {
+				_, _ = w.out.Write(rest)
+			}
+		}()
 	}
+	last := w.last
 	w.mu.Unlock()
 	select {
-	case <-w.done:
+	case <-last:
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("access log: writing the last lines: %w", ctx.Err())

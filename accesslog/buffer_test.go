@@ -114,7 +114,7 @@ func TestBufWriterFlushes(t *testing.T) {
 func (w *bufWriter) writing() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.inflight
+	return w.wrote != nil
 }
 
 // TestBufWriterConcurrent: lines from many goroutines reach the output
@@ -203,7 +203,7 @@ func TestBufWriterStalledOutput(t *testing.T) {
 	if err := w.Close(ctx); err == nil {
 		t.Fatal("Close reported success with the output stalled")
 	}
-	// Reading the pipe lets the writer goroutine finish.
+	// Reading the pipe lets the write in flight and Close's last one end.
 	go func() { _, _ = r.WriteTo(discard{}) }()
 	if err := w.Close(t.Context()); err != nil {
 		t.Fatalf("Close once the output drains: %v", err)
