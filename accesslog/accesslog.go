@@ -1,6 +1,7 @@
 package accesslog
 
 import (
+	"context"
 	"math"
 	"time"
 
@@ -65,12 +66,21 @@ type Logger struct {
 	every     bool
 }
 
-// New returns the access logger, or nil when opts disable it.
-func New(opts Options, log logrus.FieldLogger) *Logger {
+// New returns the access logger, or nil when opts disable it. dropped
+// counts the lines a stalled output made it drop (nil: not counted); Close
+// writes what is buffered.
+func New(opts Options, log logrus.FieldLogger, dropped Counter) *Logger {
 	if !opts.Enabled || log == nil {
 		return nil
 	}
 	l := &Logger{log: log, enc: newEncoder(log)}
+	if l.enc != nil && opts.BufferBytes > 0 {
+		every := opts.FlushEvery
+		if every <= 0 {
+			every = DefaultOptions().FlushEvery
+		}
+		l.enc.buf = newBufWriter(l.enc.out, opts.BufferBytes, every, dropped)
+	}
 	switch r := opts.SampleRate; {
 	case r >= 1:
 		l.every = true
@@ -78,6 +88,16 @@ func New(opts Options, log logrus.FieldLogger) *Logger {
 		l.threshold = uint64(r * math.MaxUint64)
 	}
 	return l
+}
+
+// Close writes the lines still buffered and stops the flush timer,
+// waiting for the output up to ctx; lines logged after it are written one
+// at a time. Unbuffered and nil loggers have nothing to close.
+func (l *Logger) Close(ctx context.Context) error {
+	if l == nil || l.enc == nil || l.enc.buf == nil {
+		return nil
+	}
+	return l.enc.buf.Close(ctx)
 }
 
 // Sampled reports whether e is logged: every failed request (status 400 or

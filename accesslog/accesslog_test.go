@@ -26,7 +26,7 @@ func jsonLogger(level logrus.Level) (*logrus.Logger, *bytes.Buffer) {
 func TestLineFields(t *testing.T) {
 	l, buf := jsonLogger(logrus.InfoLevel)
 	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	New(DefaultOptions(), l.WithField("component", "datapath")).Log(&Entry{
+	New(unbuffered(), l.WithField("component", "datapath"), nil).Log(&Entry{
 		Start: start, RequestID: "rid-1", Rule: "chat", VIP: "10.0.0.1:8080", Method: "POST",
 		Path: "/v1/chat/completions", Model: "m", Client: "10.1.1.1", Status: 200, Tier: "tier1_prefix",
 		Endpoint: "10.0.0.3:8000", Prefill: "10.0.0.2:8000",
@@ -58,7 +58,7 @@ func TestLineFields(t *testing.T) {
 // written empty (a refused request has no endpoint, tier or tokens).
 func TestLineOmitsUnknowns(t *testing.T) {
 	l, buf := jsonLogger(logrus.InfoLevel)
-	New(DefaultOptions(), l).Log(&Entry{RequestID: "r", Method: "GET", Path: "/x", Status: 404, Code: "no_matching_rule"})
+	New(unbuffered(), l, nil).Log(&Entry{RequestID: "r", Method: "GET", Path: "/x", Status: 404, Code: "no_matching_rule"})
 	for _, k := range []string{"rule", "tier", "endpoint", "prefill", "legs", "ttft_ms", "prompt_tokens", "model"} {
 		if strings.Contains(buf.String(), `"`+k+`"`) {
 			t.Errorf("line has %q: %s", k, buf.String())
@@ -75,7 +75,7 @@ func TestTextLegs(t *testing.T) {
 	l := logrus.New()
 	l.SetOutput(&buf)
 	l.SetFormatter(&logrus.TextFormatter{DisableTimestamp: true})
-	New(DefaultOptions(), l).Log(&Entry{RequestID: "r", Status: 200, Legs: Legs{{Phase: "prefill", Endpoint: "a:1", Status: 200, MS: 1.5}, {Phase: "decode", Endpoint: "b:2", MS: 2}}})
+	New(unbuffered(), l, nil).Log(&Entry{RequestID: "r", Status: 200, Legs: Legs{{Phase: "prefill", Endpoint: "a:1", Status: 200, MS: 1.5}, {Phase: "decode", Endpoint: "b:2", MS: 2}}})
 	if want := `legs="prefill@a:1:200/1.500ms decode@b:2:0/2.000ms"`; !strings.Contains(buf.String(), want) {
 		t.Fatalf("text line %q lacks %s", buf.String(), want)
 	}
@@ -94,7 +94,7 @@ func TestSampling(t *testing.T) {
 		wantMin int // of 1000 distinct ids
 		wantMax int
 	}{
-		{"default logs all", DefaultOptions(), logrus.InfoLevel, 200, "", 1000, 1000},
+		{"default logs all", unbuffered(), logrus.InfoLevel, 200, "", 1000, 1000},
 		{"tenth of successes", Options{Enabled: true, SampleRate: 0.1}, logrus.InfoLevel, 200, "", 60, 140},
 		{"rate 0 keeps no success", Options{Enabled: true}, logrus.InfoLevel, 200, "", 0, 0},
 		{"rate 0 keeps engine errors", Options{Enabled: true}, logrus.InfoLevel, 500, "", 1000, 1000},
@@ -105,7 +105,7 @@ func TestSampling(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l, buf := jsonLogger(tt.level)
-			al := New(tt.opts, l)
+			al := New(tt.opts, l, nil)
 			for i := range 1000 {
 				al.Log(&Entry{RequestID: fmt.Sprintf("%032x", i*7919), Status: tt.status, Code: tt.code})
 			}
@@ -115,7 +115,7 @@ func TestSampling(t *testing.T) {
 			}
 		})
 	}
-	al := New(Options{Enabled: true, SampleRate: 0.5}, logrus.New())
+	al := New(Options{Enabled: true, SampleRate: 0.5}, logrus.New(), nil)
 	for i := range 100 {
 		e := &Entry{RequestID: fmt.Sprint(i), Status: 200}
 		if al.Sampled(e) != al.Sampled(&Entry{RequestID: fmt.Sprint(i), Status: 204}) {
@@ -127,7 +127,7 @@ func TestSampling(t *testing.T) {
 // TestModelBounded: a client's model name is cut at maxModel bytes.
 func TestModelBounded(t *testing.T) {
 	l, buf := jsonLogger(logrus.InfoLevel)
-	New(DefaultOptions(), l).Log(&Entry{RequestID: "r", Status: 200, Model: strings.Repeat("m", 1000)})
+	New(unbuffered(), l, nil).Log(&Entry{RequestID: "r", Status: 200, Model: strings.Repeat("m", 1000)})
 	if strings.Count(buf.String(), "m") > maxModel+5 {
 		t.Fatalf("model not bounded: %d bytes", len(buf.String()))
 	}
@@ -149,7 +149,7 @@ func BenchmarkLog(b *testing.B) {
 			l := logrus.New()
 			l.SetOutput(io.Discard)
 			l.SetFormatter(f.f)
-			al := New(DefaultOptions(), l.WithField("component", "access"))
+			al := New(unbuffered(), l.WithField("component", "access"), nil)
 			if f.logrus {
 				al.enc = nil
 			}
@@ -183,15 +183,55 @@ func TestWriting(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l, buf := jsonLogger(tc.level)
-			o := DefaultOptions()
+			o := unbuffered()
 			o.Enabled, o.SampleRate = tc.enabled, tc.rate
-			al := New(o, l)
+			al := New(o, l, nil)
 			if got := al.Writing(); got != tc.want {
 				t.Fatalf("Writing() = %v, want %v", got, tc.want)
 			}
 			al.Log(&Entry{RequestID: "rid", Status: 500, Method: "POST", Path: "/v1/completions"})
 			if wrote := buf.Len() > 0; wrote != tc.want {
 				t.Fatalf("a failed request's line written = %v, want %v (Writing must agree with Log)", wrote, tc.want)
+			}
+		})
+	}
+}
+
+// unbuffered is the default options with a Write per line, so a test
+// reads a line as soon as Log returns.
+func unbuffered() Options {
+	o := DefaultOptions()
+	o.BufferBytes = 0
+	return o
+}
+
+// BenchmarkLogSingle is the line of a small single-pool request, as the
+// daemon writes one per request by default (text, the entry test/bench/
+// irpr.sh's requests make), unbuffered and buffered, to a discarding
+// writer.
+func BenchmarkLogSingle(b *testing.B) {
+	for _, f := range []struct {
+		name   string
+		f      logrus.Formatter
+		buffer int
+	}{
+		{"text", &logrus.TextFormatter{}, 0}, {"json", &logrus.JSONFormatter{}, 0},
+		{"text-buffered", &logrus.TextFormatter{}, DefaultOptions().BufferBytes},
+	} {
+		b.Run(f.name, func(b *testing.B) {
+			l := logrus.New()
+			l.SetOutput(io.Discard)
+			l.SetFormatter(f.f)
+			o := DefaultOptions()
+			o.BufferBytes = f.buffer
+			al := New(o, l.WithField("component", "access"), nil)
+			defer func() { _ = al.Close(b.Context()) }()
+			e := &Entry{Start: time.Now(), RequestID: "cbad8095490c4899ddcb9c3c6cf0decf", Rule: "irpr", VIP: "127.0.6.1:36710",
+				Method: "POST", Path: "/v1/completions", Model: "fake-model", Client: "127.0.6.1", Status: 200, Tier: "rr",
+				Endpoint: "127.0.6.1:36800", TTFT: 1234567, Total: 1345678, BytesOut: 312}
+			b.ReportAllocs()
+			for b.Loop() {
+				al.Log(e)
 			}
 		})
 	}

@@ -3,7 +3,11 @@
 // its format (so --log-format json makes it one JSON object per line). The
 // line is rendered by a pooled encoder, byte for byte what the logger's
 // logrus formatter would write but without an allocation per line; logger
-// setups it does not reproduce go through logrus itself.
+// setups it does not reproduce go through logrus itself. By default the
+// encoder's lines are batched (Options.BufferBytes, buffer.go): whole lines
+// in a bounded buffer, written at once when it fills or a flush interval
+// passes, and dropped and counted rather than waited for when the output
+// stalls; Logger.Close writes what is left.
 //
 // A line says what an operator needs to explain a request after the fact —
 // which rule and VIP took it, what the ladder decided, which endpoints

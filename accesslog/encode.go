@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -25,10 +26,12 @@ import (
 // (newEncoder); anything else — hooks, caller reports, renamed keys,
 // colours on a terminal, a custom formatter — keeps the logrus path.
 //
-// The line goes to the writer in one Write, as logrus does, under the
-// encoder's lock (logrus's is private): access lines never interleave, and
-// the writer must take a Write concurrent with logrus's own lines whole, as
-// an *os.File (the daemon's stderr, a log file) does, or be locked itself.
+// Unbuffered, the line goes to the writer in one Write, as logrus does,
+// under the encoder's lock (logrus's is private); buffered (Options.
+// BufferBytes), whole lines go in batches (buffer.go). Either way access
+// lines never interleave, and the writer must take a Write concurrent with
+// logrus's own lines whole, as an *os.File (the daemon's stderr, a log
+// file) does, or be locked itself.
 
 // fieldID names what a slot of the line holds.
 type fieldID uint8
@@ -57,6 +60,7 @@ const (
 	fBytesOut
 	fPromptTokens
 	fCompletionTokens
+	fEnd // the line's end: only its lead
 )
 
 // lineKeys are the keys of the fields an Entry fills, as the logrus path
@@ -80,6 +84,15 @@ type slot struct {
 	value []byte
 }
 
+// stamp is a time value as written, for every time of one second in one
+// location: the same text while the layout has no finer unit (RFC 3339,
+// logrus's default).
+type stamp struct {
+	sec  int64
+	loc  *time.Location
+	text []byte
+}
+
 // quoting is the TextFormatter's value quoting.
 type quoting struct {
 	force, disable, empty bool
@@ -87,14 +100,27 @@ type quoting struct {
 
 // encoder is one logger's line layout and its pooled buffers.
 type encoder struct {
-	mu      sync.Mutex // held across out.Write
+	mu      sync.Mutex // held across out.Write when unbuffered
 	out     io.Writer
+	buf     *bufWriter // batches lines to out (buffer.go); nil: a Write per line
 	json    bool
 	html    bool   // JSON: escape <, > and & as encoding/json does by default
 	timeFmt string // "": no time key
 	quote   quoting
-	slots   []slot
-	bufs    sync.Pool // *lineBuf
+	// leads[id] is written before field id whatever the entry holds: the
+	// separators, keys and values of the fields that never change (the
+	// logger's own, level, msg) since the field before, and id's key when
+	// every line has the field; keys[id] is the key of a field written only
+	// when known, with its separator. leads[fEnd] ends the line.
+	leads, keys [fEnd + 1][]byte
+	// time is first in text lines and among the sorted keys in JSON ones;
+	// neither when the formatter writes no time.
+	timeFirst, timeSorted bool
+	bufs                  sync.Pool // *lineBuf
+	// last is the latest second's time value, reused by the lines of the
+	// same second when timeFmt is RFC 3339 (nil otherwise).
+	last      atomic.Pointer[stamp]
+	perSecond bool
 }
 
 // lineBuf is a pooled line and the scratch space of values rendered before
@@ -226,8 +252,68 @@ func (enc *encoder) layout(base logrus.Fields) bool {
 			s.key = append(s.key, '=')
 		}
 	}
-	enc.slots = slots
-	return true
+	enc.perSecond = enc.timeFmt == time.RFC3339
+	return enc.compile(slots)
+}
+
+// lineOrder is the order line writes the fields an entry fills: their
+// keys' sorted order, time aside (text lines start with it, JSON lines
+// sort it in after tier).
+var lineOrder = [...]fieldID{fBytesOut, fClient, fCompletionTokens, fDuration, fEndpoint, fError, fLegs, fMethod,
+	fModel, fPath, fPrefill, fPromptTokens, fRequestID, fRule, fStatus, fTier, fTime, fTraceID, fTTFT, fVIP}
+
+// compile renders the ordered slots' constant parts into leads and keys,
+// and checks that the fields come in the order line writes them. The
+// first slot is always written — text: time or level; JSON: a logger's
+// field or bytes_out, the first of the line's keys and one every line has
+// — so every later key's separator is fixed.
+func (enc *encoder) compile(slots []slot) bool {
+	var order []fieldID
+	var lead []byte
+	if enc.json {
+		lead = append(lead, '{')
+	}
+	for i, s := range slots {
+		var key []byte
+		if i > 0 {
+			key = append(key, ' ')
+			if enc.json {
+				key[0] = ','
+			}
+		}
+		key = append(key, s.key...)
+		switch s.id {
+		case fBase:
+			lead = append(append(lead, key...), s.value...)
+			continue
+		case fLevel:
+			lead = enc.str(append(lead, key...), "info")
+			continue
+		case fMsg:
+			lead = enc.str(append(lead, key...), Message)
+			continue
+		case fTime, fRequestID, fMethod, fPath, fStatus, fDuration, fBytesOut:
+			// In every line: the key is part of the lead.
+			enc.leads[s.id] = append(lead, key...)
+		default:
+			enc.leads[s.id], enc.keys[s.id] = lead, key
+		}
+		lead = nil
+		order = append(order, s.id)
+	}
+	if enc.json {
+		lead = append(lead, '}')
+	}
+	enc.leads[fEnd] = append(lead, '\n')
+	if len(order) > 0 && order[0] == fTime && !enc.json {
+		enc.timeFirst = true
+		order = order[1:]
+	}
+	want := slices.DeleteFunc(slices.Clone(lineOrder[:]), func(id fieldID) bool { return id == fTime })
+	if enc.timeSorted = enc.json && enc.timeFmt != ""; enc.timeSorted {
+		want = lineOrder[:]
+	}
+	return slices.Equal(order, want)
 }
 
 // baseValue renders a field of the logger's entry as its formatter would.
@@ -246,15 +332,15 @@ func (enc *encoder) baseValue(v any) ([]byte, bool) {
 	}
 	switch x := v.(type) {
 	case string:
-		return enc.quote.appendString(nil, x), true
+		return enc.str(nil, x), true
 	case []byte:
 		return enc.quote.appendBytes(nil, x), true
 	case bool:
-		return enc.quote.appendString(nil, strconv.FormatBool(x)), true
+		return enc.str(nil, strconv.FormatBool(x)), true
 	case error:
-		return enc.quote.appendString(nil, x.Error()), true
+		return enc.str(nil, x.Error()), true
 	case fmt.Stringer:
-		return enc.quote.appendString(nil, x.String()), true
+		return enc.str(nil, x.String()), true
 	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, uintptr:
 		return enc.quote.appendNumber(nil, []byte(fmt.Sprint(x))), true
 	case float32:
@@ -262,7 +348,7 @@ func (enc *encoder) baseValue(v any) ([]byte, bool) {
 	case float64:
 		return enc.quote.appendNumber(nil, strconv.AppendFloat(nil, x, 'g', -1, 64)), true
 	}
-	return enc.quote.appendString(nil, fmt.Sprint(v)), true
+	return enc.str(nil, fmt.Sprint(v)), true
 }
 
 // write renders e and writes it in one Write.
@@ -272,136 +358,141 @@ func (enc *encoder) write(e *Entry) {
 		lb = &lineBuf{b: make([]byte, 0, 1024), scratch: make([]byte, 0, 256)}
 	}
 	lb.b = enc.line(lb.b[:0], lb, e)
-	enc.mu.Lock()
-	_, _ = enc.out.Write(lb.b)
-	enc.mu.Unlock()
+	if enc.buf != nil {
+		enc.buf.writeLine(lb.b)
+	} else {
+		enc.mu.Lock()
+		_, _ = enc.out.Write(lb.b)
+		enc.mu.Unlock()
+	}
 	if cap(lb.b) <= maxPooled && cap(lb.scratch) <= maxPooled {
 		enc.bufs.Put(lb)
 	}
 }
 
-// line appends e's line to b.
+// line appends e's line to b: the request's identity, status, duration
+// and size always, the rest only when known, in lineOrder.
 func (enc *encoder) line(b []byte, lb *lineBuf, e *Entry) []byte {
-	if enc.json {
-		b = append(b, '{')
+	L, K := &enc.leads, &enc.keys
+	if enc.timeFirst {
+		b = append(b, L[fTime]...)
+		b = enc.time(b, lb, e.Start)
 	}
-	first := true
-	for i := range enc.slots {
-		s := &enc.slots[i]
-		if !present(s.id, e) {
-			continue
-		}
-		switch {
-		case first:
-			first = false
-		case enc.json:
-			b = append(b, ',')
-		default:
-			b = append(b, ' ')
-		}
-		b = append(b, s.key...)
-		b = enc.value(b, lb, s, e)
+	b = append(b, L[fBytesOut]...)
+	b = enc.int(b, e.BytesOut)
+	b = enc.opt(b, L[fClient], K[fClient], e.Client)
+	b = appendLead(b, L[fCompletionTokens])
+	if e.Metered {
+		b = append(b, K[fCompletionTokens]...)
+		b = enc.int(b, int64(e.CompletionTokens))
 	}
-	if enc.json {
-		b = append(b, '}')
+	b = append(b, L[fDuration]...)
+	b = enc.ms(b, e.Total)
+	b = enc.opt(b, L[fEndpoint], K[fEndpoint], e.Endpoint)
+	b = enc.opt(b, L[fError], K[fError], e.Code)
+	b = appendLead(b, L[fLegs])
+	if len(e.Legs) > 0 {
+		b = append(b, K[fLegs]...)
+		b = enc.legs(b, lb, e.Legs)
 	}
-	return append(b, '\n')
+	b = append(b, L[fMethod]...)
+	b = enc.str(b, e.Method)
+	b = enc.opt(b, L[fModel], K[fModel], e.modelText())
+	b = append(b, L[fPath]...)
+	b = enc.str(b, e.Path)
+	b = enc.opt(b, L[fPrefill], K[fPrefill], e.Prefill)
+	b = appendLead(b, L[fPromptTokens])
+	if e.Metered {
+		b = append(b, K[fPromptTokens]...)
+		b = enc.int(b, int64(e.PromptTokens))
+	}
+	b = append(b, L[fRequestID]...)
+	b = enc.str(b, e.RequestID)
+	b = enc.opt(b, L[fRule], K[fRule], e.Rule)
+	b = append(b, L[fStatus]...)
+	b = enc.int(b, int64(e.Status))
+	b = enc.opt(b, L[fTier], K[fTier], e.Tier)
+	if enc.timeSorted {
+		b = append(b, L[fTime]...)
+		b = enc.time(b, lb, e.Start)
+	}
+	b = enc.opt(b, L[fTraceID], K[fTraceID], e.TraceID)
+	b = appendLead(b, L[fTTFT])
+	if e.TTFT > 0 {
+		b = append(b, K[fTTFT]...)
+		b = enc.ms(b, e.TTFT)
+	}
+	b = enc.opt(b, L[fVIP], K[fVIP], e.VIP)
+	return append(b, L[fEnd]...)
 }
 
-// present reports whether e has the field: the request's identity, status,
-// duration and size always, the rest only when known.
-func present(id fieldID, e *Entry) bool {
-	switch id {
-	case fTraceID, fRule, fVIP, fModel, fClient, fError, fTier, fEndpoint, fPrefill:
-		return e.text(id) != ""
-	case fLegs:
-		return len(e.Legs) > 0
-	case fTTFT:
-		return e.TTFT > 0
-	case fPromptTokens, fCompletionTokens:
-		return e.Metered
-	}
-	return true
-}
-
-// text is the value of a string field of the line ("" for any other id):
-// one accessor for present and value, so a field's presence and what is
-// written for it come from the same place.
-func (e *Entry) text(id fieldID) string {
-	switch id {
-	case fRequestID:
-		return e.RequestID
-	case fTraceID:
-		return e.TraceID
-	case fRule:
-		return e.Rule
-	case fVIP:
-		return e.VIP
-	case fMethod:
-		return e.Method
-	case fPath:
-		return e.Path
-	case fModel:
-		return e.modelText()
-	case fClient:
-		return e.Client
-	case fError:
-		return e.Code
-	case fTier:
-		return e.Tier
-	case fEndpoint:
-		return e.Endpoint
-	case fPrefill:
-		return e.Prefill
-	}
-	return ""
-}
-
-// value appends the value of slot s.
-func (enc *encoder) value(b []byte, lb *lineBuf, s *slot, e *Entry) []byte {
-	switch s.id {
-	case fBase:
-		return append(b, s.value...)
-	case fTime:
-		t := e.Start
-		if t.IsZero() {
-			t = time.Now() // as logrus stamps an entry without a time
-		}
-		lb.scratch = t.AppendFormat(lb.scratch[:0], enc.timeFmt)
-		return enc.strBytes(b, lb.scratch)
-	case fLevel:
-		return enc.str(b, "info")
-	case fMsg:
-		return enc.str(b, Message)
-	case fRequestID, fTraceID, fRule, fVIP, fMethod, fPath, fModel, fClient, fError, fTier, fEndpoint, fPrefill:
-		return enc.str(b, e.text(s.id))
-	case fStatus:
-		return enc.int(b, int64(e.Status))
-	case fLegs:
-		if enc.json {
-			return appendJSONLegs(b, e.Legs, enc.html)
-		}
-		lb.scratch = e.Legs.appendText(lb.scratch[:0])
-		return enc.quote.appendBytes(b, lb.scratch)
-	case fTTFT:
-		return enc.float(b, ms(e.TTFT))
-	case fDuration:
-		return enc.float(b, ms(e.Total))
-	case fBytesOut:
-		return enc.int(b, e.BytesOut)
-	case fPromptTokens:
-		return enc.int(b, int64(e.PromptTokens))
-	case fCompletionTokens:
-		return enc.int(b, int64(e.CompletionTokens))
+// appendLead appends a lead, most often empty.
+func appendLead(b, lead []byte) []byte {
+	if len(lead) > 0 {
+		b = append(b, lead...)
 	}
 	return b
 }
 
-func (enc *encoder) str(b []byte, s string) []byte {
-	if enc.json {
-		return appendJSONString(b, s, enc.html)
+// opt appends a string field written only when known: its lead always,
+// then its key and value when v is not empty.
+func (enc *encoder) opt(b, lead, key []byte, v string) []byte {
+	b = appendLead(b, lead)
+	if v == "" {
+		return b
 	}
-	return enc.quote.appendString(b, s)
+	return enc.str(append(b, key...), v)
+}
+
+// time appends the line's time: the arrival, or now for an entry without
+// one, as logrus stamps it. With an RFC 3339 layout the text is the same
+// for a whole second, so a line of the second before's reuses it.
+func (enc *encoder) time(b []byte, lb *lineBuf, t time.Time) []byte {
+	if t.IsZero() {
+		t = time.Now()
+	}
+	if enc.perSecond {
+		if st := enc.last.Load(); st != nil && st.sec == t.Unix() && st.loc == t.Location() {
+			return append(b, st.text...)
+		}
+	}
+	lb.scratch = t.AppendFormat(lb.scratch[:0], enc.timeFmt)
+	n := len(b)
+	b = enc.strBytes(b, lb.scratch)
+	if enc.perSecond {
+		enc.last.Store(&stamp{sec: t.Unix(), loc: t.Location(), text: bytes.Clone(b[n:])})
+	}
+	return b
+}
+
+// legs appends the P/D legs: objects in JSON, a quoted list in text.
+func (enc *encoder) legs(b []byte, lb *lineBuf, ls Legs) []byte {
+	if enc.json {
+		return appendJSONLegs(b, ls, enc.html)
+	}
+	lb.scratch = ls.appendText(lb.scratch[:0])
+	return enc.quote.appendBytes(b, lb.scratch)
+}
+
+// str appends a string value as the formatter writes it, after one scan:
+// a value with nothing to escape is copied whole — bare in text when every
+// byte is safe, else between quotes — and only the rest takes strconv's or
+// encoding/json's rune-by-rune way.
+func (enc *encoder) str(b []byte, s string) []byte {
+	c := scan(s)
+	switch {
+	case enc.json:
+		if c&classJSON != 0 || (enc.html && c&classHTML != 0) {
+			return appendJSONString(b, s, enc.html)
+		}
+	case !enc.quote.quotes(c, len(s)):
+		return append(b, s...)
+	case c&classEscape != 0:
+		return strconv.AppendQuote(b, s)
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 func (enc *encoder) strBytes(b, raw []byte) []byte {
@@ -413,10 +504,66 @@ func (enc *encoder) strBytes(b, raw []byte) []byte {
 
 func (enc *encoder) int(b []byte, n int64) []byte {
 	if enc.json || !enc.quote.force {
+		if n >= 0 {
+			return appendUint(b, uint64(n))
+		}
 		return strconv.AppendInt(b, n, 10)
 	}
 	var raw [24]byte
 	return enc.quote.appendNumber(b, strconv.AppendInt(raw[:0], n, 10))
+}
+
+// appendUint appends n in decimal, as strconv.AppendUint does, without its
+// dispatch: a line's counts and sizes are a few digits each.
+func appendUint(b []byte, n uint64) []byte {
+	var buf [20]byte
+	i := len(buf) - 1
+	for n >= 10 {
+		buf[i] = byte('0' + n%10)
+		n /= 10
+		i--
+	}
+	buf[i] = byte('0' + n)
+	return append(b, buf[i:]...)
+}
+
+// exactNS bounds the durations whose milliseconds ms(d) computes exactly
+// (float64(d) is d, and d/1e3 rounds to the nearest microsecond as the
+// integer division does: no quotient's fraction is within float64's error
+// of a half).
+const exactNS = 1e15
+
+// ms appends ms(d) as enc.float does, but in the range where that is the
+// decimal digits of d's whole microseconds — below 10^6 ms in text, where
+// %g turns to an exponent; in JSON, all below exactNS — from the integer,
+// without formatting a float. Every decimal of 15 significant digits or
+// fewer is the shortest form of the float64 nearest it, so the digits are
+// the same.
+func (enc *encoder) ms(b []byte, d time.Duration) []byte {
+	if d >= 0 && d < exactNS && (enc.json || !enc.quote.force) {
+		if us := (int64(d) + 500) / 1000; enc.json || us < 1e9 {
+			return appendMicros(b, us)
+		}
+	}
+	return enc.float(b, ms(d))
+}
+
+// appendMicros appends us microseconds as milliseconds: the whole part,
+// then the fraction's digits without trailing zeros.
+func appendMicros(b []byte, us int64) []byte {
+	b = appendUint(b, uint64(us/1000))
+	frac := us % 1000
+	if frac == 0 {
+		return b
+	}
+	b = append(b, '.', byte('0'+frac/100))
+	if frac%100 != 0 {
+		b = append(b, byte('0'+frac/10%10))
+		if frac%10 != 0 {
+			b = append(b, byte('0'+frac%10))
+		}
+	}
+	return b
 }
 
 func (enc *encoder) float(b []byte, f float64) []byte {
@@ -427,33 +574,78 @@ func (enc *encoder) float(b []byte, f float64) []byte {
 	return enc.quote.appendNumber(b, strconv.AppendFloat(raw[:0], f, 'g', -1, 64))
 }
 
-// appendString appends s as logrus's TextFormatter writes a string value:
-// bare when every byte is safe, else Go-quoted.
-func (q quoting) appendString(b []byte, s string) []byte {
-	switch {
-	case !quotes(q, s):
-		return append(b, s...)
-	case s == "":
-		return append(b, `""`...)
+// Byte classes: what one scan of a value (scan) learns about it, so that
+// the common values — ids, rule names, paths, addresses — are copied as
+// they are after a table lookup per byte, and only values with bytes to
+// escape take strconv's or encoding/json's rune-by-rune way.
+const (
+	// classQuote: logrus's TextFormatter quotes a value holding the byte
+	// (any byte outside [A-Za-z0-9-._/@^+]).
+	classQuote uint8 = 1 << iota
+	// classEscape: strconv.Quote writes the byte other than as itself
+	// (it is not printable ASCII, or it is '"' or '\').
+	classEscape
+	// classJSON: encoding/json may write the byte other than as itself: a
+	// control byte, '"', '\', or a byte of a multi-byte rune (invalid
+	// UTF-8, U+2028 and U+2029 are escaped).
+	classJSON
+	// classHTML: '<', '>' and '&', escaped by encoding/json's default
+	// HTML escaping.
+	classHTML
+)
+
+// byteClass is the classes of every byte value; computed once, never
+// written.
+var byteClass = func() (t [256]uint8) {
+	for i := range t {
+		c := byte(i)
+		if !safeTextByte(c) {
+			t[i] |= classQuote
+		}
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			t[i] |= classEscape
+		}
+		if c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
+			t[i] |= classJSON
+		}
+		if c == '<' || c == '>' || c == '&' {
+			t[i] |= classHTML
+		}
 	}
-	return strconv.AppendQuote(b, s)
+	return t
+}()
+
+// scan is the union of the classes of s's bytes: a plain loop the
+// compiler inlines and leaves without bounds checks (an eight-way unrolled
+// one kept them, and a SWAR test of whole words cost more; see
+// docs/performance.md).
+func scan[S ~string | ~[]byte](s S) uint8 {
+	var acc uint8
+	for i := 0; i < len(s); i++ {
+		acc |= byteClass[s[i]]
+	}
+	return acc
 }
 
-// appendBytes is appendString of raw without making it a string.
+// appendBytes is encoder.str of raw (text only) without making it a string.
 func (q quoting) appendBytes(b, raw []byte) []byte {
+	c := scan(raw)
 	switch {
-	case !quotes(q, raw):
+	case !q.quotes(c, len(raw)):
 		return append(b, raw...)
-	case len(raw) == 0:
-		return append(b, `""`...)
+	case c&classEscape == 0:
+		b = append(b, '"')
+		b = append(b, raw...)
+		return append(b, '"')
 	}
 	return appendQuoteBytes(b, raw)
 }
 
-// quotes is logrus's choice: forced, an empty value when asked, else any
-// byte outside [A-Za-z0-9-._/@^+] unless quoting is disabled.
-func quotes[S ~string | ~[]byte](q quoting, s S) bool {
-	return q.force || (q.empty && len(s) == 0) || (!q.disable && needsQuoting(s))
+// quotes is logrus's choice for a value of n bytes whose classes are c:
+// forced, an empty value when asked, else any byte outside
+// [A-Za-z0-9-._/@^+] unless quoting is disabled.
+func (q quoting) quotes(c uint8, n int) bool {
+	return q.force || (q.empty && n == 0) || (!q.disable && c&classQuote != 0)
 }
 
 // appendNumber appends a rendered number: bare, or quoted under ForceQuote.
@@ -462,16 +654,6 @@ func (q quoting) appendNumber(b, num []byte) []byte {
 		return appendQuoteBytes(b, num)
 	}
 	return append(b, num...)
-}
-
-// needsQuoting is logrus's test: any byte outside [A-Za-z0-9-._/@^+].
-func needsQuoting[S ~string | ~[]byte](s S) bool {
-	for i := range len(s) {
-		if !safeTextByte(s[i]) {
-			return true
-		}
-	}
-	return false
 }
 
 func safeTextByte(c byte) bool {
@@ -581,6 +763,10 @@ func jsonSafe(c byte, html bool) bool {
 // UTF-8 as U+FFFD, U+2028 and U+2029 escaped.
 func appendJSONString[S ~string | ~[]byte](b []byte, src S, html bool) []byte {
 	b = append(b, '"')
+	if c := scan(src); c&classJSON == 0 && (!html || c&classHTML == 0) {
+		b = append(b, src...)
+		return append(b, '"')
+	}
 	start := 0
 	for i := 0; i < len(src); {
 		if c := src[i]; c < utf8.RuneSelf {

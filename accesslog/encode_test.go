@@ -6,6 +6,7 @@ import (
 	"errors"
 	"hash/fnv"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -77,7 +78,7 @@ func twoLoggers(t *testing.T, f func() logrus.Formatter, base logrus.Fields) (di
 		if base != nil {
 			fl = l.WithFields(base)
 		}
-		return New(DefaultOptions(), fl), &buf
+		return New(unbuffered(), fl, nil), &buf
 	}
 	direct, db = mk(f())
 	viaLogrus, lb = mk(f())
@@ -109,16 +110,124 @@ func TestEncoderMatchesLogrus(t *testing.T) {
 	}
 }
 
-// FuzzEncoderMatchesLogrus: any text in the client-influenced fields is
-// written as logrus writes it, in JSON and in text.
+// hostileCases are values a client or an odd setup may put in a line,
+// each in the fields it can reach, and durations at the edges of the
+// encoder's integer way of writing milliseconds.
+func hostileCases() []struct {
+	name string
+	e    Entry
+} {
+	start := time.Date(2026, 12, 3, 17, 0, 0, 999999999, time.UTC)
+	text := func(v string) Entry {
+		return Entry{Start: start, RequestID: v, Rule: v, VIP: v, Method: v, Path: v, Model: v, Client: v,
+			Status: 200, Code: v, Tier: v, Endpoint: v, Prefill: v, TraceID: v,
+			Legs: Legs{{Phase: v, Endpoint: v, Status: 200, MS: 1}}}
+	}
+	dur := func(ttft, total time.Duration) Entry {
+		return Entry{Start: start, RequestID: "r", Method: "POST", Path: "/v1/completions", Status: 200, TTFT: ttft, Total: total}
+	}
+	return []struct {
+		name string
+		e    Entry
+	}{
+		{"empty", text("")},
+		{"plain", text("cbad8095490c4899ddcb9c3c6cf0decf")},
+		{"every safe byte", text("azAZ09-._/@^+")},
+		{"address", text("10.0.0.3:8000")},
+		{"ipv6 address", text("[fd00::3]:8000")},
+		{"space", text("a b")},
+		{"equals", text("a=b")},
+		{"quote", text(`a"b`)},
+		{"backslash", text(`a\b`)},
+		{"quote and backslash only", text(`"\`)},
+		{"html", text("<a href='x'>&amp;</a>")},
+		{"control bytes", text("\x00\x01\a\b\t\n\v\f\r\x1b\x1f\x7f")},
+		{"utf-8", text("ünïcødé ✓ 日本語 \U0001F600")},
+		{"invalid utf-8", text("a\xff\xfeb\xc3(\xe2\x82\xf0\x90\x80")},
+		{"line separators", text("a\u2028b\u2029c\u0085d")},
+		{"non-printable runes", text("\u00ad\u200b\ufeff\U000e0001")},
+		{"eight bytes", text("abcdefgh")},
+		{"nine bytes, last quoted", text("abcdefgh:")},
+		{"very long", text(strings.Repeat("abcdefghij/", 1000) + " ")},
+		{"very long plain", text(strings.Repeat("x", 70000))},
+		{"zero durations", dur(0, 0)},
+		{"sub-microsecond", dur(499, 500)},
+		{"rounding up to a millisecond", dur(999_999_500, 999_500)},
+		{"trailing zeros", dur(1_200_000, 1_020_000)},
+		{"no zeros", dur(1_234_567, 7_654_321)},
+		{"text exponent edge", dur(999_999_999_499, 999_999_999_500)},
+		{"a million ms", dur(1_000_000*time.Millisecond, 1_000_001*time.Millisecond)},
+		{"json exponent edge", dur(999_999_999_999_999_000, time.Duration(1<<63-1))},
+		{"exact integer edge", dur(exactNS-1, exactNS)},
+		{"negative", dur(-1, -1_500_000)},
+		{"tiny negative", dur(-499, -1)},
+	}
+}
+
+// TestEncoderHostileValues: values that must be quoted or escaped, and
+// durations at the edges, are written as logrus writes them, in every
+// setup the encoder takes.
+func TestEncoderHostileValues(t *testing.T) {
+	for fname, f := range formatterCases() {
+		for bname, base := range baseCases() {
+			t.Run(fname+"/"+bname, func(t *testing.T) {
+				direct, viaLogrus, db, lb := twoLoggers(t, f, base)
+				for _, tc := range hostileCases() {
+					db.Reset()
+					lb.Reset()
+					direct.Log(&tc.e)
+					viaLogrus.Log(&tc.e)
+					if db.String() != lb.String() {
+						t.Errorf("%s:\ndirect %s logrus %s", tc.name, db.String(), lb.String())
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestEncoderTimes: lines of one second share its rendered time, and a
+// line of another second or another location gets its own.
+func TestEncoderTimes(t *testing.T) {
+	base := time.Date(2026, 12, 3, 17, 0, 0, 0, time.UTC)
+	east := time.FixedZone("east", 5*3600+1800)
+	times := []time.Time{
+		base, base.Add(999 * time.Millisecond), base.Add(time.Second), base.Add(time.Second).In(east),
+		base.Add(time.Second), base.Add(-time.Nanosecond), base.Local(), {}, base.Add(24 * time.Hour),
+	}
+	for _, fname := range []string{"text", "json", "json nano", "text full time"} {
+		t.Run(fname, func(t *testing.T) {
+			direct, viaLogrus, db, lb := twoLoggers(t, formatterCases()[fname], nil)
+			for i, at := range times {
+				db.Reset()
+				lb.Reset()
+				e := Entry{Start: at, RequestID: "r", Status: 200}
+				direct.Log(&e)
+				viaLogrus.Log(&e)
+				if at.IsZero() { // stamped now: compare all but the time
+					continue
+				}
+				if db.String() != lb.String() {
+					t.Errorf("time %d (%v):\ndirect %s logrus %s", i, at, db.String(), lb.String())
+				}
+			}
+		})
+	}
+}
+
+// FuzzEncoderMatchesLogrus: any text in the client- and config-influenced
+// fields, and any durations, are written as logrus writes them, in JSON
+// and in text.
 func FuzzEncoderMatchesLogrus(f *testing.F) {
-	f.Add("rid", "/v1/completions", "model", "10.0.0.3:8000", int64(1500))
-	f.Add("\xff\"\\", "/<&>\u2028", "\x00\x1f", "", int64(-3))
-	f.Fuzz(func(t *testing.T, rid, path, model, endpoint string, us int64) {
-		e := Entry{Start: time.Unix(1700000000, 0), RequestID: rid, Method: "POST", Path: path, Model: model,
-			Endpoint: endpoint, Status: 200, TTFT: time.Duration(us) * time.Microsecond, Total: time.Duration(us) * time.Millisecond,
-			Legs: Legs{{Phase: "decode", Endpoint: endpoint, Status: 200, MS: float64(us) / 7}}}
-		for _, fname := range []string{"json", "text"} {
+	f.Add("rid", "/v1/completions", "model", "10.0.0.3:8000", "chat", int64(1500), int64(1_234_567))
+	f.Add("\xff\"\\", "/<&>\u2028", "\x00\x1f", "", "a b=c", int64(-3), int64(999_999_999_500))
+	f.Add("abcdefgh", "abcdefgh:", "ünï", "[fd00::3]:8000", "", int64(0), int64(1<<62))
+	f.Fuzz(func(t *testing.T, rid, path, model, endpoint, other string, ttft, total int64) {
+		e := Entry{Start: time.Unix(1700000000, ttft), RequestID: rid, Method: "POST", Path: path, Model: model,
+			Endpoint: endpoint, Rule: other, VIP: other, Client: other, Tier: other, Code: other, Status: 200,
+			TTFT: time.Duration(ttft), Total: time.Duration(total),
+			Legs: Legs{{Phase: "decode", Endpoint: endpoint, Status: 200, MS: float64(ttft) / 7}}}
+		for _, fname := range []string{"json", "text", "json no html", "text quote empty"} {
 			direct, viaLogrus, db, lb := twoLoggers(t, formatterCases()[fname], logrus.Fields{"component": "access"})
 			direct.Log(&e)
 			viaLogrus.Log(&e)
@@ -179,7 +288,7 @@ func TestEncoderDeclines(t *testing.T) {
 			var buf bytes.Buffer
 			l := logrus.New()
 			l.SetOutput(&buf)
-			al := New(DefaultOptions(), tt.setup(l))
+			al := New(unbuffered(), tt.setup(l), nil)
 			if al.enc != nil {
 				t.Fatal("the encoder took a setup only logrus renders")
 			}
@@ -201,7 +310,7 @@ func TestEncoderAllocs(t *testing.T) {
 		l := logrus.New()
 		l.SetOutput(io.Discard)
 		l.SetFormatter(formatterCases()[fname]())
-		al := New(DefaultOptions(), l.WithField("component", "access"))
+		al := New(unbuffered(), l.WithField("component", "access"), nil)
 		e := encoderCases()[0]
 		if n := testing.AllocsPerRun(100, func() { al.Log(&e) }); n != 0 {
 			t.Errorf("%s: %v allocations a line, want 0", fname, n)
@@ -246,7 +355,7 @@ func TestEncoderConcurrent(t *testing.T) {
 	l := logrus.New()
 	l.SetOutput(w)
 	l.SetFormatter(&logrus.JSONFormatter{})
-	al := New(DefaultOptions(), l.WithField("component", "access"))
+	al := New(unbuffered(), l.WithField("component", "access"), nil)
 	if al.enc == nil {
 		t.Fatal("no encoder")
 	}
@@ -263,5 +372,43 @@ func TestEncoderConcurrent(t *testing.T) {
 	wg.Wait()
 	if w.lines != workers*each || len(w.bad) > 0 {
 		t.Fatalf("%d lines of %d, broken: %q", w.lines, workers*each, w.bad)
+	}
+}
+
+// TestCompileOrder: the encoder takes only a layout whose fields come in
+// the order its line writes them; any other (a renamed key would make
+// one) leaves the line to logrus.
+func TestCompileOrder(t *testing.T) {
+	keyed := func(ids ...fieldID) []slot {
+		var slots []slot
+		for _, id := range ids {
+			slots = append(slots, slot{key: []byte("k="), id: id})
+		}
+		return slots
+	}
+	all := lineOrder[:]
+	noTime := slices.DeleteFunc(slices.Clone(all), func(id fieldID) bool { return id == fTime })
+	swapped := slices.Clone(noTime)
+	swapped[0], swapped[1] = swapped[1], swapped[0]
+	tests := []struct {
+		name  string
+		enc   *encoder
+		slots []slot
+		want  bool
+	}{
+		{"json, sorted", &encoder{json: true, timeFmt: time.RFC3339}, keyed(all...), true},
+		{"json without time", &encoder{json: true}, keyed(noTime...), true},
+		{"text, time first", &encoder{timeFmt: time.RFC3339}, keyed(append([]fieldID{fTime, fLevel, fMsg}, noTime...)...), true},
+		{"text without time", &encoder{}, keyed(append([]fieldID{fLevel, fMsg}, noTime...)...), true},
+		{"text, time sorted", &encoder{timeFmt: time.RFC3339}, keyed(all...), false},
+		{"two swapped", &encoder{}, keyed(swapped...), false},
+		{"one missing", &encoder{}, keyed(noTime[1:]...), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.enc.compile(tt.slots); got != tt.want {
+				t.Fatalf("compile = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

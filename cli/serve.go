@@ -78,6 +78,8 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.Float64Var(&opts.Tracing.SampleRatio, "trace-sample-ratio", opts.Tracing.SampleRatio, "share of new traces recorded (0..1); a client's traceparent decides for its own trace")
 	fl.StringVar(&opts.Tracing.ServiceName, "trace-service-name", opts.Tracing.ServiceName, "service.name of the exported traces")
 	fl.Float64Var(&opts.AccessLog.SampleRate, "access-log-sample", opts.AccessLog.SampleRate, "fraction of successful requests the access log writes, chosen by request id (0..1); failed requests are always written")
+	fl.IntVar(&opts.AccessLog.BufferBytes, "access-log-buffer", opts.AccessLog.BufferBytes, "batch access lines into writes of up to this many bytes (0: one write per line); memory is bounded at two buffers, and lines that find both full while the output stalls are dropped and counted in infergate_access_log_dropped_lines_total")
+	fl.DurationVar(&opts.AccessLog.FlushEvery, "access-log-flush", opts.AccessLog.FlushEvery, "longest a buffered access line waits before it is written")
 	// TLS.
 	fl.StringVar(&opts.TLS.CertRoot, "cert-root", opts.TLS.CertRoot, "LoxiLB certificate root for HTTPS VIPs: <root>/server.crt|key is the default certificate, <root>/<hostname>/ a host's (default <state-dir>/cert)")
 	fl.Float64Var(&opts.TLS.HandshakesPerIP, "tls-handshakes-per-ip", opts.TLS.HandshakesPerIP, "TLS handshakes one client source (IPv4 address, IPv6 /64) may start per second on the VIPs; above it handshakes are refused after the ClientHello (0: no limit)")

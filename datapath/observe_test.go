@@ -203,7 +203,7 @@ func TestAccessLogPD(t *testing.T) {
 			log := logrus.New()
 			log.SetOutput(logs)
 			log.SetFormatter(&logrus.JSONFormatter{})
-			f.rt.access = accesslog.New(accesslog.DefaultOptions(), log)
+			f.rt.access = accesslog.New(accesslog.DefaultOptions(), log, nil)
 			res := post(t, testClient(), f.url("/v1/completions"), pdBody("/v1/completions", true, ""))
 			if res.status != 200 {
 				t.Fatalf("status %d %s", res.status, res.body)

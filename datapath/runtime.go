@@ -170,7 +170,7 @@ func newRuntime(opts Options, m *metrics.Datapath, pdm *metrics.PD, rx *metrics.
 		pdm:         pdm,
 		rx:          rx,
 		log:         log.WithField("component", "datapath"),
-		access:      accesslog.New(opts.AccessLog, log.WithField("component", "access")),
+		access:      accesslog.New(opts.AccessLog, log.WithField("component", "access"), m.AccessLogDropped),
 		probeClient: newProbeClient(),
 		listeners:   make(map[netip.AddrPort]*listener),
 		rules:       make(map[spec.Key]*ruleState),
@@ -465,7 +465,8 @@ func (rt *Runtime) Status(k spec.Key) (spec.RuleStatus, bool) {
 }
 
 // Close stops every listener and prober and waits, up to ctx, for in-flight
-// requests to drain; whatever is left is then cut.
+// requests to drain; whatever is left is then cut. The access log's
+// buffered lines are written last, up to ctx.
 func (rt *Runtime) Close(ctx context.Context) error {
 	rt.mu.Lock()
 	rt.closed = true
@@ -514,6 +515,9 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	rt.certs.Close()
 	if err := rt.tracer.Shutdown(ctx); err != nil { // exports the last spans
 		errs = append(errs, fmt.Errorf("flushing traces: %w", err))
+	}
+	if err := rt.access.Close(ctx); err != nil { // writes the drained requests' lines
+		errs = append(errs, err)
 	}
 	rt.mu.Lock()
 	rt.watch.Close()

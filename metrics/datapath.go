@@ -30,6 +30,9 @@ type Datapath struct {
 	Failover     *prometheus.CounterVec // infergate_datapath_connect_failover_total{rule}
 	Panics       prometheus.Counter     // infergate_datapath_panics_total
 	Listeners    prometheus.Gauge       // infergate_datapath_listeners
+	// AccessLogDropped counts access lines a stalled log output made the
+	// buffered writer drop rather than stall requests (accesslog).
+	AccessLogDropped prometheus.Counter // infergate_access_log_dropped_lines_total
 }
 
 // NewDatapath builds the datapath families and registers them on reg. Tests
@@ -89,8 +92,12 @@ func NewDatapath(reg prometheus.Registerer) *Datapath {
 			Name: "infergate_datapath_listeners",
 			Help: "VIP:port listeners currently bound.",
 		}),
+		AccessLogDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "infergate_access_log_dropped_lines_total",
+			Help: "Access log lines dropped because the log output stalled: both buffers full, one still being written.",
+		}),
 	}
 	reg.MustRegister(d.Requests, d.Active, d.Latency, d.TTFB, d.Health, d.Breaker,
-		d.BreakerTrans, d.CBFlips, d.Retries, d.Failover, d.Panics, d.Listeners)
+		d.BreakerTrans, d.CBFlips, d.Retries, d.Failover, d.Panics, d.Listeners, d.AccessLogDropped)
 	return d
 }
