@@ -25,7 +25,9 @@
 #      commit) BIND (127.0.0.1) BASE_PORT (18700) DURATION (10s) WARM (3s)
 #      CONNS (64) THREADS (2) ROUNDS (1) LOG_LEVEL (warn: the gateway's; info
 #      writes an access line per request, as the daemon does by default,
-#      where nginx here runs with access_log off) CACHE_SIM (0; 1 adds
+#      where nginx here runs with access_log off) BASELINE_LOG_LEVEL
+#      (LOG_LEVEL; the baseline's own, so BASELINE_ROOT=<this tree>
+#      LOG_LEVEL=info BASELINE_LOG_LEVEL=warn measures the access log's share) CACHE_SIM (0; 1 adds
 #      callgrind's cache simulation and prints each request's instruction-
 #      cache misses, I1mr, and data-cache misses, D1mr+D1mw, of a 32 KiB
 #      first level: how much code and data a request walks beyond the
@@ -87,10 +89,12 @@ start() {
   ((CACHE_SIM)) && vg+=(--cache-sim=yes)
   case $t in
     infergate | baseline)
+      local lvl=$LOG_LEVEL
+      [[ $t == baseline ]] && lvl=${BASELINE_LOG_LEVEL:-$LOG_LEVEL}
       one_rule_yaml irpr "$BIND:$port" "$ENGINE" >"$TMP/$t.yaml"
       rm -rf "$TMP/$t.state"
       GODEBUG=asyncpreemptoff=1 "${vg[@]}" "$TMP/$t" serve --api-addr "$BIND:$((port + 9))" \
-        --state-dir "$TMP/$t.state" --rules "$TMP/$t.yaml" --log-level "$LOG_LEVEL" \
+        --state-dir "$TMP/$t.state" --rules "$TMP/$t.yaml" --log-level "$lvl" \
         --max-conns-per-ip 0 --max-engine-conns-per-endpoint 0 >"$TMP/$t.log" 2>&1 &
       ;;
     floorgo)
