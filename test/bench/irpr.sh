@@ -27,8 +27,8 @@
 #      writes an access line per request, as the daemon does by default,
 #      where nginx here runs with access_log off) BASELINE_LOG_LEVEL
 #      (LOG_LEVEL; the baseline's own, so BASELINE_ROOT=<this tree>
-#      LOG_LEVEL=info BASELINE_LOG_LEVEL=warn measures the access log's share) CACHE_SIM (0; 1 adds
-#      callgrind's cache simulation and prints each request's instruction-
+#      LOG_LEVEL=info BASELINE_LOG_LEVEL=warn measures the access log's
+#      share) CACHE_SIM (0; 1 adds callgrind's cache simulation and prints each request's instruction-
 #      cache misses, I1mr, and data-cache misses, D1mr+D1mw, of a 32 KiB
 #      first level: how much code and data a request walks beyond the
 #      first-level caches, which an instruction count does not show)
