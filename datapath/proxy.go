@@ -583,6 +583,7 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 	r := x.r
 	f := c.poolFacts(r, body)
 	prepareOutboundHeaderIn(r.Header, !ss.hopFree, f.ClientIP, rt.opts.TrustForwardedFor, &x.xff)
+	list := rt.outboundList(x, c, ss.hopFree, f.ClientIP)
 
 	// Timeouts are read deadlines on the engine connection (no per-request
 	// timer or derived context); the client's context still aborts the
@@ -638,7 +639,7 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 			from = x.start
 		}
 		resp, err := rt.sender.Send(ctx, upstream.Leg{
-			Endpoint: c.rule.Endpoints[i], Method: r.Method, Path: target, Header: r.Header,
+			Endpoint: c.rule.Endpoints[i], Method: r.Method, Path: target, Header: r.Header, List: list,
 			Body: body, Stream: stream, TLS: c.up, HeaderWait: quiet.firstByte, Into: into,
 			Fields: pairs, From: from,
 		})
