@@ -59,9 +59,9 @@ type Leg struct {
 	// Into, when not nil, receives the response headers and becomes
 	// resp.Header: the proxy passes the client's header map so the
 	// engine's headers are parsed straight into it instead of into a map
-	// copied over afterwards. It must hold only X-Request-Id, which the
-	// engine's value never replaces; on error (and for each 1xx response)
-	// it is put back to exactly that.
+	// copied over afterwards. It must be empty or hold only X-Request-Id,
+	// which the engine's value never replaces; on error (and for each 1xx
+	// response) it is put back to exactly that.
 	Into http.Header
 	// Fields, with Into set, asks for the engine's fields as name, value
 	// pairs (Fields) instead of in Into, for a client writer that takes
