@@ -239,4 +239,3 @@ func TestWriteHeadList(t *testing.T) {
 		})
 	}
 }
-
