@@ -1,6 +1,11 @@
 package datapath
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/infergate/infergate/datapath/h1"
+	"github.com/infergate/infergate/datapath/upstream"
+)
 
 // takesFields reports whether x's answer may be relayed with the
 // engine's fields as pairs (upstream.Leg.Fields): x.w is the timing
@@ -39,4 +44,33 @@ func pairsIntoMap(h http.Header, kv []string) {
 	for i := 0; i+1 < len(kv); i += 2 {
 		h[kv[i]] = append(h[kv[i]], kv[i+1])
 	}
+}
+
+// outboundList is the engine's request head as a list (upstream.Leg.List)
+// for a single-pool request whose header serveSingleExcl has prepared
+// (client is the X-Forwarded-For address it added), or the zero list:
+// upstream then ranges over r.Header. A list only when it says what
+// r.Header says: the front end's parse vouched for the fields (h1's
+// HeadList: each name once, so the request id was not trimmed) and for
+// their lack of hop-by-hop ones (hopFree: nothing to strip), and since
+// the parse the handler set only the request id and X-Forwarded-For,
+// which go in Set: no hook edited the header, and the rule has no API
+// keys (their field is stripped). r.Header stays filled as before, for
+// every reader after (retries, tracing's copy of it).
+func (rt *Runtime) outboundList(x *exchange, c *compiled, hopFree bool, client string) upstream.HeadList {
+	if !hopFree || client == "" || c.keys || rt.hookServe != nil {
+		return upstream.HeadList{}
+	}
+	w := x.w
+	if w == http.ResponseWriter(&x.obs.clock) {
+		w = x.obs.clock.ResponseWriter
+	}
+	names, codes, values, ok := h1.HeadList(w)
+	if !ok {
+		return upstream.HeadList{}
+	}
+	return upstream.HeadList{Names: names, Codes: codes, Values: values, Set: [2]upstream.Field{
+		{Name: HeaderRequestID, Value: x.requestID},
+		{Name: headerForwardedFor, Value: x.xff[0]},
+	}}
 }

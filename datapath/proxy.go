@@ -250,7 +250,13 @@ func (ln *listener) serve(x *exchange, w http.ResponseWriter, parsed h1.Fields) 
 		r.Header[HeaderRequestID] = x.ids[0:1:1]
 	}
 	x.ids[1] = rid
-	w.Header()[HeaderRequestID] = x.ids[1:2:2]
+	if !takesFields(x) {
+		// A writer that takes the engine's fields as pairs gets the id
+		// with them (relayAnswer), and every other answer sets it where
+		// its head is made (fail, relayAnswer): in the map here it was
+		// put in only to be deleted again (~200 instructions).
+		w.Header()[HeaderRequestID] = x.ids[1:2:2]
+	}
 	x.requestID = rid
 	ln.setHSTS(w, r) // TLS listeners only
 
@@ -444,6 +450,9 @@ func (b *streamedBody) ChunkRead() {
 func (rt *Runtime) fail(x *exchange, c *compiled, ep, status int, code, msg string) {
 	if !x.wroteHeader {
 		x.wroteHeader = true
+		if h := x.w.Header(); x.ids[1] != "" && len(h[HeaderRequestID]) == 0 {
+			h[HeaderRequestID] = x.ids[1:2:2] // serve left it to the head's maker
+		}
 		clienterr.Write(x.w, status, code, msg)
 	}
 	if c == nil {
@@ -583,6 +592,7 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 	r := x.r
 	f := c.poolFacts(r, body)
 	prepareOutboundHeaderIn(r.Header, !ss.hopFree, f.ClientIP, rt.opts.TrustForwardedFor, &x.xff)
+	list := rt.outboundList(x, c, ss.hopFree, f.ClientIP)
 
 	// Timeouts are read deadlines on the engine connection (no per-request
 	// timer or derived context); the client's context still aborts the
@@ -596,7 +606,7 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 	// (takesFields, relayAnswer).
 	var into http.Header
 	var pairs bool
-	if h := x.w.Header(); len(h) == 1 && len(h[HeaderRequestID]) == 1 {
+	if h := x.w.Header(); len(h) == 0 || len(h) == 1 && len(h[HeaderRequestID]) == 1 {
 		into = h
 		pairs = takesFields(x)
 	}
@@ -638,7 +648,7 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 			from = x.start
 		}
 		resp, err := rt.sender.Send(ctx, upstream.Leg{
-			Endpoint: c.rule.Endpoints[i], Method: r.Method, Path: target, Header: r.Header,
+			Endpoint: c.rule.Endpoints[i], Method: r.Method, Path: target, Header: r.Header, List: list,
 			Body: body, Stream: stream, TLS: c.up, HeaderWait: quiet.firstByte, Into: into,
 			Fields: pairs, From: from,
 		})
@@ -837,17 +847,16 @@ func (rt *Runtime) relayAnswer(x *exchange, c *compiled, i int, quiet silence, r
 	// The client's id, even if the engine minted its own (a parsed-into h
 	// kept the client's and dropped the engine's, unless the engine named
 	// it in Connection: only a stripped h can have lost it).
-	if !parsedInto || strip && len(h[HeaderRequestID]) == 0 {
+	if !pairs && (!parsedInto || len(h[HeaderRequestID]) == 0) {
 		h[HeaderRequestID] = x.ids[1:2:2]
 	}
 	x.wroteHeader = true
 	if pairs {
 		// The client's id goes with the pairs (the room for it is
-		// there), and h, which held it alone, is left empty: the head's
-		// walk of h, and emptying it for the next request, then cost
-		// nothing. Asked for only when the clock wraps a writer that
-		// takes pairs (serveSingleExcl, takesFields).
-		delete(h, HeaderRequestID)
+		// there), and h is left empty (serve put no id in it for such a
+		// writer): the head's walk of h, and emptying it for the next
+		// request, then cost nothing. Asked for only when the clock
+		// wraps a writer that takes pairs (serveSingleExcl, takesFields).
 		kv = append(kv, HeaderRequestID, x.ids[1])
 		x.obs.clock.WriteHeaderFields(resp.StatusCode, sse, kv)
 	} else if parsedInto && clocked {

@@ -2,9 +2,14 @@ package datapath
 
 import (
 	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/spec"
 )
 
@@ -88,5 +93,59 @@ func TestRequestIDSetByHook(t *testing.T) {
 	got := e.Requests()
 	if ids := got[len(got)-1].Header.Values(HeaderRequestID); len(ids) != 1 || ids[0] != "hooked" || res.header.Get(HeaderRequestID) != "hooked" {
 		t.Fatalf("engine ids %q, client answered %q, want hooked", ids, res.header.Get(HeaderRequestID))
+	}
+}
+
+// TestRequestIDOnEveryAnswer: on both plaintext front ends every answer
+// carries the request id, the client's when it sent a valid one, whoever
+// makes its head: the relay with the engine's fields as pairs or in the
+// map (an engine answer with a hop-by-hop field is stripped there), and
+// the gateway's own errors (an upgrade refused, an engine unreachable).
+func TestRequestIDOnEveryAnswer(t *testing.T) {
+	for _, fe := range []string{FrontEndLean, FrontEndNetHTTP} {
+		t.Run(fe, func(t *testing.T) {
+			o := testOptions()
+			o.HTTPFrontEnd = fe
+			rt := New(o, metrics.NewDatapath(prometheus.NewRegistry()), nil)
+			closeAtEnd(t, rt)
+			addr, _ := rawHopEngine(t)
+			up := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, epFor(t, addr, 1))
+			down := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, epFor(t, "127.0.0.1:"+strconv.Itoa(int(freePort(t))), 1))
+			for _, r := range []*spec.Rule{up, down} {
+				if err := rt.Install(nil, r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, tc := range []struct {
+				name   string
+				rule   *spec.Rule
+				query  string
+				fields string
+				status string
+			}{
+				{name: "relayed", rule: up, status: "200"},
+				{name: "relayed, hop field stripped", rule: up, query: "?r=2", status: "200"},
+				{name: "relayed, Transfer-Encoding", rule: up, query: "?r=12", status: "200"},
+				{name: "upgrade refused", rule: up, fields: "Connection: upgrade\r\nUpgrade: websocket\r\n", status: "501"},
+				{name: "engine unreachable", rule: down, status: "502"},
+			} {
+				for _, id := range []string{"", "client-id-7"} {
+					t.Run(tc.name+"/id="+id, func(t *testing.T) {
+						fields := tc.fields
+						if id != "" {
+							fields += "X-Request-Id: " + id + "\r\n"
+						}
+						head, _ := hopExchange(t, tc.rule.Key.ListenAddr().String(), tc.query, fields)
+						if !strings.HasPrefix(head, "HTTP/1.1 "+tc.status) {
+							t.Fatalf("answer %q, want %s", head, tc.status)
+						}
+						got := regexp.MustCompile(`(?mi)^X-Request-Id: (.*)\r$`).FindAllStringSubmatch(head, -1)
+						if len(got) != 1 || id != "" && got[0][1] != id || id == "" && !hex32.MatchString(got[0][1]) {
+							t.Fatalf("answer's ids %q (client's %q): %q", got, id, head)
+						}
+					})
+				}
+			}
+		})
 	}
 }

@@ -166,6 +166,7 @@ func (s tracedSender) Send(ctx context.Context, leg upstream.Leg) (*http.Respons
 	// each leg sends its own copy naming its own span.
 	leg.Header = leg.Header.Clone()
 	s.t.Inject(sctx, leg.Header)
+	leg.List = upstream.HeadList{} // it lacks the propagation fields
 	resp, err := s.next.Send(ctx, leg)
 	if err != nil {
 		span.RecordError(err)

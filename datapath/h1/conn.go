@@ -90,6 +90,11 @@ type conn struct {
 	// endedAt is when the handler said its answer ended (EndedAt); zero:
 	// it did not. The idle mark after the request takes it (idle).
 	endedAt time.Time
+
+	// codes are the last parsed head's parsed.codes (HeadList): its
+	// request's, while its handler runs (a connection parses its next
+	// head only after).
+	codes uint64
 }
 
 // reqState is what one request needs on the heap besides its
@@ -113,6 +118,8 @@ type reqState struct {
 	// whole: the body (if any) was all in the read buffer when the head
 	// was parsed (ResponseWriter.Arrived).
 	whole bool
+	// listed is parsed.listed (HeadList), in the flags' padding.
+	listed int8
 	// fields filters the common names parseRequest stored in hdr
 	// (response.Fields); beside the two flags, in the state's padding.
 	fields fieldFilter
@@ -337,7 +344,8 @@ func (c *conn) readRequest(first bool, whole int) (*reqState, bool) {
 		}
 	}
 	c.reqClose = p.close
-	rs.hopFree, rs.fields = !p.hopField, p.stored
+	rs.hopFree, rs.fields, rs.listed = !p.hopField, p.stored, p.listed
+	c.codes = p.codes // the state's size class has no room left for them
 	return rs, true
 }
 

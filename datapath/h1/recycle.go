@@ -64,6 +64,7 @@ func poisonState(rs *reqState) {
 	rs.url = url.URL{Path: "/" + PoisonMethod}
 	rs.req = http.Request{Method: PoisonMethod, URL: &rs.url}
 	rs.hdr = nil
+	rs.listed = -1
 	rs.w = response{} // every method dereferences w.c or w.rs: nil panics
 	if p, ok := rs.scratch.(Poisoner); ok {
 		p.Poison()

@@ -84,7 +84,17 @@ var internTable = func() (t [internSlots]internSlot) {
 	return t
 }()
 
-const internSlots = 128 // a power of two
+const internSlots = 128 // a power of two: a slot plus one fits a byte (parsed.codes)
+
+// internNames are internTable's canonical names by slot ("" for none),
+// the names HeadList's codes index (less one). Read-only after package
+// initialisation.
+var internNames = func() (n [internSlots]string) {
+	for i, s := range internTable {
+		n[i] = s.canon
+	}
+	return n
+}()
 
 // internHash mixes a name's length and its first and last bytes, folded to
 // lower case: collision-free over commonRequestHeaders.
@@ -315,14 +325,23 @@ type parsed struct {
 	hopField bool
 	// stored filters the common names stored in the header map (Fields).
 	stored fieldFilter
+	// listed is how many fields the head stored when listable (HeadList):
+	// the first maxListed fields, each a common name of its own, in
+	// codes, byte i the i-th field's internTable slot plus one; else -1.
+	listed int8
+	codes  uint64
 }
+
+// maxListed is how many fields a head may store and still be a list
+// (HeadList): as many as codes holds.
+const maxListed = 8
 
 // parseRequest fills r from head (as readHead returned it). vals backs the
 // header values; r.URL must point to a zeroed url.URL. h, when not nil, is
 // an empty map that becomes r.Header (a connection's spare: see
 // conn.takeRequestHeader); nil makes one.
 func parseRequest(head string, r *http.Request, vals []string, h http.Header) (parsed, error) {
-	var p parsed
+	p := parsed{listed: -1}
 	// Every line ends in CRLF (headScan, bufferedHead): the first LF ends
 	// the request line, and its two spaces are found by byte, not by
 	// strings.Index and Cut, whose general searches were ~7 % of parsing
@@ -384,6 +403,7 @@ func parseRequest(head string, r *http.Request, vals []string, h http.Header) (p
 	var host, cl, te, conn, expect string
 	var nHost, nCL, nTE, nFields, nVals int
 	var seen internSet // the common names met
+	listable := true   // so far each stored field a common name of its own, at most maxListed
 	for len(rest) > 0 {
 		// Every line ends in CRLF (headScan): its LF ends it.
 		eol := strings.IndexByte(rest, '\n')
@@ -444,7 +464,13 @@ func parseRequest(head string, r *http.Request, vals []string, h http.Header) (p
 		// about the others.
 		if common && seen.add(slot) || !common && h[key] != nil {
 			h[key] = append(h[key], v)
+			listable = false // a name twice: values to merge
 			continue
+		}
+		if common && nFields <= maxListed {
+			p.codes |= uint64(slot+1) << (8 * (nFields - 1))
+		} else {
+			listable = false
 		}
 		if nVals == len(vals) {
 			vals, nVals = make([]string, strings.Count(rest, "\n")+1), 0
@@ -493,6 +519,9 @@ func parseRequest(head string, r *http.Request, vals []string, h http.Header) (p
 
 	r.Header = h
 	p.stored = seen.filter()
+	if listable && nVals == nFields {
+		p.listed = int8(nFields)
+	}
 
 	if err := parseTarget(r, method, target); err != nil {
 		return p, err

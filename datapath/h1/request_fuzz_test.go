@@ -3,8 +3,10 @@ package h1
 import (
 	"bufio"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,6 +63,9 @@ func FuzzParseRequest(f *testing.F) {
 			if !methodChar[r.Method[i]] {
 				t.Fatalf("method %q accepted", r.Method)
 			}
+		}
+		if got := listMap(p, vals[:]); got != nil && !maps.EqualFunc(got, r.Header, slices.Equal) {
+			t.Fatalf("the head's list %v, its map %v: %q", got, r.Header, raw)
 		}
 		for _, k := range commonRequestHeaders {
 			if (Fields{stored: p.stored, known: true}).Lacks(FieldOf(k)) && r.Header[k] != nil {

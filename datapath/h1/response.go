@@ -75,6 +75,27 @@ func (w *response) Arrived() Arrival {
 	return Arrival{Start: w.rs.start, BodyWhole: w.rs.whole, LineChecked: true, HopFree: w.rs.hopFree}
 }
 
+// HeadList returns the fields the head of the request w answers stored
+// in its header map, in head order, when w is this server's writer and
+// the head stored at most 8, each under a common name of its own (the
+// names the parser interns, hence no value list to merge): names holds
+// names by code less one, the i-th field's name is names[byte i of
+// codes - 1] (codes ends at its first zero byte), its value values[i].
+// ok is false for any other head. values are the request state's: valid
+// until the handler returns; none of it speaks of fields the handler
+// added to the map since or values it changed there. Why: a proxy
+// writing the request on can walk the list instead of ranging over the
+// map (a random start, then an iterator step per field), and the state
+// had 8 B left in its size class for it, not a name per field.
+func HeadList(w http.ResponseWriter) (names []string, codes uint64, values []string, ok bool) {
+	rw, isH1 := w.(*response)
+	if !isH1 || rw.rs == nil || rw.c == nil || rw.rs.listed < 0 {
+		return nil, 0, nil, false
+	}
+	n := rw.rs.listed
+	return internNames[:], rw.c.codes, rw.rs.vals[:n:n], true
+}
+
 var (
 	_ http.ResponseWriter = (*response)(nil)
 	_ http.Flusher        = (*response)(nil)

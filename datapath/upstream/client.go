@@ -602,7 +602,8 @@ func flushAwait(w *reqWriter, pc *conn) error {
 }
 
 // writeHead writes the request line, Host and the leg's end-to-end headers
-// (framing headers are the caller's).
+// (framing headers are the caller's): leg.List when it has one, else
+// leg.Header's.
 func writeHead(w *reqWriter, addr, method string, leg *Leg) {
 	target := leg.Path
 	if target == "" {
@@ -621,6 +622,19 @@ func writeHead(w *reqWriter, addr, method string, leg *Leg) {
 		w.WriteString(target)
 		w.WriteString(" HTTP/1.1\r\n")
 		w.writeField(headerHost, addr)
+	}
+	if l := &leg.List; l.Names != nil {
+		for i, c := 0, l.Codes; c != 0; i, c = i+1, c>>8 {
+			if k := l.Names[c&0xff-1]; !l.replaced(k) {
+				w.writeField(k, l.Values[i])
+			}
+		}
+		for _, f := range &l.Set {
+			if f.Name != "" {
+				w.writeField(f.Name, f.Value)
+			}
+		}
+		return
 	}
 	for k, vv := range leg.Header {
 		if k == headerHost || k == headerContentLength || k == headerTE {

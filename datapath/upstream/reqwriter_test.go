@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -176,5 +177,65 @@ func BenchmarkWriteHead(b *testing.B) {
 	for b.Loop() {
 		writeHead(&w, "127.0.0.1:8000", http.MethodPost, &leg)
 		w.buf = w.buf[:0]
+	}
+}
+
+// TestWriteHeadList: a leg's head written from its List is the head
+// written from its Header, up to the order of names, when the list says
+// what the map says (HeadList): listed fields, Set replacing any of its
+// names, the Sender's own names (Host, Content-Length,
+// Transfer-Encoding) left out of both.
+func TestWriteHeadList(t *testing.T) {
+	names := []string{"Content-Type", "Accept", "X-Request-Id", "X-Forwarded-For", "Content-Length", "Host", "Transfer-Encoding"}
+	code := func(i ...int) (c uint64) {
+		for n, k := range i {
+			c |= uint64(k+1) << (8 * n)
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name   string
+		codes  uint64
+		values []string
+		set    [2]Field
+	}{
+		{name: "empty"},
+		{name: "set only", set: [2]Field{{headerRequestID, "id"}, {"X-Forwarded-For", "1.2.3.4"}}},
+		{name: "listed only", codes: code(0, 1), values: []string{"application/json", "*/*"}},
+		{name: "set replaces listed", codes: code(2, 0, 3), values: []string{"client", "text/plain", "10.0.0.1"},
+			set: [2]Field{{headerRequestID, "id"}, {"X-Forwarded-For", "10.0.0.1, 1.2.3.4"}}},
+		{name: "the Sender's names", codes: code(4, 5, 6, 1), values: []string{"9", "h", "chunked", "a"}},
+		{name: "one set field", codes: code(1), values: []string{"a"}, set: [2]Field{{Name: "X-Forwarded-For", Value: "1.2.3.4"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{}
+			n := 0
+			for c := tc.codes; c != 0; c >>= 8 {
+				h[names[c&0xff-1]] = []string{tc.values[n]}
+				n++
+			}
+			for _, f := range tc.set {
+				if f.Name != "" {
+					h[f.Name] = []string{f.Value}
+				}
+			}
+			head := func(leg *Leg) string {
+				var pool sync.Pool
+				rec := &recWriter{}
+				w := reqWriter{pool: &pool, w: rec}
+				writeHead(&w, "10.1.1.1:8000", http.MethodPost, leg)
+				if err := w.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				lines := strings.Split(string(bytes.Join(rec.writes, nil)), "\r\n")
+				slices.Sort(lines[1:])
+				return strings.Join(lines, "\r\n")
+			}
+			fromMap := head(&Leg{Path: "/v1/completions", Header: h})
+			fromList := head(&Leg{Path: "/v1/completions", Header: h, List: HeadList{Names: names, Codes: tc.codes, Values: tc.values, Set: tc.set}})
+			if fromList != fromMap {
+				t.Fatalf("list %q, map %q", fromList, fromMap)
+			}
+		})
 	}
 }

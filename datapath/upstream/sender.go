@@ -34,6 +34,10 @@ type Leg struct {
 	// Header holds the end-to-end fields; Host, Content-Length and
 	// Transfer-Encoding are the Sender's and ignored here.
 	Header http.Header
+	// List, when its Names are not nil, is Header again as a list, which
+	// the Client writes instead of ranging over Header. Whoever changes
+	// Header after setting it must clear it (tracing's propagation does).
+	List HeadList
 	// Body is sent with its Content-Length (0 for a nil body on POST, PUT
 	// and PATCH). Ignored when Stream is set.
 	Body []byte
@@ -55,9 +59,9 @@ type Leg struct {
 	// Into, when not nil, receives the response headers and becomes
 	// resp.Header: the proxy passes the client's header map so the
 	// engine's headers are parsed straight into it instead of into a map
-	// copied over afterwards. It must hold only X-Request-Id, which the
-	// engine's value never replaces; on error (and for each 1xx response)
-	// it is put back to exactly that.
+	// copied over afterwards. It must be empty or hold only X-Request-Id,
+	// which the engine's value never replaces; on error (and for each 1xx
+	// response) it is put back to exactly that.
 	Into http.Header
 	// Fields, with Into set, asks for the engine's fields as name, value
 	// pairs (Fields) instead of in Into, for a client writer that takes
@@ -67,6 +71,34 @@ type Leg struct {
 	// went into the map only to be walked back out of it for the
 	// client's head, and the map cleared for the next request.
 	Fields bool
+}
+
+// HeadList is a leg's header as its caller already had it in order: a
+// front end's parsed fields, the i-th named Names[byte i of Codes - 1]
+// (Codes ends at its first zero byte: up to 8 fields) with the value
+// Values[i], each name once and spelled as Header's key; and the fields
+// the caller set in Header over them (Set). It must say exactly what
+// Header says, up to the order of names: Header holds the listed
+// fields, except that a Set name's value is Set's alone. Why: ranging
+// over a map draws a random start and steps an iterator per field, where
+// the front end had the fields in a list already (h1.HeadList).
+type HeadList struct {
+	Names  []string
+	Codes  uint64
+	Values []string
+	// Set are fields the caller put in Header, each replacing any listed
+	// field of its name; an empty Name is no field.
+	Set [2]Field
+}
+
+// Field is one header field's name and value.
+type Field struct{ Name, Value string }
+
+// replaced reports whether a listed field named k is one of Set's, or
+// one the Sender writes itself (Host, Content-Length, Transfer-Encoding).
+func (l *HeadList) replaced(k string) bool {
+	return k == headerContentLength || k == l.Set[0].Name || k == l.Set[1].Name ||
+		k == headerHost || k == headerTE
 }
 
 func (l *Leg) method() string {
