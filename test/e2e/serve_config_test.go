@@ -124,6 +124,11 @@ spec:
 		return resp.StatusCode == http.StatusOK
 	})
 	demoServes(t, vip)
+	// Access lines are batched (--access-log-flush, 1 s by default): wait
+	// for one, so the prompt check below reads the lines a request wrote.
+	eventually(t, 10*time.Second, "an access line in the daemon's log", func() bool {
+		return strings.Contains(d.log.String(), `"msg":"access"`)
+	})
 
 	lines := 0
 	for _, l := range strings.Split(strings.TrimSpace(d.log.String()), "\n") {
