@@ -3,6 +3,7 @@
 package sockio
 
 import (
+	"cmp"
 	"runtime"
 	"sync"
 	"syscall"
@@ -30,6 +31,7 @@ type Loops struct {
 	mu   sync.Mutex
 	set  []*loop
 	size int // loops; 0: GOMAXPROCS
+	buf  int // a loop's read buffer (tests); 0: loopBuf
 }
 
 // loop is one epoll set and the goroutine that waits on it.
@@ -39,6 +41,7 @@ type loop struct {
 	next   uint64
 	ops    map[uint64]*eachOp
 	closed bool // run has returned: register starts another
+	buf    int  // the size of its read buffer
 }
 
 // register enters op under a new id in the loop for fd, starting one
@@ -67,7 +70,7 @@ func (ls *Loops) register(fd uintptr, op *eachOp) (*loop, uint64) {
 		if err != nil {
 			return nil, 0
 		}
-		l = &loop{ep: ep, ops: map[uint64]*eachOp{}}
+		l = &loop{ep: ep, ops: map[uint64]*eachOp{}, buf: cmp.Or(ls.buf, loopBuf)}
 		ls.set[i] = l
 		l.mu.Lock()
 		go l.run()
@@ -85,6 +88,11 @@ func (ls *Loops) register(fd uintptr, op *eachOp) (*loop, uint64) {
 func (l *loop) run() {
 	var events [128]syscall.EpollEvent
 	var ops [len(events)]*eachOp
+	// The loop's read buffer, lent to each callback in turn (loopRun):
+	// the callbacks run one after the other, and what a callback keeps of
+	// its bytes past its end it copies (stashWrite), so no stream holds a
+	// buffer between events and none is borrowed from a pool per event.
+	buf := make([]byte, l.buf)
 	handle := func(evs []syscall.EpollEvent) {
 		// The batch's streams looked up together, under one lock: the
 		// lookups' cache misses overlap instead of one per callback.
@@ -96,7 +104,7 @@ func (l *loop) run() {
 		for i := range evs {
 			if op := ops[i]; op != nil {
 				ops[i] = nil
-				op.loopRun(l, eventID(&evs[i]), evs[i].Events)
+				op.loopRun(l, eventID(&evs[i]), evs[i].Events, buf)
 			}
 		}
 	}
@@ -120,10 +128,14 @@ func eventID(ev *syscall.EpollEvent) uint64 {
 	return uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
 }
 
-// loopRun runs op's callback for one readiness; when the stream ends,
-// or its client write was stashed, it leaves the set and its goroutine
-// is woken.
-func (op *eachOp) loopRun(l *loop, id uint64, events uint32) {
+// loopBuf is the size of a loop's read buffer: the relay's pooled
+// buffers' (datapath's runtime), so a read takes what it took before.
+const loopBuf = 32 << 10
+
+// loopRun runs op's callback for one readiness, its reads into buf (the
+// loop's, lent for the call); when the stream ends, or its client write
+// was stashed, it leaves the set and its goroutine is woken.
+func (op *eachOp) loopRun(l *loop, id uint64, events uint32, buf []byte) {
 	op.loopMu.Lock()
 	defer op.loopMu.Unlock()
 	if op.loopID != id {
@@ -132,7 +144,10 @@ func (op *eachOp) loopRun(l *loop, id uint64, events uint32) {
 	if events&(syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
 		op.drain = true // read on to EOF or the error
 	}
-	if op.run(op.loopFD) {
+	op.lent = buf
+	ended := op.run(op.loopFD)
+	op.lent = nil
+	if ended {
 		op.ended = true
 	} else if !op.stalled {
 		return

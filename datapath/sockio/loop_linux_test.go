@@ -121,6 +121,9 @@ func testReadEachLoopStash(t *testing.T, detach bool) {
 		if !errors.Is(err, io.EOF) || string(g.got) != "second" {
 			t.Fatalf("second stream: read %q, %v; want %q, EOF", g.got, err, "second")
 		}
+		if g.loopReads == 0 {
+			t.Error("second stream: no read into the loop's buffer")
+		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the second stream did not end while the first one's client read nothing: the loop waited on it")
 	}

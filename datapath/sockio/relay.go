@@ -40,8 +40,11 @@ type ReadHandler interface {
 	// Buffer returns the buffer for the next read: the one lent since the
 	// last Idle, or a new one.
 	Buffer() []byte
-	// Handle takes the bytes of one read (a prefix of Buffer's buffer).
-	// false stops ReadEach, which then returns err.
+	// Handle takes the bytes of one read: a prefix of Buffer's buffer,
+	// or, from a loop (EachState.Loops), of the loop's own, which is the
+	// next stream's once Handle returns: Handle keeps none of p (a client
+	// write it stashes is copied). false stops ReadEach, which then
+	// returns err.
 	Handle(p []byte) (more bool, err error)
 	// Idle says the buffer is not needed until the next Buffer: ReadEach
 	// is about to wait for readiness, or to return.

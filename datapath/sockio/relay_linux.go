@@ -153,6 +153,7 @@ type loopState struct {
 	woken   chan struct{} // the stream's goroutine's wake-up
 	client  *Conn         // the connection the handler writes, its writes stashed
 	tail    []byte        // the stash
+	lent    []byte        // the loop's read buffer while its callback runs (nil: the handler's)
 }
 
 // run is ReadEach's RawConn callback: read, hand on, and return false (the
@@ -166,7 +167,10 @@ type loopState struct {
 // own time.
 func (op *eachOp) run(fd uintptr) bool {
 	for {
-		p := op.h.Buffer()
+		p := op.lent
+		if p == nil {
+			p = op.h.Buffer()
+		}
 		n, errno := relayRead(fd, p)
 		switch errno {
 		case 0:

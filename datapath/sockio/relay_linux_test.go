@@ -25,6 +25,17 @@ type gather struct {
 	stopAfter int
 	stopErr   error
 	onRead    func()
+	loopReads int // reads into a loop's buffer, not buf
+}
+
+// owns reports whether p lies in g.buf.
+func (g *gather) owns(p []byte) bool {
+	for i := range g.buf {
+		if &g.buf[i] == &p[0] {
+			return true
+		}
+	}
+	return false
 }
 
 func (g *gather) Buffer() []byte {
@@ -35,8 +46,12 @@ func (g *gather) Buffer() []byte {
 func (g *gather) Idle() { g.lent = false }
 
 func (g *gather) Handle(p []byte) (bool, error) {
-	if !g.lent {
-		g.t.Error("Handle with no buffer lent")
+	if len(p) > 0 && g.owns(p) {
+		if !g.lent {
+			g.t.Error("Handle with no buffer lent")
+		}
+	} else if len(p) > 0 {
+		g.loopReads++ // a loop's own buffer, lent for the call
 	}
 	g.got = append(g.got, p...)
 	g.mu.Lock()
@@ -58,7 +73,10 @@ func (g *gather) Handle(p []byte) (bool, error) {
 // read on).
 func TestReadEach(t *testing.T) {
 	errStop := errors.New("stop")
-	loops := new(Loops) // shared by the looped cases, as by a process's streams
+	// Shared by the looped cases, as by a process's streams; its reads
+	// as small as the smallest case's buffer, so those cases read on
+	// without a wait there too.
+	loops := &Loops{buf: 8}
 	for _, tc := range []struct {
 		name    string
 		pieces  []string // written before ReadEach starts (first) and then apart

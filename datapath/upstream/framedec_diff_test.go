@@ -84,3 +84,74 @@ func TestFrameDecoderDataBeforeError(t *testing.T) {
 		}
 	}
 }
+
+// FuzzFrameDecoder checks, on any bytes, the decoder pushed them whole
+// (where wholeChunk takes plain chunks in one step) against the decoder
+// pushed them one byte at a time (never wholeChunk: every chunk is split)
+// and against the pulled reader: the same data, end and error, and after
+// a clean end the same bytes left over.
+func FuzzFrameDecoder(f *testing.F) {
+	f.Add("c\r\ndata: tok0\n\n\r\n0\r\n\r\n")
+	f.Add("3\r\nabc\r\n3;x\r\nabc\r\n0\r\nX: 1\r\n\r\nextra")
+	for _, p := range framePieces {
+		f.Add("3\r\nabc\r\n" + p + "0\r\n\r\n")
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		every := make([]int, 0, len(raw))
+		for k := 1; k < len(raw); k++ {
+			every = append(every, k)
+		}
+		wd, wdone, wextra, werr := decodeAll(frameChunked, 0, raw, nil)
+		bd, bdone, bextra, berr := decodeAll(frameChunked, 0, raw, every)
+		if wd != bd || wdone != bdone || (werr == nil) != (berr == nil) || werr == nil && wextra != bextra {
+			t.Fatalf("%q: whole %q %v %d %v; byte by byte %q %v %d %v", raw, wd, wdone, wextra, werr, bd, bdone, bextra, berr)
+		}
+		pd, perr, prest := pullChunked(raw)
+		if perr == nil && (werr != nil || !wdone || wd != pd || wextra != prest) {
+			t.Fatalf("%q: whole %q %v %d %v; reader %q rest %d", raw, wd, wdone, wextra, werr, pd, prest)
+		}
+	})
+}
+
+// TestWholeChunk: the one-step path takes only whole plain chunks and
+// leaves the rest to the states.
+func TestWholeChunk(t *testing.T) {
+	for _, tc := range []struct {
+		in        string
+		at, n, nx int
+		ok        bool
+	}{
+		{"3\r\nabc\r\n", 3, 3, 8, true},
+		{"A\r\n0123456789\r\nrest", 3, 10, 15, true},
+		{"0000000000000003\r\nabc\r\n", 18, 3, 23, true},
+		{"00000000000000003\r\nabc\r\n", 0, 0, 0, false}, // 17 digits
+		{"0\r\n\r\n", 0, 0, 0, false},                    // the last chunk
+		{"3;x\r\nabc\r\n", 0, 0, 0, false},
+		{"3 \r\nabc\r\n", 0, 0, 0, false},
+		{"3\nabc\r\n", 0, 0, 0, false},
+		{"3\r\nabc\n", 0, 0, 0, false},
+		{"3\r\nabc\r", 0, 0, 0, false},
+		{"3\r\nab", 0, 0, 0, false},
+		{"ffffffffffffffff\r\nabc\r\n", 0, 0, 0, false},
+		{"g\r\n", 0, 0, 0, false},
+		{"", 0, 0, 0, false},
+	} {
+		at, n, nx, ok := wholeChunk([]byte(tc.in), 0)
+		if at != tc.at || n != tc.n || nx != tc.nx || ok != tc.ok {
+			t.Errorf("%q: %d %d %d %v; want %d %d %d %v", tc.in, at, n, nx, ok, tc.at, tc.n, tc.nx, tc.ok)
+		}
+	}
+}
+
+// TestHexValue: the table agrees with hexDigit on every byte.
+func TestHexValue(t *testing.T) {
+	if len(hexValue) != 256 {
+		t.Fatalf("hexValue has %d entries", len(hexValue))
+	}
+	for b := range 256 {
+		v, ok := hexDigit(byte(b))
+		if got := hexValue[b]; ok && uint64(got) != v || !ok && got != 0xff {
+			t.Errorf("%q: table %#x, hexDigit %d %v", byte(b), got, v, ok)
+		}
+	}
+}
