@@ -61,6 +61,8 @@ for tool in valgrind callgrind_control wrk curl; do
 done
 # shellcheck source=nginxconf.sh
 . "$ROOT/test/bench/nginxconf.sh"
+# shellcheck source=cgvs.sh
+. "$ROOT/test/bench/cgvs.sh"
 # shellcheck source=smallpost.sh
 . "$ROOT/test/bench/smallpost.sh"
 
@@ -163,9 +165,7 @@ echo
 echo "user-space instructions per request, mean of $ROUNDS round(s) (wrk -c$CONNS -t$THREADS -d$DURATION under callgrind)"
 for t in $TARGETS; do
   mean=$((SUM[$t] / ROUNDS))
-  vs=""
-  [[ -n ${SUM[nginx]:-} ]] && vs=$(awk -v a="${SUM[$t]}" -v b="${SUM[nginx]}" 'BEGIN{printf "  %.2fx nginx", a/b}')
-  [[ -n ${SUM[infergate]:-} && $t == baseline ]] && vs+=$(awk -v a="${SUM[infergate]}" -v b="${SUM[baseline]}" 'BEGIN{printf "  (infergate/baseline %.3fx)", a/b}')
+  vs=$(cg_vs SUM "$t")
   ((CACHE_SIM)) && vs+=$(printf '  %d I1mr/req' $((SUMI1[$t] / ROUNDS)))
   printf '%-10s %8d Ir/req%s\n' "$t" "$mean" "$vs"
 done

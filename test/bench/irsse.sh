@@ -60,6 +60,8 @@ done
 ((STRACE)) && { command -v strace >/dev/null || { echo "irsse.sh: strace is missing" >&2; exit 2; }; }
 # shellcheck source=nginxconf.sh
 . "$ROOT/test/bench/nginxconf.sh"
+# shellcheck source=cgvs.sh
+. "$ROOT/test/bench/cgvs.sh"
 # shellcheck source=smallpost.sh
 . "$ROOT/test/bench/smallpost.sh"
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
@@ -155,9 +157,7 @@ echo
 echo "user-space instructions per relayed event, mean of $ROUNDS round(s) ($STREAMS streams × $TOKENS events every $DELAY under callgrind)"
 for t in $TARGETS; do
   mean=$((SUM[$t] / ROUNDS))
-  vs=""
-  [[ -n ${SUM[nginx]:-} ]] && vs=$(awk -v a="${SUM[$t]}" -v b="${SUM[nginx]}" 'BEGIN{printf "  %.2fx nginx", a/b}')
-  [[ -n ${SUM[infergate]:-} && $t == baseline ]] && vs+=$(awk -v a="${SUM[infergate]}" -v b="${SUM[baseline]}" 'BEGIN{printf "  (infergate/baseline %.3fx)", a/b}')
+  vs=$(cg_vs SUM "$t")
   printf '%-10s %8d Ir/event%s\n' "$t" "$mean" "$vs"
 done
 
