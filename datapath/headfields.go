@@ -61,11 +61,7 @@ func (rt *Runtime) outboundList(x *exchange, c *compiled, hopFree bool, client s
 	if !hopFree || client == "" || c.keys || rt.hookServe != nil {
 		return upstream.HeadList{}
 	}
-	w := x.w
-	if w == http.ResponseWriter(&x.obs.clock) {
-		w = x.obs.clock.ResponseWriter
-	}
-	names, codes, values, ok := h1.HeadList(w)
+	names, codes, values, ok := h1.HeadList(x.obs.clock.Unwrap())
 	if !ok {
 		return upstream.HeadList{}
 	}
