@@ -115,8 +115,7 @@ func (w *response) WriteHeader(code int) { w.WriteHeaderFields(code, nil) }
 // proxy relays a head it parsed without putting its fields into the map
 // for the head's walk to read them back, and clearing the map after
 // (with the relay's side, ~1,200 instructions of a four-field answer,
-// callgrind). They are subject
-// to the map's rules (Transfer-Encoding is the server's, Content-Length
+// callgrind). They are subject to the map's rules (Transfer-Encoding is the server's, Content-Length
 // declares the length and is dropped when invalid, Connection may close,
 // Date and Content-Type count as set, values are scrubbed of CR, LF and
 // NUL), but their names must be valid field names already, and kv may
