@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/infergate/infergate/spec"
@@ -147,47 +146,17 @@ func TestRelayedHeads(t *testing.T) {
 // answer(N) for ?r=N in its target.
 func rawHeadEngine(t *testing.T, answer func(n int) string) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	var wg sync.WaitGroup
-	wg.Go(func() {
+	return serveRaw(t, func(c net.Conn, br *bufio.Reader) {
 		for {
-			c, err := l.Accept()
+			req, err := http.ReadRequest(br)
 			if err != nil {
 				return
 			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Go(func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					_, _ = io.Copy(io.Discard, req.Body)
-					n, _ := strconv.Atoi(req.URL.Query().Get("r"))
-					if _, err := io.WriteString(c, answer(n)); err != nil {
-						return
-					}
-				}
-			})
+			_, _ = io.Copy(io.Discard, req.Body)
+			n, _ := strconv.Atoi(req.URL.Query().Get("r"))
+			if _, err := io.WriteString(c, answer(n)); err != nil {
+				return
+			}
 		}
 	})
-	t.Cleanup(func() {
-		_ = l.Close()
-		mu.Lock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return l.Addr().String()
 }

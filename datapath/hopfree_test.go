@@ -2,7 +2,6 @@ package datapath
 
 import (
 	"bufio"
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -47,68 +46,38 @@ var hopRespCases = []struct {
 // target).
 func rawHopEngine(t *testing.T) (string, func() []string) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
 	var heads []string
-	var conns []net.Conn // closed at the end: the gateway pools them
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() {
+	addr := serveRaw(t, func(c net.Conn, br *bufio.Reader) {
 		for {
-			c, err := l.Accept()
+			head, err := readRawHead(br)
 			if err != nil {
 				return
 			}
 			mu.Lock()
-			conns = append(conns, c)
+			heads = append(heads, head)
 			mu.Unlock()
-			wg.Go(func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for ctx.Err() == nil {
-					head, err := readRawHead(br)
-					if err != nil {
-						return
-					}
-					mu.Lock()
-					heads = append(heads, head)
-					mu.Unlock()
-					req, err := http.ReadRequest(bufio.NewReader(io.MultiReader(strings.NewReader(head), br)))
-					if err != nil {
-						return
-					}
-					_, _ = io.Copy(io.Discard, req.Body)
-					rc := hopRespCases[0]
-					if n, err := strconv.Atoi(req.URL.Query().Get("r")); err == nil {
-						rc = hopRespCases[n]
-					}
-					answer := "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" + rc.fields
-					if rc.chunked {
-						answer += "\r\n2\r\n{}\r\n0\r\n\r\n"
-					} else {
-						answer += "Content-Length: 2\r\n\r\n{}"
-					}
-					if _, err := io.WriteString(c, answer); err != nil {
-						return
-					}
-				}
-			})
+			req, err := http.ReadRequest(bufio.NewReader(io.MultiReader(strings.NewReader(head), br)))
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, req.Body)
+			rc := hopRespCases[0]
+			if n, err := strconv.Atoi(req.URL.Query().Get("r")); err == nil {
+				rc = hopRespCases[n]
+			}
+			answer := "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" + rc.fields
+			if rc.chunked {
+				answer += "\r\n2\r\n{}\r\n0\r\n\r\n"
+			} else {
+				answer += "Content-Length: 2\r\n\r\n{}"
+			}
+			if _, err := io.WriteString(c, answer); err != nil {
+				return
+			}
 		}
 	})
-	t.Cleanup(func() {
-		cancel()
-		_ = l.Close()
-		mu.Lock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return l.Addr().String(), func() []string {
+	return addr, func() []string {
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]string(nil), heads...)
