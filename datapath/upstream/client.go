@@ -542,14 +542,20 @@ type response struct {
 	resp http.Response
 	body body
 	lb   lengthBody
-	// vals is the backing array for up to 10 single-valued headers, or
-	// (Leg.Fields) for up to 4 fields as name, value pairs (engines'
-	// usual small answer: uvicorn's date, server, content-length and
-	// content-type) and the two strings the datapath adds. Ten, not
-	// more: the response stays in the 416-byte size class.
-	vals [10]string
+	// vals is the backing array for up to 14 single-valued headers, or
+	// (Leg.Fields) for up to 6 fields as name, value pairs and the two
+	// strings the datapath adds: engines' usual answers (uvicorn's date,
+	// server, content-length or transfer-encoding, content-type; an
+	// echoed request id, a cache-control on a stream) without a second
+	// array (parseHead's make, 192 bytes or more, for a fifth field
+	// when it held ten).
+	vals [14]string
 	// hopField: the head held a field named by hop.Headers (parseHead).
 	hopField bool
+	// head is the room the head string is copied into when it fits
+	// (headString): written once, never recycled. Last, and free of
+	// pointers, so the collector's scan of a response stops before it.
+	head [headRoom]byte
 }
 
 // writeRequest writes an HTTP/1.1 request head and leg.Body. Header values

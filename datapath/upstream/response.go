@@ -11,6 +11,7 @@ import (
 	"net/textproto"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/infergate/infergate/datapath/hop"
 )
@@ -106,11 +107,11 @@ func readResponse(br *bufio.Reader, method string, h http.Header) (*http.Respons
 }
 
 // readResponseInto is readResponse into ur's storage, which must be zero
-// (new): the response is ur.resp, single header values share ur.vals and
-// a Content-Length body is framed by ur.lb, so one engine response is one
-// allocation (plus its head string).
+// (new): the response is ur.resp, single header values share ur.vals, a
+// Content-Length body is framed by ur.lb and a head that fits is copied
+// into ur.head, so one engine response is one allocation.
 func readResponseInto(ur *response, br *bufio.Reader, method string, h http.Header) (io.Reader, error) {
-	head, lines, err := readHead(br)
+	head, lines, err := readHead(br, &ur.head)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +124,7 @@ func readResponseInto(ur *response, br *bufio.Reader, method string, h http.Head
 // the map (needsMap): then it is parsed into h as readResponseInto would,
 // and ur.body.fields stays nil.
 func readResponseFields(ur *response, br *bufio.Reader, method string, h http.Header) (io.Reader, error) {
-	head, lines, err := readHead(br)
+	head, lines, err := readHead(br, &ur.head)
 	if err != nil {
 		return nil, err
 	}
@@ -134,9 +135,9 @@ func readResponseFields(ur *response, br *bufio.Reader, method string, h http.He
 // ends it (line ends included), as one string: the status line and every
 // header value and name are cut from it. lines counts its lines, the empty
 // one included. The usual head is whole in br's buffer after one read, and
-// is then found by one scan of the buffer and copied once; one that is not
-// is read line by line.
-func readHead(br *bufio.Reader) (head string, lines int, err error) {
+// is then found by one scan of the buffer and copied once, into room when
+// it fits (headString); one that is not is read line by line.
+func readHead(br *bufio.Reader, room *[headRoom]byte) (head string, lines int, err error) {
 	if br.Buffered() == 0 {
 		if _, err := br.Peek(1); err != nil {
 			return "", 0, err // as readHeadLine: nothing read, the error as is
@@ -144,11 +145,41 @@ func readHead(br *bufio.Reader) (head string, lines int, err error) {
 	}
 	b, _ := br.Peek(br.Buffered())
 	if n, lines := headEnd(b); n > 0 {
-		head = string(b[:n])
+		head = headString(b[:n], room)
 		_, _ = br.Discard(n)
 		return head, lines, nil
 	}
 	return readHeadLines(br)
+}
+
+// headRoom is the size of a response's own room for its head
+// (response.head): uvicorn's usual answer heads (vLLM's, SGLang's; date,
+// server, content-length or transfer-encoding, content-type) take 120–150
+// bytes, one with an echoed request id and a stream's cache-control up to
+// ~230. 303: the rest of the 768-byte size class the response then fills
+// (TestResponseSizeClass). Against the three objects it replaces (416,
+// and 192 or more each for the head and a fifth field's values), an
+// answer of five or six fields takes fewer bytes, a four-field one ~200
+// more while its exchange lasts.
+const headRoom = 303
+
+// headString is b as a string copied into room when it fits, else into a
+// string of its own. Why room: the head string was an allocation of its
+// own per answer (~270 instructions with its copy, and a size class of
+// garbage); room is part of the response the exchange allocates anyway.
+// The safety the copy exists for is kept: room belongs to one response,
+// which is new for each answer and never recycled, so room is written
+// once, here, and the head's strings (kept by header maps, hooks, logs,
+// P/D bookkeeping) never see it change. A string kept keeps the whole
+// response alive, as the header map's values (slices of its vals) already
+// did. room holds no pointers and is the response's last field, so the
+// collector does not scan it.
+func headString(b []byte, room *[headRoom]byte) string {
+	if len(b) > len(room) || len(b) == 0 {
+		return string(b)
+	}
+	n := copy(room[:], b)
+	return unsafe.String(&room[0], n)
 }
 
 // headEnd returns the length of the head at the start of b, through the
