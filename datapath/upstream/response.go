@@ -156,12 +156,13 @@ func readHead(br *bufio.Reader, room *[headRoom]byte) (head string, lines int, e
 // (response.head): uvicorn's usual answer heads (vLLM's, SGLang's; date,
 // server, content-length or transfer-encoding, content-type) take 120–150
 // bytes, one with an echoed request id and a stream's cache-control up to
-// ~230. 303: the rest of the 768-byte size class the response then fills
+// ~230. 295: the rest of the 768-byte size class the response then fills
+// with the runtime's 8-byte header of an object over 512 bytes
 // (TestResponseSizeClass). Against the three objects it replaces (416,
 // and 192 or more each for the head and a fifth field's values), an
 // answer of five or six fields takes fewer bytes, a four-field one ~200
 // more while its exchange lasts.
-const headRoom = 303
+const headRoom = 295
 
 // headString is b as a string copied into room when it fits, else into a
 // string of its own. Why room: the head string was an allocation of its
