@@ -32,6 +32,7 @@ func TestHeadString(t *testing.T) {
 		n      int
 		inRoom bool
 	}{
+		{"empty", 0, false},
 		{"short", 17, true},
 		{"exactly the room", headRoom, true},
 		{"one past the room", headRoom + 1, false},
