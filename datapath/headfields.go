@@ -47,16 +47,17 @@ func pairsIntoMap(h http.Header, kv []string) {
 }
 
 // outboundList is the engine's request head as a list (upstream.Leg.List)
-// for a single-pool request whose header serveSingleExcl has prepared
-// (client is the X-Forwarded-For address it added), or the zero list:
-// upstream then ranges over r.Header. A list only when it says what
-// r.Header says: the front end's parse vouched for the fields (h1's
-// HeadList: each name once, so the request id was not trimmed) and for
-// their lack of hop-by-hop ones (hopFree: nothing to strip), and since
-// the parse the handler set only the request id and X-Forwarded-For,
-// which go in Set: no hook edited the header, and the rule has no API
-// keys (their field is stripped). r.Header stays filled as before, for
-// every reader after (retries, tracing's copy of it).
+// for a single-pool request from client (the X-Forwarded-For address), or
+// the zero list: serveSingleExcl then prepares r.Header and upstream
+// ranges over it. A list only when it says what the prepared r.Header
+// would say: the front end's parse vouched for the fields (h1's HeadList:
+// each name once, so the request id was not trimmed) and for their lack
+// of hop-by-hop ones (hopFree: nothing to strip), and since the parse the
+// handler set only the request id, which goes in Set with X-Forwarded-For:
+// no hook edited the header, and the rule has no API keys (their field
+// is stripped). X-Forwarded-For is in Set alone, not inserted into
+// r.Header (a map insert per request); a Sender that drops the list puts
+// Set back (upstream.HeadList.SetInto).
 func (rt *Runtime) outboundList(x *exchange, c *compiled, hopFree bool, client string) upstream.HeadList {
 	if !hopFree || client == "" || c.keys || rt.hookServe != nil {
 		return upstream.HeadList{}
@@ -65,6 +66,7 @@ func (rt *Runtime) outboundList(x *exchange, c *compiled, hopFree bool, client s
 	if !ok {
 		return upstream.HeadList{}
 	}
+	x.xff[0] = forwardedFor(x.r.Header, client, rt.opts.TrustForwardedFor)
 	return upstream.HeadList{Names: names, Codes: codes, Values: values, Set: [2]upstream.Field{
 		{Name: HeaderRequestID, Value: x.requestID},
 		{Name: headerForwardedFor, Value: x.xff[0]},

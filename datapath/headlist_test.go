@@ -23,6 +23,8 @@ import (
 type mapHeadSender struct{ next upstream.Sender }
 
 func (s mapHeadSender) Send(ctx context.Context, leg upstream.Leg) (*http.Response, error) {
+	leg.Header = leg.Header.Clone()
+	leg.List.SetInto(leg.Header)
 	leg.List = upstream.HeadList{}
 	return s.next.Send(ctx, leg)
 }

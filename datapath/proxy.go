@@ -591,8 +591,10 @@ func sentAtStart(x *exchange, c *compiled) bool {
 func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl uint64, ss singleSend) {
 	r := x.r
 	f := c.poolFacts(r, body)
-	prepareOutboundHeaderIn(r.Header, !ss.hopFree, f.ClientIP, rt.opts.TrustForwardedFor, &x.xff)
 	list := rt.outboundList(x, c, ss.hopFree, f.ClientIP)
+	if list.Names == nil {
+		prepareOutboundHeaderIn(r.Header, !ss.hopFree, f.ClientIP, rt.opts.TrustForwardedFor, &x.xff)
+	}
 
 	// Timeouts are read deadlines on the engine connection (no per-request
 	// timer or derived context); the client's context still aborts the
@@ -1036,13 +1038,20 @@ func prepareOutboundHeaderIn(h http.Header, strip bool, client string, trustForw
 	}
 	// An untrusted claim is replaced below, not deleted first, nor looked
 	// up: one map operation fewer per request, two without the trust.
-	xff[0] = client
+	xff[0] = forwardedFor(h, client, trustForwarded)
+	h[headerForwardedFor] = xff[:]
+}
+
+// forwardedFor is the X-Forwarded-For value the engine gets for a client
+// at address client (not ""): the address alone, or appended to the
+// client's own list when the gateway trusts it.
+func forwardedFor(h http.Header, client string, trustForwarded bool) string {
 	if trustForwarded {
 		if prior := h[headerForwardedFor]; len(prior) > 0 {
-			xff[0] = strings.Join(prior, ", ") + ", " + client
+			return strings.Join(prior, ", ") + ", " + client
 		}
 	}
-	h[headerForwardedFor] = xff[:]
+	return client
 }
 
 // sessionKey extracts the sel-3 persistence key; "" when the request has none.

@@ -165,6 +165,7 @@ func (s tracedSender) Send(ctx context.Context, leg upstream.Leg) (*http.Respons
 	// The header is shared by a request's concurrent legs (and its retries):
 	// each leg sends its own copy naming its own span.
 	leg.Header = leg.Header.Clone()
+	leg.List.SetInto(leg.Header)
 	s.t.Inject(sctx, leg.Header)
 	leg.List = upstream.HeadList{} // it lacks the propagation fields
 	resp, err := s.next.Send(ctx, leg)

@@ -167,6 +167,35 @@ func TestTracingSinglePool(t *testing.T) {
 	}
 }
 
+// TestTracingListedHead: a client head the front end listed (common
+// names only, no traceparent) is traced too; the leg's head is then
+// written from a copy of the header map, not the list, and carries the
+// fields the list set over the map (X-Forwarded-For, the request id).
+func TestTracingListedHead(t *testing.T) {
+	rc := startOTLPReceiver(t)
+	o := testOptions()
+	o.Tracing.Endpoint = rc.srv.URL
+	rt, _ := jsonLogRuntime(t, o)
+	e := startEngine(t, "e1")
+	r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, epFor(t, e.Addr(), 1))
+	if err := rt.Install(nil, r); err != nil {
+		t.Fatal(err)
+	}
+	res := post(t, testClient(), ruleURL(r)+"/v1/completions", `{"model":"fake-model","prompt":"x"}`)
+	if res.status != 200 {
+		t.Fatalf("status %d %s", res.status, res.body)
+	}
+	reqs := e.Requests()
+	h := reqs[len(reqs)-1].Header
+	if _, parent := traceparentOf(t, h.Get("traceparent")); parent == "" {
+		t.Fatal("the engine got no leg span")
+	}
+	if h.Get("X-Forwarded-For") != "127.0.0.1" || h.Get("X-Request-Id") != res.header.Get("X-Request-Id") {
+		t.Errorf("engine X-Forwarded-For %q, X-Request-Id %q: want 127.0.0.1 and the answer's id %q",
+			h.Get("X-Forwarded-For"), h.Get("X-Request-Id"), res.header.Get("X-Request-Id"))
+	}
+}
+
 // TestTracingPD: a P/D request's trace has a span per ladder step and per
 // leg, each engine receiving its own leg's span as parent, and the request
 // model as gen_ai.request.model.

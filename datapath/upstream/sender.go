@@ -34,9 +34,11 @@ type Leg struct {
 	// Header holds the end-to-end fields; Host, Content-Length and
 	// Transfer-Encoding are the Sender's and ignored here.
 	Header http.Header
-	// List, when its Names are not nil, is Header again as a list, which
-	// the Client writes instead of ranging over Header. Whoever changes
-	// Header after setting it must clear it (tracing's propagation does).
+	// List, when its Names are not nil, is Header again as a list, with
+	// its Set fields over it (which Header may lack), and the Client
+	// writes it instead of ranging over Header. Whoever changes Header
+	// after setting it must put Set into it and clear List (tracing's
+	// propagation does).
 	List HeadList
 	// Body is sent with its Content-Length (0 for a nil body on POST, PUT
 	// and PATCH). Ignored when Stream is set.
@@ -77,18 +79,30 @@ type Leg struct {
 // front end's parsed fields, the i-th named Names[byte i of Codes - 1]
 // (Codes ends at its first zero byte: up to 8 fields) with the value
 // Values[i], each name once and spelled as Header's key; and the fields
-// the caller set in Header over them (Set). It must say exactly what
-// Header says, up to the order of names: Header holds the listed
-// fields, except that a Set name's value is Set's alone. Why: ranging
-// over a map draws a random start and steps an iterator per field, where
-// the front end had the fields in a list already (h1.HeadList).
+// the caller sets over them (Set). It must say exactly what Header with
+// Set put into it (SetInto) says, up to the order of names: Header holds
+// the listed fields, and a Set name's value is Set's alone, whether or
+// not Header holds it yet. Why: ranging over a map draws a random start
+// and steps an iterator per field, where the front end had the fields in
+// a list already (h1.HeadList); and a field the caller adds need not be
+// inserted into the map only to be written from the list.
 type HeadList struct {
 	Names  []string
 	Codes  uint64
 	Values []string
-	// Set are fields the caller put in Header, each replacing any listed
-	// field of its name; an empty Name is no field.
+	// Set are fields the caller sets, each replacing any listed field of
+	// its name; an empty Name is no field.
 	Set [2]Field
+}
+
+// SetInto puts l's Set fields into h, for a Sender that drops the list
+// and writes the head from h (Header may lack them).
+func (l *HeadList) SetInto(h http.Header) {
+	for _, f := range l.Set {
+		if f.Name != "" {
+			h[f.Name] = []string{f.Value}
+		}
+	}
 }
 
 // Field is one header field's name and value.

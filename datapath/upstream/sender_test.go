@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"net/http"
+	"reflect"
 	"testing"
 )
 
@@ -58,5 +59,35 @@ func TestPoolKey(t *testing.T) {
 	tc := c.NewTLS(&tls.Config{})
 	if tlsID(nil) == tlsID(tc) {
 		t.Fatal("TLS and plaintext connections to one address share a pool")
+	}
+}
+
+// TestHeadListSetInto: SetInto puts each named Set field into the map,
+// replacing any value of that name, and leaves unnamed entries out.
+func TestHeadListSetInto(t *testing.T) {
+	tests := []struct {
+		name string
+		set  [2]Field
+		have http.Header
+		want http.Header
+	}{
+		{name: "none", have: http.Header{"A": {"1"}}, want: http.Header{"A": {"1"}}},
+		{name: "both added", set: [2]Field{{Name: "X-Request-Id", Value: "id"}, {Name: "X-Forwarded-For", Value: "10.0.0.1"}},
+			have: http.Header{"A": {"1"}},
+			want: http.Header{"A": {"1"}, "X-Request-Id": {"id"}, "X-Forwarded-For": {"10.0.0.1"}}},
+		{name: "replaces", set: [2]Field{{Name: "X-Forwarded-For", Value: "1.1.1.1, 10.0.0.1"}},
+			have: http.Header{"X-Forwarded-For": {"1.1.1.1", "2.2.2.2"}},
+			want: http.Header{"X-Forwarded-For": {"1.1.1.1, 10.0.0.1"}}},
+		{name: "second only", set: [2]Field{{}, {Name: "X-Request-Id", Value: "id"}},
+			have: http.Header{}, want: http.Header{"X-Request-Id": {"id"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := HeadList{Set: tc.set}
+			l.SetInto(tc.have)
+			if !reflect.DeepEqual(tc.have, tc.want) {
+				t.Errorf("got %v, want %v", tc.have, tc.want)
+			}
+		})
 	}
 }
