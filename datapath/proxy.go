@@ -52,7 +52,8 @@ type exchange struct {
 	w           http.ResponseWriter
 	r           *http.Request
 	start       time.Time
-	end         time.Time // when the answer was done (finished); zero: not yet
+	end         time.Time // when the answer was done (finished; total: its time since start); zero: not yet
+	total       time.Duration
 	requestID   string
 	wroteHeader bool
 	// parsedHopFree: the front end's parser stored no hop-by-hop field in
@@ -198,16 +199,17 @@ type endedWriter interface{ EndedAt(time.Time) }
 
 // finished marks the request's end (the access line, spans and the front
 // end take it too) and returns its latency.
-func (x *exchange) finished() time.Duration { return x.finishedAt(x.obs.clock.Now()) }
+func (x *exchange) finished() time.Duration { return x.finishedAt(x.obs.clock.NowSince()) }
 
 // finishedAt is finished with the end read already (copyBody's shared
-// reading).
-func (x *exchange) finishedAt(end time.Time) time.Duration {
-	x.end = end
+// reading) and its time since the start, which the clock's NowSince gave
+// with the reading: no Time.Sub here, nor in observeEnd, which takes it.
+func (x *exchange) finishedAt(end time.Time, total time.Duration) time.Duration {
+	x.end, x.total = end, total
 	if e, ok := x.obs.clock.Unwrap().(endedWriter); ok {
 		e.EndedAt(x.end)
 	}
-	return x.end.Sub(x.start)
+	return total
 }
 
 // The h1.Fields of the names serve asks about (read-only after package
@@ -833,7 +835,7 @@ func (rt *Runtime) relayAnswer(x *exchange, c *compiled, i int, quiet silence, r
 	extend := func() { extendAt(time.Now()) }
 	// One clock reading for the first bound and the time to first byte
 	// (the head below is only buffered, not yet written).
-	headAt := x.obs.clock.Now()
+	headAt, headIn := x.obs.clock.NowSince()
 	extendAt(headAt)
 
 	// No strip only when the engine's head, parsed straight into h (or
@@ -871,7 +873,7 @@ func (rt *Runtime) relayAnswer(x *exchange, c *compiled, i int, quiet silence, r
 	} else {
 		x.w.WriteHeader(resp.StatusCode)
 	}
-	c.ttfb.Observe(headAt.Sub(x.start).Seconds())
+	c.ttfb.Observe(headIn.Seconds())
 
 	flush := sse || resp.ContentLength < 0
 	fl, _ := x.w.(http.Flusher)
@@ -915,7 +917,7 @@ func (rt *Runtime) relayAnswer(x *exchange, c *compiled, i int, quiet silence, r
 		if end.IsZero() {
 			c.latency.Observe(x.finished().Seconds())
 		} else {
-			c.latency.Observe(x.finishedAt(end).Seconds())
+			c.latency.Observe(x.finishedAt(end, headIn).Seconds()) // end is headAt (copyBody's at)
 		}
 		return
 	}

@@ -67,6 +67,18 @@ func (w *Writer) Now() time.Time {
 	return w.Start.Add(time.Since(*w.Start))
 }
 
+// NowSince is Now and the time from Start to it (zero without a Start).
+// Why: the datapath's latencies are those times, and the duration the
+// reading was made from is exact (Now is Start plus it), so each is had
+// without a Time.Sub (~30 instructions; a small request took four).
+func (w *Writer) NowSince() (time.Time, time.Duration) {
+	if w.Start == nil || w.Start.IsZero() {
+		return time.Now(), 0
+	}
+	d := time.Since(*w.Start)
+	return w.Start.Add(d), d
+}
+
 const contentTypeSSE = "text/event-stream"
 
 // WriteHeader records the status and whether the body is an event stream

@@ -188,3 +188,63 @@ func TestWriteHeaderOf(t *testing.T) {
 		})
 	}
 }
+
+// TestNowSince: the reading and its time since Start agree exactly with
+// Time.Sub; without a Start the time is zero.
+func TestNowSince(t *testing.T) {
+	past := time.Now().Add(-time.Second)
+	for _, tc := range []struct {
+		name  string
+		start *time.Time
+	}{
+		{"with a start", &past},
+		{"no start", nil},
+		{"a zero start", new(time.Time)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := Writer{Start: tc.start}
+			now, d := w.NowSince()
+			if tc.start == nil || tc.start.IsZero() {
+				if d != 0 || now.IsZero() {
+					t.Fatalf("NowSince = %v, %v; want a reading and zero", now, d)
+				}
+				return
+			}
+			if want := now.Sub(*tc.start); d != want || d < time.Second {
+				t.Fatalf("NowSince's time %v, want %v (now less the start)", d, want)
+			}
+		})
+	}
+}
+
+// discard is a ResponseWriter that takes every write whole.
+type discard struct{ h http.Header }
+
+func (d *discard) Header() http.Header         { return d.h }
+func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discard) WriteHeader(int)             {}
+
+type gapCount int
+
+func (g *gapCount) Gap(time.Duration) { *g++ }
+
+// BenchmarkWriteAtEvent is the clock's work per relayed event: one event
+// per write, 20 ms apart, as the SSE relay's Emit writes them.
+func BenchmarkWriteAtEvent(b *testing.B) {
+	ev := []byte(`data: {"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" tok","finish_reason":null}]}` + "\n\n")
+	var times [1024]time.Time
+	t0 := time.Now()
+	for i := range times {
+		times[i] = t0.Add(time.Duration(i) * 20 * time.Millisecond)
+	}
+	var g gapCount
+	w := &Writer{Gaps: &g}
+	w.Reset(&discard{h: http.Header{}})
+	w.WriteHeaderOf(http.StatusOK, true)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, err := w.WriteAt(ev, times[i&1023]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
