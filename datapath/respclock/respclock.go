@@ -179,6 +179,14 @@ func (w *Writer) WriteAt(b []byte, now time.Time) (int, error) {
 // eventEnds counts the blank lines ("\n\n", CRLF included) in b; prevNL says
 // the previous write ended in '\n'.
 func eventEnds(b []byte, prevNL bool) int {
+	// The common write, one event: its only line breaks are its last two
+	// bytes, so it ends one event whatever came before it (a leading "\n"
+	// or "\r\n" after prevNL is then part of that same blank line). One
+	// look for a line break in the rest, none of the loop's slicing:
+	// ~40 of ~130 instructions an event (callgrind).
+	if n := len(b); n >= 2 && b[n-1] == '\n' && b[n-2] == '\n' && bytes.IndexByte(b[:n-2], '\n') < 0 {
+		return 1
+	}
 	k := 0
 	if prevNL {
 		switch {

@@ -23,6 +23,12 @@ func TestEventEnds(t *testing.T) {
 		{"crlf across writes", "\r\ndata: b", true, 1},
 		{"no boundary across writes", "data: b\n", true, 0},
 		{"multi-line event", "event: x\ndata: a\ndata: b\n\n", false, 1},
+		{"blank line alone", "\n\n", false, 1},
+		{"blank line alone after a line", "\n\n", true, 1},
+		{"crlf then lf after a line", "\r\n\n", true, 1},
+		{"three line feeds", "\n\n\n", false, 1},
+		{"one event after a line", "data: b\n\n", true, 1},
+		{"crlf event", "data: a\r\n\r\n", false, 1},
 	}
 	for _, tt := range tests {
 		if got := eventEnds([]byte(tt.b), tt.prevNL); got != tt.want {
@@ -247,4 +253,60 @@ func BenchmarkWriteAtEvent(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// refEventEnds is eventEnds without its one-event shortcut: the loop alone.
+func refEventEnds(b []byte, prevNL bool) int {
+	k := 0
+	if prevNL {
+		switch {
+		case b[0] == '\n':
+			k, b = 1, b[1:]
+		case len(b) > 1 && b[0] == '\r' && b[1] == '\n':
+			k, b = 1, b[2:]
+		}
+	}
+	for len(b) > 0 {
+		i := strings.IndexByte(string(b), '\n')
+		if i < 0 {
+			break
+		}
+		b = b[i+1:]
+		switch {
+		case len(b) > 0 && b[0] == '\n':
+			k++
+			b = b[1:]
+		case len(b) > 1 && b[0] == '\r' && b[1] == '\n':
+			k++
+			b = b[2:]
+		}
+	}
+	return k
+}
+
+// TestEventEndsShortcut: eventEnds counts as the loop alone does, for
+// every write of up to seven bytes of line feeds, carriage returns and
+// text, after a line feed or not.
+func TestEventEndsShortcut(t *testing.T) {
+	alphabet := []byte{'\n', '\r', 'a'}
+	var b []byte
+	var walk func(n int)
+	walk = func(n int) {
+		if len(b) > 0 {
+			for _, prevNL := range []bool{false, true} {
+				if got, want := eventEnds(b, prevNL), refEventEnds(b, prevNL); got != want {
+					t.Fatalf("eventEnds(%q, %v) = %d, the loop says %d", b, prevNL, got, want)
+				}
+			}
+		}
+		if n == 0 {
+			return
+		}
+		for _, c := range alphabet {
+			b = append(b, c)
+			walk(n - 1)
+			b = b[:len(b)-1]
+		}
+	}
+	walk(7)
 }
