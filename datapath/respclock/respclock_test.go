@@ -310,3 +310,19 @@ func TestEventEndsShortcut(t *testing.T) {
 	}
 	walk(7)
 }
+
+// FuzzEventEnds holds eventEnds to the loop alone on any write.
+func FuzzEventEnds(f *testing.F) {
+	for _, s := range []string{"data: {}\n\n", "\r\n\n", "\n\n\n", "a\r\n\r\nb\n\n", "\n"} {
+		f.Add([]byte(s), false)
+		f.Add([]byte(s), true)
+	}
+	f.Fuzz(func(t *testing.T, b []byte, prevNL bool) {
+		if len(b) == 0 {
+			return // WriteAt never counts an empty write
+		}
+		if got, want := eventEnds(b, prevNL), refEventEnds(b, prevNL); got != want {
+			t.Fatalf("eventEnds(%q, %v) = %d, the loop says %d", b, prevNL, got, want)
+		}
+	})
+}
