@@ -224,11 +224,11 @@ func (rt *Runtime) observeEnd(x *exchange) {
 	// The answer's end when the relay or fail marked it; a traced request
 	// reads the clock again, as its span must also hold the engine leg's,
 	// which ends when the engine's body is closed after that mark.
-	end := x.end
+	end, total := x.end, x.total
 	if end.IsZero() || o.span != nil {
 		end = time.Now()
+		total = end.Sub(x.start)
 	}
-	total := end.Sub(x.start)
 	status := o.clock.Status()
 	// The context last: an answer with bytes out needs no look at it (its
 	// Err, a load of the connection context's cold line, was 0.24 % of
@@ -236,10 +236,7 @@ func (rt *Runtime) observeEnd(x *exchange) {
 	if status != 0 && o.clock.Bytes() == 0 && x.r.Context().Err() != nil {
 		status = statusClientClosed
 	}
-	var ttft time.Duration
-	if f := o.clock.First(); !f.IsZero() {
-		ttft = f.Sub(x.start)
-	}
+	ttft := sinceStart(o.clock.First(), x)
 	prompt, completion, metered := usageOf(x.w)
 	c := o.c
 	if c != nil && o.endpoint >= 0 && o.tier == "" {
@@ -286,6 +283,20 @@ func (rt *Runtime) observeEnd(x *exchange) {
 		}
 	}
 	rt.access.Log(&e)
+}
+
+// sinceStart is t less x's start (zero for a zero t). When t is the end's
+// reading (a small answer's head, first byte and end are one), it is
+// finishedAt's total: no Time.Sub (==, not Equal: the same value is the
+// same reading, and == is no call).
+func sinceStart(t time.Time, x *exchange) time.Duration {
+	switch {
+	case t.IsZero():
+		return 0
+	case t == x.end:
+		return x.total
+	}
+	return t.Sub(x.start)
 }
 
 // observeLLM feeds the client-side LLM families. Only successful answers

@@ -52,7 +52,8 @@ type exchange struct {
 	w           http.ResponseWriter
 	r           *http.Request
 	start       time.Time
-	end         time.Time // when the answer was done (finished); zero: not yet
+	end         time.Time // when the answer was done (finished; total: its time since start); zero: not yet
+	total       time.Duration
 	requestID   string
 	wroteHeader bool
 	// parsedHopFree: the front end's parser stored no hop-by-hop field in
@@ -198,16 +199,17 @@ type endedWriter interface{ EndedAt(time.Time) }
 
 // finished marks the request's end (the access line, spans and the front
 // end take it too) and returns its latency.
-func (x *exchange) finished() time.Duration { return x.finishedAt(x.obs.clock.Now()) }
+func (x *exchange) finished() time.Duration { return x.finishedAt(x.obs.clock.NowSince()) }
 
 // finishedAt is finished with the end read already (copyBody's shared
-// reading).
-func (x *exchange) finishedAt(end time.Time) time.Duration {
-	x.end = end
+// reading) and its time since the start, which the clock's NowSince gave
+// with the reading: no Time.Sub here, nor in observeEnd, which takes it.
+func (x *exchange) finishedAt(end time.Time, total time.Duration) time.Duration {
+	x.end, x.total = end, total
 	if e, ok := x.obs.clock.Unwrap().(endedWriter); ok {
 		e.EndedAt(x.end)
 	}
-	return x.end.Sub(x.start)
+	return total
 }
 
 // The h1.Fields of the names serve asks about (read-only after package
@@ -400,9 +402,11 @@ func (rt *Runtime) clientStream(x *exchange, body []byte) (*upstream.BodyStream,
 	b.s = upstream.BodyStream{R: r.Body, N: r.ContentLength, Max: max, Idle: rt.opts.BodyStallTimeout}
 	if d := rt.opts.BodyReadTimeout; d > 0 {
 		b.r, b.rc, b.per = r.Body, *http.NewResponseController(x.w), d
-		if t := rt.opts.StreamedBodyTimeout; t > 0 {
-			b.end = x.start.Add(t) // zero: no bound on the whole body
-		}
+		// The whole body's cap as the start and a duration: ChunkRead
+		// adds them only when a chunk is read, which a body that comes
+		// whole with its head never is (a Time.Add per request, ~75
+		// instructions, callgrind).
+		b.start, b.whole = &x.start, rt.opts.StreamedBodyTimeout
 		b.s.R = b
 		b.s.Progress = b
 	}
@@ -421,7 +425,8 @@ type streamedBody struct {
 	r     io.Reader // the client's body
 	rc    http.ResponseController
 	per   time.Duration // the deadline moves this far past each chunk
-	end   time.Time     // cap on the whole body; zero: none
+	start *time.Time    // the request's start (the exchange's)
+	whole time.Duration // cap on the whole body from start; zero or less: none
 	ended bool          // the deadline is lifted for good
 }
 
@@ -440,8 +445,10 @@ func (b *streamedBody) ChunkRead() {
 		return // lifted for good; do not set it again
 	}
 	dl := time.Now().Add(b.per)
-	if !b.end.IsZero() && b.end.Before(dl) {
-		dl = b.end
+	if b.whole > 0 {
+		if end := b.start.Add(b.whole); end.Before(dl) {
+			dl = end
+		}
 	}
 	_ = b.rc.SetReadDeadline(dl)
 }
@@ -830,7 +837,7 @@ func (rt *Runtime) relayAnswer(x *exchange, c *compiled, i int, quiet silence, r
 	extend := func() { extendAt(time.Now()) }
 	// One clock reading for the first bound and the time to first byte
 	// (the head below is only buffered, not yet written).
-	headAt := x.obs.clock.Now()
+	headAt, headIn := x.obs.clock.NowSince()
 	extendAt(headAt)
 
 	// No strip only when the engine's head, parsed straight into h (or
@@ -868,7 +875,7 @@ func (rt *Runtime) relayAnswer(x *exchange, c *compiled, i int, quiet silence, r
 	} else {
 		x.w.WriteHeader(resp.StatusCode)
 	}
-	c.ttfb.Observe(headAt.Sub(x.start).Seconds())
+	c.ttfb.Observe(headIn.Seconds())
 
 	flush := sse || resp.ContentLength < 0
 	fl, _ := x.w.(http.Flusher)
@@ -912,7 +919,7 @@ func (rt *Runtime) relayAnswer(x *exchange, c *compiled, i int, quiet silence, r
 		if end.IsZero() {
 			c.latency.Observe(x.finished().Seconds())
 		} else {
-			c.latency.Observe(x.finishedAt(end).Seconds())
+			c.latency.Observe(x.finishedAt(end, headIn).Seconds()) // end is headAt (copyBody's at)
 		}
 		return
 	}

@@ -67,6 +67,18 @@ func (w *Writer) Now() time.Time {
 	return w.Start.Add(time.Since(*w.Start))
 }
 
+// NowSince is Now and the time from Start to it (zero without a Start).
+// Why: the datapath's latencies are those times, and the duration the
+// reading was made from is exact (Now is Start plus it), so each is had
+// without a Time.Sub (~30 instructions; a small request took four).
+func (w *Writer) NowSince() (time.Time, time.Duration) {
+	if w.Start == nil || w.Start.IsZero() {
+		return time.Now(), 0
+	}
+	d := time.Since(*w.Start)
+	return w.Start.Add(d), d
+}
+
 const contentTypeSSE = "text/event-stream"
 
 // WriteHeader records the status and whether the body is an event stream
@@ -167,6 +179,14 @@ func (w *Writer) WriteAt(b []byte, now time.Time) (int, error) {
 // eventEnds counts the blank lines ("\n\n", CRLF included) in b; prevNL says
 // the previous write ended in '\n'.
 func eventEnds(b []byte, prevNL bool) int {
+	// The common write, one event: its only line breaks are its last two
+	// bytes, so it ends one event whatever came before it (a leading "\n"
+	// or "\r\n" after prevNL is then part of that same blank line). One
+	// look for a line break in the rest, none of the loop's slicing:
+	// ~45 of ~135 instructions an event (callgrind).
+	if n := len(b); n >= 2 && b[n-1] == '\n' && b[n-2] == '\n' && bytes.IndexByte(b[:n-2], '\n') < 0 {
+		return 1
+	}
 	k := 0
 	if prevNL {
 		switch {

@@ -23,6 +23,12 @@ func TestEventEnds(t *testing.T) {
 		{"crlf across writes", "\r\ndata: b", true, 1},
 		{"no boundary across writes", "data: b\n", true, 0},
 		{"multi-line event", "event: x\ndata: a\ndata: b\n\n", false, 1},
+		{"blank line alone", "\n\n", false, 1},
+		{"blank line alone after a line", "\n\n", true, 1},
+		{"crlf then lf after a line", "\r\n\n", true, 1},
+		{"three line feeds", "\n\n\n", false, 1},
+		{"one event after a line", "data: b\n\n", true, 1},
+		{"crlf event", "data: a\r\n\r\n", false, 1},
 	}
 	for _, tt := range tests {
 		if got := eventEnds([]byte(tt.b), tt.prevNL); got != tt.want {
@@ -187,4 +193,136 @@ func TestWriteHeaderOf(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNowSince: the reading and its time since Start agree exactly with
+// Time.Sub; without a Start the time is zero.
+func TestNowSince(t *testing.T) {
+	past := time.Now().Add(-time.Second)
+	for _, tc := range []struct {
+		name  string
+		start *time.Time
+	}{
+		{"with a start", &past},
+		{"no start", nil},
+		{"a zero start", new(time.Time)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := Writer{Start: tc.start}
+			now, d := w.NowSince()
+			if tc.start == nil || tc.start.IsZero() {
+				if d != 0 || now.IsZero() {
+					t.Fatalf("NowSince = %v, %v; want a reading and zero", now, d)
+				}
+				return
+			}
+			if want := now.Sub(*tc.start); d != want || d < time.Second {
+				t.Fatalf("NowSince's time %v, want %v (now less the start)", d, want)
+			}
+		})
+	}
+}
+
+// discard is a ResponseWriter that takes every write whole.
+type discard struct{ h http.Header }
+
+func (d *discard) Header() http.Header         { return d.h }
+func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discard) WriteHeader(int)             {}
+
+type gapCount int
+
+func (g *gapCount) Gap(time.Duration) { *g++ }
+
+// BenchmarkWriteAtEvent is the clock's work per relayed event: one event
+// per write, 20 ms apart, as the SSE relay's Emit writes them.
+func BenchmarkWriteAtEvent(b *testing.B) {
+	ev := []byte(`data: {"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" tok","finish_reason":null}]}` + "\n\n")
+	var times [1024]time.Time
+	t0 := time.Now()
+	for i := range times {
+		times[i] = t0.Add(time.Duration(i) * 20 * time.Millisecond)
+	}
+	var g gapCount
+	w := &Writer{Gaps: &g}
+	w.Reset(&discard{h: http.Header{}})
+	w.WriteHeaderOf(http.StatusOK, true)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, err := w.WriteAt(ev, times[i&1023]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// refEventEnds is eventEnds without its one-event shortcut: the loop alone.
+func refEventEnds(b []byte, prevNL bool) int {
+	k := 0
+	if prevNL {
+		switch {
+		case b[0] == '\n':
+			k, b = 1, b[1:]
+		case len(b) > 1 && b[0] == '\r' && b[1] == '\n':
+			k, b = 1, b[2:]
+		}
+	}
+	for len(b) > 0 {
+		i := strings.IndexByte(string(b), '\n')
+		if i < 0 {
+			break
+		}
+		b = b[i+1:]
+		switch {
+		case len(b) > 0 && b[0] == '\n':
+			k++
+			b = b[1:]
+		case len(b) > 1 && b[0] == '\r' && b[1] == '\n':
+			k++
+			b = b[2:]
+		}
+	}
+	return k
+}
+
+// TestEventEndsShortcut: eventEnds counts as the loop alone does, for
+// every write of up to seven bytes of line feeds, carriage returns and
+// text, after a line feed or not.
+func TestEventEndsShortcut(t *testing.T) {
+	alphabet := []byte{'\n', '\r', 'a'}
+	var b []byte
+	var walk func(n int)
+	walk = func(n int) {
+		if len(b) > 0 {
+			for _, prevNL := range []bool{false, true} {
+				if got, want := eventEnds(b, prevNL), refEventEnds(b, prevNL); got != want {
+					t.Fatalf("eventEnds(%q, %v) = %d, the loop says %d", b, prevNL, got, want)
+				}
+			}
+		}
+		if n == 0 {
+			return
+		}
+		for _, c := range alphabet {
+			b = append(b, c)
+			walk(n - 1)
+			b = b[:len(b)-1]
+		}
+	}
+	walk(7)
+}
+
+// FuzzEventEnds holds eventEnds to the loop alone on any write.
+func FuzzEventEnds(f *testing.F) {
+	for _, s := range []string{"data: {}\n\n", "\r\n\n", "\n\n\n", "a\r\n\r\nb\n\n", "\n"} {
+		f.Add([]byte(s), false)
+		f.Add([]byte(s), true)
+	}
+	f.Fuzz(func(t *testing.T, b []byte, prevNL bool) {
+		if len(b) == 0 {
+			return // WriteAt never counts an empty write
+		}
+		if got, want := eventEnds(b, prevNL), refEventEnds(b, prevNL); got != want {
+			t.Fatalf("eventEnds(%q, %v) = %d, the loop says %d", b, prevNL, got, want)
+		}
+	})
 }

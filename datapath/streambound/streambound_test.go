@@ -215,3 +215,29 @@ func TestNoticeResetsHold(t *testing.T) {
 		t.Fatalf("Next after Notice = %v, want the notice's %v", d, b.last)
 	}
 }
+
+// TestHoldAfterFirstMove: the first move leaves hold zero (a small
+// answer's bound is asked once); the next call works it out, or moves.
+func TestHoldAfterFirstMove(t *testing.T) {
+	t0 := time.Now()
+	const idle = time.Second
+	for _, tc := range []struct {
+		name      string
+		second    time.Duration // after t0
+		wantMoved bool
+		wantHold  bool // hold set after the second call
+	}{
+		{"within the slack", idle / slackDiv, false, true},
+		{"past the slack", idle/slackDiv + 1, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := Bound{Idle: idle}
+			if _, moved := b.Next(t0); !moved || !b.hold.IsZero() {
+				t.Fatalf("first Next: moved %v, hold %v; want a move and a zero hold", moved, b.hold)
+			}
+			if _, moved := b.Next(t0.Add(tc.second)); moved != tc.wantMoved || b.hold.IsZero() == tc.wantHold {
+				t.Fatalf("second Next: moved %v, hold %v; want moved %v, hold set %v", moved, b.hold, tc.wantMoved, tc.wantHold)
+			}
+		})
+	}
+}
