@@ -256,3 +256,53 @@ func TestReadEachLoopDetachReuse(t *testing.T) {
 		})
 	}
 }
+
+// TestOpTable: ids are never 0, a slot is reused after its stream left,
+// and an id from before the reuse finds nothing and removes nothing.
+func TestOpTable(t *testing.T) {
+	a, b, c := new(eachOp), new(eachOp), new(eachOp)
+	type step struct {
+		do   string // add, remove, get
+		op   *eachOp
+		id   int     // index into the ids added so far
+		want *eachOp // get's answer
+		live int
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"add and get", []step{{do: "add", op: a, live: 1}, {do: "add", op: b, live: 2}, {do: "get", id: 0, want: a, live: 2}, {do: "get", id: 1, want: b, live: 2}}},
+		{"removed", []step{{do: "add", op: a, live: 1}, {do: "remove", id: 0, live: 0}, {do: "get", id: 0, live: 0}, {do: "remove", id: 0, live: 0}}},
+		{"slot reused", []step{{do: "add", op: a, live: 1}, {do: "remove", id: 0, live: 0}, {do: "add", op: c, live: 1},
+			{do: "get", id: 0, live: 1}, {do: "remove", id: 0, live: 1}, {do: "get", id: 1, want: c, live: 1}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var tab opTable
+			var ids []uint64
+			for i, st := range tc.steps {
+				switch st.do {
+				case "add":
+					id := tab.add(st.op)
+					if id == 0 {
+						t.Fatalf("step %d: id 0", i)
+					}
+					ids = append(ids, id)
+				case "remove":
+					tab.remove(ids[st.id])
+				case "get":
+					if got := tab.get(ids[st.id]); got != st.want {
+						t.Errorf("step %d: get %p, want %p", i, got, st.want)
+					}
+				}
+				if tab.live != st.live {
+					t.Errorf("step %d: live %d, want %d", i, tab.live, st.live)
+				}
+			}
+			if tab.get(1<<40|12345) != nil {
+				t.Error("an id never given found a stream")
+			}
+		})
+	}
+}
