@@ -479,7 +479,7 @@ func TestWriteInStep(t *testing.T) {
 				if tc.abort {
 					c.Abort()
 				}
-				if tc.shut {
+				if tc.shut && c.InStep() {
 					if err := syscall.Shutdown(int(c.holdFD), syscall.SHUT_WR); err != nil {
 						t.Error(err)
 					}
@@ -532,12 +532,15 @@ func TestWriteFrame(t *testing.T) {
 		await   bool // AwaitReply on: the write must wait for the reply, WriteFrame declines
 		aborted bool
 		full    bool // the socket filled first, the peer reading only later: the whole frame waits
+		shut    bool // the socket's write side shut down first: the writev fails
 		wantOK  bool // WriteFrame wrote (else it declined and wrote nothing)
+		wantErr error
 	}{
 		{name: "in the step", p: []byte("data: x\n\n"), inStep: true, wantOK: rawIO},
 		{name: "past the socket buffers", p: big, inStep: true, wantOK: rawIO},
 		{name: "empty data", p: nil, inStep: true, wantOK: rawIO},
 		{name: "a full socket", p: []byte("data: x\n\n"), inStep: true, full: true, wantOK: rawIO},
+		{name: "shut down", p: []byte("data: x\n\n"), inStep: true, shut: true, wantOK: rawIO, wantErr: syscall.EPIPE},
 		{name: "outside a step", p: []byte("data: x\n\n")},
 		{name: "awaiting a reply", p: []byte("data: x\n\n"), inStep: true, await: true},
 		{name: "aborted", p: []byte("data: x\n\n"), inStep: true, aborted: true},
@@ -578,6 +581,11 @@ func TestWriteFrame(t *testing.T) {
 					}
 					time.AfterFunc(50*time.Millisecond, func() { close(gate) })
 				}
+				if tc.shut && c.InStep() {
+					if err := syscall.Shutdown(int(c.holdFD), syscall.SHUT_WR); err != nil {
+						t.Error(err)
+					}
+				}
 				ok, werr = c.WriteFrame(head, tc.p, tail)
 			}
 			if tc.inStep && rawIO {
@@ -598,11 +606,15 @@ func TestWriteFrame(t *testing.T) {
 			} else {
 				frame()
 			}
-			if ok != tc.wantOK || werr != nil {
-				t.Fatalf("WriteFrame: %v, %v; want %v, nil", ok, werr, tc.wantOK)
+			wantErr := tc.wantErr
+			if !tc.wantOK {
+				wantErr = nil // declined: nothing written, nothing failed
+			}
+			if ok != tc.wantOK || !errors.Is(werr, wantErr) || wantErr == nil && werr != nil {
+				t.Fatalf("WriteFrame: %v, %v; want %v, %v", ok, werr, tc.wantOK, wantErr)
 			}
 			want := ""
-			if ok {
+			if ok && werr == nil {
 				want = string(head) + string(tc.p) + string(tail)
 			}
 			if got := c.Written(); got != uint64(len(want)) {

@@ -306,3 +306,37 @@ func TestOpTable(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteFrameAfterStash: once a loop stream's client write was kept
+// for its goroutine, WriteFrame declines (the caller's Write then keeps
+// the bytes after the kept ones) and writes nothing.
+func TestWriteFrameAfterStash(t *testing.T) {
+	if !rawIO {
+		t.Skip("Hold runs no step without raw calls (-race, non-Linux)")
+	}
+	c, peer := pair(t)
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := peer.Write([]byte("go")); err != nil { // wakes the hold
+		t.Fatal(err)
+	}
+	op := new(eachOp)
+	op.stalled = true
+	var ok bool
+	var werr error
+	buf := make([]byte, 8)
+	if err := c.Hold(func() bool {
+		if _, err := c.Read(buf); err != nil {
+			t.Error(err)
+			return false
+		}
+		c.stash = op
+		ok, werr = c.WriteFrame([]byte("1\r\n"), []byte("x"), []byte("\r\n"))
+		c.stash = nil
+		return false
+	}); err != nil {
+		t.Fatalf("Hold: %v", err)
+	}
+	if ok || werr != nil || c.Written() != 0 || len(op.tail) != 0 {
+		t.Fatalf("WriteFrame after a stash: %v, %v, written %d, stash %q", ok, werr, c.Written(), op.tail)
+	}
+}
