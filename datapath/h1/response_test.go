@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"io"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -209,5 +210,66 @@ func TestAppendChunkSize(t *testing.T) {
 		if want := "x" + strconv.FormatInt(int64(n), 16) + "\r\n"; got != want {
 			t.Errorf("appendChunkSize(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// TestStreamedChunksOnTheWire: a streamed answer's writes after a flush go
+// out as the same chunks whether the socket takes each one straight
+// (sockio.Conn.WriteFrame, inside the request's step) or the writer
+// buffers it (a write after another write that was not flushed, the
+// first write, held back until the head goes out): the body on the wire
+// is each write framed in order.
+func TestStreamedChunksOnTheWire(t *testing.T) {
+	type write struct {
+		n     int
+		flush bool // Flush after the write
+	}
+	tests := []struct {
+		name   string
+		first  bool // the head flushed before the first write
+		writes []write
+	}{
+		{"each flushed", true, []write{{1, true}, {15, true}, {16, true}, {255, true}, {256, true}, {4096, true}, {200, true}}},
+		{"unflushed after flushed", true, []write{{9, true}, {30, false}, {40, false}, {7, true}}},
+		{"past the buffer", true, []write{{40 << 10, true}, {3, true}}},
+		{"the first write flushed with the head", false, []write{{5, true}, {6, true}, {7, true}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var want strings.Builder
+			_, addr := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				if tc.first {
+					w.(http.Flusher).Flush()
+				}
+				for i, wr := range tc.writes {
+					p := bytes.Repeat([]byte{'a' + byte(i)}, wr.n)
+					if _, err := w.Write(p); err != nil {
+						t.Error(err)
+					}
+					if wr.flush {
+						if err := w.(interface{ FlushError() error }).FlushError(); err != nil {
+							t.Error(err)
+						}
+					}
+				}
+			}))
+			for i, wr := range tc.writes {
+				want.WriteString(strconv.FormatInt(int64(wr.n), 16) + "\r\n" + strings.Repeat(string(rune('a'+i)), wr.n) + "\r\n")
+			}
+			want.WriteString("0\r\n\r\n")
+			nc, br := dialServer(t, addr)
+			if _, err := io.WriteString(nc, "GET /s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			raw, err := io.ReadAll(br)
+			if err != nil {
+				t.Fatal(err)
+			}
+			head, body, ok := strings.Cut(string(raw), "\r\n\r\n")
+			if !ok || !strings.Contains(head, "Transfer-Encoding: chunked") || body != want.String() {
+				t.Errorf("head %q\nbody %.300q\nwant %.300q", head, body, want.String())
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package sockio
 
 import (
+	"bytes"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -430,6 +431,59 @@ func (c *Conn) Write(p []byte) (int, error) {
 	n, err := c.write(p)
 	c.written += uint64(n)
 	return n, err
+}
+
+// WriteFrame writes head, p and tail, in that order, with one writev(2)
+// when c is written straight from a held step (Hold's, and a loop's
+// callback for a stream held there), and reports false, having written
+// nothing, when it is not (the caller then writes through its buffer, as
+// before). Why: a relayed SSE event is a chunk (its size line, the data,
+// CRLF) sent as soon as it is framed; framed in the front end's buffered
+// writer, each event borrowed the writer from its pool, copied the data in
+// and flushed it out, where nginx hands the three pieces to one writev.
+// What the socket does not take at once goes on as Write's remainder does:
+// kept for the loop stream's goroutine (stashWrite), or written through
+// the poller's wait. An error is Write's.
+func (c *Conn) WriteFrame(head, p, tail []byte) (bool, error) {
+	if !rawIO || c.raw == nil || !c.holding || c.aborted.Load() || c.awaitReply && !c.unanswered {
+		return false, nil
+	}
+	if c.stash != nil && c.stashWrite(nil, false) {
+		return false, nil // an earlier write was kept: Write keeps the order
+	}
+	c.unanswered = true
+	n, errno := rawWritev(c.holdFD, head, p, tail)
+	switch errno {
+	case 0, syscall.EAGAIN:
+	default:
+		return true, c.opError("write", errno)
+	}
+	c.written += uint64(n)
+	// The rest, in order, as Write writes it. A socket that takes part of
+	// a frame is rare: the caller's head and tail (its stack's) are copied
+	// then, so that they need not live on the heap for every frame.
+	if n < len(head) {
+		if _, err := c.Write(bytes.Clone(head[n:])); err != nil {
+			return true, err
+		}
+		n = 0
+	} else {
+		n -= len(head)
+	}
+	if n < len(p) {
+		if _, err := c.Write(p[n:]); err != nil {
+			return true, err
+		}
+		n = 0
+	} else {
+		n -= len(p)
+	}
+	if n < len(tail) {
+		if _, err := c.Write(bytes.Clone(tail[n:])); err != nil {
+			return true, err
+		}
+	}
+	return true, nil
 }
 
 // Written is how many bytes Write has handed to the socket.

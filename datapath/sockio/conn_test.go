@@ -479,7 +479,7 @@ func TestWriteInStep(t *testing.T) {
 				if tc.abort {
 					c.Abort()
 				}
-				if tc.shut {
+				if tc.shut && c.InStep() {
 					if err := syscall.Shutdown(int(c.holdFD), syscall.SHUT_WR); err != nil {
 						t.Error(err)
 					}
@@ -512,6 +512,118 @@ func TestWriteInStep(t *testing.T) {
 			got := <-received
 			if n != len(tc.p) || string(got) != string(tc.p) {
 				t.Fatalf("wrote %d of %d bytes, peer received %d, equal %v", n, len(tc.p), len(got), string(got) == string(tc.p))
+			}
+		})
+	}
+}
+
+// TestWriteFrame: a frame is written whole, in order, inside Hold's step
+// (the rest of what the socket does not take at once through the wait),
+// and not at all outside it.
+func TestWriteFrame(t *testing.T) {
+	big := make([]byte, 16<<20) // past both sockets' buffers: the rest waits for room
+	for i := range big {
+		big[i] = byte(i % 251)
+	}
+	tests := []struct {
+		name    string
+		p       []byte
+		inStep  bool // written inside Hold's step (else before it)
+		await   bool // AwaitReply on: the write must wait for the reply, WriteFrame declines
+		aborted bool
+		full    bool // the socket filled first, the peer reading only later: the whole frame waits
+		shut    bool // the socket's write side shut down first: the writev fails
+		wantOK  bool // WriteFrame wrote (else it declined and wrote nothing)
+		wantErr error
+	}{
+		{name: "in the step", p: []byte("data: x\n\n"), inStep: true, wantOK: rawIO},
+		{name: "past the socket buffers", p: big, inStep: true, wantOK: rawIO},
+		{name: "empty data", p: nil, inStep: true, wantOK: rawIO},
+		{name: "a full socket", p: []byte("data: x\n\n"), inStep: true, full: true, wantOK: rawIO},
+		{name: "shut down", p: []byte("data: x\n\n"), inStep: true, shut: true, wantOK: rawIO, wantErr: syscall.EPIPE},
+		{name: "outside a step", p: []byte("data: x\n\n")},
+		{name: "awaiting a reply", p: []byte("data: x\n\n"), inStep: true, await: true},
+		{name: "aborted", p: []byte("data: x\n\n"), inStep: true, aborted: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, peer := pair(t)
+			_ = peer.SetDeadline(time.Now().Add(10 * time.Second))
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+			received := make(chan []byte, 1)
+			gate := make(chan struct{})
+			if !tc.full {
+				close(gate)
+			}
+			go func() {
+				<-gate
+				got, _ := io.ReadAll(peer)
+				received <- got
+			}()
+			head, tail := []byte("1a\r\n"), []byte("\r\n")
+			var filled []byte
+			var ok bool
+			var werr error
+			frame := func() {
+				c.AwaitReply(tc.await)
+				if tc.aborted {
+					c.Abort()
+				}
+				if tc.full {
+					chunk := make([]byte, 64<<10)
+					for {
+						n, errno := rawWrite(c.holdFD, chunk)
+						filled = append(filled, chunk[:n]...)
+						if errno != 0 {
+							break
+						}
+					}
+					time.AfterFunc(50*time.Millisecond, func() { close(gate) })
+				}
+				if tc.shut && c.InStep() {
+					if err := syscall.Shutdown(int(c.holdFD), syscall.SHUT_WR); err != nil {
+						t.Error(err)
+					}
+				}
+				ok, werr = c.WriteFrame(head, tc.p, tail)
+			}
+			if tc.inStep && rawIO {
+				if _, err := peer.Write([]byte("go")); err != nil { // wakes the hold
+					t.Fatal(err)
+				}
+				buf := make([]byte, 8)
+				if err := c.Hold(func() bool {
+					if _, err := c.Read(buf); err != nil {
+						t.Error(err)
+						return false
+					}
+					frame()
+					return false
+				}); err != nil {
+					t.Fatalf("Hold: %v", err)
+				}
+			} else {
+				frame()
+			}
+			wantErr := tc.wantErr
+			if !tc.wantOK {
+				wantErr = nil // declined: nothing written, nothing failed
+			}
+			if ok != tc.wantOK || !errors.Is(werr, wantErr) || wantErr == nil && werr != nil {
+				t.Fatalf("WriteFrame: %v, %v; want %v, %v", ok, werr, tc.wantOK, wantErr)
+			}
+			want := ""
+			if ok && werr == nil {
+				want = string(head) + string(tc.p) + string(tail)
+			}
+			if got := c.Written(); got != uint64(len(want)) {
+				t.Errorf("Written %d, want %d", got, len(want))
+			}
+			want = string(filled) + want // Written counts WriteFrame's bytes alone
+			_ = c.NetConn().Close()
+			if got := <-received; string(got) != want {
+				t.Fatalf("peer received %d bytes, want %d (equal %v)", len(got), len(want), string(got) == want)
 			}
 		})
 	}

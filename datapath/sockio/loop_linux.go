@@ -38,10 +38,65 @@ type Loops struct {
 type loop struct {
 	ep     *Epoll
 	mu     sync.Mutex
-	next   uint64
-	ops    map[uint64]*eachOp
+	ops    opTable
 	closed bool // run has returned: register starts another
 	buf    int  // the size of its read buffer
+}
+
+// opTable is a loop's streams by id: a slot's index in its low 32 bits,
+// the slot's use count (from 1) in the high ones, so an event for a
+// stream that left, delivered after its slot went to another, finds no
+// stream. Why not a map: the batch's lookups were a map access each, ~80
+// instructions per relayed event (docs/performance.md, session 18); a
+// slot is an index and a comparison.
+type opTable struct {
+	slots []opSlot
+	free  []uint32 // slots not in use
+	live  int
+}
+
+type opSlot struct {
+	op  *eachOp // nil: free
+	gen uint32
+}
+
+// add enters op under a new id (never 0).
+func (t *opTable) add(op *eachOp) uint64 {
+	var i uint32
+	if n := len(t.free); n > 0 {
+		i, t.free = t.free[n-1], t.free[:n-1]
+	} else {
+		i = uint32(len(t.slots))
+		t.slots = append(t.slots, opSlot{})
+	}
+	sl := &t.slots[i]
+	sl.gen++
+	if sl.gen == 0 {
+		sl.gen = 1 // id 0 means out of the set
+	}
+	sl.op = op
+	t.live++
+	return uint64(i) | uint64(sl.gen)<<32
+}
+
+// get is the stream entered under id, nil if it left.
+func (t *opTable) get(id uint64) *eachOp {
+	if i := uint32(id); int(i) < len(t.slots) && t.slots[i].gen == uint32(id>>32) {
+		return t.slots[i].op
+	}
+	return nil
+}
+
+// remove takes the stream under id out; an id no longer in use is
+// ignored.
+func (t *opTable) remove(id uint64) {
+	i := uint32(id)
+	if int(i) >= len(t.slots) || t.slots[i].gen != uint32(id>>32) || t.slots[i].op == nil {
+		return
+	}
+	t.slots[i].op = nil
+	t.free = append(t.free, i)
+	t.live--
 }
 
 // register enters op under a new id in the loop for fd, starting one
@@ -70,14 +125,12 @@ func (ls *Loops) register(fd uintptr, op *eachOp) (*loop, uint64) {
 		if err != nil {
 			return nil, 0
 		}
-		l = &loop{ep: ep, ops: map[uint64]*eachOp{}, buf: cmp.Or(ls.buf, loopBuf)}
+		l = &loop{ep: ep, buf: cmp.Or(ls.buf, loopBuf)}
 		ls.set[i] = l
 		l.mu.Lock()
 		go l.run()
 	}
-	l.next++
-	id := l.next
-	l.ops[id] = op
+	id := l.ops.add(op)
 	l.mu.Unlock()
 	return l, id
 }
@@ -98,7 +151,7 @@ func (l *loop) run() {
 		// lookups' cache misses overlap instead of one per callback.
 		l.mu.Lock()
 		for i := range evs {
-			ops[i] = l.ops[eventID(&evs[i])]
+			ops[i] = l.ops.get(eventID(&evs[i]))
 		}
 		l.mu.Unlock()
 		for i := range evs {
@@ -111,7 +164,7 @@ func (l *loop) run() {
 	for {
 		err := l.ep.WaitEach(events[:], hupTick, handle)
 		l.mu.Lock()
-		if len(l.ops) == 0 || err != nil {
+		if l.ops.live == 0 || err != nil {
 			// Idle for a tick (or the set failed: its streams' own
 			// deadlines and Abort still end their waits).
 			l.closed = true
@@ -162,7 +215,7 @@ func (op *eachOp) leave(l *loop) {
 		return
 	}
 	l.mu.Lock()
-	delete(l.ops, op.loopID)
+	l.ops.remove(op.loopID)
 	l.mu.Unlock()
 	op.loopID = 0
 	_ = l.ep.Ctl(syscall.EPOLL_CTL_DEL, int(op.loopFD), nil)
@@ -224,7 +277,7 @@ func (c *Conn) waitInLoop(ls *Loops, op *eachOp, fd uintptr) bool {
 	op.loopMu.Unlock()
 	if !registered {
 		l.mu.Lock()
-		delete(l.ops, id)
+		l.ops.remove(id)
 		l.mu.Unlock()
 		c.leftLoop(op)
 		return false

@@ -256,3 +256,87 @@ func TestReadEachLoopDetachReuse(t *testing.T) {
 		})
 	}
 }
+
+// TestOpTable: ids are never 0, a slot is reused after its stream left,
+// and an id from before the reuse finds nothing and removes nothing.
+func TestOpTable(t *testing.T) {
+	a, b, c := new(eachOp), new(eachOp), new(eachOp)
+	type step struct {
+		do   string // add, remove, get
+		op   *eachOp
+		id   int     // index into the ids added so far
+		want *eachOp // get's answer
+		live int
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"add and get", []step{{do: "add", op: a, live: 1}, {do: "add", op: b, live: 2}, {do: "get", id: 0, want: a, live: 2}, {do: "get", id: 1, want: b, live: 2}}},
+		{"removed", []step{{do: "add", op: a, live: 1}, {do: "remove", id: 0, live: 0}, {do: "get", id: 0, live: 0}, {do: "remove", id: 0, live: 0}}},
+		{"slot reused", []step{{do: "add", op: a, live: 1}, {do: "remove", id: 0, live: 0}, {do: "add", op: c, live: 1},
+			{do: "get", id: 0, live: 1}, {do: "remove", id: 0, live: 1}, {do: "get", id: 1, want: c, live: 1}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var tab opTable
+			var ids []uint64
+			for i, st := range tc.steps {
+				switch st.do {
+				case "add":
+					id := tab.add(st.op)
+					if id == 0 {
+						t.Fatalf("step %d: id 0", i)
+					}
+					ids = append(ids, id)
+				case "remove":
+					tab.remove(ids[st.id])
+				case "get":
+					if got := tab.get(ids[st.id]); got != st.want {
+						t.Errorf("step %d: get %p, want %p", i, got, st.want)
+					}
+				}
+				if tab.live != st.live {
+					t.Errorf("step %d: live %d, want %d", i, tab.live, st.live)
+				}
+			}
+			if tab.get(1<<40|12345) != nil {
+				t.Error("an id never given found a stream")
+			}
+		})
+	}
+}
+
+// TestWriteFrameAfterStash: once a loop stream's client write was kept
+// for its goroutine, WriteFrame declines (the caller's Write then keeps
+// the bytes after the kept ones) and writes nothing.
+func TestWriteFrameAfterStash(t *testing.T) {
+	if !rawIO {
+		t.Skip("Hold runs no step without raw calls (-race, non-Linux)")
+	}
+	c, peer := pair(t)
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := peer.Write([]byte("go")); err != nil { // wakes the hold
+		t.Fatal(err)
+	}
+	op := new(eachOp)
+	op.stalled = true
+	var ok bool
+	var werr error
+	buf := make([]byte, 8)
+	if err := c.Hold(func() bool {
+		if _, err := c.Read(buf); err != nil {
+			t.Error(err)
+			return false
+		}
+		c.stash = op
+		ok, werr = c.WriteFrame([]byte("1\r\n"), []byte("x"), []byte("\r\n"))
+		c.stash = nil
+		return false
+	}); err != nil {
+		t.Fatalf("Hold: %v", err)
+	}
+	if ok || werr != nil || c.Written() != 0 || len(op.tail) != 0 {
+		t.Fatalf("WriteFrame after a stash: %v, %v, written %d, stash %q", ok, werr, c.Written(), op.tail)
+	}
+}

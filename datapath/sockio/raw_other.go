@@ -14,6 +14,8 @@ const rawIO = false
 func rawRead(uintptr, []byte) (int, syscall.Errno)  { return 0, syscall.ENOSYS }
 func rawWrite(uintptr, []byte) (int, syscall.Errno) { return 0, syscall.ENOSYS }
 
+func rawWritev(uintptr, []byte, []byte, []byte) (int, syscall.Errno) { return 0, syscall.ENOSYS }
+
 // rawPeek is a non-blocking recv(2) with MSG_PEEK through the syscall
 // package (which tells the race detector about it).
 func rawPeek(fd uintptr, p []byte) syscall.Errno {
