@@ -54,6 +54,9 @@ func (s *Server) getState() *reqState {
 // poisoned to the collector (raceBuild, s.poison).
 func (s *Server) putState(rs *reqState) {
 	if raceBuild || s.poison {
+		if rs.bw != nil { // the connection's, not the request's: reused
+			s.writers.Put(rs.bw)
+		}
 		poisonState(rs)
 		return
 	}
@@ -64,6 +67,7 @@ func poisonState(rs *reqState) {
 	rs.url = url.URL{Path: "/" + PoisonMethod}
 	rs.req = http.Request{Method: PoisonMethod, URL: &rs.url}
 	rs.hdr = nil
+	rs.bw = nil
 	rs.listed = -1
 	rs.w = response{} // every method dereferences w.c or w.rs: nil panics
 	if p, ok := rs.scratch.(Poisoner); ok {

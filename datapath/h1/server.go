@@ -274,6 +274,13 @@ func (s *Server) getWriter(nc io.Writer) *bufio.Writer {
 	return bufio.NewWriterSize(nc, writeBufSize)
 }
 
+// putWriter returns a write buffer to the pool, emptied of its writes
+// and of the connection it wrote to.
+func (s *Server) putWriter(bw *bufio.Writer) {
+	bw.Reset(nil)
+	s.writers.Put(bw)
+}
+
 func (s *Server) logf(format string, args ...any) {
 	if s.ErrorLog != nil {
 		s.ErrorLog.Printf(format, args...)
