@@ -85,8 +85,8 @@ func (s *sseStream) Emit(p []byte) error {
 		s.placed.FirstToken(now)
 		s.placed, s.x.placed = nil, nil
 	}
-	if d, moved := s.bound.Next(now); moved && s.ub != nil {
-		s.ub.SetReadDeadline(d)
+	if d, moved := s.bound.NextAt(sockio.MonoOf(now)); moved && s.ub != nil {
+		s.ub.SetReadDeadline(d.Time())
 	}
 	s.relayed += uint64(len(p))
 	var err error
