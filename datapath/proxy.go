@@ -896,6 +896,9 @@ func (rt *Runtime) relayAnswer(x *exchange, c *compiled, i int, quiet silence, r
 			if f, ok := s.clk.Unwrap().(http.Flusher); ok {
 				s.fl = f // respclock's Flush only passes it on
 			}
+			if s.clk.HasStart() {
+				s.start = sockio.MonoOf(*s.clk.Start)
+			}
 		}
 		s.rb.pool = &rt.bufs
 		handled, rerr = st.Stream(s)
