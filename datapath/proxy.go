@@ -21,6 +21,7 @@ import (
 	"github.com/infergate/infergate/datapath/pick"
 	"github.com/infergate/infergate/datapath/reqbody"
 	"github.com/infergate/infergate/datapath/respclock"
+	"github.com/infergate/infergate/datapath/sockio"
 	"github.com/infergate/infergate/datapath/streambound"
 	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
@@ -822,7 +823,8 @@ func (rt *Runtime) relayAnswer(x *exchange, c *compiled, i int, quiet silence, r
 	} else {
 		bound.BindClient(x.w)
 	}
-	extendAt := func(now time.Time) {
+	// The bound's clock is sockio.Mono (integers: no Time.Add per move).
+	extendAt := func(now sockio.Mono) {
 		readBound := ub != nil && !ub.Buffered() // else no read can block: the rest of the body is in memory
 		if !readBound && !bound.BindsClient() {
 			return
@@ -830,15 +832,15 @@ func (rt *Runtime) relayAnswer(x *exchange, c *compiled, i int, quiet silence, r
 		// readBound only turns false (the rest of the body came into
 		// memory), so a deadline Next leaves in place is already on the
 		// engine's reads.
-		if d, moved := bound.Next(now); moved && readBound {
-			ub.SetReadDeadline(d)
+		if d, moved := bound.NextAt(now); moved && readBound {
+			ub.SetReadDeadline(d.Time())
 		}
 	}
-	extend := func() { extendAt(time.Now()) }
+	extend := func() { extendAt(sockio.Now()) }
 	// One clock reading for the first bound and the time to first byte
 	// (the head below is only buffered, not yet written).
 	headAt, headIn := x.obs.clock.NowSince()
-	extendAt(headAt)
+	extendAt(sockio.MonoOf(headAt))
 
 	// No strip only when the engine's head, parsed straight into h (or
 	// into pairs), held no hop field: h held the request id alone before
@@ -893,6 +895,9 @@ func (rt *Runtime) relayAnswer(x *exchange, c *compiled, i int, quiet silence, r
 		if s.clk, _ = x.w.(*respclock.Writer); s.clk != nil {
 			if f, ok := s.clk.Unwrap().(http.Flusher); ok {
 				s.fl = f // respclock's Flush only passes it on
+			}
+			if s.clk.HasStart() {
+				s.start = sockio.MonoOf(*s.clk.Start)
 			}
 		}
 		s.rb.pool = &rt.bufs

@@ -24,8 +24,8 @@ import (
 // other per-event work touches, and with 1,000 streams each was a cache
 // miss per event (perf: most of Emit's own time was the load of x.placed).
 // For the same reason the fields an event reads fill the struct's first
-// two cache lines (Buffer, Idle and Emit's own; then the count and the
-// bound's part Next reads), and the rest pads it to 256 bytes: a size
+// two cache lines (Buffer, Idle and Emit's own; then the count, the
+// clock's start and the bound's part NextAt reads), and the rest pads it to 256 bytes: a size
 // class whose objects start on a line (at 200 bytes, in the 208 class, the
 // same fields spanned three or four lines). TestSSEStreamLayout holds it.
 type sseStream struct {
@@ -34,13 +34,17 @@ type sseStream struct {
 	clk     *respclock.Writer // x.w when it is the timing wrapper itself: written with Emit's clock reading
 	fl      http.Flusher
 	relayed uint64
-	bound   streambound.Bound // the idle bound and cap, engine reads and client writes alike (the relay's, copied in and back)
+	// start is the clock wrapper's Start as a sockio.Mono (NoDeadline:
+	// no wrapper, or no Start): an event's reading is then the wrapper's
+	// one clock read since Start, and the bound's now is start plus it.
+	start sockio.Mono
+	bound streambound.Bound // the idle bound and cap, engine reads and client writes alike (the relay's, copied in and back)
 
 	x    *exchange
 	w    http.ResponseWriter  // x.w
 	ub   upstream.BoundedBody // nil: no read deadlines
 	werr error                // the client write that failed
-	_    [32]byte
+	_    [24]byte
 }
 
 // clientConner is the lean front end's response: the client connection,
@@ -80,19 +84,33 @@ func (s *sseStream) Idle()          { s.rb.release() }
 // client write's, past it (when the ones in force end more than Idle/64
 // before the idle bound from now: streambound's slack).
 func (s *sseStream) Emit(p []byte) error {
-	now := time.Now()
+	// One clock read per event, and integers from it: the bound's now
+	// and the wrapper's time since Start (no time.Time made per event,
+	// nor a second clock read of time.Now's).
+	var now sockio.Mono
+	var in time.Duration
+	timed := s.start != sockio.NoDeadline
+	if timed {
+		in = s.clk.Since()
+		now = s.start.Add(in)
+	} else {
+		now = sockio.Now()
+	}
 	if s.placed != nil {
-		s.placed.FirstToken(now)
+		s.placed.FirstToken(time.Now()) // once a stream: its wall clock as before
 		s.placed, s.x.placed = nil, nil
 	}
-	if d, moved := s.bound.Next(now); moved && s.ub != nil {
-		s.ub.SetReadDeadline(d)
+	if d, moved := s.bound.NextAt(now); moved && s.ub != nil {
+		s.ub.SetReadDeadline(d.Time())
 	}
 	s.relayed += uint64(len(p))
 	var err error
-	if s.clk != nil {
-		_, err = s.clk.WriteAt(p, now)
-	} else {
+	switch {
+	case timed:
+		_, err = s.clk.WriteIn(p, in)
+	case s.clk != nil:
+		_, err = s.clk.WriteAt(p, now.Time())
+	default:
 		_, err = s.w.Write(p)
 	}
 	if err != nil {

@@ -469,6 +469,11 @@ func (w *response) Conn() *sockio.Conn {
 // SetWriteDeadline bounds writes of the response (http.ResponseController).
 func (w *response) SetWriteDeadline(t time.Time) error { return w.c.sock.SetWriteDeadline(t) }
 
+// SetWriteDeadlineAt is SetWriteDeadline with a sockio.Mono: a relay's
+// stream bound keeps its deadlines as one (streambound), and the socket
+// does too.
+func (w *response) SetWriteDeadlineAt(m sockio.Mono) error { return w.c.sock.SetWriteDeadlineAt(m) }
+
 // finish completes the response after the handler returned: the head if
 // none went out, the last chunk, and the flush.
 func (w *response) finish() {

@@ -1,6 +1,7 @@
 package respclock
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -325,4 +326,57 @@ func FuzzEventEnds(f *testing.F) {
 			t.Fatalf("eventEnds(%q, %v) = %d, the loop says %d", b, prevNL, got, want)
 		}
 	})
+}
+
+// TestWriteInMatchesWriteAt: WriteIn at times since Start times the
+// first byte, the events, the gaps and the span exactly as WriteAt at
+// Start plus those times, with and without a monotonic Start.
+func TestWriteInMatchesWriteAt(t *testing.T) {
+	writes := []struct {
+		s  string
+		at time.Duration // since Start
+	}{
+		{"data: 1\n\n", 3 * time.Millisecond},
+		{"data: 2\n", 7 * time.Millisecond},
+		{"\n", 9 * time.Millisecond},
+		{"data: 3\n\ndata: 4\n\n", 30 * time.Millisecond},
+		{"data: 5\n\n", 30 * time.Millisecond},
+	}
+	for _, tc := range []struct {
+		name  string
+		start time.Time
+	}{
+		{"monotonic start", time.Now()},
+		{"wall start", time.Unix(1000, 0)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, at, atGaps := eventStream("text/event-stream")
+			_, in, inGaps := eventStream("text/event-stream")
+			start := tc.start
+			at.Start, in.Start = &start, &start
+			if !in.HasStart() {
+				t.Fatal("HasStart false with Start set")
+			}
+			for _, wr := range writes {
+				if _, err := at.WriteAt([]byte(wr.s), start.Add(wr.at)); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := in.WriteIn([]byte(wr.s), wr.at); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !in.First().Equal(at.First()) || in.Events() != at.Events() || in.EventSpan() != at.EventSpan() {
+				t.Fatalf("WriteIn: first %v events %d span %v; WriteAt: %v, %d, %v",
+					in.First(), in.Events(), in.EventSpan(), at.First(), at.Events(), at.EventSpan())
+			}
+			if in.EventSpan() != 27*time.Millisecond || fmt.Sprint(*inGaps) != fmt.Sprint(*atGaps) || len(*inGaps) != 3 {
+				t.Fatalf("span %v gaps %v; WriteAt's gaps %v", in.EventSpan(), *inGaps, *atGaps)
+			}
+		})
+	}
+	var w Writer
+	w.Reset(httptest.NewRecorder())
+	if w.HasStart() {
+		t.Fatal("HasStart true without a Start")
+	}
 }

@@ -79,13 +79,13 @@ type Conn struct {
 	// or a pooled engine connection's for its whole life (WatchPeer).
 	hup         hupWatch
 	peekBuf     [1]byte
-	waitPeeked  bool      // waitRaw has peeked: its next call follows a wake-up
-	replyWrote  bool      // replyRaw has written: its next call follows a wake-up
-	want, armed time.Time // read deadline asked for, and set on the socket
+	waitPeeked  bool // waitRaw has peeked: its next call follows a wake-up
+	replyWrote  bool // replyRaw has written: its next call follows a wake-up
+	want, armed Mono // read deadline asked for, and set on the socket
 	// The write deadline asked for and set on the socket: lazy like the
 	// read one on the raw socket (a write there resumes where it stopped);
 	// set as asked through nc (a TLS write that timed out cannot resume).
-	wantWrite, armedWrite time.Time
+	wantWrite, armedWrite Mono
 
 	// A ReadEach run by a Loops set: loopOp on the connection it reads
 	// (Abort wakes its wait), stash on the one its handler writes (a
@@ -196,33 +196,41 @@ func (c *Conn) Aborted() bool { return c.aborted.Load() }
 // SetReadDeadline bounds the next reads by t (zero: none), lazily: the
 // socket keeps an armed deadline that passes first, and Read re-arms t
 // when it does.
-func (c *Conn) SetReadDeadline(t time.Time) error {
-	c.want = t
-	if !c.armed.IsZero() && (t.IsZero() || !t.Before(c.armed)) {
-		return nil // the armed deadline fires first; Read re-arms t then
+func (c *Conn) SetReadDeadline(t time.Time) error { return c.SetReadDeadlineAt(MonoOf(t)) }
+
+// SetReadDeadlineAt is SetReadDeadline with the deadline as a Mono: the
+// caller adds an integer, and a time.Time is made only when the socket
+// is armed.
+func (c *Conn) SetReadDeadlineAt(m Mono) error {
+	c.want = m
+	if c.armed != NoDeadline && (m == NoDeadline || m >= c.armed) {
+		return nil // the armed deadline fires first; Read re-arms m then
 	}
-	return c.arm(t)
+	return c.arm(m)
 }
 
 // SetWriteDeadline bounds the next writes by t (zero: none): lazily on
 // the raw socket, as Read's; through nc a deadline equal to the armed one
 // costs nothing.
-func (c *Conn) SetWriteDeadline(t time.Time) error {
-	c.wantWrite = t
-	if rawIO && c.raw != nil && !c.armedWrite.IsZero() && (t.IsZero() || !t.Before(c.armedWrite)) {
-		return nil // the armed deadline fires first; Write re-arms t then
+func (c *Conn) SetWriteDeadline(t time.Time) error { return c.SetWriteDeadlineAt(MonoOf(t)) }
+
+// SetWriteDeadlineAt is SetWriteDeadline with the deadline as a Mono.
+func (c *Conn) SetWriteDeadlineAt(m Mono) error {
+	c.wantWrite = m
+	if rawIO && c.raw != nil && c.armedWrite != NoDeadline && (m == NoDeadline || m >= c.armedWrite) {
+		return nil // the armed deadline fires first; Write re-arms m then
 	}
-	if t.Equal(c.armedWrite) {
+	if m == c.armedWrite {
 		return nil
 	}
-	return c.armWrite(t)
+	return c.armWrite(m)
 }
 
 // armWrite sets the socket's write deadline; an abort that raced with it
 // wins.
-func (c *Conn) armWrite(t time.Time) error {
-	c.armedWrite = t
-	err := c.nc.SetWriteDeadline(t)
+func (c *Conn) armWrite(m Mono) error {
+	c.armedWrite = m
+	err := c.nc.SetWriteDeadline(m.Time())
 	if c.aborted.Load() {
 		_ = c.nc.SetWriteDeadline(aLongTimeAgo) // an abort in between wins
 	}
@@ -231,9 +239,9 @@ func (c *Conn) armWrite(t time.Time) error {
 
 // arm sets the socket's read deadline. An abort that raced with it wins:
 // its past deadline is put back.
-func (c *Conn) arm(t time.Time) error {
-	c.armed = t
-	err := c.nc.SetReadDeadline(t)
+func (c *Conn) arm(m Mono) error {
+	c.armed = m
+	err := c.nc.SetReadDeadline(m.Time())
 	if c.aborted.Load() {
 		_ = c.nc.SetReadDeadline(aLongTimeAgo)
 	}
@@ -259,11 +267,11 @@ func (c *Conn) Read(p []byte) (int, error) {
 func (c *Conn) early(err error) bool { return c.earlyFor(err, c.want) }
 
 // earlyFor reports whether err is an armed deadline passing before want.
-func (c *Conn) earlyFor(err error, want time.Time) bool {
+func (c *Conn) earlyFor(err error, want Mono) bool {
 	if !errors.Is(err, os.ErrDeadlineExceeded) || c.aborted.Load() {
 		return false
 	}
-	return want.IsZero() || time.Now().Before(want)
+	return want == NoDeadline || Now() < want
 }
 
 func (c *Conn) read(p []byte) (int, error) {

@@ -80,11 +80,11 @@ func (c *Conn) reattach(fd uintptr) error {
 	c.ncMu.Lock()
 	c.nc, c.raw = nc, raw
 	c.ncMu.Unlock()
-	c.armed, c.armedWrite = time.Time{}, time.Time{}
-	if !c.want.IsZero() {
+	c.armed, c.armedWrite = NoDeadline, NoDeadline
+	if c.want != NoDeadline {
 		_ = c.arm(c.want)
 	}
-	if !c.wantWrite.IsZero() {
+	if c.wantWrite != NoDeadline {
 		_ = c.armWrite(c.wantWrite)
 	}
 	if c.aborted.Load() { // an Abort that set the closed one's deadline

@@ -291,8 +291,8 @@ func (c *Conn) waitInLoop(ls *Loops, op *eachOp, fd uintptr) bool {
 		op.loopMu.Lock()
 		want := c.want
 		op.loopMu.Unlock()
-		if !want.IsZero() {
-			d := time.Until(want)
+		if want != NoDeadline {
+			d := want.Sub(Now())
 			if d <= 0 {
 				break
 			}

@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/infergate/infergate/datapath/sockio"
 )
 
 // deadlineWriter records the write deadlines it is given.
@@ -208,10 +210,10 @@ func TestNoticeResetsHold(t *testing.T) {
 	now := time.Now()
 	b.Next(now)
 	b.Notice()
-	if b.hold != (time.Time{}) {
+	if b.hold != sockio.NoDeadline {
 		t.Fatalf("hold %v after Notice, want zero", b.hold)
 	}
-	if d, _ := b.Next(now); !d.Equal(b.last) {
+	if d, _ := b.NextAt(sockio.MonoOf(now)); d != b.last {
 		t.Fatalf("Next after Notice = %v, want the notice's %v", d, b.last)
 	}
 }
@@ -232,11 +234,61 @@ func TestHoldAfterFirstMove(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := Bound{Idle: idle}
-			if _, moved := b.Next(t0); !moved || !b.hold.IsZero() {
+			if _, moved := b.Next(t0); !moved || b.hold != sockio.NoDeadline {
 				t.Fatalf("first Next: moved %v, hold %v; want a move and a zero hold", moved, b.hold)
 			}
-			if _, moved := b.Next(t0.Add(tc.second)); moved != tc.wantMoved || b.hold.IsZero() == tc.wantHold {
+			if _, moved := b.Next(t0.Add(tc.second)); moved != tc.wantMoved || (b.hold == sockio.NoDeadline) == tc.wantHold {
 				t.Fatalf("second Next: moved %v, hold %v; want moved %v, hold set %v", moved, b.hold, tc.wantMoved, tc.wantHold)
+			}
+		})
+	}
+}
+
+// monoWriter takes write deadlines as a Mono, as h1's response does.
+type monoWriter struct {
+	deadlineWriter
+	at []sockio.Mono
+}
+
+func (w *monoWriter) SetWriteDeadlineAt(m sockio.Mono) error {
+	w.at = append(w.at, m)
+	return nil
+}
+
+// TestNextAtMatchesNext: NextAt on a reading's Mono moves the deadlines
+// to the moment Next on the reading does, a Mono-taking client writer is
+// given that moment as a Mono (and nothing through SetWriteDeadline), and
+// Clear gives it NoDeadline.
+func TestNextAtMatchesNext(t *testing.T) {
+	t0 := time.Now()
+	for _, tc := range []struct {
+		name string
+		end  time.Time
+		at   []time.Duration // after t0
+	}{
+		{"no cap", time.Time{}, []time.Duration{0, time.Millisecond, time.Second}},
+		{"cap in the past", t0.Add(-time.Second), []time.Duration{0, time.Second}},
+		{"cap far off", t0.Add(1000 * 24 * time.Hour), []time.Duration{0, 2 * time.Second}},
+		{"readings before the first", time.Time{}, []time.Duration{0, -time.Second, 3 * time.Second}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ref := Bound{Idle: time.Second, End: tc.end}
+			b := Bound{Idle: time.Second, End: tc.end}
+			w := &monoWriter{deadlineWriter: deadlineWriter{ResponseWriter: httptest.NewRecorder()}}
+			b.BindClient(w)
+			for i, at := range tc.at {
+				want, wantMoved := ref.Next(t0.Add(at))
+				got, moved := b.NextAt(sockio.MonoOf(t0.Add(at)))
+				if !got.Time().Equal(want) || moved != wantMoved {
+					t.Fatalf("call %d: NextAt = %v, %v; Next %v, %v", i, got.Time().Sub(t0), moved, want.Sub(t0), wantMoved)
+				}
+				if moved && w.at[len(w.at)-1] != got {
+					t.Fatalf("call %d: client deadline %d, want %d", i, w.at[len(w.at)-1], got)
+				}
+			}
+			b.Clear()
+			if len(w.set) != 0 || w.at[len(w.at)-1] != sockio.NoDeadline {
+				t.Fatalf("set %v through SetWriteDeadline, last Mono %d", w.set, w.at[len(w.at)-1])
 			}
 		})
 	}

@@ -1,10 +1,10 @@
 package upstream
 
-import "time"
+import "github.com/infergate/infergate/datapath/sockio"
 
 // setDeadline bounds the exchange's next reads (lazily, see sockio) and
-// writes by t (zero: no bound).
-func (pc *conn) setDeadline(t time.Time) {
-	_ = pc.sock.SetReadDeadline(t)
-	_ = pc.sock.SetWriteDeadline(t)
+// writes by m (NoDeadline: no bound).
+func (pc *conn) setDeadline(m sockio.Mono) {
+	_ = pc.sock.SetReadDeadlineAt(m)
+	_ = pc.sock.SetWriteDeadlineAt(m)
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/infergate/infergate/datapath/sockio"
 )
 
 // Why a bounded pool: an engine connection is opened per request in
@@ -81,8 +83,8 @@ func (e *PoolWaitError) Unwrap() error { return e.Err }
 // comes at or after that is passed on, since the timer and the turn can
 // be ready together. The bound is computed only here, at the cap: a
 // Time.Add (~75 instructions) per request that almost never waits.
-func (c *Client) acquire(ctx context.Context, addr, id string, dl time.Time, wait time.Duration) (*conn, error) {
-	var deadline time.Time
+func (c *Client) acquire(ctx context.Context, addr, id string, dl sockio.Mono, wait time.Duration) (*conn, error) {
+	var deadline sockio.Mono
 	var timer *time.Timer
 	var expired <-chan time.Time // nil (never fires) until the first wait
 	defer func() {
@@ -115,9 +117,9 @@ func (c *Client) acquire(ctx context.Context, addr, id string, dl time.Time, wai
 			old.close()
 			return nil, nil
 		}
-		if !dl.IsZero() && timer == nil {
+		if dl != sockio.NoDeadline && timer == nil {
 			deadline = dl.Add(-wait / engineShare)
-			timer = time.NewTimer(time.Until(deadline))
+			timer = time.NewTimer(deadline.Sub(sockio.Now()))
 			expired = timer.C
 		}
 		ch := make(chan struct{}, 1)
@@ -125,7 +127,7 @@ func (c *Client) acquire(ctx context.Context, addr, id string, dl time.Time, wai
 		c.mu.Unlock()
 		select {
 		case <-ch:
-			if deadline.IsZero() || time.Now().Before(deadline) {
+			if deadline == sockio.NoDeadline || sockio.Now() < deadline {
 				continue
 			}
 		case <-ctx.Done():
