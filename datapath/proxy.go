@@ -978,9 +978,18 @@ func (rt *Runtime) copyBody(x *exchange, resp *http.Response, sse, flush bool, f
 	if sse { // idle between events: no buffer held (relaybuf.go)
 		rb.wait, _ = resp.Body.(upstream.ReadWaiter)
 	}
+	// The writer asked for the room of its write buffer (getFrom): none
+	// for a flushed answer, whose writer is given back between writes.
+	var lender http.ResponseWriter
+	if !flush {
+		lender = x.w
+		if lender == http.ResponseWriter(&x.obs.clock) {
+			lender = x.obs.clock.ResponseWriter
+		}
+	}
 	defer rb.release()
 	for {
-		buf := rb.get()
+		buf := rb.getFrom(lender) // nothing writes to the client between the read and the write
 		n, err := resp.Body.Read(buf)
 		if n > 0 && x.placed != nil {
 			if sse {
