@@ -59,10 +59,6 @@ func (m Mono) Add(d time.Duration) Mono {
 	return s
 }
 
-// Before reports whether m is earlier than u (plain integers: NoDeadline
-// is not special here).
-func (m Mono) Before(u Mono) bool { return m < u }
-
 // Time is m as a time.Time with a monotonic reading (NoDeadline: the zero
 // time), for the socket's own deadline setters.
 func (m Mono) Time() time.Time {

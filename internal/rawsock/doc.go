@@ -1,4 +1,4 @@
-// Package rawsock issues read(2), write(2) and a peeking recv(2) on a
+// Package rawsock issues read(2), write(2), writev(2) and a peeking recv(2) on a
 // non-blocking socket without the runtime's syscall bookkeeping. The
 // datapath's socket layer (datapath/sockio) and the engine scraper
 // (enginestats) both read and write that way, and keep one copy of the

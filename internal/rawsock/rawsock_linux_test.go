@@ -71,3 +71,48 @@ func TestEmptyBufferMakesNoCall(t *testing.T) {
 		t.Errorf("Write(nil) = %d, %v; want 0, 0 with no call", n, e)
 	}
 }
+
+// TestWritev: the three pieces arrive in order as one stream, empty
+// pieces skipped; a full socket is EAGAIN with nothing written.
+func TestWritev(t *testing.T) {
+	tests := []struct {
+		name    string
+		a, b, c string
+	}{
+		{name: "chunk frame", a: "5\r\n", b: "hello", c: "\r\n"},
+		{name: "empty data", a: "0\r\n", c: "\r\n"},
+		{name: "all empty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, b := socketPair(t)
+			want := tt.a + tt.b + tt.c
+			if n, e := Writev(uintptr(a), []byte(tt.a), []byte(tt.b), []byte(tt.c)); e != 0 || n != len(want) {
+				t.Fatalf("Writev = %d, %v; want %d, 0", n, e, len(want))
+			}
+			buf := make([]byte, 64)
+			n, e := Read(uintptr(b), buf)
+			if want == "" {
+				if e != syscall.EAGAIN {
+					t.Fatalf("Read after an empty Writev = %q, %v; want EAGAIN", buf[:n], e)
+				}
+				return
+			}
+			if e != 0 || string(buf[:n]) != want {
+				t.Fatalf("Read = %q, %v; want %q", buf[:n], e, want)
+			}
+		})
+	}
+	t.Run("full socket", func(t *testing.T) {
+		a, _ := socketPair(t)
+		big := make([]byte, 1<<16)
+		for i := 0; i < 1<<10; i++ { // bounded: a socket pair's buffer fills in a few
+			if _, e := Write(uintptr(a), big); e == syscall.EAGAIN {
+				break
+			}
+		}
+		if n, e := Writev(uintptr(a), []byte("x"), big, nil); e != syscall.EAGAIN || n != 0 {
+			t.Fatalf("Writev on a full socket = %d, %v; want 0, EAGAIN", n, e)
+		}
+	})
+}

@@ -11,3 +11,5 @@ const Supported = false
 func Read(uintptr, []byte) (int, syscall.Errno)  { return 0, syscall.ENOSYS }
 func Write(uintptr, []byte) (int, syscall.Errno) { return 0, syscall.ENOSYS }
 func Peek(uintptr, []byte) syscall.Errno         { return syscall.ENOSYS }
+
+func Writev(uintptr, []byte, []byte, []byte) (int, syscall.Errno) { return 0, syscall.ENOSYS }
