@@ -380,3 +380,22 @@ func TestWriteInMatchesWriteAt(t *testing.T) {
 		t.Fatal("HasStart true without a Start")
 	}
 }
+
+// BenchmarkWriteInEvent is BenchmarkWriteAtEvent through WriteIn, the SSE
+// relay's path (sseStream.Emit with a timing wrapper): each event timed
+// by its time since Start.
+func BenchmarkWriteInEvent(b *testing.B) {
+	ev := []byte(`data: {"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" tok","finish_reason":null}]}` + "\n\n")
+	var g gapCount
+	w := &Writer{Gaps: &g}
+	w.Reset(&discard{h: http.Header{}})
+	start := time.Now()
+	w.Start = &start
+	w.WriteHeaderOf(http.StatusOK, true)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, err := w.WriteIn(ev, time.Duration(i&1023)*20*time.Millisecond); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
