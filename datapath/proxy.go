@@ -198,6 +198,17 @@ func requestStart(w http.ResponseWriter) (arr h1.Arrival, f h1.Fields) {
 // of their own).
 type endedWriter interface{ EndedAt(time.Time) }
 
+// direct is the writer x.w's bytes reach unchanged: the one the timing
+// wrapper wraps when x.w is that wrapper itself (it only counts and
+// times them), else x.w. Any other writer in between may change what it
+// is given, so it is not looked through.
+func (x *exchange) direct() http.ResponseWriter {
+	if x.w == http.ResponseWriter(&x.obs.clock) {
+		return x.obs.clock.ResponseWriter
+	}
+	return x.w
+}
+
 // finished marks the request's end (the access line, spans and the front
 // end take it too) and returns its latency.
 func (x *exchange) finished() time.Duration { return x.finishedAt(x.obs.clock.NowSince()) }
@@ -818,11 +829,7 @@ func (rt *Runtime) relayAnswer(x *exchange, c *compiled, i int, quiet silence, r
 	// The clock passes no deadline on: the writer it wraps is the one
 	// to bind, one step of BindClient's walk fewer.
 	clocked := x.w == http.ResponseWriter(&x.obs.clock)
-	if clocked {
-		bound.BindClient(x.obs.clock.ResponseWriter)
-	} else {
-		bound.BindClient(x.w)
-	}
+	bound.BindClient(x.direct())
 	// The bound's clock is sockio.Mono (integers: no Time.Add per move).
 	extendAt := func(now sockio.Mono) {
 		readBound := ub != nil && !ub.Buffered() // else no read can block: the rest of the body is in memory
@@ -982,10 +989,7 @@ func (rt *Runtime) copyBody(x *exchange, resp *http.Response, sse, flush bool, f
 	// for a flushed answer, whose writer is given back between writes.
 	var lender http.ResponseWriter
 	if !flush {
-		lender = x.w
-		if lender == http.ResponseWriter(&x.obs.clock) {
-			lender = x.obs.clock.ResponseWriter
-		}
+		lender = x.direct()
 	}
 	defer rb.release()
 	for {

@@ -55,7 +55,7 @@ func (s *Server) getState() *reqState {
 func (s *Server) putState(rs *reqState) {
 	if raceBuild || s.poison {
 		if rs.bw != nil { // the connection's, not the request's: reused
-			s.writers.Put(rs.bw)
+			s.putWriter(rs.bw)
 		}
 		poisonState(rs)
 		return

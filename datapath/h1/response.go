@@ -115,10 +115,10 @@ func (w *response) WriteHeader(code int) { w.WriteHeaderFields(code, nil) }
 // proxy relays a head it parsed without putting its fields into the map
 // for the head's walk to read them back, and clearing the map after
 // (with the relay's side, ~1,200 instructions of a four-field answer,
-// callgrind). They are subject to the map's rules (Transfer-Encoding is the server's, Content-Length
-// declares the length and is dropped when invalid, Connection may close,
-// Date and Content-Type count as set, values are scrubbed of CR, LF and
-// NUL), but their names must be valid field names already, and kv may
+// callgrind). They are subject to the map's rules (Transfer-Encoding is
+// the server's, Content-Length declares the length and is dropped when
+// invalid, Connection may close, Date and Content-Type count as set,
+// values are scrubbed of CR, LF and NUL), but their names must be valid field names already, and kv may
 // hold at most one Content-Length, and then the map none. Whatever does
 // not go out now (an interim status; a head held back until the length
 // is known) is added to the map, the only thing later writes read: kv is
