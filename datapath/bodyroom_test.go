@@ -1,7 +1,6 @@
 package datapath
 
 import (
-	"bufio"
 	"io"
 	"net"
 	"net/http"
@@ -42,46 +41,39 @@ var roomCases = []roomCase{
 // rawRoomEngine answers each request with roomCases[r] (?r=N).
 func rawRoomEngine(t *testing.T) string {
 	t.Helper()
-	return serveRaw(t, func(c net.Conn, br *bufio.Reader) {
-		for {
-			req, err := http.ReadRequest(br)
-			if err != nil {
-				return
-			}
-			_, _ = io.Copy(io.Discard, req.Body)
-			n, _ := strconv.Atoi(req.URL.Query().Get("r"))
-			rc := roomCases[n]
-			body := strings.Join(rc.pieces, "")
-			head := "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-			if rc.chunked {
-				head += "Transfer-Encoding: chunked\r\n\r\n"
-			} else {
-				head += "Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
-			}
-			if _, err := io.WriteString(c, head); err != nil {
-				return
-			}
-			if req.Method == http.MethodHead {
-				continue
-			}
-			for i, p := range rc.pieces {
-				if i > 0 {
-					time.Sleep(5 * time.Millisecond)
-				}
-				if rc.chunked {
-					p = strconv.FormatInt(int64(len(p)), 16) + "\r\n" + p + "\r\n"
-				}
-				if _, err := io.WriteString(c, p); err != nil {
-					return
-				}
-				if rc.short {
-					return // the serveRaw goroutine closes the connection
-				}
+	return rawCaseEngine(t, func(c net.Conn, req *http.Request, n int) bool {
+		rc := roomCases[n]
+		body := strings.Join(rc.pieces, "")
+		head := "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+		if rc.chunked {
+			head += "Transfer-Encoding: chunked\r\n\r\n"
+		} else {
+			head += "Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
+		}
+		if _, err := io.WriteString(c, head); err != nil {
+			return false
+		}
+		if req.Method == http.MethodHead {
+			return true
+		}
+		for i, p := range rc.pieces {
+			if i > 0 {
+				time.Sleep(5 * time.Millisecond)
 			}
 			if rc.chunked {
-				_, _ = io.WriteString(c, "0\r\n\r\n")
+				p = strconv.FormatInt(int64(len(p)), 16) + "\r\n" + p + "\r\n"
+			}
+			if _, err := io.WriteString(c, p); err != nil {
+				return false
+			}
+			if rc.short {
+				return false // the serveRaw goroutine closes the connection
 			}
 		}
+		if rc.chunked {
+			_, _ = io.WriteString(c, "0\r\n\r\n")
+		}
+		return true
 	})
 }
 

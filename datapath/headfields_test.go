@@ -146,6 +146,17 @@ func TestRelayedHeads(t *testing.T) {
 // answer(N) for ?r=N in its target.
 func rawHeadEngine(t *testing.T, answer func(n int) string) string {
 	t.Helper()
+	return rawCaseEngine(t, func(c net.Conn, _ *http.Request, n int) bool {
+		_, err := io.WriteString(c, answer(n))
+		return err == nil
+	})
+}
+
+// rawCaseEngine is a raw HTTP/1.1 engine that reads each request (its
+// body drained) and lets answer write to the connection for ?r=N in its
+// target; answer's false ends the connection.
+func rawCaseEngine(t *testing.T, answer func(c net.Conn, req *http.Request, n int) bool) string {
+	t.Helper()
 	return serveRaw(t, func(c net.Conn, br *bufio.Reader) {
 		for {
 			req, err := http.ReadRequest(br)
@@ -154,7 +165,7 @@ func rawHeadEngine(t *testing.T, answer func(n int) string) string {
 			}
 			_, _ = io.Copy(io.Discard, req.Body)
 			n, _ := strconv.Atoi(req.URL.Query().Get("r"))
-			if _, err := io.WriteString(c, answer(n)); err != nil {
+			if !answer(c, req, n) {
 				return
 			}
 		}
