@@ -32,6 +32,9 @@
 #      cache misses, I1mr, and data-cache misses, D1mr+D1mw, of a 32 KiB
 #      first level: how much code and data a request walks beyond the
 #      first-level caches, which an instruction count does not show)
+#      KEEP_CG (unset; a directory: each round's callgrind output is copied
+#      there as TARGET.ROUND.cg, with TARGET.ROUND.n holding wrk's request
+#      count, for callgrind_annotate)
 # Go binaries are built with GOAMD64=v1 (callgrind stops on newer
 # instructions) and run with GODEBUG=asyncpreemptoff=1 (callgrind asserts
 # on the preemption signal in a cgo binary); neither changes the code
@@ -148,6 +151,11 @@ for ((r = 0; r < ROUNDS; r++)); do
       echo "irpr.sh: $t answered non-2xx:" >&2; cat "$TMP/$t.wrk" >&2; exit 1
     fi
     n=$(awk '/requests in/{print $1}' "$TMP/$t.wrk")
+    if [[ -n ${KEEP_CG:-} ]]; then
+      mkdir -p "$KEEP_CG"
+      cp "$(compgen -G "$TMP/$t.cg.*" | head -1)" "$KEEP_CG/$t.$r.cg"
+      echo "$n" >"$KEEP_CG/$t.$r.n"
+    fi
     ir=$(awk '/^totals:/{print $2}' "$TMP/$t.cg".* | head -1)
     per=$((ir / n))
     SUM[$t]=$((${SUM[$t]:-0} + per))
