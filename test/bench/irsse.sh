@@ -92,7 +92,7 @@ start() {
     infergate | baseline)
       one_rule_yaml irsse "$BIND:$port" "$ENGINE" >"$TMP/$t.yaml"
       rm -rf "$TMP/$t.state"
-      GODEBUG=asyncpreemptoff=1,adaptivestackstart=0 "$@" "$TMP/$t" serve --api-addr "$BIND:$((port + 9))" \
+      GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off,adaptivestackstart=0 "$@" "$TMP/$t" serve --api-addr "$BIND:$((port + 9))" \
         --state-dir "$TMP/$t.state" --rules "$TMP/$t.yaml" --log-level warn \
         --max-conns-per-ip 0 --max-engine-conns-per-endpoint 0 >"$TMP/$t.log" 2>&1 &
       ;;
