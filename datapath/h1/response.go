@@ -682,10 +682,11 @@ func appendField(b []byte, k, v string) []byte {
 }
 
 // needsScrub reports whether v holds a CR, LF or NUL: eight bytes at a
-// time (validFieldValue's way), any byte up to CR flagging a word for a
-// closer look.
+// time (validFieldValue's way; a short value as two words of four that
+// overlap), any byte up to CR flagging a word for a closer look.
 func needsScrub(v string) bool {
-	if len(v) >= 8 {
+	switch {
+	case len(v) >= 8:
 		i := 0
 		for ; i+8 < len(v); i += 8 {
 			if swar.ByteBelow(swar.Word8(v[i:i+8]), '\r'+1) {
@@ -695,6 +696,10 @@ func needsScrub(v string) bool {
 		if i+8 >= len(v) && !swar.ByteBelow(swar.Word8(v[len(v)-8:]), '\r'+1) {
 			return false
 		}
+	case len(v) >= 4:
+		if !swar.ByteBelow(overlapWord(v), '\r'+1) {
+			return false
+		}
 	}
 	for i := 0; i < len(v); i++ {
 		if b := v[i]; b == '\r' || b == '\n' || b == 0 {
@@ -702,4 +707,13 @@ func needsScrub(v string) bool {
 		}
 	}
 	return false
+}
+
+// overlapWord is the first four bytes of v and its last four (4 <= len(v)
+// < 8: they overlap) as one little-endian word: the compiler makes it two
+// loads.
+func overlapWord(v string) uint64 {
+	t := v[len(v)-4:]
+	return uint64(v[0]) | uint64(v[1])<<8 | uint64(v[2])<<16 | uint64(v[3])<<24 |
+		uint64(t[0])<<32 | uint64(t[1])<<40 | uint64(t[2])<<48 | uint64(t[3])<<56
 }
