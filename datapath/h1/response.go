@@ -565,14 +565,17 @@ func closes(vv []string) bool {
 	return len(vv) > 0 && hasToken(strings.Join(vv, ","), "close")
 }
 
-// statusLine returns "HTTP/1.x code text\r\n" (precomputed for the usual
-// codes).
+// statusLine returns "HTTP/1.x code text\r\n": precomputed for the usual
+// codes, the others composed (composeStatusLine, out of the way).
 func statusLine(minor, code int) string {
-	if minor == 1 && code >= 200 && code < 600 {
-		if s := statusLines[code-200]; s != "" {
-			return s
-		}
+	if i := uint(code - 200); minor == 1 && i < uint(len(statusLines)) && statusLines[i] != "" {
+		return statusLines[i]
 	}
+	return composeStatusLine(minor, code)
+}
+
+// composeStatusLine is statusLine for a code without a precomputed line.
+func composeStatusLine(minor, code int) string {
 	proto := "HTTP/1.1 "
 	if minor == 0 {
 		proto = "HTTP/1.0 "
