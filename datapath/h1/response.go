@@ -406,15 +406,15 @@ type headNotes struct {
 	nLength, nConn   int
 }
 
-// writePairs appends the fields kv (WriteHeaderFields) to hb, all in one
-// reservation, and notes the ones buildHead reads: a Content-Length sets
-// w.cl, a Connection naming "close"
-// closes the connection, a Transfer-Encoding is the server's to write.
-// A Content-Length that is not a valid length is never sent (nor put in
-// the map: fieldsIntoMap). They are noted even when they do not fit a tentative head: its
-// fields' facts hold for the head written later. Why one reservation and
-// appendField: a call per field that checked and grew the buffer for
-// each of its four pieces was ~190 instructions of a relayed field.
+// writePairs appends the fields kv (WriteHeaderFields) to hb and notes
+// the ones buildHead reads: a Content-Length sets w.cl (one that is not
+// a valid length is never sent, nor put in the map: fieldsIntoMap), a
+// Connection naming "close" closes the connection, a Transfer-Encoding is
+// the server's to write. They are noted even when they do not fit a
+// tentative head: their facts hold for the head written later. Why its
+// own loop, with one room check per field: headBuf.field's call and its
+// reserve's per field, and the map walk's switch after, were ~270
+// instructions of each relayed field.
 func (w *response) writePairs(hb *headBuf, kv []string, hn *headNotes) {
 	b := hb.b
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -661,27 +661,27 @@ func (hb *headBuf) field(k, v string) {
 	}
 }
 
-// appendField appends "k: v\r\n" to b, which must have room for it, v
-// with CR, LF and NUL replaced by spaces, as net/http does: a value can
-// never start a new field or response. The bytes are stored in place,
-// not appended piece by piece: each append checked the room and moved
-// the length again.
+// appendField appends "k: v\r\n" to b, which must have room for it (no
+// append here grows b), v with CR, LF and NUL replaced by spaces, as
+// net/http does: a value can never start a new field or response.
 func appendField(b []byte, k, v string) []byte {
+	b = append(b, k...)
+	b = append(b, ':', ' ')
 	n := len(b)
-	b = b[:n+len(k)+len(v)+len(": \r\n")]
-	n += copy(b[n:], k)
-	b[n], b[n+1] = ':', ' '
-	n += 2
-	copy(b[n:], v)
+	b = append(b, v...)
 	if needsScrub(v) {
-		for i := n; i < n+len(v); i++ {
-			if c := b[i]; c == '\r' || c == '\n' || c == 0 {
-				b[i] = ' '
-			}
+		scrub(b[n:])
+	}
+	return append(b, '\r', '\n')
+}
+
+// scrub replaces each CR, LF and NUL of b with a space.
+func scrub(b []byte) {
+	for i, c := range b {
+		if c == '\r' || c == '\n' || c == 0 {
+			b[i] = ' '
 		}
 	}
-	b[len(b)-2], b[len(b)-1] = '\r', '\n'
-	return b
 }
 
 // needsScrub reports whether v holds a CR, LF or NUL: eight bytes at a
