@@ -411,9 +411,10 @@ type headNotes struct {
 // a valid length is never sent, nor put in the map: fieldsIntoMap), a
 // Connection naming "close" closes the connection, a Transfer-Encoding is
 // the server's to write. They are noted even when they do not fit a
-// tentative head: their facts hold for the head written later. Why its
-// own loop, with one room check per field: headBuf.field's call and its
-// reserve's per field, and the map walk's switch after, were ~270
+// tentative head: their facts hold for the head written later. A field
+// that fits and needs no scrub is appended in the loop (appendLine), any
+// other through headBuf.field. Why its own loop: headBuf.field's call and
+// its reserve's per field, and the map walk's switch after, were ~270
 // instructions of each relayed field.
 func (w *response) writePairs(hb *headBuf, kv []string, hn *headNotes) {
 	b := hb.b
@@ -438,8 +439,8 @@ func (w *response) writePairs(hb *headBuf, kv []string, hn *headNotes) {
 				w.c.closeAfter = true
 			}
 		}
-		if len(b)+len(k)+len(v)+len(": \r\n") <= cap(b) {
-			b = appendField(b, k, v)
+		if len(b)+len(k)+len(v)+len(": \r\n") <= cap(b) && !needsScrub(v) {
+			b = appendLine(b, k, v)
 			continue
 		}
 		hb.b = b
@@ -565,17 +566,14 @@ func closes(vv []string) bool {
 	return len(vv) > 0 && hasToken(strings.Join(vv, ","), "close")
 }
 
-// statusLine returns "HTTP/1.x code text\r\n": precomputed for the usual
-// codes, the others composed (composeStatusLine, out of the way).
+// statusLine returns "HTTP/1.x code text\r\n" (precomputed for the usual
+// codes).
 func statusLine(minor, code int) string {
-	if i := uint(code - 200); minor == 1 && i < uint(len(statusLines)) && statusLines[i] != "" {
-		return statusLines[i]
+	if minor == 1 && code >= 200 && code < 600 {
+		if s := statusLines[code-200]; s != "" {
+			return s
+		}
 	}
-	return composeStatusLine(minor, code)
-}
-
-// composeStatusLine is statusLine for a code without a precomputed line.
-func composeStatusLine(minor, code int) string {
 	proto := "HTTP/1.1 "
 	if minor == 0 {
 		proto = "HTTP/1.0 "
@@ -665,13 +663,19 @@ func (hb *headBuf) field(k, v string) {
 // append here grows b), v with CR, LF and NUL replaced by spaces, as
 // net/http does: a value can never start a new field or response.
 func appendField(b []byte, k, v string) []byte {
+	b = appendLine(b, k, v)
+	if needsScrub(v) {
+		scrub(b[len(b)-len(v)-2 : len(b)-2])
+	}
+	return b
+}
+
+// appendLine appends "k: v\r\n" to b as it is (small enough to inline
+// in a caller's loop: writePairs, which checked v).
+func appendLine(b []byte, k, v string) []byte {
 	b = append(b, k...)
 	b = append(b, ':', ' ')
-	n := len(b)
 	b = append(b, v...)
-	if needsScrub(v) {
-		scrub(b[n:])
-	}
 	return append(b, '\r', '\n')
 }
 
