@@ -223,7 +223,7 @@ func TestWordChecks(t *testing.T) {
 		}
 		return true
 	}
-	for _, n := range []int{1, 7, 8, 9, 15, 16, 17, 24} {
+	for _, n := range []int{1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 24} {
 		for _, prefix := range []string{"", "\t"} {
 			for at := 0; at < n; at++ {
 				for b := 0; b < 256; b++ {

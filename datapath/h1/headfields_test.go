@@ -141,3 +141,32 @@ func normalHead(raw string) string {
 	})
 	return lines[0] + "\r\n" + strings.Join(fields, "\r\n") + "\r\n\r\n" + body
 }
+
+// TestWritePairsRoom holds writePairs' own room check to the head's
+// reservation: around the end of a tentative head's free space a field
+// goes in only whole and only where it fits, and one that does not marks
+// the head over (dropped) instead of writing past the space.
+func TestWritePairsRoom(t *testing.T) {
+	kv := []string{"X-A", "1", "Content-Length", "22", "X-Ccc", "\r3"}
+	lines := []string{"X-A: 1\r\n", "Content-Length: 22\r\n", "X-Ccc:  3\r\n"}
+	need := len(strings.Join(lines, ""))
+	for room := 0; room <= need+1; room++ {
+		var want []byte
+		wantOver := false
+		for _, l := range lines {
+			if len(want)+len(l) > room {
+				wantOver = true
+				continue
+			}
+			want = append(want, l...)
+		}
+		w := &response{c: &conn{}, cl: -1}
+		hb := headBuf{b: make([]byte, 0, room), tentative: true}
+		var hn headNotes
+		w.writePairs(&hb, kv, &hn)
+		if string(hb.b) != string(want) || hb.over != wantOver || w.cl != 22 || hn.nLength != 1 {
+			t.Errorf("room %d: %q over %v cl %d lengths %d, want %q over %v cl 22 lengths 1",
+				room, hb.b, hb.over, w.cl, hn.nLength, want, wantOver)
+		}
+	}
+}

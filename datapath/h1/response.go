@@ -3,6 +3,7 @@ package h1
 import (
 	"bufio"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -349,83 +350,27 @@ func (w *response) buildHead(final, early bool, kv []string) {
 	hb := headBuf{bw: c.writer(), tentative: early}
 	hb.b = hb.bw.AvailableBuffer()
 	hb.add(statusLine(w.rs.req.ProtoMinor, w.status))
-	var hasDate, hasType bool
-	var nLength, nConn int
-	for i := 0; i+1 < len(kv); i += 2 { // only early: kv's fields are in the map after
-		k, v := kv[i], kv[i+1]
-		switch k {
-		case hdrTransferEncoding:
-			continue
-		case hdrContentLength:
-			n, ok := parseLength(v)
-			if !ok {
-				// Never sent: a length we cannot honour (in the map,
-				// were the head held back, the walk deletes it).
-				continue
-			}
-			nLength++
-			w.cl = n
-		case hdrDate:
-			hasDate = true
-		case hdrContentType:
-			hasType = true
-		case hdrConnection:
-			if nConn++; hasToken(v, "close") {
-				c.closeAfter = true
-			}
-		}
-		hb.field(k, v)
+	var hn headNotes
+	w.writePairs(&hb, kv, &hn) // only early: kv's fields are in the map after
+	if len(h) > 0 {            // a proxy relaying pairs leaves it empty: no iterator to start
+		w.writeMap(&hb, h, early, &hn)
 	}
-	for k, vv := range h {
-		switch k {
-		case hdrTransferEncoding:
-			continue
-		case hdrContentLength:
-			if nLength = len(vv); nLength == 1 && early {
-				n, ok := parseLength(vv[0])
-				if !ok {
-					delete(h, hdrContentLength) // never send a length we cannot honour
-					nLength = 0
-					continue
-				}
-				w.cl = n
-			}
-			if w.chunked {
-				continue
-			}
-		case hdrDate:
-			hasDate = true
-		case hdrContentType:
-			hasType = true
-		case hdrConnection:
-			if nConn += len(vv); early && closes(vv) {
-				c.closeAfter = true
-			}
-		default:
-			if !validFieldName(k) {
-				continue
-			}
-		}
-		for _, v := range vv {
-			hb.field(k, v)
-		}
-	}
-	if !hasDate {
+	if !hn.hasDate {
 		hb.field(hdrDate, c.srv.date())
 	}
-	if !hasType && len(w.pending) > 0 && !w.noBody {
+	if !hn.hasType && len(w.pending) > 0 && !w.noBody {
 		hb.field(hdrContentType, http.DetectContentType(w.pending))
 	}
 	switch {
 	case w.chunked:
 		hb.add("Transfer-Encoding: chunked\r\n")
-	case !w.noBody && w.cl >= 0 && nLength == 0 && hb.reserve(len("Content-Length: \r\n")+20):
+	case !w.noBody && w.cl >= 0 && hn.nLength == 0 && hb.reserve(len("Content-Length: \r\n")+20):
 		hb.b = append(hb.b, "Content-Length: "...)
 		hb.b = strconv.AppendInt(hb.b, w.cl, 10)
 		hb.b = append(hb.b, "\r\n"...)
 	}
 	if c.closeAfter || c.reqClose {
-		if nConn == 0 {
+		if hn.nConn == 0 {
 			hb.add("Connection: close\r\n")
 		}
 	} else if w.rs.req.ProtoMinor == 0 {
@@ -450,6 +395,99 @@ func (w *response) buildHead(final, early bool, kv []string) {
 		w.pending = nil
 		w.writeBody(p)
 		c.putPendingBuf(p)
+	}
+}
+
+// headNotes is what buildHead notes of the fields it writes: those the
+// server adds when absent (Date, Content-Type, Content-Length) and a
+// Connection field, which means it adds no "Connection: close".
+type headNotes struct {
+	hasDate, hasType bool
+	nLength, nConn   int
+}
+
+// writePairs appends the fields kv (WriteHeaderFields) to hb and notes
+// the ones buildHead reads: a Content-Length sets w.cl (one that is not
+// a valid length is never sent, nor put in the map: fieldsIntoMap), a
+// Connection naming "close" closes the connection, a Transfer-Encoding is
+// the server's to write. They are noted even when they do not fit a
+// tentative head: their facts hold for the head written later. A field
+// that fits and needs no scrub is appended in the loop (appendLine), any
+// other through headBuf.field. Why its own loop: headBuf.field's call and
+// its reserve's per field, and the map walk's switch after, were ~270
+// instructions of each relayed field.
+func (w *response) writePairs(hb *headBuf, kv []string, hn *headNotes) {
+	b := hb.b
+	for i := 0; i+1 < len(kv); i += 2 {
+		k, v := kv[i], kv[i+1]
+		switch k {
+		case hdrTransferEncoding:
+			continue
+		case hdrContentLength:
+			n, ok := parseLength(v)
+			if !ok {
+				continue
+			}
+			hn.nLength++
+			w.cl = n
+		case hdrDate:
+			hn.hasDate = true
+		case hdrContentType:
+			hn.hasType = true
+		case hdrConnection:
+			if hn.nConn++; hasToken(v, "close") {
+				w.c.closeAfter = true
+			}
+		}
+		if len(b)+len(k)+len(v)+len(": \r\n") <= cap(b) && !needsScrub(v) {
+			b = appendLine(b, k, v)
+			continue
+		}
+		hb.b = b
+		hb.field(k, v)
+		b = hb.b
+	}
+	hb.b = b
+}
+
+// writeMap appends the header map h's fields to hb, noting the ones
+// buildHead reads; early (WriteHeader's walk) also reads the declared
+// length and a "Connection: close", and deletes a single Content-Length
+// that is not a valid length (never sent).
+func (w *response) writeMap(hb *headBuf, h http.Header, early bool, hn *headNotes) {
+	for k, vv := range h {
+		switch k {
+		case hdrTransferEncoding:
+			continue
+		case hdrContentLength:
+			if hn.nLength = len(vv); hn.nLength == 1 && early {
+				n, ok := parseLength(vv[0])
+				if !ok {
+					delete(h, hdrContentLength) // never send a length we cannot honour
+					hn.nLength = 0
+					continue
+				}
+				w.cl = n
+			}
+			if w.chunked {
+				continue
+			}
+		case hdrDate:
+			hn.hasDate = true
+		case hdrContentType:
+			hn.hasType = true
+		case hdrConnection:
+			if hn.nConn += len(vv); early && closes(vv) {
+				w.c.closeAfter = true
+			}
+		default:
+			if !validFieldName(k) {
+				continue
+			}
+		}
+		for _, v := range vv {
+			hb.field(k, v)
+		}
 	}
 }
 
@@ -579,11 +617,11 @@ type headBuf struct {
 	tentative, over bool
 }
 
-// reserve makes room for n more bytes: what is filled is committed and,
-// if n still does not fit, the writer flushed. A piece longer than the
-// whole buffer is appended anyway (a copy of the head on the heap, which
-// Write sends on). false: a tentative head is over its free space, and
-// the piece must be left out.
+// reserve makes room for n more bytes in hb.b (true: cap holds them):
+// what is filled is committed and, if n still does not fit, the writer
+// flushed. A piece longer than the whole buffer gets room on the heap (a
+// copy of the head, which Write sends on). false: a tentative head is
+// over its free space, and the piece must be left out.
 func (hb *headBuf) reserve(n int) bool {
 	if len(hb.b)+n <= cap(hb.b) {
 		return true
@@ -596,7 +634,7 @@ func (hb *headBuf) reserve(n int) bool {
 	if n > hb.bw.Available() {
 		_ = hb.bw.Flush() // a failure sticks in the writer: commit reports it
 	}
-	hb.b = hb.bw.AvailableBuffer()
+	hb.b = slices.Grow(hb.bw.AvailableBuffer(), n)
 	return true
 }
 
@@ -614,31 +652,48 @@ func (hb *headBuf) add(s string) {
 	}
 }
 
-// field appends "k: v\r\n", v with CR, LF and NUL replaced by spaces, as
-// net/http does: a value can never start a new field or response.
+// field appends "k: v\r\n" (appendField).
 func (hb *headBuf) field(k, v string) {
-	if !hb.reserve(len(k) + len(v) + 4) {
-		return
+	if hb.reserve(len(k) + len(v) + len(": \r\n")) {
+		hb.b = appendField(hb.b, k, v)
 	}
-	hb.b = append(hb.b, k...)
-	hb.b = append(hb.b, ": "...)
-	n := len(hb.b)
-	hb.b = append(hb.b, v...)
+}
+
+// appendField appends "k: v\r\n" to b, which must have room for it (no
+// append here grows b), v with CR, LF and NUL replaced by spaces, as
+// net/http does: a value can never start a new field or response.
+func appendField(b []byte, k, v string) []byte {
+	b = appendLine(b, k, v)
 	if needsScrub(v) {
-		for i := n; i < len(hb.b); i++ {
-			if b := hb.b[i]; b == '\r' || b == '\n' || b == 0 {
-				hb.b[i] = ' '
-			}
+		scrub(b[len(b)-len(v)-2 : len(b)-2])
+	}
+	return b
+}
+
+// appendLine appends "k: v\r\n" to b as it is (small enough to inline
+// in a caller's loop: writePairs, which checked v).
+func appendLine(b []byte, k, v string) []byte {
+	b = append(b, k...)
+	b = append(b, ':', ' ')
+	b = append(b, v...)
+	return append(b, '\r', '\n')
+}
+
+// scrub replaces each CR, LF and NUL of b with a space.
+func scrub(b []byte) {
+	for i, c := range b {
+		if c == '\r' || c == '\n' || c == 0 {
+			b[i] = ' '
 		}
 	}
-	hb.b = append(hb.b, "\r\n"...)
 }
 
 // needsScrub reports whether v holds a CR, LF or NUL: eight bytes at a
-// time (validFieldValue's way), any byte up to CR flagging a word for a
-// closer look.
+// time (validFieldValue's way; a short value as two words of four that
+// overlap), any byte up to CR flagging a word for a closer look.
 func needsScrub(v string) bool {
-	if len(v) >= 8 {
+	switch {
+	case len(v) >= 8:
 		i := 0
 		for ; i+8 < len(v); i += 8 {
 			if swar.ByteBelow(swar.Word8(v[i:i+8]), '\r'+1) {
@@ -648,6 +703,10 @@ func needsScrub(v string) bool {
 		if i+8 >= len(v) && !swar.ByteBelow(swar.Word8(v[len(v)-8:]), '\r'+1) {
 			return false
 		}
+	case len(v) >= 4:
+		if !swar.ByteBelow(overlapWord(v), '\r'+1) {
+			return false
+		}
 	}
 	for i := 0; i < len(v); i++ {
 		if b := v[i]; b == '\r' || b == '\n' || b == 0 {
@@ -655,4 +714,13 @@ func needsScrub(v string) bool {
 		}
 	}
 	return false
+}
+
+// overlapWord is the first four bytes of v and its last four (4 <= len(v)
+// < 8: they overlap) as one little-endian word: the compiler makes it two
+// loads.
+func overlapWord(v string) uint64 {
+	t := v[len(v)-4:]
+	return uint64(v[0]) | uint64(v[1])<<8 | uint64(v[2])<<16 | uint64(v[3])<<24 |
+		uint64(t[0])<<32 | uint64(t[1])<<40 | uint64(t[2])<<48 | uint64(t[3])<<56
 }

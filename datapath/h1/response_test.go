@@ -273,3 +273,27 @@ func TestStreamedChunksOnTheWire(t *testing.T) {
 		})
 	}
 }
+
+// TestStatusLine: the precomputed lines and the composed ones at and
+// past their table's edges.
+func TestStatusLine(t *testing.T) {
+	for _, tc := range []struct {
+		minor, code int
+		want        string
+	}{
+		{1, 200, "HTTP/1.1 200 OK\r\n"},
+		{1, 503, "HTTP/1.1 503 Service Unavailable\r\n"},
+		{1, 511, "HTTP/1.1 511 Network Authentication Required\r\n"},
+		{1, 299, "HTTP/1.1 299 \r\n"},
+		{1, 599, "HTTP/1.1 599 \r\n"},
+		{1, 600, "HTTP/1.1 600 \r\n"},
+		{1, 199, "HTTP/1.1 199 \r\n"},
+		{1, 101, "HTTP/1.1 101 Switching Protocols\r\n"},
+		{0, 200, "HTTP/1.0 200 OK\r\n"},
+		{0, 404, "HTTP/1.0 404 Not Found\r\n"},
+	} {
+		if got := statusLine(tc.minor, tc.code); got != tc.want {
+			t.Errorf("statusLine(%d, %d) = %q, want %q", tc.minor, tc.code, got, tc.want)
+		}
+	}
+}
