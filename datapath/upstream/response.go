@@ -111,11 +111,7 @@ func readResponse(br *bufio.Reader, method string, h http.Header) (*http.Respons
 // Content-Length body is framed by ur.lb and a head that fits is copied
 // into ur.head, so one engine response is one allocation.
 func readResponseInto(ur *response, br *bufio.Reader, method string, h http.Header) (io.Reader, error) {
-	head, lines, err := readHead(br, &ur.head)
-	if err != nil {
-		return nil, err
-	}
-	return parseHead(ur, br, head, lines, method, h, false)
+	return readParsed(ur, br, method, h, false)
 }
 
 // readResponseFields is readResponseInto for Leg.Fields: the head's fields
@@ -124,32 +120,61 @@ func readResponseInto(ur *response, br *bufio.Reader, method string, h http.Head
 // the map (needsMap): then it is parsed into h as readResponseInto would,
 // and ur.body.fields stays nil.
 func readResponseFields(ur *response, br *bufio.Reader, method string, h http.Header) (io.Reader, error) {
-	head, lines, err := readHead(br, &ur.head)
-	if err != nil {
-		return nil, err
-	}
-	return parseHead(ur, br, head, lines, method, h, true)
+	return readParsed(ur, br, method, h, true)
 }
 
-// readHead returns the response head, status line to the empty line that
-// ends it (line ends included), as one string: the status line and every
-// header value and name are cut from it. lines counts its lines, the empty
-// one included. The usual head is whole in br's buffer after one read, and
-// is then found by one scan of the buffer and copied once, into room when
-// it fits (headString); one that is not is read line by line.
-func readHead(br *bufio.Reader, room *[headRoom]byte) (head string, lines int, err error) {
+// readParsed reads a head off br (readHead) and parses it into ur
+// (parseHead; pairs: as readResponseFields).
+func readParsed(ur *response, br *bufio.Reader, method string, h http.Header, pairs bool) (io.Reader, error) {
+	var head scannedHead
+	if err := readHead(br, &ur.head, &head); err != nil {
+		return nil, err
+	}
+	return parseHead(ur, br, &head, method, h, pairs)
+}
+
+// maxLineEnds is how many line ends a head's scan keeps for its parse
+// (scannedHead.ends). An engine's answer head is 5–8 lines; the lines of a
+// longer one past these are found by a search of their own.
+const maxLineEnds = 16
+
+// scannedHead is a response head read off the connection. text holds it,
+// status line to the empty line that ends it (line ends included): the
+// status line and every header value and name are cut from it. lines
+// counts its lines, the empty one included. ends holds the offsets in
+// text of the LFs that end its first nEnds lines (at most maxLineEnds;
+// the empty line's is not recorded), as the scan that found the head's
+// end met them: the parse cuts those lines without looking for their
+// ends again (cutLine's second search, ~240 instructions of a six-line
+// answer).
+type scannedHead struct {
+	text  string
+	lines int
+	nEnds int
+	ends  [maxLineEnds]int
+}
+
+// readHead reads the response head off br into head. The usual head is
+// whole in br's buffer after one read, and is then found by one scan of
+// the buffer, which records its line ends, and copied once, into room
+// when it fits (headString); one that is not is read line by line, and
+// its line ends are not recorded.
+func readHead(br *bufio.Reader, room *[headRoom]byte, head *scannedHead) error {
 	if br.Buffered() == 0 {
 		if _, err := br.Peek(1); err != nil {
-			return "", 0, err // as readHeadLine: nothing read, the error as is
+			return err // as readHeadLine: nothing read, the error as is
 		}
 	}
 	b, _ := br.Peek(br.Buffered())
-	if n, lines := headEnd(b); n > 0 {
-		head = headString(b[:n], room)
+	if n, lines := headEnd(b, &head.ends); n > 0 {
+		head.text = headString(b[:n], room)
+		head.lines, head.nEnds = lines, min(lines-1, maxLineEnds)
 		_, _ = br.Discard(n)
-		return head, lines, nil
+		return nil
 	}
-	return readHeadLines(br)
+	var err error
+	head.text, head.lines, err = readHeadLines(br)
+	return err
 }
 
 // headRoom is the size of a response's own room for its head
@@ -186,18 +211,22 @@ func headString(b []byte, room *[headRoom]byte) string {
 // headEnd returns the length of the head at the start of b, through the
 // empty line (LF or CRLF) that ends it, and its number of lines; 0 when b
 // does not hold all of it. The first line is the status line, never the
-// end, whatever it holds.
-func headEnd(b []byte) (n, lines int) {
+// end, whatever it holds. The offset of each line's LF goes to ends, as
+// far as it holds them (the empty line's is not needed: its line is the
+// last).
+func headEnd(b []byte, ends *[maxLineEnds]int) (n, lines int) {
 	i := bytes.IndexByte(b, '\n')
 	for lines = 1; i >= 0; lines++ {
-		rest := b[i+1:]
-		switch {
-		case len(rest) > 0 && rest[0] == '\n':
-			return i + 2, lines + 1
-		case len(rest) > 1 && rest[0] == '\r' && rest[1] == '\n':
-			return i + 3, lines + 1
+		if lines <= len(ends) {
+			ends[lines-1] = i
 		}
-		j := bytes.IndexByte(rest, '\n')
+		switch next := i + 1; {
+		case next < len(b) && b[next] == '\n':
+			return next + 1, lines + 1
+		case next+1 < len(b) && b[next] == '\r' && b[next+1] == '\n':
+			return next + 2, lines + 1
+		}
+		j := bytes.IndexByte(b[i+1:], '\n')
 		if j < 0 {
 			break
 		}
@@ -236,11 +265,13 @@ func readHeadLines(br *bufio.Reader) (string, int, error) {
 	}
 }
 
-// parseHead parses head (readHead's, of lines lines) into ur and frames
-// the body that follows it in br. pairs: the fields go to ur.body.fields,
-// not into h (readResponseFields).
-func parseHead(ur *response, br *bufio.Reader, head string, lines int, method string, h http.Header, pairs bool) (io.Reader, error) {
-	statusLine, rest := cutLine(head)
+// parseHead parses head (readHead's) into ur and frames the body that
+// follows it in br. pairs: the fields go to ur.body.fields, not into h
+// (readResponseFields).
+func parseHead(ur *response, br *bufio.Reader, head *scannedHead, method string, h http.Header, pairs bool) (io.Reader, error) {
+	text, ends, lines := head.text, head.ends[:head.nEnds], head.lines
+	end := lineEnd(text, 0, ends, 0)
+	statusLine, start := trimCR(text[:end]), end+1
 	into := h != nil
 	if !into {
 		h = make(http.Header, lines-2)
@@ -260,12 +291,11 @@ func parseHead(ur *response, br *bufio.Reader, head string, lines int, method st
 	var seen, again uint16
 	other := false // a field of a name without a bit was stored
 	var cl string  // the first Content-Length value (frameBody)
-	for {
-		var l string
-		l, rest = cutLine(rest)
-		if l == "" {
-			break
-		}
+	// The fields: every line but the status line and the empty one.
+	for k := 1; k < lines-1; k++ {
+		end = lineEnd(text, start, ends, k)
+		l := trimCR(text[start:end])
+		start = end + 1
 		i := strings.IndexByte(l, ':')
 		if i <= 0 {
 			return nil, fmt.Errorf("%w: header line %q", errBadResponse, l)
@@ -340,7 +370,7 @@ func parseHead(ur *response, br *bufio.Reader, head string, lines int, method st
 		if needsMap(ur.hopField, seen, again, cl) {
 			// Parsed again into h: the one parse that strips hop fields
 			// and compares Content-Lengths (a rare head).
-			return parseHead(ur, br, head, lines, method, h, false)
+			return parseHead(ur, br, head, method, h, false)
 		}
 		ur.body.fields = vals
 	}
@@ -348,20 +378,56 @@ func parseHead(ur *response, br *bufio.Reader, head string, lines int, method st
 		cl = "" // more than one: frameBody compares them in h
 	}
 
-	proto, status, ok := strings.Cut(statusLine, " ")
-	major, minor, vok := http.ParseHTTPVersion(proto)
-	if !ok || !vok || len(status) < 3 || (len(status) > 3 && status[3] != ' ') {
-		return nil, fmt.Errorf("%w: status line %q", errBadResponse, statusLine)
-	}
-	code, err := strconv.Atoi(status[:3])
-	if err != nil || code < 100 {
-		return nil, fmt.Errorf("%w: status line %q", errBadResponse, statusLine)
-	}
 	resp := &ur.resp // zero: set field by field, not cleared again
-	resp.Status, resp.StatusCode = status, code
-	resp.Proto, resp.ProtoMajor, resp.ProtoMinor = proto, major, minor
+	if !parseStatusLine(resp, statusLine) {
+		return nil, fmt.Errorf("%w: status line %q", errBadResponse, statusLine)
+	}
 	resp.Header = h
 	return frameBody(br, method, resp, &ur.lb, seen, cl)
+}
+
+// parseStatusLine sets resp's protocol and status from an engine's status
+// line, and reports whether it is one: a version http.ParseHTTPVersion
+// reads, a space, a three-digit code of 100 or more, and then nothing or
+// a space and the reason. Why not strings.Cut, ParseHTTPVersion and
+// strconv.Atoi as before: every engine answers HTTP/1.1 or HTTP/1.0, each
+// compared whole where its first space must be, and three digits are
+// read in place (~100 instructions an answer, callgrind).
+func parseStatusLine(resp *http.Response, line string) bool {
+	var proto, status string
+	var major, minor int
+	if len(line) > 8 && line[8] == ' ' && (line[:8] == "HTTP/1.1" || line[:8] == "HTTP/1.0") {
+		proto, status, major, minor = line[:8], line[9:], 1, int(line[7]-'0')
+	} else {
+		var ok bool
+		if proto, status, ok = strings.Cut(line, " "); !ok {
+			return false
+		}
+		if major, minor, ok = http.ParseHTTPVersion(proto); !ok {
+			return false
+		}
+	}
+	if len(status) < 3 || len(status) > 3 && status[3] != ' ' {
+		return false
+	}
+	code, ok := statusCode(status[:3])
+	if !ok {
+		return false
+	}
+	resp.Status, resp.StatusCode = status, code
+	resp.Proto, resp.ProtoMajor, resp.ProtoMinor = proto, major, minor
+	return true
+}
+
+// statusCode reads a status code, three digits and 100 or more: the three
+// bytes strconv.Atoi reads as 100 or more (with a sign, two digits are
+// left, under 100).
+func statusCode(s string) (int, bool) {
+	a, b, c := s[0]-'0', s[1]-'0', s[2]-'0'
+	if a == 0 || a > 9 || b > 9 || c > 9 {
+		return 0, false
+	}
+	return int(a)*100 + int(b)*10 + int(c), true
 }
 
 // needsMap reports whether a head parsed as pairs (Leg.Fields) must go
@@ -387,15 +453,30 @@ func internOr(key string) (string, uint16) {
 	return key, 0
 }
 
-// cutLine returns s's first line without its LF and one CR before it, and
-// what follows the LF (s holds one: readHead's head ends in one).
-func cutLine(s string) (line, rest string) {
-	i := strings.IndexByte(s, '\n')
-	line, rest = s[:i], s[i+1:]
-	if n := len(line); n > 0 && line[n-1] == '\r' {
-		line = line[:n-1]
+// lineEnd returns the offset of the LF that ends line k of a head's text,
+// the line that starts at start: the head's scan recorded it (ends, of the
+// first lines), or a search finds it (text ends in an LF).
+func lineEnd(text string, start int, ends []int, k int) int {
+	if k < len(ends) {
+		return ends[k]
 	}
-	return line, rest
+	return searchLineEnd(text, start)
+}
+
+// searchLineEnd is lineEnd for a line the scan did not record: a call of
+// its own, so that lineEnd is small enough to be inlined.
+//
+//go:noinline
+func searchLineEnd(text string, start int) int {
+	return start + strings.IndexByte(text[start:], '\n')
+}
+
+// trimCR is l without one CR at its end.
+func trimCR(l string) string {
+	if n := len(l); n > 0 && l[n-1] == '\r' {
+		return l[:n-1]
+	}
+	return l
 }
 
 // frameBody sets ContentLength and Close and returns the body reader; a
@@ -406,12 +487,12 @@ func cutLine(s string) (line, rest string) {
 // lookup either.
 func frameBody(br *bufio.Reader, method string, resp *http.Response, lb *lengthBody, seen uint16, cl string) (io.Reader, error) {
 	h := resp.Header
-	var conn []string
+	// HTTP/1.0 closes unless the engine asks to keep the connection alive.
+	resp.Close = resp.ProtoMajor == 1 && resp.ProtoMinor == 0
 	if seen&bitConnection != 0 {
-		conn = h[headerConnection]
+		conn := h[headerConnection]
+		resp.Close = hop.HasToken(conn, "close") || resp.Close && !hop.HasToken(conn, "keep-alive")
 	}
-	resp.Close = hop.HasToken(conn, "close") ||
-		(resp.ProtoMajor == 1 && resp.ProtoMinor == 0 && !hop.HasToken(conn, "keep-alive"))
 	code := resp.StatusCode
 	if code/100 == 1 || code == http.StatusNoContent || code == http.StatusNotModified ||
 		method == http.MethodHead {
@@ -511,8 +592,12 @@ func headLineErr(l []byte, err error) error {
 	return err
 }
 
-// trimOWS strips the optional whitespace around a header value.
+// trimOWS strips the optional whitespace around a header value. The
+// usual value, one space before it and none after, is cut at once.
 func trimOWS(v string) string {
+	if n := len(v); n > 1 && v[0] == ' ' && v[1] > ' ' && v[n-1] > ' ' {
+		return v[1:]
+	}
 	for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
 		v = v[1:]
 	}
@@ -534,22 +619,46 @@ var tokenChars = func() (t [256]bool) {
 // tokenCanonical reports whether k is a non-empty RFC 9110 token (valid)
 // and, if so, whether it is spelled as textproto.CanonicalMIMEHeaderKey
 // spells it (canonical: then that function returns k itself). One walk
-// for both, where validHeaderKey and CanonicalMIMEHeaderKey took one each.
+// for both, where validHeaderKey and CanonicalMIMEHeaderKey took one each,
+// and one table lookup a byte (nameSteps), where tests of the byte's
+// class and case took ~18 instructions.
 func tokenCanonical(k string) (valid, canonical bool) {
-	canonical = true
-	upper := true // the first byte, and one after a hyphen
+	step, broke := wordStart, uint8(0)
 	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if !tokenChars[c] {
-			return false, false
-		}
-		if upper && 'a' <= c && c <= 'z' || !upper && 'A' <= c && c <= 'Z' {
-			canonical = false
-		}
-		upper = c == '-'
+		step = nameSteps[step&wordStart][k[i]]
+		broke |= step
 	}
-	return len(k) > 0, canonical
+	return len(k) > 0 && broke&notToken == 0, broke&(notToken|notCanonical) == 0
 }
+
+// The flags of a nameSteps entry.
+const (
+	wordStart    uint8 = 1 << iota // the byte was a hyphen: the next starts a word
+	notToken                       // the byte is not a token byte
+	notCanonical                   // the byte's case is not the canonical one where it is
+)
+
+// nameSteps is tokenCanonical's walk as a table: nameSteps[w][c] is what
+// byte c does where w tells whether it starts a word (the name's first
+// byte, one after a hyphen; canonically upper case there, lower case
+// elsewhere). Read-only after package initialisation.
+var nameSteps = func() (t [2][256]uint8) {
+	for w := range 2 {
+		for c := range 256 {
+			lower, upper := 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z'
+			switch {
+			case !tokenChars[c]:
+				t[w][c] = notToken
+			case w == 1 && lower || w == 0 && upper:
+				t[w][c] = notCanonical
+			}
+			if c == '-' {
+				t[w][c] |= wordStart
+			}
+		}
+	}
+	return t
+}()
 
 // validHeaderKey reports whether k is a non-empty RFC 9110 token.
 func validHeaderKey(k string) bool {
