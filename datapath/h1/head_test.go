@@ -100,7 +100,7 @@ func TestFieldLineRefusals(t *testing.T) {
 		t.Run(tc.line, func(t *testing.T) {
 			r := &http.Request{URL: &url.URL{}}
 			var vals [16]string
-			_, err := parseRequest("GET / HTTP/1.1\r\nHost: x\r\n"+tc.line+"\r\n\r\n", r, vals[:], nil)
+			_, err := parseRequest("GET / HTTP/1.1\r\nHost: x\r\n"+tc.line+"\r\n\r\n", nil, r, vals[:], nil)
 			if err == nil || err.Error() != tc.want || statusOf(err) != http.StatusBadRequest {
 				t.Errorf("got %v, want 400 %q", err, tc.want)
 			}
@@ -140,7 +140,7 @@ func TestManyFields(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &http.Request{URL: &url.URL{}}
 			var vals [16]string
-			_, err := parseRequest(head(tc.n, tc.dup), r, vals[:], nil)
+			_, err := parseRequest(head(tc.n, tc.dup), nil, r, vals[:], nil)
 			if tc.fields == 0 {
 				if statusOf(err) != http.StatusRequestHeaderFieldsTooLarge {
 					t.Fatalf("got %v, want 431", err)
@@ -191,7 +191,7 @@ func TestRepeatedFields(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &http.Request{URL: &url.URL{}}
 			var vals [16]string
-			_, err := parseRequest("GET / HTTP/1.1\r\nHost: x\r\n"+tc.fields+"\r\n", r, vals[:], nil)
+			_, err := parseRequest("GET / HTTP/1.1\r\nHost: x\r\n"+tc.fields+"\r\n", nil, r, vals[:], nil)
 			if err != nil {
 				t.Fatal(err)
 			}
