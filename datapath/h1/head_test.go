@@ -2,11 +2,14 @@ package h1
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // TestBufferedHead holds the one-pass measure of a buffered head to the
@@ -203,7 +206,7 @@ func TestRepeatedFields(t *testing.T) {
 }
 
 // TestWordChecks holds the eight-bytes-at-a-time checks (the request's
-// target and values, the response's values) to their byte loops: every byte value at every place of strings around the word
+// target, values and Host, the response's values) to their byte loops: every byte value at every place of strings around the word
 // size, alone and after a HTAB (which the value check flags and then
 // allows).
 func TestWordChecks(t *testing.T) {
@@ -237,6 +240,13 @@ func TestWordChecks(t *testing.T) {
 					}
 					if got, want := needsScrub(string(s)), strings.ContainsAny(string(s), "\r\n\x00"); got != want {
 						t.Errorf("needsScrub(%q) = %v, want %v", s, got, want)
+					}
+					for _, fill := range []byte{'a', '1', 'Z'} {
+						h := bytes.Repeat([]byte{fill}, n)
+						h[at] = byte(b)
+						if got, want := validHost(string(h)), httpguts.ValidHostHeader(string(h)); got != want {
+							t.Errorf("validHost(%q) = %v, want %v", h, got, want)
+						}
 					}
 				}
 			}

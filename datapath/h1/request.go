@@ -558,7 +558,7 @@ func parseRequest(head string, ends []uint16, r *http.Request, vals []string, h 
 		return p, badRequest("missing Host")
 	case nHost == 1 && host == "":
 		return p, badRequest("empty Host") // nginx refuses it too
-	case !httpguts.ValidHostHeader(host):
+	case !validHost(host):
 		return p, badRequest("invalid Host")
 	}
 
@@ -747,6 +747,38 @@ var targetStop = func() (t [256]bool) {
 	t[0x7f], t['%'], t['?'] = true, true, true
 	return t
 }()
+
+// validHost reports whether a Host value holds only bytes
+// httpguts.ValidHostHeader allows. A name or address of eight bytes or
+// more in lower case, digits, '.', '-' and ':' (nearly every one a client
+// sends) is seen a word at a time; any other goes to httpguts' byte loop
+// (a third of the cost of parsing wrk's head's three fields).
+func validHost(h string) bool {
+	if len(h) >= 8 {
+		i := 0
+		for ; i+8 < len(h); i += 8 {
+			if !commonHostWord(swar.Word8(h[i : i+8])) {
+				break
+			}
+		}
+		if i+8 >= len(h) && commonHostWord(swar.Word8(h[len(h)-8:])) {
+			return true
+		}
+	}
+	return httpguts.ValidHostHeader(h)
+}
+
+// commonHostWord reports whether every byte of x is a lower-case letter,
+// a digit, '.', '-' or ':'. A byte's test of at least lo holds only for
+// bytes under 0x80, hence the first.
+func commonHostWord(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	a := x | highs
+	dashDot := (a - ones*'-') &^ (a - ones*'/')    // - .
+	digitColon := (a - ones*'0') &^ (a - ones*';') // 0-9 :
+	lower := (a - ones*'a') &^ (a - ones*'{')
+	return x&highs == 0 && (dashDot|digitColon|lower)&highs == highs
+}
 
 // validTarget reports whether a request target holds no whitespace, no
 // control byte and no DEL (swar.Plain: the handler's check on the other
