@@ -374,7 +374,7 @@ func parseRequest(head string, ends []uint16, r *http.Request, vals []string, h 
 	p := parsed{listed: -1}
 	// Every line ends in CRLF (headScan, bufferedHead): the first LF ends
 	// the request line.
-	eol := -1
+	var eol int
 	if len(ends) > 0 {
 		eol = int(ends[0]) - 1
 	} else {
@@ -711,10 +711,10 @@ func validFieldValue(v string) bool {
 // targetEnd finds the space that ends a request target starting at from
 // in head's request line (which ends at lineEnd, at its CR): sp is its
 // offset, -1 for none. simple reports that the target holds no '%', no
-// '?', no whitespace, no control byte and no DEL: valid (validTarget),
-// and, in origin-form, r.URL's path as it is. Why one walk: the search for the
-// space, the target's check and parseTarget's two searches each walked
-// the target (a fifth of parsing wrk's head).
+// '?', no whitespace, no control byte and no DEL: valid (validTarget)
+// and, in origin-form, r.URL's path as it is. Why one walk: the search
+// for the space, the target's check and parseTarget's two searches each
+// walked the target (~240 instructions of wrk's head, ~115 now).
 func targetEnd(head string, from, lineEnd int) (sp int, simple bool) {
 	i := from
 	for ; i+8 <= len(head); i += 8 {
@@ -752,7 +752,7 @@ var targetStop = func() (t [256]bool) {
 // httpguts.ValidHostHeader allows. A name or address of eight bytes or
 // more in lower case, digits, '.', '-' and ':' (nearly every one a client
 // sends) is seen a word at a time; any other goes to httpguts' byte loop
-// (a third of the cost of parsing wrk's head's three fields).
+// (125 instructions for wrk's 15-byte Host, 79 now).
 func validHost(h string) bool {
 	if len(h) >= 8 {
 		i := 0
