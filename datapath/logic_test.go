@@ -158,6 +158,24 @@ func TestHostOnlyFastPath(t *testing.T) {
 			t.Errorf("hostOnly(%q) = %q, want %q", in, got, want)
 		}
 	}
+	// The word walk (hostMarks): two marks at every pair of places of
+	// hosts around the word size, in the words' every alignment.
+	marks := []byte{':', '[', ']', 'Y', '_', 'a'}
+	for n := 1; n <= 17; n++ {
+		for i := range n {
+			for j := i; j < n; j++ {
+				for _, a := range marks {
+					for _, b := range marks {
+						h := []byte(strings.Repeat("1", n))
+						h[i], h[j] = a, b
+						if got, want := hostOnly(string(h)), reference(string(h)); got != want {
+							t.Fatalf("hostOnly(%q) = %q, want %q", h, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
 }
 
 func TestRequestIDFormat(t *testing.T) {

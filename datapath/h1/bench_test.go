@@ -27,26 +27,28 @@ func BenchmarkReadRequestHead(b *testing.B) {
 		if _, err := c.br.Peek(1); err != nil { // the head arrives whole, as in a step
 			b.Fatal(err)
 		}
-		head, err := stepHead(c)
+		head, ends, err := stepHead(c)
 		if err != nil {
 			b.Fatal(err)
 		}
 		clear(h)
 		rs.url = url.URL{}
 		rs.req = http.Request{URL: &rs.url}
-		if _, err := parseRequest(head, &rs.req, rs.vals[:], h); err != nil {
+		if _, err := parseRequest(head, ends, &rs.req, rs.vals[:], h); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
 // stepHead reads a head as a serving step does with the head whole in the
-// read buffer, on a connection's later request.
-func stepHead(c *conn) (string, error) {
+// read buffer, on a connection's later request, with the line ends
+// bufferedHead noted (none when the scan read it).
+func stepHead(c *conn) (string, []uint16, error) {
 	if n := c.bufferedHead(); n > 0 {
-		return c.readBufferedHead(n), nil
+		return c.readBufferedHead(n), c.ends.list(), nil
 	}
-	return c.readHead()
+	head, err := c.readHead()
+	return head, nil, err
 }
 
 // BenchmarkResponseHead answers with the engine's head the datapath

@@ -61,6 +61,7 @@ type conn struct {
 	// before a conn (8 bytes) and without it (TestConnLayout).
 	sock   sockio.Conn // nc's reads, writes and lazy read deadline
 	hs     headScan    // the request head being read
+	ends   lineEnds    // the line ends of the head bufferedHead measured
 	remote string
 	// ip is Server.RemoteIP(remote), when hasIP (ResponseWriter.RemoteIP).
 	ip    netip.Addr
@@ -339,9 +340,10 @@ func (c *conn) readRequest(first bool, whole int) (*reqState, bool) {
 	s := c.srv
 	start := time.Now()
 	var head string
+	var ends []uint16 // its line ends, when bufferedHead measured it
 	var err error
 	if whole > 0 {
-		head = c.readBufferedHead(whole) // all there: no header deadline needed
+		head, ends = c.readBufferedHead(whole), c.ends.list() // all there: no header deadline needed
 	} else {
 		if d := s.ReadHeaderTimeout; d > 0 && !first && !c.headBuffered() {
 			_ = c.sock.SetReadDeadline(start.Add(d))
@@ -366,7 +368,7 @@ func (c *conn) readRequest(first bool, whole int) (*reqState, bool) {
 	rs.url, rs.body, rs.hdr, rs.hopFree, rs.whole = url.URL{}, body{}, nil, false, true
 	tmpl := &rs.req
 	tmpl.URL, tmpl.RemoteAddr, tmpl.Body = &rs.url, c.remote, http.NoBody
-	p, err := parseRequest(head, tmpl, rs.vals[:], c.takeRequestHeader())
+	p, err := parseRequest(head, ends, tmpl, rs.vals[:], c.takeRequestHeader())
 	rs.hdr = tmpl.Header
 	if err != nil {
 		var re *requestError

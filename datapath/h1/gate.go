@@ -215,7 +215,7 @@ func (g *gateConn) readHead(timed bool) error {
 		return g.headErr(err)
 	}
 	r := http.Request{URL: &url.URL{}}
-	p, err := parseRequest(string(g.hs.head), &r, g.vals[:], nil)
+	p, err := parseRequest(string(g.hs.head), nil, &r, g.vals[:], nil)
 	if err != nil {
 		return g.refuse()
 	}

@@ -206,7 +206,7 @@ func FuzzGate(f *testing.F) {
 			}
 			r := &http.Request{URL: &url.URL{}}
 			var vals [16]string
-			p, err := parseRequest(head, r, vals[:], nil)
+			p, err := parseRequest(head, nil, r, vals[:], nil)
 			if err != nil {
 				break
 			}

@@ -2,11 +2,14 @@ package h1
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // TestBufferedHead holds the one-pass measure of a buffered head to the
@@ -100,7 +103,7 @@ func TestFieldLineRefusals(t *testing.T) {
 		t.Run(tc.line, func(t *testing.T) {
 			r := &http.Request{URL: &url.URL{}}
 			var vals [16]string
-			_, err := parseRequest("GET / HTTP/1.1\r\nHost: x\r\n"+tc.line+"\r\n\r\n", r, vals[:], nil)
+			_, err := parseRequest("GET / HTTP/1.1\r\nHost: x\r\n"+tc.line+"\r\n\r\n", nil, r, vals[:], nil)
 			if err == nil || err.Error() != tc.want || statusOf(err) != http.StatusBadRequest {
 				t.Errorf("got %v, want 400 %q", err, tc.want)
 			}
@@ -140,7 +143,7 @@ func TestManyFields(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &http.Request{URL: &url.URL{}}
 			var vals [16]string
-			_, err := parseRequest(head(tc.n, tc.dup), r, vals[:], nil)
+			_, err := parseRequest(head(tc.n, tc.dup), nil, r, vals[:], nil)
 			if tc.fields == 0 {
 				if statusOf(err) != http.StatusRequestHeaderFieldsTooLarge {
 					t.Fatalf("got %v, want 431", err)
@@ -191,7 +194,7 @@ func TestRepeatedFields(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &http.Request{URL: &url.URL{}}
 			var vals [16]string
-			_, err := parseRequest("GET / HTTP/1.1\r\nHost: x\r\n"+tc.fields+"\r\n", r, vals[:], nil)
+			_, err := parseRequest("GET / HTTP/1.1\r\nHost: x\r\n"+tc.fields+"\r\n", nil, r, vals[:], nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -203,7 +206,7 @@ func TestRepeatedFields(t *testing.T) {
 }
 
 // TestWordChecks holds the eight-bytes-at-a-time checks (the request's
-// target and values, the response's values) to their byte loops: every byte value at every place of strings around the word
+// target, values and Host, the response's values) to their byte loops: every byte value at every place of strings around the word
 // size, alone and after a HTAB (which the value check flags and then
 // allows).
 func TestWordChecks(t *testing.T) {
@@ -237,6 +240,13 @@ func TestWordChecks(t *testing.T) {
 					}
 					if got, want := needsScrub(string(s)), strings.ContainsAny(string(s), "\r\n\x00"); got != want {
 						t.Errorf("needsScrub(%q) = %v, want %v", s, got, want)
+					}
+					for _, fill := range []byte{'a', '1', 'Z'} {
+						h := bytes.Repeat([]byte{fill}, n)
+						h[at] = byte(b)
+						if got, want := validHost(string(h)), httpguts.ValidHostHeader(string(h)); got != want {
+							t.Errorf("validHost(%q) = %v, want %v", h, got, want)
+						}
 					}
 				}
 			}

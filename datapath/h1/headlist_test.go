@@ -54,7 +54,7 @@ func TestHeadList(t *testing.T) {
 			head := "POST / HTTP/1.1\r\nHost: x\r\n" + tc.fields + "\r\n"
 			r := &http.Request{URL: &url.URL{}}
 			var vals [16]string
-			p, err := parseRequest(head, r, vals[:], nil)
+			p, err := parseRequest(head, nil, r, vals[:], nil)
 			if err != nil {
 				t.Fatal(err)
 			}

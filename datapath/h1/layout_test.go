@@ -29,3 +29,14 @@ func TestConnLayout(t *testing.T) {
 		}
 	}
 }
+
+// TestConnSizeClass holds a conn, with the runtime's 8-byte malloc header,
+// to its 640-byte size class: the line ends bufferedHead notes for the
+// parse (lineEnds) took the room that was left, and a conn is kept per
+// open connection.
+func TestConnSizeClass(t *testing.T) {
+	const mallocHeader = 8
+	if got := unsafe.Sizeof(conn{}) + mallocHeader; got > 640 {
+		t.Fatalf("a conn takes %d bytes with its malloc header, past its 640-byte size class", got)
+	}
+}

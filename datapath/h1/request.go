@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math"
+	"math/bits"
 	"net/http"
 	"net/textproto"
 	"net/url"
@@ -259,27 +261,53 @@ func isRefusal(err error) bool {
 // arrives whole, and one pass over the buffer here replaces the scan's
 // read and append per line and the two searches for the head's end that
 // the serving step made before it (headWhole, headBuffered).
+//
+// It notes the first lines' ends (c.ends) as it goes, for parseRequest;
+// a head past 64 KiB (a MaxHeaderBytes above the default's) is left to
+// the scan, so that every end fits.
 func (c *conn) bufferedHead() int {
 	b, _ := c.br.Peek(c.br.Buffered())
-	maxBytes := c.srv.maxHeaderBytes()
+	maxBytes := min(c.srv.maxHeaderBytes(), math.MaxUint16)
+	noted := 0
 	for n := 0; ; {
 		i := bytes.IndexByte(b[n:], '\n')
 		if i < 0 {
 			return 0 // not all here
 		}
 		end := n + i + 1 // past this line's LF
-		if i == 0 || b[end-2] != '\r' || i-1 > MaxLine || end > maxBytes {
+		if uint(i-1) > MaxLine || b[end-2] != '\r' {
 			return 0 // bare LF, too long: the scan refuses it
 		}
+		if noted < maxLineEnds {
+			c.ends.at[noted] = uint16(end)
+			noted++
+		}
 		if i == 1 {
-			if n == 0 {
-				return 0 // an empty line before the request line
+			if n == 0 || end > maxBytes {
+				return 0 // an empty line before the request line, a head too long
 			}
+			c.ends.n = uint8(noted)
 			return end
 		}
 		n = end
 	}
 }
+
+// lineEnds are the offsets past the LF of the first lines of the head
+// bufferedHead last measured: parseRequest takes them instead of
+// searching those lines again (a search is ~45 instructions, a head
+// line's dearest step); lines past maxLineEnds are searched.
+type lineEnds struct {
+	at [maxLineEnds]uint16
+	n  uint8
+}
+
+// maxLineEnds: wrk's head has five lines, an SDK's a dozen or so; 16
+// keeps a conn in its size class (640 bytes, TestConnSizeClass).
+const maxLineEnds = 16
+
+// list is the ends noted.
+func (e *lineEnds) list() []uint16 { return e.at[:e.n] }
 
 // readBufferedHead takes the head bufferedHead measured (n bytes) off the
 // read buffer, as readHead would have read it.
@@ -336,45 +364,55 @@ type parsed struct {
 // (HeadList): as many as codes holds.
 const maxListed = 8
 
-// parseRequest fills r from head (as readHead returned it). vals backs the
-// header values; r.URL must point to a zeroed url.URL. h, when not nil, is
-// an empty map that becomes r.Header (a connection's spare: see
-// conn.takeRequestHeader); nil makes one.
-func parseRequest(head string, r *http.Request, vals []string, h http.Header) (parsed, error) {
+// parseRequest fills r from head (as readHead returned it). ends, when
+// not empty, are the offsets past the LF of head's first len(ends) lines
+// as bufferedHead found them: those lines are not searched again. vals
+// backs the header values; r.URL must point to a zeroed url.URL. h, when
+// not nil, is an empty map that becomes r.Header (a connection's spare:
+// see conn.takeRequestHeader); nil makes one.
+func parseRequest(head string, ends []uint16, r *http.Request, vals []string, h http.Header) (parsed, error) {
 	p := parsed{listed: -1}
 	// Every line ends in CRLF (headScan, bufferedHead): the first LF ends
-	// the request line, and its two spaces are found by byte, not by
-	// strings.Index and Cut, whose general searches were ~7 % of parsing
-	// wrk's head.
-	eol := strings.IndexByte(head, '\n')
+	// the request line.
+	var eol int
+	if len(ends) > 0 {
+		eol = int(ends[0]) - 1
+	} else {
+		eol = strings.IndexByte(head, '\n')
+	}
 	if eol < 1 || head[eol-1] != '\r' || len(head) < eol+3 {
 		return p, badRequest("line not terminated by CRLF (bare LF)")
 	}
 	reqLine := head[:eol-1]
-	rest := head[eol+1 : len(head)-2] // the field lines, each ending in CRLF
 
-	sp1 := strings.IndexByte(reqLine, ' ')
-	sp2 := -1
+	// The method's bytes are checked on the way to its space, and the
+	// target's on the way to the next (targetEnd); only a line that
+	// fails them is searched again, to refuse it as before.
+	sp1 := 0
+	for sp1 < len(reqLine) && methodChar[reqLine[sp1]] {
+		sp1++
+	}
+	methodOK := sp1 < len(reqLine) && reqLine[sp1] == ' '
+	if !methodOK {
+		sp1 = strings.IndexByte(reqLine, ' ')
+	}
+	sp2, simple := -1, false
 	if sp1 >= 0 {
-		if sp2 = strings.IndexByte(reqLine[sp1+1:], ' '); sp2 >= 0 {
-			sp2 += sp1 + 1
-		}
+		sp2, simple = targetEnd(head, sp1+1, len(reqLine))
 	}
 	if sp1 <= 0 || sp2 <= sp1+1 {
 		return p, badRequest("malformed request line")
 	}
 	method, target, proto := reqLine[:sp1], reqLine[sp1+1:sp2], reqLine[sp2+1:]
-	for i := 0; i < len(method); i++ {
-		if !methodChar[method[i]] {
-			return p, badRequest("request method is not upper-case letters")
-		}
+	if !methodOK {
+		return p, badRequest("request method is not upper-case letters")
 	}
 	if target == "*" {
 		// asterisk-form asks about the server itself (OPTIONS *): nothing
 		// for an engine, and nginx refuses it too.
 		return p, badRequest("asterisk-form request target")
 	}
-	if !validTarget(target) {
+	if !simple && !validTarget(target) {
 		return p, badRequest("request target contains whitespace or a control byte")
 	}
 	switch proto {
@@ -397,24 +435,31 @@ func parseRequest(head string, r *http.Request, vals []string, h http.Header) (p
 	// they go in, one allocation more at 7–8 fields and two at 13–14
 	// (testing.AllocsPerRun, Go 1.26; none at 9–12). A request carries a
 	// Host, which is no field of the map: the line count less one, plus two.
+	fieldsEnd := len(head) - 2 // the field lines end here, each in CRLF
 	if h == nil {
-		h = make(http.Header, strings.Count(rest, "\n")+1)
+		h = make(http.Header, strings.Count(head[eol+1:fieldsEnd], "\n")+1)
 	}
 	var host, cl, te, conn, expect string
 	var nHost, nCL, nTE, nFields, nVals int
 	var seen internSet // the common names met
 	listable := true   // so far each stored field a common name of its own, at most maxListed
-	for len(rest) > 0 {
-		// Every line ends in CRLF (headScan): its LF ends it.
-		eol := strings.IndexByte(rest, '\n')
-		if eol < 1 || rest[eol-1] != '\r' {
+	for off, next := eol+1, 1; off < fieldsEnd; {
+		// Every line ends in CRLF (headScan): its LF, as bufferedHead
+		// found it or searched for, ends it.
+		end := -1 // past the line's LF
+		if next < len(ends) {
+			end, next = int(ends[next]), next+1
+		} else if i := strings.IndexByte(head[off:fieldsEnd], '\n'); i >= 0 {
+			end = off + i + 1
+		}
+		if end-off < 2 || head[end-2] != '\r' {
 			return p, badRequest("line not terminated by CRLF (bare LF)")
 		}
-		line := rest[:eol-1]
-		rest = rest[eol+1:]
+		line := head[off : end-2]
 		// The name, up to the first colon: a common name is a token as it
 		// is; any other is checked byte by byte.
 		colon := strings.IndexByte(line, ':')
+		off = end
 		if colon <= 0 {
 			return p, fieldLineError(line)
 		}
@@ -473,7 +518,7 @@ func parseRequest(head string, r *http.Request, vals []string, h http.Header) (p
 			listable = false
 		}
 		if nVals == len(vals) {
-			vals, nVals = make([]string, strings.Count(rest, "\n")+1), 0
+			vals, nVals = make([]string, strings.Count(head[off:fieldsEnd], "\n")+1), 0
 		}
 		vals[nVals] = v
 		h[key] = vals[nVals : nVals+1 : nVals+1]
@@ -513,7 +558,7 @@ func parseRequest(head string, r *http.Request, vals []string, h http.Header) (p
 		return p, badRequest("missing Host")
 	case nHost == 1 && host == "":
 		return p, badRequest("empty Host") // nginx refuses it too
-	case !httpguts.ValidHostHeader(host):
+	case !validHost(host):
 		return p, badRequest("invalid Host")
 	}
 
@@ -523,7 +568,9 @@ func parseRequest(head string, r *http.Request, vals []string, h http.Header) (p
 		p.listed = int8(nFields)
 	}
 
-	if err := parseTarget(r, method, target); err != nil {
+	if simple && target[0] == '/' {
+		r.URL.Path = target // the usual origin-form: nothing to cut or unescape
+	} else if err := parseTarget(r, method, target); err != nil {
 		return p, err
 	}
 	if r.Host == "" {
@@ -556,9 +603,10 @@ func fieldLineError(line string) error {
 	return badRequest("invalid header name")
 }
 
-// parseTarget fills r.URL (and r.Host for absolute-form). The usual
-// origin-form without escapes is cut in place; anything else goes through
-// url.ParseRequestURI as net/http does.
+// parseTarget fills r.URL (and r.Host for absolute-form) from a target
+// that is not simply a path (targetEnd). Origin-form without escapes is
+// cut in place; anything else goes through url.ParseRequestURI as
+// net/http does.
 func parseTarget(r *http.Request, method, target string) error {
 	u := r.URL
 	if target[0] == '/' && strings.IndexByte(target, '%') < 0 {
@@ -658,6 +706,78 @@ func validFieldValue(v string) bool {
 		}
 	}
 	return true
+}
+
+// targetEnd finds the space that ends a request target starting at from
+// in head's request line (which ends at lineEnd, at its CR): sp is its
+// offset, -1 for none. simple reports that the target holds no '%', no
+// '?', no whitespace, no control byte and no DEL: valid (validTarget)
+// and, in origin-form, r.URL's path as it is. Why one walk: the search
+// for the space, the target's check and parseTarget's two searches each
+// walked the target (~240 instructions of wrk's head, ~115 now).
+func targetEnd(head string, from, lineEnd int) (sp int, simple bool) {
+	i := from
+	for ; i+8 <= len(head); i += 8 {
+		// The line's CR stops the walk at its end, if nothing before.
+		x := swar.Word8(head[i : i+8])
+		if m := swar.Below(x, ' '+1) | swar.Is(x, 0x7f) | swar.Is(x, '%') | swar.Is(x, '?'); m != 0 {
+			i += bits.TrailingZeros64(m) / 8
+			break
+		}
+	}
+	// A head's last bytes short of a word are looked at one by one.
+	for i < lineEnd && !targetStop[head[i]] {
+		i++
+	}
+	if i < lineEnd && head[i] == ' ' {
+		return i, true
+	}
+	if j := strings.IndexByte(head[i:lineEnd], ' '); j >= 0 {
+		return i + j, false
+	}
+	return -1, false
+}
+
+// targetStop marks the bytes that end targetEnd's walk: those a simple
+// target does not hold. Read-only after package initialisation.
+var targetStop = func() (t [256]bool) {
+	for b := 0; b <= ' '; b++ {
+		t[b] = true
+	}
+	t[0x7f], t['%'], t['?'] = true, true, true
+	return t
+}()
+
+// validHost reports whether a Host value holds only bytes
+// httpguts.ValidHostHeader allows. A name or address of eight bytes or
+// more in lower case, digits, '.', '-' and ':' (nearly every one a client
+// sends) is seen a word at a time; any other goes to httpguts' byte loop
+// (125 instructions for wrk's 15-byte Host, 79 now).
+func validHost(h string) bool {
+	if len(h) >= 8 {
+		i := 0
+		for ; i+8 < len(h); i += 8 {
+			if !commonHostWord(swar.Word8(h[i : i+8])) {
+				break
+			}
+		}
+		if i+8 >= len(h) && commonHostWord(swar.Word8(h[len(h)-8:])) {
+			return true
+		}
+	}
+	return httpguts.ValidHostHeader(h)
+}
+
+// commonHostWord reports whether every byte of x is a lower-case letter,
+// a digit, '.', '-' or ':'. A byte's test of at least lo holds only for
+// bytes under 0x80, hence the first.
+func commonHostWord(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	a := x | highs
+	dashDot := (a - ones*'-') &^ (a - ones*'/')    // - .
+	digitColon := (a - ones*'0') &^ (a - ones*';') // 0-9 :
+	lower := (a - ones*'a') &^ (a - ones*'{')
+	return x&highs == 0 && (dashDot|digitColon|lower)&highs == highs
 }
 
 // validTarget reports whether a request target holds no whitespace, no

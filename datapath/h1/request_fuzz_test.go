@@ -46,7 +46,13 @@ func FuzzParseRequest(f *testing.F) {
 		}
 		r := &http.Request{URL: &url.URL{}}
 		var vals [16]string
-		p, err := parseRequest(head, r, vals[:], nil)
+		p, err := parseRequest(head, nil, r, vals[:], nil)
+		if n > 0 {
+			// The line ends bufferedHead noted spare searches, nothing else.
+			if diff := parseDiff(head, fast.ends.list(), r, p, err); diff != "" {
+				t.Fatalf("%s: %q", diff, raw)
+			}
+		}
 		if err != nil {
 			return
 		}

@@ -2,25 +2,131 @@ package h1
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 )
 
 // parseRaw runs the head reader and parser over raw as a connection would.
+// A head bufferedHead measures is parsed twice, with its line ends and
+// searching every line; an error (of no status) says how they differ.
 func parseRaw(raw string) (*http.Request, parsed, error) {
 	c := &conn{srv: &Server{}, br: bufio.NewReaderSize(strings.NewReader(raw), readBufSize)}
+	_, _ = c.br.Peek(1)
+	n := c.bufferedHead()
 	head, err := c.readHead()
 	if err != nil {
 		return nil, parsed{}, err
 	}
 	r := &http.Request{URL: &url.URL{}}
 	var vals [16]string
-	p, err := parseRequest(head, r, vals[:], nil)
+	p, err := parseRequest(head, nil, r, vals[:], nil)
+	if n > 0 {
+		if diff := parseDiff(head, c.ends.list(), r, p, err); diff != "" {
+			return nil, parsed{}, errors.New(diff)
+		}
+	}
 	return r, p, err
+}
+
+// parseDiff parses head again with line ends (as bufferedHead noted them)
+// and says how the request, its facts or its error differ from those of
+// the parse that searched every line (r, p, err); "" when they do not.
+func parseDiff(head string, ends []uint16, r *http.Request, p parsed, err error) string {
+	r2 := &http.Request{URL: &url.URL{}}
+	var vals [16]string
+	p2, err2 := parseRequest(head, ends, r2, vals[:], nil)
+	if fmt.Sprint(err2) != fmt.Sprint(err) || statusOf(err2) != statusOf(err) {
+		return fmt.Sprintf("with line ends %v: %v; searched: %v", ends, err2, err)
+	}
+	if err == nil && (p2 != p || r2.Method != r.Method || r2.RequestURI != r.RequestURI || r2.Proto != r.Proto ||
+		r2.Host != r.Host || *r2.URL != *r.URL || r2.ContentLength != r.ContentLength || r2.Close != r.Close ||
+		!maps.EqualFunc(r2.Header, r.Header, slices.Equal)) {
+		return fmt.Sprintf("with line ends %v: %+v %+v; searched: %+v %+v", ends, p2, r2, p, r)
+	}
+	return ""
+}
+
+// TestTargetEnd holds the request target's one walk (targetEnd) to a byte
+// loop: every byte value at every place of targets around the word size,
+// in a head with fields after its request line and in one without.
+func TestTargetEnd(t *testing.T) {
+	ref := func(line string, from int) (int, bool) {
+		sp := strings.IndexByte(line[from:], ' ')
+		if sp < 0 {
+			return -1, false
+		}
+		return from + sp, !strings.ContainsFunc(line[from:from+sp], func(c rune) bool {
+			return c <= ' ' || c == 0x7f || c == '%' || c == '?'
+		})
+	}
+	for _, n := range []int{1, 2, 7, 8, 9, 15, 16, 17, 24} {
+		for _, tail := range []string{" HTTP/1.1\r\nHost: x\r\n\r\n", " HTTP/1.1\r\n\r\n", "\r\n\r\n"} {
+			for at := 0; at < n; at++ {
+				for b := 0; b < 256; b++ {
+					s := []byte("/" + strings.Repeat("a", n-1))
+					s[at] = byte(b)
+					head := "GET " + string(s) + tail
+					lineEnd := strings.IndexByte(head, '\r')
+					wantSp, wantSimple := ref(head[:lineEnd], 4)
+					if sp, simple := targetEnd(head, 4, lineEnd); sp != wantSp || simple != wantSimple {
+						t.Fatalf("targetEnd(%q) = %d, %v; want %d, %v", head, sp, simple, wantSp, wantSimple)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestRequestLine parses request lines whose method or target the one
+// walk stops in, at each place around a word: each is refused with the
+// error, or read as the request, that searching finds (parseRaw).
+func TestRequestLine(t *testing.T) {
+	tests := []struct {
+		line, err, path, query string
+	}{
+		{line: "POST /v1/completions HTTP/1.1", path: "/v1/completions"},
+		{line: "GET /abcdef HTTP/1.1", path: "/abcdef"},
+		{line: "GET /abcdefghijklmno HTTP/1.1", path: "/abcdefghijklmno"},
+		{line: "GET /a?b=1 HTTP/1.1", path: "/a", query: "b=1"},
+		{line: "GET /abcdefghij? HTTP/1.1", path: "/abcdefghij"},
+		{line: "GET /a%20b HTTP/1.1", path: "/a b"},
+		{line: "GET http://h/x HTTP/1.1", path: "/x"},
+		{line: "post / HTTP/1.1", err: "request method is not upper-case letters"},
+		{line: "PO:ST / HTTP/1.1", err: "request method is not upper-case letters"},
+		{line: "POST", err: "malformed request line"},
+		{line: "POST/ HTTP/1.1", err: "malformed request line"},
+		{line: "post/ HTTP/1.1", err: "malformed request line"},
+		{line: " POST / HTTP/1.1", err: "malformed request line"},
+		{line: "POST  / HTTP/1.1", err: "malformed request line"},
+		{line: "POST /", err: "malformed request line"},
+		{line: "POST /abcdefghijklmnop", err: "malformed request line"},
+		{line: "post /", err: "malformed request line"},
+		{line: "POST * HTTP/1.1", err: "asterisk-form request target"},
+		{line: "POST /a\tb HTTP/1.1", err: "request target contains whitespace or a control byte"},
+		{line: "POST /abcdefgh\x7f HTTP/1.1", err: "request target contains whitespace or a control byte"},
+		{line: "POST /a%\x01 HTTP/1.1", err: "request target contains whitespace or a control byte"},
+		{line: "POST /a HTTP/1.1 ", err: "malformed HTTP version"},
+		{line: "POST /a b HTTP/1.1", err: "malformed HTTP version"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.line, func(t *testing.T) {
+			r, _, err := parseRaw(tc.line + "\r\nHost: x\r\n\r\n")
+			if fmt.Sprint(err) != cmp.Or(tc.err, "<nil>") {
+				t.Fatalf("error %v, want %q", err, tc.err)
+			}
+			if err == nil && (r.URL.Path != tc.path || r.URL.RawQuery != tc.query) {
+				t.Errorf("path %q query %q, want %q %q", r.URL.Path, r.URL.RawQuery, tc.path, tc.query)
+			}
+		})
+	}
 }
 
 func statusOf(err error) int {

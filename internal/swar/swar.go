@@ -4,9 +4,10 @@
 // front end (datapath/h1) and of the handler (datapath) use it; one copy,
 // so both refuse exactly the same bytes.
 //
-// The tests are exact as to whether some byte of a word is flagged (no
-// borrow reaches the lowest flagged byte), not as to which: a caller that
-// needs the position looks byte by byte inside a flagged word.
+// The tests are exact as to whether some byte of a word is flagged, and
+// as to which is the first (no borrow reaches the lowest flagged byte),
+// not as to the bytes after it: a caller that needs more than the first
+// looks byte by byte from there.
 package swar
 
 const (
@@ -23,10 +24,28 @@ func Word8(s string) uint64 {
 }
 
 // ByteBelow reports whether some byte of x is below n (n <= 128).
-func ByteBelow(x uint64, n byte) bool { return (x-ones*uint64(n))&^x&highs != 0 }
+func ByteBelow(x uint64, n byte) bool { return Below(x, n) != 0 }
 
 // ByteIs reports whether some byte of x is b.
-func ByteIs(x uint64, b byte) bool { return ByteBelow(x^(ones*uint64(b)), 1) }
+func ByteIs(x uint64, b byte) bool { return Is(x, b) != 0 }
+
+// Below flags the bytes of x below n (n <= 128) by their high bits, and
+// may flag bytes above a flagged one besides; its lowest flag is exact,
+// so bits.TrailingZeros64(m)/8 of a nonzero m, or of several such masks
+// or'ed, is the first byte any of them flags.
+func Below(x uint64, n byte) uint64 { return (x - ones*uint64(n)) &^ x & highs }
+
+// Is flags the bytes of x equal to b as Below does (its lowest exact).
+func Is(x uint64, b byte) uint64 { return Below(x^(ones*uint64(b)), 1) }
+
+// Eq flags exactly the bytes of x equal to b by their high bits, every
+// one of them (no borrow: each byte's test stays in its byte), for a
+// caller that counts them. Two operations dearer than Is.
+func Eq(x uint64, b byte) uint64 {
+	const lows = ^uint64(highs)
+	t := x ^ (ones * uint64(b))
+	return ^((t&lows + lows) | t) & highs
+}
 
 // Plain reports whether t holds no byte ≤ ' ' (whitespace, control bytes)
 // and no DEL: what a request target must be. A string of eight bytes or

@@ -1,9 +1,12 @@
 package swar
 
-import "testing"
+import (
+	"math/bits"
+	"testing"
+)
 
 // TestWordTests puts every byte value at every position of a word of
-// filler and compares ByteBelow and ByteIs with a byte loop.
+// filler and compares ByteBelow, ByteIs and Eq with a byte loop.
 func TestWordTests(t *testing.T) {
 	fillers := []byte{'a', 0x00, 0x7f, 0x80, 0xff}
 	for _, fill := range fillers {
@@ -22,12 +25,18 @@ func TestWordTests(t *testing.T) {
 					}
 				}
 				for _, b := range []byte{0x7f, '\\', '.', 0} {
-					want := false
-					for _, c := range w {
+					want, wantEq := false, uint64(0)
+					for i, c := range w {
 						want = want || c == b
+						if c == b {
+							wantEq |= 0x80 << (8 * i)
+						}
 					}
 					if got := ByteIs(x, b); got != want {
 						t.Fatalf("ByteIs(%q, %#x) = %v, want %v", w, b, got, want)
+					}
+					if got := Eq(x, b); got != wantEq {
+						t.Fatalf("Eq(%q, %#x) = %#x, want %#x", w, b, got, wantEq)
 					}
 				}
 			}
@@ -55,5 +64,31 @@ func TestPlain(t *testing.T) {
 	}
 	if !Plain("") {
 		t.Fatal(`Plain("") = false, want true`)
+	}
+}
+
+// TestFirstFlag puts two bytes of every value at every pair of positions
+// of a word of filler and compares the first byte Below and Is flag
+// (their masks or'ed, as a caller scanning for several bytes does) with
+// a byte loop.
+func TestFirstFlag(t *testing.T) {
+	for a := range 8 {
+		for b := a; b < 8; b++ {
+			for v := range 256 {
+				w := []byte("aaaaaaaa")
+				w[a], w[b] = byte(v), byte(255-v)
+				m := Below(Word8(string(w)), ' '+1) | Is(Word8(string(w)), '%') | Is(Word8(string(w)), '?')
+				want := 8
+				for i, c := range w {
+					if c <= ' ' || c == '%' || c == '?' {
+						want = i
+						break
+					}
+				}
+				if got := bits.TrailingZeros64(m) / 8; got != want {
+					t.Fatalf("first flagged byte of %q: %d, want %d", w, got, want)
+				}
+			}
+		}
 	}
 }
