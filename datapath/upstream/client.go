@@ -610,40 +610,39 @@ func flushAwait(w *reqWriter, pc *conn) error {
 	return err
 }
 
-// writeHead writes the request line, Host and the leg's end-to-end headers
-// (framing headers are the caller's): leg.List when it has one, else
-// leg.Header's.
+// writeHead buffers the request line, Host and the leg's end-to-end
+// fields (framing fields are the caller's): leg.List's when it has one,
+// else leg.Header's.
 func writeHead(w *reqWriter, addr, method string, leg *Leg) {
 	target := leg.Path
 	if target == "" {
 		target = "/"
 	}
-	if w.room(len(method) + len(target) + len(addr) + len(" HTTP/1.1\r\n"+headerHost+": \r\n") + 1) {
-		b := append(w.buf, method...) // fits: never reallocates
-		b = append(b, ' ')
-		b = append(b, target...)
-		b = append(b, " HTTP/1.1\r\n"+headerHost+": "...)
-		b = append(b, addr...)
-		w.buf = append(b, '\r', '\n')
+	line := requestLineLen(method, target, addr)
+	if l := &leg.List; l.Names != nil && w.room(line) {
+		// The usual head: appended into the buffer's room with no check
+		// of it per field (writeField's, with the error's and a store
+		// of the buffer), and kept if it fit, append having not moved it.
+		if b := l.appendTo(appendRequestLine(w.buf, method, target, addr)); cap(b) == cap(w.buf) {
+			w.buf = b
+			return
+		}
+		// Longer than the room (rare; append's copy is dropped): written
+		// from Header as any other head, with Set put into it (Leg.List).
+		if leg.Header == nil {
+			leg.Header = make(http.Header, len(l.Set))
+		}
+		l.SetInto(leg.Header)
+		leg.List = HeadList{}
+	}
+	if w.room(line) {
+		w.buf = appendRequestLine(w.buf, method, target, addr)
 	} else {
 		w.WriteString(method)
 		w.WriteByte(' ')
 		w.WriteString(target)
 		w.WriteString(" HTTP/1.1\r\n")
 		w.writeField(headerHost, addr)
-	}
-	if l := &leg.List; l.Names != nil {
-		for i, c := 0, l.Codes; c != 0; i, c = i+1, c>>8 {
-			if k := l.Names[c&0xff-1]; !l.replaced(k) {
-				w.writeField(k, l.Values[i])
-			}
-		}
-		for _, f := range &l.Set {
-			if f.Name != "" {
-				w.writeField(f.Name, f.Value)
-			}
-		}
-		return
 	}
 	for k, vv := range leg.Header {
 		if k == headerHost || k == headerContentLength || k == headerTE {
@@ -653,6 +652,39 @@ func writeHead(w *reqWriter, addr, method string, leg *Leg) {
 			w.writeField(k, v)
 		}
 	}
+}
+
+// requestLineLen is the length of the request line with its Host field
+// (appendRequestLine).
+func requestLineLen(method, target, addr string) int {
+	return len(method) + len(" ") + len(target) + len(" HTTP/1.1\r\n"+headerHost+": \r\n") + len(addr)
+}
+
+// appendRequestLine appends the request line and the Host field to b,
+// which has requestLineLen bytes of room.
+func appendRequestLine(b []byte, method, target, addr string) []byte {
+	b = append(b, method...)
+	b = append(b, ' ')
+	b = append(b, target...)
+	b = append(b, " HTTP/1.1\r\n"+headerHost+": "...)
+	b = append(b, addr...)
+	return append(b, '\r', '\n')
+}
+
+// appendTo appends l's field lines to b: the listed fields but those
+// replaced, in order, then Set's.
+func (l *HeadList) appendTo(b []byte) []byte {
+	for i, c := 0, l.Codes; c != 0; i, c = i+1, c>>8 {
+		if k := l.Names[c&0xff-1]; !l.replaced(k) {
+			b = appendField(b, k, l.Values[i])
+		}
+	}
+	for _, f := range &l.Set {
+		if f.Name != "" {
+			b = appendField(b, f.Name, f.Value)
+		}
+	}
+	return b
 }
 
 // The relay bounds engine silence on Client bodies with read deadlines.

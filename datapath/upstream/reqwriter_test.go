@@ -165,18 +165,32 @@ func TestReqWriterWriteField(t *testing.T) {
 }
 
 // BenchmarkWriteHead is an engine request head as the proxy writes it for
-// a small POST (the fields a client sends plus the gateway's own).
+// a small POST (the fields a client sends plus the gateway's own), from
+// the client's header map and from its list (HeadList).
 func BenchmarkWriteHead(b *testing.B) {
-	var pool sync.Pool
-	w := reqWriter{pool: &pool, w: io.Discard}
-	leg := Leg{Path: "/v1/completions", Header: http.Header{
+	names := []string{"Content-Type", "User-Agent", "Accept", "Content-Length"}
+	list := HeadList{Names: names, Codes: 0x04030201, Values: []string{"application/json", "wrk", "*/*", "55"},
+		Set: [2]Field{{headerRequestID, "0123456789abcdef0123456789abcdef"}, {"X-Forwarded-For", "127.0.0.1"}}}
+	header := http.Header{
 		"Content-Type": {"application/json"}, "User-Agent": {"wrk"}, "Accept": {"*/*"},
 		"X-Request-Id": {"0123456789abcdef0123456789abcdef"}, "X-Forwarded-For": {"127.0.0.1"},
-	}}
-	b.ReportAllocs()
-	for b.Loop() {
-		writeHead(&w, "127.0.0.1:8000", http.MethodPost, &leg)
-		w.buf = w.buf[:0]
+	}
+	for _, bc := range []struct {
+		name string
+		leg  Leg
+	}{
+		{"map", Leg{Path: "/v1/completions", Header: header}},
+		{"list", Leg{Path: "/v1/completions", Header: header, List: list}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var pool sync.Pool
+			w := reqWriter{pool: &pool, w: io.Discard}
+			b.ReportAllocs()
+			for b.Loop() {
+				writeHead(&w, "127.0.0.1:8000", http.MethodPost, &bc.leg)
+				w.buf = w.buf[:0]
+			}
+		})
 	}
 }
 
@@ -184,20 +198,29 @@ func BenchmarkWriteHead(b *testing.B) {
 // written from its Header, up to the order of names, when the list says
 // what the map says (HeadList): listed fields, Set replacing any of its
 // names, the Sender's own names (Host, Content-Length,
-// Transfer-Encoding) left out of both.
+// Transfer-Encoding) left out of both; and so is a list head that does
+// not fit the buffer's room, which goes out from Header (never in a
+// buffer append moved).
 func TestWriteHeadList(t *testing.T) {
-	names := []string{"Content-Type", "Accept", "X-Request-Id", "X-Forwarded-For", "Content-Length", "Host", "Transfer-Encoding"}
+	names := []string{"Content-Type", "Accept", "X-Request-Id", "X-Forwarded-For", "Content-Length", "Host", "Transfer-Encoding", "User-Agent"}
 	code := func(i ...int) (c uint64) {
 		for n, k := range i {
 			c |= uint64(k+1) << (8 * n)
 		}
 		return c
 	}
+	const addr, target = "10.1.1.1:8000", "/v1/completions"
+	// the room left for a head of one field "Accept: " + long, to fit
+	// exactly (free) or miss by a byte (free - 1)
+	long := strings.Repeat("a", 200)
+	free := requestLineLen(http.MethodPost, target, addr) + len("Accept: \r\n") + len(long)
 	for _, tc := range []struct {
 		name   string
 		codes  uint64
 		values []string
 		set    [2]Field
+		room   int  // the buffer's free bytes before the head; 0: all of it
+		past   bool // the head does not fit the room: written from Header
 	}{
 		{name: "empty"},
 		{name: "set only", set: [2]Field{{headerRequestID, "id"}, {"X-Forwarded-For", "1.2.3.4"}}},
@@ -206,6 +229,12 @@ func TestWriteHeadList(t *testing.T) {
 			set: [2]Field{{headerRequestID, "id"}, {"X-Forwarded-For", "10.0.0.1, 1.2.3.4"}}},
 		{name: "the Sender's names", codes: code(4, 5, 6, 1), values: []string{"9", "h", "chunked", "a"}},
 		{name: "one set field", codes: code(1), values: []string{"a"}, set: [2]Field{{Name: "X-Forwarded-For", Value: "1.2.3.4"}}},
+		{name: "eight fields", codes: code(1, 0, 2, 3, 4, 5, 6, 7), values: []string{"a", "b", "c", "d", "e", "f", "g", "h"},
+			set: [2]Field{{headerRequestID, "id"}}},
+		{name: "fills the room exactly", codes: code(1), values: []string{long}, room: free},
+		{name: "a byte past the room", codes: code(1), values: []string{long}, room: free - 1, past: true},
+		{name: "past the whole buffer", codes: code(1, 0), values: []string{strings.Repeat("b", bufSize), "c"},
+			set: [2]Field{{headerRequestID, "id"}, {"X-Forwarded-For", "1.2.3.4"}}, past: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := http.Header{}
@@ -219,20 +248,33 @@ func TestWriteHeadList(t *testing.T) {
 					h[f.Name] = []string{f.Value}
 				}
 			}
+			list := HeadList{Names: names, Codes: tc.codes, Values: tc.values, Set: tc.set}
 			head := func(leg *Leg) string {
 				var pool sync.Pool
 				rec := &recWriter{}
 				w := reqWriter{pool: &pool, w: rec}
-				writeHead(&w, "10.1.1.1:8000", http.MethodPost, leg)
+				before := 0
+				if tc.room > 0 {
+					before = bufSize - tc.room
+					w.WriteString(strings.Repeat("z", before))
+				}
+				writeHead(&w, addr, http.MethodPost, leg)
+				if cap(w.buf) != bufSize {
+					t.Fatalf("the head grew the buffer to %d bytes", cap(w.buf))
+				}
 				if err := w.Flush(); err != nil {
 					t.Fatal(err)
 				}
-				lines := strings.Split(string(bytes.Join(rec.writes, nil)), "\r\n")
+				lines := strings.Split(string(bytes.Join(rec.writes, nil))[before:], "\r\n")
 				slices.Sort(lines[1:])
 				return strings.Join(lines, "\r\n")
 			}
-			fromMap := head(&Leg{Path: "/v1/completions", Header: h})
-			fromList := head(&Leg{Path: "/v1/completions", Header: h, List: HeadList{Names: names, Codes: tc.codes, Values: tc.values, Set: tc.set}})
+			fromMap := head(&Leg{Path: target, Header: h})
+			leg := &Leg{Path: target, Header: h, List: list}
+			fromList := head(leg)
+			if fromHeader := leg.List.Names == nil; fromHeader != tc.past {
+				t.Fatalf("written from Header: %v, want %v", fromHeader, tc.past)
+			}
 			if fromList != fromMap {
 				t.Fatalf("list %q, map %q", fromList, fromMap)
 			}
