@@ -628,9 +628,9 @@ func writeHead(w *reqWriter, addr, method string, leg *Leg) {
 			return
 		}
 		// Longer than the room (rare; append's copy is dropped): written
-		// from Header as any other head, with Set put into it (Leg.List).
+		// from Header as any other head, with l's two put into it (Leg.List).
 		if leg.Header == nil {
-			leg.Header = make(http.Header, len(l.Set))
+			leg.Header = make(http.Header, 2)
 		}
 		l.SetInto(leg.Header)
 		leg.List = HeadList{}
@@ -672,17 +672,18 @@ func appendRequestLine(b []byte, method, target, addr string) []byte {
 }
 
 // appendTo appends l's field lines to b: the listed fields but those
-// replaced, in order, then Set's.
+// replaced, in order, then the caller's two.
 func (l *HeadList) appendTo(b []byte) []byte {
 	for i, c := 0, l.Codes; c != 0; i, c = i+1, c>>8 {
 		if k := l.Names[c&0xff-1]; !l.replaced(k) {
 			b = appendField(b, k, l.Values[i])
 		}
 	}
-	for _, f := range &l.Set {
-		if f.Name != "" {
-			b = appendField(b, f.Name, f.Value)
-		}
+	if l.RequestID != "" {
+		b = appendValue(append(b, headerRequestID+": "...), l.RequestID)
+	}
+	if l.ForwardedFor != "" {
+		b = appendValue(append(b, headerForwardedFor+": "...), l.ForwardedFor)
 	}
 	return b
 }

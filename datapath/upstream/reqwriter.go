@@ -103,6 +103,12 @@ func (w *reqWriter) writeField(k, v string) {
 func appendField(b []byte, k, v string) []byte {
 	b = append(b, k...)
 	b = append(b, ':', ' ')
+	return appendValue(b, v)
+}
+
+// appendValue appends a field line's value v and its end to b, which
+// ends in the field's name and colon.
+func appendValue(b []byte, v string) []byte {
 	b = append(b, v...)
 	return append(b, '\r', '\n')
 }

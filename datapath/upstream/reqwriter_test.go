@@ -170,7 +170,7 @@ func TestReqWriterWriteField(t *testing.T) {
 func BenchmarkWriteHead(b *testing.B) {
 	names := []string{"Content-Type", "User-Agent", "Accept", "Content-Length"}
 	list := HeadList{Names: names, Codes: 0x04030201, Values: []string{"application/json", "wrk", "*/*", "55"},
-		Set: [2]Field{{headerRequestID, "0123456789abcdef0123456789abcdef"}, {"X-Forwarded-For", "127.0.0.1"}}}
+		RequestID: "0123456789abcdef0123456789abcdef", ForwardedFor: "127.0.0.1"}
 	header := http.Header{
 		"Content-Type": {"application/json"}, "User-Agent": {"wrk"}, "Accept": {"*/*"},
 		"X-Request-Id": {"0123456789abcdef0123456789abcdef"}, "X-Forwarded-For": {"127.0.0.1"},
@@ -196,8 +196,8 @@ func BenchmarkWriteHead(b *testing.B) {
 
 // TestWriteHeadList: a leg's head written from its List is the head
 // written from its Header, up to the order of names, when the list says
-// what the map says (HeadList): listed fields, Set replacing any of its
-// names, the Sender's own names (Host, Content-Length,
+// what the map says (HeadList): listed fields, the request id and
+// X-Forwarded-For replacing any of their names, the Sender's own names (Host, Content-Length,
 // Transfer-Encoding) left out of both; and so is a list head that does
 // not fit the buffer's room, which goes out from Header (never in a
 // buffer append moved).
@@ -218,23 +218,24 @@ func TestWriteHeadList(t *testing.T) {
 		name   string
 		codes  uint64
 		values []string
-		set    [2]Field
-		room   int  // the buffer's free bytes before the head; 0: all of it
-		past   bool // the head does not fit the room: written from Header
+		rid    string // RequestID
+		xff    string // ForwardedFor
+		room   int    // the buffer's free bytes before the head; 0: all of it
+		past   bool   // the head does not fit the room: written from Header
 	}{
 		{name: "empty"},
-		{name: "set only", set: [2]Field{{headerRequestID, "id"}, {"X-Forwarded-For", "1.2.3.4"}}},
+		{name: "set only", rid: "id", xff: "1.2.3.4"},
 		{name: "listed only", codes: code(0, 1), values: []string{"application/json", "*/*"}},
 		{name: "set replaces listed", codes: code(2, 0, 3), values: []string{"client", "text/plain", "10.0.0.1"},
-			set: [2]Field{{headerRequestID, "id"}, {"X-Forwarded-For", "10.0.0.1, 1.2.3.4"}}},
+			rid: "id", xff: "10.0.0.1, 1.2.3.4"},
 		{name: "the Sender's names", codes: code(4, 5, 6, 1), values: []string{"9", "h", "chunked", "a"}},
-		{name: "one set field", codes: code(1), values: []string{"a"}, set: [2]Field{{Name: "X-Forwarded-For", Value: "1.2.3.4"}}},
+		{name: "one set field", codes: code(1), values: []string{"a"}, xff: "1.2.3.4"},
 		{name: "eight fields", codes: code(1, 0, 2, 3, 4, 5, 6, 7), values: []string{"a", "b", "c", "d", "e", "f", "g", "h"},
-			set: [2]Field{{headerRequestID, "id"}}},
+			rid: "id"},
 		{name: "fills the room exactly", codes: code(1), values: []string{long}, room: free},
 		{name: "a byte past the room", codes: code(1), values: []string{long}, room: free - 1, past: true},
 		{name: "past the whole buffer", codes: code(1, 0), values: []string{strings.Repeat("b", bufSize), "c"},
-			set: [2]Field{{headerRequestID, "id"}, {"X-Forwarded-For", "1.2.3.4"}}, past: true},
+			rid: "id", xff: "1.2.3.4", past: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := http.Header{}
@@ -243,12 +244,13 @@ func TestWriteHeadList(t *testing.T) {
 				h[names[c&0xff-1]] = []string{tc.values[n]}
 				n++
 			}
-			for _, f := range tc.set {
-				if f.Name != "" {
-					h[f.Name] = []string{f.Value}
-				}
+			if tc.rid != "" {
+				h[headerRequestID] = []string{tc.rid}
 			}
-			list := HeadList{Names: names, Codes: tc.codes, Values: tc.values, Set: tc.set}
+			if tc.xff != "" {
+				h[headerForwardedFor] = []string{tc.xff}
+			}
+			list := HeadList{Names: names, Codes: tc.codes, Values: tc.values, RequestID: tc.rid, ForwardedFor: tc.xff}
 			head := func(leg *Leg) string {
 				var pool sync.Pool
 				rec := &recWriter{}
