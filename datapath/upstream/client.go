@@ -95,6 +95,10 @@ type conn struct {
 	br    *bufio.Reader
 	spare *bufio.Reader // an empty holder, after a wait (waitread.go)
 	tls   bool          // the socket is under a *tls.Conn (alive() must not peek under the records)
+	// hostLine ends each request line written on the connection and
+	// carries its Host field (hostLine): made once, not appended from
+	// its three parts per request.
+	hostLine string
 	// ep is the connection's entry in Client.eps once put() has looked it
 	// up (Client.mu): it is not forgotten while the connection is open.
 	ep *endpointConns
@@ -196,7 +200,7 @@ func (c *Client) dial(ctx context.Context, addr string, tc *TLS) (*conn, error) 
 		}
 		nc = tconn
 	}
-	pc := &conn{addr: addr, tlsID: tlsID(tc), tls: tc != nil}
+	pc := &conn{addr: addr, hostLine: hostLine(addr), tlsID: tlsID(tc), tls: tc != nil}
 	pc.sock.Reset(nc)
 	pc.br = new(bufio.Reader)
 	if pc.tls {
@@ -467,9 +471,9 @@ func (c *Client) exchange(ctx context.Context, pc *conn, trusted bool, leg *Leg,
 	bw := &pc.rw
 	bw.err = nil
 	if leg.Stream != nil {
-		err = writeStreamed(ctx, pc, bw, addr, method, leg, leg.Stream)
+		err = writeStreamed(ctx, pc, bw, method, leg, leg.Stream)
 	} else {
-		err = writeRequest(bw, pc, addr, method, leg)
+		err = writeRequest(bw, pc, method, leg)
 	}
 	bw.release() // what an error left unwritten is dropped
 	if err != nil {
@@ -563,8 +567,8 @@ type response struct {
 
 // writeRequest writes an HTTP/1.1 request head and leg.Body. Header values
 // come from net/http's parser (or our own code), so they carry no CR/LF.
-func writeRequest(w *reqWriter, pc *conn, addr, method string, leg *Leg) error {
-	writeHead(w, addr, method, leg)
+func writeRequest(w *reqWriter, pc *conn, method string, leg *Leg) error {
+	writeHead(w, pc.hostLine, method, leg)
 	withCL := leg.Body != nil || method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch
 	if w.room(len(headerContentLength) + 2 + 20 + 4 + len(leg.Body)) {
 		// The usual small request: the rest appended at once, where the
@@ -610,20 +614,20 @@ func flushAwait(w *reqWriter, pc *conn) error {
 	return err
 }
 
-// writeHead buffers the request line, Host and the leg's end-to-end
-// fields (framing fields are the caller's): leg.List's when it has one,
-// else leg.Header's.
-func writeHead(w *reqWriter, addr, method string, leg *Leg) {
+// writeHead buffers the request line, ended by host (hostLine), and the
+// leg's end-to-end fields (framing fields are the caller's): leg.List's
+// when it has one, else leg.Header's.
+func writeHead(w *reqWriter, host, method string, leg *Leg) {
 	target := leg.Path
 	if target == "" {
 		target = "/"
 	}
-	line := requestLineLen(method, target, addr)
+	line := len(method) + len(" ") + len(target) + len(host)
 	if l := &leg.List; l.Names != nil && w.room(line) {
 		// The usual head: appended into the buffer's room with no check
 		// of it per field (writeField's, with the error's and a store
 		// of the buffer), and kept if it fit, append having not moved it.
-		if b := l.appendTo(appendRequestLine(w.buf, method, target, addr)); cap(b) == cap(w.buf) {
+		if b := l.appendTo(appendRequestLine(w.buf, method, target, host)); cap(b) == cap(w.buf) {
 			w.buf = b
 			return
 		}
@@ -636,13 +640,12 @@ func writeHead(w *reqWriter, addr, method string, leg *Leg) {
 		leg.List = HeadList{}
 	}
 	if w.room(line) {
-		w.buf = appendRequestLine(w.buf, method, target, addr)
+		w.buf = appendRequestLine(w.buf, method, target, host)
 	} else {
 		w.WriteString(method)
 		w.WriteByte(' ')
 		w.WriteString(target)
-		w.WriteString(" HTTP/1.1\r\n")
-		w.writeField(headerHost, addr)
+		w.WriteString(host)
 	}
 	for k, vv := range leg.Header {
 		if k == headerHost || k == headerContentLength || k == headerTE {
@@ -654,21 +657,19 @@ func writeHead(w *reqWriter, addr, method string, leg *Leg) {
 	}
 }
 
-// requestLineLen is the length of the request line with its Host field
-// (appendRequestLine).
-func requestLineLen(method, target, addr string) int {
-	return len(method) + len(" ") + len(target) + len(" HTTP/1.1\r\n"+headerHost+": \r\n") + len(addr)
+// hostLine is the end of a request line to addr with the Host field
+// that follows it, the same for every request on a connection.
+func hostLine(addr string) string {
+	return " HTTP/1.1\r\n" + headerHost + ": " + addr + "\r\n"
 }
 
-// appendRequestLine appends the request line and the Host field to b,
-// which has requestLineLen bytes of room.
-func appendRequestLine(b []byte, method, target, addr string) []byte {
+// appendRequestLine appends the request line, ended by host (hostLine),
+// to b.
+func appendRequestLine(b []byte, method, target, host string) []byte {
 	b = append(b, method...)
 	b = append(b, ' ')
 	b = append(b, target...)
-	b = append(b, " HTTP/1.1\r\n"+headerHost+": "...)
-	b = append(b, addr...)
-	return append(b, '\r', '\n')
+	return append(b, host...)
 }
 
 // appendTo appends l's field lines to b: the listed fields but those

@@ -185,9 +185,10 @@ func BenchmarkWriteHead(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			var pool sync.Pool
 			w := reqWriter{pool: &pool, w: io.Discard}
+			host := hostLine("127.0.0.1:8000") // the connection's
 			b.ReportAllocs()
 			for b.Loop() {
-				writeHead(&w, "127.0.0.1:8000", http.MethodPost, &bc.leg)
+				writeHead(&w, host, http.MethodPost, &bc.leg)
 				w.buf = w.buf[:0]
 			}
 		})
@@ -213,7 +214,7 @@ func TestWriteHeadList(t *testing.T) {
 	// the room left for a head of one field "Accept: " + long, to fit
 	// exactly (free) or miss by a byte (free - 1)
 	long := strings.Repeat("a", 200)
-	free := requestLineLen(http.MethodPost, target, addr) + len("Accept: \r\n") + len(long)
+	free := len("POST "+target) + len(hostLine(addr)) + len("Accept: \r\n") + len(long)
 	for _, tc := range []struct {
 		name   string
 		codes  uint64
@@ -260,7 +261,7 @@ func TestWriteHeadList(t *testing.T) {
 					before = bufSize - tc.room
 					w.WriteString(strings.Repeat("z", before))
 				}
-				writeHead(&w, addr, http.MethodPost, leg)
+				writeHead(&w, hostLine(addr), http.MethodPost, leg)
 				if cap(w.buf) != bufSize {
 					t.Fatalf("the head grew the buffer to %d bytes", cap(w.buf))
 				}
