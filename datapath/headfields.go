@@ -66,6 +66,6 @@ func (rt *Runtime) outboundList(x *exchange, c *compiled, hopFree bool, client s
 	if !ok {
 		return upstream.HeadList{}
 	}
-	x.xff[0] = forwardedFor(x.r.Header, client, rt.opts.TrustForwardedFor)
-	return upstream.HeadList{Names: names, Codes: codes, Values: values, RequestID: x.requestID, ForwardedFor: x.xff[0]}
+	return upstream.HeadList{Names: names, Codes: codes, Values: values, RequestID: x.requestID,
+		ForwardedFor: forwardedFor(x.r.Header, client, rt.opts.TrustForwardedFor)}
 }
