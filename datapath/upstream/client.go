@@ -623,13 +623,15 @@ func writeHead(w *reqWriter, host, method string, leg *Leg) {
 		target = "/"
 	}
 	line := len(method) + len(" ") + len(target) + len(host)
-	if l := &leg.List; l.Names != nil && w.room(line) {
+	if l := &leg.List; l.Names != nil {
 		// The usual head: appended into the buffer's room with no check
 		// of it per field (writeField's, with the error's and a store
 		// of the buffer), and kept if it fit, append having not moved it.
-		if b := l.appendTo(appendRequestLine(w.buf, method, target, host)); cap(b) == cap(w.buf) {
-			w.buf = b
-			return
+		if w.room(line) {
+			if b := l.appendTo(appendRequestLine(w.buf, method, target, host)); cap(b) == cap(w.buf) {
+				w.buf = b
+				return
+			}
 		}
 		// Longer than the room (rare; append's copy is dropped): written
 		// from Header as any other head, with l's two put into it (Leg.List).

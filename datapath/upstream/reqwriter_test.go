@@ -200,8 +200,8 @@ func BenchmarkWriteHead(b *testing.B) {
 // what the map says (HeadList): listed fields, the request id and
 // X-Forwarded-For replacing any of their names, the Sender's own names (Host, Content-Length,
 // Transfer-Encoding) left out of both; and so is a list head that does
-// not fit the buffer's room, which goes out from Header (never in a
-// buffer append moved).
+// not fit the buffer's room, which goes out from Header with the list's
+// two put in (never in a buffer append moved).
 func TestWriteHeadList(t *testing.T) {
 	names := []string{"Content-Type", "Accept", "X-Request-Id", "X-Forwarded-For", "Content-Length", "Host", "Transfer-Encoding", "User-Agent"}
 	code := func(i ...int) (c uint64) {
@@ -221,6 +221,7 @@ func TestWriteHeadList(t *testing.T) {
 		values []string
 		rid    string // RequestID
 		xff    string // ForwardedFor
+		path   string // the request target; "": target
 		room   int    // the buffer's free bytes before the head; 0: all of it
 		past   bool   // the head does not fit the room: written from Header
 	}{
@@ -237,19 +238,24 @@ func TestWriteHeadList(t *testing.T) {
 		{name: "a byte past the room", codes: code(1), values: []string{long}, room: free - 1, past: true},
 		{name: "past the whole buffer", codes: code(1, 0), values: []string{strings.Repeat("b", bufSize), "c"},
 			rid: "id", xff: "1.2.3.4", past: true},
+		{name: "a target past the whole buffer", codes: code(1), values: []string{"a"}, rid: "id", xff: "1.2.3.4",
+			path: "/" + strings.Repeat("p", bufSize), past: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := http.Header{}
+			// listed holds the listed fields alone, as the client's map
+			// lacks X-Forwarded-For; full has the list's two put in.
+			listed := http.Header{}
 			n := 0
 			for c := tc.codes; c != 0; c >>= 8 {
-				h[names[c&0xff-1]] = []string{tc.values[n]}
+				listed[names[c&0xff-1]] = []string{tc.values[n]}
 				n++
 			}
+			full := listed.Clone()
 			if tc.rid != "" {
-				h[headerRequestID] = []string{tc.rid}
+				full[headerRequestID] = []string{tc.rid}
 			}
 			if tc.xff != "" {
-				h[headerForwardedFor] = []string{tc.xff}
+				full[headerForwardedFor] = []string{tc.xff}
 			}
 			list := HeadList{Names: names, Codes: tc.codes, Values: tc.values, RequestID: tc.rid, ForwardedFor: tc.xff}
 			head := func(leg *Leg) string {
@@ -272,8 +278,12 @@ func TestWriteHeadList(t *testing.T) {
 				slices.Sort(lines[1:])
 				return strings.Join(lines, "\r\n")
 			}
-			fromMap := head(&Leg{Path: target, Header: h})
-			leg := &Leg{Path: target, Header: h, List: list}
+			path := target
+			if tc.path != "" {
+				path = tc.path
+			}
+			fromMap := head(&Leg{Path: path, Header: full})
+			leg := &Leg{Path: path, Header: listed, List: list}
 			fromList := head(leg)
 			if fromHeader := leg.List.Names == nil; fromHeader != tc.past {
 				t.Fatalf("written from Header: %v, want %v", fromHeader, tc.past)
