@@ -53,11 +53,11 @@ func pairsIntoMap(h http.Header, kv []string) {
 // would say: the front end's parse vouched for the fields (h1's HeadList:
 // each name once, so the request id was not trimmed) and for their lack
 // of hop-by-hop ones (hopFree: nothing to strip), and since the parse the
-// handler set only the request id, which goes in Set with X-Forwarded-For:
-// no hook edited the header, and the rule has no API keys (their field
-// is stripped). X-Forwarded-For is in Set alone, not inserted into
-// r.Header (a map insert per request); a Sender that drops the list puts
-// Set back (upstream.HeadList.SetInto).
+// handler set only the request id, which goes in the list with
+// X-Forwarded-For: no hook edited the header, and the rule has no API
+// keys (their field is stripped). X-Forwarded-For is in the list alone,
+// not inserted into r.Header (a map insert per request); a Sender that
+// drops the list puts both back (upstream.HeadList.SetInto).
 func (rt *Runtime) outboundList(x *exchange, c *compiled, hopFree bool, client string) upstream.HeadList {
 	if !hopFree || client == "" || c.keys || rt.hookServe != nil {
 		return upstream.HeadList{}
@@ -66,9 +66,6 @@ func (rt *Runtime) outboundList(x *exchange, c *compiled, hopFree bool, client s
 	if !ok {
 		return upstream.HeadList{}
 	}
-	x.xff[0] = forwardedFor(x.r.Header, client, rt.opts.TrustForwardedFor)
-	return upstream.HeadList{Names: names, Codes: codes, Values: values, Set: [2]upstream.Field{
-		{Name: HeaderRequestID, Value: x.requestID},
-		{Name: headerForwardedFor, Value: x.xff[0]},
-	}}
+	return upstream.HeadList{Names: names, Codes: codes, Values: values, RequestID: x.requestID,
+		ForwardedFor: forwardedFor(x.r.Header, client, rt.opts.TrustForwardedFor)}
 }

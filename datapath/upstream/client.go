@@ -95,6 +95,10 @@ type conn struct {
 	br    *bufio.Reader
 	spare *bufio.Reader // an empty holder, after a wait (waitread.go)
 	tls   bool          // the socket is under a *tls.Conn (alive() must not peek under the records)
+	// hostLine ends each request line written on the connection and
+	// carries its Host field (hostLine): made once, not appended from
+	// its three parts per request.
+	hostLine string
 	// ep is the connection's entry in Client.eps once put() has looked it
 	// up (Client.mu): it is not forgotten while the connection is open.
 	ep *endpointConns
@@ -196,7 +200,7 @@ func (c *Client) dial(ctx context.Context, addr string, tc *TLS) (*conn, error) 
 		}
 		nc = tconn
 	}
-	pc := &conn{addr: addr, tlsID: tlsID(tc), tls: tc != nil}
+	pc := &conn{addr: addr, hostLine: hostLine(addr), tlsID: tlsID(tc), tls: tc != nil}
 	pc.sock.Reset(nc)
 	pc.br = new(bufio.Reader)
 	if pc.tls {
@@ -467,9 +471,9 @@ func (c *Client) exchange(ctx context.Context, pc *conn, trusted bool, leg *Leg,
 	bw := &pc.rw
 	bw.err = nil
 	if leg.Stream != nil {
-		err = writeStreamed(ctx, pc, bw, addr, method, leg, leg.Stream)
+		err = writeStreamed(ctx, pc, bw, method, leg, leg.Stream)
 	} else {
-		err = writeRequest(bw, pc, addr, method, leg)
+		err = writeRequest(bw, pc, method, leg)
 	}
 	bw.release() // what an error left unwritten is dropped
 	if err != nil {
@@ -563,8 +567,8 @@ type response struct {
 
 // writeRequest writes an HTTP/1.1 request head and leg.Body. Header values
 // come from net/http's parser (or our own code), so they carry no CR/LF.
-func writeRequest(w *reqWriter, pc *conn, addr, method string, leg *Leg) error {
-	writeHead(w, addr, method, leg)
+func writeRequest(w *reqWriter, pc *conn, method string, leg *Leg) error {
+	writeHead(w, pc.hostLine, method, leg)
 	withCL := leg.Body != nil || method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch
 	if w.room(len(headerContentLength) + 2 + 20 + 4 + len(leg.Body)) {
 		// The usual small request: the rest appended at once, where the
@@ -610,40 +614,40 @@ func flushAwait(w *reqWriter, pc *conn) error {
 	return err
 }
 
-// writeHead writes the request line, Host and the leg's end-to-end headers
-// (framing headers are the caller's): leg.List when it has one, else
-// leg.Header's.
-func writeHead(w *reqWriter, addr, method string, leg *Leg) {
+// writeHead buffers the request line, ended by host (hostLine), and the
+// leg's end-to-end fields (framing fields are the caller's): leg.List's
+// when it has one, else leg.Header's.
+func writeHead(w *reqWriter, host, method string, leg *Leg) {
 	target := leg.Path
 	if target == "" {
 		target = "/"
 	}
-	if w.room(len(method) + len(target) + len(addr) + len(" HTTP/1.1\r\n"+headerHost+": \r\n") + 1) {
-		b := append(w.buf, method...) // fits: never reallocates
-		b = append(b, ' ')
-		b = append(b, target...)
-		b = append(b, " HTTP/1.1\r\n"+headerHost+": "...)
-		b = append(b, addr...)
-		w.buf = append(b, '\r', '\n')
+	line := len(method) + len(" ") + len(target) + len(host)
+	if l := &leg.List; l.Names != nil {
+		// The usual head: appended into the buffer's room with no check
+		// of it per field (writeField's, with the error's and a store
+		// of the buffer), and kept if it fit, append having not moved it.
+		if w.room(line) {
+			if b := l.appendTo(appendRequestLine(w.buf, method, target, host)); cap(b) == cap(w.buf) {
+				w.buf = b
+				return
+			}
+		}
+		// Longer than the room (rare; append's copy is dropped): written
+		// from Header as any other head, with l's two put into it (Leg.List).
+		if leg.Header == nil {
+			leg.Header = make(http.Header, 2)
+		}
+		l.SetInto(leg.Header)
+		leg.List = HeadList{}
+	}
+	if w.room(line) {
+		w.buf = appendRequestLine(w.buf, method, target, host)
 	} else {
 		w.WriteString(method)
 		w.WriteByte(' ')
 		w.WriteString(target)
-		w.WriteString(" HTTP/1.1\r\n")
-		w.writeField(headerHost, addr)
-	}
-	if l := &leg.List; l.Names != nil {
-		for i, c := 0, l.Codes; c != 0; i, c = i+1, c>>8 {
-			if k := l.Names[c&0xff-1]; !l.replaced(k) {
-				w.writeField(k, l.Values[i])
-			}
-		}
-		for _, f := range &l.Set {
-			if f.Name != "" {
-				w.writeField(f.Name, f.Value)
-			}
-		}
-		return
+		w.WriteString(host)
 	}
 	for k, vv := range leg.Header {
 		if k == headerHost || k == headerContentLength || k == headerTE {
@@ -653,6 +657,38 @@ func writeHead(w *reqWriter, addr, method string, leg *Leg) {
 			w.writeField(k, v)
 		}
 	}
+}
+
+// hostLine is the end of a request line to addr with the Host field
+// that follows it, the same for every request on a connection.
+func hostLine(addr string) string {
+	return " HTTP/1.1\r\n" + headerHost + ": " + addr + "\r\n"
+}
+
+// appendRequestLine appends the request line, ended by host (hostLine),
+// to b.
+func appendRequestLine(b []byte, method, target, host string) []byte {
+	b = append(b, method...)
+	b = append(b, ' ')
+	b = append(b, target...)
+	return append(b, host...)
+}
+
+// appendTo appends l's field lines to b: the listed fields but those
+// replaced, in order, then the caller's two.
+func (l *HeadList) appendTo(b []byte) []byte {
+	for i, c := 0, l.Codes; c != 0; i, c = i+1, c>>8 {
+		if k := l.Names[c&0xff-1]; !l.replaced(k) {
+			b = appendField(b, k, l.Values[i])
+		}
+	}
+	if l.RequestID != "" {
+		b = appendValue(append(b, headerRequestID+": "...), l.RequestID)
+	}
+	if l.ForwardedFor != "" {
+		b = appendValue(append(b, headerForwardedFor+": "...), l.ForwardedFor)
+	}
+	return b
 }
 
 // The relay bounds engine silence on Client bodies with read deadlines.

@@ -90,16 +90,27 @@ func (w *reqWriter) WriteString(s string) {
 // WriteString calls (a request head is mostly such lines).
 func (w *reqWriter) writeField(k, v string) {
 	if w.err == nil && w.bp != nil && len(k)+len(v)+4 <= cap(w.buf)-len(w.buf) {
-		b := append(w.buf, k...) // fits: never reallocates
-		b = append(b, ':', ' ')
-		b = append(b, v...)
-		w.buf = append(b, '\r', '\n')
+		w.buf = appendField(w.buf, k, v) // fits: never reallocates
 		return
 	}
 	w.WriteString(k)
 	w.WriteString(": ")
 	w.WriteString(v)
 	w.WriteString("\r\n")
+}
+
+// appendField appends the header field line "k: v\r\n" to b.
+func appendField(b []byte, k, v string) []byte {
+	b = append(b, k...)
+	b = append(b, ':', ' ')
+	return appendValue(b, v)
+}
+
+// appendValue appends a field line's value v and its end to b, which
+// ends in the field's name and colon.
+func appendValue(b []byte, v string) []byte {
+	b = append(b, v...)
+	return append(b, '\r', '\n')
 }
 
 // room borrows a buffer and reports whether n more bytes fit in it and no

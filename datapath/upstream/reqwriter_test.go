@@ -165,74 +165,129 @@ func TestReqWriterWriteField(t *testing.T) {
 }
 
 // BenchmarkWriteHead is an engine request head as the proxy writes it for
-// a small POST (the fields a client sends plus the gateway's own).
+// a small POST (the fields a client sends plus the gateway's own), from
+// the client's header map and from its list (HeadList).
 func BenchmarkWriteHead(b *testing.B) {
-	var pool sync.Pool
-	w := reqWriter{pool: &pool, w: io.Discard}
-	leg := Leg{Path: "/v1/completions", Header: http.Header{
+	names := []string{"Content-Type", "User-Agent", "Accept", "Content-Length"}
+	list := HeadList{Names: names, Codes: 0x04030201, Values: []string{"application/json", "wrk", "*/*", "55"},
+		RequestID: "0123456789abcdef0123456789abcdef", ForwardedFor: "127.0.0.1"}
+	header := http.Header{
 		"Content-Type": {"application/json"}, "User-Agent": {"wrk"}, "Accept": {"*/*"},
 		"X-Request-Id": {"0123456789abcdef0123456789abcdef"}, "X-Forwarded-For": {"127.0.0.1"},
-	}}
-	b.ReportAllocs()
-	for b.Loop() {
-		writeHead(&w, "127.0.0.1:8000", http.MethodPost, &leg)
-		w.buf = w.buf[:0]
+	}
+	for _, bc := range []struct {
+		name string
+		leg  Leg
+	}{
+		{"map", Leg{Path: "/v1/completions", Header: header}},
+		{"list", Leg{Path: "/v1/completions", Header: header, List: list}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var pool sync.Pool
+			w := reqWriter{pool: &pool, w: io.Discard}
+			host := hostLine("127.0.0.1:8000") // the connection's
+			b.ReportAllocs()
+			for b.Loop() {
+				writeHead(&w, host, http.MethodPost, &bc.leg)
+				w.buf = w.buf[:0]
+			}
+		})
 	}
 }
 
 // TestWriteHeadList: a leg's head written from its List is the head
 // written from its Header, up to the order of names, when the list says
-// what the map says (HeadList): listed fields, Set replacing any of its
-// names, the Sender's own names (Host, Content-Length,
-// Transfer-Encoding) left out of both.
+// what the map says (HeadList): listed fields, the request id and
+// X-Forwarded-For replacing any of their names, the Sender's own names (Host, Content-Length,
+// Transfer-Encoding) left out of both; and so is a list head that does
+// not fit the buffer's room, which goes out from Header with the list's
+// two put in (never in a buffer append moved).
 func TestWriteHeadList(t *testing.T) {
-	names := []string{"Content-Type", "Accept", "X-Request-Id", "X-Forwarded-For", "Content-Length", "Host", "Transfer-Encoding"}
+	names := []string{"Content-Type", "Accept", "X-Request-Id", "X-Forwarded-For", "Content-Length", "Host", "Transfer-Encoding", "User-Agent"}
 	code := func(i ...int) (c uint64) {
 		for n, k := range i {
 			c |= uint64(k+1) << (8 * n)
 		}
 		return c
 	}
+	const addr, target = "10.1.1.1:8000", "/v1/completions"
+	// the room left for a head of one field "Accept: " + long, to fit
+	// exactly (free) or miss by a byte (free - 1)
+	long := strings.Repeat("a", 200)
+	free := len("POST "+target) + len(hostLine(addr)) + len("Accept: \r\n") + len(long)
 	for _, tc := range []struct {
 		name   string
 		codes  uint64
 		values []string
-		set    [2]Field
+		rid    string // RequestID
+		xff    string // ForwardedFor
+		path   string // the request target; "": target
+		room   int    // the buffer's free bytes before the head; 0: all of it
+		past   bool   // the head does not fit the room: written from Header
 	}{
 		{name: "empty"},
-		{name: "set only", set: [2]Field{{headerRequestID, "id"}, {"X-Forwarded-For", "1.2.3.4"}}},
+		{name: "set only", rid: "id", xff: "1.2.3.4"},
 		{name: "listed only", codes: code(0, 1), values: []string{"application/json", "*/*"}},
 		{name: "set replaces listed", codes: code(2, 0, 3), values: []string{"client", "text/plain", "10.0.0.1"},
-			set: [2]Field{{headerRequestID, "id"}, {"X-Forwarded-For", "10.0.0.1, 1.2.3.4"}}},
+			rid: "id", xff: "10.0.0.1, 1.2.3.4"},
 		{name: "the Sender's names", codes: code(4, 5, 6, 1), values: []string{"9", "h", "chunked", "a"}},
-		{name: "one set field", codes: code(1), values: []string{"a"}, set: [2]Field{{Name: "X-Forwarded-For", Value: "1.2.3.4"}}},
+		{name: "one set field", codes: code(1), values: []string{"a"}, xff: "1.2.3.4"},
+		{name: "eight fields", codes: code(1, 0, 2, 3, 4, 5, 6, 7), values: []string{"a", "b", "c", "d", "e", "f", "g", "h"},
+			rid: "id"},
+		{name: "fills the room exactly", codes: code(1), values: []string{long}, room: free},
+		{name: "a byte past the room", codes: code(1), values: []string{long}, room: free - 1, past: true},
+		{name: "past the whole buffer", codes: code(1, 0), values: []string{strings.Repeat("b", bufSize), "c"},
+			rid: "id", xff: "1.2.3.4", past: true},
+		{name: "a target past the whole buffer", codes: code(1), values: []string{"a"}, rid: "id", xff: "1.2.3.4",
+			path: "/" + strings.Repeat("p", bufSize), past: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := http.Header{}
+			// listed holds the listed fields alone, as the client's map
+			// lacks X-Forwarded-For; full has the list's two put in.
+			listed := http.Header{}
 			n := 0
 			for c := tc.codes; c != 0; c >>= 8 {
-				h[names[c&0xff-1]] = []string{tc.values[n]}
+				listed[names[c&0xff-1]] = []string{tc.values[n]}
 				n++
 			}
-			for _, f := range tc.set {
-				if f.Name != "" {
-					h[f.Name] = []string{f.Value}
-				}
+			full := listed.Clone()
+			if tc.rid != "" {
+				full[headerRequestID] = []string{tc.rid}
 			}
+			if tc.xff != "" {
+				full[headerForwardedFor] = []string{tc.xff}
+			}
+			list := HeadList{Names: names, Codes: tc.codes, Values: tc.values, RequestID: tc.rid, ForwardedFor: tc.xff}
 			head := func(leg *Leg) string {
 				var pool sync.Pool
 				rec := &recWriter{}
 				w := reqWriter{pool: &pool, w: rec}
-				writeHead(&w, "10.1.1.1:8000", http.MethodPost, leg)
+				before := 0
+				if tc.room > 0 {
+					before = bufSize - tc.room
+					w.WriteString(strings.Repeat("z", before))
+				}
+				writeHead(&w, hostLine(addr), http.MethodPost, leg)
+				if cap(w.buf) != bufSize {
+					t.Fatalf("the head grew the buffer to %d bytes", cap(w.buf))
+				}
 				if err := w.Flush(); err != nil {
 					t.Fatal(err)
 				}
-				lines := strings.Split(string(bytes.Join(rec.writes, nil)), "\r\n")
+				lines := strings.Split(string(bytes.Join(rec.writes, nil))[before:], "\r\n")
 				slices.Sort(lines[1:])
 				return strings.Join(lines, "\r\n")
 			}
-			fromMap := head(&Leg{Path: "/v1/completions", Header: h})
-			fromList := head(&Leg{Path: "/v1/completions", Header: h, List: HeadList{Names: names, Codes: tc.codes, Values: tc.values, Set: tc.set}})
+			path := target
+			if tc.path != "" {
+				path = tc.path
+			}
+			fromMap := head(&Leg{Path: path, Header: full})
+			leg := &Leg{Path: path, Header: listed, List: list}
+			fromList := head(leg)
+			if fromHeader := leg.List.Names == nil; fromHeader != tc.past {
+				t.Fatalf("written from Header: %v, want %v", fromHeader, tc.past)
+			}
 			if fromList != fromMap {
 				t.Fatalf("list %q, map %q", fromList, fromMap)
 			}

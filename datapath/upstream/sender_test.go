@@ -62,29 +62,29 @@ func TestPoolKey(t *testing.T) {
 	}
 }
 
-// TestHeadListSetInto: SetInto puts each named Set field into the map,
-// replacing any value of that name, and leaves unnamed entries out.
+// TestHeadListSetInto: SetInto puts the request id and X-Forwarded-For
+// into the map when set, replacing any value of their names, and leaves
+// empty ones out.
 func TestHeadListSetInto(t *testing.T) {
 	tests := []struct {
 		name string
-		set  [2]Field
+		list HeadList
 		have http.Header
 		want http.Header
 	}{
 		{name: "none", have: http.Header{"A": {"1"}}, want: http.Header{"A": {"1"}}},
-		{name: "both added", set: [2]Field{{Name: "X-Request-Id", Value: "id"}, {Name: "X-Forwarded-For", Value: "10.0.0.1"}},
+		{name: "both added", list: HeadList{RequestID: "id", ForwardedFor: "10.0.0.1"},
 			have: http.Header{"A": {"1"}},
 			want: http.Header{"A": {"1"}, "X-Request-Id": {"id"}, "X-Forwarded-For": {"10.0.0.1"}}},
-		{name: "replaces", set: [2]Field{{Name: "X-Forwarded-For", Value: "1.1.1.1, 10.0.0.1"}},
+		{name: "replaces", list: HeadList{ForwardedFor: "1.1.1.1, 10.0.0.1"},
 			have: http.Header{"X-Forwarded-For": {"1.1.1.1", "2.2.2.2"}},
 			want: http.Header{"X-Forwarded-For": {"1.1.1.1, 10.0.0.1"}}},
-		{name: "second only", set: [2]Field{{}, {Name: "X-Request-Id", Value: "id"}},
+		{name: "request id only", list: HeadList{RequestID: "id"},
 			have: http.Header{}, want: http.Header{"X-Request-Id": {"id"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			l := HeadList{Set: tc.set}
-			l.SetInto(tc.have)
+			tc.list.SetInto(tc.have)
 			if !reflect.DeepEqual(tc.have, tc.want) {
 				t.Errorf("got %v, want %v", tc.have, tc.want)
 			}

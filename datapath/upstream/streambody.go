@@ -180,8 +180,8 @@ var errStreamTooLarge = errors.New("request body over the streaming limit")
 // leg.HeaderWait (> 0) bounds the response head wait from the body's end.
 // ctx's end stops the copy (its AfterFunc has cut the connection; the
 // per-chunk deadline must not revive it).
-func writeStreamed(ctx context.Context, pc *conn, w *reqWriter, addr, method string, leg *Leg, s *BodyStream) error {
-	writeHead(w, addr, method, leg)
+func writeStreamed(ctx context.Context, pc *conn, w *reqWriter, method string, leg *Leg, s *BodyStream) error {
+	writeHead(w, pc.hostLine, method, leg)
 	if s.N >= 0 {
 		w.WriteString(headerContentLength + ": ")
 		w.Write(strconv.AppendInt(w.AvailableBuffer(), s.N, 10)) // no scratch to escape
