@@ -1,12 +1,10 @@
 package datapath
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
@@ -87,6 +85,10 @@ type exchange struct {
 	// exchange is allocated anyway, so they cost no allocation of their own.
 	ids [2]string
 	xff [1]string
+	// mint spells this exchange's request ids in batches (requestid.go);
+	// newExchange keeps it when it recycles the exchange. Nil: one id at
+	// a time.
+	mint *idMint
 	// The streamed client body (clientStream) lives here for the same
 	// reason: it was an allocation of its own.
 	streamed streamedBody
@@ -129,10 +131,12 @@ func newExchange(w http.ResponseWriter) *exchange {
 	}
 	p := sw.Scratch()
 	if x, ok := (*p).(*exchange); ok {
+		m := x.mint
 		*x = exchange{} // in place (a literal with fields is built on the stack, then copied)
+		x.mint = m
 		return x
 	}
-	x := new(exchange)
+	x := &exchange{mint: new(idMint)}
 	*p = x
 	return x
 }
@@ -258,7 +262,7 @@ func (ln *listener) serve(x *exchange, w http.ResponseWriter, parsed h1.Fields) 
 		model = canonicalGet(r.Header, HeaderModel)
 	}
 	if rid == "" || len(rid) > maxClientRequestID {
-		rid = newRequestID()
+		rid = x.mint.next()
 		x.ids[0] = rid
 		x.idRepeated = false
 		r.Header[HeaderRequestID] = x.ids[0:1:1]
@@ -1114,42 +1118,6 @@ func clientIP(remote string) string {
 		host = host[:len(host)-1]
 	}
 	return host
-}
-
-// newRequestID mints a request id: 32 lowercase hex digits (128 random bits).
-// It is a string of its own, not one over the exchange's memory: an id
-// outlives its request in traces, logs and P/D bookkeeping, and a string
-// into the exchange would keep the exchange (and the request it points to)
-// alive with it.
-func newRequestID() string {
-	return requestIDOf(rand.Uint64(), rand.Uint64())
-}
-
-// requestIDOf spells the 128 bits a, b as 32 lowercase hex digits, a's
-// first, each word's most significant digit first: hex.EncodeToString of
-// their big-endian bytes (TestRequestIDOf), in one allocation.
-func requestIDOf(a, b uint64) string {
-	var out [32]byte
-	binary.BigEndian.PutUint64(out[:8], hexDigits(uint32(a>>32)))
-	binary.BigEndian.PutUint64(out[8:16], hexDigits(uint32(a)))
-	binary.BigEndian.PutUint64(out[16:24], hexDigits(uint32(b>>32)))
-	binary.BigEndian.PutUint64(out[24:], hexDigits(uint32(b)))
-	return string(out[:])
-}
-
-// hexDigits spells v as eight lowercase hex digits, the most significant
-// first in the word's most significant byte (big-endian order is text
-// order), a word at a time: the nibbles spread to one a byte, then each
-// byte offset to '0' and, where it is ten or more, on to 'a'. Why: a
-// table walk (hex.Encode) spends about ten instructions a digit.
-func hexDigits(v uint32) uint64 {
-	x := uint64(v)
-	x = (x | x<<16) & 0x0000ffff0000ffff
-	x = (x | x<<8) & 0x00ff00ff00ff00ff
-	x = (x | x<<4) & 0x0f0f0f0f0f0f0f0f // nibble i (from the top) in byte i
-	// Bit 4 of nibble+6 is set exactly for 10..15; no byte carries over.
-	ten := ((x + 0x0606060606060606) >> 4) & 0x0101010101010101
-	return x + 0x3030303030303030 + ten*('a'-'0'-10)
 }
 
 func strconvQuote(s string) string {
