@@ -429,7 +429,9 @@ func (rt *Runtime) clientStream(x *exchange, body []byte) (*upstream.BodyStream,
 	b := &x.streamed
 	b.s = upstream.BodyStream{R: r.Body, N: r.ContentLength, Max: max, Idle: rt.opts.BodyStallTimeout}
 	if d := rt.opts.BodyReadTimeout; d > 0 {
-		b.r, b.rc, b.per = r.Body, *http.NewResponseController(x.w), d
+		// Over the writer the clock wraps (direct): the controller's walk
+		// to the deadline setter then starts at it.
+		b.r, b.rc, b.per = r.Body, *http.NewResponseController(x.direct()), d
 		// The whole body's cap as the start and a duration: ChunkRead
 		// adds them only when a chunk is read, which a body that comes
 		// whole with its head never is (a Time.Add per request, ~75
