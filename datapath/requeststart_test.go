@@ -98,11 +98,11 @@ func TestSentAtStart(t *testing.T) {
 }
 
 // TestExchangeSizeClass: the exchange is one allocation per request, in
-// the runtime's 768 B size class (760 B with its end time). A field of
-// more than 8 B moves it to 896 B: 128 B more garbage per request of the
-// ~2.7 KB the collections per request follow (docs/performance.md,
-// "Session 12: the collector's share, …"). Grow it knowingly, then
-// change this figure.
+// the runtime's 768 B size class (768 B with its start's Mono and its id
+// mint: no room left). Any field moves it to 896 B: 128 B more garbage
+// per request of the ~2.7 KB the collections per request follow
+// (docs/performance.md, "Session 12: the collector's share, …"). Grow it
+// knowingly, then change this figure.
 func TestExchangeSizeClass(t *testing.T) {
 	if got := unsafe.Sizeof(exchange{}); got > 768 {
 		t.Errorf("exchange is %d B, past the 768 B size class", got)
