@@ -304,8 +304,9 @@ func sinceStart(t time.Time, x *exchange) time.Duration {
 func (rt *Runtime) observeLLM(x *exchange, status int, ttft, total time.Duration, completion int, metered bool) {
 	o := &x.obs
 	c := o.c
+	secs := total.Seconds() // the endpoint's serve and the model's duration alike
 	if o.endpoint >= 0 && o.endpoint < len(c.eps) {
-		c.epm[o.endpoint].serve.get(rt.llm.Endpoint, c.label, c.eps[o.endpoint].id, metrics.EndpointPhaseServe).Observe(total.Seconds())
+		c.epm[o.endpoint].serve.get(rt.llm.Endpoint, c.label, c.eps[o.endpoint].id, metrics.EndpointPhaseServe).Observe(secs)
 	}
 	for _, l := range o.pdLegs {
 		if l.Phase == pd.PhasePrefill && l.Status > 0 {
@@ -317,7 +318,7 @@ func (rt *Runtime) observeLLM(x *exchange, status int, ttft, total time.Duration
 	}
 	ms := o.series() // first: it may settle the label too
 	model := o.modelLabel()
-	ms.duration.get(rt.llm.Duration, c.label, model).Observe(total.Seconds())
+	ms.duration.get(rt.llm.Duration, c.label, model).Observe(secs)
 	if ttft > 0 {
 		ms.ttft.get(rt.llm.TTFT, c.label, model).Observe(ttft.Seconds())
 	}

@@ -1,12 +1,10 @@
 package datapath
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
@@ -53,7 +51,8 @@ type exchange struct {
 	w           http.ResponseWriter
 	r           *http.Request
 	start       time.Time
-	end         time.Time // when the answer was done (finished; total: its time since start); zero: not yet
+	startMono   sockio.Mono // start as a Mono (startAt); NoDeadline: not converted yet
+	end         time.Time   // when the answer was done (finished; total: its time since start); zero: not yet
 	total       time.Duration
 	requestID   string
 	wroteHeader bool
@@ -87,6 +86,10 @@ type exchange struct {
 	// exchange is allocated anyway, so they cost no allocation of their own.
 	ids [2]string
 	xff [1]string
+	// mint spells this exchange's request ids in batches (requestid.go);
+	// newExchange keeps it when it recycles the exchange. Nil: one id at
+	// a time.
+	mint *idMint
 	// The streamed client body (clientStream) lives here for the same
 	// reason: it was an allocation of its own.
 	streamed streamedBody
@@ -129,10 +132,12 @@ func newExchange(w http.ResponseWriter) *exchange {
 	}
 	p := sw.Scratch()
 	if x, ok := (*p).(*exchange); ok {
+		m := x.mint
 		*x = exchange{} // in place (a literal with fields is built on the stack, then copied)
+		x.mint = m
 		return x
 	}
-	x := new(exchange)
+	x := &exchange{mint: new(idMint)}
 	*p = x
 	return x
 }
@@ -209,6 +214,17 @@ func (x *exchange) direct() http.ResponseWriter {
 	return x.w
 }
 
+// startAt is x.start as a sockio.Mono, converted at its first use: Send's
+// header wait and the relay's stream bound both count from it. Why: each
+// converted the start (or a reading made from it) on its own, ~47
+// instructions a conversion (callgrind).
+func (x *exchange) startAt() sockio.Mono {
+	if x.startMono == sockio.NoDeadline {
+		x.startMono = sockio.MonoOf(x.start)
+	}
+	return x.startMono
+}
+
 // finished marks the request's end (the access line, spans and the front
 // end take it too) and returns its latency.
 func (x *exchange) finished() time.Duration { return x.finishedAt(x.obs.clock.NowSince()) }
@@ -258,7 +274,7 @@ func (ln *listener) serve(x *exchange, w http.ResponseWriter, parsed h1.Fields) 
 		model = canonicalGet(r.Header, HeaderModel)
 	}
 	if rid == "" || len(rid) > maxClientRequestID {
-		rid = newRequestID()
+		rid = x.mint.next()
 		x.ids[0] = rid
 		x.idRepeated = false
 		r.Header[HeaderRequestID] = x.ids[0:1:1]
@@ -413,7 +429,9 @@ func (rt *Runtime) clientStream(x *exchange, body []byte) (*upstream.BodyStream,
 	b := &x.streamed
 	b.s = upstream.BodyStream{R: r.Body, N: r.ContentLength, Max: max, Idle: rt.opts.BodyStallTimeout}
 	if d := rt.opts.BodyReadTimeout; d > 0 {
-		b.r, b.rc, b.per = r.Body, *http.NewResponseController(x.w), d
+		// Over the writer the clock wraps (direct): the controller's walk
+		// to the deadline setter then starts at it.
+		b.r, b.rc, b.per = r.Body, *http.NewResponseController(x.direct()), d
 		// The whole body's cap as the start and a duration: ChunkRead
 		// adds them only when a chunk is read, which a body that comes
 		// whole with its head never is (a Time.Add per request, ~75
@@ -660,13 +678,13 @@ func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl u
 		x.obs.endpoint = i
 		ep.active.Add(1)
 		c.epm[i].active.Inc()
-		var sent time.Time // flow control's dispatch → first byte (flowgate.go)
-		var from time.Time // zero: Send reads the clock
+		var sent time.Time   // flow control's dispatch → first byte (flowgate.go)
+		var from sockio.Mono // NoDeadline: Send reads the clock
 		if c.fq != nil {
 			sent = time.Now()
-			from = sent
+			from = sockio.MonoOf(sent)
 		} else if ss.atStart && attempts == 1 { // a retry follows a failed dial, which took its time
-			from = x.start
+			from = x.startAt()
 		}
 		resp, err := rt.sender.Send(ctx, upstream.Leg{
 			Endpoint: c.rule.Endpoints[i], Method: r.Method, Path: target, Header: r.Header, List: list,
@@ -847,7 +865,7 @@ func (rt *Runtime) relayAnswer(x *exchange, c *compiled, i int, quiet silence, r
 	// One clock reading for the first bound and the time to first byte
 	// (the head below is only buffered, not yet written).
 	headAt, headIn := x.obs.clock.NowSince()
-	extendAt(sockio.MonoOf(headAt))
+	extendAt(x.startAt().Add(headIn)) // headAt: the clock's Start is x.start
 
 	// No strip only when the engine's head, parsed straight into h (or
 	// into pairs), held no hop field: h held the request id alone before
@@ -904,7 +922,7 @@ func (rt *Runtime) relayAnswer(x *exchange, c *compiled, i int, quiet silence, r
 				s.fl = f // respclock's Flush only passes it on
 			}
 			if s.clk.HasStart() {
-				s.start = sockio.MonoOf(*s.clk.Start)
+				s.start = x.startAt() // the clock's Start is x.start
 			}
 		}
 		s.rb.pool = &rt.bufs
@@ -1114,42 +1132,6 @@ func clientIP(remote string) string {
 		host = host[:len(host)-1]
 	}
 	return host
-}
-
-// newRequestID mints a request id: 32 lowercase hex digits (128 random bits).
-// It is a string of its own, not one over the exchange's memory: an id
-// outlives its request in traces, logs and P/D bookkeeping, and a string
-// into the exchange would keep the exchange (and the request it points to)
-// alive with it.
-func newRequestID() string {
-	return requestIDOf(rand.Uint64(), rand.Uint64())
-}
-
-// requestIDOf spells the 128 bits a, b as 32 lowercase hex digits, a's
-// first, each word's most significant digit first: hex.EncodeToString of
-// their big-endian bytes (TestRequestIDOf), in one allocation.
-func requestIDOf(a, b uint64) string {
-	var out [32]byte
-	binary.BigEndian.PutUint64(out[:8], hexDigits(uint32(a>>32)))
-	binary.BigEndian.PutUint64(out[8:16], hexDigits(uint32(a)))
-	binary.BigEndian.PutUint64(out[16:24], hexDigits(uint32(b>>32)))
-	binary.BigEndian.PutUint64(out[24:], hexDigits(uint32(b)))
-	return string(out[:])
-}
-
-// hexDigits spells v as eight lowercase hex digits, the most significant
-// first in the word's most significant byte (big-endian order is text
-// order), a word at a time: the nibbles spread to one a byte, then each
-// byte offset to '0' and, where it is ten or more, on to 'a'. Why: a
-// table walk (hex.Encode) spends about ten instructions a digit.
-func hexDigits(v uint32) uint64 {
-	x := uint64(v)
-	x = (x | x<<16) & 0x0000ffff0000ffff
-	x = (x | x<<8) & 0x00ff00ff00ff00ff
-	x = (x | x<<4) & 0x0f0f0f0f0f0f0f0f // nibble i (from the top) in byte i
-	// Bit 4 of nibble+6 is set exactly for 10..15; no byte carries over.
-	ten := ((x + 0x0606060606060606) >> 4) & 0x0101010101010101
-	return x + 0x3030303030303030 + ten*('a'-'0'-10)
 }
 
 func strconvQuote(s string) string {

@@ -149,3 +149,45 @@ func TestRequestIDOnEveryAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestIDMint: ids from a mint, across batch ends, are 32 lowercase hex
+// digits each and all different, and a batch's ids are its text cut in
+// turn (none shares a byte with another); a recycled exchange keeps its
+// mint, and one without a mint mints alone.
+func TestIDMint(t *testing.T) {
+	for _, n := range []int{1, idBatch - 1, idBatch, idBatch + 1, 3*idBatch + 2} {
+		var m idMint
+		seen := map[string]bool{}
+		var batch, cut string // the current batch's text; its ids so far
+		for i := range n {
+			id := m.next()
+			if !hex32.MatchString(id) || seen[id] {
+				t.Fatalf("%d ids: id %d is %q (bad or repeated)", n, i, id)
+			}
+			seen[id] = true
+			if i%idBatch == 0 {
+				batch, cut = id+m.left, ""
+			}
+			if cut += id; !strings.HasPrefix(batch, cut) || len(cut)+len(m.left) != len(batch) {
+				t.Fatalf("%d ids: id %d is not the batch's next %d bytes", n, i, requestIDLen)
+			}
+		}
+	}
+
+	w := &benchWriter{}
+	x := newExchange(w)
+	if x.mint == nil {
+		t.Fatal("a recyclable exchange has no mint")
+	}
+	first := x.mint.next()
+	m := x.mint
+	if y := newExchange(w); y != x || y.mint != m {
+		t.Fatal("the recycled exchange lost its mint")
+	}
+	if next := x.mint.next(); next == first || !hex32.MatchString(next) {
+		t.Fatalf("second id %q after %q", next, first)
+	}
+	if id := (&exchange{}).mint.next(); !hex32.MatchString(id) {
+		t.Fatalf("an exchange without a mint minted %q", id)
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/infergate/infergate/datapath/flow"
 	"github.com/infergate/infergate/datapath/h1"
+	"github.com/infergate/infergate/datapath/sockio"
 )
 
 // arrivedRecorder is a ResponseWriter that knows its request's start and
@@ -97,13 +98,37 @@ func TestSentAtStart(t *testing.T) {
 }
 
 // TestExchangeSizeClass: the exchange is one allocation per request, in
-// the runtime's 768 B size class (760 B with its end time). A field of
-// more than 8 B moves it to 896 B: 128 B more garbage per request of the
-// ~2.7 KB the collections per request follow (docs/performance.md,
-// "Session 12: the collector's share, …"). Grow it knowingly, then
-// change this figure.
+// the runtime's 768 B size class (768 B with its start's Mono and its id
+// mint: no room left). Any field moves it to 896 B: 128 B more garbage
+// per request of the ~2.7 KB the collections per request follow
+// (docs/performance.md, "Session 12: the collector's share, …"). Grow it
+// knowingly, then change this figure.
 func TestExchangeSizeClass(t *testing.T) {
 	if got := unsafe.Sizeof(exchange{}); got > 768 {
 		t.Errorf("exchange is %d B, past the 768 B size class", got)
+	}
+}
+
+// TestStartAt: the exchange's start as a Mono is its start converted
+// (converted once, kept), and a reading made as the start plus a duration
+// (the clock's NowSince) is that Mono plus the duration, as the relay's
+// stream bound takes it.
+func TestStartAt(t *testing.T) {
+	now := time.Now()
+	for _, start := range []time.Time{now, now.Add(-time.Hour), now.Add(-time.Nanosecond), now.Add(time.Second)} {
+		x := &exchange{start: start}
+		want := sockio.MonoOf(start)
+		if got := x.startAt(); got != want {
+			t.Fatalf("startAt of %v = %d, want %d", start, got, want)
+		}
+		x.start = start.Add(time.Minute) // kept: not converted again
+		if got := x.startAt(); got != want {
+			t.Fatalf("startAt converted again: %d, want %d", got, want)
+		}
+		for _, d := range []time.Duration{0, 1, time.Microsecond, 3 * time.Second} {
+			if got, want := x.startAt().Add(d), sockio.MonoOf(start.Add(d)); got != want {
+				t.Errorf("start %v + %v: %d, want %d", start, d, got, want)
+			}
+		}
 	}
 }

@@ -107,7 +107,7 @@ type conn struct {
 	idleTick uint64
 	// usedAt is when its last exchange took it, before the request was
 	// written: the engine's keep-alive timer started after that.
-	usedAt time.Time
+	usedAt sockio.Mono
 	// watched: pooledHup has the socket (sockio.Conn.WatchPeer);
 	// watchTried: put() asked once.
 	watched, watchTried bool
@@ -162,7 +162,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 // handshake failure is a *DialError, a wait given up a *PoolWaitError:
 // nothing was sent either way. trusted: a pooled connection reused
 // without a peek, on the hang-up watcher's word (alive).
-func (c *Client) get(ctx context.Context, addr string, tc *TLS, now time.Time, dl sockio.Mono, wait time.Duration, mayTrust bool) (_ *conn, trusted bool, _ error) {
+func (c *Client) get(ctx context.Context, addr string, tc *TLS, now, dl sockio.Mono, wait time.Duration, mayTrust bool) (_ *conn, trusted bool, _ error) {
 	id := tlsID(tc)
 	for {
 		pc, err := c.acquire(ctx, addr, id, dl, wait)
@@ -332,7 +332,7 @@ const peekAfter = 100 * time.Millisecond
 // unasked after its answer are caught when they came with it (buffered);
 // in a later segment within the window they are read as the next
 // answer, as with the peek those that come just after it.
-func (pc *conn) alive(now time.Time, mayTrust bool) (ok, trusted bool) {
+func (pc *conn) alive(now sockio.Mono, mayTrust bool) (ok, trusted bool) {
 	if pc.br.Buffered() > 0 {
 		return false, false // unsolicited bytes: the stream is out of sync
 	}
@@ -394,15 +394,15 @@ func (c *Client) Send(ctx context.Context, leg Leg) (*http.Response, error) {
 	// endpoint's cap spends the same budget as the engine's silence, and
 	// ends while the engine's share of it is still left (engineShare).
 	now := leg.From
-	if now.IsZero() {
-		now = time.Now()
+	if now == sockio.NoDeadline {
+		now = sockio.Now()
 	}
 	// NoDeadline clears one left by the connection's previous use. An
 	// integer (sockio.Mono): a Time.Add here was ~74 instructions, and
 	// get, acquire and the socket compare it as one.
 	dl := sockio.NoDeadline
 	if leg.HeaderWait > 0 {
-		dl = sockio.MonoOf(now).Add(leg.HeaderWait)
+		dl = now.Add(leg.HeaderWait)
 	}
 	// get runs here, not in exchange: a dial under exchange's frame as well
 	// ran deep enough to grow some stream goroutines' stacks to 16 KiB,

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infergate/infergate/datapath/sockio"
 	"github.com/infergate/infergate/spec"
 )
 
@@ -232,8 +233,8 @@ func TestReuseAfterPassedDeadline(t *testing.T) {
 	}
 }
 
-// TestHeaderWaitFrom: Leg.From is the moment HeaderWait counts from; zero
-// is Send's own clock reading.
+// TestHeaderWaitFrom: Leg.From is the moment HeaderWait counts from;
+// NoDeadline is Send's own clock reading.
 func TestHeaderWaitFrom(t *testing.T) {
 	const wait = 400 * time.Millisecond
 	eng := startHoldEngine(t) // silent until the test ends
@@ -251,7 +252,7 @@ func TestHeaderWaitFrom(t *testing.T) {
 		leg := Leg{Endpoint: endpoint(eng.ln.Addr().String()), Path: "/", Body: []byte("{}"), HeaderWait: wait}
 		start := time.Now()
 		if c.earlier > 0 {
-			leg.From = start.Add(-c.earlier)
+			leg.From = sockio.MonoOf(start.Add(-c.earlier))
 		}
 		_, err := u.Send(t.Context(), leg)
 		took := time.Since(start)

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/infergate/infergate/datapath/sockio"
 )
 
 // TestReadRequestNotSentAgain: an engine that reads a request whole and
@@ -97,7 +99,7 @@ func TestResetBeforeWriteSentAgain(t *testing.T) {
 	}
 	u.mu.Unlock()
 	now := time.Now()
-	trusted := pooledTrusted(u, now)
+	trusted := pooledTrusted(u, sockio.MonoOf(now))
 	if now.Sub(first) >= peekAfter {
 		t.Skip("the box was too slow to reach the request within peekAfter: the peek path ran")
 	}

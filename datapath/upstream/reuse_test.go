@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/infergate/infergate/datapath/sockio"
 )
 
 // afterEngine answers each request on a connection with "HTTP/1.1 200"
@@ -111,7 +113,7 @@ func pooledPeerGone(u *Client) (seen, pooled bool) {
 // pooledTrusted reports whether the one pooled connection would be
 // reused at now without a peek (alive, for a request that can be sent
 // again). Where it would not be, alive has peeked at it.
-func pooledTrusted(u *Client, now time.Time) bool {
+func pooledTrusted(u *Client, now sockio.Mono) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	for _, ep := range u.eps {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/infergate/infergate/datapath/sockio"
 	"github.com/infergate/infergate/spec"
 )
 
@@ -53,12 +54,14 @@ type Leg struct {
 	// request and waiting for the response head (every such error matches
 	// os.ErrDeadlineExceeded); 0 leaves it to ctx.
 	HeaderWait time.Duration
-	// From, when not zero, is the moment HeaderWait counts from, a clock
-	// reading the caller already took no longer before Send than its own
-	// CPU time (the datapath's request start for a request that arrived
-	// whole); zero: Send reads the clock. Why: one clock reading and its
-	// arithmetic were ~150 instructions of a small request's Send.
-	From time.Time
+	// From, when not sockio.NoDeadline, is the moment HeaderWait counts
+	// from, a clock reading the caller already took no longer before Send
+	// than its own CPU time (the datapath's request start for a request
+	// that arrived whole); NoDeadline: Send reads the clock. Why: one clock
+	// reading and its arithmetic were ~150 instructions of a small
+	// request's Send. A Mono, as the deadlines counted from it are: the
+	// caller converts the reading once for Send and its own deadlines.
+	From sockio.Mono
 	// Into, when not nil, receives the response headers and becomes
 	// resp.Header: the proxy passes the client's header map so the
 	// engine's headers are parsed straight into it instead of into a map
