@@ -156,11 +156,11 @@ func TestOneChunk(t *testing.T) {
 		{"c\r\ndata: tok0\n\n\r\n", "data: tok0\n\n", true},
 		{"0000000000000003\r\nabc\r\n", "abc", true},
 		{"00000000000000003\r\nabc\r\n", "", false}, // 17 digits
-		{"A\r\n0123456789\r\nrest", "", false},       // bytes after it
-		{"3\r\nabc\r\n3\r\nabc\r\n", "", false},    // two chunks
-		{"4\r\nabc\r\n", "", false},                  // size over the data
-		{"2\r\nabc\r\n", "", false},                  // size under the data
-		{"0\r\n\r\n", "", false},                     // the last chunk
+		{"A\r\n0123456789\r\nrest", "", false},      // bytes after it
+		{"3\r\nabc\r\n3\r\nabc\r\n", "", false},     // two chunks
+		{"4\r\nabc\r\n", "", false},                 // size over the data
+		{"2\r\nabc\r\n", "", false},                 // size under the data
+		{"0\r\n\r\n", "", false},                    // the last chunk
 		{"3;x\r\nabc\r\n", "", false},
 		{"3 \r\nabc\r\n", "", false},
 		{"3\nabc\r\n", "", false},
