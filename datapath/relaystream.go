@@ -82,20 +82,18 @@ func (s *sseStream) Idle()          { s.rb.release() }
 
 // Emit writes p to the client and moves the engine's idle bound, and the
 // client write's, past it (when the ones in force end more than Idle/64
-// before the idle bound from now: streambound's slack).
-func (s *sseStream) Emit(p []byte) error {
-	// One clock read per event, and integers from it: the bound's now
-	// and the wrapper's time since Start (no time.Time made per event,
-	// nor a second clock read of time.Now's).
-	var now sockio.Mono
-	var in time.Duration
-	timed := s.start != sockio.NoDeadline
-	if timed {
-		in = s.clk.Since()
-		now = s.start.Add(in)
-	} else {
+// before the idle bound from now: streambound's slack). at is when p was
+// read (upstream.StreamSink).
+func (s *sseStream) Emit(p []byte, at sockio.Mono) error {
+	// One clock reading per event at most, and integers from it: the
+	// bound's now and the wrapper's time since Start (no time.Time made
+	// per event). The epoll loop that read p made one for its batch; a
+	// read outside a loop brings none, and Emit reads the clock.
+	now := at
+	if now == sockio.NoDeadline {
 		now = sockio.Now()
 	}
+	timed := s.start != sockio.NoDeadline
 	if s.placed != nil {
 		s.placed.FirstToken(time.Now()) // once a stream: its wall clock as before
 		s.placed, s.x.placed = nil, nil
@@ -107,7 +105,7 @@ func (s *sseStream) Emit(p []byte) error {
 	var err error
 	switch {
 	case timed:
-		_, err = s.clk.WriteIn(p, in)
+		_, err = s.clk.WriteIn(p, now.Sub(s.start))
 	case s.clk != nil:
 		_, err = s.clk.WriteAt(p, now.Time())
 	default:

@@ -467,12 +467,22 @@ func (c *Conn) WriteFrame(head, p, tail []byte) (bool, error) {
 		return true, c.opError("write", errno)
 	}
 	c.written += uint64(n)
-	// The rest, in order, as Write writes it. A socket that takes part of
-	// a frame is rare: the caller's head and tail (its stack's) are copied
-	// then, so that they need not live on the heap for every frame.
+	if n < len(head)+len(p)+len(tail) {
+		return true, c.writeFrameRest(n, head, p, tail)
+	}
+	return true, nil
+}
+
+// writeFrameRest writes what WriteFrame's writev left of the frame (it
+// took n bytes), in order, as Write writes it. A socket that takes part
+// of a frame is rare: the caller's head and tail (its stack's) are
+// copied then, so that they need not live on the heap for every frame.
+// Apart from WriteFrame so that the frame of every event does not pay
+// for this path's calls (~10 instructions, callgrind).
+func (c *Conn) writeFrameRest(n int, head, p, tail []byte) error {
 	if n < len(head) {
 		if _, err := c.Write(bytes.Clone(head[n:])); err != nil {
-			return true, err
+			return err
 		}
 		n = 0
 	} else {
@@ -480,7 +490,7 @@ func (c *Conn) WriteFrame(head, p, tail []byte) (bool, error) {
 	}
 	if n < len(p) {
 		if _, err := c.Write(p[n:]); err != nil {
-			return true, err
+			return err
 		}
 		n = 0
 	} else {
@@ -488,10 +498,10 @@ func (c *Conn) WriteFrame(head, p, tail []byte) (bool, error) {
 	}
 	if n < len(tail) {
 		if _, err := c.Write(bytes.Clone(tail[n:])); err != nil {
-			return true, err
+			return err
 		}
 	}
-	return true, nil
+	return nil
 }
 
 // Written is how many bytes Write has handed to the socket.

@@ -340,3 +340,70 @@ func TestWriteFrameAfterStash(t *testing.T) {
 		t.Fatalf("WriteFrame after a stash: %v, %v, written %d, stash %q", ok, werr, c.Written(), op.tail)
 	}
 }
+
+// stampAt is a ReadHandler that keeps, for each read, the state's ReadAt.
+type stampAt struct {
+	st  *EachState
+	buf []byte
+	at  []Mono
+}
+
+func (s *stampAt) Buffer() []byte { return s.buf }
+func (s *stampAt) Idle()          {}
+func (s *stampAt) Handle(p []byte) (bool, error) {
+	s.at = append(s.at, s.st.ReadAt())
+	return len(s.at) < 2, nil
+}
+
+// TestReadEachReadAt: a read from a loop is handed the loop's clock
+// reading for its batch, made after the bytes were sent; a read in the
+// caller's own wait is handed none.
+func TestReadEachReadAt(t *testing.T) {
+	if !rawIO {
+		t.Skip("no loops without raw calls (-race, non-Linux)")
+	}
+	for _, tc := range []struct {
+		name   string
+		loops  bool
+		stamps bool // ReadAt is a reading, not NoDeadline
+	}{
+		{"from a loop", true, true},
+		{"in its own wait", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, peer := pair(t)
+			t.Cleanup(func() { _ = c.NetConn().Close() })
+			st := &EachState{}
+			if tc.loops {
+				st.Loops = new(Loops)
+			}
+			h := &stampAt{st: st, buf: make([]byte, 64)}
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			done := make(chan error, 1)
+			go func() { done <- c.ReadEach(h, nil, st) }()
+			var sent []Mono
+			for _, b := range []string{"a", "b"} {
+				time.Sleep(20 * time.Millisecond) // two reads, not one
+				sent = append(sent, Now())
+				if _, err := io.WriteString(peer, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("ReadEach: %v", err)
+			}
+			after := Now()
+			if len(h.at) != 2 {
+				t.Fatalf("%d reads, want 2", len(h.at))
+			}
+			for i, at := range h.at {
+				switch {
+				case !tc.stamps && at != NoDeadline:
+					t.Errorf("read %d: ReadAt %d; want NoDeadline outside a loop", i, at)
+				case tc.stamps && (at < sent[i] || at > after):
+					t.Errorf("read %d: ReadAt %d; want a reading in [%d, %d]", i, at, sent[i], after)
+				}
+			}
+		})
+	}
+}

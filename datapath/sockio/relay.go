@@ -47,6 +47,7 @@ type ReadHandler interface {
 	// returns err.
 	Handle(p []byte) (more bool, err error)
 	// Idle says the buffer is not needed until the next Buffer: ReadEach
-	// is about to wait for readiness, or to return.
+	// is about to wait for readiness, or to return. Reads from a loop
+	// ask for no Buffer, and Idle follows only their last.
 	Idle()
 }

@@ -13,6 +13,9 @@ func (c *Conn) ReadEach(ReadHandler, *HupWatcher, *EachState) error { return err
 // eachOp is ReadEach's state (relay_linux.go); unused here.
 type eachOp struct{}
 
+// ReadAt is Linux's (relay_linux.go): no loop reads here.
+func (st *EachState) ReadAt() Mono { return NoDeadline }
+
 // HupWatcher is ReadEach's hang-up watcher (relay_linux.go); unused here.
 type HupWatcher struct{}
 

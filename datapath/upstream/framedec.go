@@ -67,6 +67,12 @@ type frameDecoder struct {
 // data is what p held before the bad framing (the Read path hands it on
 // too, before it fails).
 func (d *frameDecoder) decode(p []byte) (data []byte, done bool, extra int, err error) {
+	if d.kind == frameChunked && d.state == csSize && d.digits == 0 {
+		// The usual read: one whole chunk (one event), nothing after it.
+		if data, ok := oneChunk(p); ok {
+			return data, false, 0, nil
+		}
+	}
 	switch d.kind {
 	case frameClose:
 		return p, false, 0, nil
@@ -77,12 +83,6 @@ func (d *frameDecoder) decode(p []byte) (data []byte, done bool, extra int, err 
 		}
 		d.left -= n
 		return p[:n], done, len(p) - int(n), nil
-	}
-	if d.state == csSize && d.digits == 0 {
-		// The usual read: one whole chunk (one event), nothing after it.
-		if at, n, next, ok := wholeChunk(p, 0); ok && next == len(p) {
-			return p[at : at+n], false, 0, nil
-		}
 	}
 	// The body bytes decoded so far are p[start:out]. Why not moved to
 	// p's front: with one chunk per read that move was a copy of every
@@ -211,17 +211,10 @@ func (d *frameDecoder) decode(p []byte) (data []byte, done bool, extra int, err 
 // refused does not change. at and n locate the data, next follows the
 // chunk's CRLF.
 func wholeChunk(p []byte, i int) (at, n, next int, ok bool) {
-	var size uint64
-	j, end := i, min(len(p), i+16)
-	for ; j < end; j++ {
-		v := hexValue[p[j]]
-		if v > 15 {
-			break
-		}
-		size = size<<4 | uint64(v)
-	}
+	size, digits := chunkSize(p[i:])
+	j := i + digits
 	at = j + 2
-	if j == i || size == 0 || at > len(p) || binary.LittleEndian.Uint16(p[j:]) != crlf {
+	if digits == 0 || size == 0 || at > len(p) || binary.LittleEndian.Uint16(p[j:]) != crlf {
 		return 0, 0, 0, false
 	}
 	if size > uint64(len(p)-at) || uint64(len(p)-at)-size < 2 {
@@ -232,6 +225,37 @@ func wholeChunk(p []byte, i int) (at, n, next int, ok bool) {
 		return 0, 0, 0, false
 	}
 	return at, n, at + n + 2, true
+}
+
+// oneChunk is wholeChunk for a p that is one chunk and nothing else (an
+// SSE engine's usual read: one event): its data, and whether p is such a
+// chunk. Why apart: with the chunk's end fixed at p's, the size is
+// checked by one comparison with the bytes between the CRLFs, not
+// located by the bounds arithmetic of wholeChunk, and two values come
+// back instead of four: ~45 instructions an event against ~150 with
+// decode's own (callgrind, irsse.sh).
+func oneChunk(p []byte) ([]byte, bool) {
+	size, digits := chunkSize(p)
+	end := len(p) - 2 // the data's CRLF
+	at := digits + 2
+	if digits == 0 || size == 0 || end < at || uint64(end-at) != size ||
+		binary.LittleEndian.Uint16(p[digits:]) != crlf || binary.LittleEndian.Uint16(p[end:]) != crlf {
+		return nil, false
+	}
+	return p[at:end], true
+}
+
+// chunkSize reads the hex digits at p's start, at most 16: their value
+// and how many there are (0: none).
+func chunkSize(p []byte) (size uint64, digits int) {
+	for end := min(len(p), 16); digits < end; digits++ {
+		v := hexValue[p[digits]]
+		if v > 15 {
+			break
+		}
+		size = size<<4 | uint64(v)
+	}
+	return size, digits
 }
 
 // crlf is "\r\n" read as a little-endian uint16.

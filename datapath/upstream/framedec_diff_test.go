@@ -143,6 +143,42 @@ func TestWholeChunk(t *testing.T) {
 	}
 }
 
+// TestOneChunk: the whole-read path takes a read that is exactly one plain
+// chunk and nothing else, and leaves every other read to decode's states.
+func TestOneChunk(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		data string
+		ok   bool
+	}{
+		{"3\r\nabc\r\n", "abc", true},
+		{"A\r\n0123456789\r\n", "0123456789", true},
+		{"c\r\ndata: tok0\n\n\r\n", "data: tok0\n\n", true},
+		{"0000000000000003\r\nabc\r\n", "abc", true},
+		{"00000000000000003\r\nabc\r\n", "", false}, // 17 digits
+		{"A\r\n0123456789\r\nrest", "", false},      // bytes after it
+		{"3\r\nabc\r\n3\r\nabc\r\n", "", false},     // two chunks
+		{"4\r\nabc\r\n", "", false},                 // size over the data
+		{"2\r\nabc\r\n", "", false},                 // size under the data
+		{"0\r\n\r\n", "", false},                    // the last chunk
+		{"3;x\r\nabc\r\n", "", false},
+		{"3 \r\nabc\r\n", "", false},
+		{"3\nabc\r\n", "", false},
+		{"3\r\nabc\n\n", "", false},
+		{"3\r\nabc\r", "", false},
+		{"3\r\nab", "", false},
+		{"ffffffffffffffff\r\nabc\r\n", "", false},
+		{"g\r\n", "", false},
+		{"\r\n\r\n", "", false},
+		{"", "", false},
+	} {
+		data, ok := oneChunk([]byte(tc.in))
+		if string(data) != tc.data || ok != tc.ok {
+			t.Errorf("%q: %q %v; want %q %v", tc.in, data, ok, tc.data, tc.ok)
+		}
+	}
+}
+
 // TestHexValue: the table agrees with hexDigit on every byte.
 func TestHexValue(t *testing.T) {
 	if len(hexValue) != 256 {

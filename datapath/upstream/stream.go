@@ -21,10 +21,13 @@ type StreamSink interface {
 	// Idle says the buffer is not needed until the next Buffer (the
 	// stream is about to wait for the engine, or Stream returns).
 	Idle()
-	// Emit takes body bytes (in Buffer's buffer); it may block (the
-	// relay's backpressure: the engine is not read meanwhile). An error
-	// ends Stream, which returns it.
-	Emit(p []byte) error
+	// Emit takes body bytes (in Buffer's buffer) and when they were read:
+	// the clock reading of the epoll loop that read them, made once for
+	// its batch (sockio.EachState.ReadAt), or sockio.NoDeadline (read
+	// the clock if the time is needed). It may block (the relay's
+	// backpressure: the engine is not read meanwhile). An error ends
+	// Stream, which returns it.
+	Emit(p []byte, at sockio.Mono) error
 }
 
 // ClientSink is a StreamSink whose Emit writes only to one client
@@ -127,7 +130,7 @@ func (st *bodyStream) Idle()          { st.s.Idle() }
 func (st *bodyStream) Handle(p []byte) (bool, error) {
 	data, done, extra, err := st.d.decode(p)
 	if len(data) > 0 { // before a framing error too: the events before it are whole
-		if err := st.s.Emit(data); err != nil {
+		if err := st.s.Emit(data, st.each.ReadAt()); err != nil {
 			return false, err
 		}
 	}

@@ -216,7 +216,7 @@ func (s *collect) Buffer() []byte {
 	return s.buf
 }
 func (s *collect) Idle() { s.lent = false }
-func (s *collect) Emit(p []byte) error {
+func (s *collect) Emit(p []byte, _ sockio.Mono) error {
 	s.got = append(s.got, p...)
 	s.emits++
 	if s.onEmit != nil {
