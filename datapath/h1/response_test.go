@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestResponseHead writes heads through the connection's writer and holds
@@ -295,5 +296,108 @@ func TestStatusLine(t *testing.T) {
 		if got := statusLine(tc.minor, tc.code); got != tc.want {
 			t.Errorf("statusLine(%d, %d) = %q, want %q", tc.minor, tc.code, got, tc.want)
 		}
+	}
+}
+
+// TestWritesAfterFlushFraming: once a response is flushed, a write goes
+// straight to the socket as one chunk only when the body is chunked; a
+// declared length, an HTTP/1.0 client (the close ends the body) and HEAD
+// keep their own framing (Write's straight path checks w.chunked).
+func TestWritesAfterFlushFraming(t *testing.T) {
+	tests := []struct {
+		name     string
+		req      string
+		length   string // Content-Length the handler declares ("": none)
+		wantHead string // a line the head must hold
+		wantBody string
+	}{
+		{"chunked", "GET /s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "",
+			"Transfer-Encoding: chunked", "3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"},
+		{"declared length", "GET /s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "5",
+			"Content-Length: 5", "abcde"},
+		{"HTTP/1.0", "GET /s HTTP/1.0\r\nHost: x\r\n\r\n", "",
+			"HTTP/1.0 200", "abcde"},
+		{"HEAD", "HEAD /s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "",
+			"HTTP/1.1 200", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, addr := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tc.length != "" {
+					w.Header().Set("Content-Length", tc.length)
+				}
+				w.(http.Flusher).Flush()
+				for _, p := range []string{"abc", "de"} {
+					_, _ = io.WriteString(w, p)
+					w.(http.Flusher).Flush()
+				}
+			}))
+			nc, br := dialServer(t, addr)
+			if _, err := io.WriteString(nc, tc.req); err != nil {
+				t.Fatal(err)
+			}
+			raw, err := io.ReadAll(br)
+			if err != nil {
+				t.Fatal(err)
+			}
+			head, body, ok := strings.Cut(string(raw), "\r\n\r\n")
+			if !ok || !strings.Contains(head, tc.wantHead) || body != tc.wantBody {
+				t.Errorf("head %q\nbody %q\nwant a head with %q, body %q", head, body, tc.wantHead, tc.wantBody)
+			}
+		})
+	}
+}
+
+// TestFlushSendsEachEvent: each event written and flushed reaches the
+// client before the handler writes the next (it waits for the client to
+// read it), through Flush and FlushError alike, written straight to the
+// socket or, where the socket is not written from the request's step
+// (race builds), buffered and flushed.
+func TestFlushSendsEachEvent(t *testing.T) {
+	tests := []struct {
+		name  string
+		flush func(http.ResponseWriter)
+	}{
+		{"Flush", func(w http.ResponseWriter) { w.(http.Flusher).Flush() }},
+		{"FlushError", func(w http.ResponseWriter) { _ = w.(interface{ FlushError() error }).FlushError() }},
+	}
+	events := []string{"data: a\n\n", "data: bb\n\n", "data: ccc\n\n"}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			read := make(chan struct{})
+			_, addr := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				tc.flush(w)
+				for _, ev := range events {
+					_, _ = io.WriteString(w, ev)
+					tc.flush(w)
+					select {
+					case <-read:
+					case <-time.After(5 * time.Second):
+						t.Errorf("event %q: the client did not read it", ev)
+						return
+					}
+				}
+			}))
+			nc, br := dialServer(t, addr)
+			if _, err := io.WriteString(nc, "GET /s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := http.ReadResponse(br, nil); err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range events {
+				want := strconv.FormatInt(int64(len(ev)), 16) + "\r\n" + ev + "\r\n"
+				got := make([]byte, len(want))
+				if _, err := io.ReadFull(br, got); err != nil || string(got) != want {
+					t.Fatalf("chunk %q, %v; want %q", got, err, want)
+				}
+				select {
+				case read <- struct{}{}:
+				case <-time.After(5 * time.Second):
+					t.Fatalf("chunk %q: the handler no longer waits", got)
+				}
+			}
+		})
 	}
 }
