@@ -285,7 +285,7 @@ func (c *conn) step() bool {
 		// for its next request without one.
 		if c.br != nil && c.br.Buffered() > 0 {
 			whole := c.bufferedHead()
-			if whole == 0 && !c.headWhole() {
+			if whole == nil && !c.headWhole() {
 				return false // the ordinary path reads it line by line
 			}
 			if !c.state.CompareAndSwap(stateIdle, stateActive) {
@@ -334,15 +334,15 @@ func (c *conn) serveOne(first bool) bool {
 }
 
 // readRequest reads and parses a request head; false means the connection
-// must close (a refused head has been answered). whole is bufferedHead's
-// measure of the head (0: read it with readHead).
-func (c *conn) readRequest(first bool, whole int) (*reqState, bool) {
+// must close (a refused head has been answered). whole is the head
+// bufferedHead found in the read buffer (nil: read it with readHead).
+func (c *conn) readRequest(first bool, whole []byte) (*reqState, bool) {
 	s := c.srv
 	start := time.Now()
 	var head string
 	var ends []uint16 // its line ends, when bufferedHead measured it
 	var err error
-	if whole > 0 {
+	if whole != nil {
 		head, ends = c.readBufferedHead(whole), c.ends.list() // all there: no header deadline needed
 	} else {
 		if d := s.ReadHeaderTimeout; d > 0 && !first && !c.headBuffered() {
