@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/datapath/h1"
+	"github.com/infergate/infergate/datapath/sockio"
 	"github.com/infergate/infergate/datapath/upstream"
 	"github.com/infergate/infergate/spec"
 	"github.com/sirupsen/logrus"
@@ -133,6 +134,49 @@ func TestStreamedBodyDeadlineLifted(t *testing.T) {
 	}
 }
 
+// TestEndedAtMono: the answer's end the handler tells the front end is
+// one moment in both forms, its Mono (the idle deadline's start, made
+// from the request's start and its latency) the time's own.
+func TestEndedAtMono(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body string // the client's request body
+	}{
+		{"small request", `{"prompt":"hello"}`},
+		{"no body", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := New(DefaultOptions(), nil, nil)
+			t.Cleanup(func() { _ = rt.Close(context.Background()) })
+			r := newRule("127.0.0.1", freePort(t), spec.SelRoundRobin, spec.Endpoint{ID: "127.0.0.1:9", Addr: mustAddrPort("127.0.0.1:9"), Weight: 1})
+			if err := rt.Install(nil, r); err != nil {
+				t.Fatal(err)
+			}
+			ln := rt.listeners[r.Key.ListenAddr()]
+			rt.sender = cannedSender{}
+			req := (&http.Request{
+				Method: http.MethodPost, RequestURI: "/v1/completions", URL: &url.URL{Path: "/v1/completions"},
+				Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Host: r.Key.ListenAddr().String(),
+				RemoteAddr: "127.0.0.1:40000", ContentLength: int64(len(tc.body)),
+				Header: http.Header{"Content-Type": {"application/json"}},
+			}).WithContext(context.Background())
+			rb := &benchBody{}
+			rb.Reset([]byte(tc.body))
+			req.Body = rb
+			var ends []endMark
+			w := &benchWriter{ends: &ends}
+			w.reset()
+			ln.admitRequests(ln).ServeHTTP(w, req)
+			if len(ends) != 1 {
+				t.Fatalf("status %d, %d ends told, want 1", w.status, len(ends))
+			}
+			if e := ends[0]; e.t.IsZero() || e.at != sockio.MonoOf(e.t) {
+				t.Errorf("end told as %v and Mono %d; the time's Mono is %d", e.t, e.at, sockio.MonoOf(e.t))
+			}
+		})
+	}
+}
+
 // cannedSender answers every leg with a small completion whose body is
 // already in memory, its headers parsed into leg.Into when given (as the
 // engine client does), after reading a streamed body to its end.
@@ -192,6 +236,14 @@ type benchWriter struct {
 	scratch any
 	// reads, when set, records the read deadlines set (tests).
 	reads *[]time.Time
+	// ends, when set, records the answer's ends the handler tells (tests).
+	ends *[]endMark
+}
+
+// endMark is one EndedAt: the answer's end as a time.Time and as a Mono.
+type endMark struct {
+	t  time.Time
+	at sockio.Mono
 }
 
 func (w *benchWriter) reset() {
@@ -217,7 +269,11 @@ func (w *benchWriter) Write(p []byte) (int, error) {
 func (w *benchWriter) Flush()              {}
 func (w *benchWriter) Arrived() h1.Arrival { return h1.Arrival{Start: w.start} }
 func (w *benchWriter) Scratch() *any       { return &w.scratch }
-func (w *benchWriter) EndedAt(time.Time)   {}
+func (w *benchWriter) EndedAt(t time.Time, at sockio.Mono) {
+	if w.ends != nil {
+		*w.ends = append(*w.ends, endMark{t, at})
+	}
+}
 func (w *benchWriter) SetReadDeadline(t time.Time) error {
 	if w.reads != nil {
 		*w.reads = append(*w.reads, t)

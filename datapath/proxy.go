@@ -201,7 +201,9 @@ func requestStart(w http.ResponseWriter) (arr h1.Arrival, f h1.Fields) {
 // endedWriter is a front end's ResponseWriter that takes the moment its
 // answer ended (h1: its idle mark and deadline then need no clock reading
 // of their own).
-type endedWriter interface{ EndedAt(time.Time) }
+type endedWriter interface {
+	EndedAt(time.Time, sockio.Mono)
+}
 
 // direct is the writer x.w's bytes reach unchanged: the one the timing
 // wrapper wraps when x.w is that wrapper itself (it only counts and
@@ -235,7 +237,7 @@ func (x *exchange) finished() time.Duration { return x.finishedAt(x.obs.clock.No
 func (x *exchange) finishedAt(end time.Time, total time.Duration) time.Duration {
 	x.end, x.total = end, total
 	if e, ok := x.obs.clock.Unwrap().(endedWriter); ok {
-		e.EndedAt(x.end)
+		e.EndedAt(x.end, x.startAt().Add(total)) // end's Mono: end is the start plus total
 	}
 	return total
 }

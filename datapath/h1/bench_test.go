@@ -44,8 +44,8 @@ func BenchmarkReadRequestHead(b *testing.B) {
 // read buffer, on a connection's later request, with the line ends
 // bufferedHead noted (none when the scan read it).
 func stepHead(c *conn) (string, []uint16, error) {
-	if n := c.bufferedHead(); n > 0 {
-		return c.readBufferedHead(n), c.ends.list(), nil
+	if whole := c.bufferedHead(); whole != nil {
+		return c.readBufferedHead(whole), c.ends.list(), nil
 	}
 	head, err := c.readHead()
 	return head, nil, err

@@ -83,14 +83,16 @@ type conn struct {
 
 	// Serving inside the socket's read wait (step; nil without raw calls).
 	stepFn      func() bool
-	first       bool      // the next request is the connection's first
 	next        *reqState // parsed in the wait; its body needs reads of its own
+	first       bool      // the next request is the connection's first (beside the other flags: no padding)
 	closing     bool      // the step ended the connection
 	lingerAfter bool      // a linger asked for in the wait, run after it
 
-	// endedAt is when the handler said its answer ended (EndedAt); zero:
-	// it did not. The idle mark after the request takes it (idle).
-	endedAt time.Time
+	// endedAt and endedMono are when the handler said its answer ended
+	// (EndedAt); zero: it did not. The idle mark and deadline after the
+	// request take them (idle).
+	endedAt   time.Time
+	endedMono sockio.Mono
 
 	// codes are the last parsed head's parsed.codes (HeadList): its
 	// request's, while its handler runs (a connection parses its next
@@ -149,7 +151,7 @@ func (c *conn) serve() {
 		c.sock.WatchHangUp(&s.hup) // a FIN that came with the last request
 		c.stepFn = c.step
 	}
-	var idleAt time.Time // when the last request ended; zero: none yet
+	var idleAt sockio.Mono // when the last request ended; NoDeadline: none yet
 	for first := true; ; first = false {
 		c.armIdle(first, idleAt)
 		if c.br == nil {
@@ -223,30 +225,35 @@ func touchFrame(p *[stackFrame]byte) { p[0] = 1 }
 // idle marks the connection idle after a request and returns the moment
 // it did, which its idle deadline starts from (armIdle): the handler's
 // reading of its answer's end when it gave one (EndedAt), else a new one.
-func (c *conn) idle() time.Time {
-	now := c.endedAt
-	c.endedAt = time.Time{}
-	if now.IsZero() {
+func (c *conn) idle() sockio.Mono {
+	now, at := c.endedAt, c.endedMono
+	c.endedAt, c.endedMono = time.Time{}, sockio.NoDeadline
+	if now.IsZero() || at == sockio.NoDeadline {
 		now = time.Now()
+		at = sockio.MonoOf(now)
 	}
 	c.state.Store(stateIdle)
 	c.srv.setIdle(c.nc, now)
-	return now
+	return at
 }
 
 // EndedAt tells the connection when the handler's answer ended: a clock
 // reading the handler made anyway as it finished (the datapath's request
-// latency ends there). The idle mark and idle deadline that follow the
-// request start from it instead of a reading of their own, which would
-// come a few microseconds later (later still when the answer's last bytes
-// wait on a slow client: the idle bound then counts that wait too).
+// latency ends there), as a time.Time for the idle mark (Server.ConnIdle)
+// and as a sockio.Mono for the idle deadline; at must be t's Mono. The
+// idle mark and idle deadline that follow the request start from it
+// instead of a reading of their own, which would come a few microseconds
+// later (later still when the answer's last bytes wait on a slow client:
+// the idle bound then counts that wait too). Why both: the handler has
+// the Mono from an integer add (its start's Mono and the latency), where
+// converting t here was ~50 instructions a request (sockio.MonoOf).
 // (Defined here, with the idle mark it feeds.)
-func (w *response) EndedAt(t time.Time) { w.c.endedAt = t }
+func (w *response) EndedAt(t time.Time, at sockio.Mono) { w.c.endedAt, w.c.endedMono = t, at }
 
 // armIdle sets the read deadline of the wait for the next request: the
 // header bound for a connection's first, the idle bound after, from now
-// (zero: a clock reading of its own).
-func (c *conn) armIdle(first bool, now time.Time) {
+// (NoDeadline: a clock reading of its own).
+func (c *conn) armIdle(first bool, now sockio.Mono) {
 	s := c.srv
 	wait := s.IdleTimeout
 	if wait <= 0 {
@@ -256,15 +263,12 @@ func (c *conn) armIdle(first bool, now time.Time) {
 		wait = s.ReadHeaderTimeout
 	}
 	// The deadline as an integer (sockio.Mono): a Time.Add here was ~74
-	// instructions of every request, the conversion ~30.
+	// instructions of every request.
 	if wait > 0 {
-		var from sockio.Mono
-		if now.IsZero() {
-			from = sockio.Now()
-		} else {
-			from = sockio.MonoOf(now)
+		if now == sockio.NoDeadline {
+			now = sockio.Now()
 		}
-		_ = c.sock.SetReadDeadlineAt(from.Add(wait))
+		_ = c.sock.SetReadDeadlineAt(now.Add(wait))
 	} else {
 		_ = c.sock.SetReadDeadlineAt(sockio.NoDeadline)
 	}
@@ -285,7 +289,7 @@ func (c *conn) step() bool {
 		// for its next request without one.
 		if c.br != nil && c.br.Buffered() > 0 {
 			whole := c.bufferedHead()
-			if whole == 0 && !c.headWhole() {
+			if whole == nil && !c.headWhole() {
 				return false // the ordinary path reads it line by line
 			}
 			if !c.state.CompareAndSwap(stateIdle, stateActive) {
@@ -334,15 +338,15 @@ func (c *conn) serveOne(first bool) bool {
 }
 
 // readRequest reads and parses a request head; false means the connection
-// must close (a refused head has been answered). whole is bufferedHead's
-// measure of the head (0: read it with readHead).
-func (c *conn) readRequest(first bool, whole int) (*reqState, bool) {
+// must close (a refused head has been answered). whole is the head
+// bufferedHead found in the read buffer (nil: read it with readHead).
+func (c *conn) readRequest(first bool, whole []byte) (*reqState, bool) {
 	s := c.srv
 	start := time.Now()
 	var head string
 	var ends []uint16 // its line ends, when bufferedHead measured it
 	var err error
-	if whole > 0 {
+	if whole != nil {
 		head, ends = c.readBufferedHead(whole), c.ends.list() // all there: no header deadline needed
 	} else {
 		if d := s.ReadHeaderTimeout; d > 0 && !first && !c.headBuffered() {
@@ -427,18 +431,24 @@ func (c *conn) finishRequest(rs *reqState) bool {
 	w.finish()
 	c.keepHeader(w.h)
 	c.keepRequestHeader(rs.hdr)
-	defer c.srv.putState(rs) // after the body's drain below, the state's last use
-	if w.err == nil {
+	failed := w.err != nil
+	if !failed {
 		c.parkWriter(rs, w.flushed) // flushed: idle until the next request
 	}
-	if r.ContentLength != 0 && !rs.body.drainBuffered() {
+	hasBody := r.ContentLength != 0
+	if hasBody && !rs.body.drainBuffered() {
 		c.closeAfter = true
 	}
-	if w.err != nil {
+	unread := hasBody && !rs.body.done
+	// The body's drain was the state's last use (the linger below reads
+	// the socket, not the state). Given back here rather than deferred: the
+	// defer was ~30 instructions of every request (callgrind).
+	c.srv.putState(rs)
+	if failed {
 		return false
 	}
 	if c.closeAfter || c.reqClose || c.ctx.isEnded() {
-		if r.ContentLength != 0 && !rs.body.done {
+		if unread {
 			c.linger()
 		}
 		return false

@@ -48,14 +48,14 @@ func TestBufferedHead(t *testing.T) {
 			}
 			c := newConn()
 			_, _ = c.br.Peek(1) // the socket's read
-			n := c.bufferedHead()
-			if n != tc.want {
+			whole := c.bufferedHead()
+			if n := len(whole); n != tc.want {
 				t.Fatalf("bufferedHead %d, want %d", n, tc.want)
 			}
-			if n == 0 {
+			if whole == nil {
 				return
 			}
-			got := c.readBufferedHead(n)
+			got := c.readBufferedHead(whole)
 			rest := c.br.Buffered()
 			s := newConn()
 			want, err := s.readHead()

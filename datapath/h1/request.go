@@ -252,31 +252,32 @@ func isRefusal(err error) bool {
 	return ok
 }
 
-// bufferedHead returns the length of the request head at the start of the
-// read buffer when all of it is there and it is one headScan.scan takes
-// without a second look: no empty lines before the request line, every
+// bufferedHead returns the request head at the start of the read buffer
+// (a slice of it, valid until the next read) when all of it is there and
+// it is one headScan.scan takes without a second look: no empty lines before the request line, every
 // line ending in CRLF, none longer than MaxLine, the whole within the
-// server's MaxHeaderBytes. 0: not so, and readHead's scan decides (what it
+// server's MaxHeaderBytes. nil: not so, and readHead's scan decides (what it
 // reads, refuses or waits for is unchanged). Why: a small request's head
 // arrives whole, and one pass over the buffer here replaces the scan's
 // read and append per line and the two searches for the head's end that
-// the serving step made before it (headWhole, headBuffered).
+// the serving step made before it (headWhole, headBuffered). The head is
+// handed on as bytes, so readBufferedHead takes it without a second Peek.
 //
 // It notes the first lines' ends (c.ends) as it goes, for parseRequest;
 // a head past 64 KiB (a MaxHeaderBytes above the default's) is left to
 // the scan, so that every end fits.
-func (c *conn) bufferedHead() int {
+func (c *conn) bufferedHead() []byte {
 	b, _ := c.br.Peek(c.br.Buffered())
 	maxBytes := min(c.srv.maxHeaderBytes(), math.MaxUint16)
 	noted := 0
 	for n := 0; ; {
 		i := bytes.IndexByte(b[n:], '\n')
 		if i < 0 {
-			return 0 // not all here
+			return nil // not all here
 		}
 		end := n + i + 1 // past this line's LF
 		if uint(i-1) > MaxLine || b[end-2] != '\r' {
-			return 0 // bare LF, too long: the scan refuses it
+			return nil // bare LF, too long: the scan refuses it
 		}
 		if noted < maxLineEnds {
 			c.ends.at[noted] = uint16(end)
@@ -284,10 +285,10 @@ func (c *conn) bufferedHead() int {
 		}
 		if i == 1 {
 			if n == 0 || end > maxBytes {
-				return 0 // an empty line before the request line, a head too long
+				return nil // an empty line before the request line, a head too long
 			}
 			c.ends.n = uint8(noted)
-			return end
+			return b[:end]
 		}
 		n = end
 	}
@@ -309,12 +310,11 @@ const maxLineEnds = 16
 // list is the ends noted.
 func (e *lineEnds) list() []uint16 { return e.at[:e.n] }
 
-// readBufferedHead takes the head bufferedHead measured (n bytes) off the
-// read buffer, as readHead would have read it.
-func (c *conn) readBufferedHead(n int) string {
-	b, _ := c.br.Peek(n)
+// readBufferedHead takes the head bufferedHead returned off the read
+// buffer, as readHead would have read it.
+func (c *conn) readBufferedHead(b []byte) string {
 	head := string(b)
-	_, _ = c.br.Discard(n)
+	_, _ = c.br.Discard(len(b))
 	return head
 }
 

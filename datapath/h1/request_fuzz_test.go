@@ -34,10 +34,10 @@ func FuzzParseRequest(f *testing.F) {
 		// scan reads the same way.
 		fast := &conn{srv: c.srv, br: bufio.NewReaderSize(strings.NewReader(raw), readBufSize)}
 		_, _ = fast.br.Peek(1)
-		n := fast.bufferedHead()
+		whole := fast.bufferedHead()
 		head, err := c.readHead()
-		if n > 0 {
-			if got := fast.readBufferedHead(n); err != nil || got != head || fast.br.Buffered() != c.br.Buffered() {
+		if whole != nil {
+			if got := fast.readBufferedHead(whole); err != nil || got != head || fast.br.Buffered() != c.br.Buffered() {
 				t.Fatalf("buffered head %q, the scan's %q (%v): %q", got, head, err, raw)
 			}
 		}
@@ -47,7 +47,7 @@ func FuzzParseRequest(f *testing.F) {
 		r := &http.Request{URL: &url.URL{}}
 		var vals [16]string
 		p, err := parseRequest(head, nil, r, vals[:], nil)
-		if n > 0 {
+		if whole != nil {
 			// The line ends bufferedHead noted spare searches, nothing else.
 			if diff := parseDiff(head, fast.ends.list(), r, p, err); diff != "" {
 				t.Fatalf("%s: %q", diff, raw)

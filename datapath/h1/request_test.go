@@ -20,7 +20,7 @@ import (
 func parseRaw(raw string) (*http.Request, parsed, error) {
 	c := &conn{srv: &Server{}, br: bufio.NewReaderSize(strings.NewReader(raw), readBufSize)}
 	_, _ = c.br.Peek(1)
-	n := c.bufferedHead()
+	n := len(c.bufferedHead())
 	head, err := c.readHead()
 	if err != nil {
 		return nil, parsed{}, err

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/infergate/infergate/datapath/sockio"
 )
 
 // startServer serves h on a loopback port until the test ends.
@@ -570,7 +572,9 @@ func TestEndedAtFeedsIdle(t *testing.T) {
 	s := &Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/told" {
-				w.(interface{ EndedAt(time.Time) }).EndedAt(ended)
+				w.(interface {
+					EndedAt(time.Time, sockio.Mono)
+				}).EndedAt(ended, sockio.MonoOf(ended))
 			}
 		}),
 		ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second,
@@ -602,6 +606,42 @@ func TestEndedAtFeedsIdle(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("%s: no idle report", tc.path)
 		}
+	}
+}
+
+// TestIdleFromEndedAt holds the idle mark and the idle deadline's start
+// (idle) to what the handler told (EndedAt): the Mono is taken as given,
+// not converted from the time again, and is told once; untold, both come
+// from one reading of the connection's own.
+func TestIdleFromEndedAt(t *testing.T) {
+	ended := time.Now().Add(-time.Millisecond)
+	for _, tc := range []struct {
+		name string
+		told bool
+		at   sockio.Mono // the Mono told with ended
+	}{
+		{"told", true, sockio.MonoOf(ended)},
+		{"told, a Mono of its own", true, sockio.MonoOf(ended) + 5},
+		{"untold", false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var marked time.Time
+			c := &conn{srv: &Server{ConnIdle: func(_ net.Conn, at time.Time) { marked = at }}}
+			if tc.told {
+				(&response{c: c}).EndedAt(ended, tc.at)
+			}
+			before := sockio.Now()
+			from := c.idle()
+			switch {
+			case tc.told && (from != tc.at || !marked.Equal(ended)):
+				t.Errorf("idle from %d, marked %v; want the told %d, %v", from, marked, tc.at, ended)
+			case !tc.told && (from < before || from != sockio.MonoOf(marked)):
+				t.Errorf("idle from %d, marked %v (%d); want one reading after %d", from, marked, sockio.MonoOf(marked), before)
+			}
+			if again := c.idle(); tc.told && again == from {
+				t.Errorf("a second idle started from the told moment again (%d)", again)
+			}
+		})
 	}
 }
 
