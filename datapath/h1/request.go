@@ -341,9 +341,8 @@ func (c *conn) readHead(first bool) (string, error) {
 // headString returns a copy of the request head b as a string. From a
 // connection's second request on, a head of up to maxChunkedHead bytes is
 // copied into the connection's headChunk instead of an allocation of its
-// own: one allocation for a dozen heads of wrk's or an SDK's size where
-// each took one (a malloc is ~300 instructions, a small request's
-// dearest single call). The first request's head is always its own
+// own: one allocation for a dozen or more heads of wrk's or an SDK's
+// size where each took one (~300 instructions). The first request's head is always its own
 // allocation, so a connection that carries one request (an SSE stream, a
 // one-shot client) holds no chunk and its memory does not grow.
 func (c *conn) headString(b []byte, first bool) string {
