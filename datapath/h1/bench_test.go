@@ -45,9 +45,9 @@ func BenchmarkReadRequestHead(b *testing.B) {
 // bufferedHead noted (none when the scan read it).
 func stepHead(c *conn) (string, []uint16, error) {
 	if whole := c.bufferedHead(); whole != nil {
-		return c.readBufferedHead(whole), c.ends.list(), nil
+		return c.readBufferedHead(whole, false), c.ends.list(), nil
 	}
-	head, err := c.readHead()
+	head, err := c.readHead(false)
 	return head, nil, err
 }
 

@@ -64,15 +64,16 @@ type conn struct {
 	ends   lineEnds    // the line ends of the head bufferedHead measured
 	remote string
 	// ip is Server.RemoteIP(remote), when hasIP (ResponseWriter.RemoteIP).
-	ip    netip.Addr
-	hasIP bool
+	ip         netip.Addr
+	hasIP      bool
+	closeAfter bool // this response is the connection's last
+	reqClose   bool // the client asked for that (the three flags share hasIP's padding)
 
 	state     atomic.Int32
 	busySince atomic.Int64 // UnixNano when the running request started; 0 between requests
 
-	closeAfter bool      // this response is the connection's last
-	reqClose   bool      // the client asked for that
-	cur        *response // the response in progress (for 100 Continue)
+	heads *headChunk // the room later request heads are copied into (headString)
+	cur   *response  // the response in progress (for 100 Continue)
 	// spareHeader is the last response's header map, emptied and handed to
 	// the next response (none kept: nil): a map and its slots are then
 	// made once per connection instead of once per request.
@@ -347,12 +348,12 @@ func (c *conn) readRequest(first bool, whole []byte) (*reqState, bool) {
 	var ends []uint16 // its line ends, when bufferedHead measured it
 	var err error
 	if whole != nil {
-		head, ends = c.readBufferedHead(whole), c.ends.list() // all there: no header deadline needed
+		head, ends = c.readBufferedHead(whole, first), c.ends.list() // all there: no header deadline needed
 	} else {
 		if d := s.ReadHeaderTimeout; d > 0 && !first && !c.headBuffered() {
 			_ = c.sock.SetReadDeadline(start.Add(d))
 		}
-		head, err = c.readHead()
+		head, err = c.readHead(first)
 	}
 	if err != nil {
 		var re *requestError

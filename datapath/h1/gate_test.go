@@ -200,7 +200,7 @@ func FuzzGate(f *testing.F) {
 			if c.br == nil { // a body read to its end hands an empty buffer back
 				c.br = bufio.NewReaderSize(src, readBufSize)
 			}
-			head, err := c.readHead()
+			head, err := c.readHead(true)
 			if err != nil {
 				break
 			}

@@ -55,10 +55,10 @@ func TestBufferedHead(t *testing.T) {
 			if whole == nil {
 				return
 			}
-			got := c.readBufferedHead(whole)
+			got := c.readBufferedHead(whole, false)
 			rest := c.br.Buffered()
 			s := newConn()
-			want, err := s.readHead()
+			want, err := s.readHead(false)
 			if err != nil || got != want || rest != s.br.Buffered() {
 				t.Errorf("took %q leaving %d; the scan reads %q (%v) leaving %d", got, rest, want, err, s.br.Buffered())
 			}

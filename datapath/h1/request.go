@@ -11,6 +11,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"strings"
+	"unsafe"
 
 	"golang.org/x/net/http/httpguts"
 
@@ -311,20 +312,22 @@ const maxLineEnds = 16
 func (e *lineEnds) list() []uint16 { return e.at[:e.n] }
 
 // readBufferedHead takes the head bufferedHead returned off the read
-// buffer, as readHead would have read it.
-func (c *conn) readBufferedHead(b []byte) string {
-	head := string(b)
+// buffer, as readHead would have read it. first: the connection's first
+// request (headString).
+func (c *conn) readBufferedHead(b []byte, first bool) string {
+	head := c.headString(b, first)
 	_, _ = c.br.Discard(len(b))
 	return head
 }
 
 // readHead reads one request head into c.hs and returns it as one string.
-func (c *conn) readHead() (string, error) {
+// first: the connection's first request (headString).
+func (c *conn) readHead(first bool) (string, error) {
 	c.hs.reset()
 	err := c.hs.scan(c.br, c.srv.maxHeaderBytes())
 	switch {
 	case err == nil:
-		return string(c.hs.head), nil
+		return c.headString(c.hs.head, first), nil
 	case isRefusal(err):
 		return "", err
 	case len(c.hs.head) == 0 && (errors.Is(err, io.EOF) || c.hs.leading > 0):
@@ -334,6 +337,54 @@ func (c *conn) readHead() (string, error) {
 	}
 	return "", err
 }
+
+// headString returns a copy of the request head b as a string. From a
+// connection's second request on, a head of up to maxChunkedHead bytes is
+// copied into the connection's headChunk instead of an allocation of its
+// own: one allocation for a dozen or more heads of wrk's or an SDK's
+// size where each took one (~300 instructions). The first request's head is always its own
+// allocation, so a connection that carries one request (an SSE stream, a
+// one-shot client) holds no chunk and its memory does not grow.
+func (c *conn) headString(b []byte, first bool) string {
+	if first || len(b) == 0 || len(b) > maxChunkedHead {
+		return string(b)
+	}
+	hc := c.heads
+	if hc == nil || len(hc.room)-int(hc.used) < len(b) {
+		hc = new(headChunk) // the full one is dropped, never reset
+		c.heads = hc
+	}
+	dst := hc.room[hc.used:][:len(b)]
+	copy(dst, b)
+	hc.used += uint16(len(b))
+	return unsafe.String(&dst[0], len(dst))
+}
+
+// headChunk is room a connection's request heads are copied into one
+// after another (headString). Its bytes are written once: used only
+// grows and a full chunk is replaced by a new one, never emptied, so a
+// head handed out as a string stays what it was for as long as anything
+// holds it (a header value kept by a log line, a rule's label), and the
+// collector frees the chunk once neither its connection nor any such
+// string points into it. Pointer-free, so the collector never scans it.
+//
+// The memory a kept string pins is bounded by the chunk: 2 KiB where the
+// head alone was at most maxChunkedHead bytes (longer heads are copied
+// alone). A connection points at one chunk at a time, so a keep-alive
+// connection, idle or streaming a later request's answer, holds at most
+// 2 KiB more than before.
+type headChunk struct {
+	used uint16
+	room [headChunkSize - 2]byte
+}
+
+// headChunkSize is a headChunk's size: a size class of its own (2048),
+// so no room is lost to rounding.
+const headChunkSize = 2048
+
+// maxChunkedHead is the longest head headString copies into a chunk: a
+// quarter of one, so at most that much of a chunk's end is left unused.
+const maxChunkedHead = headChunkSize / 4
 
 func lineTooLong(requestLine bool) error {
 	if requestLine {

@@ -35,9 +35,9 @@ func FuzzParseRequest(f *testing.F) {
 		fast := &conn{srv: c.srv, br: bufio.NewReaderSize(strings.NewReader(raw), readBufSize)}
 		_, _ = fast.br.Peek(1)
 		whole := fast.bufferedHead()
-		head, err := c.readHead()
+		head, err := c.readHead(false)
 		if whole != nil {
-			if got := fast.readBufferedHead(whole); err != nil || got != head || fast.br.Buffered() != c.br.Buffered() {
+			if got := fast.readBufferedHead(whole, false); err != nil || got != head || fast.br.Buffered() != c.br.Buffered() {
 				t.Fatalf("buffered head %q, the scan's %q (%v): %q", got, head, err, raw)
 			}
 		}

@@ -21,7 +21,7 @@ func parseRaw(raw string) (*http.Request, parsed, error) {
 	c := &conn{srv: &Server{}, br: bufio.NewReaderSize(strings.NewReader(raw), readBufSize)}
 	_, _ = c.br.Peek(1)
 	n := len(c.bufferedHead())
-	head, err := c.readHead()
+	head, err := c.readHead(true)
 	if err != nil {
 		return nil, parsed{}, err
 	}

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bufio"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -83,6 +84,39 @@ func TestReadHeadRoom(t *testing.T) {
 			}
 			if a, b := r1.Header.Get("X-A"), r2.Header.Get("X-A"); a != "first" || b != "second" {
 				t.Fatalf("X-A: %q, %q; want first, second", a, b)
+			}
+		})
+	}
+}
+
+// TestResponseBatchSizeClass: a batch of responses, with its malloc
+// header, fits the 3072-byte size class (a larger one would cost every
+// fourth answer and the memory a kept answer pins).
+func TestResponseBatchSizeClass(t *testing.T) {
+	const mallocHeader = 8
+	if n := unsafe.Sizeof(responseBatch{}) + mallocHeader; n > 3072 {
+		t.Fatalf("a response batch takes %d bytes with its header, past the 3072-byte size class", n)
+	}
+}
+
+// TestNewResponse hands out answers past several batches and checks that
+// each is zeroed and its own: one written to after it was handed out is
+// never handed out again (a batch reused or its index not advanced fails).
+func TestNewResponse(t *testing.T) {
+	for _, n := range []int{1, 4, 5, 9, 13} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			c := &Client{}
+			seen := make(map[*response]bool)
+			for i := range n {
+				ur := c.newResponse()
+				if seen[ur] {
+					t.Fatalf("answer %d handed out twice", i)
+				}
+				seen[ur] = true
+				if ur.resp.StatusCode != 0 || ur.head[0] != 0 {
+					t.Fatalf("answer %d not zeroed: status %d", i, ur.resp.StatusCode)
+				}
+				ur.resp.StatusCode, ur.head[0] = 200+i, 'x' // as a parse would
 			}
 		})
 	}
