@@ -71,6 +71,9 @@ type exchange struct {
 	// values after it, which serveSingle drops (serve saw them, so
 	// serveSingle need not look the field up again).
 	idRepeated bool
+	// idMinted: serve minted the request id and left it out of r.Header
+	// (idIntoHeader puts it in for the paths that forward or read the map).
+	idMinted bool
 	// body is the request body when it was read for routing (reqbody:
 	// charged to the in-flight budget until ServeHTTP returns).
 	body reqbody.Body
@@ -216,6 +219,18 @@ func (x *exchange) direct() http.ResponseWriter {
 	return x.w
 }
 
+// idIntoHeader puts a minted request id into r.Header (replacing any
+// over-long one the client sent), for the engine requests sent from the
+// map and its readers. Why not in serve: the usual engine request goes as
+// a list that names the id itself (upstream.HeadList.RequestID), and the
+// map insert cost ~135 instructions a request (callgrind).
+func (x *exchange) idIntoHeader() {
+	if x.idMinted {
+		x.idMinted = false
+		x.r.Header[HeaderRequestID] = x.ids[0:1:1]
+	}
+}
+
 // startAt is x.start as a sockio.Mono, converted at its first use: Send's
 // header wait and the relay's stream bound both count from it. Why: each
 // converted the start (or a reading made from it) on its own, ~47
@@ -278,8 +293,7 @@ func (ln *listener) serve(x *exchange, w http.ResponseWriter, parsed h1.Fields) 
 	if rid == "" || len(rid) > maxClientRequestID {
 		rid = x.mint.next()
 		x.ids[0] = rid
-		x.idRepeated = false
-		r.Header[HeaderRequestID] = x.ids[0:1:1]
+		x.idRepeated, x.idMinted = false, true
 	}
 	x.ids[1] = rid
 	if !takesFields(x) {
@@ -629,9 +643,13 @@ func sentAtStart(x *exchange, c *compiled) bool {
 // and pass a zero singleSend).
 func (rt *Runtime) serveSingleExcl(x *exchange, c *compiled, body []byte, excl uint64, ss singleSend) {
 	r := x.r
+	if c.sessionHeader == HeaderRequestID { // a session keyed on the request id
+		x.idIntoHeader()
+	}
 	f := c.poolFacts(r, body)
 	list := rt.outboundList(x, c, ss.hopFree, f.ClientIP)
 	if list.Names == nil {
+		x.idIntoHeader()
 		prepareOutboundHeaderIn(r.Header, !ss.hopFree, f.ClientIP, rt.opts.TrustForwardedFor, &x.xff)
 	}
 
