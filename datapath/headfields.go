@@ -53,11 +53,11 @@ func pairsIntoMap(h http.Header, kv []string) {
 // would say: the front end's parse vouched for the fields (h1's HeadList:
 // each name once, so the request id was not trimmed) and for their lack
 // of hop-by-hop ones (hopFree: nothing to strip), and since the parse the
-// handler set only the request id, which goes in the list with
-// X-Forwarded-For: no hook edited the header, and the rule has no API
-// keys (their field is stripped). X-Forwarded-For is in the list alone,
-// not inserted into r.Header (a map insert per request); a Sender that
-// drops the list puts both back (upstream.HeadList.SetInto).
+// handler set nothing in r.Header: no hook edited it, and the rule has no
+// API keys (their field is stripped). The request id and X-Forwarded-For
+// are in the list alone, not inserted into r.Header (a map insert each per
+// request; idIntoHeader puts a minted id there when no list goes); a
+// Sender that drops the list puts both back (upstream.HeadList.SetInto).
 func (rt *Runtime) outboundList(x *exchange, c *compiled, hopFree bool, client string) upstream.HeadList {
 	if !hopFree || client == "" || c.keys || rt.hookServe != nil {
 		return upstream.HeadList{}

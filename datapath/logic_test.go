@@ -53,6 +53,33 @@ func TestRouteMatchMostSpecific(t *testing.T) {
 	}
 }
 
+// TestRouteHostKeyed: route cuts the Host's port only when a rule pins a
+// host; a table without one matches whatever the Host says.
+func TestRouteHostKeyed(t *testing.T) {
+	mk := func(name, host string) *ruleState {
+		return &ruleState{key: spec.Key{Protocol: name, Host: host}}
+	}
+	pinned := newRouteTable([]*ruleState{mk("any", ""), mk("pinned", "a.example")})
+	open := newRouteTable([]*ruleState{mk("any", "")})
+	tests := []struct {
+		table      *routeTable
+		host, want string
+	}{
+		{pinned, "a.example:8080", "pinned"},
+		{pinned, "A.EXAMPLE", "pinned"},
+		{pinned, "[::1]:80", "any"},
+		{pinned, "b.example:8080", "any"},
+		{open, "a.example:8080", "any"},
+		{open, "", "any"},
+	}
+	for _, tc := range tests {
+		got := tc.table.route(tc.host, "/v1/completions", "")
+		if got == nil || got.key.Protocol != tc.want {
+			t.Errorf("route(%q) = %v, want %s", tc.host, got, tc.want)
+		}
+	}
+}
+
 func TestSessionKey(t *testing.T) {
 	tests := []struct {
 		name   string
