@@ -329,6 +329,24 @@ func TestLastModelRead(t *testing.T) {
 	}
 }
 
+// FuzzAnswerModel holds the key search to bytes.Index and the rule's
+// read, after a first answer that leaves a last name behind, to
+// answerModel.
+func FuzzAnswerModel(f *testing.F) {
+	f.Add(`{"model":"fake-model"}`, `{"id":"cmpl-x","model":"fake-model2"}`)
+	f.Add(`{"model":"q"}`, `{"model":"q\\"}`)
+	f.Fuzz(func(t *testing.T, first, in string) {
+		if got, want := indexModelKey([]byte(in)), bytes.Index([]byte(in), []byte(modelKey)); got != want {
+			t.Fatalf("indexModelKey(%q) = %d, want %d", in, got, want)
+		}
+		var last lastModel
+		last.read([]byte(first))
+		if got, want := last.read([]byte(in)), string(answerModel([]byte(in))); got != want {
+			t.Fatalf("after %q, read(%q) = %q, want %q", first, in, got, want)
+		}
+	})
+}
+
 // TestLastModelReuses checks the per-rule copy of an answer's model name:
 // the same name costs no allocation, a new one replaces it. The result is
 // kept (got) and its bytes compared with the first copy's: a discarded
