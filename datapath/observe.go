@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"bytes"
+	"encoding/binary"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -97,7 +98,7 @@ func (o *reqObs) pdServed(c *compiled, tr *ladder.Trace, out *pd.Outcome, model 
 // when the gateway did not read the request's (respclock.FirstBytes).
 func (o *reqObs) FirstBytes(b []byte) {
 	if o.model == "" && o.c != nil {
-		o.model = o.c.answerModels.string(answerModel(b))
+		o.model = o.c.answerModels.read(b)
 		o.answerModel = o.model != ""
 	}
 }
@@ -106,37 +107,56 @@ func (o *reqObs) FirstBytes(b []byte) {
 // answer (OpenAI objects and chunks carry it at the top level, Anthropic's
 // message_start one level down), nil when none is there or it is not a
 // plain string of at most maxAnswerModel bytes. The bytes are b's.
-func answerModel(b []byte) []byte {
-	const key = `"model":`
+func answerModel(b []byte) []byte { return plainString(modelValue(b)) }
+
+// modelValue is what follows the opening quote of the first "model"
+// string in b, nil when b has no "model" key or its value is not a string.
+func modelValue(b []byte) []byte {
 	i := indexModelKey(b)
 	if i < 0 {
 		return nil
 	}
-	rest := bytes.TrimLeft(b[i+len(key):], " ")
+	rest := b[i+len(modelKey):]
+	if len(rest) > 0 && rest[0] == ' ' { // engines write "model":"…": only a spaced key pays for the trim
+		rest = bytes.TrimLeft(rest, " ")
+	}
 	if len(rest) == 0 || rest[0] != '"' {
 		return nil
 	}
-	rest = rest[1:]
-	end := bytes.IndexByte(rest, '"')
-	if end <= 0 || end > maxAnswerModel || bytes.IndexByte(rest[:end], '\\') >= 0 {
-		return nil
-	}
-	return rest[:end]
+	return rest[1:]
 }
 
-// indexModelKey is bytes.Index(b, `"model":`), found from the key's 'm'.
+// plainString is the string that opened before v, up to its closing
+// quote; nil when it is empty, longer than maxAnswerModel, escaped or
+// not closed in v.
+func plainString(v []byte) []byte {
+	end := bytes.IndexByte(v, '"')
+	if end <= 0 || end > maxAnswerModel || bytes.IndexByte(v[:end], '\\') >= 0 {
+		return nil
+	}
+	return v[:end]
+}
+
+// modelKey is the key answerModel looks for, and modelKeyWord its eight
+// bytes as one little-endian word (TestModelKeyWord holds them together).
+const (
+	modelKey     = `"model":`
+	modelKeyWord = 0x3a226c65646f6d22
+)
+
+// indexModelKey is bytes.Index(b, modelKey), found from the key's 'm'.
 // Why: bytes.Index scans for the key's first byte, the quote that opens
 // every key and string of the answer, and checks each; an 'm' is rarer
 // (an answer names "model" after its "id" and "object", a few 'm's in).
+// Each 'm' is checked as the key's second byte by one word compare.
 func indexModelKey(b []byte) int {
-	const rest = `odel":`
 	for off := 0; off < len(b); {
 		j := bytes.IndexByte(b[off:], 'm')
 		if j < 0 {
 			return -1
 		}
 		j += off
-		if j > 0 && b[j-1] == '"' && bytes.HasPrefix(b[j+1:], []byte(rest)) {
+		if j > 0 && j+len(modelKey)-1 <= len(b) && binary.LittleEndian.Uint64(b[j-1:]) == modelKeyWord {
 			return j - 1
 		}
 		off = j + 1
@@ -152,6 +172,18 @@ func indexModelKey(b []byte) int {
 // allocations (the copy and the pointer stored), one more than a plain
 // copy: answers alternating between models would pay that every request.
 type lastModel struct{ p atomic.Pointer[string] }
+
+// read is answerModel(b) as a string (string's). When the value starts
+// with the last name and its closing quote, that is the whole value: the
+// last name came from plainString, so it holds no quote or backslash and
+// fits the bound, and no search for either is needed.
+func (l *lastModel) read(b []byte) string {
+	v := modelValue(b)
+	if last := l.p.Load(); last != nil && len(v) > len(*last) && v[len(*last)] == '"' && string(v[:len(*last)]) == *last {
+		return *last
+	}
+	return l.string(plainString(v))
+}
 
 // string returns b as a string, the previous one when b spells it.
 func (l *lastModel) string(b []byte) string {

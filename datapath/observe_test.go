@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -278,6 +279,74 @@ func TestIndexModelKey(t *testing.T) {
 	}
 }
 
+// TestIndexModelKeyEveryOffset holds the search to bytes.Index's answer
+// with the key (whole, or cut short at the end of b) at every offset
+// behind fillers of 'm's, quotes and others.
+func TestIndexModelKeyEveryOffset(t *testing.T) {
+	for _, fill := range []string{"x", "m", `"`, `"m`} {
+		for _, tail := range []string{modelKey + `"a"`, modelKey, modelKey[:7], `"mo` + modelKey} {
+			for off := range 20 {
+				in := []byte(strings.Repeat(fill, off) + tail)
+				if got, want := indexModelKey(in), bytes.Index(in, []byte(modelKey)); got != want {
+					t.Errorf("indexModelKey(%q) = %d, want %d", in, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestModelKeyWord holds the key's word to its spelling.
+func TestModelKeyWord(t *testing.T) {
+	if got := binary.LittleEndian.Uint64([]byte(modelKey)); got != modelKeyWord {
+		t.Errorf("modelKeyWord %#x, want %#x", uint64(modelKeyWord), got)
+	}
+}
+
+// TestLastModelRead feeds one rule's answers in order: each read must be
+// answerModel's, whatever name the previous answer left behind (the
+// shortcut for the last name must not take a longer name, an escaped one
+// or one not closed for it).
+func TestLastModelRead(t *testing.T) {
+	var last lastModel
+	for _, in := range []string{
+		`{"model":"fake-model"}`,
+		`{"model":"fake-model"}`,
+		`{"model":"fake-model2"}`,
+		`{"model":"fake-model"}`,
+		`{"model":"fake-model\"x"}`,
+		`{"model":"fake-model`,
+		`{"model":"fake"}`,
+		`{"model": "fake"}`,
+		`{"model":""}`,
+		`{"model":"fake`,
+		`{"id":"cmpl-1","object":"text_completion"}`,
+		`{"model":"` + strings.Repeat("m", 200) + `"}`,
+		`{"model":"fake"}`,
+	} {
+		if got, want := last.read([]byte(in)), string(answerModel([]byte(in))); got != want {
+			t.Errorf("read(%.60q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// FuzzAnswerModel holds the key search to bytes.Index and the rule's
+// read, after a first answer that leaves a last name behind, to
+// answerModel.
+func FuzzAnswerModel(f *testing.F) {
+	f.Add(`{"model":"fake-model"}`, `{"id":"cmpl-x","model":"fake-model2"}`)
+	f.Add(`{"model":"q"}`, `{"model":"q\\"}`)
+	f.Fuzz(func(t *testing.T, first, in string) {
+		if got, want := indexModelKey([]byte(in)), bytes.Index([]byte(in), []byte(modelKey)); got != want {
+			t.Fatalf("indexModelKey(%q) = %d, want %d", in, got, want)
+		}
+		var last lastModel
+		last.read([]byte(first))
+		if got, want := last.read([]byte(in)), string(answerModel([]byte(in))); got != want {
+			t.Fatalf("after %q, read(%q) = %q, want %q", first, in, got, want)
+		}
+	})
+}
+
 // TestLastModelReuses checks the per-rule copy of an answer's model name:
 // the same name costs no allocation, a new one replaces it. The result is
 // kept (got) and its bytes compared with the first copy's: a discarded
@@ -299,5 +368,18 @@ func TestLastModelReuses(t *testing.T) {
 	}
 	if got := last.string(nil); got != "" {
 		t.Errorf("no model %q, want empty", got)
+	}
+}
+
+// BenchmarkAnswerModel reads the model from the head of the fake engine's
+// completion, as FirstBytes does: the key some 90 bytes in, behind an 'm'
+// of the id, and the rule's last name the same.
+func BenchmarkAnswerModel(b *testing.B) {
+	head := []byte(`{"choices":[{"finish_reason":"length","index":0,"text":"tok0 tok1 tok2 tok3 "}],"id":"cmpl-fake","model":"fake-model","object":"text_completion"}`)
+	var last lastModel
+	for b.Loop() {
+		if last.read(head) == "" {
+			b.Fatal("no model")
+		}
 	}
 }
