@@ -42,7 +42,10 @@ type Loops struct {
 // the fewer the loops, the more events each wake-up takes in its batch.
 // With 2 Ps, one loop for two: 3,809 and 4,464 instructions a relayed
 // event → 3,003 and 3,147 (irsse.sh, docs/performance.md, session 21).
-const procsPerLoop = 4
+// Why not one loop in all: a loop's reads and writes, system calls
+// included, run on one thread at a time, so a loop per two Ps keeps half
+// the machine for a relay's events on a large one.
+const procsPerLoop = 2
 
 // loopsFor is the number of loops for procs Ps when Loops.size is 0.
 func loopsFor(procs int) int { return max(1, procs/procsPerLoop) }
