@@ -23,16 +23,32 @@ import (
 // last three cases the stream leaves the loop and goes on in ReadEach's
 // own waits, as before.
 
-// Loops runs ReadEach callbacks from epoll loops, one per P. A loop
-// starts with the first stream it is given and ends after a tick
-// (hupTick) with none, as HupWatcher's goroutine does. The zero value is
-// ready.
+// Loops runs ReadEach callbacks from epoll loops, one per procsPerLoop
+// Ps (at least one). A loop starts with the first stream it is given and
+// ends after a tick (hupTick) with none, as HupWatcher's goroutine does.
+// The zero value is ready.
 type Loops struct {
 	mu   sync.Mutex
 	set  []*loop
-	size int // loops; 0: GOMAXPROCS
+	size int // loops; 0: loopsFor GOMAXPROCS
 	buf  int // a loop's read buffer (tests); 0: loopBuf
 }
+
+// procsPerLoop is how many Ps share a loop by default. Why not a loop
+// per P: every wake-up of a loop is its goroutine parked and readied
+// through the scheduler (findRunnable, stealWork, netpoll, and a second
+// thread woken to spin: ~4,000 instructions under callgrind), while its
+// callbacks take ~1,000 an event, so a loop is far from filling a P, and
+// the fewer the loops, the more events each wake-up takes in its batch.
+// With 2 Ps, one loop for two: 3,809 and 4,464 instructions a relayed
+// event → 3,003 and 3,147 (irsse.sh, docs/performance.md, session 21).
+// Why not one loop in all: a loop's reads and writes, system calls
+// included, run on one thread at a time, so a loop per two Ps keeps half
+// the machine for a relay's events on a large one.
+const procsPerLoop = 2
+
+// loopsFor is the number of loops for procs Ps when Loops.size is 0.
+func loopsFor(procs int) int { return max(1, procs/procsPerLoop) }
 
 // loop is one epoll set and the goroutine that waits on it.
 type loop struct {
@@ -106,7 +122,7 @@ func (ls *Loops) register(fd uintptr, op *eachOp) (*loop, uint64) {
 	defer ls.mu.Unlock()
 	n := ls.size
 	if n <= 0 {
-		n = runtime.GOMAXPROCS(0)
+		n = loopsFor(runtime.GOMAXPROCS(0))
 	}
 	if len(ls.set) != n {
 		ls.set = make([]*loop, n) // the running ones end on their own

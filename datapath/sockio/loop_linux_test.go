@@ -307,6 +307,17 @@ func TestOpTable(t *testing.T) {
 	}
 }
 
+// TestLoopsFor: a loop per procsPerLoop Ps, never none.
+func TestLoopsFor(t *testing.T) {
+	for _, tc := range []struct{ procs, want int }{
+		{1, 1}, {2, 1}, {3, 1}, {4, 2}, {8, 4}, {64, 32},
+	} {
+		if got := loopsFor(tc.procs); got != tc.want {
+			t.Errorf("loopsFor(%d) = %d, want %d", tc.procs, got, tc.want)
+		}
+	}
+}
+
 // TestWriteFrameAfterStash: once a loop stream's client write was kept
 // for its goroutine, WriteFrame declines (the caller's Write then keeps
 // the bytes after the kept ones) and writes nothing.
