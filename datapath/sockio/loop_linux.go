@@ -24,7 +24,7 @@ import (
 // own waits, as before.
 
 // Loops runs ReadEach callbacks from epoll loops, one per procsPerLoop
-// Ps (at least one). A loop starts with the first stream it is given and
+// Ps (one per P). A loop starts with the first stream it is given and
 // ends after a tick (hupTick) with none, as HupWatcher's goroutine does.
 // The zero value is ready.
 type Loops struct {
@@ -34,18 +34,16 @@ type Loops struct {
 	buf  int // a loop's read buffer (tests); 0: loopBuf
 }
 
-// procsPerLoop is how many Ps share a loop by default. Why not a loop
-// per P: every wake-up of a loop is its goroutine parked and readied
-// through the scheduler (findRunnable, stealWork, netpoll, and a second
-// thread woken to spin: ~4,000 instructions under callgrind), while its
-// callbacks take ~1,000 an event, so a loop is far from filling a P, and
-// the fewer the loops, the more events each wake-up takes in its batch.
-// With 2 Ps, one loop for two: 3,809 and 4,464 instructions a relayed
-// event → 3,003 and 3,147 (irsse.sh, docs/performance.md, session 21).
-// Why not one loop in all: a loop's reads and writes, system calls
-// included, run on one thread at a time, so a loop per two Ps keeps half
-// the machine for a relay's events on a large one.
-const procsPerLoop = 2
+// procsPerLoop is how many Ps share a loop by default: one. Fewer loops
+// take bigger batches per wake-up (each wake-up is a park and a ready
+// through the scheduler, ~4,000 instructions under callgrind, against
+// ~1,000 for an event's callbacks), and a loop per two Ps cut user-space
+// instructions an event by 12 % on 2 Ps (irsse.sh 3,864 → 3,411), but it
+// cost more CPU an event in all, system time included: 1.05× a loop per
+// P over eight alternated rounds of fresh daemons (ssebench/abba.sh, 1,000
+// streams × 100 events; higher in all eight), 1.06× and 1.10× in two more
+// (docs/performance.md, session 22). All CPU is what a replica is sized by.
+const procsPerLoop = 1
 
 // loopsFor is the number of loops for procs Ps when Loops.size is 0.
 func loopsFor(procs int) int { return max(1, procs/procsPerLoop) }

@@ -310,7 +310,7 @@ func TestOpTable(t *testing.T) {
 // TestLoopsFor: a loop per procsPerLoop Ps, never none.
 func TestLoopsFor(t *testing.T) {
 	for _, tc := range []struct{ procs, want int }{
-		{1, 1}, {2, 1}, {3, 1}, {4, 2}, {8, 4}, {64, 32},
+		{0, 1}, {1, 1}, {2, 2}, {3, 3}, {8, 8}, {64, 64},
 	} {
 		if got := loopsFor(tc.procs); got != tc.want {
 			t.Errorf("loopsFor(%d) = %d, want %d", tc.procs, got, tc.want)
