@@ -316,13 +316,18 @@ func (c *conn) step() bool {
 			continue
 		}
 		if c.sock.Drained() {
-			return true // nothing can be pending that the wait would not report
+			// Nothing can be pending that the wait would not report. A
+			// request without a body handed no buffer back: the wait
+			// holds none all the same.
+			c.releaseReader()
+			return true
 		}
 		if c.br == nil {
 			c.br = s.getReader(&c.sock)
 		}
 		if _, err := c.br.Peek(1); err != nil {
 			if errors.Is(err, sockio.ErrWouldBlock) {
+				c.releaseReader()
 				return true
 			}
 			c.closing = true // the client went away (or the read failed)
