@@ -151,7 +151,16 @@ func (h *heldSlots) take(c *compiled, i int) bool {
 	return false
 }
 
+// release is inlined where it is deferred: a request that holds no slot
+// (every request of a rule without windows) tests one word. take fills
+// rel[0] first, so an empty rel[0] means nothing is held.
 func (h *heldSlots) release() {
+	if h.rel[0] != nil {
+		h.releaseHeld()
+	}
+}
+
+func (h *heldSlots) releaseHeld() {
 	freed := false
 	for k, rel := range h.rel {
 		if rel != nil {

@@ -1,8 +1,6 @@
 package datapath
 
 import (
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"math/rand/v2"
 	"net"
@@ -219,26 +217,80 @@ func TestRequestIDFormat(t *testing.T) {
 	}
 }
 
-// TestRequestIDOf: the word-at-a-time spelling is hex.EncodeToString of
-// the two words' big-endian bytes, for chosen edges and many random pairs.
+// TestRequestIDOf: the word-at-a-time spelling is a plain digit-by-digit
+// one (each word's low nibbles by byte, then its high nibbles), for chosen
+// edges and many random pairs; and each of the 128 bits moves exactly one
+// digit, so distinct bits give distinct ids.
 func TestRequestIDOf(t *testing.T) {
+	const digits = "0123456789abcdef"
+	reference := func(a, b uint64) string {
+		var s []byte
+		for _, w := range []uint64{a, b} {
+			for _, shift := range []uint{0, 4} {
+				for k := range uint(8) {
+					s = append(s, digits[w>>(8*k+shift)&0xf])
+				}
+			}
+		}
+		return string(s)
+	}
 	tests := [][2]uint64{
 		{0, 0},
 		{^uint64(0), ^uint64(0)},
 		{0x0123456789abcdef, 0xfedcba9876543210},
 		{0x0909090909090909, 0x0a0a0a0a0a0a0a0a}, // the 9/a edge in every byte
+		{0x9a9a9a9a9a9a9a9a, 0xa9a9a9a9a9a9a9a9},
 		{0xf0f0f0f0f0f0f0f0, 0x0f0f0f0f0f0f0f0f},
 	}
 	for range 100000 {
 		tests = append(tests, [2]uint64{rand.Uint64(), rand.Uint64()})
 	}
 	for _, tc := range tests {
-		var raw [16]byte
-		binary.BigEndian.PutUint64(raw[:8], tc[0])
-		binary.BigEndian.PutUint64(raw[8:], tc[1])
-		if got, want := requestIDOf(tc[0], tc[1]), hex.EncodeToString(raw[:]); got != want {
+		if got, want := requestIDOf(tc[0], tc[1]), reference(tc[0], tc[1]); got != want {
 			t.Fatalf("requestIDOf(%#x, %#x) = %s, want %s", tc[0], tc[1], got, want)
 		}
+	}
+	zero := requestIDOf(0, 0)
+	moved := map[int]int{} // digit position -> bits that moved it
+	for bit := range 128 {
+		var w [2]uint64
+		w[bit/64] = 1 << (bit % 64)
+		id := requestIDOf(w[0], w[1])
+		diff := -1
+		for i := range id {
+			if id[i] != zero[i] {
+				if diff >= 0 {
+					t.Fatalf("bit %d moved digits %d and %d", bit, diff, i)
+				}
+				diff = i
+			}
+		}
+		if diff < 0 {
+			t.Fatalf("bit %d moved no digit", bit)
+		}
+		moved[diff]++
+	}
+	for i := range requestIDLen {
+		if moved[i] != 4 {
+			t.Errorf("digit %d spells %d bits, want 4", i, moved[i])
+		}
+	}
+}
+
+// TestMintIDs: a batch is n ids back to back, each well formed, none
+// repeated within or across batches.
+func TestMintIDs(t *testing.T) {
+	seen := map[string]bool{}
+	var m idMint
+	for range 5 * idBatch {
+		id := m.next()
+		if !hex32.MatchString(id) || seen[id] {
+			t.Fatalf("bad or repeated id %q", id)
+		}
+		seen[id] = true
+	}
+	if b := mintIDs(3); len(b) != 3*requestIDLen {
+		t.Fatalf("mintIDs(3) is %d bytes", len(b))
 	}
 }
 

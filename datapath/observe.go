@@ -14,7 +14,6 @@ import (
 	"github.com/infergate/infergate/datapath/respclock"
 	"github.com/infergate/infergate/metrics"
 	"github.com/infergate/infergate/tenant"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -45,8 +44,8 @@ type reqObs struct {
 
 	labelled bool // modelLabel resolved
 	label    string
-	ms       *modelSeries        // the rule's children under label; resolved by series
-	itl      prometheus.Observer // resolved at the first gap
+	ms       *modelSeries       // the rule's children under label; resolved by series
+	itl      *metrics.Histogram // resolved at the first gap
 	llm      *metrics.LLM
 }
 
@@ -206,10 +205,14 @@ const maxAnswerModel = 128
 // to the rule's cap), else "other".
 func (o *reqObs) modelLabel() string {
 	if !o.labelled {
-		o.labelled = true
-		o.label = o.c.llmModels.Label(o.model, o.clock.Status() >= 200 && o.clock.Status() < 300)
+		o.settleLabel()
 	}
-	return o.label
+	return o.label // inlined: once settled (series does it), a load
+}
+
+func (o *reqObs) settleLabel() {
+	o.labelled = true
+	o.label = o.c.llmModels.Label(o.model, o.clock.Status() >= 200 && o.clock.Status() < 300)
 }
 
 // series is the rule's cached LLM children under this request's model
@@ -269,7 +272,11 @@ func (rt *Runtime) observeEnd(x *exchange) {
 		status = statusClientClosed
 	}
 	ttft := sinceStart(o.clock.First(), x)
-	prompt, completion, metered := usageOf(x.w)
+	var prompt, completion int
+	var metered bool
+	if uw, ok := x.w.(*tenant.UsageWriter); ok { // the rule meters usage: the tenant's writer is the client's
+		prompt, completion, metered = uw.Usage()
+	}
 	c := o.c
 	if c != nil && o.endpoint >= 0 && o.tier == "" {
 		o.tier = o.picker
@@ -337,8 +344,8 @@ func (rt *Runtime) observeLLM(x *exchange, status int, ttft, total time.Duration
 	o := &x.obs
 	c := o.c
 	secs := total.Seconds() // the endpoint's serve and the model's duration alike
-	if o.endpoint >= 0 && o.endpoint < len(c.eps) {
-		c.epm[o.endpoint].serve.get(rt.llm.Endpoint, c.label, c.eps[o.endpoint].id, metrics.EndpointPhaseServe).Observe(secs)
+	if i := o.endpoint; i >= 0 && i < len(c.eps) {
+		c.epm[i].serve.get(rt.llm.Endpoint, c.label, c.eps[i].id, metrics.EndpointPhaseServe).Observe(secs)
 	}
 	for _, l := range o.pdLegs {
 		if l.Phase == pd.PhasePrefill && l.Status > 0 {
@@ -364,13 +371,4 @@ func (rt *Runtime) observeLLM(x *exchange, status int, ttft, total time.Duration
 	if span := o.clock.EventSpan(); tokens > 1 && span > 0 {
 		ms.tpot.get(rt.llm.TPOT, c.label, model).Observe(span.Seconds() / float64(tokens-1))
 	}
-}
-
-// usageOf is the engine's token usage when the rule meters it (the
-// tenant's usage writer is then the client's writer).
-func usageOf(w http.ResponseWriter) (prompt, completion int, ok bool) {
-	if uw, isUW := w.(*tenant.UsageWriter); isUW {
-		return uw.Usage()
-	}
-	return 0, 0, false
 }

@@ -121,8 +121,8 @@ type compiled struct {
 	kv   *kvplane.RuleKV // nil unless kvExactMode
 	ring *chwbl.Ring     // sel 8/10 only
 
-	latency prometheus.Observer
-	ttfb    prometheus.Observer
+	latency *metrics.Histogram // the series itself: Observe a direct call
+	ttfb    *metrics.Histogram
 	m       *metrics.Datapath
 	rx      *metrics.Radix
 
@@ -228,8 +228,8 @@ func newCompiled(r *spec.Rule, prev map[string]*endpoint, opts *Options, m *metr
 	}
 	c.pool = c.newPool(cands)
 	c.addrBits = c.eppAddrBits()
-	c.latency = m.Latency.WithLabelValues(c.label)
-	c.ttfb = m.TTFB.WithLabelValues(c.label)
+	c.latency = m.Latency.Series(c.label)
+	c.ttfb = m.TTFB.Series(c.label)
 	c.llmModels = pd.NewModelLabels(r.Key.ModelName, 0)
 	return c, next
 }

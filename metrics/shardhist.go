@@ -107,6 +107,12 @@ func (v *HistogramVec) WithLabelValues(lvs ...string) prometheus.Observer {
 	return v.get(lvs)
 }
 
+// Series is WithLabelValues as the series itself, for a caller that keeps
+// it: its Observe is then a direct call, not one through an interface.
+func (v *HistogramVec) Series(lvs ...string) *Histogram {
+	return v.get(lvs)
+}
+
 func (v *HistogramVec) get(lvs []string) *Histogram {
 	if len(lvs) != len(v.labels) {
 		panic("metrics: " + v.desc.String() + ": wrong number of label values")

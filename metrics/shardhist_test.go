@@ -238,3 +238,24 @@ func TestObserveBucket(t *testing.T) {
 		}
 	}
 }
+
+// TestHistogramVecSeries: Series is the series WithLabelValues returns (made
+// on first use, the same one after), and what is observed through it is
+// exposed as a prometheus.HistogramVec exposes the same observations.
+func TestHistogramVecSeries(t *testing.T) {
+	opts := prometheus.HistogramOpts{Name: "infergate_test_seconds", Help: "A test family.", Buckets: []float64{0.1, 0.25, 1}}
+	labels := []string{"rule", "model"}
+	ours, theirs := NewHistogramVec(opts, labels), prometheus.NewHistogramVec(opts, labels)
+	regOurs, regTheirs := prometheus.NewRegistry(), prometheus.NewRegistry()
+	regOurs.MustRegister(ours)
+	regTheirs.MustRegister(theirs)
+	h := ours.Series("r1", "m")
+	if ours.Series("r1", "m") != h || ours.WithLabelValues("r1", "m") != prometheus.Observer(h) {
+		t.Fatal("Series and WithLabelValues name different series for the same labels")
+	}
+	for _, v := range []float64{0, 0.1, 0.2, 0.25, 3, 1e-9} {
+		h.Observe(v)
+		theirs.WithLabelValues("r1", "m").Observe(v)
+	}
+	sameExposition(t, "after the observations", exposition(t, regOurs, opts.Name), exposition(t, regTheirs, opts.Name))
+}
