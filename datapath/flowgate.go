@@ -160,6 +160,7 @@ func (h *heldSlots) release() {
 	}
 }
 
+// releaseHeld gives back every slot h holds, out of release's line.
 func (h *heldSlots) releaseHeld() {
 	freed := false
 	for k, rel := range h.rel {

@@ -41,8 +41,9 @@ type Loops struct {
 // instructions an event by 12 % on 2 Ps (irsse.sh 3,864 → 3,411), but it
 // cost more CPU an event in all, system time included: 1.05× a loop per
 // P over eight alternated rounds of fresh daemons (ssebench/abba.sh, 1,000
-// streams × 100 events; higher in all eight), 1.06× and 1.10× in two more
-// (docs/performance.md, session 22). All CPU is what a replica is sized by.
+// streams × 100 events; higher in all eight, the system time's doing), and
+// 1.01–1.10× in three runs of four (docs/performance.md, session 22). All
+// CPU is what a replica is sized by.
 const procsPerLoop = 1
 
 // loopsFor is the number of loops for procs Ps when Loops.size is 0.
